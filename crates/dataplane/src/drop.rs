@@ -1,0 +1,65 @@
+//! Why a packet was dropped. Every drop becomes a `gate64_drops_total{reason}` label and a
+//! `debug!` field, so any loss is explainable from the counters alone.
+
+macro_rules! drops {
+    ($($(#[doc = $doc:literal])* $variant:ident => $label:literal,)*) => {
+        /// Why a packet was dropped.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+        #[non_exhaustive]
+        pub enum Drop {
+            $($(#[doc = $doc])* $variant,)*
+        }
+
+        impl Drop {
+            /// Every reason, in label order.
+            pub const ALL: &'static [Drop] = &[$(Drop::$variant,)*];
+            /// Number of reasons.
+            pub const COUNT: usize = Drop::ALL.len();
+
+            /// The `reason` label value.
+            pub fn as_str(self) -> &'static str {
+                match self {
+                    $(Drop::$variant => $label,)*
+                }
+            }
+        }
+    };
+}
+
+drops! {
+    /// Shorter than its headers or length fields announce.
+    Truncated => "truncated",
+    /// A field holds a forbidden value (bad Teredo header, IPv6 version not 6, ...).
+    Malformed => "malformed",
+    /// Well-formed but unsupported (jumbogram).
+    Unsupported => "unsupported",
+    /// RFC 4380 §5.3.1: the outer IPv4 source is not global unicast.
+    NonGlobalSource => "non_global_source",
+    /// The datagram came from one of gate64's own Teredo addresses (loop guard).
+    LoopGuard => "loop_guard",
+    /// The inner IPv6 source is not the Teredo address of the UDP source it came from.
+    SpoofedSource => "spoofed_source",
+    /// A Teredo client of another server; gate64 relays only for its own clients.
+    ForeignClient => "foreign_client",
+    /// Router Solicitations from this source exceeded `[limits]`.
+    RsRateLimited => "rs_rate_limited",
+    /// ICMPv6 to gate64's link-local side that it does not answer (bad checksum, not an RS).
+    UnhandledIcmpv6 => "unhandled_icmpv6",
+    /// Destination is link-local, multicast, loopback or unspecified: never forwarded.
+    BadDestination => "bad_destination",
+    /// Destination is neither a corporate prefix, gate64 itself, nor one of its clients.
+    NoRoute => "no_route",
+    /// The policy step refused the packet: no IPsec SA covers it (and
+    /// `[corpnet] allow_without_ipsec` is off).
+    NoSa => "no_sa",
+    /// A Teredo destination whose embedded IPv4 address is not global unicast.
+    NonGlobalMapping => "non_global_mapping",
+    /// The per-peer relay queue (waiting for a bubble answer) is full.
+    RelayQueueFull => "relay_queue_full",
+    /// Queued for a client that never answered its bubbles (RFC 4380 §5.4.1).
+    BubbleTimeout => "bubble_timeout",
+    /// The Teredo peer table reached `[limits] max_teredo_peers`.
+    PeerTableFull => "peer_table_full",
+    /// The kernel refused to send the packet (socket or TUN error).
+    TxError => "tx_error",
+}

@@ -1,0 +1,117 @@
+//! Per-worker counters. Each worker owns one [`Stats`] and is its only writer; the metrics
+//! exporter sums all workers' values at scrape time, so the hot path never contends on a
+//! shared cache line or takes a lock.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// A counter with a single writer (its worker) and any number of readers (the exporter).
+/// A plain load and store instead of `fetch_add` avoids a locked instruction per packet;
+/// it is correct because only the owning worker ever writes.
+#[derive(Debug, Default)]
+pub struct Counter(AtomicU64);
+
+impl Counter {
+    /// Adds `n` (single writer only).
+    #[inline]
+    pub fn add(&self, n: u64) {
+        self.0.store(
+            self.0.load(Ordering::Relaxed).wrapping_add(n),
+            Ordering::Relaxed,
+        );
+    }
+
+    /// Adds one (single writer only).
+    #[inline]
+    pub fn inc(&self) {
+        self.add(1);
+    }
+
+    /// The current value.
+    pub fn get(&self) -> u64 {
+        self.0.load(Ordering::Relaxed)
+    }
+}
+
+/// Which side of gate64 a packet crossed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Side {
+    /// The corporate network (the TUN device).
+    Corpnet = 0,
+    /// The internet (client transports: Teredo UDP, IP-HTTPS TLS).
+    Internet = 1,
+}
+
+impl Side {
+    /// Both sides, in label order.
+    pub const ALL: [Side; 2] = [Side::Corpnet, Side::Internet];
+
+    /// The metric label value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Side::Corpnet => "corpnet",
+            Side::Internet => "internet",
+        }
+    }
+}
+
+/// Direction as seen from gate64.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Direction {
+    /// Received by gate64.
+    Rx = 0,
+    /// Sent by gate64.
+    Tx = 1,
+}
+
+impl Direction {
+    /// Both directions, in label order.
+    pub const ALL: [Direction; 2] = [Direction::Rx, Direction::Tx];
+
+    /// The metric label value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Direction::Rx => "rx",
+            Direction::Tx => "tx",
+        }
+    }
+}
+
+/// One worker's counters.
+#[derive(Debug, Default)]
+pub struct Stats {
+    bytes: [[Counter; 2]; 2],
+    packets: [[Counter; 2]; 2],
+    drops: [Counter; crate::Drop::COUNT],
+    /// Router Advertisements sent in answer to Teredo Router Solicitations.
+    pub teredo_qualifications: Counter,
+}
+
+impl Stats {
+    /// Counts one packet of `len` bytes.
+    #[inline]
+    pub fn packet(&self, side: Side, dir: Direction, len: usize) {
+        self.packets[side as usize][dir as usize].inc();
+        self.bytes[side as usize][dir as usize].add(len as u64);
+    }
+
+    /// Counts one dropped packet.
+    #[inline]
+    pub fn drop(&self, reason: crate::Drop) {
+        self.drops[reason as usize].inc();
+    }
+
+    /// Bytes counted for a side and direction.
+    pub fn bytes(&self, side: Side, dir: Direction) -> u64 {
+        self.bytes[side as usize][dir as usize].get()
+    }
+
+    /// Packets counted for a side and direction.
+    pub fn packets(&self, side: Side, dir: Direction) -> u64 {
+        self.packets[side as usize][dir as usize].get()
+    }
+
+    /// Drops counted for a reason.
+    pub fn drops(&self, reason: crate::Drop) -> u64 {
+        self.drops[reason as usize].get()
+    }
+}
