@@ -1,0 +1,460 @@
+//! The [`Exporter`]: sums the per-worker [`Stats`] at scrape time and encodes the result.
+
+use std::fmt;
+use std::sync::{Arc, Mutex, PoisonError};
+
+use gate64_dataplane::{Direction, Drop, Gauges, Side, Stats};
+use prometheus_client::collector::Collector;
+use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet, EncodeMetric};
+use prometheus_client::metrics::MetricType;
+use prometheus_client::metrics::counter::ConstCounter;
+use prometheus_client::metrics::gauge::ConstGauge;
+use prometheus_client::registry::Registry;
+
+use crate::names;
+
+/// `Content-Type` of [`Exporter::encode`]'s output: the Prometheus text format 0.0.4.
+pub const PROMETHEUS_TEXT_CONTENT_TYPE: &str =
+    prometheus_client::encoding::prometheus_text::CONTENT_TYPE;
+
+/// `Content-Type` of [`Exporter::encode_openmetrics`]'s output: OpenMetrics text 1.0.0.
+pub const OPENMETRICS_CONTENT_TYPE: &str =
+    "application/openmetrics-text; version=1.0.0; charset=utf-8";
+
+/// Reads gate64's counters and gauges and encodes them for Prometheus.
+///
+/// Cloning is cheap (an `Arc`); all clones share the same set of workers. Scrapes take a short
+/// lock on the worker list and call the gauges closure; the data plane's hot path is never
+/// involved (each worker only stores into its own [`Stats`]).
+///
+/// Registered [`Stats`] are never removed: the exported counters are sums over them, and
+/// dropping one would make the sums go backwards, which Prometheus reads as a counter reset.
+#[derive(Clone)]
+pub struct Exporter {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    registry: Registry,
+    source: Arc<Source>,
+}
+
+/// What a scrape reads.
+struct Source {
+    workers: Mutex<Vec<Arc<Stats>>>,
+    gauges: Arc<dyn Fn() -> Gauges + Send + Sync>,
+}
+
+impl Exporter {
+    /// An exporter over `workers` (one [`Stats`] per data-plane worker) and `gauges`, which is
+    /// called once per scrape to read the shared tables. `gauges` runs on the scraping task, so
+    /// it should be quick and must not block on the data plane for long.
+    pub fn new(workers: Vec<Arc<Stats>>, gauges: Arc<dyn Fn() -> Gauges + Send + Sync>) -> Self {
+        let source = Arc::new(Source {
+            workers: Mutex::new(workers),
+            gauges,
+        });
+        let mut registry = Registry::default();
+        registry.register_collector(Box::new(Scrape(Arc::clone(&source))));
+        Exporter {
+            inner: Arc::new(Inner { registry, source }),
+        }
+    }
+
+    /// Adds more per-worker [`Stats`] (e.g. those of later transports' tasks) to the sums.
+    pub fn add_workers(&self, more: Vec<Arc<Stats>>) {
+        self.inner.source.lock_workers().extend(more);
+    }
+
+    /// Everything, in the Prometheus text format 0.0.4 ([`PROMETHEUS_TEXT_CONTENT_TYPE`]).
+    ///
+    /// This is the format `promtool check metrics` validates and that every Prometheus version
+    /// scrapes. The sample names are the same as in [`Exporter::encode_openmetrics`]; only the
+    /// `# HELP`/`# TYPE` lines of counters differ (`gate64_bytes_total` here, `gate64_bytes` in
+    /// OpenMetrics).
+    pub fn encode(&self) -> String {
+        let mut out = String::new();
+        prometheus_client::encoding::prometheus_text::encode(&mut out, &self.inner.registry)
+            .expect("writing to a String cannot fail and the collector only fails on write");
+        out
+    }
+
+    /// Everything, in the OpenMetrics text format 1.0.0 ([`OPENMETRICS_CONTENT_TYPE`]),
+    /// ending in `# EOF`.
+    pub fn encode_openmetrics(&self) -> String {
+        let mut out = String::new();
+        prometheus_client::encoding::text::encode(&mut out, &self.inner.registry)
+            .expect("writing to a String cannot fail and the collector only fails on write");
+        out
+    }
+
+    /// Number of registered per-worker [`Stats`].
+    pub fn workers(&self) -> usize {
+        self.inner.source.lock_workers().len()
+    }
+}
+
+impl fmt::Debug for Exporter {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Exporter")
+            .field("workers", &self.workers())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Source {
+    fn lock_workers(&self) -> std::sync::MutexGuard<'_, Vec<Arc<Stats>>> {
+        // The list is only ever extended, so a panic elsewhere cannot leave it inconsistent.
+        self.workers.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// Sums of all workers' counters at one instant.
+struct Totals {
+    workers: usize,
+    bytes: [[u64; 2]; 2],
+    packets: [[u64; 2]; 2],
+    drops: [u64; Drop::COUNT],
+    teredo_qualifications: u64,
+}
+
+impl Totals {
+    fn sum(workers: &[Arc<Stats>]) -> Totals {
+        let mut t = Totals {
+            workers: workers.len(),
+            bytes: [[0; 2]; 2],
+            packets: [[0; 2]; 2],
+            drops: [0; Drop::COUNT],
+            teredo_qualifications: 0,
+        };
+        // Each worker's counter wraps at 2^64, so the sum does too rather than panicking.
+        for w in workers {
+            for side in Side::ALL {
+                for dir in Direction::ALL {
+                    let (s, d) = (side as usize, dir as usize);
+                    t.bytes[s][d] = t.bytes[s][d].wrapping_add(w.bytes(side, dir));
+                    t.packets[s][d] = t.packets[s][d].wrapping_add(w.packets(side, dir));
+                }
+            }
+            for (total, &reason) in t.drops.iter_mut().zip(Drop::ALL) {
+                *total = total.wrapping_add(w.drops(reason));
+            }
+            t.teredo_qualifications = t
+                .teredo_qualifications
+                .wrapping_add(w.teredo_qualifications.get());
+        }
+        t
+    }
+}
+
+/// The prometheus-client [`Collector`]: reads everything afresh on each scrape.
+struct Scrape(Arc<Source>);
+
+impl fmt::Debug for Scrape {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Scrape").finish_non_exhaustive()
+    }
+}
+
+impl Collector for Scrape {
+    fn encode(&self, mut enc: DescriptorEncoder) -> Result<(), fmt::Error> {
+        // Clone the list so neither the summing nor the gauges closure (which may take the
+        // shared tables' locks) runs under the worker-list lock.
+        let workers = self.0.lock_workers().clone();
+        let totals = Totals::sum(&workers);
+        let gauges = (self.0.gauges)();
+
+        gauge_family(
+            &mut enc,
+            names::CLIENTS,
+            names::CLIENTS_HELP,
+            [([("transport", "teredo")], gauges.teredo_clients)],
+        )?;
+        gauge(
+            &mut enc,
+            names::TEREDO_PEERS,
+            names::TEREDO_PEERS_HELP,
+            gauges.teredo_peers,
+        )?;
+        counter_family(
+            &mut enc,
+            names::BYTES_TOTAL,
+            names::BYTES_TOTAL_HELP,
+            side_dir_series(&totals.bytes),
+        )?;
+        counter_family(
+            &mut enc,
+            names::PACKETS_TOTAL,
+            names::PACKETS_TOTAL_HELP,
+            side_dir_series(&totals.packets),
+        )?;
+        counter_family(
+            &mut enc,
+            names::DROPS_TOTAL,
+            names::DROPS_TOTAL_HELP,
+            Drop::ALL
+                .iter()
+                .zip(totals.drops)
+                .map(|(reason, n)| ([("reason", reason.as_str())], n)),
+        )?;
+        counter(
+            &mut enc,
+            names::TEREDO_QUALIFICATIONS_TOTAL,
+            names::TEREDO_QUALIFICATIONS_TOTAL_HELP,
+            totals.teredo_qualifications,
+        )?;
+        gauge(
+            &mut enc,
+            names::WORKERS,
+            names::WORKERS_HELP,
+            totals.workers as u64,
+        )?;
+        gauge_family(
+            &mut enc,
+            names::BUILD_INFO,
+            names::BUILD_INFO_HELP,
+            [([("version", env!("CARGO_PKG_VERSION"))], 1u64)],
+        )
+    }
+}
+
+type SideDirLabels = [(&'static str, &'static str); 2];
+
+/// One series per side and direction, in label order.
+fn side_dir_series(v: &[[u64; 2]; 2]) -> impl Iterator<Item = (SideDirLabels, u64)> + '_ {
+    Side::ALL.into_iter().flat_map(move |side| {
+        Direction::ALL.into_iter().map(move |dir| {
+            (
+                [("side", side.as_str()), ("direction", dir.as_str())],
+                v[side as usize][dir as usize],
+            )
+        })
+    })
+}
+
+/// prometheus-client appends `_total` to counters, so it gets the name without it.
+fn counter_base(name: &str) -> &str {
+    let base = name.strip_suffix("_total");
+    debug_assert!(base.is_some(), "counter name {name} must end in _total");
+    base.unwrap_or(name)
+}
+
+fn gauge(enc: &mut DescriptorEncoder, name: &str, help: &str, v: u64) -> fmt::Result {
+    let m = ConstGauge::new(v);
+    m.encode(enc.encode_descriptor(name, help, None, m.metric_type())?)
+}
+
+fn gauge_family<L: EncodeLabelSet>(
+    enc: &mut DescriptorEncoder,
+    name: &str,
+    help: &str,
+    series: impl IntoIterator<Item = (L, u64)>,
+) -> fmt::Result {
+    let mut family = enc.encode_descriptor(name, help, None, MetricType::Gauge)?;
+    for (labels, v) in series {
+        ConstGauge::new(v).encode(family.encode_family(&labels)?)?;
+    }
+    Ok(())
+}
+
+fn counter(enc: &mut DescriptorEncoder, name: &str, help: &str, v: u64) -> fmt::Result {
+    let m = ConstCounter::new(v);
+    m.encode(enc.encode_descriptor(counter_base(name), help, None, m.metric_type())?)
+}
+
+fn counter_family<L: EncodeLabelSet>(
+    enc: &mut DescriptorEncoder,
+    name: &str,
+    help: &str,
+    series: impl IntoIterator<Item = (L, u64)>,
+) -> fmt::Result {
+    let mut family = enc.encode_descriptor(counter_base(name), help, None, MetricType::Counter)?;
+    for (labels, v) in series {
+        ConstCounter::new(v).encode(family.encode_family(&labels)?)?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The value of the sample line `series` (name plus label set, as exposed) in `text`.
+    fn sample<'a>(text: &'a str, series: &str) -> Option<&'a str> {
+        text.lines()
+            .find_map(|line| line.strip_prefix(series)?.strip_prefix(' '))
+    }
+
+    fn two_workers() -> (Arc<Stats>, Arc<Stats>) {
+        let a = Arc::new(Stats::default());
+        a.packet(Side::Corpnet, Direction::Rx, 100);
+        a.packet(Side::Corpnet, Direction::Rx, 100);
+        a.packet(Side::Internet, Direction::Tx, 1280);
+        a.count_drops(Drop::NoRoute, 1);
+        a.teredo_qualifications.add(3);
+        let b = Arc::new(Stats::default());
+        b.packet(Side::Corpnet, Direction::Rx, 50);
+        b.count_drops(Drop::NoRoute, 2);
+        b.count_drops(Drop::Truncated, 1);
+        b.teredo_qualifications.inc();
+        (a, b)
+    }
+
+    fn exporter(workers: Vec<Arc<Stats>>) -> Exporter {
+        Exporter::new(
+            workers,
+            Arc::new(|| Gauges {
+                teredo_clients: 7,
+                teredo_peers: 11,
+            }),
+        )
+    }
+
+    #[test]
+    fn exporter_is_cheap_to_share() {
+        fn shareable<T: Clone + Send + Sync + 'static>() {}
+        shareable::<Exporter>();
+    }
+
+    #[test]
+    fn sums_workers_with_exact_names_and_labels() {
+        let (a, b) = two_workers();
+        let text = exporter(vec![a, b]).encode();
+        let expect = [
+            (
+                r#"gate64_bytes_total{side="corpnet",direction="rx"}"#,
+                "250",
+            ),
+            (r#"gate64_bytes_total{side="corpnet",direction="tx"}"#, "0"),
+            (r#"gate64_bytes_total{side="internet",direction="rx"}"#, "0"),
+            (
+                r#"gate64_bytes_total{side="internet",direction="tx"}"#,
+                "1280",
+            ),
+            (
+                r#"gate64_packets_total{side="corpnet",direction="rx"}"#,
+                "3",
+            ),
+            (
+                r#"gate64_packets_total{side="corpnet",direction="tx"}"#,
+                "0",
+            ),
+            (
+                r#"gate64_packets_total{side="internet",direction="rx"}"#,
+                "0",
+            ),
+            (
+                r#"gate64_packets_total{side="internet",direction="tx"}"#,
+                "1",
+            ),
+            (r#"gate64_drops_total{reason="no_route"}"#, "3"),
+            (r#"gate64_drops_total{reason="truncated"}"#, "1"),
+            (r#"gate64_drops_total{reason="no_sa"}"#, "0"),
+            ("gate64_teredo_qualifications_total", "4"),
+            ("gate64_workers", "2"),
+            (r#"gate64_clients{transport="teredo"}"#, "7"),
+            ("gate64_teredo_peers", "11"),
+            (
+                &format!(
+                    r#"gate64_build_info{{version="{}"}}"#,
+                    env!("CARGO_PKG_VERSION")
+                ),
+                "1",
+            ),
+        ];
+        for (series, value) in expect {
+            assert_eq!(sample(&text, series), Some(value), "{series} in:\n{text}");
+        }
+    }
+
+    #[test]
+    fn every_drop_reason_present_even_at_zero() {
+        let text = exporter(vec![Arc::new(Stats::default())]).encode();
+        for reason in Drop::ALL {
+            let series = format!(r#"gate64_drops_total{{reason="{}"}}"#, reason.as_str());
+            assert_eq!(sample(&text, &series), Some("0"), "{series} in:\n{text}");
+        }
+        let series = text
+            .lines()
+            .filter(|l| l.starts_with("gate64_drops_total{"))
+            .count();
+        assert_eq!(series, Drop::COUNT);
+    }
+
+    #[test]
+    fn every_name_has_help_and_type() {
+        let text = exporter(Vec::new()).encode();
+        for (name, help) in names::ALL {
+            assert!(name.starts_with("gate64_"), "{name}");
+            assert!(help.len() > 20 && help.ends_with('.'), "{name}: {help:?}");
+            assert!(
+                text.contains(&format!("# HELP {name} {help}\n")),
+                "{name} in:\n{text}"
+            );
+            let kind = if name.ends_with("_total") {
+                "counter"
+            } else {
+                "gauge"
+            };
+            assert!(
+                text.contains(&format!("# TYPE {name} {kind}\n")),
+                "{name} in:\n{text}"
+            );
+        }
+        let families = text.lines().filter(|l| l.starts_with("# TYPE ")).count();
+        assert_eq!(
+            families,
+            names::ALL.len(),
+            "a metric is missing from names::ALL"
+        );
+    }
+
+    #[test]
+    fn workers_added_later_count_and_are_summed() {
+        let (a, b) = two_workers();
+        let exporter = exporter(vec![a]);
+        let clone = exporter.clone();
+        assert_eq!(sample(&exporter.encode(), "gate64_workers"), Some("1"));
+        clone.add_workers(vec![b]);
+        let text = exporter.encode();
+        assert_eq!(exporter.workers(), 2);
+        assert_eq!(sample(&text, "gate64_workers"), Some("2"));
+        assert_eq!(
+            sample(&text, "gate64_teredo_qualifications_total"),
+            Some("4")
+        );
+    }
+
+    #[test]
+    fn gauges_read_on_every_scrape() {
+        let n = Arc::new(std::sync::atomic::AtomicU64::new(1));
+        let seen = Arc::clone(&n);
+        let exporter = Exporter::new(
+            Vec::new(),
+            Arc::new(move || Gauges {
+                teredo_clients: seen.load(std::sync::atomic::Ordering::Relaxed),
+                teredo_peers: 0,
+            }),
+        );
+        let series = r#"gate64_clients{transport="teredo"}"#;
+        assert_eq!(sample(&exporter.encode(), series), Some("1"));
+        n.store(5, std::sync::atomic::Ordering::Relaxed);
+        assert_eq!(sample(&exporter.encode(), series), Some("5"));
+    }
+
+    #[test]
+    fn openmetrics_has_same_samples_and_eof() {
+        let (a, b) = two_workers();
+        let exporter = exporter(vec![a, b]);
+        let om = exporter.encode_openmetrics();
+        assert!(om.ends_with("# EOF\n"), "{om}");
+        assert!(om.contains("# TYPE gate64_bytes counter\n"), "{om}");
+        let samples = |t: &str| -> Vec<String> {
+            t.lines()
+                .filter(|l| !l.starts_with('#'))
+                .map(String::from)
+                .collect()
+        };
+        assert_eq!(samples(&om), samples(&exporter.encode()));
+    }
+}

@@ -1,0 +1,487 @@
+//! The `/metrics` HTTP endpoint: a hyper 1 HTTP/1.1 server, one tokio task per connection.
+
+use std::convert::Infallible;
+use std::future::Future;
+use std::io;
+use std::time::Duration;
+
+use http_body_util::Full;
+use hyper::body::{Bytes, Incoming};
+use hyper::header::{self, HeaderValue};
+use hyper::server::conn::http1;
+use hyper::service::service_fn;
+use hyper::{Method, Request, Response, StatusCode};
+use hyper_util::rt::{TokioIo, TokioTimer};
+use tokio::net::TcpListener;
+use tokio::task::JoinSet;
+use tracing::{debug, info, warn};
+
+use crate::Exporter;
+use crate::exporter::{OPENMETRICS_CONTENT_TYPE, PROMETHEUS_TEXT_CONTENT_TYPE};
+
+/// Serves `exporter` over HTTP/1.1 on `listener` until `shutdown` resolves.
+///
+/// - `GET /metrics`: 200 with [`Exporter::encode`] (Prometheus text 0.0.4), or
+///   [`Exporter::encode_openmetrics`] when the `Accept` header asks for
+///   `application/openmetrics-text` (as Prometheus does).
+/// - `GET /`: 200, a small HTML page linking `/metrics`.
+/// - Any other path: 404. Any method other than `GET` or `HEAD` on a known path: 405 with
+///   `Allow: GET, HEAD`. `HEAD` is answered like `GET`, without the body.
+///
+/// Each connection runs in its own task. A client must send a complete request head within
+/// 10 s of connecting (or of its previous response), and at most 256 connections are served
+/// at once (further ones are closed at once), so slow or idle clients cannot pile up.
+///
+/// When `shutdown` resolves, the listener is closed, open connections are aborted (a scrape
+/// in flight at that moment is cut off) and `serve` returns `Ok(())`.
+///
+/// # Errors
+///
+/// Returns an error only if the listener is not listening (`accept` fails with `EINVAL`).
+/// Other `accept` errors do not end the server: those that concern one incoming connection
+/// are skipped, and the rest (such as running out of file descriptors) are logged and retried
+/// after a second.
+pub async fn serve(
+    listener: TcpListener,
+    exporter: Exporter,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> io::Result<()> {
+    serve_with(listener, exporter, shutdown, Limits::DEFAULT).await
+}
+
+/// Bounds on what clients of the endpoint can hold.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Limits {
+    /// Time a client has to send a complete request head.
+    pub(crate) header_read_timeout: Duration,
+    /// Connections served at once.
+    pub(crate) max_connections: usize,
+}
+
+impl Limits {
+    pub(crate) const DEFAULT: Limits = Limits {
+        header_read_timeout: Duration::from_secs(10),
+        max_connections: 256,
+    };
+}
+
+/// Read buffer per connection; hyper's default (~400 KiB) is far more than a scraper's
+/// request needs. Writes are only flow-controlled by it, so large responses still go out.
+const MAX_BUF_SIZE: usize = 16 * 1024;
+
+/// How long to wait before accepting again after an error that is not the connection's.
+const ACCEPT_BACKOFF: Duration = Duration::from_secs(1);
+
+pub(crate) async fn serve_with(
+    listener: TcpListener,
+    exporter: Exporter,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+    limits: Limits,
+) -> io::Result<()> {
+    let mut builder = http1::Builder::new();
+    builder
+        .timer(TokioTimer::new())
+        .header_read_timeout(limits.header_read_timeout)
+        .max_buf_size(MAX_BUF_SIZE);
+    if let Ok(addr) = listener.local_addr() {
+        info!(%addr, "metrics endpoint listening");
+    }
+
+    let mut conns = JoinSet::new();
+    tokio::pin!(shutdown);
+    loop {
+        tokio::select! {
+            biased;
+            () = &mut shutdown => break,
+            // Reap finished connections so the set holds only live ones.
+            Some(_) = conns.join_next(), if !conns.is_empty() => {}
+            accepted = listener.accept() => match accepted {
+                Ok((stream, peer)) => {
+                    if conns.len() >= limits.max_connections {
+                        debug!(%peer, "metrics connection refused: too many open");
+                        continue;
+                    }
+                    let exporter = exporter.clone();
+                    let service = service_fn(move |req| {
+                        let response = respond(&exporter, &req);
+                        async move { Ok::<_, Infallible>(response) }
+                    });
+                    let conn = builder.serve_connection(TokioIo::new(stream), service);
+                    conns.spawn(async move {
+                        if let Err(error) = conn.await {
+                            debug!(%peer, %error, "metrics connection failed");
+                        }
+                    });
+                }
+                Err(error) if is_connection_error(&error) => {
+                    debug!(%error, "metrics accept: connection failed before accept");
+                }
+                // EINVAL: the socket is not listening; retrying cannot help.
+                Err(error) if error.kind() == io::ErrorKind::InvalidInput => return Err(error),
+                // Out of file descriptors or memory (EMFILE, ENFILE, ENOBUFS, ENOMEM) or a
+                // rarer protocol error: retrying at once would spin, so wait for resources.
+                Err(error) => {
+                    warn!(%error, "metrics accept failed, backing off");
+                    tokio::select! {
+                        biased;
+                        () = &mut shutdown => break,
+                        () = tokio::time::sleep(ACCEPT_BACKOFF) => {}
+                    }
+                }
+            },
+        }
+    }
+    conns.shutdown().await;
+    Ok(())
+}
+
+/// Errors that concern only the connection being accepted: Linux reports a pending network
+/// error of the new socket from `accept` itself and asks callers to retry (accept(2), NOTES).
+fn is_connection_error(e: &io::Error) -> bool {
+    matches!(
+        e.kind(),
+        io::ErrorKind::ConnectionAborted
+            | io::ErrorKind::ConnectionReset
+            | io::ErrorKind::ConnectionRefused
+            | io::ErrorKind::Interrupted
+            | io::ErrorKind::WouldBlock
+            | io::ErrorKind::TimedOut
+            | io::ErrorKind::PermissionDenied
+            | io::ErrorKind::HostUnreachable
+            | io::ErrorKind::NetworkUnreachable
+            | io::ErrorKind::NetworkDown
+    )
+}
+
+const INDEX_HTML: &str = "<!DOCTYPE html>\n<html><head><title>gate64</title></head>\n\
+    <body><h1>gate64</h1><p><a href=\"metrics\">Metrics</a></p></body></html>\n";
+
+fn respond(exporter: &Exporter, req: &Request<Incoming>) -> Response<Full<Bytes>> {
+    let path = req.uri().path();
+    if path != "/metrics" && path != "/" {
+        return plain(StatusCode::NOT_FOUND, "not found\n");
+    }
+    if req.method() != Method::GET && req.method() != Method::HEAD {
+        // RFC 9110 §15.5.6: a 405 response must list the allowed methods.
+        let mut response = plain(StatusCode::METHOD_NOT_ALLOWED, "method not allowed\n");
+        response
+            .headers_mut()
+            .insert(header::ALLOW, HeaderValue::from_static("GET, HEAD"));
+        return response;
+    }
+    if path == "/" {
+        return with_type(
+            StatusCode::OK,
+            INDEX_HTML.into(),
+            "text/html; charset=utf-8",
+        );
+    }
+    if wants_openmetrics(req) {
+        with_type(
+            StatusCode::OK,
+            exporter.encode_openmetrics(),
+            OPENMETRICS_CONTENT_TYPE,
+        )
+    } else {
+        with_type(
+            StatusCode::OK,
+            exporter.encode(),
+            PROMETHEUS_TEXT_CONTENT_TYPE,
+        )
+    }
+}
+
+/// Whether the client accepts OpenMetrics. Prometheus lists it first in its `Accept` header;
+/// curl and browsers don't list it and get the classic text format. A plain substring test,
+/// as q-values other than 0 would not change the outcome and nobody sends `q=0` for it.
+fn wants_openmetrics(req: &Request<Incoming>) -> bool {
+    req.headers()
+        .get_all(header::ACCEPT)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .any(|v| {
+            v.to_ascii_lowercase()
+                .contains("application/openmetrics-text")
+        })
+}
+
+fn plain(status: StatusCode, body: &'static str) -> Response<Full<Bytes>> {
+    with_type(status, body.into(), "text/plain; charset=utf-8")
+}
+
+fn with_type(
+    status: StatusCode,
+    body: String,
+    content_type: &'static str,
+) -> Response<Full<Bytes>> {
+    let mut response = Response::new(Full::new(Bytes::from(body)));
+    *response.status_mut() = status;
+    response
+        .headers_mut()
+        .insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
+    response
+}
+
+#[cfg(test)]
+mod tests {
+    use std::net::SocketAddr;
+    use std::sync::Arc;
+
+    use gate64_dataplane::{Direction, Gauges, Side, Stats};
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio::net::TcpStream;
+    use tokio::sync::oneshot;
+    use tokio::task::JoinHandle;
+    use tokio::time::timeout;
+
+    use super::*;
+
+    const WAIT: Duration = Duration::from_secs(10);
+
+    struct Server {
+        addr: SocketAddr,
+        stop: oneshot::Sender<()>,
+        task: JoinHandle<io::Result<()>>,
+    }
+
+    impl Server {
+        async fn start(limits: Limits) -> Server {
+            let stats = Arc::new(Stats::default());
+            stats.packet(Side::Corpnet, Direction::Rx, 1400);
+            let exporter = Exporter::new(
+                vec![stats],
+                Arc::new(|| Gauges {
+                    teredo_clients: 42,
+                    teredo_peers: 0,
+                }),
+            );
+            let listener = TcpListener::bind("127.0.0.1:0")
+                .await
+                .expect("bind loopback");
+            let addr = listener.local_addr().expect("bound address");
+            let (stop, stopped) = oneshot::channel::<()>();
+            let shutdown = async {
+                let _ = stopped.await;
+            };
+            let task = tokio::spawn(serve_with(listener, exporter, shutdown, limits));
+            Server { addr, stop, task }
+        }
+
+        async fn stop(self) {
+            self.stop.send(()).expect("server still running");
+            let result = timeout(WAIT, self.task)
+                .await
+                .expect("server stops on shutdown");
+            result
+                .expect("server task did not panic")
+                .expect("server returns Ok");
+        }
+    }
+
+    struct Reply {
+        status: u16,
+        head: String,
+        body: String,
+    }
+
+    impl Reply {
+        fn header(&self, name: &str) -> Option<&str> {
+            self.head.lines().skip(1).find_map(|line| {
+                let (k, v) = line.split_once(':')?;
+                k.eq_ignore_ascii_case(name).then(|| v.trim())
+            })
+        }
+    }
+
+    /// One HTTP/1.1 request over a fresh connection, read until the server closes it.
+    async fn request(addr: SocketAddr, method: &str, path: &str, extra: &str) -> Reply {
+        let mut stream = TcpStream::connect(addr).await.expect("connect");
+        let req = format!(
+            "{method} {path} HTTP/1.1\r\nHost: localhost\r\n{extra}Connection: close\r\n\r\n"
+        );
+        stream
+            .write_all(req.as_bytes())
+            .await
+            .expect("send request");
+        let mut raw = Vec::new();
+        timeout(WAIT, stream.read_to_end(&mut raw))
+            .await
+            .expect("server closes the connection")
+            .expect("read response");
+        let raw = String::from_utf8(raw).expect("response is UTF-8");
+        let (head, body) = raw.split_once("\r\n\r\n").expect("header/body separator");
+        let status = head
+            .split(' ')
+            .nth(1)
+            .and_then(|s| s.parse().ok())
+            .expect("status code");
+        Reply {
+            status,
+            head: head.replace("\r\n", "\n"),
+            body: body.to_owned(),
+        }
+    }
+
+    #[tokio::test]
+    async fn get_metrics_returns_prometheus_text() {
+        let server = Server::start(Limits::DEFAULT).await;
+        let reply = request(server.addr, "GET", "/metrics", "").await;
+        assert_eq!(reply.status, 200, "{}", reply.head);
+        assert_eq!(
+            reply.header("content-type"),
+            Some(PROMETHEUS_TEXT_CONTENT_TYPE)
+        );
+        assert!(
+            reply
+                .body
+                .contains("gate64_bytes_total{side=\"corpnet\",direction=\"rx\"} 1400\n"),
+            "{}",
+            reply.body
+        );
+        assert!(
+            reply
+                .body
+                .contains("gate64_clients{transport=\"teredo\"} 42\n")
+        );
+        assert!(!reply.body.contains("# EOF"));
+        server.stop().await;
+    }
+
+    #[tokio::test]
+    async fn openmetrics_when_accepted() {
+        let server = Server::start(Limits::DEFAULT).await;
+        // Prometheus 2.x's default scrape Accept header.
+        let accept = "Accept: application/openmetrics-text;version=1.0.0,\
+            application/openmetrics-text;version=0.0.1;q=0.75,\
+            text/plain;version=0.0.4;q=0.5,*/*;q=0.1\r\n";
+        let reply = request(server.addr, "GET", "/metrics?x=1", accept).await;
+        assert_eq!(reply.status, 200, "{}", reply.head);
+        assert_eq!(reply.header("content-type"), Some(OPENMETRICS_CONTENT_TYPE));
+        assert!(reply.body.contains("# TYPE gate64_bytes counter\n"));
+        assert!(reply.body.ends_with("# EOF\n"), "{}", reply.body);
+        server.stop().await;
+    }
+
+    #[tokio::test]
+    async fn index_links_metrics() {
+        let server = Server::start(Limits::DEFAULT).await;
+        let reply = request(server.addr, "GET", "/", "").await;
+        assert_eq!(reply.status, 200, "{}", reply.head);
+        assert!(
+            reply
+                .header("content-type")
+                .unwrap()
+                .starts_with("text/html")
+        );
+        assert!(reply.body.contains("href=\"metrics\""), "{}", reply.body);
+        server.stop().await;
+    }
+
+    #[tokio::test]
+    async fn head_has_no_body() {
+        let server = Server::start(Limits::DEFAULT).await;
+        let reply = request(server.addr, "HEAD", "/metrics", "").await;
+        assert_eq!(reply.status, 200, "{}", reply.head);
+        assert_eq!(reply.body, "");
+        server.stop().await;
+    }
+
+    #[tokio::test]
+    async fn unknown_path_is_404_and_other_methods_405() {
+        let server = Server::start(Limits::DEFAULT).await;
+        let reply = request(server.addr, "GET", "/nope", "").await;
+        assert_eq!(reply.status, 404, "{}", reply.head);
+        let reply = request(server.addr, "GET", "/metrics/", "").await;
+        assert_eq!(reply.status, 404, "{}", reply.head);
+        for path in ["/metrics", "/"] {
+            let reply = request(server.addr, "POST", path, "Content-Length: 0\r\n").await;
+            assert_eq!(reply.status, 405, "{}", reply.head);
+            assert_eq!(reply.header("allow"), Some("GET, HEAD"));
+        }
+        let reply = request(server.addr, "DELETE", "/metrics", "").await;
+        assert_eq!(reply.status, 405, "{}", reply.head);
+        server.stop().await;
+    }
+
+    #[tokio::test]
+    async fn shutdown_ends_server_and_open_connections() {
+        let server = Server::start(Limits::DEFAULT).await;
+        // An idle keep-alive connection must not hold the server up.
+        let mut idle = TcpStream::connect(server.addr).await.expect("connect");
+        idle.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
+            .await
+            .expect("send");
+        let mut buf = [0; 256];
+        assert!(idle.read(&mut buf).await.expect("read response") > 0);
+        let addr = server.addr;
+        server.stop().await;
+        let mut rest = Vec::new();
+        let read = timeout(WAIT, idle.read_to_end(&mut rest)).await;
+        assert!(read.is_ok(), "connection still open after shutdown");
+        assert!(TcpStream::connect(addr).await.is_err(), "still listening");
+    }
+
+    #[tokio::test]
+    async fn public_serve_spawns_and_returns_on_shutdown() {
+        let listener = TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind loopback");
+        let exporter = Exporter::new(Vec::new(), Arc::new(Gauges::default));
+        // tokio::spawn requires the future to be Send + 'static.
+        let task = tokio::spawn(serve(listener, exporter, std::future::ready(())));
+        let result = timeout(WAIT, task).await.expect("serve returns");
+        result.expect("no panic").expect("Ok on shutdown");
+    }
+
+    #[tokio::test]
+    async fn slow_header_is_cut_off() {
+        let limits = Limits {
+            header_read_timeout: Duration::from_millis(200),
+            ..Limits::DEFAULT
+        };
+        let server = Server::start(limits).await;
+        let mut slow = TcpStream::connect(server.addr).await.expect("connect");
+        slow.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n")
+            .await
+            .expect("send partial head");
+        let mut rest = Vec::new();
+        // EOF or a reset, either way within the timeout and without a response.
+        let read = timeout(WAIT, slow.read_to_end(&mut rest)).await;
+        assert!(read.is_ok(), "slow client not disconnected");
+        assert!(
+            rest.is_empty() || rest.starts_with(b"HTTP/1.1 408"),
+            "{rest:?}"
+        );
+        // An idle connection that never sends a byte is cut off too.
+        let mut idle = TcpStream::connect(server.addr).await.expect("connect");
+        let read = timeout(WAIT, idle.read_to_end(&mut rest)).await;
+        assert!(read.is_ok(), "idle client not disconnected");
+        server.stop().await;
+    }
+
+    #[tokio::test]
+    async fn connections_beyond_the_limit_are_closed() {
+        let limits = Limits {
+            max_connections: 1,
+            ..Limits::DEFAULT
+        };
+        let server = Server::start(limits).await;
+        let mut first = TcpStream::connect(server.addr).await.expect("connect");
+        // Make sure the server has accepted and spawned the first connection.
+        first
+            .write_all(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+            .await
+            .expect("send");
+        let mut buf = [0; 64];
+        assert!(first.read(&mut buf).await.expect("read") > 0);
+        let mut second = TcpStream::connect(server.addr).await.expect("connect");
+        let mut rest = Vec::new();
+        let read = timeout(WAIT, second.read_to_end(&mut rest)).await;
+        assert!(
+            read.is_ok() && rest.is_empty(),
+            "second connection served: {rest:?}"
+        );
+        drop(first);
+        server.stop().await;
+    }
+}

@@ -1,0 +1,76 @@
+//! Metric names and their help texts, exactly as exposed (hickory's `metrics.rs` style).
+//!
+//! Dashboards, alerts and the architecture's interface list rely on these names; change one
+//! only together with everything that reads it. Counter names end in `_total` here, as they
+//! appear on the wire; the exporter hands prometheus-client the name without the suffix,
+//! because its encoders append `_total` to counters themselves.
+//!
+//! Label values come from the data plane (`Side::as_str`, `Direction::as_str`,
+//! `Drop::as_str`) and are all low-cardinality: never a client address, SPI or port.
+
+/// Remote clients currently active, by transport. Gauge; label `transport` (`teredo`).
+pub const CLIENTS: &str = "gate64_clients";
+/// Help text of [`CLIENTS`].
+pub const CLIENTS_HELP: &str = "Remote clients currently active, by transport. A Teredo client \
+    counts while it was heard from within the last 30 seconds.";
+
+/// Entries in the Teredo relay's peer table. Gauge; no labels.
+pub const TEREDO_PEERS: &str = "gate64_teredo_peers";
+/// Help text of [`TEREDO_PEERS`].
+pub const TEREDO_PEERS_HELP: &str =
+    "Entries in the Teredo peer table, including stale peers and peers still pending a bubble.";
+
+/// Bytes received and sent, summed over workers. Counter; labels `side`
+/// (`corpnet`, `internet`) and `direction` (`rx`, `tx`).
+pub const BYTES_TOTAL: &str = "gate64_bytes_total";
+/// Help text of [`BYTES_TOTAL`].
+pub const BYTES_TOTAL_HELP: &str = "Bytes gate64 received (direction=rx) or sent (direction=tx) \
+    on the corporate network side (side=corpnet, the TUN device) or the internet side \
+    (side=internet, the client transports).";
+
+/// Packets received and sent, summed over workers. Counter; labels `side` and `direction`
+/// as [`BYTES_TOTAL`].
+pub const PACKETS_TOTAL: &str = "gate64_packets_total";
+/// Help text of [`PACKETS_TOTAL`].
+pub const PACKETS_TOTAL_HELP: &str = "Packets gate64 received (direction=rx) or sent \
+    (direction=tx) on the corporate network side (side=corpnet, the TUN device) or the \
+    internet side (side=internet, the client transports).";
+
+/// Dropped packets by reason, summed over workers. Counter; label `reason`, one series for
+/// every `gate64_dataplane::Drop` reason, zero included.
+pub const DROPS_TOTAL: &str = "gate64_drops_total";
+/// Help text of [`DROPS_TOTAL`].
+pub const DROPS_TOTAL_HELP: &str =
+    "Packets gate64 dropped, by reason. Every reason is exported, including those at zero.";
+
+/// Teredo qualifications answered, summed over workers. Counter; no labels.
+pub const TEREDO_QUALIFICATIONS_TOTAL: &str = "gate64_teredo_qualifications_total";
+/// Help text of [`TEREDO_QUALIFICATIONS_TOTAL`].
+pub const TEREDO_QUALIFICATIONS_TOTAL_HELP: &str = "Router Advertisements sent in answer to \
+    Teredo Router Solicitations, i.e. client qualifications served.";
+
+/// Per-worker counter sets summed into the counters above. Gauge; no labels.
+pub const WORKERS: &str = "gate64_workers";
+/// Help text of [`WORKERS`].
+pub const WORKERS_HELP: &str = "Per-worker counter sets that the counters sum over (data-plane \
+    workers and transport tasks registered with the exporter).";
+
+/// The running build. Gauge, always 1; label `version`.
+pub const BUILD_INFO: &str = "gate64_build_info";
+/// Help text of [`BUILD_INFO`].
+pub const BUILD_INFO_HELP: &str = "Always 1; the version label names the running gate64 build.";
+
+/// Every metric above as `(name, help)`, in exposition order.
+pub const ALL: &[(&str, &str)] = &[
+    (CLIENTS, CLIENTS_HELP),
+    (TEREDO_PEERS, TEREDO_PEERS_HELP),
+    (BYTES_TOTAL, BYTES_TOTAL_HELP),
+    (PACKETS_TOTAL, PACKETS_TOTAL_HELP),
+    (DROPS_TOTAL, DROPS_TOTAL_HELP),
+    (
+        TEREDO_QUALIFICATIONS_TOTAL,
+        TEREDO_QUALIFICATIONS_TOTAL_HELP,
+    ),
+    (WORKERS, WORKERS_HELP),
+    (BUILD_INFO, BUILD_INFO_HELP),
+];

@@ -1,0 +1,62 @@
+//! The exposition passes `promtool check metrics` (format and Prometheus's naming lints).
+
+use std::fs::File;
+use std::io::ErrorKind;
+use std::process::{Command, Stdio};
+use std::sync::Arc;
+
+use gate64_dataplane::{Direction, Drop, Gauges, Side, Stats};
+use gate64_metrics::Exporter;
+
+/// Whether this is a CI run, where a missing promtool is a failure, not a skip.
+fn in_ci() -> bool {
+    std::env::var("CI").is_ok_and(|v| !v.is_empty() && v != "0" && v != "false")
+}
+
+#[test]
+fn promtool_check_metrics_accepts_exposition() {
+    let worker = Arc::new(Stats::default());
+    worker.packet(Side::Corpnet, Direction::Tx, 1500);
+    worker.packet(Side::Internet, Direction::Rx, 1528);
+    worker.count_drops(Drop::SpoofedSource, 1);
+    worker.teredo_qualifications.inc();
+    let exporter = Exporter::new(
+        vec![worker, Arc::new(Stats::default())],
+        Arc::new(|| Gauges {
+            teredo_clients: 2,
+            teredo_peers: 3,
+        }),
+    );
+    let text = exporter.encode();
+
+    let path = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("gate64-metrics-{}.prom", std::process::id()));
+    std::fs::write(&path, &text).expect("write the exposition to the target tmp dir");
+    let stdin = File::open(&path).expect("reopen the exposition file");
+
+    let output = match Command::new("promtool")
+        .args(["check", "metrics"])
+        .stdin(Stdio::from(stdin))
+        .output()
+    {
+        Ok(output) => output,
+        Err(e) if e.kind() == ErrorKind::NotFound => {
+            let _ = std::fs::remove_file(&path);
+            assert!(
+                !in_ci(),
+                "promtool not installed, and CI is set: install it (apt-get install prometheus)"
+            );
+            eprintln!("skipping: promtool not installed (apt-get install prometheus)");
+            return;
+        }
+        Err(e) => panic!("running promtool: {e}"),
+    };
+    let _ = std::fs::remove_file(&path);
+    assert!(
+        output.status.success(),
+        "promtool check metrics failed ({}):\nstdout:\n{}\nstderr:\n{}\ninput:\n{text}",
+        output.status,
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr),
+    );
+}
