@@ -1,0 +1,734 @@
+use super::*;
+use proptest::prelude::*;
+
+/// The smallest valid file: only the required keys.
+const MINIMAL: &[(&str, &str)] = &[
+    ("teredo", r#"server_addresses = ["192.0.2.1", "192.0.2.2"]"#),
+    ("corpnet", r#"ipv6_prefixes = ["2001:db8:100::/48"]"#),
+    ("corpnet", r#"address6 = "2001:db8:100::1""#),
+];
+
+/// Builds a file from [`MINIMAL`] with `changes` applied: a `(section, "key = value")` pair
+/// replaces the line with the same key or adds it; `(section, "key")` without `=` removes it.
+fn doc(changes: &[(&str, &str)]) -> String {
+    fn key(line: &str) -> &str {
+        line.split('=').next().unwrap_or("").trim()
+    }
+    let mut lines: Vec<(String, String)> = MINIMAL
+        .iter()
+        .map(|(s, l)| (s.to_string(), l.to_string()))
+        .collect();
+    for (section, line) in changes {
+        lines.retain(|(s, l)| !(s == section && key(l) == key(line)));
+        if line.contains('=') {
+            lines.push((section.to_string(), line.to_string()));
+        }
+    }
+    let mut sections: Vec<&str> = Vec::new();
+    for (s, _) in &lines {
+        if !sections.contains(&s.as_str()) {
+            sections.push(s);
+        }
+    }
+    let mut out = String::new();
+    for s in sections {
+        out.push_str(&format!("[{s}]\n"));
+        for (_, l) in lines.iter().filter(|(ls, _)| ls == s) {
+            out.push_str(l);
+            out.push('\n');
+        }
+    }
+    out
+}
+
+fn parse(changes: &[(&str, &str)]) -> Result<Config, ConfigError> {
+    Config::from_toml_str(&doc(changes))
+}
+
+#[track_caller]
+fn refused(changes: &[(&str, &str)]) -> ConfigError {
+    match parse(changes) {
+        Ok(c) => panic!("accepted {changes:?}: {c:?}"),
+        Err(e) => e,
+    }
+}
+
+/// Asserts that the error names `key` and every one of `needles`, and returns the message.
+#[track_caller]
+fn assert_names(e: &ConfigError, key: &str, needles: &[&str]) -> String {
+    let msg = e.to_string();
+    assert!(msg.contains(key), "{msg:?} does not name {key:?}");
+    assert_eq!(e.key(), Some(key), "{msg}");
+    for n in needles {
+        assert!(msg.contains(n), "{msg:?} does not contain {n:?}");
+    }
+    msg
+}
+
+#[test]
+fn minimal_file_gets_the_documented_defaults() {
+    let c = parse(&[]).unwrap();
+    assert_eq!(c.server, Server { workers: 0 });
+    assert_eq!(
+        c.teredo,
+        Teredo {
+            enabled: true,
+            server_addresses: [Ipv4Addr::new(192, 0, 2, 1), Ipv4Addr::new(192, 0, 2, 2)],
+            port: 3544,
+            relay: true,
+            lab_allow_loopback: false,
+        }
+    );
+    assert_eq!(c.corpnet.tun, "gate64");
+    assert_eq!(
+        c.corpnet.ipv6_prefixes,
+        vec!["2001:db8:100::/48".parse::<Ipv6Net>().unwrap()]
+    );
+    assert_eq!(
+        c.corpnet.address6,
+        "2001:db8:100::1".parse::<Ipv6Addr>().unwrap()
+    );
+    assert_eq!(c.corpnet.mtu, 1280);
+    assert!(c.corpnet.manage_routes);
+    assert!(!c.corpnet.allow_without_ipsec);
+    assert_eq!(
+        c.metrics.listen,
+        Some("127.0.0.1:9164".parse::<SocketAddr>().unwrap())
+    );
+    assert_eq!(
+        c.limits,
+        Limits {
+            rs_per_source_per_sec: 20,
+            rs_burst: 40,
+            max_teredo_peers: 1_000_000,
+            relay_queue_packets: 8,
+            peer_idle_timeout_secs: 30,
+        }
+    );
+    assert_eq!(c.limits, Limits::default());
+    assert_eq!(c.log, Log::default());
+    assert_eq!(c.log.level, "info");
+    assert_eq!(c.log.format, LogFormat::Text);
+    assert_eq!(c.teredo_primary(), Ipv4Addr::new(192, 0, 2, 1));
+    assert_eq!(c.teredo_secondary(), Ipv4Addr::new(192, 0, 2, 2));
+    assert!(c.warnings().is_empty(), "{:?}", c.warnings());
+}
+
+#[test]
+fn every_key_can_be_set() {
+    let c = parse(&[
+        ("server", "workers = 4"),
+        ("teredo", "enabled = true"),
+        ("teredo", r#"server_addresses = ["127.0.0.1", "127.0.0.2"]"#),
+        ("teredo", "port = 13544"),
+        ("teredo", "relay = false"),
+        ("teredo", "lab_allow_loopback = true"),
+        ("corpnet", r#"tun = "corp0""#),
+        (
+            "corpnet",
+            r#"ipv6_prefixes = ["2001:db8:100::/48", "fd00:1::/64"]"#,
+        ),
+        ("corpnet", r#"address6 = "fd00:1::1""#),
+        ("corpnet", "mtu = 9000"),
+        ("corpnet", "manage_routes = false"),
+        ("corpnet", "allow_without_ipsec = true"),
+        ("metrics", "enabled = true"),
+        ("metrics", r#"listen = "[::1]:9999""#),
+        ("limits", "rs_per_source_per_sec = 5"),
+        ("limits", "rs_burst = 5"),
+        ("limits", "max_teredo_peers = 10"),
+        ("limits", "relay_queue_packets = 1024"),
+        ("limits", "peer_idle_timeout_secs = 3600"),
+        ("log", r#"level = "warn,gate64_teredo=trace""#),
+        ("log", r#"format = "json""#),
+    ])
+    .unwrap();
+    assert_eq!(c.server.workers, 4);
+    assert_eq!(c.effective_workers(), 4);
+    assert_eq!(c.teredo.port, 13544);
+    assert!(!c.teredo.relay && c.teredo.lab_allow_loopback);
+    assert_eq!(c.corpnet.tun, "corp0");
+    assert_eq!(c.corpnet.ipv6_prefixes.len(), 2);
+    assert_eq!(c.corpnet.mtu, 9000);
+    assert!(!c.corpnet.manage_routes && c.corpnet.allow_without_ipsec);
+    assert_eq!(c.metrics.listen, Some("[::1]:9999".parse().unwrap()));
+    assert_eq!(
+        c.limits,
+        Limits {
+            rs_per_source_per_sec: 5,
+            rs_burst: 5,
+            max_teredo_peers: 10,
+            relay_queue_packets: 1024,
+            peer_idle_timeout_secs: 3600,
+        }
+    );
+    assert_eq!(c.log.level, "warn,gate64_teredo=trace");
+    assert_eq!(c.log.format, LogFormat::Json);
+}
+
+#[test]
+fn effective_workers_is_one_per_core_when_zero() {
+    let c = parse(&[]).unwrap();
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    assert_eq!(c.effective_workers(), cores);
+    assert!(c.effective_workers() >= 1);
+}
+
+#[test]
+fn rs_burst_defaults_to_twice_a_configured_rate() {
+    let c = parse(&[("limits", "rs_per_source_per_sec = 100")]).unwrap();
+    assert_eq!(c.limits.rs_burst, 200);
+    let c = parse(&[("limits", "rs_per_source_per_sec = 4294967295")]).unwrap();
+    assert_eq!(c.limits.rs_burst, u32::MAX);
+}
+
+#[test]
+fn metrics_can_be_disabled() {
+    let c = parse(&[("metrics", "enabled = false")]).unwrap();
+    assert_eq!(c.metrics.listen, None);
+    let c = parse(&[
+        ("metrics", "enabled = false"),
+        ("metrics", r#"listen = "127.0.0.1:1""#),
+    ])
+    .unwrap();
+    assert_eq!(c.metrics.listen, None);
+    let c = parse(&[("metrics", r#"listen = "127.0.0.1:0""#)]).unwrap();
+    assert_eq!(c.metrics.listen, Some("127.0.0.1:0".parse().unwrap()));
+}
+
+#[test]
+fn teredo_disabled_needs_no_server_addresses() {
+    let c = parse(&[
+        ("teredo", "enabled = false"),
+        ("teredo", "server_addresses"),
+    ])
+    .unwrap();
+    assert!(!c.teredo.enabled);
+    assert_eq!(c.teredo.server_addresses, [Ipv4Addr::UNSPECIFIED; 2]);
+    assert!(c.warnings().iter().any(|w| w.contains("teredo.enabled")));
+    // Addresses are not checked while Teredo is off.
+    parse(&[
+        ("teredo", "enabled = false"),
+        ("teredo", r#"server_addresses = ["10.0.0.1", "10.0.0.1"]"#),
+    ])
+    .unwrap();
+}
+
+#[test]
+fn loopback_server_addresses_need_lab_allow_loopback() {
+    let lo = ("teredo", r#"server_addresses = ["127.0.0.1", "127.0.0.2"]"#);
+    let e = refused(&[lo]);
+    assert_names(&e, "teredo.server_addresses", &["127.0.0.1", "loopback"]);
+    let c = parse(&[lo, ("teredo", "lab_allow_loopback = true")]).unwrap();
+    assert!(
+        c.warnings()
+            .iter()
+            .any(|w| w.contains("lab_allow_loopback"))
+    );
+    // lab_allow_loopback allows loopback only, not private ranges.
+    let e = refused(&[
+        ("teredo", r#"server_addresses = ["127.0.0.1", "10.0.0.2"]"#),
+        ("teredo", "lab_allow_loopback = true"),
+    ]);
+    assert_names(
+        &e,
+        "teredo.server_addresses",
+        &["10.0.0.2", "secondary", "10.0.0.0/8"],
+    );
+}
+
+#[test]
+fn each_semantic_rule_names_key_and_value() {
+    // (change, key named, value shown)
+    let cases: &[((&str, &str), &str, &str)] = &[
+        (("server", "workers = 5000"), "server.workers", "5000"),
+        (("teredo", "port = 0"), "teredo.port", "= 0"),
+        (
+            ("teredo", r#"server_addresses = ["192.0.2.1", "192.0.2.1"]"#),
+            "teredo.server_addresses",
+            "192.0.2.1",
+        ),
+        (("corpnet", r#"tun = """#), "corpnet.tun", r#""""#),
+        (
+            ("corpnet", r#"tun = "abcdefghijklmnop""#),
+            "corpnet.tun",
+            "abcdefghijklmnop",
+        ),
+        (("corpnet", r#"tun = "a/b""#), "corpnet.tun", "a/b"),
+        (("corpnet", r#"tun = "a b""#), "corpnet.tun", "a b"),
+        (("corpnet", r#"tun = "a:b""#), "corpnet.tun", "a:b"),
+        (("corpnet", r#"tun = ".""#), "corpnet.tun", r#"".""#),
+        (("corpnet", r#"tun = "..""#), "corpnet.tun", r#""..""#),
+        (
+            ("corpnet", "ipv6_prefixes = []"),
+            "corpnet.ipv6_prefixes",
+            "[]",
+        ),
+        (
+            ("corpnet", r#"ipv6_prefixes = ["2001:0:100::/48"]"#),
+            "corpnet.ipv6_prefixes",
+            "2001:0:100::/48",
+        ),
+        (
+            ("corpnet", r#"ipv6_prefixes = ["2000::/3"]"#),
+            "corpnet.ipv6_prefixes",
+            "2000::/3",
+        ),
+        (
+            ("corpnet", r#"ipv6_prefixes = ["::/0"]"#),
+            "corpnet.ipv6_prefixes",
+            "::/0",
+        ),
+        (
+            ("corpnet", r#"ipv6_prefixes = ["2001:db8:100::1/48"]"#),
+            "corpnet.ipv6_prefixes",
+            "2001:db8:100::1/48",
+        ),
+        (
+            ("corpnet", r#"ipv6_prefixes = ["fe80::/64"]"#),
+            "corpnet.ipv6_prefixes",
+            "fe80::/64",
+        ),
+        (
+            ("corpnet", r#"ipv6_prefixes = ["ff05::/16"]"#),
+            "corpnet.ipv6_prefixes",
+            "ff05::/16",
+        ),
+        (
+            ("corpnet", r#"address6 = "fe80::1""#),
+            "corpnet.address6",
+            "fe80::1",
+        ),
+        (
+            ("corpnet", r#"address6 = "ff02::1""#),
+            "corpnet.address6",
+            "ff02::1",
+        ),
+        (
+            ("corpnet", r#"address6 = "::1""#),
+            "corpnet.address6",
+            "::1",
+        ),
+        (
+            ("corpnet", r#"address6 = "::""#),
+            "corpnet.address6",
+            r#""::""#,
+        ),
+        (
+            ("corpnet", r#"address6 = "::ffff:192.0.2.1""#),
+            "corpnet.address6",
+            "::ffff:",
+        ),
+        (
+            ("corpnet", r#"address6 = "2001:0:1::1""#),
+            "corpnet.address6",
+            "2001:0:1::1",
+        ),
+        (("corpnet", "mtu = 1279"), "corpnet.mtu", "1279"),
+        (
+            ("limits", "rs_per_source_per_sec = 0"),
+            "limits.rs_per_source_per_sec",
+            "= 0",
+        ),
+        (("limits", "rs_burst = 19"), "limits.rs_burst", "19"),
+        (
+            ("limits", "max_teredo_peers = 0"),
+            "limits.max_teredo_peers",
+            "= 0",
+        ),
+        (
+            ("limits", "relay_queue_packets = 0"),
+            "limits.relay_queue_packets",
+            "= 0",
+        ),
+        (
+            ("limits", "relay_queue_packets = 1025"),
+            "limits.relay_queue_packets",
+            "1025",
+        ),
+        (
+            ("limits", "peer_idle_timeout_secs = 9"),
+            "limits.peer_idle_timeout_secs",
+            "9",
+        ),
+        (
+            ("limits", "peer_idle_timeout_secs = 3601"),
+            "limits.peer_idle_timeout_secs",
+            "3601",
+        ),
+        (("log", r#"level = """#), "log.level", r#""""#),
+        (
+            ("log", r#"level = "info gate64=debug""#),
+            "log.level",
+            "info gate64=debug",
+        ),
+        (("log", r#"level = "[span]""#), "log.level", "[span]"),
+    ];
+    for (change, key, value) in cases {
+        let e = refused(&[*change]);
+        assert_eq!(e.kind(), ErrorKind::InvalidValue, "{e}");
+        assert_names(&e, key, &[value]);
+        assert!(!e.reason().is_empty());
+    }
+}
+
+#[test]
+fn teredo_server_addresses_must_be_global() {
+    for bad in [
+        "0.1.2.3",
+        "10.1.2.3",
+        "127.0.0.1",
+        "169.254.1.1",
+        "172.16.0.1",
+        "172.31.255.254",
+        "192.168.1.1",
+        "192.88.99.1",
+        "224.0.0.1",
+        "239.1.1.1",
+        "240.0.0.1",
+        "255.255.255.255",
+    ] {
+        let line = format!(r#"server_addresses = ["{bad}", "192.0.2.2"]"#);
+        let e = refused(&[("teredo", &line)]);
+        assert_names(&e, "teredo.server_addresses", &[bad, "primary"]);
+        let line = format!(r#"server_addresses = ["192.0.2.1", "{bad}"]"#);
+        let e = refused(&[("teredo", &line)]);
+        assert_names(&e, "teredo.server_addresses", &[bad, "secondary"]);
+    }
+    for good in [
+        "172.32.0.1",
+        "172.15.255.254",
+        "192.88.98.1",
+        "100.64.0.1",
+        "203.0.113.9",
+    ] {
+        let line = format!(r#"server_addresses = ["{good}", "192.0.2.2"]"#);
+        parse(&[("teredo", &line)]).unwrap();
+    }
+}
+
+#[test]
+fn non_consecutive_server_addresses_are_only_a_warning() {
+    let c = parse(&[("teredo", r#"server_addresses = ["192.0.2.1", "192.0.2.9"]"#)]).unwrap();
+    let w = c.warnings();
+    assert!(
+        w.iter()
+            .any(|w| w.contains("teredo.server_addresses") && w.contains("192.0.2.9")),
+        "{w:?}"
+    );
+    let c = parse(&[("teredo", r#"server_addresses = ["192.0.2.2", "192.0.2.1"]"#)]).unwrap();
+    assert_eq!(c.warnings().len(), 1);
+}
+
+#[test]
+fn warnings_name_their_key() {
+    let c = parse(&[
+        ("teredo", "port = 4000"),
+        ("corpnet", "allow_without_ipsec = true"),
+        (
+            "corpnet",
+            r#"ipv6_prefixes = ["2001:db8:100::/48", "2001:db8:100:1::/64"]"#,
+        ),
+        ("corpnet", r#"address6 = "2001:db8:200::1""#),
+        ("limits", "peer_idle_timeout_secs = 10"),
+    ])
+    .unwrap();
+    let w = c.warnings();
+    for key in [
+        "teredo.port",
+        "corpnet.allow_without_ipsec",
+        "corpnet.ipv6_prefixes",
+        "corpnet.address6",
+        "limits.peer_idle_timeout_secs",
+    ] {
+        assert!(
+            w.iter().any(|w| w.starts_with(key)),
+            "no warning for {key}: {w:?}"
+        );
+    }
+    assert_eq!(w.len(), 5, "{w:?}");
+}
+
+#[test]
+fn unknown_key_in_each_section_is_named() {
+    for section in SECTIONS {
+        let e = refused(&[(section, "bogus = 1")]);
+        assert_eq!(e.kind(), ErrorKind::UnknownKey, "{e}");
+        let key = format!("{section}.bogus");
+        let msg = assert_names(&e, &key, &[&format!("unknown key `{key}`")]);
+        // The message lists the valid keys, so a typo is easy to fix.
+        assert!(msg.contains("expected"), "{msg}");
+    }
+    let e = refused(&[("teredo", "bogus = 1")]);
+    assert!(e.to_string().contains("unknown key `teredo.bogus`"), "{e}");
+    assert!(e.to_string().contains("`server_addresses`"), "{e}");
+}
+
+#[test]
+fn unknown_section_is_named() {
+    for text in [
+        format!("{}[nat64]\nprefix = \"64:ff9b::/96\"\n", doc(&[])),
+        format!("workers = 4\n{}", doc(&[])),
+    ] {
+        let e = Config::from_toml_str(&text).unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::UnknownKey, "{e}");
+        let msg = e.to_string();
+        assert!(
+            msg.contains("unknown key `nat64`") || msg.contains("unknown key `workers`"),
+            "{msg}"
+        );
+        assert!(msg.contains("[teredo]"), "{msg}");
+    }
+}
+
+#[test]
+fn wrong_types_are_named_with_their_value() {
+    let cases: &[((&str, &str), &str, &str)] = &[
+        (("server", "workers = -1"), "server.workers", "-1"),
+        (("server", r#"workers = "4""#), "server.workers", r#""4""#),
+        (
+            ("teredo", r#"enabled = "yes""#),
+            "teredo.enabled",
+            r#""yes""#,
+        ),
+        (("teredo", r#"port = "3544""#), "teredo.port", r#""3544""#),
+        (("teredo", "port = 70000"), "teredo.port", "70000"),
+        (("teredo", "port = 3544.5"), "teredo.port", "3544.5"),
+        (
+            ("teredo", r#"server_addresses = ["192.0.2.1"]"#),
+            "teredo.server_addresses",
+            "192.0.2.1",
+        ),
+        (
+            (
+                "teredo",
+                r#"server_addresses = ["192.0.2.1", "192.0.2.2", "192.0.2.3"]"#,
+            ),
+            "teredo.server_addresses",
+            "192.0.2.3",
+        ),
+        (
+            (
+                "teredo",
+                r#"server_addresses = ["192.0.2.1", "host.example"]"#,
+            ),
+            "teredo.server_addresses",
+            "host.example",
+        ),
+        (
+            ("teredo", r#"server_addresses = "192.0.2.1""#),
+            "teredo.server_addresses",
+            "192.0.2.1",
+        ),
+        (("corpnet", "tun = 5"), "corpnet.tun", "= 5"),
+        (
+            ("corpnet", r#"ipv6_prefixes = "2001:db8::/48""#),
+            "corpnet.ipv6_prefixes",
+            "2001:db8::/48",
+        ),
+        (
+            ("corpnet", r#"ipv6_prefixes = ["2001:db8::/129"]"#),
+            "corpnet.ipv6_prefixes",
+            "2001:db8::/129",
+        ),
+        (
+            ("corpnet", r#"ipv6_prefixes = ["10.0.0.0/8"]"#),
+            "corpnet.ipv6_prefixes",
+            "10.0.0.0/8",
+        ),
+        (
+            ("corpnet", r#"address6 = "192.0.2.1""#),
+            "corpnet.address6",
+            "192.0.2.1",
+        ),
+        (("corpnet", "mtu = 65536"), "corpnet.mtu", "65536"),
+        (
+            ("corpnet", "manage_routes = 1"),
+            "corpnet.manage_routes",
+            "= 1",
+        ),
+        (("metrics", r#"listen = """#), "metrics.listen", r#""""#),
+        (("metrics", r#"listen = "off""#), "metrics.listen", "off"),
+        (
+            ("metrics", r#"listen = "127.0.0.1""#),
+            "metrics.listen",
+            "127.0.0.1",
+        ),
+        (("limits", "rs_burst = true"), "limits.rs_burst", "true"),
+        (("log", "level = 3"), "log.level", "= 3"),
+        (("log", r#"format = "xml""#), "log.format", "xml"),
+        (("log", r#"format = "Text""#), "log.format", "Text"),
+    ];
+    for (change, key, value) in cases {
+        let e = refused(&[*change]);
+        assert_eq!(e.kind(), ErrorKind::WrongType, "{e}");
+        assert_names(&e, key, &[value]);
+    }
+    let e = refused(&[("log", r#"format = "xml""#)]);
+    assert!(e.to_string().contains("json"), "{e}");
+}
+
+#[test]
+fn section_that_is_not_a_table_is_named() {
+    let e = Config::from_toml_str(&format!("log = \"debug\"\n{}", doc(&[]))).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::WrongType);
+    assert_names(&e, "log", &["\"debug\"", "[log]"]);
+}
+
+#[test]
+fn missing_required_keys_are_named() {
+    for (section, key) in [
+        ("teredo", "server_addresses"),
+        ("corpnet", "ipv6_prefixes"),
+        ("corpnet", "address6"),
+    ] {
+        let e = refused(&[(section, key)]);
+        assert_eq!(e.kind(), ErrorKind::MissingKey, "{e}");
+        let path = format!("{section}.{key}");
+        assert_names(&e, &path, &[&format!("missing required key `{path}`")]);
+    }
+    let e = Config::from_toml_str("").unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::MissingKey);
+    assert_eq!(e.key(), Some("teredo.server_addresses"));
+}
+
+#[test]
+fn malformed_toml_names_the_line() {
+    for (text, line) in [
+        ("[teredo\nport = 1\n", "line 1"),
+        ("[teredo]\nport = \n", "line 2"),
+        ("[teredo]\nport = 1\nport = 2\n", "line 3"),
+        (
+            "[teredo]\n\n\nserver_addresses = [\"192.0.2.1\"\n",
+            "line 4",
+        ),
+        ("\u{feff}\u{0}", "line 1"),
+    ] {
+        let e = Config::from_toml_str(text).unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::Syntax, "{text:?}: {e}");
+        let msg = e.to_string();
+        assert!(
+            msg.contains("invalid TOML") && msg.contains(line),
+            "{text:?}: {msg}"
+        );
+        assert!(!msg.contains('\n'), "one line: {msg:?}");
+    }
+}
+
+#[test]
+fn lab_config_is_valid() {
+    let c = Config::lab(
+        Ipv4Addr::new(127, 0, 0, 1),
+        Ipv4Addr::new(127, 0, 0, 2),
+        40000,
+    );
+    c.validate().unwrap();
+    assert!(c.teredo.lab_allow_loopback && c.corpnet.allow_without_ipsec);
+    assert_eq!(c.metrics.listen, None);
+    assert_eq!(c.teredo_primary(), Ipv4Addr::new(127, 0, 0, 1));
+    assert_eq!(c.teredo_secondary(), Ipv4Addr::new(127, 0, 0, 2));
+    assert_eq!(c.teredo.port, 40000);
+    let e = Config::lab(Ipv4Addr::new(127, 0, 0, 1), Ipv4Addr::new(127, 0, 0, 2), 0)
+        .validate()
+        .unwrap_err();
+    assert_eq!(e.key(), Some("teredo.port"));
+}
+
+#[test]
+fn load_names_the_file() {
+    let dir = std::env::temp_dir().join(format!("gate64-config-test-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+
+    let missing = dir.join("missing.toml");
+    let e = Config::load(&missing).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Io);
+    assert!(
+        e.to_string().contains(&missing.display().to_string()),
+        "{e}"
+    );
+    assert!(std::error::Error::source(&e).is_some());
+
+    let bad = dir.join("bad.toml");
+    std::fs::write(&bad, doc(&[("teredo", "port = 0")])).unwrap();
+    let e = Config::load(&bad).unwrap_err();
+    assert_eq!(e.file(), Some(bad.as_path()));
+    let msg = e.to_string();
+    assert!(
+        msg.contains(&bad.display().to_string()) && msg.contains("teredo.port"),
+        "{msg}"
+    );
+
+    let good = dir.join("good.toml");
+    std::fs::write(&good, doc(&[])).unwrap();
+    assert_eq!(Config::load(&good).unwrap(), parse(&[]).unwrap());
+
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn line_column_counts_characters() {
+    assert_eq!(line_column("", 0), (1, 1));
+    assert_eq!(line_column("ab\ncd", 4), (2, 2));
+    assert_eq!(line_column("é=", 2), (1, 2));
+    assert_eq!(line_column("é", 1), (1, 1));
+    assert_eq!(line_column("x", 99), (1, 2));
+}
+
+proptest! {
+    #[test]
+    fn arbitrary_text_never_panics(s in "\\PC*") {
+        let _ = Config::from_toml_str(&s);
+    }
+
+    #[test]
+    fn arbitrary_toml_ish_text_never_panics(
+        s in "(\\[(server|teredo|corpnet|metrics|limits|log)\\]\n|[a-z_]{1,12} = \
+              (-?[0-9]{1,6}|\"[ -~]{0,20}\"|true|\\[\"[0-9a-f:./]{0,20}\"\\])\n){0,12}"
+    ) {
+        let _ = Config::from_toml_str(&s);
+    }
+
+    #[test]
+    fn any_key_value_is_accepted_or_named(
+        idx in 0usize..KEYS.len(),
+        // Valid TOML values only, so every refusal must come from gate64's own checks.
+        value in concat!(
+            "0|-?[1-9][0-9]{0,11}|true|false",
+            "|\"[a-zA-Z0-9 :./_-]{0,24}\"|\\[\"[0-9a-f:./]{0,20}\"\\]",
+        ),
+    ) {
+        let (section, key) = KEYS[idx];
+        let line = format!("{key} = {value}");
+        if let Err(e) = parse(&[(section, &line)]) {
+            let msg = e.to_string();
+            prop_assert!(e.kind() != ErrorKind::Syntax, "{}", msg);
+            // The error is about this key, or (for a valid value) a rule linking it to another.
+            prop_assert!(e.key().is_some(), "{}", msg);
+            prop_assert!(msg.contains(e.key().unwrap_or_default()), "{}", msg);
+        }
+    }
+}
+
+const KEYS: &[(&str, &str)] = &[
+    ("server", "workers"),
+    ("teredo", "enabled"),
+    ("teredo", "server_addresses"),
+    ("teredo", "port"),
+    ("teredo", "relay"),
+    ("teredo", "lab_allow_loopback"),
+    ("corpnet", "tun"),
+    ("corpnet", "ipv6_prefixes"),
+    ("corpnet", "address6"),
+    ("corpnet", "mtu"),
+    ("corpnet", "manage_routes"),
+    ("corpnet", "allow_without_ipsec"),
+    ("metrics", "enabled"),
+    ("metrics", "listen"),
+    ("limits", "rs_per_source_per_sec"),
+    ("limits", "rs_burst"),
+    ("limits", "max_teredo_peers"),
+    ("limits", "relay_queue_packets"),
+    ("limits", "peer_idle_timeout_secs"),
+    ("log", "level"),
+    ("log", "format"),
+];
