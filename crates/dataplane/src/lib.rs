@@ -1,11 +1,19 @@
 //! gate64's packet pipeline, sans-IO: transport decapsulation, client table and anti-spoofing,
 //! the policy step where the IPsec check sits, routing, and the reverse path.
+//!
+//! Drivers (in `gate64-io`) own sockets, the TUN device and the clock; they hand each packet to
+//! a [`Worker`] with `now` and send what the returned [`Verdict`] names.
 #![warn(missing_docs)]
 
 mod drop;
+pub mod pipeline;
+pub mod ratelimit;
 pub mod stats;
 
 pub use drop::Drop;
+pub use pipeline::{
+    DataplaneConfig, HEADROOM, MAX_PACKET, Prefix, Shared, Transmit, Verdict, Worker,
+};
 pub use stats::{Direction, Side, Stats};
 
 /// Gauges computed at scrape time from shared tables.

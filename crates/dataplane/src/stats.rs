@@ -94,10 +94,10 @@ impl Stats {
         self.bytes[side as usize][dir as usize].add(len as u64);
     }
 
-    /// Counts one dropped packet.
+    /// Counts `n` dropped packets.
     #[inline]
-    pub fn drop(&self, reason: crate::Drop) {
-        self.drops[reason as usize].inc();
+    pub fn count_drops(&self, reason: crate::Drop, n: u64) {
+        self.drops[reason as usize].add(n);
     }
 
     /// Bytes counted for a side and direction.

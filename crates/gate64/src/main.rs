@@ -1,1 +1,116 @@
-fn main() {}
+//! The gate64 binary: CLI, configuration, logging, signals.
+
+mod daemon;
+
+use anyhow::{Context, Result};
+use clap::{Parser, Subcommand};
+use gate64_config::{Config, LogFormat};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use tracing::{info, warn};
+
+/// gate64: a remote-access concentrator (Teredo today; IP-HTTPS, IPsec, NAT64 and GRE to come).
+#[derive(Parser)]
+#[command(name = "gate64", version, about)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run the daemon from a TOML configuration file.
+    Serve {
+        /// The configuration file.
+        #[arg(long, short)]
+        config: PathBuf,
+    },
+    /// Validate a configuration file: exit 0 when valid, 1 with the offending key otherwise.
+    CheckConfig {
+        /// The configuration file.
+        file: PathBuf,
+    },
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Serve { config } => serve(&config),
+        Command::CheckConfig { file } => check_config(&file),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("gate64: error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn check_config(file: &std::path::Path) -> Result<()> {
+    let cfg = Config::load(file)?;
+    for w in cfg.warnings() {
+        println!("warning: {w}");
+    }
+    println!("{}: ok", file.display());
+    Ok(())
+}
+
+fn init_logging(cfg: &Config) -> Result<()> {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .or_else(|_| tracing_subscriber::EnvFilter::try_new(&cfg.log.level))
+        .with_context(|| format!("`log.level` = {:?}: not a valid filter", cfg.log.level))?;
+    let b = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    match cfg.log.format {
+        LogFormat::Json => b.json().init(),
+        LogFormat::Text => b.init(),
+    }
+    Ok(())
+}
+
+fn serve(file: &std::path::Path) -> Result<()> {
+    let cfg = Config::load(file)?;
+    init_logging(&cfg)?;
+    for w in cfg.warnings() {
+        warn!("{w}");
+    }
+    if cfg.corpnet.allow_without_ipsec {
+        warn!(
+            "corpnet.allow_without_ipsec = true: client traffic enters the corporate network WITHOUT IPsec"
+        );
+    }
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .thread_name("gate64-ctl")
+        .enable_all()
+        .build()
+        .context("starting the control runtime")?;
+    rt.block_on(async {
+        let d = daemon::Daemon::start(&cfg, None)?;
+        let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+        if let Some(listen) = cfg.metrics.listen {
+            daemon::start_metrics(listen, d.exporter.clone(), async {
+                let _ = rx.await;
+            })
+            .await?;
+        }
+        info!(version = env!("CARGO_PKG_VERSION"), "gate64 serving");
+        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+        let mut check = tokio::time::interval(std::time::Duration::from_secs(1));
+        let outcome = loop {
+            tokio::select! {
+                _ = tokio::signal::ctrl_c() => break Ok(()),
+                _ = term.recv() => break Ok(()),
+                _ = check.tick() => if !d.workers.all_running() {
+                    break Err(anyhow::anyhow!("a worker stopped unexpectedly"));
+                },
+            }
+        };
+        info!("shutting down");
+        let _ = tx.send(());
+        let stopped = d.stop();
+        outcome.and(stopped)
+    })
+}

@@ -1,0 +1,139 @@
+//! Starting and stopping the daemon's parts: workers, TUN, routes, metrics. Shared by `serve`
+//! (real TUN) and `demo` (an in-process corporate network instead of the TUN).
+
+use anyhow::{Context, Result};
+use gate64_config::Config;
+use gate64_dataplane::{DataplaneConfig, Prefix, Shared};
+use gate64_io::{CorpLink, Workers};
+use gate64_metrics::Exporter;
+use gate64_teredo::{RelayConfig, ServerConfig};
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tracing::info;
+
+/// Maps the admin's configuration onto the dataplane's.
+pub fn dataplane_config(cfg: &Config) -> DataplaneConfig {
+    let teredo = cfg.teredo.enabled.then(|| ServerConfig {
+        primary: cfg.teredo_primary(),
+        secondary: cfg.teredo_secondary(),
+        port: cfg.teredo.port,
+        allow_loopback: cfg.teredo.lab_allow_loopback,
+        mtu_option: Some(1280),
+    });
+    let relay = RelayConfig {
+        peer_lifetime: Duration::from_secs(cfg.limits.peer_idle_timeout_secs),
+        queue_packets: cfg.limits.relay_queue_packets,
+        max_peers: cfg.limits.max_teredo_peers,
+        ..RelayConfig::default()
+    };
+    DataplaneConfig {
+        teredo,
+        relay,
+        corp_prefixes: cfg
+            .corpnet
+            .ipv6_prefixes
+            .iter()
+            .map(|n| Prefix::new(n.network(), n.prefix_len()))
+            .collect(),
+        corp_address: cfg.corpnet.address6,
+        allow_without_ipsec: cfg.corpnet.allow_without_ipsec,
+        rs_per_sec: cfg.limits.rs_per_source_per_sec,
+        rs_burst: cfg.limits.rs_burst,
+    }
+}
+
+/// A running daemon.
+pub struct Daemon {
+    /// Shared dataplane state.
+    pub shared: Arc<Shared>,
+    /// The worker threads.
+    pub workers: Workers,
+    /// The metrics exporter.
+    pub exporter: Exporter,
+}
+
+impl Daemon {
+    /// Starts the workers. `corp` gives one corporate link per worker; `None` creates the TUN
+    /// device from `[corpnet]` (needs CAP_NET_ADMIN) and its routes.
+    pub fn start(cfg: &Config, corp: Option<Vec<CorpLink>>) -> Result<Self> {
+        let workers = cfg.effective_workers();
+        let shared = Shared::new(dataplane_config(cfg));
+        let corp = match corp {
+            Some(c) => c,
+            None => create_tun(cfg, &shared, workers)?,
+        };
+        let addresses: Vec<_> = if cfg.teredo.enabled {
+            vec![cfg.teredo_primary(), cfg.teredo_secondary()]
+        } else {
+            Vec::new()
+        };
+        let ios = gate64_io::worker_ios(&addresses, cfg.teredo.port, corp, usize::from(cfg.corpnet.mtu))
+            .with_context(|| {
+                format!(
+                    "binding the Teredo sockets on {addresses:?} port {} (are these addresses configured on this host? see `teredo.server_addresses`)",
+                    cfg.teredo.port
+                )
+            })?;
+        let workers = Workers::spawn(&shared, ios).context("starting worker threads")?;
+        let gauge_state = Arc::clone(&shared);
+        let exporter = Exporter::new(
+            workers.stats(),
+            Arc::new(move || gauge_state.gauges(Instant::now())),
+        );
+        info!(workers = workers.stats().len(), teredo = ?addresses, port = cfg.teredo.port, "workers up");
+        Ok(Daemon {
+            shared,
+            workers,
+            exporter,
+        })
+    }
+
+    /// Stops the workers.
+    pub fn stop(self) -> Result<()> {
+        self.workers.stop().context("worker failed")
+    }
+}
+
+fn create_tun(cfg: &Config, shared: &Shared, queues: usize) -> Result<Vec<CorpLink>> {
+    let c = &cfg.corpnet;
+    let links = gate64_io::tun::create(&c.tun, c.mtu, c.address6, queues).with_context(|| {
+        format!(
+            "creating TUN device `{}` (`corpnet.tun`; needs CAP_NET_ADMIN and /dev/net/tun)",
+            c.tun
+        )
+    })?;
+    info!(tun = %c.tun, address6 = %c.address6, mtu = c.mtu, queues, "TUN device up");
+    if c.manage_routes {
+        if let Some(server) = shared.teredo() {
+            gate64_io::tun::route(server.prefix(), 64, &c.tun)
+                .context("routing the Teredo prefix into the TUN device")?;
+            info!(prefix = %format!("{}/64", server.prefix()), tun = %c.tun, "route added");
+        }
+    }
+    if gate64_io::ipv6_forwarding() == Some(false) {
+        tracing::warn!(
+            "IPv6 forwarding is off (net.ipv6.conf.all.forwarding = 0): the kernel will not route client traffic to the corporate network; enable it with `sysctl -w net.ipv6.conf.all.forwarding=1`"
+        );
+    }
+    Ok(links)
+}
+
+/// Serves metrics on `listen` until `shutdown` resolves; returns the bound address.
+pub async fn start_metrics(
+    listen: SocketAddr,
+    exporter: Exporter,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> Result<SocketAddr> {
+    let listener = tokio::net::TcpListener::bind(listen)
+        .await
+        .with_context(|| format!("binding the metrics listener on {listen} (`metrics.listen`)"))?;
+    let bound = listener.local_addr()?;
+    tokio::spawn(async move {
+        if let Err(e) = gate64_metrics::serve(listener, exporter, shutdown).await {
+            tracing::error!(error = %e, "metrics server failed");
+        }
+    });
+    info!(listen = %bound, "metrics on http://{bound}/metrics");
+    Ok(bound)
+}

@@ -1,0 +1,279 @@
+//! Thin, safe wrappers over the Linux calls the workers batch: `recvmmsg`, `sendmmsg` and
+//! `epoll`. All `unsafe` of the crate lives here.
+
+use std::io;
+use std::net::{Ipv4Addr, SocketAddrV4};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+
+/// Messages per `recvmmsg`/`sendmmsg` call.
+pub const BATCH: usize = 32;
+
+fn cvt(r: libc::c_int) -> io::Result<libc::c_int> {
+    if r < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(r)
+    }
+}
+
+fn to_sockaddr(a: SocketAddrV4) -> libc::sockaddr_in {
+    libc::sockaddr_in {
+        sin_family: libc::AF_INET as libc::sa_family_t,
+        sin_port: a.port().to_be(),
+        sin_addr: libc::in_addr {
+            s_addr: u32::from(*a.ip()).to_be(),
+        },
+        sin_zero: [0; 8],
+    }
+}
+
+fn from_sockaddr(s: &libc::sockaddr_in) -> SocketAddrV4 {
+    SocketAddrV4::new(
+        Ipv4Addr::from(u32::from_be(s.sin_addr.s_addr)),
+        u16::from_be(s.sin_port),
+    )
+}
+
+/// One received datagram: where it is in its slot and who sent it.
+#[derive(Debug, Clone, Copy)]
+pub struct Received {
+    /// Bytes received (the datagram starts at the slot's headroom).
+    pub len: usize,
+    /// Sender.
+    pub from: SocketAddrV4,
+    /// The kernel cut the datagram because the slot was too small.
+    pub truncated: bool,
+}
+
+/// Receives up to `slots.len()` datagrams with one `recvmmsg`, each into `slot[headroom..]`.
+/// Returns how many arrived; `WouldBlock` when none.
+pub fn recv_batch(
+    fd: RawFd,
+    slots: &mut [Vec<u8>],
+    headroom: usize,
+    out: &mut [Received; BATCH],
+) -> io::Result<usize> {
+    let n = slots.len().min(BATCH);
+    // SAFETY: zeroed sockaddr_in/iovec/mmsghdr are valid "empty" values for these C structs.
+    let mut addrs: [libc::sockaddr_in; BATCH] = unsafe { std::mem::zeroed() };
+    let mut iovs: [libc::iovec; BATCH] = unsafe { std::mem::zeroed() };
+    let mut hdrs: [libc::mmsghdr; BATCH] = unsafe { std::mem::zeroed() };
+    for i in 0..n {
+        let buf = &mut slots[i][headroom..];
+        iovs[i] = libc::iovec {
+            iov_base: buf.as_mut_ptr().cast(),
+            iov_len: buf.len(),
+        };
+        hdrs[i].msg_hdr.msg_name = (&mut addrs[i] as *mut libc::sockaddr_in).cast();
+        hdrs[i].msg_hdr.msg_namelen = std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t;
+        hdrs[i].msg_hdr.msg_iov = &mut iovs[i];
+        hdrs[i].msg_hdr.msg_iovlen = 1;
+    }
+    // SAFETY: every header points at live buffers (slots, iovs, addrs) that outlive the call,
+    // and `n` does not exceed the arrays' length.
+    let got = cvt(unsafe {
+        libc::recvmmsg(
+            fd,
+            hdrs.as_mut_ptr(),
+            n as libc::c_uint,
+            libc::MSG_DONTWAIT,
+            std::ptr::null_mut(),
+        )
+    })? as usize;
+    for i in 0..got {
+        out[i] = Received {
+            len: hdrs[i].msg_len as usize,
+            from: from_sockaddr(&addrs[i]),
+            truncated: hdrs[i].msg_hdr.msg_flags & libc::MSG_TRUNC != 0,
+        };
+    }
+    Ok(got)
+}
+
+/// Sends `n` datagrams with as few `sendmmsg` calls as possible; `msg(i)` gives the bytes and
+/// destination of datagram `i`. Returns how many the kernel took; stops at the first error
+/// (the caller counts the rest as failed).
+pub fn send_batch<'a>(
+    fd: RawFd,
+    n: usize,
+    msg: impl Fn(usize) -> (&'a [u8], SocketAddrV4),
+) -> usize {
+    let mut sent = 0;
+    while sent < n {
+        let chunk = (n - sent).min(BATCH);
+        // SAFETY: zeroed C structs are valid empty values; the iovecs only read from the data.
+        let mut addrs: [libc::sockaddr_in; BATCH] = unsafe { std::mem::zeroed() };
+        let mut iovs: [libc::iovec; BATCH] = unsafe { std::mem::zeroed() };
+        let mut hdrs: [libc::mmsghdr; BATCH] = unsafe { std::mem::zeroed() };
+        for i in 0..chunk {
+            let (data, to) = msg(sent + i);
+            addrs[i] = to_sockaddr(to);
+            iovs[i] = libc::iovec {
+                iov_base: data.as_ptr() as *mut libc::c_void,
+                iov_len: data.len(),
+            };
+            hdrs[i].msg_hdr.msg_name = (&mut addrs[i] as *mut libc::sockaddr_in).cast();
+            hdrs[i].msg_hdr.msg_namelen =
+                std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t;
+            hdrs[i].msg_hdr.msg_iov = &mut iovs[i];
+            hdrs[i].msg_hdr.msg_iovlen = 1;
+        }
+        // SAFETY: headers point at live arrays; the kernel only reads the data buffers, which
+        // the caller keeps alive for 'a.
+        let r = unsafe { libc::sendmmsg(fd, hdrs.as_mut_ptr(), chunk as libc::c_uint, 0) };
+        if r <= 0 {
+            break;
+        }
+        sent += r as usize;
+    }
+    sent
+}
+
+/// An epoll instance.
+#[derive(Debug)]
+pub struct Epoll(OwnedFd);
+
+impl Epoll {
+    /// Creates one (close-on-exec).
+    pub fn new() -> io::Result<Self> {
+        // SAFETY: plain syscall; on success we own the returned descriptor.
+        let fd = cvt(unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) })?;
+        // SAFETY: fd is a fresh, owned descriptor.
+        Ok(Epoll(unsafe { OwnedFd::from_raw_fd(fd) }))
+    }
+
+    /// Watches `fd` for readability (level-triggered), tagging events with `token`.
+    pub fn add(&self, fd: RawFd, token: u64) -> io::Result<()> {
+        let mut ev = libc::epoll_event {
+            events: libc::EPOLLIN as u32,
+            u64: token,
+        };
+        // SAFETY: ev is a valid epoll_event for the duration of the call.
+        cvt(unsafe { libc::epoll_ctl(self.0.as_raw_fd(), libc::EPOLL_CTL_ADD, fd, &mut ev) })?;
+        Ok(())
+    }
+
+    /// Waits up to `timeout_ms`; returns the tokens of ready descriptors in `out`.
+    pub fn wait(&self, out: &mut Vec<u64>, timeout_ms: i32) -> io::Result<()> {
+        // SAFETY: zeroed epoll_event values are valid.
+        let mut evs: [libc::epoll_event; 8] = unsafe { std::mem::zeroed() };
+        // SAFETY: evs is a live array of the length we pass.
+        let n = unsafe { libc::epoll_wait(self.0.as_raw_fd(), evs.as_mut_ptr(), 8, timeout_ms) };
+        out.clear();
+        if n < 0 {
+            let e = io::Error::last_os_error();
+            return if e.kind() == io::ErrorKind::Interrupted {
+                Ok(())
+            } else {
+                Err(e)
+            };
+        }
+        out.extend(evs[..n as usize].iter().map(|e| e.u64));
+        Ok(())
+    }
+}
+
+/// `read(2)` without blocking semantics of its own (the fd is non-blocking).
+pub fn read(fd: RawFd, buf: &mut [u8]) -> io::Result<usize> {
+    // SAFETY: buf is a live, writable buffer of the given length.
+    let r = unsafe { libc::read(fd, buf.as_mut_ptr().cast(), buf.len()) };
+    if r < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(r as usize)
+    }
+}
+
+/// `write(2)`.
+pub fn write(fd: RawFd, buf: &[u8]) -> io::Result<usize> {
+    // SAFETY: buf is a live buffer of the given length; the kernel only reads it.
+    let r = unsafe { libc::write(fd, buf.as_ptr().cast(), buf.len()) };
+    if r < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(r as usize)
+    }
+}
+
+/// Keeps the kernel from setting DF on Teredo datagrams (RFC 4380 §5.1.2: SHOULD NOT be set).
+pub fn set_pmtudisc_dont(fd: RawFd) -> io::Result<()> {
+    let v: libc::c_int = libc::IP_PMTUDISC_DONT;
+    // SAFETY: v is a live c_int and we pass its size.
+    cvt(unsafe {
+        libc::setsockopt(
+            fd,
+            libc::IPPROTO_IP,
+            libc::IP_MTU_DISCOVER,
+            (&v as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    })?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::net::UdpSocket;
+
+    #[test]
+    fn batch_roundtrip_on_loopback() {
+        let a = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let b = UdpSocket::bind("127.0.0.1:0").unwrap();
+        b.set_nonblocking(true).unwrap();
+        let to = match b.local_addr().unwrap() {
+            std::net::SocketAddr::V4(v) => v,
+            _ => unreachable!(),
+        };
+        let payloads: Vec<Vec<u8>> = (0..40u8).map(|i| vec![i; 10 + usize::from(i)]).collect();
+        assert_eq!(
+            send_batch(a.as_raw_fd(), 40, |i| (&payloads[i][..], to)),
+            40
+        );
+        let mut slots = vec![vec![0u8; 64 + 100]; BATCH];
+        let mut got = [Received {
+            len: 0,
+            from: to,
+            truncated: false,
+        }; BATCH];
+        let mut total = 0;
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        while total < 40 && std::time::Instant::now() < deadline {
+            match recv_batch(b.as_raw_fd(), &mut slots, 64, &mut got) {
+                Ok(n) => {
+                    for (i, r) in got[..n].iter().enumerate() {
+                        assert_eq!(&slots[i][64..64 + r.len], &payloads[total + i][..]);
+                        assert!(!r.truncated);
+                        assert_eq!(*r.from.ip(), Ipv4Addr::LOCALHOST);
+                    }
+                    total += n;
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => std::thread::yield_now(),
+                Err(e) => panic!("{e}"),
+            }
+        }
+        assert_eq!(total, 40);
+    }
+
+    #[test]
+    fn truncation_is_reported() {
+        let a = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let b = UdpSocket::bind("127.0.0.1:0").unwrap();
+        a.send_to(&[7u8; 200], b.local_addr().unwrap()).unwrap();
+        let mut slots = vec![vec![0u8; 16 + 100]];
+        let mut got = [Received {
+            len: 0,
+            from: SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0),
+            truncated: false,
+        }; BATCH];
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        loop {
+            match recv_batch(b.as_raw_fd(), &mut slots, 16, &mut got) {
+                Ok(1) => break,
+                _ if std::time::Instant::now() < deadline => std::thread::yield_now(),
+                r => panic!("{r:?}"),
+            }
+        }
+        assert!(got[0].truncated);
+    }
+}

@@ -1,0 +1,57 @@
+//! The TUN device on the corporate side: created multi-queue (one queue per worker), brought
+//! up with gate64's corporate address, and given routes for the clients' prefixes.
+//!
+//! Equivalent `ip` commands, for admins who want to check or pre-create the state:
+//! ```text
+//! ip tuntap add dev gate64 mode tun multi_queue
+//! ip link set dev gate64 mtu 1280 up
+//! ip -6 addr add 2001:db8:100::1/128 dev gate64
+//! ip -6 route replace 2001:0:c000:201::/64 dev gate64   # the Teredo prefix
+//! ```
+
+use crate::worker::CorpLink;
+use std::io;
+use std::net::Ipv6Addr;
+use std::process::Command;
+
+/// Creates the TUN device `name` with `queues` queues (non-blocking), MTU `mtu`, and
+/// `address/128`, and brings it up.
+pub fn create(name: &str, mtu: u16, address: Ipv6Addr, queues: usize) -> io::Result<Vec<CorpLink>> {
+    let first = tun_rs::DeviceBuilder::new()
+        .name(name)
+        .mtu(mtu)
+        .ipv6(address, 128u8)
+        .multi_queue(queues > 1)
+        .build_sync()
+        .map_err(|e| io::Error::new(e.kind(), format!("creating TUN device `{name}`: {e}")))?;
+    let mut links = Vec::with_capacity(queues);
+    for _ in 1..queues {
+        let q = first.try_clone()?;
+        q.set_nonblocking(true)?;
+        links.push(CorpLink::Tun(q));
+    }
+    first.set_nonblocking(true)?;
+    links.insert(0, CorpLink::Tun(first));
+    Ok(links)
+}
+
+/// Routes `prefix/len` into the device (`ip -6 route replace`), idempotently.
+pub fn route(prefix: Ipv6Addr, len: u8, dev: &str) -> io::Result<()> {
+    let net = format!("{prefix}/{len}");
+    let out = Command::new("ip")
+        .args(["-6", "route", "replace", &net, "dev", dev])
+        .output()
+        .map_err(|e| {
+            io::Error::new(
+                e.kind(),
+                format!("running `ip -6 route replace {net} dev {dev}`: {e}"),
+            )
+        })?;
+    if !out.status.success() {
+        return Err(io::Error::other(format!(
+            "`ip -6 route replace {net} dev {dev}` failed: {}",
+            String::from_utf8_lossy(&out.stderr).trim()
+        )));
+    }
+    Ok(())
+}

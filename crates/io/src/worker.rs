@@ -1,0 +1,247 @@
+//! One worker: a single-threaded event loop over its Teredo sockets (one per server address,
+//! SO_REUSEPORT with the other workers) and its own queue of the corporate link. Each packet is
+//! processed to completion here; UDP is received and sent in `recvmmsg`/`sendmmsg` batches.
+
+use crate::sys::{self, BATCH, Received};
+use gate64_dataplane::{Direction, Drop, HEADROOM, Side, Verdict, Worker};
+use std::io;
+use std::net::{Ipv4Addr, SocketAddrV4, UdpSocket};
+use std::os::fd::{AsRawFd, RawFd};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+/// Largest Teredo datagram accepted. The Teredo link MTU is 1280 (RFC 4380 §5.1.2); the rest
+/// leaves room for headers and generous clients. Larger datagrams are counted as truncated.
+pub const UDP_SLOT: usize = 4096;
+/// How often relay timers run (bubble retries are paced at 2 s).
+const TICK: Duration = Duration::from_millis(500);
+/// Batches drained from one descriptor before looking at the others again.
+const ROUNDS: usize = 8;
+
+/// The corporate side of a worker: a TUN queue, or (in the no-root lab) a connected UDP
+/// socket that carries raw IPv6 packets to an in-process corporate network.
+pub enum CorpLink {
+    /// One queue of the multi-queue TUN device.
+    Tun(tun_rs::SyncDevice),
+    /// A connected datagram socket, one IPv6 packet per datagram.
+    Socket(UdpSocket),
+}
+
+impl std::fmt::Debug for CorpLink {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            CorpLink::Tun(t) => write!(f, "Tun(fd {})", t.as_raw_fd()),
+            CorpLink::Socket(s) => write!(f, "Socket({:?})", s.local_addr()),
+        }
+    }
+}
+
+impl CorpLink {
+    fn fd(&self) -> RawFd {
+        match self {
+            CorpLink::Tun(t) => t.as_raw_fd(),
+            CorpLink::Socket(s) => s.as_raw_fd(),
+        }
+    }
+}
+
+/// What a worker thread owns.
+#[derive(Debug)]
+pub struct WorkerIo {
+    /// This worker's index (it runs the relay timers of shard part `index` of `count`).
+    pub index: usize,
+    /// Number of workers.
+    pub count: usize,
+    /// One Teredo socket per server address.
+    pub sockets: Vec<(Ipv4Addr, UdpSocket)>,
+    /// The corporate link.
+    pub corp: CorpLink,
+    /// Largest packet on the corporate link.
+    pub corp_mtu: usize,
+}
+
+/// Runs the event loop until `stop` is set. Errors only when the event loop itself fails.
+pub fn run(io: WorkerIo, mut dp: Worker, stop: Arc<AtomicBool>) -> io::Result<()> {
+    let epoll = sys::Epoll::new()?;
+    for (i, (_, s)) in io.sockets.iter().enumerate() {
+        epoll.add(s.as_raw_fd(), i as u64)?;
+    }
+    let corp_token = io.sockets.len() as u64;
+    epoll.add(io.corp.fd(), corp_token)?;
+    let corp_slot = HEADROOM + io.corp_mtu.max(1280) + 64;
+    let mut udp_slots = vec![vec![0u8; HEADROOM + UDP_SLOT]; BATCH];
+    let mut corp_slots = vec![vec![0u8; corp_slot]; BATCH];
+    let mut received = [Received {
+        len: 0,
+        from: SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0),
+        truncated: false,
+    }; BATCH];
+    let mut pending: Vec<Pending> = Vec::with_capacity(BATCH);
+    let mut ready = Vec::with_capacity(8);
+    let mut next_tick = Instant::now();
+    let stats = Arc::clone(dp.stats());
+
+    while !stop.load(Ordering::Relaxed) {
+        epoll.wait(&mut ready, 100)?;
+        for &token in &ready {
+            if token == corp_token {
+                for _ in 0..ROUNDS {
+                    let now = Instant::now();
+                    pending.clear();
+                    let mut n = 0;
+                    while n < BATCH {
+                        let slot = &mut corp_slots[n];
+                        let len = match corp_read(&io.corp, &mut slot[HEADROOM..]) {
+                            Ok(len) => len,
+                            Err(_) => break,
+                        };
+                        let v = dp.handle_tun(now, slot, HEADROOM, HEADROOM + len);
+                        dispatch(&io, &stats, v, n, &mut pending, slot);
+                        n += 1;
+                    }
+                    flush(&io, &stats, &pending, &corp_slots);
+                    drain_transmits(&io, &stats, &mut dp);
+                    if n < BATCH {
+                        break;
+                    }
+                }
+            } else if let Some((local, sock)) = io.sockets.get(token as usize) {
+                for _ in 0..ROUNDS {
+                    let got = match sys::recv_batch(
+                        sock.as_raw_fd(),
+                        &mut udp_slots,
+                        HEADROOM,
+                        &mut received,
+                    ) {
+                        Ok(n) => n,
+                        Err(_) => break,
+                    };
+                    let now = Instant::now();
+                    pending.clear();
+                    for (i, r) in received[..got].iter().enumerate() {
+                        if r.truncated {
+                            stats.packet(Side::Internet, Direction::Rx, r.len);
+                            stats.count_drops(Drop::Truncated, 1);
+                            continue;
+                        }
+                        let slot = &mut udp_slots[i];
+                        let v =
+                            dp.handle_teredo(now, *local, r.from, slot, HEADROOM, HEADROOM + r.len);
+                        dispatch(&io, &stats, v, i, &mut pending, slot);
+                    }
+                    flush(&io, &stats, &pending, &udp_slots);
+                    drain_transmits(&io, &stats, &mut dp);
+                    if got < BATCH {
+                        break;
+                    }
+                }
+            }
+        }
+        let now = Instant::now();
+        if now >= next_tick {
+            dp.handle_timeout(now, io.index, io.count);
+            drain_transmits(&io, &stats, &mut dp);
+            next_tick = now + TICK;
+        }
+    }
+    Ok(())
+}
+
+/// A datagram waiting for the batch send: slot, byte range, socket and destination.
+#[derive(Debug, Clone, Copy)]
+struct Pending {
+    slot: usize,
+    start: usize,
+    end: usize,
+    socket: usize,
+    to: SocketAddrV4,
+}
+
+fn socket_for(io: &WorkerIo, from: Ipv4Addr) -> usize {
+    io.sockets.iter().position(|(a, _)| *a == from).unwrap_or(0)
+}
+
+/// Acts on a verdict: corporate-side writes happen at once (TUN writes cannot be batched),
+/// UDP sends wait for the batch.
+fn dispatch(
+    io: &WorkerIo,
+    stats: &gate64_dataplane::Stats,
+    v: Verdict,
+    slot_index: usize,
+    pending: &mut Vec<Pending>,
+    slot: &[u8],
+) {
+    match v {
+        Verdict::Tun { start, end } => match corp_write(&io.corp, &slot[start..end]) {
+            Ok(_) => stats.packet(Side::Corpnet, Direction::Tx, end - start),
+            Err(_) => stats.count_drops(Drop::TxError, 1),
+        },
+        Verdict::Udp {
+            from,
+            to,
+            start,
+            end,
+        } => pending.push(Pending {
+            slot: slot_index,
+            start,
+            end,
+            socket: socket_for(io, from),
+            to,
+        }),
+        Verdict::Consumed | Verdict::Drop(_) => {}
+    }
+}
+
+fn flush(io: &WorkerIo, stats: &gate64_dataplane::Stats, pending: &[Pending], slots: &[Vec<u8>]) {
+    if pending.is_empty() {
+        return;
+    }
+    // Almost always one socket (the primary); group without allocating by scanning per socket.
+    for (si, (_, sock)) in io.sockets.iter().enumerate() {
+        let mine = pending.iter().filter(|p| p.socket == si).count();
+        if mine == 0 {
+            continue;
+        }
+        let sent = if mine == pending.len() {
+            sys::send_batch(sock.as_raw_fd(), mine, |i| {
+                let p = pending[i];
+                (&slots[p.slot][p.start..p.end], p.to)
+            })
+        } else {
+            let mut it = pending.iter().filter(|p| p.socket == si);
+            let mut sent = 0;
+            for _ in 0..mine {
+                if let Some(p) = it.next() {
+                    sent += sys::send_batch(sock.as_raw_fd(), 1, |_| {
+                        (&slots[p.slot][p.start..p.end], p.to)
+                    });
+                }
+            }
+            sent
+        };
+        for p in pending.iter().filter(|p| p.socket == si).take(sent) {
+            stats.packet(Side::Internet, Direction::Tx, p.end - p.start);
+        }
+        stats.count_drops(Drop::TxError, (mine - sent) as u64);
+    }
+}
+
+fn drain_transmits(io: &WorkerIo, stats: &gate64_dataplane::Stats, dp: &mut Worker) {
+    while let Some(t) = dp.poll_transmit() {
+        let sock = &io.sockets[socket_for(io, t.from)].1;
+        if sys::send_batch(sock.as_raw_fd(), 1, |_| (&t.data[..], t.to)) == 1 {
+            stats.packet(Side::Internet, Direction::Tx, t.data.len());
+        } else {
+            stats.count_drops(Drop::TxError, 1);
+        }
+    }
+}
+
+fn corp_read(link: &CorpLink, buf: &mut [u8]) -> io::Result<usize> {
+    sys::read(link.fd(), buf)
+}
+
+fn corp_write(link: &CorpLink, buf: &[u8]) -> io::Result<usize> {
+    sys::write(link.fd(), buf)
+}

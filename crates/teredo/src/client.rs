@@ -1,0 +1,1 @@
+//! Client role (to come).
