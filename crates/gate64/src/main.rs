@@ -76,11 +76,6 @@ fn serve(file: &std::path::Path) -> Result<()> {
     for w in cfg.warnings() {
         warn!("{w}");
     }
-    if cfg.corpnet.allow_without_ipsec {
-        warn!(
-            "corpnet.allow_without_ipsec = true: client traffic enters the corporate network WITHOUT IPsec"
-        );
-    }
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(1)
         .thread_name("gate64-ctl")
