@@ -1,1 +1,33 @@
-//! placeholder
+//! Test helpers for gate64: a network-namespace harness, the standard Teredo lab topology, a
+//! tiny Prometheus text parser and a seeded Teredo flood generator.
+//!
+//! Contract:
+//! - Everything that touches the system ([`Netns`], [`Topology`]) needs root and `ip netns`.
+//!   Tests check [`netns_or_skip`] first: it returns `false` (and prints why) where namespaces
+//!   are unavailable, but panics when the environment variable `CI` is set, so a CI run as root
+//!   never skips them silently.
+//! - Every external command runs with a timeout; every wait is bounded ([`wait_until`]).
+//! - Cleanup happens on `Drop`, including while a test panics: spawned processes are stopped
+//!   (SIGTERM, then SIGKILL), every process left in a namespace is killed and the namespace is
+//!   deleted. Namespaces left behind by a test process that was killed outright are removed the
+//!   next time a test creates one.
+//! - Process output goes to log files in a per-namespace temporary directory. The directory is
+//!   removed on a clean drop and kept (its path printed) when the test panicked.
+//! - [`flood`] is pure packet generation plus a paced UDP sender; the `teredo-flood` binary
+//!   is a thin command-line wrapper around it.
+#![warn(missing_docs)]
+
+pub mod flood;
+pub mod metrics;
+mod netns;
+mod topology;
+mod wait;
+
+pub use metrics::Metrics;
+pub use netns::{Netns, Process, find_tool, http_get, netns_available, netns_or_skip};
+pub use topology::{
+    ATTACKER_GW_V4, ATTACKER_V4, CLIENT_GW_V4, CLIENT_PORT, CLIENT_V4, CORP_HOST, CORP_ROUTER,
+    Gate64Options, IperfResult, METRICS_ADDR, PingStats, REFERENCE_RELAY_PORT, SERVER_V4,
+    SERVER_V4_2, TEREDO_PORT, TEREDO_PREFIX, Topology, TopologyBuilder, find_binary, gate64_binary,
+};
+pub use wait::{wait_for, wait_until};
