@@ -1,1 +1,7 @@
+//! gate64 end-to-end tests, one test binary with a module per area (hickory's layout).
+//!
+//! Tests named `netns_*` need root and `ip netns` and are `#[ignore]`d so a plain
+//! `cargo test` passes anywhere; `scripts/test` runs them as root with `--include-ignored`.
+//! They share the lab topology of `gate64_testkit::Topology` and run one at a time.
 
+mod teredo;
