@@ -1,6 +1,7 @@
 //! The gate64 binary: CLI, configuration, logging, signals.
 
 mod daemon;
+mod demo;
 
 use anyhow::{Context, Result};
 use clap::{Parser, Subcommand};
@@ -30,6 +31,9 @@ enum Command {
         /// The configuration file.
         file: PathBuf,
     },
+    /// The no-root lab: daemon on loopback, an in-process corporate network and emulated
+    /// Teredo clients; prints live figures and a capacity table.
+    Demo(demo::DemoArgs),
 }
 
 fn main() -> ExitCode {
@@ -37,6 +41,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Serve { config } => serve(&config),
         Command::CheckConfig { file } => check_config(&file),
+        Command::Demo(args) => demo::run(&args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
