@@ -104,12 +104,10 @@ fn create_tun(cfg: &Config, shared: &Shared, queues: usize) -> Result<Vec<CorpLi
         )
     })?;
     info!(tun = %c.tun, address6 = %c.address6, mtu = c.mtu, queues, "TUN device up");
-    if c.manage_routes {
-        if let Some(server) = shared.teredo() {
-            gate64_io::tun::route(server.prefix(), 64, &c.tun)
-                .context("routing the Teredo prefix into the TUN device")?;
-            info!(prefix = %format!("{}/64", server.prefix()), tun = %c.tun, "route added");
-        }
+    if let (true, Some(server)) = (c.manage_routes, shared.teredo()) {
+        gate64_io::tun::route(server.prefix(), 64, &c.tun)
+            .context("routing the Teredo prefix into the TUN device")?;
+        info!(prefix = %format!("{}/64", server.prefix()), tun = %c.tun, "route added");
     }
     if gate64_io::ipv6_forwarding() == Some(false) {
         tracing::warn!(
