@@ -16,7 +16,7 @@ use anyhow::{Context, Result, bail, ensure};
 use gate64_testkit::flood::{self, FloodConfig, FloodReport};
 use gate64_testkit::{
     ATTACKER_V4, CORP_HOST, Gate64Options, Metrics, Process, SERVER_V4, TEREDO_PORT, Topology,
-    find_binary, netns_or_skip,
+    find_binary, find_tool, netns_or_skip,
 };
 
 /// RS retries every 4 s (teredo-iphttps.md §1.9): 15 s allows three attempts.
@@ -102,7 +102,9 @@ fn without_ipsec(topo: &Topology) -> Result<()> {
     }
     gate.ensure_running()?;
 
-    let m = topo.metrics()?;
+    let text = topo.metrics_text()?;
+    promtool_check(topo, &text)?;
+    let m = Metrics::parse(&text);
     let clients = m.get("gate64_clients", &[("transport", "teredo")]);
     ensure!(
         clients == Some(1.0),
@@ -216,6 +218,29 @@ fn iperf_what(reverse: bool) -> &'static str {
     } else {
         "iperf3 (client -> tcorp)"
     }
+}
+
+/// Lints the exposition with `promtool check metrics` (naming, units, help texts), when
+/// promtool (Debian package `prometheus`) is installed; CI must have it.
+fn promtool_check(topo: &Topology, text: &str) -> Result<()> {
+    let Some(promtool) = find_tool("promtool") else {
+        ensure!(
+            std::env::var_os("CI").is_none(),
+            "promtool not found: apt-get install prometheus (scripts/test installs it)"
+        );
+        println!("note: promtool not installed, /metrics not linted");
+        return Ok(());
+    };
+    let file = topo.srv.write_file("metrics.txt", text)?;
+    let cmd = format!("{} check metrics < {}", promtool.display(), file.display());
+    let out = topo.srv.exec(&["sh", "-c", &cmd])?;
+    ensure!(
+        out.status.success(),
+        "promtool check metrics failed:\n{}{}\n{text}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    Ok(())
 }
 
 /// All `gate64_*` samples, one per line, for failure messages.
