@@ -294,10 +294,11 @@ impl Worker {
                 let pkt = start + offset;
                 if is_bubble {
                     // Bubbles only open NAT state and establish trust (§5.2.6), except those
-                    // addressed to another of our clients, which the server relays.
+                    // addressed to another of our clients, which the server relays with every
+                    // byte after the IPv6 header (RFC 6081 trailers), as Miredo does.
                     return match Address::decode(&dst) {
                         Some(d) if server.is_own_client(&d) => {
-                            self.relay_to_client(server, remote, buf, pkt, pkt + len, &d)
+                            self.relay_to_client(server, remote, buf, pkt, end, &d)
                         }
                         _ => Ok(Verdict::Consumed),
                     };
@@ -311,15 +312,8 @@ impl Worker {
                 if !ipv6.is_bubble() {
                     return Err(Drop::SpoofedSource);
                 }
-                let len = ipv6.total_len();
-                self.relay_to_client(
-                    server,
-                    remote,
-                    buf,
-                    start + offset,
-                    start + offset + len,
-                    &dst,
-                )
+                // Keep RFC 6081 trailers: forward through the end of the datagram.
+                self.relay_to_client(server, remote, buf, start + offset, end, &dst)
             }
         }
     }
