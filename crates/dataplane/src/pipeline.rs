@@ -477,3 +477,740 @@ fn reject_to_drop(r: Reject) -> Drop {
         Reject::UnhandledIcmpv6 => Drop::UnhandledIcmpv6,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use gate64_wire::checksum;
+    use proptest::prelude::*;
+    use std::time::Duration;
+
+    const PRIMARY: Ipv4Addr = Ipv4Addr::new(192, 0, 2, 1);
+    const SECONDARY: Ipv4Addr = Ipv4Addr::new(192, 0, 2, 2);
+    const CLIENT: SocketAddrV4 = SocketAddrV4::new(Ipv4Addr::new(198, 51, 100, 10), 3546);
+    const OTHER: SocketAddrV4 = SocketAddrV4::new(Ipv4Addr::new(203, 0, 113, 20), 40000);
+    const CORP_HOST: Ipv6Addr = Ipv6Addr::new(0x2001, 0xdb8, 0x100, 0, 0, 0, 0, 5);
+    const CORP_ADDRESS: Ipv6Addr = Ipv6Addr::new(0x2001, 0xdb8, 0x100, 0, 0, 0, 0, 1);
+    /// Slack after the packet, for the RA written over a 61-byte RS.
+    const TAILROOM: usize = 256;
+
+    fn config(allow_without_ipsec: bool) -> DataplaneConfig {
+        DataplaneConfig {
+            teredo: Some(ServerConfig {
+                primary: PRIMARY,
+                secondary: SECONDARY,
+                port: 3544,
+                allow_loopback: false,
+                mtu_option: Some(1280),
+            }),
+            relay: RelayConfig::default(),
+            corp_prefixes: vec![Prefix::new("2001:db8:100::".parse().unwrap(), 48)],
+            corp_address: CORP_ADDRESS,
+            allow_without_ipsec,
+            rs_per_sec: 1,
+            rs_burst: 3,
+        }
+    }
+
+    fn worker(allow_without_ipsec: bool) -> Worker {
+        Worker::new(
+            Shared::new(config(allow_without_ipsec)),
+            Arc::new(Stats::default()),
+        )
+    }
+
+    fn teredo(mapped: SocketAddrV4) -> Address {
+        Address {
+            server: PRIMARY,
+            flags: 0x2c5a,
+            mapped,
+        }
+    }
+
+    /// `bytes` at `HEADROOM` in a buffer with tailroom: `(buf, start, end)`.
+    fn framed(bytes: &[u8]) -> (Vec<u8>, usize, usize) {
+        let mut buf = vec![0u8; HEADROOM + bytes.len() + TAILROOM];
+        buf[HEADROOM..HEADROOM + bytes.len()].copy_from_slice(bytes);
+        (buf, HEADROOM, HEADROOM + bytes.len())
+    }
+
+    /// The 61-byte RS Miredo sends: auth header (ID-len = AU-len = 0) with a nonce, then the
+    /// RS from `src` to ff02::2 (brief §1.4).
+    fn miredo_rs(src: &str) -> Vec<u8> {
+        let mut b = vec![0u8; 61];
+        let auth = tw::Auth {
+            client_id: &[],
+            auth_value: &[],
+            nonce: *b"nonce-01",
+            confirmation: 0,
+        };
+        auth.emit(&mut b).unwrap();
+        icmpv6::emit_router_solicitation(&mut b[13..], &src.parse().unwrap()).unwrap();
+        b
+    }
+
+    fn echo(src: Ipv6Addr, dst: Ipv6Addr, data_len: usize) -> Vec<u8> {
+        let mut b = vec![0u8; ipv6::HEADER_LEN + 8 + data_len];
+        let data = vec![0xa5; data_len];
+        icmpv6::emit_echo(&mut b, true, &src, &dst, 7, 1, &data).unwrap();
+        b
+    }
+
+    /// A UDP-over-IPv6 packet (not ICMPv6) of `total` bytes; the checksum is irrelevant here.
+    fn udp(src: Ipv6Addr, dst: Ipv6Addr, total: usize) -> Vec<u8> {
+        let mut b = vec![0x5a; total];
+        let plen = u16::try_from(total - ipv6::HEADER_LEN).unwrap();
+        ipv6::emit_header(&mut b, plen, ipv6::NH_UDP, 64, &src, &dst).unwrap();
+        b
+    }
+
+    fn bubble(src: Ipv6Addr, dst: Ipv6Addr) -> Vec<u8> {
+        let mut b = vec![0u8; ipv6::HEADER_LEN];
+        ipv6::emit_header(&mut b, 0, ipv6::NH_NONE, 255, &src, &dst).unwrap();
+        b
+    }
+
+    fn total_drops(s: &Stats) -> u64 {
+        Drop::ALL.iter().map(|d| s.drops(*d)).sum()
+    }
+
+    fn from_teredo(w: &mut Worker, now: Instant, remote: SocketAddrV4, bytes: &[u8]) -> Verdict {
+        let (mut buf, start, end) = framed(bytes);
+        w.handle_teredo(now, PRIMARY, remote, &mut buf, start, end)
+    }
+
+    fn from_tun(w: &mut Worker, now: Instant, bytes: &[u8]) -> Verdict {
+        let (mut buf, start, end) = framed(bytes);
+        w.handle_tun(now, &mut buf, start, end)
+    }
+
+    fn server_link_local() -> Ipv6Addr {
+        gate64_teredo::addr::server_link_local(PRIMARY, 3544)
+    }
+
+    // RFC 4380 §5.3.2, brief §1.9: Miredo's RS gets the 117-byte RA from the primary.
+    #[test]
+    fn rfc4380_5_3_2_rs_gets_117_byte_ra_from_primary() {
+        let mut w = worker(false);
+        let rs = miredo_rs("fe80::ffff:ffff:ffff");
+        let (mut buf, start, end) = framed(&rs);
+        let v = w.handle_teredo(Instant::now(), PRIMARY, CLIENT, &mut buf, start, end);
+        assert_eq!(
+            v,
+            Verdict::Udp {
+                from: PRIMARY,
+                to: CLIENT,
+                start: HEADROOM,
+                end: HEADROOM + 117
+            }
+        );
+        let p = tw::Packet::parse(&buf[HEADROOM..HEADROOM + 117]).unwrap();
+        assert_eq!(p.auth.unwrap().nonce, *b"nonce-01");
+        assert_eq!(p.auth.unwrap().confirmation, 0);
+        assert_eq!(p.origin.unwrap().0, CLIENT);
+        assert_eq!(p.ipv6.src(), server_link_local());
+        assert_eq!(
+            p.ipv6.dst(),
+            "fe80::ffff:ffff:ffff".parse::<Ipv6Addr>().unwrap()
+        );
+        assert_eq!(p.ipv6.hop_limit(), 255);
+        assert!(icmpv6::checksum_ok(&p.ipv6));
+        let ra = icmpv6::RouterAdvert::parse(&p.ipv6).unwrap();
+        assert_eq!(ra.prefix, "2001:0:c000:201::".parse::<Ipv6Addr>().unwrap());
+        assert_eq!(ra.prefix_len, 64);
+        assert_eq!(ra.mtu, Some(1280));
+
+        let s = w.stats();
+        assert_eq!(s.teredo_qualifications.get(), 1);
+        assert_eq!(s.packets(Side::Internet, Direction::Rx), 1);
+        assert_eq!(s.bytes(Side::Internet, Direction::Rx), 61);
+        assert_eq!(total_drops(s), 0);
+    }
+
+    #[test]
+    fn rs_flood_from_one_source_is_rate_limited_after_burst() {
+        let mut w = worker(false);
+        let t0 = Instant::now();
+        let rs = miredo_rs("fe80::ffff:ffff:ffff");
+        let verdicts: Vec<_> = (0..10)
+            .map(|_| from_teredo(&mut w, t0, CLIENT, &rs))
+            .collect();
+        assert!(
+            verdicts[..3]
+                .iter()
+                .all(|v| matches!(v, Verdict::Udp { .. }))
+        );
+        assert!(
+            verdicts[3..]
+                .iter()
+                .all(|v| *v == Verdict::Drop(Drop::RsRateLimited))
+        );
+        let s = w.stats();
+        assert_eq!(s.teredo_qualifications.get(), 3);
+        assert_eq!(s.drops(Drop::RsRateLimited), 7);
+        assert_eq!(total_drops(s), 7);
+        assert_eq!(s.packets(Side::Internet, Direction::Rx), 10);
+        assert_eq!(s.bytes(Side::Internet, Direction::Rx), 610);
+        // Another source is unaffected, and the flooding one gets a token back after 1 s.
+        assert!(matches!(
+            from_teredo(&mut w, t0, OTHER, &rs),
+            Verdict::Udp { to: OTHER, .. }
+        ));
+        assert!(matches!(
+            from_teredo(&mut w, t0 + Duration::from_secs(1), CLIENT, &rs),
+            Verdict::Udp { to: CLIENT, .. }
+        ));
+    }
+
+    #[test]
+    fn client_to_corp_goes_to_tun_in_place_without_ipsec() {
+        let mut w = worker(true);
+        let pkt = udp(teredo(CLIENT).encode(), CORP_HOST, 200);
+        // Auth header and origin indication before the IPv6 packet are skipped, not copied.
+        let mut dgram = vec![0u8, 1, 0, 0, 1, 2, 3, 4, 5, 6, 7, 8, 0];
+        dgram.extend_from_slice(&[0, 0, 0, 0, 0, 0, 0, 0]);
+        dgram.extend_from_slice(&pkt);
+        dgram.extend_from_slice(b"trailer");
+        let (mut buf, start, end) = framed(&dgram);
+        let v = w.handle_teredo(Instant::now(), PRIMARY, CLIENT, &mut buf, start, end);
+        let at = HEADROOM + 21;
+        assert_eq!(
+            v,
+            Verdict::Tun {
+                start: at,
+                end: at + 200
+            }
+        );
+        assert_eq!(&buf[at..at + 200], &pkt[..]);
+        let s = w.stats();
+        assert_eq!(s.packets(Side::Internet, Direction::Rx), 1);
+        assert_eq!(s.bytes(Side::Internet, Direction::Rx), dgram.len() as u64);
+        assert_eq!(total_drops(s), 0);
+        // gate64's own corporate address is routed too.
+        let v = from_teredo(
+            &mut w,
+            Instant::now(),
+            CLIENT,
+            &udp(teredo(CLIENT).encode(), CORP_ADDRESS, 60),
+        );
+        assert!(matches!(v, Verdict::Tun { .. }));
+    }
+
+    // RFC 4380 §5.4.2: the source must encode the UDP source it came from.
+    #[test]
+    fn rfc4380_5_4_2_spoofed_source_is_dropped() {
+        let mut w = worker(true);
+        let pkt = udp(teredo(CLIENT).encode(), CORP_HOST, 100);
+        let wrong_port = SocketAddrV4::new(*CLIENT.ip(), 9999);
+        assert_eq!(
+            from_teredo(&mut w, Instant::now(), wrong_port, &pkt),
+            Verdict::Drop(Drop::SpoofedSource)
+        );
+        assert_eq!(
+            from_teredo(&mut w, Instant::now(), OTHER, &pkt),
+            Verdict::Drop(Drop::SpoofedSource)
+        );
+        // A native source sending data (not a bubble) to our client: spoofing the corpnet.
+        let native = udp(CORP_HOST, teredo(OTHER).encode(), 100);
+        assert_eq!(
+            from_teredo(&mut w, Instant::now(), CLIENT, &native),
+            Verdict::Drop(Drop::SpoofedSource)
+        );
+        let s = w.stats();
+        assert_eq!(s.drops(Drop::SpoofedSource), 3);
+        assert_eq!(total_drops(s), 3);
+        assert_eq!(s.packets(Side::Internet, Direction::Rx), 3);
+    }
+
+    // The policy step: without IPsec only ICMPv6 echo to gate64 itself passes.
+    #[test]
+    fn policy_without_sa_drops_corp_traffic_but_passes_echo_to_gate64() {
+        let mut w = worker(false);
+        let me = teredo(CLIENT).encode();
+        let now = Instant::now();
+        assert_eq!(
+            from_teredo(&mut w, now, CLIENT, &udp(me, CORP_HOST, 100)),
+            Verdict::Drop(Drop::NoSa)
+        );
+        assert_eq!(
+            from_teredo(&mut w, now, CLIENT, &echo(me, CORP_HOST, 8)),
+            Verdict::Drop(Drop::NoSa),
+            "echo to another corp host needs an SA"
+        );
+        assert_eq!(
+            from_teredo(&mut w, now, CLIENT, &udp(me, CORP_ADDRESS, 100)),
+            Verdict::Drop(Drop::NoSa),
+            "non-echo to gate64 needs an SA"
+        );
+        let ping = echo(me, CORP_ADDRESS, 8);
+        assert_eq!(
+            from_teredo(&mut w, now, CLIENT, &ping),
+            Verdict::Tun {
+                start: HEADROOM,
+                end: HEADROOM + ping.len()
+            }
+        );
+        let s = w.stats();
+        assert_eq!(s.drops(Drop::NoSa), 3);
+        assert_eq!(total_drops(s), 3);
+        assert_eq!(s.packets(Side::Internet, Direction::Rx), 4);
+    }
+
+    #[test]
+    fn corp_traffic_passes_policy_without_ipsec() {
+        let mut w = worker(true);
+        let me = teredo(CLIENT).encode();
+        let pkt = echo(me, CORP_HOST, 8);
+        assert_eq!(
+            from_teredo(&mut w, Instant::now(), CLIENT, &pkt),
+            Verdict::Tun {
+                start: HEADROOM,
+                end: HEADROOM + pkt.len()
+            }
+        );
+        assert_eq!(w.stats().drops(Drop::NoSa), 0);
+    }
+
+    #[test]
+    fn destination_outside_prefixes_is_no_route_without_ipsec() {
+        let mut w = worker(true);
+        let me = teredo(CLIENT).encode();
+        let now = Instant::now();
+        for dst in ["2001:db8:101::1", "2001:db8:99::1", "2a00::1"] {
+            assert_eq!(
+                from_teredo(&mut w, now, CLIENT, &udp(me, dst.parse().unwrap(), 80)),
+                Verdict::Drop(Drop::NoRoute),
+                "{dst}"
+            );
+        }
+        // A client of another Teredo server.
+        let foreign = Address {
+            server: Ipv4Addr::new(203, 0, 113, 9),
+            ..teredo(OTHER)
+        };
+        assert_eq!(
+            from_teredo(&mut w, now, CLIENT, &udp(me, foreign.encode(), 80)),
+            Verdict::Drop(Drop::NoRoute)
+        );
+        assert_eq!(w.stats().drops(Drop::NoRoute), 4);
+        assert_eq!(total_drops(w.stats()), 4);
+    }
+
+    // RFC 4380 §5.3.1: link-local, multicast, loopback and unspecified: MUST NOT forward.
+    #[test]
+    fn rfc4380_5_3_1_non_global_destination_is_bad_destination_without_ipsec() {
+        let mut w = worker(true);
+        let me = teredo(CLIENT).encode();
+        let now = Instant::now();
+        let dsts = [
+            "fe80::1",
+            "ff02::1",
+            "ff05::2",
+            "ff0e::1",
+            "::1",
+            "::",
+            "::ffff:1.2.3.4",
+        ];
+        for dst in dsts {
+            assert_eq!(
+                from_teredo(&mut w, now, CLIENT, &udp(me, dst.parse().unwrap(), 80)),
+                Verdict::Drop(Drop::BadDestination),
+                "{dst}"
+            );
+        }
+        assert_eq!(w.stats().drops(Drop::BadDestination), dsts.len() as u64);
+        assert_eq!(total_drops(w.stats()), dsts.len() as u64);
+    }
+
+    // RFC 4380 §5.3.1: the server forwards to its own client with an origin indication naming
+    // the sender, prepended in the headroom.
+    #[test]
+    fn rfc4380_5_3_1_client_to_own_client_gets_origin_indication() {
+        let mut w = worker(false);
+        let pkt = echo(teredo(CLIENT).encode(), teredo(OTHER).encode(), 16);
+        let (mut buf, start, end) = framed(&pkt);
+        let v = w.handle_teredo(Instant::now(), PRIMARY, CLIENT, &mut buf, start, end);
+        assert_eq!(
+            v,
+            Verdict::Udp {
+                from: PRIMARY,
+                to: OTHER,
+                start: HEADROOM - tw::ORIGIN_LEN,
+                end: HEADROOM + pkt.len()
+            }
+        );
+        let mut origin = [0u8; 8];
+        tw::Origin(CLIENT).emit(&mut origin).unwrap();
+        assert_eq!(&buf[HEADROOM - 8..HEADROOM], &origin);
+        assert_eq!(&buf[HEADROOM..HEADROOM + pkt.len()], &pkt[..]);
+        let p = tw::Packet::parse(&buf[HEADROOM - 8..HEADROOM + pkt.len()]).unwrap();
+        assert_eq!(p.origin.unwrap().0, CLIENT);
+        assert_eq!(p.ipv6.src(), teredo(CLIENT).encode());
+        assert_eq!(total_drops(w.stats()), 0);
+
+        // An indirect bubble to the other client is relayed the same way (§5.2.9).
+        let b = bubble(teredo(CLIENT).encode(), teredo(OTHER).encode());
+        assert!(matches!(
+            from_teredo(&mut w, Instant::now(), CLIENT, &b),
+            Verdict::Udp { to: OTHER, .. }
+        ));
+        // A client whose embedded mapping is not global is never sent to.
+        let private = teredo("10.1.2.3:5000".parse().unwrap()).encode();
+        assert_eq!(
+            from_teredo(
+                &mut w,
+                Instant::now(),
+                CLIENT,
+                &echo(teredo(CLIENT).encode(), private, 0)
+            ),
+            Verdict::Drop(Drop::NonGlobalMapping)
+        );
+    }
+
+    // Brief §1.3 and §1.8: RFC 6081 puts trailers after a bubble's IPv6 header; a relayed
+    // bubble keeps every byte after it, as Miredo forwards the whole received length.
+    #[test]
+    fn rfc6081_relayed_bubbles_keep_their_trailers() {
+        let mut w = worker(false);
+        let now = Instant::now();
+        let trailer = [0x01, 0x02, 0xaa, 0xbb, 0xcc, 0xdd, 0xee, 0xff];
+        // Indirect bubble from one client to another.
+        let mut b = bubble(teredo(CLIENT).encode(), teredo(OTHER).encode());
+        b.extend_from_slice(&trailer);
+        let (mut buf, start, end) = framed(&b);
+        let v = w.handle_teredo(now, PRIMARY, CLIENT, &mut buf, start, end);
+        assert_eq!(
+            v,
+            Verdict::Udp {
+                from: PRIMARY,
+                to: OTHER,
+                start: start - tw::ORIGIN_LEN,
+                end
+            }
+        );
+        assert_eq!(&buf[end - trailer.len()..end], &trailer);
+        // Another relay's bubble (native source) to our client (§5.3.1 rule 6).
+        let mut b = bubble("2001:db8:7::1".parse().unwrap(), teredo(OTHER).encode());
+        b.extend_from_slice(&trailer);
+        let (mut buf, start, end) = framed(&b);
+        let remote: SocketAddrV4 = "203.0.113.99:3545".parse().unwrap();
+        let v = w.handle_teredo(now, PRIMARY, remote, &mut buf, start, end);
+        assert_eq!(
+            v,
+            Verdict::Udp {
+                from: PRIMARY,
+                to: OTHER,
+                start: start - tw::ORIGIN_LEN,
+                end
+            }
+        );
+        let p = tw::Packet::parse(&buf[start - tw::ORIGIN_LEN..end]).unwrap();
+        assert_eq!(p.origin.unwrap().0, remote);
+    }
+
+    // RFC 4380 §5.4.1 case 1: trusted peer, send straight to its mapping, packet untouched.
+    #[test]
+    fn rfc4380_5_4_1_tun_to_trusted_client_is_sent_untouched() {
+        let mut w = worker(false);
+        let now = Instant::now();
+        let me = teredo(CLIENT).encode();
+        assert_eq!(
+            from_teredo(&mut w, now, CLIENT, &bubble(me, server_link_local())),
+            Verdict::Consumed
+        );
+        let pkt = udp(CORP_HOST, me, 1280);
+        let (mut buf, start, end) = framed(&pkt);
+        let v = w.handle_tun(now, &mut buf, start, end);
+        assert_eq!(
+            v,
+            Verdict::Udp {
+                from: PRIMARY,
+                to: CLIENT,
+                start,
+                end
+            }
+        );
+        assert_eq!(&buf[start..end], &pkt[..]);
+        assert!(w.poll_transmit().is_none());
+        let s = w.stats();
+        assert_eq!(s.packets(Side::Corpnet, Direction::Rx), 1);
+        assert_eq!(s.bytes(Side::Corpnet, Direction::Rx), 1280);
+        assert_eq!(total_drops(s), 0);
+    }
+
+    // RFC 4380 §5.4.1 case 3 and §5.4.2: queue, bubble, and flush on the client's bubble.
+    #[test]
+    fn rfc4380_5_4_1_tun_to_unknown_client_bubbles_then_flushes() {
+        let mut w = worker(false);
+        let now = Instant::now();
+        let me = teredo(CLIENT).encode();
+        let pkt = udp(CORP_HOST, me, 300);
+        assert_eq!(from_tun(&mut w, now, &pkt), Verdict::Consumed);
+        let t = w.poll_transmit().expect("bubble");
+        assert!(w.poll_transmit().is_none());
+        assert_eq!(t.from, PRIMARY);
+        assert_eq!(t.to, CLIENT);
+        assert_eq!(t.data.len(), tw::ORIGIN_LEN + ipv6::HEADER_LEN);
+        let p = tw::Packet::parse(&t.data).unwrap();
+        assert_eq!(
+            p.origin.unwrap().0,
+            SocketAddrV4::new(PRIMARY, 3544),
+            "the client answers the origin indication with a direct bubble"
+        );
+        assert!(p.ipv6.is_bubble());
+        assert_eq!(p.ipv6.src(), server_link_local());
+        assert_eq!(p.ipv6.dst(), me);
+
+        // The client's direct bubble makes it trusted and releases the queue.
+        assert_eq!(
+            from_teredo(&mut w, now, CLIENT, &bubble(me, server_link_local())),
+            Verdict::Consumed
+        );
+        let t = w.poll_transmit().expect("queued packet");
+        assert_eq!(
+            t,
+            Transmit {
+                from: PRIMARY,
+                to: CLIENT,
+                data: pkt.clone()
+            }
+        );
+        assert!(w.poll_transmit().is_none());
+        assert!(matches!(
+            from_tun(&mut w, now, &pkt),
+            Verdict::Udp { to: CLIENT, .. }
+        ));
+        assert_eq!(total_drops(w.stats()), 0);
+    }
+
+    // RFC 4380 §5.4.1: repeat the bubble every 2 s, then drop the queue.
+    #[test]
+    fn rfc4380_5_4_1_bubble_retries_then_bubble_timeout() {
+        let mut w = worker(false);
+        let t0 = Instant::now();
+        let me = teredo(CLIENT).encode();
+        let pkt = udp(CORP_HOST, me, 100);
+        assert_eq!(from_tun(&mut w, t0, &pkt), Verdict::Consumed);
+        assert_eq!(from_tun(&mut w, t0, &pkt), Verdict::Consumed);
+        let first: Vec<_> = std::iter::from_fn(|| w.poll_transmit()).collect();
+        assert_eq!(first.len(), 1, "one bubble for two queued packets");
+
+        let mut retries = Vec::new();
+        for ms in (500..=7500).step_by(500) {
+            w.handle_timeout(t0 + Duration::from_millis(ms), 0, 1);
+            while let Some(t) = w.poll_transmit() {
+                assert_eq!(t.data, first[0].data);
+                assert_eq!(t.to, CLIENT);
+                retries.push(ms);
+            }
+        }
+        assert_eq!(retries, vec![2000, 4000, 6000]);
+        assert_eq!(w.stats().drops(Drop::BubbleTimeout), 0);
+        w.handle_timeout(t0 + Duration::from_secs(8), 0, 1);
+        assert!(w.poll_transmit().is_none());
+        assert_eq!(w.stats().drops(Drop::BubbleTimeout), 2);
+        assert_eq!(total_drops(w.stats()), 2);
+        // The untrusted entry is gone: the next packet starts over with a bubble.
+        assert_eq!(w.shared.gauges(t0 + Duration::from_secs(8)).teredo_peers, 0);
+        assert_eq!(
+            from_tun(&mut w, t0 + Duration::from_secs(9), &pkt),
+            Verdict::Consumed
+        );
+        assert!(w.poll_transmit().is_some());
+    }
+
+    #[test]
+    fn garbage_from_tun_is_malformed_or_truncated() {
+        let mut w = worker(false);
+        let now = Instant::now();
+        assert_eq!(
+            from_tun(&mut w, now, &[0x45; 60]),
+            Verdict::Drop(Drop::Malformed)
+        );
+        assert_eq!(from_tun(&mut w, now, &[]), Verdict::Drop(Drop::Truncated));
+        assert_eq!(
+            from_tun(&mut w, now, &[0x60; 39]),
+            Verdict::Drop(Drop::Truncated)
+        );
+        let mut lying = udp(CORP_HOST, teredo(CLIENT).encode(), 100);
+        lying[5] = 200;
+        assert_eq!(
+            from_tun(&mut w, now, &lying),
+            Verdict::Drop(Drop::Truncated)
+        );
+        // Out-of-range indices are a driver bug, but still only a drop.
+        let mut buf = [0u8; 8];
+        assert_eq!(
+            w.handle_tun(now, &mut buf, 4, 100),
+            Verdict::Drop(Drop::Truncated)
+        );
+        assert_eq!(
+            w.handle_tun(now, &mut buf, 6, 2),
+            Verdict::Drop(Drop::Truncated)
+        );
+        // Well-formed, but not for a Teredo client of ours.
+        assert_eq!(
+            from_tun(
+                &mut w,
+                now,
+                &udp(CORP_HOST, "2001:db8:5::1".parse().unwrap(), 60)
+            ),
+            Verdict::Drop(Drop::NoRoute)
+        );
+        let s = w.stats();
+        assert_eq!(s.drops(Drop::Malformed), 1);
+        assert_eq!(s.drops(Drop::Truncated), 5);
+        assert_eq!(s.drops(Drop::NoRoute), 1);
+        assert_eq!(total_drops(s), 7);
+        assert_eq!(s.packets(Side::Corpnet, Direction::Rx), 7);
+    }
+
+    // RFC 4380 §5.3.1 rule 3: the IPv4 source must be global unicast.
+    #[test]
+    fn rfc4380_5_3_1_non_global_source_is_dropped() {
+        let mut w = worker(true);
+        let rs = miredo_rs("fe80::ffff:ffff:ffff");
+        for src in [
+            "10.0.0.1:3546",
+            "127.0.0.1:3546",
+            "192.168.1.1:1",
+            "224.0.0.253:3544",
+        ] {
+            let src: SocketAddrV4 = src.parse().unwrap();
+            assert_eq!(
+                from_teredo(&mut w, Instant::now(), src, &rs),
+                Verdict::Drop(Drop::NonGlobalSource)
+            );
+            let data = udp(teredo(src).encode(), CORP_HOST, 60);
+            assert_eq!(
+                from_teredo(&mut w, Instant::now(), src, &data),
+                Verdict::Drop(Drop::NonGlobalSource)
+            );
+        }
+        assert_eq!(w.stats().drops(Drop::NonGlobalSource), 8);
+        assert_eq!(w.stats().teredo_qualifications.get(), 0);
+    }
+
+    #[test]
+    fn echo_checksum_helper_matches_wire() {
+        // Guards the fixtures above: emit_echo's checksum verifies.
+        let e = echo(teredo(CLIENT).encode(), CORP_ADDRESS, 8);
+        let p = ipv6::Packet::new_checked(&e).unwrap();
+        assert_eq!(
+            checksum::upper_layer_v6(&p.src(), &p.dst(), ipv6::NH_ICMPV6, p.payload()),
+            0
+        );
+    }
+
+    /// Inputs that get past the outer parsers often: an optional auth header and origin
+    /// indication, then an IPv6 header with addresses drawn from the interesting classes.
+    fn teredo_ish() -> impl Strategy<Value = Vec<u8>> {
+        let addr = prop_oneof![
+            Just(teredo(CLIENT).encode()),
+            Just(teredo(OTHER).encode()),
+            Just(CORP_HOST),
+            Just(CORP_ADDRESS),
+            Just(icmpv6::ALL_ROUTERS),
+            Just(server_link_local()),
+            Just("fe80::ffff:ffff:ffff".parse().unwrap()),
+            any::<u128>().prop_map(Ipv6Addr::from),
+        ];
+        (
+            any::<bool>(),
+            any::<bool>(),
+            addr.clone(),
+            addr,
+            prop_oneof![Just(58u8), Just(59), Just(17), any::<u8>()],
+            proptest::collection::vec(any::<u8>(), 0..200),
+            0u16..300,
+        )
+            .prop_map(|(auth, origin, src, dst, nh, payload, plen)| {
+                let mut b = Vec::new();
+                if auth {
+                    b.extend_from_slice(&[0, 1, 0, 0, 1, 2, 3, 4, 5, 6, 7, 8, 0]);
+                }
+                if origin {
+                    b.extend_from_slice(&[0, 0, 0xf2, 0x27, 0x3f, 0xff, 0xfd, 0xfe]);
+                }
+                let mut h = [0u8; 40];
+                ipv6::emit_header(&mut h, plen, nh, 64, &src, &dst).unwrap();
+                b.extend_from_slice(&h);
+                b.extend_from_slice(&payload);
+                b
+            })
+    }
+
+    fn any_input() -> impl Strategy<Value = Vec<u8>> {
+        prop_oneof![
+            proptest::collection::vec(any::<u8>(), 0..2000),
+            teredo_ish()
+        ]
+    }
+
+    /// Forwarded verdicts stay inside the buffer; a drop counts exactly once, under its own
+    /// reason; anything else counts none.
+    fn check_accounting(before: &[u64], s: &Stats, v: Verdict, len: usize) {
+        let after: Vec<u64> = Drop::ALL.iter().map(|d| s.drops(*d)).collect();
+        let delta: u64 = after.iter().zip(before).map(|(a, b)| a - b).sum();
+        match v {
+            Verdict::Drop(d) => {
+                assert_eq!(delta, 1, "{v:?}");
+                let i = Drop::ALL.iter().position(|x| *x == d).unwrap();
+                assert_eq!(after[i] - before[i], 1, "{v:?}");
+            }
+            Verdict::Tun { start, end } | Verdict::Udp { start, end, .. } => {
+                assert_eq!(delta, 0, "{v:?}");
+                assert!(start <= end && end <= len, "{v:?}");
+            }
+            Verdict::Consumed => assert_eq!(delta, 0),
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn handle_teredo_never_panics_and_counts_each_drop_once(
+            bytes in any_input(),
+            ip in any::<u32>(),
+            port in any::<u16>(),
+            remote_is_client in any::<bool>(),
+            allow in any::<bool>(),
+        ) {
+            let mut w = worker(allow);
+            let remote = if remote_is_client {
+                CLIENT
+            } else {
+                SocketAddrV4::new(Ipv4Addr::from(ip), port)
+            };
+            let (mut buf, start, end) = framed(&bytes);
+            let len = buf.len();
+            let before: Vec<u64> = Drop::ALL.iter().map(|d| w.stats().drops(*d)).collect();
+            let v = w.handle_teredo(Instant::now(), PRIMARY, remote, &mut buf, start, end);
+            check_accounting(&before, w.stats(), v, len);
+            prop_assert_eq!(w.stats().packets(Side::Internet, Direction::Rx), 1);
+            prop_assert_eq!(w.stats().bytes(Side::Internet, Direction::Rx), bytes.len() as u64);
+        }
+
+        #[test]
+        fn handle_tun_never_panics_and_counts_each_drop_once(
+            bytes in any_input(),
+            trusted in any::<bool>(),
+        ) {
+            let mut w = worker(false);
+            let now = Instant::now();
+            if trusted {
+                from_teredo(&mut w, now, CLIENT, &bubble(teredo(CLIENT).encode(), server_link_local()));
+            }
+            let (mut buf, start, end) = framed(&bytes);
+            let len = buf.len();
+            let before: Vec<u64> = Drop::ALL.iter().map(|d| w.stats().drops(*d)).collect();
+            let v = w.handle_tun(now, &mut buf, start, end);
+            check_accounting(&before, w.stats(), v, len);
+            // The packet is never modified on the way to a client.
+            if let Verdict::Udp { start: s, end: e, .. } = v {
+                prop_assert_eq!(&buf[s..e], &bytes[..e - s]);
+            }
+            while w.poll_transmit().is_some() {}
+            w.handle_timeout(now + Duration::from_secs(60), 0, 1);
+        }
+    }
+}
