@@ -292,4 +292,60 @@ mod tests {
         assert!(checksum_ok(&p));
         assert_eq!(type_code(&p), Some((TYPE_ECHO_REQUEST, 0)));
     }
+
+    mod props {
+        use super::*;
+        use proptest::prelude::*;
+
+        proptest! {
+            #[test]
+            fn router_advert_emit_parse_roundtrip(
+                router_lifetime in any::<u16>(),
+                prefix in any::<u128>(),
+                prefix_len in any::<u8>(),
+                mtu in proptest::option::of(any::<u32>()),
+                src in any::<u128>(),
+                dst in any::<u128>(),
+            ) {
+                let ra = RouterAdvert {
+                    router_lifetime,
+                    prefix: Ipv6Addr::from(prefix),
+                    prefix_len,
+                    mtu,
+                };
+                let mut b = [0u8; 128];
+                let n = ra.emit(&mut b, &Ipv6Addr::from(src), &Ipv6Addr::from(dst)).unwrap();
+                prop_assert_eq!(n, ra.packet_len());
+                let p = ipv6::Packet::new_checked(&b[..n]).unwrap();
+                prop_assert!(checksum_ok(&p));
+                prop_assert_eq!(RouterAdvert::parse(&p), Ok(ra));
+                // Too small a buffer is an error, never a panic.
+                prop_assert_eq!(
+                    ra.emit(&mut b[..n - 1], &Ipv6Addr::from(src), &Ipv6Addr::from(dst)),
+                    Err(Error::Truncated)
+                );
+            }
+
+            #[test]
+            fn router_advert_parse_never_panics(
+                body in proptest::collection::vec(any::<u8>(), 0..300),
+                ra_type in any::<bool>(),
+            ) {
+                let mut b = vec![0u8; ipv6::HEADER_LEN + body.len()];
+                let plen = u16::try_from(body.len()).unwrap();
+                let a = Ipv6Addr::LOCALHOST;
+                ipv6::emit_header(&mut b, plen, ipv6::NH_ICMPV6, 255, &a, &a).unwrap();
+                b[ipv6::HEADER_LEN..].copy_from_slice(&body);
+                if ra_type && body.len() >= 2 {
+                    b[ipv6::HEADER_LEN] = TYPE_ROUTER_ADVERTISEMENT;
+                    b[ipv6::HEADER_LEN + 1] = 0;
+                }
+                if let Ok(p) = ipv6::Packet::new_checked(&b) {
+                    let _ = RouterAdvert::parse(&p);
+                    let _ = type_code(&p);
+                    let _ = checksum_ok(&p);
+                }
+            }
+        }
+    }
 }

@@ -183,4 +183,46 @@ mod tests {
         }
         assert!(is_forwardable_unicast(&"2001:db8::1".parse().unwrap()));
     }
+
+    mod props {
+        use super::*;
+        use proptest::prelude::*;
+
+        proptest! {
+            #[test]
+            fn new_checked_never_panics(
+                buf in prop_oneof![
+                    proptest::collection::vec(any::<u8>(), 0..2000),
+                    (any::<[u8; 40]>(), proptest::collection::vec(any::<u8>(), 0..300))
+                        .prop_map(|(mut h, t)| { h[0] = 0x60 | (h[0] & 0xf); [&h[..], &t].concat() }),
+                ]
+            ) {
+                if let Ok(p) = Packet::new_checked(&buf) {
+                    prop_assert_eq!(p.total_len(), HEADER_LEN + usize::from(p.payload_len()));
+                    prop_assert!(p.total_len() <= buf.len());
+                    prop_assert_eq!(p.payload().len(), usize::from(p.payload_len()));
+                    let _ = (p.src(), p.dst(), p.next_header(), p.hop_limit(), p.is_bubble());
+                }
+                let _ = peek_dst(&buf);
+            }
+
+            #[test]
+            fn header_emit_parse_roundtrip(
+                plen in 0u16..512,
+                nh in 1u8..=255,
+                hop in any::<u8>(),
+                src in any::<u128>(),
+                dst in any::<u128>(),
+            ) {
+                let (src, dst) = (Ipv6Addr::from(src), Ipv6Addr::from(dst));
+                let mut b = vec![0u8; HEADER_LEN + usize::from(plen)];
+                emit_header(&mut b, plen, nh, hop, &src, &dst).unwrap();
+                let p = Packet::new_checked(&b).unwrap();
+                prop_assert_eq!(
+                    (p.payload_len(), p.next_header(), p.hop_limit(), p.src(), p.dst()),
+                    (plen, nh, hop, src, dst)
+                );
+            }
+        }
+    }
 }

@@ -224,4 +224,66 @@ mod tests {
             assert!(Packet::parse(c).is_err(), "{c:?}");
         }
     }
+
+    mod props {
+        use super::*;
+        use proptest::prelude::*;
+
+        /// Arbitrary bytes, plus inputs that start like the real headers so the deeper
+        /// branches are reached.
+        fn datagram() -> impl Strategy<Value = Vec<u8>> {
+            let tail = proptest::collection::vec(any::<u8>(), 0..200);
+            prop_oneof![
+                proptest::collection::vec(any::<u8>(), 0..2000),
+                tail.clone().prop_map(|t| [&[0u8, 1][..], &t].concat()),
+                tail.clone().prop_map(|t| [&[0u8, 0][..], &t].concat()),
+                (tail, 0u8..64).prop_map(|(t, v)| [&[0x60 | (v & 0xf)][..], &t].concat()),
+            ]
+        }
+
+        proptest! {
+            #[test]
+            fn parse_never_panics(buf in datagram()) {
+                if let Ok(p) = Packet::parse(&buf) {
+                    prop_assert!(p.ipv6_offset + p.ipv6.total_len() <= buf.len());
+                    let header = p.auth.map_or(0, |a| a.wire_len())
+                        + if p.origin.is_some() { ORIGIN_LEN } else { 0 };
+                    prop_assert_eq!(p.ipv6_offset, header);
+                }
+            }
+
+            #[test]
+            fn origin_emit_parse_roundtrip(ip in any::<u32>(), port in any::<u16>()) {
+                let o = Origin(SocketAddrV4::new(Ipv4Addr::from(ip), port));
+                let mut b = [0u8; ORIGIN_LEN];
+                prop_assert_eq!(o.emit(&mut b), Ok(ORIGIN_LEN));
+                prop_assert_eq!(&b[..2], &[0, 0]);
+                prop_assert_eq!(Origin::parse(&b), Ok(o));
+            }
+
+            #[test]
+            fn auth_origin_ipv6_emit_parse_roundtrip(
+                id in proptest::collection::vec(any::<u8>(), 0..=255),
+                au in proptest::collection::vec(any::<u8>(), 0..=255),
+                nonce in any::<[u8; 8]>(),
+                confirmation in any::<u8>(),
+                origin in proptest::option::of((any::<u32>(), any::<u16>())),
+            ) {
+                let auth = Auth { client_id: &id, auth_value: &au, nonce, confirmation };
+                let mut buf = vec![0u8; auth.wire_len() + ORIGIN_LEN + 40];
+                let mut at = auth.emit(&mut buf).unwrap();
+                let origin = origin.map(|(ip, port)| Origin(SocketAddrV4::new(ip.into(), port)));
+                if let Some(o) = origin {
+                    at += o.emit(&mut buf[at..]).unwrap();
+                }
+                buf.truncate(at + 40);
+                buf[at..].copy_from_slice(&bubble());
+                let p = Packet::parse(&buf).unwrap();
+                prop_assert_eq!(p.auth, Some(auth));
+                prop_assert_eq!(p.origin, origin);
+                prop_assert_eq!(p.ipv6_offset, at);
+                prop_assert!(p.ipv6.is_bubble());
+            }
+        }
+    }
 }
