@@ -1,0 +1,78 @@
+#!/usr/bin/env python3
+"""Writes the seed corpora in fuzz/corpus/<target>/seed-*. Run from fuzz/: python3 make_seeds.py"""
+import ipaddress as ia
+import os
+import struct
+
+SERVER_LL = "fe80::8000:f227:3fff:fdfe"  # server 192.0.2.1:3544 (brief §1.2)
+CLIENT = "2001:0:c000:201:2c5a:f225:39cc:9bf5"  # client of 192.0.2.1 mapped at 198.51.100.10:3546
+OTHER = "2001:0:c000:201:0:63bf:3fff:fdd2"  # client of 192.0.2.1 mapped at 192.0.2.45:40000
+
+
+def csum(src, dst, nh, payload):
+    s = ia.IPv6Address(src).packed + ia.IPv6Address(dst).packed
+    s += struct.pack("!IxxxB", len(payload), nh) + payload
+    if len(s) % 2:
+        s += b"\0"
+    t = sum(struct.unpack("!%dH" % (len(s) // 2), s))
+    while t >> 16:
+        t = (t & 0xFFFF) + (t >> 16)
+    return ~t & 0xFFFF
+
+
+def ip6(src, dst, nh, payload, hop=64):
+    return (
+        struct.pack("!IHBB", 0x60000000, len(payload), nh, hop)
+        + ia.IPv6Address(src).packed
+        + ia.IPv6Address(dst).packed
+        + payload
+    )
+
+
+def icmp(src, dst, typ, body, hop=64):
+    c = csum(src, dst, 58, bytes([typ, 0, 0, 0]) + body)
+    return ip6(src, dst, 58, bytes([typ, 0]) + struct.pack("!H", c) + body, hop)
+
+
+def origin(ip, port):
+    return b"\0\0" + struct.pack("!H", ~port & 0xFFFF) + bytes(b ^ 0xFF for b in ia.IPv4Address(ip).packed)
+
+
+# Miredo's RS: auth header (ID-len = AU-len = 0, nonce, confirmation 0), then 48 bytes of RS
+# from fe80::ffff:ffff:ffff to ff02::2 (ICMPv6 checksum 0x7d37, brief §1.4).
+AUTH = b"\x00\x01\x00\x00" + b"nonce-01" + b"\x00"
+rs = AUTH + icmp("fe80::ffff:ffff:ffff", "ff02::2", 133, b"\0" * 4, hop=255)
+assert len(rs) == 61 and rs[13 + 42 : 13 + 44] == b"\x7d\x37"
+ra_body = (
+    struct.pack("!BBHII", 0, 0, 0, 0, 2000)
+    + bytes([3, 4, 64, 0x40])
+    + b"\xff" * 8
+    + b"\0" * 4
+    + ia.IPv6Address("2001:0:c000:201::").packed
+    + bytes([5, 1, 0, 0])
+    + struct.pack("!I", 1280)
+)
+ra = AUTH + origin("198.51.100.10", 3546) + icmp(SERVER_LL, "fe80::ffff:ffff:ffff", 134, ra_body, 255)
+assert len(ra) == 117
+
+SEEDS = {
+    "rs-miredo": rs,
+    "ra-miredo": ra,
+    "data-echo-corp": icmp(CLIENT, "2001:db8:100::1", 128, struct.pack("!HH", 7, 1) + b"nonce123"),
+    "data-udp-corp": ip6(CLIENT, "2001:db8:100::5", 17, bytes.fromhex("1234003500100000") + b"payload!"),
+    "tun-to-client": ip6("2001:db8:100::5", CLIENT, 17, bytes.fromhex("0035123400100000") + b"response"),
+    "client-to-client": icmp(CLIENT, OTHER, 128, struct.pack("!HH", 1, 1)),
+    "bubble": ip6(CLIENT, SERVER_LL, 59, b"", 255),
+    "bubble-relayed": origin("192.0.2.1", 3544) + ip6(SERVER_LL, CLIENT, 59, b"", 255),
+}
+# teredo_server takes the remote IPv4 and port first.
+REMOTE = ia.IPv4Address("198.51.100.10").packed + struct.pack("!H", 3546)
+
+for target in ["teredo_packet", "teredo_server", "dataplane_teredo"]:
+    os.makedirs(f"corpus/{target}", exist_ok=True)
+    for name, data in SEEDS.items():
+        with open(f"corpus/{target}/seed-{name}", "wb") as f:
+            f.write(REMOTE + data if target == "teredo_server" else data)
+os.makedirs("corpus/config_toml", exist_ok=True)
+with open("../config/gate64.toml", "rb") as src, open("corpus/config_toml/seed-example", "wb") as f:
+    f.write(src.read())
