@@ -10,20 +10,25 @@
 //! # Contract
 //!
 //! - Every section is optional and every key has a default, except the keys marked *required*
-//!   (`teredo.server_addresses` while Teredo is enabled, `corpnet.ipv6_prefixes`,
-//!   `corpnet.address6`). A missing required key is an error naming it.
+//!   (`teredo.server_addresses` while Teredo is enabled; `iphttps.certificate`,
+//!   `iphttps.private_key` and `iphttps.prefix` while IP-HTTPS is enabled;
+//!   `corpnet.ipv6_prefixes`, `corpnet.address6`). A missing required key is an error naming it.
 //! - Unknown sections and unknown keys are errors (`deny_unknown_fields`), so a typo is never
 //!   silently ignored.
 //! - Nothing here panics on any input (checked by a property test), does I/O other than the one
-//!   read in [`Config::load`], or logs. Advice that should not stop the daemon (for example
-//!   Teredo server addresses that are not consecutive) comes from [`Config::warnings`]; the
-//!   caller decides how to show it.
+//!   read in [`Config::load`] and the checks of [`Config::check_files`], or logs. Files that the
+//!   configuration names (the IP-HTTPS certificate, key and client CA) are checked only by
+//!   [`Config::check_files`], which the daemon and `check-config` call, so a file can be
+//!   validated on a machine that does not hold them. Advice that should not stop the daemon
+//!   (for example Teredo server addresses that are not consecutive) comes from
+//!   [`Config::warnings`]; the caller decides how to show it.
 //! - A [`Config`] built in memory (such as [`Config::lab`]) is not validated until the caller
 //!   calls [`Config::validate`].
 //!
 //! RFCs whose rules are checked here: RFC 4380 §2.6 and §5.2 (Teredo server addresses, port
 //! 3544, the 30 s peer timeout), RFC 8200 §5 (IPv6 minimum link MTU 1280), RFC 6890 (special
-//! purpose IPv4 and IPv6 ranges).
+//! purpose IPv4 and IPv6 ranges). IP-HTTPS follows [MS-IPHTTPS] (the configured URI path, no
+//! short idle timeouts, periodic router advertisements).
 
 use std::fmt;
 use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr};
@@ -61,6 +66,26 @@ pub mod defaults {
     /// `limits.peer_idle_timeout_secs`: RFC 4380 §5.2.4 keeps a peer 30 s after the last
     /// packet.
     pub const PEER_IDLE_TIMEOUT_SECS: u64 = 30;
+    /// `limits.max_tls_handshakes`: TLS handshakes in progress at the same time.
+    pub const MAX_TLS_HANDSHAKES: usize = 1024;
+    /// `limits.max_iphttps_connections`: established IP-HTTPS connections.
+    pub const MAX_IPHTTPS_CONNECTIONS: usize = 100_000;
+    /// `limits.tls_handshake_timeout_secs`: time allowed from TCP accept to the end of the TLS
+    /// handshake.
+    pub const TLS_HANDSHAKE_TIMEOUT_SECS: u64 = 10;
+    /// `iphttps.listen`: the HTTPS port on every IPv4 address.
+    pub const IPHTTPS_LISTEN: SocketAddr =
+        SocketAddr::V4(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 443));
+    /// `iphttps.path`: the URI path of the IP-HTTPS URL that Windows DirectAccess configures
+    /// (`https://<name>:443/IPHTTPS`).
+    pub const IPHTTPS_PATH: &str = "/IPHTTPS";
+    /// `iphttps.idle_timeout_secs`: [MS-IPHTTPS] advises against short idle timeouts, since
+    /// a quiet tunnel is normal.
+    pub const IPHTTPS_IDLE_TIMEOUT_SECS: u64 = 900;
+    /// `iphttps.ra_interval_secs`: seconds between unsolicited router advertisements.
+    pub const IPHTTPS_RA_INTERVAL_SECS: u64 = 300;
+    /// `iphttps.send_queue_bytes`: bytes queued per connection towards the client.
+    pub const IPHTTPS_SEND_QUEUE_BYTES: usize = 262_144;
     /// `log.level`.
     pub const LOG_LEVEL: &str = "info";
 }
@@ -72,6 +97,8 @@ pub struct Config {
     pub server: Server,
     /// `[teredo]`: the Teredo server and relay (RFC 4380).
     pub teredo: Teredo,
+    /// `[iphttps]`: the IP-HTTPS server ([MS-IPHTTPS]): IPv6 over HTTPS.
+    pub iphttps: Iphttps,
     /// `[corpnet]`: the corporate-network side (TUN interface, prefixes, routes).
     pub corpnet: Corpnet,
     /// `[metrics]`: the Prometheus exporter.
@@ -103,6 +130,36 @@ pub struct Teredo {
     pub relay: bool,
     /// Lab and demo only: accept 127.0.0.0/8 as server addresses and client sources.
     pub lab_allow_loopback: bool,
+}
+
+/// `[iphttps]`: the IP-HTTPS server ([MS-IPHTTPS]): clients send IPv6 packets inside one
+/// long HTTPS POST and receive them in its endless response.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Iphttps {
+    /// Whether gate64 serves IP-HTTPS at all.
+    pub enabled: bool,
+    /// TCP address and port of the HTTPS listener.
+    pub listen: SocketAddr,
+    /// The URI path clients POST to: starts with `/`, printable ASCII without spaces, at most
+    /// 256 bytes.
+    pub path: String,
+    /// PEM file with the server certificate chain (leaf first). Required while enabled.
+    pub certificate: Option<PathBuf>,
+    /// PEM file with the server certificate's private key. Required while enabled.
+    pub private_key: Option<PathBuf>,
+    /// PEM CA bundle. When set, every client must present a certificate signed by one of these
+    /// CAs (the DirectAccess "Certificates" authentication mode); when `None`, clients are not
+    /// authenticated at the TLS layer.
+    pub client_ca: Option<PathBuf>,
+    /// Pool from which each client gets its own /64 (prefix length 1..=64). Required while
+    /// enabled.
+    pub prefix: Option<Ipv6Net>,
+    /// Seconds without traffic after which a connection is closed; 0 = never.
+    pub idle_timeout_secs: u64,
+    /// Seconds between unsolicited router advertisements on each connection.
+    pub ra_interval_secs: u64,
+    /// Bound of each connection's send queue (towards the client), in bytes.
+    pub send_queue_bytes: usize,
 }
 
 /// `[corpnet]`: the corporate-network side.
@@ -143,6 +200,13 @@ pub struct Limits {
     pub relay_queue_packets: usize,
     /// Seconds without traffic after which a Teredo peer entry is forgotten.
     pub peer_idle_timeout_secs: u64,
+    /// TLS handshakes in progress at the same time; more connections are not served until one
+    /// finishes.
+    pub max_tls_handshakes: usize,
+    /// Maximum number of established IP-HTTPS connections.
+    pub max_iphttps_connections: usize,
+    /// Seconds from TCP accept until the TLS handshake must be complete.
+    pub tls_handshake_timeout_secs: u64,
 }
 
 /// `[log]`: logging.
@@ -189,6 +253,27 @@ impl Default for Limits {
             max_teredo_peers: defaults::MAX_TEREDO_PEERS,
             relay_queue_packets: defaults::RELAY_QUEUE_PACKETS,
             peer_idle_timeout_secs: defaults::PEER_IDLE_TIMEOUT_SECS,
+            max_tls_handshakes: defaults::MAX_TLS_HANDSHAKES,
+            max_iphttps_connections: defaults::MAX_IPHTTPS_CONNECTIONS,
+            tls_handshake_timeout_secs: defaults::TLS_HANDSHAKE_TIMEOUT_SECS,
+        }
+    }
+}
+
+/// IP-HTTPS disabled, every key at its default (no files, no prefix).
+impl Default for Iphttps {
+    fn default() -> Self {
+        Self {
+            enabled: false,
+            listen: defaults::IPHTTPS_LISTEN,
+            path: defaults::IPHTTPS_PATH.to_owned(),
+            certificate: None,
+            private_key: None,
+            client_ca: None,
+            prefix: None,
+            idle_timeout_secs: defaults::IPHTTPS_IDLE_TIMEOUT_SECS,
+            ra_interval_secs: defaults::IPHTTPS_RA_INTERVAL_SECS,
+            send_queue_bytes: defaults::IPHTTPS_SEND_QUEUE_BYTES,
         }
     }
 }
@@ -230,7 +315,9 @@ impl Config {
     /// A valid configuration for the lab (`gate64 demo`), which runs without root: Teredo on
     /// the given loopback addresses and port, corporate prefix `2001:db8:c0::/48` with
     /// gate64 at `2001:db8:c0::1`, no route management, no metrics listener, and client
-    /// traffic allowed without IPsec. Not validated: a `port` of 0 fails [`Config::validate`].
+    /// traffic allowed without IPsec. IP-HTTPS is disabled; the demo sets `iphttps` to
+    /// [`Config::lab_iphttps`] when it wants it. Not validated: a `port` of 0 fails
+    /// [`Config::validate`].
     pub fn lab(teredo_primary: Ipv4Addr, teredo_secondary: Ipv4Addr, port: u16) -> Config {
         Config {
             server: Server::default(),
@@ -241,6 +328,7 @@ impl Config {
                 relay: true,
                 lab_allow_loopback: true,
             },
+            iphttps: Iphttps::default(),
             corpnet: Corpnet {
                 tun: defaults::TUN.to_owned(),
                 ipv6_prefixes: vec![
@@ -258,12 +346,30 @@ impl Config {
         }
     }
 
+    /// An enabled `[iphttps]` section for the lab: the given listener and PEM files, client
+    /// prefix `2001:db8:c1::/48` (next to [`Config::lab`]'s corporate `2001:db8:c0::/48`), no
+    /// client CA, every other key at its default.
+    pub fn lab_iphttps(listen: SocketAddr, certificate: PathBuf, private_key: PathBuf) -> Iphttps {
+        Iphttps {
+            enabled: true,
+            listen,
+            certificate: Some(certificate),
+            private_key: Some(private_key),
+            prefix: Some(
+                Ipv6Net::new(Ipv6Addr::new(0x2001, 0xdb8, 0xc1, 0, 0, 0, 0, 0), 48)
+                    .expect("48 is a valid IPv6 prefix length"),
+            ),
+            ..Iphttps::default()
+        }
+    }
+
     /// Checks every semantic rule (ranges, address classes, names). [`Config::from_toml_str`]
     /// and [`Config::load`] call it; call it yourself on a configuration built in memory.
     pub fn validate(&self) -> Result<(), ConfigError> {
         self.validate_server()?;
         self.validate_teredo()?;
         self.validate_corpnet()?;
+        self.validate_iphttps()?;
         self.validate_limits()?;
         self.validate_log()
     }
@@ -297,10 +403,18 @@ impl Config {
                         .to_owned(),
                 );
             }
-        } else {
+        } else if !self.iphttps.enabled {
             out.push(
-                "teredo.enabled = false: no client transport is enabled (IP-HTTPS is not \
-                 available yet), so no client can connect"
+                "teredo.enabled = false: no client transport is enabled (iphttps.enabled is \
+                 false too), so no client can connect"
+                    .to_owned(),
+            );
+        }
+        let h = &self.iphttps;
+        if h.enabled && h.client_ca.is_none() {
+            out.push(
+                "iphttps.client_ca is not set: clients are not authenticated at TLS; \
+                 DirectAccess relies on IPsec for that, which is not built yet"
                     .to_owned(),
             );
         }
@@ -337,6 +451,29 @@ impl Config {
             ));
         }
         out
+    }
+
+    /// Checks that the files the configuration names exist and are readable regular files:
+    /// `iphttps.certificate`, `iphttps.private_key` and `iphttps.client_ca`, while IP-HTTPS is
+    /// enabled. Whether they hold valid PEM is for the daemon to find out when it loads them.
+    /// [`Config::validate`] does not call this (so a file can be checked on another machine);
+    /// `gate64 check-config` and `gate64 serve` do. The error ([`ErrorKind::Io`]) names the key
+    /// and the path.
+    pub fn check_files(&self) -> Result<(), ConfigError> {
+        let h = &self.iphttps;
+        if !h.enabled {
+            return Ok(());
+        }
+        for (key, path) in [
+            ("iphttps.certificate", &h.certificate),
+            ("iphttps.private_key", &h.private_key),
+            ("iphttps.client_ca", &h.client_ca),
+        ] {
+            if let Some(path) = path {
+                check_readable_file(key, path)?;
+            }
+        }
+        Ok(())
     }
 
     /// The number of workers to start: `server.workers`, or the number of CPUs the process may
@@ -468,6 +605,125 @@ impl Config {
         Ok(())
     }
 
+    fn validate_iphttps(&self) -> Result<(), ConfigError> {
+        let h = &self.iphttps;
+        if h.enabled {
+            if h.certificate.is_none() {
+                return Err(missing(
+                    "iphttps.certificate",
+                    "give the PEM file with the server certificate chain, e.g. \
+                     \"/etc/gate64/iphttps.crt\" (or set iphttps.enabled = false)",
+                ));
+            }
+            if h.private_key.is_none() {
+                return Err(missing(
+                    "iphttps.private_key",
+                    "give the PEM file with the certificate's private key, e.g. \
+                     \"/etc/gate64/iphttps.key\" (or set iphttps.enabled = false)",
+                ));
+            }
+            if h.prefix.is_none() {
+                return Err(missing(
+                    "iphttps.prefix",
+                    "give the IPv6 prefix from which each client gets a /64, e.g. \
+                     \"2001:db8:1::/48\" (or set iphttps.enabled = false)",
+                ));
+            }
+        }
+        if let Some(why) = bad_uri_path(&h.path) {
+            return Err(invalid("iphttps.path", quote(&h.path), why));
+        }
+        for (key, path) in [
+            ("iphttps.certificate", &h.certificate),
+            ("iphttps.private_key", &h.private_key),
+            ("iphttps.client_ca", &h.client_ca),
+        ] {
+            if path.as_ref().is_some_and(|p| p.as_os_str().is_empty()) {
+                return Err(invalid(
+                    key,
+                    "\"\"",
+                    "must not be empty; give the path of a PEM file (or leave the key out)",
+                ));
+            }
+        }
+        if let Some(p) = &h.prefix {
+            self.validate_iphttps_prefix(p)?;
+        }
+        let t = h.idle_timeout_secs;
+        if t != 0 && t < MIN_IPHTTPS_IDLE_TIMEOUT_SECS {
+            return Err(invalid(
+                "iphttps.idle_timeout_secs",
+                t,
+                format!(
+                    "must be 0 (never) or at least {MIN_IPHTTPS_IDLE_TIMEOUT_SECS} seconds; \
+                     [MS-IPHTTPS] advises against short idle timeouts, since a quiet tunnel \
+                     is normal"
+                ),
+            ));
+        }
+        if !IPHTTPS_RA_INTERVAL_RANGE.contains(&h.ra_interval_secs) {
+            return Err(invalid(
+                "iphttps.ra_interval_secs",
+                h.ra_interval_secs,
+                format!(
+                    "must be {}..={} seconds",
+                    IPHTTPS_RA_INTERVAL_RANGE.start(),
+                    IPHTTPS_RA_INTERVAL_RANGE.end()
+                ),
+            ));
+        }
+        if !IPHTTPS_SEND_QUEUE_RANGE.contains(&h.send_queue_bytes) {
+            return Err(invalid(
+                "iphttps.send_queue_bytes",
+                h.send_queue_bytes,
+                format!(
+                    "must be {}..={} bytes",
+                    IPHTTPS_SEND_QUEUE_RANGE.start(),
+                    IPHTTPS_SEND_QUEUE_RANGE.end()
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    fn validate_iphttps_prefix(&self, p: &Ipv6Net) -> Result<(), ConfigError> {
+        let value = quote(&p.to_string());
+        let err = |why: String| Err(invalid("iphttps.prefix", &value, why));
+        if !(1..=64).contains(&p.prefix_len()) {
+            return err(format!(
+                "the length must be 1..=64, since each client gets a /64 from it; did you \
+                 mean {}?",
+                Ipv6Net::new(p.addr(), 64).map_or(*p, |n| n.trunc())
+            ));
+        }
+        if p.addr() != p.network() {
+            return err(format!("host bits are set; did you mean {}?", p.trunc()));
+        }
+        let teredo = teredo_prefix();
+        if overlaps(p, &teredo) {
+            return err(format!(
+                "overlaps {teredo}, the Teredo prefix; IP-HTTPS clients need their own prefix"
+            ));
+        }
+        if let Some(why) = special_ipv6(p.network()) {
+            return err(format!("is {why}, not a routable unicast prefix"));
+        }
+        if let Some(c) = self.corpnet.ipv6_prefixes.iter().find(|c| overlaps(p, c)) {
+            return err(format!(
+                "overlaps {c} in corpnet.ipv6_prefixes; client addresses must lie outside the \
+                 corporate network"
+            ));
+        }
+        let a = self.corpnet.address6;
+        if p.contains(&a) {
+            return err(format!(
+                "contains corpnet.address6 ({a}), gate64's own address; it would be handed to \
+                 a client"
+            ));
+        }
+        Ok(())
+    }
+
     fn validate_limits(&self) -> Result<(), ConfigError> {
         let l = &self.limits;
         if l.rs_per_source_per_sec == 0 {
@@ -505,6 +761,31 @@ impl Config {
                     "must be {}..={} seconds",
                     PEER_IDLE_TIMEOUT_RANGE.start(),
                     PEER_IDLE_TIMEOUT_RANGE.end()
+                ),
+            ));
+        }
+        if l.max_tls_handshakes == 0 {
+            return Err(invalid(
+                "limits.max_tls_handshakes",
+                0,
+                "must be at least 1, or no IP-HTTPS client could ever connect",
+            ));
+        }
+        if l.max_iphttps_connections == 0 {
+            return Err(invalid(
+                "limits.max_iphttps_connections",
+                0,
+                "must be at least 1, or no IP-HTTPS client could ever connect",
+            ));
+        }
+        if !TLS_HANDSHAKE_TIMEOUT_RANGE.contains(&l.tls_handshake_timeout_secs) {
+            return Err(invalid(
+                "limits.tls_handshake_timeout_secs",
+                l.tls_handshake_timeout_secs,
+                format!(
+                    "must be {}..={} seconds",
+                    TLS_HANDSHAKE_TIMEOUT_RANGE.start(),
+                    TLS_HANDSHAKE_TIMEOUT_RANGE.end()
                 ),
             ));
         }
@@ -546,6 +827,16 @@ const MAX_RELAY_QUEUE_PACKETS: usize = 1024;
 const PEER_IDLE_TIMEOUT_RANGE: std::ops::RangeInclusive<u64> = 10..=3600;
 /// Linux `IFNAMSIZ` minus the terminating NUL.
 const MAX_IFNAME_LEN: usize = 15;
+/// Upper bound of `iphttps.path`, in bytes.
+const MAX_IPHTTPS_PATH_LEN: usize = 256;
+/// Smallest non-zero `iphttps.idle_timeout_secs`.
+const MIN_IPHTTPS_IDLE_TIMEOUT_SECS: u64 = 60;
+/// Allowed `iphttps.ra_interval_secs`.
+const IPHTTPS_RA_INTERVAL_RANGE: std::ops::RangeInclusive<u64> = 10..=86_400;
+/// Allowed `iphttps.send_queue_bytes`.
+const IPHTTPS_SEND_QUEUE_RANGE: std::ops::RangeInclusive<usize> = 16_384..=16_777_216;
+/// Allowed `limits.tls_handshake_timeout_secs`.
+const TLS_HANDSHAKE_TIMEOUT_RANGE: std::ops::RangeInclusive<u64> = 1..=300;
 
 /// Why a configuration was refused. `Display` names the key (or the file for I/O errors and
 /// the line for TOML syntax errors), the offending value when there is one, and the reason.
@@ -563,7 +854,8 @@ pub struct ConfigError {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum ErrorKind {
-    /// The file could not be read.
+    /// The configuration file, or a file it names (see [`Config::check_files`]), could not be
+    /// read.
     Io,
     /// The text is not valid TOML.
     Syntax,
@@ -583,7 +875,8 @@ impl ConfigError {
         self.kind
     }
 
-    /// The dotted key path, e.g. `teredo.server_addresses`; `None` for I/O and syntax errors.
+    /// The dotted key path, e.g. `teredo.server_addresses`; `None` for syntax errors and for
+    /// I/O errors about the configuration file itself.
     pub fn key(&self) -> Option<&str> {
         self.key.as_deref()
     }
@@ -614,7 +907,9 @@ impl fmt::Display for ConfigError {
         }
         let key = self.key.as_deref().unwrap_or("");
         match (self.kind, &self.value) {
-            (ErrorKind::Io, _) => write!(f, "cannot read configuration: {}", self.reason),
+            (ErrorKind::Io, _) if self.key.is_none() => {
+                write!(f, "cannot read configuration: {}", self.reason)
+            }
             (ErrorKind::Syntax, _) => write!(f, "invalid TOML: {}", self.reason),
             (ErrorKind::UnknownKey, _) => write!(f, "unknown key `{key}`: {}", self.reason),
             (ErrorKind::MissingKey, _) => {
@@ -637,7 +932,9 @@ impl std::error::Error for ConfigError {
 // ---------------------------------------------------------------------------------------------
 // Parsing: the file as written (every key optional), then defaults and required keys.
 
-const SECTIONS: &[&str] = &["server", "teredo", "corpnet", "metrics", "limits", "log"];
+const SECTIONS: &[&str] = &[
+    "server", "teredo", "iphttps", "corpnet", "metrics", "limits", "log",
+];
 
 #[derive(Default, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -653,6 +950,21 @@ struct RawTeredo {
     port: Option<u16>,
     relay: Option<bool>,
     lab_allow_loopback: Option<bool>,
+}
+
+#[derive(Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawIphttps {
+    enabled: Option<bool>,
+    listen: Option<SocketAddr>,
+    path: Option<String>,
+    certificate: Option<PathBuf>,
+    private_key: Option<PathBuf>,
+    client_ca: Option<PathBuf>,
+    prefix: Option<Ipv6Net>,
+    idle_timeout_secs: Option<u64>,
+    ra_interval_secs: Option<u64>,
+    send_queue_bytes: Option<usize>,
 }
 
 #[derive(Default, Deserialize)]
@@ -681,6 +993,9 @@ struct RawLimits {
     max_teredo_peers: Option<usize>,
     relay_queue_packets: Option<usize>,
     peer_idle_timeout_secs: Option<u64>,
+    max_tls_handshakes: Option<usize>,
+    max_iphttps_connections: Option<usize>,
+    tls_handshake_timeout_secs: Option<u64>,
 }
 
 #[derive(Default, Deserialize)]
@@ -708,6 +1023,7 @@ fn from_table(table: &toml::Table) -> Result<Config, ConfigError> {
     }
     let server: RawServer = section(table, "server")?;
     let teredo: RawTeredo = section(table, "teredo")?;
+    let iphttps: RawIphttps = section(table, "iphttps")?;
     let corpnet: RawCorpnet = section(table, "corpnet")?;
     let metrics: RawMetrics = section(table, "metrics")?;
     let limits: RawLimits = section(table, "limits")?;
@@ -758,6 +1074,26 @@ fn from_table(table: &toml::Table) -> Result<Config, ConfigError> {
             relay: teredo.relay.unwrap_or(true),
             lab_allow_loopback: teredo.lab_allow_loopback.unwrap_or(false),
         },
+        iphttps: Iphttps {
+            enabled: iphttps.enabled.unwrap_or(false),
+            listen: iphttps.listen.unwrap_or(defaults::IPHTTPS_LISTEN),
+            path: iphttps
+                .path
+                .unwrap_or_else(|| defaults::IPHTTPS_PATH.to_owned()),
+            certificate: iphttps.certificate,
+            private_key: iphttps.private_key,
+            client_ca: iphttps.client_ca,
+            prefix: iphttps.prefix,
+            idle_timeout_secs: iphttps
+                .idle_timeout_secs
+                .unwrap_or(defaults::IPHTTPS_IDLE_TIMEOUT_SECS),
+            ra_interval_secs: iphttps
+                .ra_interval_secs
+                .unwrap_or(defaults::IPHTTPS_RA_INTERVAL_SECS),
+            send_queue_bytes: iphttps
+                .send_queue_bytes
+                .unwrap_or(defaults::IPHTTPS_SEND_QUEUE_BYTES),
+        },
         corpnet: Corpnet {
             tun: corpnet.tun.unwrap_or_else(|| defaults::TUN.to_owned()),
             ipv6_prefixes,
@@ -784,6 +1120,15 @@ fn from_table(table: &toml::Table) -> Result<Config, ConfigError> {
             peer_idle_timeout_secs: limits
                 .peer_idle_timeout_secs
                 .unwrap_or(defaults::PEER_IDLE_TIMEOUT_SECS),
+            max_tls_handshakes: limits
+                .max_tls_handshakes
+                .unwrap_or(defaults::MAX_TLS_HANDSHAKES),
+            max_iphttps_connections: limits
+                .max_iphttps_connections
+                .unwrap_or(defaults::MAX_IPHTTPS_CONNECTIONS),
+            tls_handshake_timeout_secs: limits
+                .tls_handshake_timeout_secs
+                .unwrap_or(defaults::TLS_HANDSHAKE_TIMEOUT_SECS),
         },
         log: Log {
             level: log.level.unwrap_or_else(|| defaults::LOG_LEVEL.to_owned()),
@@ -859,9 +1204,16 @@ fn expected_form(path: &str) -> Option<&'static str> {
         "teredo.enabled"
         | "teredo.relay"
         | "teredo.lab_allow_loopback"
+        | "iphttps.enabled"
         | "corpnet.manage_routes"
         | "corpnet.allow_without_ipsec"
         | "metrics.enabled" => "true or false",
+        "iphttps.listen" => "an address and port in quotes, e.g. \"0.0.0.0:443\" or \"[::]:443\"",
+        "iphttps.path" => "a URI path in quotes, e.g. \"/IPHTTPS\"",
+        "iphttps.certificate" | "iphttps.private_key" | "iphttps.client_ca" => {
+            "a file path in quotes, e.g. \"/etc/gate64/iphttps.crt\""
+        }
+        "iphttps.prefix" => "an IPv6 prefix in quotes, e.g. \"2001:db8:1::/48\"",
         "teredo.server_addresses" => "two IPv4 addresses, e.g. [\"192.0.2.1\", \"192.0.2.2\"]",
         "teredo.port" => "a UDP port number 1..=65535",
         "corpnet.tun" => "an interface name in quotes, e.g. \"gate64\"",
@@ -876,7 +1228,13 @@ fn expected_form(path: &str) -> Option<&'static str> {
         | "limits.rs_burst"
         | "limits.max_teredo_peers"
         | "limits.relay_queue_packets"
-        | "limits.peer_idle_timeout_secs" => "a whole number",
+        | "limits.peer_idle_timeout_secs"
+        | "limits.max_tls_handshakes"
+        | "limits.max_iphttps_connections"
+        | "limits.tls_handshake_timeout_secs"
+        | "iphttps.idle_timeout_secs"
+        | "iphttps.ra_interval_secs"
+        | "iphttps.send_queue_bytes" => "a whole number",
         "log.level" => "a filter directive in quotes, e.g. \"info\"",
         "log.format" => "\"text\" or \"json\"",
         _ => return None,
@@ -931,6 +1289,30 @@ impl ConfigError {
             source: None,
         }
     }
+}
+
+/// Checks that `path` (the value of `key`) is a regular file this process can open for reading.
+fn check_readable_file(key: &str, path: &Path) -> Result<(), ConfigError> {
+    let io_error = |reason: String, source: Option<std::io::Error>| ConfigError {
+        file: None,
+        kind: ErrorKind::Io,
+        key: Some(key.to_owned()),
+        value: Some(quote(&path.to_string_lossy())),
+        reason,
+        source: source.map(Arc::new),
+    };
+    let file = std::fs::File::open(path)
+        .map_err(|e| io_error(format!("cannot read the file: {e}"), Some(e)))?;
+    let meta = file
+        .metadata()
+        .map_err(|e| io_error(format!("cannot read the file: {e}"), Some(e)))?;
+    if !meta.is_file() {
+        return Err(io_error(
+            "is not a regular file; give the path of a PEM file".to_owned(),
+            None,
+        ));
+    }
+    Ok(())
 }
 
 fn missing(key: &str, reason: &str) -> ConfigError {
@@ -1016,6 +1398,26 @@ fn special_ipv6(addr: Ipv6Addr) -> Option<&'static str> {
 
 fn overlaps(a: &Ipv6Net, b: &Ipv6Net) -> bool {
     a.contains(&b.network()) || b.contains(&a.network())
+}
+
+/// Why `path` is not a valid `iphttps.path`, or `None`.
+fn bad_uri_path(path: &str) -> Option<String> {
+    if !path.starts_with('/') {
+        return Some("must start with '/', e.g. \"/IPHTTPS\"".to_owned());
+    }
+    if path.len() > MAX_IPHTTPS_PATH_LEN {
+        return Some(format!(
+            "is {} bytes; at most {MAX_IPHTTPS_PATH_LEN} are allowed",
+            path.len()
+        ));
+    }
+    if let Some(c) = path.chars().find(|c| !c.is_ascii_graphic()) {
+        return Some(format!(
+            "character {c:?} is not allowed; the path is printable ASCII without spaces \
+             (percent-encode anything else)"
+        ));
+    }
+    None
 }
 
 /// Why `name` is not a valid Linux interface name (`dev_valid_name` in net/core/dev.c), or

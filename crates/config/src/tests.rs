@@ -103,9 +103,29 @@ fn minimal_file_gets_the_documented_defaults() {
             max_teredo_peers: 1_000_000,
             relay_queue_packets: 8,
             peer_idle_timeout_secs: 30,
+            max_tls_handshakes: 1024,
+            max_iphttps_connections: 100_000,
+            tls_handshake_timeout_secs: 10,
         }
     );
     assert_eq!(c.limits, Limits::default());
+    assert_eq!(
+        c.iphttps,
+        Iphttps {
+            enabled: false,
+            listen: "0.0.0.0:443".parse().unwrap(),
+            path: "/IPHTTPS".to_owned(),
+            certificate: None,
+            private_key: None,
+            client_ca: None,
+            prefix: None,
+            idle_timeout_secs: 900,
+            ra_interval_secs: 300,
+            send_queue_bytes: 262_144,
+        }
+    );
+    assert_eq!(c.iphttps, Iphttps::default());
+    c.check_files().unwrap();
     assert_eq!(c.log, Log::default());
     assert_eq!(c.log.level, "info");
     assert_eq!(c.log.format, LogFormat::Text);
@@ -139,6 +159,19 @@ fn every_key_can_be_set() {
         ("limits", "max_teredo_peers = 10"),
         ("limits", "relay_queue_packets = 1024"),
         ("limits", "peer_idle_timeout_secs = 3600"),
+        ("limits", "max_tls_handshakes = 1"),
+        ("limits", "max_iphttps_connections = 1"),
+        ("limits", "tls_handshake_timeout_secs = 300"),
+        ("iphttps", "enabled = true"),
+        ("iphttps", r#"listen = "[::]:8443""#),
+        ("iphttps", r#"path = "/IPTLS""#),
+        ("iphttps", r#"certificate = "/etc/gate64/iphttps.crt""#),
+        ("iphttps", r#"private_key = "/etc/gate64/iphttps.key""#),
+        ("iphttps", r#"client_ca = "/etc/gate64/clients.pem""#),
+        ("iphttps", r#"prefix = "2001:db8:1::/48""#),
+        ("iphttps", "idle_timeout_secs = 0"),
+        ("iphttps", "ra_interval_secs = 86400"),
+        ("iphttps", "send_queue_bytes = 16777216"),
         ("log", r#"level = "warn,gate64_teredo=trace""#),
         ("log", r#"format = "json""#),
     ])
@@ -160,6 +193,24 @@ fn every_key_can_be_set() {
             max_teredo_peers: 10,
             relay_queue_packets: 1024,
             peer_idle_timeout_secs: 3600,
+            max_tls_handshakes: 1,
+            max_iphttps_connections: 1,
+            tls_handshake_timeout_secs: 300,
+        }
+    );
+    assert_eq!(
+        c.iphttps,
+        Iphttps {
+            enabled: true,
+            listen: "[::]:8443".parse().unwrap(),
+            path: "/IPTLS".to_owned(),
+            certificate: Some("/etc/gate64/iphttps.crt".into()),
+            private_key: Some("/etc/gate64/iphttps.key".into()),
+            client_ca: Some("/etc/gate64/clients.pem".into()),
+            prefix: Some("2001:db8:1::/48".parse().unwrap()),
+            idle_timeout_secs: 0,
+            ra_interval_secs: 86400,
+            send_queue_bytes: 16_777_216,
         }
     );
     assert_eq!(c.log.level, "warn,gate64_teredo=trace");
@@ -205,7 +256,24 @@ fn teredo_disabled_needs_no_server_addresses() {
     .unwrap();
     assert!(!c.teredo.enabled);
     assert_eq!(c.teredo.server_addresses, [Ipv4Addr::UNSPECIFIED; 2]);
-    assert!(c.warnings().iter().any(|w| w.contains("teredo.enabled")));
+    let w = c.warnings();
+    assert!(
+        w.iter()
+            .any(|w| w.starts_with("teredo.enabled") && w.contains("no client transport")),
+        "{w:?}"
+    );
+    // With IP-HTTPS enabled there is a client transport, so no warning about Teredo.
+    let c = parse(&[
+        ("teredo", "enabled = false"),
+        ("teredo", "server_addresses"),
+        ("iphttps", "enabled = true"),
+        ("iphttps", r#"certificate = "/c.pem""#),
+        ("iphttps", r#"private_key = "/k.pem""#),
+        ("iphttps", r#"client_ca = "/ca.pem""#),
+        ("iphttps", r#"prefix = "2001:db8:1::/48""#),
+    ])
+    .unwrap();
+    assert!(c.warnings().is_empty(), "{:?}", c.warnings());
     // Addresses are not checked while Teredo is off.
     parse(&[
         ("teredo", "enabled = false"),
@@ -363,6 +431,125 @@ fn each_semantic_rule_names_key_and_value() {
             "info gate64=debug",
         ),
         (("log", r#"level = "[span]""#), "log.level", "[span]"),
+        (
+            ("limits", "max_tls_handshakes = 0"),
+            "limits.max_tls_handshakes",
+            "= 0",
+        ),
+        (
+            ("limits", "max_iphttps_connections = 0"),
+            "limits.max_iphttps_connections",
+            "= 0",
+        ),
+        (
+            ("limits", "tls_handshake_timeout_secs = 0"),
+            "limits.tls_handshake_timeout_secs",
+            "= 0",
+        ),
+        (
+            ("limits", "tls_handshake_timeout_secs = 301"),
+            "limits.tls_handshake_timeout_secs",
+            "301",
+        ),
+        (("iphttps", r#"path = """#), "iphttps.path", r#""""#),
+        (
+            ("iphttps", r#"path = "IPHTTPS""#),
+            "iphttps.path",
+            "IPHTTPS",
+        ),
+        (
+            ("iphttps", r#"path = "/IP HTTPS""#),
+            "iphttps.path",
+            "/IP HTTPS",
+        ),
+        (
+            ("iphttps", r#"path = "/IPHTTPS\t""#),
+            "iphttps.path",
+            "/IPHTTPS",
+        ),
+        (("iphttps", r#"path = "/é""#), "iphttps.path", "/é"),
+        (("iphttps", r#"path = "/\u007f""#), "iphttps.path", "/"),
+        (
+            ("iphttps", r#"certificate = """#),
+            "iphttps.certificate",
+            r#""""#,
+        ),
+        (
+            ("iphttps", r#"private_key = """#),
+            "iphttps.private_key",
+            r#""""#,
+        ),
+        (
+            ("iphttps", r#"client_ca = """#),
+            "iphttps.client_ca",
+            r#""""#,
+        ),
+        (
+            ("iphttps", r#"prefix = "2001:db8:1::/65""#),
+            "iphttps.prefix",
+            "2001:db8:1::/65",
+        ),
+        (("iphttps", r#"prefix = "::/0""#), "iphttps.prefix", "::/0"),
+        (
+            ("iphttps", r#"prefix = "2001:db8:1::1/48""#),
+            "iphttps.prefix",
+            "2001:db8:1::1/48",
+        ),
+        (
+            ("iphttps", r#"prefix = "2001:0:1::/48""#),
+            "iphttps.prefix",
+            "2001:0:1::/48",
+        ),
+        (
+            ("iphttps", r#"prefix = "2000::/3""#),
+            "iphttps.prefix",
+            "2000::/3",
+        ),
+        (
+            ("iphttps", r#"prefix = "fe80::/64""#),
+            "iphttps.prefix",
+            "fe80::/64",
+        ),
+        (
+            ("iphttps", r#"prefix = "2001:db8:100:1::/64""#),
+            "iphttps.prefix",
+            "2001:db8:100:1::/64",
+        ),
+        (
+            ("iphttps", r#"prefix = "2001:db8::/32""#),
+            "iphttps.prefix",
+            "2001:db8::/32",
+        ),
+        (
+            ("iphttps", "idle_timeout_secs = 59"),
+            "iphttps.idle_timeout_secs",
+            "59",
+        ),
+        (
+            ("iphttps", "idle_timeout_secs = 1"),
+            "iphttps.idle_timeout_secs",
+            "= 1",
+        ),
+        (
+            ("iphttps", "ra_interval_secs = 9"),
+            "iphttps.ra_interval_secs",
+            "9",
+        ),
+        (
+            ("iphttps", "ra_interval_secs = 86401"),
+            "iphttps.ra_interval_secs",
+            "86401",
+        ),
+        (
+            ("iphttps", "send_queue_bytes = 16383"),
+            "iphttps.send_queue_bytes",
+            "16383",
+        ),
+        (
+            ("iphttps", "send_queue_bytes = 16777217"),
+            "iphttps.send_queue_bytes",
+            "16777217",
+        ),
     ];
     for (change, key, value) in cases {
         let e = refused(&[*change]);
@@ -370,6 +557,189 @@ fn each_semantic_rule_names_key_and_value() {
         assert_names(&e, key, &[value]);
         assert!(!e.reason().is_empty());
     }
+}
+
+#[test]
+fn iphttps_rules_give_their_reason() {
+    let cases: &[((&str, &str), &str, &str)] = &[
+        (
+            ("iphttps", r#"path = "IPHTTPS""#),
+            "iphttps.path",
+            "start with '/'",
+        ),
+        (("iphttps", r#"path = "/a b""#), "iphttps.path", "' '"),
+        (
+            ("iphttps", r#"prefix = "2001:db8:1::/65""#),
+            "iphttps.prefix",
+            "1..=64",
+        ),
+        (
+            ("iphttps", r#"prefix = "2001:db8:1::1/48""#),
+            "iphttps.prefix",
+            "2001:db8:1::/48?",
+        ),
+        (
+            ("iphttps", r#"prefix = "2001:0:1::/48""#),
+            "iphttps.prefix",
+            "2001::/32",
+        ),
+        (
+            ("iphttps", r#"prefix = "2001:db8::/32""#),
+            "iphttps.prefix",
+            "corpnet.ipv6_prefixes",
+        ),
+        (
+            ("iphttps", "idle_timeout_secs = 59"),
+            "iphttps.idle_timeout_secs",
+            "0 (never)",
+        ),
+    ];
+    for (change, key, reason) in cases {
+        let e = refused(&[*change]);
+        assert_names(&e, key, &[reason]);
+    }
+    // gate64's own address outside corpnet.ipv6_prefixes but inside the client pool.
+    let e = refused(&[
+        ("corpnet", r#"address6 = "2001:db8:1::1""#),
+        ("iphttps", r#"prefix = "2001:db8:1::/48""#),
+    ]);
+    assert_names(
+        &e,
+        "iphttps.prefix",
+        &["2001:db8:1::/48", "corpnet.address6"],
+    );
+}
+
+#[test]
+fn iphttps_boundaries_are_accepted() {
+    for change in [
+        ("iphttps", r#"path = "/""#),
+        ("iphttps", r#"path = "/a/b?c=d&e=%20~""#),
+        ("iphttps", "idle_timeout_secs = 0"),
+        ("iphttps", "idle_timeout_secs = 60"),
+        ("iphttps", "ra_interval_secs = 10"),
+        ("iphttps", "ra_interval_secs = 86400"),
+        ("iphttps", "send_queue_bytes = 16384"),
+        ("iphttps", "send_queue_bytes = 16777216"),
+        ("iphttps", r#"prefix = "2001:db8:1:2::/64""#),
+        ("iphttps", r#"prefix = "fd00:1::/48""#),
+        ("iphttps", r#"listen = "127.0.0.1:0""#),
+        ("limits", "tls_handshake_timeout_secs = 1"),
+    ] {
+        parse(&[change]).unwrap_or_else(|e| panic!("{change:?}: {e}"));
+    }
+    let long = format!("path = \"/{}\"", "a".repeat(255));
+    assert_eq!(
+        parse(&[("iphttps", &long)]).unwrap().iphttps.path.len(),
+        256
+    );
+    let too_long = format!("path = \"/{}\"", "a".repeat(256));
+    let e = refused(&[("iphttps", &too_long)]);
+    assert_names(&e, "iphttps.path", &["257 bytes", "256"]);
+}
+
+#[test]
+fn iphttps_enabled_requires_certificate_key_and_prefix() {
+    let full: &[(&str, &str)] = &[
+        ("iphttps", "enabled = true"),
+        ("iphttps", r#"certificate = "/etc/gate64/iphttps.crt""#),
+        ("iphttps", r#"private_key = "/etc/gate64/iphttps.key""#),
+        ("iphttps", r#"prefix = "2001:db8:1::/48""#),
+    ];
+    let c = parse(full).unwrap();
+    assert!(c.iphttps.enabled);
+    for key in ["certificate", "private_key", "prefix"] {
+        let mut changes = full.to_vec();
+        changes.push(("iphttps", key));
+        let e = refused(&changes);
+        assert_eq!(e.kind(), ErrorKind::MissingKey, "{e}");
+        let path = format!("iphttps.{key}");
+        assert_names(
+            &e,
+            &path,
+            &[&format!("missing required key `{path}`"), "iphttps.enabled"],
+        );
+    }
+    // Disabled: nothing is required.
+    let c = parse(&[("iphttps", "enabled = false")]).unwrap();
+    assert!(!c.iphttps.enabled && c.iphttps.prefix.is_none());
+    // The same rule holds for a configuration built in memory.
+    let mut c = parse(&[]).unwrap();
+    c.iphttps.enabled = true;
+    assert_eq!(c.validate().unwrap_err().key(), Some("iphttps.certificate"));
+}
+
+#[test]
+fn iphttps_warnings() {
+    let enabled: &[(&str, &str)] = &[
+        ("iphttps", "enabled = true"),
+        ("iphttps", r#"certificate = "/c.pem""#),
+        ("iphttps", r#"private_key = "/k.pem""#),
+        ("iphttps", r#"prefix = "2001:db8:1::/48""#),
+    ];
+    let w = parse(enabled).unwrap().warnings();
+    assert_eq!(w.len(), 1, "{w:?}");
+    assert!(w[0].starts_with("iphttps.client_ca"), "{w:?}");
+    assert!(w[0].contains("not authenticated at TLS"), "{w:?}");
+    assert!(w[0].contains("IPsec"), "{w:?}");
+    let mut with_ca = enabled.to_vec();
+    with_ca.push(("iphttps", r#"client_ca = "/ca.pem""#));
+    assert!(parse(&with_ca).unwrap().warnings().is_empty());
+    // Disabled without a CA: no advice about it.
+    assert!(parse(&[]).unwrap().warnings().is_empty());
+}
+
+#[test]
+fn check_files_names_the_key_and_path() {
+    let dir = std::env::temp_dir().join(format!("gate64-config-files-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let crt = dir.join("iphttps.crt");
+    let key = dir.join("iphttps.key");
+    let ca = dir.join("ca.pem");
+    for f in [&crt, &key, &ca] {
+        std::fs::write(f, "-----BEGIN X-----\n").unwrap();
+    }
+    let mut c = Config::lab(
+        Ipv4Addr::new(127, 0, 0, 1),
+        Ipv4Addr::new(127, 0, 0, 2),
+        40000,
+    );
+    // Disabled: the files are not looked at.
+    c.iphttps.certificate = Some(dir.join("absent.crt"));
+    c.check_files().unwrap();
+
+    c.iphttps = Config::lab_iphttps("127.0.0.1:0".parse().unwrap(), crt.clone(), key.clone());
+    c.validate().unwrap();
+    c.check_files().unwrap();
+    c.iphttps.client_ca = Some(ca.clone());
+    c.check_files().unwrap();
+
+    let absent = dir.join("absent.pem");
+    for field in [
+        "iphttps.certificate",
+        "iphttps.private_key",
+        "iphttps.client_ca",
+    ] {
+        for bad in [absent.clone(), dir.clone()] {
+            let mut c = c.clone();
+            let slot = match field {
+                "iphttps.certificate" => &mut c.iphttps.certificate,
+                "iphttps.private_key" => &mut c.iphttps.private_key,
+                _ => &mut c.iphttps.client_ca,
+            };
+            *slot = Some(bad.clone());
+            let e = c.check_files().unwrap_err();
+            assert_eq!(e.kind(), ErrorKind::Io, "{e}");
+            let msg = assert_names(&e, field, &[&bad.display().to_string()]);
+            assert!(!msg.contains("cannot read configuration"), "{msg}");
+            if bad == absent {
+                assert!(std::error::Error::source(&e).is_some());
+            } else {
+                assert!(msg.contains("not a regular file"), "{msg}");
+            }
+        }
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 #[test]
@@ -478,6 +848,7 @@ fn unknown_section_is_named() {
             "{msg}"
         );
         assert!(msg.contains("[teredo]"), "{msg}");
+        assert!(msg.contains("[iphttps]"), "{msg}");
     }
 }
 
@@ -558,6 +929,60 @@ fn wrong_types_are_named_with_their_value() {
         (("log", "level = 3"), "log.level", "= 3"),
         (("log", r#"format = "xml""#), "log.format", "xml"),
         (("log", r#"format = "Text""#), "log.format", "Text"),
+        (("iphttps", "enabled = 1"), "iphttps.enabled", "= 1"),
+        (("iphttps", r#"listen = "443""#), "iphttps.listen", "443"),
+        (
+            ("iphttps", r#"listen = "0.0.0.0""#),
+            "iphttps.listen",
+            "0.0.0.0",
+        ),
+        (("iphttps", "path = 1"), "iphttps.path", "= 1"),
+        (("iphttps", "certificate = 1"), "iphttps.certificate", "= 1"),
+        (
+            ("iphttps", "private_key = true"),
+            "iphttps.private_key",
+            "true",
+        ),
+        (
+            ("iphttps", r#"client_ca = ["/a"]"#),
+            "iphttps.client_ca",
+            "/a",
+        ),
+        (
+            ("iphttps", r#"prefix = "2001:db8:1::""#),
+            "iphttps.prefix",
+            "2001:db8:1::",
+        ),
+        (
+            ("iphttps", "idle_timeout_secs = -1"),
+            "iphttps.idle_timeout_secs",
+            "-1",
+        ),
+        (
+            ("iphttps", "ra_interval_secs = 1.5"),
+            "iphttps.ra_interval_secs",
+            "1.5",
+        ),
+        (
+            ("iphttps", r#"send_queue_bytes = "1M""#),
+            "iphttps.send_queue_bytes",
+            "1M",
+        ),
+        (
+            ("limits", "max_tls_handshakes = -1"),
+            "limits.max_tls_handshakes",
+            "-1",
+        ),
+        (
+            ("limits", "max_iphttps_connections = false"),
+            "limits.max_iphttps_connections",
+            "false",
+        ),
+        (
+            ("limits", r#"tls_handshake_timeout_secs = "10s""#),
+            "limits.tls_handshake_timeout_secs",
+            "10s",
+        ),
     ];
     for (change, key, value) in cases {
         let e = refused(&[*change]);
@@ -628,6 +1053,27 @@ fn lab_config_is_valid() {
     assert_eq!(c.teredo_primary(), Ipv4Addr::new(127, 0, 0, 1));
     assert_eq!(c.teredo_secondary(), Ipv4Addr::new(127, 0, 0, 2));
     assert_eq!(c.teredo.port, 40000);
+    assert!(!c.iphttps.enabled);
+    assert_eq!(c.iphttps, Iphttps::default());
+
+    let mut c = c;
+    c.iphttps = Config::lab_iphttps(
+        "127.0.0.1:4443".parse().unwrap(),
+        "/lab/iphttps.crt".into(),
+        "/lab/iphttps.key".into(),
+    );
+    c.validate().unwrap();
+    assert_eq!(
+        c.iphttps,
+        Iphttps {
+            enabled: true,
+            listen: "127.0.0.1:4443".parse().unwrap(),
+            certificate: Some("/lab/iphttps.crt".into()),
+            private_key: Some("/lab/iphttps.key".into()),
+            prefix: Some("2001:db8:c1::/48".parse().unwrap()),
+            ..Iphttps::default()
+        }
+    );
     let e = Config::lab(Ipv4Addr::new(127, 0, 0, 1), Ipv4Addr::new(127, 0, 0, 2), 0)
         .validate()
         .unwrap_err();
@@ -682,7 +1128,7 @@ proptest! {
 
     #[test]
     fn arbitrary_toml_ish_text_never_panics(
-        s in "(\\[(server|teredo|corpnet|metrics|limits|log)\\]\n|[a-z_]{1,12} = \
+        s in "(\\[(server|teredo|iphttps|corpnet|metrics|limits|log)\\]\n|[a-z_]{1,12} = \
               (-?[0-9]{1,6}|\"[ -~]{0,20}\"|true|\\[\"[0-9a-f:./]{0,20}\"\\])\n){0,12}"
     ) {
         let _ = Config::from_toml_str(&s);
@@ -729,6 +1175,19 @@ const KEYS: &[(&str, &str)] = &[
     ("limits", "max_teredo_peers"),
     ("limits", "relay_queue_packets"),
     ("limits", "peer_idle_timeout_secs"),
+    ("limits", "max_tls_handshakes"),
+    ("limits", "max_iphttps_connections"),
+    ("limits", "tls_handshake_timeout_secs"),
+    ("iphttps", "enabled"),
+    ("iphttps", "listen"),
+    ("iphttps", "path"),
+    ("iphttps", "certificate"),
+    ("iphttps", "private_key"),
+    ("iphttps", "client_ca"),
+    ("iphttps", "prefix"),
+    ("iphttps", "idle_timeout_secs"),
+    ("iphttps", "ra_interval_secs"),
+    ("iphttps", "send_queue_bytes"),
     ("log", "level"),
     ("log", "format"),
 ];

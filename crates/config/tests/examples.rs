@@ -54,6 +54,23 @@ fn main_example_is_the_documented_one() {
     );
     assert_eq!(c.metrics.listen, Some("127.0.0.1:9164".parse().unwrap()));
     assert!(c.corpnet.allow_without_ipsec);
+    // IP-HTTPS is shown filled in but disabled, so its files need not exist.
+    assert!(!c.iphttps.enabled);
+    assert_eq!(
+        c.iphttps.certificate.as_deref(),
+        Some(Path::new("/etc/gate64/iphttps.crt"))
+    );
+    assert_eq!(
+        c.iphttps.private_key.as_deref(),
+        Some(Path::new("/etc/gate64/iphttps.key"))
+    );
+    assert_eq!(c.iphttps.prefix, Some("2001:db8:1::/48".parse().unwrap()));
+    assert_eq!(c.iphttps.client_ca, None);
+    c.check_files().unwrap_or_else(|e| panic!("{e}"));
+    // Enabling it as written is valid too.
+    let mut enabled = c.clone();
+    enabled.iphttps.enabled = true;
+    enabled.validate().unwrap_or_else(|e| panic!("{e}"));
     // The only advice for the example is the loud one about running without IPsec.
     let w = c.warnings();
     assert_eq!(w.len(), 1, "{w:?}");
