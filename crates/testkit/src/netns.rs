@@ -741,7 +741,8 @@ mod tests {
             // A process nobody holds a guard for is killed when the namespace goes.
             let orphan = a.spawn("orphan", &["sleep", "30"]).unwrap();
             std::mem::forget(orphan);
-            assert!(!a.pids().is_empty());
+            // (`ip netns exec` joins the namespace just after the spawn returns.)
+            assert!(wait_until(Duration::from_secs(5), || !a.pids().is_empty()));
             (a_name, b_name, dir) = (a.name().to_owned(), b.name().to_owned(), a.dir().to_owned());
         }
         let list = ip_root(&["netns", "list"]).unwrap();

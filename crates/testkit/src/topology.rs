@@ -587,8 +587,18 @@ fn tool(name: &str, package: &str) -> Result<PathBuf> {
 /// Miredo's command line. `-f`: stay in the foreground (logs go to stderr as well as syslog);
 /// `-p`: a pidfile of our own, since the default `/run/miredo*.pid` is locked per instance.
 /// The configuration path must be absolute: Miredo changes to `/` before reading it.
+///
+/// Started as root, Miredo forks a worker that drops to the user `miredo` (created by the
+/// Debian package) and refuses `-u root` ("not supposed to keep root privileges"); where
+/// that user does not exist, fall back to `nobody`.
 fn miredo_argv<'a>(bin: &'a Path, conf: &'a Path, pid: &'a Path) -> Vec<&'a str> {
-    vec![os(bin), "-f", "-c", os(conf), "-p", os(pid)]
+    let mut argv = vec![os(bin), "-f", "-c", os(conf), "-p", os(pid)];
+    let has_user = std::fs::read_to_string("/etc/passwd")
+        .is_ok_and(|p| p.lines().any(|l| l.starts_with("miredo:")));
+    if !has_user {
+        argv.extend(["-u", "nobody"]);
+    }
+    argv
 }
 
 /// Whether a UDP socket is bound to exactly `addr` (e.g. `192.0.2.1:3544`) in `ns`.
