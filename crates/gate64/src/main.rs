@@ -1,5 +1,7 @@
 //! The gate64 binary: CLI, configuration, logging, signals.
 
+mod certs;
+mod connect;
 mod daemon;
 mod demo;
 
@@ -34,6 +36,10 @@ enum Command {
     /// The no-root lab: daemon on loopback, an in-process corporate network and emulated
     /// Teredo clients; prints live figures and a capacity table.
     Demo(demo::DemoArgs),
+    /// Write a lab CA, an IP-HTTPS server certificate and a client certificate (PEM).
+    Certs(certs::CertsArgs),
+    /// Connect this host to a gate64 server as a client (IP-HTTPS or Teredo), with a TUN device.
+    Connect(connect::ConnectArgs),
 }
 
 fn main() -> ExitCode {
@@ -42,6 +48,8 @@ fn main() -> ExitCode {
         Command::Serve { config } => serve(&config),
         Command::CheckConfig { file } => check_config(&file),
         Command::Demo(args) => demo::run(&args),
+        Command::Certs(args) => certs::run(&args),
+        Command::Connect(args) => connect::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
