@@ -34,6 +34,7 @@ fn shared() -> Arc<Shared> {
             allow_without_ipsec: false,
             rs_per_sec: 10,
             rs_burst: 10,
+            iphttps_prefix: None,
         })
     })
     .clone()

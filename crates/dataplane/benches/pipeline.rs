@@ -35,6 +35,7 @@ fn worker() -> Worker {
         // The RS bench must measure RS -> RA, not the rate limiter's refusals.
         rs_per_sec: u32::MAX,
         rs_burst: u32::MAX,
+        iphttps_prefix: None,
     };
     Worker::new(Shared::new(cfg), Arc::new(Stats::default()))
 }

@@ -62,4 +62,8 @@ drops! {
     PeerTableFull => "peer_table_full",
     /// The kernel refused to send the packet (socket or TUN error).
     TxError => "tx_error",
+    /// The IP-HTTPS connection's bounded send queue is full (the client reads too slowly).
+    IphttpsQueueFull => "iphttps_queue_full",
+    /// Bytes in an IP-HTTPS stream that are not an IPv6 packet (the session is closed).
+    NotIpv6 => "not_ipv6",
 }

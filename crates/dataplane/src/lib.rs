@@ -5,16 +5,19 @@
 //! a [`Worker`] with `now` and send what the returned [`Verdict`] names.
 #![warn(missing_docs)]
 
+pub mod clients;
 mod drop;
 pub mod pipeline;
 pub mod ratelimit;
 pub mod stats;
 
+pub use clients::{ClientQueue, ClientTable, Delivery};
 pub use drop::Drop;
+pub use pipeline::IphttpsEgress;
 pub use pipeline::{
     DataplaneConfig, HEADROOM, MAX_PACKET, Prefix, Shared, Transmit, Verdict, Worker,
 };
-pub use stats::{Direction, Side, Stats};
+pub use stats::{Direction, Side, Stats, TlsResult};
 
 /// Gauges computed at scrape time from shared tables.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -23,4 +26,6 @@ pub struct Gauges {
     pub teredo_clients: u64,
     /// Entries in the Teredo peer table, including stale and pending ones.
     pub teredo_peers: u64,
+    /// IP-HTTPS connections with their link up.
+    pub iphttps_clients: u64,
 }

@@ -13,6 +13,7 @@
 //! byte range to send; nothing is copied on the forwarding path, and nothing is allocated
 //! except when a packet must wait in a relay queue.
 
+use crate::clients::{ClientTable, Delivery};
 use crate::{Direction, Drop, Side, Stats, ratelimit::RateLimiter};
 use gate64_teredo::relay::{self, TimerEvent, TxDrop};
 use gate64_teredo::{
@@ -77,6 +78,8 @@ pub struct DataplaneConfig {
     pub rs_per_sec: u32,
     /// Burst of Router Solicitations per source address.
     pub rs_burst: u32,
+    /// The IP-HTTPS pool: each connection owns one /64 of it. `None` when IP-HTTPS is off.
+    pub iphttps_prefix: Option<Prefix>,
 }
 
 /// State shared by all workers: the server and the sharded peer table.
@@ -85,6 +88,7 @@ pub struct Shared {
     cfg: DataplaneConfig,
     server: Option<Server>,
     peers: Peers,
+    iphttps: ClientTable,
 }
 
 impl Shared {
@@ -92,7 +96,12 @@ impl Shared {
     pub fn new(cfg: DataplaneConfig) -> Arc<Self> {
         let server = cfg.teredo.clone().map(Server::new);
         let peers = Peers::new(cfg.relay.clone());
-        Arc::new(Shared { cfg, server, peers })
+        Arc::new(Shared {
+            cfg,
+            server,
+            peers,
+            iphttps: ClientTable::default(),
+        })
     }
 
     /// The configuration.
@@ -105,12 +114,65 @@ impl Shared {
         self.server.as_ref()
     }
 
+    /// The IP-HTTPS client table (connections register their /64 here).
+    pub fn iphttps_clients(&self) -> &ClientTable {
+        &self.iphttps
+    }
+
+    /// The policy step. Once IPsec exists, a packet enters the corporate network only out of
+    /// a child SA whose selectors cover it; without one a client may reach gate64 itself with
+    /// ICMPv6 echo only. `allow_without_ipsec` turns the check off for labs.
+    fn policy(&self, to_self: bool, echo: bool) -> Result<(), Drop> {
+        if self.cfg.allow_without_ipsec || (to_self && echo) {
+            Ok(())
+        } else {
+            Err(Drop::NoSa)
+        }
+    }
+
+    /// Routes a packet an IP-HTTPS client sent (its source already checked against the
+    /// connection's /64 by `gate64-iphttps`): to the corporate network through the policy
+    /// step, or into another IP-HTTPS client's queue. Teredo destinations are not reachable
+    /// from IP-HTTPS clients yet (the relay's sockets belong to the UDP workers).
+    pub fn route_from_iphttps(&self, stats: &Stats, packet: &[u8]) -> Result<IphttpsEgress, Drop> {
+        let r = self.iphttps_egress(packet);
+        if let Err(d) = r {
+            stats.count_drops(d, 1);
+        }
+        r
+    }
+
+    fn iphttps_egress(&self, packet: &[u8]) -> Result<IphttpsEgress, Drop> {
+        let pkt = ipv6::Packet::new_checked(packet).map_err(|e| reject_to_drop(e.into()))?;
+        let dst = pkt.dst();
+        if !ipv6::is_forwardable_unicast(&dst) {
+            return Err(Drop::BadDestination);
+        }
+        if self.cfg.iphttps_prefix.is_some_and(|p| p.contains(&dst)) {
+            return match self.iphttps.deliver(&dst, pkt.as_bytes()) {
+                Delivery::Queued => Ok(IphttpsEgress::Delivered),
+                Delivery::QueueFull => Err(Drop::IphttpsQueueFull),
+                Delivery::NoClient => Err(Drop::NoRoute),
+            };
+        }
+        let to_self = dst == self.cfg.corp_address;
+        if !to_self && !self.cfg.corp_prefixes.iter().any(|p| p.contains(&dst)) {
+            return Err(Drop::NoRoute);
+        }
+        let echo = icmpv6::type_code(&pkt) == Some((icmpv6::TYPE_ECHO_REQUEST, 0));
+        self.policy(to_self, echo)?;
+        Ok(IphttpsEgress::Tun {
+            len: pkt.total_len(),
+        })
+    }
+
     /// Gauges for the exporter.
     pub fn gauges(&self, now: Instant) -> crate::Gauges {
         let (valid, total) = self.peers.count(now);
         crate::Gauges {
             teredo_clients: valid as u64,
             teredo_peers: total as u64,
+            iphttps_clients: self.iphttps.len() as u64,
         }
     }
 }
@@ -140,6 +202,18 @@ pub enum Verdict {
     Consumed,
     /// Dropped and counted.
     Drop(Drop),
+}
+
+/// Where a packet from an IP-HTTPS client goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum IphttpsEgress {
+    /// Write its first `len` bytes to the TUN device.
+    Tun {
+        /// The IPv6 packet's length (trailing bytes excluded).
+        len: usize,
+    },
+    /// Already queued for another IP-HTTPS client.
+    Delivered,
 }
 
 /// A datagram produced off the fast path (bubbles, flushed relay queues).
@@ -375,19 +449,8 @@ impl Worker {
         if !to_self && !cfg.corp_prefixes.iter().any(|p| p.contains(dst)) {
             return Err(Drop::NoRoute);
         }
-        self.policy(to_self, echo)?;
+        self.shared.policy(to_self, echo)?;
         Ok(Verdict::Tun { start, end })
-    }
-
-    /// The policy step. Once IPsec exists, a packet enters the corporate network only out of
-    /// a child SA whose selectors cover it; without one a client may reach gate64 itself with
-    /// ICMPv6 echo only. `allow_without_ipsec` turns the check off for labs.
-    fn policy(&self, to_self: bool, echo: bool) -> Result<(), Drop> {
-        if self.shared.cfg.allow_without_ipsec || (to_self && echo) {
-            Ok(())
-        } else {
-            Err(Drop::NoSa)
-        }
     }
 
     /// Server forwarding to one of our clients (§5.3.1): with an origin indication naming
@@ -427,6 +490,16 @@ impl Worker {
         let pkt = ipv6::Packet::new_checked(bytes).map_err(|e| reject_to_drop(e.into()))?;
         let len = pkt.total_len();
         let dst = pkt.dst();
+        if shared.cfg.iphttps_prefix.is_some_and(|p| p.contains(&dst)) {
+            return match shared.iphttps.deliver(&dst, pkt.as_bytes()) {
+                Delivery::Queued => {
+                    self.stats.packet(Side::Internet, Direction::Tx, len);
+                    Ok(Verdict::Consumed)
+                }
+                Delivery::QueueFull => Err(Drop::IphttpsQueueFull),
+                Delivery::NoClient => Err(Drop::NoRoute),
+            };
+        }
         let server = shared.server.as_ref().ok_or(Drop::NoRoute)?;
         let d = Address::decode(&dst)
             .filter(|d| server.is_own_client(d))
@@ -509,6 +582,7 @@ mod tests {
             allow_without_ipsec,
             rs_per_sec: 1,
             rs_burst: 3,
+            iphttps_prefix: None,
         }
     }
 

@@ -84,6 +84,48 @@ pub struct Stats {
     drops: [Counter; crate::Drop::COUNT],
     /// Router Advertisements sent in answer to Teredo Router Solicitations.
     pub teredo_qualifications: Counter,
+    tls_handshakes: [Counter; TlsResult::ALL.len()],
+}
+
+/// How an IP-HTTPS connection attempt ended its set-up (TLS handshake and HTTP request).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TlsResult {
+    /// TLS and HTTP accepted: the link is up.
+    Ok = 0,
+    /// The TLS handshake failed (protocol version, cipher, certificate, garbage).
+    TlsError = 1,
+    /// TLS or the HTTP request did not complete in time (slowloris).
+    Timeout = 2,
+    /// The HTTP request was refused (wrong path or method, malformed).
+    HttpError = 3,
+    /// Refused at accept: too many handshakes or connections (`[limits]`).
+    Busy = 4,
+    /// No /64 left in the IP-HTTPS prefix pool.
+    PoolExhausted = 5,
+}
+
+impl TlsResult {
+    /// Every result, in label order.
+    pub const ALL: [TlsResult; 6] = [
+        TlsResult::Ok,
+        TlsResult::TlsError,
+        TlsResult::Timeout,
+        TlsResult::HttpError,
+        TlsResult::Busy,
+        TlsResult::PoolExhausted,
+    ];
+
+    /// The `result` label value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TlsResult::Ok => "ok",
+            TlsResult::TlsError => "tls_error",
+            TlsResult::Timeout => "timeout",
+            TlsResult::HttpError => "http_error",
+            TlsResult::Busy => "busy",
+            TlsResult::PoolExhausted => "pool_exhausted",
+        }
+    }
 }
 
 impl Stats {
@@ -108,6 +150,16 @@ impl Stats {
     /// Packets counted for a side and direction.
     pub fn packets(&self, side: Side, dir: Direction) -> u64 {
         self.packets[side as usize][dir as usize].get()
+    }
+
+    /// Counts one IP-HTTPS set-up outcome.
+    pub fn tls_handshake(&self, r: TlsResult) {
+        self.tls_handshakes[r as usize].inc();
+    }
+
+    /// IP-HTTPS set-up outcomes counted for a result.
+    pub fn tls_handshakes(&self, r: TlsResult) -> u64 {
+        self.tls_handshakes[r as usize].get()
     }
 
     /// Drops counted for a reason.

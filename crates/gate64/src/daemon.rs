@@ -40,7 +40,43 @@ pub fn dataplane_config(cfg: &Config) -> DataplaneConfig {
         allow_without_ipsec: cfg.corpnet.allow_without_ipsec,
         rs_per_sec: cfg.limits.rs_per_source_per_sec,
         rs_burst: cfg.limits.rs_burst,
+        iphttps_prefix: iphttps_pool(cfg).map(|(p, l)| Prefix::new(p, l)),
     }
+}
+
+fn iphttps_pool(cfg: &Config) -> Option<(std::net::Ipv6Addr, u8)> {
+    let i = &cfg.iphttps;
+    i.enabled
+        .then_some(i.prefix)
+        .flatten()
+        .map(|n| (n.network(), n.prefix_len()))
+}
+
+/// The IP-HTTPS protocol settings from `[iphttps]` and `[limits]`.
+fn iphttps_settings(cfg: &Config) -> Option<gate64_io::iphttps::Settings> {
+    let (prefix, prefix_len) = iphttps_pool(cfg)?;
+    let i = &cfg.iphttps;
+    // 0 = never: a century is "never" for a connection and keeps Instant arithmetic safe.
+    let idle = match i.idle_timeout_secs {
+        0 => Duration::from_secs(100 * 365 * 86_400),
+        s => Duration::from_secs(s),
+    };
+    let proto = gate64_iphttps::server::ServerConfig {
+        path: i.path.clone(),
+        prefix,
+        prefix_len,
+        idle_timeout: idle,
+        request_timeout: Duration::from_secs(cfg.limits.tls_handshake_timeout_secs),
+        ra_interval: Duration::from_secs(i.ra_interval_secs),
+        ..gate64_iphttps::server::ServerConfig::default()
+    };
+    Some(gate64_io::iphttps::Settings {
+        proto,
+        max_handshakes: cfg.limits.max_tls_handshakes,
+        handshake_timeout: Duration::from_secs(cfg.limits.tls_handshake_timeout_secs),
+        max_connections: cfg.limits.max_iphttps_connections,
+        send_queue_bytes: i.send_queue_bytes,
+    })
 }
 
 /// A running daemon.
@@ -51,6 +87,8 @@ pub struct Daemon {
     pub workers: Workers,
     /// The metrics exporter.
     pub exporter: Exporter,
+    corp: Vec<Arc<CorpLink>>,
+    stop_tx: tokio::sync::watch::Sender<bool>,
 }
 
 impl Daemon {
@@ -68,7 +106,8 @@ impl Daemon {
         } else {
             Vec::new()
         };
-        let ios = gate64_io::worker_ios(&addresses, cfg.teredo.port, corp, usize::from(cfg.corpnet.mtu))
+        let corp: Vec<Arc<CorpLink>> = corp.into_iter().map(Arc::new).collect();
+        let ios = gate64_io::worker_ios(&addresses, cfg.teredo.port, corp.clone(), usize::from(cfg.corpnet.mtu))
             .with_context(|| {
                 format!(
                     "binding the Teredo sockets on {addresses:?} port {} (are these addresses configured on this host? see `teredo.server_addresses`)",
@@ -82,15 +121,50 @@ impl Daemon {
             Arc::new(move || gauge_state.gauges(Instant::now())),
         );
         info!(workers = workers.stats().len(), teredo = ?addresses, port = cfg.teredo.port, "workers up");
+        let (stop_tx, _) = tokio::sync::watch::channel(false);
         Ok(Daemon {
             shared,
             workers,
             exporter,
+            corp,
+            stop_tx,
         })
     }
 
-    /// Stops the workers.
+    /// Starts the IP-HTTPS listener when `[iphttps]` is enabled; must run inside a tokio
+    /// runtime. Returns the bound address.
+    pub async fn start_iphttps(&self, cfg: &Config) -> Result<Option<SocketAddr>> {
+        let Some(settings) = iphttps_settings(cfg) else {
+            return Ok(None);
+        };
+        let i = &cfg.iphttps;
+        let (Some(cert), Some(key)) = (&i.certificate, &i.private_key) else {
+            return Ok(None);
+        };
+        let tls = gate64_io::tls::server_config(cert, key, i.client_ca.as_deref())?;
+        let listener = tokio::net::TcpListener::bind(i.listen)
+            .await
+            .with_context(|| {
+                format!(
+                    "binding the IP-HTTPS listener on {} (`iphttps.listen`)",
+                    i.listen
+                )
+            })?;
+        let bound = listener.local_addr()?;
+        let server = gate64_io::iphttps::IphttpsServer::new(
+            tls,
+            settings,
+            Arc::clone(&self.shared),
+            self.corp.clone(),
+            self.exporter.clone(),
+        )?;
+        tokio::spawn(server.run(listener, self.stop_tx.subscribe()));
+        Ok(Some(bound))
+    }
+
+    /// Stops IP-HTTPS (links close with TLS close_notify) and the workers.
     pub fn stop(self) -> Result<()> {
+        let _ = self.stop_tx.send(true);
         self.workers.stop().context("worker failed")
     }
 }
@@ -104,6 +178,11 @@ fn create_tun(cfg: &Config, shared: &Shared, queues: usize) -> Result<Vec<CorpLi
         )
     })?;
     info!(tun = %c.tun, address6 = %c.address6, mtu = c.mtu, queues, "TUN device up");
+    if let (true, Some((prefix, len))) = (c.manage_routes, iphttps_pool(cfg)) {
+        gate64_io::tun::route(prefix, len, &c.tun)
+            .context("routing the IP-HTTPS prefix into the TUN device")?;
+        info!(prefix = %format!("{prefix}/{len}"), tun = %c.tun, "route added");
+    }
     if let (true, Some(server)) = (c.manage_routes, shared.teredo()) {
         gate64_io::tun::route(server.prefix(), 64, &c.tun)
             .context("routing the Teredo prefix into the TUN device")?;

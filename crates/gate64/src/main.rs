@@ -62,6 +62,7 @@ fn main() -> ExitCode {
 
 fn check_config(file: &std::path::Path) -> Result<()> {
     let cfg = Config::load(file)?;
+    cfg.check_files()?;
     for w in cfg.warnings() {
         println!("warning: {w}");
     }
@@ -85,18 +86,24 @@ fn init_logging(cfg: &Config) -> Result<()> {
 
 fn serve(file: &std::path::Path) -> Result<()> {
     let cfg = Config::load(file)?;
+    cfg.check_files()?;
     init_logging(&cfg)?;
     for w in cfg.warnings() {
         warn!("{w}");
     }
     let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(1)
+        // TLS connections (IP-HTTPS) run here, spread over every core; the UDP workers are
+        // their own threads.
+        .worker_threads(cfg.effective_workers())
         .thread_name("gate64-ctl")
         .enable_all()
         .build()
         .context("starting the control runtime")?;
     rt.block_on(async {
         let d = daemon::Daemon::start(&cfg, None)?;
+        if let Some(addr) = d.start_iphttps(&cfg).await? {
+            info!(listen = %addr, "IP-HTTPS up");
+        }
         let (tx, rx) = tokio::sync::oneshot::channel::<()>();
         if let Some(listen) = cfg.metrics.listen {
             daemon::start_metrics(listen, d.exporter.clone(), async {

@@ -3,7 +3,10 @@
 //! decisions are made here.
 #![warn(missing_docs)]
 
+pub mod iphttps;
+pub mod queue;
 pub mod sys;
+pub mod tls;
 pub mod tun;
 pub mod worker;
 
@@ -98,7 +101,7 @@ impl Workers {
 pub fn worker_ios(
     addresses: &[Ipv4Addr],
     port: u16,
-    corp: Vec<CorpLink>,
+    corp: Vec<Arc<CorpLink>>,
     corp_mtu: usize,
 ) -> io::Result<Vec<WorkerIo>> {
     let count = corp.len();

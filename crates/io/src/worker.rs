@@ -38,6 +38,11 @@ impl std::fmt::Debug for CorpLink {
 }
 
 impl CorpLink {
+    /// Writes one IPv6 packet (a TUN write or a datagram); safe from any thread.
+    pub fn write(&self, packet: &[u8]) -> io::Result<usize> {
+        sys::write(self.fd(), packet)
+    }
+
     fn fd(&self) -> RawFd {
         match self {
             CorpLink::Tun(t) => t.as_raw_fd(),
@@ -55,8 +60,8 @@ pub struct WorkerIo {
     pub count: usize,
     /// One Teredo socket per server address.
     pub sockets: Vec<(Ipv4Addr, UdpSocket)>,
-    /// The corporate link.
-    pub corp: CorpLink,
+    /// The corporate link (shared: IP-HTTPS connections write into it too).
+    pub corp: Arc<CorpLink>,
     /// Largest packet on the corporate link.
     pub corp_mtu: usize,
 }

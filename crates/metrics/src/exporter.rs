@@ -3,7 +3,7 @@
 use std::fmt;
 use std::sync::{Arc, Mutex, PoisonError};
 
-use gate64_dataplane::{Direction, Drop, Gauges, Side, Stats};
+use gate64_dataplane::{Direction, Drop, Gauges, Side, Stats, TlsResult};
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet, EncodeMetric};
 use prometheus_client::metrics::MetricType;
@@ -116,6 +116,7 @@ struct Totals {
     packets: [[u64; 2]; 2],
     drops: [u64; Drop::COUNT],
     teredo_qualifications: u64,
+    tls_handshakes: [u64; TlsResult::ALL.len()],
 }
 
 impl Totals {
@@ -126,6 +127,7 @@ impl Totals {
             packets: [[0; 2]; 2],
             drops: [0; Drop::COUNT],
             teredo_qualifications: 0,
+            tls_handshakes: [0; TlsResult::ALL.len()],
         };
         // Each worker's counter wraps at 2^64, so the sum does too rather than panicking.
         for w in workers {
@@ -142,6 +144,9 @@ impl Totals {
             t.teredo_qualifications = t
                 .teredo_qualifications
                 .wrapping_add(w.teredo_qualifications.get());
+            for (total, &r) in t.tls_handshakes.iter_mut().zip(TlsResult::ALL.iter()) {
+                *total = total.wrapping_add(w.tls_handshakes(r));
+            }
         }
         t
     }
@@ -168,7 +173,10 @@ impl Collector for Scrape {
             &mut enc,
             names::CLIENTS,
             names::CLIENTS_HELP,
-            [([("transport", "teredo")], gauges.teredo_clients)],
+            [
+                ([("transport", "teredo")], gauges.teredo_clients),
+                ([("transport", "iphttps")], gauges.iphttps_clients),
+            ],
         )?;
         gauge(
             &mut enc,
@@ -202,6 +210,15 @@ impl Collector for Scrape {
             names::TEREDO_QUALIFICATIONS_TOTAL,
             names::TEREDO_QUALIFICATIONS_TOTAL_HELP,
             totals.teredo_qualifications,
+        )?;
+        counter_family(
+            &mut enc,
+            names::TLS_HANDSHAKES_TOTAL,
+            names::TLS_HANDSHAKES_TOTAL_HELP,
+            TlsResult::ALL
+                .iter()
+                .zip(totals.tls_handshakes)
+                .map(|(r, n)| ([("result", r.as_str())], n)),
         )?;
         gauge(
             &mut enc,
@@ -306,6 +323,7 @@ mod tests {
             Arc::new(|| Gauges {
                 teredo_clients: 7,
                 teredo_peers: 11,
+                iphttps_clients: 0,
             }),
         )
     }
@@ -434,6 +452,7 @@ mod tests {
             Arc::new(move || Gauges {
                 teredo_clients: seen.load(std::sync::atomic::Ordering::Relaxed),
                 teredo_peers: 0,
+                iphttps_clients: 0,
             }),
         );
         let series = r#"gate64_clients{transport="teredo"}"#;

@@ -253,6 +253,7 @@ mod tests {
                 Arc::new(|| Gauges {
                     teredo_clients: 42,
                     teredo_peers: 0,
+                    iphttps_clients: 0,
                 }),
             );
             let listener = TcpListener::bind("127.0.0.1:0")

@@ -49,6 +49,13 @@ pub const TEREDO_QUALIFICATIONS_TOTAL: &str = "gate64_teredo_qualifications_tota
 pub const TEREDO_QUALIFICATIONS_TOTAL_HELP: &str = "Router Advertisements sent in answer to \
     Teredo Router Solicitations, i.e. client qualifications served.";
 
+/// IP-HTTPS connection set-ups by outcome. Counter; label `result` (`ok`, `tls_error`,
+/// `timeout`, `http_error`, `busy`, `pool_exhausted`).
+pub const TLS_HANDSHAKES_TOTAL: &str = "gate64_tls_handshakes_total";
+/// Help text of [`TLS_HANDSHAKES_TOTAL`].
+pub const TLS_HANDSHAKES_TOTAL_HELP: &str = "IP-HTTPS connection set-ups (TLS handshake and HTTP \
+    request) by outcome.";
+
 /// Per-worker counter sets summed into the counters above. Gauge; no labels.
 pub const WORKERS: &str = "gate64_workers";
 /// Help text of [`WORKERS`].
@@ -71,6 +78,7 @@ pub const ALL: &[(&str, &str)] = &[
         TEREDO_QUALIFICATIONS_TOTAL,
         TEREDO_QUALIFICATIONS_TOTAL_HELP,
     ),
+    (TLS_HANDSHAKES_TOTAL, TLS_HANDSHAKES_TOTAL_HELP),
     (WORKERS, WORKERS_HELP),
     (BUILD_INFO, BUILD_INFO_HELP),
 ];

@@ -25,6 +25,7 @@ fn promtool_check_metrics_accepts_exposition() {
         Arc::new(|| Gauges {
             teredo_clients: 2,
             teredo_peers: 3,
+            iphttps_clients: 1,
         }),
     );
     let text = exporter.encode();

@@ -1,0 +1,143 @@
+//! The IP-HTTPS client table: each connection owns one /64 of the IP-HTTPS prefix, and packets
+//! for it go into that connection's bounded send queue. Sharded like the Teredo peer table.
+
+use std::collections::HashMap;
+use std::net::Ipv6Addr;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, RwLock};
+
+const SHARDS: usize = 64;
+
+/// A connection's bounded send queue. `push` copies the packet (the one copy between the TUN
+/// and the TLS stream) and returns false when the queue is full; the caller drops and counts.
+pub trait ClientQueue: Send + Sync {
+    /// Queues `packet`; false when full or closed.
+    fn push(&self, packet: &[u8]) -> bool;
+}
+
+/// What happened to a packet offered to a client.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Delivery {
+    /// Queued for the connection.
+    Queued,
+    /// The connection's queue is full.
+    QueueFull,
+    /// No connection owns that /64.
+    NoClient,
+}
+
+type Shard = RwLock<HashMap<u64, Arc<dyn ClientQueue>>>;
+
+/// /64 → connection queue.
+pub struct ClientTable {
+    shards: Box<[Shard]>,
+    len: AtomicUsize,
+}
+
+impl std::fmt::Debug for ClientTable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ClientTable")
+            .field("len", &self.len())
+            .finish()
+    }
+}
+
+impl Default for ClientTable {
+    fn default() -> Self {
+        ClientTable {
+            shards: (0..SHARDS).map(|_| RwLock::new(HashMap::new())).collect(),
+            len: AtomicUsize::new(0),
+        }
+    }
+}
+
+fn key(a: &Ipv6Addr) -> u64 {
+    (u128::from(*a) >> 64) as u64
+}
+
+impl ClientTable {
+    fn shard(&self, k: u64) -> &Shard {
+        // Pools hand out consecutive /64s, so the low bits of the key spread them evenly.
+        &self.shards[(k as usize) % SHARDS]
+    }
+
+    /// Registers the connection owning the /64 of `prefix`, replacing any previous owner.
+    pub fn insert(&self, prefix: Ipv6Addr, queue: Arc<dyn ClientQueue>) {
+        let k = key(&prefix);
+        let mut s = self.shard(k).write().unwrap_or_else(|p| p.into_inner());
+        if s.insert(k, queue).is_none() {
+            self.len.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// Unregisters the /64 of `prefix`.
+    pub fn remove(&self, prefix: Ipv6Addr) {
+        let k = key(&prefix);
+        let mut s = self.shard(k).write().unwrap_or_else(|p| p.into_inner());
+        if s.remove(&k).is_some() {
+            self.len.fetch_sub(1, Ordering::Relaxed);
+        }
+    }
+
+    /// Offers `packet` to the connection owning `dst`'s /64; one shard read lock, no allocation.
+    pub fn deliver(&self, dst: &Ipv6Addr, packet: &[u8]) -> Delivery {
+        let k = key(dst);
+        let s = self.shard(k).read().unwrap_or_else(|p| p.into_inner());
+        match s.get(&k) {
+            Some(q) if q.push(packet) => Delivery::Queued,
+            Some(_) => Delivery::QueueFull,
+            None => Delivery::NoClient,
+        }
+    }
+
+    /// Connections registered.
+    pub fn len(&self) -> usize {
+        self.len.load(Ordering::Relaxed)
+    }
+
+    /// True when no connection is registered.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Mutex;
+
+    struct Q(Mutex<Vec<Vec<u8>>>, usize);
+    impl ClientQueue for Q {
+        fn push(&self, p: &[u8]) -> bool {
+            let mut v = self.0.lock().unwrap();
+            if v.len() >= self.1 {
+                return false;
+            }
+            v.push(p.to_vec());
+            true
+        }
+    }
+
+    #[test]
+    fn deliver_by_64_and_bounded() {
+        let t = ClientTable::default();
+        let q = Arc::new(Q(Mutex::new(Vec::new()), 1));
+        t.insert("2001:db8:1:5::".parse().unwrap(), q.clone());
+        assert_eq!(t.len(), 1);
+        assert_eq!(
+            t.deliver(&"2001:db8:1:5::abcd".parse().unwrap(), b"x"),
+            Delivery::Queued
+        );
+        assert_eq!(
+            t.deliver(&"2001:db8:1:5::1".parse().unwrap(), b"y"),
+            Delivery::QueueFull
+        );
+        assert_eq!(
+            t.deliver(&"2001:db8:1:6::1".parse().unwrap(), b"z"),
+            Delivery::NoClient
+        );
+        t.remove("2001:db8:1:5::".parse().unwrap());
+        assert!(t.is_empty());
+        assert_eq!(q.0.lock().unwrap().len(), 1);
+    }
+}

@@ -1,0 +1,97 @@
+//! TLS configuration for IP-HTTPS from PEM files: TLS 1.2 and 1.3 only (rustls implements
+//! nothing older), aws-lc-rs as the one crypto provider, optional client certificates.
+
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+use rustls::server::WebPkiClientVerifier;
+use std::io;
+use std::path::Path;
+use std::sync::Arc;
+
+fn provider() -> Arc<rustls::crypto::CryptoProvider> {
+    Arc::new(rustls::crypto::aws_lc_rs::default_provider())
+}
+
+fn bad(key: &str, path: &Path, what: impl std::fmt::Display) -> io::Error {
+    io::Error::new(
+        io::ErrorKind::InvalidData,
+        format!("`{key}` = {:?}: {what}", path.display().to_string()),
+    )
+}
+
+/// Reads every certificate of a PEM file; `key` names the config key in errors.
+pub fn load_certs(key: &str, path: &Path) -> io::Result<Vec<CertificateDer<'static>>> {
+    let certs = CertificateDer::pem_file_iter(path)
+        .map_err(|e| bad(key, path, e))?
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| bad(key, path, e))?;
+    if certs.is_empty() {
+        return Err(bad(key, path, "no certificate in the file"));
+    }
+    Ok(certs)
+}
+
+/// Builds the server configuration. With `client_ca`, clients must present a certificate
+/// chaining to it (DirectAccess' "Certificates" authentication mode); without, none is asked.
+pub fn server_config(
+    certificate: &Path,
+    private_key: &Path,
+    client_ca: Option<&Path>,
+) -> io::Result<Arc<rustls::ServerConfig>> {
+    let certs = load_certs("iphttps.certificate", certificate)?;
+    let key = PrivateKeyDer::from_pem_file(private_key)
+        .map_err(|e| bad("iphttps.private_key", private_key, e))?;
+    let builder = rustls::ServerConfig::builder_with_provider(provider())
+        .with_protocol_versions(&[&rustls::version::TLS13, &rustls::version::TLS12])
+        .map_err(|e| io::Error::other(format!("TLS versions: {e}")))?;
+    let builder = match client_ca {
+        Some(ca) => {
+            let mut roots = rustls::RootCertStore::empty();
+            for c in load_certs("iphttps.client_ca", ca)? {
+                roots.add(c).map_err(|e| bad("iphttps.client_ca", ca, e))?;
+            }
+            let verifier = WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider())
+                .build()
+                .map_err(|e| bad("iphttps.client_ca", ca, e))?;
+            builder.with_client_cert_verifier(verifier)
+        }
+        None => builder.with_no_client_auth(),
+    };
+    let mut cfg = builder.with_single_cert(certs, key).map_err(|e| {
+        bad(
+            "iphttps.private_key",
+            private_key,
+            format!("does not match the certificate: {e}"),
+        )
+    })?;
+    // The stream after the HTTP head is raw IPv6; no ALPN, no session tickets needed.
+    cfg.ignore_client_order = false;
+    Ok(Arc::new(cfg))
+}
+
+/// Builds a client configuration trusting `ca` (or the PEM bundle given), optionally with a
+/// client certificate.
+pub fn client_config(
+    ca: &Path,
+    client_cert: Option<(&Path, &Path)>,
+) -> io::Result<Arc<rustls::ClientConfig>> {
+    let mut roots = rustls::RootCertStore::empty();
+    for c in load_certs("--ca", ca)? {
+        roots.add(c).map_err(|e| bad("--ca", ca, e))?;
+    }
+    let builder = rustls::ClientConfig::builder_with_provider(provider())
+        .with_protocol_versions(&[&rustls::version::TLS13, &rustls::version::TLS12])
+        .map_err(|e| io::Error::other(format!("TLS versions: {e}")))?
+        .with_root_certificates(roots);
+    let cfg = match client_cert {
+        Some((cert, key)) => {
+            let certs = load_certs("--client-cert", cert)?;
+            let key = PrivateKeyDer::from_pem_file(key).map_err(|e| bad("--client-key", key, e))?;
+            builder
+                .with_client_auth_cert(certs, key)
+                .map_err(|e| io::Error::other(format!("client certificate: {e}")))?
+        }
+        None => builder.with_no_client_auth(),
+    };
+    Ok(Arc::new(cfg))
+}
