@@ -184,6 +184,27 @@ pub fn read(fd: RawFd, buf: &mut [u8]) -> io::Result<usize> {
     }
 }
 
+/// `writev(2)` of two pieces: a header and a packet, in one call.
+pub fn writev2(fd: RawFd, head: &[u8], body: &[u8]) -> io::Result<usize> {
+    let iov = [
+        libc::iovec {
+            iov_base: head.as_ptr() as *mut libc::c_void,
+            iov_len: head.len(),
+        },
+        libc::iovec {
+            iov_base: body.as_ptr() as *mut libc::c_void,
+            iov_len: body.len(),
+        },
+    ];
+    // SAFETY: both iovecs point at live buffers the kernel only reads.
+    let r = unsafe { libc::writev(fd, iov.as_ptr(), 2) };
+    if r < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(r as usize)
+    }
+}
+
 /// `write(2)`.
 pub fn write(fd: RawFd, buf: &[u8]) -> io::Result<usize> {
     // SAFETY: buf is a live buffer of the given length; the kernel only reads it.

@@ -18,6 +18,10 @@ pub const UDP_SLOT: usize = 4096;
 const TICK: Duration = Duration::from_millis(500);
 /// Batches drained from one descriptor before looking at the others again.
 const ROUNDS: usize = 8;
+/// Packets one TUN read can yield: a 64 KiB GSO packet split at the smallest IPv6 MSS.
+const TUN_BATCH: usize = 128;
+/// A zeroed virtio-net header: "no offload" for a packet written alone to an offloading TUN.
+const NO_OFFLOAD_HDR: [u8; tun_rs::VIRTIO_NET_HDR_LEN] = [0; tun_rs::VIRTIO_NET_HDR_LEN];
 
 /// The corporate side of a worker: a TUN queue, or (in the no-root lab) a connected UDP
 /// socket that carries raw IPv6 packets to an in-process corporate network.
@@ -38,9 +42,19 @@ impl std::fmt::Debug for CorpLink {
 }
 
 impl CorpLink {
-    /// Writes one IPv6 packet (a TUN write or a datagram); safe from any thread.
+    /// Writes one IPv6 packet (a TUN write or a datagram); safe from any thread. On an
+    /// offloading TUN the packet goes behind a "no offload" virtio-net header.
     pub fn write(&self, packet: &[u8]) -> io::Result<usize> {
-        sys::write(self.fd(), packet)
+        if self.offload() {
+            sys::writev2(self.fd(), &NO_OFFLOAD_HDR, packet)
+        } else {
+            sys::write(self.fd(), packet)
+        }
+    }
+
+    /// True for a TUN opened with virtio-net headers (TSO/GRO offload).
+    pub fn offload(&self) -> bool {
+        matches!(self, CorpLink::Tun(d) if d.tcp_gso())
     }
 
     fn fd(&self) -> RawFd {
@@ -76,13 +90,25 @@ pub fn run(io: WorkerIo, mut dp: Worker, stop: Arc<AtomicBool>) -> io::Result<()
     epoll.add(io.corp.fd(), corp_token)?;
     let corp_slot = HEADROOM + io.corp_mtu.max(1280) + 64;
     let mut udp_slots = vec![vec![0u8; HEADROOM + UDP_SLOT]; BATCH];
-    let mut corp_slots = vec![vec![0u8; corp_slot]; BATCH];
+    // One GSO read from an offloading TUN splits into up to 64 KiB / MSS segments.
+    let mut corp_slots = vec![vec![0u8; corp_slot]; TUN_BATCH];
+    let mut corp_sizes = vec![0usize; TUN_BATCH];
+    let mut gso_buf = vec![
+        0u8;
+        if io.corp.offload() {
+            tun_rs::VIRTIO_NET_HDR_LEN + 65_535
+        } else {
+            0
+        }
+    ];
+    let mut gro = tun_rs::GROTable::new();
+    let mut to_tun: Vec<(usize, usize, usize)> = Vec::with_capacity(BATCH);
     let mut received = [Received {
         len: 0,
         from: SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0),
         truncated: false,
     }; BATCH];
-    let mut pending: Vec<Pending> = Vec::with_capacity(BATCH);
+    let mut pending: Vec<Pending> = Vec::with_capacity(TUN_BATCH);
     let mut ready = Vec::with_capacity(8);
     let mut next_tick = Instant::now();
     let stats = Arc::clone(dp.stats());
@@ -92,24 +118,33 @@ pub fn run(io: WorkerIo, mut dp: Worker, stop: Arc<AtomicBool>) -> io::Result<()
         for &token in &ready {
             if token == corp_token {
                 for _ in 0..ROUNDS {
-                    let now = Instant::now();
                     pending.clear();
-                    let mut n = 0;
-                    while n < BATCH {
-                        let slot = &mut corp_slots[n];
-                        let len = match corp_read(&io.corp, &mut slot[HEADROOM..]) {
-                            Ok(len) => len,
+                    let n =
+                        match corp_read(&io.corp, &mut gso_buf, &mut corp_slots, &mut corp_sizes) {
+                            Ok(n) => n,
                             Err(_) => break,
                         };
-                        let v = dp.handle_tun(now, slot, HEADROOM, HEADROOM + len);
-                        dispatch(&io, &stats, v, n, &mut pending, slot);
-                        n += 1;
+                    let now = Instant::now();
+                    for (i, slot) in corp_slots[..n].iter_mut().enumerate() {
+                        let v = dp.handle_tun(now, slot, HEADROOM, HEADROOM + corp_sizes[i]);
+                        if let Verdict::Udp {
+                            from,
+                            to,
+                            start,
+                            end,
+                        } = v
+                        {
+                            pending.push(Pending {
+                                slot: i,
+                                start,
+                                end,
+                                socket: socket_for(&io, from),
+                                to,
+                            });
+                        }
                     }
                     flush(&io, &stats, &pending, &corp_slots);
                     drain_transmits(&io, &stats, &mut dp);
-                    if n < BATCH {
-                        break;
-                    }
                 }
             } else if let Some((local, sock)) = io.sockets.get(token as usize) {
                 for _ in 0..ROUNDS {
@@ -124,6 +159,7 @@ pub fn run(io: WorkerIo, mut dp: Worker, stop: Arc<AtomicBool>) -> io::Result<()
                     };
                     let now = Instant::now();
                     pending.clear();
+                    to_tun.clear();
                     for (i, r) in received[..got].iter().enumerate() {
                         if r.truncated {
                             stats.packet(Side::Internet, Direction::Rx, r.len);
@@ -133,9 +169,25 @@ pub fn run(io: WorkerIo, mut dp: Worker, stop: Arc<AtomicBool>) -> io::Result<()
                         let slot = &mut udp_slots[i];
                         let v =
                             dp.handle_teredo(now, *local, r.from, slot, HEADROOM, HEADROOM + r.len);
-                        dispatch(&io, &stats, v, i, &mut pending, slot);
+                        match v {
+                            Verdict::Tun { start, end } => to_tun.push((i, start, end)),
+                            Verdict::Udp {
+                                from,
+                                to,
+                                start,
+                                end,
+                            } => pending.push(Pending {
+                                slot: i,
+                                start,
+                                end,
+                                socket: socket_for(&io, from),
+                                to,
+                            }),
+                            Verdict::Consumed | Verdict::Drop(_) => {}
+                        }
                     }
                     flush(&io, &stats, &pending, &udp_slots);
+                    write_tun_batch(&io, &stats, &mut gro, &to_tun, &mut udp_slots);
                     drain_transmits(&io, &stats, &mut dp);
                     if got < BATCH {
                         break;
@@ -165,37 +217,6 @@ struct Pending {
 
 fn socket_for(io: &WorkerIo, from: Ipv4Addr) -> usize {
     io.sockets.iter().position(|(a, _)| *a == from).unwrap_or(0)
-}
-
-/// Acts on a verdict: corporate-side writes happen at once (TUN writes cannot be batched),
-/// UDP sends wait for the batch.
-fn dispatch(
-    io: &WorkerIo,
-    stats: &gate64_dataplane::Stats,
-    v: Verdict,
-    slot_index: usize,
-    pending: &mut Vec<Pending>,
-    slot: &[u8],
-) {
-    match v {
-        Verdict::Tun { start, end } => match corp_write(&io.corp, &slot[start..end]) {
-            Ok(_) => stats.packet(Side::Corpnet, Direction::Tx, end - start),
-            Err(_) => stats.count_drops(Drop::TxError, 1),
-        },
-        Verdict::Udp {
-            from,
-            to,
-            start,
-            end,
-        } => pending.push(Pending {
-            slot: slot_index,
-            start,
-            end,
-            socket: socket_for(io, from),
-            to,
-        }),
-        Verdict::Consumed | Verdict::Drop(_) => {}
-    }
 }
 
 fn flush(io: &WorkerIo, stats: &gate64_dataplane::Stats, pending: &[Pending], slots: &[Vec<u8>]) {
@@ -243,10 +264,100 @@ fn drain_transmits(io: &WorkerIo, stats: &gate64_dataplane::Stats, dp: &mut Work
     }
 }
 
-fn corp_read(link: &CorpLink, buf: &mut [u8]) -> io::Result<usize> {
-    sys::read(link.fd(), buf)
+/// Reads from the corporate link into `slots[..][HEADROOM..]`, returning how many packets
+/// arrived. An offloading TUN hands over one GSO packet per read, which tun-rs splits into
+/// segments; otherwise packets are read one per call until the batch is full or none is left.
+fn corp_read(
+    link: &CorpLink,
+    gso_buf: &mut [u8],
+    slots: &mut [Vec<u8>],
+    sizes: &mut [usize],
+) -> io::Result<usize> {
+    if let CorpLink::Tun(dev) = link
+        && dev.tcp_gso()
+    {
+        return dev.recv_multiple(gso_buf, slots, sizes, HEADROOM);
+    }
+    let mut n = 0;
+    while n < BATCH.min(slots.len()) {
+        match sys::read(link.fd(), &mut slots[n][HEADROOM..]) {
+            Ok(len) => {
+                sizes[n] = len;
+                n += 1;
+            }
+            Err(e) if n == 0 => return Err(e),
+            Err(_) => break,
+        }
+    }
+    Ok(n)
 }
 
-fn corp_write(link: &CorpLink, buf: &[u8]) -> io::Result<usize> {
-    sys::write(link.fd(), buf)
+/// Writes the packets `to_tun` (slot, start, end) to the corporate link. On an offloading TUN,
+/// bare packets (the IPv6 header at HEADROOM, the common case) go through tun-rs' GRO, which
+/// coalesces each flow's TCP segments into one super-packet: one write and one pass through
+/// the kernel's forwarding path instead of dozens.
+fn write_tun_batch(
+    io: &WorkerIo,
+    stats: &gate64_dataplane::Stats,
+    gro: &mut tun_rs::GROTable,
+    to_tun: &[(usize, usize, usize)],
+    slots: &mut [Vec<u8>],
+) {
+    let CorpLink::Tun(dev) = &*io.corp else {
+        return write_each(io, stats, to_tun, slots);
+    };
+    if !dev.tcp_gso() || to_tun.is_empty() {
+        return write_each(io, stats, to_tun, slots);
+    }
+    let mut end_of = [0usize; BATCH];
+    let mut single = 0;
+    for &(i, start, end) in to_tun {
+        if start == HEADROOM && i < BATCH {
+            end_of[i] = end;
+        } else {
+            single += 1;
+        }
+    }
+    if single > 0 {
+        let others: Vec<_> = to_tun
+            .iter()
+            .copied()
+            .filter(|&(_, s, _)| s != HEADROOM)
+            .collect();
+        write_each(io, stats, &others, slots);
+    }
+    let slot_len = slots.first().map_or(0, Vec::len);
+    let mut batch: Vec<&mut Vec<u8>> = Vec::with_capacity(to_tun.len());
+    let mut lens = [0usize; BATCH];
+    for (i, slot) in slots.iter_mut().enumerate().take(BATCH) {
+        if end_of[i] != 0 {
+            slot.truncate(end_of[i]);
+            lens[batch.len()] = end_of[i] - HEADROOM;
+            batch.push(slot);
+        }
+    }
+    let ok = dev.send_multiple(gro, &mut batch, HEADROOM).is_ok();
+    for (k, slot) in batch.into_iter().enumerate() {
+        if ok {
+            stats.packet(Side::Corpnet, Direction::Tx, lens[k]);
+        } else {
+            stats.count_drops(Drop::TxError, 1);
+        }
+        // GRO may have grown the first buffer of a flow; restore the slot's fixed size.
+        slot.resize(slot_len, 0);
+    }
+}
+
+fn write_each(
+    io: &WorkerIo,
+    stats: &gate64_dataplane::Stats,
+    to_tun: &[(usize, usize, usize)],
+    slots: &[Vec<u8>],
+) {
+    for &(i, start, end) in to_tun {
+        match io.corp.write(&slots[i][start..end]) {
+            Ok(_) => stats.packet(Side::Corpnet, Direction::Tx, end - start),
+            Err(_) => stats.count_drops(Drop::TxError, 1),
+        }
+    }
 }
