@@ -1,0 +1,388 @@
+#!/usr/bin/env bash
+# IP-HTTPS throughput and CPU efficiency: gate64 (`serve` with [iphttps] + `connect iphttps`)
+# vs a plain TLS tunnel (stunnel4 client + server) carrying the same iperf3 flows, on the
+# standard namespace lab of gate64-testkit's Topology (docs: teredo-iphttps.md §3):
+#
+#   tcli  198.51.100.10 ── tsrv  198.51.100.1 (gate64 serve :443 | stunnel server :443)
+#                          tsrv  2001:db8:100:1::1 ── tcorp ::2 (iperf3 -s)
+#
+#   gate64:  iperf3 -c tcorp in tcli -> TUN gate64c -> `gate64 connect iphttps` -> TLS/TCP
+#            -> `gate64 serve` -> TUN gate64 -> kernel forwarding -> tcorp
+#   stunnel: iperf3 -c 127.0.0.1 in tcli -> stunnel client -> TLS/TCP -> stunnel server
+#            -> TCP -> tcorp:5201
+#
+# Both use the lab certificates of `gate64 certs` (ECDSA P-256); TLS version and cipher are
+# whatever each pair negotiates (TLS 1.3 + AES-256-GCM with Debian's OpenSSL and rustls; the
+# stunnel log line is shown). For each setup it runs iperf3 TCP with 1 and 4 flows and measures
+# the CPU seconds (utime + stime of all threads, /proc/<pid>/stat) during each run of
+#   - the server side: every process in tsrv (only gate64 serve, or only stunnel);
+#   - the client side: the tunnel client in tcli (gate64 connect, or stunnel; iperf3 excluded).
+# Everything shares the same cores, so the client side competes with the server for CPU.
+# Kernel forwarding, TUN and softirq time are not attributed to anyone.
+#
+# usage: sudo bench/iphttps.sh           (from the repo root; builds gate64 in release mode)
+# env:   RUNS=3        runs per cell, the median is reported
+#        DURATION=10   seconds per iperf3 run
+#        FLOWS="1 4"   iperf3 -P values
+#        DIRS="up"     up = client -> tcorp; "up down" adds tcorp -> client (iperf3 -R)
+#        SETUPS="gate64 stunnel"
+#        GATE64_BIN=path  use this binary and skip the build
+#        KEEP_LOGS=1   keep the temporary directory with configs, logs and iperf3 JSON
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+RUNS=${RUNS:-3}
+DURATION=${DURATION:-10}
+FLOWS=${FLOWS:-"1 4"}
+DIRS=${DIRS:-"up"}
+SETUPS=${SETUPS:-"gate64 stunnel"}
+
+if [ "$(id -u)" -ne 0 ]; then
+    echo "needs root for network namespaces: sudo $0" >&2
+    exit 1
+fi
+for tool in ip ss iperf3 ping awk; do
+    command -v "$tool" >/dev/null 2>&1 || {
+        echo "missing $tool (apt-get install iperf3 iproute2 iputils-ping)" >&2
+        exit 1
+    }
+done
+STUNNEL=""
+if [[ " $SETUPS " == *" stunnel "* ]]; then
+    STUNNEL=$(command -v stunnel4 || command -v stunnel || true)
+    [ -n "$STUNNEL" ] || {
+        echo "missing stunnel (apt-get install stunnel4), or run with SETUPS=gate64" >&2
+        exit 1
+    }
+fi
+
+# Names follow gate64-testkit's g64-<tag>-<pid>-<n> scheme, so a test run also removes them
+# if this script is killed with SIGKILL.
+CLI=g64-bcli-$$-0
+SRV=g64-bsrv-$$-0
+CORP=g64-bcorp-$$-0
+NAMESPACES=("$CLI" "$SRV" "$CORP")
+WORK=$(mktemp -d /tmp/gate64-bench-iphttps.XXXXXX)
+CLK_TCK=$(getconf CLK_TCK)
+CORP_HOST=2001:db8:100:1::2
+SERVER_IP=198.51.100.1
+CORP_PREFIX=2001:db8:100::/48
+IPHTTPS_PREFIX=2001:db8:1::/48
+TLS_PORT=443
+
+log() { printf '%s\n' "$*" >&2; }
+
+kill_ns_procs() {
+    local ns=$1 pids
+    pids=$(ip netns pids "$ns" 2>/dev/null || true)
+    [ -z "$pids" ] && return 0
+    kill -TERM $pids 2>/dev/null || true
+    for _ in $(seq 30); do
+        pids=$(ip netns pids "$ns" 2>/dev/null || true)
+        [ -z "$pids" ] && return 0
+        sleep 0.1
+    done
+    kill -KILL $pids 2>/dev/null || true
+    sleep 0.2
+}
+
+teardown() {
+    local ns
+    for ns in "${NAMESPACES[@]}"; do
+        if ip netns list | grep -qw "^$ns"; then
+            kill_ns_procs "$ns"
+            ip netns del "$ns" 2>/dev/null || true
+        fi
+    done
+}
+
+cleanup() {
+    teardown
+    wait 2>/dev/null || true
+    if [ -n "${KEEP_LOGS:-}" ]; then
+        log "logs kept in $WORK"
+    else
+        rm -rf "$WORK"
+    fi
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+# ---------------------------------------------------------------- topology
+
+setup() {
+    local ns
+    for ns in "${NAMESPACES[@]}"; do
+        ip netns add "$ns"
+        ip -n "$ns" link set lo up
+        ip netns exec "$ns" sh -c 'echo 0 > /proc/sys/net/ipv6/conf/all/accept_dad;
+                                   echo 0 > /proc/sys/net/ipv6/conf/default/accept_dad'
+    done
+    ip link add name vcli netns "$SRV" type veth peer name vsrv netns "$CLI"
+    ip link add name vcorp netns "$SRV" type veth peer name vsrv netns "$CORP"
+    ip -n "$SRV" link set vcli up
+    ip -n "$SRV" link set vcorp up
+    ip -n "$CLI" link set vsrv up
+    ip -n "$CORP" link set vsrv up
+    ip -n "$SRV" addr add 192.0.2.1/24 dev vcli
+    ip -n "$SRV" addr add 192.0.2.2/24 dev vcli
+    ip -n "$SRV" addr add "$SERVER_IP/24" dev vcli
+    ip -n "$SRV" addr add 2001:db8:100:1::1/64 dev vcorp nodad
+    ip netns exec "$SRV" sh -c 'echo 1 > /proc/sys/net/ipv6/conf/all/forwarding'
+    ip -n "$CLI" addr add 198.51.100.10/24 dev vsrv
+    ip -n "$CLI" route add default via "$SERVER_IP"
+    ip -n "$CORP" addr add "$CORP_HOST/64" dev vsrv nodad
+    ip -n "$CORP" -6 route add default via 2001:db8:100:1::1
+}
+
+# wait_for SECS CMD...: poll CMD every 0.1 s.
+wait_for() {
+    local secs=$1 i
+    shift
+    for i in $(seq $((secs * 10))); do
+        "$@" >/dev/null 2>&1 && return 0
+        sleep 0.1
+    done
+    return 1
+}
+
+tcp_listening() { [ -n "$(ip netns exec "$1" ss -Hntl "sport = :$2")" ]; }
+client_ready() {
+    ip -n "$CLI" -6 addr show dev gate64c 2>/dev/null | grep 'inet6 2001:db8:1:' | grep -vq tentative &&
+        ip -n "$CLI" -6 route show "$CORP_PREFIX" | grep -q 'dev gate64c'
+}
+
+start_bg() { # start_bg NS LOGNAME CMD...: background process inside NS, output to a log
+    local ns=$1 name=$2
+    shift 2
+    ip netns exec "$ns" "$@" >"$WORK/$name.log" 2>&1 &
+}
+
+make_certs() {
+    [ -f "$WORK/certs/server.pem" ] && return 0
+    "$GATE64_BIN" certs --out "$WORK/certs" --server-ip "$SERVER_IP" \
+        --server-name gate64.lab.example >/dev/null
+}
+
+start_gate64() {
+    cat >"$WORK/gate64.toml" <<EOF
+[server]
+workers = 2
+[teredo]
+server_addresses = ["192.0.2.1", "192.0.2.2"]
+port = 3544
+relay = true
+[corpnet]
+tun = "gate64"
+ipv6_prefixes = ["$CORP_PREFIX"]
+address6 = "2001:db8:100::1"
+allow_without_ipsec = true
+[iphttps]
+enabled = true
+listen = "$SERVER_IP:$TLS_PORT"
+certificate = "$WORK/certs/server.pem"
+private_key = "$WORK/certs/server.key"
+prefix = "$IPHTTPS_PREFIX"
+[metrics]
+listen = "127.0.0.1:9164"
+[log]
+level = "info"
+EOF
+    start_bg "$SRV" gate64 "$GATE64_BIN" serve --config "$WORK/gate64.toml"
+    wait_for 15 tcp_listening "$SRV" "$TLS_PORT" && wait_for 5 tcp_listening "$SRV" 9164 || {
+        log "gate64 did not listen on $SERVER_IP:$TLS_PORT; its log:"
+        cat "$WORK/gate64.log" >&2
+        return 1
+    }
+    start_bg "$CLI" gate64-connect "$GATE64_BIN" connect iphttps \
+        --server "https://$SERVER_IP/IPHTTPS" --ca "$WORK/certs/ca.pem" --route "$CORP_PREFIX"
+    wait_for 15 client_ready || { log "gate64 connect: no link within 15 s"; return 1; }
+    IPERF_TARGET=$CORP_HOST
+}
+
+start_stunnel() {
+    # Server in tsrv: TLS on 198.51.100.1:443 -> TCP to tcorp's iperf3.
+    cat >"$WORK/stunnel-srv.conf" <<EOF
+foreground = yes
+pid =
+debug = notice
+[iperf]
+accept = $SERVER_IP:$TLS_PORT
+connect = $CORP_HOST:5201
+cert = $WORK/certs/server.pem
+key = $WORK/certs/server.key
+EOF
+    # Client in tcli: 127.0.0.1:5201 -> TLS to the server, verifying it against the lab CA.
+    cat >"$WORK/stunnel-cli.conf" <<EOF
+foreground = yes
+pid =
+debug = info
+[iperf]
+client = yes
+accept = 127.0.0.1:5201
+connect = $SERVER_IP:$TLS_PORT
+CAfile = $WORK/certs/ca.pem
+verifyChain = yes
+checkIP = $SERVER_IP
+EOF
+    start_bg "$SRV" stunnel-srv "$STUNNEL" "$WORK/stunnel-srv.conf"
+    start_bg "$CLI" stunnel-cli "$STUNNEL" "$WORK/stunnel-cli.conf"
+    wait_for 10 tcp_listening "$SRV" "$TLS_PORT" && wait_for 10 tcp_listening "$CLI" 5201 || {
+        log "stunnel did not start; logs:"
+        cat "$WORK"/stunnel-*.log >&2
+        return 1
+    }
+    IPERF_TARGET=127.0.0.1
+}
+
+start_iperf_server() {
+    start_bg "$CORP" iperf3-server iperf3 -s
+    wait_for 5 tcp_listening "$CORP" 5201 || { log "iperf3 -s not listening"; return 1; }
+}
+
+# ---------------------------------------------------------------- measurement
+
+# ns_ticks NS [EXCLUDE_COMM]: clock ticks (utime + stime, all threads) of every process in NS,
+# except those whose comm is EXCLUDE_COMM.
+ns_ticks() {
+    local ns=$1 skip=${2:-} pid total=0 t
+    for pid in $(ip netns pids "$ns"); do
+        if [ -n "$skip" ] && [ "$(cat "/proc/$pid/comm" 2>/dev/null)" = "$skip" ]; then
+            continue
+        fi
+        # Fields after "pid (comm) ": state is 1, utime 12, stime 13.
+        t=$(sed 's/^.*) //' "/proc/$pid/stat" 2>/dev/null | awk '{print $12 + $13}') || t=0
+        total=$((total + ${t:-0}))
+    done
+    echo "$total"
+}
+server_ticks() { ns_ticks "$SRV"; }
+client_ticks() { ns_ticks "$CLI" iperf3; }
+secs() { awk -v d="$1" -v hz="$CLK_TCK" 'BEGIN {printf "%.2f", d / hz}'; }
+
+# iperf3 JSON -> receiver bits per second (end.sum_received.bits_per_second).
+received_bps() {
+    awk '/"sum_received"/ {f = 1} f && /"bits_per_second"/ {gsub(/[^0-9.eE+-]/, "", $2); print $2; exit}' "$1"
+}
+
+median() { sort -g | awk '{v[NR] = $1} END {if (NR) print v[int((NR + 1) / 2)]; else print "nan"}'; }
+
+RESULTS=() # "setup flows dir mbps server_cpu client_cpu"
+
+measure_setup() {
+    local setup=$1 flows dir run json s0 s1 c0 c1 bps mbps scpu ccpu
+    for flows in $FLOWS; do
+        for dir in $DIRS; do
+            local mbps_runs="" scpu_runs="" ccpu_runs=""
+            for run in $(seq "$RUNS"); do
+                json="$WORK/$setup-P$flows-$dir-$run.json"
+                local rev=()
+                [ "$dir" = down ] && rev=(-R)
+                s0=$(server_ticks)
+                c0=$(client_ticks)
+                if ! ip netns exec "$CLI" timeout $((DURATION + 30)) iperf3 -c "$IPERF_TARGET" \
+                    -t "$DURATION" -P "$flows" "${rev[@]}" --json --connect-timeout 5000 \
+                    >"$json" 2>&1; then
+                    log "$setup P$flows $dir run $run: iperf3 failed: $(grep -m1 '"error"' "$json" || tail -3 "$json")"
+                    continue
+                fi
+                s1=$(server_ticks)
+                c1=$(client_ticks)
+                bps=$(received_bps "$json")
+                mbps=$(awk -v b="$bps" 'BEGIN {printf "%.1f", b / 1e6}')
+                scpu=$(secs $((s1 - s0)))
+                ccpu=$(secs $((c1 - c0)))
+                log "  $setup -P $flows $dir run $run: $mbps Mbit/s, server CPU $scpu s, client CPU $ccpu s"
+                mbps_runs+="$mbps"$'\n'
+                scpu_runs+="$scpu"$'\n'
+                ccpu_runs+="$ccpu"$'\n'
+            done
+            [ -z "$mbps_runs" ] && continue
+            RESULTS+=("$setup $flows $dir $(printf '%s' "$mbps_runs" | median) $(printf '%s' "$scpu_runs" | median) $(printf '%s' "$ccpu_runs" | median)")
+        done
+    done
+}
+
+run_setup() {
+    local setup=$1
+    log "== $setup: setting up"
+    teardown
+    setup
+    start_iperf_server || return 1
+    case $setup in
+    gate64) start_gate64 || { tail -n 30 "$WORK"/gate64*.log >&2; return 1; } ;;
+    stunnel) start_stunnel || return 1 ;;
+    *) log "unknown setup $setup"; return 1 ;;
+    esac
+    # One short exchange first: the path works (and, for gate64, neighbour entries exist).
+    if [ "$setup" = gate64 ]; then
+        ip netns exec "$CLI" ping -6 -n -c 3 -i 0.2 -W 3 "$CORP_HOST" >"$WORK/ping.log" 2>&1 || {
+            log "ping through IP-HTTPS failed: $(cat "$WORK/ping.log")"
+            tail -n 30 "$WORK"/gate64*.log >&2
+            return 1
+        }
+    fi
+    measure_setup "$setup"
+    if [ "$setup" = stunnel ]; then
+        # What the pair negotiated (stunnel logs it per connection at level info).
+        NEGOTIATED=$(grep -m1 -o 'TLSv1[.0-9]* ciphersuite: [A-Z0-9_-]*' "$WORK/stunnel-cli.log" || true)
+        [ -n "$NEGOTIATED" ] && log "  stunnel negotiated $NEGOTIATED"
+    fi
+    teardown
+}
+
+# ---------------------------------------------------------------- main
+
+if [ -z "${GATE64_BIN:-}" ]; then
+    log "== building gate64 (release)"
+    if [ -n "${SUDO_USER:-}" ] && [ "$SUDO_USER" != root ]; then
+        # Build as the invoking user so target/ does not end up owned by root.
+        user_home=$(getent passwd "$SUDO_USER" | cut -d: -f6)
+        sudo -u "$SUDO_USER" env PATH="$user_home/.cargo/bin:$PATH" cargo build --release -p gate64
+    else
+        PATH="$HOME/.cargo/bin:$PATH" cargo build --release -p gate64
+    fi
+    GATE64_BIN="${CARGO_TARGET_DIR:-target}/release/gate64"
+fi
+GATE64_BIN=$(realpath "$GATE64_BIN")
+make_certs # gate64 certs also serves the stunnel setup
+
+NEGOTIATED=""
+failed=0
+for setup in $SETUPS; do
+    run_setup "$setup" || failed=1
+done
+
+printf '\nIP-HTTPS vs stunnel, iperf3 TCP tcli -> tcorp (up) / tcorp -> tcli (down), %s s per run, median of %s run(s)\n' \
+    "$DURATION" "$RUNS"
+[ -n "$NEGOTIATED" ] && printf 'stunnel: %s\n' "$NEGOTIATED"
+printf '%-8s %5s %5s %10s %12s %14s %12s\n' setup flows dir "Mbit/s" "server CPU s" "Mbit/s/CPU-s" "client CPU s"
+for r in "${RESULTS[@]}"; do
+    read -r setup flows dir mbps scpu ccpu <<<"$r"
+    eff=$(awk -v m="$mbps" -v c="$scpu" 'BEGIN {if (c > 0) printf "%.1f", m / c; else print "inf"}')
+    printf '%-8s %5s %5s %10s %12s %14s %12s\n' "$setup" "$flows" "$dir" "$mbps" "$scpu" "$eff" "$ccpu"
+done
+
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN {if (a != "" && b != "" && b > 0) printf "%.2f", a / b; else print "n/a"}'; }
+printf '\n%-5s %5s %16s %10s %22s\n' flows dir "gate64/stunnel" "bar 0.80" "gate64/stunnel (eff.)"
+for flows in $FLOWS; do
+    for dir in $DIRS; do
+        gm="" sm="" ge="" se=""
+        for r in "${RESULTS[@]}"; do
+            read -r setup f d mbps scpu ccpu <<<"$r"
+            [ "$f" = "$flows" ] && [ "$d" = "$dir" ] || continue
+            e=$(awk -v m="$mbps" -v c="$scpu" 'BEGIN {if (c > 0) printf "%.6f", m / c}')
+            [ "$setup" = gate64 ] && { gm=$mbps; ge=$e; }
+            [ "$setup" = stunnel ] && { sm=$mbps; se=$e; }
+        done
+        tput=$(ratio "$gm" "$sm")
+        verdict=n/a
+        [ "$tput" != n/a ] && verdict=$(awk -v r="$tput" 'BEGIN {print (r >= 0.8 ? "met" : "MISSED")}')
+        printf '%-5s %5s %16s %10s %22s\n' "$flows" "$dir" "$tput" "$verdict" "$(ratio "$ge" "$se")"
+    done
+done
+printf '(server CPU s = user + system time of every process in tsrv during the run: gate64 serve\n'
+printf ' or the stunnel server; client CPU s = the tunnel client in tcli, gate64 connect or the\n'
+printf ' stunnel client, iperf3 excluded. All share one machine; kernel forwarding, TUN and\n'
+printf ' softirq work is not attributed to anyone.)\n'
+exit "$failed"
