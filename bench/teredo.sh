@@ -18,6 +18,7 @@
 #        SETUPS="gate64 miredo"
 #        GATE64_BIN=path  use this binary and skip the build
 #        KEEP_LOGS=1   keep the temporary directory with configs, logs and iperf3 JSON
+#        SOCKBUF=4194304  host default socket buffer sizes during the run (0: leave as is)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -74,7 +75,25 @@ teardown() {
     done
 }
 
+# Socket buffers: the default receive buffer (208 KiB) of the Teredo *client's* socket (Debian
+# miredo sets none) overflows at these rates on a zero-latency veth, and the TCP flow then
+# measures the client's drops rather than the relay. The bench raises the host defaults for
+# its run (every process alike: miredo client, miredo relay and gate64) and restores them.
+# SOCKBUF=0 keeps the host's values.
+SOCKBUF=${SOCKBUF:-4194304}
+SAVED_SYSCTL=()
+if [ "$SOCKBUF" != 0 ]; then
+    for k in net.core.rmem_default net.core.wmem_default net.core.rmem_max net.core.wmem_max; do
+        SAVED_SYSCTL+=("$k=$(sysctl -n "$k")")
+    done
+    sysctl -qw net.core.rmem_default="$SOCKBUF" net.core.wmem_default="$SOCKBUF" \
+        net.core.rmem_max="$SOCKBUF" net.core.wmem_max="$SOCKBUF"
+fi
+
 cleanup() {
+    for kv in "${SAVED_SYSCTL[@]}"; do
+        sysctl -qw "$kv" || true
+    done
     teardown
     wait 2>/dev/null || true
     if [ -n "${KEEP_LOGS:-}" ]; then

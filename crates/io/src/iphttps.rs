@@ -35,6 +35,12 @@ const READ_BUF: usize = 32 * 1024;
 /// Largest packet accepted from a client. The IP-HTTPS link MTU is 1280 (§3.2.3.1); this
 /// leaves room for clients that send more, and keeps the read buffer small.
 const MAX_PACKET: usize = 9216;
+/// `http::error_response` knows only the statuses of request errors (anything else becomes
+/// 500), so the two the driver itself sends are spelled out here.
+const RESPONSE_408: &[u8] =
+    b"HTTP/1.1 408 Request Timeout\r\nContent-Length: 0\r\nConnection: close\r\n\r\n";
+const RESPONSE_503: &[u8] =
+    b"HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\nConnection: close\r\n\r\n";
 
 /// Everything the connection tasks share.
 pub struct IphttpsServer {
@@ -197,7 +203,7 @@ impl IphttpsServer {
             self.stats().tls_handshake(TlsResult::PoolExhausted);
             warn!(%peer, "IP-HTTPS prefix pool exhausted (`iphttps.prefix`)");
             let (_, mut w) = tokio::io::split(tls);
-            let _ = w.write_all(http::error_response(503)).await;
+            let _ = w.write_all(RESPONSE_503).await;
             let _ = w.shutdown().await;
             return;
         };
@@ -234,7 +240,7 @@ impl IphttpsServer {
                 Ok(Ok(n)) => n,
                 Err(_) => {
                     self.stats().tls_handshake(TlsResult::Timeout);
-                    let _ = wr.write_all(http::error_response(408)).await;
+                    let _ = wr.write_all(RESPONSE_408).await;
                     let _ = wr.shutdown().await;
                     return;
                 }

@@ -29,9 +29,12 @@ pub fn bind_teredo_socket(addr: SocketAddrV4) -> io::Result<UdpSocket> {
     let s = Socket::new(Domain::IPV4, Type::DGRAM, Some(Protocol::UDP))?;
     s.set_reuse_port(true)?;
     s.set_nonblocking(true)?;
-    // Best effort: a smaller buffer only means earlier drops under bursts.
-    let _ = s.set_recv_buffer_size(SOCKET_BUFFER);
-    let _ = s.set_send_buffer_size(SOCKET_BUFFER);
+    // Best effort: a smaller buffer only means earlier drops under bursts. With CAP_NET_ADMIN
+    // (which the daemon has for the TUN) the FORCE variants go past net.core.rmem_max.
+    if sys::set_buffer_force(s.as_raw_fd(), SOCKET_BUFFER).is_err() {
+        let _ = s.set_recv_buffer_size(SOCKET_BUFFER);
+        let _ = s.set_send_buffer_size(SOCKET_BUFFER);
+    }
     sys::set_pmtudisc_dont(s.as_raw_fd())?;
     s.bind(&addr.into())?;
     Ok(s.into())

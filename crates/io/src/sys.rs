@@ -129,6 +129,67 @@ pub fn send_batch<'a>(
     sent
 }
 
+/// Most segments one UDP GSO send may carry (the kernel's UDP_MAX_SEGMENTS on older kernels).
+pub const GSO_MAX_SEGMENTS: usize = 64;
+/// Most payload bytes one UDP GSO send may carry.
+pub const GSO_MAX_BYTES: usize = 65_000;
+const UDP_SEGMENT: libc::c_int = 103;
+
+/// Sends `n` datagrams of `segment` bytes each (the last may be shorter) to `to` with one
+/// `sendmsg` and the UDP_SEGMENT option (UDP GSO): the stack is traversed once and the
+/// datagrams are cut at the end. `seg(i)` gives datagram `i`; `n` ≤ [`GSO_MAX_SEGMENTS`].
+pub fn send_gso<'a>(
+    fd: RawFd,
+    n: usize,
+    segment: u16,
+    to: SocketAddrV4,
+    seg: impl Fn(usize) -> &'a [u8],
+) -> io::Result<usize> {
+    let n = n.min(GSO_MAX_SEGMENTS);
+    // SAFETY: zeroed iovecs and msghdr are valid empty values.
+    let mut iovs: [libc::iovec; GSO_MAX_SEGMENTS] = unsafe { std::mem::zeroed() };
+    for (i, iov) in iovs.iter_mut().enumerate().take(n) {
+        let d = seg(i);
+        *iov = libc::iovec {
+            iov_base: d.as_ptr() as *mut libc::c_void,
+            iov_len: d.len(),
+        };
+    }
+    let mut addr = to_sockaddr(to);
+    // u64 storage keeps the control buffer aligned for cmsghdr.
+    let mut control = [0u64; 4];
+    // SAFETY: as above.
+    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    msg.msg_name = (&mut addr as *mut libc::sockaddr_in).cast();
+    msg.msg_namelen = std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t;
+    msg.msg_iov = iovs.as_mut_ptr();
+    msg.msg_iovlen = n;
+    msg.msg_control = control.as_mut_ptr().cast();
+    // SAFETY: CMSG_SPACE is a pure size computation.
+    msg.msg_controllen = unsafe { libc::CMSG_SPACE(std::mem::size_of::<u16>() as u32) } as usize;
+    // SAFETY: the control buffer (32 bytes) holds one cmsghdr with a u16 payload (24 bytes);
+    // CMSG_FIRSTHDR/CMSG_DATA point inside it.
+    unsafe {
+        let cmsg = libc::CMSG_FIRSTHDR(&msg);
+        if cmsg.is_null() {
+            return Err(io::Error::other(
+                "no room for the UDP_SEGMENT control message",
+            ));
+        }
+        (*cmsg).cmsg_level = libc::SOL_UDP;
+        (*cmsg).cmsg_type = UDP_SEGMENT;
+        (*cmsg).cmsg_len = libc::CMSG_LEN(std::mem::size_of::<u16>() as u32) as usize;
+        std::ptr::write_unaligned(libc::CMSG_DATA(cmsg).cast::<u16>(), segment);
+    }
+    // SAFETY: msg points at live iovecs, address and control buffer for the call's duration.
+    let r = unsafe { libc::sendmsg(fd, &msg, 0) };
+    if r < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(r as usize)
+    }
+}
+
 /// An epoll instance.
 #[derive(Debug)]
 pub struct Epoll(OwnedFd);
@@ -216,6 +277,24 @@ pub fn write(fd: RawFd, buf: &[u8]) -> io::Result<usize> {
     }
 }
 
+/// Sets both socket buffers with SO_RCVBUFFORCE/SO_SNDBUFFORCE (needs CAP_NET_ADMIN).
+pub fn set_buffer_force(fd: RawFd, bytes: usize) -> io::Result<()> {
+    let v = libc::c_int::try_from(bytes).unwrap_or(libc::c_int::MAX);
+    for opt in [libc::SO_RCVBUFFORCE, libc::SO_SNDBUFFORCE] {
+        // SAFETY: v is a live c_int and we pass its size.
+        cvt(unsafe {
+            libc::setsockopt(
+                fd,
+                libc::SOL_SOCKET,
+                opt,
+                (&v as *const libc::c_int).cast(),
+                std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+            )
+        })?;
+    }
+    Ok(())
+}
+
 /// Keeps the kernel from setting DF on Teredo datagrams (RFC 4380 §5.1.2: SHOULD NOT be set).
 pub fn set_pmtudisc_dont(fd: RawFd) -> io::Result<()> {
     let v: libc::c_int = libc::IP_PMTUDISC_DONT;
@@ -274,6 +353,27 @@ mod tests {
             }
         }
         assert_eq!(total, 40);
+    }
+
+    #[test]
+    fn gso_send_arrives_as_separate_datagrams() {
+        let a = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let b = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let to = match b.local_addr().unwrap() {
+            std::net::SocketAddr::V4(v) => v,
+            _ => unreachable!(),
+        };
+        let segs: Vec<Vec<u8>> = vec![vec![1; 100], vec![2; 100], vec![3; 40]];
+        match send_gso(a.as_raw_fd(), 3, 100, to, |i| &segs[i][..]) {
+            Ok(n) => assert_eq!(n, 240),
+            // Kernels without UDP GSO: the worker falls back to sendmmsg.
+            Err(e) => return eprintln!("UDP GSO unavailable here: {e}"),
+        }
+        let mut buf = [0u8; 512];
+        for want in &segs {
+            let n = b.recv(&mut buf).unwrap();
+            assert_eq!(&buf[..n], &want[..]);
+        }
     }
 
     #[test]

@@ -219,38 +219,101 @@ fn socket_for(io: &WorkerIo, from: Ipv4Addr) -> usize {
     io.sockets.iter().position(|(a, _)| *a == from).unwrap_or(0)
 }
 
+/// Kernels without UDP GSO (or a device that refuses it) turn it off for the process.
+static GSO_OFF: AtomicBool = AtomicBool::new(false);
+
+/// Sends the pending datagrams. Consecutive datagrams to the same client of the same size (the
+/// segments of a TCP super-packet read from the TUN) go out as one UDP GSO send; the rest in
+/// `sendmmsg` batches. Order is kept.
 fn flush(io: &WorkerIo, stats: &gate64_dataplane::Stats, pending: &[Pending], slots: &[Vec<u8>]) {
-    if pending.is_empty() {
-        return;
-    }
-    // Almost always one socket (the primary); group without allocating by scanning per socket.
     for (si, (_, sock)) in io.sockets.iter().enumerate() {
-        let mine = pending.iter().filter(|p| p.socket == si).count();
-        if mine == 0 {
-            continue;
-        }
-        let sent = if mine == pending.len() {
-            sys::send_batch(sock.as_raw_fd(), mine, |i| {
-                let p = pending[i];
-                (&slots[p.slot][p.start..p.end], p.to)
-            })
-        } else {
-            let mut it = pending.iter().filter(|p| p.socket == si);
-            let mut sent = 0;
-            for _ in 0..mine {
-                if let Some(p) = it.next() {
-                    sent += sys::send_batch(sock.as_raw_fd(), 1, |_| {
-                        (&slots[p.slot][p.start..p.end], p.to)
-                    });
+        let fd = sock.as_raw_fd();
+        let mut singles = [0usize; TUN_BATCH];
+        let mut ns = 0;
+        let mut k = 0;
+        while k < pending.len() {
+            let p = pending[k];
+            if p.socket != si {
+                k += 1;
+                continue;
+            }
+            let seg = p.end - p.start;
+            let mut run_end = k + 1;
+            if !GSO_OFF.load(Ordering::Relaxed) {
+                let mut total = seg;
+                while run_end < pending.len() && run_end - k < sys::GSO_MAX_SEGMENTS {
+                    let q = pending[run_end];
+                    let l = q.end - q.start;
+                    if q.socket != si || q.to != p.to || l > seg || total + l > sys::GSO_MAX_BYTES {
+                        break;
+                    }
+                    total += l;
+                    run_end += 1;
+                    if l < seg {
+                        break;
+                    }
                 }
             }
-            sent
-        };
-        for p in pending.iter().filter(|p| p.socket == si).take(sent) {
-            stats.packet(Side::Internet, Direction::Tx, p.end - p.start);
+            if run_end - k >= 2 {
+                send_singles(fd, stats, pending, slots, &singles[..ns]);
+                ns = 0;
+                let run = &pending[k..run_end];
+                let sent = sys::send_gso(fd, run.len(), seg as u16, p.to, |j| {
+                    let q = run[j];
+                    &slots[q.slot][q.start..q.end]
+                });
+                match sent {
+                    Ok(_) => {
+                        for q in run {
+                            stats.packet(Side::Internet, Direction::Tx, q.end - q.start);
+                        }
+                    }
+                    Err(e)
+                        if matches!(
+                            e.raw_os_error(),
+                            Some(libc::EIO | libc::EINVAL | libc::ENOPROTOOPT | libc::EOPNOTSUPP)
+                        ) =>
+                    {
+                        tracing::warn!(error = %e, "UDP GSO refused by the kernel; sending datagrams one by one");
+                        GSO_OFF.store(true, Ordering::Relaxed);
+                        let idx: Vec<usize> = (k..run_end).collect();
+                        send_singles(fd, stats, pending, slots, &idx);
+                    }
+                    Err(_) => stats.count_drops(Drop::TxError, run.len() as u64),
+                }
+            } else {
+                singles[ns] = k;
+                ns += 1;
+                if ns == singles.len() {
+                    send_singles(fd, stats, pending, slots, &singles[..ns]);
+                    ns = 0;
+                }
+            }
+            k = run_end;
         }
-        stats.count_drops(Drop::TxError, (mine - sent) as u64);
+        send_singles(fd, stats, pending, slots, &singles[..ns]);
     }
+}
+
+fn send_singles(
+    fd: RawFd,
+    stats: &gate64_dataplane::Stats,
+    pending: &[Pending],
+    slots: &[Vec<u8>],
+    idx: &[usize],
+) {
+    if idx.is_empty() {
+        return;
+    }
+    let sent = sys::send_batch(fd, idx.len(), |i| {
+        let p = pending[idx[i]];
+        (&slots[p.slot][p.start..p.end], p.to)
+    });
+    for &i in &idx[..sent] {
+        let p = pending[i];
+        stats.packet(Side::Internet, Direction::Tx, p.end - p.start);
+    }
+    stats.count_drops(Drop::TxError, (idx.len() - sent) as u64);
 }
 
 fn drain_transmits(io: &WorkerIo, stats: &gate64_dataplane::Stats, dp: &mut Worker) {
