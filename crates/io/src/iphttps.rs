@@ -274,14 +274,13 @@ impl IphttpsServer {
 
         let writer = {
             let queue = Arc::clone(&queue);
-            let me = Arc::clone(self);
+            // Bytes in the queue were counted as sent when the worker queued them.
             tokio::spawn(async move {
                 let mut spare = Vec::new();
                 while queue.take(&mut spare).await {
                     if wr.write_all(&spare).await.is_err() {
                         break;
                     }
-                    me.stats().packet(Side::Internet, Direction::Tx, 0);
                     spare.clear();
                 }
                 queue.close();
