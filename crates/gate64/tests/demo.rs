@@ -1,5 +1,6 @@
-//! `gate64 demo` end to end, without root: 20 emulated clients qualify, ping the corporate
-//! host and exchange traffic through the daemon on loopback.
+//! `gate64 demo` end to end, without root: 20 emulated clients (the default mix: 14 Teredo,
+//! 6 IP-HTTPS) qualify or connect, ping the corporate host and exchange traffic through the
+//! daemon on loopback.
 
 use std::process::Command;
 
@@ -18,6 +19,8 @@ fn demo_small_population_succeeds_and_prints_table() {
     );
     for column in [
         "clients",
+        "Teredo",
+        "IP-HTTPS",
         "corpnet Mbit/s",
         "internet Mbit/s",
         "CPU",
@@ -35,6 +38,10 @@ fn demo_small_population_succeeds_and_prints_table() {
     assert!(
         stdout.contains("20/20"),
         "not every client qualified:\n{stdout}"
+    );
+    assert!(
+        stdout.contains("14/14 qualified") && stdout.contains("6/6 connected"),
+        "not every client of each transport came up:\n{stdout}"
     );
     assert!(stdout.contains("demo ok"), "{stdout}");
 }
