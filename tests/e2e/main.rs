@@ -5,4 +5,5 @@
 //! They share the lab topology of `gate64_testkit::Topology` and run one at a time.
 
 mod iphttps;
+mod iphttps_abuse;
 mod teredo;
