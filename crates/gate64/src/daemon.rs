@@ -142,14 +142,12 @@ impl Daemon {
             return Ok(None);
         };
         let tls = gate64_io::tls::server_config(cert, key, i.client_ca.as_deref())?;
-        let listener = tokio::net::TcpListener::bind(i.listen)
-            .await
-            .with_context(|| {
-                format!(
-                    "binding the IP-HTTPS listener on {} (`iphttps.listen`)",
-                    i.listen
-                )
-            })?;
+        let listener = listen_tcp(i.listen).with_context(|| {
+            format!(
+                "binding the IP-HTTPS listener on {} (`iphttps.listen`)",
+                i.listen
+            )
+        })?;
         let bound = listener.local_addr()?;
         let server = gate64_io::iphttps::IphttpsServer::new(
             tls,
@@ -194,6 +192,20 @@ fn create_tun(cfg: &Config, shared: &Shared, queues: usize) -> Result<Vec<CorpLi
         );
     }
     Ok(links)
+}
+
+/// A TCP listener with a deep accept queue: tokio's `bind` listens with a backlog of 128,
+/// which overflows under connection storms (every overflow costs the client a 1 s SYN retry).
+/// The kernel caps the backlog at `net.core.somaxconn`.
+fn listen_tcp(addr: SocketAddr) -> std::io::Result<tokio::net::TcpListener> {
+    let sock = if addr.is_ipv4() {
+        tokio::net::TcpSocket::new_v4()?
+    } else {
+        tokio::net::TcpSocket::new_v6()?
+    };
+    sock.set_reuseaddr(true)?;
+    sock.bind(addr)?;
+    sock.listen(4096)
 }
 
 /// Serves metrics on `listen` until `shutdown` resolves; returns the bound address.
