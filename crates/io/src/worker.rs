@@ -13,11 +13,15 @@ use std::time::{Duration, Instant};
 
 /// Largest Teredo datagram accepted. The Teredo link MTU is 1280 (RFC 4380 §5.1.2); the rest
 /// leaves room for headers and generous clients. Larger datagrams are counted as truncated.
-pub const UDP_SLOT: usize = 4096;
+pub const UDP_SLOT: usize = 2048;
 /// How often relay timers run (bubble retries are paced at 2 s).
 const TICK: Duration = Duration::from_millis(500);
 /// Batches drained from one descriptor before looking at the others again.
 const ROUNDS: usize = 8;
+/// Packets per wake-up from which a worker counts as busy and moderates (see [`COALESCE`]).
+const BUSY_PACKETS: usize = 8;
+/// How long a busy worker lets packets gather before it polls again.
+const COALESCE: Duration = Duration::from_micros(250);
 /// Packets one TUN read can yield: a 64 KiB GSO packet split at the smallest IPv6 MSS.
 const TUN_BATCH: usize = 128;
 /// A zeroed virtio-net header: "no offload" for a packet written alone to an offloading TUN.
@@ -89,7 +93,16 @@ pub fn run(io: WorkerIo, mut dp: Worker, stop: Arc<AtomicBool>) -> io::Result<()
     let corp_token = io.sockets.len() as u64;
     epoll.add(io.corp.fd(), corp_token)?;
     let corp_slot = HEADROOM + io.corp_mtu.max(1280) + 64;
-    let mut udp_slots = vec![vec![0u8; HEADROOM + UDP_SLOT]; BATCH];
+    // GRO appends a flow's later segments to its first slot, and tun-rs coalesces only as far
+    // as that slot's capacity goes: reserve room for a 64 KiB super-packet (2 × headroom, as
+    // tun-rs counts it), or every write carries just three 1280-byte segments.
+    let mut udp_slots: Vec<Vec<u8>> = (0..BATCH)
+        .map(|_| {
+            let mut v = Vec::with_capacity(2 * HEADROOM + 65_535);
+            v.resize(HEADROOM + UDP_SLOT, 0);
+            v
+        })
+        .collect();
     // One GSO read from an offloading TUN splits into up to 64 KiB / MSS segments.
     let mut corp_slots = vec![vec![0u8; corp_slot]; TUN_BATCH];
     let mut corp_sizes = vec![0usize; TUN_BATCH];
@@ -112,8 +125,16 @@ pub fn run(io: WorkerIo, mut dp: Worker, stop: Arc<AtomicBool>) -> io::Result<()
     let mut ready = Vec::with_capacity(8);
     let mut next_tick = Instant::now();
     let stats = Arc::clone(dp.stats());
+    let mut busy = 0usize;
 
     while !stop.load(Ordering::Relaxed) {
+        // Interrupt moderation, as NICs do: after a busy round, let packets gather for a moment
+        // so the next round reads, coalesces (GRO) and writes them in larger batches. Idle
+        // links go straight back to epoll, so a lone ping pays nothing.
+        if busy >= BUSY_PACKETS {
+            std::thread::sleep(COALESCE);
+        }
+        busy = 0;
         epoll.wait(&mut ready, 100)?;
         for &token in &ready {
             if token == corp_token {
@@ -189,6 +210,7 @@ pub fn run(io: WorkerIo, mut dp: Worker, stop: Arc<AtomicBool>) -> io::Result<()
                     flush(&io, &stats, &pending, &udp_slots);
                     write_tun_batch(&io, &stats, &mut gro, &to_tun, &mut udp_slots);
                     drain_transmits(&io, &stats, &mut dp);
+                    busy += got;
                     if got < BATCH {
                         break;
                     }
