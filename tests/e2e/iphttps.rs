@@ -9,22 +9,19 @@
 //!   link (and `tls_error` counted); with one, the link comes up.
 //! - `netns_teredo_gate64_connect`: `gate64 connect teredo` instead of Miredo.
 
-use std::net::Ipv6Addr;
-use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use anyhow::{Context, Result, bail, ensure};
+use anyhow::{Context, Result, ensure};
 use gate64_testkit::{
-    CLIENT_GW_V4, CORP_HOST, Gate64Options, Metrics, Process, SERVER_V4, TEREDO_PREFIX, Topology,
-    gate64_binary, netns_or_skip, wait_for, wait_until,
+    CORP_HOST, Gate64Options, SERVER_V4, TEREDO_PREFIX, Topology, gate64_binary, wait_for,
+    wait_until,
 };
 
-/// The IP-HTTPS client prefix gate64 hands /64s from.
-const IPHTTPS_PREFIX: &str = "2001:db8:1::/48";
-/// The corporate prefix the clients route into their tunnel.
-const CORP_PREFIX: &str = "2001:db8:100::/48";
-/// Connect + TLS + RS/RA normally takes well under a second.
-const LINK_TIMEOUT: Duration = Duration::from_secs(15);
+use crate::common::{
+    CORP_PREFIX, client_address, connect_iphttps, gate64_lines, handshakes, make_certs, netns_test,
+    path_str, spawn_iphttps_client, start_gate64, wait_address,
+};
+
 /// Server restart plus the client's backoff (1 s, 2 s, 4 s, ...).
 const RECONNECT_TIMEOUT: Duration = Duration::from_secs(20);
 /// How long a refused client is watched for a link that must not come.
@@ -33,18 +30,16 @@ const REFUSED_WATCH: Duration = Duration::from_secs(5);
 #[test]
 #[ignore = "netns: needs root"]
 fn netns_iphttps_connect_ping_iperf() {
-    if !netns_or_skip("netns_iphttps_connect_ping_iperf") {
-        return;
-    }
-    let topo = Topology::builder()
-        .build()
-        .expect("building the lab topology");
-    topo.check(connect_ping_iperf(&topo));
+    netns_test(
+        "netns_iphttps_connect_ping_iperf",
+        Topology::builder(),
+        connect_ping_iperf,
+    );
 }
 
 fn connect_ping_iperf(topo: &Topology) -> Result<()> {
     let certs = make_certs(topo)?;
-    let mut gate = start_gate64(topo, &certs, false)?;
+    let mut gate = start_gate64(topo, &certs, false, None)?;
     let _iperf = topo.start_iperf_server()?;
     let (mut client, addr) = connect_iphttps(topo, &certs, false)?;
 
@@ -102,7 +97,7 @@ fn connect_ping_iperf(topo: &Topology) -> Result<()> {
     gate.stop();
     drop(gate);
     let t = Instant::now();
-    let _gate = start_gate64(topo, &certs, false)?;
+    let _gate = start_gate64(topo, &certs, false, None)?;
     let back = wait_until(RECONNECT_TIMEOUT, || {
         topo.ping6(&topo.cli, CORP_HOST, 1)
             .is_ok_and(|p| p.all_ok())
@@ -130,18 +125,16 @@ fn connect_ping_iperf(topo: &Topology) -> Result<()> {
 #[test]
 #[ignore = "netns: needs root"]
 fn netns_iphttps_client_certificate_required() {
-    if !netns_or_skip("netns_iphttps_client_certificate_required") {
-        return;
-    }
-    let topo = Topology::builder()
-        .build()
-        .expect("building the lab topology");
-    topo.check(client_certificate_required(&topo));
+    netns_test(
+        "netns_iphttps_client_certificate_required",
+        Topology::builder(),
+        client_certificate_required,
+    );
 }
 
 fn client_certificate_required(topo: &Topology) -> Result<()> {
     let certs = make_certs(topo)?;
-    let _gate = start_gate64(topo, &certs, true)?;
+    let _gate = start_gate64(topo, &certs, true, None)?;
     let before = handshakes(&topo.metrics()?, "tls_error");
 
     // Without a certificate: the server refuses the handshake, the client keeps retrying.
@@ -191,13 +184,11 @@ fn client_certificate_required(topo: &Topology) -> Result<()> {
 #[test]
 #[ignore = "netns: needs root"]
 fn netns_teredo_gate64_connect() {
-    if !netns_or_skip("netns_teredo_gate64_connect") {
-        return;
-    }
-    let topo = Topology::builder()
-        .build()
-        .expect("building the lab topology");
-    topo.check(teredo_connect(&topo));
+    netns_test(
+        "netns_teredo_gate64_connect",
+        Topology::builder(),
+        teredo_connect,
+    );
 }
 
 fn teredo_connect(topo: &Topology) -> Result<()> {
@@ -236,183 +227,4 @@ fn teredo_connect(topo: &Topology) -> Result<()> {
         gate64_lines(&m)
     );
     Ok(())
-}
-
-/// `gate64 certs` output for the server's client-side address, in `tsrv`'s directory.
-fn make_certs(topo: &Topology) -> Result<PathBuf> {
-    let bin = gate64_binary()?;
-    let dir = topo.srv.dir().join("certs");
-    let ip = CLIENT_GW_V4.to_string();
-    let out = topo.srv.exec_ok(&[
-        path_str(&bin)?,
-        "certs",
-        "--out",
-        path_str(&dir)?,
-        "--server-ip",
-        &ip,
-        "--server-name",
-        "gate64.lab.example",
-    ])?;
-    ensure!(dir.join("server.pem").is_file(), "gate64 certs: {out}");
-    Ok(dir)
-}
-
-/// `gate64 serve` in `tsrv`: the standard lab configuration plus `[iphttps]` on
-/// 198.51.100.1:443; with `client_ca`, clients need a certificate from the lab CA. Waits
-/// (≤ 15 s) for /metrics and the TLS listener.
-fn start_gate64(topo: &Topology, certs: &Path, client_ca: bool) -> Result<Process> {
-    let bin = gate64_binary()?;
-    let mut conf = Gate64Options::default().config_toml();
-    conf.push_str(&format!(
-        "\n[iphttps]\nenabled = true\nlisten = \"{CLIENT_GW_V4}:443\"\ncertificate = {:?}\n\
-         private_key = {:?}\nprefix = \"{IPHTTPS_PREFIX}\"\n",
-        path_str(&certs.join("server.pem"))?,
-        path_str(&certs.join("server.key"))?,
-    ));
-    if client_ca {
-        conf.push_str(&format!(
-            "client_ca = {:?}\n",
-            path_str(&certs.join("ca.pem"))?
-        ));
-    }
-    let file = topo.srv.write_file("gate64-iphttps.toml", &conf)?;
-    let mut gate = topo.srv.spawn(
-        "gate64",
-        &[path_str(&bin)?, "serve", "--config", path_str(&file)?],
-    )?;
-    let ready = wait_until(Duration::from_secs(15), || {
-        gate.is_running()
-            && topo
-                .srv
-                .exec_ok(&["ss", "-Hntl", "sport = :443"])
-                .is_ok_and(|s| !s.trim().is_empty())
-            && topo.metrics_text().is_ok()
-    });
-    gate.ensure_running()
-        .with_context(|| format!("gate64 serve with\n{conf}"))?;
-    ensure!(
-        ready,
-        "gate64 did not listen on {CLIENT_GW_V4}:443 and serve /metrics within 15 s; log:\n{}",
-        gate.log()
-    );
-    Ok(gate)
-}
-
-fn spawn_iphttps_client(topo: &Topology, certs: &Path, with_cert: bool) -> Result<Process> {
-    let bin = gate64_binary()?;
-    let url = format!("https://{CLIENT_GW_V4}/IPHTTPS");
-    let (ca, cert, key) = (
-        certs.join("ca.pem"),
-        certs.join("client.pem"),
-        certs.join("client.key"),
-    );
-    let mut argv = vec![
-        "env",
-        "RUST_LOG=debug,rustls=info",
-        path_str(&bin)?,
-        "connect",
-        "iphttps",
-        "--server",
-        &url,
-        "--ca",
-        path_str(&ca)?,
-        "--route",
-        CORP_PREFIX,
-    ];
-    if with_cert {
-        argv.extend([
-            "--client-cert",
-            path_str(&cert)?,
-            "--client-key",
-            path_str(&key)?,
-        ]);
-    }
-    topo.cli.spawn("gate64-connect-iphttps", &argv)
-}
-
-/// Starts `gate64 connect iphttps` in `tcli` and waits for its address.
-fn connect_iphttps(topo: &Topology, certs: &Path, with_cert: bool) -> Result<(Process, Ipv6Addr)> {
-    let mut client = spawn_iphttps_client(topo, certs, with_cert)?;
-    let t = Instant::now();
-    let prefix: Ipv6Addr = "2001:db8:1::".parse().expect("constant");
-    let addr = wait_address(topo, &mut client, "gate64c", prefix, 48)?;
-    println!(
-        "gate64 connect iphttps: link up as {addr} in {:.2} s",
-        t.elapsed().as_secs_f64()
-    );
-    Ok((client, addr))
-}
-
-/// Polls `ip -6 addr show dev <ifname>` in `tcli` for a usable (not tentative) global address
-/// within `prefix/len`, and for the route to the corporate prefix through the device.
-fn wait_address(
-    topo: &Topology,
-    client: &mut Process,
-    ifname: &str,
-    prefix: Ipv6Addr,
-    len: u32,
-) -> Result<Ipv6Addr> {
-    let found = wait_for(LINK_TIMEOUT, || {
-        if !client.is_running() {
-            return Some(None);
-        }
-        let routed = topo
-            .cli
-            .ip(&["-6", "route", "show", CORP_PREFIX])
-            .is_ok_and(|r| r.contains(ifname));
-        let addr = address_in(topo, ifname, prefix, len)?;
-        routed.then_some(Some(addr))
-    });
-    match found {
-        Some(Some(addr)) => Ok(addr),
-        Some(None) => {
-            client.ensure_running()?;
-            unreachable!("ensure_running fails for an exited process")
-        }
-        None => bail!(
-            "no {prefix}/{len} address on {ifname} within {LINK_TIMEOUT:?}; `ip -6 addr`: {}; \
-             `ip -6 route`: {}; client log:\n{}",
-            topo.cli
-                .ip(&["-6", "addr"])
-                .unwrap_or_else(|e| e.to_string()),
-            topo.cli
-                .ip(&["-6", "route"])
-                .unwrap_or_else(|e| e.to_string()),
-            client.log()
-        ),
-    }
-}
-
-fn client_address(topo: &Topology) -> Option<Ipv6Addr> {
-    address_in(topo, "gate64c", "2001:db8:1::".parse().ok()?, 48)
-}
-
-fn address_in(topo: &Topology, ifname: &str, prefix: Ipv6Addr, len: u32) -> Option<Ipv6Addr> {
-    let out = topo.cli.ip(&["-6", "addr", "show", "dev", ifname]).ok()?;
-    let mask = u128::MAX.checked_shl(128 - len).unwrap_or(0);
-    out.lines()
-        .map(str::trim)
-        .filter(|l| l.starts_with("inet6 ") && !l.contains("tentative"))
-        .filter_map(|l| l.split_whitespace().nth(1)?.split('/').next()?.parse().ok())
-        .find(|a: &Ipv6Addr| u128::from(*a) & mask == u128::from(prefix) & mask)
-}
-
-fn handshakes(m: &Metrics, result: &str) -> f64 {
-    m.sum("gate64_tls_handshakes_total", &[("result", result)])
-}
-
-fn path_str(p: &Path) -> Result<&str> {
-    p.to_str()
-        .with_context(|| format!("non-UTF-8 path {}", p.display()))
-}
-
-/// All `gate64_*` samples, one per line, for failure messages.
-fn gate64_lines(m: &Metrics) -> String {
-    let lines: Vec<String> = m
-        .samples()
-        .iter()
-        .filter(|s| s.name.starts_with("gate64_"))
-        .map(ToString::to_string)
-        .collect();
-    format!("gate64 metrics:\n{}", lines.join("\n"))
 }

@@ -13,20 +13,21 @@
 //!   `iphttps::netns_iphttps_client_certificate_required`.)
 
 use std::io::{Read, Write};
-use std::net::{Ipv6Addr, SocketAddr, TcpStream};
-use std::path::{Path, PathBuf};
+use std::net::{SocketAddr, TcpStream};
+use std::path::Path;
 use std::process::{Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail, ensure};
 use gate64_testkit::{
-    CLIENT_GW_V4, CORP_HOST, Gate64Options, Metrics, Netns, Process, Topology, find_tool,
-    gate64_binary, netns_or_skip, wait_for, wait_until,
+    CLIENT_GW_V4, CORP_HOST, Metrics, Netns, Topology, find_tool, wait_for, wait_until,
 };
 
-const IPHTTPS_PREFIX: &str = "2001:db8:1::/48";
-const CORP_PREFIX: &str = "2001:db8:100::/48";
-const LINK_TIMEOUT: Duration = Duration::from_secs(15);
+use crate::common::{
+    client_address, connect_iphttps, gate64_lines, handshakes, make_certs, netns_test, path_str,
+    start_gate64,
+};
+
 /// `[limits] tls_handshake_timeout_secs` in these tests: the slowloris is cut after this.
 const HANDSHAKE_TIMEOUT_SECS: u64 = 3;
 /// iperf3 without abuse (the reference) and with it.
@@ -36,20 +37,18 @@ const ABUSED_SECS: u32 = 12;
 #[test]
 #[ignore = "netns: needs root"]
 fn netns_iphttps_bad_input_is_refused() {
-    if !netns_or_skip("netns_iphttps_bad_input_is_refused") {
-        return;
-    }
-    let topo = Topology::builder()
-        .build()
-        .expect("building the lab topology");
-    topo.check(bad_input_is_refused(&topo));
+    netns_test(
+        "netns_iphttps_bad_input_is_refused",
+        Topology::builder(),
+        bad_input_is_refused,
+    );
 }
 
 fn bad_input_is_refused(topo: &Topology) -> Result<()> {
     let certs = make_certs(topo)?;
-    let mut gate = start_gate64(topo, &certs, false)?;
+    let mut gate = start_gate64(topo, &certs, false, Some(HANDSHAKE_TIMEOUT_SECS))?;
     let _iperf = topo.start_iperf_server()?;
-    let (mut client, addr) = connect_iphttps(topo, &certs)?;
+    let (mut client, addr) = connect_iphttps(topo, &certs, false)?;
     topo.ping6_all(&topo.cli, CORP_HOST, 2)
         .context("ping tcli -> tcorp over IP-HTTPS before the abuse")?;
 
@@ -241,18 +240,16 @@ fn abuse(topo: &Topology, certs: &Path) -> Result<()> {
 #[test]
 #[ignore = "netns: needs root"]
 fn netns_iphttps_openssl_without_client_certificate() {
-    if !netns_or_skip("netns_iphttps_openssl_without_client_certificate") {
-        return;
-    }
-    let topo = Topology::builder()
-        .build()
-        .expect("building the lab topology");
-    topo.check(openssl_without_client_certificate(&topo));
+    netns_test(
+        "netns_iphttps_openssl_without_client_certificate",
+        Topology::builder(),
+        openssl_without_client_certificate,
+    );
 }
 
 fn openssl_without_client_certificate(topo: &Topology) -> Result<()> {
     let certs = make_certs(topo)?;
-    let _gate = start_gate64(topo, &certs, true)?;
+    let _gate = start_gate64(topo, &certs, true, Some(HANDSHAKE_TIMEOUT_SECS))?;
     let connect = format!("{CLIENT_GW_V4}:443");
     let ca = path_str(&certs.join("ca.pem"))?.to_owned();
     let request = format!(
@@ -442,143 +439,4 @@ fn expect_rise(topo: &Topology, before: &Metrics, result: &str, what: &str) -> R
             gate64_lines(&topo.metrics()?)
         ),
     }
-}
-
-/// `gate64 certs` output for the server's client-side address, in `tsrv`'s directory.
-fn make_certs(topo: &Topology) -> Result<PathBuf> {
-    let bin = gate64_binary()?;
-    let dir = topo.srv.dir().join("certs");
-    let ip = CLIENT_GW_V4.to_string();
-    let out = topo.srv.exec_ok(&[
-        path_str(&bin)?,
-        "certs",
-        "--out",
-        path_str(&dir)?,
-        "--server-ip",
-        &ip,
-        "--server-name",
-        "gate64.lab.example",
-    ])?;
-    ensure!(dir.join("server.pem").is_file(), "gate64 certs: {out}");
-    Ok(dir)
-}
-
-/// `gate64 serve` in `tsrv` with the lab configuration, `[iphttps]` on 198.51.100.1:443
-/// (`client_ca` if asked) and a short TLS handshake timeout.
-fn start_gate64(topo: &Topology, certs: &Path, client_ca: bool) -> Result<Process> {
-    let bin = gate64_binary()?;
-    let mut conf = Gate64Options::default().config_toml();
-    conf.push_str(&format!(
-        "\n[iphttps]\nenabled = true\nlisten = \"{CLIENT_GW_V4}:443\"\ncertificate = {:?}\n\
-         private_key = {:?}\nprefix = \"{IPHTTPS_PREFIX}\"\n",
-        path_str(&certs.join("server.pem"))?,
-        path_str(&certs.join("server.key"))?,
-    ));
-    if client_ca {
-        conf.push_str(&format!(
-            "client_ca = {:?}\n",
-            path_str(&certs.join("ca.pem"))?
-        ));
-    }
-    conf.push_str(&format!(
-        "\n[limits]\ntls_handshake_timeout_secs = {HANDSHAKE_TIMEOUT_SECS}\n"
-    ));
-    let file = topo.srv.write_file("gate64-iphttps-abuse.toml", &conf)?;
-    let mut gate = topo.srv.spawn(
-        "gate64",
-        &[path_str(&bin)?, "serve", "--config", path_str(&file)?],
-    )?;
-    let ready = wait_until(Duration::from_secs(15), || {
-        gate.is_running()
-            && topo
-                .srv
-                .exec_ok(&["ss", "-Hntl", "sport = :443"])
-                .is_ok_and(|s| !s.trim().is_empty())
-            && topo.metrics_text().is_ok()
-    });
-    gate.ensure_running()
-        .with_context(|| format!("gate64 serve with\n{conf}"))?;
-    ensure!(
-        ready,
-        "gate64 did not listen on {CLIENT_GW_V4}:443 and serve /metrics within 15 s; log:\n{}",
-        gate.log()
-    );
-    Ok(gate)
-}
-
-/// Starts `gate64 connect iphttps` (no client certificate) in `tcli` and waits for its
-/// address and the route to the corporate prefix.
-fn connect_iphttps(topo: &Topology, certs: &Path) -> Result<(Process, Ipv6Addr)> {
-    let bin = gate64_binary()?;
-    let url = format!("https://{CLIENT_GW_V4}/IPHTTPS");
-    let ca = certs.join("ca.pem");
-    let mut client = topo.cli.spawn(
-        "gate64-connect-iphttps",
-        &[
-            path_str(&bin)?,
-            "connect",
-            "iphttps",
-            "--server",
-            &url,
-            "--ca",
-            path_str(&ca)?,
-            "--route",
-            CORP_PREFIX,
-        ],
-    )?;
-    let found = wait_for(LINK_TIMEOUT, || {
-        if !client.is_running() {
-            return Some(None);
-        }
-        let routed = topo
-            .cli
-            .ip(&["-6", "route", "show", CORP_PREFIX])
-            .is_ok_and(|r| r.contains("gate64c"));
-        let addr = client_address(topo)?;
-        routed.then_some(Some(addr))
-    });
-    match found {
-        Some(Some(addr)) => Ok((client, addr)),
-        Some(None) => {
-            client.ensure_running()?;
-            unreachable!("ensure_running fails for an exited process")
-        }
-        None => bail!(
-            "no IP-HTTPS link within {LINK_TIMEOUT:?}; client log:\n{}",
-            client.log()
-        ),
-    }
-}
-
-/// The client's usable address in 2001:db8:1::/48 on `gate64c`, if any.
-fn client_address(topo: &Topology) -> Option<Ipv6Addr> {
-    let out = topo
-        .cli
-        .ip(&["-6", "addr", "show", "dev", "gate64c"])
-        .ok()?;
-    out.lines()
-        .map(str::trim)
-        .filter(|l| l.starts_with("inet6 ") && !l.contains("tentative"))
-        .filter_map(|l| l.split_whitespace().nth(1)?.split('/').next()?.parse().ok())
-        .find(|a: &Ipv6Addr| a.segments()[..3] == [0x2001, 0xdb8, 1])
-}
-
-fn handshakes(m: &Metrics, result: &str) -> f64 {
-    m.sum("gate64_tls_handshakes_total", &[("result", result)])
-}
-
-fn path_str(p: &Path) -> Result<&str> {
-    p.to_str()
-        .with_context(|| format!("non-UTF-8 path {}", p.display()))
-}
-
-/// All `gate64_*` samples, one per line, for failure messages.
-fn gate64_lines(m: &Metrics) -> String {
-    let lines: Vec<String> = m
-        .samples()
-        .iter()
-        .filter(|s| s.name.starts_with("gate64_"))
-        .map(ToString::to_string)
-        .collect();
-    format!("gate64 metrics:\n{}", lines.join("\n"))
 }

@@ -4,6 +4,7 @@
 //! `cargo test` passes anywhere; `scripts/test` runs them as root with `--include-ignored`.
 //! They share the lab topology of `gate64_testkit::Topology` and run one at a time.
 
+mod common;
 mod iphttps;
 mod iphttps_abuse;
 mod teredo;

@@ -16,8 +16,10 @@ use anyhow::{Context, Result, bail, ensure};
 use gate64_testkit::flood::{self, FloodConfig, FloodReport};
 use gate64_testkit::{
     ATTACKER_V4, CORP_HOST, Gate64Options, Metrics, Process, SERVER_V4, TEREDO_PORT, Topology,
-    find_binary, find_tool, netns_or_skip,
+    find_binary, find_tool,
 };
+
+use crate::common::{gate64_lines, netns_test};
 
 /// RS retries every 4 s (teredo-iphttps.md §1.9): 15 s allows three attempts.
 const QUALIFY_TIMEOUT: Duration = Duration::from_secs(15);
@@ -33,13 +35,11 @@ const MIN_DROP_REASONS: usize = 3;
 #[test]
 #[ignore = "netns: needs root"]
 fn netns_reference_miredo_pair() {
-    if !netns_or_skip("netns_reference_miredo_pair") {
-        return;
-    }
-    let topo = Topology::builder()
-        .build()
-        .expect("building the lab topology");
-    topo.check(reference_pair(&topo));
+    netns_test(
+        "netns_reference_miredo_pair",
+        Topology::builder(),
+        reference_pair,
+    );
 }
 
 fn reference_pair(topo: &Topology) -> Result<()> {
@@ -68,13 +68,11 @@ fn reference_pair(topo: &Topology) -> Result<()> {
 #[test]
 #[ignore = "netns: needs root"]
 fn netns_teredo_miredo_without_ipsec() {
-    if !netns_or_skip("netns_teredo_miredo_without_ipsec") {
-        return;
-    }
-    let topo = Topology::builder()
-        .build()
-        .expect("building the lab topology");
-    topo.check(without_ipsec(&topo));
+    netns_test(
+        "netns_teredo_miredo_without_ipsec",
+        Topology::builder(),
+        without_ipsec,
+    );
 }
 
 fn without_ipsec(topo: &Topology) -> Result<()> {
@@ -132,14 +130,11 @@ fn without_ipsec(topo: &Topology) -> Result<()> {
 #[test]
 #[ignore = "netns: needs root"]
 fn netns_teredo_flood_keeps_clients_working() {
-    if !netns_or_skip("netns_teredo_flood_keeps_clients_working") {
-        return;
-    }
-    let topo = Topology::builder()
-        .attacker(true)
-        .build()
-        .expect("building the lab topology");
-    topo.check(flood_keeps_clients_working(&topo));
+    netns_test(
+        "netns_teredo_flood_keeps_clients_working",
+        Topology::builder().attacker(true),
+        flood_keeps_clients_working,
+    );
 }
 
 fn flood_keeps_clients_working(topo: &Topology) -> Result<()> {
@@ -241,17 +236,6 @@ fn promtool_check(topo: &Topology, text: &str) -> Result<()> {
         String::from_utf8_lossy(&out.stderr)
     );
     Ok(())
-}
-
-/// All `gate64_*` samples, one per line, for failure messages.
-fn gate64_lines(m: &Metrics) -> String {
-    let lines: Vec<String> = m
-        .samples()
-        .iter()
-        .filter(|s| s.name.starts_with("gate64_"))
-        .map(ToString::to_string)
-        .collect();
-    format!("gate64 metrics:\n{}", lines.join("\n"))
 }
 
 /// Non-zero increases of `name` between two scrapes, keyed by `label`.

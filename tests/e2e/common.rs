@@ -1,0 +1,235 @@
+//! Helpers shared by the e2e modules: the netns test wrapper, and the IP-HTTPS lab set-up
+//! (certificates, `gate64 serve` with `[iphttps]`, `gate64 connect iphttps`) and metrics.
+
+use std::net::Ipv6Addr;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail, ensure};
+use gate64_testkit::{
+    CLIENT_GW_V4, Gate64Options, Metrics, Process, Topology, TopologyBuilder, gate64_binary,
+    netns_or_skip, wait_for, wait_until,
+};
+
+/// The IP-HTTPS client prefix gate64 hands /64s from.
+pub(crate) const IPHTTPS_PREFIX: &str = "2001:db8:1::/48";
+/// The corporate prefix the clients route into their tunnel.
+pub(crate) const CORP_PREFIX: &str = "2001:db8:100::/48";
+/// Connect + TLS + RS/RA normally takes well under a second.
+pub(crate) const LINK_TIMEOUT: Duration = Duration::from_secs(15);
+
+/// The body of a `netns_*` test: skips without root and `ip netns`, otherwise builds the lab
+/// topology from `builder` and runs `scenario` in it (on error: all logs, then a panic).
+pub(crate) fn netns_test(
+    name: &str,
+    builder: TopologyBuilder,
+    scenario: impl FnOnce(&Topology) -> Result<()>,
+) {
+    if !netns_or_skip(name) {
+        return;
+    }
+    let topo = builder.build().expect("building the lab topology");
+    topo.check(scenario(&topo));
+}
+
+/// `gate64 certs` output for the server's client-side address, in `tsrv`'s directory.
+pub(crate) fn make_certs(topo: &Topology) -> Result<PathBuf> {
+    let bin = gate64_binary()?;
+    let dir = topo.srv.dir().join("certs");
+    let ip = CLIENT_GW_V4.to_string();
+    let out = topo.srv.exec_ok(&[
+        path_str(&bin)?,
+        "certs",
+        "--out",
+        path_str(&dir)?,
+        "--server-ip",
+        &ip,
+        "--server-name",
+        "gate64.lab.example",
+    ])?;
+    ensure!(dir.join("server.pem").is_file(), "gate64 certs: {out}");
+    Ok(dir)
+}
+
+/// `gate64 serve` in `tsrv`: the standard lab configuration plus `[iphttps]` on
+/// 198.51.100.1:443; with `client_ca`, clients need a certificate from the lab CA; with
+/// `tls_handshake_timeout_secs`, `[limits]` sets that. Waits (≤ 15 s) for /metrics and the TLS
+/// listener.
+pub(crate) fn start_gate64(
+    topo: &Topology,
+    certs: &Path,
+    client_ca: bool,
+    tls_handshake_timeout_secs: Option<u64>,
+) -> Result<Process> {
+    let bin = gate64_binary()?;
+    let mut conf = Gate64Options::default().config_toml();
+    conf.push_str(&format!(
+        "\n[iphttps]\nenabled = true\nlisten = \"{CLIENT_GW_V4}:443\"\ncertificate = {:?}\n\
+         private_key = {:?}\nprefix = \"{IPHTTPS_PREFIX}\"\n",
+        path_str(&certs.join("server.pem"))?,
+        path_str(&certs.join("server.key"))?,
+    ));
+    if client_ca {
+        conf.push_str(&format!(
+            "client_ca = {:?}\n",
+            path_str(&certs.join("ca.pem"))?
+        ));
+    }
+    if let Some(secs) = tls_handshake_timeout_secs {
+        conf.push_str(&format!(
+            "\n[limits]\ntls_handshake_timeout_secs = {secs}\n"
+        ));
+    }
+    let file = topo.srv.write_file("gate64-iphttps.toml", &conf)?;
+    let mut gate = topo.srv.spawn(
+        "gate64",
+        &[path_str(&bin)?, "serve", "--config", path_str(&file)?],
+    )?;
+    let ready = wait_until(Duration::from_secs(15), || {
+        gate.is_running()
+            && topo
+                .srv
+                .exec_ok(&["ss", "-Hntl", "sport = :443"])
+                .is_ok_and(|s| !s.trim().is_empty())
+            && topo.metrics_text().is_ok()
+    });
+    gate.ensure_running()
+        .with_context(|| format!("gate64 serve with\n{conf}"))?;
+    ensure!(
+        ready,
+        "gate64 did not listen on {CLIENT_GW_V4}:443 and serve /metrics within 15 s; log:\n{}",
+        gate.log()
+    );
+    Ok(gate)
+}
+
+/// Spawns `gate64 connect iphttps` in `tcli`, with the lab client certificate if `with_cert`.
+pub(crate) fn spawn_iphttps_client(
+    topo: &Topology,
+    certs: &Path,
+    with_cert: bool,
+) -> Result<Process> {
+    let bin = gate64_binary()?;
+    let url = format!("https://{CLIENT_GW_V4}/IPHTTPS");
+    let (ca, cert, key) = (
+        certs.join("ca.pem"),
+        certs.join("client.pem"),
+        certs.join("client.key"),
+    );
+    let mut argv = vec![
+        "env",
+        "RUST_LOG=debug,rustls=info",
+        path_str(&bin)?,
+        "connect",
+        "iphttps",
+        "--server",
+        &url,
+        "--ca",
+        path_str(&ca)?,
+        "--route",
+        CORP_PREFIX,
+    ];
+    if with_cert {
+        argv.extend([
+            "--client-cert",
+            path_str(&cert)?,
+            "--client-key",
+            path_str(&key)?,
+        ]);
+    }
+    topo.cli.spawn("gate64-connect-iphttps", &argv)
+}
+
+/// Starts `gate64 connect iphttps` in `tcli` and waits for its address and the route to the
+/// corporate prefix.
+pub(crate) fn connect_iphttps(
+    topo: &Topology,
+    certs: &Path,
+    with_cert: bool,
+) -> Result<(Process, Ipv6Addr)> {
+    let mut client = spawn_iphttps_client(topo, certs, with_cert)?;
+    let t = Instant::now();
+    let prefix: Ipv6Addr = "2001:db8:1::".parse().expect("constant");
+    let addr = wait_address(topo, &mut client, "gate64c", prefix, 48)?;
+    println!(
+        "gate64 connect iphttps: link up as {addr} in {:.2} s",
+        t.elapsed().as_secs_f64()
+    );
+    Ok((client, addr))
+}
+
+/// Polls `ip -6 addr show dev <ifname>` in `tcli` for a usable (not tentative) global address
+/// within `prefix/len`, and for the route to the corporate prefix through the device.
+pub(crate) fn wait_address(
+    topo: &Topology,
+    client: &mut Process,
+    ifname: &str,
+    prefix: Ipv6Addr,
+    len: u32,
+) -> Result<Ipv6Addr> {
+    let found = wait_for(LINK_TIMEOUT, || {
+        if !client.is_running() {
+            return Some(None);
+        }
+        let routed = topo
+            .cli
+            .ip(&["-6", "route", "show", CORP_PREFIX])
+            .is_ok_and(|r| r.contains(ifname));
+        let addr = address_in(topo, ifname, prefix, len)?;
+        routed.then_some(Some(addr))
+    });
+    match found {
+        Some(Some(addr)) => Ok(addr),
+        Some(None) => {
+            client.ensure_running()?;
+            unreachable!("ensure_running fails for an exited process")
+        }
+        None => bail!(
+            "no {prefix}/{len} address on {ifname} within {LINK_TIMEOUT:?}; `ip -6 addr`: {}; \
+             `ip -6 route`: {}; client log:\n{}",
+            topo.cli
+                .ip(&["-6", "addr"])
+                .unwrap_or_else(|e| e.to_string()),
+            topo.cli
+                .ip(&["-6", "route"])
+                .unwrap_or_else(|e| e.to_string()),
+            client.log()
+        ),
+    }
+}
+
+/// The IP-HTTPS client's usable address in 2001:db8:1::/48 on `gate64c`, if any.
+pub(crate) fn client_address(topo: &Topology) -> Option<Ipv6Addr> {
+    address_in(topo, "gate64c", "2001:db8:1::".parse().ok()?, 48)
+}
+
+fn address_in(topo: &Topology, ifname: &str, prefix: Ipv6Addr, len: u32) -> Option<Ipv6Addr> {
+    let out = topo.cli.ip(&["-6", "addr", "show", "dev", ifname]).ok()?;
+    let mask = u128::MAX.checked_shl(128 - len).unwrap_or(0);
+    out.lines()
+        .map(str::trim)
+        .filter(|l| l.starts_with("inet6 ") && !l.contains("tentative"))
+        .filter_map(|l| l.split_whitespace().nth(1)?.split('/').next()?.parse().ok())
+        .find(|a: &Ipv6Addr| u128::from(*a) & mask == u128::from(prefix) & mask)
+}
+
+/// `gate64_tls_handshakes_total{result}`, summed.
+pub(crate) fn handshakes(m: &Metrics, result: &str) -> f64 {
+    m.sum("gate64_tls_handshakes_total", &[("result", result)])
+}
+
+pub(crate) fn path_str(p: &Path) -> Result<&str> {
+    p.to_str()
+        .with_context(|| format!("non-UTF-8 path {}", p.display()))
+}
+
+/// All `gate64_*` samples, one per line, for failure messages.
+pub(crate) fn gate64_lines(m: &Metrics) -> String {
+    let lines: Vec<String> = m
+        .samples()
+        .iter()
+        .filter(|s| s.name.starts_with("gate64_"))
+        .map(ToString::to_string)
+        .collect();
+    format!("gate64 metrics:\n{}", lines.join("\n"))
+}
