@@ -56,6 +56,23 @@ impl CorpLink {
         }
     }
 
+    /// Writes the packets in `slots` (each at `offset`, the slot's length ending the packet),
+    /// coalescing each flow's TCP segments into super-packets when the TUN offloads. Returns
+    /// false when a write failed.
+    pub fn write_batch(
+        &self,
+        gro: &mut tun_rs::GROTable,
+        slots: &mut [Vec<u8>],
+        offset: usize,
+    ) -> bool {
+        match self {
+            CorpLink::Tun(dev) if dev.tcp_gso() => dev.send_multiple(gro, slots, offset).is_ok(),
+            _ => slots
+                .iter()
+                .all(|s| s.get(offset..).is_some_and(|p| self.write(p).is_ok())),
+        }
+    }
+
     /// True for a TUN opened with virtio-net headers (TSO/GRO offload).
     pub fn offload(&self) -> bool {
         matches!(self, CorpLink::Tun(d) if d.tcp_gso())
