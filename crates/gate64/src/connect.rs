@@ -10,6 +10,12 @@
 //!   address/32 (so `2001::/32` goes into the tunnel, as Miredo does) and data sent bare to the
 //!   server, which is also the relay of the networks behind it.
 //!
+//! The TUN device is opened with offload (virtio-net headers, as the server's): one read takes
+//! a TCP super-packet from the local stack (TSO) and splits it into MTU-sized packets, which
+//! go into one TLS write (IP-HTTPS) or one datagram each (Teredo); packets from the tunnel are
+//! gathered per TLS read or per burst of datagrams and written with GRO, so a flow's segments
+//! enter the local stack as one super-packet.
+//!
 //! The TUN device is created on the first configuration and survives reconnects; `--route`
 //! prefixes are routed into it (`ip -6 route replace`). On a lost IP-HTTPS connection the
 //! client reconnects after 1 s, doubling up to 60 s, and resets after a successful link. (The
@@ -39,6 +45,17 @@ const BACKOFF_MAX: Duration = Duration::from_secs(60);
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 /// Bytes of TUN packets gathered into one TLS write.
 const UPLINK_BATCH: usize = 48 * 1024;
+/// Packets split from one TUN read (one TCP super-packet: 64 KiB / MSS segments), and the most
+/// packets gathered for one GRO write to the TUN device.
+const BATCH: usize = tun_rs::IDEAL_BATCH_SIZE;
+/// Where a packet starts in a downlink slot: room for the virtio-net header tun-rs writes in
+/// front of it.
+const OFFSET: usize = tun_rs::VIRTIO_NET_HDR_LEN;
+/// Capacity of a downlink slot. tun-rs' GRO appends a flow's segments to its first packet
+/// only within that slot's capacity: room for a 64 KiB super-packet.
+const SLOT_CAPACITY: usize = 2 * OFFSET + 65_535;
+/// Datagrams the Teredo client takes from the socket before writing to the TUN device.
+const TEREDO_BURST: usize = 64;
 /// The CA bundle used when `--ca` is not given (Debian's `ca-certificates`).
 const SYSTEM_CA_BUNDLE: &str = "/etc/ssl/certs/ca-certificates.crt";
 
@@ -268,14 +285,14 @@ async fn iphttps_session(
 
     let deframer = Deframer::default();
     let mut rs = [0u8; gate64_iphttps::client::RS_LEN];
-    let mut tunbuf = vec![0u8; 65_536];
-    let mut batch = Vec::with_capacity(UPLINK_BATCH + 65_536);
+    let mut batch = Vec::with_capacity(UPLINK_BATCH + 2 * 65_536);
     loop {
         while let Some(pkt) = rx.next_packet(&deframer).context("server stream")? {
             match conn.handle_packet(Instant::now(), pkt) {
                 Ok(Event::Configured { mtu, router, .. }) => {
                     let addr = conn.address().expect("configured");
                     debug!(%router, mtu, "router advertisement");
+                    link.flush().await;
                     link.configure(addr, 64, mtu)?;
                 }
                 Ok(Event::Refreshed) => trace!("router advertisement (unchanged)"),
@@ -283,6 +300,8 @@ async fn iphttps_session(
                 Err(e) => debug!(error = %e, "packet from the server refused"),
             }
         }
+        // The packets of this read go to the TUN device together (GRO).
+        link.flush().await;
         let mut wrote = false;
         while let Some(n) = conn.poll_transmit(Instant::now(), &mut rs) {
             debug!("router solicitation");
@@ -299,19 +318,26 @@ async fn iphttps_session(
                 ensure!(n > 0, "closed by the server");
                 rx.commit(n);
             }
-            r = link.recv(&mut tunbuf) => {
-                let n = r.context("reading the TUN device")?;
+            r = link.recv() => {
+                let mut n = r.context("reading the TUN device")?;
                 batch.clear();
-                batch.extend_from_slice(&tunbuf[..n]);
-                // Whatever else is queued goes in the same TLS write.
-                while batch.len() < UPLINK_BATCH {
-                    match link.try_recv(&mut tunbuf) {
-                        Some(n) => batch.extend_from_slice(&tunbuf[..n]),
+                // The segments of this read, and whatever else is queued, go in one TLS write.
+                loop {
+                    for i in 0..n {
+                        batch.extend_from_slice(link.packet(i));
+                    }
+                    if batch.len() >= UPLINK_BATCH {
+                        break;
+                    }
+                    match link.try_recv() {
+                        Some(m) => n = m,
                         None => break,
                     }
                 }
-                stream.write_all(&batch).await.context("write")?;
-                stream.flush().await.context("write")?;
+                if !batch.is_empty() {
+                    stream.write_all(&batch).await.context("write")?;
+                    stream.flush().await.context("write")?;
+                }
             }
             _ = sleep_until(wake) => {}
         }
@@ -330,7 +356,6 @@ async fn teredo_client(args: TeredoArgs) -> Result<()> {
     let mut link = TunLink::new(args.ifname, args.routes);
     info!(%server, local = ?sock.local_addr().ok(), "Teredo: qualifying");
     let mut dgram = vec![0u8; 65_536];
-    let mut tunbuf = vec![0u8; 65_536];
     let mut out = [0u8; teredo::RS_LEN];
     let mut warned = false;
     loop {
@@ -345,32 +370,60 @@ async fn teredo_client(args: TeredoArgs) -> Result<()> {
         tokio::select! {
             r = sock.recv_from(&mut dgram) => {
                 let (n, from) = r.context("UDP receive")?;
-                match client.handle(Instant::now(), &dgram[..n]) {
-                    Ok(teredo::Event::Qualified { address, mtu }) => {
-                        // Miredo's layout: the address /32, so 2001::/32 goes into the tunnel.
-                        link.configure(address, 32, mtu)?;
-                        warned = false;
+                let mut got = Some((n, from));
+                let mut burst = 0;
+                // This datagram and those already queued; their packets go to the TUN device
+                // together (GRO).
+                while let Some((n, from)) = got.take() {
+                    match client.handle(Instant::now(), &dgram[..n]) {
+                        Ok(teredo::Event::Qualified { address, mtu }) => {
+                            // Miredo's layout: the address /32, so 2001::/32 goes into the
+                            // tunnel.
+                            link.flush().await;
+                            link.configure(address, 32, mtu)?;
+                            warned = false;
+                        }
+                        Ok(teredo::Event::Packet { offset, len }) => {
+                            link.deliver(&dgram[offset..offset + len]).await;
+                        }
+                        Ok(teredo::Event::Refreshed) => trace!("qualification refreshed"),
+                        Ok(_) => {}
+                        Err(e) => debug!(%from, error = %e, "datagram refused"),
                     }
-                    Ok(teredo::Event::Packet { offset, len }) => {
-                        link.deliver(&dgram[offset..offset + len]).await;
+                    burst += 1;
+                    if burst < TEREDO_BURST {
+                        // Errors other than "nothing queued" come back from recv_from.
+                        got = sock.try_recv_from(&mut dgram).ok();
                     }
-                    Ok(teredo::Event::Refreshed) => trace!("qualification refreshed"),
-                    Ok(_) => {}
-                    Err(e) => debug!(%from, error = %e, "datagram refused"),
                 }
+                link.flush().await;
             }
-            r = link.recv(&mut tunbuf) => {
-                let n = r.context("reading the TUN device")?;
-                let pkt = &tunbuf[..n];
-                match client.encapsulate(pkt) {
-                    Ok(to) => {
-                        if let Err(e) = sock.send_to(pkt, SocketAddr::V4(to)).await
-                            && !std::mem::replace(&mut warned, true)
-                        {
-                            warn!(error = %e, "sending to the Teredo server");
+            r = link.recv() => {
+                let mut n = r.context("reading the TUN device")?;
+                let mut sent = 0;
+                // One datagram per segment: the server takes packets up to the MTU.
+                loop {
+                    for i in 0..n {
+                        let pkt = link.packet(i);
+                        match client.encapsulate(pkt) {
+                            Ok(to) => {
+                                if let Err(e) = sock.send_to(pkt, SocketAddr::V4(to)).await
+                                    && !std::mem::replace(&mut warned, true)
+                                {
+                                    warn!(error = %e, "sending to the Teredo server");
+                                }
+                            }
+                            Err(e) => trace!(error = %e, "packet from the TUN not sent"),
                         }
                     }
-                    Err(e) => trace!(error = %e, "packet from the TUN not sent"),
+                    sent += n;
+                    if sent >= BATCH {
+                        break;
+                    }
+                    match link.try_recv() {
+                        Some(m) => n = m,
+                        None => break,
+                    }
                 }
             }
             _ = sleep_until(wake) => {}
@@ -389,6 +442,16 @@ struct TunLink {
     dev: Option<tun_rs::AsyncDevice>,
     addr: Option<(Ipv6Addr, u8)>,
     mtu: u32,
+    /// Uplink: one raw read (virtio-net header + up to 64 KiB)...
+    gso_buf: Vec<u8>,
+    /// ... split into these MTU-sized packets (`sizes` long each), allocated with the device.
+    bufs: Vec<Vec<u8>>,
+    sizes: Vec<usize>,
+    /// Downlink: packets from the tunnel at `OFFSET` in their slots, `queued` of them waiting
+    /// for [`TunLink::flush`]. Slots are added as needed, up to `BATCH`.
+    slots: Vec<Vec<u8>>,
+    queued: usize,
+    gro: tun_rs::GROTable,
 }
 
 impl TunLink {
@@ -399,6 +462,12 @@ impl TunLink {
             dev: None,
             addr: None,
             mtu: 0,
+            gso_buf: Vec::new(),
+            bufs: Vec::new(),
+            sizes: Vec::new(),
+            slots: Vec::new(),
+            queued: 0,
+            gro: tun_rs::GROTable::default(),
         }
     }
 
@@ -415,6 +484,9 @@ impl TunLink {
                     .mtu(mtu16)
                     .multi_queue(false)
                     .packet_information(false)
+                    // virtio-net headers: TCP super-packets from the local stack in one read
+                    // (TSO), coalesced ones written (GRO).
+                    .offload(true)
                     .enable(false)
                     .build_async()
                     .with_context(|| {
@@ -431,7 +503,16 @@ impl TunLink {
                 }
                 d.enabled(true)
                     .with_context(|| format!("setting `{ifname}` up"))?;
+                debug!(
+                    tso = d.tcp_gso(),
+                    uso = d.udp_gso(),
+                    ifname = %ifname,
+                    "TUN device created"
+                );
                 self.mtu = mtu;
+                self.gso_buf = vec![0; tun_rs::VIRTIO_NET_HDR_LEN + 65_535];
+                self.bufs = vec![vec![0; mtu as usize + 64]; BATCH];
+                self.sizes = vec![0; BATCH];
                 self.dev.insert(d)
             }
         };
@@ -439,6 +520,9 @@ impl TunLink {
             dev.set_mtu(mtu16)
                 .with_context(|| format!("setting MTU {mtu} on `{ifname}`"))?;
             self.mtu = mtu;
+            for b in &mut self.bufs {
+                b.resize(mtu as usize + 64, 0);
+            }
         }
         if self.addr != Some((addr, len)) {
             if let Some((old, old_len)) = self.addr.take()
@@ -457,26 +541,80 @@ impl TunLink {
         Ok(())
     }
 
-    /// Writes a packet from the tunnel into the device (dropped while there is none).
-    async fn deliver(&self, pkt: &[u8]) {
-        if let Some(dev) = &self.dev
-            && let Err(e) = dev.send(pkt).await
+    /// Queues a packet from the tunnel for the device (dropped while there is none); it is
+    /// written by the next [`TunLink::flush`], or now if the batch is full.
+    async fn deliver(&mut self, pkt: &[u8]) {
+        if self.dev.is_none() || pkt.is_empty() || pkt.len() > 65_535 {
+            return;
+        }
+        if self.queued == self.slots.len() {
+            self.slots.push(Vec::with_capacity(SLOT_CAPACITY));
+        }
+        let slot = &mut self.slots[self.queued];
+        slot.clear();
+        slot.resize(OFFSET, 0);
+        slot.extend_from_slice(pkt);
+        self.queued += 1;
+        if self.queued >= BATCH {
+            self.flush().await;
+        }
+    }
+
+    /// Writes the queued packets to the device, a flow's TCP segments coalesced into one
+    /// super-packet (GRO).
+    async fn flush(&mut self) {
+        let n = std::mem::take(&mut self.queued);
+        let Some(dev) = &self.dev else { return };
+        if n == 0 {
+            return;
+        }
+        if let Err(e) = dev
+            .send_multiple(&mut self.gro, &mut self.slots[..n], OFFSET)
+            .await
         {
-            debug!(error = %e, "TUN write failed");
+            debug!(error = %e, packets = n, "TUN write failed");
         }
     }
 
-    /// The next packet from the device; pending forever while there is none.
-    async fn recv(&self, buf: &mut [u8]) -> std::io::Result<usize> {
-        match &self.dev {
-            Some(dev) => dev.recv(buf).await,
-            None => std::future::pending().await,
+    /// Reads from the device, pending forever while there is none: returns how many packets
+    /// the read split into, for [`TunLink::packet`] (0 for a packet that could not be split).
+    async fn recv(&mut self) -> std::io::Result<usize> {
+        let Some(dev) = &self.dev else {
+            return std::future::pending().await;
+        };
+        let r = dev
+            .recv_multiple(&mut self.gso_buf, &mut self.bufs, &mut self.sizes, 0)
+            .await;
+        split_result(r)
+    }
+
+    /// Like [`TunLink::recv`] for what is already queued in the device, if anything.
+    fn try_recv(&mut self) -> Option<usize> {
+        let dev = self.dev.as_ref()?;
+        let r = dev.try_recv_multiple(&mut self.gso_buf, &mut self.bufs, &mut self.sizes, 0);
+        match r {
+            Err(e) if e.raw_os_error().is_some() || e.kind() == std::io::ErrorKind::WouldBlock => {
+                None
+            }
+            r => split_result(r).ok(),
         }
     }
 
-    /// A packet already queued in the device, if any.
-    fn try_recv(&self, buf: &mut [u8]) -> Option<usize> {
-        self.dev.as_ref()?.try_recv(buf).ok()
+    /// Packet `i` of the last read.
+    fn packet(&self, i: usize) -> &[u8] {
+        &self.bufs[i][..self.sizes[i]]
+    }
+}
+
+/// A TUN read's result: errors from the device stand, a packet tun-rs could not split (a bad
+/// header, more segments than slots) is dropped.
+fn split_result(r: std::io::Result<usize>) -> std::io::Result<usize> {
+    match r {
+        Err(e) if e.raw_os_error().is_none() && e.kind() != std::io::ErrorKind::WouldBlock => {
+            debug!(error = %e, "TUN packet dropped");
+            Ok(0)
+        }
+        r => r,
     }
 }
 
