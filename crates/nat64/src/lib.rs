@@ -13,6 +13,10 @@
 //!   Not yet: splitting IPv4 packets without DF into IPv6 fragments (reported as
 //!   [`translate::TranslateError::NeedsFragmentation`]), RFC 4884 ICMP extensions (treated
 //!   as part of the quoted packet).
+//! - [`state`]: RFC 6146 §3 stateful tables: BIB and sessions per protocol,
+//!   endpoint-independent mapping, endpoint-independent or address-dependent filtering, paired
+//!   pooling with port range and parity preservation, the §3.5.2.2 TCP state machine, §4
+//!   timers as parameters, RFC 6888 §4 BIB events; sharded by IPv6 client.
 //!
 //! Contract: nothing here opens a socket, reads a clock or draws random numbers. Every function
 //! taking packet bytes treats them as untrusted and returns an error instead of panicking.
@@ -22,6 +26,7 @@
 #![warn(missing_docs)]
 
 pub mod addr;
+pub mod state;
 pub mod translate;
 
 pub use addr::{Prefix, PrefixError};
