@@ -1,5 +1,6 @@
-//! NAT64 IPv4→IPv6 translation (RFC 7915 §4) never panics, never writes past `out`, and what
-//! it produces is an IPv6 packet of the length it reports.
+//! NAT64 IPv4→IPv6 translation (RFC 7915 §4), with and without IPv6 fragmentation, never
+//! panics, never writes past `out`, and what it produces are IPv6 packets of the lengths it
+//! reports.
 #![no_main]
 
 use gate64_nat64::translate::{self, Config};
@@ -29,6 +30,21 @@ fuzz_target!(|data: &[u8]| {
     let small = &mut out[..data.len().min(1400)];
     if let Ok(n) = translate::v4_to_v6_with(&cfg, data, SRC6, DST6, &map, small) {
         check(small, n);
+    }
+    // A low IPv6 limit makes most packets without DF go through fragmentation.
+    let cfg = Config {
+        lowest_ipv6_mtu: 200,
+        ..Config::default()
+    };
+    let mut lens = [0usize; 16];
+    if let Ok(k) = translate::v4_to_v6_fragments(&cfg, data, SRC6, DST6, &map, &mut out, &mut lens)
+    {
+        let mut at = 0;
+        for &n in &lens[..k] {
+            assert!(n <= 200 || k == 1);
+            check(&out[at..], n);
+            at += n;
+        }
     }
 });
 

@@ -10,9 +10,8 @@
 //!   unexpired source routes refused), §4.2/§5.2 ICMP type/code, MTU and pointer mapping,
 //!   §4.3/§5.3 translation of the packet quoted in an ICMP error, §4.5/§5.5 TCP/UDP checksum
 //!   updates (RFC 1624 incremental; zero IPv4 UDP checksums computed afresh).
-//!   Not yet: splitting IPv4 packets without DF into IPv6 fragments (reported as
-//!   [`translate::TranslateError::NeedsFragmentation`]), RFC 4884 ICMP extensions (treated
-//!   as part of the quoted packet).
+//!   [`translate::v4_to_v6_fragments`] splits IPv4 packets without DF into IPv6 fragments
+//!   (§4.1). Not yet: RFC 4884 ICMP extensions (treated as part of the quoted packet).
 //! - [`state`]: RFC 6146 §3 stateful tables: BIB and sessions per protocol,
 //!   endpoint-independent mapping, endpoint-independent or address-dependent filtering, paired
 //!   pooling with port range and parity preservation, the §3.5.2.2 TCP state machine, §4
@@ -30,4 +29,4 @@ pub mod state;
 pub mod translate;
 
 pub use addr::{Prefix, PrefixError};
-pub use translate::{Config, TranslateError, v4_to_v6, v6_to_v4};
+pub use translate::{Config, TranslateError, v4_to_v6, v4_to_v6_fragments, v6_to_v4};

@@ -120,7 +120,7 @@ pub enum TranslateError {
         mtu: u16,
     },
     /// A packet without DF is larger than the IPv6 limit and must be split into IPv6
-    /// fragments of at most `mtu` bytes (RFC 7915 §4.1); not done by this function.
+    /// fragments of at most `mtu` bytes (RFC 7915 §4.1); [`v4_to_v6_fragments`] does that.
     #[error("needs IPv6 fragmentation to {mtu} bytes")]
     NeedsFragmentation {
         /// The IPv6 packet size limit.
@@ -316,6 +316,90 @@ pub fn v4_to_v6_with(
     let tc = cfg.traffic_class.unwrap_or(pkt[1]);
     write_v6_header(o, &h, tc, ttl - 1, nh, src6, dst6, total);
     Ok(total)
+}
+
+/// IPv4→IPv6 (RFC 7915 §4) that also splits a packet without DF into IPv6 fragments when it
+/// exceeds min(`ipv6_mtu`, `lowest_ipv6_mtu`) (§4.1; doc §2.7): each fragment carries a
+/// multiple of 8 data bytes, the identification is the IPv4 one, and the transport checksum
+/// covers the whole datagram. Packets go back to back into `out`, their lengths into `lens`;
+/// returns how many were written (1 when no split was needed).
+pub fn v4_to_v6_fragments(
+    cfg: &Config,
+    pkt: &[u8],
+    src6: Ipv6Addr,
+    dst6: Ipv6Addr,
+    inner: InnerMap4<'_>,
+    out: &mut [u8],
+    lens: &mut [usize],
+) -> Result<usize, TranslateError> {
+    let slot = lens.first_mut().ok_or(TranslateError::BufferTooSmall)?;
+    let limit = match v4_to_v6_with(cfg, pkt, src6, dst6, inner, out) {
+        Ok(n) => {
+            *slot = n;
+            return Ok(1);
+        }
+        Err(TranslateError::NeedsFragmentation { mtu }) => mtu,
+        Err(e) => return Err(e),
+    };
+    // v4_to_v6_with validated the header, options, TTL and DF before refusing the size.
+    let h = parse_v4(pkt, false)?;
+    let upper = &pkt[h.ihl..h.total];
+    if usize::from(h.frag_offset) * 8 + upper.len() > usize::from(u16::MAX) {
+        // RFC 791: a datagram ends by byte 65535; offsets past it do not fit the field.
+        return Err(TranslateError::Malformed);
+    }
+    let chunk_max = (limit as usize).saturating_sub(V6_HDR + FRAG_HDR) / 8 * 8;
+    if chunk_max == 0 {
+        return Err(TranslateError::Unsupported);
+    }
+    let count = upper.len().div_ceil(chunk_max);
+    let need = count * (V6_HDR + FRAG_HDR) + upper.len();
+    if lens.len() < count || out.len() < need {
+        return Err(TranslateError::BufferTooSmall);
+    }
+    let nh = if h.proto == PROTO_ICMP {
+        NH_ICMPV6
+    } else {
+        h.proto
+    };
+    let tc = cfg.traffic_class.unwrap_or(pkt[1]);
+    let (src4, dst4) = v4_addrs(pkt);
+    let mut at = 0;
+    for (i, chunk) in upper.chunks(chunk_max).enumerate() {
+        let n = V6_HDR + FRAG_HDR + chunk.len();
+        let o = &mut out[at..at + n];
+        o[V6_HDR + FRAG_HDR..].copy_from_slice(chunk);
+        let pos = i * chunk_max;
+        if i == 0 && h.frag_offset == 0 {
+            let u = &mut o[V6_HDR + FRAG_HDR..];
+            if h.proto == PROTO_UDP && read16(u, 6) == Some(0) {
+                // RFC 7915 §4.5 over the whole datagram, which only this function sees.
+                if h.is_fragment() || !cfg.compute_udp_zero_checksum {
+                    return Err(TranslateError::UdpZeroChecksum);
+                }
+                let len = u32::try_from(upper.len()).unwrap_or(u32::MAX);
+                let c = checksum::finish(checksum::sum(
+                    upper,
+                    checksum::pseudo_header_v6(&src6, &dst6, PROTO_UDP, len),
+                ));
+                let c = if c == 0 { 0xffff } else { c };
+                u[6..8].copy_from_slice(&c.to_be_bytes());
+            } else {
+                let v6 = (src6, dst6, upper.len());
+                fix_upper_4to6(cfg, u, h.proto, !h.is_fragment(), (src4, dst4), v6)?;
+            }
+        }
+        let last = pos + chunk.len() == upper.len();
+        let fh = V4Hdr {
+            more: h.more || !last,
+            frag_offset: h.frag_offset + (pos / 8) as u16,
+            ..h
+        };
+        write_v6_header(o, &fh, tc, pkt[8] - 1, nh, src6, dst6, n);
+        lens[i] = n;
+        at += n;
+    }
+    Ok(count)
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1961,6 +2045,132 @@ mod tests {
         assert_eq!(
             v4_to_v6(&p4, N4_AS_V6, N6, &mut out[..50]),
             Err(TranslateError::BufferTooSmall)
+        );
+    }
+
+    // --- IPv6 fragmentation of IPv4 packets without DF (RFC 7915 §4.1, doc §2.7) -------------
+
+    fn frag46(cfg: &Config, p4: &[u8]) -> Result<Vec<Vec<u8>>, TranslateError> {
+        let mut out = [0u8; 70_000];
+        let mut lens = [0usize; 64];
+        let map = |s: Ipv4Addr, d: Ipv4Addr| Some((sip6(s), sip6(d)));
+        let (s, d) = v4_addrs(p4);
+        let k = v4_to_v6_fragments(cfg, p4, sip6(s), sip6(d), &map, &mut out, &mut lens)?;
+        let mut at = 0;
+        Ok(lens[..k]
+            .iter()
+            .map(|&n| {
+                at += n;
+                out[at - n..at].to_vec()
+            })
+            .collect())
+    }
+
+    /// (offset in bytes, M, identification) of an IPv6 fragment.
+    fn frag_fields(p: &[u8]) -> (usize, bool, u32) {
+        assert_eq!(p[6], NH_FRAGMENT);
+        let fo = u16::from_be_bytes([p[42], p[43]]);
+        let id = u32::from_be_bytes([p[44], p[45], p[46], p[47]]);
+        (usize::from(fo >> 3) * 8, fo & 1 == 1, id)
+    }
+
+    /// Reassembles fragments of one datagram (in order) into an unfragmented IPv6 packet.
+    fn reassemble(frags: &[Vec<u8>]) -> Vec<u8> {
+        let mut p = frags[0][..40].to_vec();
+        p[6] = frags[0][40];
+        for f in frags {
+            p.extend_from_slice(&f[48..]);
+        }
+        let plen = (p.len() - 40) as u16;
+        p[4..6].copy_from_slice(&plen.to_be_bytes());
+        p
+    }
+
+    #[test]
+    fn rfc7915_4_1_fragments_tcp_1261() {
+        // Doc §5 case 10 (cc, ck): TCP 1261 B, DF=0, ID 1234 → 1280 B (MF) + 57 B at 1232.
+        let seg = tcp(1, 2, 3, 0x10, &[0x5a; 1221]);
+        let p4 = v4pkt(0, 64, 1234, 0, N4, POOL4, PROTO_TCP, &[], &seg);
+        assert_eq!(p4.len(), 1261);
+        let f = frag46(&Config::default(), &p4).unwrap();
+        assert_eq!(f.iter().map(Vec::len).collect::<Vec<_>>(), [1280, 57]);
+        assert_eq!(frag_fields(&f[0]), (0, true, 1234));
+        assert_eq!(frag_fields(&f[1]), (1232, false, 1234));
+        let whole = reassemble(&f);
+        check_v6(&whole);
+        assert_eq!(whole, simple6(63, N4_AS_V6, N6, PROTO_TCP, &seg));
+    }
+
+    #[test]
+    fn rfc7915_4_1_fragments_of_a_fragment() {
+        // Doc §5 case 12 (cf): IPv4 fragment 1268 B, DF=0 → 1280 B + 64 B, ID kept, MF on both.
+        let p4 = v4pkt(0, 64, 1234, 0x2000, N4, POOL4, 0xfd, &[], &[1; 1248]);
+        let f = frag46(&Config::default(), &p4).unwrap();
+        assert_eq!(f.iter().map(Vec::len).collect::<Vec<_>>(), [1280, 64]);
+        assert_eq!(frag_fields(&f[0]), (0, true, 1234));
+        assert_eq!(frag_fields(&f[1]), (1232, true, 1234));
+    }
+
+    #[test]
+    fn rfc7915_4_1_fragments_udp_and_lowest_mtu() {
+        // Doc §5 case 29 (minmtu6): UDP 1400-byte payload, ID 4660 → 1280 B + 224 B.
+        let u = udp(53, 2000, &[7; 1400]);
+        let p4 = v4pkt(0, 64, 4660, 0, N4, POOL4, PROTO_UDP, &[], &u);
+        let f = frag46(&Config::default(), &p4).unwrap();
+        assert_eq!(f.iter().map(Vec::len).collect::<Vec<_>>(), [1280, 224]);
+        assert_eq!(frag_fields(&f[1]).2, 4660);
+        check_v6(&reassemble(&f));
+        // Case 20 (jca, jcb): lowest-ipv6-mtu 1402 → 1400 B (1352 data) + rest; DF=1 whole.
+        let cfg = Config {
+            lowest_ipv6_mtu: 1402,
+            ..Config::default()
+        };
+        let u = udp(53, 2000, &[7; 1355]);
+        let p4 = v4pkt(0, 64, 4660, 0, N4, POOL4, PROTO_UDP, &[], &u);
+        let f = frag46(&cfg, &p4).unwrap();
+        assert_eq!(f.iter().map(Vec::len).collect::<Vec<_>>(), [1400, 48 + 11]);
+        assert_eq!(frag_fields(&f[1]).0, 169 * 8);
+        let p4 = v4pkt(0, 64, 4660, 0x4000, N4, POOL4, PROTO_UDP, &[], &u);
+        assert_eq!(frag46(&cfg, &p4).unwrap().len(), 1);
+        // Zero UDP checksum computed over the whole datagram.
+        let mut p4 = v4pkt(0, 64, 4660, 0, N4, POOL4, PROTO_UDP, &[], &u);
+        p4[26..28].fill(0);
+        let f = frag46(&cfg, &p4).unwrap();
+        assert_eq!(reassemble(&f), simple6(63, N4_AS_V6, N6, PROTO_UDP, &u));
+        // Small packets pass through as one.
+        let p4 = simple4(64, N4, POOL4, PROTO_UDP, &udp(1, 2, b"x"));
+        assert_eq!(frag46(&cfg, &p4).unwrap(), vec![t46(&p4).unwrap()]);
+    }
+
+    #[test]
+    fn fragments_refuse_small_buffers() {
+        let p4 = v4pkt(
+            0,
+            64,
+            1,
+            0,
+            N4,
+            POOL4,
+            PROTO_UDP,
+            &[],
+            &udp(1, 2, &[0; 3000]),
+        );
+        let map = |s: Ipv4Addr, d: Ipv4Addr| Some((sip6(s), sip6(d)));
+        let mut out = [0u8; 4000];
+        let cfg = Config::default();
+        let mut lens = [0usize; 2];
+        assert_eq!(
+            v4_to_v6_fragments(&cfg, &p4, N4_AS_V6, N6, &map, &mut out, &mut lens),
+            Err(TranslateError::BufferTooSmall)
+        );
+        let mut lens = [0usize; 3];
+        assert_eq!(
+            v4_to_v6_fragments(&cfg, &p4, N4_AS_V6, N6, &map, &mut out[..3100], &mut lens),
+            Err(TranslateError::BufferTooSmall)
+        );
+        assert_eq!(
+            v4_to_v6_fragments(&cfg, &p4, N4_AS_V6, N6, &map, &mut out, &mut lens),
+            Ok(3)
         );
     }
 
