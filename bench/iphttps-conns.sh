@@ -25,6 +25,7 @@
 #        KEEP_LOGS=1        keep the temporary directory with config, certificates and logs
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. bench/lib.sh
 
 COUNT=${COUNT:-10000}
 CONCURRENCY=${CONCURRENCY:-256}
@@ -35,69 +36,15 @@ LOG_LEVEL=${LOG_LEVEL:-warn}
 SETTLE=${SETTLE:-3}
 NOFILE=${NOFILE:-1048576}
 
-if [ "$(id -u)" -ne 0 ]; then
-    echo "needs root for network namespaces: sudo $0" >&2
-    exit 1
-fi
-for tool in ip ss curl awk; do
-    command -v "$tool" >/dev/null 2>&1 || {
-        echo "missing $tool (apt-get install iproute2 curl gawk)" >&2
-        exit 1
-    }
-done
+require_root
+require_tools "apt-get install iproute2 curl gawk" ip ss curl awk
 
-# Names follow gate64-testkit's g64-<tag>-<pid>-<n> scheme, so a test run also removes them
-# if this script is killed with SIGKILL.
-CLI=g64-bcli-$$-0
-SRV=g64-bsrv-$$-0
-NAMESPACES=("$CLI" "$SRV")
+NAMESPACES=("$CLI" "$SRV") # no tcorp
+TERM_WAIT_TICKS=50
 WORK=$(mktemp -d /tmp/gate64-bench-iphttps.XXXXXX)
 METRICS=http://127.0.0.1:9164/metrics
 
-log() { printf '%s\n' "$*" >&2; }
-
-kill_ns_procs() {
-    local ns=$1 pids
-    pids=$(ip netns pids "$ns" 2>/dev/null || true)
-    [ -z "$pids" ] && return 0
-    kill -TERM $pids 2>/dev/null || true
-    for _ in $(seq 50); do
-        pids=$(ip netns pids "$ns" 2>/dev/null || true)
-        [ -z "$pids" ] && return 0
-        sleep 0.1
-    done
-    kill -KILL $pids 2>/dev/null || true
-    sleep 0.2
-}
-
-cleanup() {
-    local ns
-    for ns in "${NAMESPACES[@]}"; do
-        if ip netns list | grep -qw "^$ns"; then
-            kill_ns_procs "$ns"
-            ip netns del "$ns" 2>/dev/null || true
-        fi
-    done
-    wait 2>/dev/null || true
-    if [ -n "${KEEP_LOGS:-}" ]; then
-        log "logs kept in $WORK"
-    else
-        rm -rf "$WORK"
-    fi
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
-
-# wait_for SECS CMD...: poll CMD every 0.1 s.
-wait_for() {
-    local secs=$1 i
-    shift
-    for i in $(seq $((secs * 10))); do
-        "$@" >/dev/null 2>&1 && return 0
-        sleep 0.1
-    done
-    return 1
-}
+install_cleanup
 
 rss_kib() { awk '/^VmRSS:/ { print $2 }' "/proc/$1/status"; }
 metrics() { ip netns exec "$SRV" curl -fsS --max-time 5 "$METRICS"; }
@@ -190,8 +137,7 @@ EOF
 ip netns exec "$SRV" "$GATE64_BIN" serve --config "$WORK/gate64.toml" \
     >"$WORK/gate64.log" 2>&1 &
 GATE_PID=$!
-listening() { ip netns exec "$SRV" ss -Hntl 'sport = :443' | grep -q .; }
-if ! wait_for 15 listening || ! wait_for 5 metrics; then
+if ! wait_for 15 tcp_listening "$SRV" 443 || ! wait_for 5 metrics; then
     log "gate64 did not come up; log:"
     cat "$WORK/gate64.log" >&2
     exit 1

@@ -21,6 +21,7 @@
 #        SOCKBUF=4194304  host default socket buffer sizes during the run (0: leave as is)
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. bench/lib.sh
 
 RUNS=${RUNS:-3}
 DURATION=${DURATION:-10}
@@ -28,52 +29,11 @@ FLOWS=${FLOWS:-"1 4"}
 DIRS=${DIRS:-"up down"}
 SETUPS=${SETUPS:-"gate64 miredo"}
 
-if [ "$(id -u)" -ne 0 ]; then
-    echo "needs root for network namespaces: sudo $0" >&2
-    exit 1
-fi
-for tool in ip ss iperf3 miredo miredo-server ping awk; do
-    command -v "$tool" >/dev/null 2>&1 || {
-        echo "missing $tool (apt-get install miredo miredo-server iperf3 iproute2 iputils-ping)" >&2
-        exit 1
-    }
-done
+require_root
+require_tools "apt-get install miredo miredo-server iperf3 iproute2 iputils-ping" \
+    ip ss iperf3 miredo miredo-server ping awk
 
-# Names follow gate64-testkit's g64-<tag>-<pid>-<n> scheme, so a test run also removes them
-# if this script is killed with SIGKILL.
-CLI=g64-bcli-$$-0
-SRV=g64-bsrv-$$-0
-CORP=g64-bcorp-$$-0
-NAMESPACES=("$CLI" "$SRV" "$CORP")
 WORK=$(mktemp -d /tmp/gate64-bench-teredo.XXXXXX)
-CLK_TCK=$(getconf CLK_TCK)
-CORP_HOST=2001:db8:100:1::2
-
-log() { printf '%s\n' "$*" >&2; }
-
-kill_ns_procs() {
-    local ns=$1 pids
-    pids=$(ip netns pids "$ns" 2>/dev/null || true)
-    [ -z "$pids" ] && return 0
-    kill -TERM $pids 2>/dev/null || true
-    for _ in $(seq 30); do
-        pids=$(ip netns pids "$ns" 2>/dev/null || true)
-        [ -z "$pids" ] && return 0
-        sleep 0.1
-    done
-    kill -KILL $pids 2>/dev/null || true
-    sleep 0.2
-}
-
-teardown() {
-    local ns
-    for ns in "${NAMESPACES[@]}"; do
-        if ip netns list | grep -qw "^$ns"; then
-            kill_ns_procs "$ns"
-            ip netns del "$ns" 2>/dev/null || true
-        fi
-    done
-}
 
 # Socket buffers: the default receive buffer (208 KiB) of the Teredo *client's* socket (Debian
 # miredo sets none) overflows at these rates on a zero-latency veth, and the TCP flow then
@@ -81,81 +41,22 @@ teardown() {
 # its run (every process alike: miredo client, miredo relay and gate64) and restores them.
 # SOCKBUF=0 keeps the host's values.
 SOCKBUF=${SOCKBUF:-4194304}
-SAVED_SYSCTL=()
 if [ "$SOCKBUF" != 0 ]; then
-    for k in net.core.rmem_default net.core.wmem_default net.core.rmem_max net.core.wmem_max; do
-        SAVED_SYSCTL+=("$k=$(sysctl -n "$k")")
-    done
+    save_sysctl net.core.rmem_default net.core.wmem_default net.core.rmem_max net.core.wmem_max
     sysctl -qw net.core.rmem_default="$SOCKBUF" net.core.wmem_default="$SOCKBUF" \
         net.core.rmem_max="$SOCKBUF" net.core.wmem_max="$SOCKBUF"
 fi
 
-cleanup() {
-    for kv in "${SAVED_SYSCTL[@]}"; do
-        sysctl -qw "$kv" || true
-    done
-    teardown
-    wait 2>/dev/null || true
-    if [ -n "${KEEP_LOGS:-}" ]; then
-        log "logs kept in $WORK"
-    else
-        rm -rf "$WORK"
-    fi
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
+install_cleanup
 
 # ---------------------------------------------------------------- topology
 
-setup() {
-    local ns
-    for ns in "${NAMESPACES[@]}"; do
-        ip netns add "$ns"
-        ip -n "$ns" link set lo up
-        ip netns exec "$ns" sh -c 'echo 0 > /proc/sys/net/ipv6/conf/all/accept_dad;
-                                   echo 0 > /proc/sys/net/ipv6/conf/default/accept_dad'
-    done
-    ip link add name vcli netns "$SRV" type veth peer name vsrv netns "$CLI"
-    ip link add name vcorp netns "$SRV" type veth peer name vsrv netns "$CORP"
-    ip -n "$SRV" link set vcli up
-    ip -n "$SRV" link set vcorp up
-    ip -n "$CLI" link set vsrv up
-    ip -n "$CORP" link set vsrv up
-    ip -n "$SRV" addr add 192.0.2.1/24 dev vcli
-    ip -n "$SRV" addr add 192.0.2.2/24 dev vcli
-    ip -n "$SRV" addr add 198.51.100.1/24 dev vcli
-    ip -n "$SRV" addr add 2001:db8:100:1::1/64 dev vcorp nodad
-    ip netns exec "$SRV" sh -c 'echo 1 > /proc/sys/net/ipv6/conf/all/forwarding'
-    ip -n "$CLI" addr add 198.51.100.10/24 dev vsrv
-    ip -n "$CLI" route add default via 198.51.100.1
-    ip -n "$CORP" addr add "$CORP_HOST/64" dev vsrv nodad
-    ip -n "$CORP" -6 route add default via 2001:db8:100:1::1
-}
-
-# wait_for SECS CMD...: poll CMD every 0.1 s.
-wait_for() {
-    local secs=$1 i
-    shift
-    for i in $(seq $((secs * 10))); do
-        "$@" >/dev/null 2>&1 && return 0
-        sleep 0.1
-    done
-    return 1
-}
-
 udp_bound() { ip netns exec "$1" ss -Hnuln | awk '{print $4}' | grep -qx "$2"; }
-tcp_listening() { [ -n "$(ip netns exec "$1" ss -Hntl "sport = :$2")" ]; }
 client_ready() {
     ip -n "$CLI" -6 addr show dev teredo 2>/dev/null | grep -q 'inet6 2001:0:c000:201:' &&
         ip -n "$CLI" -6 route show default | grep -q 'dev teredo'
 }
 relay_routed() { ip -n "$SRV" -6 route show 2001::/32 | grep -q 'dev terelay'; }
-
-start_bg() { # start_bg NS LOGNAME CMD...: background process inside NS, output to a log
-    local ns=$1 name=$2
-    shift 2
-    ip netns exec "$ns" "$@" >"$WORK/$name.log" 2>&1 &
-}
 
 start_miredo_pair() {
     printf 'ServerBindAddress 192.0.2.1\nServerBindAddress2 192.0.2.2\n' >"$WORK/srv.conf"
@@ -206,45 +107,23 @@ start_client_and_iperf() {
 # ---------------------------------------------------------------- measurement
 
 # Clock ticks (utime + stime, all threads) of every process in the server namespace.
-relay_ticks() {
-    local pid total=0 t
-    for pid in $(ip netns pids "$SRV"); do
-        # Fields after "pid (comm) ": state is 1, utime 12, stime 13.
-        t=$(sed 's/^.*) //' "/proc/$pid/stat" 2>/dev/null | awk '{print $12 + $13}') || t=0
-        total=$((total + ${t:-0}))
-    done
-    echo "$total"
-}
-
-# iperf3 JSON -> receiver bits per second (end.sum_received.bits_per_second).
-received_bps() {
-    awk '/"sum_received"/ {f = 1} f && /"bits_per_second"/ {gsub(/[^0-9.eE+-]/, "", $2); print $2; exit}' "$1"
-}
-
-median() { sort -g | awk '{v[NR] = $1} END {if (NR) print v[int((NR + 1) / 2)]; else print "nan"}'; }
+relay_ticks() { ns_ticks "$SRV"; }
 
 RESULTS=()  # "setup flows dir mbps cpu"
 
 measure_setup() {
-    local setup=$1 flows dir run json t0 t1 bps mbps cpu
+    local setup=$1 flows dir run json t0 t1 mbps cpu
     for flows in $FLOWS; do
         for dir in $DIRS; do
             local mbps_runs="" cpu_runs=""
             for run in $(seq "$RUNS"); do
                 json="$WORK/$setup-P$flows-$dir-$run.json"
-                local rev=()
-                [ "$dir" = down ] && rev=(-R)
                 t0=$(relay_ticks)
-                if ! ip netns exec "$CLI" timeout $((DURATION + 30)) iperf3 -c "$CORP_HOST" \
-                    -t "$DURATION" -P "$flows" "${rev[@]}" --json --connect-timeout 5000 \
-                    >"$json" 2>&1; then
-                    log "$setup P$flows $dir run $run: iperf3 failed: $(grep -m1 '"error"' "$json" || tail -3 "$json")"
+                run_iperf3 "$setup P$flows $dir run $run" "$CORP_HOST" "$flows" "$dir" "$json" ||
                     continue
-                fi
                 t1=$(relay_ticks)
-                bps=$(received_bps "$json")
-                mbps=$(awk -v b="$bps" 'BEGIN {printf "%.1f", b / 1e6}')
-                cpu=$(awk -v d=$((t1 - t0)) -v hz="$CLK_TCK" 'BEGIN {printf "%.2f", d / hz}')
+                mbps=$(received_mbps "$json")
+                cpu=$(secs $((t1 - t0)))
                 log "  $setup -P $flows $dir run $run: $mbps Mbit/s, relay CPU $cpu s"
                 mbps_runs+="$mbps"$'\n'
                 cpu_runs+="$cpu"$'\n'
@@ -277,18 +156,7 @@ run_setup() {
 # ---------------------------------------------------------------- main
 
 if [[ " $SETUPS " == *" gate64 "* ]]; then
-    if [ -z "${GATE64_BIN:-}" ]; then
-        log "== building gate64 (release)"
-        if [ -n "${SUDO_USER:-}" ] && [ "$SUDO_USER" != root ]; then
-            # Build as the invoking user so target/ does not end up owned by root.
-            user_home=$(getent passwd "$SUDO_USER" | cut -d: -f6)
-            sudo -u "$SUDO_USER" env PATH="$user_home/.cargo/bin:$PATH" cargo build --release -p gate64
-        else
-            PATH="$HOME/.cargo/bin:$PATH" cargo build --release -p gate64
-        fi
-        GATE64_BIN="${CARGO_TARGET_DIR:-target}/release/gate64"
-    fi
-    GATE64_BIN=$(realpath "$GATE64_BIN")
+    build_gate64
 fi
 
 failed=0
