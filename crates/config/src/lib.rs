@@ -45,6 +45,8 @@ pub mod defaults {
 
     /// `server.workers`: 0 means one worker per CPU core.
     pub const WORKERS: usize = 0;
+    /// `server.tls_threads`: 0 means half the CPU cores, at least one.
+    pub const TLS_THREADS: usize = 0;
     /// `teredo.port`: the Teredo UDP port (RFC 4380 §2.6 `Teredo_UDP_port`).
     pub const TEREDO_PORT: u16 = 3544;
     /// `corpnet.tun`: the name of the TUN interface towards the corporate network.
@@ -114,6 +116,9 @@ pub struct Config {
 pub struct Server {
     /// Number of worker threads; 0 means one per CPU core (see [`Config::effective_workers`]).
     pub workers: usize,
+    /// Threads of the runtime that runs TLS (IP-HTTPS) and the control plane; 0 means half the
+    /// CPU cores, at least one (see [`Config::effective_tls_threads`]).
+    pub tls_threads: usize,
 }
 
 /// `[teredo]`: the Teredo server and relay (RFC 4380).
@@ -233,6 +238,7 @@ impl Default for Server {
     fn default() -> Self {
         Self {
             workers: defaults::WORKERS,
+            tls_threads: defaults::TLS_THREADS,
         }
     }
 }
@@ -485,6 +491,17 @@ impl Config {
         }
     }
 
+    /// The number of TLS/control runtime threads: `server.tls_threads`, or half the CPUs the
+    /// process may use (at least 1) when it is 0. The UDP workers already take one thread per
+    /// core; on a small machine more TLS threads than that only add context switches (measured
+    /// with bench/iphttps.sh on 2 cores: one thread carried 10–15% more than two).
+    pub fn effective_tls_threads(&self) -> usize {
+        match self.server.tls_threads {
+            0 => (std::thread::available_parallelism().map_or(1, |n| n.get()) / 2).max(1),
+            n => n,
+        }
+    }
+
     /// The primary Teredo server address (`teredo.server_addresses[0]`).
     pub fn teredo_primary(&self) -> Ipv4Addr {
         self.teredo.server_addresses[0]
@@ -502,6 +519,14 @@ impl Config {
                 "server.workers",
                 w,
                 format!("at most {MAX_WORKERS} workers (0 = one per core)"),
+            ));
+        }
+        let t = self.server.tls_threads;
+        if t > MAX_WORKERS {
+            return Err(invalid(
+                "server.tls_threads",
+                t,
+                format!("at most {MAX_WORKERS} threads (0 = half the cores)"),
             ));
         }
         Ok(())
@@ -940,6 +965,7 @@ const SECTIONS: &[&str] = &[
 #[serde(deny_unknown_fields)]
 struct RawServer {
     workers: Option<usize>,
+    tls_threads: Option<usize>,
 }
 
 #[derive(Default, Deserialize)]
@@ -1066,6 +1092,7 @@ fn from_table(table: &toml::Table) -> Result<Config, ConfigError> {
     Ok(Config {
         server: Server {
             workers: server.workers.unwrap_or(defaults::WORKERS),
+            tls_threads: server.tls_threads.unwrap_or(defaults::TLS_THREADS),
         },
         teredo: Teredo {
             enabled,
@@ -1201,6 +1228,7 @@ fn section<T: DeserializeOwned + Default>(
 fn expected_form(path: &str) -> Option<&'static str> {
     Some(match path {
         "server.workers" => "a whole number, 0 = one worker per core",
+        "server.tls_threads" => "a whole number, 0 = half the cores",
         "teredo.enabled"
         | "teredo.relay"
         | "teredo.lab_allow_loopback"

@@ -66,9 +66,27 @@ fn assert_names(e: &ConfigError, key: &str, needles: &[&str]) -> String {
 }
 
 #[test]
+fn tls_threads_bounded_and_named() {
+    let e = Config::from_toml_str(&doc(&[("server", "tls_threads = 5000")])).unwrap_err();
+    let msg = e.to_string();
+    assert!(
+        msg.contains("server.tls_threads") && msg.contains("5000"),
+        "{msg}"
+    );
+    let c = Config::from_toml_str(&doc(&[("server", "tls_threads = 3")])).unwrap();
+    assert_eq!(c.effective_tls_threads(), 3);
+}
+
+#[test]
 fn minimal_file_gets_the_documented_defaults() {
     let c = parse(&[]).unwrap();
-    assert_eq!(c.server, Server { workers: 0 });
+    assert_eq!(
+        c.server,
+        Server {
+            workers: 0,
+            tls_threads: 0
+        }
+    );
     assert_eq!(
         c.teredo,
         Teredo {
@@ -1157,6 +1175,7 @@ proptest! {
 
 const KEYS: &[(&str, &str)] = &[
     ("server", "workers"),
+    ("server", "tls_threads"),
     ("teredo", "enabled"),
     ("teredo", "server_addresses"),
     ("teredo", "port"),

@@ -92,9 +92,9 @@ fn serve(file: &std::path::Path) -> Result<()> {
         warn!("{w}");
     }
     let rt = tokio::runtime::Builder::new_multi_thread()
-        // TLS connections (IP-HTTPS) run here, spread over every core; the UDP workers are
-        // their own threads.
-        .worker_threads(cfg.effective_workers())
+        // TLS connections (IP-HTTPS) and the control plane run here (`server.tls_threads`);
+        // the UDP workers are their own threads.
+        .worker_threads(cfg.effective_tls_threads())
         .thread_name("gate64-ctl")
         .enable_all()
         .build()
