@@ -292,23 +292,12 @@ impl Worker {
         let Some(server) = self.shared.server.as_ref() else {
             return;
         };
-        let origin = SocketAddrV4::new(server.config().primary, server.config().port);
-        let from = server.config().primary;
-        let src = server.link_local();
         let (stats, transmits) = (&self.stats, &mut self.transmits);
         self.shared
             .peers
             .handle_timeout(now, part, of, |e| match e {
                 TimerEvent::Bubble { peer, mapping } => {
-                    let mut data = vec![0u8; tw::ORIGIN_LEN + ipv6::HEADER_LEN];
-                    if let Ok(n) = relay::emit_bubble(&mut data, &src, &peer, Some(origin)) {
-                        data.truncate(n);
-                        transmits.push(Transmit {
-                            from,
-                            to: mapping,
-                            data,
-                        });
-                    }
+                    transmits.extend(bubble(server, &peer, mapping));
                 }
                 TimerEvent::GaveUp { dropped } => {
                     stats.count_drops(Drop::BubbleTimeout, dropped as u64);
@@ -517,18 +506,7 @@ impl Worker {
             }),
             TxDecision::Queued { bubble, mapping } => {
                 if bubble {
-                    let origin = SocketAddrV4::new(from, server.config().port);
-                    let mut data = vec![0u8; tw::ORIGIN_LEN + ipv6::HEADER_LEN];
-                    if let Ok(n) =
-                        relay::emit_bubble(&mut data, &server.link_local(), &dst, Some(origin))
-                    {
-                        data.truncate(n);
-                        self.transmits.push(Transmit {
-                            from,
-                            to: mapping,
-                            data,
-                        });
-                    }
+                    self.transmits.extend(self::bubble(server, &dst, mapping));
                 }
                 Ok(Verdict::Consumed)
             }
@@ -536,6 +514,22 @@ impl Worker {
             TxDecision::Drop(TxDrop::TableFull) => Err(Drop::PeerTableFull),
         }
     }
+}
+
+/// A bubble from the server's link-local address to the Teredo peer `peer`, sent to its
+/// mapping from the primary address with an origin indication naming primary:port, as the
+/// client's server relays it (RFC 4380 §5.2.9, §5.4.1). Off the fast path: it allocates.
+fn bubble(server: &Server, peer: &Ipv6Addr, mapping: SocketAddrV4) -> Option<Transmit> {
+    let from = server.config().primary;
+    let origin = SocketAddrV4::new(from, server.config().port);
+    let mut data = vec![0u8; tw::ORIGIN_LEN + ipv6::HEADER_LEN];
+    let n = relay::emit_bubble(&mut data, &server.link_local(), peer, Some(origin)).ok()?;
+    data.truncate(n);
+    Some(Transmit {
+        from,
+        to: mapping,
+        data,
+    })
 }
 
 fn reject_to_drop(r: Reject) -> Drop {

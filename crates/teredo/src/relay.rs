@@ -4,7 +4,7 @@
 //! one. Time is always a parameter; [`Peers::handle_timeout`] is called by the driver for the
 //! shards it owns.
 
-use crate::addr::{self, Address};
+use crate::addr::Address;
 use gate64_wire::{ipv6, teredo as tw};
 use std::collections::HashMap;
 use std::net::{Ipv6Addr, SocketAddrV4};
@@ -338,11 +338,6 @@ pub fn emit_bubble(
         dst,
     )?;
     Ok(at + ipv6::HEADER_LEN)
-}
-
-/// True when `a` is a Teredo address (relay destinations are recognised by prefix alone).
-pub fn is_teredo_destination(a: &Ipv6Addr) -> bool {
-    addr::is_teredo(a)
 }
 
 #[cfg(test)]
