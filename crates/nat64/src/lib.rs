@@ -16,6 +16,10 @@
 //!   endpoint-independent mapping, endpoint-independent or address-dependent filtering, paired
 //!   pooling with port range and parity preservation, the §3.5.2.2 TCP state machine, §4
 //!   timers as parameters, RFC 6888 §4 BIB events; sharded by IPv6 client.
+//! - [`stateful`]: the two together on whole packets for multi-threaded drivers: one lock per
+//!   shard, in-place translation of TCP/UDP/ICMP echo with the port rewrite, ICMP errors with
+//!   their quoted packet mapped through the BIB, hairpinning (RFC 6146 §3.8), and builders
+//!   for the ICMP errors the NAT64 itself sends.
 //!
 //! Contract: nothing here opens a socket, reads a clock or draws random numbers. Every function
 //! taking packet bytes treats them as untrusted and returns an error instead of panicking.
@@ -26,7 +30,9 @@
 
 pub mod addr;
 pub mod state;
+pub mod stateful;
 pub mod translate;
 
 pub use addr::{Prefix, PrefixError};
+pub use stateful::{Nat64, Settings, Translated};
 pub use translate::{Config, TranslateError, v4_to_v6, v4_to_v6_fragments, v6_to_v4};

@@ -46,7 +46,20 @@ pub enum Proto {
 }
 
 impl Proto {
-    fn index(self) -> usize {
+    /// Every protocol, in table order.
+    pub const ALL: [Proto; 3] = [Proto::Tcp, Proto::Udp, Proto::Icmp];
+
+    /// Lower-case name, for labels and logs.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Proto::Tcp => "tcp",
+            Proto::Udp => "udp",
+            Proto::Icmp => "icmp",
+        }
+    }
+
+    /// Position in [`Proto::ALL`].
+    pub fn index(self) -> usize {
         match self {
             Proto::Tcp => 0,
             Proto::Udp => 1,
@@ -111,6 +124,12 @@ pub struct Config {
     pub timers: Timers,
     /// IPv4 filtering policy.
     pub filtering: Filtering,
+    /// Most sessions the whole table holds (split evenly over the shards); new flows beyond
+    /// it are refused with [`TableError::SessionLimit`], protecting memory.
+    pub max_sessions: usize,
+    /// Queue BIB creation/deletion [`Event`]s for compliance logging. Off, nothing is queued
+    /// (a queue nobody drains would grow without bound).
+    pub events: bool,
 }
 
 impl Config {
@@ -124,6 +143,8 @@ impl Config {
             max_iterations: 4096,
             timers: Timers::default(),
             filtering: Filtering::default(),
+            max_sessions: usize::MAX,
+            events: true,
         }
     }
 }
@@ -146,6 +167,9 @@ pub enum TableError {
     /// the client's other static entries.
     #[error("static binding conflicts with pool4 or an existing binding")]
     StaticConflict,
+    /// The session table is full (`max_sessions`); the packet is dropped.
+    #[error("NAT64 session limit reached")]
+    SessionLimit,
     /// Invalid configuration (empty pool, port 0 only, no shards, UDP lifetime below UDP_MIN).
     #[error("invalid NAT64 table configuration")]
     Config,
@@ -218,12 +242,35 @@ pub enum Event {
 /// Counters a driver exports as metrics.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Stats {
+    /// BIB entries alive, per protocol (indexed like [`Proto::ALL`]).
+    pub bib_by_proto: [usize; 3],
+    /// Sessions alive, per protocol (indexed like [`Proto::ALL`]).
+    pub sessions_by_proto: [usize; 3],
     /// BIB entries alive.
     pub bib_entries: usize,
     /// Sessions alive.
     pub sessions: usize,
     /// Allocations that found no free port.
     pub pool_exhausted: u64,
+}
+
+impl Stats {
+    /// Element-wise sum.
+    pub fn plus(self, b: &Stats) -> Stats {
+        let mut bib_by_proto = self.bib_by_proto;
+        let mut sessions_by_proto = self.sessions_by_proto;
+        for i in 0..3 {
+            bib_by_proto[i] += b.bib_by_proto[i];
+            sessions_by_proto[i] += b.sessions_by_proto[i];
+        }
+        Stats {
+            bib_by_proto,
+            sessions_by_proto,
+            bib_entries: self.bib_entries + b.bib_entries,
+            sessions: self.sessions + b.sessions,
+            pool_exhausted: self.pool_exhausted + b.pool_exhausted,
+        }
+    }
 }
 
 /// All shards. Route packets with [`Table::shard_of_v6`] and [`Table::shard_of_v4`], or use
@@ -344,14 +391,47 @@ impl Table {
 
     /// Sum of the shards' counters.
     pub fn stats(&self) -> Stats {
-        self.shards.iter().fold(Stats::default(), |a, s| {
-            let b = s.stats();
-            Stats {
-                bib_entries: a.bib_entries + b.bib_entries,
-                sessions: a.sessions + b.sessions,
-                pool_exhausted: a.pool_exhausted + b.pool_exhausted,
-            }
-        })
+        self.shards
+            .iter()
+            .fold(Stats::default(), |a, s| a.plus(&s.stats()))
+    }
+}
+
+impl Table {
+    /// Splits the table for drivers whose threads share it: the routing part (hash key,
+    /// clients pinned by static entries) and the shards, which the caller locks separately.
+    pub fn into_parts(self) -> (Router, Vec<Shard>) {
+        (
+            Router {
+                hash_key: self.hash_key,
+                shards: self.shards.len(),
+                pinned: self.pinned,
+            },
+            self.shards,
+        )
+    }
+}
+
+/// Which shard a packet belongs to, once the shards live apart (see [`Table::into_parts`]).
+#[derive(Debug, Clone)]
+pub struct Router {
+    hash_key: u64,
+    shards: usize,
+    pinned: HashMap<Ipv6Addr, usize>,
+}
+
+impl Router {
+    /// The shard holding the client `x6`.
+    pub fn shard_of_v6(&self, x6: &Ipv6Addr) -> usize {
+        if let Some(&s) = self.pinned.get(x6) {
+            return s;
+        }
+        (keyed_hash(self.hash_key, x6) % self.shards as u64) as usize
+    }
+
+    /// The shard owning IPv4 port (or ICMP identifier) `t`.
+    pub fn shard_of_v4(&self, t: u16) -> usize {
+        owner(t, self.shards)
     }
 }
 
@@ -381,6 +461,8 @@ pub struct Shard {
     /// Expiry candidates, checked against the session's current deadline when popped.
     timeouts: BinaryHeap<Reverse<(Instant, Proto6Key)>>,
     events: VecDeque<Event>,
+    log_events: bool,
+    max_sessions: usize,
     pool_exhausted: u64,
 }
 
@@ -418,7 +500,22 @@ struct Bib {
 #[derive(Debug, Clone, Copy)]
 struct Session {
     expires: Instant,
+    /// Deadline of this session's live entry in the timer heap. Refreshes only move
+    /// `expires`; the heap gets a new entry only when the deadline comes earlier (or when the
+    /// live entry pops early), so it holds about one entry per session, not one per packet.
+    armed: Instant,
     tcp: Option<TcpState>,
+}
+
+impl Session {
+    /// Sets a new deadline; returns it when the timer heap needs an entry for it.
+    fn refresh(&mut self, expires: Instant) -> Option<Instant> {
+        self.expires = expires;
+        (expires < self.armed).then(|| {
+            self.armed = expires;
+            expires
+        })
+    }
 }
 
 impl Shard {
@@ -433,6 +530,8 @@ impl Shard {
             filtering: cfg.filtering,
             timeouts: BinaryHeap::new(),
             events: VecDeque::new(),
+            log_events: cfg.events,
+            max_sessions: cfg.max_sessions.div_ceil(cfg.shards.max(1)),
             pool_exhausted: 0,
         }
     }
@@ -459,15 +558,19 @@ impl Shard {
                 None => (None, life_of(proto, &timers)),
             };
             s.tcp = tcp;
-            if let Some(l) = life {
-                s.expires = now + l;
-                self.arm(proto, key, now + l);
+            if let Some(l) = life
+                && let Some(at) = s.refresh(now + l)
+            {
+                self.arm(proto, key, at);
             }
             let bib = self.tables[proto.index()].bib6.get(&x);
             return bib.map(|b| b.v4).ok_or(TableError::NoSession);
         }
         if proto == Proto::Tcp && !flags.syn {
             return Err(TableError::NoSession);
+        }
+        if self.session_count() >= self.max_sessions {
+            return Err(TableError::SessionLimit);
         }
         let t = match self.tables[proto.index()].bib6.get(&x) {
             Some(b) => b.v4,
@@ -504,9 +607,10 @@ impl Shard {
                     None => (None, life_of(proto, &timers)),
                 };
                 s.tcp = tcp;
-                if let Some(l) = life {
-                    s.expires = now + l;
-                    self.arm(proto, key, now + l);
+                if let Some(l) = life
+                    && let Some(at) = s.refresh(now + l)
+                {
+                    self.arm(proto, key, at);
                 }
             }
             return Ok(x);
@@ -522,6 +626,9 @@ impl Shard {
             Proto::Tcp => return Err(TableError::NoSession),
             _ => (None, life_of(proto, &timers).unwrap_or(timers.udp)),
         };
+        if self.session_count() >= self.max_sessions {
+            return Err(TableError::SessionLimit);
+        }
         self.create_session(now, proto, (x, z), t, tcp, life);
         Ok(x)
     }
@@ -547,12 +654,20 @@ impl Shard {
             let Some(s) = tab.sessions.get_mut(&key) else {
                 continue;
             };
+            if s.armed != at {
+                continue; // superseded by an earlier entry for the same session
+            }
             if s.expires > now {
-                continue; // refreshed; a later heap entry covers it
+                // Refreshed since armed: one entry per session, moved to the new deadline.
+                s.armed = s.expires;
+                let at = s.expires;
+                self.arm(proto, key, at);
+                continue;
             }
             if s.tcp == Some(TcpState::Established) {
                 s.tcp = Some(TcpState::Trans);
                 s.expires = now + self.timers.tcp_trans;
+                s.armed = s.expires;
                 let at = s.expires;
                 self.arm(proto, key, at);
                 continue;
@@ -582,11 +697,30 @@ impl Shard {
         self.tables[proto.index()].bib6.get(&x).map(|b| b.v4)
     }
 
+    /// Entries in the timer heap (about one per session), for tests and diagnostics.
+    pub fn timer_entries(&self) -> usize {
+        self.timeouts.len()
+    }
+
+    fn session_count(&self) -> usize {
+        self.tables.iter().map(|t| t.sessions.len()).sum()
+    }
+
+    /// BIB lookup by the IPv4 side: the client behind (T,t), without touching sessions
+    /// (for ICMP errors quoting a packet the client sent).
+    pub fn bib_v4(&self, proto: Proto, t: Addr4) -> Option<Addr6> {
+        self.tables[proto.index()].bib4.get(&t).copied()
+    }
+
     /// Counters.
     pub fn stats(&self) -> Stats {
+        let bib_by_proto = [0, 1, 2].map(|i| self.tables[i].bib6.len());
+        let sessions_by_proto = [0, 1, 2].map(|i| self.tables[i].sessions.len());
         Stats {
-            bib_entries: self.tables.iter().map(|t| t.bib6.len()).sum(),
-            sessions: self.tables.iter().map(|t| t.sessions.len()).sum(),
+            bib_by_proto,
+            sessions_by_proto,
+            bib_entries: bib_by_proto.iter().sum(),
+            sessions: sessions_by_proto.iter().sum(),
             pool_exhausted: self.pool_exhausted,
         }
     }
@@ -629,11 +763,13 @@ impl Shard {
         );
         tab.bib4.insert(t, x);
         tab.client4.entry(x.0).or_insert((t.0, 0)).1 += 1;
-        self.events.push_back(Event::BibCreated {
-            proto,
-            v6: x,
-            v4: t,
-        });
+        if self.log_events {
+            self.events.push_back(Event::BibCreated {
+                proto,
+                v6: x,
+                v4: t,
+            });
+        }
         Ok(t)
     }
 
@@ -691,6 +827,7 @@ impl Shard {
         if let Entry::Vacant(e) = tab.sessions.entry(key) {
             e.insert(Session {
                 expires: now + life,
+                armed: now + life,
                 tcp,
             });
             tab.sessions4.insert((t, z), x);
@@ -729,11 +866,13 @@ impl Shard {
                     e.remove();
                 }
             }
-            self.events.push_back(Event::BibDeleted {
-                proto,
-                v6: x,
-                v4: t,
-            });
+            if self.log_events {
+                self.events.push_back(Event::BibDeleted {
+                    proto,
+                    v6: x,
+                    v4: t,
+                });
+            }
         }
     }
 

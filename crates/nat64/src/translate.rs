@@ -151,6 +151,10 @@ pub enum TranslateError {
     /// An IPv4 header checksum that does not verify; dropped silently.
     #[error("bad IPv4 header checksum")]
     BadHeaderChecksum,
+    /// An ICMP error, whose quoted packet grows or shrinks: use the copying functions
+    /// ([`v6_to_v4_with`], [`v4_to_v6_with`]) instead of the in-place ones.
+    #[error("ICMP error needs the copying translator")]
+    NotInPlace,
     /// No equivalent on the other side (ICMP types RFC 7915 drops, Neighbour Discovery, MLD,
     /// an error quoting an error, untranslatable inner addresses); dropped silently.
     #[error("not translatable")]
@@ -318,6 +322,145 @@ pub fn v4_to_v6_with(
     Ok(total)
 }
 
+/// IPv6→IPv4 (RFC 7915 §5) in place, without copying the payload: `buf` holds exactly the
+/// IPv6 packet and the IPv4 packet is written over its tail, its header just before the
+/// upper-layer header. Returns where the IPv4 packet starts and its length (it ends where the
+/// IPv6 packet ended). ICMPv6 errors give [`TranslateError::NotInPlace`].
+pub fn v6_to_v4_in_place(
+    cfg: &Config,
+    buf: &mut [u8],
+    src4: Ipv4Addr,
+    dst4: Ipv4Addr,
+) -> Result<(usize, usize), TranslateError> {
+    let h = parse_v6(buf, false)?;
+    let end = V6_HDR + h.plen;
+    let hop = buf[7];
+    if hop <= 1 {
+        return Err(TranslateError::TimeExceeded);
+    }
+    let first = h.frag.is_none_or(|f| f.offset == 0);
+    let whole = h.frag.is_none();
+    if h.proto == NH_ICMPV6 && first && buf.get(h.off).is_some_and(|&t| t < 128) {
+        return Err(TranslateError::NotInPlace);
+    }
+    let total = V4_HDR + (end - h.off);
+    if total > usize::from(u16::MAX) {
+        return Err(TranslateError::Unsupported);
+    }
+    if total > usize::from(cfg.ipv4_mtu) {
+        let mtu = (u32::from(cfg.ipv4_mtu) + 20).max(IPV6_MIN_MTU);
+        return Err(TranslateError::PacketTooBig { mtu });
+    }
+    let (src6, dst6) = v6_addrs(buf);
+    let tos = cfg.traffic_class.unwrap_or_else(|| traffic_class(buf));
+    if first {
+        fix_upper_6to4(
+            &mut buf[h.off..end],
+            h.proto,
+            whole,
+            (src6, dst6, h.upper_len()),
+            (src4, dst4),
+        )?;
+    }
+    let proto = if h.proto == NH_ICMPV6 {
+        PROTO_ICMP
+    } else {
+        h.proto
+    };
+    // parse_v6 guarantees off >= 40, so the IPv4 header fits inside the old IPv6 header.
+    let at = h.off - V4_HDR;
+    write_v4_header(
+        &mut buf[at..end],
+        &h,
+        tos,
+        hop - 1,
+        proto,
+        src4,
+        dst4,
+        total,
+    );
+    Ok((at, total))
+}
+
+/// IPv4→IPv6 (RFC 7915 §4) in place: the IPv4 packet is `buf[start..]` and the IPv6 header
+/// (plus a Fragment header for fragments) is written over the IPv4 header and the headroom
+/// before it, so `start` must leave at least 28 bytes (48 for fragments) minus the IPv4
+/// header length. Returns where the IPv6 packet starts and its length. Packets that need
+/// splitting and ICMPv4 errors are refused as in [`v4_to_v6_with`] /
+/// [`TranslateError::NotInPlace`].
+pub fn v4_to_v6_in_place(
+    cfg: &Config,
+    buf: &mut [u8],
+    start: usize,
+    src6: Ipv6Addr,
+    dst6: Ipv6Addr,
+) -> Result<(usize, usize), TranslateError> {
+    let pkt = buf.get(start..).ok_or(TranslateError::Truncated)?;
+    let h = parse_v4(pkt, false)?;
+    if !cfg!(fuzzing) && checksum::finish(checksum::sum(&pkt[..h.ihl], 0)) != 0 {
+        return Err(TranslateError::BadHeaderChecksum);
+    }
+    check_v4_options(&pkt[V4_HDR..h.ihl])?;
+    let ttl = pkt[8];
+    if ttl <= 1 {
+        return Err(TranslateError::TimeExceeded);
+    }
+    let first = h.frag_offset == 0;
+    let fragmented = h.is_fragment();
+    let upper_len = h.total - h.ihl;
+    if h.proto == PROTO_ICMP && first && upper_len >= ICMP_HDR && is_icmp4_error(pkt[h.ihl]) {
+        return Err(TranslateError::NotInPlace);
+    }
+    let fh = if fragmented { FRAG_HDR } else { 0 };
+    let total = V6_HDR + fh + upper_len;
+    if h.df {
+        if total as u64 > u64::from(cfg.ipv6_mtu) {
+            let mtu = cfg
+                .ipv6_mtu
+                .saturating_sub(20)
+                .clamp(576, u32::from(u16::MAX));
+            return Err(TranslateError::FragmentationNeeded { mtu: mtu as u16 });
+        }
+    } else {
+        let limit = cfg.ipv6_mtu.min(cfg.lowest_ipv6_mtu);
+        if total as u64 > u64::from(limit) {
+            return Err(TranslateError::NeedsFragmentation { mtu: limit });
+        }
+    }
+    let at = (start + h.ihl)
+        .checked_sub(V6_HDR + fh)
+        .ok_or(TranslateError::BufferTooSmall)?;
+    let (src4, dst4) = v4_addrs(pkt);
+    let tc = cfg.traffic_class.unwrap_or(pkt[1]);
+    let nh = if h.proto == PROTO_ICMP {
+        NH_ICMPV6
+    } else {
+        h.proto
+    };
+    let upper = start + h.ihl;
+    if first {
+        fix_upper_4to6(
+            cfg,
+            &mut buf[upper..upper + upper_len],
+            h.proto,
+            !fragmented,
+            (src4, dst4),
+            (src6, dst6, upper_len),
+        )?;
+    }
+    write_v6_header(
+        &mut buf[at..at + total],
+        &h,
+        tc,
+        ttl - 1,
+        nh,
+        src6,
+        dst6,
+        total,
+    );
+    Ok((at, total))
+}
+
 /// IPv4→IPv6 (RFC 7915 §4) that also splits a packet without DF into IPv6 fragments when it
 /// exceeds min(`ipv6_mtu`, `lowest_ipv6_mtu`) (§4.1; doc §2.7): each fragment carries a
 /// multiple of 8 data bytes, the identification is the IPv4 one, and the transport checksum
@@ -406,22 +549,22 @@ pub fn v4_to_v6_fragments(
 // IPv6 parsing
 
 #[derive(Debug, Clone, Copy)]
-struct Frag {
-    id: u32,
+pub(crate) struct Frag {
+    pub(crate) id: u32,
     /// In 8-byte units.
-    offset: u16,
-    more: bool,
+    pub(crate) offset: u16,
+    pub(crate) more: bool,
 }
 
 #[derive(Debug, Clone, Copy)]
-struct V6Hdr {
+pub(crate) struct V6Hdr {
     /// Payload Length field.
-    plen: usize,
+    pub(crate) plen: usize,
     /// Offset of the upper-layer header.
-    off: usize,
+    pub(crate) off: usize,
     /// Upper-layer protocol.
-    proto: u8,
-    frag: Option<Frag>,
+    pub(crate) proto: u8,
+    pub(crate) frag: Option<Frag>,
 }
 
 impl V6Hdr {
@@ -442,7 +585,7 @@ fn is_extension(nh: u8) -> bool {
 
 /// Checks version and lengths and walks the extension headers. `quoted`: the packet is inside
 /// an ICMP error, so its payload may be cut short of the Payload Length.
-fn parse_v6(pkt: &[u8], quoted: bool) -> Result<V6Hdr, TranslateError> {
+pub(crate) fn parse_v6(pkt: &[u8], quoted: bool) -> Result<V6Hdr, TranslateError> {
     if pkt.len() < V6_HDR {
         return Err(TranslateError::Truncated);
     }
@@ -518,7 +661,7 @@ fn peek_v6_addrs(pkt: &[u8]) -> Option<(Ipv6Addr, Ipv6Addr)> {
 }
 
 /// `pkt` holds at least the 40-byte fixed header.
-fn v6_addrs(pkt: &[u8]) -> (Ipv6Addr, Ipv6Addr) {
+pub(crate) fn v6_addrs(pkt: &[u8]) -> (Ipv6Addr, Ipv6Addr) {
     let mut s = [0u8; 16];
     let mut d = [0u8; 16];
     s.copy_from_slice(&pkt[8..24]);
@@ -534,26 +677,26 @@ fn traffic_class(pkt: &[u8]) -> u8 {
 // IPv4 parsing
 
 #[derive(Debug, Clone, Copy)]
-struct V4Hdr {
-    ihl: usize,
+pub(crate) struct V4Hdr {
+    pub(crate) ihl: usize,
     /// Total Length field.
-    total: usize,
-    id: u16,
-    df: bool,
-    more: bool,
+    pub(crate) total: usize,
+    pub(crate) id: u16,
+    pub(crate) df: bool,
+    pub(crate) more: bool,
     /// In 8-byte units.
-    frag_offset: u16,
-    proto: u8,
+    pub(crate) frag_offset: u16,
+    pub(crate) proto: u8,
 }
 
 impl V4Hdr {
-    fn is_fragment(&self) -> bool {
+    pub(crate) fn is_fragment(&self) -> bool {
         self.more || self.frag_offset != 0
     }
 }
 
 /// Checks version, IHL and Total Length. `quoted`: the packet may be cut short.
-fn parse_v4(pkt: &[u8], quoted: bool) -> Result<V4Hdr, TranslateError> {
+pub(crate) fn parse_v4(pkt: &[u8], quoted: bool) -> Result<V4Hdr, TranslateError> {
     if pkt.len() < V4_HDR {
         return Err(TranslateError::Truncated);
     }
@@ -611,14 +754,14 @@ fn peek_v4_addrs(pkt: &[u8]) -> Option<(Ipv4Addr, Ipv4Addr)> {
 }
 
 /// `pkt` holds at least 20 bytes.
-fn v4_addrs(pkt: &[u8]) -> (Ipv4Addr, Ipv4Addr) {
+pub(crate) fn v4_addrs(pkt: &[u8]) -> (Ipv4Addr, Ipv4Addr) {
     (
         Ipv4Addr::new(pkt[12], pkt[13], pkt[14], pkt[15]),
         Ipv4Addr::new(pkt[16], pkt[17], pkt[18], pkt[19]),
     )
 }
 
-fn is_icmp4_error(t: u8) -> bool {
+pub(crate) fn is_icmp4_error(t: u8) -> bool {
     matches!(
         t,
         ICMPV4_DEST_UNREACHABLE | ICMPV4_TIME_EXCEEDED | ICMPV4_PARAMETER_PROBLEM | 4 | 5
@@ -708,7 +851,7 @@ fn write_v6_header(
 // Transport checksums
 
 /// RFC 1624 eqn. 3: HC' = ~(~HC + ~m + m'), with `remove` and `add` as unfolded sums.
-fn adjust(hc: u16, remove: u32, add: u32) -> u16 {
+pub(crate) fn adjust(hc: u16, remove: u32, add: u32) -> u16 {
     let acc = u32::from(!hc) + u32::from(!fold(remove)) + u32::from(fold(add));
     checksum::finish(acc)
 }
