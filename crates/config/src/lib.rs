@@ -39,6 +39,9 @@ use ipnet::{Ipv4Net, Ipv6Net};
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
 
+mod nat64;
+pub use nat64::{Filtering as Nat64Filtering, Nat64};
+
 /// Default values of the optional keys, as documented in `docs/config.md`.
 pub mod defaults {
     use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
@@ -103,6 +106,8 @@ pub struct Config {
     pub iphttps: Iphttps,
     /// `[corpnet]`: the corporate-network side (TUN interface, prefixes, routes).
     pub corpnet: Corpnet,
+    /// `[nat64]`: stateful NAT64 towards IPv4-only corporate hosts (RFC 6146).
+    pub nat64: Nat64,
     /// `[metrics]`: the Prometheus exporter.
     pub metrics: Metrics,
     /// `[limits]`: rate limits, table sizes and queue lengths.
@@ -346,6 +351,7 @@ impl Config {
                 manage_routes: false,
                 allow_without_ipsec: true,
             },
+            nat64: Nat64::default(),
             metrics: Metrics { listen: None },
             limits: Limits::default(),
             log: Log::default(),
@@ -376,6 +382,7 @@ impl Config {
         self.validate_teredo()?;
         self.validate_corpnet()?;
         self.validate_iphttps()?;
+        self.validate_nat64()?;
         self.validate_limits()?;
         self.validate_log()
     }
@@ -448,6 +455,7 @@ impl Config {
                 }
             }
         }
+        self.nat64_warnings(&mut out);
         if self.limits.peer_idle_timeout_secs < defaults::PEER_IDLE_TIMEOUT_SECS {
             out.push(format!(
                 "limits.peer_idle_timeout_secs = {}: shorter than the {} s of RFC 4380 §5.2.4; \
@@ -958,7 +966,7 @@ impl std::error::Error for ConfigError {
 // Parsing: the file as written (every key optional), then defaults and required keys.
 
 const SECTIONS: &[&str] = &[
-    "server", "teredo", "iphttps", "corpnet", "metrics", "limits", "log",
+    "server", "teredo", "iphttps", "corpnet", "nat64", "metrics", "limits", "log",
 ];
 
 #[derive(Default, Deserialize)]
@@ -1051,6 +1059,7 @@ fn from_table(table: &toml::Table) -> Result<Config, ConfigError> {
     let teredo: RawTeredo = section(table, "teredo")?;
     let iphttps: RawIphttps = section(table, "iphttps")?;
     let corpnet: RawCorpnet = section(table, "corpnet")?;
+    let nat64 = section::<nat64::RawNat64>(table, "nat64")?.build()?;
     let metrics: RawMetrics = section(table, "metrics")?;
     let limits: RawLimits = section(table, "limits")?;
     let log: RawLog = section(table, "log")?;
@@ -1129,6 +1138,7 @@ fn from_table(table: &toml::Table) -> Result<Config, ConfigError> {
             manage_routes: corpnet.manage_routes.unwrap_or(true),
             allow_without_ipsec: corpnet.allow_without_ipsec.unwrap_or(false),
         },
+        nat64,
         metrics: Metrics {
             listen: match metrics.enabled {
                 Some(false) => None,
@@ -1265,7 +1275,7 @@ fn expected_form(path: &str) -> Option<&'static str> {
         | "iphttps.send_queue_bytes" => "a whole number",
         "log.level" => "a filter directive in quotes, e.g. \"info\"",
         "log.format" => "\"text\" or \"json\"",
-        _ => return None,
+        _ => return nat64::expected_form(path),
     })
 }
 

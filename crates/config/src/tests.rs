@@ -855,14 +855,14 @@ fn unknown_key_in_each_section_is_named() {
 #[test]
 fn unknown_section_is_named() {
     for text in [
-        format!("{}[nat64]\nprefix = \"64:ff9b::/96\"\n", doc(&[])),
+        format!("{}[ipsec]\nenabled = true\n", doc(&[])),
         format!("workers = 4\n{}", doc(&[])),
     ] {
         let e = Config::from_toml_str(&text).unwrap_err();
         assert_eq!(e.kind(), ErrorKind::UnknownKey, "{e}");
         let msg = e.to_string();
         assert!(
-            msg.contains("unknown key `nat64`") || msg.contains("unknown key `workers`"),
+            msg.contains("unknown key `ipsec`") || msg.contains("unknown key `workers`"),
             "{msg}"
         );
         assert!(msg.contains("[teredo]"), "{msg}");
@@ -1187,6 +1187,20 @@ const KEYS: &[(&str, &str)] = &[
     ("corpnet", "mtu"),
     ("corpnet", "manage_routes"),
     ("corpnet", "allow_without_ipsec"),
+    ("nat64", "enabled"),
+    ("nat64", "prefix"),
+    ("nat64", "allow_private_ipv4"),
+    ("nat64", "pool4"),
+    ("nat64", "ports"),
+    ("nat64", "udp_timeout_secs"),
+    ("nat64", "tcp_established_timeout_secs"),
+    ("nat64", "tcp_transitory_timeout_secs"),
+    ("nat64", "icmp_timeout_secs"),
+    ("nat64", "filtering"),
+    ("nat64", "ipv4_mtu"),
+    ("nat64", "max_sessions"),
+    ("nat64", "route_prefix"),
+    ("nat64", "binding_log"),
     ("metrics", "enabled"),
     ("metrics", "listen"),
     ("limits", "rs_per_source_per_sec"),
@@ -1210,3 +1224,143 @@ const KEYS: &[(&str, &str)] = &[
     ("log", "level"),
     ("log", "format"),
 ];
+
+// [nat64]
+
+#[test]
+fn nat64_is_off_without_pool4_and_on_with_it() {
+    let c = parse(&[]).unwrap();
+    assert!(!c.nat64.enabled);
+    let c = parse(&[
+        ("nat64", r#"pool4 = ["192.0.2.64/30", "198.51.100.7"]"#),
+        ("nat64", r#"prefix = "2001:db8:64::/96""#),
+    ])
+    .unwrap();
+    assert!(c.nat64.enabled);
+    assert_eq!(c.nat64.pool4.len(), 2);
+    assert_eq!(
+        c.nat64.pool4[1].prefix_len(),
+        32,
+        "a bare address is its /32"
+    );
+    assert_eq!(c.nat64.udp_timeout_secs, 300);
+    assert_eq!(c.nat64.tcp_established_timeout_secs, 7440);
+    assert_eq!(c.nat64.ports, [1024, 65535]);
+    assert!(c.nat64.route_prefix);
+    assert!(c.nat64.binding_log.is_none());
+}
+
+#[test]
+fn nat64_enabled_requires_pool4() {
+    let e = refused(&[("nat64", "enabled = true")]);
+    assert_names(&e, "nat64.pool4", &["192.0.2.64/28"]);
+}
+
+#[test]
+fn nat64_rules_name_key_value_and_reason() {
+    let pool = ("nat64", r#"pool4 = ["192.0.2.64/30"]"#);
+    for (change, key, needle) in [
+        (
+            ("nat64", r#"prefix = "2001:db8:64::/80""#),
+            "nat64.prefix",
+            "RFC 6052",
+        ),
+        (
+            ("nat64", r#"prefix = "2001:db8:64::1/96""#),
+            "nat64.prefix",
+            "host bits",
+        ),
+        (
+            ("nat64", r#"prefix = "2001:db8:64:0:ff00::/96""#),
+            "nat64.prefix",
+            "u",
+        ),
+        (
+            ("nat64", r#"prefix = "2001:db8:100:64::/96""#),
+            "nat64.prefix",
+            "corpnet",
+        ),
+        (
+            ("nat64", r#"prefix = "2001:0:1::/96""#),
+            "nat64.prefix",
+            "Teredo",
+        ),
+        (
+            ("nat64", "udp_timeout_secs = 60"),
+            "nat64.udp_timeout_secs",
+            "RFC 6146",
+        ),
+        (
+            ("nat64", "tcp_established_timeout_secs = 7200"),
+            "nat64.tcp_established_timeout_secs",
+            "7440",
+        ),
+        (
+            ("nat64", "tcp_transitory_timeout_secs = 10"),
+            "nat64.tcp_transitory_timeout_secs",
+            "240",
+        ),
+        (
+            ("nat64", "icmp_timeout_secs = 0"),
+            "nat64.icmp_timeout_secs",
+            "1",
+        ),
+        (("nat64", "ports = [0, 100]"), "nat64.ports", "first"),
+        (("nat64", "ports = [2000, 1000]"), "nat64.ports", "first"),
+        (("nat64", "ipv4_mtu = 60"), "nat64.ipv4_mtu", "68"),
+        (
+            ("nat64", "max_sessions = 0"),
+            "nat64.max_sessions",
+            "at least 1",
+        ),
+        (("nat64", r#"pool4 = []"#), "nat64.pool4", "at least one"),
+        (
+            ("nat64", r#"pool4 = ["192.0.2.65/30"]"#),
+            "nat64.pool4",
+            "host bits",
+        ),
+        (
+            ("nat64", r#"pool4 = ["127.0.0.0/8"]"#),
+            "nat64.pool4",
+            "unicast",
+        ),
+        (
+            ("nat64", r#"pool4 = ["192.0.2.0/24"]"#),
+            "nat64.pool4",
+            "teredo.server_addresses",
+        ),
+        (
+            ("nat64", r#"pool4 = ["10.0.0.0/8"]"#),
+            "nat64.pool4",
+            "at most",
+        ),
+        (
+            ("nat64", r#"pool4 = ["not-an-address"]"#),
+            "nat64.pool4",
+            "neither",
+        ),
+        (
+            ("nat64", r#"filtering = "strict""#),
+            "nat64.filtering",
+            "endpoint-independent",
+        ),
+    ] {
+        let e = refused(&[pool, change]);
+        assert_names(&e, key, &[needle]);
+    }
+}
+
+#[test]
+fn nat64_well_known_prefix_and_missing_ipsec_are_warnings() {
+    let c = parse(&[("nat64", r#"pool4 = ["192.0.2.64/30"]"#)]).unwrap();
+    let w = c.warnings().join("\n");
+    assert!(w.contains("nat64.prefix"), "{w}");
+    assert!(w.contains("allow_without_ipsec"), "{w}");
+    let c = parse(&[
+        ("nat64", r#"pool4 = ["192.0.2.64/30"]"#),
+        ("nat64", r#"prefix = "2001:db8:64::/96""#),
+        ("corpnet", "allow_without_ipsec = true"),
+    ])
+    .unwrap();
+    assert!(!c.warnings().iter().any(|w| w.starts_with("nat64")));
+}
