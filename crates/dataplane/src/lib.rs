@@ -6,12 +6,14 @@
 #![warn(missing_docs)]
 
 pub mod clients;
+pub mod dns64;
 mod drop;
 pub mod pipeline;
 pub mod ratelimit;
 pub mod stats;
 
 pub use clients::{ClientQueue, ClientTable, Delivery};
+pub use dns64::{Dns64Result, Dns64Stats};
 pub use drop::Drop;
 pub use pipeline::IphttpsEgress;
 pub use pipeline::{

@@ -1,0 +1,195 @@
+//! Asking the upstream resolvers: UDP from a fresh random port with a random ID, TCP when the
+//! answer comes back truncated, the next upstream on timeout, network error or REFUSED.
+//!
+//! Failover is sticky: the upstream that answered last is tried first, so a dead primary costs
+//! one timeout, not one per query. An answer is accepted only from the address asked (the
+//! socket is connected), with the query's ID and question.
+
+use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use hickory_proto::op::{Edns, Message, MessageType, OpCode, ResponseCode};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpStream, UdpSocket};
+use tracing::debug;
+
+use crate::synth::{Ask, EDNS_PAYLOAD, UpstreamError};
+
+/// Largest answer read over UDP.
+const UDP_BUFFER: usize = 4096;
+
+/// The configured upstream resolvers.
+#[derive(Debug)]
+pub struct Upstreams {
+    servers: Vec<SocketAddr>,
+    timeout: Duration,
+    preferred: AtomicUsize,
+}
+
+/// How one attempt at one upstream ended.
+enum Attempt {
+    Answer(Message),
+    /// Try the next upstream (timeout, refusal, network error).
+    Next,
+}
+
+impl Upstreams {
+    /// Upstreams tried in this order (starting from the last one that answered); `timeout`
+    /// bounds each attempt (the UDP query, and the TCP retry after truncation).
+    pub fn new(servers: Vec<SocketAddr>, timeout: Duration) -> Upstreams {
+        Upstreams {
+            servers,
+            timeout,
+            preferred: AtomicUsize::new(0),
+        }
+    }
+
+    /// The upstream addresses.
+    pub fn servers(&self) -> &[SocketAddr] {
+        &self.servers
+    }
+
+    /// Asks `ask` of the upstreams until one answers.
+    pub async fn ask(&self, ask: &Ask) -> Result<Message, UpstreamError> {
+        let n = self.servers.len();
+        let first = self.preferred.load(Ordering::Relaxed);
+        let mut refused = None;
+        for i in 0..n {
+            let idx = (first + i) % n;
+            let server = self.servers[idx];
+            let id = random_id();
+            let wire = match encode(ask, id) {
+                Ok(w) => w,
+                Err(e) => {
+                    debug!(error = %e, "cannot encode the upstream query");
+                    return Err(UpstreamError::NoAnswer);
+                }
+            };
+            match self.attempt(server, &wire, id, ask).await {
+                Attempt::Answer(m) if m.metadata.response_code == ResponseCode::Refused => {
+                    debug!(%server, "upstream refused; trying the next");
+                    refused = Some(m);
+                }
+                Attempt::Answer(m) => {
+                    if idx != first {
+                        self.preferred.store(idx, Ordering::Relaxed);
+                    }
+                    return Ok(m);
+                }
+                Attempt::Next => {}
+            }
+        }
+        // Every upstream refused: that is an error for the client (SERVFAIL), not a refusal
+        // by gate64.
+        let _ = refused;
+        Err(UpstreamError::NoAnswer)
+    }
+
+    async fn attempt(&self, server: SocketAddr, wire: &[u8], id: u16, ask: &Ask) -> Attempt {
+        match tokio::time::timeout(self.timeout, udp(server, wire, id, ask)).await {
+            Ok(Ok(m)) if !m.metadata.truncation => Attempt::Answer(m),
+            Ok(Ok(_truncated)) => {
+                match tokio::time::timeout(self.timeout, tcp(server, wire, id, ask)).await {
+                    Ok(Ok(m)) => Attempt::Answer(m),
+                    Ok(Err(e)) => {
+                        debug!(%server, error = %e, "upstream TCP failed");
+                        Attempt::Next
+                    }
+                    Err(_) => {
+                        debug!(%server, "upstream TCP timed out");
+                        Attempt::Next
+                    }
+                }
+            }
+            Ok(Err(e)) => {
+                debug!(%server, error = %e, "upstream UDP failed");
+                Attempt::Next
+            }
+            Err(_) => {
+                debug!(%server, "upstream timed out");
+                Attempt::Next
+            }
+        }
+    }
+}
+
+/// The upstream query for `ask`: RD, the client's CD and AD, EDNS with its DO bit.
+pub fn encode(ask: &Ask, id: u16) -> Result<Vec<u8>, hickory_proto::ProtoError> {
+    let mut m = Message::new(id, MessageType::Query, OpCode::Query);
+    m.metadata.recursion_desired = true;
+    m.metadata.checking_disabled = ask.checking_disabled;
+    m.metadata.authentic_data = ask.authentic_data;
+    m.add_query(ask.query.clone());
+    let mut edns = Edns::new();
+    edns.set_max_payload(EDNS_PAYLOAD);
+    edns.set_dnssec_ok(ask.dnssec_ok);
+    m.set_edns(edns);
+    m.to_vec()
+}
+
+/// True when `m` answers query `id` for `ask`'s question.
+pub fn matches(m: &Message, id: u16, ask: &Ask) -> bool {
+    let q = &ask.query;
+    m.metadata.id == id
+        && m.metadata.message_type == MessageType::Response
+        && m.queries.len() == 1
+        && m.queries[0].query_type() == q.query_type()
+        && m.queries[0].query_class() == q.query_class()
+        && m.queries[0].name().eq_ignore_root_case(q.name())
+}
+
+async fn udp(server: SocketAddr, wire: &[u8], id: u16, ask: &Ask) -> std::io::Result<Message> {
+    let local: SocketAddr = match server {
+        SocketAddr::V4(_) => (Ipv4Addr::UNSPECIFIED, 0).into(),
+        SocketAddr::V6(_) => (Ipv6Addr::UNSPECIFIED, 0).into(),
+    };
+    // A fresh socket per query: a random source port (with the random ID, RFC 5452 §9).
+    let sock = UdpSocket::bind(local).await?;
+    sock.connect(server).await?;
+    sock.send(wire).await?;
+    let mut buf = vec![0u8; UDP_BUFFER];
+    loop {
+        let n = sock.recv(&mut buf).await?;
+        // Anything else (garbage, another ID) is ignored; the timeout bounds the wait.
+        if let Ok(m) = Message::from_vec(&buf[..n])
+            && matches(&m, id, ask)
+        {
+            return Ok(m);
+        }
+    }
+}
+
+async fn tcp(server: SocketAddr, wire: &[u8], id: u16, ask: &Ask) -> std::io::Result<Message> {
+    let mut s = TcpStream::connect(server).await?;
+    s.set_nodelay(true)?;
+    let len = u16::try_from(wire.len()).map_err(std::io::Error::other)?;
+    let mut framed = Vec::with_capacity(2 + wire.len());
+    framed.extend_from_slice(&len.to_be_bytes());
+    framed.extend_from_slice(wire);
+    s.write_all(&framed).await?;
+    loop {
+        let n = usize::from(s.read_u16().await?);
+        let mut buf = vec![0u8; n];
+        s.read_exact(&mut buf).await?;
+        match Message::from_vec(&buf) {
+            Ok(m) if matches(&m, id, ask) => return Ok(m),
+            _ => continue,
+        }
+    }
+}
+
+/// A query ID from the kernel's random source (RFC 5452 §9.2).
+fn random_id() -> u16 {
+    let mut b = [0u8; 2];
+    // SAFETY: the buffer is valid for 2 bytes; getrandom writes at most that many.
+    let n = unsafe { libc::getrandom(b.as_mut_ptr().cast(), b.len(), 0) };
+    if n == 2 {
+        return u16::from_ne_bytes(b);
+    }
+    // getrandom cannot fail for 2 bytes after boot; fall back to the clock just in case.
+    let t = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.subsec_nanos());
+    (t ^ (t >> 16)) as u16
+}
