@@ -35,6 +35,8 @@ fn shared() -> Arc<Shared> {
             rs_per_sec: 10,
             rs_burst: 10,
             iphttps_prefix: None,
+            nat64: None,
+            binding_log: None,
         })
     })
     .clone()

@@ -221,12 +221,11 @@ impl Config {
                 "overlaps corpnet.ipv6_prefixes entry {c}: corporate IPv6 destinations are \
                  forwarded untranslated"
             ))
-        } else if let Some(i) = self.iphttps.prefix.filter(|i| overlaps(&p, i)) {
-            Some(format!(
-                "overlaps iphttps.prefix {i}, where IP-HTTPS clients live"
-            ))
         } else {
-            None
+            self.iphttps
+                .prefix
+                .filter(|i| overlaps(&p, i))
+                .map(|i| format!("overlaps iphttps.prefix {i}, where IP-HTTPS clients live"))
         };
         if let Some(why) = clash {
             return Err(invalid("nat64.prefix", value, why));

@@ -36,6 +36,8 @@ fn worker() -> Worker {
         rs_per_sec: u32::MAX,
         rs_burst: u32::MAX,
         iphttps_prefix: None,
+        nat64: None,
+        binding_log: None,
     };
     Worker::new(Shared::new(cfg), Arc::new(Stats::default()))
 }

@@ -66,4 +66,27 @@ drops! {
     IphttpsQueueFull => "iphttps_queue_full",
     /// Bytes in an IP-HTTPS stream that are not an IPv6 packet (the session is closed).
     NotIpv6 => "not_ipv6",
+    /// Hop limit or TTL ran out at gate64 (an ICMP Time Exceeded goes back).
+    TtlExceeded => "ttl_exceeded",
+    /// Larger than the next link's MTU (an ICMP Packet Too Big / Fragmentation Needed goes
+    /// back).
+    PacketTooBig => "packet_too_big",
+    /// NAT64: an IPv4 packet for a pool4 address and port no client holds, or that filtering
+    /// refuses (RFC 6146 §3.5.1.1; ICMPv4 port unreachable goes back).
+    Nat64NoBinding => "nat64_no_binding",
+    /// NAT64: a TCP segment that neither opens nor belongs to a session (RFC 6146 §3.5.2.2).
+    Nat64NoSession => "nat64_no_session",
+    /// NAT64: no free IPv4 port in pool4 (RFC 6146 §3.5.1.1; ICMPv6 address unreachable goes
+    /// back).
+    Nat64PoolExhausted => "nat64_pool_exhausted",
+    /// NAT64: `[nat64] max_sessions` reached.
+    Nat64SessionLimit => "nat64_session_limit",
+    /// NAT64: the IPv4 address inside Pref64 may not be translated to (loopback, multicast,
+    /// broadcast, or private under the Well-Known Prefix).
+    Nat64BadAddress => "nat64_bad_address",
+    /// NAT64: a non-first fragment (gate64 does not reassemble yet).
+    Nat64Fragment => "nat64_fragment",
+    /// NAT64: no IPv4 equivalent or not handled (other protocols, ICMP types RFC 7915 drops,
+    /// bad ICMP error checksums, packets that would need IPv6 fragmentation).
+    Nat64Untranslatable => "nat64_untranslatable",
 }

@@ -17,9 +17,9 @@ pub use dns64::{Dns64Result, Dns64Stats};
 pub use drop::Drop;
 pub use pipeline::IphttpsEgress;
 pub use pipeline::{
-    DataplaneConfig, HEADROOM, MAX_PACKET, Prefix, Shared, Transmit, Verdict, Worker,
+    BindingLog, DataplaneConfig, HEADROOM, MAX_PACKET, Prefix, Shared, Transmit, Verdict, Worker,
 };
-pub use stats::{Direction, Side, Stats, TlsResult};
+pub use stats::{Direction, Nat64Direction, Side, Stats, TlsResult};
 
 /// Gauges computed at scrape time from shared tables.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -30,4 +30,19 @@ pub struct Gauges {
     pub teredo_peers: u64,
     /// IP-HTTPS connections with their link up.
     pub iphttps_clients: u64,
+    /// NAT64 tables; `None` when NAT64 is off.
+    pub nat64: Option<Nat64Gauges>,
+}
+
+/// NAT64 table sizes, per protocol in the order TCP, UDP, ICMP.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Nat64Gauges {
+    /// BIB entries (each holds one pool4 transport address).
+    pub bib_entries: [u64; 3],
+    /// Sessions.
+    pub sessions: [u64; 3],
+    /// pool4 transport addresses per protocol (addresses × ports).
+    pub pool_capacity: u64,
+    /// Allocations that found pool4 exhausted, since start.
+    pub pool_exhausted: u64,
 }

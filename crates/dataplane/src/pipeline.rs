@@ -5,7 +5,10 @@
 //!            -> client table (relay peer trust, §5.4.2)
 //!            -> policy (the IPsec step; `allow_without_ipsec` bypasses it)
 //!            -> route: corpnet prefix -> TUN | own Teredo client -> UDP | else drop
+//!            -> route: NAT64 prefix -> NAT64 (RFC 6146, in place) -> TUN as IPv4
 //! TUN        -> route: own Teredo client -> relay (trusted: UDP; else queue + bubble)
+//! TUN IPv4   -> NAT64 (to pool4) -> IPv6 -> the client route above
+//! TUN IPv6 to the NAT64 prefix (corporate IPv6 hosts, IP-HTTPS clients) -> NAT64 -> TUN
 //! ```
 //!
 //! Buffers are the caller's: a packet arrives in `buf[start..end]` with at least [`HEADROOM`]
@@ -14,7 +17,11 @@
 //! except when a packet must wait in a relay queue.
 
 use crate::clients::{ClientTable, Delivery};
+use crate::stats::Nat64Direction;
 use crate::{Direction, Drop, Side, Stats, ratelimit::RateLimiter};
+use gate64_nat64::state::{Event as BindingEvent, TableError};
+use gate64_nat64::stateful::{self, Error as NatError};
+use gate64_nat64::{Nat64, TranslateError};
 use gate64_teredo::relay::{self, TimerEvent, TxDrop};
 use gate64_teredo::{
     Address, Ingress, Peers, Reject, RelayConfig, Server, ServerConfig, TxDecision,
@@ -80,7 +87,26 @@ pub struct DataplaneConfig {
     pub rs_burst: u32,
     /// The IP-HTTPS pool: each connection owns one /64 of it. `None` when IP-HTTPS is off.
     pub iphttps_prefix: Option<Prefix>,
+    /// Stateful NAT64; `None` when `[nat64]` is off.
+    pub nat64: Option<Arc<Nat64>>,
+    /// Where BIB creations and deletions go (RFC 6888 compliance log); `None` when off.
+    pub binding_log: Option<BindingLog>,
 }
+
+/// A sink for NAT64 binding events, called from the worker that expires the shard.
+#[derive(Clone)]
+pub struct BindingLog(pub Arc<dyn Fn(&BindingEvent) + Send + Sync>);
+
+impl std::fmt::Debug for BindingLog {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("BindingLog")
+    }
+}
+
+/// ICMP errors gate64 itself sends per worker per second (RFC 4443 §2.4 (f) asks for a
+/// limit), and the burst allowed.
+const ICMP_ERRORS_PER_SEC: f64 = 200.0;
+const ICMP_ERROR_BURST: f64 = 50.0;
 
 /// State shared by all workers: the server and the sharded peer table.
 #[derive(Debug)]
@@ -156,7 +182,14 @@ impl Shared {
             };
         }
         let to_self = dst == self.cfg.corp_address;
-        if !to_self && !self.cfg.corp_prefixes.iter().any(|p| p.contains(&dst)) {
+        // NAT64 destinations go to the kernel like corporate ones; with `nat64.route_prefix`
+        // it routes them back into the TUN, where a worker translates them.
+        let nat64 = self
+            .cfg
+            .nat64
+            .as_ref()
+            .is_some_and(|n| n.prefix().contains(&dst));
+        if !to_self && !nat64 && !self.cfg.corp_prefixes.iter().any(|p| p.contains(&dst)) {
             return Err(Drop::NoRoute);
         }
         let echo = icmpv6::type_code(&pkt) == Some((icmpv6::TYPE_ECHO_REQUEST, 0));
@@ -169,10 +202,17 @@ impl Shared {
     /// Gauges for the exporter.
     pub fn gauges(&self, now: Instant) -> crate::Gauges {
         let (valid, total) = self.peers.count(now);
+        let nat = self.cfg.nat64.as_ref().map(|n| (n.stats(), n.capacity()));
         crate::Gauges {
             teredo_clients: valid as u64,
             teredo_peers: total as u64,
             iphttps_clients: self.iphttps.len() as u64,
+            nat64: nat.map(|(s, capacity)| crate::Nat64Gauges {
+                bib_entries: s.bib_by_proto.map(|n| n as u64),
+                sessions: s.sessions_by_proto.map(|n| n as u64),
+                pool_capacity: capacity,
+                pool_exhausted: s.pool_exhausted,
+            }),
         }
     }
 }
@@ -234,6 +274,34 @@ pub struct Worker {
     stats: Arc<Stats>,
     rs_limiter: RateLimiter,
     transmits: Vec<Transmit>,
+    /// Packets for the TUN made off the fast path (ICMP errors gate64 sends).
+    tun_writes: Vec<Vec<u8>>,
+    /// NAT64's buffer for ICMP errors, whose quoted packet changes size.
+    scratch: Vec<u8>,
+    icmp_budget: TokenBucket,
+}
+
+/// A plain token bucket for the ICMP errors one worker sends.
+#[derive(Debug)]
+struct TokenBucket {
+    tokens: f64,
+    last: Option<Instant>,
+}
+
+impl TokenBucket {
+    fn take(&mut self, now: Instant) -> bool {
+        let elapsed = self
+            .last
+            .map_or(1.0, |l| now.saturating_duration_since(l).as_secs_f64());
+        self.last = Some(now);
+        self.tokens = (self.tokens + elapsed * ICMP_ERRORS_PER_SEC).min(ICMP_ERROR_BURST);
+        if self.tokens >= 1.0 {
+            self.tokens -= 1.0;
+            true
+        } else {
+            false
+        }
+    }
 }
 
 impl Worker {
@@ -245,6 +313,12 @@ impl Worker {
             stats,
             rs_limiter,
             transmits: Vec::new(),
+            tun_writes: Vec::new(),
+            scratch: vec![0; 2048],
+            icmp_budget: TokenBucket {
+                tokens: ICMP_ERROR_BURST,
+                last: None,
+            },
         }
     }
 
@@ -287,8 +361,14 @@ impl Worker {
         self.count(v)
     }
 
-    /// Runs relay timers for shard part `part` of `of` (one part per worker).
+    /// Runs relay and NAT64 timers for shard part `part` of `of` (one part per worker).
     pub fn handle_timeout(&mut self, now: Instant, part: usize, of: usize) {
+        if let Some(nat) = self.shared.cfg.nat64.as_ref() {
+            nat.handle_timeout(now, part, of);
+            if let Some(log) = self.shared.cfg.binding_log.as_ref() {
+                nat.drain_events(part, of, |e| (log.0)(&e));
+            }
+        }
         let Some(server) = self.shared.server.as_ref() else {
             return;
         };
@@ -308,6 +388,12 @@ impl Worker {
     /// Datagrams produced off the fast path; drain after every `handle_*` call.
     pub fn poll_transmit(&mut self) -> Option<Transmit> {
         self.transmits.pop()
+    }
+
+    /// Packets for the TUN produced off the fast path (ICMP errors from gate64); drain after
+    /// every `handle_*` call.
+    pub fn poll_tun_write(&mut self) -> Option<Vec<u8>> {
+        self.tun_writes.pop()
     }
 
     fn count(&self, v: Verdict) -> Verdict {
@@ -366,7 +452,7 @@ impl Worker {
                         _ => Ok(Verdict::Consumed),
                     };
                 }
-                self.route_from_client(server, remote, buf, pkt, pkt + len, &dst, echo_to_us)
+                self.route_from_client(now, server, remote, buf, pkt, pkt + len, &dst, echo_to_us)
             }
             Ingress::ToClient { dst, ipv6, offset } => {
                 // §5.3.1 rule 6 exists for other relays' indirect bubbles. Relaying other
@@ -415,6 +501,7 @@ impl Worker {
     #[allow(clippy::too_many_arguments)]
     fn route_from_client(
         &mut self,
+        now: Instant,
         server: &Server,
         remote: SocketAddrV4,
         buf: &mut [u8],
@@ -433,13 +520,111 @@ impl Worker {
                 Err(Drop::NoRoute)
             };
         }
-        let cfg = &self.shared.cfg;
+        let shared = Arc::clone(&self.shared);
+        let cfg = &shared.cfg;
+        if let Some(nat) = cfg.nat64.as_ref()
+            && nat.prefix().contains(dst)
+        {
+            // Translated traffic enters the corporate network: the same policy step applies.
+            shared.policy(false, false)?;
+            return self.nat64_from_v6(nat, now, buf, start, end);
+        }
         let to_self = *dst == cfg.corp_address;
         if !to_self && !cfg.corp_prefixes.iter().any(|p| p.contains(dst)) {
             return Err(Drop::NoRoute);
         }
-        self.shared.policy(to_self, echo)?;
+        shared.policy(to_self, echo)?;
         Ok(Verdict::Tun { start, end })
+    }
+
+    /// NAT64 of an IPv6 packet to Pref64: the IPv4 result goes to the TUN; a hairpinned one
+    /// (RFC 6146 §3.8) to the client that owns the destination.
+    fn nat64_from_v6(
+        &mut self,
+        nat: &Nat64,
+        now: Instant,
+        buf: &mut [u8],
+        start: usize,
+        end: usize,
+    ) -> Result<Verdict, Drop> {
+        match nat.v6_to_v4(now, buf, start, end, &mut self.scratch) {
+            Ok(t) => {
+                self.stats.nat64_translation(Nat64Direction::V6ToV4);
+                if t.hairpin {
+                    self.stats.nat64_translation(Nat64Direction::V4ToV6);
+                    return self.deliver_to_client(now, buf, t.start, t.end);
+                }
+                Ok(Verdict::Tun {
+                    start: t.start,
+                    end: t.end,
+                })
+            }
+            Err(e) => {
+                let offending = buf.get(start..end).unwrap_or_default();
+                self.icmpv6_error_for(nat, now, &e, offending);
+                Err(nat_drop(&e))
+            }
+        }
+    }
+
+    /// Sends the ICMPv6 error RFC 7915 / RFC 6146 ask for when `e` stopped `offending`, through
+    /// the TUN (the kernel routes it to the client like any other packet).
+    fn icmpv6_error_for(&mut self, nat: &Nat64, now: Instant, e: &NatError, offending: &[u8]) {
+        let (kind, param) = match e {
+            NatError::Translate(TranslateError::TimeExceeded) => ((3, 0), 0),
+            NatError::Translate(TranslateError::PacketTooBig { mtu }) => ((2, 0), *mtu),
+            NatError::Translate(TranslateError::ParameterProblem { pointer }) => ((4, 0), *pointer),
+            NatError::Translate(TranslateError::HeaderAfterFragment) => ((1, 1), 0),
+            NatError::Table(TableError::PoolExhausted) => ((1, 3), 0),
+            _ => return,
+        };
+        if is_icmpv6_error(offending) || !self.icmp_budget.take(now) {
+            return;
+        }
+        let Ok(p) = ipv6::Packet::new_checked(offending) else {
+            return;
+        };
+        let src = nat
+            .pool()
+            .first()
+            .and_then(|a| nat.prefix().embed(*a))
+            .unwrap_or(self.shared.cfg.corp_address);
+        let mut out = vec![0u8; 1280];
+        let n = stateful::icmpv6_error(&mut out, src, p.src(), kind, param, offending);
+        if n > 0 {
+            out.truncate(n);
+            self.tun_writes.push(out);
+        }
+    }
+
+    /// The ICMPv4 error for an IPv4 packet NAT64 could not take, into the TUN.
+    fn icmpv4_error_for(&mut self, nat: &Nat64, now: Instant, e: &NatError, offending: &[u8]) {
+        let (kind, rest) = match e {
+            NatError::Translate(TranslateError::TimeExceeded) => ((11, 0), 0),
+            NatError::Translate(TranslateError::FragmentationNeeded { mtu }) => {
+                ((3, 4), u32::from(*mtu))
+            }
+            NatError::Translate(TranslateError::SourceRoute) => ((3, 5), 0),
+            NatError::Translate(TranslateError::UdpZeroChecksum) => ((3, 13), 0),
+            NatError::Table(TableError::NoBinding) => ((3, 3), 0),
+            _ => return,
+        };
+        if is_icmpv4_error(offending) || !self.icmp_budget.take(now) {
+            return;
+        }
+        let (Some(&from), Some(src)) = (nat.pool().first(), offending.get(12..16)) else {
+            return;
+        };
+        let to = Ipv4Addr::new(src[0], src[1], src[2], src[3]);
+        if to.is_broadcast() || to.is_multicast() || to.is_unspecified() {
+            return;
+        }
+        let mut out = vec![0u8; 576];
+        let n = stateful::icmpv4_error(&mut out, from, to, kind, rest, offending);
+        if n > 0 {
+            out.truncate(n);
+            self.tun_writes.push(out);
+        }
     }
 
     /// Server forwarding to one of our clients (§5.3.1): with an origin indication naming
@@ -468,6 +653,42 @@ impl Worker {
     }
 
     fn tun_ingress(
+        &mut self,
+        now: Instant,
+        buf: &mut [u8],
+        start: usize,
+        end: usize,
+    ) -> Result<Verdict, Drop> {
+        let shared = Arc::clone(&self.shared);
+        let bytes = buf.get(start..end).ok_or(Drop::Truncated)?;
+        if bytes.first().is_some_and(|b| b >> 4 == 4) {
+            let nat = shared.cfg.nat64.as_ref().ok_or(Drop::NoRoute)?;
+            return match nat.v4_to_v6(now, buf, start, end, &mut self.scratch) {
+                Ok(t) => {
+                    self.stats.nat64_translation(Nat64Direction::V4ToV6);
+                    self.deliver_to_client(now, buf, t.start, t.end)
+                }
+                Err(e) => {
+                    let offending = buf.get(start..end).unwrap_or_default();
+                    self.icmpv4_error_for(nat, now, &e, offending);
+                    Err(nat_drop(&e))
+                }
+            };
+        }
+        let pkt = ipv6::Packet::new_checked(bytes).map_err(|e| reject_to_drop(e.into()))?;
+        if let Some(nat) = shared.cfg.nat64.as_ref()
+            && nat.prefix().contains(&pkt.dst())
+        {
+            // A corporate IPv6 host, or an IP-HTTPS client through the kernel: both have
+            // passed whatever policy applies to them before the kernel routed them here.
+            return self.nat64_from_v6(nat, now, buf, start, end);
+        }
+        self.deliver_to_client(now, buf, start, end)
+    }
+
+    /// Routes the IPv6 packet `buf[start..end]` to the client that owns its destination: an
+    /// IP-HTTPS connection's queue or a Teredo client through the relay.
+    fn deliver_to_client(
         &mut self,
         now: Instant,
         buf: &mut [u8],
@@ -532,6 +753,44 @@ fn bubble(server: &Server, peer: &Ipv6Addr, mapping: SocketAddrV4) -> Option<Tra
     })
 }
 
+fn nat_drop(e: &NatError) -> Drop {
+    match e {
+        NatError::Translate(t) => match t {
+            TranslateError::Truncated => Drop::Truncated,
+            TranslateError::Malformed | TranslateError::BadHeaderChecksum => Drop::Malformed,
+            TranslateError::TimeExceeded => Drop::TtlExceeded,
+            TranslateError::PacketTooBig { .. } | TranslateError::FragmentationNeeded { .. } => {
+                Drop::PacketTooBig
+            }
+            _ => Drop::Nat64Untranslatable,
+        },
+        NatError::Table(t) => match t {
+            TableError::NoBinding => Drop::Nat64NoBinding,
+            TableError::NoSession => Drop::Nat64NoSession,
+            TableError::PoolExhausted => Drop::Nat64PoolExhausted,
+            TableError::SessionLimit => Drop::Nat64SessionLimit,
+            _ => Drop::Nat64Untranslatable,
+        },
+        NatError::NotOurs => Drop::NoRoute,
+        NatError::BadAddress => Drop::Nat64BadAddress,
+        NatError::Fragment => Drop::Nat64Fragment,
+        _ => Drop::Nat64Untranslatable,
+    }
+}
+
+/// True for an ICMPv6 error message (never answered with another error, RFC 4443 §2.4 (e)).
+fn is_icmpv6_error(p: &[u8]) -> bool {
+    p.get(6) == Some(&58) && p.get(40).is_some_and(|&t| t < 128)
+}
+
+/// True for an ICMPv4 error message (RFC 1812 §4.3.2.7: never answered with an error).
+fn is_icmpv4_error(p: &[u8]) -> bool {
+    let ihl = usize::from(p.first().map_or(5, |b| b & 0x0f)) * 4;
+    p.get(9) == Some(&1)
+        && p.get(ihl)
+            .is_some_and(|&t| matches!(t, 3 | 4 | 5 | 11 | 12))
+}
+
 fn reject_to_drop(r: Reject) -> Drop {
     match r {
         Reject::Truncated => Drop::Truncated,
@@ -577,6 +836,8 @@ mod tests {
             rs_per_sec: 1,
             rs_burst: 3,
             iphttps_prefix: None,
+            nat64: None,
+            binding_log: None,
         }
     }
 
@@ -762,6 +1023,144 @@ mod tests {
             &udp(teredo(CLIENT).encode(), CORP_ADDRESS, 60),
         );
         assert!(matches!(v, Verdict::Tun { .. }));
+    }
+
+    const POOL4: Ipv4Addr = Ipv4Addr::new(192, 0, 2, 100);
+    const V4HOST: Ipv4Addr = Ipv4Addr::new(10, 1, 0, 5);
+
+    fn pref64() -> gate64_nat64::Prefix {
+        gate64_nat64::Prefix::new("2001:db8:64::".parse().unwrap(), 96).unwrap()
+    }
+
+    fn nat_worker(allow_without_ipsec: bool) -> Worker {
+        let mut cfg = config(allow_without_ipsec);
+        let mut table = gate64_nat64::state::Config::new(vec![POOL4]);
+        table.shards = 4;
+        let nat = Nat64::new(gate64_nat64::Settings {
+            prefix: pref64(),
+            table,
+            translate: gate64_nat64::translate::Config::default(),
+        })
+        .unwrap();
+        cfg.nat64 = Some(Arc::new(nat));
+        Worker::new(Shared::new(cfg), Arc::new(Stats::default()))
+    }
+
+    /// An IPv4 UDP packet with a valid header checksum and no UDP checksum.
+    fn udp4(src: Ipv4Addr, dst: Ipv4Addr, sport: u16, dport: u16, data: usize) -> Vec<u8> {
+        let total = 28 + data;
+        let mut p = vec![0u8; total];
+        p[0] = 0x45;
+        p[2..4].copy_from_slice(&(total as u16).to_be_bytes());
+        p[8] = 64;
+        p[9] = 17;
+        p[12..16].copy_from_slice(&src.octets());
+        p[16..20].copy_from_slice(&dst.octets());
+        let c = checksum::finish(checksum::sum(&p[..20], 0));
+        p[10..12].copy_from_slice(&c.to_be_bytes());
+        p[20..22].copy_from_slice(&sport.to_be_bytes());
+        p[22..24].copy_from_slice(&dport.to_be_bytes());
+        p[24..26].copy_from_slice(&((8 + data) as u16).to_be_bytes());
+        p
+    }
+
+    #[test]
+    fn rfc6146_client_reaches_ipv4_host_through_nat64_and_back_without_ipsec() {
+        let mut w = nat_worker(true);
+        let now = Instant::now();
+        let client = teredo(CLIENT).encode();
+        let pkt = udp(client, pref64().embed(V4HOST).unwrap(), 100);
+        let (mut buf, start, end) = framed(&pkt);
+        let v = w.handle_teredo(now, PRIMARY, CLIENT, &mut buf, start, end);
+        // In place: the IPv4 header sits where the IPv6 header ended.
+        let at = HEADROOM + 20;
+        assert_eq!(
+            v,
+            Verdict::Tun {
+                start: at,
+                end: at + 80
+            }
+        );
+        let v4 = &buf[at..at + 80];
+        assert_eq!(v4[0], 0x45);
+        assert_eq!(&v4[12..16], &POOL4.octets());
+        assert_eq!(&v4[16..20], &V4HOST.octets());
+        let t = u16::from_be_bytes([v4[20], v4[21]]);
+        // The host answers; the reply goes to the client's Teredo mapping as IPv6.
+        let reply = udp4(V4HOST, POOL4, 0x5a5a, t, 12);
+        let (mut buf, start, end) = framed(&reply);
+        let v = w.handle_tun(now, &mut buf, start, end);
+        let Verdict::Udp { to, start, end, .. } = v else {
+            panic!("expected a datagram to the client, got {v:?}");
+        };
+        assert_eq!(to, CLIENT);
+        let back = ipv6::Packet::new_checked(&buf[start..end]).unwrap();
+        assert_eq!(back.dst(), client);
+        assert_eq!(back.src(), pref64().embed(V4HOST).unwrap());
+        assert_eq!(
+            u16::from_be_bytes([buf[start + 42], buf[start + 43]]),
+            0x5a5a
+        );
+        let s = w.stats();
+        assert_eq!(s.nat64_translations(Nat64Direction::V6ToV4), 1);
+        assert_eq!(s.nat64_translations(Nat64Direction::V4ToV6), 1);
+        assert_eq!(total_drops(s), 0);
+    }
+
+    #[test]
+    fn nat64_traffic_passes_the_policy_step_like_corporate_traffic() {
+        let mut w = nat_worker(false);
+        let pkt = udp(
+            teredo(CLIENT).encode(),
+            pref64().embed(V4HOST).unwrap(),
+            100,
+        );
+        let v = from_teredo(&mut w, Instant::now(), CLIENT, &pkt);
+        assert_eq!(v, Verdict::Drop(Drop::NoSa));
+        assert_eq!(w.stats().nat64_translations(Nat64Direction::V6ToV4), 0);
+    }
+
+    #[test]
+    fn rfc6146_ipv4_without_binding_gets_port_unreachable() {
+        let mut w = nat_worker(true);
+        let v = from_tun(&mut w, Instant::now(), &udp4(V4HOST, POOL4, 53, 5555, 4));
+        assert_eq!(v, Verdict::Drop(Drop::Nat64NoBinding));
+        let icmp = w.poll_tun_write().expect("an ICMPv4 error into the TUN");
+        assert_eq!(&icmp[12..16], &POOL4.octets());
+        assert_eq!(&icmp[16..20], &V4HOST.octets());
+        assert_eq!((icmp[20], icmp[21]), (3, 3));
+        // Never an error about an error.
+        let err_about = {
+            let mut e = vec![0u8; 28 + 8];
+            e[0] = 0x45;
+            e[2..4].copy_from_slice(&36u16.to_be_bytes());
+            e[8] = 64;
+            e[9] = 1;
+            e[12..16].copy_from_slice(&V4HOST.octets());
+            e[16..20].copy_from_slice(&POOL4.octets());
+            let c = checksum::finish(checksum::sum(&e[..20], 0));
+            e[10..12].copy_from_slice(&c.to_be_bytes());
+            e[20] = 3;
+            e
+        };
+        let _ = from_tun(&mut w, Instant::now(), &err_about);
+        assert!(w.poll_tun_write().is_none());
+    }
+
+    #[test]
+    fn nat64_bad_embedded_address_and_ipv4_without_nat64_are_dropped() {
+        let mut w = nat_worker(true);
+        let dst = pref64().embed(Ipv4Addr::new(127, 0, 0, 1)).unwrap();
+        let v = from_teredo(
+            &mut w,
+            Instant::now(),
+            CLIENT,
+            &udp(teredo(CLIENT).encode(), dst, 60),
+        );
+        assert_eq!(v, Verdict::Drop(Drop::Nat64BadAddress));
+        let mut plain = worker(true);
+        let v = from_tun(&mut plain, Instant::now(), &udp4(V4HOST, POOL4, 1, 2, 0));
+        assert_eq!(v, Verdict::Drop(Drop::NoRoute));
     }
 
     // RFC 4380 §5.4.2: the source must encode the UDP source it came from.
@@ -1091,8 +1490,13 @@ mod tests {
     fn garbage_from_tun_is_malformed_or_truncated() {
         let mut w = worker(false);
         let now = Instant::now();
+        // IPv4 from the TUN is NAT64's; without NAT64 nothing routes it.
         assert_eq!(
             from_tun(&mut w, now, &[0x45; 60]),
+            Verdict::Drop(Drop::NoRoute)
+        );
+        assert_eq!(
+            from_tun(&mut w, now, &[0x75; 60]),
             Verdict::Drop(Drop::Malformed)
         );
         assert_eq!(from_tun(&mut w, now, &[]), Verdict::Drop(Drop::Truncated));
@@ -1128,9 +1532,9 @@ mod tests {
         let s = w.stats();
         assert_eq!(s.drops(Drop::Malformed), 1);
         assert_eq!(s.drops(Drop::Truncated), 5);
-        assert_eq!(s.drops(Drop::NoRoute), 1);
-        assert_eq!(total_drops(s), 7);
-        assert_eq!(s.packets(Side::Corpnet, Direction::Rx), 7);
+        assert_eq!(s.drops(Drop::NoRoute), 2);
+        assert_eq!(total_drops(s), 8);
+        assert_eq!(s.packets(Side::Corpnet, Direction::Rx), 8);
     }
 
     // RFC 4380 §5.3.1 rule 3: the IPv4 source must be global unicast.

@@ -85,6 +85,30 @@ pub struct Stats {
     /// Router Advertisements sent in answer to Teredo Router Solicitations.
     pub teredo_qualifications: Counter,
     tls_handshakes: [Counter; TlsResult::ALL.len()],
+    /// Packets NAT64 translated, by direction ([`Nat64Direction`]).
+    nat64_translations: [Counter; 2],
+}
+
+/// Which way NAT64 translated a packet.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Nat64Direction {
+    /// IPv6 client to IPv4 host.
+    V6ToV4 = 0,
+    /// IPv4 host to IPv6 client.
+    V4ToV6 = 1,
+}
+
+impl Nat64Direction {
+    /// Both directions, in label order.
+    pub const ALL: [Nat64Direction; 2] = [Nat64Direction::V6ToV4, Nat64Direction::V4ToV6];
+
+    /// The `direction` label value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Nat64Direction::V6ToV4 => "v6_to_v4",
+            Nat64Direction::V4ToV6 => "v4_to_v6",
+        }
+    }
 }
 
 /// How an IP-HTTPS connection attempt ended its set-up (TLS handshake and HTTP request).
@@ -160,6 +184,17 @@ impl Stats {
     /// IP-HTTPS set-up outcomes counted for a result.
     pub fn tls_handshakes(&self, r: TlsResult) -> u64 {
         self.tls_handshakes[r as usize].get()
+    }
+
+    /// Counts one NAT64 translation.
+    #[inline]
+    pub fn nat64_translation(&self, d: Nat64Direction) {
+        self.nat64_translations[d as usize].inc();
+    }
+
+    /// NAT64 translations counted for a direction.
+    pub fn nat64_translations(&self, d: Nat64Direction) -> u64 {
+        self.nat64_translations[d as usize].get()
     }
 
     /// Drops counted for a reason.

@@ -12,6 +12,66 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tracing::info;
 
+/// NAT64 table shards. Ports are dealt to shards in blocks, and a client's flows stay in its
+/// shard, so each shard holds 1/16 of every pool4 address's ports (4,032 of 64,512): enough
+/// for any one client, and 16 locks keep workers apart.
+const NAT64_SHARDS: usize = 16;
+
+/// Builds the NAT64 engine from `[nat64]` (None when off).
+pub fn nat64_engine(cfg: &Config) -> Result<Option<Arc<gate64_nat64::Nat64>>> {
+    use gate64_nat64::state;
+    let n = &cfg.nat64;
+    if !n.enabled {
+        return Ok(None);
+    }
+    let prefix = gate64_nat64::Prefix::new(n.prefix.network(), n.prefix.prefix_len())
+        .map_err(|e| anyhow::anyhow!("nat64.prefix = {}: {e:?}", n.prefix))?
+        .allow_private(n.allow_private_ipv4);
+    let pool4: Vec<std::net::Ipv4Addr> = n.pool4.iter().flat_map(|net| net.hosts()).collect();
+    // A random key per process (RFC 6056 §3.3.3): port choices are not predictable.
+    let hash_key = {
+        use std::hash::{BuildHasher, Hasher};
+        std::collections::hash_map::RandomState::new()
+            .build_hasher()
+            .finish()
+    };
+    let table = state::Config {
+        pool4,
+        ports: (n.ports[0], n.ports[1]),
+        shards: NAT64_SHARDS,
+        hash_key,
+        max_iterations: 4096,
+        timers: state::Timers {
+            udp: Duration::from_secs(n.udp_timeout_secs),
+            tcp_est: Duration::from_secs(n.tcp_established_timeout_secs),
+            tcp_trans: Duration::from_secs(n.tcp_transitory_timeout_secs),
+            icmp: Duration::from_secs(n.icmp_timeout_secs),
+        },
+        filtering: match n.filtering {
+            gate64_config::Nat64Filtering::EndpointIndependent => {
+                state::Filtering::EndpointIndependent
+            }
+            gate64_config::Nat64Filtering::AddressDependent => state::Filtering::AddressDependent,
+        },
+        max_sessions: n.max_sessions,
+        events: n.binding_log.is_some(),
+    };
+    let translate = gate64_nat64::translate::Config {
+        ipv4_mtu: n.ipv4_mtu,
+        // The TUN's MTU is the IPv6 link MTU gate64 offers; clients behind Teredo or IP-HTTPS
+        // see 1280 and size their segments accordingly.
+        ipv6_mtu: u32::from(cfg.corpnet.mtu),
+        ..gate64_nat64::translate::Config::default()
+    };
+    let nat = gate64_nat64::Nat64::new(gate64_nat64::Settings {
+        prefix,
+        table,
+        translate,
+    })
+    .map_err(|e| anyhow::anyhow!("building the NAT64 tables from [nat64]: {e}"))?;
+    Ok(Some(Arc::new(nat)))
+}
+
 /// Maps the admin's configuration onto the dataplane's.
 pub fn dataplane_config(cfg: &Config) -> DataplaneConfig {
     let teredo = cfg.teredo.enabled.then(|| ServerConfig {
@@ -41,6 +101,8 @@ pub fn dataplane_config(cfg: &Config) -> DataplaneConfig {
         rs_per_sec: cfg.limits.rs_per_source_per_sec,
         rs_burst: cfg.limits.rs_burst,
         iphttps_prefix: iphttps_pool(cfg).map(|(p, l)| Prefix::new(p, l)),
+        nat64: None,
+        binding_log: None,
     }
 }
 
@@ -96,7 +158,15 @@ impl Daemon {
     /// device from `[corpnet]` (needs CAP_NET_ADMIN) and its routes.
     pub fn start(cfg: &Config, corp: Option<Vec<CorpLink>>) -> Result<Self> {
         let workers = cfg.effective_workers();
-        let shared = Shared::new(dataplane_config(cfg));
+        let mut dp = dataplane_config(cfg);
+        dp.nat64 = nat64_engine(cfg)?;
+        if let (Some(path), Some(_)) = (&cfg.nat64.binding_log, &dp.nat64) {
+            let (sink, _lost) = gate64_io::binding_log::open(path)
+                .context("opening the NAT64 binding log (`nat64.binding_log`)")?;
+            info!(path = %path.display(), "NAT64 binding log on");
+            dp.binding_log = Some(sink);
+        }
+        let shared = Shared::new(dp);
         let corp = match corp {
             Some(c) => c,
             None => create_tun(cfg, &shared, workers)?,
@@ -185,6 +255,24 @@ fn create_tun(cfg: &Config, shared: &Shared, queues: usize) -> Result<Vec<CorpLi
         gate64_io::tun::route(server.prefix(), 64, &c.tun)
             .context("routing the Teredo prefix into the TUN device")?;
         info!(prefix = %format!("{}/64", server.prefix()), tun = %c.tun, "route added");
+    }
+    if let (true, true) = (c.manage_routes, cfg.nat64.enabled) {
+        for net in &cfg.nat64.pool4 {
+            gate64_io::tun::route_any(net.network().into(), net.prefix_len(), &c.tun)
+                .context("routing the NAT64 pool (`nat64.pool4`) into the TUN device")?;
+            info!(pool4 = %net, tun = %c.tun, "route added");
+        }
+        if cfg.nat64.route_prefix {
+            let p = cfg.nat64.prefix;
+            gate64_io::tun::route(p.network(), p.prefix_len(), &c.tun)
+                .context("routing the NAT64 prefix (`nat64.prefix`) into the TUN device")?;
+            info!(prefix = %p, tun = %c.tun, "route added");
+        }
+    }
+    if cfg.nat64.enabled && gate64_io::ipv4_forwarding() == Some(false) {
+        tracing::warn!(
+            "IPv4 forwarding is off (net.ipv4.ip_forward = 0): translated packets will not reach the corporate IPv4 network; enable it with `sysctl -w net.ipv4.ip_forward=1`"
+        );
     }
     if gate64_io::ipv6_forwarding() == Some(false) {
         tracing::warn!(

@@ -3,6 +3,7 @@
 //! decisions are made here.
 #![warn(missing_docs)]
 
+pub mod binding_log;
 pub mod iphttps;
 pub mod queue;
 pub mod sys;
@@ -129,6 +130,14 @@ pub fn worker_ios(
 /// True when the kernel forwards IPv6 (`net.ipv6.conf.all.forwarding`); `None` if unknown.
 pub fn ipv6_forwarding() -> Option<bool> {
     std::fs::read_to_string("/proc/sys/net/ipv6/conf/all/forwarding")
+        .ok()
+        .map(|s| s.trim() == "1")
+}
+
+/// Whether the kernel forwards IPv4 (`net.ipv4.ip_forward`); `None` if unreadable. NAT64
+/// needs it: translated packets enter the kernel from the TUN and leave on another interface.
+pub fn ipv4_forwarding() -> Option<bool> {
+    std::fs::read_to_string("/proc/sys/net/ipv4/ip_forward")
         .ok()
         .map(|s| s.trim() == "1")
 }

@@ -7,11 +7,13 @@
 //! ip link set dev gate64 mtu 1280 up
 //! ip -6 addr add 2001:db8:100::1/128 dev gate64
 //! ip -6 route replace 2001:0:c000:201::/64 dev gate64   # the Teredo prefix
+//! ip -4 route replace 192.0.2.64/28 dev gate64           # NAT64 pool4
+//! ip -6 route replace 2001:db8:64::/96 dev gate64        # NAT64 prefix (route_prefix)
 //! ```
 
 use crate::worker::CorpLink;
 use std::io;
-use std::net::Ipv6Addr;
+use std::net::{IpAddr, Ipv6Addr};
 use std::process::Command;
 
 /// Creates the TUN device `name` with `queues` queues (non-blocking), MTU `mtu`, and
@@ -40,19 +42,26 @@ pub fn create(name: &str, mtu: u16, address: Ipv6Addr, queues: usize) -> io::Res
 
 /// Routes `prefix/len` into the device (`ip -6 route replace`), idempotently.
 pub fn route(prefix: Ipv6Addr, len: u8, dev: &str) -> io::Result<()> {
+    route_any(IpAddr::V6(prefix), len, dev)
+}
+
+/// Routes an IPv4 or IPv6 `prefix/len` into the device (`ip -4|-6 route replace`),
+/// idempotently.
+pub fn route_any(prefix: IpAddr, len: u8, dev: &str) -> io::Result<()> {
+    let family = if prefix.is_ipv4() { "-4" } else { "-6" };
     let net = format!("{prefix}/{len}");
     let out = Command::new("ip")
-        .args(["-6", "route", "replace", &net, "dev", dev])
+        .args([family, "route", "replace", &net, "dev", dev])
         .output()
         .map_err(|e| {
             io::Error::new(
                 e.kind(),
-                format!("running `ip -6 route replace {net} dev {dev}`: {e}"),
+                format!("running `ip {family} route replace {net} dev {dev}`: {e}"),
             )
         })?;
     if !out.status.success() {
         return Err(io::Error::other(format!(
-            "`ip -6 route replace {net} dev {dev}` failed: {}",
+            "`ip {family} route replace {net} dev {dev}` failed: {}",
             String::from_utf8_lossy(&out.stderr).trim()
         )));
     }

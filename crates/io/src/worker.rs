@@ -24,6 +24,8 @@ const BUSY_PACKETS: usize = 8;
 const COALESCE: Duration = Duration::from_micros(250);
 /// Packets one TUN read can yield: a 64 KiB GSO packet split at the smallest IPv6 MSS.
 const TUN_BATCH: usize = 128;
+/// Most slots one batch can hold (the larger of the UDP and TUN batches).
+const MAX_SLOTS: usize = if BATCH > TUN_BATCH { BATCH } else { TUN_BATCH };
 /// A zeroed virtio-net header: "no offload" for a packet written alone to an offloading TUN.
 const NO_OFFLOAD_HDR: [u8; tun_rs::VIRTIO_NET_HDR_LEN] = [0; tun_rs::VIRTIO_NET_HDR_LEN];
 
@@ -120,8 +122,16 @@ pub fn run(io: WorkerIo, mut dp: Worker, stop: Arc<AtomicBool>) -> io::Result<()
             v
         })
         .collect();
-    // One GSO read from an offloading TUN splits into up to 64 KiB / MSS segments.
-    let mut corp_slots = vec![vec![0u8; corp_slot]; TUN_BATCH];
+    // One GSO read from an offloading TUN splits into up to 64 KiB / MSS segments. Packets read
+    // here may go back to the TUN (NAT64), so the slots have room for GRO like the UDP ones.
+    let mut corp_slots: Vec<Vec<u8>> = (0..TUN_BATCH)
+        .map(|_| {
+            let mut v = Vec::with_capacity(2 * HEADROOM + 65_535);
+            v.resize(corp_slot, 0);
+            v
+        })
+        .collect();
+    let mut corp_to_tun: Vec<(usize, usize, usize)> = Vec::with_capacity(TUN_BATCH);
     let mut corp_sizes = vec![0usize; TUN_BATCH];
     let mut gso_buf = vec![
         0u8;
@@ -163,26 +173,30 @@ pub fn run(io: WorkerIo, mut dp: Worker, stop: Arc<AtomicBool>) -> io::Result<()
                             Err(_) => break,
                         };
                     let now = Instant::now();
+                    corp_to_tun.clear();
                     for (i, slot) in corp_slots[..n].iter_mut().enumerate() {
-                        let v = dp.handle_tun(now, slot, HEADROOM, HEADROOM + corp_sizes[i]);
-                        if let Verdict::Udp {
-                            from,
-                            to,
-                            start,
-                            end,
-                        } = v
-                        {
-                            pending.push(Pending {
+                        match dp.handle_tun(now, slot, HEADROOM, HEADROOM + corp_sizes[i]) {
+                            Verdict::Udp {
+                                from,
+                                to,
+                                start,
+                                end,
+                            } => pending.push(Pending {
                                 slot: i,
                                 start,
                                 end,
                                 socket: socket_for(&io, from),
                                 to,
-                            });
+                            }),
+                            // NAT64 output (and hairpins) go back into the kernel.
+                            Verdict::Tun { start, end } => corp_to_tun.push((i, start, end)),
+                            Verdict::Consumed | Verdict::Drop(_) => {}
                         }
                     }
                     flush(&io, &stats, &pending, &corp_slots);
+                    write_tun_batch(&io, &stats, &mut gro, &corp_to_tun, &mut corp_slots);
                     drain_transmits(&io, &stats, &mut dp);
+                    drain_tun_writes(&io, &stats, &mut dp);
                 }
             } else if let Some((local, sock)) = io.sockets.get(token as usize) {
                 for _ in 0..ROUNDS {
@@ -227,6 +241,7 @@ pub fn run(io: WorkerIo, mut dp: Worker, stop: Arc<AtomicBool>) -> io::Result<()
                     flush(&io, &stats, &pending, &udp_slots);
                     write_tun_batch(&io, &stats, &mut gro, &to_tun, &mut udp_slots);
                     drain_transmits(&io, &stats, &mut dp);
+                    drain_tun_writes(&io, &stats, &mut dp);
                     busy += got;
                     if got < BATCH {
                         break;
@@ -355,6 +370,16 @@ fn send_singles(
     stats.count_drops(Drop::TxError, (idx.len() - sent) as u64);
 }
 
+/// Writes the packets the pipeline made off the fast path for the TUN (ICMP errors).
+fn drain_tun_writes(io: &WorkerIo, stats: &gate64_dataplane::Stats, dp: &mut Worker) {
+    while let Some(p) = dp.poll_tun_write() {
+        match io.corp.write(&p) {
+            Ok(_) => stats.packet(Side::Corpnet, Direction::Tx, p.len()),
+            Err(_) => stats.count_drops(Drop::TxError, 1),
+        }
+    }
+}
+
 fn drain_transmits(io: &WorkerIo, stats: &gate64_dataplane::Stats, dp: &mut Worker) {
     while let Some(t) = dp.poll_transmit() {
         let sock = &io.sockets[socket_for(io, t.from)].1;
@@ -394,10 +419,11 @@ fn corp_read(
     Ok(n)
 }
 
-/// Writes the packets `to_tun` (slot, start, end) to the corporate link. On an offloading TUN,
-/// bare packets (the IPv6 header at HEADROOM, the common case) go through tun-rs' GRO, which
-/// coalesces each flow's TCP segments into one super-packet: one write and one pass through
-/// the kernel's forwarding path instead of dozens.
+/// Writes the packets `to_tun` (slot, start, end) to the corporate link. On an offloading TUN
+/// they go through tun-rs' GRO, which coalesces each flow's TCP segments into one
+/// super-packet: one write and one pass through the kernel's forwarding path instead of
+/// dozens. GRO takes one start offset per call: forwarded packets start at HEADROOM, NAT64
+/// output 20 bytes later (IPv4) or earlier (IPv6), so each offset gets its own call.
 fn write_tun_batch(
     io: &WorkerIo,
     stats: &gate64_dataplane::Stats,
@@ -411,42 +437,61 @@ fn write_tun_batch(
     if !dev.tcp_gso() || to_tun.is_empty() {
         return write_each(io, stats, to_tun, slots);
     }
-    let mut end_of = [0usize; BATCH];
-    let mut single = 0;
-    for &(i, start, end) in to_tun {
-        if start == HEADROOM && i < BATCH {
-            end_of[i] = end;
-        } else {
-            single += 1;
+    let mut offsets = [0usize; 3];
+    let mut n_offsets = 0;
+    let mut stray = 0;
+    for &(i, start, _) in to_tun {
+        if i >= MAX_SLOTS || start < tun_rs::VIRTIO_NET_HDR_LEN {
+            stray += 1;
+        } else if !offsets[..n_offsets].contains(&start) {
+            if n_offsets < offsets.len() {
+                offsets[n_offsets] = start;
+                n_offsets += 1;
+            } else {
+                stray += 1;
+            }
         }
     }
-    if single > 0 {
+    if stray > 0 {
         let others: Vec<_> = to_tun
             .iter()
             .copied()
-            .filter(|&(_, s, _)| s != HEADROOM)
+            .filter(|&(i, s, _)| {
+                i >= MAX_SLOTS
+                    || s < tun_rs::VIRTIO_NET_HDR_LEN
+                    || !offsets[..n_offsets].contains(&s)
+            })
             .collect();
         write_each(io, stats, &others, slots);
     }
     let slot_len = slots.first().map_or(0, Vec::len);
-    let mut batch: Vec<&mut Vec<u8>> = Vec::with_capacity(to_tun.len());
-    let mut lens = [0usize; BATCH];
-    for (i, slot) in slots.iter_mut().enumerate().take(BATCH) {
-        if end_of[i] != 0 {
-            slot.truncate(end_of[i]);
-            lens[batch.len()] = end_of[i] - HEADROOM;
-            batch.push(slot);
+    let mut end_of = [0usize; MAX_SLOTS];
+    for &offset in &offsets[..n_offsets] {
+        end_of.fill(0);
+        for &(i, start, end) in to_tun {
+            if start == offset && i < MAX_SLOTS {
+                end_of[i] = end;
+            }
         }
-    }
-    let ok = dev.send_multiple(gro, &mut batch, HEADROOM).is_ok();
-    for (k, slot) in batch.into_iter().enumerate() {
-        if ok {
-            stats.packet(Side::Corpnet, Direction::Tx, lens[k]);
-        } else {
-            stats.count_drops(Drop::TxError, 1);
+        let mut batch: Vec<&mut Vec<u8>> = Vec::with_capacity(to_tun.len());
+        let mut lens = [0usize; MAX_SLOTS];
+        for (i, slot) in slots.iter_mut().enumerate().take(MAX_SLOTS) {
+            if end_of[i] != 0 {
+                slot.truncate(end_of[i]);
+                lens[batch.len()] = end_of[i] - offset;
+                batch.push(slot);
+            }
         }
-        // GRO may have grown the first buffer of a flow; restore the slot's fixed size.
-        slot.resize(slot_len, 0);
+        let ok = dev.send_multiple(gro, &mut batch, offset).is_ok();
+        for (k, slot) in batch.into_iter().enumerate() {
+            if ok {
+                stats.packet(Side::Corpnet, Direction::Tx, lens[k]);
+            } else {
+                stats.count_drops(Drop::TxError, 1);
+            }
+            // GRO may have grown the first buffer of a flow; restore the slot's fixed size.
+            slot.resize(slot_len, 0);
+        }
     }
 }
 

@@ -3,7 +3,7 @@
 use std::fmt;
 use std::sync::{Arc, Mutex, PoisonError};
 
-use gate64_dataplane::{Direction, Drop, Gauges, Side, Stats, TlsResult};
+use gate64_dataplane::{Direction, Drop, Gauges, Nat64Direction, Side, Stats, TlsResult};
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet, EncodeMetric};
 use prometheus_client::metrics::MetricType;
@@ -117,6 +117,7 @@ struct Totals {
     drops: [u64; Drop::COUNT],
     teredo_qualifications: u64,
     tls_handshakes: [u64; TlsResult::ALL.len()],
+    nat64_translations: [u64; 2],
 }
 
 impl Totals {
@@ -128,6 +129,7 @@ impl Totals {
             drops: [0; Drop::COUNT],
             teredo_qualifications: 0,
             tls_handshakes: [0; TlsResult::ALL.len()],
+            nat64_translations: [0; 2],
         };
         // Each worker's counter wraps at 2^64, so the sum does too rather than panicking.
         for w in workers {
@@ -146,6 +148,9 @@ impl Totals {
                 .wrapping_add(w.teredo_qualifications.get());
             for (total, &r) in t.tls_handshakes.iter_mut().zip(TlsResult::ALL.iter()) {
                 *total = total.wrapping_add(w.tls_handshakes(r));
+            }
+            for (total, d) in t.nat64_translations.iter_mut().zip(Nat64Direction::ALL) {
+                *total = total.wrapping_add(w.nat64_translations(d));
             }
         }
         t
@@ -219,6 +224,47 @@ impl Collector for Scrape {
                 .iter()
                 .zip(totals.tls_handshakes)
                 .map(|(r, n)| ([("result", r.as_str())], n)),
+        )?;
+        let nat = gauges.nat64.unwrap_or_default();
+        const PROTOS: [&str; 3] = ["tcp", "udp", "icmp"];
+        gauge_family(
+            &mut enc,
+            names::NAT64_BIB_ENTRIES,
+            names::NAT64_BIB_ENTRIES_HELP,
+            PROTOS
+                .iter()
+                .zip(nat.bib_entries)
+                .map(|(p, n)| ([("proto", *p)], n)),
+        )?;
+        gauge_family(
+            &mut enc,
+            names::NAT64_SESSIONS,
+            names::NAT64_SESSIONS_HELP,
+            PROTOS
+                .iter()
+                .zip(nat.sessions)
+                .map(|(p, n)| ([("proto", *p)], n)),
+        )?;
+        counter_family(
+            &mut enc,
+            names::NAT64_TRANSLATIONS_TOTAL,
+            names::NAT64_TRANSLATIONS_TOTAL_HELP,
+            Nat64Direction::ALL
+                .iter()
+                .zip(totals.nat64_translations)
+                .map(|(d, n)| ([("direction", d.as_str())], n)),
+        )?;
+        gauge(
+            &mut enc,
+            names::NAT64_POOL_CAPACITY,
+            names::NAT64_POOL_CAPACITY_HELP,
+            nat.pool_capacity,
+        )?;
+        counter(
+            &mut enc,
+            names::NAT64_POOL_EXHAUSTED_TOTAL,
+            names::NAT64_POOL_EXHAUSTED_TOTAL_HELP,
+            nat.pool_exhausted,
         )?;
         gauge(
             &mut enc,
@@ -324,6 +370,7 @@ mod tests {
                 teredo_clients: 7,
                 teredo_peers: 11,
                 iphttps_clients: 0,
+                nat64: None,
             }),
         )
     }
@@ -453,6 +500,7 @@ mod tests {
                 teredo_clients: seen.load(std::sync::atomic::Ordering::Relaxed),
                 teredo_peers: 0,
                 iphttps_clients: 0,
+                nat64: None,
             }),
         );
         let series = r#"gate64_clients{transport="teredo"}"#;

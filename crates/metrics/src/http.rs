@@ -254,6 +254,7 @@ mod tests {
                     teredo_clients: 42,
                     teredo_peers: 0,
                     iphttps_clients: 0,
+                    nat64: None,
                 }),
             );
             let listener = TcpListener::bind("127.0.0.1:0")

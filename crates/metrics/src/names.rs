@@ -56,6 +56,34 @@ pub const TLS_HANDSHAKES_TOTAL: &str = "gate64_tls_handshakes_total";
 pub const TLS_HANDSHAKES_TOTAL_HELP: &str = "IP-HTTPS connection set-ups (TLS handshake and HTTP \
     request) by outcome.";
 
+/// NAT64 BIB entries (mappings) by protocol. Gauge; label `proto` (`tcp`, `udp`, `icmp`).
+pub const NAT64_BIB_ENTRIES: &str = "gate64_nat64_bib_entries";
+/// Help text of [`NAT64_BIB_ENTRIES`].
+pub const NAT64_BIB_ENTRIES_HELP: &str = "NAT64 mappings (RFC 6146 BIB entries) by protocol; each \
+    holds one pool4 address and port.";
+
+/// NAT64 sessions by protocol. Gauge; label `proto`.
+pub const NAT64_SESSIONS: &str = "gate64_nat64_sessions";
+/// Help text of [`NAT64_SESSIONS`].
+pub const NAT64_SESSIONS_HELP: &str = "NAT64 sessions (RFC 6146) by protocol.";
+
+/// Packets NAT64 translated. Counter; label `direction` (`v6_to_v4`, `v4_to_v6`).
+pub const NAT64_TRANSLATIONS_TOTAL: &str = "gate64_nat64_translations_total";
+/// Help text of [`NAT64_TRANSLATIONS_TOTAL`].
+pub const NAT64_TRANSLATIONS_TOTAL_HELP: &str = "Packets NAT64 translated, by direction.";
+
+/// pool4 transport addresses per protocol. Gauge; no labels.
+pub const NAT64_POOL_CAPACITY: &str = "gate64_nat64_pool_capacity";
+/// Help text of [`NAT64_POOL_CAPACITY`].
+pub const NAT64_POOL_CAPACITY_HELP: &str = "pool4 transport addresses (addresses times ports) \
+    each protocol can map; pool use is gate64_nat64_bib_entries / this.";
+
+/// Allocations that found pool4 exhausted. Counter; no labels.
+pub const NAT64_POOL_EXHAUSTED_TOTAL: &str = "gate64_nat64_pool_exhausted_total";
+/// Help text of [`NAT64_POOL_EXHAUSTED_TOTAL`].
+pub const NAT64_POOL_EXHAUSTED_TOTAL_HELP: &str =
+    "New NAT64 mappings refused because pool4 had no free port.";
+
 /// Per-worker counter sets summed into the counters above. Gauge; no labels.
 pub const WORKERS: &str = "gate64_workers";
 /// Help text of [`WORKERS`].
@@ -79,6 +107,11 @@ pub const ALL: &[(&str, &str)] = &[
         TEREDO_QUALIFICATIONS_TOTAL_HELP,
     ),
     (TLS_HANDSHAKES_TOTAL, TLS_HANDSHAKES_TOTAL_HELP),
+    (NAT64_BIB_ENTRIES, NAT64_BIB_ENTRIES_HELP),
+    (NAT64_SESSIONS, NAT64_SESSIONS_HELP),
+    (NAT64_TRANSLATIONS_TOTAL, NAT64_TRANSLATIONS_TOTAL_HELP),
+    (NAT64_POOL_CAPACITY, NAT64_POOL_CAPACITY_HELP),
+    (NAT64_POOL_EXHAUSTED_TOTAL, NAT64_POOL_EXHAUSTED_TOTAL_HELP),
     (WORKERS, WORKERS_HELP),
     (BUILD_INFO, BUILD_INFO_HELP),
 ];

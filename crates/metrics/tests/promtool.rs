@@ -26,6 +26,12 @@ fn promtool_check_metrics_accepts_exposition() {
             teredo_clients: 2,
             teredo_peers: 3,
             iphttps_clients: 1,
+            nat64: Some(gate64_dataplane::Nat64Gauges {
+                bib_entries: [1, 2, 3],
+                sessions: [4, 5, 6],
+                pool_capacity: 64512,
+                pool_exhausted: 0,
+            }),
         }),
     );
     let text = exporter.encode();
