@@ -7,4 +7,5 @@
 mod common;
 mod iphttps;
 mod iphttps_abuse;
+mod nat64;
 mod teredo;

@@ -196,7 +196,7 @@ fn flood_keeps_clients_working(topo: &Topology) -> Result<()> {
 }
 
 /// Starts the Miredo client and waits for its Teredo address.
-fn qualify(topo: &Topology) -> Result<(Process, Ipv6Addr)> {
+pub(crate) fn qualify(topo: &Topology) -> Result<(Process, Ipv6Addr)> {
     let mut client = topo.start_miredo_client()?;
     let t = Instant::now();
     let addr = topo.wait_client_address(&mut client, QUALIFY_TIMEOUT)?;
@@ -217,7 +217,7 @@ fn iperf_what(reverse: bool) -> &'static str {
 
 /// Lints the exposition with `promtool check metrics` (naming, units, help texts), when
 /// promtool (Debian package `prometheus`) is installed; CI must have it.
-fn promtool_check(topo: &Topology, text: &str) -> Result<()> {
+pub(crate) fn promtool_check(topo: &Topology, text: &str) -> Result<()> {
     let Some(promtool) = find_tool("promtool") else {
         ensure!(
             std::env::var_os("CI").is_none(),

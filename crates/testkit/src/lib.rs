@@ -26,8 +26,9 @@ mod wait;
 pub use metrics::Metrics;
 pub use netns::{Netns, Process, find_tool, http_get, netns_available, netns_or_skip};
 pub use topology::{
-    ATTACKER_GW_V4, ATTACKER_V4, CLIENT_GW_V4, CLIENT_PORT, CLIENT_V4, CORP_HOST, CORP_ROUTER,
-    Gate64Options, IperfResult, METRICS_ADDR, PingStats, REFERENCE_RELAY_PORT, SERVER_V4,
-    SERVER_V4_2, TEREDO_PORT, TEREDO_PREFIX, Topology, TopologyBuilder, find_binary, gate64_binary,
+    ATTACKER_GW_V4, ATTACKER_V4, CLIENT_GW_V4, CLIENT_PORT, CLIENT_V4, CORP_HOST, CORP_HOST_V4,
+    CORP_ROUTER, CORP_ROUTER_V4, Gate64Options, IperfResult, METRICS_ADDR, PingStats,
+    REFERENCE_RELAY_PORT, SERVER_V4, SERVER_V4_2, TEREDO_PORT, TEREDO_PREFIX, Topology,
+    TopologyBuilder, find_binary, gate64_binary,
 };
 pub use wait::{wait_for, wait_until};

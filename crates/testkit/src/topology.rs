@@ -7,13 +7,15 @@
 //!                                          tsrv  2001:db8:100:1::1/64 ─ vcorp ══ vsrv ─ tcorp
 //!                                                                          2001:db8:100:1::2/64
 //!  tatk  203.0.113.20/24 ─ vsrv ══ vatk ─ tsrv  203.0.113.1/24          (optional attacker)
+//!                                          tsrv  10.20.0.1/24 on vcorp  ─ tcorp 10.20.0.2/24
+//!                                                                       (optional IPv4 corp)
 //! ```
 //!
 //! Only one [`Topology`] exists at a time per test process: [`TopologyBuilder::build`] takes
 //! a process-wide lock, so netns tests run one after another (they share two cores and the
 //! same fixed addresses would make their throughput numbers meaningless otherwise).
 
-use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, MutexGuard};
@@ -53,6 +55,10 @@ pub const TEREDO_PREFIX: Ipv6Addr = Ipv6Addr::new(0x2001, 0, 0xc000, 0x0201, 0, 
 /// Where gate64 serves `/metrics` inside `tsrv`.
 pub const METRICS_ADDR: SocketAddr =
     SocketAddr::new(std::net::IpAddr::V4(Ipv4Addr::LOCALHOST), 9164);
+/// `tcorp`'s IPv4 address when the topology has an IPv4 corporate network.
+pub const CORP_HOST_V4: Ipv4Addr = Ipv4Addr::new(10, 20, 0, 2);
+/// `tsrv`'s IPv4 address on the corporate link, `tcorp`'s IPv4 default gateway.
+pub const CORP_ROUTER_V4: Ipv4Addr = Ipv4Addr::new(10, 20, 0, 1);
 
 /// Serialises topologies within one test process.
 static SERIAL: Mutex<()> = Mutex::new(());
@@ -61,12 +67,20 @@ static SERIAL: Mutex<()> = Mutex::new(());
 #[derive(Debug, Clone, Default)]
 pub struct TopologyBuilder {
     attacker: bool,
+    corp_ipv4: bool,
 }
 
 impl TopologyBuilder {
     /// Also create the attacker namespace `tatk` (203.0.113.20/24, via 203.0.113.1 in tsrv).
     pub fn attacker(mut self, yes: bool) -> Self {
         self.attacker = yes;
+        self
+    }
+
+    /// Also give the corporate link IPv4 (tcorp 10.20.0.2/24 via 10.20.0.1 in tsrv, IPv4
+    /// forwarding on in tsrv): an IPv4-only corporate host for NAT64.
+    pub fn corp_ipv4(mut self, yes: bool) -> Self {
+        self.corp_ipv4 = yes;
         self
     }
 
@@ -95,6 +109,18 @@ impl TopologyBuilder {
         srv.addr_add("vcorp", "2001:db8:100:1::1/64")?;
         corp.addr_add("vsrv", "2001:db8:100:1::2/64")?;
         corp.ip(&["-6", "route", "add", "default", "via", "2001:db8:100:1::1"])?;
+        if self.corp_ipv4 {
+            srv.addr_add("vcorp", &format!("{CORP_ROUTER_V4}/24"))?;
+            corp.addr_add("vsrv", &format!("{CORP_HOST_V4}/24"))?;
+            corp.ip(&[
+                "route",
+                "add",
+                "default",
+                "via",
+                &CORP_ROUTER_V4.to_string(),
+            ])?;
+            srv.sysctl("net.ipv4.ip_forward", "1")?;
+        }
 
         if let Some(atk) = &atk {
             srv.veth("vatk", atk, "vsrv")?;
@@ -138,6 +164,8 @@ pub struct Gate64Options {
     pub log_level: String,
     /// `[server] workers`.
     pub workers: u32,
+    /// More TOML appended to the configuration (e.g. `[nat64]` and `[dns64]` sections).
+    pub extra: String,
 }
 
 impl Default for Gate64Options {
@@ -145,6 +173,7 @@ impl Default for Gate64Options {
         Gate64Options {
             log_level: "debug".to_owned(),
             workers: 2,
+            extra: String::new(),
         }
     }
 }
@@ -172,9 +201,11 @@ listen = "{METRICS_ADDR}"
 
 [log]
 level = "{level}"
-"#,
+
+{extra}"#,
             workers = self.workers,
             level = self.log_level,
+            extra = self.extra,
         )
     }
 }
@@ -464,8 +495,21 @@ impl Topology {
     /// Runs `iperf3 -c 2001:db8:100:1::2 -t <secs> -P <flows> --json [-R]` in `tcli` (needs
     /// [`Topology::start_iperf_server`]); `reverse` = tcorp sends to the client.
     pub fn iperf3(&self, secs: u32, flows: u32, reverse: bool) -> Result<IperfResult> {
+        self.iperf3_to(IpAddr::V6(CORP_HOST), secs, flows, reverse, None)
+    }
+
+    /// Like [`Topology::iperf3`] towards `host`; `udp_bitrate` (e.g. `"20M"`) runs a UDP test
+    /// at that rate instead of TCP.
+    pub fn iperf3_to(
+        &self,
+        host: IpAddr,
+        secs: u32,
+        flows: u32,
+        reverse: bool,
+        udp_bitrate: Option<&str>,
+    ) -> Result<IperfResult> {
         let bin = tool("iperf3", "iperf3")?;
-        let (secs_s, flows_s, host) = (secs.to_string(), flows.to_string(), CORP_HOST.to_string());
+        let (secs_s, flows_s, host) = (secs.to_string(), flows.to_string(), host.to_string());
         let mut argv = vec![
             os(&bin),
             "-c",
@@ -480,6 +524,10 @@ impl Topology {
         ];
         if reverse {
             argv.push("-R");
+        }
+        if let Some(rate) = udp_bitrate {
+            // 1200-byte datagrams fit the Teredo MTU (1280) with their IPv6 and UDP headers.
+            argv.extend(["-u", "-b", rate, "-l", "1200"]);
         }
         let out = self
             .cli
@@ -497,11 +545,64 @@ impl Topology {
         let num = |path: &[&str]| {
             json_number_after(&json, path).with_context(|| format!("{what}: no {path:?} in {json}"))
         };
+        if udp_bitrate.is_some() {
+            // UDP reports one "sum" for the receiving side, with the loss counted.
+            let bytes = num(&["\"end\"", "\"sum\"", "\"bytes\""])? as u64;
+            let lost = num(&["\"end\"", "\"sum\"", "\"lost_percent\""])?;
+            return Ok(IperfResult {
+                sent_bytes: bytes,
+                received_bytes: (bytes as f64 * (1.0 - lost / 100.0)) as u64,
+                received_bps: num(&["\"end\"", "\"sum\"", "\"bits_per_second\""])?
+                    * (1.0 - lost / 100.0),
+            });
+        }
         Ok(IperfResult {
             sent_bytes: num(&["\"end\"", "\"sum_sent\"", "\"bytes\""])? as u64,
             received_bytes: num(&["\"end\"", "\"sum_received\"", "\"bytes\""])? as u64,
             received_bps: num(&["\"end\"", "\"sum_received\"", "\"bits_per_second\""])?,
         })
+    }
+
+    /// Starts Debian's `unbound` in the foreground in `ns`, listening on `listen` port 53 and
+    /// answering `local_data` records (unbound `local-data:` strings such as
+    /// `"v4only.corp.example. 300 IN A 10.20.0.2"`) from a static zone `corp.example.`
+    /// (anything else there is NXDOMAIN; no recursion anywhere). Waits (≤ 10 s) until it
+    /// listens.
+    pub fn start_unbound(
+        &self,
+        ns: &Netns,
+        listen: IpAddr,
+        local_data: &[&str],
+    ) -> Result<Process> {
+        let bin = tool("unbound", "unbound")?;
+        let mut conf = format!(
+            "server:\n  interface: {listen}\n  port: 53\n  do-daemonize: no\n  \
+             username: \"\"\n  chroot: \"\"\n  directory: \"{dir}\"\n  pidfile: \"{dir}/unbound.pid\"\n  \
+             use-syslog: no\n  logfile: \"\"\n  verbosity: 1\n  access-control: 0.0.0.0/0 allow\n  \
+             access-control: ::/0 allow\n  do-ip6: yes\n  num-threads: 1\n  \
+             local-zone: \"corp.example.\" static\n  \
+             local-zone: \"in-addr.arpa.\" static\n",
+            dir = ns.dir().display()
+        );
+        for d in local_data {
+            conf.push_str(&format!("  local-data: \"{d}\"\n"));
+        }
+        let path = ns.write_file("unbound.conf", &conf)?;
+        let mut p = ns.spawn("unbound", &[os(&bin), "-d", "-c", os(&path)])?;
+        let sock = match listen {
+            IpAddr::V4(a) => format!("{a}:53"),
+            IpAddr::V6(a) => format!("[{a}]:53"),
+        };
+        let ok = wait_until(Duration::from_secs(10), || {
+            p.is_running() && udp_listening(ns, &sock)
+        });
+        p.ensure_running()?;
+        ensure!(
+            ok,
+            "unbound not listening on {sock} within 10 s: {}",
+            p.log()
+        );
+        Ok(p)
     }
 
     /// Scrapes gate64's `/metrics` from inside `tsrv` (raw text).
