@@ -666,7 +666,16 @@ impl Worker {
             return match nat.v4_to_v6(now, buf, start, end, &mut self.scratch) {
                 Ok(t) => {
                     self.stats.nat64_translation(Nat64Direction::V4ToV6);
-                    self.deliver_to_client(now, buf, t.start, t.end)
+                    if self.is_client(buf.get(t.start..t.end).unwrap_or_default()) {
+                        self.deliver_to_client(now, buf, t.start, t.end)
+                    } else {
+                        // The mapping belongs to a corporate IPv6 host (`route_prefix`): hand
+                        // the IPv6 packet back to the kernel, which routes it there.
+                        Ok(Verdict::Tun {
+                            start: t.start,
+                            end: t.end,
+                        })
+                    }
                 }
                 Err(e) => {
                     let offending = buf.get(start..end).unwrap_or_default();
@@ -684,6 +693,25 @@ impl Worker {
             return self.nat64_from_v6(nat, now, buf, start, end);
         }
         self.deliver_to_client(now, buf, start, end)
+    }
+
+    /// True when the IPv6 packet's destination is one of gate64's clients (Teredo or
+    /// IP-HTTPS), i.e. not something the kernel should route.
+    fn is_client(&self, packet: &[u8]) -> bool {
+        let Ok(pkt) = ipv6::Packet::new_checked(packet) else {
+            return false;
+        };
+        let dst = pkt.dst();
+        self.shared
+            .cfg
+            .iphttps_prefix
+            .is_some_and(|p| p.contains(&dst))
+            || self
+                .shared
+                .server
+                .as_ref()
+                .zip(Address::decode(&dst))
+                .is_some_and(|(s, d)| s.is_own_client(&d))
     }
 
     /// Routes the IPv6 packet `buf[start..end]` to the client that owns its destination: an
