@@ -90,6 +90,12 @@ impl Dns64 {
             out.truncate(n);
             return Some(out);
         }
+        self.answer_uncached(request, udp).await
+    }
+
+    /// [`Dns64::answer`] for a query the caller already looked up in the cache: asks
+    /// upstream (the answer is cached for the next query).
+    pub async fn answer_uncached(&self, request: &[u8], udp: bool) -> Option<Vec<u8>> {
         let msg = match Message::from_vec(request) {
             Ok(m) => m,
             Err(e) => {

@@ -1,20 +1,23 @@
 //! Listening: the fast UDP path, hickory-server for TCP, and [`serve`].
 //!
 //! UDP is served by plain threads, one SO_REUSEPORT socket each per listen address (the kernel
-//! spreads clients over them by flow hash). A thread reads a batch with `recvmmsg`, answers
-//! cache hits in place and sends them with one `sendmmsg`: no task, no allocation, no full DNS
-//! parse. A miss is copied and handed to a tokio task, which asks upstream and sends the answer
-//! on the same socket. TCP goes through hickory-server's `Server` with [`Handler`].
-//! `docs/performance.md` has the measurements behind this split (hickory-server alone for UDP
-//! reached about half of Unbound's cached rate on the 2-core lab).
+//! spreads clients over them by flow hash). Each thread runs its own single-threaded tokio
+//! runtime: it reads a batch with `recvmmsg`, answers cache hits in place and sends them with
+//! one `sendmmsg` (no task, no allocation, no full DNS parse); a miss becomes a local task that
+//! asks upstream from the same thread and answers on the same socket. TCP goes through
+//! hickory-server's `Server` with [`Handler`]. `docs/performance.md` has the measurements
+//! behind this split: with hickory-server serving UDP too, gate64 reached 0.64x Unbound's
+//! cached rate on the 2-core lab; misses handed to a shared multi-threaded runtime spent most
+//! of their CPU in context switches.
 
 use std::future::Future;
 use std::io;
 use std::mem::MaybeUninit;
 use std::net::SocketAddr;
 use std::os::fd::{AsRawFd, RawFd};
+use std::rc::Rc;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -22,7 +25,7 @@ use gate64_dataplane::{Dns64Result, Dns64Stats};
 use gate64_nat64::Prefix;
 use hickory_server::Server as HickoryServer;
 use ipnet::Ipv6Net;
-use socket2::{Domain, Protocol, SockAddr, Socket, Type};
+use socket2::{Domain, Protocol, Socket, Type};
 use tracing::{debug, info, warn};
 
 use crate::handler::{Dns64, Handler};
@@ -38,8 +41,6 @@ const RX_SLOT: usize = 2048;
 const MAX_IN_FLIGHT: usize = 8192;
 /// Idle TCP connections are closed after this long.
 const TCP_IDLE: Duration = Duration::from_secs(10);
-/// How often a UDP thread looks at the stop flag while idle.
-const POLL_STOP: Duration = Duration::from_millis(200);
 
 /// How the DNS64 server runs.
 #[derive(Debug, Clone)]
@@ -88,7 +89,7 @@ impl Settings {
 pub struct Server {
     dns: Arc<Dns64>,
     bound: Vec<SocketAddr>,
-    udp: Vec<Arc<Socket>>,
+    udp: Vec<Socket>,
     hickory: HickoryServer<Handler>,
 }
 
@@ -139,9 +140,9 @@ impl Server {
             let tcp = tcp_listener(local, settings.freebind)?;
             hickory.register_listener(tcp, TCP_IDLE, 65_535);
             if settings.udp_fast_path {
-                udp.push(Arc::new(first));
+                udp.push(first);
                 for _ in 1..threads {
-                    udp.push(Arc::new(udp_socket(local, settings.freebind)?));
+                    udp.push(udp_socket(local, settings.freebind)?);
                 }
             } else {
                 first.set_nonblocking(true)?;
@@ -177,16 +178,14 @@ impl Server {
             mut hickory,
             ..
         } = self;
-        let stop = Arc::new(AtomicBool::new(false));
+        let (stop, stopped) = tokio::sync::watch::channel(false);
         let in_flight = Arc::new(AtomicUsize::new(0));
-        let rt = tokio::runtime::Handle::current();
         let mut threads: Vec<JoinHandle<()>> = Vec::new();
         for (i, sock) in udp.into_iter().enumerate() {
             let ctx = UdpThread {
                 sock,
                 dns: Arc::clone(&dns),
-                rt: rt.clone(),
-                stop: Arc::clone(&stop),
+                stop: stopped.clone(),
                 in_flight: Arc::clone(&in_flight),
             };
             threads.push(
@@ -196,7 +195,7 @@ impl Server {
             );
         }
         shutdown.await;
-        stop.store(true, Ordering::Relaxed);
+        let _ = stop.send(true);
         if let Err(e) = hickory.shutdown_gracefully().await {
             debug!(error = %e, "DNS64 TCP listeners stopped with an error");
         }
@@ -224,7 +223,6 @@ fn udp_socket(addr: SocketAddr, freebind: bool) -> io::Result<Socket> {
     }
     // A burst of queries should wait in the kernel rather than be dropped.
     let _ = s.set_recv_buffer_size(4 << 20);
-    s.set_read_timeout(Some(POLL_STOP))?;
     s.bind(&addr.into())?;
     Ok(s)
 }
@@ -247,35 +245,74 @@ fn tcp_listener(addr: SocketAddr, freebind: bool) -> io::Result<tokio::net::TcpL
 }
 
 struct UdpThread {
-    sock: Arc<Socket>,
+    sock: Socket,
     dns: Arc<Dns64>,
-    rt: tokio::runtime::Handle,
-    stop: Arc<AtomicBool>,
+    stop: tokio::sync::watch::Receiver<bool>,
     in_flight: Arc<AtomicUsize>,
 }
 
 impl UdpThread {
+    /// Runs the thread's own single-threaded runtime: the socket, the misses' upstream
+    /// queries and their timers all live on this thread, so a query never changes threads
+    /// (as in Unbound's one event loop per thread). Measured: handing misses to a shared
+    /// multi-threaded runtime spent most of the CPU in context switches.
     fn run(self) {
-        let fd = self.sock.as_raw_fd();
+        let rt = match tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+        {
+            Ok(rt) => rt,
+            Err(e) => {
+                warn!(error = %e, "DNS64 UDP thread cannot start its runtime");
+                return;
+            }
+        };
+        let local = tokio::task::LocalSet::new();
+        local.block_on(&rt, self.serve());
+    }
+
+    async fn serve(self) {
+        let UdpThread {
+            sock,
+            dns,
+            mut stop,
+            in_flight,
+        } = self;
+        let sock = match sock
+            .set_nonblocking(true)
+            .and_then(|()| tokio::net::UdpSocket::from_std(sock.into()))
+        {
+            Ok(s) => Rc::new(s),
+            Err(e) => {
+                warn!(error = %e, "DNS64 UDP socket cannot join the runtime");
+                return;
+            }
+        };
+        let fd = sock.as_raw_fd();
         let mut rx = vec![[0u8; RX_SLOT]; BATCH];
         let mut tx = vec![[0u8; EDNS_PAYLOAD as usize]; BATCH];
         let mut batch = Batch::new();
-        while !self.stop.load(Ordering::Relaxed) {
-            let n = match batch.recv(fd, &mut rx) {
+        loop {
+            tokio::select! {
+                r = sock.readable() => if let Err(e) = r {
+                    warn!(error = %e, "DNS64 UDP socket failed");
+                    return;
+                },
+                _ = stop.changed() => return,
+            }
+            let n = match sock.try_io(tokio::io::Interest::READABLE, || batch.recv(fd, &mut rx)) {
                 Ok(n) => n,
                 Err(e)
                     if matches!(
                         e.kind(),
-                        io::ErrorKind::WouldBlock
-                            | io::ErrorKind::TimedOut
-                            | io::ErrorKind::Interrupted
+                        io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted
                     ) =>
                 {
                     continue;
                 }
                 Err(e) => {
                     warn!(error = %e, "DNS64 UDP receive failed");
-                    std::thread::sleep(Duration::from_millis(10));
+                    tokio::time::sleep(Duration::from_millis(10)).await;
                     continue;
                 }
             };
@@ -284,15 +321,15 @@ impl UdpThread {
             for (i, slot) in rx.iter().enumerate().take(n) {
                 let (len, truncated) = batch.received(i);
                 if truncated {
-                    self.dns.stats().count(Dns64Result::Malformed);
+                    dns.stats().count(Dns64Result::Malformed);
                     continue;
                 }
                 let request = &slot[..len];
-                if let Some(out_len) = self.dns.answer_cached(request, true, now, &mut tx[hits]) {
+                if let Some(out_len) = dns.answer_cached(request, true, now, &mut tx[hits]) {
                     batch.reply(hits, i, out_len);
                     hits += 1;
                 } else if let Some(src) = batch.source(i) {
-                    self.miss(request, src);
+                    miss(&dns, &sock, &in_flight, request, src);
                 }
             }
             if hits > 0
@@ -302,26 +339,32 @@ impl UdpThread {
             }
         }
     }
+}
 
-    /// Hands a query the cache cannot answer to a task.
-    fn miss(&self, request: &[u8], src: SockAddr) {
-        if self.in_flight.fetch_add(1, Ordering::Relaxed) >= MAX_IN_FLIGHT {
-            self.in_flight.fetch_sub(1, Ordering::Relaxed);
-            self.dns.stats().count(Dns64Result::Error);
-            return;
-        }
-        let request = request.to_vec();
-        let dns = Arc::clone(&self.dns);
-        let sock = Arc::clone(&self.sock);
-        let in_flight = Arc::clone(&self.in_flight);
-        self.rt.spawn(async move {
-            if let Some(answer) = dns.answer(&request, true).await {
-                // Non-blocking: if the socket buffer is full the answer is lost, as on a wire.
-                let _ = sock.send_to_with_flags(&answer, &src, libc::MSG_DONTWAIT);
-            }
-            in_flight.fetch_sub(1, Ordering::Relaxed);
-        });
+/// Hands a query the cache cannot answer to a task on this thread.
+fn miss(
+    dns: &Arc<Dns64>,
+    sock: &Rc<tokio::net::UdpSocket>,
+    in_flight: &Arc<AtomicUsize>,
+    request: &[u8],
+    src: SocketAddr,
+) {
+    if in_flight.fetch_add(1, Ordering::Relaxed) >= MAX_IN_FLIGHT {
+        in_flight.fetch_sub(1, Ordering::Relaxed);
+        dns.stats().count(Dns64Result::Error);
+        return;
     }
+    let request = request.to_vec();
+    let dns = Arc::clone(dns);
+    let sock = Rc::clone(sock);
+    let in_flight = Arc::clone(in_flight);
+    tokio::task::spawn_local(async move {
+        if let Some(answer) = dns.answer_uncached(&request, true).await {
+            // Non-blocking: if the socket buffer is full the answer is lost, as on a wire.
+            let _ = sock.try_send_to(&answer, src);
+        }
+        in_flight.fetch_sub(1, Ordering::Relaxed);
+    });
 }
 
 /// `recvmmsg`/`sendmmsg` bookkeeping for one batch.
@@ -340,8 +383,7 @@ impl Batch {
         unsafe { MaybeUninit::<Batch>::zeroed().assume_init() }
     }
 
-    /// Receives up to [`BATCH`] datagrams into `rx`; blocks until the first (or the socket's
-    /// read timeout).
+    /// Receives up to [`BATCH`] datagrams into `rx` from the non-blocking socket.
     fn recv(&mut self, fd: RawFd, rx: &mut [[u8; RX_SLOT]]) -> io::Result<usize> {
         let n = rx.len().min(BATCH);
         for (i, slot) in rx.iter_mut().enumerate().take(n) {
@@ -384,7 +426,7 @@ impl Batch {
     }
 
     /// The source address of datagram `i`.
-    fn source(&self, i: usize) -> Option<SockAddr> {
+    fn source(&self, i: usize) -> Option<SocketAddr> {
         let s = &self.addrs[i];
         let len = self.rx_hdr[i].msg_hdr.msg_namelen as usize;
         match i32::from(s.ss_family) {
@@ -393,22 +435,19 @@ impl Batch {
                 let a =
                     unsafe { &*(s as *const libc::sockaddr_storage).cast::<libc::sockaddr_in>() };
                 let ip = std::net::Ipv4Addr::from(u32::from_be(a.sin_addr.s_addr));
-                Some(SocketAddr::from((ip, u16::from_be(a.sin_port))).into())
+                Some(SocketAddr::from((ip, u16::from_be(a.sin_port))))
             }
             libc::AF_INET6 if len >= size_of::<libc::sockaddr_in6>() => {
                 // SAFETY: the kernel wrote a sockaddr_in6 here (family and length checked).
                 let a =
                     unsafe { &*(s as *const libc::sockaddr_storage).cast::<libc::sockaddr_in6>() };
                 let ip = std::net::Ipv6Addr::from(a.sin6_addr.s6_addr);
-                Some(
-                    SocketAddr::V6(std::net::SocketAddrV6::new(
-                        ip,
-                        u16::from_be(a.sin6_port),
-                        a.sin6_flowinfo,
-                        a.sin6_scope_id,
-                    ))
-                    .into(),
-                )
+                Some(SocketAddr::V6(std::net::SocketAddrV6::new(
+                    ip,
+                    u16::from_be(a.sin6_port),
+                    a.sin6_flowinfo,
+                    a.sin6_scope_id,
+                )))
             }
             _ => None,
         }
