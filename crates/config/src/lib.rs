@@ -39,7 +39,9 @@ use ipnet::{Ipv4Net, Ipv6Net};
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
 
+mod dns64;
 mod nat64;
+pub use dns64::Dns64;
 pub use nat64::{Filtering as Nat64Filtering, Nat64};
 
 /// Default values of the optional keys, as documented in `docs/config.md`.
@@ -108,6 +110,8 @@ pub struct Config {
     pub corpnet: Corpnet,
     /// `[nat64]`: stateful NAT64 towards IPv4-only corporate hosts (RFC 6146).
     pub nat64: Nat64,
+    /// `[dns64]`: the DNS64 resolver (RFC 6147) clients ask through their tunnel.
+    pub dns64: Dns64,
     /// `[metrics]`: the Prometheus exporter.
     pub metrics: Metrics,
     /// `[limits]`: rate limits, table sizes and queue lengths.
@@ -352,6 +356,7 @@ impl Config {
                 allow_without_ipsec: true,
             },
             nat64: Nat64::default(),
+            dns64: Dns64::default(),
             metrics: Metrics { listen: None },
             limits: Limits::default(),
             log: Log::default(),
@@ -383,6 +388,7 @@ impl Config {
         self.validate_corpnet()?;
         self.validate_iphttps()?;
         self.validate_nat64()?;
+        self.validate_dns64()?;
         self.validate_limits()?;
         self.validate_log()
     }
@@ -456,6 +462,7 @@ impl Config {
             }
         }
         self.nat64_warnings(&mut out);
+        self.dns64_warnings(&mut out);
         if self.limits.peer_idle_timeout_secs < defaults::PEER_IDLE_TIMEOUT_SECS {
             out.push(format!(
                 "limits.peer_idle_timeout_secs = {}: shorter than the {} s of RFC 4380 §5.2.4; \
@@ -966,7 +973,7 @@ impl std::error::Error for ConfigError {
 // Parsing: the file as written (every key optional), then defaults and required keys.
 
 const SECTIONS: &[&str] = &[
-    "server", "teredo", "iphttps", "corpnet", "nat64", "metrics", "limits", "log",
+    "server", "teredo", "iphttps", "corpnet", "nat64", "dns64", "metrics", "limits", "log",
 ];
 
 #[derive(Default, Deserialize)]
@@ -1060,6 +1067,7 @@ fn from_table(table: &toml::Table) -> Result<Config, ConfigError> {
     let iphttps: RawIphttps = section(table, "iphttps")?;
     let corpnet: RawCorpnet = section(table, "corpnet")?;
     let nat64 = section::<nat64::RawNat64>(table, "nat64")?.build()?;
+    let dns64 = section::<dns64::RawDns64>(table, "dns64")?.build()?;
     let metrics: RawMetrics = section(table, "metrics")?;
     let limits: RawLimits = section(table, "limits")?;
     let log: RawLog = section(table, "log")?;
@@ -1139,6 +1147,7 @@ fn from_table(table: &toml::Table) -> Result<Config, ConfigError> {
             allow_without_ipsec: corpnet.allow_without_ipsec.unwrap_or(false),
         },
         nat64,
+        dns64,
         metrics: Metrics {
             listen: match metrics.enabled {
                 Some(false) => None,
@@ -1275,7 +1284,7 @@ fn expected_form(path: &str) -> Option<&'static str> {
         | "iphttps.send_queue_bytes" => "a whole number",
         "log.level" => "a filter directive in quotes, e.g. \"info\"",
         "log.format" => "\"text\" or \"json\"",
-        _ => return nat64::expected_form(path),
+        _ => return nat64::expected_form(path).or_else(|| dns64::expected_form(path)),
     })
 }
 
