@@ -3,7 +3,9 @@
 use std::fmt;
 use std::sync::{Arc, Mutex, PoisonError};
 
-use gate64_dataplane::{Direction, Drop, Gauges, Nat64Direction, Side, Stats, TlsResult};
+use gate64_dataplane::{
+    Direction, Dns64Result, Dns64Stats, Drop, Gauges, Nat64Direction, Side, Stats, TlsResult,
+};
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet, EncodeMetric};
 use prometheus_client::metrics::MetricType;
@@ -43,6 +45,7 @@ struct Inner {
 struct Source {
     workers: Mutex<Vec<Arc<Stats>>>,
     gauges: Arc<dyn Fn() -> Gauges + Send + Sync>,
+    dns64: Mutex<Vec<Arc<Dns64Stats>>>,
 }
 
 impl Exporter {
@@ -53,6 +56,7 @@ impl Exporter {
         let source = Arc::new(Source {
             workers: Mutex::new(workers),
             gauges,
+            dns64: Mutex::new(Vec::new()),
         });
         let mut registry = Registry::default();
         registry.register_collector(Box::new(Scrape(Arc::clone(&source))));
@@ -86,6 +90,17 @@ impl Exporter {
         prometheus_client::encoding::text::encode(&mut out, &self.inner.registry)
             .expect("writing to a String cannot fail and the collector only fails on write");
         out
+    }
+
+    /// Adds the DNS64 server's counters to `gate64_dns64_queries_total` and
+    /// `gate64_dns64_cache_hits_total` (summed when several are added).
+    pub fn add_dns64(&self, stats: Arc<Dns64Stats>) {
+        self.inner
+            .source
+            .dns64
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(stats);
     }
 
     /// Number of registered per-worker [`Stats`].
@@ -265,6 +280,29 @@ impl Collector for Scrape {
             names::NAT64_POOL_EXHAUSTED_TOTAL,
             names::NAT64_POOL_EXHAUSTED_TOTAL_HELP,
             nat.pool_exhausted,
+        )?;
+        let dns64 = self
+            .0
+            .dns64
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone();
+        counter_family(
+            &mut enc,
+            names::DNS64_QUERIES_TOTAL,
+            names::DNS64_QUERIES_TOTAL_HELP,
+            Dns64Result::ALL.iter().map(|&r| {
+                let n = dns64.iter().fold(0u64, |t, s| t.wrapping_add(s.queries(r)));
+                ([("result", r.as_str())], n)
+            }),
+        )?;
+        counter(
+            &mut enc,
+            names::DNS64_CACHE_HITS_TOTAL,
+            names::DNS64_CACHE_HITS_TOTAL_HELP,
+            dns64
+                .iter()
+                .fold(0u64, |t, s| t.wrapping_add(s.cache_hits())),
         )?;
         gauge(
             &mut enc,
@@ -472,6 +510,31 @@ mod tests {
             names::ALL.len(),
             "a metric is missing from names::ALL"
         );
+    }
+
+    #[test]
+    fn dns64_counters_every_result_and_summed() {
+        let e = exporter(Vec::new());
+        let text = e.encode();
+        for r in Dns64Result::ALL {
+            let series = format!("gate64_dns64_queries_total{{result=\"{}\"}}", r.as_str());
+            assert_eq!(sample(&text, &series), Some("0"), "{series} in:\n{text}");
+        }
+        let (a, b) = (
+            Arc::new(Dns64Stats::default()),
+            Arc::new(Dns64Stats::default()),
+        );
+        a.count(Dns64Result::Synthesized);
+        b.count(Dns64Result::Synthesized);
+        b.count(Dns64Result::Error);
+        b.cache_hit();
+        e.add_dns64(a);
+        e.add_dns64(b);
+        let text = e.encode();
+        let q = |r: &str| format!("gate64_dns64_queries_total{{result=\"{r}\"}}");
+        assert_eq!(sample(&text, &q("synthesized")), Some("2"));
+        assert_eq!(sample(&text, &q("error")), Some("1"));
+        assert_eq!(sample(&text, "gate64_dns64_cache_hits_total"), Some("1"));
     }
 
     #[test]

@@ -84,6 +84,21 @@ pub const NAT64_POOL_EXHAUSTED_TOTAL: &str = "gate64_nat64_pool_exhausted_total"
 pub const NAT64_POOL_EXHAUSTED_TOTAL_HELP: &str =
     "New NAT64 mappings refused because pool4 had no free port.";
 
+/// DNS64 queries by how they ended. Counter; label `result` (`synthesized`, `native`,
+/// `nxdomain`, `error`, `malformed`), every value present, zero included.
+pub const DNS64_QUERIES_TOTAL: &str = "gate64_dns64_queries_total";
+/// Help text of [`DNS64_QUERIES_TOTAL`].
+pub const DNS64_QUERIES_TOTAL_HELP: &str = "DNS64 queries by result: synthesized (AAAA made \
+    from A under the NAT64 prefix, ipv4only.arpa, or PTR answered from in-addr.arpa), native \
+    (upstream's NOERROR answer), nxdomain, error (SERVFAIL, every upstream failed, NOTIMP, \
+    overload), malformed (FORMERR or dropped).";
+
+/// DNS64 queries answered from the cache. Counter; no labels.
+pub const DNS64_CACHE_HITS_TOTAL: &str = "gate64_dns64_cache_hits_total";
+/// Help text of [`DNS64_CACHE_HITS_TOTAL`].
+pub const DNS64_CACHE_HITS_TOTAL_HELP: &str =
+    "DNS64 queries answered from the answer cache (also counted in gate64_dns64_queries_total).";
+
 /// Per-worker counter sets summed into the counters above. Gauge; no labels.
 pub const WORKERS: &str = "gate64_workers";
 /// Help text of [`WORKERS`].
@@ -112,6 +127,8 @@ pub const ALL: &[(&str, &str)] = &[
     (NAT64_TRANSLATIONS_TOTAL, NAT64_TRANSLATIONS_TOTAL_HELP),
     (NAT64_POOL_CAPACITY, NAT64_POOL_CAPACITY_HELP),
     (NAT64_POOL_EXHAUSTED_TOTAL, NAT64_POOL_EXHAUSTED_TOTAL_HELP),
+    (DNS64_QUERIES_TOTAL, DNS64_QUERIES_TOTAL_HELP),
+    (DNS64_CACHE_HITS_TOTAL, DNS64_CACHE_HITS_TOTAL_HELP),
     (WORKERS, WORKERS_HELP),
     (BUILD_INFO, BUILD_INFO_HELP),
 ];
