@@ -230,7 +230,49 @@ impl Daemon {
         Ok(Some(bound))
     }
 
-    /// Stops IP-HTTPS (links close with TLS close_notify) and the workers.
+    /// Starts the DNS64 resolver when `[dns64]` is enabled; must run inside a tokio runtime.
+    /// It serves on `dns64.listen` and, with `serve_on_corp_address`, on `corpnet.address6`
+    /// port 53. That address lives on the TUN device, so the sockets are bound with
+    /// IP(V6)_FREEBIND: duplicate address detection cannot make the bind fail. Counters go
+    /// to the exporter. Returns the bound addresses (empty when disabled).
+    pub async fn start_dns64(&self, cfg: &Config) -> Result<Vec<SocketAddr>> {
+        let d = &cfg.dns64;
+        let listen = d.listen_addresses(cfg.corpnet.address6);
+        if listen.is_empty() {
+            return Ok(Vec::new());
+        }
+        let n = &cfg.nat64;
+        let prefix = gate64_nat64::Prefix::new(n.prefix.network(), n.prefix.prefix_len())
+            .with_context(|| format!("`nat64.prefix` = {} cannot be used by DNS64", n.prefix))?
+            .allow_private(n.allow_private_ipv4);
+        let mut settings = gate64_dns64::Settings::new(d.upstream.clone(), prefix);
+        settings.listen = listen.clone();
+        settings.freebind = true;
+        settings.exclude = d.exclude.clone();
+        settings.timeout = Duration::from_millis(d.timeout_ms);
+        settings.cache_entries = d.cache_entries;
+        let stats = Arc::new(gate64_dataplane::Dns64Stats::default());
+        self.exporter.add_dns64(Arc::clone(&stats));
+        let server = gate64_dns64::Server::bind(settings, stats).with_context(|| {
+            format!(
+                "binding DNS64 on {listen:?} (`dns64.listen`, `dns64.serve_on_corp_address`; \
+                 port 53 needs root or CAP_NET_BIND_SERVICE)"
+            )
+        })?;
+        let bound = server.local_addrs().to_vec();
+        let mut stop = self.stop_tx.subscribe();
+        tokio::spawn(async move {
+            let shutdown = async move {
+                let _ = stop.wait_for(|stopped| *stopped).await;
+            };
+            if let Err(e) = server.run(shutdown).await {
+                tracing::error!(error = %e, "DNS64 server failed");
+            }
+        });
+        Ok(bound)
+    }
+
+    /// Stops IP-HTTPS (links close with TLS close_notify), DNS64 and the workers.
     pub fn stop(self) -> Result<()> {
         let _ = self.stop_tx.send(true);
         self.workers.stop().context("worker failed")

@@ -104,6 +104,10 @@ fn serve(file: &std::path::Path) -> Result<()> {
         if let Some(addr) = d.start_iphttps(&cfg).await? {
             info!(listen = %addr, "IP-HTTPS up");
         }
+        let dns64 = d.start_dns64(&cfg).await?;
+        if !dns64.is_empty() {
+            info!(listen = ?dns64, upstream = ?cfg.dns64.upstream, "DNS64 up");
+        }
         let (tx, rx) = tokio::sync::oneshot::channel::<()>();
         if let Some(listen) = cfg.metrics.listen {
             daemon::start_metrics(listen, d.exporter.clone(), async {
