@@ -24,6 +24,8 @@ use std::collections::hash_map::{DefaultHasher, Entry};
 use std::collections::{BinaryHeap, HashMap, VecDeque};
 use std::hash::{Hash, Hasher};
 use std::net::{Ipv4Addr, Ipv6Addr};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 /// Ports are dealt to shards in blocks of this many consecutive ports.
@@ -124,8 +126,9 @@ pub struct Config {
     pub timers: Timers,
     /// IPv4 filtering policy.
     pub filtering: Filtering,
-    /// Most sessions the whole table holds (split evenly over the shards); new flows beyond
-    /// it are refused with [`TableError::SessionLimit`], protecting memory.
+    /// Most sessions the whole table holds (one budget shared by all shards, so a single busy
+    /// client is not capped at its shard's share); new flows beyond it are refused with
+    /// [`TableError::SessionLimit`], protecting memory.
     pub max_sessions: usize,
     /// Queue BIB creation/deletion [`Event`]s for compliance logging. Off, nothing is queued
     /// (a queue nobody drains would grow without bound).
@@ -291,10 +294,14 @@ impl Table {
             return Err(TableError::Config);
         }
         let n = cfg.shards;
+        let budget = Arc::new(SessionBudget {
+            used: AtomicUsize::new(0),
+            max: cfg.max_sessions,
+        });
         let shards = (0..n)
             .map(|i| {
                 let owned: Vec<u16> = (lo..=hi).filter(|&p| owner(p, n) == i).collect();
-                Shard::new(&cfg, owned)
+                Shard::new(&cfg, owned, &budget)
             })
             .collect();
         Ok(Table {
@@ -435,6 +442,28 @@ impl Router {
     }
 }
 
+/// The sessions all shards of one table may hold together. Touched when a session is made or
+/// deleted, never per packet.
+#[derive(Debug)]
+struct SessionBudget {
+    used: AtomicUsize,
+    max: usize,
+}
+
+impl SessionBudget {
+    fn take(&self) -> bool {
+        if self.used.fetch_add(1, Ordering::Relaxed) >= self.max {
+            self.used.fetch_sub(1, Ordering::Relaxed);
+            return false;
+        }
+        true
+    }
+
+    fn give_back(&self) {
+        self.used.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
 /// Shard owning port `p` among `n`.
 fn owner(p: u16, n: usize) -> usize {
     usize::from(p / PORT_BLOCK) % n
@@ -462,7 +491,7 @@ pub struct Shard {
     timeouts: BinaryHeap<Reverse<(Instant, Proto6Key)>>,
     events: VecDeque<Event>,
     log_events: bool,
-    max_sessions: usize,
+    budget: Arc<SessionBudget>,
     pool_exhausted: u64,
 }
 
@@ -486,6 +515,9 @@ struct ProtoTable {
     sessions4: HashMap<(Addr4, Addr4), Addr6>,
     /// Paired pooling: the IPv4 address of each client and how many BIB entries use it.
     client4: HashMap<Ipv6Addr, (Ipv4Addr, usize)>,
+    /// BIB entries per pool4 address, so allocation skips full addresses instead of probing
+    /// every port of each (a busy client fills its shard's share of an address quickly).
+    per_addr: HashMap<Ipv4Addr, usize>,
     /// Address-dependent filtering: sessions per (T,t) and remote address.
     remotes: HashMap<(Addr4, Ipv4Addr), usize>,
 }
@@ -519,7 +551,7 @@ impl Session {
 }
 
 impl Shard {
-    fn new(cfg: &Config, owned: Vec<u16>) -> Shard {
+    fn new(cfg: &Config, owned: Vec<u16>, budget: &Arc<SessionBudget>) -> Shard {
         Shard {
             tables: Default::default(),
             pool4: cfg.pool4.clone(),
@@ -531,7 +563,7 @@ impl Shard {
             timeouts: BinaryHeap::new(),
             events: VecDeque::new(),
             log_events: cfg.events,
-            max_sessions: cfg.max_sessions.div_ceil(cfg.shards.max(1)),
+            budget: Arc::clone(budget),
             pool_exhausted: 0,
         }
     }
@@ -569,12 +601,19 @@ impl Shard {
         if proto == Proto::Tcp && !flags.syn {
             return Err(TableError::NoSession);
         }
-        if self.session_count() >= self.max_sessions {
+        if !self.budget.take() {
             return Err(TableError::SessionLimit);
         }
         let t = match self.tables[proto.index()].bib6.get(&x) {
-            Some(b) => b.v4,
-            None => self.create_bib(proto, x)?,
+            Some(b) => Ok(b.v4),
+            None => self.create_bib(proto, x),
+        };
+        let t = match t {
+            Ok(t) => t,
+            Err(e) => {
+                self.budget.give_back();
+                return Err(e);
+            }
         };
         let (tcp, life) = match proto {
             Proto::Tcp => (Some(TcpState::V6Init), timers.tcp_trans),
@@ -626,7 +665,7 @@ impl Shard {
             Proto::Tcp => return Err(TableError::NoSession),
             _ => (None, life_of(proto, &timers).unwrap_or(timers.udp)),
         };
-        if self.session_count() >= self.max_sessions {
+        if !self.budget.take() {
             return Err(TableError::SessionLimit);
         }
         self.create_session(now, proto, (x, z), t, tcp, life);
@@ -702,10 +741,6 @@ impl Shard {
         self.timeouts.len()
     }
 
-    fn session_count(&self) -> usize {
-        self.tables.iter().map(|t| t.sessions.len()).sum()
-    }
-
     /// BIB lookup by the IPv4 side: the client behind (T,t), without touching sessions
     /// (for ICMP errors quoting a packet the client sent).
     pub fn bib_v4(&self, proto: Proto, t: Addr4) -> Option<Addr6> {
@@ -744,6 +779,7 @@ impl Shard {
         );
         tab.bib4.insert(v4, v6);
         tab.client4.entry(v6.0).or_insert((v4.0, 0)).1 += 1;
+        *tab.per_addr.entry(v4.0).or_insert(0) += 1;
         Ok(())
     }
 
@@ -763,6 +799,7 @@ impl Shard {
         );
         tab.bib4.insert(t, x);
         tab.client4.entry(x.0).or_insert((t.0, 0)).1 += 1;
+        *tab.per_addr.entry(t.0).or_insert(0) += 1;
         if self.log_events {
             self.events.push_back(Event::BibCreated {
                 proto,
@@ -786,6 +823,13 @@ impl Shard {
         let in_range = |p: u16| (p < 1024) == low;
         for i in 0..n {
             let addr = self.pool4[(first + i) % n];
+            if tab
+                .per_addr
+                .get(&addr)
+                .is_some_and(|&used| used >= self.owned.len())
+            {
+                continue;
+            }
             let free = |p: u16| p != 0 && !tab.bib4.contains_key(&(addr, p));
             if self.owned.binary_search(&x.1).is_ok() && free(x.1) {
                 return Some((addr, x.1));
@@ -844,6 +888,7 @@ impl Shard {
         if tab.sessions.remove(&key).is_none() {
             return;
         }
+        self.budget.give_back();
         let (x, z) = key;
         let Some(b) = tab.bib6.get_mut(&x) else {
             return;
@@ -860,6 +905,12 @@ impl Shard {
         if b.sessions == 0 && !b.is_static {
             tab.bib6.remove(&x);
             tab.bib4.remove(&t);
+            if let Entry::Occupied(mut e) = tab.per_addr.entry(t.0) {
+                *e.get_mut() -= 1;
+                if *e.get() == 0 {
+                    e.remove();
+                }
+            }
             if let Entry::Occupied(mut e) = tab.client4.entry(x.0) {
                 e.get_mut().1 -= 1;
                 if e.get().1 == 0 {
