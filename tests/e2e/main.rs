@@ -5,6 +5,7 @@
 //! They share the lab topology of `gate64_testkit::Topology` and run one at a time.
 
 mod common;
+mod dns64;
 mod iphttps;
 mod iphttps_abuse;
 mod nat64;
