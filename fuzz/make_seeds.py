@@ -76,3 +76,45 @@ for target in ["teredo_packet", "teredo_server", "dataplane_teredo"]:
 os.makedirs("corpus/config_toml", exist_ok=True)
 with open("../config/gate64.toml", "rb") as src, open("corpus/config_toml/seed-example", "wb") as f:
     f.write(src.read())
+
+# dns64_handler: [len u16][query][len u16][first upstream answer][second upstream answer].
+def dns_name(n):
+    return b"".join(bytes([len(l)]) + l.encode() for l in n.strip(".").split(".")) + b"\0"
+
+
+def dns_query(qname, qtype, edns=False):
+    q = struct.pack("!HHHHHH", 0x1234, 0x0100, 1, 0, 0, 1 if edns else 0)
+    q += dns_name(qname) + struct.pack("!HH", qtype, 1)
+    return q + (b"\0" + struct.pack("!HHIH", 41, 1232, 0, 0) if edns else b"")
+
+
+def dns_answer(qname, qtype, rrs=b"", an=0, ns=b"", nscount=0, rcode=0):
+    h = struct.pack("!HHHHHH", 7, 0x8180 | rcode, 1, an, nscount, 0)
+    return h + dns_name(qname) + struct.pack("!HH", qtype, 1) + rrs + ns
+
+
+SOA_RDATA = dns_name("ns.x") + dns_name("h.x") + struct.pack("!IIIII", 1, 3600, 600, 86400, 300)
+SOA_RR = b"\xc0\x0c" + struct.pack("!HHIH", 6, 1, 3600, len(SOA_RDATA)) + SOA_RDATA
+A_RR = b"\xc0\x0c" + struct.pack("!HHIH", 1, 1, 3600, 4) + bytes([10, 20, 0, 2])
+
+
+def dns_frame(query, first=b"", second=b""):
+    return struct.pack("!H", len(query)) + query + struct.pack("!H", len(first)) + first + second
+
+
+PTR_NAME = "2.0.0.0.4.1.a.0" + ".0" * 12 + ".4.6.0.0.8.b.d.0.1.0.0.2.ip6.arpa"
+DNS64_SEEDS = {
+    "aaaa-synth": dns_frame(
+        dns_query("app.corp.example", 28, True),
+        dns_answer("app.corp.example", 28, ns=SOA_RR, nscount=1),
+        dns_answer("app.corp.example", 1, A_RR, 1),
+    ),
+    "aaaa-nx": dns_frame(dns_query("nx.example", 28), dns_answer("nx.example", 28, rcode=3)),
+    "a-plain": dns_frame(dns_query("app.corp.example", 1), dns_answer("app.corp.example", 1, A_RR, 1)),
+    "ptr": dns_frame(dns_query(PTR_NAME, 12), dns_answer("2.0.20.10.in-addr.arpa", 12)),
+    "ipv4only": dns_frame(dns_query("ipv4only.arpa", 28)),
+}
+os.makedirs("corpus/dns64_handler", exist_ok=True)
+for name, data in DNS64_SEEDS.items():
+    with open(f"corpus/dns64_handler/seed-{name}", "wb") as f:
+        f.write(data)
