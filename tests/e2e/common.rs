@@ -61,8 +61,23 @@ pub(crate) fn start_gate64(
     client_ca: bool,
     tls_handshake_timeout_secs: Option<u64>,
 ) -> Result<Process> {
+    start_gate64_with(topo, certs, client_ca, tls_handshake_timeout_secs, "")
+}
+
+/// [`start_gate64`] with `extra` TOML sections appended (e.g. `[nat64]`, `[dns64]`).
+pub(crate) fn start_gate64_with(
+    topo: &Topology,
+    certs: &Path,
+    client_ca: bool,
+    tls_handshake_timeout_secs: Option<u64>,
+    extra: &str,
+) -> Result<Process> {
     let bin = gate64_binary()?;
-    let mut conf = Gate64Options::default().config_toml();
+    let mut conf = Gate64Options {
+        extra: extra.to_owned(),
+        ..Gate64Options::default()
+    }
+    .config_toml();
     conf.push_str(&format!(
         "\n[iphttps]\nenabled = true\nlisten = \"{CLIENT_GW_V4}:443\"\ncertificate = {:?}\n\
          private_key = {:?}\nprefix = \"{IPHTTPS_PREFIX}\"\n",
@@ -109,6 +124,16 @@ pub(crate) fn spawn_iphttps_client(
     certs: &Path,
     with_cert: bool,
 ) -> Result<Process> {
+    spawn_iphttps_client_routes(topo, certs, with_cert, &[])
+}
+
+/// [`spawn_iphttps_client`] routing `routes` into the tunnel besides the corporate prefix.
+pub(crate) fn spawn_iphttps_client_routes(
+    topo: &Topology,
+    certs: &Path,
+    with_cert: bool,
+    routes: &[&str],
+) -> Result<Process> {
     let bin = gate64_binary()?;
     let url = format!("https://{CLIENT_GW_V4}/IPHTTPS");
     let (ca, cert, key) = (
@@ -129,6 +154,9 @@ pub(crate) fn spawn_iphttps_client(
         "--route",
         CORP_PREFIX,
     ];
+    for r in routes {
+        argv.extend(["--route", r]);
+    }
     if with_cert {
         argv.extend([
             "--client-cert",
@@ -147,7 +175,17 @@ pub(crate) fn connect_iphttps(
     certs: &Path,
     with_cert: bool,
 ) -> Result<(Process, Ipv6Addr)> {
-    let mut client = spawn_iphttps_client(topo, certs, with_cert)?;
+    connect_iphttps_routes(topo, certs, with_cert, &[])
+}
+
+/// [`connect_iphttps`] routing `routes` into the tunnel besides the corporate prefix.
+pub(crate) fn connect_iphttps_routes(
+    topo: &Topology,
+    certs: &Path,
+    with_cert: bool,
+    routes: &[&str],
+) -> Result<(Process, Ipv6Addr)> {
+    let mut client = spawn_iphttps_client_routes(topo, certs, with_cert, routes)?;
     let t = Instant::now();
     let prefix: Ipv6Addr = "2001:db8:1::".parse().expect("constant");
     let addr = wait_address(topo, &mut client, "gate64c", prefix, 48)?;

@@ -18,8 +18,9 @@ use gate64_testkit::{
 };
 
 use crate::common::{
-    CORP_PREFIX, client_address, connect_iphttps, gate64_lines, handshakes, make_certs, netns_test,
-    path_str, spawn_iphttps_client, start_gate64, wait_address,
+    CORP_PREFIX, client_address, connect_iphttps, connect_iphttps_routes, gate64_lines, handshakes,
+    make_certs, netns_test, path_str, spawn_iphttps_client, start_gate64, start_gate64_with,
+    wait_address,
 };
 
 /// Server restart plus the client's backoff (1 s, 2 s, 4 s, ...).
@@ -226,5 +227,48 @@ fn teredo_connect(topo: &Topology) -> Result<()> {
         "gate64_clients{{transport=\"teredo\"}} is {clients:?}\n{}",
         gate64_lines(&m)
     );
+    Ok(())
+}
+
+#[test]
+#[ignore = "netns: needs root"]
+fn netns_iphttps_nat64_by_name_without_ipsec() {
+    netns_test(
+        "netns_iphttps_nat64_by_name_without_ipsec",
+        Topology::builder().corp_ipv4(true),
+        iphttps_nat64_by_name,
+    );
+}
+
+/// An IP-HTTPS client resolves an IPv4-only host through gate64's DNS64 and reaches it by
+/// name (ping, iperf3 both ways) through NAT64: its packets reach the kernel from the TLS task,
+/// which routes Pref64 back into the TUN (`nat64.route_prefix`), where a worker translates.
+fn iphttps_nat64_by_name(topo: &Topology) -> Result<()> {
+    use crate::nat64::{GATE_DNS, PREF64, V4ONLY, nat64_dns64_toml, start_corp_dns};
+    let certs = make_certs(topo)?;
+    let _dns = start_corp_dns(topo)?;
+    let extra = nat64_dns64_toml(&topo.srv.dir().join("bindings.jsonl"));
+    let mut gate = start_gate64_with(topo, &certs, false, None, &extra)?;
+    let _iperf = topo.start_iperf_server()?;
+    let (_client, _addr) = connect_iphttps_routes(topo, &certs, false, &[PREF64])?;
+    topo.cli.set_resolver(GATE_DNS.parse()?)?;
+    topo.ping6_host_all(&topo.cli, V4ONLY, 3)
+        .context("ping6 the IPv4-only host by name over IP-HTTPS + NAT64")?;
+    for reverse in [false, true] {
+        let r = topo
+            .iperf3_to(V4ONLY, 2, 1, reverse, None)
+            .with_context(|| format!("iperf3 over IP-HTTPS + NAT64 (reverse: {reverse})"))?;
+        ensure!(r.received_bytes > 0, "iperf3 moved nothing: {r:?}");
+        println!(
+            "iperf3 over IP-HTTPS + NAT64 by name, reverse={reverse}: {:.0} Mbit/s",
+            r.received_bps / 1e6
+        );
+    }
+    gate.ensure_running()?;
+    let m = topo.metrics()?;
+    for dir in ["v6_to_v4", "v4_to_v6"] {
+        let n = m.sum("gate64_nat64_translations_total", &[("direction", dir)]);
+        ensure!(n > 0.0, "no NAT64 translations {dir}\n{}", gate64_lines(&m));
+    }
     Ok(())
 }

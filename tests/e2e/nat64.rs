@@ -13,11 +13,13 @@ use crate::common::{gate64_lines, netns_test};
 use crate::teredo::{promtool_check, qualify};
 
 /// Pref64 of the lab: a network-specific prefix, since the IPv4 host is private (RFC 6052 §3.1).
-const PREF64: &str = "2001:db8:64::/96";
+pub(crate) const PREF64: &str = "2001:db8:64::/96";
 /// The IPv4-only host 10.20.0.2 inside Pref64.
 const SYNTH: Ipv6Addr = Ipv6Addr::new(0x2001, 0xdb8, 0x64, 0, 0, 0, 0x0a14, 0x0002);
 /// gate64's corporate address, where its DNS64 answers clients.
-const GATE_DNS: &str = "2001:db8:100::1";
+pub(crate) const GATE_DNS: &str = "2001:db8:100::1";
+/// The IPv4-only host's name at the upstream resolver (an A record only).
+pub(crate) const V4ONLY: &str = "v4only.corp.example";
 
 #[test]
 #[ignore = "netns: needs root"]
@@ -30,23 +32,10 @@ fn netns_nat64_dns64_miredo_without_ipsec() {
 }
 
 fn nat64_dns64(topo: &Topology) -> Result<()> {
-    let v4 = CORP_HOST_V4.to_string();
-    let _unbound = topo.start_unbound(
-        &topo.corp,
-        IpAddr::V4(CORP_HOST_V4),
-        &[
-            &format!("v4only.corp.example. 300 IN A {v4}"),
-            &format!("dual.corp.example. 300 IN A {v4}"),
-            &format!("dual.corp.example. 300 IN AAAA {CORP_HOST}"),
-        ],
-    )?;
     let binding_log = topo.srv.dir().join("bindings.jsonl");
+    let _unbound = start_corp_dns(topo)?;
     let opts = Gate64Options {
-        extra: format!(
-            "[nat64]\nprefix = \"{PREF64}\"\npool4 = [\"198.19.64.0/28\"]\n\
-             binding_log = \"{}\"\n\n[dns64]\nupstream = [\"{v4}\"]\n",
-            binding_log.display()
-        ),
+        extra: nat64_dns64_toml(&binding_log),
         ..Gate64Options::default()
     };
     let mut gate = topo.start_gate64(&opts)?;
@@ -65,11 +54,13 @@ fn nat64_dns64(topo: &Topology) -> Result<()> {
         "a real AAAA must pass unchanged: got {native:?}"
     );
 
-    topo.ping6_all(&topo.cli, SYNTH, 3)
-        .context("ping6 the IPv4-only host through NAT64")?;
+    // By name, through the client's resolver (gate64's DNS64): ping, TCP and UDP.
+    topo.cli.set_resolver(GATE_DNS.parse()?)?;
+    topo.ping6_host_all(&topo.cli, V4ONLY, 3)
+        .context("ping6 the IPv4-only host by name through NAT64")?;
     for reverse in [false, true] {
         let r = topo
-            .iperf3_to(IpAddr::V6(SYNTH), 2, 1, reverse, None)
+            .iperf3_to(V4ONLY, 2, 1, reverse, None)
             .with_context(|| format!("iperf3 TCP via NAT64 (reverse: {reverse})"))?;
         ensure!(r.received_bytes > 0, "iperf3 TCP moved nothing: {r:?}");
         println!(
@@ -78,7 +69,7 @@ fn nat64_dns64(topo: &Topology) -> Result<()> {
         );
     }
     let r = topo
-        .iperf3_to(IpAddr::V6(SYNTH), 2, 1, false, Some("20M"))
+        .iperf3_to(V4ONLY, 2, 1, false, Some("20M"))
         .context("iperf3 UDP via NAT64")?;
     ensure!(r.received_bytes > 0, "iperf3 UDP moved nothing: {r:?}");
     println!(
@@ -148,4 +139,29 @@ fn dig_raw(topo: &Topology, args: &[&str]) -> Result<String> {
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     ))
+}
+
+/// Unbound in tcorp (10.20.0.2) with `v4only.corp.example` (A only) and `dual.corp.example`
+/// (A and AAAA).
+pub(crate) fn start_corp_dns(topo: &Topology) -> Result<gate64_testkit::Process> {
+    let v4 = CORP_HOST_V4.to_string();
+    topo.start_unbound(
+        &topo.corp,
+        IpAddr::V4(CORP_HOST_V4),
+        &[
+            &format!("{V4ONLY}. 300 IN A {v4}"),
+            &format!("dual.corp.example. 300 IN A {v4}"),
+            &format!("dual.corp.example. 300 IN AAAA {CORP_HOST}"),
+        ],
+    )
+}
+
+/// `[nat64]` (Pref64 2001:db8:64::/96, pool4 198.19.64.0/28, the binding log) and `[dns64]`
+/// forwarding to tcorp's Unbound.
+pub(crate) fn nat64_dns64_toml(binding_log: &std::path::Path) -> String {
+    format!(
+        "[nat64]\nprefix = \"{PREF64}\"\npool4 = [\"198.19.64.0/28\"]\n\
+         binding_log = \"{}\"\n\n[dns64]\nupstream = [\"{CORP_HOST_V4}\"]\n",
+        binding_log.display()
+    )
 }

@@ -135,6 +135,18 @@ impl Netns {
         Ok(ns)
     }
 
+    /// Makes `nameserver` the resolver of processes run in this namespace: `ip netns exec`
+    /// bind-mounts `/etc/netns/<name>/resolv.conf` over `/etc/resolv.conf`. Removed on drop.
+    pub fn set_resolver(&self, nameserver: std::net::IpAddr) -> Result<()> {
+        let dir = Path::new("/etc/netns").join(&self.name);
+        fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+        fs::write(
+            dir.join("resolv.conf"),
+            format!("nameserver {nameserver}\noptions timeout:2 attempts:2\n"),
+        )
+        .with_context(|| format!("writing {}/resolv.conf", dir.display()))
+    }
+
     /// The namespace's name, as `ip netns` knows it.
     pub fn name(&self) -> &str {
         &self.name
@@ -354,6 +366,7 @@ impl Netns {
 impl Drop for Netns {
     fn drop(&mut self) {
         kill_all_in(&self.name);
+        let _ = fs::remove_dir_all(Path::new("/etc/netns").join(&self.name));
         if let Err(e) = ip_root(&["netns", "del", &self.name]) {
             eprintln!("warning: deleting netns {}: {e:#}", self.name);
         }

@@ -440,8 +440,12 @@ impl Topology {
     /// `ping -6 -c <count> -i 0.2 -W 3 <dst>` from `from`; returns the counts (a partial or
     /// total loss is not an error, a missing or hung ping is).
     pub fn ping6(&self, from: &Netns, dst: Ipv6Addr, count: u32) -> Result<PingStats> {
+        self.ping6_host(from, &dst.to_string(), count)
+    }
+
+    /// Like [`Topology::ping6`] to a host name or address (IPv6 only: `ping -6`).
+    pub fn ping6_host(&self, from: &Netns, dst: &str, count: u32) -> Result<PingStats> {
         let ping = tool("ping", "iputils-ping")?;
-        let dst = dst.to_string();
         let count_s = count.to_string();
         let timeout = Duration::from_secs(u64::from(count) + 15);
         let out = from.exec_timeout(
@@ -455,7 +459,7 @@ impl Topology {
                 "0.2",
                 "-W",
                 "3",
-                &dst,
+                dst,
             ],
             timeout,
         )?;
@@ -480,7 +484,12 @@ impl Topology {
 
     /// Like [`Topology::ping6`], but fails unless every echo request was answered.
     pub fn ping6_all(&self, from: &Netns, dst: Ipv6Addr, count: u32) -> Result<PingStats> {
-        let stats = self.ping6(from, dst, count)?;
+        self.ping6_host_all(from, &dst.to_string(), count)
+    }
+
+    /// Like [`Topology::ping6_host`], but fails unless every echo request was answered.
+    pub fn ping6_host_all(&self, from: &Netns, dst: &str, count: u32) -> Result<PingStats> {
+        let stats = self.ping6_host(from, dst, count)?;
         ensure!(
             stats.all_ok(),
             "ping {dst} from {}: {}/{} replies:\n{}",
@@ -495,14 +504,14 @@ impl Topology {
     /// Runs `iperf3 -c 2001:db8:100:1::2 -t <secs> -P <flows> --json [-R]` in `tcli` (needs
     /// [`Topology::start_iperf_server`]); `reverse` = tcorp sends to the client.
     pub fn iperf3(&self, secs: u32, flows: u32, reverse: bool) -> Result<IperfResult> {
-        self.iperf3_to(IpAddr::V6(CORP_HOST), secs, flows, reverse, None)
+        self.iperf3_to(&CORP_HOST.to_string(), secs, flows, reverse, None)
     }
 
-    /// Like [`Topology::iperf3`] towards `host`; `udp_bitrate` (e.g. `"20M"`) runs a UDP test
-    /// at that rate instead of TCP.
+    /// Like [`Topology::iperf3`] towards `host` (an IPv6 address or a name, over IPv6 only:
+    /// `-6`); `udp_bitrate` (e.g. `"20M"`) runs a UDP test at that rate instead of TCP.
     pub fn iperf3_to(
         &self,
-        host: IpAddr,
+        host: &str,
         secs: u32,
         flows: u32,
         reverse: bool,
@@ -521,6 +530,7 @@ impl Topology {
             "--json",
             "--connect-timeout",
             "5000",
+            "-6",
         ];
         if reverse {
             argv.push("-R");
