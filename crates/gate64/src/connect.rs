@@ -48,12 +48,8 @@ const UPLINK_BATCH: usize = 48 * 1024;
 /// Packets split from one TUN read (one TCP super-packet: 64 KiB / MSS segments), and the most
 /// packets gathered for one GRO write to the TUN device.
 const BATCH: usize = tun_rs::IDEAL_BATCH_SIZE;
-/// Where a packet starts in a downlink slot: room for the virtio-net header tun-rs writes in
-/// front of it.
-const OFFSET: usize = tun_rs::VIRTIO_NET_HDR_LEN;
-/// Capacity of a downlink slot. tun-rs' GRO appends a flow's segments to its first packet
-/// only within that slot's capacity: room for a 64 KiB super-packet.
-const SLOT_CAPACITY: usize = 2 * OFFSET + 65_535;
+/// Capacity of a downlink slot: the largest packet.
+const SLOT_CAPACITY: usize = 65_535;
 /// Datagrams the Teredo client takes from the socket before writing to the TUN device.
 const TEREDO_BURST: usize = 64;
 /// The CA bundle used when `--ca` is not given (Debian's `ca-certificates`).
@@ -447,11 +443,10 @@ struct TunLink {
     /// ... split into these MTU-sized packets (`sizes` long each), allocated with the device.
     bufs: Vec<Vec<u8>>,
     sizes: Vec<usize>,
-    /// Downlink: packets from the tunnel at `OFFSET` in their slots, `queued` of them waiting
+    /// Downlink: packets from the tunnel, one per slot, `queued` of them waiting
     /// for [`TunLink::flush`]. Slots are added as needed, up to `BATCH`.
     slots: Vec<Vec<u8>>,
     queued: usize,
-    gro: tun_rs::GROTable,
 }
 
 impl TunLink {
@@ -467,7 +462,6 @@ impl TunLink {
             sizes: Vec::new(),
             slots: Vec::new(),
             queued: 0,
-            gro: tun_rs::GROTable::default(),
         }
     }
 
@@ -552,7 +546,6 @@ impl TunLink {
         }
         let slot = &mut self.slots[self.queued];
         slot.clear();
-        slot.resize(OFFSET, 0);
         slot.extend_from_slice(pkt);
         self.queued += 1;
         if self.queued >= BATCH {
@@ -561,18 +554,22 @@ impl TunLink {
     }
 
     /// Writes the queued packets to the device, a flow's TCP segments coalesced into one
-    /// super-packet (GRO).
+    /// super-packet (GRO, [`gate64_io::gro`]). A TUN write does not block (the kernel takes
+    /// the packet or drops it), so it is done in place rather than through the reactor.
     async fn flush(&mut self) {
         let n = std::mem::take(&mut self.queued);
         let Some(dev) = &self.dev else { return };
         if n == 0 {
             return;
         }
-        if let Err(e) = dev
-            .send_multiple(&mut self.gro, &mut self.slots[..n], OFFSET)
-            .await
-        {
-            debug!(error = %e, packets = n, "TUN write failed");
+        let mut packets: [&[u8]; BATCH] = [&[]; BATCH];
+        for (p, slot) in packets.iter_mut().zip(&self.slots[..n]) {
+            *p = slot;
+        }
+        let fd = std::os::fd::AsRawFd::as_raw_fd(dev);
+        let w = gate64_io::gro::write_coalesced(fd, &packets[..n]);
+        if w.failed > 0 {
+            debug!(failed = w.failed, packets = n, "TUN write failed");
         }
     }
 

@@ -298,27 +298,30 @@ impl IphttpsServer {
             // Whatever is buffered first: the bytes after the request head, then each read.
             // The packets of one read that go to the TUN leave in one coalescing write. No
             // await happens between filling this thread's batch and flushing it.
-            let framing = TunBatch::with(|batch| {
+            let framing = {
                 let stats = self.stats();
+                let mut batch = TunBatch::default();
                 let r = loop {
                     match deframer.next_packet(&buf[start..end]) {
                         Ok(Some(len)) => {
                             let pkt = &buf[start..start + len];
-                            start += len;
-                            self.handle_client_packet(
-                                &mut conn, &queue, batch, &stats, pkt, &mut reply,
-                            );
-                            if batch.is_full() {
-                                batch.flush(corp, &stats);
+                            if let Some(n) = self
+                                .handle_client_packet(&mut conn, &queue, &stats, pkt, &mut reply)
+                            {
+                                if batch.is_full() {
+                                    batch.flush(&buf, corp, &stats);
+                                }
+                                batch.push(start, n);
                             }
+                            start += len;
                         }
                         Ok(None) => break Ok(()),
                         Err(e) => break Err(e),
                     }
                 };
-                batch.flush(corp, &stats);
+                batch.flush(&buf, corp, &stats);
                 r
-            });
+            };
             if let Err(e) = framing {
                 // §3.2.5.2.2: a non-IPv6 packet loses the stream; close the session.
                 self.stats().count_drops(Drop::NotIpv6, 1);
@@ -374,20 +377,20 @@ impl IphttpsServer {
     }
 
     /// One packet from the client: the sans-IO connection judges it (RS → RA, spoofing), the
-    /// dataplane routes it (policy step, corporate prefixes, other IP-HTTPS clients).
+    /// dataplane routes it (policy step, corporate prefixes, other IP-HTTPS clients). Returns
+    /// how many of its bytes go to the TUN, if it goes there.
     fn handle_client_packet(
         &self,
         conn: &mut Connection,
         queue: &SendQueue,
-        batch: &mut TunBatch,
         stats: &Stats,
         pkt: &[u8],
         reply: &mut [u8],
-    ) {
+    ) -> Option<usize> {
         stats.packet(Side::Internet, Direction::Rx, pkt.len());
         match conn.handle_packet(Instant::now(), pkt, reply) {
             PacketVerdict::Forward => match self.shared.route_from_iphttps(stats, pkt) {
-                Ok(IphttpsEgress::Tun { len }) => batch.push(&pkt[..len]),
+                Ok(IphttpsEgress::Tun { len }) => return Some(len),
                 Ok(IphttpsEgress::Delivered) | Err(_) => {}
             },
             PacketVerdict::Reply { len } => {
@@ -398,63 +401,53 @@ impl IphttpsServer {
             PacketVerdict::Consumed => {}
             PacketVerdict::Drop(reason) => stats.count_drops(drop_reason(reason), 1),
         }
+        None
     }
 }
 
-/// Packets on their way to the TUN, one batch per runtime thread (GRO state and slots are
-/// per thread, not per connection, so 10,000 idle links cost nothing here).
+/// The packets of one read on their way to the TUN: byte ranges of the connection's read
+/// buffer, written together so a flow's segments coalesce into one super-packet with no copy
+/// ([`crate::gro`]).
 struct TunBatch {
-    gro: tun_rs::GROTable,
-    slots: Vec<Vec<u8>>,
-    lens: [usize; TUN_BATCH],
+    ranges: [(usize, usize); TUN_BATCH],
     n: usize,
 }
 
-/// Packets coalesced per TUN write at most (a 64 KiB read holds about 50).
+/// Packets per TUN write batch at most (a 64 KiB read holds about 50).
 const TUN_BATCH: usize = 64;
-/// Room before each packet for the virtio-net header tun-rs writes.
-const TUN_HEADROOM: usize = 16;
+
+impl Default for TunBatch {
+    fn default() -> Self {
+        TunBatch {
+            ranges: [(0, 0); TUN_BATCH],
+            n: 0,
+        }
+    }
+}
 
 impl TunBatch {
-    fn with<R>(f: impl FnOnce(&mut TunBatch) -> R) -> R {
-        thread_local! {
-            static BATCH: std::cell::RefCell<TunBatch> = std::cell::RefCell::new(TunBatch {
-                gro: tun_rs::GROTable::new(),
-                // tun-rs coalesces a flow's segments only within the first slot's capacity.
-                slots: (0..TUN_BATCH).map(|_| Vec::with_capacity(2 * TUN_HEADROOM + 65_535)).collect(),
-                lens: [0; TUN_BATCH],
-                n: 0,
-            });
-        }
-        BATCH.with(|b| f(&mut b.borrow_mut()))
-    }
-
     fn is_full(&self) -> bool {
         self.n == TUN_BATCH
     }
 
-    /// Copies `pkt` into the next slot, behind the headroom.
-    fn push(&mut self, pkt: &[u8]) {
-        let slot = &mut self.slots[self.n];
-        slot.clear();
-        slot.resize(TUN_HEADROOM, 0);
-        slot.extend_from_slice(pkt);
-        self.lens[self.n] = pkt.len();
+    fn push(&mut self, start: usize, len: usize) {
+        self.ranges[self.n] = (start, len);
         self.n += 1;
     }
 
-    fn flush(&mut self, corp: &CorpLink, stats: &Stats) {
+    fn flush(&mut self, buf: &[u8], corp: &CorpLink, stats: &Stats) {
         if self.n == 0 {
             return;
         }
-        let ok = corp.write_batch(&mut self.gro, &mut self.slots[..self.n], TUN_HEADROOM);
-        for &len in &self.lens[..self.n] {
-            if ok {
-                stats.packet(Side::Corpnet, Direction::Tx, len);
-            } else {
-                stats.count_drops(Drop::TxError, 1);
-            }
+        let mut packets: [&[u8]; TUN_BATCH] = [&[]; TUN_BATCH];
+        for (p, &(start, len)) in packets.iter_mut().zip(&self.ranges[..self.n]) {
+            *p = buf.get(start..start + len).unwrap_or_default();
         }
+        let w = corp.write_packets(&packets[..self.n]);
+        for p in &packets[..w.ok.min(self.n)] {
+            stats.packet(Side::Corpnet, Direction::Tx, p.len());
+        }
+        stats.count_drops(Drop::TxError, w.failed as u64);
         self.n = 0;
     }
 }

@@ -58,21 +58,20 @@ impl CorpLink {
         }
     }
 
-    /// Writes the packets in `slots` (each at `offset`, the slot's length ending the packet),
-    /// coalescing each flow's TCP segments into super-packets when the TUN offloads. Returns
-    /// false when a write failed.
-    pub fn write_batch(
-        &self,
-        gro: &mut tun_rs::GROTable,
-        slots: &mut [Vec<u8>],
-        offset: usize,
-    ) -> bool {
-        match self {
-            CorpLink::Tun(dev) if dev.tcp_gso() => dev.send_multiple(gro, slots, offset).is_ok(),
-            _ => slots
-                .iter()
-                .all(|s| s.get(offset..).is_some_and(|p| self.write(p).is_ok())),
+    /// Writes `packets` in order. On an offloading TUN each flow's consecutive TCP segments
+    /// go as one super-packet, straight from the callers' buffers ([`crate::gro`]).
+    pub fn write_packets(&self, packets: &[&[u8]]) -> crate::gro::Written {
+        if self.offload() {
+            return crate::gro::write_coalesced(self.fd(), packets);
         }
+        let mut w = crate::gro::Written::default();
+        for p in packets {
+            match self.write(p) {
+                Ok(_) => w.ok += 1,
+                Err(_) => w.failed += 1,
+            }
+        }
+        w
     }
 
     /// True for a TUN opened with virtio-net headers (TSO/GRO offload).
@@ -112,25 +111,9 @@ pub fn run(io: WorkerIo, mut dp: Worker, stop: Arc<AtomicBool>) -> io::Result<()
     let corp_token = io.sockets.len() as u64;
     epoll.add(io.corp.fd(), corp_token)?;
     let corp_slot = HEADROOM + io.corp_mtu.max(1280) + 64;
-    // GRO appends a flow's later segments to its first slot, and tun-rs coalesces only as far
-    // as that slot's capacity goes: reserve room for a 64 KiB super-packet (2 × headroom, as
-    // tun-rs counts it), or every write carries just three 1280-byte segments.
-    let mut udp_slots: Vec<Vec<u8>> = (0..BATCH)
-        .map(|_| {
-            let mut v = Vec::with_capacity(2 * HEADROOM + 65_535);
-            v.resize(HEADROOM + UDP_SLOT, 0);
-            v
-        })
-        .collect();
-    // One GSO read from an offloading TUN splits into up to 64 KiB / MSS segments. Packets read
-    // here may go back to the TUN (NAT64), so the slots have room for GRO like the UDP ones.
-    let mut corp_slots: Vec<Vec<u8>> = (0..TUN_BATCH)
-        .map(|_| {
-            let mut v = Vec::with_capacity(2 * HEADROOM + 65_535);
-            v.resize(corp_slot, 0);
-            v
-        })
-        .collect();
+    let mut udp_slots = vec![vec![0u8; HEADROOM + UDP_SLOT]; BATCH];
+    // One GSO read from an offloading TUN splits into up to 64 KiB / MSS segments.
+    let mut corp_slots = vec![vec![0u8; corp_slot]; TUN_BATCH];
     let mut corp_to_tun: Vec<(usize, usize, usize)> = Vec::with_capacity(TUN_BATCH);
     let mut corp_sizes = vec![0usize; TUN_BATCH];
     let mut gso_buf = vec![
@@ -141,7 +124,6 @@ pub fn run(io: WorkerIo, mut dp: Worker, stop: Arc<AtomicBool>) -> io::Result<()
             0
         }
     ];
-    let mut gro = tun_rs::GROTable::new();
     let mut to_tun: Vec<(usize, usize, usize)> = Vec::with_capacity(BATCH);
     let mut received = [Received {
         len: 0,
@@ -194,7 +176,7 @@ pub fn run(io: WorkerIo, mut dp: Worker, stop: Arc<AtomicBool>) -> io::Result<()
                         }
                     }
                     flush(&io, &stats, &pending, &corp_slots);
-                    write_tun_batch(&io, &stats, &mut gro, &corp_to_tun, &mut corp_slots);
+                    write_tun_batch(&io, &stats, &corp_to_tun, &corp_slots);
                     drain_transmits(&io, &stats, &mut dp);
                     drain_tun_writes(&io, &stats, &mut dp);
                 }
@@ -239,7 +221,7 @@ pub fn run(io: WorkerIo, mut dp: Worker, stop: Arc<AtomicBool>) -> io::Result<()
                         }
                     }
                     flush(&io, &stats, &pending, &udp_slots);
-                    write_tun_batch(&io, &stats, &mut gro, &to_tun, &mut udp_slots);
+                    write_tun_batch(&io, &stats, &to_tun, &udp_slots);
                     drain_transmits(&io, &stats, &mut dp);
                     drain_tun_writes(&io, &stats, &mut dp);
                     busy += got;
@@ -419,92 +401,28 @@ fn corp_read(
     Ok(n)
 }
 
-/// Writes the packets `to_tun` (slot, start, end) to the corporate link. On an offloading TUN
-/// they go through tun-rs' GRO, which coalesces each flow's TCP segments into one
-/// super-packet: one write and one pass through the kernel's forwarding path instead of
-/// dozens. GRO takes one start offset per call: forwarded packets start at HEADROOM, NAT64
-/// output 20 bytes later (IPv4) or earlier (IPv6), so each offset gets its own call.
+/// Writes the packets `to_tun` (slot, start, end) to the corporate link, in order. On an
+/// offloading TUN a flow's consecutive TCP segments leave as one super-packet
+/// ([`crate::gro`]): one write and one pass through the kernel's forwarding path instead of
+/// dozens, with the payload passed from the slots as they are.
 fn write_tun_batch(
-    io: &WorkerIo,
-    stats: &gate64_dataplane::Stats,
-    gro: &mut tun_rs::GROTable,
-    to_tun: &[(usize, usize, usize)],
-    slots: &mut [Vec<u8>],
-) {
-    let CorpLink::Tun(dev) = &*io.corp else {
-        return write_each(io, stats, to_tun, slots);
-    };
-    if !dev.tcp_gso() || to_tun.is_empty() {
-        return write_each(io, stats, to_tun, slots);
-    }
-    let mut offsets = [0usize; 3];
-    let mut n_offsets = 0;
-    let mut stray = 0;
-    for &(i, start, _) in to_tun {
-        if i >= MAX_SLOTS || start < tun_rs::VIRTIO_NET_HDR_LEN {
-            stray += 1;
-        } else if !offsets[..n_offsets].contains(&start) {
-            if n_offsets < offsets.len() {
-                offsets[n_offsets] = start;
-                n_offsets += 1;
-            } else {
-                stray += 1;
-            }
-        }
-    }
-    if stray > 0 {
-        let others: Vec<_> = to_tun
-            .iter()
-            .copied()
-            .filter(|&(i, s, _)| {
-                i >= MAX_SLOTS
-                    || s < tun_rs::VIRTIO_NET_HDR_LEN
-                    || !offsets[..n_offsets].contains(&s)
-            })
-            .collect();
-        write_each(io, stats, &others, slots);
-    }
-    let slot_len = slots.first().map_or(0, Vec::len);
-    let mut end_of = [0usize; MAX_SLOTS];
-    for &offset in &offsets[..n_offsets] {
-        end_of.fill(0);
-        for &(i, start, end) in to_tun {
-            if start == offset && i < MAX_SLOTS {
-                end_of[i] = end;
-            }
-        }
-        let mut batch: Vec<&mut Vec<u8>> = Vec::with_capacity(to_tun.len());
-        let mut lens = [0usize; MAX_SLOTS];
-        for (i, slot) in slots.iter_mut().enumerate().take(MAX_SLOTS) {
-            if end_of[i] != 0 {
-                slot.truncate(end_of[i]);
-                lens[batch.len()] = end_of[i] - offset;
-                batch.push(slot);
-            }
-        }
-        let ok = dev.send_multiple(gro, &mut batch, offset).is_ok();
-        for (k, slot) in batch.into_iter().enumerate() {
-            if ok {
-                stats.packet(Side::Corpnet, Direction::Tx, lens[k]);
-            } else {
-                stats.count_drops(Drop::TxError, 1);
-            }
-            // GRO may have grown the first buffer of a flow; restore the slot's fixed size.
-            slot.resize(slot_len, 0);
-        }
-    }
-}
-
-fn write_each(
     io: &WorkerIo,
     stats: &gate64_dataplane::Stats,
     to_tun: &[(usize, usize, usize)],
     slots: &[Vec<u8>],
 ) {
-    for &(i, start, end) in to_tun {
-        match io.corp.write(&slots[i][start..end]) {
-            Ok(_) => stats.packet(Side::Corpnet, Direction::Tx, end - start),
-            Err(_) => stats.count_drops(Drop::TxError, 1),
+    let mut packets: [&[u8]; MAX_SLOTS] = [&[]; MAX_SLOTS];
+    for chunk in to_tun.chunks(MAX_SLOTS) {
+        for (k, &(i, start, end)) in chunk.iter().enumerate() {
+            packets[k] = slots
+                .get(i)
+                .and_then(|s| s.get(start..end))
+                .unwrap_or_default();
         }
+        let w = io.corp.write_packets(&packets[..chunk.len()]);
+        for &(_, start, end) in &chunk[..w.ok.min(chunk.len())] {
+            stats.packet(Side::Corpnet, Direction::Tx, end - start);
+        }
+        stats.count_drops(Drop::TxError, w.failed as u64);
     }
 }

@@ -1,0 +1,461 @@
+//! Writing packets to an offloading TUN (virtio-net headers) with TCP coalescing and no copy.
+//!
+//! Consecutive TCP segments of one flow (contiguous sequence numbers, equal size but for the
+//! last, same headers) go to the kernel as one GSO super-packet: a virtio-net header
+//! (`VIRTIO_NET_HDR_GSO_TCPV4/6`, `F_NEEDS_CSUM`), the first segment's IP and TCP headers with
+//! the lengths of the whole and the pseudo-header checksum, then every segment's payload,
+//! handed to `writev` straight from the caller's buffers. The kernel then forwards one skb
+//! instead of dozens (GRO done by the sender), and the payload is copied exactly once, by the
+//! kernel.
+//!
+//! tun-rs' GRO does the same coalescing but copies each packet twice on the way (a `to_vec`
+//! and an append into the first slot) and verifies every segment's TCP checksum. We do not
+//! verify: the kernel computes the super-packet's checksum over the bytes it is given, so a
+//! segment that arrived with a bad checksum leaves with a good one. The bytes come from a
+//! client's own stack through an authenticated tunnel (TLS) or a UDP datagram whose checksum
+//! the kernel checked, and the client could have sent the same bytes with a valid checksum,
+//! so nothing is gained by refusing them.
+//!
+//! The merge rules follow Linux's `tcp_gro_receive`: same addresses, ports, IP header fields
+//! (TOS/traffic class, TTL/hop limit, DF, flow label), identical TCP options, same ACK number
+//! and window, no SYN/FIN/RST/URG/ECE/CWR, PSH only on the last segment, every segment but the
+//! last exactly `gso_size` long, at most 64 KiB in all.
+
+use std::io;
+use std::os::fd::RawFd;
+
+/// Size of the virtio-net header tun-rs configures (`struct virtio_net_hdr`, no
+/// `num_buffers`).
+pub const VNET_HDR_LEN: usize = tun_rs::VIRTIO_NET_HDR_LEN;
+/// Segments merged into one super-packet at most (iovecs per `writev`).
+const MAX_SEGMENTS: usize = 64;
+/// Largest IP header (IPv4 without options only, IPv6 without extension headers) plus the
+/// largest TCP header.
+const MAX_HEADERS: usize = 40 + 60;
+
+const GSO_NONE: u8 = 0;
+const GSO_TCPV4: u8 = 1;
+const GSO_TCPV6: u8 = 4;
+const F_NEEDS_CSUM: u8 = 1;
+
+const TCP_FIN: u8 = 0x01;
+const TCP_SYN: u8 = 0x02;
+const TCP_RST: u8 = 0x04;
+const TCP_PSH: u8 = 0x08;
+const TCP_URG: u8 = 0x20;
+const TCP_ECE: u8 = 0x40;
+const TCP_CWR: u8 = 0x80;
+
+/// What coalescing needs to know of a TCP segment.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Segment {
+    v6: bool,
+    /// IP header length.
+    iph: usize,
+    /// TCP header length.
+    tcph: usize,
+    seq: u32,
+    flags: u8,
+    payload: usize,
+}
+
+/// A TCP segment that may be merged, or `None`.
+fn segment(p: &[u8]) -> Option<Segment> {
+    let (v6, iph) = match p.first()? >> 4 {
+        4 => {
+            // No options, not a fragment, TCP, lengths consistent.
+            let total = usize::from(u16::from_be_bytes([*p.get(2)?, *p.get(3)?]));
+            let frag = u16::from_be_bytes([*p.get(6)?, *p.get(7)?]);
+            if p[0] != 0x45 || p.get(9)? != &6 || total != p.len() || frag & 0x3fff != 0 {
+                return None;
+            }
+            (false, 20)
+        }
+        6 => {
+            let plen = usize::from(u16::from_be_bytes([*p.get(4)?, *p.get(5)?]));
+            if p.get(6)? != &6 || plen + 40 != p.len() {
+                return None;
+            }
+            (true, 40)
+        }
+        _ => return None,
+    };
+    let tcph = usize::from(p.get(iph + 12)? >> 4) * 4;
+    if tcph < 20 || iph + tcph > p.len() {
+        return None;
+    }
+    let flags = p[iph + 13];
+    if flags & (TCP_FIN | TCP_SYN | TCP_RST | TCP_URG | TCP_ECE | TCP_CWR) != 0 {
+        return None;
+    }
+    let payload = p.len() - iph - tcph;
+    if payload == 0 {
+        return None;
+    }
+    let seq = u32::from_be_bytes([p[iph + 4], p[iph + 5], p[iph + 6], p[iph + 7]]);
+    Some(Segment {
+        v6,
+        iph,
+        tcph,
+        seq,
+        flags,
+        payload,
+    })
+}
+
+/// True when `q` (described by `qs`) may follow the run that starts with `first` and ends
+/// with `last`, whose payloads so far total `total`.
+fn can_follow(
+    first: &[u8],
+    fs: &Segment,
+    last: &Segment,
+    total: usize,
+    q: &[u8],
+    qs: &Segment,
+) -> bool {
+    if qs.v6 != fs.v6 || qs.tcph != fs.tcph {
+        return false;
+    }
+    // Every segment but the last is exactly gso_size (the first's payload) long.
+    if last.payload != fs.payload || qs.payload > fs.payload || last.flags & TCP_PSH != 0 {
+        return false;
+    }
+    if qs.seq != last.seq.wrapping_add(last.payload as u32) {
+        return false;
+    }
+    if fs.iph + fs.tcph + total + qs.payload > usize::from(u16::MAX) {
+        return false;
+    }
+    let same = |r: std::ops::Range<usize>| first.get(r.clone()) == q.get(r);
+    let ip_same = if fs.v6 {
+        // Version, traffic class, flow label; hop limit; addresses.
+        same(0..4) && same(7..8) && same(8..40)
+    } else {
+        // TOS; DF; TTL; addresses.
+        same(1..2) && first[6] & 0x40 == q[6] & 0x40 && same(8..9) && same(12..20)
+    };
+    let t = fs.iph;
+    // Ports, ACK number, window, options.
+    ip_same
+        && same(t..t + 4)
+        && same(t + 8..t + 12)
+        && same(t + 14..t + 16)
+        && same(t + 20..t + fs.tcph)
+}
+
+/// Builds the virtio-net header and the super-packet's headers into `out` for a run starting
+/// with `first` whose payloads total `total` bytes and whose last segment had `last_flags`.
+/// Returns the bytes used.
+fn super_headers(
+    out: &mut [u8; VNET_HDR_LEN + MAX_HEADERS],
+    first: &[u8],
+    fs: &Segment,
+    total: usize,
+    last_flags: u8,
+) -> usize {
+    let hl = fs.iph + fs.tcph;
+    let (vh, h) = out.split_at_mut(VNET_HDR_LEN);
+    let h = &mut h[..hl];
+    h.copy_from_slice(&first[..hl]);
+    let tcp_len = fs.tcph + total;
+    let mut acc: u32;
+    if fs.v6 {
+        h[4..6].copy_from_slice(&(tcp_len as u16).to_be_bytes());
+        acc = sum(&h[8..40]);
+    } else {
+        h[2..4].copy_from_slice(&((fs.iph + tcp_len) as u16).to_be_bytes());
+        h[10..12].fill(0);
+        let c = !fold(sum(&h[..20]));
+        h[10..12].copy_from_slice(&c.to_be_bytes());
+        acc = sum(&h[12..20]);
+    }
+    acc = acc.wrapping_add(6).wrapping_add(tcp_len as u32);
+    // PSH of the last segment goes on the super-packet; the kernel keeps it on the last
+    // segment it cuts.
+    h[fs.iph + 13] = (h[fs.iph + 13] & !TCP_PSH) | (last_flags & TCP_PSH);
+    // CHECKSUM_PARTIAL: the field holds the folded pseudo-header sum, not complemented.
+    h[fs.iph + 16..fs.iph + 18].copy_from_slice(&fold(acc).to_be_bytes());
+    vh.fill(0);
+    vh[0] = F_NEEDS_CSUM;
+    vh[1] = if fs.v6 { GSO_TCPV6 } else { GSO_TCPV4 };
+    vh[2..4].copy_from_slice(&(hl as u16).to_ne_bytes());
+    vh[4..6].copy_from_slice(&(fs.payload as u16).to_ne_bytes());
+    vh[6..8].copy_from_slice(&(fs.iph as u16).to_ne_bytes());
+    vh[8..10].copy_from_slice(&16u16.to_ne_bytes());
+    VNET_HDR_LEN + hl
+}
+
+fn sum(b: &[u8]) -> u32 {
+    b.chunks(2).fold(0u32, |a, c| {
+        a.wrapping_add(u32::from(u16::from_be_bytes([
+            c[0],
+            *c.get(1).unwrap_or(&0),
+        ])))
+    })
+}
+
+fn fold(mut a: u32) -> u16 {
+    while a > 0xffff {
+        a = (a & 0xffff) + (a >> 16);
+    }
+    a as u16
+}
+
+/// Outcome of [`write_coalesced`]: packets handed to the kernel, and packets whose write
+/// failed.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Written {
+    /// Packets written (each segment of a super-packet counts).
+    pub ok: usize,
+    /// Packets whose write failed.
+    pub failed: usize,
+}
+
+/// Writes `packets` in order to the offloading TUN `fd`, coalescing runs of TCP segments;
+/// see the module docs. Other packets go one per write behind a "no offload" header.
+pub fn write_coalesced(fd: RawFd, packets: &[&[u8]]) -> Written {
+    let mut w = Written::default();
+    let mut hdr = [0u8; VNET_HDR_LEN + MAX_HEADERS];
+    let mut i = 0;
+    while i < packets.len() {
+        let first = packets[i];
+        let Some(fs) = segment(first) else {
+            count(&mut w, 1, write_plain(fd, first));
+            i += 1;
+            continue;
+        };
+        let (mut last, mut total, mut end) = (fs, fs.payload, i + 1);
+        while end < packets.len() && end - i < MAX_SEGMENTS {
+            let q = packets[end];
+            match segment(q) {
+                Some(qs) if can_follow(first, &fs, &last, total, q, &qs) => {
+                    last = qs;
+                    total += qs.payload;
+                    end += 1;
+                }
+                _ => break,
+            }
+        }
+        if end - i == 1 {
+            count(&mut w, 1, write_plain(fd, first));
+            i += 1;
+            continue;
+        }
+        let n = super_headers(&mut hdr, first, &fs, total, last.flags);
+        let mut iov = [libc::iovec {
+            iov_base: std::ptr::null_mut(),
+            iov_len: 0,
+        }; MAX_SEGMENTS + 1];
+        iov[0] = iovec(&hdr[..n]);
+        iov[1] = iovec(&first[fs.iph + fs.tcph..]);
+        for (k, p) in packets[i + 1..end].iter().enumerate() {
+            let off = fs.iph + fs.tcph;
+            iov[k + 2] = iovec(p.get(off..).unwrap_or_default());
+        }
+        count(&mut w, end - i, writev(fd, &iov[..end - i + 1]));
+        i = end;
+    }
+    w
+}
+
+fn count(w: &mut Written, n: usize, r: io::Result<usize>) {
+    match r {
+        Ok(_) => w.ok += n,
+        Err(_) => w.failed += n,
+    }
+}
+
+fn write_plain(fd: RawFd, p: &[u8]) -> io::Result<usize> {
+    let mut vh = [0u8; VNET_HDR_LEN];
+    vh[1] = GSO_NONE;
+    writev(fd, &[iovec(&vh), iovec(p)])
+}
+
+fn iovec(b: &[u8]) -> libc::iovec {
+    libc::iovec {
+        iov_base: b.as_ptr() as *mut libc::c_void,
+        iov_len: b.len(),
+    }
+}
+
+fn writev(fd: RawFd, iov: &[libc::iovec]) -> io::Result<usize> {
+    // SAFETY: every iovec points into a live slice borrowed for the duration of the call, and
+    // the kernel only reads from them.
+    let n = unsafe { libc::writev(fd, iov.as_ptr(), iov.len() as libc::c_int) };
+    if n < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(n as usize)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::fd::AsRawFd;
+
+    /// An IPv6 TCP segment with `payload` bytes of `fill`, sequence `seq`, flags `flags`.
+    fn tcp6(seq: u32, payload: usize, flags: u8, fill: u8) -> Vec<u8> {
+        let mut p = vec![0u8; 40 + 32 + payload];
+        p[0] = 0x60;
+        p[4..6].copy_from_slice(&((32 + payload) as u16).to_be_bytes());
+        p[6] = 6;
+        p[7] = 64;
+        p[8..24].copy_from_slice(&[0x20, 0x01, 0x0d, 0xb8, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2]);
+        p[24..40].copy_from_slice(&[0x20, 0x01, 0x0d, 0xb8, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 5]);
+        let t = 40;
+        p[t..t + 2].copy_from_slice(&40000u16.to_be_bytes());
+        p[t + 2..t + 4].copy_from_slice(&5201u16.to_be_bytes());
+        p[t + 4..t + 8].copy_from_slice(&seq.to_be_bytes());
+        p[t + 8..t + 12].copy_from_slice(&7u32.to_be_bytes());
+        p[t + 12] = 8 << 4;
+        p[t + 13] = 0x10 | flags;
+        p[t + 14..t + 16].copy_from_slice(&512u16.to_be_bytes());
+        // Timestamp option.
+        p[t + 20..t + 32].copy_from_slice(&[1, 1, 8, 10, 0, 0, 0, 9, 0, 0, 0, 3]);
+        p[t + 32..].fill(fill);
+        p
+    }
+
+    fn tcp4(seq: u32, payload: usize, flags: u8) -> Vec<u8> {
+        let mut p = vec![0u8; 20 + 20 + payload];
+        p[0] = 0x45;
+        p[2..4].copy_from_slice(&((40 + payload) as u16).to_be_bytes());
+        p[6] = 0x40;
+        p[8] = 64;
+        p[9] = 6;
+        p[12..16].copy_from_slice(&[192, 0, 2, 10]);
+        p[16..20].copy_from_slice(&[10, 1, 0, 5]);
+        p[20..22].copy_from_slice(&61001u16.to_be_bytes());
+        p[22..24].copy_from_slice(&80u16.to_be_bytes());
+        p[24..28].copy_from_slice(&seq.to_be_bytes());
+        p[32] = 5 << 4;
+        p[33] = 0x10 | flags;
+        p
+    }
+
+    /// The run lengths `write_coalesced` would form.
+    fn runs(packets: &[Vec<u8>]) -> Vec<usize> {
+        let mut out = Vec::new();
+        let mut i = 0;
+        while i < packets.len() {
+            let Some(fs) = segment(&packets[i]) else {
+                out.push(1);
+                i += 1;
+                continue;
+            };
+            let (mut last, mut total, mut end) = (fs, fs.payload, i + 1);
+            while end < packets.len() {
+                match segment(&packets[end]) {
+                    Some(qs) if can_follow(&packets[i], &fs, &last, total, &packets[end], &qs) => {
+                        last = qs;
+                        total += qs.payload;
+                        end += 1;
+                    }
+                    _ => break,
+                }
+            }
+            out.push(end - i);
+            i = end;
+        }
+        out
+    }
+
+    #[test]
+    fn contiguous_segments_merge_and_breaks_split_runs() {
+        let a = tcp6(1000, 1000, 0, 1);
+        let b = tcp6(2000, 1000, 0, 2);
+        let c = tcp6(3000, 400, TCP_PSH, 3);
+        assert_eq!(runs(&[a.clone(), b.clone(), c.clone()]), vec![3]);
+        // A gap in the sequence, a short segment in the middle, PSH before the end, another
+        // flow, an ACK number change, a FIN: each starts a new run.
+        let gap = tcp6(3500, 1000, 0, 4);
+        assert_eq!(runs(&[a.clone(), gap]), vec![1, 1]);
+        let short = tcp6(2000, 500, 0, 4);
+        let after_short = tcp6(2500, 500, 0, 4);
+        assert_eq!(runs(&[a.clone(), short, after_short]), vec![2, 1]);
+        let psh = tcp6(2000, 1000, TCP_PSH, 4);
+        assert_eq!(runs(&[a.clone(), psh, c.clone()]), vec![2, 1]);
+        let mut other = b.clone();
+        other[41] ^= 1;
+        assert_eq!(runs(&[a.clone(), other]), vec![1, 1]);
+        let mut ack = b.clone();
+        ack[51] ^= 1;
+        assert_eq!(runs(&[a.clone(), ack]), vec![1, 1]);
+        let fin = tcp6(2000, 1000, TCP_FIN, 4);
+        assert_eq!(runs(&[a.clone(), fin]), vec![1, 1]);
+        let mut ts = b.clone();
+        ts[40 + 27] ^= 1;
+        assert_eq!(runs(&[a, ts]), vec![1, 1]);
+    }
+
+    #[test]
+    fn non_tcp_and_malformed_are_single() {
+        assert_eq!(segment(&[]), None);
+        assert_eq!(segment(&[0x60; 39]), None);
+        let mut udp = tcp6(1, 10, 0, 0);
+        udp[6] = 17;
+        assert_eq!(segment(&udp), None);
+        let mut bad_len = tcp6(1, 10, 0, 0);
+        bad_len[5] ^= 1;
+        assert_eq!(segment(&bad_len), None);
+        let mut frag = tcp4(1, 10, 0);
+        frag[6] |= 0x20;
+        assert_eq!(segment(&frag), None);
+        assert!(segment(&tcp4(1, 10, 0)).is_some());
+        let empty = tcp6(1, 0, 0, 0);
+        assert_eq!(segment(&empty), None);
+    }
+
+    #[test]
+    fn super_headers_carry_the_totals_and_the_pseudo_header_sum() {
+        let a = tcp6(1000, 1000, 0, 1);
+        let fs = segment(&a).unwrap();
+        let mut out = [0u8; VNET_HDR_LEN + MAX_HEADERS];
+        let n = super_headers(&mut out, &a, &fs, 2400, TCP_PSH);
+        assert_eq!(n, VNET_HDR_LEN + 72);
+        let h = &out[VNET_HDR_LEN..n];
+        assert_eq!(u16::from_be_bytes([h[4], h[5]]), 32 + 2400);
+        assert_eq!(h[53] & TCP_PSH, TCP_PSH);
+        let pseudo = fold(sum(&a[8..40]) + 6 + 32 + 2400);
+        assert_eq!(u16::from_be_bytes([h[56], h[57]]), pseudo);
+        assert_eq!(out[0], F_NEEDS_CSUM);
+        assert_eq!(out[1], GSO_TCPV6);
+        assert_eq!(u16::from_ne_bytes([out[4], out[5]]), 1000);
+        // IPv4: total length and a valid header checksum.
+        let b = tcp4(1, 1000, 0);
+        let bs = segment(&b).unwrap();
+        let n = super_headers(&mut out, &b, &bs, 3000, 0);
+        let h = &out[VNET_HDR_LEN..n];
+        assert_eq!(u16::from_be_bytes([h[2], h[3]]), 40 + 3000);
+        assert_eq!(fold(sum(&h[..20])), 0xffff);
+        assert_eq!(out[1], GSO_TCPV4);
+    }
+
+    #[test]
+    fn writes_go_to_the_descriptor_as_one_packet_per_run() {
+        // A socket pair stands in for the TUN: each writev is one datagram.
+        let (a, b) = std::os::unix::net::UnixDatagram::pair().unwrap();
+        let segs = [
+            tcp6(1000, 1000, 0, 1),
+            tcp6(2000, 1000, 0, 2),
+            tcp6(3000, 10, 0, 3),
+        ];
+        let mut udp = tcp6(1, 10, 0, 0);
+        udp[6] = 17;
+        let refs: Vec<&[u8]> = segs.iter().map(|p| &p[..]).chain([&udp[..]]).collect();
+        let w = write_coalesced(a.as_raw_fd(), &refs);
+        assert_eq!(w, Written { ok: 4, failed: 0 });
+        let mut buf = [0u8; 4096];
+        let n = b.recv(&mut buf).unwrap();
+        assert_eq!(n, VNET_HDR_LEN + 72 + 2010);
+        assert_eq!(
+            &buf[VNET_HDR_LEN + 72..VNET_HDR_LEN + 72 + 1000],
+            &[1u8; 1000][..]
+        );
+        assert_eq!(&buf[n - 10..n], &[3u8; 10][..]);
+        let n = b.recv(&mut buf).unwrap();
+        assert_eq!(n, VNET_HDR_LEN + udp.len());
+        assert_eq!(buf[1], GSO_NONE);
+    }
+}
