@@ -26,6 +26,7 @@
 #        FLOWS="1 4"   iperf3 -P values
 #        DIRS="up"     up = client -> tcorp; "up down" adds tcorp -> client (iperf3 -R)
 #        SETUPS="gate64 stunnel"
+#        SEND_QUEUE_BYTES=n  gate64's iphttps.send_queue_bytes (default: gate64's default)
 #        GATE64_BIN=path  use this binary and skip the build
 #        KEEP_LOGS=1   keep the temporary directory with configs, logs and iperf3 JSON
 set -euo pipefail
@@ -88,6 +89,7 @@ listen = "$SERVER_IP:$TLS_PORT"
 certificate = "$WORK/certs/server.pem"
 private_key = "$WORK/certs/server.key"
 prefix = "$IPHTTPS_PREFIX"
+${SEND_QUEUE_BYTES:+send_queue_bytes = $SEND_QUEUE_BYTES}
 [metrics]
 listen = "127.0.0.1:9164"
 [log]
@@ -169,6 +171,11 @@ measure_setup() {
                 scpu=$(secs $((s1 - s0)))
                 ccpu=$(secs $((c1 - c0)))
                 log "  $setup -P $flows $dir run $run: $mbps Mbit/s, server CPU $scpu s, client CPU $ccpu s"
+                if [ "$setup" = gate64 ]; then
+                    # Cumulative drop counters, so a loss-limited run shows why.
+                    log "    drops so far: $(ip netns exec "$SRV" curl -s 127.0.0.1:9164/metrics |
+                        awk '/^gate64_drops_total/ && $2 != 0 {sub(/gate64_drops_total/, ""); printf "%s ", $0}')"
+                fi
                 mbps_runs+="$mbps"$'\n'
                 scpu_runs+="$scpu"$'\n'
                 ccpu_runs+="$ccpu"$'\n'

@@ -91,8 +91,9 @@ pub mod defaults {
     pub const IPHTTPS_IDLE_TIMEOUT_SECS: u64 = 900;
     /// `iphttps.ra_interval_secs`: seconds between unsolicited router advertisements.
     pub const IPHTTPS_RA_INTERVAL_SECS: u64 = 300;
-    /// `iphttps.send_queue_bytes`: bytes queued per connection towards the client.
-    pub const IPHTTPS_SEND_QUEUE_BYTES: usize = 262_144;
+    /// `iphttps.send_queue_bytes`: most bytes queued per connection towards the client (less
+    /// while the connection drains slowly: about 10 ms of its drain rate).
+    pub const IPHTTPS_SEND_QUEUE_BYTES: usize = 4 * 1024 * 1024;
     /// `log.level`.
     pub const LOG_LEVEL: &str = "info";
 }

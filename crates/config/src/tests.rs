@@ -139,7 +139,7 @@ fn minimal_file_gets_the_documented_defaults() {
             prefix: None,
             idle_timeout_secs: 900,
             ra_interval_secs: 300,
-            send_queue_bytes: 262_144,
+            send_queue_bytes: 4_194_304,
         }
     );
     assert_eq!(c.iphttps, Iphttps::default());

@@ -279,8 +279,17 @@ impl IphttpsServer {
             tokio::spawn(async move {
                 let mut spare = Vec::new();
                 while queue.take(&mut spare).await {
+                    let t0 = tokio::time::Instant::now();
                     if wr.write_all(&spare).await.is_err() {
                         break;
+                    }
+                    queue.report_drain(spare.len(), t0.elapsed());
+                    // A chunk well below what the buffer grew to after a burst: give the
+                    // memory back rather than keep megabytes per quiet connection.
+                    if spare.capacity() > 4 * crate::queue::MIN_BYTES
+                        && spare.len() < crate::queue::MIN_BYTES
+                    {
+                        spare = Vec::new();
                     }
                     spare.clear();
                 }
