@@ -24,7 +24,7 @@
 # env:   RUNS=3        runs per cell, the median is reported
 #        DURATION=10   seconds per iperf3 run
 #        FLOWS="1 4"   iperf3 -P values
-#        DIRS="up"     up = client -> tcorp; "up down" adds tcorp -> client (iperf3 -R)
+#        DIRS="up down"  up = client -> tcorp, down = tcorp -> client (iperf3 -R)
 #        SETUPS="gate64 stunnel"
 #        SEND_QUEUE_BYTES=n  gate64's iphttps.send_queue_bytes (default: gate64's default)
 #        GATE64_BIN=path  use this binary and skip the build
@@ -36,7 +36,7 @@ cd "$(dirname "$0")/.."
 RUNS=${RUNS:-3}
 DURATION=${DURATION:-10}
 FLOWS=${FLOWS:-"1 4"}
-DIRS=${DIRS:-"up"}
+DIRS=${DIRS:-"up down"}
 SETUPS=${SETUPS:-"gate64 stunnel"}
 
 require_root

@@ -44,7 +44,7 @@ const BACKOFF_MAX: Duration = Duration::from_secs(60);
 /// TCP connect + TLS handshake + HTTP response must complete within this.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 /// Bytes of TUN packets gathered into one TLS write.
-const UPLINK_BATCH: usize = 48 * 1024;
+const UPLINK_BATCH: usize = 256 * 1024;
 /// Packets split from one TUN read (one TCP super-packet: 64 KiB / MSS segments), and the most
 /// packets gathered for one GRO write to the TUN device.
 const BATCH: usize = tun_rs::IDEAL_BATCH_SIZE;
@@ -314,18 +314,17 @@ async fn iphttps_session(
                 ensure!(n > 0, "closed by the server");
                 rx.commit(n);
             }
-            r = link.recv() => {
+            r = link.recv_raw() => {
                 let mut n = r.context("reading the TUN device")?;
                 batch.clear();
-                // The segments of this read, and whatever else is queued, go in one TLS write.
+                // The segments of this read, and whatever else is queued, go in one TLS write:
+                // split straight into the stream buffer (IP-HTTPS packets are back to back).
                 loop {
-                    for i in 0..n {
-                        batch.extend_from_slice(link.packet(i));
-                    }
+                    link.split_raw(n, &mut batch);
                     if batch.len() >= UPLINK_BATCH {
                         break;
                     }
-                    match link.try_recv() {
+                    match link.try_recv_raw() {
                         Some(m) => n = m,
                         None => break,
                     }
@@ -438,6 +437,8 @@ struct TunLink {
     dev: Option<tun_rs::AsyncDevice>,
     addr: Option<(Ipv6Addr, u8)>,
     mtu: u32,
+    /// The device carries virtio-net headers (offload is on).
+    vnet: bool,
     /// Uplink: one raw read (virtio-net header + up to 64 KiB)...
     gso_buf: Vec<u8>,
     /// ... split into these MTU-sized packets (`sizes` long each), allocated with the device.
@@ -457,6 +458,7 @@ impl TunLink {
             dev: None,
             addr: None,
             mtu: 0,
+            vnet: false,
             gso_buf: Vec::new(),
             bufs: Vec::new(),
             sizes: Vec::new(),
@@ -504,6 +506,7 @@ impl TunLink {
                     "TUN device created"
                 );
                 self.mtu = mtu;
+                self.vnet = d.tcp_gso();
                 self.gso_buf = vec![0; tun_rs::VIRTIO_NET_HDR_LEN + 65_535];
                 self.bufs = vec![vec![0; mtu as usize + 64]; BATCH];
                 self.sizes = vec![0; BATCH];
@@ -562,6 +565,14 @@ impl TunLink {
         if n == 0 {
             return;
         }
+        if !self.vnet {
+            for slot in &self.slots[..n] {
+                if let Err(e) = dev.send(slot).await {
+                    debug!(error = %e, "TUN write failed");
+                }
+            }
+            return;
+        }
         let mut packets: [&[u8]; BATCH] = [&[]; BATCH];
         for (p, slot) in packets.iter_mut().zip(&self.slots[..n]) {
             *p = slot;
@@ -594,6 +605,32 @@ impl TunLink {
                 None
             }
             r => split_result(r).ok(),
+        }
+    }
+
+    /// Reads one raw packet (virtio-net header first, on an offloading device) into the read
+    /// buffer, pending forever while there is no device; returns its length.
+    async fn recv_raw(&mut self) -> std::io::Result<usize> {
+        let Some(dev) = &self.dev else {
+            return std::future::pending().await;
+        };
+        dev.recv(&mut self.gso_buf).await
+    }
+
+    /// Like [`TunLink::recv_raw`] for what is already queued, if anything.
+    fn try_recv_raw(&mut self) -> Option<usize> {
+        self.dev.as_ref()?.try_recv(&mut self.gso_buf).ok()
+    }
+
+    /// Appends the packets of the last raw read of `n` bytes to `out`, back to back.
+    fn split_raw(&self, n: usize, out: &mut Vec<u8>) {
+        let raw = &self.gso_buf[..n.min(self.gso_buf.len())];
+        if !self.vnet {
+            out.extend_from_slice(raw);
+            return;
+        }
+        if let Err(e) = gate64_io::gro::split_into(raw, out) {
+            debug!(error = %e, "TUN packet dropped");
         }
     }
 
