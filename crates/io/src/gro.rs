@@ -372,18 +372,17 @@ pub fn split_into(raw: &[u8], out: &mut Vec<u8>) -> Result<usize, SplitError> {
         out.extend_from_slice(chunk);
         let p = &mut out[at..];
         let tcp_len = tcph + chunk.len();
-        let addrs;
-        if v6 {
+        let addrs = if v6 {
             p[4..6].copy_from_slice(&(tcp_len as u16).to_be_bytes());
-            addrs = sum(&p[8..40]);
+            sum(&p[8..40])
         } else {
             p[2..4].copy_from_slice(&((iph + tcp_len) as u16).to_be_bytes());
             p[4..6].copy_from_slice(&id0.wrapping_add(k as u16).to_be_bytes());
             p[10..12].fill(0);
             let c = !fold(sum(&p[..iph]));
             p[10..12].copy_from_slice(&c.to_be_bytes());
-            addrs = sum(&p[12..20]);
-        }
+            sum(&p[12..20])
+        };
         let t = iph;
         let seq = seq0.wrapping_add((k * gso_size) as u32);
         p[t + 4..t + 8].copy_from_slice(&seq.to_be_bytes());
