@@ -13,6 +13,7 @@ pub mod checksum;
 pub mod icmpv6;
 pub mod ipv4;
 pub mod ipv6;
+pub mod offload;
 pub mod teredo;
 
 /// Why a packet could not be parsed. `Copy` so the hot path never allocates on errors.
