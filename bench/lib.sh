@@ -100,7 +100,9 @@ install_cleanup() {
 # The standard lab (docs: teredo-iphttps.md §3):
 #   tcli  198.51.100.10 ── tsrv  192.0.2.1, 192.0.2.2, 198.51.100.1
 #                          tsrv  2001:db8:100:1::1 ── tcorp ::2
-setup() {
+# make_namespaces: every namespace of NAMESPACES, with lo up and IPv6 DAD off (addresses are
+# usable at once).
+make_namespaces() {
     local ns
     for ns in "${NAMESPACES[@]}"; do
         ip netns add "$ns"
@@ -108,6 +110,10 @@ setup() {
         ip netns exec "$ns" sh -c 'echo 0 > /proc/sys/net/ipv6/conf/all/accept_dad;
                                    echo 0 > /proc/sys/net/ipv6/conf/default/accept_dad'
     done
+}
+
+setup() {
+    make_namespaces
     ip link add name vcli netns "$SRV" type veth peer name vsrv netns "$CLI"
     ip link add name vcorp netns "$SRV" type veth peer name vsrv netns "$CORP"
     ip -n "$SRV" link set vcli up

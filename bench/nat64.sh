@@ -45,13 +45,7 @@ WORK=$(mktemp -d /tmp/gate64-bench-nat64.XXXXXX)
 install_cleanup
 
 setup_nat64_lab() {
-    local ns
-    for ns in "${NAMESPACES[@]}"; do
-        ip netns add "$ns"
-        ip -n "$ns" link set lo up
-        ip netns exec "$ns" sh -c 'echo 0 > /proc/sys/net/ipv6/conf/all/accept_dad;
-                                   echo 0 > /proc/sys/net/ipv6/conf/default/accept_dad'
-    done
+    make_namespaces
     ip link add name v6 netns "$NR" type veth peer name vr netns "$N6"
     ip link add name v4 netns "$NR" type veth peer name vr netns "$N4"
     ip -n "$NR" link set v6 up

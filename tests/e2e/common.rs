@@ -271,3 +271,18 @@ pub(crate) fn gate64_lines(m: &Metrics) -> String {
         .collect();
     format!("gate64 metrics:\n{}", lines.join("\n"))
 }
+
+/// `dig <args>` run in `ns`: stdout and stderr together (dig reports errors such as
+/// "connection refused" on either). Bounded to 20 s.
+pub(crate) fn dig_in(ns: &gate64_testkit::Netns, args: &[&str]) -> Result<String> {
+    let bin =
+        gate64_testkit::find_tool("dig").context("`dig` not found: apt-get install dnsutils")?;
+    let mut argv = vec![path_str(&bin)?];
+    argv.extend_from_slice(args);
+    let out = ns.exec_timeout(&argv, Duration::from_secs(20))?;
+    Ok(format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    ))
+}

@@ -5,10 +5,9 @@
 //! Then Unbound is stopped: an uncached query gets SERVFAIL, counted as an error.
 
 use std::net::{IpAddr, Ipv6Addr};
-use std::time::Duration;
 
 use anyhow::{Context, Result, ensure};
-use gate64_testkit::{CORP_HOST, CORP_HOST_V4, Gate64Options, Metrics, Topology, find_tool};
+use gate64_testkit::{CORP_HOST, CORP_HOST_V4, Gate64Options, Metrics, Topology};
 
 use crate::common::{gate64_lines, netns_test};
 
@@ -172,13 +171,5 @@ fn dig_full(topo: &Topology, args: &[&str]) -> Result<String> {
 }
 
 fn dig_raw(topo: &Topology, args: &[&str]) -> Result<String> {
-    let bin = find_tool("dig").context("`dig` not found: apt-get install dnsutils")?;
-    let mut argv = vec![bin.to_str().context("dig path")?];
-    argv.extend_from_slice(args);
-    let out = topo.srv.exec_timeout(&argv, Duration::from_secs(20))?;
-    Ok(format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    ))
+    crate::common::dig_in(&topo.srv, args)
 }

@@ -7,7 +7,7 @@ use std::net::{IpAddr, Ipv6Addr};
 use std::time::Duration;
 
 use anyhow::{Context, Result, ensure};
-use gate64_testkit::{CORP_HOST, CORP_HOST_V4, Gate64Options, Topology, find_tool};
+use gate64_testkit::{CORP_HOST, CORP_HOST_V4, Gate64Options, Topology};
 
 use crate::common::{gate64_lines, netns_test};
 use crate::teredo::{promtool_check, qualify};
@@ -130,15 +130,7 @@ fn dig(topo: &Topology, args: &[&str]) -> Result<String> {
 }
 
 fn dig_raw(topo: &Topology, args: &[&str]) -> Result<String> {
-    let bin = find_tool("dig").context("`dig` not found: apt-get install dnsutils")?;
-    let mut argv = vec![bin.to_str().context("dig path")?];
-    argv.extend_from_slice(args);
-    let out = topo.cli.exec_timeout(&argv, Duration::from_secs(20))?;
-    Ok(format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    ))
+    crate::common::dig_in(&topo.cli, args)
 }
 
 /// Unbound in tcorp (10.20.0.2) with `v4only.corp.example` (A only) and `dual.corp.example`

@@ -224,13 +224,7 @@ pub fn v6_to_v4_with(
     }
 
     let total = V4_HDR + upper.len();
-    if total > usize::from(u16::MAX) {
-        return Err(TranslateError::Unsupported);
-    }
-    if total > usize::from(cfg.ipv4_mtu) {
-        let mtu = (u32::from(cfg.ipv4_mtu) + 20).max(IPV6_MIN_MTU);
-        return Err(TranslateError::PacketTooBig { mtu });
-    }
+    check_v4_size(cfg, total)?;
     let o = out.get_mut(..total).ok_or(TranslateError::BufferTooSmall)?;
     o[V4_HDR..].copy_from_slice(upper);
     let proto = if h.proto == NH_ICMPV6 {
@@ -285,20 +279,7 @@ pub fn v4_to_v6_with(
 
     let fh = if fragmented { FRAG_HDR } else { 0 };
     let total = V6_HDR + fh + upper.len();
-    if h.df {
-        if total as u64 > u64::from(cfg.ipv6_mtu) {
-            let mtu = cfg
-                .ipv6_mtu
-                .saturating_sub(20)
-                .clamp(576, u32::from(u16::MAX));
-            return Err(TranslateError::FragmentationNeeded { mtu: mtu as u16 });
-        }
-    } else {
-        let limit = cfg.ipv6_mtu.min(cfg.lowest_ipv6_mtu);
-        if total as u64 > u64::from(limit) {
-            return Err(TranslateError::NeedsFragmentation { mtu: limit });
-        }
-    }
+    check_v6_size(cfg, &h, total)?;
     let o = out.get_mut(..total).ok_or(TranslateError::BufferTooSmall)?;
     o[V6_HDR + fh..].copy_from_slice(upper);
     let nh = if h.proto == PROTO_ICMP {
@@ -344,13 +325,7 @@ pub fn v6_to_v4_in_place(
         return Err(TranslateError::NotInPlace);
     }
     let total = V4_HDR + (end - h.off);
-    if total > usize::from(u16::MAX) {
-        return Err(TranslateError::Unsupported);
-    }
-    if total > usize::from(cfg.ipv4_mtu) {
-        let mtu = (u32::from(cfg.ipv4_mtu) + 20).max(IPV6_MIN_MTU);
-        return Err(TranslateError::PacketTooBig { mtu });
-    }
+    check_v4_size(cfg, total)?;
     let (src6, dst6) = v6_addrs(buf);
     let tos = cfg.traffic_class.unwrap_or_else(|| traffic_class(buf));
     if first {
@@ -413,20 +388,7 @@ pub fn v4_to_v6_in_place(
     }
     let fh = if fragmented { FRAG_HDR } else { 0 };
     let total = V6_HDR + fh + upper_len;
-    if h.df {
-        if total as u64 > u64::from(cfg.ipv6_mtu) {
-            let mtu = cfg
-                .ipv6_mtu
-                .saturating_sub(20)
-                .clamp(576, u32::from(u16::MAX));
-            return Err(TranslateError::FragmentationNeeded { mtu: mtu as u16 });
-        }
-    } else {
-        let limit = cfg.ipv6_mtu.min(cfg.lowest_ipv6_mtu);
-        if total as u64 > u64::from(limit) {
-            return Err(TranslateError::NeedsFragmentation { mtu: limit });
-        }
-    }
+    check_v6_size(cfg, &h, total)?;
     let at = (start + h.ihl)
         .checked_sub(V6_HDR + fh)
         .ok_or(TranslateError::BufferTooSmall)?;
@@ -543,6 +505,40 @@ pub fn v4_to_v6_fragments(
         at += n;
     }
     Ok(count)
+}
+
+/// RFC 7915 §5.1 size rules for the IPv4 packet an IPv6 one becomes: `total` bytes must fit
+/// an IPv4 packet and the IPv4 next-hop MTU (else Packet Too Big with MTU + 20, at least 1280).
+fn check_v4_size(cfg: &Config, total: usize) -> Result<(), TranslateError> {
+    if total > usize::from(u16::MAX) {
+        return Err(TranslateError::Unsupported);
+    }
+    if total > usize::from(cfg.ipv4_mtu) {
+        let mtu = (u32::from(cfg.ipv4_mtu) + 20).max(IPV6_MIN_MTU);
+        return Err(TranslateError::PacketTooBig { mtu });
+    }
+    Ok(())
+}
+
+/// RFC 7915 §4.1 size rules for the IPv6 packet of `total` bytes an IPv4 one becomes: with DF
+/// it must fit the IPv6 MTU (else Fragmentation Needed with MTU − 20); without DF it must fit
+/// the smaller of that and `lowest_ipv6_mtu`, or be split.
+fn check_v6_size(cfg: &Config, h: &V4Hdr, total: usize) -> Result<(), TranslateError> {
+    if h.df {
+        if total as u64 > u64::from(cfg.ipv6_mtu) {
+            let mtu = cfg
+                .ipv6_mtu
+                .saturating_sub(20)
+                .clamp(576, u32::from(u16::MAX));
+            return Err(TranslateError::FragmentationNeeded { mtu: mtu as u16 });
+        }
+    } else {
+        let limit = cfg.ipv6_mtu.min(cfg.lowest_ipv6_mtu);
+        if total as u64 > u64::from(limit) {
+            return Err(TranslateError::NeedsFragmentation { mtu: limit });
+        }
+    }
+    Ok(())
 }
 
 // ---------------------------------------------------------------------------------------------
