@@ -552,7 +552,7 @@ impl Worker {
                 self.stats.nat64_translation(Nat64Direction::V6ToV4);
                 if t.hairpin {
                     self.stats.nat64_translation(Nat64Direction::V4ToV6);
-                    return self.deliver_to_client(now, buf, t.start, t.end);
+                    return self.deliver_to_client(now, buf, t.start, t.end, Elsewhere::Drop);
                 }
                 Ok(Verdict::Tun {
                     start: t.start,
@@ -666,16 +666,9 @@ impl Worker {
             return match nat.v4_to_v6(now, buf, start, end, &mut self.scratch) {
                 Ok(t) => {
                     self.stats.nat64_translation(Nat64Direction::V4ToV6);
-                    if self.is_client(buf.get(t.start..t.end).unwrap_or_default()) {
-                        self.deliver_to_client(now, buf, t.start, t.end)
-                    } else {
-                        // The mapping belongs to a corporate IPv6 host (`route_prefix`): hand
-                        // the IPv6 packet back to the kernel, which routes it there.
-                        Ok(Verdict::Tun {
-                            start: t.start,
-                            end: t.end,
-                        })
-                    }
+                    // A mapping of a corporate IPv6 host (`route_prefix`) is not a client's:
+                    // the IPv6 packet goes back to the kernel, which routes it there.
+                    self.deliver_to_client(now, buf, t.start, t.end, Elsewhere::Tun)
                 }
                 Err(e) => {
                     let offending = buf.get(start..end).unwrap_or_default();
@@ -692,26 +685,7 @@ impl Worker {
             // passed whatever policy applies to them before the kernel routed them here.
             return self.nat64_from_v6(nat, now, buf, start, end);
         }
-        self.deliver_to_client(now, buf, start, end)
-    }
-
-    /// True when the IPv6 packet's destination is one of gate64's clients (Teredo or
-    /// IP-HTTPS), i.e. not something the kernel should route.
-    fn is_client(&self, packet: &[u8]) -> bool {
-        let Ok(pkt) = ipv6::Packet::new_checked(packet) else {
-            return false;
-        };
-        let dst = pkt.dst();
-        self.shared
-            .cfg
-            .iphttps_prefix
-            .is_some_and(|p| p.contains(&dst))
-            || self
-                .shared
-                .server
-                .as_ref()
-                .zip(Address::decode(&dst))
-                .is_some_and(|(s, d)| s.is_own_client(&d))
+        self.deliver_to_client(now, buf, start, end, Elsewhere::Drop)
     }
 
     /// Routes the IPv6 packet `buf[start..end]` to the client that owns its destination: an
@@ -722,6 +696,7 @@ impl Worker {
         buf: &mut [u8],
         start: usize,
         end: usize,
+        elsewhere: Elsewhere,
     ) -> Result<Verdict, Drop> {
         let shared = Arc::clone(&self.shared);
         let bytes = buf.get(start..end).ok_or(Drop::Truncated)?;
@@ -738,10 +713,17 @@ impl Worker {
                 Delivery::NoClient => Err(Drop::NoRoute),
             };
         }
-        let server = shared.server.as_ref().ok_or(Drop::NoRoute)?;
-        let d = Address::decode(&dst)
-            .filter(|d| server.is_own_client(d))
-            .ok_or(Drop::NoRoute)?;
+        let own = shared.server.as_ref().and_then(|s| {
+            Address::decode(&dst)
+                .filter(|d| s.is_own_client(d))
+                .map(|d| (s, d))
+        });
+        let Some((server, d)) = own else {
+            return match elsewhere {
+                Elsewhere::Drop => Err(Drop::NoRoute),
+                Elsewhere::Tun => Ok(Verdict::Tun { start, end }),
+            };
+        };
         if !server.is_acceptable_v4(*d.mapped.ip()) {
             return Err(Drop::NonGlobalMapping);
         }
@@ -763,6 +745,15 @@ impl Worker {
             TxDecision::Drop(TxDrop::TableFull) => Err(Drop::PeerTableFull),
         }
     }
+}
+
+/// What [`Worker::deliver_to_client`] does with a destination that is no client of ours.
+#[derive(Debug, Clone, Copy)]
+enum Elsewhere {
+    /// Drop it (`no_route`): the packet came from the kernel, which routed it to us.
+    Drop,
+    /// Hand it to the kernel: NAT64 output for a corporate IPv6 host.
+    Tun,
 }
 
 /// A bubble from the server's link-local address to the Teredo peer `peer`, sent to its
@@ -1133,6 +1124,33 @@ mod tests {
         assert_eq!(s.nat64_translations(Nat64Direction::V6ToV4), 1);
         assert_eq!(s.nat64_translations(Nat64Direction::V4ToV6), 1);
         assert_eq!(total_drops(s), 0);
+    }
+
+    #[test]
+    fn corporate_ipv6_host_uses_nat64_through_the_kernel_both_ways() {
+        let mut w = nat_worker(false);
+        let now = Instant::now();
+        // From the TUN (route_prefix): no client, no policy step, IPv4 back to the kernel.
+        let pkt = udp(CORP_HOST, pref64().embed(V4HOST).unwrap(), 100);
+        let (mut buf, start, end) = framed(&pkt);
+        let v = w.handle_tun(now, &mut buf, start, end);
+        let at = HEADROOM + 20;
+        assert_eq!(
+            v,
+            Verdict::Tun {
+                start: at,
+                end: at + 80
+            }
+        );
+        let t = u16::from_be_bytes([buf[at + 20], buf[at + 21]]);
+        // The reply's mapping is the corporate host's: the IPv6 packet goes to the kernel too.
+        let (mut buf, start, end) = framed(&udp4(V4HOST, POOL4, 0x5a5a, t, 12));
+        let Verdict::Tun { start, end } = w.handle_tun(now, &mut buf, start, end) else {
+            panic!("expected the translated reply back into the TUN");
+        };
+        let back = ipv6::Packet::new_checked(&buf[start..end]).unwrap();
+        assert_eq!(back.dst(), CORP_HOST);
+        assert_eq!(total_drops(w.stats()), 0);
     }
 
     #[test]
