@@ -349,7 +349,7 @@ pub async fn start_metrics(
         .with_context(|| format!("binding the metrics listener on {listen} (`metrics.listen`)"))?;
     let bound = listener.local_addr()?;
     tokio::spawn(async move {
-        if let Err(e) = gate64_metrics::serve(listener, exporter, shutdown).await {
+        if let Err(e) = gate64_io::metrics_http::serve(listener, exporter, shutdown).await {
             tracing::error!(error = %e, "metrics server failed");
         }
     });

@@ -6,6 +6,7 @@
 pub mod binding_log;
 pub mod gro;
 pub mod iphttps;
+pub mod metrics_http;
 pub mod queue;
 pub mod sys;
 pub mod tls;

@@ -1,5 +1,6 @@
 //! gate64's metrics: metric names and descriptions ([`names`]), the [`Exporter`] that reads
-//! the data plane's per-worker counters, and the `/metrics` HTTP endpoint ([`serve`]).
+//! the data plane's per-worker counters. The `/metrics` HTTP endpoint that serves it lives in
+//! `gate64-io` (`metrics_http::serve`): this crate does no I/O.
 //!
 //! # Contract
 //!
@@ -14,15 +15,12 @@
 //! - [`Exporter::encode`] writes the Prometheus text format 0.0.4 (what
 //!   `promtool check metrics` checks); [`Exporter::encode_openmetrics`] writes OpenMetrics
 //!   1.0.0. The HTTP endpoint picks by the request's `Accept` header.
-//! - Nothing here panics on input from the network; [`serve`] bounds what clients can hold.
 //!
 //! The exposed names are listed in [`names`]; labels are low-cardinality (never a client
 //! address, SPI or port).
 #![warn(missing_docs)]
 
 mod exporter;
-mod http;
 pub mod names;
 
 pub use exporter::{Exporter, OPENMETRICS_CONTENT_TYPE, PROMETHEUS_TEXT_CONTENT_TYPE};
-pub use http::serve;

@@ -16,8 +16,8 @@ use tokio::net::TcpListener;
 use tokio::task::JoinSet;
 use tracing::{debug, info, warn};
 
-use crate::Exporter;
-use crate::exporter::{OPENMETRICS_CONTENT_TYPE, PROMETHEUS_TEXT_CONTENT_TYPE};
+use gate64_metrics::Exporter;
+use gate64_metrics::{OPENMETRICS_CONTENT_TYPE, PROMETHEUS_TEXT_CONTENT_TYPE};
 
 /// Serves `exporter` over HTTP/1.1 on `listener` until `shutdown` resolves.
 ///
