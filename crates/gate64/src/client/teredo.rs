@@ -16,7 +16,8 @@ use tracing::{debug, trace, warn};
 const DOWNLINK_BURST: usize = 64;
 /// Packets sent for the host before the socket is read again.
 const UPLINK_BURST: usize = tun_rs::IDEAL_BATCH_SIZE;
-/// The largest datagram.
+/// The largest datagram. The receive buffer is filled in place of its spare capacity, so only
+/// the bytes of the datagrams received are ever touched (the demo runs many clients).
 const DATAGRAM_CAPACITY: usize = 65_536;
 
 /// Runs `client` on `sock` for `host` until the host is done (`Ok`) or the socket fails. The
@@ -24,7 +25,7 @@ const DATAGRAM_CAPACITY: usize = 65_536;
 /// from other relays).
 pub async fn run<H: Host>(sock: &UdpSocket, client: &mut Client, host: &mut H) -> Result<()> {
     let server = SocketAddr::V4(client.server());
-    let mut dgram = vec![0u8; DATAGRAM_CAPACITY];
+    let mut dgram = Vec::with_capacity(DATAGRAM_CAPACITY);
     let mut rs = [0u8; teredo::RS_LEN];
     let mut uplink = Vec::new();
     // A failing send is reported once per qualification, not once per packet.
@@ -37,8 +38,9 @@ pub async fn run<H: Host>(sock: &UdpSocket, client: &mut Client, host: &mut H) -
                 warn!(error = %e, "sending the router solicitation");
             }
         }
+        dgram.clear();
         tokio::select! {
-            r = sock.recv_from(&mut dgram) => {
+            r = sock.recv_buf_from(&mut dgram) => {
                 let first = r.context("UDP receive")?;
                 if receive(sock, client, host, &mut dgram, first).await? {
                     warned = false;
@@ -53,13 +55,13 @@ pub async fn run<H: Host>(sock: &UdpSocket, client: &mut Client, host: &mut H) -
     }
 }
 
-/// Handles the datagram `first` (already in `dgram`) and those queued behind it, then flushes
+/// Handles the datagram `first` (all of `dgram`) and those queued behind it, then flushes
 /// the host. Returns whether the client (re)qualified.
 async fn receive<H: Host>(
     sock: &UdpSocket,
     client: &mut Client,
     host: &mut H,
-    dgram: &mut [u8],
+    dgram: &mut Vec<u8>,
     first: (usize, SocketAddr),
 ) -> Result<bool> {
     let mut qualified = false;
@@ -84,8 +86,9 @@ async fn receive<H: Host>(
         }
         burst += 1;
         if burst < DOWNLINK_BURST {
-            // Errors other than "nothing queued" come back from recv_from.
-            got = sock.try_recv_from(dgram).ok();
+            // Errors other than "nothing queued" come back from recv_buf_from.
+            dgram.clear();
+            got = sock.try_recv_buf_from(dgram).ok();
         }
     }
     host.flush().await;

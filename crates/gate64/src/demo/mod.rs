@@ -32,6 +32,9 @@ use std::time::{Duration, Instant};
 
 /// Threads driving the emulated clients.
 const CLIENT_THREADS: usize = 2;
+/// How long the clients go on after the end of the run, so that the end figures are taken
+/// while every link is still up.
+const HANG_UP_DELAY: Duration = Duration::from_millis(500);
 
 /// The two transports of the demo population.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -132,7 +135,7 @@ pub fn run(args: &DemoArgs) -> Result<()> {
         .context("starting the client runtime")?;
     let start = Sample::take(&lab.daemon);
     let end = Instant::now() + Duration::from_secs(args.seconds);
-    let tasks = population::spawn(&rt, &lab, args, n_iphttps, end, &totals);
+    let tasks = population::spawn(&rt, &lab, args, n_iphttps, end + HANG_UP_DELAY, &totals);
 
     // Live progress, once per second.
     let mut progress = Progress::new(&start);
