@@ -51,11 +51,14 @@ pub fn spawn(
                 .map(Arc::clone);
             let teredo = lab.teredo;
             rt.spawn(async move {
+                let transport = match iphttps {
+                    Some(_) => Transport::Iphttps,
+                    None => Transport::Teredo,
+                };
+                let mut host = EmulatedHost::new(transport, seed, per_client, end, &totals);
                 let r = match iphttps {
-                    Some(server) => {
-                        emulated_iphttps_client(&server, seed, per_client, end, &totals).await
-                    }
-                    None => emulated_teredo_client(teredo, seed, per_client, end, &totals).await,
+                    Some(server) => emulated_iphttps_client(&server, seed, &mut host).await,
+                    None => emulated_teredo_client(teredo, seed, &mut host).await,
                 };
                 if let Err(e) = r {
                     tracing::warn!(client = i, error = %format!("{e:#}"), "emulated client failed");
@@ -72,13 +75,11 @@ fn is_iphttps(i: usize, n: usize, n_iphttps: usize) -> bool {
     (i + 1) * n_iphttps / n > i * n_iphttps / n
 }
 
-/// One emulated Teredo client: qualify, then [`Traffic`] until `end`.
+/// One emulated Teredo client: qualify, then the host's traffic until its end.
 async fn emulated_teredo_client(
     server: SocketAddrV4,
     seed: u64,
-    rate: f64,
-    end: Instant,
-    totals: &Totals,
+    host: &mut EmulatedHost<'_>,
 ) -> Result<()> {
     let sock = tokio::net::UdpSocket::from_std({
         let s = udp_socket(SocketAddrV4::new(Ipv4Addr::LOCALHOST, 0))?;
@@ -87,26 +88,23 @@ async fn emulated_teredo_client(
     })?;
     sock.connect(server).await?;
     let mut client = Client::new(server, seed);
-    let mut host = EmulatedHost::new(Transport::Teredo, seed, rate, end, totals);
-    crate::client::teredo::run(&sock, &mut client, &mut host).await
+    crate::client::teredo::run(&sock, &mut client, host).await
 }
 
-/// One emulated IP-HTTPS client: the IP-HTTPS session with [`Traffic`] as raw IPv6 on the TLS
-/// stream until `end`. A connection failing before the link is up is retried (100 ms,
-/// doubling); a link lost afterwards is an error.
+/// One emulated IP-HTTPS client: the IP-HTTPS session with the host's traffic as raw IPv6 on
+/// the TLS stream until its end. A connection failing before the link is up is retried
+/// (100 ms, doubling); a link lost afterwards is an error.
 async fn emulated_iphttps_client(
     server: &Server,
     seed: u64,
-    rate: f64,
-    end: Instant,
-    totals: &Totals,
+    host: &mut EmulatedHost<'_>,
 ) -> Result<()> {
-    let mut host = EmulatedHost::new(Transport::Iphttps, seed, rate, end, totals);
+    let end = host.end;
     let mut retry = IPHTTPS_RETRY;
     loop {
         let mut linked = false;
         let until = tokio::time::Instant::from_std(end);
-        match server.session(seed, until, &mut host, &mut linked).await {
+        match server.session(seed, until, host, &mut linked).await {
             Ok(()) => return Ok(()),
             Err(e) if linked || Instant::now() + retry >= end => return Err(e),
             Err(e) => {
