@@ -112,16 +112,15 @@ async fn send<H: Host>(
         }
         let mut rest = uplink.as_slice();
         while !rest.is_empty() {
-            let len = match ipv6::Packet::new_checked(rest) {
-                Ok(p) => p.total_len(),
+            let pkt;
+            (pkt, rest) = match split_first(rest) {
+                Ok(split) => split,
                 Err(e) => {
                     // The rest of the read cannot be delimited.
                     trace!(error = %e, "packet from the host not sent");
                     break;
                 }
             };
-            let (pkt, tail) = rest.split_at(len);
-            rest = tail;
             sent += 1;
             match client.encapsulate(pkt) {
                 Ok(to) => {
@@ -136,4 +135,43 @@ async fn send<H: Host>(
         }
     }
     Ok(())
+}
+
+/// Splits the first of the IPv6 packets laid back to back in `buf` off the others.
+fn split_first(buf: &[u8]) -> gate64_wire::Result<(&[u8], &[u8])> {
+    let len = ipv6::Packet::new_checked(buf)?.total_len();
+    Ok(buf.split_at(len))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::net::Ipv6Addr;
+
+    fn packet(payload_len: u16, fill: u8) -> Vec<u8> {
+        let mut p = vec![fill; ipv6::HEADER_LEN + usize::from(payload_len)];
+        let (src, dst) = (Ipv6Addr::LOCALHOST, Ipv6Addr::LOCALHOST);
+        ipv6::emit_header(&mut p, payload_len, ipv6::NH_UDP, 64, &src, &dst).unwrap();
+        p
+    }
+
+    #[test]
+    fn back_to_back_packets_split_one_by_one() {
+        let (a, b) = (packet(8, 0xaa), packet(1232, 0xbb));
+        let buf = [a.as_slice(), b.as_slice()].concat();
+        let (first, rest) = split_first(&buf).unwrap();
+        assert_eq!(first, a.as_slice());
+        let (second, rest) = split_first(rest).unwrap();
+        assert_eq!(second, b.as_slice());
+        assert!(rest.is_empty());
+    }
+
+    #[test]
+    fn a_cut_or_foreign_packet_is_not_split() {
+        let a = packet(100, 0xaa);
+        assert!(split_first(&a[..a.len() - 1]).is_err());
+        let mut v4 = a.clone();
+        v4[0] = 0x45;
+        assert!(split_first(&v4).is_err());
+    }
 }
