@@ -1,6 +1,7 @@
 //! The gate64 binary: CLI, configuration, logging, signals.
 
 mod certs;
+mod client;
 mod connect;
 mod daemon;
 mod demo;

@@ -1,0 +1,172 @@
+//! `gate64 demo`: the no-root lab. Starts the daemon on loopback (Teredo on 127.0.0.1 and
+//! 127.0.0.2, IP-HTTPS on 127.0.0.1:<free port> with a throw-away lab PKI), an in-process
+//! corporate network behind it (corporate links are connected UDP sockets carrying raw IPv6
+//! instead of TUN queues), and a population of emulated clients, 70% Teredo and 30% IP-HTTPS
+//! by default as in the reference deployment, that qualify (Teredo) or connect and
+//! autoconfigure (IP-HTTPS: POST, 200, RS, RA), ping a corporate host and then exchange
+//! traffic with it. Prints live figures and, at the end, a capacity table in the columns of
+//! the Windows Server 2012 DirectAccess reference.
+//!
+//! The emulated clients run the client sessions of `gate64 connect` ([`crate::client`]) with
+//! an emulated host behind the tunnel instead of a TUN device ([`population`]); the lab around
+//! them is [`lab`] and [`corp`], the figures [`report`].
+//!
+//! Replies from the corporate host to IP-HTTPS clients take the real return path: the host
+//! answers the worker socket the request came from, the worker's dataplane routes the
+//! destination (in the lab IP-HTTPS prefix `2001:db8:c1::/48`) to that connection's send
+//! queue, and the connection task writes it to the TLS stream.
+
+mod corp;
+mod lab;
+mod population;
+mod report;
+
+use anyhow::{Context, Result, bail, ensure};
+use corp::CORP_HOST;
+use lab::Lab;
+use report::{Outcome, Progress, Sample};
+use std::io;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+/// Threads driving the emulated clients.
+const CLIENT_THREADS: usize = 2;
+/// How long the clients go on after the end of the run, so that the end figures are taken
+/// while every link is still up.
+const HANG_UP_DELAY: Duration = Duration::from_millis(500);
+
+/// The two transports of the demo population.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Transport {
+    Teredo = 0,
+    Iphttps = 1,
+}
+
+/// Options of `gate64 demo`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct DemoArgs {
+    /// Number of emulated clients (Teredo and IP-HTTPS together).
+    #[arg(long, default_value_t = 200)]
+    pub clients: usize,
+    /// Share of the clients that use IP-HTTPS instead of Teredo (0..=1).
+    #[arg(long, default_value_t = 0.3)]
+    pub iphttps_share: f64,
+    /// How long to run, in seconds.
+    #[arg(long, default_value_t = 10)]
+    pub seconds: u64,
+    /// Worker threads of the daemon (0 = one per core).
+    #[arg(long, default_value_t = 0)]
+    pub workers: usize,
+    /// Total client → corporate network load (UDP to the discard port), Mbit/s.
+    #[arg(long, default_value_t = 200.0)]
+    pub rate_mbit: f64,
+    /// Total corporate network → clients load (a bulk stream to every client), Mbit/s.
+    #[arg(long, default_value_t = 50.0)]
+    pub down_mbit: f64,
+}
+
+/// Counters shared by the clients, the corporate network and the progress line.
+#[derive(Default)]
+struct Totals {
+    /// Per [`Transport`]: Teredo clients qualified, IP-HTTPS clients connected (200 + RA).
+    qualified: [AtomicU64; 2],
+    /// Per [`Transport`]: clients whose first ping was answered.
+    pinged: [AtomicU64; 2],
+    echo_sent: AtomicU64,
+    echo_answered: AtomicU64,
+    up_bytes: AtomicU64,
+    down_bytes: AtomicU64,
+    client_errors: AtomicU64,
+    corp_pings: AtomicU64,
+    corp_echoes: AtomicU64,
+    corp_discarded: AtomicU64,
+    corp_sent: AtomicU64,
+}
+
+fn get(c: &AtomicU64) -> u64 {
+    c.load(Ordering::Relaxed)
+}
+
+fn add(c: &AtomicU64, n: u64) {
+    c.fetch_add(n, Ordering::Relaxed);
+}
+
+fn both(c: &[AtomicU64; 2]) -> u64 {
+    get(&c[0]) + get(&c[1])
+}
+
+/// Runs the demo. Errors (exit 1) when fewer than 95% of the clients of either transport
+/// qualified (connected) or got their ping answered.
+pub fn run(args: &DemoArgs) -> Result<()> {
+    if args.clients == 0 {
+        bail!("--clients must be at least 1");
+    }
+    ensure!(
+        (0.0..=1.0).contains(&args.iphttps_share),
+        "--iphttps-share must be between 0 and 1, not {}",
+        args.iphttps_share
+    );
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(io::stderr)
+        .try_init();
+
+    let n_iphttps = ((args.clients as f64 * args.iphttps_share).round() as usize).min(args.clients);
+    let n_teredo = args.clients - n_iphttps;
+    let totals = Arc::new(Totals::default());
+    let lab = Lab::start(args, n_iphttps > 0, &totals)?;
+    let port = lab.teredo.port();
+    eprintln!(
+        "gate64 demo: Teredo server on 127.0.0.1:{port} and 127.0.0.2:{port}, IP-HTTPS on {}, {} workers, corporate host {CORP_HOST}, {} clients ({n_teredo} Teredo, {n_iphttps} IP-HTTPS) for {} s",
+        lab.iphttps_url.as_deref().unwrap_or("-"),
+        lab.workers,
+        args.clients,
+        args.seconds
+    );
+
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(CLIENT_THREADS)
+        .thread_name("demo-clients")
+        .enable_all()
+        .build()
+        .context("starting the client runtime")?;
+    let start = Sample::take(&lab.daemon);
+    let end = Instant::now() + Duration::from_secs(args.seconds);
+    let tasks = population::spawn(&rt, &lab, args, n_iphttps, end + HANG_UP_DELAY, &totals);
+
+    // Live progress, once per second.
+    let mut progress = Progress::new(&start);
+    while Instant::now() < end {
+        std::thread::sleep(
+            Duration::from_secs(1).min(end.saturating_duration_since(Instant::now())),
+        );
+        progress.print(&lab.daemon, &totals, n_teredo, n_iphttps);
+    }
+    progress.finish();
+    let at_end = Sample::take(&lab.daemon);
+    let rss = report::rss_bytes();
+    let gauges = lab.daemon.shared.gauges(Instant::now());
+    let outcome = Outcome {
+        n_teredo: n_teredo as u64,
+        n_iphttps: n_iphttps as u64,
+        start,
+        end: at_end,
+        rss,
+        relay_peers: gauges.teredo_clients,
+        iphttps_links: gauges.iphttps_clients,
+        totals: &totals,
+    };
+    rt.block_on(async {
+        for t in tasks {
+            let _ = t.await;
+        }
+    });
+    rt.shutdown_timeout(Duration::from_secs(1));
+    lab.stop()?;
+
+    outcome.print();
+    outcome.check()
+}
