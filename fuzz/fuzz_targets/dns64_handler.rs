@@ -8,9 +8,9 @@
 
 use std::time::Instant;
 
-use gate64_dataplane::Dns64Result;
+use gate64_dns64::Outcome;
 use gate64_dns64::cache::{Cache, MAX_KEY, parse_query, ttls};
-use gate64_dns64::handler::formerr;
+use gate64_dns64::resolver::formerr;
 use gate64_dns64::synth::{EDNS_PAYLOAD, Step, Synthesizer, UpstreamError, run_with};
 use gate64_nat64::Prefix;
 use hickory_proto::op::Message;
@@ -55,7 +55,7 @@ fuzz_target!(|data: &[u8]| {
     let Step::Answer(msg, result) = step else {
         return;
     };
-    if result == Dns64Result::Synthesized {
+    if result == Outcome::Synthesized {
         for r in &msg.answers {
             if let RData::AAAA(a) = &r.data {
                 assert!(prefix.contains(&a.0), "synthesized {} outside the prefix", a.0);
