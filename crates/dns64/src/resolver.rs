@@ -216,3 +216,207 @@ pub fn formerr(request: &[u8]) -> Option<Vec<u8>> {
     out[3] = ResponseCode::FormErr.low();
     Some(out)
 }
+
+#[cfg(test)]
+mod tests {
+    use std::net::Ipv4Addr;
+
+    use gate64_nat64::Prefix;
+    use hickory_proto::op::{Edns, OpCode, Query};
+    use hickory_proto::rr::rdata::{A, AAAA, SOA, TXT};
+    use hickory_proto::rr::{Name, RData, Record, RecordType};
+
+    use super::*;
+    use crate::upstream::{encode, matches};
+
+    fn name(s: &str) -> Name {
+        Name::from_ascii(s).unwrap()
+    }
+
+    fn resolver(cache_entries: usize) -> Resolver {
+        Resolver::new(
+            Synthesizer::new(Prefix::WELL_KNOWN.allow_private(true), &[]),
+            cache_entries,
+        )
+    }
+
+    fn query(qname: &str, t: RecordType, id: u16, edns: bool) -> Vec<u8> {
+        let mut m = Message::query();
+        m.metadata.id = id;
+        m.metadata.recursion_desired = true;
+        m.add_query(Query::query(name(qname), t));
+        if edns {
+            let mut e = Edns::new();
+            e.set_max_payload(1232);
+            m.set_edns(e);
+        }
+        m.to_vec().unwrap()
+    }
+
+    /// A fake upstream: `v4.example` has only A (192.0.2.1), `big.example` has ~4 KB of TXT,
+    /// everything else is NODATA with an SOA.
+    fn upstream(ask: &Ask) -> Message {
+        let q = &ask.query;
+        let mut m = Message::response(1, OpCode::Query);
+        m.queries.push(q.clone());
+        match (q.name().to_ascii().as_str(), q.query_type()) {
+            ("v4.example.", RecordType::A) => {
+                let a = RData::A(A(Ipv4Addr::new(192, 0, 2, 1)));
+                m.add_answer(Record::from_rdata(q.name().clone(), 3600, a));
+            }
+            ("big.example.", RecordType::TXT) => {
+                for i in 0..20 {
+                    let txt = RData::TXT(TXT::new(vec![format!("{i:02}{}", "x".repeat(200))]));
+                    m.add_answer(Record::from_rdata(q.name().clone(), 100, txt));
+                }
+            }
+            _ => {
+                let soa = SOA::new(
+                    name("ns.example."),
+                    name("h.example."),
+                    1,
+                    3600,
+                    600,
+                    86400,
+                    300,
+                );
+                m.add_authority(Record::from_rdata(name("example."), 3600, RData::SOA(soa)));
+            }
+        }
+        m
+    }
+
+    /// Drives one exchange as the io driver does, with [`upstream`] answering; returns the
+    /// reply and the questions asked.
+    fn drive(r: &Resolver, request: &[u8], udp: bool, now: Instant) -> (Reply, Vec<Ask>) {
+        let mut asked = Vec::new();
+        let mut exchange = match r.exchange(request, udp) {
+            Ok(e) => e,
+            Err(reply) => return (reply, asked),
+        };
+        while let Some(ask) = exchange.ask() {
+            asked.push(ask.clone());
+            let answer = Ok(upstream(ask));
+            exchange.handle(r, answer);
+        }
+        (exchange.finish(r, now), asked)
+    }
+
+    #[test]
+    fn synthesizes_then_answers_from_the_cache() {
+        let r = resolver(16);
+        let now = Instant::now();
+        let request = query("v4.example.", RecordType::AAAA, 0x1111, true);
+        assert_eq!(r.answer_cached(&request, true, now, &mut [0u8; 4096]), None);
+
+        let (reply, asked) = drive(&r, &request, true, now);
+        assert_eq!(reply.outcome, Outcome::Synthesized);
+        let types: Vec<_> = asked.iter().map(|a| a.query.query_type()).collect();
+        assert_eq!(types, [RecordType::AAAA, RecordType::A]);
+        let m = Message::from_vec(&reply.wire.unwrap()).unwrap();
+        assert_eq!(m.metadata.id, 0x1111);
+        let want = RData::AAAA(AAAA("64:ff9b::c000:201".parse().unwrap()));
+        assert_eq!(m.answers[0].data, want);
+
+        let again = query("v4.example.", RecordType::AAAA, 0x2222, true);
+        let mut out = [0u8; 4096];
+        let (len, outcome) = r.answer_cached(&again, true, now, &mut out).unwrap();
+        assert_eq!(outcome, Outcome::Synthesized);
+        let m = Message::from_vec(&out[..len]).unwrap();
+        assert_eq!(
+            m.metadata.id, 0x2222,
+            "the cached answer carries the new ID"
+        );
+        assert_eq!(m.answers[0].data, want);
+    }
+
+    #[test]
+    fn a_disabled_cache_never_answers() {
+        let r = resolver(0);
+        let now = Instant::now();
+        let request = query("v4.example.", RecordType::AAAA, 1, true);
+        let (reply, _) = drive(&r, &request, true, now);
+        assert_eq!(reply.outcome, Outcome::Synthesized);
+        assert_eq!(r.answer_cached(&request, true, now, &mut [0u8; 4096]), None);
+    }
+
+    #[test]
+    fn udp_answers_are_truncated_to_the_client_limit_and_tcp_ones_are_not() {
+        let r = resolver(16);
+        let now = Instant::now();
+        // Without EDNS the client takes 512 bytes (RFC 1035 §4.2.1).
+        let request = query("big.example.", RecordType::TXT, 7, false);
+        let (reply, _) = drive(&r, &request, true, now);
+        assert_eq!(reply.outcome, Outcome::Native);
+        let wire = reply.wire.unwrap();
+        assert!(wire.len() <= CLASSIC_UDP, "{} bytes", wire.len());
+        assert!(Message::from_vec(&wire).unwrap().metadata.truncation);
+
+        let (reply, _) = drive(&r, &request, false, now);
+        let m = Message::from_vec(&reply.wire.unwrap()).unwrap();
+        assert!(!m.metadata.truncation);
+        assert_eq!(m.answers.len(), 20);
+    }
+
+    #[test]
+    fn malformed_queries_end_before_upstream() {
+        let r = resolver(16);
+        let now = Instant::now();
+        let mut broken = query("v4.example.", RecordType::AAAA, 0x0bad, true);
+        broken.truncate(20);
+        let (reply, asked) = drive(&r, &broken, true, now);
+        assert!(asked.is_empty());
+        assert_eq!(reply.outcome, Outcome::Malformed);
+        let m = Message::from_vec(&reply.wire.unwrap()).unwrap();
+        assert_eq!(m.metadata.id, 0x0bad);
+        assert_eq!(m.metadata.response_code, ResponseCode::FormErr);
+
+        let (reply, _) = drive(&r, &[1, 2, 3], true, now);
+        assert_eq!(
+            reply,
+            Reply {
+                wire: None,
+                outcome: Outcome::Malformed
+            }
+        );
+        let mut response = query("v4.example.", RecordType::AAAA, 1, true);
+        response[2] |= 0x80;
+        assert_eq!(formerr(&response), None, "a response is never answered");
+    }
+
+    #[test]
+    fn upstream_failure_is_servfail_and_not_cached() {
+        let r = resolver(16);
+        let now = Instant::now();
+        let request = query("v4.example.", RecordType::AAAA, 3, true);
+        let mut exchange = r.exchange(&request, true).unwrap();
+        while exchange.ask().is_some() {
+            exchange.handle(&r, Err(UpstreamError::NoAnswer));
+        }
+        let reply = exchange.finish(&r, now);
+        assert_eq!(reply.outcome, Outcome::Error);
+        let m = Message::from_vec(&reply.wire.unwrap()).unwrap();
+        assert_eq!(m.metadata.response_code, ResponseCode::ServFail);
+        assert_eq!(r.answer_cached(&request, true, now, &mut [0u8; 4096]), None);
+    }
+
+    #[test]
+    fn upstream_queries_match_only_their_answer() {
+        let r = resolver(16);
+        let request = query("v4.example.", RecordType::AAAA, 3, true);
+        let exchange = r.exchange(&request, true).unwrap();
+        let ask = exchange.ask().unwrap();
+        let sent = Message::from_vec(&encode(ask, 0x4242).unwrap()).unwrap();
+        assert!(sent.metadata.recursion_desired);
+        assert_eq!(
+            sent.edns.as_ref().map(|e| e.max_payload()),
+            Some(EDNS_PAYLOAD)
+        );
+        let mut answer = upstream(ask);
+        answer.metadata.id = 0x4242;
+        assert!(matches(&answer, 0x4242, ask));
+        assert!(!matches(&answer, 0x4243, ask), "another ID");
+        answer.queries[0].set_query_type(RecordType::A);
+        assert!(!matches(&answer, 0x4242, ask), "another question");
+    }
+}
