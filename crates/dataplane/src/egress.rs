@@ -65,13 +65,15 @@ impl Worker {
         let dst = pkt.dst();
         let cfg = &self.shared.cfg;
         if cfg.iphttps_prefix.is_some_and(|p| p.contains(&dst)) {
-            return self.to_iphttps_client(&dst, buf, start, end);
+            return self.send_to_iphttps_client(&dst, buf, start, end);
         }
-        let own = self.shared.server.as_ref().and_then(|s| {
-            Address::decode(&dst).filter(|d| s.is_own_client(d))
-        });
+        let own = self
+            .shared
+            .server
+            .as_ref()
+            .and_then(|s| Address::decode(&dst).filter(|d| s.is_own_client(d)));
         match (own, elsewhere) {
-            (Some(d), _) => self.to_teredo_client(now, &d, buf, start, end),
+            (Some(d), _) => self.send_to_teredo_client(now, &d, buf, start, end),
             (None, Elsewhere::Drop) => Err(DropReason::NoRoute),
             (None, Elsewhere::Tun) => Ok(Verdict::Tun { start, end }),
         }

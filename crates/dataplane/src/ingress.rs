@@ -73,14 +73,16 @@ impl Worker {
         match route {
             Route::Gate64 | Route::Corpnet => Ok(Verdict::Tun { start, end }),
             Route::Nat64 => self.nat64_from_v6(now, buf, start, end),
-            Route::IphttpsClient => self.to_iphttps_client(&dst, buf, start, end),
+            Route::IphttpsClient => self.send_to_iphttps_client(&dst, buf, start, end),
             // A Teredo client's packet to another is forwarded by the server role with an
             // origin indication (RFC 4380 §5.3.1); any other source is relayed (§5.4.1).
             Route::TeredoClient(d) => match from {
                 ClientBinding::Teredo { mapping, .. } => {
                     self.relay_to_client(*mapping, buf, start, end, &d)
                 }
-                ClientBinding::Iphttps { .. } => self.to_teredo_client(now, &d, buf, start, end),
+                ClientBinding::Iphttps { .. } => {
+                    self.send_to_teredo_client(now, &d, buf, start, end)
+                }
             },
         }
     }
@@ -103,7 +105,12 @@ impl crate::Shared {
                 Err(DropReason::NoRoute)
             };
         }
-        if self.cfg.nat64.as_ref().is_some_and(|n| n.prefix().contains(dst)) {
+        if self
+            .cfg
+            .nat64
+            .as_ref()
+            .is_some_and(|n| n.prefix().contains(dst))
+        {
             return Ok(Route::Nat64);
         }
         if *dst == self.cfg.corp_address {

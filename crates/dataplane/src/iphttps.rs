@@ -11,7 +11,7 @@ use std::net::Ipv6Addr;
 impl Worker {
     /// Offers `buf[start..end]`, exactly one IPv6 packet to `dst`, to the IP-HTTPS connection
     /// that owns `dst`'s /64.
-    pub(crate) fn to_iphttps_client(
+    pub(crate) fn send_to_iphttps_client(
         &mut self,
         dst: &Ipv6Addr,
         buf: &[u8],

@@ -40,9 +40,9 @@ pub use dns64::{Dns64Result, Dns64Stats};
 pub use drop::DropReason;
 pub use ingress::ClientBinding;
 pub use shared::Shared;
+pub use stats::{Direction, Nat64Direction, Side, Stats, TlsResult};
 pub use verdict::{GSO_MAX_BYTES, GSO_MAX_SEGMENTS, Gso, Transmit, Verdict};
 pub use worker::Worker;
-pub use stats::{Direction, Nat64Direction, Side, Stats, TlsResult};
 
 /// Gauges computed at scrape time from shared tables.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]

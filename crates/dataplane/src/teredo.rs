@@ -132,7 +132,7 @@ impl Worker {
     /// The relay towards our client `dst` for a packet from a native source (the corporate
     /// network, NAT64, an IP-HTTPS client), `buf[start..end]` being exactly the IPv6 packet
     /// (§5.4.1): straight to a trusted peer's mapping, else queued behind a bubble.
-    pub(crate) fn to_teredo_client(
+    pub(crate) fn send_to_teredo_client(
         &mut self,
         now: Instant,
         dst: &Address,

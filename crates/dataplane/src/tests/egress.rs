@@ -125,7 +125,10 @@ fn garbage_from_tun_is_malformed_or_truncated() {
         from_tun(&mut w, now, &[0x75; 60]),
         Verdict::Drop(DropReason::Malformed)
     );
-    assert_eq!(from_tun(&mut w, now, &[]), Verdict::Drop(DropReason::Truncated));
+    assert_eq!(
+        from_tun(&mut w, now, &[]),
+        Verdict::Drop(DropReason::Truncated)
+    );
     assert_eq!(
         from_tun(&mut w, now, &[0x60; 39]),
         Verdict::Drop(DropReason::Truncated)
@@ -192,11 +195,20 @@ fn datagrams_to_one_client_are_marked_for_one_gso_send() {
     // After the shorter segment the send is complete.
     assert_eq!(got, [Gso::Start, Gso::Append, Gso::Append, Gso::Start]);
     // Another destination, or a larger datagram, starts a new send.
-    assert_eq!(gso(from_tun(&mut w, now, &udp(CORP_HOST, other, 1000))), Gso::Start);
-    assert_eq!(gso(from_tun(&mut w, now, &udp(CORP_HOST, other, 1200))), Gso::Start);
+    assert_eq!(
+        gso(from_tun(&mut w, now, &udp(CORP_HOST, other, 1000))),
+        Gso::Start
+    );
+    assert_eq!(
+        gso(from_tun(&mut w, now, &udp(CORP_HOST, other, 1200))),
+        Gso::Start
+    );
     // A new batch starts a new send.
     w.start_batch();
-    assert_eq!(gso(from_tun(&mut w, now, &udp(CORP_HOST, other, 1200))), Gso::Start);
+    assert_eq!(
+        gso(from_tun(&mut w, now, &udp(CORP_HOST, other, 1200))),
+        Gso::Start
+    );
     // 65,000 bytes at most: 50 segments of 1280 bytes, then a new send.
     w.start_batch();
     let runs: Vec<Gso> = (0..52)

@@ -129,6 +129,9 @@ fn rfc4380_5_3_1_non_global_destination_is_bad_destination_without_ipsec() {
             "{dst}"
         );
     }
-    assert_eq!(w.stats().drops(DropReason::BadDestination), dsts.len() as u64);
+    assert_eq!(
+        w.stats().drops(DropReason::BadDestination),
+        dsts.len() as u64
+    );
     assert_eq!(total_drops(w.stats()), dsts.len() as u64);
 }
