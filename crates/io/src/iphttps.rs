@@ -377,8 +377,10 @@ impl IphttpsServer {
                 if let Some(n) = conn.poll_unsolicited_ra(now, &mut link.reply) {
                     link.queue.push(&link.reply[..n]);
                 }
-                conn.poll_timeout()
-                    .map_or_else(tokio::time::Instant::now, tokio::time::Instant::from_std)
+                let Some(wake) = conn.poll_timeout() else {
+                    return "closed".to_owned();
+                };
+                tokio::time::Instant::from_std(wake)
             };
             tokio::select! {
                 r = rd.read(&mut link.buf[link.end..]) => match r {
