@@ -581,3 +581,44 @@ fn unix_now() -> u64 {
         .duration_since(SystemTime::UNIX_EPOCH)
         .map_or(0, |d| d.as_secs())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use gate64_wire::ipv6;
+
+    fn packet(src: Ipv6Addr, dst: Ipv6Addr, total: usize) -> Vec<u8> {
+        let mut b = vec![0x5a; total];
+        let plen = u16::try_from(total - ipv6::HEADER_LEN).unwrap();
+        ipv6::emit_header(&mut b, plen, ipv6::NH_UDP, 64, &src, &dst).unwrap();
+        b
+    }
+
+    // §3.2.5.2.1: of a chunk from the send queue only unicast to the client's /64 and the
+    // server's own RAs leave, in order; the rest is counted under its label.
+    #[test]
+    fn egress_filter_keeps_the_clients_packets_and_our_ras_in_order() {
+        let prefix: Ipv6Addr = "2001:db8:1:5::".parse().unwrap();
+        let client: Ipv6Addr = "2001:db8:1:5::a".parse().unwrap();
+        let corp: Ipv6Addr = "2001:db8:100::5".parse().unwrap();
+        let t0 = Instant::now();
+        let mut conn = Connection::new(Arc::new(ServerConfig::default()), prefix, t0);
+        let mut out = Vec::new();
+        let head = http::request("/IPHTTPS", "gw");
+        assert!(matches!(
+            conn.handle_input(t0, &head, "Sun, 06 Nov 1994 08:49:37 GMT", &mut out),
+            Ok(Handshake::LinkUp { .. })
+        ));
+        let mut ra = [0u8; MAX_REPLY_LEN];
+        let n = conn.poll_unsolicited_ra(t0, &mut ra).unwrap();
+        let first = packet(corp, client, 100);
+        let stray = packet(corp, "2001:db8:1:6::1".parse().unwrap(), 80);
+        let last = packet(corp, client, 60);
+        let mut chunk = [&first[..], &ra[..n], &stray, &last].concat();
+        let conn = Mutex::new(conn);
+        let refused = egress_filter(&conn, &Deframer::new(MAX_PACKET), &mut chunk);
+        assert_eq!(refused, vec![DropReason::NoRoute]);
+        assert_eq!(chunk, [&first[..], &ra[..n], &last].concat());
+        assert_eq!(lock(&conn).stats().packets_out, 3);
+    }
+}
