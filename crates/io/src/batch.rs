@@ -88,6 +88,10 @@ impl Batch {
         for (si, (_, sock)) in sockets.iter().enumerate() {
             send_udp(sock.as_raw_fd(), si, stats, &self.udp, slots);
         }
+        if sockets.is_empty() {
+            // A driver without Teredo sockets cannot send what the dataplane routed to UDP.
+            stats.count_drops(DropReason::TxError, self.udp.len() as u64);
+        }
         write_tun(corp, stats, &self.tun, slots);
         self.udp.clear();
         self.tun.clear();
