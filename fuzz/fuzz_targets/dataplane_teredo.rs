@@ -3,7 +3,7 @@
 //! runs (bounded), so state built by one input is seen by the next, as in production.
 #![no_main]
 
-use gate64_dataplane::{DataplaneConfig, Drop, HEADROOM, Prefix, Shared, Stats, Verdict, Worker};
+use gate64_dataplane::{DataplaneConfig, DropReason, HEADROOM, Prefix, Shared, Stats, Verdict, Worker};
 use gate64_teredo::{RelayConfig, ServerConfig};
 use libfuzzer_sys::fuzz_target;
 use std::net::{Ipv4Addr, SocketAddrV4};
@@ -43,7 +43,7 @@ fn shared() -> Arc<Shared> {
 }
 
 fn check(v: Verdict, len: usize, stats: &Stats, drops_before: u64) {
-    let drops: u64 = Drop::ALL.iter().map(|d| stats.drops(*d)).sum();
+    let drops: u64 = DropReason::ALL.iter().map(|d| stats.drops(*d)).sum();
     match v {
         Verdict::Drop(d) => {
             assert_eq!(drops, drops_before + 1, "{d:?} counted once");
@@ -63,7 +63,7 @@ fuzz_target!(|data: &[u8]| {
     let stats = Arc::new(Stats::default());
     let mut w = Worker::new(shared(), Arc::clone(&stats));
     let now = Instant::now();
-    let total = |s: &Stats| Drop::ALL.iter().map(|d| s.drops(*d)).sum::<u64>();
+    let total = |s: &Stats| DropReason::ALL.iter().map(|d| s.drops(*d)).sum::<u64>();
 
     let mut buf = vec![0u8; HEADROOM + data.len() + 256];
     let (start, end) = (HEADROOM, HEADROOM + data.len());

@@ -6,20 +6,20 @@ macro_rules! drops {
         /// Why a packet was dropped.
         #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
         #[non_exhaustive]
-        pub enum Drop {
+        pub enum DropReason {
             $($(#[doc = $doc])* $variant,)*
         }
 
-        impl Drop {
+        impl DropReason {
             /// Every reason, in label order.
-            pub const ALL: &'static [Drop] = &[$(Drop::$variant,)*];
+            pub const ALL: &'static [DropReason] = &[$(DropReason::$variant,)*];
             /// Number of reasons.
-            pub const COUNT: usize = Drop::ALL.len();
+            pub const COUNT: usize = DropReason::ALL.len();
 
             /// The `reason` label value.
             pub fn as_str(self) -> &'static str {
                 match self {
-                    $(Drop::$variant => $label,)*
+                    $(DropReason::$variant => $label,)*
                 }
             }
         }
@@ -89,4 +89,11 @@ drops! {
     /// NAT64: no IPv4 equivalent or not handled (other protocols, ICMP types RFC 7915 drops,
     /// bad ICMP error checksums, packets that would need IPv6 fragmentation).
     Nat64Untranslatable => "nat64_untranslatable",
+}
+
+/// A header that does not parse: the wire error's own reason.
+impl From<gate64_wire::Error> for DropReason {
+    fn from(e: gate64_wire::Error) -> Self {
+        DropReason::from(gate64_teredo::Reject::from(e))
+    }
 }

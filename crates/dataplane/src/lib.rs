@@ -2,24 +2,47 @@
 //! the policy step where the IPsec check sits, routing, and the reverse path.
 //!
 //! Drivers (in `gate64-io`) own sockets, the TUN device and the clock; they hand each packet to
-//! a [`Worker`] with `now` and send what the returned [`Verdict`] names.
+//! a [`Worker`] with `now` and send what the returned [`Verdict`] names. One file per stage,
+//! each readable top to bottom:
+//!
+//! ```text
+//! worker.rs   entry points: handle_teredo | handle_iphttps | handle_tun | handle_timeout
+//! teredo.rs   Teredo transport: classify, RS/RA, bubbles, forwarding and relaying to clients
+//! iphttps.rs  IP-HTTPS transport: into a connection's send queue
+//! ingress.rs  the one road for a client's packet: route, then policy, then the next stage
+//! policy.rs   the security step (IPsec lands here)
+//! nat64.rs    RFC 6146 translation both ways
+//! icmp.rs     ICMP errors gate64 sends
+//! egress.rs   TUN -> clients
+//! ```
 #![warn(missing_docs)]
 
 pub mod clients;
+mod config;
 pub mod dns64;
 mod drop;
-pub mod pipeline;
+mod egress;
+mod icmp;
+mod ingress;
+mod iphttps;
+mod nat64;
+mod policy;
 pub mod ratelimit;
+mod shared;
 pub mod stats;
+mod teredo;
+mod verdict;
+mod worker;
 
 pub use clients::{ClientQueue, ClientTable, Delivery};
+pub use config::{BindingLog, DataplaneConfig, HEADROOM, MAX_PACKET, Prefix};
 pub use dns64::{Dns64Result, Dns64Stats};
-pub use drop::Drop;
-pub use pipeline::IphttpsEgress;
-pub use pipeline::{
-    BindingLog, DataplaneConfig, HEADROOM, MAX_PACKET, Prefix, Shared, Transmit, Verdict, Worker,
-};
+pub use drop::DropReason;
+pub use ingress::ClientBinding;
+pub use shared::Shared;
 pub use stats::{Direction, Nat64Direction, Side, Stats, TlsResult};
+pub use verdict::{GSO_MAX_BYTES, GSO_MAX_SEGMENTS, Gso, Transmit, Verdict};
+pub use worker::Worker;
 
 /// Gauges computed at scrape time from shared tables.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -46,3 +69,6 @@ pub struct Nat64Gauges {
     /// Allocations that found pool4 exhausted, since start.
     pub pool_exhausted: u64,
 }
+
+#[cfg(test)]
+mod tests;

@@ -81,7 +81,7 @@ impl Direction {
 pub struct Stats {
     bytes: [[Counter; 2]; 2],
     packets: [[Counter; 2]; 2],
-    drops: [Counter; crate::Drop::COUNT],
+    drops: [Counter; crate::DropReason::COUNT],
     /// Router Advertisements sent in answer to Teredo Router Solicitations.
     pub teredo_qualifications: Counter,
     tls_handshakes: [Counter; TlsResult::ALL.len()],
@@ -162,7 +162,7 @@ impl Stats {
 
     /// Counts `n` dropped packets.
     #[inline]
-    pub fn count_drops(&self, reason: crate::Drop, n: u64) {
+    pub fn count_drops(&self, reason: crate::DropReason, n: u64) {
         self.drops[reason as usize].add(n);
     }
 
@@ -198,7 +198,7 @@ impl Stats {
     }
 
     /// Drops counted for a reason.
-    pub fn drops(&self, reason: crate::Drop) -> u64 {
+    pub fn drops(&self, reason: crate::DropReason) -> u64 {
         self.drops[reason as usize].get()
     }
 }

@@ -150,6 +150,9 @@ pub struct Daemon {
     /// The metrics exporter.
     pub exporter: Exporter,
     corp: Vec<Arc<CorpLink>>,
+    /// Clones of the first worker's Teredo sockets, for the IP-HTTPS driver's datagrams to
+    /// Teredo clients.
+    teredo: Vec<(std::net::Ipv4Addr, std::net::UdpSocket)>,
     stop_tx: tokio::sync::watch::Sender<bool>,
 }
 
@@ -184,6 +187,10 @@ impl Daemon {
                     cfg.teredo.port
                 )
             })?;
+        let teredo = match ios.first() {
+            Some(io) => gate64_io::clone_sockets(&io.sockets).context("cloning a Teredo socket")?,
+            None => Vec::new(),
+        };
         let workers = Workers::spawn(&shared, ios).context("starting worker threads")?;
         let gauge_state = Arc::clone(&shared);
         let exporter = Exporter::new(
@@ -197,6 +204,7 @@ impl Daemon {
             workers,
             exporter,
             corp,
+            teredo,
             stop_tx,
         })
     }
@@ -224,6 +232,7 @@ impl Daemon {
             settings,
             Arc::clone(&self.shared),
             self.corp.clone(),
+            gate64_io::clone_sockets(&self.teredo).context("cloning a Teredo socket")?,
             self.exporter.clone(),
         )?;
         tokio::spawn(server.run(listener, self.stop_tx.subscribe()));

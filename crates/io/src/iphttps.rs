@@ -1,30 +1,37 @@
-//! The IP-HTTPS server driver: accepts TCP, runs the TLS handshake (rustls), hands the
-//! plaintext to `gate64-iphttps`'s sans-IO [`Connection`], and moves packets between the
-//! stream and the dataplane. Protocol decisions (request check, RS/RA, anti-spoofing, routing,
-//! policy) are made by the sans-IO crates; this module only does I/O, limits and timers.
+//! The IP-HTTPS server driver: accepts TCP, runs the TLS handshake (rustls), and executes what
+//! `gate64-iphttps`'s sans-IO [`Connection`] and the dataplane decide. Protocol decisions
+//! (request check, RS/RA, anti-spoofing, the egress filter, timers, routing, policy) are made
+//! by the sans-IO crates; this module only does I/O and limits.
 //!
-//! Per connection: one task reads (TLS → deframe → route), one writes (its bounded
-//! [`SendQueue`] → TLS). Packets for the client are pushed into the queue by whichever UDP
-//! worker read them from the TUN; a full queue drops them (`iphttps_queue_full`).
+//! Per connection: one task reads (TLS → deframe → `Connection::handle_packet` → the
+//! dataplane's one ingress, [`Worker::handle_iphttps`]) and runs the connection's timers; one
+//! writes (its bounded [`SendQueue`] → `Connection::handle_egress` → TLS). Each runtime thread
+//! has its own dataplane [`Worker`] (counters, scratch, queued transmits), as each UDP worker
+//! thread does, and executes its verdicts itself: the TUN for the corporate network and
+//! NAT64, a clone of a Teredo socket for Teredo clients. Packets for the client are pushed
+//! into the queue by whichever thread routed them; a full queue drops them
+//! (`iphttps_queue_full`).
 
+use crate::batch::{self, Batch};
 use crate::queue::SendQueue;
 use crate::worker::CorpLink;
 use gate64_dataplane::{
-    ClientQueue, Direction, Drop, IphttpsEgress, Shared, Side, Stats, TlsResult,
+    ClientQueue, Direction, DropReason, Shared, Side, Stats, TlsResult, Worker,
 };
+use gate64_iphttps::FrameError;
 use gate64_iphttps::framing::Deframer;
 use gate64_iphttps::http;
 use gate64_iphttps::server::{
-    Connection, Handshake, MAX_REPLY_LEN, PacketVerdict, PrefixPool, ServerConfig,
+    CloseReason, Connection, Handshake, MAX_REPLY_LEN, PacketVerdict, PrefixPool, ServerConfig,
 };
 use gate64_metrics::Exporter;
-use std::cell::OnceCell;
+use std::cell::RefCell;
 use std::io;
-use std::net::{Ipv6Addr, SocketAddr};
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr, UdpSocket};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant, SystemTime};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncReadExt, AsyncWriteExt, ReadHalf, WriteHalf};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{Semaphore, watch};
 use tracing::{debug, info, warn};
@@ -43,8 +50,23 @@ const RESPONSE_408: &[u8] =
 const RESPONSE_503: &[u8] =
     b"HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\nConnection: close\r\n\r\n";
 
+type Tls = tokio_rustls::server::TlsStream<TcpStream>;
+
+/// Packets per batch of verdicts (a 64 KiB read holds about 50 full-size packets).
+const LINK_BATCH: usize = 64;
+
+/// Tells servers apart in the per-thread dataplane workers.
+static NEXT_SERVER_ID: AtomicU64 = AtomicU64::new(0);
+
+thread_local! {
+    /// This runtime thread's dataplane workers, one per server (tests run several).
+    static DATAPLANE: RefCell<Vec<(u64, Worker)>> = const { RefCell::new(Vec::new()) };
+}
+
 /// Everything the connection tasks share.
 pub struct IphttpsServer {
+    id: u64,
+    teredo: Vec<(Ipv4Addr, UdpSocket)>,
     acceptor: tokio_rustls::TlsAcceptor,
     proto: Arc<ServerConfig>,
     shared: Arc<Shared>,
@@ -74,12 +96,15 @@ pub struct Settings {
 }
 
 impl IphttpsServer {
-    /// Builds the server. `corp` are the corporate links (TUN queues) packets are written to.
+    /// Builds the server. `corp` are the corporate links (TUN queues) packets are written to;
+    /// `teredo` the Teredo sockets (clones, see [`crate::clone_sockets`]) that datagrams to
+    /// Teredo clients leave from.
     pub fn new(
         tls: Arc<rustls::ServerConfig>,
         settings: Settings,
         shared: Arc<Shared>,
         corp: Vec<Arc<CorpLink>>,
+        teredo: Vec<(Ipv4Addr, UdpSocket)>,
         exporter: Exporter,
     ) -> io::Result<Arc<Self>> {
         let pool = PrefixPool::from_config(&settings.proto).map_err(|e| {
@@ -95,6 +120,8 @@ impl IphttpsServer {
             ));
         }
         Ok(Arc::new(IphttpsServer {
+            id: NEXT_SERVER_ID.fetch_add(1, Ordering::Relaxed),
+            teredo,
             acceptor: tokio_rustls::TlsAcceptor::from(tls),
             proto: Arc::new(settings.proto),
             shared,
@@ -153,19 +180,28 @@ impl IphttpsServer {
         self.connections.load(Ordering::Relaxed)
     }
 
-    /// This thread's counters (registered with the exporter on first use). Counters are
-    /// single-writer; a tokio worker thread is one writer.
-    fn stats(&self) -> Arc<Stats> {
-        thread_local! {
-            static LOCAL: OnceCell<Arc<Stats>> = const { OnceCell::new() };
-        }
-        LOCAL.with(|c| {
-            Arc::clone(c.get_or_init(|| {
-                let s = Arc::new(Stats::default());
-                self.exporter.add_workers(vec![Arc::clone(&s)]);
-                s
-            }))
+    /// Runs `f` with this thread's dataplane worker, made (and its counters registered with
+    /// the exporter) on first use. Counters are single-writer; a runtime thread is one writer.
+    /// `f` must not call back into this.
+    fn with_dataplane<R>(&self, f: impl FnOnce(&mut Worker) -> R) -> R {
+        DATAPLANE.with(|cell| {
+            let mut workers = cell.borrow_mut();
+            let i = match workers.iter().position(|(id, _)| *id == self.id) {
+                Some(i) => i,
+                None => {
+                    let stats = Arc::new(Stats::default());
+                    self.exporter.add_workers(vec![Arc::clone(&stats)]);
+                    workers.push((self.id, Worker::new(Arc::clone(&self.shared), stats)));
+                    workers.len() - 1
+                }
+            };
+            f(&mut workers[i].1)
         })
+    }
+
+    /// This thread's counters.
+    fn stats(&self) -> Arc<Stats> {
+        self.with_dataplane(|dp| Arc::clone(dp.stats()))
     }
 
     async fn connection(
@@ -216,34 +252,83 @@ impl IphttpsServer {
             .release(prefix);
     }
 
+    /// The link's life after the TLS handshake: the request head, then packets both ways
+    /// until the connection closes.
     async fn link(
         self: &Arc<Self>,
-        tls: tokio_rustls::server::TlsStream<TcpStream>,
+        tls: Tls,
         peer: SocketAddr,
         prefix: Ipv6Addr,
         deadline: tokio::time::Instant,
         permit: tokio::sync::OwnedSemaphorePermit,
-        mut shutdown: watch::Receiver<bool>,
+        shutdown: watch::Receiver<bool>,
     ) {
         let (mut rd, mut wr) = tokio::io::split(tls);
         let mut conn = Connection::new(Arc::clone(&self.proto), prefix, Instant::now());
         let mut buf = vec![0u8; READ_BUF];
+        let Some((start, end)) = self
+            .request_head(&mut conn, &mut rd, &mut wr, &mut buf, deadline)
+            .await
+        else {
+            return;
+        };
+        drop(permit);
+        self.stats().tls_handshake(TlsResult::Ok);
+        let conn = Arc::new(Mutex::new(conn));
+        let queue = Arc::new(SendQueue::new(self.send_queue_bytes));
+        self.shared
+            .iphttps_clients()
+            .insert(prefix, Arc::clone(&queue) as Arc<dyn ClientQueue>);
+        info!(%peer, prefix = %format!("{prefix}/64"), "IP-HTTPS link up");
+        let writer =
+            tokio::spawn(Arc::clone(self).writer(wr, Arc::clone(&queue), Arc::clone(&conn)));
+        let mut link = Link {
+            conn,
+            queue: Arc::clone(&queue),
+            prefix,
+            buf,
+            start,
+            end,
+            deframer: Deframer::new(MAX_PACKET),
+            reply: [0u8; MAX_REPLY_LEN],
+            batch: Batch::new(LINK_BATCH),
+        };
+        let reason = self.serve(&mut link, &mut rd, shutdown).await;
+        self.shared.iphttps_clients().remove(prefix);
+        queue.close();
+        let _ = tokio::time::timeout(Duration::from_secs(2), writer).await;
+        info!(%peer, prefix = %format!("{prefix}/64"), %reason, "IP-HTTPS link down");
+    }
+
+    /// Reads the request head within the handshake deadline and the connection's request
+    /// timer (slowloris gets cut here) and answers it. Returns the buffered bytes after the
+    /// head, `buf[start..end]`, once the link is up.
+    async fn request_head(
+        &self,
+        conn: &mut Connection,
+        rd: &mut ReadHalf<Tls>,
+        wr: &mut WriteHalf<Tls>,
+        buf: &mut [u8],
+        deadline: tokio::time::Instant,
+    ) -> Option<(usize, usize)> {
         let mut end = 0usize;
         let mut out = Vec::with_capacity(256);
-
-        // The request head, within the handshake deadline (slowloris gets cut here).
-        let mut start = loop {
-            let n = match tokio::time::timeout_at(deadline, rd.read(&mut buf[end..])).await {
+        let until = conn.poll_timeout().map_or(deadline, |t| {
+            deadline.min(tokio::time::Instant::from_std(t))
+        });
+        let consumed = loop {
+            let n = match tokio::time::timeout_at(until, rd.read(&mut buf[end..])).await {
                 Ok(Ok(0)) | Ok(Err(_)) => {
                     self.stats().tls_handshake(TlsResult::HttpError);
-                    return;
+                    return None;
                 }
                 Ok(Ok(n)) => n,
                 Err(_) => {
+                    conn.handle_timeout(Instant::now());
                     self.stats().tls_handshake(TlsResult::Timeout);
                     let _ = wr.write_all(RESPONSE_408).await;
                     let _ = wr.shutdown().await;
-                    return;
+                    return None;
                 }
             };
             end += n;
@@ -258,224 +343,282 @@ impl IphttpsServer {
                     }
                     let _ = wr.write_all(&out).await;
                     let _ = wr.shutdown().await;
-                    return;
+                    return None;
                 }
             }
         };
-        if wr.write_all(&out).await.is_err() {
-            return;
-        }
-        drop(permit);
-        self.stats().tls_handshake(TlsResult::Ok);
-        let queue = Arc::new(SendQueue::new(self.send_queue_bytes));
-        self.shared
-            .iphttps_clients()
-            .insert(prefix, Arc::clone(&queue) as Arc<dyn ClientQueue>);
-        info!(%peer, prefix = %format!("{prefix}/64"), "IP-HTTPS link up");
-
-        let writer = {
-            let queue = Arc::clone(&queue);
-            // Bytes in the queue were counted as sent when the worker queued them.
-            tokio::spawn(async move {
-                let mut spare = Vec::new();
-                while queue.take(&mut spare).await {
-                    let t0 = tokio::time::Instant::now();
-                    if wr.write_all(&spare).await.is_err() {
-                        break;
-                    }
-                    queue.report_drain(spare.len(), t0.elapsed());
-                    // A chunk well below what the buffer grew to after a burst: give the
-                    // memory back rather than keep megabytes per quiet connection.
-                    if spare.capacity() > 4 * crate::queue::MIN_BYTES
-                        && spare.len() < crate::queue::MIN_BYTES
-                    {
-                        spare = Vec::new();
-                    }
-                    spare.clear();
-                }
-                queue.close();
-                let _ = wr.shutdown().await;
-            })
-        };
-
-        let deframer = Deframer::new(MAX_PACKET);
-        let mut reply = [0u8; MAX_REPLY_LEN];
-        let corp = &self.corp[(u128::from(prefix) >> 64) as usize % self.corp.len()];
-        let idle = self.proto.idle_timeout;
-        let mut last_rx = tokio::time::Instant::now();
-        let reason = 'link: loop {
-            // Whatever is buffered first: the bytes after the request head, then each read.
-            // The packets of one read that go to the TUN leave in one coalescing write. No
-            // await happens between filling this thread's batch and flushing it.
-            let framing = {
-                let stats = self.stats();
-                let mut batch = TunBatch::default();
-                let r = loop {
-                    match deframer.next_packet(&buf[start..end]) {
-                        Ok(Some(len)) => {
-                            let pkt = &buf[start..start + len];
-                            if let Some(n) = self
-                                .handle_client_packet(&mut conn, &queue, &stats, pkt, &mut reply)
-                            {
-                                if batch.is_full() {
-                                    batch.flush(&buf, corp, &stats);
-                                }
-                                batch.push(start, n);
-                            }
-                            start += len;
-                        }
-                        Ok(None) => break Ok(()),
-                        Err(e) => break Err(e),
-                    }
-                };
-                batch.flush(&buf, corp, &stats);
-                r
-            };
-            if let Err(e) = framing {
-                // §3.2.5.2.2: a non-IPv6 packet loses the stream; close the session.
-                self.stats().count_drops(Drop::NotIpv6, 1);
-                break 'link format!("framing: {e}");
-            }
-            if start == end {
-                (start, end) = (0, 0);
-            } else if buf.len() - end < MAX_PACKET {
-                buf.copy_within(start..end, 0);
-                (start, end) = (0, end - start);
-            }
-            if let Some(n) = conn.poll_unsolicited_ra(Instant::now(), &mut reply) {
-                queue.push(&reply[..n]);
-            }
-            let wake = conn
-                .poll_timeout()
-                .map(tokio::time::Instant::from_std)
-                .unwrap_or_else(|| tokio::time::Instant::now() + idle);
-            let idle_at = last_rx.checked_add(idle).unwrap_or(wake);
-            tokio::select! {
-                r = rd.read(&mut buf[end..]) => match r {
-                    Ok(0) => break 'link "closed by client".to_owned(),
-                    Ok(n) => {
-                        end += n;
-                        last_rx = tokio::time::Instant::now();
-                        // Take whatever else TLS has ready now, so the packets of several
-                        // records leave in one coalesced TUN write.
-                        while buf.len() - end >= MAX_PACKET {
-                            tokio::select! {
-                                biased;
-                                r = rd.read(&mut buf[end..]) => match r {
-                                    Ok(n) if n > 0 => end += n,
-                                    _ => break,
-                                },
-                                _ = std::future::ready(()) => break,
-                            }
-                        }
-                    }
-                    Err(e) => break 'link format!("read: {e}"),
-                },
-                _ = tokio::time::sleep_until(wake.min(idle_at)) => {
-                    if tokio::time::Instant::now() >= idle_at {
-                        break 'link "idle timeout".to_owned();
-                    }
-                }
-                _ = shutdown.changed() => break 'link "shutdown".to_owned(),
-            }
-        };
-        self.shared.iphttps_clients().remove(prefix);
-        queue.close();
-        let _ = tokio::time::timeout(Duration::from_secs(2), writer).await;
-        info!(%peer, prefix = %format!("{prefix}/64"), %reason, "IP-HTTPS link down");
+        wr.write_all(&out).await.ok()?;
+        Some((consumed, end))
     }
 
-    /// One packet from the client: the sans-IO connection judges it (RS → RA, spoofing), the
-    /// dataplane routes it (policy step, corporate prefixes, other IP-HTTPS clients). Returns
-    /// how many of its bytes go to the TUN, if it goes there.
-    fn handle_client_packet(
+    /// Moves packets from the stream to the dataplane and runs the connection's timers until
+    /// the link ends; returns why it ended.
+    async fn serve(
         &self,
-        conn: &mut Connection,
-        queue: &SendQueue,
-        stats: &Stats,
-        pkt: &[u8],
-        reply: &mut [u8],
-    ) -> Option<usize> {
-        stats.packet(Side::Internet, Direction::Rx, pkt.len());
-        match conn.handle_packet(Instant::now(), pkt, reply) {
-            PacketVerdict::Forward => match self.shared.route_from_iphttps(stats, pkt) {
-                Ok(IphttpsEgress::Tun { len }) => return Some(len),
-                Ok(IphttpsEgress::Delivered) | Err(_) => {}
-            },
-            PacketVerdict::Reply { len } => {
-                if !queue.push(&reply[..len]) {
-                    stats.count_drops(Drop::IphttpsQueueFull, 1);
-                }
+        link: &mut Link,
+        rd: &mut ReadHalf<Tls>,
+        mut shutdown: watch::Receiver<bool>,
+    ) -> String {
+        loop {
+            if let Err(e) = self.process(link) {
+                // §3.2.5.2.2: a non-IPv6 packet loses the stream; close the session.
+                self.stats().count_drops(DropReason::NotIpv6, 1);
+                lock(&link.conn).close(CloseReason::Framing(e));
+                return format!("framing: {e}");
             }
-            PacketVerdict::Consumed => {}
-            PacketVerdict::Drop(reason) => stats.count_drops(drop_reason(reason), 1),
+            link.compact();
+            let now = Instant::now();
+            let wake = {
+                let conn = Arc::clone(&link.conn);
+                let mut conn = lock(&conn);
+                if let Some(reason) = conn.handle_timeout(now) {
+                    return reason.to_string();
+                }
+                if let Some(n) = conn.poll_unsolicited_ra(now, &mut link.reply) {
+                    link.queue.push(&link.reply[..n]);
+                }
+                let Some(wake) = conn.poll_timeout() else {
+                    return "closed".to_owned();
+                };
+                tokio::time::Instant::from_std(wake)
+            };
+            tokio::select! {
+                r = rd.read(&mut link.buf[link.end..]) => match r {
+                    Ok(0) => return "closed by client".to_owned(),
+                    Ok(n) => {
+                        link.end += n;
+                        link.read_ready(rd).await;
+                    }
+                    Err(e) => return format!("read: {e}"),
+                },
+                _ = tokio::time::sleep_until(wake) => {}
+                _ = shutdown.changed() => return "shutdown".to_owned(),
+            }
         }
-        None
+    }
+
+    /// The packets buffered in `link`: each judged by the connection, then taken down the
+    /// dataplane's one road by this thread's worker, the verdicts executed in batches. No
+    /// await happens in here.
+    fn process(&self, link: &mut Link) -> Result<(), FrameError> {
+        let corp = &self.corp[(u128::from(link.prefix) >> 64) as usize % self.corp.len()];
+        self.with_dataplane(|dp| {
+            let stats = Arc::clone(dp.stats());
+            let conn = Arc::clone(&link.conn);
+            let mut conn = lock(&conn);
+            dp.start_batch();
+            let r = loop {
+                let len = match link.deframer.next_packet(&link.buf[link.start..link.end]) {
+                    Ok(Some(len)) => len,
+                    Ok(None) => break Ok(()),
+                    Err(e) => break Err(e),
+                };
+                if link.batch.is_full() {
+                    link.batch
+                        .send(&self.teredo, corp, &stats, std::slice::from_ref(&link.buf));
+                    dp.start_batch();
+                }
+                let at = link.start;
+                link.start += len;
+                let v = client_packet(dp, &mut conn, link, &stats, at, len);
+                link.batch.dispatch(&self.teredo, 0, v);
+            };
+            link.batch
+                .send(&self.teredo, corp, &stats, std::slice::from_ref(&link.buf));
+            batch::drain(&self.teredo, corp, &stats, dp);
+            r
+        })
+    }
+
+    /// Moves the link's send queue into TLS, each chunk through the connection's egress
+    /// filter (only unicast to the client's /64 leaves, §3.2.5.2.1), which also keeps the
+    /// link from going idle while traffic flows towards the client.
+    async fn writer(
+        self: Arc<Self>,
+        mut wr: WriteHalf<Tls>,
+        queue: Arc<SendQueue>,
+        conn: Arc<Mutex<Connection>>,
+    ) {
+        let deframer = Deframer::new(MAX_PACKET);
+        let mut spare = Vec::new();
+        while queue.take(&mut spare).await {
+            let refused = egress_filter(&conn, &deframer, &mut spare);
+            for reason in refused {
+                self.stats().count_drops(reason, 1);
+            }
+            let t0 = tokio::time::Instant::now();
+            if wr.write_all(&spare).await.is_err() {
+                break;
+            }
+            queue.report_drain(spare.len(), t0.elapsed());
+            // A chunk well below what the buffer grew to after a burst: give the memory back
+            // rather than keep megabytes per quiet connection.
+            if spare.capacity() > 4 * crate::queue::MIN_BYTES
+                && spare.len() < crate::queue::MIN_BYTES
+            {
+                spare = Vec::new();
+            }
+            spare.clear();
+        }
+        queue.close();
+        let _ = wr.shutdown().await;
     }
 }
 
-/// The packets of one read on their way to the TUN: byte ranges of the connection's read
-/// buffer, written together so a flow's segments coalesce into one super-packet with no copy
-/// ([`crate::gro`]).
-struct TunBatch {
-    ranges: [(usize, usize); TUN_BATCH],
-    n: usize,
+/// One link's reading side: its stream buffer (`buf[start..end]` not yet deframed) and what
+/// its packets need on their way.
+struct Link {
+    conn: Arc<Mutex<Connection>>,
+    queue: Arc<SendQueue>,
+    prefix: Ipv6Addr,
+    buf: Vec<u8>,
+    start: usize,
+    end: usize,
+    deframer: Deframer,
+    reply: [u8; MAX_REPLY_LEN],
+    batch: Batch,
 }
 
-/// Packets per TUN write batch at most (a 64 KiB read holds about 50).
-const TUN_BATCH: usize = 64;
+/// The connection, whichever task last used it: its state stays consistent even if that task
+/// panicked, as every method leaves it whole.
+fn lock(conn: &Mutex<Connection>) -> MutexGuard<'_, Connection> {
+    conn.lock().unwrap_or_else(PoisonError::into_inner)
+}
 
-impl Default for TunBatch {
-    fn default() -> Self {
-        TunBatch {
-            ranges: [(0, 0); TUN_BATCH],
-            n: 0,
+impl Link {
+    /// Makes room for the next read: a partial packet moves to the front when less than a
+    /// packet's worth of space is left behind it.
+    fn compact(&mut self) {
+        if self.start == self.end {
+            (self.start, self.end) = (0, 0);
+        } else if self.buf.len() - self.end < MAX_PACKET {
+            self.buf.copy_within(self.start..self.end, 0);
+            (self.start, self.end) = (0, self.end - self.start);
+        }
+    }
+
+    /// Takes whatever else TLS has ready now, so the packets of several records leave in one
+    /// coalesced TUN write.
+    async fn read_ready(&mut self, rd: &mut ReadHalf<Tls>) {
+        while self.buf.len() - self.end >= MAX_PACKET {
+            tokio::select! {
+                biased;
+                r = rd.read(&mut self.buf[self.end..]) => match r {
+                    Ok(n) if n > 0 => self.end += n,
+                    _ => break,
+                },
+                _ = std::future::ready(()) => break,
+            }
         }
     }
 }
 
-impl TunBatch {
-    fn is_full(&self) -> bool {
-        self.n == TUN_BATCH
-    }
-
-    fn push(&mut self, start: usize, len: usize) {
-        self.ranges[self.n] = (start, len);
-        self.n += 1;
-    }
-
-    fn flush(&mut self, buf: &[u8], corp: &CorpLink, stats: &Stats) {
-        if self.n == 0 {
-            return;
+/// One packet from the client, `link.buf[at..at + len]`: the connection judges it (RS → RA,
+/// ND, spoofing), the dataplane routes what it forwards.
+fn client_packet(
+    dp: &mut Worker,
+    conn: &mut Connection,
+    link: &mut Link,
+    stats: &Stats,
+    at: usize,
+    len: usize,
+) -> gate64_dataplane::Verdict {
+    use gate64_dataplane::Verdict;
+    stats.packet(Side::Internet, Direction::Rx, len);
+    let pkt = &link.buf[at..at + len];
+    match conn.handle_packet(Instant::now(), pkt, &mut link.reply) {
+        // Packets lie back to back in the stream buffer, without headroom: the road from an
+        // IP-HTTPS client prepends nothing and NAT64 only shrinks a packet (hairpins
+        // included), so nothing before `at` is written.
+        PacketVerdict::Forward => {
+            dp.handle_iphttps(Instant::now(), link.prefix, &mut link.buf, at, at + len)
         }
-        let mut packets: [&[u8]; TUN_BATCH] = [&[]; TUN_BATCH];
-        for (p, &(start, len)) in packets.iter_mut().zip(&self.ranges[..self.n]) {
-            *p = buf.get(start..start + len).unwrap_or_default();
+        PacketVerdict::Reply { len } => {
+            if !link.queue.push(&link.reply[..len]) {
+                stats.count_drops(DropReason::IphttpsQueueFull, 1);
+            }
+            Verdict::Consumed
         }
-        let w = corp.write_packets(&packets[..self.n]);
-        for p in &packets[..w.ok.min(self.n)] {
-            stats.packet(Side::Corpnet, Direction::Tx, p.len());
+        PacketVerdict::Consumed => Verdict::Consumed,
+        PacketVerdict::Drop(reason) => {
+            let reason = DropReason::from(reason);
+            stats.count_drops(reason, 1);
+            Verdict::Drop(reason)
         }
-        stats.count_drops(Drop::TxError, w.failed as u64);
-        self.n = 0;
     }
 }
 
-fn drop_reason(r: gate64_iphttps::server::DropReason) -> Drop {
-    use gate64_iphttps::server::DropReason as R;
-    match r {
-        R::SpoofedSource => Drop::SpoofedSource,
-        R::Malformed => Drop::Malformed,
-        R::Multicast | R::LinkLocal | R::NotForwardable | R::UnspecifiedSource => {
-            Drop::BadDestination
+/// Drops the packets of `chunk` the connection refuses to send (§3.2.5.2.1), keeping the rest
+/// in order; returns why each refused one was refused. One lock per chunk.
+fn egress_filter(
+    conn: &Mutex<Connection>,
+    deframer: &Deframer,
+    chunk: &mut Vec<u8>,
+) -> Vec<DropReason> {
+    let mut refused = Vec::new();
+    let now = Instant::now();
+    let mut conn = lock(conn);
+    let (mut read, mut kept) = (0, 0);
+    while let Ok(Some(len)) = deframer.next_packet(&chunk[read..]) {
+        match conn.handle_egress(now, &chunk[read..read + len]) {
+            Ok(()) => {
+                if kept != read {
+                    chunk.copy_within(read..read + len, kept);
+                }
+                kept += len;
+            }
+            Err(r) => refused.push(DropReason::from(r)),
         }
-        R::InvalidRouterSolicitation | R::InvalidNeighborSolicitation => Drop::UnhandledIcmpv6,
-        _ => Drop::NoRoute,
+        read += len;
     }
+    // Whatever does not deframe was never a packet the dataplane queued.
+    chunk.truncate(kept);
+    refused
 }
 
 fn unix_now() -> u64 {
     SystemTime::now()
         .duration_since(SystemTime::UNIX_EPOCH)
         .map_or(0, |d| d.as_secs())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use gate64_wire::ipv6;
+
+    fn packet(src: Ipv6Addr, dst: Ipv6Addr, total: usize) -> Vec<u8> {
+        let mut b = vec![0x5a; total];
+        let plen = u16::try_from(total - ipv6::HEADER_LEN).unwrap();
+        ipv6::emit_header(&mut b, plen, ipv6::NH_UDP, 64, &src, &dst).unwrap();
+        b
+    }
+
+    // §3.2.5.2.1: of a chunk from the send queue only unicast to the client's /64 and the
+    // server's own RAs leave, in order; the rest is counted under its label.
+    #[test]
+    fn egress_filter_keeps_the_clients_packets_and_our_ras_in_order() {
+        let prefix: Ipv6Addr = "2001:db8:1:5::".parse().unwrap();
+        let client: Ipv6Addr = "2001:db8:1:5::a".parse().unwrap();
+        let corp: Ipv6Addr = "2001:db8:100::5".parse().unwrap();
+        let t0 = Instant::now();
+        let mut conn = Connection::new(Arc::new(ServerConfig::default()), prefix, t0);
+        let mut out = Vec::new();
+        let head = http::request("/IPHTTPS", "gw");
+        assert!(matches!(
+            conn.handle_input(t0, &head, "Sun, 06 Nov 1994 08:49:37 GMT", &mut out),
+            Ok(Handshake::LinkUp { .. })
+        ));
+        let mut ra = [0u8; MAX_REPLY_LEN];
+        let n = conn.poll_unsolicited_ra(t0, &mut ra).unwrap();
+        let first = packet(corp, client, 100);
+        let stray = packet(corp, "2001:db8:1:6::1".parse().unwrap(), 80);
+        let last = packet(corp, client, 60);
+        let mut chunk = [&first[..], &ra[..n], &stray, &last].concat();
+        let conn = Mutex::new(conn);
+        let refused = egress_filter(&conn, &Deframer::new(MAX_PACKET), &mut chunk);
+        assert_eq!(refused, vec![DropReason::NoRoute]);
+        assert_eq!(chunk, [&first[..], &ra[..n], &last].concat());
+        assert_eq!(lock(&conn).stats().packets_out, 3);
+    }
 }

@@ -3,6 +3,7 @@
 //! decisions are made here.
 #![warn(missing_docs)]
 
+mod batch;
 pub mod binding_log;
 pub mod dns64;
 pub mod gro;
@@ -42,6 +43,15 @@ pub fn bind_teredo_socket(addr: SocketAddrV4) -> io::Result<UdpSocket> {
     sys::set_pmtudisc_dont(s.as_raw_fd())?;
     s.bind(&addr.into())?;
     Ok(s.into())
+}
+
+/// Clones of `sockets` (the same kernel sockets) for another thread to send from: the
+/// IP-HTTPS driver sends its datagrams to Teredo clients from the Teredo server addresses.
+pub fn clone_sockets(sockets: &[(Ipv4Addr, UdpSocket)]) -> io::Result<Vec<(Ipv4Addr, UdpSocket)>> {
+    sockets
+        .iter()
+        .map(|(a, s)| Ok((*a, s.try_clone()?)))
+        .collect()
 }
 
 /// The running workers.

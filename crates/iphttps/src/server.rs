@@ -348,19 +348,26 @@ impl Connection {
         v
     }
 
-    /// Checks a packet routed towards this client before the driver writes it to the stream:
-    /// only unicast to the client's /64 goes out (§3.2.5.2.1: no multicast but RAs).
+    /// Checks a packet before the driver writes it to the stream: only unicast to the
+    /// client's /64 goes out (§3.2.5.2.1: no multicast but RAs), and the server's own RAs and
+    /// NAs from [`SERVER_LINK_LOCAL`] (what [`Connection::handle_packet`] and
+    /// [`Connection::poll_unsolicited_ra`] wrote), which do not count as traffic for the idle
+    /// timer. A driver with one send queue passes everything it writes through here.
     pub fn handle_egress(&mut self, now: Instant, pkt: &[u8]) -> Result<(), DropReason> {
-        let r = self.judge_egress(pkt);
-        match r {
-            Ok(()) => {
-                self.last_activity = now;
+        match self.judge_egress(pkt) {
+            Ok(traffic) => {
+                if traffic {
+                    self.last_activity = now;
+                }
                 self.stats.packets_out += 1;
                 self.stats.bytes_out += pkt.len() as u64;
+                Ok(())
             }
-            Err(_) => self.stats.dropped += 1,
+            Err(r) => {
+                self.stats.dropped += 1;
+                Err(r)
+            }
         }
-        r
     }
 
     /// When [`Connection::handle_timeout`] or [`Connection::poll_unsolicited_ra`] is due next;
@@ -506,15 +513,27 @@ impl Connection {
         }
     }
 
-    fn judge_egress(&self, pkt: &[u8]) -> Result<(), DropReason> {
+    /// Ok(true) for traffic, Ok(false) for the server's own ND messages.
+    fn judge_egress(&self, pkt: &[u8]) -> Result<bool, DropReason> {
         if self.state != State::LinkUp {
             return Err(DropReason::NotLinkUp);
         }
         let p = ipv6::Packet::new_checked(pkt).map_err(|_| DropReason::Malformed)?;
+        if p.src() == SERVER_LINK_LOCAL
+            && matches!(
+                icmpv6::type_code(&p),
+                Some((
+                    icmpv6::TYPE_ROUTER_ADVERTISEMENT | TYPE_NEIGHBOR_ADVERTISEMENT,
+                    0
+                ))
+            )
+        {
+            return Ok(false);
+        }
         if !self.in_client_prefix(&p.dst()) {
             return Err(DropReason::NotForClient);
         }
-        Ok(())
+        Ok(true)
     }
 
     fn emit_ra(&mut self, out: &mut [u8], dst: &Ipv6Addr) -> Option<usize> {
@@ -903,6 +922,35 @@ mod tests {
             Err(DropReason::NotForClient)
         );
         assert_eq!(c.stats().packets_out, 1);
+    }
+
+    // The driver writes replies and unsolicited RAs through the same filter as routed
+    // packets: they go out, yet leave the idle timer alone.
+    #[test]
+    fn own_ras_and_nas_pass_the_egress_filter_without_counting_as_traffic() {
+        let t0 = Instant::now();
+        let mut c = link_up(t0);
+        let mut out = [0u8; MAX_REPLY_LEN];
+        let n = c.poll_unsolicited_ra(t0, &mut out).unwrap();
+        let later = t0 + Duration::from_secs(60);
+        assert_eq!(c.handle_egress(later, &out[..n]), Ok(()));
+        let PacketVerdict::Reply { len } = c.handle_packet(
+            t0,
+            &ns(CLIENT_LL, SERVER_LINK_LOCAL, SERVER_LINK_LOCAL),
+            &mut out,
+        ) else {
+            panic!("the NS for the router is answered");
+        };
+        assert_eq!(c.handle_egress(later, &out[..len]), Ok(()));
+        assert_eq!(c.stats().packets_out, 2);
+        // Other link-local or multicast traffic does not pass.
+        assert_eq!(
+            c.handle_egress(later, &udp(SERVER_LINK_LOCAL, ALL_NODES)),
+            Err(DropReason::NotForClient)
+        );
+        // The idle timer still runs from the NS at t0.
+        let idle = ServerConfig::default().idle_timeout;
+        assert_eq!(c.handle_timeout(t0 + idle), Some(CloseReason::IdleTimeout));
     }
 
     #[test]

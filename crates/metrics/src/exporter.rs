@@ -4,7 +4,7 @@ use std::fmt;
 use std::sync::{Arc, Mutex, PoisonError};
 
 use gate64_dataplane::{
-    Direction, Dns64Result, Dns64Stats, Drop, Gauges, Nat64Direction, Side, Stats, TlsResult,
+    Direction, Dns64Result, Dns64Stats, DropReason, Gauges, Nat64Direction, Side, Stats, TlsResult,
 };
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet, EncodeMetric};
@@ -129,7 +129,7 @@ struct Totals {
     workers: usize,
     bytes: [[u64; 2]; 2],
     packets: [[u64; 2]; 2],
-    drops: [u64; Drop::COUNT],
+    drops: [u64; DropReason::COUNT],
     teredo_qualifications: u64,
     tls_handshakes: [u64; TlsResult::ALL.len()],
     nat64_translations: [u64; 2],
@@ -141,7 +141,7 @@ impl Totals {
             workers: workers.len(),
             bytes: [[0; 2]; 2],
             packets: [[0; 2]; 2],
-            drops: [0; Drop::COUNT],
+            drops: [0; DropReason::COUNT],
             teredo_qualifications: 0,
             tls_handshakes: [0; TlsResult::ALL.len()],
             nat64_translations: [0; 2],
@@ -155,7 +155,7 @@ impl Totals {
                     t.packets[s][d] = t.packets[s][d].wrapping_add(w.packets(side, dir));
                 }
             }
-            for (total, &reason) in t.drops.iter_mut().zip(Drop::ALL) {
+            for (total, &reason) in t.drops.iter_mut().zip(DropReason::ALL) {
                 *total = total.wrapping_add(w.drops(reason));
             }
             t.teredo_qualifications = t
@@ -220,7 +220,7 @@ impl Collector for Scrape {
             &mut enc,
             names::DROPS_TOTAL,
             names::DROPS_TOTAL_HELP,
-            Drop::ALL
+            DropReason::ALL
                 .iter()
                 .zip(totals.drops)
                 .map(|(reason, n)| ([("reason", reason.as_str())], n)),
@@ -391,12 +391,12 @@ mod tests {
         a.packet(Side::Corpnet, Direction::Rx, 100);
         a.packet(Side::Corpnet, Direction::Rx, 100);
         a.packet(Side::Internet, Direction::Tx, 1280);
-        a.count_drops(Drop::NoRoute, 1);
+        a.count_drops(DropReason::NoRoute, 1);
         a.teredo_qualifications.add(3);
         let b = Arc::new(Stats::default());
         b.packet(Side::Corpnet, Direction::Rx, 50);
-        b.count_drops(Drop::NoRoute, 2);
-        b.count_drops(Drop::Truncated, 1);
+        b.count_drops(DropReason::NoRoute, 2);
+        b.count_drops(DropReason::Truncated, 1);
         b.teredo_qualifications.inc();
         (a, b)
     }
@@ -473,7 +473,7 @@ mod tests {
     #[test]
     fn every_drop_reason_present_even_at_zero() {
         let text = exporter(vec![Arc::new(Stats::default())]).encode();
-        for reason in Drop::ALL {
+        for reason in DropReason::ALL {
             let series = format!(r#"gate64_drops_total{{reason="{}"}}"#, reason.as_str());
             assert_eq!(sample(&text, &series), Some("0"), "{series} in:\n{text}");
         }
@@ -481,7 +481,7 @@ mod tests {
             .lines()
             .filter(|l| l.starts_with("gate64_drops_total{"))
             .count();
-        assert_eq!(series, Drop::COUNT);
+        assert_eq!(series, DropReason::COUNT);
     }
 
     #[test]

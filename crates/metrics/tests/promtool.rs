@@ -5,7 +5,7 @@ use std::io::ErrorKind;
 use std::process::{Command, Stdio};
 use std::sync::Arc;
 
-use gate64_dataplane::{Direction, Drop, Gauges, Side, Stats};
+use gate64_dataplane::{Direction, DropReason, Gauges, Side, Stats};
 use gate64_metrics::Exporter;
 
 /// Whether this is a CI run, where a missing promtool is a failure, not a skip.
@@ -18,7 +18,7 @@ fn promtool_check_metrics_accepts_exposition() {
     let worker = Arc::new(Stats::default());
     worker.packet(Side::Corpnet, Direction::Tx, 1500);
     worker.packet(Side::Internet, Direction::Rx, 1528);
-    worker.count_drops(Drop::SpoofedSource, 1);
+    worker.count_drops(DropReason::SpoofedSource, 1);
     worker.teredo_qualifications.inc();
     let exporter = Exporter::new(
         vec![worker, Arc::new(Stats::default())],

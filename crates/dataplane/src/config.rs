@@ -1,0 +1,81 @@
+//! What the dataplane is told once at start: prefixes, addresses, limits, and the buffer
+//! contract with drivers.
+
+use gate64_nat64::Nat64;
+use gate64_nat64::state::Event as BindingEvent;
+use gate64_teredo::{RelayConfig, ServerConfig};
+use gate64_wire::{ipv6, teredo as tw};
+use std::net::Ipv6Addr;
+use std::sync::Arc;
+
+/// Bytes a driver must leave free before a packet for headers to be prepended.
+pub const HEADROOM: usize = 64;
+/// Largest packet a driver must be able to hold after the headroom: an IPv6 packet with a
+/// 64 KiB payload plus Teredo headers.
+pub const MAX_PACKET: usize = 65535 + ipv6::HEADER_LEN + 2 * tw::AUTH_MIN_LEN + tw::ORIGIN_LEN;
+
+/// An IPv6 prefix.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Prefix {
+    bits: u128,
+    len: u8,
+}
+
+impl Prefix {
+    /// `addr/len`; host bits are cleared, `len` is capped at 128.
+    pub fn new(addr: Ipv6Addr, len: u8) -> Self {
+        let len = len.min(128);
+        Prefix {
+            bits: u128::from(addr) & mask(len),
+            len,
+        }
+    }
+
+    /// True when `a` lies inside.
+    pub fn contains(&self, a: &Ipv6Addr) -> bool {
+        u128::from(*a) & mask(self.len) == self.bits
+    }
+}
+
+fn mask(len: u8) -> u128 {
+    if len == 0 {
+        0
+    } else {
+        u128::MAX << (128 - u32::from(len))
+    }
+}
+
+/// Everything the pipeline needs to know, built from the config once.
+#[derive(Debug, Clone)]
+pub struct DataplaneConfig {
+    /// The Teredo server; `None` when Teredo is off.
+    pub teredo: Option<ServerConfig>,
+    /// Relay timers and limits.
+    pub relay: RelayConfig,
+    /// Corporate prefixes clients may reach.
+    pub corp_prefixes: Vec<Prefix>,
+    /// gate64's own corporate-side address.
+    pub corp_address: Ipv6Addr,
+    /// Skip the IPsec policy step. Only until the IPsec layer exists, and for labs.
+    pub allow_without_ipsec: bool,
+    /// Router Solicitations per second per source address.
+    pub rs_per_sec: u32,
+    /// Burst of Router Solicitations per source address.
+    pub rs_burst: u32,
+    /// The IP-HTTPS pool: each connection owns one /64 of it. `None` when IP-HTTPS is off.
+    pub iphttps_prefix: Option<Prefix>,
+    /// Stateful NAT64; `None` when `[nat64]` is off.
+    pub nat64: Option<Arc<Nat64>>,
+    /// Where BIB creations and deletions go (RFC 6888 compliance log); `None` when off.
+    pub binding_log: Option<BindingLog>,
+}
+
+/// A sink for NAT64 binding events, called from the worker that expires the shard.
+#[derive(Clone)]
+pub struct BindingLog(pub Arc<dyn Fn(&BindingEvent) + Send + Sync>);
+
+impl std::fmt::Debug for BindingLog {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("BindingLog")
+    }
+}

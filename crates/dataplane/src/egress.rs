@@ -1,0 +1,81 @@
+//! From the TUN to the clients: IPv4 to pool4 goes through NAT64 first, IPv6 to Pref64 (a
+//! corporate IPv6 host) through NAT64 to the TUN, and IPv6 for a client to its connection's
+//! queue (IP-HTTPS) or through the relay (Teredo). The kernel routed the packet here, so it
+//! has passed whatever policy the corporate side applies.
+//!
+//! ```text
+//! TUN IPv4              -> NAT64 4->6 -> a client | a corporate IPv6 host (back to the TUN)
+//! TUN IPv6 to Pref64    -> NAT64 6->4 -> TUN
+//! TUN IPv6 to a client  -> IP-HTTPS queue | Teredo relay (trusted: UDP; else queue + bubble)
+//! ```
+
+use crate::{DropReason, Verdict, Worker};
+use gate64_teredo::Address;
+use gate64_wire::ipv6;
+use std::time::Instant;
+
+/// What [`Worker::deliver_to_client`] does with a destination that is no client of ours.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Elsewhere {
+    /// Drop it (`no_route`): the packet came from the kernel, which routed it to us.
+    Drop,
+    /// Hand it to the kernel: NAT64 output for a corporate IPv6 host.
+    Tun,
+}
+
+impl Worker {
+    /// A packet read from the TUN, in `buf[start..end]`.
+    pub(crate) fn tun_ingress(
+        &mut self,
+        now: Instant,
+        buf: &mut [u8],
+        start: usize,
+        end: usize,
+    ) -> Result<Verdict, DropReason> {
+        let bytes = buf.get(start..end).ok_or(DropReason::Truncated)?;
+        if bytes.first().is_some_and(|b| b >> 4 == 4) {
+            return self.nat64_from_v4(now, buf, start, end);
+        }
+        let dst = ipv6::Packet::new_checked(bytes)?.dst();
+        if self
+            .shared
+            .cfg
+            .nat64
+            .as_ref()
+            .is_some_and(|n| n.prefix().contains(&dst))
+        {
+            return self.nat64_from_v6(now, buf, start, end);
+        }
+        self.deliver_to_client(now, buf, start, end, Elsewhere::Drop)
+    }
+
+    /// Routes the IPv6 packet `buf[start..end]` from a native source to the client that owns
+    /// its destination: an IP-HTTPS connection's queue or a Teredo client through the relay.
+    pub(crate) fn deliver_to_client(
+        &mut self,
+        now: Instant,
+        buf: &mut [u8],
+        start: usize,
+        end: usize,
+        elsewhere: Elsewhere,
+    ) -> Result<Verdict, DropReason> {
+        let bytes = buf.get(start..end).ok_or(DropReason::Truncated)?;
+        let pkt = ipv6::Packet::new_checked(bytes)?;
+        let end = start + pkt.total_len();
+        let dst = pkt.dst();
+        let cfg = &self.shared.cfg;
+        if cfg.iphttps_prefix.is_some_and(|p| p.contains(&dst)) {
+            return self.send_to_iphttps_client(&dst, buf, start, end);
+        }
+        let own = self
+            .shared
+            .server
+            .as_ref()
+            .and_then(|s| Address::decode(&dst).filter(|d| s.is_own_client(d)));
+        match (own, elsewhere) {
+            (Some(d), _) => self.send_to_teredo_client(now, &d, buf, start, end),
+            (None, Elsewhere::Drop) => Err(DropReason::NoRoute),
+            (None, Elsewhere::Tun) => Ok(Verdict::Tun { start, end }),
+        }
+    }
+}

@@ -1,0 +1,124 @@
+//! The one road for a client's IPv6 packet, whatever transport brought it (Teredo, IP-HTTPS,
+//! ESP next): route it by destination, pass the security step ([`crate::policy`]), and hand
+//! it to the stage that sends it on.
+//!
+//! ```text
+//! transport stage (teredo.rs, iphttps.rs)  -- a packet and the client it came from
+//! -> route:  forwardable unicast? then
+//!            IP-HTTPS pool /64 -> another client     Teredo address of ours -> another client
+//!            Pref64 -> NAT64    corp_address -> gate64 itself    corporate prefix -> corpnet
+//!            anything else -> no_route
+//! -> policy: Shared::policy (the one security step)
+//! -> Tun | NAT64 6->4 (nat64.rs) | another client (teredo.rs relay, iphttps.rs queue)
+//! ```
+
+use crate::{DropReason, Verdict, Worker};
+use gate64_teredo::Address;
+use gate64_wire::ipv6;
+use std::net::{Ipv6Addr, SocketAddrV4};
+use std::sync::Arc;
+use std::time::Instant;
+
+/// The client a packet came from: the transport binding it arrived through, already checked
+/// by its transport stage (Teredo §5.4.2 source check, IP-HTTPS /64 source check).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ClientBinding {
+    /// A Teredo client: its address and the NAT mapping its datagram came from.
+    Teredo {
+        /// The client's Teredo address (the packet's source).
+        address: Address,
+        /// The UDP source of its datagram.
+        mapping: SocketAddrV4,
+    },
+    /// An IP-HTTPS connection, by the /64 it owns.
+    Iphttps {
+        /// The connection's /64.
+        prefix: Ipv6Addr,
+    },
+}
+
+/// Where a client's packet goes, before the policy step has looked at it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Route {
+    /// gate64's own corporate address.
+    Gate64,
+    /// A corporate prefix, through the TUN.
+    Corpnet,
+    /// Pref64: translated to IPv4 (RFC 6146), then the TUN.
+    Nat64,
+    /// One of our Teredo clients, through the relay.
+    TeredoClient(Address),
+    /// An IP-HTTPS connection's queue.
+    IphttpsClient,
+}
+
+impl Worker {
+    /// The one road: the IPv6 packet in `buf[start..end]` (trailing bytes past its payload
+    /// length are ignored) from the client `from`.
+    pub(crate) fn ingress(
+        &mut self,
+        now: Instant,
+        from: &ClientBinding,
+        buf: &mut [u8],
+        start: usize,
+        end: usize,
+    ) -> Result<Verdict, DropReason> {
+        let shared = Arc::clone(&self.shared);
+        let bytes = buf.get(start..end).ok_or(DropReason::Truncated)?;
+        let pkt = ipv6::Packet::new_checked(bytes)?;
+        let end = start + pkt.total_len();
+        let dst = pkt.dst();
+        let route = shared.route(&dst)?;
+        shared.policy(from, &route, &pkt)?;
+        match route {
+            Route::Gate64 | Route::Corpnet => Ok(Verdict::Tun { start, end }),
+            Route::Nat64 => self.nat64_from_v6(now, buf, start, end),
+            Route::IphttpsClient => self.send_to_iphttps_client(&dst, buf, start, end),
+            // A Teredo client's packet to another is forwarded by the server role with an
+            // origin indication (RFC 4380 §5.3.1); any other source is relayed (§5.4.1).
+            Route::TeredoClient(d) => match from {
+                ClientBinding::Teredo { mapping, .. } => {
+                    self.relay_to_client(*mapping, buf, start, end, &d)
+                }
+                ClientBinding::Iphttps { .. } => {
+                    self.send_to_teredo_client(now, &d, buf, start, end)
+                }
+            },
+        }
+    }
+}
+
+impl crate::Shared {
+    /// The route of a client's packet to `dst`.
+    fn route(&self, dst: &Ipv6Addr) -> Result<Route, DropReason> {
+        if !ipv6::is_forwardable_unicast(dst) {
+            return Err(DropReason::BadDestination);
+        }
+        if self.cfg.iphttps_prefix.is_some_and(|p| p.contains(dst)) {
+            return Ok(Route::IphttpsClient);
+        }
+        if let (Some(server), Some(d)) = (self.server.as_ref(), Address::decode(dst)) {
+            // Teredo addresses of other servers are theirs to relay.
+            return if server.is_own_client(&d) {
+                Ok(Route::TeredoClient(d))
+            } else {
+                Err(DropReason::NoRoute)
+            };
+        }
+        if self
+            .cfg
+            .nat64
+            .as_ref()
+            .is_some_and(|n| n.prefix().contains(dst))
+        {
+            return Ok(Route::Nat64);
+        }
+        if *dst == self.cfg.corp_address {
+            return Ok(Route::Gate64);
+        }
+        if self.cfg.corp_prefixes.iter().any(|p| p.contains(dst)) {
+            return Ok(Route::Corpnet);
+        }
+        Err(DropReason::NoRoute)
+    }
+}

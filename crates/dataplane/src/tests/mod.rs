@@ -1,0 +1,124 @@
+//! The pipeline's unit tests, one file per stage, on shared fixtures.
+
+use crate::stats::Nat64Direction;
+use crate::*;
+use gate64_nat64::Nat64;
+use gate64_teredo::{Address, RelayConfig, ServerConfig};
+use gate64_wire::{checksum, icmpv6, ipv6, teredo as tw};
+use proptest::prelude::*;
+use std::net::{Ipv4Addr, Ipv6Addr, SocketAddrV4};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+mod egress;
+mod ingress;
+mod iphttps;
+mod nat64;
+mod props;
+mod teredo;
+
+const PRIMARY: Ipv4Addr = Ipv4Addr::new(192, 0, 2, 1);
+const SECONDARY: Ipv4Addr = Ipv4Addr::new(192, 0, 2, 2);
+const CLIENT: SocketAddrV4 = SocketAddrV4::new(Ipv4Addr::new(198, 51, 100, 10), 3546);
+const OTHER: SocketAddrV4 = SocketAddrV4::new(Ipv4Addr::new(203, 0, 113, 20), 40000);
+const CORP_HOST: Ipv6Addr = Ipv6Addr::new(0x2001, 0xdb8, 0x100, 0, 0, 0, 0, 5);
+const CORP_ADDRESS: Ipv6Addr = Ipv6Addr::new(0x2001, 0xdb8, 0x100, 0, 0, 0, 0, 1);
+/// Slack after the packet, for the RA written over a 61-byte RS.
+const TAILROOM: usize = 256;
+
+fn config(allow_without_ipsec: bool) -> DataplaneConfig {
+    DataplaneConfig {
+        teredo: Some(ServerConfig {
+            primary: PRIMARY,
+            secondary: SECONDARY,
+            port: 3544,
+            allow_loopback: false,
+            mtu_option: Some(1280),
+        }),
+        relay: RelayConfig::default(),
+        corp_prefixes: vec![Prefix::new("2001:db8:100::".parse().unwrap(), 48)],
+        corp_address: CORP_ADDRESS,
+        allow_without_ipsec,
+        rs_per_sec: 1,
+        rs_burst: 3,
+        iphttps_prefix: None,
+        nat64: None,
+        binding_log: None,
+    }
+}
+
+fn worker(allow_without_ipsec: bool) -> Worker {
+    Worker::new(
+        Shared::new(config(allow_without_ipsec)),
+        Arc::new(Stats::default()),
+    )
+}
+
+fn teredo(mapped: SocketAddrV4) -> Address {
+    Address {
+        server: PRIMARY,
+        flags: 0x2c5a,
+        mapped,
+    }
+}
+
+/// `bytes` at `HEADROOM` in a buffer with tailroom: `(buf, start, end)`.
+fn framed(bytes: &[u8]) -> (Vec<u8>, usize, usize) {
+    let mut buf = vec![0u8; HEADROOM + bytes.len() + TAILROOM];
+    buf[HEADROOM..HEADROOM + bytes.len()].copy_from_slice(bytes);
+    (buf, HEADROOM, HEADROOM + bytes.len())
+}
+
+/// The 61-byte RS Miredo sends: auth header (ID-len = AU-len = 0) with a nonce, then the
+/// RS from `src` to ff02::2 (brief §1.4).
+fn miredo_rs(src: &str) -> Vec<u8> {
+    let mut b = vec![0u8; 61];
+    let auth = tw::Auth {
+        client_id: &[],
+        auth_value: &[],
+        nonce: *b"nonce-01",
+        confirmation: 0,
+    };
+    auth.emit(&mut b).unwrap();
+    icmpv6::emit_router_solicitation(&mut b[13..], &src.parse().unwrap()).unwrap();
+    b
+}
+
+fn echo(src: Ipv6Addr, dst: Ipv6Addr, data_len: usize) -> Vec<u8> {
+    let mut b = vec![0u8; ipv6::HEADER_LEN + 8 + data_len];
+    let data = vec![0xa5; data_len];
+    icmpv6::emit_echo(&mut b, true, &src, &dst, 7, 1, &data).unwrap();
+    b
+}
+
+/// A UDP-over-IPv6 packet (not ICMPv6) of `total` bytes; the checksum is irrelevant here.
+fn udp(src: Ipv6Addr, dst: Ipv6Addr, total: usize) -> Vec<u8> {
+    let mut b = vec![0x5a; total];
+    let plen = u16::try_from(total - ipv6::HEADER_LEN).unwrap();
+    ipv6::emit_header(&mut b, plen, ipv6::NH_UDP, 64, &src, &dst).unwrap();
+    b
+}
+
+fn bubble(src: Ipv6Addr, dst: Ipv6Addr) -> Vec<u8> {
+    let mut b = vec![0u8; ipv6::HEADER_LEN];
+    ipv6::emit_header(&mut b, 0, ipv6::NH_NONE, 255, &src, &dst).unwrap();
+    b
+}
+
+fn total_drops(s: &Stats) -> u64 {
+    DropReason::ALL.iter().map(|d| s.drops(*d)).sum()
+}
+
+fn from_teredo(w: &mut Worker, now: Instant, remote: SocketAddrV4, bytes: &[u8]) -> Verdict {
+    let (mut buf, start, end) = framed(bytes);
+    w.handle_teredo(now, PRIMARY, remote, &mut buf, start, end)
+}
+
+fn from_tun(w: &mut Worker, now: Instant, bytes: &[u8]) -> Verdict {
+    let (mut buf, start, end) = framed(bytes);
+    w.handle_tun(now, &mut buf, start, end)
+}
+
+fn server_link_local() -> Ipv6Addr {
+    gate64_teredo::addr::server_link_local(PRIMARY, 3544)
+}

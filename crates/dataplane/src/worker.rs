@@ -1,0 +1,165 @@
+//! The entry points a driver calls: one [`Worker`] per thread, fed packets with `now`.
+//!
+//! ```text
+//! handle_teredo   UDP/3544 datagram   -> teredo.rs (classify, RS/RA, bubbles) -> ingress.rs
+//! handle_iphttps  IP-HTTPS packet     -> iphttps.rs                           -> ingress.rs
+//! handle_tun      TUN packet          -> egress.rs (NAT64 4->6, to a client)
+//! handle_timeout  relay and NAT64 timers of one shard part
+//! poll_transmit / poll_tun_write      what was made off the fast path
+//! ```
+//!
+//! Buffers are the caller's: a packet arrives in `buf[start..end]` with at least
+//! [`crate::HEADROOM`] bytes free before `start`, so outer headers are prepended in place. A
+//! verdict names the byte range to send; nothing is copied on the forwarding path, and nothing
+//! is allocated except when a packet must wait in a relay queue.
+
+use crate::icmp::TokenBucket;
+use crate::ratelimit::RateLimiter;
+use crate::verdict::GsoRun;
+use crate::{ClientBinding, Direction, DropReason, Shared, Side, Stats, Transmit, Verdict};
+use gate64_teredo::relay::TimerEvent;
+use std::collections::VecDeque;
+use std::net::{Ipv4Addr, Ipv6Addr, SocketAddrV4};
+use std::sync::Arc;
+use std::time::Instant;
+
+/// One worker's pipeline. Owned by one thread; shares only [`Shared`].
+#[derive(Debug)]
+pub struct Worker {
+    pub(crate) shared: Arc<Shared>,
+    pub(crate) stats: Arc<Stats>,
+    pub(crate) rs_limiter: RateLimiter,
+    pub(crate) transmits: VecDeque<Transmit>,
+    /// Packets for the TUN made off the fast path (ICMP errors gate64 sends).
+    pub(crate) tun_writes: VecDeque<Vec<u8>>,
+    /// NAT64's buffer for ICMP errors, whose quoted packet changes size.
+    pub(crate) scratch: Vec<u8>,
+    pub(crate) icmp_budget: TokenBucket,
+    /// The UDP GSO send the current batch's datagrams are filling.
+    gso_run: Option<GsoRun>,
+}
+
+impl Worker {
+    /// A worker over `shared`, counting into `stats`.
+    pub fn new(shared: Arc<Shared>, stats: Arc<Stats>) -> Self {
+        let rs_limiter = RateLimiter::new(shared.cfg.rs_per_sec, shared.cfg.rs_burst, 65_536);
+        Worker {
+            shared,
+            stats,
+            rs_limiter,
+            transmits: VecDeque::new(),
+            tun_writes: VecDeque::new(),
+            scratch: vec![0; 2048],
+            icmp_budget: TokenBucket::default(),
+            gso_run: None,
+        }
+    }
+
+    /// This worker's counters.
+    pub fn stats(&self) -> &Arc<Stats> {
+        &self.stats
+    }
+
+    /// The shared state this worker runs over.
+    pub fn shared(&self) -> &Arc<Shared> {
+        &self.shared
+    }
+
+    /// Starts a batch: the next `Udp` verdict starts a new GSO send ([`crate::Gso`]). Call
+    /// before the first `handle_*` of every batch of packets the driver sends together.
+    pub fn start_batch(&mut self) {
+        self.gso_run = None;
+    }
+
+    /// A Teredo datagram in `buf[start..end]` arrived on server address `local` from `remote`.
+    pub fn handle_teredo(
+        &mut self,
+        now: Instant,
+        local: Ipv4Addr,
+        remote: SocketAddrV4,
+        buf: &mut [u8],
+        start: usize,
+        end: usize,
+    ) -> Verdict {
+        self.stats
+            .packet(Side::Internet, Direction::Rx, end.saturating_sub(start));
+        let v = self.teredo_ingress(now, local, remote, buf, start, end);
+        self.finish(v)
+    }
+
+    /// An IPv6 packet in `buf[start..end]` from the IP-HTTPS connection owning the /64
+    /// `prefix`, which `gate64_iphttps`'s `Connection` judged `Forward` (its source lies in
+    /// that /64). The driver counts it as received before the connection judges it.
+    pub fn handle_iphttps(
+        &mut self,
+        now: Instant,
+        prefix: Ipv6Addr,
+        buf: &mut [u8],
+        start: usize,
+        end: usize,
+    ) -> Verdict {
+        let from = ClientBinding::Iphttps { prefix };
+        let v = self.ingress(now, &from, buf, start, end);
+        self.finish(v)
+    }
+
+    /// An IPv6 packet in `buf[start..end]` was read from the TUN device.
+    pub fn handle_tun(
+        &mut self,
+        now: Instant,
+        buf: &mut [u8],
+        start: usize,
+        end: usize,
+    ) -> Verdict {
+        self.stats
+            .packet(Side::Corpnet, Direction::Rx, end.saturating_sub(start));
+        let v = self.tun_ingress(now, buf, start, end);
+        self.finish(v)
+    }
+
+    /// Runs relay and NAT64 timers for shard part `part` of `of` (one part per worker).
+    pub fn handle_timeout(&mut self, now: Instant, part: usize, of: usize) {
+        if let Some(nat) = self.shared.cfg.nat64.as_ref() {
+            nat.handle_timeout(now, part, of);
+            if let Some(log) = self.shared.cfg.binding_log.as_ref() {
+                nat.drain_events(part, of, |e| (log.0)(&e));
+            }
+        }
+        let Some(server) = self.shared.server.as_ref() else {
+            return;
+        };
+        let (stats, transmits) = (&self.stats, &mut self.transmits);
+        self.shared
+            .peers
+            .handle_timeout(now, part, of, |e| match e {
+                TimerEvent::Bubble { peer, mapping } => {
+                    transmits.extend(crate::teredo::bubble(server, &peer, mapping));
+                }
+                TimerEvent::GaveUp { dropped } => {
+                    stats.count_drops(DropReason::BubbleTimeout, dropped as u64);
+                }
+            });
+    }
+
+    /// Datagrams produced off the fast path, oldest first; drain after every `handle_*` call.
+    pub fn poll_transmit(&mut self) -> Option<Transmit> {
+        self.transmits.pop_front()
+    }
+
+    /// Packets for the TUN produced off the fast path (ICMP errors from gate64); drain after
+    /// every `handle_*` call, oldest first.
+    pub fn poll_tun_write(&mut self) -> Option<Vec<u8>> {
+        self.tun_writes.pop_front()
+    }
+
+    /// Counts a drop once and marks a datagram's place in the batch's GSO sends.
+    fn finish(&mut self, v: Result<Verdict, DropReason>) -> Verdict {
+        let mut v = v.unwrap_or_else(Verdict::Drop);
+        match v {
+            Verdict::Drop(d) => self.stats.count_drops(d, 1),
+            Verdict::Udp { .. } => GsoRun::mark(&mut self.gso_run, &mut v),
+            Verdict::Tun { .. } | Verdict::Consumed => {}
+        }
+        v
+    }
+}
