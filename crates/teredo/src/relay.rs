@@ -1,14 +1,14 @@
 //! The Teredo relay role (RFC 4380 §5.4): the peer table, the bubble procedure and its pacing.
 //!
-//! The table is shared by all workers: a [`DashMap`], so a lookup takes one shard lock, never a
-//! global one. Time is always a parameter; [`Peers::handle_timeout`] is called by each worker
-//! for its part of the peers.
+//! The table is shared by all workers and sharded: one shard lock per lookup, never a global
+//! one. Time is always a parameter; [`Peers::handle_timeout`] is called by the driver for the
+//! shards it owns.
 
 use crate::addr::Address;
-use dashmap::DashMap;
-use dashmap::mapref::entry::Entry;
 use gate64_wire::{ipv6, teredo as tw};
+use std::collections::HashMap;
 use std::net::{Ipv6Addr, SocketAddrV4};
+use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
@@ -107,22 +107,21 @@ struct Peer {
     queue: Vec<Vec<u8>>,
 }
 
-/// The shared peer table.
+/// The sharded peer table.
 #[derive(Debug)]
 pub struct Peers {
     cfg: RelayConfig,
-    table: DashMap<Ipv6Addr, Peer>,
-    /// The entry count, kept apart because [`DashMap::len`] locks every shard and the
-    /// capacity check runs for every new peer.
+    shards: Box<[Mutex<HashMap<Ipv6Addr, Peer>>]>,
     len: AtomicUsize,
 }
 
 impl Peers {
     /// Creates an empty table.
     pub fn new(cfg: RelayConfig) -> Self {
+        let shards = (0..SHARDS).map(|_| Mutex::new(HashMap::new())).collect();
         Peers {
             cfg,
-            table: DashMap::with_shard_amount(SHARDS),
+            shards,
             len: AtomicUsize::new(0),
         }
     }
@@ -130,6 +129,20 @@ impl Peers {
     /// The configuration.
     pub fn config(&self) -> &RelayConfig {
         &self.cfg
+    }
+
+    fn shard(&self, a: &Ipv6Addr) -> &Mutex<HashMap<Ipv6Addr, Peer>> {
+        // The low bits carry the client's obfuscated IPv4 and port, which spread well.
+        let o = a.octets();
+        let h = u32::from_be_bytes([o[12], o[13], o[14], o[15]]) ^ u32::from(o[11]);
+        &self.shards[h as usize % SHARDS]
+    }
+
+    fn lock<'a>(
+        m: &'a Mutex<HashMap<Ipv6Addr, Peer>>,
+    ) -> std::sync::MutexGuard<'a, HashMap<Ipv6Addr, Peer>> {
+        // A worker that panicked while holding a shard left plain data behind; keep serving.
+        m.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// Records a packet received from the verified client `peer` at `mapping` (§5.4.2): the
@@ -141,44 +154,44 @@ impl Peers {
         peer: &Ipv6Addr,
         mapping: SocketAddrV4,
     ) -> Result<Option<Vec<Vec<u8>>>, TxDrop> {
-        match self.table.entry(*peer) {
-            Entry::Occupied(mut entry) => {
-                let p = entry.get_mut();
-                p.mapping = mapping;
-                p.trusted = true;
-                p.last_rx = Some(now);
-                p.last_activity = now;
-                p.attempts = 0;
-                p.window_bubbles = 0;
-                p.last_bubble = None;
-                if p.queue.is_empty() {
-                    return Ok(None);
-                }
-                Ok(Some(std::mem::take(&mut p.queue)))
+        let mut shard = Self::lock(self.shard(peer));
+        if let Some(p) = shard.get_mut(peer) {
+            p.mapping = mapping;
+            p.trusted = true;
+            p.last_rx = Some(now);
+            p.last_activity = now;
+            p.attempts = 0;
+            p.window_bubbles = 0;
+            p.last_bubble = None;
+            if p.queue.is_empty() {
+                return Ok(None);
             }
-            Entry::Vacant(entry) => {
-                if self.len.load(Ordering::Relaxed) >= self.cfg.max_peers {
-                    return Err(TxDrop::TableFull);
-                }
-                entry.insert(Peer::new(now, mapping, true));
-                self.len.fetch_add(1, Ordering::Relaxed);
-                Ok(None)
-            }
+            return Ok(Some(std::mem::take(&mut p.queue)));
         }
+        if self.len.load(Ordering::Relaxed) >= self.cfg.max_peers {
+            return Err(TxDrop::TableFull);
+        }
+        shard.insert(*peer, Peer::new(now, mapping, true));
+        self.len.fetch_add(1, Ordering::Relaxed);
+        Ok(None)
     }
 
     /// Decides how to send `packet` to the Teredo peer `dst` (§5.4.1). The packet is copied only
     /// when it has to be queued while the peer is being bubbled.
     pub fn handle_transmit(&self, now: Instant, dst: &Address, packet: &[u8]) -> TxDecision {
+        let key = dst.encode();
+        let mut shard = Self::lock(self.shard(&key));
         let cfg = &self.cfg;
-        let mut p = match self.table.entry(dst.encode()) {
-            Entry::Occupied(entry) => entry.into_ref(),
-            Entry::Vacant(entry) => {
+        let p = match shard.get_mut(&key) {
+            Some(p) => p,
+            None => {
                 if self.len.load(Ordering::Relaxed) >= cfg.max_peers {
                     return TxDecision::Drop(TxDrop::TableFull);
                 }
                 self.len.fetch_add(1, Ordering::Relaxed);
-                entry.insert(Peer::new(now, dst.mapped, false))
+                shard
+                    .entry(key)
+                    .or_insert_with(|| Peer::new(now, dst.mapped, false))
             }
         };
         p.last_activity = now;
@@ -201,9 +214,8 @@ impl Peers {
         }
     }
 
-    /// Runs the bubble retries and expiries of the peers in part `part` of `of`, so that `of`
-    /// workers can share the work without overlapping (each peer belongs to exactly one part,
-    /// by a rule on its address); `of == 0` runs all of them.
+    /// Runs the bubble retries and expiries of the shards `i` with `i % of == part`, so that
+    /// `of` workers can share the work without overlapping.
     pub fn handle_timeout(
         &self,
         now: Instant,
@@ -212,42 +224,58 @@ impl Peers {
         mut out: impl FnMut(TimerEvent),
     ) {
         let cfg = &self.cfg;
-        let mut removed = 0;
-        self.table.retain(|peer, p| {
-            if of > 0 && part_of(peer, of) != part {
-                return true;
+        for (i, m) in self.shards.iter().enumerate() {
+            if of > 0 && i % of != part {
+                continue;
             }
-            let keep = p.handle_timeout(now, peer, cfg, &mut out);
-            removed += usize::from(!keep);
-            keep
-        });
-        if removed > 0 {
-            self.len.fetch_sub(removed, Ordering::Relaxed);
+            let mut shard = Self::lock(m);
+            let before = shard.len();
+            shard.retain(|peer, p| {
+                if !p.queue.is_empty() {
+                    let due = p
+                        .last_bubble
+                        .is_none_or(|t| now.saturating_duration_since(t) >= cfg.bubble_interval);
+                    if due {
+                        if p.attempts >= cfg.bubble_attempts {
+                            out(TimerEvent::GaveUp {
+                                dropped: p.queue.len(),
+                            });
+                            p.queue.clear();
+                            return p.trusted;
+                        }
+                        if p.may_bubble(now, cfg) {
+                            out(TimerEvent::Bubble {
+                                peer: *peer,
+                                mapping: p.mapping,
+                            });
+                        }
+                    }
+                    return true;
+                }
+                now.saturating_duration_since(p.last_activity) < cfg.entry_expiry
+            });
+            let removed = before - shard.len();
+            if removed > 0 {
+                self.len.fetch_sub(removed, Ordering::Relaxed);
+            }
         }
     }
 
     /// `(valid, total)`: peers heard from within the peer lifetime, and all entries.
     pub fn count(&self, now: Instant) -> (usize, usize) {
-        let valid = self
-            .table
-            .iter()
-            .filter(|p| {
-                p.last_rx
-                    .is_some_and(|t| now.saturating_duration_since(t) < self.cfg.peer_lifetime)
-            })
-            .count();
+        let mut valid = 0;
+        for m in self.shards.iter() {
+            let shard = Self::lock(m);
+            valid += shard
+                .values()
+                .filter(|p| {
+                    p.last_rx
+                        .is_some_and(|t| now.saturating_duration_since(t) < self.cfg.peer_lifetime)
+                })
+                .count();
+        }
         (valid, self.len.load(Ordering::Relaxed))
     }
-}
-
-/// The timer part (of `of`) that owns `peer`. dashmap does not expose its shards without its
-/// `raw-api` feature, whose shard access needs `unsafe`, so the parts are a rule on the key
-/// instead: the low bits of a Teredo address carry the client's obfuscated IPv4 address and
-/// port (RFC 4380 §4), which spread well.
-fn part_of(peer: &Ipv6Addr, of: usize) -> usize {
-    let o = peer.octets();
-    let h = u32::from_be_bytes([o[12], o[13], o[14], o[15]]) ^ u32::from(o[11]);
-    (h as usize) % of.max(1)
 }
 
 impl Peer {
@@ -263,40 +291,6 @@ impl Peer {
             window_bubbles: 0,
             queue: Vec::new(),
         }
-    }
-
-    /// One timer pass over this peer (§5.4.1: a bubble every interval while packets wait,
-    /// then give up). Returns false when the entry is to be deleted.
-    fn handle_timeout(
-        &mut self,
-        now: Instant,
-        peer: &Ipv6Addr,
-        cfg: &RelayConfig,
-        out: &mut impl FnMut(TimerEvent),
-    ) -> bool {
-        if self.queue.is_empty() {
-            return now.saturating_duration_since(self.last_activity) < cfg.entry_expiry;
-        }
-        let due = self
-            .last_bubble
-            .is_none_or(|t| now.saturating_duration_since(t) >= cfg.bubble_interval);
-        if !due {
-            return true;
-        }
-        if self.attempts >= cfg.bubble_attempts {
-            out(TimerEvent::GaveUp {
-                dropped: self.queue.len(),
-            });
-            self.queue.clear();
-            return self.trusted;
-        }
-        if self.may_bubble(now, cfg) {
-            out(TimerEvent::Bubble {
-                peer: *peer,
-                mapping: self.mapping,
-            });
-        }
-        true
     }
 
     /// §5.2.6 pacing: no bubble within the retry interval of the last one, and at most
