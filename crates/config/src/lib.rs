@@ -29,6 +29,7 @@
 //! 3544, the 30 s peer timeout), RFC 8200 §5 (IPv6 minimum link MTU 1280), RFC 6890 (special
 //! purpose IPv4 and IPv6 ranges). IP-HTTPS follows [MS-IPHTTPS] (the configured URI path, no
 //! short idle timeouts, periodic router advertisements).
+#![forbid(unsafe_code)]
 
 use std::fmt;
 use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr};

@@ -3,6 +3,7 @@
 //!
 //! Drivers (in `gate64-io`) own sockets, the TUN device and the clock; they hand each packet to
 //! a [`Worker`] with `now` and send what the returned [`Verdict`] names.
+#![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
 pub mod clients;
