@@ -3,6 +3,7 @@
 //! Tests named `netns_*` need root and `ip netns` and are `#[ignore]`d so a plain
 //! `cargo test` passes anywhere; `scripts/test` runs them as root with `--include-ignored`.
 //! They share the lab topology of `gate64_testkit::Topology` and run one at a time.
+#![forbid(unsafe_code)]
 
 mod common;
 mod dns64;

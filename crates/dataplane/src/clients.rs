@@ -1,11 +1,12 @@
 //! The IP-HTTPS client table: each connection owns one /64 of the IP-HTTPS prefix, and packets
-//! for it go into that connection's bounded send queue. Sharded like the Teredo peer table.
+//! for it go into that connection's bounded send queue. A [`DashMap`]: one shard lock per
+//! lookup, never a global one.
 
-use std::collections::HashMap;
+use dashmap::DashMap;
 use std::net::Ipv6Addr;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, RwLock};
+use std::sync::Arc;
 
+/// Shards; a power of two well above the worker count keeps contention negligible.
 const SHARDS: usize = 64;
 
 /// A connection's bounded send queue. `push` copies the packet (the one copy between the TUN
@@ -26,12 +27,9 @@ pub enum Delivery {
     NoClient,
 }
 
-type Shard = RwLock<HashMap<u64, Arc<dyn ClientQueue>>>;
-
 /// /64 → connection queue.
 pub struct ClientTable {
-    shards: Box<[Shard]>,
-    len: AtomicUsize,
+    table: DashMap<u64, Arc<dyn ClientQueue>>,
 }
 
 impl std::fmt::Debug for ClientTable {
@@ -45,8 +43,7 @@ impl std::fmt::Debug for ClientTable {
 impl Default for ClientTable {
     fn default() -> Self {
         ClientTable {
-            shards: (0..SHARDS).map(|_| RwLock::new(HashMap::new())).collect(),
-            len: AtomicUsize::new(0),
+            table: DashMap::with_shard_amount(SHARDS),
         }
     }
 }
@@ -56,34 +53,19 @@ fn key(a: &Ipv6Addr) -> u64 {
 }
 
 impl ClientTable {
-    fn shard(&self, k: u64) -> &Shard {
-        // Pools hand out consecutive /64s, so the low bits of the key spread them evenly.
-        &self.shards[(k as usize) % SHARDS]
-    }
-
     /// Registers the connection owning the /64 of `prefix`, replacing any previous owner.
     pub fn insert(&self, prefix: Ipv6Addr, queue: Arc<dyn ClientQueue>) {
-        let k = key(&prefix);
-        let mut s = self.shard(k).write().unwrap_or_else(|p| p.into_inner());
-        if s.insert(k, queue).is_none() {
-            self.len.fetch_add(1, Ordering::Relaxed);
-        }
+        self.table.insert(key(&prefix), queue);
     }
 
     /// Unregisters the /64 of `prefix`.
     pub fn remove(&self, prefix: Ipv6Addr) {
-        let k = key(&prefix);
-        let mut s = self.shard(k).write().unwrap_or_else(|p| p.into_inner());
-        if s.remove(&k).is_some() {
-            self.len.fetch_sub(1, Ordering::Relaxed);
-        }
+        self.table.remove(&key(&prefix));
     }
 
     /// Offers `packet` to the connection owning `dst`'s /64; one shard read lock, no allocation.
     pub fn deliver(&self, dst: &Ipv6Addr, packet: &[u8]) -> Delivery {
-        let k = key(dst);
-        let s = self.shard(k).read().unwrap_or_else(|p| p.into_inner());
-        match s.get(&k) {
+        match self.table.get(&key(dst)) {
             Some(q) if q.push(packet) => Delivery::Queued,
             Some(_) => Delivery::QueueFull,
             None => Delivery::NoClient,
@@ -92,7 +74,7 @@ impl ClientTable {
 
     /// Connections registered.
     pub fn len(&self) -> usize {
-        self.len.load(Ordering::Relaxed)
+        self.table.len()
     }
 
     /// True when no connection is registered.
@@ -139,5 +121,24 @@ mod tests {
         t.remove("2001:db8:1:5::".parse().unwrap());
         assert!(t.is_empty());
         assert_eq!(q.0.lock().unwrap().len(), 1);
+    }
+
+    #[test]
+    fn insert_replaces_the_owner_of_a_64() {
+        let t = ClientTable::default();
+        let old = Arc::new(Q(Mutex::new(Vec::new()), 8));
+        let new = Arc::new(Q(Mutex::new(Vec::new()), 8));
+        t.insert("2001:db8:1:5::".parse().unwrap(), old.clone());
+        t.insert("2001:db8:1:5::1".parse().unwrap(), new.clone());
+        assert_eq!(t.len(), 1);
+        assert_eq!(
+            t.deliver(&"2001:db8:1:5::abcd".parse().unwrap(), b"x"),
+            Delivery::Queued
+        );
+        assert!(old.0.lock().unwrap().is_empty());
+        assert_eq!(new.0.lock().unwrap().len(), 1);
+        t.remove("2001:db8:1:5::".parse().unwrap());
+        t.remove("2001:db8:1:5::".parse().unwrap());
+        assert!(t.is_empty());
     }
 }

@@ -15,6 +15,7 @@
 //! icmp.rs     ICMP errors gate64 sends
 //! egress.rs   TUN -> clients
 //! ```
+#![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
 pub mod clients;

@@ -16,6 +16,7 @@
 //! [`http::http_date`]); decisions come back as enums and bytes are written into caller
 //! buffers. Parsers never panic on network input; the property tests check this for the HTTP
 //! parser and the deframer.
+#![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
 pub mod client;

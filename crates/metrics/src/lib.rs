@@ -18,6 +18,7 @@
 //!
 //! The exposed names are listed in [`names`]; labels are low-cardinality (never a client
 //! address, SPI or port).
+#![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
 mod exporter;

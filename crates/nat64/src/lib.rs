@@ -26,6 +26,7 @@
 //! The translate path does not allocate: callers pass the output buffer and get its used
 //! length back. Conditions where RFC 7915 wants an ICMP error sent back are error variants
 //! naming that ICMP message; building and sending it is the caller's job.
+#![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
 pub mod addr;

@@ -66,47 +66,40 @@ pub enum Event {
 }
 
 /// Why a datagram was refused. Always the peer's fault; never fatal for the client.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
     /// Not a well-formed Teredo datagram.
+    #[error("not a Teredo datagram: {0}")]
     Malformed(gate64_wire::Error),
     /// An authenticated datagram while no RS is outstanding, or with another nonce.
+    #[error("authentication header with an unexpected nonce")]
     NonceMismatch,
     /// The server set the confirmation byte: its key changed (RFC 4380 §5.2.2).
+    #[error("server set the confirmation byte")]
     AuthenticationFailed,
     /// The RA has no origin indication, or one with IPv4 0.0.0.0.
+    #[error("router advertisement without origin indication")]
     MissingOrigin,
     /// The RA breaks a rule (wrong destination, prefix length, MTU, not an RA, ...).
+    #[error("bad router advertisement: {0}")]
     BadAdvertisement(&'static str),
     /// The RA's prefix does not embed the server the RS was sent to.
+    #[error("advertised prefix does not embed our server")]
     WrongServer,
     /// An unauthenticated Router Advertisement (or other link-local ICMPv6) was offered.
+    #[error("unauthenticated link-local packet")]
     Unauthenticated,
     /// Data arrived before the client had an address.
+    #[error("data before qualification")]
     NotQualified,
     /// Data addressed to another address than the client's.
+    #[error("data for another address")]
     NotForUs,
 }
 
-impl core::fmt::Display for Error {
-    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        match self {
-            Error::Malformed(e) => write!(f, "not a Teredo datagram: {e}"),
-            Error::NonceMismatch => f.write_str("authentication header with an unexpected nonce"),
-            Error::AuthenticationFailed => f.write_str("server set the confirmation byte"),
-            Error::MissingOrigin => f.write_str("router advertisement without origin indication"),
-            Error::BadAdvertisement(why) => write!(f, "bad router advertisement: {why}"),
-            Error::WrongServer => f.write_str("advertised prefix does not embed our server"),
-            Error::Unauthenticated => f.write_str("unauthenticated link-local packet"),
-            Error::NotQualified => f.write_str("data before qualification"),
-            Error::NotForUs => f.write_str("data for another address"),
-        }
-    }
-}
-
-impl std::error::Error for Error {}
-
+// Not `#[from]`: that would also make the wire error the `source`, and the message above
+// already includes it, so error chains would print it twice.
 impl From<gate64_wire::Error> for Error {
     fn from(e: gate64_wire::Error) -> Self {
         Error::Malformed(e)
@@ -335,6 +328,17 @@ mod tests {
 
     const SERVER: Ipv4Addr = Ipv4Addr::new(192, 0, 2, 1);
     const MAPPED: &str = "198.51.100.10:40000";
+
+    #[test]
+    fn errors_name_their_cause_once() {
+        let e = Error::from(gate64_wire::Error::Truncated);
+        assert_eq!(e.to_string(), "not a Teredo datagram: truncated packet");
+        assert!(std::error::Error::source(&e).is_none());
+        assert_eq!(
+            Error::BadAdvertisement("no prefix").to_string(),
+            "bad router advertisement: no prefix"
+        );
+    }
 
     fn server() -> Server {
         Server::new(ServerConfig {

@@ -3,6 +3,7 @@
 //!
 //! Nothing here opens a socket or reads a clock: the caller passes datagrams and `now`, and
 //! gets back decisions and bytes written into its own buffers. Parsers never panic on input.
+#![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
 pub mod addr;

@@ -146,7 +146,8 @@ impl Peers {
     }
 
     /// Records a packet received from the verified client `peer` at `mapping` (§5.4.2): the
-    /// peer becomes trusted. Returns the packets that were queued for it, to send now.
+    /// peer becomes trusted. Returns the packets that were queued for it, to send now in the
+    /// order they arrived.
     /// Returns `Err` when the table is full and the peer is new.
     pub fn handle_receive(
         &self,
@@ -446,6 +447,34 @@ mod tests {
             0,
             "untrusted entry deleted"
         );
+    }
+
+    #[test]
+    fn rfc4380_5_4_1_full_queue_is_flushed_first_in_first_out() {
+        let cfg = RelayConfig::default();
+        let limit = cfg.queue_packets;
+        assert_eq!(limit, 8);
+        let peers = Peers::new(cfg);
+        let t0 = Instant::now();
+        let c = client();
+        let packets: Vec<Vec<u8>> = (0..limit)
+            .map(|i| format!("packet {i}").into_bytes())
+            .collect();
+        for p in &packets {
+            assert!(matches!(
+                peers.handle_transmit(t0, &c, p),
+                TxDecision::Queued { .. }
+            ));
+        }
+        assert_eq!(
+            peers.handle_transmit(t0, &c, b"one too many"),
+            TxDecision::Drop(TxDrop::QueueFull)
+        );
+        let flushed = peers
+            .handle_receive(t0, &c.encode(), c.mapped)
+            .unwrap()
+            .unwrap();
+        assert_eq!(flushed, packets);
     }
 
     #[test]

@@ -7,6 +7,7 @@
 //! Contract: every parser takes untrusted bytes and returns [`Error`] instead of panicking;
 //! nothing here allocates. Emitters write into a caller-owned buffer and return the number of
 //! bytes written, or [`Error::Truncated`] when the buffer is too small.
+#![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
 pub mod checksum;
