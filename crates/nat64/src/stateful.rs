@@ -67,6 +67,43 @@ pub enum Error {
     Fragment,
 }
 
+impl Error {
+    /// The ICMPv6 error to send back to the client when this stopped one of its IPv6 packets
+    /// ([`Nat64::v6_to_v4`]), or `None` for a silent drop: Time Exceeded (RFC 7915 §5.1),
+    /// Packet Too Big (§5.1), Parameter Problem (§5.1), Destination Unreachable 1/1 for an
+    /// extension header after the Fragment header, and 1/3 when the pool is exhausted
+    /// (RFC 6146 §3.5.1.1, §3.5.2.1).
+    pub fn icmpv6_reply(&self) -> Option<icmpv6::ErrorRepr> {
+        use icmpv6::ErrorRepr as E;
+        Some(match *self {
+            Error::Translate(TranslateError::TimeExceeded) => E::TimeExceeded { code: 0 },
+            Error::Translate(TranslateError::PacketTooBig { mtu }) => E::PacketTooBig { mtu },
+            Error::Translate(TranslateError::ParameterProblem { pointer }) => {
+                E::ParamProblem { code: 0, pointer }
+            }
+            Error::Translate(TranslateError::HeaderAfterFragment) => E::DstUnreachable { code: 1 },
+            Error::Table(TableError::PoolExhausted) => E::DstUnreachable { code: 3 },
+            _ => return None,
+        })
+    }
+
+    /// The ICMPv4 error to send back to the IPv4 source when this stopped one of its packets
+    /// ([`Nat64::v4_to_v6`]), or `None` for a silent drop: Time Exceeded (RFC 7915 §4.1),
+    /// Fragmentation Needed (§4.1), source route (3/5, §4.1), zero UDP checksum (3/13,
+    /// §4.5), and port unreachable (3/3) without a binding (RFC 6146 §3.5.1).
+    pub fn icmpv4_reply(&self) -> Option<icmpv4::ErrorRepr> {
+        use icmpv4::ErrorRepr as E;
+        Some(match *self {
+            Error::Translate(TranslateError::TimeExceeded) => E::TimeExceeded { code: 0 },
+            Error::Translate(TranslateError::FragmentationNeeded { mtu }) => E::FragNeeded { mtu },
+            Error::Translate(TranslateError::SourceRoute) => E::DstUnreachable { code: 5 },
+            Error::Translate(TranslateError::UdpZeroChecksum) => E::DstUnreachable { code: 13 },
+            Error::Table(TableError::NoBinding) => E::DstUnreachable { code: 3 },
+            _ => return None,
+        })
+    }
+}
+
 /// Where the translated packet is: `buf[start..end]`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Translated {
@@ -1175,5 +1212,64 @@ mod tests {
                 prop_assert!(t.start <= t.end && t.end <= b.len());
             }
         }
+    }
+
+    #[test]
+    fn repr_builders_match_the_tuple_builders() {
+        let offending = v6(X1, z6(), PROTO_UDP, &udp(40000, 53, b"q"));
+        let (src, dst) = (z6(), X1);
+        let cases = [
+            (icmpv6::ErrorRepr::TimeExceeded { code: 0 }, (3, 0), 0),
+            (icmpv6::ErrorRepr::PacketTooBig { mtu: 1300 }, (2, 0), 1300),
+            (
+                icmpv6::ErrorRepr::ParamProblem {
+                    code: 0,
+                    pointer: 43,
+                },
+                (4, 0),
+                43,
+            ),
+            (icmpv6::ErrorRepr::DstUnreachable { code: 3 }, (1, 3), 0),
+        ];
+        for (repr, kind, param) in cases {
+            let (mut a, mut b) = (vec![0u8; 1280], vec![0u8; 1280]);
+            let n = emit_icmpv6_error(&mut a, src, dst, &repr, &offending);
+            assert_eq!(n, icmpv6_error(&mut b, src, dst, kind, param, &offending));
+            assert_eq!(a[..n], b[..n]);
+            assert!(v6_valid(&a[..n]));
+            let m = icmpv6::Packet::new_checked(&a[V6_HDR..n]).unwrap();
+            assert_eq!(icmpv6::ErrorRepr::parse(&m), Ok(repr));
+        }
+        let offending = v4(Z, T, PROTO_UDP, &udp(53, 1024, b"r"));
+        let cases = [
+            (icmpv4::ErrorRepr::TimeExceeded { code: 0 }, (11, 0), 0),
+            (icmpv4::ErrorRepr::FragNeeded { mtu: 1400 }, (3, 4), 1400),
+            (icmpv4::ErrorRepr::DstUnreachable { code: 13 }, (3, 13), 0),
+        ];
+        for (repr, kind, rest) in cases {
+            let (mut a, mut b) = (vec![0u8; 576], vec![0u8; 576]);
+            let n = emit_icmpv4_error(&mut a, T, Z, &repr, &offending);
+            assert_eq!(n, icmpv4_error(&mut b, T, Z, kind, rest, &offending));
+            assert_eq!(a[..n], b[..n]);
+            assert!(v4_valid(&a[..n]));
+            let m = icmpv4::Packet::new_checked(&a[V4_HDR..n]).unwrap();
+            assert_eq!(icmpv4::ErrorRepr::parse(&m), Ok(repr));
+        }
+    }
+
+    #[test]
+    fn replies_name_the_errors_rfc7915_asks_for() {
+        let e = Error::Translate(TranslateError::PacketTooBig { mtu: 1280 });
+        assert_eq!(
+            e.icmpv6_reply(),
+            Some(icmpv6::ErrorRepr::PacketTooBig { mtu: 1280 })
+        );
+        assert_eq!(e.icmpv4_reply(), None);
+        let e = Error::Table(TableError::NoBinding);
+        assert_eq!(
+            e.icmpv4_reply(),
+            Some(icmpv4::ErrorRepr::DstUnreachable { code: 3 })
+        );
+        assert_eq!(Error::Fragment.icmpv6_reply(), None);
     }
 }
