@@ -155,3 +155,6 @@ fn emit_echo(out: &mut [u8], msg_type: u8, ident: u16, seq: u16) -> Result<()> {
     let [c, d] = seq.to_be_bytes();
     icmp::emit_header(out, msg_type, 0, [a, b, c, d])
 }
+
+#[cfg(test)]
+mod tests;

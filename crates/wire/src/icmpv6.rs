@@ -484,3 +484,6 @@ mod tests {
         }
     }
 }
+
+#[cfg(test)]
+mod repr_tests;

@@ -252,3 +252,6 @@ impl<'a> Repr<'a> {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -154,3 +154,6 @@ impl Repr {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -135,3 +135,6 @@ impl Header {
         self.flags & F_NEEDS_CSUM != 0
     }
 }
+
+#[cfg(test)]
+mod tests;
