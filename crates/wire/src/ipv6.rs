@@ -92,20 +92,36 @@ impl<'a> Packet<'a> {
         }
     }
 
-    /// Walks the extension headers ([`Packet::ext_headers`]) to the upper layer.
+    /// Walks the extension headers ([`Packet::ext_headers`]) to the upper layer. A plain
+    /// loop rather than the iterator: this is the per-packet path (see
+    /// `benches/views.rs`).
     pub fn walk(&self) -> Result<Chain> {
-        let mut chain = Chain {
-            upper_offset: HEADER_LEN,
-            protocol: self.next_header(),
-            fragment: None,
-        };
-        for h in self.ext_headers() {
-            let h = h?;
-            chain.upper_offset = h.offset + h.len();
-            chain.protocol = h.next_header();
-            chain.fragment = chain.fragment.or(h.fragment());
+        let (mut nh, mut off) = (self.next_header(), HEADER_LEN);
+        let mut fragment = None;
+        loop {
+            match nh {
+                NH_HOP_BY_HOP | NH_ROUTING | NH_DEST_OPTS => {
+                    let len =
+                        (usize::from(*self.buf.get(off + 1).ok_or(Error::Truncated)?) + 1) * 8;
+                    let h = self.buf.get(off..off + len).ok_or(Error::Truncated)?;
+                    nh = h[0];
+                    off += len;
+                }
+                NH_FRAGMENT => {
+                    let f = FragmentRepr::parse(self.buf.get(off..).unwrap_or_default())?;
+                    nh = f.next_header;
+                    off += FRAG_HEADER_LEN;
+                    fragment = Some(f);
+                    break;
+                }
+                _ => break,
+            }
         }
-        Ok(chain)
+        Ok(Chain {
+            upper_offset: off,
+            protocol: nh,
+            fragment,
+        })
     }
 
     /// The packet bytes, header and payload, without trailing bytes.

@@ -309,5 +309,36 @@ mod repr_props {
                 prop_assert_eq!(b.len() - c.upper_offset, rest.len());
             }
         }
+
+        /// The walk and the iterator agree: same end, same protocol, same Fragment header.
+        #[test]
+        fn walk_matches_the_iterator(
+            nh in prop::sample::select(vec![0u8, 43, 44, 60, 17]),
+            body in proptest::collection::vec(
+                prop_oneof![Just(0u8), Just(43), Just(44), Just(60), Just(17), 0u8..4, any::<u8>()],
+                0..120,
+            ),
+        ) {
+            let mut b = FIXED.to_vec();
+            b[6] = nh;
+            b[4..6].copy_from_slice(&(body.len() as u16).to_be_bytes());
+            b.extend_from_slice(&body);
+            // A Hop-by-Hop header with Payload Length 0 announces a jumbogram: refused.
+            let Ok(p) = Packet::new_checked(&b) else { return Ok(()) };
+            let mut folded = Ok(Chain { upper_offset: HEADER_LEN, protocol: nh, fragment: None });
+            for h in p.ext_headers() {
+                match h {
+                    Ok(h) => {
+                        if let Ok(c) = &mut folded {
+                            c.upper_offset = h.offset + h.len();
+                            c.protocol = h.next_header();
+                            c.fragment = c.fragment.or(h.fragment());
+                        }
+                    }
+                    Err(e) => folded = Err(e),
+                }
+            }
+            prop_assert_eq!(p.walk(), folded);
+        }
     }
 }
