@@ -25,6 +25,7 @@ pub const CODE_FRAG_NEEDED: u8 = 4;
 
 /// True for the error types, whose body quotes the packet that caused them (RFC 792; the
 /// RFC 1122 §3.2.2 list).
+#[inline]
 pub fn is_error(msg_type: u8) -> bool {
     matches!(
         msg_type,

@@ -32,6 +32,7 @@ const PIO_LEN: usize = 32;
 const MTU_OPT_LEN: usize = 8;
 
 /// ICMPv6 type and code of a packet whose next header is ICMPv6, or `None`.
+#[inline]
 pub fn type_code(p: &ipv6::Packet<'_>) -> Option<(u8, u8)> {
     let pl = p.payload();
     (p.next_header() == ipv6::NH_ICMPV6 && pl.len() >= 4).then(|| (pl[0], pl[1]))
@@ -208,6 +209,7 @@ pub fn emit_echo(
 
 /// True for error messages (types 0–127, RFC 4443 §2.1), whose body quotes the packet that
 /// caused them.
+#[inline]
 pub fn is_error(msg_type: u8) -> bool {
     msg_type < 128
 }

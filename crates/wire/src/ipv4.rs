@@ -98,6 +98,7 @@ impl<T: AsRef<[u8]>> Packet<T> {
     }
 
     /// Header length in bytes (IHL × 4).
+    #[inline]
     pub fn header_len(&self) -> usize {
         usize::from(self.buffer.as_ref()[field::VER_IHL] & 0x0f) * 4
     }
@@ -259,12 +260,14 @@ impl Repr {
     }
 
     /// Bytes of the header this emits.
+    #[inline]
     pub const fn header_len(&self) -> usize {
         HEADER_LEN
     }
 
     /// Writes the 20-byte header, checksum included, into `out[..20]`. The payload is the
     /// caller's. Fails when `out` is short or the lengths or offset do not fit their fields.
+    #[inline]
     pub fn emit(&self, out: &mut [u8]) -> Result<()> {
         let total = self
             .payload_len
@@ -294,6 +297,7 @@ impl Repr {
 
 /// The addresses of something that looks like an IPv4 header, for decisions before full
 /// validation. `None` when shorter than 20 bytes.
+#[inline]
 pub fn peek_addrs(buf: &[u8]) -> Option<(Ipv4Addr, Ipv4Addr)> {
     (buf.len() >= HEADER_LEN).then(|| {
         let p = Packet::new_unchecked(buf);

@@ -51,6 +51,7 @@ pub struct Packet<'a> {
 impl<'a> Packet<'a> {
     /// Checks version and length; bytes after `40 + payload_len` are allowed (RFC 4380 §5.3.1
     /// and RFC 6081 trailers) and excluded from [`Packet::as_bytes`].
+    #[inline]
     pub fn new_checked(buf: &'a [u8]) -> Result<Self> {
         let plen = check_fixed(buf)?;
         if buf.len() < HEADER_LEN + plen {
@@ -64,6 +65,7 @@ impl<'a> Packet<'a> {
     /// Like [`Packet::new_checked`], but the payload may be cut short of the Payload Length,
     /// as in the packet an ICMPv6 error quotes (RFC 4443 §3). [`Packet::payload`] is then what
     /// is there; [`Packet::payload_len`] still reads the field.
+    #[inline]
     pub fn new_checked_quoted(buf: &'a [u8]) -> Result<Self> {
         let plen = check_fixed(buf)?;
         Ok(Packet {
@@ -72,17 +74,20 @@ impl<'a> Packet<'a> {
     }
 
     /// Traffic Class.
+    #[inline]
     pub fn traffic_class(&self) -> u8 {
         (self.buf[0] << 4) | (self.buf[1] >> 4)
     }
 
     /// Flow Label (20 bits).
+    #[inline]
     pub fn flow_label(&self) -> u32 {
         u32::from_be_bytes([0, self.buf[1] & 0x0f, self.buf[2], self.buf[3]])
     }
 
     /// The extension headers after the fixed header, up to the Fragment header or the first
     /// header that is not Hop-by-Hop, Routing or Destination Options.
+    #[inline]
     pub fn ext_headers(&self) -> ExtHeaders<'a> {
         ExtHeaders {
             buf: self.buf,
@@ -95,6 +100,7 @@ impl<'a> Packet<'a> {
     /// Walks the extension headers ([`Packet::ext_headers`]) to the upper layer. A plain
     /// loop rather than the iterator: this is the per-packet path (see
     /// `benches/views.rs`).
+    #[inline]
     pub fn walk(&self) -> Result<Chain> {
         let (mut nh, mut off) = (self.next_header(), HEADER_LEN);
         let mut fragment = None;
@@ -125,52 +131,62 @@ impl<'a> Packet<'a> {
     }
 
     /// The packet bytes, header and payload, without trailing bytes.
+    #[inline]
     pub fn as_bytes(&self) -> &'a [u8] {
         self.buf
     }
 
     /// Total length: 40 + payload length.
+    #[inline]
     pub fn total_len(&self) -> usize {
         self.buf.len()
     }
 
     /// Payload length field.
+    #[inline]
     pub fn payload_len(&self) -> u16 {
         u16::from_be_bytes([self.buf[4], self.buf[5]])
     }
 
     /// Next-header field.
+    #[inline]
     pub fn next_header(&self) -> u8 {
         self.buf[6]
     }
 
     /// Hop limit field.
+    #[inline]
     pub fn hop_limit(&self) -> u8 {
         self.buf[7]
     }
 
     /// Source address.
+    #[inline]
     pub fn src(&self) -> Ipv6Addr {
         addr_at(self.buf, 8)
     }
 
     /// Destination address.
+    #[inline]
     pub fn dst(&self) -> Ipv6Addr {
         addr_at(self.buf, 24)
     }
 
     /// Payload after the fixed header.
+    #[inline]
     pub fn payload(&self) -> &'a [u8] {
         &self.buf[HEADER_LEN..]
     }
 
     /// A Teredo bubble: no next header and an empty payload (RFC 4380 §2.8).
+    #[inline]
     pub fn is_bubble(&self) -> bool {
         self.next_header() == NH_NONE && self.payload_len() == 0
     }
 }
 
 /// Version and jumbogram checks shared by both constructors; returns the Payload Length.
+#[inline]
 fn check_fixed(buf: &[u8]) -> Result<usize> {
     if buf.len() < HEADER_LEN {
         return Err(Error::Truncated);
@@ -186,6 +202,7 @@ fn check_fixed(buf: &[u8]) -> Result<usize> {
     Ok(plen)
 }
 
+#[inline]
 fn addr_at(buf: &[u8], at: usize) -> Ipv6Addr {
     let mut o = [0u8; 16];
     o.copy_from_slice(&buf[at..at + 16]);
@@ -194,17 +211,20 @@ fn addr_at(buf: &[u8], at: usize) -> Ipv6Addr {
 
 /// Reads the destination address of something that looks like an IPv6 header, for routing
 /// decisions before full validation. Returns `None` when too short.
+#[inline]
 pub fn peek_dst(buf: &[u8]) -> Option<Ipv6Addr> {
     (buf.len() >= HEADER_LEN).then(|| addr_at(buf, 24))
 }
 
 /// Source and destination of something that looks like an IPv6 header, for decisions before
 /// full validation. Returns `None` when too short.
+#[inline]
 pub fn peek_addrs(buf: &[u8]) -> Option<(Ipv6Addr, Ipv6Addr)> {
     (buf.len() >= HEADER_LEN).then(|| (addr_at(buf, 8), addr_at(buf, 24)))
 }
 
 /// Writes a fixed IPv6 header into `out[..40]`.
+#[inline]
 pub fn emit_header(
     out: &mut [u8],
     payload_len: u16,
@@ -244,6 +264,7 @@ pub struct Repr {
 
 impl Repr {
     /// The fixed-header fields of a checked packet.
+    #[inline]
     pub fn parse(p: &Packet<'_>) -> Repr {
         Repr {
             src: p.src(),
@@ -258,6 +279,7 @@ impl Repr {
 
     /// Writes the fixed header into `out[..40]`. Fails when `out` is short or the flow label
     /// does not fit 20 bits.
+    #[inline]
     pub fn emit(&self, out: &mut [u8]) -> Result<()> {
         if self.flow_label > 0xf_ffff {
             return Err(Error::Malformed);
@@ -290,6 +312,7 @@ pub struct Chain {
 /// Header Types registry (AH and ESP excepted: they start a payload gate64 does not parse
 /// as headers): Hop-by-Hop, Routing, Fragment, Destination Options, Mobility, HIP, Shim6 and
 /// the two experimental values.
+#[inline]
 pub fn is_extension(next_header: u8) -> bool {
     matches!(
         next_header,
@@ -313,6 +336,7 @@ pub struct ExtHeaders<'a> {
 impl<'a> Iterator for ExtHeaders<'a> {
     type Item = Result<ExtHeader<'a>>;
 
+    #[inline]
     fn next(&mut self) -> Option<Self::Item> {
         if self.done {
             return None;
@@ -356,27 +380,32 @@ pub struct ExtHeader<'a> {
 
 impl<'a> ExtHeader<'a> {
     /// Next Header field.
+    #[inline]
     pub fn next_header(&self) -> u8 {
         self.bytes[0]
     }
 
     /// Length in bytes.
     #[allow(clippy::len_without_is_empty)]
+    #[inline]
     pub fn len(&self) -> usize {
         self.bytes.len()
     }
 
     /// The whole header.
+    #[inline]
     pub fn as_bytes(&self) -> &'a [u8] {
         self.bytes
     }
 
     /// Segments Left of a Routing header (RFC 8200 §4.4), at byte 3; `None` for other types.
+    #[inline]
     pub fn segments_left(&self) -> Option<u8> {
         (self.header_type == NH_ROUTING).then(|| self.bytes[3])
     }
 
     /// The Fragment header's fields; `None` for other types.
+    #[inline]
     pub fn fragment(&self) -> Option<FragmentRepr> {
         (self.header_type == NH_FRAGMENT)
             .then(|| FragmentRepr::parse(self.bytes).ok())
@@ -399,6 +428,7 @@ pub struct FragmentRepr {
 
 impl FragmentRepr {
     /// Parses the 8-byte header at the start of `b`.
+    #[inline]
     pub fn parse(b: &[u8]) -> Result<FragmentRepr> {
         let b = b.get(..FRAG_HEADER_LEN).ok_or(Error::Truncated)?;
         let fo = u16::from_be_bytes([b[2], b[3]]);
@@ -411,6 +441,7 @@ impl FragmentRepr {
     }
 
     /// Writes the header into `out[..8]` (reserved fields zero).
+    #[inline]
     pub fn emit(&self, out: &mut [u8]) -> Result<()> {
         if self.offset > 0x1fff {
             return Err(Error::Malformed);
@@ -426,6 +457,7 @@ impl FragmentRepr {
 
 /// True for addresses an IPv6 router may forward between links: not unspecified, loopback,
 /// link-local, multicast or IPv4-mapped (RFC 4380 §5.3.1 "MUST NOT forward").
+#[inline]
 pub fn is_forwardable_unicast(a: &Ipv6Addr) -> bool {
     let s = a.segments();
     !(a.is_unspecified()
