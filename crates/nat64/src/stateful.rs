@@ -355,7 +355,7 @@ impl Nat64 {
         // Quoted IPv4 packet: at 28 (outer 20 + ICMP 8); its destination port x → t.
         let out = scratch.get_mut(..n).unwrap_or_default();
         if let Some(q) = out.get_mut(V4_HDR + ICMP_HDR..) {
-            let ihl = usize::from(q.first().map_or(5, |b| b & 0x0f)) * 4;
+            let ihl = ipv4::Packet::new_checked_quoted(&q[..]).map_or(V4_HDR, |p| p.header_len());
             if let Some(l4) = q.get_mut(ihl..) {
                 rewrite_quoted(l4, flow.proto, false, t.1);
             }

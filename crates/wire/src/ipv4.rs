@@ -295,6 +295,73 @@ impl Repr {
     }
 }
 
+/// Option type End of Option List (RFC 791 §3.1).
+pub const OPT_EOL: u8 = 0;
+/// Option type No Operation.
+pub const OPT_NOP: u8 = 1;
+/// Option type Loose Source and Record Route.
+pub const OPT_LSRR: u8 = 0x83;
+/// Option type Strict Source and Record Route.
+pub const OPT_SSRR: u8 = 0x89;
+
+/// One IPv4 option: its type and its bytes (type, and length and data for multi-byte ones).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct IpOption<'a> {
+    /// Option type.
+    pub kind: u8,
+    /// The whole option.
+    pub bytes: &'a [u8],
+}
+
+impl IpOption<'_> {
+    /// An unexpired Loose or Strict Source Route: its pointer (byte 2) has not passed the
+    /// end of the route data (RFC 791 §3.1).
+    pub fn is_unexpired_source_route(&self) -> bool {
+        matches!(self.kind, OPT_LSRR | OPT_SSRR)
+            && self.bytes.len() >= 3
+            && usize::from(self.bytes[2]) <= self.bytes.len()
+    }
+}
+
+/// Iterates over the options in `opts` (the bytes [`Packet::options`] returns) up to End of
+/// Option List. Yields [`Error::Malformed`], then stops, for an option whose length byte is
+/// missing, below 2, or past the end.
+pub fn options(opts: &[u8]) -> Options<'_> {
+    Options { rest: opts }
+}
+
+/// Iterator returned by [`options`].
+#[derive(Debug, Clone)]
+pub struct Options<'a> {
+    rest: &'a [u8],
+}
+
+impl<'a> Iterator for Options<'a> {
+    type Item = Result<IpOption<'a>>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        let rest = self.rest;
+        let (&kind, tail) = rest.split_first()?;
+        let len = match kind {
+            OPT_EOL => {
+                self.rest = &[];
+                return None;
+            }
+            OPT_NOP => 1,
+            _ => match tail.first() {
+                Some(&l) if l >= 2 && usize::from(l) <= rest.len() => usize::from(l),
+                _ => {
+                    self.rest = &[];
+                    return Some(Err(Error::Malformed));
+                }
+            },
+        };
+        let (bytes, after) = rest.split_at(len);
+        self.rest = after;
+        Some(Ok(IpOption { kind, bytes }))
+    }
+}
+
 /// The addresses of something that looks like an IPv4 header, for decisions before full
 /// validation. `None` when shorter than 20 bytes.
 #[inline]

@@ -88,9 +88,9 @@ pub(crate) fn v6_addrs(pkt: &[u8]) -> (Ipv6Addr, Ipv6Addr) {
     ipv6::peek_addrs(pkt).unwrap_or((Ipv6Addr::UNSPECIFIED, Ipv6Addr::UNSPECIFIED))
 }
 
-/// Traffic Class of an IPv6 packet of at least 40 bytes.
+/// Traffic Class of an IPv6 packet (0 if `pkt` is not one: callers have parsed it).
 pub(crate) fn traffic_class(pkt: &[u8]) -> u8 {
-    (pkt[0] << 4) | (pkt[1] >> 4)
+    ipv6::Packet::new_checked_quoted(pkt).map_or(0, |p| p.traffic_class())
 }
 
 /// What the translator needs of an IPv4 header.
@@ -134,25 +134,10 @@ pub(crate) fn parse_v4(pkt: &[u8], quoted: bool) -> Result<V4Hdr, TranslateError
 
 /// RFC 7915 §4.1: options are dropped, except that an unexpired Loose or Strict Source Route
 /// means the packet is not translated.
-pub(crate) fn check_v4_options(mut opts: &[u8]) -> Result<(), TranslateError> {
-    const EOL: u8 = 0;
-    const NOP: u8 = 1;
-    const LSRR: u8 = 0x83;
-    const SSRR: u8 = 0x89;
-    while let [kind, rest @ ..] = opts {
-        match *kind {
-            EOL => break,
-            NOP => opts = rest,
-            k => {
-                let len = usize::from(*rest.first().ok_or(TranslateError::Malformed)?);
-                if len < 2 || len > opts.len() {
-                    return Err(TranslateError::Malformed);
-                }
-                if (k == LSRR || k == SSRR) && len >= 3 && usize::from(opts[2]) <= len {
-                    return Err(TranslateError::SourceRoute);
-                }
-                opts = &opts[len..];
-            }
+pub(crate) fn check_v4_options(opts: &[u8]) -> Result<(), TranslateError> {
+    for opt in ipv4::options(opts) {
+        if opt?.is_unexpired_source_route() {
+            return Err(TranslateError::SourceRoute);
         }
     }
     Ok(())

@@ -130,6 +130,27 @@ fn malformed_headers_are_errors() {
     assert_eq!(wikipedia_repr().emit(&mut [0u8; 19]), Err(Error::Truncated));
 }
 
+#[test]
+fn rfc791_options_walk() {
+    // NOP, LSRR with 2 addresses and its pointer at the first (4), Record Route expired, EOL.
+    let opts = [
+        1, 0x83, 11, 4, 192, 0, 2, 1, 192, 0, 2, 2, 7, 7, 8, 192, 0, 2, 9, 0,
+    ];
+    let got: Vec<(u8, usize, bool)> = options(&opts)
+        .map(|o| o.map(|o| (o.kind, o.bytes.len(), o.is_unexpired_source_route())))
+        .collect::<Result<_>>()
+        .unwrap();
+    assert_eq!(got, vec![(1, 1, false), (0x83, 11, true), (7, 7, false)]);
+    let expired = [0x89, 7, 8, 192, 0, 2, 1];
+    let o = options(&expired).next().unwrap().unwrap();
+    assert!(!o.is_unexpired_source_route());
+    for bad in [&[0x83][..], &[0x83, 1, 0, 0], &[0x83, 9, 4, 0]] {
+        let mut it = options(bad);
+        assert_eq!(it.next(), Some(Err(Error::Malformed)), "{bad:?}");
+        assert_eq!(it.next(), None);
+    }
+}
+
 mod props {
     use super::*;
     use proptest::prelude::*;
@@ -191,7 +212,12 @@ mod props {
                 _ => prop_assert!(false, "{:?} vs {:?}", ours.map(|_| ()), theirs.map(|_| ())),
             }
             if let Ok(p) = Packet::new_checked(&buf[..]) {
-                let _ = (p.payload(), p.options(), Repr::parse(&p));
+                let _ = (p.payload(), Repr::parse(&p));
+                let total: usize = options(p.options())
+                    .map_while(|o| o.ok())
+                    .map(|o| o.bytes.len())
+                    .sum();
+                prop_assert!(total <= p.options().len());
             }
         }
     }
