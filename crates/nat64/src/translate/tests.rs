@@ -1182,3 +1182,58 @@ proptest! {
         }
     }
 }
+
+// RFC 7915 §4.2 / §5.2 through the wire ErrorReprs: the errors the two tables pair map back
+// to themselves; MTUs follow the §4.2 and §5.2 formulas.
+#[test]
+fn rfc7915_error_repr_tables_pair_up() {
+    use gate64_wire::icmpv4::ErrorRepr as V4;
+    use gate64_wire::icmpv6::ErrorRepr as V6;
+    let cfg = Config::default();
+    for e6 in [
+        V6::DstUnreachable { code: 1 },
+        V6::DstUnreachable { code: 4 },
+        V6::TimeExceeded { code: 0 },
+        V6::TimeExceeded { code: 1 },
+        V6::ParamProblem {
+            code: 0,
+            pointer: 6,
+        },
+        V6::ParamProblem {
+            code: 0,
+            pointer: 24,
+        },
+    ] {
+        let e4 = error_6to4(&cfg, e6).unwrap();
+        assert_eq!(error_4to6(&cfg, e4, 0), Ok(e6), "{e6:?} via {e4:?}");
+    }
+    let ptb = V6::PacketTooBig { mtu: 1500 };
+    assert_eq!(error_6to4(&cfg, ptb), Ok(V4::FragNeeded { mtu: 1480 }));
+    assert_eq!(error_4to6(&cfg, V4::FragNeeded { mtu: 1480 }, 0), Ok(ptb));
+    // FN with MTU 0: the RFC 1191 plateau below the quoted Total Length (1492 below 1500,
+    // + 20, capped by the 1500-byte IPv6 MTU; 508 below 600, raised to 1280).
+    let old_router = V4::FragNeeded { mtu: 0 };
+    assert_eq!(
+        error_4to6(&cfg, old_router, 1500),
+        Ok(V6::PacketTooBig { mtu: 1500 })
+    );
+    assert_eq!(
+        error_4to6(&cfg, old_router, 600),
+        Ok(V6::PacketTooBig { mtu: 1280 })
+    );
+    assert_eq!(
+        error_6to4(&cfg, V6::DstUnreachable { code: 9 }),
+        Err(TranslateError::Untranslatable)
+    );
+    assert_eq!(
+        error_4to6(
+            &cfg,
+            V4::ParamProblem {
+                code: 0,
+                pointer: 5
+            },
+            0
+        ),
+        Err(TranslateError::Untranslatable)
+    );
+}
