@@ -7,8 +7,8 @@
 //! naming that error; the caller builds the reply.
 //!
 //! Nothing here allocates or panics on input; output never exceeds `out`. Header layouts
-//! come from `gate64_wire`; this module holds RFC 7915's rules: [`headers`] what is read and
-//! written, [`upper`] the transport rewrites, [`icmp`] the ICMP error translation.
+//! come from `gate64_wire`; this module holds RFC 7915's rules: `headers` what is read and
+//! written, `upper` the transport rewrites, `icmp` the ICMP error translation.
 
 mod headers;
 mod icmp;
