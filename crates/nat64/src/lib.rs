@@ -19,7 +19,10 @@
 //! - [`stateful`]: the two together on whole packets for multi-threaded drivers: one lock per
 //!   shard, in-place translation of TCP/UDP/ICMP echo with the port rewrite, ICMP errors with
 //!   their quoted packet mapped through the BIB, hairpinning (RFC 6146 §3.8), and builders
-//!   for the ICMP errors the NAT64 itself sends.
+//!   for the ICMP errors the NAT64 itself sends (from `gate64_wire`'s `ErrorRepr`s).
+//!
+//! Header layouts are `gate64_wire`'s checked views and `Repr`s; this crate holds the
+//! translation and table rules only.
 //!
 //! Contract: nothing here opens a socket, reads a clock or draws random numbers. Every function
 //! taking packet bytes treats them as untrusted and returns an error instead of panicking.
@@ -28,6 +31,7 @@
 //! naming that ICMP message; building and sending it is the caller's job.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
+#![forbid(unsafe_code)]
 
 pub mod addr;
 pub mod state;

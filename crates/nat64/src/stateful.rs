@@ -15,18 +15,18 @@
 use crate::addr::Prefix;
 use crate::state::{self, Event, Proto, Router, Shard, TableError, TcpFlags};
 use crate::translate::{self, TranslateError};
-use gate64_wire::checksum;
+use gate64_wire::{checksum, icmpv4, icmpv6, ipv4, ipv6, tcp, udp};
 use std::net::{Ipv4Addr, Ipv6Addr};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::Instant;
 
-const V4_HDR: usize = 20;
-const V6_HDR: usize = 40;
-const ICMP_HDR: usize = 8;
-const PROTO_ICMP: u8 = 1;
-const PROTO_TCP: u8 = 6;
-const PROTO_UDP: u8 = 17;
-const NH_ICMPV6: u8 = 58;
+const V4_HDR: usize = ipv4::HEADER_LEN;
+const V6_HDR: usize = ipv6::HEADER_LEN;
+const ICMP_HDR: usize = icmpv4::HEADER_LEN;
+const PROTO_ICMP: u8 = ipv4::PROTO_ICMP;
+const PROTO_TCP: u8 = ipv4::PROTO_TCP;
+const PROTO_UDP: u8 = ipv4::PROTO_UDP;
+const NH_ICMPV6: u8 = ipv6::NH_ICMPV6;
 /// Room an IPv4→IPv6 ICMP error needs before the packet: 20 more bytes in each of the outer
 /// and the quoted header.
 pub const ERROR_GROWTH: usize = 40;
@@ -65,6 +65,43 @@ pub enum Error {
     /// A non-first fragment: its ports are in another packet (no reassembly yet).
     #[error("non-first fragment")]
     Fragment,
+}
+
+impl Error {
+    /// The ICMPv6 error to send back to the client when this stopped one of its IPv6 packets
+    /// ([`Nat64::v6_to_v4`]), or `None` for a silent drop: Time Exceeded (RFC 7915 §5.1),
+    /// Packet Too Big (§5.1), Parameter Problem (§5.1), Destination Unreachable 1/1 for an
+    /// extension header after the Fragment header, and 1/3 when the pool is exhausted
+    /// (RFC 6146 §3.5.1.1, §3.5.2.1).
+    pub fn icmpv6_reply(&self) -> Option<icmpv6::ErrorRepr> {
+        use icmpv6::ErrorRepr as E;
+        Some(match *self {
+            Error::Translate(TranslateError::TimeExceeded) => E::TimeExceeded { code: 0 },
+            Error::Translate(TranslateError::PacketTooBig { mtu }) => E::PacketTooBig { mtu },
+            Error::Translate(TranslateError::ParameterProblem { pointer }) => {
+                E::ParamProblem { code: 0, pointer }
+            }
+            Error::Translate(TranslateError::HeaderAfterFragment) => E::DstUnreachable { code: 1 },
+            Error::Table(TableError::PoolExhausted) => E::DstUnreachable { code: 3 },
+            _ => return None,
+        })
+    }
+
+    /// The ICMPv4 error to send back to the IPv4 source when this stopped one of its packets
+    /// ([`Nat64::v4_to_v6`]), or `None` for a silent drop: Time Exceeded (RFC 7915 §4.1),
+    /// Fragmentation Needed (§4.1), source route (3/5, §4.1), zero UDP checksum (3/13,
+    /// §4.5), and port unreachable (3/3) without a binding (RFC 6146 §3.5.1).
+    pub fn icmpv4_reply(&self) -> Option<icmpv4::ErrorRepr> {
+        use icmpv4::ErrorRepr as E;
+        Some(match *self {
+            Error::Translate(TranslateError::TimeExceeded) => E::TimeExceeded { code: 0 },
+            Error::Translate(TranslateError::FragmentationNeeded { mtu }) => E::FragNeeded { mtu },
+            Error::Translate(TranslateError::SourceRoute) => E::DstUnreachable { code: 5 },
+            Error::Translate(TranslateError::UdpZeroChecksum) => E::DstUnreachable { code: 13 },
+            Error::Table(TableError::NoBinding) => E::DstUnreachable { code: 3 },
+            _ => return None,
+        })
+    }
 }
 
 /// Where the translated packet is: `buf[start..end]`.
@@ -177,7 +214,7 @@ impl Nat64 {
             return Err(Error::Fragment);
         }
         let u = pkt.get(h.off..).unwrap_or_default();
-        if h.proto == NH_ICMPV6 && u.first().is_some_and(|&t| t < 128) {
+        if h.proto == NH_ICMPV6 && u.first().is_some_and(|&t| icmpv6::is_error(t)) {
             let n = self.v6_error_to_v4(pkt, &h, src6, z4, scratch)?;
             pkt.get_mut(..n)
                 .ok_or(Error::Translate(TranslateError::BufferTooSmall))?
@@ -237,7 +274,7 @@ impl Nat64 {
             return Err(Error::Fragment);
         }
         let u = pkt.get(h.ihl..h.total).unwrap_or_default();
-        if h.proto == PROTO_ICMP && u.first().is_some_and(|&t| translate::is_icmp4_error(t)) {
+        if h.proto == PROTO_ICMP && u.first().is_some_and(|&t| icmpv4::is_error(t)) {
             let n = self.v4_error_to_v6(pkt, z4, t4, scratch)?;
             let at = start
                 .checked_sub(ERROR_GROWTH)
@@ -318,7 +355,7 @@ impl Nat64 {
         // Quoted IPv4 packet: at 28 (outer 20 + ICMP 8); its destination port x → t.
         let out = scratch.get_mut(..n).unwrap_or_default();
         if let Some(q) = out.get_mut(V4_HDR + ICMP_HDR..) {
-            let ihl = usize::from(q.first().map_or(5, |b| b & 0x0f)) * 4;
+            let ihl = ipv4::Packet::new_checked_quoted(&q[..]).map_or(V4_HDR, |p| p.header_len());
             if let Some(l4) = q.get_mut(ihl..) {
                 rewrite_quoted(l4, flow.proto, false, t.1);
             }
@@ -467,31 +504,29 @@ fn flow_v4_quoted(proto: u8, u: &[u8]) -> Result<Flow, Error> {
 }
 
 fn ports(proto: u8, l4: usize, u: &[u8]) -> Result<Flow, Error> {
-    let (p, min) = if proto == PROTO_TCP {
-        (Proto::Tcp, 20)
+    let (proto, src_port, dst_port, flags) = if proto == PROTO_TCP {
+        // Only the fixed header is needed here; options are the endpoints' business.
+        let t = u.get(..tcp::HEADER_LEN).ok_or(TranslateError::Truncated)?;
+        let t = tcp::Packet::new_unchecked(t);
+        let flags = TcpFlags::from_byte(t.flags());
+        (Proto::Tcp, t.src_port(), t.dst_port(), flags)
     } else {
-        (Proto::Udp, 8)
+        let d = u.get(..udp::HEADER_LEN).ok_or(TranslateError::Truncated)?;
+        let d = udp::Packet::new_unchecked(d);
+        (Proto::Udp, d.src_port(), d.dst_port(), TcpFlags::default())
     };
-    if u.len() < min {
-        return Err(Error::Translate(TranslateError::Truncated));
-    }
     Ok(Flow {
-        proto: p,
+        proto,
         l4,
-        src_port: read16(u, 0).unwrap_or(0),
-        dst_port: read16(u, 2).unwrap_or(0),
-        flags: if p == Proto::Tcp {
-            TcpFlags::from_byte(u[13])
-        } else {
-            TcpFlags::default()
-        },
+        src_port,
+        dst_port,
+        flags,
     })
 }
 
+/// The ports of a quoted transport header: only its first 8 bytes are guaranteed (RFC 792).
 fn quoted_ports(proto: u8, u: &[u8]) -> Result<Flow, Error> {
-    let (src_port, dst_port) = read16(u, 0)
-        .zip(read16(u, 2))
-        .ok_or(Error::Translate(TranslateError::Truncated))?;
+    let d = udp::Packet::new_unchecked(u.get(..4).ok_or(TranslateError::Truncated)?);
     Ok(Flow {
         proto: if proto == PROTO_TCP {
             Proto::Tcp
@@ -499,17 +534,15 @@ fn quoted_ports(proto: u8, u: &[u8]) -> Result<Flow, Error> {
             Proto::Udp
         },
         l4: 0,
-        src_port,
-        dst_port,
+        src_port: d.src_port(),
+        dst_port: d.dst_port(),
         flags: TcpFlags::default(),
     })
 }
 
 fn echo(l4: usize, u: &[u8]) -> Result<Flow, Error> {
-    let id = read16(u, 4).ok_or(Error::Translate(TranslateError::Truncated))?;
-    if u.len() < ICMP_HDR {
-        return Err(Error::Translate(TranslateError::Truncated));
-    }
+    let m = icmpv4::Packet::new_checked(u).map_err(TranslateError::from)?;
+    let id = m.echo_ident();
     Ok(Flow {
         proto: Proto::Icmp,
         l4,
@@ -533,10 +566,22 @@ fn rewrite_quoted(l4: &mut [u8], proto: Proto, src: bool, new: u16) {
 }
 
 fn rewrite_l4(l4: &mut [u8], proto: Proto, src: bool, new: u16, zero_udp_means_none: bool) {
+    let port = |f: core::ops::Range<usize>, d: core::ops::Range<usize>| {
+        if src { f.start } else { d.start }
+    };
     let (at, csum) = match proto {
-        Proto::Tcp => (if src { 0 } else { 2 }, 16),
-        Proto::Udp => (if src { 0 } else { 2 }, 6),
-        Proto::Icmp => (4, 2),
+        Proto::Tcp => (
+            port(tcp::field::SRC_PORT, tcp::field::DST_PORT),
+            tcp::field::CHECKSUM.start,
+        ),
+        Proto::Udp => (
+            port(udp::field::SRC_PORT, udp::field::DST_PORT),
+            udp::field::CHECKSUM.start,
+        ),
+        Proto::Icmp => (
+            icmpv4::field::ECHO_IDENT.start,
+            icmpv4::field::CHECKSUM.start,
+        ),
     };
     let Some(old) = read16(l4, at) else {
         return;
@@ -551,7 +596,7 @@ fn rewrite_l4(l4: &mut [u8], proto: Proto, src: bool, new: u16, zero_udp_means_n
     if proto == Proto::Udp && c == 0 && zero_udp_means_none {
         return; // IPv4 UDP without checksum stays without one
     }
-    let mut n = translate::adjust(c, u32::from(old), u32::from(new));
+    let mut n = checksum::adjust(c, u32::from(old), u32::from(new));
     if proto == Proto::Udp && n == 0 {
         n = 0xffff;
     }
@@ -560,34 +605,99 @@ fn rewrite_l4(l4: &mut [u8], proto: Proto, src: bool, new: u16, zero_udp_means_n
 
 /// Recomputes the ICMPv4 checksum of the IPv4 packet `p` (20-byte header).
 fn refresh_icmp4_checksum(p: &mut [u8]) {
-    if p.len() < V4_HDR + ICMP_HDR {
-        return;
+    if let Some(m) = p.get_mut(V4_HDR..)
+        && let Ok(mut m) = icmpv4::Packet::new_checked(m)
+    {
+        m.fill_checksum(0);
     }
-    p[V4_HDR + 2..V4_HDR + 4].fill(0);
-    let c = checksum::finish(checksum::sum(&p[V4_HDR..], 0));
-    p[V4_HDR + 2..V4_HDR + 4].copy_from_slice(&c.to_be_bytes());
 }
 
 /// Recomputes the ICMPv6 checksum of the IPv6 packet `p` (no extension headers).
 fn refresh_icmp6_checksum(p: &mut [u8]) {
-    if p.len() < V6_HDR + ICMP_HDR {
+    let Some((src, dst)) = ipv6::peek_addrs(p) else {
         return;
+    };
+    if let Ok(mut m) = icmpv6::Packet::new_checked(&mut p[V6_HDR..]) {
+        let len = m.data().len() + ICMP_HDR;
+        m.fill_checksum(checksum::pseudo_header_v6(
+            &src, &dst, NH_ICMPV6, len as u32,
+        ));
     }
-    let (src, dst) = translate::v6_addrs(p);
-    p[V6_HDR + 2..V6_HDR + 4].fill(0);
-    let c = checksum::upper_layer_v6(&src, &dst, NH_ICMPV6, &p[V6_HDR..]);
-    p[V6_HDR + 2..V6_HDR + 4].copy_from_slice(&c.to_be_bytes());
+}
+
+/// Writes an ICMPv6 error (RFC 4443) from `src` to `dst` quoting `offending` into `out`,
+/// capped at 1280 bytes (RFC 4443 §2.4 (c)); returns its length (0 when `out` is too small).
+pub fn emit_icmpv6_error(
+    out: &mut [u8],
+    src: Ipv6Addr,
+    dst: Ipv6Addr,
+    error: &icmpv6::ErrorRepr,
+    offending: &[u8],
+) -> usize {
+    let (t, c, rest) = error.type_code_rest();
+    write_icmpv6_error(out, src, dst, (t, c, rest), offending)
+}
+
+/// Writes an ICMPv4 error (RFC 792) from `src` to `dst` quoting `offending` into `out`,
+/// capped at 576 bytes (RFC 1812 §4.3.2.3); returns its length (0 when `out` is too small).
+pub fn emit_icmpv4_error(
+    out: &mut [u8],
+    src: Ipv4Addr,
+    dst: Ipv4Addr,
+    error: &icmpv4::ErrorRepr,
+    offending: &[u8],
+) -> usize {
+    let (t, c, rest) = error.type_code_rest();
+    write_icmpv4_error(out, src, dst, (t, c, rest), offending)
 }
 
 /// Writes an ICMPv6 error (RFC 4443) from `src` to `dst` quoting `offending` into `out`,
 /// capped at 1280 bytes; returns its length (0 when `out` is too small). `param` is the MTU
-/// (Packet Too Big) or pointer (Parameter Problem), else 0.
+/// (Packet Too Big) or pointer (Parameter Problem), else 0. [`emit_icmpv6_error`] takes the
+/// message as an [`icmpv6::ErrorRepr`] instead of a `(type, code)` pair.
 pub fn icmpv6_error(
     out: &mut [u8],
     src: Ipv6Addr,
     dst: Ipv6Addr,
     kind: (u8, u8),
     param: u32,
+    offending: &[u8],
+) -> usize {
+    write_icmpv6_error(
+        out,
+        src,
+        dst,
+        (kind.0, kind.1, param.to_be_bytes()),
+        offending,
+    )
+}
+
+/// Writes an ICMPv4 error (RFC 792) from `src` to `dst` quoting `offending` into `out`,
+/// capped at 576 bytes; returns its length (0 when `out` is too small). `rest` is the second
+/// header word (e.g. the next-hop MTU in its low 16 bits for Fragmentation Needed).
+/// [`emit_icmpv4_error`] takes the message as an [`icmpv4::ErrorRepr`] instead.
+pub fn icmpv4_error(
+    out: &mut [u8],
+    src: Ipv4Addr,
+    dst: Ipv4Addr,
+    kind: (u8, u8),
+    rest: u32,
+    offending: &[u8],
+) -> usize {
+    write_icmpv4_error(
+        out,
+        src,
+        dst,
+        (kind.0, kind.1, rest.to_be_bytes()),
+        offending,
+    )
+}
+
+fn write_icmpv6_error(
+    out: &mut [u8],
+    src: Ipv6Addr,
+    dst: Ipv6Addr,
+    (t, c, rest): (u8, u8, [u8; 4]),
     offending: &[u8],
 ) -> usize {
     let cap = out.len().min(translate::IPV6_MIN_MTU as usize);
@@ -597,31 +707,30 @@ pub fn icmpv6_error(
     let q = offending.len().min(room);
     let total = V6_HDR + ICMP_HDR + q;
     let o = &mut out[..total];
-    o[0] = 0x60;
-    o[1..4].fill(0);
-    o[4..6].copy_from_slice(&((total - V6_HDR) as u16).to_be_bytes());
-    o[6] = NH_ICMPV6;
-    o[7] = 64;
-    o[8..24].copy_from_slice(&src.octets());
-    o[24..40].copy_from_slice(&dst.octets());
-    o[40] = kind.0;
-    o[41] = kind.1;
-    o[42..44].fill(0);
-    o[44..48].copy_from_slice(&param.to_be_bytes());
-    o[48..].copy_from_slice(&offending[..q]);
+    let ip = ipv6::Repr {
+        src,
+        dst,
+        next_header: NH_ICMPV6,
+        payload_len: (total - V6_HDR) as u16,
+        hop_limit: 64,
+        traffic_class: 0,
+        flow_label: 0,
+    };
+    // `o` holds the 40 + 8 header bytes (room checked above).
+    let _ = ip.emit(o);
+    let m = &mut o[V6_HDR..];
+    m[..4].copy_from_slice(&[t, c, 0, 0]);
+    m[icmpv6::field::REST].copy_from_slice(&rest);
+    m[ICMP_HDR..].copy_from_slice(&offending[..q]);
     refresh_icmp6_checksum(o);
     total
 }
 
-/// Writes an ICMPv4 error (RFC 792) from `src` to `dst` quoting `offending` into `out`,
-/// capped at 576 bytes; returns its length (0 when `out` is too small). `rest` is the second
-/// header word (e.g. the next-hop MTU in its low 16 bits for Fragmentation Needed).
-pub fn icmpv4_error(
+fn write_icmpv4_error(
     out: &mut [u8],
     src: Ipv4Addr,
     dst: Ipv4Addr,
-    kind: (u8, u8),
-    rest: u32,
+    (t, c, rest): (u8, u8, [u8; 4]),
     offending: &[u8],
 ) -> usize {
     let cap = out.len().min(translate::ICMPV4_ERROR_MAX);
@@ -631,21 +740,23 @@ pub fn icmpv4_error(
     let q = offending.len().min(room);
     let total = V4_HDR + ICMP_HDR + q;
     let o = &mut out[..total];
-    o[0] = 0x45;
-    o[1] = 0;
-    o[2..4].copy_from_slice(&(total as u16).to_be_bytes());
-    o[4..8].fill(0);
-    o[8] = 64;
-    o[9] = PROTO_ICMP;
-    o[10..12].fill(0);
-    o[12..16].copy_from_slice(&src.octets());
-    o[16..20].copy_from_slice(&dst.octets());
-    let c = checksum::finish(checksum::sum(&o[..V4_HDR], 0));
-    o[10..12].copy_from_slice(&c.to_be_bytes());
-    o[20] = kind.0;
-    o[21] = kind.1;
-    o[24..28].copy_from_slice(&rest.to_be_bytes());
-    o[28..].copy_from_slice(&offending[..q]);
+    let ip = ipv4::Repr {
+        src,
+        dst,
+        protocol: PROTO_ICMP,
+        payload_len: (total - V4_HDR) as u16,
+        ttl: 64,
+        tos: 0,
+        ident: 0,
+        dont_frag: false,
+        more_frags: false,
+        frag_offset: 0,
+    };
+    let _ = ip.emit(o);
+    let m = &mut o[V4_HDR..];
+    m[..4].copy_from_slice(&[t, c, 0, 0]);
+    m[icmpv4::field::REST].copy_from_slice(&rest);
+    m[ICMP_HDR..].copy_from_slice(&offending[..q]);
     refresh_icmp4_checksum(o);
     total
 }
@@ -1101,5 +1212,64 @@ mod tests {
                 prop_assert!(t.start <= t.end && t.end <= b.len());
             }
         }
+    }
+
+    #[test]
+    fn repr_builders_match_the_tuple_builders() {
+        let offending = v6(X1, z6(), PROTO_UDP, &udp(40000, 53, b"q"));
+        let (src, dst) = (z6(), X1);
+        let cases = [
+            (icmpv6::ErrorRepr::TimeExceeded { code: 0 }, (3, 0), 0),
+            (icmpv6::ErrorRepr::PacketTooBig { mtu: 1300 }, (2, 0), 1300),
+            (
+                icmpv6::ErrorRepr::ParamProblem {
+                    code: 0,
+                    pointer: 43,
+                },
+                (4, 0),
+                43,
+            ),
+            (icmpv6::ErrorRepr::DstUnreachable { code: 3 }, (1, 3), 0),
+        ];
+        for (repr, kind, param) in cases {
+            let (mut a, mut b) = (vec![0u8; 1280], vec![0u8; 1280]);
+            let n = emit_icmpv6_error(&mut a, src, dst, &repr, &offending);
+            assert_eq!(n, icmpv6_error(&mut b, src, dst, kind, param, &offending));
+            assert_eq!(a[..n], b[..n]);
+            assert!(v6_valid(&a[..n]));
+            let m = icmpv6::Packet::new_checked(&a[V6_HDR..n]).unwrap();
+            assert_eq!(icmpv6::ErrorRepr::parse(&m), Ok(repr));
+        }
+        let offending = v4(Z, T, PROTO_UDP, &udp(53, 1024, b"r"));
+        let cases = [
+            (icmpv4::ErrorRepr::TimeExceeded { code: 0 }, (11, 0), 0),
+            (icmpv4::ErrorRepr::FragNeeded { mtu: 1400 }, (3, 4), 1400),
+            (icmpv4::ErrorRepr::DstUnreachable { code: 13 }, (3, 13), 0),
+        ];
+        for (repr, kind, rest) in cases {
+            let (mut a, mut b) = (vec![0u8; 576], vec![0u8; 576]);
+            let n = emit_icmpv4_error(&mut a, T, Z, &repr, &offending);
+            assert_eq!(n, icmpv4_error(&mut b, T, Z, kind, rest, &offending));
+            assert_eq!(a[..n], b[..n]);
+            assert!(v4_valid(&a[..n]));
+            let m = icmpv4::Packet::new_checked(&a[V4_HDR..n]).unwrap();
+            assert_eq!(icmpv4::ErrorRepr::parse(&m), Ok(repr));
+        }
+    }
+
+    #[test]
+    fn replies_name_the_errors_rfc7915_asks_for() {
+        let e = Error::Translate(TranslateError::PacketTooBig { mtu: 1280 });
+        assert_eq!(
+            e.icmpv6_reply(),
+            Some(icmpv6::ErrorRepr::PacketTooBig { mtu: 1280 })
+        );
+        assert_eq!(e.icmpv4_reply(), None);
+        let e = Error::Table(TableError::NoBinding);
+        assert_eq!(
+            e.icmpv4_reply(),
+            Some(icmpv4::ErrorRepr::DstUnreachable { code: 3 })
+        );
+        assert_eq!(Error::Fragment.icmpv6_reply(), None);
     }
 }

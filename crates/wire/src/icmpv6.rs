@@ -1,10 +1,19 @@
-//! The ICMPv6 messages Teredo and IP-HTTPS need (RFC 4443, RFC 4861 §4.1–4.2, §4.6).
+//! The ICMPv6 messages gate64 needs: the header view, echo and the errors (RFC 4443), and
+//! Router Solicitation and Advertisement (RFC 4861 §4.1–4.2, §4.6).
 
-use crate::{Error, Result, checksum, ipv6};
+use crate::{Error, Result, checksum, icmp, ipv6};
 use std::net::Ipv6Addr;
+
+pub use crate::icmp::{HEADER_LEN, Packet, field};
 
 /// Destination Unreachable.
 pub const TYPE_DEST_UNREACHABLE: u8 = 1;
+/// Packet Too Big.
+pub const TYPE_PACKET_TOO_BIG: u8 = 2;
+/// Time Exceeded.
+pub const TYPE_TIME_EXCEEDED: u8 = 3;
+/// Parameter Problem.
+pub const TYPE_PARAM_PROBLEM: u8 = 4;
 /// Echo Request.
 pub const TYPE_ECHO_REQUEST: u8 = 128;
 /// Echo Reply.
@@ -23,6 +32,7 @@ const PIO_LEN: usize = 32;
 const MTU_OPT_LEN: usize = 8;
 
 /// ICMPv6 type and code of a packet whose next header is ICMPv6, or `None`.
+#[inline]
 pub fn type_code(p: &ipv6::Packet<'_>) -> Option<(u8, u8)> {
     let pl = p.payload();
     (p.next_header() == ipv6::NH_ICMPV6 && pl.len() >= 4).then(|| (pl[0], pl[1]))
@@ -197,6 +207,133 @@ pub fn emit_echo(
     Ok(len)
 }
 
+/// True for error messages (types 0–127, RFC 4443 §2.1), whose body quotes the packet that
+/// caused them.
+#[inline]
+pub fn is_error(msg_type: u8) -> bool {
+    msg_type < 128
+}
+
+/// An ICMPv6 error message's header, the quoted packet aside (RFC 4443 §3).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ErrorRepr {
+    /// Destination Unreachable (type 1): 0 no route, 1 administratively prohibited, 2 beyond
+    /// scope, 3 address unreachable, 4 port unreachable, 5 source policy, 6 reject route.
+    DstUnreachable {
+        /// Code.
+        code: u8,
+    },
+    /// Packet Too Big (type 2, code 0) with the next-hop MTU.
+    PacketTooBig {
+        /// MTU.
+        mtu: u32,
+    },
+    /// Time Exceeded (type 3): 0 hop limit exceeded in transit, 1 reassembly time exceeded.
+    TimeExceeded {
+        /// Code.
+        code: u8,
+    },
+    /// Parameter Problem (type 4): 0 erroneous header field, 1 unrecognized Next Header,
+    /// 2 unrecognized option; the pointer is the offending octet's offset.
+    ParamProblem {
+        /// Code.
+        code: u8,
+        /// Offset of the offending octet in the invoking packet.
+        pointer: u32,
+    },
+}
+
+impl ErrorRepr {
+    /// Type, code and second header word.
+    pub fn type_code_rest(&self) -> (u8, u8, [u8; 4]) {
+        match *self {
+            ErrorRepr::DstUnreachable { code } => (TYPE_DEST_UNREACHABLE, code, [0; 4]),
+            ErrorRepr::PacketTooBig { mtu } => (TYPE_PACKET_TOO_BIG, 0, mtu.to_be_bytes()),
+            ErrorRepr::TimeExceeded { code } => (TYPE_TIME_EXCEEDED, code, [0; 4]),
+            ErrorRepr::ParamProblem { code, pointer } => {
+                (TYPE_PARAM_PROBLEM, code, pointer.to_be_bytes())
+            }
+        }
+    }
+
+    /// The error of a checked message; [`Error::Unsupported`] for other types. The code of
+    /// Packet Too Big is ignored, as RFC 4443 §3.2 tells receivers.
+    pub fn parse<T: AsRef<[u8]>>(p: &Packet<T>) -> Result<ErrorRepr> {
+        let (code, rest) = (p.msg_code(), u32::from_be_bytes(p.rest()));
+        Ok(match p.msg_type() {
+            TYPE_DEST_UNREACHABLE => ErrorRepr::DstUnreachable { code },
+            TYPE_PACKET_TOO_BIG => ErrorRepr::PacketTooBig { mtu: rest },
+            TYPE_TIME_EXCEEDED => ErrorRepr::TimeExceeded { code },
+            TYPE_PARAM_PROBLEM => ErrorRepr::ParamProblem {
+                code,
+                pointer: rest,
+            },
+            _ => return Err(Error::Unsupported),
+        })
+    }
+
+    /// Writes the 8-byte header (checksum zero) into `out[..8]`.
+    pub fn emit(&self, out: &mut [u8]) -> Result<()> {
+        let (t, c, rest) = self.type_code_rest();
+        icmp::emit_header(out, t, c, rest)
+    }
+}
+
+/// An ICMPv6 message header gate64 translates: echo or an error.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Repr {
+    /// Echo Request (type 128).
+    EchoRequest {
+        /// Identifier.
+        ident: u16,
+        /// Sequence number.
+        seq_no: u16,
+    },
+    /// Echo Reply (type 129).
+    EchoReply {
+        /// Identifier.
+        ident: u16,
+        /// Sequence number.
+        seq_no: u16,
+    },
+    /// One of the errors of [`ErrorRepr`].
+    Error(ErrorRepr),
+}
+
+impl Repr {
+    /// The header of a checked message (echo code must be 0); [`Error::Unsupported`] for
+    /// other types.
+    pub fn parse<T: AsRef<[u8]>>(p: &Packet<T>) -> Result<Repr> {
+        let (ident, seq_no) = (p.echo_ident(), p.echo_seq_no());
+        match (p.msg_type(), p.msg_code()) {
+            (TYPE_ECHO_REQUEST, 0) => Ok(Repr::EchoRequest { ident, seq_no }),
+            (TYPE_ECHO_REPLY, 0) => Ok(Repr::EchoReply { ident, seq_no }),
+            (TYPE_ECHO_REQUEST | TYPE_ECHO_REPLY, _) => Err(Error::Malformed),
+            _ => ErrorRepr::parse(p).map(Repr::Error),
+        }
+    }
+
+    /// Writes the 8-byte header (checksum zero) into `out[..8]`.
+    pub fn emit(&self, out: &mut [u8]) -> Result<()> {
+        match *self {
+            Repr::EchoRequest { ident, seq_no } => emit_echo_header(out, true, ident, seq_no),
+            Repr::EchoReply { ident, seq_no } => emit_echo_header(out, false, ident, seq_no),
+            Repr::Error(e) => e.emit(out),
+        }
+    }
+}
+
+fn emit_echo_header(out: &mut [u8], request: bool, ident: u16, seq: u16) -> Result<()> {
+    let t = if request {
+        TYPE_ECHO_REQUEST
+    } else {
+        TYPE_ECHO_REPLY
+    };
+    let [a, b] = ident.to_be_bytes();
+    let [c, d] = seq.to_be_bytes();
+    icmp::emit_header(out, t, 0, [a, b, c, d])
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -349,3 +486,6 @@ mod tests {
         }
     }
 }
+
+#[cfg(test)]
+mod repr_tests;

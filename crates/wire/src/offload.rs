@@ -17,27 +17,31 @@
 //! and window, no SYN/FIN/RST/URG/ECE/CWR, PSH only on the last segment, every segment but the
 //! last exactly `gso_size` long, at most 64 KiB in all.
 
+use crate::checksum::{fold, sum as sum_acc};
+use crate::virtio_net::{self, GsoType};
+use crate::{ipv4, ipv6, tcp};
+
 /// Size of the virtio-net header tun-rs configures (`struct virtio_net_hdr`, no
 /// `num_buffers`).
-pub const VNET_HDR_LEN: usize = 10;
+pub const VNET_HDR_LEN: usize = virtio_net::HEADER_LEN;
 /// Segments merged into one super-packet at most (iovecs per `writev`).
 const MAX_SEGMENTS: usize = 64;
 /// Largest IP header (IPv4 without options only, IPv6 without extension headers) plus the
 /// largest TCP header.
 const MAX_HEADERS: usize = 40 + 60;
 
-const GSO_NONE: u8 = 0;
-const GSO_TCPV4: u8 = 1;
-const GSO_TCPV6: u8 = 4;
-const F_NEEDS_CSUM: u8 = 1;
+const TCP_FIN: u8 = tcp::FLAG_FIN;
+const TCP_PSH: u8 = tcp::FLAG_PSH;
+/// Control bits that end a run (Linux `tcp_gro_receive` flushes on them).
+const TCP_NO_MERGE: u8 =
+    tcp::FLAG_FIN | tcp::FLAG_SYN | tcp::FLAG_RST | tcp::FLAG_URG | tcp::FLAG_ECE | tcp::FLAG_CWR;
+/// Offset of the TCP checksum field from the TCP header (`csum_offset`).
+const TCP_CSUM: usize = tcp::field::CHECKSUM.start;
 
-const TCP_FIN: u8 = 0x01;
-const TCP_SYN: u8 = 0x02;
-const TCP_RST: u8 = 0x04;
-const TCP_PSH: u8 = 0x08;
-const TCP_URG: u8 = 0x20;
-const TCP_ECE: u8 = 0x40;
-const TCP_CWR: u8 = 0x80;
+/// One's-complement sum of `b`, folded to at most 0xffff (see [`crate::checksum::sum`]).
+fn sum(b: &[u8]) -> u32 {
+    sum_acc(b, 0)
+}
 
 /// What coalescing needs to know of a TCP segment.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -52,45 +56,40 @@ struct Segment {
     payload: usize,
 }
 
-/// A TCP segment that may be merged, or `None`.
+/// A TCP segment that may be merged, or `None`: IPv4 without options and not a fragment, or
+/// IPv6 without extension headers, lengths consistent, a non-empty payload and none of the
+/// control bits that end a run.
 fn segment(p: &[u8]) -> Option<Segment> {
     let (v6, iph) = match p.first()? >> 4 {
         4 => {
-            // No options, not a fragment, TCP, lengths consistent.
-            let total = usize::from(u16::from_be_bytes([*p.get(2)?, *p.get(3)?]));
-            let frag = u16::from_be_bytes([*p.get(6)?, *p.get(7)?]);
-            if p[0] != 0x45 || p.get(9)? != &6 || total != p.len() || frag & 0x3fff != 0 {
+            let ip = ipv4::Packet::new_checked(p).ok()?;
+            let plain = ip.header_len() == ipv4::HEADER_LEN && !ip.is_fragment();
+            if !plain || ip.protocol() != ipv4::PROTO_TCP || usize::from(ip.total_len()) != p.len()
+            {
                 return None;
             }
-            (false, 20)
+            (false, ipv4::HEADER_LEN)
         }
         6 => {
-            let plen = usize::from(u16::from_be_bytes([*p.get(4)?, *p.get(5)?]));
-            if p.get(6)? != &6 || plen + 40 != p.len() {
+            let ip = ipv6::Packet::new_checked(p).ok()?;
+            if ip.next_header() != ipv6::NH_TCP || ip.total_len() != p.len() {
                 return None;
             }
-            (true, 40)
+            (true, ipv6::HEADER_LEN)
         }
         _ => return None,
     };
-    let tcph = usize::from(p.get(iph + 12)? >> 4) * 4;
-    if tcph < 20 || iph + tcph > p.len() {
+    let t = tcp::Packet::new_checked(p.get(iph..)?).ok()?;
+    let (tcph, flags) = (t.header_len(), t.flags());
+    let payload = t.payload().len();
+    if flags & TCP_NO_MERGE != 0 || payload == 0 {
         return None;
     }
-    let flags = p[iph + 13];
-    if flags & (TCP_FIN | TCP_SYN | TCP_RST | TCP_URG | TCP_ECE | TCP_CWR) != 0 {
-        return None;
-    }
-    let payload = p.len() - iph - tcph;
-    if payload == 0 {
-        return None;
-    }
-    let seq = u32::from_be_bytes([p[iph + 4], p[iph + 5], p[iph + 6], p[iph + 7]]);
     Some(Segment {
         v6,
         iph,
         tcph,
-        seq,
+        seq: t.seq_number(),
         flags,
         payload,
     })
@@ -151,61 +150,46 @@ fn super_headers(
     let h = &mut h[..hl];
     h.copy_from_slice(&first[..hl]);
     let tcp_len = fs.tcph + total;
-    let mut acc: u32;
-    if fs.v6 {
-        h[4..6].copy_from_slice(&(tcp_len as u16).to_be_bytes());
-        acc = sum(&h[8..40]);
-    } else {
-        h[2..4].copy_from_slice(&((fs.iph + tcp_len) as u16).to_be_bytes());
-        h[10..12].fill(0);
-        let c = !fold(sum(&h[..20]));
-        h[10..12].copy_from_slice(&c.to_be_bytes());
-        acc = sum(&h[12..20]);
-    }
-    acc = acc.wrapping_add(6).wrapping_add(tcp_len as u32);
+    let addrs = set_ip_lengths(h, fs.v6, fs.iph, tcp_len, None);
+    let acc = addrs + u32::from(ipv6::NH_TCP) + tcp_len as u32;
+    let mut t = tcp::Packet::new_unchecked(&mut h[fs.iph..]);
     // PSH of the last segment goes on the super-packet; the kernel keeps it on the last
     // segment it cuts.
-    h[fs.iph + 13] = (h[fs.iph + 13] & !TCP_PSH) | (last_flags & TCP_PSH);
+    t.set_flags((t.flags() & !TCP_PSH) | (last_flags & TCP_PSH));
     // CHECKSUM_PARTIAL: the field holds the folded pseudo-header sum, not complemented.
-    h[fs.iph + 16..fs.iph + 18].copy_from_slice(&fold(acc).to_be_bytes());
-    vh.fill(0);
-    vh[0] = F_NEEDS_CSUM;
-    vh[1] = if fs.v6 { GSO_TCPV6 } else { GSO_TCPV4 };
-    vh[2..4].copy_from_slice(&(hl as u16).to_ne_bytes());
-    vh[4..6].copy_from_slice(&(fs.payload as u16).to_ne_bytes());
-    vh[6..8].copy_from_slice(&(fs.iph as u16).to_ne_bytes());
-    vh[8..10].copy_from_slice(&16u16.to_ne_bytes());
+    t.set_checksum(fold(acc));
+    let vnet = virtio_net::Header {
+        flags: virtio_net::F_NEEDS_CSUM,
+        gso_type: if fs.v6 {
+            GsoType::TcpV6
+        } else {
+            GsoType::TcpV4
+        },
+        gso_ecn: false,
+        hdr_len: hl as u16,
+        gso_size: fs.payload as u16,
+        csum_start: fs.iph as u16,
+        csum_offset: TCP_CSUM as u16,
+    };
+    // `vh` is exactly VNET_HDR_LEN bytes.
+    let _ = vnet.encode(vh);
     VNET_HDR_LEN + hl
 }
 
-/// One's-complement sum of `b` as 16-bit big-endian words, folded to 16 bits (not complemented).
-/// Adds 32-bit words into a 64-bit accumulator, eight bytes per step: folding 2^16 to 1 makes
-/// that the same sum, at a fraction of the cost of a word at a time (this runs over every
-/// payload byte of a split).
-fn sum(b: &[u8]) -> u32 {
-    let mut acc: u64 = 0;
-    let mut chunks = b.chunks_exact(8);
-    for c in &mut chunks {
-        acc += u64::from(u32::from_be_bytes([c[0], c[1], c[2], c[3]]))
-            + u64::from(u32::from_be_bytes([c[4], c[5], c[6], c[7]]));
+/// Sets the IP length field of the headers `h` (IP header of `iph` bytes, then TCP) for a
+/// TCP segment of `tcp_len` bytes, and for IPv4 the identification (`ident`, if given) and
+/// header checksum. Returns the sum of the addresses, for the pseudo-header.
+fn set_ip_lengths(h: &mut [u8], v6: bool, iph: usize, tcp_len: usize, ident: Option<u16>) -> u32 {
+    if v6 {
+        h[ipv6::field::LENGTH].copy_from_slice(&(tcp_len as u16).to_be_bytes());
+        return sum(&h[ipv6::field::SRC.start..ipv6::field::DST.end]);
     }
-    let mut tail = [0u8; 8];
-    let r = chunks.remainder();
-    tail[..r.len()].copy_from_slice(r);
-    acc += u64::from(u32::from_be_bytes([tail[0], tail[1], tail[2], tail[3]]))
-        + u64::from(u32::from_be_bytes([tail[4], tail[5], tail[6], tail[7]]));
-    while acc > 0xffff {
-        acc = (acc & 0xffff) + (acc >> 16);
+    h[ipv4::field::LENGTH].copy_from_slice(&((iph + tcp_len) as u16).to_be_bytes());
+    if let Some(id) = ident {
+        h[ipv4::field::IDENT].copy_from_slice(&id.to_be_bytes());
     }
-    // At most 0xffff, so callers can add a few such sums and lengths in a u32 safely.
-    acc as u32
-}
-
-fn fold(mut a: u32) -> u16 {
-    while a > 0xffff {
-        a = (a & 0xffff) + (a >> 16);
-    }
-    a as u16
+    ipv4::Packet::new_unchecked(&mut h[..iph]).fill_checksum();
+    sum(&h[ipv4::field::SRC.start..ipv4::field::DST.end])
 }
 
 /// The writes that put `packets` on an offloading TUN, in order, without making them: calls `emit` once per write
@@ -278,89 +262,125 @@ pub enum SplitError {
 /// each with its checksum completed. Returns how many packets were appended. The payload is
 /// copied once, from `raw` to `out`.
 pub fn split_into(raw: &[u8], out: &mut Vec<u8>) -> Result<usize, SplitError> {
-    let vh = raw.get(..VNET_HDR_LEN).ok_or(SplitError::Truncated)?;
+    let vh = virtio_net::Header::decode(raw).map_err(|e| match e {
+        crate::Error::Truncated => SplitError::Truncated,
+        _ => SplitError::Unsupported,
+    })?;
     let pkt = &raw[VNET_HDR_LEN..];
-    let (flags, gso_type) = (vh[0], vh[1] & 0x7f);
-    let gso_size = usize::from(u16::from_ne_bytes([vh[4], vh[5]]));
-    let csum_start = usize::from(u16::from_ne_bytes([vh[6], vh[7]]));
-    let csum_offset = usize::from(u16::from_ne_bytes([vh[8], vh[9]]));
-    if gso_type == GSO_NONE {
-        let at = out.len();
-        out.extend_from_slice(pkt);
-        if flags & F_NEEDS_CSUM != 0 {
-            let field = csum_start + csum_offset;
-            let p = &mut out[at..];
-            if field + 2 > p.len() {
-                out.truncate(at);
-                return Err(SplitError::Truncated);
-            }
-            // The field holds the pseudo-header sum; the checksum covers csum_start.. .
-            let c = !fold(sum(&p[csum_start..]));
-            p[field..field + 2].copy_from_slice(&c.to_be_bytes());
-        }
-        return Ok(1);
-    }
-    let v6 = match (gso_type, pkt.first().map(|b| b >> 4)) {
-        (GSO_TCPV6, Some(6)) => true,
-        (GSO_TCPV4, Some(4)) => false,
+    let v6 = match (vh.gso_type, pkt.first().map(|b| b >> 4)) {
+        (GsoType::None, _) => return complete_one(&vh, pkt, out),
+        (GsoType::TcpV6, Some(6)) => true,
+        (GsoType::TcpV4, Some(4)) => false,
         _ => return Err(SplitError::Unsupported),
     };
     let iph = if v6 {
-        40
+        ipv6::HEADER_LEN
     } else {
         usize::from(pkt[0] & 0x0f) * 4
     };
-    if (v6 && pkt.get(6) != Some(&6)) || (!v6 && pkt.get(9) != Some(&6)) || iph < 20 {
+    let proto = pkt.get(if v6 {
+        ipv6::field::NXT_HDR
+    } else {
+        ipv4::field::PROTOCOL
+    });
+    if proto != Some(&ipv6::NH_TCP) || iph < ipv4::HEADER_LEN {
         return Err(SplitError::Unsupported);
     }
-    let tcph = usize::from(pkt.get(iph + 12).ok_or(SplitError::Truncated)? >> 4) * 4;
-    let hl = iph + tcph;
-    if tcph < 20 || hl > pkt.len() || gso_size == 0 {
+    let t = pkt
+        .get(iph..)
+        .and_then(|b| tcp::Packet::new_checked(b).ok())
+        .ok_or(SplitError::Truncated)?;
+    let gso_size = usize::from(vh.gso_size);
+    if gso_size == 0 {
         return Err(SplitError::Truncated);
     }
-    let payload = &pkt[hl..];
-    let seq0 = u32::from_be_bytes([pkt[iph + 4], pkt[iph + 5], pkt[iph + 6], pkt[iph + 7]]);
-    let id0 = u16::from_be_bytes([pkt[4], pkt[5]]);
-    let flags0 = pkt[iph + 13];
-    let chunks = payload.len().div_ceil(gso_size).max(1);
-    for (k, chunk) in payload.chunks(gso_size).enumerate() {
-        let at = out.len();
-        out.extend_from_slice(&pkt[..hl]);
-        out.extend_from_slice(chunk);
-        let p = &mut out[at..];
-        let tcp_len = tcph + chunk.len();
-        let addrs = if v6 {
-            p[4..6].copy_from_slice(&(tcp_len as u16).to_be_bytes());
-            sum(&p[8..40])
+    let hl = iph + t.header_len();
+    let first = FirstSegment {
+        v6,
+        iph,
+        headers: &pkt[..hl],
+        seq: t.seq_number(),
+        ident: if v6 {
+            0
         } else {
-            p[2..4].copy_from_slice(&((iph + tcp_len) as u16).to_be_bytes());
-            p[4..6].copy_from_slice(&id0.wrapping_add(k as u16).to_be_bytes());
-            p[10..12].fill(0);
-            let c = !fold(sum(&p[..iph]));
-            p[10..12].copy_from_slice(&c.to_be_bytes());
-            sum(&p[12..20])
-        };
-        let t = iph;
-        let seq = seq0.wrapping_add((k * gso_size) as u32);
-        p[t + 4..t + 8].copy_from_slice(&seq.to_be_bytes());
-        if k + 1 < chunks {
-            // FIN and PSH belong to the last segment only (as the kernel's own GSO does).
-            p[t + 13] = flags0 & !(TCP_FIN | TCP_PSH);
-        }
-        p[t + 16..t + 18].fill(0);
-        let acc = addrs
-            .wrapping_add(6)
-            .wrapping_add(tcp_len as u32)
-            .wrapping_add(sum(&p[t..]));
-        let c = !fold(acc);
-        p[t + 16..t + 18].copy_from_slice(&c.to_be_bytes());
+            ipv4::Packet::new_unchecked(pkt).ident()
+        },
+        flags: t.flags(),
+    };
+    let chunks = t.payload().len().div_ceil(gso_size).max(1);
+    for (k, chunk) in t.payload().chunks(gso_size).enumerate() {
+        append_segment(out, &first, k, gso_size, chunk, k + 1 == chunks);
     }
     Ok(chunks)
+}
+
+/// A packet without GSO: as it is, its checksum completed when the header asks for that.
+fn complete_one(
+    vh: &virtio_net::Header,
+    pkt: &[u8],
+    out: &mut Vec<u8>,
+) -> Result<usize, SplitError> {
+    let at = out.len();
+    out.extend_from_slice(pkt);
+    if vh.needs_csum() {
+        let (start, field) = (usize::from(vh.csum_start), usize::from(vh.csum_offset));
+        let field = start + field;
+        let p = &mut out[at..];
+        if field + 2 > p.len() {
+            out.truncate(at);
+            return Err(SplitError::Truncated);
+        }
+        // The field holds the pseudo-header sum; the checksum covers csum_start.. .
+        let c = !fold(sum(&p[start..]));
+        p[field..field + 2].copy_from_slice(&c.to_be_bytes());
+    }
+    Ok(1)
+}
+
+/// What every segment cut from a super-packet copies or derives from its first one.
+struct FirstSegment<'a> {
+    v6: bool,
+    iph: usize,
+    /// IP and TCP headers.
+    headers: &'a [u8],
+    seq: u32,
+    ident: u16,
+    flags: u8,
+}
+
+/// Appends segment `k` (payload `chunk`) of a super-packet to `out`, as the kernel's own GSO
+/// cuts it: lengths, IPv4 identification + k, sequence number + k × gso_size, FIN and PSH on
+/// the last segment only, checksums complete.
+fn append_segment(
+    out: &mut Vec<u8>,
+    first: &FirstSegment<'_>,
+    k: usize,
+    gso_size: usize,
+    chunk: &[u8],
+    last: bool,
+) {
+    let at = out.len();
+    out.extend_from_slice(first.headers);
+    out.extend_from_slice(chunk);
+    let p = &mut out[at..];
+    let tcp_len = first.headers.len() - first.iph + chunk.len();
+    let ident = first.ident.wrapping_add(k as u16);
+    let addrs = set_ip_lengths(p, first.v6, first.iph, tcp_len, Some(ident));
+    let mut t = tcp::Packet::new_unchecked(&mut p[first.iph..]);
+    t.set_seq_number(first.seq.wrapping_add((k * gso_size) as u32));
+    if !last {
+        t.set_flags(first.flags & !(TCP_FIN | TCP_PSH));
+    }
+    t.fill_checksum(addrs + u32::from(ipv6::NH_TCP) + tcp_len as u32);
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::virtio_net::F_NEEDS_CSUM;
+
+    const GSO_TCPV4: u8 = 1;
+    const GSO_TCPV6: u8 = 4;
 
     /// An IPv6 TCP segment with `payload` bytes of `fill`, sequence `seq`, flags `flags`.
     fn tcp6(seq: u32, payload: usize, flags: u8, fill: u8) -> Vec<u8> {

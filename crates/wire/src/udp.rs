@@ -1,0 +1,159 @@
+//! UDP header view and representation (RFC 768).
+
+use crate::{Error, Result, checksum};
+
+/// Length of the UDP header.
+pub const HEADER_LEN: usize = 8;
+
+/// Byte ranges of the UDP header fields (RFC 768).
+pub mod field {
+    use core::ops::Range;
+    /// Source Port.
+    pub const SRC_PORT: Range<usize> = 0..2;
+    /// Destination Port.
+    pub const DST_PORT: Range<usize> = 2..4;
+    /// Length (header and data).
+    pub const LENGTH: Range<usize> = 4..6;
+    /// Checksum.
+    pub const CHECKSUM: Range<usize> = 6..8;
+}
+
+/// A checked view of a UDP datagram: the Length field is at least 8 and the buffer holds
+/// that many bytes (more are allowed and left out of [`Packet::payload`]).
+#[derive(Debug, Clone, Copy)]
+pub struct Packet<T: AsRef<[u8]>> {
+    buffer: T,
+}
+
+impl<T: AsRef<[u8]>> Packet<T> {
+    /// Wraps `buffer` without checking it; accessors may panic on short buffers.
+    pub const fn new_unchecked(buffer: T) -> Self {
+        Packet { buffer }
+    }
+
+    /// Checks the header and the Length field against the buffer.
+    pub fn new_checked(buffer: T) -> Result<Self> {
+        let b = buffer.as_ref();
+        if b.len() < HEADER_LEN {
+            return Err(Error::Truncated);
+        }
+        let p = Packet { buffer };
+        let len = usize::from(p.len());
+        if len < HEADER_LEN {
+            return Err(Error::Malformed);
+        }
+        if p.buffer.as_ref().len() < len {
+            return Err(Error::Truncated);
+        }
+        Ok(p)
+    }
+
+    /// The underlying buffer.
+    pub fn into_inner(self) -> T {
+        self.buffer
+    }
+
+    fn u16_at(&self, r: core::ops::Range<usize>) -> u16 {
+        let b = &self.buffer.as_ref()[r];
+        u16::from_be_bytes([b[0], b[1]])
+    }
+
+    /// Source port.
+    pub fn src_port(&self) -> u16 {
+        self.u16_at(field::SRC_PORT)
+    }
+
+    /// Destination port.
+    pub fn dst_port(&self) -> u16 {
+        self.u16_at(field::DST_PORT)
+    }
+
+    /// Length field (header and data).
+    #[allow(clippy::len_without_is_empty)]
+    pub fn len(&self) -> u16 {
+        self.u16_at(field::LENGTH)
+    }
+
+    /// Checksum field; 0 over IPv4 means "none" (RFC 768).
+    pub fn checksum(&self) -> u16 {
+        self.u16_at(field::CHECKSUM)
+    }
+
+    /// The data, up to the Length field.
+    pub fn payload(&self) -> &[u8] {
+        &self.buffer.as_ref()[HEADER_LEN..usize::from(self.len())]
+    }
+
+    /// True when the checksum verifies with the pseudo-header sum `pseudo`, or is 0 (none).
+    /// Always true under `cfg(fuzzing)`.
+    pub fn verify_checksum(&self, pseudo: u32) -> bool {
+        let b = &self.buffer.as_ref()[..usize::from(self.len())];
+        cfg!(fuzzing) || self.checksum() == 0 || checksum::finish(checksum::sum(b, pseudo)) == 0
+    }
+}
+
+impl<T: AsRef<[u8]> + AsMut<[u8]>> Packet<T> {
+    /// Sets the source port.
+    pub fn set_src_port(&mut self, port: u16) {
+        self.buffer.as_mut()[field::SRC_PORT].copy_from_slice(&port.to_be_bytes());
+    }
+
+    /// Sets the destination port.
+    pub fn set_dst_port(&mut self, port: u16) {
+        self.buffer.as_mut()[field::DST_PORT].copy_from_slice(&port.to_be_bytes());
+    }
+
+    /// Sets the checksum field.
+    pub fn set_checksum(&mut self, c: u16) {
+        self.buffer.as_mut()[field::CHECKSUM].copy_from_slice(&c.to_be_bytes());
+    }
+
+    /// Computes the checksum over the datagram with the pseudo-header sum `pseudo` and stores
+    /// it, a computed 0 as 0xffff (RFC 768: 0 means "no checksum").
+    pub fn fill_checksum(&mut self, pseudo: u32) {
+        self.set_checksum(0);
+        let len = usize::from(self.len());
+        let c = checksum::finish(checksum::sum(&self.buffer.as_ref()[..len], pseudo));
+        self.set_checksum(if c == 0 { 0xffff } else { c });
+    }
+}
+
+/// The fields of a UDP header, parsed or to emit; the checksum is filled afterwards
+/// ([`Packet::fill_checksum`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Repr {
+    /// Source port.
+    pub src_port: u16,
+    /// Destination port.
+    pub dst_port: u16,
+    /// Bytes of data after the header.
+    pub payload_len: u16,
+}
+
+impl Repr {
+    /// The header fields of a checked datagram.
+    pub fn parse<T: AsRef<[u8]>>(p: &Packet<T>) -> Repr {
+        Repr {
+            src_port: p.src_port(),
+            dst_port: p.dst_port(),
+            payload_len: p.len() - HEADER_LEN as u16,
+        }
+    }
+
+    /// Writes the header (checksum zero) into `out[..8]`.
+    pub fn emit(&self, out: &mut [u8]) -> Result<()> {
+        let len = self
+            .payload_len
+            .checked_add(HEADER_LEN as u16)
+            .ok_or(Error::Malformed)?;
+        let h = out.get_mut(..HEADER_LEN).ok_or(Error::Truncated)?;
+        h[field::SRC_PORT].copy_from_slice(&self.src_port.to_be_bytes());
+        h[field::DST_PORT].copy_from_slice(&self.dst_port.to_be_bytes());
+        h[field::LENGTH].copy_from_slice(&len.to_be_bytes());
+        h[field::CHECKSUM].fill(0);
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests;
