@@ -5,6 +5,7 @@ mod client;
 mod connect;
 mod daemon;
 mod demo;
+mod privilege;
 
 use anyhow::{Context, Result};
 use clap::{Parser, Subcommand};
@@ -116,6 +117,8 @@ fn serve(file: &std::path::Path) -> Result<()> {
             })
             .await?;
         }
+        // Everything privileged (TUN, routes, sockets, listeners) is done by now.
+        privilege::drop_after_start(None)?.log();
         info!(version = env!("CARGO_PKG_VERSION"), "gate64 serving");
         let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
         let mut check = tokio::time::interval(std::time::Duration::from_secs(1));
