@@ -1,0 +1,105 @@
+//! Least privilege (issue 12 §6, docs/security.md): once `gate64 serve` has created its TUN,
+//! routes, sockets and listeners, every thread of the daemon holds no capability in any set,
+//! the bounding set included, with `NoNewPrivs` set; and it still serves Teredo and IP-HTTPS.
+//!
+//! - `netns_privileges_dropped_after_start`: gate64 started as root with Teredo and IP-HTTPS;
+//!   `/proc/<pid>/task/*/status` is checked after start and again after a real Miredo client
+//!   and a `gate64 connect iphttps` client have each pinged a corporate host through it.
+
+use std::time::Duration;
+
+use anyhow::{Context, Result, ensure};
+use gate64_testkit::{CORP_HOST, Process, Topology, wait_until};
+
+use crate::common::{connect_iphttps, make_certs, netns_test, start_gate64};
+
+/// The capability sets the daemon documents after start-up: all empty.
+const CAP_FIELDS: [&str; 5] = ["CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb"];
+/// The daemon logs this line once the drop is done in every thread.
+const DROPPED_LINE: &str = "privileges dropped";
+
+#[test]
+#[ignore = "netns: needs root"]
+fn netns_privileges_dropped_after_start() {
+    netns_test(
+        "netns_privileges_dropped_after_start",
+        Topology::builder(),
+        dropped_and_serving,
+    );
+}
+
+fn dropped_and_serving(topo: &Topology) -> Result<()> {
+    let certs = make_certs(topo)?;
+    let mut gate = start_gate64(topo, &certs, false, None)?;
+    let logged = wait_until(Duration::from_secs(5), || gate.log().contains(DROPPED_LINE));
+    ensure!(
+        logged,
+        "no {DROPPED_LINE:?} line within 5 s of /metrics answering; log:\n{}",
+        gate.log()
+    );
+    let threads = check_every_thread(&gate).context("right after start")?;
+    println!(
+        "gate64 (pid {}): {threads} threads, no capability",
+        gate.pid()
+    );
+
+    {
+        let (_miredo, addr) = crate::teredo::qualify(topo)?;
+        topo.ping6_all(&topo.cli, CORP_HOST, 3)
+            .context("ping tcli -> tcorp over Teredo, after the drop")?;
+        topo.ping6_all(&topo.corp, addr, 3)
+            .context("ping tcorp -> the Teredo client, after the drop")?;
+    }
+    let (_client, addr) = connect_iphttps(topo, &certs, false)?;
+    topo.ping6_all(&topo.cli, CORP_HOST, 3)
+        .context("ping tcli -> tcorp over IP-HTTPS, after the drop")?;
+    topo.ping6_all(&topo.corp, addr, 3)
+        .context("ping tcorp -> the IP-HTTPS client, after the drop")?;
+    gate.ensure_running()?;
+    // Threads started since (tokio's blocking pool, for instance) inherit the dropped sets.
+    let threads = check_every_thread(&gate).context("after Teredo and IP-HTTPS traffic")?;
+    println!("after traffic: {threads} threads, no capability");
+    Ok(())
+}
+
+/// Checks every thread of `gate` against the documented set; returns how many there were.
+fn check_every_thread(gate: &Process) -> Result<usize> {
+    let dir = format!("/proc/{}/task", gate.pid());
+    let mut threads = 0;
+    for entry in std::fs::read_dir(&dir).with_context(|| format!("listing {dir}"))? {
+        let path = entry?.path().join("status");
+        let Ok(status) = std::fs::read_to_string(&path) else {
+            // The thread ended between the listing and the read.
+            continue;
+        };
+        for field in CAP_FIELDS {
+            let value = field_of(&status, field)
+                .with_context(|| format!("{}: no {field} line", path.display()))?;
+            ensure!(
+                value == "0000000000000000",
+                "{}: {field} is {value}, expected none; status:\n{status}",
+                path.display()
+            );
+        }
+        let nnp = field_of(&status, "NoNewPrivs")
+            .with_context(|| format!("{}: no NoNewPrivs line", path.display()))?;
+        ensure!(
+            nnp == "1",
+            "{}: NoNewPrivs is {nnp}; status:\n{status}",
+            path.display()
+        );
+        threads += 1;
+    }
+    ensure!(
+        threads > 1,
+        "{dir}: {threads} thread(s); gate64 runs several"
+    );
+    Ok(threads)
+}
+
+fn field_of<'a>(status: &'a str, name: &str) -> Option<&'a str> {
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(':'))
+        .map(str::trim)
+}
