@@ -5,18 +5,27 @@
 //! - `netns_privileges_dropped_after_start`: gate64 started as root with Teredo and IP-HTTPS;
 //!   `/proc/<pid>/task/*/status` is checked after start and again after a real Miredo client
 //!   and a `gate64 connect iphttps` client have each pinged a corporate host through it.
+//! - `netns_privileges_dropped_as_unprivileged_user`: as the systemd unit runs it, as an
+//!   unprivileged user (here `nobody`, through `setpriv`) with the start-up capabilities
+//!   ambient; the same checks with Teredo, and the user kept.
 
 use std::time::Duration;
 
 use anyhow::{Context, Result, ensure};
-use gate64_testkit::{CORP_HOST, Process, Topology, wait_until};
+use gate64_testkit::{
+    CORP_HOST, Gate64Options, Process, Topology, find_tool, gate64_binary, wait_until,
+};
 
-use crate::common::{connect_iphttps, make_certs, netns_test, start_gate64};
+use crate::common::{connect_iphttps, make_certs, netns_test, path_str, start_gate64};
 
 /// The capability sets the daemon documents after start-up: all empty.
 const CAP_FIELDS: [&str; 5] = ["CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb"];
 /// The daemon logs this line once the drop is done in every thread.
 const DROPPED_LINE: &str = "privileges dropped";
+/// Debian's `nobody`: the unprivileged user of the second test.
+const NOBODY: &str = "65534";
+/// What the systemd unit grants as ambient capabilities (config/systemd/gate64.service).
+const UNIT_CAPS: &str = "+net_admin,+net_bind_service,+setpcap";
 
 #[test]
 #[ignore = "netns: needs root"]
@@ -37,7 +46,7 @@ fn dropped_and_serving(topo: &Topology) -> Result<()> {
         "no {DROPPED_LINE:?} line within 5 s of /metrics answering; log:\n{}",
         gate.log()
     );
-    let threads = check_every_thread(&gate).context("right after start")?;
+    let threads = check_every_thread(&gate, "0").context("right after start")?;
     println!(
         "gate64 (pid {}): {threads} threads, no capability",
         gate.pid()
@@ -57,13 +66,72 @@ fn dropped_and_serving(topo: &Topology) -> Result<()> {
         .context("ping tcorp -> the IP-HTTPS client, after the drop")?;
     gate.ensure_running()?;
     // Threads started since (tokio's blocking pool, for instance) inherit the dropped sets.
-    let threads = check_every_thread(&gate).context("after Teredo and IP-HTTPS traffic")?;
+    let threads = check_every_thread(&gate, "0").context("after Teredo and IP-HTTPS traffic")?;
     println!("after traffic: {threads} threads, no capability");
     Ok(())
 }
 
-/// Checks every thread of `gate` against the documented set; returns how many there were.
-fn check_every_thread(gate: &Process) -> Result<usize> {
+#[test]
+#[ignore = "netns: needs root"]
+fn netns_privileges_dropped_as_unprivileged_user() {
+    netns_test(
+        "netns_privileges_dropped_as_unprivileged_user",
+        Topology::builder(),
+        dropped_as_user,
+    );
+}
+
+fn dropped_as_user(topo: &Topology) -> Result<()> {
+    let setpriv =
+        find_tool("setpriv").context("`setpriv` not found: apt-get install util-linux")?;
+    let bin = gate64_binary()?;
+    let conf = topo
+        .srv
+        .write_file("gate64-user.toml", &Gate64Options::default().config_toml())?;
+    let id = format!("--reuid={NOBODY}");
+    let gid = format!("--regid={NOBODY}");
+    let inh = format!("--inh-caps={UNIT_CAPS}");
+    let amb = format!("--ambient-caps={UNIT_CAPS}");
+    let mut gate = topo.srv.spawn(
+        "gate64",
+        &[
+            path_str(&setpriv)?,
+            &id,
+            &gid,
+            "--clear-groups",
+            &inh,
+            &amb,
+            path_str(&bin)?,
+            "serve",
+            "--config",
+            path_str(&conf)?,
+        ],
+    )?;
+    let ready = wait_until(Duration::from_secs(15), || {
+        gate.is_running() && gate.log().contains(DROPPED_LINE) && topo.metrics_text().is_ok()
+    });
+    gate.ensure_running()?;
+    ensure!(
+        ready,
+        "gate64 as uid {NOBODY} did not drop privileges and serve /metrics within 15 s; \
+         log:\n{}",
+        gate.log()
+    );
+    let threads = check_every_thread(&gate, NOBODY).context("right after start")?;
+    println!("gate64 as uid {NOBODY}: {threads} threads, no capability");
+    let (_miredo, addr) = crate::teredo::qualify(topo)?;
+    topo.ping6_all(&topo.cli, CORP_HOST, 3)
+        .context("ping tcli -> tcorp over Teredo, after the drop")?;
+    topo.ping6_all(&topo.corp, addr, 3)
+        .context("ping tcorp -> the Teredo client, after the drop")?;
+    gate.ensure_running()?;
+    check_every_thread(&gate, NOBODY).context("after Teredo traffic")?;
+    Ok(())
+}
+
+/// Checks every thread of `gate` against the documented set, and that its real, effective,
+/// saved and filesystem uid are all `uid`; returns how many threads there were.
+fn check_every_thread(gate: &Process, uid: &str) -> Result<usize> {
     let dir = format!("/proc/{}/task", gate.pid());
     let mut threads = 0;
     for entry in std::fs::read_dir(&dir).with_context(|| format!("listing {dir}"))? {
@@ -86,6 +154,13 @@ fn check_every_thread(gate: &Process) -> Result<usize> {
         ensure!(
             nnp == "1",
             "{}: NoNewPrivs is {nnp}; status:\n{status}",
+            path.display()
+        );
+        let uids =
+            field_of(&status, "Uid").with_context(|| format!("{}: no Uid line", path.display()))?;
+        ensure!(
+            uids.split_whitespace().all(|u| u == uid),
+            "{}: Uid is {uids}, expected {uid} throughout",
             path.display()
         );
         threads += 1;
