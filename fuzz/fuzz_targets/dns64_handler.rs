@@ -1,16 +1,17 @@
 //! DNS64 on untrusted bytes: an arbitrary query goes through the cache key parser, FORMERR
 //! building and the RFC 6147 plan, with arbitrary upstream answers (for AAAA, then A, or PTR).
-//! Nothing may panic; a synthesized answer holds only addresses under the prefix; an answer
-//! that encodes round-trips through the answer cache.
+//! Nothing may panic; a synthesized answer holds only addresses under the prefix; the resolver
+//! the server drives ends with the plan's outcome; an answer that encodes round-trips through
+//! the answer cache.
 //!
 //! Input: `[len_q u16][query][len_a u16][first upstream answer][rest: second answer]`.
 #![no_main]
 
 use std::time::Instant;
 
-use gate64_dataplane::Dns64Result;
+use gate64_dns64::{Outcome, Resolver};
 use gate64_dns64::cache::{Cache, MAX_KEY, parse_query, ttls};
-use gate64_dns64::handler::formerr;
+use gate64_dns64::resolver::formerr;
 use gate64_dns64::synth::{EDNS_PAYLOAD, Step, Synthesizer, UpstreamError, run_with};
 use gate64_nat64::Prefix;
 use hickory_proto::op::Message;
@@ -52,10 +53,26 @@ fuzz_target!(|data: &[u8]| {
             .and_then(|b| Message::from_vec(b).ok())
             .ok_or(UpstreamError::NoAnswer)
     });
+    // The resolver the server drives ends the same way as the bare plan.
+    let resolver = Resolver::new(syn.clone(), 64);
+    if let Ok(mut exchange) = resolver.exchange(query, true) {
+        let mut answers = [first, second].into_iter();
+        while exchange.ask().is_some() {
+            let answer = answers
+                .next()
+                .and_then(|b| Message::from_vec(b).ok())
+                .ok_or(UpstreamError::NoAnswer);
+            exchange.handle(&resolver, answer);
+        }
+        let reply = exchange.finish(&resolver, Instant::now());
+        if let Step::Answer(_, outcome) | Step::Drop(outcome) = &step {
+            assert_eq!(reply.outcome, *outcome);
+        }
+    }
     let Step::Answer(msg, result) = step else {
         return;
     };
-    if result == Dns64Result::Synthesized {
+    if result == Outcome::Synthesized {
         for r in &msg.answers {
             if let RData::AAAA(a) = &r.data {
                 assert!(prefix.contains(&a.0), "synthesized {} outside the prefix", a.0);

@@ -5,7 +5,8 @@ use std::net::{IpAddr, Ipv6Addr, SocketAddr};
 use ipnet::Ipv6Net;
 use serde::Deserialize;
 
-use crate::{Config, ConfigError, invalid, missing, quote};
+use crate::error::{invalid, missing, quote};
+use crate::{Config, ConfigError};
 
 /// Defaults of `[dns64]`, as documented in `docs/config.md`.
 pub mod defaults {

@@ -6,7 +6,10 @@ use std::path::PathBuf;
 use ipnet::{Ipv4Net, Ipv6Net};
 use serde::Deserialize;
 
-use crate::{Config, ConfigError, invalid, missing, overlaps, quote, teredo_prefix};
+use crate::corpnet::overlaps;
+use crate::error::{invalid, missing, quote};
+use crate::teredo::teredo_prefix;
+use crate::{Config, ConfigError};
 
 /// Defaults of `[nat64]`, as documented in `docs/config.md`.
 pub mod defaults {

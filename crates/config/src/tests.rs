@@ -1,4 +1,9 @@
 use super::*;
+use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr};
+
+use crate::error::line_column;
+use crate::parse::SECTIONS;
+use ipnet::Ipv6Net;
 use proptest::prelude::*;
 
 /// The smallest valid file: only the required keys.

@@ -1,5 +1,5 @@
 //! DNS64 counters: plain atomics, so the metrics exporter can read them without depending on
-//! the DNS crates. The DNS64 server (`gate64-dns64`) counts into one shared [`Dns64Stats`]
+//! the DNS crates. The DNS64 server (`gate64_io::dns64`) counts into one shared [`Dns64Stats`]
 //! from its UDP threads and resolver tasks.
 
 use std::sync::atomic::{AtomicU64, Ordering};

@@ -6,7 +6,7 @@
 #![allow(missing_docs)]
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
-use gate64_dataplane::Dns64Result;
+use gate64_dns64::Outcome;
 use gate64_dns64::cache::{Cache, MAX_KEY, parse_query};
 use gate64_dns64::synth::{EDNS_PAYLOAD, Step, Synthesizer, run_with};
 use gate64_nat64::Prefix;
@@ -72,7 +72,7 @@ fn bench(c: &mut Criterion) {
         b.iter(|| {
             let req = Message::from_vec(black_box(&wire)).unwrap();
             let step = run_with(&syn, &req, |ask| Ok(upstream(&ask.query)));
-            let Step::Answer(m, Dns64Result::Synthesized) = step else {
+            let Step::Answer(m, Outcome::Synthesized) = step else {
                 panic!("not synthesized")
             };
             black_box(m.to_vec().unwrap())

@@ -17,7 +17,7 @@ use std::hash::{BuildHasher, RandomState};
 use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use gate64_dataplane::Dns64Result;
+use crate::Outcome;
 
 /// Longest cache key: a 255-byte name, type, class and the flag byte.
 pub const MAX_KEY: usize = 255 + 5;
@@ -199,7 +199,7 @@ struct Entry {
     ttl_offsets: Box<[u16]>,
     stored: Instant,
     expires: Instant,
-    result: Dns64Result,
+    result: Outcome,
     stamp: u64,
 }
 
@@ -233,7 +233,7 @@ impl Cache {
         limit: usize,
         now: Instant,
         out: &mut [u8],
-    ) -> Option<(usize, Dns64Result)> {
+    ) -> Option<(usize, Outcome)> {
         let shard = self.shard(key)?;
         let guard = shard.lock().unwrap_or_else(PoisonError::into_inner);
         let e = guard.map.get(key)?;
@@ -261,7 +261,7 @@ impl Cache {
     }
 
     /// Stores `answer` under `key` if it is cacheable (see the module documentation).
-    pub fn insert(&self, key: &[u8], answer: &[u8], result: Dns64Result, now: Instant) {
+    pub fn insert(&self, key: &[u8], answer: &[u8], result: Outcome, now: Instant) {
         let Some(shard) = self.shard(key) else { return };
         if answer.len() > MAX_ENTRY || answer.len() < 12 {
             return;
@@ -426,7 +426,7 @@ mod tests {
         let ans = answer_for(&q1, 300);
         let mut key = [0; MAX_KEY];
         let info = parse_query(&q1, &mut key, 1232).unwrap();
-        cache.insert(&key[..info.key_len], &ans, Dns64Result::Native, now);
+        cache.insert(&key[..info.key_len], &ans, Outcome::Native, now);
         assert_eq!(cache.len(), 1);
 
         let mut q2 = query("HOST.example.", None);
@@ -437,7 +437,7 @@ mod tests {
         let (len, r) = cache
             .answer(&key[..info2.key_len], &q2, &info2, 512, later, &mut out)
             .unwrap();
-        assert_eq!(r, Dns64Result::Native);
+        assert_eq!(r, Outcome::Native);
         let m = Message::from_vec(&out[..len]).unwrap();
         assert_eq!(m.metadata.id, 0x1234);
         assert_eq!(m.queries[0].name().to_ascii(), "HOST.example.");
@@ -488,17 +488,12 @@ mod tests {
         cache.insert(
             &key[..info.key_len],
             &m.to_vec().unwrap(),
-            Dns64Result::Error,
+            Outcome::Error,
             cache.epoch(),
         );
         assert!(cache.is_empty());
         let empty = Message::response(1, OpCode::Query).to_vec().unwrap();
-        cache.insert(
-            &key[..info.key_len],
-            &empty,
-            Dns64Result::Native,
-            cache.epoch(),
-        );
+        cache.insert(&key[..info.key_len], &empty, Outcome::Native, cache.epoch());
         assert!(cache.is_empty(), "no record, no TTL: not cached");
     }
 
@@ -513,7 +508,7 @@ mod tests {
             cache.insert(
                 &key[..info.key_len],
                 &answer_for(&q, 60),
-                Dns64Result::Native,
+                Outcome::Native,
                 now,
             );
         }
@@ -532,7 +527,7 @@ mod tests {
             cache.insert(
                 &key[..info.key_len],
                 &answer_for(&q, 60),
-                Dns64Result::Native,
+                Outcome::Native,
                 now,
             );
         }
@@ -543,7 +538,7 @@ mod tests {
             cache.insert(
                 &key[..info.key_len],
                 &answer_for(&q, 60),
-                Dns64Result::Native,
+                Outcome::Native,
                 now,
             );
         }

@@ -24,7 +24,7 @@
 
 use std::net::{Ipv4Addr, Ipv6Addr};
 
-use gate64_dataplane::Dns64Result;
+use crate::Outcome;
 use gate64_nat64::Prefix;
 use hickory_proto::op::{Edns, Message, MessageType, Metadata, OpCode, Query, ResponseCode};
 use hickory_proto::rr::rdata::AAAA;
@@ -256,9 +256,9 @@ pub enum Step {
     /// Ask upstream, then call [`Plan::handle`] with the outcome.
     Ask(Ask),
     /// Send this answer to the client; the query is done.
-    Answer(Box<Message>, Dns64Result),
+    Answer(Box<Message>, Outcome),
     /// Send nothing (a response sent to us, or an unreadable header); count the result.
-    Drop(Dns64Result),
+    Drop(Outcome),
 }
 
 /// One client query on its way through DNS64.
@@ -307,14 +307,14 @@ impl Plan {
         };
         if meta.message_type != MessageType::Query {
             // Never answer a response: that would let anyone bounce traffic between resolvers.
-            return (plan, Step::Drop(Dns64Result::Malformed));
+            return (plan, Step::Drop(Outcome::Malformed));
         }
         if meta.op_code != OpCode::Query {
-            let step = plan.error(ResponseCode::NotImp, Dns64Result::Error);
+            let step = plan.error(ResponseCode::NotImp, Outcome::Error);
             return (plan, step);
         }
         if request.queries.len() != 1 {
-            let step = plan.error(ResponseCode::FormErr, Dns64Result::Malformed);
+            let step = plan.error(ResponseCode::FormErr, Outcome::Malformed);
             return (plan, step);
         }
         let q = &request.queries[0];
@@ -334,7 +334,7 @@ impl Plan {
                     let mut m = plan.response(ResponseCode::NoError);
                     m.answers = records;
                     plan.state = State::Done;
-                    return (plan, Step::Answer(Box::new(m), Dns64Result::Synthesized));
+                    return (plan, Step::Answer(Box::new(m), Outcome::Synthesized));
                 }
                 plan.state = State::Aaaa;
                 Step::Ask(ask(q.clone()))
@@ -366,16 +366,16 @@ impl Plan {
         let upstream = match answer {
             Ok(m) => m,
             Err(UpstreamError::NoAnswer) => {
-                return self.error(ResponseCode::ServFail, Dns64Result::Error);
+                return self.error(ResponseCode::ServFail, Outcome::Error);
             }
         };
         match state {
-            State::Done => self.error(ResponseCode::ServFail, Dns64Result::Error),
+            State::Done => self.error(ResponseCode::ServFail, Outcome::Error),
             State::Forward => self.pass(upstream, false),
             State::Ptr { inaddr } => {
                 let mut m = upstream;
                 let Some(original) = self.queries.first().map(|q| q.name().clone()) else {
-                    return self.error(ResponseCode::ServFail, Dns64Result::Error);
+                    return self.error(ResponseCode::ServFail, Outcome::Error);
                 };
                 for r in m.answers.iter_mut() {
                     if r.name.eq_ignore_root_case(&inaddr) || r.name == inaddr {
@@ -386,9 +386,9 @@ impl Plan {
                 m.answers.retain(|r| r.record_type() != RecordType::RRSIG);
                 let code = m.metadata.response_code;
                 let result = match code {
-                    ResponseCode::NoError => Dns64Result::Synthesized,
-                    ResponseCode::NXDomain => Dns64Result::Nxdomain,
-                    _ => Dns64Result::Error,
+                    ResponseCode::NoError => Outcome::Synthesized,
+                    ResponseCode::NXDomain => Outcome::Nxdomain,
+                    _ => Outcome::Error,
                 };
                 let mut out = self.response(code);
                 out.answers = m.answers;
@@ -404,7 +404,7 @@ impl Plan {
                 AaaaVerdict::NxDomain => self.pass(upstream, false),
                 AaaaVerdict::QueryA { negative_ttl } => {
                     let Some(q) = self.queries.first() else {
-                        return self.error(ResponseCode::ServFail, Dns64Result::Error);
+                        return self.error(ResponseCode::ServFail, Outcome::Error);
                     };
                     let mut query = q.clone();
                     query.set_query_type(RecordType::A);
@@ -426,7 +426,7 @@ impl Plan {
                     // RFC 6147 §5.5: never AD on synthetic data; no authority section.
                     let mut m = self.response(ResponseCode::NoError);
                     m.answers = records;
-                    return Step::Answer(Box::new(m), Dns64Result::Synthesized);
+                    return Step::Answer(Box::new(m), Outcome::Synthesized);
                 }
                 if aaaa.metadata.response_code == ResponseCode::NoError {
                     // No A either: the AAAA NODATA is the answer.
@@ -458,7 +458,7 @@ impl Plan {
         m
     }
 
-    fn error(&mut self, code: ResponseCode, result: Dns64Result) -> Step {
+    fn error(&mut self, code: ResponseCode, result: Outcome) -> Step {
         self.state = State::Done;
         let mut m = self.response(code);
         if code == ResponseCode::FormErr {
@@ -481,9 +481,9 @@ impl Plan {
         m.authorities = upstream.authorities;
         m.additionals = upstream.additionals;
         let result = match code {
-            ResponseCode::NoError => Dns64Result::Native,
-            ResponseCode::NXDomain => Dns64Result::Nxdomain,
-            _ => Dns64Result::Error,
+            ResponseCode::NoError => Outcome::Native,
+            ResponseCode::NXDomain => Outcome::Nxdomain,
+            _ => Outcome::Error,
         };
         Step::Answer(Box::new(m.maybe_strip_dnssec_records(dnssec_ok)), result)
     }
@@ -504,7 +504,7 @@ pub fn run_with(
         step = plan.handle(syn, answer);
     }
     debug_assert!(false, "a plan asked more than four times");
-    Step::Drop(Dns64Result::Error)
+    Step::Drop(Outcome::Error)
 }
 
 #[cfg(test)]
@@ -581,7 +581,7 @@ mod tests {
         (step, asked)
     }
 
-    fn expect_answer(step: Step) -> (Message, Dns64Result) {
+    fn expect_answer(step: Step) -> (Message, Outcome) {
         match step {
             Step::Answer(m, r) => (*m, r),
             other => panic!("expected an answer, got {other:?}"),
@@ -607,7 +607,7 @@ mod tests {
         assert_eq!(asked.len(), 2);
         assert_eq!(asked[1].query.query_type(), RecordType::A);
         let (m, r) = expect_answer(step);
-        assert_eq!(r, Dns64Result::Synthesized);
+        assert_eq!(r, Outcome::Synthesized);
         assert_eq!(m.metadata.id, 0x1234);
         assert_eq!(m.metadata.message_type, MessageType::Response);
         assert!(m.metadata.recursion_desired && m.metadata.recursion_available);
@@ -666,7 +666,7 @@ mod tests {
         let (step, asked) = run(&syn, &req, Ok(native), Err(UpstreamError::NoAnswer));
         assert_eq!(asked.len(), 1, "no A query for a native answer");
         let (m, r) = expect_answer(step);
-        assert_eq!(r, Dns64Result::Native);
+        assert_eq!(r, Outcome::Native);
         assert_eq!(m.answers, vec![aaaa("v6.example.", 100, "2001:db8::1")]);
     }
 
@@ -685,7 +685,7 @@ mod tests {
             vec![],
         );
         let (m, r) = expect_answer(run(&syn, &req, Ok(mapped), Ok(a_ans)).0);
-        assert_eq!(r, Dns64Result::Synthesized);
+        assert_eq!(r, Outcome::Synthesized);
         assert_eq!(
             m.answers,
             vec![aaaa("m.example.", 100, "64:ff9b::c000:207")]
@@ -710,7 +710,7 @@ mod tests {
             vec![],
         );
         let (_, r) = expect_answer(run(&syn, &req, Ok(all), Ok(a_ans.clone())).0);
-        assert_eq!(r, Dns64Result::Synthesized);
+        assert_eq!(r, Outcome::Synthesized);
         // Some excluded: native, with the excluded ones removed.
         let some = answer(
             ResponseCode::NoError,
@@ -721,7 +721,7 @@ mod tests {
             vec![],
         );
         let (m, r) = expect_answer(run(&syn, &req, Ok(some), Ok(a_ans)).0);
-        assert_eq!(r, Dns64Result::Native);
+        assert_eq!(r, Outcome::Native);
         assert_eq!(m.answers, vec![aaaa("e.example.", 100, "2001:db8:beef::1")]);
     }
 
@@ -737,7 +737,7 @@ mod tests {
         let (step, asked) = run(&syn, &req, Ok(nx), Err(UpstreamError::NoAnswer));
         assert_eq!(asked.len(), 1, "no A query after NXDOMAIN");
         let (m, r) = expect_answer(step);
-        assert_eq!(r, Dns64Result::Nxdomain);
+        assert_eq!(r, Outcome::Nxdomain);
         assert_eq!(m.metadata.response_code, ResponseCode::NXDomain);
         assert_eq!(m.authorities.len(), 1);
     }
@@ -753,11 +753,11 @@ mod tests {
             vec![],
         );
         let (m, r) = expect_answer(run(&syn, &req, Ok(sf.clone()), Ok(a_ans)).0);
-        assert_eq!(r, Dns64Result::Synthesized);
+        assert_eq!(r, Outcome::Synthesized);
         assert_eq!(m.answers.len(), 1);
         // SERVFAIL for AAAA and A: SERVFAIL.
         let (m, r) = expect_answer(run(&syn, &req, Ok(sf.clone()), Ok(sf)).0);
-        assert_eq!(r, Dns64Result::Error);
+        assert_eq!(r, Outcome::Error);
         assert_eq!(m.metadata.response_code, ResponseCode::ServFail);
     }
 
@@ -767,7 +767,7 @@ mod tests {
         let req = query("none.example.", RecordType::AAAA);
         let nodata = answer(ResponseCode::NoError, vec![], vec![soa("example.", 60, 60)]);
         let (m, r) = expect_answer(run(&syn, &req, Ok(nodata.clone()), Ok(nodata)).0);
-        assert_eq!(r, Dns64Result::Native);
+        assert_eq!(r, Outcome::Native);
         assert!(m.answers.is_empty());
         assert_eq!(m.authorities.len(), 1);
     }
@@ -791,7 +791,7 @@ mod tests {
             vec![],
         );
         let (m, r) = expect_answer(run(&syn, &req, Ok(nodata), Ok(a_ans)).0);
-        assert_eq!(r, Dns64Result::Synthesized);
+        assert_eq!(r, Outcome::Synthesized);
         assert_eq!(
             m.answers,
             vec![
@@ -813,7 +813,7 @@ mod tests {
             vec![],
         );
         let (m, r) = expect_answer(run(&syn, &req, Ok(nodata), Ok(a_ans)).0);
-        assert_eq!(r, Dns64Result::Native, "NODATA, not a forbidden synthesis");
+        assert_eq!(r, Outcome::Native, "NODATA, not a forbidden synthesis");
         assert!(m.answers.is_empty());
         // A Network-Specific Prefix carries it.
         let nsp = Prefix::new("2001:db8:64::".parse().unwrap(), 96).unwrap();
@@ -842,7 +842,7 @@ mod tests {
         assert_eq!(asked.len(), 1);
         assert!(asked[0].dnssec_ok && asked[0].checking_disabled);
         let (m, r) = expect_answer(step);
-        assert_eq!(r, Dns64Result::Native);
+        assert_eq!(r, Outcome::Native);
         assert!(m.answers.is_empty());
         assert!(m.metadata.checking_disabled);
         assert!(m.edns.as_ref().unwrap().flags().dnssec_ok);
@@ -851,7 +851,7 @@ mod tests {
             let mut req = with_edns(query("s.example.", RecordType::AAAA), dnssec_ok);
             req.metadata.checking_disabled = cd;
             let (m, r) = expect_answer(run(&syn, &req, Ok(nodata.clone()), Ok(a_ans.clone())).0);
-            assert_eq!(r, Dns64Result::Synthesized, "cd={cd} do={dnssec_ok}");
+            assert_eq!(r, Outcome::Synthesized, "cd={cd} do={dnssec_ok}");
             assert!(!m.metadata.authentic_data);
         }
     }
@@ -870,7 +870,7 @@ mod tests {
         );
         a_ans.metadata.authentic_data = true;
         let (m, r) = expect_answer(run(&syn, &req, Ok(nodata), Ok(a_ans)).0);
-        assert_eq!(r, Dns64Result::Synthesized);
+        assert_eq!(r, Outcome::Synthesized);
         assert!(!m.metadata.authentic_data);
         // A native answer keeps upstream's AD when the client asked for it.
         let mut native = answer(
@@ -906,7 +906,7 @@ mod tests {
         assert_eq!(asked[0].name(), &name("10.100.51.198.in-addr.arpa."));
         assert_eq!(asked[0].query_type(), RecordType::PTR);
         let (m, r) = expect_answer(step);
-        assert_eq!(r, Dns64Result::Synthesized);
+        assert_eq!(r, Outcome::Synthesized);
         assert_eq!(m.queries, req.queries);
         assert_eq!(m.answers.len(), 1);
         assert_eq!(m.answers[0].name, name(ip6));
@@ -937,7 +937,7 @@ mod tests {
         );
         assert_eq!(asked[0].query.name(), &name(outside));
         let (_, r) = expect_answer(step);
-        assert_eq!(r, Dns64Result::Nxdomain);
+        assert_eq!(r, Outcome::Nxdomain);
     }
 
     #[test]
@@ -962,7 +962,7 @@ mod tests {
             );
             assert!(asked.is_empty(), "answered without upstream");
             let (m, r) = expect_answer(step);
-            assert_eq!(r, Dns64Result::Synthesized);
+            assert_eq!(r, Outcome::Synthesized);
             let got: Vec<_> = m.answers.iter().map(|r| r.data.clone()).collect();
             let want: Vec<_> = expect
                 .iter()
@@ -988,7 +988,7 @@ mod tests {
                 )
                 .0,
             );
-            assert_eq!(r, Dns64Result::Error);
+            assert_eq!(r, Outcome::Error);
             assert_eq!(m.metadata.response_code, ResponseCode::ServFail);
             assert!(m.edns.is_some(), "OPT in the answer when the query had one");
         }
@@ -996,7 +996,7 @@ mod tests {
         let req = query("half.example.", RecordType::AAAA);
         let nodata = answer(ResponseCode::NoError, vec![], vec![]);
         let (m, r) = expect_answer(run(&syn, &req, Ok(nodata), Err(UpstreamError::NoAnswer)).0);
-        assert_eq!(r, Dns64Result::Error);
+        assert_eq!(r, Outcome::Error);
         assert_eq!(m.metadata.response_code, ResponseCode::ServFail);
     }
 
@@ -1012,7 +1012,7 @@ mod tests {
         let (step, asked) = run(&syn, &req, Err(UpstreamError::NoAnswer), Ok(a_ans.clone()));
         assert_eq!(asked.len(), 1);
         let (m, r) = expect_answer(step);
-        assert_eq!(r, Dns64Result::Native);
+        assert_eq!(r, Outcome::Native);
         assert_eq!(m.answers, a_ans.answers);
         assert!(
             m.edns.is_none(),
@@ -1028,7 +1028,7 @@ mod tests {
         resp.metadata.message_type = MessageType::Response;
         assert!(matches!(
             Plan::start(&syn, &resp).1,
-            Step::Drop(Dns64Result::Malformed)
+            Step::Drop(Outcome::Malformed)
         ));
         // Two questions: FORMERR.
         let mut two = query("x.example.", RecordType::A);
@@ -1036,7 +1036,7 @@ mod tests {
         let (m, r) = expect_answer(Plan::start(&syn, &two).1);
         assert_eq!(
             (m.metadata.response_code, r),
-            (ResponseCode::FormErr, Dns64Result::Malformed)
+            (ResponseCode::FormErr, Outcome::Malformed)
         );
         // No question: FORMERR.
         let mut none = Message::query();
@@ -1049,7 +1049,7 @@ mod tests {
         let (m, r) = expect_answer(Plan::start(&syn, &notify).1);
         assert_eq!(
             (m.metadata.response_code, r),
-            (ResponseCode::NotImp, Dns64Result::Error)
+            (ResponseCode::NotImp, Outcome::Error)
         );
     }
 }

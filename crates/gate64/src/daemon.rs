@@ -245,7 +245,7 @@ impl Daemon {
         let prefix = gate64_nat64::Prefix::new(n.prefix.network(), n.prefix.prefix_len())
             .with_context(|| format!("`nat64.prefix` = {} cannot be used by DNS64", n.prefix))?
             .allow_private(n.allow_private_ipv4);
-        let mut settings = gate64_dns64::Settings::new(d.upstream.clone(), prefix);
+        let mut settings = gate64_io::dns64::Settings::new(d.upstream.clone(), prefix);
         settings.listen = listen.clone();
         settings.freebind = true;
         settings.exclude = d.exclude.clone();
@@ -253,7 +253,7 @@ impl Daemon {
         settings.cache_entries = d.cache_entries;
         let stats = Arc::new(gate64_dataplane::Dns64Stats::default());
         self.exporter.add_dns64(Arc::clone(&stats));
-        let server = gate64_dns64::Server::bind(settings, stats).with_context(|| {
+        let server = gate64_io::dns64::Server::bind(settings, stats).with_context(|| {
             format!(
                 "binding DNS64 on {listen:?} (`dns64.listen`, `dns64.serve_on_corp_address`; \
                  port 53 needs root or CAP_NET_BIND_SERVICE)"

@@ -4,6 +4,7 @@
 #![warn(missing_docs)]
 
 pub mod binding_log;
+pub mod dns64;
 pub mod gro;
 pub mod iphttps;
 pub mod metrics_http;

@@ -1,8 +1,9 @@
-//! Thin, safe wrappers over the Linux calls the workers batch: `recvmmsg`, `sendmmsg` and
-//! `epoll`. All `unsafe` of the crate lives here.
+//! Thin, safe wrappers over the Linux calls the workers and the DNS64 server batch:
+//! `recvmmsg`, `sendmmsg`, UDP GSO, `epoll`, `getrandom`. All `unsafe` of the crate lives
+//! here.
 
 use std::io;
-use std::net::{Ipv4Addr, SocketAddrV4};
+use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV4, SocketAddrV6};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 
 /// Messages per `recvmmsg`/`sendmmsg` call.
@@ -127,6 +128,196 @@ pub fn send_batch<'a>(
         sent += r as usize;
     }
     sent
+}
+
+/// One datagram received by [`recv_batch_from`] on a socket of either address family.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ReceivedFrom {
+    /// Bytes received, at the start of the slot.
+    pub len: usize,
+    /// Sender; `None` when the kernel reported an address of another family.
+    pub from: Option<SocketAddr>,
+    /// The kernel cut the datagram because the slot was too small.
+    pub truncated: bool,
+}
+
+impl ReceivedFrom {
+    /// Nothing received (for initializing the output array).
+    pub const EMPTY: ReceivedFrom = ReceivedFrom {
+        len: 0,
+        from: None,
+        truncated: false,
+    };
+}
+
+fn storage_to_addr(s: &libc::sockaddr_storage, len: libc::socklen_t) -> Option<SocketAddr> {
+    let len = len as usize;
+    match i32::from(s.ss_family) {
+        libc::AF_INET if len >= std::mem::size_of::<libc::sockaddr_in>() => {
+            // SAFETY: the kernel wrote a sockaddr_in here (family and length checked), and
+            // sockaddr_storage is large and aligned enough for it.
+            let a = unsafe { &*(s as *const libc::sockaddr_storage).cast::<libc::sockaddr_in>() };
+            Some(SocketAddr::V4(from_sockaddr(a)))
+        }
+        libc::AF_INET6 if len >= std::mem::size_of::<libc::sockaddr_in6>() => {
+            // SAFETY: as above, for sockaddr_in6.
+            let a = unsafe { &*(s as *const libc::sockaddr_storage).cast::<libc::sockaddr_in6>() };
+            Some(SocketAddr::V6(SocketAddrV6::new(
+                Ipv6Addr::from(a.sin6_addr.s6_addr),
+                u16::from_be(a.sin6_port),
+                a.sin6_flowinfo,
+                a.sin6_scope_id,
+            )))
+        }
+        _ => None,
+    }
+}
+
+fn addr_to_storage(a: SocketAddr, out: &mut libc::sockaddr_storage) -> libc::socklen_t {
+    match a {
+        SocketAddr::V4(v4) => {
+            // SAFETY: sockaddr_storage is large and aligned enough for a sockaddr_in.
+            unsafe {
+                std::ptr::write(
+                    (out as *mut libc::sockaddr_storage).cast::<libc::sockaddr_in>(),
+                    to_sockaddr(v4),
+                );
+            }
+            std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t
+        }
+        SocketAddr::V6(v6) => {
+            let sin6 = libc::sockaddr_in6 {
+                sin6_family: libc::AF_INET6 as libc::sa_family_t,
+                sin6_port: v6.port().to_be(),
+                sin6_flowinfo: v6.flowinfo(),
+                sin6_addr: libc::in6_addr {
+                    s6_addr: v6.ip().octets(),
+                },
+                sin6_scope_id: v6.scope_id(),
+            };
+            // SAFETY: sockaddr_storage is large and aligned enough for a sockaddr_in6.
+            unsafe {
+                std::ptr::write(
+                    (out as *mut libc::sockaddr_storage).cast::<libc::sockaddr_in6>(),
+                    sin6,
+                );
+            }
+            std::mem::size_of::<libc::sockaddr_in6>() as libc::socklen_t
+        }
+    }
+}
+
+/// Receives up to `slots.len()` (at most [`BATCH`]) datagrams with one `recvmmsg`, each at the
+/// start of its slot, from a socket of either address family. Returns how many arrived;
+/// `WouldBlock` when none.
+pub fn recv_batch_from<S: AsMut<[u8]>>(
+    fd: RawFd,
+    slots: &mut [S],
+    out: &mut [ReceivedFrom; BATCH],
+) -> io::Result<usize> {
+    let n = slots.len().min(BATCH);
+    // SAFETY: zeroed sockaddr_storage/iovec/mmsghdr are valid "empty" values for these C
+    // structs.
+    let mut addrs: [libc::sockaddr_storage; BATCH] = unsafe { std::mem::zeroed() };
+    let mut iovs: [libc::iovec; BATCH] = unsafe { std::mem::zeroed() };
+    let mut hdrs: [libc::mmsghdr; BATCH] = unsafe { std::mem::zeroed() };
+    for (i, slot) in slots.iter_mut().enumerate().take(n) {
+        let buf = slot.as_mut();
+        iovs[i] = libc::iovec {
+            iov_base: buf.as_mut_ptr().cast(),
+            iov_len: buf.len(),
+        };
+        hdrs[i].msg_hdr.msg_name = (&mut addrs[i] as *mut libc::sockaddr_storage).cast();
+        hdrs[i].msg_hdr.msg_namelen =
+            std::mem::size_of::<libc::sockaddr_storage>() as libc::socklen_t;
+        hdrs[i].msg_hdr.msg_iov = &mut iovs[i];
+        hdrs[i].msg_hdr.msg_iovlen = 1;
+    }
+    // SAFETY: every header points at live buffers (slots, iovs, addrs) that outlive the call,
+    // and `n` does not exceed the arrays' length.
+    let got = cvt(unsafe {
+        libc::recvmmsg(
+            fd,
+            hdrs.as_mut_ptr(),
+            n as libc::c_uint,
+            libc::MSG_DONTWAIT,
+            std::ptr::null_mut(),
+        )
+    })? as usize;
+    for i in 0..got {
+        let h = &hdrs[i];
+        out[i] = ReceivedFrom {
+            len: (h.msg_len as usize).min(iovs[i].iov_len),
+            from: storage_to_addr(&addrs[i], h.msg_hdr.msg_namelen),
+            truncated: h.msg_hdr.msg_flags & libc::MSG_TRUNC != 0,
+        };
+    }
+    Ok(got)
+}
+
+/// Sends `n` datagrams to destinations of either address family with as few `sendmmsg`
+/// calls as possible; `msg(i)` gives the bytes and destination of datagram `i`. Returns how
+/// many the kernel took, or the error of the first call that failed (a call interrupted by a
+/// signal is repeated).
+pub fn send_batch_to<'a>(
+    fd: RawFd,
+    n: usize,
+    msg: impl Fn(usize) -> (&'a [u8], SocketAddr),
+) -> io::Result<usize> {
+    let mut sent = 0;
+    while sent < n {
+        let chunk = (n - sent).min(BATCH);
+        // SAFETY: zeroed C structs are valid empty values; the iovecs only read from the data.
+        let mut addrs: [libc::sockaddr_storage; BATCH] = unsafe { std::mem::zeroed() };
+        let mut iovs: [libc::iovec; BATCH] = unsafe { std::mem::zeroed() };
+        let mut hdrs: [libc::mmsghdr; BATCH] = unsafe { std::mem::zeroed() };
+        for i in 0..chunk {
+            let (data, to) = msg(sent + i);
+            hdrs[i].msg_hdr.msg_namelen = addr_to_storage(to, &mut addrs[i]);
+            iovs[i] = libc::iovec {
+                iov_base: data.as_ptr() as *mut libc::c_void,
+                iov_len: data.len(),
+            };
+            hdrs[i].msg_hdr.msg_name = (&mut addrs[i] as *mut libc::sockaddr_storage).cast();
+            hdrs[i].msg_hdr.msg_iov = &mut iovs[i];
+            hdrs[i].msg_hdr.msg_iovlen = 1;
+        }
+        // SAFETY: headers point at live arrays; the kernel only reads the data buffers, which
+        // the caller keeps alive for 'a.
+        let r = unsafe { libc::sendmmsg(fd, hdrs.as_mut_ptr(), chunk as libc::c_uint, 0) };
+        if r < 0 {
+            let e = io::Error::last_os_error();
+            if e.kind() == io::ErrorKind::Interrupted {
+                continue;
+            }
+            return Err(e);
+        }
+        if r == 0 {
+            break;
+        }
+        sent += r as usize;
+    }
+    Ok(sent)
+}
+
+/// Fills `buf` from the kernel's random source (`getrandom(2)`, no flags: blocks only before
+/// the pool is initialized at boot).
+pub fn getrandom(buf: &mut [u8]) -> io::Result<()> {
+    let mut filled = 0;
+    while filled < buf.len() {
+        let rest = &mut buf[filled..];
+        // SAFETY: `rest` is a live, writable buffer of the given length.
+        let r = unsafe { libc::getrandom(rest.as_mut_ptr().cast(), rest.len(), 0) };
+        if r < 0 {
+            let e = io::Error::last_os_error();
+            if e.kind() == io::ErrorKind::Interrupted {
+                continue;
+            }
+            return Err(e);
+        }
+        filled += r as usize;
+    }
+    Ok(())
 }
 
 /// Most segments one UDP GSO send may carry (the kernel's UDP_MAX_SEGMENTS on older kernels).
@@ -396,5 +587,61 @@ mod tests {
             }
         }
         assert!(got[0].truncated);
+    }
+
+    /// Receives `want` datagrams on `sock` with [`recv_batch_from`] into 64-byte slots.
+    fn recv_all_from(sock: &UdpSocket, want: usize) -> Vec<(Vec<u8>, ReceivedFrom)> {
+        let mut slots = vec![[0u8; 64]; BATCH];
+        let mut got = [ReceivedFrom::EMPTY; BATCH];
+        let mut all = Vec::new();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        while all.len() < want && std::time::Instant::now() < deadline {
+            match recv_batch_from(sock.as_raw_fd(), &mut slots, &mut got) {
+                Ok(n) => all.extend((0..n).map(|i| (slots[i][..got[i].len].to_vec(), got[i]))),
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => std::thread::yield_now(),
+                Err(e) => panic!("{e}"),
+            }
+        }
+        all
+    }
+
+    #[test]
+    fn batches_of_either_family_round_trip_with_their_sources() {
+        for local in ["127.0.0.1:0", "[::1]:0"] {
+            let (Ok(a), Ok(b)) = (UdpSocket::bind(local), UdpSocket::bind(local)) else {
+                eprintln!("no loopback for {local} here");
+                continue;
+            };
+            let to = b.local_addr().unwrap();
+            let payloads: Vec<Vec<u8>> = (0..40u8).map(|i| vec![i; 1 + usize::from(i)]).collect();
+            let sent = send_batch_to(a.as_raw_fd(), 40, |i| (&payloads[i][..], to)).unwrap();
+            assert_eq!(sent, 40);
+            let got = recv_all_from(&b, 40);
+            assert_eq!(got.len(), 40, "{local}");
+            for ((data, meta), want) in got.iter().zip(&payloads) {
+                assert_eq!(data, want);
+                assert!(!meta.truncated);
+                assert_eq!(meta.from, Some(a.local_addr().unwrap()), "{local}");
+            }
+        }
+    }
+
+    #[test]
+    fn truncation_is_reported_for_either_family() {
+        let a = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let b = UdpSocket::bind("127.0.0.1:0").unwrap();
+        a.send_to(&[7u8; 200], b.local_addr().unwrap()).unwrap();
+        let got = recv_all_from(&b, 1);
+        assert_eq!(got.len(), 1);
+        assert!(got[0].1.truncated);
+        assert_eq!(got[0].1.len, 64, "the length is capped at the slot");
+    }
+
+    #[test]
+    fn getrandom_fills_the_buffer() {
+        // 64 zero bytes from a working source have probability 2^-512.
+        let mut buf = [0u8; 64];
+        getrandom(&mut buf).unwrap();
+        assert!(buf.iter().any(|&b| b != 0));
     }
 }

@@ -12,28 +12,27 @@
 
 use std::future::Future;
 use std::io;
-use std::mem::MaybeUninit;
 use std::net::SocketAddr;
-use std::os::fd::{AsRawFd, RawFd};
+use std::os::fd::AsRawFd;
 use std::rc::Rc;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use gate64_dataplane::{Dns64Result, Dns64Stats};
+use gate64_dataplane::Dns64Stats;
+use gate64_dns64::Outcome;
+use gate64_dns64::synth::{EDNS_PAYLOAD, Synthesizer};
 use gate64_nat64::Prefix;
 use hickory_server::Server as HickoryServer;
 use ipnet::Ipv6Net;
 use socket2::{Domain, Protocol, Socket, Type};
 use tracing::{debug, info, warn};
 
-use crate::handler::{Dns64, Handler};
-use crate::synth::{EDNS_PAYLOAD, Synthesizer};
-use crate::upstream::Upstreams;
+use super::handler::{Dns64, Handler};
+use super::upstream::Upstreams;
+use crate::sys::{self, BATCH, ReceivedFrom};
 
-/// Datagrams per `recvmmsg`/`sendmmsg`.
-const BATCH: usize = 32;
 /// Receive slot size: larger queries are dropped (DNS queries are tiny).
 const RX_SLOT: usize = 2048;
 /// Queries waiting for upstream at once; beyond that new misses are dropped (counted as
@@ -291,7 +290,9 @@ impl UdpThread {
         let fd = sock.as_raw_fd();
         let mut rx = vec![[0u8; RX_SLOT]; BATCH];
         let mut tx = vec![[0u8; EDNS_PAYLOAD as usize]; BATCH];
-        let mut batch = Batch::new();
+        let mut received = [ReceivedFrom::EMPTY; BATCH];
+        // For each tx slot: the client it answers and the answer's length.
+        let mut replies = [(SocketAddr::from(([0, 0, 0, 0], 0)), 0usize); BATCH];
         loop {
             tokio::select! {
                 r = sock.readable() => if let Err(e) = r {
@@ -300,7 +301,9 @@ impl UdpThread {
                 },
                 _ = stop.changed() => return,
             }
-            let n = match sock.try_io(tokio::io::Interest::READABLE, || batch.recv(fd, &mut rx)) {
+            let n = match sock.try_io(tokio::io::Interest::READABLE, || {
+                sys::recv_batch_from(fd, &mut rx, &mut received)
+            }) {
                 Ok(n) => n,
                 Err(e)
                     if matches!(
@@ -318,22 +321,24 @@ impl UdpThread {
             };
             let now = Instant::now();
             let mut hits = 0;
-            for (i, slot) in rx.iter().enumerate().take(n) {
-                let (len, truncated) = batch.received(i);
-                if truncated {
-                    dns.stats().count(Dns64Result::Malformed);
+            for (slot, got) in rx.iter().zip(&received).take(n) {
+                if got.truncated {
+                    dns.count(Outcome::Malformed);
                     continue;
                 }
-                let request = &slot[..len];
+                let request = &slot[..got.len];
+                // A source of another family cannot be answered, so it is not counted.
+                let Some(src) = got.from else { continue };
                 if let Some(out_len) = dns.answer_cached(request, true, now, &mut tx[hits]) {
-                    batch.reply(hits, i, out_len);
+                    replies[hits] = (src, out_len);
                     hits += 1;
-                } else if let Some(src) = batch.source(i) {
+                } else {
                     miss(&dns, &sock, &in_flight, request, src);
                 }
             }
             if hits > 0
-                && let Err(e) = batch.send(fd, &mut tx, hits)
+                && let Err(e) =
+                    sys::send_batch_to(fd, hits, |i| (&tx[i][..replies[i].1], replies[i].0))
             {
                 debug!(error = %e, "DNS64 UDP send failed");
             }
@@ -351,7 +356,7 @@ fn miss(
 ) {
     if in_flight.fetch_add(1, Ordering::Relaxed) >= MAX_IN_FLIGHT {
         in_flight.fetch_sub(1, Ordering::Relaxed);
-        dns.stats().count(Dns64Result::Error);
+        dns.count(Outcome::Error);
         return;
     }
     let request = request.to_vec();
@@ -365,147 +370,4 @@ fn miss(
         }
         in_flight.fetch_sub(1, Ordering::Relaxed);
     });
-}
-
-/// `recvmmsg`/`sendmmsg` bookkeeping for one batch.
-struct Batch {
-    addrs: [libc::sockaddr_storage; BATCH],
-    rx_hdr: [libc::mmsghdr; BATCH],
-    rx_iov: [libc::iovec; BATCH],
-    /// For each reply: (tx slot, rx index, length).
-    replies: [(usize, usize); BATCH],
-}
-
-impl Batch {
-    fn new() -> Batch {
-        // SAFETY: all-zero is a valid value for these plain C structs (null pointers, zero
-        // lengths); they are filled before each system call.
-        unsafe { MaybeUninit::<Batch>::zeroed().assume_init() }
-    }
-
-    /// Receives up to [`BATCH`] datagrams into `rx` from the non-blocking socket.
-    fn recv(&mut self, fd: RawFd, rx: &mut [[u8; RX_SLOT]]) -> io::Result<usize> {
-        let n = rx.len().min(BATCH);
-        for (i, slot) in rx.iter_mut().enumerate().take(n) {
-            self.rx_iov[i] = libc::iovec {
-                iov_base: slot.as_mut_ptr().cast(),
-                iov_len: RX_SLOT,
-            };
-            let h = &mut self.rx_hdr[i].msg_hdr;
-            h.msg_name = (&mut self.addrs[i] as *mut libc::sockaddr_storage).cast();
-            h.msg_namelen = size_of::<libc::sockaddr_storage>() as libc::socklen_t;
-            h.msg_iov = &mut self.rx_iov[i];
-            h.msg_iovlen = 1;
-            h.msg_control = std::ptr::null_mut();
-            h.msg_controllen = 0;
-            h.msg_flags = 0;
-            self.rx_hdr[i].msg_len = 0;
-        }
-        // SAFETY: the headers point at `self.addrs`, `self.rx_iov` and `rx`, all alive and
-        // sized as declared for the duration of the call.
-        let r = unsafe {
-            libc::recvmmsg(
-                fd,
-                self.rx_hdr.as_mut_ptr(),
-                n as libc::c_uint,
-                libc::MSG_WAITFORONE,
-                std::ptr::null_mut(),
-            )
-        };
-        if r < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        Ok(r as usize)
-    }
-
-    /// Length of datagram `i` and whether it was cut short.
-    fn received(&self, i: usize) -> (usize, bool) {
-        let h = &self.rx_hdr[i];
-        let truncated = h.msg_hdr.msg_flags & libc::MSG_TRUNC != 0;
-        ((h.msg_len as usize).min(RX_SLOT), truncated)
-    }
-
-    /// The source address of datagram `i`.
-    fn source(&self, i: usize) -> Option<SocketAddr> {
-        let s = &self.addrs[i];
-        let len = self.rx_hdr[i].msg_hdr.msg_namelen as usize;
-        match i32::from(s.ss_family) {
-            libc::AF_INET if len >= size_of::<libc::sockaddr_in>() => {
-                // SAFETY: the kernel wrote a sockaddr_in here (family and length checked).
-                let a =
-                    unsafe { &*(s as *const libc::sockaddr_storage).cast::<libc::sockaddr_in>() };
-                let ip = std::net::Ipv4Addr::from(u32::from_be(a.sin_addr.s_addr));
-                Some(SocketAddr::from((ip, u16::from_be(a.sin_port))))
-            }
-            libc::AF_INET6 if len >= size_of::<libc::sockaddr_in6>() => {
-                // SAFETY: the kernel wrote a sockaddr_in6 here (family and length checked).
-                let a =
-                    unsafe { &*(s as *const libc::sockaddr_storage).cast::<libc::sockaddr_in6>() };
-                let ip = std::net::Ipv6Addr::from(a.sin6_addr.s6_addr);
-                Some(SocketAddr::V6(std::net::SocketAddrV6::new(
-                    ip,
-                    u16::from_be(a.sin6_port),
-                    a.sin6_flowinfo,
-                    a.sin6_scope_id,
-                )))
-            }
-            _ => None,
-        }
-    }
-
-    /// Records that tx slot `slot` answers datagram `rx` with `len` bytes.
-    fn reply(&mut self, slot: usize, rx: usize, len: usize) {
-        self.replies[slot] = (rx, len);
-    }
-
-    /// Sends the first `count` replies, each to the source of the datagram it answers.
-    fn send(
-        &mut self,
-        fd: RawFd,
-        tx: &mut [[u8; EDNS_PAYLOAD as usize]],
-        count: usize,
-    ) -> io::Result<()> {
-        let mut hdrs: [MaybeUninit<libc::mmsghdr>; BATCH] =
-            [const { MaybeUninit::uninit() }; BATCH];
-        let mut iovs: [MaybeUninit<libc::iovec>; BATCH] = [const { MaybeUninit::uninit() }; BATCH];
-        for slot in 0..count {
-            let (rx, len) = self.replies[slot];
-            iovs[slot].write(libc::iovec {
-                iov_base: tx[slot].as_mut_ptr().cast(),
-                iov_len: len,
-            });
-            // SAFETY: zeroed mmsghdr is valid; the fields are set below.
-            let mut h: libc::mmsghdr = unsafe { std::mem::zeroed() };
-            h.msg_hdr.msg_name = (&mut self.addrs[rx] as *mut libc::sockaddr_storage).cast();
-            h.msg_hdr.msg_namelen = self.rx_hdr[rx].msg_hdr.msg_namelen;
-            h.msg_hdr.msg_iov = iovs[slot].as_mut_ptr();
-            h.msg_hdr.msg_iovlen = 1;
-            hdrs[slot].write(h);
-        }
-        let mut sent = 0;
-        while sent < count {
-            // SAFETY: entries `sent..count` are initialized and point at live buffers and
-            // addresses.
-            let r = unsafe {
-                libc::sendmmsg(
-                    fd,
-                    hdrs[sent].as_mut_ptr(),
-                    (count - sent) as libc::c_uint,
-                    0,
-                )
-            };
-            if r < 0 {
-                let e = io::Error::last_os_error();
-                if e.kind() == io::ErrorKind::Interrupted {
-                    continue;
-                }
-                return Err(e);
-            }
-            if r == 0 {
-                break;
-            }
-            sent += r as usize;
-        }
-        Ok(())
-    }
 }

@@ -1,10 +1,13 @@
-//! The resolver: cache, [`Plan`] and [`Upstreams`] tied together, and the hickory-server
-//! [`RequestHandler`] that serves it over TCP (and over UDP when the fast path is off).
+//! [`Dns64`], the driver of the sans-IO [`Resolver`]: cache hits, upstream exchanges and the
+//! counters; and the hickory-server [`RequestHandler`] that serves it over TCP (and over UDP
+//! when the fast path is off).
 
 use std::sync::Arc;
 use std::time::Instant;
 
 use gate64_dataplane::{Dns64Result, Dns64Stats};
+use gate64_dns64::cache::{Cache, MAX_ENTRY};
+use gate64_dns64::{Outcome, Resolver, Synthesizer};
 use hickory_proto::op::{Message, ResponseCode};
 use hickory_server::net::runtime::Time;
 use hickory_server::net::xfer::Protocol;
@@ -12,16 +15,25 @@ use hickory_server::server::{Request, RequestHandler, ResponseHandler, ResponseI
 use hickory_server::zone_handler::MessageResponseBuilder;
 use tracing::debug;
 
-use crate::cache::{CLASSIC_UDP, Cache, MAX_ENTRY, MAX_KEY, parse_query};
-use crate::synth::{EDNS_PAYLOAD, Plan, Step, Synthesizer};
-use crate::upstream::Upstreams;
+use super::upstream::Upstreams;
+
+/// The metrics label of an outcome. `Dns64Result` lives in `gate64-dataplane` so the exporter
+/// needs no DNS crate; neither crate may depend on the other, hence a function, not `From`.
+pub fn result_label(outcome: Outcome) -> Dns64Result {
+    match outcome {
+        Outcome::Synthesized => Dns64Result::Synthesized,
+        Outcome::Native => Dns64Result::Native,
+        Outcome::Nxdomain => Dns64Result::Nxdomain,
+        Outcome::Error => Dns64Result::Error,
+        Outcome::Malformed => Dns64Result::Malformed,
+    }
+}
 
 /// The DNS64 resolver shared by every listener.
 #[derive(Debug)]
 pub struct Dns64 {
-    syn: Synthesizer,
+    resolver: Resolver,
     upstreams: Upstreams,
-    cache: Cache,
     stats: Arc<Dns64Stats>,
 }
 
@@ -35,9 +47,8 @@ impl Dns64 {
         stats: Arc<Dns64Stats>,
     ) -> Dns64 {
         Dns64 {
-            syn,
+            resolver: Resolver::new(syn, cache_entries),
             upstreams,
-            cache: Cache::new(cache_entries),
             stats,
         }
     }
@@ -47,9 +58,14 @@ impl Dns64 {
         &self.stats
     }
 
+    /// Counts one finished query.
+    pub fn count(&self, outcome: Outcome) {
+        self.stats.count(result_label(outcome));
+    }
+
     /// The cache.
     pub fn cache(&self) -> &Cache {
-        &self.cache
+        self.resolver.cache()
     }
 
     /// Answers `request` from the cache into `out` when it can: no allocation, no task. For
@@ -62,20 +78,8 @@ impl Dns64 {
         now: Instant,
         out: &mut [u8],
     ) -> Option<usize> {
-        if !self.cache.enabled() {
-            return None;
-        }
-        let mut key = [0u8; MAX_KEY];
-        let info = parse_query(request, &mut key, EDNS_PAYLOAD)?;
-        let limit = if udp {
-            info.max_udp
-        } else {
-            usize::from(u16::MAX)
-        };
-        let (len, result) =
-            self.cache
-                .answer(&key[..info.key_len], request, &info, limit, now, out)?;
-        self.stats.count(result);
+        let (len, outcome) = self.resolver.answer_cached(request, udp, now, out)?;
+        self.count(outcome);
         self.stats.cache_hit();
         Some(len)
     }
@@ -96,78 +100,21 @@ impl Dns64 {
     /// [`Dns64::answer`] for a query the caller already looked up in the cache: asks
     /// upstream (the answer is cached for the next query).
     pub async fn answer_uncached(&self, request: &[u8], udp: bool) -> Option<Vec<u8>> {
-        let msg = match Message::from_vec(request) {
-            Ok(m) => m,
-            Err(e) => {
-                debug!(error = %e, len = request.len(), "malformed DNS query");
-                self.stats.count(Dns64Result::Malformed);
-                return formerr(request);
+        let mut exchange = match self.resolver.exchange(request, udp) {
+            Ok(exchange) => exchange,
+            Err(reply) => {
+                self.count(reply.outcome);
+                return reply.wire;
             }
         };
-        let (mut plan, mut step) = Plan::start(&self.syn, &msg);
-        // A plan asks at most twice (AAAA, then A); the bound guards against a bug looping.
-        for _ in 0..4 {
-            let Step::Ask(ask) = &step else { break };
+        while let Some(ask) = exchange.ask() {
             let answer = self.upstreams.ask(ask).await;
-            step = plan.handle(&self.syn, answer);
+            exchange.handle(&self.resolver, answer);
         }
-        let (m, result) = match step {
-            Step::Answer(m, r) => (m, r),
-            Step::Drop(r) => {
-                self.stats.count(r);
-                return None;
-            }
-            Step::Ask(_) => {
-                debug_assert!(false, "a plan asked more than four times");
-                self.stats.count(Dns64Result::Error);
-                return None;
-            }
-        };
-        self.stats.count(result);
-        let wire = match m.to_vec() {
-            Ok(w) => w,
-            Err(e) => {
-                debug!(error = %e, "cannot encode an answer; SERVFAIL");
-                let mut fail =
-                    Message::error_msg(m.metadata.id, m.metadata.op_code, ResponseCode::ServFail);
-                fail.queries = m.queries.clone();
-                return fail.to_vec().ok();
-            }
-        };
-        let mut key = [0u8; MAX_KEY];
-        let info = parse_query(request, &mut key, EDNS_PAYLOAD);
-        if let Some(info) = info {
-            self.cache
-                .insert(&key[..info.key_len], &wire, result, Instant::now());
-        }
-        if udp {
-            let limit = info.map_or_else(|| udp_limit(&msg), |i| i.max_udp);
-            if wire.len() > limit {
-                return m.truncate().to_vec().ok();
-            }
-        }
-        Some(wire)
+        let reply = exchange.finish(&self.resolver, Instant::now());
+        self.count(reply.outcome);
+        reply.wire
     }
-}
-
-/// The client's UDP size limit from a parsed request (RFC 6891 §6.2.5).
-fn udp_limit(m: &Message) -> usize {
-    m.edns.as_ref().map_or(CLASSIC_UDP, |e| {
-        usize::from(e.max_payload()).clamp(CLASSIC_UDP, usize::from(EDNS_PAYLOAD))
-    })
-}
-
-/// FORMERR for a query whose header is readable (RFC 1035 §4.1.1), else nothing.
-pub fn formerr(request: &[u8]) -> Option<Vec<u8>> {
-    let h = request.get(..12)?;
-    if h[2] & 0x80 != 0 {
-        return None; // a response: never answer one
-    }
-    let mut out = vec![0u8; 12];
-    out[..2].copy_from_slice(&h[..2]);
-    out[2] = 0x80 | (h[2] & 0x79); // QR, the opcode and RD of the query
-    out[3] = ResponseCode::FormErr.low();
-    Some(out)
 }
 
 /// hickory-server's view of [`Dns64`].

@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use gate64_dataplane::{Dns64Result, Dns64Stats};
-use gate64_dns64::{Server, Settings};
+use gate64_io::dns64::{Server, Settings};
 use gate64_nat64::Prefix;
 use hickory_proto::op::{Edns, Message, OpCode, Query, ResponseCode};
 use hickory_proto::rr::rdata::{A, AAAA, PTR, SOA, TXT};

@@ -1,5 +1,5 @@
 //! Runs the DNS64 server alone, for benchmarks and experiments (no TUN, no root needed for
-//! high ports): `cargo run --release -p gate64-dns64 --example dns64-serve -- --listen
+//! high ports): `cargo run --release -p gate64-io --example dns64-serve -- --listen
 //! 127.0.0.1:5353 --upstream 127.0.0.1:5300 [--prefix 64:ff9b::/96] [--threads N]
 //! [--cache N] [--hickory-udp]`. Stops on Ctrl-C or SIGTERM.
 #![allow(missing_docs)]
@@ -8,7 +8,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use gate64_dataplane::{Dns64Result, Dns64Stats};
-use gate64_dns64::{Settings, serve};
+use gate64_io::dns64::{Settings, serve};
 use gate64_nat64::Prefix;
 
 fn main() {

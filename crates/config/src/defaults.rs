@@ -1,0 +1,51 @@
+//! Default values of the optional keys, as documented in `docs/config.md`.
+
+use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
+
+/// `server.workers`: 0 means one worker per CPU core.
+pub const WORKERS: usize = 0;
+/// `server.tls_threads`: 0 means half the CPU cores, at least one.
+pub const TLS_THREADS: usize = 0;
+/// `teredo.port`: the Teredo UDP port (RFC 4380 §2.6 `Teredo_UDP_port`).
+pub const TEREDO_PORT: u16 = 3544;
+/// `corpnet.tun`: the name of the TUN interface towards the corporate network.
+pub const TUN: &str = "gate64";
+/// `corpnet.mtu`, in bytes: the IPv6 minimum link MTU (RFC 8200 §5).
+pub const MTU: u16 = 1280;
+/// `metrics.listen`: the Prometheus exporter's address (loopback only).
+pub const METRICS_LISTEN: SocketAddr = SocketAddr::V4(SocketAddrV4::new(Ipv4Addr::LOCALHOST, 9164));
+/// `limits.rs_per_source_per_sec`: router solicitations accepted per source per second.
+pub const RS_PER_SOURCE_PER_SEC: u32 = 20;
+/// `limits.rs_burst`, when `rs_per_source_per_sec` is not set either. Otherwise the default
+/// burst is twice the configured rate.
+pub const RS_BURST: u32 = 40;
+/// `limits.max_teredo_peers`: entries in the Teredo relay's peer table.
+pub const MAX_TEREDO_PEERS: usize = 1_000_000;
+/// `limits.relay_queue_packets`: packets queued per peer while the relay bubbles it.
+pub const RELAY_QUEUE_PACKETS: usize = 8;
+/// `limits.peer_idle_timeout_secs`: RFC 4380 §5.2.4 keeps a peer 30 s after the last
+/// packet.
+pub const PEER_IDLE_TIMEOUT_SECS: u64 = 30;
+/// `limits.max_tls_handshakes`: TLS handshakes in progress at the same time.
+pub const MAX_TLS_HANDSHAKES: usize = 1024;
+/// `limits.max_iphttps_connections`: established IP-HTTPS connections.
+pub const MAX_IPHTTPS_CONNECTIONS: usize = 100_000;
+/// `limits.tls_handshake_timeout_secs`: time allowed from TCP accept to the end of the TLS
+/// handshake.
+pub const TLS_HANDSHAKE_TIMEOUT_SECS: u64 = 10;
+/// `iphttps.listen`: the HTTPS port on every IPv4 address.
+pub const IPHTTPS_LISTEN: SocketAddr =
+    SocketAddr::V4(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 443));
+/// `iphttps.path`: the URI path of the IP-HTTPS URL that Windows DirectAccess configures
+/// (`https://<name>:443/IPHTTPS`).
+pub const IPHTTPS_PATH: &str = "/IPHTTPS";
+/// `iphttps.idle_timeout_secs`: [MS-IPHTTPS] advises against short idle timeouts, since
+/// a quiet tunnel is normal.
+pub const IPHTTPS_IDLE_TIMEOUT_SECS: u64 = 900;
+/// `iphttps.ra_interval_secs`: seconds between unsolicited router advertisements.
+pub const IPHTTPS_RA_INTERVAL_SECS: u64 = 300;
+/// `iphttps.send_queue_bytes`: most bytes queued per connection towards the client (less
+/// while the connection drains slowly: about 10 ms of its drain rate).
+pub const IPHTTPS_SEND_QUEUE_BYTES: usize = 4 * 1024 * 1024;
+/// `log.level`.
+pub const LOG_LEVEL: &str = "info";

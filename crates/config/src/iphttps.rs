@@ -1,0 +1,289 @@
+//! `[iphttps]`: the IP-HTTPS server ([MS-IPHTTPS]): listener, URI path, certificate files,
+//! client prefix, idle timeout, router advertisements and the send queue.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use ipnet::Ipv6Net;
+use serde::Deserialize;
+
+use crate::corpnet::{overlaps, special_ipv6};
+use crate::error::{check_readable_file, invalid, missing, quote};
+use crate::teredo::teredo_prefix;
+use crate::{Config, ConfigError, defaults};
+
+/// `[iphttps]`: the IP-HTTPS server ([MS-IPHTTPS]): clients send IPv6 packets inside one
+/// long HTTPS POST and receive them in its endless response.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Iphttps {
+    /// Whether gate64 serves IP-HTTPS at all.
+    pub enabled: bool,
+    /// TCP address and port of the HTTPS listener.
+    pub listen: SocketAddr,
+    /// The URI path clients POST to: starts with `/`, printable ASCII without spaces, at most
+    /// 256 bytes.
+    pub path: String,
+    /// PEM file with the server certificate chain (leaf first). Required while enabled.
+    pub certificate: Option<PathBuf>,
+    /// PEM file with the server certificate's private key. Required while enabled.
+    pub private_key: Option<PathBuf>,
+    /// PEM CA bundle. When set, every client must present a certificate signed by one of these
+    /// CAs (the DirectAccess "Certificates" authentication mode); when `None`, clients are not
+    /// authenticated at the TLS layer.
+    pub client_ca: Option<PathBuf>,
+    /// Pool from which each client gets its own /64 (prefix length 1..=64). Required while
+    /// enabled.
+    pub prefix: Option<Ipv6Net>,
+    /// Seconds without traffic after which a connection is closed; 0 = never.
+    pub idle_timeout_secs: u64,
+    /// Seconds between unsolicited router advertisements on each connection.
+    pub ra_interval_secs: u64,
+    /// Bound of each connection's send queue (towards the client), in bytes.
+    pub send_queue_bytes: usize,
+}
+
+/// IP-HTTPS disabled, every key at its default (no files, no prefix).
+impl Default for Iphttps {
+    fn default() -> Self {
+        Self {
+            enabled: false,
+            listen: defaults::IPHTTPS_LISTEN,
+            path: defaults::IPHTTPS_PATH.to_owned(),
+            certificate: None,
+            private_key: None,
+            client_ca: None,
+            prefix: None,
+            idle_timeout_secs: defaults::IPHTTPS_IDLE_TIMEOUT_SECS,
+            ra_interval_secs: defaults::IPHTTPS_RA_INTERVAL_SECS,
+            send_queue_bytes: defaults::IPHTTPS_SEND_QUEUE_BYTES,
+        }
+    }
+}
+
+/// Upper bound of `iphttps.path`, in bytes.
+const MAX_IPHTTPS_PATH_LEN: usize = 256;
+
+/// Smallest non-zero `iphttps.idle_timeout_secs`.
+const MIN_IPHTTPS_IDLE_TIMEOUT_SECS: u64 = 60;
+
+/// Allowed `iphttps.ra_interval_secs`.
+const IPHTTPS_RA_INTERVAL_RANGE: std::ops::RangeInclusive<u64> = 10..=86_400;
+
+/// Allowed `iphttps.send_queue_bytes`.
+const IPHTTPS_SEND_QUEUE_RANGE: std::ops::RangeInclusive<usize> = 16_384..=16_777_216;
+
+#[derive(Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawIphttps {
+    enabled: Option<bool>,
+    listen: Option<SocketAddr>,
+    path: Option<String>,
+    certificate: Option<PathBuf>,
+    private_key: Option<PathBuf>,
+    client_ca: Option<PathBuf>,
+    prefix: Option<Ipv6Net>,
+    idle_timeout_secs: Option<u64>,
+    ra_interval_secs: Option<u64>,
+    send_queue_bytes: Option<usize>,
+}
+
+impl RawIphttps {
+    pub(crate) fn build(self) -> Iphttps {
+        Iphttps {
+            enabled: self.enabled.unwrap_or(false),
+            listen: self.listen.unwrap_or(defaults::IPHTTPS_LISTEN),
+            path: self
+                .path
+                .unwrap_or_else(|| defaults::IPHTTPS_PATH.to_owned()),
+            certificate: self.certificate,
+            private_key: self.private_key,
+            client_ca: self.client_ca,
+            prefix: self.prefix,
+            idle_timeout_secs: self
+                .idle_timeout_secs
+                .unwrap_or(defaults::IPHTTPS_IDLE_TIMEOUT_SECS),
+            ra_interval_secs: self
+                .ra_interval_secs
+                .unwrap_or(defaults::IPHTTPS_RA_INTERVAL_SECS),
+            send_queue_bytes: self
+                .send_queue_bytes
+                .unwrap_or(defaults::IPHTTPS_SEND_QUEUE_BYTES),
+        }
+    }
+}
+
+impl Config {
+    /// Checks that the files the configuration names exist and are readable regular files:
+    /// `iphttps.certificate`, `iphttps.private_key` and `iphttps.client_ca`, while IP-HTTPS is
+    /// enabled. Whether they hold valid PEM is for the daemon to find out when it loads them.
+    /// [`Config::validate`] does not call this (so a file can be checked on another machine);
+    /// `gate64 check-config` and `gate64 serve` do. The error ([`ErrorKind::Io`](crate::ErrorKind::Io)) names the key
+    /// and the path.
+    pub fn check_files(&self) -> Result<(), ConfigError> {
+        let h = &self.iphttps;
+        if !h.enabled {
+            return Ok(());
+        }
+        for (key, path) in [
+            ("iphttps.certificate", &h.certificate),
+            ("iphttps.private_key", &h.private_key),
+            ("iphttps.client_ca", &h.client_ca),
+        ] {
+            if let Some(path) = path {
+                check_readable_file(key, path)?;
+            }
+        }
+        Ok(())
+    }
+
+    pub(crate) fn validate_iphttps(&self) -> Result<(), ConfigError> {
+        let h = &self.iphttps;
+        if h.enabled {
+            if h.certificate.is_none() {
+                return Err(missing(
+                    "iphttps.certificate",
+                    "give the PEM file with the server certificate chain, e.g. \
+                     \"/etc/gate64/iphttps.crt\" (or set iphttps.enabled = false)",
+                ));
+            }
+            if h.private_key.is_none() {
+                return Err(missing(
+                    "iphttps.private_key",
+                    "give the PEM file with the certificate's private key, e.g. \
+                     \"/etc/gate64/iphttps.key\" (or set iphttps.enabled = false)",
+                ));
+            }
+            if h.prefix.is_none() {
+                return Err(missing(
+                    "iphttps.prefix",
+                    "give the IPv6 prefix from which each client gets a /64, e.g. \
+                     \"2001:db8:1::/48\" (or set iphttps.enabled = false)",
+                ));
+            }
+        }
+        if let Some(why) = bad_uri_path(&h.path) {
+            return Err(invalid("iphttps.path", quote(&h.path), why));
+        }
+        for (key, path) in [
+            ("iphttps.certificate", &h.certificate),
+            ("iphttps.private_key", &h.private_key),
+            ("iphttps.client_ca", &h.client_ca),
+        ] {
+            if path.as_ref().is_some_and(|p| p.as_os_str().is_empty()) {
+                return Err(invalid(
+                    key,
+                    "\"\"",
+                    "must not be empty; give the path of a PEM file (or leave the key out)",
+                ));
+            }
+        }
+        if let Some(p) = &h.prefix {
+            self.validate_iphttps_prefix(p)?;
+        }
+        let t = h.idle_timeout_secs;
+        if t != 0 && t < MIN_IPHTTPS_IDLE_TIMEOUT_SECS {
+            return Err(invalid(
+                "iphttps.idle_timeout_secs",
+                t,
+                format!(
+                    "must be 0 (never) or at least {MIN_IPHTTPS_IDLE_TIMEOUT_SECS} seconds; \
+                     [MS-IPHTTPS] advises against short idle timeouts, since a quiet tunnel \
+                     is normal"
+                ),
+            ));
+        }
+        if !IPHTTPS_RA_INTERVAL_RANGE.contains(&h.ra_interval_secs) {
+            return Err(invalid(
+                "iphttps.ra_interval_secs",
+                h.ra_interval_secs,
+                format!(
+                    "must be {}..={} seconds",
+                    IPHTTPS_RA_INTERVAL_RANGE.start(),
+                    IPHTTPS_RA_INTERVAL_RANGE.end()
+                ),
+            ));
+        }
+        if !IPHTTPS_SEND_QUEUE_RANGE.contains(&h.send_queue_bytes) {
+            return Err(invalid(
+                "iphttps.send_queue_bytes",
+                h.send_queue_bytes,
+                format!(
+                    "must be {}..={} bytes",
+                    IPHTTPS_SEND_QUEUE_RANGE.start(),
+                    IPHTTPS_SEND_QUEUE_RANGE.end()
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    fn validate_iphttps_prefix(&self, p: &Ipv6Net) -> Result<(), ConfigError> {
+        let value = quote(&p.to_string());
+        let err = |why: String| Err(invalid("iphttps.prefix", &value, why));
+        if !(1..=64).contains(&p.prefix_len()) {
+            return err(format!(
+                "the length must be 1..=64, since each client gets a /64 from it; did you \
+                 mean {}?",
+                Ipv6Net::new(p.addr(), 64).map_or(*p, |n| n.trunc())
+            ));
+        }
+        if p.addr() != p.network() {
+            return err(format!("host bits are set; did you mean {}?", p.trunc()));
+        }
+        let teredo = teredo_prefix();
+        if overlaps(p, &teredo) {
+            return err(format!(
+                "overlaps {teredo}, the Teredo prefix; IP-HTTPS clients need their own prefix"
+            ));
+        }
+        if let Some(why) = special_ipv6(p.network()) {
+            return err(format!("is {why}, not a routable unicast prefix"));
+        }
+        if let Some(c) = self.corpnet.ipv6_prefixes.iter().find(|c| overlaps(p, c)) {
+            return err(format!(
+                "overlaps {c} in corpnet.ipv6_prefixes; client addresses must lie outside the \
+                 corporate network"
+            ));
+        }
+        let a = self.corpnet.address6;
+        if p.contains(&a) {
+            return err(format!(
+                "contains corpnet.address6 ({a}), gate64's own address; it would be handed to \
+                 a client"
+            ));
+        }
+        Ok(())
+    }
+
+    /// Advice about `[iphttps]`.
+    pub(crate) fn iphttps_warnings(&self, out: &mut Vec<String>) {
+        let h = &self.iphttps;
+        if h.enabled && h.client_ca.is_none() {
+            out.push(
+                "iphttps.client_ca is not set: clients are not authenticated at TLS; \
+                 DirectAccess relies on IPsec for that, which is not built yet"
+                    .to_owned(),
+            );
+        }
+    }
+}
+
+/// Why `path` is not a valid `iphttps.path`, or `None`.
+fn bad_uri_path(path: &str) -> Option<String> {
+    if !path.starts_with('/') {
+        return Some("must start with '/', e.g. \"/IPHTTPS\"".to_owned());
+    }
+    if path.len() > MAX_IPHTTPS_PATH_LEN {
+        return Some(format!(
+            "is {} bytes; at most {MAX_IPHTTPS_PATH_LEN} are allowed",
+            path.len()
+        ));
+    }
+    if let Some(c) = path.chars().find(|c| !c.is_ascii_graphic()) {
+        return Some(format!(
+            "character {c:?} is not allowed; the path is printable ASCII without spaces \
+             (percent-encode anything else)"
+        ));
+    }
+    None
+}
