@@ -8,6 +8,8 @@
 //! - `netns_privileges_dropped_as_unprivileged_user`: as the systemd unit runs it, as an
 //!   unprivileged user (here `nobody`, through `setpriv`) with the start-up capabilities
 //!   ambient; the same checks with Teredo, and the user kept.
+//! - `netns_privileges_switch_to_server_user`: started as root with `[server] user =
+//!   "nobody"`; the same checks, every thread switched to nobody.
 
 use std::time::Duration;
 
@@ -77,48 +79,66 @@ fn netns_privileges_dropped_as_unprivileged_user() {
     netns_test(
         "netns_privileges_dropped_as_unprivileged_user",
         Topology::builder(),
-        dropped_as_user,
+        |topo| dropped_as_nobody(topo, Start::AmbientCapabilities),
     );
 }
 
-fn dropped_as_user(topo: &Topology) -> Result<()> {
-    let setpriv =
-        find_tool("setpriv").context("`setpriv` not found: apt-get install util-linux")?;
+#[test]
+#[ignore = "netns: needs root"]
+fn netns_privileges_switch_to_server_user() {
+    netns_test(
+        "netns_privileges_switch_to_server_user",
+        Topology::builder(),
+        |topo| dropped_as_nobody(topo, Start::RootWithServerUser),
+    );
+}
+
+/// How `gate64 serve` is started in [`dropped_as_nobody`].
+#[derive(Debug, Clone, Copy)]
+enum Start {
+    /// As `nobody` with the unit's ambient capabilities, through `setpriv`.
+    AmbientCapabilities,
+    /// As root, with `[server] user = "nobody"` in the configuration.
+    RootWithServerUser,
+}
+
+fn dropped_as_nobody(topo: &Topology, start: Start) -> Result<()> {
     let bin = gate64_binary()?;
-    let conf = topo
-        .srv
-        .write_file("gate64-user.toml", &Gate64Options::default().config_toml())?;
-    let id = format!("--reuid={NOBODY}");
-    let gid = format!("--regid={NOBODY}");
-    let inh = format!("--inh-caps={UNIT_CAPS}");
-    let amb = format!("--ambient-caps={UNIT_CAPS}");
-    let mut gate = topo.srv.spawn(
-        "gate64",
-        &[
-            path_str(&setpriv)?,
-            &id,
-            &gid,
-            "--clear-groups",
-            &inh,
-            &amb,
-            path_str(&bin)?,
-            "serve",
-            "--config",
-            path_str(&conf)?,
-        ],
-    )?;
+    let mut toml = Gate64Options::default().config_toml();
+    if let Start::RootWithServerUser = start {
+        toml = toml.replacen("[server]\n", "[server]\nuser = \"nobody\"\n", 1);
+        ensure!(
+            toml.contains("user = \"nobody\""),
+            "no [server] section in\n{toml}"
+        );
+    }
+    let conf = topo.srv.write_file("gate64-user.toml", &toml)?;
+    let serve = [path_str(&bin)?, "serve", "--config", path_str(&conf)?];
+    let mut gate = match start {
+        Start::RootWithServerUser => topo.srv.spawn("gate64", &serve)?,
+        Start::AmbientCapabilities => {
+            let setpriv =
+                find_tool("setpriv").context("`setpriv` not found: apt-get install util-linux")?;
+            let id = format!("--reuid={NOBODY}");
+            let gid = format!("--regid={NOBODY}");
+            let inh = format!("--inh-caps={UNIT_CAPS}");
+            let amb = format!("--ambient-caps={UNIT_CAPS}");
+            let mut argv = vec![path_str(&setpriv)?, &id, &gid, "--clear-groups", &inh, &amb];
+            argv.extend(serve);
+            topo.srv.spawn("gate64", &argv)?
+        }
+    };
     let ready = wait_until(Duration::from_secs(15), || {
         gate.is_running() && gate.log().contains(DROPPED_LINE) && topo.metrics_text().is_ok()
     });
     gate.ensure_running()?;
     ensure!(
         ready,
-        "gate64 as uid {NOBODY} did not drop privileges and serve /metrics within 15 s; \
-         log:\n{}",
+        "gate64 ({start:?}) did not drop privileges and serve /metrics within 15 s; log:\n{}",
         gate.log()
     );
     let threads = check_every_thread(&gate, NOBODY).context("right after start")?;
-    println!("gate64 as uid {NOBODY}: {threads} threads, no capability");
+    println!("gate64 ({start:?}) as uid {NOBODY}: {threads} threads, no capability");
     let (_miredo, addr) = crate::teredo::qualify(topo)?;
     topo.ping6_all(&topo.cli, CORP_HOST, 3)
         .context("ping tcli -> tcorp over Teredo, after the drop")?;

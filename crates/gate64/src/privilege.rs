@@ -46,6 +46,87 @@ pub struct Identity {
     pub gid: u32,
 }
 
+/// The identity `[server] user` and `group` name, resolved now (before any thread exists, so
+/// the NSS lookup runs once); `None` when no user is configured. Refused, naming the key, when
+/// the user or group does not exist, is uid 0, or gate64 is not running as root.
+pub fn identity(server: &gate64_config::Server) -> Result<Option<Identity>> {
+    let Some(user) = &server.user else {
+        return Ok(None);
+    };
+    let identity = lookup(user, server.group.as_deref())?;
+    // SAFETY: geteuid has no arguments and cannot fail.
+    if unsafe { libc::geteuid() } != 0 {
+        bail!(
+            "`server.user` = {user:?}: switching user needs gate64 started as root; under the \
+             systemd unit, which already runs gate64 as its own user, leave the key out"
+        );
+    }
+    Ok(Some(identity))
+}
+
+/// Looks up `user` (and `group`, else the user's primary group) in the host's user database.
+fn lookup(user: &str, group: Option<&str>) -> Result<Identity> {
+    // NSS entries fit easily; a larger one is reported, not truncated (ERANGE).
+    let mut buf = vec![0 as libc::c_char; 64 * 1024];
+    let name = std::ffi::CString::new(user)
+        .with_context(|| format!("`server.user` = {user:?}: contains a NUL byte"))?;
+    // SAFETY: a zeroed passwd is a valid out-parameter; getpwnam_r fills it, pointing into
+    // `buf`, which outlives every use below.
+    let mut pwd: libc::passwd = unsafe { std::mem::zeroed() };
+    let mut found: *mut libc::passwd = std::ptr::null_mut();
+    // SAFETY: every pointer is live and `buf.len()` is its length.
+    let r = unsafe {
+        libc::getpwnam_r(
+            name.as_ptr(),
+            &mut pwd,
+            buf.as_mut_ptr(),
+            buf.len(),
+            &mut found,
+        )
+    };
+    if r != 0 {
+        return Err(std::io::Error::from_raw_os_error(r))
+            .with_context(|| format!("`server.user` = {user:?}: looking up the user"));
+    }
+    if found.is_null() {
+        bail!("`server.user` = {user:?}: no such user on this host (getpwnam)");
+    }
+    if pwd.pw_uid == 0 {
+        bail!("`server.user` = {user:?}: is uid 0; name an unprivileged user");
+    }
+    let uid = pwd.pw_uid;
+    let mut gid = pwd.pw_gid;
+    if let Some(group) = group {
+        let name = std::ffi::CString::new(group)
+            .with_context(|| format!("`server.group` = {group:?}: contains a NUL byte"))?;
+        // SAFETY: as for getpwnam_r above.
+        let mut grp: libc::group = unsafe { std::mem::zeroed() };
+        let mut found: *mut libc::group = std::ptr::null_mut();
+        // SAFETY: every pointer is live and `buf.len()` is its length.
+        let r = unsafe {
+            libc::getgrnam_r(
+                name.as_ptr(),
+                &mut grp,
+                buf.as_mut_ptr(),
+                buf.len(),
+                &mut found,
+            )
+        };
+        if r != 0 {
+            return Err(std::io::Error::from_raw_os_error(r))
+                .with_context(|| format!("`server.group` = {group:?}: looking up the group"));
+        }
+        if found.is_null() {
+            bail!("`server.group` = {group:?}: no such group on this host (getgrnam)");
+        }
+        gid = grp.gr_gid;
+    }
+    if gid == 0 {
+        bail!("`server.user` = {user:?}: its group is gid 0; set `server.group` to another");
+    }
+    Ok(Identity { uid, gid })
+}
+
 /// What a thread holds, as `/proc/<pid>/task/<tid>/status` reports it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct ThreadCredentials {
@@ -703,6 +784,49 @@ mod tests {
             t.join().expect("thread ran to its end");
         }
         println!("every thread unprivileged: {dropped:?}");
+    }
+
+    #[test]
+    fn identity_from_the_user_database() {
+        let nobody = gate64_config::Server {
+            user: Some("nobody".into()),
+            ..gate64_config::Server::default()
+        };
+        // Debian's base-passwd: nobody is 65534 in nogroup 65534.
+        assert_eq!(lookup("nobody", None).expect("nobody exists"), NOBODY);
+        let etc_group = std::fs::read_to_string("/etc/group").expect("/etc/group");
+        let daemon_gid: u32 = etc_group
+            .lines()
+            .find_map(|l| l.strip_prefix("daemon:x:")?.split(':').next()?.parse().ok())
+            .expect("a daemon group");
+        assert_eq!(
+            lookup("nobody", Some("daemon")).expect("daemon exists"),
+            Identity {
+                uid: 65534,
+                gid: daemon_gid
+            }
+        );
+        let e = format!("{:#}", lookup("no-such-user-here", None).unwrap_err());
+        assert!(
+            e.contains("server.user") && e.contains("no such user"),
+            "{e}"
+        );
+        let e = format!("{:#}", lookup("nobody", Some("no-such-group")).unwrap_err());
+        assert!(
+            e.contains("server.group") && e.contains("no such group"),
+            "{e}"
+        );
+        let e = format!("{:#}", lookup("root", None).unwrap_err());
+        assert!(e.contains("uid 0"), "{e}");
+        let e = format!("{:#}", lookup("nobody", Some("root")).unwrap_err());
+        assert!(e.contains("gid 0"), "{e}");
+        assert_eq!(identity(&gate64_config::Server::default()).ok(), Some(None));
+        // SAFETY: geteuid has no arguments and cannot fail.
+        match (identity(&nobody), unsafe { libc::geteuid() } == 0) {
+            (Ok(id), true) => assert_eq!(id, Some(NOBODY)),
+            (Err(e), false) => assert!(format!("{e:#}").contains("needs gate64 started as root")),
+            (other, root) => panic!("{other:?} with root = {root}"),
+        }
     }
 
     #[test]
