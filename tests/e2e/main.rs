@@ -10,4 +10,5 @@ mod dns64;
 mod iphttps;
 mod iphttps_abuse;
 mod nat64;
+mod privilege;
 mod teredo;

@@ -1,4 +1,5 @@
-//! `[server]`: process-wide settings: worker and TLS thread counts.
+//! `[server]`: process-wide settings: worker and TLS thread counts, and the user to run as
+//! after start-up.
 
 use serde::Deserialize;
 
@@ -13,6 +14,11 @@ pub struct Server {
     /// Threads of the runtime that runs TLS (IP-HTTPS) and the control plane; 0 means half the
     /// CPU cores, at least one (see [`Config::effective_tls_threads`]).
     pub tls_threads: usize,
+    /// The user `gate64 serve` switches to after start-up, when started as root; `None` keeps
+    /// the uid it was started with (the systemd unit starts it as its own dynamic user).
+    pub user: Option<String>,
+    /// The group to switch to with `user`; `None` means the user's primary group.
+    pub group: Option<String>,
 }
 
 impl Default for Server {
@@ -20,18 +26,24 @@ impl Default for Server {
         Self {
             workers: defaults::WORKERS,
             tls_threads: defaults::TLS_THREADS,
+            user: None,
+            group: None,
         }
     }
 }
 
 /// Upper bound of `server.workers`: a typo must not start thousands of threads.
 const MAX_WORKERS: usize = 1024;
+/// useradd(8) and groupadd(8) refuse longer names.
+const MAX_NAME_LEN: usize = 32;
 
 #[derive(Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct RawServer {
     workers: Option<usize>,
     tls_threads: Option<usize>,
+    user: Option<String>,
+    group: Option<String>,
 }
 
 impl RawServer {
@@ -39,6 +51,8 @@ impl RawServer {
         Server {
             workers: self.workers.unwrap_or(defaults::WORKERS),
             tls_threads: self.tls_threads.unwrap_or(defaults::TLS_THREADS),
+            user: self.user,
+            group: self.group,
         }
     }
 }
@@ -81,6 +95,51 @@ impl Config {
                 format!("at most {MAX_WORKERS} threads (0 = half the cores)"),
             ));
         }
+        self.validate_identity()
+    }
+
+    fn validate_identity(&self) -> Result<(), ConfigError> {
+        let s = &self.server;
+        if let Some(user) = &s.user {
+            check_name("server.user", user, "user")?;
+            if user == "root" {
+                return Err(invalid(
+                    "server.user",
+                    format!("{user:?}"),
+                    "gate64 switches to this user after start-up to give up uid 0, which owns \
+                     most of the file system even without capabilities; name an unprivileged \
+                     user, or leave the key out to keep the uid gate64 was started with",
+                ));
+            }
+        }
+        if let Some(group) = &s.group {
+            check_name("server.group", group, "group")?;
+            if s.user.is_none() {
+                return Err(invalid(
+                    "server.group",
+                    format!("{group:?}"),
+                    "a group is switched to only together with a user: set `server.user` too, \
+                     or leave the group out",
+                ));
+            }
+        }
         Ok(())
     }
+}
+
+/// A user or group name as useradd(8) takes it: not empty, at most [`MAX_NAME_LEN`] bytes of
+/// letters, digits, `_`, `.` and `-`, not starting with `-`, and not all digits (numeric ids
+/// would be ambiguous with names).
+fn check_name(key: &str, name: &str, what: &str) -> Result<(), ConfigError> {
+    let allowed = |c: char| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-');
+    let reason = if name.is_empty() || name.len() > MAX_NAME_LEN {
+        format!("a {what} name is 1 to {MAX_NAME_LEN} characters long")
+    } else if !name.chars().all(allowed) || name.starts_with('-') {
+        format!("a {what} name has only letters, digits, `_`, `.` and `-`, and no leading `-`")
+    } else if name.chars().all(|c| c.is_ascii_digit()) {
+        format!("give the {what}'s name, not a numeric id")
+    } else {
+        return Ok(());
+    };
+    Err(invalid(key, format!("{name:?}"), reason))
 }

@@ -83,13 +83,41 @@ fn tls_threads_bounded_and_named() {
 }
 
 #[test]
+fn server_user_and_group_checked_and_named() {
+    let c = parse(&[("server", r#"user = "gate64""#)]).unwrap();
+    assert_eq!(c.server.user.as_deref(), Some("gate64"));
+    assert_eq!(c.server.group, None);
+    let c = parse(&[
+        ("server", r#"user = "gate64""#),
+        ("server", r#"group = "nogroup""#),
+    ])
+    .unwrap();
+    assert_eq!(c.server.group.as_deref(), Some("nogroup"));
+    for (line, key, needles) in [
+        (r#"user = "root""#, "server.user", &["root", "uid 0"][..]),
+        (r#"user = """#, "server.user", &["1 to 32"][..]),
+        (r#"user = "a b""#, "server.user", &["letters"][..]),
+        (r#"user = "-x""#, "server.user", &["leading"][..]),
+        (r#"user = "1000""#, "server.user", &["numeric"][..]),
+        (r#"group = "nogroup""#, "server.group", &["server.user"][..]),
+    ] {
+        let e = refused(&[("server", line)]);
+        assert_names(&e, key, needles);
+    }
+    let long = format!("user = \"{}\"", "u".repeat(33));
+    assert_names(&refused(&[("server", &long)]), "server.user", &["32"]);
+}
+
+#[test]
 fn minimal_file_gets_the_documented_defaults() {
     let c = parse(&[]).unwrap();
     assert_eq!(
         c.server,
         Server {
             workers: 0,
-            tls_threads: 0
+            tls_threads: 0,
+            user: None,
+            group: None,
         }
     );
     assert_eq!(
@@ -1181,6 +1209,8 @@ proptest! {
 const KEYS: &[(&str, &str)] = &[
     ("server", "workers"),
     ("server", "tls_threads"),
+    ("server", "user"),
+    ("server", "group"),
     ("teredo", "enabled"),
     ("teredo", "server_addresses"),
     ("teredo", "port"),

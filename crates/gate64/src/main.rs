@@ -5,6 +5,7 @@ mod client;
 mod connect;
 mod daemon;
 mod demo;
+mod privilege;
 
 use anyhow::{Context, Result};
 use clap::{Parser, Subcommand};
@@ -92,6 +93,7 @@ fn serve(file: &std::path::Path) -> Result<()> {
     for w in cfg.warnings() {
         warn!("{w}");
     }
+    let identity = privilege::identity(&cfg.server)?;
     let rt = tokio::runtime::Builder::new_multi_thread()
         // TLS connections (IP-HTTPS) and the control plane run here (`server.tls_threads`);
         // the UDP workers are their own threads.
@@ -116,6 +118,8 @@ fn serve(file: &std::path::Path) -> Result<()> {
             })
             .await?;
         }
+        // Everything privileged (TUN, routes, sockets, listeners) is done by now.
+        privilege::drop_after_start(identity)?.log();
         info!(version = env!("CARGO_PKG_VERSION"), "gate64 serving");
         let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
         let mut check = tokio::time::interval(std::time::Duration::from_secs(1));
