@@ -122,7 +122,7 @@ prefix = "2001:db8:1::/48"
 tun = "gate64"
 ipv6_prefixes = ["2001:db8:100::/48"]
 address6 = "2001:db8:100::1"
-allow_without_ipsec = true
+lab_allow_without_ipsec = true
 
 [metrics]
 listen = "127.0.0.1:9164"

@@ -82,7 +82,7 @@ relay = true
 tun = "gate64"
 ipv6_prefixes = ["$CORP_PREFIX"]
 address6 = "2001:db8:100::1"
-allow_without_ipsec = true
+lab_allow_without_ipsec = true
 [iphttps]
 enabled = true
 listen = "$SERVER_IP:$TLS_PORT"

@@ -13,9 +13,9 @@ impl Config {
     /// A valid configuration for the lab (`gate64 demo`), which runs without root: Teredo on
     /// the given loopback addresses and port, corporate prefix `2001:db8:c0::/48` with
     /// gate64 at `2001:db8:c0::1`, no route management, no metrics listener, and client
-    /// traffic allowed without IPsec. IP-HTTPS is disabled; the demo sets `iphttps` to
-    /// [`Config::lab_iphttps`] when it wants it. Not validated: a `port` of 0 fails
-    /// [`Config::validate`].
+    /// traffic allowed without IPsec (`lab_allow_without_ipsec`). IP-HTTPS is disabled; the
+    /// demo sets `iphttps` to [`Config::lab_iphttps`] when it wants it. Not validated: a
+    /// `port` of 0 fails [`Config::validate`].
     pub fn lab(teredo_primary: Ipv4Addr, teredo_secondary: Ipv4Addr, port: u16) -> Config {
         Config {
             server: Server::default(),
@@ -36,13 +36,14 @@ impl Config {
                 address6: Ipv6Addr::new(0x2001, 0xdb8, 0xc0, 0, 0, 0, 0, 1),
                 mtu: defaults::MTU,
                 manage_routes: false,
-                allow_without_ipsec: true,
+                lab_allow_without_ipsec: true,
             },
             nat64: Nat64::default(),
             dns64: Dns64::default(),
             metrics: Metrics { listen: None },
             limits: Limits::default(),
             log: Log::default(),
+            written: Default::default(),
         }
     }
 

@@ -14,7 +14,12 @@
 //!   `iphttps.private_key` and `iphttps.prefix` while IP-HTTPS is enabled;
 //!   `corpnet.ipv6_prefixes`, `corpnet.address6`). A missing required key is an error naming it.
 //! - Unknown sections and unknown keys are errors (`deny_unknown_fields`), so a typo is never
-//!   silently ignored.
+//!   silently ignored; a renamed key (`corpnet.allow_without_ipsec`) is refused with its new
+//!   name (`corpnet.lab_allow_without_ipsec`).
+//! - The security step is on unless `corpnet.lab_allow_without_ipsec = true`, which draws a
+//!   warning ([`Corpnet::open_to_unauthenticated_warning`]), as does a section with a switch
+//!   (`[teredo]`, `[iphttps]`, `[nat64]`, `[dns64]`, `[metrics]`) that the file filled in but
+//!   did not enable.
 //! - Nothing here panics on any input (checked by a property test), does I/O other than the one
 //!   read in [`Config::load`] and the checks of [`Config::check_files`], or logs. Files that the
 //!   configuration names (the IP-HTTPS certificate, key and client CA) are checked only by
@@ -47,6 +52,7 @@ mod nat64;
 mod parse;
 mod server;
 mod teredo;
+mod unused;
 
 pub use corpnet::Corpnet;
 pub use dns64::Dns64;
@@ -83,6 +89,11 @@ pub struct Config {
     pub limits: Limits,
     /// `[log]`: logging.
     pub log: Log,
+    /// The keys the file wrote, for the warnings about sections filled in but not enabled.
+    /// Empty for a configuration built in memory. Private, so only this crate builds a
+    /// `Config` literally ([`Config::lab`] is the way to start one elsewhere). Part of `==`:
+    /// two files that spell out different keys compare unequal even when their values agree.
+    written: unused::Written,
 }
 
 impl Config {
@@ -133,6 +144,7 @@ impl Config {
         self.nat64_warnings(&mut out);
         self.dns64_warnings(&mut out);
         self.limits_warnings(&mut out);
+        self.unused_section_warnings(&mut out);
         out
     }
 }

@@ -13,12 +13,22 @@ use crate::metrics::RawMetrics;
 use crate::nat64::RawNat64;
 use crate::server::RawServer;
 use crate::teredo::RawTeredo;
+use crate::unused::Written;
 use crate::{Config, dns64, nat64};
 
 /// The sections a configuration file may hold.
 pub(crate) const SECTIONS: &[&str] = &[
     "server", "teredo", "iphttps", "corpnet", "nat64", "dns64", "metrics", "limits", "log",
 ];
+
+/// Keys refused under their old name: (old, new, why it changed). The error names both, so an
+/// upgrade never silently drops a setting.
+const RENAMED: &[(&str, &str, &str)] = &[(
+    "corpnet.allow_without_ipsec",
+    "corpnet.lab_allow_without_ipsec",
+    "it lets unauthenticated clients into the corporate network, which only a lab may do; \
+     leave it out in production, so the security step stays on",
+)];
 
 /// The configuration in `table`, before [`Config::validate`]. Every section is read (and a
 /// type error reported) before any required key is looked for.
@@ -59,6 +69,7 @@ pub(crate) fn from_table(table: &toml::Table) -> Result<Config, ConfigError> {
         metrics: metrics.build(),
         limits: limits.build(),
         log: log.build(),
+        written: Written::from_table(table),
     })
 }
 
@@ -92,6 +103,14 @@ pub(crate) fn section<T: DeserializeOwned + Default>(
         let path = format!("{name}.{key}");
         let message = e.message().trim_end();
         if message.starts_with("unknown field") {
+            if let Some((_, new, why)) = RENAMED.iter().find(|(old, ..)| *old == path) {
+                return Err(ConfigError::new(
+                    ErrorKind::UnknownKey,
+                    &path,
+                    None,
+                    format!("this key was renamed to `{new}`: {why}"),
+                ));
+            }
             let expected = message
                 .split_once(", expected ")
                 .map_or("", |(_, rest)| rest);
@@ -132,7 +151,7 @@ fn expected_form(path: &str) -> Option<&'static str> {
         | "teredo.lab_allow_loopback"
         | "iphttps.enabled"
         | "corpnet.manage_routes"
-        | "corpnet.allow_without_ipsec"
+        | "corpnet.lab_allow_without_ipsec"
         | "metrics.enabled" => "true or false",
         "iphttps.listen" => "an address and port in quotes, e.g. \"0.0.0.0:443\" or \"[::]:443\"",
         "iphttps.path" => "a URI path in quotes, e.g. \"/IPHTTPS\"",

@@ -141,7 +141,7 @@ fn minimal_file_gets_the_documented_defaults() {
     );
     assert_eq!(c.corpnet.mtu, 1280);
     assert!(c.corpnet.manage_routes);
-    assert!(!c.corpnet.allow_without_ipsec);
+    assert!(!c.corpnet.lab_allow_without_ipsec);
     assert_eq!(
         c.metrics.listen,
         Some("127.0.0.1:9164".parse::<SocketAddr>().unwrap())
@@ -202,7 +202,7 @@ fn every_key_can_be_set() {
         ("corpnet", r#"address6 = "fd00:1::1""#),
         ("corpnet", "mtu = 9000"),
         ("corpnet", "manage_routes = false"),
-        ("corpnet", "allow_without_ipsec = true"),
+        ("corpnet", "lab_allow_without_ipsec = true"),
         ("metrics", "enabled = true"),
         ("metrics", r#"listen = "[::1]:9999""#),
         ("limits", "rs_per_source_per_sec = 5"),
@@ -234,7 +234,7 @@ fn every_key_can_be_set() {
     assert_eq!(c.corpnet.tun, "corp0");
     assert_eq!(c.corpnet.ipv6_prefixes.len(), 2);
     assert_eq!(c.corpnet.mtu, 9000);
-    assert!(!c.corpnet.manage_routes && c.corpnet.allow_without_ipsec);
+    assert!(!c.corpnet.manage_routes && c.corpnet.lab_allow_without_ipsec);
     assert_eq!(c.metrics.listen, Some("[::1]:9999".parse().unwrap()));
     assert_eq!(
         c.limits,
@@ -845,7 +845,7 @@ fn non_consecutive_server_addresses_are_only_a_warning() {
 fn warnings_name_their_key() {
     let c = parse(&[
         ("teredo", "port = 4000"),
-        ("corpnet", "allow_without_ipsec = true"),
+        ("corpnet", "lab_allow_without_ipsec = true"),
         (
             "corpnet",
             r#"ipv6_prefixes = ["2001:db8:100::/48", "2001:db8:100:1::/64"]"#,
@@ -857,7 +857,7 @@ fn warnings_name_their_key() {
     let w = c.warnings();
     for key in [
         "teredo.port",
-        "corpnet.allow_without_ipsec",
+        "corpnet.lab_allow_without_ipsec",
         "corpnet.ipv6_prefixes",
         "corpnet.address6",
         "limits.peer_idle_timeout_secs",
@@ -1099,7 +1099,7 @@ fn lab_config_is_valid() {
         40000,
     );
     c.validate().unwrap();
-    assert!(c.teredo.lab_allow_loopback && c.corpnet.allow_without_ipsec);
+    assert!(c.teredo.lab_allow_loopback && c.corpnet.lab_allow_without_ipsec);
     assert_eq!(c.metrics.listen, None);
     assert_eq!(c.teredo_primary(), Ipv4Addr::new(127, 0, 0, 1));
     assert_eq!(c.teredo_secondary(), Ipv4Addr::new(127, 0, 0, 2));
@@ -1221,7 +1221,7 @@ const KEYS: &[(&str, &str)] = &[
     ("corpnet", "address6"),
     ("corpnet", "mtu"),
     ("corpnet", "manage_routes"),
-    ("corpnet", "allow_without_ipsec"),
+    ("corpnet", "lab_allow_without_ipsec"),
     ("nat64", "enabled"),
     ("nat64", "prefix"),
     ("nat64", "allow_private_ipv4"),
@@ -1390,11 +1390,11 @@ fn nat64_well_known_prefix_and_missing_ipsec_are_warnings() {
     let c = parse(&[("nat64", r#"pool4 = ["192.0.2.64/30"]"#)]).unwrap();
     let w = c.warnings().join("\n");
     assert!(w.contains("nat64.prefix"), "{w}");
-    assert!(w.contains("allow_without_ipsec"), "{w}");
+    assert!(w.contains("lab_allow_without_ipsec"), "{w}");
     let c = parse(&[
         ("nat64", r#"pool4 = ["192.0.2.64/30"]"#),
         ("nat64", r#"prefix = "2001:db8:64::/96""#),
-        ("corpnet", "allow_without_ipsec = true"),
+        ("corpnet", "lab_allow_without_ipsec = true"),
     ])
     .unwrap();
     assert!(!c.warnings().iter().any(|w| w.starts_with("nat64")));

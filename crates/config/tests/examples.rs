@@ -35,6 +35,28 @@ fn every_example_config_is_valid() {
     );
 }
 
+/// The example with every section switched on: `enabled = false` made true and every
+/// commented-out `key = value` line uncommented, as an operator turning everything on would.
+fn with_every_section_on(example: &str) -> String {
+    example
+        .lines()
+        .map(|line| {
+            let uncommented = line.strip_prefix("# ").unwrap_or(line);
+            let is_key = uncommented.split_once(" = ").is_some_and(|(k, _)| {
+                !k.is_empty()
+                    && k.bytes()
+                        .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_')
+            });
+            match (is_key, uncommented) {
+                (true, "enabled = false") => "enabled = true",
+                (true, l) => l,
+                (false, _) => line,
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
 #[test]
 fn main_example_is_the_documented_one() {
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../config/gate64.toml");
@@ -53,9 +75,25 @@ fn main_example_is_the_documented_one() {
         "2001:db8:100::1".parse::<std::net::Ipv6Addr>().unwrap()
     );
     assert_eq!(c.metrics.listen, Some("127.0.0.1:9164".parse().unwrap()));
-    assert!(c.corpnet.allow_without_ipsec);
-    // IP-HTTPS is shown filled in but disabled, so its files need not exist.
-    assert!(!c.iphttps.enabled);
+    // The README installs this file as the production configuration: the security step is on.
+    assert!(!c.corpnet.lab_allow_without_ipsec);
+    assert!(!c.teredo.lab_allow_loopback);
+    // IP-HTTPS, NAT64 and DNS64 are off with their keys commented out, so nothing is filled
+    // in but disabled, and the files need not exist.
+    assert!(!c.iphttps.enabled && !c.nat64.enabled && !c.dns64.enabled);
+    c.check_files().unwrap_or_else(|e| panic!("{e}"));
+    // Installed as written, the example draws no advice at all.
+    let w = c.warnings();
+    assert!(w.is_empty(), "{w:?}");
+}
+
+#[test]
+fn main_example_with_every_section_on_is_valid() {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../config/gate64.toml");
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{e}"));
+    let on = with_every_section_on(&text);
+    let c = Config::from_toml_str(&on).unwrap_or_else(|e| panic!("{e}\n{on}"));
+    assert!(c.iphttps.enabled && c.nat64.enabled && c.dns64.enabled);
     assert_eq!(
         c.iphttps.certificate.as_deref(),
         Some(Path::new("/etc/gate64/iphttps.crt"))
@@ -65,14 +103,18 @@ fn main_example_is_the_documented_one() {
         Some(Path::new("/etc/gate64/iphttps.key"))
     );
     assert_eq!(c.iphttps.prefix, Some("2001:db8:1::/48".parse().unwrap()));
-    assert_eq!(c.iphttps.client_ca, None);
-    c.check_files().unwrap_or_else(|e| panic!("{e}"));
-    // Enabling it as written is valid too.
-    let mut enabled = c.clone();
-    enabled.iphttps.enabled = true;
-    enabled.validate().unwrap_or_else(|e| panic!("{e}"));
-    // The only advice for the example is the loud one about running without IPsec.
+    assert_eq!(
+        c.iphttps.client_ca.as_deref(),
+        Some(Path::new("/etc/gate64/iphttps-clients.pem"))
+    );
+    assert_eq!(c.nat64.pool4, vec!["192.0.2.64/28".parse().unwrap()]);
+    assert_eq!(c.dns64.upstream.len(), 2);
+    // Still no lab switch, so NAT64 warns that the security step refuses translated traffic.
+    assert!(!c.corpnet.lab_allow_without_ipsec);
     let w = c.warnings();
-    assert_eq!(w.len(), 1, "{w:?}");
-    assert!(w[0].starts_with("corpnet.allow_without_ipsec"), "{w:?}");
+    assert!(
+        w.iter()
+            .any(|w| w.starts_with("nat64.enabled") && w.contains("lab_allow_without_ipsec")),
+        "{w:?}"
+    );
 }

@@ -17,6 +17,10 @@ use tracing::info;
 /// for any one client, and 16 locks keep workers apart.
 const NAT64_SHARDS: usize = 16;
 
+/// How often the daemon repeats the warning that `corpnet.lab_allow_without_ipsec` has opened
+/// the corporate network to unauthenticated clients.
+const OPEN_CORPNET_REMINDER: Duration = Duration::from_secs(3600);
+
 /// Builds the NAT64 engine from `[nat64]` (None when off).
 pub fn nat64_engine(cfg: &Config) -> Result<Option<Arc<gate64_nat64::Nat64>>> {
     use gate64_nat64::state;
@@ -97,7 +101,7 @@ pub fn dataplane_config(cfg: &Config) -> DataplaneConfig {
             .map(|n| Prefix::new(n.network(), n.prefix_len()))
             .collect(),
         corp_address: cfg.corpnet.address6,
-        allow_without_ipsec: cfg.corpnet.allow_without_ipsec,
+        allow_without_ipsec: cfg.corpnet.lab_allow_without_ipsec,
         rs_per_sec: cfg.limits.rs_per_source_per_sec,
         rs_burst: cfg.limits.rs_burst,
         iphttps_prefix: iphttps_pool(cfg).map(|(p, l)| Prefix::new(p, l)),
@@ -281,10 +285,42 @@ impl Daemon {
         Ok(bound)
     }
 
+    /// While `corpnet.lab_allow_without_ipsec` is on, logs its warning every hour until the
+    /// daemon stops (`serve` logs it once at start-up with the other warnings), so a lab
+    /// switch left on in production keeps showing in the logs. Must run inside a tokio
+    /// runtime. Returns whether the reminder runs.
+    pub fn start_open_corpnet_reminder(&self, cfg: &Config) -> bool {
+        let Some(warning) = cfg.corpnet.open_to_unauthenticated_warning() else {
+            return false;
+        };
+        let stop = self.stop_tx.subscribe();
+        tokio::spawn(repeat_every(OPEN_CORPNET_REMINDER, stop, move || {
+            tracing::warn!("{warning}");
+        }));
+        true
+    }
+
     /// Stops IP-HTTPS (links close with TLS close_notify), DNS64 and the workers.
     pub fn stop(self) -> Result<()> {
         let _ = self.stop_tx.send(true);
         self.workers.stop().context("worker failed")
+    }
+}
+
+/// Calls `emit` every `period`, the first time one period from now, until `stop` turns true
+/// or its sender is gone.
+async fn repeat_every(
+    period: Duration,
+    mut stop: tokio::sync::watch::Receiver<bool>,
+    mut emit: impl FnMut(),
+) {
+    let mut ticks = tokio::time::interval_at(tokio::time::Instant::now() + period, period);
+    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = ticks.tick() => emit(),
+            _ = stop.wait_for(|stopped| *stopped) => return,
+        }
     }
 }
 
@@ -364,4 +400,39 @@ pub async fn start_metrics(
     });
     info!(listen = %bound, "metrics on http://{bound}/metrics");
     Ok(bound)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    #[tokio::test]
+    async fn reminder_repeats_after_each_period_until_stopped() {
+        let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+        let count = Arc::new(AtomicUsize::new(0));
+        let counter = Arc::clone(&count);
+        let task = tokio::spawn(repeat_every(
+            Duration::from_millis(50),
+            stop_rx,
+            move || {
+                counter.fetch_add(1, Ordering::Relaxed);
+            },
+        ));
+        for _ in 0..10 {
+            tokio::task::yield_now().await;
+        }
+        // Not at once: the start-up warnings already said it.
+        assert_eq!(count.load(Ordering::Relaxed), 0);
+        tokio::time::sleep(Duration::from_millis(400)).await;
+        assert!(count.load(Ordering::Relaxed) >= 2, "{count:?}");
+        stop_tx.send(true).unwrap();
+        tokio::time::timeout(Duration::from_secs(5), task)
+            .await
+            .expect("the reminder ends when the daemon stops")
+            .unwrap();
+        let stopped_at = count.load(Ordering::Relaxed);
+        tokio::time::sleep(Duration::from_millis(150)).await;
+        assert_eq!(count.load(Ordering::Relaxed), stopped_at);
+    }
 }

@@ -104,6 +104,7 @@ fn serve(file: &std::path::Path) -> Result<()> {
         .context("starting the control runtime")?;
     rt.block_on(async {
         let d = daemon::Daemon::start(&cfg, None)?;
+        d.start_open_corpnet_reminder(&cfg);
         if let Some(addr) = d.start_iphttps(&cfg).await? {
             info!(listen = %addr, "IP-HTTPS up");
         }

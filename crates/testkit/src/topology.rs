@@ -194,7 +194,7 @@ relay = true
 tun = "gate64"
 ipv6_prefixes = ["2001:db8:100::/48"]
 address6 = "2001:db8:100::1"
-allow_without_ipsec = true
+lab_allow_without_ipsec = true
 
 [metrics]
 listen = "{METRICS_ADDR}"
@@ -816,7 +816,10 @@ mod tests {
         );
         assert!(toml.contains(r#"listen = "127.0.0.1:9164""#), "{toml}");
         assert!(toml.contains(r#"level = "debug""#), "{toml}");
-        assert!(toml.contains("allow_without_ipsec = true"), "{toml}");
+        assert!(
+            toml.contains("\nlab_allow_without_ipsec = true\n"),
+            "{toml}"
+        );
     }
 
     #[test]
