@@ -3,11 +3,9 @@
 //! to another error. They leave through the TUN: the kernel routes them like any packet.
 
 use crate::Worker;
-use gate64_nat64::state::TableError;
+use gate64_nat64::Nat64;
 use gate64_nat64::stateful::{self, Error as NatError};
-use gate64_nat64::{Nat64, TranslateError};
-use gate64_wire::ipv6;
-use std::net::Ipv4Addr;
+use gate64_wire::{icmpv4, icmpv6, ipv4, ipv6};
 use std::time::Instant;
 
 /// ICMP errors gate64 itself sends per worker per second, and the burst allowed.
@@ -55,13 +53,8 @@ impl Worker {
         e: &NatError,
         offending: &[u8],
     ) {
-        let (kind, param) = match e {
-            NatError::Translate(TranslateError::TimeExceeded) => ((3, 0), 0),
-            NatError::Translate(TranslateError::PacketTooBig { mtu }) => ((2, 0), *mtu),
-            NatError::Translate(TranslateError::ParameterProblem { pointer }) => ((4, 0), *pointer),
-            NatError::Translate(TranslateError::HeaderAfterFragment) => ((1, 1), 0),
-            NatError::Table(TableError::PoolExhausted) => ((1, 3), 0),
-            _ => return,
+        let Some(error) = e.icmpv6_reply() else {
+            return;
         };
         if is_icmpv6_error(offending) || !self.icmp_budget.take(now) {
             return;
@@ -75,7 +68,7 @@ impl Worker {
             .and_then(|a| nat.prefix().embed(*a))
             .unwrap_or(self.shared.cfg.corp_address);
         let mut out = vec![0u8; 1280];
-        let n = stateful::icmpv6_error(&mut out, src, p.src(), kind, param, offending);
+        let n = stateful::emit_icmpv6_error(&mut out, src, p.src(), &error, offending);
         if n > 0 {
             out.truncate(n);
             self.tun_writes.push_back(out);
@@ -90,28 +83,23 @@ impl Worker {
         e: &NatError,
         offending: &[u8],
     ) {
-        let (kind, rest) = match e {
-            NatError::Translate(TranslateError::TimeExceeded) => ((11, 0), 0),
-            NatError::Translate(TranslateError::FragmentationNeeded { mtu }) => {
-                ((3, 4), u32::from(*mtu))
-            }
-            NatError::Translate(TranslateError::SourceRoute) => ((3, 5), 0),
-            NatError::Translate(TranslateError::UdpZeroChecksum) => ((3, 13), 0),
-            NatError::Table(TableError::NoBinding) => ((3, 3), 0),
-            _ => return,
+        let Some(error) = e.icmpv4_reply() else {
+            return;
         };
         if is_icmpv4_error(offending) || !self.icmp_budget.take(now) {
             return;
         }
-        let (Some(&from), Some(src)) = (nat.pool().first(), offending.get(12..16)) else {
+        let Ok(p) = ipv4::Packet::new_checked(offending) else {
             return;
         };
-        let to = Ipv4Addr::new(src[0], src[1], src[2], src[3]);
+        let (Some(&from), to) = (nat.pool().first(), p.src()) else {
+            return;
+        };
         if to.is_broadcast() || to.is_multicast() || to.is_unspecified() {
             return;
         }
         let mut out = vec![0u8; 576];
-        let n = stateful::icmpv4_error(&mut out, from, to, kind, rest, offending);
+        let n = stateful::emit_icmpv4_error(&mut out, from, to, &error, offending);
         if n > 0 {
             out.truncate(n);
             self.tun_writes.push_back(out);
@@ -121,13 +109,16 @@ impl Worker {
 
 /// True for an ICMPv6 error message (never answered with another error, RFC 4443 §2.4 (e)).
 fn is_icmpv6_error(p: &[u8]) -> bool {
-    p.get(6) == Some(&58) && p.get(40).is_some_and(|&t| t < 128)
+    ipv6::Packet::new_checked(p).is_ok_and(|p| {
+        p.next_header() == ipv6::NH_ICMPV6
+            && p.payload().first().is_some_and(|&t| icmpv6::is_error(t))
+    })
 }
 
 /// True for an ICMPv4 error message (RFC 1812 §4.3.2.7: never answered with an error).
 fn is_icmpv4_error(p: &[u8]) -> bool {
-    let ihl = usize::from(p.first().map_or(5, |b| b & 0x0f)) * 4;
-    p.get(9) == Some(&1)
-        && p.get(ihl)
-            .is_some_and(|&t| matches!(t, 3 | 4 | 5 | 11 | 12))
+    ipv4::Packet::new_checked(p).is_ok_and(|p| {
+        p.protocol() == ipv4::PROTO_ICMP
+            && p.payload().first().is_some_and(|&t| icmpv4::is_error(t))
+    })
 }

@@ -31,7 +31,6 @@
 //! naming that ICMP message; building and sending it is the caller's job.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
-#![forbid(unsafe_code)]
 
 pub mod addr;
 pub mod state;

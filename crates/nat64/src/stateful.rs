@@ -651,48 +651,6 @@ pub fn emit_icmpv4_error(
     write_icmpv4_error(out, src, dst, (t, c, rest), offending)
 }
 
-/// Writes an ICMPv6 error (RFC 4443) from `src` to `dst` quoting `offending` into `out`,
-/// capped at 1280 bytes; returns its length (0 when `out` is too small). `param` is the MTU
-/// (Packet Too Big) or pointer (Parameter Problem), else 0. [`emit_icmpv6_error`] takes the
-/// message as an [`icmpv6::ErrorRepr`] instead of a `(type, code)` pair.
-pub fn icmpv6_error(
-    out: &mut [u8],
-    src: Ipv6Addr,
-    dst: Ipv6Addr,
-    kind: (u8, u8),
-    param: u32,
-    offending: &[u8],
-) -> usize {
-    write_icmpv6_error(
-        out,
-        src,
-        dst,
-        (kind.0, kind.1, param.to_be_bytes()),
-        offending,
-    )
-}
-
-/// Writes an ICMPv4 error (RFC 792) from `src` to `dst` quoting `offending` into `out`,
-/// capped at 576 bytes; returns its length (0 when `out` is too small). `rest` is the second
-/// header word (e.g. the next-hop MTU in its low 16 bits for Fragmentation Needed).
-/// [`emit_icmpv4_error`] takes the message as an [`icmpv4::ErrorRepr`] instead.
-pub fn icmpv4_error(
-    out: &mut [u8],
-    src: Ipv4Addr,
-    dst: Ipv4Addr,
-    kind: (u8, u8),
-    rest: u32,
-    offending: &[u8],
-) -> usize {
-    write_icmpv4_error(
-        out,
-        src,
-        dst,
-        (kind.0, kind.1, rest.to_be_bytes()),
-        offending,
-    )
-}
-
 fn write_icmpv6_error(
     out: &mut [u8],
     src: Ipv6Addr,
@@ -1175,14 +1133,19 @@ mod tests {
     fn icmp_error_builders_make_valid_packets() {
         let offending = v6(X1, z6(), PROTO_UDP, &udp(1, 2, &[0u8; 2000]));
         let mut out = [0u8; 1500];
-        let n = icmpv6_error(&mut out, X2, X1, (1, 3), 0, &offending);
+        let unreachable = icmpv6::ErrorRepr::DstUnreachable { code: 3 };
+        let n = emit_icmpv6_error(&mut out, X2, X1, &unreachable, &offending);
         assert_eq!(n, 1280);
         assert!(v6_valid(&out[..n]));
         let off4 = v4(Z, T, PROTO_UDP, &udp(1, 2, &[0u8; 1000]));
-        let n = icmpv4_error(&mut out, T, Z, (3, 3), 0, &off4);
+        let port_unreachable = icmpv4::ErrorRepr::DstUnreachable { code: 3 };
+        let n = emit_icmpv4_error(&mut out, T, Z, &port_unreachable, &off4);
         assert_eq!(n, 576);
         assert!(v4_valid(&out[..n]));
-        assert_eq!(icmpv4_error(&mut out[..10], T, Z, (3, 3), 0, &off4), 0);
+        assert_eq!(
+            emit_icmpv4_error(&mut out[..10], T, Z, &port_unreachable, &off4),
+            0
+        );
     }
 
     proptest! {
@@ -1215,7 +1178,7 @@ mod tests {
     }
 
     #[test]
-    fn repr_builders_match_the_tuple_builders() {
+    fn repr_builders_write_the_rfc_type_code_and_parameter() {
         let offending = v6(X1, z6(), PROTO_UDP, &udp(40000, 53, b"q"));
         let (src, dst) = (z6(), X1);
         let cases = [
@@ -1232,10 +1195,10 @@ mod tests {
             (icmpv6::ErrorRepr::DstUnreachable { code: 3 }, (1, 3), 0),
         ];
         for (repr, kind, param) in cases {
-            let (mut a, mut b) = (vec![0u8; 1280], vec![0u8; 1280]);
+            let mut a = vec![0u8; 1280];
             let n = emit_icmpv6_error(&mut a, src, dst, &repr, &offending);
-            assert_eq!(n, icmpv6_error(&mut b, src, dst, kind, param, &offending));
-            assert_eq!(a[..n], b[..n]);
+            assert_eq!((a[V6_HDR], a[V6_HDR + 1]), kind);
+            assert_eq!(a[V6_HDR + 4..V6_HDR + 8], u32::to_be_bytes(param));
             assert!(v6_valid(&a[..n]));
             let m = icmpv6::Packet::new_checked(&a[V6_HDR..n]).unwrap();
             assert_eq!(icmpv6::ErrorRepr::parse(&m), Ok(repr));
@@ -1247,10 +1210,10 @@ mod tests {
             (icmpv4::ErrorRepr::DstUnreachable { code: 13 }, (3, 13), 0),
         ];
         for (repr, kind, rest) in cases {
-            let (mut a, mut b) = (vec![0u8; 576], vec![0u8; 576]);
+            let mut a = vec![0u8; 576];
             let n = emit_icmpv4_error(&mut a, T, Z, &repr, &offending);
-            assert_eq!(n, icmpv4_error(&mut b, T, Z, kind, rest, &offending));
-            assert_eq!(a[..n], b[..n]);
+            assert_eq!((a[V4_HDR], a[V4_HDR + 1]), kind);
+            assert_eq!(a[V4_HDR + 4..V4_HDR + 8], u32::to_be_bytes(rest));
             assert!(v4_valid(&a[..n]));
             let m = icmpv4::Packet::new_checked(&a[V4_HDR..n]).unwrap();
             assert_eq!(icmpv4::ErrorRepr::parse(&m), Ok(repr));
