@@ -41,27 +41,18 @@ pub mod udp;
 pub mod virtio_net;
 
 /// Why a packet could not be parsed. `Copy` so the hot path never allocates on errors.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 pub enum Error {
     /// Fewer bytes than the header or the length fields announce.
+    #[error("truncated packet")]
     Truncated,
     /// A field holds a value the protocol forbids.
+    #[error("malformed packet")]
     Malformed,
     /// Well-formed but a feature we do not implement (e.g. jumbograms).
+    #[error("unsupported packet")]
     Unsupported,
 }
-
-impl core::fmt::Display for Error {
-    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        f.write_str(match self {
-            Error::Truncated => "truncated packet",
-            Error::Malformed => "malformed packet",
-            Error::Unsupported => "unsupported packet",
-        })
-    }
-}
-
-impl std::error::Error for Error {}
 
 /// Result alias for wire parsing.
 pub type Result<T> = core::result::Result<T, Error>;

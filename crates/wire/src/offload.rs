@@ -237,23 +237,14 @@ pub fn for_each_write(packets: &[&[u8]], mut emit: impl FnMut(&[&[u8]], usize)) 
     }
 }
 
-impl core::fmt::Display for SplitError {
-    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        f.write_str(match self {
-            SplitError::Truncated => "truncated TUN read",
-            SplitError::Unsupported => "unsupported offload in TUN read",
-        })
-    }
-}
-
-impl std::error::Error for SplitError {}
-
 /// Why a read from the TUN could not be split.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 pub enum SplitError {
     /// Shorter than the virtio-net header or the headers it announces.
+    #[error("truncated TUN read")]
     Truncated,
     /// A GSO type other than TCP over IPv4/IPv6, or headers that do not match it.
+    #[error("unsupported offload in TUN read")]
     Unsupported,
 }
 
