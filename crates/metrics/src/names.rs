@@ -6,7 +6,7 @@
 //! because its encoders append `_total` to counters themselves.
 //!
 //! Label values come from the data plane (`Side::as_str`, `Direction::as_str`,
-//! `Drop::as_str`) and are all low-cardinality: never a client address, SPI or port.
+//! `DropReason::as_str`) and are all low-cardinality: never a client address, SPI or port.
 
 /// Remote clients currently active, by transport. Gauge; label `transport` (`teredo`).
 pub const CLIENTS: &str = "gate64_clients";
