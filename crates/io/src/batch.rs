@@ -190,23 +190,40 @@ fn send_gso_run(fd: RawFd, stats: &Stats, run: &[Pending], slots: &[Vec<u8>]) {
     }
 }
 
+/// Sends the datagrams `pending[idx[..]]` (at most 64) with `sendmmsg`; one the kernel refuses
+/// is counted as `tx_error` and the others still go.
 fn send_singles(fd: RawFd, stats: &Stats, pending: &[Pending], slots: &[Vec<u8>], idx: &[usize]) {
     if idx.is_empty() {
         return;
     }
-    let sent = sys::send_batch(fd, idx.len(), |i| {
-        let p = pending[idx[i]];
-        let data = slots
-            .get(p.slot)
-            .and_then(|s| s.get(p.start..p.end))
-            .unwrap_or_default();
-        (data, p.to)
-    });
-    for &i in &idx[..sent] {
-        let p = pending[i];
-        stats.packet(Side::Internet, Direction::Tx, p.end - p.start);
+    debug_assert!(
+        idx.len() <= 64,
+        "callers send at most one GSO run or one BATCH"
+    );
+    let mut failed = 0u64;
+    sys::send_batch_reporting(
+        fd,
+        idx.len(),
+        |i| {
+            let p = pending[idx[i]];
+            let data = slots
+                .get(p.slot)
+                .and_then(|s| s.get(p.start..p.end))
+                .unwrap_or_default();
+            (data, p.to)
+        },
+        |i, e| {
+            failed |= 1u64.checked_shl(i as u32).unwrap_or(0);
+            crate::log_limited!(debug, error = %e, to = %pending[idx[i]].to, "datagram not sent");
+        },
+    );
+    for (k, &i) in idx.iter().enumerate() {
+        if failed & 1u64.checked_shl(k as u32).unwrap_or(0) == 0 {
+            let p = pending[i];
+            stats.packet(Side::Internet, Direction::Tx, p.end - p.start);
+        }
     }
-    stats.count_drops(DropReason::TxError, (idx.len() - sent) as u64);
+    stats.count_drops(DropReason::TxError, u64::from(failed.count_ones()));
 }
 
 /// Writes the packets `to_tun` (slot, start, end) to the corporate link, in order. On an
