@@ -75,7 +75,7 @@ pub struct IphttpsServer {
     exporter: Exporter,
     handshakes: Arc<Semaphore>,
     handshake_timeout: Duration,
-    max_connections: usize,
+    max_connections: AtomicUsize,
     connections: AtomicUsize,
     send_queue_bytes: usize,
 }
@@ -130,7 +130,7 @@ impl IphttpsServer {
             exporter,
             handshakes: Arc::new(Semaphore::new(settings.max_handshakes.max(1))),
             handshake_timeout: settings.handshake_timeout,
-            max_connections: settings.max_connections,
+            max_connections: AtomicUsize::new(settings.max_connections),
             connections: AtomicUsize::new(0),
             send_queue_bytes: settings.send_queue_bytes,
         }))
@@ -145,7 +145,7 @@ impl IphttpsServer {
             tokio::select! {
                 r = listener.accept() => match r {
                     Ok((tcp, peer)) => {
-                        if self.connections.load(Ordering::Relaxed) >= self.max_connections {
+                        if self.connections.load(Ordering::Relaxed) >= self.max_connections.load(Ordering::Relaxed) {
                             self.stats().tls_handshake(TlsResult::Busy);
                             crate::log_limited!(debug, %peer, "refused: limits.max_iphttps_connections reached");
                             continue;
@@ -179,6 +179,12 @@ impl IphttpsServer {
     /// without dropping the connections up.
     pub fn tls(&self) -> crate::tls::ReloadableServerConfig {
         self.tls.clone()
+    }
+
+    /// Changes `limits.max_iphttps_connections` for the accepts from now on (a reload);
+    /// connections above a lowered cap stay up.
+    pub fn set_max_connections(&self, max: usize) {
+        self.max_connections.store(max, Ordering::Relaxed);
     }
 
     /// Open connections.
