@@ -341,10 +341,16 @@ impl Daemon {
         }
         self.shared
             .set_allow_without_ipsec(new.corpnet.lab_allow_without_ipsec);
-        if let (Some(log), Some(path)) = (&self.binding_log, &new.nat64.binding_log) {
+        self.reopen_binding_log(new);
+        Ok(())
+    }
+
+    /// Reopens the NAT64 binding log at `cfg`'s path. Every SIGHUP does, even one whose
+    /// reload is refused, so that logrotate's signal is never lost to an unrelated edit.
+    pub fn reopen_binding_log(&self, cfg: &Config) {
+        if let (Some(log), Some(path)) = (&self.binding_log, &cfg.nat64.binding_log) {
             log.reopen(path);
         }
-        Ok(())
     }
 
     /// Stops IP-HTTPS (links close with TLS close_notify), DNS64 and the workers.

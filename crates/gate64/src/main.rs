@@ -168,6 +168,7 @@ fn reload(file: &std::path::Path, current: &mut Config, d: &daemon::Daemon, log:
             info!(changed = ?changed, "configuration reloaded");
         }
         Err(e) => {
+            d.reopen_binding_log(current);
             d.exporter.count_reload(false);
             tracing::error!(
                 "configuration reload refused: {e:#}; still running on the previous configuration"
