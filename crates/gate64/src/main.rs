@@ -283,6 +283,62 @@ async fn run(
 mod tests {
     use super::*;
 
+    /// Set for the child process of [`a_panicking_worker_aborts_the_process`].
+    const PANIC_CHILD_ENV: &str = "GATE64_PANIC_CHILD";
+
+    /// The hook runs in a child process (it aborts): a panic in a connection-like thread
+    /// leaves it running, a panic in `gate64-w0` kills it with SIGABRT.
+    #[test]
+    fn a_panicking_worker_aborts_the_process() {
+        use std::os::unix::process::ExitStatusExt;
+        let exe = std::env::current_exe().expect("the test binary exists");
+        let out = std::process::Command::new(exe)
+            .args([
+                "--exact",
+                "tests::panic_child",
+                "--include-ignored",
+                "--nocapture",
+            ])
+            .env(PANIC_CHILD_ENV, "1")
+            .output()
+            .expect("running the test binary");
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert_eq!(
+            out.status.signal(),
+            Some(libc::SIGABRT),
+            "{:?}: {text}",
+            out.status
+        );
+        assert!(text.contains("other thread survived"), "{text}");
+        assert!(text.contains("panic in the worker"), "{text}");
+    }
+
+    #[test]
+    #[ignore = "run in a child process by a_panicking_worker_aborts_the_process"]
+    fn panic_child() {
+        if std::env::var_os(PANIC_CHILD_ENV).is_none() {
+            return;
+        }
+        abort_on_worker_panic();
+        let other = std::thread::Builder::new()
+            .name("gate64-ctl".into())
+            .spawn(|| panic!("panic in a control thread"))
+            .expect("spawn");
+        assert!(other.join().is_err());
+        println!("other thread survived");
+        let worker = std::thread::Builder::new()
+            .name("gate64-w0".into())
+            .spawn(|| panic!("panic in the worker"))
+            .expect("spawn");
+        let _ = worker.join();
+        println!("still alive after a worker panic");
+        std::process::exit(0);
+    }
+
     #[test]
     fn only_worker_threads_abort_the_process() {
         for name in ["gate64-w0", "gate64-w15"] {
