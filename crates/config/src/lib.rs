@@ -50,6 +50,7 @@ mod log;
 mod metrics;
 mod nat64;
 mod parse;
+mod reload;
 mod server;
 mod teredo;
 mod unused;
@@ -62,6 +63,7 @@ pub use limits::Limits;
 pub use log::{Log, LogFormat};
 pub use metrics::Metrics;
 pub use nat64::{Filtering as Nat64Filtering, Nat64};
+pub use reload::LIVE_KEYS;
 pub use server::Server;
 pub use teredo::Teredo;
 

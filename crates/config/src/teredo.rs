@@ -18,7 +18,8 @@ pub struct Teredo {
     pub server_addresses: [Ipv4Addr; 2],
     /// The UDP port served on both addresses.
     pub port: u16,
-    /// Whether gate64 also relays between its Teredo clients and native IPv6 (RFC 4380 §5.4).
+    /// Deprecated, always `true`: gate64 always relays for its own Teredo clients (RFC 4380
+    /// §5.3); `relay = false` is refused by validation rather than silently ignored.
     pub relay: bool,
     /// Lab and demo only: accept 127.0.0.0/8 as server addresses and client sources.
     pub lab_allow_loopback: bool,
@@ -74,6 +75,15 @@ impl Config {
         let t = &self.teredo;
         if t.port == 0 {
             return Err(invalid("teredo.port", 0, "must be 1..=65535"));
+        }
+        if !t.relay {
+            return Err(invalid(
+                "teredo.relay",
+                false,
+                "cannot be turned off: gate64 is a Teredo server only to carry its own \
+                 clients' traffic (RFC 4380 §5.3), which is the relay role; to serve no Teredo \
+                 clients set teredo.enabled = false. The key is deprecated: leave it out",
+            ));
         }
         if !t.enabled {
             return Ok(());

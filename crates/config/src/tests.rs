@@ -192,7 +192,7 @@ fn every_key_can_be_set() {
         ("teredo", "enabled = true"),
         ("teredo", r#"server_addresses = ["127.0.0.1", "127.0.0.2"]"#),
         ("teredo", "port = 13544"),
-        ("teredo", "relay = false"),
+        ("teredo", "relay = true"),
         ("teredo", "lab_allow_loopback = true"),
         ("corpnet", r#"tun = "corp0""#),
         (
@@ -230,7 +230,7 @@ fn every_key_can_be_set() {
     assert_eq!(c.server.workers, 4);
     assert_eq!(c.effective_workers(), 4);
     assert_eq!(c.teredo.port, 13544);
-    assert!(!c.teredo.relay && c.teredo.lab_allow_loopback);
+    assert!(c.teredo.relay && c.teredo.lab_allow_loopback);
     assert_eq!(c.corpnet.tun, "corp0");
     assert_eq!(c.corpnet.ipv6_prefixes.len(), 2);
     assert_eq!(c.corpnet.mtu, 9000);
@@ -1398,4 +1398,24 @@ fn nat64_well_known_prefix_and_missing_ipsec_are_warnings() {
     ])
     .unwrap();
     assert!(!c.warnings().iter().any(|w| w.starts_with("nat64")));
+}
+
+/// `teredo.relay = false` was parsed and ignored; it is refused now, naming the key and the
+/// way to serve no Teredo clients, and `relay = true` (the old default) still parses.
+#[test]
+fn teredo_relay_cannot_be_turned_off() {
+    let e = refused(&[("teredo", "relay = false")]);
+    assert_names(
+        &e,
+        "teredo.relay",
+        &["teredo.enabled = false", "deprecated"],
+    );
+    assert!(parse(&[("teredo", "relay = true")]).is_ok_and(|c| c.teredo.relay));
+    // Teredo off: the key means nothing, but false is still refused rather than ignored.
+    let e = refused(&[
+        ("teredo", "enabled = false"),
+        ("teredo", "server_addresses"),
+        ("teredo", "relay = false"),
+    ]);
+    assert_names(&e, "teredo.relay", &[]);
 }

@@ -23,7 +23,7 @@ impl Shared {
     ) -> Result<(), DropReason> {
         match route {
             Route::TeredoClient(_) | Route::IphttpsClient => Ok(()),
-            _ if self.cfg.allow_without_ipsec => Ok(()),
+            _ if self.allow_without_ipsec() => Ok(()),
             Route::Gate64 if is_echo_request(pkt) => Ok(()),
             Route::Gate64 | Route::Corpnet | Route::Nat64 => Err(DropReason::NoSa),
         }

@@ -5,6 +5,7 @@ use crate::clients::ClientTable;
 use crate::{DataplaneConfig, Gauges, Nat64Gauges};
 use gate64_teredo::{Peers, Server};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
 /// State shared by all workers: the server and the sharded peer table.
@@ -14,6 +15,8 @@ pub struct Shared {
     pub(crate) server: Option<Server>,
     pub(crate) peers: Peers,
     pub(crate) iphttps: ClientTable,
+    /// `cfg.allow_without_ipsec` as the policy reads it: a reload (SIGHUP) may change it.
+    pub(crate) allow_without_ipsec: AtomicBool,
 }
 
 impl Shared {
@@ -22,6 +25,7 @@ impl Shared {
         let server = cfg.teredo.clone().map(Server::new);
         let peers = Peers::new(cfg.relay.clone());
         Arc::new(Shared {
+            allow_without_ipsec: AtomicBool::new(cfg.allow_without_ipsec),
             cfg,
             server,
             peers,
@@ -32,6 +36,17 @@ impl Shared {
     /// The configuration.
     pub fn config(&self) -> &DataplaneConfig {
         &self.cfg
+    }
+
+    /// Whether the policy lets clients into the corporate network without IPsec (the lab
+    /// switch `corpnet.lab_allow_without_ipsec`).
+    pub fn allow_without_ipsec(&self) -> bool {
+        self.allow_without_ipsec.load(Ordering::Relaxed)
+    }
+
+    /// Changes [`Shared::allow_without_ipsec`] for the packets routed from now on (a reload).
+    pub fn set_allow_without_ipsec(&self, allow: bool) {
+        self.allow_without_ipsec.store(allow, Ordering::Relaxed);
     }
 
     /// The Teredo server, when enabled.

@@ -4,11 +4,12 @@
 use anyhow::{Context, Result};
 use gate64_config::Config;
 use gate64_dataplane::{DataplaneConfig, Prefix, Shared};
+use gate64_io::iphttps::IphttpsServer;
 use gate64_io::{CorpLink, Workers};
 use gate64_metrics::Exporter;
 use gate64_teredo::{RelayConfig, ServerConfig};
 use std::net::SocketAddr;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tracing::info;
 
@@ -158,6 +159,9 @@ pub struct Daemon {
     /// Teredo clients.
     teredo: Vec<(std::net::Ipv4Addr, std::net::UdpSocket)>,
     stop_tx: tokio::sync::watch::Sender<bool>,
+    /// The IP-HTTPS server and its accept loop, once started.
+    iphttps: Mutex<Option<(Arc<IphttpsServer>, tokio::task::JoinHandle<()>)>>,
+    binding_log: Option<gate64_io::binding_log::Handle>,
 }
 
 impl Daemon {
@@ -167,11 +171,13 @@ impl Daemon {
         let workers = cfg.effective_workers();
         let mut dp = dataplane_config(cfg);
         dp.nat64 = nat64_engine(cfg)?;
+        let mut binding_log = None;
         if let (Some(path), Some(_)) = (&cfg.nat64.binding_log, &dp.nat64) {
-            let (sink, _lost) = gate64_io::binding_log::open(path)
+            let (sink, handle) = gate64_io::binding_log::open(path)
                 .context("opening the NAT64 binding log (`nat64.binding_log`)")?;
             info!(path = %path.display(), "NAT64 binding log on");
             dp.binding_log = Some(sink);
+            binding_log = Some(handle);
         }
         let shared = Shared::new(dp);
         let corp = match corp {
@@ -201,6 +207,10 @@ impl Daemon {
             workers.stats(),
             Arc::new(move || gauge_state.gauges(Instant::now())),
         );
+        if let Some(handle) = &binding_log {
+            let lost = handle.lost();
+            exporter.add_binding_log_lost(Arc::new(move || lost.get()));
+        }
         info!(workers = workers.stats().len(), teredo = ?addresses, port = cfg.teredo.port, "workers up");
         let (stop_tx, _) = tokio::sync::watch::channel(false);
         Ok(Daemon {
@@ -210,6 +220,8 @@ impl Daemon {
             corp,
             teredo,
             stop_tx,
+            iphttps: Mutex::new(None),
+            binding_log,
         })
     }
 
@@ -231,7 +243,7 @@ impl Daemon {
             )
         })?;
         let bound = listener.local_addr()?;
-        let server = gate64_io::iphttps::IphttpsServer::new(
+        let server = IphttpsServer::new(
             tls,
             settings,
             Arc::clone(&self.shared),
@@ -239,7 +251,8 @@ impl Daemon {
             gate64_io::clone_sockets(&self.teredo).context("cloning a Teredo socket")?,
             self.exporter.clone(),
         )?;
-        tokio::spawn(server.run(listener, self.stop_tx.subscribe()));
+        let task = tokio::spawn(Arc::clone(&server).run(listener, self.stop_tx.subscribe()));
+        *lock(&self.iphttps) = Some((server, task));
         Ok(Some(bound))
     }
 
@@ -287,17 +300,57 @@ impl Daemon {
 
     /// While `corpnet.lab_allow_without_ipsec` is on, logs its warning every hour until the
     /// daemon stops (`serve` logs it once at start-up with the other warnings), so a lab
-    /// switch left on in production keeps showing in the logs. Must run inside a tokio
-    /// runtime. Returns whether the reminder runs.
+    /// switch left on in production keeps showing in the logs; a reload that turns the switch
+    /// on or off is followed. Must run inside a tokio runtime. Returns whether the switch is
+    /// on now.
     pub fn start_open_corpnet_reminder(&self, cfg: &Config) -> bool {
-        let Some(warning) = cfg.corpnet.open_to_unauthenticated_warning() else {
-            return false;
-        };
+        let mut open = cfg.corpnet.clone();
+        open.lab_allow_without_ipsec = true;
+        let warning = open.open_to_unauthenticated_warning().unwrap_or_default();
         let stop = self.stop_tx.subscribe();
+        let shared = Arc::clone(&self.shared);
         tokio::spawn(repeat_every(OPEN_CORPNET_REMINDER, stop, move || {
-            tracing::warn!("{warning}");
+            if shared.allow_without_ipsec() {
+                tracing::warn!("{warning}");
+            }
         }));
-        true
+        self.shared.allow_without_ipsec()
+    }
+
+    /// Applies the live keys of `new` ([`gate64_config::LIVE_KEYS`]; the caller has refused
+    /// changes to any other): the IP-HTTPS certificate, key and client CA for connections
+    /// accepted from now on, the IP-HTTPS connection cap, the security step's lab switch, and
+    /// the binding log reopened (at its new path, or the same one after logrotate moved it).
+    /// Everything that can fail (reading the certificate and key) happens before anything
+    /// changes, so an error leaves the daemon as it was. Connections up are not touched.
+    pub fn reload(&self, new: &Config) -> Result<()> {
+        let iphttps = lock(&self.iphttps).as_ref().map(|(s, _)| Arc::clone(s));
+        let tls = match (&iphttps, &new.iphttps.certificate, &new.iphttps.private_key) {
+            (Some(_), Some(cert), Some(key)) => Some(gate64_io::tls::server_config(
+                cert,
+                key,
+                new.iphttps.client_ca.as_deref(),
+            )?),
+            _ => None,
+        };
+        if let Some(server) = &iphttps {
+            if let Some(tls) = tls {
+                server.tls().replace(tls);
+            }
+            server.set_max_connections(new.limits.max_iphttps_connections);
+        }
+        self.shared
+            .set_allow_without_ipsec(new.corpnet.lab_allow_without_ipsec);
+        self.reopen_binding_log(new);
+        Ok(())
+    }
+
+    /// Reopens the NAT64 binding log at `cfg`'s path. Every SIGHUP does, even one whose
+    /// reload is refused, so that logrotate's signal is never lost to an unrelated edit.
+    pub fn reopen_binding_log(&self, cfg: &Config) {
+        if let (Some(log), Some(path)) = (&self.binding_log, &cfg.nat64.binding_log) {
+            log.reopen(path);
+        }
     }
 
     /// Stops IP-HTTPS (links close with TLS close_notify), DNS64 and the workers.
@@ -305,6 +358,39 @@ impl Daemon {
         let _ = self.stop_tx.send(true);
         self.workers.stop().context("worker failed")
     }
+
+    /// The graceful stop of `serve` (SIGTERM, SIGINT), bounded by `grace`: the IP-HTTPS
+    /// listener closes and every link is closed with TLS close_notify (waited for, up to
+    /// 5 s), DNS64 and the metrics stop, then the workers. The TUN device, and with it every
+    /// route gate64 added to it, goes when the process closes its queues (the routes live on
+    /// the device, so no privilege is needed to remove them). Whatever has not finished by
+    /// `grace` is abandoned with a warning.
+    pub async fn shutdown(self, grace: Duration) -> Result<()> {
+        let deadline = tokio::time::Instant::now() + grace;
+        let _ = self.stop_tx.send(true);
+        let iphttps = lock(&self.iphttps).take();
+        if let Some((server, task)) = iphttps {
+            let links = server.connections();
+            match tokio::time::timeout_at(deadline, task).await {
+                Ok(_) => info!(links, "IP-HTTPS links closed"),
+                Err(_) => tracing::warn!(
+                    links = server.connections(),
+                    "IP-HTTPS links still open after {grace:?}; closing them without close_notify"
+                ),
+            }
+        }
+        let workers = self.workers;
+        let joined = tokio::task::spawn_blocking(move || workers.stop());
+        match tokio::time::timeout_at(deadline, joined).await {
+            Ok(Ok(r)) => r.context("worker failed"),
+            Ok(Err(e)) => Err(anyhow::anyhow!("joining the workers: {e}")),
+            Err(_) => Err(anyhow::anyhow!("the workers did not stop within {grace:?}")),
+        }
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 /// Calls `emit` every `period`, the first time one period from now, until `stop` turns true

@@ -190,23 +190,40 @@ fn send_gso_run(fd: RawFd, stats: &Stats, run: &[Pending], slots: &[Vec<u8>]) {
     }
 }
 
+/// Sends the datagrams `pending[idx[..]]` (at most 64) with `sendmmsg`; one the kernel refuses
+/// is counted as `tx_error` and the others still go.
 fn send_singles(fd: RawFd, stats: &Stats, pending: &[Pending], slots: &[Vec<u8>], idx: &[usize]) {
     if idx.is_empty() {
         return;
     }
-    let sent = sys::send_batch(fd, idx.len(), |i| {
-        let p = pending[idx[i]];
-        let data = slots
-            .get(p.slot)
-            .and_then(|s| s.get(p.start..p.end))
-            .unwrap_or_default();
-        (data, p.to)
-    });
-    for &i in &idx[..sent] {
-        let p = pending[i];
-        stats.packet(Side::Internet, Direction::Tx, p.end - p.start);
+    debug_assert!(
+        idx.len() <= 64,
+        "callers send at most one GSO run or one BATCH"
+    );
+    let mut failed = 0u64;
+    sys::send_batch_reporting(
+        fd,
+        idx.len(),
+        |i| {
+            let p = pending[idx[i]];
+            let data = slots
+                .get(p.slot)
+                .and_then(|s| s.get(p.start..p.end))
+                .unwrap_or_default();
+            (data, p.to)
+        },
+        |i, e| {
+            failed |= 1u64.checked_shl(i as u32).unwrap_or(0);
+            crate::log_limited!(debug, error = %e, to = %pending[idx[i]].to, "datagram not sent");
+        },
+    );
+    for (k, &i) in idx.iter().enumerate() {
+        if failed & 1u64.checked_shl(k as u32).unwrap_or(0) == 0 {
+            let p = pending[i];
+            stats.packet(Side::Internet, Direction::Tx, p.end - p.start);
+        }
     }
-    stats.count_drops(DropReason::TxError, (idx.len() - sent) as u64);
+    stats.count_drops(DropReason::TxError, u64::from(failed.count_ones()));
 }
 
 /// Writes the packets `to_tun` (slot, start, end) to the corporate link, in order. On an
@@ -228,5 +245,58 @@ fn write_tun(corp: &CorpLink, stats: &Stats, to_tun: &[(usize, usize, usize)], s
             stats.packet(Side::Corpnet, Direction::Tx, end - start);
         }
         stats.count_drops(DropReason::TxError, w.failed as u64);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io;
+    use std::net::UdpSocket;
+
+    /// A batch of verdicts with an unroutable destination (255.255.255.255 without
+    /// SO_BROADCAST: EACCES) in the middle: the datagram is counted as `tx_error`, the others
+    /// are sent and counted as sent.
+    #[test]
+    fn a_refused_datagram_is_counted_and_the_rest_of_the_batch_sent() {
+        let from = Ipv4Addr::LOCALHOST;
+        let sock = UdpSocket::bind((from, 0)).unwrap();
+        let rx = UdpSocket::bind((from, 0)).unwrap();
+        rx.set_nonblocking(true).unwrap();
+        let to = match rx.local_addr().unwrap() {
+            std::net::SocketAddr::V4(v) => v,
+            _ => unreachable!(),
+        };
+        let unroutable = SocketAddrV4::new(Ipv4Addr::BROADCAST, to.port());
+        let sockets = [(from, sock)];
+        let slots: Vec<Vec<u8>> = (0..5u8).map(|i| vec![i; 16]).collect();
+        let mut batch = Batch::new(8);
+        for (i, dst) in [to, to, unroutable, to, to].into_iter().enumerate() {
+            let v = Verdict::Udp {
+                from,
+                to: dst,
+                start: 0,
+                end: 16,
+                gso: Gso::Start,
+            };
+            batch.dispatch(&sockets, i, v);
+        }
+        let corp = CorpLink::Socket(UdpSocket::bind((from, 0)).unwrap());
+        let stats = Stats::default();
+        batch.send(&sockets, &corp, &stats, &slots);
+        assert_eq!(stats.drops(DropReason::TxError), 1);
+        assert_eq!(stats.packets(Side::Internet, Direction::Tx), 4);
+        let mut got = Vec::new();
+        let mut buf = [0u8; 64];
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        while got.len() < 4 && std::time::Instant::now() < deadline {
+            match rx.recv(&mut buf) {
+                Ok(n) => got.push(buf[0..n].to_vec()),
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => std::thread::yield_now(),
+                Err(e) => panic!("{e}"),
+            }
+        }
+        let want: Vec<Vec<u8>> = [0, 1, 3, 4].map(|i| slots[i].clone()).into();
+        assert_eq!(got, want);
     }
 }

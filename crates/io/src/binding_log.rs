@@ -9,10 +9,10 @@ use gate64_dataplane::BindingLog;
 use gate64_nat64::state::{Event, Proto};
 use std::fs::OpenOptions;
 use std::io::{self, BufWriter, Write};
-use std::path::Path;
-use std::sync::Arc;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{self, SyncSender, TrySendError};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 /// Records queued for the writer before workers start losing them.
@@ -29,45 +29,98 @@ impl Lost {
     }
 }
 
+/// The running binding log, for the daemon: its lost-record counter and a way to reopen the
+/// file (SIGHUP, after logrotate moved it away).
+#[derive(Debug, Clone)]
+pub struct Handle {
+    lost: Arc<Lost>,
+    reopen: Arc<Mutex<Option<PathBuf>>>,
+}
+
+impl Handle {
+    /// The records lost so far (`gate64_nat64_binding_log_lost_total`).
+    pub fn lost(&self) -> Arc<Lost> {
+        Arc::clone(&self.lost)
+    }
+
+    /// Asks the writer to close the file and open `path` (the same one after a rotation),
+    /// within a second. Records queued meanwhile go to the new file; if it cannot be opened
+    /// the old one is kept and the error logged.
+    pub fn reopen(&self, path: &Path) {
+        *self.reopen.lock().unwrap_or_else(PoisonError::into_inner) = Some(path.to_owned());
+    }
+}
+
 /// Opens `path` for appending and starts the writer thread; returns the sink for the
-/// dataplane and the lost-record counter.
-pub fn open(path: &Path) -> io::Result<(BindingLog, Arc<Lost>)> {
-    let file = OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(path)
-        .map_err(|e| io::Error::new(e.kind(), format!("opening {}: {e}", path.display())))?;
+/// dataplane and the daemon's handle.
+pub fn open(path: &Path) -> io::Result<(BindingLog, Handle)> {
+    let file = append(path)?;
     let (tx, rx) = mpsc::sync_channel::<(SystemTime, Event)>(QUEUE);
+    let handle = Handle {
+        lost: Arc::new(Lost::default()),
+        reopen: Arc::new(Mutex::new(None)),
+    };
+    let reopen = Arc::clone(&handle.reopen);
     let shown = path.display().to_string();
     std::thread::Builder::new()
         .name("gate64-bindlog".into())
-        .spawn(move || {
-            let mut out = BufWriter::new(file);
-            let mut line = String::with_capacity(160);
-            loop {
-                // Flush when the queue runs dry, so lines reach the disk within a second.
-                let rec = match rx.recv_timeout(Duration::from_secs(1)) {
-                    Ok(r) => r,
-                    Err(mpsc::RecvTimeoutError::Timeout) => {
-                        let _ = out.flush();
-                        continue;
-                    }
-                    Err(mpsc::RecvTimeoutError::Disconnected) => break,
-                };
-                line.clear();
-                format_record(&mut line, rec.0, &rec.1);
-                if let Err(e) = out.write_all(line.as_bytes()) {
-                    tracing::error!(path = %shown, error = %e, "binding log write failed");
-                }
-            }
-            let _ = out.flush();
-        })?;
-    let lost = Arc::new(Lost::default());
-    let sink_lost = Arc::clone(&lost);
+        .spawn(move || write_records(file, shown, &rx, &reopen))?;
+    let sink_lost = Arc::clone(&handle.lost);
     let sink = BindingLog(Arc::new(move |e: &Event| {
         send(&tx, &sink_lost, *e);
     }));
-    Ok((sink, lost))
+    Ok((sink, handle))
+}
+
+fn append(path: &Path) -> io::Result<std::fs::File> {
+    OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+        .map_err(|e| io::Error::new(e.kind(), format!("opening {}: {e}", path.display())))
+}
+
+/// The writer thread: formats and appends records until every sink is gone, and reopens the
+/// file when asked.
+fn write_records(
+    file: std::fs::File,
+    mut shown: String,
+    rx: &mpsc::Receiver<(SystemTime, Event)>,
+    reopen: &Mutex<Option<PathBuf>>,
+) {
+    let mut out = BufWriter::new(file);
+    let mut line = String::with_capacity(160);
+    loop {
+        let asked = reopen.lock().unwrap_or_else(PoisonError::into_inner).take();
+        if let Some(path) = asked {
+            let _ = out.flush();
+            match append(&path) {
+                Ok(f) => {
+                    out = BufWriter::new(f);
+                    shown = path.display().to_string();
+                    tracing::info!(path = %shown, "NAT64 binding log reopened");
+                }
+                Err(e) => {
+                    tracing::error!(error = %e, "NAT64 binding log not reopened; still writing the old file")
+                }
+            }
+        }
+        // Flush when the queue runs dry, so lines reach the disk within a second.
+        let rec = match rx.recv_timeout(Duration::from_secs(1)) {
+            Ok(r) => r,
+            Err(mpsc::RecvTimeoutError::Timeout) => {
+                let _ = out.flush();
+                continue;
+            }
+            Err(mpsc::RecvTimeoutError::Disconnected) => break,
+        };
+        line.clear();
+        format_record(&mut line, rec.0, &rec.1);
+        if let Err(e) = out.write_all(line.as_bytes()) {
+            crate::log_limited!(error, path = %shown, error = %e, "binding log write failed");
+        }
+    }
+    let _ = out.flush();
 }
 
 fn send(tx: &SyncSender<(SystemTime, Event)>, lost: &Lost, e: Event) {
@@ -168,12 +221,57 @@ mod tests {
         );
     }
 
+    /// logrotate's way: the file is renamed, the daemon told to reopen; later records go to
+    /// a new file at the old path, none is lost.
+    #[test]
+    fn reopen_after_rotation_writes_a_new_file() {
+        let dir = std::env::temp_dir().join(format!("gate64-bindlog-rot-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("b.jsonl");
+        let rotated = dir.join("b.jsonl.1");
+        let (sink, handle) = open(&path).unwrap();
+        let record = |port| Event::BibCreated {
+            proto: Proto::Udp,
+            v6: (Ipv6Addr::LOCALHOST, port),
+            v4: (Ipv4Addr::LOCALHOST, port),
+        };
+        let read_until = |p: &Path, needle: &str| {
+            for _ in 0..200 {
+                let text = std::fs::read_to_string(p).unwrap_or_default();
+                if text.contains(needle) {
+                    return text;
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            std::fs::read_to_string(p).unwrap_or_default()
+        };
+        (sink.0)(&record(1111));
+        assert!(read_until(&path, ":1111").contains(":1111"));
+        std::fs::rename(&path, &rotated).unwrap();
+        handle.reopen(&path);
+        // Until the writer has reopened, records may still land in the rotated file.
+        let new = (0..200).find_map(|_| {
+            (sink.0)(&record(2222));
+            std::thread::sleep(Duration::from_millis(20));
+            std::fs::read_to_string(&path)
+                .ok()
+                .filter(|t| t.contains(":2222"))
+        });
+        let new = new.expect("records reach a new file at the old path");
+        assert!(!new.contains(":1111"), "{new}");
+        assert!(std::fs::read_to_string(&rotated).unwrap().contains(":1111"));
+        assert_eq!(handle.lost().get(), 0);
+        drop(sink);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
     #[test]
     fn file_gets_the_lines() {
         let dir = std::env::temp_dir().join(format!("gate64-bindlog-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let path = dir.join("b.jsonl");
-        let (sink, lost) = open(&path).unwrap();
+        let (sink, handle) = open(&path).unwrap();
+        let lost = handle.lost();
         let e = Event::BibDeleted {
             proto: Proto::Tcp,
             v6: (Ipv6Addr::LOCALHOST, 1),

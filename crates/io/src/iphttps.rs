@@ -34,7 +34,7 @@ use std::time::{Duration, Instant, SystemTime};
 use tokio::io::{AsyncReadExt, AsyncWriteExt, ReadHalf, WriteHalf};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{Semaphore, watch};
-use tracing::{debug, info, warn};
+use tracing::info;
 
 /// Read buffer per connection: room for several 16 KiB TLS records read back to back (their
 /// packets then share one coalesced TUN write), and for a partial packet of at most
@@ -67,7 +67,7 @@ thread_local! {
 pub struct IphttpsServer {
     id: u64,
     teredo: Vec<(Ipv4Addr, UdpSocket)>,
-    acceptor: tokio_rustls::TlsAcceptor,
+    tls: crate::tls::ReloadableServerConfig,
     proto: Arc<ServerConfig>,
     shared: Arc<Shared>,
     pool: Mutex<PrefixPool>,
@@ -75,7 +75,7 @@ pub struct IphttpsServer {
     exporter: Exporter,
     handshakes: Arc<Semaphore>,
     handshake_timeout: Duration,
-    max_connections: usize,
+    max_connections: AtomicUsize,
     connections: AtomicUsize,
     send_queue_bytes: usize,
 }
@@ -122,7 +122,7 @@ impl IphttpsServer {
         Ok(Arc::new(IphttpsServer {
             id: NEXT_SERVER_ID.fetch_add(1, Ordering::Relaxed),
             teredo,
-            acceptor: tokio_rustls::TlsAcceptor::from(tls),
+            tls: crate::tls::ReloadableServerConfig::new(tls),
             proto: Arc::new(settings.proto),
             shared,
             pool: Mutex::new(pool),
@@ -130,7 +130,7 @@ impl IphttpsServer {
             exporter,
             handshakes: Arc::new(Semaphore::new(settings.max_handshakes.max(1))),
             handshake_timeout: settings.handshake_timeout,
-            max_connections: settings.max_connections,
+            max_connections: AtomicUsize::new(settings.max_connections),
             connections: AtomicUsize::new(0),
             send_queue_bytes: settings.send_queue_bytes,
         }))
@@ -145,9 +145,9 @@ impl IphttpsServer {
             tokio::select! {
                 r = listener.accept() => match r {
                     Ok((tcp, peer)) => {
-                        if self.connections.load(Ordering::Relaxed) >= self.max_connections {
+                        if self.connections.load(Ordering::Relaxed) >= self.max_connections.load(Ordering::Relaxed) {
                             self.stats().tls_handshake(TlsResult::Busy);
-                            debug!(%peer, "refused: limits.max_iphttps_connections reached");
+                            crate::log_limited!(debug, %peer, "refused: limits.max_iphttps_connections reached");
                             continue;
                         }
                         self.connections.fetch_add(1, Ordering::Relaxed);
@@ -160,7 +160,7 @@ impl IphttpsServer {
                     }
                     Err(e) => {
                         // EMFILE and friends: back off instead of spinning.
-                        warn!(error = %e, "IP-HTTPS accept failed");
+                        crate::log_limited!(warn, error = %e, "IP-HTTPS accept failed");
                         tokio::time::sleep(Duration::from_millis(100)).await;
                     }
                 },
@@ -173,6 +173,18 @@ impl IphttpsServer {
             while tasks.join_next().await.is_some() {}
         })
         .await;
+    }
+
+    /// The TLS configuration new connections get; replace it to serve a new certificate
+    /// without dropping the connections up.
+    pub fn tls(&self) -> crate::tls::ReloadableServerConfig {
+        self.tls.clone()
+    }
+
+    /// Changes `limits.max_iphttps_connections` for the accepts from now on (a reload);
+    /// connections above a lowered cap stay up.
+    pub fn set_max_connections(&self, max: usize) {
+        self.max_connections.store(max, Ordering::Relaxed);
     }
 
     /// Open connections.
@@ -218,16 +230,17 @@ impl IphttpsServer {
             self.stats().tls_handshake(TlsResult::Busy);
             return;
         };
-        let tls = match tokio::time::timeout_at(deadline, self.acceptor.accept(tcp)).await {
+        let acceptor = tokio_rustls::TlsAcceptor::from(self.tls.current());
+        let tls = match tokio::time::timeout_at(deadline, acceptor.accept(tcp)).await {
             Ok(Ok(tls)) => tls,
             Ok(Err(e)) => {
                 self.stats().tls_handshake(TlsResult::TlsError);
-                debug!(%peer, error = %e, "TLS handshake failed");
+                crate::log_limited!(debug, %peer, error = %e, "TLS handshake failed");
                 return;
             }
             Err(_) => {
                 self.stats().tls_handshake(TlsResult::Timeout);
-                debug!(%peer, "TLS handshake timed out");
+                crate::log_limited!(debug, %peer, "TLS handshake timed out");
                 return;
             }
         };
@@ -238,7 +251,7 @@ impl IphttpsServer {
             .allocate()
         else {
             self.stats().tls_handshake(TlsResult::PoolExhausted);
-            warn!(%peer, "IP-HTTPS prefix pool exhausted (`iphttps.prefix`)");
+            crate::log_limited!(warn, %peer, "IP-HTTPS prefix pool exhausted (`iphttps.prefix`)");
             let (_, mut w) = tokio::io::split(tls);
             let _ = w.write_all(RESPONSE_503).await;
             let _ = w.shutdown().await;
@@ -279,7 +292,7 @@ impl IphttpsServer {
         self.shared
             .iphttps_clients()
             .insert(prefix, Arc::clone(&queue) as Arc<dyn ClientQueue>);
-        info!(%peer, prefix = %format!("{prefix}/64"), "IP-HTTPS link up");
+        crate::log_limited!(info, %peer, prefix = %format!("{prefix}/64"), "IP-HTTPS link up");
         let writer =
             tokio::spawn(Arc::clone(self).writer(wr, Arc::clone(&queue), Arc::clone(&conn)));
         let mut link = Link {
@@ -297,7 +310,7 @@ impl IphttpsServer {
         self.shared.iphttps_clients().remove(prefix);
         queue.close();
         let _ = tokio::time::timeout(Duration::from_secs(2), writer).await;
-        info!(%peer, prefix = %format!("{prefix}/64"), %reason, "IP-HTTPS link down");
+        crate::log_limited!(info, %peer, prefix = %format!("{prefix}/64"), %reason, "IP-HTTPS link down");
     }
 
     /// Reads the request head within the handshake deadline and the connection's request

@@ -10,6 +10,7 @@ pub mod gro;
 pub mod iphttps;
 pub mod metrics_http;
 pub mod queue;
+pub mod ratelog;
 pub mod sys;
 pub mod tls;
 pub mod tun;

@@ -14,7 +14,7 @@ use hyper::{Method, Request, Response, StatusCode};
 use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::net::TcpListener;
 use tokio::task::JoinSet;
-use tracing::{debug, info, warn};
+use tracing::{debug, info};
 
 use gate64_metrics::Exporter;
 use gate64_metrics::{OPENMETRICS_CONTENT_TYPE, PROMETHEUS_TEXT_CONTENT_TYPE};
@@ -121,7 +121,7 @@ pub(crate) async fn serve_with(
                 // Out of file descriptors or memory (EMFILE, ENFILE, ENOBUFS, ENOMEM) or a
                 // rarer protocol error: retrying at once would spin, so wait for resources.
                 Err(error) => {
-                    warn!(%error, "metrics accept failed, backing off");
+                    crate::log_limited!(warn, %error, "metrics accept failed, backing off");
                     tokio::select! {
                         biased;
                         () = &mut shutdown => break,

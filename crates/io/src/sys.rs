@@ -92,42 +92,93 @@ pub fn recv_batch(
 }
 
 /// Sends `n` datagrams with as few `sendmmsg` calls as possible; `msg(i)` gives the bytes and
-/// destination of datagram `i`. Returns how many the kernel took; stops at the first error
-/// (the caller counts the rest as failed).
+/// destination of datagram `i`. Returns how many the kernel took. A datagram the kernel
+/// refuses (an unroutable or forbidden destination) is skipped and the rest are sent; see
+/// [`send_batch_reporting`] for which ones failed.
 pub fn send_batch<'a>(
     fd: RawFd,
     n: usize,
     msg: impl Fn(usize) -> (&'a [u8], SocketAddrV4),
 ) -> usize {
+    send_batch_reporting(fd, n, msg, |_, _| {})
+}
+
+/// [`send_batch`], calling `failed(i, error)` for every datagram `i` that was not sent.
+///
+/// `sendmmsg` stops at the first datagram that fails and reports only that error (or the
+/// count sent before it), so one bad destination would cost every datagram behind it: the
+/// failing one is skipped and the call repeated for the rest. A full socket buffer
+/// (`EAGAIN`, `ENOBUFS`) fails every datagram behind it too, so those are given up at once
+/// instead of being tried one by one.
+pub fn send_batch_reporting<'a>(
+    fd: RawFd,
+    n: usize,
+    msg: impl Fn(usize) -> (&'a [u8], SocketAddrV4),
+    mut failed: impl FnMut(usize, &io::Error),
+) -> usize {
+    let mut next = 0;
     let mut sent = 0;
-    while sent < n {
-        let chunk = (n - sent).min(BATCH);
-        // SAFETY: zeroed C structs are valid empty values; the iovecs only read from the data.
-        let mut addrs: [libc::sockaddr_in; BATCH] = unsafe { std::mem::zeroed() };
-        let mut iovs: [libc::iovec; BATCH] = unsafe { std::mem::zeroed() };
-        let mut hdrs: [libc::mmsghdr; BATCH] = unsafe { std::mem::zeroed() };
-        for i in 0..chunk {
-            let (data, to) = msg(sent + i);
-            addrs[i] = to_sockaddr(to);
-            iovs[i] = libc::iovec {
-                iov_base: data.as_ptr() as *mut libc::c_void,
-                iov_len: data.len(),
-            };
-            hdrs[i].msg_hdr.msg_name = (&mut addrs[i] as *mut libc::sockaddr_in).cast();
-            hdrs[i].msg_hdr.msg_namelen =
-                std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t;
-            hdrs[i].msg_hdr.msg_iov = &mut iovs[i];
-            hdrs[i].msg_hdr.msg_iovlen = 1;
+    while next < n {
+        match sendmmsg_chunk(fd, next, (n - next).min(BATCH), &msg) {
+            Ok(0) => {
+                let e = io::Error::from(io::ErrorKind::WriteZero);
+                (next..n).for_each(|i| failed(i, &e));
+                break;
+            }
+            Ok(k) => {
+                sent += k;
+                next += k;
+            }
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) if is_buffer_full(&e) => {
+                (next..n).for_each(|i| failed(i, &e));
+                break;
+            }
+            Err(e) => {
+                failed(next, &e);
+                next += 1;
+            }
         }
-        // SAFETY: headers point at live arrays; the kernel only reads the data buffers, which
-        // the caller keeps alive for 'a.
-        let r = unsafe { libc::sendmmsg(fd, hdrs.as_mut_ptr(), chunk as libc::c_uint, 0) };
-        if r <= 0 {
-            break;
-        }
-        sent += r as usize;
     }
     sent
+}
+
+fn is_buffer_full(e: &io::Error) -> bool {
+    e.kind() == io::ErrorKind::WouldBlock || e.raw_os_error() == Some(libc::ENOBUFS)
+}
+
+/// One `sendmmsg` of datagrams `first..first + count` (`count` ≤ [`BATCH`]).
+fn sendmmsg_chunk<'a>(
+    fd: RawFd,
+    first: usize,
+    count: usize,
+    msg: &impl Fn(usize) -> (&'a [u8], SocketAddrV4),
+) -> io::Result<usize> {
+    let count = count.min(BATCH);
+    // SAFETY: zeroed C structs are valid empty values; the iovecs only read from the data.
+    let mut addrs: [libc::sockaddr_in; BATCH] = unsafe { std::mem::zeroed() };
+    let mut iovs: [libc::iovec; BATCH] = unsafe { std::mem::zeroed() };
+    let mut hdrs: [libc::mmsghdr; BATCH] = unsafe { std::mem::zeroed() };
+    for i in 0..count {
+        let (data, to) = msg(first + i);
+        addrs[i] = to_sockaddr(to);
+        iovs[i] = libc::iovec {
+            iov_base: data.as_ptr() as *mut libc::c_void,
+            iov_len: data.len(),
+        };
+        hdrs[i].msg_hdr.msg_name = (&mut addrs[i] as *mut libc::sockaddr_in).cast();
+        hdrs[i].msg_hdr.msg_namelen = std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t;
+        hdrs[i].msg_hdr.msg_iov = &mut iovs[i];
+        hdrs[i].msg_hdr.msg_iovlen = 1;
+    }
+    // SAFETY: headers point at live arrays; the kernel only reads the data buffers, which
+    // the caller keeps alive for 'a.
+    let r = unsafe { libc::sendmmsg(fd, hdrs.as_mut_ptr(), count as libc::c_uint, 0) };
+    if r < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(r as usize)
+    }
 }
 
 /// One datagram received by [`recv_batch_from`] on a socket of either address family.
@@ -544,6 +595,52 @@ mod tests {
             }
         }
         assert_eq!(total, 40);
+    }
+
+    /// A datagram to 255.255.255.255 from a socket without SO_BROADCAST fails (EACCES) in the
+    /// middle of a batch: the others still go out, in order, and the failure is reported.
+    #[test]
+    fn a_failing_datagram_does_not_abandon_the_batch() {
+        let a = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let b = UdpSocket::bind("127.0.0.1:0").unwrap();
+        b.set_nonblocking(true).unwrap();
+        let to = match b.local_addr().unwrap() {
+            std::net::SocketAddr::V4(v) => v,
+            _ => unreachable!(),
+        };
+        let unroutable = SocketAddrV4::new(Ipv4Addr::BROADCAST, to.port());
+        let payloads: Vec<Vec<u8>> = (0..40u8).map(|i| vec![i; 8]).collect();
+        let dest = |i: usize| if i == 5 || i == 33 { unroutable } else { to };
+        let mut failures = Vec::new();
+        let sent = send_batch_reporting(
+            a.as_raw_fd(),
+            40,
+            |i| (&payloads[i][..], dest(i)),
+            |i, e| failures.push((i, e.kind())),
+        );
+        assert_eq!(sent, 38);
+        assert_eq!(
+            failures,
+            vec![
+                (5, io::ErrorKind::PermissionDenied),
+                (33, io::ErrorKind::PermissionDenied)
+            ]
+        );
+        let mut got = Vec::new();
+        let mut buf = [0u8; 64];
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        while got.len() < 38 && std::time::Instant::now() < deadline {
+            match b.recv(&mut buf) {
+                Ok(n) => got.push(buf[..n].to_vec()),
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => std::thread::yield_now(),
+                Err(e) => panic!("{e}"),
+            }
+        }
+        let want: Vec<Vec<u8>> = (0..40)
+            .filter(|&i| i != 5 && i != 33)
+            .map(|i| payloads[i].clone())
+            .collect();
+        assert_eq!(got, want);
     }
 
     #[test]

@@ -6,7 +6,7 @@ use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use rustls::server::WebPkiClientVerifier;
 use std::io;
 use std::path::Path;
-use std::sync::Arc;
+use std::sync::{Arc, PoisonError, RwLock};
 
 fn provider() -> Arc<rustls::crypto::CryptoProvider> {
     Arc::new(rustls::crypto::aws_lc_rs::default_provider())
@@ -67,6 +67,30 @@ pub fn server_config(
     // The stream after the HTTP head is raw IPv6; no ALPN, no session tickets needed.
     cfg.ignore_client_order = false;
     Ok(Arc::new(cfg))
+}
+
+/// The server configuration new IP-HTTPS connections are accepted with, replaceable while
+/// the server runs (SIGHUP with a new certificate or key). Each accept takes the current one
+/// ([`ReloadableServerConfig::current`]); a connection keeps the configuration it was
+/// accepted with, so established connections are untouched by a replacement.
+#[derive(Debug, Clone)]
+pub struct ReloadableServerConfig(Arc<RwLock<Arc<rustls::ServerConfig>>>);
+
+impl ReloadableServerConfig {
+    /// Starts with `cfg`.
+    pub fn new(cfg: Arc<rustls::ServerConfig>) -> Self {
+        ReloadableServerConfig(Arc::new(RwLock::new(cfg)))
+    }
+
+    /// The configuration for the next accept.
+    pub fn current(&self) -> Arc<rustls::ServerConfig> {
+        Arc::clone(&self.0.read().unwrap_or_else(PoisonError::into_inner))
+    }
+
+    /// Serves `cfg` to connections accepted from now on.
+    pub fn replace(&self, cfg: Arc<rustls::ServerConfig>) {
+        *self.0.write().unwrap_or_else(PoisonError::into_inner) = cfg;
+    }
 }
 
 /// Builds a client configuration trusting `ca` (or the PEM bundle given), optionally with a

@@ -1,6 +1,7 @@
 //! The [`Exporter`]: sums the per-worker [`Stats`] at scrape time and encodes the result.
 
 use std::fmt;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use gate64_dataplane::{
@@ -46,7 +47,14 @@ struct Source {
     workers: Mutex<Vec<Arc<Stats>>>,
     gauges: Arc<dyn Fn() -> Gauges + Send + Sync>,
     dns64: Mutex<Vec<Arc<Dns64Stats>>>,
+    /// `gate64_config_reloads_total`: applied, refused.
+    reloads: [AtomicU64; 2],
+    /// Readers of the NAT64 binding log's lost-record counters.
+    binding_log_lost: Mutex<Vec<CounterReader>>,
 }
+
+/// Reads a counter kept elsewhere (e.g. by the binding log's writer).
+pub type CounterReader = Arc<dyn Fn() -> u64 + Send + Sync>;
 
 impl Exporter {
     /// An exporter over `workers` (one [`Stats`] per data-plane worker) and `gauges`, which is
@@ -57,6 +65,8 @@ impl Exporter {
             workers: Mutex::new(workers),
             gauges,
             dns64: Mutex::new(Vec::new()),
+            reloads: [AtomicU64::new(0), AtomicU64::new(0)],
+            binding_log_lost: Mutex::new(Vec::new()),
         });
         let mut registry = Registry::default();
         registry.register_collector(Box::new(Scrape(Arc::clone(&source))));
@@ -101,6 +111,22 @@ impl Exporter {
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .push(stats);
+    }
+
+    /// Counts one configuration reload (SIGHUP): applied (`ok`) or refused.
+    pub fn count_reload(&self, applied: bool) {
+        let i = usize::from(!applied);
+        self.inner.source.reloads[i].fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Adds a binding log's lost-record counter to `gate64_nat64_binding_log_lost_total`.
+    pub fn add_binding_log_lost(&self, read: CounterReader) {
+        self.inner
+            .source
+            .binding_log_lost
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(read);
     }
 
     /// Number of registered per-worker [`Stats`].
@@ -303,6 +329,26 @@ impl Collector for Scrape {
             dns64
                 .iter()
                 .fold(0u64, |t, s| t.wrapping_add(s.cache_hits())),
+        )?;
+        let lost = self
+            .0
+            .binding_log_lost
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone();
+        counter(
+            &mut enc,
+            names::NAT64_BINDING_LOG_LOST_TOTAL,
+            names::NAT64_BINDING_LOG_LOST_TOTAL_HELP,
+            lost.iter().fold(0u64, |t, read| t.wrapping_add(read())),
+        )?;
+        let reloads = &self.0.reloads;
+        counter_family(
+            &mut enc,
+            names::CONFIG_RELOADS_TOTAL,
+            names::CONFIG_RELOADS_TOTAL_HELP,
+            [("ok", 0), ("refused", 1)]
+                .map(|(result, i)| ([("result", result)], reloads[i].load(Ordering::Relaxed))),
         )?;
         gauge(
             &mut enc,
@@ -509,6 +555,38 @@ mod tests {
             families,
             names::ALL.len(),
             "a metric is missing from names::ALL"
+        );
+    }
+
+    #[test]
+    fn lifecycle_counters_start_at_zero_and_sum() {
+        let e = Exporter::new(Vec::new(), Arc::new(Gauges::default));
+        let text = e.encode();
+        assert_eq!(
+            sample(&text, "gate64_nat64_binding_log_lost_total"),
+            Some("0")
+        );
+        assert_eq!(
+            sample(&text, "gate64_config_reloads_total{result=\"refused\"}"),
+            Some("0")
+        );
+        e.add_binding_log_lost(Arc::new(|| 3));
+        e.add_binding_log_lost(Arc::new(|| 4));
+        e.count_reload(true);
+        e.count_reload(false);
+        e.count_reload(false);
+        let text = e.encode();
+        assert_eq!(
+            sample(&text, "gate64_nat64_binding_log_lost_total"),
+            Some("7")
+        );
+        assert_eq!(
+            sample(&text, "gate64_config_reloads_total{result=\"ok\"}"),
+            Some("1")
+        );
+        assert_eq!(
+            sample(&text, "gate64_config_reloads_total{result=\"refused\"}"),
+            Some("2")
         );
     }
 

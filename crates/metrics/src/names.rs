@@ -99,6 +99,19 @@ pub const DNS64_CACHE_HITS_TOTAL: &str = "gate64_dns64_cache_hits_total";
 pub const DNS64_CACHE_HITS_TOTAL_HELP: &str =
     "DNS64 queries answered from the answer cache (also counted in gate64_dns64_queries_total).";
 
+/// NAT64 binding log records lost because the writer fell behind. Counter; no labels.
+pub const NAT64_BINDING_LOG_LOST_TOTAL: &str = "gate64_nat64_binding_log_lost_total";
+/// Help text of [`NAT64_BINDING_LOG_LOST_TOTAL`].
+pub const NAT64_BINDING_LOG_LOST_TOTAL_HELP: &str = "NAT64 binding log records (RFC 6888 \
+    section 4) dropped because the log writer fell behind; each is a mapping an abuse request \
+    could not be answered for.";
+
+/// Configuration reloads (SIGHUP) by outcome. Counter; label `result` (`ok`, `refused`).
+pub const CONFIG_RELOADS_TOTAL: &str = "gate64_config_reloads_total";
+/// Help text of [`CONFIG_RELOADS_TOTAL`].
+pub const CONFIG_RELOADS_TOTAL_HELP: &str = "Configuration reloads (SIGHUP): ok (applied) or \
+    refused (invalid, or a key that needs a restart changed; the old configuration stays).";
+
 /// Per-worker counter sets summed into the counters above. Gauge; no labels.
 pub const WORKERS: &str = "gate64_workers";
 /// Help text of [`WORKERS`].
@@ -129,6 +142,11 @@ pub const ALL: &[(&str, &str)] = &[
     (NAT64_POOL_EXHAUSTED_TOTAL, NAT64_POOL_EXHAUSTED_TOTAL_HELP),
     (DNS64_QUERIES_TOTAL, DNS64_QUERIES_TOTAL_HELP),
     (DNS64_CACHE_HITS_TOTAL, DNS64_CACHE_HITS_TOTAL_HELP),
+    (
+        NAT64_BINDING_LOG_LOST_TOTAL,
+        NAT64_BINDING_LOG_LOST_TOTAL_HELP,
+    ),
+    (CONFIG_RELOADS_TOTAL, CONFIG_RELOADS_TOTAL_HELP),
     (WORKERS, WORKERS_HELP),
     (BUILD_INFO, BUILD_INFO_HELP),
 ];

@@ -82,6 +82,32 @@ fn corp_traffic_passes_policy_without_ipsec() {
     assert_eq!(w.stats().drops(DropReason::NoSa), 0);
 }
 
+// A reload (SIGHUP) flips the lab switch for the packets routed from then on.
+#[test]
+fn policy_follows_the_lab_switch_when_it_changes() {
+    let mut w = worker(false);
+    let me = teredo(CLIENT).encode();
+    let pkt = echo(me, CORP_HOST, 8);
+    let now = Instant::now();
+    let admitted = Verdict::Tun {
+        start: HEADROOM,
+        end: HEADROOM + pkt.len(),
+    };
+    assert_eq!(
+        from_teredo(&mut w, now, CLIENT, &pkt),
+        Verdict::Drop(DropReason::NoSa)
+    );
+    w.shared().set_allow_without_ipsec(true);
+    assert!(w.shared().allow_without_ipsec());
+    assert_eq!(from_teredo(&mut w, now, CLIENT, &pkt), admitted);
+    w.shared().set_allow_without_ipsec(false);
+    assert_eq!(
+        from_teredo(&mut w, now, CLIENT, &pkt),
+        Verdict::Drop(DropReason::NoSa)
+    );
+    assert_eq!(w.stats().drops(DropReason::NoSa), 2);
+}
+
 #[test]
 fn destination_outside_prefixes_is_no_route_without_ipsec() {
     let mut w = worker(true);

@@ -13,7 +13,6 @@ use hickory_server::net::runtime::Time;
 use hickory_server::net::xfer::Protocol;
 use hickory_server::server::{Request, RequestHandler, ResponseHandler, ResponseInfo};
 use hickory_server::zone_handler::MessageResponseBuilder;
-use tracing::debug;
 
 use super::upstream::Upstreams;
 
@@ -159,7 +158,7 @@ impl RequestHandler for Handler {
         match response_handle.send_response(response).await {
             Ok(info) => info,
             Err(e) => {
-                debug!(error = %e, "sending a DNS answer failed");
+                crate::log_limited!(debug, error = %e, "sending a DNS answer failed");
                 fail()
             }
         }

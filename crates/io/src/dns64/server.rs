@@ -314,7 +314,7 @@ impl UdpThread {
                     continue;
                 }
                 Err(e) => {
-                    warn!(error = %e, "DNS64 UDP receive failed");
+                    crate::log_limited!(warn, error = %e, "DNS64 UDP receive failed");
                     tokio::time::sleep(Duration::from_millis(10)).await;
                     continue;
                 }
@@ -340,7 +340,7 @@ impl UdpThread {
                 && let Err(e) =
                     sys::send_batch_to(fd, hits, |i| (&tx[i][..replies[i].1], replies[i].0))
             {
-                debug!(error = %e, "DNS64 UDP send failed");
+                crate::log_limited!(debug, error = %e, "DNS64 UDP send failed");
             }
         }
     }

@@ -74,7 +74,7 @@ impl Upstreams {
             };
             match self.attempt(server, &wire, id, ask).await {
                 Attempt::Answer(m) if m.metadata.response_code == ResponseCode::Refused => {
-                    debug!(%server, "upstream refused; trying the next");
+                    crate::log_limited!(debug, %server, "upstream refused; trying the next");
                     refused = Some(m);
                 }
                 Attempt::Answer(m) => {
@@ -99,21 +99,21 @@ impl Upstreams {
                 match tokio::time::timeout(self.timeout, tcp(server, wire, id, ask)).await {
                     Ok(Ok(m)) => Attempt::Answer(m),
                     Ok(Err(e)) => {
-                        debug!(%server, error = %e, "upstream TCP failed");
+                        crate::log_limited!(debug, %server, error = %e, "upstream TCP failed");
                         Attempt::Next
                     }
                     Err(_) => {
-                        debug!(%server, "upstream TCP timed out");
+                        crate::log_limited!(debug, %server, "upstream TCP timed out");
                         Attempt::Next
                     }
                 }
             }
             Ok(Err(e)) => {
-                debug!(%server, error = %e, "upstream UDP failed");
+                crate::log_limited!(debug, %server, error = %e, "upstream UDP failed");
                 Attempt::Next
             }
             Err(_) => {
-                debug!(%server, "upstream timed out");
+                crate::log_limited!(debug, %server, "upstream timed out");
                 Attempt::Next
             }
         }

@@ -1,0 +1,279 @@
+//! Which keys a running daemon can take from a new file (SIGHUP) and which need a restart.
+//!
+//! A key is live when the daemon reads it again after start: the IP-HTTPS certificate, key and
+//! client CA (new connections get them; connections up keep theirs), the log filter, the
+//! security step's lab switch, the binding log's path and the IP-HTTPS connection cap. Every
+//! other key shaped something built once at start (the TUN device, its routes, sockets and
+//! listeners, worker threads, tables sized or sharded from limits, the Teredo addresses a
+//! client's address is made of) and needs a restart; a reload that changes one is refused as
+//! a whole and names it. A key this list does not know (one added later) counts as needing a
+//! restart, so nothing is ever silently left unapplied.
+
+use crate::Config;
+
+/// The keys a reload applies without a restart (`docs/config.md`, "Reloading").
+pub const LIVE_KEYS: &[&str] = &[
+    "log.level",
+    "iphttps.certificate",
+    "iphttps.private_key",
+    "iphttps.client_ca",
+    "corpnet.lab_allow_without_ipsec",
+    "nat64.binding_log",
+    "limits.max_iphttps_connections",
+];
+
+/// Appends `section.field` for every listed field that differs; when the sections differ in
+/// a field not listed, appends `[section]` instead, read as "a key of this section".
+macro_rules! diff {
+    ($out:ident, $old:expr, $new:expr, $section:literal, [$($field:ident),* $(,)?]) => {{
+        let before = $out.len();
+        $(
+            if $old.$field != $new.$field {
+                $out.push(concat!($section, ".", stringify!($field)).to_owned());
+            }
+        )*
+        if $out.len() == before && $old != $new {
+            $out.push(concat!("[", $section, "]").to_owned());
+        }
+    }};
+}
+
+impl Config {
+    /// The keys whose values differ between this (running) configuration and `new`, as
+    /// `section.key`, or `[section]` for a difference in a key not known here.
+    pub fn changed_keys(&self, new: &Config) -> Vec<String> {
+        let mut out = Vec::new();
+        let (a, b) = (self, new);
+        diff!(
+            out,
+            a.server,
+            b.server,
+            "server",
+            [workers, tls_threads, user, group]
+        );
+        diff!(
+            out,
+            a.teredo,
+            b.teredo,
+            "teredo",
+            [enabled, server_addresses, port, relay, lab_allow_loopback]
+        );
+        diff!(
+            out,
+            a.iphttps,
+            b.iphttps,
+            "iphttps",
+            [
+                enabled,
+                listen,
+                path,
+                certificate,
+                private_key,
+                client_ca,
+                prefix,
+                idle_timeout_secs,
+                ra_interval_secs,
+                send_queue_bytes
+            ]
+        );
+        diff!(
+            out,
+            a.corpnet,
+            b.corpnet,
+            "corpnet",
+            [
+                tun,
+                ipv6_prefixes,
+                address6,
+                mtu,
+                manage_routes,
+                lab_allow_without_ipsec
+            ]
+        );
+        diff!(
+            out,
+            a.nat64,
+            b.nat64,
+            "nat64",
+            [
+                enabled,
+                prefix,
+                allow_private_ipv4,
+                pool4,
+                ports,
+                udp_timeout_secs,
+                tcp_established_timeout_secs,
+                tcp_transitory_timeout_secs,
+                icmp_timeout_secs,
+                filtering,
+                ipv4_mtu,
+                max_sessions,
+                route_prefix,
+                binding_log
+            ]
+        );
+        diff!(
+            out,
+            a.dns64,
+            b.dns64,
+            "dns64",
+            [
+                enabled,
+                listen,
+                serve_on_corp_address,
+                upstream,
+                exclude,
+                timeout_ms,
+                cache_entries
+            ]
+        );
+        diff!(out, a.metrics, b.metrics, "metrics", [listen]);
+        diff!(
+            out,
+            a.limits,
+            b.limits,
+            "limits",
+            [
+                rs_per_source_per_sec,
+                rs_burst,
+                max_teredo_peers,
+                relay_queue_packets,
+                peer_idle_timeout_secs,
+                max_tls_handshakes,
+                max_iphttps_connections,
+                tls_handshake_timeout_secs
+            ]
+        );
+        diff!(out, a.log, b.log, "log", [level, format]);
+        out
+    }
+
+    /// Of [`Config::changed_keys`], those a reload cannot apply: the daemon must be restarted
+    /// for them. Empty when `new` can be applied live.
+    pub fn restart_only_changes(&self, new: &Config) -> Vec<String> {
+        self.changed_keys(new)
+            .into_iter()
+            .filter(|key| !self.is_live_change(new, key))
+            .collect()
+    }
+
+    fn is_live_change(&self, new: &Config, key: &str) -> bool {
+        match key {
+            // Turning the binding log on or off changes what the NAT64 tables record; only a
+            // new path (logrotate's other way) is live.
+            "nat64.binding_log" => {
+                self.nat64.binding_log.is_some() && new.nat64.binding_log.is_some()
+            }
+            _ => LIVE_KEYS.contains(&key),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const BASE: &str = r#"
+[teredo]
+server_addresses = ["192.0.2.1", "192.0.2.2"]
+[corpnet]
+ipv6_prefixes = ["2001:db8:100::/48"]
+address6 = "2001:db8:100::1"
+[iphttps]
+enabled = true
+certificate = "/etc/gate64/a.pem"
+private_key = "/etc/gate64/a.key"
+prefix = "2001:db8:1::/48"
+[nat64]
+pool4 = ["198.51.100.0/30"]
+binding_log = "/var/log/gate64/bindings.jsonl"
+"#;
+
+    fn with(extra: &str) -> Config {
+        // A later line for the same section key would be a TOML error; the extra text adds
+        // new sections or keys to sections BASE does not end with.
+        Config::from_toml_str(&format!("{BASE}{extra}")).expect("valid test configuration")
+    }
+
+    fn edited(from: &str, to: &str) -> Config {
+        assert!(BASE.contains(from), "{from}");
+        Config::from_toml_str(&BASE.replace(from, to)).expect("valid test configuration")
+    }
+
+    #[test]
+    fn same_file_changes_nothing() {
+        let a = with("");
+        assert!(a.changed_keys(&with("")).is_empty());
+        assert!(a.restart_only_changes(&with("")).is_empty());
+    }
+
+    #[test]
+    fn certificate_log_level_lab_switch_and_connection_cap_are_live() {
+        let a = with("");
+        let text = BASE
+            .replace("a.pem", "b.pem")
+            .replace("a.key", "b.key\"\nclient_ca = \"/etc/gate64/ca.pem")
+            .replace(
+                "address6 = \"2001:db8:100::1\"",
+                "address6 = \"2001:db8:100::1\"\nlab_allow_without_ipsec = true",
+            )
+            .replace("bindings.jsonl", "bindings-2.jsonl")
+            + "[log]\nlevel = \"debug\"\n[limits]\nmax_iphttps_connections = 7\n";
+        let b = Config::from_toml_str(&text).expect("valid");
+        let changed = a.changed_keys(&b);
+        assert_eq!(
+            changed,
+            [
+                "iphttps.certificate",
+                "iphttps.private_key",
+                "iphttps.client_ca",
+                "corpnet.lab_allow_without_ipsec",
+                "nat64.binding_log",
+                "limits.max_iphttps_connections",
+                "log.level",
+            ]
+        );
+        assert!(a.restart_only_changes(&b).is_empty(), "{changed:?}");
+    }
+
+    #[test]
+    fn keys_built_into_the_running_daemon_need_a_restart() {
+        let a = with("");
+        for (from, to, key) in [
+            ("192.0.2.2\"]", "192.0.2.3\"]", "teredo.server_addresses"),
+            ("2001:db8:1::/48", "2001:db8:2::/48", "iphttps.prefix"),
+            ("198.51.100.0/30", "198.51.100.4/30", "nat64.pool4"),
+            (
+                "2001:db8:100::/48\"]",
+                "2001:db8:100::/48\", \"fd00::/64\"]",
+                "corpnet.ipv6_prefixes",
+            ),
+        ] {
+            assert_eq!(a.restart_only_changes(&edited(from, to)), [key], "{key}");
+        }
+        for (extra, key) in [
+            ("[server]\nworkers = 3\n", "server.workers"),
+            (
+                "[limits]\nmax_teredo_peers = 5\n",
+                "limits.max_teredo_peers",
+            ),
+            ("[log]\nformat = \"json\"\n", "log.format"),
+            ("[metrics]\nlisten = \"127.0.0.1:9999\"\n", "metrics.listen"),
+        ] {
+            assert_eq!(a.restart_only_changes(&with(extra)), [key], "{key}");
+        }
+        // A live key beside a restart-only one: the reload as a whole is refused by the
+        // caller, which names only the restart-only key.
+        let both = with("[log]\nlevel = \"debug\"\n[server]\nworkers = 3\n");
+        assert_eq!(a.changed_keys(&both), ["server.workers", "log.level"]);
+        assert_eq!(a.restart_only_changes(&both), ["server.workers"]);
+    }
+
+    #[test]
+    fn turning_the_binding_log_on_or_off_needs_a_restart() {
+        let on = with("");
+        let off = edited("binding_log = \"/var/log/gate64/bindings.jsonl\"\n", "");
+        assert_eq!(on.restart_only_changes(&off), ["nat64.binding_log"]);
+        assert_eq!(off.restart_only_changes(&on), ["nat64.binding_log"]);
+    }
+}
