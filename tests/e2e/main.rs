@@ -10,5 +10,6 @@ mod dns64;
 mod iphttps;
 mod iphttps_abuse;
 mod nat64;
+mod nat64_fairness;
 mod privilege;
 mod teredo;
