@@ -204,13 +204,13 @@ fn client_at(mapped: SocketAddrV4) -> Ipv6Addr {
     teredo(mapped).encode()
 }
 
-/// ICMPv6 errors queued for the TUN: (destination, type, code).
-fn queued_icmpv6_errors(w: &mut Worker) -> Vec<(Ipv6Addr, u8, u8)> {
+/// ICMPv6 errors queued for the TUN: (source, destination, type, code).
+fn queued_icmpv6_errors(w: &mut Worker) -> Vec<(Ipv6Addr, Ipv6Addr, u8, u8)> {
     std::iter::from_fn(|| w.poll_tun_write())
         .filter_map(|b| {
             let p = ipv6::Packet::new_checked(&b[..]).ok()?;
             let icmp = p.payload();
-            Some((p.dst(), *icmp.first()?, *icmp.get(1)?))
+            Some((p.src(), p.dst(), *icmp.first()?, *icmp.get(1)?))
         })
         .collect()
 }
@@ -227,7 +227,8 @@ fn rfc6888_client_at_its_port_limit_is_refused_others_are_not() {
     }
     let v = from_teredo(&mut w, now, CLIENT, &udp_ports(greedy, host, 4, 9, 60));
     assert_eq!(v, Verdict::Drop(DropReason::Nat64ClientPortLimit));
-    assert_eq!(queued_icmpv6_errors(&mut w), vec![(greedy, 1, 1)]);
+    // From the destination, a peer the client trusts (a Teredo client drops the rest).
+    assert_eq!(queued_icmpv6_errors(&mut w), vec![(host, greedy, 1, 1)]);
     // Its existing mappings still work; another client gets new ones.
     let v = from_teredo(&mut w, now, CLIENT, &udp_ports(greedy, host, 2, 9, 60));
     assert!(matches!(v, Verdict::Tun { .. }), "{v:?}");
@@ -266,7 +267,11 @@ fn rfc6888_client_at_its_session_limit_gets_rate_limited_errors() {
     }
     let errors = queued_icmpv6_errors(&mut w);
     assert!(!errors.is_empty() && errors.len() < 200, "{}", errors.len());
-    assert!(errors.iter().all(|e| *e == (greedy, 1, 1)), "{errors:?}");
+    let host = pref64().embed(V4HOST).unwrap();
+    assert!(
+        errors.iter().all(|e| *e == (host, greedy, 1, 1)),
+        "{errors:?}"
+    );
     assert_eq!(w.stats().drops(DropReason::Nat64ClientSessionLimit), 200);
     let other = client_at(OTHER);
     let v = from_teredo(
