@@ -135,7 +135,8 @@ fn self_addresses(cfg: &Config) -> Vec<std::net::IpAddr> {
         out.extend(cfg.dns64.listen.iter().map(|l| l.ip()));
     }
     out.extend(cfg.metrics.listen.map(|l| l.ip()));
-    out.retain(|a| !a.is_unspecified());
+    // Loopback is host-local: NAT64 refuses it as such (nat64_bad_address).
+    out.retain(|a| !a.is_unspecified() && !a.is_loopback());
     out.sort_unstable();
     out.dedup();
     out
