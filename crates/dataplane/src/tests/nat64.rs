@@ -320,3 +320,40 @@ fn nat64_never_translates_to_host_local_ranges_or_gate64_itself() {
     }
     assert_eq!(w.stats().drops(DropReason::ToSelf), 4);
 }
+
+/// An IP-HTTPS connection owns a /64: changing interface identifiers does not buy it more
+/// ports, and another connection's /64 is another client.
+#[test]
+fn rfc6888_iphttps_client_is_its_64() {
+    let mut cfg = nat_worker_with(true, |t| t.max_ports_per_client = 2)
+        .shared()
+        .config()
+        .clone();
+    cfg.iphttps_prefix = Some(Prefix::new("2001:db8:1::".parse().unwrap(), 48));
+    let mut w = Worker::new(Shared::new(cfg), Arc::new(Stats::default()));
+    let host = pref64().embed(V4HOST).unwrap();
+    let now = Instant::now();
+    let mut send = |prefix: &str, src: &str, sport: u16| {
+        let pkt = udp_ports(src.parse().unwrap(), host, sport, 9, 60);
+        let (mut buf, start, end) = framed(&pkt);
+        w.handle_iphttps(now, prefix.parse().unwrap(), &mut buf, start, end)
+    };
+    let mine = "2001:db8:1:5::";
+    assert!(matches!(
+        send(mine, "2001:db8:1:5::a", 1),
+        Verdict::Tun { .. }
+    ));
+    assert!(matches!(
+        send(mine, "2001:db8:1:5::b", 1),
+        Verdict::Tun { .. }
+    ));
+    assert_eq!(
+        send(mine, "2001:db8:1:5:1:2:3:4", 1),
+        Verdict::Drop(DropReason::Nat64ClientPortLimit)
+    );
+    let theirs = "2001:db8:1:6::";
+    assert!(matches!(
+        send(theirs, "2001:db8:1:6::a", 1),
+        Verdict::Tun { .. }
+    ));
+}
