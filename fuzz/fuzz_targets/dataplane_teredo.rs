@@ -31,6 +31,8 @@ fn shared() -> Arc<Shared> {
             },
             corp_prefixes: vec![Prefix::new("2001:db8:100::".parse().unwrap(), 48)],
             corp_address: "2001:db8:100::1".parse().unwrap(),
+            self_addresses: Vec::new(),
+            dns64_listen: Vec::new(),
             allow_without_ipsec: false,
             rs_per_sec: 10,
             rs_burst: 10,

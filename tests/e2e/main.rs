@@ -11,5 +11,6 @@ mod iphttps;
 mod iphttps_abuse;
 mod lifecycle;
 mod nat64;
+mod nat64_fairness;
 mod privilege;
 mod teredo;

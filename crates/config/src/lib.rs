@@ -146,6 +146,7 @@ impl Config {
         self.nat64_warnings(&mut out);
         self.dns64_warnings(&mut out);
         self.limits_warnings(&mut out);
+        self.metrics_warnings(&mut out);
         self.unused_section_warnings(&mut out);
         out
     }

@@ -38,3 +38,20 @@ impl RawMetrics {
         }
     }
 }
+
+impl crate::Config {
+    /// The exporter has no authentication, and the security step only keeps clients off the
+    /// addresses gate64 knows as its own: a wildcard listener also answers on every other
+    /// address of the host, including the internet side.
+    pub(crate) fn metrics_warnings(&self, out: &mut Vec<String>) {
+        if let Some(listen) = self.metrics.listen
+            && listen.ip().is_unspecified()
+        {
+            out.push(format!(
+                "metrics.listen = \"{listen}\" is a wildcard address: the unauthenticated \
+                 exporter answers on every address of the host, the internet side included; \
+                 listen on loopback or a management address"
+            ));
+        }
+    }
+}

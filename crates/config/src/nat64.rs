@@ -36,6 +36,13 @@ pub mod defaults {
     pub const IPV4_MTU: u16 = 1500;
     /// `nat64.max_sessions`: sessions held at most, over all protocols.
     pub const MAX_SESSIONS: usize = 4_000_000;
+    /// `nat64.max_sessions_per_client`: sessions one client holds at most (RFC 6888 REQ-4
+    /// leaves the number to the operator): room for a busy host with many tabs and peers,
+    /// a thousandth of the table budget, so no client can fill it.
+    pub const MAX_SESSIONS_PER_CLIENT: usize = 4_096;
+    /// `nat64.max_ports_per_client`: pool4 ports (ICMP identifiers) one client holds at most
+    /// per protocol (RFC 6888 REQ-3); a thirty-second of one pool4 address's ports.
+    pub const MAX_PORTS_PER_CLIENT: usize = 2_048;
 }
 
 /// `nat64.filtering`: which IPv4 hosts may use a client's mapping (RFC 6146 §3.5.1.1).
@@ -78,6 +85,11 @@ pub struct Nat64 {
     pub ipv4_mtu: u16,
     /// Most sessions held; new flows beyond are dropped and counted.
     pub max_sessions: usize,
+    /// Most sessions one client (a Teredo address, or an IPv6 /64) holds (RFC 6888 REQ-4).
+    pub max_sessions_per_client: usize,
+    /// Most pool4 ports one client holds per protocol (RFC 6888 REQ-3); never more than a
+    /// quarter of its shard's share of pool4, so no client takes the pool.
+    pub max_ports_per_client: usize,
     /// Route Pref64 into the TUN device too, so corporate IPv6 hosts and IP-HTTPS clients
     /// (whose packets reach the kernel first) are translated as well.
     pub route_prefix: bool,
@@ -102,6 +114,8 @@ impl Default for Nat64 {
             filtering: Filtering::default(),
             ipv4_mtu: defaults::IPV4_MTU,
             max_sessions: defaults::MAX_SESSIONS,
+            max_sessions_per_client: defaults::MAX_SESSIONS_PER_CLIENT,
+            max_ports_per_client: defaults::MAX_PORTS_PER_CLIENT,
             route_prefix: true,
             binding_log: None,
         }
@@ -123,6 +137,8 @@ pub(crate) struct RawNat64 {
     filtering: Option<Filtering>,
     ipv4_mtu: Option<u16>,
     max_sessions: Option<usize>,
+    max_sessions_per_client: Option<usize>,
+    max_ports_per_client: Option<usize>,
     route_prefix: Option<bool>,
     binding_log: Option<PathBuf>,
 }
@@ -178,6 +194,10 @@ impl RawNat64 {
             filtering: self.filtering.unwrap_or_default(),
             ipv4_mtu: self.ipv4_mtu.unwrap_or(d.ipv4_mtu),
             max_sessions: self.max_sessions.unwrap_or(d.max_sessions),
+            max_sessions_per_client: self
+                .max_sessions_per_client
+                .unwrap_or(d.max_sessions_per_client),
+            max_ports_per_client: self.max_ports_per_client.unwrap_or(d.max_ports_per_client),
             route_prefix: self.route_prefix.unwrap_or(true),
             binding_log: self.binding_log,
         })
@@ -319,6 +339,46 @@ impl Config {
         if n.max_sessions == 0 {
             return Err(invalid("nat64.max_sessions", 0, "must be at least 1"));
         }
+        self.validate_nat64_client_limits()
+    }
+
+    /// RFC 6888 REQ-3/REQ-4: per-client limits that leave room for other clients.
+    fn validate_nat64_client_limits(&self) -> Result<(), ConfigError> {
+        let n = &self.nat64;
+        let (per_client, total) = (n.max_sessions_per_client, n.max_sessions);
+        if per_client == 0 {
+            return Err(invalid(
+                "nat64.max_sessions_per_client",
+                0,
+                "must be at least 1",
+            ));
+        }
+        if per_client > total {
+            return Err(invalid(
+                "nat64.max_sessions_per_client",
+                per_client,
+                format!(
+                    "larger than nat64.max_sessions = {total}: one client could take every \
+                     session"
+                ),
+            ));
+        }
+        let [lo, hi] = n.ports;
+        let ports = usize::from(hi - lo) + 1;
+        if n.max_ports_per_client == 0 {
+            return Err(invalid(
+                "nat64.max_ports_per_client",
+                0,
+                "must be at least 1",
+            ));
+        }
+        if n.max_ports_per_client > ports {
+            return Err(invalid(
+                "nat64.max_ports_per_client",
+                n.max_ports_per_client,
+                format!("larger than the {ports} ports of nat64.ports"),
+            ));
+        }
         Ok(())
     }
 
@@ -362,7 +422,9 @@ pub(crate) fn expected_form(path: &str) -> Option<&'static str> {
         | "nat64.tcp_transitory_timeout_secs"
         | "nat64.icmp_timeout_secs"
         | "nat64.ipv4_mtu"
-        | "nat64.max_sessions" => "a whole number",
+        | "nat64.max_sessions"
+        | "nat64.max_sessions_per_client"
+        | "nat64.max_ports_per_client" => "a whole number",
         _ => return None,
     })
 }

@@ -1234,6 +1234,8 @@ const KEYS: &[(&str, &str)] = &[
     ("nat64", "filtering"),
     ("nat64", "ipv4_mtu"),
     ("nat64", "max_sessions"),
+    ("nat64", "max_sessions_per_client"),
+    ("nat64", "max_ports_per_client"),
     ("nat64", "route_prefix"),
     ("nat64", "binding_log"),
     ("metrics", "enabled"),
@@ -1383,6 +1385,67 @@ fn nat64_rules_name_key_value_and_reason() {
         let e = refused(&[pool, change]);
         assert_names(&e, key, &[needle]);
     }
+}
+
+#[test]
+fn nat64_per_client_limits_have_defaults_and_are_checked() {
+    let pool = ("nat64", r#"pool4 = ["192.0.2.64/30"]"#);
+    let c = parse(&[pool]).unwrap();
+    assert_eq!(c.nat64.max_sessions_per_client, 4_096);
+    assert_eq!(c.nat64.max_ports_per_client, 2_048);
+    let c = parse(&[
+        pool,
+        ("nat64", "max_sessions_per_client = 10"),
+        ("nat64", "max_ports_per_client = 5"),
+    ])
+    .unwrap();
+    assert_eq!(
+        (
+            c.nat64.max_sessions_per_client,
+            c.nat64.max_ports_per_client
+        ),
+        (10, 5)
+    );
+    for (change, key, needle) in [
+        (
+            ("nat64", "max_sessions_per_client = 0"),
+            "nat64.max_sessions_per_client",
+            "at least 1",
+        ),
+        (
+            ("nat64", "max_sessions = 100\nmax_sessions_per_client = 101"),
+            "nat64.max_sessions_per_client",
+            "nat64.max_sessions = 100",
+        ),
+        (
+            ("nat64", "max_ports_per_client = 0"),
+            "nat64.max_ports_per_client",
+            "at least 1",
+        ),
+        (
+            (
+                "nat64",
+                "ports = [60000, 60099]\nmax_ports_per_client = 101",
+            ),
+            "nat64.max_ports_per_client",
+            "100 ports",
+        ),
+    ] {
+        let e = refused(&[pool, change]);
+        assert_names(&e, key, &[needle]);
+    }
+}
+
+#[test]
+fn metrics_on_a_wildcard_address_is_a_warning() {
+    let c = parse(&[("metrics", r#"listen = "[::]:9164""#)]).unwrap();
+    assert!(
+        c.warnings().iter().any(|w| w.starts_with("metrics.listen")),
+        "{:?}",
+        c.warnings()
+    );
+    let c = parse(&[("metrics", r#"listen = "[::1]:9164""#)]).unwrap();
+    assert!(!c.warnings().iter().any(|w| w.starts_with("metrics")));
 }
 
 #[test]

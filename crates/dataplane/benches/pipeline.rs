@@ -31,6 +31,8 @@ fn worker() -> Worker {
         relay: RelayConfig::default(),
         corp_prefixes: vec![Prefix::new("2001:db8:100::".parse().unwrap(), 48)],
         corp_address: "2001:db8:100::1".parse().unwrap(),
+        self_addresses: Vec::new(),
+        dns64_listen: Vec::new(),
         allow_without_ipsec: true,
         // The RS bench must measure RS -> RA, not the rate limiter's refusals.
         rs_per_sec: u32::MAX,

@@ -5,7 +5,7 @@ use gate64_nat64::Nat64;
 use gate64_nat64::state::Event as BindingEvent;
 use gate64_teredo::{RelayConfig, ServerConfig};
 use gate64_wire::{ipv6, teredo as tw};
-use std::net::Ipv6Addr;
+use std::net::{IpAddr, Ipv6Addr, SocketAddr};
 use std::sync::Arc;
 
 /// Bytes a driver must leave free before a packet for headers to be prepended.
@@ -56,6 +56,13 @@ pub struct DataplaneConfig {
     pub corp_prefixes: Vec<Prefix>,
     /// gate64's own corporate-side address.
     pub corp_address: Ipv6Addr,
+    /// gate64's other addresses it knows of (Teredo server, IP-HTTPS, DNS64 and metrics
+    /// listeners): a client's packet to one of them, or to Pref64 + one of the IPv4 ones, is
+    /// traffic to gate64 itself and gets only what a client needs (see `policy.rs`).
+    pub self_addresses: Vec<IpAddr>,
+    /// Where DNS64 is served (UDP and TCP), e.g. `corp_address` port 53: clients may send
+    /// there. Empty when DNS64 is off.
+    pub dns64_listen: Vec<SocketAddr>,
     /// Skip the IPsec policy step. Only until the IPsec layer exists, and for labs.
     pub allow_without_ipsec: bool,
     /// Router Solicitations per second per source address.

@@ -52,6 +52,10 @@ drops! {
     /// The policy step refused the packet: no IPsec SA covers it (and
     /// `[corpnet] allow_without_ipsec` is off).
     NoSa => "no_sa",
+    /// A client's packet to gate64 itself that is not what a client needs there (neighbour
+    /// discovery, ICMPv6 echo, DNS64): another port on one of gate64's addresses, or Pref64
+    /// + one of gate64's own IPv4 addresses.
+    ToSelf => "to_self",
     /// A Teredo destination whose embedded IPv4 address is not global unicast.
     NonGlobalMapping => "non_global_mapping",
     /// The per-peer relay queue (waiting for a bubble answer) is full.
@@ -81,6 +85,12 @@ drops! {
     Nat64PoolExhausted => "nat64_pool_exhausted",
     /// NAT64: `[nat64] max_sessions` reached.
     Nat64SessionLimit => "nat64_session_limit",
+    /// NAT64: the client holds `[nat64] max_sessions_per_client` sessions (RFC 6888 REQ-4;
+    /// ICMPv6 administratively prohibited goes back).
+    Nat64ClientSessionLimit => "nat64_client_session_limit",
+    /// NAT64: the client holds `[nat64] max_ports_per_client` pool4 ports of the protocol, or
+    /// its share of pool4 (RFC 6888 REQ-3; ICMPv6 administratively prohibited goes back).
+    Nat64ClientPortLimit => "nat64_client_port_limit",
     /// NAT64: the IPv4 address inside Pref64 may not be translated to (loopback, multicast,
     /// broadcast, or private under the Well-Known Prefix).
     Nat64BadAddress => "nat64_bad_address",

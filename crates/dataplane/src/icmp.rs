@@ -62,11 +62,18 @@ impl Worker {
         let Ok(p) = ipv6::Packet::new_checked(offending) else {
             return;
         };
-        let src = nat
-            .pool()
-            .first()
-            .and_then(|a| nat.prefix().embed(*a))
-            .unwrap_or(self.shared.cfg.corp_address);
+        let src = match error {
+            // "Unreachable for you" (pool exhausted, the client's own limit) comes from the
+            // destination itself: the NAT64 answers for every Pref64 address, and a Teredo
+            // client accepts native packets only from peers it has tested (RFC 4380 §5.2.4,
+            // Miredo), which the destination is and Pref64 + pool4 is not.
+            icmpv6::ErrorRepr::DstUnreachable { .. } => p.dst(),
+            _ => nat
+                .pool()
+                .first()
+                .and_then(|a| nat.prefix().embed(*a))
+                .unwrap_or(self.shared.cfg.corp_address),
+        };
         let mut out = vec![0u8; 1280];
         let n = stateful::emit_icmpv6_error(&mut out, src, p.src(), &error, offending);
         if n > 0 {

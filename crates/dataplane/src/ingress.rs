@@ -6,8 +6,9 @@
 //! transport stage (teredo.rs, iphttps.rs)  -- a packet and the client it came from
 //! -> route:  forwardable unicast? then
 //!            IP-HTTPS pool /64 -> another client     Teredo address of ours -> another client
-//!            Pref64 -> NAT64    corp_address -> gate64 itself    corporate prefix -> corpnet
-//!            anything else -> no_route
+//!            Pref64 + gate64's IPv4 -> gate64 itself (via NAT64)    Pref64 -> NAT64
+//!            corp_address or another of gate64's addresses -> gate64 itself
+//!            corporate prefix -> corpnet      anything else -> no_route
 //! -> policy: Shared::policy (the one security step)
 //! -> Tun | NAT64 6->4 (nat64.rs) | another client (teredo.rs relay, iphttps.rs queue)
 //! ```
@@ -15,7 +16,7 @@
 use crate::{DropReason, Verdict, Worker};
 use gate64_teredo::Address;
 use gate64_wire::ipv6;
-use std::net::{Ipv6Addr, SocketAddrV4};
+use std::net::{IpAddr, Ipv6Addr, SocketAddrV4};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -42,6 +43,10 @@ pub enum ClientBinding {
 pub(crate) enum Route {
     /// gate64's own corporate address.
     Gate64,
+    /// Another address of gate64's own (`self_addresses`).
+    SelfAddress,
+    /// Pref64 + one of gate64's own IPv4 addresses: NAT64 would deliver it to the host.
+    Nat64ToSelf,
     /// A corporate prefix, through the TUN.
     Corpnet,
     /// Pref64: translated to IPv4 (RFC 6146), then the TUN.
@@ -71,7 +76,9 @@ impl Worker {
         let route = shared.route(&dst)?;
         shared.policy(from, &route, &pkt)?;
         match route {
-            Route::Gate64 | Route::Corpnet => Ok(Verdict::Tun { start, end }),
+            Route::Gate64 | Route::SelfAddress | Route::Corpnet => Ok(Verdict::Tun { start, end }),
+            // The policy never admits it; listed so the match stays exhaustive.
+            Route::Nat64ToSelf => Err(DropReason::ToSelf),
             Route::Nat64 => self.nat64_from_v6(now, buf, start, end),
             Route::IphttpsClient => self.send_to_iphttps_client(&dst, buf, start, end),
             // A Teredo client's packet to another is forwarded by the server role with an
@@ -105,20 +112,40 @@ impl crate::Shared {
                 Err(DropReason::NoRoute)
             };
         }
-        if self
-            .cfg
-            .nat64
-            .as_ref()
-            .is_some_and(|n| n.prefix().contains(dst))
+        if let Some(nat) = self.cfg.nat64.as_ref()
+            && nat.prefix().contains(dst)
         {
-            return Ok(Route::Nat64);
+            let to_self = nat
+                .prefix()
+                .extract(dst)
+                .is_some_and(|v4| self.is_own_v4(v4));
+            return Ok(if to_self {
+                Route::Nat64ToSelf
+            } else {
+                Route::Nat64
+            });
         }
         if *dst == self.cfg.corp_address {
             return Ok(Route::Gate64);
+        }
+        // Checked before the corporate prefixes: an address of gate64's inside one is still
+        // gate64 itself.
+        if self.cfg.self_addresses.contains(&IpAddr::V6(*dst)) {
+            return Ok(Route::SelfAddress);
         }
         if self.cfg.corp_prefixes.iter().any(|p| p.contains(dst)) {
             return Ok(Route::Corpnet);
         }
         Err(DropReason::NoRoute)
+    }
+}
+
+impl crate::Shared {
+    /// True for one of gate64's own IPv4 addresses: the Teredo server's or a configured one.
+    fn is_own_v4(&self, a: std::net::Ipv4Addr) -> bool {
+        self.server
+            .as_ref()
+            .is_some_and(|s| s.config().primary == a || s.config().secondary == a)
+            || self.cfg.self_addresses.contains(&IpAddr::V4(a))
     }
 }

@@ -105,6 +105,8 @@ impl From<TableError> for DropReason {
             TableError::NoSession => DropReason::Nat64NoSession,
             TableError::PoolExhausted => DropReason::Nat64PoolExhausted,
             TableError::SessionLimit => DropReason::Nat64SessionLimit,
+            TableError::ClientSessionLimit => DropReason::Nat64ClientSessionLimit,
+            TableError::ClientPortLimit => DropReason::Nat64ClientPortLimit,
             _ => DropReason::Nat64Untranslatable,
         }
     }

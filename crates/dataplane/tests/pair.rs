@@ -81,6 +81,8 @@ impl Pair {
             relay: RelayConfig::default(),
             corp_prefixes: vec![Prefix::new(CORP_ADDRESS, 48)],
             corp_address: CORP_ADDRESS,
+            self_addresses: Vec::new(),
+            dns64_listen: Vec::new(),
             allow_without_ipsec,
             rs_per_sec: 10,
             rs_burst: 10,

@@ -59,6 +59,9 @@ pub fn nat64_engine(cfg: &Config) -> Result<Option<Arc<gate64_nat64::Nat64>>> {
             gate64_config::Nat64Filtering::AddressDependent => state::Filtering::AddressDependent,
         },
         max_sessions: n.max_sessions,
+        max_sessions_per_client: n.max_sessions_per_client,
+        max_ports_per_client: n.max_ports_per_client,
+        clients_per_share: state::FAIR_CLIENTS_PER_SHARE,
         events: n.binding_log.is_some(),
     };
     let translate = gate64_nat64::translate::Config {
@@ -102,6 +105,8 @@ pub fn dataplane_config(cfg: &Config) -> DataplaneConfig {
             .map(|n| Prefix::new(n.network(), n.prefix_len()))
             .collect(),
         corp_address: cfg.corpnet.address6,
+        self_addresses: self_addresses(cfg),
+        dns64_listen: cfg.dns64.listen_addresses(cfg.corpnet.address6),
         allow_without_ipsec: cfg.corpnet.lab_allow_without_ipsec,
         rs_per_sec: cfg.limits.rs_per_source_per_sec,
         rs_burst: cfg.limits.rs_burst,
@@ -109,6 +114,33 @@ pub fn dataplane_config(cfg: &Config) -> DataplaneConfig {
         nat64: None,
         binding_log: None,
     }
+}
+
+/// gate64's own addresses the config names besides `corpnet.address6`: a client's packet to
+/// one of them is traffic to gate64 itself (the dataplane's to-self rule). Wildcard listeners
+/// name none; `check-config` warns about a wildcard metrics listener.
+fn self_addresses(cfg: &Config) -> Vec<std::net::IpAddr> {
+    let mut out: Vec<std::net::IpAddr> = Vec::new();
+    if cfg.teredo.enabled {
+        out.extend(
+            cfg.teredo
+                .server_addresses
+                .iter()
+                .map(|a| std::net::IpAddr::V4(*a)),
+        );
+    }
+    if cfg.iphttps.enabled {
+        out.push(cfg.iphttps.listen.ip());
+    }
+    if cfg.dns64.enabled {
+        out.extend(cfg.dns64.listen.iter().map(|l| l.ip()));
+    }
+    out.extend(cfg.metrics.listen.map(|l| l.ip()));
+    // Loopback is host-local: NAT64 refuses it as such (nat64_bad_address).
+    out.retain(|a| !a.is_unspecified() && !a.is_loopback());
+    out.sort_unstable();
+    out.dedup();
+    out
 }
 
 fn iphttps_pool(cfg: &Config) -> Option<(std::net::Ipv6Addr, u8)> {

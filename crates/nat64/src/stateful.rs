@@ -71,8 +71,10 @@ impl Error {
     /// The ICMPv6 error to send back to the client when this stopped one of its IPv6 packets
     /// ([`Nat64::v6_to_v4`]), or `None` for a silent drop: Time Exceeded (RFC 7915 §5.1),
     /// Packet Too Big (§5.1), Parameter Problem (§5.1), Destination Unreachable 1/1 for an
-    /// extension header after the Fragment header, and 1/3 when the pool is exhausted
-    /// (RFC 6146 §3.5.1.1, §3.5.2.1).
+    /// extension header after the Fragment header, 1/3 when the pool is exhausted
+    /// (RFC 6146 §3.5.1.1, §3.5.2.1), and 1/1 (administratively prohibited, RFC 4443 §3.1)
+    /// when the client is at its own limit (RFC 6888 REQ-4: refusals for a quota are
+    /// answered with Destination Unreachable).
     pub fn icmpv6_reply(&self) -> Option<icmpv6::ErrorRepr> {
         use icmpv6::ErrorRepr as E;
         Some(match *self {
@@ -83,6 +85,9 @@ impl Error {
             }
             Error::Translate(TranslateError::HeaderAfterFragment) => E::DstUnreachable { code: 1 },
             Error::Table(TableError::PoolExhausted) => E::DstUnreachable { code: 3 },
+            Error::Table(TableError::ClientSessionLimit | TableError::ClientPortLimit) => {
+                E::DstUnreachable { code: 1 }
+            }
             _ => return None,
         })
     }
@@ -1234,5 +1239,13 @@ mod tests {
             Some(icmpv4::ErrorRepr::DstUnreachable { code: 3 })
         );
         assert_eq!(Error::Fragment.icmpv6_reply(), None);
+        // RFC 6888 REQ-4: a client at its own limit hears why; IPv4 hosts do not.
+        for t in [TableError::ClientSessionLimit, TableError::ClientPortLimit] {
+            assert_eq!(
+                Error::Table(t).icmpv6_reply(),
+                Some(icmpv6::ErrorRepr::DstUnreachable { code: 1 })
+            );
+            assert_eq!(Error::Table(t).icmpv4_reply(), None);
+        }
     }
 }

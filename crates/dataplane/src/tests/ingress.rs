@@ -24,12 +24,12 @@ fn client_to_corp_goes_to_tun_in_place_without_ipsec() {
     assert_eq!(s.packets(Side::Internet, Direction::Rx), 1);
     assert_eq!(s.bytes(Side::Internet, Direction::Rx), dgram.len() as u64);
     assert_eq!(total_drops(s), 0);
-    // gate64's own corporate address is routed too.
+    // gate64's own corporate address is routed too, for what a client needs there.
     let v = from_teredo(
         &mut w,
         Instant::now(),
         CLIENT,
-        &udp(teredo(CLIENT).encode(), CORP_ADDRESS, 60),
+        &echo(teredo(CLIENT).encode(), CORP_ADDRESS, 8),
     );
     assert!(matches!(v, Verdict::Tun { .. }));
 }
@@ -50,8 +50,8 @@ fn policy_without_sa_drops_corp_traffic_but_passes_echo_to_gate64() {
     );
     assert_eq!(
         from_teredo(&mut w, now, CLIENT, &udp(me, CORP_ADDRESS, 100)),
-        Verdict::Drop(DropReason::NoSa),
-        "non-echo to gate64 needs an SA"
+        Verdict::Drop(DropReason::ToSelf),
+        "non-echo to gate64 is not what a client needs there"
     );
     let ping = echo(me, CORP_ADDRESS, 8);
     assert_eq!(
@@ -62,7 +62,8 @@ fn policy_without_sa_drops_corp_traffic_but_passes_echo_to_gate64() {
         }
     );
     let s = w.stats();
-    assert_eq!(s.drops(DropReason::NoSa), 3);
+    assert_eq!(s.drops(DropReason::NoSa), 2);
+    assert_eq!(s.drops(DropReason::ToSelf), 1);
     assert_eq!(total_drops(s), 3);
     assert_eq!(s.packets(Side::Internet, Direction::Rx), 4);
 }
@@ -160,4 +161,85 @@ fn rfc4380_5_3_1_non_global_destination_is_bad_destination_without_ipsec() {
         dsts.len() as u64
     );
     assert_eq!(total_drops(w.stats()), dsts.len() as u64);
+}
+
+// Traffic to gate64 itself: neighbour discovery (transport stage), ICMPv6 echo, DNS64; the
+// metrics exporter and any other port on the host never, with or without IPsec.
+
+/// Another address of gate64's, inside the corporate prefix (say the IP-HTTPS listener).
+const SELF_V6: Ipv6Addr = Ipv6Addr::new(0x2001, 0xdb8, 0x100, 0, 0, 0, 0, 0x443);
+const SELF_V4: Ipv4Addr = Ipv4Addr::new(198, 51, 100, 1);
+
+fn to_self_worker(allow_without_ipsec: bool, dns64: bool) -> Worker {
+    let mut cfg = config(allow_without_ipsec);
+    cfg.self_addresses = vec![SELF_V6.into(), SELF_V4.into()];
+    if dns64 {
+        cfg.dns64_listen = vec![std::net::SocketAddr::from((CORP_ADDRESS, 53))];
+    }
+    Worker::new(Shared::new(cfg), Arc::new(Stats::default()))
+}
+
+/// A TCP SYN-sized packet to `port` (only the ports matter to the policy).
+fn tcp_to(src: Ipv6Addr, dst: Ipv6Addr, port: u16) -> Vec<u8> {
+    let mut b = udp_ports(src, dst, 40000, port, 60);
+    b[6] = ipv6::NH_TCP;
+    b
+}
+
+#[test]
+fn to_self_admits_echo_and_dns64_only() {
+    for allow in [true, false] {
+        let mut w = to_self_worker(allow, true);
+        let me = teredo(CLIENT).encode();
+        let now = Instant::now();
+        let mut sent = 0;
+        let mut send = |w: &mut Worker, pkt: Vec<u8>| {
+            sent += 1;
+            from_teredo(w, now, CLIENT, &pkt)
+        };
+        for dst in [CORP_ADDRESS, SELF_V6] {
+            let v = send(&mut w, echo(me, dst, 8));
+            assert!(matches!(v, Verdict::Tun { .. }), "echo to {dst}: {v:?}");
+            // The metrics exporter, SSH, IKE (not served yet) and any UDP port: never.
+            for port in [9164, 22, 443, 9100] {
+                let v = send(&mut w, tcp_to(me, dst, port));
+                assert_eq!(v, Verdict::Drop(DropReason::ToSelf), "tcp {dst} {port}");
+            }
+            for port in crate::policy::IKE_PORTS.into_iter().chain([123, 9164]) {
+                let v = send(&mut w, udp_ports(me, dst, 40000, port, 60));
+                assert_eq!(v, Verdict::Drop(DropReason::ToSelf), "udp {dst} {port}");
+            }
+        }
+        // DNS64 where it is served, under the rule corporate traffic follows.
+        let expect_dns = |v: Verdict| match allow {
+            true => assert!(matches!(v, Verdict::Tun { .. }), "{v:?}"),
+            false => assert_eq!(v, Verdict::Drop(DropReason::NoSa)),
+        };
+        expect_dns(send(&mut w, udp_ports(me, CORP_ADDRESS, 40000, 53, 60)));
+        expect_dns(send(&mut w, tcp_to(me, CORP_ADDRESS, 53)));
+        assert_eq!(
+            send(&mut w, udp_ports(me, SELF_V6, 40000, 53, 60)),
+            Verdict::Drop(DropReason::ToSelf),
+            "no DNS64 at that address"
+        );
+        // Pref64 is not configured here: gate64's IPv4 address is no route, not a translation.
+        assert_eq!(w.stats().drops(DropReason::ToSelf), 17, "allow = {allow}");
+        assert_eq!(w.stats().packets(Side::Internet, Direction::Rx), sent);
+    }
+}
+
+#[test]
+fn to_self_without_dns64_refuses_port_53_and_leaves_corp_hosts_alone() {
+    let mut w = to_self_worker(true, false);
+    let me = teredo(CLIENT).encode();
+    let now = Instant::now();
+    assert_eq!(
+        from_teredo(&mut w, now, CLIENT, &udp_ports(me, CORP_ADDRESS, 1, 53, 60)),
+        Verdict::Drop(DropReason::ToSelf)
+    );
+    // A corporate host's ports are the corporate policy's business, not the to-self rule's.
+    for port in [22, 53, 9164] {
+        let v = from_teredo(&mut w, now, CLIENT, &tcp_to(me, CORP_HOST, port));
+        assert!(matches!(v, Verdict::Tun { .. }), "{port}: {v:?}");
+    }
 }

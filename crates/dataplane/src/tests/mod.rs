@@ -38,6 +38,8 @@ fn config(allow_without_ipsec: bool) -> DataplaneConfig {
         relay: RelayConfig::default(),
         corp_prefixes: vec![Prefix::new("2001:db8:100::".parse().unwrap(), 48)],
         corp_address: CORP_ADDRESS,
+        self_addresses: Vec::new(),
+        dns64_listen: Vec::new(),
         allow_without_ipsec,
         rs_per_sec: 1,
         rs_burst: 3,
@@ -96,6 +98,14 @@ fn udp(src: Ipv6Addr, dst: Ipv6Addr, total: usize) -> Vec<u8> {
     let mut b = vec![0x5a; total];
     let plen = u16::try_from(total - ipv6::HEADER_LEN).unwrap();
     ipv6::emit_header(&mut b, plen, ipv6::NH_UDP, 64, &src, &dst).unwrap();
+    b
+}
+
+/// [`udp`] with the given ports.
+fn udp_ports(src: Ipv6Addr, dst: Ipv6Addr, sport: u16, dport: u16, total: usize) -> Vec<u8> {
+    let mut b = udp(src, dst, total);
+    b[40..42].copy_from_slice(&sport.to_be_bytes());
+    b[42..44].copy_from_slice(&dport.to_be_bytes());
     b
 }
 

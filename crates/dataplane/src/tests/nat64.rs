@@ -8,9 +8,17 @@ fn pref64() -> gate64_nat64::Prefix {
 }
 
 fn nat_worker(allow_without_ipsec: bool) -> Worker {
+    nat_worker_with(allow_without_ipsec, |_| {})
+}
+
+fn nat_worker_with(
+    allow_without_ipsec: bool,
+    tune: impl FnOnce(&mut gate64_nat64::state::Config),
+) -> Worker {
     let mut cfg = config(allow_without_ipsec);
     let mut table = gate64_nat64::state::Config::new(vec![POOL4]);
     table.shards = 4;
+    tune(&mut table);
     let nat = Nat64::new(gate64_nat64::Settings {
         prefix: pref64(),
         table,
@@ -187,4 +195,165 @@ fn rfc6146_iphttps_client_is_translated_directly() {
     );
     assert_eq!(&buf[at + 12..at + 16], &POOL4.octets());
     assert_eq!(w.stats().nat64_translations(Nat64Direction::V6ToV4), 1);
+}
+
+// RFC 6888: per-client limits. A client at its limit hears why (ICMPv6 1/1, within the ICMP
+// error budget); the others are untouched.
+
+fn client_at(mapped: SocketAddrV4) -> Ipv6Addr {
+    teredo(mapped).encode()
+}
+
+/// ICMPv6 errors queued for the TUN: (source, destination, type, code).
+fn queued_icmpv6_errors(w: &mut Worker) -> Vec<(Ipv6Addr, Ipv6Addr, u8, u8)> {
+    std::iter::from_fn(|| w.poll_tun_write())
+        .filter_map(|b| {
+            let p = ipv6::Packet::new_checked(&b[..]).ok()?;
+            let icmp = p.payload();
+            Some((p.src(), p.dst(), *icmp.first()?, *icmp.get(1)?))
+        })
+        .collect()
+}
+
+#[test]
+fn rfc6888_client_at_its_port_limit_is_refused_others_are_not() {
+    let mut w = nat_worker_with(true, |t| t.max_ports_per_client = 3);
+    let now = Instant::now();
+    let host = pref64().embed(V4HOST).unwrap();
+    let greedy = client_at(CLIENT);
+    for port in 1..=3 {
+        let v = from_teredo(&mut w, now, CLIENT, &udp_ports(greedy, host, port, 9, 60));
+        assert!(matches!(v, Verdict::Tun { .. }), "port {port}: {v:?}");
+    }
+    let v = from_teredo(&mut w, now, CLIENT, &udp_ports(greedy, host, 4, 9, 60));
+    assert_eq!(v, Verdict::Drop(DropReason::Nat64ClientPortLimit));
+    // From the destination, a peer the client trusts (a Teredo client drops the rest).
+    assert_eq!(queued_icmpv6_errors(&mut w), vec![(host, greedy, 1, 1)]);
+    // Its existing mappings still work; another client gets new ones.
+    let v = from_teredo(&mut w, now, CLIENT, &udp_ports(greedy, host, 2, 9, 60));
+    assert!(matches!(v, Verdict::Tun { .. }), "{v:?}");
+    let other = client_at(OTHER);
+    for port in 1..=3 {
+        let v = from_teredo(&mut w, now, OTHER, &udp_ports(other, host, port, 9, 60));
+        assert!(
+            matches!(v, Verdict::Tun { .. }),
+            "other, port {port}: {v:?}"
+        );
+    }
+    let s = w.stats();
+    assert_eq!(s.drops(DropReason::Nat64ClientPortLimit), 1);
+    assert_eq!(total_drops(s), 1);
+    assert_eq!(s.nat64_translations(Nat64Direction::V6ToV4), 7);
+}
+
+#[test]
+fn rfc6888_client_at_its_session_limit_gets_rate_limited_errors() {
+    let mut w = nat_worker_with(true, |t| t.max_sessions_per_client = 2);
+    let now = Instant::now();
+    let greedy = client_at(CLIENT);
+    let to = |dport: u16| udp_ports(greedy, pref64().embed(V4HOST).unwrap(), 7, dport, 60);
+    for dport in [1, 2] {
+        assert!(matches!(
+            from_teredo(&mut w, now, CLIENT, &to(dport)),
+            Verdict::Tun { .. }
+        ));
+    }
+    // A flood beyond the limit: every packet counted, errors only within the budget.
+    for dport in 3..203 {
+        assert_eq!(
+            from_teredo(&mut w, now, CLIENT, &to(dport)),
+            Verdict::Drop(DropReason::Nat64ClientSessionLimit)
+        );
+    }
+    let errors = queued_icmpv6_errors(&mut w);
+    assert!(!errors.is_empty() && errors.len() < 200, "{}", errors.len());
+    let host = pref64().embed(V4HOST).unwrap();
+    assert!(
+        errors.iter().all(|e| *e == (host, greedy, 1, 1)),
+        "{errors:?}"
+    );
+    assert_eq!(w.stats().drops(DropReason::Nat64ClientSessionLimit), 200);
+    let other = client_at(OTHER);
+    let v = from_teredo(
+        &mut w,
+        now,
+        OTHER,
+        &udp_ports(other, pref64().embed(V4HOST).unwrap(), 7, 3, 60),
+    );
+    assert!(matches!(v, Verdict::Tun { .. }), "{v:?}");
+}
+
+#[test]
+fn nat64_never_translates_to_host_local_ranges_or_gate64_itself() {
+    let mut w = nat_worker(true);
+    let now = Instant::now();
+    let me = client_at(CLIENT);
+    for v4 in [
+        "0.1.2.3",
+        "127.0.0.1",
+        "169.254.1.1",
+        "224.0.0.1",
+        "239.255.255.250",
+        "240.0.0.1",
+        "255.255.255.255",
+    ] {
+        let dst = pref64().embed(v4.parse().unwrap()).unwrap();
+        let v = from_teredo(&mut w, now, CLIENT, &udp(me, dst, 60));
+        assert_eq!(v, Verdict::Drop(DropReason::Nat64BadAddress), "{v4}");
+    }
+    // pool4 itself only as a hairpin (RFC 6146 §3.8): no binding, nothing delivered.
+    let v = from_teredo(
+        &mut w,
+        now,
+        CLIENT,
+        &udp(me, pref64().embed(POOL4).unwrap(), 60),
+    );
+    assert_eq!(v, Verdict::Drop(DropReason::Nat64NoBinding));
+    // gate64's own IPv4 addresses (the Teredo server's here): traffic to itself, refused
+    // even as echo.
+    for own in [PRIMARY, SECONDARY] {
+        let dst = pref64().embed(own).unwrap();
+        for pkt in [udp(me, dst, 60), echo(me, dst, 8)] {
+            let v = from_teredo(&mut w, now, CLIENT, &pkt);
+            assert_eq!(v, Verdict::Drop(DropReason::ToSelf), "{own}");
+        }
+    }
+    assert_eq!(w.stats().drops(DropReason::ToSelf), 4);
+}
+
+/// An IP-HTTPS connection owns a /64: changing interface identifiers does not buy it more
+/// ports, and another connection's /64 is another client.
+#[test]
+fn rfc6888_iphttps_client_is_its_64() {
+    let mut cfg = nat_worker_with(true, |t| t.max_ports_per_client = 2)
+        .shared()
+        .config()
+        .clone();
+    cfg.iphttps_prefix = Some(Prefix::new("2001:db8:1::".parse().unwrap(), 48));
+    let mut w = Worker::new(Shared::new(cfg), Arc::new(Stats::default()));
+    let host = pref64().embed(V4HOST).unwrap();
+    let now = Instant::now();
+    let mut send = |prefix: &str, src: &str, sport: u16| {
+        let pkt = udp_ports(src.parse().unwrap(), host, sport, 9, 60);
+        let (mut buf, start, end) = framed(&pkt);
+        w.handle_iphttps(now, prefix.parse().unwrap(), &mut buf, start, end)
+    };
+    let mine = "2001:db8:1:5::";
+    assert!(matches!(
+        send(mine, "2001:db8:1:5::a", 1),
+        Verdict::Tun { .. }
+    ));
+    assert!(matches!(
+        send(mine, "2001:db8:1:5::b", 1),
+        Verdict::Tun { .. }
+    ));
+    assert_eq!(
+        send(mine, "2001:db8:1:5:1:2:3:4", 1),
+        Verdict::Drop(DropReason::Nat64ClientPortLimit)
+    );
+    let theirs = "2001:db8:1:6::";
+    assert!(matches!(
+        send(theirs, "2001:db8:1:6::a", 1),
+        Verdict::Tun { .. }
+    ));
 }

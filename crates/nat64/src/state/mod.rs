@@ -31,6 +31,11 @@ use std::time::{Duration, Instant};
 /// Ports are dealt to shards in blocks of this many consecutive ports.
 pub const PORT_BLOCK: u16 = 64;
 
+/// A fair pool4 split (RFC 6888 REQ-3): a shard keeps its share of pool4 for at least this
+/// many clients at their port limit, so no client takes the ports every other client of its
+/// shard draws from. For [`Config::clients_per_share`].
+pub const FAIR_CLIENTS_PER_SHARE: usize = 4;
+
 /// An IPv6 transport address: address and port (ICMP: identifier).
 pub type Addr6 = (Ipv6Addr, u16);
 /// An IPv4 transport address: address and port (ICMP: identifier).
@@ -130,6 +135,17 @@ pub struct Config {
     /// client is not capped at its shard's share); new flows beyond it are refused with
     /// [`TableError::SessionLimit`], protecting memory.
     pub max_sessions: usize,
+    /// Most sessions one client holds (RFC 6888 REQ-4); new flows beyond are refused with
+    /// [`TableError::ClientSessionLimit`]. A client is a Teredo address, or any other IPv6
+    /// address's /64 (an IP-HTTPS connection's prefix, a subscriber's LAN).
+    pub max_sessions_per_client: usize,
+    /// Most dynamic BIB entries (pool4 ports, ICMP identifiers) one client holds per protocol
+    /// (RFC 6888 REQ-3); beyond, new mappings are refused with [`TableError::ClientPortLimit`].
+    pub max_ports_per_client: usize,
+    /// The port limit is also at most the client's shard's share of pool4 (ports per protocol)
+    /// divided by this: 1 lets one client take its whole share,
+    /// [`FAIR_CLIENTS_PER_SHARE`] keeps room for others.
+    pub clients_per_share: usize,
     /// Queue BIB creation/deletion [`Event`]s for compliance logging. Off, nothing is queued
     /// (a queue nobody drains would grow without bound).
     pub events: bool,
@@ -147,6 +163,9 @@ impl Config {
             timers: Timers::default(),
             filtering: Filtering::default(),
             max_sessions: usize::MAX,
+            max_sessions_per_client: usize::MAX,
+            max_ports_per_client: usize::MAX,
+            clients_per_share: 1,
             events: true,
         }
     }
@@ -173,6 +192,14 @@ pub enum TableError {
     /// The session table is full (`max_sessions`); the packet is dropped.
     #[error("NAT64 session limit reached")]
     SessionLimit,
+    /// The client holds `max_sessions_per_client` sessions (RFC 6888 REQ-4); the packet is
+    /// dropped and no other client's state is touched.
+    #[error("NAT64 session limit of this client reached")]
+    ClientSessionLimit,
+    /// The client holds `max_ports_per_client` ports of the protocol, or its fair part of its
+    /// shard's pool4 share (RFC 6888 REQ-3); the packet is dropped.
+    #[error("NAT64 port limit of this client reached")]
+    ClientPortLimit,
     /// Invalid configuration (empty pool, port 0 only, no shards, UDP lifetime below UDP_MIN).
     #[error("invalid NAT64 table configuration")]
     Config,
@@ -321,7 +348,7 @@ impl Table {
         if let Some(&s) = self.pinned.get(x6) {
             return s;
         }
-        (keyed_hash(self.hash_key, x6) % self.shards.len() as u64) as usize
+        (keyed_hash(self.hash_key, &client_of(x6)) % self.shards.len() as u64) as usize
     }
 
     /// The shard owning IPv4 port (or ICMP identifier) `t`.
@@ -433,7 +460,7 @@ impl Router {
         if let Some(&s) = self.pinned.get(x6) {
             return s;
         }
-        (keyed_hash(self.hash_key, x6) % self.shards as u64) as usize
+        (keyed_hash(self.hash_key, &client_of(x6)) % self.shards as u64) as usize
     }
 
     /// The shard owning IPv4 port (or ICMP identifier) `t`.
@@ -461,6 +488,21 @@ impl SessionBudget {
 
     fn give_back(&self) {
         self.used.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// The client (RFC 6888 "subscriber") an IPv6 source belongs to, which per-client limits
+/// count and the shard follows: a Teredo address (RFC 4380 §2.14, 2001::/32) is one client
+/// by itself, since all of a server's clients share its /64; any other source counts by its
+/// /64, the least an IPv6 subscriber is given (an IP-HTTPS connection owns one), so a client
+/// cannot escape its limits by changing interface identifiers.
+pub fn client_of(x6: &Ipv6Addr) -> u128 {
+    const TEREDO: u128 = 0x2001_0000 << 96;
+    let a = u128::from(*x6);
+    if a >> 96 == TEREDO >> 96 {
+        a
+    } else {
+        a & (u128::MAX << 64)
     }
 }
 

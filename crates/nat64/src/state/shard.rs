@@ -20,6 +20,25 @@ pub struct Shard {
     log_events: bool,
     budget: Arc<SessionBudget>,
     pool_exhausted: u64,
+    /// What each client of this shard holds, for the RFC 6888 per-client limits. A client
+    /// lives in one shard ([`client_of`] decides both), so this is complete.
+    clients: HashMap<u128, ClientUse>,
+    max_sessions_per_client: usize,
+    /// `max_ports_per_client`, capped at the fair part of this shard's pool4 share.
+    max_ports_per_client: usize,
+}
+
+/// Sessions and dynamic BIB entries (per protocol) one client holds.
+#[derive(Debug, Clone, Copy, Default)]
+struct ClientUse {
+    sessions: usize,
+    ports: [usize; 3],
+}
+
+impl ClientUse {
+    fn is_empty(&self) -> bool {
+        self.sessions == 0 && self.ports == [0; 3]
+    }
 }
 
 /// Session key from the IPv6 side: (X',x), (Y',y) reduced to the IPv4 remote (Z,z), which
@@ -79,7 +98,16 @@ impl Session {
 
 impl Shard {
     pub(super) fn new(cfg: &Config, owned: Vec<u16>, budget: &Arc<SessionBudget>) -> Shard {
+        let share = owned.len().saturating_mul(cfg.pool4.len());
+        // One client per share: no cap beyond the pool itself (exhaustion is its own error).
+        let fair = match cfg.clients_per_share {
+            0 | 1 => usize::MAX,
+            n => (share / n).max(1),
+        };
         Shard {
+            clients: HashMap::new(),
+            max_sessions_per_client: cfg.max_sessions_per_client,
+            max_ports_per_client: cfg.max_ports_per_client.min(fair),
             tables: Default::default(),
             pool4: cfg.pool4.clone(),
             owned,
@@ -128,11 +156,13 @@ impl Shard {
         if proto == Proto::Tcp && !flags.syn {
             return Err(TableError::NoSession);
         }
+        let bib = self.tables[proto.index()].bib6.get(&x).map(|b| b.v4);
+        self.check_client_limits(proto, &x.0, bib.is_none())?;
         if !self.budget.take() {
             return Err(TableError::SessionLimit);
         }
-        let t = match self.tables[proto.index()].bib6.get(&x) {
-            Some(b) => Ok(b.v4),
+        let t = match bib {
+            Some(t) => Ok(t),
             None => self.create_bib(proto, x),
         };
         let t = match t {
@@ -192,6 +222,7 @@ impl Shard {
             Proto::Tcp => return Err(TableError::NoSession),
             _ => (None, life_of(proto, &timers).unwrap_or(timers.udp)),
         };
+        self.check_client_limits(proto, &x.0, false)?;
         if !self.budget.take() {
             return Err(TableError::SessionLimit);
         }
@@ -320,6 +351,53 @@ impl Shard {
         Ok(())
     }
 
+    /// RFC 6888 REQ-3/REQ-4: refuses a new session of client `x6` at its session limit, and
+    /// a new mapping (`new_port`) at its port limit for `proto`. Existing state stays
+    /// (REQ-4: nothing is deleted to make room).
+    fn check_client_limits(
+        &self,
+        proto: Proto,
+        x6: &Ipv6Addr,
+        new_port: bool,
+    ) -> Result<(), TableError> {
+        let Some(used) = self.clients.get(&client_of(x6)) else {
+            return Ok(());
+        };
+        if used.sessions >= self.max_sessions_per_client {
+            return Err(TableError::ClientSessionLimit);
+        }
+        if new_port && used.ports[proto.index()] >= self.max_ports_per_client {
+            return Err(TableError::ClientPortLimit);
+        }
+        Ok(())
+    }
+
+    /// Sessions and per-protocol ports client `x6` holds here, for tests and diagnostics.
+    pub fn client_use(&self, x6: &Ipv6Addr) -> (usize, [usize; 3]) {
+        self.clients
+            .get(&client_of(x6))
+            .map_or((0, [0; 3]), |u| (u.sessions, u.ports))
+    }
+
+    /// Applies `f` to client `x6`'s counters, dropping the entry once it holds nothing.
+    fn client_use_mut(&mut self, x6: &Ipv6Addr, f: impl FnOnce(&mut ClientUse)) {
+        match self.clients.entry(client_of(x6)) {
+            Entry::Occupied(mut e) => {
+                f(e.get_mut());
+                if e.get().is_empty() {
+                    e.remove();
+                }
+            }
+            Entry::Vacant(e) => {
+                let mut u = ClientUse::default();
+                f(&mut u);
+                if !u.is_empty() {
+                    e.insert(u);
+                }
+            }
+        }
+    }
+
     fn create_bib(&mut self, proto: Proto, x: Addr6) -> Result<Addr4, TableError> {
         let t = self.allocate(proto, x).ok_or_else(|| {
             self.pool_exhausted += 1;
@@ -337,6 +415,7 @@ impl Shard {
         tab.bib4.insert(t, x);
         tab.client4.entry(x.0).or_insert((t.0, 0)).1 += 1;
         *tab.per_addr.entry(t.0).or_insert(0) += 1;
+        self.client_use_mut(&x.0, |u| u.ports[proto.index()] += 1);
         if self.log_events {
             self.events.push_back(Event::BibCreated {
                 proto,
@@ -416,6 +495,7 @@ impl Shard {
             if let Some(b) = tab.bib6.get_mut(&x) {
                 b.sessions += 1;
             }
+            self.client_use_mut(&x.0, |u| u.sessions += 1);
         }
         self.arm(proto, key, now + life);
     }
@@ -427,6 +507,8 @@ impl Shard {
         }
         self.budget.give_back();
         let (x, z) = key;
+        self.client_use_mut(&x.0, |u| u.sessions = u.sessions.saturating_sub(1));
+        let tab = &mut self.tables[proto.index()];
         let Some(b) = tab.bib6.get_mut(&x) else {
             return;
         };
@@ -454,6 +536,8 @@ impl Shard {
                     e.remove();
                 }
             }
+            let i = proto.index();
+            self.client_use_mut(&x.0, |u| u.ports[i] = u.ports[i].saturating_sub(1));
             if self.log_events {
                 self.events.push_back(Event::BibDeleted {
                     proto,

@@ -308,3 +308,167 @@ fn config_validation() {
     c.ports = (0, 0);
     assert_eq!(Table::new(c).err(), Some(TableError::Config));
 }
+
+// RFC 6888 per-client limits.
+
+fn limited(sessions: usize, ports: usize) -> Table {
+    Table::new(Config {
+        max_sessions_per_client: sessions,
+        max_ports_per_client: ports,
+        ..Config::new(vec![T1, T2])
+    })
+    .unwrap()
+}
+
+/// A second address in X1's /64: the same client.
+const X1_OTHER_IID: Ipv6Addr = Ipv6Addr::new(0x2001, 0xdb8, 0, 0, 0xa, 0xb, 0xc, 0xd);
+
+fn teredo_client(n: u16) -> Ipv6Addr {
+    Ipv6Addr::new(0x2001, 0, 0xc000, 0x0201, 0x8000, n, 0xfbff, 0xfffe)
+}
+
+#[test]
+fn rfc6888_req4_session_limit_per_client_leaves_others_alone() {
+    let now = Instant::now();
+    let mut t = limited(3, usize::MAX);
+    for z in 1..=3 {
+        t.handle_v6(now, Proto::Udp, (X1, 10), (Z1, z), NONE)
+            .unwrap();
+    }
+    assert_eq!(
+        t.handle_v6(now, Proto::Udp, (X1, 10), (Z1, 4), NONE),
+        Err(TableError::ClientSessionLimit)
+    );
+    assert_eq!(
+        t.handle_v6(now, Proto::Icmp, (X1_OTHER_IID, 7), (Z1, 0), NONE),
+        Err(TableError::ClientSessionLimit),
+        "every address of the /64 is the same client"
+    );
+    // Its existing sessions keep working, in both directions.
+    assert!(
+        t.handle_v6(now, Proto::Udp, (X1, 10), (Z1, 2), NONE)
+            .is_ok()
+    );
+    let mapped = t
+        .handle_v6(now, Proto::Udp, (X1, 10), (Z1, 3), NONE)
+        .unwrap();
+    assert_eq!(
+        t.handle_v4(now, Proto::Udp, (Z1, 3), mapped, NONE),
+        Ok((X1, 10))
+    );
+    // An IPv4 host opening a new session towards its mapping counts too.
+    assert_eq!(
+        t.handle_v4(now, Proto::Udp, (Z2, 9), mapped, NONE),
+        Err(TableError::ClientSessionLimit)
+    );
+    // Others are untouched.
+    for x in [X2, teredo_client(1), teredo_client(2)] {
+        assert!(t.handle_v6(now, Proto::Udp, (x, 10), (Z1, 1), NONE).is_ok());
+    }
+    // Expiry gives the sessions back.
+    t.handle_timeout(now + Duration::from_secs(301));
+    assert_eq!(t.stats().sessions, 0);
+    assert!(
+        t.handle_v6(
+            now + Duration::from_secs(302),
+            Proto::Udp,
+            (X1, 10),
+            (Z1, 4),
+            NONE
+        )
+        .is_ok()
+    );
+}
+
+#[test]
+fn rfc6888_req3_port_limit_per_client_and_protocol() {
+    let now = Instant::now();
+    let mut t = limited(usize::MAX, 2);
+    for x in [10, 11] {
+        t.handle_v6(now, Proto::Tcp, (X1, x), (Z1, 80), SYN)
+            .unwrap();
+    }
+    assert_eq!(
+        t.handle_v6(now, Proto::Tcp, (X1, 12), (Z1, 80), SYN),
+        Err(TableError::ClientPortLimit)
+    );
+    // A new session on a mapping it holds needs no new port.
+    assert!(
+        t.handle_v6(now, Proto::Tcp, (X1, 10), (Z2, 80), SYN)
+            .is_ok()
+    );
+    // Each protocol has its own ports, and other clients their own limit.
+    assert!(
+        t.handle_v6(now, Proto::Udp, (X1, 12), (Z1, 53), NONE)
+            .is_ok()
+    );
+    assert!(
+        t.handle_v6(now, Proto::Tcp, (X2, 12), (Z1, 80), SYN)
+            .is_ok()
+    );
+    let s = t.shard_of_v6(&X1);
+    let used = t.shard_mut(s).unwrap().client_use(&X1);
+    assert_eq!(used, (4, [2, 1, 0]));
+}
+
+#[test]
+fn teredo_clients_are_one_client_each_other_sources_by_their_64() {
+    assert_ne!(client_of(&teredo_client(1)), client_of(&teredo_client(2)));
+    assert_eq!(client_of(&X1), client_of(&X1_OTHER_IID));
+    assert_ne!(client_of(&X1), client_of(&X2));
+    let t = table(16);
+    assert_eq!(t.shard_of_v6(&X1), t.shard_of_v6(&X1_OTHER_IID));
+}
+
+#[test]
+fn rfc6888_req3_pool4_split_fairly_within_a_shard() {
+    let now = Instant::now();
+    // One shard owning 8 ports of one address: a client gets at most a quarter.
+    let mut t = Table::new(Config {
+        ports: (2000, 2007),
+        clients_per_share: FAIR_CLIENTS_PER_SHARE,
+        ..Config::new(vec![T1])
+    })
+    .unwrap();
+    for n in 1..=4 {
+        let x = teredo_client(n);
+        for p in [10, 11] {
+            t.handle_v6(now, Proto::Udp, (x, p), (Z1, 1), NONE).unwrap();
+        }
+        assert_eq!(
+            t.handle_v6(now, Proto::Udp, (x, 12), (Z1, 1), NONE),
+            Err(TableError::ClientPortLimit),
+            "client {n}"
+        );
+    }
+    assert_eq!(t.stats().bib_entries, 8);
+}
+
+proptest::proptest! {
+    /// Whatever clients do, none exceeds its limits, and the per-client counters add up to the
+    /// table's (so expiry returns exactly what creation took).
+    #[test]
+    fn client_counters_match_the_tables(
+        ops in proptest::collection::vec((0u16..3, 0u16..6, 0u16..4, 0u64..400), 1..120)
+    ) {
+        let start = Instant::now();
+        let mut t = limited(5, 3);
+        for (client, port, remote, at) in ops {
+            let now = start + Duration::from_secs(at);
+            let x = teredo_client(client);
+            let _ = t.handle_v6(now, Proto::Udp, (x, 1000 + port), (Z1, remote), NONE);
+            t.handle_timeout(now);
+        }
+        let (mut sessions, mut ports) = (0, 0);
+        for client in 0..3 {
+            let x = teredo_client(client);
+            let s = t.shard_of_v6(&x);
+            let (n, p) = t.shard_mut(s).unwrap().client_use(&x);
+            proptest::prop_assert!(n <= 5 && p[1] <= 3, "{n} {p:?}");
+            sessions += n;
+            ports += p[1];
+        }
+        proptest::prop_assert_eq!(sessions, t.stats().sessions);
+        proptest::prop_assert_eq!(ports, t.stats().bib_entries);
+    }
+}
