@@ -43,6 +43,12 @@ pub enum Reject {
     ForeignClient,
     /// ICMPv6 to the server itself that it does not answer.
     UnhandledIcmpv6,
+    /// A bubble to relay whose trailing bytes are not well-formed RFC 6081 trailers.
+    BadTrailer,
+    /// A packet the server role does not relay between clients: not a bubble (RFC 4380
+    /// §5.3.1 lets a server drop anything but bubbles and ICMPv6; data between clients takes
+    /// the relay, which sends only to verified peers).
+    NotRelayable,
 }
 
 impl From<gate64_wire::Error> for Reject {
@@ -237,6 +243,20 @@ impl Server {
             self.cfg.primary
         }
     }
+}
+
+/// The server role's rule for what it relays to a Teredo client on behalf of another sender,
+/// unverified, with an origin indication (RFC 4380 §5.3.1, §5.2.9): exactly a bubble (next
+/// header 59, payload length 0, no extension) whose trailing bytes, `datagram[end..]` after
+/// the IPv6 packet, are well-formed RFC 6081 trailers ([`crate::trailer`]). Miredo's server
+/// relays small ICMPv6 too; gate64 sends any payload only to peers that proved their mapping
+/// (the relay, [`crate::relay`]), so the server address never carries a sender's payload to
+/// a mapping that did not ask for it.
+pub fn check_relayed(ipv6: &ipv6::Packet<'_>, trailing: &[u8]) -> Result<(), Reject> {
+    if !ipv6.is_bubble() {
+        return Err(Reject::NotRelayable);
+    }
+    crate::trailer::check(trailing).map_err(|_| Reject::BadTrailer)
 }
 
 fn is_link_local(a: &Ipv6Addr) -> bool {
@@ -459,5 +479,43 @@ mod tests {
             s.classify("10.1.1.1:1".parse().unwrap(), &rs).unwrap_err(),
             Reject::NonGlobalSource
         );
+    }
+
+    // RFC 4380 §5.3.1, issue 12: the server relays exactly bubbles with RFC 6081 trailers.
+    #[test]
+    fn rfc4380_5_3_1_relays_only_bubbles_with_well_formed_trailers() {
+        let mut b = [0u8; 40];
+        let dst = client_addr([192, 0, 2, 1], "203.0.113.20:40000").encode();
+        ipv6::emit_header(
+            &mut b,
+            0,
+            ipv6::NH_NONE,
+            255,
+            &"fe80::1".parse().unwrap(),
+            &dst,
+        )
+        .unwrap();
+        let bubble = ipv6::Packet::new_checked(&b).unwrap();
+        assert_eq!(check_relayed(&bubble, &[]), Ok(()));
+        assert_eq!(check_relayed(&bubble, &[0x01, 4, 1, 2, 3, 4]), Ok(()));
+        assert_eq!(check_relayed(&bubble, b"payload"), Err(Reject::BadTrailer));
+        let echo = data_from(
+            client_addr([192, 0, 2, 1], CLIENT).encode(),
+            &dst.to_string(),
+        );
+        let echo = ipv6::Packet::new_checked(&echo).unwrap();
+        assert_eq!(check_relayed(&echo, &[]), Err(Reject::NotRelayable));
+        // Next header 59 with a payload is no bubble either.
+        ipv6::emit_header(
+            &mut b,
+            0,
+            ipv6::NH_UDP,
+            255,
+            &"fe80::1".parse().unwrap(),
+            &dst,
+        )
+        .unwrap();
+        let not_bubble = ipv6::Packet::new_checked(&b).unwrap();
+        assert_eq!(check_relayed(&not_bubble, &[]), Err(Reject::NotRelayable));
     }
 }
