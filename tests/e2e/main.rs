@@ -12,3 +12,4 @@ mod iphttps_abuse;
 mod nat64;
 mod privilege;
 mod teredo;
+mod teredo_edge;
