@@ -38,8 +38,8 @@ const ATTACK_PPS: u64 = 3_000;
 const RELAY_PER_DESTINATION_PER_SEC: f64 = 10.0;
 const RELAY_BURST: f64 = 20.0;
 const WORKERS: f64 = 2.0;
-/// `[limits] max_teredo_peers_per_ipv4` default.
-const PEERS_PER_IPV4: f64 = 256.0;
+/// `[limits] max_teredo_peers_per_ipv4` (its default).
+const PEERS_PER_IPV4: u32 = 256;
 const PEER_FLOOD: Duration = Duration::from_secs(25);
 
 #[test]
@@ -169,7 +169,7 @@ fn netns_teredo_peer_table_flood_admits_new_client() {
 fn peer_table_flood(topo: &Topology) -> Result<()> {
     let opts = Gate64Options {
         log_level: "info".to_owned(),
-        extra: "[limits]\nmax_teredo_peers = 4096\n".to_owned(),
+        extra: format!("[limits]\nmax_teredo_peers_per_ipv4 = {PEERS_PER_IPV4}\n"),
         ..Gate64Options::default()
     };
     let mut gate = topo.start_gate64(&opts)?;
@@ -211,7 +211,7 @@ fn peer_table_flood(topo: &Topology) -> Result<()> {
         ping.output
     );
     ensure!(
-        sent as f64 > 10.0 * PEERS_PER_IPV4,
+        sent > 10 * u64::from(PEERS_PER_IPV4),
         "the flood sent only {sent} datagrams"
     );
     for (when, m) in [
@@ -219,7 +219,7 @@ fn peer_table_flood(topo: &Topology) -> Result<()> {
         ("during", peers(&during)),
     ] {
         ensure!(
-            m <= PEERS_PER_IPV4 + 1.0,
+            m <= f64::from(PEERS_PER_IPV4) + 1.0,
             "gate64_teredo_peers {when} the flood is {m}, above the per-address cap\n{}",
             gate64_lines(&during)
         );

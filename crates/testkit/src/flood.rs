@@ -706,7 +706,7 @@ fn well_formed_trailers(mut t: &[u8]) -> bool {
         let ok = match kind {
             1 | 4 => len == 4,
             5 => len == 2,
-            3 => len >= 8 && (len - 2) % 6 == 0,
+            3 => len >= 8 && (len - 2).is_multiple_of(6),
             _ => false,
         };
         if !ok || t.len() < 2 + len {
@@ -744,7 +744,6 @@ pub fn run_peer_flood(cfg: &PeerFloodConfig, stop: &AtomicBool) -> io::Result<u6
         ports.push(s.local_addr()?.port());
     }
     let server = *cfg.target.ip();
-    let o = server.octets();
     let c = u32::from(server) ^ 0xffff_ffff;
     // RFC 4380 §5.3.2: fe80::8000:<port ^ ffff>:<server ^ ffffffff>.
     let server_ll = Ipv6Addr::new(
@@ -757,13 +756,12 @@ pub fn run_peer_flood(cfg: &PeerFloodConfig, stop: &AtomicBool) -> io::Result<u6
         (c >> 16) as u16,
         c as u16,
     );
-    let _ = o;
     let mut buf = [0u8; 40];
     let start = Instant::now();
     let pace = Duration::from_secs_f64(1.0 / cfg.pps.max(1) as f64);
     let mut n: u64 = 0;
     while start.elapsed() < cfg.duration && !stop.load(Ordering::Relaxed) {
-        if n % 64 == 0 {
+        if n.is_multiple_of(64) {
             let due = start + pace.mul_f64(n as f64);
             let now = Instant::now();
             if due > now + Duration::from_millis(2) {
