@@ -144,11 +144,19 @@ struct Peer {
     queue: Vec<Vec<u8>>,
 }
 
+/// One IPv4 address's entries.
+#[derive(Debug, Default)]
+struct Address4 {
+    /// Ports, oldest entry first (at most `max_peers_per_ipv4`).
+    ports: VecDeque<u16>,
+    /// How many of them are unverified.
+    unverified: usize,
+}
+
 #[derive(Debug, Default)]
 struct Shard {
     peers: HashMap<SocketAddrV4, Peer>,
-    /// Each address's ports, oldest entry first (at most `max_peers_per_ipv4`).
-    by_ipv4: HashMap<Ipv4Addr, Vec<u16>>,
+    by_ipv4: HashMap<Ipv4Addr, Address4>,
     /// The housekeeping cursor: entries in the order they are next visited. Holds stale
     /// `(mapping, id)` pairs of deleted entries until they reach the front.
     order: VecDeque<(SocketAddrV4, u64)>,
@@ -208,7 +216,13 @@ impl Peers {
             self.insert(&mut shard, mapping, p);
             return Ok(None);
         }
-        let p = shard.peers.get_mut(&mapping).ok_or(TxDrop::TableFull)?;
+        let Shard { peers, by_ipv4, .. } = &mut *shard;
+        let p = peers.get_mut(&mapping).ok_or(TxDrop::TableFull)?;
+        if !p.trusted
+            && let Some(a) = by_ipv4.get_mut(mapping.ip())
+        {
+            a.unverified = a.unverified.saturating_sub(1);
+        }
         p.address = *peer;
         p.trusted = true;
         p.last_rx = Some(now);
@@ -313,15 +327,20 @@ impl Peers {
         verified: bool,
     ) -> Result<(), TxDrop> {
         let ip = *mapping.ip();
-        let ports = shard.by_ipv4.get(&ip).map_or(0, Vec::len);
+        let ports = shard.by_ipv4.get(&ip).map_or(0, |a| a.ports.len());
         if ports >= self.cfg.max_peers_per_ipv4.max(1) {
-            let victim = shard.by_ipv4.get(&ip).and_then(|ports| {
-                let unverified = ports.iter().find(|port| {
-                    let m = SocketAddrV4::new(ip, **port);
-                    shard.peers.get(&m).is_some_and(|p| !p.trusted)
-                });
+            let victim = shard.by_ipv4.get(&ip).and_then(|a| {
+                // Bounded: only the oldest few, and only when there is one to find.
+                let unverified = (a.unverified > 0)
+                    .then(|| {
+                        a.ports.iter().take(EVICTION_CANDIDATES).find(|port| {
+                            let m = SocketAddrV4::new(ip, **port);
+                            shard.peers.get(&m).is_some_and(|p| !p.trusted)
+                        })
+                    })
+                    .flatten();
                 unverified
-                    .or(verified.then(|| ports.first()).flatten())
+                    .or(verified.then(|| a.ports.front()).flatten())
                     .copied()
             });
             let port = victim.ok_or(TxDrop::Ipv4Full)?;
@@ -367,11 +386,9 @@ impl Peers {
         shard.next_id += 1;
         p.id = shard.next_id;
         shard.order.push_back((mapping, p.id));
-        shard
-            .by_ipv4
-            .entry(*mapping.ip())
-            .or_default()
-            .push(mapping.port());
+        let a = shard.by_ipv4.entry(*mapping.ip()).or_default();
+        a.ports.push_back(mapping.port());
+        a.unverified += usize::from(!p.trusted);
         shard.peers.insert(mapping, p);
         self.len.fetch_add(1, Ordering::Relaxed);
         // Evictions leave stale pairs in the order; keep it within twice the live entries.
@@ -382,14 +399,20 @@ impl Peers {
     }
 
     fn remove(&self, shard: &mut Shard, mapping: SocketAddrV4) {
-        if shard.peers.remove(&mapping).is_none() {
+        let Some(p) = shard.peers.remove(&mapping) else {
             return;
-        }
+        };
         self.len.fetch_sub(1, Ordering::Relaxed);
         let ip = *mapping.ip();
-        if let Some(ports) = shard.by_ipv4.get_mut(&ip) {
-            ports.retain(|p| *p != mapping.port());
-            if ports.is_empty() {
+        if let Some(a) = shard.by_ipv4.get_mut(&ip) {
+            // The oldest goes first in the common case (an address at its cap): O(1).
+            if a.ports.front() == Some(&mapping.port()) {
+                a.ports.pop_front();
+            } else if let Some(i) = a.ports.iter().position(|q| *q == mapping.port()) {
+                a.ports.remove(i);
+            }
+            a.unverified -= usize::from(!p.trusted).min(a.unverified);
+            if a.ports.is_empty() {
                 shard.by_ipv4.remove(&ip);
             }
         }
