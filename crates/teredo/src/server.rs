@@ -34,7 +34,7 @@ pub enum Reject {
     Unsupported,
     /// §5.3.1: the IPv4 source is not global unicast.
     NonGlobalSource,
-    /// The datagram came from one of our own server sockets.
+    /// The datagram came from one of our own server addresses (any port).
     LoopGuard,
     /// §5.3.1/§5.4.2: a Teredo source that does not encode the UDP source, or a non-Teredo
     /// source that is not addressed to one of our clients.
@@ -153,9 +153,9 @@ impl Server {
         if !self.is_acceptable_v4(*remote.ip()) {
             return Err(Reject::NonGlobalSource);
         }
-        if remote.port() == self.cfg.port
-            && (*remote.ip() == self.cfg.primary || *remote.ip() == self.cfg.secondary)
-        {
+        // Miredo drops datagrams from its own address and port 3544; any port of our server
+        // addresses is refused here, so that no answer (an RA) ever goes to gate64 itself.
+        if *remote.ip() == self.cfg.primary || *remote.ip() == self.cfg.secondary {
             return Err(Reject::LoopGuard);
         }
         let ip6 = pkt.ipv6;
@@ -418,12 +418,14 @@ mod tests {
                 "{bad}"
             );
         }
-        // Loop guard.
-        assert_eq!(
-            s.classify("192.0.2.2:3544".parse().unwrap(), &ok)
-                .unwrap_err(),
-            Reject::LoopGuard
-        );
+        // Loop guard: our own addresses, any port.
+        for own in ["192.0.2.2:3544", "192.0.2.1:40000"] {
+            assert_eq!(
+                s.classify(own.parse().unwrap(), &ok).unwrap_err(),
+                Reject::LoopGuard,
+                "{own}"
+            );
+        }
         // Another server's client.
         let foreign = client_addr([203, 0, 113, 9], CLIENT);
         assert_eq!(
