@@ -408,3 +408,26 @@ fn rfc4380_5_3_1_non_global_source_is_dropped() {
     assert_eq!(w.stats().drops(DropReason::NonGlobalSource), 8);
     assert_eq!(w.stats().teredo_qualifications.get(), 0);
 }
+
+// Issue 12: the relay's own bubbles towards mappings that never answered (one per new
+// unverified peer) share the per-destination budget: many ports of one address get at most
+// its burst at once.
+#[test]
+fn issue12_relay_bubbles_to_one_address_are_rate_limited() {
+    let mut w = worker(false);
+    let now = Instant::now();
+    for port in 0..100u16 {
+        let victim = teredo(SocketAddrV4::new(
+            Ipv4Addr::new(198, 18, 0, 10),
+            1000 + port,
+        ));
+        let v = from_tun(&mut w, now, &udp(CORP_HOST, victim.encode(), 100));
+        assert_eq!(v, Verdict::Consumed);
+    }
+    let bubbles = std::iter::from_fn(|| w.poll_transmit()).count();
+    assert_eq!(bubbles, 20);
+    assert_eq!(w.stats().drops(DropReason::RelayDestinationRateLimited), 80);
+    // Their retries 2 s later: 2 s of budget at 10/s.
+    w.handle_timeout(now + Duration::from_secs(2), 0, 1);
+    assert_eq!(std::iter::from_fn(|| w.poll_transmit()).count(), 20);
+}
