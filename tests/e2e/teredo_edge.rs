@@ -141,6 +141,7 @@ fn spoofer_reflects_nothing(topo: &Topology) -> Result<()> {
     for reason in [
         "teredo_bad_trailer",
         "spoofed_source",
+        "teredo_relay_source_rate_limited",
         "teredo_relay_destination_rate_limited",
     ] {
         println!(

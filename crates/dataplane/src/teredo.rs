@@ -155,8 +155,7 @@ impl Worker {
         if !server.is_acceptable_v4(*mapping.ip()) {
             return Err(DropReason::NonGlobalMapping);
         }
-        let cfg = server.config();
-        if *mapping.ip() == cfg.primary || *mapping.ip() == cfg.secondary {
+        if server.is_own_address(*mapping) {
             return Err(DropReason::LoopGuard);
         }
         Ok(())

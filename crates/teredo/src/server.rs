@@ -143,6 +143,15 @@ impl Server {
         ipv4::is_teredo_global(ip) || (self.cfg.allow_loopback && ip.is_loopback())
     }
 
+    /// True when `a` is gate64 itself: one of the server addresses, on any port (Miredo
+    /// checks only its own address and port 3544), so that nothing gate64 sends, an RA
+    /// included, ever goes to itself. In the loopback lab mode clients share the server's
+    /// address, so there only the server port counts.
+    pub fn is_own_address(&self, a: SocketAddrV4) -> bool {
+        let ours = *a.ip() == self.cfg.primary || *a.ip() == self.cfg.secondary;
+        ours && (a.port() == self.cfg.port || !self.cfg.allow_loopback)
+    }
+
     /// Applies the §5.3.1 acceptance rules, in the RFC's order, to a datagram from `remote`.
     pub fn classify<'a>(
         &self,
@@ -153,9 +162,7 @@ impl Server {
         if !self.is_acceptable_v4(*remote.ip()) {
             return Err(Reject::NonGlobalSource);
         }
-        // Miredo drops datagrams from its own address and port 3544; any port of our server
-        // addresses is refused here, so that no answer (an RA) ever goes to gate64 itself.
-        if *remote.ip() == self.cfg.primary || *remote.ip() == self.cfg.secondary {
+        if self.is_own_address(remote) {
             return Err(Reject::LoopGuard);
         }
         let ip6 = pkt.ipv6;
@@ -481,6 +488,10 @@ mod tests {
             s.classify("10.1.1.1:1".parse().unwrap(), &rs).unwrap_err(),
             Reject::NonGlobalSource
         );
+        // Loopback lab clients share the server's address: only its port is ours there.
+        assert!(s.is_own_address("192.0.2.1:3544".parse().unwrap()));
+        assert!(!s.is_own_address("192.0.2.1:40000".parse().unwrap()));
+        assert!(server().is_own_address("192.0.2.1:40000".parse().unwrap()));
     }
 
     // RFC 4380 §5.3.1, issue 12: the server relays exactly bubbles with RFC 6081 trailers.
