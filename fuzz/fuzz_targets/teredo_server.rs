@@ -1,4 +1,5 @@
-//! The server's §5.3.1 acceptance rules and the RS -> RA answer, from an arbitrary remote.
+//! The server's §5.3.1 acceptance rules, its relay rule (RFC 6081 trailers) and the RS -> RA
+//! answer, from an arbitrary remote.
 //! Input: 4 bytes remote IPv4, 2 bytes remote port, then the datagram.
 #![no_main]
 
@@ -40,7 +41,11 @@ fuzz_target!(|data: &[u8]| {
             let _ = s.emit_advertisement(&sol, PRIMARY, remote, &mut out[..n / 2]);
         }
         Ok(Ingress::FromClient { ipv6, offset, .. } | Ingress::ToClient { ipv6, offset, .. }) => {
-            assert!(offset + ipv6.total_len() <= datagram.len());
+            let end = offset + ipv6.total_len();
+            assert!(end <= datagram.len());
+            // The relay rule and the RFC 6081 trailer parser on what follows the packet.
+            let relayable = gate64_teredo::check_relayed(&ipv6, &datagram[end..]).is_ok();
+            assert!(!relayable || ipv6.is_bubble());
         }
         Err(_) => {}
     }

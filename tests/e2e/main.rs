@@ -14,3 +14,4 @@ mod nat64;
 mod nat64_fairness;
 mod privilege;
 mod teredo;
+mod teredo_edge;

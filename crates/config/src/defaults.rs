@@ -26,6 +26,15 @@ pub const RELAY_QUEUE_PACKETS: usize = 8;
 /// `limits.peer_idle_timeout_secs`: RFC 4380 §5.2.4 keeps a peer 30 s after the last
 /// packet.
 pub const PEER_IDLE_TIMEOUT_SECS: u64 = 30;
+/// `limits.max_teredo_peers_per_ipv4`: peer entries per IPv4 address (one per mapping; a
+/// NAT's clients share its address).
+pub const MAX_TEREDO_PEERS_PER_IPV4: usize = 256;
+/// `limits.teredo_relay_per_source_per_sec`: bubbles the Teredo server relays per sender
+/// IPv4 address per second (the burst is twice it).
+pub const TEREDO_RELAY_PER_SOURCE_PER_SEC: u32 = 10;
+/// `limits.teredo_relay_per_destination_per_sec`: bubbles gate64 sends per second towards one
+/// IPv4 address that is not a verified peer (the burst is twice it).
+pub const TEREDO_RELAY_PER_DESTINATION_PER_SEC: u32 = 10;
 /// `limits.max_tls_handshakes`: TLS handshakes in progress at the same time.
 pub const MAX_TLS_HANDSHAKES: usize = 1024;
 /// `limits.max_iphttps_connections`: established IP-HTTPS connections.

@@ -18,6 +18,12 @@ pub struct Limits {
     pub relay_queue_packets: usize,
     /// Seconds without traffic after which a Teredo peer entry is forgotten.
     pub peer_idle_timeout_secs: u64,
+    /// Teredo peer entries per IPv4 address (one per mapping).
+    pub max_teredo_peers_per_ipv4: usize,
+    /// Bubbles the Teredo server relays per sender IPv4 address per second.
+    pub teredo_relay_per_source_per_sec: u32,
+    /// Bubbles sent per second towards one IPv4 address that is not a verified peer.
+    pub teredo_relay_per_destination_per_sec: u32,
     /// TLS handshakes in progress at the same time; more connections are not served until one
     /// finishes.
     pub max_tls_handshakes: usize,
@@ -35,6 +41,9 @@ impl Default for Limits {
             max_teredo_peers: defaults::MAX_TEREDO_PEERS,
             relay_queue_packets: defaults::RELAY_QUEUE_PACKETS,
             peer_idle_timeout_secs: defaults::PEER_IDLE_TIMEOUT_SECS,
+            max_teredo_peers_per_ipv4: defaults::MAX_TEREDO_PEERS_PER_IPV4,
+            teredo_relay_per_source_per_sec: defaults::TEREDO_RELAY_PER_SOURCE_PER_SEC,
+            teredo_relay_per_destination_per_sec: defaults::TEREDO_RELAY_PER_DESTINATION_PER_SEC,
             max_tls_handshakes: defaults::MAX_TLS_HANDSHAKES,
             max_iphttps_connections: defaults::MAX_IPHTTPS_CONNECTIONS,
             tls_handshake_timeout_secs: defaults::TLS_HANDSHAKE_TIMEOUT_SECS,
@@ -59,6 +68,9 @@ pub(crate) struct RawLimits {
     max_teredo_peers: Option<usize>,
     relay_queue_packets: Option<usize>,
     peer_idle_timeout_secs: Option<u64>,
+    max_teredo_peers_per_ipv4: Option<usize>,
+    teredo_relay_per_source_per_sec: Option<u32>,
+    teredo_relay_per_destination_per_sec: Option<u32>,
     max_tls_handshakes: Option<usize>,
     max_iphttps_connections: Option<usize>,
     tls_handshake_timeout_secs: Option<u64>,
@@ -84,6 +96,15 @@ impl RawLimits {
             peer_idle_timeout_secs: self
                 .peer_idle_timeout_secs
                 .unwrap_or(defaults::PEER_IDLE_TIMEOUT_SECS),
+            max_teredo_peers_per_ipv4: self
+                .max_teredo_peers_per_ipv4
+                .unwrap_or(defaults::MAX_TEREDO_PEERS_PER_IPV4),
+            teredo_relay_per_source_per_sec: self
+                .teredo_relay_per_source_per_sec
+                .unwrap_or(defaults::TEREDO_RELAY_PER_SOURCE_PER_SEC),
+            teredo_relay_per_destination_per_sec: self
+                .teredo_relay_per_destination_per_sec
+                .unwrap_or(defaults::TEREDO_RELAY_PER_DESTINATION_PER_SEC),
             max_tls_handshakes: self
                 .max_tls_handshakes
                 .unwrap_or(defaults::MAX_TLS_HANDSHAKES),
@@ -137,6 +158,31 @@ impl Config {
                     PEER_IDLE_TIMEOUT_RANGE.end()
                 ),
             ));
+        }
+        if l.max_teredo_peers_per_ipv4 == 0 {
+            return Err(invalid(
+                "limits.max_teredo_peers_per_ipv4",
+                0,
+                "must be at least 1, or no Teredo client could ever be relayed to",
+            ));
+        }
+        for (key, rate) in [
+            (
+                "limits.teredo_relay_per_source_per_sec",
+                l.teredo_relay_per_source_per_sec,
+            ),
+            (
+                "limits.teredo_relay_per_destination_per_sec",
+                l.teredo_relay_per_destination_per_sec,
+            ),
+        ] {
+            if rate == 0 {
+                return Err(invalid(
+                    key,
+                    0,
+                    "must be at least 1, or no bubble could open a path between peers",
+                ));
+            }
         }
         if l.max_tls_handshakes == 0 {
             return Err(invalid(

@@ -35,7 +35,8 @@ drops! {
     Unsupported => "unsupported",
     /// RFC 4380 §5.3.1: the outer IPv4 source is not global unicast.
     NonGlobalSource => "non_global_source",
-    /// The datagram came from one of gate64's own Teredo addresses (loop guard).
+    /// The datagram came from, or would go to, one of gate64's own Teredo addresses (loop
+    /// guard).
     LoopGuard => "loop_guard",
     /// The inner IPv6 source is not the Teredo address of the UDP source it came from.
     SpoofedSource => "spoofed_source",
@@ -62,7 +63,8 @@ drops! {
     RelayQueueFull => "relay_queue_full",
     /// Queued for a client that never answered its bubbles (RFC 4380 §5.4.1).
     BubbleTimeout => "bubble_timeout",
-    /// The Teredo peer table reached `[limits] max_teredo_peers`.
+    /// The Teredo peer table reached `[limits] max_teredo_peers` and the peer's shard holds
+    /// nothing a newcomer may replace (an unverified newcomer never replaces a verified peer).
     PeerTableFull => "peer_table_full",
     /// The kernel refused to send the packet (socket or TUN error).
     TxError => "tx_error",
@@ -99,6 +101,20 @@ drops! {
     /// NAT64: no IPv4 equivalent or not handled (other protocols, ICMP types RFC 7915 drops,
     /// bad ICMP error checksums, packets that would need IPv6 fragmentation).
     Nat64Untranslatable => "nat64_untranslatable",
+    /// A bubble to relay whose trailing bytes are not well-formed RFC 6081 trailers.
+    TeredoBadTrailer => "teredo_bad_trailer",
+    /// Something the Teredo server role does not relay between clients (only bubbles; data
+    /// takes the relay, to verified peers only).
+    TeredoNotRelayable => "teredo_not_relayable",
+    /// Bubbles relayed on behalf of this IPv4 source exceeded
+    /// `[limits] teredo_relay_per_source_per_sec`.
+    RelaySourceRateLimited => "teredo_relay_source_rate_limited",
+    /// Bubbles towards this IPv4 address (not a verified peer) exceeded
+    /// `[limits] teredo_relay_per_destination_per_sec`.
+    RelayDestinationRateLimited => "teredo_relay_destination_rate_limited",
+    /// The Teredo peer's IPv4 address holds `[limits] max_teredo_peers_per_ipv4` verified
+    /// entries; an unverified newcomer does not replace them.
+    PeerIpv4Full => "peer_ipv4_full",
 }
 
 /// A header that does not parse: the wire error's own reason.

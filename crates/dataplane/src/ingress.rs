@@ -81,16 +81,9 @@ impl Worker {
             Route::Nat64ToSelf => Err(DropReason::ToSelf),
             Route::Nat64 => self.nat64_from_v6(now, buf, start, end),
             Route::IphttpsClient => self.send_to_iphttps_client(&dst, buf, start, end),
-            // A Teredo client's packet to another is forwarded by the server role with an
-            // origin indication (RFC 4380 §5.3.1); any other source is relayed (§5.4.1).
-            Route::TeredoClient(d) => match from {
-                ClientBinding::Teredo { mapping, .. } => {
-                    self.relay_to_client(*mapping, buf, start, end, &d)
-                }
-                ClientBinding::Iphttps { .. } => {
-                    self.send_to_teredo_client(now, &d, buf, start, end)
-                }
-            },
+            // Whatever the source, data goes through the relay, to verified peers only
+            // (RFC 4380 §5.4.1); the server role relays bubbles alone (teredo.rs).
+            Route::TeredoClient(d) => self.send_to_teredo_client(now, &d, buf, start, end),
         }
     }
 }

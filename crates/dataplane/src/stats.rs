@@ -77,7 +77,7 @@ impl Direction {
 }
 
 /// One worker's counters.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Stats {
     bytes: [[Counter; 2]; 2],
     packets: [[Counter; 2]; 2],
@@ -87,6 +87,21 @@ pub struct Stats {
     tls_handshakes: [Counter; TlsResult::ALL.len()],
     /// Packets NAT64 translated, by direction ([`Nat64Direction`]).
     nat64_translations: [Counter; 2],
+}
+
+// By hand: `Default` is derived for arrays of at most 32 elements, and there are more drop
+// reasons.
+impl Default for Stats {
+    fn default() -> Self {
+        Stats {
+            bytes: Default::default(),
+            packets: Default::default(),
+            drops: std::array::from_fn(|_| Counter::default()),
+            teredo_qualifications: Counter::default(),
+            tls_handshakes: Default::default(),
+            nat64_translations: Default::default(),
+        }
+    }
 }
 
 /// Which way NAT64 translated a packet.

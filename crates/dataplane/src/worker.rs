@@ -23,12 +23,30 @@ use std::net::{Ipv4Addr, Ipv6Addr, SocketAddrV4};
 use std::sync::Arc;
 use std::time::Instant;
 
+/// Buckets per rate limiter (8 bytes each): collisions stay rare at any realistic number of
+/// simultaneous sources.
+const LIMITER_SLOTS: usize = 1 << 16;
+
+/// The rate limiters' hash key: random per worker, so no sender can predict which addresses
+/// share a bucket; fixed in unit tests, so they are reproducible.
+fn limiter_key() -> u64 {
+    if cfg!(test) {
+        return 0;
+    }
+    use std::hash::BuildHasher;
+    std::collections::hash_map::RandomState::new().hash_one(0x6a7e_6464_u32)
+}
+
 /// One worker's pipeline. Owned by one thread; shares only [`Shared`].
 #[derive(Debug)]
 pub struct Worker {
     pub(crate) shared: Arc<Shared>,
     pub(crate) stats: Arc<Stats>,
     pub(crate) rs_limiter: RateLimiter,
+    /// Bubbles the server role relays per sender IPv4 address.
+    pub(crate) relay_source_limiter: RateLimiter,
+    /// Bubbles towards one IPv4 address that is not a verified peer (relayed or our own).
+    pub(crate) relay_destination_limiter: RateLimiter,
     pub(crate) transmits: VecDeque<Transmit>,
     /// Packets for the TUN made off the fast path (ICMP errors gate64 sends).
     pub(crate) tun_writes: VecDeque<Vec<u8>>,
@@ -42,11 +60,29 @@ pub struct Worker {
 impl Worker {
     /// A worker over `shared`, counting into `stats`.
     pub fn new(shared: Arc<Shared>, stats: Arc<Stats>) -> Self {
-        let rs_limiter = RateLimiter::new(shared.cfg.rs_per_sec, shared.cfg.rs_burst, 65_536);
+        let key = limiter_key();
+        let cfg = &shared.cfg;
+        let rs_limiter = RateLimiter::new(cfg.rs_per_sec, cfg.rs_burst, LIMITER_SLOTS, key);
+        let per_source = cfg.relay.relay_per_source_per_sec;
+        let per_destination = cfg.relay.relay_per_destination_per_sec;
+        let relay_source_limiter = RateLimiter::new(
+            per_source,
+            per_source.saturating_mul(2),
+            LIMITER_SLOTS,
+            key.rotate_left(21),
+        );
+        let relay_destination_limiter = RateLimiter::new(
+            per_destination,
+            per_destination.saturating_mul(2),
+            LIMITER_SLOTS,
+            key.rotate_left(42),
+        );
         Worker {
             shared,
             stats,
             rs_limiter,
+            relay_source_limiter,
+            relay_destination_limiter,
             transmits: VecDeque::new(),
             tun_writes: VecDeque::new(),
             scratch: vec![0; 2048],
@@ -129,11 +165,16 @@ impl Worker {
             return;
         };
         let (stats, transmits) = (&self.stats, &mut self.transmits);
+        let limiter = &mut self.relay_destination_limiter;
         self.shared
             .peers
             .handle_timeout(now, part, of, |e| match e {
                 TimerEvent::Bubble { peer, mapping } => {
-                    transmits.extend(crate::teredo::bubble(server, &peer, mapping));
+                    if limiter.allow(now, *mapping.ip()) {
+                        transmits.extend(crate::teredo::bubble(server, &peer, mapping));
+                    } else {
+                        stats.count_drops(DropReason::RelayDestinationRateLimited, 1);
+                    }
                 }
                 TimerEvent::GaveUp { dropped } => {
                     stats.count_drops(DropReason::BubbleTimeout, dropped as u64);

@@ -93,6 +93,9 @@ pub fn dataplane_config(cfg: &Config) -> DataplaneConfig {
         peer_lifetime: Duration::from_secs(cfg.limits.peer_idle_timeout_secs),
         queue_packets: cfg.limits.relay_queue_packets,
         max_peers: cfg.limits.max_teredo_peers,
+        max_peers_per_ipv4: cfg.limits.max_teredo_peers_per_ipv4,
+        relay_per_source_per_sec: cfg.limits.teredo_relay_per_source_per_sec,
+        relay_per_destination_per_sec: cfg.limits.teredo_relay_per_destination_per_sec,
         ..RelayConfig::default()
     };
     DataplaneConfig {

@@ -34,7 +34,7 @@ pub enum Reject {
     Unsupported,
     /// §5.3.1: the IPv4 source is not global unicast.
     NonGlobalSource,
-    /// The datagram came from one of our own server sockets.
+    /// The datagram came from one of our own server addresses (any port).
     LoopGuard,
     /// §5.3.1/§5.4.2: a Teredo source that does not encode the UDP source, or a non-Teredo
     /// source that is not addressed to one of our clients.
@@ -43,6 +43,12 @@ pub enum Reject {
     ForeignClient,
     /// ICMPv6 to the server itself that it does not answer.
     UnhandledIcmpv6,
+    /// A bubble to relay whose trailing bytes are not well-formed RFC 6081 trailers.
+    BadTrailer,
+    /// A packet the server role does not relay between clients: not a bubble (RFC 4380
+    /// §5.3.1 lets a server drop anything but bubbles and ICMPv6; data between clients takes
+    /// the relay, which sends only to verified peers).
+    NotRelayable,
 }
 
 impl From<gate64_wire::Error> for Reject {
@@ -137,6 +143,15 @@ impl Server {
         ipv4::is_teredo_global(ip) || (self.cfg.allow_loopback && ip.is_loopback())
     }
 
+    /// True when `a` is gate64 itself: one of the server addresses, on any port (Miredo
+    /// checks only its own address and port 3544), so that nothing gate64 sends, an RA
+    /// included, ever goes to itself. In the loopback lab mode clients share the server's
+    /// address, so there only the server port counts.
+    pub fn is_own_address(&self, a: SocketAddrV4) -> bool {
+        let ours = *a.ip() == self.cfg.primary || *a.ip() == self.cfg.secondary;
+        ours && (a.port() == self.cfg.port || !self.cfg.allow_loopback)
+    }
+
     /// Applies the §5.3.1 acceptance rules, in the RFC's order, to a datagram from `remote`.
     pub fn classify<'a>(
         &self,
@@ -147,9 +162,7 @@ impl Server {
         if !self.is_acceptable_v4(*remote.ip()) {
             return Err(Reject::NonGlobalSource);
         }
-        if remote.port() == self.cfg.port
-            && (*remote.ip() == self.cfg.primary || *remote.ip() == self.cfg.secondary)
-        {
+        if self.is_own_address(remote) {
             return Err(Reject::LoopGuard);
         }
         let ip6 = pkt.ipv6;
@@ -237,6 +250,20 @@ impl Server {
             self.cfg.primary
         }
     }
+}
+
+/// The server role's rule for what it relays to a Teredo client on behalf of another sender,
+/// unverified, with an origin indication (RFC 4380 §5.3.1, §5.2.9): exactly a bubble (next
+/// header 59, payload length 0, no extension) whose trailing bytes, `datagram[end..]` after
+/// the IPv6 packet, are well-formed RFC 6081 trailers ([`crate::trailer`]). Miredo's server
+/// relays small ICMPv6 too; gate64 sends any payload only to peers that proved their mapping
+/// (the relay, [`crate::relay`]), so the server address never carries a sender's payload to
+/// a mapping that did not ask for it.
+pub fn check_relayed(ipv6: &ipv6::Packet<'_>, trailing: &[u8]) -> Result<(), Reject> {
+    if !ipv6.is_bubble() {
+        return Err(Reject::NotRelayable);
+    }
+    crate::trailer::check(trailing).map_err(|_| Reject::BadTrailer)
 }
 
 fn is_link_local(a: &Ipv6Addr) -> bool {
@@ -398,12 +425,14 @@ mod tests {
                 "{bad}"
             );
         }
-        // Loop guard.
-        assert_eq!(
-            s.classify("192.0.2.2:3544".parse().unwrap(), &ok)
-                .unwrap_err(),
-            Reject::LoopGuard
-        );
+        // Loop guard: our own addresses, any port.
+        for own in ["192.0.2.2:3544", "192.0.2.1:40000"] {
+            assert_eq!(
+                s.classify(own.parse().unwrap(), &ok).unwrap_err(),
+                Reject::LoopGuard,
+                "{own}"
+            );
+        }
         // Another server's client.
         let foreign = client_addr([203, 0, 113, 9], CLIENT);
         assert_eq!(
@@ -459,5 +488,47 @@ mod tests {
             s.classify("10.1.1.1:1".parse().unwrap(), &rs).unwrap_err(),
             Reject::NonGlobalSource
         );
+        // Loopback lab clients share the server's address: only its port is ours there.
+        assert!(s.is_own_address("192.0.2.1:3544".parse().unwrap()));
+        assert!(!s.is_own_address("192.0.2.1:40000".parse().unwrap()));
+        assert!(server().is_own_address("192.0.2.1:40000".parse().unwrap()));
+    }
+
+    // RFC 4380 §5.3.1, issue 12: the server relays exactly bubbles with RFC 6081 trailers.
+    #[test]
+    fn rfc4380_5_3_1_relays_only_bubbles_with_well_formed_trailers() {
+        let mut b = [0u8; 40];
+        let dst = client_addr([192, 0, 2, 1], "203.0.113.20:40000").encode();
+        ipv6::emit_header(
+            &mut b,
+            0,
+            ipv6::NH_NONE,
+            255,
+            &"fe80::1".parse().unwrap(),
+            &dst,
+        )
+        .unwrap();
+        let bubble = ipv6::Packet::new_checked(&b).unwrap();
+        assert_eq!(check_relayed(&bubble, &[]), Ok(()));
+        assert_eq!(check_relayed(&bubble, &[0x01, 4, 1, 2, 3, 4]), Ok(()));
+        assert_eq!(check_relayed(&bubble, b"payload"), Err(Reject::BadTrailer));
+        let echo = data_from(
+            client_addr([192, 0, 2, 1], CLIENT).encode(),
+            &dst.to_string(),
+        );
+        let echo = ipv6::Packet::new_checked(&echo).unwrap();
+        assert_eq!(check_relayed(&echo, &[]), Err(Reject::NotRelayable));
+        // Next header 59 with a payload is no bubble either.
+        ipv6::emit_header(
+            &mut b,
+            0,
+            ipv6::NH_UDP,
+            255,
+            &"fe80::1".parse().unwrap(),
+            &dst,
+        )
+        .unwrap();
+        let not_bubble = ipv6::Packet::new_checked(&b).unwrap();
+        assert_eq!(check_relayed(&not_bubble, &[]), Err(Reject::NotRelayable));
     }
 }

