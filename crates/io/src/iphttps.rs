@@ -56,6 +56,9 @@ const RESPONSE_503: &[u8] =
 
 type Tls = tokio_rustls::server::TlsStream<TcpStream>;
 
+/// How long a link whose read side ended waits for its writer's reason.
+const READ_END_GRACE: Duration = Duration::from_millis(50);
+
 /// Packets per batch of verdicts (a 64 KiB read holds about 50 full-size packets).
 const LINK_BATCH: usize = 64;
 
@@ -258,8 +261,9 @@ impl IphttpsServer {
     ) {
         let _ = tcp.set_nodelay(true);
         // Unacknowledged data to a client that vanished ends the connection as a stalled
-        // write does, instead of ~15 minutes of retransmissions.
-        let _ = socket2::SockRef::from(&tcp).set_tcp_user_timeout(Some(self.write_timeout));
+        // write does, instead of ~15 minutes of retransmissions. Twice the write timeout: the
+        // writer's own deadline, which counts the event, normally comes first.
+        let _ = socket2::SockRef::from(&tcp).set_tcp_user_timeout(Some(2 * self.write_timeout));
         let accepted = tokio::time::Instant::now();
         let deadline = accepted + self.handshake_timeout;
         // An idle TCP connection takes no handshake slot: only a started ClientHello does.
@@ -457,15 +461,29 @@ impl IphttpsServer {
             };
             tokio::select! {
                 r = rd.read(&mut link.buf[link.end..]) => match r {
-                    Ok(0) => return "closed by client".to_owned(),
-                    Ok(n) => {
+                    Ok(n) if n > 0 => {
                         link.end += n;
                         link.read_ready(rd).await;
                     }
-                    Err(e) => return format!("read: {e}"),
+                    Err(e) if e.kind() == io::ErrorKind::TimedOut => {
+                        return self.stalled("TCP_USER_TIMEOUT");
+                    }
+                    r => {
+                        // The kernel ends a stalled connection for both tasks at once: the
+                        // writer's reason, if it has one, is the real one.
+                        let end = tokio::time::timeout(READ_END_GRACE, writer.ended()).await;
+                        return match (end, r) {
+                            (Ok(WriterEnd::Stalled(by)), _) => self.stalled(by),
+                            (_, Ok(_)) => "closed by client".to_owned(),
+                            (_, Err(e)) => format!("read: {e}"),
+                        };
+                    }
                 },
                 _ = tokio::time::sleep_until(wake) => {}
-                end = writer.ended() => return end.to_owned(),
+                end = writer.ended() => return match end {
+                    WriterEnd::Stalled(by) => self.stalled(by),
+                    end => format!("writer: {end:?}"),
+                },
                 _ = shutdown.changed() => return "shutdown".to_owned(),
             }
         }
@@ -514,7 +532,7 @@ impl IphttpsServer {
         mut wr: WriteHalf<Tls>,
         queue: Arc<SendQueue>,
         conn: Arc<Mutex<Connection>>,
-    ) -> &'static str {
+    ) -> WriterEnd {
         let deframer = Deframer::new(MAX_PACKET);
         let mut spare = Vec::new();
         while queue.take(&mut spare).await {
@@ -527,11 +545,11 @@ impl IphttpsServer {
             while done < spare.len() {
                 match tokio::time::timeout(self.write_timeout, wr.write(&spare[done..])).await {
                     Ok(Ok(n)) if n > 0 => done += n,
-                    Ok(_) => return "write failed",
-                    Err(_) => {
-                        self.stats().iphttps_write_timeouts.inc();
-                        return "write stalled: the client stopped reading";
+                    Ok(Err(e)) if e.kind() == io::ErrorKind::TimedOut => {
+                        return WriterEnd::Stalled("TCP_USER_TIMEOUT");
                     }
+                    Ok(_) => return WriterEnd::Failed,
+                    Err(_) => return WriterEnd::Stalled("write timeout"),
                 }
             }
             queue.report_drain(spare.len(), t0.elapsed());
@@ -545,8 +563,29 @@ impl IphttpsServer {
             spare.clear();
         }
         let _ = tokio::time::timeout(Duration::from_secs(2), wr.shutdown()).await;
-        "closed"
+        WriterEnd::Closed
     }
+
+    /// Counts a link closed because its client stopped reading (or acknowledging): the
+    /// writer's deadline, or TCP_USER_TIMEOUT seen by either task. Once per link: `serve`
+    /// returns right after.
+    fn stalled(&self, by: &str) -> String {
+        self.stats().iphttps_write_timeouts.inc();
+        format!("stalled: the client stopped reading ({by})")
+    }
+}
+
+/// Why a link's writer stopped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum WriterEnd {
+    /// The queue was closed and drained.
+    Closed,
+    /// A write made no progress in time (the client stopped reading).
+    Stalled(&'static str),
+    /// The stream failed.
+    Failed,
+    /// The task panicked or was cancelled.
+    Gone,
 }
 
 /// What a connection holds from accept to link-up.
@@ -602,21 +641,22 @@ fn lock_pool(pool: &Mutex<PrefixPool>) -> MutexGuard<'_, PrefixPool> {
 }
 
 /// A link's writer task, aborted when dropped (never left running without its link).
-struct Writer(Option<tokio::task::JoinHandle<&'static str>>);
+struct Writer(Option<tokio::task::JoinHandle<WriterEnd>>);
 
 impl Writer {
     /// Waits until the writer ends and says why; pending forever once that was reported.
-    async fn ended(&mut self) -> &'static str {
+    async fn ended(&mut self) -> WriterEnd {
         let Some(handle) = self.0.as_mut() else {
             return std::future::pending().await;
         };
         let end = match handle.await {
             Ok(end) => end,
-            Err(e) if e.is_panic() => {
-                error!(error = %e, "IP-HTTPS writer task panicked");
-                "writer panicked"
+            Err(e) => {
+                if e.is_panic() {
+                    error!(error = %e, "IP-HTTPS writer task panicked");
+                }
+                WriterEnd::Gone
             }
-            Err(_) => "writer cancelled",
         };
         self.0 = None;
         end
@@ -641,10 +681,10 @@ impl Drop for Writer {
 /// Logs a connection task that panicked; its guards ([`Slot`], [`Lease`], [`Writer`], the
 /// queue) have given back what it held while unwinding.
 fn log_panic(r: Result<(), tokio::task::JoinError>) {
-    if let Err(e) = r {
-        if e.is_panic() {
-            error!(error = %e, "IP-HTTPS connection task panicked; its slot and /64 are freed");
-        }
+    if let Err(e) = r
+        && e.is_panic()
+    {
+        error!(error = %e, "IP-HTTPS connection task panicked; its slot and /64 are freed");
     }
 }
 
@@ -766,7 +806,10 @@ fn unix_now() -> u64 {
 }
 
 #[cfg(test)]
-mod tests {
+mod tests;
+
+#[cfg(test)]
+mod egress_tests {
     use super::*;
     use gate64_wire::ipv6;
 

@@ -198,7 +198,10 @@ mod tests {
         );
         let pkt = [0u8; 1000];
         assert!(a.push(&pkt) && a.push(&pkt) && b.push(&pkt));
-        assert!(!b.push(&pkt), "the budget is spent, though b's own bound is not");
+        assert!(
+            !b.push(&pkt),
+            "the budget is spent, though b's own bound is not"
+        );
         assert_eq!(budget.used(), 3000);
         let mut spare = Vec::new();
         assert!(a.take(&mut spare).await);
