@@ -8,6 +8,9 @@
 //!   links are closed (`gate64_iphttps_write_timeouts_total`); the established client in
 //!   `tcli` still passes traffic (its iperf3 -R ratio to the undisturbed run is printed, not
 //!   asserted); a new client from another address links up.
+//! - `netns_iphttps_memory_per_connection`: the figures of docs/performance.md: gate64's
+//!   RSS delta per connection for 2,000 idle links, then while each receives traffic and
+//!   reads it (active); asserts only that all linked up and traffic reached them.
 //! - `netns_iphttps_handshake_flood`: `tatk` opens TCP connections to :443 as fast as two
 //!   threads can, half of them idle (no ClientHello), half sending garbage; during the flood
 //!   legitimate clients from `tcli` each link up within 5 s, and the flood is counted under
@@ -177,6 +180,85 @@ fn clients_that_stop_reading(topo: &Topology) -> Result<()> {
     );
     fresh.stop();
     load.stop();
+    Ok(())
+}
+
+#[test]
+#[ignore = "netns: needs root"]
+fn netns_iphttps_memory_per_connection() {
+    netns_test(
+        "netns_iphttps_memory_per_connection",
+        Topology::builder().attacker(true),
+        memory_per_connection,
+    );
+}
+
+fn memory_per_connection(topo: &Topology) -> Result<()> {
+    let atk = topo.atk()?;
+    let sources: Vec<String> = (0..STALLED_SOURCES)
+        .map(|i| format!("203.0.113.{}", 21 + i))
+        .collect();
+    for a in &sources {
+        atk.addr_add("vsrv", &format!("{a}/24"))?;
+    }
+    let certs = make_certs(topo)?;
+    let gate = start_edge_gate64(topo, &certs, "")?;
+    // The pool's first /64 goes to a placeholder, so the load's are 1..=2000 as the sender
+    // expects.
+    let mut first = spawn_load(topo, &certs, &topo.cli, 1, "", false)?;
+    wait_for(Duration::from_secs(20), || load_summary(&first)).context("first client")?;
+    std::thread::sleep(Duration::from_secs(1));
+    let before = rss_kib(gate.pid(), "VmRSS")?;
+    let mut load = spawn_load(topo, &certs, atk, STALLED, &sources.join(","), false)?;
+    let line = wait_for(Duration::from_secs(90), || load_summary(&load))
+        .with_context(|| format!("iphttps-load did not finish:\n{}", load.log()))?;
+    ensure!(
+        field(&line, "established") == Some(STALLED as u64),
+        "not every client linked up: {line}"
+    );
+    std::thread::sleep(Duration::from_secs(2));
+    let idle = rss_kib(gate.pid(), "VmRSS")?;
+    let tx0 = topo
+        .metrics()?
+        .get(
+            "gate64_packets_total",
+            &[("side", "internet"), ("direction", "tx")],
+        )
+        .unwrap_or(0.0);
+    let stop = Arc::new(AtomicBool::new(false));
+    let sent = Arc::new(AtomicU64::new(0));
+    let sender = {
+        let (stop, sent) = (Arc::clone(&stop), Arc::clone(&sent));
+        topo.corp
+            .spawn_thread("to-clients", move || to_stalled_clients(&stop, &sent))?
+    };
+    std::thread::sleep(Duration::from_secs(6));
+    let active = rss_kib(gate.pid(), "VmRSS")?;
+    stop.store(true, Ordering::Relaxed);
+    sender
+        .join()
+        .map_err(|_| anyhow::anyhow!("sender panicked"))???;
+    let hwm = rss_kib(gate.pid(), "VmHWM")?;
+    let tx = topo
+        .metrics()?
+        .get(
+            "gate64_packets_total",
+            &[("side", "internet"), ("direction", "tx")],
+        )
+        .unwrap_or(0.0)
+        - tx0;
+    let per = |kib: u64| kib.saturating_sub(before) as f64 / STALLED as f64;
+    println!(
+        "RSS before {before} KiB; {STALLED} idle links {idle} KiB ({:.1} KiB each); receiving \
+         and reading {active} KiB ({:.1} KiB each), peak {hwm} KiB ({:.1} KiB each); \
+         {tx:.0} packets sent to clients",
+        per(idle),
+        per(active),
+        per(hwm)
+    );
+    ensure!(tx > 0.0, "no packet reached the clients");
+    load.stop();
+    first.stop();
     Ok(())
 }
 

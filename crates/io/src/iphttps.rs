@@ -56,6 +56,9 @@ const RESPONSE_503: &[u8] =
 
 type Tls = tokio_rustls::server::TlsStream<TcpStream>;
 
+/// rustls' own buffer of records not yet taken by the socket (default 64 KiB). Outside the
+/// queue budget, so kept to two full records: a stalled client holds at most this there.
+const TLS_SEND_BUFFER: usize = 32 * 1024;
 /// How long a link whose read side ended waits for its writer's reason.
 const READ_END_GRACE: Duration = Duration::from_millis(50);
 
@@ -282,7 +285,7 @@ impl IphttpsServer {
             self.stats().tls_handshake(TlsResult::Busy);
             return;
         };
-        let tls = match tokio::time::timeout_at(deadline, self.acceptor.accept(tcp)).await {
+        let mut tls = match tokio::time::timeout_at(deadline, self.acceptor.accept(tcp)).await {
             Ok(Ok(tls)) => tls,
             Ok(Err(e)) => {
                 self.stats().tls_handshake(TlsResult::TlsError);
@@ -295,6 +298,7 @@ impl IphttpsServer {
                 return;
             }
         };
+        tls.get_mut().1.set_buffer_limit(Some(TLS_SEND_BUFFER));
         let Some(lease) = Lease::take(self) else {
             self.stats().tls_handshake(TlsResult::PoolExhausted);
             warn!(%peer, "IP-HTTPS prefix pool exhausted (`iphttps.prefix`)");
