@@ -59,6 +59,8 @@ type Tls = tokio_rustls::server::TlsStream<TcpStream>;
 /// rustls' own buffer of records not yet taken by the socket (default 64 KiB). Outside the
 /// queue budget, so kept to two full records: a stalled client holds at most this there.
 const TLS_SEND_BUFFER: usize = 32 * 1024;
+/// How long a refused client gets to take its answer.
+const ANSWER_GRACE: Duration = Duration::from_secs(2);
 /// How long a link whose read side ended waits for its writer's reason.
 const READ_END_GRACE: Duration = Duration::from_millis(50);
 
@@ -303,8 +305,7 @@ impl IphttpsServer {
             self.stats().tls_handshake(TlsResult::PoolExhausted);
             warn!(%peer, "IP-HTTPS prefix pool exhausted (`iphttps.prefix`)");
             let (_, mut w) = tokio::io::split(tls);
-            let _ = w.write_all(RESPONSE_503).await;
-            let _ = w.shutdown().await;
+            answer_and_close(&mut w, RESPONSE_503).await;
             return;
         };
         let setup = Setup {
@@ -406,8 +407,7 @@ impl IphttpsServer {
                 Err(_) => {
                     conn.handle_timeout(Instant::now());
                     self.stats().tls_handshake(TlsResult::Timeout);
-                    let _ = wr.write_all(RESPONSE_408).await;
-                    let _ = wr.shutdown().await;
+                    answer_and_close(wr, RESPONSE_408).await;
                     return None;
                 }
             };
@@ -421,8 +421,7 @@ impl IphttpsServer {
                     if out.is_empty() {
                         out.extend_from_slice(http::error_response(431));
                     }
-                    let _ = wr.write_all(&out).await;
-                    let _ = wr.shutdown().await;
+                    answer_and_close(wr, &out).await;
                     return None;
                 }
             }
@@ -801,6 +800,16 @@ fn egress_filter(
     // Whatever does not deframe was never a packet the dataplane queued.
     chunk.truncate(kept);
     refused
+}
+
+/// Sends a refusal and closes, within [`ANSWER_GRACE`]: a client that does not read keeps
+/// nothing (its handshake slot included) by not reading it.
+async fn answer_and_close(wr: &mut WriteHalf<Tls>, answer: &[u8]) {
+    let _ = tokio::time::timeout(ANSWER_GRACE, async {
+        let _ = wr.write_all(answer).await;
+        let _ = wr.shutdown().await;
+    })
+    .await;
 }
 
 fn unix_now() -> u64 {
