@@ -200,7 +200,9 @@ impl IphttpsServer {
         }
         drop(listener);
         let _ = tokio::time::timeout(Duration::from_secs(5), async {
-            while tasks.join_next().await.is_some() {}
+            while let Some(r) = tasks.join_next().await {
+                log_panic(r);
+            }
         })
         .await;
     }
