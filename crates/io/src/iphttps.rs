@@ -373,12 +373,14 @@ impl IphttpsServer {
             batch: Batch::new(LINK_BATCH),
         };
         let reason = self.serve(&mut link, &mut rd, &mut writer, shutdown).await;
-        drop(lease);
+        lease.unregister();
         queue.close();
         // A short grace for the writer to flush and send close_notify; a client that does
         // not read gets none: the writer is aborted, not left behind.
         writer.finish(Duration::from_secs(2)).await;
         drop(writer);
+        // The /64 goes back only now that nothing can still be sent to its old owner.
+        drop(lease);
         drop(slot);
         info!(%peer, prefix = %format!("{prefix}/64"), %reason, "IP-HTTPS link down");
     }
@@ -629,13 +631,18 @@ impl Lease {
             .insert(self.prefix, queue as Arc<dyn ClientQueue>);
         self.registered = true;
     }
+
+    /// Stops routing the /64 to the connection (it stays leased).
+    fn unregister(&mut self) {
+        if std::mem::replace(&mut self.registered, false) {
+            self.server.shared.iphttps_clients().remove(self.prefix);
+        }
+    }
 }
 
 impl Drop for Lease {
     fn drop(&mut self) {
-        if self.registered {
-            self.server.shared.iphttps_clients().remove(self.prefix);
-        }
+        self.unregister();
         lock_pool(&self.server.pool).release(self.prefix);
     }
 }
