@@ -561,9 +561,12 @@ impl IphttpsServer {
             }
             queue.report_drain(spare.len(), t0.elapsed());
             // A chunk well below what the buffer grew to after a burst: give the memory back
-            // rather than keep megabytes per quiet connection.
-            if spare.capacity() > 4 * crate::queue::MIN_BYTES
-                && spare.len() < crate::queue::MIN_BYTES
+            // rather than keep megabytes per quiet connection. A slow (or new) connection
+            // keeps none: the queue budget counts bytes, not capacity, and thousands of slow
+            // clients each holding an empty 64 KiB buffer would add up outside it.
+            if queue.limit() <= crate::queue::MIN_BYTES
+                || (spare.capacity() > 4 * crate::queue::MIN_BYTES
+                    && spare.len() < crate::queue::MIN_BYTES)
             {
                 spare = Vec::new();
             }
