@@ -9,6 +9,7 @@ mod common;
 mod dns64;
 mod iphttps;
 mod iphttps_abuse;
+mod iphttps_edge;
 mod lifecycle;
 mod nat64;
 mod nat64_fairness;

@@ -37,8 +37,10 @@ pub const TEREDO_RELAY_PER_SOURCE_PER_SEC: u32 = 10;
 pub const TEREDO_RELAY_PER_DESTINATION_PER_SEC: u32 = 10;
 /// `limits.max_tls_handshakes`: TLS handshakes in progress at the same time.
 pub const MAX_TLS_HANDSHAKES: usize = 1024;
-/// `limits.max_iphttps_connections`: established IP-HTTPS connections.
-pub const MAX_IPHTTPS_CONNECTIONS: usize = 100_000;
+/// `limits.max_iphttps_connections`: established IP-HTTPS connections. Below the 65,536 /64s
+/// of the /48 the example configuration gives `iphttps.prefix`, so that pool is never the
+/// limit, and freed /64s rest in the pool's queue before reuse.
+pub const MAX_IPHTTPS_CONNECTIONS: usize = 50_000;
 /// `limits.tls_handshake_timeout_secs`: time allowed from TCP accept to the end of the TLS
 /// handshake.
 pub const TLS_HANDSHAKE_TIMEOUT_SECS: u64 = 10;
@@ -56,5 +58,20 @@ pub const IPHTTPS_RA_INTERVAL_SECS: u64 = 300;
 /// `iphttps.send_queue_bytes`: most bytes queued per connection towards the client (less
 /// while the connection drains slowly: about 10 ms of its drain rate).
 pub const IPHTTPS_SEND_QUEUE_BYTES: usize = 4 * 1024 * 1024;
+/// `iphttps.max_handshakes_per_source`: connections from one source (IPv4 /32, IPv6 /64)
+/// between TCP accept and link-up at a time; 1/32 of the default `limits.max_tls_handshakes`,
+/// so one host never holds more than a small share of them.
+pub const IPHTTPS_MAX_HANDSHAKES_PER_SOURCE: usize = 32;
+/// `iphttps.max_connections_per_source`: connections from one source (IPv4 /32, IPv6 /64) at
+/// a time; room for a large office behind one NAT address.
+pub const IPHTTPS_MAX_CONNECTIONS_PER_SOURCE: usize = 1024;
+/// `iphttps.client_hello_timeout_secs`: time from TCP accept until the first byte of the TLS
+/// ClientHello; a client sends it right after the TCP handshake.
+pub const IPHTTPS_CLIENT_HELLO_TIMEOUT_SECS: u64 = 2;
+/// `iphttps.write_timeout_secs`: time a write towards the client may make no progress before
+/// the connection is closed (a client that stopped reading).
+pub const IPHTTPS_WRITE_TIMEOUT_SECS: u64 = 30;
+/// `iphttps.queue_budget_bytes`: all IP-HTTPS send queues together hold at most this.
+pub const IPHTTPS_QUEUE_BUDGET_BYTES: usize = 256 * 1024 * 1024;
 /// `log.level`.
 pub const LOG_LEVEL: &str = "info";

@@ -40,6 +40,17 @@ pub struct Iphttps {
     pub ra_interval_secs: u64,
     /// Bound of each connection's send queue (towards the client), in bytes.
     pub send_queue_bytes: usize,
+    /// Bytes all send queues together may hold (one budget for every connection).
+    pub queue_budget_bytes: usize,
+    /// Seconds a write towards the client may make no progress before the connection is
+    /// closed (also its TCP_USER_TIMEOUT).
+    pub write_timeout_secs: u64,
+    /// Seconds from TCP accept until the first byte of the TLS ClientHello.
+    pub client_hello_timeout_secs: u64,
+    /// Connections from one source (IPv4 /32, IPv6 /64) between accept and link-up at once.
+    pub max_handshakes_per_source: usize,
+    /// Connections from one source (IPv4 /32, IPv6 /64) at once.
+    pub max_connections_per_source: usize,
 }
 
 /// IP-HTTPS disabled, every key at its default (no files, no prefix).
@@ -56,6 +67,11 @@ impl Default for Iphttps {
             idle_timeout_secs: defaults::IPHTTPS_IDLE_TIMEOUT_SECS,
             ra_interval_secs: defaults::IPHTTPS_RA_INTERVAL_SECS,
             send_queue_bytes: defaults::IPHTTPS_SEND_QUEUE_BYTES,
+            queue_budget_bytes: defaults::IPHTTPS_QUEUE_BUDGET_BYTES,
+            write_timeout_secs: defaults::IPHTTPS_WRITE_TIMEOUT_SECS,
+            client_hello_timeout_secs: defaults::IPHTTPS_CLIENT_HELLO_TIMEOUT_SECS,
+            max_handshakes_per_source: defaults::IPHTTPS_MAX_HANDSHAKES_PER_SOURCE,
+            max_connections_per_source: defaults::IPHTTPS_MAX_CONNECTIONS_PER_SOURCE,
         }
     }
 }
@@ -72,6 +88,15 @@ const IPHTTPS_RA_INTERVAL_RANGE: std::ops::RangeInclusive<u64> = 10..=86_400;
 /// Allowed `iphttps.send_queue_bytes`.
 const IPHTTPS_SEND_QUEUE_RANGE: std::ops::RangeInclusive<usize> = 16_384..=16_777_216;
 
+/// Allowed `iphttps.queue_budget_bytes` (1 MiB ..= 64 GiB).
+const IPHTTPS_QUEUE_BUDGET_RANGE: std::ops::RangeInclusive<usize> = 1 << 20..=1 << 36;
+
+/// Allowed `iphttps.write_timeout_secs`.
+const IPHTTPS_WRITE_TIMEOUT_RANGE: std::ops::RangeInclusive<u64> = 5..=600;
+
+/// Allowed `iphttps.client_hello_timeout_secs`.
+const IPHTTPS_CLIENT_HELLO_TIMEOUT_RANGE: std::ops::RangeInclusive<u64> = 1..=60;
+
 #[derive(Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct RawIphttps {
@@ -85,6 +110,11 @@ pub(crate) struct RawIphttps {
     idle_timeout_secs: Option<u64>,
     ra_interval_secs: Option<u64>,
     send_queue_bytes: Option<usize>,
+    queue_budget_bytes: Option<usize>,
+    write_timeout_secs: Option<u64>,
+    client_hello_timeout_secs: Option<u64>,
+    max_handshakes_per_source: Option<usize>,
+    max_connections_per_source: Option<usize>,
 }
 
 impl RawIphttps {
@@ -108,6 +138,21 @@ impl RawIphttps {
             send_queue_bytes: self
                 .send_queue_bytes
                 .unwrap_or(defaults::IPHTTPS_SEND_QUEUE_BYTES),
+            queue_budget_bytes: self
+                .queue_budget_bytes
+                .unwrap_or(defaults::IPHTTPS_QUEUE_BUDGET_BYTES),
+            write_timeout_secs: self
+                .write_timeout_secs
+                .unwrap_or(defaults::IPHTTPS_WRITE_TIMEOUT_SECS),
+            client_hello_timeout_secs: self
+                .client_hello_timeout_secs
+                .unwrap_or(defaults::IPHTTPS_CLIENT_HELLO_TIMEOUT_SECS),
+            max_handshakes_per_source: self
+                .max_handshakes_per_source
+                .unwrap_or(defaults::IPHTTPS_MAX_HANDSHAKES_PER_SOURCE),
+            max_connections_per_source: self
+                .max_connections_per_source
+                .unwrap_or(defaults::IPHTTPS_MAX_CONNECTIONS_PER_SOURCE),
         }
     }
 }
@@ -213,6 +258,79 @@ impl Config {
                     IPHTTPS_SEND_QUEUE_RANGE.end()
                 ),
             ));
+        }
+        self.validate_iphttps_limits()
+    }
+
+    /// The keys that bound what one client, one source and all clients together can take.
+    fn validate_iphttps_limits(&self) -> Result<(), ConfigError> {
+        let h = &self.iphttps;
+        let b = h.queue_budget_bytes;
+        if !IPHTTPS_QUEUE_BUDGET_RANGE.contains(&b) || b < h.send_queue_bytes {
+            return Err(invalid(
+                "iphttps.queue_budget_bytes",
+                b,
+                format!(
+                    "must be {}..={} bytes and at least iphttps.send_queue_bytes ({})",
+                    IPHTTPS_QUEUE_BUDGET_RANGE.start(),
+                    IPHTTPS_QUEUE_BUDGET_RANGE.end(),
+                    h.send_queue_bytes
+                ),
+            ));
+        }
+        for (key, value, range) in [
+            (
+                "iphttps.write_timeout_secs",
+                h.write_timeout_secs,
+                IPHTTPS_WRITE_TIMEOUT_RANGE,
+            ),
+            (
+                "iphttps.client_hello_timeout_secs",
+                h.client_hello_timeout_secs,
+                IPHTTPS_CLIENT_HELLO_TIMEOUT_RANGE,
+            ),
+        ] {
+            if !range.contains(&value) {
+                return Err(invalid(
+                    key,
+                    value,
+                    format!("must be {}..={} seconds", range.start(), range.end()),
+                ));
+            }
+        }
+        for (key, value) in [
+            (
+                "iphttps.max_handshakes_per_source",
+                h.max_handshakes_per_source,
+            ),
+            (
+                "iphttps.max_connections_per_source",
+                h.max_connections_per_source,
+            ),
+        ] {
+            if value == 0 {
+                return Err(invalid(
+                    key,
+                    0,
+                    "must be at least 1, or no IP-HTTPS client could ever connect",
+                ));
+            }
+        }
+        // Each connection holds one /64 for its life: a smaller pool refuses clients that
+        // the connection limit admits (`pool_exhausted`) and reuses freed /64s at once.
+        if let (true, Some(p)) = (h.enabled, &h.prefix) {
+            let pool = 1u128 << (64 - u32::from(p.prefix_len().min(64)));
+            let max = self.limits.max_iphttps_connections;
+            if pool < max as u128 {
+                return Err(invalid(
+                    "iphttps.prefix",
+                    quote(&p.to_string()),
+                    format!(
+                        "holds {pool} /64s, fewer than limits.max_iphttps_connections ({max}); \
+                         give a shorter prefix or lower the limit"
+                    ),
+                ));
+            }
         }
         Ok(())
     }

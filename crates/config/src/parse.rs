@@ -182,7 +182,12 @@ fn expected_form(path: &str) -> Option<&'static str> {
         | "limits.tls_handshake_timeout_secs"
         | "iphttps.idle_timeout_secs"
         | "iphttps.ra_interval_secs"
-        | "iphttps.send_queue_bytes" => "a whole number",
+        | "iphttps.send_queue_bytes"
+        | "iphttps.queue_budget_bytes"
+        | "iphttps.write_timeout_secs"
+        | "iphttps.client_hello_timeout_secs"
+        | "iphttps.max_handshakes_per_source"
+        | "iphttps.max_connections_per_source" => "a whole number",
         "log.level" => "a filter directive in quotes, e.g. \"info\"",
         "log.format" => "\"text\" or \"json\"",
         _ => return nat64::expected_form(path).or_else(|| dns64::expected_form(path)),

@@ -158,7 +158,7 @@ fn minimal_file_gets_the_documented_defaults() {
             teredo_relay_per_source_per_sec: 10,
             teredo_relay_per_destination_per_sec: 10,
             max_tls_handshakes: 1024,
-            max_iphttps_connections: 100_000,
+            max_iphttps_connections: 50_000,
             tls_handshake_timeout_secs: 10,
         }
     );
@@ -176,6 +176,11 @@ fn minimal_file_gets_the_documented_defaults() {
             idle_timeout_secs: 900,
             ra_interval_secs: 300,
             send_queue_bytes: 4_194_304,
+            queue_budget_bytes: 268_435_456,
+            write_timeout_secs: 30,
+            client_hello_timeout_secs: 2,
+            max_handshakes_per_source: 32,
+            max_connections_per_source: 1024,
         }
     );
     assert_eq!(c.iphttps, Iphttps::default());
@@ -229,6 +234,11 @@ fn every_key_can_be_set() {
         ("iphttps", "idle_timeout_secs = 0"),
         ("iphttps", "ra_interval_secs = 86400"),
         ("iphttps", "send_queue_bytes = 16777216"),
+        ("iphttps", "queue_budget_bytes = 33554432"),
+        ("iphttps", "write_timeout_secs = 600"),
+        ("iphttps", "client_hello_timeout_secs = 60"),
+        ("iphttps", "max_handshakes_per_source = 1"),
+        ("iphttps", "max_connections_per_source = 1"),
         ("log", r#"level = "warn,gate64_teredo=trace""#),
         ("log", r#"format = "json""#),
     ])
@@ -271,6 +281,11 @@ fn every_key_can_be_set() {
             idle_timeout_secs: 0,
             ra_interval_secs: 86400,
             send_queue_bytes: 16_777_216,
+            queue_budget_bytes: 33_554_432,
+            write_timeout_secs: 600,
+            client_hello_timeout_secs: 60,
+            max_handshakes_per_source: 1,
+            max_connections_per_source: 1,
         }
     );
     assert_eq!(c.log.level, "warn,gate64_teredo=trace");
@@ -711,6 +726,77 @@ fn iphttps_boundaries_are_accepted() {
     let too_long = format!("path = \"/{}\"", "a".repeat(256));
     let e = refused(&[("iphttps", &too_long)]);
     assert_names(&e, "iphttps.path", &["257 bytes", "256"]);
+}
+
+#[test]
+fn iphttps_limits_name_key_value_and_reason() {
+    for (change, key, needles) in [
+        (
+            ("iphttps", "queue_budget_bytes = 1048575"),
+            "iphttps.queue_budget_bytes",
+            &["1048575", "1048576"][..],
+        ),
+        (
+            ("iphttps", "queue_budget_bytes = 2097152"),
+            "iphttps.queue_budget_bytes",
+            &["at least iphttps.send_queue_bytes (4194304)"][..],
+        ),
+        (
+            ("iphttps", "write_timeout_secs = 4"),
+            "iphttps.write_timeout_secs",
+            &["5..=600"][..],
+        ),
+        (
+            ("iphttps", "client_hello_timeout_secs = 0"),
+            "iphttps.client_hello_timeout_secs",
+            &["1..=60"][..],
+        ),
+        (
+            ("iphttps", "max_handshakes_per_source = 0"),
+            "iphttps.max_handshakes_per_source",
+            &["at least 1"][..],
+        ),
+        (
+            ("iphttps", "max_connections_per_source = 0"),
+            "iphttps.max_connections_per_source",
+            &["at least 1"][..],
+        ),
+    ] {
+        assert_names(&refused(&[change]), key, needles);
+    }
+}
+
+// check-config refuses a pool that cannot give every admitted connection its /64; the
+// defaults fit the example's /48.
+#[test]
+fn iphttps_pool_must_hold_max_connections() {
+    let enabled: &[(&str, &str)] = &[
+        ("iphttps", "enabled = true"),
+        ("iphttps", r#"certificate = "/etc/gate64/iphttps.crt""#),
+        ("iphttps", r#"private_key = "/etc/gate64/iphttps.key""#),
+    ];
+    let with = |extra: &[(&'static str, &'static str)]| {
+        let mut v = enabled.to_vec();
+        v.extend_from_slice(extra);
+        v
+    };
+    parse(&with(&[("iphttps", r#"prefix = "2001:db8:1::/48""#)])).unwrap();
+    let e = refused(&with(&[("iphttps", r#"prefix = "2001:db8:1::/56""#)]));
+    assert_names(
+        &e,
+        "iphttps.prefix",
+        &["256 /64s", "limits.max_iphttps_connections (50000)"],
+    );
+    parse(&with(&[
+        ("iphttps", r#"prefix = "2001:db8:1::/56""#),
+        ("limits", "max_iphttps_connections = 256"),
+    ]))
+    .unwrap();
+    let e = refused(&with(&[
+        ("iphttps", r#"prefix = "2001:db8:1::/48""#),
+        ("limits", "max_iphttps_connections = 65537"),
+    ]));
+    assert_names(&e, "iphttps.prefix", &["65536 /64s"]);
 }
 
 #[test]
@@ -1285,6 +1371,11 @@ const KEYS: &[(&str, &str)] = &[
     ("iphttps", "idle_timeout_secs"),
     ("iphttps", "ra_interval_secs"),
     ("iphttps", "send_queue_bytes"),
+    ("iphttps", "queue_budget_bytes"),
+    ("iphttps", "write_timeout_secs"),
+    ("iphttps", "client_hello_timeout_secs"),
+    ("iphttps", "max_handshakes_per_source"),
+    ("iphttps", "max_connections_per_source"),
     ("log", "level"),
     ("log", "format"),
 ];

@@ -5,6 +5,7 @@
 use dashmap::DashMap;
 use std::net::Ipv6Addr;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 /// Shards; a power of two well above the worker count keeps contention negligible.
 const SHARDS: usize = 64;
@@ -27,9 +28,65 @@ pub enum Delivery {
     NoClient,
 }
 
+/// The one memory budget of every IP-HTTPS send queue: a queue reserves a packet's bytes
+/// here before it takes the packet and gives them back once the bytes left for the socket,
+/// so clients that stop reading cannot make the process grow past it. One atomic, no lock.
+#[derive(Debug)]
+pub struct QueueBudget {
+    used: AtomicUsize,
+    limit: AtomicUsize,
+}
+
+impl Default for QueueBudget {
+    /// No bound until the IP-HTTPS server sets one.
+    fn default() -> Self {
+        QueueBudget {
+            used: AtomicUsize::new(0),
+            limit: AtomicUsize::new(usize::MAX),
+        }
+    }
+}
+
+impl QueueBudget {
+    /// Sets the bound (`iphttps.queue_budget_bytes`); bytes already reserved stay reserved.
+    pub fn set_limit(&self, bytes: usize) {
+        self.limit.store(bytes, Ordering::Relaxed);
+    }
+
+    /// The bound.
+    pub fn limit(&self) -> usize {
+        self.limit.load(Ordering::Relaxed)
+    }
+
+    /// Bytes reserved now.
+    pub fn used(&self) -> usize {
+        self.used.load(Ordering::Relaxed)
+    }
+
+    /// Reserves `bytes`; false (nothing reserved) when that would pass the bound.
+    pub fn try_reserve(&self, bytes: usize) -> bool {
+        let limit = self.limit();
+        self.used
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |u| {
+                u.checked_add(bytes).filter(|&n| n <= limit)
+            })
+            .is_ok()
+    }
+
+    /// Gives back `bytes` reserved earlier.
+    pub fn release(&self, bytes: usize) {
+        let _ = self
+            .used
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |u| {
+                Some(u.saturating_sub(bytes))
+            });
+    }
+}
+
 /// /64 → connection queue.
 pub struct ClientTable {
     table: DashMap<u64, Arc<dyn ClientQueue>>,
+    budget: Arc<QueueBudget>,
 }
 
 impl std::fmt::Debug for ClientTable {
@@ -44,6 +101,7 @@ impl Default for ClientTable {
     fn default() -> Self {
         ClientTable {
             table: DashMap::with_shard_amount(SHARDS),
+            budget: Arc::default(),
         }
     }
 }
@@ -80,6 +138,11 @@ impl ClientTable {
     /// True when no connection is registered.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
+    }
+
+    /// The memory budget the connections' queues share.
+    pub fn budget(&self) -> &Arc<QueueBudget> {
+        &self.budget
     }
 }
 
@@ -121,6 +184,22 @@ mod tests {
         t.remove("2001:db8:1:5::".parse().unwrap());
         assert!(t.is_empty());
         assert_eq!(q.0.lock().unwrap().len(), 1);
+    }
+
+    #[test]
+    fn the_budget_refuses_past_its_limit_and_takes_back_releases() {
+        let b = QueueBudget::default();
+        assert!(b.try_reserve(1 << 40), "unbounded until a limit is set");
+        b.release(1 << 40);
+        b.set_limit(1000);
+        assert!(b.try_reserve(600));
+        assert!(!b.try_reserve(401));
+        assert_eq!(b.used(), 600);
+        assert!(b.try_reserve(400));
+        b.release(1000);
+        assert_eq!(b.used(), 0);
+        b.release(5);
+        assert_eq!(b.used(), 0, "never below zero");
     }
 
     #[test]

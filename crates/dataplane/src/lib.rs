@@ -35,7 +35,7 @@ mod teredo;
 mod verdict;
 mod worker;
 
-pub use clients::{ClientQueue, ClientTable, Delivery};
+pub use clients::{ClientQueue, ClientTable, Delivery, QueueBudget};
 pub use config::{BindingLog, DataplaneConfig, HEADROOM, MAX_PACKET, Prefix};
 pub use dns64::{Dns64Result, Dns64Stats};
 pub use drop::DropReason;
@@ -54,6 +54,10 @@ pub struct Gauges {
     pub teredo_peers: u64,
     /// IP-HTTPS connections with their link up.
     pub iphttps_clients: u64,
+    /// Bytes waiting in all IP-HTTPS send queues (the one budget's use).
+    pub iphttps_queued_bytes: u64,
+    /// The budget of all IP-HTTPS send queues together (`iphttps.queue_budget_bytes`).
+    pub iphttps_queue_budget_bytes: u64,
     /// NAT64 tables; `None` when NAT64 is off.
     pub nat64: Option<Nat64Gauges>,
 }

@@ -67,6 +67,8 @@ impl Shared {
             teredo_clients: valid as u64,
             teredo_peers: total as u64,
             iphttps_clients: self.iphttps.len() as u64,
+            iphttps_queued_bytes: self.iphttps.budget().used() as u64,
+            iphttps_queue_budget_bytes: self.iphttps.budget().limit() as u64,
             nat64: nat.map(|(s, capacity)| Nat64Gauges {
                 bib_entries: s.bib_by_proto.map(|n| n as u64),
                 sessions: s.sessions_by_proto.map(|n| n as u64),

@@ -87,6 +87,9 @@ pub struct Stats {
     tls_handshakes: [Counter; TlsResult::ALL.len()],
     /// Packets NAT64 translated, by direction ([`Nat64Direction`]).
     nat64_translations: [Counter; 2],
+    /// IP-HTTPS connections closed because a write towards the client made no progress
+    /// within `iphttps.write_timeout_secs` (the client stopped reading).
+    pub iphttps_write_timeouts: Counter,
 }
 
 // By hand: `Default` is derived for arrays of at most 32 elements, and there are more drop
@@ -100,6 +103,7 @@ impl Default for Stats {
             teredo_qualifications: Counter::default(),
             tls_handshakes: Default::default(),
             nat64_translations: Default::default(),
+            iphttps_write_timeouts: Counter::default(),
         }
     }
 }
@@ -141,17 +145,27 @@ pub enum TlsResult {
     Busy = 4,
     /// No /64 left in the IP-HTTPS prefix pool.
     PoolExhausted = 5,
+    /// Refused at accept: the source (IPv4 /32, IPv6 /64) already has
+    /// `iphttps.max_handshakes_per_source` connections before link-up.
+    SourceHandshakes = 6,
+    /// Refused at accept: the source already has `iphttps.max_connections_per_source`.
+    SourceConnections = 7,
+    /// No ClientHello byte within `iphttps.client_hello_timeout_secs` of the accept.
+    NoClientHello = 8,
 }
 
 impl TlsResult {
     /// Every result, in label order.
-    pub const ALL: [TlsResult; 6] = [
+    pub const ALL: [TlsResult; 9] = [
         TlsResult::Ok,
         TlsResult::TlsError,
         TlsResult::Timeout,
         TlsResult::HttpError,
         TlsResult::Busy,
         TlsResult::PoolExhausted,
+        TlsResult::SourceHandshakes,
+        TlsResult::SourceConnections,
+        TlsResult::NoClientHello,
     ];
 
     /// The `result` label value.
@@ -163,6 +177,9 @@ impl TlsResult {
             TlsResult::HttpError => "http_error",
             TlsResult::Busy => "busy",
             TlsResult::PoolExhausted => "pool_exhausted",
+            TlsResult::SourceHandshakes => "source_handshakes",
+            TlsResult::SourceConnections => "source_connections",
+            TlsResult::NoClientHello => "no_client_hello",
         }
     }
 }

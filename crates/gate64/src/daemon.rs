@@ -178,6 +178,11 @@ fn iphttps_settings(cfg: &Config) -> Option<gate64_io::iphttps::Settings> {
         handshake_timeout: Duration::from_secs(cfg.limits.tls_handshake_timeout_secs),
         max_connections: cfg.limits.max_iphttps_connections,
         send_queue_bytes: i.send_queue_bytes,
+        queue_budget_bytes: i.queue_budget_bytes,
+        write_timeout: Duration::from_secs(i.write_timeout_secs),
+        client_hello_timeout: Duration::from_secs(i.client_hello_timeout_secs),
+        max_handshakes_per_source: i.max_handshakes_per_source,
+        max_connections_per_source: i.max_connections_per_source,
     })
 }
 

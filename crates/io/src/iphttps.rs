@@ -12,6 +12,8 @@
 //! into the queue by whichever thread routed them; a full queue drops them
 //! (`iphttps_queue_full`).
 
+mod admission;
+
 use crate::batch::{self, Batch};
 use crate::queue::SendQueue;
 use crate::worker::CorpLink;
@@ -28,13 +30,15 @@ use gate64_metrics::Exporter;
 use std::cell::RefCell;
 use std::io;
 use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr, UdpSocket};
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant, SystemTime};
 use tokio::io::{AsyncReadExt, AsyncWriteExt, ReadHalf, WriteHalf};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{Semaphore, watch};
-use tracing::info;
+use tracing::{debug, error, info};
+
+use admission::{Admission, AdmissionLimits, Refusal, Slot};
 
 /// Read buffer per connection: room for several 16 KiB TLS records read back to back (their
 /// packets then share one coalesced TUN write), and for a partial packet of at most
@@ -51,6 +55,14 @@ const RESPONSE_503: &[u8] =
     b"HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\nConnection: close\r\n\r\n";
 
 type Tls = tokio_rustls::server::TlsStream<TcpStream>;
+
+/// rustls' own buffer of records not yet taken by the socket (default 64 KiB). Outside the
+/// queue budget, so kept to two full records: a stalled client holds at most this there.
+const TLS_SEND_BUFFER: usize = 32 * 1024;
+/// How long a refused client gets to take its answer.
+const ANSWER_GRACE: Duration = Duration::from_secs(2);
+/// How long a link whose read side ended waits for its writer's reason.
+const READ_END_GRACE: Duration = Duration::from_millis(50);
 
 /// Packets per batch of verdicts (a 64 KiB read holds about 50 full-size packets).
 const LINK_BATCH: usize = 64;
@@ -75,9 +87,13 @@ pub struct IphttpsServer {
     exporter: Exporter,
     handshakes: Arc<Semaphore>,
     handshake_timeout: Duration,
-    max_connections: AtomicUsize,
-    connections: AtomicUsize,
+    client_hello_timeout: Duration,
+    write_timeout: Duration,
+    admission: Arc<Admission>,
     send_queue_bytes: usize,
+    /// Test hook: the connection task panics once its link is up.
+    #[cfg(test)]
+    panic_after_link_up: std::sync::atomic::AtomicBool,
 }
 
 /// Server settings from `[iphttps]` and `[limits]`.
@@ -93,6 +109,17 @@ pub struct Settings {
     pub max_connections: usize,
     /// Per-connection send queue, bytes.
     pub send_queue_bytes: usize,
+    /// All send queues together, bytes.
+    pub queue_budget_bytes: usize,
+    /// A write towards the client making no progress this long closes the connection; also
+    /// the socket's TCP_USER_TIMEOUT.
+    pub write_timeout: Duration,
+    /// From TCP accept to the first byte of the ClientHello.
+    pub client_hello_timeout: Duration,
+    /// Connections before link-up per source (IPv4 address, IPv6 /64).
+    pub max_handshakes_per_source: usize,
+    /// Connections per source.
+    pub max_connections_per_source: usize,
 }
 
 impl IphttpsServer {
@@ -119,6 +146,10 @@ impl IphttpsServer {
                 "no corporate link",
             ));
         }
+        shared
+            .iphttps_clients()
+            .budget()
+            .set_limit(settings.queue_budget_bytes);
         Ok(Arc::new(IphttpsServer {
             id: NEXT_SERVER_ID.fetch_add(1, Ordering::Relaxed),
             teredo,
@@ -130,9 +161,16 @@ impl IphttpsServer {
             exporter,
             handshakes: Arc::new(Semaphore::new(settings.max_handshakes.max(1))),
             handshake_timeout: settings.handshake_timeout,
-            max_connections: AtomicUsize::new(settings.max_connections),
-            connections: AtomicUsize::new(0),
+            client_hello_timeout: settings.client_hello_timeout,
+            write_timeout: settings.write_timeout,
+            admission: Admission::new(AdmissionLimits {
+                connections: settings.max_connections,
+                handshakes_per_source: settings.max_handshakes_per_source,
+                connections_per_source: settings.max_connections_per_source,
+            }),
             send_queue_bytes: settings.send_queue_bytes,
+            #[cfg(test)]
+            panic_after_link_up: std::sync::atomic::AtomicBool::new(false),
         }))
     }
 
@@ -145,18 +183,10 @@ impl IphttpsServer {
             tokio::select! {
                 r = listener.accept() => match r {
                     Ok((tcp, peer)) => {
-                        if self.connections.load(Ordering::Relaxed) >= self.max_connections.load(Ordering::Relaxed) {
-                            self.stats().tls_handshake(TlsResult::Busy);
-                            crate::log_limited!(debug, %peer, "refused: limits.max_iphttps_connections reached");
-                            continue;
-                        }
-                        self.connections.fetch_add(1, Ordering::Relaxed);
+                        let Some(slot) = self.admit(peer) else { continue };
                         let me = Arc::clone(&self);
                         let stop = shutdown.clone();
-                        tasks.spawn(async move {
-                            me.connection(tcp, peer, stop).await;
-                            me.connections.fetch_sub(1, Ordering::Relaxed);
-                        });
+                        tasks.spawn(async move { me.connection(tcp, peer, slot, stop).await });
                     }
                     Err(e) => {
                         // EMFILE and friends: back off instead of spinning.
@@ -165,12 +195,14 @@ impl IphttpsServer {
                     }
                 },
                 _ = shutdown.changed() => break,
-                Some(_) = tasks.join_next(), if !tasks.is_empty() => {}
+                Some(r) = tasks.join_next(), if !tasks.is_empty() => log_panic(r),
             }
         }
         drop(listener);
         let _ = tokio::time::timeout(Duration::from_secs(5), async {
-            while tasks.join_next().await.is_some() {}
+            while let Some(r) = tasks.join_next().await {
+                log_panic(r);
+            }
         })
         .await;
     }
@@ -184,12 +216,35 @@ impl IphttpsServer {
     /// Changes `limits.max_iphttps_connections` for the accepts from now on (a reload);
     /// connections above a lowered cap stay up.
     pub fn set_max_connections(&self, max: usize) {
-        self.max_connections.store(max, Ordering::Relaxed);
+        self.admission.set_max_connections(max);
     }
 
     /// Open connections.
     pub fn connections(&self) -> usize {
-        self.connections.load(Ordering::Relaxed)
+        self.admission.connections()
+    }
+
+    /// Counts `peer`'s new connection, or counts and logs why it is refused (the caller then
+    /// drops the socket: nothing was spent on it).
+    fn admit(&self, peer: SocketAddr) -> Option<Slot> {
+        let refusal = match self.admission.admit(peer.ip()) {
+            Ok(slot) => return Some(slot),
+            Err(r) => r,
+        };
+        let (result, key) = match refusal {
+            Refusal::Busy => (TlsResult::Busy, "limits.max_iphttps_connections"),
+            Refusal::SourceHandshakes => (
+                TlsResult::SourceHandshakes,
+                "iphttps.max_handshakes_per_source",
+            ),
+            Refusal::SourceConnections => (
+                TlsResult::SourceConnections,
+                "iphttps.max_connections_per_source",
+            ),
+        };
+        self.stats().tls_handshake(result);
+        debug!(%peer, "refused: {key} reached");
+        None
     }
 
     /// Runs `f` with this thread's dataplane worker, made (and its counters registered with
@@ -220,10 +275,26 @@ impl IphttpsServer {
         self: &Arc<Self>,
         tcp: TcpStream,
         peer: SocketAddr,
+        slot: Slot,
         shutdown: watch::Receiver<bool>,
     ) {
         let _ = tcp.set_nodelay(true);
-        let deadline = tokio::time::Instant::now() + self.handshake_timeout;
+        // Unacknowledged data to a client that vanished ends the connection as a stalled
+        // write does, instead of ~15 minutes of retransmissions. Twice the write timeout: the
+        // writer's own deadline, which counts the event, normally comes first.
+        let _ = socket2::SockRef::from(&tcp).set_tcp_user_timeout(Some(2 * self.write_timeout));
+        let accepted = tokio::time::Instant::now();
+        let deadline = accepted + self.handshake_timeout;
+        // An idle TCP connection takes no handshake slot: only a started ClientHello does.
+        let hello = accepted + self.client_hello_timeout.min(self.handshake_timeout);
+        if !matches!(
+            tokio::time::timeout_at(hello, tcp.peek(&mut [0u8; 1])).await,
+            Ok(Ok(1))
+        ) {
+            self.stats().tls_handshake(TlsResult::NoClientHello);
+            debug!(%peer, "no ClientHello");
+            return;
+        }
         let Ok(Ok(permit)) =
             tokio::time::timeout_at(deadline, Arc::clone(&self.handshakes).acquire_owned()).await
         else {
@@ -231,7 +302,7 @@ impl IphttpsServer {
             return;
         };
         let acceptor = tokio_rustls::TlsAcceptor::from(self.tls.current());
-        let tls = match tokio::time::timeout_at(deadline, acceptor.accept(tcp)).await {
+        let mut tls = match tokio::time::timeout_at(deadline, acceptor.accept(tcp)).await {
             Ok(Ok(tls)) => tls,
             Ok(Err(e)) => {
                 self.stats().tls_handshake(TlsResult::TlsError);
@@ -244,57 +315,65 @@ impl IphttpsServer {
                 return;
             }
         };
-        let Some(prefix) = self
-            .pool
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .allocate()
-        else {
+        tls.get_mut().1.set_buffer_limit(Some(TLS_SEND_BUFFER));
+        let Some(lease) = Lease::take(self) else {
             self.stats().tls_handshake(TlsResult::PoolExhausted);
             crate::log_limited!(warn, %peer, "IP-HTTPS prefix pool exhausted (`iphttps.prefix`)");
             let (_, mut w) = tokio::io::split(tls);
-            let _ = w.write_all(RESPONSE_503).await;
-            let _ = w.shutdown().await;
+            answer_and_close(&mut w, RESPONSE_503).await;
             return;
         };
-        self.link(tls, peer, prefix, deadline, permit, shutdown)
-            .await;
-        self.pool
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .release(prefix);
+        let setup = Setup {
+            deadline,
+            permit,
+            slot,
+        };
+        self.link(tls, peer, lease, setup, shutdown).await;
     }
 
     /// The link's life after the TLS handshake: the request head, then packets both ways
-    /// until the connection closes.
+    /// until the connection closes. Everything it holds is given back by drop guards, so a
+    /// panic in here frees the slot, the /64 and the queue's budget, and stops the writer.
     async fn link(
         self: &Arc<Self>,
         tls: Tls,
         peer: SocketAddr,
-        prefix: Ipv6Addr,
-        deadline: tokio::time::Instant,
-        permit: tokio::sync::OwnedSemaphorePermit,
+        mut lease: Lease,
+        setup: Setup,
         shutdown: watch::Receiver<bool>,
     ) {
+        let prefix = lease.prefix;
         let (mut rd, mut wr) = tokio::io::split(tls);
         let mut conn = Connection::new(Arc::clone(&self.proto), prefix, Instant::now());
         let mut buf = vec![0u8; READ_BUF];
         let Some((start, end)) = self
-            .request_head(&mut conn, &mut rd, &mut wr, &mut buf, deadline)
+            .request_head(&mut conn, &mut rd, &mut wr, &mut buf, setup.deadline)
             .await
         else {
             return;
         };
+        let Setup {
+            permit, mut slot, ..
+        } = setup;
         drop(permit);
+        slot.link_up();
         self.stats().tls_handshake(TlsResult::Ok);
         let conn = Arc::new(Mutex::new(conn));
-        let queue = Arc::new(SendQueue::new(self.send_queue_bytes));
-        self.shared
-            .iphttps_clients()
-            .insert(prefix, Arc::clone(&queue) as Arc<dyn ClientQueue>);
+        let queue = Arc::new(SendQueue::new(
+            self.send_queue_bytes,
+            Arc::clone(self.shared.iphttps_clients().budget()),
+        ));
+        lease.register(Arc::clone(&queue));
         crate::log_limited!(info, %peer, prefix = %format!("{prefix}/64"), "IP-HTTPS link up");
-        let writer =
-            tokio::spawn(Arc::clone(self).writer(wr, Arc::clone(&queue), Arc::clone(&conn)));
+        let mut writer = Writer(Some(tokio::spawn(Arc::clone(self).writer(
+            wr,
+            Arc::clone(&queue),
+            Arc::clone(&conn),
+        ))));
+        #[cfg(test)]
+        if self.panic_after_link_up.load(Ordering::Relaxed) {
+            panic!("injected: connection task panics after link-up");
+        }
         let mut link = Link {
             conn,
             queue: Arc::clone(&queue),
@@ -306,10 +385,16 @@ impl IphttpsServer {
             reply: [0u8; MAX_REPLY_LEN],
             batch: Batch::new(LINK_BATCH),
         };
-        let reason = self.serve(&mut link, &mut rd, shutdown).await;
-        self.shared.iphttps_clients().remove(prefix);
+        let reason = self.serve(&mut link, &mut rd, &mut writer, shutdown).await;
+        lease.unregister();
         queue.close();
-        let _ = tokio::time::timeout(Duration::from_secs(2), writer).await;
+        // A short grace for the writer to flush and send close_notify; a client that does
+        // not read gets none: the writer is aborted, not left behind.
+        writer.finish(Duration::from_secs(2)).await;
+        drop(writer);
+        // The /64 goes back only now that nothing can still be sent to its old owner.
+        drop(lease);
+        drop(slot);
         crate::log_limited!(info, %peer, prefix = %format!("{prefix}/64"), %reason, "IP-HTTPS link down");
     }
 
@@ -339,8 +424,7 @@ impl IphttpsServer {
                 Err(_) => {
                     conn.handle_timeout(Instant::now());
                     self.stats().tls_handshake(TlsResult::Timeout);
-                    let _ = wr.write_all(RESPONSE_408).await;
-                    let _ = wr.shutdown().await;
+                    answer_and_close(wr, RESPONSE_408).await;
                     return None;
                 }
             };
@@ -354,8 +438,7 @@ impl IphttpsServer {
                     if out.is_empty() {
                         out.extend_from_slice(http::error_response(431));
                     }
-                    let _ = wr.write_all(&out).await;
-                    let _ = wr.shutdown().await;
+                    answer_and_close(wr, &out).await;
                     return None;
                 }
             }
@@ -370,6 +453,7 @@ impl IphttpsServer {
         &self,
         link: &mut Link,
         rd: &mut ReadHalf<Tls>,
+        writer: &mut Writer,
         mut shutdown: watch::Receiver<bool>,
     ) -> String {
         loop {
@@ -397,14 +481,29 @@ impl IphttpsServer {
             };
             tokio::select! {
                 r = rd.read(&mut link.buf[link.end..]) => match r {
-                    Ok(0) => return "closed by client".to_owned(),
-                    Ok(n) => {
+                    Ok(n) if n > 0 => {
                         link.end += n;
                         link.read_ready(rd).await;
                     }
-                    Err(e) => return format!("read: {e}"),
+                    Err(e) if e.kind() == io::ErrorKind::TimedOut => {
+                        return self.stalled("TCP_USER_TIMEOUT");
+                    }
+                    r => {
+                        // The kernel ends a stalled connection for both tasks at once: the
+                        // writer's reason, if it has one, is the real one.
+                        let end = tokio::time::timeout(READ_END_GRACE, writer.ended()).await;
+                        return match (end, r) {
+                            (Ok(WriterEnd::Stalled(by)), _) => self.stalled(by),
+                            (_, Ok(_)) => "closed by client".to_owned(),
+                            (_, Err(e)) => format!("read: {e}"),
+                        };
+                    }
                 },
                 _ = tokio::time::sleep_until(wake) => {}
+                end = writer.ended() => return match end {
+                    WriterEnd::Stalled(by) => self.stalled(by),
+                    end => format!("writer: {end:?}"),
+                },
                 _ = shutdown.changed() => return "shutdown".to_owned(),
             }
         }
@@ -445,13 +544,15 @@ impl IphttpsServer {
 
     /// Moves the link's send queue into TLS, each chunk through the connection's egress
     /// filter (only unicast to the client's /64 leaves, §3.2.5.2.1), which also keeps the
-    /// link from going idle while traffic flows towards the client.
+    /// link from going idle while traffic flows towards the client. Returns why it stopped:
+    /// a write that makes no progress within the write timeout ends it (the client stopped
+    /// reading), and the reader then ends the link.
     async fn writer(
         self: Arc<Self>,
         mut wr: WriteHalf<Tls>,
         queue: Arc<SendQueue>,
         conn: Arc<Mutex<Connection>>,
-    ) {
+    ) -> WriterEnd {
         let deframer = Deframer::new(MAX_PACKET);
         let mut spare = Vec::new();
         while queue.take(&mut spare).await {
@@ -460,21 +561,158 @@ impl IphttpsServer {
                 self.stats().count_drops(reason, 1);
             }
             let t0 = tokio::time::Instant::now();
-            if wr.write_all(&spare).await.is_err() {
-                break;
+            let mut done = 0;
+            while done < spare.len() {
+                match tokio::time::timeout(self.write_timeout, wr.write(&spare[done..])).await {
+                    Ok(Ok(n)) if n > 0 => done += n,
+                    Ok(Err(e)) if e.kind() == io::ErrorKind::TimedOut => {
+                        return WriterEnd::Stalled("TCP_USER_TIMEOUT");
+                    }
+                    Ok(_) => return WriterEnd::Failed,
+                    Err(_) => return WriterEnd::Stalled("write timeout"),
+                }
             }
             queue.report_drain(spare.len(), t0.elapsed());
             // A chunk well below what the buffer grew to after a burst: give the memory back
-            // rather than keep megabytes per quiet connection.
-            if spare.capacity() > 4 * crate::queue::MIN_BYTES
-                && spare.len() < crate::queue::MIN_BYTES
+            // rather than keep megabytes per quiet connection. A slow (or new) connection
+            // keeps none: the queue budget counts bytes, not capacity, and thousands of slow
+            // clients each holding an empty 64 KiB buffer would add up outside it.
+            if queue.limit() <= crate::queue::MIN_BYTES
+                || (spare.capacity() > 4 * crate::queue::MIN_BYTES
+                    && spare.len() < crate::queue::MIN_BYTES)
             {
                 spare = Vec::new();
             }
             spare.clear();
         }
-        queue.close();
-        let _ = wr.shutdown().await;
+        let _ = tokio::time::timeout(Duration::from_secs(2), wr.shutdown()).await;
+        WriterEnd::Closed
+    }
+
+    /// Counts a link closed because its client stopped reading (or acknowledging): the
+    /// writer's deadline, or TCP_USER_TIMEOUT seen by either task. Once per link: `serve`
+    /// returns right after.
+    fn stalled(&self, by: &str) -> String {
+        self.stats().iphttps_write_timeouts.inc();
+        format!("stalled: the client stopped reading ({by})")
+    }
+}
+
+/// Why a link's writer stopped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum WriterEnd {
+    /// The queue was closed and drained.
+    Closed,
+    /// A write made no progress in time (the client stopped reading).
+    Stalled(&'static str),
+    /// The stream failed.
+    Failed,
+    /// The task panicked or was cancelled.
+    Gone,
+}
+
+/// What a connection holds from accept to link-up.
+struct Setup {
+    /// End of the TLS handshake and the request head.
+    deadline: tokio::time::Instant,
+    /// One of `limits.max_tls_handshakes`.
+    permit: tokio::sync::OwnedSemaphorePermit,
+    /// Its place in the connection counts.
+    slot: Slot,
+}
+
+/// A connection's /64, from the pool until dropped: then out of the client table and back to
+/// the pool, whichever way the connection ended.
+struct Lease {
+    server: Arc<IphttpsServer>,
+    prefix: Ipv6Addr,
+    registered: bool,
+}
+
+impl Lease {
+    fn take(server: &Arc<IphttpsServer>) -> Option<Lease> {
+        let prefix = lock_pool(&server.pool).allocate()?;
+        Some(Lease {
+            server: Arc::clone(server),
+            prefix,
+            registered: false,
+        })
+    }
+
+    /// Routes the /64 to `queue`.
+    fn register(&mut self, queue: Arc<SendQueue>) {
+        self.server
+            .shared
+            .iphttps_clients()
+            .insert(self.prefix, queue as Arc<dyn ClientQueue>);
+        self.registered = true;
+    }
+
+    /// Stops routing the /64 to the connection (it stays leased).
+    fn unregister(&mut self) {
+        if std::mem::replace(&mut self.registered, false) {
+            self.server.shared.iphttps_clients().remove(self.prefix);
+        }
+    }
+}
+
+impl Drop for Lease {
+    fn drop(&mut self) {
+        self.unregister();
+        lock_pool(&self.server.pool).release(self.prefix);
+    }
+}
+
+/// The pool, whichever task last used it: `allocate` and `release` leave it whole.
+fn lock_pool(pool: &Mutex<PrefixPool>) -> MutexGuard<'_, PrefixPool> {
+    pool.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// A link's writer task, aborted when dropped (never left running without its link).
+struct Writer(Option<tokio::task::JoinHandle<WriterEnd>>);
+
+impl Writer {
+    /// Waits until the writer ends and says why; pending forever once that was reported.
+    async fn ended(&mut self) -> WriterEnd {
+        let Some(handle) = self.0.as_mut() else {
+            return std::future::pending().await;
+        };
+        let end = match handle.await {
+            Ok(end) => end,
+            Err(e) => {
+                if e.is_panic() {
+                    error!(error = %e, "IP-HTTPS writer task panicked");
+                }
+                WriterEnd::Gone
+            }
+        };
+        self.0 = None;
+        end
+    }
+
+    /// Gives a still-running writer `grace` to flush what is queued.
+    async fn finish(&mut self, grace: Duration) {
+        if self.0.is_some() {
+            let _ = tokio::time::timeout(grace, self.ended()).await;
+        }
+    }
+}
+
+impl Drop for Writer {
+    fn drop(&mut self) {
+        if let Some(h) = self.0.take() {
+            h.abort();
+        }
+    }
+}
+
+/// Logs a connection task that panicked; its guards ([`Slot`], [`Lease`], [`Writer`], the
+/// queue) have given back what it held while unwinding.
+fn log_panic(r: Result<(), tokio::task::JoinError>) {
+    if let Err(e) = r
+        && e.is_panic()
+    {
+        error!(error = %e, "IP-HTTPS connection task panicked; its slot and /64 are freed");
     }
 }
 
@@ -589,6 +827,16 @@ fn egress_filter(
     refused
 }
 
+/// Sends a refusal and closes, within [`ANSWER_GRACE`]: a client that does not read keeps
+/// nothing (its handshake slot included) by not reading it.
+async fn answer_and_close(wr: &mut WriteHalf<Tls>, answer: &[u8]) {
+    let _ = tokio::time::timeout(ANSWER_GRACE, async {
+        let _ = wr.write_all(answer).await;
+        let _ = wr.shutdown().await;
+    })
+    .await;
+}
+
 fn unix_now() -> u64 {
     SystemTime::now()
         .duration_since(SystemTime::UNIX_EPOCH)
@@ -596,7 +844,10 @@ fn unix_now() -> u64 {
 }
 
 #[cfg(test)]
-mod tests {
+mod tests;
+
+#[cfg(test)]
+mod egress_tests {
     use super::*;
     use gate64_wire::ipv6;
 

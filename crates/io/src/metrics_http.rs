@@ -255,6 +255,7 @@ mod tests {
                     teredo_peers: 0,
                     iphttps_clients: 0,
                     nat64: None,
+                    ..Default::default()
                 }),
             );
             let listener = TcpListener::bind("127.0.0.1:0")

@@ -8,10 +8,17 @@
 //! chunk), between [`MIN_BYTES`] and the configured maximum. A client on a slow link so gets
 //! a short queue (little added latency, early drops that tell its TCP to slow down), one on
 //! a fast path a deep one (no drops while the writer catches up with a burst: measured on
-//! the 2-core lab, a fixed 256 KiB queue dropped 9% of a 5 Gbit/s download).
+//! the 2-core lab, a fixed 256 KiB queue dropped 9% of a 5 Gbit/s download). A new
+//! connection starts at [`MIN_BYTES`]: until its writer has shown a drain rate, nothing says
+//! the client reads at all.
+//!
+//! Every queue's bytes also count against one [`QueueBudget`] shared by all connections:
+//! reserved when a packet is queued, given back when the writer reports the chunk written, or
+//! when the queue is dropped (whatever was still queued or being written), so a connection
+//! that ends for any reason, a panic included, returns its share.
 
-use gate64_dataplane::ClientQueue;
-use std::sync::{Mutex, PoisonError};
+use gate64_dataplane::{ClientQueue, QueueBudget};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 use tokio::sync::Notify;
 
@@ -26,6 +33,7 @@ pub struct SendQueue {
     inner: Mutex<Inner>,
     notify: Notify,
     cap: usize,
+    budget: Arc<QueueBudget>,
 }
 
 #[derive(Debug)]
@@ -36,28 +44,37 @@ struct Inner {
     limit: usize,
     /// Recent drain rate, bytes per second (exponentially weighted).
     rate: f64,
+    /// Bytes handed to the writer by [`SendQueue::take`] and not yet reported written; still
+    /// reserved in the budget.
+    taken: usize,
 }
 
 impl SendQueue {
-    /// A queue holding at most `cap` bytes (less while the connection drains slowly).
-    pub fn new(cap: usize) -> Self {
+    /// A queue holding at most `cap` bytes (less while the connection drains slowly), its
+    /// bytes counted against `budget`.
+    pub fn new(cap: usize, budget: Arc<QueueBudget>) -> Self {
         SendQueue {
             inner: Mutex::new(Inner {
                 buf: Vec::new(),
                 closed: false,
-                limit: cap,
+                limit: MIN_BYTES.min(cap),
                 rate: 0.0,
+                taken: 0,
             }),
             notify: Notify::new(),
             cap,
+            budget,
         }
     }
 
-    /// The writer reports that the socket took `bytes` in `took`; the queue bound follows
-    /// the drain rate.
+    /// The writer reports that the socket took `bytes` (of what [`SendQueue::take`] gave it)
+    /// in `took`: they leave the budget, and the queue bound follows the drain rate.
     pub fn report_drain(&self, bytes: usize, took: Duration) {
         let rate = bytes as f64 / took.as_secs_f64().max(1e-6);
         let mut g = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
+        let written = bytes.min(g.taken);
+        g.taken -= written;
+        self.budget.release(written);
         g.rate = if g.rate == 0.0 {
             rate
         } else {
@@ -83,6 +100,7 @@ impl SendQueue {
                 let mut g = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
                 if !g.buf.is_empty() {
                     std::mem::swap(&mut g.buf, spare);
+                    g.taken += spare.len();
                     return true;
                 }
                 if g.closed {
@@ -109,7 +127,10 @@ impl ClientQueue for SendQueue {
     fn push(&self, packet: &[u8]) -> bool {
         {
             let mut g = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
-            if g.closed || g.buf.len() + packet.len() > g.limit {
+            if g.closed
+                || g.buf.len() + packet.len() > g.limit
+                || !self.budget.try_reserve(packet.len())
+            {
                 return false;
             }
             g.buf.extend_from_slice(packet);
@@ -119,17 +140,29 @@ impl ClientQueue for SendQueue {
     }
 }
 
+impl Drop for SendQueue {
+    /// Whatever is still queued or being written leaves the budget with the queue.
+    fn drop(&mut self) {
+        let g = self.inner.get_mut().unwrap_or_else(PoisonError::into_inner);
+        self.budget.release(g.buf.len() + g.taken);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    fn unbounded() -> Arc<QueueBudget> {
+        Arc::new(QueueBudget::default())
+    }
+
     #[test]
     fn the_bound_follows_the_drain_rate() {
-        let q = SendQueue::new(4 << 20);
+        let q = SendQueue::new(4 << 20, unbounded());
         assert_eq!(
             q.limit(),
-            4 << 20,
-            "a new connection may burst up to the maximum"
+            MIN_BYTES,
+            "a new connection starts small: its client may not read at all"
         );
         // 10 Mbit/s: 10 ms is 12.5 KB, so the floor applies.
         for _ in 0..20 {
@@ -156,8 +189,39 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn all_queues_share_one_budget_and_return_it() {
+        let budget = Arc::new(QueueBudget::default());
+        budget.set_limit(3000);
+        let (a, b) = (
+            SendQueue::new(1 << 20, Arc::clone(&budget)),
+            SendQueue::new(1 << 20, Arc::clone(&budget)),
+        );
+        let pkt = [0u8; 1000];
+        assert!(a.push(&pkt) && a.push(&pkt) && b.push(&pkt));
+        assert!(
+            !b.push(&pkt),
+            "the budget is spent, though b's own bound is not"
+        );
+        assert_eq!(budget.used(), 3000);
+        let mut spare = Vec::new();
+        assert!(a.take(&mut spare).await);
+        assert_eq!(budget.used(), 3000, "bytes being written are still held");
+        a.report_drain(spare.len(), Duration::from_millis(1));
+        assert_eq!(budget.used(), 1000);
+        assert!(b.push(&pkt));
+        drop(b);
+        assert_eq!(budget.used(), 0, "a dropped queue returns its share");
+        // Taken and never reported written (the writer was aborted): returned on drop.
+        assert!(a.push(&pkt));
+        spare.clear();
+        assert!(a.take(&mut spare).await);
+        drop(a);
+        assert_eq!(budget.used(), 0);
+    }
+
+    #[tokio::test]
     async fn bounded_fifo_and_close() {
-        let q = SendQueue::new(10);
+        let q = SendQueue::new(10, unbounded());
         assert!(q.push(b"abcd"));
         assert!(q.push(b"efgh"));
         assert!(!q.push(b"ijk"), "over capacity");

@@ -159,6 +159,7 @@ struct Totals {
     teredo_qualifications: u64,
     tls_handshakes: [u64; TlsResult::ALL.len()],
     nat64_translations: [u64; 2],
+    iphttps_write_timeouts: u64,
 }
 
 impl Totals {
@@ -171,6 +172,7 @@ impl Totals {
             teredo_qualifications: 0,
             tls_handshakes: [0; TlsResult::ALL.len()],
             nat64_translations: [0; 2],
+            iphttps_write_timeouts: 0,
         };
         // Each worker's counter wraps at 2^64, so the sum does too rather than panicking.
         for w in workers {
@@ -193,6 +195,9 @@ impl Totals {
             for (total, d) in t.nat64_translations.iter_mut().zip(Nat64Direction::ALL) {
                 *total = total.wrapping_add(w.nat64_translations(d));
             }
+            t.iphttps_write_timeouts = t
+                .iphttps_write_timeouts
+                .wrapping_add(w.iphttps_write_timeouts.get());
         }
         t
     }
@@ -265,6 +270,24 @@ impl Collector for Scrape {
                 .iter()
                 .zip(totals.tls_handshakes)
                 .map(|(r, n)| ([("result", r.as_str())], n)),
+        )?;
+        counter(
+            &mut enc,
+            names::IPHTTPS_WRITE_TIMEOUTS_TOTAL,
+            names::IPHTTPS_WRITE_TIMEOUTS_TOTAL_HELP,
+            totals.iphttps_write_timeouts,
+        )?;
+        gauge(
+            &mut enc,
+            names::IPHTTPS_QUEUED_BYTES,
+            names::IPHTTPS_QUEUED_BYTES_HELP,
+            gauges.iphttps_queued_bytes,
+        )?;
+        gauge(
+            &mut enc,
+            names::IPHTTPS_QUEUE_BUDGET_BYTES,
+            names::IPHTTPS_QUEUE_BUDGET_BYTES_HELP,
+            gauges.iphttps_queue_budget_bytes,
         )?;
         let nat = gauges.nat64.unwrap_or_default();
         const PROTOS: [&str; 3] = ["tcp", "udp", "icmp"];
@@ -455,6 +478,7 @@ mod tests {
                 teredo_peers: 11,
                 iphttps_clients: 0,
                 nat64: None,
+                ..Default::default()
             }),
         )
     }
@@ -642,6 +666,7 @@ mod tests {
                 teredo_peers: 0,
                 iphttps_clients: 0,
                 nat64: None,
+                ..Default::default()
             }),
         );
         let series = r#"gate64_clients{transport="teredo"}"#;

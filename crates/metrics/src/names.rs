@@ -50,11 +50,30 @@ pub const TEREDO_QUALIFICATIONS_TOTAL_HELP: &str = "Router Advertisements sent i
     Teredo Router Solicitations, i.e. client qualifications served.";
 
 /// IP-HTTPS connection set-ups by outcome. Counter; label `result` (`ok`, `tls_error`,
-/// `timeout`, `http_error`, `busy`, `pool_exhausted`).
+/// `timeout`, `http_error`, `busy`, `pool_exhausted`, `source_handshakes`,
+/// `source_connections`, `no_client_hello`).
 pub const TLS_HANDSHAKES_TOTAL: &str = "gate64_tls_handshakes_total";
 /// Help text of [`TLS_HANDSHAKES_TOTAL`].
 pub const TLS_HANDSHAKES_TOTAL_HELP: &str = "IP-HTTPS connection set-ups (TLS handshake and HTTP \
     request) by outcome.";
+
+/// IP-HTTPS connections closed because the client stopped reading. Counter; no labels.
+pub const IPHTTPS_WRITE_TIMEOUTS_TOTAL: &str = "gate64_iphttps_write_timeouts_total";
+/// Help text of [`IPHTTPS_WRITE_TIMEOUTS_TOTAL`].
+pub const IPHTTPS_WRITE_TIMEOUTS_TOTAL_HELP: &str = "IP-HTTPS connections closed because a \
+    write towards the client made no progress within iphttps.write_timeout_secs.";
+
+/// Bytes in all IP-HTTPS send queues. Gauge; no labels.
+pub const IPHTTPS_QUEUED_BYTES: &str = "gate64_iphttps_queued_bytes";
+/// Help text of [`IPHTTPS_QUEUED_BYTES`].
+pub const IPHTTPS_QUEUED_BYTES_HELP: &str = "Bytes waiting in all IP-HTTPS send queues \
+    together, out of gate64_iphttps_queue_budget_bytes.";
+
+/// The IP-HTTPS send queues' shared budget. Gauge; no labels.
+pub const IPHTTPS_QUEUE_BUDGET_BYTES: &str = "gate64_iphttps_queue_budget_bytes";
+/// Help text of [`IPHTTPS_QUEUE_BUDGET_BYTES`].
+pub const IPHTTPS_QUEUE_BUDGET_BYTES_HELP: &str = "Most bytes all IP-HTTPS send queues may \
+    hold together (iphttps.queue_budget_bytes).";
 
 /// NAT64 BIB entries (mappings) by protocol. Gauge; label `proto` (`tcp`, `udp`, `icmp`).
 pub const NAT64_BIB_ENTRIES: &str = "gate64_nat64_bib_entries";
@@ -135,6 +154,12 @@ pub const ALL: &[(&str, &str)] = &[
         TEREDO_QUALIFICATIONS_TOTAL_HELP,
     ),
     (TLS_HANDSHAKES_TOTAL, TLS_HANDSHAKES_TOTAL_HELP),
+    (
+        IPHTTPS_WRITE_TIMEOUTS_TOTAL,
+        IPHTTPS_WRITE_TIMEOUTS_TOTAL_HELP,
+    ),
+    (IPHTTPS_QUEUED_BYTES, IPHTTPS_QUEUED_BYTES_HELP),
+    (IPHTTPS_QUEUE_BUDGET_BYTES, IPHTTPS_QUEUE_BUDGET_BYTES_HELP),
     (NAT64_BIB_ENTRIES, NAT64_BIB_ENTRIES_HELP),
     (NAT64_SESSIONS, NAT64_SESSIONS_HELP),
     (NAT64_TRANSLATIONS_TOTAL, NAT64_TRANSLATIONS_TOTAL_HELP),

@@ -32,6 +32,8 @@ fn promtool_check_metrics_accepts_exposition() {
                 pool_capacity: 64512,
                 pool_exhausted: 0,
             }),
+            iphttps_queued_bytes: 65536,
+            iphttps_queue_budget_bytes: 268_435_456,
         }),
     );
     let text = exporter.encode();

@@ -172,6 +172,9 @@ fn start_daemon(
                 c.file("server.pem"),
                 c.file("server.key"),
             );
+            // Likewise the IP-HTTPS per-source limits.
+            cfg.iphttps.max_handshakes_per_source = 1_000_000;
+            cfg.iphttps.max_connections_per_source = 1_000_000;
         }
         cfg.validate().context("the lab configuration")?;
         let workers = cfg.effective_workers();

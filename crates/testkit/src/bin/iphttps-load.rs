@@ -3,7 +3,8 @@
 //! Each connection: TCP connect, TLS (rustls, trusting `--ca`), the POST request of
 //! [MS-IPHTTPS] §3.1.5.2, read until the response head; a `200` counts as established, and the
 //! connection is then held open (whatever the server sends, e.g. router advertisements, is
-//! read and discarded) until `--hold-secs` have passed after the last attempt finished (or
+//! read and discarded; with `--stop-reading` nothing is read after the response head, as a
+//! client that stopped reading) until `--hold-secs` have passed after the last attempt finished (or
 //! SIGINT / SIGTERM). Prints a summary line `established=N failed=N ...` once every attempt
 //! has finished, and `done held=N` when it stops.
 
@@ -34,6 +35,7 @@ usage: iphttps-load --url https://HOST[:PORT]/PATH --ca CA.pem [options]
                        0 = until SIGINT/SIGTERM                       (default 30)
   --timeout S          per-attempt limit (TCP + TLS + HTTP head)      (default 30)
   --bind A,B,...       local source addresses, used round-robin (spreads ephemeral ports)
+  --stop-reading       never read after the response head (a client that stopped reading)
   -h, --help           this text";
 
 #[derive(Debug)]
@@ -48,6 +50,7 @@ struct Opts {
     hold: Duration,
     timeout: Duration,
     bind: Vec<IpAddr>,
+    stop_reading: bool,
 }
 
 /// Shared counters.
@@ -110,11 +113,16 @@ fn parse(mut args: impl Iterator<Item = String>) -> Result<Option<Opts>> {
         hold: Duration::from_secs(30),
         timeout: Duration::from_secs(30),
         bind: Vec::new(),
+        stop_reading: false,
     };
     let mut ca = None;
     while let Some(flag) = args.next() {
         if flag == "-h" || flag == "--help" {
             return Ok(None);
+        }
+        if flag == "--stop-reading" {
+            o.stop_reading = true;
+            continue;
         }
         let value = args
             .next()
@@ -283,12 +291,14 @@ async fn run(o: Opts) -> Result<bool> {
             Arc::clone(&counters),
             stop_rx.clone(),
         );
-        let timeout = o.timeout;
+        let (timeout, stop_reading) = (o.timeout, o.stop_reading);
         tasks.spawn(async move {
-            let est =
-                tokio::time::timeout(timeout, establish(&connector, name, target, bind, &request))
-                    .await
-                    .unwrap_or_else(|_| Err(anyhow::anyhow!("timeout after {timeout:?}")));
+            let est = tokio::time::timeout(
+                timeout,
+                establish(&connector, name, target, bind, &request, stop_reading),
+            )
+            .await
+            .unwrap_or_else(|_| Err(anyhow::anyhow!("timeout after {timeout:?}")));
             // Count before the permit goes back: all permits back = all attempts counted.
             match est {
                 Ok(stream) => {
@@ -297,7 +307,7 @@ async fn run(o: Opts) -> Result<bool> {
                         .last_established_us
                         .fetch_max(start.elapsed().as_micros() as u64, Ordering::Relaxed);
                     drop(permit);
-                    if !hold(stream, stop).await {
+                    if !hold(stream, stop, stop_reading).await {
                         counters.lost.fetch_add(1, Ordering::Relaxed);
                     }
                 }
@@ -403,6 +413,7 @@ async fn establish(
     target: SocketAddr,
     bind: Option<IpAddr>,
     request: &[u8],
+    stop_reading: bool,
 ) -> Result<Stream> {
     let sock = if target.is_ipv4() {
         TcpSocket::new_v4()
@@ -410,6 +421,11 @@ async fn establish(
         TcpSocket::new_v6()
     }
     .context("socket")?;
+    if stop_reading {
+        // A small window: the server's writes stall after little data, as towards a client
+        // on a slow or stuck link.
+        let _ = sock.set_recv_buffer_size(4096);
+    }
     if let Some(addr) = bind {
         sock.bind(SocketAddr::new(addr, 0))
             .with_context(|| format!("bind {addr}"))?;
@@ -434,8 +450,13 @@ async fn establish(
     }
 }
 
-/// Reads and discards until `stop`; false when the connection ended before that.
-async fn hold(mut tls: Stream, mut stop: watch::Receiver<bool>) -> bool {
+/// Reads and discards until `stop`; false when the connection ended before that. With
+/// `stop_reading`, only waits (the socket's receive buffer fills and stays full).
+async fn hold(mut tls: Stream, mut stop: watch::Receiver<bool>, stop_reading: bool) -> bool {
+    if stop_reading {
+        let _ = stop.changed().await;
+        return true;
+    }
     let mut buf = [0u8; 2048];
     loop {
         tokio::select! {

@@ -1,0 +1,217 @@
+//! Who may hold an IP-HTTPS connection: the global connection limit and, per source (an IPv4
+//! address, an IPv6 /64: what one host controls), a limit on connections before link-up and
+//! one on connections at all. Checked once at accept, before any work is spent; a [`Slot`]
+//! holds the counts and gives them back when dropped, so a connection task that ends in any
+//! way (a panic included) frees them.
+
+use std::collections::HashMap;
+use std::net::IpAddr;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+
+/// The limits, from `[limits]` and `[iphttps]`.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct AdmissionLimits {
+    /// Connections at once (`limits.max_iphttps_connections`).
+    pub connections: usize,
+    /// Connections before link-up per source (`iphttps.max_handshakes_per_source`).
+    pub handshakes_per_source: usize,
+    /// Connections per source (`iphttps.max_connections_per_source`).
+    pub connections_per_source: usize,
+}
+
+/// Why a connection was refused at accept.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Refusal {
+    /// `limits.max_iphttps_connections` reached.
+    Busy,
+    /// The source has `max_handshakes_per_source` connections before link-up.
+    SourceHandshakes,
+    /// The source has `max_connections_per_source` connections.
+    SourceConnections,
+}
+
+/// The counts of every connection.
+#[derive(Debug)]
+pub(super) struct Admission {
+    limits: AdmissionLimits,
+    /// `limits.connections`, which a reload may change.
+    max_connections: AtomicUsize,
+    state: Mutex<State>,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    connections: usize,
+    /// Only sources with a connection: the map is bounded by the connection limit.
+    sources: HashMap<u128, PerSource>,
+}
+
+#[derive(Debug, Default, Clone, Copy)]
+struct PerSource {
+    connections: usize,
+    handshakes: usize,
+}
+
+/// The host a connection comes from: an IPv4 address, or the /64 of an IPv6 one (a host
+/// picks any address of its /64). IPv4-mapped IPv6 peers of a dual-stack listener count as
+/// their IPv4 address.
+fn source_key(peer: IpAddr) -> u128 {
+    match peer.to_canonical() {
+        IpAddr::V4(a) => u128::from(a.to_ipv6_mapped()),
+        IpAddr::V6(a) => u128::from(a) & !u128::from(u64::MAX),
+    }
+}
+
+impl Admission {
+    pub(super) fn new(limits: AdmissionLimits) -> Arc<Self> {
+        Arc::new(Admission {
+            max_connections: AtomicUsize::new(limits.connections),
+            limits,
+            state: Mutex::new(State::default()),
+        })
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        // Every update below leaves the counts whole before it can panic.
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Counts a new connection from `peer` (in its handshake), or says why not.
+    pub(super) fn admit(self: &Arc<Self>, peer: IpAddr) -> Result<Slot, Refusal> {
+        let key = source_key(peer);
+        let mut s = self.lock();
+        if s.connections >= self.max_connections.load(Ordering::Relaxed) {
+            return Err(Refusal::Busy);
+        }
+        let src = s.sources.get(&key).copied().unwrap_or_default();
+        if src.connections >= self.limits.connections_per_source {
+            return Err(Refusal::SourceConnections);
+        }
+        if src.handshakes >= self.limits.handshakes_per_source {
+            return Err(Refusal::SourceHandshakes);
+        }
+        s.connections += 1;
+        let e = s.sources.entry(key).or_default();
+        e.connections += 1;
+        e.handshakes += 1;
+        Ok(Slot {
+            admission: Arc::clone(self),
+            source: key,
+            handshaking: true,
+        })
+    }
+
+    /// Changes the limit on connections at once for the admissions from now on; connections
+    /// above a lowered limit stay up.
+    pub(super) fn set_max_connections(&self, max: usize) {
+        self.max_connections.store(max, Ordering::Relaxed);
+    }
+
+    /// Connections counted now.
+    pub(super) fn connections(&self) -> usize {
+        self.lock().connections
+    }
+
+    /// Sources with a connection now.
+    #[cfg(test)]
+    pub(super) fn sources(&self) -> usize {
+        self.lock().sources.len()
+    }
+}
+
+/// One admitted connection's place in the counts.
+#[derive(Debug)]
+pub(super) struct Slot {
+    admission: Arc<Admission>,
+    source: u128,
+    handshaking: bool,
+}
+
+impl Slot {
+    /// The link is up: the connection no longer counts as a handshake of its source.
+    pub(super) fn link_up(&mut self) {
+        if std::mem::replace(&mut self.handshaking, false) {
+            let mut s = self.admission.lock();
+            if let Some(e) = s.sources.get_mut(&self.source) {
+                e.handshakes = e.handshakes.saturating_sub(1);
+            }
+        }
+    }
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        let mut s = self.admission.lock();
+        s.connections = s.connections.saturating_sub(1);
+        if let Some(e) = s.sources.get_mut(&self.source) {
+            e.connections = e.connections.saturating_sub(1);
+            if self.handshaking {
+                e.handshakes = e.handshakes.saturating_sub(1);
+            }
+            if e.connections == 0 {
+                s.sources.remove(&self.source);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn admission(connections: usize, handshakes: usize, per_source: usize) -> Arc<Admission> {
+        Admission::new(AdmissionLimits {
+            connections,
+            handshakes_per_source: handshakes,
+            connections_per_source: per_source,
+        })
+    }
+
+    #[test]
+    fn one_source_cannot_take_the_handshake_slots_of_another() {
+        let a = admission(100, 2, 3);
+        let flood: IpAddr = "203.0.113.20".parse().unwrap();
+        let h1 = a.admit(flood).unwrap();
+        let mut h2 = a.admit(flood).unwrap();
+        assert_eq!(a.admit(flood).unwrap_err(), Refusal::SourceHandshakes);
+        let other = a.admit("198.51.100.10".parse().unwrap()).unwrap();
+        // Linked-up connections leave the handshake count but stay in the connection count.
+        h2.link_up();
+        let mut h3 = a.admit(flood).unwrap();
+        h3.link_up();
+        assert_eq!(a.admit(flood).unwrap_err(), Refusal::SourceConnections);
+        assert_eq!(a.connections(), 4);
+        drop((h1, h2, h3, other));
+        assert_eq!(a.connections(), 0);
+        assert_eq!(a.sources(), 0, "no entry outlives its connections");
+    }
+
+    #[test]
+    fn sources_are_ipv4_addresses_and_ipv6_64s() {
+        let a = admission(100, 1, 100);
+        let _x = a.admit("2001:db8:7:1::1".parse().unwrap()).unwrap();
+        assert_eq!(
+            a.admit("2001:db8:7:1::ffff".parse().unwrap()).unwrap_err(),
+            Refusal::SourceHandshakes,
+            "the same /64"
+        );
+        let _y = a.admit("2001:db8:7:2::1".parse().unwrap()).unwrap();
+        let _z = a.admit("192.0.2.7".parse().unwrap()).unwrap();
+        assert_eq!(
+            a.admit("::ffff:192.0.2.7".parse().unwrap()).unwrap_err(),
+            Refusal::SourceHandshakes,
+            "IPv4-mapped is the IPv4 address"
+        );
+    }
+
+    #[test]
+    fn the_global_limit_comes_first() {
+        let a = admission(1, 10, 10);
+        let _x = a.admit("192.0.2.1".parse().unwrap()).unwrap();
+        assert_eq!(
+            a.admit("192.0.2.2".parse().unwrap()).unwrap_err(),
+            Refusal::Busy
+        );
+    }
+}

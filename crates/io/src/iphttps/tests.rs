@@ -1,0 +1,229 @@
+//! The connection task's clean-up, over loopback TLS: a panic after link-up, and a client
+//! that stops reading.
+
+use super::*;
+use gate64_dataplane::{DataplaneConfig, Gauges, Prefix};
+use gate64_wire::ipv6;
+use std::net::{Ipv4Addr, TcpListener as StdTcpListener};
+use std::path::PathBuf;
+use tokio_rustls::client::TlsStream;
+
+const PREFIX: Ipv6Addr = Ipv6Addr::new(0x2001, 0xdb8, 1, 0, 0, 0, 0, 0);
+
+struct Lab {
+    server: Arc<IphttpsServer>,
+    addr: SocketAddr,
+    connector: tokio_rustls::TlsConnector,
+    _stop: watch::Sender<bool>,
+    dir: PathBuf,
+}
+
+impl Drop for Lab {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+fn settings(write_timeout: Duration) -> Settings {
+    Settings {
+        proto: ServerConfig::default(),
+        max_handshakes: 4,
+        handshake_timeout: Duration::from_secs(5),
+        max_connections: 16,
+        send_queue_bytes: 1 << 20,
+        queue_budget_bytes: 8 << 20,
+        write_timeout,
+        client_hello_timeout: Duration::from_secs(2),
+        max_handshakes_per_source: 2,
+        max_connections_per_source: 1,
+    }
+}
+
+async fn lab(tag: &str, write_timeout: Duration) -> Lab {
+    let dir = std::env::temp_dir().join(format!("gate64-io-{tag}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let ck = rcgen::generate_simple_self_signed(vec!["localhost".to_owned()]).unwrap();
+    let (cert, key) = (dir.join("cert.pem"), dir.join("key.pem"));
+    std::fs::write(&cert, ck.cert.pem()).unwrap();
+    std::fs::write(&key, ck.signing_key.serialize_pem()).unwrap();
+    let tls = crate::tls::server_config(&cert, &key, None).unwrap();
+    let connector =
+        tokio_rustls::TlsConnector::from(crate::tls::client_config(&cert, None).unwrap());
+    let shared = Shared::new(DataplaneConfig {
+        teredo: None,
+        relay: gate64_teredo::RelayConfig::default(),
+        corp_prefixes: Vec::new(),
+        corp_address: "2001:db8:100::1".parse().unwrap(),
+        allow_without_ipsec: false,
+        rs_per_sec: 20,
+        rs_burst: 40,
+        iphttps_prefix: Some(Prefix::new(PREFIX, 48)),
+        nat64: None,
+        binding_log: None,
+        self_addresses: Vec::new(),
+        dns64_listen: Vec::new(),
+    });
+    let corp = UdpSocket::bind((Ipv4Addr::LOCALHOST, 0)).unwrap();
+    corp.connect(corp.local_addr().unwrap()).unwrap();
+    let exporter = Exporter::new(Vec::new(), Arc::new(Gauges::default));
+    let server = IphttpsServer::new(
+        tls,
+        settings(write_timeout),
+        shared,
+        vec![Arc::new(CorpLink::Socket(corp))],
+        Vec::new(),
+        exporter,
+    )
+    .unwrap();
+    let std_listener = StdTcpListener::bind((Ipv4Addr::LOCALHOST, 0)).unwrap();
+    std_listener.set_nonblocking(true).unwrap();
+    let addr = std_listener.local_addr().unwrap();
+    let listener = TcpListener::from_std(std_listener).unwrap();
+    let (stop, rx) = watch::channel(false);
+    tokio::spawn(Arc::clone(&server).run(listener, rx));
+    Lab {
+        server,
+        addr,
+        connector,
+        _stop: stop,
+        dir,
+    }
+}
+
+/// TLS, the POST and its answer's status.
+async fn link_up(lab: &Lab) -> (u16, TlsStream<TcpStream>) {
+    let tcp = TcpStream::connect(lab.addr).await.unwrap();
+    let name = rustls::pki_types::ServerName::try_from("localhost").unwrap();
+    let mut tls = lab.connector.connect(name, tcp).await.unwrap();
+    tls.write_all(&http::request("/IPHTTPS", "localhost"))
+        .await
+        .unwrap();
+    let mut head = Vec::new();
+    let mut chunk = [0u8; 1024];
+    loop {
+        let n = tls.read(&mut chunk).await.unwrap_or(0);
+        assert!(n > 0, "closed before the response head");
+        head.extend_from_slice(&chunk[..n]);
+        if let Ok(Some((status, _))) = http::parse_response(&head) {
+            return (status, tls);
+        }
+    }
+}
+
+/// Waits (≤ 10 s) until the server holds nothing for any connection.
+async fn wait_all_freed(lab: &Lab) -> bool {
+    for _ in 0..200 {
+        let s = &lab.server;
+        if s.connections() == 0
+            && lock_pool(&s.pool).in_use() == 0
+            && s.shared.iphttps_clients().is_empty()
+            && s.shared.iphttps_clients().budget().used() == 0
+            && s.handshakes.available_permits() == 4
+        {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    false
+}
+
+fn pool_in_use(lab: &Lab) -> usize {
+    lock_pool(&lab.server.pool).in_use()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_panicking_connection_task_frees_its_slot_and_64() {
+    let lab = lab("panic", Duration::from_secs(30)).await;
+    lab.server
+        .panic_after_link_up
+        .store(true, Ordering::Relaxed);
+    let (status, mut tls) = link_up(&lab).await;
+    assert_eq!(status, 200);
+    // The task panicked after link-up: the client sees its connection end.
+    let mut b = [0u8; 256];
+    while matches!(tls.read(&mut b).await, Ok(n) if n > 0) {}
+    assert!(
+        wait_all_freed(&lab).await,
+        "after the panic: {} connections, {} /64s in use, {} clients",
+        lab.server.connections(),
+        pool_in_use(&lab),
+        lab.server.shared.iphttps_clients().len()
+    );
+    // With max_connections_per_source = 1 the source's slot must be free for this one.
+    lab.server
+        .panic_after_link_up
+        .store(false, Ordering::Relaxed);
+    let (status, _tls) = link_up(&lab).await;
+    assert_eq!(status, 200);
+    assert_eq!(lab.server.connections(), 1);
+    assert_eq!(pool_in_use(&lab), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_that_stops_reading_is_closed_and_returns_its_budget() {
+    let lab = lab("stall", Duration::from_millis(500)).await;
+    let (status, _tls) = link_up(&lab).await;
+    assert_eq!(status, 200);
+    // The first /64 of the pool is this client's; it never reads again.
+    let dst = Ipv6Addr::new(0x2001, 0xdb8, 1, 0, 0, 0, 0, 0xa);
+    let mut pkt = vec![0x5a; 1280];
+    let plen = u16::try_from(1280 - ipv6::HEADER_LEN).unwrap();
+    ipv6::emit_header(
+        &mut pkt,
+        plen,
+        ipv6::NH_UDP,
+        64,
+        &"2001:db8:100::5".parse().unwrap(),
+        &dst,
+    )
+    .unwrap();
+    let clients = lab.server.shared.iphttps_clients();
+    let mut closed = false;
+    for _ in 0..400 {
+        for _ in 0..64 {
+            clients.deliver(&dst, &pkt);
+        }
+        if lab.server.connections() == 0 {
+            closed = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    assert!(closed, "a client that stopped reading was not closed");
+    assert!(
+        wait_all_freed(&lab).await,
+        "the stalled link kept something"
+    );
+    let text = lab.server.exporter.encode();
+    let timeouts = text
+        .lines()
+        .find_map(|l| l.strip_prefix("gate64_iphttps_write_timeouts_total "))
+        .and_then(|v| v.trim().parse::<f64>().ok());
+    assert_eq!(timeouts, Some(1.0), "{text}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_idle_tcp_connection_takes_no_handshake_slot_and_is_cut() {
+    let lab = lab("idle", Duration::from_secs(30)).await;
+    // An idle TCP connection, then one more from the same source, over its limit of 1.
+    let idle = std::net::TcpStream::connect(lab.addr).unwrap();
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let refused = std::net::TcpStream::connect(lab.addr).unwrap();
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert_eq!(
+        lab.server.handshakes.available_permits(),
+        4,
+        "an idle TCP connection holds no handshake permit"
+    );
+    assert_eq!(
+        lab.server.connections(),
+        1,
+        "the second is refused at accept"
+    );
+    // Cut after the ClientHello deadline (2 s).
+    assert!(
+        wait_all_freed(&lab).await,
+        "the idle connection was not cut"
+    );
+    drop((idle, refused));
+}
