@@ -53,34 +53,25 @@ pub enum Event {
 }
 
 /// Why the client refused the server's response or a packet.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum ClientError {
     /// The response head is not valid HTTP/1.x. Fatal: close and reconnect.
+    #[error("bad response: {0}")]
     Http(HttpError),
     /// The server answered with this status instead of 200. Fatal: close and reconnect.
+    #[error("server answered HTTP {0}")]
     Status(u16),
     /// The call does not fit the state (e.g. a packet before the 200): a driver bug.
+    #[error("call invalid in this state")]
     WrongState,
     /// Not a well-formed IPv6 packet.
+    #[error("bad packet: {0}")]
     Malformed(gate64_wire::Error),
     /// An RA failing validation (RFC 4861 §6.1.2) or unusable for SLAAC.
+    #[error("bad router advertisement: {0}")]
     BadAdvertisement(&'static str),
 }
-
-impl core::fmt::Display for ClientError {
-    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        match self {
-            ClientError::Http(e) => write!(f, "bad response: {e}"),
-            ClientError::Status(s) => write!(f, "server answered HTTP {s}"),
-            ClientError::WrongState => f.write_str("call invalid in this state"),
-            ClientError::Malformed(e) => write!(f, "bad packet: {e}"),
-            ClientError::BadAdvertisement(why) => write!(f, "bad router advertisement: {why}"),
-        }
-    }
-}
-
-impl std::error::Error for ClientError {}
 
 /// Where the client is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -24,32 +24,23 @@ pub const MAX_PACKET_LEN: usize = HEADER_LEN + 65_535;
 pub const LINK_MTU: usize = 1280;
 
 /// Why the stream cannot be deframed further.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum FrameError {
     /// The version nibble is not 6: the stream is out of sync. Close the connection.
+    #[error("stream does not carry IPv6 (version nibble)")]
     NotIpv6,
     /// Payload length 0 with a hop-by-hop header: a jumbogram. Close the connection.
+    #[error("jumbogram in the stream")]
     Jumbo,
     /// The packet is longer than the configured maximum. Its length is known, so the stream is
     /// still in sync: the caller may skip `len` bytes and count a drop, or close.
+    #[error("packet of {len} bytes exceeds the limit")]
     TooLarge {
         /// The announced packet length (header included).
         len: usize,
     },
 }
-
-impl core::fmt::Display for FrameError {
-    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        match self {
-            FrameError::NotIpv6 => f.write_str("stream does not carry IPv6 (version nibble)"),
-            FrameError::Jumbo => f.write_str("jumbogram in the stream"),
-            FrameError::TooLarge { len } => write!(f, "packet of {len} bytes exceeds the limit"),
-        }
-    }
-}
-
-impl std::error::Error for FrameError {}
 
 /// Finds packet boundaries; holds only the size limit, no bytes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

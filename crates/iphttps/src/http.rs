@@ -42,22 +42,29 @@ impl Request {
 
 /// Why a request or response head was refused. Every variant is the peer's fault; on the
 /// server, [`HttpError::status`] is what goes back before closing.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum HttpError {
     /// Not HTTP/1.x syntax (400).
+    #[error("malformed HTTP head")]
     Malformed,
     /// A method other than `POST` (405).
+    #[error("method is not POST")]
     MethodNotAllowed,
     /// A path other than the configured one (404).
+    #[error("path is not the IP-HTTPS path")]
     NotFound,
     /// Not HTTP/1.1 (505).
+    #[error("HTTP version is not 1.1")]
     VersionNotSupported,
     /// More than [`MAX_HEAD_LEN`] bytes or [`MAX_HEADERS`] headers (431).
+    #[error("HTTP head too large")]
     HeadTooLarge,
     /// A `Content-Length` that is not a decimal `u64`, or two different ones (400).
+    #[error("invalid Content-Length")]
     BadContentLength,
     /// A `Transfer-Encoding` header: the packet stream is never chunked (501).
+    #[error("Transfer-Encoding is not supported")]
     TransferEncoding,
 }
 
@@ -74,22 +81,6 @@ impl HttpError {
         }
     }
 }
-
-impl core::fmt::Display for HttpError {
-    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        f.write_str(match self {
-            HttpError::Malformed => "malformed HTTP head",
-            HttpError::MethodNotAllowed => "method is not POST",
-            HttpError::NotFound => "path is not the IP-HTTPS path",
-            HttpError::VersionNotSupported => "HTTP version is not 1.1",
-            HttpError::HeadTooLarge => "HTTP head too large",
-            HttpError::BadContentLength => "invalid Content-Length",
-            HttpError::TransferEncoding => "Transfer-Encoding is not supported",
-        })
-    }
-}
-
-impl std::error::Error for HttpError {}
 
 /// Server side: parses the client's request head at the start of `buf`.
 ///

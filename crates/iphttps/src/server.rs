@@ -224,16 +224,9 @@ impl core::fmt::Display for DropReason {
 }
 
 /// [`Connection::handle_input`] was called after the request was handled (a driver bug).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("operation invalid in state {0:?}")]
 pub struct WrongState(pub State);
-
-impl core::fmt::Display for WrongState {
-    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        write!(f, "operation invalid in state {:?}", self.0)
-    }
-}
-
-impl std::error::Error for WrongState {}
 
 /// Counters of one connection, exported by the driver as metrics.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -571,16 +564,9 @@ pub struct PrefixPool {
 }
 
 /// The pool prefix is longer than /64.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("IP-HTTPS pool prefix /{0} is longer than /64")]
 pub struct PrefixTooLong(pub u8);
-
-impl core::fmt::Display for PrefixTooLong {
-    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        write!(f, "IP-HTTPS pool prefix /{} is longer than /64", self.0)
-    }
-}
-
-impl std::error::Error for PrefixTooLong {}
 
 impl PrefixPool {
     /// A pool over `prefix/len` (`len` ≤ 64; host bits of `prefix` are ignored). E.g.
