@@ -6,8 +6,10 @@
 //!   before the load + `iphttps.queue_budget_bytes` + a per-connection allowance
 //!   ([`PER_CONNECTION_ALLOWANCE`]); the send queues' gauge never passes the budget; stalled
 //!   links are closed (`gate64_iphttps_write_timeouts_total`); the established client in
-//!   `tcli` still passes traffic (its iperf3 -R ratio to the undisturbed run is printed, not
-//!   asserted); a new client from another address links up.
+//!   `tcli` still passes traffic (its iperf3 -R and forward ratios to the undisturbed runs,
+//!   the `iphttps_queue_full` drops and the load average are printed, not asserted: the
+//!   2-core lab is shared; `G64_STALLED_IPERF_RUNS=3` takes the median of three runs, see
+//!   docs/performance.md); a new client from another address links up.
 //! - `netns_iphttps_memory_per_connection`: the figures of docs/performance.md: gate64's
 //!   RSS delta per connection for 2,000 idle links, then while each receives traffic and
 //!   reads it (active); asserts only that all linked up and traffic reached them.
@@ -46,6 +48,61 @@ const BUDGET: u64 = 16 << 20;
 const PER_CONNECTION_ALLOWANCE: u64 = 112 << 10;
 /// Undisturbed and disturbed iperf3 runs.
 const IPERF_SECS: u32 = 6;
+/// iperf3 runs per direction and phase (median printed): `$G64_STALLED_IPERF_RUNS`, else 1.
+fn iperf_runs() -> usize {
+    std::env::var("G64_STALLED_IPERF_RUNS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .filter(|&n: &usize| (1..=5).contains(&n))
+        .unwrap_or(1)
+}
+
+/// iperf3 -R and forward throughputs (bit/s), each the median of `runs` runs.
+#[derive(Debug, Clone, Copy)]
+struct Throughput {
+    reverse: f64,
+    forward: f64,
+}
+
+impl Throughput {
+    fn measure(topo: &Topology, runs: usize) -> Result<Throughput> {
+        let median = |reverse: bool| -> Result<f64> {
+            let mut v = (0..runs)
+                .map(|_| Ok(topo.iperf3(IPERF_SECS, 1, reverse)?.received_bps))
+                .collect::<Result<Vec<f64>>>()?;
+            v.sort_by(f64::total_cmp);
+            Ok(v[v.len() / 2])
+        };
+        Ok(Throughput {
+            reverse: median(true).context("iperf3 -R")?,
+            forward: median(false).context("iperf3 forward")?,
+        })
+    }
+
+    fn report(&self, base: &Throughput) -> String {
+        format!(
+            "-R {:.0} Mbit/s ({:.0} %), forward {:.0} Mbit/s ({:.0} %)",
+            self.reverse / 1e6,
+            100.0 * self.reverse / base.reverse,
+            self.forward / 1e6,
+            100.0 * self.forward / base.forward
+        )
+    }
+}
+
+/// The 1-minute load average, to judge the iperf3 figures on a shared machine.
+fn loadavg() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .ok()
+        .and_then(|l| l.split_whitespace().next().map(str::to_owned))
+        .unwrap_or_default()
+}
+
+fn queue_full_drops(topo: &Topology) -> f64 {
+    topo.metrics().ok().map_or(0.0, |m| {
+        m.sum("gate64_drops_total", &[("reason", "iphttps_queue_full")])
+    })
+}
 
 #[test]
 #[ignore = "netns: needs root"]
@@ -74,9 +131,9 @@ fn clients_that_stop_reading(topo: &Topology) -> Result<()> {
     )?;
     let _iperf = topo.start_iperf_server()?;
     let (mut client, addr) = connect_iphttps(topo, &certs, false)?;
-    let baseline = topo
-        .iperf3(IPERF_SECS, 1, true)
-        .context("iperf3 -R over IP-HTTPS, undisturbed")?;
+    let runs = iperf_runs();
+    let load_undisturbed = loadavg();
+    let baseline = Throughput::measure(topo, runs).context("iperf3 over IP-HTTPS, undisturbed")?;
     let rss_before = rss_kib(gate.pid(), "VmRSS")?;
 
     let mut load = spawn_load(topo, &certs, atk, STALLED, &sources.join(","), true)?;
@@ -99,11 +156,13 @@ fn clients_that_stop_reading(topo: &Topology) -> Result<()> {
         topo.corp
             .spawn_thread("to-stalled", move || to_stalled_clients(&stop, &sent))?
     };
+    let drops_before = queue_full_drops(topo);
     let (disturbed, peak_queued) = std::thread::scope(|s| {
         let watcher = s.spawn(|| {
             let mut peak = 0.0f64;
             let t = Instant::now();
-            while t.elapsed() < Duration::from_secs(u64::from(IPERF_SECS) + 2) {
+            let window = u64::from(IPERF_SECS) * 2 * runs as u64 + 2;
+            while t.elapsed() < Duration::from_secs(window) {
                 if let Ok(m) = topo.metrics() {
                     peak = peak.max(m.get("gate64_iphttps_queued_bytes", &[]).unwrap_or(0.0));
                 }
@@ -112,9 +171,11 @@ fn clients_that_stop_reading(topo: &Topology) -> Result<()> {
             peak
         });
         std::thread::sleep(Duration::from_secs(1));
-        let r = topo.iperf3(IPERF_SECS, 1, true);
+        let r = Throughput::measure(topo, runs);
         (r, watcher.join().unwrap_or(f64::MAX))
     });
+    let drops_disturbed = queue_full_drops(topo) - drops_before;
+    let load_disturbed = loadavg();
     // Stalled links close after write_timeout_secs (or TCP_USER_TIMEOUT), each once its
     // socket buffers are full: wait for most of them, then measure again with the traffic
     // still flowing (reported, not asserted).
@@ -127,14 +188,14 @@ fn clients_that_stop_reading(topo: &Topology) -> Result<()> {
         timeouts().is_some_and(|n| n >= (STALLED / 2) as f64)
     });
     let closed = timeouts().filter(|&n| n > 0.0);
-    let settled = topo.iperf3(IPERF_SECS, 1, true);
+    let settled = Throughput::measure(topo, 1);
     stop.store(true, Ordering::Relaxed);
     let sent = sender
         .join()
         .map_err(|_| anyhow::anyhow!("sender panicked"))???;
     let hwm = rss_kib(gate.pid(), "VmHWM")?;
     let m = topo.metrics()?;
-    let disturbed = disturbed.context("iperf3 -R while the stalled clients get traffic")?;
+    let disturbed = disturbed.context("iperf3 while the stalled clients get traffic")?;
     println!(
         "RSS before {rss_before} KiB, with {STALLED} linked {rss_linked} KiB, peak {hwm} KiB; \
          peak queued {:.0} KiB of a {} KiB budget; {sent} datagrams sent to stalled clients; \
@@ -144,21 +205,22 @@ fn clients_that_stop_reading(topo: &Topology) -> Result<()> {
         closed.unwrap_or(0.0)
     );
     println!(
-        "established client iperf3 -R: {:.0} Mbit/s undisturbed, {:.0} Mbit/s while the \
-         stalled clients' buffers filled ({:.0} %)",
-        baseline.received_bps / 1e6,
-        disturbed.received_bps / 1e6,
-        100.0 * disturbed.received_bps / baseline.received_bps
+        "established client, median of {runs}: undisturbed -R {:.0} Mbit/s, forward {:.0} \
+         Mbit/s (load average {load_undisturbed}); while the stalled clients' buffers filled: \
+         {} (load average {load_disturbed}; {drops_disturbed:.0} iphttps_queue_full drops, \
+         all clients)",
+        baseline.reverse / 1e6,
+        baseline.forward / 1e6,
+        disturbed.report(&baseline)
     );
     match &settled {
         Ok(r) => println!(
-            "established client iperf3 -R once {:.0} stalled links were closed, traffic \
-             towards them still flowing: {:.0} Mbit/s ({:.0} %)",
+            "established client once {:.0} stalled links were closed, traffic towards them \
+             still flowing: {}",
             closed.unwrap_or(0.0),
-            r.received_bps / 1e6,
-            100.0 * r.received_bps / baseline.received_bps
+            r.report(&baseline)
         ),
-        Err(e) => println!("established client iperf3 -R after the closes failed: {e:#}"),
+        Err(e) => println!("established client iperf3 after the closes failed: {e:#}"),
     }
     let bound = rss_before + (BUDGET >> 10) + STALLED as u64 * (PER_CONNECTION_ALLOWANCE >> 10);
     ensure!(
@@ -178,7 +240,7 @@ fn clients_that_stop_reading(topo: &Topology) -> Result<()> {
         gate64_lines(&m)
     );
     ensure!(
-        disturbed.received_bytes > 0,
+        disturbed.reverse > 0.0 && disturbed.forward > 0.0,
         "the established client got nothing while the stalled clients had traffic"
     );
     gate.ensure_running()?;

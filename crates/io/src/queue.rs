@@ -15,17 +15,25 @@
 //! Every queue's bytes also count against one [`QueueBudget`] shared by all connections:
 //! reserved when a packet is queued, given back when the writer reports the chunk written, or
 //! when the queue is dropped (whatever was still queued or being written), so a connection
-//! that ends for any reason, a panic included, returns its share.
+//! that ends for any reason, a panic included, returns its share. The budget is shared, not
+//! first come, first served: a queue whose writer has been stuck on one chunk for
+//! [`STALL_AFTER`] (its client stopped reading) reserves only while the budget is at most
+//! half used, so thousands of stalled clients cannot take the bytes a healthy connection
+//! needs to keep its download going.
 
 use gate64_dataplane::{ClientQueue, QueueBudget};
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 use tokio::sync::Notify;
 
 /// How much queueing delay a connection may build up, at its recent drain rate.
 pub const TARGET_DELAY: Duration = Duration::from_millis(10);
 /// The queue bound never goes below this (a few packets of a burst always fit).
 pub const MIN_BYTES: usize = 64 * 1024;
+/// A writer that has not finished a chunk for this long counts as stalled: a reading
+/// client's chunk (at most its drain rate × [`TARGET_DELAY`], or [`MIN_BYTES`]) leaves well
+/// within it, even on a loaded machine.
+pub const STALL_AFTER: Duration = Duration::from_millis(250);
 
 /// A bounded byte queue with one async consumer.
 #[derive(Debug)]
@@ -47,6 +55,8 @@ struct Inner {
     /// Bytes handed to the writer by [`SendQueue::take`] and not yet reported written; still
     /// reserved in the budget.
     taken: usize,
+    /// When the writer took the chunk it has not yet reported written.
+    taken_at: Option<Instant>,
 }
 
 impl SendQueue {
@@ -60,6 +70,7 @@ impl SendQueue {
                 limit: MIN_BYTES.min(cap),
                 rate: 0.0,
                 taken: 0,
+                taken_at: None,
             }),
             notify: Notify::new(),
             cap,
@@ -74,6 +85,7 @@ impl SendQueue {
         let mut g = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
         let written = bytes.min(g.taken);
         g.taken -= written;
+        g.taken_at = None;
         self.budget.release(written);
         g.rate = if g.rate == 0.0 {
             rate
@@ -101,6 +113,7 @@ impl SendQueue {
                 if !g.buf.is_empty() {
                     std::mem::swap(&mut g.buf, spare);
                     g.taken += spare.len();
+                    g.taken_at = Some(Instant::now());
                     return true;
                 }
                 if g.closed {
@@ -129,6 +142,8 @@ impl ClientQueue for SendQueue {
             let mut g = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
             if g.closed
                 || g.buf.len() + packet.len() > g.limit
+                || (g.taken_at.is_some_and(|t| t.elapsed() >= STALL_AFTER)
+                    && self.budget.used() + packet.len() > self.budget.limit() / 2)
                 || !self.budget.try_reserve(packet.len())
             {
                 return false;
@@ -217,6 +232,46 @@ mod tests {
         assert!(a.take(&mut spare).await);
         drop(a);
         assert_eq!(budget.used(), 0);
+    }
+
+    #[tokio::test]
+    async fn a_stalled_queue_leaves_half_the_budget_to_the_others() {
+        let budget = Arc::new(QueueBudget::default());
+        budget.set_limit(8000);
+        let (stalled, healthy) = (
+            SendQueue::new(1 << 20, Arc::clone(&budget)),
+            SendQueue::new(1 << 20, Arc::clone(&budget)),
+        );
+        let pkt = [0u8; 1000];
+        assert!(stalled.push(&pkt));
+        let mut spare = Vec::new();
+        assert!(stalled.take(&mut spare).await);
+        assert!(
+            stalled.push(&pkt) && stalled.push(&pkt),
+            "a writer busy for less than STALL_AFTER is not stalled"
+        );
+        tokio::time::sleep(STALL_AFTER).await;
+        assert!(stalled.push(&pkt), "4000 of 8000 used: still within half");
+        assert!(
+            !stalled.push(&pkt),
+            "stalled: no reservation past half the budget"
+        );
+        assert_eq!(budget.used(), 4000);
+        for _ in 0..4 {
+            assert!(healthy.push(&pkt), "the healthy queue gets the other half");
+        }
+        assert!(
+            !healthy.push(&pkt),
+            "the budget itself still bounds everyone"
+        );
+        stalled.report_drain(spare.len(), STALL_AFTER);
+        spare.clear();
+        assert!(healthy.take(&mut spare).await);
+        healthy.report_drain(spare.len(), Duration::from_millis(1));
+        assert!(
+            stalled.push(&pkt),
+            "a writer that finished its chunk is no longer stalled"
+        );
     }
 
     #[tokio::test]
