@@ -4,8 +4,8 @@
 //! hands a length-prefixed packet to `handle_teredo` (from the seeds' client or an arbitrary
 //! mapping), `handle_iphttps` (as the /64 of the packet's source), `handle_tun`, or runs the
 //! timers, then drains `poll_transmit` and `poll_tun_write`. The shared state (peer table,
-//! NAT64 tables, client table) lives across runs, bounded, as in production; the clock only
-//! moves forward.
+//! NAT64 tables, client table) and the worker (its rate limiters) live across runs, bounded, as
+//! in production; the clock only moves forward.
 //!
 //! Checked: no panic; every `handle_*` counts exactly one drop when its verdict is `Drop` and
 //! none otherwise; verdict ranges lie in the buffer; a packet queued for the IP-HTTPS
@@ -23,7 +23,7 @@ use gate64_wire::ipv6;
 use libfuzzer_sys::fuzz_target;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddrV4};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use std::time::{Duration, Instant};
 
 const PRIMARY: Ipv4Addr = Ipv4Addr::new(192, 0, 2, 1);
@@ -165,12 +165,20 @@ fn drain(w: &mut Worker) {
     }
 }
 
+/// One worker for every run, as a driver thread keeps its worker: building one allocates
+/// three 512 KiB rate-limiter tables, which cost more than the run itself.
+fn worker() -> &'static Mutex<Worker> {
+    static W: OnceLock<Mutex<Worker>> = OnceLock::new();
+    W.get_or_init(|| Mutex::new(Worker::new(shared(), Arc::new(Stats::default()))))
+}
+
 fuzz_target!(|input: &[u8]| {
     if input.len() > 65_535 {
         return;
     }
-    let stats = Arc::new(Stats::default());
-    let mut w = Worker::new(shared(), Arc::clone(&stats));
+    let mut guard = worker().lock().unwrap_or_else(PoisonError::into_inner);
+    let w = &mut *guard;
+    let stats = Arc::clone(w.stats());
     let mut data = input;
     let mut ops = 0;
     while !data.is_empty() && ops < 16 {
@@ -185,7 +193,7 @@ fuzz_target!(|input: &[u8]| {
                 part,
                 of,
             );
-            drain(&mut w);
+            drain(w);
             continue;
         }
         let remote = if op & 4 == 0 {
@@ -215,6 +223,6 @@ fuzz_target!(|input: &[u8]| {
         if let Verdict::Udp { to, .. } = v {
             assert!(!to.ip().is_unspecified(), "a datagram to 0.0.0.0");
         }
-        drain(&mut w);
+        drain(w);
     }
 });
