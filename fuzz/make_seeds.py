@@ -118,3 +118,98 @@ os.makedirs("corpus/dns64_handler", exist_ok=True)
 for name, data in DNS64_SEEDS.items():
     with open(f"corpus/dns64_handler/seed-{name}", "wb") as f:
         f.write(data)
+
+# teredo_client: [nonce seed] then operations (see the target): 0 advance, 1 poll RS,
+# 2 answer it through our server, 3 a datagram, 4 a datagram behind the RS's nonce,
+# 5 encapsulate, 6 trailers, 7 invariants.
+def chunk(b):
+    return struct.pack("!H", len(b)) + b
+
+
+MAPPED = ia.IPv4Address("198.51.100.10").packed + struct.pack("!H", 40000)
+POLL = b"\x01\x00"
+ANSWER = b"\x02" + MAPPED + b"\0\0"
+CLIENT_SEEDS = {
+    "qualify-refresh": b"\x07" + POLL + ANSWER + b"\x07" + b"\x00\x3c" + POLL + ANSWER + b"\x07",
+    "retry-pause": b"\x07" + POLL + b"\x00\x08" + POLL + b"\x00\x08" + POLL + b"\x00\xc8\x00\x08" + POLL + ANSWER,
+    "ra-by-nonce": b"\x07" + POLL + b"\x04\x00" + chunk(ra[13:]) + b"\x07",
+    "data-bubble-encap": b"\x07" + POLL + ANSWER
+    + b"\x03" + chunk(SEEDS["bubble"])
+    + b"\x03" + chunk(SEEDS["tun-to-client"])
+    + b"\x05" + chunk(SEEDS["data-udp-corp"]) + b"\x00",
+    "trailers": b"\x00\x06" + chunk(b"\x01\x04abcd\x05\x02\x12\x34\x04\x04\x01\0\0\0\x03\x08\0\0" + MAPPED),
+}
+os.makedirs("corpus/teredo_client", exist_ok=True)
+for name, data in CLIENT_SEEDS.items():
+    with open(f"corpus/teredo_client/seed-{name}", "wb") as f:
+        f.write(data)
+
+
+# dataplane_full: operations [op][remote if op & 4: 5 bytes][len u16][packet]; op % 4: 0 Teredo,
+# 1 IP-HTTPS, 2 TUN, 3 timers ([part][seconds]); op >> 4 advances the clock by 250 ms steps.
+def udp6(src, dst, sport, dport, data=b"payload!"):
+    return ip6(src, dst, 17, struct.pack("!HHHH", sport, dport, 8 + len(data), 0) + data)
+
+
+def udp4(src, dst, sport, dport, data=b"reply!"):
+    h = struct.pack("!BBHHHBBH", 0x45, 0, 28 + len(data), 0, 0, 64, 17, 0)
+    h += ia.IPv4Address(src).packed + ia.IPv4Address(dst).packed
+    t = sum(struct.unpack("!10H", h))
+    while t >> 16:
+        t = (t & 0xFFFF) + (t >> 16)
+    h = h[:10] + struct.pack("!H", ~t & 0xFFFF) + h[12:]
+    return h + struct.pack("!HHHH", sport, dport, 8 + len(data), 0) + data
+
+
+ALICE = "2001:db8:1:5::a"
+BOB = "2001:db8:1:6::b"
+V4HOST_64 = "2001:db8:64::a01:5"
+TIMERS = b"\x33\x00\x05"
+FULL_SEEDS = {
+    "teredo-nat64-roundtrip": b"\x00" + chunk(udp6(CLIENT, V4HOST_64, 4000, 53))
+    + b"\x02" + chunk(udp4("10.1.0.5", "192.0.2.100", 53, 1024)) + TIMERS,
+    "iphttps-nat64": b"\x01" + chunk(udp6(ALICE, V4HOST_64, 4000, 80)) + TIMERS,
+    "iphttps-to-iphttps": b"\x01" + chunk(udp6(ALICE, BOB, 1000, 2000)) + b"\x09" + chunk(udp6(ALICE, BOB, 1000, 2001)),
+    "teredo-to-iphttps": b"\x00" + chunk(udp6(CLIENT, BOB, 1000, 2000)),
+    "tun-to-iphttps-and-teredo": b"\x02" + chunk(udp6("2001:db8:100::5", BOB, 53, 1000))
+    + b"\x02" + chunk(SEEDS["tun-to-client"]) + TIMERS,
+    "rs-then-timers": b"\x00" + chunk(rs) + b"\x04" + MAPPED[:2] + MAPPED[3:] + chunk(rs) + TIMERS,
+    "dns64-from-clients": b"\x00" + chunk(udp6(CLIENT, "2001:db8:100::1", 5353, 53))
+    + b"\x01" + chunk(udp6(ALICE, "2001:db8:100::1", 5353, 53)),
+    "echo-self-and-corp": b"\x00" + chunk(SEEDS["data-echo-corp"]) + b"\x00" + chunk(SEEDS["data-udp-corp"])
+    + b"\x00" + chunk(SEEDS["client-to-client"]) + b"\x00" + chunk(SEEDS["bubble"]),
+}
+os.makedirs("corpus/dataplane_full", exist_ok=True)
+for name, data in FULL_SEEDS.items():
+    with open(f"corpus/dataplane_full/seed-{name}", "wb") as f:
+        f.write(data)
+
+
+# dns64_udp_batch: datagrams [flags][len u16][query], then on a miss [upstream id u16] and per
+# ask [how][len u16][answer] (how 1: as read, so the ID must be the one asked; 2: fixed up).
+def batch(query, *answers, flags=0, id=7):
+    out = bytes([flags]) + chunk(query) + struct.pack("!H", id)
+    for how, a in answers:
+        out += bytes([how]) + chunk(a)
+    return out
+
+
+AAAA_Q = dns_query("app.corp.example", 28, True)
+BATCH_SEEDS = {
+    "synth-then-hit": batch(
+        AAAA_Q,
+        (1, dns_answer("app.corp.example", 28, ns=SOA_RR, nscount=1)),
+        (1, dns_answer("app.corp.example", 1, A_RR, 1)),
+    )
+    + b"\x02" + chunk(AAAA_Q),
+    "fixed-up-answers": batch(AAAA_Q, (2, dns_answer("x", 28)), (2, dns_answer("y", 1, A_RR, 1))),
+    "a-plain": batch(dns_query("app.corp.example", 1), (1, dns_answer("app.corp.example", 1, A_RR, 1))),
+    "nx-no-answer": batch(dns_query("nx.example", 28), (1, dns_answer("nx.example", 28, rcode=3)))
+    + batch(dns_query("down.example", 28), (0, b"")),
+    "ptr": batch(dns_query(PTR_NAME, 12), (2, dns_answer("2.0.20.10.in-addr.arpa", 12))),
+    "truncated-and-ipv4only": b"\x01" + chunk(AAAA_Q) + batch(dns_query("ipv4only.arpa", 28)),
+}
+os.makedirs("corpus/dns64_udp_batch", exist_ok=True)
+for name, data in BATCH_SEEDS.items():
+    with open(f"corpus/dns64_udp_batch/seed-{name}", "wb") as f:
+        f.write(data)

@@ -1,13 +1,15 @@
 //! The whole pipeline: the input as a Teredo datagram from a client, then as a packet from the
-//! TUN device, then the relay's off-path transmits and timers. The peer table is shared across
-//! runs (bounded), so state built by one input is seen by the next, as in production.
+//! TUN device, then the relay's off-path transmits and timers. The peer table and the worker
+//! (its rate limiters) are shared across runs (bounded), so state built by one input is seen by
+//! the next, as in production; the clock only moves forward, as a worker's does.
 #![no_main]
 
 use gate64_dataplane::{DataplaneConfig, DropReason, HEADROOM, Prefix, Shared, Stats, Verdict, Worker};
 use gate64_teredo::{RelayConfig, ServerConfig};
 use libfuzzer_sys::fuzz_target;
 use std::net::{Ipv4Addr, SocketAddrV4};
-use std::sync::{Arc, OnceLock};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use std::time::{Duration, Instant};
 
 const PRIMARY: Ipv4Addr = Ipv4Addr::new(192, 0, 2, 1);
@@ -58,13 +60,29 @@ fn check(v: Verdict, len: usize, stats: &Stats, drops_before: u64) {
     }
 }
 
+/// One worker for every run, as a driver thread keeps its worker: building one allocates
+/// three 512 KiB rate-limiter tables, which cost more than the run itself.
+fn worker() -> &'static Mutex<Worker> {
+    static W: OnceLock<Mutex<Worker>> = OnceLock::new();
+    W.get_or_init(|| Mutex::new(Worker::new(shared(), Arc::new(Stats::default()))))
+}
+
+/// A clock that moves 3 s per run, so no run sees an instant before the last run's timers.
+fn clock() -> Instant {
+    static BASE: OnceLock<Instant> = OnceLock::new();
+    static RUNS: AtomicU64 = AtomicU64::new(0);
+    let base = *BASE.get_or_init(Instant::now);
+    base + Duration::from_secs(3 * RUNS.fetch_add(1, Ordering::Relaxed))
+}
+
 fuzz_target!(|data: &[u8]| {
     if data.len() > 65_535 {
         return;
     }
-    let stats = Arc::new(Stats::default());
-    let mut w = Worker::new(shared(), Arc::clone(&stats));
-    let now = Instant::now();
+    let mut guard = worker().lock().unwrap_or_else(PoisonError::into_inner);
+    let w = &mut *guard;
+    let stats = Arc::clone(w.stats());
+    let now = clock();
     let total = |s: &Stats| DropReason::ALL.iter().map(|d| s.drops(*d)).sum::<u64>();
 
     let mut buf = vec![0u8; HEADROOM + data.len() + 256];

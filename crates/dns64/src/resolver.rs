@@ -185,7 +185,7 @@ impl Exchange<'_> {
             let limit = info.map_or(self.parsed_udp_limit, |i| i.max_udp);
             if wire.len() > limit {
                 return Reply {
-                    wire: m.truncate().to_vec().ok(),
+                    wire: truncated(&m, limit),
                     outcome,
                 };
             }
@@ -195,6 +195,19 @@ impl Exchange<'_> {
             outcome,
         }
     }
+}
+
+/// `m` with TC=1 and no records, fitting `limit`: when its questions alone are too long (a
+/// query with many long questions), without them too, so a UDP answer never exceeds what the
+/// client takes (RFC 1035 §4.2.1).
+fn truncated(m: &Message, limit: usize) -> Option<Vec<u8>> {
+    let mut t = m.truncate();
+    let wire = t.to_vec().ok()?;
+    if wire.len() <= limit {
+        return Some(wire);
+    }
+    t.queries.clear();
+    t.to_vec().ok()
 }
 
 /// The client's UDP size limit from a decoded request (RFC 6891 §6.2.5).
@@ -356,6 +369,31 @@ mod tests {
         let m = Message::from_vec(&reply.wire.unwrap()).unwrap();
         assert!(!m.metadata.truncation);
         assert_eq!(m.answers.len(), 20);
+    }
+
+    // Found by the dns64_udp_batch fuzz target: a STATUS query with seven long questions was
+    // answered over UDP with 525 bytes to a client that takes 512, the questions kept by
+    // the truncation.
+    #[test]
+    fn udp_answer_with_questions_longer_than_the_limit_still_fits() {
+        let r = resolver(16);
+        let mut m = Message::query();
+        m.metadata.id = 9;
+        m.metadata.op_code = OpCode::Status;
+        // Distinct labels: name compression must not shorten them.
+        for c in ['a', 'b', 'c', 'd', 'e', 'f', 'g'] {
+            let label = c.to_string().repeat(60);
+            let qname = format!("{label}.{label}.example.");
+            m.add_query(Query::query(name(&qname), RecordType::AAAA));
+        }
+        let request = m.to_vec().unwrap();
+        assert!(request.len() > CLASSIC_UDP);
+        let (reply, _) = drive(&r, &request, true, Instant::now());
+        let wire = reply.wire.expect("an answer");
+        assert!(wire.len() <= CLASSIC_UDP, "{} bytes", wire.len());
+        let back = Message::from_vec(&wire).unwrap();
+        assert_eq!(back.metadata.id, 9);
+        assert!(back.metadata.truncation);
     }
 
     #[test]
