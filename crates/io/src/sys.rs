@@ -55,23 +55,56 @@ pub fn recv_batch(
     out: &mut [Received; BATCH],
 ) -> io::Result<usize> {
     let n = slots.len().min(BATCH);
-    // SAFETY: zeroed sockaddr_in/iovec/mmsghdr are valid "empty" values for these C structs.
+    // SAFETY: zeroed sockaddr_in/iovec are valid "empty" values for these C structs.
     let mut addrs: [libc::sockaddr_in; BATCH] = unsafe { std::mem::zeroed() };
     let mut iovs: [libc::iovec; BATCH] = unsafe { std::mem::zeroed() };
-    let mut hdrs: [libc::mmsghdr; BATCH] = unsafe { std::mem::zeroed() };
-    for i in 0..n {
-        let buf = &mut slots[i][headroom..];
-        iovs[i] = libc::iovec {
-            iov_base: buf.as_mut_ptr().cast(),
-            iov_len: buf.len(),
-        };
-        hdrs[i].msg_hdr.msg_name = (&mut addrs[i] as *mut libc::sockaddr_in).cast();
-        hdrs[i].msg_hdr.msg_namelen = std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t;
-        hdrs[i].msg_hdr.msg_iov = &mut iovs[i];
-        hdrs[i].msg_hdr.msg_iovlen = 1;
+    for (iov, slot) in iovs.iter_mut().zip(slots.iter_mut()).take(n) {
+        *iov = iovec_of(slot.get_mut(headroom..).unwrap_or_default());
     }
-    // SAFETY: every header points at live buffers (slots, iovs, addrs) that outlive the call,
-    // and `n` does not exceed the arrays' length.
+    recvmmsg_into(fd, &mut iovs[..n], &mut addrs, |i, h| {
+        out[i] = Received {
+            len: h.msg_len as usize,
+            from: from_sockaddr(&addrs_at(h)),
+            truncated: h.msg_hdr.msg_flags & libc::MSG_TRUNC != 0,
+        };
+    })
+}
+
+/// An `iovec` over `buf`.
+fn iovec_of(buf: &mut [u8]) -> libc::iovec {
+    libc::iovec {
+        iov_base: buf.as_mut_ptr().cast(),
+        iov_len: buf.len(),
+    }
+}
+
+/// The source address a `recvmmsg` header's `msg_name` points at.
+fn addrs_at<A: Copy>(h: &libc::mmsghdr) -> A {
+    // SAFETY: `recvmmsg_into` points `msg_name` at an `A` that outlives the call that hands
+    // out `h`, and the kernel wrote at most `size_of::<A>()` bytes there.
+    unsafe { *h.msg_hdr.msg_name.cast::<A>() }
+}
+
+/// The one `recvmmsg` of this module: receives into `iovs` (one datagram each) with source
+/// addresses of type `A` (`sockaddr_in` or `sockaddr_storage`) in `addrs`, then calls
+/// `each(i, header)` for every datagram that arrived. Returns how many; `WouldBlock` when none.
+fn recvmmsg_into<A>(
+    fd: RawFd,
+    iovs: &mut [libc::iovec],
+    addrs: &mut [A; BATCH],
+    mut each: impl FnMut(usize, &libc::mmsghdr),
+) -> io::Result<usize> {
+    let n = iovs.len().min(BATCH);
+    // SAFETY: a zeroed mmsghdr is a valid "empty" value for this C struct.
+    let mut hdrs: [libc::mmsghdr; BATCH] = unsafe { std::mem::zeroed() };
+    for (i, (h, iov)) in hdrs.iter_mut().zip(iovs.iter_mut()).take(n).enumerate() {
+        h.msg_hdr.msg_name = (&mut addrs[i] as *mut A).cast();
+        h.msg_hdr.msg_namelen = std::mem::size_of::<A>() as libc::socklen_t;
+        h.msg_hdr.msg_iov = iov;
+        h.msg_hdr.msg_iovlen = 1;
+    }
+    // SAFETY: every header points at live buffers (the iovecs' slots, `iovs`, `addrs`) that
+    // outlive the call, and `n` does not exceed the arrays' length.
     let got = cvt(unsafe {
         libc::recvmmsg(
             fd,
@@ -81,12 +114,8 @@ pub fn recv_batch(
             std::ptr::null_mut(),
         )
     })? as usize;
-    for i in 0..got {
-        out[i] = Received {
-            len: hdrs[i].msg_len as usize,
-            from: from_sockaddr(&addrs[i]),
-            truncated: hdrs[i].msg_hdr.msg_flags & libc::MSG_TRUNC != 0,
-        };
+    for (i, h) in hdrs.iter().enumerate().take(got) {
+        each(i, h);
     }
     Ok(got)
 }
@@ -267,43 +296,20 @@ pub fn recv_batch_from<S: AsMut<[u8]>>(
     out: &mut [ReceivedFrom; BATCH],
 ) -> io::Result<usize> {
     let n = slots.len().min(BATCH);
-    // SAFETY: zeroed sockaddr_storage/iovec/mmsghdr are valid "empty" values for these C
-    // structs.
+    // SAFETY: zeroed sockaddr_storage/iovec are valid "empty" values for these C structs.
     let mut addrs: [libc::sockaddr_storage; BATCH] = unsafe { std::mem::zeroed() };
     let mut iovs: [libc::iovec; BATCH] = unsafe { std::mem::zeroed() };
-    let mut hdrs: [libc::mmsghdr; BATCH] = unsafe { std::mem::zeroed() };
-    for (i, slot) in slots.iter_mut().enumerate().take(n) {
-        let buf = slot.as_mut();
-        iovs[i] = libc::iovec {
-            iov_base: buf.as_mut_ptr().cast(),
-            iov_len: buf.len(),
-        };
-        hdrs[i].msg_hdr.msg_name = (&mut addrs[i] as *mut libc::sockaddr_storage).cast();
-        hdrs[i].msg_hdr.msg_namelen =
-            std::mem::size_of::<libc::sockaddr_storage>() as libc::socklen_t;
-        hdrs[i].msg_hdr.msg_iov = &mut iovs[i];
-        hdrs[i].msg_hdr.msg_iovlen = 1;
+    for (iov, slot) in iovs.iter_mut().zip(slots.iter_mut()).take(n) {
+        *iov = iovec_of(slot.as_mut());
     }
-    // SAFETY: every header points at live buffers (slots, iovs, addrs) that outlive the call,
-    // and `n` does not exceed the arrays' length.
-    let got = cvt(unsafe {
-        libc::recvmmsg(
-            fd,
-            hdrs.as_mut_ptr(),
-            n as libc::c_uint,
-            libc::MSG_DONTWAIT,
-            std::ptr::null_mut(),
-        )
-    })? as usize;
-    for i in 0..got {
-        let h = &hdrs[i];
+    let caps: [usize; BATCH] = std::array::from_fn(|i| iovs[i].iov_len);
+    recvmmsg_into(fd, &mut iovs[..n], &mut addrs, |i, h| {
         out[i] = ReceivedFrom {
-            len: (h.msg_len as usize).min(iovs[i].iov_len),
-            from: storage_to_addr(&addrs[i], h.msg_hdr.msg_namelen),
+            len: (h.msg_len as usize).min(caps[i]),
+            from: storage_to_addr(&addrs_at(h), h.msg_hdr.msg_namelen),
             truncated: h.msg_hdr.msg_flags & libc::MSG_TRUNC != 0,
         };
-    }
-    Ok(got)
+    })
 }
 
 /// Sends `n` datagrams to destinations of either address family with as few `sendmmsg`
