@@ -72,7 +72,6 @@ pub(crate) fn start_gate64_with(
     tls_handshake_timeout_secs: Option<u64>,
     extra: &str,
 ) -> Result<Process> {
-    let bin = gate64_binary()?;
     let mut conf = Gate64Options {
         extra: extra.to_owned(),
         ..Gate64Options::default()
@@ -95,7 +94,14 @@ pub(crate) fn start_gate64_with(
             "\n[limits]\ntls_handshake_timeout_secs = {secs}\n"
         ));
     }
-    let file = topo.srv.write_file("gate64-iphttps.toml", &conf)?;
+    serve_iphttps(topo, "gate64-iphttps.toml", &conf)
+}
+
+/// Writes `conf` to `file` in `tsrv`, starts `gate64 serve` on it and waits (≤ 15 s) until it
+/// listens on 198.51.100.1:443 and serves /metrics.
+pub(crate) fn serve_iphttps(topo: &Topology, file: &str, conf: &str) -> Result<Process> {
+    let bin = gate64_binary()?;
+    let file = topo.srv.write_file(file, conf)?;
     let mut gate = topo.srv.spawn(
         "gate64",
         &[path_str(&bin)?, "serve", "--config", path_str(&file)?],

@@ -28,12 +28,12 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, ensure};
 use gate64_testkit::{
-    CLIENT_GW_V4, Gate64Options, Process, Topology, find_binary, gate64_binary, wait_for,
-    wait_until,
+    CLIENT_GW_V4, Gate64Options, Process, Topology, find_binary, wait_for, wait_until,
 };
 
 use crate::common::{
     IPHTTPS_PREFIX, connect_iphttps, gate64_lines, handshakes, make_certs, netns_test, path_str,
+    serve_iphttps,
 };
 
 /// Clients that stop reading.
@@ -473,7 +473,6 @@ fn flood(target: SocketAddr, garbage: bool, stop: &AtomicBool) -> u64 {
 /// `gate64 serve` in `tsrv` with `[iphttps]` on 198.51.100.1:443 plus `iphttps_keys`, log
 /// level info (per-connection debug lines would dominate). Waits (≤ 15 s) until it listens.
 fn start_edge_gate64(topo: &Topology, certs: &Path, iphttps_keys: &str) -> Result<Process> {
-    let bin = gate64_binary()?;
     let mut conf = Gate64Options {
         log_level: "info".to_owned(),
         ..Gate64Options::default()
@@ -485,23 +484,7 @@ fn start_edge_gate64(topo: &Topology, certs: &Path, iphttps_keys: &str) -> Resul
         path_str(&certs.join("server.pem"))?,
         path_str(&certs.join("server.key"))?,
     ));
-    let file = topo.srv.write_file("gate64-edge.toml", &conf)?;
-    let mut gate = topo.srv.spawn(
-        "gate64",
-        &[path_str(&bin)?, "serve", "--config", path_str(&file)?],
-    )?;
-    let ready = wait_until(Duration::from_secs(15), || {
-        gate.is_running()
-            && topo
-                .srv
-                .exec_ok(&["ss", "-Hntl", "sport = :443"])
-                .is_ok_and(|s| !s.trim().is_empty())
-            && topo.metrics_text().is_ok()
-    });
-    gate.ensure_running()
-        .with_context(|| format!("gate64 serve with\n{conf}"))?;
-    ensure!(ready, "gate64 did not come up; log:\n{}", gate.log());
-    Ok(gate)
+    serve_iphttps(topo, "gate64-edge.toml", &conf)
 }
 
 /// `iphttps-load` in `ns`: `count` clients from `bind` (comma-separated, may be empty), held
