@@ -518,6 +518,9 @@ impl IphttpsServer {
             let stats = Arc::clone(dp.stats());
             let conn = Arc::clone(&link.conn);
             let mut conn = lock(&conn);
+            // The packets of one read arrived together: one clock reading serves them all,
+            // as it does for a UDP worker's batch.
+            let now = Instant::now();
             dp.start_batch();
             let r = loop {
                 let len = match link.deframer.next_packet(&link.buf[link.start..link.end]) {
@@ -532,7 +535,7 @@ impl IphttpsServer {
                 }
                 let at = link.start;
                 link.start += len;
-                let v = client_packet(dp, &mut conn, link, &stats, at, len);
+                let v = client_packet(dp, &mut conn, link, &stats, now, at, len);
                 link.batch.dispatch(&self.teredo, 0, v);
             };
             link.batch
@@ -771,18 +774,19 @@ fn client_packet(
     conn: &mut Connection,
     link: &mut Link,
     stats: &Stats,
+    now: Instant,
     at: usize,
     len: usize,
 ) -> gate64_dataplane::Verdict {
     use gate64_dataplane::Verdict;
     stats.packet(Side::Internet, Direction::Rx, len);
     let pkt = &link.buf[at..at + len];
-    match conn.handle_packet(Instant::now(), pkt, &mut link.reply) {
+    match conn.handle_packet(now, pkt, &mut link.reply) {
         // Packets lie back to back in the stream buffer, without headroom: the road from an
         // IP-HTTPS client prepends nothing and NAT64 only shrinks a packet (hairpins
         // included), so nothing before `at` is written.
         PacketVerdict::Forward => {
-            dp.handle_iphttps(Instant::now(), link.prefix, &mut link.buf, at, at + len)
+            dp.handle_iphttps(now, link.prefix, &mut link.buf, at, at + len)
         }
         PacketVerdict::Reply { len } => {
             if !link.queue.push(&link.reply[..len]) {
