@@ -785,9 +785,7 @@ fn client_packet(
         // Packets lie back to back in the stream buffer, without headroom: the road from an
         // IP-HTTPS client prepends nothing and NAT64 only shrinks a packet (hairpins
         // included), so nothing before `at` is written.
-        PacketVerdict::Forward => {
-            dp.handle_iphttps(now, link.prefix, &mut link.buf, at, at + len)
-        }
+        PacketVerdict::Forward => dp.handle_iphttps(now, link.prefix, &mut link.buf, at, at + len),
         PacketVerdict::Reply { len } => {
             if !link.queue.push(&link.reply[..len]) {
                 stats.count_drops(DropReason::IphttpsQueueFull, 1);
