@@ -19,7 +19,7 @@ use gate64_testkit::strongswan::{
     Charon, CharonConfig, INFRASTRUCTURE, INTRANET, IkeSa, LabCerts, RESPONDER_CONNECTION, Tunnel,
     find_child, with_charon_logs,
 };
-use gate64_testkit::{CORP_HOST, Netns, Topology, find_tool, netns_or_skip};
+use gate64_testkit::{CORP_HOST, Netns, Topology, find_tool, netns_or_skip, wait_for};
 
 use crate::common::{netns_test, path_str};
 
@@ -171,6 +171,10 @@ fn exercise(
         );
     }
 
+    let (client, server) = rekey(initiator, responder)?;
+    check_tables(&client, &server, client_addr).context("after the rekeys")?;
+    ping_all(cli, INTRANET_HOST).context("intranet after the rekeys")?;
+
     initiator.terminate(INTRANET, Duration::from_secs(10))?;
     initiator.wait_established(1, 1, SETTLE_TIMEOUT)?;
     let server = responder.wait_established(1, 1, SETTLE_TIMEOUT)?;
@@ -180,6 +184,48 @@ fn exercise(
     );
     ping_all(cli, INFRASTRUCTURE_HOST).context("infrastructure after intranet went down")?;
     Ok(())
+}
+
+/// Rekeys the intranet child SA and the infrastructure IKE SA from the initiator; the
+/// initiator then shows new SPIs for both, and each end two IKE SAs and two child SAs again.
+/// Returns both tables.
+fn rekey(initiator: &Charon<'_>, responder: &Charon<'_>) -> Result<(Vec<IkeSa>, Vec<IkeSa>)> {
+    let before = initiator.list_sas()?;
+    let old_child = child(&before, INTRANET)?.spi_in;
+    let old_ike = ike(&before, INFRASTRUCTURE)?.spis;
+    initiator.rekey_child(INTRANET)?;
+    initiator.rekey_ike(INFRASTRUCTURE)?;
+    let rekeyed = |sas: &[IkeSa]| {
+        let child_new = find_child(sas, INTRANET).is_some_and(|c| c.spi_in != old_child);
+        let ike_new = sas.iter().all(|s| s.spis != old_ike);
+        child_new && ike_new
+    };
+    let done = wait_for(SETTLE_TIMEOUT, || {
+        let sas = initiator.list_sas().ok()?;
+        rekeyed(&sas).then_some(())
+    });
+    ensure!(
+        done.is_some(),
+        "no new intranet child SPI (old {old_child:08x}) or infrastructure IKE SPIs (old \
+         {old_ike:x?}) within {SETTLE_TIMEOUT:?}: {:#?}",
+        initiator.list_sas()
+    );
+    // The old SAs are deleted once the rekey completes: back to exactly two and two.
+    let client = initiator.wait_established(2, 2, SETTLE_TIMEOUT)?;
+    let server = responder.wait_established(2, 2, SETTLE_TIMEOUT)?;
+    ensure!(
+        rekeyed(&client),
+        "after the rekeys, the initiator shows {client:#?}"
+    );
+    Ok((client, server))
+}
+
+fn ike<'a>(sas: &'a [IkeSa], name: &str) -> Result<&'a IkeSa> {
+    let mut found = sas.iter().filter(|s| s.name == name);
+    match (found.next(), found.next()) {
+        (Some(sa), None) => Ok(sa),
+        _ => anyhow::bail!("not exactly one IKE SA {name}: {sas:#?}"),
+    }
 }
 
 /// Both tables show two IKE SAs with one child each, the same SPIs crosswise, and an inner

@@ -778,6 +778,19 @@ impl<'a> Charon<'a> {
         Ok(out)
     }
 
+    /// `swanctl --rekey --child <child>`: starts a CREATE_CHILD_SA rekey of every child SA of
+    /// that name (returns once charon has queued it; watch [`Charon::list_sas`] for the new
+    /// SPIs).
+    pub fn rekey_child(&self, child: &str) -> Result<String> {
+        self.swanctl(&["--rekey", "--child", child], SWANCTL_TIMEOUT)
+    }
+
+    /// `swanctl --rekey --ike <ike>`: starts a CREATE_CHILD_SA rekey of the IKE SA(s) of that
+    /// name (returns once charon has queued it).
+    pub fn rekey_ike(&self, ike: &str) -> Result<String> {
+        self.swanctl(&["--rekey", "--ike", ike], SWANCTL_TIMEOUT)
+    }
+
     /// `swanctl --list-sas`, parsed.
     pub fn list_sas(&self) -> Result<Vec<IkeSa>> {
         let out = self.swanctl(&["--list-sas", "--pretty"], SWANCTL_TIMEOUT)?;
