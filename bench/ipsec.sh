@@ -272,7 +272,7 @@ start_initiator() {
 # Bytes the client's intranet child SA has sent and received (from swanctl --list-sas --raw).
 intranet_bytes() {
     swan "$CLI" "$WORK/initiator" --list-sas --raw 2>/dev/null |
-        tr ' ' '\n' | awk -F= '/name=/ {f = ($0 ~ /[{]?name=intranet$/)} f && /^bytes-(in|out)=/ {s += $2} END {print s + 0}'
+        tr ' ' '\n' | awk -F= '/name=/ {f = ($0 ~ /[{]?name=intranet$/)} f && /^bytes-(in|out)=/ {s += $2} END {printf "%.0f\n", s}'
 }
 
 # ---------------------------------------------------------------- measurement
