@@ -55,6 +55,8 @@ CHARON=/usr/sbin/charon-systemd
 
 WORK=$(mktemp -d /tmp/gate64-bench-ipsec.XXXXXX)
 RESPONDER=2001:db8:100:1::2
+# The address the client's charon runs IKE with (set per setup).
+IKE_PEER=$RESPONDER
 INFRA_TS=fd00:c0::53/128
 INTRANET_TS=fd00:c0::/64
 INFRA_HOST=fd00:c0::53
@@ -99,7 +101,7 @@ start_teredo_client() {
     start_bg "$CLI" miredo-client miredo -f -c "$WORK/cli.conf" -p "$WORK/cli.pid"
     wait_for 15 client_ready || { log "client did not qualify within 15 s"; return 1; }
     # The connectivity test and bubbles (teredo-iphttps.md §1.7) before IKE's first message.
-    ip netns exec "$CLI" ping -6 -n -c 3 -i 0.2 -W 3 "$RESPONDER" >"$WORK/ping-teredo.log" 2>&1 || {
+    ip netns exec "$CLI" ping -6 -n -c 3 -i 0.2 -W 3 "$IKE_PEER" >"$WORK/ping-teredo.log" 2>&1 || {
         log "ping over Teredo failed: $(cat "$WORK/ping-teredo.log")"
         return 1
     }
@@ -224,7 +226,7 @@ initiator_conn() { # initiator_conn NAME REMOTE_TS: one IKE SA per tunnel, virtu
     cat <<EOF
   $1 {
     version = 2
-    remote_addrs = $RESPONDER
+    remote_addrs = $IKE_PEER
     vips = ::
 $(conn_common)
     children {
@@ -341,6 +343,9 @@ run_strongswan() {
     log "== strongswan: miredo server + relay, strongSwan responder in tcorp"
     teardown
     setup
+    IKE_PEER=$RESPONDER
+    rm -rf "$WORK/certs" "$WORK/initiator" "$WORK/responder"
+    make_certs "$WORK/certs" "$IKE_PEER"
     ip -n "$CORP" addr add "$INFRA_HOST/128" dev lo
     ip -n "$CORP" addr add "$INTRANET_HOST/64" dev lo
     start_miredo_pair || { log "miredo pair did not start"; tail -n 20 "$WORK"/miredo-*.log >&2; return 1; }
@@ -355,13 +360,16 @@ run_strongswan() {
 }
 
 # ================================================================ (b) gate64 responder
-# TODO(lead): fill in when gate64's ESP responder lands. The shape: setup; gate64 serve in tsrv
-# with [teredo] as in bench/teredo.sh plus [ipsec] (certificate/private_key from
-# $WORK/certs/responder.*, or a `gate64 certs` set; ca = $WORK/certs/ca.pem; endpoint =
-# $RESPONDER routed into gate64's TUN instead of tcorp's veth, or the endpoint address the
-# design picks; pool6 = $POOL6; infrastructure_prefixes = ["$INFRA_TS"]; intranet_prefixes =
-# ["$INTRANET_TS"]); tcorp keeps iperf3 -s on $INTRANET_HOST; then start_teredo_client,
-# start_initiator and `measure gate64`, unchanged, so both halves share the client side.
+# TODO(lead): fill in when gate64's ESP responder lands. The shape: build_gate64 (honours
+# GATE64_BIN; call it from main only when SETUPS has gate64); setup; gate64 serve in tsrv
+# with [teredo] as in bench/teredo.sh plus [ipsec]; IKE_PEER = gate64's [ipsec] endpoint
+# (e.g. 2001:db8:100::1, corpnet.address6); make_certs "$WORK/certs" "$IKE_PEER" (or a
+# `gate64 certs` set) for certificate/private_key = $WORK/certs/responder.*, ca =
+# $WORK/certs/ca.pem; pool6 = $POOL6; infrastructure_prefixes = ["$INFRA_TS"];
+# intranet_prefixes = ["$INTRANET_TS"]; routes: tsrv fd00:c0::/64 via tcorp
+# (2001:db8:100:1::2), tcorp $POOL6 back via tsrv; tcorp holds $INFRA_HOST and
+# $INTRANET_HOST on lo and runs iperf3 -s. Then start_teredo_client, start_initiator and
+# `measure gate64`, unchanged, so both halves share the client side.
 # Until then this half prints that it was not measured, never numbers.
 run_gate64() {
     log "== gate64: not yet measured (gate64's ESP responder has not landed)"
@@ -371,7 +379,6 @@ run_gate64() {
 
 # ---------------------------------------------------------------- main
 
-make_certs "$WORK/certs" "$RESPONDER"
 failed=0
 GATE64_MEASURED=""
 for s in $SETUPS; do
