@@ -21,7 +21,8 @@
 # each run, so kernel work (TUN, UDP, forwarding, softirq) counts for both setups alike. The
 # machine may run other work too: the idle baseline printed before each setup shows how much.
 # Reported per direction: the median of RUNS runs of Mbit/s and of whole-machine CPU-seconds,
-# and their quotient, Mbit/s per whole-machine CPU-second.
+# and the efficiency, megabits moved per whole-machine CPU-second (Mbit/s per busy core, so
+# it does not depend on DURATION).
 #
 # usage: sudo bench/ipsec.sh            (from the repo root)
 # env:   RUNS=5        runs per cell, the median is reported
@@ -391,14 +392,17 @@ done
 
 printf '\nESP over Teredo, iperf3 TCP to %s through the intranet tunnel, MSS %s, %s s per run, median of %s run(s)\n' \
     "$INTRANET_HOST" "$MSS" "$DURATION" "$RUNS"
-printf '%-11s %5s %9s %9s %7s %14s %11s %16s\n' responder dir "Mbit/s" "CPU s" cores \
-    "Mbit/s/CPU-s" "lab CPU s" "Mbit/s/lab-CPU-s"
+printf '%-11s %5s %9s %9s %7s %11s %11s %14s\n' responder dir "Mbit/s" "CPU s" cores \
+    "Mbit/CPU-s" "lab CPU s" "Mbit/lab-CPU-s"
+# Efficiency = megabits moved per CPU-second spent (= Mbit/s per busy core), which does not
+# depend on DURATION.
+per_cpu_s() { awk -v m="$1" -v c="$2" -v d="$DURATION" 'BEGIN {if (c > 0) printf "%.1f", m * d / c; else print "inf"}'; }
 for r in "${RESULTS[@]}"; do
     read -r setup dir mbps cpu lab <<<"$r"
     cores=$(awk -v c="$cpu" -v d="$DURATION" 'BEGIN {printf "%.2f", c / d}')
-    eff=$(awk -v m="$mbps" -v c="$cpu" 'BEGIN {if (c > 0) printf "%.1f", m / c; else print "inf"}')
-    leff=$(awk -v m="$mbps" -v c="$lab" 'BEGIN {if (c > 0) printf "%.1f", m / c; else print "inf"}')
-    printf '%-11s %5s %9s %9s %7s %14s %11s %16s\n' "$setup" "$dir" "$mbps" "$cpu" "$cores" \
+    eff=$(per_cpu_s "$mbps" "$cpu")
+    leff=$(per_cpu_s "$mbps" "$lab")
+    printf '%-11s %5s %9s %9s %7s %11s %11s %14s\n' "$setup" "$dir" "$mbps" "$cpu" "$cores" \
         "$eff" "$lab" "$leff"
 done
 for b in "${BASELINES[@]}"; do
@@ -412,5 +416,5 @@ done
 if [[ " $SETUPS " == *" gate64 "* ]] && [ -z "$GATE64_MEASURED" ]; then
     printf '%-11s %s\n' gate64 "gate64: not yet measured"
 fi
-printf '(CPU s = whole-machine busy time from /proc/stat during the run, every process and the\n kernel alike; cores = CPU s / run time; lab CPU s = user + system time of every process\n in the three namespaces.)\n'
+printf '(CPU s = whole-machine busy time from /proc/stat during the run, every process and the\n kernel alike; cores = CPU s / run time; Mbit/CPU-s = Mbit/s x run time / CPU s, i.e. Mbit/s\n per busy core; lab CPU s = user + system time of every process in the three namespaces.)\n'
 exit "$failed"

@@ -108,7 +108,8 @@ pub struct Charon<'a> {
 impl<'a> Charon<'a> {
     /// Writes the configuration into a fresh temporary directory, copies the credentials
     /// into its `swanctl/` tree, starts charon inside `ns` and waits (≤ 15 s) until it
-    /// answers on its vici socket. `label` (letters, digits, `-`) names its log.
+    /// answers on its vici socket. `label` (letters, digits, `-`) names its log. At most one
+    /// charon per namespace: each binds UDP 500 and 4500 and creates the `ipsec0` device.
     pub fn start(ns: &'a Netns, label: &str, config: CharonConfig) -> Result<Charon<'a>> {
         ensure!(
             !label.is_empty()
@@ -138,10 +139,10 @@ impl<'a> Charon<'a> {
         let env = format!("STRONGSWAN_CONF={}", conf.display());
         let mut process = ns.spawn(&format!("charon-{label}"), &["env", &env, CHARON_BIN])?;
         let socket = charon.dir.join("charon.vici");
+        // Stops early when charon exits (a configuration it refuses, a port in use).
         let up = wait_until(START_TIMEOUT, || {
-            process.is_running()
-                && socket.exists()
-                && charon.swanctl_raw(&["--stats"], SWANCTL_TIMEOUT).is_ok()
+            !process.is_running()
+                || (socket.exists() && charon.swanctl_raw(&["--stats"], SWANCTL_TIMEOUT).is_ok())
         });
         let running = process.ensure_running();
         charon.process = Some(process);
