@@ -3,6 +3,7 @@
 //! and two child SAs per client (infrastructure and intranet).
 //!
 //! - `netns_strongswan_reference_two_tunnels_veth`: initiator and responder on one IPv6 veth.
+//! - `netns_strongswan_reference_refuses_a_client_of_another_ca`: IKE_AUTH fails, no SA.
 //! - `netns_strongswan_reference_two_tunnels_over_teredo`: the initiator in `tcli` builds both
 //!   tunnels over Debian's miredo client, through Miredo's own Teredo server and relay in
 //!   `tsrv`, to the responder in `tcorp`; pings reach an address inside each tunnel's selector.
@@ -72,6 +73,61 @@ fn two_tunnels_veth(cli: &Netns, corp: &Netns) -> Result<()> {
     corp.addr_add("vcli", &format!("{VETH_RESPONDER}/64"))?;
     let initiator_addr: IpAddr = VETH_INITIATOR.parse().context("constant")?;
     two_tunnels(cli, corp, VETH_RESPONDER, initiator_addr)
+}
+
+#[test]
+#[ignore = "netns: needs root"]
+fn netns_strongswan_reference_refuses_a_client_of_another_ca() {
+    let name = "netns_strongswan_reference_refuses_a_client_of_another_ca";
+    if !netns_or_skip(name) {
+        return;
+    }
+    let cli = Netns::new("swcli").expect("netns");
+    let corp = Netns::new("swcorp").expect("netns");
+    if let Err(e) = another_ca(&cli, &corp) {
+        panic!("{name}: {e:#}\n{}{}", cli.logs_report(), corp.logs_report());
+    }
+}
+
+/// The client trusts the responder, but its own certificate comes from a CA the responder
+/// does not know: IKE_AUTH fails, and neither side keeps an SA (the failure path the fixture
+/// must report, as gate64's negative tests will use it).
+fn another_ca(cli: &Netns, corp: &Netns) -> Result<()> {
+    cli.veth("vcorp", corp, "vcli")?;
+    cli.addr_add("vcorp", &format!("{VETH_INITIATOR}/64"))?;
+    corp.addr_add("vcli", &format!("{VETH_RESPONDER}/64"))?;
+    let server = IpAddr::V6(VETH_RESPONDER);
+    let lab = LabCerts::generate(corp, &corp.dir().join("lab"), server)?;
+    let other = LabCerts::generate(corp, &corp.dir().join("other"), server)?;
+    let responder = Charon::start(
+        corp,
+        "responder",
+        CharonConfig::responder(Some(server), lab.responder(), tunnels(), POOL6),
+    )?;
+    let mut credentials = other.initiator();
+    credentials.cas = vec![lab.ca.clone()];
+    let initiator = Charon::start(
+        cli,
+        "initiator",
+        CharonConfig::initiator(server, credentials, tunnels()),
+    )?;
+    let scenario = || -> Result<()> {
+        responder.load_all()?;
+        initiator.load_all()?;
+        let refused = initiator.initiate(INFRASTRUCTURE, INFRASTRUCTURE, INITIATE_TIMEOUT);
+        let err = match refused {
+            Ok(out) => anyhow::bail!("a client of another CA got in:\n{out}"),
+            Err(e) => format!("{e:#}"),
+        };
+        ensure!(
+            err.contains("AUTHENTICATION_FAILED"),
+            "initiate failed, but not with AUTHENTICATION_FAILED: {err}"
+        );
+        initiator.wait_established(0, 0, SETTLE_TIMEOUT)?;
+        responder.wait_established(0, 0, SETTLE_TIMEOUT)?;
+        Ok(())
+    };
+    with_charon_logs(scenario(), &[&initiator, &responder])
 }
 
 #[test]
