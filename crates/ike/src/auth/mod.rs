@@ -36,6 +36,8 @@
 mod algid;
 mod credentials;
 mod identity;
+#[cfg(test)]
+mod interop_tests;
 mod peer;
 #[cfg(test)]
 mod tests;
@@ -160,7 +162,8 @@ pub enum AuthError {
     /// A public key type this module does not sign or verify with.
     #[error("unsupported key type: {0}")]
     UnsupportedKey(&'static str),
-    /// The chain does not lead to any configured CA.
+    /// The chain does not lead to any configured CA (also when a certificate names a trusted
+    /// CA as its issuer but that CA's key does not verify its signature).
     #[error("certificate not issued by a trusted CA")]
     UnknownCa,
     /// A certificate of the chain is past its notAfter.

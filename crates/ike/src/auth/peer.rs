@@ -413,7 +413,10 @@ impl ExtendedKeyUsageValidator for IkeEku {
 fn chain_error(e: webpki::Error) -> AuthError {
     use webpki::Error as E;
     match e {
-        E::UnknownIssuer => AuthError::UnknownCa,
+        // A signature that does not verify under the CA whose name the certificate gives as its
+        // issuer (another CA with the same DN, or a forged certificate): not issued by a trusted
+        // CA either.
+        E::UnknownIssuer | E::InvalidSignatureForPublicKey => AuthError::UnknownCa,
         E::CertExpired { .. } => AuthError::Expired,
         E::CertNotValidYet { .. } => AuthError::NotYetValid,
         E::RequiredEkuNotFoundContext(_) => {

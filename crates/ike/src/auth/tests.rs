@@ -15,8 +15,8 @@ const IPSEC_IKE: [u64; 9] = [1, 3, 6, 1, 5, 5, 7, 3, 17];
 const OCTETS: &[u8] = b"IKE_SA_INIT response | Nr | prf(SK_pr, IDr')";
 
 pub(super) struct Ca {
-    pem: String,
-    issuer: Issuer<'static, KeyPair>,
+    pub(super) pem: String,
+    pub(super) issuer: Issuer<'static, KeyPair>,
 }
 
 pub(super) fn ca(name: &str) -> Ca {
