@@ -55,18 +55,9 @@ impl Curve {
 impl fmt::Debug for Credentials {
     /// Never prints key material.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let key = match &self.key {
-            SigningKey::Ecdsa {
-                curve: Curve::P256, ..
-            } => "ECDSA P-256",
-            SigningKey::Ecdsa {
-                curve: Curve::P384, ..
-            } => "ECDSA P-384",
-            SigningKey::Rsa(_) => "RSA",
-        };
         f.debug_struct("Credentials")
             .field("chain_len", &self.chain.len())
-            .field("key", &key)
+            .field("key", &self.key_name())
             .field("id", &self.id.to_string())
             .finish()
     }

@@ -586,3 +586,18 @@ fn signature_hash_algorithms_notify_rfc7427_4() {
     );
     assert_eq!(AuthMethod::try_from(14), Ok(AuthMethod::DigitalSignature));
 }
+
+#[test]
+fn auth_types_can_be_shared_between_threads() {
+    fn shared<T: Send + Sync + 'static>() {}
+    shared::<Credentials>();
+    shared::<TrustAnchors>();
+    shared::<PeerCert>();
+    shared::<AuthError>();
+    let ca = ca("lab CA");
+    let debug = format!("{:?}", creds(&leaf(&ca, &rcgen::PKCS_ECDSA_P256_SHA256)));
+    assert!(
+        debug.contains("ECDSA P-256") && !debug.contains("BEGIN"),
+        "{debug}"
+    );
+}
