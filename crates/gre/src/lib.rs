@@ -355,6 +355,30 @@ impl Gre {
         })
     }
 
+    /// The tunnel for an inner packet read from `tenant`'s routing domain, by its destination;
+    /// a packet too short for its IP header or that no route covers is refused and counted.
+    pub fn route_packet(&self, tenant: TenantId, packet: &[u8]) -> Result<TunnelId, DropReason> {
+        let dst = match packet.first().map(|b| b >> 4) {
+            Some(4) => packet
+                .get(16..20)
+                .and_then(|b| <[u8; 4]>::try_from(b).ok())
+                .map(IpAddr::from),
+            Some(6) => packet
+                .get(24..40)
+                .and_then(|b| <[u8; 16]>::try_from(b).ok())
+                .map(IpAddr::from),
+            _ => None,
+        };
+        let r = match dst {
+            None => Err(DropReason::Malformed),
+            Some(dst) => self.route(tenant, dst).ok_or(DropReason::NoRoute),
+        };
+        if let Err(reason) = r {
+            self.drops.count(reason);
+        }
+        r
+    }
+
     /// The tunnel that carries an inner packet to `dst` in `tenant`'s routing domain (longest
     /// prefix match over the tunnels' routes).
     pub fn route(&self, tenant: TenantId, dst: IpAddr) -> Option<TunnelId> {

@@ -424,3 +424,24 @@ fn labels_are_the_metrics_contract() {
         assert_eq!(r.index(), i);
     }
 }
+
+#[test]
+fn route_packet_counts_what_it_refuses() {
+    let g = site2(Instant::now());
+    assert_eq!(g.route_packet(TenantId(0), &inner_v4(64)), Ok(TunnelId(0)));
+    let mut elsewhere = inner_v4(64);
+    elsewhere[16] = 192;
+    assert_eq!(
+        g.route_packet(TenantId(0), &elsewhere),
+        Err(DropReason::NoRoute)
+    );
+    assert_eq!(
+        g.route_packet(TenantId(0), &[0x45, 0]),
+        Err(DropReason::Malformed)
+    );
+    assert_eq!(g.drops().get(DropReason::NoRoute), 1);
+    assert_eq!(g.drops().get(DropReason::Malformed), 1);
+    let v6 = inner_v6(64);
+    // 2001:db8:64::5 is not routed; 2001:db8:16::/48 is.
+    assert_eq!(g.route_packet(TenantId(0), &v6), Err(DropReason::NoRoute));
+}
