@@ -428,9 +428,11 @@ fn labels_are_the_metrics_contract() {
 #[test]
 fn route_packet_counts_what_it_refuses() {
     let g = site2(Instant::now());
-    assert_eq!(g.route_packet(TenantId(0), &inner_v4(64)), Ok(TunnelId(0)));
-    let mut elsewhere = inner_v4(64);
-    elsewhere[16] = 192;
+    // inner_v4 goes to 10.64.0.5, behind gate64: towards the site it is 172.16.0.9.
+    let mut to_site = inner_v4(64);
+    to_site[16..20].copy_from_slice(&[172, 16, 0, 9]);
+    assert_eq!(g.route_packet(TenantId(0), &to_site), Ok(TunnelId(0)));
+    let elsewhere = inner_v4(64);
     assert_eq!(
         g.route_packet(TenantId(0), &elsewhere),
         Err(DropReason::NoRoute)
