@@ -266,26 +266,26 @@ fn two_tenants() -> Result<()> {
     let lan_red = Netns::new("grered")?;
     let lan_blue = Netns::new("greblue")?;
     router(&gw)?;
-    gw.veth("ua", &site_a, "u")?;
-    gw.veth("ub", &site_b, "u")?;
+    gw.veth("ua", &site_a, "wan0")?;
+    gw.veth("ub", &site_b, "wan0")?;
     gw.addr_add("ua", "203.0.113.1/24")?;
     gw.addr_add("ub", "198.51.100.1/24")?;
-    site_a.addr_add("u", "203.0.113.2/24")?;
-    site_b.addr_add("u", "198.51.100.2/24")?;
+    site_a.addr_add("wan0", "203.0.113.2/24")?;
+    site_b.addr_add("wan0", "198.51.100.2/24")?;
     // Both LANs are 10.64.0.0/24 behind 10.64.0.1: only the tenant's table tells them apart.
     for (dev, ns, table, tun) in [
         ("lr", &lan_red, "100", "gre-red"),
         ("lb", &lan_blue, "200", "gre-blue"),
     ] {
-        gw.veth(dev, ns, "l")?;
+        gw.veth(dev, ns, "lan0")?;
         gw.ip(&["addr", "add", "10.64.0.1/24", "dev", dev, "noprefixroute"])?;
         gw.ip(&["route", "add", "10.64.0.0/24", "dev", dev, "table", table])?;
         gw.ip(&["rule", "add", "iif", dev, "lookup", table])?;
         gw.ip(&["rule", "add", "iif", tun, "lookup", table])?;
-        ns.addr_add("l", "10.64.0.5/24")?;
+        ns.addr_add("lan0", "10.64.0.5/24")?;
         ns.ip(&["route", "add", "default", "via", "10.64.0.1"])?;
     }
-    lan_red.addr_add("l", "10.64.0.77/24")?;
+    lan_red.addr_add("lan0", "10.64.0.77/24")?;
     let tunnels = "[[gre.tenant]]\nname = \"red\"\ntun = \"gre-red\"\ntable = 100\n\n\
         [[gre.tenant]]\nname = \"blue\"\ntun = \"gre-blue\"\ntable = 200\n\n\
         [[gre.tunnel]]\nname = \"red-site\"\nlocal = \"203.0.113.1\"\nremote = \"203.0.113.2\"\n\

@@ -171,6 +171,10 @@ impl<'a> Ovs<'a> {
             "site",
         ]);
         gre.push("type=internal");
+        // The site's MTU leaves room for the outer IPv4 and GRE headers on a 1500-byte
+        // underlay (Open vSwitch does not fragment tunnel packets).
+        let mtu = format!("mtu_request={}", site_mtu(p.key.is_some()));
+        gre.push(&mtu);
         self.vsctl(&gre)?;
         for a in p.site_addrs {
             ns.addr_add("site", a)?;
@@ -243,6 +247,11 @@ impl<'a> Ovs<'a> {
             }
         }
     }
+}
+
+/// 1500 minus outer IPv4 (20), GRE (4) and key (4).
+pub fn site_mtu(keyed: bool) -> u16 {
+    1500 - 20 - 4 - if keyed { 4 } else { 0 }
 }
 
 impl Drop for Ovs<'_> {
