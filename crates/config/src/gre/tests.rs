@@ -182,3 +182,13 @@ fn explicit_teredo_still_needs_its_addresses() {
     let e = with("[teredo]\nport = 3544\n").expect_err("Teredo on by default once written");
     assert_eq!(e.key(), Some("teredo.server_addresses"));
 }
+
+#[test]
+fn a_gre_only_gateway_draws_no_client_transport_warning() {
+    let c = Config::from_toml_str(CONTRACT).unwrap();
+    assert!(
+        c.warnings().iter().all(|w| !w.contains("no client")),
+        "{:?}",
+        c.warnings()
+    );
+}

@@ -83,3 +83,71 @@ pub(super) fn encode(enc: &mut DescriptorEncoder, snapshots: &[GreSnapshot]) -> 
         }),
     )
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Exporter;
+    use gate64_dataplane::Gauges;
+
+    fn sample<'a>(text: &'a str, series: &str) -> Option<&'a str> {
+        text.lines()
+            .find_map(|l| l.strip_prefix(series)?.strip_prefix(' '))
+    }
+
+    #[test]
+    fn gre_series_and_drops_are_exported() {
+        let e = Exporter::new(Vec::new(), Arc::new(Gauges::default));
+        let text = e.encode();
+        assert_eq!(sample(&text, "gate64_gre_tunnels{state=\"up\"}"), Some("0"));
+        assert_eq!(
+            sample(&text, "gate64_drops_total{reason=\"gre_bad_key\"}"),
+            Some("0")
+        );
+        e.add_gre(Arc::new(|| GreSnapshot {
+            tunnels: vec![
+                GreTunnelSample {
+                    name: "site2".into(),
+                    up: true,
+                    bytes: [100, 200],
+                    packets: [1, 2],
+                },
+                GreTunnelSample {
+                    name: "site3".into(),
+                    up: false,
+                    bytes: [0, 0],
+                    packets: [0, 0],
+                },
+            ],
+            drops: vec![(DropReason::GreBadKey, 5), (DropReason::GreTtl, 1)],
+        }));
+        let text = e.encode();
+        assert_eq!(sample(&text, "gate64_gre_tunnels{state=\"up\"}"), Some("1"));
+        assert_eq!(
+            sample(&text, "gate64_gre_tunnels{state=\"down\"}"),
+            Some("1")
+        );
+        assert_eq!(
+            sample(
+                &text,
+                "gate64_gre_bytes_total{tunnel=\"site2\",direction=\"tx\"}"
+            ),
+            Some("200")
+        );
+        assert_eq!(
+            sample(
+                &text,
+                "gate64_gre_packets_total{tunnel=\"site2\",direction=\"rx\"}"
+            ),
+            Some("1")
+        );
+        assert_eq!(
+            sample(&text, "gate64_drops_total{reason=\"gre_bad_key\"}"),
+            Some("5")
+        );
+        assert_eq!(
+            sample(&text, "gate64_drops_total{reason=\"gre_ttl\"}"),
+            Some("1")
+        );
+    }
+}
