@@ -10,6 +10,9 @@
 //!   site reaches only its own tenant's LAN, whose hosts share 10.64.0.5.
 //! - `netns_gre_bad_input`: a raw socket sends wrong key, unknown peer, truncated, bad
 //!   checksum and inner TTL 1: each dropped and counted under its reason.
+//! - `netns_gre_keepalive_up_down`: gate64 sends Cisco-style keepalives every second to a
+//!   peer without keepalives of its own (another gate64 that only reflects them); the tunnel
+//!   goes down once the peer stops and up again once it is back.
 
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -53,6 +56,15 @@ fn netns_gre_bad_input() {
         return;
     }
     run(bad_input);
+}
+
+#[test]
+#[ignore = "netns: needs root"]
+fn netns_gre_keepalive_up_down() {
+    if !netns_or_skip("netns_gre_keepalive_up_down") {
+        return;
+    }
+    run(keepalive_up_down);
 }
 
 /// Runs a scenario; on error, panics with the error (namespaces and processes are cleaned up
@@ -414,5 +426,46 @@ fn send_raw(ns: &Netns, from: &str, to: &str, bytes: &[u8], times: usize) -> Res
     );
     ns.exec_ok(&["python3", "-c", &script])
         .context("python3 raw GRE send")?;
+    Ok(())
+}
+
+fn keepalive_up_down() -> Result<()> {
+    let lab = Lab::new("greka")?;
+    lab.peer.addr_add("pp", "203.0.113.2/24")?;
+    let with_keepalive = site2(Some(42)).replace(
+        "routes",
+        "keepalive_secs = 1\nkeepalive_retries = 2\nroutes",
+    );
+    let _gate = start_gate64(&lab.gw, &with_keepalive)?;
+    let peer_conf = "[[gre.tunnel]]\nname = \"hq\"\nlocal = \"203.0.113.2\"\n\
+        remote = \"203.0.113.1\"\nkey = 42\nroutes = [\"10.64.0.0/24\"]\n";
+    let state = |s: &str| {
+        metrics(&lab.gw)
+            .ok()
+            .and_then(|m| m.get("gate64_gre_tunnels", &[("state", s)]))
+            == Some(1.0)
+    };
+    let peer = start_gate64(&lab.peer, peer_conf)?;
+    // Up while answered: a few intervals pass and it stays up.
+    std::thread::sleep(Duration::from_secs(4));
+    ensure!(
+        state("up"),
+        "the tunnel is not up while the peer answers keepalives"
+    );
+    drop(peer);
+    ensure!(
+        wait_until(Duration::from_secs(20), || state("down")),
+        "the tunnel did not go down after its peer stopped"
+    );
+    let _peer = start_gate64(&lab.peer, peer_conf)?;
+    ensure!(
+        wait_until(Duration::from_secs(20), || state("up")),
+        "the tunnel did not come back up once its peer answered again"
+    );
+    let m = metrics(&lab.gw)?;
+    ensure!(
+        m.get("gate64_gre_tunnels", &[("state", "down")]) == Some(0.0),
+        "a tunnel is still counted down"
+    );
     Ok(())
 }
