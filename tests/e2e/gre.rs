@@ -10,6 +10,8 @@
 //!   site reaches only its own tenant's LAN, whose hosts share 10.64.0.5.
 //! - `netns_gre_bad_input`: a raw socket sends wrong key, unknown peer, truncated, bad
 //!   checksum and inner TTL 1: each dropped and counted under its reason.
+//! - `netns_gre_ipv6_outer`: the tunnel over IPv6 (RFC 7676) between gate64 and another
+//!   gate64, IPv4 and IPv6 inside, both ways, with keepalives.
 //! - `netns_gre_keepalive_up_down`: gate64 sends Cisco-style keepalives every second to a
 //!   peer without keepalives of its own (another gate64 that only reflects them); the tunnel
 //!   goes down once the peer stops and up again once it is back.
@@ -65,6 +67,15 @@ fn netns_gre_keepalive_up_down() {
         return;
     }
     run(keepalive_up_down);
+}
+
+#[test]
+#[ignore = "netns: needs root"]
+fn netns_gre_ipv6_outer() {
+    if !netns_or_skip("netns_gre_ipv6_outer") {
+        return;
+    }
+    run(ipv6_outer);
 }
 
 /// Runs a scenario; on error, panics with the error (namespaces and processes are cleaned up
@@ -466,6 +477,45 @@ fn keepalive_up_down() -> Result<()> {
     ensure!(
         m.get("gate64_gre_tunnels", &[("state", "down")]) == Some(0.0),
         "a tunnel is still counted down"
+    );
+    Ok(())
+}
+
+fn ipv6_outer() -> Result<()> {
+    let lab = Lab::new("gre6")?;
+    lab.gw.addr_add("u0", "2001:db8:ffff::1/64")?;
+    lab.peer.addr_add("pp", "2001:db8:ffff::2/64")?;
+    router(&lab.peer)?;
+    lab.peer.addr_add("lo", "172.16.0.5/32")?;
+    lab.peer.addr_add("lo", "2001:db8:16::5/128")?;
+    let tunnel = |local: &str, remote: &str, routes: &str| {
+        format!(
+            "[[gre.tunnel]]\nname = \"v6\"\nlocal = \"{local}\"\nremote = \"{remote}\"\n\
+             key = 7\nkeepalive_secs = 1\nroutes = {routes}\n"
+        )
+    };
+    let gw = tunnel(
+        "2001:db8:ffff::1",
+        "2001:db8:ffff::2",
+        "[\"172.16.0.0/24\", \"2001:db8:16::/64\"]",
+    );
+    let peer = tunnel(
+        "2001:db8:ffff::2",
+        "2001:db8:ffff::1",
+        "[\"10.64.0.0/24\", \"2001:db8:64::/64\"]",
+    );
+    let _gw = start_gate64(&lab.gw, &gw)?;
+    let _peer = start_gate64(&lab.peer, &peer)?;
+    delivered(&lab.peer, "172.16.0.5", "10.64.0.5").context("IPv4 in IPv6, site first")?;
+    delivered(&lab.lan, "10.64.0.5", "172.16.0.5").context("IPv4 in IPv6, LAN first")?;
+    delivered(&lab.peer, "2001:db8:16::5", "2001:db8:64::5").context("IPv6 in IPv6, site")?;
+    delivered(&lab.lan, "2001:db8:64::5", "2001:db8:16::5").context("IPv6 in IPv6, LAN")?;
+    // Keepalives answered over IPv6: still up after several intervals.
+    std::thread::sleep(Duration::from_secs(5));
+    let m = metrics(&lab.gw)?;
+    ensure!(
+        m.get("gate64_gre_tunnels", &[("state", "up")]) == Some(1.0),
+        "the IPv6 tunnel is not up after 5 keepalive intervals"
     );
     Ok(())
 }
