@@ -86,11 +86,33 @@ impl RawCorpnet {
     }
 }
 
+impl RawCorpnet {
+    /// A GRE gateway without client transports: gate64 has no corporate prefix or address
+    /// to serve clients, so neither key is required (an absent one is empty / `::`).
+    pub(crate) fn build_without_clients(self) -> Corpnet {
+        Corpnet {
+            tun: self.tun.unwrap_or_else(|| defaults::TUN.to_owned()),
+            ipv6_prefixes: self.ipv6_prefixes.unwrap_or_default(),
+            address6: self.address6.unwrap_or(Ipv6Addr::UNSPECIFIED),
+            mtu: self.mtu.unwrap_or(defaults::MTU),
+            manage_routes: self.manage_routes.unwrap_or(true),
+            lab_allow_without_ipsec: self.lab_allow_without_ipsec.unwrap_or(false),
+        }
+    }
+}
+
 impl Config {
     pub(crate) fn validate_corpnet(&self) -> Result<(), ConfigError> {
         let c = &self.corpnet;
         if let Some(why) = bad_ifname(&c.tun) {
             return Err(invalid("corpnet.tun", quote(&c.tun), why));
+        }
+        if !self.client_transport_enabled()
+            && !self.gre.tunnels.is_empty()
+            && c.ipv6_prefixes.is_empty()
+            && c.address6.is_unspecified()
+        {
+            return Ok(());
         }
         if c.ipv6_prefixes.is_empty() {
             return Err(invalid(
@@ -152,7 +174,8 @@ impl Config {
         if let Some(warning) = c.open_to_unauthenticated_warning() {
             out.push(warning.to_owned());
         }
-        if !c.ipv6_prefixes.iter().any(|p| p.contains(&c.address6)) {
+        if !c.ipv6_prefixes.iter().any(|p| p.contains(&c.address6)) && !c.address6.is_unspecified()
+        {
             out.push(format!(
                 "corpnet.address6 = {}: the address is outside every corpnet.ipv6_prefixes \
                  entry; make sure the corporate network routes it to gate64",

@@ -43,6 +43,7 @@ impl Config {
             metrics: Metrics { listen: None },
             limits: Limits::default(),
             log: Log::default(),
+            gre: Default::default(),
             written: Default::default(),
         }
     }

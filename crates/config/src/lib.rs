@@ -43,6 +43,7 @@ mod corpnet;
 pub mod defaults;
 mod dns64;
 mod error;
+mod gre;
 mod iphttps;
 mod lab;
 mod limits;
@@ -58,6 +59,7 @@ mod unused;
 pub use corpnet::Corpnet;
 pub use dns64::Dns64;
 pub use error::{ConfigError, ErrorKind};
+pub use gre::{Gre, GreTenant, GreTunnel};
 pub use iphttps::Iphttps;
 pub use limits::Limits;
 pub use log::{Log, LogFormat};
@@ -91,6 +93,8 @@ pub struct Config {
     pub limits: Limits,
     /// `[log]`: logging.
     pub log: Log,
+    /// `[[gre.tunnel]]`, `[[gre.tenant]]`: GRE site-to-site tunnels.
+    pub gre: Gre,
     /// The keys the file wrote, for the warnings about sections filled in but not enabled.
     /// Empty for a configuration built in memory. Private, so only this crate builds a
     /// `Config` literally ([`Config::lab`] is the way to start one elsewhere). Part of `==`:
@@ -133,6 +137,7 @@ impl Config {
         self.validate_nat64()?;
         self.validate_dns64()?;
         self.validate_limits()?;
+        self.validate_gre()?;
         self.validate_log()
     }
 

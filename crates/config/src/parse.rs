@@ -18,7 +18,7 @@ use crate::{Config, dns64, nat64};
 
 /// The sections a configuration file may hold.
 pub(crate) const SECTIONS: &[&str] = &[
-    "server", "teredo", "iphttps", "corpnet", "nat64", "dns64", "metrics", "limits", "log",
+    "server", "teredo", "iphttps", "corpnet", "nat64", "dns64", "metrics", "limits", "log", "gre",
 ];
 
 /// Keys refused under their old name: (old, new, why it changed). The error names both, so an
@@ -50,6 +50,13 @@ pub(crate) fn from_table(table: &toml::Table) -> Result<Config, ConfigError> {
     }
     let server: RawServer = section(table, "server")?;
     let teredo: RawTeredo = section(table, "teredo")?;
+    // A GRE gateway file without `[teredo]` serves no Teredo clients (the default otherwise).
+    let teredo_off: toml::Table = toml::toml! { [teredo] enabled = false };
+    let teredo: RawTeredo = match crate::gre::has_tunnels(table) && !table.contains_key("teredo") {
+        true => section(&teredo_off, "teredo")?,
+        false => teredo,
+    };
+    let gre = crate::gre::parse(table)?;
     let iphttps: RawIphttps = section(table, "iphttps")?;
     let corpnet: RawCorpnet = section(table, "corpnet")?;
     let nat64 = section::<RawNat64>(table, "nat64")?.build()?;
@@ -58,17 +65,22 @@ pub(crate) fn from_table(table: &toml::Table) -> Result<Config, ConfigError> {
     let limits: RawLimits = section(table, "limits")?;
     let log: RawLog = section(table, "log")?;
     let teredo = teredo.build()?;
-    let corpnet = corpnet.build()?;
+    let iphttps = iphttps.build();
+    let corpnet = match teredo.enabled || iphttps.enabled || gre.tunnels.is_empty() {
+        true => corpnet.build()?,
+        false => corpnet.build_without_clients(),
+    };
     Ok(Config {
         server: server.build(),
         teredo,
-        iphttps: iphttps.build(),
+        iphttps,
         corpnet,
         nat64,
         dns64,
         metrics: metrics.build(),
         limits: limits.build(),
         log: log.build(),
+        gre,
         written: Written::from_table(table),
     })
 }

@@ -146,7 +146,7 @@ impl Config {
                         .to_owned(),
                 );
             }
-        } else if !self.iphttps.enabled {
+        } else if !self.iphttps.enabled && self.gre.tunnels.is_empty() {
             out.push(
                 "teredo.enabled = false: no client transport is enabled (iphttps.enabled is \
                  false too), so no client can connect"

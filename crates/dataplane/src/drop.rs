@@ -115,6 +115,24 @@ drops! {
     /// The Teredo peer's IPv4 address holds `[limits] max_teredo_peers_per_ipv4` verified
     /// entries; an unverified newcomer does not replace them.
     PeerIpv4Full => "peer_ipv4_full",
+    /// GRE (issue 11): a known peer sent a packet without the tunnel's RFC 2890 key or with
+    /// another one.
+    GreBadKey => "gre_bad_key",
+    /// GRE: no tunnel between these outer addresses.
+    GreUnknownPeer => "gre_unknown_peer",
+    /// GRE: sequence number not after the last one accepted (RFC 2890 §2.2).
+    GreSequence => "gre_sequence",
+    /// GRE: the RFC 2784 checksum does not verify.
+    GreChecksum => "gre_checksum",
+    /// GRE: the inner packet's TTL or hop limit is 0 or 1.
+    GreTtl => "gre_ttl",
+    /// GRE: truncated, a version other than 0, RFC 1701 bits set, or an inner packet that is
+    /// not what the Protocol Type says.
+    GreMalformed => "gre_malformed",
+    /// GRE: a packet read from a tenant's TUN that no tunnel of the tenant routes.
+    GreNoRoute => "gre_no_route",
+    /// GRE: an inner packet that cannot be encapsulated (no headroom, too long).
+    GreNoRoom => "gre_no_room",
 }
 
 /// A header that does not parse: the wire error's own reason.

@@ -202,6 +202,8 @@ pub struct Daemon {
     /// The IP-HTTPS server and its accept loop, once started.
     iphttps: Mutex<Option<(Arc<IphttpsServer>, tokio::task::JoinHandle<()>)>>,
     binding_log: Option<gate64_io::binding_log::Handle>,
+    /// The GRE data path (issue 11), while `[[gre.tunnel]]` has tunnels; stops on drop.
+    _gre: Option<gate64_io::gre::Gateway>,
 }
 
 impl Daemon {
@@ -220,6 +222,7 @@ impl Daemon {
             binding_log = Some(handle);
         }
         let shared = Shared::new(dp);
+        let corp_is_tun = corp.is_none();
         let corp = match corp {
             Some(c) => c,
             None => create_tun(cfg, &shared, workers)?,
@@ -252,6 +255,11 @@ impl Daemon {
             exporter.add_binding_log_lost(Arc::new(move || lost.get()));
         }
         info!(workers = workers.stats().len(), teredo = ?addresses, port = cfg.teredo.port, "workers up");
+        let gre = if corp_is_tun {
+            crate::gre::start(cfg, &exporter)?
+        } else {
+            None
+        };
         let (stop_tx, _) = tokio::sync::watch::channel(false);
         Ok(Daemon {
             shared,
@@ -262,6 +270,7 @@ impl Daemon {
             stop_tx,
             iphttps: Mutex::new(None),
             binding_log,
+            _gre: gre,
         })
     }
 

@@ -6,6 +6,7 @@
 mod batch;
 pub mod binding_log;
 pub mod dns64;
+pub mod gre;
 pub mod gro;
 pub mod iphttps;
 pub mod metrics_http;

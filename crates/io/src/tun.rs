@@ -19,10 +19,12 @@ use std::process::Command;
 /// Creates the TUN device `name` with `queues` queues (non-blocking), MTU `mtu`, and
 /// `address/128`, and brings it up.
 pub fn create(name: &str, mtu: u16, address: Ipv6Addr, queues: usize) -> io::Result<Vec<CorpLink>> {
-    let first = tun_rs::DeviceBuilder::new()
-        .name(name)
-        .mtu(mtu)
-        .ipv6(address, 128u8)
+    let mut builder = tun_rs::DeviceBuilder::new().name(name).mtu(mtu);
+    // A GRE-only gateway has no corporate address (`corpnet.address6` left out).
+    if !address.is_unspecified() {
+        builder = builder.ipv6(address, 128u8);
+    }
+    let first = builder
         .multi_queue(queues > 1)
         // virtio-net headers: the kernel hands over TCP super-packets (TSO) and takes coalesced
         // ones (GRO), so one read or write moves up to 64 KiB instead of one MTU.

@@ -16,6 +16,9 @@ use prometheus_client::registry::Registry;
 
 use crate::names;
 
+mod gre;
+pub use gre::{GreReader, GreSnapshot, GreTunnelSample};
+
 /// `Content-Type` of [`Exporter::encode`]'s output: the Prometheus text format 0.0.4.
 pub const PROMETHEUS_TEXT_CONTENT_TYPE: &str =
     prometheus_client::encoding::prometheus_text::CONTENT_TYPE;
@@ -51,6 +54,8 @@ struct Source {
     reloads: [AtomicU64; 2],
     /// Readers of the NAT64 binding log's lost-record counters.
     binding_log_lost: Mutex<Vec<CounterReader>>,
+    /// Readers of the GRE data path's counters.
+    gre: Mutex<Vec<GreReader>>,
 }
 
 /// Reads a counter kept elsewhere (e.g. by the binding log's writer).
@@ -67,6 +72,7 @@ impl Exporter {
             dns64: Mutex::new(Vec::new()),
             reloads: [AtomicU64::new(0), AtomicU64::new(0)],
             binding_log_lost: Mutex::new(Vec::new()),
+            gre: Mutex::new(Vec::new()),
         });
         let mut registry = Registry::default();
         registry.register_collector(Box::new(Scrape(Arc::clone(&source))));
@@ -124,6 +130,17 @@ impl Exporter {
         self.inner
             .source
             .binding_log_lost
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(read);
+    }
+
+    /// Adds the GRE data path's counters: `gate64_gre_*` and its drop reasons in
+    /// `gate64_drops_total`.
+    pub fn add_gre(&self, read: GreReader) {
+        self.inner
+            .source
+            .gre
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .push(read);
@@ -217,8 +234,16 @@ impl Collector for Scrape {
         // Clone the list so neither the summing nor the gauges closure (which may take the
         // shared tables' locks) runs under the worker-list lock.
         let workers = self.0.lock_workers().clone();
-        let totals = Totals::sum(&workers);
+        let mut totals = Totals::sum(&workers);
         let gauges = (self.0.gauges)();
+        let gre_readers = self
+            .0
+            .gre
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone();
+        let gre: Vec<GreSnapshot> = gre_readers.iter().map(|read| read()).collect();
+        gre::add_drops(&mut totals.drops, &gre);
 
         gauge_family(
             &mut enc,
@@ -373,6 +398,7 @@ impl Collector for Scrape {
             [("ok", 0), ("refused", 1)]
                 .map(|(result, i)| ([("result", result)], reloads[i].load(Ordering::Relaxed))),
         )?;
+        gre::encode(&mut enc, &gre)?;
         gauge(
             &mut enc,
             names::WORKERS,

@@ -25,3 +25,4 @@ mod exporter;
 pub mod names;
 
 pub use exporter::{Exporter, OPENMETRICS_CONTENT_TYPE, PROMETHEUS_TEXT_CONTENT_TYPE};
+pub use exporter::{GreReader, GreSnapshot, GreTunnelSample};

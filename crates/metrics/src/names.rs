@@ -142,6 +142,25 @@ pub const BUILD_INFO: &str = "gate64_build_info";
 /// Help text of [`BUILD_INFO`].
 pub const BUILD_INFO_HELP: &str = "Always 1; the version label names the running gate64 build.";
 
+/// GRE tunnels by state. Gauge; label `state` (`up`: keepalives answered or off; `down`).
+pub const GRE_TUNNELS: &str = "gate64_gre_tunnels";
+/// Help text of [`GRE_TUNNELS`].
+pub const GRE_TUNNELS_HELP: &str = "GRE tunnels by state: up (keepalives answered, or \
+    keepalives off) or down (keepalive_retries keepalives unanswered).";
+
+/// Inner bytes through GRE tunnels. Counter; labels `tunnel` (the configured name) and
+/// `direction` (`rx` from the peer, `tx` to it).
+pub const GRE_BYTES_TOTAL: &str = "gate64_gre_bytes_total";
+/// Help text of [`GRE_BYTES_TOTAL`].
+pub const GRE_BYTES_TOTAL_HELP: &str = "Bytes of inner packets gate64 decapsulated from a GRE \
+    tunnel (direction=rx) or encapsulated into it (direction=tx), by tunnel name.";
+
+/// Inner packets through GRE tunnels. Counter; labels as [`GRE_BYTES_TOTAL`].
+pub const GRE_PACKETS_TOTAL: &str = "gate64_gre_packets_total";
+/// Help text of [`GRE_PACKETS_TOTAL`].
+pub const GRE_PACKETS_TOTAL_HELP: &str = "Inner packets gate64 decapsulated from a GRE tunnel \
+    (direction=rx) or encapsulated into it (direction=tx), by tunnel name.";
+
 /// Every metric above as `(name, help)`, in exposition order.
 pub const ALL: &[(&str, &str)] = &[
     (CLIENTS, CLIENTS_HELP),
@@ -172,6 +191,9 @@ pub const ALL: &[(&str, &str)] = &[
         NAT64_BINDING_LOG_LOST_TOTAL_HELP,
     ),
     (CONFIG_RELOADS_TOTAL, CONFIG_RELOADS_TOTAL_HELP),
+    (GRE_TUNNELS, GRE_TUNNELS_HELP),
+    (GRE_BYTES_TOTAL, GRE_BYTES_TOTAL_HELP),
+    (GRE_PACKETS_TOTAL, GRE_PACKETS_TOTAL_HELP),
     (WORKERS, WORKERS_HELP),
     (BUILD_INFO, BUILD_INFO_HELP),
 ];

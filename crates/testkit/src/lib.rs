@@ -21,11 +21,13 @@ pub mod flood;
 pub mod metrics;
 mod netns;
 pub mod strongswan;
+pub mod ovs;
 mod topology;
 mod wait;
 
 pub use metrics::Metrics;
 pub use netns::{Netns, Process, find_tool, http_get, netns_available, netns_or_skip};
+pub use ovs::{GrePeer, Ovs};
 pub use topology::{
     ATTACKER_GW_V4, ATTACKER_V4, CLIENT_GW_V4, CLIENT_PORT, CLIENT_V4, CORP_HOST, CORP_HOST_V4,
     CORP_ROUTER, CORP_ROUTER_V4, Gate64Options, IperfResult, METRICS_ADDR, PingStats,

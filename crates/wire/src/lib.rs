@@ -10,6 +10,8 @@
 //! - [`tcp`] (RFC 9293 §3.1), [`udp`] (RFC 768);
 //! - [`icmpv4`] (RFC 792) and [`icmpv6`] (RFC 4443, RFC 4861 §4.1–4.2, §4.6), with an
 //!   `ErrorRepr` for the error messages;
+//! - [`gre`]: the GRE header (RFC 2784, RFC 2890 key and sequence) and the Cisco-style
+//!   keepalive;
 //! - [`teredo`]: the authentication and origin-indication headers (RFC 4380 §5.1.1);
 //! - [`virtio_net`]: the TUN's virtio-net header, and [`offload`]: GSO/GRO on top of it;
 //! - [`checksum`]: the Internet checksum (RFC 1071), its incremental update (RFC 1624) and
@@ -29,6 +31,7 @@
 #![forbid(unsafe_code)]
 
 pub mod checksum;
+pub mod gre;
 mod icmp;
 pub mod icmpv4;
 pub mod icmpv6;

@@ -1,0 +1,270 @@
+#!/usr/bin/env bash
+# GRE site-to-site throughput and CPU efficiency (issue 11): gate64's GRE against Open
+# vSwitch's userspace GRE (datapath_type=netdev, L3 GRE with key 42), in one run, each engine
+# at both ends of the tunnel:
+#
+#   gresite  172.16.0.5 (iperf3 -c)      gregw                              grelan
+#            GRE endpoint 203.0.113.2 ── GRE endpoint 203.0.113.1 ── 10.64.0.1 ── 10.64.0.5 (iperf3 -s)
+#
+#   gate64:  `gate64 serve` in gresite and gregw, [[gre.tunnel]] key 42; the site host is
+#            172.16.0.5 on gresite's loopback, routed into gate64's tenant TUN.
+#   ovs:     ovsdb-server + ovs-vswitchd in gresite and gregw (every file in the work dir),
+#            the recipe of ../shared/docs/interop-ovs-gre.md: br-phy holds the underlay,
+#            br-int an L3 GRE port plus the site port (gresite: internal port `site`; gregw:
+#            the veth to grelan), flows decap()/mod_dl_dst between them.
+#
+# The inner MTU is 1472 on both sides for both engines (1500 - 20 - 4 - 4: Open vSwitch does
+# not fragment tunnel packets; gate64's routes carry mtu 1472). For each setup it runs iperf3
+# TCP from the site host to grelan with FLOWS parallel flows, in both directions, and
+# measures the whole machine's CPU seconds (/proc/stat: user + nice + system + irq + softirq
+# + steal over every core) during each run, and the CPU seconds of the GRE processes (gate64
+# or ovs-vswitchd) of both endpoints. Reported: Mbit/s, machine CPU s, Mbit/s per machine
+# CPU second, endpoint CPU s; the median of RUNS runs.
+#
+# usage: sudo bench/gre.sh            (from the repo root; builds gate64 in release mode)
+# env:   RUNS=3          runs per cell, the median is reported
+#        DURATION=10     seconds per iperf3 run
+#        FLOWS="1 8"     iperf3 -P values (one flow, many flows)
+#        DIRS="up down"  up = site -> grelan, down = grelan -> site (iperf3 -R)
+#        SETUPS="gate64 ovs"
+#        GATE64_BIN=path use this binary and skip the build
+#        KEEP_LOGS=1     keep the temporary directory with configs, logs and iperf3 JSON
+set -euo pipefail
+cd "$(dirname "$0")/.."
+. bench/lib.sh
+
+RUNS=${RUNS:-3}
+DURATION=${DURATION:-10}
+FLOWS=${FLOWS:-"1 8"}
+DIRS=${DIRS:-"up down"}
+SETUPS=${SETUPS:-"gate64 ovs"}
+
+SITE=g64-bgsite-$$-0
+GW=g64-bggw-$$-0
+LAN=g64-bglan-$$-0
+NAMESPACES=("$SITE" "$GW" "$LAN")
+INNER_MTU=1472
+GW_MAC=02:00:00:00:00:01
+
+require_root
+require_tools "apt-get install openvswitch-switch iperf3 iproute2" \
+    ip ss iperf3 ovsdb-tool ovsdb-server ovs-vswitchd ovs-vsctl ovs-ofctl ovs-appctl awk
+
+WORK=$(mktemp -d /tmp/gate64-bench-gre.XXXXXX)
+install_cleanup
+
+# ---------------------------------------------------------------- topology
+
+base_topology() {
+    teardown
+    make_namespaces
+    ip link add name u0 netns "$GW" type veth peer name wan0 netns "$SITE"
+    ip link add name l0 netns "$GW" type veth peer name l1 netns "$LAN"
+    for x in "$GW u0" "$GW l0" "$SITE wan0" "$LAN l1"; do
+        set -- $x
+        ip -n "$1" link set "$2" up
+    done
+    ip -n "$LAN" link set l1 mtu "$INNER_MTU"
+    # Open vSwitch's userspace datapath reads veths with AF_PACKET and forwards what it gets:
+    # TCP super-packets and segments whose checksum a veth peer left to "hardware". The LAN
+    # host segments and checksums in software, for both setups alike.
+    offloads_off "$LAN" l1
+    ip -n "$LAN" addr add 10.64.0.5/24 dev l1
+    for ns in "$GW" "$SITE"; do
+        ip netns exec "$ns" sysctl -qw net.ipv4.ip_forward=1 net.ipv4.conf.all.rp_filter=0 \
+            net.ipv4.conf.default.rp_filter=0
+    done
+}
+
+# offloads_off NS DEV: TX checksum, TSO and GSO off (ethtool -K DEV tx off tso off gso off,
+# through the SIOCETHTOOL ioctl, so ethtool need not be installed).
+offloads_off() {
+    ip netns exec "$1" python3 - "$2" <<'PY'
+import ctypes, fcntl, socket, struct, sys
+SIOCETHTOOL = 0x8946
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+for cmd in (0x17, 0x1f, 0x24):  # ETHTOOL_STXCSUM, ETHTOOL_STSO, ETHTOOL_SGSO
+    value = ctypes.create_string_buffer(struct.pack("II", cmd, 0))
+    ifr = struct.pack("16sP", sys.argv[1].encode(), ctypes.addressof(value))
+    fcntl.ioctl(s, SIOCETHTOOL, ifr)
+PY
+}
+
+# ---------------------------------------------------------------- gate64
+
+gate64_conf() { # gate64_conf LOCAL REMOTE ROUTE
+    cat <<EOF
+[server]
+workers = 1
+[corpnet]
+tun = "gate64"
+[metrics]
+enabled = false
+[[gre.tunnel]]
+name = "bench"
+local = "$1"
+remote = "$2"
+key = 42
+routes = ["$3"]
+EOF
+}
+
+setup_gate64() {
+    base_topology
+    ip -n "$GW" addr add 203.0.113.1/24 dev u0
+    ip -n "$SITE" addr add 203.0.113.2/24 dev wan0
+    ip -n "$GW" addr add 10.64.0.1/24 dev l0
+    ip -n "$LAN" route add default via 10.64.0.1
+    ip -n "$SITE" addr add 172.16.0.5/32 dev lo
+    gate64_conf 203.0.113.1 203.0.113.2 172.16.0.0/24 >"$WORK/gw.toml"
+    gate64_conf 203.0.113.2 203.0.113.1 10.64.0.0/24 >"$WORK/site.toml"
+    start_bg "$GW" gate64-gw "$GATE64_BIN" serve --config "$WORK/gw.toml"
+    start_bg "$SITE" gate64-site "$GATE64_BIN" serve --config "$WORK/site.toml"
+    wait_for 15 ip -n "$GW" route get 172.16.0.5 oif gre-default ||
+        { log "gate64 did not come up in $GW: $(tail -5 "$WORK/gate64-gw.log")"; return 1; }
+    wait_for 15 ip -n "$SITE" route get 10.64.0.5 oif gre-default ||
+        { log "gate64 did not come up in $SITE: $(tail -5 "$WORK/gate64-site.log")"; return 1; }
+    ENGINE_COMM=gate64
+}
+
+# ---------------------------------------------------------------- Open vSwitch
+
+ovs() { # ovs NS TOOL ARGS...: an Open vSwitch command with NS's files under $WORK/ovs-NS
+    local ns=$1 tool=$2 d="$WORK/ovs-$1"
+    shift 2
+    ip netns exec "$ns" env OVS_RUNDIR="$d" OVS_LOGDIR="$d" OVS_DBDIR="$d" OVS_SYSCONFDIR="$d" \
+        "$tool" "$@"
+}
+vsctl() { local ns=$1; shift; ovs "$ns" ovs-vsctl --db="unix:$WORK/ovs-$ns/db.sock" --timeout=20 "$@"; }
+ofctl() { local ns=$1; shift; ovs "$ns" ovs-ofctl -O OpenFlow15 "$@"; }
+
+ovs_start() { # ovs_start NS
+    local ns=$1 d="$WORK/ovs-$1"
+    mkdir -p "$d"
+    ovs "$ns" ovsdb-tool create "$d/conf.db" /usr/share/openvswitch/vswitch.ovsschema
+    ovs "$ns" ovsdb-server "$d/conf.db" --remote="punix:$d/db.sock" --pidfile="$d/ovsdb.pid" \
+        --detach --log-file="$d/ovsdb.log" --unixctl="$d/ovsdb.ctl"
+    vsctl "$ns" --no-wait init
+    ovs "$ns" ovs-vswitchd "unix:$d/db.sock" --pidfile="$d/vsd.pid" --detach \
+        --log-file="$d/vsd.log" --unixctl="$d/vsd.ctl" 2>/dev/null
+}
+
+ovs_gre() { # ovs_gre NS UNDERLAY_PORT LOCAL/24 REMOTE SITE_PORT SITE_PORT_TYPE
+    local ns=$1 under=$2 cidr=$3 remote=$4 port=$5 type=$6 mac
+    vsctl "$ns" add-br br-phy -- set bridge br-phy datapath_type=netdev -- add-port br-phy "$under"
+    ip -n "$ns" addr add "$cidr" dev br-phy
+    ip -n "$ns" link set br-phy up
+    local port_opts=()
+    [ "$type" = internal ] && port_opts=(-- set interface "$port" type=internal "mtu_request=$INNER_MTU")
+    vsctl "$ns" add-br br-int -- set bridge br-int datapath_type=netdev \
+        protocols=OpenFlow10,OpenFlow13,OpenFlow15 \
+        -- add-port br-int gre0 -- set interface gre0 type=gre "options:remote_ip=$remote" \
+        options:key=42 options:packet_type=legacy_l3 \
+        -- add-port br-int "$port" "${port_opts[@]}"
+    ip -n "$ns" link set "$port" up
+    ovs "$ns" ovs-appctl --target="$WORK/ovs-$ns/vsd.ctl" ovs/route/add "$remote/24" br-phy
+    echo "$ns $port"
+}
+
+ovs_flows() { # ovs_flows NS PORT DST_MAC
+    local ns=$1 port=$2 mac=$3
+    ofctl "$ns" del-flows br-int
+    ofctl "$ns" add-flow br-int "in_port=$port,ip,actions=decap(),output:gre0"
+    ofctl "$ns" add-flow br-int "in_port=$port,arp,actions=LOCAL"
+    ofctl "$ns" add-flow br-int \
+        "in_port=gre0,ip,actions=mod_dl_dst:$mac,mod_dl_src:$GW_MAC,output:$port"
+}
+
+setup_ovs() {
+    base_topology
+    ovs_start "$SITE"
+    ovs_start "$GW"
+    ovs_gre "$SITE" wan0 203.0.113.2/24 203.0.113.1 site internal >/dev/null
+    ip -n "$SITE" addr add 172.16.0.5/24 dev site
+    ip -n "$SITE" neigh replace 172.16.0.1 lladdr "$GW_MAC" dev site
+    ip -n "$SITE" route add 10.64.0.0/24 via 172.16.0.1 dev site
+    ovs_flows "$SITE" site "$(ip netns exec "$SITE" cat /sys/class/net/site/address)"
+    ovs_gre "$GW" u0 203.0.113.1/24 203.0.113.2 l0 veth >/dev/null
+    ip -n "$LAN" neigh replace 10.64.0.1 lladdr "$GW_MAC" dev l1
+    ip -n "$LAN" route add default via 10.64.0.1 dev l1 onlink
+    ovs_flows "$GW" l0 "$(ip netns exec "$LAN" cat /sys/class/net/l1/address)"
+    wait_for 20 ip netns exec "$SITE" ping -c 1 -W 1 -I 172.16.0.5 10.64.0.5 ||
+        { log "Open vSwitch path does not carry a ping"; return 1; }
+    ENGINE_COMM=ovs-vswitchd
+}
+
+# ---------------------------------------------------------------- measurement
+
+# machine_ticks: non-idle clock ticks of every core (/proc/stat "cpu" line).
+machine_ticks() { awk '/^cpu / {print $2 + $3 + $4 + $7 + $8 + $9; exit}' /proc/stat; }
+
+# engine_ticks: CPU ticks of the GRE processes (gate64 or ovs-vswitchd) at both ends.
+engine_ticks() {
+    local t=0 ns pid
+    for ns in "$SITE" "$GW"; do
+        for pid in $(ip netns pids "$ns"); do
+            [ "$(cat "/proc/$pid/comm" 2>/dev/null)" = "$ENGINE_COMM" ] || continue
+            t=$((t + $(sed 's/^.*) //' "/proc/$pid/stat" | awk '{print $12 + $13}')))
+        done
+    done
+    echo "$t"
+}
+
+RESULTS=()  # "setup flows dir mbps machine_cpu engine_cpu"
+measure() {
+    local setup=$1 flows dir run json m0 m1 e0 e1 rev
+    for flows in $FLOWS; do
+        for dir in $DIRS; do
+            local mbps_runs="" mcpu_runs="" ecpu_runs=""
+            for run in $(seq "$RUNS"); do
+                json="$WORK/$setup-P$flows-$dir-$run.json"
+                rev=()
+                [ "$dir" = down ] && rev=(-R)
+                m0=$(machine_ticks); e0=$(engine_ticks)
+                if ! ip netns exec "$SITE" timeout $((DURATION + 30)) iperf3 -c 10.64.0.5 \
+                    -B 172.16.0.5 -t "$DURATION" -P "$flows" "${rev[@]}" --json \
+                    --connect-timeout 5000 >"$json" 2>&1; then
+                    log "$setup -P $flows $dir: iperf3 failed: $(tail -3 "$json")"
+                    continue
+                fi
+                m1=$(machine_ticks); e1=$(engine_ticks)
+                local mbps mcpu ecpu
+                mbps=$(received_mbps "$json")
+                mcpu=$(secs $((m1 - m0)))
+                ecpu=$(secs $((e1 - e0)))
+                log "  $setup -P $flows $dir run $run: $mbps Mbit/s, machine CPU $mcpu s, $ENGINE_COMM CPU $ecpu s"
+                mbps_runs+="$mbps"$'\n'; mcpu_runs+="$mcpu"$'\n'; ecpu_runs+="$ecpu"$'\n'
+            done
+            RESULTS+=("$setup $flows $dir $(printf '%s' "$mbps_runs" | median) $(printf '%s' "$mcpu_runs" | median) $(printf '%s' "$ecpu_runs" | median)")
+        done
+    done
+}
+
+for setup in $SETUPS; do
+    log "== $setup"
+    case $setup in
+        gate64) build_gate64; setup_gate64 ;;
+        ovs) setup_ovs ;;
+        *) log "unknown setup $setup"; exit 1 ;;
+    esac
+    start_bg "$LAN" iperf3 iperf3 -s -B 10.64.0.5
+    wait_for 5 tcp_listening "$LAN" 5201
+    measure "$setup"
+    if [ "$setup" = ovs ] && [ -n "${KEEP_LOGS:-}" ]; then
+        for ns in "$SITE" "$GW"; do
+            ovs "$ns" ovs-appctl --target="$WORK/ovs-$ns/vsd.ctl" dpctl/dump-flows \
+                >"$WORK/flows-$ns.txt" 2>&1 || true
+        done
+    fi
+    teardown
+done
+
+echo
+echo "GRE, ${DURATION} s iperf3 TCP runs, median of $RUNS; CPU over the whole machine ($(nproc) cores)"
+printf '%-7s %5s %5s %10s %14s %12s %12s\n' setup flows dir "Mbit/s" "machine CPU s" "Mbit/s/CPU-s" "engine CPU s"
+for r in "${RESULTS[@]}"; do
+    read -r setup flows dir mbps mcpu ecpu <<<"$r"
+    eff=$(awk -v m="$mbps" -v c="$mcpu" 'BEGIN {if (c > 0) printf "%.1f", m / c; else print "inf"}')
+    printf '%-7s %5s %5s %10s %14s %12s %12s\n' "$setup" "$flows" "$dir" "$mbps" "$mcpu" "$eff" "$ecpu"
+done
+printf '(Mbit/s/CPU-s = Mbit/s divided by the CPU seconds of the whole machine during the run,\n as in bench/teredo.sh; engine CPU s = user + system time of gate64 or ovs-vswitchd at both\n tunnel ends.)\n'

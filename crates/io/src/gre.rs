@@ -1,0 +1,448 @@
+//! The GRE data path (issue 11): raw IP protocol-47 sockets on one side, a TUN device per
+//! tenant on the other, and the sans-IO [`gate64_gre::Gre`] between them, on one thread.
+//!
+//! - **Sockets.** One raw socket per local outer address of the tunnels
+//!   (`socket(AF_INET, SOCK_RAW, 47)` or `AF_INET6`), bound to that address with
+//!   IP(V6)_FREEBIND (the address may arrive later, e.g. moved by keepalived). Binding is how
+//!   the receive side learns the outer destination: the kernel hands a bound raw socket only
+//!   packets to its address, so IPv6 (whose raw sockets deliver no IP header) needs no
+//!   IPV6_RECVPKTINFO. IPv4 reads carry the IPv4 header, parsed for the source. Sends carry
+//!   the GRE header and payload; the kernel adds the outer header from the bound address.
+//!   Receives and sends are batched with `recvmmsg`/`sendmmsg` ([`crate::sys`]).
+//! - **Tenants.** Each tenant has its own TUN device (no offloads, one queue); its tunnels'
+//!   routes point into it. A packet read from tenant T's device is routed over T's tunnels
+//!   only, and a packet decapsulated from a tunnel is written to its tenant's device only, so
+//!   tenants may share inner prefixes.
+//! - **Timers.** Keepalives run on the same thread: the poll waits at most until
+//!   [`gate64_gre::Gre::poll_timeout`].
+//!
+//! Not yet: multi-queue TUNs and several threads (one thread carries every tunnel), TUN
+//! offloads (TSO/GRO) and outer GSO. One flow's packets stay in order because one thread
+//! handles them.
+
+use std::io;
+use std::net::{IpAddr, SocketAddr};
+use std::os::fd::AsRawFd;
+use std::process::Command;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use gate64_dataplane::DropReason as Drop;
+use gate64_gre::{DropReason, Gre, Inner, TenantId};
+use gate64_metrics::{GreReader, GreSnapshot, GreTunnelSample};
+use gate64_wire::ipv4;
+use ipnet::IpNet;
+use socket2::{Domain, Protocol, Socket, Type};
+use tracing::{debug, info, warn};
+
+use crate::sys::{self, BATCH, ReceivedFrom};
+
+/// Room before each inner packet read from a TUN for the GRE header.
+const HEADROOM: usize = gate64_wire::gre::MAX_HEADER_LEN;
+/// Bytes of one receive slot: the largest (reassembled) IP packet.
+const SLOT: usize = 65_536;
+/// Socket buffers asked for (the kernel caps them unless CAP_NET_ADMIN forces them).
+const SOCKET_BUFFER: usize = 4 << 20;
+/// Longest wait between checks of the stop flag.
+const MAX_WAIT: Duration = Duration::from_millis(100);
+
+/// A running GRE data path; dropping it stops the thread (the TUN devices, and with them
+/// their routes, go when the thread exits).
+pub struct Gateway {
+    stop: Arc<AtomicBool>,
+    thread: Option<JoinHandle<io::Result<()>>>,
+    reader: GreReader,
+}
+
+impl Gateway {
+    /// Starts the thread: `tuns[i]` is the device of tenant `i`.
+    pub fn spawn(gre: Gre, tuns: Vec<tun_rs::SyncDevice>) -> io::Result<Gateway> {
+        let sockets = bind_sockets(&gre)?;
+        let reader = reader(&gre);
+        let stop = Arc::new(AtomicBool::new(false));
+        let flag = Arc::clone(&stop);
+        let mut engine = Engine::new(gre, sockets, tuns)?;
+        let thread = std::thread::Builder::new()
+            .name("gre".into())
+            .spawn(move || engine.run(&flag))?;
+        Ok(Gateway {
+            stop,
+            thread: Some(thread),
+            reader,
+        })
+    }
+
+    /// The counters for the metrics exporter ([`gate64_metrics::Exporter::add_gre`]).
+    pub fn reader(&self) -> GreReader {
+        Arc::clone(&self.reader)
+    }
+
+    /// Stops the thread and returns its error, if it failed.
+    pub fn stop(mut self) -> io::Result<()> {
+        self.halt()
+    }
+
+    fn halt(&mut self) -> io::Result<()> {
+        self.stop.store(true, Ordering::Relaxed);
+        match self.thread.take().map(JoinHandle::join) {
+            Some(Ok(r)) => r,
+            Some(Err(_)) => Err(io::Error::other("the GRE thread panicked")),
+            None => Ok(()),
+        }
+    }
+}
+
+impl std::ops::Drop for Gateway {
+    fn drop(&mut self) {
+        if let Err(e) = self.halt() {
+            warn!(error = %e, "GRE data path failed");
+        }
+    }
+}
+
+/// Creates tenant `name`'s TUN device `dev`: up, MTU `mtu`, no address (the kernel routes
+/// into it by the routes added with [`route`]).
+pub fn create_tun(dev: &str, mtu: u16) -> io::Result<tun_rs::SyncDevice> {
+    let d = tun_rs::DeviceBuilder::new()
+        .name(dev)
+        .mtu(mtu)
+        .enable(true)
+        .build_sync()
+        .map_err(|e| io::Error::new(e.kind(), format!("creating TUN device `{dev}`: {e}")))?;
+    d.set_nonblocking(true)?;
+    Ok(d)
+}
+
+/// Routes `net` into `dev` in routing table `table` with route MTU `mtu`
+/// (`ip route replace NET dev DEV table T mtu M`), idempotently.
+pub fn route(net: IpNet, dev: &str, table: u32, mtu: u16) -> io::Result<()> {
+    let family = if matches!(net, IpNet::V4(_)) {
+        "-4"
+    } else {
+        "-6"
+    };
+    let args = [
+        family.to_owned(),
+        "route".into(),
+        "replace".into(),
+        net.to_string(),
+        "dev".into(),
+        dev.into(),
+        "table".into(),
+        table.to_string(),
+        "mtu".into(),
+        mtu.to_string(),
+    ];
+    let out = Command::new("ip")
+        .args(&args)
+        .output()
+        .map_err(|e| io::Error::new(e.kind(), format!("running `ip {}`: {e}", args.join(" "))))?;
+    if !out.status.success() {
+        return Err(io::Error::other(format!(
+            "`ip {}` failed: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stderr).trim()
+        )));
+    }
+    Ok(())
+}
+
+/// The `gate64_drops_total` reason of a GRE drop.
+pub fn drop_reason(r: DropReason) -> Drop {
+    match r {
+        DropReason::BadKey => Drop::GreBadKey,
+        DropReason::UnknownPeer => Drop::GreUnknownPeer,
+        DropReason::Sequence => Drop::GreSequence,
+        DropReason::Checksum => Drop::GreChecksum,
+        DropReason::Ttl => Drop::GreTtl,
+        DropReason::NoRoute => Drop::GreNoRoute,
+        DropReason::NoRoom => Drop::GreNoRoom,
+        _ => Drop::GreMalformed,
+    }
+}
+
+fn reader(gre: &Gre) -> GreReader {
+    let tunnels: Vec<_> = gre
+        .tunnels()
+        .map(|(_, c, s)| (c.name.clone(), Arc::clone(s)))
+        .collect();
+    let drops = Arc::clone(gre.drops());
+    Arc::new(move || {
+        let load = |c: &std::sync::atomic::AtomicU64| c.load(Ordering::Relaxed);
+        let mut by_reason = Vec::new();
+        for r in DropReason::ALL {
+            let n = drops.get(r);
+            if n > 0 {
+                by_reason.push((drop_reason(r), n));
+            }
+        }
+        GreSnapshot {
+            tunnels: tunnels
+                .iter()
+                .map(|(name, s)| GreTunnelSample {
+                    name: name.clone(),
+                    up: load(&s.up) != 0,
+                    bytes: [load(&s.rx_bytes), load(&s.tx_bytes)],
+                    packets: [load(&s.rx_packets), load(&s.tx_packets)],
+                })
+                .collect(),
+            drops: by_reason,
+        }
+    })
+}
+
+/// One raw socket per local outer address.
+struct RawSocket {
+    local: IpAddr,
+    socket: Socket,
+}
+
+fn bind_sockets(gre: &Gre) -> io::Result<Vec<RawSocket>> {
+    let mut out: Vec<RawSocket> = Vec::new();
+    for (_, c, _) in gre.tunnels() {
+        if out.iter().any(|s| s.local == c.local) {
+            continue;
+        }
+        let domain = if c.local.is_ipv4() {
+            Domain::IPV4
+        } else {
+            Domain::IPV6
+        };
+        let protocol = Protocol::from(i32::from(gate64_wire::gre::IP_PROTOCOL));
+        let s = Socket::new(domain, Type::RAW, Some(protocol)).map_err(|e| {
+            io::Error::new(
+                e.kind(),
+                format!("opening a raw GRE socket (needs CAP_NET_RAW): {e}"),
+            )
+        })?;
+        if c.local.is_ipv4() {
+            s.set_freebind_v4(true)?;
+        } else {
+            s.set_freebind_v6(true)?;
+        }
+        s.set_nonblocking(true)?;
+        if sys::set_buffer_force(s.as_raw_fd(), SOCKET_BUFFER).is_err() {
+            let _ = s.set_recv_buffer_size(SOCKET_BUFFER);
+            let _ = s.set_send_buffer_size(SOCKET_BUFFER);
+        }
+        s.bind(&SocketAddr::new(c.local, 0).into()).map_err(|e| {
+            io::Error::new(
+                e.kind(),
+                format!("binding the GRE socket to {}: {e}", c.local),
+            )
+        })?;
+        info!(local = %c.local, "GRE socket up");
+        out.push(RawSocket {
+            local: c.local,
+            socket: s,
+        });
+    }
+    Ok(out)
+}
+
+/// A datagram to send: slot, byte range, socket, destination.
+struct Outgoing {
+    slot: usize,
+    start: usize,
+    end: usize,
+    socket: usize,
+    to: SocketAddr,
+}
+
+struct Engine {
+    gre: Gre,
+    sockets: Vec<RawSocket>,
+    /// Socket index of each tunnel.
+    socket_of: Vec<usize>,
+    tuns: Vec<tun_rs::SyncDevice>,
+    rx: Vec<Vec<u8>>,
+    tx: Vec<Vec<u8>>,
+    out: Vec<Outgoing>,
+    epoll: sys::Epoll,
+}
+
+/// Epoll tokens: sockets count up from 0, TUN devices from this.
+const TUN_TOKEN: u64 = 1 << 32;
+
+impl Engine {
+    fn new(gre: Gre, sockets: Vec<RawSocket>, tuns: Vec<tun_rs::SyncDevice>) -> io::Result<Self> {
+        let socket_of = gre
+            .tunnels()
+            .map(|(_, c, _)| sockets.iter().position(|s| s.local == c.local).unwrap_or(0))
+            .collect();
+        let epoll = sys::Epoll::new()?;
+        for (i, s) in sockets.iter().enumerate() {
+            epoll.add(s.socket.as_raw_fd(), i as u64)?;
+        }
+        for (i, t) in tuns.iter().enumerate() {
+            epoll.add(t.as_raw_fd(), TUN_TOKEN + i as u64)?;
+        }
+        Ok(Engine {
+            gre,
+            sockets,
+            socket_of,
+            tuns,
+            rx: vec![vec![0; SLOT]; BATCH],
+            tx: vec![vec![0; HEADROOM + SLOT]; BATCH],
+            out: Vec::with_capacity(BATCH),
+            epoll,
+        })
+    }
+
+    fn run(&mut self, stop: &AtomicBool) -> io::Result<()> {
+        let mut ready = Vec::new();
+        while !stop.load(Ordering::Relaxed) {
+            let now = Instant::now();
+            let wait = self
+                .gre
+                .poll_timeout()
+                .map_or(MAX_WAIT, |t| t.saturating_duration_since(now).min(MAX_WAIT));
+            self.epoll.wait(&mut ready, wait.as_millis() as i32)?;
+            for &token in &ready {
+                if token >= TUN_TOKEN {
+                    self.handle_tun((token - TUN_TOKEN) as usize);
+                } else {
+                    self.handle_socket(token as usize);
+                }
+            }
+            self.timers(Instant::now());
+        }
+        Ok(())
+    }
+
+    /// Reads one batch from socket `si`, decapsulates, writes inner packets to their tenants'
+    /// devices and reflects the peers' keepalives.
+    fn handle_socket(&mut self, si: usize) {
+        let mut got = [ReceivedFrom::EMPTY; BATCH];
+        let fd = self.sockets[si].socket.as_raw_fd();
+        let n = match sys::recv_batch_from(fd, &mut self.rx, &mut got) {
+            Ok(n) => n,
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
+            Err(e) => {
+                debug!(error = %e, "GRE receive failed");
+                return;
+            }
+        };
+        let local = self.sockets[si].local;
+        for (i, r) in got.iter().enumerate().take(n) {
+            let buf = &self.rx[i][..r.len];
+            let Some((src, start, end)) = outer(local, r, buf) else {
+                continue;
+            };
+            let Ok(d) = self.gre.decap(src, local, &buf[start..end]) else {
+                continue;
+            };
+            let inner = &buf[start..end][d.range.clone()];
+            match d.inner {
+                Inner::Ipv4 | Inner::Ipv6 => {
+                    if let Some(tun) = self.tuns.get(d.tenant.0)
+                        && let Err(e) = sys::write(tun.as_raw_fd(), inner)
+                    {
+                        debug!(error = %e, "TUN write failed");
+                    }
+                }
+                Inner::KeepaliveReflect => {
+                    let to = SocketAddr::new(src, 0);
+                    if let Err(e) = self.sockets[si].socket.send_to(inner, &to.into()) {
+                        debug!(error = %e, "keepalive reflection failed");
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+
+    /// Reads up to one batch of inner packets from tenant `tenant`'s device, encapsulates
+    /// each for the tunnel its destination routes to, and sends them.
+    fn handle_tun(&mut self, tenant: usize) {
+        let Some(tun) = self.tuns.get(tenant) else {
+            return;
+        };
+        let fd = tun.as_raw_fd();
+        self.out.clear();
+        for slot in 0..BATCH {
+            let buf = &mut self.tx[slot];
+            let len = match sys::read(fd, &mut buf[HEADROOM..]) {
+                Ok(0) => break,
+                Ok(n) => n,
+                Err(_) => break,
+            };
+            let end = HEADROOM + len;
+            let Ok(id) = self.gre.route_packet(TenantId(tenant), &buf[HEADROOM..end]) else {
+                continue;
+            };
+            let Ok(start) = self.gre.encap(id, buf, HEADROOM, end) else {
+                continue;
+            };
+            let remote = self.gre.config(id).map(|c| c.remote);
+            if let Some(remote) = remote {
+                self.out.push(Outgoing {
+                    slot,
+                    start,
+                    end,
+                    socket: self.socket_of[id.0],
+                    to: SocketAddr::new(remote, 0),
+                });
+            }
+        }
+        self.flush();
+    }
+
+    /// Sends the batch in [`Engine::out`], one `sendmmsg` run per socket.
+    fn flush(&mut self) {
+        for (si, s) in self.sockets.iter().enumerate() {
+            let mine: Vec<&Outgoing> = self.out.iter().filter(|o| o.socket == si).collect();
+            if mine.is_empty() {
+                continue;
+            }
+            let tx = &self.tx;
+            let r = sys::send_batch_to(s.socket.as_raw_fd(), mine.len(), |j| {
+                let o = mine[j];
+                (&tx[o.slot][o.start..o.end], o.to)
+            });
+            if let Err(e) = r {
+                debug!(error = %e, local = %s.local, "GRE send failed");
+            }
+        }
+        self.out.clear();
+    }
+
+    /// Runs the keepalive timers and sends the keepalives due.
+    fn timers(&mut self, now: Instant) {
+        if self.gre.poll_timeout().is_none_or(|t| t > now) {
+            return;
+        }
+        self.gre.handle_timeout(now);
+        let mut buf = [0u8; 128];
+        while let Some((id, n)) = self.gre.poll_transmit(&mut buf) {
+            let (Some(c), Some(&si)) = (self.gre.config(id), self.socket_of.get(id.0)) else {
+                continue;
+            };
+            let to = SocketAddr::new(c.remote, 0);
+            if let Err(e) = self.sockets[si].socket.send_to(&buf[..n], &to.into()) {
+                debug!(error = %e, tunnel = %c.name, "keepalive send failed");
+            }
+        }
+    }
+}
+
+/// The outer source and the GRE bytes' range of a received datagram: IPv4 raw sockets
+/// deliver the IPv4 header (parsed here), IPv6 ones only the payload, the source in the
+/// sender address.
+fn outer(local: IpAddr, r: &ReceivedFrom, buf: &[u8]) -> Option<(IpAddr, usize, usize)> {
+    if r.truncated {
+        return None;
+    }
+    if local.is_ipv4() {
+        let p = ipv4::Packet::new_checked(buf).ok()?;
+        Some((
+            IpAddr::V4(p.src()),
+            p.header_len(),
+            usize::from(p.total_len()),
+        ))
+    } else {
+        Some((r.from?.ip(), 0, buf.len()))
+    }
+}
