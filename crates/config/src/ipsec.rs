@@ -156,9 +156,14 @@ impl Config {
     /// What the infrastructure tunnel reaches: `ipsec.infrastructure_prefixes`, by default
     /// `corpnet.address6`/128 (where DNS64 answers).
     pub fn ipsec_infrastructure_prefixes(&self) -> Vec<Ipv6Net> {
-        self.ipsec.infrastructure_prefixes.clone().unwrap_or_else(|| {
-            vec![Ipv6Net::new(self.corpnet.address6, 128).expect("128 is a valid prefix length")]
-        })
+        self.ipsec
+            .infrastructure_prefixes
+            .clone()
+            .unwrap_or_else(|| {
+                vec![
+                    Ipv6Net::new(self.corpnet.address6, 128).expect("128 is a valid prefix length"),
+                ]
+            })
     }
 
     /// What the intranet tunnel reaches: `ipsec.intranet_prefixes`, by default every
@@ -216,9 +221,21 @@ impl Config {
     fn validate_ipsec_credentials(&self) -> Result<(), ConfigError> {
         let s = &self.ipsec;
         let keys = [
-            ("ipsec.certificate", &s.certificate, "gate64's IKE certificate chain, leaf first, e.g. \"/etc/gate64/ipsec.pem\""),
-            ("ipsec.private_key", &s.private_key, "the certificate's private key, e.g. \"/etc/gate64/ipsec.key\""),
-            ("ipsec.ca", &s.ca, "the CA bundle whose client certificates are accepted, e.g. \"/etc/gate64/clients-ca.pem\""),
+            (
+                "ipsec.certificate",
+                &s.certificate,
+                "gate64's IKE certificate chain, leaf first, e.g. \"/etc/gate64/ipsec.pem\"",
+            ),
+            (
+                "ipsec.private_key",
+                &s.private_key,
+                "the certificate's private key, e.g. \"/etc/gate64/ipsec.key\"",
+            ),
+            (
+                "ipsec.ca",
+                &s.ca,
+                "the CA bundle whose client certificates are accepted, e.g. \"/etc/gate64/clients-ca.pem\"",
+            ),
         ];
         for (key, path, _) in keys {
             if path.as_ref().is_some_and(|p| p.as_os_str().is_empty()) {
@@ -359,7 +376,11 @@ impl Config {
     fn validate_ipsec_timers(&self) -> Result<(), ConfigError> {
         let s = &self.ipsec;
         for (key, value, range) in [
-            ("ipsec.ike_lifetime_secs", s.ike_lifetime_secs, IKE_LIFETIME_RANGE),
+            (
+                "ipsec.ike_lifetime_secs",
+                s.ike_lifetime_secs,
+                IKE_LIFETIME_RANGE,
+            ),
             (
                 "ipsec.child_lifetime_secs",
                 s.child_lifetime_secs,
@@ -401,7 +422,10 @@ impl Config {
     }
 
     fn iphttps_pool(&self) -> Option<Ipv6Net> {
-        self.iphttps.enabled.then_some(self.iphttps.prefix).flatten()
+        self.iphttps
+            .enabled
+            .then_some(self.iphttps.prefix)
+            .flatten()
     }
 }
 

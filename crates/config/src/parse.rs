@@ -19,8 +19,7 @@ use crate::{Config, dns64, ipsec, nat64};
 
 /// The sections a configuration file may hold.
 pub(crate) const SECTIONS: &[&str] = &[
-    "server", "teredo", "iphttps", "corpnet", "ipsec", "nat64", "dns64", "metrics", "limits",
-    "log",
+    "server", "teredo", "iphttps", "corpnet", "ipsec", "nat64", "dns64", "metrics", "limits", "log",
 ];
 
 /// Keys refused under their old name: (old, new, why it changed). The error names both, so an

@@ -85,13 +85,7 @@ impl Config {
             a.corpnet,
             b.corpnet,
             "corpnet",
-            [
-                tun,
-                ipv6_prefixes,
-                address6,
-                mtu,
-                manage_routes
-            ]
+            [tun, ipv6_prefixes, address6, mtu, manage_routes]
         );
         diff!(
             out,
@@ -245,10 +239,7 @@ binding_log = "/var/log/gate64/bindings.jsonl"
         let a = with("");
         let text = BASE
             .replace("ipsec.pem", "ipsec-2.pem")
-            .replace(
-                "clients-ca.pem\"",
-                "clients-ca-2.pem\"\nrequire = false",
-            )
+            .replace("clients-ca.pem\"", "clients-ca-2.pem\"\nrequire = false")
             .replace("/a.pem", "/b.pem")
             .replace("/a.key", "/b.key\"\nclient_ca = \"/etc/gate64/ca.pem")
             .replace("bindings.jsonl", "bindings-2.jsonl")

@@ -147,7 +147,7 @@ fn unused_section_warning(s: &Switched, enabled_written: bool, ignored: &[&str])
 
 #[cfg(test)]
 mod tests {
-    use crate::{Config, ErrorKind};
+    use crate::Config;
 
     const BASE: &str = "[teredo]\nserver_addresses = [\"192.0.2.1\", \"192.0.2.2\"]\n\
                         [corpnet]\nipv6_prefixes = [\"2001:db8:100::/48\"]\n\

@@ -86,7 +86,10 @@ fn main_example_is_the_documented_one() {
     // before any client reaches the corporate network.
     let w = c.warnings();
     assert_eq!(w.len(), 1, "{w:?}");
-    assert!(w[0].contains("no client can reach the corporate network"), "{w:?}");
+    assert!(
+        w[0].contains("no client can reach the corporate network"),
+        "{w:?}"
+    );
 }
 
 #[test]

@@ -10,7 +10,8 @@
 //! teredo.rs   Teredo transport: classify, RS/RA, bubbles, forwarding and relaying to clients
 //! iphttps.rs  IP-HTTPS transport: into a connection's send queue
 //! ingress.rs  the one road for a client's packet: route, then policy, then the next stage
-//! policy.rs   the security step (IPsec lands here)
+//! ipsec.rs    ESP: opened at ingress (then the road again), sealed towards a client
+//! policy.rs   the security step: corporate network, NAT64, other clients only out of an SA
 //! nat64.rs    RFC 6146 translation both ways
 //! icmp.rs     ICMP errors gate64 sends
 //! egress.rs   TUN -> clients
@@ -26,6 +27,7 @@ mod egress;
 mod icmp;
 mod ingress;
 mod iphttps;
+mod ipsec;
 mod nat64;
 mod policy;
 pub mod ratelimit;

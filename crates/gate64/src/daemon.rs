@@ -18,8 +18,8 @@ use tracing::info;
 /// for any one client, and 16 locks keep workers apart.
 const NAT64_SHARDS: usize = 16;
 
-/// How often the daemon repeats the warning that `corpnet.lab_allow_without_ipsec` has opened
-/// the corporate network to unauthenticated clients.
+/// How often the daemon repeats the warning that `[ipsec] require = false` has opened the
+/// corporate network to unauthenticated clients.
 const OPEN_CORPNET_REMINDER: Duration = Duration::from_secs(3600);
 
 /// Builds the NAT64 engine from `[nat64]` (None when off).
@@ -110,7 +110,13 @@ pub fn dataplane_config(cfg: &Config) -> DataplaneConfig {
         corp_address: cfg.corpnet.address6,
         self_addresses: self_addresses(cfg),
         dns64_listen: cfg.dns64.listen_addresses(cfg.corpnet.address6),
-        allow_without_ipsec: cfg.corpnet.lab_allow_without_ipsec,
+        require_ipsec: cfg.ipsec.require,
+        ipsec_endpoint: cfg.ipsec.configured().then(|| cfg.ipsec_endpoint()),
+        ipsec_pool: cfg
+            .ipsec
+            .pool6
+            .filter(|_| cfg.ipsec.configured())
+            .map(|n| Prefix::new(n.network(), n.prefix_len())),
         rs_per_sec: cfg.limits.rs_per_source_per_sec,
         rs_burst: cfg.limits.rs_burst,
         iphttps_prefix: iphttps_pool(cfg).map(|(p, l)| Prefix::new(p, l)),
@@ -139,6 +145,9 @@ fn self_addresses(cfg: &Config) -> Vec<std::net::IpAddr> {
         out.extend(cfg.dns64.listen.iter().map(|l| l.ip()));
     }
     out.extend(cfg.metrics.listen.map(|l| l.ip()));
+    if cfg.ipsec.configured() {
+        out.push(cfg.ipsec_endpoint().into());
+    }
     // Loopback is host-local: NAT64 refuses it as such (nat64_bad_address).
     out.retain(|a| !a.is_unspecified() && !a.is_loopback());
     out.sort_unstable();
@@ -338,23 +347,25 @@ impl Daemon {
         Ok(bound)
     }
 
-    /// While `corpnet.lab_allow_without_ipsec` is on, logs its warning every hour until the
+    /// While `[ipsec] require = false`, logs its warning every hour until the
     /// daemon stops (`serve` logs it once at start-up with the other warnings), so a lab
     /// switch left on in production keeps showing in the logs; a reload that turns the switch
     /// on or off is followed. Must run inside a tokio runtime. Returns whether the switch is
     /// on now.
     pub fn start_open_corpnet_reminder(&self, cfg: &Config) -> bool {
-        let mut open = cfg.corpnet.clone();
-        open.lab_allow_without_ipsec = true;
+        let open = gate64_config::Ipsec {
+            require: false,
+            ..cfg.ipsec.clone()
+        };
         let warning = open.open_to_unauthenticated_warning().unwrap_or_default();
         let stop = self.stop_tx.subscribe();
         let shared = Arc::clone(&self.shared);
         tokio::spawn(repeat_every(OPEN_CORPNET_REMINDER, stop, move || {
-            if shared.allow_without_ipsec() {
+            if !shared.require_ipsec() {
                 tracing::warn!("{warning}");
             }
         }));
-        self.shared.allow_without_ipsec()
+        !self.shared.require_ipsec()
     }
 
     /// Applies the live keys of `new` ([`gate64_config::LIVE_KEYS`]; the caller has refused
@@ -379,8 +390,7 @@ impl Daemon {
             }
             server.set_max_connections(new.limits.max_iphttps_connections);
         }
-        self.shared
-            .set_allow_without_ipsec(new.corpnet.lab_allow_without_ipsec);
+        self.shared.set_require_ipsec(new.ipsec.require);
         self.reopen_binding_log(new);
         Ok(())
     }

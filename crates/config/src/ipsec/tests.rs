@@ -65,7 +65,10 @@ fn the_contract_keys_parse() {
     .unwrap_or_else(|e| panic!("{e}"));
     let s = &c.ipsec;
     assert!(s.configured() && s.require);
-    assert_eq!(c.ipsec_endpoint(), "2001:db8:ffff::1".parse::<std::net::Ipv6Addr>().unwrap());
+    assert_eq!(
+        c.ipsec_endpoint(),
+        "2001:db8:ffff::1".parse::<std::net::Ipv6Addr>().unwrap()
+    );
     assert_eq!(s.pool6, Some("fd00:c1::100/120".parse().unwrap()));
     assert_eq!(
         c.ipsec_infrastructure_prefixes(),
@@ -102,8 +105,16 @@ fn credentials_go_together() {
 
 #[test]
 fn pool6_is_disjoint_from_what_is_routed_elsewhere() {
-    refused("pool6 = \"2001:db8:100:5::/120\"\n", "ipsec.pool6", "corpnet.ipv6_prefixes");
-    refused("pool6 = \"2001:db8:64::/120\"\n", "ipsec.pool6", "nat64.prefix");
+    refused(
+        "pool6 = \"2001:db8:100:5::/120\"\n",
+        "ipsec.pool6",
+        "corpnet.ipv6_prefixes",
+    );
+    refused(
+        "pool6 = \"2001:db8:64::/120\"\n",
+        "ipsec.pool6",
+        "nat64.prefix",
+    );
     refused("pool6 = \"2001:0:1::/120\"\n", "ipsec.pool6", "Teredo");
     refused("pool6 = \"fd00:c1::1/120\"\n", "ipsec.pool6", "host bits");
     refused("pool6 = \"fd00:c1::/48\"\n", "ipsec.pool6", "/64 or longer");
@@ -115,10 +126,22 @@ fn pool6_is_disjoint_from_what_is_routed_elsewhere() {
 fn tunnel_prefixes_lie_on_the_corporate_side() {
     for key in ["infrastructure_prefixes", "intranet_prefixes"] {
         let path = format!("ipsec.{key}");
-        refused(&format!("{key} = [\"2001:db8:200::/64\"]\n"), &path, "outside");
+        refused(
+            &format!("{key} = [\"2001:db8:200::/64\"]\n"),
+            &path,
+            "outside",
+        );
         refused(&format!("{key} = []\n"), &path, "at least one");
-        refused(&format!("{key} = [\"2001:db8:100::1/64\"]\n"), &path, "host bits");
-        for ok in ["2001:db8:100:1::/64", "2001:db8:64::/96", "2001:db8:100::1/128"] {
+        refused(
+            &format!("{key} = [\"2001:db8:100::1/64\"]\n"),
+            &path,
+            "host bits",
+        );
+        for ok in [
+            "2001:db8:100:1::/64",
+            "2001:db8:64::/96",
+            "2001:db8:100::1/128",
+        ] {
             parse(&format!("{key} = [\"{ok}\"]\n")).unwrap_or_else(|e| panic!("{e}"));
         }
     }
@@ -145,10 +168,22 @@ fn endpoint_is_a_usable_address_of_gate64() {
 
 #[test]
 fn timers_are_bounded() {
-    refused("ike_lifetime_secs = 10\n", "ipsec.ike_lifetime_secs", "300..=604800");
-    refused("child_lifetime_secs = 10\n", "ipsec.child_lifetime_secs", "60..=86400");
+    refused(
+        "ike_lifetime_secs = 10\n",
+        "ipsec.ike_lifetime_secs",
+        "300..=604800",
+    );
+    refused(
+        "child_lifetime_secs = 10\n",
+        "ipsec.child_lifetime_secs",
+        "60..=86400",
+    );
     refused("dpd_secs = 7200\n", "ipsec.dpd_secs", "0..=3600");
-    refused("max_half_open_per_source = 0\n", "ipsec.max_half_open_per_source", "at least 1");
+    refused(
+        "max_half_open_per_source = 0\n",
+        "ipsec.max_half_open_per_source",
+        "at least 1",
+    );
     refused("dpd_secs = \"x\"\n", "ipsec.dpd_secs", "a whole number");
 }
 
@@ -162,7 +197,10 @@ fn require_false_is_the_lab_switch_with_its_warning() {
         .filter(|w| w.starts_with("ipsec.require = false"))
         .collect();
     assert_eq!(hits.len(), 1, "{w:?}");
-    assert_eq!(Some(hits[0].as_str()), c.ipsec.open_to_unauthenticated_warning());
+    assert_eq!(
+        Some(hits[0].as_str()),
+        c.ipsec.open_to_unauthenticated_warning()
+    );
     assert!(hits[0].contains("open to unauthenticated clients"), "{w:?}");
     // Configured and required: no advice at all.
     let c = parse(CREDENTIALS).unwrap();
@@ -204,7 +242,11 @@ fn check_files_names_the_ipsec_key() {
     ))
     .unwrap();
     let e = c.check_files().expect_err("the CA file is absent");
-    assert_eq!((e.kind(), e.key()), (ErrorKind::Io, Some("ipsec.ca")), "{e}");
+    assert_eq!(
+        (e.kind(), e.key()),
+        (ErrorKind::Io, Some("ipsec.ca")),
+        "{e}"
+    );
     let ca = file("ca.pem");
     let c = parse(&format!(
         "certificate = \"{cert}\"\nprivate_key = \"{key}\"\nca = \"{ca}\"\n"
