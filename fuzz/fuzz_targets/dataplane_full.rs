@@ -89,6 +89,7 @@ fn shared() -> Arc<Shared> {
             require_ipsec: false,
             ipsec_endpoint: None,
             ipsec_pool: None,
+            sadb: None,
             rs_per_sec: 10,
             rs_burst: 10,
             iphttps_prefix: Some(Prefix::new(IPHTTPS_POOL, 48)),

@@ -38,6 +38,7 @@ fn shared() -> Arc<Shared> {
             require_ipsec: true,
             ipsec_endpoint: None,
             ipsec_pool: None,
+            sadb: None,
             rs_per_sec: 10,
             rs_burst: 10,
             iphttps_prefix: None,

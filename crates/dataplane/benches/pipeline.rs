@@ -36,6 +36,7 @@ fn worker() -> Worker {
         require_ipsec: false,
         ipsec_endpoint: None,
         ipsec_pool: None,
+        sadb: None,
         // The RS bench must measure RS -> RA, not the rate limiter's refusals.
         rs_per_sec: u32::MAX,
         rs_burst: u32::MAX,

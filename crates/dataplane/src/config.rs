@@ -73,6 +73,9 @@ pub struct DataplaneConfig {
     pub ipsec_endpoint: Option<Ipv6Addr>,
     /// `ipsec.pool6`: inner addresses of clients reached only through their SA.
     pub ipsec_pool: Option<Prefix>,
+    /// The child SAs, shared with the IKE driver that installs them; `None` while IPsec is
+    /// not configured.
+    pub sadb: Option<Arc<gate64_esp::SaDb>>,
     /// Router Solicitations per second per source address.
     pub rs_per_sec: u32,
     /// Burst of Router Solicitations per source address.

@@ -99,11 +99,12 @@ impl Worker {
             // The policy never admits it; listed so the match stays exhaustive.
             Route::Nat64ToSelf => Err(DropReason::ToSelf),
             Route::Nat64 => self.nat64_from_v6(now, buf, start, end),
-            Route::IphttpsClient => self.send_to_iphttps_client(&dst, buf, start, end),
-            // Whatever the source, data goes through the relay, to verified peers only
-            // (RFC 4380 §5.4.1); the server role relays bubbles alone (teredo.rs).
-            Route::TeredoClient(d) => self.send_to_teredo_client(now, &d, buf, start, end),
-            Route::IpsecClient => self.deliver_to_client(now, buf, start, end, Elsewhere::Drop),
+            // Sealed first when the client has an SA for it (ipsec.rs); then, whatever the
+            // source, its connection's queue or the relay, to verified peers only (RFC 4380
+            // §5.4.1; the server role relays bubbles alone, teredo.rs).
+            Route::IphttpsClient | Route::TeredoClient(_) | Route::IpsecClient => {
+                self.deliver_to_client(now, buf, start, end, Elsewhere::Drop)
+            }
         }
     }
 }

@@ -54,6 +54,12 @@ impl Shared {
         self.server.as_ref()
     }
 
+    /// The child SAs the workers open and seal with (the IKE driver installs them); `None`
+    /// while IPsec is not configured.
+    pub fn sadb(&self) -> Option<&Arc<gate64_esp::SaDb>> {
+        self.cfg.sadb.as_ref()
+    }
+
     /// The IP-HTTPS client table (connections register their /64 here).
     pub fn iphttps_clients(&self) -> &ClientTable {
         &self.iphttps

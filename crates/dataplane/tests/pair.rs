@@ -87,6 +87,7 @@ impl Pair {
             require_ipsec: !open,
             ipsec_endpoint: None,
             ipsec_pool: None,
+            sadb: None,
             rs_per_sec: 10,
             rs_burst: 10,
             iphttps_prefix: Some(Prefix::new(link.prefix, link.prefix_len)),

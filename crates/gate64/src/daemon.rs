@@ -117,6 +117,12 @@ pub fn dataplane_config(cfg: &Config) -> DataplaneConfig {
             .pool6
             .filter(|_| cfg.ipsec.configured())
             .map(|n| Prefix::new(n.network(), n.prefix_len())),
+        // One database for every thread that opens or seals (UDP workers, IP-HTTPS
+        // threads) and the IKE driver that fills it.
+        sadb: cfg
+            .ipsec
+            .configured()
+            .then(|| Arc::new(gate64_esp::SaDb::new())),
         rs_per_sec: cfg.limits.rs_per_source_per_sec,
         rs_burst: cfg.limits.rs_burst,
         iphttps_prefix: iphttps_pool(cfg).map(|(p, l)| Prefix::new(p, l)),

@@ -45,6 +45,7 @@ fn config(open: bool) -> DataplaneConfig {
         require_ipsec: !open,
         ipsec_endpoint: None,
         ipsec_pool: None,
+        sadb: None,
         rs_per_sec: 1,
         rs_burst: 3,
         iphttps_prefix: None,

@@ -57,6 +57,7 @@ async fn lab(tag: &str, write_timeout: Duration) -> Lab {
         require_ipsec: true,
         ipsec_endpoint: None,
         ipsec_pool: None,
+        sadb: None,
         rs_per_sec: 20,
         rs_burst: 40,
         iphttps_prefix: Some(Prefix::new(PREFIX, 48)),
