@@ -217,6 +217,9 @@ pub struct Daemon {
     /// The IP-HTTPS server and its accept loop, once started.
     iphttps: Mutex<Option<(Arc<IphttpsServer>, tokio::task::JoinHandle<()>)>>,
     binding_log: Option<gate64_io::binding_log::Handle>,
+    /// The IKE driver's counters, while IPsec is configured (the SAs are in
+    /// `shared.sadb()`).
+    ipsec_stats: Option<Arc<gate64_dataplane::IpsecStats>>,
 }
 
 impl Daemon {
@@ -266,6 +269,13 @@ impl Daemon {
             let lost = handle.lost();
             exporter.add_binding_log_lost(Arc::new(move || lost.get()));
         }
+        let ipsec_stats = shared.sadb().map(|sadb| {
+            let stats = Arc::new(gate64_dataplane::IpsecStats::default());
+            let sadb = Arc::clone(sadb);
+            exporter.add_ipsec(Arc::clone(&stats), Arc::new(move || sadb.len() as u64));
+            info!(endpoint = %cfg.ipsec_endpoint(), "IPsec configured");
+            stats
+        });
         info!(workers = workers.stats().len(), teredo = ?addresses, port = cfg.teredo.port, "workers up");
         let (stop_tx, _) = tokio::sync::watch::channel(false);
         Ok(Daemon {
@@ -277,6 +287,7 @@ impl Daemon {
             stop_tx,
             iphttps: Mutex::new(None),
             binding_log,
+            ipsec_stats,
         })
     }
 
@@ -309,6 +320,21 @@ impl Daemon {
         let task = tokio::spawn(Arc::clone(&server).run(listener, self.stop_tx.subscribe()));
         *lock(&self.iphttps) = Some((server, task));
         Ok(Some(bound))
+    }
+
+    /// Starts the IKE responder when `[ipsec]` is configured, with the shared SA database and
+    /// the IPsec counters. This build has no IKE driver yet (`crates/io/src/ike.rs`, issue
+    /// 8), so it says so: with IPsec required, no client can reach the corporate network.
+    pub fn start_ike(&self, cfg: &Config) -> Result<()> {
+        let (Some(_sadb), Some(_stats)) = (self.shared.sadb(), &self.ipsec_stats) else {
+            return Ok(());
+        };
+        tracing::warn!(
+            endpoint = %cfg.ipsec_endpoint(),
+            "[ipsec] is configured but this build has no IKE responder yet: no client can set \
+             up an SA"
+        );
+        Ok(())
     }
 
     /// Starts the DNS64 resolver when `[dns64]` is enabled; must run inside a tokio runtime.
@@ -496,6 +522,19 @@ fn create_tun(cfg: &Config, shared: &Shared, queues: usize) -> Result<Vec<CorpLi
             gate64_io::tun::route(p.network(), p.prefix_len(), &c.tun)
                 .context("routing the NAT64 prefix (`nat64.prefix`) into the TUN device")?;
             info!(prefix = %p, tun = %c.tun, "route added");
+        }
+    }
+    if cfg.ipsec.configured() {
+        let endpoint = cfg.ipsec_endpoint();
+        if endpoint != c.address6 {
+            gate64_io::tun::add_address(endpoint, &c.tun)
+                .context("adding the IPsec endpoint (`ipsec.endpoint`) to the TUN device")?;
+            info!(endpoint = %endpoint, tun = %c.tun, "address added");
+        }
+        if let (true, Some(pool)) = (c.manage_routes, cfg.ipsec.pool6) {
+            gate64_io::tun::route(pool.network(), pool.prefix_len(), &c.tun)
+                .context("routing the IPsec inner-address pool (`ipsec.pool6`) into the TUN")?;
+            info!(pool6 = %pool, tun = %c.tun, "route added");
         }
     }
     if cfg.nat64.enabled && gate64_io::ipv4_forwarding() == Some(false) {

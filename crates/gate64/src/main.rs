@@ -241,6 +241,7 @@ async fn run(
     let mut term = signal(SignalKind::terminate()).context("installing the SIGTERM handler")?;
     let d = daemon::Daemon::start(&cfg, None)?;
     d.start_open_corpnet_reminder(&cfg);
+    d.start_ike(&cfg)?;
     if let Some(addr) = d.start_iphttps(&cfg).await? {
         info!(listen = %addr, "IP-HTTPS up");
     }
