@@ -75,6 +75,8 @@ pub const IPHTTPS_WRITE_TIMEOUT_SECS: u64 = 30;
 pub const IPHTTPS_QUEUE_BUDGET_BYTES: usize = 256 * 1024 * 1024;
 /// `log.level`.
 pub const LOG_LEVEL: &str = "info";
+/// `control.socket`: where `gate64 status` finds the daemon.
+pub const CONTROL_SOCKET: &str = "/run/gate64/control.sock";
 /// `ipsec.half_open_cookie_threshold`: half-open IKE SAs before cookies (strongSwan's
 /// `cookie_threshold`).
 pub const IKE_HALF_OPEN_COOKIE_THRESHOLD: usize = 30;

@@ -6,7 +6,8 @@ use std::path::PathBuf;
 use ipnet::Ipv6Net;
 
 use crate::{
-    Config, Corpnet, Dns64, Iphttps, Ipsec, Limits, Log, Metrics, Nat64, Server, Teredo, defaults,
+    Config, Control, Corpnet, Dns64, Iphttps, Ipsec, Limits, Log, Metrics, Nat64, Server, Teredo,
+    defaults,
 };
 
 impl Config {
@@ -46,6 +47,7 @@ impl Config {
             metrics: Metrics { listen: None },
             limits: Limits::default(),
             log: Log::default(),
+            control: Control::default(),
             written: Default::default(),
         }
     }

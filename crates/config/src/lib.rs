@@ -41,6 +41,7 @@
 use std::path::Path;
 use std::sync::Arc;
 
+mod control;
 mod corpnet;
 pub mod defaults;
 mod dns64;
@@ -58,6 +59,7 @@ mod server;
 mod teredo;
 mod unused;
 
+pub use control::Control;
 pub use corpnet::Corpnet;
 pub use dns64::Dns64;
 pub use error::{ConfigError, ErrorKind};
@@ -97,6 +99,8 @@ pub struct Config {
     pub limits: Limits,
     /// `[log]`: logging.
     pub log: Log,
+    /// `[control]`: the local control socket (`gate64 status`).
+    pub control: Control,
     /// The keys the file wrote, for the warnings about sections filled in but not enabled.
     /// Empty for a configuration built in memory. Private, so only this crate builds a
     /// `Config` literally ([`Config::lab`] is the way to start one elsewhere). Part of `==`:
@@ -140,6 +144,7 @@ impl Config {
         self.validate_nat64()?;
         self.validate_dns64()?;
         self.validate_limits()?;
+        self.validate_control()?;
         self.validate_log()
     }
 

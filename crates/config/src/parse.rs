@@ -3,6 +3,7 @@
 
 use serde::de::DeserializeOwned;
 
+use crate::control::RawControl;
 use crate::corpnet::RawCorpnet;
 use crate::dns64::RawDns64;
 use crate::error::{ConfigError, ErrorKind};
@@ -19,7 +20,8 @@ use crate::{Config, dns64, ipsec, nat64};
 
 /// The sections a configuration file may hold.
 pub(crate) const SECTIONS: &[&str] = &[
-    "server", "teredo", "iphttps", "corpnet", "ipsec", "nat64", "dns64", "metrics", "limits", "log",
+    "server", "teredo", "iphttps", "corpnet", "ipsec", "nat64", "dns64", "metrics", "limits",
+    "log", "control",
 ];
 
 /// Keys refused under their old name: (old, new, why it changed). The error names both, so an
@@ -69,6 +71,7 @@ pub(crate) fn from_table(table: &toml::Table) -> Result<Config, ConfigError> {
     let metrics: RawMetrics = section(table, "metrics")?;
     let limits: RawLimits = section(table, "limits")?;
     let log: RawLog = section(table, "log")?;
+    let control: RawControl = section(table, "control")?;
     let teredo = teredo.build()?;
     let corpnet = corpnet.build()?;
     Ok(Config {
@@ -82,6 +85,7 @@ pub(crate) fn from_table(table: &toml::Table) -> Result<Config, ConfigError> {
         metrics: metrics.build(),
         limits: limits.build(),
         log: log.build(),
+        control: control.build(),
         written: Written::from_table(table),
     })
 }
@@ -202,6 +206,7 @@ fn expected_form(path: &str) -> Option<&'static str> {
         | "iphttps.max_connections_per_source" => "a whole number",
         "log.level" => "a filter directive in quotes, e.g. \"info\"",
         "log.format" => "\"text\" or \"json\"",
+        "control.socket" => "a file path in quotes, e.g. \"/run/gate64/control.sock\"",
         _ => {
             return nat64::expected_form(path)
                 .or_else(|| dns64::expected_form(path))

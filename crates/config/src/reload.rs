@@ -163,6 +163,7 @@ impl Config {
             ]
         );
         diff!(out, a.log, b.log, "log", [level, format]);
+        diff!(out, a.control, b.control, "control", [socket]);
         out
     }
 

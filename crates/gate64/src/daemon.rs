@@ -337,6 +337,33 @@ impl Daemon {
         Ok(())
     }
 
+    /// Serves `gate64 status` on `control.socket` (created now, before the privilege drop,
+    /// mode 0600) until the daemon stops; must run inside a tokio runtime. A socket that
+    /// cannot be created (no root for /run, say) is a warning, not a reason to stop serving.
+    pub fn start_control(&self, cfg: &Config) -> bool {
+        let path = &cfg.control.socket;
+        let listener = match crate::status::bind(path) {
+            Ok(l) => l,
+            Err(e) => {
+                tracing::warn!(error = %format!("{e:#}"), "no control socket: `gate64 status` will not answer");
+                return false;
+            }
+        };
+        info!(socket = %path.display(), "control socket up");
+        let shared = Arc::clone(&self.shared);
+        let stats = self.ipsec_stats.clone();
+        let read = Arc::new(move || {
+            let ike_sas = stats.as_ref().map_or(0, |s| s.ike_sas());
+            crate::status::snapshot(&shared, ike_sas, Instant::now())
+        });
+        tokio::spawn(crate::status::serve(
+            listener,
+            read,
+            self.stop_tx.subscribe(),
+        ));
+        true
+    }
+
     /// Starts the DNS64 resolver when `[dns64]` is enabled; must run inside a tokio runtime.
     /// It serves on `dns64.listen` and, with `serve_on_corp_address`, on `corpnet.address6`
     /// port 53. That address lives on the TUN device, so the sockets are bound with
