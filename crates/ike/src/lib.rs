@@ -10,5 +10,8 @@
 #![warn(missing_docs)]
 
 pub mod auth;
+pub mod child_sa;
+pub mod initiator;
 pub mod keys;
 pub mod message;
+pub mod responder;

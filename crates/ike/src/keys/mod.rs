@@ -383,6 +383,51 @@ pub fn seal_message(
     Ok(out)
 }
 
+/// Builds RFC 7383 fragments of a protected message: the inner payload chain is cut into
+/// pieces so each datagram fits `fragment_size`, and each piece is sealed on its own in an
+/// SKF payload (AAD = IKE header | SKF header | fragment number | total, §2.5).
+pub fn seal_fragments(
+    header: &Header,
+    inner: &[Payload],
+    cipher: &SkCipher,
+    fragment_size: usize,
+) -> Result<Vec<Vec<u8>>, CryptoError> {
+    let mut chain = Vec::with_capacity(2048);
+    let first = emit_chain(inner, &mut chain);
+    let overhead = HEADER_LEN + 8 + IV_LEN + 1 + ICV_LEN;
+    let room = fragment_size
+        .checked_sub(overhead)
+        .filter(|r| *r >= 64)
+        .ok_or(CryptoError::Library)?;
+    let pieces: Vec<&[u8]> = chain.chunks(room).collect();
+    let total = u16::try_from(pieces.len()).map_err(|_| CryptoError::Library)?;
+    let mut out = Vec::with_capacity(pieces.len());
+    for (i, piece) in pieces.iter().enumerate() {
+        let number = u16::try_from(i + 1).map_err(|_| CryptoError::Library)?;
+        let mut plain = piece.to_vec();
+        plain.push(0);
+        let mut msg = Vec::with_capacity(overhead + piece.len());
+        header.emit(kind::SKF, &mut msg);
+        let len =
+            u16::try_from(8 + IV_LEN + plain.len() + ICV_LEN).map_err(|_| CryptoError::Library)?;
+        msg.push(if number == 1 { first } else { kind::NONE });
+        msg.push(0);
+        msg.extend_from_slice(&len.to_be_bytes());
+        msg.extend_from_slice(&number.to_be_bytes());
+        msg.extend_from_slice(&total.to_be_bytes());
+        let aad_len = msg.len();
+        msg.resize(aad_len + IV_LEN + plain.len() + ICV_LEN, 0);
+        finish_length(&mut msg);
+        msg.truncate(aad_len);
+        let iv = random_iv()?;
+        cipher.seal(&iv, &msg, &mut plain)?;
+        msg.extend_from_slice(&iv);
+        msg.extend_from_slice(&plain);
+        out.push(msg);
+    }
+    Ok(out)
+}
+
 /// Opens the SK payload of `datagram` (which must be the last payload); returns the header
 /// and the inner payloads. SKF fragments are opened with [`open_fragment`].
 pub fn open_message(
