@@ -226,6 +226,12 @@ fn rfc7296_1_2_two_tunnels_with_cfg_and_narrowing() {
         assert_eq!(ours.outbound.keys, theirs.inbound.keys);
         assert_eq!(ours.ike_spi, theirs.ike_spi);
     }
+    // The pairs are what gate64-esp installs.
+    let sadb = gate64_esp::SaDb::new();
+    for pair in child_ups(&ev) {
+        sadb.install(pair.clone()).expect("installs");
+    }
+    assert_eq!(sadb.len(), 2);
     let ups = ev
         .iter()
         .filter(|e| matches!(e, Event::IkeSaUp { .. }))
