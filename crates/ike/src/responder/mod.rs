@@ -60,6 +60,9 @@ pub struct ResponderConfig {
     /// Largest IKE datagram we send before RFC 7383 fragmentation (IPv6 minimum MTU less
     /// headers, as strongSwan's default).
     pub fragment_size: usize,
+    /// The local NAT-T port (4500): a child SA negotiated over it is UDP-encapsulated
+    /// (RFC 3948), since the client only moves there after NAT detection.
+    pub nat_t_port: u16,
 }
 
 impl ResponderConfig {
@@ -85,6 +88,7 @@ impl ResponderConfig {
             child_lifetime: Duration::from_secs(8 * 3600),
             ike_idle_timeout: Duration::from_secs(30 * 60),
             fragment_size: 1232,
+            nat_t_port: 4500,
         }
     }
 }
