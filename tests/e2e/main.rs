@@ -11,6 +11,7 @@ mod iphttps;
 mod iphttps_abuse;
 mod iphttps_edge;
 mod ipsec;
+mod ipsec_strongswan;
 mod lifecycle;
 mod nat64;
 mod nat64_fairness;

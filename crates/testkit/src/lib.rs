@@ -20,6 +20,7 @@
 pub mod flood;
 pub mod metrics;
 mod netns;
+pub mod strongswan;
 mod topology;
 mod wait;
 

@@ -1,0 +1,420 @@
+#!/usr/bin/env bash
+# ESP over Teredo: iperf3 TCP through the DirectAccess-style intranet tunnel of a strongSwan
+# client, against (a) strongSwan as the responder and (b) gate64 as the responder, on the
+# standard namespace lab of gate64-testkit's Topology (docs: interop-strongswan.md,
+# teredo-iphttps.md §3):
+#
+#   tcli  198.51.100.10: miredo client (teredo) + charon initiator (kernel-libipsec, ipsec0)
+#     └─ tsrv  192.0.2.1, 192.0.2.2, 198.51.100.1
+#         (a) miredo-server + miredo cone relay      (b) gate64 serve (Teredo + IKE + ESP)
+#         └─ tcorp 2001:db8:100:1::2: (a) charon responder; iperf3 -s on fd00:c0::1
+#
+# Both setups use the same client: Debian's miredo plus charon with two connections
+# (infrastructure fd00:c0::53/128, intranet fd00:c0::/64, certificates from strongSwan's pki,
+# IKE aes256gcm16-prfsha256-ecp256, ESP aes256gcm16 in UDP 4500). iperf3 runs from tcli to
+# fd00:c0::1 (inside the intranet tunnel) with the inner TCP MSS clamped to 1130, so the ESP
+# packets of full-sized segments fit the Teredo MTU of 1280 unfragmented (interop-strongswan.md
+# pitfall 5; ipsec0's MTU cannot go below IPv6's 1280 minimum, so the clamp is iperf3's -M,
+# which also sets the server side's socket).
+#
+# CPU: whole-machine busy time from /proc/stat (user + nice + system + irq + softirq) during
+# each run, so kernel work (TUN, UDP, forwarding, softirq) counts for both setups alike. The
+# machine may run other work too: the idle baseline printed before each setup shows how much.
+# Reported per direction: the median of RUNS runs of Mbit/s and of whole-machine CPU-seconds,
+# and the efficiency, megabits moved per whole-machine CPU-second (Mbit/s per busy core, so
+# it does not depend on DURATION).
+#
+# usage: sudo bench/ipsec.sh            (from the repo root)
+# env:   RUNS=5        runs per cell, the median is reported
+#        DURATION=10   seconds per iperf3 run
+#        DIRS="up down"  up = client -> tcorp, down = tcorp -> client (iperf3 -R)
+#        MSS=1130      inner TCP MSS (iperf3 -M); 0 leaves it to the path
+#        SETUPS="strongswan gate64"
+#        GATE64_BIN=path  the gate64 binary for the gate64 half (built in release if unset)
+#        KEEP_LOGS=1   keep the temporary directory with configs, logs and iperf3 JSON
+#        SOCKBUF=4194304  host default socket buffer sizes during the run, for every process
+#                      alike (miredo, charon, gate64); 0 leaves them as they are
+set -euo pipefail
+cd "$(dirname "$0")/.."
+. bench/lib.sh
+
+RUNS=${RUNS:-5}
+DURATION=${DURATION:-10}
+DIRS=${DIRS:-"up down"}
+MSS=${MSS:-1130}
+SETUPS=${SETUPS:-"strongswan gate64"}
+
+require_root
+require_tools "apt-get install miredo miredo-server iperf3 iproute2 iputils-ping \
+strongswan-swanctl strongswan-pki" ip ss iperf3 miredo miredo-server ping awk swanctl pki
+CHARON=/usr/sbin/charon-systemd
+[ -x "$CHARON" ] && [ -e /usr/lib/ipsec/plugins/libstrongswan-kernel-libipsec.so ] || {
+    echo "missing charon-systemd or kernel-libipsec (apt-get install charon-systemd" \
+        "libstrongswan-standard-plugins libcharon-extra-plugins)" >&2
+    exit 1
+}
+
+WORK=$(mktemp -d /tmp/gate64-bench-ipsec.XXXXXX)
+RESPONDER=2001:db8:100:1::2
+# The address the client's charon runs IKE with (set per setup).
+IKE_PEER=$RESPONDER
+INFRA_TS=fd00:c0::53/128
+INTRANET_TS=fd00:c0::/64
+INFRA_HOST=fd00:c0::53
+INTRANET_HOST=fd00:c0::1
+POOL6=fd00:c1::100/120
+# As in gate64-testkit's strongswan fixture: kernel-libipsec before kernel-netlink.
+PLUGINS="random nonce openssl pem pkcs1 pkcs8 pubkey x509 revocation constraints aes sha1 sha2 \
+hmac gcm kdf attr kernel-libipsec kernel-netlink socket-default vici"
+TOOL_PLUGINS="random nonce openssl pem pkcs1 pkcs8 pubkey x509 sha1 sha2"
+
+SOCKBUF=${SOCKBUF:-4194304}
+if [ "$SOCKBUF" != 0 ]; then
+    save_sysctl net.core.rmem_default net.core.wmem_default net.core.rmem_max net.core.wmem_max
+    sysctl -qw net.core.rmem_default="$SOCKBUF" net.core.wmem_default="$SOCKBUF" \
+        net.core.rmem_max="$SOCKBUF" net.core.wmem_max="$SOCKBUF"
+fi
+
+install_cleanup
+
+# ---------------------------------------------------------------- Teredo
+
+udp_bound() { ip netns exec "$1" ss -Hnuln | awk '{print $4}' | grep -qx "$2"; }
+client_ready() {
+    ip -n "$CLI" -6 addr show dev teredo 2>/dev/null | grep -q 'inet6 2001:0:c000:201:' &&
+        ip -n "$CLI" -6 route show default | grep -q 'dev teredo'
+}
+relay_routed() { ip -n "$SRV" -6 route show 2001::/32 | grep -q 'dev terelay'; }
+
+start_miredo_pair() {
+    printf 'ServerBindAddress 192.0.2.1\nServerBindAddress2 192.0.2.2\n' >"$WORK/srv.conf"
+    printf 'RelayType cone\nInterfaceName terelay\nBindAddress 192.0.2.1\nBindPort 3545\n' \
+        >"$WORK/relay.conf"
+    # Absolute paths: miredo changes to / before reading its configuration.
+    start_bg "$SRV" miredo-server miredo-server -f -c "$WORK/srv.conf" -p "$WORK/srv.pid"
+    start_bg "$SRV" miredo-relay miredo -f -c "$WORK/relay.conf" -p "$WORK/relay.pid"
+    wait_for 10 udp_bound "$SRV" 192.0.2.1:3544 && wait_for 10 relay_routed
+}
+
+start_teredo_client() {
+    printf 'RelayType client\nInterfaceName teredo\nServerAddress 192.0.2.1\n%s\n%s\n' \
+        'BindAddress 198.51.100.10' 'BindPort 3546' >"$WORK/cli.conf"
+    start_bg "$CLI" miredo-client miredo -f -c "$WORK/cli.conf" -p "$WORK/cli.pid"
+    wait_for 15 client_ready || { log "client did not qualify within 15 s"; return 1; }
+    # The connectivity test and bubbles (teredo-iphttps.md §1.7) before IKE's first message.
+    ip netns exec "$CLI" ping -6 -n -c 3 -i 0.2 -W 3 "$IKE_PEER" >"$WORK/ping-teredo.log" 2>&1 || {
+        log "ping over Teredo failed: $(cat "$WORK/ping-teredo.log")"
+        return 1
+    }
+}
+
+# ---------------------------------------------------------------- strongSwan
+
+make_certs() { # make_certs DIR SERVER_ADDR
+    local dir=$1 addr=$2 k
+    mkdir -p "$dir"
+    printf 'pki {\n  load = %s\n}\n' "$TOOL_PLUGINS" >"$dir/pki.conf"
+    pki_() { STRONGSWAN_CONF="$dir/pki.conf" pki "$@"; }
+    for k in ca responder initiator; do
+        pki_ --gen --type ecdsa --size 256 --outform pem >"$dir/$k.key"
+    done
+    pki_ --self --ca --lifetime 30 --in "$dir/ca.key" --type ecdsa \
+        --dn "CN=gate64 lab strongSwan CA" --outform pem >"$dir/ca.pem"
+    pki_ --pub --in "$dir/responder.key" --type ecdsa | pki_ --issue --lifetime 30 \
+        --cacert "$dir/ca.pem" --cakey "$dir/ca.key" --dn "CN=$addr" --san "$addr" \
+        --flag serverAuth --outform pem >"$dir/responder.pem"
+    pki_ --pub --in "$dir/initiator.key" --type ecdsa | pki_ --issue --lifetime 30 \
+        --cacert "$dir/ca.pem" --cakey "$dir/ca.key" --dn "CN=client.gate64.lab" \
+        --san client.gate64.lab --flag clientAuth --outform pem >"$dir/initiator.pem"
+}
+
+# charon_dir DIR ROLE CERT KEY: strongswan.conf and the swanctl tree (one setting per line:
+# `;` is no separator in these formats). ROLE: initiator | responder.
+charon_dir() {
+    local dir=$1 role=$2 cert=$3 key=$4 reuse="" sub
+    mkdir -p "$dir"
+    for sub in x509 x509ca x509ocsp x509aa x509ac x509crl pubkey private rsa ecdsa bliss pkcs8 pkcs12; do
+        mkdir -p "$dir/swanctl/$sub"
+    done
+    cp "$cert" "$dir/swanctl/x509/own.pem"
+    cp "$key" "$dir/swanctl/private/own.key"
+    cp "$WORK/certs/ca.pem" "$dir/swanctl/x509ca/ca.pem"
+    # Otherwise the second connection becomes a second child SA of the first IKE SA.
+    [ "$role" = initiator ] && reuse="  reuse_ikesa = no"
+    cat >"$dir/strongswan.conf" <<EOF
+charon-systemd {
+  load = $PLUGINS
+$reuse
+  port = 500
+  port_nat_t = 4500
+  retransmit_timeout = 2
+  filelog {
+    charon {
+      path = $dir/charon.log
+      default = 1
+      time_format = %H:%M:%S
+      flush_line = yes
+      append = no
+    }
+  }
+  journal {
+    default = -1
+  }
+  plugins {
+    vici {
+      socket = unix://$dir/charon.vici
+    }
+  }
+}
+swanctl {
+  load = $TOOL_PLUGINS
+  socket = unix://$dir/charon.vici
+}
+EOF
+    if [ "$role" = initiator ]; then
+        {
+            echo "connections {"
+            initiator_conn infrastructure "$INFRA_TS"
+            initiator_conn intranet "$INTRANET_TS"
+            echo "}"
+        } >"$dir/swanctl/swanctl.conf"
+    else
+        cat >"$dir/swanctl/swanctl.conf" <<EOF
+connections {
+  clients {
+    version = 2
+    local_addrs = $RESPONDER
+    pools = vip6
+$(conn_common)
+    children {
+$(child infrastructure local_ts "$INFRA_TS")
+$(child intranet local_ts "$INTRANET_TS")
+    }
+  }
+}
+pools {
+  vip6 {
+    addrs = $POOL6
+  }
+}
+EOF
+    fi
+}
+
+conn_common() {
+    cat <<EOF
+    proposals = aes256gcm16-prfsha256-ecp256,aes256gcm16-prfsha256-x25519
+    unique = never
+    fragmentation = yes
+    dpd_delay = 30s
+    local {
+      auth = pubkey
+      certs = own.pem
+    }
+    remote {
+      auth = pubkey
+      id = %any
+    }
+EOF
+}
+
+child() { # child NAME KEY TS
+    printf '      %s {\n        %s = %s\n        esp_proposals = aes256gcm16\n        mode = tunnel\n      }\n' \
+        "$1" "$2" "$3"
+}
+
+initiator_conn() { # initiator_conn NAME REMOTE_TS: one IKE SA per tunnel, virtual IP asked
+    cat <<EOF
+  $1 {
+    version = 2
+    remote_addrs = $IKE_PEER
+    vips = ::
+$(conn_common)
+    children {
+$(child "$1" remote_ts "$2")
+    }
+  }
+EOF
+}
+
+swan() { # swan NS DIR ARGS...: swanctl against the charon of DIR
+    local ns=$1 dir=$2
+    shift 2
+    ip netns exec "$ns" env STRONGSWAN_CONF="$dir/strongswan.conf" SWANCTL_DIR="$dir/swanctl" \
+        timeout 60 swanctl "$@"
+}
+
+start_charon() { # start_charon NS DIR LABEL
+    local ns=$1 dir=$2 label=$3
+    start_bg "$ns" "$label" env STRONGSWAN_CONF="$dir/strongswan.conf" "$CHARON"
+    wait_for 15 swan "$ns" "$dir" --stats || { log "$label: no vici answer"; return 1; }
+    swan "$ns" "$dir" --load-all --noprompt >"$WORK/$label-load.log" 2>&1 || {
+        log "$label: swanctl --load-all failed: $(cat "$WORK/$label-load.log")"
+        return 1
+    }
+}
+
+# The client side, the same for both responders: charon initiator in tcli, both tunnels.
+start_initiator() {
+    local dir=$WORK/initiator t
+    charon_dir "$dir" initiator "$WORK/certs/initiator.pem" "$WORK/certs/initiator.key"
+    start_charon "$CLI" "$dir" charon-initiator || return 1
+    for t in infrastructure intranet; do
+        swan "$CLI" "$dir" --initiate --ike "$t" --child "$t" --timeout 30 \
+            >"$WORK/initiate-$t.log" 2>&1 || {
+            log "initiating $t failed: $(tail -5 "$WORK/initiate-$t.log")"
+            return 1
+        }
+    done
+    ip netns exec "$CLI" ping -6 -n -c 3 -i 0.2 -W 3 "$INTRANET_HOST" >"$WORK/ping-esp.log" 2>&1 || {
+        log "ping through the intranet tunnel failed: $(cat "$WORK/ping-esp.log")"
+        return 1
+    }
+}
+
+# Bytes the client's intranet child SA has sent and received (from swanctl --list-sas --raw).
+intranet_bytes() {
+    swan "$CLI" "$WORK/initiator" --list-sas --raw 2>/dev/null |
+        tr ' ' '\n' | awk -F= '/name=/ {f = ($0 ~ /[{]?name=intranet$/)} f && /^bytes-(in|out)=/ {s += $2} END {printf "%.0f\n", s}'
+}
+
+# ---------------------------------------------------------------- measurement
+
+# Whole-machine busy clock ticks: user + nice + system + irq + softirq (fields 2 3 4 7 8 of
+# /proc/stat's "cpu" line; idle, iowait and steal are not ours).
+machine_ticks() { awk '/^cpu / {print $2 + $3 + $4 + $7 + $8; exit}' /proc/stat; }
+
+idle_baseline() { # busy cores of the machine over 3 s with the lab idle
+    local t0 t1
+    t0=$(machine_ticks)
+    sleep 3
+    t1=$(machine_ticks)
+    awk -v d=$((t1 - t0)) -v hz="$CLK_TCK" 'BEGIN {printf "%.2f", d / hz / 3}'
+}
+
+# Clock ticks (utime + stime, all threads) of every process in the lab: charon, miredo,
+# gate64 and iperf3. Unlike machine_ticks it ignores other work on the machine, but it also
+# misses kernel work done outside process context (softirq on idle cores).
+lab_ticks() { echo $(($(ns_ticks "$CLI") + $(ns_ticks "$SRV") + $(ns_ticks "$CORP"))); }
+
+RESULTS=() # "setup dir mbps cpu labcpu"
+BASELINES=() # "setup busy-cores"
+
+measure() { # measure SETUP
+    local setup=$1 dir run json t0 t1 l0 l1 b0 b1 mbps cpu lab rev base mss=()
+    [ "$MSS" != 0 ] && mss=(-M "$MSS")
+    base=$(idle_baseline)
+    BASELINES+=("$setup $base")
+    log "  idle baseline: $base busy cores"
+    for dir in $DIRS; do
+        local mbps_runs="" cpu_runs="" lab_runs=""
+        rev=()
+        [ "$dir" = down ] && rev=(-R)
+        for run in $(seq "$RUNS"); do
+            json="$WORK/$setup-$dir-$run.json"
+            b0=$(intranet_bytes)
+            l0=$(lab_ticks)
+            t0=$(machine_ticks)
+            if ! ip netns exec "$CLI" timeout $((DURATION + 30)) iperf3 -6 -c "$INTRANET_HOST" \
+                -t "$DURATION" "${mss[@]}" "${rev[@]}" --json --connect-timeout 5000 \
+                >"$json" 2>&1; then
+                log "  $setup $dir run $run: iperf3 failed: $(grep -m1 '"error"' "$json" || tail -3 "$json")"
+                continue
+            fi
+            t1=$(machine_ticks)
+            l1=$(lab_ticks)
+            b1=$(intranet_bytes)
+            mbps=$(received_mbps "$json")
+            cpu=$(secs $((t1 - t0)))
+            lab=$(secs $((l1 - l0)))
+            log "  $setup $dir run $run: $mbps Mbit/s, whole-machine CPU $cpu s, lab processes" \
+                "$lab s, intranet child SA +$(((b1 - b0) / 1000000)) MB"
+            mbps_runs+="$mbps"$'\n'
+            cpu_runs+="$cpu"$'\n'
+            lab_runs+="$lab"$'\n'
+        done
+        [ -z "$mbps_runs" ] && continue
+        RESULTS+=("$setup $dir $(printf '%s' "$mbps_runs" | median) $(printf '%s' "$cpu_runs" | median) $(printf '%s' "$lab_runs" | median)")
+    done
+}
+
+# ---------------------------------------------------------------- (a) strongSwan responder
+
+run_strongswan() {
+    log "== strongswan: miredo server + relay, strongSwan responder in tcorp"
+    teardown
+    setup
+    IKE_PEER=$RESPONDER
+    rm -rf "$WORK/certs" "$WORK/initiator" "$WORK/responder"
+    make_certs "$WORK/certs" "$IKE_PEER"
+    ip -n "$CORP" addr add "$INFRA_HOST/128" dev lo
+    ip -n "$CORP" addr add "$INTRANET_HOST/64" dev lo
+    start_miredo_pair || { log "miredo pair did not start"; tail -n 20 "$WORK"/miredo-*.log >&2; return 1; }
+    start_teredo_client || return 1
+    charon_dir "$WORK/responder" responder "$WORK/certs/responder.pem" "$WORK/certs/responder.key"
+    start_charon "$CORP" "$WORK/responder" charon-responder || return 1
+    start_initiator || { tail -n 40 "$WORK"/initiator/charon.log "$WORK"/responder/charon.log >&2; return 1; }
+    start_bg "$CORP" iperf3-server iperf3 -s
+    wait_for 5 tcp_listening "$CORP" 5201 || { log "iperf3 -s not listening"; return 1; }
+    measure strongswan
+    teardown
+}
+
+# ================================================================ (b) gate64 responder
+# TODO(lead): fill in when gate64's ESP responder lands. The shape: build_gate64 (honours
+# GATE64_BIN; call it from main only when SETUPS has gate64); setup; gate64 serve in tsrv
+# with [teredo] as in bench/teredo.sh plus [ipsec]; IKE_PEER = gate64's [ipsec] endpoint
+# (e.g. 2001:db8:100::1, corpnet.address6); make_certs "$WORK/certs" "$IKE_PEER" (or a
+# `gate64 certs` set) for certificate/private_key = $WORK/certs/responder.*, ca =
+# $WORK/certs/ca.pem; pool6 = $POOL6; infrastructure_prefixes = ["$INFRA_TS"];
+# intranet_prefixes = ["$INTRANET_TS"]; routes: tsrv fd00:c0::/64 via tcorp
+# (2001:db8:100:1::2), tcorp $POOL6 back via tsrv; tcorp holds $INFRA_HOST and
+# $INTRANET_HOST on lo and runs iperf3 -s. Then start_teredo_client, start_initiator and
+# `measure gate64`, unchanged, so both halves share the client side.
+# Until then this half prints that it was not measured, never numbers.
+run_gate64() {
+    log "== gate64: not yet measured (gate64's ESP responder has not landed)"
+    GATE64_MEASURED=""
+}
+# ================================================================ end of the gate64 half
+
+# ---------------------------------------------------------------- main
+
+failed=0
+GATE64_MEASURED=""
+for s in $SETUPS; do
+    case $s in
+    strongswan) run_strongswan || { log "strongswan setup failed"; failed=1; } ;;
+    gate64) run_gate64 || failed=1 ;;
+    *) log "unknown setup $s"; failed=1 ;;
+    esac
+done
+
+printf '\nESP over Teredo, iperf3 TCP to %s through the intranet tunnel, MSS %s, %s s per run, median of %s run(s)\n' \
+    "$INTRANET_HOST" "$MSS" "$DURATION" "$RUNS"
+printf '%-11s %5s %9s %9s %7s %11s %11s %14s\n' responder dir "Mbit/s" "CPU s" cores \
+    "Mbit/CPU-s" "lab CPU s" "Mbit/lab-CPU-s"
+# Efficiency = megabits moved per CPU-second spent (= Mbit/s per busy core), which does not
+# depend on DURATION.
+per_cpu_s() { awk -v m="$1" -v c="$2" -v d="$DURATION" 'BEGIN {if (c > 0) printf "%.1f", m * d / c; else print "inf"}'; }
+for r in "${RESULTS[@]}"; do
+    read -r setup dir mbps cpu lab <<<"$r"
+    cores=$(awk -v c="$cpu" -v d="$DURATION" 'BEGIN {printf "%.2f", c / d}')
+    eff=$(per_cpu_s "$mbps" "$cpu")
+    leff=$(per_cpu_s "$mbps" "$lab")
+    printf '%-11s %5s %9s %9s %7s %11s %11s %14s\n' "$setup" "$dir" "$mbps" "$cpu" "$cores" \
+        "$eff" "$lab" "$leff"
+done
+for b in "${BASELINES[@]}"; do
+    read -r setup base <<<"$b"
+    if awk -v b="$base" 'BEGIN {exit !(b > 0.2)}'; then
+        printf 'WARNING: %s: the machine was busy before the runs (%s busy cores with the lab idle):\n' \
+            "$setup" "$base"
+        printf '  whole-machine CPU includes that other work; compare the lab CPU columns.\n'
+    fi
+done
+if [[ " $SETUPS " == *" gate64 "* ]] && [ -z "$GATE64_MEASURED" ]; then
+    printf '%-11s %s\n' gate64 "gate64: not yet measured"
+fi
+printf '(CPU s = whole-machine busy time from /proc/stat during the run, every process and the\n kernel alike; cores = CPU s / run time; Mbit/CPU-s = Mbit/s x run time / CPU s, i.e. Mbit/s\n per busy core; lab CPU s = user + system time of every process in the three namespaces.)\n'
+exit "$failed"
