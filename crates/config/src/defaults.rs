@@ -83,9 +83,5 @@ pub const IKE_HALF_OPEN_COOKIE_THRESHOLD: usize = 30;
 /// `ipsec.max_half_open_per_source`: half-open IKE SAs per source address (strongSwan's
 /// `block_threshold`).
 pub const IKE_MAX_HALF_OPEN_PER_SOURCE: usize = 5;
-/// `ipsec.ike_lifetime_secs`: IKE SA rekey after 4 hours (strongSwan's `rekey_time`).
-pub const IKE_LIFETIME_SECS: u64 = 14_400;
 /// `ipsec.child_lifetime_secs`: child SA rekey after 1 hour (strongSwan's child `rekey_time`).
 pub const CHILD_LIFETIME_SECS: u64 = 3600;
-/// `ipsec.dpd_secs`: a liveness check after 30 s of silence from a peer.
-pub const DPD_SECS: u64 = 30;

@@ -33,8 +33,8 @@ pub struct Ipsec {
     /// gate64's IKE/ESP address as written; `None` = `corpnet.address6`
     /// ([`Config::ipsec_endpoint`]).
     pub endpoint: Option<Ipv6Addr>,
-    /// Inner addresses handed to clients that ask (configuration payload, RFC 7296 §3.15);
-    /// `None`: a client that asks gets none and uses its outer address.
+    /// Inner addresses handed to clients that ask (configuration payload, RFC 7296 §3.15).
+    /// Required while IPsec is configured (the responder hands addresses out of it).
     pub pool6: Option<Ipv6Net>,
     /// What the infrastructure tunnel reaches, as written; `None` = `corpnet.address6`/128
     /// (DNS64) ([`Config::ipsec_infrastructure_prefixes`]).
@@ -47,12 +47,9 @@ pub struct Ipsec {
     pub half_open_cookie_threshold: usize,
     /// Half-open IKE SAs one source address may hold; further IKE_SA_INIT are ignored.
     pub max_half_open_per_source: usize,
-    /// Seconds after which an IKE SA is rekeyed.
-    pub ike_lifetime_secs: u64,
-    /// Seconds after which a child SA is rekeyed (its soft lifetime; the hard one is 10% more).
+    /// Soft lifetime of child SAs, in seconds (the hard one is 10% more): the client rekeys
+    /// before it.
     pub child_lifetime_secs: u64,
-    /// Seconds of silence from a peer before a liveness check (RFC 7296 §2.4); 0 = never.
-    pub dpd_secs: u64,
 }
 
 /// `require = true` and nothing configured: the secure default of a file without `[ipsec]`.
@@ -69,9 +66,7 @@ impl Default for Ipsec {
             intranet_prefixes: None,
             half_open_cookie_threshold: defaults::IKE_HALF_OPEN_COOKIE_THRESHOLD,
             max_half_open_per_source: defaults::IKE_MAX_HALF_OPEN_PER_SOURCE,
-            ike_lifetime_secs: defaults::IKE_LIFETIME_SECS,
             child_lifetime_secs: defaults::CHILD_LIFETIME_SECS,
-            dpd_secs: defaults::DPD_SECS,
         }
     }
 }
@@ -95,12 +90,8 @@ const OPEN_TO_UNAUTHENTICATED: &str = "ipsec.require = false: the corporate netw
      encryption), so any internet host that reaches gate64 over Teredo or IP-HTTPS reaches the \
      corporate network; lab use only, remove the key in production";
 
-/// Allowed `ipsec.ike_lifetime_secs`: 5 minutes to a week.
-const IKE_LIFETIME_RANGE: std::ops::RangeInclusive<u64> = 300..=604_800;
 /// Allowed `ipsec.child_lifetime_secs`: a minute to a day.
 const CHILD_LIFETIME_RANGE: std::ops::RangeInclusive<u64> = 60..=86_400;
-/// Most `ipsec.dpd_secs`.
-const MAX_DPD_SECS: u64 = 3600;
 /// Shortest `ipsec.pool6` prefix: larger pools only cost memory for nothing.
 const MIN_POOL6_LEN: u8 = 64;
 
@@ -117,9 +108,7 @@ pub(crate) struct RawIpsec {
     intranet_prefixes: Option<Vec<Ipv6Net>>,
     half_open_cookie_threshold: Option<usize>,
     max_half_open_per_source: Option<usize>,
-    ike_lifetime_secs: Option<u64>,
     child_lifetime_secs: Option<u64>,
-    dpd_secs: Option<u64>,
 }
 
 impl RawIpsec {
@@ -140,9 +129,7 @@ impl RawIpsec {
             max_half_open_per_source: self
                 .max_half_open_per_source
                 .unwrap_or(d.max_half_open_per_source),
-            ike_lifetime_secs: self.ike_lifetime_secs.unwrap_or(d.ike_lifetime_secs),
             child_lifetime_secs: self.child_lifetime_secs.unwrap_or(d.child_lifetime_secs),
-            dpd_secs: self.dpd_secs.unwrap_or(d.dpd_secs),
         }
     }
 }
@@ -247,6 +234,13 @@ impl Config {
             }
         }
         let given = keys.iter().filter(|(_, p, _)| p.is_some()).count();
+        if given == keys.len() && s.pool6.is_none() {
+            return Err(missing(
+                "ipsec.pool6",
+                "IPsec is configured: give the prefix the responder hands clients' inner \
+                 addresses from, e.g. \"fd00:c1::100/120\"",
+            ));
+        }
         if given == 0 || given == keys.len() {
             return Ok(());
         }
@@ -375,26 +369,13 @@ impl Config {
 
     fn validate_ipsec_timers(&self) -> Result<(), ConfigError> {
         let s = &self.ipsec;
-        for (key, value, range) in [
-            (
-                "ipsec.ike_lifetime_secs",
-                s.ike_lifetime_secs,
-                IKE_LIFETIME_RANGE,
-            ),
-            (
+        let range = CHILD_LIFETIME_RANGE;
+        if !range.contains(&s.child_lifetime_secs) {
+            return Err(invalid(
                 "ipsec.child_lifetime_secs",
                 s.child_lifetime_secs,
-                CHILD_LIFETIME_RANGE,
-            ),
-            ("ipsec.dpd_secs", s.dpd_secs, 0..=MAX_DPD_SECS),
-        ] {
-            if !range.contains(&value) {
-                return Err(invalid(
-                    key,
-                    value,
-                    format!("must be {}..={} seconds", range.start(), range.end()),
-                ));
-            }
+                format!("must be {}..={} seconds", range.start(), range.end()),
+            ));
         }
         if s.max_half_open_per_source == 0 {
             return Err(invalid(
@@ -443,9 +424,7 @@ pub(crate) fn expected_form(path: &str) -> Option<&'static str> {
         }
         "ipsec.half_open_cookie_threshold"
         | "ipsec.max_half_open_per_source"
-        | "ipsec.ike_lifetime_secs"
-        | "ipsec.child_lifetime_secs"
-        | "ipsec.dpd_secs" => "a whole number",
+        | "ipsec.child_lifetime_secs" => "a whole number",
         _ => return None,
     })
 }

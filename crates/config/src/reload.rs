@@ -1,9 +1,9 @@
 //! Which keys a running daemon can take from a new file (SIGHUP) and which need a restart.
 //!
 //! A key is live when the daemon reads it again after start: the IP-HTTPS certificate, key and
-//! client CA (new connections get them; connections up keep theirs), the IKE certificate, key
-//! and CA (new IKE SAs use them; SAs up keep theirs), the log filter, the security step's
-//! switch (`ipsec.require`), the binding log's path and the IP-HTTPS connection cap. Every
+//! client CA (new connections get them; connections up keep theirs), the log filter, the
+//! security step's switch (`ipsec.require`), the binding log's path and the IP-HTTPS
+//! connection cap. The IKE credentials need a restart: the responder takes them once. Every
 //! other key shaped something built once at start (the TUN device, its routes, sockets and
 //! listeners, worker threads, tables sized or sharded from limits, the Teredo addresses a
 //! client's address is made of) and needs a restart; a reload that changes one is refused as
@@ -19,9 +19,6 @@ pub const LIVE_KEYS: &[&str] = &[
     "iphttps.private_key",
     "iphttps.client_ca",
     "ipsec.require",
-    "ipsec.certificate",
-    "ipsec.private_key",
-    "ipsec.ca",
     "nat64.binding_log",
     "limits.max_iphttps_connections",
 ];
@@ -103,9 +100,7 @@ impl Config {
                 intranet_prefixes,
                 half_open_cookie_threshold,
                 max_half_open_per_source,
-                ike_lifetime_secs,
-                child_lifetime_secs,
-                dpd_secs
+                child_lifetime_secs
             ]
         );
         diff!(
@@ -183,11 +178,6 @@ impl Config {
             "nat64.binding_log" => {
                 self.nat64.binding_log.is_some() && new.nat64.binding_log.is_some()
             }
-            // New credentials are live; configuring IPsec or removing it starts or stops the
-            // IKE responder, its sockets and routes.
-            "ipsec.certificate" | "ipsec.private_key" | "ipsec.ca" => {
-                self.ipsec.configured() && new.ipsec.configured()
-            }
             _ => LIVE_KEYS.contains(&key),
         }
     }
@@ -212,6 +202,7 @@ prefix = "2001:db8:1::/48"
 certificate = "/etc/gate64/ipsec.pem"
 private_key = "/etc/gate64/ipsec.key"
 ca = "/etc/gate64/clients-ca.pem"
+pool6 = "fd00:c1::/120"
 [nat64]
 pool4 = ["198.51.100.0/30"]
 binding_log = "/var/log/gate64/bindings.jsonl"
@@ -239,8 +230,7 @@ binding_log = "/var/log/gate64/bindings.jsonl"
     fn certificates_log_level_security_switch_and_connection_cap_are_live() {
         let a = with("");
         let text = BASE
-            .replace("ipsec.pem", "ipsec-2.pem")
-            .replace("clients-ca.pem\"", "clients-ca-2.pem\"\nrequire = false")
+            .replace("clients-ca.pem\"", "clients-ca.pem\"\nrequire = false")
             .replace("/a.pem", "/b.pem")
             .replace("/a.key", "/b.key\"\nclient_ca = \"/etc/gate64/ca.pem")
             .replace("bindings.jsonl", "bindings-2.jsonl")
@@ -254,8 +244,6 @@ binding_log = "/var/log/gate64/bindings.jsonl"
                 "iphttps.private_key",
                 "iphttps.client_ca",
                 "ipsec.require",
-                "ipsec.certificate",
-                "ipsec.ca",
                 "nat64.binding_log",
                 "limits.max_iphttps_connections",
                 "log.level",
@@ -271,11 +259,8 @@ binding_log = "/var/log/gate64/bindings.jsonl"
             ("192.0.2.2\"]", "192.0.2.3\"]", "teredo.server_addresses"),
             ("2001:db8:1::/48", "2001:db8:2::/48", "iphttps.prefix"),
             ("198.51.100.0/30", "198.51.100.4/30", "nat64.pool4"),
-            (
-                "clients-ca.pem\"",
-                "clients-ca.pem\"\npool6 = \"fd00:c1::/120\"",
-                "ipsec.pool6",
-            ),
+            ("fd00:c1::/120", "fd00:c1::/121", "ipsec.pool6"),
+            ("ipsec.pem", "ipsec-2.pem", "ipsec.certificate"),
             (
                 "clients-ca.pem\"",
                 "clients-ca.pem\"\nendpoint = \"2001:db8:100::2\"",
@@ -311,10 +296,15 @@ binding_log = "/var/log/gate64/bindings.jsonl"
     fn configuring_or_removing_ipsec_needs_a_restart() {
         let on = with("");
         let off = edited(
-            "[ipsec]\ncertificate = \"/etc/gate64/ipsec.pem\"\nprivate_key = \"/etc/gate64/ipsec.key\"\nca = \"/etc/gate64/clients-ca.pem\"\n",
+            "[ipsec]\ncertificate = \"/etc/gate64/ipsec.pem\"\nprivate_key = \"/etc/gate64/ipsec.key\"\nca = \"/etc/gate64/clients-ca.pem\"\npool6 = \"fd00:c1::/120\"\n",
             "",
         );
-        let keys = ["ipsec.certificate", "ipsec.private_key", "ipsec.ca"];
+        let keys = [
+            "ipsec.certificate",
+            "ipsec.private_key",
+            "ipsec.ca",
+            "ipsec.pool6",
+        ];
         assert_eq!(on.restart_only_changes(&off), keys);
         assert_eq!(off.restart_only_changes(&on), keys);
     }

@@ -220,6 +220,8 @@ pub struct Daemon {
     /// The IKE driver's counters, while IPsec is configured (the SAs are in
     /// `shared.sadb()`).
     ipsec_stats: Option<Arc<gate64_dataplane::IpsecStats>>,
+    /// The IKE responder's status (its IKE SAs), once started.
+    ike: Mutex<Option<gate64_io::ike::IkeStatus>>,
 }
 
 impl Daemon {
@@ -288,6 +290,7 @@ impl Daemon {
             iphttps: Mutex::new(None),
             binding_log,
             ipsec_stats,
+            ike: Mutex::new(None),
         })
     }
 
@@ -322,18 +325,21 @@ impl Daemon {
         Ok(Some(bound))
     }
 
-    /// Starts the IKE responder when `[ipsec]` is configured, with the shared SA database and
-    /// the IPsec counters. This build has no IKE driver yet (`crates/io/src/ike.rs`, issue
-    /// 8), so it says so: with IPsec required, no client can reach the corporate network.
+    /// Starts the IKE responder when `[ipsec]` is configured (its sockets on
+    /// `ipsec.endpoint` ports 500 and 4500: call before the privilege drop), installing child
+    /// SAs into the database the workers share and counting into the IPsec metrics. Must run
+    /// inside a tokio runtime.
     pub fn start_ike(&self, cfg: &Config) -> Result<()> {
-        let (Some(_sadb), Some(_stats)) = (self.shared.sadb(), &self.ipsec_stats) else {
+        let (Some(sadb), Some(stats)) = (self.shared.sadb(), &self.ipsec_stats) else {
             return Ok(());
         };
-        tracing::warn!(
-            endpoint = %cfg.ipsec_endpoint(),
-            "[ipsec] is configured but this build has no IKE responder yet: no client can set \
-             up an SA"
-        );
+        let status = crate::ike::start(
+            cfg,
+            Arc::clone(sadb),
+            Arc::clone(stats),
+            self.stop_tx.subscribe(),
+        )?;
+        *lock(&self.ike) = status;
         Ok(())
     }
 
@@ -351,10 +357,10 @@ impl Daemon {
         };
         info!(socket = %path.display(), "control socket up");
         let shared = Arc::clone(&self.shared);
-        let stats = self.ipsec_stats.clone();
+        let ike = lock(&self.ike).clone();
         let read = Arc::new(move || {
-            let ike_sas = stats.as_ref().map_or(0, |s| s.ike_sas());
-            crate::status::snapshot(&shared, ike_sas, Instant::now())
+            let ike = ike.as_ref().map(|s| s.snapshot());
+            crate::status::snapshot(&shared, ike.as_ref(), Instant::now())
         });
         tokio::spawn(crate::status::serve(
             listener,

@@ -5,6 +5,7 @@ mod client;
 mod connect;
 mod daemon;
 mod demo;
+mod ike;
 mod privilege;
 mod status;
 

@@ -9,6 +9,7 @@
 use anyhow::{Context, Result};
 use gate64_dataplane::Shared;
 use gate64_esp::{InboundEntry, Selector, TunnelKind};
+use gate64_io::ike::IkeSnapshot;
 use serde::{Deserialize, Serialize};
 use std::fmt::Write as _;
 use std::net::{IpAddr, Ipv6Addr};
@@ -65,7 +66,11 @@ pub struct ChildSa {
     pub remote_ts: Vec<String>,
     /// Seconds since IKE installed it.
     pub age_secs: u64,
-    /// Inner bytes and packets opened.
+    /// The client's authenticated identity (its certificate subject), from the IKE SA.
+    pub identity: Option<String>,
+    /// How often the IKE SA and its child SAs were rekeyed.
+    pub rekeys: Option<u32>,
+    /// Inner bytes opened.
     pub bytes_in: u64,
     /// Packets opened.
     pub packets_in: u64,
@@ -75,8 +80,9 @@ pub struct ChildSa {
     pub packets_out: u64,
 }
 
-/// The snapshot of `shared`'s SA database at `now`, with `ike_sas` from the IKE driver.
-pub fn snapshot(shared: &Shared, ike_sas: u64, now: Instant) -> Snapshot {
+/// The snapshot of `shared`'s SA database at `now`, with the IKE SAs of the IKE driver.
+pub fn snapshot(shared: &Shared, ike: Option<&IkeSnapshot>, now: Instant) -> Snapshot {
+    let ike_sas = ike.map_or(0, |s| s.sas.iter().filter(|sa| sa.established).count());
     let cfg = shared.config();
     let mut clients: Vec<Client> = Vec::new();
     let mut child_sas = 0;
@@ -84,7 +90,11 @@ pub fn snapshot(shared: &Shared, ike_sas: u64, now: Instant) -> Snapshot {
         sadb.for_each(|e| {
             child_sas += 1;
             let peer = e.peer();
-            let sa = child_sa(e, now);
+            let mut sa = child_sa(e, now);
+            if let Some(info) = ike.and_then(|s| s.sas.iter().find(|i| i.spi_i == e.ike_spi)) {
+                sa.identity.clone_from(&info.identity);
+                sa.rekeys = Some(info.rekeys);
+            }
             match clients.iter_mut().find(|c| c.outer == peer.outer) {
                 Some(c) => c.sas.push(sa),
                 None => clients.push(Client {
@@ -104,7 +114,7 @@ pub fn snapshot(shared: &Shared, ike_sas: u64, now: Instant) -> Snapshot {
     Snapshot {
         endpoint: cfg.ipsec_endpoint,
         require_ipsec: shared.require_ipsec(),
-        ike_sas,
+        ike_sas: ike_sas as u64,
         child_sas,
         clients,
     }
@@ -125,6 +135,8 @@ fn child_sa(e: &InboundEntry, now: Instant) -> ChildSa {
         local_ts: e.sa.local_ts().iter().map(selector).collect(),
         remote_ts: e.sa.remote_ts().iter().map(selector).collect(),
         age_secs: now.saturating_duration_since(e.sa.created()).as_secs(),
+        identity: None,
+        rekeys: None,
         bytes_in: e.sa.bytes(),
         packets_in: e.sa.packets(),
         bytes_out: out.bytes(),
@@ -200,9 +212,16 @@ pub fn render(s: &Snapshot) -> String {
             let encap = sa
                 .udp_encap
                 .map_or_else(|| "ESP".to_owned(), |p| format!("ESP in UDP 4500:{p}"));
+            let who = sa
+                .identity
+                .as_ref()
+                .map_or_else(String::new, |i| format!(", {i}"));
+            let rekeys = sa
+                .rekeys
+                .map_or_else(String::new, |n| format!(", {n} rekeys"));
             let _ = writeln!(
                 out,
-                "  {}: IKE {:016x}, {encap}, installed {}s ago\n    in  {:08x}, {} bytes, {} packets\n    out {:08x}, {} bytes, {} packets\n    local  {}\n    remote {}",
+                "  {}: IKE {:016x}{who}, {encap}, installed {}s ago{rekeys}\n    in  {:08x}, {} bytes, {} packets\n    out {:08x}, {} bytes, {} packets\n    local  {}\n    remote {}",
                 sa.tunnel,
                 sa.ike_spi,
                 sa.age_secs,

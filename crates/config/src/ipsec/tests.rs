@@ -13,7 +13,8 @@ prefix = "2001:db8:64::/96"
 "#;
 
 const CREDENTIALS: &str = "certificate = \"/etc/gate64/ipsec.pem\"\n\
-    private_key = \"/etc/gate64/ipsec.key\"\nca = \"/etc/gate64/clients-ca.pem\"\n";
+    private_key = \"/etc/gate64/ipsec.key\"\nca = \"/etc/gate64/clients-ca.pem\"\n\
+    pool6 = \"fd00:c1::100/120\"\n";
 
 fn parse(keys: &str) -> Result<Config, ConfigError> {
     Config::from_toml_str(&format!("{BASE}{keys}"))
@@ -56,11 +57,11 @@ fn absent_section_requires_ipsec_and_configures_nothing() {
 #[test]
 fn the_contract_keys_parse() {
     let c = parse(&format!(
-        "{CREDENTIALS}require = true\nendpoint = \"2001:db8:ffff::1\"\npool6 = \"fd00:c1::100/120\"\n\
+        "{CREDENTIALS}require = true\nendpoint = \"2001:db8:ffff::1\"\n\
          infrastructure_prefixes = [\"2001:db8:100::53/128\"]\n\
          intranet_prefixes = [\"2001:db8:100::/64\", \"2001:db8:64::/96\"]\n\
          half_open_cookie_threshold = 0\nmax_half_open_per_source = 2\n\
-         ike_lifetime_secs = 3600\nchild_lifetime_secs = 600\ndpd_secs = 0\n"
+         child_lifetime_secs = 600\n"
     ))
     .unwrap_or_else(|e| panic!("{e}"));
     let s = &c.ipsec;
@@ -79,10 +80,7 @@ fn the_contract_keys_parse() {
         (s.half_open_cookie_threshold, s.max_half_open_per_source),
         (0, 2)
     );
-    assert_eq!(
-        (s.ike_lifetime_secs, s.child_lifetime_secs, s.dpd_secs),
-        (3600, 600, 0)
-    );
+    assert_eq!(s.child_lifetime_secs, 600);
     assert!(c.warnings().is_empty(), "{:?}", c.warnings());
 }
 
@@ -92,8 +90,12 @@ fn credentials_go_together() {
         ("certificate = \"/a\"\n", "ipsec.private_key"),
         ("certificate = \"/a\"\nprivate_key = \"/b\"\n", "ipsec.ca"),
         ("ca = \"/c\"\n", "ipsec.certificate"),
+        (
+            "certificate = \"/a\"\nprivate_key = \"/b\"\nca = \"/c\"\n",
+            "ipsec.pool6",
+        ),
     ] {
-        let e = refused(keys, key, "together");
+        let e = refused(keys, key, "IPsec is configured");
         assert_eq!(e.kind(), ErrorKind::MissingKey);
     }
     refused(
@@ -169,22 +171,20 @@ fn endpoint_is_a_usable_address_of_gate64() {
 #[test]
 fn timers_are_bounded() {
     refused(
-        "ike_lifetime_secs = 10\n",
-        "ipsec.ike_lifetime_secs",
-        "300..=604800",
-    );
-    refused(
         "child_lifetime_secs = 10\n",
         "ipsec.child_lifetime_secs",
         "60..=86400",
     );
-    refused("dpd_secs = 7200\n", "ipsec.dpd_secs", "0..=3600");
     refused(
         "max_half_open_per_source = 0\n",
         "ipsec.max_half_open_per_source",
         "at least 1",
     );
-    refused("dpd_secs = \"x\"\n", "ipsec.dpd_secs", "a whole number");
+    refused(
+        "child_lifetime_secs = \"x\"\n",
+        "ipsec.child_lifetime_secs",
+        "a whole number",
+    );
 }
 
 #[test]
@@ -238,7 +238,7 @@ fn check_files_names_the_ipsec_key() {
     let (cert, key) = (file("c.pem"), file("k.pem"));
     let missing = dir.join("absent.pem").display().to_string();
     let c = parse(&format!(
-        "certificate = \"{cert}\"\nprivate_key = \"{key}\"\nca = \"{missing}\"\n"
+        "certificate = \"{cert}\"\nprivate_key = \"{key}\"\nca = \"{missing}\"\npool6 = \"fd00:c1::/120\"\n"
     ))
     .unwrap();
     let e = c.check_files().expect_err("the CA file is absent");
@@ -249,7 +249,7 @@ fn check_files_names_the_ipsec_key() {
     );
     let ca = file("ca.pem");
     let c = parse(&format!(
-        "certificate = \"{cert}\"\nprivate_key = \"{key}\"\nca = \"{ca}\"\n"
+        "certificate = \"{cert}\"\nprivate_key = \"{key}\"\nca = \"{ca}\"\npool6 = \"fd00:c1::/120\"\n"
     ))
     .unwrap();
     c.check_files().unwrap_or_else(|e| panic!("{e}"));

@@ -1,7 +1,33 @@
 use super::*;
 use gate64_dataplane::{DataplaneConfig, Prefix};
 use gate64_esp::{ChildSaPair, Cipher, Lifetime, Peer, SaDb, SaKeys, SaParams};
+use gate64_ike::responder::IkeSaInfo;
 use std::time::Duration;
+
+/// The driver's view: three established IKE SAs, one per child SA of
+/// [`shared_with_two_clients`], the infrastructure one of the Teredo client rekeyed twice.
+fn ike_snapshot() -> IkeSnapshot {
+    let sas = [0x100u64, 0x200, 0x300]
+        .into_iter()
+        .map(|spi| IkeSaInfo {
+            spi_r: spi,
+            spi_i: spi << 32,
+            peer: "[2001:db8::1]:4500".parse().unwrap(),
+            local: "[2001:db8:100::1]:4500".parse().unwrap(),
+            established: true,
+            identity: Some(format!("CN=client{spi:x}")),
+            tunnel: None,
+            inner: None,
+            child_spis: vec![spi as u32],
+            age: Duration::from_secs(90),
+            rekeys: if spi == 0x200 { 2 } else { 0 },
+        })
+        .collect();
+    IkeSnapshot {
+        sas,
+        ..IkeSnapshot::default()
+    }
+}
 
 const ENDPOINT: Ipv6Addr = Ipv6Addr::new(0x2001, 0xdb8, 0x100, 0, 0, 0, 0, 1);
 
@@ -72,7 +98,11 @@ fn shared_with_two_clients(created: Instant) -> Arc<Shared> {
 fn snapshot_groups_sas_by_client_with_their_transport() {
     let created = Instant::now();
     let shared = shared_with_two_clients(created);
-    let s = snapshot(&shared, 3, created + Duration::from_secs(90));
+    let s = snapshot(
+        &shared,
+        Some(&ike_snapshot()),
+        created + Duration::from_secs(90),
+    );
     assert_eq!((s.ike_sas, s.child_sas, s.clients.len()), (3, 3, 2));
     assert_eq!(s.endpoint, Some(ENDPOINT));
     let teredo = &s.clients[0];
@@ -88,6 +118,8 @@ fn snapshot_groups_sas_by_client_with_their_transport() {
     assert_eq!(sa.local_ts, ["2001:db8:100::/48"]);
     assert_eq!(sa.remote_ts, ["fd00:c1::101/128"]);
     assert_eq!(sa.age_secs, 90);
+    assert_eq!(sa.identity.as_deref(), Some("CN=client200"));
+    assert_eq!(sa.rekeys, Some(2));
     assert_eq!(s.clients[1].transport, "iphttps");
     // The JSON the socket carries reads back as the same snapshot.
     let json = serde_json::to_string(&s).unwrap();
@@ -97,17 +129,21 @@ fn snapshot_groups_sas_by_client_with_their_transport() {
 #[test]
 fn render_lists_every_sa_like_swanctl() {
     let created = Instant::now();
-    let text = render(&snapshot(&shared_with_two_clients(created), 3, created));
+    let text = render(&snapshot(
+        &shared_with_two_clients(created),
+        Some(&ike_snapshot()),
+        created,
+    ));
     for needle in [
         "gate64 2001:db8:100::1: 3 IKE SAs, 3 child SAs, 2 clients\n",
         "2001:0:c000:201:2c5a:39cb:9bff:f1f5: teredo, inner fd00:c1::101\n",
-        "  infrastructure: IKE 0000020000000000, ESP in UDP 4500:4501, installed 0s ago\n",
+        "  infrastructure: IKE 0000020000000000, CN=client200, ESP in UDP 4500:4501, installed 0s ago, 2 rekeys\n",
         "    in  00000200, 0 bytes, 0 packets\n",
         "    out 00000201, 0 bytes, 0 packets\n",
         "    local  2001:db8:100::/48\n",
         "    remote fd00:c1::101/128\n",
         "2001:db8:1:5::77: iphttps, inner 2001:db8:1:5::77\n",
-        "  intranet: IKE 0000030000000000, ESP, installed 0s ago\n",
+        "  intranet: IKE 0000030000000000, CN=client300, ESP, installed 0s ago, 0 rekeys\n",
     ] {
         assert!(text.contains(needle), "{needle:?} not in:\n{text}");
     }
@@ -143,7 +179,7 @@ async fn the_socket_serves_the_snapshot_to_its_own_user() {
     let shared = shared_with_two_clients(created);
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     let read: Arc<dyn Fn() -> Snapshot + Send + Sync> =
-        Arc::new(move || snapshot(&shared, 3, Instant::now()));
+        Arc::new(move || snapshot(&shared, Some(&ike_snapshot()), Instant::now()));
     let task = tokio::spawn(serve(listener, read, stop_rx));
     let json = query(&path, true).await.unwrap();
     let s: Snapshot = serde_json::from_str(&json).unwrap();
