@@ -92,6 +92,9 @@ impl Worker {
         if shared.is_esp(&pkt) {
             return self.esp_ingress(now, from, buf, start, end);
         }
+        if shared.cfg.ipsec_endpoint == Some(dst) && pkt.next_header() == ipv6::NH_FRAGMENT {
+            return self.endpoint_fragment(now, from, buf, start, end);
+        }
         let route = shared.route(&dst)?;
         shared.policy(from, &route, &pkt)?;
         match route {

@@ -32,6 +32,7 @@ pub mod ipsec_stats;
 mod nat64;
 mod policy;
 pub mod ratelimit;
+mod reassembly;
 mod shared;
 pub mod stats;
 mod teredo;

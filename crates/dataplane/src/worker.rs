@@ -59,6 +59,8 @@ pub struct Worker {
     /// IP-HTTPS packets lie back to back without headroom, so nothing may be written before
     /// the packet's own start (ESP's outer headers are its own to reuse).
     pub(crate) write_floor: usize,
+    /// Fragments to the IPsec endpoint waiting for the rest of their datagram.
+    pub(crate) reassembly: crate::reassembly::Reassembly,
 }
 
 impl Worker {
@@ -93,6 +95,7 @@ impl Worker {
             icmp_budget: TokenBucket::default(),
             gso_run: None,
             write_floor: 0,
+            reassembly: Default::default(),
         }
     }
 

@@ -346,3 +346,55 @@ fn the_sa_opens_the_corporate_network_its_tunnel_covers_and_nothing_else() {
     };
     assert_eq!(&buf[start..end], &ike[..]);
 }
+
+/// `outer` (an IPv6 packet without extension headers) cut into fragments of at most
+/// `chunk` payload bytes (a multiple of 8), as the client's kernel sends it over a 1280-byte
+/// link (RFC 8200 §4.5).
+fn fragments(outer: &[u8], chunk: usize, id: u32) -> Vec<Vec<u8>> {
+    let (header, payload) = outer.split_at(ipv6::HEADER_LEN);
+    payload
+        .chunks(chunk)
+        .enumerate()
+        .map(|(i, part)| {
+            let offset = i * chunk;
+            let more = offset + part.len() < payload.len();
+            let mut f = header.to_vec();
+            f[4..6].copy_from_slice(&u16::try_from(8 + part.len()).unwrap().to_be_bytes());
+            f[6] = 44;
+            let field = u16::try_from(offset / 8).unwrap() << 3 | u16::from(more);
+            f.extend_from_slice(&[header[6], 0]);
+            f.extend_from_slice(&field.to_be_bytes());
+            f.extend_from_slice(&id.to_be_bytes());
+            f.extend_from_slice(part);
+            f
+        })
+        .collect()
+}
+
+#[test]
+fn fragmented_esp_is_reassembled_opened_and_written_to_the_tun() {
+    let (mut w, client_seal, _) = with_sa(INNER, true);
+    let ping = echo(INNER, CORP_HOST, 1300);
+    let outer = sealed(&client_seal, &ping, true);
+    assert!(outer.len() > 1280);
+    let mut parts = fragments(&outer, 1232, 0x1234);
+    assert_eq!(parts.len(), 2);
+    // Out of order, as a network may deliver them.
+    parts.reverse();
+    for part in &parts {
+        assert_eq!(teredo_in(&mut w, part).0, Verdict::Consumed);
+    }
+    assert_eq!(w.poll_tun_write(), Some(ping));
+    assert_eq!(w.poll_tun_write(), None);
+    assert_eq!(total_drops(w.stats()), 0);
+    // An overlapping fragment spoils the datagram.
+    let outer = sealed(&client_seal, &echo(INNER, CORP_HOST, 1300), true);
+    let parts = fragments(&outer, 1232, 0x1235);
+    assert_eq!(teredo_in(&mut w, &parts[0]).0, Verdict::Consumed);
+    assert_eq!(
+        teredo_in(&mut w, &parts[0]).0,
+        Verdict::Drop(DropReason::Malformed)
+    );
+    assert_eq!(teredo_in(&mut w, &parts[1]).0, Verdict::Consumed);
+    assert_eq!(w.poll_tun_write(), None, "the rest alone is no datagram");
+}
