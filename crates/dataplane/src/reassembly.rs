@@ -68,7 +68,7 @@ impl Reassembly {
             .get(..ipv6::HEADER_LEN)
             .ok_or(DropReason::Truncated)?;
         // RFC 8200 §4.5: every fragment but the last is a multiple of 8 bytes long.
-        if offset + data.len() > MAX_LEN || (more && data.len() % 8 != 0) {
+        if offset + data.len() > MAX_LEN || (more && !data.len().is_multiple_of(8)) {
             return Err(DropReason::Malformed);
         }
         self.partials
