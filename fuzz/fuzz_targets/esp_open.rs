@@ -94,7 +94,11 @@ fuzz_target!(|data: &[u8]| {
                 return;
             };
             let at = usize::from(*at % 64);
-            let nh = if inner.first().is_some_and(|b| b >> 4 == 4) { 4 } else { 41 };
+            let nh = if inner.first().is_some_and(|b| b >> 4 == 4) {
+                4
+            } else {
+                41
+            };
             let mut buf = vec![0u8; at + SPI_SEQ_IV_LEN + inner.len() + MAX_TRAILER];
             buf[at + SPI_SEQ_IV_LEN..][..inner.len()].copy_from_slice(inner);
             let Ok(len) = sa.out.seal(&mut buf, at, inner.len(), nh) else {
