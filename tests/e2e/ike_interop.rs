@@ -6,6 +6,11 @@
 //!   plain IPv6 veth. Both IKE SAs and both child SAs must be ESTABLISHED/INSTALLED in
 //!   `swanctl --list-sas`, with the inner address gate64 gave from its pool, and the driver's
 //!   sink must have seen two `ChildSaUp` events with the right tunnels and that address.
+//!   Then strongSwan rekeys the intranet child SA and the infrastructure IKE SA
+//!   (CREATE_CHILD_SA) and terminates the intranet IKE SA (INFORMATIONAL Delete): gate64
+//!   reports each step and strongSwan's table follows.
+//! - `netns_ike_strongswan_client_of_another_ca_is_refused`: a client certificate from a CA
+//!   gate64 does not trust gets AUTHENTICATION_FAILED, and gate64 reports why.
 //!
 //! Certificates come from strongSwan's `pki` (the fixture's `LabCerts`): gate64 uses the
 //! responder's, strongSwan the initiator's, both under the one lab CA.
@@ -16,13 +21,15 @@ use std::time::{Duration, Instant, SystemTime};
 
 use anyhow::{Context, Result, bail, ensure};
 use gate64_ike::auth::{Credentials, TrustAnchors};
-use gate64_ike::child_sa::TunnelKind;
-use gate64_ike::responder::{Event, Responder, ResponderConfig};
+use gate64_ike::child_sa::{ChildSaPair, TunnelKind};
+use gate64_ike::responder::RekeyKind;
+use gate64_ike::responder::{Event, Refusal, Responder, ResponderConfig};
 use gate64_io::ike::{IKE_PORT, IkeDriver, IkeSockets, NAT_T_PORT};
 use gate64_testkit::strongswan::{
-    Charon, CharonConfig, INFRASTRUCTURE, INTRANET, LabCerts, Tunnel, find_child, with_charon_logs,
+    Charon, CharonConfig, INFRASTRUCTURE, INTRANET, IkeSa, LabCerts, Tunnel, find_child,
+    with_charon_logs,
 };
-use gate64_testkit::{Netns, netns_or_skip};
+use gate64_testkit::{Netns, netns_or_skip, wait_for};
 
 const CLIENT: &str = "2001:db8:6::1";
 const GATEWAY: Ipv6Addr = Ipv6Addr::new(0x2001, 0xdb8, 6, 0, 0, 0, 0, 2);
@@ -71,14 +78,17 @@ fn responder_config(certs: &LabCerts) -> Result<ResponderConfig> {
     ))
 }
 
-fn two_tunnels(cli: &Netns, gw: &Netns) -> Result<()> {
-    cli.veth("vgw", gw, "vcli")?;
-    cli.addr_add("vgw", &format!("{CLIENT}/64"))?;
-    gw.addr_add("vcli", &format!("{GATEWAY}/64"))?;
-    let server = IpAddr::V6(GATEWAY);
-    let certs = LabCerts::generate(gw, &gw.dir().join("certs"), server)?;
-    let config = responder_config(&certs)?;
+type DriverThread = std::thread::JoinHandle<Result<Result<()>>>;
 
+/// Runs gate64's IKE driver on a thread inside `gw`: its events, its stop switch, its thread.
+fn start_driver(
+    gw: &Netns,
+    config: ResponderConfig,
+) -> Result<(
+    mpsc::Receiver<Event>,
+    tokio::sync::oneshot::Sender<()>,
+    DriverThread,
+)> {
     let (events_tx, events) = mpsc::channel();
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let driver = gw.spawn_thread("ike-driver", move || -> Result<()> {
@@ -99,6 +109,18 @@ fn two_tunnels(cli: &Netns, gw: &Netns) -> Result<()> {
             Ok(())
         })
     })?;
+    Ok((events, stop, driver))
+}
+
+fn two_tunnels(cli: &Netns, gw: &Netns) -> Result<()> {
+    cli.veth("vgw", gw, "vcli")?;
+    cli.addr_add("vgw", &format!("{CLIENT}/64"))?;
+    gw.addr_add("vcli", &format!("{GATEWAY}/64"))?;
+    let server = IpAddr::V6(GATEWAY);
+    let certs = LabCerts::generate(gw, &gw.dir().join("certs"), server)?;
+    let config = responder_config(&certs)?;
+
+    let (events, stop, driver) = start_driver(gw, config)?;
 
     let initiator = Charon::start(
         cli,
@@ -109,10 +131,16 @@ fn two_tunnels(cli: &Netns, gw: &Netns) -> Result<()> {
     if outcome.is_ok() {
         // The proof in charon's own words, for `--nocapture` runs.
         let tail = initiator.log_tail(400);
-        for line in tail
-            .lines()
-            .filter(|l| l.contains("established") || l.contains("assigned"))
-        {
+        for line in tail.lines().filter(|l| {
+            [
+                "established",
+                "rekeyed",
+                "deleting IKE_SA",
+                "installing new virtual IP",
+            ]
+            .iter()
+            .any(|k| l.contains(k))
+        }) {
             eprintln!("charon: {line}");
         }
     }
@@ -156,13 +184,18 @@ fn exercise(initiator: &Charon<'_>, events: &mpsc::Receiver<Event>) -> Result<()
             Err(mpsc::RecvTimeoutError::Disconnected) => bail!("the IKE driver stopped"),
         }
     }
+    check_children(&sas, &seen)?;
+    rekey_and_terminate(initiator, events)
+}
+
+fn check_children(sas: &[IkeSa], seen: &[Box<ChildSaPair>]) -> Result<()> {
     let mut tunnels: Vec<TunnelKind> = seen.iter().map(|p| p.tunnel).collect();
     tunnels.sort_by_key(|t| *t == TunnelKind::Intranet);
     ensure!(
         tunnels == vec![TunnelKind::Infrastructure, TunnelKind::Intranet],
         "gate64's child SAs: {seen:#?}"
     );
-    for pair in &seen {
+    for pair in seen {
         ensure!(
             pair.peer.inner == vec![IpAddr::V6(FIRST_LEASE)],
             "inner address: {pair:#?}"
@@ -171,19 +204,183 @@ fn exercise(initiator: &Charon<'_>, events: &mpsc::Receiver<Event>) -> Result<()
             pair.peer.udp_encap.is_some(),
             "UDP encapsulation: {pair:#?}"
         );
-        let child = find_child(
-            &sas,
-            if pair.tunnel == TunnelKind::Intranet {
-                INTRANET
-            } else {
-                INFRASTRUCTURE
-            },
-        )
-        .context("child")?;
+        let child = find_child(sas, name_of(pair.tunnel)).context("child")?;
         ensure!(
             child.spi_out == pair.inbound.spi && child.spi_in == pair.outbound.spi,
             "SPIs agree: strongSwan {child:?} vs gate64 {pair:#?}"
         );
     }
     Ok(())
+}
+
+fn name_of(tunnel: TunnelKind) -> &'static str {
+    match tunnel {
+        TunnelKind::Infrastructure => INFRASTRUCTURE,
+        TunnelKind::Intranet => INTRANET,
+    }
+}
+
+/// Waits (bounded) for an event matching `want`; returns the events seen up to it.
+fn wait_event(
+    events: &mpsc::Receiver<Event>,
+    what: &str,
+    want: impl Fn(&Event) -> bool,
+) -> Result<Vec<Event>> {
+    let deadline = Instant::now() + SETTLE_TIMEOUT;
+    let mut seen = Vec::new();
+    while Instant::now() < deadline {
+        match events.recv_timeout(Duration::from_millis(200)) {
+            Ok(e) => {
+                let done = want(&e);
+                seen.push(e);
+                if done {
+                    return Ok(seen);
+                }
+            }
+            Err(mpsc::RecvTimeoutError::Timeout) => {}
+            Err(mpsc::RecvTimeoutError::Disconnected) => bail!("the IKE driver stopped"),
+        }
+    }
+    bail!("no {what} from gate64 within {SETTLE_TIMEOUT:?}; saw {seen:#?}")
+}
+
+/// strongSwan rekeys the intranet child SA, then the infrastructure IKE SA, then terminates
+/// the intranet IKE SA; gate64 follows each (RFC 7296 §1.3.3, §2.18, §1.4.1).
+fn rekey_and_terminate(initiator: &Charon<'_>, events: &mpsc::Receiver<Event>) -> Result<()> {
+    let before = initiator.list_sas()?;
+    let old = find_child(&before, INTRANET)
+        .context("intranet child")?
+        .spi_in;
+    initiator.rekey_child(INTRANET)?;
+    wait_event(events, "child rekey", |e| {
+        matches!(
+            e,
+            Event::Rekeyed {
+                kind: RekeyKind::Child
+            }
+        )
+    })?;
+    // strongSwan deletes the old child SA once the new one is up.
+    wait_event(events, "old child SA deleted", |e| {
+        matches!(e, Event::ChildSaDown { .. })
+    })?;
+    // The old child SA may be listed a moment longer (deleting): wait for one intranet child.
+    let renewed = wait_for(SETTLE_TIMEOUT, || {
+        let sas = initiator.list_sas().ok()?;
+        find_child(&sas, INTRANET)
+            .map(|c| c.spi_in)
+            .filter(|spi| *spi != old)
+    });
+    let new = renewed.context("one intranet child SA with new SPIs")?;
+    initiator.wait_established(2, 2, SETTLE_TIMEOUT)?;
+    ensure!(
+        new != old,
+        "the intranet child SA has new SPIs ({old:x} -> {new:x})"
+    );
+
+    let spis = |sas: &[IkeSa]| {
+        sas.iter()
+            .find(|s| s.name == INFRASTRUCTURE)
+            .map(|s| s.spis)
+    };
+    let old_ike = spis(&before).context("infrastructure IKE SA")?;
+    initiator.rekey_ike(INFRASTRUCTURE)?;
+    wait_event(events, "IKE rekey", |e| {
+        matches!(
+            e,
+            Event::Rekeyed {
+                kind: RekeyKind::Ike
+            }
+        )
+    })?;
+    wait_event(events, "old IKE SA deleted", |e| {
+        matches!(e, Event::IkeSaDown { .. })
+    })?;
+    let after = initiator.wait_established(2, 2, SETTLE_TIMEOUT)?;
+    ensure!(
+        spis(&after) != Some(old_ike),
+        "the infrastructure IKE SA has new SPIs"
+    );
+
+    initiator.terminate(INTRANET, SETTLE_TIMEOUT)?;
+    let seen = wait_event(events, "intranet IKE SA down", |e| {
+        matches!(
+            e,
+            Event::IkeSaDown {
+                tunnel: Some(TunnelKind::Intranet),
+                ..
+            }
+        )
+    })?;
+    ensure!(
+        seen.iter().any(|e| matches!(e, Event::ChildSaDown { .. })),
+        "the intranet child SA went down with its IKE SA: {seen:#?}"
+    );
+    initiator.wait_established(1, 1, SETTLE_TIMEOUT)?;
+    Ok(())
+}
+
+#[test]
+#[ignore = "netns: needs root"]
+fn netns_ike_strongswan_client_of_another_ca_is_refused() {
+    let name = "netns_ike_strongswan_client_of_another_ca_is_refused";
+    if !netns_or_skip(name) {
+        return;
+    }
+    let cli = Netns::new("ikecli").expect("netns");
+    let gw = Netns::new("ikegw").expect("netns");
+    if let Err(e) = another_ca(&cli, &gw) {
+        panic!("{name}: {e:#}\n{}{}", cli.logs_report(), gw.logs_report());
+    }
+}
+
+fn another_ca(cli: &Netns, gw: &Netns) -> Result<()> {
+    cli.veth("vgw", gw, "vcli")?;
+    cli.addr_add("vgw", &format!("{CLIENT}/64"))?;
+    gw.addr_add("vcli", &format!("{GATEWAY}/64"))?;
+    let server = IpAddr::V6(GATEWAY);
+    let lab = LabCerts::generate(gw, &gw.dir().join("lab"), server)?;
+    let other = LabCerts::generate(gw, &gw.dir().join("other"), server)?;
+    let config = responder_config(&lab)?;
+    let (events, stop, driver) = start_driver(gw, config)?;
+    let mut credentials = other.initiator();
+    credentials.cas = vec![lab.ca.clone()];
+    let initiator = Charon::start(
+        cli,
+        "initiator",
+        CharonConfig::initiator(server, credentials, tunnels()),
+    )?;
+    let scenario = || -> Result<()> {
+        initiator.load_all()?;
+        let err = match initiator.initiate(INFRASTRUCTURE, INFRASTRUCTURE, INITIATE_TIMEOUT) {
+            Ok(out) => bail!("a client of another CA got in:\n{out}"),
+            Err(e) => format!("{e:#}"),
+        };
+        ensure!(
+            err.contains("AUTHENTICATION_FAILED"),
+            "not AUTHENTICATION_FAILED: {err}"
+        );
+        let seen = wait_event(&events, "a failed negotiation", |e| {
+            matches!(e, Event::Negotiation { result: Err(_), .. })
+        })?;
+        let named = seen.iter().any(|e| {
+            matches!(e, Event::Negotiation { result: Err(Refusal::Authentication(why)), .. }
+                if why.contains("trusted CA"))
+        });
+        ensure!(named, "gate64 names the unknown CA: {seen:#?}");
+        ensure!(
+            !seen.iter().any(|e| matches!(e, Event::ChildSaUp(_))),
+            "no child SA: {seen:#?}"
+        );
+        initiator.wait_established(0, 0, SETTLE_TIMEOUT)?;
+        Ok(())
+    };
+    let outcome = with_charon_logs(scenario(), &[&initiator]);
+    drop(initiator);
+    let _ = stop.send(());
+    let joined = driver
+        .join()
+        .map_err(|_| anyhow::anyhow!("the IKE driver thread panicked"))?;
+    outcome?;
+    joined?.context("IKE driver")
 }
