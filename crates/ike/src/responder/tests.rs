@@ -821,3 +821,31 @@ fn rfc7383_fragmented_request_and_response() {
     assert_eq!(payloads.first().map(Payload::kind), Some(kind::IDR));
     assert_eq!(child_ups(&events(&mut r)).len(), 1);
 }
+
+#[test]
+fn idle_ike_sa_is_forgotten_with_its_children() {
+    let lab = Lab::new();
+    let now = Instant::now();
+    let (mut r, mut i, pair) =
+        established_pair(&lab, now, |c| c.ike_idle_timeout = Duration::from_secs(600));
+    // A liveness check keeps it.
+    let probe = request(&mut i, exchange::INFORMATIONAL, &[]);
+    r.handle(
+        now + Duration::from_secs(500),
+        addr(SERVER),
+        addr(CLIENT),
+        &probe,
+    );
+    r.handle_timeout(now + Duration::from_secs(900));
+    assert_eq!(r.ike_sas(now).len(), 1);
+    r.handle_timeout(now + Duration::from_secs(1101));
+    let ev = events(&mut r);
+    assert!(
+        ev.contains(&Event::ChildSaDown {
+            inbound_spi: pair.inbound.spi
+        }),
+        "{ev:?}"
+    );
+    assert!(ev.iter().any(|e| matches!(e, Event::IkeSaDown { .. })));
+    assert_eq!((r.ike_sas(now).len(), r.pool.leased()), (0, 0));
+}
