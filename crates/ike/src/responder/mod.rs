@@ -185,6 +185,15 @@ impl Refusal {
     }
 }
 
+/// The `result` label of `gate64_ike_negotiations_total` for an [`Event::Negotiation`]:
+/// `established`, or the refusal's label.
+pub fn negotiation_label(result: &Result<(), Refusal>) -> &'static str {
+    match result {
+        Ok(()) => "established",
+        Err(r) => r.label(),
+    }
+}
+
 /// What the responder tells its driver.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
