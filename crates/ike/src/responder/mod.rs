@@ -30,6 +30,7 @@ use crate::child_sa::{ChildSaPair, TunnelKind};
 use crate::keys::{self, IkeKeys};
 use crate::message::{Header, Message, Notify, Payload, exchange, flags, notify};
 
+pub use init::nat_detection_hash;
 pub use pool::AddressPool;
 
 /// What the responder is configured with.
