@@ -12,6 +12,10 @@
 //! - `netns_ike_strongswan_client_of_another_ca_is_refused`: a client certificate from a CA
 //!   gate64 does not trust gets AUTHENTICATION_FAILED, and gate64 reports why.
 //!
+//! - `netns_ike_gate64_initiator_against_strongswan_responder`: gate64's sans-IO initiator
+//!   (run over plain sockets in `ikecli`) builds both tunnels, one IKE SA each, against
+//!   strongSwan as the responder in `ikegw`, moving to 4500 as libipsec's faked NAT demands.
+//!
 //! Certificates come from strongSwan's `pki` (the fixture's `LabCerts`): gate64 uses the
 //! responder's, strongSwan the initiator's, both under the one lab CA.
 
@@ -22,6 +26,9 @@ use std::time::{Duration, Instant, SystemTime};
 use anyhow::{Context, Result, bail, ensure};
 use gate64_ike::auth::{Credentials, TrustAnchors};
 use gate64_ike::child_sa::{ChildSaPair, TunnelKind};
+use gate64_ike::initiator::{Initiator, InitiatorConfig, InitiatorEvent};
+use gate64_ike::keys::Group;
+use gate64_ike::message::TrafficSelector;
 use gate64_ike::responder::RekeyKind;
 use gate64_ike::responder::{Event, Refusal, Responder, ResponderConfig};
 use gate64_io::ike::{IKE_PORT, IkeDriver, IkeSockets, NAT_T_PORT};
@@ -129,20 +136,7 @@ fn two_tunnels(cli: &Netns, gw: &Netns) -> Result<()> {
     )?;
     let outcome = with_charon_logs(exercise(&initiator, &events), &[&initiator]);
     if outcome.is_ok() {
-        // The proof in charon's own words, for `--nocapture` runs.
-        let tail = initiator.log_tail(400);
-        for line in tail.lines().filter(|l| {
-            [
-                "established",
-                "rekeyed",
-                "deleting IKE_SA",
-                "installing new virtual IP",
-            ]
-            .iter()
-            .any(|k| l.contains(k))
-        }) {
-            eprintln!("charon: {line}");
-        }
+        print_proof(&initiator);
     }
     drop(initiator);
     let _ = stop.send(());
@@ -383,4 +377,147 @@ fn another_ca(cli: &Netns, gw: &Netns) -> Result<()> {
         .map_err(|_| anyhow::anyhow!("the IKE driver thread panicked"))?;
     outcome?;
     joined?.context("IKE driver")
+}
+
+/// Issue 8 (c): gate64's own initiator against strongSwan as the responder, one IKE SA per
+/// tunnel as `gate64 connect` builds them; strongSwan's libipsec fakes a NAT, so the
+/// initiator must move to 4500 (RFC 7296 §2.23) with the non-ESP marker.
+#[test]
+#[ignore = "netns: needs root"]
+fn netns_ike_gate64_initiator_against_strongswan_responder() {
+    let name = "netns_ike_gate64_initiator_against_strongswan_responder";
+    if !netns_or_skip(name) {
+        return;
+    }
+    let cli = Netns::new("ikecli").expect("netns");
+    let gw = Netns::new("ikegw").expect("netns");
+    if let Err(e) = initiator_against_strongswan(&cli, &gw) {
+        panic!("{name}: {e:#}\n{}{}", cli.logs_report(), gw.logs_report());
+    }
+}
+
+fn initiator_against_strongswan(cli: &Netns, gw: &Netns) -> Result<()> {
+    cli.veth("vgw", gw, "vcli")?;
+    cli.addr_add("vgw", &format!("{CLIENT}/64"))?;
+    gw.addr_add("vcli", &format!("{GATEWAY}/64"))?;
+    let server = IpAddr::V6(GATEWAY);
+    // strongSwan routes each child SA's remote side through ipsec0 with a source address
+    // from its local selector, so the corporate hosts must exist here (as in the reference).
+    gw.addr_add("lo", "fd00:c0::53/128")?;
+    gw.addr_add("lo", "fd00:c0::1/64")?;
+    let certs = LabCerts::generate(gw, &gw.dir().join("certs"), server)?;
+    let responder = Charon::start(
+        gw,
+        "responder",
+        CharonConfig::responder(Some(server), certs.responder(), tunnels(), POOL6),
+    )?;
+    let scenario = || -> Result<()> {
+        responder.load_all()?;
+        let mut inners = Vec::new();
+        for (tunnel, ts) in [
+            (TunnelKind::Infrastructure, INFRASTRUCTURE_TS),
+            (TunnelKind::Intranet, INTRANET_TS),
+        ] {
+            let config = initiator_config(&certs, tunnel, ts)?;
+            let (inner, child) = cli.run_in(move || run_initiator(config))??;
+            ensure!(
+                child.tunnel == tunnel && child.peer.udp_encap == Some(NAT_T_PORT),
+                "{child:#?}"
+            );
+            inners.push(inner);
+        }
+        let sas = responder.wait_established(2, 2, SETTLE_TIMEOUT)?;
+        for sa in &sas {
+            ensure!(
+                sa.remote_vips.len() == 1 && inners.contains(&Some(sa.remote_vips[0])),
+                "strongSwan leased what gate64's initiator reports: {sa:?} vs {inners:?}"
+            );
+        }
+        Ok(())
+    };
+    let outcome = with_charon_logs(scenario(), &[&responder]);
+    if outcome.is_ok() {
+        print_proof(&responder);
+    }
+    outcome
+}
+
+/// The proof in charon's own words, for `--nocapture` runs.
+fn print_proof(charon: &Charon<'_>) {
+    let tail = charon.log_tail(400);
+    let keys = [
+        "established",
+        "rekeyed",
+        "deleting IKE_SA",
+        "virtual IP",
+        "retransmit",
+    ];
+    for line in tail.lines().filter(|l| keys.iter().any(|k| l.contains(k))) {
+        eprintln!("charon: {line}");
+    }
+}
+
+fn initiator_config(certs: &LabCerts, tunnel: TunnelKind, ts: &str) -> Result<InitiatorConfig> {
+    let read = |p: &std::path::Path| std::fs::read(p).with_context(|| format!("{}", p.display()));
+    let net: ipnet::IpNet = ts.parse()?;
+    Ok(InitiatorConfig {
+        credentials: Credentials::from_pem(
+            &read(&certs.initiator_cert)?,
+            &read(&certs.initiator_key)?,
+        )?,
+        anchors: TrustAnchors::from_pem(&read(&certs.ca)?)?,
+        group: Group::Ecp256,
+        request_address: true,
+        tsi: vec![TrafficSelector::range(
+            IpAddr::V6(Ipv6Addr::UNSPECIFIED),
+            IpAddr::V6(Ipv6Addr::from(u128::MAX)),
+        )],
+        tsr: vec![TrafficSelector::range(net.network(), net.broadcast())],
+        tunnel,
+        retransmit_after: Duration::from_secs(1),
+        max_retransmits: 5,
+    })
+}
+
+/// Runs one initiator over sockets on the client's ports 500 and 4500 (inside its namespace)
+/// until it is established: (inner address, child SA).
+fn run_initiator(config: InitiatorConfig) -> Result<(Option<IpAddr>, ChildSaPair)> {
+    let client: Ipv6Addr = CLIENT.parse()?;
+    let bind = |port| -> Result<std::net::UdpSocket> {
+        let s = std::net::UdpSocket::bind((client, port))?;
+        s.set_read_timeout(Some(Duration::from_millis(100)))?;
+        Ok(s)
+    };
+    let (ike, nat_t) = (bind(IKE_PORT)?, bind(NAT_T_PORT)?);
+    let local = ike.local_addr()?;
+    let remote = std::net::SocketAddr::new(IpAddr::V6(GATEWAY), IKE_PORT);
+    let mut initiator = Initiator::new(config, Instant::now(), SystemTime::now(), local, remote)?;
+    initiator.start(Instant::now());
+    let deadline = Instant::now() + INITIATE_TIMEOUT;
+    let mut buf = vec![0u8; 65_535];
+    while Instant::now() < deadline {
+        while let Some((from, to, bytes)) = initiator.poll_transmit() {
+            if from.port() == NAT_T_PORT {
+                nat_t.send_to(&[&[0u8; 4][..], &bytes].concat(), to)?;
+            } else {
+                ike.send_to(&bytes, to)?;
+            }
+        }
+        for (socket, marker) in [(&ike, 0), (&nat_t, 4)] {
+            if let Ok((n, _)) = socket.recv_from(&mut buf)
+                && n > marker
+                && buf[..marker].iter().all(|b| *b == 0)
+            {
+                initiator.handle(Instant::now(), &buf[marker..n]);
+            }
+        }
+        initiator.handle_timeout(Instant::now());
+        match initiator.poll_event() {
+            Some(InitiatorEvent::Established { inner, child, .. }) => return Ok((inner, *child)),
+            Some(InitiatorEvent::Failed(e)) => bail!("gate64's initiator failed: {e}"),
+            Some(other) => bail!("unexpected initiator event {other:?}"),
+            None => {}
+        }
+    }
+    bail!("gate64's initiator did not establish within {INITIATE_TIMEOUT:?}")
 }

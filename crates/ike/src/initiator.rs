@@ -276,6 +276,16 @@ impl Initiator {
                 data: self.kex.public_data()?,
             },
             Payload::Nonce(self.ni.clone()),
+            // RFC 7296 §2.23: without these the responder does no NAT detection, and a peer
+            // that needs UDP-encapsulated ESP (strongSwan's libipsec) cannot build the child.
+            Payload::Notify(Notify::new(
+                notify::NAT_DETECTION_SOURCE_IP,
+                nat_detection_hash(self.spi_i, 0, self.local),
+            )),
+            Payload::Notify(Notify::new(
+                notify::NAT_DETECTION_DESTINATION_IP,
+                nat_detection_hash(self.spi_i, 0, self.remote),
+            )),
             Payload::Notify(Notify::new(
                 notify::IKEV2_FRAGMENTATION_SUPPORTED,
                 Vec::new(),
@@ -407,6 +417,12 @@ impl Initiator {
             notify::INITIAL_CONTACT,
             Vec::new(),
         )));
+        // RFC 7296 §3.7: ask for the responder's certificate under our CAs (strongSwan sends
+        // its CERT only when asked).
+        payloads.push(Payload::CertReq {
+            encoding: 4,
+            data: self.config.anchors.certreq_data(),
+        });
         payloads.push(Payload::Auth {
             method: method.code(),
             data: auth,
