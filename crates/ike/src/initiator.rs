@@ -3,6 +3,10 @@
 //! INVALID_KE_PAYLOAD and COOKIE), IKE_AUTH with certificates, a CFG_REQUEST for an inner
 //! IPv6 address, retransmission of the outstanding request (§2.1), and liveness answers.
 //!
+//! After NAT detection (§2.23) the exchange moves to port 4500 on both ends: transmits then
+//! name local and remote port 4500, and the caller sends them from its NAT-T socket with the
+//! RFC 3948 non-ESP marker prepended (and strips it from what that socket receives).
+//!
 //! Rekeying from the initiator side, and MOBIKE, are not implemented: the responder (gate64
 //! or strongSwan) keeps the SAs up to their hard lifetime.
 
@@ -19,6 +23,10 @@ use crate::message::{
     CfgAttribute, Configuration, Header, Identification, Message, Notify, Payload, Proposal,
     TrafficSelector, Transform, cfg, exchange, find_notify, flags, notify, transform,
 };
+use crate::responder::nat_detection_hash;
+
+/// The NAT-T port (RFC 3948).
+pub const NAT_T_PORT: u16 = 4500;
 
 /// What the initiator negotiates.
 #[derive(Debug)]
@@ -268,6 +276,16 @@ impl Initiator {
                 data: self.kex.public_data()?,
             },
             Payload::Nonce(self.ni.clone()),
+            // RFC 7296 §2.23: without these the responder does no NAT detection, and a peer
+            // that needs UDP-encapsulated ESP (strongSwan's libipsec) cannot build the child.
+            Payload::Notify(Notify::new(
+                notify::NAT_DETECTION_SOURCE_IP,
+                nat_detection_hash(self.spi_i, 0, self.local),
+            )),
+            Payload::Notify(Notify::new(
+                notify::NAT_DETECTION_DESTINATION_IP,
+                nat_detection_hash(self.spi_i, 0, self.remote),
+            )),
             Payload::Notify(Notify::new(
                 notify::IKEV2_FRAGMENTATION_SUPPORTED,
                 Vec::new(),
@@ -335,9 +353,26 @@ impl Initiator {
         self.spi_r = m.header.spi_r;
         let keys = IkeKeys::derive(&shared, &self.ni, &nr, self.spi_i, self.spi_r)?;
         self.nr = nr;
+        if self.nat_detected(m) {
+            // RFC 7296 §2.23: behind a NAT (or a peer that fakes one to force UDP
+            // encapsulation, as strongSwan's libipsec does) IKE moves to port 4500.
+            self.local.set_port(NAT_T_PORT);
+            self.remote.set_port(NAT_T_PORT);
+        }
         self.send_auth(now, datagram, &keys, m)?;
         self.keys = Some(keys);
         Ok(())
+    }
+
+    /// Whether the NAT detection notifies of the response disagree with the addresses this
+    /// exchange used (RFC 7296 §2.23).
+    fn nat_detected(&self, m: &Message) -> bool {
+        let differs = |kind, addr| {
+            m.notify(kind)
+                .is_some_and(|n| n.data != nat_detection_hash(self.spi_i, self.spi_r, addr))
+        };
+        differs(notify::NAT_DETECTION_SOURCE_IP, self.remote)
+            || differs(notify::NAT_DETECTION_DESTINATION_IP, self.local)
     }
 
     fn send_auth(
@@ -382,6 +417,12 @@ impl Initiator {
             notify::INITIAL_CONTACT,
             Vec::new(),
         )));
+        // RFC 7296 §3.7: ask for the responder's certificate under our CAs (strongSwan sends
+        // its CERT only when asked).
+        payloads.push(Payload::CertReq {
+            encoding: 4,
+            data: self.config.anchors.certreq_data(),
+        });
         payloads.push(Payload::Auth {
             method: method.code(),
             data: auth,
@@ -538,7 +579,7 @@ impl Initiator {
             outbound: params(u32::from_be_bytes(spi), i_to_r),
             peer: Peer {
                 outer,
-                udp_encap: (self.remote.port() == 4500).then_some(4500),
+                udp_encap: (self.remote.port() == NAT_T_PORT).then_some(NAT_T_PORT),
                 inner: p.inner.into_iter().collect(),
             },
             tunnel: self.config.tunnel,
