@@ -8,9 +8,11 @@
 mod common;
 mod dns64;
 mod gre;
+mod ike_interop;
 mod iphttps;
 mod iphttps_abuse;
 mod iphttps_edge;
+mod ipsec;
 mod ipsec_strongswan;
 mod lifecycle;
 mod nat64;

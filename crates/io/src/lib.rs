@@ -8,6 +8,7 @@ pub mod binding_log;
 pub mod dns64;
 pub mod gre;
 pub mod gro;
+pub mod ike;
 pub mod iphttps;
 pub mod metrics_http;
 pub mod queue;
