@@ -11,8 +11,9 @@
 //!   child SA and the infrastructure IKE SA
 //!   (CREATE_CHILD_SA) and terminates the intranet IKE SA (INFORMATIONAL Delete): gate64
 //!   reports each step and strongSwan's table follows.
-//! - `netns_ike_strongswan_client_of_another_ca_is_refused`: a client certificate from a CA
-//!   gate64 does not trust gets AUTHENTICATION_FAILED, and gate64 reports why.
+//! - `netns_ike_strongswan_client_of_another_ca_is_refused`: with cookies required for every
+//!   IKE_SA_INIT (strongSwan must retry with one), a client certificate from a CA gate64
+//!   does not trust gets AUTHENTICATION_FAILED, and gate64 reports why.
 //!
 //! - `netns_ike_gate64_initiator_against_strongswan_responder`: gate64's sans-IO initiator
 //!   (run over plain sockets in `ikecli`) builds both tunnels, one IKE SA each, against
@@ -358,7 +359,10 @@ fn another_ca(cli: &Netns, gw: &Netns) -> Result<()> {
     let server = IpAddr::V6(GATEWAY);
     let lab = LabCerts::generate(gw, &gw.dir().join("lab"), server)?;
     let other = LabCerts::generate(gw, &gw.dir().join("other"), server)?;
-    let config = responder_config(&lab)?;
+    let mut config = responder_config(&lab)?;
+    // Every IKE_SA_INIT must carry a cookie (RFC 7296 §2.6): strongSwan has to retry with it
+    // before it reaches IKE_AUTH.
+    config.half_open_cookie_threshold = 0;
     let driver = Driver::start(gw, config)?;
     let events = &driver.events;
     let mut credentials = other.initiator();
@@ -386,6 +390,10 @@ fn another_ca(cli: &Netns, gw: &Netns) -> Result<()> {
                 if why.contains("trusted CA"))
         });
         ensure!(named, "gate64 names the unknown CA: {seen:#?}");
+        ensure!(
+            seen.iter().any(|e| matches!(e, Event::CookieSent { .. })),
+            "a cookie was asked for first: {seen:#?}"
+        );
         ensure!(
             !seen.iter().any(|e| matches!(e, Event::ChildSaUp(_))),
             "no child SA: {seen:#?}"
