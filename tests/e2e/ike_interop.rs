@@ -6,6 +6,7 @@
 //!   plain IPv6 veth. Both IKE SAs and both child SAs must be ESTABLISHED/INSTALLED in
 //!   `swanctl --list-sas`, with the inner address gate64 gave from its pool, and the driver's
 //!   sink must have seen two `ChildSaUp` events with the right tunnels and that address.
+//!   gate64 sends its IKE_AUTH responses as RFC 7383 fragments (strongSwan reassembles them).
 //!   strongSwan's ESP (a ping from its virtual IP into the infrastructure tunnel) must open
 //!   with the inbound keys gate64 derived (gate64_esp). Then strongSwan rekeys the intranet
 //!   child SA and the infrastructure IKE SA
@@ -151,8 +152,10 @@ fn two_tunnels(cli: &Netns, gw: &Netns) -> Result<()> {
     gw.addr_add("vcli", &format!("{GATEWAY}/64"))?;
     let server = IpAddr::V6(GATEWAY);
     let certs = LabCerts::generate(gw, &gw.dir().join("certs"), server)?;
-    let config = responder_config(&certs)?;
-
+    let mut config = responder_config(&certs)?;
+    // Small enough that the IKE_AUTH responses (certificate + AUTH, ~800 bytes) go out as
+    // RFC 7383 fragments, which strongSwan must reassemble.
+    config.fragment_size = 500;
     let driver = Driver::start(gw, config)?;
     let initiator = Charon::start(
         cli,
@@ -480,6 +483,7 @@ fn print_proof(charon: &Charon<'_>) {
         "deleting IKE_SA",
         "virtual IP",
         "retransmit",
+        "fragment",
     ];
     for line in tail.lines().filter(|l| keys.iter().any(|k| l.contains(k))) {
         eprintln!("charon: {line}");
