@@ -7,6 +7,7 @@
 
 mod common;
 mod dns64;
+mod failover;
 mod gre;
 mod iphttps;
 mod iphttps_abuse;

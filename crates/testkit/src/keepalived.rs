@@ -46,7 +46,7 @@ impl Vrrp<'_> {
     pub fn config(&self) -> String {
         let mut c = String::from(
             "global_defs {\n  script_user root\n  vrrp_version 3\n  vrrp_garp_master_repeat 3\n  \
-             vrrp_garp_master_refresh 0\n}\n\n",
+             vrrp_garp_master_delay 1\n  vrrp_garp_master_refresh 0\n}\n\n",
         );
         let _ = writeln!(c, "vrrp_instance {} {{", self.name);
         let _ = writeln!(c, "  state BACKUP\n  interface {}", self.interface);
