@@ -226,13 +226,13 @@ fn start_keepalived(node: &Netns, priority: u8, config: &Path) -> Result<Keepali
     Keepalived::start(node, "keepalived", &vrrp)
 }
 
-fn metrics(ns: &Netns) -> Result<Metrics> {
+pub(crate) fn metrics(ns: &Netns) -> Result<Metrics> {
     let addr = "127.0.0.1:9164".parse()?;
     let text = ns.run_in(|| http_get(addr, "/metrics"))??;
     Ok(Metrics::parse(&text))
 }
 
-fn ping_ok(ns: &Netns, family: &str, dst: &str) -> bool {
+pub(crate) fn ping_ok(ns: &Netns, family: &str, dst: &str) -> bool {
     ns.exec(&["ping", family, "-c", "1", "-W", "2", dst])
         .is_ok_and(|o| o.status.success())
 }
@@ -246,13 +246,13 @@ fn delivered(ns: &Netns, family: &str, dst: &str, what: &str) -> Result<()> {
 }
 
 /// A steady `ping -D` stream; its replies are read from its log.
-struct Stream {
-    what: &'static str,
-    process: Process,
+pub(crate) struct Stream {
+    pub(crate) what: &'static str,
+    pub(crate) process: Process,
 }
 
 impl Stream {
-    fn start(what: &'static str, ns: &Netns, family: &str, dst: &str) -> Result<Stream> {
+    pub(crate) fn start(what: &'static str, ns: &Netns, family: &str, dst: &str) -> Result<Stream> {
         let process = ns.spawn(
             what,
             &[
@@ -286,14 +286,14 @@ impl Stream {
             .collect()
     }
 
-    fn resumed_after(&self, t: f64) -> bool {
+    pub(crate) fn resumed_after(&self, t: f64) -> bool {
         self.replies().iter().any(|&(at, _)| at > t)
     }
 
     /// The outage and the losses: the longest silence between two replies from one second
     /// before `death` on (seconds), and the echo requests lost between the first and the
     /// last reply (sent, never answered; a reply that came late is not lost).
-    fn figures(&self, death: f64) -> Option<(f64, u64)> {
+    pub(crate) fn figures(&self, death: f64) -> Option<(f64, u64)> {
         let replies = self.replies();
         let mut times: Vec<f64> = replies.iter().map(|r| r.0).collect();
         times.sort_by(f64::total_cmp);
@@ -309,13 +309,13 @@ impl Stream {
     }
 }
 
-fn now_epoch() -> f64 {
+pub(crate) fn now_epoch() -> f64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0.0, |d| d.as_secs_f64())
 }
 
-fn signal(pid: u32, sig: &str) {
+pub(crate) fn signal(pid: u32, sig: &str) {
     let _ = Command::new("kill").args([sig, &pid.to_string()]).status();
 }
 

@@ -17,5 +17,6 @@ mod lifecycle;
 mod nat64;
 mod nat64_fairness;
 mod privilege;
+mod scale_out;
 mod teredo;
 mod teredo_edge;
