@@ -52,6 +52,8 @@ const RESUME_BOUND: Duration = Duration::from_secs(30);
 const BEFORE: Duration = Duration::from_secs(3);
 /// Steady traffic after every stream resumed, so losses after the resumption are counted.
 const AFTER: Duration = Duration::from_secs(3);
+/// Seconds of the iperf3 TCP flow through the tunnel: before, across and after the death.
+const IPERF_SECS: &str = "12";
 /// First delivery through a fresh lab (Open vSwitch resolves its neighbour first).
 const DELIVERY: Duration = Duration::from_secs(30);
 
@@ -309,6 +311,41 @@ impl Stream {
     }
 }
 
+/// The IP-HTTPS client's global address on `gate64c`, if any.
+fn iphttps_address(ns: &Netns) -> Option<String> {
+    let out = ns
+        .ip(&[
+            "-6", "-o", "addr", "show", "dev", "gate64c", "scope", "global",
+        ])
+        .ok()?;
+    let word = out
+        .split_whitespace()
+        .skip_while(|w| *w != "inet6")
+        .nth(1)?;
+    Some(word.split('/').next()?.to_owned())
+}
+
+/// iperf3's text report: (intervals that carried 0 Mbit/s, intervals, lowest Mbit/s) of the
+/// sender's
+/// per-interval lines (`[  5]   0.00-0.50   sec  2.88 MBytes  48.2 Mbits/sec ...`).
+fn iperf_stall(log: &str) -> (usize, usize, f64) {
+    let rates: Vec<f64> = log
+        .lines()
+        .filter(|l| l.contains("sec") && l.contains("Mbits/sec") && !l.contains("sender"))
+        .filter(|l| !l.contains("receiver"))
+        .filter_map(|l| {
+            let before = l.split("Mbits/sec").next()?;
+            before.split_whitespace().last()?.parse().ok()
+        })
+        .collect();
+    let lowest = rates.iter().copied().fold(f64::INFINITY, f64::min);
+    (
+        rates.iter().filter(|&&r| r == 0.0).count(),
+        rates.len(),
+        lowest,
+    )
+}
+
 pub(crate) fn now_epoch() -> f64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
@@ -426,6 +463,31 @@ fn scenario(lab: &Lab, death: Death) -> Result<()> {
         "IP-HTTPS client -> corporate host",
     )?;
 
+    let _iperf_server = lab
+        .lan
+        .spawn("iperf3-server", &["iperf3", "-s", "-B", LAN_HOST])?;
+    std::thread::sleep(Duration::from_millis(300));
+    let iphttps_before = iphttps_address(&lab.iphttps);
+    let mut iperf = lab.ovs.spawn(
+        "iperf3-gre",
+        &[
+            "iperf3",
+            "-c",
+            LAN_HOST,
+            "-B",
+            SITE_HOST,
+            "-t",
+            IPERF_SECS,
+            "-i",
+            "0.5",
+            "-b",
+            "50M",
+            "-f",
+            "m",
+            "--connect-timeout",
+            "5000",
+        ],
+    )?;
     let streams = [
         Stream::start("ping-gre", &lab.ovs, "-4", LAN_HOST)?,
         Stream::start("ping-teredo", &lab.teredo, "-6", CORP_HOST)?,
@@ -482,6 +544,26 @@ fn scenario(lab: &Lab, death: Death) -> Result<()> {
             }
         }
     }
+    let iperf_done = iperf
+        .wait_timeout(RESUME_BOUND)
+        .is_some_and(|s| s.success());
+    let (stalled, intervals, lowest) = iperf_stall(&iperf.log());
+    println!(
+        "  iperf3-gre    one TCP flow at 50 Mbit/s through the tunnel: {stalled} of \
+         {intervals} half-second intervals carried nothing, the lowest {lowest:.1} Mbit/s; \
+         finished: {iperf_done}"
+    );
+    ensure!(
+        iperf_done,
+        "the iperf3 TCP flow through the GRE tunnel did not finish:\n{}",
+        iperf.log()
+    );
+    let iphttps_after = iphttps_address(&lab.iphttps);
+    println!(
+        "  IP-HTTPS client address before {} and after {}",
+        iphttps_before.as_deref().unwrap_or("?"),
+        iphttps_after.as_deref().unwrap_or("?")
+    );
     teredo.ensure_running().context("gate64 connect teredo")?;
     iphttps.ensure_running().context("gate64 connect iphttps")?;
     standby
