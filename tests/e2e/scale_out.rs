@@ -11,15 +11,18 @@
 //! Each node owns its state and announces by BGP what brings that state's traffic to it:
 //! its Teredo server addresses (node 1 192.0.2.1/.2, node 2 192.0.2.3/.4) and Teredo prefix
 //! (2001:0:c000:201::/64, 2001:0:c000:203::/64, derived from the server address, RFC 4380
-//! §4), its IP-HTTPS client prefix (2001:db8:1::/48, 2001:db8:2::/48), and the IP-HTTPS
+//! §4), its IP-HTTPS client prefix (2001:db8:1::/48, 2001:db8:2::/48), its NAT64 pool4
+//! (198.19.1.0/28, 198.19.2.0/28: replies from the IPv4 host 10.20.0.2 come back to the node
+//! holding the binding), and the IP-HTTPS
 //! address 198.51.100.100, which both announce: the router installs it as an ECMP route and
 //! hashes each TCP connection to one node (`fib_multipath_hash_policy = 1`). Return traffic
 //! from the corporate host reaches the node holding the client because the client's address
 //! lies in that node's prefix.
 //!
-//! `netns_scale_out_bird_ecmp`: every client reaches the corporate host; node 1 dies (every
+//! `netns_scale_out_bird_ecmp`: every client reaches the corporate host, and the IPv4 host
+//! through NAT64; node 1 dies (every
 //! process killed, its link down); node 2's clients keep working without losing an echo
-//! request (asserted); what happens to node 1's clients is printed.
+//! request and still reach the IPv4 host (asserted); what happens to node 1's clients is printed.
 
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -31,6 +34,10 @@ use crate::common::path_str;
 use crate::failover::{Stream, metrics, now_epoch, ping_ok, signal};
 
 const CORP_HOST: &str = "2001:db8:100:1::2";
+/// Pref64 (network-specific: the IPv4 host is private, RFC 6052 §3.1).
+const PREF64: &str = "2001:db8:64::/96";
+/// The IPv4-only corporate host 10.20.0.2 through Pref64.
+const CORP_HOST_V4_VIA_NAT64: &str = "2001:db8:64::a14:2";
 const ANYCAST_IPHTTPS: &str = "198.51.100.100";
 /// IP-HTTPS clients started; the router's hash decides which node each lands on.
 const IPHTTPS_CLIENTS: usize = 3;
@@ -60,6 +67,7 @@ struct NodePlan {
     teredo: [&'static str; 2],
     teredo_prefix: &'static str,
     iphttps_prefix: &'static str,
+    pool4: &'static str,
 }
 
 const NODES: [NodePlan; 2] = [
@@ -68,12 +76,14 @@ const NODES: [NodePlan; 2] = [
         teredo: ["192.0.2.1", "192.0.2.2"],
         teredo_prefix: "2001:0:c000:201::/64",
         iphttps_prefix: "2001:db8:1::/48",
+        pool4: "198.19.1.0/28",
     },
     NodePlan {
         index: 2,
         teredo: ["192.0.2.3", "192.0.2.4"],
         teredo_prefix: "2001:0:c000:203::/64",
         iphttps_prefix: "2001:db8:2::/48",
+        pool4: "198.19.2.0/28",
     },
 ];
 
@@ -85,12 +95,14 @@ fn node_gate64_config(plan: &NodePlan, certs: &Path) -> Result<String> {
          private_key = {:?}\nprefix = \"{}\"\n\n\
          [corpnet]\ntun = \"gate64\"\nipv6_prefixes = [\"2001:db8:100::/48\"]\n\
          address6 = \"2001:db8:100::1\"\nlab_allow_without_ipsec = true\n\n\
+         [nat64]\nprefix = \"{PREF64}\"\npool4 = [\"{}\"]\n\n\
          [metrics]\nlisten = \"127.0.0.1:9164\"\n\n[log]\nlevel = \"info\"\n",
         plan.teredo[0],
         plan.teredo[1],
         path_str(&certs.join("server.pem"))?,
         path_str(&certs.join("server.key"))?,
         plan.iphttps_prefix,
+        plan.pool4,
     ))
 }
 
@@ -142,6 +154,9 @@ fn run(
     router.addr_add("corp", "2001:db8:100:1::1/64")?;
     corp.addr_add("eth0", "2001:db8:100:1::2/64")?;
     corp.ip(&["-6", "route", "add", "default", "via", "2001:db8:100:1::1"])?;
+    router.addr_add("corp", "10.20.0.1/24")?;
+    corp.addr_add("eth0", "10.20.0.2/24")?;
+    corp.ip(&["route", "add", "default", "via", "10.20.0.1"])?;
     router.ip(&["link", "add", "brc", "type", "bridge"])?;
     router.link_up("brc")?;
     router.addr_add("brc", "203.0.113.254/24")?;
@@ -196,6 +211,7 @@ fn run(
             &format!("2001:db8:f{i}::1"),
         ])?;
         node.sysctl("net.ipv6.conf.all.forwarding", "1")?;
+        node.sysctl("net.ipv4.ip_forward", "1")?;
         for a in plan.teredo.iter().chain([&ANYCAST_IPHTTPS]) {
             node.addr_add("lo", &format!("{a}/32"))?;
         }
@@ -219,6 +235,7 @@ fn run(
             .chain([
                 plan.teredo_prefix.to_owned(),
                 plan.iphttps_prefix.to_owned(),
+                plan.pool4.to_owned(),
             ])
             .collect();
         let announced: Vec<&str> = announced.iter().map(String::as_str).collect();
@@ -293,6 +310,8 @@ fn run(
                 plan.teredo[0],
                 "--route",
                 "2001:db8:100::/48",
+                "--route",
+                PREF64,
             ],
         )?);
     }
@@ -311,6 +330,8 @@ fn run(
                 path_str(&ca)?,
                 "--route",
                 "2001:db8:100::/48",
+                "--route",
+                PREF64,
             ],
         )?);
     }
@@ -319,6 +340,16 @@ fn run(
             wait_until(BOUND, || ping_ok(c, "-6", CORP_HOST)),
             "{}: no reply from the corporate host within {BOUND:?}",
             c.name()
+        );
+        // NAT64: the reply to the node's own pool4 must come back to that node.
+        ensure!(
+            wait_until(BOUND, || ping_ok(c, "-6", CORP_HOST_V4_VIA_NAT64)),
+            "{}: no reply from the IPv4 host through NAT64 within {BOUND:?}; router routes:\n{}\n\
+             node 1 routes:\n{}\nnode 1 drops: {:?}",
+            c.name(),
+            router.ip(&["route"]).unwrap_or_default(),
+            nodes[0].ip(&["route"]).unwrap_or_default(),
+            metrics(&nodes[0]).map(|m| m.sum("gate64_drops_total", &[]))
         );
     }
     // Which node holds each client: the prefix of its address.
@@ -429,6 +460,15 @@ fn run(
             "{}: node 2's client lost {lost} echo requests when node 1 died",
             s.what
         );
+    }
+    for (c, &node) in clients.iter().zip(&placement) {
+        if node == 2 {
+            ensure!(
+                ping_ok(c, "-6", CORP_HOST_V4_VIA_NAT64),
+                "{}: node 2's client lost NAT64 when node 1 died",
+                c.name()
+            );
+        }
     }
     gates[1].ensure_running().context("gate64 on node 2")?;
     drop(router_bird);
