@@ -25,6 +25,8 @@
 //!   interval.
 //! - `netns_failover_graceful_keepalived`: a graceful stop: keepalived gets SIGTERM, sends a
 //!   priority-0 advertisement and its notify script stops gate64.
+//! - `netns_failover_cold_keepalived`: a crash with the notify script in cold mode: gate64
+//!   runs on the master only, so the backup starts it when it is promoted.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -57,6 +59,22 @@ const IPERF_SECS: &str = "12";
 /// First delivery through a fresh lab (Open vSwitch resolves its neighbour first).
 const DELIVERY: Duration = Duration::from_secs(30);
 
+/// How the notify script runs gate64 (`-m`): on both nodes, or on the master only.
+#[derive(Clone, Copy, PartialEq, Debug)]
+enum Standby {
+    Hot,
+    Cold,
+}
+
+impl Standby {
+    fn flag(self) -> &'static str {
+        match self {
+            Standby::Hot => "hot",
+            Standby::Cold => "cold",
+        }
+    }
+}
+
 #[derive(Clone, Copy, PartialEq, Debug)]
 enum Death {
     /// SIGKILL for every process of the node and its links down.
@@ -71,7 +89,7 @@ fn netns_failover_gre_keepalived() {
     if !netns_or_skip("netns_failover_gre_keepalived") {
         return;
     }
-    if let Err(e) = failover(Death::Crash) {
+    if let Err(e) = failover(Death::Crash, Standby::Hot) {
         panic!("{e:#}");
     }
 }
@@ -82,7 +100,18 @@ fn netns_failover_graceful_keepalived() {
     if !netns_or_skip("netns_failover_graceful_keepalived") {
         return;
     }
-    if let Err(e) = failover(Death::Graceful) {
+    if let Err(e) = failover(Death::Graceful, Standby::Hot) {
+        panic!("{e:#}");
+    }
+}
+
+#[test]
+#[ignore = "netns: needs root"]
+fn netns_failover_cold_keepalived() {
+    if !netns_or_skip("netns_failover_cold_keepalived") {
+        return;
+    }
+    if let Err(e) = failover(Death::Crash, Standby::Cold) {
         panic!("{e:#}");
     }
 }
@@ -198,12 +227,18 @@ fn notify_script() -> PathBuf {
 }
 
 /// keepalived on `node` with `priority`, its notify script running gate64 in hot mode.
-fn start_keepalived(node: &Netns, priority: u8, config: &Path) -> Result<Keepalived> {
+fn start_keepalived(
+    node: &Netns,
+    priority: u8,
+    config: &Path,
+    standby: Standby,
+) -> Result<Keepalived> {
     let bin = gate64_binary()?;
     let dir = node.dir();
     let notify = format!(
-        "{} -m hot -b {} -c {} -p {} -l {}",
+        "{} -m {} -b {} -c {} -p {} -l {}",
         path_str(&notify_script())?,
+        standby.flag(),
         path_str(&bin)?,
         path_str(config)?,
         path_str(&dir.join("gate64.pid"))?,
@@ -356,21 +391,21 @@ pub(crate) fn signal(pid: u32, sig: &str) {
     let _ = Command::new("kill").args([sig, &pid.to_string()]).status();
 }
 
-fn failover(death: Death) -> Result<()> {
+fn failover(death: Death, standby: Standby) -> Result<()> {
     let started = Instant::now();
     let lab = Lab::new()?;
-    let r = scenario(&lab, death);
+    let r = scenario(&lab, death, standby);
     if r.is_err() {
         eprintln!("{}", lab.logs());
     }
     println!(
-        "failover test ({death:?}) took {:.1} s",
+        "failover test ({death:?}, {standby:?} standby) took {:.1} s",
         started.elapsed().as_secs_f64()
     );
     r
 }
 
-fn scenario(lab: &Lab, death: Death) -> Result<()> {
+fn scenario(lab: &Lab, death: Death, standby: Standby) -> Result<()> {
     let bin = gate64_binary()?;
     let certs = lab.bridge.dir().join("certs");
     lab.bridge.exec_ok(&[
@@ -401,8 +436,8 @@ fn scenario(lab: &Lab, death: Death) -> Result<()> {
         site_routes: &[("10.64.0.0/24", "172.16.0.1")],
     })?;
 
-    let mut active = start_keepalived(&lab.nodes[0], 150, &config)?;
-    let mut standby = start_keepalived(&lab.nodes[1], 100, &config)?;
+    let mut active = start_keepalived(&lab.nodes[0], 150, &config, standby)?;
+    let mut backup = start_keepalived(&lab.nodes[1], 100, &config, standby)?;
     ensure!(
         wait_until(Duration::from_secs(15), || holds_address(
             &lab.nodes[0],
@@ -410,7 +445,9 @@ fn scenario(lab: &Lab, death: Death) -> Result<()> {
         )),
         "haa (priority 150) did not become master within 15 s"
     );
-    for node in &lab.nodes {
+    // Cold standby: only the master runs gate64 until the failure.
+    let running = if standby == Standby::Hot { 2 } else { 1 };
+    for node in &lab.nodes[..running] {
         ensure!(
             wait_until(Duration::from_secs(20), || metrics(node)
                 .is_ok_and(|m| m.has("gate64_gre_tunnels"))),
@@ -502,6 +539,12 @@ fn scenario(lab: &Lab, death: Death) -> Result<()> {
         );
     }
 
+    if standby == Standby::Cold {
+        ensure!(
+            metrics(&lab.nodes[1]).is_err(),
+            "cold standby: gate64 already runs on the backup before the failure"
+        );
+    }
     let died = now_epoch();
     let t = Instant::now();
     match death {
@@ -529,7 +572,9 @@ fn scenario(lab: &Lab, death: Death) -> Result<()> {
     }
     std::thread::sleep(Duration::from_millis(300));
 
-    println!("failover ({death:?}): hab held the addresses {vrrp_secs:.2} s after the death");
+    println!(
+        "failover ({death:?}, {standby:?} standby): hab held the addresses {vrrp_secs:.2} s after the death"
+    );
     let mut stuck = Vec::new();
     for s in &streams {
         match s.figures(died) {
@@ -566,7 +611,7 @@ fn scenario(lab: &Lab, death: Death) -> Result<()> {
     );
     teredo.ensure_running().context("gate64 connect teredo")?;
     iphttps.ensure_running().context("gate64 connect iphttps")?;
-    standby
+    backup
         .process()
         .ensure_running()
         .context("keepalived on hab")?;
