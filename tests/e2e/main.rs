@@ -7,6 +7,7 @@
 
 mod common;
 mod dns64;
+mod failover;
 mod gre;
 mod ike_interop;
 mod iphttps;
@@ -18,5 +19,6 @@ mod lifecycle;
 mod nat64;
 mod nat64_fairness;
 mod privilege;
+mod scale_out;
 mod teredo;
 mod teredo_edge;

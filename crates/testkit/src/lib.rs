@@ -17,7 +17,9 @@
 //!   is a thin command-line wrapper around it.
 #![warn(missing_docs)]
 
+pub mod bird;
 pub mod flood;
+pub mod keepalived;
 pub mod metrics;
 mod netns;
 pub mod ovs;
@@ -25,6 +27,8 @@ pub mod strongswan;
 mod topology;
 mod wait;
 
+pub use bird::{Bird, Neighbor};
+pub use keepalived::{Keepalived, Vrrp, holds_address};
 pub use metrics::Metrics;
 pub use netns::{Netns, Process, find_tool, http_get, netns_available, netns_or_skip};
 pub use ovs::{GrePeer, Ovs};
