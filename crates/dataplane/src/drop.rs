@@ -133,6 +133,8 @@ drops! {
     GreNoRoute => "gre_no_route",
     /// GRE: an inner packet that cannot be encapsulated (no headroom, too long).
     GreNoRoom => "gre_no_room",
+    /// GRE: a packet for a tunnel that keepalives found down (its routes are withdrawn).
+    GreTunnelDown => "gre_tunnel_down",
 }
 
 /// A header that does not parse: the wire error's own reason.

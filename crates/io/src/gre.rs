@@ -159,6 +159,7 @@ pub fn drop_reason(r: DropReason) -> Drop {
         DropReason::Ttl => Drop::GreTtl,
         DropReason::NoRoute => Drop::GreNoRoute,
         DropReason::NoRoom => Drop::GreNoRoom,
+        DropReason::TunnelDown => Drop::GreTunnelDown,
         _ => Drop::GreMalformed,
     }
 }

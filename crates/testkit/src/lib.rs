@@ -20,8 +20,8 @@
 pub mod flood;
 pub mod metrics;
 mod netns;
-pub mod strongswan;
 pub mod ovs;
+pub mod strongswan;
 mod topology;
 mod wait;
 
