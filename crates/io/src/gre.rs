@@ -9,16 +9,21 @@
 //!   IPV6_RECVPKTINFO. IPv4 reads carry the IPv4 header, parsed for the source. Sends carry
 //!   the GRE header and payload; the kernel adds the outer header from the bound address.
 //!   Receives and sends are batched with `recvmmsg`/`sendmmsg` ([`crate::sys`]).
-//! - **Tenants.** Each tenant has its own TUN device (no offloads, one queue); its tunnels'
-//!   routes point into it. A packet read from tenant T's device is routed over T's tunnels
-//!   only, and a packet decapsulated from a tunnel is written to its tenant's device only, so
-//!   tenants may share inner prefixes.
+//! - **Tenants.** Each tenant has its own TUN device (one queue) opened with virtio-net
+//!   headers: a read may be a TCP super-packet (TSO), split by tun-rs into MTU-sized packets
+//!   straight into headroomed slots, each encapsulated in place and sent in one `sendmmsg`
+//!   batch; decapsulated packets are written with [`crate::gro::write_coalesced`], one
+//!   `writev` per run of one flow's TCP segments. Its tunnels' routes point into it. A
+//!   packet read from tenant T's device is routed over T's tunnels only, and a packet
+//!   decapsulated from a tunnel is written to its tenant's device only, so tenants may share
+//!   inner prefixes.
 //! - **Timers.** Keepalives run on the same thread: the poll waits at most until
-//!   [`gate64_gre::Gre::poll_timeout`].
+//!   [`gate64_gre::Gre::poll_timeout`]. A tunnel they find down refuses packets
+//!   (`gre_tunnel_down`) until its peer answers again.
 //!
-//! Not yet: multi-queue TUNs and several threads (one thread carries every tunnel), TUN
-//! offloads (TSO/GRO) and outer GSO. One flow's packets stay in order because one thread
-//! handles them.
+//! Not yet: multi-queue TUNs and several threads (one thread carries every tunnel). One
+//! flow's packets stay in order because one thread handles them and every batch is sent and
+//! written in the order it was read.
 
 use std::io;
 use std::net::{IpAddr, SocketAddr};
@@ -43,6 +48,13 @@ use crate::sys::{self, BATCH, ReceivedFrom};
 const HEADROOM: usize = gate64_wire::gre::MAX_HEADER_LEN;
 /// Bytes of one receive slot: the largest (reassembled) IP packet.
 const SLOT: usize = 65_536;
+/// Inner packets one TUN read may stand for (a 64 KiB TCP super-packet cut at the smallest
+/// MSS the kernel uses), and the size of the encapsulation batch.
+const TUN_BATCH: usize = 128;
+/// Bytes of one TUN read: the virtio-net header and a 64 KiB super-packet.
+const TUN_READ: usize = tun_rs::VIRTIO_NET_HDR_LEN + 65_535;
+/// Batches read from one ready descriptor before the others get their turn.
+const ROUNDS: usize = 8;
 /// Socket buffers asked for (the kernel caps them unless CAP_NET_ADMIN forces them).
 const SOCKET_BUFFER: usize = 4 << 20;
 /// Longest wait between checks of the stop flag.
@@ -108,6 +120,10 @@ pub fn create_tun(dev: &str, mtu: u16) -> io::Result<tun_rs::SyncDevice> {
     let d = tun_rs::DeviceBuilder::new()
         .name(dev)
         .mtu(mtu)
+        // virtio-net headers: the kernel hands over TCP super-packets (TSO, split here into
+        // MTU-sized packets, each its own GRE packet) and takes coalesced decapsulated
+        // segments (GRO), so one TUN syscall moves up to 64 KiB either way.
+        .offload(true)
         .enable(true)
         .build_sync()
         .map_err(|e| io::Error::new(e.kind(), format!("creating TUN device `{dev}`: {e}")))?;
@@ -259,7 +275,12 @@ struct Engine {
     socket_of: Vec<usize>,
     tuns: Vec<tun_rs::SyncDevice>,
     rx: Vec<Vec<u8>>,
+    /// Where each received datagram's inner packet lies (slot, range) and its tenant.
+    decapped: Vec<(usize, usize, usize, usize)>,
+    /// One raw TUN read (virtio-net header and packet) before it is split into `tx`.
+    tun_read: Vec<u8>,
     tx: Vec<Vec<u8>>,
+    tx_sizes: Vec<usize>,
     out: Vec<Outgoing>,
     epoll: sys::Epoll,
 }
@@ -280,14 +301,23 @@ impl Engine {
         for (i, t) in tuns.iter().enumerate() {
             epoll.add(t.as_raw_fd(), TUN_TOKEN + i as u64)?;
         }
+        // A TUN read is split into packets of at most the device's MTU.
+        let mtu = tuns
+            .iter()
+            .filter_map(|t| t.mtu().ok())
+            .max()
+            .map_or(SLOT, usize::from);
         Ok(Engine {
             gre,
             sockets,
             socket_of,
             tuns,
             rx: vec![vec![0; SLOT]; BATCH],
-            tx: vec![vec![0; HEADROOM + SLOT]; BATCH],
-            out: Vec::with_capacity(BATCH),
+            decapped: Vec::with_capacity(BATCH),
+            tun_read: vec![0; TUN_READ],
+            tx: vec![vec![0; HEADROOM + mtu]; TUN_BATCH],
+            tx_sizes: vec![0; TUN_BATCH],
+            out: Vec::with_capacity(TUN_BATCH),
             epoll,
         })
     }
@@ -313,20 +343,31 @@ impl Engine {
         Ok(())
     }
 
-    /// Reads one batch from socket `si`, decapsulates, writes inner packets to their tenants'
-    /// devices and reflects the peers' keepalives.
+    /// Reads batches from socket `si` until it is empty or [`ROUNDS`] were read.
     fn handle_socket(&mut self, si: usize) {
+        for _ in 0..ROUNDS {
+            if self.socket_batch(si) < BATCH {
+                break;
+            }
+        }
+    }
+
+    /// Reads one batch from socket `si`, decapsulates, writes the inner packets to their
+    /// tenants' devices (TCP segments of one flow coalesced into super-packets) and reflects
+    /// the peers' keepalives. Returns how many datagrams arrived.
+    fn socket_batch(&mut self, si: usize) -> usize {
         let mut got = [ReceivedFrom::EMPTY; BATCH];
         let fd = self.sockets[si].socket.as_raw_fd();
         let n = match sys::recv_batch_from(fd, &mut self.rx, &mut got) {
             Ok(n) => n,
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return 0,
             Err(e) => {
                 debug!(error = %e, "GRE receive failed");
-                return;
+                return 0;
             }
         };
         let local = self.sockets[si].local;
+        self.decapped.clear();
         for (i, r) in got.iter().enumerate().take(n) {
             let buf = &self.rx[i][..r.len];
             let Some((src, start, end)) = outer(local, r, buf) else {
@@ -335,42 +376,80 @@ impl Engine {
             let Ok(d) = self.gre.decap(src, local, &buf[start..end]) else {
                 continue;
             };
-            let inner = &buf[start..end][d.range.clone()];
+            let (from, to) = (start + d.range.start, start + d.range.end);
             match d.inner {
-                Inner::Ipv4 | Inner::Ipv6 => {
-                    if let Some(tun) = self.tuns.get(d.tenant.0)
-                        && let Err(e) = sys::write(tun.as_raw_fd(), inner)
-                    {
-                        debug!(error = %e, "TUN write failed");
-                    }
-                }
+                Inner::Ipv4 | Inner::Ipv6 => self.decapped.push((d.tenant.0, i, from, to)),
                 Inner::KeepaliveReflect => {
-                    let to = SocketAddr::new(src, 0);
-                    if let Err(e) = self.sockets[si].socket.send_to(inner, &to.into()) {
+                    let to_peer = SocketAddr::new(src, 0);
+                    let s = &self.sockets[si].socket;
+                    if let Err(e) = s.send_to(&self.rx[i][from..to], &to_peer.into()) {
                         debug!(error = %e, "keepalive reflection failed");
                     }
                 }
                 _ => {}
             }
         }
+        self.write_decapped();
+        n
     }
 
-    /// Reads up to one batch of inner packets from tenant `tenant`'s device, encapsulates
-    /// each for the tunnel its destination routes to, and sends them.
+    /// Writes the packets in [`Engine::decapped`] to their tenants' devices, in order per
+    /// tenant, one `writev` per run of one flow's TCP segments ([`crate::gro`]).
+    fn write_decapped(&mut self) {
+        for (tenant, tun) in self.tuns.iter().enumerate() {
+            let mut packets: [&[u8]; BATCH] = [&[]; BATCH];
+            let mut k = 0;
+            for &(t, slot, from, to) in &self.decapped {
+                if t == tenant && k < BATCH {
+                    packets[k] = &self.rx[slot][from..to];
+                    k += 1;
+                }
+            }
+            if k == 0 {
+                continue;
+            }
+            let w = crate::gro::write_coalesced(tun.as_raw_fd(), &packets[..k]);
+            if w.failed > 0 {
+                debug!(failed = w.failed, "TUN write failed");
+            }
+        }
+    }
+
+    /// Reads from tenant `tenant`'s device until it is empty or [`ROUNDS`] reads were made.
     fn handle_tun(&mut self, tenant: usize) {
+        for _ in 0..ROUNDS {
+            if !self.tun_batch(tenant) {
+                break;
+            }
+        }
+    }
+
+    /// Reads one packet or super-packet from tenant `tenant`'s device, split into MTU-sized
+    /// packets (TSO/USO done here, each segment its own GRE packet), encapsulates each for
+    /// the tunnel its destination routes to, and sends them with `sendmmsg`. Returns whether
+    /// anything was read.
+    fn tun_batch(&mut self, tenant: usize) -> bool {
         let Some(tun) = self.tuns.get(tenant) else {
-            return;
+            return false;
         };
-        let fd = tun.as_raw_fd();
+        let n = match tun.recv_multiple(
+            &mut self.tun_read,
+            &mut self.tx,
+            &mut self.tx_sizes,
+            HEADROOM,
+        ) {
+            Ok(n) => n,
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return false,
+            Err(e) => {
+                // A super-packet that cannot be split is lost, not the device.
+                debug!(error = %e, "TUN read failed");
+                return true;
+            }
+        };
         self.out.clear();
-        for slot in 0..BATCH {
+        for slot in 0..n {
+            let end = HEADROOM + self.tx_sizes[slot];
             let buf = &mut self.tx[slot];
-            let len = match sys::read(fd, &mut buf[HEADROOM..]) {
-                Ok(0) => break,
-                Ok(n) => n,
-                Err(_) => break,
-            };
-            let end = HEADROOM + len;
             let Ok(id) = self.gre.route_packet(TenantId(tenant), &buf[HEADROOM..end]) else {
                 continue;
             };
@@ -389,18 +468,27 @@ impl Engine {
             }
         }
         self.flush();
+        n > 0
     }
 
     /// Sends the batch in [`Engine::out`], one `sendmmsg` run per socket.
     fn flush(&mut self) {
         for (si, s) in self.sockets.iter().enumerate() {
-            let mine: Vec<&Outgoing> = self.out.iter().filter(|o| o.socket == si).collect();
-            if mine.is_empty() {
+            // This socket's datagrams, in batch order (a flow's packets stay in order).
+            let mut mine = [0usize; TUN_BATCH];
+            let mut n = 0;
+            for (i, o) in self.out.iter().enumerate() {
+                if o.socket == si && n < TUN_BATCH {
+                    mine[n] = i;
+                    n += 1;
+                }
+            }
+            if n == 0 {
                 continue;
             }
-            let tx = &self.tx;
-            let r = sys::send_batch_to(s.socket.as_raw_fd(), mine.len(), |j| {
-                let o = mine[j];
+            let (out, tx) = (&self.out, &self.tx);
+            let r = sys::send_batch_to(s.socket.as_raw_fd(), n, |j| {
+                let o = &out[mine[j]];
                 (&tx[o.slot][o.start..o.end], o.to)
             });
             if let Err(e) = r {
