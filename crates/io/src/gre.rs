@@ -49,8 +49,11 @@ const HEADROOM: usize = gate64_wire::gre::MAX_HEADER_LEN;
 /// Bytes of one receive slot: the largest (reassembled) IP packet.
 const SLOT: usize = 65_536;
 /// Inner packets one TUN read may stand for (a 64 KiB TCP super-packet cut at the smallest
-/// MSS the kernel uses), and the size of the encapsulation batch.
-const TUN_BATCH: usize = 128;
+/// MSS the kernel uses): a read is only made with this many slots free.
+const MAX_SPLIT: usize = 128;
+/// Inner packets encapsulated per `sendmmsg` batch: several TUN reads (single packets, or
+/// super-packets split) fill it before it is sent.
+const TUN_BATCH: usize = 2 * MAX_SPLIT;
 /// Bytes of one TUN read: the virtio-net header and a 64 KiB super-packet.
 const TUN_READ: usize = tun_rs::VIRTIO_NET_HDR_LEN + 65_535;
 /// Batches read from one ready descriptor before the others get their turn.
@@ -415,7 +418,7 @@ impl Engine {
         }
     }
 
-    /// Reads from tenant `tenant`'s device until it is empty or [`ROUNDS`] reads were made.
+    /// Reads from tenant `tenant`'s device until it is empty or [`ROUNDS`] batches were sent.
     fn handle_tun(&mut self, tenant: usize) {
         for _ in 0..ROUNDS {
             if !self.tun_batch(tenant) {
@@ -424,51 +427,64 @@ impl Engine {
         }
     }
 
-    /// Reads one packet or super-packet from tenant `tenant`'s device, split into MTU-sized
-    /// packets (TSO/USO done here, each segment its own GRE packet), encapsulates each for
-    /// the tunnel its destination routes to, and sends them with `sendmmsg`. Returns whether
-    /// anything was read.
+    /// Fills one batch from tenant `tenant`'s device: each read is one packet or a
+    /// super-packet split into MTU-sized packets (TSO/USO done here, each segment its own GRE
+    /// packet), encapsulated in place for the tunnel its destination routes to; the batch then
+    /// goes out with `sendmmsg`. Returns whether the device may hold more.
     fn tun_batch(&mut self, tenant: usize) -> bool {
-        let Some(tun) = self.tuns.get(tenant) else {
-            return false;
-        };
-        let n = match tun.recv_multiple(
-            &mut self.tun_read,
-            &mut self.tx,
-            &mut self.tx_sizes,
-            HEADROOM,
-        ) {
-            Ok(n) => n,
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return false,
-            Err(e) => {
-                // A super-packet that cannot be split is lost, not the device.
-                debug!(error = %e, "TUN read failed");
-                return true;
-            }
-        };
         self.out.clear();
-        for slot in 0..n {
-            let end = HEADROOM + self.tx_sizes[slot];
-            let buf = &mut self.tx[slot];
-            let Ok(id) = self.gre.route_packet(TenantId(tenant), &buf[HEADROOM..end]) else {
-                continue;
+        let mut used = 0;
+        let mut more = true;
+        while TUN_BATCH - used >= MAX_SPLIT {
+            let Some(tun) = self.tuns.get(tenant) else {
+                return false;
             };
-            let Ok(start) = self.gre.encap(id, buf, HEADROOM, end) else {
-                continue;
+            let n = match tun.recv_multiple(
+                &mut self.tun_read,
+                &mut self.tx[used..],
+                &mut self.tx_sizes[used..],
+                HEADROOM,
+            ) {
+                Ok(n) => n,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    more = false;
+                    break;
+                }
+                Err(e) => {
+                    // A super-packet that cannot be split is lost, not the device; the
+                    // batch so far is still sent (handle_tun bounds the retries).
+                    debug!(error = %e, "TUN read failed");
+                    break;
+                }
             };
-            let remote = self.gre.config(id).map(|c| c.remote);
-            if let Some(remote) = remote {
-                self.out.push(Outgoing {
-                    slot,
-                    start,
-                    end,
-                    socket: self.socket_of[id.0],
-                    to: SocketAddr::new(remote, 0),
-                });
+            for slot in used..used + n {
+                self.encap_slot(tenant, slot);
             }
+            used += n;
         }
         self.flush();
-        n > 0
+        more
+    }
+
+    /// Encapsulates the inner packet in `tx[slot]` and files it for [`Engine::flush`].
+    fn encap_slot(&mut self, tenant: usize, slot: usize) {
+        let end = HEADROOM + self.tx_sizes[slot];
+        let buf = &mut self.tx[slot];
+        let Ok(id) = self.gre.route_packet(TenantId(tenant), &buf[HEADROOM..end]) else {
+            return;
+        };
+        let Ok(start) = self.gre.encap(id, buf, HEADROOM, end) else {
+            return;
+        };
+        if let (Some(c), Some(&socket)) = (self.gre.config(id), self.socket_of.get(id.0)) {
+            self.out.push(Outgoing {
+                slot,
+                start,
+                end,
+                socket,
+                to: SocketAddr::new(c.remote, 0),
+            });
+        }
     }
 
     /// Sends the batch in [`Engine::out`], one `sendmmsg` run per socket.
