@@ -399,17 +399,21 @@ impl Engine {
     /// Writes the packets in [`Engine::decapped`] to their tenants' devices, in order per
     /// tenant, one `writev` per run of one flow's TCP segments ([`crate::gro`]).
     fn write_decapped(&mut self) {
-        for (tenant, tun) in self.tuns.iter().enumerate() {
+        // Only the tenants present in the batch (there may be many configured), each once.
+        for (i, &(tenant, ..)) in self.decapped.iter().enumerate() {
+            if self.decapped[..i].iter().any(|d| d.0 == tenant) {
+                continue;
+            }
+            let Some(tun) = self.tuns.get(tenant) else {
+                continue;
+            };
             let mut packets: [&[u8]; BATCH] = [&[]; BATCH];
             let mut k = 0;
-            for &(t, slot, from, to) in &self.decapped {
+            for &(t, slot, from, to) in &self.decapped[i..] {
                 if t == tenant && k < BATCH {
                     packets[k] = &self.rx[slot][from..to];
                     k += 1;
                 }
-            }
-            if k == 0 {
-                continue;
             }
             let w = crate::gro::write_coalesced(tun.as_raw_fd(), &packets[..k]);
             if w.failed > 0 {
