@@ -29,6 +29,9 @@
 #        SETUPS="gate64 ovs"
 #        GATE64_BIN=path use this binary and skip the build
 #        KEEP_LOGS=1     keep the temporary directory with configs, logs and iperf3 JSON
+#        GW_LAN_GRO=1    gate64 setup only: GRO on the gateway's LAN-side veth (l0), as a NIC
+#                        has it, so the LAN host's segments reach gate64's TUN coalesced
+#                        (off by default: both engines then see the same per-segment input)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . bench/lib.sh
@@ -90,6 +93,19 @@ for cmd in (0x17, 0x1f, 0x24):  # ETHTOOL_STXCSUM, ETHTOOL_STSO, ETHTOOL_SGSO
 PY
 }
 
+# gro_on NS DEV: GRO on (ethtool -K DEV gro on, through SIOCETHTOOL; on a veth this turns on
+# its NAPI receive path, which coalesces TCP segments as a NIC's GRO does).
+gro_on() {
+    ip netns exec "$1" python3 - "$2" <<'PY'
+import ctypes, fcntl, socket, struct, sys
+SIOCETHTOOL, ETHTOOL_SGRO = 0x8946, 0x2c
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+value = ctypes.create_string_buffer(struct.pack("II", ETHTOOL_SGRO, 1))
+ifr = struct.pack("16sP", sys.argv[1].encode(), ctypes.addressof(value))
+fcntl.ioctl(s, SIOCETHTOOL, ifr)
+PY
+}
+
 # ---------------------------------------------------------------- gate64
 
 gate64_conf() { # gate64_conf LOCAL REMOTE ROUTE
@@ -114,6 +130,7 @@ setup_gate64() {
     ip -n "$GW" addr add 203.0.113.1/24 dev u0
     ip -n "$SITE" addr add 203.0.113.2/24 dev wan0
     ip -n "$GW" addr add 10.64.0.1/24 dev l0
+    [ -n "${GW_LAN_GRO:-}" ] && gro_on "$GW" l0
     ip -n "$LAN" route add default via 10.64.0.1
     ip -n "$SITE" addr add 172.16.0.5/32 dev lo
     gate64_conf 203.0.113.1 203.0.113.2 172.16.0.0/24 >"$WORK/gw.toml"

@@ -443,6 +443,8 @@ fn send_raw(ns: &Netns, from: &str, to: &str, bytes: &[u8], times: usize) -> Res
 fn keepalive_up_down() -> Result<()> {
     let lab = Lab::new("greka")?;
     lab.peer.addr_add("pp", "203.0.113.2/24")?;
+    // A site host behind the peer, so traffic through the tunnel shows the routes' state.
+    lab.peer.addr_add("lo", "172.16.0.5/32")?;
     let with_keepalive = site2(Some(42)).replace(
         "routes",
         "keepalive_secs = 1\nkeepalive_retries = 2\nroutes",
@@ -463,16 +465,35 @@ fn keepalive_up_down() -> Result<()> {
         state("up"),
         "the tunnel is not up while the peer answers keepalives"
     );
+    delivered(&lab.lan, "10.64.0.5", "172.16.0.5").context("through the tunnel while up")?;
+    let tunnel_down_drops = || {
+        metrics(&lab.gw)
+            .ok()
+            .and_then(|m| m.get("gate64_drops_total", &[("reason", "gre_tunnel_down")]))
+            .unwrap_or(0.0)
+    };
+    ensure!(tunnel_down_drops() == 0.0, "tunnel-down drops while up");
     drop(peer);
     ensure!(
         wait_until(Duration::from_secs(20), || state("down")),
         "the tunnel did not go down after its peer stopped"
+    );
+    // Down: its routes are withdrawn, so a packet for the site is dropped and counted, not
+    // sent into a tunnel nobody answers.
+    ensure!(
+        !ping_once(&lab.lan, "10.64.0.5", "172.16.0.5"),
+        "a ping crossed a tunnel that is down"
+    );
+    ensure!(
+        wait_until(Duration::from_secs(5), || tunnel_down_drops() >= 1.0),
+        "no gre_tunnel_down drop counted for a packet to a down tunnel"
     );
     let _peer = start_gate64(&lab.peer, peer_conf)?;
     ensure!(
         wait_until(Duration::from_secs(20), || state("up")),
         "the tunnel did not come back up once its peer answered again"
     );
+    delivered(&lab.lan, "10.64.0.5", "172.16.0.5").context("routes restored once up again")?;
     let m = metrics(&lab.gw)?;
     ensure!(
         m.get("gate64_gre_tunnels", &[("state", "down")]) == Some(0.0),

@@ -143,6 +143,8 @@ drops! {
     EspSelector => "esp_selector",
     /// ESP with an SPI no child SA of gate64's has (RFC 4303 §3.4.2).
     EspUnknownSpi => "esp_unknown_spi",
+    /// GRE: a packet for a tunnel that keepalives found down (its routes are withdrawn).
+    GreTunnelDown => "gre_tunnel_down",
 }
 
 /// A header that does not parse: the wire error's own reason.

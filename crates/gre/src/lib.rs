@@ -117,11 +117,15 @@ pub enum DropReason {
     /// No headroom for the GRE header, or an inner packet too long for one GRE packet.
     #[error("no room to encapsulate")]
     NoRoom,
+    /// An inner packet for a tunnel whose keepalives went unanswered: its routes are
+    /// withdrawn from the data path until the peer answers again.
+    #[error("tunnel down")]
+    TunnelDown,
 }
 
 impl DropReason {
     /// Every reason, in [`DropReason::index`] order.
-    pub const ALL: [DropReason; 10] = [
+    pub const ALL: [DropReason; 11] = [
         DropReason::Truncated,
         DropReason::BadVersion,
         DropReason::Malformed,
@@ -132,6 +136,7 @@ impl DropReason {
         DropReason::Ttl,
         DropReason::NoRoute,
         DropReason::NoRoom,
+        DropReason::TunnelDown,
     ];
 
     /// Position in [`DropReason::ALL`].
@@ -153,6 +158,7 @@ impl DropReason {
             DropReason::Ttl => "gre_ttl",
             DropReason::NoRoute => "gre_no_route",
             DropReason::NoRoom => "gre_no_room",
+            DropReason::TunnelDown => "gre_tunnel_down",
         }
     }
 }
@@ -371,7 +377,13 @@ impl Gre {
         };
         let r = match dst {
             None => Err(DropReason::Malformed),
-            Some(dst) => self.route(tenant, dst).ok_or(DropReason::NoRoute),
+            Some(dst) => match self.route(tenant, dst) {
+                // Keepalive loss withdraws the tunnel's routes: nothing is sent into a tunnel
+                // whose peer stopped answering (a black hole the operator should see counted).
+                Some(id) if !self.is_up(id) => Err(DropReason::TunnelDown),
+                Some(id) => Ok(id),
+                None => Err(DropReason::NoRoute),
+            },
         };
         if let Err(reason) = r {
             self.drops.count(reason);

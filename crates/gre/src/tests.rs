@@ -447,3 +447,36 @@ fn route_packet_counts_what_it_refuses() {
     // 2001:db8:64::5 is not routed; 2001:db8:16::/48 is.
     assert_eq!(g.route_packet(TenantId(0), &v6), Err(DropReason::NoRoute));
 }
+
+/// Keepalive loss withdraws the tunnel's routes: packets for it are dropped and counted
+/// `gre_tunnel_down` while it is down, and carried again once the peer answers.
+#[test]
+fn a_down_tunnel_withdraws_its_routes() {
+    let t0 = Instant::now();
+    let mut ours = with_keepalive(A, B, t0);
+    let mut peer = site2_reversed(t0);
+    let mut to_site = inner_v4(64);
+    to_site[16..20].copy_from_slice(&[172, 16, 0, 9]);
+    assert_eq!(ours.route_packet(TenantId(0), &to_site), Ok(TunnelId(0)));
+    let mut buf = [0u8; 128];
+    let mut last = 0;
+    for i in 1..=4u64 {
+        ours.handle_timeout(t0 + Duration::from_secs(10 * i));
+        last = ours.poll_transmit(&mut buf).map_or(0, |(_, n)| n);
+    }
+    assert!(!ours.is_up(TunnelId(0)));
+    assert_eq!(
+        ours.route_packet(TenantId(0), &to_site),
+        Err(DropReason::TunnelDown)
+    );
+    assert_eq!(ours.drops().get(DropReason::TunnelDown), 1);
+    assert_eq!(DropReason::TunnelDown.label(), "gre_tunnel_down");
+    let d = peer.decap(A, B, &buf[..last]).unwrap();
+    let reply = buf[d.range].to_vec();
+    assert_eq!(
+        ours.decap(B, A, &reply).unwrap().inner,
+        Inner::KeepaliveAnswer
+    );
+    assert_eq!(ours.route_packet(TenantId(0), &to_site), Ok(TunnelId(0)));
+    assert_eq!(ours.drops().get(DropReason::TunnelDown), 1);
+}

@@ -9,16 +9,21 @@
 //!   IPV6_RECVPKTINFO. IPv4 reads carry the IPv4 header, parsed for the source. Sends carry
 //!   the GRE header and payload; the kernel adds the outer header from the bound address.
 //!   Receives and sends are batched with `recvmmsg`/`sendmmsg` ([`crate::sys`]).
-//! - **Tenants.** Each tenant has its own TUN device (no offloads, one queue); its tunnels'
-//!   routes point into it. A packet read from tenant T's device is routed over T's tunnels
-//!   only, and a packet decapsulated from a tunnel is written to its tenant's device only, so
-//!   tenants may share inner prefixes.
+//! - **Tenants.** Each tenant has its own TUN device (one queue) opened with virtio-net
+//!   headers: a read may be a TCP super-packet (TSO), split by tun-rs into MTU-sized packets
+//!   straight into headroomed slots, each encapsulated in place and sent in one `sendmmsg`
+//!   batch; decapsulated packets are written with [`crate::gro::write_coalesced`], one
+//!   `writev` per run of one flow's TCP segments. Its tunnels' routes point into it. A
+//!   packet read from tenant T's device is routed over T's tunnels only, and a packet
+//!   decapsulated from a tunnel is written to its tenant's device only, so tenants may share
+//!   inner prefixes.
 //! - **Timers.** Keepalives run on the same thread: the poll waits at most until
-//!   [`gate64_gre::Gre::poll_timeout`].
+//!   [`gate64_gre::Gre::poll_timeout`]. A tunnel they find down refuses packets
+//!   (`gre_tunnel_down`) until its peer answers again.
 //!
-//! Not yet: multi-queue TUNs and several threads (one thread carries every tunnel), TUN
-//! offloads (TSO/GRO) and outer GSO. One flow's packets stay in order because one thread
-//! handles them.
+//! Not yet: multi-queue TUNs and several threads (one thread carries every tunnel). One
+//! flow's packets stay in order because one thread handles them and every batch is sent and
+//! written in the order it was read.
 
 use std::io;
 use std::net::{IpAddr, SocketAddr};
@@ -43,6 +48,16 @@ use crate::sys::{self, BATCH, ReceivedFrom};
 const HEADROOM: usize = gate64_wire::gre::MAX_HEADER_LEN;
 /// Bytes of one receive slot: the largest (reassembled) IP packet.
 const SLOT: usize = 65_536;
+/// Inner packets one TUN read may stand for (a 64 KiB TCP super-packet cut at the smallest
+/// MSS the kernel uses): a read is only made with this many slots free.
+const MAX_SPLIT: usize = 128;
+/// Inner packets encapsulated per `sendmmsg` batch: several TUN reads (single packets, or
+/// super-packets split) fill it before it is sent.
+const TUN_BATCH: usize = 2 * MAX_SPLIT;
+/// Bytes of one TUN read: the virtio-net header and a 64 KiB super-packet.
+const TUN_READ: usize = tun_rs::VIRTIO_NET_HDR_LEN + 65_535;
+/// Batches read from one ready descriptor before the others get their turn.
+const ROUNDS: usize = 8;
 /// Socket buffers asked for (the kernel caps them unless CAP_NET_ADMIN forces them).
 const SOCKET_BUFFER: usize = 4 << 20;
 /// Longest wait between checks of the stop flag.
@@ -108,6 +123,10 @@ pub fn create_tun(dev: &str, mtu: u16) -> io::Result<tun_rs::SyncDevice> {
     let d = tun_rs::DeviceBuilder::new()
         .name(dev)
         .mtu(mtu)
+        // virtio-net headers: the kernel hands over TCP super-packets (TSO, split here into
+        // MTU-sized packets, each its own GRE packet) and takes coalesced decapsulated
+        // segments (GRO), so one TUN syscall moves up to 64 KiB either way.
+        .offload(true)
         .enable(true)
         .build_sync()
         .map_err(|e| io::Error::new(e.kind(), format!("creating TUN device `{dev}`: {e}")))?;
@@ -159,6 +178,7 @@ pub fn drop_reason(r: DropReason) -> Drop {
         DropReason::Ttl => Drop::GreTtl,
         DropReason::NoRoute => Drop::GreNoRoute,
         DropReason::NoRoom => Drop::GreNoRoom,
+        DropReason::TunnelDown => Drop::GreTunnelDown,
         _ => Drop::GreMalformed,
     }
 }
@@ -258,7 +278,12 @@ struct Engine {
     socket_of: Vec<usize>,
     tuns: Vec<tun_rs::SyncDevice>,
     rx: Vec<Vec<u8>>,
+    /// Where each received datagram's inner packet lies (slot, range) and its tenant.
+    decapped: Vec<(usize, usize, usize, usize)>,
+    /// One raw TUN read (virtio-net header and packet) before it is split into `tx`.
+    tun_read: Vec<u8>,
     tx: Vec<Vec<u8>>,
+    tx_sizes: Vec<usize>,
     out: Vec<Outgoing>,
     epoll: sys::Epoll,
 }
@@ -279,14 +304,23 @@ impl Engine {
         for (i, t) in tuns.iter().enumerate() {
             epoll.add(t.as_raw_fd(), TUN_TOKEN + i as u64)?;
         }
+        // A TUN read is split into packets of at most the device's MTU.
+        let mtu = tuns
+            .iter()
+            .filter_map(|t| t.mtu().ok())
+            .max()
+            .map_or(SLOT, usize::from);
         Ok(Engine {
             gre,
             sockets,
             socket_of,
             tuns,
             rx: vec![vec![0; SLOT]; BATCH],
-            tx: vec![vec![0; HEADROOM + SLOT]; BATCH],
-            out: Vec::with_capacity(BATCH),
+            decapped: Vec::with_capacity(BATCH),
+            tun_read: vec![0; TUN_READ],
+            tx: vec![vec![0; HEADROOM + mtu]; TUN_BATCH],
+            tx_sizes: vec![0; TUN_BATCH],
+            out: Vec::with_capacity(TUN_BATCH),
             epoll,
         })
     }
@@ -312,20 +346,31 @@ impl Engine {
         Ok(())
     }
 
-    /// Reads one batch from socket `si`, decapsulates, writes inner packets to their tenants'
-    /// devices and reflects the peers' keepalives.
+    /// Reads batches from socket `si` until it is empty or [`ROUNDS`] were read.
     fn handle_socket(&mut self, si: usize) {
+        for _ in 0..ROUNDS {
+            if self.socket_batch(si) < BATCH {
+                break;
+            }
+        }
+    }
+
+    /// Reads one batch from socket `si`, decapsulates, writes the inner packets to their
+    /// tenants' devices (TCP segments of one flow coalesced into super-packets) and reflects
+    /// the peers' keepalives. Returns how many datagrams arrived.
+    fn socket_batch(&mut self, si: usize) -> usize {
         let mut got = [ReceivedFrom::EMPTY; BATCH];
         let fd = self.sockets[si].socket.as_raw_fd();
         let n = match sys::recv_batch_from(fd, &mut self.rx, &mut got) {
             Ok(n) => n,
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return 0,
             Err(e) => {
                 debug!(error = %e, "GRE receive failed");
-                return;
+                return 0;
             }
         };
         let local = self.sockets[si].local;
+        self.decapped.clear();
         for (i, r) in got.iter().enumerate().take(n) {
             let buf = &self.rx[i][..r.len];
             let Some((src, start, end)) = outer(local, r, buf) else {
@@ -334,72 +379,136 @@ impl Engine {
             let Ok(d) = self.gre.decap(src, local, &buf[start..end]) else {
                 continue;
             };
-            let inner = &buf[start..end][d.range.clone()];
+            let (from, to) = (start + d.range.start, start + d.range.end);
             match d.inner {
-                Inner::Ipv4 | Inner::Ipv6 => {
-                    if let Some(tun) = self.tuns.get(d.tenant.0)
-                        && let Err(e) = sys::write(tun.as_raw_fd(), inner)
-                    {
-                        debug!(error = %e, "TUN write failed");
-                    }
-                }
+                Inner::Ipv4 | Inner::Ipv6 => self.decapped.push((d.tenant.0, i, from, to)),
                 Inner::KeepaliveReflect => {
-                    let to = SocketAddr::new(src, 0);
-                    if let Err(e) = self.sockets[si].socket.send_to(inner, &to.into()) {
+                    let to_peer = SocketAddr::new(src, 0);
+                    let s = &self.sockets[si].socket;
+                    if let Err(e) = s.send_to(&self.rx[i][from..to], &to_peer.into()) {
                         debug!(error = %e, "keepalive reflection failed");
                     }
                 }
                 _ => {}
             }
         }
+        self.write_decapped();
+        n
     }
 
-    /// Reads up to one batch of inner packets from tenant `tenant`'s device, encapsulates
-    /// each for the tunnel its destination routes to, and sends them.
-    fn handle_tun(&mut self, tenant: usize) {
-        let Some(tun) = self.tuns.get(tenant) else {
-            return;
-        };
-        let fd = tun.as_raw_fd();
-        self.out.clear();
-        for slot in 0..BATCH {
-            let buf = &mut self.tx[slot];
-            let len = match sys::read(fd, &mut buf[HEADROOM..]) {
-                Ok(0) => break,
-                Ok(n) => n,
-                Err(_) => break,
-            };
-            let end = HEADROOM + len;
-            let Ok(id) = self.gre.route_packet(TenantId(tenant), &buf[HEADROOM..end]) else {
+    /// Writes the packets in [`Engine::decapped`] to their tenants' devices, in order per
+    /// tenant, one `writev` per run of one flow's TCP segments ([`crate::gro`]).
+    fn write_decapped(&mut self) {
+        // Only the tenants present in the batch (there may be many configured), each once.
+        for (i, &(tenant, ..)) in self.decapped.iter().enumerate() {
+            if self.decapped[..i].iter().any(|d| d.0 == tenant) {
+                continue;
+            }
+            let Some(tun) = self.tuns.get(tenant) else {
                 continue;
             };
-            let Ok(start) = self.gre.encap(id, buf, HEADROOM, end) else {
-                continue;
-            };
-            let remote = self.gre.config(id).map(|c| c.remote);
-            if let Some(remote) = remote {
-                self.out.push(Outgoing {
-                    slot,
-                    start,
-                    end,
-                    socket: self.socket_of[id.0],
-                    to: SocketAddr::new(remote, 0),
-                });
+            let mut packets: [&[u8]; BATCH] = [&[]; BATCH];
+            let mut k = 0;
+            for &(t, slot, from, to) in &self.decapped[i..] {
+                if t == tenant && k < BATCH {
+                    packets[k] = &self.rx[slot][from..to];
+                    k += 1;
+                }
+            }
+            let w = crate::gro::write_coalesced(tun.as_raw_fd(), &packets[..k]);
+            if w.failed > 0 {
+                debug!(failed = w.failed, "TUN write failed");
             }
         }
+    }
+
+    /// Reads from tenant `tenant`'s device until it is empty or [`ROUNDS`] batches were sent.
+    fn handle_tun(&mut self, tenant: usize) {
+        for _ in 0..ROUNDS {
+            if !self.tun_batch(tenant) {
+                break;
+            }
+        }
+    }
+
+    /// Fills one batch from tenant `tenant`'s device: each read is one packet or a
+    /// super-packet split into MTU-sized packets (TSO/USO done here, each segment its own GRE
+    /// packet), encapsulated in place for the tunnel its destination routes to; the batch then
+    /// goes out with `sendmmsg`. Returns whether the device may hold more.
+    fn tun_batch(&mut self, tenant: usize) -> bool {
+        self.out.clear();
+        let mut used = 0;
+        let mut more = true;
+        while TUN_BATCH - used >= MAX_SPLIT {
+            let Some(tun) = self.tuns.get(tenant) else {
+                return false;
+            };
+            let n = match tun.recv_multiple(
+                &mut self.tun_read,
+                &mut self.tx[used..],
+                &mut self.tx_sizes[used..],
+                HEADROOM,
+            ) {
+                Ok(n) => n,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    more = false;
+                    break;
+                }
+                Err(e) => {
+                    // A super-packet that cannot be split is lost, not the device; the
+                    // batch so far is still sent (handle_tun bounds the retries).
+                    debug!(error = %e, "TUN read failed");
+                    break;
+                }
+            };
+            for slot in used..used + n {
+                self.encap_slot(tenant, slot);
+            }
+            used += n;
+        }
         self.flush();
+        more
+    }
+
+    /// Encapsulates the inner packet in `tx[slot]` and files it for [`Engine::flush`].
+    fn encap_slot(&mut self, tenant: usize, slot: usize) {
+        let end = HEADROOM + self.tx_sizes[slot];
+        let buf = &mut self.tx[slot];
+        let Ok(id) = self.gre.route_packet(TenantId(tenant), &buf[HEADROOM..end]) else {
+            return;
+        };
+        let Ok(start) = self.gre.encap(id, buf, HEADROOM, end) else {
+            return;
+        };
+        if let (Some(c), Some(&socket)) = (self.gre.config(id), self.socket_of.get(id.0)) {
+            self.out.push(Outgoing {
+                slot,
+                start,
+                end,
+                socket,
+                to: SocketAddr::new(c.remote, 0),
+            });
+        }
     }
 
     /// Sends the batch in [`Engine::out`], one `sendmmsg` run per socket.
     fn flush(&mut self) {
         for (si, s) in self.sockets.iter().enumerate() {
-            let mine: Vec<&Outgoing> = self.out.iter().filter(|o| o.socket == si).collect();
-            if mine.is_empty() {
+            // This socket's datagrams, in batch order (a flow's packets stay in order).
+            let mut mine = [0usize; TUN_BATCH];
+            let mut n = 0;
+            for (i, o) in self.out.iter().enumerate() {
+                if o.socket == si && n < TUN_BATCH {
+                    mine[n] = i;
+                    n += 1;
+                }
+            }
+            if n == 0 {
                 continue;
             }
-            let tx = &self.tx;
-            let r = sys::send_batch_to(s.socket.as_raw_fd(), mine.len(), |j| {
-                let o = mine[j];
+            let (out, tx) = (&self.out, &self.tx);
+            let r = sys::send_batch_to(s.socket.as_raw_fd(), n, |j| {
+                let o = &out[mine[j]];
                 (&tx[o.slot][o.start..o.end], o.to)
             });
             if let Err(e) = r {
