@@ -1,0 +1,95 @@
+//! ESP tunnel mode with AES-GCM for gate64: sealing and opening in place, anti-replay,
+//! extended sequence numbers, lifetimes, traffic selectors and the SA database. Sans-IO:
+//! no sockets, no clock (time is passed in), no RNG (the caller's).
+//!
+//! Covered: RFC 4303 (ESP: §2 packet format, §2.2.1 ESN, §2.4 padding, §3.3.3 sequence
+//! numbers, §3.4.3 anti-replay, Appendix A ESN reconstruction), RFC 4106 (AES-GCM in ESP:
+//! §3 IV, §4 nonce, §5 AAD, §8.1 key material), RFC 4301 §4.4.1 / RFC 7296 §3.13.1 (traffic
+//! selectors, checked by address). UDP encapsulation (RFC 3948) adds only the outer UDP
+//! header in front of the same bytes: that is the caller's, as is the outer IP header.
+//!
+//! ```text
+//! offset from `at`:
+//! 0        4             8               16               16+n                     end-16    end
+//! +--------+-------------+---------------+----------------+---------+-----+-----+---------+
+//! | SPI    | seq, low 32 | IV = seq, 64  | inner IPv4/IPv6 | pad 0-3 | pad | next| ICV     |
+//! |        | bits        | bits          | packet (n)      | 1,2,3   | len | hdr | 16      |
+//! +--------+-------------+---------------+----------------+---------+-----+-----+---------+
+//! |<---- SPI_SEQ_IV_LEN = 16 ----------->|<------------ encrypted ------------->|
+//! |<-- AAD -->|  = SPI || seq low, or SPI || seq high || seq low with ESN (12 bytes)
+//!                                                         |<- at most MAX_TRAILER = 21 ->|
+//! nonce = salt || IV   (salt = the last 4 bytes of the KEYMAT slice, RFC 4106 §4)
+//! next header: 4 = IPv4, 41 = IPv6, 59 = dummy
+//! ```
+//!
+//! Design choices:
+//! - **In place, no allocation per packet.** [`Outbound::seal`] takes the caller's buffer with
+//!   the inner packet at `at + SPI_SEQ_IV_LEN` and room for [`MAX_TRAILER`] after it, writes
+//!   the header in front and the trailer behind, encrypts in place and appends the ICV;
+//!   [`Inbound::open`] decrypts in place and returns where the inner packet lies. Outer
+//!   headers go into the headroom before `at`, so nothing is copied.
+//! - **All cryptography is aws-lc-rs** (`aead::LessSafeKey`, AES_128_GCM / AES_256_GCM); the
+//!   key is expanded once per SA.
+//! - **IV = the 64-bit sequence number.** It is unique per packet under one key (RFC 4106
+//!   §3.1 requires exactly that) and needs no RNG on the data path; it also reveals nothing
+//!   the sequence number field does not. One `AtomicU64` hands out numbers, so several
+//!   cores seal under one SA. Without ESN the SA expires after 2^32 - 1 (RFC 4303 §3.3.3:
+//!   the counter must not cycle).
+//! - **Anti-replay**: a 1,024-packet window ([`REPLAY_WINDOW`]) in a ring of words (RFC
+//!   6479 style), behind a small mutex per SA (never a global lock). It is checked before
+//!   decryption and marked only after the ICV verifies (RFC 4303 §3.4.3); the mark re-checks,
+//!   so two cores racing on one sequence number deliver it once. With ESN the high half is
+//!   reconstructed from the window (RFC 4303 Appendix A2) and authenticated through the AAD.
+//! - **Lifetimes**: bytes are counted per SA in atomics on the data path; soft limits report
+//!   [`SaState::Rekey`], hard ones [`SaState::Expired`]. The data path has no clock, so a
+//!   time-based hard limit takes effect once `state(now)` has seen it (IKE's timer polls it);
+//!   byte and sequence limits take effect at once.
+//! - **Selectors**: [`Inbound::admits`] checks a decrypted packet's addresses
+//!   ([`inner_addrs`]) against the SA's selectors (RFC 4301 §5.2). Protocol and ports are
+//!   carried but not enforced: gate64's tunnels select by address.
+//! - **[`SaDb`]**: sharded maps (dashmap): inbound by SPI, outbound by inner destination,
+//!   newest live SA first so rekeyed SAs take over while the old one drains.
+//!
+//! Contract: nothing here panics on packet bytes; `open` accepts any bytes. Errors map to
+//! drop reasons: [`OpenError::Auth`] -> `esp_auth`, [`OpenError::Replay`] -> `esp_replay`,
+//! an SPI [`SaDb::inbound`] does not know (or [`spi_of`] `None` on a non-ESP packet) ->
+//! `esp_unknown_spi`, [`Inbound::admits`] false -> `esp_selector`, [`OpenError::Expired`] ->
+//! `no_sa`, [`OpenError::Truncated`] / [`OpenError::Malformed`] -> the existing truncated /
+//! malformed reasons. Under `cfg(fuzzing)` the AEAD is a null cipher (payload in clear, ICV
+//! unchecked) so fuzzers reach the code behind it.
+#![warn(missing_docs)]
+#![forbid(unsafe_code)]
+
+mod replay;
+mod sa;
+mod sadb;
+mod selector;
+
+pub use replay::REPLAY_WINDOW;
+pub use sa::{
+    Cipher, Inbound, KeyError, Lifetime, OpenError, Opened, Outbound, SALT_LEN, SaKeys, SaParams,
+    SaState, SealError, esp_len,
+};
+pub use sadb::{
+    ChildSaPair, InboundEntry, InstallError, MIN_SPI, OutboundEntry, Peer, SaDb, TunnelKind,
+};
+pub use selector::{
+    NEXT_HEADER_DUMMY, NEXT_HEADER_IPV4, NEXT_HEADER_IPV6, Selector, any_covers, inner_addrs,
+};
+
+/// Bytes in front of the inner packet: SPI (4), sequence number (4), IV (8).
+pub const SPI_SEQ_IV_LEN: usize = 16;
+/// Bytes of the AES-GCM ICV (the "16" of ENCR_AES_GCM_16, RFC 4106 §6).
+pub const ICV_LEN: usize = 16;
+/// Most bytes after the inner packet: padding 0..3, Pad Length, Next Header, ICV.
+pub const MAX_TRAILER: usize = 3 + 2 + ICV_LEN;
+
+/// The SPI of an ESP packet: its first 4 bytes. `None` when shorter, or for 0, which is not
+/// an SPI but the non-ESP marker of IKE on port 4500 (RFC 3948 §2.2).
+pub fn spi_of(esp: &[u8]) -> Option<u32> {
+    let spi = u32::from_be_bytes(esp.get(..4)?.try_into().ok()?);
+    (spi != 0).then_some(spi)
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,255 @@
+//! The SA database every data-path worker shares: inbound SAs by SPI, outbound SAs by the
+//! inner destination they serve.
+//!
+//! Both indexes are `DashMap`s: a lookup read-locks one shard of many, so workers on
+//! different cores contend only when they hit the same shard, and the IKE thread's installs
+//! and removals block only the shard they touch. (An `ArcSwap` of immutable maps would make
+//! lookups lock-free but every install would copy the whole map: with 20,000 child SAs and
+//! rekeys every hour per SA that is several copies of a 20,000-entry map per second.)
+
+use core::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use std::sync::Arc;
+
+use dashmap::DashMap;
+use dashmap::mapref::entry::Entry;
+
+use crate::sa::{Inbound, KeyError, Outbound, SaParams};
+
+/// Smallest SPI gate64 hands out: 1-255 are reserved by IANA (RFC 4303 §2.1).
+pub const MIN_SPI: u32 = 256;
+
+/// Which of a client's two tunnels a child SA belongs to (DirectAccess's split).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum TunnelKind {
+    /// Reaches only `[ipsec] infrastructure_prefixes` (DNS64, domain controllers,
+    /// management).
+    Infrastructure,
+    /// Reaches `[ipsec] intranet_prefixes`.
+    Intranet,
+}
+
+/// Where the peer of a child SA is and what it may use.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Peer {
+    /// The client's outer IPv6 address (Teredo or IP-HTTPS).
+    pub outer: Ipv6Addr,
+    /// The client's UDP source port when ESP is UDP-encapsulated (RFC 3948), else `None`
+    /// (IPv6 next header 50).
+    pub udp_encap: Option<u16>,
+    /// The client's inner addresses (pool6 or its outer address).
+    pub inner: Vec<IpAddr>,
+}
+
+/// Both directions of one child SA, as IKE hands it over.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ChildSaPair {
+    /// What gate64 receives (its SPI is the one gate64 chose).
+    pub inbound: SaParams,
+    /// What gate64 sends.
+    pub outbound: SaParams,
+    /// The client.
+    pub peer: Peer,
+    /// Which tunnel.
+    pub tunnel: TunnelKind,
+    /// The IKE SA that negotiated it (initiator's SPI), for `gate64 status` and deletes.
+    pub ike_spi: u64,
+}
+
+/// Why [`SaDb::install`] refused a child SA.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum InstallError {
+    /// An SA with this inbound SPI is installed already.
+    #[error("inbound SPI {0:#010x} is in use")]
+    DuplicateSpi(u32),
+    /// The key material does not fit the cipher.
+    #[error(transparent)]
+    Key(#[from] KeyError),
+}
+
+/// An installed outbound SA with what the data path needs to send under it.
+#[derive(Debug)]
+pub struct OutboundEntry {
+    /// The SA.
+    pub sa: Outbound,
+    /// Where to send.
+    pub peer: Peer,
+    /// Which tunnel.
+    pub tunnel: TunnelKind,
+    /// The IKE SA it belongs to.
+    pub ike_spi: u64,
+    /// The inbound SPI of the same child SA (what [`SaDb::remove`] takes).
+    pub inbound_spi: u32,
+    /// Install order: the newest live SA wins a lookup (rekey overlap, RFC 7296 §2.8).
+    generation: u64,
+}
+
+/// An installed inbound SA, linked to its outbound half.
+#[derive(Debug)]
+pub struct InboundEntry {
+    /// The SA.
+    pub sa: Inbound,
+    /// Which tunnel.
+    pub tunnel: TunnelKind,
+    /// The IKE SA it belongs to.
+    pub ike_spi: u64,
+    /// The other direction of the same child SA.
+    pub outbound: Arc<OutboundEntry>,
+}
+
+impl InboundEntry {
+    /// The client this SA belongs to.
+    pub fn peer(&self) -> &Peer {
+        &self.outbound.peer
+    }
+}
+
+/// The SA database: see the module docs for why it is sharded.
+#[derive(Debug, Default)]
+pub struct SaDb {
+    inbound: DashMap<u32, Arc<InboundEntry>>,
+    /// Outbound SAs under each address their remote selectors name exactly, and under the
+    /// unspecified address of the family for wider remote selectors (a client's view of the
+    /// corporate prefixes). gate64 as responder narrows clients to single addresses, so its
+    /// wide bucket stays empty.
+    outbound: DashMap<IpAddr, Vec<Arc<OutboundEntry>>>,
+    generation: AtomicU64,
+}
+
+impl SaDb {
+    /// An empty database.
+    pub fn new() -> Self {
+        SaDb::default()
+    }
+
+    /// Installs both directions of a child SA. A rekeyed SA is installed beside the old one,
+    /// which keeps opening until IKE removes it; outbound lookups pick the newer one.
+    pub fn install(&self, pair: ChildSaPair) -> Result<(), InstallError> {
+        let inbound = Inbound::new(&pair.inbound)?;
+        let outbound = Arc::new(OutboundEntry {
+            sa: Outbound::new(&pair.outbound)?,
+            peer: pair.peer,
+            tunnel: pair.tunnel,
+            ike_spi: pair.ike_spi,
+            inbound_spi: pair.inbound.spi,
+            generation: self.generation.fetch_add(1, Relaxed),
+        });
+        match self.inbound.entry(pair.inbound.spi) {
+            Entry::Occupied(_) => Err(InstallError::DuplicateSpi(pair.inbound.spi)),
+            Entry::Vacant(slot) => {
+                for key in index_keys(&outbound) {
+                    self.outbound.entry(key).or_default().push(outbound.clone());
+                }
+                slot.insert(Arc::new(InboundEntry {
+                    sa: inbound,
+                    tunnel: pair.tunnel,
+                    ike_spi: pair.ike_spi,
+                    outbound,
+                }));
+                Ok(())
+            }
+        }
+    }
+
+    /// Removes the child SA whose inbound SPI is `inbound_spi`, both directions. Workers
+    /// still holding its `Arc`s finish their packet with it.
+    pub fn remove(&self, inbound_spi: u32) {
+        let Some((_, entry)) = self.inbound.remove(&inbound_spi) else {
+            return;
+        };
+        for key in index_keys(&entry.outbound) {
+            if let Entry::Occupied(mut bucket) = self.outbound.entry(key) {
+                bucket
+                    .get_mut()
+                    .retain(|o| !Arc::ptr_eq(o, &entry.outbound));
+                if bucket.get().is_empty() {
+                    bucket.remove();
+                }
+            }
+        }
+    }
+
+    /// The inbound SA for an ESP packet's SPI.
+    pub fn inbound(&self, spi: u32) -> Option<Arc<InboundEntry>> {
+        self.inbound.get(&spi).map(|e| Arc::clone(e.value()))
+    }
+
+    /// The outbound SA for a packet from `inner_src` to `inner_dst`: the newest one, not
+    /// expired, whose remote selectors cover the destination and whose local selectors cover
+    /// the source. A client's infrastructure and intranet SAs differ in their local
+    /// selectors, so the source picks between them.
+    pub fn outbound_for(&self, inner_dst: IpAddr, inner_src: IpAddr) -> Option<Arc<OutboundEntry>> {
+        self.best_in(inner_dst, inner_dst, inner_src)
+            .or_else(|| self.best_in(unspecified(inner_dst), inner_dst, inner_src))
+    }
+
+    fn best_in(&self, key: IpAddr, dst: IpAddr, src: IpAddr) -> Option<Arc<OutboundEntry>> {
+        let bucket = self.outbound.get(&key)?;
+        bucket
+            .iter()
+            .filter(|o| !o.sa.is_expired() && o.sa.covers(dst, src))
+            .max_by_key(|o| o.generation)
+            .cloned()
+    }
+
+    /// Child SAs installed (what `gate64_ipsec_qmsa` counts).
+    pub fn len(&self) -> usize {
+        self.inbound.len()
+    }
+
+    /// True when no child SA is installed.
+    pub fn is_empty(&self) -> bool {
+        self.inbound.is_empty()
+    }
+
+    /// Keys in the outbound index, for tests that nothing is left behind.
+    #[cfg(test)]
+    pub(crate) fn outbound_keys(&self) -> usize {
+        self.outbound.len()
+    }
+
+    /// Calls `f` for every child SA (for `gate64 status`); the outbound half is
+    /// `entry.outbound`. Holds one shard's read lock at a time: do not install or remove
+    /// from `f`.
+    pub fn for_each(&self, mut f: impl FnMut(&InboundEntry)) {
+        for e in self.inbound.iter() {
+            f(e.value());
+        }
+    }
+
+    /// A fresh inbound SPI: random (from `random`, so the caller owns the RNG), at least
+    /// [`MIN_SPI`] (RFC 4303 §2.1) and not installed. `None` if 64 draws found none free
+    /// (the space holds 2^32 - 256). Reserve it by installing before asking again.
+    pub fn allocate_spi(&self, mut random: impl FnMut() -> u32) -> Option<u32> {
+        (0..64)
+            .map(|_| random())
+            .find(|&spi| spi >= MIN_SPI && !self.inbound.contains_key(&spi))
+    }
+}
+
+/// The outbound index keys of an SA: each single-address remote selector, and the
+/// unspecified address of the family for each wider one.
+fn index_keys(o: &OutboundEntry) -> Vec<IpAddr> {
+    let mut keys: Vec<IpAddr> =
+        o.sa.remote_ts()
+            .iter()
+            .map(|s| {
+                if s.is_single_address() {
+                    s.start
+                } else {
+                    unspecified(s.start)
+                }
+            })
+            .collect();
+    keys.sort_unstable();
+    keys.dedup();
+    keys
+}
+
+fn unspecified(addr: IpAddr) -> IpAddr {
+    match addr {
+        IpAddr::V4(_) => IpAddr::V4(Ipv4Addr::UNSPECIFIED),
+        IpAddr::V6(_) => IpAddr::V6(Ipv6Addr::UNSPECIFIED),
+    }
+}

@@ -1,0 +1,264 @@
+//! Our side: certificate chain, private key, identity, AUTH signatures.
+
+use super::algid::{self, Scheme};
+use super::peer::{PublicKey, parse_leaf};
+use super::{AuthError, AuthMethod, Identity, SigHash};
+use aws_lc_rs::rand::SystemRandom;
+use aws_lc_rs::signature::{self, EcdsaKeyPair, KeyPair, RsaKeyPair};
+use rustls_pki_types::pem::PemObject;
+use rustls_pki_types::{CertificateDer, PrivateKeyDer};
+use std::fmt;
+
+/// gate64's IKE credentials: the certificate chain (leaf first) sent in CERT payloads, the
+/// private key that signs AUTH, and the identity sent in IDr/IDi.
+pub struct Credentials {
+    chain: Vec<CertificateDer<'static>>,
+    key: SigningKey,
+    id: Identity,
+}
+
+enum SigningKey {
+    /// ECDSA: one key pair per signature encoding aws-lc-rs binds at load time.
+    Ecdsa {
+        curve: Curve,
+        /// r‖s, for methods 9 and 10 (RFC 4754).
+        fixed: EcdsaKeyPair,
+        /// DER `Ecdsa-Sig-Value`, for method 14 (RFC 7427 §3).
+        asn1: EcdsaKeyPair,
+    },
+    Rsa(RsaKeyPair),
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Curve {
+    P256,
+    P384,
+}
+
+impl Curve {
+    /// The only hash aws-lc-rs signs with on this curve (and what RFC 4754 pairs with it).
+    fn hash(self) -> SigHash {
+        match self {
+            Curve::P256 => SigHash::Sha256,
+            Curve::P384 => SigHash::Sha384,
+        }
+    }
+
+    fn classic_method(self) -> AuthMethod {
+        match self {
+            Curve::P256 => AuthMethod::EcdsaP256Sha256,
+            Curve::P384 => AuthMethod::EcdsaP384Sha384,
+        }
+    }
+}
+
+impl fmt::Debug for Credentials {
+    /// Never prints key material.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let key = match &self.key {
+            SigningKey::Ecdsa {
+                curve: Curve::P256, ..
+            } => "ECDSA P-256",
+            SigningKey::Ecdsa {
+                curve: Curve::P384, ..
+            } => "ECDSA P-384",
+            SigningKey::Rsa(_) => "RSA",
+        };
+        f.debug_struct("Credentials")
+            .field("chain_len", &self.chain.len())
+            .field("key", &key)
+            .field("id", &self.id.to_string())
+            .finish()
+    }
+}
+
+impl Credentials {
+    /// Loads the chain (PEM CERTIFICATE blocks, leaf first) and the private key (PKCS#8
+    /// `PRIVATE KEY`, SEC1 `EC PRIVATE KEY` or PKCS#1 `RSA PRIVATE KEY`; ECDSA P-256/P-384 or
+    /// RSA). The key must belong to the leaf. The identity is the leaf's subject as DER_ASN1_DN.
+    pub fn from_pem(chain: &[u8], key: &[u8]) -> Result<Self, AuthError> {
+        let chain = CertificateDer::pem_slice_iter(chain)
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|_| AuthError::Malformed("certificate PEM"))?;
+        let leaf = chain.first().ok_or(AuthError::NoCertificate)?;
+        let parsed = parse_leaf(leaf)?;
+        let key_der = PrivateKeyDer::from_pem_slice(key).map_err(|_| {
+            AuthError::BadPrivateKey("no unencrypted PKCS#8, SEC1 or PKCS#1 PEM block")
+        })?;
+        let key = load_key(&parsed.key, &key_der)?;
+        let id = Identity::der_dn(&parsed.subject_der);
+        Ok(Self { chain, key, id })
+    }
+
+    /// Replaces the identity sent in the ID payload (e.g. an FQDN or IP address ID instead of
+    /// the DN). The certificate must vouch for it (subjectAltName, see
+    /// [`super::PeerCert::matches_id`]), else [`AuthError::IdMismatch`]: the peer would refuse it.
+    pub fn with_id(mut self, id: Identity) -> Result<Self, AuthError> {
+        let leaf = parse_leaf(self.leaf())?;
+        if !leaf.matches_id(&id) {
+            return Err(AuthError::IdMismatch);
+        }
+        self.id = id;
+        Ok(self)
+    }
+
+    /// The leaf certificate's DER, for the first CERT payload.
+    pub fn leaf_der(&self) -> &[u8] {
+        self.leaf()
+    }
+
+    /// Every certificate's DER, leaf first, one CERT payload (encoding 4) each.
+    pub fn chain_der(&self) -> impl Iterator<Item = &[u8]> {
+        self.chain.iter().map(|c| c.as_ref())
+    }
+
+    /// The identity for the ID payload (DER_ASN1_DN of the leaf's subject unless replaced with
+    /// [`Credentials::with_id`]).
+    pub fn id(&self) -> Identity {
+        self.id.clone()
+    }
+
+    /// The classic (RFC 7296 §3.8) method that fits our key: 9 for P-256, 10 for P-384, 1 for
+    /// RSA (which [`Credentials::sign`] refuses to produce).
+    pub fn classic_method(&self) -> AuthMethod {
+        match &self.key {
+            SigningKey::Ecdsa { curve, .. } => curve.classic_method(),
+            SigningKey::Rsa(_) => AuthMethod::RsaPkcs1,
+        }
+    }
+
+    /// Signs `octets` (RFC 7296 §2.15: the caller builds them) for the AUTH payload and returns
+    /// the method actually used with the AUTH data.
+    ///
+    /// - [`AuthMethod::DigitalSignature`]: the hash is the first one we can sign with that the
+    ///   peer listed in SIGNATURE_HASH_ALGORITHMS (`peer_hashes`): for ECDSA the curve's own hash
+    ///   (SHA-256 for P-256, SHA-384 for P-384), for RSA SHA-256, SHA-384, SHA-512 in that order
+    ///   (PKCS#1 v1.5). An empty `peer_hashes` means the default: SHA-256 (SHA-384 on P-384).
+    ///   When the peer lists hashes but none fits, an ECDSA key falls back to its classic method
+    ///   (9 or 10), which the returned method says; an RSA key fails with
+    ///   [`AuthError::NoCommonHash`].
+    /// - [`AuthMethod::EcdsaP256Sha256`], [`AuthMethod::EcdsaP384Sha384`]: r‖s, the key must be
+    ///   on that curve ([`AuthError::MethodKeyMismatch`]).
+    /// - [`AuthMethod::RsaPkcs1`]: refused ([`AuthError::UnsupportedMethod`]): it means SHA-1,
+    ///   which aws-lc-rs does not sign with.
+    pub fn sign(
+        &self,
+        method: AuthMethod,
+        octets: &[u8],
+        peer_hashes: &[SigHash],
+    ) -> Result<(AuthMethod, Vec<u8>), AuthError> {
+        match (method, &self.key) {
+            (AuthMethod::DigitalSignature, SigningKey::Ecdsa { curve, asn1, .. }) => {
+                let hash = curve.hash();
+                if peer_hashes.is_empty() || peer_hashes.contains(&hash) {
+                    let sig = ecdsa_sign(asn1, octets)?;
+                    Ok((method, algid::auth_data(Scheme::Ecdsa(hash), &sig)))
+                } else {
+                    self.sign(curve.classic_method(), octets, &[])
+                }
+            }
+            (AuthMethod::DigitalSignature, SigningKey::Rsa(key)) => {
+                let hash = if peer_hashes.is_empty() {
+                    SigHash::Sha256
+                } else {
+                    *SigHash::ALL
+                        .iter()
+                        .find(|h| peer_hashes.contains(h))
+                        .ok_or(AuthError::NoCommonHash)?
+                };
+                let sig = rsa_sign(key, hash, octets)?;
+                Ok((method, algid::auth_data(Scheme::RsaPkcs1(hash), &sig)))
+            }
+            (
+                AuthMethod::EcdsaP256Sha256 | AuthMethod::EcdsaP384Sha384,
+                SigningKey::Ecdsa { curve, fixed, .. },
+            ) if curve.classic_method() == method => Ok((method, ecdsa_sign(fixed, octets)?)),
+            (AuthMethod::EcdsaP256Sha256 | AuthMethod::EcdsaP384Sha384, _) => {
+                Err(AuthError::MethodKeyMismatch {
+                    method: method.code(),
+                    key: self.key_name(),
+                })
+            }
+            (AuthMethod::RsaPkcs1, _) => Err(AuthError::UnsupportedMethod(method.code())),
+        }
+    }
+
+    fn leaf(&self) -> &[u8] {
+        // `from_pem` refuses an empty chain.
+        self.chain.first().map_or(&[], |c| c.as_ref())
+    }
+
+    fn key_name(&self) -> &'static str {
+        match &self.key {
+            SigningKey::Ecdsa {
+                curve: Curve::P256, ..
+            } => "ECDSA P-256",
+            SigningKey::Ecdsa {
+                curve: Curve::P384, ..
+            } => "ECDSA P-384",
+            SigningKey::Rsa(_) => "RSA",
+        }
+    }
+}
+
+/// Loads the private key as the type the leaf's public key has, and checks they are a pair.
+fn load_key(leaf_key: &PublicKey, der: &PrivateKeyDer<'_>) -> Result<SigningKey, AuthError> {
+    let (curve, fixed_alg, asn1_alg) = match leaf_key {
+        PublicKey::EcP256(_) => (
+            Curve::P256,
+            &signature::ECDSA_P256_SHA256_FIXED_SIGNING,
+            &signature::ECDSA_P256_SHA256_ASN1_SIGNING,
+        ),
+        PublicKey::EcP384(_) => (
+            Curve::P384,
+            &signature::ECDSA_P384_SHA384_FIXED_SIGNING,
+            &signature::ECDSA_P384_SHA384_ASN1_SIGNING,
+        ),
+        PublicKey::Rsa(public) => {
+            let pair = match der {
+                PrivateKeyDer::Pkcs1(k) => RsaKeyPair::from_der(k.secret_pkcs1_der()),
+                PrivateKeyDer::Pkcs8(k) => RsaKeyPair::from_pkcs8(k.secret_pkcs8_der()),
+                _ => return Err(AuthError::BadPrivateKey("the leaf has an RSA key")),
+            }
+            .map_err(|_| AuthError::BadPrivateKey("not an RSA key"))?;
+            if pair.public_key().as_ref() != public.as_slice() {
+                return Err(AuthError::KeyMismatch);
+            }
+            return Ok(SigningKey::Rsa(pair));
+        }
+        PublicKey::EcP521(_) => return Err(AuthError::UnsupportedKey("ECDSA P-521")),
+        PublicKey::Other => return Err(AuthError::UnsupportedKey("not ECDSA P-256/P-384 or RSA")),
+    };
+    let raw = match der {
+        PrivateKeyDer::Sec1(k) => k.secret_sec1_der(),
+        PrivateKeyDer::Pkcs8(k) => k.secret_pkcs8_der(),
+        _ => return Err(AuthError::BadPrivateKey("the leaf has an ECDSA key")),
+    };
+    // `from_private_key_der` takes PKCS#8 and SEC1 (RFC 5915) alike.
+    let fixed = EcdsaKeyPair::from_private_key_der(fixed_alg, raw)
+        .map_err(|_| AuthError::BadPrivateKey("not an ECDSA key on the leaf's curve"))?;
+    let asn1 = EcdsaKeyPair::from_private_key_der(asn1_alg, raw)
+        .map_err(|_| AuthError::BadPrivateKey("not an ECDSA key on the leaf's curve"))?;
+    if fixed.public_key().as_ref() != leaf_key.bytes() {
+        return Err(AuthError::KeyMismatch);
+    }
+    Ok(SigningKey::Ecdsa { curve, fixed, asn1 })
+}
+
+fn ecdsa_sign(key: &EcdsaKeyPair, octets: &[u8]) -> Result<Vec<u8>, AuthError> {
+    key.sign(&SystemRandom::new(), octets)
+        .map(|s| s.as_ref().to_vec())
+        .map_err(|_| AuthError::SigningFailed)
+}
+
+fn rsa_sign(key: &RsaKeyPair, hash: SigHash, octets: &[u8]) -> Result<Vec<u8>, AuthError> {
+    let encoding: &'static dyn signature::RsaEncoding = match hash {
+        SigHash::Sha256 => &signature::RSA_PKCS1_SHA256,
+        SigHash::Sha384 => &signature::RSA_PKCS1_SHA384,
+        SigHash::Sha512 => &signature::RSA_PKCS1_SHA512,
+    };
+    let mut sig = vec![0; key.public_modulus_len()];
+    key.sign(encoding, &SystemRandom::new(), octets, &mut sig)
+        .map_err(|_| AuthError::SigningFailed)?;
+    Ok(sig)
+}

@@ -1,0 +1,428 @@
+//! The peer's side: trust anchors, chain verification, the verified leaf and its AUTH
+//! signature.
+
+use super::algid::{self, Scheme};
+use super::{AuthError, AuthMethod, IdType, Identity, SigHash};
+use aws_lc_rs::digest;
+use aws_lc_rs::signature::{self, UnparsedPublicKey, VerificationAlgorithm};
+use rustls_pki_types::pem::PemObject;
+use rustls_pki_types::{CertificateDer, SignatureVerificationAlgorithm, TrustAnchor, UnixTime};
+use std::net::IpAddr;
+use std::time::{SystemTime, UNIX_EPOCH};
+use webpki::{
+    EndEntityCert, ExtendedKeyUsageValidator, KeyPurposeId, KeyPurposeIdIter, KeyUsage,
+    RequiredEkuNotFoundContext,
+};
+use x509_parser::certificate::X509Certificate;
+use x509_parser::extensions::{GeneralName, ParsedExtension};
+use x509_parser::prelude::FromDer;
+
+/// The CAs whose certificates authenticate peers (`[ipsec] ca`).
+#[derive(Debug, Clone)]
+pub struct TrustAnchors {
+    anchors: Vec<TrustAnchor<'static>>,
+    certreq: Vec<u8>,
+}
+
+impl TrustAnchors {
+    /// Loads one or more CA certificates from PEM.
+    pub fn from_pem(pem: &[u8]) -> Result<Self, AuthError> {
+        let certs = CertificateDer::pem_slice_iter(pem)
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|_| AuthError::Malformed("CA certificate PEM"))?;
+        if certs.is_empty() {
+            return Err(AuthError::NoCertificate);
+        }
+        Self::from_der(certs.iter().map(|c| c.as_ref()))
+    }
+
+    /// Loads CA certificates from DER.
+    pub fn from_der<'a>(certs: impl IntoIterator<Item = &'a [u8]>) -> Result<Self, AuthError> {
+        let mut anchors = Vec::new();
+        let mut certreq = Vec::new();
+        for der in certs {
+            let cert = CertificateDer::from(der);
+            let anchor = webpki::anchor_from_trusted_cert(&cert)
+                .map_err(|_| AuthError::Malformed("CA certificate"))?;
+            anchors.push(anchor.to_owned());
+            let (_, parsed) = X509Certificate::from_der(der)
+                .map_err(|_| AuthError::Malformed("CA certificate"))?;
+            // RFC 7296 §3.7: each CA is named by the SHA-1 hash of its SubjectPublicKeyInfo.
+            let hash = digest::digest(&digest::SHA1_FOR_LEGACY_USE_ONLY, parsed.public_key().raw);
+            certreq.extend_from_slice(hash.as_ref());
+        }
+        Ok(Self { anchors, certreq })
+    }
+
+    /// How many CAs are configured.
+    pub fn len(&self) -> usize {
+        self.anchors.len()
+    }
+
+    /// Whether no CA is configured (never after a successful load).
+    pub fn is_empty(&self) -> bool {
+        self.anchors.is_empty()
+    }
+
+    /// The Certification Authority field of a CERTREQ payload with encoding 4 (X.509
+    /// signature): the SHA-1 of each CA's SubjectPublicKeyInfo, concatenated (RFC 7296 §3.7).
+    pub fn certreq_data(&self) -> Vec<u8> {
+        self.certreq.clone()
+    }
+
+    /// Verifies the peer's leaf certificate (first CERT payload) and the intermediates it sent,
+    /// at `now`, with the extended key usage and key usage rules of the module docs.
+    pub fn verify_peer(
+        &self,
+        leaf: &[u8],
+        intermediates: &[&[u8]],
+        now: SystemTime,
+    ) -> Result<PeerCert, AuthError> {
+        let leaf_der = CertificateDer::from(leaf);
+        let end_entity = EndEntityCert::try_from(&leaf_der)
+            .map_err(|_| AuthError::Malformed("peer certificate"))?;
+        let intermediates: Vec<CertificateDer<'_>> = intermediates
+            .iter()
+            .map(|c| CertificateDer::from(*c))
+            .collect();
+        let since_epoch = now.duration_since(UNIX_EPOCH).unwrap_or_default();
+        end_entity
+            .verify_for_usage(
+                CHAIN_SIGNATURE_ALGS,
+                &self.anchors,
+                &intermediates,
+                UnixTime::since_unix_epoch(since_epoch),
+                IkeEku,
+                None,
+                None,
+            )
+            .map_err(chain_error)?;
+        let peer = parse_leaf(leaf)?;
+        if !peer.may_sign {
+            return Err(AuthError::BadKeyUsage(
+                "key usage lacks digitalSignature and nonRepudiation",
+            ));
+        }
+        Ok(peer)
+    }
+}
+
+/// A peer certificate that chained to a trust anchor: its identities and public key.
+#[derive(Clone, Debug)]
+pub struct PeerCert {
+    der: Vec<u8>,
+    pub(crate) subject_der: Vec<u8>,
+    subject: String,
+    dns_names: Vec<String>,
+    emails: Vec<String>,
+    ips: Vec<IpAddr>,
+    subject_key_id: Option<Vec<u8>>,
+    spki_sha1: Vec<u8>,
+    pub(crate) key: PublicKey,
+    may_sign: bool,
+}
+
+impl PeerCert {
+    /// Verifies an AUTH payload: `auth_data` is the Authentication Data field, `octets` what
+    /// RFC 7296 §2.15 says the peer signed (built by the caller).
+    pub fn verify_auth(
+        &self,
+        method: AuthMethod,
+        auth_data: &[u8],
+        octets: &[u8],
+    ) -> Result<(), AuthError> {
+        let mismatch = || AuthError::MethodKeyMismatch {
+            method: method.code(),
+            key: self.key.name(),
+        };
+        let (alg, signature): (&'static dyn VerificationAlgorithm, &[u8]) = match method {
+            // RFC 7296 §3.8 method 1 is PKCS#1 v1.5; RFC 7427 §1 notes its hash is SHA-1.
+            AuthMethod::RsaPkcs1 => match self.key {
+                PublicKey::Rsa(_) => (
+                    &signature::RSA_PKCS1_2048_8192_SHA1_FOR_LEGACY_USE_ONLY,
+                    auth_data,
+                ),
+                _ => return Err(mismatch()),
+            },
+            AuthMethod::EcdsaP256Sha256 => match self.key {
+                PublicKey::EcP256(_) => (&signature::ECDSA_P256_SHA256_FIXED, auth_data),
+                _ => return Err(mismatch()),
+            },
+            AuthMethod::EcdsaP384Sha384 => match self.key {
+                PublicKey::EcP384(_) => (&signature::ECDSA_P384_SHA384_FIXED, auth_data),
+                _ => return Err(mismatch()),
+            },
+            AuthMethod::DigitalSignature => {
+                let (scheme, signature) = algid::parse(auth_data)?;
+                (
+                    method14_alg(scheme, &self.key).ok_or_else(mismatch)?,
+                    signature,
+                )
+            }
+        };
+        UnparsedPublicKey::new(alg, self.key.bytes())
+            .verify(octets, signature)
+            .map_err(|_| AuthError::BadSignature)
+    }
+
+    /// Whether the ID payload `id` names this certificate: a DER DN equal to the subject; an
+    /// FQDN (ASCII case-insensitive, trailing dot ignored), email address (case-insensitive)
+    /// or IP address among the subjectAltNames; a KEY_ID equal to the subjectKeyIdentifier or
+    /// to the SHA-1 of the SubjectPublicKeyInfo.
+    pub fn matches_id(&self, id: &Identity) -> bool {
+        match id.id_type {
+            IdType::DerAsn1Dn => id.data == self.subject_der,
+            IdType::Fqdn => {
+                let want = id.data.strip_suffix(b".").unwrap_or(&id.data);
+                self.dns_names.iter().any(|n| {
+                    let n = n.strip_suffix('.').unwrap_or(n);
+                    n.as_bytes().eq_ignore_ascii_case(want)
+                })
+            }
+            IdType::Rfc822Addr => self
+                .emails
+                .iter()
+                .any(|e| e.as_bytes().eq_ignore_ascii_case(&id.data)),
+            IdType::Ipv4Addr | IdType::Ipv6Addr => {
+                id.ip_addr().is_some_and(|a| self.ips.contains(&a))
+            }
+            IdType::KeyId => {
+                self.subject_key_id.as_deref() == Some(id.data.as_slice())
+                    || id.data == self.spki_sha1
+            }
+        }
+    }
+
+    /// The subject DN as text (RFC 4514 style, e.g. `CN=client1.gate64.lab`), for logs and
+    /// `gate64 status`.
+    pub fn subject(&self) -> String {
+        self.subject.clone()
+    }
+
+    /// The leaf certificate's DER.
+    pub fn der(&self) -> &[u8] {
+        &self.der
+    }
+
+    /// The DNS names of the subjectAltName extension.
+    pub fn dns_names(&self) -> &[String] {
+        &self.dns_names
+    }
+
+    /// The IP addresses of the subjectAltName extension.
+    pub fn ip_addrs(&self) -> &[IpAddr] {
+        &self.ips
+    }
+}
+
+/// A certificate's public key, as aws-lc-rs takes it.
+#[derive(Clone, Debug)]
+pub(crate) enum PublicKey {
+    /// Uncompressed point (SEC1 0x04‖x‖y).
+    EcP256(Vec<u8>),
+    EcP384(Vec<u8>),
+    EcP521(Vec<u8>),
+    /// DER RSAPublicKey (PKCS#1).
+    Rsa(Vec<u8>),
+    Other,
+}
+
+impl PublicKey {
+    pub(crate) fn bytes(&self) -> &[u8] {
+        match self {
+            PublicKey::EcP256(b) | PublicKey::EcP384(b) | PublicKey::EcP521(b) => b,
+            PublicKey::Rsa(b) => b,
+            PublicKey::Other => &[],
+        }
+    }
+
+    fn name(&self) -> &'static str {
+        match self {
+            PublicKey::EcP256(_) => "ECDSA P-256",
+            PublicKey::EcP384(_) => "ECDSA P-384",
+            PublicKey::EcP521(_) => "ECDSA P-521",
+            PublicKey::Rsa(_) => "RSA",
+            PublicKey::Other => "unsupported",
+        }
+    }
+}
+
+fn method14_alg(scheme: Scheme, key: &PublicKey) -> Option<&'static dyn VerificationAlgorithm> {
+    use SigHash::{Sha256, Sha384, Sha512};
+    use signature as s;
+    Some(match (scheme, key) {
+        (Scheme::Ecdsa(Sha256), PublicKey::EcP256(_)) => &s::ECDSA_P256_SHA256_ASN1,
+        (Scheme::Ecdsa(Sha384), PublicKey::EcP256(_)) => &s::ECDSA_P256_SHA384_ASN1,
+        (Scheme::Ecdsa(Sha512), PublicKey::EcP256(_)) => &s::ECDSA_P256_SHA512_ASN1,
+        (Scheme::Ecdsa(Sha256), PublicKey::EcP384(_)) => &s::ECDSA_P384_SHA256_ASN1,
+        (Scheme::Ecdsa(Sha384), PublicKey::EcP384(_)) => &s::ECDSA_P384_SHA384_ASN1,
+        (Scheme::Ecdsa(Sha512), PublicKey::EcP384(_)) => &s::ECDSA_P384_SHA512_ASN1,
+        (Scheme::Ecdsa(Sha256), PublicKey::EcP521(_)) => &s::ECDSA_P521_SHA256_ASN1,
+        (Scheme::Ecdsa(Sha384), PublicKey::EcP521(_)) => &s::ECDSA_P521_SHA384_ASN1,
+        (Scheme::Ecdsa(Sha512), PublicKey::EcP521(_)) => &s::ECDSA_P521_SHA512_ASN1,
+        (Scheme::RsaPkcs1(Sha256), PublicKey::Rsa(_)) => &s::RSA_PKCS1_2048_8192_SHA256,
+        (Scheme::RsaPkcs1(Sha384), PublicKey::Rsa(_)) => &s::RSA_PKCS1_2048_8192_SHA384,
+        (Scheme::RsaPkcs1(Sha512), PublicKey::Rsa(_)) => &s::RSA_PKCS1_2048_8192_SHA512,
+        (Scheme::RsaPss(Sha256), PublicKey::Rsa(_)) => &s::RSA_PSS_2048_8192_SHA256,
+        (Scheme::RsaPss(Sha384), PublicKey::Rsa(_)) => &s::RSA_PSS_2048_8192_SHA384,
+        (Scheme::RsaPss(Sha512), PublicKey::Rsa(_)) => &s::RSA_PSS_2048_8192_SHA512,
+        _ => return None,
+    })
+}
+
+/// Reads what authentication needs from a certificate (no trust decision).
+pub(crate) fn parse_leaf(der: &[u8]) -> Result<PeerCert, AuthError> {
+    let (_, cert) =
+        X509Certificate::from_der(der).map_err(|_| AuthError::Malformed("certificate"))?;
+    let spki = cert.public_key();
+    let key = public_key(spki);
+    let (mut dns_names, mut emails, mut ips) = (Vec::new(), Vec::new(), Vec::new());
+    let san = cert
+        .subject_alternative_name()
+        .map_err(|_| AuthError::Malformed("subjectAltName extension"))?;
+    for name in san.iter().flat_map(|san| san.value.general_names.iter()) {
+        match name {
+            GeneralName::DNSName(n) => dns_names.push((*n).to_owned()),
+            GeneralName::RFC822Name(e) => emails.push((*e).to_owned()),
+            GeneralName::IPAddress(a) => {
+                if let Ok(v4) = <[u8; 4]>::try_from(*a) {
+                    ips.push(IpAddr::from(v4));
+                } else if let Ok(v6) = <[u8; 16]>::try_from(*a) {
+                    ips.push(IpAddr::from(v6));
+                }
+            }
+            _ => {}
+        }
+    }
+    let subject_key_id = cert
+        .extensions()
+        .iter()
+        .find_map(|e| match e.parsed_extension() {
+            ParsedExtension::SubjectKeyIdentifier(ki) => Some(ki.0.to_vec()),
+            _ => None,
+        });
+    let key_usage = cert
+        .key_usage()
+        .map_err(|_| AuthError::Malformed("keyUsage extension"))?;
+    // RFC 4945 §5.1.3.2: digitalSignature or nonRepudiation when the extension is present.
+    let may_sign =
+        key_usage.is_none_or(|ku| ku.value.digital_signature() || ku.value.non_repudiation());
+    Ok(PeerCert {
+        der: der.to_vec(),
+        subject_der: cert.subject().as_raw().to_vec(),
+        subject: cert.subject().to_string(),
+        dns_names,
+        emails,
+        ips,
+        subject_key_id,
+        spki_sha1: digest::digest(&digest::SHA1_FOR_LEGACY_USE_ONLY, spki.raw)
+            .as_ref()
+            .to_vec(),
+        key,
+        may_sign,
+    })
+}
+
+fn public_key(spki: &x509_parser::x509::SubjectPublicKeyInfo<'_>) -> PublicKey {
+    const ID_EC_PUBLIC_KEY: &[u8] = &[0x2a, 0x86, 0x48, 0xce, 0x3d, 0x02, 0x01];
+    const RSA_ENCRYPTION: &[u8] = &[0x2a, 0x86, 0x48, 0x86, 0xf7, 0x0d, 0x01, 0x01, 0x01];
+    const P256: &[u8] = &[0x2a, 0x86, 0x48, 0xce, 0x3d, 0x03, 0x01, 0x07];
+    const P384: &[u8] = &[0x2b, 0x81, 0x04, 0x00, 0x22];
+    const P521: &[u8] = &[0x2b, 0x81, 0x04, 0x00, 0x23];
+    let bits = spki.subject_public_key.data.to_vec();
+    match spki.algorithm.algorithm.as_bytes() {
+        RSA_ENCRYPTION => PublicKey::Rsa(bits),
+        ID_EC_PUBLIC_KEY => {
+            let curve = spki
+                .algorithm
+                .parameters
+                .as_ref()
+                .and_then(|p| p.as_oid().ok());
+            match curve.as_ref().map(|c| c.as_bytes()) {
+                Some(P256) => PublicKey::EcP256(bits),
+                Some(P384) => PublicKey::EcP384(bits),
+                Some(P521) => PublicKey::EcP521(bits),
+                _ => PublicKey::Other,
+            }
+        }
+        _ => PublicKey::Other,
+    }
+}
+
+/// Signature algorithms accepted on the certificates of a chain (webpki refuses SHA-1).
+static CHAIN_SIGNATURE_ALGS: &[&dyn SignatureVerificationAlgorithm] = &[
+    webpki::aws_lc_rs::ECDSA_P256_SHA256,
+    webpki::aws_lc_rs::ECDSA_P256_SHA384,
+    webpki::aws_lc_rs::ECDSA_P256_SHA512,
+    webpki::aws_lc_rs::ECDSA_P384_SHA256,
+    webpki::aws_lc_rs::ECDSA_P384_SHA384,
+    webpki::aws_lc_rs::ECDSA_P384_SHA512,
+    webpki::aws_lc_rs::ECDSA_P521_SHA256,
+    webpki::aws_lc_rs::ECDSA_P521_SHA384,
+    webpki::aws_lc_rs::ECDSA_P521_SHA512,
+    webpki::aws_lc_rs::ED25519,
+    webpki::aws_lc_rs::RSA_PKCS1_2048_8192_SHA256,
+    webpki::aws_lc_rs::RSA_PKCS1_2048_8192_SHA384,
+    webpki::aws_lc_rs::RSA_PKCS1_2048_8192_SHA512,
+    webpki::aws_lc_rs::RSA_PKCS1_2048_8192_SHA256_ABSENT_PARAMS,
+    webpki::aws_lc_rs::RSA_PKCS1_2048_8192_SHA384_ABSENT_PARAMS,
+    webpki::aws_lc_rs::RSA_PKCS1_2048_8192_SHA512_ABSENT_PARAMS,
+    webpki::aws_lc_rs::RSA_PKCS1_3072_8192_SHA384,
+    webpki::aws_lc_rs::RSA_PSS_2048_8192_SHA256_LEGACY_KEY,
+    webpki::aws_lc_rs::RSA_PSS_2048_8192_SHA384_LEGACY_KEY,
+    webpki::aws_lc_rs::RSA_PSS_2048_8192_SHA512_LEGACY_KEY,
+];
+
+/// The extended key usage rule of the module docs: absent, or one of these purposes.
+struct IkeEku;
+
+/// id-kp-ipsecIKE (RFC 4945 §5.1.3.12), anyExtendedKeyUsage (RFC 5280 §4.2.1.12), serverAuth,
+/// clientAuth, as OID contents.
+const ACCEPTED_EKUS: [&[u8]; 4] = [
+    &[0x2b, 0x06, 0x01, 0x05, 0x05, 0x07, 0x03, 0x11],
+    &[0x55, 0x1d, 0x25, 0x00],
+    &[0x2b, 0x06, 0x01, 0x05, 0x05, 0x07, 0x03, 0x01],
+    &[0x2b, 0x06, 0x01, 0x05, 0x05, 0x07, 0x03, 0x02],
+];
+
+impl ExtendedKeyUsageValidator for IkeEku {
+    fn validate(&self, purposes: KeyPurposeIdIter<'_, '_>) -> Result<(), webpki::Error> {
+        let mut present = Vec::new();
+        for purpose in purposes {
+            let purpose = purpose?;
+            if ACCEPTED_EKUS
+                .iter()
+                .any(|oid| KeyPurposeId::new(oid) == purpose)
+            {
+                return Ok(());
+            }
+            present.push(purpose.to_decoded_oid());
+        }
+        if present.is_empty() {
+            return Ok(());
+        }
+        Err(webpki::Error::RequiredEkuNotFoundContext(
+            RequiredEkuNotFoundContext {
+                required: KeyUsage::required(ACCEPTED_EKUS[0]),
+                present,
+            },
+        ))
+    }
+}
+
+fn chain_error(e: webpki::Error) -> AuthError {
+    use webpki::Error as E;
+    match e {
+        // A signature that does not verify under the CA whose name the certificate gives as its
+        // issuer (another CA with the same DN, or a forged certificate): not issued by a trusted
+        // CA either.
+        E::UnknownIssuer | E::InvalidSignatureForPublicKey => AuthError::UnknownCa,
+        E::CertExpired { .. } => AuthError::Expired,
+        E::CertNotValidYet { .. } => AuthError::NotYetValid,
+        E::RequiredEkuNotFoundContext(_) => {
+            AuthError::BadKeyUsage("extended key usage lacks ipsecIKE, serverAuth and clientAuth")
+        }
+        E::BadDer | E::BadDerTime | E::TrailingData(_) => AuthError::Malformed("certificate chain"),
+        other => AuthError::BadChain(format!("{other:?}")),
+    }
+}

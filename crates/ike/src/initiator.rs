@@ -1,0 +1,623 @@
+//! The IKEv2 initiator (RFC 7296 §1.2), sans-IO: one IKE SA with one child SA, as
+//! `gate64 connect` builds for each of its two tunnels. IKE_SA_INIT (retrying on
+//! INVALID_KE_PAYLOAD and COOKIE), IKE_AUTH with certificates, a CFG_REQUEST for an inner
+//! IPv6 address, retransmission of the outstanding request (§2.1), and liveness answers.
+//!
+//! Rekeying from the initiator side, and MOBIKE, are not implemented: the responder (gate64
+//! or strongSwan) keeps the SAs up to their hard lifetime.
+
+use std::collections::VecDeque;
+use std::net::{IpAddr, Ipv6Addr, SocketAddr};
+use std::time::{Duration, Instant, SystemTime};
+
+use crate::auth::{AuthError, AuthMethod, Credentials, Identity, SigHash, TrustAnchors};
+use crate::child_sa::{
+    ChildSaPair, Cipher, Lifetime, Peer, SaKeys, SaParams, Selector, TunnelKind,
+};
+use crate::keys::{self, CryptoError, Group, IkeKeys, KeyExchange};
+use crate::message::{
+    CfgAttribute, Configuration, Header, Identification, Message, Notify, Payload, Proposal,
+    TrafficSelector, Transform, cfg, exchange, find_notify, flags, notify, transform,
+};
+
+/// What the initiator negotiates.
+#[derive(Debug)]
+pub struct InitiatorConfig {
+    /// Our certificate chain and key.
+    pub credentials: Credentials,
+    /// CAs the responder's certificate must chain to.
+    pub anchors: TrustAnchors,
+    /// The group of the first KE payload (the other one is offered too).
+    pub group: Group,
+    /// Ask for an inner IPv6 address (CFG_REQUEST).
+    pub request_address: bool,
+    /// Our traffic selectors (with `request_address`, `::/0` to be narrowed).
+    pub tsi: Vec<TrafficSelector>,
+    /// The responder-side selectors asked for.
+    pub tsr: Vec<TrafficSelector>,
+    /// Which tunnel this IKE SA is for (reported with the child SA).
+    pub tunnel: TunnelKind,
+    /// Retransmit an unanswered request after this long, doubling (RFC 7296 §2.1).
+    pub retransmit_after: Duration,
+    /// Give up after this many retransmissions.
+    pub max_retransmits: u32,
+}
+
+/// What the initiator reports.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum InitiatorEvent {
+    /// IKE_AUTH completed; the child SA (gate64's side: `inbound` is what we receive).
+    Established {
+        /// The responder's certificate subject.
+        identity: String,
+        /// The inner address the responder gave (CFG_REPLY), if asked.
+        inner: Option<IpAddr>,
+        /// The child SA.
+        child: Box<ChildSaPair>,
+    },
+    /// The negotiation failed.
+    Failed(InitiatorError),
+}
+
+/// Why the initiator gave up.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum InitiatorError {
+    /// The responder answered with this error notify.
+    #[error("responder refused with notify {0}")]
+    Notify(u16),
+    /// The responder's certificate or AUTH did not verify.
+    #[error("responder authentication failed: {0}")]
+    Auth(AuthError),
+    /// A response we cannot use.
+    #[error("malformed response")]
+    Malformed,
+    /// No response after every retransmission.
+    #[error("no response")]
+    Timeout,
+    /// Our crypto library failed.
+    #[error("crypto failure")]
+    Crypto,
+}
+
+impl From<CryptoError> for InitiatorError {
+    fn from(_: CryptoError) -> Self {
+        InitiatorError::Crypto
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum State {
+    Init,
+    Auth,
+    Established,
+    Failed,
+}
+
+/// One IKE SA from the initiator's side.
+pub struct Initiator {
+    config: InitiatorConfig,
+    clock: (Instant, SystemTime),
+    local: SocketAddr,
+    remote: SocketAddr,
+    state: State,
+    pub(crate) spi_i: u64,
+    pub(crate) spi_r: u64,
+    kex: KeyExchange,
+    pub(crate) ni: Vec<u8>,
+    pub(crate) nr: Vec<u8>,
+    cookie: Option<Vec<u8>>,
+    init_request: Vec<u8>,
+    init_response: Vec<u8>,
+    pub(crate) keys: Option<IkeKeys>,
+    pub(crate) next_id: u32,
+    child_spi: u32,
+    outstanding: Option<(Vec<u8>, Instant, u32)>,
+    transmits: VecDeque<(SocketAddr, SocketAddr, Vec<u8>)>,
+    events: VecDeque<InitiatorEvent>,
+}
+
+impl Initiator {
+    /// An initiator from `local` to the responder at `remote`; `wall` is the wall-clock time
+    /// at `now` (certificate validity).
+    pub fn new(
+        config: InitiatorConfig,
+        now: Instant,
+        wall: SystemTime,
+        local: SocketAddr,
+        remote: SocketAddr,
+    ) -> Result<Self, CryptoError> {
+        let kex = KeyExchange::generate(config.group)?;
+        let spi = keys::random_bytes(12)?;
+        let spi_i = u64::from_be_bytes([
+            spi[0], spi[1], spi[2], spi[3], spi[4], spi[5], spi[6], spi[7],
+        ]) | 1;
+        let child_spi = u32::from_be_bytes([spi[8], spi[9], spi[10], spi[11]]).max(256);
+        Ok(Initiator {
+            config,
+            clock: (now, wall),
+            local,
+            remote,
+            state: State::Init,
+            spi_i,
+            spi_r: 0,
+            kex,
+            ni: keys::random_bytes(32)?,
+            nr: Vec::new(),
+            cookie: None,
+            init_request: Vec::new(),
+            init_response: Vec::new(),
+            keys: None,
+            next_id: 0,
+            child_spi,
+            outstanding: None,
+            transmits: VecDeque::new(),
+            events: VecDeque::new(),
+        })
+    }
+
+    /// Sends IKE_SA_INIT.
+    pub fn start(&mut self, now: Instant) {
+        if let Err(e) = self.send_init(now) {
+            self.fail(e);
+        }
+    }
+
+    /// The next datagram to send: (local, remote, bytes without the non-ESP marker).
+    pub fn poll_transmit(&mut self) -> Option<(SocketAddr, SocketAddr, Vec<u8>)> {
+        self.transmits.pop_front()
+    }
+
+    /// The next event.
+    pub fn poll_event(&mut self) -> Option<InitiatorEvent> {
+        self.events.pop_front()
+    }
+
+    /// When to call [`Initiator::handle_timeout`].
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        self.outstanding.as_ref().map(|(_, at, _)| *at)
+    }
+
+    /// Retransmits the outstanding request, or gives up.
+    pub fn handle_timeout(&mut self, now: Instant) {
+        let Some((bytes, at, tries)) = self.outstanding.take() else {
+            return;
+        };
+        if now < at {
+            self.outstanding = Some((bytes, at, tries));
+            return;
+        }
+        if tries >= self.config.max_retransmits {
+            return self.fail(InitiatorError::Timeout);
+        }
+        let wait = self.config.retransmit_after * 2u32.saturating_pow(tries + 1);
+        self.transmits
+            .push_back((self.local, self.remote, bytes.clone()));
+        self.outstanding = Some((bytes, now + wait, tries + 1));
+    }
+
+    /// Whether IKE_AUTH completed.
+    pub fn is_established(&self) -> bool {
+        self.state == State::Established
+    }
+
+    /// Handles a datagram from the responder.
+    pub fn handle(&mut self, now: Instant, datagram: &[u8]) {
+        let Ok(m) = Message::parse(datagram) else {
+            return;
+        };
+        let h = m.header;
+        if h.spi_i != self.spi_i {
+            return;
+        }
+        if !h.is_response() {
+            return self.answer_request(h, datagram);
+        }
+        let result = match (self.state, h.exchange) {
+            (State::Init, exchange::IKE_SA_INIT) => self.on_init_response(now, datagram, &m),
+            (State::Auth, exchange::IKE_AUTH) if h.message_id == 1 => {
+                self.on_auth_response(now, datagram)
+            }
+            _ => Ok(()),
+        };
+        if let Err(e) = result {
+            self.fail(e);
+        }
+    }
+
+    fn fail(&mut self, e: InitiatorError) {
+        self.state = State::Failed;
+        self.outstanding = None;
+        self.events.push_back(InitiatorEvent::Failed(e));
+    }
+
+    fn send(&mut self, now: Instant, bytes: Vec<u8>) {
+        self.transmits
+            .push_back((self.local, self.remote, bytes.clone()));
+        self.outstanding = Some((bytes, now + self.config.retransmit_after, 0));
+    }
+
+    fn send_init(&mut self, now: Instant) -> Result<(), InitiatorError> {
+        let mut payloads = Vec::new();
+        if let Some(c) = &self.cookie {
+            payloads.push(Payload::Notify(Notify::new(notify::COOKIE, c.clone())));
+        }
+        let mut transforms = vec![
+            Transform::with_key_length(transform::ENCR, transform::ENCR_AES_GCM_16, 256),
+            Transform::new(transform::PRF, transform::PRF_HMAC_SHA2_256),
+        ];
+        for g in [self.config.group, Group::Ecp256, Group::Curve25519] {
+            if !transforms
+                .iter()
+                .any(|t| t.kind == transform::KE && t.id == g.id())
+            {
+                transforms.push(Transform::new(transform::KE, g.id()));
+            }
+        }
+        let proposal = Proposal {
+            number: 1,
+            protocol: transform::PROTO_IKE,
+            spi: Vec::new(),
+            transforms,
+        };
+        payloads.extend([
+            Payload::Sa(vec![proposal]),
+            Payload::Ke {
+                group: self.kex.group().id(),
+                data: self.kex.public_data()?,
+            },
+            Payload::Nonce(self.ni.clone()),
+            Payload::Notify(Notify::new(
+                notify::IKEV2_FRAGMENTATION_SUPPORTED,
+                Vec::new(),
+            )),
+            Payload::Notify(Notify::new(
+                notify::SIGNATURE_HASH_ALGORITHMS,
+                SigHash::notify_data(),
+            )),
+        ]);
+        let header = Header {
+            spi_i: self.spi_i,
+            spi_r: 0,
+            exchange: exchange::IKE_SA_INIT,
+            flags: flags::INITIATOR,
+            message_id: 0,
+        };
+        self.init_request = Message { header, payloads }.emit();
+        let bytes = self.init_request.clone();
+        self.send(now, bytes);
+        Ok(())
+    }
+
+    fn on_init_response(
+        &mut self,
+        now: Instant,
+        datagram: &[u8],
+        m: &Message,
+    ) -> Result<(), InitiatorError> {
+        if let Some(n) = m.notify(notify::COOKIE) {
+            self.cookie = Some(n.data.clone());
+            return self.send_init(now);
+        }
+        if let Some(n) = m.notify(notify::INVALID_KE_PAYLOAD) {
+            let wanted = <[u8; 2]>::try_from(n.data.as_slice())
+                .ok()
+                .map(u16::from_be_bytes);
+            let group = wanted
+                .and_then(Group::from_id)
+                .ok_or(InitiatorError::Notify(notify::INVALID_KE_PAYLOAD))?;
+            if group == self.kex.group() {
+                return Err(InitiatorError::Notify(notify::INVALID_KE_PAYLOAD));
+            }
+            self.kex = KeyExchange::generate(group)?;
+            return self.send_init(now);
+        }
+        if let Some(n) = m.payloads.iter().find_map(|p| match p {
+            Payload::Notify(n) if n.is_error() => Some(n.kind),
+            _ => None,
+        }) {
+            return Err(InitiatorError::Notify(n));
+        }
+        let (mut ke, mut nr) = (None, None);
+        for p in &m.payloads {
+            match p {
+                Payload::Ke { data, .. } => ke = Some(data.as_slice()),
+                Payload::Nonce(n) => nr = Some(n.clone()),
+                _ => {}
+            }
+        }
+        let (ke, nr) = (
+            ke.ok_or(InitiatorError::Malformed)?,
+            nr.ok_or(InitiatorError::Malformed)?,
+        );
+        let shared = self.kex.agree(ke).map_err(|_| InitiatorError::Malformed)?;
+        self.spi_r = m.header.spi_r;
+        let keys = IkeKeys::derive(&shared, &self.ni, &nr, self.spi_i, self.spi_r)?;
+        self.nr = nr;
+        self.send_auth(now, datagram, &keys, m)?;
+        self.keys = Some(keys);
+        Ok(())
+    }
+
+    fn send_auth(
+        &mut self,
+        now: Instant,
+        init_response: &[u8],
+        keys: &IkeKeys,
+        m: &Message,
+    ) -> Result<(), InitiatorError> {
+        let ours = self.config.credentials.id();
+        let idi = Identification {
+            kind: ours.id_type.code(),
+            data: ours.data.clone(),
+        };
+        let octets = [
+            &self.init_request[..],
+            &self.nr,
+            &keys::prf(&keys.sk_pi.0, &[&idi.body()]),
+        ]
+        .concat();
+        let hashes = find_notify(&m.payloads, notify::SIGNATURE_HASH_ALGORITHMS)
+            .and_then(|n| SigHash::parse_notify(&n.data).ok())
+            .unwrap_or_default();
+        let method = if hashes.is_empty() {
+            self.config.credentials.classic_method()
+        } else {
+            AuthMethod::DigitalSignature
+        };
+        let (method, auth) = self
+            .config
+            .credentials
+            .sign(method, &octets, &hashes)
+            .map_err(InitiatorError::Auth)?;
+        // The responder's IKE_SA_INIT message is what it signs (RFC 7296 §2.15).
+        self.init_response = init_response.to_vec();
+        let mut payloads = vec![Payload::IdI(idi)];
+        payloads.extend(self.config.credentials.chain_der().map(|c| Payload::Cert {
+            encoding: 4,
+            data: c.to_vec(),
+        }));
+        payloads.push(Payload::Notify(Notify::new(
+            notify::INITIAL_CONTACT,
+            Vec::new(),
+        )));
+        payloads.push(Payload::Auth {
+            method: method.code(),
+            data: auth,
+        });
+        if self.config.request_address {
+            let attributes = vec![CfgAttribute {
+                kind: cfg::INTERNAL_IP6_ADDRESS,
+                value: Vec::new(),
+            }];
+            payloads.push(Payload::Cp(Configuration {
+                kind: cfg::REQUEST,
+                attributes,
+            }));
+        }
+        let proposal = self.esp_proposal();
+
+        payloads.extend([
+            Payload::Sa(vec![proposal]),
+            Payload::TsI(self.config.tsi.clone()),
+            Payload::TsR(self.config.tsr.clone()),
+        ]);
+        let header = Header {
+            spi_i: self.spi_i,
+            spi_r: self.spi_r,
+            exchange: exchange::IKE_AUTH,
+            flags: flags::INITIATOR,
+            message_id: 1,
+        };
+        let bytes = keys::seal_message(&header, &payloads, &keys.sk_ei)?;
+        self.state = State::Auth;
+        self.next_id = 2;
+        self.send(now, bytes);
+        Ok(())
+    }
+
+    fn esp_proposal(&self) -> Proposal {
+        Proposal {
+            number: 1,
+            protocol: transform::PROTO_ESP,
+            spi: self.child_spi.to_be_bytes().to_vec(),
+            transforms: vec![
+                Transform::with_key_length(transform::ENCR, transform::ENCR_AES_GCM_16, 256),
+                Transform::new(transform::ESN, transform::ESN_NONE),
+            ],
+        }
+    }
+
+    fn on_auth_response(&mut self, now: Instant, datagram: &[u8]) -> Result<(), InitiatorError> {
+        let keys = self.keys.clone().ok_or(InitiatorError::Malformed)?;
+        let Ok((_, inner)) = keys::open_message(datagram, &keys.sk_er) else {
+            return Ok(());
+        };
+        self.outstanding = None;
+        if let Some(kind) = inner.iter().find_map(|p| match p {
+            Payload::Notify(n) if n.is_error() => Some(n.kind),
+            _ => None,
+        }) {
+            return Err(InitiatorError::Notify(kind));
+        }
+        let parts = AuthResponse::from(&inner).ok_or(InitiatorError::Malformed)?;
+        let octets = [
+            &self.init_response[..],
+            &self.ni,
+            &keys::prf(&keys.sk_pr.0, &[&parts.id.body()]),
+        ]
+        .concat();
+        let identity = self
+            .verify_responder(now, &parts, &octets)
+            .map_err(InitiatorError::Auth)?;
+        let child = self.child(now, &keys, &parts)?;
+        self.state = State::Established;
+        self.init_request = Vec::new();
+        self.init_response = Vec::new();
+        self.events.push_back(InitiatorEvent::Established {
+            identity,
+            inner: parts.inner,
+            child: Box::new(child),
+        });
+        Ok(())
+    }
+
+    fn verify_responder(
+        &self,
+        now: Instant,
+        p: &AuthResponse<'_>,
+        octets: &[u8],
+    ) -> Result<String, AuthError> {
+        let wall = self.clock.1 + now.saturating_duration_since(self.clock.0);
+        let (leaf, rest) = p.certs.split_first().ok_or(AuthError::NoCertificate)?;
+        let cert = self.config.anchors.verify_peer(leaf, rest, wall)?;
+        if !cert.matches_id(&Identity::from_payload_body(&p.id.body())?) {
+            return Err(AuthError::IdMismatch);
+        }
+        let method =
+            AuthMethod::from_code(p.method).ok_or(AuthError::UnsupportedMethod(p.method))?;
+        cert.verify_auth(method, p.auth, octets)?;
+        Ok(cert.subject())
+    }
+
+    fn child(
+        &self,
+        now: Instant,
+        keys: &IkeKeys,
+        p: &AuthResponse<'_>,
+    ) -> Result<ChildSaPair, InitiatorError> {
+        let proposal = p.proposals.first().ok_or(InitiatorError::Malformed)?;
+        let spi =
+            <[u8; 4]>::try_from(proposal.spi.as_slice()).map_err(|_| InitiatorError::Malformed)?;
+        let esn = proposal
+            .transforms
+            .iter()
+            .any(|t| t.kind == transform::ESN && t.id == transform::ESN_ENABLED);
+        let (i_to_r, r_to_i) = keys::child_keymat(
+            &keys.sk_d,
+            None,
+            &self.ni,
+            &self.nr,
+            keys::AES256_GCM_KEYMAT,
+        );
+        let sel = |l: &[TrafficSelector]| -> Vec<Selector> {
+            l.iter()
+                .map(|t| Selector {
+                    start: t.start,
+                    end: t.end,
+                    protocol: t.protocol,
+                    ports: t.start_port..=t.end_port,
+                })
+                .collect()
+        };
+        let lifetime = Lifetime {
+            soft_bytes: u64::MAX,
+            hard_bytes: u64::MAX,
+            soft_after: Duration::MAX,
+            hard_after: Duration::MAX,
+        };
+        let params = |spi, key: keys::Secret| SaParams {
+            spi,
+            keys: SaKeys {
+                cipher: Cipher::AesGcm16_256,
+                key: key.0,
+            },
+            esn,
+            lifetime,
+            created: now,
+            local_ts: sel(p.tsi),
+            remote_ts: sel(p.tsr),
+        };
+        let outer = match self.remote.ip() {
+            IpAddr::V6(a) => a,
+            IpAddr::V4(a) => a.to_ipv6_mapped(),
+        };
+        Ok(ChildSaPair {
+            inbound: params(self.child_spi, r_to_i),
+            outbound: params(u32::from_be_bytes(spi), i_to_r),
+            peer: Peer {
+                outer,
+                udp_encap: (self.remote.port() == 4500).then_some(4500),
+                inner: p.inner.into_iter().collect(),
+            },
+            tunnel: self.config.tunnel,
+            ike_spi: self.spi_i,
+        })
+    }
+
+    /// Answers the responder's requests: an empty response to liveness checks and deletes.
+    fn answer_request(&mut self, h: Header, datagram: &[u8]) {
+        let Some(keys) = self.keys.clone() else {
+            return;
+        };
+        let Ok((_, inner)) = keys::open_message(datagram, &keys.sk_er) else {
+            return;
+        };
+        let deleted = inner
+            .iter()
+            .any(|p| matches!(p, Payload::Delete(d) if d.protocol == transform::PROTO_IKE));
+        let header = Header {
+            flags: flags::RESPONSE | flags::INITIATOR,
+            ..h
+        };
+        if let Ok(bytes) = keys::seal_message(&header, &[], &keys.sk_ei) {
+            self.transmits.push_back((self.local, self.remote, bytes));
+        }
+        if deleted {
+            self.fail(InitiatorError::Notify(0));
+        }
+    }
+}
+
+struct AuthResponse<'a> {
+    id: &'a Identification,
+    certs: Vec<&'a [u8]>,
+    method: u8,
+    auth: &'a [u8],
+    inner: Option<IpAddr>,
+    proposals: &'a [Proposal],
+    tsi: &'a [TrafficSelector],
+    tsr: &'a [TrafficSelector],
+}
+
+impl<'a> AuthResponse<'a> {
+    fn from(inner: &'a [Payload]) -> Option<Self> {
+        let (mut id, mut auth, mut address, mut proposals, mut tsi, mut tsr) =
+            (None, None, None, None, None, None);
+        let mut certs = Vec::new();
+        for p in inner {
+            match p {
+                Payload::IdR(i) => id = Some(i),
+                Payload::Cert { encoding: 4, data } => certs.push(data.as_slice()),
+                Payload::Auth { method, data } => auth = Some((*method, data.as_slice())),
+                Payload::Cp(c) if c.kind == cfg::REPLY => {
+                    address = c.attributes.iter().find_map(|a| {
+                        let b = a
+                            .value
+                            .get(..16)
+                            .filter(|_| a.kind == cfg::INTERNAL_IP6_ADDRESS)?;
+                        <[u8; 16]>::try_from(b)
+                            .ok()
+                            .map(|o| IpAddr::V6(Ipv6Addr::from(o)))
+                    })
+                }
+                Payload::Sa(l) => proposals = Some(l.as_slice()),
+                Payload::TsI(l) => tsi = Some(l.as_slice()),
+                Payload::TsR(l) => tsr = Some(l.as_slice()),
+                _ => {}
+            }
+        }
+        let (method, auth) = auth?;
+        Some(AuthResponse {
+            id: id?,
+            certs,
+            method,
+            auth,
+            inner: address,
+            proposals: proposals?,
+            tsi: tsi?,
+            tsr: tsr?,
+        })
+    }
+}

@@ -1,0 +1,323 @@
+//! IKE_AUTH (RFC 7296 §1.2, §2.15): the client's certificate and AUTH through [`crate::auth`],
+//! ours in return, the configuration payload and the first child SA.
+
+use std::net::IpAddr;
+use std::time::{Instant, SystemTime};
+
+use super::child::{self, ChildPlan, KeRule};
+use super::{Event, Refusal, Responder, init};
+use crate::auth::{AuthError, AuthMethod, Identity, TrustAnchors};
+use crate::keys;
+use crate::message::{
+    Configuration, Header, Identification, Notify, Payload, Proposal, TrafficSelector, cfg,
+    find_notify, notify,
+};
+
+/// The payloads of an IKE_AUTH request gate64 uses.
+struct AuthRequest<'a> {
+    id: &'a Identification,
+    certs: Vec<&'a [u8]>,
+    method: u8,
+    auth_data: &'a [u8],
+    cp: Option<&'a Configuration>,
+    proposals: &'a [Proposal],
+    tsi: &'a [TrafficSelector],
+    tsr: &'a [TrafficSelector],
+}
+
+fn request_parts(inner: &[Payload]) -> Option<AuthRequest<'_>> {
+    let (mut id, mut auth, mut cp, mut proposals, mut tsi, mut tsr) =
+        (None, None, None, None, None, None);
+    let mut certs = Vec::new();
+    for p in inner {
+        match p {
+            Payload::IdI(i) => id = Some(i),
+            Payload::Cert {
+                encoding: init::CERT_X509_SIGNATURE,
+                data,
+            } => certs.push(data.as_slice()),
+            Payload::Auth { method, data } => auth = Some((*method, data.as_slice())),
+            Payload::Cp(c) if c.kind == cfg::REQUEST => cp = Some(c),
+            Payload::Sa(l) => proposals = Some(l.as_slice()),
+            Payload::TsI(l) => tsi = Some(l.as_slice()),
+            Payload::TsR(l) => tsr = Some(l.as_slice()),
+            _ => {}
+        }
+    }
+    let (method, auth_data) = auth?;
+    Some(AuthRequest {
+        id: id?,
+        certs,
+        method,
+        auth_data,
+        cp,
+        proposals: proposals?,
+        tsi: tsi?,
+        tsr: tsr?,
+    })
+}
+
+/// Checks the client: chain to our CAs at `wall`, ID against the certificate, AUTH over
+/// `octets` (RFC 7296 §2.15: the initiator's IKE_SA_INIT request | Nr | prf(SK_pi, IDi')).
+/// Returns the certificate subject.
+fn verify_client(
+    anchors: &TrustAnchors,
+    req: &AuthRequest<'_>,
+    octets: &[u8],
+    wall: SystemTime,
+) -> Result<String, AuthError> {
+    let (leaf, intermediates) = req.certs.split_first().ok_or(AuthError::NoCertificate)?;
+    let peer = anchors.verify_peer(leaf, intermediates, wall)?;
+    let identity = Identity::from_payload_body(&req.id.body())?;
+    if !peer.matches_id(&identity) {
+        return Err(AuthError::IdMismatch);
+    }
+    let method =
+        AuthMethod::from_code(req.method).ok_or(AuthError::UnsupportedMethod(req.method))?;
+    peer.verify_auth(method, req.auth_data, octets)?;
+    Ok(peer.subject())
+}
+
+/// Handles the IKE_AUTH request of a half-open IKE SA.
+pub(super) fn handle(r: &mut Responder, now: Instant, h: Header, inner: Vec<Payload>) {
+    let Some(sa) = r.sas.get(&h.spi_r) else {
+        return;
+    };
+    let (remote, started) = (sa.remote, sa.started);
+    let Some(req) = request_parts(&inner) else {
+        return fail(
+            r,
+            h,
+            now,
+            started,
+            notify::INVALID_SYNTAX,
+            Refusal::Malformed,
+        );
+    };
+    if find_notify(&inner, notify::USE_TRANSPORT_MODE).is_some()
+        || inner.iter().any(|p| p.kind() == 48)
+    {
+        // gate64 builds tunnels only, and authenticates with certificates only (no EAP).
+        return fail(
+            r,
+            h,
+            now,
+            started,
+            notify::NO_PROPOSAL_CHOSEN,
+            Refusal::Unsupported,
+        );
+    }
+    // RFC 7296 §2.15: the initiator signs its IKE_SA_INIT request | Nr | prf(SK_pi, IDi').
+    let octets_i = [
+        &sa.init_request[..],
+        &sa.nr,
+        &keys::prf(&sa.keys.sk_pi.0, &[&req.id.body()]),
+    ]
+    .concat();
+    let identity = match verify_client(&r.config.anchors, &req, &octets_i, r.wall(now)) {
+        Ok(subject) => subject,
+        Err(e) => {
+            tracing::debug!(peer = %remote, error = %e, "ike client authentication failed");
+            let reason = Refusal::Authentication(e.to_string());
+            return fail(r, h, now, started, notify::AUTHENTICATION_FAILED, reason);
+        }
+    };
+    let payloads = match our_auth(r, h.spi_r) {
+        Ok(p) => p,
+        Err(e) => {
+            tracing::warn!(error = %e, "ike: signing our AUTH failed");
+            return fail(
+                r,
+                h,
+                now,
+                started,
+                notify::AUTHENTICATION_FAILED,
+                Refusal::Crypto,
+            );
+        }
+    };
+    establish(r, now, h, &identity);
+    complete(r, now, h, &req, identity, payloads);
+}
+
+/// Adds the first child SA (or the notify refusing it), responds and reports the new SAs.
+fn complete(
+    r: &mut Responder,
+    now: Instant,
+    h: Header,
+    req: &AuthRequest<'_>,
+    identity: String,
+    mut payloads: Vec<Payload>,
+) {
+    let Some((remote, started)) = r.sas.get(&h.spi_r).map(|s| (s.remote, s.started)) else {
+        return;
+    };
+    let (tunnel, pair) = match first_child(r, now, h.spi_r, req, &identity) {
+        Ok((child_payloads, pair)) => {
+            payloads.extend(child_payloads);
+            (Some(pair.tunnel), Some(pair))
+        }
+        Err((kind, reason)) => {
+            // RFC 7296 §1.2: the IKE SA stands even when its first child SA is refused.
+            payloads.push(Payload::Notify(Notify::new(kind, Vec::new())));
+            r.refused(remote, reason);
+            (None, None)
+        }
+    };
+    r.respond(h.spi_r, h, payloads);
+    if let Some(sa) = r.sas.get_mut(&h.spi_r) {
+        sa.tunnel = tunnel;
+    }
+    tracing::info!(peer = %remote, identity = %identity, ?tunnel, "ike sa established");
+    r.event(Event::IkeSaUp {
+        ike_spi: h.spi_i,
+        spi_r: h.spi_r,
+        peer: remote,
+        identity,
+        tunnel,
+    });
+    if let Some(pair) = pair {
+        r.event(Event::ChildSaUp(Box::new(pair)));
+    }
+    r.event(Event::Negotiation {
+        result: Ok(()),
+        duration: now.saturating_duration_since(started),
+    });
+}
+
+/// IDr, our certificates and our AUTH over the IKE_SA_INIT response | Ni | prf(SK_pr, IDr')
+/// (RFC 7296 §2.15), by RFC 7427 when the client sent SIGNATURE_HASH_ALGORITHMS.
+fn our_auth(r: &Responder, spi_r: u64) -> Result<Vec<Payload>, AuthError> {
+    let sa = r.sas.get(&spi_r).ok_or(AuthError::Malformed("no IKE SA"))?;
+    let credentials = &r.config.credentials;
+    let ours = credentials.id();
+    let idr = Identification {
+        kind: ours.id_type.code(),
+        data: ours.data.clone(),
+    };
+    let octets = [
+        &sa.init_response[..],
+        &sa.ni,
+        &keys::prf(&sa.keys.sk_pr.0, &[&idr.body()]),
+    ]
+    .concat();
+    let method = if sa.peer_hashes.is_empty() {
+        credentials.classic_method()
+    } else {
+        AuthMethod::DigitalSignature
+    };
+    let (method, data) = credentials.sign(method, &octets, &sa.peer_hashes)?;
+    let mut payloads = vec![Payload::IdR(idr)];
+    payloads.extend(credentials.chain_der().map(|c| Payload::Cert {
+        encoding: init::CERT_X509_SIGNATURE,
+        data: c.to_vec(),
+    }));
+    payloads.push(Payload::Auth {
+        method: method.code(),
+        data,
+    });
+    Ok(payloads)
+}
+
+/// Marks the IKE SA established and out of the half-open count.
+fn establish(r: &mut Responder, now: Instant, h: Header, identity: &str) {
+    let Some(sa) = r.sas.get_mut(&h.spi_r) else {
+        return;
+    };
+    sa.established = true;
+    sa.identity = Some(identity.to_owned());
+    sa.last_heard = now;
+    // The IKE_SA_INIT messages are only needed for the AUTH octets.
+    sa.init_request = Vec::new();
+    sa.init_response = Vec::new();
+    let ip = sa.remote.ip();
+    init::release_half_open(r, ip);
+}
+
+/// Answers with an error notify, ends the negotiation and forgets the half-open SA.
+fn fail(r: &mut Responder, h: Header, now: Instant, started: Instant, kind: u16, reason: Refusal) {
+    r.respond(
+        h.spi_r,
+        h,
+        vec![Payload::Notify(Notify::new(kind, Vec::new()))],
+    );
+    if let Some(peer) = r.sas.get(&h.spi_r).map(|s| s.remote) {
+        r.refused(peer, reason.clone());
+    }
+    r.event(Event::Negotiation {
+        result: Err(reason),
+        duration: now.saturating_duration_since(started),
+    });
+    r.remove_sa(h.spi_r);
+}
+
+/// The child SA of IKE_AUTH: ESP proposal, tunnel by TSr, inner address (CP or the outer
+/// address), TSi narrowed to it; the payloads CP, SA, TSi, TSr.
+fn first_child(
+    r: &mut Responder,
+    now: Instant,
+    spi_r: u64,
+    req: &AuthRequest<'_>,
+    identity: &str,
+) -> Result<(Vec<Payload>, crate::child_sa::ChildSaPair), child::ChildError> {
+    let choice = child::choose_esp_proposal(req.proposals, KeRule::Ignore)?;
+    let (tunnel, tsr) = child::choose_tunnel(
+        req.tsr,
+        &r.config.infrastructure_prefixes,
+        &r.config.intranet_prefixes,
+    )
+    .ok_or((notify::TS_UNACCEPTABLE, Refusal::TsUnacceptable))?;
+    let wants_address = req.cp.is_some_and(|c| c.has(cfg::INTERNAL_IP6_ADDRESS));
+    let remote_ip = r
+        .sas
+        .get(&spi_r)
+        .map(|s| s.remote.ip())
+        .ok_or((notify::TEMPORARY_FAILURE, Refusal::UnknownSpi))?;
+    let inner: IpAddr = if wants_address {
+        IpAddr::V6(
+            r.pool
+                .lease(identity)
+                .ok_or((notify::INTERNAL_ADDRESS_FAILURE, Refusal::PoolExhausted))?,
+        )
+    } else {
+        remote_ip
+    };
+    let tsi = child::narrow_tsi(req.tsi, inner);
+    if tsi.is_empty() {
+        if wants_address {
+            r.pool.release(identity);
+        }
+        return Err((notify::TS_UNACCEPTABLE, Refusal::TsUnacceptable));
+    }
+    let (ni, nr) = match r.sas.get_mut(&spi_r) {
+        Some(sa) => {
+            sa.inner = Some(inner);
+            sa.leased = wants_address;
+            sa.local_ts = tsr.clone();
+            (sa.ni.clone(), sa.nr.clone())
+        }
+        None => return Err((notify::TEMPORARY_FAILURE, Refusal::UnknownSpi)),
+    };
+    let plan = ChildPlan {
+        choice,
+        tunnel,
+        tsi: tsi.clone(),
+        tsr: tsr.clone(),
+        inner,
+        ni: &ni,
+        nr: &nr,
+        pfs: None,
+    };
+    let (pair, proposal) = child::build_child(r, now, spi_r, plan)
+        .map_err(|_| (notify::TEMPORARY_FAILURE, Refusal::Crypto))?;
+    let mut payloads = Vec::new();
+    if wants_address {
+        payloads.extend(child::cfg_reply(inner));
+    }
+    payloads.extend([
+        Payload::Sa(vec![proposal]),
+        Payload::TsI(tsi),
+        Payload::TsR(tsr),
+    ]);
+    Ok((payloads, pair))
+}

@@ -1,0 +1,618 @@
+//! Child SAs: the ESP proposal, traffic-selector narrowing into gate64's two tunnels
+//! (RFC 7296 §2.9), the configuration payload's address, KEYMAT (§2.17) and CREATE_CHILD_SA
+//! (§1.3: new and rekeyed child SAs, IKE SA rekey §2.18).
+
+use std::net::{IpAddr, Ipv6Addr};
+use std::time::Instant;
+
+use ipnet::IpNet;
+
+use super::{ChildRecord, Event, IkeSa, Refusal, RekeyKind, Responder, init};
+use crate::child_sa::{
+    ChildSaPair, Cipher, Lifetime, Peer, SaKeys, SaParams, Selector, TunnelKind,
+};
+use crate::keys::{self, Group, IkeKeys, KeyExchange, Secret};
+use crate::message::{
+    CfgAttribute, Configuration, Header, Notify, Payload, Proposal, TrafficSelector, Transform,
+    cfg, find_notify, notify, transform,
+};
+
+/// The ESP proposal chosen.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct EspChoice {
+    pub(crate) number: u8,
+    pub(crate) peer_spi: u32,
+    pub(crate) cipher: Cipher,
+    pub(crate) esn: bool,
+    pub(crate) group: Option<Group>,
+}
+
+/// Why a child SA was not built: the notify to send and the reason to report.
+pub(crate) type ChildError = (u16, Refusal);
+
+/// How the KE payload of the request bears on the ESP proposal.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum KeRule {
+    /// IKE_AUTH: KE transforms are ignored (RFC 7296 §1.2, the keys come from the IKE SA).
+    Ignore,
+    /// CREATE_CHILD_SA without a KE payload: no PFS, so a proposal demanding a group is out.
+    Absent,
+    /// CREATE_CHILD_SA with a KE payload of this group: PFS with it.
+    Group(u16),
+}
+
+/// Picks an ESP proposal: ENCR_AES_GCM_16 (256- or 128-bit key), ESN either way, no
+/// integrity, the KE transform as [`KeRule`] says.
+pub(crate) fn choose_esp_proposal(
+    proposals: &[Proposal],
+    ke: KeRule,
+) -> Result<EspChoice, ChildError> {
+    let mut wrong_group = false;
+    for p in proposals
+        .iter()
+        .filter(|p| p.protocol == transform::PROTO_ESP)
+    {
+        let known = [
+            transform::ENCR,
+            transform::INTEG,
+            transform::KE,
+            transform::ESN,
+        ];
+        if p.transforms
+            .iter()
+            .any(|t| !known.contains(&t.kind) || !t.attributes_understood())
+        {
+            continue;
+        }
+        let Ok(spi) = <[u8; 4]>::try_from(p.spi.as_slice()) else {
+            continue;
+        };
+        let (cipher, esn, integ_ok) = esp_transforms(p);
+        let (Some(cipher), true) = (cipher, integ_ok) else {
+            continue;
+        };
+        let groups: Vec<u16> = p
+            .transforms
+            .iter()
+            .filter(|t| t.kind == transform::KE)
+            .map(|t| t.id)
+            .collect();
+        let group = match ke {
+            KeRule::Ignore => None,
+            KeRule::Absent if groups.iter().all(|&g| g == 0) => None,
+            KeRule::Absent => continue,
+            KeRule::Group(g) => match Group::from_id(g).filter(|_| groups.contains(&g)) {
+                Some(g) => Some(g),
+                None => {
+                    wrong_group |= groups.iter().any(|&g| Group::from_id(g).is_some());
+                    continue;
+                }
+            },
+        };
+        return Ok(EspChoice {
+            number: p.number,
+            peer_spi: u32::from_be_bytes(spi),
+            cipher,
+            esn,
+            group,
+        });
+    }
+    if wrong_group {
+        Err((notify::INVALID_KE_PAYLOAD, Refusal::InvalidKe))
+    } else {
+        Err((notify::NO_PROPOSAL_CHOSEN, Refusal::NoProposal))
+    }
+}
+
+/// The AES-GCM cipher, the ESN choice (RFC 7296 §3.3.2: ESN is mandatory for ESP; an
+/// initiator that omits it gets none) and whether integrity is absent or NONE.
+fn esp_transforms(p: &Proposal) -> (Option<Cipher>, bool, bool) {
+    let cipher = p
+        .transforms
+        .iter()
+        .filter(|t| t.kind == transform::ENCR)
+        .find_map(|t| match (t.id, t.key_length()) {
+            (transform::ENCR_AES_GCM_16, Some(256)) => Some(Cipher::AesGcm16_256),
+            (transform::ENCR_AES_GCM_16, Some(128)) => Some(Cipher::AesGcm16_128),
+            _ => None,
+        });
+    let esn = p
+        .transforms
+        .iter()
+        .filter(|t| t.kind == transform::ESN)
+        .find_map(|t| match t.id {
+            transform::ESN_NONE => Some(false),
+            transform::ESN_ENABLED => Some(true),
+            _ => None,
+        });
+    let integ_ok = p
+        .transforms
+        .iter()
+        .filter(|t| t.kind == transform::INTEG)
+        .all(|t| t.id == 0);
+    (cipher, esn.unwrap_or(false), integ_ok)
+}
+
+/// The group to ask for in INVALID_KE_PAYLOAD when the KE payload did not fit.
+pub(crate) fn wanted_esp_group(proposals: &[Proposal]) -> Option<Group> {
+    proposals
+        .iter()
+        .filter(|p| p.protocol == transform::PROTO_ESP)
+        .flat_map(|p| p.transforms.iter())
+        .filter(|t| t.kind == transform::KE)
+        .find_map(|t| Group::from_id(t.id))
+}
+
+fn esp_reply(choice: &EspChoice, our_spi: u32) -> Proposal {
+    let bits = match choice.cipher {
+        Cipher::AesGcm16_128 => 128,
+        Cipher::AesGcm16_256 => 256,
+    };
+    let mut transforms = vec![
+        Transform::with_key_length(transform::ENCR, transform::ENCR_AES_GCM_16, bits),
+        Transform::new(
+            transform::ESN,
+            if choice.esn {
+                transform::ESN_ENABLED
+            } else {
+                transform::ESN_NONE
+            },
+        ),
+    ];
+    if let Some(g) = choice.group {
+        transforms.push(Transform::new(transform::KE, g.id()));
+    }
+    Proposal {
+        number: choice.number,
+        protocol: transform::PROTO_ESP,
+        spi: our_spi.to_be_bytes().to_vec(),
+        transforms,
+    }
+}
+
+fn keymat_len(cipher: Cipher) -> usize {
+    match cipher {
+        Cipher::AesGcm16_128 => 20,
+        Cipher::AesGcm16_256 => keys::AES256_GCM_KEYMAT,
+    }
+}
+
+/// An address as a number, with its family (true for IPv6).
+fn num(a: IpAddr) -> (u128, bool) {
+    match a {
+        IpAddr::V4(v) => (u128::from(u32::from(v)), false),
+        IpAddr::V6(v) => (u128::from(v), true),
+    }
+}
+
+fn addr(n: u128, v6: bool) -> IpAddr {
+    if v6 {
+        IpAddr::V6(Ipv6Addr::from(n))
+    } else {
+        IpAddr::V4(std::net::Ipv4Addr::from(
+            u32::try_from(n).unwrap_or(u32::MAX),
+        ))
+    }
+}
+
+/// The part of `ts` inside `net`, if any (RFC 7296 §2.9 narrowing).
+pub(crate) fn intersect(ts: &TrafficSelector, net: &IpNet) -> Option<TrafficSelector> {
+    let ((s, v6), (e, v6e)) = (num(ts.start), num(ts.end));
+    let ((ns, nv6), (ne, _)) = (num(net.network()), num(net.broadcast()));
+    if v6 != v6e || v6 != nv6 {
+        return None;
+    }
+    let (start, end) = (s.max(ns), e.min(ne));
+    (start <= end).then(|| TrafficSelector {
+        start: addr(start, v6),
+        end: addr(end, v6),
+        ..*ts
+    })
+}
+
+fn inside(ts: &TrafficSelector, nets: &[IpNet]) -> bool {
+    nets.iter()
+        .any(|n| intersect(ts, n).is_some_and(|i| i == *ts))
+}
+
+fn narrow(tsr: &[TrafficSelector], nets: &[IpNet]) -> Vec<TrafficSelector> {
+    let mut out: Vec<TrafficSelector> = Vec::new();
+    for ts in tsr {
+        for n in nets {
+            if let Some(i) = intersect(ts, n).filter(|i| !out.contains(i)) {
+                out.push(i);
+            }
+        }
+    }
+    out
+}
+
+/// Which tunnel a TSr asks for: wholly inside the infrastructure prefixes is the
+/// infrastructure tunnel; otherwise narrowed into the intranet prefixes, or failing that
+/// into the infrastructure ones; else none (TS_UNACCEPTABLE).
+pub(crate) fn choose_tunnel(
+    tsr: &[TrafficSelector],
+    infrastructure: &[IpNet],
+    intranet: &[IpNet],
+) -> Option<(TunnelKind, Vec<TrafficSelector>)> {
+    if !tsr.is_empty() && tsr.iter().all(|ts| inside(ts, infrastructure)) {
+        return Some((TunnelKind::Infrastructure, tsr.to_vec()));
+    }
+    let narrowed = narrow(tsr, intranet);
+    if !narrowed.is_empty() {
+        return Some((TunnelKind::Intranet, narrowed));
+    }
+    let narrowed = narrow(tsr, infrastructure);
+    (!narrowed.is_empty()).then_some((TunnelKind::Infrastructure, narrowed))
+}
+
+/// TSi narrowed to the client's inner address (one selector per TSi that covers it).
+pub(crate) fn narrow_tsi(tsi: &[TrafficSelector], inner: IpAddr) -> Vec<TrafficSelector> {
+    let n = num(inner);
+    tsi.iter()
+        .filter(|ts| {
+            let ((s, v6), (e, _)) = (num(ts.start), num(ts.end));
+            v6 == n.1 && s <= n.0 && n.0 <= e
+        })
+        .map(|ts| TrafficSelector {
+            start: inner,
+            end: inner,
+            ..*ts
+        })
+        .take(1)
+        .collect()
+}
+
+fn selectors(list: &[TrafficSelector]) -> Vec<Selector> {
+    list.iter()
+        .map(|ts| Selector {
+            start: ts.start,
+            end: ts.end,
+            protocol: ts.protocol,
+            ports: ts.start_port..=ts.end_port,
+        })
+        .collect()
+}
+
+/// A fresh inbound ESP SPI (RFC 4303 §2.1: 1-255 are reserved).
+fn fresh_esp_spi(r: &Responder) -> Result<u32, keys::CryptoError> {
+    loop {
+        let b = keys::random_bytes(4)?;
+        let spi = u32::from_be_bytes([b[0], b[1], b[2], b[3]]);
+        if spi >= 256 && !r.inbound_spis.contains_key(&spi) {
+            return Ok(spi);
+        }
+    }
+}
+
+/// Everything a child SA is built from.
+pub(crate) struct ChildPlan<'a> {
+    pub(crate) choice: EspChoice,
+    pub(crate) tunnel: TunnelKind,
+    pub(crate) tsi: Vec<TrafficSelector>,
+    pub(crate) tsr: Vec<TrafficSelector>,
+    pub(crate) inner: IpAddr,
+    pub(crate) ni: &'a [u8],
+    pub(crate) nr: &'a [u8],
+    pub(crate) pfs: Option<&'a Secret>,
+}
+
+/// Derives the keys, records the child on its IKE SA and returns the pair plus the SA reply.
+pub(crate) fn build_child(
+    r: &mut Responder,
+    now: Instant,
+    spi_r: u64,
+    plan: ChildPlan<'_>,
+) -> Result<(ChildSaPair, Proposal), keys::CryptoError> {
+    let our_spi = fresh_esp_spi(r)?;
+    let sa = r.sas.get_mut(&spi_r).ok_or(keys::CryptoError::Library)?;
+    let (i_to_r, r_to_i) = keys::child_keymat(
+        &sa.keys.sk_d,
+        plan.pfs,
+        plan.ni,
+        plan.nr,
+        keymat_len(plan.choice.cipher),
+    );
+    let soft = r.config.child_lifetime;
+    let lifetime = Lifetime {
+        soft_bytes: u64::MAX,
+        hard_bytes: u64::MAX,
+        soft_after: soft,
+        hard_after: soft + soft / 10,
+    };
+    let (local_ts, remote_ts) = (selectors(&plan.tsr), selectors(&plan.tsi));
+    let params = |spi, key: Secret| SaParams {
+        spi,
+        keys: SaKeys {
+            cipher: plan.choice.cipher,
+            key: key.0,
+        },
+        esn: plan.choice.esn,
+        lifetime,
+        created: now,
+        local_ts: local_ts.clone(),
+        remote_ts: remote_ts.clone(),
+    };
+    let outer = match sa.remote.ip() {
+        IpAddr::V6(a) => a,
+        IpAddr::V4(a) => a.to_ipv6_mapped(),
+    };
+    // RFC 3948: the client's IKE moved to 4500, so its ESP comes UDP-encapsulated there.
+    let udp_encap = (sa.local.port() == 4500).then_some(sa.remote.port());
+    let pair = ChildSaPair {
+        inbound: params(our_spi, i_to_r),
+        outbound: params(plan.choice.peer_spi, r_to_i),
+        peer: Peer {
+            outer,
+            udp_encap,
+            inner: vec![plan.inner],
+        },
+        tunnel: plan.tunnel,
+        ike_spi: sa.spi_i,
+    };
+    sa.children.push(ChildRecord {
+        inbound_spi: our_spi,
+        outbound_spi: plan.choice.peer_spi,
+    });
+    r.inbound_spis.insert(our_spi, spi_r);
+    Ok((pair, esp_reply(&plan.choice, our_spi)))
+}
+
+/// The CP reply for a CFG_REQUEST (RFC 7296 §3.15.1): the IPv6 address with prefix length 128.
+pub(crate) fn cfg_reply(inner: IpAddr) -> Option<Payload> {
+    let IpAddr::V6(a) = inner else { return None };
+    let mut value = a.octets().to_vec();
+    value.push(128);
+    let attributes = vec![CfgAttribute {
+        kind: cfg::INTERNAL_IP6_ADDRESS,
+        value,
+    }];
+    Some(Payload::Cp(Configuration {
+        kind: cfg::REPLY,
+        attributes,
+    }))
+}
+
+struct CreateRequest<'a> {
+    proposals: &'a [Proposal],
+    ni: &'a [u8],
+    ke: Option<(u16, &'a [u8])>,
+    tsi: &'a [TrafficSelector],
+    tsr: &'a [TrafficSelector],
+    rekey: Option<&'a Notify>,
+}
+
+fn create_parts(inner: &[Payload]) -> Option<CreateRequest<'_>> {
+    let (mut proposals, mut ni, mut ke, mut tsi, mut tsr) = (None, None, None, &[][..], &[][..]);
+    for p in inner {
+        match p {
+            Payload::Sa(l) => proposals = Some(l.as_slice()),
+            Payload::Nonce(n) => ni = Some(n.as_slice()),
+            Payload::Ke { group, data } => ke = Some((*group, data.as_slice())),
+            Payload::TsI(l) => tsi = l.as_slice(),
+            Payload::TsR(l) => tsr = l.as_slice(),
+            _ => {}
+        }
+    }
+    let rekey = find_notify(inner, notify::REKEY_SA);
+    Some(CreateRequest {
+        proposals: proposals?,
+        ni: ni?,
+        ke,
+        tsi,
+        tsr,
+        rekey,
+    })
+}
+
+/// Handles a CREATE_CHILD_SA request on an established IKE SA.
+pub(super) fn handle_create(r: &mut Responder, now: Instant, h: Header, inner: Vec<Payload>) {
+    let remote = r.sas.get(&h.spi_r).map(|s| s.remote);
+    let Some(req) = create_parts(&inner) else {
+        r.respond_error(h, notify::INVALID_SYNTAX);
+        return remote
+            .into_iter()
+            .for_each(|p| r.refused(p, Refusal::Malformed));
+    };
+    let outcome = if req
+        .proposals
+        .iter()
+        .any(|p| p.protocol == transform::PROTO_IKE)
+    {
+        rekey_ike(r, now, h, &req)
+    } else {
+        create_child(r, now, h, &req)
+    };
+    if let Err((kind, reason)) = outcome {
+        let data = match kind {
+            notify::INVALID_KE_PAYLOAD => wanted_esp_group(req.proposals)
+                .or_else(|| match init::choose_ike_proposal(req.proposals, 0) {
+                    init::Choice::WrongGroup(g) => Some(g),
+                    _ => None,
+                })
+                .map(|g| g.id().to_be_bytes().to_vec())
+                .unwrap_or_default(),
+            _ => Vec::new(),
+        };
+        r.respond(h.spi_r, h, vec![Payload::Notify(Notify::new(kind, data))]);
+        if let Some(p) = remote {
+            r.refused(p, reason);
+        }
+    }
+}
+
+fn pfs_secret(
+    req: &CreateRequest<'_>,
+    group: Option<Group>,
+) -> Result<Option<(KeyExchange, Secret)>, ChildError> {
+    let (Some(group), Some((_, data))) = (group, req.ke) else {
+        return Ok(None);
+    };
+    let kex =
+        KeyExchange::generate(group).map_err(|_| (notify::TEMPORARY_FAILURE, Refusal::Crypto))?;
+    let secret = kex
+        .agree(data)
+        .map_err(|_| (notify::INVALID_SYNTAX, Refusal::Malformed))?;
+    Ok(Some((kex, secret)))
+}
+
+fn create_child(
+    r: &mut Responder,
+    now: Instant,
+    h: Header,
+    req: &CreateRequest<'_>,
+) -> Result<(), ChildError> {
+    let sa = r
+        .sas
+        .get(&h.spi_r)
+        .ok_or((notify::INVALID_SYNTAX, Refusal::UnknownSpi))?;
+    let rekeyed = match req.rekey {
+        Some(n) => {
+            let spi = <[u8; 4]>::try_from(n.spi.as_slice())
+                .map(u32::from_be_bytes)
+                .ok();
+            let old = sa
+                .children
+                .iter()
+                .find(|c| Some(c.outbound_spi) == spi || Some(c.inbound_spi) == spi);
+            Some(
+                old.ok_or((notify::CHILD_SA_NOT_FOUND, Refusal::Malformed))?
+                    .inbound_spi,
+            )
+        }
+        None => None,
+    };
+    let rule = req.ke.map_or(KeRule::Absent, |k| KeRule::Group(k.0));
+    let choice = choose_esp_proposal(req.proposals, rule)?;
+    let (tunnel, tsr) = choose_tunnel(
+        req.tsr,
+        &r.config.infrastructure_prefixes,
+        &r.config.intranet_prefixes,
+    )
+    .filter(|(t, _)| sa.tunnel.is_none_or(|mine| mine == *t))
+    .ok_or((notify::TS_UNACCEPTABLE, Refusal::TsUnacceptable))?;
+    let inner = sa.inner.unwrap_or(sa.remote.ip());
+    let tsi = narrow_tsi(req.tsi, inner);
+    if tsi.is_empty() {
+        return Err((notify::TS_UNACCEPTABLE, Refusal::TsUnacceptable));
+    }
+    let pfs = pfs_secret(req, choice.group)?;
+    let nr = keys::random_bytes(32).map_err(|_| (notify::TEMPORARY_FAILURE, Refusal::Crypto))?;
+    let plan = ChildPlan {
+        choice,
+        tunnel,
+        tsi: tsi.clone(),
+        tsr: tsr.clone(),
+        inner,
+        ni: req.ni,
+        nr: &nr,
+        pfs: pfs.as_ref().map(|p| &p.1),
+    };
+    let (pair, proposal) = build_child(r, now, h.spi_r, plan)
+        .map_err(|_| (notify::TEMPORARY_FAILURE, Refusal::Crypto))?;
+    let mut payloads = vec![Payload::Sa(vec![proposal]), Payload::Nonce(nr.clone())];
+    if let Some((kex, _)) = &pfs {
+        let data = kex
+            .public_data()
+            .map_err(|_| (notify::TEMPORARY_FAILURE, Refusal::Crypto))?;
+        payloads.push(Payload::Ke {
+            group: kex.group().id(),
+            data,
+        });
+    }
+    payloads.extend([Payload::TsI(tsi), Payload::TsR(tsr)]);
+    r.respond(h.spi_r, h, payloads);
+    if let Some(sa) = r.sas.get_mut(&h.spi_r) {
+        sa.tunnel = Some(tunnel);
+        if rekeyed.is_some() {
+            sa.rekeys += 1;
+        }
+    }
+    r.event(Event::ChildSaUp(Box::new(pair)));
+    if rekeyed.is_some() {
+        r.event(Event::Rekeyed {
+            kind: RekeyKind::Child,
+        });
+    }
+    Ok(())
+}
+
+/// RFC 7296 §2.18: a new IKE SA with fresh SPIs and keys from the old SK_d; the children and
+/// the lease move to it. The old SA stays until the initiator deletes it.
+fn rekey_ike(
+    r: &mut Responder,
+    now: Instant,
+    h: Header,
+    req: &CreateRequest<'_>,
+) -> Result<(), ChildError> {
+    let (group_id, ke) = req.ke.ok_or((notify::INVALID_SYNTAX, Refusal::Malformed))?;
+    let (number, group) = match init::choose_ike_proposal(req.proposals, group_id) {
+        init::Choice::Accept(n, g) => (n, g),
+        init::Choice::WrongGroup(_) => {
+            return Err((notify::INVALID_KE_PAYLOAD, Refusal::InvalidKe));
+        }
+        init::Choice::None => return Err((notify::NO_PROPOSAL_CHOSEN, Refusal::NoProposal)),
+    };
+    let proposal = req
+        .proposals
+        .iter()
+        .find(|p| p.number == number && p.protocol == transform::PROTO_IKE);
+    let new_spi_i = proposal
+        .and_then(|p| <[u8; 8]>::try_from(p.spi.as_slice()).ok())
+        .map(u64::from_be_bytes)
+        .ok_or((notify::INVALID_SYNTAX, Refusal::Malformed))?;
+    let crypto = |_| (notify::TEMPORARY_FAILURE, Refusal::Crypto);
+    let kex = KeyExchange::generate(group).map_err(crypto)?;
+    let shared = kex
+        .agree(ke)
+        .map_err(|_| (notify::INVALID_SYNTAX, Refusal::Malformed))?;
+    let nr = keys::random_bytes(32).map_err(crypto)?;
+    let new_spi_r = init::fresh_spi(r).map_err(crypto)?;
+    let old = r
+        .sas
+        .get_mut(&h.spi_r)
+        .ok_or((notify::INVALID_SYNTAX, Refusal::UnknownSpi))?;
+    let keys = IkeKeys::derive_rekey(&old.keys.sk_d, &shared, req.ni, &nr, new_spi_i, new_spi_r)
+        .map_err(crypto)?;
+    let reply = init::ike_reply(number, group, new_spi_r.to_be_bytes().to_vec());
+
+    let mut fresh = IkeSa::new((new_spi_i, new_spi_r), (old.local, old.remote), now, keys);
+    fresh.established = true;
+    fresh.ni = req.ni.to_vec();
+    fresh.nr = nr.clone();
+    fresh.peer_hashes = old.peer_hashes.clone();
+    fresh.peer_fragmentation = old.peer_fragmentation;
+    fresh.identity = old.identity.clone();
+    fresh.tunnel = old.tunnel;
+    fresh.local_ts = old.local_ts.clone();
+    fresh.inner = old.inner;
+    fresh.leased = std::mem::take(&mut old.leased);
+    fresh.children = std::mem::take(&mut old.children);
+    fresh.rekeys = old.rekeys + 1;
+    let data = kex.public_data().map_err(crypto)?;
+    let payloads = vec![
+        Payload::Sa(vec![reply]),
+        Payload::Nonce(nr),
+        Payload::Ke {
+            group: group.id(),
+            data,
+        },
+    ];
+    r.respond(h.spi_r, h, payloads);
+    for c in &fresh.children {
+        r.inbound_spis.insert(c.inbound_spi, new_spi_r);
+    }
+    let up = Event::IkeSaUp {
+        ike_spi: new_spi_i,
+        spi_r: new_spi_r,
+        peer: fresh.remote,
+        identity: fresh.identity.clone().unwrap_or_default(),
+        tunnel: fresh.tunnel,
+    };
+    r.sas.insert(new_spi_r, fresh);
+    r.event(up);
+    r.event(Event::Rekeyed {
+        kind: RekeyKind::Ike,
+    });
+    Ok(())
+}

@@ -1,0 +1,460 @@
+//! IKE_SA_INIT (RFC 7296 §1.2): proposal choice, key exchange, NAT detection (§2.23),
+//! stateless cookies (§2.6) and the half-open limits.
+
+use std::net::{IpAddr, SocketAddr};
+use std::time::{Duration, Instant};
+
+use aws_lc_rs::digest;
+
+use super::{CachedResponse, Event, IkeSa, Refusal, Responder};
+use crate::auth::SigHash;
+use crate::keys::{self, CryptoError, Group, IkeKeys, KeyExchange};
+use crate::message::{
+    Header, Message, Notify, Payload, Proposal, Transform, exchange, find_notify, flags, notify,
+    transform,
+};
+
+/// Length of our nonce (RFC 7296 §2.10: at least half the PRF key size, 32 here).
+const NONCE_LEN: usize = 32;
+/// Cookie: one version byte, then 16 bytes of the keyed hash.
+const COOKIE_HASH_LEN: usize = 16;
+/// CERT/CERTREQ encoding 4, X.509 certificate - signature.
+pub(crate) const CERT_X509_SIGNATURE: u8 = 4;
+
+/// The secrets behind stateless cookies: the current one and the one before it.
+pub(crate) struct CookieSecrets {
+    current: Vec<u8>,
+    previous: Option<Vec<u8>>,
+    version: u8,
+    rotated: Instant,
+}
+
+impl CookieSecrets {
+    pub(crate) fn new(now: Instant) -> Result<Self, CryptoError> {
+        Ok(CookieSecrets {
+            current: keys::random_bytes(32)?,
+            previous: None,
+            version: 0,
+            rotated: now,
+        })
+    }
+
+    pub(crate) fn next_rotation(&self, period: Duration) -> Instant {
+        self.rotated + period
+    }
+
+    pub(crate) fn rotate_if_due(&mut self, now: Instant, period: Duration) {
+        if now < self.rotated + period {
+            return;
+        }
+        if let Ok(fresh) = keys::random_bytes(32) {
+            self.previous = Some(std::mem::replace(&mut self.current, fresh));
+            self.version = self.version.wrapping_add(1);
+            self.rotated = now;
+        }
+    }
+
+    /// RFC 7296 §2.6: Cookie = VersionIDofSecret | Hash(Ni | IPi | SPIi | secret).
+    fn make(&self, ni: &[u8], ip: IpAddr, spi_i: u64) -> Vec<u8> {
+        let mut out = vec![self.version];
+        out.extend_from_slice(&Self::hash(&self.current, ni, ip, spi_i));
+        out
+    }
+
+    fn check(&self, cookie: &[u8], ni: &[u8], ip: IpAddr, spi_i: u64) -> bool {
+        let Some((&version, hash)) = cookie.split_first() else {
+            return false;
+        };
+        let secret = if version == self.version {
+            Some(&self.current)
+        } else if version == self.version.wrapping_sub(1) {
+            self.previous.as_ref()
+        } else {
+            None
+        };
+        secret.is_some_and(|s| {
+            let expected = Self::hash(s, ni, ip, spi_i);
+            aws_lc_rs::constant_time::verify_slices_are_equal(hash, &expected).is_ok()
+        })
+    }
+
+    fn hash(secret: &[u8], ni: &[u8], ip: IpAddr, spi_i: u64) -> Vec<u8> {
+        let ip = match ip {
+            IpAddr::V4(a) => a.octets().to_vec(),
+            IpAddr::V6(a) => a.octets().to_vec(),
+        };
+        let mut h = keys::prf(secret, &[ni, &ip, &spi_i.to_be_bytes()]);
+        h.truncate(COOKIE_HASH_LEN);
+        h
+    }
+}
+
+/// An unprotected IKE_SA_INIT response carrying one notify (errors and cookies).
+pub(crate) fn error_response(request: Header, kind: u16, data: Vec<u8>) -> Vec<u8> {
+    let header = Header {
+        spi_r: 0,
+        flags: flags::RESPONSE,
+        ..request
+    };
+    Message {
+        header,
+        payloads: vec![Payload::Notify(Notify::new(kind, data))],
+    }
+    .emit()
+}
+
+/// RFC 7296 §2.23: SHA-1(SPIi | SPIr | IP address | port).
+pub(crate) fn nat_detection_hash(spi_i: u64, spi_r: u64, addr: SocketAddr) -> Vec<u8> {
+    let mut ctx = digest::Context::new(&digest::SHA1_FOR_LEGACY_USE_ONLY);
+    ctx.update(&spi_i.to_be_bytes());
+    ctx.update(&spi_r.to_be_bytes());
+    match addr.ip() {
+        IpAddr::V4(a) => ctx.update(&a.octets()),
+        IpAddr::V6(a) => ctx.update(&a.octets()),
+    }
+    ctx.update(&addr.port().to_be_bytes());
+    ctx.finish().as_ref().to_vec()
+}
+
+/// The outcome of proposal selection.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Choice {
+    /// This proposal number with this group.
+    Accept(u8, Group),
+    /// Acceptable, but the KE payload used another group: ask for this one.
+    WrongGroup(Group),
+    /// Nothing acceptable.
+    None,
+}
+
+/// Picks an IKE proposal: ENCR_AES_GCM_16 with a 256-bit key, PRF_HMAC_SHA2_256, no
+/// integrity (RFC 5282 §8: AEAD needs none), group 19 or 31 (RFC 7296 §3.3.6: a proposal with
+/// a transform type we do not know is unacceptable).
+pub(crate) fn choose_ike_proposal(proposals: &[Proposal], ke_group: u16) -> Choice {
+    let mut wanted = None;
+    for p in proposals
+        .iter()
+        .filter(|p| p.protocol == transform::PROTO_IKE)
+    {
+        let Some(groups) = acceptable_ike_groups(p) else {
+            continue;
+        };
+        if let Some(g) = groups.iter().find(|g| g.id() == ke_group) {
+            return Choice::Accept(p.number, *g);
+        }
+        wanted = wanted.or(groups.first().copied());
+    }
+    wanted.map_or(Choice::None, Choice::WrongGroup)
+}
+
+fn acceptable_ike_groups(p: &Proposal) -> Option<Vec<Group>> {
+    let known = [
+        transform::ENCR,
+        transform::PRF,
+        transform::INTEG,
+        transform::KE,
+    ];
+    if p.transforms
+        .iter()
+        .any(|t| !known.contains(&t.kind) || !t.attributes_understood())
+    {
+        return None;
+    }
+    let has = |kind: u8, ok: &dyn Fn(&Transform) -> bool| {
+        p.transforms.iter().any(|t| t.kind == kind && ok(t))
+    };
+    let encr = has(transform::ENCR, &|t| {
+        t.id == transform::ENCR_AES_GCM_16 && t.key_length() == Some(256)
+    });
+    let prf = has(transform::PRF, &|t| t.id == transform::PRF_HMAC_SHA2_256);
+    let integ_ok = p
+        .transforms
+        .iter()
+        .filter(|t| t.kind == transform::INTEG)
+        .all(|t| t.id == 0);
+    let groups: Vec<Group> = p
+        .transforms
+        .iter()
+        .filter(|t| t.kind == transform::KE)
+        .filter_map(|t| Group::from_id(t.id))
+        .collect();
+    (encr && prf && integ_ok && !groups.is_empty()).then_some(groups)
+}
+
+pub(crate) fn release_half_open(r: &mut Responder, ip: IpAddr) {
+    r.half_open = r.half_open.saturating_sub(1);
+    if let Some(n) = r.half_open_by_source.get_mut(&ip) {
+        *n = n.saturating_sub(1);
+        if *n == 0 {
+            r.half_open_by_source.remove(&ip);
+        }
+    }
+}
+
+struct InitRequest<'a> {
+    proposals: &'a [Proposal],
+    group: u16,
+    ke: &'a [u8],
+    ni: &'a [u8],
+}
+
+fn request_parts(m: &Message) -> Option<InitRequest<'_>> {
+    let mut proposals = None;
+    let mut ke = None;
+    let mut ni = None;
+    for p in &m.payloads {
+        match p {
+            Payload::Sa(list) => proposals = Some(list.as_slice()),
+            Payload::Ke { group, data } => ke = Some((*group, data.as_slice())),
+            Payload::Nonce(n) => ni = Some(n.as_slice()),
+            _ => {}
+        }
+    }
+    let (group, ke) = ke?;
+    Some(InitRequest {
+        proposals: proposals?,
+        group,
+        ke,
+        ni: ni?,
+    })
+}
+
+/// Handles an IKE_SA_INIT request (SPIr zero).
+pub(super) fn handle(
+    r: &mut Responder,
+    now: Instant,
+    local: SocketAddr,
+    remote: SocketAddr,
+    datagram: &[u8],
+    m: &Message,
+) {
+    let h = m.header;
+    if h.message_id != 0 || !h.from_initiator() {
+        return r.refused(remote, Refusal::Malformed);
+    }
+    if let Some(sa) = r
+        .by_initiator
+        .get(&(remote, h.spi_i))
+        .and_then(|spi| r.sas.get(spi))
+    {
+        // RFC 7296 §2.1: a retransmitted IKE_SA_INIT gets the same response; another request
+        // with the same SPIi from the same peer is ignored.
+        if sa.init_request == datagram && !sa.established {
+            let (l, bytes) = (sa.local, sa.init_response.clone());
+            r.stats.retransmits += 1;
+            r.transmit(l, remote, bytes);
+        }
+        return;
+    }
+    let Some(req) = request_parts(m) else {
+        r.transmit(
+            local,
+            remote,
+            error_response(h, notify::INVALID_SYNTAX, Vec::new()),
+        );
+        return r.refused(remote, Refusal::Malformed);
+    };
+    if !admit(r, local, remote, m, &req) {
+        return;
+    }
+    let group = match choose_ike_proposal(req.proposals, req.group) {
+        Choice::Accept(number, group) => (number, group),
+        Choice::WrongGroup(g) => {
+            let reply =
+                error_response(h, notify::INVALID_KE_PAYLOAD, g.id().to_be_bytes().to_vec());
+            r.transmit(local, remote, reply);
+            return r.refused(remote, Refusal::InvalidKe);
+        }
+        Choice::None => {
+            r.transmit(
+                local,
+                remote,
+                error_response(h, notify::NO_PROPOSAL_CHOSEN, Vec::new()),
+            );
+            r.event(Event::Negotiation {
+                result: Err(Refusal::NoProposal),
+                duration: Duration::ZERO,
+            });
+            return r.refused(remote, Refusal::NoProposal);
+        }
+    };
+    match establish_half_open(r, now, local, remote, datagram, m, &req, group) {
+        Ok(()) => {}
+        Err(CryptoError::PeerPublicValue) => {
+            r.transmit(
+                local,
+                remote,
+                error_response(h, notify::INVALID_SYNTAX, Vec::new()),
+            );
+            r.refused(remote, Refusal::Malformed);
+        }
+        Err(CryptoError::Library) => r.refused(remote, Refusal::Crypto),
+    }
+}
+
+/// The cookie and per-source checks; answers with a cookie when one is needed.
+fn admit(
+    r: &mut Responder,
+    local: SocketAddr,
+    remote: SocketAddr,
+    m: &Message,
+    req: &InitRequest<'_>,
+) -> bool {
+    let h = m.header;
+    if r.half_open >= r.config.half_open_cookie_threshold {
+        let cookie = match m.payloads.first() {
+            Some(Payload::Notify(n)) if n.kind == notify::COOKIE => Some(n.data.as_slice()),
+            _ => None,
+        };
+        let valid = cookie.is_some_and(|c| r.cookie_secrets.check(c, req.ni, remote.ip(), h.spi_i));
+        if !valid {
+            let cookie = r.cookie_secrets.make(req.ni, remote.ip(), h.spi_i);
+            r.transmit(local, remote, error_response(h, notify::COOKIE, cookie));
+            r.event(Event::CookieSent { peer: remote });
+            r.refused(remote, Refusal::CookieRequired);
+            return false;
+        }
+    }
+    let from_source = r
+        .half_open_by_source
+        .get(&remote.ip())
+        .copied()
+        .unwrap_or(0);
+    if from_source >= r.config.max_half_open_per_source {
+        r.refused(remote, Refusal::HalfOpenCap);
+        return false;
+    }
+    true
+}
+
+#[allow(clippy::too_many_arguments)]
+fn establish_half_open(
+    r: &mut Responder,
+    now: Instant,
+    local: SocketAddr,
+    remote: SocketAddr,
+    datagram: &[u8],
+    m: &Message,
+    req: &InitRequest<'_>,
+    (number, group): (u8, Group),
+) -> Result<(), CryptoError> {
+    let h = m.header;
+    let kex = KeyExchange::generate(group)?;
+    let shared = kex.agree(req.ke)?;
+    let nr = keys::random_bytes(NONCE_LEN)?;
+    let spi_r = fresh_spi(r)?;
+    let keys = IkeKeys::derive(&shared, req.ni, &nr, h.spi_i, spi_r)?;
+    let peer_hashes = find_notify(&m.payloads, notify::SIGNATURE_HASH_ALGORITHMS)
+        .and_then(|n| SigHash::parse_notify(&n.data).ok())
+        .unwrap_or_default();
+    let peer_fragmentation =
+        find_notify(&m.payloads, notify::IKEV2_FRAGMENTATION_SUPPORTED).is_some();
+    let payloads = response_payloads(
+        r,
+        (h.spi_i, spi_r),
+        (local, remote),
+        &kex,
+        &nr,
+        (number, group),
+        &peer_hashes,
+        peer_fragmentation,
+    )?;
+    let header = Header {
+        spi_r,
+        flags: flags::RESPONSE,
+        exchange: exchange::IKE_SA_INIT,
+        ..h
+    };
+    let response = Message { header, payloads }.emit();
+    let mut sa = IkeSa::new((h.spi_i, spi_r), (local, remote), now, keys);
+    sa.ni = req.ni.to_vec();
+    sa.nr = nr;
+    sa.init_request = datagram.to_vec();
+    sa.init_response = response.clone();
+    sa.peer_hashes = peer_hashes;
+    sa.peer_fragmentation = peer_fragmentation;
+    sa.expected_id = 1;
+    sa.cached = Some(CachedResponse {
+        message_id: 0,
+        datagrams: vec![response.clone()],
+    });
+    r.sas.insert(spi_r, sa);
+    r.by_initiator.insert((remote, h.spi_i), spi_r);
+    r.half_open += 1;
+    *r.half_open_by_source.entry(remote.ip()).or_insert(0) += 1;
+    r.transmit(local, remote, response);
+    Ok(())
+}
+
+/// SAr1, KEr, Nr, the NAT detection notifies, CERTREQ and the capability notifies the client
+/// announced (RFC 7296 §1.2, §2.23; RFC 7383 §2.3; RFC 7427 §4).
+#[allow(clippy::too_many_arguments)]
+fn response_payloads(
+    r: &Responder,
+    (spi_i, spi_r): (u64, u64),
+    (local, remote): (SocketAddr, SocketAddr),
+    kex: &KeyExchange,
+    nr: &[u8],
+    (number, group): (u8, Group),
+    peer_hashes: &[SigHash],
+    peer_fragmentation: bool,
+) -> Result<Vec<Payload>, CryptoError> {
+    let chosen = ike_reply(number, group, Vec::new());
+    let nat =
+        |kind, addr| Payload::Notify(Notify::new(kind, nat_detection_hash(spi_i, spi_r, addr)));
+    let mut payloads = vec![
+        Payload::Sa(vec![chosen]),
+        Payload::Ke {
+            group: group.id(),
+            data: kex.public_data()?,
+        },
+        Payload::Nonce(nr.to_vec()),
+        nat(notify::NAT_DETECTION_SOURCE_IP, local),
+        nat(notify::NAT_DETECTION_DESTINATION_IP, remote),
+        Payload::CertReq {
+            encoding: CERT_X509_SIGNATURE,
+            data: r.config.anchors.certreq_data(),
+        },
+    ];
+    if peer_fragmentation {
+        payloads.push(Payload::Notify(Notify::new(
+            notify::IKEV2_FRAGMENTATION_SUPPORTED,
+            Vec::new(),
+        )));
+    }
+    if !peer_hashes.is_empty() {
+        payloads.push(Payload::Notify(Notify::new(
+            notify::SIGNATURE_HASH_ALGORITHMS,
+            SigHash::notify_data(),
+        )));
+    }
+    Ok(payloads)
+}
+
+/// The chosen IKE proposal as the responder echoes it: AES-GCM-16-256, PRF-HMAC-SHA2-256 and
+/// the group (with our SPI when rekeying, RFC 7296 §1.3.2).
+pub(crate) fn ike_reply(number: u8, group: Group, spi: Vec<u8>) -> Proposal {
+    Proposal {
+        number,
+        protocol: transform::PROTO_IKE,
+        spi,
+        transforms: vec![
+            Transform::with_key_length(transform::ENCR, transform::ENCR_AES_GCM_16, 256),
+            Transform::new(transform::PRF, transform::PRF_HMAC_SHA2_256),
+            Transform::new(transform::KE, group.id()),
+        ],
+    }
+}
+
+/// A random, non-zero IKE SPI not in use.
+pub(crate) fn fresh_spi(r: &Responder) -> Result<u64, CryptoError> {
+    loop {
+        let b = keys::random_bytes(8)?;
+        let mut a = [0; 8];
+        a.copy_from_slice(&b);
+        let spi = u64::from_be_bytes(a);
+        if spi != 0 && !r.sas.contains_key(&spi) {
+            return Ok(spi);
+        }
+    }
+}

@@ -1,0 +1,742 @@
+//! The IKEv2 responder (RFC 7296), sans-IO: datagrams and `now` in; transmits, events and the
+//! next deadline out (the quinn shape).
+//!
+//! Covered: IKE_SA_INIT (§1.2; proposal choice, INVALID_KE_PAYLOAD, NO_PROPOSAL_CHOSEN, NAT
+//! detection §2.23, stateless cookies above a half-open threshold §2.6 and a per-source
+//! half-open cap), IKE_AUTH with certificates through [`crate::auth`] (§2.15), the
+//! configuration payload (§3.15, an IPv6 address from a pool), traffic-selector narrowing
+//! (§2.9) into gate64's two tunnels, INFORMATIONAL (§1.4: Delete, liveness), CREATE_CHILD_SA
+//! (§1.3: child and IKE SA rekey), message IDs and the response retransmission cache (§2.1,
+//! §2.2), and RFC 7383 reassembly of fragmented requests.
+//!
+//! The driver strips the RFC 3948 non-ESP marker before [`Responder::handle`] and adds it to
+//! every [`Transmit`] whose `local` port is 4500. Nothing here panics on input; every refusal
+//! becomes an [`Event::Refused`] with a [`Refusal`] reason.
+
+mod auth_exchange;
+mod child;
+mod informational;
+mod init;
+mod pool;
+
+use std::collections::{HashMap, VecDeque};
+use std::net::{IpAddr, SocketAddr};
+use std::time::{Duration, Instant, SystemTime};
+
+use ipnet::{IpNet, Ipv6Net};
+
+use crate::auth::{Credentials, SigHash, TrustAnchors};
+use crate::child_sa::{ChildSaPair, TunnelKind};
+use crate::keys::{self, IkeKeys};
+use crate::message::{Header, Message, Notify, Payload, exchange, flags, notify};
+
+pub use pool::AddressPool;
+
+/// What the responder is configured with.
+#[derive(Debug)]
+pub struct ResponderConfig {
+    /// gate64's certificate chain and private key.
+    pub credentials: Credentials,
+    /// CAs whose client certificates are accepted.
+    pub anchors: TrustAnchors,
+    /// Inner addresses for clients that send CFG_REQUEST.
+    pub pool6: Ipv6Net,
+    /// A child SA whose TSr lies in these is the infrastructure tunnel.
+    pub infrastructure_prefixes: Vec<IpNet>,
+    /// A child SA whose TSr narrows into these is the intranet tunnel.
+    pub intranet_prefixes: Vec<IpNet>,
+    /// Above this many half-open IKE SAs, IKE_SA_INIT must carry a valid cookie (§2.6).
+    pub half_open_cookie_threshold: usize,
+    /// At most this many half-open IKE SAs per source address.
+    pub max_half_open_per_source: usize,
+    /// A half-open IKE SA is dropped after this long without IKE_AUTH.
+    pub half_open_timeout: Duration,
+    /// The cookie secret changes this often; the previous one is still accepted.
+    pub cookie_rotation: Duration,
+    /// Soft lifetime handed to child SAs (the hard one is 10% later). The initiator rekeys.
+    pub child_lifetime: Duration,
+    /// An IKE SA that hears nothing for this long is deleted.
+    pub ike_idle_timeout: Duration,
+    /// Largest IKE datagram we send before RFC 7383 fragmentation (IPv6 minimum MTU less
+    /// headers, as strongSwan's default).
+    pub fragment_size: usize,
+}
+
+impl ResponderConfig {
+    /// A configuration with the defaults of `[ipsec]` for everything but the credentials,
+    /// anchors, pool and prefixes.
+    pub fn new(
+        credentials: Credentials,
+        anchors: TrustAnchors,
+        pool6: Ipv6Net,
+        infrastructure_prefixes: Vec<IpNet>,
+        intranet_prefixes: Vec<IpNet>,
+    ) -> Self {
+        ResponderConfig {
+            credentials,
+            anchors,
+            pool6,
+            infrastructure_prefixes,
+            intranet_prefixes,
+            half_open_cookie_threshold: 64,
+            max_half_open_per_source: 16,
+            half_open_timeout: Duration::from_secs(30),
+            cookie_rotation: Duration::from_secs(120),
+            child_lifetime: Duration::from_secs(8 * 3600),
+            ike_idle_timeout: Duration::from_secs(30 * 60),
+            fragment_size: 1232,
+        }
+    }
+}
+
+/// A datagram to send. `local` is the socket to send from (port 500 or 4500).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Transmit {
+    /// Our address and port.
+    pub local: SocketAddr,
+    /// The peer's address and port.
+    pub remote: SocketAddr,
+    /// The IKE message, without the non-ESP marker.
+    pub bytes: Vec<u8>,
+}
+
+/// Which kind of SA was rekeyed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum RekeyKind {
+    /// An IKE SA.
+    Ike,
+    /// A child SA.
+    Child,
+}
+
+impl RekeyKind {
+    /// Metric label (`gate64_ipsec_rekeys_total{kind}`).
+    pub fn label(self) -> &'static str {
+        match self {
+            RekeyKind::Ike => "ike",
+            RekeyKind::Child => "child",
+        }
+    }
+}
+
+/// Why a request, or a whole negotiation, was refused. Labels are metric label values.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Refusal {
+    /// The datagram is not an IKE message, or lacks required payloads.
+    Malformed,
+    /// An unknown payload had the critical bit.
+    UnsupportedCritical,
+    /// No acceptable proposal (IKE or ESP).
+    NoProposal,
+    /// The KE payload used another group; INVALID_KE_PAYLOAD sent.
+    InvalidKe,
+    /// Above the half-open threshold without a valid cookie; COOKIE sent.
+    CookieRequired,
+    /// Too many half-open IKE SAs from this source.
+    HalfOpenCap,
+    /// No IKE SA for the SPIs.
+    UnknownSpi,
+    /// A message ID outside the window.
+    MessageId,
+    /// The SK payload did not verify.
+    Integrity,
+    /// Certificate, identity or AUTH refused (the [`crate::auth::AuthError`] text).
+    Authentication(String),
+    /// Traffic selectors fit neither tunnel.
+    TsUnacceptable,
+    /// The address pool is exhausted.
+    PoolExhausted,
+    /// A half-open IKE SA timed out.
+    Timeout,
+    /// An exchange or request we do not serve (e.g. EAP, transport mode).
+    Unsupported,
+    /// Our crypto library failed.
+    Crypto,
+}
+
+impl Refusal {
+    /// Metric label (`gate64_ike_negotiations_total{result}`).
+    pub fn label(&self) -> &'static str {
+        match self {
+            Refusal::Malformed => "malformed",
+            Refusal::UnsupportedCritical => "unsupported_critical",
+            Refusal::NoProposal => "no_proposal",
+            Refusal::InvalidKe => "invalid_ke",
+            Refusal::CookieRequired => "cookie_required",
+            Refusal::HalfOpenCap => "half_open_cap",
+            Refusal::UnknownSpi => "unknown_spi",
+            Refusal::MessageId => "message_id",
+            Refusal::Integrity => "integrity",
+            Refusal::Authentication(_) => "auth_failed",
+            Refusal::TsUnacceptable => "ts_unacceptable",
+            Refusal::PoolExhausted => "pool_exhausted",
+            Refusal::Timeout => "timeout",
+            Refusal::Unsupported => "unsupported",
+            Refusal::Crypto => "crypto",
+        }
+    }
+}
+
+/// What the responder tells its driver.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Event {
+    /// An IKE SA was authenticated (a main-mode SA, MMSA).
+    IkeSaUp {
+        /// The initiator's SPI, as `ChildSaPair::ike_spi` carries it.
+        ike_spi: u64,
+        /// Our SPI (SPIr).
+        spi_r: u64,
+        /// The client's address and port.
+        peer: SocketAddr,
+        /// The authenticated identity (certificate subject).
+        identity: String,
+        /// The tunnel of its child SA, when one was built.
+        tunnel: Option<TunnelKind>,
+    },
+    /// An IKE SA is gone (deleted by the peer, rekeyed away, timed out).
+    IkeSaDown {
+        /// The initiator's SPI.
+        ike_spi: u64,
+        /// Our SPI (SPIr).
+        spi_r: u64,
+        /// The client's address and port.
+        peer: SocketAddr,
+        /// The authenticated identity.
+        identity: String,
+        /// The tunnel of its child SA.
+        tunnel: Option<TunnelKind>,
+    },
+    /// A child SA to install (a quick-mode SA, QMSA).
+    ChildSaUp(Box<ChildSaPair>),
+    /// A child SA to remove, by gate64's inbound SPI.
+    ChildSaDown {
+        /// gate64's inbound SPI.
+        inbound_spi: u32,
+    },
+    /// An SA was rekeyed.
+    Rekeyed {
+        /// IKE or child.
+        kind: RekeyKind,
+    },
+    /// A negotiation ended (IKE_SA_INIT to IKE_AUTH response): `Ok` when the IKE SA is up.
+    Negotiation {
+        /// Established, or why not.
+        result: Result<(), Refusal>,
+        /// From the first IKE_SA_INIT to the end.
+        duration: Duration,
+    },
+    /// A request was refused (counted; some refusals also end a negotiation).
+    Refused {
+        /// The sender.
+        peer: SocketAddr,
+        /// Why.
+        reason: Refusal,
+    },
+    /// A stateless cookie was sent (RFC 7296 §2.6).
+    CookieSent {
+        /// The sender of the IKE_SA_INIT.
+        peer: SocketAddr,
+    },
+}
+
+/// A snapshot of one IKE SA, for `gate64 status`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IkeSaInfo {
+    /// Our SPI (SPIr).
+    pub spi_r: u64,
+    /// The initiator's SPI.
+    pub spi_i: u64,
+    /// The client's address and port.
+    pub peer: SocketAddr,
+    /// Our address and port.
+    pub local: SocketAddr,
+    /// Whether IKE_AUTH completed.
+    pub established: bool,
+    /// The authenticated identity, once established.
+    pub identity: Option<String>,
+    /// The tunnel of its child SA.
+    pub tunnel: Option<TunnelKind>,
+    /// The inner address given to the client.
+    pub inner: Option<IpAddr>,
+    /// gate64's inbound SPIs of its child SAs.
+    pub child_spis: Vec<u32>,
+    /// How long ago it was created.
+    pub age: Duration,
+    /// How often it was rekeyed (IKE and child).
+    pub rekeys: u32,
+}
+
+/// Counters (exported as metrics by the driver).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Stats {
+    /// Datagrams handled.
+    pub datagrams: u64,
+    /// Cookies sent.
+    pub cookies_sent: u64,
+    /// Responses retransmitted from the cache.
+    pub retransmits: u64,
+}
+
+/// One child SA as the IKE SA remembers it.
+#[derive(Debug, Clone)]
+pub(crate) struct ChildRecord {
+    pub(crate) inbound_spi: u32,
+    pub(crate) outbound_spi: u32,
+}
+
+/// The last response, resent for a duplicate request (§2.1).
+#[derive(Debug, Clone)]
+pub(crate) struct CachedResponse {
+    pub(crate) message_id: u32,
+    pub(crate) datagrams: Vec<Vec<u8>>,
+}
+
+/// Fragments of one request being reassembled (RFC 7383 §2.6).
+#[derive(Debug, Default)]
+pub(crate) struct Reassembly {
+    pub(crate) message_id: u32,
+    pub(crate) first: u8,
+    pub(crate) total: u16,
+    pub(crate) parts: Vec<Option<Vec<u8>>>,
+    pub(crate) bytes: usize,
+}
+
+/// One IKE SA.
+pub(crate) struct IkeSa {
+    pub(crate) spi_i: u64,
+    pub(crate) spi_r: u64,
+    pub(crate) local: SocketAddr,
+    pub(crate) remote: SocketAddr,
+    pub(crate) established: bool,
+    pub(crate) started: Instant,
+    pub(crate) last_heard: Instant,
+    pub(crate) ni: Vec<u8>,
+    pub(crate) nr: Vec<u8>,
+    pub(crate) init_request: Vec<u8>,
+    pub(crate) init_response: Vec<u8>,
+    pub(crate) keys: IkeKeys,
+    pub(crate) peer_hashes: Vec<SigHash>,
+    pub(crate) peer_fragmentation: bool,
+    pub(crate) expected_id: u32,
+    pub(crate) cached: Option<CachedResponse>,
+    pub(crate) reassembly: Option<Reassembly>,
+    pub(crate) identity: Option<String>,
+    pub(crate) tunnel: Option<TunnelKind>,
+    pub(crate) local_ts: Vec<crate::message::TrafficSelector>,
+    pub(crate) inner: Option<IpAddr>,
+    pub(crate) leased: bool,
+    pub(crate) children: Vec<ChildRecord>,
+    pub(crate) rekeys: u32,
+}
+
+impl IkeSa {
+    /// A fresh IKE SA with keys, nothing negotiated beyond them yet.
+    pub(crate) fn new(
+        (spi_i, spi_r): (u64, u64),
+        (local, remote): (SocketAddr, SocketAddr),
+        now: Instant,
+        keys: IkeKeys,
+    ) -> Self {
+        IkeSa {
+            spi_i,
+            spi_r,
+            local,
+            remote,
+            established: false,
+            started: now,
+            last_heard: now,
+            ni: Vec::new(),
+            nr: Vec::new(),
+            init_request: Vec::new(),
+            init_response: Vec::new(),
+            keys,
+            peer_hashes: Vec::new(),
+            peer_fragmentation: false,
+            expected_id: 0,
+            cached: None,
+            reassembly: None,
+            identity: None,
+            tunnel: None,
+            local_ts: Vec::new(),
+            inner: None,
+            leased: false,
+            children: Vec::new(),
+            rekeys: 0,
+        }
+    }
+}
+
+/// The IKEv2 responder: all IKE SAs of one gate64 endpoint.
+pub struct Responder {
+    pub(crate) config: ResponderConfig,
+    clock: (Instant, SystemTime),
+    pub(crate) sas: HashMap<u64, IkeSa>,
+    pub(crate) by_initiator: HashMap<(SocketAddr, u64), u64>,
+    pub(crate) half_open: usize,
+    pub(crate) half_open_by_source: HashMap<IpAddr, usize>,
+    pub(crate) cookie_secrets: init::CookieSecrets,
+    pub(crate) pool: AddressPool,
+    pub(crate) inbound_spis: HashMap<u32, u64>,
+    transmits: VecDeque<Transmit>,
+    events: VecDeque<Event>,
+    stats: Stats,
+}
+
+impl Responder {
+    /// A responder starting at `now`; `wall` is the wall-clock time at `now`, used to check
+    /// certificate validity (time stays a parameter).
+    pub fn new(
+        config: ResponderConfig,
+        now: Instant,
+        wall: SystemTime,
+    ) -> Result<Self, keys::CryptoError> {
+        let pool = AddressPool::new(config.pool6);
+        let cookie_secrets = init::CookieSecrets::new(now)?;
+        Ok(Responder {
+            config,
+            clock: (now, wall),
+            sas: HashMap::new(),
+            by_initiator: HashMap::new(),
+            half_open: 0,
+            half_open_by_source: HashMap::new(),
+            cookie_secrets,
+            pool,
+            inbound_spis: HashMap::new(),
+            transmits: VecDeque::new(),
+            events: VecDeque::new(),
+            stats: Stats::default(),
+        })
+    }
+
+    /// Handles one IKE datagram received on `local` from `remote` (non-ESP marker removed).
+    pub fn handle(&mut self, now: Instant, local: SocketAddr, remote: SocketAddr, datagram: &[u8]) {
+        self.stats.datagrams += 1;
+        let message = match Message::parse(datagram) {
+            Ok(m) => m,
+            Err(e) => return self.refuse_unparsable(local, remote, datagram, e),
+        };
+        let h = message.header;
+        if h.is_response() {
+            // We never send requests that expect a response; a stray response is dropped.
+            return self.refused(remote, Refusal::Unsupported);
+        }
+        if h.exchange == exchange::IKE_SA_INIT && h.spi_r == 0 {
+            return init::handle(self, now, local, remote, datagram, &message);
+        }
+        let Some(sa) = self.sas.get_mut(&h.spi_r) else {
+            return self.refused(remote, Refusal::UnknownSpi);
+        };
+        if sa.spi_i != h.spi_i {
+            return self.refused(remote, Refusal::UnknownSpi);
+        }
+        if let Some(cached) = sa.cached.as_ref().filter(|c| c.message_id == h.message_id) {
+            // RFC 7296 §2.1: a retransmitted request gets the same response bytes.
+            let datagrams = cached.datagrams.clone();
+            let (l, r) = (sa.local, remote);
+            self.stats.retransmits += 1;
+            for bytes in datagrams {
+                self.transmits.push_back(Transmit {
+                    local: l,
+                    remote: r,
+                    bytes,
+                });
+            }
+            return;
+        }
+        if h.message_id != sa.expected_id {
+            return self.refused(remote, Refusal::MessageId);
+        }
+        let Some(inner) = self.open(h.spi_r, datagram, &message, remote) else {
+            return;
+        };
+        let Some(sa) = self.sas.get_mut(&h.spi_r) else {
+            return;
+        };
+        sa.last_heard = now;
+        // RFC 7296 §2.23: follow the client to the address and port of its latest
+        // authenticated request (the move to 4500 after NAT detection).
+        sa.local = local;
+        sa.remote = remote;
+        match (h.exchange, sa.established) {
+            (exchange::IKE_AUTH, false) => auth_exchange::handle(self, now, h, inner),
+            (exchange::INFORMATIONAL, true) => informational::handle(self, now, h, inner),
+            (exchange::CREATE_CHILD_SA, true) => child::handle_create(self, now, h, inner),
+            _ => {
+                self.respond_error(h, notify::INVALID_SYNTAX);
+                self.refused(remote, Refusal::Unsupported);
+            }
+        }
+    }
+
+    /// The next datagram to send.
+    pub fn poll_transmit(&mut self) -> Option<Transmit> {
+        self.transmits.pop_front()
+    }
+
+    /// The next event for the driver.
+    pub fn poll_event(&mut self) -> Option<Event> {
+        self.events.pop_front()
+    }
+
+    /// When [`Responder::handle_timeout`] should run next.
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        let half_open = self
+            .sas
+            .values()
+            .filter(|s| !s.established)
+            .map(|s| s.started + self.config.half_open_timeout);
+        let idle = self
+            .sas
+            .values()
+            .filter(|s| s.established)
+            .map(|s| s.last_heard + self.config.ike_idle_timeout);
+        half_open
+            .chain(idle)
+            .chain([self
+                .cookie_secrets
+                .next_rotation(self.config.cookie_rotation)])
+            .min()
+    }
+
+    /// Expires half-open and idle IKE SAs and rotates the cookie secret.
+    pub fn handle_timeout(&mut self, now: Instant) {
+        self.cookie_secrets
+            .rotate_if_due(now, self.config.cookie_rotation);
+        let expired: Vec<u64> = self
+            .sas
+            .values()
+            .filter(|s| {
+                if s.established {
+                    now >= s.last_heard + self.config.ike_idle_timeout
+                } else {
+                    now >= s.started + self.config.half_open_timeout
+                }
+            })
+            .map(|s| s.spi_r)
+            .collect();
+        for spi in expired {
+            if let Some(sa) = self.sas.get(&spi).filter(|s| !s.established) {
+                let (peer, duration) = (sa.remote, now.saturating_duration_since(sa.started));
+                self.events.push_back(Event::Negotiation {
+                    result: Err(Refusal::Timeout),
+                    duration,
+                });
+                self.refused(peer, Refusal::Timeout);
+            }
+            self.remove_sa(spi);
+        }
+    }
+
+    /// A snapshot of every IKE SA.
+    pub fn ike_sas(&self, now: Instant) -> Vec<IkeSaInfo> {
+        self.sas
+            .values()
+            .map(|s| IkeSaInfo {
+                spi_r: s.spi_r,
+                spi_i: s.spi_i,
+                peer: s.remote,
+                local: s.local,
+                established: s.established,
+                identity: s.identity.clone(),
+                tunnel: s.tunnel,
+                inner: s.inner,
+                child_spis: s.children.iter().map(|c| c.inbound_spi).collect(),
+                age: now.saturating_duration_since(s.started),
+                rekeys: s.rekeys,
+            })
+            .collect()
+    }
+
+    /// Half-open IKE SAs (`gate64_ike_half_open`).
+    pub fn half_open(&self) -> usize {
+        self.half_open
+    }
+
+    /// Counters.
+    pub fn stats(&self) -> Stats {
+        self.stats
+    }
+
+    pub(crate) fn wall(&self, now: Instant) -> SystemTime {
+        self.clock.1 + now.saturating_duration_since(self.clock.0)
+    }
+
+    pub(crate) fn event(&mut self, event: Event) {
+        if matches!(event, Event::CookieSent { .. }) {
+            self.stats.cookies_sent += 1;
+        }
+        self.events.push_back(event);
+    }
+
+    pub(crate) fn refused(&mut self, peer: SocketAddr, reason: Refusal) {
+        tracing::debug!(%peer, reason = reason.label(), "ike request refused");
+        self.events.push_back(Event::Refused { peer, reason });
+    }
+
+    pub(crate) fn transmit(&mut self, local: SocketAddr, remote: SocketAddr, bytes: Vec<u8>) {
+        self.transmits.push_back(Transmit {
+            local,
+            remote,
+            bytes,
+        });
+    }
+
+    /// Decrypts the SK (or reassembles SKF) payload of a request to IKE SA `spi_r`.
+    fn open(
+        &mut self,
+        spi_r: u64,
+        datagram: &[u8],
+        message: &Message,
+        remote: SocketAddr,
+    ) -> Option<Vec<Payload>> {
+        let sa = self.sas.get_mut(&spi_r)?;
+        match message.payloads.last() {
+            Some(Payload::Sk { .. }) => match keys::open_message(datagram, &sa.keys.sk_ei) {
+                Ok((_, inner)) => Some(inner),
+                Err(_) => {
+                    self.refused(remote, Refusal::Integrity);
+                    None
+                }
+            },
+            Some(Payload::Skf {
+                first,
+                number,
+                total,
+                body,
+            }) => {
+                let plain = keys::open_fragment(datagram, body, &sa.keys.sk_ei);
+                let Ok(plain) = plain else {
+                    self.refused(remote, Refusal::Integrity);
+                    return None;
+                };
+                let id = message.header.message_id;
+                match informational::reassemble(sa, id, *first, *number, *total, plain) {
+                    Ok(done) => done,
+                    Err(reason) => {
+                        self.refused(remote, reason);
+                        None
+                    }
+                }
+            }
+            _ => {
+                self.refused(remote, Refusal::Malformed);
+                None
+            }
+        }
+    }
+
+    /// Seals `inner` as the response to request `request` on IKE SA `spi_r`, fragments it
+    /// when the peer supports RFC 7383 and it is too big, caches it and queues it.
+    pub(crate) fn respond(&mut self, spi_r: u64, request: Header, inner: Vec<Payload>) {
+        let Some(sa) = self.sas.get_mut(&spi_r) else {
+            return;
+        };
+        let header = Header {
+            flags: flags::RESPONSE,
+            ..request
+        };
+        let datagrams =
+            match informational::seal_response(sa, header, &inner, self.config.fragment_size) {
+                Ok(d) => d,
+                Err(_) => {
+                    let peer = sa.remote;
+                    return self.refused(peer, Refusal::Crypto);
+                }
+            };
+        sa.expected_id = request.message_id.wrapping_add(1);
+        sa.cached = Some(CachedResponse {
+            message_id: request.message_id,
+            datagrams: datagrams.clone(),
+        });
+        let (local, remote) = (sa.local, sa.remote);
+        for bytes in datagrams {
+            self.transmit(local, remote, bytes);
+        }
+    }
+
+    /// Answers a request on an existing IKE SA with one error notify.
+    pub(crate) fn respond_error(&mut self, request: Header, kind: u16) {
+        self.respond(
+            request.spi_r,
+            request,
+            vec![Payload::Notify(Notify::new(kind, Vec::new()))],
+        );
+    }
+
+    /// Answers an unparsable datagram where RFC 7296 asks for an answer: an unknown critical
+    /// payload (§2.5) or another major version (§1.5), both unprotected.
+    fn refuse_unparsable(
+        &mut self,
+        local: SocketAddr,
+        remote: SocketAddr,
+        datagram: &[u8],
+        e: crate::message::ParseError,
+    ) {
+        use crate::message::ParseError;
+        let reason = match e {
+            ParseError::UnsupportedCritical(_) => Refusal::UnsupportedCritical,
+            _ => Refusal::Malformed,
+        };
+        let answer = match e {
+            ParseError::Version(_) => Some(notify::INVALID_MAJOR_VERSION),
+            ParseError::UnsupportedCritical(_) => Some(notify::UNSUPPORTED_CRITICAL_PAYLOAD),
+            _ => None,
+        };
+        if let (Some(kind), Some(raw)) = (answer, datagram.get(..crate::message::HEADER_LEN)) {
+            let mut h = [0u8; 8];
+            h.copy_from_slice(&raw[..8]);
+            let mut r = [0u8; 8];
+            r.copy_from_slice(&raw[8..16]);
+            let request = Header {
+                spi_i: u64::from_be_bytes(h),
+                spi_r: u64::from_be_bytes(r),
+                exchange: raw[18],
+                flags: raw[19],
+                message_id: u32::from_be_bytes([raw[20], raw[21], raw[22], raw[23]]),
+            };
+            let is_request = request.flags & flags::RESPONSE == 0;
+            if is_request && request.exchange == exchange::IKE_SA_INIT {
+                let reply = init::error_response(request, kind, Vec::new());
+                self.transmit(local, remote, reply);
+            } else if is_request && self.sas.contains_key(&request.spi_r) {
+                self.respond_error(request, kind);
+            }
+        }
+        self.refused(remote, reason);
+    }
+
+    /// Forgets an IKE SA, its children and its lease; reports the downs.
+    pub(crate) fn remove_sa(&mut self, spi_r: u64) {
+        let Some(sa) = self.sas.remove(&spi_r) else {
+            return;
+        };
+        self.by_initiator.remove(&(sa.remote, sa.spi_i));
+        self.by_initiator.retain(|_, v| *v != spi_r);
+        if !sa.established {
+            init::release_half_open(self, sa.remote.ip());
+        }
+        for c in &sa.children {
+            self.inbound_spis.remove(&c.inbound_spi);
+            self.events.push_back(Event::ChildSaDown {
+                inbound_spi: c.inbound_spi,
+            });
+        }
+        if let (Some(identity), true) = (sa.identity.clone(), sa.leased) {
+            self.pool.release(&identity);
+        }
+        if sa.established {
+            self.events.push_back(Event::IkeSaDown {
+                ike_spi: sa.spi_i,
+                spi_r,
+                peer: sa.remote,
+                identity: sa.identity.unwrap_or_default(),
+                tunnel: sa.tunnel,
+            });
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

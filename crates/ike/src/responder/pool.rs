@@ -1,0 +1,97 @@
+//! Inner IPv6 addresses for clients that ask with CFG_REQUEST (RFC 7296 §3.15).
+//!
+//! Leases are keyed by the authenticated identity and counted, so a client's two IKE SAs
+//! (infrastructure and intranet) share one inner address, as a DirectAccess client has one;
+//! the address returns to the pool when its last IKE SA goes.
+
+use std::collections::HashMap;
+use std::net::Ipv6Addr;
+
+use ipnet::Ipv6Net;
+
+/// A pool of IPv6 addresses.
+#[derive(Debug, Clone)]
+pub struct AddressPool {
+    net: Ipv6Net,
+    leases: HashMap<String, (Ipv6Addr, usize)>,
+    in_use: std::collections::HashSet<Ipv6Addr>,
+    next: u128,
+}
+
+impl AddressPool {
+    /// Every address of `net` except the subnet-router anycast (all-zero host part).
+    pub fn new(net: Ipv6Net) -> Self {
+        AddressPool {
+            net,
+            leases: HashMap::new(),
+            in_use: Default::default(),
+            next: 1,
+        }
+    }
+
+    /// The address leased to `identity` (the same one while any lease is held).
+    pub fn lease(&mut self, identity: &str) -> Option<Ipv6Addr> {
+        if let Some((addr, count)) = self.leases.get_mut(identity) {
+            *count += 1;
+            return Some(*addr);
+        }
+        let size = 1u128
+            .checked_shl(u32::from(128 - self.net.prefix_len()))
+            .unwrap_or(u128::MAX);
+        let base = u128::from(self.net.network());
+        for _ in 0..size.min(1 << 20) {
+            let offset = self.next % size;
+            self.next = self.next.wrapping_add(1);
+            if offset == 0 {
+                continue;
+            }
+            let addr = Ipv6Addr::from(base + offset);
+            if self.in_use.insert(addr) {
+                self.leases.insert(identity.to_owned(), (addr, 1));
+                return Some(addr);
+            }
+        }
+        None
+    }
+
+    /// Drops one lease of `identity`.
+    pub fn release(&mut self, identity: &str) {
+        if let Some((addr, count)) = self.leases.get_mut(identity) {
+            *count -= 1;
+            if *count == 0 {
+                let addr = *addr;
+                self.in_use.remove(&addr);
+                self.leases.remove(identity);
+            }
+        }
+    }
+
+    /// Addresses currently leased.
+    pub fn leased(&self) -> usize {
+        self.in_use.len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn one_address_per_identity_until_the_last_release() {
+        let mut pool = AddressPool::new("fd00:c1::100/126".parse().expect("net"));
+        let a = pool.lease("alice").expect("free");
+        assert_eq!(pool.lease("alice"), Some(a));
+        let b = pool.lease("bob").expect("free");
+        let c = pool.lease("carol").expect("free");
+        assert!(a != b && b != c && a != c);
+        assert_eq!(
+            pool.lease("dave"),
+            None,
+            "a /126 has three usable addresses"
+        );
+        pool.release("alice");
+        assert_eq!(pool.lease("dave"), None, "alice still holds one lease");
+        pool.release("alice");
+        assert_eq!(pool.lease("dave"), Some(a));
+    }
+}

@@ -1,0 +1,823 @@
+//! The responder driven by gate64's own initiator (and hand-built requests) on a fake clock.
+
+use std::net::{IpAddr, SocketAddr};
+use std::time::{Duration, Instant, SystemTime};
+
+use rcgen::{
+    BasicConstraints, CertificateParams, DnType, IsCa, Issuer, KeyPair, KeyUsagePurpose, SanType,
+};
+
+use super::*;
+use crate::initiator::{Initiator, InitiatorConfig, InitiatorEvent};
+use crate::keys::Group;
+use crate::message::{Delete, Proposal, TrafficSelector, Transform, kind, transform};
+
+const SERVER: &str = "[2001:db8:ffff::1]:500";
+const CLIENT: &str = "[2001:0:c000:201::7]:500";
+
+struct Ca {
+    pem: String,
+    issuer: Issuer<'static, KeyPair>,
+}
+
+fn ca(name: &str) -> Ca {
+    let key = KeyPair::generate().expect("key");
+    let mut params = CertificateParams::default();
+    params.distinguished_name.push(DnType::CommonName, name);
+    params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    params.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign];
+    let cert = params.self_signed(&key).expect("self-signed");
+    Ca {
+        pem: cert.pem(),
+        issuer: Issuer::new(params, key),
+    }
+}
+
+/// A leaf (ECDSA P-256, digitalSignature) under `ca`: (chain PEM, key PEM).
+fn leaf(ca: &Ca, name: &str) -> (String, String) {
+    let key = KeyPair::generate().expect("key");
+    let mut params = CertificateParams::default();
+    params.distinguished_name.push(DnType::CommonName, name);
+    params.subject_alt_names = vec![SanType::DnsName(name.try_into().expect("dns name"))];
+    params.key_usages = vec![KeyUsagePurpose::DigitalSignature];
+    let cert = params.signed_by(&key, &ca.issuer).expect("signed");
+    (cert.pem(), key.serialize_pem())
+}
+
+struct Lab {
+    clients_ca: Ca,
+    servers_ca: Ca,
+}
+
+impl Lab {
+    fn new() -> Self {
+        Lab {
+            clients_ca: ca("gate64 clients CA"),
+            servers_ca: ca("gate64 servers CA"),
+        }
+    }
+
+    fn responder(&self, now: Instant, edit: impl FnOnce(&mut ResponderConfig)) -> Responder {
+        let (chain, key) = leaf(&self.servers_ca, "gate64.lab");
+        let credentials =
+            Credentials::from_pem(chain.as_bytes(), key.as_bytes()).expect("server credentials");
+        let anchors = TrustAnchors::from_pem(self.clients_ca.pem.as_bytes()).expect("clients CA");
+        let mut config = ResponderConfig::new(
+            credentials,
+            anchors,
+            "fd00:c1::100/120".parse().expect("pool"),
+            vec!["fd00:c0::53/128".parse().expect("prefix")],
+            vec!["fd00:c0::/64".parse().expect("prefix")],
+        );
+        edit(&mut config);
+        Responder::new(config, now, SystemTime::now()).expect("responder")
+    }
+
+    fn initiator(
+        &self,
+        now: Instant,
+        tunnel: TunnelKind,
+        tsr: &str,
+        ca: &Ca,
+        group: Group,
+    ) -> Initiator {
+        let (chain, key) = leaf(ca, "client1.gate64.lab");
+        let credentials =
+            Credentials::from_pem(chain.as_bytes(), key.as_bytes()).expect("client credentials");
+        let anchors = TrustAnchors::from_pem(self.servers_ca.pem.as_bytes()).expect("servers CA");
+        let net: ipnet::IpNet = tsr.parse().expect("tsr");
+        let config = InitiatorConfig {
+            credentials,
+            anchors,
+            group,
+            request_address: true,
+            tsi: vec![TrafficSelector::range(
+                "::".parse().expect("any"),
+                IpAddr::V6(std::net::Ipv6Addr::from(u128::MAX)),
+            )],
+            tsr: vec![TrafficSelector::range(net.network(), net.broadcast())],
+            tunnel,
+            retransmit_after: Duration::from_secs(2),
+            max_retransmits: 3,
+        };
+        Initiator::new(config, now, SystemTime::now(), addr(CLIENT), addr(SERVER))
+            .expect("initiator")
+    }
+}
+
+fn addr(s: &str) -> SocketAddr {
+    s.parse().expect("socket address")
+}
+
+/// Moves datagrams both ways until both sides are quiet; returns what the responder sent.
+fn exchange_all(r: &mut Responder, i: &mut Initiator, now: Instant) -> Vec<Transmit> {
+    let mut sent = Vec::new();
+    loop {
+        let mut moved = false;
+        while let Some((local, remote, bytes)) = i.poll_transmit() {
+            r.handle(now, remote, local, &bytes);
+            moved = true;
+        }
+        while let Some(t) = r.poll_transmit() {
+            i.handle(now, &t.bytes);
+            sent.push(t);
+            moved = true;
+        }
+        if !moved {
+            return sent;
+        }
+    }
+}
+
+fn events(r: &mut Responder) -> Vec<Event> {
+    std::iter::from_fn(|| r.poll_event()).collect()
+}
+
+fn established(i: &mut Initiator) -> (Option<IpAddr>, ChildSaPair) {
+    match i.poll_event() {
+        Some(InitiatorEvent::Established { inner, child, .. }) => (inner, *child),
+        Some(InitiatorEvent::Failed(e)) => panic!("initiator failed: {e}"),
+        None => panic!("initiator not established"),
+    }
+}
+
+fn child_ups(ev: &[Event]) -> Vec<&ChildSaPair> {
+    ev.iter()
+        .filter_map(|e| match e {
+            Event::ChildSaUp(p) => Some(&**p),
+            _ => None,
+        })
+        .collect()
+}
+
+/// An encrypted request from the initiator on its IKE SA.
+fn request(i: &mut Initiator, exchange_type: u8, payloads: &[Payload]) -> Vec<u8> {
+    let keys = i.keys.clone().expect("keys");
+    let header = Header {
+        spi_i: i.spi_i,
+        spi_r: i.spi_r,
+        exchange: exchange_type,
+        flags: flags::INITIATOR,
+        message_id: i.next_id,
+    };
+    i.next_id += 1;
+    keys::seal_message(&header, payloads, &keys.sk_ei).expect("seal")
+}
+
+fn open_response(i: &Initiator, t: &Transmit) -> Vec<Payload> {
+    let keys = i.keys.clone().expect("keys");
+    keys::open_message(&t.bytes, &keys.sk_er)
+        .expect("response opens")
+        .1
+}
+
+/// Issue 8: one client, two IKE SAs (infrastructure and intranet), one child SA each, one inner
+/// address from the pool for both; the child keys agree on both ends (RFC 7296 §2.17 order).
+#[test]
+fn rfc7296_1_2_two_tunnels_with_cfg_and_narrowing() {
+    let lab = Lab::new();
+    let now = Instant::now();
+    let mut r = lab.responder(now, |_| {});
+    let mut infra = lab.initiator(
+        now,
+        TunnelKind::Infrastructure,
+        "fd00:c0::53/128",
+        &lab.clients_ca,
+        Group::Ecp256,
+    );
+    let mut intra = lab.initiator(
+        now,
+        TunnelKind::Intranet,
+        "fd00:c0::/48",
+        &lab.clients_ca,
+        Group::Curve25519,
+    );
+    infra.start(now);
+    exchange_all(&mut r, &mut infra, now);
+    intra.start(now);
+    exchange_all(&mut r, &mut intra, now);
+    let (inner_a, child_a) = established(&mut infra);
+    let (inner_b, child_b) = established(&mut intra);
+    let ev = events(&mut r);
+    let ups = child_ups(&ev);
+    assert_eq!(ups.len(), 2);
+    assert_eq!(
+        (ups[0].tunnel, ups[1].tunnel),
+        (TunnelKind::Infrastructure, TunnelKind::Intranet)
+    );
+    let pool_addr: IpAddr = "fd00:c1::101".parse().expect("addr");
+    assert_eq!((inner_a, inner_b), (Some(pool_addr), Some(pool_addr)));
+    assert_eq!(ups[0].peer.inner, vec![pool_addr]);
+    // TSr narrowed into the intranet prefix; TSi narrowed to the inner address.
+    assert_eq!(
+        ups[1].inbound.local_ts[0].start,
+        "fd00:c0::".parse::<IpAddr>().expect("addr")
+    );
+    assert_eq!(
+        ups[1].inbound.local_ts[0].end,
+        "fd00:c0::ffff:ffff:ffff:ffff"
+            .parse::<IpAddr>()
+            .expect("addr")
+    );
+    assert_eq!(ups[0].inbound.remote_ts[0].start, pool_addr);
+    for (ours, theirs) in [(ups[0], &child_a), (ups[1], &child_b)] {
+        assert_eq!(ours.inbound.spi, theirs.outbound.spi);
+        assert_eq!(ours.inbound.keys, theirs.outbound.keys);
+        assert_eq!(ours.outbound.keys, theirs.inbound.keys);
+        assert_eq!(ours.ike_spi, theirs.ike_spi);
+    }
+    // The pairs are what gate64-esp installs.
+    let sadb = gate64_esp::SaDb::new();
+    for pair in child_ups(&ev) {
+        sadb.install(pair.clone()).expect("installs");
+    }
+    assert_eq!(sadb.len(), 2);
+    let ups = ev
+        .iter()
+        .filter(|e| matches!(e, Event::IkeSaUp { .. }))
+        .count();
+    let ok = ev
+        .iter()
+        .filter(|e| matches!(e, Event::Negotiation { result: Ok(()), .. }))
+        .count();
+    assert_eq!((ups, ok, r.half_open()), (2, 2, 0));
+    let sas = r.ike_sas(now);
+    assert_eq!(sas.len(), 2);
+    assert!(
+        sas.iter()
+            .all(|s| s.established && s.identity.as_deref() == Some("CN=client1.gate64.lab"))
+    );
+}
+
+#[test]
+fn rfc7296_2_1_duplicate_request_gets_the_same_response() {
+    let lab = Lab::new();
+    let now = Instant::now();
+    let mut r = lab.responder(now, |_| {});
+    let mut i = lab.initiator(
+        now,
+        TunnelKind::Intranet,
+        "fd00:c0::/64",
+        &lab.clients_ca,
+        Group::Ecp256,
+    );
+    i.start(now);
+    let (l, rem, init) = i.poll_transmit().expect("IKE_SA_INIT");
+    r.handle(now, rem, l, &init);
+    r.handle(now, rem, l, &init);
+    let first = r.poll_transmit().expect("response");
+    assert_eq!(
+        r.poll_transmit().expect("retransmitted response").bytes,
+        first.bytes
+    );
+    i.handle(now, &first.bytes);
+    let (l, rem, auth) = i.poll_transmit().expect("IKE_AUTH");
+    r.handle(now, rem, l, &auth);
+    let response = r.poll_transmit().expect("IKE_AUTH response");
+    r.handle(now, rem, l, &auth);
+    assert_eq!(r.poll_transmit().expect("cached"), response);
+    assert_eq!(r.stats().retransmits, 2);
+    assert_eq!(
+        child_ups(&events(&mut r)).len(),
+        1,
+        "a duplicate builds nothing twice"
+    );
+}
+
+fn raw_init(spi_i: u64, transforms: Vec<Transform>, group: u16, ke_len: usize) -> Vec<u8> {
+    let proposal = Proposal {
+        number: 1,
+        protocol: transform::PROTO_IKE,
+        spi: vec![],
+        transforms,
+    };
+    let kex =
+        keys::KeyExchange::generate(Group::from_id(group).unwrap_or(Group::Ecp256)).expect("kex");
+    let mut data = kex.public_data().expect("public");
+    data.resize(ke_len, 0);
+    Message {
+        header: Header {
+            spi_i,
+            spi_r: 0,
+            exchange: exchange::IKE_SA_INIT,
+            flags: flags::INITIATOR,
+            message_id: 0,
+        },
+        payloads: vec![
+            Payload::Sa(vec![proposal]),
+            Payload::Ke { group, data },
+            Payload::Nonce(vec![3; 32]),
+        ],
+    }
+    .emit()
+}
+
+fn gcm_prf() -> Vec<Transform> {
+    vec![
+        Transform::with_key_length(transform::ENCR, transform::ENCR_AES_GCM_16, 256),
+        Transform::new(transform::PRF, transform::PRF_HMAC_SHA2_256),
+    ]
+}
+
+fn only_notify(t: &Transmit) -> (u16, Vec<u8>) {
+    let m = Message::parse(&t.bytes).expect("response parses");
+    match m.payloads.as_slice() {
+        [Payload::Notify(n)] => (n.kind, n.data.clone()),
+        other => panic!("expected one notify, got {other:?}"),
+    }
+}
+
+#[test]
+fn rfc7296_1_2_invalid_ke_payload_names_the_wanted_group() {
+    let now = Instant::now();
+    let mut r = Lab::new().responder(now, |_| {});
+    let mut t = gcm_prf();
+    t.push(Transform::new(transform::KE, 19));
+    r.handle(now, addr(SERVER), addr(CLIENT), &raw_init(7, t, 31, 32));
+    let reply = r.poll_transmit().expect("reply");
+    assert_eq!(
+        only_notify(&reply),
+        (notify::INVALID_KE_PAYLOAD, vec![0, 19])
+    );
+    assert!(events(&mut r).contains(&Event::Refused {
+        peer: addr(CLIENT),
+        reason: Refusal::InvalidKe
+    }));
+    assert_eq!(r.half_open(), 0, "no state kept");
+}
+
+#[test]
+fn rfc7296_2_7_no_proposal_chosen() {
+    let now = Instant::now();
+    let mut r = Lab::new().responder(now, |_| {});
+    let cbc = vec![
+        Transform::with_key_length(transform::ENCR, 12, 256),
+        Transform::new(transform::PRF, transform::PRF_HMAC_SHA2_256),
+        Transform::new(transform::INTEG, 12),
+        Transform::new(transform::KE, 19),
+    ];
+    r.handle(now, addr(SERVER), addr(CLIENT), &raw_init(7, cbc, 19, 64));
+    assert_eq!(
+        only_notify(&r.poll_transmit().expect("reply")).0,
+        notify::NO_PROPOSAL_CHOSEN
+    );
+    let ev = events(&mut r);
+    assert!(ev.iter().any(|e| matches!(
+        e,
+        Event::Negotiation {
+            result: Err(Refusal::NoProposal),
+            ..
+        }
+    )));
+}
+
+#[test]
+fn rfc7296_2_6_cookies_above_the_half_open_threshold() {
+    let lab = Lab::new();
+    let now = Instant::now();
+    let mut r = lab.responder(now, |c| c.half_open_cookie_threshold = 0);
+    let mut i = lab.initiator(
+        now,
+        TunnelKind::Intranet,
+        "fd00:c0::/64",
+        &lab.clients_ca,
+        Group::Ecp256,
+    );
+    i.start(now);
+    let sent = exchange_all(&mut r, &mut i, now);
+    assert_eq!(only_notify(&sent[0]).0, notify::COOKIE);
+    established(&mut i);
+    let ev = events(&mut r);
+    assert!(ev.contains(&Event::CookieSent { peer: addr(CLIENT) }));
+    assert_eq!(r.stats().cookies_sent, 1);
+    // A forged cookie gets a fresh cookie, not state.
+    let mut forged = raw_init(
+        99,
+        {
+            let mut t = gcm_prf();
+            t.push(Transform::new(transform::KE, 19));
+            t
+        },
+        19,
+        64,
+    );
+    let m = Message::parse(&forged).expect("parse");
+    let mut payloads = vec![Payload::Notify(Notify::new(notify::COOKIE, vec![0; 17]))];
+    payloads.extend(m.payloads);
+    forged = Message {
+        header: m.header,
+        payloads,
+    }
+    .emit();
+    r.handle(now, addr(SERVER), addr(CLIENT), &forged);
+    assert_eq!(
+        only_notify(&r.poll_transmit().expect("reply")).0,
+        notify::COOKIE
+    );
+    assert_eq!(r.half_open(), 0);
+}
+
+#[test]
+fn half_open_cap_per_source_and_timeout() {
+    let now = Instant::now();
+    let mut r = Lab::new().responder(now, |c| c.max_half_open_per_source = 2);
+    let mut t = gcm_prf();
+    t.push(Transform::new(transform::KE, 19));
+    for spi in 1..=3 {
+        r.handle(
+            now,
+            addr(SERVER),
+            addr(CLIENT),
+            &raw_init(spi, t.clone(), 19, 64),
+        );
+    }
+    assert_eq!(std::iter::from_fn(|| r.poll_transmit()).count(), 2);
+    assert_eq!(r.half_open(), 2);
+    assert!(events(&mut r).contains(&Event::Refused {
+        peer: addr(CLIENT),
+        reason: Refusal::HalfOpenCap
+    }));
+    let deadline = r.poll_timeout().expect("deadline");
+    assert!(deadline <= now + Duration::from_secs(30));
+    r.handle_timeout(now + Duration::from_secs(31));
+    assert_eq!((r.half_open(), r.ike_sas(now).len()), (0, 0));
+    let ev = events(&mut r);
+    assert_eq!(
+        ev.iter()
+            .filter(|e| matches!(
+                e,
+                Event::Negotiation {
+                    result: Err(Refusal::Timeout),
+                    ..
+                }
+            ))
+            .count(),
+        2
+    );
+}
+
+#[test]
+fn rfc7296_2_5_unknown_critical_payload_is_answered() {
+    let now = Instant::now();
+    let mut r = Lab::new().responder(now, |_| {});
+    let m = Message {
+        header: Header {
+            spi_i: 5,
+            spi_r: 0,
+            exchange: exchange::IKE_SA_INIT,
+            flags: flags::INITIATOR,
+            message_id: 0,
+        },
+        payloads: vec![Payload::Other {
+            kind: 200,
+            body: vec![],
+        }],
+    };
+    let mut bytes = m.emit();
+    bytes[crate::message::HEADER_LEN + 1] = 0x80;
+    r.handle(now, addr(SERVER), addr(CLIENT), &bytes);
+    assert_eq!(
+        only_notify(&r.poll_transmit().expect("reply")).0,
+        notify::UNSUPPORTED_CRITICAL_PAYLOAD
+    );
+    r.handle(now, addr(SERVER), addr(CLIENT), &bytes[..20]);
+    assert!(r.poll_transmit().is_none());
+    let ev = events(&mut r);
+    assert!(ev.contains(&Event::Refused {
+        peer: addr(CLIENT),
+        reason: Refusal::Malformed
+    }));
+}
+
+#[test]
+fn rfc7296_2_21_2_client_from_another_ca_fails_authentication() {
+    let lab = Lab::new();
+    let now = Instant::now();
+    let mut r = lab.responder(now, |_| {});
+    let rogue = ca("rogue CA");
+    let mut i = lab.initiator(
+        now,
+        TunnelKind::Intranet,
+        "fd00:c0::/64",
+        &rogue,
+        Group::Ecp256,
+    );
+    i.start(now);
+    exchange_all(&mut r, &mut i, now);
+    assert!(matches!(
+        i.poll_event(),
+        Some(InitiatorEvent::Failed(
+            crate::initiator::InitiatorError::Notify(notify::AUTHENTICATION_FAILED)
+        ))
+    ));
+    let ev = events(&mut r);
+    assert!(ev.iter().any(|e| matches!(
+        e,
+        Event::Negotiation {
+            result: Err(Refusal::Authentication(_)),
+            ..
+        }
+    )));
+    assert!(child_ups(&ev).is_empty());
+    assert_eq!(
+        (r.ike_sas(now).len(), r.half_open(), r.pool.leased()),
+        (0, 0, 0)
+    );
+}
+
+#[test]
+fn rfc7296_2_9_selectors_outside_both_tunnels_are_refused() {
+    let lab = Lab::new();
+    let now = Instant::now();
+    let mut r = lab.responder(now, |_| {});
+    let mut i = lab.initiator(
+        now,
+        TunnelKind::Intranet,
+        "2001:db8:99::/64",
+        &lab.clients_ca,
+        Group::Ecp256,
+    );
+    i.start(now);
+    exchange_all(&mut r, &mut i, now);
+    assert!(matches!(
+        i.poll_event(),
+        Some(InitiatorEvent::Failed(
+            crate::initiator::InitiatorError::Notify(notify::TS_UNACCEPTABLE)
+        ))
+    ));
+    let ev = events(&mut r);
+    assert!(ev.contains(&Event::Refused {
+        peer: addr(CLIENT),
+        reason: Refusal::TsUnacceptable
+    }));
+    assert!(child_ups(&ev).is_empty());
+    assert_eq!(r.pool.leased(), 0, "no lease without a child SA");
+}
+
+fn established_pair(
+    lab: &Lab,
+    now: Instant,
+    edit: impl FnOnce(&mut ResponderConfig),
+) -> (Responder, Initiator, ChildSaPair) {
+    let mut r = lab.responder(now, edit);
+    let mut i = lab.initiator(
+        now,
+        TunnelKind::Intranet,
+        "fd00:c0::/64",
+        &lab.clients_ca,
+        Group::Ecp256,
+    );
+    i.start(now);
+    exchange_all(&mut r, &mut i, now);
+    established(&mut i);
+    let ev = events(&mut r);
+    let pair = child_ups(&ev)[0].clone();
+    (r, i, pair)
+}
+
+#[test]
+fn rfc7296_1_4_liveness_and_deletes() {
+    let lab = Lab::new();
+    let now = Instant::now();
+    let (mut r, mut i, pair) = established_pair(&lab, now, |_| {});
+    let probe = request(&mut i, exchange::INFORMATIONAL, &[]);
+    r.handle(now, addr(SERVER), addr(CLIENT), &probe);
+    assert_eq!(
+        open_response(&i, &r.poll_transmit().expect("liveness answer")),
+        vec![]
+    );
+    // Delete the child by the client's SPI: the answer names ours.
+    let spis = vec![pair.outbound.spi.to_be_bytes().to_vec()];
+    let delete = Payload::Delete(Delete {
+        protocol: transform::PROTO_ESP,
+        spi_size: 4,
+        spis,
+    });
+    let del = request(&mut i, exchange::INFORMATIONAL, &[delete]);
+    r.handle(now, addr(SERVER), addr(CLIENT), &del);
+    let answer = open_response(&i, &r.poll_transmit().expect("delete answer"));
+    let ours = vec![pair.inbound.spi.to_be_bytes().to_vec()];
+    assert_eq!(
+        answer,
+        vec![Payload::Delete(Delete {
+            protocol: transform::PROTO_ESP,
+            spi_size: 4,
+            spis: ours
+        })]
+    );
+    assert_eq!(
+        events(&mut r),
+        vec![Event::ChildSaDown {
+            inbound_spi: pair.inbound.spi
+        }]
+    );
+    // A stale message ID is refused.
+    let mut stale = i.next_id;
+    std::mem::swap(&mut stale, &mut i.next_id);
+    i.next_id = 1;
+    let old = request(&mut i, exchange::INFORMATIONAL, &[]);
+    i.next_id = stale;
+    r.handle(now, addr(SERVER), addr(CLIENT), &old);
+    assert!(r.poll_transmit().is_none());
+    assert!(events(&mut r).contains(&Event::Refused {
+        peer: addr(CLIENT),
+        reason: Refusal::MessageId
+    }));
+    let ike = Payload::Delete(Delete {
+        protocol: transform::PROTO_IKE,
+        spi_size: 0,
+        spis: vec![],
+    });
+    let del = request(&mut i, exchange::INFORMATIONAL, &[ike]);
+    r.handle(now, addr(SERVER), addr(CLIENT), &del);
+    assert_eq!(
+        open_response(&i, &r.poll_transmit().expect("answer")),
+        vec![]
+    );
+    let ev = events(&mut r);
+    assert!(matches!(
+        ev.as_slice(),
+        [Event::IkeSaDown {
+            tunnel: Some(TunnelKind::Intranet),
+            ..
+        }]
+    ));
+    assert_eq!((r.ike_sas(now).len(), r.pool.leased()), (0, 0));
+}
+
+fn esp_proposal(spi: u32, pfs: Option<u16>) -> Payload {
+    let mut transforms = vec![
+        Transform::with_key_length(transform::ENCR, transform::ENCR_AES_GCM_16, 256),
+        Transform::new(transform::ESN, transform::ESN_NONE),
+    ];
+    transforms.extend(pfs.map(|g| Transform::new(transform::KE, g)));
+    Payload::Sa(vec![Proposal {
+        number: 1,
+        protocol: transform::PROTO_ESP,
+        spi: spi.to_be_bytes().to_vec(),
+        transforms,
+    }])
+}
+
+#[test]
+fn rfc7296_1_3_3_child_rekey_with_pfs() {
+    let lab = Lab::new();
+    let now = Instant::now();
+    let (mut r, mut i, old) = established_pair(&lab, now, |_| {});
+    let kex = keys::KeyExchange::generate(Group::Curve25519).expect("kex");
+    let ni = vec![4; 32];
+    let tsi = vec![TrafficSelector::range(old.peer.inner[0], old.peer.inner[0])];
+    let tsr = vec![TrafficSelector::range(
+        "fd00:c0::".parse().expect("a"),
+        "fd00:c0::ffff".parse().expect("a"),
+    )];
+    let rekey = Notify {
+        protocol: transform::PROTO_ESP,
+        spi: old.outbound.spi.to_be_bytes().to_vec(),
+        kind: notify::REKEY_SA,
+        data: vec![],
+    };
+    let payloads = [
+        Payload::Notify(rekey),
+        esp_proposal(0x5000, Some(31)),
+        Payload::Nonce(ni.clone()),
+        Payload::Ke {
+            group: 31,
+            data: kex.public_data().expect("public"),
+        },
+        Payload::TsI(tsi),
+        Payload::TsR(tsr.clone()),
+    ];
+    let req = request(&mut i, exchange::CREATE_CHILD_SA, &payloads);
+    r.handle(now, addr(SERVER), addr(CLIENT), &req);
+    let answer = open_response(&i, &r.poll_transmit().expect("answer"));
+    let (mut nr, mut ke) = (None, None);
+    for p in &answer {
+        match p {
+            Payload::Nonce(n) => nr = Some(n.clone()),
+            Payload::Ke { data, .. } => ke = Some(data.clone()),
+            Payload::TsR(t) => assert_eq!(t, &tsr, "already inside the intranet prefix"),
+            _ => {}
+        }
+    }
+    let shared = kex.agree(&ke.expect("KEr")).expect("agree");
+    let sk_d = i.keys.clone().expect("keys").sk_d;
+    let (i_to_r, _) = keys::child_keymat(&sk_d, Some(&shared), &ni, &nr.expect("Nr"), 36);
+    let ev = events(&mut r);
+    let new = child_ups(&ev)[0];
+    assert_eq!(new.inbound.keys.key, i_to_r.0);
+    assert_eq!(new.outbound.spi, 0x5000);
+    assert!(ev.contains(&Event::Rekeyed {
+        kind: RekeyKind::Child
+    }));
+    assert_eq!(
+        r.ike_sas(now)[0].child_spis,
+        vec![old.inbound.spi, new.inbound.spi]
+    );
+}
+
+#[test]
+fn rfc7296_2_18_ike_rekey_moves_the_children() {
+    let lab = Lab::new();
+    let now = Instant::now();
+    let (mut r, mut i, pair) = established_pair(&lab, now, |_| {});
+    let kex = keys::KeyExchange::generate(Group::Ecp256).expect("kex");
+    let mut t = gcm_prf();
+    t.push(Transform::new(transform::KE, 19));
+    let sa = Payload::Sa(vec![Proposal {
+        number: 1,
+        protocol: transform::PROTO_IKE,
+        spi: 0xabcdu64.to_be_bytes().to_vec(),
+        transforms: t,
+    }]);
+    let payloads = [
+        sa,
+        Payload::Nonce(vec![6; 32]),
+        Payload::Ke {
+            group: 19,
+            data: kex.public_data().expect("public"),
+        },
+    ];
+    let req = request(&mut i, exchange::CREATE_CHILD_SA, &payloads);
+    r.handle(now, addr(SERVER), addr(CLIENT), &req);
+    let answer = open_response(&i, &r.poll_transmit().expect("answer"));
+    let Some(Payload::Sa(p)) = answer.first() else {
+        panic!("SA first: {answer:?}")
+    };
+    let new_spi_r = u64::from_be_bytes(p[0].spi.as_slice().try_into().expect("8-byte SPI"));
+    let ev = events(&mut r);
+    assert!(ev.contains(&Event::Rekeyed {
+        kind: RekeyKind::Ike
+    }));
+    // Deleting the old IKE SA leaves the child on the new one.
+    let ike = Payload::Delete(Delete {
+        protocol: transform::PROTO_IKE,
+        spi_size: 0,
+        spis: vec![],
+    });
+    let del = request(&mut i, exchange::INFORMATIONAL, &[ike]);
+    r.handle(now, addr(SERVER), addr(CLIENT), &del);
+    let ev = events(&mut r);
+    assert!(
+        !ev.iter().any(|e| matches!(e, Event::ChildSaDown { .. })),
+        "{ev:?}"
+    );
+    let sas = r.ike_sas(now);
+    assert_eq!(sas.len(), 1);
+    assert_eq!(
+        (sas[0].spi_r, sas[0].spi_i, sas[0].child_spis.clone()),
+        (new_spi_r, 0xabcd, vec![pair.inbound.spi])
+    );
+    assert_eq!(r.pool.leased(), 1, "the lease moved with the children");
+}
+
+#[test]
+fn rfc7383_fragmented_request_and_response() {
+    let lab = Lab::new();
+    let now = Instant::now();
+    let mut r = lab.responder(now, |c| c.fragment_size = 400);
+    let mut i = lab.initiator(
+        now,
+        TunnelKind::Intranet,
+        "fd00:c0::/64",
+        &lab.clients_ca,
+        Group::Ecp256,
+    );
+    i.start(now);
+    let (l, rem, init) = i.poll_transmit().expect("IKE_SA_INIT");
+    r.handle(now, rem, l, &init);
+    i.handle(now, &r.poll_transmit().expect("reply").bytes);
+    let (_, _, auth) = i.poll_transmit().expect("IKE_AUTH");
+    // Re-send the IKE_AUTH request as fragments.
+    let keys = i.keys.clone().expect("keys");
+    let (header, inner) = keys::open_message(&auth, &keys.sk_ei).expect("own request");
+    let fragments = keys::seal_fragments(&header, &inner, &keys.sk_ei, 300).expect("fragments");
+    assert!(fragments.len() > 2);
+    for f in fragments.iter().rev() {
+        r.handle(now, rem, l, f);
+    }
+    let out: Vec<Transmit> = std::iter::from_fn(|| r.poll_transmit()).collect();
+    assert!(out.len() > 1, "the IKE_AUTH response is fragmented");
+    let mut chain = Vec::new();
+    let mut first = 0;
+    for t in &out {
+        assert!(t.bytes.len() <= 400);
+        let m = Message::parse(&t.bytes).expect("fragment parses");
+        let Some(Payload::Skf {
+            first: f,
+            number,
+            body,
+            ..
+        }) = m.payloads.last()
+        else {
+            panic!("SKF")
+        };
+        if *number == 1 {
+            first = *f;
+        }
+        chain.extend(keys::open_fragment(&t.bytes, body, &keys.sk_er).expect("opens"));
+    }
+    let payloads = crate::message::parse_chain(first, &chain).expect("reassembled");
+    assert_eq!(payloads.first().map(Payload::kind), Some(kind::IDR));
+    assert_eq!(child_ups(&events(&mut r)).len(), 1);
+}
