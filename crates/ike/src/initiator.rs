@@ -276,6 +276,16 @@ impl Initiator {
                 notify::SIGNATURE_HASH_ALGORITHMS,
                 SigHash::notify_data(),
             )),
+            // RFC 7296 §2.23: without NAT detection a responder never UDP-encapsulates ESP,
+            // and strongSwan's userspace ESP (kernel-libipsec) refuses an SA without it.
+            Payload::Notify(Notify::new(
+                notify::NAT_DETECTION_SOURCE_IP,
+                nat_detection_hash(self.spi_i, 0, self.local),
+            )),
+            Payload::Notify(Notify::new(
+                notify::NAT_DETECTION_DESTINATION_IP,
+                nat_detection_hash(self.spi_i, 0, self.remote),
+            )),
         ]);
         let header = Header {
             spi_i: self.spi_i,
@@ -620,4 +630,18 @@ impl<'a> AuthResponse<'a> {
             tsr: tsr?,
         })
     }
+}
+
+/// RFC 7296 §2.23: SHA-1(SPIi | SPIr | IP address | port).
+fn nat_detection_hash(spi_i: u64, spi_r: u64, addr: SocketAddr) -> Vec<u8> {
+    use aws_lc_rs::digest;
+    let mut ctx = digest::Context::new(&digest::SHA1_FOR_LEGACY_USE_ONLY);
+    ctx.update(&spi_i.to_be_bytes());
+    ctx.update(&spi_r.to_be_bytes());
+    match addr.ip() {
+        IpAddr::V4(a) => ctx.update(&a.octets()),
+        IpAddr::V6(a) => ctx.update(&a.octets()),
+    }
+    ctx.update(&addr.port().to_be_bytes());
+    ctx.finish().as_ref().to_vec()
 }
