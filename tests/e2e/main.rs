@@ -10,6 +10,7 @@ mod dns64;
 mod iphttps;
 mod iphttps_abuse;
 mod iphttps_edge;
+mod ipsec_connect;
 mod ipsec_strongswan;
 mod lifecycle;
 mod nat64;

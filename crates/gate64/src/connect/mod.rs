@@ -24,11 +24,14 @@
 
 mod tun;
 
+use crate::client::Host;
 use crate::client::iphttps::{Server, Url};
+use crate::client::ipsec::{IpsecHost, IpsecSettings};
 use anyhow::{Context, Result};
+use gate64_esp::TunnelKind;
 use gate64_teredo::client::Client as TeredoClient;
 use ipnet::Ipv6Net;
-use std::net::{Ipv4Addr, SocketAddrV4};
+use std::net::{Ipv4Addr, Ipv6Addr, SocketAddrV4};
 use std::path::PathBuf;
 use std::time::Duration;
 use tokio::net::UdpSocket;
@@ -76,9 +79,12 @@ struct IphttpsArgs {
     /// Name of the TUN device.
     #[arg(long, default_value = "gate64c")]
     ifname: String,
-    /// A prefix to route into the tunnel (repeatable), e.g. the corporate /48.
+    /// A prefix to route into the tunnel (repeatable), e.g. the corporate /48. With IPsec the
+    /// corporate routes come from the traffic selectors and this is rarely needed.
     #[arg(long = "route")]
     routes: Vec<Ipv6Net>,
+    #[command(flatten)]
+    ipsec: IpsecArgs,
 }
 
 #[derive(clap::Args, Debug)]
@@ -92,9 +98,76 @@ struct TeredoArgs {
     /// Name of the TUN device.
     #[arg(long, default_value = "gate64t")]
     ifname: String,
-    /// A prefix to route into the tunnel besides `2001::/32` (repeatable).
+    /// A prefix to route into the tunnel besides `2001::/32` (repeatable). With IPsec the
+    /// corporate routes come from the traffic selectors and this is rarely needed.
     #[arg(long = "route")]
     routes: Vec<Ipv6Net>,
+    #[command(flatten)]
+    ipsec: IpsecArgs,
+}
+
+/// The IPsec half of `gate64 connect` (DirectAccess's two tunnels, see the module docs).
+#[derive(clap::Args, Debug)]
+struct IpsecArgs {
+    /// No IKE and no ESP: the host's packets cross the transport in the clear. For labs only
+    /// (a gate64 with `[ipsec] require = false`, or another IKE client such as strongSwan
+    /// riding this tunnel); a gate64 with the default `require = true` lets such a client
+    /// reach nothing but gate64 itself.
+    #[arg(long)]
+    no_ipsec: bool,
+    /// gate64's IKE/ESP address (its `[ipsec] endpoint`, by default its `corpnet.address6`).
+    /// Required with IPsec: neither transport tells the client this address.
+    #[arg(long, value_name = "IPV6", required_unless_present = "no_ipsec")]
+    ipsec_endpoint: Option<Ipv6Addr>,
+    /// Our IPsec certificate chain, leaf first (PEM; `gate64 certs` writes
+    /// ipsec-client.pem).
+    #[arg(long, value_name = "PEM", required_unless_present = "no_ipsec")]
+    ipsec_cert: Option<PathBuf>,
+    /// The certificate's private key (PEM; `gate64 certs` writes ipsec-client.key).
+    #[arg(long, value_name = "PEM", required_unless_present = "no_ipsec")]
+    ipsec_key: Option<PathBuf>,
+    /// The CA(s) gate64's IKE certificate must chain to (PEM; `gate64 certs` writes
+    /// ca.pem).
+    #[arg(long, value_name = "PEM", required_unless_present = "no_ipsec")]
+    ipsec_ca: Option<PathBuf>,
+    /// Corporate prefix asked for in the infrastructure tunnel (repeatable; the responder
+    /// narrows it). Default `::/0`; give it when the responder picks the tunnel by the
+    /// selectors asked for (gate64 and strongSwan do), e.g. the DNS64 server's /128.
+    #[arg(long = "infrastructure-ts", value_name = "PREFIX")]
+    infrastructure_ts: Vec<Ipv6Net>,
+    /// Corporate prefix asked for in the intranet tunnel (repeatable). Default `::/0`.
+    #[arg(long = "intranet-ts", value_name = "PREFIX")]
+    intranet_ts: Vec<Ipv6Net>,
+}
+
+impl IpsecArgs {
+    /// The IPsec settings, or `None` with `--no-ipsec`.
+    fn settings(&self) -> Result<Option<IpsecSettings>> {
+        if self.no_ipsec {
+            return Ok(None);
+        }
+        let missing = |flag: &str| anyhow::anyhow!("{flag} is required (or --no-ipsec)");
+        let endpoint = self
+            .ipsec_endpoint
+            .ok_or_else(|| missing("--ipsec-endpoint"))?;
+        let cert = self
+            .ipsec_cert
+            .as_deref()
+            .ok_or_else(|| missing("--ipsec-cert"))?;
+        let key = self
+            .ipsec_key
+            .as_deref()
+            .ok_or_else(|| missing("--ipsec-key"))?;
+        let ca = self
+            .ipsec_ca
+            .as_deref()
+            .ok_or_else(|| missing("--ipsec-ca"))?;
+        let tunnels = vec![
+            (TunnelKind::Infrastructure, self.infrastructure_ts.clone()),
+            (TunnelKind::Intranet, self.intranet_ts.clone()),
+        ];
+        IpsecSettings::load(endpoint, cert, key, ca, tunnels).map(Some)
+    }
 }
 
 /// Runs `gate64 connect`.
@@ -142,10 +215,18 @@ async fn iphttps(args: IphttpsArgs) -> Result<()> {
     let client_cert = args.client_cert.as_deref().zip(args.client_key.as_deref());
     let tls = gate64_io::tls::client_config(&ca, client_cert)?;
     let server = Server::new(url, tls)?;
+    let link = TunLink::new(args.ifname.clone(), args.routes.clone());
+    match args.ipsec.settings()? {
+        Some(settings) => iphttps_sessions(&args, &server, IpsecHost::new(link, settings)).await,
+        None => iphttps_sessions(&args, &server, link).await,
+    }
+}
+
+/// IP-HTTPS sessions for `link`, reconnecting with backoff.
+async fn iphttps_sessions<H: Host>(args: &IphttpsArgs, server: &Server, mut link: H) -> Result<()> {
     // One seed per run: the interface id, and so the address, stays the same across
     // reconnects that get the same /64.
     let seed = random_u64();
-    let mut link = TunLink::new(args.ifname, args.routes);
     let mut backoff = BACKOFF_MIN;
     loop {
         let mut linked = false;
@@ -170,9 +251,18 @@ async fn teredo(args: TeredoArgs) -> Result<()> {
         .await
         .with_context(|| format!("binding UDP {}", args.bind))?;
     let mut client = TeredoClient::new(server, random_u64());
-    let mut link = TunLink::new(args.ifname, args.routes);
+    let link = TunLink::new(args.ifname.clone(), args.routes.clone());
     info!(%server, local = ?sock.local_addr().ok(), "Teredo: qualifying");
-    crate::client::teredo::run(&sock, &mut client, &mut link).await
+    match args.ipsec.settings()? {
+        Some(settings) => {
+            let mut host = IpsecHost::new(link, settings);
+            crate::client::teredo::run(&sock, &mut client, &mut host).await
+        }
+        None => {
+            let mut link = link;
+            crate::client::teredo::run(&sock, &mut client, &mut link).await
+        }
+    }
 }
 
 /// 64 random bits from the OS (seeds for the interface id and Teredo nonces).

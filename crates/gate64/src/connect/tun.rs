@@ -2,6 +2,7 @@
 //! host's packets are read from, as the [`Host`] of the client sessions (offload and GRO as
 //! the module above describes).
 
+use crate::client::ipsec::InnerLink;
 use crate::client::{Host, Ready};
 use anyhow::{Context, Result};
 use ipnet::Ipv6Net;
@@ -21,6 +22,8 @@ pub(super) struct TunLink {
     routes: Vec<Ipv6Net>,
     dev: Option<tun_rs::AsyncDevice>,
     addr: Option<(Ipv6Addr, u8)>,
+    /// Inner addresses given by IPsec (CFG_REPLY), kept across reconfigurations.
+    inner: Vec<Ipv6Addr>,
     mtu: u32,
     /// The device carries virtio-net headers (offload is on).
     vnet: bool,
@@ -39,6 +42,7 @@ impl TunLink {
             routes,
             dev: None,
             addr: None,
+            inner: Vec::new(),
             mtu: 0,
             vnet: false,
             gso_buf: Vec::new(),
@@ -123,6 +127,49 @@ impl TunLink {
         if let Err(e) = gate64_io::gro::split_into(raw, out) {
             debug!(error = %e, "TUN packet dropped");
         }
+    }
+}
+
+impl InnerLink for TunLink {
+    /// Adds `inner/128` and routes each prefix to the device from `inner` (`ip -6 route
+    /// replace PREFIX dev IF src INNER advmss MSS`), so the local stack picks the inner
+    /// address, which the child SA's selectors cover, rather than the transport's.
+    fn install_inner(&mut self, inner: Ipv6Addr, routes: &[Ipv6Net], mss: u16) -> Result<()> {
+        let Some(dev) = &self.dev else {
+            anyhow::bail!("no TUN device yet");
+        };
+        if !self.inner.contains(&inner) {
+            dev.add_address_v6(inner, 128)
+                .with_context(|| format!("adding {inner}/128 to `{}`", self.ifname))?;
+            self.inner.push(inner);
+        }
+        for r in routes {
+            let (net, src, mss) = (r.to_string(), inner.to_string(), mss.to_string());
+            let args = [
+                "-6",
+                "route",
+                "replace",
+                &net,
+                "dev",
+                &self.ifname,
+                "src",
+                &src,
+                "advmss",
+                &mss,
+            ];
+            let out = std::process::Command::new("ip")
+                .args(args)
+                .output()
+                .with_context(|| format!("running `ip {}`", args.join(" ")))?;
+            anyhow::ensure!(
+                out.status.success(),
+                "`ip {}` failed: {}",
+                args.join(" "),
+                String::from_utf8_lossy(&out.stderr).trim()
+            );
+        }
+        info!(inner = %inner, routes = ?routes, ifname = %self.ifname, "inner address and routes");
+        Ok(())
     }
 }
 
