@@ -392,6 +392,12 @@ impl Initiator {
             notify::INITIAL_CONTACT,
             Vec::new(),
         )));
+        // RFC 7296 §3.7: without a CERTREQ a responder may leave its certificate out
+        // (strongSwan's default `send_cert = ifasked` does), and then it cannot be verified.
+        payloads.push(Payload::CertReq {
+            encoding: 4,
+            data: self.config.anchors.certreq_data(),
+        });
         payloads.push(Payload::Auth {
             method: method.code(),
             data: auth,
