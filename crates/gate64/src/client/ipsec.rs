@@ -236,11 +236,6 @@ impl<H: InnerLink> IpsecHost<H> {
         self.stats
     }
 
-    /// The wrapped host.
-    pub fn host(&self) -> &H {
-        &self.host
-    }
-
     /// Starts (or restarts) the negotiation of tunnel `i` from `outer`.
     fn start(&mut self, i: usize, now: Instant) {
         let Some(outer) = self.outer else { return };
@@ -596,10 +591,7 @@ fn prefixes_of(s: &Selector) -> Vec<Ipv6Net> {
 
 /// The last address of the block of prefix length `len` starting at `start`.
 fn block_end(start: u128, len: u32) -> u128 {
-    match len {
-        0 => u128::MAX,
-        l => start | (u128::MAX >> l),
-    }
+    start | u128::MAX.checked_shr(len).unwrap_or(0)
 }
 
 impl<H: InnerLink> Host for IpsecHost<H> {

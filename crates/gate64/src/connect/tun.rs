@@ -135,17 +135,17 @@ impl InnerLink for TunLink {
     /// replace PREFIX dev IF src INNER advmss MSS`), so the local stack picks the inner
     /// address, which the child SA's selectors cover, rather than the transport's.
     fn install_inner(&mut self, inner: Ipv6Addr, routes: &[Ipv6Net], mss: u16) -> Result<()> {
-        let Some(dev) = &self.dev else {
-            anyhow::bail!("no TUN device yet");
-        };
+        anyhow::ensure!(self.dev.is_some(), "no TUN device yet");
+        let (addr, src, mss) = (format!("{inner}/128"), inner.to_string(), mss.to_string());
         if !self.inner.contains(&inner) {
-            dev.add_address_v6(inner, 128)
-                .with_context(|| format!("adding {inner}/128 to `{}`", self.ifname))?;
+            // `nodad`: the server owns the inner addressing; a tentative address could not
+            // be the routes' source yet.
+            ip(&["-6", "addr", "replace", &addr, "dev", &self.ifname, "nodad"])?;
             self.inner.push(inner);
         }
         for r in routes {
-            let (net, src, mss) = (r.to_string(), inner.to_string(), mss.to_string());
-            let args = [
+            let net = r.to_string();
+            ip(&[
                 "-6",
                 "route",
                 "replace",
@@ -156,17 +156,7 @@ impl InnerLink for TunLink {
                 &src,
                 "advmss",
                 &mss,
-            ];
-            let out = std::process::Command::new("ip")
-                .args(args)
-                .output()
-                .with_context(|| format!("running `ip {}`", args.join(" ")))?;
-            anyhow::ensure!(
-                out.status.success(),
-                "`ip {}` failed: {}",
-                args.join(" "),
-                String::from_utf8_lossy(&out.stderr).trim()
-            );
+            ])?;
         }
         info!(inner = %inner, routes = ?routes, ifname = %self.ifname, "inner address and routes");
         Ok(())
@@ -246,4 +236,19 @@ impl Host for TunLink {
         self.split_raw(n, out);
         Ok(true)
     }
+}
+
+/// Runs `ip ARGS`, failing with its error output.
+fn ip(args: &[&str]) -> Result<()> {
+    let out = std::process::Command::new("ip")
+        .args(args)
+        .output()
+        .with_context(|| format!("running `ip {}`", args.join(" ")))?;
+    anyhow::ensure!(
+        out.status.success(),
+        "`ip {}` failed: {}",
+        args.join(" "),
+        String::from_utf8_lossy(&out.stderr).trim()
+    );
+    Ok(())
 }
