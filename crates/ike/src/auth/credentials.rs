@@ -15,6 +15,8 @@ pub struct Credentials {
     chain: Vec<CertificateDer<'static>>,
     key: SigningKey,
     id: Identity,
+    /// RSA keys sign method 14 with RSASSA-PSS instead of PKCS#1 v1.5.
+    rsa_pss: bool,
 }
 
 enum SigningKey {
@@ -55,18 +57,9 @@ impl Curve {
 impl fmt::Debug for Credentials {
     /// Never prints key material.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let key = match &self.key {
-            SigningKey::Ecdsa {
-                curve: Curve::P256, ..
-            } => "ECDSA P-256",
-            SigningKey::Ecdsa {
-                curve: Curve::P384, ..
-            } => "ECDSA P-384",
-            SigningKey::Rsa(_) => "RSA",
-        };
         f.debug_struct("Credentials")
             .field("chain_len", &self.chain.len())
-            .field("key", &key)
+            .field("key", &self.key_name())
             .field("id", &self.id.to_string())
             .finish()
     }
@@ -87,7 +80,12 @@ impl Credentials {
         })?;
         let key = load_key(&parsed.key, &key_der)?;
         let id = Identity::der_dn(&parsed.subject_der);
-        Ok(Self { chain, key, id })
+        Ok(Self {
+            chain,
+            key,
+            id,
+            rsa_pss: false,
+        })
     }
 
     /// Replaces the identity sent in the ID payload (e.g. an FQDN or IP address ID instead of
@@ -100,6 +98,14 @@ impl Credentials {
         }
         self.id = id;
         Ok(self)
+    }
+
+    /// Makes an RSA key sign method 14 with RSASSA-PSS (MGF1 with the same hash, salt as long
+    /// as the hash, RFC 7427 Appendix A.4) instead of PKCS#1 v1.5, as strongSwan does with
+    /// `rsa_pss = yes`. No effect on ECDSA keys.
+    pub fn with_rsa_pss(mut self) -> Self {
+        self.rsa_pss = true;
+        self
     }
 
     /// The leaf certificate's DER, for the first CERT payload.
@@ -133,7 +139,8 @@ impl Credentials {
     /// - [`AuthMethod::DigitalSignature`]: the hash is the first one we can sign with that the
     ///   peer listed in SIGNATURE_HASH_ALGORITHMS (`peer_hashes`): for ECDSA the curve's own hash
     ///   (SHA-256 for P-256, SHA-384 for P-384), for RSA SHA-256, SHA-384, SHA-512 in that order
-    ///   (PKCS#1 v1.5). An empty `peer_hashes` means the default: SHA-256 (SHA-384 on P-384).
+    ///   (PKCS#1 v1.5, or RSASSA-PSS after [`Credentials::with_rsa_pss`]). An empty
+    ///   `peer_hashes` means the default: SHA-256 (SHA-384 on P-384).
     ///   When the peer lists hashes but none fits, an ECDSA key falls back to its classic method
     ///   (9 or 10), which the returned method says; an RSA key fails with
     ///   [`AuthError::NoCommonHash`].
@@ -166,8 +173,13 @@ impl Credentials {
                         .find(|h| peer_hashes.contains(h))
                         .ok_or(AuthError::NoCommonHash)?
                 };
-                let sig = rsa_sign(key, hash, octets)?;
-                Ok((method, algid::auth_data(Scheme::RsaPkcs1(hash), &sig)))
+                let scheme = if self.rsa_pss {
+                    Scheme::RsaPss(hash)
+                } else {
+                    Scheme::RsaPkcs1(hash)
+                };
+                let sig = rsa_sign(key, scheme, octets)?;
+                Ok((method, algid::auth_data(scheme, &sig)))
             }
             (
                 AuthMethod::EcdsaP256Sha256 | AuthMethod::EcdsaP384Sha384,
@@ -251,11 +263,16 @@ fn ecdsa_sign(key: &EcdsaKeyPair, octets: &[u8]) -> Result<Vec<u8>, AuthError> {
         .map_err(|_| AuthError::SigningFailed)
 }
 
-fn rsa_sign(key: &RsaKeyPair, hash: SigHash, octets: &[u8]) -> Result<Vec<u8>, AuthError> {
-    let encoding: &'static dyn signature::RsaEncoding = match hash {
-        SigHash::Sha256 => &signature::RSA_PKCS1_SHA256,
-        SigHash::Sha384 => &signature::RSA_PKCS1_SHA384,
-        SigHash::Sha512 => &signature::RSA_PKCS1_SHA512,
+fn rsa_sign(key: &RsaKeyPair, scheme: Scheme, octets: &[u8]) -> Result<Vec<u8>, AuthError> {
+    let encoding: &'static dyn signature::RsaEncoding = match scheme {
+        Scheme::RsaPkcs1(SigHash::Sha256) => &signature::RSA_PKCS1_SHA256,
+        Scheme::RsaPkcs1(SigHash::Sha384) => &signature::RSA_PKCS1_SHA384,
+        Scheme::RsaPkcs1(SigHash::Sha512) => &signature::RSA_PKCS1_SHA512,
+        // aws-lc-rs's PSS encodings use a salt as long as the hash, as algid::encode states.
+        Scheme::RsaPss(SigHash::Sha256) => &signature::RSA_PSS_SHA256,
+        Scheme::RsaPss(SigHash::Sha384) => &signature::RSA_PSS_SHA384,
+        Scheme::RsaPss(SigHash::Sha512) => &signature::RSA_PSS_SHA512,
+        Scheme::Ecdsa(_) => return Err(AuthError::SigningFailed),
     };
     let mut sig = vec![0; key.public_modulus_len()];
     key.sign(encoding, &SystemRandom::new(), octets, &mut sig)

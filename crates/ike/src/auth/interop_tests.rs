@@ -174,6 +174,75 @@ fn strongswan_pki_ecdsa_certificate_verifies_and_its_key_signs() {
             .unwrap_err(),
         AuthError::UnknownCa
     );
+
+    strongswan_signatures_as_method_14(
+        &dir,
+        &peer,
+        &[
+            ("sha256", "pkcs1", Ok(())),
+            ("sha384", "pkcs1", Ok(())),
+            ("sha512", "pkcs1", Ok(())),
+            (
+                "sha1",
+                "pkcs1",
+                Err(AuthError::UnsupportedAlgorithm("SHA-1 (ecdsa-with-SHA1)")),
+            ),
+        ],
+    );
+}
+
+/// strongSwan signs a PKCS#10 request with the client key for each (digest, RSA padding); its
+/// AlgorithmIdentifier and signature, put into method-14 AUTH data over the request info, must
+/// verify (or fail) as `expected` says. strongSwan encodes signature schemes with one encoder
+/// for certificates, requests and IKE AUTH (RFC 7427), so this checks our parsing of what a
+/// strongSwan peer sends, PSS parameters included.
+fn strongswan_signatures_as_method_14(
+    dir: &TempDir,
+    peer: &PeerCert,
+    cases: &[(&str, &str, Result<(), AuthError>)],
+) {
+    use x509_parser::certification_request::X509CertificationRequest;
+    use x509_parser::prelude::FromDer;
+    use x509_parser::x509::AlgorithmIdentifier;
+    for (digest, padding, expected) in cases {
+        let args = [
+            "--req",
+            "--in",
+            "client.key",
+            "--type",
+            "priv",
+            "--dn",
+            "CN=client1.gate64.lab",
+            "--digest",
+            digest,
+            "--rsa-padding",
+            padding,
+            "--outform",
+            "der",
+        ];
+        run(&dir.0, Some("req.der"), "pki", &args);
+        let der = dir.read("req.der");
+        let (_, csr) = X509CertificationRequest::from_der(&der).unwrap();
+        let info = csr.certification_request_info.raw;
+        let after_info = info.as_ptr() as usize - der.as_ptr() as usize + info.len();
+        let rest = &der[after_info..];
+        let (after_algid, _) = AlgorithmIdentifier::from_der(rest).unwrap();
+        let algid = &rest[..rest.len() - after_algid.len()];
+        let mut auth = vec![u8::try_from(algid.len()).unwrap()];
+        auth.extend_from_slice(algid);
+        auth.extend_from_slice(&csr.signature_value.data);
+        assert_eq!(
+            &peer.verify_auth(AuthMethod::DigitalSignature, &auth, info),
+            expected,
+            "{digest} {padding}"
+        );
+        if expected.is_ok() {
+            assert_eq!(
+                peer.verify_auth(AuthMethod::DigitalSignature, &auth, &info[1..]),
+                Err(AuthError::BadSignature)
+            );
+        }
+    }
 }
 
 #[test]
@@ -197,6 +266,24 @@ fn strongswan_pki_rsa_certificate_verifies_and_its_key_signs() {
         .unwrap();
     assert_eq!(used, AuthMethod::DigitalSignature);
     peer.verify_auth(used, &data, OCTETS).unwrap();
+
+    strongswan_signatures_as_method_14(
+        &dir,
+        &peer,
+        &[
+            ("sha256", "pkcs1", Ok(())),
+            ("sha512", "pkcs1", Ok(())),
+            ("sha256", "pss", Ok(())),
+            ("sha384", "pss", Ok(())),
+            (
+                "sha1",
+                "pkcs1",
+                Err(AuthError::UnsupportedAlgorithm(
+                    "SHA-1 (sha1WithRSAEncryption)",
+                )),
+            ),
+        ],
+    );
 }
 
 /// An rcgen key and leaf certificate, written to `dir` as key.pem and cert.pem.

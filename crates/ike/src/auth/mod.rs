@@ -24,6 +24,8 @@
 //!   bytes), 10 (ECDSA P-384/SHA-384, r‖s in 96 bytes) and 14. Inside method 14 only
 //!   ecdsa-with-SHA256/384/512, sha256/384/512WithRSAEncryption and RSASSA-PSS with SHA-256 or
 //!   better (MGF1 with the same hash, salt as long as the hash) are accepted; SHA-1 is refused.
+//!   We sign method 14 with ECDSA on the key's own curve hash, or with RSA PKCS#1 v1.5
+//!   (RSASSA-PSS after [`Credentials::with_rsa_pss`]).
 //! - **Identities**: the ID payload must match the certificate ([`PeerCert::matches_id`]): a DER
 //!   DN equals the subject, an FQDN, email address or IP address is among the subjectAltNames,
 //!   a KEY_ID equals the subjectKeyIdentifier or the SHA-1 of the SubjectPublicKeyInfo.

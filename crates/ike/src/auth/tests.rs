@@ -248,6 +248,32 @@ fn rsa_pss_in_method_14_verifies() {
 }
 
 #[test]
+fn rsa_pss_credentials_round_trip() {
+    let ca = ca("lab CA");
+    let leaf = leaf(&ca, &rcgen::PKCS_RSA_SHA256);
+    let peer = verified(&ca, &leaf);
+    let creds = creds(&leaf).with_rsa_pss();
+    for (hashes, hash) in [
+        (&[][..], SigHash::Sha256),
+        (&[SigHash::Sha512][..], SigHash::Sha512),
+    ] {
+        let (used, data) = creds
+            .sign(AuthMethod::DigitalSignature, OCTETS, hashes)
+            .unwrap();
+        assert_eq!(used, AuthMethod::DigitalSignature);
+        assert_eq!(
+            &data[1..1 + data[0] as usize],
+            algid::encode(Scheme::RsaPss(hash))
+        );
+        peer.verify_auth(used, &data, OCTETS).unwrap();
+        assert_eq!(
+            peer.verify_auth(used, &data, b"other octets"),
+            Err(AuthError::BadSignature)
+        );
+    }
+}
+
+#[test]
 fn rsa_method_1_is_not_signed() {
     let ca = ca("lab CA");
     let leaf = leaf(&ca, &rcgen::PKCS_RSA_SHA256);
@@ -585,4 +611,19 @@ fn signature_hash_algorithms_notify_rfc7427_4() {
         Err(AuthError::UnsupportedMethod(2))
     );
     assert_eq!(AuthMethod::try_from(14), Ok(AuthMethod::DigitalSignature));
+}
+
+#[test]
+fn auth_types_can_be_shared_between_threads() {
+    fn shared<T: Send + Sync + 'static>() {}
+    shared::<Credentials>();
+    shared::<TrustAnchors>();
+    shared::<PeerCert>();
+    shared::<AuthError>();
+    let ca = ca("lab CA");
+    let debug = format!("{:?}", creds(&leaf(&ca, &rcgen::PKCS_ECDSA_P256_SHA256)));
+    assert!(
+        debug.contains("ECDSA P-256") && !debug.contains("BEGIN"),
+        "{debug}"
+    );
 }
