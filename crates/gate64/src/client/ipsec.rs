@@ -38,6 +38,7 @@ use gate64_wire::{checksum, ipv6, udp};
 use ipnet::Ipv6Net;
 use std::net::{IpAddr, Ipv6Addr, SocketAddr};
 use std::path::Path;
+use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 use tracing::{debug, info, warn};
 
@@ -73,6 +74,9 @@ pub struct IpsecSettings {
     /// The corporate prefixes asked for in each tunnel (TSr), narrowed by the responder;
     /// empty: `::/0`.
     pub tunnels: Vec<(TunnelKind, Vec<Ipv6Net>)>,
+    /// Ask for an inner address (CFG_REQUEST, TSi `::/0`); otherwise the outer address is
+    /// the inner one too (TSi = it alone), as the design allows for clients that do not ask.
+    pub request_address: bool,
 }
 
 impl IpsecSettings {
@@ -92,6 +96,7 @@ impl IpsecSettings {
             key_pem: read(key)?,
             ca_pem: read(ca)?,
             tunnels,
+            request_address: true,
         };
         s.credentials().with_context(|| {
             format!(
@@ -114,7 +119,12 @@ impl IpsecSettings {
     }
 
     /// The initiator's configuration for one tunnel.
-    fn initiator_config(&self, kind: TunnelKind, corporate: &[Ipv6Net]) -> Result<InitiatorConfig> {
+    fn initiator_config(
+        &self,
+        kind: TunnelKind,
+        corporate: &[Ipv6Net],
+        outer: Ipv6Addr,
+    ) -> Result<InitiatorConfig> {
         let any: Ipv6Net = Ipv6Net::default();
         let range = |n: &Ipv6Net| {
             TrafficSelector::range(IpAddr::V6(n.network()), IpAddr::V6(n.broadcast()))
@@ -128,8 +138,12 @@ impl IpsecSettings {
             credentials: self.credentials()?,
             anchors: self.anchors()?,
             group: Group::Ecp256,
-            request_address: true,
-            tsi: vec![range(&any)],
+            request_address: self.request_address,
+            tsi: vec![if self.request_address {
+                range(&any)
+            } else {
+                range(&Ipv6Net::from(outer))
+            }],
             tsr,
             tunnel: kind,
             retransmit_after: RETRANSMIT_AFTER,
@@ -190,7 +204,7 @@ enum Incoming {
 /// The IPsec layer between a transport session and its host (see the module docs).
 pub struct IpsecHost<H> {
     host: H,
-    settings: IpsecSettings,
+    settings: Arc<IpsecSettings>,
     /// Our outer address (the transport's) once configured.
     outer: Option<Ipv6Addr>,
     mtu: u32,
@@ -207,7 +221,7 @@ pub struct IpsecHost<H> {
 impl<H: InnerLink> IpsecHost<H> {
     /// The layer in front of `host`; nothing is negotiated before the transport configures
     /// the host.
-    pub fn new(host: H, settings: IpsecSettings) -> Self {
+    pub fn new(host: H, settings: Arc<IpsecSettings>) -> Self {
         let tunnels = settings
             .tunnels
             .iter()
@@ -252,7 +266,7 @@ impl<H: InnerLink> IpsecHost<H> {
         let remote = SocketAddr::new(IpAddr::V6(self.settings.endpoint), NAT_T_PORT);
         let made = self
             .settings
-            .initiator_config(kind, &corporate)
+            .initiator_config(kind, &corporate, outer)
             .and_then(|c| {
                 Initiator::new(c, now, SystemTime::now(), local, remote)
                     .map_err(|e| anyhow::anyhow!("{e:?}"))
@@ -485,19 +499,26 @@ impl<H: InnerLink> IpsecHost<H> {
             out.extend_from_slice(pkt);
             return;
         };
-        match seal_into(&sa.outbound, outer, self.settings.endpoint, pkt, out) {
+        let nat_t = |a| SocketAddr::new(IpAddr::V6(a), NAT_T_PORT);
+        match seal_udp(
+            &sa.outbound,
+            nat_t(outer),
+            nat_t(self.settings.endpoint),
+            pkt,
+            out,
+        ) {
             Ok(()) => self.stats.sealed += 1,
             Err(e) => debug!(error = %e, "packet not sealed"),
         }
     }
 }
 
-/// Appends IPv6 (`outer` -> `endpoint`) + UDP 4500 + ESP of `inner` sealed under `sa` to
-/// `out` (RFC 3948 §2.1); `out` is left as it was on failure.
-fn seal_into(
+/// Appends IPv6 + UDP (`src` -> `dst`) + ESP of the IPv6 packet `inner` sealed under `sa`
+/// to `out` (RFC 3948 §2.1); `out` is left as it was on failure.
+pub(crate) fn seal_udp(
     sa: &Outbound,
-    outer: Ipv6Addr,
-    endpoint: Ipv6Addr,
+    src: SocketAddr,
+    dst: SocketAddr,
     inner: &[u8],
     out: &mut Vec<u8>,
 ) -> Result<()> {
@@ -511,8 +532,7 @@ fn seal_into(
         out.truncate(base);
         anyhow::bail!("sealing: {e:?}");
     }
-    let nat_t = |a| SocketAddr::new(IpAddr::V6(a), NAT_T_PORT);
-    write_udp_headers(&mut out[base..], nat_t(outer), nat_t(endpoint), udp_len);
+    write_udp_headers(&mut out[base..], src, dst, udp_len);
     Ok(())
 }
 
@@ -539,7 +559,7 @@ fn write_udp_headers(pkt: &mut [u8], src: SocketAddr, dst: SocketAddr, udp_len: 
 
 /// An IKE datagram as the IPv6/UDP packet the transport carries: on port 4500 behind the
 /// non-ESP marker (RFC 3948 §2.2). `None` for a non-IPv6 address pair or an oversize message.
-fn ike_packet(local: SocketAddr, remote: SocketAddr, ike: &[u8]) -> Option<Vec<u8>> {
+pub(crate) fn ike_packet(local: SocketAddr, remote: SocketAddr, ike: &[u8]) -> Option<Vec<u8>> {
     if !(local.is_ipv6() && remote.is_ipv6()) {
         return None;
     }

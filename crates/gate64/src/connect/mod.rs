@@ -33,6 +33,7 @@ use gate64_teredo::client::Client as TeredoClient;
 use ipnet::Ipv6Net;
 use std::net::{Ipv4Addr, Ipv6Addr, SocketAddrV4};
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 use tokio::net::UdpSocket;
 use tracing::{info, warn};
@@ -142,7 +143,7 @@ struct IpsecArgs {
 
 impl IpsecArgs {
     /// The IPsec settings, or `None` with `--no-ipsec`.
-    fn settings(&self) -> Result<Option<IpsecSettings>> {
+    fn settings(&self) -> Result<Option<Arc<IpsecSettings>>> {
         if self.no_ipsec {
             return Ok(None);
         }
@@ -166,7 +167,7 @@ impl IpsecArgs {
             (TunnelKind::Infrastructure, self.infrastructure_ts.clone()),
             (TunnelKind::Intranet, self.intranet_ts.clone()),
         ];
-        IpsecSettings::load(endpoint, cert, key, ca, tunnels).map(Some)
+        IpsecSettings::load(endpoint, cert, key, ca, tunnels).map(|s| Some(Arc::new(s)))
     }
 }
 
@@ -256,7 +257,9 @@ async fn teredo(args: TeredoArgs) -> Result<()> {
     match args.ipsec.settings()? {
         Some(settings) => {
             let mut host = IpsecHost::new(link, settings);
-            crate::client::teredo::run(&sock, &mut client, &mut host).await
+            let ended = crate::client::teredo::run(&sock, &mut client, &mut host).await;
+            info!(stats = ?host.stats(), "IPsec");
+            ended
         }
         None => {
             let mut link = link;

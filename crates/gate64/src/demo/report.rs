@@ -10,7 +10,7 @@ use std::io::{self, Write};
 use std::time::{Duration, Instant};
 
 /// Columns of the capacity table.
-const COLUMNS: usize = 9;
+const COLUMNS: usize = 11;
 
 /// The Windows Server 2012 DirectAccess reference row.
 fn reference_row() -> [String; COLUMNS] {
@@ -24,6 +24,8 @@ fn reference_row() -> [String; COLUMNS] {
         "46.4% of 4 cores",
         "-",
         "~750 MB (~1 MB/client)",
+        "~1500 (~2/client)",
+        "~1500 (~2/client)",
     ]
     .map(String::from)
 }
@@ -33,16 +35,39 @@ pub struct Sample {
     at: Instant,
     cpu: Cpu,
     exported: Exported,
+    pub sas: Sas,
+}
+
+/// IKE SAs (MMSA) and child SAs (QMSA): gate64's `gate64_ipsec_mmsa`/`gate64_ipsec_qmsa`
+/// gauges when the daemon exports them, the demo responder's counts otherwise
+/// ([`super::gateway`]).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Sas {
+    /// IKE SAs established.
+    pub mmsa: u64,
+    /// Child SAs installed.
+    pub qmsa: u64,
+}
+
+impl Sas {
+    fn read(exported: &Exported, totals: &Totals) -> Sas {
+        Sas {
+            mmsa: exported.mmsa.unwrap_or_else(|| get(&totals.sas.mmsa)),
+            qmsa: exported.qmsa.unwrap_or_else(|| get(&totals.sas.qmsa)),
+        }
+    }
 }
 
 impl Sample {
     /// Takes a sample now.
-    pub fn take(daemon: &Daemon) -> Sample {
+    pub fn take(daemon: &Daemon, totals: &Totals) -> Sample {
         let cpu = Cpu::sample();
+        let exported = Exported::read(daemon);
         Sample {
             at: Instant::now(),
             cpu,
-            exported: Exported::read(daemon),
+            sas: Sas::read(&exported, totals),
+            exported,
         }
     }
 }
@@ -71,10 +96,11 @@ impl Progress {
         let last = self.last;
         let dt = now.duration_since(last.0).as_secs_f64().max(1e-3);
         let line = format!(
-            "[{:>3.0}s] Teredo qualified {}/{n_teredo}  IP-HTTPS connected {}/{n_iphttps}  pings answered {}  corpnet {:.1} Mbit/s  internet {:.1} Mbit/s",
+            "[{:>3.0}s] Teredo qualified {}/{n_teredo}  IP-HTTPS connected {}/{n_iphttps}  IKE SAs {}  pings answered {}  corpnet {:.1} Mbit/s  internet {:.1} Mbit/s",
             now.duration_since(self.start).as_secs_f64(),
             get(&totals.qualified[Transport::Teredo as usize]),
             get(&totals.qualified[Transport::Iphttps as usize]),
+            get(&totals.sas.mmsa),
             both(&totals.pinged),
             mbit(b.0.saturating_sub(last.1.0), dt),
             mbit(b.1.saturating_sub(last.1.1), dt),
@@ -148,6 +174,19 @@ impl Outcome<'_> {
         );
         println!(
             "CPU: workers = the daemon's threads (gate64-w* UDP workers, gate64-ctl TLS/IP-HTTPS), process = everything in this process (daemon, emulated clients and their TLS, corporate network)"
+        );
+        let sas = self.end.sas;
+        let rate = match totals.sas.handshake_rate() {
+            Some((rate, span)) => format!(
+                "; from the first IKE SA to the last {span:.2} s: {rate:.0} IKE handshakes/s"
+            ),
+            None => String::new(),
+        };
+        println!(
+            "IPsec: {} IKE SAs (MMSA) and {} child SAs (QMSA) for {} clients{rate}",
+            sas.mmsa,
+            sas.qmsa,
+            nt + ni
         );
         if exported.drops.is_empty() {
             println!("drops: none");
@@ -246,6 +285,8 @@ impl Outcome<'_> {
                 ),
                 None => "?".into(),
             },
+            per_client(self.end.sas.qmsa, n),
+            per_client(self.end.sas.mmsa, n),
         ]
     }
 }
@@ -256,6 +297,10 @@ struct Exported {
     bytes: (u64, u64),
     /// Non-zero drop counters by reason.
     drops: BTreeMap<String, u64>,
+    /// `gate64_ipsec_mmsa`, when exported.
+    mmsa: Option<u64>,
+    /// `gate64_ipsec_qmsa`, when exported.
+    qmsa: Option<u64>,
 }
 
 impl Exported {
@@ -264,6 +309,8 @@ impl Exported {
         let mut e = Exported {
             bytes: (0, 0),
             drops: BTreeMap::new(),
+            mmsa: None,
+            qmsa: None,
         };
         for line in text.lines() {
             let Some((series, value)) = line.rsplit_once(' ') else {
@@ -273,6 +320,11 @@ impl Exported {
                 continue;
             };
             let v = v as u64;
+            match series {
+                "gate64_ipsec_mmsa" => e.mmsa = Some(v),
+                "gate64_ipsec_qmsa" => e.qmsa = Some(v),
+                _ => {}
+            }
             if let Some(labels) = series.strip_prefix("gate64_bytes_total{") {
                 if labels.contains(r#"side="corpnet""#) {
                     e.bytes.0 += v;
@@ -290,6 +342,14 @@ impl Exported {
         }
         e
     }
+}
+
+/// `count (x.x/client)`.
+fn per_client(count: u64, clients: u64) -> String {
+    format!(
+        "{count} ({:.1}/client)",
+        count as f64 / clients.max(1) as f64
+    )
 }
 
 fn mbit(bytes: u64, secs: f64) -> f64 {
@@ -362,6 +422,8 @@ fn print_table(rows: &[[String; COLUMNS]]) {
         "CPU (workers)",
         "CPU (process)",
         "memory (RSS)",
+        "QMSA",
+        "MMSA",
     ]
     .map(String::from);
     let mut width = header.each_ref().map(String::len);
