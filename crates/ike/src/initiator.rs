@@ -392,12 +392,7 @@ impl Initiator {
             notify::INITIAL_CONTACT,
             Vec::new(),
         )));
-        // RFC 7296 §3.7: without a CERTREQ a responder may leave its certificate out
-        // (strongSwan's default `send_cert = ifasked` does), and then it cannot be verified.
-        payloads.push(Payload::CertReq {
-            encoding: 4,
-            data: self.config.anchors.certreq_data(),
-        });
+        payloads.push(certificate_request(&self.config.anchors));
         payloads.push(Payload::Auth {
             method: method.code(),
             data: auth,
@@ -635,6 +630,15 @@ impl<'a> AuthResponse<'a> {
             tsi: tsi?,
             tsr: tsr?,
         })
+    }
+}
+
+/// A CERTREQ for our trust anchors (RFC 7296 §3.7): strongSwan (`send_cert = ifasked`) sends
+/// its certificate only when asked, and without it the responder cannot be verified.
+fn certificate_request(anchors: &TrustAnchors) -> Payload {
+    Payload::CertReq {
+        encoding: 4,
+        data: anchors.certreq_data(),
     }
 }
 

@@ -51,8 +51,9 @@ const SYSTEM_CA_BUNDLE: &str = "/etc/ssl/certs/ca-certificates.crt";
 /// Arguments of `gate64 connect`.
 #[derive(clap::Args, Debug)]
 pub struct ConnectArgs {
+    // Boxed: the IPsec options make the transports' arguments the largest command.
     #[command(subcommand)]
-    transport: Transport,
+    transport: Box<Transport>,
 }
 
 #[derive(clap::Subcommand, Debug)]
@@ -181,7 +182,7 @@ pub fn run(args: ConnectArgs) -> Result<()> {
     rt.block_on(async move {
         let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
         let client = async {
-            match args.transport {
+            match *args.transport {
                 Transport::Iphttps(a) => iphttps(a).await,
                 Transport::Teredo(a) => teredo(a).await,
             }

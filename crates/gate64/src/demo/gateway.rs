@@ -195,20 +195,16 @@ impl Gateway {
                         .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |v| v.checked_sub(1));
                 }
                 Event::ChildSaUp(pair) => {
-                    if self.sadb.install(*pair).is_ok() {
-                        counts.qmsa.fetch_add(1, Ordering::Relaxed);
-                    }
+                    let installed = self.sadb.install(*pair).is_ok();
+                    counts
+                        .qmsa
+                        .fetch_add(u64::from(installed), Ordering::Relaxed);
                 }
-                Event::ChildSaDown { inbound_spi } => {
-                    if self.sadb.inbound(inbound_spi).is_some() {
-                        self.sadb.remove(inbound_spi);
-                        let _ =
-                            counts
-                                .qmsa
-                                .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |v| {
-                                    v.checked_sub(1)
-                                });
-                    }
+                Event::ChildSaDown { inbound_spi } if self.sadb.inbound(inbound_spi).is_some() => {
+                    self.sadb.remove(inbound_spi);
+                    let _ = counts
+                        .qmsa
+                        .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |v| v.checked_sub(1));
                 }
                 _ => {}
             }

@@ -201,6 +201,8 @@ fn start_daemon(
         // back.
         cfg.limits.rs_per_source_per_sec = 1_000_000;
         cfg.limits.rs_burst = 1_000_000;
+        // And the relay's peers per IPv4 address: one per emulated Teredo client.
+        cfg.limits.max_teredo_peers_per_ipv4 = 1_000_000;
         if let Some(c) = certs {
             cfg.iphttps = Config::lab_iphttps(
                 SocketAddr::from((Ipv4Addr::LOCALHOST, 0)),
