@@ -21,7 +21,8 @@
 //!   checked against the SA's selectors (RFC 4301 §5.2) and handed to the host.
 //!
 //! A tunnel whose negotiation fails, or whose IKE SA the responder deletes, starts over after
-//! [`RETRY_AFTER`]. The initiator answers liveness checks (DPD); it does not rekey, so SAs
+//! [`RETRY_AFTER`], doubling per failure up to [`RETRY_MAX`], with a random part so that many
+//! clients refused together (a busy responder) do not come back together. The initiator answers liveness checks (DPD); it does not rekey, so SAs
 //! live until the responder rekeys or deletes them (see `gate64_ike::initiator`).
 
 use super::{Host, Ready, sleep_until};
@@ -48,6 +49,8 @@ pub const NAT_T_PORT: u16 = 4500;
 pub const IKE_PORT: u16 = 500;
 /// A failed or deleted tunnel is negotiated again after this long.
 pub const RETRY_AFTER: Duration = Duration::from_secs(5);
+/// The longest wait between two negotiations of a tunnel.
+pub const RETRY_MAX: Duration = Duration::from_secs(120);
 /// First retransmission of an unanswered IKE request (doubling, RFC 7296 §2.1).
 const RETRANSMIT_AFTER: Duration = Duration::from_millis(500);
 /// Retransmissions before a negotiation is given up (and retried after [`RETRY_AFTER`]).
@@ -181,6 +184,8 @@ struct Tunnel {
     child: Option<ChildSa>,
     /// When to negotiate again after a failure.
     retry_at: Option<Instant>,
+    /// Failures since the tunnel was last up.
+    failures: u32,
 }
 
 /// An installed child SA from our side: `inbound` opens what the responder sends.
@@ -230,6 +235,7 @@ impl<H: InnerLink> IpsecHost<H> {
                 initiator: None,
                 child: None,
                 retry_at: None,
+                failures: 0,
             })
             .collect();
         IpsecHost {
@@ -327,7 +333,8 @@ impl<H: InnerLink> IpsecHost<H> {
                     Ok(pair) => pair,
                     Err(e) => {
                         warn!(tunnel = ?kind, error = ?e, "child SA keys refused");
-                        return self.retry(i, now);
+                        self.retry(i, now);
+                        return;
                     }
                 };
                 let corporate = &child.outbound.remote_ts;
@@ -351,6 +358,7 @@ impl<H: InnerLink> IpsecHost<H> {
                     spi_out = format_args!("{:08x}", outbound.spi()),
                     "IPsec tunnel up"
                 );
+                self.tunnels[i].failures = 0;
                 self.tunnels[i].child = Some(ChildSa {
                     inbound,
                     outbound,
@@ -360,21 +368,25 @@ impl<H: InnerLink> IpsecHost<H> {
                 self.stats.child_sas += 1;
             }
             InitiatorEvent::Failed(e) => {
-                warn!(tunnel = ?kind, error = %e, retry_in = ?RETRY_AFTER, "IPsec tunnel down");
-                self.retry(i, now);
+                let wait = self.retry(i, now);
+                warn!(tunnel = ?kind, error = %e, retry_in = ?wait, "IPsec tunnel down");
             }
             _ => {}
         }
     }
 
-    fn retry(&mut self, i: usize, now: Instant) {
+    /// Drops tunnel `i`'s SAs and schedules its next negotiation; returns the wait.
+    fn retry(&mut self, i: usize, now: Instant) -> Duration {
         let tunnel = &mut self.tunnels[i];
         if tunnel.child.take().is_some() {
             self.stats.child_sas = self.stats.child_sas.saturating_sub(1);
             self.stats.ike_sas = self.stats.ike_sas.saturating_sub(1);
         }
         tunnel.initiator = None;
-        tunnel.retry_at = Some(now + RETRY_AFTER);
+        let wait = retry_delay(tunnel.failures);
+        tunnel.failures = tunnel.failures.saturating_add(1);
+        tunnel.retry_at = Some(now + wait);
+        wait
     }
 
     /// The TCP MSS that keeps a sealed segment within the transport's MTU (inner IPv6 40 +
@@ -569,6 +581,19 @@ pub(crate) fn ike_packet(local: SocketAddr, remote: SocketAddr, ike: &[u8]) -> O
     pkt[ipv6::HEADER_LEN + udp::HEADER_LEN + marker..].copy_from_slice(ike);
     write_udp_headers(&mut pkt, local, remote, udp_len);
     Some(pkt)
+}
+
+/// The wait before negotiating again after `failures` failures in a row: [`RETRY_AFTER`]
+/// doubling up to [`RETRY_MAX`], of which a random half.
+fn retry_delay(failures: u32) -> Duration {
+    use std::hash::{BuildHasher, Hasher};
+    let base = RETRY_AFTER
+        .saturating_mul(1u32.checked_shl(failures).unwrap_or(u32::MAX))
+        .min(RETRY_MAX);
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u32(failures);
+    let fraction = (h.finish() % 1000) as f64 / 1000.0;
+    base / 2 + base.mul_f64(fraction / 2.0)
 }
 
 /// The number of addresses a selector spans minus one (`u128::MAX` for IPv4 or reversed).

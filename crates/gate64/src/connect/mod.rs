@@ -15,6 +15,19 @@
 //! gathered per TLS read or per burst of datagrams and written with GRO, so a flow's segments
 //! enter the local stack as one super-packet.
 //!
+//! Over either transport the client is a DirectAccess-style IPsec client by default
+//! ([`crate::client::ipsec`], issue 8): once the transport is up, two IKEv2 initiators build
+//! the `infrastructure` and `intranet` tunnels (one IKE SA and one child SA each, certificate
+//! authentication with `--ipsec-cert/--ipsec-key`, the responder checked against `--ipsec-ca`)
+//! to `--ipsec-endpoint`, riding the transport as IPv6/UDP 4500 built by the client itself (no
+//! kernel socket, no kernel ESP). The inner address comes from the configuration payload
+//! (CFG_REQUEST) and the corporate routes from the narrowed traffic selectors, routed into
+//! the TUN device with the inner address as source and a TCP MSS that keeps a sealed segment
+//! within the transport's MTU; `--route` is then only for extra prefixes. The endpoint has no
+//! default: neither transport tells the client gate64's IKE address (its `[ipsec] endpoint`,
+//! by default `corpnet.address6`). `--no-ipsec` keeps the clear-text client of earlier
+//! releases, for labs.
+//!
 //! The TUN device is created on the first configuration and survives reconnects; `--route`
 //! prefixes are routed into it (`ip -6 route replace`). On a lost IP-HTTPS connection the
 //! client reconnects after 1 s, doubling up to 60 s, and resets after a successful link. (The

@@ -62,3 +62,15 @@ fn ike_rides_udp_4500_behind_the_non_esp_marker() {
     let v4: SocketAddr = "192.0.2.1:4500".parse().unwrap();
     assert!(ike_packet(v4, remote, &ike).is_none());
 }
+
+#[test]
+fn retries_back_off_with_a_random_part() {
+    for failures in 0..40 {
+        let base = RETRY_AFTER
+            .saturating_mul(1u32.checked_shl(failures).unwrap_or(u32::MAX))
+            .min(RETRY_MAX);
+        let d = retry_delay(failures);
+        assert!(d >= base / 2 && d <= base, "{failures}: {d:?} for {base:?}");
+    }
+    assert!(retry_delay(30) <= RETRY_MAX);
+}
