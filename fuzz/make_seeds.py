@@ -242,3 +242,71 @@ os.makedirs("corpus/ike_auth", exist_ok=True)
 for name, data in IKE_AUTH_SEEDS.items():
     with open(f"corpus/ike_auth/seed-{name}", "wb") as f:
         f.write(data)
+
+# IKEv2 (RFC 7296 §3): an IKE_SA_INIT request shaped like strongSwan's, a COOKIE reply, an
+# INFORMATIONAL with an SK payload, and a fragment (RFC 7383).
+def ike_payloads(items):
+    out = b""
+    for i, (kind, body, crit) in enumerate(items):
+        nxt = items[i + 1][0] if i + 1 < len(items) else 0
+        out += struct.pack("!BBH", nxt, 0x80 if crit else 0, 4 + len(body)) + body
+    return out
+
+
+def ike(spi_i, spi_r, exch, flags, mid, items, first_override=None):
+    body = ike_payloads(items)
+    first = items[0][0] if items else 0
+    if first_override is not None:
+        first = first_override
+    return struct.pack("!QQBBBBII", spi_i, spi_r, first, 0x20, exch, flags, mid, 28 + len(body)) + body
+
+
+def transform(last, ttype, tid, attrs=b""):
+    return struct.pack("!BBHBBH", 0 if last else 3, 0, 8 + len(attrs), ttype, 0, tid) + attrs
+
+
+def proposal(last, num, proto, spi, transforms):
+    body = b"".join(transform(i + 1 == len(transforms), *t) for i, t in enumerate(transforms))
+    return struct.pack("!BBHBBBB", 0 if last else 2, 0, 8 + len(spi) + len(body), num, proto, len(spi), len(transforms)) + spi + body
+
+
+KEYLEN256 = struct.pack("!HH", 0x800E, 256)
+sa = proposal(False, 1, 1, b"", [(1, 20, KEYLEN256), (2, 5), (4, 19)]) + proposal(True, 2, 1, b"", [(1, 20, KEYLEN256), (2, 5), (4, 31)])
+notify = lambda kind, data=b"": struct.pack("!BBH", 0, 0, kind) + data
+init = ike(0x1122334455667788, 0, 34, 0x08, 0, [
+    (33, sa, False),
+    (34, struct.pack("!HH", 19, 0) + bytes(range(64)), False),
+    (40, bytes(range(32)), False),
+    (41, notify(16388, bytes(20)), False),
+    (41, notify(16389, bytes(20)), False),
+    (41, notify(16430), False),
+    (41, notify(16431, struct.pack("!HHH", 2, 3, 4)), False),
+])
+cookie = ike(0x1122334455667788, 0, 34, 0x20, 0, [(41, notify(16390, bytes(17)), False)])
+sk = ike(1, 2, 37, 0x08, 2, [(46, bytes(8) + bytes(range(17)), False)], first_override=46)
+skf = ike(1, 2, 35, 0x08, 1, [(53, struct.pack("!HH", 1, 3) + bytes(40), False)], first_override=53)
+ts = struct.pack("!BBBB", 1, 0, 0, 0) + struct.pack("!BBHHH", 8, 0, 40, 0, 65535) + bytes(16) + b"\xff" * 16
+cp = struct.pack("!BBBB", 1, 0, 0, 0) + struct.pack("!HH", 8, 0)
+delete = struct.pack("!BBH", 3, 4, 1) + b"\x00\x00\x12\x34"
+clear_auth = ike(1, 2, 35, 0x08, 1, [
+    (35, struct.pack("!BBBB", 9, 0, 0, 0) + b"0\x00", False),
+    (39, struct.pack("!BBBB", 14, 0, 0, 0) + bytes(20), False),
+    (47, cp, False),
+    (33, proposal(True, 1, 3, b"\x00\x00\x01\x00", [(1, 20, KEYLEN256), (5, 0)]), False),
+    (44, ts, False),
+    (45, ts, False),
+    (42, delete, False),
+])
+os.makedirs("corpus/ike_message", exist_ok=True)
+for name, data in [("init-strongswan", init), ("cookie", cookie), ("informational-sk", sk),
+                   ("auth-fragment", skf), ("auth-clear-payloads", clear_auth)]:
+    with open(f"corpus/ike_message/seed-{name}", "wb") as f:
+        f.write(data)
+
+# ike_responder: programs of (2-byte length, flag byte, datagram).
+prog = lambda *steps: b"".join(struct.pack("!HB", len(d), f) + d for f, d in steps)
+os.makedirs("corpus/ike_responder", exist_ok=True)
+for name, data in [("init-twice", prog((0, init), (0, init))),
+                   ("init-then-sk", prog((2, init), (1, sk), (4, init)))]:
+    with open(f"corpus/ike_responder/seed-{name}", "wb") as f:
+        f.write(data)

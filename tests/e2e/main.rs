@@ -7,6 +7,7 @@
 
 mod common;
 mod dns64;
+mod ike_interop;
 mod iphttps;
 mod iphttps_abuse;
 mod iphttps_edge;

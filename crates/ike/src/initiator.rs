@@ -3,6 +3,10 @@
 //! INVALID_KE_PAYLOAD and COOKIE), IKE_AUTH with certificates, a CFG_REQUEST for an inner
 //! IPv6 address, retransmission of the outstanding request (§2.1), and liveness answers.
 //!
+//! After NAT detection (§2.23) the exchange moves to port 4500 on both ends: transmits then
+//! name local and remote port 4500, and the caller sends them from its NAT-T socket with the
+//! RFC 3948 non-ESP marker prepended (and strips it from what that socket receives).
+//!
 //! Rekeying from the initiator side, and MOBIKE, are not implemented: the responder (gate64
 //! or strongSwan) keeps the SAs up to their hard lifetime.
 
@@ -19,6 +23,10 @@ use crate::message::{
     CfgAttribute, Configuration, Header, Identification, Message, Notify, Payload, Proposal,
     TrafficSelector, Transform, cfg, exchange, find_notify, flags, notify, transform,
 };
+use crate::responder::nat_detection_hash;
+
+/// The NAT-T port (RFC 3948).
+pub const NAT_T_PORT: u16 = 4500;
 
 /// What the initiator negotiates.
 #[derive(Debug)]
@@ -268,16 +276,8 @@ impl Initiator {
                 data: self.kex.public_data()?,
             },
             Payload::Nonce(self.ni.clone()),
-            Payload::Notify(Notify::new(
-                notify::IKEV2_FRAGMENTATION_SUPPORTED,
-                Vec::new(),
-            )),
-            Payload::Notify(Notify::new(
-                notify::SIGNATURE_HASH_ALGORITHMS,
-                SigHash::notify_data(),
-            )),
-            // RFC 7296 §2.23: without NAT detection a responder never UDP-encapsulates ESP,
-            // and strongSwan's userspace ESP (kernel-libipsec) refuses an SA without it.
+            // RFC 7296 §2.23: without these the responder does no NAT detection, and a peer
+            // that needs UDP-encapsulated ESP (strongSwan's libipsec) cannot build the child.
             Payload::Notify(Notify::new(
                 notify::NAT_DETECTION_SOURCE_IP,
                 nat_detection_hash(self.spi_i, 0, self.local),
@@ -285,6 +285,14 @@ impl Initiator {
             Payload::Notify(Notify::new(
                 notify::NAT_DETECTION_DESTINATION_IP,
                 nat_detection_hash(self.spi_i, 0, self.remote),
+            )),
+            Payload::Notify(Notify::new(
+                notify::IKEV2_FRAGMENTATION_SUPPORTED,
+                Vec::new(),
+            )),
+            Payload::Notify(Notify::new(
+                notify::SIGNATURE_HASH_ALGORITHMS,
+                SigHash::notify_data(),
             )),
         ]);
         let header = Header {
@@ -345,9 +353,26 @@ impl Initiator {
         self.spi_r = m.header.spi_r;
         let keys = IkeKeys::derive(&shared, &self.ni, &nr, self.spi_i, self.spi_r)?;
         self.nr = nr;
+        if self.nat_detected(m) {
+            // RFC 7296 §2.23: behind a NAT (or a peer that fakes one to force UDP
+            // encapsulation, as strongSwan's libipsec does) IKE moves to port 4500.
+            self.local.set_port(NAT_T_PORT);
+            self.remote.set_port(NAT_T_PORT);
+        }
         self.send_auth(now, datagram, &keys, m)?;
         self.keys = Some(keys);
         Ok(())
+    }
+
+    /// Whether the NAT detection notifies of the response disagree with the addresses this
+    /// exchange used (RFC 7296 §2.23).
+    fn nat_detected(&self, m: &Message) -> bool {
+        let differs = |kind, addr| {
+            m.notify(kind)
+                .is_some_and(|n| n.data != nat_detection_hash(self.spi_i, self.spi_r, addr))
+        };
+        differs(notify::NAT_DETECTION_SOURCE_IP, self.remote)
+            || differs(notify::NAT_DETECTION_DESTINATION_IP, self.local)
     }
 
     fn send_auth(
@@ -392,7 +417,12 @@ impl Initiator {
             notify::INITIAL_CONTACT,
             Vec::new(),
         )));
-        payloads.push(certificate_request(&self.config.anchors));
+        // RFC 7296 §3.7: ask for the responder's certificate under our CAs (strongSwan sends
+        // its CERT only when asked).
+        payloads.push(Payload::CertReq {
+            encoding: 4,
+            data: self.config.anchors.certreq_data(),
+        });
         payloads.push(Payload::Auth {
             method: method.code(),
             data: auth,
@@ -549,7 +579,7 @@ impl Initiator {
             outbound: params(u32::from_be_bytes(spi), i_to_r),
             peer: Peer {
                 outer,
-                udp_encap: (self.remote.port() == 4500).then_some(4500),
+                udp_encap: (self.remote.port() == NAT_T_PORT).then_some(NAT_T_PORT),
                 inner: p.inner.into_iter().collect(),
             },
             tunnel: self.config.tunnel,
@@ -631,27 +661,4 @@ impl<'a> AuthResponse<'a> {
             tsr: tsr?,
         })
     }
-}
-
-/// A CERTREQ for our trust anchors (RFC 7296 §3.7): strongSwan (`send_cert = ifasked`) sends
-/// its certificate only when asked, and without it the responder cannot be verified.
-fn certificate_request(anchors: &TrustAnchors) -> Payload {
-    Payload::CertReq {
-        encoding: 4,
-        data: anchors.certreq_data(),
-    }
-}
-
-/// RFC 7296 §2.23: SHA-1(SPIi | SPIr | IP address | port).
-fn nat_detection_hash(spi_i: u64, spi_r: u64, addr: SocketAddr) -> Vec<u8> {
-    use aws_lc_rs::digest;
-    let mut ctx = digest::Context::new(&digest::SHA1_FOR_LEGACY_USE_ONLY);
-    ctx.update(&spi_i.to_be_bytes());
-    ctx.update(&spi_r.to_be_bytes());
-    match addr.ip() {
-        IpAddr::V4(a) => ctx.update(&a.octets()),
-        IpAddr::V6(a) => ctx.update(&a.octets()),
-    }
-    ctx.update(&addr.port().to_be_bytes());
-    ctx.finish().as_ref().to_vec()
 }

@@ -7,6 +7,7 @@ mod batch;
 pub mod binding_log;
 pub mod dns64;
 pub mod gro;
+pub mod ike;
 pub mod iphttps;
 pub mod metrics_http;
 pub mod queue;

@@ -338,7 +338,7 @@ pub(crate) fn build_child(
         IpAddr::V4(a) => a.to_ipv6_mapped(),
     };
     // RFC 3948: the client's IKE moved to 4500, so its ESP comes UDP-encapsulated there.
-    let udp_encap = (sa.local.port() == 4500).then_some(sa.remote.port());
+    let udp_encap = (sa.local.port() == r.config.nat_t_port).then_some(sa.remote.port());
     let pair = ChildSaPair {
         inbound: params(our_spi, i_to_r),
         outbound: params(plan.choice.peer_spi, r_to_i),

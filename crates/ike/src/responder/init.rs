@@ -104,7 +104,7 @@ pub(crate) fn error_response(request: Header, kind: u16, data: Vec<u8>) -> Vec<u
 }
 
 /// RFC 7296 §2.23: SHA-1(SPIi | SPIr | IP address | port).
-pub(crate) fn nat_detection_hash(spi_i: u64, spi_r: u64, addr: SocketAddr) -> Vec<u8> {
+pub fn nat_detection_hash(spi_i: u64, spi_r: u64, addr: SocketAddr) -> Vec<u8> {
     let mut ctx = digest::Context::new(&digest::SHA1_FOR_LEGACY_USE_ONLY);
     ctx.update(&spi_i.to_be_bytes());
     ctx.update(&spi_r.to_be_bytes());

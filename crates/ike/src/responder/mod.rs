@@ -30,6 +30,7 @@ use crate::child_sa::{ChildSaPair, TunnelKind};
 use crate::keys::{self, IkeKeys};
 use crate::message::{Header, Message, Notify, Payload, exchange, flags, notify};
 
+pub use init::nat_detection_hash;
 pub use pool::AddressPool;
 
 /// What the responder is configured with.
@@ -55,11 +56,17 @@ pub struct ResponderConfig {
     pub cookie_rotation: Duration,
     /// Soft lifetime handed to child SAs (the hard one is 10% later). The initiator rekeys.
     pub child_lifetime: Duration,
-    /// An IKE SA that hears nothing for this long is deleted.
+    /// An IKE SA that hears no IKE message for this long is forgotten (its child SAs go
+    /// down). The responder sends no liveness checks of its own, and ESP traffic is not seen
+    /// here, so this must exceed the clients' IKE rekey interval (strongSwan: 4 h by default);
+    /// it only reclaims the state of clients that vanished.
     pub ike_idle_timeout: Duration,
     /// Largest IKE datagram we send before RFC 7383 fragmentation (IPv6 minimum MTU less
     /// headers, as strongSwan's default).
     pub fragment_size: usize,
+    /// The local NAT-T port (4500): a child SA negotiated over it is UDP-encapsulated
+    /// (RFC 3948), since the client only moves there after NAT detection.
+    pub nat_t_port: u16,
 }
 
 impl ResponderConfig {
@@ -83,8 +90,9 @@ impl ResponderConfig {
             half_open_timeout: Duration::from_secs(30),
             cookie_rotation: Duration::from_secs(120),
             child_lifetime: Duration::from_secs(8 * 3600),
-            ike_idle_timeout: Duration::from_secs(30 * 60),
+            ike_idle_timeout: Duration::from_secs(24 * 3600),
             fragment_size: 1232,
+            nat_t_port: 4500,
         }
     }
 }
@@ -175,6 +183,15 @@ impl Refusal {
             Refusal::Unsupported => "unsupported",
             Refusal::Crypto => "crypto",
         }
+    }
+}
+
+/// The `result` label of `gate64_ike_negotiations_total` for an [`Event::Negotiation`]:
+/// `established`, or the refusal's label.
+pub fn negotiation_label(result: &Result<(), Refusal>) -> &'static str {
+    match result {
+        Ok(()) => "established",
+        Err(r) => r.label(),
     }
 }
 

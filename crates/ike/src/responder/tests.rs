@@ -821,3 +821,63 @@ fn rfc7383_fragmented_request_and_response() {
     assert_eq!(payloads.first().map(Payload::kind), Some(kind::IDR));
     assert_eq!(child_ups(&events(&mut r)).len(), 1);
 }
+
+#[test]
+fn idle_ike_sa_is_forgotten_with_its_children() {
+    let lab = Lab::new();
+    let now = Instant::now();
+    let (mut r, mut i, pair) =
+        established_pair(&lab, now, |c| c.ike_idle_timeout = Duration::from_secs(600));
+    // A liveness check keeps it.
+    let probe = request(&mut i, exchange::INFORMATIONAL, &[]);
+    r.handle(
+        now + Duration::from_secs(500),
+        addr(SERVER),
+        addr(CLIENT),
+        &probe,
+    );
+    r.handle_timeout(now + Duration::from_secs(900));
+    assert_eq!(r.ike_sas(now).len(), 1);
+    r.handle_timeout(now + Duration::from_secs(1101));
+    let ev = events(&mut r);
+    assert!(
+        ev.contains(&Event::ChildSaDown {
+            inbound_spi: pair.inbound.spi
+        }),
+        "{ev:?}"
+    );
+    assert!(ev.iter().any(|e| matches!(e, Event::IkeSaDown { .. })));
+    assert_eq!((r.ike_sas(now).len(), r.pool.leased()), (0, 0));
+}
+
+/// RFC 7296 §2.23: the responder saw another source than the initiator used (a NAT), so the
+/// initiator moves to 4500 and the responder builds a UDP-encapsulated child SA there.
+#[test]
+fn rfc7296_2_23_nat_moves_the_exchange_to_4500() {
+    let lab = Lab::new();
+    let now = Instant::now();
+    let mut r = lab.responder(now, |_| {});
+    let mut i = lab.initiator(
+        now,
+        TunnelKind::Intranet,
+        "fd00:c0::/64",
+        &lab.clients_ca,
+        Group::Ecp256,
+    );
+    let mapped = addr("[2001:db8:7::1]:61000");
+    i.start(now);
+    let (_, server, init) = i.poll_transmit().expect("IKE_SA_INIT");
+    r.handle(now, server, mapped, &init);
+    i.handle(now, &r.poll_transmit().expect("reply").bytes);
+    let (local, remote, auth) = i.poll_transmit().expect("IKE_AUTH");
+    assert_eq!((local.port(), remote.port()), (4500, 4500));
+    let mapped_4500 = addr("[2001:db8:7::1]:61001");
+    r.handle(now, SocketAddr::new(server.ip(), 4500), mapped_4500, &auth);
+    let t = r.poll_transmit().expect("IKE_AUTH response");
+    assert_eq!((t.local.port(), t.remote), (4500, mapped_4500));
+    i.handle(now, &t.bytes);
+    let (_, theirs) = established(&mut i);
+    assert_eq!(theirs.peer.udp_encap, Some(4500));
+    let ev = events(&mut r);
+    assert_eq!(child_ups(&ev)[0].peer.udp_encap, Some(61001));
+}
