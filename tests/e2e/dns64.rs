@@ -23,9 +23,9 @@ const CORP_DNS: &str = "2001:db8:100::1";
 
 #[test]
 #[ignore = "netns: needs root"]
-fn netns_dns64_unbound_upstream_dig() {
+fn netns_dns64_unbound_upstream_dig_without_ipsec() {
     netns_test(
-        "netns_dns64_unbound_upstream_dig",
+        "netns_dns64_unbound_upstream_dig_without_ipsec",
         Topology::builder().corp_ipv4(true),
         dns64_with_unbound,
     );

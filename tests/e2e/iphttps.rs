@@ -4,10 +4,10 @@
 //! gate64 serves in `tsrv` with Teredo and `[iphttps]` on 198.51.100.1:443 (certificates from
 //! `gate64 certs`, client prefix 2001:db8:1::/48); `gate64 connect` runs in `tcli`.
 //!
-//! - `netns_iphttps_connect_ping_iperf`: link up, ping both ways, iperf3 both ways, metrics.
-//! - `netns_iphttps_client_certificate_required`: `client_ca` set: no client certificate, no
+//! - `netns_iphttps_connect_ping_iperf_without_ipsec`: link up, ping both ways, iperf3 both ways, metrics.
+//! - `netns_iphttps_client_certificate_required_without_ipsec`: `client_ca` set: no client certificate, no
 //!   link (and `tls_error` counted); with one, the link comes up.
-//! - `netns_teredo_gate64_connect`: `gate64 connect teredo` instead of Miredo.
+//! - `netns_teredo_gate64_connect_without_ipsec`: `gate64 connect teredo` instead of Miredo.
 
 use std::time::{Duration, Instant};
 
@@ -30,9 +30,9 @@ const REFUSED_WATCH: Duration = Duration::from_secs(5);
 
 #[test]
 #[ignore = "netns: needs root"]
-fn netns_iphttps_connect_ping_iperf() {
+fn netns_iphttps_connect_ping_iperf_without_ipsec() {
     netns_test(
-        "netns_iphttps_connect_ping_iperf",
+        "netns_iphttps_connect_ping_iperf_without_ipsec",
         Topology::builder(),
         connect_ping_iperf,
     );
@@ -125,9 +125,9 @@ fn connect_ping_iperf(topo: &Topology) -> Result<()> {
 
 #[test]
 #[ignore = "netns: needs root"]
-fn netns_iphttps_client_certificate_required() {
+fn netns_iphttps_client_certificate_required_without_ipsec() {
     netns_test(
-        "netns_iphttps_client_certificate_required",
+        "netns_iphttps_client_certificate_required_without_ipsec",
         Topology::builder(),
         client_certificate_required,
     );
@@ -184,9 +184,9 @@ fn client_certificate_required(topo: &Topology) -> Result<()> {
 
 #[test]
 #[ignore = "netns: needs root"]
-fn netns_teredo_gate64_connect() {
+fn netns_teredo_gate64_connect_without_ipsec() {
     netns_test(
-        "netns_teredo_gate64_connect",
+        "netns_teredo_gate64_connect_without_ipsec",
         Topology::builder(),
         teredo_connect,
     );

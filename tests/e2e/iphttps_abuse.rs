@@ -3,14 +3,14 @@
 //! no TLS at all to gate64's listener, while an established `gate64 connect iphttps` client
 //! runs iperf3 through the tunnel (teredo-iphttps.md §2.1, §2.5).
 //!
-//! - `netns_iphttps_bad_input_is_refused`: each abuse gets the expected refusal (HTTP status,
+//! - `netns_iphttps_bad_input_is_refused_without_ipsec`: each abuse gets the expected refusal (HTTP status,
 //!   TLS alert or close) and raises the matching `gate64_tls_handshakes_total{result}`
 //!   counter; the tunnel's iperf3 run keeps > 30 % of its undisturbed throughput and the
 //!   link stays up.
 //! - `netns_iphttps_openssl_without_client_certificate`: with `client_ca` set, `openssl
 //!   s_client` without a certificate is refused at TLS (never sees a 200); with the lab
 //!   client certificate the same request gets `200 OK`. (The `gate64 connect` variant is
-//!   `iphttps::netns_iphttps_client_certificate_required`.)
+//!   `iphttps::netns_iphttps_client_certificate_required_without_ipsec`.)
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
@@ -36,9 +36,9 @@ const ABUSED_SECS: u32 = 12;
 
 #[test]
 #[ignore = "netns: needs root"]
-fn netns_iphttps_bad_input_is_refused() {
+fn netns_iphttps_bad_input_is_refused_without_ipsec() {
     netns_test(
-        "netns_iphttps_bad_input_is_refused",
+        "netns_iphttps_bad_input_is_refused_without_ipsec",
         Topology::builder(),
         bad_input_is_refused,
     );

@@ -1,6 +1,6 @@
 //! IP-HTTPS on an internet edge (issue 12): what one host or many idle clients can take.
 //!
-//! - `netns_iphttps_clients_that_stop_reading`: 2,000 IP-HTTPS clients from `tatk` (8
+//! - `netns_iphttps_clients_that_stop_reading_without_ipsec`: 2,000 IP-HTTPS clients from `tatk` (8
 //!   addresses, `iphttps-load --stop-reading`) link up and never read again while `tcorp`
 //!   sends UDP towards every one of them. gate64's peak RSS (VmHWM) stays under its RSS
 //!   before the load + `iphttps.queue_budget_bytes` + a per-connection allowance
@@ -106,9 +106,9 @@ fn queue_full_drops(topo: &Topology) -> f64 {
 
 #[test]
 #[ignore = "netns: needs root"]
-fn netns_iphttps_clients_that_stop_reading() {
+fn netns_iphttps_clients_that_stop_reading_without_ipsec() {
     netns_test(
-        "netns_iphttps_clients_that_stop_reading",
+        "netns_iphttps_clients_that_stop_reading_without_ipsec",
         Topology::builder().attacker(true),
         clients_that_stop_reading,
     );

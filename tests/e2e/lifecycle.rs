@@ -5,14 +5,14 @@
 //! the corporate host every 200 ms; a client never reconnects, so one whose connection ended
 //! was dropped. After a mark file appears it counts replies to requests sent after it apart.
 //!
-//! - `netns_reload_keeps_100_clients_and_serves_the_new_certificate`: 50 Teredo + 50 IP-HTTPS
+//! - `netns_reload_keeps_100_clients_and_serves_the_new_certificate_without_ipsec`: 50 Teredo + 50 IP-HTTPS
 //!   clients and a real Miredo client pass traffic; the file gets a new certificate (a new CA
 //!   too) and `log.level = "info"` (from "debug"), then SIGHUP: every client keeps passing traffic, none is
 //!   dropped, and a new TLS connection is served the new certificate (SHA-256 fingerprint by
 //!   `openssl s_client`).
 //! - `netns_reload_of_a_restart_only_key_is_refused`: `server.workers` changed, then an
 //!   invalid file: both reloads refused (logged with the key, counted), gate64 keeps serving.
-//! - `netns_sigterm_drains_links_and_removes_routes`: SIGTERM with IP-HTTPS clients up: exit
+//! - `netns_sigterm_drains_links_and_removes_routes_without_ipsec`: SIGTERM with IP-HTTPS clients up: exit
 //!   status 0 within the grace, every client saw close_notify, the TUN device and its routes
 //!   are gone.
 
@@ -34,9 +34,9 @@ const UP_TIMEOUT: Duration = Duration::from_secs(45);
 
 #[test]
 #[ignore = "netns: needs root"]
-fn netns_reload_keeps_100_clients_and_serves_the_new_certificate() {
+fn netns_reload_keeps_100_clients_and_serves_the_new_certificate_without_ipsec() {
     netns_test(
-        "netns_reload_keeps_100_clients_and_serves_the_new_certificate",
+        "netns_reload_keeps_100_clients_and_serves_the_new_certificate_without_ipsec",
         Topology::builder(),
         reload_keeps_clients,
     );
@@ -179,9 +179,9 @@ fn restart_only_key_refused(topo: &Topology) -> Result<()> {
 
 #[test]
 #[ignore = "netns: needs root"]
-fn netns_sigterm_drains_links_and_removes_routes() {
+fn netns_sigterm_drains_links_and_removes_routes_without_ipsec() {
     netns_test(
-        "netns_sigterm_drains_links_and_removes_routes",
+        "netns_sigterm_drains_links_and_removes_routes_without_ipsec",
         Topology::builder(),
         sigterm_drains,
     );

@@ -11,6 +11,7 @@ mod ike_interop;
 mod iphttps;
 mod iphttps_abuse;
 mod iphttps_edge;
+mod ipsec;
 mod ipsec_connect;
 mod ipsec_strongswan;
 mod lifecycle;

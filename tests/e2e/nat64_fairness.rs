@@ -1,10 +1,10 @@
 //! Edge hardening of the NAT64 and of gate64 itself (issue 12), end to end:
 //!
-//! - `netns_nat64_client_limit_leaves_others_bindings`: one Miredo client opens UDP flows to
+//! - `netns_nat64_client_limit_leaves_others_bindings_without_ipsec`: one Miredo client opens UDP flows to
 //!   the IPv4-only host until its `nat64.max_ports_per_client`; beyond it nothing reaches the
 //!   host, it hears ICMPv6 errors and the drops are counted (RFC 6888 REQ-3/4), while a second
 //!   Miredo client (in `tatk`) still gets new NAT64 bindings.
-//! - `netns_to_self_only_echo_and_dns64`: through its tunnel a client pings gate64 and uses its
+//! - `netns_to_self_only_echo_and_dns64_without_ipsec`: through its tunnel a client pings gate64 and uses its
 //!   DNS64, but reaches no other port on gate64's addresses: neither a wildcard TCP listener
 //!   on the gate64 host (as a metrics endpoint on `[::]` would be) at its corporate address
 //!   or at Pref64 + its Teredo server address, nor the metrics endpoint on 127.0.0.1 via
@@ -40,9 +40,9 @@ const DEADLINE: Duration = Duration::from_secs(40);
 
 #[test]
 #[ignore = "netns: needs root"]
-fn netns_nat64_client_limit_leaves_others_bindings() {
+fn netns_nat64_client_limit_leaves_others_bindings_without_ipsec() {
     netns_test(
-        "netns_nat64_client_limit_leaves_others_bindings",
+        "netns_nat64_client_limit_leaves_others_bindings_without_ipsec",
         Topology::builder().corp_ipv4(true).attacker(true),
         client_limit,
     );
@@ -225,9 +225,9 @@ fn drain(sink: &UdpSocket, seen: &mut BTreeSet<String>) {
 
 #[test]
 #[ignore = "netns: needs root"]
-fn netns_to_self_only_echo_and_dns64() {
+fn netns_to_self_only_echo_and_dns64_without_ipsec() {
     netns_test(
-        "netns_to_self_only_echo_and_dns64",
+        "netns_to_self_only_echo_and_dns64_without_ipsec",
         Topology::builder().corp_ipv4(true),
         to_self,
     );

@@ -2,13 +2,13 @@
 //! routes, sockets and listeners, every thread of the daemon holds no capability in any set,
 //! the bounding set included, with `NoNewPrivs` set; and it still serves Teredo and IP-HTTPS.
 //!
-//! - `netns_privileges_dropped_after_start`: gate64 started as root with Teredo and IP-HTTPS;
+//! - `netns_privileges_dropped_after_start_without_ipsec`: gate64 started as root with Teredo and IP-HTTPS;
 //!   `/proc/<pid>/task/*/status` is checked after start and again after a real Miredo client
 //!   and a `gate64 connect iphttps` client have each pinged a corporate host through it.
 //! - `netns_privileges_dropped_as_unprivileged_user`: as the systemd unit runs it, as an
 //!   unprivileged user (here `nobody`, through `setpriv`) with the start-up capabilities
 //!   ambient; the same checks with Teredo, and the user kept.
-//! - `netns_privileges_switch_to_server_user`: started as root with `[server] user =
+//! - `netns_privileges_switch_to_server_user_without_ipsec`: started as root with `[server] user =
 //!   "nobody"`; the same checks, every thread switched to nobody.
 
 use std::time::Duration;
@@ -31,9 +31,9 @@ const UNIT_CAPS: &str = "+net_admin,+net_bind_service,+setpcap";
 
 #[test]
 #[ignore = "netns: needs root"]
-fn netns_privileges_dropped_after_start() {
+fn netns_privileges_dropped_after_start_without_ipsec() {
     netns_test(
-        "netns_privileges_dropped_after_start",
+        "netns_privileges_dropped_after_start_without_ipsec",
         Topology::builder(),
         dropped_and_serving,
     );
@@ -85,9 +85,9 @@ fn netns_privileges_dropped_as_unprivileged_user() {
 
 #[test]
 #[ignore = "netns: needs root"]
-fn netns_privileges_switch_to_server_user() {
+fn netns_privileges_switch_to_server_user_without_ipsec() {
     netns_test(
-        "netns_privileges_switch_to_server_user",
+        "netns_privileges_switch_to_server_user_without_ipsec",
         Topology::builder(),
         |topo| dropped_as_nobody(topo, Start::RootWithServerUser),
     );

@@ -3,7 +3,7 @@
 //! - `netns_reference_miredo_pair`: Miredo's own server and relay; validates the harness.
 //! - `netns_teredo_miredo_without_ipsec`: gate64 as Teredo server + relay, corpnet without
 //!   IPsec: qualification, ping both ways, iperf3 both ways, metrics.
-//! - `netns_teredo_flood_keeps_clients_working`: the same while `teredo-flood` hammers
+//! - `netns_teredo_flood_keeps_clients_working_without_ipsec`: the same while `teredo-flood` hammers
 //!   192.0.2.1:3544 from a fourth namespace.
 
 use std::net::{Ipv6Addr, SocketAddrV4};
@@ -129,9 +129,9 @@ fn without_ipsec(topo: &Topology) -> Result<()> {
 
 #[test]
 #[ignore = "netns: needs root"]
-fn netns_teredo_flood_keeps_clients_working() {
+fn netns_teredo_flood_keeps_clients_working_without_ipsec() {
     netns_test(
-        "netns_teredo_flood_keeps_clients_working",
+        "netns_teredo_flood_keeps_clients_working_without_ipsec",
         Topology::builder().attacker(true),
         flood_keeps_clients_working,
     );

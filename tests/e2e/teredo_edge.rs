@@ -1,11 +1,11 @@
 //! Teredo on an internet edge (issue 12), against Debian's Miredo client in namespaces:
 //!
-//! - `netns_teredo_spoofer_reflects_nothing`: an attacker aims gate64's Teredo port at a third
+//! - `netns_teredo_spoofer_reflects_nothing_without_ipsec`: an attacker aims gate64's Teredo port at a third
 //!   party (crafted bubbles, junk and RFC 6081 trailers, payloads to Teredo addresses that
 //!   encode the victim's IPv4:port) for 30 s; UDP sockets in the victim's namespace find none of
 //!   the attacker's bytes and at most the rate-limited trickle of bubbles; a Miredo client
 //!   keeps reaching the corporate host.
-//! - `netns_teredo_peer_table_flood_admits_new_client`: one host floods the peer table (every
+//! - `netns_teredo_peer_table_flood_admits_new_client_without_ipsec`: one host floods the peer table (every
 //!   flag value from 1,024 mappings) for 60 s, as the issue asks; a new Miredo client from
 //!   another address qualifies and reaches the corporate host during it, and the table stays
 //!   within the per-address cap (filled in well under a second, then refilled thousands of
@@ -43,9 +43,9 @@ const PEER_FLOOD: Duration = Duration::from_secs(60);
 
 #[test]
 #[ignore = "netns: needs root"]
-fn netns_teredo_spoofer_reflects_nothing() {
+fn netns_teredo_spoofer_reflects_nothing_without_ipsec() {
     netns_test(
-        "netns_teredo_spoofer_reflects_nothing",
+        "netns_teredo_spoofer_reflects_nothing_without_ipsec",
         Topology::builder().attacker(true),
         spoofer_reflects_nothing,
     );
@@ -158,9 +158,9 @@ fn spoofer_reflects_nothing(topo: &Topology) -> Result<()> {
 
 #[test]
 #[ignore = "netns: needs root"]
-fn netns_teredo_peer_table_flood_admits_new_client() {
+fn netns_teredo_peer_table_flood_admits_new_client_without_ipsec() {
     netns_test(
-        "netns_teredo_peer_table_flood_admits_new_client",
+        "netns_teredo_peer_table_flood_admits_new_client_without_ipsec",
         Topology::builder().attacker(true),
         peer_table_flood,
     );

@@ -23,27 +23,6 @@ pub struct Corpnet {
     pub mtu: u16,
     /// Whether gate64 installs the routes that send client-bound traffic into the TUN.
     pub manage_routes: bool,
-    /// Lab only: let client traffic into the corporate network without IPsec, that is from
-    /// unauthenticated clients. The IPsec layer is not built yet: while this is false (the
-    /// secure default) clients reach only gate64 itself. The file key is
-    /// `corpnet.lab_allow_without_ipsec`; the old `corpnet.allow_without_ipsec` is refused.
-    pub lab_allow_without_ipsec: bool,
-}
-
-/// What the daemon and `check-config` say while `corpnet.lab_allow_without_ipsec` is on.
-const OPEN_TO_UNAUTHENTICATED: &str = "corpnet.lab_allow_without_ipsec = true: the corporate \
-     network is open to unauthenticated clients: client traffic enters it WITHOUT IPsec (no \
-     authentication, no encryption), so any internet host that reaches gate64 over Teredo or \
-     IP-HTTPS reaches the corporate network; lab use only, remove the key in production";
-
-impl Corpnet {
-    /// The warning to show while `corpnet.lab_allow_without_ipsec` is on (at start-up, in
-    /// `check-config`, and repeated by the daemon every hour), or `None` while the security
-    /// step is on.
-    pub fn open_to_unauthenticated_warning(&self) -> Option<&'static str> {
-        self.lab_allow_without_ipsec
-            .then_some(OPEN_TO_UNAUTHENTICATED)
-    }
 }
 
 /// Linux `IFNAMSIZ` minus the terminating NUL.
@@ -57,7 +36,6 @@ pub(crate) struct RawCorpnet {
     address6: Option<Ipv6Addr>,
     mtu: Option<u16>,
     manage_routes: Option<bool>,
-    lab_allow_without_ipsec: Option<bool>,
 }
 
 impl RawCorpnet {
@@ -81,7 +59,6 @@ impl RawCorpnet {
             address6,
             mtu: self.mtu.unwrap_or(defaults::MTU),
             manage_routes: self.manage_routes.unwrap_or(true),
-            lab_allow_without_ipsec: self.lab_allow_without_ipsec.unwrap_or(false),
         })
     }
 }
@@ -149,9 +126,6 @@ impl Config {
     /// Advice about `[corpnet]`.
     pub(crate) fn corpnet_warnings(&self, out: &mut Vec<String>) {
         let c = &self.corpnet;
-        if let Some(warning) = c.open_to_unauthenticated_warning() {
-            out.push(warning.to_owned());
-        }
         if !c.ipv6_prefixes.iter().any(|p| p.contains(&c.address6)) {
             out.push(format!(
                 "corpnet.address6 = {}: the address is outside every corpnet.ipv6_prefixes \

@@ -75,3 +75,13 @@ pub const IPHTTPS_WRITE_TIMEOUT_SECS: u64 = 30;
 pub const IPHTTPS_QUEUE_BUDGET_BYTES: usize = 256 * 1024 * 1024;
 /// `log.level`.
 pub const LOG_LEVEL: &str = "info";
+/// `control.socket`: where `gate64 status` finds the daemon.
+pub const CONTROL_SOCKET: &str = "/run/gate64/control.sock";
+/// `ipsec.half_open_cookie_threshold`: half-open IKE SAs before cookies (strongSwan's
+/// `cookie_threshold`).
+pub const IKE_HALF_OPEN_COOKIE_THRESHOLD: usize = 30;
+/// `ipsec.max_half_open_per_source`: half-open IKE SAs per source address (strongSwan's
+/// `block_threshold`).
+pub const IKE_MAX_HALF_OPEN_PER_SOURCE: usize = 5;
+/// `ipsec.child_lifetime_secs`: child SA rekey after 1 hour (strongSwan's child `rekey_time`).
+pub const CHILD_LIFETIME_SECS: u64 = 3600;

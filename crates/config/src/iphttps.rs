@@ -159,12 +159,14 @@ impl RawIphttps {
 
 impl Config {
     /// Checks that the files the configuration names exist and are readable regular files:
+    /// `ipsec.certificate`, `ipsec.private_key` and `ipsec.ca` while IPsec is configured;
     /// `iphttps.certificate`, `iphttps.private_key` and `iphttps.client_ca`, while IP-HTTPS is
     /// enabled. Whether they hold valid PEM is for the daemon to find out when it loads them.
     /// [`Config::validate`] does not call this (so a file can be checked on another machine);
     /// `gate64 check-config` and `gate64 serve` do. The error ([`ErrorKind::Io`](crate::ErrorKind::Io)) names the key
     /// and the path.
     pub fn check_files(&self) -> Result<(), ConfigError> {
+        self.check_ipsec_files()?;
         let h = &self.iphttps;
         if !h.enabled {
             return Ok(());

@@ -6,14 +6,15 @@ use std::path::PathBuf;
 use ipnet::Ipv6Net;
 
 use crate::{
-    Config, Corpnet, Dns64, Iphttps, Limits, Log, Metrics, Nat64, Server, Teredo, defaults,
+    Config, Control, Corpnet, Dns64, Iphttps, Ipsec, Limits, Log, Metrics, Nat64, Server, Teredo,
+    defaults,
 };
 
 impl Config {
     /// A valid configuration for the lab (`gate64 demo`), which runs without root: Teredo on
     /// the given loopback addresses and port, corporate prefix `2001:db8:c0::/48` with
     /// gate64 at `2001:db8:c0::1`, no route management, no metrics listener, and client
-    /// traffic allowed without IPsec (`lab_allow_without_ipsec`). IP-HTTPS is disabled; the
+    /// traffic allowed without IPsec (`[ipsec] require = false`). IP-HTTPS is disabled; the
     /// demo sets `iphttps` to [`Config::lab_iphttps`] when it wants it. Not validated: a
     /// `port` of 0 fails [`Config::validate`].
     pub fn lab(teredo_primary: Ipv4Addr, teredo_secondary: Ipv4Addr, port: u16) -> Config {
@@ -36,13 +37,17 @@ impl Config {
                 address6: Ipv6Addr::new(0x2001, 0xdb8, 0xc0, 0, 0, 0, 0, 1),
                 mtu: defaults::MTU,
                 manage_routes: false,
-                lab_allow_without_ipsec: true,
+            },
+            ipsec: Ipsec {
+                require: false,
+                ..Ipsec::default()
             },
             nat64: Nat64::default(),
             dns64: Dns64::default(),
             metrics: Metrics { listen: None },
             limits: Limits::default(),
             log: Log::default(),
+            control: Control::default(),
             written: Default::default(),
         }
     }

@@ -14,10 +14,12 @@
 //!   `iphttps.private_key` and `iphttps.prefix` while IP-HTTPS is enabled;
 //!   `corpnet.ipv6_prefixes`, `corpnet.address6`). A missing required key is an error naming it.
 //! - Unknown sections and unknown keys are errors (`deny_unknown_fields`), so a typo is never
-//!   silently ignored; a renamed key (`corpnet.allow_without_ipsec`) is refused with its new
-//!   name (`corpnet.lab_allow_without_ipsec`).
-//! - The security step is on unless `corpnet.lab_allow_without_ipsec = true`, which draws a
-//!   warning ([`Corpnet::open_to_unauthenticated_warning`]), as does a section with a switch
+//!   silently ignored; a replaced key (`corpnet.lab_allow_without_ipsec`, and the older
+//!   `corpnet.allow_without_ipsec`) is refused with the key that replaced it (`ipsec.require`).
+//! - The security step is on unless `[ipsec] require = false`, which draws a warning
+//!   ([`Ipsec::open_to_unauthenticated_warning`]); so does `require = true` without IPsec
+//!   configured (`ipsec.certificate`, `ipsec.private_key` and `ipsec.ca` together: no client
+//!   can reach the corporate network), and a section with a switch
 //!   (`[teredo]`, `[iphttps]`, `[nat64]`, `[dns64]`, `[metrics]`) that the file filled in but
 //!   did not enable.
 //! - Nothing here panics on any input (checked by a property test), does I/O other than the one
@@ -39,11 +41,13 @@
 use std::path::Path;
 use std::sync::Arc;
 
+mod control;
 mod corpnet;
 pub mod defaults;
 mod dns64;
 mod error;
 mod iphttps;
+mod ipsec;
 mod lab;
 mod limits;
 mod log;
@@ -55,10 +59,12 @@ mod server;
 mod teredo;
 mod unused;
 
+pub use control::Control;
 pub use corpnet::Corpnet;
 pub use dns64::Dns64;
 pub use error::{ConfigError, ErrorKind};
 pub use iphttps::Iphttps;
+pub use ipsec::Ipsec;
 pub use limits::Limits;
 pub use log::{Log, LogFormat};
 pub use metrics::Metrics;
@@ -81,6 +87,8 @@ pub struct Config {
     pub iphttps: Iphttps,
     /// `[corpnet]`: the corporate-network side (TUN interface, prefixes, routes).
     pub corpnet: Corpnet,
+    /// `[ipsec]`: the security step and the IKEv2/ESP responder.
+    pub ipsec: Ipsec,
     /// `[nat64]`: stateful NAT64 towards IPv4-only corporate hosts (RFC 6146).
     pub nat64: Nat64,
     /// `[dns64]`: the DNS64 resolver (RFC 6147) clients ask through their tunnel.
@@ -91,6 +99,8 @@ pub struct Config {
     pub limits: Limits,
     /// `[log]`: logging.
     pub log: Log,
+    /// `[control]`: the local control socket (`gate64 status`).
+    pub control: Control,
     /// The keys the file wrote, for the warnings about sections filled in but not enabled.
     /// Empty for a configuration built in memory. Private, so only this crate builds a
     /// `Config` literally ([`Config::lab`] is the way to start one elsewhere). Part of `==`:
@@ -130,9 +140,11 @@ impl Config {
         self.validate_teredo()?;
         self.validate_corpnet()?;
         self.validate_iphttps()?;
+        self.validate_ipsec()?;
         self.validate_nat64()?;
         self.validate_dns64()?;
         self.validate_limits()?;
+        self.validate_control()?;
         self.validate_log()
     }
 
@@ -143,6 +155,7 @@ impl Config {
         self.teredo_warnings(&mut out);
         self.iphttps_warnings(&mut out);
         self.corpnet_warnings(&mut out);
+        self.ipsec_warnings(&mut out);
         self.nat64_warnings(&mut out);
         self.dns64_warnings(&mut out);
         self.limits_warnings(&mut out);

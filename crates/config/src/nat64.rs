@@ -397,14 +397,6 @@ impl Config {
                     .to_owned(),
             );
         }
-        if !self.corpnet.lab_allow_without_ipsec {
-            out.push(
-                "nat64.enabled = true but corpnet.lab_allow_without_ipsec is off: until the \
-                 IPsec layer exists the security step refuses clients' translated traffic as \
-                 well"
-                    .to_owned(),
-            );
-        }
     }
 }
 

@@ -3,10 +3,12 @@
 
 use serde::de::DeserializeOwned;
 
+use crate::control::RawControl;
 use crate::corpnet::RawCorpnet;
 use crate::dns64::RawDns64;
 use crate::error::{ConfigError, ErrorKind};
 use crate::iphttps::RawIphttps;
+use crate::ipsec::RawIpsec;
 use crate::limits::RawLimits;
 use crate::log::RawLog;
 use crate::metrics::RawMetrics;
@@ -14,21 +16,32 @@ use crate::nat64::RawNat64;
 use crate::server::RawServer;
 use crate::teredo::RawTeredo;
 use crate::unused::Written;
-use crate::{Config, dns64, nat64};
+use crate::{Config, dns64, ipsec, nat64};
 
 /// The sections a configuration file may hold.
 pub(crate) const SECTIONS: &[&str] = &[
-    "server", "teredo", "iphttps", "corpnet", "nat64", "dns64", "metrics", "limits", "log",
+    "server", "teredo", "iphttps", "corpnet", "ipsec", "nat64", "dns64", "metrics", "limits",
+    "log", "control",
 ];
 
 /// Keys refused under their old name: (old, new, why it changed). The error names both, so an
 /// upgrade never silently drops a setting.
-const RENAMED: &[(&str, &str, &str)] = &[(
-    "corpnet.allow_without_ipsec",
-    "corpnet.lab_allow_without_ipsec",
-    "it lets unauthenticated clients into the corporate network, which only a lab may do; \
-     leave it out in production, so the security step stays on",
-)];
+const RENAMED: &[(&str, &str, &str)] = &[
+    (
+        "corpnet.lab_allow_without_ipsec",
+        "ipsec.require",
+        "IPsec exists now; `lab_allow_without_ipsec = true` is `[ipsec] require = false`, which \
+         lets unauthenticated clients into the corporate network (labs only); leave both out \
+         in production, so the security step stays on",
+    ),
+    (
+        "corpnet.allow_without_ipsec",
+        "ipsec.require",
+        "`allow_without_ipsec = true` is `[ipsec] require = false`, which lets \
+         unauthenticated clients into the corporate network (labs only); leave both out in \
+         production, so the security step stays on",
+    ),
+];
 
 /// The configuration in `table`, before [`Config::validate`]. Every section is read (and a
 /// type error reported) before any required key is looked for.
@@ -52,11 +65,13 @@ pub(crate) fn from_table(table: &toml::Table) -> Result<Config, ConfigError> {
     let teredo: RawTeredo = section(table, "teredo")?;
     let iphttps: RawIphttps = section(table, "iphttps")?;
     let corpnet: RawCorpnet = section(table, "corpnet")?;
+    let ipsec: RawIpsec = section(table, "ipsec")?;
     let nat64 = section::<RawNat64>(table, "nat64")?.build()?;
     let dns64 = section::<RawDns64>(table, "dns64")?.build()?;
     let metrics: RawMetrics = section(table, "metrics")?;
     let limits: RawLimits = section(table, "limits")?;
     let log: RawLog = section(table, "log")?;
+    let control: RawControl = section(table, "control")?;
     let teredo = teredo.build()?;
     let corpnet = corpnet.build()?;
     Ok(Config {
@@ -64,11 +79,13 @@ pub(crate) fn from_table(table: &toml::Table) -> Result<Config, ConfigError> {
         teredo,
         iphttps: iphttps.build(),
         corpnet,
+        ipsec: ipsec.build(),
         nat64,
         dns64,
         metrics: metrics.build(),
         limits: limits.build(),
         log: log.build(),
+        control: control.build(),
         written: Written::from_table(table),
     })
 }
@@ -108,7 +125,7 @@ pub(crate) fn section<T: DeserializeOwned + Default>(
                     ErrorKind::UnknownKey,
                     &path,
                     None,
-                    format!("this key was renamed to `{new}`: {why}"),
+                    format!("this key was replaced by `{new}`: {why}"),
                 ));
             }
             let expected = message
@@ -151,7 +168,6 @@ fn expected_form(path: &str) -> Option<&'static str> {
         | "teredo.lab_allow_loopback"
         | "iphttps.enabled"
         | "corpnet.manage_routes"
-        | "corpnet.lab_allow_without_ipsec"
         | "metrics.enabled" => "true or false",
         "iphttps.listen" => "an address and port in quotes, e.g. \"0.0.0.0:443\" or \"[::]:443\"",
         "iphttps.path" => "a URI path in quotes, e.g. \"/IPHTTPS\"",
@@ -190,6 +206,11 @@ fn expected_form(path: &str) -> Option<&'static str> {
         | "iphttps.max_connections_per_source" => "a whole number",
         "log.level" => "a filter directive in quotes, e.g. \"info\"",
         "log.format" => "\"text\" or \"json\"",
-        _ => return nat64::expected_form(path).or_else(|| dns64::expected_form(path)),
+        "control.socket" => "a file path in quotes, e.g. \"/run/gate64/control.sock\"",
+        _ => {
+            return nat64::expected_form(path)
+                .or_else(|| dns64::expected_form(path))
+                .or_else(|| ipsec::expected_form(path));
+        }
     })
 }

@@ -2,7 +2,8 @@
 //!
 //! A key is live when the daemon reads it again after start: the IP-HTTPS certificate, key and
 //! client CA (new connections get them; connections up keep theirs), the log filter, the
-//! security step's lab switch, the binding log's path and the IP-HTTPS connection cap. Every
+//! security step's switch (`ipsec.require`), the binding log's path and the IP-HTTPS
+//! connection cap. The IKE credentials need a restart: the responder takes them once. Every
 //! other key shaped something built once at start (the TUN device, its routes, sockets and
 //! listeners, worker threads, tables sized or sharded from limits, the Teredo addresses a
 //! client's address is made of) and needs a restart; a reload that changes one is refused as
@@ -17,7 +18,7 @@ pub const LIVE_KEYS: &[&str] = &[
     "iphttps.certificate",
     "iphttps.private_key",
     "iphttps.client_ca",
-    "corpnet.lab_allow_without_ipsec",
+    "ipsec.require",
     "nat64.binding_log",
     "limits.max_iphttps_connections",
 ];
@@ -81,13 +82,25 @@ impl Config {
             a.corpnet,
             b.corpnet,
             "corpnet",
+            [tun, ipv6_prefixes, address6, mtu, manage_routes]
+        );
+        diff!(
+            out,
+            a.ipsec,
+            b.ipsec,
+            "ipsec",
             [
-                tun,
-                ipv6_prefixes,
-                address6,
-                mtu,
-                manage_routes,
-                lab_allow_without_ipsec
+                require,
+                certificate,
+                private_key,
+                ca,
+                endpoint,
+                pool6,
+                infrastructure_prefixes,
+                intranet_prefixes,
+                half_open_cookie_threshold,
+                max_half_open_per_source,
+                child_lifetime_secs
             ]
         );
         diff!(
@@ -145,6 +158,7 @@ impl Config {
             ]
         );
         diff!(out, a.log, b.log, "log", [level, format]);
+        diff!(out, a.control, b.control, "control", [socket]);
         out
     }
 
@@ -184,6 +198,11 @@ enabled = true
 certificate = "/etc/gate64/a.pem"
 private_key = "/etc/gate64/a.key"
 prefix = "2001:db8:1::/48"
+[ipsec]
+certificate = "/etc/gate64/ipsec.pem"
+private_key = "/etc/gate64/ipsec.key"
+ca = "/etc/gate64/clients-ca.pem"
+pool6 = "fd00:c1::/120"
 [nat64]
 pool4 = ["198.51.100.0/30"]
 binding_log = "/var/log/gate64/bindings.jsonl"
@@ -208,15 +227,12 @@ binding_log = "/var/log/gate64/bindings.jsonl"
     }
 
     #[test]
-    fn certificate_log_level_lab_switch_and_connection_cap_are_live() {
+    fn certificates_log_level_security_switch_and_connection_cap_are_live() {
         let a = with("");
         let text = BASE
-            .replace("a.pem", "b.pem")
-            .replace("a.key", "b.key\"\nclient_ca = \"/etc/gate64/ca.pem")
-            .replace(
-                "address6 = \"2001:db8:100::1\"",
-                "address6 = \"2001:db8:100::1\"\nlab_allow_without_ipsec = true",
-            )
+            .replace("clients-ca.pem\"", "clients-ca.pem\"\nrequire = false")
+            .replace("/a.pem", "/b.pem")
+            .replace("/a.key", "/b.key\"\nclient_ca = \"/etc/gate64/ca.pem")
             .replace("bindings.jsonl", "bindings-2.jsonl")
             + "[log]\nlevel = \"debug\"\n[limits]\nmax_iphttps_connections = 7\n";
         let b = Config::from_toml_str(&text).expect("valid");
@@ -227,7 +243,7 @@ binding_log = "/var/log/gate64/bindings.jsonl"
                 "iphttps.certificate",
                 "iphttps.private_key",
                 "iphttps.client_ca",
-                "corpnet.lab_allow_without_ipsec",
+                "ipsec.require",
                 "nat64.binding_log",
                 "limits.max_iphttps_connections",
                 "log.level",
@@ -243,6 +259,13 @@ binding_log = "/var/log/gate64/bindings.jsonl"
             ("192.0.2.2\"]", "192.0.2.3\"]", "teredo.server_addresses"),
             ("2001:db8:1::/48", "2001:db8:2::/48", "iphttps.prefix"),
             ("198.51.100.0/30", "198.51.100.4/30", "nat64.pool4"),
+            ("fd00:c1::/120", "fd00:c1::/121", "ipsec.pool6"),
+            ("ipsec.pem", "ipsec-2.pem", "ipsec.certificate"),
+            (
+                "clients-ca.pem\"",
+                "clients-ca.pem\"\nendpoint = \"2001:db8:100::2\"",
+                "ipsec.endpoint",
+            ),
             (
                 "2001:db8:100::/48\"]",
                 "2001:db8:100::/48\", \"fd00::/64\"]",
@@ -267,6 +290,23 @@ binding_log = "/var/log/gate64/bindings.jsonl"
         let both = with("[log]\nlevel = \"debug\"\n[server]\nworkers = 3\n");
         assert_eq!(a.changed_keys(&both), ["server.workers", "log.level"]);
         assert_eq!(a.restart_only_changes(&both), ["server.workers"]);
+    }
+
+    #[test]
+    fn configuring_or_removing_ipsec_needs_a_restart() {
+        let on = with("");
+        let off = edited(
+            "[ipsec]\ncertificate = \"/etc/gate64/ipsec.pem\"\nprivate_key = \"/etc/gate64/ipsec.key\"\nca = \"/etc/gate64/clients-ca.pem\"\npool6 = \"fd00:c1::/120\"\n",
+            "",
+        );
+        let keys = [
+            "ipsec.certificate",
+            "ipsec.private_key",
+            "ipsec.ca",
+            "ipsec.pool6",
+        ];
+        assert_eq!(on.restart_only_changes(&off), keys);
+        assert_eq!(off.restart_only_changes(&on), keys);
     }
 
     #[test]

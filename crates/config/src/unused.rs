@@ -147,7 +147,7 @@ fn unused_section_warning(s: &Switched, enabled_written: bool, ignored: &[&str])
 
 #[cfg(test)]
 mod tests {
-    use crate::{Config, ErrorKind};
+    use crate::Config;
 
     const BASE: &str = "[teredo]\nserver_addresses = [\"192.0.2.1\", \"192.0.2.2\"]\n\
                         [corpnet]\nipv6_prefixes = [\"2001:db8:100::/48\"]\n\
@@ -320,44 +320,5 @@ mod tests {
         );
         c.iphttps.certificate = Some("c".into());
         assert!(!c.warnings().iter().any(|w| w.contains("is filled in")));
-    }
-
-    #[test]
-    fn the_old_security_key_is_refused_naming_the_new_one() {
-        for value in ["true", "false"] {
-            let text = format!("{BASE}allow_without_ipsec = {value}\n");
-            let e = Config::from_toml_str(&text).expect_err(&text);
-            assert_eq!(e.kind(), ErrorKind::UnknownKey, "{e}");
-            assert_eq!(e.key(), Some("corpnet.allow_without_ipsec"), "{e}");
-            let msg = e.to_string();
-            assert!(msg.contains("`corpnet.allow_without_ipsec`"), "{msg}");
-            assert!(
-                msg.contains("renamed to `corpnet.lab_allow_without_ipsec`"),
-                "{msg}"
-            );
-        }
-    }
-
-    #[test]
-    fn the_lab_security_key_is_accepted_with_a_warning() {
-        let text = format!("{BASE}lab_allow_without_ipsec = true\n");
-        let c = Config::from_toml_str(&text).unwrap_or_else(|e| panic!("{e}"));
-        assert!(c.corpnet.lab_allow_without_ipsec);
-        let expected = c.corpnet.open_to_unauthenticated_warning();
-        let w = c.warnings();
-        let hits: Vec<&String> = w
-            .iter()
-            .filter(|w| w.starts_with("corpnet.lab_allow_without_ipsec = true"))
-            .collect();
-        assert_eq!(hits.len(), 1, "{w:?}");
-        assert_eq!(Some(hits[0].as_str()), expected);
-        assert!(hits[0].contains("open to unauthenticated clients"), "{w:?}");
-        // Off, whether written or left out: no warning, and the security step is on.
-        for extra in ["lab_allow_without_ipsec = false\n", ""] {
-            let c = Config::from_toml_str(&format!("{BASE}{extra}")).unwrap();
-            assert!(!c.corpnet.lab_allow_without_ipsec);
-            assert_eq!(c.corpnet.open_to_unauthenticated_warning(), None);
-            assert!(c.warnings().is_empty(), "{:?}", c.warnings());
-        }
     }
 }

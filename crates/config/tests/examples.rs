@@ -76,15 +76,20 @@ fn main_example_is_the_documented_one() {
     );
     assert_eq!(c.metrics.listen, Some("127.0.0.1:9164".parse().unwrap()));
     // The README installs this file as the production configuration: the security step is on.
-    assert!(!c.corpnet.lab_allow_without_ipsec);
+    assert!(c.ipsec.require && !c.ipsec.configured());
     assert!(!c.teredo.lab_allow_loopback);
     // IP-HTTPS, NAT64 and DNS64 are off with their keys commented out, so nothing is filled
     // in but disabled, and the files need not exist.
     assert!(!c.iphttps.enabled && !c.nat64.enabled && !c.dns64.enabled);
     c.check_files().unwrap_or_else(|e| panic!("{e}"));
-    // Installed as written, the example draws no advice at all.
+    // Installed as written, the example draws one piece of advice: IPsec needs its files
+    // before any client reaches the corporate network.
     let w = c.warnings();
-    assert!(w.is_empty(), "{w:?}");
+    assert_eq!(w.len(), 1, "{w:?}");
+    assert!(
+        w[0].contains("no client can reach the corporate network"),
+        "{w:?}"
+    );
 }
 
 #[test]
@@ -109,12 +114,10 @@ fn main_example_with_every_section_on_is_valid() {
     );
     assert_eq!(c.nat64.pool4, vec!["192.0.2.64/28".parse().unwrap()]);
     assert_eq!(c.dns64.upstream.len(), 2);
-    // Still no lab switch, so NAT64 warns that the security step refuses translated traffic.
-    assert!(!c.corpnet.lab_allow_without_ipsec);
+    // IPsec configured, both tunnels within the corporate side, the security step on.
+    assert!(c.ipsec.require && c.ipsec.configured());
+    assert_eq!(c.ipsec.pool6, Some("fd00:c1::100/120".parse().unwrap()));
+    assert_eq!(c.ipsec_intranet_prefixes().len(), 2);
     let w = c.warnings();
-    assert!(
-        w.iter()
-            .any(|w| w.starts_with("nat64.enabled") && w.contains("lab_allow_without_ipsec")),
-        "{w:?}"
-    );
+    assert!(!w.iter().any(|w| w.starts_with("ipsec")), "{w:?}");
 }

@@ -33,7 +33,10 @@ fn worker() -> Worker {
         corp_address: "2001:db8:100::1".parse().unwrap(),
         self_addresses: Vec::new(),
         dns64_listen: Vec::new(),
-        allow_without_ipsec: true,
+        require_ipsec: false,
+        ipsec_endpoint: None,
+        ipsec_pool: None,
+        sadb: None,
         // The RS bench must measure RS -> RA, not the rate limiter's refusals.
         rs_per_sec: u32::MAX,
         rs_burst: u32::MAX,

@@ -8,8 +8,10 @@ use gate64_wire::{ipv6, teredo as tw};
 use std::net::{IpAddr, Ipv6Addr, SocketAddr};
 use std::sync::Arc;
 
-/// Bytes a driver must leave free before a packet for headers to be prepended.
-pub const HEADROOM: usize = 64;
+/// Bytes a driver must leave free before a packet for headers to be prepended: the outer
+/// IPv6 + UDP + ESP headers of a sealed packet (40 + 8 + 16) plus a Teredo origin indication
+/// or IP-HTTPS framing, with room to spare.
+pub const HEADROOM: usize = 128;
 /// Largest packet a driver must be able to hold after the headroom: an IPv6 packet with a
 /// 64 KiB payload plus Teredo headers.
 pub const MAX_PACKET: usize = 65535 + ipv6::HEADER_LEN + 2 * tw::AUTH_MIN_LEN + tw::ORIGIN_LEN;
@@ -63,8 +65,17 @@ pub struct DataplaneConfig {
     /// Where DNS64 is served (UDP and TCP), e.g. `corp_address` port 53: clients may send
     /// there. Empty when DNS64 is off.
     pub dns64_listen: Vec<SocketAddr>,
-    /// Skip the IPsec policy step. Only until the IPsec layer exists, and for labs.
-    pub allow_without_ipsec: bool,
+    /// The security step (`[ipsec] require`): the corporate network, NAT64, DNS64 and other
+    /// clients only out of a child SA. `false` is the lab switch.
+    pub require_ipsec: bool,
+    /// gate64's IKE/ESP address (`ipsec.endpoint`); `None` while IPsec is not configured:
+    /// then no IKE is admitted and no ESP opened.
+    pub ipsec_endpoint: Option<Ipv6Addr>,
+    /// `ipsec.pool6`: inner addresses of clients reached only through their SA.
+    pub ipsec_pool: Option<Prefix>,
+    /// The child SAs, shared with the IKE driver that installs them; `None` while IPsec is
+    /// not configured.
+    pub sadb: Option<Arc<gate64_esp::SaDb>>,
     /// Router Solicitations per second per source address.
     pub rs_per_sec: u32,
     /// Burst of Router Solicitations per source address.

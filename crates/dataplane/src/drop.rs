@@ -50,8 +50,8 @@ drops! {
     BadDestination => "bad_destination",
     /// Destination is neither a corporate prefix, gate64 itself, nor one of its clients.
     NoRoute => "no_route",
-    /// The policy step refused the packet: no IPsec SA covers it (and
-    /// `[corpnet] allow_without_ipsec` is off).
+    /// The policy step refused the packet: no IPsec SA covers it (and `[ipsec] require` is
+    /// on).
     NoSa => "no_sa",
     /// A client's packet to gate64 itself that is not what a client needs there (neighbour
     /// discovery, ICMPv6 echo, DNS64): another port on one of gate64's addresses, or Pref64
@@ -115,6 +115,16 @@ drops! {
     /// The Teredo peer's IPv4 address holds `[limits] max_teredo_peers_per_ipv4` verified
     /// entries; an unverified newcomer does not replace them.
     PeerIpv4Full => "peer_ipv4_full",
+    /// ESP whose integrity check failed (RFC 4303 §3.4.4: wrong key, altered, forged).
+    EspAuth => "esp_auth",
+    /// ESP with a sequence number already seen or left of the anti-replay window (RFC 4303
+    /// §3.4.3).
+    EspReplay => "esp_replay",
+    /// An opened ESP packet whose inner addresses lie outside its child SA's traffic selectors
+    /// (RFC 4301 §5.2).
+    EspSelector => "esp_selector",
+    /// ESP with an SPI no child SA of gate64's has (RFC 4303 §3.4.2).
+    EspUnknownSpi => "esp_unknown_spi",
 }
 
 /// A header that does not parse: the wire error's own reason.

@@ -6,7 +6,8 @@
 //! ```text
 //! TUN IPv4              -> NAT64 4->6 -> a client | a corporate IPv6 host (back to the TUN)
 //! TUN IPv6 to Pref64    -> NAT64 6->4 -> TUN
-//! TUN IPv6 to a client  -> IP-HTTPS queue | Teredo relay (trusted: UDP; else queue + bubble)
+//! TUN IPv6 to a client  -> [ESP seal] -> IP-HTTPS queue | Teredo relay (trusted: UDP; else
+//!                          queue + bubble)
 //! ```
 
 use crate::{DropReason, Verdict, Worker};
@@ -49,8 +50,10 @@ impl Worker {
         self.deliver_to_client(now, buf, start, end, Elsewhere::Drop)
     }
 
-    /// Routes the IPv6 packet `buf[start..end]` from a native source to the client that owns
-    /// its destination: an IP-HTTPS connection's queue or a Teredo client through the relay.
+    /// Routes the IPv6 packet `buf[start..end]` to the client that owns its destination: an
+    /// IP-HTTPS connection's queue or a Teredo client through the relay; sealed first under
+    /// the client's outbound SA when its destination is an inner address with one
+    /// (`ipsec.rs`), and then routed by the outer destination.
     pub(crate) fn deliver_to_client(
         &mut self,
         now: Instant,
@@ -59,6 +62,7 @@ impl Worker {
         end: usize,
         elsewhere: Elsewhere,
     ) -> Result<Verdict, DropReason> {
+        let (start, end) = self.seal_for_client(buf, start, end)?;
         let bytes = buf.get(start..end).ok_or(DropReason::Truncated)?;
         let pkt = ipv6::Packet::new_checked(bytes)?;
         let end = start + pkt.total_len();

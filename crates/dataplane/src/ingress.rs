@@ -1,10 +1,13 @@
 //! The one road for a client's IPv6 packet, whatever transport brought it (Teredo, IP-HTTPS,
-//! ESP next): route it by destination, pass the security step ([`crate::policy`]), and hand
-//! it to the stage that sends it on.
+//! ESP): route it by destination, pass the security step ([`crate::policy`]), and hand it to
+//! the stage that sends it on.
 //!
 //! ```text
 //! transport stage (teredo.rs, iphttps.rs)  -- a packet and the client it came from
+//! -> ESP to the IPsec endpoint? ipsec.rs opens it, and its inner packet takes this road
+//!    again as ClientBinding::Ipsec
 //! -> route:  forwardable unicast? then
+//!            ipsec.pool6 -> another client (sealed under its SA)
 //!            IP-HTTPS pool /64 -> another client     Teredo address of ours -> another client
 //!            Pref64 + gate64's IPv4 -> gate64 itself (via NAT64)    Pref64 -> NAT64
 //!            corp_address or another of gate64's addresses -> gate64 itself
@@ -13,6 +16,7 @@
 //! -> Tun | NAT64 6->4 (nat64.rs) | another client (teredo.rs relay, iphttps.rs queue)
 //! ```
 
+use crate::egress::Elsewhere;
 use crate::{DropReason, Verdict, Worker};
 use gate64_teredo::Address;
 use gate64_wire::ipv6;
@@ -36,6 +40,16 @@ pub enum ClientBinding {
         /// The connection's /64.
         prefix: Ipv6Addr,
     },
+    /// Out of an IPsec child SA: the inner packet of an ESP packet that a Teredo or IP-HTTPS
+    /// client sent to the IPsec endpoint, opened under the SA and inside its selectors.
+    Ipsec {
+        /// The client's outer IPv6 address (its Teredo address or an address of its
+        /// IP-HTTPS /64, checked by the transport stage): the SA's peer.
+        outer: Ipv6Addr,
+        /// The child SA it was opened under, by its inbound SPI (which also names the
+        /// tunnel: infrastructure or intranet).
+        inbound_spi: u32,
+    },
 }
 
 /// Where a client's packet goes, before the policy step has looked at it.
@@ -55,6 +69,8 @@ pub(crate) enum Route {
     TeredoClient(Address),
     /// An IP-HTTPS connection's queue.
     IphttpsClient,
+    /// An inner address from `ipsec.pool6`: a client reached only through its SA.
+    IpsecClient,
 }
 
 impl Worker {
@@ -73,6 +89,12 @@ impl Worker {
         let pkt = ipv6::Packet::new_checked(bytes)?;
         let end = start + pkt.total_len();
         let dst = pkt.dst();
+        if shared.is_esp(&pkt) {
+            return self.esp_ingress(now, from, buf, start, end);
+        }
+        if shared.cfg.ipsec_endpoint == Some(dst) && pkt.next_header() == ipv6::NH_FRAGMENT {
+            return self.endpoint_fragment(now, from, buf, start, end);
+        }
         let route = shared.route(&dst)?;
         shared.policy(from, &route, &pkt)?;
         match route {
@@ -80,10 +102,12 @@ impl Worker {
             // The policy never admits it; listed so the match stays exhaustive.
             Route::Nat64ToSelf => Err(DropReason::ToSelf),
             Route::Nat64 => self.nat64_from_v6(now, buf, start, end),
-            Route::IphttpsClient => self.send_to_iphttps_client(&dst, buf, start, end),
-            // Whatever the source, data goes through the relay, to verified peers only
-            // (RFC 4380 §5.4.1); the server role relays bubbles alone (teredo.rs).
-            Route::TeredoClient(d) => self.send_to_teredo_client(now, &d, buf, start, end),
+            // Sealed first when the client has an SA for it (ipsec.rs); then, whatever the
+            // source, its connection's queue or the relay, to verified peers only (RFC 4380
+            // §5.4.1; the server role relays bubbles alone, teredo.rs).
+            Route::IphttpsClient | Route::TeredoClient(_) | Route::IpsecClient => {
+                self.deliver_to_client(now, buf, start, end, Elsewhere::Drop)
+            }
         }
     }
 }
@@ -96,6 +120,9 @@ impl crate::Shared {
         }
         if self.cfg.iphttps_prefix.is_some_and(|p| p.contains(dst)) {
             return Ok(Route::IphttpsClient);
+        }
+        if self.cfg.ipsec_pool.is_some_and(|p| p.contains(dst)) {
+            return Ok(Route::IpsecClient);
         }
         if let (Some(server), Some(d)) = (self.server.as_ref(), Address::decode(dst)) {
             // Teredo addresses of other servers are theirs to relay.

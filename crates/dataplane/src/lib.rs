@@ -10,7 +10,8 @@
 //! teredo.rs   Teredo transport: classify, RS/RA, bubbles, forwarding and relaying to clients
 //! iphttps.rs  IP-HTTPS transport: into a connection's send queue
 //! ingress.rs  the one road for a client's packet: route, then policy, then the next stage
-//! policy.rs   the security step (IPsec lands here)
+//! ipsec.rs    ESP: opened at ingress (then the road again), sealed towards a client
+//! policy.rs   the security step: corporate network, NAT64, other clients only out of an SA
 //! nat64.rs    RFC 6146 translation both ways
 //! icmp.rs     ICMP errors gate64 sends
 //! egress.rs   TUN -> clients
@@ -26,9 +27,12 @@ mod egress;
 mod icmp;
 mod ingress;
 mod iphttps;
+mod ipsec;
+pub mod ipsec_stats;
 mod nat64;
 mod policy;
 pub mod ratelimit;
+mod reassembly;
 mod shared;
 pub mod stats;
 mod teredo;
@@ -40,6 +44,7 @@ pub use config::{BindingLog, DataplaneConfig, HEADROOM, MAX_PACKET, Prefix};
 pub use dns64::{Dns64Result, Dns64Stats};
 pub use drop::DropReason;
 pub use ingress::ClientBinding;
+pub use ipsec_stats::{IkeResult, IpsecStats, RekeyKind};
 pub use shared::Shared;
 pub use stats::{Direction, Nat64Direction, Side, Stats, TlsResult};
 pub use verdict::{GSO_MAX_BYTES, GSO_MAX_SEGMENTS, Gso, Transmit, Verdict};

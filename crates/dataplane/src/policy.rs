@@ -1,55 +1,76 @@
 //! The security step: the one place on the road ([`crate::ingress`]) that decides whether a
-//! client's packet may go where it is routed. IPsec (an ESP child SA whose selectors cover the
-//! packet) lands here; until then `[corpnet] allow_without_ipsec` stands in for it.
+//! client's packet may go where it is routed.
+//!
+//! With `[ipsec] require = true` (the default) the corporate network, NAT64, DNS64 and other
+//! clients are reached only out of a child SA ([`ClientBinding::Ipsec`]: the ESP stage,
+//! `ipsec.rs`, has opened the packet and checked it against the SA's selectors). Without one
+//! a client reaches only gate64 itself, for what it needs to build its SAs: ICMPv6 echo and
+//! IKE. `require = false` is the lab switch: the old open behaviour.
 
 use crate::ingress::{ClientBinding, Route};
 use crate::{DropReason, Shared};
 use gate64_wire::{icmpv6, ipv6};
 use std::net::SocketAddr;
 
-/// IKEv2 (RFC 7296 §2) and its NAT traversal port (RFC 3948 §2): the ports a client will need
-/// at gate64 to set up IPsec. Not admitted yet: there is no IKE responder to reach. When it
-/// lands, `to_self` admits UDP to these ports without an SA (IKE is what makes the SA).
-#[allow(dead_code)]
-pub(crate) const IKE_PORTS: [u16; 2] = [500, 4500];
+/// IKEv2 (RFC 7296 §2): a client reaches gate64's IKE responder here without an SA.
+pub(crate) const IKE_PORT: u16 = 500;
+/// IKEv2 NAT traversal (RFC 3948 §2, RFC 7296 §2.23): IKE behind the 4-byte zero non-ESP
+/// marker, or UDP-encapsulated ESP (a non-zero SPI first).
+pub(crate) const NAT_T_PORT: u16 = 4500;
 
 impl Shared {
     /// Admits `pkt` from `from` towards `route`, or refuses it.
     ///
-    /// - Another client of gate64: admitted. Client-to-client traffic is the relay service
-    ///   RFC 4380 §5.3 offers every qualified Teredo client (and its IP-HTTPS counterpart); it
-    ///   never enters the corporate network, which is what the IPsec policy guards.
+    /// - The corporate network, NAT64 (translated traffic enters it too) and another client:
+    ///   only out of a child SA while IPsec is required ([`DropReason::NoSa`]).
     /// - gate64 itself: only what a client needs there ([`Shared::to_self`]), whatever
-    ///   `allow_without_ipsec` says: nothing else on the host (the metrics exporter, SSH, ...)
-    ///   is reachable through a tunnel.
-    /// - The corporate network or NAT64 (translated traffic enters it too): only out of a
-    ///   child SA once IPsec exists ([`DropReason::NoSa`]).
+    ///   `require` says: nothing else on the host (the metrics exporter, SSH, ...) is
+    ///   reachable through a tunnel.
     pub(crate) fn policy(
         &self,
-        _from: &ClientBinding,
+        from: &ClientBinding,
         route: &Route,
         pkt: &ipv6::Packet<'_>,
     ) -> Result<(), DropReason> {
         match route {
-            Route::TeredoClient(_) | Route::IphttpsClient => Ok(()),
-            Route::Gate64 | Route::SelfAddress | Route::Nat64ToSelf => self.to_self(route, pkt),
-            _ if self.allow_without_ipsec() => Ok(()),
-            Route::Corpnet | Route::Nat64 => Err(DropReason::NoSa),
+            Route::Gate64 | Route::SelfAddress | Route::Nat64ToSelf => {
+                self.to_self(from, route, pkt)
+            }
+            Route::Corpnet
+            | Route::Nat64
+            | Route::TeredoClient(_)
+            | Route::IphttpsClient
+            | Route::IpsecClient => self.needs_sa(from),
+        }
+    }
+
+    /// Admitted out of a child SA, or by anyone while IPsec is not required.
+    fn needs_sa(&self, from: &ClientBinding) -> Result<(), DropReason> {
+        if matches!(from, ClientBinding::Ipsec { .. }) || !self.require_ipsec() {
+            Ok(())
+        } else {
+            Err(DropReason::NoSa)
         }
     }
 
     /// Traffic to gate64 itself: ICMPv6 echo to any of its IPv6 addresses (so a client can
-    /// test its link before IPsec is up); UDP or TCP to a DNS64 listener (`corp_address` port
-    /// 53 by default), under the same rule as the corporate network (it answers with
-    /// corporate names).
-    /// Neighbour discovery never gets here: the transport stages answer it. Pref64 + one of
-    /// gate64's own IPv4 addresses is refused outright: translation never loops back into
-    /// the host.
-    fn to_self(&self, route: &Route, pkt: &ipv6::Packet<'_>) -> Result<(), DropReason> {
+    /// test its link before IPsec is up); IKE to the IPsec endpoint (UDP 500, and 4500 with
+    /// the zero non-ESP marker: IKE is what makes the SA); UDP or TCP to a DNS64 listener
+    /// (`corp_address` port 53 by default) under the rule of the corporate network, since it
+    /// answers with corporate names (the infrastructure tunnel covers it).
+    /// Neighbour discovery never gets here: the transport stages answer it; nor does ESP to
+    /// the endpoint: the ESP stage takes it first. Pref64 + one of gate64's own IPv4
+    /// addresses is refused outright: translation never loops back into the host.
+    fn to_self(
+        &self,
+        from: &ClientBinding,
+        route: &Route,
+        pkt: &ipv6::Packet<'_>,
+    ) -> Result<(), DropReason> {
         if matches!(route, Route::Nat64ToSelf) {
             return Err(DropReason::ToSelf);
         }
-        if is_echo_request(pkt) {
+        if is_echo_request(pkt) || self.is_ike(pkt) {
             return Ok(());
         }
         let dns64 = transport_dst_port(pkt).is_some_and(|port| {
@@ -57,9 +78,23 @@ impl Shared {
             self.cfg.dns64_listen.contains(&at)
         });
         match dns64 {
-            true if self.allow_without_ipsec() => Ok(()),
-            true => Err(DropReason::NoSa),
+            true => self.needs_sa(from),
             false => Err(DropReason::ToSelf),
+        }
+    }
+
+    /// UDP to `[endpoint]:500`, or to `[endpoint]:4500` whose payload starts with the zero
+    /// non-ESP marker (RFC 3948 §2.2). Only while IPsec is configured (an endpoint is set).
+    fn is_ike(&self, pkt: &ipv6::Packet<'_>) -> bool {
+        if self.cfg.ipsec_endpoint != Some(pkt.dst()) || pkt.next_header() != ipv6::NH_UDP {
+            return false;
+        }
+        let udp = pkt.payload();
+        let port = udp.get(2..4).map(|p| u16::from_be_bytes([p[0], p[1]]));
+        match port {
+            Some(IKE_PORT) => true,
+            Some(NAT_T_PORT) => udp.get(8..12) == Some(&[0, 0, 0, 0][..]),
+            _ => false,
         }
     }
 }

@@ -15,8 +15,8 @@ pub struct Shared {
     pub(crate) server: Option<Server>,
     pub(crate) peers: Peers,
     pub(crate) iphttps: ClientTable,
-    /// `cfg.allow_without_ipsec` as the policy reads it: a reload (SIGHUP) may change it.
-    pub(crate) allow_without_ipsec: AtomicBool,
+    /// `cfg.require_ipsec` as the policy reads it: a reload (SIGHUP) may change it.
+    pub(crate) require_ipsec: AtomicBool,
 }
 
 impl Shared {
@@ -25,7 +25,7 @@ impl Shared {
         let server = cfg.teredo.clone().map(Server::new);
         let peers = Peers::new(cfg.relay.clone());
         Arc::new(Shared {
-            allow_without_ipsec: AtomicBool::new(cfg.allow_without_ipsec),
+            require_ipsec: AtomicBool::new(cfg.require_ipsec),
             cfg,
             server,
             peers,
@@ -38,20 +38,26 @@ impl Shared {
         &self.cfg
     }
 
-    /// Whether the policy lets clients into the corporate network without IPsec (the lab
-    /// switch `corpnet.lab_allow_without_ipsec`).
-    pub fn allow_without_ipsec(&self) -> bool {
-        self.allow_without_ipsec.load(Ordering::Relaxed)
+    /// Whether the policy admits clients into the corporate network, NAT64, DNS64 and other
+    /// clients only out of a child SA (`[ipsec] require`; `false` is the lab switch).
+    pub fn require_ipsec(&self) -> bool {
+        self.require_ipsec.load(Ordering::Relaxed)
     }
 
-    /// Changes [`Shared::allow_without_ipsec`] for the packets routed from now on (a reload).
-    pub fn set_allow_without_ipsec(&self, allow: bool) {
-        self.allow_without_ipsec.store(allow, Ordering::Relaxed);
+    /// Changes [`Shared::require_ipsec`] for the packets routed from now on (a reload).
+    pub fn set_require_ipsec(&self, require: bool) {
+        self.require_ipsec.store(require, Ordering::Relaxed);
     }
 
     /// The Teredo server, when enabled.
     pub fn teredo(&self) -> Option<&Server> {
         self.server.as_ref()
+    }
+
+    /// The child SAs the workers open and seal with (the IKE driver installs them); `None`
+    /// while IPsec is not configured.
+    pub fn sadb(&self) -> Option<&Arc<gate64_esp::SaDb>> {
+        self.cfg.sadb.as_ref()
     }
 
     /// The IP-HTTPS client table (connections register their /64 here).

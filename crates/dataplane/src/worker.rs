@@ -55,6 +55,12 @@ pub struct Worker {
     pub(crate) icmp_budget: TokenBucket,
     /// The UDP GSO send the current batch's datagrams are filling.
     gso_run: Option<GsoRun>,
+    /// The first byte of the caller's buffer the road may write while it handles a packet:
+    /// IP-HTTPS packets lie back to back without headroom, so nothing may be written before
+    /// the packet's own start (ESP's outer headers are its own to reuse).
+    pub(crate) write_floor: usize,
+    /// Fragments to the IPsec endpoint waiting for the rest of their datagram.
+    pub(crate) reassembly: crate::reassembly::Reassembly,
 }
 
 impl Worker {
@@ -88,6 +94,8 @@ impl Worker {
             scratch: vec![0; 2048],
             icmp_budget: TokenBucket::default(),
             gso_run: None,
+            write_floor: 0,
+            reassembly: Default::default(),
         }
     }
 
@@ -135,7 +143,9 @@ impl Worker {
         end: usize,
     ) -> Verdict {
         let from = ClientBinding::Iphttps { prefix };
+        self.write_floor = start;
         let v = self.ingress(now, &from, buf, start, end);
+        self.write_floor = 0;
         self.finish(v)
     }
 

@@ -68,7 +68,8 @@ struct Pair {
 }
 
 impl Pair {
-    fn new(allow_without_ipsec: bool) -> Self {
+    /// `open`: `[ipsec] require = false`, the lab switch.
+    fn new(open: bool) -> Self {
         let link = LinkConfig::default();
         let shared = Shared::new(DataplaneConfig {
             teredo: Some(ServerConfig {
@@ -83,7 +84,10 @@ impl Pair {
             corp_address: CORP_ADDRESS,
             self_addresses: Vec::new(),
             dns64_listen: Vec::new(),
-            allow_without_ipsec,
+            require_ipsec: !open,
+            ipsec_endpoint: None,
+            ipsec_pool: None,
+            sadb: None,
             rs_per_sec: 10,
             rs_burst: 10,
             iphttps_prefix: Some(Prefix::new(link.prefix, link.prefix_len)),
@@ -335,7 +339,7 @@ fn teredo_client_qualifies() {
 }
 
 #[test]
-fn teredo_client_reaches_corpnet_and_the_reply_comes_back() {
+fn teredo_client_reaches_corpnet_and_the_reply_comes_back_without_ipsec() {
     let mut p = Pair::new(true);
     p.qualify_teredo();
     let me = p.teredo_address();
@@ -351,7 +355,7 @@ fn teredo_client_reaches_corpnet_and_the_reply_comes_back() {
 // RFC 4380 §5.4.1: to a client not heard from, the relay bubbles first and sends once the
 // client answered.
 #[test]
-fn corp_to_a_silent_teredo_client_waits_for_its_bubble() {
+fn corp_to_a_silent_teredo_client_waits_for_its_bubble_without_ipsec() {
     let mut p = Pair::new(true);
     p.qualify_teredo();
     p.advance(Duration::from_secs(40));
@@ -367,7 +371,7 @@ fn corp_to_a_silent_teredo_client_waits_for_its_bubble() {
 }
 
 #[test]
-fn iphttps_client_reaches_corpnet_and_the_reply_comes_back() {
+fn iphttps_client_reaches_corpnet_and_the_reply_comes_back_without_ipsec() {
     let mut p = Pair::new(true);
     p.iphttps_link_up();
     let me = p.iphttps_address();
@@ -409,10 +413,11 @@ fn policy_without_ipsec_drops_corp_traffic_from_both_transports() {
     assert_eq!(p.tun.len(), 2);
 }
 
-// Client to client across transports, without IPsec: the relay service, not the corpnet.
+// Client to client across transports, with `require = false` (with IPsec required, only out
+// of an SA: `src/tests/ipsec.rs`).
 #[test]
-fn teredo_and_iphttps_clients_reach_each_other() {
-    let mut p = Pair::new(false);
+fn teredo_and_iphttps_clients_reach_each_other_without_ipsec() {
+    let mut p = Pair::new(true);
     p.qualify_teredo();
     p.iphttps_link_up();
     let (t, i) = (p.teredo_address(), p.iphttps_address());
@@ -431,7 +436,7 @@ fn teredo_and_iphttps_clients_reach_each_other() {
 // docs/config.md: an IP-HTTPS link closes after `idle_timeout` with no packet in either
 // direction; our own RAs do not count.
 #[test]
-fn iphttps_idle_timeout_counts_traffic_both_ways() {
+fn iphttps_idle_timeout_counts_traffic_both_ways_without_ipsec() {
     let mut p = Pair::new(true);
     let t0 = p.now;
     p.iphttps_link_up();

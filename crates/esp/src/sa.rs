@@ -350,6 +350,10 @@ impl Outbound {
         inner_len: usize,
         next_header: u8,
     ) -> Result<usize, SealError> {
+        // `inner_len` beyond the buffer would also overflow `esp_len`.
+        if inner_len > buf.len() {
+            return Err(SealError::BufferTooSmall);
+        }
         let esp_len = esp_len(inner_len);
         if at.checked_add(esp_len).is_none_or(|end| end > buf.len()) {
             return Err(SealError::BufferTooSmall);

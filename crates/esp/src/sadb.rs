@@ -71,8 +71,8 @@ pub enum InstallError {
 /// An installed outbound SA with what the data path needs to send under it.
 #[derive(Debug)]
 pub struct OutboundEntry {
-    /// The SA.
-    pub sa: Outbound,
+    /// The SA (shared with the entry [`SaDb::update_peer`] replaces this one with).
+    pub sa: Arc<Outbound>,
     /// Where to send.
     pub peer: Peer,
     /// Which tunnel.
@@ -88,8 +88,8 @@ pub struct OutboundEntry {
 /// An installed inbound SA, linked to its outbound half.
 #[derive(Debug)]
 pub struct InboundEntry {
-    /// The SA.
-    pub sa: Inbound,
+    /// The SA (shared with the entry [`SaDb::update_peer`] replaces this one with).
+    pub sa: Arc<Inbound>,
     /// Which tunnel.
     pub tunnel: TunnelKind,
     /// The IKE SA it belongs to.
@@ -126,9 +126,9 @@ impl SaDb {
     /// Installs both directions of a child SA. A rekeyed SA is installed beside the old one,
     /// which keeps opening until IKE removes it; outbound lookups pick the newer one.
     pub fn install(&self, pair: ChildSaPair) -> Result<(), InstallError> {
-        let inbound = Inbound::new(&pair.inbound)?;
+        let inbound = Arc::new(Inbound::new(&pair.inbound)?);
         let outbound = Arc::new(OutboundEntry {
-            sa: Outbound::new(&pair.outbound)?,
+            sa: Arc::new(Outbound::new(&pair.outbound)?),
             peer: pair.peer,
             tunnel: pair.tunnel,
             ike_spi: pair.ike_spi,
@@ -168,6 +168,40 @@ impl SaDb {
                 }
             }
         }
+    }
+
+    /// Points the child SA whose inbound SPI is `inbound_spi` at a new `peer`: the client's
+    /// NAT mapping or transport changed, and IKE authenticated the new address (RFC 7296
+    /// §2.23: follow the peer's latest authenticated address and port). Keys, counters and
+    /// the replay window carry over. False when no such SA is installed.
+    pub fn update_peer(&self, inbound_spi: u32, peer: Peer) -> bool {
+        let Some(mut slot) = self.inbound.get_mut(&inbound_spi) else {
+            return false;
+        };
+        let old = Arc::clone(&slot.outbound);
+        let new = Arc::new(OutboundEntry {
+            sa: Arc::clone(&old.sa),
+            peer,
+            tunnel: old.tunnel,
+            ike_spi: old.ike_spi,
+            inbound_spi: old.inbound_spi,
+            generation: old.generation,
+        });
+        for key in index_keys(&old) {
+            if let Some(mut bucket) = self.outbound.get_mut(&key) {
+                for o in bucket.iter_mut().filter(|o| Arc::ptr_eq(o, &old)) {
+                    *o = Arc::clone(&new);
+                }
+            }
+        }
+        let entry = slot.value_mut();
+        *entry = Arc::new(InboundEntry {
+            sa: Arc::clone(&entry.sa),
+            tunnel: entry.tunnel,
+            ike_spi: entry.ike_spi,
+            outbound: new,
+        });
+        true
     }
 
     /// The inbound SA for an ESP packet's SPI.

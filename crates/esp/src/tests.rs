@@ -785,6 +785,39 @@ fn sadb_rekey_overlap_prefers_the_newest_live_sa() {
 }
 
 #[test]
+fn sadb_update_peer_keeps_the_sa_state() {
+    let db = SaDb::new();
+    let c = "fd00:c1::100";
+    db.install(child(1000, 2000, c, "fd00:c0::/64", TunnelKind::Intranet))
+        .unwrap();
+    let before = db.outbound_for(addr(c), addr("fd00:c0::1")).unwrap();
+    let (_, _) = seal(&before.sa, &[0; 10], 0, 41);
+    let moved = Peer {
+        outer: "2001:0:c000:201::99".parse().unwrap(),
+        udp_encap: Some(61000),
+        inner: vec![addr(c)],
+    };
+    assert!(db.update_peer(1000, moved.clone()));
+    assert!(!db.update_peer(4321, moved.clone()));
+    let after = db.outbound_for(addr(c), addr("fd00:c0::1")).unwrap();
+    assert_eq!(after.peer, moved);
+    assert!(
+        Arc::ptr_eq(&before.sa, &after.sa),
+        "same SA: sequence numbers continue"
+    );
+    assert_eq!(after.sa.next_seq(), 2);
+    let inbound = db.inbound(1000).unwrap();
+    assert_eq!(inbound.peer(), &moved);
+    assert_eq!(
+        before.peer.udp_encap,
+        Some(4500),
+        "holders of the old entry are unaffected"
+    );
+    db.remove(1000);
+    assert_eq!((db.len(), db.outbound_keys()), (0, 0));
+}
+
+#[test]
 fn sadb_refuses_a_duplicate_spi_and_bad_keys() {
     let db = SaDb::new();
     let c = "fd00:c1::100";

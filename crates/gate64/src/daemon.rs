@@ -18,8 +18,8 @@ use tracing::info;
 /// for any one client, and 16 locks keep workers apart.
 const NAT64_SHARDS: usize = 16;
 
-/// How often the daemon repeats the warning that `corpnet.lab_allow_without_ipsec` has opened
-/// the corporate network to unauthenticated clients.
+/// How often the daemon repeats the warning that `[ipsec] require = false` has opened the
+/// corporate network to unauthenticated clients.
 const OPEN_CORPNET_REMINDER: Duration = Duration::from_secs(3600);
 
 /// Builds the NAT64 engine from `[nat64]` (None when off).
@@ -110,7 +110,19 @@ pub fn dataplane_config(cfg: &Config) -> DataplaneConfig {
         corp_address: cfg.corpnet.address6,
         self_addresses: self_addresses(cfg),
         dns64_listen: cfg.dns64.listen_addresses(cfg.corpnet.address6),
-        allow_without_ipsec: cfg.corpnet.lab_allow_without_ipsec,
+        require_ipsec: cfg.ipsec.require,
+        ipsec_endpoint: cfg.ipsec.configured().then(|| cfg.ipsec_endpoint()),
+        ipsec_pool: cfg
+            .ipsec
+            .pool6
+            .filter(|_| cfg.ipsec.configured())
+            .map(|n| Prefix::new(n.network(), n.prefix_len())),
+        // One database for every thread that opens or seals (UDP workers, IP-HTTPS
+        // threads) and the IKE driver that fills it.
+        sadb: cfg
+            .ipsec
+            .configured()
+            .then(|| Arc::new(gate64_esp::SaDb::new())),
         rs_per_sec: cfg.limits.rs_per_source_per_sec,
         rs_burst: cfg.limits.rs_burst,
         iphttps_prefix: iphttps_pool(cfg).map(|(p, l)| Prefix::new(p, l)),
@@ -139,6 +151,9 @@ fn self_addresses(cfg: &Config) -> Vec<std::net::IpAddr> {
         out.extend(cfg.dns64.listen.iter().map(|l| l.ip()));
     }
     out.extend(cfg.metrics.listen.map(|l| l.ip()));
+    if cfg.ipsec.configured() {
+        out.push(cfg.ipsec_endpoint().into());
+    }
     // Loopback is host-local: NAT64 refuses it as such (nat64_bad_address).
     out.retain(|a| !a.is_unspecified() && !a.is_loopback());
     out.sort_unstable();
@@ -202,6 +217,11 @@ pub struct Daemon {
     /// The IP-HTTPS server and its accept loop, once started.
     iphttps: Mutex<Option<(Arc<IphttpsServer>, tokio::task::JoinHandle<()>)>>,
     binding_log: Option<gate64_io::binding_log::Handle>,
+    /// The IKE driver's counters, while IPsec is configured (the SAs are in
+    /// `shared.sadb()`).
+    ipsec_stats: Option<Arc<gate64_dataplane::IpsecStats>>,
+    /// The IKE responder's status (its IKE SAs), once started.
+    ike: Mutex<Option<gate64_io::ike::IkeStatus>>,
 }
 
 impl Daemon {
@@ -251,6 +271,13 @@ impl Daemon {
             let lost = handle.lost();
             exporter.add_binding_log_lost(Arc::new(move || lost.get()));
         }
+        let ipsec_stats = shared.sadb().map(|sadb| {
+            let stats = Arc::new(gate64_dataplane::IpsecStats::default());
+            let sadb = Arc::clone(sadb);
+            exporter.add_ipsec(Arc::clone(&stats), Arc::new(move || sadb.len() as u64));
+            info!(endpoint = %cfg.ipsec_endpoint(), "IPsec configured");
+            stats
+        });
         info!(workers = workers.stats().len(), teredo = ?addresses, port = cfg.teredo.port, "workers up");
         let (stop_tx, _) = tokio::sync::watch::channel(false);
         Ok(Daemon {
@@ -262,6 +289,8 @@ impl Daemon {
             stop_tx,
             iphttps: Mutex::new(None),
             binding_log,
+            ipsec_stats,
+            ike: Mutex::new(None),
         })
     }
 
@@ -294,6 +323,51 @@ impl Daemon {
         let task = tokio::spawn(Arc::clone(&server).run(listener, self.stop_tx.subscribe()));
         *lock(&self.iphttps) = Some((server, task));
         Ok(Some(bound))
+    }
+
+    /// Starts the IKE responder when `[ipsec]` is configured (its sockets on
+    /// `ipsec.endpoint` ports 500 and 4500: call before the privilege drop), installing child
+    /// SAs into the database the workers share and counting into the IPsec metrics. Must run
+    /// inside a tokio runtime.
+    pub fn start_ike(&self, cfg: &Config) -> Result<()> {
+        let (Some(sadb), Some(stats)) = (self.shared.sadb(), &self.ipsec_stats) else {
+            return Ok(());
+        };
+        let status = crate::ike::start(
+            cfg,
+            Arc::clone(sadb),
+            Arc::clone(stats),
+            self.stop_tx.subscribe(),
+        )?;
+        *lock(&self.ike) = status;
+        Ok(())
+    }
+
+    /// Serves `gate64 status` on `control.socket` (created now, before the privilege drop,
+    /// mode 0600) until the daemon stops; must run inside a tokio runtime. A socket that
+    /// cannot be created (no root for /run, say) is a warning, not a reason to stop serving.
+    pub fn start_control(&self, cfg: &Config) -> bool {
+        let path = &cfg.control.socket;
+        let listener = match crate::status::bind(path) {
+            Ok(l) => l,
+            Err(e) => {
+                tracing::warn!(error = %format!("{e:#}"), "no control socket: `gate64 status` will not answer");
+                return false;
+            }
+        };
+        info!(socket = %path.display(), "control socket up");
+        let shared = Arc::clone(&self.shared);
+        let ike = lock(&self.ike).clone();
+        let read = Arc::new(move || {
+            let ike = ike.as_ref().map(|s| s.snapshot());
+            crate::status::snapshot(&shared, ike.as_ref(), Instant::now())
+        });
+        tokio::spawn(crate::status::serve(
+            listener,
+            read,
+            self.stop_tx.subscribe(),
+        ));
+        true
     }
 
     /// Starts the DNS64 resolver when `[dns64]` is enabled; must run inside a tokio runtime.
@@ -338,23 +412,25 @@ impl Daemon {
         Ok(bound)
     }
 
-    /// While `corpnet.lab_allow_without_ipsec` is on, logs its warning every hour until the
+    /// While `[ipsec] require = false`, logs its warning every hour until the
     /// daemon stops (`serve` logs it once at start-up with the other warnings), so a lab
     /// switch left on in production keeps showing in the logs; a reload that turns the switch
     /// on or off is followed. Must run inside a tokio runtime. Returns whether the switch is
     /// on now.
     pub fn start_open_corpnet_reminder(&self, cfg: &Config) -> bool {
-        let mut open = cfg.corpnet.clone();
-        open.lab_allow_without_ipsec = true;
+        let open = gate64_config::Ipsec {
+            require: false,
+            ..cfg.ipsec.clone()
+        };
         let warning = open.open_to_unauthenticated_warning().unwrap_or_default();
         let stop = self.stop_tx.subscribe();
         let shared = Arc::clone(&self.shared);
         tokio::spawn(repeat_every(OPEN_CORPNET_REMINDER, stop, move || {
-            if shared.allow_without_ipsec() {
+            if !shared.require_ipsec() {
                 tracing::warn!("{warning}");
             }
         }));
-        self.shared.allow_without_ipsec()
+        !self.shared.require_ipsec()
     }
 
     /// Applies the live keys of `new` ([`gate64_config::LIVE_KEYS`]; the caller has refused
@@ -379,8 +455,7 @@ impl Daemon {
             }
             server.set_max_connections(new.limits.max_iphttps_connections);
         }
-        self.shared
-            .set_allow_without_ipsec(new.corpnet.lab_allow_without_ipsec);
+        self.shared.set_require_ipsec(new.ipsec.require);
         self.reopen_binding_log(new);
         Ok(())
     }
@@ -480,6 +555,19 @@ fn create_tun(cfg: &Config, shared: &Shared, queues: usize) -> Result<Vec<CorpLi
             gate64_io::tun::route(p.network(), p.prefix_len(), &c.tun)
                 .context("routing the NAT64 prefix (`nat64.prefix`) into the TUN device")?;
             info!(prefix = %p, tun = %c.tun, "route added");
+        }
+    }
+    if cfg.ipsec.configured() {
+        let endpoint = cfg.ipsec_endpoint();
+        if endpoint != c.address6 {
+            gate64_io::tun::add_address(endpoint, &c.tun)
+                .context("adding the IPsec endpoint (`ipsec.endpoint`) to the TUN device")?;
+            info!(endpoint = %endpoint, tun = %c.tun, "address added");
+        }
+        if let (true, Some(pool)) = (c.manage_routes, cfg.ipsec.pool6) {
+            gate64_io::tun::route(pool.network(), pool.prefix_len(), &c.tun)
+                .context("routing the IPsec inner-address pool (`ipsec.pool6`) into the TUN")?;
+            info!(pool6 = %pool, tun = %c.tun, "route added");
         }
     }
     if cfg.nat64.enabled && gate64_io::ipv4_forwarding() == Some(false) {

@@ -5,7 +5,9 @@ mod client;
 mod connect;
 mod daemon;
 mod demo;
+mod ike;
 mod privilege;
+mod status;
 
 use anyhow::{Context, Result};
 use clap::{Parser, Subcommand};
@@ -46,6 +48,20 @@ enum Command {
     Certs(certs::CertsArgs),
     /// Connect this host to a gate64 server as a client (IP-HTTPS or Teredo), with a TUN device.
     Connect(connect::ConnectArgs),
+    /// List the IPsec clients of the running daemon and their SAs (root; over the control
+    /// socket), as `swanctl --list-sas` does.
+    Status {
+        /// Print the daemon's JSON snapshot instead, for scripts.
+        #[arg(long)]
+        json: bool,
+        /// The control socket; default `control.socket` of `--config`, else
+        /// /run/gate64/control.sock.
+        #[arg(long)]
+        socket: Option<PathBuf>,
+        /// The daemon's configuration file, to find its control socket.
+        #[arg(long, short)]
+        config: Option<PathBuf>,
+    },
 }
 
 fn main() -> ExitCode {
@@ -56,6 +72,11 @@ fn main() -> ExitCode {
         Command::Demo(args) => demo::run(&args),
         Command::Certs(args) => certs::run(&args),
         Command::Connect(args) => connect::run(args),
+        Command::Status {
+            json,
+            socket,
+            config,
+        } => status(json, socket, config),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -64,6 +85,20 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+fn status(json: bool, socket: Option<PathBuf>, config: Option<PathBuf>) -> Result<()> {
+    let socket = match (socket, config) {
+        (Some(s), _) => s,
+        (None, Some(file)) => Config::load(&file)?.control.socket,
+        (None, None) => PathBuf::from(gate64_config::defaults::CONTROL_SOCKET),
+    };
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("starting a runtime")?;
+    print!("{}", rt.block_on(status::query(&socket, json))?);
+    Ok(())
 }
 
 fn check_config(file: &std::path::Path) -> Result<()> {
@@ -241,6 +276,8 @@ async fn run(
     let mut term = signal(SignalKind::terminate()).context("installing the SIGTERM handler")?;
     let d = daemon::Daemon::start(&cfg, None)?;
     d.start_open_corpnet_reminder(&cfg);
+    d.start_ike(&cfg)?;
+    d.start_control(&cfg);
     if let Some(addr) = d.start_iphttps(&cfg).await? {
         info!(listen = %addr, "IP-HTTPS up");
     }

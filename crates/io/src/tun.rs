@@ -9,6 +9,8 @@
 //! ip -6 route replace 2001:0:c000:201::/64 dev gate64   # the Teredo prefix
 //! ip -4 route replace 192.0.2.64/28 dev gate64           # NAT64 pool4
 //! ip -6 route replace 2001:db8:64::/96 dev gate64        # NAT64 prefix (route_prefix)
+//! ip -6 addr replace 2001:db8:ffff::1/128 dev gate64 nodad  # ipsec.endpoint
+//! ip -6 route replace fd00:c1::100/120 dev gate64        # ipsec.pool6
 //! ```
 
 use crate::worker::CorpLink;
@@ -38,6 +40,26 @@ pub fn create(name: &str, mtu: u16, address: Ipv6Addr, queues: usize) -> io::Res
     first.set_nonblocking(true)?;
     links.insert(0, CorpLink::Tun(first));
     Ok(links)
+}
+
+/// Adds `address/128` to the device (`ip -6 addr replace ... nodad`), idempotently: the
+/// IPsec endpoint when it is not the device's own address. No duplicate address detection,
+/// so the IKE sockets can bind at once (the address is gate64's by configuration).
+pub fn add_address(address: Ipv6Addr, dev: &str) -> io::Result<()> {
+    let net = format!("{address}/128");
+    let args = ["-6", "addr", "replace", &net, "dev", dev, "nodad"];
+    let out = Command::new("ip")
+        .args(args)
+        .output()
+        .map_err(|e| io::Error::new(e.kind(), format!("running `ip {}`: {e}", args.join(" "))))?;
+    if !out.status.success() {
+        return Err(io::Error::other(format!(
+            "`ip {}` failed: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stderr).trim()
+        )));
+    }
+    Ok(())
 }
 
 /// Routes `prefix/len` into the device (`ip -6 route replace`), idempotently.

@@ -51,6 +51,8 @@ struct Source {
     reloads: [AtomicU64; 2],
     /// Readers of the NAT64 binding log's lost-record counters.
     binding_log_lost: Mutex<Vec<CounterReader>>,
+    /// The IKE driver's counters and the child-SA count, once IPsec runs.
+    ipsec: Mutex<Option<crate::ipsec::IpsecSource>>,
 }
 
 /// Reads a counter kept elsewhere (e.g. by the binding log's writer).
@@ -67,6 +69,7 @@ impl Exporter {
             dns64: Mutex::new(Vec::new()),
             reloads: [AtomicU64::new(0), AtomicU64::new(0)],
             binding_log_lost: Mutex::new(Vec::new()),
+            ipsec: Mutex::new(None),
         });
         let mut registry = Registry::default();
         registry.register_collector(Box::new(Scrape(Arc::clone(&source))));
@@ -127,6 +130,18 @@ impl Exporter {
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .push(read);
+    }
+
+    /// Exports the IKE driver's `stats` and `qmsa` (the child SAs installed, read at each
+    /// scrape) under the `gate64_ipsec_*`, `gate64_ike_*` names; until called they are zero.
+    pub fn add_ipsec(&self, stats: Arc<gate64_dataplane::IpsecStats>, qmsa: CounterReader) {
+        *self
+            .inner
+            .source
+            .ipsec
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) =
+            Some(crate::ipsec::IpsecSource { stats, qmsa });
     }
 
     /// Number of registered per-worker [`Stats`].
@@ -373,6 +388,14 @@ impl Collector for Scrape {
             [("ok", 0), ("refused", 1)]
                 .map(|(result, i)| ([("result", result)], reloads[i].load(Ordering::Relaxed))),
         )?;
+        let ipsec = self
+            .0
+            .ipsec
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone();
+        let esp = [DropReason::EspAuth, DropReason::EspReplay].map(|r| totals.drops[r as usize]);
+        crate::ipsec::encode(&mut enc, ipsec.as_ref(), esp)?;
         gauge(
             &mut enc,
             names::WORKERS,
@@ -409,7 +432,7 @@ fn counter_base(name: &str) -> &str {
     base.unwrap_or(name)
 }
 
-fn gauge(enc: &mut DescriptorEncoder, name: &str, help: &str, v: u64) -> fmt::Result {
+pub(crate) fn gauge(enc: &mut DescriptorEncoder, name: &str, help: &str, v: u64) -> fmt::Result {
     let m = ConstGauge::new(v);
     m.encode(enc.encode_descriptor(name, help, None, m.metric_type())?)
 }
@@ -427,12 +450,12 @@ fn gauge_family<L: EncodeLabelSet>(
     Ok(())
 }
 
-fn counter(enc: &mut DescriptorEncoder, name: &str, help: &str, v: u64) -> fmt::Result {
+pub(crate) fn counter(enc: &mut DescriptorEncoder, name: &str, help: &str, v: u64) -> fmt::Result {
     let m = ConstCounter::new(v);
     m.encode(enc.encode_descriptor(counter_base(name), help, None, m.metric_type())?)
 }
 
-fn counter_family<L: EncodeLabelSet>(
+pub(crate) fn counter_family<L: EncodeLabelSet>(
     enc: &mut DescriptorEncoder,
     name: &str,
     help: &str,
@@ -566,6 +589,8 @@ mod tests {
             );
             let kind = if name.ends_with("_total") {
                 "counter"
+            } else if name.ends_with("_seconds") {
+                "histogram"
             } else {
                 "gauge"
             };
@@ -682,12 +707,19 @@ mod tests {
         let om = exporter.encode_openmetrics();
         assert!(om.ends_with("# EOF\n"), "{om}");
         assert!(om.contains("# TYPE gate64_bytes counter\n"), "{om}");
+        // Histograms differ in order (sum and count first in one) and in how `le` prints
+        // (1.0 or 1); tested on their own in ipsec.rs.
+        let histogram = names::IKE_NEGOTIATION_DURATION_SECONDS;
         let samples = |t: &str| -> Vec<String> {
             t.lines()
-                .filter(|l| !l.starts_with('#'))
+                .filter(|l| !l.starts_with('#') && !l.starts_with(histogram))
                 .map(String::from)
                 .collect()
         };
         assert_eq!(samples(&om), samples(&exporter.encode()));
+        for text in [&om, &exporter.encode()] {
+            let count = format!("{histogram}_count 0");
+            assert!(text.contains(&count), "{text}");
+        }
     }
 }

@@ -22,6 +22,7 @@
 #![warn(missing_docs)]
 
 mod exporter;
+mod ipsec;
 pub mod names;
 
 pub use exporter::{Exporter, OPENMETRICS_CONTENT_TYPE, PROMETHEUS_TEXT_CONTENT_TYPE};

@@ -142,6 +142,62 @@ pub const BUILD_INFO: &str = "gate64_build_info";
 /// Help text of [`BUILD_INFO`].
 pub const BUILD_INFO_HELP: &str = "Always 1; the version label names the running gate64 build.";
 
+/// IKE SAs established (main-mode SAs in DirectAccess' terms; about two per client, one per
+/// tunnel). Gauge; no labels.
+pub const IPSEC_MMSA: &str = "gate64_ipsec_mmsa";
+/// Help text of [`IPSEC_MMSA`].
+pub const IPSEC_MMSA_HELP: &str = "IKE SAs established (MMSA): about two per connected client, \
+    one per tunnel (infrastructure and intranet).";
+
+/// Child SAs installed (quick-mode SAs). Gauge; no labels.
+pub const IPSEC_QMSA: &str = "gate64_ipsec_qmsa";
+/// Help text of [`IPSEC_QMSA`].
+pub const IPSEC_QMSA_HELP: &str = "Child SAs installed (QMSA), including those being replaced \
+    by a rekey.";
+
+/// IKE negotiations by outcome. Counter; label `result` (`ok`, `auth_failed`, `no_proposal`,
+/// `ts_unacceptable`, `timeout`, `error`).
+pub const IKE_NEGOTIATIONS_TOTAL: &str = "gate64_ike_negotiations_total";
+/// Help text of [`IKE_NEGOTIATIONS_TOTAL`].
+pub const IKE_NEGOTIATIONS_TOTAL_HELP: &str = "IKE negotiations (IKE_SA_INIT with IKE_AUTH, \
+    or CREATE_CHILD_SA) by outcome.";
+
+/// Rekeys by what was rekeyed. Counter; label `kind` (`ike`, `child`).
+pub const IPSEC_REKEYS_TOTAL: &str = "gate64_ipsec_rekeys_total";
+/// Help text of [`IPSEC_REKEYS_TOTAL`].
+pub const IPSEC_REKEYS_TOTAL_HELP: &str = "IKE SAs (kind=ike) and child SAs (kind=child) \
+    rekeyed.";
+
+/// ESP packets whose integrity check failed. Counter; no labels.
+pub const ESP_AUTH_FAILURES_TOTAL: &str = "gate64_esp_auth_failures_total";
+/// Help text of [`ESP_AUTH_FAILURES_TOTAL`].
+pub const ESP_AUTH_FAILURES_TOTAL_HELP: &str = "ESP packets whose integrity check (ICV) \
+    failed; also counted as gate64_drops_total{reason=\"esp_auth\"}.";
+
+/// ESP packets refused by the anti-replay window. Counter; no labels.
+pub const ESP_REPLAY_DROPS_TOTAL: &str = "gate64_esp_replay_drops_total";
+/// Help text of [`ESP_REPLAY_DROPS_TOTAL`].
+pub const ESP_REPLAY_DROPS_TOTAL_HELP: &str = "ESP packets refused as replayed or too old \
+    (RFC 4303 anti-replay); also counted as gate64_drops_total{reason=\"esp_replay\"}.";
+
+/// How long IKE negotiations took. Histogram, seconds; no labels.
+pub const IKE_NEGOTIATION_DURATION_SECONDS: &str = "gate64_ike_negotiation_duration_seconds";
+/// Help text of [`IKE_NEGOTIATION_DURATION_SECONDS`].
+pub const IKE_NEGOTIATION_DURATION_SECONDS_HELP: &str = "Time from a peer's first message to \
+    the negotiation's end, whatever its outcome.";
+
+/// Half-open IKE SAs (IKE_SA_INIT answered, IKE_AUTH not yet). Gauge; no labels.
+pub const IKE_HALF_OPEN: &str = "gate64_ike_half_open";
+/// Help text of [`IKE_HALF_OPEN`].
+pub const IKE_HALF_OPEN_HELP: &str = "Half-open IKE SAs: IKE_SA_INIT answered, IKE_AUTH not \
+    completed; above ipsec.half_open_cookie_threshold new peers get a cookie.";
+
+/// IKE_SA_INIT requests answered with a cookie. Counter; no labels.
+pub const IKE_COOKIES_SENT_TOTAL: &str = "gate64_ike_cookies_sent_total";
+/// Help text of [`IKE_COOKIES_SENT_TOTAL`].
+pub const IKE_COOKIES_SENT_TOTAL_HELP: &str = "IKE_SA_INIT requests answered with a cookie \
+    (RFC 7296 section 2.6) instead of state.";
+
 /// Every metric above as `(name, help)`, in exposition order.
 pub const ALL: &[(&str, &str)] = &[
     (CLIENTS, CLIENTS_HELP),
@@ -172,6 +228,18 @@ pub const ALL: &[(&str, &str)] = &[
         NAT64_BINDING_LOG_LOST_TOTAL_HELP,
     ),
     (CONFIG_RELOADS_TOTAL, CONFIG_RELOADS_TOTAL_HELP),
+    (IPSEC_MMSA, IPSEC_MMSA_HELP),
+    (IPSEC_QMSA, IPSEC_QMSA_HELP),
+    (IKE_NEGOTIATIONS_TOTAL, IKE_NEGOTIATIONS_TOTAL_HELP),
+    (IPSEC_REKEYS_TOTAL, IPSEC_REKEYS_TOTAL_HELP),
+    (ESP_AUTH_FAILURES_TOTAL, ESP_AUTH_FAILURES_TOTAL_HELP),
+    (ESP_REPLAY_DROPS_TOTAL, ESP_REPLAY_DROPS_TOTAL_HELP),
+    (
+        IKE_NEGOTIATION_DURATION_SECONDS,
+        IKE_NEGOTIATION_DURATION_SECONDS_HELP,
+    ),
+    (IKE_HALF_OPEN, IKE_HALF_OPEN_HELP),
+    (IKE_COOKIES_SENT_TOTAL, IKE_COOKIES_SENT_TOTAL_HELP),
     (WORKERS, WORKERS_HELP),
     (BUILD_INFO, BUILD_INFO_HELP),
 ];

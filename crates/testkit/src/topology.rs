@@ -166,6 +166,10 @@ pub struct Gate64Options {
     pub workers: u32,
     /// More TOML appended to the configuration (e.g. `[nat64]` and `[dns64]` sections).
     pub extra: String,
+    /// Write `[ipsec] require = false`: the lab switch, clients reach the corporate network
+    /// without IPsec. The tests that keep it say `without_ipsec` in their names; an IPsec
+    /// test sets it false and writes its own `[ipsec]` section in `extra`.
+    pub without_ipsec: bool,
 }
 
 impl Default for Gate64Options {
@@ -174,6 +178,7 @@ impl Default for Gate64Options {
             log_level: "debug".to_owned(),
             workers: 2,
             extra: String::new(),
+            without_ipsec: true,
         }
     }
 }
@@ -194,8 +199,7 @@ relay = true
 tun = "gate64"
 ipv6_prefixes = ["2001:db8:100::/48"]
 address6 = "2001:db8:100::1"
-lab_allow_without_ipsec = true
-
+{ipsec}
 [metrics]
 listen = "{METRICS_ADDR}"
 
@@ -206,6 +210,11 @@ level = "{level}"
             workers = self.workers,
             level = self.log_level,
             extra = self.extra,
+            ipsec = if self.without_ipsec {
+                "\n[ipsec]\nrequire = false\n"
+            } else {
+                ""
+            },
         )
     }
 }
@@ -816,10 +825,12 @@ mod tests {
         );
         assert!(toml.contains(r#"listen = "127.0.0.1:9164""#), "{toml}");
         assert!(toml.contains(r#"level = "debug""#), "{toml}");
-        assert!(
-            toml.contains("\nlab_allow_without_ipsec = true\n"),
-            "{toml}"
-        );
+        assert!(toml.contains("\n[ipsec]\nrequire = false\n"), "{toml}");
+        let with_ipsec = Gate64Options {
+            without_ipsec: false,
+            ..Gate64Options::default()
+        };
+        assert!(!with_ipsec.config_toml().contains("[ipsec]"));
     }
 
     #[test]

@@ -98,10 +98,10 @@ fn policy_follows_the_lab_switch_when_it_changes() {
         from_teredo(&mut w, now, CLIENT, &pkt),
         Verdict::Drop(DropReason::NoSa)
     );
-    w.shared().set_allow_without_ipsec(true);
-    assert!(w.shared().allow_without_ipsec());
+    w.shared().set_require_ipsec(false);
+    assert!(!w.shared().require_ipsec());
     assert_eq!(from_teredo(&mut w, now, CLIENT, &pkt), admitted);
-    w.shared().set_allow_without_ipsec(false);
+    w.shared().set_require_ipsec(true);
     assert_eq!(
         from_teredo(&mut w, now, CLIENT, &pkt),
         Verdict::Drop(DropReason::NoSa)
@@ -170,8 +170,8 @@ fn rfc4380_5_3_1_non_global_destination_is_bad_destination_without_ipsec() {
 const SELF_V6: Ipv6Addr = Ipv6Addr::new(0x2001, 0xdb8, 0x100, 0, 0, 0, 0, 0x443);
 const SELF_V4: Ipv4Addr = Ipv4Addr::new(198, 51, 100, 1);
 
-fn to_self_worker(allow_without_ipsec: bool, dns64: bool) -> Worker {
-    let mut cfg = config(allow_without_ipsec);
+fn to_self_worker(open: bool, dns64: bool) -> Worker {
+    let mut cfg = config(open);
     cfg.self_addresses = vec![SELF_V6.into(), SELF_V4.into()];
     if dns64 {
         cfg.dns64_listen = vec![std::net::SocketAddr::from((CORP_ADDRESS, 53))];
@@ -200,12 +200,17 @@ fn to_self_admits_echo_and_dns64_only() {
         for dst in [CORP_ADDRESS, SELF_V6] {
             let v = send(&mut w, echo(me, dst, 8));
             assert!(matches!(v, Verdict::Tun { .. }), "echo to {dst}: {v:?}");
-            // The metrics exporter, SSH, IKE (not served yet) and any UDP port: never.
+            // The metrics exporter, SSH, IKE without an IPsec endpoint and any UDP port: never.
             for port in [9164, 22, 443, 9100] {
                 let v = send(&mut w, tcp_to(me, dst, port));
                 assert_eq!(v, Verdict::Drop(DropReason::ToSelf), "tcp {dst} {port}");
             }
-            for port in crate::policy::IKE_PORTS.into_iter().chain([123, 9164]) {
+            for port in [
+                crate::policy::IKE_PORT,
+                crate::policy::NAT_T_PORT,
+                123,
+                9164,
+            ] {
                 let v = send(&mut w, udp_ports(me, dst, 40000, port, 60));
                 assert_eq!(v, Verdict::Drop(DropReason::ToSelf), "udp {dst} {port}");
             }

@@ -21,8 +21,8 @@ fn slash64(a: Ipv6Addr) -> Ipv6Addr {
 }
 
 /// A worker with IP-HTTPS on and BOB's connection registered.
-fn iphttps_worker(allow_without_ipsec: bool) -> (Worker, Arc<Captured>) {
-    let mut cfg = config(allow_without_ipsec);
+fn iphttps_worker(open: bool) -> (Worker, Arc<Captured>) {
+    let mut cfg = config(open);
     cfg.iphttps_prefix = Some(Prefix::new(IPHTTPS_POOL, 48));
     let w = Worker::new(Shared::new(cfg), Arc::new(Stats::default()));
     let bob = Arc::new(Captured::default());
@@ -70,7 +70,7 @@ fn iphttps_client_reaches_corpnet_through_the_same_policy_step() {
 
 #[test]
 fn iphttps_to_iphttps_is_queued_for_the_owner_of_the_64_without_ipsec() {
-    let (mut w, bob) = iphttps_worker(false);
+    let (mut w, bob) = iphttps_worker(true);
     let now = Instant::now();
     let pkt = udp(ALICE, BOB, 120);
     let (v, _) = from_iphttps(&mut w, now, &pkt);
@@ -85,8 +85,8 @@ fn iphttps_to_iphttps_is_queued_for_the_owner_of_the_64_without_ipsec() {
 }
 
 #[test]
-fn teredo_client_reaches_an_iphttps_client() {
-    let (mut w, bob) = iphttps_worker(false);
+fn teredo_client_reaches_an_iphttps_client_without_ipsec() {
+    let (mut w, bob) = iphttps_worker(true);
     let pkt = udp(teredo(CLIENT).encode(), BOB, 200);
     assert_eq!(
         from_teredo(&mut w, Instant::now(), CLIENT, &pkt),
@@ -99,8 +99,8 @@ fn teredo_client_reaches_an_iphttps_client() {
 // RFC 4380 §5.4.1: to a Teredo client an IP-HTTPS client is a native source, relayed like
 // corporate traffic: straight to a trusted peer, else queued behind a bubble.
 #[test]
-fn rfc4380_5_4_1_iphttps_client_reaches_a_teredo_client_through_the_relay() {
-    let (mut w, _) = iphttps_worker(false);
+fn rfc4380_5_4_1_iphttps_client_reaches_a_teredo_client_through_the_relay_without_ipsec() {
+    let (mut w, _) = iphttps_worker(true);
     let now = Instant::now();
     let client = teredo(CLIENT).encode();
     let pkt = udp(ALICE, client, 300);

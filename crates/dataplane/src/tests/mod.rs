@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 mod egress;
 mod ingress;
 mod iphttps;
+mod ipsec;
 mod nat64;
 mod props;
 mod teredo;
@@ -26,7 +27,8 @@ const CORP_ADDRESS: Ipv6Addr = Ipv6Addr::new(0x2001, 0xdb8, 0x100, 0, 0, 0, 0, 1
 /// Slack after the packet, for the RA written over a 61-byte RS.
 const TAILROOM: usize = 256;
 
-fn config(allow_without_ipsec: bool) -> DataplaneConfig {
+/// `open`: `[ipsec] require = false`, the lab switch; else IPsec is required.
+fn config(open: bool) -> DataplaneConfig {
     DataplaneConfig {
         teredo: Some(ServerConfig {
             primary: PRIMARY,
@@ -40,7 +42,10 @@ fn config(allow_without_ipsec: bool) -> DataplaneConfig {
         corp_address: CORP_ADDRESS,
         self_addresses: Vec::new(),
         dns64_listen: Vec::new(),
-        allow_without_ipsec,
+        require_ipsec: !open,
+        ipsec_endpoint: None,
+        ipsec_pool: None,
+        sadb: None,
         rs_per_sec: 1,
         rs_burst: 3,
         iphttps_prefix: None,
@@ -49,11 +54,8 @@ fn config(allow_without_ipsec: bool) -> DataplaneConfig {
     }
 }
 
-fn worker(allow_without_ipsec: bool) -> Worker {
-    Worker::new(
-        Shared::new(config(allow_without_ipsec)),
-        Arc::new(Stats::default()),
-    )
+fn worker(open: bool) -> Worker {
+    Worker::new(Shared::new(config(open)), Arc::new(Stats::default()))
 }
 
 fn teredo(mapped: SocketAddrV4) -> Address {

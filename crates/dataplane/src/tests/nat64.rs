@@ -7,15 +7,12 @@ fn pref64() -> gate64_nat64::Prefix {
     gate64_nat64::Prefix::new("2001:db8:64::".parse().unwrap(), 96).unwrap()
 }
 
-fn nat_worker(allow_without_ipsec: bool) -> Worker {
-    nat_worker_with(allow_without_ipsec, |_| {})
+fn nat_worker(open: bool) -> Worker {
+    nat_worker_with(open, |_| {})
 }
 
-fn nat_worker_with(
-    allow_without_ipsec: bool,
-    tune: impl FnOnce(&mut gate64_nat64::state::Config),
-) -> Worker {
-    let mut cfg = config(allow_without_ipsec);
+fn nat_worker_with(open: bool, tune: impl FnOnce(&mut gate64_nat64::state::Config)) -> Worker {
+    let mut cfg = config(open);
     let mut table = gate64_nat64::state::Config::new(vec![POOL4]);
     table.shards = 4;
     tune(&mut table);

@@ -1,0 +1,433 @@
+//! `[ipsec]`: the security step and the IKEv2/ESP responder (issue 8): whether client traffic
+//! needs an SA (`require`), gate64's IKE credentials and the CA whose client certificates it
+//! accepts, the endpoint clients reach it at, the inner-address pool and the two tunnels'
+//! prefixes (DirectAccess' infrastructure and intranet tunnels).
+//!
+//! IPsec is *configured* when `certificate`, `private_key` and `ca` are all given; a section
+//! with only some of them is refused, naming the missing one. Every other key has a default.
+
+use std::net::Ipv6Addr;
+use std::path::PathBuf;
+
+use ipnet::Ipv6Net;
+use serde::Deserialize;
+
+use crate::corpnet::{overlaps, special_ipv6};
+use crate::error::{check_readable_file, invalid, missing, quote};
+use crate::teredo::teredo_prefix;
+use crate::{Config, ConfigError, defaults};
+
+/// `[ipsec]`: IKEv2 (RFC 7296) and ESP (RFC 4303) towards the clients.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Ipsec {
+    /// The security step: a client's packet reaches the corporate network, NAT64 or another
+    /// client only out of a child SA. `false` is the lab switch (warned about at start, every
+    /// hour and in `check-config`).
+    pub require: bool,
+    /// PEM file with gate64's IKE certificate chain, leaf first.
+    pub certificate: Option<PathBuf>,
+    /// PEM file with that certificate's private key.
+    pub private_key: Option<PathBuf>,
+    /// PEM bundle of the CA(s) whose client certificates are accepted.
+    pub ca: Option<PathBuf>,
+    /// gate64's IKE/ESP address as written; `None` = `corpnet.address6`
+    /// ([`Config::ipsec_endpoint`]).
+    pub endpoint: Option<Ipv6Addr>,
+    /// Inner addresses handed to clients that ask (configuration payload, RFC 7296 §3.15).
+    /// Required while IPsec is configured (the responder hands addresses out of it).
+    pub pool6: Option<Ipv6Net>,
+    /// What the infrastructure tunnel reaches, as written; `None` = `corpnet.address6`/128
+    /// (DNS64) ([`Config::ipsec_infrastructure_prefixes`]).
+    pub infrastructure_prefixes: Option<Vec<Ipv6Net>>,
+    /// What the intranet tunnel reaches, as written; `None` = every corporate prefix plus the
+    /// NAT64 prefix while NAT64 is on ([`Config::ipsec_intranet_prefixes`]).
+    pub intranet_prefixes: Option<Vec<Ipv6Net>>,
+    /// Half-open IKE SAs above which IKE_SA_INIT is answered with a cookie (RFC 7296 §2.6);
+    /// 0 = always.
+    pub half_open_cookie_threshold: usize,
+    /// Half-open IKE SAs one source address may hold; further IKE_SA_INIT are ignored.
+    pub max_half_open_per_source: usize,
+    /// Soft lifetime of child SAs, in seconds (the hard one is 10% more): the client rekeys
+    /// before it.
+    pub child_lifetime_secs: u64,
+}
+
+/// `require = true` and nothing configured: the secure default of a file without `[ipsec]`.
+impl Default for Ipsec {
+    fn default() -> Self {
+        Self {
+            require: true,
+            certificate: None,
+            private_key: None,
+            ca: None,
+            endpoint: None,
+            pool6: None,
+            infrastructure_prefixes: None,
+            intranet_prefixes: None,
+            half_open_cookie_threshold: defaults::IKE_HALF_OPEN_COOKIE_THRESHOLD,
+            max_half_open_per_source: defaults::IKE_MAX_HALF_OPEN_PER_SOURCE,
+            child_lifetime_secs: defaults::CHILD_LIFETIME_SECS,
+        }
+    }
+}
+
+impl Ipsec {
+    /// True when gate64 answers IKE: `certificate`, `private_key` and `ca` are all given.
+    pub fn configured(&self) -> bool {
+        self.certificate.is_some() && self.private_key.is_some() && self.ca.is_some()
+    }
+
+    /// The warning to show while `require = false` (at start-up, in `check-config`, and
+    /// repeated by the daemon every hour), or `None` while the security step is on.
+    pub fn open_to_unauthenticated_warning(&self) -> Option<&'static str> {
+        (!self.require).then_some(OPEN_TO_UNAUTHENTICATED)
+    }
+}
+
+/// What the daemon and `check-config` say while `ipsec.require = false`.
+const OPEN_TO_UNAUTHENTICATED: &str = "ipsec.require = false: the corporate network is open to \
+     unauthenticated clients: client traffic enters it WITHOUT IPsec (no authentication, no \
+     encryption), so any internet host that reaches gate64 over Teredo or IP-HTTPS reaches the \
+     corporate network; lab use only, remove the key in production";
+
+/// Allowed `ipsec.child_lifetime_secs`: a minute to a day.
+const CHILD_LIFETIME_RANGE: std::ops::RangeInclusive<u64> = 60..=86_400;
+/// Shortest `ipsec.pool6` prefix: larger pools only cost memory for nothing.
+const MIN_POOL6_LEN: u8 = 64;
+
+#[derive(Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawIpsec {
+    require: Option<bool>,
+    certificate: Option<PathBuf>,
+    private_key: Option<PathBuf>,
+    ca: Option<PathBuf>,
+    endpoint: Option<Ipv6Addr>,
+    pool6: Option<Ipv6Net>,
+    infrastructure_prefixes: Option<Vec<Ipv6Net>>,
+    intranet_prefixes: Option<Vec<Ipv6Net>>,
+    half_open_cookie_threshold: Option<usize>,
+    max_half_open_per_source: Option<usize>,
+    child_lifetime_secs: Option<u64>,
+}
+
+impl RawIpsec {
+    pub(crate) fn build(self) -> Ipsec {
+        let d = Ipsec::default();
+        Ipsec {
+            require: self.require.unwrap_or(d.require),
+            certificate: self.certificate,
+            private_key: self.private_key,
+            ca: self.ca,
+            endpoint: self.endpoint,
+            pool6: self.pool6,
+            infrastructure_prefixes: self.infrastructure_prefixes,
+            intranet_prefixes: self.intranet_prefixes,
+            half_open_cookie_threshold: self
+                .half_open_cookie_threshold
+                .unwrap_or(d.half_open_cookie_threshold),
+            max_half_open_per_source: self
+                .max_half_open_per_source
+                .unwrap_or(d.max_half_open_per_source),
+            child_lifetime_secs: self.child_lifetime_secs.unwrap_or(d.child_lifetime_secs),
+        }
+    }
+}
+
+impl Config {
+    /// gate64's IKE/ESP address: `ipsec.endpoint`, by default `corpnet.address6`.
+    pub fn ipsec_endpoint(&self) -> Ipv6Addr {
+        self.ipsec.endpoint.unwrap_or(self.corpnet.address6)
+    }
+
+    /// What the infrastructure tunnel reaches: `ipsec.infrastructure_prefixes`, by default
+    /// `corpnet.address6`/128 (where DNS64 answers).
+    pub fn ipsec_infrastructure_prefixes(&self) -> Vec<Ipv6Net> {
+        self.ipsec
+            .infrastructure_prefixes
+            .clone()
+            .unwrap_or_else(|| {
+                vec![
+                    Ipv6Net::new(self.corpnet.address6, 128).expect("128 is a valid prefix length"),
+                ]
+            })
+    }
+
+    /// What the intranet tunnel reaches: `ipsec.intranet_prefixes`, by default every
+    /// `corpnet.ipv6_prefixes` entry plus `nat64.prefix` while NAT64 is on.
+    pub fn ipsec_intranet_prefixes(&self) -> Vec<Ipv6Net> {
+        self.ipsec.intranet_prefixes.clone().unwrap_or_else(|| {
+            let mut out = self.corpnet.ipv6_prefixes.clone();
+            if self.nat64.enabled {
+                out.push(self.nat64.prefix);
+            }
+            out
+        })
+    }
+
+    /// `ipsec.certificate`, `ipsec.private_key` and `ipsec.ca` are readable files, while
+    /// IPsec is configured.
+    pub(crate) fn check_ipsec_files(&self) -> Result<(), ConfigError> {
+        let s = &self.ipsec;
+        if !s.configured() {
+            return Ok(());
+        }
+        for (key, path) in [
+            ("ipsec.certificate", &s.certificate),
+            ("ipsec.private_key", &s.private_key),
+            ("ipsec.ca", &s.ca),
+        ] {
+            if let Some(path) = path {
+                check_readable_file(key, path)?;
+            }
+        }
+        Ok(())
+    }
+
+    pub(crate) fn validate_ipsec(&self) -> Result<(), ConfigError> {
+        self.validate_ipsec_credentials()?;
+        self.validate_ipsec_endpoint()?;
+        if let Some(pool) = &self.ipsec.pool6 {
+            self.validate_pool6(pool)?;
+        }
+        for (key, prefixes) in [
+            (
+                "ipsec.infrastructure_prefixes",
+                &self.ipsec.infrastructure_prefixes,
+            ),
+            ("ipsec.intranet_prefixes", &self.ipsec.intranet_prefixes),
+        ] {
+            if let Some(prefixes) = prefixes {
+                self.validate_tunnel_prefixes(key, prefixes)?;
+            }
+        }
+        self.validate_ipsec_timers()
+    }
+
+    /// The three files go together: IPsec is configured by all of them or none.
+    fn validate_ipsec_credentials(&self) -> Result<(), ConfigError> {
+        let s = &self.ipsec;
+        let keys = [
+            (
+                "ipsec.certificate",
+                &s.certificate,
+                "gate64's IKE certificate chain, leaf first, e.g. \"/etc/gate64/ipsec.pem\"",
+            ),
+            (
+                "ipsec.private_key",
+                &s.private_key,
+                "the certificate's private key, e.g. \"/etc/gate64/ipsec.key\"",
+            ),
+            (
+                "ipsec.ca",
+                &s.ca,
+                "the CA bundle whose client certificates are accepted, e.g. \"/etc/gate64/clients-ca.pem\"",
+            ),
+        ];
+        for (key, path, _) in keys {
+            if path.as_ref().is_some_and(|p| p.as_os_str().is_empty()) {
+                return Err(invalid(
+                    key,
+                    "\"\"",
+                    "must not be empty; give the path of a PEM file (or leave the key out)",
+                ));
+            }
+        }
+        let given = keys.iter().filter(|(_, p, _)| p.is_some()).count();
+        if given == keys.len() && s.pool6.is_none() {
+            return Err(missing(
+                "ipsec.pool6",
+                "IPsec is configured: give the prefix the responder hands clients' inner \
+                 addresses from, e.g. \"fd00:c1::100/120\"",
+            ));
+        }
+        if given == 0 || given == keys.len() {
+            return Ok(());
+        }
+        let (key, _, what) = keys
+            .iter()
+            .find(|(_, p, _)| p.is_none())
+            .expect("some but not all are given");
+        Err(missing(
+            key,
+            &format!(
+                "IPsec is configured by ipsec.certificate, ipsec.private_key and ipsec.ca \
+                 together; give the PEM file with {what} (or remove the other two)"
+            ),
+        ))
+    }
+
+    fn validate_ipsec_endpoint(&self) -> Result<(), ConfigError> {
+        let Some(a) = self.ipsec.endpoint else {
+            return Ok(());
+        };
+        let value = quote(&a.to_string());
+        let why = special_ipv6(a)
+            .map(|w| format!("is {w}; it must be a global (or unique-local) unicast address"))
+            .or_else(|| {
+                teredo_prefix()
+                    .contains(&a)
+                    .then(|| "is a Teredo address, where clients live".to_owned())
+            })
+            .or_else(|| {
+                self.iphttps_pool()
+                    .filter(|p| p.contains(&a))
+                    .map(|p| format!("lies in iphttps.prefix {p}, where clients live"))
+            })
+            .or_else(|| {
+                self.ipsec
+                    .pool6
+                    .filter(|p| p.contains(&a))
+                    .map(|p| format!("lies in ipsec.pool6 {p}, the clients' inner addresses"))
+            });
+        match why {
+            Some(why) => Err(invalid("ipsec.endpoint", value, why)),
+            None => Ok(()),
+        }
+    }
+
+    /// The pool hands out client addresses: it may not overlap anything that is routed
+    /// elsewhere (the corporate network, NAT64, the other transports' clients).
+    fn validate_pool6(&self, pool: &Ipv6Net) -> Result<(), ConfigError> {
+        let value = quote(&pool.to_string());
+        if pool.addr() != pool.network() {
+            return Err(invalid(
+                "ipsec.pool6",
+                value,
+                format!("host bits are set; did you mean {}?", pool.trunc()),
+            ));
+        }
+        if pool.prefix_len() < MIN_POOL6_LEN {
+            return Err(invalid(
+                "ipsec.pool6",
+                value,
+                format!("must be a /{MIN_POOL6_LEN} or longer (one address per client)"),
+            ));
+        }
+        if let Some(why) = special_ipv6(pool.network()) {
+            return Err(invalid(
+                "ipsec.pool6",
+                value,
+                format!("is {why}, not a routable unicast prefix"),
+            ));
+        }
+        let mut taken: Vec<(Ipv6Net, &str)> = self
+            .corpnet
+            .ipv6_prefixes
+            .iter()
+            .map(|p| (*p, "corpnet.ipv6_prefixes"))
+            .collect();
+        taken.push((teredo_prefix(), "the Teredo prefix"));
+        if self.nat64.enabled {
+            taken.push((self.nat64.prefix, "nat64.prefix"));
+        }
+        taken.extend(self.iphttps_pool().map(|p| (p, "iphttps.prefix")));
+        if let Some((p, what)) = taken.iter().find(|(p, _)| overlaps(p, pool)) {
+            return Err(invalid(
+                "ipsec.pool6",
+                value,
+                format!(
+                    "overlaps {p} ({what}); the pool must be disjoint from the corporate \
+                     prefixes, NAT64 and the other transports' clients"
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// A tunnel reaches only what gate64 routes to the corporate side: each prefix inside a
+    /// corporate prefix, the NAT64 prefix, or gate64's own `corpnet.address6`.
+    fn validate_tunnel_prefixes(&self, key: &str, prefixes: &[Ipv6Net]) -> Result<(), ConfigError> {
+        if prefixes.is_empty() {
+            return Err(invalid(key, "[]", "list at least one prefix"));
+        }
+        let own = Ipv6Net::new(self.corpnet.address6, 128).expect("128 is a valid prefix length");
+        for p in prefixes {
+            let value = quote(&p.to_string());
+            if p.addr() != p.network() {
+                return Err(invalid(
+                    key,
+                    value,
+                    format!("host bits are set; did you mean {}?", p.trunc()),
+                ));
+            }
+            let inside = self.corpnet.ipv6_prefixes.iter().any(|c| c.contains(p))
+                || (self.nat64.enabled && self.nat64.prefix.contains(p))
+                || *p == own;
+            if !inside {
+                return Err(invalid(
+                    key,
+                    value,
+                    "lies outside every corpnet.ipv6_prefixes entry and the NAT64 prefix \
+                     (nat64.prefix, while NAT64 is on); a tunnel reaches only the corporate \
+                     side",
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    fn validate_ipsec_timers(&self) -> Result<(), ConfigError> {
+        let s = &self.ipsec;
+        let range = CHILD_LIFETIME_RANGE;
+        if !range.contains(&s.child_lifetime_secs) {
+            return Err(invalid(
+                "ipsec.child_lifetime_secs",
+                s.child_lifetime_secs,
+                format!("must be {}..={} seconds", range.start(), range.end()),
+            ));
+        }
+        if s.max_half_open_per_source == 0 {
+            return Err(invalid(
+                "ipsec.max_half_open_per_source",
+                0,
+                "must be at least 1, or no client could start IKE",
+            ));
+        }
+        Ok(())
+    }
+
+    /// Advice about `[ipsec]`.
+    pub(crate) fn ipsec_warnings(&self, out: &mut Vec<String>) {
+        let s = &self.ipsec;
+        if let Some(w) = s.open_to_unauthenticated_warning() {
+            out.push(w.to_owned());
+        } else if !s.configured() {
+            out.push(
+                "ipsec.require = true but IPsec is not configured (ipsec.certificate, \
+                 ipsec.private_key and ipsec.ca): no client can reach the corporate network, \
+                 NAT64 or DNS64; clients reach only gate64 itself (ICMPv6 echo)"
+                    .to_owned(),
+            );
+        }
+    }
+
+    fn iphttps_pool(&self) -> Option<Ipv6Net> {
+        self.iphttps
+            .enabled
+            .then_some(self.iphttps.prefix)
+            .flatten()
+    }
+}
+
+/// What an `[ipsec]` key's value looks like, for type errors.
+pub(crate) fn expected_form(path: &str) -> Option<&'static str> {
+    Some(match path {
+        "ipsec.require" => "true or false",
+        "ipsec.certificate" | "ipsec.private_key" | "ipsec.ca" => {
+            "a file path in quotes, e.g. \"/etc/gate64/ipsec.pem\""
+        }
+        "ipsec.endpoint" => "an IPv6 address in quotes, e.g. \"2001:db8:100::1\"",
+        "ipsec.pool6" => "an IPv6 prefix in quotes, e.g. \"fd00:c1::100/120\"",
+        "ipsec.infrastructure_prefixes" | "ipsec.intranet_prefixes" => {
+            "a list of IPv6 prefixes, e.g. [\"2001:db8:100::53/128\"]"
+        }
+        "ipsec.half_open_cookie_threshold"
+        | "ipsec.max_half_open_per_source"
+        | "ipsec.child_lifetime_secs" => "a whole number",
+        _ => return None,
+    })
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,257 @@
+use crate::{Config, ConfigError, ErrorKind};
+
+const BASE: &str = r#"
+[teredo]
+server_addresses = ["192.0.2.1", "192.0.2.2"]
+[corpnet]
+ipv6_prefixes = ["2001:db8:100::/48"]
+address6 = "2001:db8:100::1"
+[nat64]
+pool4 = ["198.51.100.0/30"]
+prefix = "2001:db8:64::/96"
+[ipsec]
+"#;
+
+const CREDENTIALS: &str = "certificate = \"/etc/gate64/ipsec.pem\"\n\
+    private_key = \"/etc/gate64/ipsec.key\"\nca = \"/etc/gate64/clients-ca.pem\"\n\
+    pool6 = \"fd00:c1::100/120\"\n";
+
+fn parse(keys: &str) -> Result<Config, ConfigError> {
+    Config::from_toml_str(&format!("{BASE}{keys}"))
+}
+
+#[track_caller]
+fn refused(keys: &str, key: &str, needle: &str) -> ConfigError {
+    let e = parse(keys).expect_err(keys);
+    assert_eq!(e.key(), Some(key), "{e}");
+    let msg = e.to_string();
+    assert!(msg.contains(needle), "{msg}");
+    e
+}
+
+#[test]
+fn absent_section_requires_ipsec_and_configures_nothing() {
+    let c = Config::from_toml_str(BASE.trim_end_matches("[ipsec]\n")).unwrap();
+    assert!(c.ipsec.require);
+    assert!(!c.ipsec.configured());
+    assert_eq!(c.ipsec_endpoint(), c.corpnet.address6);
+    assert_eq!(
+        c.ipsec_infrastructure_prefixes(),
+        ["2001:db8:100::1/128".parse().unwrap()]
+    );
+    assert_eq!(
+        c.ipsec_intranet_prefixes(),
+        [
+            "2001:db8:100::/48".parse().unwrap(),
+            "2001:db8:64::/96".parse().unwrap()
+        ]
+    );
+    let w = c.warnings();
+    assert!(
+        w.iter().any(|w| w.starts_with("ipsec.require = true")
+            && w.contains("no client can reach the corporate network")),
+        "{w:?}"
+    );
+}
+
+#[test]
+fn the_contract_keys_parse() {
+    let c = parse(&format!(
+        "{CREDENTIALS}require = true\nendpoint = \"2001:db8:ffff::1\"\n\
+         infrastructure_prefixes = [\"2001:db8:100::53/128\"]\n\
+         intranet_prefixes = [\"2001:db8:100::/64\", \"2001:db8:64::/96\"]\n\
+         half_open_cookie_threshold = 0\nmax_half_open_per_source = 2\n\
+         child_lifetime_secs = 600\n"
+    ))
+    .unwrap_or_else(|e| panic!("{e}"));
+    let s = &c.ipsec;
+    assert!(s.configured() && s.require);
+    assert_eq!(
+        c.ipsec_endpoint(),
+        "2001:db8:ffff::1".parse::<std::net::Ipv6Addr>().unwrap()
+    );
+    assert_eq!(s.pool6, Some("fd00:c1::100/120".parse().unwrap()));
+    assert_eq!(
+        c.ipsec_infrastructure_prefixes(),
+        ["2001:db8:100::53/128".parse().unwrap()]
+    );
+    assert_eq!(c.ipsec_intranet_prefixes().len(), 2);
+    assert_eq!(
+        (s.half_open_cookie_threshold, s.max_half_open_per_source),
+        (0, 2)
+    );
+    assert_eq!(s.child_lifetime_secs, 600);
+    assert!(c.warnings().is_empty(), "{:?}", c.warnings());
+}
+
+#[test]
+fn credentials_go_together() {
+    for (keys, key) in [
+        ("certificate = \"/a\"\n", "ipsec.private_key"),
+        ("certificate = \"/a\"\nprivate_key = \"/b\"\n", "ipsec.ca"),
+        ("ca = \"/c\"\n", "ipsec.certificate"),
+        (
+            "certificate = \"/a\"\nprivate_key = \"/b\"\nca = \"/c\"\n",
+            "ipsec.pool6",
+        ),
+    ] {
+        let e = refused(keys, key, "IPsec is configured");
+        assert_eq!(e.kind(), ErrorKind::MissingKey);
+    }
+    refused(
+        "certificate = \"\"\nprivate_key = \"/b\"\nca = \"/c\"\n",
+        "ipsec.certificate",
+        "must not be empty",
+    );
+}
+
+#[test]
+fn pool6_is_disjoint_from_what_is_routed_elsewhere() {
+    refused(
+        "pool6 = \"2001:db8:100:5::/120\"\n",
+        "ipsec.pool6",
+        "corpnet.ipv6_prefixes",
+    );
+    refused(
+        "pool6 = \"2001:db8:64::/120\"\n",
+        "ipsec.pool6",
+        "nat64.prefix",
+    );
+    refused("pool6 = \"2001:0:1::/120\"\n", "ipsec.pool6", "Teredo");
+    refused("pool6 = \"fd00:c1::1/120\"\n", "ipsec.pool6", "host bits");
+    refused("pool6 = \"fd00:c1::/48\"\n", "ipsec.pool6", "/64 or longer");
+    refused("pool6 = \"fe80::/64\"\n", "ipsec.pool6", "link-local");
+    parse("pool6 = \"fd00:c1::/64\"\n").unwrap_or_else(|e| panic!("{e}"));
+}
+
+#[test]
+fn tunnel_prefixes_lie_on_the_corporate_side() {
+    for key in ["infrastructure_prefixes", "intranet_prefixes"] {
+        let path = format!("ipsec.{key}");
+        refused(
+            &format!("{key} = [\"2001:db8:200::/64\"]\n"),
+            &path,
+            "outside",
+        );
+        refused(&format!("{key} = []\n"), &path, "at least one");
+        refused(
+            &format!("{key} = [\"2001:db8:100::1/64\"]\n"),
+            &path,
+            "host bits",
+        );
+        for ok in [
+            "2001:db8:100:1::/64",
+            "2001:db8:64::/96",
+            "2001:db8:100::1/128",
+        ] {
+            parse(&format!("{key} = [\"{ok}\"]\n")).unwrap_or_else(|e| panic!("{e}"));
+        }
+    }
+}
+
+#[test]
+fn the_nat64_prefix_counts_only_while_nat64_is_on() {
+    let text = BASE.replace("pool4 = [\"198.51.100.0/30\"]\n", "")
+        + "intranet_prefixes = [\"2001:db8:64::/96\"]\n";
+    let e = Config::from_toml_str(&text).expect_err(&text);
+    assert_eq!(e.key(), Some("ipsec.intranet_prefixes"), "{e}");
+}
+
+#[test]
+fn endpoint_is_a_usable_address_of_gate64() {
+    refused("endpoint = \"::1\"\n", "ipsec.endpoint", "loopback");
+    refused("endpoint = \"2001:0:1::1\"\n", "ipsec.endpoint", "Teredo");
+    refused(
+        "endpoint = \"fd00:c1::5\"\npool6 = \"fd00:c1::/120\"\n",
+        "ipsec.endpoint",
+        "ipsec.pool6",
+    );
+}
+
+#[test]
+fn timers_are_bounded() {
+    refused(
+        "child_lifetime_secs = 10\n",
+        "ipsec.child_lifetime_secs",
+        "60..=86400",
+    );
+    refused(
+        "max_half_open_per_source = 0\n",
+        "ipsec.max_half_open_per_source",
+        "at least 1",
+    );
+    refused(
+        "child_lifetime_secs = \"x\"\n",
+        "ipsec.child_lifetime_secs",
+        "a whole number",
+    );
+}
+
+#[test]
+fn require_false_is_the_lab_switch_with_its_warning() {
+    let c = parse("require = false\n").unwrap();
+    assert!(!c.ipsec.require);
+    let w = c.warnings();
+    let hits: Vec<&String> = w
+        .iter()
+        .filter(|w| w.starts_with("ipsec.require = false"))
+        .collect();
+    assert_eq!(hits.len(), 1, "{w:?}");
+    assert_eq!(
+        Some(hits[0].as_str()),
+        c.ipsec.open_to_unauthenticated_warning()
+    );
+    assert!(hits[0].contains("open to unauthenticated clients"), "{w:?}");
+    // Configured and required: no advice at all.
+    let c = parse(CREDENTIALS).unwrap();
+    assert_eq!(c.ipsec.open_to_unauthenticated_warning(), None);
+    assert!(c.warnings().is_empty(), "{:?}", c.warnings());
+}
+
+#[test]
+fn the_old_lab_switches_are_refused_naming_ipsec_require() {
+    for old in ["lab_allow_without_ipsec", "allow_without_ipsec"] {
+        for value in ["true", "false"] {
+            let text = BASE.replace(
+                "address6 = \"2001:db8:100::1\"\n",
+                &format!("address6 = \"2001:db8:100::1\"\n{old} = {value}\n"),
+            );
+            let e = Config::from_toml_str(&text).expect_err(&text);
+            assert_eq!(e.kind(), ErrorKind::UnknownKey, "{e}");
+            assert_eq!(e.key(), Some(format!("corpnet.{old}").as_str()), "{e}");
+            let msg = e.to_string();
+            assert!(msg.contains("replaced by `ipsec.require`"), "{msg}");
+            assert!(msg.contains("require = false"), "{msg}");
+        }
+    }
+}
+
+#[test]
+fn check_files_names_the_ipsec_key() {
+    let dir = std::env::temp_dir().join(format!("gate64-ipsec-files-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = |name: &str| {
+        let p = dir.join(name);
+        std::fs::write(&p, "x").unwrap();
+        p.display().to_string()
+    };
+    let (cert, key) = (file("c.pem"), file("k.pem"));
+    let missing = dir.join("absent.pem").display().to_string();
+    let c = parse(&format!(
+        "certificate = \"{cert}\"\nprivate_key = \"{key}\"\nca = \"{missing}\"\npool6 = \"fd00:c1::/120\"\n"
+    ))
+    .unwrap();
+    let e = c.check_files().expect_err("the CA file is absent");
+    assert_eq!(
+        (e.kind(), e.key()),
+        (ErrorKind::Io, Some("ipsec.ca")),
+        "{e}"
+    );
+    let ca = file("ca.pem");
+    let c = parse(&format!(
+        "certificate = \"{cert}\"\nprivate_key = \"{key}\"\nca = \"{ca}\"\npool6 = \"fd00:c1::/120\"\n"
+    ))
+    .unwrap();
+    c.check_files().unwrap_or_else(|e| panic!("{e}"));
+    let _ = std::fs::remove_dir_all(&dir);
+}

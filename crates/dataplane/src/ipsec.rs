@@ -1,0 +1,231 @@
+//! The ESP stage (RFC 4303, RFC 3948): ESP a client sends to the IPsec endpoint over its
+//! transport is opened here, at the one ingress, and its inner packet takes the road again as
+//! [`ClientBinding::Ipsec`]; towards a client with a child SA, packets are sealed here before
+//! its transport carries them.
+//!
+//! ```text
+//! ingress: IPv6 to endpoint, next header 50           -> ESP
+//!          UDP to [endpoint]:4500, first word non-zero -> ESP (RFC 3948 §2.2)
+//!          UDP to [endpoint]:4500, one byte 0xFF       -> NAT keepalive, consumed (§2.3)
+//!          ESP -> SA by SPI (esp_unknown_spi) -> from the SA's peer? (spoofed_source)
+//!              -> open in place (esp_replay, esp_auth) -> selectors (esp_selector)
+//!              -> the road, from ClientBinding::Ipsec
+//! egress:  IPv6 to a client's inner address with an outbound SA (SaDb::outbound_for)
+//!          -> ESP header in front, sealed in place, trailer and ICV behind
+//!          -> UDP 4500 in front when the SA is UDP-encapsulated (checksum over it all)
+//!          -> outer IPv6: endpoint -> the client's outer address -> its transport
+//! ```
+//!
+//! Everything is written in place: the outer headers go into the room in front of the inner
+//! packet ([`crate::HEADROOM`] from the drivers, or the outer headers of the ESP packet it
+//! came in), the trailer behind it (the drivers leave tailroom; an opened packet's own
+//! trailer is as long as a resealed one's, since padding depends only on the inner length).
+
+use crate::policy::{IKE_PORT, NAT_T_PORT};
+use crate::{ClientBinding, DropReason, Shared, Verdict, Worker};
+use gate64_esp::{OpenError, OutboundEntry, SPI_SEQ_IV_LEN};
+use gate64_wire::{checksum, ipv6};
+use std::net::{IpAddr, Ipv6Addr};
+use std::sync::Arc;
+use std::time::Instant;
+
+/// IPv6 next header of ESP (RFC 4303 §2).
+pub(crate) const NH_ESP: u8 = 50;
+/// UDP header length.
+const UDP_LEN: usize = 8;
+/// RFC 3948 §2.3: a NAT-keepalive is one octet, 0xFF.
+const NAT_KEEPALIVE: u8 = 0xff;
+/// Hop limit of the outer packets gate64 sends.
+const OUTER_HOP_LIMIT: u8 = 64;
+
+impl Shared {
+    /// True for what the ESP stage takes: to the IPsec endpoint, ESP as next header 50, or
+    /// UDP to port 4500 that is not IKE (no zero non-ESP marker): ESP in UDP or a NAT
+    /// keepalive.
+    pub(crate) fn is_esp(&self, pkt: &ipv6::Packet<'_>) -> bool {
+        if self.cfg.ipsec_endpoint != Some(pkt.dst()) {
+            return false;
+        }
+        match pkt.next_header() {
+            NH_ESP => true,
+            ipv6::NH_UDP => {
+                let udp = pkt.payload();
+                dst_port(udp) == Some(NAT_T_PORT)
+                    && udp.get(UDP_LEN..UDP_LEN + 4) != Some(&[0; 4][..])
+            }
+            _ => false,
+        }
+    }
+
+    /// The outbound SA a packet from `src` to `dst` leaves under, if `dst` is a client's
+    /// inner address with one. IKE from gate64's own endpoint is never sealed (RFC 4301
+    /// §5.2's bypass for IKE): it is what sets the SAs up, and must reach a client whose
+    /// inner address is its outer one in the clear.
+    fn outbound_sa(&self, pkt: &ipv6::Packet<'_>) -> Option<Arc<OutboundEntry>> {
+        let sadb = self.cfg.sadb.as_ref()?;
+        if self.cfg.ipsec_endpoint == Some(pkt.src())
+            && pkt.next_header() == ipv6::NH_UDP
+            && src_port(pkt.payload()).is_some_and(|p| p == IKE_PORT || p == NAT_T_PORT)
+        {
+            return None;
+        }
+        sadb.outbound_for(IpAddr::V6(pkt.dst()), IpAddr::V6(pkt.src()))
+    }
+}
+
+impl Worker {
+    /// ESP (or a NAT keepalive) in the IPv6 packet `buf[start..end]` from `from`: opened, and
+    /// its inner packet sent down the road from [`ClientBinding::Ipsec`].
+    pub(crate) fn esp_ingress(
+        &mut self,
+        now: Instant,
+        from: &ClientBinding,
+        buf: &mut [u8],
+        start: usize,
+        end: usize,
+    ) -> Result<Verdict, DropReason> {
+        // ESP inside ESP is no client's business: an inner packet goes to the corporate side,
+        // never back to the endpoint.
+        if matches!(from, ClientBinding::Ipsec { .. }) {
+            return Err(DropReason::Malformed);
+        }
+        let bytes = buf.get(start..end).ok_or(DropReason::Truncated)?;
+        let pkt = ipv6::Packet::new_checked(bytes)?;
+        let (outer, end) = (pkt.src(), start + pkt.total_len());
+        let esp_at = match pkt.next_header() {
+            NH_ESP => start + ipv6::HEADER_LEN,
+            _ if pkt.payload().get(UDP_LEN..) == Some(&[NAT_KEEPALIVE][..]) => {
+                return Ok(Verdict::Consumed);
+            }
+            _ => start + ipv6::HEADER_LEN + UDP_LEN,
+        };
+        let shared = Arc::clone(&self.shared);
+        let esp = buf.get_mut(esp_at..end).ok_or(DropReason::Truncated)?;
+        let spi = gate64_esp::spi_of(esp).ok_or(DropReason::Truncated)?;
+        let sa = shared
+            .cfg
+            .sadb
+            .as_ref()
+            .and_then(|db| db.inbound(spi))
+            .ok_or(DropReason::EspUnknownSpi)?;
+        // Only the client the SA was negotiated with may use it: the transport stage checked
+        // that `outer` is that client's address.
+        if sa.peer().outer != outer {
+            return Err(DropReason::SpoofedSource);
+        }
+        let opened = sa.sa.open(esp).map_err(open_drop)?;
+        let (inner_start, inner_end) = (esp_at + opened.inner.start, esp_at + opened.inner.end);
+        match opened.next_header {
+            gate64_esp::NEXT_HEADER_IPV6 => {}
+            // RFC 4303 §2.6: a dummy packet is discarded.
+            gate64_esp::NEXT_HEADER_DUMMY => return Ok(Verdict::Consumed),
+            // The road carries IPv6; IPv4 inside the tunnel waits for an IPv4 road.
+            gate64_esp::NEXT_HEADER_IPV4 => return Err(DropReason::Unsupported),
+            _ => return Err(DropReason::Malformed),
+        }
+        let inner = buf
+            .get(inner_start..inner_end)
+            .ok_or(DropReason::Truncated)?;
+        let (src, dst) =
+            gate64_esp::inner_addrs(inner, opened.next_header).ok_or(DropReason::Malformed)?;
+        if !sa.sa.admits(src, dst) {
+            return Err(DropReason::EspSelector);
+        }
+        let binding = ClientBinding::Ipsec {
+            outer,
+            inbound_spi: spi,
+        };
+        self.ingress(now, &binding, buf, inner_start, inner_end)
+    }
+
+    /// Seals the IPv6 packet `buf[start..end]` when its destination is a client's inner
+    /// address with an outbound SA, and returns where the outer IPv6 packet (to the client's
+    /// outer address) lies; returns `start..end` unchanged when no SA covers it.
+    pub(crate) fn seal_for_client(
+        &mut self,
+        buf: &mut [u8],
+        start: usize,
+        end: usize,
+    ) -> Result<(usize, usize), DropReason> {
+        let bytes = buf.get(start..end).ok_or(DropReason::Truncated)?;
+        let pkt = ipv6::Packet::new_checked(bytes)?;
+        let end = start + pkt.total_len();
+        let Some(sa) = self.shared.outbound_sa(&pkt) else {
+            return Ok((start, end));
+        };
+        let endpoint = self.shared.cfg.ipsec_endpoint.ok_or(DropReason::NoRoute)?;
+        let udp = sa.peer.udp_encap;
+        let front = ipv6::HEADER_LEN + udp.map_or(0, |_| UDP_LEN) + SPI_SEQ_IV_LEN;
+        let outer_start = start
+            .checked_sub(front)
+            .filter(|s| *s >= self.write_floor)
+            .ok_or(DropReason::Unsupported)?;
+        let esp_at = start - SPI_SEQ_IV_LEN;
+        let esp_len = sa
+            .sa
+            .seal(buf, esp_at, end - start, gate64_esp::NEXT_HEADER_IPV6)
+            .map_err(|e| match e {
+                gate64_esp::SealError::Expired => DropReason::NoSa,
+                _ => DropReason::Truncated,
+            })?;
+        let payload_len = esp_at + esp_len - (outer_start + ipv6::HEADER_LEN);
+        let payload_len = u16::try_from(payload_len).map_err(|_| DropReason::PacketTooBig)?;
+        let next_header = if udp.is_some() { ipv6::NH_UDP } else { NH_ESP };
+        let outer_end = esp_at + esp_len;
+        let out = buf
+            .get_mut(outer_start..outer_end)
+            .ok_or(DropReason::Truncated)?;
+        ipv6::emit_header(
+            out,
+            payload_len,
+            next_header,
+            OUTER_HOP_LIMIT,
+            &endpoint,
+            &sa.peer.outer,
+        )?;
+        if let Some(port) = udp {
+            emit_udp(
+                &mut out[ipv6::HEADER_LEN..],
+                &endpoint,
+                &sa.peer.outer,
+                port,
+            );
+        }
+        Ok((outer_start, outer_end))
+    }
+}
+
+/// Writes the UDP header (4500 -> the client's `port`, RFC 3948 §2.1) in front of the ESP
+/// packet filling the rest of `udp`, with its checksum (mandatory over IPv6, RFC 8200 §8.1).
+fn emit_udp(udp: &mut [u8], src: &Ipv6Addr, dst: &Ipv6Addr, port: u16) {
+    let len = u16::try_from(udp.len()).unwrap_or(u16::MAX);
+    udp[0..2].copy_from_slice(&NAT_T_PORT.to_be_bytes());
+    udp[2..4].copy_from_slice(&port.to_be_bytes());
+    udp[4..6].copy_from_slice(&len.to_be_bytes());
+    udp[6..8].copy_from_slice(&[0, 0]);
+    let sum = match checksum::upper_layer_v6(src, dst, ipv6::NH_UDP, udp) {
+        // RFC 768: a computed zero is sent as all ones.
+        0 => 0xffff,
+        c => c,
+    };
+    udp[6..8].copy_from_slice(&sum.to_be_bytes());
+}
+
+/// The drop reason of a packet its SA would not open.
+fn open_drop(e: OpenError) -> DropReason {
+    match e {
+        OpenError::Replay => DropReason::EspReplay,
+        OpenError::Auth => DropReason::EspAuth,
+        OpenError::Truncated => DropReason::Truncated,
+        OpenError::Expired => DropReason::NoSa,
+        _ => DropReason::Malformed,
+    }
+}
+
+fn src_port(udp: &[u8]) -> Option<u16> {
+    Some(u16::from_be_bytes([*udp.first()?, *udp.get(1)?]))
+}
+
+fn dst_port(udp: &[u8]) -> Option<u16> {
+    Some(u16::from_be_bytes([*udp.get(2)?, *udp.get(3)?]))
+}

@@ -1,0 +1,199 @@
+//! IKE and IPsec counters: plain atomics the IKE driver (`gate64_io`) writes and the metrics
+//! exporter reads, as [`crate::Dns64Stats`] does for DNS64. Child SAs (QMSA) are counted by
+//! the SA database itself; ESP authentication and replay failures by the workers' drop
+//! counters (`esp_auth`, `esp_replay`).
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+/// How an IKE negotiation (IKE_SA_INIT + IKE_AUTH, or a CREATE_CHILD_SA) ended: the `result`
+/// label of `gate64_ike_negotiations_total`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum IkeResult {
+    /// The SAs are up.
+    Ok = 0,
+    /// The peer's certificate or AUTH payload did not verify (unknown CA, expired, bad
+    /// signature, identity mismatch).
+    AuthFailed = 1,
+    /// No proposal gate64 accepts (NO_PROPOSAL_CHOSEN, INVALID_KE_PAYLOAD not resolved).
+    NoProposal = 2,
+    /// The traffic selectors fit neither tunnel (TS_UNACCEPTABLE).
+    TsUnacceptable = 3,
+    /// The peer stopped answering (retransmissions exhausted, half-open SA expired).
+    Timeout = 4,
+    /// Anything else: malformed messages, internal refusals.
+    Error = 5,
+}
+
+impl IkeResult {
+    /// Every result, in label order.
+    pub const ALL: [IkeResult; 6] = [
+        IkeResult::Ok,
+        IkeResult::AuthFailed,
+        IkeResult::NoProposal,
+        IkeResult::TsUnacceptable,
+        IkeResult::Timeout,
+        IkeResult::Error,
+    ];
+
+    /// The `result` label value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            IkeResult::Ok => "ok",
+            IkeResult::AuthFailed => "auth_failed",
+            IkeResult::NoProposal => "no_proposal",
+            IkeResult::TsUnacceptable => "ts_unacceptable",
+            IkeResult::Timeout => "timeout",
+            IkeResult::Error => "error",
+        }
+    }
+}
+
+/// What was rekeyed: the `kind` label of `gate64_ipsec_rekeys_total`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RekeyKind {
+    /// An IKE SA (RFC 7296 §2.8, CREATE_CHILD_SA for the IKE SA).
+    Ike = 0,
+    /// A child SA.
+    Child = 1,
+}
+
+impl RekeyKind {
+    /// Every kind, in label order.
+    pub const ALL: [RekeyKind; 2] = [RekeyKind::Ike, RekeyKind::Child];
+
+    /// The `kind` label value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RekeyKind::Ike => "ike",
+            RekeyKind::Child => "child",
+        }
+    }
+}
+
+/// Upper bounds, in seconds, of `gate64_ike_negotiation_duration_seconds`' buckets: a LAN
+/// handshake takes milliseconds, one over Teredo tens of them, a retransmitted one seconds.
+pub const NEGOTIATION_BUCKETS: [f64; 10] =
+    [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 10.0];
+
+/// The IKE driver's counters and gauges.
+#[derive(Debug, Default)]
+pub struct IpsecStats {
+    ike_sas: AtomicU64,
+    half_open: AtomicU64,
+    negotiations: [AtomicU64; IkeResult::ALL.len()],
+    rekeys: [AtomicU64; RekeyKind::ALL.len()],
+    cookies_sent: AtomicU64,
+    /// Per bucket of [`NEGOTIATION_BUCKETS`] (not cumulative), then the overflow.
+    duration_buckets: [AtomicU64; NEGOTIATION_BUCKETS.len() + 1],
+    duration_sum_micros: AtomicU64,
+}
+
+impl IpsecStats {
+    /// Sets the number of IKE SAs established (`gate64_ipsec_mmsa`).
+    pub fn set_ike_sas(&self, n: u64) {
+        self.ike_sas.store(n, Ordering::Relaxed);
+    }
+
+    /// Sets the number of half-open IKE SAs (`gate64_ike_half_open`).
+    pub fn set_half_open(&self, n: u64) {
+        self.half_open.store(n, Ordering::Relaxed);
+    }
+
+    /// Counts one negotiation that ended with `result` after `took`.
+    pub fn negotiation(&self, result: IkeResult, took: Duration) {
+        self.negotiations[result as usize].fetch_add(1, Ordering::Relaxed);
+        let secs = took.as_secs_f64();
+        let bucket = NEGOTIATION_BUCKETS
+            .iter()
+            .position(|b| secs <= *b)
+            .unwrap_or(NEGOTIATION_BUCKETS.len());
+        self.duration_buckets[bucket].fetch_add(1, Ordering::Relaxed);
+        let micros = u64::try_from(took.as_micros()).unwrap_or(u64::MAX);
+        self.duration_sum_micros
+            .fetch_add(micros, Ordering::Relaxed);
+    }
+
+    /// Counts one rekey.
+    pub fn rekey(&self, kind: RekeyKind) {
+        self.rekeys[kind as usize].fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Counts one IKE_SA_INIT answered with a cookie (RFC 7296 §2.6).
+    pub fn cookie_sent(&self) {
+        self.cookies_sent.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// IKE SAs established.
+    pub fn ike_sas(&self) -> u64 {
+        self.ike_sas.load(Ordering::Relaxed)
+    }
+
+    /// Half-open IKE SAs.
+    pub fn half_open(&self) -> u64 {
+        self.half_open.load(Ordering::Relaxed)
+    }
+
+    /// Negotiations that ended with `result`.
+    pub fn negotiations(&self, result: IkeResult) -> u64 {
+        self.negotiations[result as usize].load(Ordering::Relaxed)
+    }
+
+    /// Rekeys of `kind`.
+    pub fn rekeys(&self, kind: RekeyKind) -> u64 {
+        self.rekeys[kind as usize].load(Ordering::Relaxed)
+    }
+
+    /// Cookies sent.
+    pub fn cookies_sent(&self) -> u64 {
+        self.cookies_sent.load(Ordering::Relaxed)
+    }
+
+    /// The duration histogram: (sum in seconds, count, and per bucket of
+    /// [`NEGOTIATION_BUCKETS`] then `+Inf` its upper bound and the negotiations that fell
+    /// in it, not cumulative: the encoder sums them up).
+    pub fn durations(&self) -> (f64, u64, Vec<(f64, u64)>) {
+        let bounds = NEGOTIATION_BUCKETS.iter().copied().chain([f64::INFINITY]);
+        let buckets: Vec<(f64, u64)> = bounds
+            .zip(&self.duration_buckets)
+            .map(|(bound, n)| (bound, n.load(Ordering::Relaxed)))
+            .collect();
+        let count = buckets.iter().fold(0u64, |t, (_, n)| t.wrapping_add(*n));
+        let sum = self.duration_sum_micros.load(Ordering::Relaxed) as f64 / 1e6;
+        (sum, count, buckets)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn negotiations_fill_their_buckets() {
+        let s = IpsecStats::default();
+        s.negotiation(IkeResult::Ok, Duration::from_millis(3));
+        s.negotiation(IkeResult::Ok, Duration::from_millis(40));
+        s.negotiation(IkeResult::AuthFailed, Duration::from_secs(30));
+        let (sum, count, buckets) = s.durations();
+        assert_eq!(count, 3);
+        assert!((sum - 30.043).abs() < 1e-9, "{sum}");
+        assert_eq!(buckets[0], (0.005, 1));
+        assert_eq!(buckets[3], (0.05, 1));
+        assert_eq!(buckets[9], (10.0, 0));
+        assert_eq!(buckets[10], (f64::INFINITY, 1));
+        assert_eq!(s.negotiations(IkeResult::Ok), 2);
+        assert_eq!(s.negotiations(IkeResult::AuthFailed), 1);
+        let labels: Vec<_> = IkeResult::ALL.iter().map(|r| r.as_str()).collect();
+        assert_eq!(
+            labels,
+            [
+                "ok",
+                "auth_failed",
+                "no_proposal",
+                "ts_unacceptable",
+                "timeout",
+                "error"
+            ]
+        );
+    }
+}

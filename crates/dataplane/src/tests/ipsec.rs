@@ -1,0 +1,400 @@
+//! The security step with IPsec required, and the ESP stage: IKE to the endpoint without an
+//! SA, everything corporate only out of one.
+
+use super::*;
+use gate64_esp::{
+    ChildSaPair, Cipher, Inbound, Lifetime, Outbound, Peer, SPI_SEQ_IV_LEN, SaDb, SaKeys, SaParams,
+    Selector, TunnelKind,
+};
+use std::net::IpAddr;
+
+/// gate64's IPsec endpoint: another address than `corp_address`, as `ipsec.endpoint` allows.
+const ENDPOINT: Ipv6Addr = Ipv6Addr::new(0x2001, 0xdb8, 0x100, 0, 0, 0, 0, 0x500);
+
+fn ipsec_config(open: bool) -> DataplaneConfig {
+    let mut cfg = config(open);
+    cfg.ipsec_endpoint = Some(ENDPOINT);
+    cfg.self_addresses = vec![ENDPOINT.into()];
+    cfg.dns64_listen = vec![std::net::SocketAddr::from((CORP_ADDRESS, 53))];
+    cfg
+}
+
+fn ipsec_worker(open: bool) -> Worker {
+    Worker::new(Shared::new(ipsec_config(open)), Arc::new(Stats::default()))
+}
+
+/// The client's inner address, from `ipsec.pool6`.
+const INNER: Ipv6Addr = Ipv6Addr::new(0xfd00, 0xc1, 0, 0, 0, 0, 0, 0x101);
+/// The SPI gate64 chose (the client seals under it), and the client's.
+const SPI_IN: u32 = 0x1000_0001;
+const SPI_OUT: u32 = 0x2000_0002;
+const NAT_T_CLIENT_PORT: u16 = 4501;
+
+fn params(spi: u32, key_byte: u8, remote: IpAddr) -> SaParams {
+    SaParams {
+        spi,
+        keys: SaKeys {
+            cipher: Cipher::AesGcm16_256,
+            key: vec![key_byte; Cipher::AesGcm16_256.keymat_len()],
+        },
+        esn: false,
+        lifetime: Lifetime::UNLIMITED,
+        created: Instant::now(),
+        local_ts: vec![Selector::prefix("2001:db8:100::/48".parse().unwrap())],
+        remote_ts: vec![Selector::address(remote)],
+    }
+}
+
+/// A worker with one intranet child SA for the Teredo client at `CLIENT`, its inner
+/// address `inner`, UDP-encapsulated when `udp`; and the client's two halves of the SA
+/// (what it seals with, what it opens with).
+fn with_sa(inner: Ipv6Addr, udp: bool) -> (Worker, Outbound, Inbound) {
+    let sadb = Arc::new(SaDb::new());
+    let mut cfg = ipsec_config(false);
+    cfg.ipsec_pool = Some(Prefix::new("fd00:c1::".parse().unwrap(), 120));
+    cfg.sadb = Some(Arc::clone(&sadb));
+    let inbound = params(SPI_IN, 0x11, inner.into());
+    let outbound = params(SPI_OUT, 0x22, inner.into());
+    let client_seal = Outbound::new(&inbound).unwrap();
+    let client_open = Inbound::new(&outbound).unwrap();
+    sadb.install(ChildSaPair {
+        inbound,
+        outbound,
+        peer: Peer {
+            outer: teredo(CLIENT).encode(),
+            udp_encap: udp.then_some(NAT_T_CLIENT_PORT),
+            inner: vec![inner.into()],
+        },
+        tunnel: TunnelKind::Intranet,
+        ike_spi: 7,
+    })
+    .unwrap();
+    let w = Worker::new(Shared::new(cfg), Arc::new(Stats::default()));
+    (w, client_seal, client_open)
+}
+
+/// `inner` sealed by the client under `sa`, in an outer IPv6 packet from its Teredo address
+/// to the endpoint: UDP 4500 (RFC 3948) or next header 50.
+fn sealed(sa: &Outbound, inner: &[u8], udp: bool) -> Vec<u8> {
+    let front = ipv6::HEADER_LEN + if udp { 8 } else { 0 };
+    let mut b = vec![0u8; front + SPI_SEQ_IV_LEN + inner.len() + gate64_esp::MAX_TRAILER];
+    b[front + SPI_SEQ_IV_LEN..][..inner.len()].copy_from_slice(inner);
+    let n = sa.seal(&mut b, front, inner.len(), 41).unwrap();
+    b.truncate(front + n);
+    let me = teredo(CLIENT).encode();
+    let plen = u16::try_from(b.len() - ipv6::HEADER_LEN).unwrap();
+    let nh = if udp {
+        ipv6::NH_UDP
+    } else {
+        crate::ipsec::NH_ESP
+    };
+    ipv6::emit_header(&mut b, plen, nh, 64, &me, &ENDPOINT).unwrap();
+    if udp {
+        b[40..42].copy_from_slice(&NAT_T_CLIENT_PORT.to_be_bytes());
+        b[42..44].copy_from_slice(&4500u16.to_be_bytes());
+        b[44..46].copy_from_slice(&plen.to_be_bytes());
+    }
+    b
+}
+
+/// Runs `outer` through `w` as a Teredo datagram from `CLIENT`; returns the verdict and the
+/// bytes it names.
+fn teredo_in(w: &mut Worker, outer: &[u8]) -> (Verdict, Vec<u8>) {
+    let (mut buf, start, end) = framed(outer);
+    let v = w.handle_teredo(Instant::now(), PRIMARY, CLIENT, &mut buf, start, end);
+    let bytes = match v {
+        Verdict::Tun { start, end } | Verdict::Udp { start, end, .. } => buf[start..end].to_vec(),
+        _ => Vec::new(),
+    };
+    (v, bytes)
+}
+
+/// UDP from `src` to `[dst]:dport` whose payload starts with `payload`.
+fn udp_with(src: Ipv6Addr, dst: Ipv6Addr, dport: u16, payload: &[u8]) -> Vec<u8> {
+    let mut b = udp_ports(src, dst, 4500, dport, ipv6::HEADER_LEN + 8 + payload.len());
+    b[ipv6::HEADER_LEN + 8..].copy_from_slice(payload);
+    b
+}
+
+#[test]
+fn without_an_sa_the_corporate_network_nat64_dns64_and_other_clients_are_no_sa() {
+    let mut w = ipsec_worker(false);
+    let me = teredo(CLIENT).encode();
+    let now = Instant::now();
+    for pkt in [
+        echo(me, CORP_HOST, 8),
+        udp_ports(me, CORP_HOST, 1, 80, 60),
+        udp_ports(me, CORP_ADDRESS, 1, 53, 60),
+        udp_ports(me, teredo(OTHER).encode(), 1, 80, 60),
+    ] {
+        assert_eq!(
+            from_teredo(&mut w, now, CLIENT, &pkt),
+            Verdict::Drop(DropReason::NoSa)
+        );
+    }
+    assert_eq!(w.stats().drops(DropReason::NoSa), 4);
+    assert_eq!(total_drops(w.stats()), 4);
+}
+
+#[test]
+fn ike_to_the_endpoint_is_admitted_without_an_sa() {
+    let mut w = ipsec_worker(false);
+    let me = teredo(CLIENT).encode();
+    let now = Instant::now();
+    let ike_sa_init = [0x11u8; 28];
+    let mut marked = vec![0u8; 4];
+    marked.extend_from_slice(&ike_sa_init);
+    for pkt in [
+        udp_with(me, ENDPOINT, 500, &ike_sa_init),
+        udp_with(me, ENDPOINT, 4500, &marked),
+        echo(me, ENDPOINT, 8),
+    ] {
+        let v = from_teredo(&mut w, now, CLIENT, &pkt);
+        assert!(matches!(v, Verdict::Tun { .. }), "{v:?}");
+    }
+    // IKE ports elsewhere on gate64, and other ports at the endpoint: to_self.
+    for pkt in [
+        udp_with(me, CORP_ADDRESS, 500, &ike_sa_init),
+        udp_with(me, ENDPOINT, 501, &ike_sa_init),
+        tcp_syn(me, ENDPOINT, 500),
+    ] {
+        assert_eq!(
+            from_teredo(&mut w, now, CLIENT, &pkt),
+            Verdict::Drop(DropReason::ToSelf)
+        );
+    }
+    assert_eq!(total_drops(w.stats()), 3);
+}
+
+#[test]
+fn a_nat_keepalive_on_4500_is_consumed() {
+    let mut w = ipsec_worker(false);
+    let me = teredo(CLIENT).encode();
+    let v = from_teredo(
+        &mut w,
+        Instant::now(),
+        CLIENT,
+        &udp_with(me, ENDPOINT, 4500, &[0xff]),
+    );
+    assert_eq!(v, Verdict::Consumed);
+    assert_eq!(total_drops(w.stats()), 0);
+}
+
+#[test]
+fn esp_with_an_spi_gate64_never_gave_is_esp_unknown_spi() {
+    let mut w = ipsec_worker(false);
+    let me = teredo(CLIENT).encode();
+    let now = Instant::now();
+    let esp = [0xde, 0xad, 0xbe, 0xef, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0];
+    let in_udp = udp_with(me, ENDPOINT, 4500, &esp);
+    let mut raw = udp_with(me, ENDPOINT, 4500, &esp);
+    raw[6] = crate::ipsec::NH_ESP;
+    for pkt in [in_udp, raw] {
+        assert_eq!(
+            from_teredo(&mut w, now, CLIENT, &pkt),
+            Verdict::Drop(DropReason::EspUnknownSpi)
+        );
+    }
+}
+
+#[test]
+fn require_false_is_the_old_open_behaviour() {
+    let mut w = ipsec_worker(true);
+    let me = teredo(CLIENT).encode();
+    let now = Instant::now();
+    for pkt in [
+        echo(me, CORP_HOST, 8),
+        udp_ports(me, CORP_ADDRESS, 1, 53, 60),
+        udp_with(me, ENDPOINT, 500, &[0x11; 28]),
+    ] {
+        let v = from_teredo(&mut w, now, CLIENT, &pkt);
+        assert!(matches!(v, Verdict::Tun { .. }), "{v:?}");
+    }
+    // Still nothing else on gate64 itself.
+    assert_eq!(
+        from_teredo(&mut w, now, CLIENT, &tcp_syn(me, ENDPOINT, 22)),
+        Verdict::Drop(DropReason::ToSelf)
+    );
+}
+
+fn tcp_syn(src: Ipv6Addr, dst: Ipv6Addr, port: u16) -> Vec<u8> {
+    let mut b = udp_ports(src, dst, 40000, port, 60);
+    b[6] = ipv6::NH_TCP;
+    b
+}
+
+#[test]
+fn a_sealed_ping_reaches_the_tun_and_the_reply_is_sealed_back() {
+    for udp in [true, false] {
+        let (mut w, client_seal, client_open) = with_sa(INNER, udp);
+        let ping = echo(INNER, CORP_HOST, 32);
+        let (v, bytes) = teredo_in(&mut w, &sealed(&client_seal, &ping, udp));
+        assert!(matches!(v, Verdict::Tun { .. }), "udp = {udp}: {v:?}");
+        assert_eq!(bytes, ping, "the inner packet, opened in place");
+        // The corporate host answers; the client is a verified peer by now.
+        let reply = echo(CORP_HOST, INNER, 32);
+        let (mut buf, start, end) = framed(&reply);
+        let v = w.handle_tun(Instant::now(), &mut buf, start, end);
+        let Verdict::Udp { to, start, end, .. } = v else {
+            panic!("udp = {udp}: {v:?}");
+        };
+        assert_eq!(to, CLIENT);
+        let outer = ipv6::Packet::new_checked(&buf[start..end]).unwrap();
+        assert_eq!(
+            (outer.src(), outer.dst()),
+            (ENDPOINT, teredo(CLIENT).encode())
+        );
+        let esp_at = start + ipv6::HEADER_LEN + if udp { 8 } else { 0 };
+        if udp {
+            assert_eq!(outer.next_header(), ipv6::NH_UDP);
+            let d = gate64_wire::udp::Packet::new_checked(outer.payload()).unwrap();
+            assert_eq!((d.src_port(), d.dst_port()), (4500, NAT_T_CLIENT_PORT));
+            let pseudo = checksum::pseudo_header_v6(
+                &ENDPOINT,
+                &teredo(CLIENT).encode(),
+                ipv6::NH_UDP,
+                u32::from(d.len()),
+            );
+            assert!(d.verify_checksum(pseudo), "UDP checksum");
+        } else {
+            assert_eq!(outer.next_header(), crate::ipsec::NH_ESP);
+        }
+        let opened = client_open.open(&mut buf[esp_at..end]).unwrap();
+        assert_eq!(&buf[esp_at..][opened.inner], &reply[..], "udp = {udp}");
+        assert_eq!(total_drops(w.stats()), 0);
+    }
+}
+
+#[test]
+fn replay_bad_icv_unknown_spi_and_selector_violations_are_dropped_under_their_reason() {
+    let (mut w, client_seal, _) = with_sa(INNER, true);
+    let good = sealed(&client_seal, &echo(INNER, CORP_HOST, 8), true);
+    assert!(matches!(teredo_in(&mut w, &good).0, Verdict::Tun { .. }));
+    assert_eq!(
+        teredo_in(&mut w, &good).0,
+        Verdict::Drop(DropReason::EspReplay)
+    );
+    let mut forged = sealed(&client_seal, &echo(INNER, CORP_HOST, 8), true);
+    let last = forged.len() - 1;
+    forged[last] ^= 1;
+    assert_eq!(
+        teredo_in(&mut w, &forged).0,
+        Verdict::Drop(DropReason::EspAuth)
+    );
+    let mut unknown = sealed(&client_seal, &echo(INNER, CORP_HOST, 8), true);
+    unknown[48..52].copy_from_slice(&0x3333_3333u32.to_be_bytes());
+    assert_eq!(
+        teredo_in(&mut w, &unknown).0,
+        Verdict::Drop(DropReason::EspUnknownSpi)
+    );
+    // The inner source outside the SA's remote selector, the destination outside its local
+    // one.
+    for inner in [
+        echo("fd00:c1::102".parse().unwrap(), CORP_HOST, 8),
+        echo(INNER, "2001:db8:200::5".parse().unwrap(), 8),
+    ] {
+        let pkt = sealed(&client_seal, &inner, true);
+        assert_eq!(
+            teredo_in(&mut w, &pkt).0,
+            Verdict::Drop(DropReason::EspSelector)
+        );
+    }
+    for (reason, n) in [
+        (DropReason::EspReplay, 1),
+        (DropReason::EspAuth, 1),
+        (DropReason::EspUnknownSpi, 1),
+        (DropReason::EspSelector, 2),
+    ] {
+        assert_eq!(w.stats().drops(reason), n, "{reason:?}");
+    }
+    assert_eq!(total_drops(w.stats()), 5);
+}
+
+#[test]
+fn esp_from_another_client_than_the_sas_peer_is_refused() {
+    let (mut w, client_seal, _) = with_sa(INNER, true);
+    let mut pkt = sealed(&client_seal, &echo(INNER, CORP_HOST, 8), true);
+    let other = teredo(OTHER).encode();
+    pkt[8..24].copy_from_slice(&other.octets());
+    let (mut buf, start, end) = framed(&pkt);
+    let v = w.handle_teredo(Instant::now(), PRIMARY, OTHER, &mut buf, start, end);
+    assert_eq!(v, Verdict::Drop(DropReason::SpoofedSource));
+}
+
+#[test]
+fn the_sa_opens_the_corporate_network_its_tunnel_covers_and_nothing_else() {
+    // The client's own outer address as its inner one (no pool6), as Windows does.
+    let me = teredo(CLIENT).encode();
+    let (mut w, client_seal, _) = with_sa(me, false);
+    // Without ESP the same client still reaches nothing corporate.
+    assert_eq!(
+        teredo_in(&mut w, &echo(me, CORP_HOST, 8)).0,
+        Verdict::Drop(DropReason::NoSa)
+    );
+    let (v, _) = teredo_in(
+        &mut w,
+        &sealed(&client_seal, &echo(me, CORP_HOST, 8), false),
+    );
+    assert!(matches!(v, Verdict::Tun { .. }), "{v:?}");
+    // IKE replies from the endpoint go out in the clear, whatever SA covers the client.
+    let mut ike = udp_ports(ENDPOINT, me, 500, 500, 80);
+    ike[48..52].copy_from_slice(&[0x11; 4]);
+    let (mut buf, start, end) = framed(&ike);
+    let v = w.handle_tun(Instant::now(), &mut buf, start, end);
+    let Verdict::Udp { start, end, .. } = v else {
+        panic!("{v:?}");
+    };
+    assert_eq!(&buf[start..end], &ike[..]);
+}
+
+/// `outer` (an IPv6 packet without extension headers) cut into fragments of at most
+/// `chunk` payload bytes (a multiple of 8), as the client's kernel sends it over a 1280-byte
+/// link (RFC 8200 §4.5).
+fn fragments(outer: &[u8], chunk: usize, id: u32) -> Vec<Vec<u8>> {
+    let (header, payload) = outer.split_at(ipv6::HEADER_LEN);
+    payload
+        .chunks(chunk)
+        .enumerate()
+        .map(|(i, part)| {
+            let offset = i * chunk;
+            let more = offset + part.len() < payload.len();
+            let mut f = header.to_vec();
+            f[4..6].copy_from_slice(&u16::try_from(8 + part.len()).unwrap().to_be_bytes());
+            f[6] = 44;
+            let field = u16::try_from(offset / 8).unwrap() << 3 | u16::from(more);
+            f.extend_from_slice(&[header[6], 0]);
+            f.extend_from_slice(&field.to_be_bytes());
+            f.extend_from_slice(&id.to_be_bytes());
+            f.extend_from_slice(part);
+            f
+        })
+        .collect()
+}
+
+#[test]
+fn fragmented_esp_is_reassembled_opened_and_written_to_the_tun() {
+    let (mut w, client_seal, _) = with_sa(INNER, true);
+    let ping = echo(INNER, CORP_HOST, 1300);
+    let outer = sealed(&client_seal, &ping, true);
+    assert!(outer.len() > 1280);
+    let mut parts = fragments(&outer, 1232, 0x1234);
+    assert_eq!(parts.len(), 2);
+    // Out of order, as a network may deliver them.
+    parts.reverse();
+    for part in &parts {
+        assert_eq!(teredo_in(&mut w, part).0, Verdict::Consumed);
+    }
+    assert_eq!(w.poll_tun_write(), Some(ping));
+    assert_eq!(w.poll_tun_write(), None);
+    assert_eq!(total_drops(w.stats()), 0);
+    // An overlapping fragment spoils the datagram.
+    let outer = sealed(&client_seal, &echo(INNER, CORP_HOST, 1300), true);
+    let parts = fragments(&outer, 1232, 0x1235);
+    assert_eq!(teredo_in(&mut w, &parts[0]).0, Verdict::Consumed);
+    assert_eq!(
+        teredo_in(&mut w, &parts[0]).0,
+        Verdict::Drop(DropReason::Malformed)
+    );
+    assert_eq!(teredo_in(&mut w, &parts[1]).0, Verdict::Consumed);
+    assert_eq!(w.poll_tun_write(), None, "the rest alone is no datagram");
+}

@@ -1,0 +1,150 @@
+//! The daemon's side of IKE: the responder built from `[ipsec]`, its sockets bound on the
+//! endpoint before the privilege drop, and its events turned into SA installs and metrics.
+
+use anyhow::{Context, Result};
+use gate64_config::Config;
+use gate64_dataplane::{IkeResult, IpsecStats, RekeyKind};
+use gate64_esp::SaDb;
+use gate64_ike::auth::{Credentials, TrustAnchors};
+use gate64_ike::responder::{self, Event, Refusal, Responder, ResponderConfig};
+use gate64_io::ike::{IKE_PORT, IkeDriver, IkeSockets, IkeStatus, NAT_T_PORT};
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime};
+use tracing::{debug, info, warn};
+
+/// How often the half-open and IKE SA gauges are copied from the driver's status.
+const GAUGE_REFRESH: Duration = Duration::from_secs(1);
+
+/// The responder `[ipsec]` describes: credentials and trust anchors read from their files.
+pub fn responder_config(cfg: &Config) -> Result<Option<ResponderConfig>> {
+    let s = &cfg.ipsec;
+    let (Some(cert), Some(key), Some(ca), Some(pool6)) =
+        (&s.certificate, &s.private_key, &s.ca, s.pool6)
+    else {
+        return Ok(None);
+    };
+    let read = |key: &str, path: &std::path::Path| {
+        std::fs::read(path).with_context(|| format!("reading `{key}` ({})", path.display()))
+    };
+    let credentials = Credentials::from_pem(
+        &read("ipsec.certificate", cert)?,
+        &read("ipsec.private_key", key)?,
+    )
+    .map_err(|e| anyhow::anyhow!("`ipsec.certificate` / `ipsec.private_key`: {e}"))?;
+    let anchors = TrustAnchors::from_pem(&read("ipsec.ca", ca)?)
+        .map_err(|e| anyhow::anyhow!("`ipsec.ca` ({}): {e}", ca.display()))?;
+    let nets = |v: Vec<ipnet::Ipv6Net>| v.into_iter().map(ipnet::IpNet::V6).collect();
+    let mut config = ResponderConfig::new(
+        credentials,
+        anchors,
+        pool6,
+        nets(cfg.ipsec_infrastructure_prefixes()),
+        nets(cfg.ipsec_intranet_prefixes()),
+    );
+    config.half_open_cookie_threshold = s.half_open_cookie_threshold;
+    config.max_half_open_per_source = s.max_half_open_per_source;
+    config.child_lifetime = Duration::from_secs(s.child_lifetime_secs);
+    config.nat_t_port = NAT_T_PORT;
+    Ok(Some(config))
+}
+
+/// Binds the IKE sockets on `ipsec.endpoint` (500 and 4500: before the privilege drop) and
+/// starts the responder on the current tokio runtime until `stop` turns true. Child SAs go
+/// into `sadb`, counters into `stats`. Returns the driver's status handle.
+pub fn start(
+    cfg: &Config,
+    sadb: Arc<SaDb>,
+    stats: Arc<IpsecStats>,
+    mut stop: tokio::sync::watch::Receiver<bool>,
+) -> Result<Option<IkeStatus>> {
+    let Some(config) = responder_config(cfg)? else {
+        return Ok(None);
+    };
+    let endpoint = cfg.ipsec_endpoint();
+    let sockets = IkeSockets::bind(endpoint, IKE_PORT, NAT_T_PORT).with_context(|| {
+        format!("binding IKE on [{endpoint}]:{IKE_PORT} and :{NAT_T_PORT} (`ipsec.endpoint`)")
+    })?;
+    let responder = Responder::new(config, Instant::now(), SystemTime::now())
+        .map_err(|e| anyhow::anyhow!("starting the IKE responder: {e:?}"))?;
+    let sink_stats = Arc::clone(&stats);
+    let driver = IkeDriver::new(sockets, responder, move |e| on_event(&sadb, &sink_stats, e));
+    let status = driver.status();
+    let gauges = status.clone();
+    let mut gauge_stop = stop.clone();
+    tokio::spawn(async move {
+        let mut tick = tokio::time::interval(GAUGE_REFRESH);
+        loop {
+            tokio::select! {
+                _ = tick.tick() => {
+                    let s = gauges.snapshot();
+                    stats.set_half_open(s.half_open as u64);
+                    stats.set_ike_sas(s.sas.iter().filter(|sa| sa.established).count() as u64);
+                }
+                _ = gauge_stop.wait_for(|stopped| *stopped) => return,
+            }
+        }
+    });
+    tokio::spawn(async move {
+        let shutdown = async move {
+            let _ = stop.wait_for(|stopped| *stopped).await;
+        };
+        if let Err(e) = driver.run(shutdown).await {
+            tracing::error!(error = %e, "IKE responder failed");
+        }
+    });
+    info!(endpoint = %endpoint, "IKE responder up");
+    Ok(Some(status))
+}
+
+/// What the daemon does with each responder event.
+fn on_event(sadb: &SaDb, stats: &IpsecStats, event: Event) {
+    match event {
+        Event::ChildSaUp(pair) => {
+            let (spi, tunnel, outer) = (pair.inbound.spi, pair.tunnel, pair.peer.outer);
+            match sadb.install(*pair) {
+                Ok(()) => {
+                    info!(spi = format_args!("{spi:08x}"), ?tunnel, client = %outer, "child SA up")
+                }
+                Err(e) => {
+                    warn!(spi = format_args!("{spi:08x}"), error = %e, "child SA not installed")
+                }
+            }
+        }
+        Event::ChildSaDown { inbound_spi } => {
+            sadb.remove(inbound_spi);
+            info!(spi = format_args!("{inbound_spi:08x}"), "child SA down");
+        }
+        Event::IkeSaUp {
+            peer,
+            identity,
+            tunnel,
+            ..
+        } => info!(%peer, %identity, ?tunnel, "IKE SA up"),
+        Event::IkeSaDown { peer, identity, .. } => info!(%peer, %identity, "IKE SA down"),
+        Event::Rekeyed { kind } => stats.rekey(match kind {
+            responder::RekeyKind::Ike => RekeyKind::Ike,
+            _ => RekeyKind::Child,
+        }),
+        Event::Negotiation { result, duration } => {
+            if let Err(why) = &result {
+                info!(reason = why.label(), "IKE negotiation failed");
+            }
+            stats.negotiation(ike_result(&result), duration);
+        }
+        Event::CookieSent { .. } => stats.cookie_sent(),
+        Event::Refused { peer, reason } => debug!(%peer, reason = reason.label(), "IKE refused"),
+        _ => {}
+    }
+}
+
+/// The `result` label of a negotiation's outcome.
+fn ike_result(result: &Result<(), Refusal>) -> IkeResult {
+    match result {
+        Ok(()) => IkeResult::Ok,
+        Err(Refusal::Authentication(_)) => IkeResult::AuthFailed,
+        Err(Refusal::NoProposal | Refusal::InvalidKe) => IkeResult::NoProposal,
+        Err(Refusal::TsUnacceptable) => IkeResult::TsUnacceptable,
+        Err(Refusal::Timeout) => IkeResult::Timeout,
+        Err(_) => IkeResult::Error,
+    }
+}

@@ -1,0 +1,327 @@
+//! `gate64 status`: the daemon serves a snapshot of its IPsec clients on a Unix control socket
+//! (root only), and the CLI prints it the way `swanctl --list-sas` does, or as JSON.
+//!
+//! The protocol is one JSON document per connection: the client connects, the daemon writes
+//! the [`Snapshot`] and closes. The socket is created before the privilege drop with mode
+//! 0600 in a 0700 directory, and a peer that is neither root nor the daemon's own user is
+//! refused (`SO_PEERCRED`), whatever the file mode says.
+
+use anyhow::{Context, Result};
+use gate64_dataplane::Shared;
+use gate64_esp::{InboundEntry, Selector, TunnelKind};
+use gate64_io::ike::IkeSnapshot;
+use serde::{Deserialize, Serialize};
+use std::fmt::Write as _;
+use std::net::{IpAddr, Ipv6Addr};
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Instant;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+/// Everything `gate64 status` shows.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Snapshot {
+    /// gate64's IKE/ESP address; `None` while IPsec is not configured.
+    pub endpoint: Option<Ipv6Addr>,
+    /// `[ipsec] require`.
+    pub require_ipsec: bool,
+    /// IKE SAs established (the driver's count).
+    pub ike_sas: u64,
+    /// Child SAs installed.
+    pub child_sas: u64,
+    /// Clients with at least one child SA, by outer address.
+    pub clients: Vec<Client>,
+}
+
+/// One client and its SAs.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Client {
+    /// `teredo`, `iphttps` or `other`: the transport its outer address belongs to.
+    pub transport: String,
+    /// Its outer IPv6 address (Teredo address or an address of its IP-HTTPS /64).
+    pub outer: Ipv6Addr,
+    /// Its inner addresses (from `ipsec.pool6`, or the outer one).
+    pub inner: Vec<IpAddr>,
+    /// Its child SAs, infrastructure first, oldest first.
+    pub sas: Vec<ChildSa>,
+}
+
+/// One child SA, both directions.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ChildSa {
+    /// `infrastructure` or `intranet`.
+    pub tunnel: String,
+    /// The IKE SA that negotiated it (initiator's SPI).
+    pub ike_spi: u64,
+    /// The SPI gate64 receives on.
+    pub spi_in: u32,
+    /// The SPI gate64 sends with.
+    pub spi_out: u32,
+    /// The client's UDP port when ESP is UDP-encapsulated (RFC 3948), else next header 50.
+    pub udp_encap: Option<u16>,
+    /// gate64's traffic selectors.
+    pub local_ts: Vec<String>,
+    /// The client's traffic selectors.
+    pub remote_ts: Vec<String>,
+    /// Seconds since IKE installed it.
+    pub age_secs: u64,
+    /// The client's authenticated identity (its certificate subject), from the IKE SA.
+    pub identity: Option<String>,
+    /// How often the IKE SA and its child SAs were rekeyed.
+    pub rekeys: Option<u32>,
+    /// Inner bytes opened.
+    pub bytes_in: u64,
+    /// Packets opened.
+    pub packets_in: u64,
+    /// Inner bytes sealed.
+    pub bytes_out: u64,
+    /// Packets sealed.
+    pub packets_out: u64,
+}
+
+/// The snapshot of `shared`'s SA database at `now`, with the IKE SAs of the IKE driver.
+pub fn snapshot(shared: &Shared, ike: Option<&IkeSnapshot>, now: Instant) -> Snapshot {
+    let ike_sas = ike.map_or(0, |s| s.sas.iter().filter(|sa| sa.established).count());
+    let cfg = shared.config();
+    let mut clients: Vec<Client> = Vec::new();
+    let mut child_sas = 0;
+    if let Some(sadb) = shared.sadb() {
+        sadb.for_each(|e| {
+            child_sas += 1;
+            let peer = e.peer();
+            let mut sa = child_sa(e, now);
+            if let Some(info) = ike.and_then(|s| s.sas.iter().find(|i| i.spi_i == e.ike_spi)) {
+                sa.identity.clone_from(&info.identity);
+                sa.rekeys = Some(info.rekeys);
+            }
+            match clients.iter_mut().find(|c| c.outer == peer.outer) {
+                Some(c) => c.sas.push(sa),
+                None => clients.push(Client {
+                    transport: transport_of(shared, &peer.outer).to_owned(),
+                    outer: peer.outer,
+                    inner: peer.inner.clone(),
+                    sas: vec![sa],
+                }),
+            }
+        });
+    }
+    clients.sort_by_key(|c| c.outer);
+    for c in &mut clients {
+        c.sas
+            .sort_by(|a, b| (&a.tunnel, b.age_secs).cmp(&(&b.tunnel, a.age_secs)));
+    }
+    Snapshot {
+        endpoint: cfg.ipsec_endpoint,
+        require_ipsec: shared.require_ipsec(),
+        ike_sas: ike_sas as u64,
+        child_sas,
+        clients,
+    }
+}
+
+fn child_sa(e: &InboundEntry, now: Instant) -> ChildSa {
+    let out = &e.outbound.sa;
+    ChildSa {
+        tunnel: match e.tunnel {
+            TunnelKind::Infrastructure => "infrastructure",
+            TunnelKind::Intranet => "intranet",
+        }
+        .to_owned(),
+        ike_spi: e.ike_spi,
+        spi_in: e.sa.spi(),
+        spi_out: out.spi(),
+        udp_encap: e.peer().udp_encap,
+        local_ts: e.sa.local_ts().iter().map(selector).collect(),
+        remote_ts: e.sa.remote_ts().iter().map(selector).collect(),
+        age_secs: now.saturating_duration_since(e.sa.created()).as_secs(),
+        identity: None,
+        rekeys: None,
+        bytes_in: e.sa.bytes(),
+        packets_in: e.sa.packets(),
+        bytes_out: out.bytes(),
+        packets_out: out.packets(),
+    }
+}
+
+/// A selector as swanctl prints it: `prefix/len` when the range is one, else `start..end`.
+fn selector(s: &Selector) -> String {
+    let range = match (s.start, s.end) {
+        (IpAddr::V6(a), IpAddr::V6(b)) => prefix_len(u128::from(a), u128::from(b), 128),
+        (IpAddr::V4(a), IpAddr::V4(b)) => {
+            prefix_len(u128::from(u32::from(a)), u128::from(u32::from(b)), 32)
+        }
+        _ => None,
+    };
+    match range {
+        Some(len) => format!("{}/{len}", s.start),
+        None => format!("{}..{}", s.start, s.end),
+    }
+}
+
+/// The prefix length of `start..=end` when it is exactly one prefix of an address `bits` wide.
+fn prefix_len(start: u128, end: u128, bits: u32) -> Option<u32> {
+    let host = start ^ end;
+    let len = bits - (128 - host.leading_zeros());
+    let aligned = host.count_ones() == 128 - host.leading_zeros() && start & host == 0;
+    aligned.then_some(len)
+}
+
+fn transport_of(shared: &Shared, outer: &Ipv6Addr) -> &'static str {
+    if gate64_teredo::Address::decode(outer).is_some() {
+        "teredo"
+    } else if shared
+        .config()
+        .iphttps_prefix
+        .is_some_and(|p| p.contains(outer))
+    {
+        "iphttps"
+    } else {
+        "other"
+    }
+}
+
+/// The snapshot as text, one block per client, as `swanctl --list-sas` lays it out.
+pub fn render(s: &Snapshot) -> String {
+    let mut out = String::new();
+    let endpoint = s
+        .endpoint
+        .map_or_else(|| "IPsec not configured".to_owned(), |e| e.to_string());
+    let _ = writeln!(
+        out,
+        "gate64 {endpoint}: {} IKE SAs, {} child SAs, {} clients{}",
+        s.ike_sas,
+        s.child_sas,
+        s.clients.len(),
+        if s.require_ipsec {
+            ""
+        } else {
+            " (ipsec.require = false: open without IPsec)"
+        }
+    );
+    for c in &s.clients {
+        let inner: Vec<String> = c.inner.iter().map(ToString::to_string).collect();
+        let _ = writeln!(
+            out,
+            "{}: {}, inner {}",
+            c.outer,
+            c.transport,
+            inner.join(", ")
+        );
+        for sa in &c.sas {
+            let encap = sa
+                .udp_encap
+                .map_or_else(|| "ESP".to_owned(), |p| format!("ESP in UDP 4500:{p}"));
+            let who = sa
+                .identity
+                .as_ref()
+                .map_or_else(String::new, |i| format!(", {i}"));
+            let rekeys = sa
+                .rekeys
+                .map_or_else(String::new, |n| format!(", {n} rekeys"));
+            let _ = writeln!(
+                out,
+                "  {}: IKE {:016x}{who}, {encap}, installed {}s ago{rekeys}\n    in  {:08x}, {} bytes, {} packets\n    out {:08x}, {} bytes, {} packets\n    local  {}\n    remote {}",
+                sa.tunnel,
+                sa.ike_spi,
+                sa.age_secs,
+                sa.spi_in,
+                sa.bytes_in,
+                sa.packets_in,
+                sa.spi_out,
+                sa.bytes_out,
+                sa.packets_out,
+                sa.local_ts.join(" "),
+                sa.remote_ts.join(" "),
+            );
+        }
+    }
+    out
+}
+
+/// Binds the control socket at `path`: its directory created (0700) when missing, a stale
+/// socket replaced, the socket itself 0600. Call before the privilege drop.
+pub fn bind(path: &Path) -> Result<tokio::net::UnixListener> {
+    if let Some(dir) = path.parent()
+        && !dir.exists()
+    {
+        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))
+            .with_context(|| format!("making {} private", dir.display()))?;
+    }
+    if std::os::unix::net::UnixStream::connect(path).is_ok() {
+        anyhow::bail!("{} is in use: is another gate64 running?", path.display());
+    }
+    let _ = std::fs::remove_file(path);
+    let listener = tokio::net::UnixListener::bind(path)
+        .with_context(|| format!("binding the control socket {}", path.display()))?;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))
+        .with_context(|| format!("making {} private", path.display()))?;
+    Ok(listener)
+}
+
+/// Answers every connection on `listener` with the current snapshot (from `read`) until
+/// `stop` turns true. Peers other than root and the daemon's own user are refused.
+pub async fn serve(
+    listener: tokio::net::UnixListener,
+    read: Arc<dyn Fn() -> Snapshot + Send + Sync>,
+    mut stop: tokio::sync::watch::Receiver<bool>,
+) {
+    loop {
+        let stream = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok((stream, _)) => stream,
+                Err(e) => {
+                    tracing::warn!(error = %e, "control socket accept failed");
+                    continue;
+                }
+            },
+            _ = stop.wait_for(|stopped| *stopped) => return,
+        };
+        // Read at each connection: the privilege drop may change the daemon's user.
+        // SAFETY: geteuid has no arguments and cannot fail.
+        let own = unsafe { libc::geteuid() };
+        let allowed = stream
+            .peer_cred()
+            .is_ok_and(|c| c.uid() == 0 || c.uid() == own);
+        if !allowed {
+            tracing::warn!("control socket: refused a peer that is neither root nor gate64");
+            continue;
+        }
+        let read = Arc::clone(&read);
+        tokio::spawn(async move {
+            let mut stream = stream;
+            let body = serde_json::to_vec(&read()).unwrap_or_default();
+            let _ = stream.write_all(&body).await;
+            let _ = stream.shutdown().await;
+        });
+    }
+}
+
+/// `gate64 status`: reads the snapshot from the daemon at `socket` and prints it (as the
+/// daemon's JSON with `json`).
+pub async fn query(socket: &Path, json: bool) -> Result<String> {
+    let mut stream = tokio::net::UnixStream::connect(socket).await.with_context(|| {
+        format!(
+            "connecting to {} (is gate64 serving? `gate64 status` needs root; see `control.socket`)",
+            socket.display()
+        )
+    })?;
+    let mut body = Vec::new();
+    stream
+        .read_to_end(&mut body)
+        .await
+        .context("reading the status")?;
+    let snapshot: Snapshot =
+        serde_json::from_slice(&body).context("the daemon's answer is not a status snapshot")?;
+    Ok(if json {
+        let mut s = serde_json::to_string_pretty(&snapshot)?;
+        s.push('\n');
+        s
+    } else {
+        render(&snapshot)
+    })
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,195 @@
+use super::*;
+use gate64_dataplane::{DataplaneConfig, Prefix};
+use gate64_esp::{ChildSaPair, Cipher, Lifetime, Peer, SaDb, SaKeys, SaParams};
+use gate64_ike::responder::IkeSaInfo;
+use std::time::Duration;
+
+/// The driver's view: three established IKE SAs, one per child SA of
+/// [`shared_with_two_clients`], the infrastructure one of the Teredo client rekeyed twice.
+fn ike_snapshot() -> IkeSnapshot {
+    let sas = [0x100u64, 0x200, 0x300]
+        .into_iter()
+        .map(|spi| IkeSaInfo {
+            spi_r: spi,
+            spi_i: spi << 32,
+            peer: "[2001:db8::1]:4500".parse().unwrap(),
+            local: "[2001:db8:100::1]:4500".parse().unwrap(),
+            established: true,
+            identity: Some(format!("CN=client{spi:x}")),
+            tunnel: None,
+            inner: None,
+            child_spis: vec![spi as u32],
+            age: Duration::from_secs(90),
+            rekeys: if spi == 0x200 { 2 } else { 0 },
+        })
+        .collect();
+    IkeSnapshot {
+        sas,
+        ..IkeSnapshot::default()
+    }
+}
+
+const ENDPOINT: Ipv6Addr = Ipv6Addr::new(0x2001, 0xdb8, 0x100, 0, 0, 0, 0, 1);
+
+fn params(spi: u32, created: Instant, remote: IpAddr) -> SaParams {
+    SaParams {
+        spi,
+        keys: SaKeys {
+            cipher: Cipher::AesGcm16_128,
+            key: vec![7; Cipher::AesGcm16_128.keymat_len()],
+        },
+        esn: false,
+        lifetime: Lifetime::UNLIMITED,
+        created,
+        local_ts: vec![Selector::prefix("2001:db8:100::/48".parse().unwrap())],
+        remote_ts: vec![Selector::address(remote)],
+    }
+}
+
+fn shared_with_two_clients(created: Instant) -> Arc<Shared> {
+    let sadb = Arc::new(SaDb::new());
+    let teredo: Ipv6Addr = "2001:0:c000:201:2c5a:39cb:9bff:f1f5".parse().unwrap();
+    let iphttps: Ipv6Addr = "2001:db8:1:5::77".parse().unwrap();
+    let inner: IpAddr = "fd00:c1::101".parse().unwrap();
+    for (spi, outer, inner, tunnel, udp) in [
+        (0x100, teredo, inner, TunnelKind::Intranet, Some(4501)),
+        (0x200, teredo, inner, TunnelKind::Infrastructure, Some(4501)),
+        (
+            0x300,
+            iphttps,
+            IpAddr::V6(iphttps),
+            TunnelKind::Intranet,
+            None,
+        ),
+    ] {
+        sadb.install(ChildSaPair {
+            inbound: params(spi, created, inner),
+            outbound: params(spi + 1, created, inner),
+            peer: Peer {
+                outer,
+                udp_encap: udp,
+                inner: vec![inner],
+            },
+            tunnel,
+            ike_spi: u64::from(spi) << 32,
+        })
+        .unwrap();
+    }
+    Shared::new(DataplaneConfig {
+        teredo: None,
+        relay: Default::default(),
+        corp_prefixes: vec![Prefix::new("2001:db8:100::".parse().unwrap(), 48)],
+        corp_address: ENDPOINT,
+        self_addresses: Vec::new(),
+        dns64_listen: Vec::new(),
+        require_ipsec: true,
+        ipsec_endpoint: Some(ENDPOINT),
+        ipsec_pool: None,
+        sadb: Some(sadb),
+        rs_per_sec: 1,
+        rs_burst: 1,
+        iphttps_prefix: Some(Prefix::new("2001:db8:1::".parse().unwrap(), 48)),
+        nat64: None,
+        binding_log: None,
+    })
+}
+
+#[test]
+fn snapshot_groups_sas_by_client_with_their_transport() {
+    let created = Instant::now();
+    let shared = shared_with_two_clients(created);
+    let s = snapshot(
+        &shared,
+        Some(&ike_snapshot()),
+        created + Duration::from_secs(90),
+    );
+    assert_eq!((s.ike_sas, s.child_sas, s.clients.len()), (3, 3, 2));
+    assert_eq!(s.endpoint, Some(ENDPOINT));
+    let teredo = &s.clients[0];
+    assert_eq!(teredo.transport, "teredo");
+    assert_eq!(teredo.inner, ["fd00:c1::101".parse::<IpAddr>().unwrap()]);
+    let tunnels: Vec<&str> = teredo.sas.iter().map(|sa| sa.tunnel.as_str()).collect();
+    assert_eq!(tunnels, ["infrastructure", "intranet"]);
+    let sa = &teredo.sas[0];
+    assert_eq!(
+        (sa.spi_in, sa.spi_out, sa.udp_encap),
+        (0x200, 0x201, Some(4501))
+    );
+    assert_eq!(sa.local_ts, ["2001:db8:100::/48"]);
+    assert_eq!(sa.remote_ts, ["fd00:c1::101/128"]);
+    assert_eq!(sa.age_secs, 90);
+    assert_eq!(sa.identity.as_deref(), Some("CN=client200"));
+    assert_eq!(sa.rekeys, Some(2));
+    assert_eq!(s.clients[1].transport, "iphttps");
+    // The JSON the socket carries reads back as the same snapshot.
+    let json = serde_json::to_string(&s).unwrap();
+    assert_eq!(serde_json::from_str::<Snapshot>(&json).unwrap(), s);
+}
+
+#[test]
+fn render_lists_every_sa_like_swanctl() {
+    let created = Instant::now();
+    let text = render(&snapshot(
+        &shared_with_two_clients(created),
+        Some(&ike_snapshot()),
+        created,
+    ));
+    for needle in [
+        "gate64 2001:db8:100::1: 3 IKE SAs, 3 child SAs, 2 clients\n",
+        "2001:0:c000:201:2c5a:39cb:9bff:f1f5: teredo, inner fd00:c1::101\n",
+        "  infrastructure: IKE 0000020000000000, CN=client200, ESP in UDP 4500:4501, installed 0s ago, 2 rekeys\n",
+        "    in  00000200, 0 bytes, 0 packets\n",
+        "    out 00000201, 0 bytes, 0 packets\n",
+        "    local  2001:db8:100::/48\n",
+        "    remote fd00:c1::101/128\n",
+        "2001:db8:1:5::77: iphttps, inner 2001:db8:1:5::77\n",
+        "  intranet: IKE 0000030000000000, CN=client300, ESP, installed 0s ago, 0 rekeys\n",
+    ] {
+        assert!(text.contains(needle), "{needle:?} not in:\n{text}");
+    }
+}
+
+#[test]
+fn selectors_print_as_prefixes_or_ranges() {
+    let range = Selector {
+        start: "10.0.0.1".parse().unwrap(),
+        end: "10.0.0.6".parse().unwrap(),
+        protocol: 0,
+        ports: 0..=65535,
+    };
+    assert_eq!(selector(&range), "10.0.0.1..10.0.0.6");
+    assert_eq!(
+        selector(&Selector::prefix("10.0.0.0/8".parse().unwrap())),
+        "10.0.0.0/8"
+    );
+    assert_eq!(selector(&Selector::prefix("::/0".parse().unwrap())), "::/0");
+}
+
+#[tokio::test]
+async fn the_socket_serves_the_snapshot_to_its_own_user() {
+    let dir = std::env::temp_dir().join(format!("gate64-status-{}", std::process::id()));
+    let path = dir.join("sub").join("control.sock");
+    let listener = bind(&path).unwrap();
+    let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode(&path), 0o600);
+    assert_eq!(mode(path.parent().unwrap()), 0o700);
+    // A second daemon on the same socket is refused while the first serves.
+    assert!(bind(&path).is_err());
+    let created = Instant::now();
+    let shared = shared_with_two_clients(created);
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let read: Arc<dyn Fn() -> Snapshot + Send + Sync> =
+        Arc::new(move || snapshot(&shared, Some(&ike_snapshot()), Instant::now()));
+    let task = tokio::spawn(serve(listener, read, stop_rx));
+    let json = query(&path, true).await.unwrap();
+    let s: Snapshot = serde_json::from_str(&json).unwrap();
+    assert_eq!(s.clients.len(), 2);
+    let text = query(&path, false).await.unwrap();
+    assert!(
+        text.starts_with("gate64 2001:db8:100::1: 3 IKE SAs"),
+        "{text}"
+    );
+    stop_tx.send(true).unwrap();
+    task.await.unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -1,0 +1,172 @@
+//! The IKE/IPsec families: SA counts, negotiations, rekeys, cookies and the negotiation
+//! duration histogram from the IKE driver's [`IpsecStats`]; ESP failures from the workers'
+//! drop counters. Exported at zero while IPsec does not run, so dashboards and alerts see
+//! every family on every gate64.
+
+use std::fmt;
+use std::sync::Arc;
+
+use gate64_dataplane::{IkeResult, IpsecStats, RekeyKind};
+use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric, MetricEncoder};
+use prometheus_client::metrics::MetricType;
+
+use crate::exporter::{CounterReader, counter, counter_family, gauge};
+use crate::names;
+
+/// What a scrape reads for IPsec.
+#[derive(Clone)]
+pub(crate) struct IpsecSource {
+    pub(crate) stats: Arc<IpsecStats>,
+    pub(crate) qmsa: CounterReader,
+}
+
+/// Encodes every IPsec family; `esp` = the summed `esp_auth` and `esp_replay` drops.
+pub(crate) fn encode(
+    enc: &mut DescriptorEncoder,
+    source: Option<&IpsecSource>,
+    esp: [u64; 2],
+) -> fmt::Result {
+    let zero = IpsecStats::default();
+    let stats = source.map_or(&zero, |s| &*s.stats);
+    let qmsa = source.map_or(0, |s| (s.qmsa)());
+    gauge(
+        enc,
+        names::IPSEC_MMSA,
+        names::IPSEC_MMSA_HELP,
+        stats.ike_sas(),
+    )?;
+    gauge(enc, names::IPSEC_QMSA, names::IPSEC_QMSA_HELP, qmsa)?;
+    counter_family(
+        enc,
+        names::IKE_NEGOTIATIONS_TOTAL,
+        names::IKE_NEGOTIATIONS_TOTAL_HELP,
+        IkeResult::ALL.map(|r| ([("result", r.as_str())], stats.negotiations(r))),
+    )?;
+    counter_family(
+        enc,
+        names::IPSEC_REKEYS_TOTAL,
+        names::IPSEC_REKEYS_TOTAL_HELP,
+        RekeyKind::ALL.map(|k| ([("kind", k.as_str())], stats.rekeys(k))),
+    )?;
+    counter(
+        enc,
+        names::ESP_AUTH_FAILURES_TOTAL,
+        names::ESP_AUTH_FAILURES_TOTAL_HELP,
+        esp[0],
+    )?;
+    counter(
+        enc,
+        names::ESP_REPLAY_DROPS_TOTAL,
+        names::ESP_REPLAY_DROPS_TOTAL_HELP,
+        esp[1],
+    )?;
+    let (sum, count, buckets) = stats.durations();
+    let histogram = ConstHistogram {
+        sum,
+        count,
+        buckets,
+    };
+    histogram.encode(enc.encode_descriptor(
+        names::IKE_NEGOTIATION_DURATION_SECONDS,
+        names::IKE_NEGOTIATION_DURATION_SECONDS_HELP,
+        None,
+        histogram.metric_type(),
+    )?)?;
+    gauge(
+        enc,
+        names::IKE_HALF_OPEN,
+        names::IKE_HALF_OPEN_HELP,
+        stats.half_open(),
+    )?;
+    counter(
+        enc,
+        names::IKE_COOKIES_SENT_TOTAL,
+        names::IKE_COOKIES_SENT_TOTAL_HELP,
+        stats.cookies_sent(),
+    )
+}
+
+/// A histogram read at scrape time (prometheus-client has const counters and gauges only).
+struct ConstHistogram {
+    sum: f64,
+    count: u64,
+    /// Upper bound and cumulative count, `+Inf` last.
+    buckets: Vec<(f64, u64)>,
+}
+
+impl EncodeMetric for ConstHistogram {
+    fn encode(&self, mut encoder: MetricEncoder) -> fmt::Result {
+        encoder.encode_histogram::<prometheus_client::encoding::NoLabelSet>(
+            self.sum,
+            self.count,
+            &self.buckets,
+            None,
+        )
+    }
+
+    fn metric_type(&self) -> MetricType {
+        MetricType::Histogram
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::Exporter;
+    use gate64_dataplane::{Gauges, IkeResult, IpsecStats, RekeyKind};
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    fn sample<'a>(text: &'a str, series: &str) -> Option<&'a str> {
+        text.lines()
+            .find_map(|l| l.strip_prefix(series)?.strip_prefix(' '))
+    }
+
+    #[test]
+    fn ipsec_families_are_zero_until_added_then_read_from_the_driver() {
+        let e = Exporter::new(Vec::new(), Arc::new(Gauges::default));
+        let text = e.encode();
+        for series in [
+            "gate64_ipsec_mmsa",
+            "gate64_ipsec_qmsa",
+            "gate64_ike_negotiations_total{result=\"ok\"}",
+            "gate64_ipsec_rekeys_total{kind=\"child\"}",
+            "gate64_esp_auth_failures_total",
+            "gate64_esp_replay_drops_total",
+            "gate64_ike_negotiation_duration_seconds_count",
+            "gate64_ike_half_open",
+            "gate64_ike_cookies_sent_total",
+        ] {
+            assert_eq!(sample(&text, series), Some("0"), "{series} in\n{text}");
+        }
+        let stats = Arc::new(IpsecStats::default());
+        stats.set_ike_sas(4);
+        stats.set_half_open(2);
+        stats.negotiation(IkeResult::Ok, Duration::from_millis(20));
+        stats.negotiation(IkeResult::AuthFailed, Duration::from_millis(2));
+        stats.rekey(RekeyKind::Child);
+        stats.cookie_sent();
+        e.add_ipsec(Arc::clone(&stats), Arc::new(|| 5));
+        let text = e.encode();
+        for (series, value) in [
+            ("gate64_ipsec_mmsa", "4"),
+            ("gate64_ipsec_qmsa", "5"),
+            ("gate64_ike_negotiations_total{result=\"ok\"}", "1"),
+            ("gate64_ike_negotiations_total{result=\"auth_failed\"}", "1"),
+            ("gate64_ipsec_rekeys_total{kind=\"child\"}", "1"),
+            ("gate64_ipsec_rekeys_total{kind=\"ike\"}", "0"),
+            ("gate64_ike_half_open", "2"),
+            ("gate64_ike_cookies_sent_total", "1"),
+            ("gate64_ike_negotiation_duration_seconds_count", "2"),
+            (
+                "gate64_ike_negotiation_duration_seconds_bucket{le=\"0.005\"}",
+                "1",
+            ),
+            (
+                "gate64_ike_negotiation_duration_seconds_bucket{le=\"+Inf\"}",
+                "2",
+            ),
+        ] {
+            assert_eq!(sample(&text, series), Some(value), "{series} in\n{text}");
+        }
+    }
+}

@@ -1,0 +1,209 @@
+//! IPsec's security step end to end (issue 8), against Debian's Miredo client:
+//!
+//! - `netns_teredo_without_sa_reaches_only_gate64`: gate64 with `[ipsec] require = true` (the
+//!   default) and no SA: the client qualifies and pings gate64 itself, its packets to the
+//!   corporate host are dropped and counted (`no_sa`), and `gate64 status` on the control
+//!   socket lists no SA.
+//! - `netns_strongswan_to_gate64_over_teredo`: strongSwan (charon with kernel-libipsec) in
+//!   `tcli` builds both tunnels over Debian's Miredo client to `gate64 serve` as the IKE
+//!   responder; pings reach the corporate host through the infrastructure tunnel and gate64
+//!   through the intranet tunnel, and `gate64 status` lists both child SAs with traffic.
+
+use std::net::{IpAddr, Ipv6Addr};
+use std::time::Duration;
+
+use anyhow::{Context, Result, ensure};
+use gate64_testkit::strongswan::{
+    Charon, CharonConfig, INFRASTRUCTURE, INTRANET, LabCerts, Tunnel, with_charon_logs,
+};
+use gate64_testkit::{CORP_HOST, Gate64Options, Topology, gate64_binary};
+
+use crate::common::{gate64_lines, netns_test, path_str};
+use crate::teredo::qualify;
+
+/// gate64's `corpnet.address6` in the lab configuration.
+const GATE64_ADDRESS6: Ipv6Addr = Ipv6Addr::new(0x2001, 0xdb8, 0x100, 0, 0, 0, 0, 1);
+
+#[test]
+#[ignore = "netns: needs root"]
+fn netns_teredo_without_sa_reaches_only_gate64() {
+    netns_test(
+        "netns_teredo_without_sa_reaches_only_gate64",
+        Topology::builder(),
+        without_sa,
+    );
+}
+
+fn without_sa(topo: &Topology) -> Result<()> {
+    let socket = topo.srv.dir().join("control.sock");
+    let opts = Gate64Options {
+        without_ipsec: false,
+        extra: format!("[control]\nsocket = \"{}\"\n", path_str(&socket)?),
+        ..Gate64Options::default()
+    };
+    let mut gate = topo.start_gate64(&opts)?;
+    let (_client, _addr) = qualify(topo)?;
+    topo.ping6_all(&topo.cli, GATE64_ADDRESS6, 3)
+        .context("ICMPv6 echo to gate64 itself is admitted without an SA")?;
+    let corp = topo.ping6(&topo.cli, CORP_HOST, 3)?;
+    ensure!(
+        corp.transmitted == 3 && corp.received == 0,
+        "the corporate host answered without an SA: {}",
+        corp.output
+    );
+    gate.ensure_running()?;
+    let m = topo.metrics()?;
+    // Miredo holds a native destination's packets until its relay answers the first one
+    // (RFC 4380 §5.2.4's connectivity test), so at least that one reaches the policy.
+    let no_sa = m.sum("gate64_drops_total", &[("reason", "no_sa")]);
+    ensure!(
+        no_sa >= 1.0,
+        "gate64_drops_total{{reason=\"no_sa\"}} is {no_sa}, expected >= 1\n{}",
+        gate64_lines(&m)
+    );
+    let bin = gate64_binary()?;
+    let status = topo
+        .srv
+        .exec_ok(&[path_str(&bin)?, "status", "--socket", path_str(&socket)?])?;
+    ensure!(
+        status.starts_with("gate64 IPsec not configured: 0 IKE SAs, 0 child SAs, 0 clients"),
+        "gate64 status:\n{status}"
+    );
+    let json = topo.srv.exec_ok(&[
+        path_str(&bin)?,
+        "status",
+        "--json",
+        "--socket",
+        path_str(&socket)?,
+    ])?;
+    ensure!(
+        json.contains("\"require_ipsec\": true") && json.contains("\"clients\": []"),
+        "gate64 status --json:\n{json}"
+    );
+    Ok(())
+}
+
+/// gate64's inner-address pool in the strongSwan test.
+const POOL6: &str = "fd00:c1::100/120";
+/// One IKE_SA_INIT + IKE_AUTH over a fresh Teredo path, with retransmissions.
+const INITIATE_TIMEOUT: Duration = Duration::from_secs(30);
+const SETTLE_TIMEOUT: Duration = Duration::from_secs(15);
+
+#[test]
+#[ignore = "netns: needs root"]
+fn netns_strongswan_to_gate64_over_teredo() {
+    netns_test(
+        "netns_strongswan_to_gate64_over_teredo",
+        Topology::builder(),
+        strongswan_to_gate64,
+    );
+}
+
+fn strongswan_to_gate64(topo: &Topology) -> Result<()> {
+    let certs = LabCerts::generate(
+        &topo.srv,
+        &topo.srv.dir().join("certs"),
+        IpAddr::V6(GATE64_ADDRESS6),
+    )?;
+    let socket = topo.srv.dir().join("control.sock");
+    let infrastructure_ts = format!("{CORP_HOST}/128");
+    let opts = Gate64Options {
+        without_ipsec: false,
+        extra: format!(
+            "[ipsec]\ncertificate = \"{}\"\nprivate_key = \"{}\"\nca = \"{}\"\n\
+             pool6 = \"{POOL6}\"\ninfrastructure_prefixes = [\"{infrastructure_ts}\"]\n\
+             [control]\nsocket = \"{}\"\n",
+            path_str(&certs.responder_cert)?,
+            path_str(&certs.responder_key)?,
+            path_str(&certs.ca)?,
+            path_str(&socket)?,
+        ),
+        ..Gate64Options::default()
+    };
+    let mut gate = topo.start_gate64(&opts)?;
+    // The corporate side routes the inner addresses back to gate64.
+    topo.corp
+        .ip(&["-6", "route", "replace", POOL6, "via", "2001:db8:100:1::1"])?;
+    let (_client, _teredo) = qualify(topo)?;
+    // Teredo's connectivity test and bubbles before IKE's first message (ICMPv6 echo to
+    // gate64 is admitted without an SA).
+    topo.ping6_all(&topo.cli, GATE64_ADDRESS6, 3)
+        .context("ping gate64 over Teredo before IKE")?;
+    let tunnels = vec![
+        Tunnel::new(INFRASTRUCTURE, &[&infrastructure_ts]),
+        Tunnel::new(INTRANET, &["2001:db8:100::/48"]),
+    ];
+    let initiator = Charon::start(
+        &topo.cli,
+        "initiator",
+        CharonConfig::initiator(IpAddr::V6(GATE64_ADDRESS6), certs.initiator(), tunnels),
+    )?;
+    let result = (|| -> Result<()> {
+        initiator.load_all()?;
+        for tunnel in [INFRASTRUCTURE, INTRANET] {
+            initiator.initiate(tunnel, tunnel, INITIATE_TIMEOUT)?;
+        }
+        initiator.wait_established(2, 2, SETTLE_TIMEOUT)?;
+        // One unasserted ping first: in one run of five a single early echo through a fresh
+        // SA went unanswered (not yet explained); the checks below are on the steady state.
+        topo.ping6(&topo.cli, CORP_HOST, 1)?;
+        topo.ping6_all(&topo.cli, CORP_HOST, 3)
+            .context("ping the corporate host through the infrastructure tunnel")?;
+        topo.ping6_all(&topo.cli, GATE64_ADDRESS6, 3)
+            .context("ping gate64 through the intranet tunnel")?;
+        // A full-size inner packet: libipsec's ipsec0 has MTU 1400, so the client's kernel
+        // fragments the ESP-in-UDP packet for the 1280-byte Teredo link and gate64
+        // reassembles it; the sealed replies are larger than 1280 bytes too. The first reply
+        // meets gate64's 1280-byte TUN and comes back as Packet Too Big (path MTU discovery);
+        // the corporate host fragments the others.
+        let big = topo
+            .cli
+            .exec_ok(&[
+                "ping",
+                "-6",
+                "-n",
+                "-c",
+                "4",
+                "-i",
+                "0.3",
+                "-W",
+                "3",
+                "-s",
+                "1300",
+                &CORP_HOST.to_string(),
+            ])
+            .context("1300-byte pings through the infrastructure tunnel")?;
+        ensure!(
+            big.contains("4 packets transmitted, 3 received")
+                || big.contains("4 packets transmitted, 4 received"),
+            "1300-byte pings: {big}"
+        );
+        Ok(())
+    })();
+    with_charon_logs(result, &[&initiator])?;
+    gate.ensure_running()?;
+    let m = topo.metrics()?;
+    for (name, at_least) in [("gate64_ipsec_qmsa", 2.0), ("gate64_ipsec_mmsa", 2.0)] {
+        let v = m.sum(name, &[]);
+        ensure!(v >= at_least, "{name} is {v}\n{}", gate64_lines(&m));
+    }
+    let ok = m.sum("gate64_ike_negotiations_total", &[("result", "ok")]);
+    ensure!(ok >= 2.0, "negotiations ok: {ok}\n{}", gate64_lines(&m));
+    let bin = gate64_binary()?;
+    let status = topo
+        .srv
+        .exec_ok(&[path_str(&bin)?, "status", "--socket", path_str(&socket)?])?;
+    for needle in [
+        "2 child SAs, 1 clients",
+        "teredo, inner fd00:c1::",
+        "  infrastructure: ",
+        "  intranet: ",
+    ] {
+        ensure!(
+            status.contains(needle),
+            "no {needle:?} in gate64 status:\n{status}"
+        );
+    }
+    println!("{status}");
+    Ok(())
+}
