@@ -1,5 +1,10 @@
 //! `gate64 connect` and IPsec (issue 8 item 7, tests 8(b) and 8(c)).
 //!
+//! - `netns_ipsec_connect_teredo_to_gate64`: the DirectAccess shape end to end with nothing
+//!   but gate64: `gate64 connect teredo` builds both tunnels to `gate64 serve` (`[ipsec]
+//!   require = true`, its own IKE responder and ESP stage), gets an inner address from the
+//!   pool, and reaches one corporate host through each tunnel (ping, then a short iperf3);
+//!   gate64 drops nothing for want of an SA.
 //! - `netns_ipsec_strongswan_over_iphttps` (8(b)): strongSwan's charon in `tcli` builds both
 //!   tunnels to `gate64 serve`'s IKE responder over the IP-HTTPS TUN device of `gate64 connect
 //!   iphttps --no-ipsec` (the clear-text transport, charon doing IKE and ESP); pings reach one
@@ -76,7 +81,7 @@ fn initiator_against_strongswan(topo: &Topology) -> Result<()> {
     let mut scenario = || -> Result<()> {
         responder.load_all()?;
         let _iperf = topo.start_iperf_server()?;
-        let mut client = spawn_client(topo, &certs)?;
+        let mut client = spawn_client(topo, &certs, CORP_HOST, INFRASTRUCTURE_TS, INTRANET_TS)?;
         let sas = responder.wait_established(2, 2, ESTABLISH_TIMEOUT)?;
         ensure!(
             sas.iter().all(|s| s.children.len() == 1),
@@ -86,7 +91,7 @@ fn initiator_against_strongswan(topo: &Topology) -> Result<()> {
             let c = child(&sas, tunnel)?;
             ensure!(c.udp_encap, "{tunnel}: ESP not UDP-encapsulated: {c:?}");
         }
-        wait_routes(topo, &mut client)?;
+        wait_routes(topo, &mut client, &["fd00:c0::53 ", "fd00:c0::/64"])?;
         for (tunnel, host, other) in [
             (INFRASTRUCTURE, INFRASTRUCTURE_HOST, INTRANET),
             (INTRANET, INTRANET_HOST, INFRASTRUCTURE),
@@ -132,10 +137,17 @@ fn initiator_against_strongswan(topo: &Topology) -> Result<()> {
     with_charon_logs(scenario(), &[&responder])
 }
 
-/// `gate64 connect teredo` with IPsec towards the responder, asking for each tunnel's prefix.
-fn spawn_client(topo: &Topology, certs: &LabCerts) -> Result<Process> {
+/// `gate64 connect teredo` with IPsec towards the responder at `endpoint`, asking for each
+/// tunnel's prefix.
+fn spawn_client(
+    topo: &Topology,
+    certs: &LabCerts,
+    endpoint: Ipv6Addr,
+    infrastructure_ts: &str,
+    intranet_ts: &str,
+) -> Result<Process> {
     let bin = gate64_binary()?;
-    let (server, endpoint) = (SERVER_V4.to_string(), CORP_HOST.to_string());
+    let (server, endpoint) = (SERVER_V4.to_string(), endpoint.to_string());
     topo.cli.spawn(
         "gate64-connect-ipsec",
         &[
@@ -157,19 +169,19 @@ fn spawn_client(topo: &Topology, certs: &LabCerts) -> Result<Process> {
             "--ipsec-ca",
             path_str(&certs.ca)?,
             "--infrastructure-ts",
-            INFRASTRUCTURE_TS,
+            infrastructure_ts,
             "--intranet-ts",
-            INTRANET_TS,
+            intranet_ts,
         ],
     )
 }
 
 /// Waits until the client routed both tunnels' selectors into its TUN device (learnt from
 /// the traffic selectors, not given with `--route`).
-fn wait_routes(topo: &Topology, client: &mut Process) -> Result<()> {
+fn wait_routes(topo: &Topology, client: &mut Process, routes: &[&str]) -> Result<()> {
     let routed = wait_for(Duration::from_secs(10), || {
         let r = topo.cli.ip(&["-6", "route", "show", "dev", IFNAME]).ok()?;
-        (r.contains("fd00:c0::53 ") && r.contains("fd00:c0::/64")).then_some(())
+        routes.iter().all(|want| r.contains(want)).then_some(())
     });
     client.ensure_running()?;
     ensure!(
@@ -302,5 +314,91 @@ fn strongswan_over_iphttps(topo: &Topology) -> Result<()> {
         let v = m.sum(name, &[]);
         ensure!(v == 2.0, "{name} is {v}, expected 2\n{}", gate64_lines(&m));
     }
+    Ok(())
+}
+
+#[test]
+#[ignore = "netns: needs root"]
+fn netns_ipsec_connect_teredo_to_gate64() {
+    netns_test(
+        "netns_ipsec_connect_teredo_to_gate64",
+        Topology::builder(),
+        connect_teredo_to_gate64,
+    );
+}
+
+fn connect_teredo_to_gate64(topo: &Topology) -> Result<()> {
+    let ike = LabCerts::generate(
+        &topo.srv,
+        &topo.srv.dir().join("ike-certs"),
+        IpAddr::V6(GATE64_ADDRESS6),
+    )?;
+    let infrastructure_ts = format!("{CORP_HOST}/128");
+    let opts = Gate64Options {
+        without_ipsec: false,
+        extra: format!(
+            "[ipsec]\ncertificate = \"{}\"\nprivate_key = \"{}\"\nca = \"{}\"\n\
+             pool6 = \"{POOL6}\"\ninfrastructure_prefixes = [\"{infrastructure_ts}\"]\n",
+            path_str(&ike.responder_cert)?,
+            path_str(&ike.responder_key)?,
+            path_str(&ike.ca)?,
+        ),
+        ..Gate64Options::default()
+    };
+    let mut gate = topo.start_gate64(&opts)?;
+    topo.corp
+        .ip(&["-6", "route", "replace", POOL6, "via", "2001:db8:100:1::1"])?;
+    topo.corp.addr_add("vsrv", &format!("{CORP_HOST_2}/64"))?;
+    let mut client = spawn_client(
+        topo,
+        &ike,
+        GATE64_ADDRESS6,
+        &infrastructure_ts,
+        "2001:db8:100::/48",
+    )?;
+    let up = wait_for(ESTABLISH_TIMEOUT, || {
+        let m = topo.metrics().ok()?;
+        let both = m.sum("gate64_ipsec_qmsa", &[]) == 2.0 && m.sum("gate64_ipsec_mmsa", &[]) == 2.0;
+        both.then_some(())
+    });
+    client.ensure_running()?;
+    ensure!(
+        up.is_some(),
+        "gate64 did not count 2 IKE SAs and 2 child SAs within {ESTABLISH_TIMEOUT:?}\n{}",
+        gate64_lines(&topo.metrics()?)
+    );
+    wait_routes(
+        topo,
+        &mut client,
+        &[&format!("{CORP_HOST} "), "2001:db8:100::/48"],
+    )?;
+    let inner = topo.cli.ip(&["-6", "addr", "show", "dev", IFNAME])?;
+    ensure!(
+        inner.contains("inet6 fd00:c1::1"),
+        "no inner address from {POOL6} on {IFNAME}: {inner}"
+    );
+    for host in [CORP_HOST, CORP_HOST_2] {
+        topo.ping6_all(&topo.cli, host, PINGS)
+            .with_context(|| format!("ping {host} through the tunnels"))?;
+    }
+    let _iperf = topo.start_iperf_server()?;
+    let iperf = topo.iperf3_to(&CORP_HOST_2.to_string(), 3, 1, false, None)?;
+    ensure!(
+        iperf.received_bytes > 0,
+        "iperf3 through the intranet tunnel: {iperf:?}"
+    );
+    println!(
+        "gate64 connect teredo + gate64 serve: iperf3 {:.1} Mbit/s through the intranet tunnel",
+        iperf.received_bps / 1e6
+    );
+    let m = topo.metrics()?;
+    let no_sa = m.sum("gate64_drops_total", &[("reason", "no_sa")]);
+    ensure!(
+        no_sa == 0.0,
+        "gate64 dropped {no_sa} client packets for want of an SA\n{}",
+        gate64_lines(&m)
+    );
+    client.ensure_running()?;
+    gate.ensure_running()?;
     Ok(())
 }
