@@ -164,6 +164,7 @@ pub fn run(args: &DemoArgs) -> Result<()> {
         rss,
         relay_peers: gauges.teredo_clients,
         iphttps_links: gauges.iphttps_clients,
+        ipsec: !args.no_ipsec,
         totals: &totals,
     };
     rt.block_on(async {

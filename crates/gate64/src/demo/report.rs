@@ -39,7 +39,7 @@ pub struct Sample {
 }
 
 /// IKE SAs (MMSA) and child SAs (QMSA): gate64's `gate64_ipsec_mmsa`/`gate64_ipsec_qmsa`
-/// gauges when the daemon exports them, the demo responder's counts otherwise
+/// gauges when the daemon counts SAs, the demo responder's counts otherwise
 /// ([`super::gateway`]).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Sas {
@@ -50,10 +50,15 @@ pub struct Sas {
 }
 
 impl Sas {
+    /// The daemon exports the gauges whether or not it runs IKE itself (the demo's daemon
+    /// does not yet), so its figures count once they are not zero.
     fn read(exported: &Exported, totals: &Totals) -> Sas {
+        let pick = |daemon: Option<u64>, demo: &std::sync::atomic::AtomicU64| {
+            daemon.filter(|&v| v > 0).unwrap_or_else(|| get(demo))
+        };
         Sas {
-            mmsa: exported.mmsa.unwrap_or_else(|| get(&totals.sas.mmsa)),
-            qmsa: exported.qmsa.unwrap_or_else(|| get(&totals.sas.qmsa)),
+            mmsa: pick(exported.mmsa, &totals.sas.mmsa),
+            qmsa: pick(exported.qmsa, &totals.sas.qmsa),
         }
     }
 }
@@ -125,6 +130,8 @@ impl Progress {
 /// What the run ended with, taken before the clients hang up: IP-HTTPS links closing and the
 /// corporate stream to clients that are gone are not part of the run.
 pub struct Outcome<'a> {
+    /// The clients build IPsec tunnels (two IKE SAs and two child SAs each are expected).
+    pub ipsec: bool,
     /// Teredo clients in the population.
     pub n_teredo: u64,
     /// IP-HTTPS clients in the population.
@@ -231,6 +238,14 @@ impl Outcome<'_> {
                     pinged[t]
                 ));
             }
+        }
+        let sas = self.end.sas;
+        let need = (n * 2 * 95).div_ceil(100);
+        if self.ipsec && (sas.mmsa < need || sas.qmsa < need) {
+            failed.push(format!(
+                "only {} IKE SAs and {} child SAs for {n} clients (need {need} of each)",
+                sas.mmsa, sas.qmsa
+            ));
         }
         if !failed.is_empty() {
             bail!("demo failed: {} (need at least 95%)", failed.join(", "));
