@@ -18,7 +18,7 @@ use ipnet::{IpNet, Ipv6Net};
 use std::net::{IpAddr, Ipv6Addr, SocketAddr, UdpSocket};
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{Instant, SystemTime};
+use std::time::{Duration, Instant, SystemTime};
 
 /// The responder's address, in the lab's corporate prefix `2001:db8:c0::/48`.
 pub const ENDPOINT: Ipv6Addr = Ipv6Addr::new(0x2001, 0xdb8, 0xc0, 0, 0, 0, 0, 4);
@@ -26,6 +26,8 @@ pub const ENDPOINT: Ipv6Addr = Ipv6Addr::new(0x2001, 0xdb8, 0xc0, 0, 0, 0, 0, 4)
 pub const INFRASTRUCTURE_TS: &str = "2001:db8:c0::53/128";
 /// The intranet tunnel's corporate side: the whole corporate prefix.
 pub const INTRANET_TS: &str = "2001:db8:c0::/48";
+/// How often the responder's timers (half-open and idle timeouts, seconds apart) are checked.
+const TIMER_CHECK: Duration = Duration::from_millis(250);
 /// Inner addresses for clients that ask (the demo's clients do not: their Teredo or
 /// IP-HTTPS address is their inner address too).
 const POOL6: &str = "fd00:c1::/112";
@@ -59,6 +61,8 @@ pub struct Gateway {
     responder: Responder,
     sadb: SaDb,
     started: Instant,
+    /// When the responder's timers are looked at next ([`TIMER_CHECK`]).
+    next_timer_check: Instant,
     /// Sealed packets are built here.
     out: Vec<u8>,
 }
@@ -89,6 +93,7 @@ impl Gateway {
             responder,
             sadb: SaDb::new(),
             started,
+            next_timer_check: started,
             out: Vec::new(),
         })
     }
@@ -157,9 +162,14 @@ impl Gateway {
             && sock.send_to(&self.out, via).is_ok()
     }
 
-    /// Runs the responder's timers.
+    /// Runs the responder's timers, at most every [`TIMER_CHECK`]: `Responder::poll_timeout`
+    /// walks every IKE SA, which at thousands of SAs must not happen per datagram.
     pub fn tick(&mut self, via: Option<SocketAddr>, sock: &UdpSocket, counts: &SaCounts) {
         let now = Instant::now();
+        if now < self.next_timer_check {
+            return;
+        }
+        self.next_timer_check = now + TIMER_CHECK;
         if self.responder.poll_timeout().is_some_and(|t| t <= now) {
             self.responder.handle_timeout(now);
         }
