@@ -214,34 +214,6 @@ for name, data in BATCH_SEEDS.items():
     with open(f"corpus/dns64_udp_batch/seed-{name}", "wb") as f:
         f.write(data)
 
-# ike_auth: `[selector][bytes]`, see fuzz_targets/ike_auth.rs. AlgorithmIdentifiers from
-# RFC 7427 Appendix A; signatures are placeholders (keys are made at run time).
-ECDSA_SHA256 = bytes.fromhex("300a06082a8648ce3d040302")
-RSA_SHA256 = bytes.fromhex("300d06092a864886f70d01010b0500")
-PSS_SHA256 = bytes.fromhex(
-    "304106092a864886f70d01010a3034a00f300d06096086480165030402010500"
-    "a11c301a06092a864886f70d010108300d06096086480165030402010500a203020120")
-FAKE_ECDSA_DER = bytes.fromhex("3044022001" + "00" * 31 + "022001" + "00" * 31)
-IKE_AUTH_SEEDS = {
-    "method14-ecdsa": b"\x00\x0e\x00" + bytes([len(ECDSA_SHA256)]) + ECDSA_SHA256 + FAKE_ECDSA_DER,
-    "method14-rsa": b"\x00\x0e\x02" + bytes([len(RSA_SHA256)]) + RSA_SHA256 + b"\x01" * 256,
-    "method14-pss": b"\x00\x0e\x02" + bytes([len(PSS_SHA256)]) + PSS_SHA256 + b"\x01" * 256,
-    "method9": b"\x00\x09\x00" + b"\x01" * 64,
-    "method10": b"\x00\x0a\x01" + b"\x01" * 96,
-    "method1": b"\x00\x01\x02" + b"\x01" * 256,
-    "sign": b"\x01\x00\x02\x03\x04\xffoctets",
-    "sign-p384-no-common-hash": b"\x01\x01\x02\xffoctets",
-    "pem": b"\x02-----BEGIN CERTIFICATE-----\nMAMCAQA=\n-----END CERTIFICATE-----\n",
-    "leaf-and-intermediate": b"\x03\x30\x03\x02\x01\x00\xff\x30\x03\x02\x01\x00",
-    "mutated-leaf": b"\x04\x00\x20\x01",
-    "id-fqdn": b"\x05\x02\x00\x00\x00peer.fuzz",
-    "id-ipv6": b"\x05\x05\x00\x00\x00" + bytes.fromhex("20010db8000000000000000000000001"),
-    "hash-notify": b"\x05\x00\x02\x00\x03\x00\x04\x00\x01",
-}
-os.makedirs("corpus/ike_auth", exist_ok=True)
-for name, data in IKE_AUTH_SEEDS.items():
-    with open(f"corpus/ike_auth/seed-{name}", "wb") as f:
-        f.write(data)
 
 # IKEv2 (RFC 7296 §3): an IKE_SA_INIT request shaped like strongSwan's, a COOKIE reply, an
 # INFORMATIONAL with an SK payload, and a fragment (RFC 7383).
@@ -309,4 +281,34 @@ os.makedirs("corpus/ike_responder", exist_ok=True)
 for name, data in [("init-twice", prog((0, init), (0, init))),
                    ("init-then-sk", prog((2, init), (1, sk), (4, init)))]:
     with open(f"corpus/ike_responder/seed-{name}", "wb") as f:
+        f.write(data)
+
+
+# ike_auth: `[selector][bytes]`, see fuzz_targets/ike_auth.rs. AlgorithmIdentifiers from
+# RFC 7427 Appendix A; signatures are placeholders (keys are made at run time).
+ECDSA_SHA256 = bytes.fromhex("300a06082a8648ce3d040302")
+RSA_SHA256 = bytes.fromhex("300d06092a864886f70d01010b0500")
+PSS_SHA256 = bytes.fromhex(
+    "304106092a864886f70d01010a3034a00f300d06096086480165030402010500"
+    "a11c301a06092a864886f70d010108300d06096086480165030402010500a203020120")
+FAKE_ECDSA_DER = bytes.fromhex("3044022001" + "00" * 31 + "022001" + "00" * 31)
+IKE_AUTH_SEEDS = {
+    "method14-ecdsa": b"\x00\x0e\x00" + bytes([len(ECDSA_SHA256)]) + ECDSA_SHA256 + FAKE_ECDSA_DER,
+    "method14-rsa": b"\x00\x0e\x02" + bytes([len(RSA_SHA256)]) + RSA_SHA256 + b"\x01" * 256,
+    "method14-pss": b"\x00\x0e\x02" + bytes([len(PSS_SHA256)]) + PSS_SHA256 + b"\x01" * 256,
+    "method9": b"\x00\x09\x00" + b"\x01" * 64,
+    "method10": b"\x00\x0a\x01" + b"\x01" * 96,
+    "method1": b"\x00\x01\x02" + b"\x01" * 256,
+    "sign": b"\x01\x00\x02\x03\x04\xffoctets",
+    "sign-p384-no-common-hash": b"\x01\x01\x02\xffoctets",
+    "pem": b"\x02-----BEGIN CERTIFICATE-----\nMAMCAQA=\n-----END CERTIFICATE-----\n",
+    "leaf-and-intermediate": b"\x03\x30\x03\x02\x01\x00\xff\x30\x03\x02\x01\x00",
+    "mutated-leaf": b"\x04\x00\x20\x01",
+    "id-fqdn": b"\x05\x02\x00\x00\x00peer.fuzz",
+    "id-ipv6": b"\x05\x05\x00\x00\x00" + bytes.fromhex("20010db8000000000000000000000001"),
+    "hash-notify": b"\x05\x00\x02\x00\x03\x00\x04\x00\x01",
+}
+os.makedirs("corpus/ike_auth", exist_ok=True)
+for name, data in IKE_AUTH_SEEDS.items():
+    with open(f"corpus/ike_auth/seed-{name}", "wb") as f:
         f.write(data)

@@ -6,11 +6,15 @@
 //!   plain IPv6 veth. Both IKE SAs and both child SAs must be ESTABLISHED/INSTALLED in
 //!   `swanctl --list-sas`, with the inner address gate64 gave from its pool, and the driver's
 //!   sink must have seen two `ChildSaUp` events with the right tunnels and that address.
-//!   Then strongSwan rekeys the intranet child SA and the infrastructure IKE SA
+//!   gate64 sends its IKE_AUTH responses as RFC 7383 fragments (strongSwan reassembles them).
+//!   strongSwan's ESP (a ping from its virtual IP into the infrastructure tunnel) must open
+//!   with the inbound keys gate64 derived (gate64_esp). Then strongSwan rekeys the intranet
+//!   child SA and the infrastructure IKE SA
 //!   (CREATE_CHILD_SA) and terminates the intranet IKE SA (INFORMATIONAL Delete): gate64
 //!   reports each step and strongSwan's table follows.
-//! - `netns_ike_strongswan_client_of_another_ca_is_refused`: a client certificate from a CA
-//!   gate64 does not trust gets AUTHENTICATION_FAILED, and gate64 reports why.
+//! - `netns_ike_strongswan_client_of_another_ca_is_refused`: with cookies required for every
+//!   IKE_SA_INIT (strongSwan must retry with one), a client certificate from a CA gate64
+//!   does not trust gets AUTHENTICATION_FAILED, and gate64 reports why.
 //!
 //! - `netns_ike_gate64_initiator_against_strongswan_responder`: gate64's sans-IO initiator
 //!   (run over plain sockets in `ikecli`) builds both tunnels, one IKE SA each, against
@@ -45,6 +49,8 @@ const INTRANET_TS: &str = "fd00:c0::/64";
 const POOL6: &str = "fd00:c1::100/120";
 /// The first address gate64's pool hands out (the all-zero host part is skipped).
 const FIRST_LEASE: Ipv6Addr = Ipv6Addr::new(0xfd00, 0xc1, 0, 0, 0, 0, 0, 0x101);
+/// The infrastructure tunnel's host (its whole selector).
+const INFRASTRUCTURE_HOST: Ipv6Addr = Ipv6Addr::new(0xfd00, 0xc0, 0, 0, 0, 0, 0, 0x53);
 const INITIATE_TIMEOUT: Duration = Duration::from_secs(30);
 const SETTLE_TIMEOUT: Duration = Duration::from_secs(15);
 
@@ -87,36 +93,57 @@ fn responder_config(certs: &LabCerts) -> Result<ResponderConfig> {
 
 type DriverThread = std::thread::JoinHandle<Result<Result<()>>>;
 
-/// Runs gate64's IKE driver on a thread inside `gw`: its events, its stop switch, its thread.
-fn start_driver(
-    gw: &Netns,
-    config: ResponderConfig,
-) -> Result<(
-    mpsc::Receiver<Event>,
-    tokio::sync::oneshot::Sender<()>,
-    DriverThread,
-)> {
-    let (events_tx, events) = mpsc::channel();
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let driver = gw.spawn_thread("ike-driver", move || -> Result<()> {
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()?;
-        runtime.block_on(async move {
-            let sockets = IkeSockets::bind(GATEWAY, IKE_PORT, NAT_T_PORT)?;
-            let responder = Responder::new(config, Instant::now(), SystemTime::now())?;
-            let driver = IkeDriver::new(sockets, responder, move |e| {
-                let _ = events_tx.send(e);
-            });
-            driver
-                .run(async {
-                    let _ = stopped.await;
+/// gate64's IKE driver running on a thread inside the gateway namespace.
+struct Driver {
+    events: mpsc::Receiver<Event>,
+    /// ESP datagrams that reached its NAT-T socket (no dataplane runs here).
+    esp: mpsc::Receiver<Vec<u8>>,
+    stop: tokio::sync::oneshot::Sender<()>,
+    thread: DriverThread,
+}
+
+impl Driver {
+    fn start(gw: &Netns, config: ResponderConfig) -> Result<Driver> {
+        let (events_tx, events) = mpsc::channel();
+        let (esp_tx, esp) = mpsc::channel();
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let thread = gw.spawn_thread("ike-driver", move || -> Result<()> {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()?;
+            runtime.block_on(async move {
+                let sockets = IkeSockets::bind(GATEWAY, IKE_PORT, NAT_T_PORT)?;
+                let responder = Responder::new(config, Instant::now(), SystemTime::now())?;
+                let driver = IkeDriver::new(sockets, responder, move |e| {
+                    let _ = events_tx.send(e);
                 })
-                .await?;
-            Ok(())
+                .with_stray_esp(move |_, esp| {
+                    let _ = esp_tx.send(esp.to_vec());
+                });
+                driver
+                    .run(async {
+                        let _ = stopped.await;
+                    })
+                    .await?;
+                Ok(())
+            })
+        })?;
+        Ok(Driver {
+            events,
+            esp,
+            stop,
+            thread,
         })
-    })?;
-    Ok((events, stop, driver))
+    }
+
+    fn stop(self) -> Result<()> {
+        let _ = self.stop.send(());
+        let joined = self
+            .thread
+            .join()
+            .map_err(|_| anyhow::anyhow!("the IKE driver thread panicked"))?;
+        joined?.context("IKE driver")
+    }
 }
 
 fn two_tunnels(cli: &Netns, gw: &Netns) -> Result<()> {
@@ -125,29 +152,28 @@ fn two_tunnels(cli: &Netns, gw: &Netns) -> Result<()> {
     gw.addr_add("vcli", &format!("{GATEWAY}/64"))?;
     let server = IpAddr::V6(GATEWAY);
     let certs = LabCerts::generate(gw, &gw.dir().join("certs"), server)?;
-    let config = responder_config(&certs)?;
-
-    let (events, stop, driver) = start_driver(gw, config)?;
-
+    let mut config = responder_config(&certs)?;
+    // Small enough that the IKE_AUTH responses (certificate + AUTH, ~800 bytes) go out as
+    // RFC 7383 fragments, which strongSwan must reassemble.
+    config.fragment_size = 500;
+    let driver = Driver::start(gw, config)?;
     let initiator = Charon::start(
         cli,
         "initiator",
         CharonConfig::initiator(server, certs.initiator(), tunnels()),
     )?;
-    let outcome = with_charon_logs(exercise(&initiator, &events), &[&initiator]);
+    let outcome = with_charon_logs(exercise(cli, &initiator, &driver), &[&initiator]);
     if outcome.is_ok() {
         print_proof(&initiator);
     }
     drop(initiator);
-    let _ = stop.send(());
-    let joined = driver
-        .join()
-        .map_err(|_| anyhow::anyhow!("the IKE driver thread panicked"))?;
+    let stopped = driver.stop();
     outcome?;
-    joined?.context("IKE driver")
+    stopped
 }
 
-fn exercise(initiator: &Charon<'_>, events: &mpsc::Receiver<Event>) -> Result<()> {
+fn exercise(cli: &Netns, initiator: &Charon<'_>, driver: &Driver) -> Result<()> {
+    let events = &driver.events;
     initiator.load_all()?;
     for tunnel in [INFRASTRUCTURE, INTRANET] {
         initiator.initiate(tunnel, tunnel, INITIATE_TIMEOUT)?;
@@ -179,6 +205,7 @@ fn exercise(initiator: &Charon<'_>, events: &mpsc::Receiver<Event>) -> Result<()
         }
     }
     check_children(&sas, &seen)?;
+    esp_opens_with_gate64_keys(cli, driver, &seen)?;
     rekey_and_terminate(initiator, events)
 }
 
@@ -335,8 +362,12 @@ fn another_ca(cli: &Netns, gw: &Netns) -> Result<()> {
     let server = IpAddr::V6(GATEWAY);
     let lab = LabCerts::generate(gw, &gw.dir().join("lab"), server)?;
     let other = LabCerts::generate(gw, &gw.dir().join("other"), server)?;
-    let config = responder_config(&lab)?;
-    let (events, stop, driver) = start_driver(gw, config)?;
+    let mut config = responder_config(&lab)?;
+    // Every IKE_SA_INIT must carry a cookie (RFC 7296 §2.6): strongSwan has to retry with it
+    // before it reaches IKE_AUTH.
+    config.half_open_cookie_threshold = 0;
+    let driver = Driver::start(gw, config)?;
+    let events = &driver.events;
     let mut credentials = other.initiator();
     credentials.cas = vec![lab.ca.clone()];
     let initiator = Charon::start(
@@ -354,7 +385,7 @@ fn another_ca(cli: &Netns, gw: &Netns) -> Result<()> {
             err.contains("AUTHENTICATION_FAILED"),
             "not AUTHENTICATION_FAILED: {err}"
         );
-        let seen = wait_event(&events, "a failed negotiation", |e| {
+        let seen = wait_event(events, "a failed negotiation", |e| {
             matches!(e, Event::Negotiation { result: Err(_), .. })
         })?;
         let named = seen.iter().any(|e| {
@@ -362,6 +393,10 @@ fn another_ca(cli: &Netns, gw: &Netns) -> Result<()> {
                 if why.contains("trusted CA"))
         });
         ensure!(named, "gate64 names the unknown CA: {seen:#?}");
+        ensure!(
+            seen.iter().any(|e| matches!(e, Event::CookieSent { .. })),
+            "a cookie was asked for first: {seen:#?}"
+        );
         ensure!(
             !seen.iter().any(|e| matches!(e, Event::ChildSaUp(_))),
             "no child SA: {seen:#?}"
@@ -371,12 +406,9 @@ fn another_ca(cli: &Netns, gw: &Netns) -> Result<()> {
     };
     let outcome = with_charon_logs(scenario(), &[&initiator]);
     drop(initiator);
-    let _ = stop.send(());
-    let joined = driver
-        .join()
-        .map_err(|_| anyhow::anyhow!("the IKE driver thread panicked"))?;
+    let stopped = driver.stop();
     outcome?;
-    joined?.context("IKE driver")
+    stopped
 }
 
 /// Issue 8 (c): gate64's own initiator against strongSwan as the responder, one IKE SA per
@@ -451,6 +483,7 @@ fn print_proof(charon: &Charon<'_>) {
         "deleting IKE_SA",
         "virtual IP",
         "retransmit",
+        "fragment",
     ];
     for line in tail.lines().filter(|l| keys.iter().any(|k| l.contains(k))) {
         eprintln!("charon: {line}");
@@ -520,4 +553,63 @@ fn run_initiator(config: InitiatorConfig) -> Result<(Option<IpAddr>, ChildSaPair
         }
     }
     bail!("gate64's initiator did not establish within {INITIATE_TIMEOUT:?}")
+}
+
+/// strongSwan's ESP (a ping from its virtual IP into the infrastructure tunnel) opens with the
+/// inbound keys gate64's responder derived: the KEYMAT order and salt (RFC 7296 §2.17,
+/// RFC 4106 §8.1) agree with a real peer's, and the inner packet fits the selectors.
+fn esp_opens_with_gate64_keys(
+    cli: &Netns,
+    driver: &Driver,
+    seen: &[Box<ChildSaPair>],
+) -> Result<()> {
+    let pair = seen
+        .iter()
+        .find(|p| p.tunnel == TunnelKind::Infrastructure)
+        .context("infrastructure child SA")?;
+    let inbound = gate64_esp::Inbound::new(&pair.inbound).context("inbound SA")?;
+    // Nobody answers inside the lab: the pings only need to leave strongSwan.
+    let _ = cli.exec(&[
+        "ping",
+        "-6",
+        "-c",
+        "2",
+        "-i",
+        "0.2",
+        "-W",
+        "1",
+        "fd00:c0::53",
+    ]);
+    let deadline = Instant::now() + SETTLE_TIMEOUT;
+    while Instant::now() < deadline {
+        let Ok(mut esp) = driver.esp.recv_timeout(Duration::from_millis(200)) else {
+            continue;
+        };
+        if gate64_esp::spi_of(&esp) != Some(pair.inbound.spi) {
+            continue;
+        }
+        let opened = inbound
+            .open(&mut esp)
+            .map_err(|e| anyhow::anyhow!("gate64 cannot open strongSwan's ESP: {e:?}"))?;
+        ensure!(opened.next_header == 41, "an IPv6 inner packet: {opened:?}");
+        let inner = &esp[opened.inner.clone()];
+        ensure!(
+            inner.len() >= 40 && inner[6] == 58,
+            "ICMPv6 inside: {inner:02x?}"
+        );
+        let (src, dst) = (&inner[8..24], &inner[24..40]);
+        ensure!(
+            src == FIRST_LEASE.octets() && dst == INFRASTRUCTURE_HOST.octets(),
+            "{inner:02x?}"
+        );
+        ensure!(
+            inbound.admits(IpAddr::V6(FIRST_LEASE), IpAddr::V6(INFRASTRUCTURE_HOST)),
+            "the selectors admit it"
+        );
+        return Ok(());
+    }
+    bail!(
+        "no ESP with gate64's SPI {:08x} reached the gateway",
+        pair.inbound.spi
+    )
 }

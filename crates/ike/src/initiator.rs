@@ -427,18 +427,8 @@ impl Initiator {
             method: method.code(),
             data: auth,
         });
-        if self.config.request_address {
-            let attributes = vec![CfgAttribute {
-                kind: cfg::INTERNAL_IP6_ADDRESS,
-                value: Vec::new(),
-            }];
-            payloads.push(Payload::Cp(Configuration {
-                kind: cfg::REQUEST,
-                attributes,
-            }));
-        }
+        payloads.extend(self.cfg_request());
         let proposal = self.esp_proposal();
-
         payloads.extend([
             Payload::Sa(vec![proposal]),
             Payload::TsI(self.config.tsi.clone()),
@@ -456,6 +446,20 @@ impl Initiator {
         self.next_id = 2;
         self.send(now, bytes);
         Ok(())
+    }
+
+    /// CP(CFG_REQUEST) for an inner IPv6 address (RFC 7296 §3.15.1), when configured.
+    fn cfg_request(&self) -> Option<Payload> {
+        self.config.request_address.then(|| {
+            let attributes = vec![CfgAttribute {
+                kind: cfg::INTERNAL_IP6_ADDRESS,
+                value: Vec::new(),
+            }];
+            Payload::Cp(Configuration {
+                kind: cfg::REQUEST,
+                attributes,
+            })
+        })
     }
 
     fn esp_proposal(&self) -> Proposal {

@@ -95,11 +95,15 @@ fn bind_one(endpoint: Ipv6Addr, port: u16) -> io::Result<StdUdpSocket> {
     Ok(s.into())
 }
 
+/// Where stray ESP goes (see [`IkeDriver::with_stray_esp`]).
+type EspSink = Box<dyn FnMut(SocketAddr, &[u8]) + Send>;
+
 /// Runs a [`Responder`] on its sockets.
 pub struct IkeDriver {
     sockets: IkeSockets,
     responder: Responder,
     sink: Box<dyn FnMut(Event) + Send>,
+    esp_sink: Option<EspSink>,
     status: IkeStatus,
     stray_esp: u64,
     published: Instant,
@@ -116,10 +120,19 @@ impl IkeDriver {
             sockets,
             responder,
             sink: Box::new(sink),
+            esp_sink: None,
             status: IkeStatus::default(),
             stray_esp: 0,
             published: Instant::now(),
         }
+    }
+
+    /// Hands ESP that reached the NAT-T socket (a non-zero first word: the dataplane, which
+    /// opens ESP before the kernel sees it, let it through) to `sink` as well as counting it;
+    /// for labs and tests that run the driver without the dataplane.
+    pub fn with_stray_esp(mut self, sink: impl FnMut(SocketAddr, &[u8]) + Send + 'static) -> Self {
+        self.esp_sink = Some(Box::new(sink));
+        self
     }
 
     /// The status handle (clone it before [`IkeDriver::run`]).
@@ -162,7 +175,12 @@ impl IkeDriver {
         match datagram {
             [0xff] => {}
             [0, 0, 0, 0, ike @ ..] => self.responder.handle(Instant::now(), local, from, ike),
-            _ => self.stray_esp += 1,
+            esp => {
+                self.stray_esp += 1;
+                if let Some(sink) = self.esp_sink.as_mut() {
+                    sink(from, esp);
+                }
+            }
         }
     }
 

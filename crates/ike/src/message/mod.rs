@@ -8,6 +8,11 @@
 //! responder answers with N(UNSUPPORTED_CRITICAL_PAYLOAD). The encrypted payload (SK, and its
 //! RFC 7383 fragment form SKF) must be last: its body runs to the end of the message and is
 //! kept as bytes for [`crate::keys`] to open.
+//!
+//! Why our own codec rather than `ipsec-parser` (rusticata): that crate only parses, while a
+//! responder must emit every payload it parses (and the AUTH octets are computed over our own
+//! emitted bytes), so one definition with parse and emit side by side, round-trip proptested
+//! and fuzzed, is less code than a parser plus a separate serializer kept in step with it.
 
 mod payload;
 mod sa;

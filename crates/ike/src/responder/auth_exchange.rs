@@ -7,6 +7,7 @@ use std::time::{Instant, SystemTime};
 use super::child::{self, ChildPlan, KeRule};
 use super::{Event, Refusal, Responder, init};
 use crate::auth::{AuthError, AuthMethod, Identity, TrustAnchors};
+use crate::child_sa::TunnelKind;
 use crate::keys;
 use crate::message::{
     Configuration, Header, Identification, Notify, Payload, Proposal, TrafficSelector, cfg,
@@ -23,6 +24,7 @@ struct AuthRequest<'a> {
     proposals: &'a [Proposal],
     tsi: &'a [TrafficSelector],
     tsr: &'a [TrafficSelector],
+    initial_contact: bool,
 }
 
 fn request_parts(inner: &[Payload]) -> Option<AuthRequest<'_>> {
@@ -54,6 +56,7 @@ fn request_parts(inner: &[Payload]) -> Option<AuthRequest<'_>> {
         proposals: proposals?,
         tsi: tsi?,
         tsr: tsr?,
+        initial_contact: find_notify(inner, notify::INITIAL_CONTACT).is_some(),
     })
 }
 
@@ -168,6 +171,9 @@ fn complete(
     if let Some(sa) = r.sas.get_mut(&h.spi_r) {
         sa.tunnel = tunnel;
     }
+    if req.initial_contact {
+        forget_stale(r, h.spi_r, &identity, tunnel);
+    }
     tracing::info!(peer = %remote, identity = %identity, ?tunnel, "ike sa established");
     r.event(Event::IkeSaUp {
         ike_spi: h.spi_i,
@@ -183,6 +189,23 @@ fn complete(
         result: Ok(()),
         duration: now.saturating_duration_since(started),
     });
+}
+
+/// RFC 7296 §2.4 INITIAL_CONTACT: the client has forgotten its earlier SAs, so ours with the
+/// same identity and the same tunnel go (after the new lease, so the inner address stays).
+/// The other tunnel's IKE SA stays: a DirectAccess client keeps both, and strongSwan may send
+/// INITIAL_CONTACT on the second one too.
+fn forget_stale(r: &mut Responder, spi_r: u64, identity: &str, tunnel: Option<TunnelKind>) {
+    let stale: Vec<u64> = r
+        .sas
+        .values()
+        .filter(|s| s.spi_r != spi_r && s.established && s.tunnel == tunnel)
+        .filter(|s| s.identity.as_deref() == Some(identity))
+        .map(|s| s.spi_r)
+        .collect();
+    for spi in stale {
+        r.remove_sa(spi);
+    }
 }
 
 /// IDr, our certificates and our AUTH over the IKE_SA_INIT response | Ni | prf(SK_pr, IDr')

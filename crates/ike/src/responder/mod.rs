@@ -449,6 +449,12 @@ impl Responder {
             return self.refused(remote, Refusal::UnknownSpi);
         }
         if let Some(cached) = sa.cached.as_ref().filter(|c| c.message_id == h.message_id) {
+            // RFC 7383 §2.6.1: a retransmitted fragmented request is answered once, on its
+            // first fragment, not once per fragment.
+            if matches!(message.payloads.last(), Some(Payload::Skf { number, .. }) if *number != 1)
+            {
+                return;
+            }
             // RFC 7296 §2.1: a retransmitted request gets the same response bytes.
             let datagrams = cached.datagrams.clone();
             let (l, r) = (sa.local, remote);

@@ -817,6 +817,11 @@ fn rfc7383_fragmented_request_and_response() {
         }
         chain.extend(keys::open_fragment(&t.bytes, body, &keys.sk_er).expect("opens"));
     }
+    // A retransmission of the fragmented request is answered once, on fragment 1.
+    for f in &fragments {
+        r.handle(now, rem, l, f);
+    }
+    assert_eq!(std::iter::from_fn(|| r.poll_transmit()).count(), out.len());
     let payloads = crate::message::parse_chain(first, &chain).expect("reassembled");
     assert_eq!(payloads.first().map(Payload::kind), Some(kind::IDR));
     assert_eq!(child_ups(&events(&mut r)).len(), 1);
@@ -880,4 +885,61 @@ fn rfc7296_2_23_nat_moves_the_exchange_to_4500() {
     assert_eq!(theirs.peer.udp_encap, Some(4500));
     let ev = events(&mut r);
     assert_eq!(child_ups(&ev)[0].peer.udp_encap, Some(61001));
+}
+
+/// RFC 7296 §2.4: a client that comes back with INITIAL_CONTACT replaces its stale IKE SA of
+/// the same tunnel (and keeps its inner address); its other tunnel is left alone.
+#[test]
+fn rfc7296_2_4_initial_contact_replaces_the_same_tunnel_only() {
+    let lab = Lab::new();
+    let now = Instant::now();
+    let (mut r, _, old) = established_pair(&lab, now, |_| {});
+    let mut infra = lab.initiator(
+        now,
+        TunnelKind::Infrastructure,
+        "fd00:c0::53/128",
+        &lab.clients_ca,
+        Group::Ecp256,
+    );
+    infra.start(now);
+    exchange_all(&mut r, &mut infra, now);
+    let mut again = lab.initiator(
+        now,
+        TunnelKind::Intranet,
+        "fd00:c0::/64",
+        &lab.clients_ca,
+        Group::Ecp256,
+    );
+    again.start(now);
+    exchange_all(&mut r, &mut again, now);
+    let (inner, _) = established(&mut again);
+    assert_eq!(
+        inner,
+        Some(old.peer.inner[0]),
+        "same identity, same inner address"
+    );
+    let ev = events(&mut r);
+    assert!(
+        ev.contains(&Event::ChildSaDown {
+            inbound_spi: old.inbound.spi
+        }),
+        "{ev:?}"
+    );
+    let downs = ev.iter().filter(|e| {
+        matches!(
+            e,
+            Event::IkeSaDown {
+                tunnel: Some(TunnelKind::Intranet),
+                ..
+            }
+        )
+    });
+    assert_eq!(downs.count(), 1);
+    let tunnels: Vec<_> = r.ike_sas(now).iter().map(|s| s.tunnel).collect();
+    assert_eq!(tunnels.len(), 2);
+    assert!(
+        tunnels.contains(&Some(TunnelKind::Infrastructure))
+            && tunnels.contains(&Some(TunnelKind::Intranet))
+    );
+    assert_eq!(r.pool.leased(), 1);
 }
