@@ -8,6 +8,7 @@
 //!   `tcli` builds both tunnels over Debian's Miredo client to `gate64 serve` as the IKE
 //!   responder; pings reach the corporate host through the infrastructure tunnel and gate64
 //!   through the intranet tunnel, and `gate64 status` lists both child SAs with traffic.
+//! - `netns_strongswan_to_gate64_over_iphttps`: the same over `gate64 connect iphttps`.
 
 use std::net::{IpAddr, Ipv6Addr};
 use std::time::Duration;
@@ -18,7 +19,9 @@ use gate64_testkit::strongswan::{
 };
 use gate64_testkit::{CORP_HOST, Gate64Options, Topology, gate64_binary};
 
-use crate::common::{gate64_lines, netns_test, path_str};
+use crate::common::{
+    connect_iphttps, gate64_lines, make_certs, netns_test, path_str, serve_iphttps,
+};
 use crate::teredo::qualify;
 
 /// gate64's `corpnet.address6` in the lab configuration.
@@ -105,30 +108,79 @@ fn strongswan_to_gate64(topo: &Topology) -> Result<()> {
         &topo.srv.dir().join("certs"),
         IpAddr::V6(GATE64_ADDRESS6),
     )?;
-    let socket = topo.srv.dir().join("control.sock");
-    let infrastructure_ts = format!("{CORP_HOST}/128");
     let opts = Gate64Options {
         without_ipsec: false,
-        extra: format!(
-            "[ipsec]\ncertificate = \"{}\"\nprivate_key = \"{}\"\nca = \"{}\"\n\
-             pool6 = \"{POOL6}\"\ninfrastructure_prefixes = [\"{infrastructure_ts}\"]\n\
-             [control]\nsocket = \"{}\"\n",
-            path_str(&certs.responder_cert)?,
-            path_str(&certs.responder_key)?,
-            path_str(&certs.ca)?,
-            path_str(&socket)?,
-        ),
+        extra: ipsec_section(topo, &certs)?,
         ..Gate64Options::default()
     };
     let mut gate = topo.start_gate64(&opts)?;
-    // The corporate side routes the inner addresses back to gate64.
-    topo.corp
-        .ip(&["-6", "route", "replace", POOL6, "via", "2001:db8:100:1::1"])?;
     let (_client, _teredo) = qualify(topo)?;
     // Teredo's connectivity test and bubbles before IKE's first message (ICMPv6 echo to
     // gate64 is admitted without an SA).
     topo.ping6_all(&topo.cli, GATE64_ADDRESS6, 3)
         .context("ping gate64 over Teredo before IKE")?;
+    two_tunnels_to_gate64(topo, &certs, "teredo")?;
+    gate.ensure_running()
+}
+
+#[test]
+#[ignore = "netns: needs root"]
+fn netns_strongswan_to_gate64_over_iphttps() {
+    netns_test(
+        "netns_strongswan_to_gate64_over_iphttps",
+        Topology::builder(),
+        strongswan_to_gate64_over_iphttps,
+    );
+}
+
+fn strongswan_to_gate64_over_iphttps(topo: &Topology) -> Result<()> {
+    let tls = make_certs(topo)?;
+    let certs = LabCerts::generate(
+        &topo.srv,
+        &topo.srv.dir().join("ike-certs"),
+        IpAddr::V6(GATE64_ADDRESS6),
+    )?;
+    let mut conf = Gate64Options {
+        without_ipsec: false,
+        extra: ipsec_section(topo, &certs)?,
+        ..Gate64Options::default()
+    }
+    .config_toml();
+    conf.push_str(&format!(
+        "\n[iphttps]\nenabled = true\nlisten = \"198.51.100.1:443\"\ncertificate = {:?}\n\
+         private_key = {:?}\nprefix = \"2001:db8:1::/48\"\n",
+        path_str(&tls.join("server.pem"))?,
+        path_str(&tls.join("server.key"))?,
+    ));
+    let mut gate = serve_iphttps(topo, "gate64-ipsec.toml", &conf)?;
+    let (_client, _addr) = connect_iphttps(topo, &tls, false)?;
+    topo.ping6_all(&topo.cli, GATE64_ADDRESS6, 3)
+        .context("ping gate64 over IP-HTTPS before IKE")?;
+    two_tunnels_to_gate64(topo, &certs, "iphttps")?;
+    gate.ensure_running()
+}
+
+/// `[ipsec]` with the fixture's responder certificate, the pool, the corporate host as the
+/// infrastructure tunnel; and `[control]` in `tsrv`'s directory.
+fn ipsec_section(topo: &Topology, certs: &LabCerts) -> Result<String> {
+    Ok(format!(
+        "[ipsec]\ncertificate = \"{}\"\nprivate_key = \"{}\"\nca = \"{}\"\n\
+         pool6 = \"{POOL6}\"\ninfrastructure_prefixes = [\"{CORP_HOST}/128\"]\n\
+         [control]\nsocket = \"{}\"\n",
+        path_str(&certs.responder_cert)?,
+        path_str(&certs.responder_key)?,
+        path_str(&certs.ca)?,
+        path_str(&topo.srv.dir().join("control.sock"))?,
+    ))
+}
+
+/// charon in `tcli` builds both tunnels to gate64 (already reachable over `transport`),
+/// pings through each, and gate64's metrics and status show them.
+fn two_tunnels_to_gate64(topo: &Topology, certs: &LabCerts, transport: &str) -> Result<()> {
+    // The corporate side routes the inner addresses back to gate64.
+    topo.corp
+        .ip(&["-6", "route", "replace", POOL6, "via", "2001:db8:100:1::1"])?;
+    let infrastructure_ts = format!("{CORP_HOST}/128");
     let tunnels = vec![
         Tunnel::new(INFRASTRUCTURE, &[&infrastructure_ts]),
         Tunnel::new(INTRANET, &["2001:db8:100::/48"]),
@@ -152,7 +204,7 @@ fn strongswan_to_gate64(topo: &Topology) -> Result<()> {
         topo.ping6_all(&topo.cli, GATE64_ADDRESS6, 3)
             .context("ping gate64 through the intranet tunnel")?;
         // A full-size inner packet: libipsec's ipsec0 has MTU 1400, so the client's kernel
-        // fragments the ESP-in-UDP packet for the 1280-byte Teredo link and gate64
+        // fragments the ESP-in-UDP packet for the 1280-byte Teredo or IP-HTTPS link and gate64
         // reassembles it; the sealed replies are larger than 1280 bytes too. The first reply
         // meets gate64's 1280-byte TUN and comes back as Packet Too Big (path MTU discovery);
         // the corporate host fragments the others.
@@ -181,7 +233,6 @@ fn strongswan_to_gate64(topo: &Topology) -> Result<()> {
         Ok(())
     })();
     with_charon_logs(result, &[&initiator])?;
-    gate.ensure_running()?;
     let m = topo.metrics()?;
     for (name, at_least) in [("gate64_ipsec_qmsa", 2.0), ("gate64_ipsec_mmsa", 2.0)] {
         let v = m.sum(name, &[]);
@@ -190,12 +241,14 @@ fn strongswan_to_gate64(topo: &Topology) -> Result<()> {
     let ok = m.sum("gate64_ike_negotiations_total", &[("result", "ok")]);
     ensure!(ok >= 2.0, "negotiations ok: {ok}\n{}", gate64_lines(&m));
     let bin = gate64_binary()?;
+    let socket = topo.srv.dir().join("control.sock");
     let status = topo
         .srv
         .exec_ok(&[path_str(&bin)?, "status", "--socket", path_str(&socket)?])?;
+    let client = format!("{transport}, inner fd00:c1::");
     for needle in [
         "2 child SAs, 1 clients",
-        "teredo, inner fd00:c1::",
+        &client,
         "  infrastructure: ",
         "  intranet: ",
     ] {

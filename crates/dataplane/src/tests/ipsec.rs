@@ -49,8 +49,17 @@ fn params(spi: u32, key_byte: u8, remote: IpAddr) -> SaParams {
 /// address `inner`, UDP-encapsulated when `udp`; and the client's two halves of the SA
 /// (what it seals with, what it opens with).
 fn with_sa(inner: Ipv6Addr, udp: bool) -> (Worker, Outbound, Inbound) {
+    with_sa_for(teredo(CLIENT).encode(), inner, udp, ipsec_config(false))
+}
+
+/// [`with_sa`] for the client at `outer`, on a worker built from `cfg`.
+fn with_sa_for(
+    outer: Ipv6Addr,
+    inner: Ipv6Addr,
+    udp: bool,
+    mut cfg: DataplaneConfig,
+) -> (Worker, Outbound, Inbound) {
     let sadb = Arc::new(SaDb::new());
-    let mut cfg = ipsec_config(false);
     cfg.ipsec_pool = Some(Prefix::new("fd00:c1::".parse().unwrap(), 120));
     cfg.sadb = Some(Arc::clone(&sadb));
     let inbound = params(SPI_IN, 0x11, inner.into());
@@ -61,7 +70,7 @@ fn with_sa(inner: Ipv6Addr, udp: bool) -> (Worker, Outbound, Inbound) {
         inbound,
         outbound,
         peer: Peer {
-            outer: teredo(CLIENT).encode(),
+            outer,
             udp_encap: udp.then_some(NAT_T_CLIENT_PORT),
             inner: vec![inner.into()],
         },
@@ -76,12 +85,16 @@ fn with_sa(inner: Ipv6Addr, udp: bool) -> (Worker, Outbound, Inbound) {
 /// `inner` sealed by the client under `sa`, in an outer IPv6 packet from its Teredo address
 /// to the endpoint: UDP 4500 (RFC 3948) or next header 50.
 fn sealed(sa: &Outbound, inner: &[u8], udp: bool) -> Vec<u8> {
+    sealed_from(sa, inner, udp, teredo(CLIENT).encode())
+}
+
+/// [`sealed`] from the outer address `me`.
+fn sealed_from(sa: &Outbound, inner: &[u8], udp: bool, me: Ipv6Addr) -> Vec<u8> {
     let front = ipv6::HEADER_LEN + if udp { 8 } else { 0 };
     let mut b = vec![0u8; front + SPI_SEQ_IV_LEN + inner.len() + gate64_esp::MAX_TRAILER];
     b[front + SPI_SEQ_IV_LEN..][..inner.len()].copy_from_slice(inner);
     let n = sa.seal(&mut b, front, inner.len(), 41).unwrap();
     b.truncate(front + n);
-    let me = teredo(CLIENT).encode();
     let plen = u16::try_from(b.len() - ipv6::HEADER_LEN).unwrap();
     let nh = if udp {
         ipv6::NH_UDP
@@ -397,4 +410,58 @@ fn fragmented_esp_is_reassembled_opened_and_written_to_the_tun() {
     );
     assert_eq!(teredo_in(&mut w, &parts[1]).0, Verdict::Consumed);
     assert_eq!(w.poll_tun_write(), None, "the rest alone is no datagram");
+}
+
+/// An IP-HTTPS connection's send queue that keeps what it is given.
+#[derive(Default)]
+struct Queue(std::sync::Mutex<Vec<Vec<u8>>>);
+
+impl ClientQueue for Queue {
+    fn push(&self, packet: &[u8]) -> bool {
+        self.0.lock().unwrap().push(packet.to_vec());
+        true
+    }
+}
+
+#[test]
+fn an_iphttps_client_sends_esp_as_next_header_50_and_gets_sealed_replies_in_its_queue() {
+    // Windows' way: ESP straight in IPv6 (no UDP), the client's own address inside.
+    let me: Ipv6Addr = "2001:db8:1:6::b".parse().unwrap();
+    let mut cfg = ipsec_config(false);
+    cfg.iphttps_prefix = Some(Prefix::new("2001:db8:1::".parse().unwrap(), 48));
+    let (mut w, client_seal, client_open) = with_sa_for(me, me, false, cfg);
+    let queue = Arc::new(Queue::default());
+    w.shared().iphttps_clients().insert(
+        "2001:db8:1:6::".parse().unwrap(),
+        Arc::clone(&queue) as Arc<dyn ClientQueue>,
+    );
+    let ping = echo(me, CORP_HOST, 40);
+    // IP-HTTPS packets lie back to back in the stream buffer: no headroom before this one.
+    let mut stream = sealed_from(&client_seal, &ping, false, me);
+    let end = stream.len();
+    let v = w.handle_iphttps(
+        Instant::now(),
+        "2001:db8:1:6::".parse().unwrap(),
+        &mut stream,
+        0,
+        end,
+    );
+    let Verdict::Tun { start, end } = v else {
+        panic!("{v:?}");
+    };
+    assert_eq!(&stream[start..end], &ping[..]);
+    let reply = echo(CORP_HOST, me, 40);
+    assert_eq!(from_tun(&mut w, Instant::now(), &reply), Verdict::Consumed);
+    let mut sent = queue
+        .0
+        .lock()
+        .unwrap()
+        .pop()
+        .expect("the sealed reply is queued");
+    let outer = ipv6::Packet::new_checked(&sent).unwrap();
+    assert_eq!((outer.src(), outer.dst()), (ENDPOINT, me));
+    assert_eq!(outer.next_header(), crate::ipsec::NH_ESP);
+    let opened = client_open.open(&mut sent[ipv6::HEADER_LEN..]).unwrap();
+    assert_eq!(&sent[ipv6::HEADER_LEN..][opened.inner], &reply[..]);
+    assert_eq!(total_drops(w.stats()), 0);
 }
