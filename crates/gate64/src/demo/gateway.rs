@@ -68,13 +68,14 @@ pub struct Gateway {
 }
 
 impl Gateway {
-    /// A responder with `ipsec.pem`/`ipsec.key` from `dir`, trusting `clients-ca.pem`.
-    pub fn new(dir: &Path, started: Instant) -> Result<Self> {
+    /// A responder with `ipsec.pem`/`ipsec.key` from `dir`, trusting the clients' CA
+    /// `clients_ca` (PEM).
+    pub fn new(dir: &Path, clients_ca: &str, started: Instant) -> Result<Self> {
         let read = |f: &str| std::fs::read(dir.join(f)).with_context(|| format!("reading {f}"));
         let credentials = Credentials::from_pem(&read("ipsec.pem")?, &read("ipsec.key")?)
             .map_err(|e| anyhow::anyhow!("ipsec.pem: {e}"))?;
-        let anchors = TrustAnchors::from_pem(&read("clients-ca.pem")?)
-            .map_err(|e| anyhow::anyhow!("clients-ca.pem: {e}"))?;
+        let anchors = TrustAnchors::from_pem(clients_ca.as_bytes())
+            .map_err(|e| anyhow::anyhow!("the demo clients CA: {e}"))?;
         let net = |s: &str| s.parse::<IpNet>().context("lab prefix");
         let pool6: Ipv6Net = POOL6.parse().context("lab pool")?;
         let mut config = ResponderConfig::new(

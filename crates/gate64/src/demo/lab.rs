@@ -3,6 +3,7 @@
 
 use super::corp::corpnet;
 use super::gateway::{ENDPOINT, Gateway, INFRASTRUCTURE_TS, INTRANET_TS};
+use super::identities::ClientCa;
 use super::{DemoArgs, Totals};
 use crate::client::iphttps::{Server, Url};
 use crate::client::ipsec::IpsecSettings;
@@ -37,8 +38,9 @@ pub struct Lab {
     pub iphttps_url: Option<String>,
     /// The daemon's UDP workers.
     pub workers: usize,
-    /// What the clients need for their two IPsec tunnels (none with `--no-ipsec`).
-    pub ipsec: Option<Arc<IpsecSettings>>,
+    /// What the clients need for their two IPsec tunnels (none with `--no-ipsec`): the
+    /// settings they share and the CA that issues each its certificate.
+    pub ipsec: Option<(Arc<IpsecSettings>, Arc<ClientCa>)>,
     /// The daemon's TLS side, as in `gate64 serve`.
     ctl: tokio::runtime::Runtime,
     corp: JoinHandle<()>,
@@ -55,10 +57,12 @@ impl Lab {
             .then(LabCerts::generate)
             .transpose()?;
         let (gateway, ipsec) = match certs.as_ref().filter(|_| with_ipsec) {
-            Some(c) => (
-                Some(Gateway::new(&c.dir, std::time::Instant::now())?),
-                Some(Arc::new(client_settings(c)?)),
-            ),
+            Some(c) => {
+                let ca = ClientCa::generate()?;
+                let gateway = Gateway::new(&c.dir, ca.pem(), std::time::Instant::now())?;
+                let settings = Arc::new(client_settings(c)?);
+                (Some(gateway), Some((settings, Arc::new(ca))))
+            }
             None => (None, None),
         };
         let stop = Arc::new(AtomicBool::new(false));
@@ -124,8 +128,9 @@ impl Lab {
     }
 }
 
-/// The clients' side of the demo's tunnels: `gate64 certs`' IPsec client certificate, the
-/// lab CA for the responder, and the gateway's selectors. The clients do not ask for an
+/// The clients' side of the demo's tunnels: the lab CA for the responder and the gateway's
+/// selectors (`gate64 certs`' client certificate stands in until each client gets its own,
+/// [`ClientCa`]). The clients do not ask for an
 /// inner address (their transport address is their inner address), so the responder's
 /// tables show one inner address per client.
 fn client_settings(certs: &LabCerts) -> Result<IpsecSettings> {

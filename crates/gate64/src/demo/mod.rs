@@ -18,6 +18,7 @@
 
 mod corp;
 mod gateway;
+mod identities;
 mod lab;
 mod population;
 mod report;

@@ -4,10 +4,11 @@
 //! pings the corporate host, then exchanges [`Traffic`] with it until the end of the run.
 
 use super::corp::{BULK_PACKET, CORP_HOST, DISCARD_PORT, ECHO_PORT, bulk_packet, emit_udp};
+use super::identities::ClientCa;
 use super::lab::{Lab, RandomSeed, udp_socket};
 use super::{DemoArgs, Totals, Transport, add};
 use crate::client::iphttps::Server;
-use crate::client::ipsec::{InnerLink, IpsecHost};
+use crate::client::ipsec::{InnerLink, IpsecHost, IpsecSettings};
 use crate::client::{Host, Ready};
 use anyhow::Result;
 use gate64_teredo::client::Client;
@@ -61,11 +62,12 @@ pub fn spawn(
                 let mut host = EmulatedHost::new(transport, seed, per_client, end, &totals);
                 host.needs_sa = ipsec.is_some();
                 host.traffic.packet = bulk_packet(ipsec.is_some());
-                let r = match ipsec {
-                    Some(settings) => {
-                        let mut host = IpsecHost::new(host, settings);
+                let r = match ipsec.map(|(base, ca)| own_settings(&base, &ca, i)) {
+                    Some(Ok(settings)) => {
+                        let mut host = IpsecHost::new(host, Arc::new(settings));
                         emulated_client(iphttps, teredo, seed, end, &mut host).await
                     }
+                    Some(Err(e)) => Err(e),
                     None => emulated_client(iphttps, teredo, seed, end, &mut host).await,
                 };
                 if let Err(e) = r {
@@ -75,6 +77,19 @@ pub fn spawn(
             })
         })
         .collect()
+}
+
+/// Client `i`'s IPsec settings: `base` with a certificate of its own from `ca`.
+fn own_settings(base: &IpsecSettings, ca: &ClientCa, i: usize) -> Result<IpsecSettings> {
+    let (chain_pem, key_pem) = ca.issue(i)?;
+    Ok(IpsecSettings {
+        endpoint: base.endpoint,
+        chain_pem,
+        key_pem,
+        ca_pem: base.ca_pem.clone(),
+        tunnels: base.tunnels.clone(),
+        request_address: base.request_address,
+    })
 }
 
 /// Whether client `i` of `n` is one of the `n_iphttps` IP-HTTPS clients: spread evenly over
