@@ -4,7 +4,9 @@
 //!   but gate64: `gate64 connect teredo` builds both tunnels to `gate64 serve` (`[ipsec]
 //!   require = true`, its own IKE responder and ESP stage), gets an inner address from the
 //!   pool, and reaches one corporate host through each tunnel (ping, then a short iperf3);
-//!   gate64 drops nothing for want of an SA.
+//!   the client negotiates both tunnels afresh (`--ipsec-renew-secs`), gate64 still counts
+//!   two IKE SAs and two child SAs and the pings still go through; gate64 drops nothing for
+//!   want of an SA.
 //! - `netns_ipsec_strongswan_over_iphttps` (8(b)): strongSwan's charon in `tcli` builds both
 //!   tunnels to `gate64 serve`'s IKE responder over the IP-HTTPS TUN device of `gate64 connect
 //!   iphttps --no-ipsec` (the clear-text transport, charon doing IKE and ESP); pings reach one
@@ -81,7 +83,14 @@ fn initiator_against_strongswan(topo: &Topology) -> Result<()> {
     let mut scenario = || -> Result<()> {
         responder.load_all()?;
         let _iperf = topo.start_iperf_server()?;
-        let mut client = spawn_client(topo, &certs, CORP_HOST, INFRASTRUCTURE_TS, INTRANET_TS)?;
+        let mut client = spawn_client(
+            topo,
+            &certs,
+            CORP_HOST,
+            INFRASTRUCTURE_TS,
+            INTRANET_TS,
+            3600,
+        )?;
         let sas = responder.wait_established(2, 2, ESTABLISH_TIMEOUT)?;
         ensure!(
             sas.iter().all(|s| s.children.len() == 1),
@@ -145,8 +154,10 @@ fn spawn_client(
     endpoint: Ipv6Addr,
     infrastructure_ts: &str,
     intranet_ts: &str,
+    renew_secs: u64,
 ) -> Result<Process> {
     let bin = gate64_binary()?;
+    let renew = renew_secs.to_string();
     let (server, endpoint) = (SERVER_V4.to_string(), endpoint.to_string());
     topo.cli.spawn(
         "gate64-connect-ipsec",
@@ -172,6 +183,8 @@ fn spawn_client(
             infrastructure_ts,
             "--intranet-ts",
             intranet_ts,
+            "--ipsec-renew-secs",
+            &renew,
         ],
     )
 }
@@ -213,6 +226,8 @@ const GATE64_ADDRESS6: Ipv6Addr = Ipv6Addr::new(0x2001, 0xdb8, 0x100, 0, 0, 0, 0
 /// the IKE peer itself (gate64) outside the tunnels, so the intranet tunnel is checked with
 /// this one.
 const CORP_HOST_2: Ipv6Addr = Ipv6Addr::new(0x2001, 0xdb8, 0x100, 1, 0, 0, 0, 3);
+/// `--ipsec-renew-secs` in the gate64-to-gate64 test: short, so the renewal is seen.
+const RENEW_SECS: u64 = 6;
 /// One IKE_SA_INIT + IKE_AUTH, with retransmissions.
 const INITIATE_TIMEOUT: Duration = Duration::from_secs(30);
 const SETTLE_TIMEOUT: Duration = Duration::from_secs(15);
@@ -355,6 +370,7 @@ fn connect_teredo_to_gate64(topo: &Topology) -> Result<()> {
         GATE64_ADDRESS6,
         &infrastructure_ts,
         "2001:db8:100::/48",
+        RENEW_SECS,
     )?;
     let up = wait_for(ESTABLISH_TIMEOUT, || {
         let m = topo.metrics().ok()?;
@@ -391,7 +407,32 @@ fn connect_teredo_to_gate64(topo: &Topology) -> Result<()> {
         "gate64 connect teredo + gate64 serve: iperf3 {:.1} Mbit/s through the intranet tunnel",
         iperf.received_bps / 1e6
     );
+    // Both tunnels are negotiated afresh every RENEW_SECS: gate64 sees new IKE SAs replace
+    // the old ones (INITIAL_CONTACT), still two of each, and the tunnels keep working.
+    let renewed = wait_for(Duration::from_secs(3 * RENEW_SECS), || {
+        let m = topo.metrics().ok()?;
+        let ok = m.sum("gate64_ike_negotiations_total", &[("result", "ok")]);
+        (ok >= 4.0).then_some(())
+    });
+    ensure!(
+        renewed.is_some(),
+        "the client did not negotiate its tunnels afresh within {}s\n{}",
+        3 * RENEW_SECS,
+        gate64_lines(&topo.metrics()?)
+    );
+    for host in [CORP_HOST, CORP_HOST_2] {
+        topo.ping6_all(&topo.cli, host, PINGS)
+            .with_context(|| format!("ping {host} after the tunnels were renewed"))?;
+    }
     let m = topo.metrics()?;
+    for name in ["gate64_ipsec_qmsa", "gate64_ipsec_mmsa"] {
+        let v = m.sum(name, &[]);
+        ensure!(
+            v == 2.0,
+            "after renewal {name} is {v}, expected 2\n{}",
+            gate64_lines(&m)
+        );
+    }
     let no_sa = m.sum("gate64_drops_total", &[("reason", "no_sa")]);
     ensure!(
         no_sa == 0.0,

@@ -22,7 +22,12 @@
 //!
 //! A tunnel whose negotiation fails, or whose IKE SA the responder deletes, starts over after
 //! [`RETRY_AFTER`], doubling per failure up to [`RETRY_MAX`], with a random part so that many
-//! clients refused together (a busy responder) do not come back together. The initiator answers liveness checks (DPD); it does not rekey, so SAs
+//! clients refused together (a busy responder) do not come back together. The initiator does
+//! not rekey (it answers a responder's CREATE_CHILD_SA with an empty response, which fails
+//! the rekey), so each tunnel is negotiated afresh every [`RENEW_AFTER`] (by default), before the
+//! responder's lifetimes run out: make before break, the old child SA carries the traffic
+//! until the new one is up, and the new IKE SA's INITIAL_CONTACT retires the old one at the
+//! responder. The initiator answers liveness checks (DPD); it does not rekey, so SAs
 //! live until the responder rekeys or deletes them (see `gate64_ike::initiator`).
 
 use super::{Host, Ready, sleep_until};
@@ -49,6 +54,10 @@ pub const NAT_T_PORT: u16 = 4500;
 pub const IKE_PORT: u16 = 500;
 /// A failed or deleted tunnel is negotiated again after this long.
 pub const RETRY_AFTER: Duration = Duration::from_secs(5);
+/// A tunnel is negotiated afresh after this long: below strongSwan's default child SA rekey
+/// time (1 h, which it would try as responder and fail against this initiator) and gate64's
+/// `child_lifetime` (8 h).
+pub const RENEW_AFTER: Duration = Duration::from_secs(45 * 60);
 /// The longest wait between two negotiations of a tunnel.
 pub const RETRY_MAX: Duration = Duration::from_secs(120);
 /// First retransmission of an unanswered IKE request (doubling, RFC 7296 §2.1).
@@ -80,6 +89,8 @@ pub struct IpsecSettings {
     /// Ask for an inner address (CFG_REQUEST, TSi `::/0`); otherwise the outer address is
     /// the inner one too (TSi = it alone), as the design allows for clients that do not ask.
     pub request_address: bool,
+    /// Negotiate each tunnel afresh after this long ([`RENEW_AFTER`] by default).
+    pub renew_after: Duration,
 }
 
 impl IpsecSettings {
@@ -100,6 +111,7 @@ impl IpsecSettings {
             ca_pem: read(ca)?,
             tunnels,
             request_address: true,
+            renew_after: RENEW_AFTER,
         };
         s.credentials().with_context(|| {
             format!(
@@ -186,6 +198,8 @@ struct Tunnel {
     retry_at: Option<Instant>,
     /// Failures since the tunnel was last up.
     failures: u32,
+    /// When to negotiate the established tunnel afresh ([`RENEW_AFTER`]).
+    renew_at: Option<Instant>,
 }
 
 /// An installed child SA from our side: `inbound` opens what the responder sends.
@@ -236,6 +250,7 @@ impl<H: InnerLink> IpsecHost<H> {
                 child: None,
                 retry_at: None,
                 failures: 0,
+                renew_at: None,
             })
             .collect();
         IpsecHost {
@@ -256,8 +271,9 @@ impl<H: InnerLink> IpsecHost<H> {
         self.stats
     }
 
-    /// Starts (or restarts) the negotiation of tunnel `i` from `outer`.
-    fn start(&mut self, i: usize, now: Instant) {
+    /// Starts (or restarts) the negotiation of tunnel `i` from `outer`; with `keep_child`
+    /// the current child SA carries traffic until the new one is up.
+    fn start(&mut self, i: usize, now: Instant, keep_child: bool) {
         let Some(outer) = self.outer else { return };
         let Some(kind) = self.tunnels.get(i).map(|t| t.kind) else {
             return;
@@ -278,7 +294,8 @@ impl<H: InnerLink> IpsecHost<H> {
                     .map_err(|e| anyhow::anyhow!("{e:?}"))
             });
         let tunnel = &mut self.tunnels[i];
-        if tunnel.child.take().is_some() {
+        tunnel.renew_at = None;
+        if !keep_child && tunnel.child.take().is_some() {
             self.stats.child_sas = self.stats.child_sas.saturating_sub(1);
             self.stats.ike_sas = self.stats.ike_sas.saturating_sub(1);
         }
@@ -358,14 +375,18 @@ impl<H: InnerLink> IpsecHost<H> {
                     spi_out = format_args!("{:08x}", outbound.spi()),
                     "IPsec tunnel up"
                 );
-                self.tunnels[i].failures = 0;
-                self.tunnels[i].child = Some(ChildSa {
+                let tunnel = &mut self.tunnels[i];
+                tunnel.failures = 0;
+                tunnel.renew_at = Some(now + self.settings.renew_after);
+                let child = ChildSa {
                     inbound,
                     outbound,
                     span,
-                });
-                self.stats.ike_sas += 1;
-                self.stats.child_sas += 1;
+                };
+                if tunnel.child.replace(child).is_none() {
+                    self.stats.ike_sas += 1;
+                    self.stats.child_sas += 1;
+                }
             }
             InitiatorEvent::Failed(e) => {
                 let wait = self.retry(i, now);
@@ -383,6 +404,7 @@ impl<H: InnerLink> IpsecHost<H> {
             self.stats.ike_sas = self.stats.ike_sas.saturating_sub(1);
         }
         tunnel.initiator = None;
+        tunnel.renew_at = None;
         let wait = retry_delay(tunnel.failures);
         tunnel.failures = tunnel.failures.saturating_add(1);
         tunnel.retry_at = Some(now + wait);
@@ -401,10 +423,7 @@ impl<H: InnerLink> IpsecHost<H> {
             .iter()
             .filter_map(|t| {
                 let ike = t.initiator.as_ref().and_then(Initiator::poll_timeout);
-                match (ike, t.retry_at) {
-                    (Some(a), Some(b)) => Some(a.min(b)),
-                    (a, b) => a.or(b),
-                }
+                [ike, t.retry_at, t.renew_at].into_iter().flatten().min()
             })
             .min()
     }
@@ -412,7 +431,10 @@ impl<H: InnerLink> IpsecHost<H> {
     fn on_timeout(&mut self, now: Instant) {
         for i in 0..self.tunnels.len() {
             if self.tunnels[i].retry_at.is_some_and(|at| at <= now) {
-                self.start(i, now);
+                self.start(i, now, false);
+            } else if self.tunnels[i].renew_at.is_some_and(|at| at <= now) {
+                debug!(tunnel = ?self.tunnels[i].kind, "IKE: negotiating the tunnel afresh");
+                self.start(i, now, true);
             } else if let Some(initiator) = self.tunnels[i].initiator.as_mut() {
                 initiator.handle_timeout(now);
             }
@@ -649,7 +671,7 @@ impl<H: InnerLink> Host for IpsecHost<H> {
             self.outer = Some(address);
             let now = Instant::now();
             for i in 0..self.tunnels.len() {
-                self.start(i, now);
+                self.start(i, now, false);
             }
         }
         Ok(())

@@ -153,6 +153,11 @@ struct IpsecArgs {
     /// Corporate prefix asked for in the intranet tunnel (repeatable). Default `::/0`.
     #[arg(long = "intranet-ts", value_name = "PREFIX")]
     intranet_ts: Vec<Ipv6Net>,
+    /// Negotiate each tunnel afresh after this many seconds (make before break; this client
+    /// does not rekey in place). Keep it below the responder's child SA lifetime.
+    #[arg(long, value_name = "SECS", default_value_t = 2700,
+          value_parser = clap::value_parser!(u64).range(5..))]
+    ipsec_renew_secs: u64,
 }
 
 impl IpsecArgs {
@@ -181,7 +186,9 @@ impl IpsecArgs {
             (TunnelKind::Infrastructure, self.infrastructure_ts.clone()),
             (TunnelKind::Intranet, self.intranet_ts.clone()),
         ];
-        IpsecSettings::load(endpoint, cert, key, ca, tunnels).map(|s| Some(Arc::new(s)))
+        let mut settings = IpsecSettings::load(endpoint, cert, key, ca, tunnels)?;
+        settings.renew_after = std::time::Duration::from_secs(self.ipsec_renew_secs);
+        Ok(Some(Arc::new(settings)))
     }
 }
 

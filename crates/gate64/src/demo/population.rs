@@ -89,6 +89,7 @@ fn own_settings(base: &IpsecSettings, ca: &ClientCa, i: usize) -> Result<IpsecSe
         ca_pem: base.ca_pem.clone(),
         tunnels: base.tunnels.clone(),
         request_address: base.request_address,
+        renew_after: base.renew_after,
     })
 }
 
