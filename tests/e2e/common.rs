@@ -153,6 +153,7 @@ pub(crate) fn spawn_iphttps_client_routes(
         path_str(&bin)?,
         "connect",
         "iphttps",
+        "--no-ipsec",
         "--server",
         &url,
         "--ca",

@@ -202,6 +202,7 @@ fn teredo_connect(topo: &Topology) -> Result<()> {
             path_str(&bin)?,
             "connect",
             "teredo",
+            "--no-ipsec",
             "--server",
             &server,
             "--route",

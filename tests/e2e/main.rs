@@ -14,6 +14,7 @@ mod iphttps;
 mod iphttps_abuse;
 mod iphttps_edge;
 mod ipsec;
+mod ipsec_connect;
 mod ipsec_strongswan;
 mod lifecycle;
 mod nat64;

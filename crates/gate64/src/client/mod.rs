@@ -5,6 +5,7 @@
 //! the tunnel, so that the same session serves the TUN device and the emulated host.
 
 pub mod iphttps;
+pub mod ipsec;
 pub mod teredo;
 
 use anyhow::Result;

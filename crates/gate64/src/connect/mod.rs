@@ -15,6 +15,19 @@
 //! gathered per TLS read or per burst of datagrams and written with GRO, so a flow's segments
 //! enter the local stack as one super-packet.
 //!
+//! Over either transport the client is a DirectAccess-style IPsec client by default
+//! ([`crate::client::ipsec`], issue 8): once the transport is up, two IKEv2 initiators build
+//! the `infrastructure` and `intranet` tunnels (one IKE SA and one child SA each, certificate
+//! authentication with `--ipsec-cert/--ipsec-key`, the responder checked against `--ipsec-ca`)
+//! to `--ipsec-endpoint`, riding the transport as IPv6/UDP 4500 built by the client itself (no
+//! kernel socket, no kernel ESP). The inner address comes from the configuration payload
+//! (CFG_REQUEST) and the corporate routes from the narrowed traffic selectors, routed into
+//! the TUN device with the inner address as source and a TCP MSS that keeps a sealed segment
+//! within the transport's MTU; `--route` is then only for extra prefixes. The endpoint has no
+//! default: neither transport tells the client gate64's IKE address (its `[ipsec] endpoint`,
+//! by default `corpnet.address6`). `--no-ipsec` keeps the clear-text client of earlier
+//! releases, for labs.
+//!
 //! The TUN device is created on the first configuration and survives reconnects; `--route`
 //! prefixes are routed into it (`ip -6 route replace`). On a lost IP-HTTPS connection the
 //! client reconnects after 1 s, doubling up to 60 s, and resets after a successful link. (The
@@ -24,12 +37,16 @@
 
 mod tun;
 
+use crate::client::Host;
 use crate::client::iphttps::{Server, Url};
+use crate::client::ipsec::{IpsecHost, IpsecSettings};
 use anyhow::{Context, Result};
+use gate64_esp::TunnelKind;
 use gate64_teredo::client::Client as TeredoClient;
 use ipnet::Ipv6Net;
-use std::net::{Ipv4Addr, SocketAddrV4};
+use std::net::{Ipv4Addr, Ipv6Addr, SocketAddrV4};
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 use tokio::net::UdpSocket;
 use tracing::{info, warn};
@@ -47,8 +64,9 @@ const SYSTEM_CA_BUNDLE: &str = "/etc/ssl/certs/ca-certificates.crt";
 /// Arguments of `gate64 connect`.
 #[derive(clap::Args, Debug)]
 pub struct ConnectArgs {
+    // Boxed: the IPsec options make the transports' arguments the largest command.
     #[command(subcommand)]
-    transport: Transport,
+    transport: Box<Transport>,
 }
 
 #[derive(clap::Subcommand, Debug)]
@@ -76,9 +94,12 @@ struct IphttpsArgs {
     /// Name of the TUN device.
     #[arg(long, default_value = "gate64c")]
     ifname: String,
-    /// A prefix to route into the tunnel (repeatable), e.g. the corporate /48.
+    /// A prefix to route into the tunnel (repeatable), e.g. the corporate /48. With IPsec the
+    /// corporate routes come from the traffic selectors and this is rarely needed.
     #[arg(long = "route")]
     routes: Vec<Ipv6Net>,
+    #[command(flatten)]
+    ipsec: IpsecArgs,
 }
 
 #[derive(clap::Args, Debug)]
@@ -92,9 +113,83 @@ struct TeredoArgs {
     /// Name of the TUN device.
     #[arg(long, default_value = "gate64t")]
     ifname: String,
-    /// A prefix to route into the tunnel besides `2001::/32` (repeatable).
+    /// A prefix to route into the tunnel besides `2001::/32` (repeatable). With IPsec the
+    /// corporate routes come from the traffic selectors and this is rarely needed.
     #[arg(long = "route")]
     routes: Vec<Ipv6Net>,
+    #[command(flatten)]
+    ipsec: IpsecArgs,
+}
+
+/// The IPsec half of `gate64 connect` (DirectAccess's two tunnels, see the module docs).
+#[derive(clap::Args, Debug)]
+struct IpsecArgs {
+    /// No IKE and no ESP: the host's packets cross the transport in the clear. For labs only
+    /// (a gate64 with `[ipsec] require = false`, or another IKE client such as strongSwan
+    /// riding this tunnel); a gate64 with the default `require = true` lets such a client
+    /// reach nothing but gate64 itself.
+    #[arg(long)]
+    no_ipsec: bool,
+    /// gate64's IKE/ESP address (its `[ipsec] endpoint`, by default its `corpnet.address6`).
+    /// Required with IPsec: neither transport tells the client this address.
+    #[arg(long, value_name = "IPV6", required_unless_present = "no_ipsec")]
+    ipsec_endpoint: Option<Ipv6Addr>,
+    /// Our IPsec certificate chain, leaf first (PEM; `gate64 certs` writes
+    /// ipsec-client.pem).
+    #[arg(long, value_name = "PEM", required_unless_present = "no_ipsec")]
+    ipsec_cert: Option<PathBuf>,
+    /// The certificate's private key (PEM; `gate64 certs` writes ipsec-client.key).
+    #[arg(long, value_name = "PEM", required_unless_present = "no_ipsec")]
+    ipsec_key: Option<PathBuf>,
+    /// The CA(s) gate64's IKE certificate must chain to (PEM; `gate64 certs` writes
+    /// ca.pem).
+    #[arg(long, value_name = "PEM", required_unless_present = "no_ipsec")]
+    ipsec_ca: Option<PathBuf>,
+    /// Corporate prefix asked for in the infrastructure tunnel (repeatable; the responder
+    /// narrows it). Default `::/0`; give it when the responder picks the tunnel by the
+    /// selectors asked for (gate64 and strongSwan do), e.g. the DNS64 server's /128.
+    #[arg(long = "infrastructure-ts", value_name = "PREFIX")]
+    infrastructure_ts: Vec<Ipv6Net>,
+    /// Corporate prefix asked for in the intranet tunnel (repeatable). Default `::/0`.
+    #[arg(long = "intranet-ts", value_name = "PREFIX")]
+    intranet_ts: Vec<Ipv6Net>,
+    /// Negotiate each tunnel afresh after this many seconds (make before break; this client
+    /// does not rekey in place). Keep it below the responder's child SA lifetime.
+    #[arg(long, value_name = "SECS", default_value_t = 2700,
+          value_parser = clap::value_parser!(u64).range(5..))]
+    ipsec_renew_secs: u64,
+}
+
+impl IpsecArgs {
+    /// The IPsec settings, or `None` with `--no-ipsec`.
+    fn settings(&self) -> Result<Option<Arc<IpsecSettings>>> {
+        if self.no_ipsec {
+            return Ok(None);
+        }
+        let missing = |flag: &str| anyhow::anyhow!("{flag} is required (or --no-ipsec)");
+        let endpoint = self
+            .ipsec_endpoint
+            .ok_or_else(|| missing("--ipsec-endpoint"))?;
+        let cert = self
+            .ipsec_cert
+            .as_deref()
+            .ok_or_else(|| missing("--ipsec-cert"))?;
+        let key = self
+            .ipsec_key
+            .as_deref()
+            .ok_or_else(|| missing("--ipsec-key"))?;
+        let ca = self
+            .ipsec_ca
+            .as_deref()
+            .ok_or_else(|| missing("--ipsec-ca"))?;
+        let tunnels = vec![
+            (TunnelKind::Infrastructure, self.infrastructure_ts.clone()),
+            (TunnelKind::Intranet, self.intranet_ts.clone()),
+        ];
+        let mut settings = IpsecSettings::load(endpoint, cert, key, ca, tunnels)?;
+        settings.renew_after = std::time::Duration::from_secs(self.ipsec_renew_secs);
+        Ok(Some(Arc::new(settings)))
+    }
 }
 
 /// Runs `gate64 connect`.
@@ -107,7 +202,7 @@ pub fn run(args: ConnectArgs) -> Result<()> {
     rt.block_on(async move {
         let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
         let client = async {
-            match args.transport {
+            match *args.transport {
                 Transport::Iphttps(a) => iphttps(a).await,
                 Transport::Teredo(a) => teredo(a).await,
             }
@@ -142,10 +237,18 @@ async fn iphttps(args: IphttpsArgs) -> Result<()> {
     let client_cert = args.client_cert.as_deref().zip(args.client_key.as_deref());
     let tls = gate64_io::tls::client_config(&ca, client_cert)?;
     let server = Server::new(url, tls)?;
+    let link = TunLink::new(args.ifname.clone(), args.routes.clone());
+    match args.ipsec.settings()? {
+        Some(settings) => iphttps_sessions(&args, &server, IpsecHost::new(link, settings)).await,
+        None => iphttps_sessions(&args, &server, link).await,
+    }
+}
+
+/// IP-HTTPS sessions for `link`, reconnecting with backoff.
+async fn iphttps_sessions<H: Host>(args: &IphttpsArgs, server: &Server, mut link: H) -> Result<()> {
     // One seed per run: the interface id, and so the address, stays the same across
     // reconnects that get the same /64.
     let seed = random_u64();
-    let mut link = TunLink::new(args.ifname, args.routes);
     let mut backoff = BACKOFF_MIN;
     loop {
         let mut linked = false;
@@ -170,9 +273,20 @@ async fn teredo(args: TeredoArgs) -> Result<()> {
         .await
         .with_context(|| format!("binding UDP {}", args.bind))?;
     let mut client = TeredoClient::new(server, random_u64());
-    let mut link = TunLink::new(args.ifname, args.routes);
+    let link = TunLink::new(args.ifname.clone(), args.routes.clone());
     info!(%server, local = ?sock.local_addr().ok(), "Teredo: qualifying");
-    crate::client::teredo::run(&sock, &mut client, &mut link).await
+    match args.ipsec.settings()? {
+        Some(settings) => {
+            let mut host = IpsecHost::new(link, settings);
+            let ended = crate::client::teredo::run(&sock, &mut client, &mut host).await;
+            info!(stats = ?host.stats(), "IPsec");
+            ended
+        }
+        None => {
+            let mut link = link;
+            crate::client::teredo::run(&sock, &mut client, &mut link).await
+        }
+    }
 }
 
 /// 64 random bits from the OS (seeds for the interface id and Teredo nonces).

@@ -2,6 +2,7 @@
 //! host's packets are read from, as the [`Host`] of the client sessions (offload and GRO as
 //! the module above describes).
 
+use crate::client::ipsec::InnerLink;
 use crate::client::{Host, Ready};
 use anyhow::{Context, Result};
 use ipnet::Ipv6Net;
@@ -21,6 +22,8 @@ pub(super) struct TunLink {
     routes: Vec<Ipv6Net>,
     dev: Option<tun_rs::AsyncDevice>,
     addr: Option<(Ipv6Addr, u8)>,
+    /// Inner addresses given by IPsec (CFG_REPLY), kept across reconfigurations.
+    inner: Vec<Ipv6Addr>,
     mtu: u32,
     /// The device carries virtio-net headers (offload is on).
     vnet: bool,
@@ -39,6 +42,7 @@ impl TunLink {
             routes,
             dev: None,
             addr: None,
+            inner: Vec::new(),
             mtu: 0,
             vnet: false,
             gso_buf: Vec::new(),
@@ -126,6 +130,39 @@ impl TunLink {
     }
 }
 
+impl InnerLink for TunLink {
+    /// Adds `inner/128` and routes each prefix to the device from `inner` (`ip -6 route
+    /// replace PREFIX dev IF src INNER advmss MSS`), so the local stack picks the inner
+    /// address, which the child SA's selectors cover, rather than the transport's.
+    fn install_inner(&mut self, inner: Ipv6Addr, routes: &[Ipv6Net], mss: u16) -> Result<()> {
+        anyhow::ensure!(self.dev.is_some(), "no TUN device yet");
+        let (addr, src, mss) = (format!("{inner}/128"), inner.to_string(), mss.to_string());
+        if !self.inner.contains(&inner) {
+            // `nodad`: the server owns the inner addressing; a tentative address could not
+            // be the routes' source yet.
+            ip(&["-6", "addr", "replace", &addr, "dev", &self.ifname, "nodad"])?;
+            self.inner.push(inner);
+        }
+        for r in routes {
+            let net = r.to_string();
+            ip(&[
+                "-6",
+                "route",
+                "replace",
+                &net,
+                "dev",
+                &self.ifname,
+                "src",
+                &src,
+                "advmss",
+                &mss,
+            ])?;
+        }
+        info!(inner = %inner, routes = ?routes, ifname = %self.ifname, "inner address and routes");
+        Ok(())
+    }
+}
+
 impl Host for TunLink {
     async fn configure(&mut self, address: Ipv6Addr, prefix_len: u8, mtu: u32) -> Result<()> {
         // Packets for the old configuration go first.
@@ -199,4 +236,19 @@ impl Host for TunLink {
         self.split_raw(n, out);
         Ok(true)
     }
+}
+
+/// Runs `ip ARGS`, failing with its error output.
+fn ip(args: &[&str]) -> Result<()> {
+    let out = std::process::Command::new("ip")
+        .args(args)
+        .output()
+        .with_context(|| format!("running `ip {}`", args.join(" ")))?;
+    anyhow::ensure!(
+        out.status.success(),
+        "`ip {}` failed: {}",
+        args.join(" "),
+        String::from_utf8_lossy(&out.stderr).trim()
+    );
+    Ok(())
 }

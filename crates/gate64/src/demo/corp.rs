@@ -2,6 +2,7 @@
 //! (connected loopback UDP sockets carrying raw IPv6), answering the emulated clients and
 //! streaming to them.
 
+use super::gateway::Gateway;
 use super::{Totals, add};
 use gate64_wire::{checksum, icmpv6, ipv6};
 use std::collections::HashMap;
@@ -18,28 +19,60 @@ pub const DISCARD_PORT: u16 = 9;
 /// Bulk packets fill the Teredo MTU.
 pub const BULK_PACKET: usize = 1280;
 
+/// The bulk packet size: the Teredo MTU, less the ESP and UDP encapsulation when the packets
+/// go through a tunnel (the sealed packet must fit the MTU).
+pub fn bulk_packet(ipsec: bool) -> usize {
+    if ipsec {
+        BULK_PACKET - crate::client::ipsec::OVERHEAD
+    } else {
+        BULK_PACKET
+    }
+}
+
 /// The corporate network: a host at [`CORP_HOST`] answering ICMPv6 echo and UDP echo,
 /// discarding UDP to port 9, and sending a bulk stream of `down` bytes/s spread over every
-/// client it has heard from. Replies go to the worker socket the request came from.
-pub fn corpnet(sock: UdpSocket, down: f64, totals: &Totals, stop: &AtomicBool) {
+/// client it has heard from. Replies go to the worker socket the request came from. With a
+/// [`Gateway`], IKE and ESP to its endpoint are handled there, and what goes back to a client
+/// with a child SA is sealed.
+pub fn corpnet(
+    sock: UdpSocket,
+    down: f64,
+    totals: &Totals,
+    stop: &AtomicBool,
+    mut gateway: Option<Gateway>,
+) {
     let mut buf = vec![0u8; 65_536];
-    let mut out = vec![0u8; BULK_PACKET];
+    let bulk = bulk_packet(gateway.is_some());
+    let mut out = vec![0u8; bulk];
     let mut clients: HashMap<Ipv6Addr, SocketAddr> = HashMap::new();
     let mut order: Vec<Ipv6Addr> = Vec::new();
     let mut rr = 0usize;
     let mut tokens = 0.0f64;
     let mut last = Instant::now();
+    let mut last_via = None;
     while !stop.load(Ordering::Relaxed) {
         if let Ok((n, from)) = sock.recv_from(&mut buf) {
-            let pkt = &mut buf[..n];
-            if let Some(src) = answer(pkt, totals) {
+            last_via = Some(from);
+            let for_host = match gateway.as_mut() {
+                Some(g) => match g.receive(&mut buf[..n], from, &sock, &totals.sas) {
+                    Some(inner) => inner,
+                    None => Some(0..n),
+                },
+                None => Some(0..n),
+            };
+            if let Some(pkt) = for_host.and_then(|r| buf.get_mut(r))
+                && let Some(src) = answer(pkt, totals)
+            {
                 if clients.insert(src, from).is_none() {
                     order.push(src);
                 }
                 if pkt[0] != 0 {
-                    let _ = sock.send_to(pkt, from);
+                    send(&mut gateway, pkt, from, &sock);
                 }
             }
+        }
+        if let Some(g) = gateway.as_mut() {
+            g.tick(last_via, &sock, &totals.sas);
         }
         let now = Instant::now();
         let dt = now.duration_since(last).as_secs_f64();
@@ -51,7 +84,7 @@ pub fn corpnet(sock: UdpSocket, down: f64, totals: &Totals, stop: &AtomicBool) {
             continue;
         }
         tokens = (tokens + down * dt).min(down * 0.05);
-        while tokens >= BULK_PACKET as f64 {
+        while tokens >= bulk as f64 {
             rr = (rr + 1) % order.len();
             let dst = order[rr];
             let via = clients[&dst];
@@ -61,13 +94,22 @@ pub fn corpnet(sock: UdpSocket, down: f64, totals: &Totals, stop: &AtomicBool) {
                 &dst,
                 DISCARD_PORT,
                 DISCARD_PORT,
-                BULK_PACKET - 48,
-            ) && sock.send_to(&out[..len], via).is_ok()
+                bulk - 48,
+            ) && send(&mut gateway, &out[..len], via, &sock)
             {
                 add(&totals.corp_sent, len as u64);
             }
-            tokens -= BULK_PACKET as f64;
+            tokens -= bulk as f64;
         }
+    }
+}
+
+/// Sends `pkt` to a client through the daemon's link `via`, sealed when the gateway has a
+/// child SA for it.
+fn send(gateway: &mut Option<Gateway>, pkt: &[u8], via: SocketAddr, sock: &UdpSocket) -> bool {
+    match gateway {
+        Some(g) => g.send(pkt, via, sock),
+        None => sock.send_to(pkt, via).is_ok(),
     }
 }
 

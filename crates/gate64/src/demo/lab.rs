@@ -2,11 +2,15 @@
 //! control runtime, and the corporate network behind it on a thread of its own.
 
 use super::corp::corpnet;
+use super::gateway::{ENDPOINT, Gateway, INFRASTRUCTURE_TS, INTRANET_TS};
+use super::identities::ClientCa;
 use super::{DemoArgs, Totals};
 use crate::client::iphttps::{Server, Url};
+use crate::client::ipsec::IpsecSettings;
 use crate::daemon::Daemon;
 use anyhow::{Context, Result};
 use gate64_config::Config;
+use gate64_esp::TunnelKind;
 use gate64_io::CorpLink;
 use socket2::{Domain, Protocol, Socket, Type};
 use std::hash::{BuildHasher, Hasher};
@@ -34,6 +38,9 @@ pub struct Lab {
     pub iphttps_url: Option<String>,
     /// The daemon's UDP workers.
     pub workers: usize,
+    /// What the clients need for their two IPsec tunnels (none with `--no-ipsec`): the
+    /// settings they share and the CA that issues each its certificate.
+    pub ipsec: Option<(Arc<IpsecSettings>, Arc<ClientCa>)>,
     /// The daemon's TLS side, as in `gate64 serve`.
     ctl: tokio::runtime::Runtime,
     corp: JoinHandle<()>,
@@ -45,7 +52,19 @@ impl Lab {
     /// Starts the lab for `args`, with IP-HTTPS when `with_iphttps`; the corporate network
     /// counts into `totals`.
     pub fn start(args: &DemoArgs, with_iphttps: bool, totals: &Arc<Totals>) -> Result<Lab> {
-        let certs = with_iphttps.then(LabCerts::generate).transpose()?;
+        let with_ipsec = !args.no_ipsec;
+        let certs = (with_iphttps || with_ipsec)
+            .then(LabCerts::generate)
+            .transpose()?;
+        let (gateway, ipsec) = match certs.as_ref().filter(|_| with_ipsec) {
+            Some(c) => {
+                let ca = ClientCa::generate()?;
+                let gateway = Gateway::new(&c.dir, ca.pem(), std::time::Instant::now())?;
+                let settings = Arc::new(client_settings(c)?);
+                (Some(gateway), Some((settings, Arc::new(ca))))
+            }
+            None => (None, None),
+        };
         let stop = Arc::new(AtomicBool::new(false));
         let corp_sock = udp_socket(SocketAddrV4::new(Ipv4Addr::LOCALHOST, 0))
             .context("binding the corporate network's socket")?;
@@ -67,7 +86,7 @@ impl Lab {
                 return Err(e.context("starting the IP-HTTPS listener"));
             }
         };
-        let (iphttps, iphttps_url) = match (&certs, listen) {
+        let (iphttps, iphttps_url) = match (certs.as_ref().filter(|_| with_iphttps), listen) {
             (Some(c), Some(addr)) => {
                 let tls = gate64_io::tls::client_config(&c.file("ca.pem"), None)?;
                 let server = Server::new(Url::for_address(addr, &cfg.iphttps.path), tls)?;
@@ -82,7 +101,7 @@ impl Lab {
             let down = args.down_mbit * 1e6 / 8.0;
             std::thread::Builder::new()
                 .name("demo-corpnet".into())
-                .spawn(move || corpnet(corp_sock, down, &totals, &stop))?
+                .spawn(move || corpnet(corp_sock, down, &totals, &stop, gateway))?
         };
         Ok(Lab {
             daemon,
@@ -90,6 +109,7 @@ impl Lab {
             iphttps,
             iphttps_url,
             workers,
+            ipsec,
             ctl,
             corp,
             stop,
@@ -106,6 +126,26 @@ impl Lab {
         drop(self.certs);
         stopped
     }
+}
+
+/// The clients' side of the demo's tunnels: the lab CA for the responder and the gateway's
+/// selectors (`gate64 certs`' client certificate stands in until each client gets its own,
+/// [`ClientCa`]). The clients do not ask for an
+/// inner address (their transport address is their inner address), so the responder's
+/// tables show one inner address per client.
+fn client_settings(certs: &LabCerts) -> Result<IpsecSettings> {
+    let mut s = IpsecSettings::load(
+        ENDPOINT,
+        &certs.file("ipsec-client.pem"),
+        &certs.file("ipsec-client.key"),
+        &certs.file("ca.pem"),
+        vec![
+            (TunnelKind::Infrastructure, vec![INFRASTRUCTURE_TS.parse()?]),
+            (TunnelKind::Intranet, vec![INTRANET_TS.parse()?]),
+        ],
+    )?;
+    s.request_address = false;
+    Ok(s)
 }
 
 /// A lab PKI in a temporary directory, removed on drop.
@@ -166,6 +206,8 @@ fn start_daemon(
         // back.
         cfg.limits.rs_per_source_per_sec = 1_000_000;
         cfg.limits.rs_burst = 1_000_000;
+        // And the relay's peers per IPv4 address: one per emulated Teredo client.
+        cfg.limits.max_teredo_peers_per_ipv4 = 1_000_000;
         if let Some(c) = certs {
             cfg.iphttps = Config::lab_iphttps(
                 SocketAddr::from((Ipv4Addr::LOCALHOST, 0)),

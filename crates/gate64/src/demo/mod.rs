@@ -17,6 +17,8 @@
 //! queue, and the connection task writes it to the TLS stream.
 
 mod corp;
+mod gateway;
+mod identities;
 mod lab;
 mod population;
 mod report;
@@ -64,6 +66,10 @@ pub struct DemoArgs {
     /// Total corporate network → clients load (a bulk stream to every client), Mbit/s.
     #[arg(long, default_value_t = 50.0)]
     pub down_mbit: f64,
+    /// Clients build no IPsec tunnels: their traffic crosses gate64 in the clear (the lab
+    /// daemon's corporate side is open), as before issue 8.
+    #[arg(long)]
+    pub no_ipsec: bool,
 }
 
 /// Counters shared by the clients, the corporate network and the progress line.
@@ -82,6 +88,8 @@ struct Totals {
     corp_echoes: AtomicU64,
     corp_discarded: AtomicU64,
     corp_sent: AtomicU64,
+    /// IKE SAs and child SAs of the demo's responder ([`gateway`]).
+    sas: gateway::SaCounts,
 }
 
 fn get(c: &AtomicU64) -> u64 {
@@ -133,7 +141,7 @@ pub fn run(args: &DemoArgs) -> Result<()> {
         .enable_all()
         .build()
         .context("starting the client runtime")?;
-    let start = Sample::take(&lab.daemon);
+    let start = Sample::take(&lab.daemon, &totals);
     let end = Instant::now() + Duration::from_secs(args.seconds);
     let tasks = population::spawn(&rt, &lab, args, n_iphttps, end + HANG_UP_DELAY, &totals);
 
@@ -146,7 +154,7 @@ pub fn run(args: &DemoArgs) -> Result<()> {
         progress.print(&lab.daemon, &totals, n_teredo, n_iphttps);
     }
     progress.finish();
-    let at_end = Sample::take(&lab.daemon);
+    let at_end = Sample::take(&lab.daemon, &totals);
     let rss = report::rss_bytes();
     let gauges = lab.daemon.shared.gauges(Instant::now());
     let outcome = Outcome {
@@ -157,6 +165,7 @@ pub fn run(args: &DemoArgs) -> Result<()> {
         rss,
         relay_peers: gauges.teredo_clients,
         iphttps_links: gauges.iphttps_clients,
+        ipsec: !args.no_ipsec,
         totals: &totals,
     };
     rt.block_on(async {

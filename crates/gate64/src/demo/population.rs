@@ -3,14 +3,17 @@
 //! device: it qualifies (Teredo) or connects and autoconfigures (IP-HTTPS: POST, 200, RS, RA),
 //! pings the corporate host, then exchanges [`Traffic`] with it until the end of the run.
 
-use super::corp::{BULK_PACKET, CORP_HOST, DISCARD_PORT, ECHO_PORT, emit_udp};
+use super::corp::{BULK_PACKET, CORP_HOST, DISCARD_PORT, ECHO_PORT, bulk_packet, emit_udp};
+use super::identities::ClientCa;
 use super::lab::{Lab, RandomSeed, udp_socket};
 use super::{DemoArgs, Totals, Transport, add};
 use crate::client::iphttps::Server;
+use crate::client::ipsec::{InnerLink, IpsecHost, IpsecSettings};
 use crate::client::{Host, Ready};
 use anyhow::Result;
 use gate64_teredo::client::Client;
 use gate64_wire::{icmpv6, ipv6};
+use ipnet::Ipv6Net;
 use std::io;
 use std::net::{Ipv4Addr, Ipv6Addr, SocketAddrV4};
 use std::sync::Arc;
@@ -50,15 +53,22 @@ pub fn spawn(
                 .filter(|_| is_iphttps(i, args.clients, n_iphttps))
                 .map(Arc::clone);
             let teredo = lab.teredo;
+            let ipsec = lab.ipsec.clone();
             rt.spawn(async move {
                 let transport = match iphttps {
                     Some(_) => Transport::Iphttps,
                     None => Transport::Teredo,
                 };
                 let mut host = EmulatedHost::new(transport, seed, per_client, end, &totals);
-                let r = match iphttps {
-                    Some(server) => emulated_iphttps_client(&server, seed, &mut host).await,
-                    None => emulated_teredo_client(teredo, seed, &mut host).await,
+                host.needs_sa = ipsec.is_some();
+                host.traffic.packet = bulk_packet(ipsec.is_some());
+                let r = match ipsec.map(|(base, ca)| own_settings(&base, &ca, i)) {
+                    Some(Ok(settings)) => {
+                        let mut host = IpsecHost::new(host, Arc::new(settings));
+                        emulated_client(iphttps, teredo, seed, end, &mut host).await
+                    }
+                    Some(Err(e)) => Err(e),
+                    None => emulated_client(iphttps, teredo, seed, end, &mut host).await,
                 };
                 if let Err(e) = r {
                     tracing::warn!(client = i, error = %format!("{e:#}"), "emulated client failed");
@@ -69,17 +79,45 @@ pub fn spawn(
         .collect()
 }
 
+/// Client `i`'s IPsec settings: `base` with a certificate of its own from `ca`.
+fn own_settings(base: &IpsecSettings, ca: &ClientCa, i: usize) -> Result<IpsecSettings> {
+    let (chain_pem, key_pem) = ca.issue(i)?;
+    Ok(IpsecSettings {
+        endpoint: base.endpoint,
+        chain_pem,
+        key_pem,
+        ca_pem: base.ca_pem.clone(),
+        tunnels: base.tunnels.clone(),
+        request_address: base.request_address,
+        renew_after: base.renew_after,
+    })
+}
+
 /// Whether client `i` of `n` is one of the `n_iphttps` IP-HTTPS clients: spread evenly over
 /// the population, so both transports start together.
 fn is_iphttps(i: usize, n: usize, n_iphttps: usize) -> bool {
     (i + 1) * n_iphttps / n > i * n_iphttps / n
 }
 
+/// One emulated client over IP-HTTPS (with a server) or Teredo.
+async fn emulated_client<H: Host>(
+    iphttps: Option<Arc<Server>>,
+    teredo: SocketAddrV4,
+    seed: u64,
+    end: Instant,
+    host: &mut H,
+) -> Result<()> {
+    match iphttps {
+        Some(server) => emulated_iphttps_client(&server, seed, end, host).await,
+        None => emulated_teredo_client(teredo, seed, host).await,
+    }
+}
+
 /// One emulated Teredo client: qualify, then the host's traffic until its end.
-async fn emulated_teredo_client(
+async fn emulated_teredo_client<H: Host>(
     server: SocketAddrV4,
     seed: u64,
-    host: &mut EmulatedHost<'_>,
+    host: &mut H,
 ) -> Result<()> {
     let sock = tokio::net::UdpSocket::from_std({
         let s = udp_socket(SocketAddrV4::new(Ipv4Addr::LOCALHOST, 0))?;
@@ -94,12 +132,12 @@ async fn emulated_teredo_client(
 /// One emulated IP-HTTPS client: the IP-HTTPS session with the host's traffic as raw IPv6 on
 /// the TLS stream until its end. A connection failing before the link is up is retried
 /// (100 ms, doubling); a link lost afterwards is an error.
-async fn emulated_iphttps_client(
+async fn emulated_iphttps_client<H: Host>(
     server: &Server,
     seed: u64,
-    host: &mut EmulatedHost<'_>,
+    end: Instant,
+    host: &mut H,
 ) -> Result<()> {
-    let end = host.end;
     let mut retry = IPHTTPS_RETRY;
     loop {
         let mut linked = false;
@@ -123,6 +161,10 @@ struct EmulatedHost<'a> {
     address: Option<Ipv6Addr>,
     end: Instant,
     totals: &'a Totals,
+    /// The corporate host is reached only through a child SA: the traffic waits for one.
+    needs_sa: bool,
+    /// A child SA covers the corporate host.
+    sa_up: bool,
 }
 
 impl<'a> EmulatedHost<'a> {
@@ -132,7 +174,25 @@ impl<'a> EmulatedHost<'a> {
             address: None,
             end,
             totals,
+            needs_sa: false,
+            sa_up: false,
         }
+    }
+
+    /// The address the traffic goes from, once it may go.
+    fn source(&self) -> Option<Ipv6Addr> {
+        self.address.filter(|_| self.sa_up || !self.needs_sa)
+    }
+}
+
+impl InnerLink for EmulatedHost<'_> {
+    /// The demo's clients do not ask for an inner address (their transport address is the
+    /// inner one); the traffic starts once a tunnel's routes cover the corporate host.
+    fn install_inner(&mut self, _inner: Ipv6Addr, routes: &[Ipv6Net], _mss: u16) -> Result<()> {
+        if routes.iter().any(|r| r.contains(&CORP_HOST)) {
+            self.sa_up = true;
+        }
+        Ok(())
     }
 }
 
@@ -158,7 +218,7 @@ impl Host for EmulatedHost<'_> {
 
     async fn ready(&mut self) -> Result<Ready> {
         // Traffic with nothing scheduled yet is due at once.
-        let due = match self.address {
+        let due = match self.source() {
             Some(_) => self.traffic.wake().unwrap_or_else(Instant::now),
             None => self.end,
         };
@@ -171,7 +231,7 @@ impl Host for EmulatedHost<'_> {
     }
 
     fn take(&mut self, now: Instant, out: &mut Vec<u8>) -> Result<bool> {
-        let Some(me) = self.address else {
+        let Some(me) = self.source() else {
             return Ok(false);
         };
         let before = out.len();
@@ -206,6 +266,8 @@ fn push_packet(
 struct Traffic {
     transport: Transport,
     rate: f64,
+    /// Bulk packet size ([`bulk_packet`]).
+    packet: usize,
     pinged: bool,
     next_ping: Option<Instant>,
     next_tick: Option<Instant>,
@@ -219,6 +281,7 @@ impl Traffic {
         Traffic {
             transport,
             rate,
+            packet: BULK_PACKET,
             pinged: false,
             next_ping: None,
             next_tick: None,
@@ -239,31 +302,23 @@ impl Traffic {
         if !self.pinged && self.next_ping.is_none_or(|t| now >= t) {
             self.ident = self.ident.wrapping_add(1);
             let ident = self.ident;
-            push_packet(out, BULK_PACKET, |b| {
+            push_packet(out, self.packet, |b| {
                 icmpv6::emit_echo(b, true, me, &CORP_HOST, ident, 1, b"gate64 demo")
             })?;
             self.next_ping = Some(now + Duration::from_secs(1));
         }
         if self.pinged && self.next_tick.is_none_or(|t| now >= t) {
-            let rate = self.rate;
-            self.tokens =
-                (self.tokens + rate * TICK.as_secs_f64()).min(rate * 0.2 + BULK_PACKET as f64);
-            while self.tokens >= BULK_PACKET as f64 {
-                let n = push_packet(out, BULK_PACKET, |b| {
-                    emit_udp(
-                        b,
-                        me,
-                        &CORP_HOST,
-                        DISCARD_PORT,
-                        DISCARD_PORT,
-                        BULK_PACKET - 48,
-                    )
+            let (rate, packet) = (self.rate, self.packet);
+            self.tokens = (self.tokens + rate * TICK.as_secs_f64()).min(rate * 0.2 + packet as f64);
+            while self.tokens >= packet as f64 {
+                let n = push_packet(out, packet, |b| {
+                    emit_udp(b, me, &CORP_HOST, DISCARD_PORT, DISCARD_PORT, packet - 48)
                 })?;
                 add(&totals.up_bytes, n as u64);
-                self.tokens -= BULK_PACKET as f64;
+                self.tokens -= packet as f64;
             }
             if self.ticks.is_multiple_of(ECHO_EVERY_TICKS) {
-                push_packet(out, BULK_PACKET, |b| {
+                push_packet(out, packet, |b| {
                     emit_udp(b, me, &CORP_HOST, 40_000, ECHO_PORT, ECHO_PACKET - 48)
                 })?;
                 add(&totals.echo_sent, 1);

@@ -10,7 +10,7 @@ use std::io::{self, Write};
 use std::time::{Duration, Instant};
 
 /// Columns of the capacity table.
-const COLUMNS: usize = 9;
+const COLUMNS: usize = 11;
 
 /// The Windows Server 2012 DirectAccess reference row.
 fn reference_row() -> [String; COLUMNS] {
@@ -24,6 +24,8 @@ fn reference_row() -> [String; COLUMNS] {
         "46.4% of 4 cores",
         "-",
         "~750 MB (~1 MB/client)",
+        "~1500 (~2/client)",
+        "~1500 (~2/client)",
     ]
     .map(String::from)
 }
@@ -33,16 +35,44 @@ pub struct Sample {
     at: Instant,
     cpu: Cpu,
     exported: Exported,
+    pub sas: Sas,
+}
+
+/// IKE SAs (MMSA) and child SAs (QMSA): gate64's `gate64_ipsec_mmsa`/`gate64_ipsec_qmsa`
+/// gauges when the daemon counts SAs, the demo responder's counts otherwise
+/// ([`super::gateway`]).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Sas {
+    /// IKE SAs established.
+    pub mmsa: u64,
+    /// Child SAs installed.
+    pub qmsa: u64,
+}
+
+impl Sas {
+    /// The daemon exports the gauges whether or not it runs IKE itself (the demo's daemon
+    /// does not yet), so its figures count once they are not zero.
+    fn read(exported: &Exported, totals: &Totals) -> Sas {
+        let pick = |daemon: Option<u64>, demo: &std::sync::atomic::AtomicU64| {
+            daemon.filter(|&v| v > 0).unwrap_or_else(|| get(demo))
+        };
+        Sas {
+            mmsa: pick(exported.mmsa, &totals.sas.mmsa),
+            qmsa: pick(exported.qmsa, &totals.sas.qmsa),
+        }
+    }
 }
 
 impl Sample {
     /// Takes a sample now.
-    pub fn take(daemon: &Daemon) -> Sample {
+    pub fn take(daemon: &Daemon, totals: &Totals) -> Sample {
         let cpu = Cpu::sample();
+        let exported = Exported::read(daemon);
         Sample {
             at: Instant::now(),
             cpu,
-            exported: Exported::read(daemon),
+            sas: Sas::read(&exported, totals),
+            exported,
         }
     }
 }
@@ -71,10 +101,11 @@ impl Progress {
         let last = self.last;
         let dt = now.duration_since(last.0).as_secs_f64().max(1e-3);
         let line = format!(
-            "[{:>3.0}s] Teredo qualified {}/{n_teredo}  IP-HTTPS connected {}/{n_iphttps}  pings answered {}  corpnet {:.1} Mbit/s  internet {:.1} Mbit/s",
+            "[{:>3.0}s] Teredo qualified {}/{n_teredo}  IP-HTTPS connected {}/{n_iphttps}  IKE SAs {}  pings answered {}  corpnet {:.1} Mbit/s  internet {:.1} Mbit/s",
             now.duration_since(self.start).as_secs_f64(),
             get(&totals.qualified[Transport::Teredo as usize]),
             get(&totals.qualified[Transport::Iphttps as usize]),
+            get(&totals.sas.mmsa),
             both(&totals.pinged),
             mbit(b.0.saturating_sub(last.1.0), dt),
             mbit(b.1.saturating_sub(last.1.1), dt),
@@ -99,6 +130,8 @@ impl Progress {
 /// What the run ended with, taken before the clients hang up: IP-HTTPS links closing and the
 /// corporate stream to clients that are gone are not part of the run.
 pub struct Outcome<'a> {
+    /// The clients build IPsec tunnels (two IKE SAs and two child SAs each are expected).
+    pub ipsec: bool,
     /// Teredo clients in the population.
     pub n_teredo: u64,
     /// IP-HTTPS clients in the population.
@@ -149,6 +182,19 @@ impl Outcome<'_> {
         println!(
             "CPU: workers = the daemon's threads (gate64-w* UDP workers, gate64-ctl TLS/IP-HTTPS), process = everything in this process (daemon, emulated clients and their TLS, corporate network)"
         );
+        let sas = self.end.sas;
+        let rate = match totals.sas.handshake_rate() {
+            Some((rate, span)) => format!(
+                "; from the first IKE SA to the last {span:.2} s: {rate:.0} IKE handshakes/s"
+            ),
+            None => String::new(),
+        };
+        println!(
+            "IPsec: {} IKE SAs (MMSA) and {} child SAs (QMSA) for {} clients{rate}",
+            sas.mmsa,
+            sas.qmsa,
+            nt + ni
+        );
         if exported.drops.is_empty() {
             println!("drops: none");
         } else {
@@ -192,6 +238,14 @@ impl Outcome<'_> {
                     pinged[t]
                 ));
             }
+        }
+        let sas = self.end.sas;
+        let need = (n * 2 * 95).div_ceil(100);
+        if self.ipsec && (sas.mmsa < need || sas.qmsa < need) {
+            failed.push(format!(
+                "only {} IKE SAs and {} child SAs for {n} clients (need {need} of each)",
+                sas.mmsa, sas.qmsa
+            ));
         }
         if !failed.is_empty() {
             bail!("demo failed: {} (need at least 95%)", failed.join(", "));
@@ -246,6 +300,8 @@ impl Outcome<'_> {
                 ),
                 None => "?".into(),
             },
+            per_client(self.end.sas.qmsa, n),
+            per_client(self.end.sas.mmsa, n),
         ]
     }
 }
@@ -256,6 +312,10 @@ struct Exported {
     bytes: (u64, u64),
     /// Non-zero drop counters by reason.
     drops: BTreeMap<String, u64>,
+    /// `gate64_ipsec_mmsa`, when exported.
+    mmsa: Option<u64>,
+    /// `gate64_ipsec_qmsa`, when exported.
+    qmsa: Option<u64>,
 }
 
 impl Exported {
@@ -264,6 +324,8 @@ impl Exported {
         let mut e = Exported {
             bytes: (0, 0),
             drops: BTreeMap::new(),
+            mmsa: None,
+            qmsa: None,
         };
         for line in text.lines() {
             let Some((series, value)) = line.rsplit_once(' ') else {
@@ -273,6 +335,11 @@ impl Exported {
                 continue;
             };
             let v = v as u64;
+            match series {
+                "gate64_ipsec_mmsa" => e.mmsa = Some(v),
+                "gate64_ipsec_qmsa" => e.qmsa = Some(v),
+                _ => {}
+            }
             if let Some(labels) = series.strip_prefix("gate64_bytes_total{") {
                 if labels.contains(r#"side="corpnet""#) {
                     e.bytes.0 += v;
@@ -290,6 +357,14 @@ impl Exported {
         }
         e
     }
+}
+
+/// `count (x.x/client)`.
+fn per_client(count: u64, clients: u64) -> String {
+    format!(
+        "{count} ({:.1}/client)",
+        count as f64 / clients.max(1) as f64
+    )
 }
 
 fn mbit(bytes: u64, secs: f64) -> f64 {
@@ -362,6 +437,8 @@ fn print_table(rows: &[[String; COLUMNS]]) {
         "CPU (workers)",
         "CPU (process)",
         "memory (RSS)",
+        "QMSA",
+        "MMSA",
     ]
     .map(String::from);
     let mut width = header.each_ref().map(String::len);

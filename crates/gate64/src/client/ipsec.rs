@@ -1,0 +1,748 @@
+//! The DirectAccess-style IPsec layer of a client (issue 8 item 7): two IKEv2 initiators
+//! (`infrastructure` and `intranet`, one IKE SA and one child SA each, RFC 7296) and their ESP
+//! (RFC 4303, AES-GCM RFC 4106) between the transport session and the host.
+//!
+//! [`IpsecHost`] wraps the [`Host`] of a transport session (the TUN device of `gate64 connect`),
+//! so Teredo and IP-HTTPS carry it unchanged:
+//! - once the transport configures the host with its outer address, both initiators start
+//!   from `[outer]:4500` to `[endpoint]:4500` (RFC 7296 §2.23 lets an initiator start on
+//!   4500; strongSwan's userspace ESP only takes UDP-encapsulated ESP anyway). Their datagrams
+//!   become IPv6/UDP packets built here, with the non-ESP marker of RFC 3948 §2.2, and go up
+//!   the transport like the host's packets: no kernel socket;
+//! - an established child SA gives the inner address (CFG_REPLY) and the corporate side (the
+//!   narrowed TSr): the host adds the address and routes the selectors' prefixes to itself,
+//!   so `--route` is not needed;
+//! - host packets covered by a child SA (the narrowest remote selector wins: the
+//!   infrastructure host stays in its own tunnel inside the intranet's /64) are sealed in
+//!   place and wrapped in IPv6 + UDP 4500 (RFC 3948 §2.1); others pass as they are;
+//! - from the transport, UDP from the endpoint to our port 4500 (or 500) is IKE when it starts
+//!   with the zero marker, a NAT keepalive when it is the one byte 0xFF (RFC 3948 §2.3), ESP
+//!   otherwise; raw ESP (next header 50) is accepted too. ESP is opened, its inner packet
+//!   checked against the SA's selectors (RFC 4301 §5.2) and handed to the host.
+//!
+//! A tunnel whose negotiation fails, or whose IKE SA the responder deletes, starts over after
+//! [`RETRY_AFTER`], doubling per failure up to [`RETRY_MAX`], with a random part so that many
+//! clients refused together (a busy responder) do not come back together. The initiator does
+//! not rekey (it answers a responder's CREATE_CHILD_SA with an empty response, which fails
+//! the rekey), so each tunnel is negotiated afresh every [`RENEW_AFTER`] (by default), before the
+//! responder's lifetimes run out: make before break, the old child SA carries the traffic
+//! until the new one is up, and the new IKE SA's INITIAL_CONTACT retires the old one at the
+//! responder. The initiator answers liveness checks (DPD); it does not rekey, so SAs
+//! live until the responder rekeys or deletes them (see `gate64_ike::initiator`).
+
+use super::{Host, Ready, sleep_until};
+use anyhow::{Context, Result};
+use gate64_esp::{
+    Inbound, MAX_TRAILER, NEXT_HEADER_IPV6, Outbound, SPI_SEQ_IV_LEN, Selector, TunnelKind,
+    esp_len, inner_addrs, spi_of,
+};
+use gate64_ike::auth::{Credentials, TrustAnchors};
+use gate64_ike::initiator::{Initiator, InitiatorConfig, InitiatorEvent};
+use gate64_ike::keys::Group;
+use gate64_ike::message::TrafficSelector;
+use gate64_wire::{checksum, ipv6, udp};
+use ipnet::Ipv6Net;
+use std::net::{IpAddr, Ipv6Addr, SocketAddr};
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime};
+use tracing::{debug, info, warn};
+
+/// IKE's NAT-T port (RFC 3948), where both ends run IKE and UDP-encapsulated ESP.
+pub const NAT_T_PORT: u16 = 4500;
+/// IKE's first port (RFC 7296 §2).
+pub const IKE_PORT: u16 = 500;
+/// A failed or deleted tunnel is negotiated again after this long.
+pub const RETRY_AFTER: Duration = Duration::from_secs(5);
+/// A tunnel is negotiated afresh after this long: below strongSwan's default child SA rekey
+/// time (1 h, which it would try as responder and fail against this initiator) and gate64's
+/// `child_lifetime` (8 h).
+pub const RENEW_AFTER: Duration = Duration::from_secs(45 * 60);
+/// The longest wait between two negotiations of a tunnel.
+pub const RETRY_MAX: Duration = Duration::from_secs(120);
+/// First retransmission of an unanswered IKE request (doubling, RFC 7296 §2.1).
+const RETRANSMIT_AFTER: Duration = Duration::from_millis(500);
+/// Retransmissions before a negotiation is given up (and retried after [`RETRY_AFTER`]).
+const MAX_RETRANSMITS: u32 = 5;
+/// Outer bytes a sealed packet adds: IPv6 (40), UDP (8), SPI/sequence/IV (16) and the
+/// largest trailer (padding, pad length, next header, ICV).
+pub const OVERHEAD: usize = ipv6::HEADER_LEN + udp::HEADER_LEN + SPI_SEQ_IV_LEN + MAX_TRAILER;
+/// ESP's IP protocol number (RFC 4303), as an IPv6 next header.
+const NH_ESP: u8 = 50;
+/// The hop limit of the outer packets.
+const HOP_LIMIT: u8 = 64;
+
+/// What the client's IPsec layer needs: where gate64's IKE endpoint is, our credentials, and
+/// the corporate side each tunnel asks for.
+pub struct IpsecSettings {
+    /// The responder's IKE/ESP address.
+    pub endpoint: Ipv6Addr,
+    /// Our certificate chain (PEM, leaf first).
+    pub chain_pem: Vec<u8>,
+    /// Our private key (PEM).
+    pub key_pem: Vec<u8>,
+    /// The CA(s) the responder's certificate must chain to (PEM).
+    pub ca_pem: Vec<u8>,
+    /// The corporate prefixes asked for in each tunnel (TSr), narrowed by the responder;
+    /// empty: `::/0`.
+    pub tunnels: Vec<(TunnelKind, Vec<Ipv6Net>)>,
+    /// Ask for an inner address (CFG_REQUEST, TSi `::/0`); otherwise the outer address is
+    /// the inner one too (TSi = it alone), as the design allows for clients that do not ask.
+    pub request_address: bool,
+    /// Negotiate each tunnel afresh after this long ([`RENEW_AFTER`] by default).
+    pub renew_after: Duration,
+}
+
+impl IpsecSettings {
+    /// Reads the PEM files and checks that they parse, so that a bad file fails at start
+    /// rather than at every negotiation.
+    pub fn load(
+        endpoint: Ipv6Addr,
+        cert: &Path,
+        key: &Path,
+        ca: &Path,
+        tunnels: Vec<(TunnelKind, Vec<Ipv6Net>)>,
+    ) -> Result<Self> {
+        let read = |p: &Path| std::fs::read(p).with_context(|| format!("reading {}", p.display()));
+        let s = IpsecSettings {
+            endpoint,
+            chain_pem: read(cert)?,
+            key_pem: read(key)?,
+            ca_pem: read(ca)?,
+            tunnels,
+            request_address: true,
+            renew_after: RENEW_AFTER,
+        };
+        s.credentials().with_context(|| {
+            format!(
+                "IPsec certificate {} / key {}",
+                cert.display(),
+                key.display()
+            )
+        })?;
+        s.anchors()
+            .with_context(|| format!("IPsec CA {}", ca.display()))?;
+        Ok(s)
+    }
+
+    fn credentials(&self) -> Result<Credentials> {
+        Credentials::from_pem(&self.chain_pem, &self.key_pem).map_err(|e| anyhow::anyhow!("{e}"))
+    }
+
+    fn anchors(&self) -> Result<TrustAnchors> {
+        TrustAnchors::from_pem(&self.ca_pem).map_err(|e| anyhow::anyhow!("{e}"))
+    }
+
+    /// The initiator's configuration for one tunnel.
+    fn initiator_config(
+        &self,
+        kind: TunnelKind,
+        corporate: &[Ipv6Net],
+        outer: Ipv6Addr,
+    ) -> Result<InitiatorConfig> {
+        let any: Ipv6Net = Ipv6Net::default();
+        let range = |n: &Ipv6Net| {
+            TrafficSelector::range(IpAddr::V6(n.network()), IpAddr::V6(n.broadcast()))
+        };
+        let tsr = if corporate.is_empty() {
+            vec![range(&any)]
+        } else {
+            corporate.iter().map(range).collect()
+        };
+        Ok(InitiatorConfig {
+            credentials: self.credentials()?,
+            anchors: self.anchors()?,
+            group: Group::Ecp256,
+            request_address: self.request_address,
+            tsi: vec![if self.request_address {
+                range(&any)
+            } else {
+                range(&Ipv6Net::from(outer))
+            }],
+            tsr,
+            tunnel: kind,
+            retransmit_after: RETRANSMIT_AFTER,
+            max_retransmits: MAX_RETRANSMITS,
+        })
+    }
+}
+
+/// A host that can take the inner address and the corporate routes of a child SA.
+pub trait InnerLink: Host {
+    /// Adds `inner` as an address and routes `routes` to the host with `inner` as their
+    /// source; TCP over them announces `mss` (a sealed segment must fit the transport's MTU).
+    fn install_inner(&mut self, inner: Ipv6Addr, routes: &[Ipv6Net], mss: u16) -> Result<()>;
+}
+
+/// Counters of the IPsec layer (logged by `gate64 connect`, shown by the demo).
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct IpsecStats {
+    /// IKE SAs established (MMSA).
+    pub ike_sas: u32,
+    /// Child SAs installed (QMSA).
+    pub child_sas: u32,
+    /// Packets sealed towards the responder.
+    pub sealed: u64,
+    /// Packets opened from the responder and handed to the host.
+    pub opened: u64,
+    /// ESP dropped: unknown SPI, failed ICV or replay, or outside the selectors.
+    pub dropped: u64,
+}
+
+/// One tunnel's negotiation and, once established, its child SA.
+struct Tunnel {
+    kind: TunnelKind,
+    initiator: Option<Initiator>,
+    child: Option<ChildSa>,
+    /// When to negotiate again after a failure.
+    retry_at: Option<Instant>,
+    /// Failures since the tunnel was last up.
+    failures: u32,
+    /// When to negotiate the established tunnel afresh ([`RENEW_AFTER`]).
+    renew_at: Option<Instant>,
+}
+
+/// An installed child SA from our side: `inbound` opens what the responder sends.
+struct ChildSa {
+    inbound: Inbound,
+    outbound: Outbound,
+    /// The size of the corporate side: the narrowest covering SA carries a packet.
+    span: u128,
+}
+
+/// What a packet from the transport is, for the IPsec layer.
+enum Incoming {
+    /// An IKE message (without the non-ESP marker) at this range of the packet.
+    Ike(std::ops::Range<usize>),
+    /// ESP from its SPI on, at this range.
+    Esp(std::ops::Range<usize>),
+    /// A NAT-keepalive (RFC 3948 §2.3).
+    Keepalive,
+}
+
+/// The IPsec layer between a transport session and its host (see the module docs).
+pub struct IpsecHost<H> {
+    host: H,
+    settings: Arc<IpsecSettings>,
+    /// Our outer address (the transport's) once configured.
+    outer: Option<Ipv6Addr>,
+    mtu: u32,
+    tunnels: Vec<Tunnel>,
+    /// IKE packets waiting for the transport.
+    pending: Vec<Vec<u8>>,
+    /// Packets read from the host, before sealing.
+    from_host: Vec<u8>,
+    /// ESP copied out of the transport's buffer to be opened in place.
+    esp: Vec<u8>,
+    stats: IpsecStats,
+}
+
+impl<H: InnerLink> IpsecHost<H> {
+    /// The layer in front of `host`; nothing is negotiated before the transport configures
+    /// the host.
+    pub fn new(host: H, settings: Arc<IpsecSettings>) -> Self {
+        let tunnels = settings
+            .tunnels
+            .iter()
+            .map(|(kind, _)| Tunnel {
+                kind: *kind,
+                initiator: None,
+                child: None,
+                retry_at: None,
+                failures: 0,
+                renew_at: None,
+            })
+            .collect();
+        IpsecHost {
+            host,
+            settings,
+            outer: None,
+            mtu: 1280,
+            tunnels,
+            pending: Vec::new(),
+            from_host: Vec::new(),
+            esp: Vec::new(),
+            stats: IpsecStats::default(),
+        }
+    }
+
+    /// The counters so far.
+    pub fn stats(&self) -> IpsecStats {
+        self.stats
+    }
+
+    /// Starts (or restarts) the negotiation of tunnel `i` from `outer`; with `keep_child`
+    /// the current child SA carries traffic until the new one is up.
+    fn start(&mut self, i: usize, now: Instant, keep_child: bool) {
+        let Some(outer) = self.outer else { return };
+        let Some(kind) = self.tunnels.get(i).map(|t| t.kind) else {
+            return;
+        };
+        let corporate = self
+            .settings
+            .tunnels
+            .get(i)
+            .map(|(_, c)| c.clone())
+            .unwrap_or_default();
+        let local = SocketAddr::new(IpAddr::V6(outer), NAT_T_PORT);
+        let remote = SocketAddr::new(IpAddr::V6(self.settings.endpoint), NAT_T_PORT);
+        let made = self
+            .settings
+            .initiator_config(kind, &corporate, outer)
+            .and_then(|c| {
+                Initiator::new(c, now, SystemTime::now(), local, remote)
+                    .map_err(|e| anyhow::anyhow!("{e:?}"))
+            });
+        let tunnel = &mut self.tunnels[i];
+        tunnel.renew_at = None;
+        if !keep_child && tunnel.child.take().is_some() {
+            self.stats.child_sas = self.stats.child_sas.saturating_sub(1);
+            self.stats.ike_sas = self.stats.ike_sas.saturating_sub(1);
+        }
+        match made {
+            Ok(mut initiator) => {
+                debug!(tunnel = ?kind, %local, %remote, "IKE: initiating");
+                initiator.start(now);
+                tunnel.initiator = Some(initiator);
+                tunnel.retry_at = None;
+            }
+            Err(e) => {
+                warn!(tunnel = ?kind, error = %format!("{e:#}"), "IKE: cannot initiate");
+                tunnel.initiator = None;
+                tunnel.retry_at = Some(now + RETRY_AFTER);
+            }
+        }
+        self.pump(now);
+    }
+
+    /// Moves the initiators' datagrams to `pending` and handles their events.
+    fn pump(&mut self, now: Instant) {
+        for i in 0..self.tunnels.len() {
+            let Some(initiator) = self.tunnels[i].initiator.as_mut() else {
+                continue;
+            };
+            while let Some((local, remote, bytes)) = initiator.poll_transmit() {
+                if let Some(pkt) = ike_packet(local, remote, &bytes) {
+                    self.pending.push(pkt);
+                }
+            }
+            let mut events = Vec::new();
+            while let Some(e) = initiator.poll_event() {
+                events.push(e);
+            }
+            for e in events {
+                self.on_event(i, now, e);
+            }
+        }
+    }
+
+    fn on_event(&mut self, i: usize, now: Instant, event: InitiatorEvent) {
+        let kind = self.tunnels[i].kind;
+        match event {
+            InitiatorEvent::Established {
+                identity,
+                inner,
+                child,
+            } => {
+                let sa = Inbound::new(&child.inbound)
+                    .and_then(|inb| Ok((inb, Outbound::new(&child.outbound)?)));
+                let (inbound, outbound) = match sa {
+                    Ok(pair) => pair,
+                    Err(e) => {
+                        warn!(tunnel = ?kind, error = ?e, "child SA keys refused");
+                        self.retry(i, now);
+                        return;
+                    }
+                };
+                let corporate = &child.outbound.remote_ts;
+                let routes: Vec<Ipv6Net> = corporate.iter().flat_map(prefixes_of).collect();
+                let span = corporate.iter().map(span_of).min().unwrap_or(u128::MAX);
+                let inner6 = match inner {
+                    Some(IpAddr::V6(a)) => Some(a),
+                    _ => self.outer,
+                };
+                if let Some(addr) = inner6
+                    && let Err(e) = self.host.install_inner(addr, &routes, self.mss())
+                {
+                    warn!(tunnel = ?kind, error = %format!("{e:#}"), "installing the inner address and routes");
+                }
+                info!(
+                    tunnel = ?kind,
+                    responder = %identity,
+                    inner = ?inner6,
+                    routes = ?routes,
+                    spi_in = format_args!("{:08x}", inbound.spi()),
+                    spi_out = format_args!("{:08x}", outbound.spi()),
+                    "IPsec tunnel up"
+                );
+                let tunnel = &mut self.tunnels[i];
+                tunnel.failures = 0;
+                tunnel.renew_at = Some(now + self.settings.renew_after);
+                let child = ChildSa {
+                    inbound,
+                    outbound,
+                    span,
+                };
+                if tunnel.child.replace(child).is_none() {
+                    self.stats.ike_sas += 1;
+                    self.stats.child_sas += 1;
+                }
+            }
+            InitiatorEvent::Failed(e) => {
+                let wait = self.retry(i, now);
+                warn!(tunnel = ?kind, error = %e, retry_in = ?wait, "IPsec tunnel down");
+            }
+            _ => {}
+        }
+    }
+
+    /// Drops tunnel `i`'s SAs and schedules its next negotiation; returns the wait.
+    fn retry(&mut self, i: usize, now: Instant) -> Duration {
+        let tunnel = &mut self.tunnels[i];
+        if tunnel.child.take().is_some() {
+            self.stats.child_sas = self.stats.child_sas.saturating_sub(1);
+            self.stats.ike_sas = self.stats.ike_sas.saturating_sub(1);
+        }
+        tunnel.initiator = None;
+        tunnel.renew_at = None;
+        let wait = retry_delay(tunnel.failures);
+        tunnel.failures = tunnel.failures.saturating_add(1);
+        tunnel.retry_at = Some(now + wait);
+        wait
+    }
+
+    /// The TCP MSS that keeps a sealed segment within the transport's MTU (inner IPv6 40 +
+    /// TCP 20 + options 20 besides [`OVERHEAD`]).
+    fn mss(&self) -> u16 {
+        let room = usize::try_from(self.mtu).unwrap_or(1280);
+        u16::try_from(room.saturating_sub(OVERHEAD + 80).max(536)).unwrap_or(536)
+    }
+
+    fn next_deadline(&self) -> Option<Instant> {
+        self.tunnels
+            .iter()
+            .filter_map(|t| {
+                let ike = t.initiator.as_ref().and_then(Initiator::poll_timeout);
+                [ike, t.retry_at, t.renew_at].into_iter().flatten().min()
+            })
+            .min()
+    }
+
+    fn on_timeout(&mut self, now: Instant) {
+        for i in 0..self.tunnels.len() {
+            if self.tunnels[i].retry_at.is_some_and(|at| at <= now) {
+                self.start(i, now, false);
+            } else if self.tunnels[i].renew_at.is_some_and(|at| at <= now) {
+                debug!(tunnel = ?self.tunnels[i].kind, "IKE: negotiating the tunnel afresh");
+                self.start(i, now, true);
+            } else if let Some(initiator) = self.tunnels[i].initiator.as_mut() {
+                initiator.handle_timeout(now);
+            }
+        }
+        self.pump(now);
+    }
+
+    /// Classifies a packet from the transport: IKE or ESP from the endpoint to us, or `None`
+    /// for the host.
+    fn classify(&self, pkt: &[u8]) -> Option<Incoming> {
+        let outer = self.outer?;
+        let p = ipv6::Packet::new_checked(pkt).ok()?;
+        if p.src() != self.settings.endpoint || p.dst() != outer {
+            return None;
+        }
+        let at = ipv6::HEADER_LEN;
+        match p.next_header() {
+            NH_ESP => Some(Incoming::Esp(at..p.total_len())),
+            ipv6::NH_UDP => {
+                let u = udp::Packet::new_checked(p.payload()).ok()?;
+                let data = at + udp::HEADER_LEN..at + usize::from(u.len());
+                let payload = u.payload();
+                match u.dst_port() {
+                    IKE_PORT => Some(Incoming::Ike(data)),
+                    NAT_T_PORT if payload == [0xff] => Some(Incoming::Keepalive),
+                    NAT_T_PORT if payload.len() >= 4 && spi_of(payload).is_none() => {
+                        Some(Incoming::Ike(data.start + 4..data.end))
+                    }
+                    NAT_T_PORT => Some(Incoming::Esp(data)),
+                    _ => None,
+                }
+            }
+            _ => None,
+        }
+    }
+
+    /// Opens ESP and hands its inner packet to the host.
+    async fn open(&mut self, esp: &[u8]) {
+        let Some(spi) = spi_of(esp) else {
+            self.stats.dropped += 1;
+            return;
+        };
+        let Some(sa) = self
+            .tunnels
+            .iter()
+            .filter_map(|t| t.child.as_ref())
+            .find(|c| c.inbound.spi() == spi)
+        else {
+            debug!(spi = format_args!("{spi:08x}"), "ESP for an unknown SPI");
+            self.stats.dropped += 1;
+            return;
+        };
+        self.esp.clear();
+        self.esp.extend_from_slice(esp);
+        let opened = match sa.inbound.open(&mut self.esp) {
+            Ok(o) => o,
+            Err(e) => {
+                debug!(spi = format_args!("{spi:08x}"), error = ?e, "ESP refused");
+                self.stats.dropped += 1;
+                return;
+            }
+        };
+        let Some(inner) = self.esp.get(opened.inner.clone()) else {
+            self.stats.dropped += 1;
+            return;
+        };
+        let admitted = inner_addrs(inner, opened.next_header)
+            .is_some_and(|(src, dst)| sa.inbound.admits(src, dst));
+        if !admitted {
+            debug!(
+                spi = format_args!("{spi:08x}"),
+                "ESP inner packet outside the selectors"
+            );
+            self.stats.dropped += 1;
+            return;
+        }
+        self.stats.opened += 1;
+        self.host.deliver(inner).await;
+    }
+
+    /// Seals `pkt` under the narrowest child SA covering it and appends the outer packet to
+    /// `out`; appends `pkt` as it is when no SA covers it.
+    fn seal_or_pass(&mut self, pkt: &[u8], out: &mut Vec<u8>) {
+        let (Some(outer), Some((src, dst))) = (self.outer, ipv6::peek_addrs(pkt)) else {
+            out.extend_from_slice(pkt);
+            return;
+        };
+        let (src, dst) = (IpAddr::V6(src), IpAddr::V6(dst));
+        let sa = self
+            .tunnels
+            .iter()
+            .filter_map(|t| t.child.as_ref())
+            .filter(|c| c.outbound.covers(dst, src))
+            .min_by_key(|c| c.span);
+        let Some(sa) = sa else {
+            out.extend_from_slice(pkt);
+            return;
+        };
+        let nat_t = |a| SocketAddr::new(IpAddr::V6(a), NAT_T_PORT);
+        match seal_udp(
+            &sa.outbound,
+            nat_t(outer),
+            nat_t(self.settings.endpoint),
+            pkt,
+            out,
+        ) {
+            Ok(()) => self.stats.sealed += 1,
+            Err(e) => debug!(error = %e, "packet not sealed"),
+        }
+    }
+}
+
+/// Appends IPv6 + UDP (`src` -> `dst`) + ESP of the IPv6 packet `inner` sealed under `sa`
+/// to `out` (RFC 3948 §2.1); `out` is left as it was on failure.
+pub(crate) fn seal_udp(
+    sa: &Outbound,
+    src: SocketAddr,
+    dst: SocketAddr,
+    inner: &[u8],
+    out: &mut Vec<u8>,
+) -> Result<()> {
+    let base = out.len();
+    let esp = esp_len(inner.len());
+    let udp_len = u16::try_from(udp::HEADER_LEN + esp).context("packet too large to seal")?;
+    let at = base + ipv6::HEADER_LEN + udp::HEADER_LEN;
+    out.resize(at + esp, 0);
+    out[at + SPI_SEQ_IV_LEN..at + SPI_SEQ_IV_LEN + inner.len()].copy_from_slice(inner);
+    if let Err(e) = sa.seal(&mut out[at..], 0, inner.len(), NEXT_HEADER_IPV6) {
+        out.truncate(base);
+        anyhow::bail!("sealing: {e:?}");
+    }
+    write_udp_headers(&mut out[base..], src, dst, udp_len);
+    Ok(())
+}
+
+/// Writes the IPv6 and UDP headers (`src` -> `dst`) in front of the `udp_len - 8` bytes of
+/// payload already in `pkt`, and the UDP checksum (mandatory over IPv6, RFC 8200 §8.1).
+fn write_udp_headers(pkt: &mut [u8], src: SocketAddr, dst: SocketAddr, udp_len: u16) {
+    let (IpAddr::V6(s), IpAddr::V6(d)) = (src.ip(), dst.ip()) else {
+        return;
+    };
+    let _ = ipv6::emit_header(pkt, udp_len, ipv6::NH_UDP, HOP_LIMIT, &s, &d);
+    let Some(dgram) = pkt.get_mut(ipv6::HEADER_LEN..) else {
+        return;
+    };
+    let repr = udp::Repr {
+        src_port: src.port(),
+        dst_port: dst.port(),
+        payload_len: udp_len.saturating_sub(udp::HEADER_LEN as u16),
+    };
+    if repr.emit(dgram).is_ok() {
+        let pseudo = checksum::pseudo_header_v6(&s, &d, ipv6::NH_UDP, u32::from(udp_len));
+        udp::Packet::new_unchecked(dgram).fill_checksum(pseudo);
+    }
+}
+
+/// An IKE datagram as the IPv6/UDP packet the transport carries: on port 4500 behind the
+/// non-ESP marker (RFC 3948 §2.2). `None` for a non-IPv6 address pair or an oversize message.
+pub(crate) fn ike_packet(local: SocketAddr, remote: SocketAddr, ike: &[u8]) -> Option<Vec<u8>> {
+    if !(local.is_ipv6() && remote.is_ipv6()) {
+        return None;
+    }
+    let marker = if remote.port() == NAT_T_PORT { 4 } else { 0 };
+    let udp_len = u16::try_from(udp::HEADER_LEN + marker + ike.len()).ok()?;
+    let mut pkt = vec![0u8; ipv6::HEADER_LEN + usize::from(udp_len)];
+    pkt[ipv6::HEADER_LEN + udp::HEADER_LEN + marker..].copy_from_slice(ike);
+    write_udp_headers(&mut pkt, local, remote, udp_len);
+    Some(pkt)
+}
+
+/// The wait before negotiating again after `failures` failures in a row: [`RETRY_AFTER`]
+/// doubling up to [`RETRY_MAX`], of which a random half.
+fn retry_delay(failures: u32) -> Duration {
+    use std::hash::{BuildHasher, Hasher};
+    let base = RETRY_AFTER
+        .saturating_mul(1u32.checked_shl(failures).unwrap_or(u32::MAX))
+        .min(RETRY_MAX);
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u32(failures);
+    let fraction = (h.finish() % 1000) as f64 / 1000.0;
+    base / 2 + base.mul_f64(fraction / 2.0)
+}
+
+/// The number of addresses a selector spans minus one (`u128::MAX` for IPv4 or reversed).
+fn span_of(s: &Selector) -> u128 {
+    match (s.start, s.end) {
+        (IpAddr::V6(a), IpAddr::V6(b)) => u128::from(b).saturating_sub(u128::from(a)),
+        _ => u128::MAX,
+    }
+}
+
+/// The smallest set of IPv6 prefixes covering a selector's address range (IPv4 selectors
+/// give none: the client's TUN routes IPv6).
+fn prefixes_of(s: &Selector) -> Vec<Ipv6Net> {
+    let (IpAddr::V6(a), IpAddr::V6(b)) = (s.start, s.end) else {
+        return Vec::new();
+    };
+    let (mut start, end) = (u128::from(a), u128::from(b));
+    let mut out = Vec::new();
+    while start <= end {
+        // The largest aligned block starting at `start` that stays within `end`.
+        let mut len = if start == 0 {
+            0
+        } else {
+            128 - start.trailing_zeros()
+        };
+        while len < 128 && block_end(start, len) > end {
+            len += 1;
+        }
+        let len8 = u8::try_from(len).unwrap_or(128);
+        if let Ok(net) = Ipv6Net::new(Ipv6Addr::from(start), len8) {
+            out.push(net);
+        }
+        match block_end(start, len).checked_add(1) {
+            Some(next) => start = next,
+            None => break,
+        }
+    }
+    out
+}
+
+/// The last address of the block of prefix length `len` starting at `start`.
+fn block_end(start: u128, len: u32) -> u128 {
+    start | u128::MAX.checked_shr(len).unwrap_or(0)
+}
+
+impl<H: InnerLink> Host for IpsecHost<H> {
+    async fn configure(&mut self, address: Ipv6Addr, prefix_len: u8, mtu: u32) -> Result<()> {
+        self.host.configure(address, prefix_len, mtu).await?;
+        self.mtu = mtu;
+        if self.outer != Some(address) {
+            // A new outer address: the responder knows us by the old one, so both tunnels
+            // are negotiated again (no MOBIKE).
+            self.outer = Some(address);
+            let now = Instant::now();
+            for i in 0..self.tunnels.len() {
+                self.start(i, now, false);
+            }
+        }
+        Ok(())
+    }
+
+    async fn deliver(&mut self, packet: &[u8]) {
+        match self.classify(packet) {
+            Some(Incoming::Ike(r)) => {
+                let now = Instant::now();
+                if let Some(ike) = packet.get(r) {
+                    for t in &mut self.tunnels {
+                        if let Some(initiator) = t.initiator.as_mut() {
+                            initiator.handle(now, ike);
+                        }
+                    }
+                }
+                self.pump(now);
+            }
+            Some(Incoming::Esp(r)) => {
+                if let Some(esp) = packet.get(r) {
+                    self.open(esp).await;
+                }
+            }
+            Some(Incoming::Keepalive) => {}
+            None => self.host.deliver(packet).await,
+        }
+    }
+
+    async fn flush(&mut self) {
+        self.host.flush().await;
+    }
+
+    fn refused(&mut self) {
+        self.host.refused();
+    }
+
+    async fn ready(&mut self) -> Result<Ready> {
+        loop {
+            if !self.pending.is_empty() {
+                return Ok(Ready::Packets);
+            }
+            let deadline = self.next_deadline();
+            tokio::select! {
+                r = self.host.ready() => return r,
+                _ = sleep_until(deadline) => self.on_timeout(Instant::now()),
+            }
+        }
+    }
+
+    fn take(&mut self, now: Instant, out: &mut Vec<u8>) -> Result<bool> {
+        if !self.pending.is_empty() {
+            for p in self.pending.drain(..) {
+                out.extend_from_slice(&p);
+            }
+            return Ok(true);
+        }
+        let mut from_host = std::mem::take(&mut self.from_host);
+        from_host.clear();
+        let more = self.host.take(now, &mut from_host);
+        if let Ok(true) = more {
+            let mut rest = from_host.as_slice();
+            while let Some(len) = ipv6::Packet::new_checked(rest).ok().map(|p| p.total_len()) {
+                let (pkt, tail) = rest.split_at(len.min(rest.len()));
+                self.seal_or_pass(pkt, out);
+                rest = tail;
+            }
+        }
+        self.from_host = from_host;
+        more
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,76 @@
+use super::*;
+
+fn sel(a: &str, b: &str) -> Selector {
+    Selector {
+        start: a.parse().unwrap(),
+        end: b.parse().unwrap(),
+        protocol: 0,
+        ports: 0..=u16::MAX,
+    }
+}
+
+fn nets(v: &[Ipv6Net]) -> Vec<String> {
+    v.iter().map(ToString::to_string).collect()
+}
+
+#[test]
+fn a_selector_range_becomes_its_prefixes() {
+    assert_eq!(
+        nets(&prefixes_of(&sel(
+            "fd00:c0::",
+            "fd00:c0::ffff:ffff:ffff:ffff"
+        ))),
+        ["fd00:c0::/64"]
+    );
+    assert_eq!(
+        nets(&prefixes_of(&sel("fd00:c0::53", "fd00:c0::53"))),
+        ["fd00:c0::53/128"]
+    );
+    assert_eq!(
+        nets(&prefixes_of(&sel(
+            "::",
+            "ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff"
+        ))),
+        ["::/0"]
+    );
+    // An unaligned range: the fewest aligned blocks that cover exactly it.
+    assert_eq!(
+        nets(&prefixes_of(&sel("fd00::1", "fd00::6"))),
+        ["fd00::1/128", "fd00::2/127", "fd00::4/127", "fd00::6/128"]
+    );
+    assert!(prefixes_of(&sel("10.0.0.0", "10.0.0.255")).is_empty());
+    assert!(prefixes_of(&sel("fd00::6", "fd00::1")).is_empty());
+}
+
+#[test]
+fn ike_rides_udp_4500_behind_the_non_esp_marker() {
+    let local: SocketAddr = "[2001:0:c000:201::1]:4500".parse().unwrap();
+    let remote: SocketAddr = "[2001:db8:100:1::2]:4500".parse().unwrap();
+    let ike = [0x11u8; 40];
+    let pkt = ike_packet(local, remote, &ike).unwrap();
+    let p = ipv6::Packet::new_checked(&pkt).unwrap();
+    assert_eq!((p.next_header(), p.total_len()), (ipv6::NH_UDP, pkt.len()));
+    let u = udp::Packet::new_checked(p.payload()).unwrap();
+    assert_eq!((u.src_port(), u.dst_port()), (4500, 4500));
+    assert_eq!(&u.payload()[..4], &[0, 0, 0, 0]);
+    assert_eq!(&u.payload()[4..], &ike);
+    let (IpAddr::V6(s), IpAddr::V6(d)) = (local.ip(), remote.ip()) else {
+        unreachable!()
+    };
+    let pseudo = checksum::pseudo_header_v6(&s, &d, ipv6::NH_UDP, u32::from(u.len()));
+    assert!(u.verify_checksum(pseudo));
+    let v4: SocketAddr = "192.0.2.1:4500".parse().unwrap();
+    assert!(ike_packet(v4, remote, &ike).is_none());
+}
+
+#[test]
+fn retries_back_off_with_a_random_part() {
+    for failures in 0..40 {
+        let base = RETRY_AFTER
+            .saturating_mul(1u32.checked_shl(failures).unwrap_or(u32::MAX))
+            .min(RETRY_MAX);
+        let d = retry_delay(failures);
+        assert!(d >= base / 2 && d <= base, "{failures}: {d:?} for {base:?}");
+    }
+    assert!(retry_delay(30) <= RETRY_MAX);
+}
