@@ -126,7 +126,8 @@ max_connections_per_source = 1000000
 tun = "gate64"
 ipv6_prefixes = ["2001:db8:100::/48"]
 address6 = "2001:db8:100::1"
-lab_allow_without_ipsec = true
+[ipsec]
+require = false
 
 [metrics]
 listen = "127.0.0.1:9164"

@@ -82,7 +82,8 @@ relay = true
 tun = "gate64"
 ipv6_prefixes = ["$CORP_PREFIX"]
 address6 = "2001:db8:100::1"
-lab_allow_without_ipsec = true
+[ipsec]
+require = false
 [iphttps]
 enabled = true
 listen = "$SERVER_IP:$TLS_PORT"
@@ -101,7 +102,7 @@ EOF
         cat "$WORK/gate64.log" >&2
         return 1
     }
-    start_bg "$CLI" gate64-connect "$GATE64_BIN" connect iphttps \
+    start_bg "$CLI" gate64-connect "$GATE64_BIN" connect iphttps --no-ipsec \
         --server "https://$SERVER_IP/IPHTTPS" --ca "$WORK/certs/ca.pem" --route "$CORP_PREFIX"
     wait_for 15 client_ready || { log "gate64 connect: no link within 15 s"; return 1; }
     IPERF_TARGET=$CORP_HOST

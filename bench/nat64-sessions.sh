@@ -57,7 +57,8 @@ server_addresses = ["192.0.2.1", "192.0.2.2"]
 tun = "gate64"
 ipv6_prefixes = ["2001:db8:100::/48"]
 address6 = "2001:db8:100::1"
-lab_allow_without_ipsec = true
+[ipsec]
+require = false
 [nat64]
 prefix = "2001:db8:64::/96"
 pool4 = ["198.19.0.0/27"]

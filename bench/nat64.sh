@@ -73,7 +73,8 @@ tun = "gate64"
 ipv6_prefixes = ["2001:db8:100::/48"]
 address6 = "2001:db8:100::1"
 mtu = 1500
-lab_allow_without_ipsec = true
+[ipsec]
+require = false
 [nat64]
 prefix = "2001:db8:64::/96"
 pool4 = ["198.19.0.1"]

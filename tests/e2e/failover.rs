@@ -20,12 +20,12 @@
 //! silence of each stream around the death, echo requests lost, when the backup held the
 //! addresses) are printed, never asserted.
 //!
-//! - `netns_failover_gre_keepalived`: a crash: every process of the node SIGKILLed and its
+//! - `netns_failover_gre_keepalived_without_ipsec`: a crash: every process of the node SIGKILLed and its
 //!   links down (power loss); keepalived on the backup notices after the master-down
 //!   interval.
-//! - `netns_failover_graceful_keepalived`: a graceful stop: keepalived gets SIGTERM, sends a
+//! - `netns_failover_graceful_keepalived_without_ipsec`: a graceful stop: keepalived gets SIGTERM, sends a
 //!   priority-0 advertisement and its notify script stops gate64.
-//! - `netns_failover_cold_keepalived`: a crash with the notify script in cold mode: gate64
+//! - `netns_failover_cold_keepalived_without_ipsec`: a crash with the notify script in cold mode: gate64
 //!   runs on the master only, so the backup starts it when it is promoted.
 
 use std::path::{Path, PathBuf};
@@ -85,8 +85,8 @@ enum Death {
 
 #[test]
 #[ignore = "netns: needs root"]
-fn netns_failover_gre_keepalived() {
-    if !netns_or_skip("netns_failover_gre_keepalived") {
+fn netns_failover_gre_keepalived_without_ipsec() {
+    if !netns_or_skip("netns_failover_gre_keepalived_without_ipsec") {
         return;
     }
     if let Err(e) = failover(Death::Crash, Standby::Hot) {
@@ -96,8 +96,8 @@ fn netns_failover_gre_keepalived() {
 
 #[test]
 #[ignore = "netns: needs root"]
-fn netns_failover_graceful_keepalived() {
-    if !netns_or_skip("netns_failover_graceful_keepalived") {
+fn netns_failover_graceful_keepalived_without_ipsec() {
+    if !netns_or_skip("netns_failover_graceful_keepalived_without_ipsec") {
         return;
     }
     if let Err(e) = failover(Death::Graceful, Standby::Hot) {
@@ -107,8 +107,8 @@ fn netns_failover_graceful_keepalived() {
 
 #[test]
 #[ignore = "netns: needs root"]
-fn netns_failover_cold_keepalived() {
-    if !netns_or_skip("netns_failover_cold_keepalived") {
+fn netns_failover_cold_keepalived_without_ipsec() {
+    if !netns_or_skip("netns_failover_cold_keepalived_without_ipsec") {
         return;
     }
     if let Err(e) = failover(Death::Crash, Standby::Cold) {
@@ -213,7 +213,7 @@ fn gate64_config(certs: &Path) -> Result<String> {
          [iphttps]\nenabled = true\nlisten = \"198.51.100.1:443\"\ncertificate = {:?}\n\
          private_key = {:?}\nprefix = \"2001:db8:1::/48\"\n\n\
          [corpnet]\ntun = \"gate64\"\nipv6_prefixes = [\"2001:db8:100::/48\"]\n\
-         address6 = \"2001:db8:100::1\"\nlab_allow_without_ipsec = true\n\n\
+         address6 = \"2001:db8:100::1\"\n\n[ipsec]\nrequire = false\n\n\
          [metrics]\nlisten = \"127.0.0.1:9164\"\n\n[log]\nlevel = \"info\"\n\n\
          [[gre.tunnel]]\nname = \"site2\"\nlocal = \"203.0.113.1\"\nremote = \"203.0.113.2\"\n\
          key = 42\nroutes = [\"172.16.0.0/24\", \"2001:db8:16::/64\"]\n",
@@ -462,6 +462,7 @@ fn scenario(lab: &Lab, death: Death, standby: Standby) -> Result<()> {
             path_str(&bin)?,
             "connect",
             "teredo",
+            "--no-ipsec",
             "--server",
             "192.0.2.1",
             "--route",
@@ -476,6 +477,7 @@ fn scenario(lab: &Lab, death: Death, standby: Standby) -> Result<()> {
             path_str(&bin)?,
             "connect",
             "iphttps",
+            "--no-ipsec",
             "--server",
             url,
             "--ca",

@@ -19,7 +19,7 @@
 //! from the corporate host reaches the node holding the client because the client's address
 //! lies in that node's prefix.
 //!
-//! `netns_scale_out_bird_ecmp`: every client reaches the corporate host, and the IPv4 host
+//! `netns_scale_out_bird_ecmp_without_ipsec`: every client reaches the corporate host, and the IPv4 host
 //! through NAT64; node 1 dies (every
 //! process killed, its link down); node 2's clients keep working without losing an echo
 //! request and still reach the IPv4 host (asserted); what happens to node 1's clients is printed.
@@ -46,8 +46,8 @@ const BOUND: Duration = Duration::from_secs(30);
 
 #[test]
 #[ignore = "netns: needs root"]
-fn netns_scale_out_bird_ecmp() {
-    if !netns_or_skip("netns_scale_out_bird_ecmp") {
+fn netns_scale_out_bird_ecmp_without_ipsec() {
+    if !netns_or_skip("netns_scale_out_bird_ecmp_without_ipsec") {
         return;
     }
     let started = Instant::now();
@@ -94,7 +94,7 @@ fn node_gate64_config(plan: &NodePlan, certs: &Path) -> Result<String> {
          [iphttps]\nenabled = true\nlisten = \"{ANYCAST_IPHTTPS}:443\"\ncertificate = {:?}\n\
          private_key = {:?}\nprefix = \"{}\"\n\n\
          [corpnet]\ntun = \"gate64\"\nipv6_prefixes = [\"2001:db8:100::/48\"]\n\
-         address6 = \"2001:db8:100::1\"\nlab_allow_without_ipsec = true\n\n\
+         address6 = \"2001:db8:100::1\"\n\n[ipsec]\nrequire = false\n\n\
          [nat64]\nprefix = \"{PREF64}\"\npool4 = [\"{}\"]\n\n\
          [metrics]\nlisten = \"127.0.0.1:9164\"\n\n[log]\nlevel = \"info\"\n",
         plan.teredo[0],
@@ -306,6 +306,7 @@ fn run(
                 path_str(&bin)?,
                 "connect",
                 "teredo",
+                "--no-ipsec",
                 "--server",
                 plan.teredo[0],
                 "--route",
@@ -324,6 +325,7 @@ fn run(
                 path_str(&bin)?,
                 "connect",
                 "iphttps",
+                "--no-ipsec",
                 "--server",
                 &url,
                 "--ca",
