@@ -550,6 +550,13 @@ fn rfc7296_2_9_selectors_outside_both_tunnels_are_refused() {
         peer: addr(CLIENT),
         reason: Refusal::TsUnacceptable
     }));
+    assert!(ev.iter().any(|e| matches!(
+        e,
+        Event::Negotiation {
+            result: Err(Refusal::TsUnacceptable),
+            ..
+        }
+    )));
     assert!(child_ups(&ev).is_empty());
     assert_eq!(r.pool.leased(), 0, "no lease without a child SA");
 }
