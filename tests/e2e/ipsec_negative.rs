@@ -72,6 +72,11 @@ fn refuses_bad_clients(topo: &Topology) -> Result<()> {
             gate64_lines(&after)
         );
     }
+    println!(
+        "refusals counted: auth_failed {}, ts_unacceptable {}",
+        negotiations(&after, "auth_failed"),
+        negotiations(&after, "ts_unacceptable")
+    );
     let qmsa = after.sum("gate64_ipsec_qmsa", &[]);
     ensure!(qmsa == 0.0, "gate64_ipsec_qmsa is {qmsa} after refusals");
     lab.miredo.ensure_running()?;
@@ -204,6 +209,11 @@ fn replayed_esp(topo: &Topology) -> Result<()> {
         ensure!(
             drops >= wanted,
             "gate64_drops_total{{reason=\"esp_replay\"}} is {drops}, expected >= {wanted}"
+        );
+        println!(
+            "captured {captured} ESP datagrams, sent each {REPLAYS} times: \
+             gate64_esp_replay_drops_total {}, esp_replay drops {drops}",
+            m.sum("gate64_esp_replay_drops_total", &[])
         );
         let echoes_after = echo_requests_in(&topo.corp)?;
         ensure!(
