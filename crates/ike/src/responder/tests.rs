@@ -950,3 +950,87 @@ fn rfc7296_2_4_initial_contact_replaces_the_same_tunnel_only() {
     );
     assert_eq!(r.pool.leased(), 1);
 }
+
+/// RFC 7296 §1.4: an IKE SA idle for `dpd` gets an empty INFORMATIONAL request from the
+/// responder (its own message IDs, from 0); a client that answers keeps its SAs.
+#[test]
+fn rfc7296_1_4_answered_liveness_check_keeps_the_sas() {
+    let lab = Lab::new();
+    let t0 = Instant::now();
+    let dpd = Duration::from_secs(30);
+    let (mut r, mut i, _pair) = established_pair(&lab, t0, |c| c.dpd = dpd);
+    assert!(r.poll_timeout().is_some_and(|t| t <= t0 + dpd));
+    r.handle_timeout(t0 + dpd - Duration::from_secs(1));
+    assert!(r.poll_transmit().is_none(), "not idle long enough yet");
+    for (round, message_id) in [(1u32, 0u32), (2, 1)] {
+        let at = t0 + dpd * round;
+        r.handle_timeout(at);
+        let probe = r.poll_transmit().expect("a liveness check");
+        let m = Message::parse(&probe.bytes).unwrap();
+        assert_eq!(
+            (m.header.exchange, m.header.flags, m.header.message_id),
+            (exchange::INFORMATIONAL, 0, message_id)
+        );
+        assert!(matches!(m.payloads.last(), Some(Payload::Sk { .. })));
+        i.handle(at, &probe.bytes);
+        let (local, remote, answer) = i.poll_transmit().expect("the client answers");
+        r.handle(at, remote, local, &answer);
+        // Answered: nothing is retransmitted, nothing goes down.
+        r.handle_timeout(at + DPD_RETRANSMIT * 3);
+        assert!(r.poll_transmit().is_none());
+        assert!(events(&mut r).is_empty());
+        assert_eq!(r.ike_sas(at).len(), 1);
+    }
+    // A response nobody asked for is refused, not taken as an answer.
+    r.handle_timeout(t0 + dpd * 3);
+    let probe = r.poll_transmit().expect("a third liveness check");
+    i.handle(t0 + dpd * 3, &probe.bytes);
+    let (local, remote, answer) = i.poll_transmit().expect("the client answers");
+    r.handle(t0 + dpd * 3, remote, local, &answer);
+    r.handle(t0 + dpd * 3, remote, local, &answer);
+    assert!(events(&mut r).iter().any(|e| matches!(
+        e,
+        Event::Refused {
+            reason: Refusal::MessageId,
+            ..
+        }
+    )));
+}
+
+/// RFC 7296 §2.4: a client that answers none of the retransmissions is dead: its IKE SA and
+/// child SAs are deleted (the driver's SA database and gauges follow the events).
+#[test]
+fn rfc7296_2_4_unanswered_liveness_checks_delete_the_sas() {
+    let lab = Lab::new();
+    let t0 = Instant::now();
+    let dpd = Duration::from_secs(30);
+    let (mut r, _i, pair) = established_pair(&lab, t0, |c| {
+        c.dpd = dpd;
+        c.dpd_retransmits = 3;
+    });
+    let mut at = t0 + dpd;
+    r.handle_timeout(at);
+    let first = r.poll_transmit().expect("a liveness check").bytes;
+    for _ in 0..3 {
+        assert_eq!(r.poll_timeout(), Some(at + DPD_RETRANSMIT));
+        r.handle_timeout(at + DPD_RETRANSMIT - Duration::from_millis(1));
+        assert!(r.poll_transmit().is_none(), "retransmitted too early");
+        at += DPD_RETRANSMIT;
+        r.handle_timeout(at);
+        let again = r.poll_transmit().expect("a retransmission").bytes;
+        assert_eq!(again, first, "a retransmission repeats the request (§2.1)");
+        assert_eq!(r.ike_sas(at).len(), 1);
+    }
+    at += DPD_RETRANSMIT;
+    r.handle_timeout(at);
+    assert!(r.poll_transmit().is_none());
+    let ev = events(&mut r);
+    assert!(
+        ev.contains(&Event::ChildSaDown {
+            inbound_spi: pair.inbound.spi
+        }),
+        "{ev:?}"
+    );
+    assert!(ev.iter().any(|e| matches!(e, Event::IkeSaDown { .. })));
+    assert_eq!((r.ike_sas(at).len(), r.pool.leased()), (0, 0));
+}
