@@ -127,6 +127,15 @@ impl TeredoIpsecLab {
     /// Starts both; `[ipsec] ca` trusts the fixture's CA and, when given, the certificates
     /// in `extra_ca` besides (a PEM bundle).
     pub(crate) fn start(topo: &Topology, extra_ca: Option<&Path>) -> Result<TeredoIpsecLab> {
+        TeredoIpsecLab::start_with(topo, extra_ca, "")
+    }
+
+    /// [`TeredoIpsecLab::start`] with more `[ipsec]` keys (TOML lines).
+    pub(crate) fn start_with(
+        topo: &Topology,
+        extra_ca: Option<&Path>,
+        ipsec_keys: &str,
+    ) -> Result<TeredoIpsecLab> {
         let certs = LabCerts::generate(
             &topo.srv,
             &topo.srv.dir().join("certs"),
@@ -144,7 +153,7 @@ impl TeredoIpsecLab {
         };
         let opts = Gate64Options {
             without_ipsec: false,
-            extra: ipsec_section_with_ca(topo, &certs, &ca)?,
+            extra: ipsec_section_with_ca(topo, &certs, &ca, ipsec_keys)?,
             ..Gate64Options::default()
         };
         let gate = topo.start_gate64(&opts)?;
@@ -218,14 +227,19 @@ fn strongswan_to_gate64_over_iphttps(topo: &Topology) -> Result<()> {
 /// `[ipsec]` with the fixture's responder certificate, the pool, the corporate host as the
 /// infrastructure tunnel; and `[control]` in `tsrv`'s directory.
 fn ipsec_section(topo: &Topology, certs: &LabCerts) -> Result<String> {
-    ipsec_section_with_ca(topo, certs, &certs.ca)
+    ipsec_section_with_ca(topo, certs, &certs.ca, "")
 }
 
-/// [`ipsec_section`] with `[ipsec] ca = ca`.
-fn ipsec_section_with_ca(topo: &Topology, certs: &LabCerts, ca: &Path) -> Result<String> {
+/// [`ipsec_section`] with `[ipsec] ca = ca` and `more` keys.
+fn ipsec_section_with_ca(
+    topo: &Topology,
+    certs: &LabCerts,
+    ca: &Path,
+    more: &str,
+) -> Result<String> {
     Ok(format!(
         "[ipsec]\ncertificate = \"{}\"\nprivate_key = \"{}\"\nca = \"{}\"\n\
-         pool6 = \"{POOL6}\"\ninfrastructure_prefixes = [\"{CORP_HOST}/128\"]\n\
+         pool6 = \"{POOL6}\"\ninfrastructure_prefixes = [\"{CORP_HOST}/128\"]\n{more}\
          [control]\nsocket = \"{}\"\n",
         path_str(&certs.responder_cert)?,
         path_str(&certs.responder_key)?,

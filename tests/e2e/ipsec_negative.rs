@@ -8,6 +8,8 @@
 //! - `netns_ipsec_replayed_esp_reaches_nothing`: ESP datagrams of an established client,
 //!   captured on its Teredo interface and sent again, reach nothing on the corporate side and
 //!   are counted as replays.
+//! - `netns_ipsec_dead_client_loses_its_sas`: strongSwan killed with SIGKILL: gate64's
+//!   liveness checks (`ipsec.dpd_secs`) go unanswered and its IKE and child SAs are deleted.
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -286,4 +288,86 @@ print(len(esp))
         .last()
         .and_then(|l| l.trim().parse().ok())
         .with_context(|| format!("capture printed {out:?}"))
+}
+
+#[test]
+#[ignore = "netns: needs root"]
+fn netns_ipsec_dead_client_loses_its_sas() {
+    netns_test(
+        "netns_ipsec_dead_client_loses_its_sas",
+        Topology::builder(),
+        dead_client,
+    );
+}
+
+/// `ipsec.dpd_secs` in this test: short, so the test stays short.
+const DPD_SECS: u64 = 5;
+/// A generous bound on dpd + 3 retransmissions 5 s apart + the driver's timer.
+const DEAD_PEER_BOUND: Duration = Duration::from_secs(60);
+
+/// strongSwan builds both tunnels and is killed with SIGKILL (no Delete sent): gate64's
+/// liveness checks go unanswered and both IKE SAs and child SAs go.
+fn dead_client(topo: &Topology) -> Result<()> {
+    let mut lab = TeredoIpsecLab::start_with(topo, None, &format!("dpd_secs = {DPD_SECS}\n"))?;
+    let initiator = TeredoIpsecLab::initiator(topo, lab.certs.initiator(), tunnels())?;
+    let scenario = || -> Result<()> {
+        initiator.load_all()?;
+        for tunnel in [INFRASTRUCTURE, INTRANET] {
+            initiator.initiate(tunnel, tunnel, INITIATE_TIMEOUT)?;
+        }
+        initiator.wait_established(2, 2, SETTLE_TIMEOUT)?;
+        // Alive and idle for several dpd intervals: it answers the checks and keeps its SAs.
+        std::thread::sleep(Duration::from_secs(2 * DPD_SECS + 2));
+        initiator.wait_established(2, 2, SETTLE_TIMEOUT)?;
+        let m = topo.metrics()?;
+        for name in ["gate64_ipsec_mmsa", "gate64_ipsec_qmsa"] {
+            let v = m.sum(name, &[]);
+            ensure!(
+                v == 2.0,
+                "{name} is {v} while the client answers\n{}",
+                gate64_lines(&m)
+            );
+        }
+        Ok(())
+    };
+    with_charon_logs(scenario(), &[&initiator])?;
+    let charon = charon_pid(&topo.cli)?;
+    topo.cli.exec_ok(&["kill", "-KILL", &charon.to_string()])?;
+    let killed = std::time::Instant::now();
+    let mut m = topo.metrics()?;
+    let gone = gate64_testkit::wait_until(DEAD_PEER_BOUND, || {
+        m = match topo.metrics() {
+            Ok(m) => m,
+            Err(_) => return false,
+        };
+        m.sum("gate64_ipsec_mmsa", &[]) == 0.0 && m.sum("gate64_ipsec_qmsa", &[]) == 0.0
+    });
+    ensure!(
+        gone,
+        "SAs of a killed client still up after {DEAD_PEER_BOUND:?}\n{}",
+        gate64_lines(&m)
+    );
+    println!(
+        "killed client's SAs gone after {:.1} s (dpd_secs = {DPD_SECS})",
+        killed.elapsed().as_secs_f64()
+    );
+    drop(initiator);
+    lab.miredo.ensure_running()?;
+    lab.gate.ensure_running()
+}
+
+/// The pid of the one charon running in `ns` (the test's own initiator).
+fn charon_pid(ns: &Netns) -> Result<i32> {
+    let found: Vec<i32> = ns
+        .pids()
+        .into_iter()
+        .filter(|pid| {
+            std::fs::read_to_string(format!("/proc/{pid}/comm"))
+                .is_ok_and(|c| c.trim().starts_with("charon"))
+        })
+        .collect();
+    match found[..] {
+        [pid] => Ok(pid),
+        _ => bail!("expected one charon in {}, found pids {found:?}", ns.name()),
+    }
 }
