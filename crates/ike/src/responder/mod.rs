@@ -301,6 +301,10 @@ pub struct Stats {
     pub cookies_sent: u64,
     /// Responses retransmitted from the cache.
     pub retransmits: u64,
+    /// Child SAs that reached their soft lifetime without the client rekeying them.
+    pub children_past_soft_lifetime: u64,
+    /// Child SAs deleted at their hard lifetime.
+    pub children_expired: u64,
 }
 
 /// One child SA as the IKE SA remembers it.
@@ -308,6 +312,9 @@ pub struct Stats {
 pub(crate) struct ChildRecord {
     pub(crate) inbound_spi: u32,
     pub(crate) outbound_spi: u32,
+    pub(crate) created: Instant,
+    /// Its soft lifetime passed without a rekey, and that was counted.
+    pub(crate) past_soft: bool,
 }
 
 /// The last response, resent for a duplicate request (§2.1).

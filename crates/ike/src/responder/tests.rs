@@ -1034,3 +1034,46 @@ fn rfc7296_2_4_unanswered_liveness_checks_delete_the_sas() {
     assert!(ev.iter().any(|e| matches!(e, Event::IkeSaDown { .. })));
     assert_eq!((r.ike_sas(at).len(), r.pool.leased()), (0, 0));
 }
+
+/// RFC 7296 §2.8: the client rekeys child SAs; one it leaves past the soft lifetime is
+/// counted, and at the hard lifetime (10% later) gate64 deletes it and says so with a
+/// Delete payload naming its inbound SPI (§1.4.1). The IKE SA stays.
+#[test]
+fn rfc7296_2_8_child_sa_past_its_hard_lifetime_is_deleted() {
+    let lab = Lab::new();
+    let t0 = Instant::now();
+    let (mut r, mut i, pair) = established_pair(&lab, t0, |c| {
+        c.child_lifetime = Duration::from_secs(100);
+        c.dpd = Duration::from_secs(10_000);
+    });
+    assert_eq!(r.poll_timeout(), Some(t0 + Duration::from_secs(100)));
+    r.handle_timeout(t0 + Duration::from_secs(100));
+    assert!(r.poll_transmit().is_none() && events(&mut r).is_empty());
+    assert_eq!(r.stats().children_past_soft_lifetime, 1);
+    assert_eq!(r.poll_timeout(), Some(t0 + Duration::from_secs(110)));
+    let at = t0 + Duration::from_secs(110);
+    r.handle_timeout(at);
+    assert_eq!(
+        events(&mut r),
+        [Event::ChildSaDown {
+            inbound_spi: pair.inbound.spi
+        }]
+    );
+    let delete = r.poll_transmit().expect("a Delete request");
+    let sa = r.sas.values().next().expect("the IKE SA stays");
+    let (_, inner) = keys::open_message(&delete.bytes, &sa.keys.sk_er).unwrap();
+    assert!(
+        matches!(&inner[..], [Payload::Delete(d)]
+            if d.protocol == transform::PROTO_ESP
+                && d.spis == [pair.inbound.spi.to_be_bytes().to_vec()]),
+        "{inner:?}"
+    );
+    i.handle(at, &delete.bytes);
+    let (local, remote, answer) = i.poll_transmit().expect("the client answers");
+    r.handle(at, remote, local, &answer);
+    r.handle_timeout(at + DPD_RETRANSMIT * 5);
+    assert!(r.poll_transmit().is_none(), "answered: no retransmission");
+    let sas = r.ike_sas(at);
+    assert_eq!((sas.len(), sas[0].child_spis.len()), (1, 0));
+    assert_eq!(r.stats().children_expired, 1);
+}
