@@ -188,3 +188,39 @@ pub(super) fn handle_response(
     sa.liveness.next_request_id = h.message_id.wrapping_add(1);
     sa.last_heard = now;
 }
+
+/// Sends a Delete of every established IKE SA (RFC 7296 §1.4.1: its child SAs go with it)
+/// and forgets them all, so clients learn at once that gate64 stopped rather than after
+/// their own liveness checks time out. Best effort: nothing is retransmitted.
+pub(super) fn delete_all(r: &mut Responder) {
+    let spis: Vec<u64> = r.sas.keys().copied().collect();
+    for spi in spis {
+        let Some(sa) = r.sas.get(&spi).filter(|s| s.established) else {
+            r.remove_sa(spi);
+            continue;
+        };
+        let header = Header {
+            spi_i: sa.spi_i,
+            spi_r: sa.spi_r,
+            exchange: exchange::INFORMATIONAL,
+            flags: 0,
+            message_id: sa
+                .liveness
+                .probe
+                .as_ref()
+                .map_or(sa.liveness.next_request_id, |p| {
+                    p.message_id.wrapping_add(1)
+                }),
+        };
+        let delete = Payload::Delete(Delete {
+            protocol: transform::PROTO_IKE,
+            spi_size: 0,
+            spis: Vec::new(),
+        });
+        let (local, remote) = (sa.local, sa.remote);
+        if let Ok(bytes) = keys::seal_message(&header, &[delete], &sa.keys.sk_er) {
+            r.transmit(local, remote, bytes);
+        }
+        r.remove_sa(spi);
+    }
+}

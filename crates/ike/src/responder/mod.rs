@@ -574,6 +574,11 @@ impl Responder {
         }
     }
 
+    /// At shutdown: sends a Delete for every established IKE SA and forgets them all.
+    pub fn shutdown(&mut self) {
+        liveness::delete_all(self);
+    }
+
     /// A snapshot of every IKE SA.
     pub fn ike_sas(&self, now: Instant) -> Vec<IkeSaInfo> {
         self.sas

@@ -1077,3 +1077,25 @@ fn rfc7296_2_8_child_sa_past_its_hard_lifetime_is_deleted() {
     assert_eq!((sas.len(), sas[0].child_spis.len()), (1, 0));
     assert_eq!(r.stats().children_expired, 1);
 }
+
+/// RFC 7296 §1.4.1: at shutdown every established IKE SA is deleted with a Delete payload
+/// the client accepts (it tears the IKE SA down), and the driver sees the downs.
+#[test]
+fn shutdown_deletes_every_ike_sa() {
+    let lab = Lab::new();
+    let t0 = Instant::now();
+    let (mut r, mut i, pair) = established_pair(&lab, t0, |_| {});
+    r.shutdown();
+    let delete = r.poll_transmit().expect("a Delete");
+    let ev = events(&mut r);
+    assert!(ev.contains(&Event::ChildSaDown {
+        inbound_spi: pair.inbound.spi
+    }));
+    assert!(ev.iter().any(|e| matches!(e, Event::IkeSaDown { .. })));
+    assert!(r.ike_sas(t0).is_empty());
+    i.handle(t0, &delete.bytes);
+    assert!(
+        std::iter::from_fn(|| i.poll_event()).any(|e| matches!(e, InitiatorEvent::Failed(_))),
+        "the client takes the Delete"
+    );
+}
