@@ -13,7 +13,6 @@ mod iphttps;
 mod iphttps_abuse;
 mod iphttps_edge;
 mod ipsec;
-mod ipsec_flood;
 mod ipsec_negative;
 mod ipsec_strongswan;
 mod lifecycle;
