@@ -11,13 +11,14 @@
 //! - `netns_strongswan_to_gate64_over_iphttps`: the same over `gate64 connect iphttps`.
 
 use std::net::{IpAddr, Ipv6Addr};
+use std::path::Path;
 use std::time::Duration;
 
 use anyhow::{Context, Result, ensure};
 use gate64_testkit::strongswan::{
-    Charon, CharonConfig, INFRASTRUCTURE, INTRANET, LabCerts, Tunnel, with_charon_logs,
+    CertPaths, Charon, CharonConfig, INFRASTRUCTURE, INTRANET, LabCerts, Tunnel, with_charon_logs,
 };
-use gate64_testkit::{CORP_HOST, Gate64Options, Topology, gate64_binary};
+use gate64_testkit::{CORP_HOST, Gate64Options, Process, Topology, gate64_binary};
 
 use crate::common::{
     connect_iphttps, gate64_lines, make_certs, netns_test, path_str, serve_iphttps,
@@ -25,7 +26,7 @@ use crate::common::{
 use crate::teredo::qualify;
 
 /// gate64's `corpnet.address6` in the lab configuration.
-const GATE64_ADDRESS6: Ipv6Addr = Ipv6Addr::new(0x2001, 0xdb8, 0x100, 0, 0, 0, 0, 1);
+pub(crate) const GATE64_ADDRESS6: Ipv6Addr = Ipv6Addr::new(0x2001, 0xdb8, 0x100, 0, 0, 0, 0, 1);
 
 #[test]
 #[ignore = "netns: needs root"]
@@ -87,10 +88,10 @@ fn without_sa(topo: &Topology) -> Result<()> {
 }
 
 /// gate64's inner-address pool in the strongSwan test.
-const POOL6: &str = "fd00:c1::100/120";
+pub(crate) const POOL6: &str = "fd00:c1::100/120";
 /// One IKE_SA_INIT + IKE_AUTH over a fresh Teredo path, with retransmissions.
-const INITIATE_TIMEOUT: Duration = Duration::from_secs(30);
-const SETTLE_TIMEOUT: Duration = Duration::from_secs(15);
+pub(crate) const INITIATE_TIMEOUT: Duration = Duration::from_secs(30);
+pub(crate) const SETTLE_TIMEOUT: Duration = Duration::from_secs(15);
 
 #[test]
 #[ignore = "netns: needs root"]
@@ -103,24 +104,87 @@ fn netns_strongswan_to_gate64_over_teredo() {
 }
 
 fn strongswan_to_gate64(topo: &Topology) -> Result<()> {
-    let certs = LabCerts::generate(
-        &topo.srv,
-        &topo.srv.dir().join("certs"),
-        IpAddr::V6(GATE64_ADDRESS6),
-    )?;
-    let opts = Gate64Options {
-        without_ipsec: false,
-        extra: ipsec_section(topo, &certs)?,
-        ..Gate64Options::default()
-    };
-    let mut gate = topo.start_gate64(&opts)?;
-    let (_client, _teredo) = qualify(topo)?;
-    // Teredo's connectivity test and bubbles before IKE's first message (ICMPv6 echo to
-    // gate64 is admitted without an SA).
-    topo.ping6_all(&topo.cli, GATE64_ADDRESS6, 3)
-        .context("ping gate64 over Teredo before IKE")?;
-    two_tunnels_to_gate64(topo, &certs, "teredo")?;
-    gate.ensure_running()
+    let mut lab = TeredoIpsecLab::start(topo, None)?;
+    two_tunnels_to_gate64(topo, &lab.certs, "teredo")?;
+    lab.gate.ensure_running()
+}
+
+/// `gate64 serve` as the IKE responder with the strongSwan fixture's certificates, and
+/// Debian's Miredo client in `tcli` qualified and reaching gate64: the set-up of every
+/// strongSwan-over-Teredo test against gate64.
+pub(crate) struct TeredoIpsecLab {
+    /// The daemon.
+    pub gate: Process,
+    /// Miredo's client, running while the lab lives.
+    pub miredo: Process,
+    /// The client's Teredo address (its IKE address).
+    pub teredo: Ipv6Addr,
+    /// The fixture's CA, responder and initiator credentials.
+    pub certs: LabCerts,
+}
+
+impl TeredoIpsecLab {
+    /// Starts both; `[ipsec] ca` trusts the fixture's CA and, when given, the certificates
+    /// in `extra_ca` besides (a PEM bundle).
+    pub(crate) fn start(topo: &Topology, extra_ca: Option<&Path>) -> Result<TeredoIpsecLab> {
+        TeredoIpsecLab::start_with(topo, extra_ca, "")
+    }
+
+    /// [`TeredoIpsecLab::start`] with more `[ipsec]` keys (TOML lines).
+    pub(crate) fn start_with(
+        topo: &Topology,
+        extra_ca: Option<&Path>,
+        ipsec_keys: &str,
+    ) -> Result<TeredoIpsecLab> {
+        let certs = LabCerts::generate(
+            &topo.srv,
+            &topo.srv.dir().join("certs"),
+            IpAddr::V6(GATE64_ADDRESS6),
+        )?;
+        let ca = match extra_ca {
+            None => certs.ca.clone(),
+            Some(extra) => {
+                let bundle = topo.srv.dir().join("ipsec-ca-bundle.pem");
+                let mut pem = std::fs::read_to_string(&certs.ca)?;
+                pem.push_str(&std::fs::read_to_string(extra)?);
+                std::fs::write(&bundle, pem)?;
+                bundle
+            }
+        };
+        let opts = Gate64Options {
+            without_ipsec: false,
+            extra: ipsec_section_with_ca(topo, &certs, &ca, ipsec_keys)?,
+            ..Gate64Options::default()
+        };
+        let gate = topo.start_gate64(&opts)?;
+        let (client, teredo) = qualify(topo)?;
+        // Teredo's connectivity test and bubbles before IKE's first message (ICMPv6 echo to
+        // gate64 is admitted without an SA).
+        topo.ping6_all(&topo.cli, GATE64_ADDRESS6, 3)
+            .context("ping gate64 over Teredo before IKE")?;
+        // The corporate side routes the inner addresses back to gate64.
+        topo.corp
+            .ip(&["-6", "route", "replace", POOL6, "via", "2001:db8:100:1::1"])?;
+        Ok(TeredoIpsecLab {
+            gate,
+            miredo: client,
+            teredo,
+            certs,
+        })
+    }
+
+    /// A strongSwan initiator in `tcli` with `credentials`, asking for `tunnels`.
+    pub(crate) fn initiator<'a>(
+        topo: &'a Topology,
+        credentials: CertPaths,
+        tunnels: Vec<Tunnel>,
+    ) -> Result<Charon<'a>> {
+        Charon::start(
+            &topo.cli,
+            "initiator",
+            CharonConfig::initiator(IpAddr::V6(GATE64_ADDRESS6), credentials, tunnels),
+        )
+    }
 }
 
 #[test]
@@ -163,13 +227,23 @@ fn strongswan_to_gate64_over_iphttps(topo: &Topology) -> Result<()> {
 /// `[ipsec]` with the fixture's responder certificate, the pool, the corporate host as the
 /// infrastructure tunnel; and `[control]` in `tsrv`'s directory.
 fn ipsec_section(topo: &Topology, certs: &LabCerts) -> Result<String> {
+    ipsec_section_with_ca(topo, certs, &certs.ca, "")
+}
+
+/// [`ipsec_section`] with `[ipsec] ca = ca` and `more` keys.
+fn ipsec_section_with_ca(
+    topo: &Topology,
+    certs: &LabCerts,
+    ca: &Path,
+    more: &str,
+) -> Result<String> {
     Ok(format!(
         "[ipsec]\ncertificate = \"{}\"\nprivate_key = \"{}\"\nca = \"{}\"\n\
-         pool6 = \"{POOL6}\"\ninfrastructure_prefixes = [\"{CORP_HOST}/128\"]\n\
+         pool6 = \"{POOL6}\"\ninfrastructure_prefixes = [\"{CORP_HOST}/128\"]\n{more}\
          [control]\nsocket = \"{}\"\n",
         path_str(&certs.responder_cert)?,
         path_str(&certs.responder_key)?,
-        path_str(&certs.ca)?,
+        path_str(ca)?,
         path_str(&topo.srv.dir().join("control.sock"))?,
     ))
 }
@@ -185,11 +259,7 @@ fn two_tunnels_to_gate64(topo: &Topology, certs: &LabCerts, transport: &str) -> 
         Tunnel::new(INFRASTRUCTURE, &[&infrastructure_ts]),
         Tunnel::new(INTRANET, &["2001:db8:100::/48"]),
     ];
-    let initiator = Charon::start(
-        &topo.cli,
-        "initiator",
-        CharonConfig::initiator(IpAddr::V6(GATE64_ADDRESS6), certs.initiator(), tunnels),
-    )?;
+    let initiator = TeredoIpsecLab::initiator(topo, certs.initiator(), tunnels)?;
     let result = (|| -> Result<()> {
         initiator.load_all()?;
         for tunnel in [INFRASTRUCTURE, INTRANET] {

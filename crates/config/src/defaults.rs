@@ -85,3 +85,6 @@ pub const IKE_HALF_OPEN_COOKIE_THRESHOLD: usize = 30;
 pub const IKE_MAX_HALF_OPEN_PER_SOURCE: usize = 5;
 /// `ipsec.child_lifetime_secs`: child SA rekey after 1 hour (strongSwan's child `rekey_time`).
 pub const CHILD_LIFETIME_SECS: u64 = 3600;
+/// `ipsec.dpd_secs`: an IKE SA idle for 30 s gets a liveness check (strongSwan's `dpd_delay`
+/// in its DirectAccess-like examples).
+pub const DPD_SECS: u64 = 30;

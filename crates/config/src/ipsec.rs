@@ -50,6 +50,9 @@ pub struct Ipsec {
     /// Soft lifetime of child SAs, in seconds (the hard one is 10% more): the client rekeys
     /// before it.
     pub child_lifetime_secs: u64,
+    /// Seconds an IKE SA may stay silent before gate64 checks its client's liveness (RFC
+    /// 7296 §1.4); a client that answers none of the retransmissions loses its SAs.
+    pub dpd_secs: u64,
 }
 
 /// `require = true` and nothing configured: the secure default of a file without `[ipsec]`.
@@ -67,6 +70,7 @@ impl Default for Ipsec {
             half_open_cookie_threshold: defaults::IKE_HALF_OPEN_COOKIE_THRESHOLD,
             max_half_open_per_source: defaults::IKE_MAX_HALF_OPEN_PER_SOURCE,
             child_lifetime_secs: defaults::CHILD_LIFETIME_SECS,
+            dpd_secs: defaults::DPD_SECS,
         }
     }
 }
@@ -92,6 +96,9 @@ const OPEN_TO_UNAUTHENTICATED: &str = "ipsec.require = false: the corporate netw
 
 /// Allowed `ipsec.child_lifetime_secs`: a minute to a day.
 const CHILD_LIFETIME_RANGE: std::ops::RangeInclusive<u64> = 60..=86_400;
+/// Allowed `ipsec.dpd_secs`: often enough to matter, not so often that thousands of idle
+/// clients keep the IKE thread busy.
+const DPD_RANGE: std::ops::RangeInclusive<u64> = 5..=3_600;
 /// Shortest `ipsec.pool6` prefix: larger pools only cost memory for nothing.
 const MIN_POOL6_LEN: u8 = 64;
 
@@ -109,6 +116,7 @@ pub(crate) struct RawIpsec {
     half_open_cookie_threshold: Option<usize>,
     max_half_open_per_source: Option<usize>,
     child_lifetime_secs: Option<u64>,
+    dpd_secs: Option<u64>,
 }
 
 impl RawIpsec {
@@ -130,6 +138,7 @@ impl RawIpsec {
                 .max_half_open_per_source
                 .unwrap_or(d.max_half_open_per_source),
             child_lifetime_secs: self.child_lifetime_secs.unwrap_or(d.child_lifetime_secs),
+            dpd_secs: self.dpd_secs.unwrap_or(d.dpd_secs),
         }
     }
 }
@@ -377,6 +386,17 @@ impl Config {
                 format!("must be {}..={} seconds", range.start(), range.end()),
             ));
         }
+        if !DPD_RANGE.contains(&s.dpd_secs) {
+            return Err(invalid(
+                "ipsec.dpd_secs",
+                s.dpd_secs,
+                format!(
+                    "must be {}..={} seconds",
+                    DPD_RANGE.start(),
+                    DPD_RANGE.end()
+                ),
+            ));
+        }
         if s.max_half_open_per_source == 0 {
             return Err(invalid(
                 "ipsec.max_half_open_per_source",
@@ -424,7 +444,8 @@ pub(crate) fn expected_form(path: &str) -> Option<&'static str> {
         }
         "ipsec.half_open_cookie_threshold"
         | "ipsec.max_half_open_per_source"
-        | "ipsec.child_lifetime_secs" => "a whole number",
+        | "ipsec.child_lifetime_secs"
+        | "ipsec.dpd_secs" => "a whole number",
         _ => return None,
     })
 }

@@ -100,7 +100,8 @@ impl Config {
                 intranet_prefixes,
                 half_open_cookie_threshold,
                 max_half_open_per_source,
-                child_lifetime_secs
+                child_lifetime_secs,
+                dpd_secs
             ]
         );
         diff!(

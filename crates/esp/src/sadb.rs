@@ -15,6 +15,7 @@ use dashmap::DashMap;
 use dashmap::mapref::entry::Entry;
 
 use crate::sa::{Inbound, KeyError, Outbound, SaParams};
+use crate::selector::Selector;
 
 /// Smallest SPI gate64 hands out: 1-255 are reserved by IANA (RFC 4303 §2.1).
 pub const MIN_SPI: u32 = 256;
@@ -209,10 +210,12 @@ impl SaDb {
         self.inbound.get(&spi).map(|e| Arc::clone(e.value()))
     }
 
-    /// The outbound SA for a packet from `inner_src` to `inner_dst`: the newest one, not
-    /// expired, whose remote selectors cover the destination and whose local selectors cover
-    /// the source. A client's infrastructure and intranet SAs differ in their local
-    /// selectors, so the source picks between them.
+    /// The outbound SA for a packet from `inner_src` to `inner_dst`: among the live SAs
+    /// whose remote selectors cover the destination and whose local selectors cover the
+    /// source, the one whose local selector covering the source is the narrowest, the newest
+    /// among equals. A client's infrastructure SA (e.g. `fd00:c0::53/128`) and intranet SA
+    /// (`fd00:c0::/64`) may both cover the infrastructure host: its replies must go out
+    /// under the infrastructure SA, the one the client's policy expects them on.
     pub fn outbound_for(&self, inner_dst: IpAddr, inner_src: IpAddr) -> Option<Arc<OutboundEntry>> {
         self.best_in(inner_dst, inner_dst, inner_src)
             .or_else(|| self.best_in(unspecified(inner_dst), inner_dst, inner_src))
@@ -223,8 +226,9 @@ impl SaDb {
         bucket
             .iter()
             .filter(|o| !o.sa.is_expired() && o.sa.covers(dst, src))
-            .max_by_key(|o| o.generation)
-            .cloned()
+            .filter_map(|o| Some((narrowest_covering(o.sa.local_ts(), src)?, o)))
+            .min_by_key(|(span, o)| (*span, core::cmp::Reverse(o.generation)))
+            .map(|(_, o)| Arc::clone(o))
     }
 
     /// Child SAs installed (what `gate64_ipsec_qmsa` counts).
@@ -279,6 +283,19 @@ fn index_keys(o: &OutboundEntry) -> Vec<IpAddr> {
     keys.sort_unstable();
     keys.dedup();
     keys
+}
+
+/// The number of addresses (minus one) in the narrowest of `selectors` that covers `addr`.
+fn narrowest_covering(selectors: &[Selector], addr: IpAddr) -> Option<u128> {
+    selectors
+        .iter()
+        .filter(|s| s.covers(addr))
+        .map(|s| match (s.start, s.end) {
+            (IpAddr::V4(a), IpAddr::V4(b)) => u128::from(u32::from(b).saturating_sub(u32::from(a))),
+            (IpAddr::V6(a), IpAddr::V6(b)) => u128::from(b).saturating_sub(u128::from(a)),
+            _ => u128::MAX,
+        })
+        .min()
 }
 
 fn unspecified(addr: IpAddr) -> IpAddr {

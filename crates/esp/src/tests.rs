@@ -733,14 +733,15 @@ fn sadb_inbound_by_spi_and_outbound_by_tunnel() {
         |e| e.tunnel == TunnelKind::Infrastructure && e.peer().udp_encap == Some(4500)
     ));
     assert!(db.inbound(77).is_none());
-    // DNS64 answers come from fd00:c0::53: the infrastructure SA (newest whose local TS
-    // covers the source); the infrastructure SA does not cover other corporate sources.
+    // DNS64 answers come from fd00:c0::53: both SAs cover it, the infrastructure SA's /128
+    // is the narrower, so it wins although the intranet SA is newer; the infrastructure SA
+    // does not cover other corporate sources.
     let dns = db.outbound_for(addr(c), addr("fd00:c0::53")).unwrap();
     let other = db.outbound_for(addr(c), addr("fd00:c0::9")).unwrap();
     assert_eq!(other.sa.spi(), 2001);
     assert_eq!(other.tunnel, TunnelKind::Intranet);
-    // Both cover ::53; the intranet one was installed later, so it is the newer.
-    assert_eq!(dns.sa.spi(), 2001);
+    assert_eq!(dns.sa.spi(), 2000);
+    assert_eq!(dns.tunnel, TunnelKind::Infrastructure);
     assert!(
         db.outbound_for(addr("fd00:c1::101"), addr("fd00:c0::9"))
             .is_none(),
@@ -754,6 +755,53 @@ fn sadb_inbound_by_spi_and_outbound_by_tunnel() {
     db.for_each(|e| spis.push((e.sa.spi(), e.outbound.sa.spi())));
     spis.sort_unstable();
     assert_eq!(spis, [(1000, 2000), (1001, 2001)]);
+}
+
+#[test]
+fn sadb_reply_sa_is_the_most_specific_local_selector_then_the_newest() {
+    let db = SaDb::new();
+    let c = "fd00:c1::100";
+    let pick = |src: &str| {
+        db.outbound_for(addr(c), addr(src))
+            .map(|o| (o.sa.spi(), o.tunnel))
+    };
+    // Intranet first, then infrastructure, then a rekeyed intranet SA: install order must
+    // not decide which tunnel the infrastructure host's replies take.
+    db.install(child(1001, 2001, c, "fd00:c0::/64", TunnelKind::Intranet))
+        .unwrap();
+    assert_eq!(pick("fd00:c0::53"), Some((2001, TunnelKind::Intranet)));
+    db.install(child(
+        1000,
+        2000,
+        c,
+        "fd00:c0::53/128",
+        TunnelKind::Infrastructure,
+    ))
+    .unwrap();
+    db.install(child(1003, 2003, c, "fd00:c0::/64", TunnelKind::Intranet))
+        .unwrap();
+    assert_eq!(
+        pick("fd00:c0::53"),
+        Some((2000, TunnelKind::Infrastructure))
+    );
+    assert_eq!(pick("fd00:c0::9"), Some((2003, TunnelKind::Intranet)));
+    // A rekeyed infrastructure SA: among equally specific SAs the newest wins.
+    db.install(child(
+        1004,
+        2004,
+        c,
+        "fd00:c0::53/128",
+        TunnelKind::Infrastructure,
+    ))
+    .unwrap();
+    assert_eq!(
+        pick("fd00:c0::53"),
+        Some((2004, TunnelKind::Infrastructure))
+    );
+    // Once the infrastructure SAs are gone, the intranet SA carries the host's replies.
+    db.remove(1000);
+    db.remove(1004);
+    assert_eq!(pick("fd00:c0::53"), Some((2003, TunnelKind::Intranet)));
 }
 
 #[test]

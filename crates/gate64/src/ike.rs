@@ -44,6 +44,7 @@ pub fn responder_config(cfg: &Config) -> Result<Option<ResponderConfig>> {
     config.half_open_cookie_threshold = s.half_open_cookie_threshold;
     config.max_half_open_per_source = s.max_half_open_per_source;
     config.child_lifetime = Duration::from_secs(s.child_lifetime_secs);
+    config.dpd = Duration::from_secs(s.dpd_secs);
     config.nat_t_port = NAT_T_PORT;
     Ok(Some(config))
 }

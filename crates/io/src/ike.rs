@@ -156,7 +156,12 @@ impl IkeDriver {
                 .poll_timeout()
                 .unwrap_or_else(|| Instant::now() + Duration::from_secs(60));
             tokio::select! {
-                _ = &mut shutdown => return Ok(()),
+                _ = &mut shutdown => {
+                    // Tell the clients, so they do not wait for their liveness checks.
+                    self.responder.shutdown();
+                    self.flush(&ike, &nat_t).await;
+                    return Ok(());
+                }
                 r = ike.recv_from(&mut a) => match r {
                     Ok((n, from)) => self.responder.handle(Instant::now(), ike_addr, from, &a[..n]),
                     Err(e) => tracing::debug!(error = %e, "ike: receive on 500 failed"),

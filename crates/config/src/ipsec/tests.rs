@@ -61,7 +61,7 @@ fn the_contract_keys_parse() {
          infrastructure_prefixes = [\"2001:db8:100::53/128\"]\n\
          intranet_prefixes = [\"2001:db8:100::/64\", \"2001:db8:64::/96\"]\n\
          half_open_cookie_threshold = 0\nmax_half_open_per_source = 2\n\
-         child_lifetime_secs = 600\n"
+         child_lifetime_secs = 600\ndpd_secs = 10\n"
     ))
     .unwrap_or_else(|e| panic!("{e}"));
     let s = &c.ipsec;
@@ -81,6 +81,7 @@ fn the_contract_keys_parse() {
         (0, 2)
     );
     assert_eq!(s.child_lifetime_secs, 600);
+    assert_eq!(s.dpd_secs, 10);
     assert!(c.warnings().is_empty(), "{:?}", c.warnings());
 }
 
@@ -175,6 +176,9 @@ fn timers_are_bounded() {
         "ipsec.child_lifetime_secs",
         "60..=86400",
     );
+    refused("dpd_secs = 0\n", "ipsec.dpd_secs", "5..=3600");
+    refused("dpd_secs = 86400\n", "ipsec.dpd_secs", "5..=3600");
+    refused("dpd_secs = -1\n", "ipsec.dpd_secs", "a whole number");
     refused(
         "max_half_open_per_source = 0\n",
         "ipsec.max_half_open_per_source",

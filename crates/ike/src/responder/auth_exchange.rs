@@ -155,16 +155,18 @@ fn complete(
     let Some((remote, started)) = r.sas.get(&h.spi_r).map(|s| (s.remote, s.started)) else {
         return;
     };
-    let (tunnel, pair) = match first_child(r, now, h.spi_r, req, &identity) {
+    let (tunnel, pair, result) = match first_child(r, now, h.spi_r, req, &identity) {
         Ok((child_payloads, pair)) => {
             payloads.extend(child_payloads);
-            (Some(pair.tunnel), Some(pair))
+            (Some(pair.tunnel), Some(pair), Ok(()))
         }
         Err((kind, reason)) => {
-            // RFC 7296 §1.2: the IKE SA stands even when its first child SA is refused.
+            // RFC 7296 §1.2: the IKE SA stands even when its first child SA is refused, but
+            // the client did not get what it negotiated for: the negotiation counts under
+            // the child's refusal (e.g. `ts_unacceptable`), not as established.
             payloads.push(Payload::Notify(Notify::new(kind, Vec::new())));
-            r.refused(remote, reason);
-            (None, None)
+            r.refused(remote, reason.clone());
+            (None, None, Err(reason))
         }
     };
     r.respond(h.spi_r, h, payloads);
@@ -186,7 +188,7 @@ fn complete(
         r.event(Event::ChildSaUp(Box::new(pair)));
     }
     r.event(Event::Negotiation {
-        result: Ok(()),
+        result,
         duration: now.saturating_duration_since(started),
     });
 }

@@ -353,6 +353,8 @@ pub(crate) fn build_child(
     sa.children.push(ChildRecord {
         inbound_spi: our_spi,
         outbound_spi: plan.choice.peer_spi,
+        created: now,
+        past_soft: false,
     });
     r.inbound_spis.insert(our_spi, spi_r);
     Ok((pair, esp_reply(&plan.choice, our_spi)))

@@ -17,6 +17,7 @@ mod auth_exchange;
 mod child;
 mod informational;
 mod init;
+mod liveness;
 mod pool;
 
 use std::collections::{HashMap, VecDeque};
@@ -31,6 +32,7 @@ use crate::keys::{self, IkeKeys};
 use crate::message::{Header, Message, Notify, Payload, exchange, flags, notify};
 
 pub use init::nat_detection_hash;
+pub use liveness::DPD_RETRANSMIT;
 pub use pool::AddressPool;
 
 /// What the responder is configured with.
@@ -57,10 +59,13 @@ pub struct ResponderConfig {
     /// Soft lifetime handed to child SAs (the hard one is 10% later). The initiator rekeys.
     pub child_lifetime: Duration,
     /// An IKE SA that hears no IKE message for this long is forgotten (its child SAs go
-    /// down). The responder sends no liveness checks of its own, and ESP traffic is not seen
-    /// here, so this must exceed the clients' IKE rekey interval (strongSwan: 4 h by default);
-    /// it only reclaims the state of clients that vanished.
+    /// down), whatever the liveness checks say; ESP traffic is not seen here, so this must
+    /// exceed the clients' IKE rekey interval (strongSwan: 4 h by default).
     pub ike_idle_timeout: Duration,
+    /// An established IKE SA that hears nothing for this long gets a liveness check.
+    pub dpd: Duration,
+    /// Unanswered retransmissions of a liveness check before the peer is declared dead.
+    pub dpd_retransmits: u32,
     /// Largest IKE datagram we send before RFC 7383 fragmentation (IPv6 minimum MTU less
     /// headers, as strongSwan's default).
     pub fragment_size: usize,
@@ -91,6 +96,8 @@ impl ResponderConfig {
             cookie_rotation: Duration::from_secs(120),
             child_lifetime: Duration::from_secs(8 * 3600),
             ike_idle_timeout: Duration::from_secs(24 * 3600),
+            dpd: Duration::from_secs(30),
+            dpd_retransmits: 3,
             fragment_size: 1232,
             nat_t_port: 4500,
         }
@@ -294,6 +301,10 @@ pub struct Stats {
     pub cookies_sent: u64,
     /// Responses retransmitted from the cache.
     pub retransmits: u64,
+    /// Child SAs that reached their soft lifetime without the client rekeying them.
+    pub children_past_soft_lifetime: u64,
+    /// Child SAs deleted at their hard lifetime.
+    pub children_expired: u64,
 }
 
 /// One child SA as the IKE SA remembers it.
@@ -301,6 +312,9 @@ pub struct Stats {
 pub(crate) struct ChildRecord {
     pub(crate) inbound_spi: u32,
     pub(crate) outbound_spi: u32,
+    pub(crate) created: Instant,
+    /// Its soft lifetime passed without a rekey, and that was counted.
+    pub(crate) past_soft: bool,
 }
 
 /// The last response, resent for a duplicate request (§2.1).
@@ -346,6 +360,7 @@ pub(crate) struct IkeSa {
     pub(crate) leased: bool,
     pub(crate) children: Vec<ChildRecord>,
     pub(crate) rekeys: u32,
+    pub(crate) liveness: liveness::Liveness,
 }
 
 impl IkeSa {
@@ -381,6 +396,7 @@ impl IkeSa {
             leased: false,
             children: Vec::new(),
             rekeys: 0,
+            liveness: liveness::Liveness::default(),
         }
     }
 }
@@ -436,8 +452,7 @@ impl Responder {
         };
         let h = message.header;
         if h.is_response() {
-            // We never send requests that expect a response; a stray response is dropped.
-            return self.refused(remote, Refusal::Unsupported);
+            return liveness::handle_response(self, now, remote, datagram, &message);
         }
         if h.exchange == exchange::IKE_SA_INIT && h.spi_r == 0 {
             return init::handle(self, now, local, remote, datagram, &message);
@@ -515,16 +530,23 @@ impl Responder {
             .values()
             .filter(|s| s.established)
             .map(|s| s.last_heard + self.config.ike_idle_timeout);
+        let liveness = self
+            .sas
+            .values()
+            .filter_map(|s| liveness::deadline(s, &self.config));
         half_open
             .chain(idle)
+            .chain(liveness)
             .chain([self
                 .cookie_secrets
                 .next_rotation(self.config.cookie_rotation)])
             .min()
     }
 
-    /// Expires half-open and idle IKE SAs and rotates the cookie secret.
+    /// Expires half-open and idle IKE SAs, runs liveness checks and rotates the cookie
+    /// secret.
     pub fn handle_timeout(&mut self, now: Instant) {
+        liveness::on_timeout(self, now);
         self.cookie_secrets
             .rotate_if_due(now, self.config.cookie_rotation);
         let expired: Vec<u64> = self
@@ -550,6 +572,11 @@ impl Responder {
             }
             self.remove_sa(spi);
         }
+    }
+
+    /// At shutdown: sends a Delete for every established IKE SA and forgets them all.
+    pub fn shutdown(&mut self) {
+        liveness::delete_all(self);
     }
 
     /// A snapshot of every IKE SA.

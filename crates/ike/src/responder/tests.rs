@@ -550,6 +550,13 @@ fn rfc7296_2_9_selectors_outside_both_tunnels_are_refused() {
         peer: addr(CLIENT),
         reason: Refusal::TsUnacceptable
     }));
+    assert!(ev.iter().any(|e| matches!(
+        e,
+        Event::Negotiation {
+            result: Err(Refusal::TsUnacceptable),
+            ..
+        }
+    )));
     assert!(child_ups(&ev).is_empty());
     assert_eq!(r.pool.leased(), 0, "no lease without a child SA");
 }
@@ -942,4 +949,153 @@ fn rfc7296_2_4_initial_contact_replaces_the_same_tunnel_only() {
             && tunnels.contains(&Some(TunnelKind::Intranet))
     );
     assert_eq!(r.pool.leased(), 1);
+}
+
+/// RFC 7296 §1.4: an IKE SA idle for `dpd` gets an empty INFORMATIONAL request from the
+/// responder (its own message IDs, from 0); a client that answers keeps its SAs.
+#[test]
+fn rfc7296_1_4_answered_liveness_check_keeps_the_sas() {
+    let lab = Lab::new();
+    let t0 = Instant::now();
+    let dpd = Duration::from_secs(30);
+    let (mut r, mut i, _pair) = established_pair(&lab, t0, |c| c.dpd = dpd);
+    assert!(r.poll_timeout().is_some_and(|t| t <= t0 + dpd));
+    r.handle_timeout(t0 + dpd - Duration::from_secs(1));
+    assert!(r.poll_transmit().is_none(), "not idle long enough yet");
+    for (round, message_id) in [(1u32, 0u32), (2, 1)] {
+        let at = t0 + dpd * round;
+        r.handle_timeout(at);
+        let probe = r.poll_transmit().expect("a liveness check");
+        let m = Message::parse(&probe.bytes).unwrap();
+        assert_eq!(
+            (m.header.exchange, m.header.flags, m.header.message_id),
+            (exchange::INFORMATIONAL, 0, message_id)
+        );
+        assert!(matches!(m.payloads.last(), Some(Payload::Sk { .. })));
+        i.handle(at, &probe.bytes);
+        let (local, remote, answer) = i.poll_transmit().expect("the client answers");
+        r.handle(at, remote, local, &answer);
+        // Answered: nothing is retransmitted, nothing goes down.
+        r.handle_timeout(at + DPD_RETRANSMIT * 3);
+        assert!(r.poll_transmit().is_none());
+        assert!(events(&mut r).is_empty());
+        assert_eq!(r.ike_sas(at).len(), 1);
+    }
+    // A response nobody asked for is refused, not taken as an answer.
+    r.handle_timeout(t0 + dpd * 3);
+    let probe = r.poll_transmit().expect("a third liveness check");
+    i.handle(t0 + dpd * 3, &probe.bytes);
+    let (local, remote, answer) = i.poll_transmit().expect("the client answers");
+    r.handle(t0 + dpd * 3, remote, local, &answer);
+    r.handle(t0 + dpd * 3, remote, local, &answer);
+    assert!(events(&mut r).iter().any(|e| matches!(
+        e,
+        Event::Refused {
+            reason: Refusal::MessageId,
+            ..
+        }
+    )));
+}
+
+/// RFC 7296 §2.4: a client that answers none of the retransmissions is dead: its IKE SA and
+/// child SAs are deleted (the driver's SA database and gauges follow the events).
+#[test]
+fn rfc7296_2_4_unanswered_liveness_checks_delete_the_sas() {
+    let lab = Lab::new();
+    let t0 = Instant::now();
+    let dpd = Duration::from_secs(30);
+    let (mut r, _i, pair) = established_pair(&lab, t0, |c| {
+        c.dpd = dpd;
+        c.dpd_retransmits = 3;
+    });
+    let mut at = t0 + dpd;
+    r.handle_timeout(at);
+    let first = r.poll_transmit().expect("a liveness check").bytes;
+    for _ in 0..3 {
+        assert_eq!(r.poll_timeout(), Some(at + DPD_RETRANSMIT));
+        r.handle_timeout(at + DPD_RETRANSMIT - Duration::from_millis(1));
+        assert!(r.poll_transmit().is_none(), "retransmitted too early");
+        at += DPD_RETRANSMIT;
+        r.handle_timeout(at);
+        let again = r.poll_transmit().expect("a retransmission").bytes;
+        assert_eq!(again, first, "a retransmission repeats the request (§2.1)");
+        assert_eq!(r.ike_sas(at).len(), 1);
+    }
+    at += DPD_RETRANSMIT;
+    r.handle_timeout(at);
+    assert!(r.poll_transmit().is_none());
+    let ev = events(&mut r);
+    assert!(
+        ev.contains(&Event::ChildSaDown {
+            inbound_spi: pair.inbound.spi
+        }),
+        "{ev:?}"
+    );
+    assert!(ev.iter().any(|e| matches!(e, Event::IkeSaDown { .. })));
+    assert_eq!((r.ike_sas(at).len(), r.pool.leased()), (0, 0));
+}
+
+/// RFC 7296 §2.8: the client rekeys child SAs; one it leaves past the soft lifetime is
+/// counted, and at the hard lifetime (10% later) gate64 deletes it and says so with a
+/// Delete payload naming its inbound SPI (§1.4.1). The IKE SA stays.
+#[test]
+fn rfc7296_2_8_child_sa_past_its_hard_lifetime_is_deleted() {
+    let lab = Lab::new();
+    let t0 = Instant::now();
+    let (mut r, mut i, pair) = established_pair(&lab, t0, |c| {
+        c.child_lifetime = Duration::from_secs(100);
+        c.dpd = Duration::from_secs(10_000);
+    });
+    assert_eq!(r.poll_timeout(), Some(t0 + Duration::from_secs(100)));
+    r.handle_timeout(t0 + Duration::from_secs(100));
+    assert!(r.poll_transmit().is_none() && events(&mut r).is_empty());
+    assert_eq!(r.stats().children_past_soft_lifetime, 1);
+    assert_eq!(r.poll_timeout(), Some(t0 + Duration::from_secs(110)));
+    let at = t0 + Duration::from_secs(110);
+    r.handle_timeout(at);
+    assert_eq!(
+        events(&mut r),
+        [Event::ChildSaDown {
+            inbound_spi: pair.inbound.spi
+        }]
+    );
+    let delete = r.poll_transmit().expect("a Delete request");
+    let sa = r.sas.values().next().expect("the IKE SA stays");
+    let (_, inner) = keys::open_message(&delete.bytes, &sa.keys.sk_er).unwrap();
+    assert!(
+        matches!(&inner[..], [Payload::Delete(d)]
+            if d.protocol == transform::PROTO_ESP
+                && d.spis == [pair.inbound.spi.to_be_bytes().to_vec()]),
+        "{inner:?}"
+    );
+    i.handle(at, &delete.bytes);
+    let (local, remote, answer) = i.poll_transmit().expect("the client answers");
+    r.handle(at, remote, local, &answer);
+    r.handle_timeout(at + DPD_RETRANSMIT * 5);
+    assert!(r.poll_transmit().is_none(), "answered: no retransmission");
+    let sas = r.ike_sas(at);
+    assert_eq!((sas.len(), sas[0].child_spis.len()), (1, 0));
+    assert_eq!(r.stats().children_expired, 1);
+}
+
+/// RFC 7296 §1.4.1: at shutdown every established IKE SA is deleted with a Delete payload
+/// the client accepts (it tears the IKE SA down), and the driver sees the downs.
+#[test]
+fn shutdown_deletes_every_ike_sa() {
+    let lab = Lab::new();
+    let t0 = Instant::now();
+    let (mut r, mut i, pair) = established_pair(&lab, t0, |_| {});
+    r.shutdown();
+    let delete = r.poll_transmit().expect("a Delete");
+    let ev = events(&mut r);
+    assert!(ev.contains(&Event::ChildSaDown {
+        inbound_spi: pair.inbound.spi
+    }));
+    assert!(ev.iter().any(|e| matches!(e, Event::IkeSaDown { .. })));
+    assert!(r.ike_sas(t0).is_empty());
+    i.handle(t0, &delete.bytes);
+    assert!(
+        std::iter::from_fn(|| i.poll_event()).any(|e| matches!(e, InitiatorEvent::Failed(_))),
+        "the client takes the Delete"
+    );
 }

@@ -1,0 +1,226 @@
+//! Liveness checks the responder starts (RFC 7296 §1.4, §2.4): an established IKE SA that
+//! has heard no IKE message for [`ResponderConfig::dpd`] gets an empty INFORMATIONAL request;
+//! after [`ResponderConfig::dpd_retransmits`] unanswered retransmissions, [`DPD_RETRANSMIT`]
+//! apart, the peer is declared dead and the IKE SA and its child SAs are deleted (the
+//! driver sees `ChildSaDown` and `IkeSaDown`, so the SA database and the gauges follow).
+//!
+//! Child SA lifetimes are the client's to keep (it rekeys before the soft lifetime, RFC
+//! 7296 §2.8); a child SA still there at its soft lifetime is logged and counted, and one
+//! still there at its hard lifetime (10% later) is deleted here, with a Delete payload
+//! (§1.4.1) sent when no other request of ours is outstanding (one at a time, §2.3).
+
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+use super::{IkeSa, Refusal, Responder, ResponderConfig};
+use crate::keys;
+use crate::message::{Delete, Header, Message, Payload, exchange, transform};
+
+/// Time between retransmissions of a liveness check.
+pub const DPD_RETRANSMIT: Duration = Duration::from_secs(5);
+
+/// The requests the responder sends on one IKE SA (its own message-ID counter, §2.2).
+#[derive(Debug, Default)]
+pub(crate) struct Liveness {
+    next_request_id: u32,
+    probe: Option<Probe>,
+}
+
+/// The outstanding liveness check.
+#[derive(Debug)]
+struct Probe {
+    message_id: u32,
+    sent: Instant,
+    retransmits: u32,
+    datagram: Vec<u8>,
+}
+
+/// A child SA's hard lifetime: 10% after the soft one, as the SA database is told.
+fn hard_lifetime(config: &ResponderConfig) -> Duration {
+    config.child_lifetime + config.child_lifetime / 10
+}
+
+/// When the IKE SA needs a liveness check sent, retransmitted or given up, or one of its
+/// child SAs reaches a lifetime.
+pub(super) fn deadline(sa: &IkeSa, config: &ResponderConfig) -> Option<Instant> {
+    if !sa.established {
+        return None;
+    }
+    let request = match &sa.liveness.probe {
+        None => sa.last_heard + config.dpd,
+        Some(p) => p.sent + DPD_RETRANSMIT,
+    };
+    let lifetimes = sa.children.iter().map(|c| {
+        if c.past_soft {
+            c.created + hard_lifetime(config)
+        } else {
+            c.created + config.child_lifetime
+        }
+    });
+    lifetimes.chain([request]).min()
+}
+
+/// Counts child SAs past their soft lifetime and removes those past their hard one;
+/// returns the removed inbound SPIs.
+fn expire_children(r: &mut Responder, spi_r: u64, now: Instant) -> Vec<u32> {
+    let (soft, hard) = (r.config.child_lifetime, hard_lifetime(&r.config));
+    let Some(sa) = r.sas.get_mut(&spi_r) else {
+        return Vec::new();
+    };
+    for c in sa.children.iter_mut() {
+        if !c.past_soft && now >= c.created + soft {
+            c.past_soft = true;
+            r.stats.children_past_soft_lifetime += 1;
+            tracing::info!(peer = %sa.remote, spi = c.inbound_spi, "child SA not rekeyed at its soft lifetime");
+        }
+    }
+    let mut expired = Vec::new();
+    sa.children.retain(|c| {
+        let keep = now < c.created + hard;
+        if !keep {
+            expired.push(c.inbound_spi);
+        }
+        keep
+    });
+    for spi in &expired {
+        r.inbound_spis.remove(spi);
+        r.stats.children_expired += 1;
+        r.events
+            .push_back(super::Event::ChildSaDown { inbound_spi: *spi });
+        tracing::info!(peer = %sa.remote, spi, "child SA deleted at its hard lifetime");
+    }
+    expired
+}
+
+enum Step {
+    Send(SocketAddr, SocketAddr, Vec<u8>),
+    Dead(SocketAddr),
+    SealFailed(SocketAddr),
+}
+
+/// Sends, retransmits or gives up the liveness checks that are due at `now`.
+pub(super) fn on_timeout(r: &mut Responder, now: Instant) {
+    let due: Vec<u64> = r
+        .sas
+        .values()
+        .filter(|s| deadline(s, &r.config).is_some_and(|d| now >= d))
+        .map(|s| s.spi_r)
+        .collect();
+    for spi in due {
+        let expired = expire_children(r, spi, now);
+        let Some(sa) = r.sas.get_mut(&spi) else {
+            continue;
+        };
+        let idle = now >= sa.last_heard + r.config.dpd;
+        let step = match sa.liveness.probe.as_mut() {
+            None if !idle && expired.is_empty() => continue,
+            None => {
+                // A Delete of expired child SAs doubles as the liveness check.
+                let payloads: Vec<Payload> = if expired.is_empty() {
+                    Vec::new()
+                } else {
+                    vec![Payload::Delete(Delete {
+                        protocol: transform::PROTO_ESP,
+                        spi_size: 4,
+                        spis: expired.iter().map(|s| s.to_be_bytes().to_vec()).collect(),
+                    })]
+                };
+                // We are the original responder: the Initiator flag stays clear (§3.1).
+                let header = Header {
+                    spi_i: sa.spi_i,
+                    spi_r: sa.spi_r,
+                    exchange: exchange::INFORMATIONAL,
+                    flags: 0,
+                    message_id: sa.liveness.next_request_id,
+                };
+                match keys::seal_message(&header, &payloads, &sa.keys.sk_er) {
+                    Ok(datagram) => {
+                        sa.liveness.probe = Some(Probe {
+                            message_id: header.message_id,
+                            sent: now,
+                            retransmits: 0,
+                            datagram: datagram.clone(),
+                        });
+                        Step::Send(sa.local, sa.remote, datagram)
+                    }
+                    Err(_) => Step::SealFailed(sa.remote),
+                }
+            }
+            Some(p) if now < p.sent + DPD_RETRANSMIT => continue,
+            Some(p) if p.retransmits < r.config.dpd_retransmits => {
+                p.retransmits += 1;
+                p.sent = now;
+                Step::Send(sa.local, sa.remote, p.datagram.clone())
+            }
+            Some(_) => Step::Dead(sa.remote),
+        };
+        match step {
+            Step::Send(local, remote, bytes) => r.transmit(local, remote, bytes),
+            Step::Dead(peer) => {
+                tracing::info!(%peer, "ike peer does not answer liveness checks: deleting its SAs");
+                r.remove_sa(spi);
+            }
+            Step::SealFailed(peer) => r.refused(peer, Refusal::Crypto),
+        }
+    }
+}
+
+/// A response from the client: the answer to our liveness check, or dropped.
+pub(super) fn handle_response(
+    r: &mut Responder,
+    now: Instant,
+    remote: SocketAddr,
+    datagram: &[u8],
+    message: &Message,
+) {
+    let h = message.header;
+    let Some(sa) = r.sas.get_mut(&h.spi_r).filter(|s| s.spi_i == h.spi_i) else {
+        return r.refused(remote, Refusal::UnknownSpi);
+    };
+    let outstanding = sa.liveness.probe.as_ref().map(|p| p.message_id);
+    if outstanding != Some(h.message_id) || h.exchange != exchange::INFORMATIONAL {
+        return r.refused(remote, Refusal::MessageId);
+    }
+    if keys::open_message(datagram, &sa.keys.sk_ei).is_err() {
+        return r.refused(remote, Refusal::Integrity);
+    }
+    sa.liveness.probe = None;
+    sa.liveness.next_request_id = h.message_id.wrapping_add(1);
+    sa.last_heard = now;
+}
+
+/// Sends a Delete of every established IKE SA (RFC 7296 §1.4.1: its child SAs go with it)
+/// and forgets them all, so clients learn at once that gate64 stopped rather than after
+/// their own liveness checks time out. Best effort: nothing is retransmitted.
+pub(super) fn delete_all(r: &mut Responder) {
+    let spis: Vec<u64> = r.sas.keys().copied().collect();
+    for spi in spis {
+        let Some(sa) = r.sas.get(&spi).filter(|s| s.established) else {
+            r.remove_sa(spi);
+            continue;
+        };
+        let header = Header {
+            spi_i: sa.spi_i,
+            spi_r: sa.spi_r,
+            exchange: exchange::INFORMATIONAL,
+            flags: 0,
+            message_id: sa
+                .liveness
+                .probe
+                .as_ref()
+                .map_or(sa.liveness.next_request_id, |p| {
+                    p.message_id.wrapping_add(1)
+                }),
+        };
+        let delete = Payload::Delete(Delete {
+            protocol: transform::PROTO_IKE,
+            spi_size: 0,
+            spis: Vec::new(),
+        });
+        let (local, remote) = (sa.local, sa.remote);
+        if let Ok(bytes) = keys::seal_message(&header, &[delete], &sa.keys.sk_er) {
+            r.transmit(local, remote, bytes);
+        }
+        r.remove_sa(spi);
+    }
+}
