@@ -83,7 +83,7 @@ install_cleanup
 
 # ---------------------------------------------------------------- Teredo
 
-udp_bound() { ip netns exec "$1" ss -Hnuln | awk '{print $4}' | grep -qx "$2"; }
+udp_bound() { ip netns exec "$1" ss -Hnuln | awk '{print $4}' | grep -qxF "$2"; }
 client_ready() {
     ip -n "$CLI" -6 addr show dev teredo 2>/dev/null | grep -q 'inet6 2001:0:c000:201:' &&
         ip -n "$CLI" -6 route show default | grep -q 'dev teredo'

@@ -366,34 +366,27 @@ async fn drive_socket(
         return 0;
     };
     loop {
-        while in_flight < shared.opts.per_socket {
-            let Some(job) = jobs.last().copied() else {
-                break;
-            };
-            let Ok(permit) = shared.window.clone().try_acquire_owned() else {
-                break;
-            };
-            jobs.pop();
-            match start(&shared, job, local) {
-                Ok((spi, initiator, (to, first))) => {
-                    send(&socket, to, &first).await;
-                    slots.insert(
-                        spi,
-                        Slot {
-                            initiator,
-                            permit: Some(permit),
-                        },
-                    );
-                    in_flight += 1;
-                }
-                Err(e) => count_failure(&mut tally, &format!("{e:#}")),
-            }
-        }
         if !reported && jobs.is_empty() && in_flight == 0 {
             reported = true;
             let _ = done.send((std::mem::take(&mut tally), shared.start.elapsed()));
         }
+        let may_start = in_flight < shared.opts.per_socket && !jobs.is_empty();
         tokio::select! {
+            // Waiting here (not polling) keeps the window full: the semaphore wakes the next
+            // socket as soon as a handshake finishes.
+            permit = shared.window.clone().acquire_owned(), if may_start => {
+                if let (Ok(permit), Some(job)) = (permit, jobs.pop()) {
+                    match start(&shared, job, local) {
+                        Ok((spi, initiator, (to, first))) => {
+                            send(&socket, to, &first).await;
+                            let permit = Some(permit);
+                            slots.insert(spi, Slot { initiator, permit });
+                            in_flight += 1;
+                        }
+                        Err(e) => count_failure(&mut tally, &format!("{e:#}")),
+                    }
+                }
+            }
             r = socket.recv_from(&mut buf) => {
                 if let Ok((n, from)) = r {
                     on_datagram(&socket, &mut slots, &buf[..n], from).await;
