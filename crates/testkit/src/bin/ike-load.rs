@@ -286,7 +286,10 @@ async fn run(opts: Opts) -> Result<bool> {
     drop(done_tx);
     let mut total = Tally::default();
     let mut last_done = Duration::ZERO;
-    while let Some((tally, at)) = done_rx.recv().await {
+    for _ in 0..tasks.len() {
+        let Some((tally, at)) = done_rx.recv().await else {
+            break;
+        };
         total.established += tally.established;
         total.failed += tally.failed;
         for (k, v) in tally.reasons {
