@@ -161,10 +161,14 @@ impl IkeDriver {
         tokio::pin!(shutdown);
         self.publish(Instant::now());
         loop {
-            let deadline = self
+            let mut deadline = self
                 .responder
                 .poll_timeout()
                 .unwrap_or_else(|| Instant::now() + Duration::from_secs(60));
+            if self.unpublished {
+                // A change held back while busy is published without waiting for traffic.
+                deadline = deadline.min(self.published + BUSY_REFRESH);
+            }
             tokio::select! {
                 _ = &mut shutdown => return Ok(()),
                 r = ike.recv_from(&mut a) => match r {
@@ -216,7 +220,7 @@ impl IkeDriver {
             (self.sink)(e);
         }
         // Events change what status shows; half-open counts and counters may lag a second,
-        // and with many SAs held the SA list lags until the next datagram after BUSY_REFRESH.
+        // and with many SAs held the SA list may lag BUSY_REFRESH.
         let now = Instant::now();
         self.unpublished |= changed;
         let busy = self.published_sas > BUSY_SAS && now < self.published + BUSY_REFRESH;
