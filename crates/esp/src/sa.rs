@@ -202,6 +202,44 @@ pub struct Opened {
     pub next_header: u8,
 }
 
+/// The read-only accessors both directions share: each reads the SA's [`Core`].
+macro_rules! core_accessors {
+    ($spi_doc:literal, $counted:literal) => {
+        #[doc = $spi_doc]
+        pub fn spi(&self) -> u32 {
+            self.core.spi
+        }
+        /// Whether extended sequence numbers are in use.
+        pub fn esn(&self) -> bool {
+            self.core.esn
+        }
+        /// When IKE created the SA.
+        pub fn created(&self) -> Instant {
+            self.core.created
+        }
+        /// The SA's limits.
+        pub fn lifetime(&self) -> Lifetime {
+            self.core.lifetime
+        }
+        /// gate64's selectors.
+        pub fn local_ts(&self) -> &[Selector] {
+            &self.core.local_ts
+        }
+        /// The peer's selectors.
+        pub fn remote_ts(&self) -> &[Selector] {
+            &self.core.remote_ts
+        }
+        #[doc = concat!("Inner bytes ", $counted, ".")]
+        pub fn bytes(&self) -> u64 {
+            self.core.bytes.load(Relaxed)
+        }
+        #[doc = concat!("Packets ", $counted, ".")]
+        pub fn packets(&self) -> u64 {
+            self.core.packets.load(Relaxed)
+        }
+    };
+}
+
 /// Key, salt and the limits both directions share.
 struct Core {
     spi: u32,
@@ -423,38 +461,8 @@ impl Outbound {
         any_covers(&self.core.remote_ts, inner_dst) && any_covers(&self.core.local_ts, inner_src)
     }
 
-    /// The SPI (the peer's inbound SPI).
-    pub fn spi(&self) -> u32 {
-        self.core.spi
-    }
-    /// Whether extended sequence numbers are in use.
-    pub fn esn(&self) -> bool {
-        self.core.esn
-    }
-    /// When IKE created the SA.
-    pub fn created(&self) -> Instant {
-        self.core.created
-    }
-    /// The SA's limits.
-    pub fn lifetime(&self) -> Lifetime {
-        self.core.lifetime
-    }
-    /// gate64's selectors.
-    pub fn local_ts(&self) -> &[Selector] {
-        &self.core.local_ts
-    }
-    /// The peer's selectors.
-    pub fn remote_ts(&self) -> &[Selector] {
-        &self.core.remote_ts
-    }
-    /// Inner bytes sealed.
-    pub fn bytes(&self) -> u64 {
-        self.core.bytes.load(Relaxed)
-    }
-    /// Packets sealed.
-    pub fn packets(&self) -> u64 {
-        self.core.packets.load(Relaxed)
-    }
+    core_accessors!("The SPI (the peer's inbound SPI).", "sealed");
+
     /// The sequence number the next packet gets.
     pub fn next_seq(&self) -> u64 {
         self.seq.load(Relaxed)
@@ -582,38 +590,8 @@ impl Inbound {
         self.core.state(now, false, false)
     }
 
-    /// The SPI (chosen by gate64).
-    pub fn spi(&self) -> u32 {
-        self.core.spi
-    }
-    /// Whether extended sequence numbers are in use.
-    pub fn esn(&self) -> bool {
-        self.core.esn
-    }
-    /// When IKE created the SA.
-    pub fn created(&self) -> Instant {
-        self.core.created
-    }
-    /// The SA's limits.
-    pub fn lifetime(&self) -> Lifetime {
-        self.core.lifetime
-    }
-    /// gate64's selectors.
-    pub fn local_ts(&self) -> &[Selector] {
-        &self.core.local_ts
-    }
-    /// The peer's selectors.
-    pub fn remote_ts(&self) -> &[Selector] {
-        &self.core.remote_ts
-    }
-    /// Inner bytes opened.
-    pub fn bytes(&self) -> u64 {
-        self.core.bytes.load(Relaxed)
-    }
-    /// Packets opened.
-    pub fn packets(&self) -> u64 {
-        self.core.packets.load(Relaxed)
-    }
+    core_accessors!("The SPI (chosen by gate64).", "opened");
+
     /// Packets whose ICV did not verify.
     pub fn auth_failures(&self) -> u64 {
         self.auth_failures.load(Relaxed)
