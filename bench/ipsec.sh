@@ -72,39 +72,18 @@ PLUGINS="random nonce openssl pem pkcs1 pkcs8 pubkey x509 revocation constraints
 hmac gcm kdf attr kernel-libipsec kernel-netlink socket-default vici"
 TOOL_PLUGINS="random nonce openssl pem pkcs1 pkcs8 pubkey x509 sha1 sha2"
 
-SOCKBUF=${SOCKBUF:-4194304}
-if [ "$SOCKBUF" != 0 ]; then
-    save_sysctl net.core.rmem_default net.core.wmem_default net.core.rmem_max net.core.wmem_max
-    sysctl -qw net.core.rmem_default="$SOCKBUF" net.core.wmem_default="$SOCKBUF" \
-        net.core.rmem_max="$SOCKBUF" net.core.wmem_max="$SOCKBUF"
-fi
+raise_sockbufs "${SOCKBUF:-4194304}"
 
 install_cleanup
 
 # ---------------------------------------------------------------- Teredo
 
-udp_bound() { ip netns exec "$1" ss -Hnuln | awk '{print $4}' | grep -qxF "$2"; }
-client_ready() {
-    ip -n "$CLI" -6 addr show dev teredo 2>/dev/null | grep -q 'inet6 2001:0:c000:201:' &&
-        ip -n "$CLI" -6 route show default | grep -q 'dev teredo'
-}
-relay_routed() { ip -n "$SRV" -6 route show 2001::/32 | grep -q 'dev terelay'; }
-
-start_miredo_pair() {
-    printf 'ServerBindAddress 192.0.2.1\nServerBindAddress2 192.0.2.2\n' >"$WORK/srv.conf"
-    printf 'RelayType cone\nInterfaceName terelay\nBindAddress 192.0.2.1\nBindPort 3545\n' \
-        >"$WORK/relay.conf"
-    # Absolute paths: miredo changes to / before reading its configuration.
-    start_bg "$SRV" miredo-server miredo-server -f -c "$WORK/srv.conf" -p "$WORK/srv.pid"
-    start_bg "$SRV" miredo-relay miredo -f -c "$WORK/relay.conf" -p "$WORK/relay.pid"
-    wait_for 10 udp_bound "$SRV" 192.0.2.1:3544 && wait_for 10 relay_routed
-}
 
 start_teredo_client() {
     printf 'RelayType client\nInterfaceName teredo\nServerAddress 192.0.2.1\n%s\n%s\n' \
         'BindAddress 198.51.100.10' 'BindPort 3546' >"$WORK/cli.conf"
     start_bg "$CLI" miredo-client miredo -f -c "$WORK/cli.conf" -p "$WORK/cli.pid"
-    wait_for 15 client_ready || { log "client did not qualify within 15 s"; return 1; }
+    wait_for 15 teredo_client_ready || { log "client did not qualify within 15 s"; return 1; }
     # The connectivity test and bubbles (teredo-iphttps.md §1.7) before IKE's first message.
     ip netns exec "$CLI" ping -6 -n -c 3 -i 0.2 -W 3 "$IKE_PEER" >"$WORK/ping-teredo.log" 2>&1 || {
         log "ping over Teredo failed: $(cat "$WORK/ping-teredo.log")"

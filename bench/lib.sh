@@ -143,6 +143,35 @@ wait_for() {
 }
 
 tcp_listening() { [ -n "$(ip netns exec "$1" ss -Hntl "sport = :$2")" ]; }
+udp_bound() { ip netns exec "$1" ss -Hnuln | awk '{print $4}' | grep -qxF "$2"; }
+
+# raise_sockbufs SIZE: the host's default and maximum socket buffers for the run (restored on
+# exit by the cleanup trap); 0 keeps the host's values. Every process of both setups gets the
+# same buffers, so a comparison stays fair.
+raise_sockbufs() {
+    [ "$1" != 0 ] || return 0
+    save_sysctl net.core.rmem_default net.core.wmem_default net.core.rmem_max net.core.wmem_max
+    sysctl -qw net.core.rmem_default="$1" net.core.wmem_default="$1" \
+        net.core.rmem_max="$1" net.core.wmem_max="$1"
+}
+
+# The Teredo lab of teredo.sh and ipsec.sh: Miredo's server and relay in $SRV on 192.0.2.1/.2,
+# and a Teredo client in $CLI.
+teredo_client_ready() {
+    ip -n "$CLI" -6 addr show dev teredo 2>/dev/null | grep -q 'inet6 2001:0:c000:201:' &&
+        ip -n "$CLI" -6 route show default | grep -q 'dev teredo'
+}
+relay_routed() { ip -n "$SRV" -6 route show 2001::/32 | grep -q 'dev terelay'; }
+
+start_miredo_pair() {
+    printf 'ServerBindAddress 192.0.2.1\nServerBindAddress2 192.0.2.2\n' >"$WORK/srv.conf"
+    printf 'RelayType cone\nInterfaceName terelay\nBindAddress 192.0.2.1\nBindPort 3545\n' \
+        >"$WORK/relay.conf"
+    # Absolute paths: miredo changes to / before reading its configuration.
+    start_bg "$SRV" miredo-server miredo-server -f -c "$WORK/srv.conf" -p "$WORK/srv.pid"
+    start_bg "$SRV" miredo-relay miredo -f -c "$WORK/relay.conf" -p "$WORK/relay.pid"
+    wait_for 10 udp_bound "$SRV" 192.0.2.1:3544 && wait_for 10 relay_routed
+}
 
 start_bg() { # start_bg NS LOGNAME CMD...: background process inside NS, output to a log
     local ns=$1 name=$2

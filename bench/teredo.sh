@@ -40,33 +40,12 @@ WORK=$(mktemp -d /tmp/gate64-bench-teredo.XXXXXX)
 # measures the client's drops rather than the relay. The bench raises the host defaults for
 # its run (every process alike: miredo client, miredo relay and gate64) and restores them.
 # SOCKBUF=0 keeps the host's values.
-SOCKBUF=${SOCKBUF:-4194304}
-if [ "$SOCKBUF" != 0 ]; then
-    save_sysctl net.core.rmem_default net.core.wmem_default net.core.rmem_max net.core.wmem_max
-    sysctl -qw net.core.rmem_default="$SOCKBUF" net.core.wmem_default="$SOCKBUF" \
-        net.core.rmem_max="$SOCKBUF" net.core.wmem_max="$SOCKBUF"
-fi
+raise_sockbufs "${SOCKBUF:-4194304}"
 
 install_cleanup
 
 # ---------------------------------------------------------------- topology
 
-udp_bound() { ip netns exec "$1" ss -Hnuln | awk '{print $4}' | grep -qx "$2"; }
-client_ready() {
-    ip -n "$CLI" -6 addr show dev teredo 2>/dev/null | grep -q 'inet6 2001:0:c000:201:' &&
-        ip -n "$CLI" -6 route show default | grep -q 'dev teredo'
-}
-relay_routed() { ip -n "$SRV" -6 route show 2001::/32 | grep -q 'dev terelay'; }
-
-start_miredo_pair() {
-    printf 'ServerBindAddress 192.0.2.1\nServerBindAddress2 192.0.2.2\n' >"$WORK/srv.conf"
-    printf 'RelayType cone\nInterfaceName terelay\nBindAddress 192.0.2.1\nBindPort 3545\n' \
-        >"$WORK/relay.conf"
-    # Absolute paths: miredo changes to / before reading its configuration.
-    start_bg "$SRV" miredo-server miredo-server -f -c "$WORK/srv.conf" -p "$WORK/srv.pid"
-    start_bg "$SRV" miredo-relay miredo -f -c "$WORK/relay.conf" -p "$WORK/relay.pid"
-    wait_for 10 udp_bound "$SRV" 192.0.2.1:3544 && wait_for 10 relay_routed
-}
 
 start_gate64() {
     cat >"$WORK/gate64.toml" <<EOF
@@ -96,7 +75,7 @@ start_client_and_iperf() {
         'BindAddress 198.51.100.10' 'BindPort 3546' >"$WORK/cli.conf"
     start_bg "$CLI" miredo-client miredo -f -c "$WORK/cli.conf" -p "$WORK/cli.pid"
     start_bg "$CORP" iperf3-server iperf3 -s
-    wait_for 15 client_ready || { log "client did not qualify within 15 s"; return 1; }
+    wait_for 15 teredo_client_ready || { log "client did not qualify within 15 s"; return 1; }
     wait_for 5 tcp_listening "$CORP" 5201 || { log "iperf3 -s not listening"; return 1; }
     # First packets go through the Teredo connectivity test and bubbles; get that done.
     ip netns exec "$CLI" ping -6 -n -c 3 -i 0.2 -W 3 "$CORP_HOST" >"$WORK/ping.log" 2>&1 || {
