@@ -133,6 +133,19 @@ fn events(r: &mut Responder) -> Vec<Event> {
     std::iter::from_fn(|| r.poll_event()).collect()
 }
 
+/// The events say `pair` and its IKE SA went down, and nothing is left: no IKE SA, no lease.
+fn assert_all_torn_down(r: &mut Responder, pair: &ChildSaPair, now: Instant) {
+    let ev = events(r);
+    assert!(
+        ev.contains(&Event::ChildSaDown {
+            inbound_spi: pair.inbound.spi
+        }),
+        "{ev:?}"
+    );
+    assert!(ev.iter().any(|e| matches!(e, Event::IkeSaDown { .. })));
+    assert_eq!((r.ike_sas(now).len(), r.pool.leased()), (0, 0));
+}
+
 fn established(i: &mut Initiator) -> (Option<IpAddr>, ChildSaPair) {
     match i.poll_event() {
         Some(InitiatorEvent::Established { inner, child, .. }) => (inner, *child),
@@ -851,15 +864,7 @@ fn idle_ike_sa_is_forgotten_with_its_children() {
     r.handle_timeout(now + Duration::from_secs(900));
     assert_eq!(r.ike_sas(now).len(), 1);
     r.handle_timeout(now + Duration::from_secs(1101));
-    let ev = events(&mut r);
-    assert!(
-        ev.contains(&Event::ChildSaDown {
-            inbound_spi: pair.inbound.spi
-        }),
-        "{ev:?}"
-    );
-    assert!(ev.iter().any(|e| matches!(e, Event::IkeSaDown { .. })));
-    assert_eq!((r.ike_sas(now).len(), r.pool.leased()), (0, 0));
+    assert_all_torn_down(&mut r, &pair, now);
 }
 
 /// RFC 7296 §2.23: the responder saw another source than the initiator used (a NAT), so the
@@ -1024,15 +1029,7 @@ fn rfc7296_2_4_unanswered_liveness_checks_delete_the_sas() {
     at += DPD_RETRANSMIT;
     r.handle_timeout(at);
     assert!(r.poll_transmit().is_none());
-    let ev = events(&mut r);
-    assert!(
-        ev.contains(&Event::ChildSaDown {
-            inbound_spi: pair.inbound.spi
-        }),
-        "{ev:?}"
-    );
-    assert!(ev.iter().any(|e| matches!(e, Event::IkeSaDown { .. })));
-    assert_eq!((r.ike_sas(at).len(), r.pool.leased()), (0, 0));
+    assert_all_torn_down(&mut r, &pair, at);
 }
 
 /// RFC 7296 §2.8: the client rekeys child SAs; one it leaves past the soft lifetime is
