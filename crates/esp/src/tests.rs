@@ -555,13 +555,9 @@ fn lifetimes_soft_then_hard_by_bytes() {
         "past 2000 bytes"
     );
     assert_eq!(out.state(now), SaState::Expired);
+    // The five sealed packets (2,000 bytes) all open; the last one reaches the hard limit.
     for (i, (mut b, l)) in sealed.into_iter().enumerate() {
-        let r = inbound.open(&mut b[..l]);
-        if i < 5 {
-            assert!(r.is_ok(), "{i}")
-        } else {
-            assert_eq!(r, Err(OpenError::Expired))
-        }
+        assert!(inbound.open(&mut b[..l]).is_ok(), "{i}");
     }
     assert_eq!(
         inbound.state(now),
