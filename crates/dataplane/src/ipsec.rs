@@ -24,15 +24,13 @@
 use crate::policy::{IKE_PORT, NAT_T_PORT};
 use crate::{ClientBinding, DropReason, Shared, Verdict, Worker};
 use gate64_esp::{OpenError, OutboundEntry, SPI_SEQ_IV_LEN};
-use gate64_wire::{checksum, ipv6};
+use gate64_wire::{checksum, ipv6, udp};
 use std::net::{IpAddr, Ipv6Addr};
 use std::sync::Arc;
 use std::time::Instant;
 
 /// IPv6 next header of ESP (RFC 4303 §2).
 pub(crate) const NH_ESP: u8 = 50;
-/// UDP header length.
-const UDP_LEN: usize = 8;
 /// RFC 3948 §2.3: a NAT-keepalive is one octet, 0xFF.
 const NAT_KEEPALIVE: u8 = 0xff;
 /// Hop limit of the outer packets gate64 sends.
@@ -51,7 +49,7 @@ impl Shared {
             ipv6::NH_UDP => {
                 let udp = pkt.payload();
                 dst_port(udp) == Some(NAT_T_PORT)
-                    && udp.get(UDP_LEN..UDP_LEN + 4) != Some(&[0; 4][..])
+                    && udp.get(udp::HEADER_LEN..udp::HEADER_LEN + 4) != Some(&[0; 4][..])
             }
             _ => false,
         }
@@ -94,10 +92,10 @@ impl Worker {
         let (outer, end) = (pkt.src(), start + pkt.total_len());
         let esp_at = match pkt.next_header() {
             NH_ESP => start + ipv6::HEADER_LEN,
-            _ if pkt.payload().get(UDP_LEN..) == Some(&[NAT_KEEPALIVE][..]) => {
+            _ if pkt.payload().get(udp::HEADER_LEN..) == Some(&[NAT_KEEPALIVE][..]) => {
                 return Ok(Verdict::Consumed);
             }
-            _ => start + ipv6::HEADER_LEN + UDP_LEN,
+            _ => start + ipv6::HEADER_LEN + udp::HEADER_LEN,
         };
         let shared = Arc::clone(&self.shared);
         let esp = buf.get_mut(esp_at..end).ok_or(DropReason::Truncated)?;
@@ -155,7 +153,7 @@ impl Worker {
         };
         let endpoint = self.shared.cfg.ipsec_endpoint.ok_or(DropReason::NoRoute)?;
         let udp = sa.peer.udp_encap;
-        let front = ipv6::HEADER_LEN + udp.map_or(0, |_| UDP_LEN) + SPI_SEQ_IV_LEN;
+        let front = ipv6::HEADER_LEN + udp.map_or(0, |_| udp::HEADER_LEN) + SPI_SEQ_IV_LEN;
         let outer_start = start
             .checked_sub(front)
             .filter(|s| *s >= self.write_floor)
@@ -196,19 +194,18 @@ impl Worker {
 }
 
 /// Writes the UDP header (4500 -> the client's `port`, RFC 3948 §2.1) in front of the ESP
-/// packet filling the rest of `udp`, with its checksum (mandatory over IPv6, RFC 8200 §8.1).
-fn emit_udp(udp: &mut [u8], src: &Ipv6Addr, dst: &Ipv6Addr, port: u16) {
-    let len = u16::try_from(udp.len()).unwrap_or(u16::MAX);
-    udp[0..2].copy_from_slice(&NAT_T_PORT.to_be_bytes());
-    udp[2..4].copy_from_slice(&port.to_be_bytes());
-    udp[4..6].copy_from_slice(&len.to_be_bytes());
-    udp[6..8].copy_from_slice(&[0, 0]);
-    let sum = match checksum::upper_layer_v6(src, dst, ipv6::NH_UDP, udp) {
-        // RFC 768: a computed zero is sent as all ones.
-        0 => 0xffff,
-        c => c,
+/// packet filling the rest of `dgram`, with its checksum (mandatory over IPv6, RFC 8200 §8.1).
+fn emit_udp(dgram: &mut [u8], src: &Ipv6Addr, dst: &Ipv6Addr, port: u16) {
+    let len = u16::try_from(dgram.len()).unwrap_or(u16::MAX);
+    let repr = udp::Repr {
+        src_port: NAT_T_PORT,
+        dst_port: port,
+        payload_len: len.saturating_sub(udp::HEADER_LEN as u16),
     };
-    udp[6..8].copy_from_slice(&sum.to_be_bytes());
+    if repr.emit(dgram).is_ok() {
+        let pseudo = checksum::pseudo_header_v6(src, dst, ipv6::NH_UDP, u32::from(len));
+        udp::Packet::new_unchecked(dgram).fill_checksum(pseudo);
+    }
 }
 
 /// The drop reason of a packet its SA would not open.
