@@ -566,7 +566,12 @@ impl IphttpsServer {
             let t0 = tokio::time::Instant::now();
             let mut done = 0;
             while done < spare.len() {
-                match tokio::time::timeout(self.write_timeout, wr.write(&spare[done..])).await {
+                let write = tokio::time::timeout(self.write_timeout, wr.write(&spare[done..]));
+                let written = tokio::select! {
+                    r = write => r,
+                    () = queue.shed() => return WriterEnd::Stalled("shed: queue budget under pressure"),
+                };
+                match written {
                     Ok(Ok(n)) if n > 0 => done += n,
                     Ok(Err(e)) if e.kind() == io::ErrorKind::TimedOut => {
                         return WriterEnd::Stalled("TCP_USER_TIMEOUT");

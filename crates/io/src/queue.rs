@@ -19,7 +19,12 @@
 //! first come, first served: a queue whose writer has been stuck on one chunk for
 //! [`STALL_AFTER`] (its client stopped reading) reserves only while the budget is at most
 //! half used, so thousands of stalled clients cannot take the bytes a healthy connection
-//! needs to keep its download going.
+//! needs to keep its download going. That alone leaves the bytes they reserved before they
+//! counted as stalled (the first second of 2,000 stalled clients filled a 16 MiB budget in
+//! the lab, and a healthy download then found no room until the write timeout closed them):
+//! so a stalled queue that is offered a packet while the budget is more than half used is
+//! shed instead: its backlog goes back to the budget and its writer ends the link
+//! ([`SendQueue::shed`]), as the write timeout would have later.
 
 use gate64_dataplane::{ClientQueue, QueueBudget};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -40,6 +45,8 @@ pub const STALL_AFTER: Duration = Duration::from_millis(250);
 pub struct SendQueue {
     inner: Mutex<Inner>,
     notify: Notify,
+    /// Woken once when the queue is shed (see the module docs).
+    shed: Notify,
     cap: usize,
     budget: Arc<QueueBudget>,
 }
@@ -48,6 +55,8 @@ pub struct SendQueue {
 struct Inner {
     buf: Vec<u8>,
     closed: bool,
+    /// Shed under budget pressure: closed, backlog released, the writer told to end.
+    shed: bool,
     /// The current bound: recent drain rate × TARGET_DELAY, within MIN_BYTES..=cap.
     limit: usize,
     /// Recent drain rate, bytes per second (exponentially weighted).
@@ -67,12 +76,14 @@ impl SendQueue {
             inner: Mutex::new(Inner {
                 buf: Vec::new(),
                 closed: false,
+                shed: false,
                 limit: MIN_BYTES.min(cap),
                 rate: 0.0,
                 taken: 0,
                 taken_at: None,
             }),
             notify: Notify::new(),
+            shed: Notify::new(),
             cap,
             budget,
         }
@@ -126,6 +137,25 @@ impl SendQueue {
         }
     }
 
+    /// Resolves once the queue has been shed: its client stopped reading while the budget
+    /// was under pressure. The writer selects on it beside its blocked write and ends the
+    /// link.
+    pub async fn shed(&self) {
+        loop {
+            if self
+                .inner
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .shed
+            {
+                return;
+            }
+            // notify_one stores a permit when nobody waits: a shed between the check and
+            // here is not lost.
+            self.shed.notified().await;
+        }
+    }
+
     /// Refuses further packets and wakes the consumer.
     pub fn close(&self) {
         self.inner
@@ -140,12 +170,22 @@ impl ClientQueue for SendQueue {
     fn push(&self, packet: &[u8]) -> bool {
         {
             let mut g = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
-            if g.closed
-                || g.buf.len() + packet.len() > g.limit
-                || (g.taken_at.is_some_and(|t| t.elapsed() >= STALL_AFTER)
-                    && self.budget.used() + packet.len() > self.budget.limit() / 2)
-                || !self.budget.try_reserve(packet.len())
-            {
+            if g.closed {
+                return false;
+            }
+            let stalled = g.taken_at.is_some_and(|t| t.elapsed() >= STALL_AFTER);
+            if stalled && self.budget.used() + packet.len() > self.budget.limit() / 2 {
+                // Under pressure a client that stopped reading gives its backlog back now.
+                let backlog = std::mem::take(&mut g.buf);
+                self.budget.release(backlog.len());
+                g.closed = true;
+                g.shed = true;
+                drop(g);
+                self.shed.notify_one();
+                self.notify.notify_one();
+                return false;
+            }
+            if g.buf.len() + packet.len() > g.limit || !self.budget.try_reserve(packet.len()) {
                 return false;
             }
             g.buf.extend_from_slice(packet);
@@ -252,25 +292,68 @@ mod tests {
         );
         tokio::time::sleep(STALL_AFTER).await;
         assert!(stalled.push(&pkt), "4000 of 8000 used: still within half");
+        assert_eq!(budget.used(), 4000);
+        for _ in 0..3 {
+            assert!(
+                healthy.push(&pkt),
+                "the healthy queue takes more of the budget"
+            );
+        }
+        assert_eq!(budget.used(), 7000);
+        assert!(
+            tokio::time::timeout(Duration::from_millis(1), stalled.shed())
+                .await
+                .is_err(),
+            "not shed before pressure meets a packet"
+        );
         assert!(
             !stalled.push(&pkt),
-            "stalled: no reservation past half the budget"
+            "stalled under pressure: refused, and shed"
         );
-        assert_eq!(budget.used(), 4000);
+        assert_eq!(
+            budget.used(),
+            4000,
+            "the stalled backlog (3000 queued) went back to the budget; its taken chunk is \
+             held until the writer ends"
+        );
+        tokio::time::timeout(Duration::from_secs(1), stalled.shed())
+            .await
+            .expect("the writer is told to end the link");
         for _ in 0..4 {
-            assert!(healthy.push(&pkt), "the healthy queue gets the other half");
+            assert!(healthy.push(&pkt), "the room is the healthy queue's");
         }
         assert!(
             !healthy.push(&pkt),
             "the budget itself still bounds everyone"
         );
-        stalled.report_drain(spare.len(), STALL_AFTER);
-        spare.clear();
-        assert!(healthy.take(&mut spare).await);
-        healthy.report_drain(spare.len(), Duration::from_millis(1));
+        drop(stalled);
+        assert_eq!(
+            budget.used(),
+            7000,
+            "the ended link returns its taken chunk"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_stalled_queue_without_pressure_is_kept() {
+        let budget = Arc::new(QueueBudget::default());
+        budget.set_limit(8000);
+        let q = SendQueue::new(1 << 20, Arc::clone(&budget));
+        let pkt = [0u8; 1000];
+        assert!(q.push(&pkt));
+        let mut spare = Vec::new();
+        assert!(q.take(&mut spare).await);
+        tokio::time::sleep(STALL_AFTER).await;
+        assert!(q.push(&pkt) && q.push(&pkt), "3000 of 8000: no pressure");
+        q.report_drain(spare.len(), STALL_AFTER);
         assert!(
-            stalled.push(&pkt),
+            q.push(&pkt),
             "a writer that finished its chunk is no longer stalled"
+        );
+        assert!(
+            tokio::time::timeout(Duration::from_millis(1), q.shed())
+                .await
+                .is_err()
         );
     }
 
