@@ -3,7 +3,7 @@
 //!
 //! The responder answers an IKE_SA_INIT with a Diffie-Hellman share or, above the half-open
 //! threshold, a stateless cookie (RFC 7296 §2.6). Even the cookie costs a parse, a MAC and a
-//! send, tens of microseconds, while reading and shedding a datagram costs about one: a
+//! send, tens of microseconds, while reading and shedding a datagram costs one or two: a
 //! single address sending IKE_SA_INIT as fast as it can out-ran the responder, the socket's
 //! receive buffer filled, and the kernel dropped every source's datagrams alike, so a new
 //! client's IKE_SA_INIT and its retransmissions were lost. Shedding per source before the
