@@ -490,7 +490,12 @@ fn print_proof(charon: &Charon<'_>) {
     }
 }
 
-fn initiator_config(certs: &LabCerts, tunnel: TunnelKind, ts: &str) -> Result<InitiatorConfig> {
+/// gate64's initiator with the fixture's client credentials, asking for `ts` as `tunnel`.
+pub(crate) fn initiator_config(
+    certs: &LabCerts,
+    tunnel: TunnelKind,
+    ts: &str,
+) -> Result<InitiatorConfig> {
     let read = |p: &std::path::Path| std::fs::read(p).with_context(|| format!("{}", p.display()));
     let net: ipnet::IpNet = ts.parse()?;
     Ok(InitiatorConfig {

@@ -127,14 +127,16 @@ impl TeredoIpsecLab {
     /// Starts both; `[ipsec] ca` trusts the fixture's CA and, when given, the certificates
     /// in `extra_ca` besides (a PEM bundle).
     pub(crate) fn start(topo: &Topology, extra_ca: Option<&Path>) -> Result<TeredoIpsecLab> {
-        TeredoIpsecLab::start_with(topo, extra_ca, "")
+        TeredoIpsecLab::start_with(topo, extra_ca, "", None)
     }
 
-    /// [`TeredoIpsecLab::start`] with more `[ipsec]` keys (TOML lines).
+    /// [`TeredoIpsecLab::start`] with more `[ipsec]` keys (TOML lines) and, when given,
+    /// another log level than the lab's (a flood at debug level logs a line per datagram).
     pub(crate) fn start_with(
         topo: &Topology,
         extra_ca: Option<&Path>,
         ipsec_keys: &str,
+        log_level: Option<&str>,
     ) -> Result<TeredoIpsecLab> {
         let certs = LabCerts::generate(
             &topo.srv,
@@ -151,11 +153,14 @@ impl TeredoIpsecLab {
                 bundle
             }
         };
-        let opts = Gate64Options {
+        let mut opts = Gate64Options {
             without_ipsec: false,
             extra: ipsec_section_with_ca(topo, &certs, &ca, ipsec_keys)?,
             ..Gate64Options::default()
         };
+        if let Some(level) = log_level {
+            opts.log_level = level.to_owned();
+        }
         let gate = topo.start_gate64(&opts)?;
         let (client, teredo) = qualify(topo)?;
         // Teredo's connectivity test and bubbles before IKE's first message (ICMPv6 echo to

@@ -308,7 +308,8 @@ const DEAD_PEER_BOUND: Duration = Duration::from_secs(60);
 /// strongSwan builds both tunnels and is killed with SIGKILL (no Delete sent): gate64's
 /// liveness checks go unanswered and both IKE SAs and child SAs go.
 fn dead_client(topo: &Topology) -> Result<()> {
-    let mut lab = TeredoIpsecLab::start_with(topo, None, &format!("dpd_secs = {DPD_SECS}\n"))?;
+    let mut lab =
+        TeredoIpsecLab::start_with(topo, None, &format!("dpd_secs = {DPD_SECS}\n"), None)?;
     let initiator = TeredoIpsecLab::initiator(topo, lab.certs.initiator(), tunnels())?;
     let scenario = || -> Result<()> {
         initiator.load_all()?;

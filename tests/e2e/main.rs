@@ -15,6 +15,7 @@ mod iphttps_abuse;
 mod iphttps_edge;
 mod ipsec;
 mod ipsec_connect;
+mod ipsec_flood;
 mod ipsec_negative;
 mod ipsec_strongswan;
 mod lifecycle;

@@ -83,6 +83,11 @@ pub const IKE_HALF_OPEN_COOKIE_THRESHOLD: usize = 30;
 /// `ipsec.max_half_open_per_source`: half-open IKE SAs per source address (strongSwan's
 /// `block_threshold`).
 pub const IKE_MAX_HALF_OPEN_PER_SOURCE: usize = 5;
+/// `ipsec.ike_packets_per_source_per_sec`: IKE packets per second one source may have
+/// handled. gate64's benchmark sends about 200 per second from each of its 32 source
+/// addresses at 2,000 handshakes per second; a flood from one address (~50,000 per second in
+/// the netns test) is cut to this, and as many again at once.
+pub const IKE_PACKETS_PER_SOURCE_PER_SEC: u32 = 1_000;
 /// `ipsec.child_lifetime_secs`: child SA rekey after 1 hour (strongSwan's child `rekey_time`).
 pub const CHILD_LIFETIME_SECS: u64 = 3600;
 /// `ipsec.dpd_secs`: an IKE SA idle for 30 s gets a liveness check (strongSwan's `dpd_delay`

@@ -47,6 +47,10 @@ pub struct Ipsec {
     pub half_open_cookie_threshold: usize,
     /// Half-open IKE SAs one source address may hold; further IKE_SA_INIT are ignored.
     pub max_half_open_per_source: usize,
+    /// IKE packets per second one source may have handled: per client on each worker (a
+    /// Teredo address, an IP-HTTPS /64), and per source address in the IKE driver; as many
+    /// again may come at once. Beyond it IKE is shed before the responder does any work.
+    pub ike_packets_per_source_per_sec: u32,
     /// Soft lifetime of child SAs, in seconds (the hard one is 10% more): the client rekeys
     /// before it.
     pub child_lifetime_secs: u64,
@@ -69,6 +73,7 @@ impl Default for Ipsec {
             intranet_prefixes: None,
             half_open_cookie_threshold: defaults::IKE_HALF_OPEN_COOKIE_THRESHOLD,
             max_half_open_per_source: defaults::IKE_MAX_HALF_OPEN_PER_SOURCE,
+            ike_packets_per_source_per_sec: defaults::IKE_PACKETS_PER_SOURCE_PER_SEC,
             child_lifetime_secs: defaults::CHILD_LIFETIME_SECS,
             dpd_secs: defaults::DPD_SECS,
         }
@@ -99,6 +104,9 @@ const CHILD_LIFETIME_RANGE: std::ops::RangeInclusive<u64> = 60..=86_400;
 /// Allowed `ipsec.dpd_secs`: often enough to matter, not so often that thousands of idle
 /// clients keep the IKE thread busy.
 const DPD_RANGE: std::ops::RangeInclusive<u64> = 5..=3_600;
+/// Least `ipsec.ike_packets_per_source_per_sec`: both tunnels' handshakes, each with a cookie
+/// round trip and a fragmented IKE_AUTH (RFC 7383), fit in its burst.
+const MIN_IKE_PACKETS_PER_SOURCE_PER_SEC: u32 = 10;
 /// Shortest `ipsec.pool6` prefix: larger pools only cost memory for nothing.
 const MIN_POOL6_LEN: u8 = 64;
 
@@ -115,6 +123,7 @@ pub(crate) struct RawIpsec {
     intranet_prefixes: Option<Vec<Ipv6Net>>,
     half_open_cookie_threshold: Option<usize>,
     max_half_open_per_source: Option<usize>,
+    ike_packets_per_source_per_sec: Option<u32>,
     child_lifetime_secs: Option<u64>,
     dpd_secs: Option<u64>,
 }
@@ -137,6 +146,9 @@ impl RawIpsec {
             max_half_open_per_source: self
                 .max_half_open_per_source
                 .unwrap_or(d.max_half_open_per_source),
+            ike_packets_per_source_per_sec: self
+                .ike_packets_per_source_per_sec
+                .unwrap_or(d.ike_packets_per_source_per_sec),
             child_lifetime_secs: self.child_lifetime_secs.unwrap_or(d.child_lifetime_secs),
             dpd_secs: self.dpd_secs.unwrap_or(d.dpd_secs),
         }
@@ -404,6 +416,16 @@ impl Config {
                 "must be at least 1, or no client could start IKE",
             ));
         }
+        if s.ike_packets_per_source_per_sec < MIN_IKE_PACKETS_PER_SOURCE_PER_SEC {
+            return Err(invalid(
+                "ipsec.ike_packets_per_source_per_sec",
+                s.ike_packets_per_source_per_sec,
+                format!(
+                    "must be at least {MIN_IKE_PACKETS_PER_SOURCE_PER_SEC}: one client's two \
+                     tunnels with cookies and fragmented certificates take about that many"
+                ),
+            ));
+        }
         Ok(())
     }
 
@@ -444,6 +466,7 @@ pub(crate) fn expected_form(path: &str) -> Option<&'static str> {
         }
         "ipsec.half_open_cookie_threshold"
         | "ipsec.max_half_open_per_source"
+        | "ipsec.ike_packets_per_source_per_sec"
         | "ipsec.child_lifetime_secs"
         | "ipsec.dpd_secs" => "a whole number",
         _ => return None,

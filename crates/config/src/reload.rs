@@ -100,6 +100,7 @@ impl Config {
                 intranet_prefixes,
                 half_open_cookie_threshold,
                 max_half_open_per_source,
+                ike_packets_per_source_per_sec,
                 child_lifetime_secs,
                 dpd_secs
             ]

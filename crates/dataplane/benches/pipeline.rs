@@ -38,6 +38,7 @@ fn worker() -> Worker {
         ipsec_pool: None,
         sadb: None,
         // The RS bench must measure RS -> RA, not the rate limiter's refusals.
+        ike_per_client_per_sec: 1_000,
         rs_per_sec: u32::MAX,
         rs_burst: u32::MAX,
         iphttps_prefix: None,

@@ -76,6 +76,9 @@ pub struct DataplaneConfig {
     /// The child SAs, shared with the IKE driver that installs them; `None` while IPsec is
     /// not configured.
     pub sadb: Option<Arc<gate64_esp::SaDb>>,
+    /// IKE packets per second one client may send to the IPsec endpoint on each worker
+    /// (`[ipsec] ike_packets_per_source_per_sec`); as many again may come at once.
+    pub ike_per_client_per_sec: u32,
     /// Router Solicitations per second per source address.
     pub rs_per_sec: u32,
     /// Burst of Router Solicitations per source address.

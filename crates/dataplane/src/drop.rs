@@ -145,6 +145,10 @@ drops! {
     EspUnknownSpi => "esp_unknown_spi",
     /// GRE: a packet for a tunnel that keepalives found down (its routes are withdrawn).
     GreTunnelDown => "gre_tunnel_down",
+    /// IKE to the IPsec endpoint from one client (a Teredo address, an IP-HTTPS /64, an SA's
+    /// peer) beyond `[ipsec] ike_packets_per_source_per_sec` per worker: shed on the road,
+    /// before the TUN, the kernel's socket and the IKE responder (issue 8's flood).
+    IkeRateLimited => "ike_rate_limited",
 }
 
 /// A header that does not parse: the wire error's own reason.

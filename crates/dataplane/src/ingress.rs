@@ -97,6 +97,9 @@ impl Worker {
         }
         let route = shared.route(&dst)?;
         shared.policy(from, &route, &pkt)?;
+        if shared.is_ike(&pkt) {
+            self.admit_ike(now, from)?;
+        }
         match route {
             Route::Gate64 | Route::SelfAddress | Route::Corpnet => Ok(Verdict::Tun { start, end }),
             // The policy never admits it; listed so the match stays exhaustive.

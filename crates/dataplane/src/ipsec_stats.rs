@@ -71,6 +71,29 @@ impl RekeyKind {
     }
 }
 
+/// Why the IKE driver shed a datagram before the responder saw it: the `reason` label of
+/// `gate64_ike_shed_total` (issue 8's flood).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum IkeShedReason {
+    /// Its source address had used `[ipsec] ike_packets_per_source_per_sec`.
+    SourceRate = 0,
+    /// The socket had a backlog and its source already had its share of the batch read.
+    BatchShare = 1,
+}
+
+impl IkeShedReason {
+    /// Every reason, in label order.
+    pub const ALL: [IkeShedReason; 2] = [IkeShedReason::SourceRate, IkeShedReason::BatchShare];
+
+    /// The `reason` label value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            IkeShedReason::SourceRate => "source_rate",
+            IkeShedReason::BatchShare => "batch_share",
+        }
+    }
+}
+
 /// Upper bounds, in seconds, of `gate64_ike_negotiation_duration_seconds`' buckets: a LAN
 /// handshake takes milliseconds, one over Teredo tens of them, a retransmitted one seconds.
 pub const NEGOTIATION_BUCKETS: [f64; 10] =
@@ -84,6 +107,7 @@ pub struct IpsecStats {
     negotiations: [AtomicU64; IkeResult::ALL.len()],
     rekeys: [AtomicU64; RekeyKind::ALL.len()],
     cookies_sent: AtomicU64,
+    shed: [AtomicU64; IkeShedReason::ALL.len()],
     /// Per bucket of [`NEGOTIATION_BUCKETS`] (not cumulative), then the overflow.
     duration_buckets: [AtomicU64; NEGOTIATION_BUCKETS.len() + 1],
     duration_sum_micros: AtomicU64,
@@ -122,6 +146,17 @@ impl IpsecStats {
     /// Counts one IKE_SA_INIT answered with a cookie (RFC 7296 §2.6).
     pub fn cookie_sent(&self) {
         self.cookies_sent.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Sets the datagrams the IKE driver shed for `reason` since it started (the driver
+    /// counts them; the daemon copies its totals here).
+    pub fn set_shed(&self, reason: IkeShedReason, n: u64) {
+        self.shed[reason as usize].store(n, Ordering::Relaxed);
+    }
+
+    /// Datagrams the IKE driver shed for `reason`.
+    pub fn shed(&self, reason: IkeShedReason) -> u64 {
+        self.shed[reason as usize].load(Ordering::Relaxed)
     }
 
     /// IKE SAs established.

@@ -12,6 +12,7 @@
 //! ingress.rs  the one road for a client's packet: route, then policy, then the next stage
 //! ipsec.rs    ESP: opened at ingress (then the road again), sealed towards a client
 //! policy.rs   the security step: corporate network, NAT64, other clients only out of an SA
+//! ike_limit.rs  IKE to the endpoint per client, shed before the TUN
 //! nat64.rs    RFC 6146 translation both ways
 //! icmp.rs     ICMP errors gate64 sends
 //! egress.rs   TUN -> clients
@@ -25,6 +26,7 @@ pub mod dns64;
 mod drop;
 mod egress;
 mod icmp;
+mod ike_limit;
 mod ingress;
 mod iphttps;
 mod ipsec;
@@ -44,7 +46,7 @@ pub use config::{BindingLog, DataplaneConfig, HEADROOM, MAX_PACKET, Prefix};
 pub use dns64::{Dns64Result, Dns64Stats};
 pub use drop::DropReason;
 pub use ingress::ClientBinding;
-pub use ipsec_stats::{IkeResult, IpsecStats, RekeyKind};
+pub use ipsec_stats::{IkeResult, IkeShedReason, IpsecStats, RekeyKind};
 pub use shared::Shared;
 pub use stats::{Direction, Nat64Direction, Side, Stats, TlsResult};
 pub use verdict::{GSO_MAX_BYTES, GSO_MAX_SEGMENTS, Gso, Transmit, Verdict};

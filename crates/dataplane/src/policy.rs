@@ -85,7 +85,7 @@ impl Shared {
 
     /// UDP to `[endpoint]:500`, or to `[endpoint]:4500` whose payload starts with the zero
     /// non-ESP marker (RFC 3948 §2.2). Only while IPsec is configured (an endpoint is set).
-    fn is_ike(&self, pkt: &ipv6::Packet<'_>) -> bool {
+    pub(crate) fn is_ike(&self, pkt: &ipv6::Packet<'_>) -> bool {
         if self.cfg.ipsec_endpoint != Some(pkt.dst()) || pkt.next_header() != ipv6::NH_UDP {
             return false;
         }

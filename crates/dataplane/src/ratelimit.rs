@@ -1,4 +1,4 @@
-//! Per-address token buckets in a fixed-size table: O(1) per packet, no allocation after
+//! Per-address token buckets (IPv4 or IPv6) in a fixed-size table: O(1) per packet, no allocation after
 //! creation, and no table a flood of sources can grow. Each worker keeps its own limiters: no
 //! sharing, no lock. The kernel spreads a source's flows by 4-tuple hash, so the effective
 //! limit per address is at most `workers ×` the configured rate.
@@ -8,10 +8,10 @@
 //! no sequence of other addresses lets one exceed its rate. The hash key (chosen per worker)
 //! keeps a sender from aiming its addresses at someone else's slot.
 
-use std::net::Ipv4Addr;
+use std::net::{Ipv4Addr, Ipv6Addr};
 use std::time::Instant;
 
-/// A fixed-size table of token buckets keyed by IPv4 address.
+/// A fixed-size table of token buckets keyed by source address.
 #[derive(Debug)]
 pub struct RateLimiter {
     per_sec: f32,
@@ -48,10 +48,24 @@ impl RateLimiter {
 
     /// Takes one token for `src`; false when it has none left.
     pub fn allow(&mut self, now: Instant, src: Ipv4Addr) -> bool {
+        self.allow_key(now, u64::from(u32::from(src)))
+    }
+
+    /// Takes one token for the IPv6 source `src`; false when it has none left. The upper half
+    /// goes through the keyed mix before the lower half joins it, so a sender who picks both
+    /// halves still cannot aim at another address's slot.
+    pub fn allow_v6(&mut self, now: Instant, src: Ipv6Addr) -> bool {
+        let bits = u128::from(src);
+        let folded = mix((bits >> 64) as u64 ^ self.key.rotate_left(32)) ^ bits as u64;
+        self.allow_key(now, folded)
+    }
+
+    /// Takes one token for the source named by `id`; false when it has none left.
+    fn allow_key(&mut self, now: Instant, id: u64) -> bool {
         let epoch = *self.epoch.get_or_insert(now);
         // Wrapping milliseconds: a slot idle for 49 days refills less than it may, never more.
         let now_ms = now.saturating_duration_since(epoch).as_millis() as u32;
-        let i = self.slot_of(src);
+        let i = self.slot_of(id);
         let (rate, burst) = (self.per_sec, self.burst);
         let slot = &mut self.slots[i];
         let tokens = if slot.used {
@@ -71,14 +85,18 @@ impl RateLimiter {
         }
     }
 
-    /// The slot of `src`: SplitMix64's finalizer over the keyed address (a bijection on u64,
+    /// The slot of source `id`: SplitMix64's finalizer over the keyed id (a bijection on u64,
     /// so distinct addresses differ in every output bit with even odds).
-    fn slot_of(&self, src: Ipv4Addr) -> usize {
-        let mut z = u64::from(u32::from(src)) ^ self.key;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        (z ^ (z >> 31)) as usize & self.mask
+    fn slot_of(&self, id: u64) -> usize {
+        mix(id ^ self.key) as usize & self.mask
     }
+}
+
+/// SplitMix64's finalizer.
+fn mix(mut z: u64) -> u64 {
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
 }
 
 #[cfg(test)]
@@ -86,13 +104,17 @@ mod tests {
     use super::*;
     use std::time::Duration;
 
+    fn v4(a: Ipv4Addr) -> u64 {
+        u64::from(u32::from(a))
+    }
+
     #[test]
     fn burst_then_rate() {
         let mut l = RateLimiter::new(2, 4, 16, 0);
         let t0 = Instant::now();
         let a = Ipv4Addr::new(192, 0, 2, 9);
         let b = Ipv4Addr::new(192, 0, 2, 10);
-        assert_ne!(l.slot_of(a), l.slot_of(b), "fixture: no collision");
+        assert_ne!(l.slot_of(v4(a)), l.slot_of(v4(b)), "fixture: no collision");
         assert_eq!((0..10).filter(|_| l.allow(t0, a)).count(), 4);
         assert!(l.allow(t0 + Duration::from_millis(500), a));
         assert!(!l.allow(t0 + Duration::from_millis(500), a));
@@ -127,9 +149,26 @@ mod tests {
         let moved = (0..64u32)
             .filter(|i| {
                 let ip = Ipv4Addr::from(0xc000_0200 + i);
-                a.slot_of(ip) != b.slot_of(ip)
+                a.slot_of(v4(ip)) != b.slot_of(v4(ip))
             })
             .count();
         assert!(moved > 60, "{moved}");
+    }
+
+    // IPv6 sources (the IKE limits): one bucket per address, whatever the other addresses
+    // of its /64 do, and the upper half alone does not pick the slot.
+    #[test]
+    fn ipv6_sources_have_their_own_buckets() {
+        let mut l = RateLimiter::new(1, 3, 1 << 16, 11);
+        let t0 = Instant::now();
+        let a: Ipv6Addr = "2001:db8:100:1::2".parse().expect("address");
+        assert_eq!((0..10).filter(|_| l.allow_v6(t0, a)).count(), 3);
+        let neighbours = (3..200u128).map(|i| Ipv6Addr::from(u128::from(a) + i));
+        assert!(
+            neighbours.filter(|n| l.allow_v6(t0, *n)).count() >= 190,
+            "addresses of the same /64 collide only by chance"
+        );
+        assert!(!l.allow_v6(t0, a), "a's bucket is still empty");
+        assert!(l.allow_v6(t0 + Duration::from_secs(1), a));
     }
 }

@@ -25,11 +25,11 @@ use std::time::Instant;
 
 /// Buckets per rate limiter (8 bytes each): collisions stay rare at any realistic number of
 /// simultaneous sources.
-const LIMITER_SLOTS: usize = 1 << 16;
+pub(crate) const LIMITER_SLOTS: usize = 1 << 16;
 
 /// The rate limiters' hash key: random per worker, so no sender can predict which addresses
 /// share a bucket; fixed in unit tests, so they are reproducible.
-fn limiter_key() -> u64 {
+pub(crate) fn limiter_key() -> u64 {
     if cfg!(test) {
         return 0;
     }
@@ -47,6 +47,8 @@ pub struct Worker {
     pub(crate) relay_source_limiter: RateLimiter,
     /// Bubbles towards one IPv4 address that is not a verified peer (relayed or our own).
     pub(crate) relay_destination_limiter: RateLimiter,
+    /// IKE to the IPsec endpoint per client (`ike_limit.rs`).
+    pub(crate) ike_limiter: RateLimiter,
     pub(crate) transmits: VecDeque<Transmit>,
     /// Packets for the TUN made off the fast path (ICMP errors gate64 sends).
     pub(crate) tun_writes: VecDeque<Vec<u8>>,
@@ -83,10 +85,12 @@ impl Worker {
             LIMITER_SLOTS,
             key.rotate_left(42),
         );
+        let ike_limiter = crate::ike_limit::limiter(cfg.ike_per_client_per_sec, key);
         Worker {
             shared,
             stats,
             rs_limiter,
+            ike_limiter,
             relay_source_limiter,
             relay_destination_limiter,
             transmits: VecDeque::new(),

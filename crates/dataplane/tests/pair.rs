@@ -88,6 +88,7 @@ impl Pair {
             ipsec_endpoint: None,
             ipsec_pool: None,
             sadb: None,
+            ike_per_client_per_sec: 1_000,
             rs_per_sec: 10,
             rs_burst: 10,
             iphttps_prefix: Some(Prefix::new(link.prefix, link.prefix_len)),

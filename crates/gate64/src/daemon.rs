@@ -123,6 +123,7 @@ pub fn dataplane_config(cfg: &Config) -> DataplaneConfig {
             .ipsec
             .configured()
             .then(|| Arc::new(gate64_esp::SaDb::new())),
+        ike_per_client_per_sec: cfg.ipsec.ike_packets_per_source_per_sec,
         rs_per_sec: cfg.limits.rs_per_source_per_sec,
         rs_burst: cfg.limits.rs_burst,
         iphttps_prefix: iphttps_pool(cfg).map(|(p, l)| Prefix::new(p, l)),

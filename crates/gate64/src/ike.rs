@@ -3,7 +3,7 @@
 
 use anyhow::{Context, Result};
 use gate64_config::Config;
-use gate64_dataplane::{IkeResult, IpsecStats, RekeyKind};
+use gate64_dataplane::{IkeResult, IkeShedReason, IpsecStats, RekeyKind};
 use gate64_esp::SaDb;
 use gate64_ike::auth::{Credentials, TrustAnchors};
 use gate64_ike::responder::{self, Event, Refusal, Responder, ResponderConfig};
@@ -68,7 +68,8 @@ pub fn start(
     let responder = Responder::new(config, Instant::now(), SystemTime::now())
         .map_err(|e| anyhow::anyhow!("starting the IKE responder: {e:?}"))?;
     let sink_stats = Arc::clone(&stats);
-    let driver = IkeDriver::new(sockets, responder, move |e| on_event(&sadb, &sink_stats, e));
+    let driver = IkeDriver::new(sockets, responder, move |e| on_event(&sadb, &sink_stats, e))
+        .with_packets_per_source(cfg.ipsec.ike_packets_per_source_per_sec);
     let status = driver.status();
     let gauges = status.clone();
     let mut gauge_stop = stop.clone();
@@ -80,6 +81,9 @@ pub fn start(
                     let s = gauges.snapshot();
                     stats.set_half_open(s.half_open as u64);
                     stats.set_ike_sas(s.sas.iter().filter(|sa| sa.established).count() as u64);
+                    for reason in IkeShedReason::ALL {
+                        stats.set_shed(reason, gauges.shed(reason));
+                    }
                 }
                 _ = gauge_stop.wait_for(|stopped| *stopped) => return,
             }

@@ -6,7 +6,7 @@
 use std::fmt;
 use std::sync::Arc;
 
-use gate64_dataplane::{IkeResult, IpsecStats, RekeyKind};
+use gate64_dataplane::{IkeResult, IkeShedReason, IpsecStats, RekeyKind};
 use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric, MetricEncoder};
 use prometheus_client::metrics::MetricType;
 
@@ -83,6 +83,12 @@ pub(crate) fn encode(
         names::IKE_COOKIES_SENT_TOTAL,
         names::IKE_COOKIES_SENT_TOTAL_HELP,
         stats.cookies_sent(),
+    )?;
+    counter_family(
+        enc,
+        names::IKE_SHED_TOTAL,
+        names::IKE_SHED_TOTAL_HELP,
+        IkeShedReason::ALL.map(|r| ([("reason", r.as_str())], stats.shed(r))),
     )
 }
 
@@ -112,7 +118,7 @@ impl EncodeMetric for ConstHistogram {
 #[cfg(test)]
 mod tests {
     use crate::Exporter;
-    use gate64_dataplane::{Gauges, IkeResult, IpsecStats, RekeyKind};
+    use gate64_dataplane::{Gauges, IkeResult, IkeShedReason, IpsecStats, RekeyKind};
     use std::sync::Arc;
     use std::time::Duration;
 
@@ -135,6 +141,8 @@ mod tests {
             "gate64_ike_negotiation_duration_seconds_count",
             "gate64_ike_half_open",
             "gate64_ike_cookies_sent_total",
+            "gate64_ike_shed_total{reason=\"source_rate\"}",
+            "gate64_ike_shed_total{reason=\"batch_share\"}",
         ] {
             assert_eq!(sample(&text, series), Some("0"), "{series} in\n{text}");
         }
@@ -145,6 +153,7 @@ mod tests {
         stats.negotiation(IkeResult::AuthFailed, Duration::from_millis(2));
         stats.rekey(RekeyKind::Child);
         stats.cookie_sent();
+        stats.set_shed(IkeShedReason::SourceRate, 7);
         e.add_ipsec(Arc::clone(&stats), Arc::new(|| 5));
         let text = e.encode();
         for (series, value) in [
@@ -156,6 +165,8 @@ mod tests {
             ("gate64_ipsec_rekeys_total{kind=\"ike\"}", "0"),
             ("gate64_ike_half_open", "2"),
             ("gate64_ike_cookies_sent_total", "1"),
+            ("gate64_ike_shed_total{reason=\"source_rate\"}", "7"),
+            ("gate64_ike_shed_total{reason=\"batch_share\"}", "0"),
             ("gate64_ike_negotiation_duration_seconds_count", "2"),
             (
                 "gate64_ike_negotiation_duration_seconds_bucket{le=\"0.005\"}",

@@ -204,6 +204,14 @@ pub const IKE_NEGOTIATION_DURATION_SECONDS: &str = "gate64_ike_negotiation_durat
 pub const IKE_NEGOTIATION_DURATION_SECONDS_HELP: &str = "Time from a peer's first message to \
     the negotiation's end, whatever its outcome.";
 
+/// IKE datagrams the IKE driver shed before the responder saw them. Counter; label `reason`
+/// (`source_rate`, `batch_share`).
+pub const IKE_SHED_TOTAL: &str = "gate64_ike_shed_total";
+/// Help text of [`IKE_SHED_TOTAL`].
+pub const IKE_SHED_TOTAL_HELP: &str = "IKE datagrams on UDP 500/4500 dropped unread by the \
+    responder: their source address was over ipsec.ike_packets_per_source_per_sec \
+    (reason=source_rate), or already had its share of a backlogged batch (reason=batch_share).";
+
 /// Half-open IKE SAs (IKE_SA_INIT answered, IKE_AUTH not yet). Gauge; no labels.
 pub const IKE_HALF_OPEN: &str = "gate64_ike_half_open";
 /// Help text of [`IKE_HALF_OPEN`].
@@ -261,6 +269,7 @@ pub const ALL: &[(&str, &str)] = &[
     ),
     (IKE_HALF_OPEN, IKE_HALF_OPEN_HELP),
     (IKE_COOKIES_SENT_TOTAL, IKE_COOKIES_SENT_TOTAL_HELP),
+    (IKE_SHED_TOTAL, IKE_SHED_TOTAL_HELP),
     (WORKERS, WORKERS_HELP),
     (BUILD_INFO, BUILD_INFO_HELP),
 ];

@@ -61,7 +61,7 @@ fn the_contract_keys_parse() {
          infrastructure_prefixes = [\"2001:db8:100::53/128\"]\n\
          intranet_prefixes = [\"2001:db8:100::/64\", \"2001:db8:64::/96\"]\n\
          half_open_cookie_threshold = 0\nmax_half_open_per_source = 2\n\
-         child_lifetime_secs = 600\ndpd_secs = 10\n"
+         child_lifetime_secs = 600\ndpd_secs = 10\nike_packets_per_source_per_sec = 250\n"
     ))
     .unwrap_or_else(|e| panic!("{e}"));
     let s = &c.ipsec;
@@ -81,6 +81,7 @@ fn the_contract_keys_parse() {
         (0, 2)
     );
     assert_eq!(s.child_lifetime_secs, 600);
+    assert_eq!(s.ike_packets_per_source_per_sec, 250);
     assert_eq!(s.dpd_secs, 10);
     assert!(c.warnings().is_empty(), "{:?}", c.warnings());
 }
@@ -183,6 +184,16 @@ fn timers_are_bounded() {
         "max_half_open_per_source = 0\n",
         "ipsec.max_half_open_per_source",
         "at least 1",
+    );
+    refused(
+        "ike_packets_per_source_per_sec = 0\n",
+        "ipsec.ike_packets_per_source_per_sec",
+        "at least 10",
+    );
+    refused(
+        "ike_packets_per_source_per_sec = -5\n",
+        "ipsec.ike_packets_per_source_per_sec",
+        "a whole number",
     );
     refused(
         "child_lifetime_secs = \"x\"\n",

@@ -465,3 +465,57 @@ fn an_iphttps_client_sends_esp_as_next_header_50_and_gets_sealed_replies_in_its_
     assert_eq!(&sent[ipv6::HEADER_LEN..][opened.inner], &reply[..]);
     assert_eq!(total_drops(w.stats()), 0);
 }
+
+// Issue 8's flood, on the road: one client's IKE beyond its budget is shed before the TUN
+// (`ike_rate_limited`); another client's IKE still passes, and the budget refills.
+#[test]
+fn ike_beyond_a_clients_budget_is_ike_rate_limited_and_others_still_pass() {
+    let mut cfg = ipsec_config(false);
+    cfg.ike_per_client_per_sec = 3;
+    let mut w = Worker::new(Shared::new(cfg), Arc::new(Stats::default()));
+    let (me, other) = (teredo(CLIENT).encode(), teredo(OTHER).encode());
+    let t0 = Instant::now();
+    let init = udp_with(me, ENDPOINT, 500, &[0x11; 28]);
+    let verdicts: Vec<Verdict> = (0..10)
+        .map(|_| from_teredo(&mut w, t0, CLIENT, &init))
+        .collect();
+    let passed = verdicts
+        .iter()
+        .filter(|v| matches!(v, Verdict::Tun { .. }))
+        .count();
+    assert_eq!(passed, 6, "the burst is twice the rate: {verdicts:?}");
+    assert_eq!(w.stats().drops(DropReason::IkeRateLimited), 4);
+    // Only IKE counts: the client's ping to the endpoint still passes.
+    let v = from_teredo(&mut w, t0, CLIENT, &echo(me, ENDPOINT, 8));
+    assert!(matches!(v, Verdict::Tun { .. }), "{v:?}");
+    let theirs = udp_with(other, ENDPOINT, 4500, &[0, 0, 0, 0, 0x11, 0x22]);
+    let v = from_teredo(&mut w, t0, OTHER, &theirs);
+    assert!(matches!(v, Verdict::Tun { .. }), "another client: {v:?}");
+    let later = t0 + Duration::from_secs(1);
+    let v = from_teredo(&mut w, later, CLIENT, &init);
+    assert!(matches!(v, Verdict::Tun { .. }), "refilled: {v:?}");
+    assert_eq!(total_drops(w.stats()), 4);
+}
+
+// Every address of an IP-HTTPS connection's /64 is one client: rotating the interface
+// identifier does not buy a new budget.
+#[test]
+fn an_iphttps_64_shares_one_ike_budget() {
+    let mut cfg = ipsec_config(false);
+    cfg.ike_per_client_per_sec = 1;
+    let mut w = Worker::new(Shared::new(cfg), Arc::new(Stats::default()));
+    let prefix: Ipv6Addr = "2001:db8:5::".parse().unwrap();
+    let now = Instant::now();
+    let passed = (1..=5u128)
+        .filter(|i| {
+            let src = Ipv6Addr::from(u128::from(prefix) + i);
+            let (mut buf, start, end) = framed(&udp_with(src, ENDPOINT, 500, &[0x11; 28]));
+            matches!(
+                w.handle_iphttps(now, prefix, &mut buf, start, end),
+                Verdict::Tun { .. }
+            )
+        })
+        .count();
+    assert_eq!(passed, 2);
+    assert_eq!(w.stats().drops(DropReason::IkeRateLimited), 3);
+}

@@ -46,6 +46,7 @@ fn config(open: bool) -> DataplaneConfig {
         ipsec_endpoint: None,
         ipsec_pool: None,
         sadb: None,
+        ike_per_client_per_sec: 1_000,
         rs_per_sec: 1,
         rs_burst: 3,
         iphttps_prefix: None,

@@ -86,6 +86,7 @@ fn shared_with_two_clients(created: Instant) -> Arc<Shared> {
         ipsec_endpoint: Some(ENDPOINT),
         ipsec_pool: None,
         sadb: Some(sadb),
+        ike_per_client_per_sec: 1_000,
         rs_per_sec: 1,
         rs_burst: 1,
         iphttps_prefix: Some(Prefix::new("2001:db8:1::".parse().unwrap(), 48)),

@@ -58,6 +58,7 @@ async fn lab(tag: &str, write_timeout: Duration) -> Lab {
         ipsec_endpoint: None,
         ipsec_pool: None,
         sadb: None,
+        ike_per_client_per_sec: 1_000,
         rs_per_sec: 20,
         rs_burst: 40,
         iphttps_prefix: Some(Prefix::new(PREFIX, 48)),

@@ -1,0 +1,54 @@
+//! IKE per client, shed on the road (issue 8's flood): a client's IKE to the IPsec endpoint
+//! passes the policy without an SA ([`crate::policy`]), then the TUN, the kernel's UDP socket
+//! and the IKE responder, whose IKE_SA_INIT answers (a Diffie-Hellman share, or a cookie, RFC
+//! 7296 §2.6) cost far more than this check. So each client gets
+//! `[ipsec] ike_packets_per_source_per_sec` packets per second on each worker, as many again
+//! at once, and the rest is dropped here as [`DropReason::IkeRateLimited`] before any of
+//! that work. One client's flood then cannot fill the IKE socket's receive buffer, where the
+//! kernel would drop every client's IKE alike.
+//!
+//! A client is what its transport stage vouched for: a Teredo address (its mapping, RFC 4380
+//! §4), an IP-HTTPS connection's /64, an SA's peer. The buckets are a fixed table
+//! ([`RateLimiter`]): O(1) per packet, nothing a flood of sources can grow.
+
+use crate::ratelimit::RateLimiter;
+use crate::worker::LIMITER_SLOTS;
+use crate::{ClientBinding, DropReason, Worker};
+use std::net::Ipv6Addr;
+use std::time::Instant;
+
+/// The road's IKE limiter at `per_sec` packets per second per client, with hash key `key`.
+pub(crate) fn limiter(per_sec: u32, key: u64) -> RateLimiter {
+    // A full handshake for both tunnels with a fragmented certificate chain (RFC 7383) and a
+    // cookie round trip is a dozen packets; the burst lets it through in one go.
+    RateLimiter::new(
+        per_sec,
+        per_sec.saturating_mul(2),
+        LIMITER_SLOTS,
+        key.rotate_left(7),
+    )
+}
+
+impl Worker {
+    /// Admits one IKE packet to the endpoint from `from`, or sheds it.
+    pub(crate) fn admit_ike(
+        &mut self,
+        now: Instant,
+        from: &ClientBinding,
+    ) -> Result<(), DropReason> {
+        if self.ike_limiter.allow_v6(now, client_key(from)) {
+            Ok(())
+        } else {
+            Err(DropReason::IkeRateLimited)
+        }
+    }
+}
+
+/// The address that names the client: every address of an IP-HTTPS /64 is one client.
+fn client_key(from: &ClientBinding) -> Ipv6Addr {
+    match from {
+        ClientBinding::Teredo { address, .. } => address.encode(),
+        ClientBinding::Iphttps { prefix } => *prefix,
+        ClientBinding::Ipsec { outer, .. } => *outer,
+    }
+}

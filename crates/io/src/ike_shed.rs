@@ -1,0 +1,157 @@
+//! Which IKE datagrams the IKE driver hands to the responder and which it sheds unread (issue
+//! 8's flood). Sans-IO: the driver feeds it each batch `recvmmsg` returned, with `now`.
+//!
+//! The responder answers an IKE_SA_INIT with a Diffie-Hellman share or, above the half-open
+//! threshold, a stateless cookie (RFC 7296 §2.6). Even the cookie costs a parse, a MAC and a
+//! send, tens of microseconds, while reading and shedding a datagram costs one or two: a
+//! single address sending IKE_SA_INIT as fast as it can out-ran the responder, the socket's
+//! receive buffer filled, and the kernel dropped every source's datagrams alike, so a new
+//! client's IKE_SA_INIT and its retransmissions were lost. Shedding per source before the
+//! responder keeps the socket drained:
+//!
+//! - **Per source address**, a token bucket of `[ipsec] ike_packets_per_source_per_sec` (as
+//!   many again at once) in a fixed table ([`RateLimiter`]): O(1), no allocation per
+//!   datagram, nothing a flood of sources can grow. Colliding addresses share a bucket
+//!   (stricter, never looser); the hash is keyed per process, so nobody can aim at another's.
+//! - **Per batch**, when the read came back full (the socket has a backlog), a source's
+//!   datagrams beyond [`BATCH_SHARE`] are shed: even a source within its rate, or many
+//!   sources whose budgets are still full, cannot take a whole backlogged batch of the
+//!   responder's time from the others. A legitimate client's burst (an IKE_AUTH split into
+//!   RFC 7383 fragments) fits in the share.
+
+use gate64_dataplane::IkeShedReason;
+use gate64_dataplane::ratelimit::RateLimiter;
+use std::net::{IpAddr, Ipv6Addr, SocketAddr};
+use std::time::Instant;
+
+/// Datagrams of one source the responder handles out of one full (backlogged) batch.
+pub(crate) const BATCH_SHARE: usize = 8;
+/// Buckets of the per-source table (12 bytes each): collisions stay rare at any realistic
+/// number of sources sending IKE at the same moment.
+const SOURCE_SLOTS: usize = 1 << 16;
+
+/// The driver's shedding state: the per-source buckets, this batch's sources, the counts.
+#[derive(Debug)]
+pub(crate) struct Shedder {
+    limiter: RateLimiter,
+    /// Sources seen in the current batch and how many of their datagrams were admitted;
+    /// only filled while the batch is full.
+    batch: Vec<(Ipv6Addr, usize)>,
+    backlogged: bool,
+    shed: [u64; IkeShedReason::ALL.len()],
+}
+
+impl Shedder {
+    /// `per_sec` datagrams per second per source address, as many again at once; `key` keys
+    /// the table's hash (random in the daemon).
+    pub(crate) fn new(per_sec: u32, key: u64) -> Self {
+        Shedder {
+            limiter: RateLimiter::new(per_sec, per_sec.saturating_mul(2), SOURCE_SLOTS, key),
+            batch: Vec::with_capacity(crate::sys::BATCH),
+            backlogged: false,
+            shed: [0; IkeShedReason::ALL.len()],
+        }
+    }
+
+    /// Starts a batch of `len` datagrams out of a read of at most `capacity`: a full read means
+    /// more are waiting, and the batch share applies.
+    pub(crate) fn start_batch(&mut self, len: usize, capacity: usize) {
+        self.batch.clear();
+        self.backlogged = len >= capacity;
+    }
+
+    /// Whether the responder may handle a datagram from `from`; counts it as shed otherwise.
+    pub(crate) fn admit(&mut self, now: Instant, from: SocketAddr) -> bool {
+        let source = match from.ip() {
+            IpAddr::V6(a) => a,
+            IpAddr::V4(a) => a.to_ipv6_mapped(),
+        };
+        if self.backlogged {
+            let seen = match self.batch.iter_mut().find(|(s, _)| *s == source) {
+                Some((_, n)) => n,
+                None => {
+                    self.batch.push((source, 0));
+                    let last = self.batch.len() - 1;
+                    &mut self.batch[last].1
+                }
+            };
+            if *seen >= BATCH_SHARE {
+                self.shed[IkeShedReason::BatchShare as usize] += 1;
+                return false;
+            }
+            *seen += 1;
+        }
+        if !self.limiter.allow_v6(now, source) {
+            self.shed[IkeShedReason::SourceRate as usize] += 1;
+            return false;
+        }
+        true
+    }
+
+    /// Datagrams shed for `reason` so far.
+    pub(crate) fn shed(&self, reason: IkeShedReason) -> u64 {
+        self.shed[reason as usize]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    fn at(a: &str) -> SocketAddr {
+        SocketAddr::new(a.parse().expect("address"), 500)
+    }
+
+    // The flood of issue 8: one address far over its rate is cut to it, another address in
+    // the same batches still gets every datagram through, and the budget refills.
+    #[test]
+    fn a_flooding_source_is_cut_to_its_rate_and_others_pass() {
+        let mut s = Shedder::new(100, 1);
+        let (flood, client) = (at("2001:db8:100:1::2"), at("2001:db8:100:1::3"));
+        let t0 = Instant::now();
+        let mut admitted = 0;
+        for _ in 0..100 {
+            s.start_batch(16, 32);
+            admitted += (0..16).filter(|_| s.admit(t0, flood)).count();
+        }
+        assert_eq!(admitted, 200, "the burst is twice the rate");
+        assert_eq!(s.shed(IkeShedReason::SourceRate), 1_600 - 200);
+        s.start_batch(2, 32);
+        assert!(s.admit(t0, client) && s.admit(t0, client));
+        let later = t0 + Duration::from_millis(100);
+        s.start_batch(12, 32);
+        let refilled = (0..12).filter(|_| s.admit(later, flood)).count();
+        assert_eq!(refilled, 10, "100 per second for 100 ms");
+        assert_eq!(s.shed(IkeShedReason::BatchShare), 0, "no batch was full");
+    }
+
+    // A full read means a backlog: one source gets BATCH_SHARE datagrams of the batch, the
+    // others all of theirs, whatever their budgets.
+    #[test]
+    fn a_backlogged_batch_is_shared_between_sources() {
+        let mut s = Shedder::new(10_000, 2);
+        let (a, b) = (at("2001:db8::a"), at("2001:db8::b"));
+        let t0 = Instant::now();
+        s.start_batch(32, 32);
+        let from_a = (0..28).filter(|_| s.admit(t0, a)).count();
+        let from_b = (0..4).filter(|_| s.admit(t0, b)).count();
+        assert_eq!((from_a, from_b), (BATCH_SHARE, 4));
+        assert_eq!(s.shed(IkeShedReason::BatchShare), 28 - BATCH_SHARE as u64);
+        // The next batch starts a new share.
+        s.start_batch(32, 32);
+        assert!(s.admit(t0, a));
+        assert_eq!(s.shed(IkeShedReason::SourceRate), 0);
+    }
+
+    // IPv4 senders (a dual-stack endpoint) have buckets of their own.
+    #[test]
+    fn ipv4_sources_are_limited_too() {
+        let mut s = Shedder::new(1, 3);
+        let t0 = Instant::now();
+        let v4 = SocketAddr::from(([192, 0, 2, 7], 500));
+        s.start_batch(5, 32);
+        assert_eq!((0..5).filter(|_| s.admit(t0, v4)).count(), 2);
+        assert_eq!(s.shed(IkeShedReason::SourceRate), 3);
+    }
+}
