@@ -19,6 +19,7 @@ mod informational;
 mod init;
 mod liveness;
 mod pool;
+mod second_auth;
 
 use std::collections::{HashMap, VecDeque};
 use std::net::{IpAddr, SocketAddr};
@@ -34,6 +35,7 @@ use crate::message::{Header, Message, Notify, Payload, exchange, flags, notify};
 pub use init::nat_detection_hash;
 pub use liveness::DPD_RETRANSMIT;
 pub use pool::AddressPool;
+pub use second_auth::SecondAuthPolicy;
 
 /// What the responder is configured with.
 #[derive(Debug)]
@@ -72,6 +74,8 @@ pub struct ResponderConfig {
     /// The local NAT-T port (4500): a child SA negotiated over it is UDP-encapsulated
     /// (RFC 3948), since the client only moves there after NAT detection.
     pub nat_t_port: u16,
+    /// RFC 4739 second authentication (a user certificate after the machine's).
+    pub intranet_second_auth: SecondAuthPolicy,
 }
 
 impl ResponderConfig {
@@ -100,6 +104,7 @@ impl ResponderConfig {
             dpd_retransmits: 3,
             fragment_size: 1232,
             nat_t_port: 4500,
+            intranet_second_auth: SecondAuthPolicy::default(),
         }
     }
 }
@@ -278,8 +283,10 @@ pub struct IkeSaInfo {
     pub local: SocketAddr,
     /// Whether IKE_AUTH completed.
     pub established: bool,
-    /// The authenticated identity, once established.
+    /// The authenticated identity, once established (the first round's: the machine).
     pub identity: Option<String>,
+    /// The second round's identity (RFC 4739: the user), when the client ran one.
+    pub user_identity: Option<String>,
     /// The tunnel of its child SA.
     pub tunnel: Option<TunnelKind>,
     /// The inner address given to the client.
@@ -361,6 +368,7 @@ pub(crate) struct IkeSa {
     pub(crate) children: Vec<ChildRecord>,
     pub(crate) rekeys: u32,
     pub(crate) liveness: liveness::Liveness,
+    pub(crate) second_auth: second_auth::SecondAuth,
 }
 
 impl IkeSa {
@@ -397,6 +405,7 @@ impl IkeSa {
             children: Vec::new(),
             rekeys: 0,
             liveness: liveness::Liveness::default(),
+            second_auth: second_auth::SecondAuth::default(),
         }
     }
 }
@@ -590,6 +599,7 @@ impl Responder {
                 local: s.local,
                 established: s.established,
                 identity: s.identity.clone(),
+                user_identity: s.second_auth.user().map(str::to_owned),
                 tunnel: s.tunnel,
                 inner: s.inner,
                 child_spis: s.children.iter().map(|c| c.inbound_spi).collect(),

@@ -1096,3 +1096,5 @@ fn shutdown_deletes_every_ike_sa() {
         "the client takes the Delete"
     );
 }
+
+mod second_auth;
