@@ -2,11 +2,11 @@
 //! endpoint before the privilege drop, and its events turned into SA installs and metrics.
 
 use anyhow::{Context, Result};
-use gate64_config::Config;
+use gate64_config::{Config, IpsecSecondAuth};
 use gate64_dataplane::{IkeResult, IpsecStats, RekeyKind};
 use gate64_esp::SaDb;
 use gate64_ike::auth::{Credentials, TrustAnchors};
-use gate64_ike::responder::{self, Event, Refusal, Responder, ResponderConfig};
+use gate64_ike::responder::{self, Event, Refusal, Responder, ResponderConfig, SecondAuthPolicy};
 use gate64_io::ike::{IKE_PORT, IkeDriver, IkeSockets, IkeStatus, NAT_T_PORT};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
@@ -46,6 +46,11 @@ pub fn responder_config(cfg: &Config) -> Result<Option<ResponderConfig>> {
     config.child_lifetime = Duration::from_secs(s.child_lifetime_secs);
     config.dpd = Duration::from_secs(s.dpd_secs);
     config.nat_t_port = NAT_T_PORT;
+    config.intranet_second_auth = match s.intranet_second_auth {
+        IpsecSecondAuth::Off => SecondAuthPolicy::Off,
+        IpsecSecondAuth::Optional => SecondAuthPolicy::Optional,
+        IpsecSecondAuth::Required => SecondAuthPolicy::Required,
+    };
     Ok(Some(config))
 }
 
