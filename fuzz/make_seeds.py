@@ -282,7 +282,8 @@ init = ike(0x1122334455667788, 0, 34, 0x08, 0, [
     (41, notify(16430), False),
     (41, notify(16431, struct.pack("!HHH", 2, 3, 4)), False),
 ])
-# The same with RFC 4739 MULTIPLE_AUTH_SUPPORTED (16404), as a client with a user certificate.
+# The same with RFC 4739 MULTIPLE_AUTH_SUPPORTED (16404), which belongs in IKE_AUTH (§3.1): a
+# misplaced one must change nothing.
 init_multi_auth = ike(0x1122334455667799, 0, 34, 0x08, 0, [
     (33, sa, False),
     (34, struct.pack("!HH", 19, 0) + bytes(range(64)), False),

@@ -330,12 +330,6 @@ impl Initiator {
                 SigHash::notify_data(),
             )),
         ]);
-        if self.second_auth.is_some() {
-            payloads.push(Payload::Notify(Notify::new(
-                notify::MULTIPLE_AUTH_SUPPORTED,
-                Vec::new(),
-            )));
-        }
         let header = Header {
             spi_i: self.spi_i,
             spi_r: 0,
@@ -474,11 +468,14 @@ impl Initiator {
             data: auth,
         });
         if self.second_auth_negotiated() {
-            // RFC 4739 §3.2: the user's round follows this one.
-            payloads.push(Payload::Notify(Notify::new(
+            // RFC 4739 §3.1, §3.2: our support, in the first IKE_AUTH request, and the user's
+            // round following this one.
+            for kind in [
+                notify::MULTIPLE_AUTH_SUPPORTED,
                 notify::ANOTHER_AUTH_FOLLOWS,
-                Vec::new(),
-            )));
+            ] {
+                payloads.push(Payload::Notify(Notify::new(kind, Vec::new())));
+            }
         }
         payloads.extend(self.cfg_request());
         let proposal = self.esp_proposal();

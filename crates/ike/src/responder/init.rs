@@ -349,7 +349,7 @@ fn establish_half_open(
         .unwrap_or_default();
     let peer_fragmentation =
         find_notify(&m.payloads, notify::IKEV2_FRAGMENTATION_SUPPORTED).is_some();
-    let second_auth = second_auth::negotiate(r.config.intranet_second_auth, &m.payloads);
+    let second_auth = second_auth::announce(r.config.intranet_second_auth);
     let mut payloads = response_payloads(
         r,
         (h.spi_i, spi_r),

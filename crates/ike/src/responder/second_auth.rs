@@ -4,9 +4,10 @@
 //! The exchange (RFC 4739 §3, both rounds with certificates):
 //!
 //! ```text
-//! HDR, SAi1, KEi, Ni, N(MULTIPLE_AUTH_SUPPORTED)        -->
+//! HDR, SAi1, KEi, Ni                                     -->
 //!                <-- HDR, SAr1, KEr, Nr, N(MULTIPLE_AUTH_SUPPORTED)
-//! HDR, SK {IDi, CERT, AUTH, SAi2, TSi, TSr, N(ANOTHER_AUTH_FOLLOWS)} -->
+//! HDR, SK {IDi, CERT, AUTH, SAi2, TSi, TSr,
+//!          N(MULTIPLE_AUTH_SUPPORTED), N(ANOTHER_AUTH_FOLLOWS)} -->
 //!                <-- HDR, SK {IDr, CERT, AUTH}
 //! HDR, SK {IDi', CERT', AUTH'}                            -->
 //!                <-- HDR, SK {SAr2, TSi, TSr}
@@ -40,11 +41,12 @@ pub enum SecondAuthPolicy {
 /// Where one IKE SA stands in RFC 4739.
 #[derive(Debug, Clone, Default)]
 pub(crate) enum SecondAuth {
-    /// One of the two sides did not send MULTIPLE_AUTH_SUPPORTED.
+    /// We did not announce MULTIPLE_AUTH_SUPPORTED (policy `off`).
     #[default]
-    NotNegotiated,
-    /// Both sent MULTIPLE_AUTH_SUPPORTED; the client may announce a second round.
-    Negotiated,
+    NotAnnounced,
+    /// Our IKE_SA_INIT response announced MULTIPLE_AUTH_SUPPORTED; the client may ask for
+    /// a second round.
+    Announced,
     /// The first round verified and was answered; the second IKE_AUTH is due.
     Awaiting(Box<Pending>),
     /// Both rounds verified: the second identity (the user certificate's subject).
@@ -74,20 +76,21 @@ impl SecondAuth {
     }
 }
 
-/// At IKE_SA_INIT: whether to answer with MULTIPLE_AUTH_SUPPORTED (RFC 4739 §3.1: only to a
-/// client that sent it, and not when the policy is off).
-pub(crate) fn negotiate(policy: SecondAuthPolicy, request: &[Payload]) -> SecondAuth {
-    let offered = find_notify(request, notify::MULTIPLE_AUTH_SUPPORTED).is_some();
-    if offered && policy != SecondAuthPolicy::Off {
-        SecondAuth::Negotiated
+/// At IKE_SA_INIT: whether our response announces MULTIPLE_AUTH_SUPPORTED. RFC 4739 §3.1:
+/// the responder announces it in the IKE_SA_INIT response, the initiator in its first
+/// IKE_AUTH request, so the responder cannot wait for the client's; a client that does not
+/// know it ignores an unknown status notify (RFC 7296 §3.10.1).
+pub(crate) fn announce(policy: SecondAuthPolicy) -> SecondAuth {
+    if policy == SecondAuthPolicy::Off {
+        SecondAuth::NotAnnounced
     } else {
-        SecondAuth::NotNegotiated
+        SecondAuth::Announced
     }
 }
 
 /// The notify the IKE_SA_INIT response carries for `state`.
 pub(crate) fn init_notify(state: &SecondAuth) -> Option<Payload> {
-    matches!(state, SecondAuth::Negotiated).then(|| {
+    matches!(state, SecondAuth::Announced).then(|| {
         Payload::Notify(crate::message::Notify::new(
             notify::MULTIPLE_AUTH_SUPPORTED,
             Vec::new(),
@@ -111,17 +114,17 @@ pub(crate) fn check_first_round(
     tsr: &[TrafficSelector],
 ) -> Result<bool, Refusal> {
     let another = find_notify(request, notify::ANOTHER_AUTH_FOLLOWS).is_some();
-    let negotiated = r
+    let announced = r
         .sas
         .get(&spi_r)
-        .is_some_and(|s| matches!(s.second_auth, SecondAuth::Negotiated));
+        .is_some_and(|s| matches!(s.second_auth, SecondAuth::Announced));
     if another {
-        // RFC 4739 §3.2: ANOTHER_AUTH_FOLLOWS only after both sides announced support.
-        return if negotiated {
+        // RFC 4739 §3.2: ANOTHER_AUTH_FOLLOWS only to a responder that announced support.
+        return if announced {
             Ok(true)
         } else {
             Err(Refusal::Authentication(
-                "second authentication not negotiated (RFC 4739)".into(),
+                "second authentication not announced (RFC 4739)".into(),
             ))
         };
     }
