@@ -10,6 +10,7 @@ mod dns64;
 mod failover;
 mod gre;
 mod ike_interop;
+mod ike_multi_auth;
 mod iphttps;
 mod iphttps_abuse;
 mod iphttps_edge;
