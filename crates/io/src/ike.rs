@@ -104,6 +104,28 @@ fn bind_one(endpoint: Ipv6Addr, port: u16) -> io::Result<StdUdpSocket> {
 /// Where stray ESP goes (see [`IkeDriver::with_stray_esp`]).
 type EspSink = Box<dyn FnMut(SocketAddr, &[u8]) + Send>;
 
+/// A change to the running responder, applied between two datagrams.
+type Command = Box<dyn FnOnce(&mut Responder) + Send>;
+
+/// Changes a running [`IkeDriver`]'s responder from another task (a reload: new
+/// credentials). Cheap to clone.
+#[derive(Clone)]
+pub struct IkeControl(tokio::sync::mpsc::UnboundedSender<Command>);
+
+impl IkeControl {
+    /// Runs `change` on the responder between two datagrams; `false` when the driver has
+    /// stopped.
+    pub fn apply(&self, change: impl FnOnce(&mut Responder) + Send + 'static) -> bool {
+        self.0.send(Box::new(change)).is_ok()
+    }
+}
+
+impl std::fmt::Debug for IkeControl {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("IkeControl")
+    }
+}
+
 /// Runs a [`Responder`] on its sockets.
 pub struct IkeDriver {
     sockets: IkeSockets,
@@ -111,6 +133,7 @@ pub struct IkeDriver {
     sink: Box<dyn FnMut(Event) + Send>,
     esp_sink: Option<EspSink>,
     status: IkeStatus,
+    commands: Option<tokio::sync::mpsc::UnboundedReceiver<Command>>,
     stray_esp: u64,
     published: Instant,
     published_sas: usize,
@@ -130,6 +153,7 @@ impl IkeDriver {
             sink: Box::new(sink),
             esp_sink: None,
             status: IkeStatus::default(),
+            commands: None,
             stray_esp: 0,
             published: Instant::now(),
             published_sas: 0,
@@ -143,6 +167,14 @@ impl IkeDriver {
     pub fn with_stray_esp(mut self, sink: impl FnMut(SocketAddr, &[u8]) + Send + 'static) -> Self {
         self.esp_sink = Some(Box::new(sink));
         self
+    }
+
+    /// A handle that changes the responder while it runs (take it before [`IkeDriver::run`];
+    /// a second call replaces the first handle, which then reaches nothing).
+    pub fn control(&mut self) -> IkeControl {
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+        self.commands = Some(rx);
+        IkeControl(tx)
     }
 
     /// The status handle (clone it before [`IkeDriver::run`]).
@@ -159,6 +191,7 @@ impl IkeDriver {
         let mut a = vec![0u8; MAX_DATAGRAM];
         let mut b = vec![0u8; MAX_DATAGRAM];
         tokio::pin!(shutdown);
+        let mut commands = self.commands.take();
         self.publish(Instant::now());
         loop {
             let mut deadline = self
@@ -185,6 +218,7 @@ impl IkeDriver {
                     Err(e) => tracing::debug!(error = %e, "ike: receive on 4500 failed"),
                 },
                 _ = tokio::time::sleep_until(deadline.into()) => self.responder.handle_timeout(Instant::now()),
+                Some(change) = next_command(&mut commands) => change(&mut self.responder),
             }
             self.flush(&ike, &nat_t).await;
         }
@@ -245,6 +279,22 @@ impl IkeDriver {
             stats: self.responder.stats(),
             stray_esp: self.stray_esp,
         });
+    }
+}
+
+/// The next command, or never when there is no control handle (or it was dropped).
+async fn next_command(
+    commands: &mut Option<tokio::sync::mpsc::UnboundedReceiver<Command>>,
+) -> Option<Command> {
+    match commands.as_mut() {
+        Some(rx) => match rx.recv().await {
+            Some(c) => Some(c),
+            None => {
+                *commands = None;
+                std::future::pending().await
+            }
+        },
+        None => std::future::pending().await,
     }
 }
 

@@ -583,6 +583,18 @@ impl Responder {
         }
     }
 
+    /// New credentials and trust anchors (a reload): IKE SAs negotiated from now on get
+    /// them; established ones are not touched (their AUTH is done, and rekeys sign nothing).
+    pub fn replace_credentials(&mut self, credentials: Credentials, anchors: TrustAnchors) {
+        self.config.credentials = credentials;
+        self.config.anchors = anchors;
+    }
+
+    /// A new RFC 4739 policy (a reload), for IKE SAs negotiated from now on.
+    pub fn set_intranet_second_auth(&mut self, policy: SecondAuthPolicy) {
+        self.config.intranet_second_auth = policy;
+    }
+
     /// At shutdown: sends a Delete for every established IKE SA and forgets them all.
     pub fn shutdown(&mut self) {
         liveness::delete_all(self);

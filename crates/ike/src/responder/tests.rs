@@ -1097,4 +1097,5 @@ fn shutdown_deletes_every_ike_sa() {
     );
 }
 
+mod reload;
 mod second_auth;
