@@ -137,25 +137,42 @@ fn intranet_refused(initiator: &Charon<'_>, driver: &Driver) -> Result<()> {
     Ok(())
 }
 
-/// A user certificate (`CN=alice.gate64.lab`, clientAuth) under the lab CA, made with `pki`
-/// as `LabCerts` makes the others; returns (certificate, key).
+/// A user certificate (`CN=alice.gate64.lab`, clientAuth) under the lab CA; returns
+/// (certificate, key).
 fn issue_user(ns: &Netns, dir: &Path, certs: &LabCerts) -> Result<(PathBuf, PathBuf)> {
+    let san = "alice.gate64.lab";
+    issue_under_lab_ca(
+        ns,
+        dir,
+        certs,
+        ("user", &format!("CN={san}"), san, "clientAuth"),
+    )
+}
+
+/// A certificate and new ECDSA key under the lab CA of `certs` (whose files are in `dir`),
+/// made with `pki` as `LabCerts` makes the others: `stem`.pem and `stem`.key in `dir` with
+/// subject `dn`, subjectAltName `san` and extended key usage `flag`.
+pub(crate) fn issue_under_lab_ca(
+    ns: &Netns,
+    dir: &Path,
+    certs: &LabCerts,
+    (stem, dn, san, flag): (&str, &str, &str, &str),
+) -> Result<(PathBuf, PathBuf)> {
     let pki = find_tool("pki").context("`pki` not found: apt-get install strongswan-pki")?;
     let pki = pki.to_str().context("pki path")?;
     let conf = dir.join("pki-strongswan.conf");
-    let (cert, key, ca_key) = (
-        dir.join("user.pem"),
-        dir.join("user.key"),
-        dir.join("ca.key"),
+    let (cert, key) = (
+        dir.join(format!("{stem}.pem")),
+        dir.join(format!("{stem}.key")),
     );
+    let ca_key = dir.join("ca.key");
     let path = |p: &Path| -> Result<String> { Ok(p.to_str().context("path")?.to_owned()) };
     let script = format!(
         "export STRONGSWAN_CONF='{conf}'; \
          '{pki}' --gen --type ecdsa --size 256 --outform pem > '{key}' && \
          '{pki}' --pub --in '{key}' --type ecdsa --outform pem | \
          '{pki}' --issue --lifetime 30 --type pub --cacert '{ca}' --cakey '{ca_key}' \
-         --dn 'CN=alice.gate64.lab' --san alice.gate64.lab --flag clientAuth --outform pem \
-         > '{cert}'",
+         --dn '{dn}' --san '{san}' --flag {flag} --outform pem > '{cert}'",
         conf = path(&conf)?,
         key = path(&key)?,
         ca = path(&certs.ca)?,

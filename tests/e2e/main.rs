@@ -17,6 +17,7 @@ mod iphttps_edge;
 mod ipsec;
 mod ipsec_connect;
 mod ipsec_negative;
+mod ipsec_reload;
 mod ipsec_strongswan;
 mod lifecycle;
 mod nat64;
