@@ -431,11 +431,7 @@ impl Initiator {
         let hashes = find_notify(&m.payloads, notify::SIGNATURE_HASH_ALGORITHMS)
             .and_then(|n| SigHash::parse_notify(&n.data).ok())
             .unwrap_or_default();
-        let multiple_auth = m.notify(notify::MULTIPLE_AUTH_SUPPORTED).is_some();
-        if let Some(second) = self.second_auth.as_mut() {
-            second.negotiated = multiple_auth;
-            second.peer_hashes.clone_from(&hashes);
-        }
+        self.note_multiple_auth(m, &hashes);
         let method = if hashes.is_empty() {
             self.config.credentials.classic_method()
         } else {
@@ -467,16 +463,7 @@ impl Initiator {
             method: method.code(),
             data: auth,
         });
-        if self.second_auth_negotiated() {
-            // RFC 4739 §3.1, §3.2: our support, in the first IKE_AUTH request, and the user's
-            // round following this one.
-            for kind in [
-                notify::MULTIPLE_AUTH_SUPPORTED,
-                notify::ANOTHER_AUTH_FOLLOWS,
-            ] {
-                payloads.push(Payload::Notify(Notify::new(kind, Vec::new())));
-            }
-        }
+        payloads.extend(self.multiple_auth_notifies());
         payloads.extend(self.cfg_request());
         let proposal = self.esp_proposal();
         payloads.extend([

@@ -7,7 +7,7 @@ use std::time::Instant;
 use super::{Initiator, InitiatorError, State};
 use crate::auth::{AuthMethod, Credentials, SigHash};
 use crate::keys::{self, IkeKeys};
-use crate::message::{Header, Identification, Payload, exchange, flags};
+use crate::message::{Header, Identification, Message, Notify, Payload, exchange, flags, notify};
 
 /// RFC 4739 state: the user credentials and what the second round needs.
 pub(super) struct SecondAuth {
@@ -21,6 +21,31 @@ pub(super) struct SecondAuth {
 }
 
 impl Initiator {
+    /// From the IKE_SA_INIT response: whether the responder announced RFC 4739 support
+    /// (§3.1), and its RFC 7427 hash algorithms for our second AUTH.
+    pub(super) fn note_multiple_auth(&mut self, response: &Message, hashes: &[SigHash]) {
+        let announced = response.notify(notify::MULTIPLE_AUTH_SUPPORTED).is_some();
+        if let Some(second) = self.second_auth.as_mut() {
+            second.negotiated = announced;
+            second.peer_hashes = hashes.to_vec();
+        }
+    }
+
+    /// For the first IKE_AUTH request when a second round follows: our support (RFC 4739
+    /// §3.1, sent in IKE_AUTH by the initiator) and ANOTHER_AUTH_FOLLOWS (§3.2).
+    pub(super) fn multiple_auth_notifies(&self) -> Vec<Payload> {
+        if !self.second_auth_negotiated() {
+            return Vec::new();
+        }
+        [
+            notify::MULTIPLE_AUTH_SUPPORTED,
+            notify::ANOTHER_AUTH_FOLLOWS,
+        ]
+        .into_iter()
+        .map(|kind| Payload::Notify(Notify::new(kind, Vec::new())))
+        .collect()
+    }
+
     /// RFC 4739 §3: IDi, CERT and AUTH of the user, the AUTH over the same octets as the
     /// first round's with this round's IDi.
     pub(super) fn send_second_auth(

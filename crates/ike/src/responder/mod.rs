@@ -13,6 +13,7 @@
 //! every [`Transmit`] whose `local` port is 4500. Nothing here panics on input; every refusal
 //! becomes an [`Event::Refused`] with a [`Refusal`] reason.
 
+mod admin;
 mod auth_exchange;
 mod child;
 mod informational;
@@ -32,6 +33,7 @@ use crate::child_sa::{ChildSaPair, TunnelKind};
 use crate::keys::{self, IkeKeys};
 use crate::message::{Header, Message, Notify, Payload, exchange, flags, notify};
 
+pub use admin::IkeSaInfo;
 pub use init::nat_detection_hash;
 pub use liveness::DPD_RETRANSMIT;
 pub use pool::AddressPool;
@@ -268,35 +270,6 @@ pub enum Event {
         /// The sender of the IKE_SA_INIT.
         peer: SocketAddr,
     },
-}
-
-/// A snapshot of one IKE SA, for `gate64 status`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct IkeSaInfo {
-    /// Our SPI (SPIr).
-    pub spi_r: u64,
-    /// The initiator's SPI.
-    pub spi_i: u64,
-    /// The client's address and port.
-    pub peer: SocketAddr,
-    /// Our address and port.
-    pub local: SocketAddr,
-    /// Whether IKE_AUTH completed.
-    pub established: bool,
-    /// The authenticated identity, once established (the first round's: the machine).
-    pub identity: Option<String>,
-    /// The second round's identity (RFC 4739: the user), when the client ran one.
-    pub user_identity: Option<String>,
-    /// The tunnel of its child SA.
-    pub tunnel: Option<TunnelKind>,
-    /// The inner address given to the client.
-    pub inner: Option<IpAddr>,
-    /// gate64's inbound SPIs of its child SAs.
-    pub child_spis: Vec<u32>,
-    /// How long ago it was created.
-    pub age: Duration,
-    /// How often it was rekeyed (IKE and child).
-    pub rekeys: u32,
 }
 
 /// Counters (exported as metrics by the driver).
@@ -581,18 +554,6 @@ impl Responder {
             }
             self.remove_sa(spi);
         }
-    }
-
-    /// New credentials and trust anchors (a reload): IKE SAs negotiated from now on get
-    /// them; established ones are not touched (their AUTH is done, and rekeys sign nothing).
-    pub fn replace_credentials(&mut self, credentials: Credentials, anchors: TrustAnchors) {
-        self.config.credentials = credentials;
-        self.config.anchors = anchors;
-    }
-
-    /// A new RFC 4739 policy (a reload), for IKE SAs negotiated from now on.
-    pub fn set_intranet_second_auth(&mut self, policy: SecondAuthPolicy) {
-        self.config.intranet_second_auth = policy;
     }
 
     /// At shutdown: sends a Delete for every established IKE SA and forgets them all.
