@@ -8,6 +8,10 @@
 //!   come up: the intranet one only because gate64 accepted the second round, since
 //!   `required` refuses an intranet tunnel authenticated once. Then strongSwan with the
 //!   intranet connection reduced to one round gets AUTHENTICATION_FAILED from gate64.
+//! - `netns_ipsec_connect_user_cert_to_gate64`: `gate64 connect teredo --user-cert/--user-key`
+//!   against `gate64 serve` with `intranet_second_auth = "required"`: both tunnels come up
+//!   (gate64 counts two IKE SAs and two child SAs, so the intranet one ran the second round)
+//!   and `gate64 status --json` shows the machine and the user identity of the intranet SA.
 
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
@@ -19,9 +23,12 @@ use gate64_testkit::strongswan::{
     Charon, CharonConfig, INFRASTRUCTURE, INTRANET, LabCerts, SecondAuth, find_child,
     with_charon_logs,
 };
+use gate64_testkit::{CORP_HOST, Gate64Options, SERVER_V4, Topology, gate64_binary, wait_for};
 use gate64_testkit::{Netns, find_tool, netns_or_skip};
 
+use crate::common::{gate64_lines, netns_test, path_str};
 use crate::ike_interop::{CLIENT, Driver, GATEWAY, responder_config, tunnels, wait_event};
+use crate::ipsec::{GATE64_ADDRESS6, POOL6};
 
 const INITIATE_TIMEOUT: Duration = Duration::from_secs(30);
 const SETTLE_TIMEOUT: Duration = Duration::from_secs(15);
@@ -68,6 +75,115 @@ fn second_auth(cli: &Netns, gw: &Netns) -> Result<()> {
     let stopped = driver.stop();
     outcome?;
     stopped
+}
+
+#[test]
+#[ignore = "netns: needs root"]
+fn netns_ipsec_connect_user_cert_to_gate64() {
+    netns_test(
+        "netns_ipsec_connect_user_cert_to_gate64",
+        Topology::builder(),
+        connect_user_cert,
+    );
+}
+
+fn connect_user_cert(topo: &Topology) -> Result<()> {
+    let dir = topo.srv.dir().join("ike-certs");
+    let ike = LabCerts::generate(&topo.srv, &dir, IpAddr::V6(GATE64_ADDRESS6))?;
+    let (user_cert, user_key) = issue_user(&topo.srv, &dir, &ike)?;
+    let infrastructure_ts = format!("{CORP_HOST}/128");
+    let socket = topo.srv.dir().join("control.sock");
+    let opts = Gate64Options {
+        without_ipsec: false,
+        extra: format!(
+            "[ipsec]\ncertificate = \"{}\"\nprivate_key = \"{}\"\nca = \"{}\"\n\
+             pool6 = \"{POOL6}\"\ninfrastructure_prefixes = [\"{infrastructure_ts}\"]\n\
+             intranet_second_auth = \"required\"\n[control]\nsocket = \"{}\"\n",
+            path_str(&ike.responder_cert)?,
+            path_str(&ike.responder_key)?,
+            path_str(&ike.ca)?,
+            path_str(&socket)?,
+        ),
+        ..Gate64Options::default()
+    };
+    let mut gate = topo.start_gate64(&opts)?;
+    let bin = gate64_binary()?;
+    let (server, endpoint) = (SERVER_V4.to_string(), GATE64_ADDRESS6.to_string());
+    let mut client = topo.cli.spawn(
+        "gate64-connect-user-cert",
+        &[
+            "env",
+            "RUST_LOG=debug",
+            path_str(&bin)?,
+            "connect",
+            "teredo",
+            "--server",
+            &server,
+            "--ifname",
+            "gate64u",
+            "--ipsec-endpoint",
+            &endpoint,
+            "--ipsec-cert",
+            path_str(&ike.initiator_cert)?,
+            "--ipsec-key",
+            path_str(&ike.initiator_key)?,
+            "--ipsec-ca",
+            path_str(&ike.ca)?,
+            "--user-cert",
+            path_str(&user_cert)?,
+            "--user-key",
+            path_str(&user_key)?,
+            "--infrastructure-ts",
+            &infrastructure_ts,
+            "--intranet-ts",
+            "2001:db8:100::/48",
+        ],
+    )?;
+    let up = wait_for(Duration::from_secs(40), || {
+        let m = topo.metrics().ok()?;
+        let both = m.sum("gate64_ipsec_qmsa", &[]) == 2.0 && m.sum("gate64_ipsec_mmsa", &[]) == 2.0;
+        both.then_some(())
+    });
+    client.ensure_running()?;
+    ensure!(
+        up.is_some(),
+        "gate64 did not count 2 IKE SAs and 2 child SAs (intranet_second_auth = required)\n{}\n{}",
+        gate64_lines(&topo.metrics()?),
+        client.log()
+    );
+    let json = topo.srv.exec_ok(&[
+        path_str(&bin)?,
+        "status",
+        "--json",
+        "--socket",
+        path_str(&socket)?,
+    ])?;
+    // Pretty JSON, one field per line: the intranet SA's lines carry both identities, the
+    // infrastructure SA's none for the user.
+    let users: Vec<&str> = json
+        .lines()
+        .filter(|l| l.contains("\"user_identity\""))
+        .collect();
+    ensure!(
+        users.len() == 2
+            && users
+                .iter()
+                .filter(|l| l.contains("alice.gate64.lab"))
+                .count()
+                == 1
+            && users.iter().filter(|l| l.contains("null")).count() == 1,
+        "gate64 status --json: expected one user identity (alice) and one null:\n{json}"
+    );
+    ensure!(
+        json.lines()
+            .filter(|l| l.contains("\"identity\"") && l.contains("client.gate64.lab"))
+            .count()
+            == 2,
+        "both SAs carry the machine identity:\n{json}"
+    );
+    println!("gate64 status --json user identities: {users:?}");
+    client.ensure_running()?;
+    gate.ensure_running()
 }
 
 /// Both tunnels up; gate64 reports two established negotiations and two child SAs.
