@@ -282,6 +282,15 @@ init = ike(0x1122334455667788, 0, 34, 0x08, 0, [
     (41, notify(16430), False),
     (41, notify(16431, struct.pack("!HHH", 2, 3, 4)), False),
 ])
+# The same with RFC 4739 MULTIPLE_AUTH_SUPPORTED (16404), which belongs in IKE_AUTH (§3.1): a
+# misplaced one must change nothing.
+init_multi_auth = ike(0x1122334455667799, 0, 34, 0x08, 0, [
+    (33, sa, False),
+    (34, struct.pack("!HH", 19, 0) + bytes(range(64)), False),
+    (40, bytes(range(32)), False),
+    (41, notify(16430), False),
+    (41, notify(16404), False),
+])
 cookie = ike(0x1122334455667788, 0, 34, 0x20, 0, [(41, notify(16390, bytes(17)), False)])
 sk = ike(1, 2, 37, 0x08, 2, [(46, bytes(8) + bytes(range(17)), False)], first_override=46)
 skf = ike(1, 2, 35, 0x08, 1, [(53, struct.pack("!HH", 1, 3) + bytes(40), False)], first_override=53)
@@ -307,6 +316,7 @@ for name, data in [("init-strongswan", init), ("cookie", cookie), ("informationa
 prog = lambda *steps: b"".join(struct.pack("!HB", len(d), f) + d for f, d in steps)
 os.makedirs("corpus/ike_responder", exist_ok=True)
 for name, data in [("init-twice", prog((0, init), (0, init))),
-                   ("init-then-sk", prog((2, init), (1, sk), (4, init)))]:
+                   ("init-then-sk", prog((2, init), (1, sk), (4, init))),
+                   ("init-multiple-auth", prog((0, init_multi_auth), (0, sk)))]:
     with open(f"corpus/ike_responder/seed-{name}", "wb") as f:
         f.write(data)

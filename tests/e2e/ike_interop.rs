@@ -42,8 +42,8 @@ use gate64_testkit::strongswan::{
 };
 use gate64_testkit::{Netns, netns_or_skip, wait_for};
 
-const CLIENT: &str = "2001:db8:6::1";
-const GATEWAY: Ipv6Addr = Ipv6Addr::new(0x2001, 0xdb8, 6, 0, 0, 0, 0, 2);
+pub(crate) const CLIENT: &str = "2001:db8:6::1";
+pub(crate) const GATEWAY: Ipv6Addr = Ipv6Addr::new(0x2001, 0xdb8, 6, 0, 0, 0, 0, 2);
 const INFRASTRUCTURE_TS: &str = "fd00:c0::53/128";
 const INTRANET_TS: &str = "fd00:c0::/64";
 const POOL6: &str = "fd00:c1::100/120";
@@ -68,7 +68,7 @@ fn netns_ike_strongswan_initiator_builds_two_tunnels() {
     }
 }
 
-fn tunnels() -> Vec<Tunnel> {
+pub(crate) fn tunnels() -> Vec<Tunnel> {
     vec![
         Tunnel::new(INFRASTRUCTURE, &[INFRASTRUCTURE_TS]),
         Tunnel::new(INTRANET, &[INTRANET_TS]),
@@ -76,7 +76,7 @@ fn tunnels() -> Vec<Tunnel> {
 }
 
 /// gate64's responder configuration from the lab's responder certificate.
-fn responder_config(certs: &LabCerts) -> Result<ResponderConfig> {
+pub(crate) fn responder_config(certs: &LabCerts) -> Result<ResponderConfig> {
     let read = |p: &std::path::Path| std::fs::read(p).with_context(|| format!("{}", p.display()));
     let credentials =
         Credentials::from_pem(&read(&certs.responder_cert)?, &read(&certs.responder_key)?)
@@ -94,8 +94,8 @@ fn responder_config(certs: &LabCerts) -> Result<ResponderConfig> {
 type DriverThread = std::thread::JoinHandle<Result<Result<()>>>;
 
 /// gate64's IKE driver running on a thread inside the gateway namespace.
-struct Driver {
-    events: mpsc::Receiver<Event>,
+pub(crate) struct Driver {
+    pub(crate) events: mpsc::Receiver<Event>,
     /// ESP datagrams that reached its NAT-T socket (no dataplane runs here).
     esp: mpsc::Receiver<Vec<u8>>,
     stop: tokio::sync::oneshot::Sender<()>,
@@ -103,7 +103,7 @@ struct Driver {
 }
 
 impl Driver {
-    fn start(gw: &Netns, config: ResponderConfig) -> Result<Driver> {
+    pub(crate) fn start(gw: &Netns, config: ResponderConfig) -> Result<Driver> {
         let (events_tx, events) = mpsc::channel();
         let (esp_tx, esp) = mpsc::channel();
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
@@ -136,7 +136,7 @@ impl Driver {
         })
     }
 
-    fn stop(self) -> Result<()> {
+    pub(crate) fn stop(self) -> Result<()> {
         let _ = self.stop.send(());
         let joined = self
             .thread
@@ -242,7 +242,7 @@ fn name_of(tunnel: TunnelKind) -> &'static str {
 }
 
 /// Waits (bounded) for an event matching `want`; returns the events seen up to it.
-fn wait_event(
+pub(crate) fn wait_event(
     events: &mpsc::Receiver<Event>,
     what: &str,
     want: impl Fn(&Event) -> bool,

@@ -8,6 +8,10 @@
 //! - `netns_ipsec_replayed_esp_reaches_nothing`: ESP datagrams of an established client,
 //!   captured on its Teredo interface and sent again, reach nothing on the corporate side and
 //!   are counted as replays.
+//! - `netns_ipsec_esp_outside_its_selectors_is_dropped`: a client (gate64's own initiator and
+//!   ESP, driven by the test) sends, inside its infrastructure child SA, pings to an intranet
+//!   host outside that SA's selectors: each is dropped and counted `esp_selector`, and its
+//!   intranet SA still carries pings to the corporate host.
 //! - `netns_ipsec_dead_client_loses_its_sas`: strongSwan killed with SIGKILL: gate64's
 //!   liveness checks (`ipsec.dpd_secs`) go unanswered and its IKE and child SAs are deleted.
 
@@ -370,5 +374,295 @@ fn charon_pid(ns: &Netns) -> Result<i32> {
     match found[..] {
         [pid] => Ok(pid),
         _ => bail!("expected one charon in {}, found pids {found:?}", ns.name()),
+    }
+}
+
+/// Inside its infrastructure child SA, a client sends packets to an intranet host (outside
+/// that SA's selectors, RFC 4301 §5.2): gate64 drops each, counted `esp_selector`, while
+/// the client's intranet SA carries its pings. strongSwan seals only what its selectors
+/// cover, so the client here is gate64's own initiator and ESP (`gate64_ike`,
+/// `gate64_esp`, as `gate64 connect` uses them) run by the test in `tcli` over Miredo's
+/// Teredo interface, crafting the inner packets itself.
+#[test]
+#[ignore = "netns: needs root"]
+fn netns_ipsec_esp_outside_its_selectors_is_dropped() {
+    netns_test(
+        "netns_ipsec_esp_outside_its_selectors_is_dropped",
+        Topology::builder(),
+        esp_outside_its_selectors,
+    );
+}
+
+/// Packets sent through the infrastructure SA to the intranet host.
+const MISDIRECTED: u16 = 5;
+/// An intranet host: inside the corporate /48 (the intranet tunnel), outside `CORP_HOST`/128
+/// (the infrastructure tunnel).
+const INTRANET_ONLY_HOST: std::net::Ipv6Addr =
+    std::net::Ipv6Addr::new(0x2001, 0xdb8, 0x100, 0, 0, 0, 0, 0x99);
+
+fn esp_outside_its_selectors(topo: &Topology) -> Result<()> {
+    let mut lab = TeredoIpsecLab::start(topo, None)?;
+    let before = topo.metrics()?;
+    let client = own_client::Settings::from_lab(&lab.certs, lab.teredo)?;
+    let outcome = topo
+        .cli
+        .spawn_thread("own-ipsec-client", move || client.run(MISDIRECTED))?
+        .join()
+        .map_err(|_| anyhow::anyhow!("the client thread panicked"))??;
+    let outcome = outcome?;
+    ensure!(
+        outcome.intranet_replies >= 1,
+        "the intranet SA carried no ping to {CORP_HOST}: {outcome:?}"
+    );
+    let wanted = f64::from(MISDIRECTED);
+    let mut m = topo.metrics()?;
+    let grew = |m: &Metrics| {
+        m.sum("gate64_drops_total", &[("reason", "esp_selector")])
+            - before.sum("gate64_drops_total", &[("reason", "esp_selector")])
+    };
+    let counted = gate64_testkit::wait_until(Duration::from_secs(10), || {
+        m = match topo.metrics() {
+            Ok(m) => m,
+            Err(_) => return false,
+        };
+        grew(&m) >= wanted
+    });
+    ensure!(
+        counted,
+        "gate64_drops_total{{reason=\"esp_selector\"}} grew by {}, expected {wanted}\n{}",
+        grew(&m),
+        gate64_lines(&m)
+    );
+    println!(
+        "{MISDIRECTED} packets to {INTRANET_ONLY_HOST} inside the infrastructure SA: \
+         esp_selector drops +{}; intranet SA: {} of {} pings answered",
+        grew(&m),
+        outcome.intranet_replies,
+        own_client::PINGS
+    );
+    lab.miredo.ensure_running()?;
+    lab.gate.ensure_running()
+}
+
+/// A minimal DirectAccess-style client on plain sockets: gate64's sans-IO initiator for each
+/// tunnel from `[teredo]:4500` (RFC 7296 §2.23 lets an initiator start there), and ESP sealed
+/// by the test so that the inner packet can be anything.
+mod own_client {
+    use std::net::{IpAddr, Ipv6Addr, SocketAddr, UdpSocket};
+    use std::time::{Duration, Instant, SystemTime};
+
+    use anyhow::{Context, Result, bail};
+    use gate64_esp::{Inbound, MAX_TRAILER, NEXT_HEADER_IPV6, Outbound, SPI_SEQ_IV_LEN, spi_of};
+    use gate64_ike::auth::{Credentials, TrustAnchors};
+    use gate64_ike::child_sa::{ChildSaPair, TunnelKind};
+    use gate64_ike::initiator::{Initiator, InitiatorConfig, InitiatorEvent};
+    use gate64_ike::keys::Group;
+    use gate64_ike::message::TrafficSelector;
+    use gate64_testkit::CORP_HOST;
+    use gate64_testkit::strongswan::LabCerts;
+
+    use super::INTRANET_ONLY_HOST;
+    use crate::ipsec::{GATE64_ADDRESS6, INITIATE_TIMEOUT};
+
+    /// Pings through the intranet SA.
+    pub(super) const PINGS: u16 = 3;
+    const NAT_T_PORT: u16 = 4500;
+    const ICMPV6: u8 = 58;
+
+    /// What the thread in `tcli` needs: credentials as PEM and its Teredo address.
+    pub(super) struct Settings {
+        chain: Vec<u8>,
+        key: Vec<u8>,
+        ca: Vec<u8>,
+        teredo: Ipv6Addr,
+    }
+
+    /// What the client saw.
+    #[derive(Debug)]
+    pub(super) struct Outcome {
+        /// Echo replies from `CORP_HOST` to pings sent through the intranet SA.
+        pub(super) intranet_replies: u16,
+    }
+
+    struct Tunnel {
+        inbound: Inbound,
+        outbound: Outbound,
+    }
+
+    impl Settings {
+        pub(super) fn from_lab(certs: &LabCerts, teredo: Ipv6Addr) -> Result<Settings> {
+            let read = |p: &std::path::Path| {
+                std::fs::read(p).with_context(|| format!("reading {}", p.display()))
+            };
+            Ok(Settings {
+                chain: read(&certs.initiator_cert)?,
+                key: read(&certs.initiator_key)?,
+                ca: read(&certs.ca)?,
+                teredo,
+            })
+        }
+
+        /// Builds both tunnels, sends `misdirected` pings to the intranet host through the
+        /// infrastructure SA, then pings `CORP_HOST` through the intranet SA.
+        pub(super) fn run(self, misdirected: u16) -> Result<Outcome> {
+            let local = SocketAddr::new(IpAddr::V6(self.teredo), NAT_T_PORT);
+            let remote = SocketAddr::new(IpAddr::V6(GATE64_ADDRESS6), NAT_T_PORT);
+            let socket = UdpSocket::bind(local).context("binding [teredo]:4500")?;
+            socket.set_read_timeout(Some(Duration::from_millis(100)))?;
+            let (inner, infrastructure) = self.establish(
+                &socket,
+                (local, remote),
+                TunnelKind::Infrastructure,
+                &format!("{CORP_HOST}/128"),
+            )?;
+            let (_, intranet) = self.establish(
+                &socket,
+                (local, remote),
+                TunnelKind::Intranet,
+                "2001:db8:100::/48",
+            )?;
+            let inner = match inner {
+                Some(IpAddr::V6(a)) => a,
+                other => bail!("no inner IPv6 address from the pool: {other:?}"),
+            };
+            for seq in 0..misdirected {
+                let ping = echo_request(inner, INTRANET_ONLY_HOST, seq);
+                send_sealed(&socket, remote, &infrastructure.outbound, &ping)?;
+            }
+            for seq in 0..PINGS {
+                let ping = echo_request(inner, CORP_HOST, 100 + seq);
+                send_sealed(&socket, remote, &intranet.outbound, &ping)?;
+            }
+            let mut replies = 0;
+            let deadline = Instant::now() + Duration::from_secs(10);
+            let mut buf = vec![0u8; 65_535];
+            while replies < PINGS && Instant::now() < deadline {
+                let Ok((n, _)) = socket.recv_from(&mut buf) else {
+                    continue;
+                };
+                let esp = &mut buf[..n];
+                // gate64 seals the reply under whichever SA's selectors cover its source.
+                let tunnel = [&infrastructure, &intranet]
+                    .into_iter()
+                    .find(|t| spi_of(esp) == Some(t.inbound.spi()));
+                let Some(opened) = tunnel.and_then(|t| t.inbound.open(esp).ok()) else {
+                    continue;
+                };
+                let p = &esp[opened.inner];
+                if p.len() >= 48 && p[6] == ICMPV6 && p[40] == 129 && p[8..24] == CORP_HOST.octets()
+                {
+                    replies += 1;
+                }
+            }
+            Ok(Outcome {
+                intranet_replies: replies,
+            })
+        }
+
+        fn establish(
+            &self,
+            socket: &UdpSocket,
+            (local, remote): (SocketAddr, SocketAddr),
+            tunnel: TunnelKind,
+            tsr: &str,
+        ) -> Result<(Option<IpAddr>, Tunnel)> {
+            let net: ipnet::IpNet = tsr.parse()?;
+            let config = InitiatorConfig {
+                credentials: Credentials::from_pem(&self.chain, &self.key)?,
+                anchors: TrustAnchors::from_pem(&self.ca)?,
+                group: Group::Ecp256,
+                request_address: true,
+                tsi: vec![TrafficSelector::range(
+                    IpAddr::V6(Ipv6Addr::UNSPECIFIED),
+                    IpAddr::V6(Ipv6Addr::from(u128::MAX)),
+                )],
+                tsr: vec![TrafficSelector::range(net.network(), net.broadcast())],
+                tunnel,
+                retransmit_after: Duration::from_secs(1),
+                max_retransmits: 5,
+            };
+            let mut initiator =
+                Initiator::new(config, Instant::now(), SystemTime::now(), local, remote)?;
+            initiator.start(Instant::now());
+            let deadline = Instant::now() + INITIATE_TIMEOUT;
+            let mut buf = vec![0u8; 65_535];
+            while Instant::now() < deadline {
+                while let Some((_, to, bytes)) = initiator.poll_transmit() {
+                    // RFC 3948 §2.2: the non-ESP marker before IKE on port 4500.
+                    socket.send_to(&[&[0u8; 4][..], &bytes].concat(), to)?;
+                }
+                if let Ok((n, _)) = socket.recv_from(&mut buf)
+                    && n > 4
+                    && buf[..4] == [0; 4]
+                {
+                    initiator.handle(Instant::now(), &buf[4..n]);
+                }
+                initiator.handle_timeout(Instant::now());
+                match initiator.poll_event() {
+                    Some(InitiatorEvent::Established { inner, child, .. }) => {
+                        return Ok((inner, sa_pair(&child)?));
+                    }
+                    Some(InitiatorEvent::Failed(e)) => bail!("{tunnel:?}: initiator failed: {e}"),
+                    _ => {}
+                }
+            }
+            bail!("{tunnel:?}: not established within {INITIATE_TIMEOUT:?}")
+        }
+    }
+
+    fn sa_pair(child: &ChildSaPair) -> Result<Tunnel> {
+        Ok(Tunnel {
+            inbound: Inbound::new(&child.inbound)
+                .map_err(|e| anyhow::anyhow!("inbound SA: {e:?}"))?,
+            outbound: Outbound::new(&child.outbound)
+                .map_err(|e| anyhow::anyhow!("outbound SA: {e:?}"))?,
+        })
+    }
+
+    /// Seals `inner` under `sa` (RFC 4303 tunnel mode) and sends it UDP-encapsulated (RFC
+    /// 3948: ESP starts at the UDP payload, its SPI is the non-zero first word).
+    fn send_sealed(socket: &UdpSocket, to: SocketAddr, sa: &Outbound, inner: &[u8]) -> Result<()> {
+        let mut buf = vec![0u8; SPI_SEQ_IV_LEN + inner.len() + MAX_TRAILER];
+        buf[SPI_SEQ_IV_LEN..SPI_SEQ_IV_LEN + inner.len()].copy_from_slice(inner);
+        let n = sa
+            .seal(&mut buf, 0, inner.len(), NEXT_HEADER_IPV6)
+            .map_err(|e| anyhow::anyhow!("sealing: {e:?}"))?;
+        socket.send_to(&buf[..n], to)?;
+        Ok(())
+    }
+
+    /// An ICMPv6 echo request (RFC 4443 §4.1) from `src` to `dst`, checksum included
+    /// (RFC 8200 §8.1 pseudo-header).
+    fn echo_request(src: Ipv6Addr, dst: Ipv6Addr, seq: u16) -> Vec<u8> {
+        let body = b"gate64 esp_selector e2e";
+        let icmp_len = 8 + body.len();
+        let mut p = vec![0u8; 40 + icmp_len];
+        p[0] = 0x60;
+        p[4..6].copy_from_slice(&(icmp_len as u16).to_be_bytes());
+        p[6] = ICMPV6;
+        p[7] = 64;
+        p[8..24].copy_from_slice(&src.octets());
+        p[24..40].copy_from_slice(&dst.octets());
+        p[40] = 128;
+        p[44..46].copy_from_slice(&0x6464u16.to_be_bytes());
+        p[46..48].copy_from_slice(&seq.to_be_bytes());
+        p[48..].copy_from_slice(body);
+        let mut sum: u32 = 0;
+        let mut add = |bytes: &[u8]| {
+            for pair in bytes.chunks(2) {
+                let hi = u32::from(pair[0]) << 8;
+                sum += hi | u32::from(pair.get(1).copied().unwrap_or(0));
+            }
+        };
+        add(&p[8..40]);
+        add(&(icmp_len as u32).to_be_bytes());
+        add(&[0, 0, 0, ICMPV6]);
+        add(&p[40..]);
+        while sum >> 16 != 0 {
+            sum = (sum & 0xffff) + (sum >> 16);
+        }
+        let checksum = !(sum as u16);
+        p[42..44].copy_from_slice(&checksum.to_be_bytes());
+        p
     }
 }

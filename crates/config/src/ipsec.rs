@@ -57,6 +57,22 @@ pub struct Ipsec {
     /// Seconds an IKE SA may stay silent before gate64 checks its client's liveness (RFC
     /// 7296 §1.4); a client that answers none of the retransmissions loses its SAs.
     pub dpd_secs: u64,
+    /// RFC 4739 second authentication (a user certificate after the machine certificate).
+    pub intranet_second_auth: SecondAuth,
+}
+
+/// `ipsec.intranet_second_auth`: when gate64 runs an RFC 4739 second authentication round.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SecondAuth {
+    /// Never offered; a client that announces one anyway is refused.
+    Off,
+    /// Offered to every client and run when the client asks (the default).
+    #[default]
+    Optional,
+    /// As `optional`, and the intranet tunnel is refused to a client that authenticates only
+    /// once (its machine certificate).
+    Required,
 }
 
 /// `require = true` and nothing configured: the secure default of a file without `[ipsec]`.
@@ -76,6 +92,7 @@ impl Default for Ipsec {
             ike_packets_per_source_per_sec: defaults::IKE_PACKETS_PER_SOURCE_PER_SEC,
             child_lifetime_secs: defaults::CHILD_LIFETIME_SECS,
             dpd_secs: defaults::DPD_SECS,
+            intranet_second_auth: SecondAuth::default(),
         }
     }
 }
@@ -126,6 +143,7 @@ pub(crate) struct RawIpsec {
     ike_packets_per_source_per_sec: Option<u32>,
     child_lifetime_secs: Option<u64>,
     dpd_secs: Option<u64>,
+    intranet_second_auth: Option<SecondAuth>,
 }
 
 impl RawIpsec {
@@ -151,6 +169,7 @@ impl RawIpsec {
                 .unwrap_or(d.ike_packets_per_source_per_sec),
             child_lifetime_secs: self.child_lifetime_secs.unwrap_or(d.child_lifetime_secs),
             dpd_secs: self.dpd_secs.unwrap_or(d.dpd_secs),
+            intranet_second_auth: self.intranet_second_auth.unwrap_or(d.intranet_second_auth),
         }
     }
 }
@@ -469,6 +488,7 @@ pub(crate) fn expected_form(path: &str) -> Option<&'static str> {
         | "ipsec.ike_packets_per_source_per_sec"
         | "ipsec.child_lifetime_secs"
         | "ipsec.dpd_secs" => "a whole number",
+        "ipsec.intranet_second_auth" => "\"off\", \"optional\" or \"required\"",
         _ => return None,
     })
 }

@@ -1,9 +1,10 @@
 //! Which keys a running daemon can take from a new file (SIGHUP) and which need a restart.
 //!
 //! A key is live when the daemon reads it again after start: the IP-HTTPS certificate, key and
-//! client CA (new connections get them; connections up keep theirs), the log filter, the
-//! security step's switch (`ipsec.require`), the binding log's path and the IP-HTTPS
-//! connection cap. The IKE credentials need a restart: the responder takes them once. Every
+//! client CA (new connections get them; connections up keep theirs), the IKE certificate, key
+//! and CA and the RFC 4739 policy (new IKE SAs get them; IKE SAs up keep theirs), the log
+//! filter, the security step's switch (`ipsec.require`), the binding log's path and the
+//! IP-HTTPS connection cap. Every
 //! other key shaped something built once at start (the TUN device, its routes, sockets and
 //! listeners, worker threads, tables sized or sharded from limits, the Teredo addresses a
 //! client's address is made of) and needs a restart; a reload that changes one is refused as
@@ -19,6 +20,10 @@ pub const LIVE_KEYS: &[&str] = &[
     "iphttps.private_key",
     "iphttps.client_ca",
     "ipsec.require",
+    "ipsec.certificate",
+    "ipsec.private_key",
+    "ipsec.ca",
+    "ipsec.intranet_second_auth",
     "nat64.binding_log",
     "limits.max_iphttps_connections",
 ];
@@ -102,7 +107,8 @@ impl Config {
                 max_half_open_per_source,
                 ike_packets_per_source_per_sec,
                 child_lifetime_secs,
-                dpd_secs
+                dpd_secs,
+                intranet_second_auth
             ]
         );
         diff!(
@@ -180,6 +186,11 @@ impl Config {
             "nat64.binding_log" => {
                 self.nat64.binding_log.is_some() && new.nat64.binding_log.is_some()
             }
+            // New IKE credentials go to the running responder; configuring IPsec, or removing
+            // it, starts or stops the responder and its sockets.
+            "ipsec.certificate" | "ipsec.private_key" | "ipsec.ca" => {
+                self.ipsec.configured() && new.ipsec.configured()
+            }
             _ => LIVE_KEYS.contains(&key),
         }
     }
@@ -229,10 +240,15 @@ binding_log = "/var/log/gate64/bindings.jsonl"
     }
 
     #[test]
-    fn certificates_log_level_security_switch_and_connection_cap_are_live() {
+    fn certificates_log_level_security_switch_ike_credentials_and_connection_cap_are_live() {
         let a = with("");
         let text = BASE
-            .replace("clients-ca.pem\"", "clients-ca.pem\"\nrequire = false")
+            .replace(
+                "clients-ca.pem\"",
+                "clients-ca-2.pem\"\nrequire = false\nintranet_second_auth = \"required\"",
+            )
+            .replace("ipsec.pem", "ipsec-2.pem")
+            .replace("ipsec.key", "ipsec-2.key")
             .replace("/a.pem", "/b.pem")
             .replace("/a.key", "/b.key\"\nclient_ca = \"/etc/gate64/ca.pem")
             .replace("bindings.jsonl", "bindings-2.jsonl")
@@ -246,6 +262,10 @@ binding_log = "/var/log/gate64/bindings.jsonl"
                 "iphttps.private_key",
                 "iphttps.client_ca",
                 "ipsec.require",
+                "ipsec.certificate",
+                "ipsec.private_key",
+                "ipsec.ca",
+                "ipsec.intranet_second_auth",
                 "nat64.binding_log",
                 "limits.max_iphttps_connections",
                 "log.level",
@@ -262,7 +282,6 @@ binding_log = "/var/log/gate64/bindings.jsonl"
             ("2001:db8:1::/48", "2001:db8:2::/48", "iphttps.prefix"),
             ("198.51.100.0/30", "198.51.100.4/30", "nat64.pool4"),
             ("fd00:c1::/120", "fd00:c1::/121", "ipsec.pool6"),
-            ("ipsec.pem", "ipsec-2.pem", "ipsec.certificate"),
             (
                 "clients-ca.pem\"",
                 "clients-ca.pem\"\nendpoint = \"2001:db8:100::2\"",

@@ -225,6 +225,8 @@ pub struct Daemon {
     ipsec_stats: Option<Arc<gate64_dataplane::IpsecStats>>,
     /// The IKE responder's status (its IKE SAs), once started.
     ike: Mutex<Option<gate64_io::ike::IkeStatus>>,
+    /// Changes the running IKE responder (a reload's new credentials), once started.
+    ike_control: Mutex<Option<gate64_io::ike::IkeControl>>,
 }
 
 impl Daemon {
@@ -301,6 +303,7 @@ impl Daemon {
             _gre: gre,
             ipsec_stats,
             ike: Mutex::new(None),
+            ike_control: Mutex::new(None),
         })
     }
 
@@ -349,7 +352,9 @@ impl Daemon {
             Arc::clone(stats),
             self.stop_tx.subscribe(),
         )?;
+        let (status, control) = status.unzip();
         *lock(&self.ike) = status;
+        *lock(&self.ike_control) = control;
         Ok(())
     }
 
@@ -445,11 +450,20 @@ impl Daemon {
 
     /// Applies the live keys of `new` ([`gate64_config::LIVE_KEYS`]; the caller has refused
     /// changes to any other): the IP-HTTPS certificate, key and client CA for connections
-    /// accepted from now on, the IP-HTTPS connection cap, the security step's lab switch, and
-    /// the binding log reopened (at its new path, or the same one after logrotate moved it).
+    /// accepted from now on, the IKE certificate, key and CA (and the RFC 4739 policy) for IKE
+    /// SAs negotiated from now on, the IP-HTTPS connection cap, the security step's lab
+    /// switch, and the binding log reopened (at its new path, or the same one after logrotate
+    /// moved it). The certificate files are read again even when their paths did not change,
+    /// so a renewed certificate at the same path is picked up.
     /// Everything that can fail (reading the certificate and key) happens before anything
-    /// changes, so an error leaves the daemon as it was. Connections up are not touched.
+    /// changes, so an error leaves the daemon as it was. Connections and IKE SAs up are not
+    /// touched.
     pub fn reload(&self, new: &Config) -> Result<()> {
+        let ike_control = lock(&self.ike_control).clone();
+        let ike = match &ike_control {
+            Some(_) => crate::ike::Reloaded::read(new)?,
+            None => None,
+        };
         let iphttps = lock(&self.iphttps).as_ref().map(|(s, _)| Arc::clone(s));
         let tls = match (&iphttps, &new.iphttps.certificate, &new.iphttps.private_key) {
             (Some(_), Some(cert), Some(key)) => Some(gate64_io::tls::server_config(
@@ -464,6 +478,11 @@ impl Daemon {
                 server.tls().replace(tls);
             }
             server.set_max_connections(new.limits.max_iphttps_connections);
+        }
+        if let (Some(ike), Some(control)) = (ike, &ike_control)
+            && !ike.apply(control)
+        {
+            tracing::warn!("the IKE responder has stopped: its credentials were not reloaded");
         }
         self.shared.set_require_ipsec(new.ipsec.require);
         self.reopen_binding_log(new);

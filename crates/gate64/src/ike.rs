@@ -2,12 +2,12 @@
 //! endpoint before the privilege drop, and its events turned into SA installs and metrics.
 
 use anyhow::{Context, Result};
-use gate64_config::Config;
+use gate64_config::{Config, IpsecSecondAuth};
 use gate64_dataplane::{IkeResult, IkeShedReason, IpsecStats, RekeyKind};
 use gate64_esp::SaDb;
 use gate64_ike::auth::{Credentials, TrustAnchors};
-use gate64_ike::responder::{self, Event, Refusal, Responder, ResponderConfig};
-use gate64_io::ike::{IKE_PORT, IkeDriver, IkeSockets, IkeStatus, NAT_T_PORT};
+use gate64_ike::responder::{self, Event, Refusal, Responder, ResponderConfig, SecondAuthPolicy};
+use gate64_io::ike::{IKE_PORT, IkeControl, IkeDriver, IkeSockets, IkeStatus, NAT_T_PORT};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 use tracing::{debug, info, warn};
@@ -15,12 +15,43 @@ use tracing::{debug, info, warn};
 /// How often the half-open and IKE SA gauges are copied from the driver's status.
 const GAUGE_REFRESH: Duration = Duration::from_secs(1);
 
-/// The responder `[ipsec]` describes: credentials and trust anchors read from their files.
-pub fn responder_config(cfg: &Config) -> Result<Option<ResponderConfig>> {
+/// What a reload (SIGHUP) hands the running responder: `[ipsec]` certificate, key and CA
+/// read from their files again (a renewed certificate at the same path too), and the RFC 4739
+/// policy. Established IKE SAs keep running; new handshakes use these.
+pub struct Reloaded {
+    credentials: Credentials,
+    anchors: TrustAnchors,
+    second_auth: SecondAuthPolicy,
+}
+
+impl Reloaded {
+    /// Reads the files of `cfg`; `None` while IPsec is not configured. Fails, naming the
+    /// key, when a file cannot be read or parsed; nothing has changed then.
+    pub fn read(cfg: &Config) -> Result<Option<Reloaded>> {
+        let Some((credentials, anchors)) = read_credentials(cfg)? else {
+            return Ok(None);
+        };
+        Ok(Some(Reloaded {
+            credentials,
+            anchors,
+            second_auth: second_auth_policy(cfg),
+        }))
+    }
+
+    /// Hands them to the responder behind `control`; `false` when it has stopped.
+    pub fn apply(self, control: &IkeControl) -> bool {
+        control.apply(move |responder| {
+            responder.replace_credentials(self.credentials, self.anchors);
+            responder.set_intranet_second_auth(self.second_auth);
+            info!("IKE credentials reloaded: new IKE SAs use them, established ones stay");
+        })
+    }
+}
+
+/// `[ipsec]` certificate, private key and CA, read and parsed; `None` while not configured.
+fn read_credentials(cfg: &Config) -> Result<Option<(Credentials, TrustAnchors)>> {
     let s = &cfg.ipsec;
-    let (Some(cert), Some(key), Some(ca), Some(pool6)) =
-        (&s.certificate, &s.private_key, &s.ca, s.pool6)
-    else {
+    let (Some(cert), Some(key), Some(ca)) = (&s.certificate, &s.private_key, &s.ca) else {
         return Ok(None);
     };
     let read = |key: &str, path: &std::path::Path| {
@@ -33,6 +64,26 @@ pub fn responder_config(cfg: &Config) -> Result<Option<ResponderConfig>> {
     .map_err(|e| anyhow::anyhow!("`ipsec.certificate` / `ipsec.private_key`: {e}"))?;
     let anchors = TrustAnchors::from_pem(&read("ipsec.ca", ca)?)
         .map_err(|e| anyhow::anyhow!("`ipsec.ca` ({}): {e}", ca.display()))?;
+    Ok(Some((credentials, anchors)))
+}
+
+fn second_auth_policy(cfg: &Config) -> SecondAuthPolicy {
+    match cfg.ipsec.intranet_second_auth {
+        IpsecSecondAuth::Off => SecondAuthPolicy::Off,
+        IpsecSecondAuth::Optional => SecondAuthPolicy::Optional,
+        IpsecSecondAuth::Required => SecondAuthPolicy::Required,
+    }
+}
+
+/// The responder `[ipsec]` describes: credentials and trust anchors read from their files.
+pub fn responder_config(cfg: &Config) -> Result<Option<ResponderConfig>> {
+    let s = &cfg.ipsec;
+    let Some(pool6) = s.pool6 else {
+        return Ok(None);
+    };
+    let Some((credentials, anchors)) = read_credentials(cfg)? else {
+        return Ok(None);
+    };
     let nets = |v: Vec<ipnet::Ipv6Net>| v.into_iter().map(ipnet::IpNet::V6).collect();
     let mut config = ResponderConfig::new(
         credentials,
@@ -46,18 +97,20 @@ pub fn responder_config(cfg: &Config) -> Result<Option<ResponderConfig>> {
     config.child_lifetime = Duration::from_secs(s.child_lifetime_secs);
     config.dpd = Duration::from_secs(s.dpd_secs);
     config.nat_t_port = NAT_T_PORT;
+    config.intranet_second_auth = second_auth_policy(cfg);
     Ok(Some(config))
 }
 
 /// Binds the IKE sockets on `ipsec.endpoint` (500 and 4500: before the privilege drop) and
 /// starts the responder on the current tokio runtime until `stop` turns true. Child SAs go
-/// into `sadb`, counters into `stats`. Returns the driver's status handle.
+/// into `sadb`, counters into `stats`. Returns the driver's status handle and the handle a
+/// reload changes it through.
 pub fn start(
     cfg: &Config,
     sadb: Arc<SaDb>,
     stats: Arc<IpsecStats>,
     mut stop: tokio::sync::watch::Receiver<bool>,
-) -> Result<Option<IkeStatus>> {
+) -> Result<Option<(IkeStatus, IkeControl)>> {
     let Some(config) = responder_config(cfg)? else {
         return Ok(None);
     };
@@ -68,9 +121,10 @@ pub fn start(
     let responder = Responder::new(config, Instant::now(), SystemTime::now())
         .map_err(|e| anyhow::anyhow!("starting the IKE responder: {e:?}"))?;
     let sink_stats = Arc::clone(&stats);
-    let driver = IkeDriver::new(sockets, responder, move |e| on_event(&sadb, &sink_stats, e))
+    let mut driver = IkeDriver::new(sockets, responder, move |e| on_event(&sadb, &sink_stats, e))
         .with_packets_per_source(cfg.ipsec.ike_packets_per_source_per_sec);
     let status = driver.status();
+    let control = driver.control();
     let gauges = status.clone();
     let mut gauge_stop = stop.clone();
     tokio::spawn(async move {
@@ -98,7 +152,7 @@ pub fn start(
         }
     });
     info!(endpoint = %endpoint, "IKE responder up");
-    Ok(Some(status))
+    Ok(Some((status, control)))
 }
 
 /// What the daemon does with each responder event.

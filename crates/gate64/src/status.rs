@@ -66,8 +66,13 @@ pub struct ChildSa {
     pub remote_ts: Vec<String>,
     /// Seconds since IKE installed it.
     pub age_secs: u64,
-    /// The client's authenticated identity (its certificate subject), from the IKE SA.
+    /// The client's authenticated identity (its certificate subject), from the IKE SA: the
+    /// machine certificate's when the client ran a second round.
     pub identity: Option<String>,
+    /// The identity of the IKE SA's RFC 4739 second authentication round (the user
+    /// certificate's subject), when the client ran one.
+    #[serde(default)]
+    pub user_identity: Option<String>,
     /// How often the IKE SA and its child SAs were rekeyed.
     pub rekeys: Option<u32>,
     /// Inner bytes opened.
@@ -93,6 +98,7 @@ pub fn snapshot(shared: &Shared, ike: Option<&IkeSnapshot>, now: Instant) -> Sna
             let mut sa = child_sa(e, now);
             if let Some(info) = ike.and_then(|s| s.sas.iter().find(|i| i.spi_i == e.ike_spi)) {
                 sa.identity.clone_from(&info.identity);
+                sa.user_identity.clone_from(&info.user_identity);
                 sa.rekeys = Some(info.rekeys);
             }
             match clients.iter_mut().find(|c| c.outer == peer.outer) {
@@ -136,6 +142,7 @@ fn child_sa(e: &InboundEntry, now: Instant) -> ChildSa {
         remote_ts: e.sa.remote_ts().iter().map(selector).collect(),
         age_secs: now.saturating_duration_since(e.sa.created()).as_secs(),
         identity: None,
+        user_identity: None,
         rekeys: None,
         bytes_in: e.sa.bytes(),
         packets_in: e.sa.packets(),
@@ -216,12 +223,16 @@ pub fn render(s: &Snapshot) -> String {
                 .identity
                 .as_ref()
                 .map_or_else(String::new, |i| format!(", {i}"));
+            let user = sa
+                .user_identity
+                .as_ref()
+                .map_or_else(String::new, |u| format!(" + user {u}"));
             let rekeys = sa
                 .rekeys
                 .map_or_else(String::new, |n| format!(", {n} rekeys"));
             let _ = writeln!(
                 out,
-                "  {}: IKE {:016x}{who}, {encap}, installed {}s ago{rekeys}\n    in  {:08x}, {} bytes, {} packets\n    out {:08x}, {} bytes, {} packets\n    local  {}\n    remote {}",
+                "  {}: IKE {:016x}{who}{user}, {encap}, installed {}s ago{rekeys}\n    in  {:08x}, {} bytes, {} packets\n    out {:08x}, {} bytes, {} packets\n    local  {}\n    remote {}",
                 sa.tunnel,
                 sa.ike_spi,
                 sa.age_secs,

@@ -148,6 +148,28 @@ fn bind_one(endpoint: Ipv6Addr, port: u16) -> io::Result<StdUdpSocket> {
 /// Where stray ESP goes (see [`IkeDriver::with_stray_esp`]).
 type EspSink = Box<dyn FnMut(SocketAddr, &[u8]) + Send>;
 
+/// A change to the running responder, applied between two datagrams.
+type Command = Box<dyn FnOnce(&mut Responder) + Send>;
+
+/// Changes a running [`IkeDriver`]'s responder from another task (a reload: new
+/// credentials). Cheap to clone.
+#[derive(Clone)]
+pub struct IkeControl(tokio::sync::mpsc::UnboundedSender<Command>);
+
+impl IkeControl {
+    /// Runs `change` on the responder between two datagrams; `false` when the driver has
+    /// stopped.
+    pub fn apply(&self, change: impl FnOnce(&mut Responder) + Send + 'static) -> bool {
+        self.0.send(Box::new(change)).is_ok()
+    }
+}
+
+impl std::fmt::Debug for IkeControl {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("IkeControl")
+    }
+}
+
 /// Runs a [`Responder`] on its sockets.
 pub struct IkeDriver {
     sockets: IkeSockets,
@@ -156,6 +178,7 @@ pub struct IkeDriver {
     esp_sink: Option<EspSink>,
     status: IkeStatus,
     shedder: Shedder,
+    commands: Option<tokio::sync::mpsc::UnboundedReceiver<Command>>,
     stray_esp: u64,
     published: Instant,
     published_sas: usize,
@@ -176,6 +199,7 @@ impl IkeDriver {
             esp_sink: None,
             status: IkeStatus::default(),
             shedder: Shedder::new(DEFAULT_PACKETS_PER_SOURCE_PER_SEC, shedder_key()),
+            commands: None,
             stray_esp: 0,
             published: Instant::now(),
             published_sas: 0,
@@ -199,6 +223,14 @@ impl IkeDriver {
         self
     }
 
+    /// A handle that changes the responder while it runs (take it before [`IkeDriver::run`];
+    /// a second call replaces the first handle, which then reaches nothing).
+    pub fn control(&mut self) -> IkeControl {
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+        self.commands = Some(rx);
+        IkeControl(tx)
+    }
+
     /// The status handle (clone it before [`IkeDriver::run`]).
     pub fn status(&self) -> IkeStatus {
         self.status.clone()
@@ -213,6 +245,7 @@ impl IkeDriver {
         // Pages are touched only as large datagrams arrive: most of the 2 MiB stays unmapped.
         let mut slots: Vec<Vec<u8>> = (0..BATCH).map(|_| vec![0u8; MAX_DATAGRAM]).collect();
         tokio::pin!(shutdown);
+        let mut commands = self.commands.take();
         self.publish(Instant::now());
         loop {
             let mut deadline = self
@@ -239,6 +272,7 @@ impl IkeDriver {
                     Err(e) => tracing::debug!(error = %e, "ike: waiting on 4500 failed"),
                 },
                 _ = tokio::time::sleep_until(deadline.into()) => self.responder.handle_timeout(Instant::now()),
+                Some(change) = next_command(&mut commands) => change(&mut self.responder),
             }
             self.flush(&ike, &nat_t).await;
         }
@@ -346,6 +380,22 @@ impl IkeDriver {
 fn shedder_key() -> u64 {
     use std::hash::BuildHasher;
     std::collections::hash_map::RandomState::new().hash_one(0x1ce5_11ed_u32)
+}
+
+/// The next command, or never when there is no control handle (or it was dropped).
+async fn next_command(
+    commands: &mut Option<tokio::sync::mpsc::UnboundedReceiver<Command>>,
+) -> Option<Command> {
+    match commands.as_mut() {
+        Some(rx) => match rx.recv().await {
+            Some(c) => Some(c),
+            None => {
+                *commands = None;
+                std::future::pending().await
+            }
+        },
+        None => std::future::pending().await,
+    }
 }
 
 #[cfg(test)]

@@ -48,7 +48,7 @@ use std::time::Duration;
 
 use anyhow::{Context, Result, bail, ensure};
 
-pub use config::{CertPaths, CharonConfig, LabCerts, Role, Tunnel};
+pub use config::{CertPaths, CharonConfig, LabCerts, Role, SecondAuth, Tunnel};
 use sas::parse_list_sas;
 pub use sas::{ChildSa, IkeSa, find_child};
 
@@ -197,6 +197,15 @@ impl<'a> Charon<'a> {
             swanctl_dir.join("private").join("own.key"),
         )
         .with_context(|| format!("copying {}", config.certs.key.display()))?;
+        if let Some(second) = &config.second_auth {
+            fs::copy(
+                &second.cert,
+                swanctl_dir.join("x509").join(config::SECOND_CERT),
+            )
+            .with_context(|| format!("copying {}", second.cert.display()))?;
+            fs::copy(&second.key, swanctl_dir.join("private").join("second.key"))
+                .with_context(|| format!("copying {}", second.key.display()))?;
+        }
         fs::write(
             self.dir.join("strongswan.conf"),
             config.strongswan_conf(&self.dir),

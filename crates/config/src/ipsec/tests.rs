@@ -270,3 +270,32 @@ fn check_files_names_the_ipsec_key() {
     c.check_files().unwrap_or_else(|e| panic!("{e}"));
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn intranet_second_auth_defaults_to_optional_and_names_its_key() {
+    use crate::IpsecSecondAuth;
+    let c = parse(CREDENTIALS).unwrap();
+    assert_eq!(c.ipsec.intranet_second_auth, IpsecSecondAuth::Optional);
+    for (value, want) in [
+        ("off", IpsecSecondAuth::Off),
+        ("optional", IpsecSecondAuth::Optional),
+        ("required", IpsecSecondAuth::Required),
+    ] {
+        let c = parse(&format!(
+            "{CREDENTIALS}intranet_second_auth = \"{value}\"\n"
+        ))
+        .unwrap();
+        assert_eq!(c.ipsec.intranet_second_auth, want);
+    }
+    let e = refused(
+        &format!("{CREDENTIALS}intranet_second_auth = \"always\"\n"),
+        "ipsec.intranet_second_auth",
+        "\"off\", \"optional\" or \"required\"",
+    );
+    assert_eq!(e.kind(), ErrorKind::WrongType);
+    refused(
+        &format!("{CREDENTIALS}intranet_second_auth = true\n"),
+        "ipsec.intranet_second_auth",
+        "\"off\", \"optional\" or \"required\"",
+    );
+}

@@ -91,6 +91,10 @@ pub struct IpsecSettings {
     pub request_address: bool,
     /// Negotiate each tunnel afresh after this long ([`RENEW_AFTER`] by default).
     pub renew_after: Duration,
+    /// A user certificate chain and key (PEM) for an RFC 4739 second authentication on the
+    /// intranet tunnel, as DirectAccess proves the user after the machine; the
+    /// infrastructure tunnel authenticates the machine alone.
+    pub user_pem: Option<(Vec<u8>, Vec<u8>)>,
 }
 
 impl IpsecSettings {
@@ -112,6 +116,7 @@ impl IpsecSettings {
             tunnels,
             request_address: true,
             renew_after: RENEW_AFTER,
+            user_pem: None,
         };
         s.credentials().with_context(|| {
             format!(
@@ -123,6 +128,48 @@ impl IpsecSettings {
         s.anchors()
             .with_context(|| format!("IPsec CA {}", ca.display()))?;
         Ok(s)
+    }
+
+    /// Adds a user certificate and key for the intranet tunnel's second authentication
+    /// (RFC 4739), checking that they parse.
+    pub fn load_user(&mut self, cert: &Path, key: &Path) -> Result<()> {
+        let read = |p: &Path| std::fs::read(p).with_context(|| format!("reading {}", p.display()));
+        self.user_pem = Some((read(cert)?, read(key)?));
+        self.user_credentials().with_context(|| {
+            format!(
+                "user certificate {} / key {}",
+                cert.display(),
+                key.display()
+            )
+        })?;
+        Ok(())
+    }
+
+    /// The user credentials, when configured.
+    fn user_credentials(&self) -> Result<Option<Credentials>> {
+        let Some((chain, key)) = &self.user_pem else {
+            return Ok(None);
+        };
+        Credentials::from_pem(chain, key)
+            .map(Some)
+            .map_err(|e| anyhow::anyhow!("{e}"))
+    }
+
+    /// The initiator for tunnel `kind`: the intranet tunnel offers the user certificate.
+    fn initiator(
+        &self,
+        kind: TunnelKind,
+        corporate: &[Ipv6Net],
+        outer: Ipv6Addr,
+        (now, local, remote): (Instant, SocketAddr, SocketAddr),
+    ) -> Result<Initiator> {
+        let config = self.initiator_config(kind, corporate, outer)?;
+        let initiator = Initiator::new(config, now, SystemTime::now(), local, remote)
+            .map_err(|e| anyhow::anyhow!("{e:?}"))?;
+        Ok(match (kind, self.user_credentials()?) {
+            (TunnelKind::Intranet, Some(user)) => initiator.with_second_auth(user),
+            _ => initiator,
+        })
     }
 
     fn credentials(&self) -> Result<Credentials> {
@@ -288,11 +335,7 @@ impl<H: InnerLink> IpsecHost<H> {
         let remote = SocketAddr::new(IpAddr::V6(self.settings.endpoint), NAT_T_PORT);
         let made = self
             .settings
-            .initiator_config(kind, &corporate, outer)
-            .and_then(|c| {
-                Initiator::new(c, now, SystemTime::now(), local, remote)
-                    .map_err(|e| anyhow::anyhow!("{e:?}"))
-            });
+            .initiator(kind, &corporate, outer, (now, local, remote));
         let tunnel = &mut self.tunnels[i];
         tunnel.renew_at = None;
         if !keep_child && tunnel.child.take().is_some() {

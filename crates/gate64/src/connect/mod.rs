@@ -18,7 +18,9 @@
 //! Over either transport the client is a DirectAccess-style IPsec client by default
 //! ([`crate::client::ipsec`], issue 8): once the transport is up, two IKEv2 initiators build
 //! the `infrastructure` and `intranet` tunnels (one IKE SA and one child SA each, certificate
-//! authentication with `--ipsec-cert/--ipsec-key`, the responder checked against `--ipsec-ca`)
+//! authentication with `--ipsec-cert/--ipsec-key`, the responder checked against `--ipsec-ca`;
+//! with `--user-cert/--user-key` the intranet tunnel adds an RFC 4739 second round proving
+//! the user certificate)
 //! to `--ipsec-endpoint`, riding the transport as IPv6/UDP 4500 built by the client itself (no
 //! kernel socket, no kernel ESP). The inner address comes from the configuration payload
 //! (CFG_REQUEST) and the corporate routes from the narrowed traffic selectors, routed into
@@ -145,6 +147,15 @@ struct IpsecArgs {
     /// ca.pem).
     #[arg(long, value_name = "PEM", required_unless_present = "no_ipsec")]
     ipsec_ca: Option<PathBuf>,
+    /// A user certificate chain, leaf first (PEM), proven in a second authentication round on
+    /// the intranet tunnel (RFC 4739), after the machine certificate of `--ipsec-cert`, when
+    /// the responder supports it (gate64: `[ipsec] intranet_second_auth`). Under the same CA
+    /// as the machine certificate. Needs `--user-key`.
+    #[arg(long, value_name = "PEM", requires = "user_key")]
+    user_cert: Option<PathBuf>,
+    /// The user certificate's private key (PEM).
+    #[arg(long, value_name = "PEM", requires = "user_cert")]
+    user_key: Option<PathBuf>,
     /// Corporate prefix asked for in the infrastructure tunnel (repeatable; the responder
     /// narrows it). Default `::/0`; give it when the responder picks the tunnel by the
     /// selectors asked for (gate64 and strongSwan do), e.g. the DNS64 server's /128.
@@ -188,6 +199,9 @@ impl IpsecArgs {
         ];
         let mut settings = IpsecSettings::load(endpoint, cert, key, ca, tunnels)?;
         settings.renew_after = std::time::Duration::from_secs(self.ipsec_renew_secs);
+        if let (Some(cert), Some(key)) = (&self.user_cert, &self.user_key) {
+            settings.load_user(cert, key)?;
+        }
         Ok(Some(Arc::new(settings)))
     }
 }

@@ -90,6 +90,7 @@ fn own_settings(base: &IpsecSettings, ca: &ClientCa, i: usize) -> Result<IpsecSe
         tunnels: base.tunnels.clone(),
         request_address: base.request_address,
         renew_after: base.renew_after,
+        user_pem: None,
     })
 }
 

@@ -16,6 +16,7 @@ fn ike_snapshot() -> IkeSnapshot {
             local: "[2001:db8:100::1]:4500".parse().unwrap(),
             established: true,
             identity: Some(format!("CN=client{spi:x}")),
+            user_identity: (spi == 0x100).then(|| "CN=alice".to_owned()),
             tunnel: None,
             inner: None,
             child_spis: vec![spi as u32],
@@ -121,10 +122,17 @@ fn snapshot_groups_sas_by_client_with_their_transport() {
     assert_eq!(sa.age_secs, 90);
     assert_eq!(sa.identity.as_deref(), Some("CN=client200"));
     assert_eq!(sa.rekeys, Some(2));
+    assert_eq!(sa.user_identity, None);
+    // The intranet IKE SA ran an RFC 4739 second round: both identities are shown.
+    let intranet = &teredo.sas[1];
+    assert_eq!(intranet.identity.as_deref(), Some("CN=client100"));
+    assert_eq!(intranet.user_identity.as_deref(), Some("CN=alice"));
     assert_eq!(s.clients[1].transport, "iphttps");
     // The JSON the socket carries reads back as the same snapshot.
     let json = serde_json::to_string(&s).unwrap();
     assert_eq!(serde_json::from_str::<Snapshot>(&json).unwrap(), s);
+    assert!(json.contains(r#""identity":"CN=client100","user_identity":"CN=alice""#));
+    assert!(json.contains(r#""identity":"CN=client200","user_identity":null"#));
 }
 
 #[test]
@@ -143,6 +151,7 @@ fn render_lists_every_sa_like_swanctl() {
         "    out 00000201, 0 bytes, 0 packets\n",
         "    local  2001:db8:100::/48\n",
         "    remote fd00:c1::101/128\n",
+        "  intranet: IKE 0000010000000000, CN=client100 + user CN=alice, ESP in UDP 4500:4501, installed 0s ago, 0 rekeys\n",
         "2001:db8:1:5::77: iphttps, inner 2001:db8:1:5::77\n",
         "  intranet: IKE 0000030000000000, CN=client300, ESP, installed 0s ago, 0 rekeys\n",
     ] {

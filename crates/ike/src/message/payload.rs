@@ -70,6 +70,10 @@ pub mod notify {
     pub const NON_FIRST_FRAGMENTS_ALSO: u16 = 16395;
     /// Status: MOBIKE supported (RFC 4555).
     pub const MOBIKE_SUPPORTED: u16 = 16396;
+    /// Status: the sender can run several authentication rounds (RFC 4739 §3.1).
+    pub const MULTIPLE_AUTH_SUPPORTED: u16 = 16404;
+    /// Status: another IKE_AUTH round follows this one (RFC 4739 §3.2).
+    pub const ANOTHER_AUTH_FOLLOWS: u16 = 16405;
     /// Status: IKE fragmentation supported (RFC 7383).
     pub const IKEV2_FRAGMENTATION_SUPPORTED: u16 = 16430;
     /// Status: hash algorithms for digital signatures (RFC 7427).

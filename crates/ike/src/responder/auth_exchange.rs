@@ -5,7 +5,7 @@ use std::net::IpAddr;
 use std::time::{Instant, SystemTime};
 
 use super::child::{self, ChildPlan, KeRule};
-use super::{Event, Refusal, Responder, init};
+use super::{Event, Refusal, Responder, init, second_auth};
 use crate::auth::{AuthError, AuthMethod, Identity, TrustAnchors};
 use crate::child_sa::TunnelKind;
 use crate::keys;
@@ -14,12 +14,43 @@ use crate::message::{
     find_notify, notify,
 };
 
-/// The payloads of an IKE_AUTH request gate64 uses.
-struct AuthRequest<'a> {
-    id: &'a Identification,
+/// What proves the client's identity in one IKE_AUTH round: IDi, CERTs and AUTH.
+pub(super) struct ClientProof<'a> {
+    pub(super) id: &'a Identification,
     certs: Vec<&'a [u8]>,
     method: u8,
     auth_data: &'a [u8],
+}
+
+impl<'a> ClientProof<'a> {
+    /// IDi, the X.509 CERT payloads (leaf first) and AUTH of one request.
+    pub(super) fn from_payloads(inner: &'a [Payload]) -> Option<Self> {
+        let (mut id, mut auth) = (None, None);
+        let mut certs = Vec::new();
+        for p in inner {
+            match p {
+                Payload::IdI(i) => id = Some(i),
+                Payload::Cert {
+                    encoding: init::CERT_X509_SIGNATURE,
+                    data,
+                } => certs.push(data.as_slice()),
+                Payload::Auth { method, data } => auth = Some((*method, data.as_slice())),
+                _ => {}
+            }
+        }
+        let (method, auth_data) = auth?;
+        Some(ClientProof {
+            id: id?,
+            certs,
+            method,
+            auth_data,
+        })
+    }
+}
+
+/// The payloads of an IKE_AUTH request gate64 uses.
+pub(super) struct AuthRequest<'a> {
+    proof: ClientProof<'a>,
     cp: Option<&'a Configuration>,
     proposals: &'a [Proposal],
     tsi: &'a [TrafficSelector],
@@ -27,18 +58,10 @@ struct AuthRequest<'a> {
     initial_contact: bool,
 }
 
-fn request_parts(inner: &[Payload]) -> Option<AuthRequest<'_>> {
-    let (mut id, mut auth, mut cp, mut proposals, mut tsi, mut tsr) =
-        (None, None, None, None, None, None);
-    let mut certs = Vec::new();
+pub(super) fn request_parts(inner: &[Payload]) -> Option<AuthRequest<'_>> {
+    let (mut cp, mut proposals, mut tsi, mut tsr) = (None, None, None, None);
     for p in inner {
         match p {
-            Payload::IdI(i) => id = Some(i),
-            Payload::Cert {
-                encoding: init::CERT_X509_SIGNATURE,
-                data,
-            } => certs.push(data.as_slice()),
-            Payload::Auth { method, data } => auth = Some((*method, data.as_slice())),
             Payload::Cp(c) if c.kind == cfg::REQUEST => cp = Some(c),
             Payload::Sa(l) => proposals = Some(l.as_slice()),
             Payload::TsI(l) => tsi = Some(l.as_slice()),
@@ -46,12 +69,8 @@ fn request_parts(inner: &[Payload]) -> Option<AuthRequest<'_>> {
             _ => {}
         }
     }
-    let (method, auth_data) = auth?;
     Some(AuthRequest {
-        id: id?,
-        certs,
-        method,
-        auth_data,
+        proof: ClientProof::from_payloads(inner)?,
         cp,
         proposals: proposals?,
         tsi: tsi?,
@@ -63,9 +82,9 @@ fn request_parts(inner: &[Payload]) -> Option<AuthRequest<'_>> {
 /// Checks the client: chain to our CAs at `wall`, ID against the certificate, AUTH over
 /// `octets` (RFC 7296 §2.15: the initiator's IKE_SA_INIT request | Nr | prf(SK_pi, IDi')).
 /// Returns the certificate subject.
-fn verify_client(
+pub(super) fn verify_client(
     anchors: &TrustAnchors,
-    req: &AuthRequest<'_>,
+    req: &ClientProof<'_>,
     octets: &[u8],
     wall: SystemTime,
 ) -> Result<String, AuthError> {
@@ -83,6 +102,9 @@ fn verify_client(
 
 /// Handles the IKE_AUTH request of a half-open IKE SA.
 pub(super) fn handle(r: &mut Responder, now: Instant, h: Header, inner: Vec<Payload>) {
+    if second_auth::is_second_round(r, h.spi_r) {
+        return second_auth::handle_second_round(r, now, h, inner);
+    }
     let Some(sa) = r.sas.get(&h.spi_r) else {
         return;
     };
@@ -114,16 +136,20 @@ pub(super) fn handle(r: &mut Responder, now: Instant, h: Header, inner: Vec<Payl
     let octets_i = [
         &sa.init_request[..],
         &sa.nr,
-        &keys::prf(&sa.keys.sk_pi.0, &[&req.id.body()]),
+        &keys::prf(&sa.keys.sk_pi.0, &[&req.proof.id.body()]),
     ]
     .concat();
-    let identity = match verify_client(&r.config.anchors, &req, &octets_i, r.wall(now)) {
+    let identity = match verify_client(&r.config.anchors, &req.proof, &octets_i, r.wall(now)) {
         Ok(subject) => subject,
         Err(e) => {
             tracing::debug!(peer = %remote, error = %e, "ike client authentication failed");
             let reason = Refusal::Authentication(e.to_string());
             return fail(r, h, now, started, notify::AUTHENTICATION_FAILED, reason);
         }
+    };
+    let another_follows = match second_auth::check_first_round(r, h.spi_r, &inner, req.tsr) {
+        Ok(another) => another,
+        Err(reason) => return fail(r, h, now, started, notify::AUTHENTICATION_FAILED, reason),
     };
     let payloads = match our_auth(r, h.spi_r) {
         Ok(p) => p,
@@ -139,12 +165,15 @@ pub(super) fn handle(r: &mut Responder, now: Instant, h: Header, inner: Vec<Payl
             );
         }
     };
+    if another_follows {
+        return second_auth::await_second_round(r, h, identity, inner, payloads);
+    }
     establish(r, now, h, &identity);
     complete(r, now, h, &req, identity, payloads);
 }
 
 /// Adds the first child SA (or the notify refusing it), responds and reports the new SAs.
-fn complete(
+pub(super) fn complete(
     r: &mut Responder,
     now: Instant,
     h: Header,
@@ -245,7 +274,7 @@ fn our_auth(r: &Responder, spi_r: u64) -> Result<Vec<Payload>, AuthError> {
 }
 
 /// Marks the IKE SA established and out of the half-open count.
-fn establish(r: &mut Responder, now: Instant, h: Header, identity: &str) {
+pub(super) fn establish(r: &mut Responder, now: Instant, h: Header, identity: &str) {
     let Some(sa) = r.sas.get_mut(&h.spi_r) else {
         return;
     };
@@ -260,7 +289,14 @@ fn establish(r: &mut Responder, now: Instant, h: Header, identity: &str) {
 }
 
 /// Answers with an error notify, ends the negotiation and forgets the half-open SA.
-fn fail(r: &mut Responder, h: Header, now: Instant, started: Instant, kind: u16, reason: Refusal) {
+pub(super) fn fail(
+    r: &mut Responder,
+    h: Header,
+    now: Instant,
+    started: Instant,
+    kind: u16,
+    reason: Refusal,
+) {
     r.respond(
         h.spi_r,
         h,

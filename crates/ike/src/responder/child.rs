@@ -585,6 +585,7 @@ fn rekey_ike(
     fresh.peer_hashes = old.peer_hashes.clone();
     fresh.peer_fragmentation = old.peer_fragmentation;
     fresh.identity = old.identity.clone();
+    fresh.second_auth = old.second_auth.clone();
     fresh.tunnel = old.tunnel;
     fresh.local_ts = old.local_ts.clone();
     fresh.inner = old.inner;

@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use aws_lc_rs::digest;
 
-use super::{CachedResponse, Event, IkeSa, Refusal, Responder};
+use super::{CachedResponse, Event, IkeSa, Refusal, Responder, second_auth};
 use crate::auth::SigHash;
 use crate::keys::{self, CryptoError, Group, IkeKeys, KeyExchange};
 use crate::message::{
@@ -349,7 +349,8 @@ fn establish_half_open(
         .unwrap_or_default();
     let peer_fragmentation =
         find_notify(&m.payloads, notify::IKEV2_FRAGMENTATION_SUPPORTED).is_some();
-    let payloads = response_payloads(
+    let second_auth = second_auth::announce(r.config.intranet_second_auth);
+    let mut payloads = response_payloads(
         r,
         (h.spi_i, spi_r),
         (local, remote),
@@ -365,6 +366,7 @@ fn establish_half_open(
         exchange: exchange::IKE_SA_INIT,
         ..h
     };
+    payloads.extend(second_auth::init_notify(&second_auth));
     let response = Message { header, payloads }.emit();
     let mut sa = IkeSa::new((h.spi_i, spi_r), (local, remote), now, keys);
     sa.ni = req.ni.to_vec();
@@ -373,6 +375,7 @@ fn establish_half_open(
     sa.init_response = response.clone();
     sa.peer_hashes = peer_hashes;
     sa.peer_fragmentation = peer_fragmentation;
+    sa.second_auth = second_auth;
     sa.expected_id = 1;
     sa.cached = Some(CachedResponse {
         message_id: 0,

@@ -13,12 +13,14 @@
 //! every [`Transmit`] whose `local` port is 4500. Nothing here panics on input; every refusal
 //! becomes an [`Event::Refused`] with a [`Refusal`] reason.
 
+mod admin;
 mod auth_exchange;
 mod child;
 mod informational;
 mod init;
 mod liveness;
 mod pool;
+mod second_auth;
 
 use std::collections::{HashMap, VecDeque};
 use std::net::{IpAddr, SocketAddr};
@@ -31,9 +33,11 @@ use crate::child_sa::{ChildSaPair, TunnelKind};
 use crate::keys::{self, IkeKeys};
 use crate::message::{Header, Message, Notify, Payload, exchange, flags, notify};
 
+pub use admin::IkeSaInfo;
 pub use init::nat_detection_hash;
 pub use liveness::DPD_RETRANSMIT;
 pub use pool::AddressPool;
+pub use second_auth::SecondAuthPolicy;
 
 /// What the responder is configured with.
 #[derive(Debug)]
@@ -72,6 +76,8 @@ pub struct ResponderConfig {
     /// The local NAT-T port (4500): a child SA negotiated over it is UDP-encapsulated
     /// (RFC 3948), since the client only moves there after NAT detection.
     pub nat_t_port: u16,
+    /// RFC 4739 second authentication (a user certificate after the machine's).
+    pub intranet_second_auth: SecondAuthPolicy,
 }
 
 impl ResponderConfig {
@@ -100,6 +106,7 @@ impl ResponderConfig {
             dpd_retransmits: 3,
             fragment_size: 1232,
             nat_t_port: 4500,
+            intranet_second_auth: SecondAuthPolicy::default(),
         }
     }
 }
@@ -265,33 +272,6 @@ pub enum Event {
     },
 }
 
-/// A snapshot of one IKE SA, for `gate64 status`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct IkeSaInfo {
-    /// Our SPI (SPIr).
-    pub spi_r: u64,
-    /// The initiator's SPI.
-    pub spi_i: u64,
-    /// The client's address and port.
-    pub peer: SocketAddr,
-    /// Our address and port.
-    pub local: SocketAddr,
-    /// Whether IKE_AUTH completed.
-    pub established: bool,
-    /// The authenticated identity, once established.
-    pub identity: Option<String>,
-    /// The tunnel of its child SA.
-    pub tunnel: Option<TunnelKind>,
-    /// The inner address given to the client.
-    pub inner: Option<IpAddr>,
-    /// gate64's inbound SPIs of its child SAs.
-    pub child_spis: Vec<u32>,
-    /// How long ago it was created.
-    pub age: Duration,
-    /// How often it was rekeyed (IKE and child).
-    pub rekeys: u32,
-}
-
 /// Counters (exported as metrics by the driver).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Stats {
@@ -361,6 +341,7 @@ pub(crate) struct IkeSa {
     pub(crate) children: Vec<ChildRecord>,
     pub(crate) rekeys: u32,
     pub(crate) liveness: liveness::Liveness,
+    pub(crate) second_auth: second_auth::SecondAuth,
 }
 
 impl IkeSa {
@@ -397,6 +378,7 @@ impl IkeSa {
             children: Vec::new(),
             rekeys: 0,
             liveness: liveness::Liveness::default(),
+            second_auth: second_auth::SecondAuth::default(),
         }
     }
 }
@@ -590,6 +572,7 @@ impl Responder {
                 local: s.local,
                 established: s.established,
                 identity: s.identity.clone(),
+                user_identity: s.second_auth.user().map(str::to_owned),
                 tunnel: s.tunnel,
                 inner: s.inner,
                 child_spis: s.children.iter().map(|c| c.inbound_spi).collect(),

@@ -1096,3 +1096,6 @@ fn shutdown_deletes_every_ike_sa() {
         "the client takes the Delete"
     );
 }
+
+mod reload;
+mod second_auth;

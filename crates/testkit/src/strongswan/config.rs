@@ -104,7 +104,24 @@ pub struct CharonConfig {
     pub retransmit_timeout: Duration,
     /// charon's log level for the IKE subsystem (`-1`..`4`; 2 shows every message).
     pub ike_log_level: i8,
+    /// An RFC 4739 second authentication round (`local-2`) on some tunnels.
+    pub second_auth: Option<SecondAuth>,
 }
+
+/// A second authentication round (RFC 4739): the initiator proves `cert` after its own
+/// certificate (`local-1`) on the tunnels named in `tunnels`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SecondAuth {
+    /// The second certificate (PEM, leaf only).
+    pub cert: PathBuf,
+    /// Its private key.
+    pub key: PathBuf,
+    /// The tunnels (connection names) that run the second round.
+    pub tunnels: Vec<String>,
+}
+
+/// The second certificate's file name in `swanctl/x509` (its key is `private/second.key`).
+pub(super) const SECOND_CERT: &str = "second.pem";
 
 impl CharonConfig {
     /// An initiator towards `remote` asking for a virtual IP, with one connection per tunnel.
@@ -156,6 +173,7 @@ impl CharonConfig {
             child_rekey: None,
             retransmit_timeout: Duration::from_secs(2),
             ike_log_level: 2,
+            second_auth: None,
         }
     }
 
@@ -225,8 +243,8 @@ impl CharonConfig {
         let _ = write!(
             out,
             "  {name} {{\n    version = 2\n{head}{local}    proposals = {props}\n    \
-             unique = never\n    fragmentation = yes\n    dpd_delay = {dpd}s\n{rekey}    \
-             local {{\n      auth = pubkey\n      certs = {cert}\n    }}\n    remote {{\n      \
+             unique = never\n    fragmentation = yes\n    dpd_delay = {dpd}s\n{rekey}{locals}    \
+             remote {{\n      \
              auth = pubkey\n      id = {remote_id}\n    }}\n    children {{\n{children}    }}\n  }}\n",
             local = self
                 .local_addr
@@ -239,7 +257,21 @@ impl CharonConfig {
                 .map(|d| format!("    rekey_time = {}s\n", d.as_secs()))
                 .unwrap_or_default(),
             remote_id = self.remote_id,
+            locals = self.locals(name, cert),
         );
+    }
+
+    /// The `local` section, or `local-1` and `local-2` when `name` runs a second round.
+    fn locals(&self, name: &str, cert: &str) -> String {
+        let section = |label: &str, cert: &str| {
+            format!("    {label} {{\n      auth = pubkey\n      certs = {cert}\n    }}\n")
+        };
+        match &self.second_auth {
+            Some(second) if second.tunnels.iter().any(|t| t == name) => {
+                section("local-1", cert) + &section("local-2", SECOND_CERT)
+            }
+            _ => section("local", cert),
+        }
     }
 
     fn child(&self, name: &str, local: Option<&[String]>, remote: Option<&[String]>) -> String {
@@ -414,6 +446,28 @@ fn shell_quote(s: &str) -> String {
 mod tests {
     use super::*;
     use crate::strongswan::{INFRASTRUCTURE, INTRANET};
+
+    #[test]
+    fn second_auth_splits_local_into_two_rounds_on_its_tunnels_only() {
+        let certs = CertPaths::new("/c/ca.pem", "/c/cli.pem", "/c/cli.key");
+        let tunnels = vec![
+            Tunnel::new(INFRASTRUCTURE, &["fd00:c0::53/128"]),
+            Tunnel::new(INTRANET, &["fd00:c0::/64"]),
+        ];
+        let mut cfg = CharonConfig::initiator("2001:db8::2".parse().unwrap(), certs, tunnels);
+        cfg.second_auth = Some(SecondAuth {
+            cert: "/c/user.pem".into(),
+            key: "/c/user.key".into(),
+            tunnels: vec![INTRANET.to_owned()],
+        });
+        let conf = cfg.swanctl_conf("own.pem");
+        let (infra, intra) = conf.split_at(conf.find("  intranet {").unwrap());
+        assert!(infra.contains("    local {\n      auth = pubkey\n      certs = own.pem\n"));
+        assert!(!infra.contains("local-2"));
+        assert!(intra.contains("    local-1 {\n      auth = pubkey\n      certs = own.pem\n"));
+        assert!(intra.contains("    local-2 {\n      auth = pubkey\n      certs = second.pem\n"));
+        assert!(!intra.contains("    local {"));
+    }
 
     #[test]
     fn initiator_config_has_one_connection_per_tunnel() {

@@ -7,11 +7,16 @@
 //! name local and remote port 4500, and the caller sends them from its NAT-T socket with the
 //! RFC 3948 non-ESP marker prepended (and strips it from what that socket receives).
 //!
+//! With a second (user) certificate, [`Initiator::with_second_auth`], it offers RFC 4739
+//! multiple authentication and, when the responder supports it, runs a second IKE_AUTH round
+//! with the user certificate after the first (machine) one; the child SA comes with the last
+//! response.
+//!
 //! Rekeying from the initiator side, and MOBIKE, are not implemented: the responder (gate64
 //! or strongSwan) keeps the SAs up to their hard lifetime.
 
 use std::collections::VecDeque;
-use std::net::{IpAddr, Ipv6Addr, SocketAddr};
+use std::net::{IpAddr, SocketAddr};
 use std::time::{Duration, Instant, SystemTime};
 
 use crate::auth::{AuthError, AuthMethod, Credentials, Identity, SigHash, TrustAnchors};
@@ -24,6 +29,11 @@ use crate::message::{
     TrafficSelector, Transform, cfg, exchange, find_notify, flags, notify, transform,
 };
 use crate::responder::nat_detection_hash;
+use replies::{ChildReply, ResponderProof};
+use second_auth::SecondAuth;
+
+mod replies;
+mod second_auth;
 
 /// The NAT-T port (RFC 3948).
 pub const NAT_T_PORT: u16 = 4500;
@@ -99,6 +109,8 @@ impl From<CryptoError> for InitiatorError {
 enum State {
     Init,
     Auth,
+    /// RFC 4739: the responder authenticated; our second round is outstanding.
+    SecondAuth,
     Established,
     Failed,
 }
@@ -124,6 +136,7 @@ pub struct Initiator {
     outstanding: Option<(Vec<u8>, Instant, u32)>,
     transmits: VecDeque<(SocketAddr, SocketAddr, Vec<u8>)>,
     events: VecDeque<InitiatorEvent>,
+    second_auth: Option<SecondAuth>,
 }
 
 impl Initiator {
@@ -162,7 +175,26 @@ impl Initiator {
             outstanding: None,
             transmits: VecDeque::new(),
             events: VecDeque::new(),
+            second_auth: None,
         })
+    }
+
+    /// Offers RFC 4739 multiple authentication: `user` (a user certificate and key) is proven
+    /// in a second IKE_AUTH round when the responder supports it; without that support the
+    /// IKE SA is built with the machine certificate alone.
+    pub fn with_second_auth(mut self, user: Credentials) -> Self {
+        self.second_auth = Some(SecondAuth {
+            user,
+            negotiated: false,
+            peer_hashes: Vec::new(),
+            responder: String::new(),
+        });
+        self
+    }
+
+    /// Whether the responder agreed to a second authentication round (RFC 4739).
+    pub fn second_auth_negotiated(&self) -> bool {
+        self.second_auth.as_ref().is_some_and(|s| s.negotiated)
     }
 
     /// Sends IKE_SA_INIT.
@@ -226,6 +258,9 @@ impl Initiator {
             (State::Init, exchange::IKE_SA_INIT) => self.on_init_response(now, datagram, &m),
             (State::Auth, exchange::IKE_AUTH) if h.message_id == 1 => {
                 self.on_auth_response(now, datagram)
+            }
+            (State::SecondAuth, exchange::IKE_AUTH) if h.message_id == 2 => {
+                self.on_second_auth_response(now, datagram)
             }
             _ => Ok(()),
         };
@@ -396,6 +431,7 @@ impl Initiator {
         let hashes = find_notify(&m.payloads, notify::SIGNATURE_HASH_ALGORITHMS)
             .and_then(|n| SigHash::parse_notify(&n.data).ok())
             .unwrap_or_default();
+        self.note_multiple_auth(m, &hashes);
         let method = if hashes.is_empty() {
             self.config.credentials.classic_method()
         } else {
@@ -427,6 +463,7 @@ impl Initiator {
             method: method.code(),
             data: auth,
         });
+        payloads.extend(self.multiple_auth_notifies());
         payloads.extend(self.cfg_request());
         let proposal = self.esp_proposal();
         payloads.extend([
@@ -486,17 +523,32 @@ impl Initiator {
         }) {
             return Err(InitiatorError::Notify(kind));
         }
-        let parts = AuthResponse::from(&inner).ok_or(InitiatorError::Malformed)?;
+        let proof = ResponderProof::from(&inner).ok_or(InitiatorError::Malformed)?;
         let octets = [
             &self.init_response[..],
             &self.ni,
-            &keys::prf(&keys.sk_pr.0, &[&parts.id.body()]),
+            &keys::prf(&keys.sk_pr.0, &[&proof.id.body()]),
         ]
         .concat();
         let identity = self
-            .verify_responder(now, &parts, &octets)
+            .verify_responder(now, &proof, &octets)
             .map_err(InitiatorError::Auth)?;
-        let child = self.child(now, &keys, &parts)?;
+        if self.second_auth_negotiated() {
+            return self.send_second_auth(now, &keys, identity);
+        }
+        self.establish(now, &keys, &inner, identity)
+    }
+
+    /// Builds the child SA from the response carrying SA, TSi and TSr, and reports it.
+    fn establish(
+        &mut self,
+        now: Instant,
+        keys: &IkeKeys,
+        inner: &[Payload],
+        identity: String,
+    ) -> Result<(), InitiatorError> {
+        let parts = ChildReply::from(inner).ok_or(InitiatorError::Malformed)?;
+        let child = self.child(now, keys, &parts)?;
         self.state = State::Established;
         self.init_request = Vec::new();
         self.init_response = Vec::new();
@@ -511,7 +563,7 @@ impl Initiator {
     fn verify_responder(
         &self,
         now: Instant,
-        p: &AuthResponse<'_>,
+        p: &ResponderProof<'_>,
         octets: &[u8],
     ) -> Result<String, AuthError> {
         let wall = self.clock.1 + now.saturating_duration_since(self.clock.0);
@@ -530,7 +582,7 @@ impl Initiator {
         &self,
         now: Instant,
         keys: &IkeKeys,
-        p: &AuthResponse<'_>,
+        p: &ChildReply<'_>,
     ) -> Result<ChildSaPair, InitiatorError> {
         let proposal = p.proposals.first().ok_or(InitiatorError::Malformed)?;
         let spi =
@@ -612,57 +664,5 @@ impl Initiator {
         if deleted {
             self.fail(InitiatorError::Notify(0));
         }
-    }
-}
-
-struct AuthResponse<'a> {
-    id: &'a Identification,
-    certs: Vec<&'a [u8]>,
-    method: u8,
-    auth: &'a [u8],
-    inner: Option<IpAddr>,
-    proposals: &'a [Proposal],
-    tsi: &'a [TrafficSelector],
-    tsr: &'a [TrafficSelector],
-}
-
-impl<'a> AuthResponse<'a> {
-    fn from(inner: &'a [Payload]) -> Option<Self> {
-        let (mut id, mut auth, mut address, mut proposals, mut tsi, mut tsr) =
-            (None, None, None, None, None, None);
-        let mut certs = Vec::new();
-        for p in inner {
-            match p {
-                Payload::IdR(i) => id = Some(i),
-                Payload::Cert { encoding: 4, data } => certs.push(data.as_slice()),
-                Payload::Auth { method, data } => auth = Some((*method, data.as_slice())),
-                Payload::Cp(c) if c.kind == cfg::REPLY => {
-                    address = c.attributes.iter().find_map(|a| {
-                        let b = a
-                            .value
-                            .get(..16)
-                            .filter(|_| a.kind == cfg::INTERNAL_IP6_ADDRESS)?;
-                        <[u8; 16]>::try_from(b)
-                            .ok()
-                            .map(|o| IpAddr::V6(Ipv6Addr::from(o)))
-                    })
-                }
-                Payload::Sa(l) => proposals = Some(l.as_slice()),
-                Payload::TsI(l) => tsi = Some(l.as_slice()),
-                Payload::TsR(l) => tsr = Some(l.as_slice()),
-                _ => {}
-            }
-        }
-        let (method, auth) = auth?;
-        Some(AuthResponse {
-            id: id?,
-            certs,
-            method,
-            auth,
-            inner: address,
-            proposals: proposals?,
-            tsi: tsi?,
-            tsr: tsr?,
-        })
     }
 }

@@ -1,0 +1,214 @@
+//! RFC 4739 multiple authentication: a machine certificate in the first IKE_AUTH round and a
+//! user certificate in a second one, as DirectAccess builds its intranet tunnel.
+//!
+//! The exchange (RFC 4739 §3, both rounds with certificates):
+//!
+//! ```text
+//! HDR, SAi1, KEi, Ni                                     -->
+//!                <-- HDR, SAr1, KEr, Nr, N(MULTIPLE_AUTH_SUPPORTED)
+//! HDR, SK {IDi, CERT, AUTH, SAi2, TSi, TSr,
+//!          N(MULTIPLE_AUTH_SUPPORTED), N(ANOTHER_AUTH_FOLLOWS)} -->
+//!                <-- HDR, SK {IDr, CERT, AUTH}
+//! HDR, SK {IDi', CERT', AUTH'}                            -->
+//!                <-- HDR, SK {SAr2, TSi, TSr}
+//! ```
+//!
+//! The state lives in one [`SecondAuth`] per IKE SA, so the rest of the SA is untouched: the
+//! first request is kept (its SA, TS and CP payloads are answered only after the second round)
+//! until the second round ends or the half-open timeout forgets the SA.
+
+use std::time::Instant;
+
+use super::auth_exchange::{self, ClientProof};
+use super::{Refusal, Responder};
+use crate::child_sa::TunnelKind;
+use crate::keys;
+use crate::message::{Header, Payload, TrafficSelector, find_notify, notify};
+
+/// When gate64 asks for, or accepts, a second authentication (`[ipsec] intranet_second_auth`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum SecondAuthPolicy {
+    /// Never offered: no MULTIPLE_AUTH_SUPPORTED; an ANOTHER_AUTH_FOLLOWS is refused.
+    Off,
+    /// Offered to every client; run when the client asks, on either tunnel.
+    #[default]
+    Optional,
+    /// As `Optional`, and the intranet tunnel is refused (AUTHENTICATION_FAILED) to a client
+    /// that authenticates only once.
+    Required,
+}
+
+/// Where one IKE SA stands in RFC 4739.
+#[derive(Debug, Clone, Default)]
+pub(crate) enum SecondAuth {
+    /// We did not announce MULTIPLE_AUTH_SUPPORTED (policy `off`).
+    #[default]
+    NotAnnounced,
+    /// Our IKE_SA_INIT response announced MULTIPLE_AUTH_SUPPORTED; the client may ask for
+    /// a second round.
+    Announced,
+    /// The first round verified and was answered; the second IKE_AUTH is due.
+    Awaiting(Box<Pending>),
+    /// Both rounds verified: the second identity (the user certificate's subject).
+    Done(Box<str>),
+}
+
+/// What the second round needs from the first.
+#[derive(Debug, Clone)]
+pub(crate) struct Pending {
+    /// The first round's identity (the machine certificate's subject).
+    machine: String,
+    /// The first IKE_AUTH request: its SA, TS and CP are answered after the second round.
+    first_request: Vec<Payload>,
+}
+
+impl SecondAuth {
+    /// The user identity, once the second round verified.
+    pub(crate) fn user(&self) -> Option<&str> {
+        match self {
+            SecondAuth::Done(user) => Some(user),
+            _ => None,
+        }
+    }
+
+    fn is_awaiting(&self) -> bool {
+        matches!(self, SecondAuth::Awaiting(_))
+    }
+}
+
+/// At IKE_SA_INIT: whether our response announces MULTIPLE_AUTH_SUPPORTED. RFC 4739 §3.1:
+/// the responder announces it in the IKE_SA_INIT response, the initiator in its first
+/// IKE_AUTH request, so the responder cannot wait for the client's; a client that does not
+/// know it ignores an unknown status notify (RFC 7296 §3.10.1).
+pub(crate) fn announce(policy: SecondAuthPolicy) -> SecondAuth {
+    if policy == SecondAuthPolicy::Off {
+        SecondAuth::NotAnnounced
+    } else {
+        SecondAuth::Announced
+    }
+}
+
+/// The notify the IKE_SA_INIT response carries for `state`.
+pub(crate) fn init_notify(state: &SecondAuth) -> Option<Payload> {
+    matches!(state, SecondAuth::Announced).then(|| {
+        Payload::Notify(crate::message::Notify::new(
+            notify::MULTIPLE_AUTH_SUPPORTED,
+            Vec::new(),
+        ))
+    })
+}
+
+/// Whether an IKE_AUTH request on IKE SA `spi_r` is the second round.
+pub(crate) fn is_second_round(r: &Responder, spi_r: u64) -> bool {
+    r.sas
+        .get(&spi_r)
+        .is_some_and(|s| s.second_auth.is_awaiting())
+}
+
+/// After the first round's AUTH verified: `Ok(true)` when a second round follows, `Ok(false)`
+/// when the IKE SA completes now, `Err` when the policy refuses either.
+pub(crate) fn check_first_round(
+    r: &Responder,
+    spi_r: u64,
+    request: &[Payload],
+    tsr: &[TrafficSelector],
+) -> Result<bool, Refusal> {
+    let another = find_notify(request, notify::ANOTHER_AUTH_FOLLOWS).is_some();
+    let announced = r
+        .sas
+        .get(&spi_r)
+        .is_some_and(|s| matches!(s.second_auth, SecondAuth::Announced));
+    if another {
+        // RFC 4739 §3.2: ANOTHER_AUTH_FOLLOWS only to a responder that announced support.
+        return if announced {
+            Ok(true)
+        } else {
+            Err(Refusal::Authentication(
+                "second authentication not announced (RFC 4739)".into(),
+            ))
+        };
+    }
+    let intranet = super::child::choose_tunnel(
+        tsr,
+        &r.config.infrastructure_prefixes,
+        &r.config.intranet_prefixes,
+    )
+    .is_some_and(|(tunnel, _)| tunnel == TunnelKind::Intranet);
+    if intranet && r.config.intranet_second_auth == SecondAuthPolicy::Required {
+        return Err(Refusal::Authentication(
+            "the intranet tunnel requires a second authentication (RFC 4739)".into(),
+        ));
+    }
+    Ok(false)
+}
+
+/// Answers the first round with our IDr, CERT and AUTH only (RFC 4739 §3: no SA, TSi, TSr
+/// until the last round) and keeps the request for the second.
+pub(crate) fn await_second_round(
+    r: &mut Responder,
+    h: Header,
+    machine: String,
+    first_request: Vec<Payload>,
+    our_auth: Vec<Payload>,
+) {
+    r.respond(h.spi_r, h, our_auth);
+    if let Some(sa) = r.sas.get_mut(&h.spi_r) {
+        sa.second_auth = SecondAuth::Awaiting(Box::new(Pending {
+            machine,
+            first_request,
+        }));
+    }
+}
+
+/// The second IKE_AUTH request: IDi, CERT and AUTH of the user, verified as the first round
+/// was (RFC 4739 §3: the AUTH covers the same IKE_SA_INIT request and Nr, with this round's
+/// IDi); then the child SA the first request asked for.
+pub(crate) fn handle_second_round(r: &mut Responder, now: Instant, h: Header, inner: Vec<Payload>) {
+    let Some(sa) = r.sas.get_mut(&h.spi_r) else {
+        return;
+    };
+    let (remote, started) = (sa.remote, sa.started);
+    let SecondAuth::Awaiting(pending) = std::mem::take(&mut sa.second_auth) else {
+        return;
+    };
+    let Some(proof) = ClientProof::from_payloads(&inner) else {
+        // No AUTH: EAP or a truncated round; gate64 authenticates with certificates only.
+        let reason = Refusal::Authentication("second round without IDi and AUTH".into());
+        return auth_exchange::fail(r, h, now, started, notify::AUTHENTICATION_FAILED, reason);
+    };
+    if find_notify(&inner, notify::ANOTHER_AUTH_FOLLOWS).is_some() {
+        let reason = Refusal::Authentication("more than two authentication rounds".into());
+        return auth_exchange::fail(r, h, now, started, notify::AUTHENTICATION_FAILED, reason);
+    }
+    let octets = [
+        &sa.init_request[..],
+        &sa.nr,
+        &keys::prf(&sa.keys.sk_pi.0, &[&proof.id.body()]),
+    ]
+    .concat();
+    let verified = auth_exchange::verify_client(&r.config.anchors, &proof, &octets, r.wall(now));
+    let user = match verified {
+        Ok(user) => user,
+        Err(e) => {
+            tracing::debug!(peer = %remote, error = %e, "ike second authentication failed");
+            let reason = Refusal::Authentication(e.to_string());
+            return auth_exchange::fail(r, h, now, started, notify::AUTHENTICATION_FAILED, reason);
+        }
+    };
+    let Some(req) = auth_exchange::request_parts(&pending.first_request) else {
+        return auth_exchange::fail(
+            r,
+            h,
+            now,
+            started,
+            notify::INVALID_SYNTAX,
+            Refusal::Malformed,
+        );
+    };
+    tracing::debug!(peer = %remote, machine = %pending.machine, %user, "ike second authentication");
+    if let Some(sa) = r.sas.get_mut(&h.spi_r) {
+        sa.second_auth = SecondAuth::Done(user.into());
+    }
+    auth_exchange::establish(r, now, h, &pending.machine);
+    auth_exchange::complete(r, now, h, &req, pending.machine.clone(), Vec::new());
+}

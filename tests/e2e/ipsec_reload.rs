@@ -1,0 +1,119 @@
+//! SIGHUP renews gate64's IKE certificate with no client dropped (issue 12 for IPsec).
+//!
+//! - `netns_reload_renews_the_ike_certificate_and_keeps_ike_sas`: strongSwan over Miredo's
+//!   Teredo client builds the infrastructure tunnel to `gate64 serve`; a new certificate and
+//!   key (another subject, same CA) replace the files at the same paths, then SIGHUP. The
+//!   IKE SA and child SA up before keep their SPIs and carry pings; the intranet tunnel,
+//!   negotiated after the reload, is served the new certificate (strongSwan's remote
+//!   identity), while the old tunnel still shows the old one.
+
+use std::time::Duration;
+
+use anyhow::{Context, Result, ensure};
+use gate64_testkit::strongswan::{INFRASTRUCTURE, INTRANET, IkeSa, Tunnel, with_charon_logs};
+use gate64_testkit::{CORP_HOST, Process, Topology, wait_until};
+
+use crate::common::netns_test;
+use crate::ike_multi_auth::issue_under_lab_ca;
+use crate::ipsec::{GATE64_ADDRESS6, INITIATE_TIMEOUT, SETTLE_TIMEOUT, TeredoIpsecLab};
+
+/// The renewed certificate's subject.
+const RENEWED_DN: &str = "CN=gate64 renewed IKE certificate";
+/// A host of the intranet tunnel (the lab's corporate /48), not the infrastructure host.
+const INTRANET_TS: &str = "2001:db8:100::/48";
+
+#[test]
+#[ignore = "netns: needs root"]
+fn netns_reload_renews_the_ike_certificate_and_keeps_ike_sas() {
+    netns_test(
+        "netns_reload_renews_the_ike_certificate_and_keeps_ike_sas",
+        Topology::builder(),
+        renews_the_ike_certificate,
+    );
+}
+
+fn renews_the_ike_certificate(topo: &Topology) -> Result<()> {
+    let mut lab = TeredoIpsecLab::start(topo, None)?;
+    let infrastructure_ts = format!("{CORP_HOST}/128");
+    let tunnels = vec![
+        Tunnel::new(INFRASTRUCTURE, &[&infrastructure_ts]),
+        Tunnel::new(INTRANET, &[INTRANET_TS]),
+    ];
+    let initiator = TeredoIpsecLab::initiator(topo, lab.certs.initiator(), tunnels)?;
+    let scenario = || -> Result<()> {
+        initiator.load_all()?;
+        initiator.initiate(INFRASTRUCTURE, INFRASTRUCTURE, INITIATE_TIMEOUT)?;
+        let before = initiator.wait_established(1, 1, SETTLE_TIMEOUT)?;
+        let old = ike(&before, INFRASTRUCTURE)?.clone();
+        ensure!(
+            !old.remote_id.contains(RENEWED_DN),
+            "the renewed certificate before the reload: {old:?}"
+        );
+        topo.ping6_all(&topo.cli, CORP_HOST, 3)
+            .context("ping through the infrastructure tunnel before the reload")?;
+
+        // A renewal as certbot-style tools do it: new files at the same paths.
+        let dir = topo.srv.dir().join("certs");
+        let addr = GATE64_ADDRESS6.to_string();
+        let (cert, key) = issue_under_lab_ca(
+            &topo.srv,
+            &dir,
+            &lab.certs,
+            ("renewed", RENEWED_DN, &addr, "serverAuth"),
+        )?;
+        std::fs::copy(&cert, &lab.certs.responder_cert).context("renewing the certificate")?;
+        std::fs::copy(&key, &lab.certs.responder_key).context("renewing the key")?;
+        hup(&lab.gate)?;
+        wait_log(&lab.gate, "IKE credentials reloaded")?;
+        wait_log(&lab.gate, "configuration reloaded")?;
+
+        initiator.initiate(INTRANET, INTRANET, INITIATE_TIMEOUT)?;
+        let after = initiator.wait_established(2, 2, SETTLE_TIMEOUT)?;
+        let kept = ike(&after, INFRASTRUCTURE)?;
+        ensure!(
+            kept.spis == old.spis
+                && kept.children.first().map(|c| c.spi_in)
+                    == old.children.first().map(|c| c.spi_in),
+            "the infrastructure SAs changed across the reload: before {old:?}, after {kept:?}"
+        );
+        let renewed = ike(&after, INTRANET)?;
+        ensure!(
+            renewed.remote_id.contains(RENEWED_DN),
+            "the IKE SA negotiated after the reload got {:?}, not {RENEWED_DN}",
+            renewed.remote_id
+        );
+        topo.ping6_all(&topo.cli, CORP_HOST, 3)
+            .context("ping through the infrastructure tunnel after the reload")?;
+        println!(
+            "before the reload: {}; after: {}",
+            old.remote_id, renewed.remote_id
+        );
+        Ok(())
+    };
+    with_charon_logs(scenario(), &[&initiator])?;
+    lab.gate.ensure_running()
+}
+
+fn ike<'a>(sas: &'a [IkeSa], name: &str) -> Result<&'a IkeSa> {
+    sas.iter()
+        .find(|s| s.name == name)
+        .with_context(|| format!("no IKE SA {name}: {sas:#?}"))
+}
+
+fn hup(p: &Process) -> Result<()> {
+    let out = std::process::Command::new("kill")
+        .args(["-HUP".to_owned(), p.pid().to_string()])
+        .output()
+        .context("running kill")?;
+    ensure!(out.status.success(), "kill -HUP: {out:?}");
+    Ok(())
+}
+
+fn wait_log(p: &Process, needle: &str) -> Result<()> {
+    ensure!(
+        wait_until(Duration::from_secs(15), || p.log().contains(needle)),
+        "no {needle:?} in gate64's log within 15 s:\n{}",
+        p.log()
+    );
+    Ok(())
+}
