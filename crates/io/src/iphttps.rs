@@ -4,8 +4,8 @@
 //! by the sans-IO crates; this module only does I/O and limits.
 //!
 //! Per connection: one task reads (TLS → deframe → `Connection::handle_packet` → the
-//! dataplane's one ingress, [`Worker::handle_iphttps`]) and runs the connection's timers; one
-//! writes (its bounded [`SendQueue`] → `Connection::handle_egress` → TLS). Each runtime thread
+//! dataplane's one ingress, [`Worker::handle_iphttps`], in the runtime thread's read buffer:
+//! see [`input`]) and runs the connection's timers; one writes (its bounded [`SendQueue`] → `Connection::handle_egress` → TLS). Each runtime thread
 //! has its own dataplane [`Worker`] (counters, scratch, queued transmits), as each UDP worker
 //! thread does, and executes its verdicts itself: the TUN for the corporate network and
 //! NAT64, a clone of a Teredo socket for Teredo clients. Packets for the client are pushed
@@ -13,18 +13,15 @@
 //! (`iphttps_queue_full`).
 
 mod admission;
+mod input;
 
-use crate::batch::{self, Batch};
 use crate::queue::SendQueue;
 use crate::worker::CorpLink;
-use gate64_dataplane::{
-    ClientQueue, Direction, DropReason, Shared, Side, Stats, TlsResult, Worker,
-};
-use gate64_iphttps::FrameError;
+use gate64_dataplane::{ClientQueue, DropReason, Shared, Stats, TlsResult, Worker};
 use gate64_iphttps::framing::Deframer;
 use gate64_iphttps::http;
 use gate64_iphttps::server::{
-    CloseReason, Connection, Handshake, MAX_REPLY_LEN, PacketVerdict, PrefixPool, ServerConfig,
+    CloseReason, Connection, Handshake, MAX_REPLY_LEN, PrefixPool, ServerConfig,
 };
 use gate64_metrics::Exporter;
 use std::cell::RefCell;
@@ -40,12 +37,8 @@ use tracing::{debug, error, info};
 
 use admission::{Admission, AdmissionLimits, Refusal, Slot};
 
-/// Read buffer per connection: room for several 16 KiB TLS records read back to back (their
-/// packets then share one coalesced TUN write), and for a partial packet of at most
-/// [`MAX_PACKET`] bytes left between reads. Pages are only touched as a link gets busy.
-const READ_BUF: usize = 64 * 1024;
 /// Largest packet accepted from a client. The IP-HTTPS link MTU is 1280 (§3.2.3.1); this
-/// leaves room for clients that send more, and keeps the read buffer small.
+/// leaves room for clients that send more, and bounds the partial packet a link keeps.
 const MAX_PACKET: usize = 9216;
 /// `http::error_response` knows only the statuses of request errors (anything else becomes
 /// 500), so the two the driver itself sends are spelled out here.
@@ -63,9 +56,6 @@ const TLS_SEND_BUFFER: usize = 32 * 1024;
 const ANSWER_GRACE: Duration = Duration::from_secs(2);
 /// How long a link whose read side ended waits for its writer's reason.
 const READ_END_GRACE: Duration = Duration::from_millis(50);
-
-/// Packets per batch of verdicts (a 64 KiB read holds about 50 full-size packets).
-const LINK_BATCH: usize = 64;
 
 /// Tells servers apart in the per-thread dataplane workers.
 static NEXT_SERVER_ID: AtomicU64 = AtomicU64::new(0);
@@ -345,13 +335,16 @@ impl IphttpsServer {
         let prefix = lease.prefix;
         let (mut rd, mut wr) = tokio::io::split(tls);
         let mut conn = Connection::new(Arc::clone(&self.proto), prefix, Instant::now());
-        let mut buf = vec![0u8; READ_BUF];
+        // Only while the head is read: afterwards the link has no buffer of its own.
+        let mut head = vec![0u8; http::MAX_HEAD_LEN];
         let Some((start, end)) = self
-            .request_head(&mut conn, &mut rd, &mut wr, &mut buf, setup.deadline)
+            .request_head(&mut conn, &mut rd, &mut wr, &mut head, setup.deadline)
             .await
         else {
             return;
         };
+        let partial = head.get(start..end).map(<[u8]>::to_vec).unwrap_or_default();
+        drop(head);
         let Setup {
             permit, mut slot, ..
         } = setup;
@@ -378,12 +371,10 @@ impl IphttpsServer {
             conn,
             queue: Arc::clone(&queue),
             prefix,
-            buf,
-            start,
-            end,
+            partial,
+            read_end: None,
             deframer: Deframer::new(MAX_PACKET),
             reply: [0u8; MAX_REPLY_LEN],
-            batch: Batch::new(LINK_BATCH),
         };
         let reason = self.serve(&mut link, &mut rd, &mut writer, shutdown).await;
         lease.unregister();
@@ -456,14 +447,23 @@ impl IphttpsServer {
         writer: &mut Writer,
         mut shutdown: watch::Receiver<bool>,
     ) -> String {
+        let mut woke = [0u8; input::WAKE_READ];
+        let mut n = 0;
         loop {
-            if let Err(e) = self.process(link) {
-                // §3.2.5.2.2: a non-IPv6 packet loses the stream; close the session.
-                self.stats().count_drops(DropReason::NotIpv6, 1);
-                lock(&link.conn).close(CloseReason::Framing(e));
-                return format!("framing: {e}");
+            // The first turn takes the packets that came with the request head.
+            if n > 0 || !link.partial.is_empty() {
+                let more = (n > 0).then_some(&mut *rd);
+                if let Err(e) = self.input(link, &woke[..n], more) {
+                    // §3.2.5.2.2: a non-IPv6 packet loses the stream; close the session.
+                    self.stats().count_drops(DropReason::NotIpv6, 1);
+                    lock(&link.conn).close(CloseReason::Framing(e));
+                    return format!("framing: {e}");
+                }
+                n = 0;
             }
-            link.compact();
+            if let Some(r) = link.read_end.take() {
+                return self.read_ended(r, writer).await;
+            }
             let now = Instant::now();
             let wake = {
                 let conn = Arc::clone(&link.conn);
@@ -480,24 +480,9 @@ impl IphttpsServer {
                 tokio::time::Instant::from_std(wake)
             };
             tokio::select! {
-                r = rd.read(&mut link.buf[link.end..]) => match r {
-                    Ok(n) if n > 0 => {
-                        link.end += n;
-                        link.read_ready(rd).await;
-                    }
-                    Err(e) if e.kind() == io::ErrorKind::TimedOut => {
-                        return self.stalled("TCP_USER_TIMEOUT");
-                    }
-                    r => {
-                        // The kernel ends a stalled connection for both tasks at once: the
-                        // writer's reason, if it has one, is the real one.
-                        let end = tokio::time::timeout(READ_END_GRACE, writer.ended()).await;
-                        return match (end, r) {
-                            (Ok(WriterEnd::Stalled(by)), _) => self.stalled(by),
-                            (_, Ok(_)) => "closed by client".to_owned(),
-                            (_, Err(e)) => format!("read: {e}"),
-                        };
-                    }
+                r = rd.read(&mut woke) => match r {
+                    Ok(read) if read > 0 => n = read,
+                    r => return self.read_ended(r.map(|_| ()), writer).await,
                 },
                 _ = tokio::time::sleep_until(wake) => {}
                 end = writer.ended() => return match end {
@@ -509,40 +494,21 @@ impl IphttpsServer {
         }
     }
 
-    /// The packets buffered in `link`: each judged by the connection, then taken down the
-    /// dataplane's one road by this thread's worker, the verdicts executed in batches. No
-    /// await happens in here.
-    fn process(&self, link: &mut Link) -> Result<(), FrameError> {
-        let corp = &self.corp[(u128::from(link.prefix) >> 64) as usize % self.corp.len()];
-        self.with_dataplane(|dp| {
-            let stats = Arc::clone(dp.stats());
-            let conn = Arc::clone(&link.conn);
-            let mut conn = lock(&conn);
-            // The packets of one read arrived together: one clock reading serves them all,
-            // as it does for a UDP worker's batch.
-            let now = Instant::now();
-            dp.start_batch();
-            let r = loop {
-                let len = match link.deframer.next_packet(&link.buf[link.start..link.end]) {
-                    Ok(Some(len)) => len,
-                    Ok(None) => break Ok(()),
-                    Err(e) => break Err(e),
-                };
-                if link.batch.is_full() {
-                    link.batch
-                        .send(&self.teredo, corp, &stats, std::slice::from_ref(&link.buf));
-                    dp.start_batch();
-                }
-                let at = link.start;
-                link.start += len;
-                let v = client_packet(dp, &mut conn, link, &stats, now, at, len);
-                link.batch.dispatch(&self.teredo, 0, v);
-            };
-            link.batch
-                .send(&self.teredo, corp, &stats, std::slice::from_ref(&link.buf));
-            batch::drain(&self.teredo, corp, &stats, dp);
-            r
-        })
+    /// Why the link ended when its read side did (`Ok` for the end of the stream).
+    async fn read_ended(&self, r: io::Result<()>, writer: &mut Writer) -> String {
+        if let Err(e) = &r
+            && e.kind() == io::ErrorKind::TimedOut
+        {
+            return self.stalled("TCP_USER_TIMEOUT");
+        }
+        // The kernel ends a stalled connection for both tasks at once: the writer's reason,
+        // if it has one, is the real one.
+        let end = tokio::time::timeout(READ_END_GRACE, writer.ended()).await;
+        match (end, r) {
+            (Ok(WriterEnd::Stalled(by)), _) => self.stalled(by),
+            (_, Ok(())) => "closed by client".to_owned(),
+            (_, Err(e)) => format!("read: {e}"),
+        }
     }
 
     /// Moves the link's send queue into TLS, each chunk through the connection's egress
@@ -724,86 +690,23 @@ fn log_panic(r: Result<(), tokio::task::JoinError>) {
     }
 }
 
-/// One link's reading side: its stream buffer (`buf[start..end]` not yet deframed) and what
-/// its packets need on their way.
+/// One link's reading side: its partial packet and what its packets need on their way.
 struct Link {
     conn: Arc<Mutex<Connection>>,
     queue: Arc<SendQueue>,
     prefix: Ipv6Addr,
-    buf: Vec<u8>,
-    start: usize,
-    end: usize,
+    /// An incomplete packet from the last read (none while the link is idle).
+    partial: Vec<u8>,
+    /// The end of the stream (`Ok`) or the error a read without waiting came upon.
+    read_end: Option<io::Result<()>>,
     deframer: Deframer,
     reply: [u8; MAX_REPLY_LEN],
-    batch: Batch,
 }
 
 /// The connection, whichever task last used it: its state stays consistent even if that task
 /// panicked, as every method leaves it whole.
 fn lock(conn: &Mutex<Connection>) -> MutexGuard<'_, Connection> {
     conn.lock().unwrap_or_else(PoisonError::into_inner)
-}
-
-impl Link {
-    /// Makes room for the next read: a partial packet moves to the front when less than a
-    /// packet's worth of space is left behind it.
-    fn compact(&mut self) {
-        if self.start == self.end {
-            (self.start, self.end) = (0, 0);
-        } else if self.buf.len() - self.end < MAX_PACKET {
-            self.buf.copy_within(self.start..self.end, 0);
-            (self.start, self.end) = (0, self.end - self.start);
-        }
-    }
-
-    /// Takes whatever else TLS has ready now, so the packets of several records leave in one
-    /// coalesced TUN write.
-    async fn read_ready(&mut self, rd: &mut ReadHalf<Tls>) {
-        while self.buf.len() - self.end >= MAX_PACKET {
-            tokio::select! {
-                biased;
-                r = rd.read(&mut self.buf[self.end..]) => match r {
-                    Ok(n) if n > 0 => self.end += n,
-                    _ => break,
-                },
-                _ = std::future::ready(()) => break,
-            }
-        }
-    }
-}
-
-/// One packet from the client, `link.buf[at..at + len]`: the connection judges it (RS → RA,
-/// ND, spoofing), the dataplane routes what it forwards.
-fn client_packet(
-    dp: &mut Worker,
-    conn: &mut Connection,
-    link: &mut Link,
-    stats: &Stats,
-    now: Instant,
-    at: usize,
-    len: usize,
-) -> gate64_dataplane::Verdict {
-    use gate64_dataplane::Verdict;
-    stats.packet(Side::Internet, Direction::Rx, len);
-    let pkt = &link.buf[at..at + len];
-    match conn.handle_packet(now, pkt, &mut link.reply) {
-        // Packets lie back to back in the stream buffer, without headroom: the road from an
-        // IP-HTTPS client prepends nothing and NAT64 only shrinks a packet (hairpins
-        // included), so nothing before `at` is written.
-        PacketVerdict::Forward => dp.handle_iphttps(now, link.prefix, &mut link.buf, at, at + len),
-        PacketVerdict::Reply { len } => {
-            if !link.queue.push(&link.reply[..len]) {
-                stats.count_drops(DropReason::IphttpsQueueFull, 1);
-            }
-            Verdict::Consumed
-        }
-        PacketVerdict::Consumed => Verdict::Consumed,
-        PacketVerdict::Drop(reason) => {
-            let reason = DropReason::from(reason);
-            stats.count_drops(reason, 1);
-            Verdict::Drop(reason)
-        }
-    }
 }
 
 /// Drops the packets of `chunk` the connection refuses to send (§3.2.5.2.1), keeping the rest

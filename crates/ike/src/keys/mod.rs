@@ -285,9 +285,14 @@ pub fn child_keymat(
 }
 
 /// AES-256-GCM-16 for the SK payload: key and 4-byte salt.
+///
+/// Holds the 32 key bytes, not the library's expanded key (about 670 bytes of aws-lc
+/// context): an IKE SA seals and opens a message every few minutes at most once it is up,
+/// while gate64 holds two of these for every one of up to 200,000 IKE SAs (issue 9), so the
+/// key schedule is run per message instead.
 #[derive(Clone)]
 pub struct SkCipher {
-    key: std::sync::Arc<aead::LessSafeKey>,
+    key: [u8; 32],
     salt: [u8; 4],
 }
 
@@ -297,14 +302,20 @@ impl SkCipher {
         if keymat.len() != AES256_GCM_KEYMAT {
             return Err(CryptoError::Library);
         }
-        let unbound = aead::UnboundKey::new(&aead::AES_256_GCM, &keymat[..32])
-            .map_err(|_| CryptoError::Library)?;
+        let mut key = [0; 32];
+        key.copy_from_slice(&keymat[..32]);
         let mut salt = [0; 4];
         salt.copy_from_slice(&keymat[32..]);
-        Ok(SkCipher {
-            key: std::sync::Arc::new(aead::LessSafeKey::new(unbound)),
-            salt,
-        })
+        let cipher = SkCipher { key, salt };
+        cipher.expanded()?;
+        Ok(cipher)
+    }
+
+    /// The key as the library uses it (checked once by [`SkCipher::new`]).
+    fn expanded(&self) -> Result<aead::LessSafeKey, CryptoError> {
+        aead::UnboundKey::new(&aead::AES_256_GCM, &self.key)
+            .map(aead::LessSafeKey::new)
+            .map_err(|_| CryptoError::Library)
     }
 
     fn nonce(&self, iv: &[u8; IV_LEN]) -> aead::Nonce {
@@ -316,7 +327,7 @@ impl SkCipher {
 
     /// Encrypts `plain` in place under `aad` and explicit IV `iv`; appends the ICV.
     fn seal(&self, iv: &[u8; IV_LEN], aad: &[u8], plain: &mut Vec<u8>) -> Result<(), CryptoError> {
-        self.key
+        self.expanded()?
             .seal_in_place_append_tag(self.nonce(iv), aead::Aad::from(aad), plain)
             .map_err(|_| CryptoError::Library)
     }
@@ -328,9 +339,11 @@ impl SkCipher {
         }
         let mut iv = [0; IV_LEN];
         iv.copy_from_slice(&body[..IV_LEN]);
+        // `new` expanded this key once already: a failure here is the library's, and the
+        // message is refused like one that does not verify.
+        let key = self.expanded().map_err(|_| OpenError::Integrity)?;
         let mut buf = body[IV_LEN..].to_vec();
-        let plain_len = self
-            .key
+        let plain_len = key
             .open_in_place(self.nonce(&iv), aead::Aad::from(aad), &mut buf)
             .map_err(|_| OpenError::Integrity)?
             .len();

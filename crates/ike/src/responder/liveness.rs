@@ -187,6 +187,11 @@ pub(super) fn handle_response(
     sa.liveness.probe = None;
     sa.liveness.next_request_id = h.message_id.wrapping_add(1);
     sa.last_heard = now;
+    // RFC 7296 §2.1 keeps our last response for a retransmission of its request. A check
+    // goes out only after `dpd` without a new request, and a peer that answers it has had
+    // that long to retransmit: the response (after IKE_AUTH, gate64's certificate chain) is
+    // let go rather than held for the IKE SA's life (issue 9: memory per client).
+    sa.cached = None;
 }
 
 /// Sends a Delete of every established IKE SA (RFC 7296 §1.4.1: its child SAs go with it)

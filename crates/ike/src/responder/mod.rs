@@ -345,14 +345,16 @@ pub(crate) struct IkeSa {
 }
 
 impl IkeSa {
-    /// A fresh IKE SA with keys, nothing negotiated beyond them yet.
+    /// A fresh IKE SA with keys, nothing negotiated beyond them yet. Boxed: the table of
+    /// IKE SAs holds a pointer per slot, not a whole SA in every slot of its spare capacity
+    /// (a power of two above the SAs held, so up to half of it empty).
     pub(crate) fn new(
         (spi_i, spi_r): (u64, u64),
         (local, remote): (SocketAddr, SocketAddr),
         now: Instant,
         keys: IkeKeys,
-    ) -> Self {
-        IkeSa {
+    ) -> Box<Self> {
+        Box::new(IkeSa {
             spi_i,
             spi_r,
             local,
@@ -379,7 +381,7 @@ impl IkeSa {
             rekeys: 0,
             liveness: liveness::Liveness::default(),
             second_auth: second_auth::SecondAuth::default(),
-        }
+        })
     }
 }
 
@@ -387,7 +389,7 @@ impl IkeSa {
 pub struct Responder {
     pub(crate) config: ResponderConfig,
     clock: (Instant, SystemTime),
-    pub(crate) sas: HashMap<u64, IkeSa>,
+    pub(crate) sas: HashMap<u64, Box<IkeSa>>,
     pub(crate) by_initiator: HashMap<(SocketAddr, u64), u64>,
     pub(crate) half_open: usize,
     pub(crate) half_open_by_source: HashMap<IpAddr, usize>,
