@@ -266,7 +266,8 @@ fn gate64_toml(pki: &Path, control: &Path, opts: &LabOptions) -> Result<String> 
         "[iphttps]\nenabled = true\nlisten = \"{SERVER_V4}:443\"\ncertificate = \"{}\"\n\
          private_key = \"{}\"\nprefix = \"{IPHTTPS_PREFIX}\"\n\n\
          [ipsec]\nrequire = true\ncertificate = \"{}\"\nprivate_key = \"{}\"\nca = \"{}\"\n\
-         pool6 = \"{POOL6}\"\nhalf_open_cookie_threshold = 1000000\n\n\
+         pool6 = \"{POOL6}\"\ninfrastructure_prefixes = [\"{CORP_HOST}/128\"]\n\
+         half_open_cookie_threshold = 1000000\n\n\
          [nat64]\nprefix = \"{PREF64}\"\npool4 = [\"{POOL4}\"]\n\n\
          [dns64]\nupstream = [\"{CORP_HOST_V4}\"]\n\n\
          [limits]\nmax_iphttps_connections = {iphttps_max}\nmax_tls_handshakes = 4096\n\n\
@@ -366,7 +367,10 @@ fn start_third_party<'t>(topo: &'t Topology, pki: &Path) -> Result<ThirdParty<'t
     // Teredo's connectivity test and bubbles before IKE's first message.
     topo.ping6_all(&topo.cli, GATE_ADDRESS6, 3)
         .context("ping gate64 over Teredo before IKE")?;
-    let infrastructure = format!("{GATE_ADDRESS6}/128");
+    // The infrastructure tunnel reaches the corporate host (a selector of gate64's own
+    // address, the IKE peer, would stop libipsec from routing it: "conflicts with IKE
+    // traffic"); DNS64 on gate64's address is reached through the intranet tunnel.
+    let infrastructure = format!("{CORP_HOST}/128");
     let tunnels = vec![
         Tunnel::new(INFRASTRUCTURE, &[&infrastructure]),
         Tunnel::new(INTRANET, &[CORP_PREFIX]),

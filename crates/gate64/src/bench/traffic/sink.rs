@@ -34,9 +34,7 @@ async fn serve(listen: Vec<SocketAddr>) -> Result<()> {
     let mut tasks = tokio::task::JoinSet::new();
     for addr in listen {
         let udp = bind_udp(addr)?;
-        let tcp = TcpListener::bind(addr)
-            .await
-            .with_context(|| format!("listening on TCP {addr}"))?;
+        let tcp = listen_tcp(addr).with_context(|| format!("listening on TCP {addr}"))?;
         tasks.spawn(echo_udp(udp));
         tasks.spawn(accept_tcp(tcp));
     }
@@ -60,6 +58,23 @@ fn bind_udp(addr: SocketAddr) -> Result<UdpSocket> {
     s.bind(&addr.into())
         .with_context(|| format!("binding UDP {addr}"))?;
     Ok(UdpSocket::from_std(s.into())?)
+}
+
+/// A TCP listener; IPv6 ones are IPv6-only so that `[::]` and `0.0.0.0` can both be served.
+fn listen_tcp(addr: SocketAddr) -> Result<TcpListener> {
+    let s = socket2::Socket::new(
+        socket2::Domain::for_address(addr),
+        socket2::Type::STREAM,
+        None,
+    )?;
+    if addr.is_ipv6() {
+        s.set_only_v6(true)?;
+    }
+    s.set_reuse_address(true)?;
+    s.set_nonblocking(true)?;
+    s.bind(&addr.into())?;
+    s.listen(4096)?;
+    Ok(TcpListener::from_std(s.into())?)
 }
 
 async fn echo_udp(sock: UdpSocket) -> Result<()> {
