@@ -1,5 +1,6 @@
 //! The gate64 binary: CLI, configuration, logging, signals.
 
+mod bench;
 mod certs;
 mod client;
 mod connect;
@@ -49,6 +50,12 @@ enum Command {
     Certs(certs::CertsArgs),
     /// Connect this host to a gate64 server as a client (IP-HTTPS or Teredo), with a TUN device.
     Connect(connect::ConnectArgs),
+    /// Capacity measurement (issue 9).
+    Bench {
+        /// What to run.
+        #[command(subcommand)]
+        command: bench::BenchCommand,
+    },
     /// List the IPsec clients of the running daemon and their SAs (root; over the control
     /// socket), as `swanctl --list-sas` does.
     Status {
@@ -73,6 +80,7 @@ fn main() -> ExitCode {
         Command::Demo(args) => demo::run(&args),
         Command::Certs(args) => certs::run(&args),
         Command::Connect(args) => connect::run(args),
+        Command::Bench { command } => bench::run(command),
         Command::Status {
             json,
             socket,
