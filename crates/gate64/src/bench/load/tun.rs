@@ -12,6 +12,8 @@ use std::sync::Arc;
 /// The device's MTU: IPv6's minimum, which a sealed packet plus its transport's headers
 /// still crosses (Teredo and IP-HTTPS announce 1280).
 pub const MTU: u16 = 1280;
+/// Lets sockets of the namespace bind addresses that are not configured (the pool's).
+const NONLOCAL_BIND: &str = "/proc/sys/net/ipv6/ip_nonlocal_bind";
 /// Packets taken from the device per wake-up before yielding.
 const READ_BUDGET: usize = 256;
 /// The largest packet read (the device does no offload: one packet per read).
@@ -62,6 +64,9 @@ pub fn set_up(spec: &Spec) -> Result<Arc<tun_rs::AsyncDevice>> {
         "lo",
     ])
     .context("`pool6`")?;
+    // IPv6 binds only configured addresses, not those of a local route, unless a socket
+    // asks for IPV6_FREEBIND: this namespace-wide switch spares every flow the option.
+    std::fs::write(NONLOCAL_BIND, "1").with_context(|| format!("writing 1 to {NONLOCAL_BIND}"))?;
     Ok(Arc::new(dev))
 }
 
