@@ -249,6 +249,8 @@ fn spec(opts: &LabOptions, pki: &Path) -> Spec {
             ca: pki.join("ca.pem"),
             client_ca_cert: pki.join("clients-ca.pem"),
             client_ca_key: pki.join("clients-ca.key"),
+            infrastructure_ts: vec![format!("{CORP_HOST}/128")],
+            intranet_ts: vec![CORP_PREFIX.to_owned(), PREF64.to_owned()],
         },
         pool6: POOL6.to_owned(),
         corp_prefixes: vec![CORP_PREFIX.to_owned(), PREF64.to_owned()],

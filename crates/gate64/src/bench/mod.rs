@@ -17,6 +17,7 @@
 
 mod capacity;
 mod lab;
+mod load;
 mod measure;
 mod report;
 mod spec;
@@ -44,6 +45,10 @@ enum BenchCommand {
     /// The clients' end of the capacity traffic (run by `capacity`).
     #[command(hide = true)]
     Flows(traffic::FlowsArgs),
+    /// The load generator: N emulated Teredo and IP-HTTPS clients with both IPsec tunnels
+    /// each, their inner traffic on one TUN device (run by `gate64 bench capacity`).
+    #[command(hide = true)]
+    Load(load::LoadArgs),
 }
 
 /// Runs `gate64 bench`.
@@ -52,5 +57,6 @@ pub fn run(args: BenchArgs) -> Result<()> {
         BenchCommand::Capacity(a) => capacity::run(&a),
         BenchCommand::Sink(a) => traffic::run_sink(&a),
         BenchCommand::Flows(a) => traffic::run_flows(&a),
+        BenchCommand::Load(a) => load::run(&a),
     }
 }

@@ -49,6 +49,13 @@ pub struct SpecIpsec {
     pub client_ca_cert: PathBuf,
     /// That CA's private key (PKCS#8 PEM).
     pub client_ca_key: PathBuf,
+    /// What the infrastructure tunnel asks for (its TSr); gate64 tells the tunnels apart by
+    /// them (its `infrastructure_prefixes`).
+    #[serde(default)]
+    pub infrastructure_ts: Vec<String>,
+    /// What the intranet tunnel asks for.
+    #[serde(default)]
+    pub intranet_ts: Vec<String>,
 }
 
 /// STATUS.json: the generator's progress.
@@ -173,6 +180,8 @@ mod tests {
                 ca: "/x/ca.pem".into(),
                 client_ca_cert: "/x/clients-ca.pem".into(),
                 client_ca_key: "/x/clients-ca.key".into(),
+                infrastructure_ts: vec!["2001:db8:100:1::2/128".into()],
+                intranet_ts: vec!["2001:db8:100::/48".into()],
             },
             pool6: "fd00:c1::/104".into(),
             corp_prefixes: vec!["2001:db8:100::/48".into()],

@@ -172,6 +172,10 @@ pub trait InnerLink: Host {
     /// Adds `inner` as an address and routes `routes` to the host with `inner` as their
     /// source; TCP over them announces `mss` (a sealed segment must fit the transport's MTU).
     fn install_inner(&mut self, inner: Ipv6Addr, routes: &[Ipv6Net], mss: u16) -> Result<()>;
+
+    /// The layer's counters changed (SAs up or down, packets sealed, opened or dropped):
+    /// for a host that reports them, such as `gate64 bench load`'s.
+    fn stats_changed(&mut self, _stats: &IpsecStats) {}
 }
 
 /// Counters of the IPsec layer (logged by `gate64 connect`, shown by the demo).
@@ -235,6 +239,8 @@ pub struct IpsecHost<H> {
     /// ESP copied out of the transport's buffer to be opened in place.
     esp: Vec<u8>,
     stats: IpsecStats,
+    /// The counters last passed to [`InnerLink::stats_changed`].
+    reported: IpsecStats,
 }
 
 impl<H: InnerLink> IpsecHost<H> {
@@ -263,7 +269,21 @@ impl<H: InnerLink> IpsecHost<H> {
             from_host: Vec::new(),
             esp: Vec::new(),
             stats: IpsecStats::default(),
+            reported: IpsecStats::default(),
         }
+    }
+
+    /// Tells the host about changed counters.
+    fn report(&mut self) {
+        if self.stats != self.reported {
+            self.reported = self.stats;
+            self.host.stats_changed(&self.stats);
+        }
+    }
+
+    /// The host behind the layer.
+    pub fn host_mut(&mut self) -> &mut H {
+        &mut self.host
     }
 
     /// The counters so far.
@@ -673,6 +693,7 @@ impl<H: InnerLink> Host for IpsecHost<H> {
             for i in 0..self.tunnels.len() {
                 self.start(i, now, false);
             }
+            self.report();
         }
         Ok(())
     }
@@ -698,6 +719,7 @@ impl<H: InnerLink> Host for IpsecHost<H> {
             Some(Incoming::Keepalive) => {}
             None => self.host.deliver(packet).await,
         }
+        self.report();
     }
 
     async fn flush(&mut self) {
@@ -716,7 +738,10 @@ impl<H: InnerLink> Host for IpsecHost<H> {
             let deadline = self.next_deadline();
             tokio::select! {
                 r = self.host.ready() => return r,
-                _ = sleep_until(deadline) => self.on_timeout(Instant::now()),
+                _ = sleep_until(deadline) => {
+                    self.on_timeout(Instant::now());
+                    self.report();
+                }
             }
         }
     }
