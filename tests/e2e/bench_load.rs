@@ -58,7 +58,8 @@ fn bench_load(topo: &Topology, iphttps_share: f64) -> Result<()> {
         .ip(&["-6", "route", "replace", POOL6, "via", "2001:db8:100:1::1"])?;
     topo.corp.addr_add("vsrv", &format!("{INTRANET_HOST}/64"))?;
     for host in SOURCES {
-        topo.cli.addr_add("vsrv", &format!("198.51.100.{host}/24"))?;
+        topo.cli
+            .addr_add("vsrv", &format!("198.51.100.{host}/24"))?;
     }
     let echo = [CORP_HOST, INTRANET_HOST]
         .map(|host| topo.corp.spawn_thread("udp-echo", move || udp_echo(host)));
@@ -105,7 +106,11 @@ fn bench_load(topo: &Topology, iphttps_share: f64) -> Result<()> {
     let m = topo.metrics()?;
     for name in ["gate64_ipsec_mmsa", "gate64_ipsec_qmsa"] {
         let v = m.sum(name, &[]);
-        ensure!(v == want, "{name} is {v}, expected {want}\n{}", gate64_lines(&m));
+        ensure!(
+            v == want,
+            "{name} is {v}, expected {want}\n{}",
+            gate64_lines(&m)
+        );
     }
     let addresses = read_addresses(&status, iphttps_share > 0.0)?;
     ensure!(
@@ -232,10 +237,17 @@ fn read_addresses(status: &Path, mixed: bool) -> Result<Vec<Ipv6Addr>> {
         let (addr, kind) = line
             .split_once(' ')
             .with_context(|| format!("ADDRESSES line {line:?}"))?;
-        out.push(addr.parse().with_context(|| format!("ADDRESSES line {line:?}"))?);
+        out.push(
+            addr.parse()
+                .with_context(|| format!("ADDRESSES line {line:?}"))?,
+        );
         kinds.insert(kind.to_owned());
     }
-    let want: &[&str] = if mixed { &["iphttps", "teredo"] } else { &["teredo"] };
+    let want: &[&str] = if mixed {
+        &["iphttps", "teredo"]
+    } else {
+        &["teredo"]
+    };
     ensure!(
         kinds.iter().map(String::as_str).eq(want.iter().copied()),
         "transports listed: {kinds:?}"
