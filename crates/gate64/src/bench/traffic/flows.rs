@@ -30,8 +30,9 @@ const PROBE_WAIT: Duration = Duration::from_secs(2);
 const DRAIN: Duration = Duration::from_secs(2);
 /// Bound on connecting a TCP flow.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
-/// Clients tried in turn for the DNS64 lookup.
-const RESOLVE_ATTEMPTS: usize = 5;
+/// Clients tried in turn for the DNS64 lookup, spread over the population (a client whose
+/// tunnels are being set up again does not stop the run).
+const RESOLVE_ATTEMPTS: usize = 20;
 
 /// Options of `gate64 bench flows`.
 #[derive(Debug, Clone, clap::Args)]
@@ -175,7 +176,8 @@ async fn measure(args: &FlowsArgs, clients: &[ClientAddress]) -> Result<FlowsRes
 async fn resolve(args: &FlowsArgs, clients: &[ClientAddress]) -> Result<Ipv6Addr> {
     let server = SocketAddr::V6(SocketAddrV6::new(args.dns, 53, 0, 0));
     let mut last = anyhow::anyhow!("no client");
-    for c in clients.iter().take(RESOLVE_ATTEMPTS) {
+    let stride = (clients.len() / RESOLVE_ATTEMPTS).max(1);
+    for c in clients.iter().step_by(stride).take(RESOLVE_ATTEMPTS) {
         match resolve_aaaa(c.inner, server, &args.v4_name).await {
             Ok(a) => return Ok(a),
             Err(e) => last = e,
