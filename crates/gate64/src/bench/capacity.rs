@@ -21,6 +21,8 @@ use std::time::{Duration, Instant};
 const TCP_COMPLETION: f64 = 0.99;
 /// The lowest offered load the search tries, Mbit/s.
 const MIN_MBPS: f64 = 1.0;
+/// How long the background traffic is sampled with every client connected.
+const IDLE_SAMPLE: Duration = Duration::from_secs(5);
 /// Halvings of the offered load while no step has passed.
 const MAX_HALVINGS: u32 = 4;
 
@@ -200,6 +202,13 @@ fn search(args: &CapacityArgs, lab: &mut Lab<'_>, stop: &AtomicBool) -> Result<R
         ..Row::default()
     };
     row.gate64_rss_idle_bytes = super::measure::process_rss_bytes(gate_pid)?;
+    let idle = Counters::read(lab)?;
+    std::thread::sleep(IDLE_SAMPLE);
+    let busy = Counters::read(lab)?;
+    let secs = busy.at.duration_since(idle.at).as_secs_f64().max(1e-3);
+    row.idle_corpnet_mbps = mbit_per_sec(idle.corpnet, busy.corpnet, secs);
+    row.idle_internet_mbps = mbit_per_sec(idle.internet, busy.internet, secs);
+    row.idle_cpu_percent = idle.gate.since(&busy.gate).1;
     let probe = run_flows(args, lab, 0.0, true, stop).context("probing every client")?;
     row.clients_probed = probe.probed as u64;
     row.clients_passed_traffic = probe.probe_ok as u64;
@@ -219,6 +228,7 @@ fn search(args: &CapacityArgs, lab: &mut Lab<'_>, stop: &AtomicBool) -> Result<R
     row.mmsa = m.sum("gate64_ipsec_mmsa", &[]) as u64;
     let status = lab.refresh_status()?.clone();
     let third_party = u64::from(lab.has_third_party());
+    (row.generator_qmsa, row.generator_mmsa) = (status.qmsa, status.mmsa);
     row.teredo = status.teredo_up + third_party;
     row.iphttps = status.iphttps_up;
     row.clients = row.teredo + row.iphttps;
@@ -336,6 +346,11 @@ fn adopt(row: &mut Row, step: &Step) {
     row.rtt_p99_ms = step.rtt_p99_ms;
 }
 
+/// Mbit/s between two byte counters read `secs` apart.
+fn mbit_per_sec(before: u64, after: u64, secs: f64) -> f64 {
+    after.saturating_sub(before) as f64 * 8.0 / secs / 1e6
+}
+
 /// Counters read before and after a step.
 struct Counters {
     gate: CpuClock,
@@ -365,7 +380,7 @@ fn run_step(args: &CapacityArgs, lab: &mut Lab<'_>, mbps: f64, stop: &AtomicBool
     let flows = run_flows(args, lab, mbps, false, stop);
     let after = Counters::read(lab)?;
     let secs = after.at.duration_since(before.at).as_secs_f64().max(1e-3);
-    let rate = |a: u64, b: u64| b.saturating_sub(a) as f64 * 8.0 / secs / 1e6;
+    let rate = |a: u64, b: u64| mbit_per_sec(a, b, secs);
     let machine = MachineLoad::between(before.machine, after.machine, cores());
     let mut step = Step {
         offered_mbps: mbps,

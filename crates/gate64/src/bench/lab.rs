@@ -355,9 +355,6 @@ fn wire_load_namespace(topo: &Topology, load: &Netns) -> Result<()> {
         ns.sysctl("net.ipv4.conf.all.rp_filter", "0")?;
         ns.sysctl("net.ipv4.conf.default.rp_filter", "0")?;
     }
-    // Room for the neighbours and sockets of up to 100,000 clients.
-    load.sysctl("net.ipv4.ip_local_port_range", "1024 65535")
-        .ok();
     Ok(())
 }
 

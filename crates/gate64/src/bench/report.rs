@@ -79,10 +79,22 @@ pub struct Row {
     pub gate64_rss_idle_bytes: u64,
     /// `gate64_rss_idle_bytes` / clients.
     pub rss_per_client_bytes: u64,
+    /// Background with every client connected and no bulk traffic (keepalives, liveness
+    /// checks, rekeying): corporate-side Mbit/s.
+    pub idle_corpnet_mbps: f64,
+    /// The same on the client-facing side.
+    pub idle_internet_mbps: f64,
+    /// gate64's own CPU meanwhile, percent of one core.
+    pub idle_cpu_percent: f64,
     /// Child SAs (`gate64_ipsec_qmsa`).
     pub qmsa: u64,
     /// IKE SAs (`gate64_ipsec_mmsa`).
     pub mmsa: u64,
+    /// Child SAs the load generator counts up on its side (they should match gate64's,
+    /// minus the third-party client's).
+    pub generator_qmsa: u64,
+    /// IKE SAs the load generator counts up on its side.
+    pub generator_mmsa: u64,
     /// UDP loss and latency of that step.
     pub loss_percent: f64,
     /// UDP round trip, 99th percentile, ms.
