@@ -5,7 +5,7 @@
 //! the first failure. The reported figures are those measured at the highest passing step,
 //! never the offered load of a failing one.
 
-use super::lab::{GATE_ADDRESS6, Lab, LabOptions, SINK_PORT, V4ONLY};
+use super::lab::{GATE_ADDRESS6, Lab, LabOptions, NAT64_TARGET, SINK_PORT, V4ONLY};
 use super::measure::{CpuClock, MachineCpu, MachineLoad, cores, hardware, interface_bytes};
 use super::report::{Report, Row, Step, table};
 use super::traffic::FlowsResult;
@@ -96,10 +96,21 @@ pub struct CapacityArgs {
     /// gate64's worker threads (0: one per core).
     #[arg(long, default_value_t = 0)]
     pub workers: u32,
+    /// Measure nothing: write the plots of an earlier run's JSON file (no root needed).
+    #[arg(long, value_name = "JSON")]
+    pub replot: Option<PathBuf>,
 }
 
 /// Runs `gate64 bench capacity`.
 pub fn run(args: &CapacityArgs) -> Result<()> {
+    if let Some(json) = &args.replot {
+        let text =
+            std::fs::read_to_string(json).with_context(|| format!("reading {}", json.display()))?;
+        let report: Report =
+            serde_json::from_str(&text).with_context(|| format!("parsing {}", json.display()))?;
+        print!("{}", table(&report.rows));
+        return write_plots(args, &report.rows);
+    }
     // SAFETY: geteuid has no preconditions and cannot fail.
     if unsafe { libc::geteuid() } != 0 {
         bail!("gate64 bench capacity needs root (network namespaces, TUN devices)");
@@ -121,8 +132,20 @@ pub fn run(args: &CapacityArgs) -> Result<()> {
     };
     for &clients in &counts {
         eprintln!("== {clients} clients ==");
-        let row = measure_point(args, clients, &stop)
-            .with_context(|| format!("measuring {clients} clients"))?;
+        let row = match measure_point(args, clients, &stop) {
+            Ok(row) => row,
+            // A sweep goes on past a point that breaks; the row says why.
+            Err(e) if args.sweep && !stop.load(Ordering::Relaxed) => {
+                eprintln!("measuring {clients} clients: {e:#}");
+                Row {
+                    hardware: hardware(),
+                    clients_requested: clients as u64,
+                    error: Some(format!("{e:#}")),
+                    ..Row::default()
+                }
+            }
+            Err(e) => return Err(e.context(format!("measuring {clients} clients"))),
+        };
         report.rows.push(row);
         if let Some(path) = &args.json {
             report.write(path)?;
@@ -212,6 +235,7 @@ fn search(args: &CapacityArgs, lab: &mut Lab<'_>, stop: &AtomicBool) -> Result<R
     let probe = run_flows(args, lab, 0.0, true, stop).context("probing every client")?;
     row.clients_probed = probe.probed as u64;
     row.clients_passed_traffic = probe.probe_ok as u64;
+    row.dns64_error = probe.dns64_error;
     if !probe.probe_failed.is_empty() {
         eprintln!(
             "clients whose probe got no echo (first 20): {:?}",
@@ -454,6 +478,7 @@ fn run_flows(
         args.nat64_share.to_string(),
     );
     let (v6, dns) = (CORP_HOST.to_string(), GATE_ADDRESS6.to_string());
+    let fallback = NAT64_TARGET.to_string();
     let mut argv = vec![
         bin,
         "bench",
@@ -466,6 +491,8 @@ fn run_flows(
         V4ONLY,
         "--dns",
         &dns,
+        "--nat64-fallback",
+        &fallback,
         "--port",
         &port,
         "--mbps",

@@ -34,6 +34,9 @@ use std::time::{Duration, Instant};
 pub const GATE_ADDRESS6: Ipv6Addr = Ipv6Addr::new(0x2001, 0xdb8, 0x100, 0, 0, 0, 0, 1);
 /// The IPv4-only host's name (an A record only, at unbound).
 pub const V4ONLY: &str = "v4only.corp.example";
+/// What DNS64 synthesizes for [`V4ONLY`]: 10.20.0.2 in Pref64 `2001:db8:64::/96`
+/// (RFC 6052 §2.2).
+pub const NAT64_TARGET: Ipv6Addr = Ipv6Addr::new(0x2001, 0xdb8, 0x64, 0, 0, 0, 0x0a14, 0x0002);
 /// Port of `gate64 bench sink`, TCP and UDP.
 pub const SINK_PORT: u16 = 9000;
 const CORP_PREFIX: &str = "2001:db8:100::/48";

@@ -106,6 +106,11 @@ pub struct Row {
     /// The third-party client (miredo + strongSwan) pinged the corporate host through its
     /// tunnel; `None` when not run.
     pub third_party_ok: Option<bool>,
+    /// Why the DNS64 lookup from inside a tunnel failed (the NAT64 traffic then used the
+    /// synthesized address directly).
+    pub dns64_error: Option<String>,
+    /// Why this point could not be measured (a `--sweep` goes on to the next).
+    pub error: Option<String>,
     /// Seconds every client was held connected before the measurement.
     pub hold_seconds: u64,
     /// Every step of the search, in order.

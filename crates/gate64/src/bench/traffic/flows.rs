@@ -49,6 +49,10 @@ pub struct FlowsArgs {
     /// gate64's DNS64 address.
     #[arg(long)]
     pub dns: Ipv6Addr,
+    /// The address DNS64 should synthesize for `--v4-name`: used (and the lookup's failure
+    /// reported) when no client gets an answer, so the NAT64 share of the traffic still runs.
+    #[arg(long)]
+    pub nat64_fallback: Option<Ipv6Addr>,
     /// The servers' port (TCP and UDP).
     #[arg(long, default_value_t = 9000)]
     pub port: u16,
@@ -89,8 +93,10 @@ pub struct FlowsResult {
     pub probe_ok: usize,
     /// Up to 20 clients whose probe did not come back.
     pub probe_failed: Vec<Ipv6Addr>,
-    /// The IPv4-only server's synthesized address (DNS64), if resolved.
+    /// The IPv4-only server's synthesized address (DNS64, or `--nat64-fallback`).
     pub nat64_target: Option<Ipv6Addr>,
+    /// Why the DNS64 lookup failed, if it did.
+    pub dns64_error: Option<String>,
     /// Offered load of the bulk flows, Mbit/s.
     pub offered_mbps: f64,
     /// Duration of the bulk flows.
@@ -154,7 +160,15 @@ async fn measure(args: &FlowsArgs, clients: &[ClientAddress]) -> Result<FlowsRes
     };
     let v6 = SocketAddr::V6(SocketAddrV6::new(args.v6_server, args.port, 0, 0));
     let nat64 = if args.nat64_share > 0.0 {
-        let target = resolve(args, clients).await?;
+        let target = match (resolve(args, clients).await, args.nat64_fallback) {
+            (Ok(t), _) => t,
+            (Err(e), Some(fallback)) => {
+                eprintln!("{e:#}; using {fallback}");
+                result.dns64_error = Some(format!("{e:#}"));
+                fallback
+            }
+            (Err(e), None) => return Err(e),
+        };
         result.nat64_target = Some(target);
         Some(SocketAddr::V6(SocketAddrV6::new(target, args.port, 0, 0)))
     } else {
@@ -521,6 +535,7 @@ mod tests {
                 v6_server: Ipv6Addr::LOCALHOST,
                 v4_name: String::new(),
                 dns: Ipv6Addr::LOCALHOST,
+                nat64_fallback: None,
                 port,
                 mbps: 8.0,
                 seconds: 1,
