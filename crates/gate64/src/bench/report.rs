@@ -9,6 +9,7 @@ use std::path::Path;
 
 /// One load step of the capacity search.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(default)]
 pub struct Step {
     /// Offered load of the bulk flows, Mbit/s.
     pub offered_mbps: f64,
@@ -44,10 +45,12 @@ pub struct Step {
 
 /// One measured point: the figures of the highest passing step at this client count.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(default)]
 pub struct Row {
     /// The machine.
     pub hardware: String,
-    /// Clients connected with both tunnels (emulated + third-party).
+    /// Clients connected (transport up; the generator's count plus the third-party client).
+    /// Whether their tunnels carry traffic: `clients_passed_traffic`, `qmsa`.
     pub clients: u64,
     /// Of which on Teredo.
     pub teredo: u64,
