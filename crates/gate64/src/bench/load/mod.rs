@@ -87,10 +87,12 @@ async fn drive(spec: &Arc<Spec>, shared: Arc<clients::Shared>, args: &LoadArgs) 
     let fleet = Arc::new(Fleet::new(transports, spec.pool6));
     fleet.set_tun(Arc::clone(&dev));
     let reader = tokio::spawn(tun::read_loop(dev, Arc::clone(&fleet)));
+    let rss_start_bytes = status::rss_bytes();
     tokio::spawn(ramp(Arc::clone(&fleet), shared, Arc::clone(spec)));
     let addresses = status::addresses_path(&args.status);
     let mut tick = tokio::time::interval(STATUS_EVERY);
     let mut wrote_addresses = None;
+    let mut ready_seconds = 0.0;
     loop {
         tokio::select! {
             _ = tick.tick() => {}
@@ -103,7 +105,19 @@ async fn drive(spec: &Arc<Spec>, shared: Arc<clients::Shared>, args: &LoadArgs) 
                 _ => Err(anyhow::anyhow!("the TUN reader stopped")),
             };
         }
-        let s = status::Status::collect(&fleet, spec.setup_timeout_secs);
+        let mut s = status::Status::collect(&fleet, spec.setup_timeout_secs);
+        s.rss_start_bytes = rss_start_bytes;
+        if s.ready && ready_seconds == 0.0 {
+            ready_seconds = s.elapsed_seconds;
+            tracing::info!(
+                up = s.up,
+                failed = s.failed,
+                seconds = ready_seconds,
+                rss_per_client = s.rss_bytes.saturating_sub(rss_start_bytes) / s.clients as u64,
+                "every client up or failed"
+            );
+        }
+        s.ready_seconds = ready_seconds;
         if s.ready {
             // The ADDRESSES file first: a reader that sees `ready` finds it.
             let list = status::addresses(&fleet);
@@ -115,7 +129,8 @@ async fn drive(spec: &Arc<Spec>, shared: Arc<clients::Shared>, args: &LoadArgs) 
         let json = serde_json::to_vec(&s).context("status")?;
         status::write_atomically(&args.status, &json)?;
     }
-    let s = status::Status::collect(&fleet, spec.setup_timeout_secs);
+    let mut s = status::Status::collect(&fleet, spec.setup_timeout_secs);
+    (s.rss_start_bytes, s.ready_seconds) = (rss_start_bytes, ready_seconds);
     status::write_atomically(&args.status, &serde_json::to_vec(&s)?)?;
     tracing::info!(up = s.up, failed = s.failed, "stopping");
     Ok(())
