@@ -251,7 +251,7 @@ fn spec_json(certs: &Path, clients: usize, iphttps_share: f64) -> Result<String>
   "pool6": "{POOL6}",
   "corp_prefixes": ["{CORP_PREFIX}"],
   "tun": "load0",
-  "connect_per_sec": 2000 }}"#,
+  "connect_per_sec": 2000, "max_setups_in_flight": 128 }}"#,
         pem("ca.pem")?,
         pem("ca.pem")?,
         pem("clients-ca.pem")?,

@@ -24,6 +24,7 @@ use fleet::{Fleet, Transport};
 use spec::Spec;
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::sync::atomic::Ordering::Relaxed;
 use std::time::Duration;
 use tokio::signal::unix::{SignalKind, signal};
 
@@ -106,6 +107,7 @@ async fn drive(spec: &Arc<Spec>, shared: Arc<clients::Shared>, args: &LoadArgs) 
             };
         }
         let mut s = status::Status::collect(&fleet, spec.setup_timeout_secs);
+        fleet.counters.failed.store(s.failed, Relaxed);
         s.rss_start_bytes = rss_start_bytes;
         if s.ready && ready_seconds == 0.0 {
             ready_seconds = s.elapsed_seconds;
@@ -136,15 +138,25 @@ async fn drive(spec: &Arc<Spec>, shared: Arc<clients::Shared>, args: &LoadArgs) 
     Ok(())
 }
 
-/// Starts the clients, `connect_per_sec` of them per second.
+/// Starts the clients, `connect_per_sec` of them per second, with at most
+/// `max_setups_in_flight` started and neither up nor failed (failed: not up within
+/// `setup_timeout_secs`, counted by the status loop).
 async fn ramp(fleet: Arc<Fleet>, shared: Arc<clients::Shared>, spec: Arc<Spec>) {
-    let start = tokio::time::Instant::now();
     let mut tick = tokio::time::interval(RAMP_TICK);
     let mut next = 0usize;
+    // The rate applies from the last pause for room on, not from the start.
+    let (mut since, mut started_since) = (tokio::time::Instant::now(), 0usize);
     while next < spec.clients {
         tick.tick().await;
-        let due = (start.elapsed().as_secs_f64() * f64::from(spec.connect_per_sec)) as usize + 1;
-        while next < due.min(spec.clients) {
+        let due = (since.elapsed().as_secs_f64() * f64::from(spec.connect_per_sec)) as usize + 1;
+        while next < spec.clients && started_since < due {
+            let c = &fleet.counters;
+            let settled = c.up.load(Relaxed) + c.failed.load(Relaxed);
+            let settled = usize::try_from(settled).unwrap_or(usize::MAX);
+            if next.saturating_sub(settled) >= spec.max_setups_in_flight {
+                (since, started_since) = (tokio::time::Instant::now(), 0);
+                break;
+            }
             fleet.mark_started(next);
             tokio::spawn(clients::run(
                 Arc::clone(&fleet),
@@ -153,6 +165,7 @@ async fn ramp(fleet: Arc<Fleet>, shared: Arc<clients::Shared>, spec: Arc<Spec>) 
                 next,
             ));
             next += 1;
+            started_since += 1;
         }
     }
 }
