@@ -5,7 +5,13 @@
 //! through each tunnel.
 //!
 //! - `netns_bench_load_teredo`: Teredo clients only.
-//! - `netns_bench_load_mix`: 30% of the clients on IP-HTTPS.
+//! - `netns_bench_load_mix`: 30% of the clients on IP-HTTPS, held idle past gate64's
+//!   liveness checks (`ipsec.dpd_secs`, 30 s): gate64 still counts every SA afterwards (the
+//!   clients answer the checks, and the Teredo ones the relay's bubbles), and the flows
+//!   still go through.
+//! - `netns_bench_load_scale`: `GATE64_LOAD_CLIENTS` clients (default 1,000; 70% Teredo,
+//!   30% IP-HTTPS), printing how many clients per second come up and the generator's memory
+//!   per client. Its figures are printed, never asserted.
 
 use std::net::{Ipv6Addr, SocketAddr, UdpSocket};
 use std::path::{Path, PathBuf};
@@ -22,16 +28,26 @@ use crate::common::{gate64_lines, netns_test, path_str, serve_iphttps};
 const ENDPOINT: Ipv6Addr = Ipv6Addr::new(0x2001, 0xdb8, 0x100, 0, 0, 0, 0, 1);
 /// A corporate host outside the infrastructure tunnel's selector (the intranet tunnel's).
 const INTRANET_HOST: Ipv6Addr = Ipv6Addr::new(0x2001, 0xdb8, 0x100, 1, 0, 0, 0, 3);
-const POOL6: &str = "fd00:c1::/112";
+/// The pool: room for 100,000 clients.
+const POOL6: &str = "fd00:c1::/104";
 const CORP_PREFIX: &str = "2001:db8:100::/48";
-/// The clients' source addresses: hosts .65 to .70, added on the client link.
-const SOURCE_V4: &str = "198.51.100.64/29";
-const SOURCES: std::ops::RangeInclusive<u8> = 65..=70;
+/// The clients' source addresses: hosts .129 to .254, added on the client link. gate64 sees
+/// the clients of one address as one NAT's and paces its bubbles per address (and holds at
+/// most 256 relay peers per address): the more addresses, the closer to the harness's /16.
+const SOURCE_V4: &str = "198.51.100.128/25";
+const SOURCES: std::ops::RangeInclusive<u8> = 129..=254;
+/// Clients of the small tests.
 const CLIENTS: usize = 50;
+/// Clients of the scale test unless `GATE64_LOAD_CLIENTS` says otherwise.
+const SCALE_CLIENTS: usize = 1_000;
 const ECHO_PORT: u16 = 7007;
 /// Every client up: qualification or TLS, then two IKE negotiations each, on two shared
-/// cores: generous.
+/// cores: generous (plus [`UP_PER_CLIENT`] for each client).
 const UP_TIMEOUT: Duration = Duration::from_secs(60);
+/// The time each client adds to [`UP_TIMEOUT`] (a debug build of both sides, two cores).
+const UP_PER_CLIENT: Duration = Duration::from_millis(50);
+/// Idle time past gate64's first liveness check (30 s) and its retransmissions (5 s apart).
+const IDLE_HOLD: Duration = Duration::from_secs(65);
 /// Inner addresses a flow is bound to.
 const FLOWS: usize = 8;
 
@@ -39,7 +55,7 @@ const FLOWS: usize = 8;
 #[ignore = "netns: needs root"]
 fn netns_bench_load_teredo() {
     netns_test("netns_bench_load_teredo", Topology::builder(), |topo| {
-        bench_load(topo, 0.0)
+        bench_load(topo, CLIENTS, 0.0, Duration::ZERO)
     });
 }
 
@@ -47,11 +63,23 @@ fn netns_bench_load_teredo() {
 #[ignore = "netns: needs root"]
 fn netns_bench_load_mix() {
     netns_test("netns_bench_load_mix", Topology::builder(), |topo| {
-        bench_load(topo, 0.3)
+        bench_load(topo, CLIENTS, 0.3, IDLE_HOLD)
     });
 }
 
-fn bench_load(topo: &Topology, iphttps_share: f64) -> Result<()> {
+#[test]
+#[ignore = "netns: needs root"]
+fn netns_bench_load_scale() {
+    let clients = std::env::var("GATE64_LOAD_CLIENTS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(SCALE_CLIENTS);
+    netns_test("netns_bench_load_scale", Topology::builder(), |topo| {
+        bench_load(topo, clients, 0.3, Duration::ZERO)
+    });
+}
+
+fn bench_load(topo: &Topology, clients: usize, iphttps_share: f64, hold: Duration) -> Result<()> {
     let certs = make_certs(topo)?;
     let mut gate = start_gate64(topo, &certs)?;
     topo.corp
@@ -63,62 +91,71 @@ fn bench_load(topo: &Topology, iphttps_share: f64) -> Result<()> {
     }
     let echo = [CORP_HOST, INTRANET_HOST]
         .map(|host| topo.corp.spawn_thread("udp-echo", move || udp_echo(host)));
-    let spec = topo
-        .cli
-        .write_file("load-spec.json", &spec_json(&certs, iphttps_share)?)?;
+    let spec = topo.cli.write_file(
+        "load-spec.json",
+        &spec_json(&certs, clients, iphttps_share)?,
+    )?;
     let status = topo.cli.dir().join("load-status.json");
     let mut load = spawn_load(topo, &spec, &status)?;
     let started = Instant::now();
-    let up = wait_for(UP_TIMEOUT, || {
+    let timeout = UP_TIMEOUT + UP_PER_CLIENT * u32::try_from(clients)?;
+    let up = wait_for(timeout, || {
         let s = std::fs::read_to_string(&status).ok()?;
         (field(&s, "ready")? == 1.0).then_some(s)
     });
     load.ensure_running()?;
     let s = up.with_context(|| {
         format!(
-            "the generator was not ready within {UP_TIMEOUT:?}: {}",
+            "the generator was not ready within {timeout:?}: {}",
             std::fs::read_to_string(&status).unwrap_or_default()
         )
     })?;
-    let secs = started.elapsed().as_secs_f64();
-    let want = 2.0 * CLIENTS as f64;
+    let waited = started.elapsed().as_secs_f64();
+    let n = clients as f64;
+    let want = 2.0 * n;
     let get = |k: &str| field(&s, k).unwrap_or(-1.0);
+    let ready_secs = get("ready_seconds");
+    let grown = get("rss_bytes") - get("rss_start_bytes");
     println!(
-        "bench load: {CLIENTS} clients ({} IP-HTTPS) up in {secs:.1} s ({:.1} clients/s), \
-         generator RSS {:.1} MiB",
+        "bench load: {clients} clients ({} IP-HTTPS) up in {ready_secs:.1} s by the \
+         generator's clock ({waited:.1} s waited): {:.0} clients/s; generator RSS {:.1} MiB, \
+         {:.1} KiB per client; generator CPU {:.1} s",
         get("iphttps_up"),
-        CLIENTS as f64 / secs,
-        get("rss_bytes") / (1 << 20) as f64
+        n / ready_secs.max(0.001),
+        get("rss_bytes") / (1 << 20) as f64,
+        grown / n / 1024.0,
+        get("cpu_seconds"),
     );
     ensure!(
-        get("up") == CLIENTS as f64 && get("failed") == 0.0,
+        get("up") == n && get("failed") == 0.0,
         "not every client up: {s}"
     );
     ensure!(
         get("mmsa") == want && get("qmsa") == want,
         "the generator counts other than {want} IKE and child SAs: {s}"
     );
-    let n_iphttps = (CLIENTS as f64 * iphttps_share).round();
+    let n_iphttps = (n * iphttps_share).round();
     ensure!(
-        get("iphttps_up") == n_iphttps && get("teredo_up") == CLIENTS as f64 - n_iphttps,
+        get("iphttps_up") == n_iphttps && get("teredo_up") == n - n_iphttps,
         "transports: {s}"
     );
-    let m = topo.metrics()?;
-    for name in ["gate64_ipsec_mmsa", "gate64_ipsec_qmsa"] {
-        let v = m.sum(name, &[]);
-        ensure!(
-            v == want,
-            "{name} is {v}, expected {want}\n{}",
-            gate64_lines(&m)
-        );
+    check_gate64_sas(topo, want)?;
+    if !hold.is_zero() {
+        std::thread::sleep(hold);
+        load.ensure_running()?;
+        check_gate64_sas(topo, want).with_context(|| format!("after {hold:?} idle"))?;
     }
     let addresses = read_addresses(&status, iphttps_share > 0.0)?;
     ensure!(
-        addresses.len() == CLIENTS,
-        "{} addresses listed for {CLIENTS} clients",
+        addresses.len() == clients,
+        "{} addresses listed for {clients} clients",
         addresses.len()
     );
-    let flows: Vec<Ipv6Addr> = addresses.iter().step_by(CLIENTS / FLOWS).copied().collect();
+    let flows: Vec<Ipv6Addr> = addresses
+        .iter()
+        .step_by((clients / FLOWS).max(1))
+        .copied()
+        .collect();
     let echoed = topo.cli.run_in(|| {
         flows
             .iter()
@@ -137,6 +174,20 @@ fn bench_load(topo: &Topology, iphttps_share: f64) -> Result<()> {
     load.ensure_running()?;
     gate.ensure_running()?;
     drop(echo);
+    Ok(())
+}
+
+/// gate64 counts `want` IKE SAs and `want` child SAs.
+fn check_gate64_sas(topo: &Topology, want: f64) -> Result<()> {
+    let m = topo.metrics()?;
+    for name in ["gate64_ipsec_mmsa", "gate64_ipsec_qmsa"] {
+        let v = m.sum(name, &[]);
+        ensure!(
+            v == want,
+            "{name} is {v}, expected {want}\n{}",
+            gate64_lines(&m)
+        );
+    }
     Ok(())
 }
 
@@ -186,10 +237,10 @@ fn start_gate64(topo: &Topology, certs: &Path) -> Result<Process> {
     serve_iphttps(topo, "gate64-bench-load.toml", &conf)
 }
 
-fn spec_json(certs: &Path, iphttps_share: f64) -> Result<String> {
+fn spec_json(certs: &Path, clients: usize, iphttps_share: f64) -> Result<String> {
     let pem = |f: &str| path_str(&certs.join(f)).map(str::to_owned);
     Ok(format!(
-        r#"{{ "clients": {CLIENTS}, "iphttps_share": {iphttps_share},
+        r#"{{ "clients": {clients}, "iphttps_share": {iphttps_share},
   "teredo_server": "{SERVER_V4}",
   "iphttps_url": "https://{CLIENT_GW_V4}:443/IPHTTPS", "iphttps_ca": {:?},
   "iphttps_server_name": "gate64.lab",
@@ -200,7 +251,7 @@ fn spec_json(certs: &Path, iphttps_share: f64) -> Result<String> {
   "pool6": "{POOL6}",
   "corp_prefixes": ["{CORP_PREFIX}"],
   "tun": "load0",
-  "connect_per_sec": 200 }}"#,
+  "connect_per_sec": 2000, "max_setups_in_flight": 128 }}"#,
         pem("ca.pem")?,
         pem("ca.pem")?,
         pem("clients-ca.pem")?,

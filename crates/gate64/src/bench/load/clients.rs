@@ -168,7 +168,7 @@ pub async fn run(fleet: Arc<Fleet>, shared: Arc<Shared>, spec: Arc<Spec>, i: usi
         host.host_mut().retire();
         fleet.counters.session_errors.fetch_add(1, Relaxed);
         if let Err(e) = r {
-            tracing::debug!(client = i, error = %format!("{e:#}"), "client session ended");
+            tracing::info!(client = i, error = %format!("{e:#}"), "client session ended");
         }
         tokio::time::sleep(RESTART_AFTER).await;
     }

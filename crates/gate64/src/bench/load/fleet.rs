@@ -109,6 +109,10 @@ pub struct Counters {
     pub uplink_dropped: AtomicU64,
     /// Client sessions that ended with an error (their client is restarted).
     pub session_errors: AtomicU64,
+    /// Clients with transport and both tunnels up.
+    pub up: AtomicU64,
+    /// Clients started and not up within the setup timeout, as the status loop last counted.
+    pub failed: AtomicU64,
 }
 
 /// Every client's slot, the inner address map and the counters.
@@ -209,6 +213,22 @@ impl LoadHost {
         self.fleet.slots.get(self.id)
     }
 
+    /// Runs `change` on the slot and keeps the fleet's count of clients up in step.
+    fn update(&self, change: impl FnOnce(&Slot)) {
+        let Some(slot) = self.slot() else { return };
+        let was = slot.is_up();
+        change(slot);
+        match (was, slot.is_up()) {
+            (false, true) => {
+                self.fleet.counters.up.fetch_add(1, Relaxed);
+            }
+            (true, false) => {
+                self.fleet.counters.up.fetch_sub(1, Relaxed);
+            }
+            _ => {}
+        }
+    }
+
     /// Takes back what this client added to the fleet's counters, when its session ends (a
     /// new one starts from zero).
     pub fn retire(&mut self) {
@@ -218,9 +238,7 @@ impl LoadHost {
         });
         if std::mem::take(&mut self.configured) {
             self.transport_counter().fetch_sub(1, Relaxed);
-            if let Some(s) = self.slot() {
-                s.transport_up.store(0, Relaxed);
-            }
+            self.update(|s| s.transport_up.store(0, Relaxed));
         }
     }
 
@@ -280,10 +298,8 @@ impl InnerLink for LoadHost {
         add_delta(&c.mmsa, old.ike_sas.into(), stats.ike_sas.into());
         add_delta(&c.qmsa, old.child_sas.into(), stats.child_sas.into());
         add_delta(&c.esp_errors, old.dropped, stats.dropped);
-        if let Some(s) = self.slot() {
-            s.tunnels_up
-                .store(u8::try_from(stats.child_sas).unwrap_or(u8::MAX), Relaxed);
-        }
+        let tunnels = u8::try_from(stats.child_sas).unwrap_or(u8::MAX);
+        self.update(|s| s.tunnels_up.store(tunnels, Relaxed));
         self.reported = *stats;
     }
 }
@@ -292,9 +308,7 @@ impl Host for LoadHost {
     async fn configure(&mut self, _address: Ipv6Addr, _prefix_len: u8, _mtu: u32) -> Result<()> {
         if !std::mem::replace(&mut self.configured, true) {
             self.transport_counter().fetch_add(1, Relaxed);
-            if let Some(s) = self.slot() {
-                s.transport_up.store(1, Relaxed);
-            }
+            self.update(|s| s.transport_up.store(1, Relaxed));
         }
         Ok(())
     }

@@ -24,6 +24,7 @@ use fleet::{Fleet, Transport};
 use spec::Spec;
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::sync::atomic::Ordering::Relaxed;
 use std::time::Duration;
 use tokio::signal::unix::{SignalKind, signal};
 
@@ -87,10 +88,12 @@ async fn drive(spec: &Arc<Spec>, shared: Arc<clients::Shared>, args: &LoadArgs) 
     let fleet = Arc::new(Fleet::new(transports, spec.pool6));
     fleet.set_tun(Arc::clone(&dev));
     let reader = tokio::spawn(tun::read_loop(dev, Arc::clone(&fleet)));
+    let rss_start_bytes = status::rss_bytes();
     tokio::spawn(ramp(Arc::clone(&fleet), shared, Arc::clone(spec)));
     let addresses = status::addresses_path(&args.status);
     let mut tick = tokio::time::interval(STATUS_EVERY);
     let mut wrote_addresses = None;
+    let mut ready_seconds = 0.0;
     loop {
         tokio::select! {
             _ = tick.tick() => {}
@@ -103,7 +106,20 @@ async fn drive(spec: &Arc<Spec>, shared: Arc<clients::Shared>, args: &LoadArgs) 
                 _ => Err(anyhow::anyhow!("the TUN reader stopped")),
             };
         }
-        let s = status::Status::collect(&fleet, spec.setup_timeout_secs);
+        let mut s = status::Status::collect(&fleet, spec.setup_timeout_secs);
+        fleet.counters.failed.store(s.failed, Relaxed);
+        s.rss_start_bytes = rss_start_bytes;
+        if s.ready && ready_seconds == 0.0 {
+            ready_seconds = s.elapsed_seconds;
+            tracing::info!(
+                up = s.up,
+                failed = s.failed,
+                seconds = ready_seconds,
+                rss_per_client = s.rss_bytes.saturating_sub(rss_start_bytes) / s.clients as u64,
+                "every client up or failed"
+            );
+        }
+        s.ready_seconds = ready_seconds;
         if s.ready {
             // The ADDRESSES file first: a reader that sees `ready` finds it.
             let list = status::addresses(&fleet);
@@ -115,21 +131,32 @@ async fn drive(spec: &Arc<Spec>, shared: Arc<clients::Shared>, args: &LoadArgs) 
         let json = serde_json::to_vec(&s).context("status")?;
         status::write_atomically(&args.status, &json)?;
     }
-    let s = status::Status::collect(&fleet, spec.setup_timeout_secs);
+    let mut s = status::Status::collect(&fleet, spec.setup_timeout_secs);
+    (s.rss_start_bytes, s.ready_seconds) = (rss_start_bytes, ready_seconds);
     status::write_atomically(&args.status, &serde_json::to_vec(&s)?)?;
     tracing::info!(up = s.up, failed = s.failed, "stopping");
     Ok(())
 }
 
-/// Starts the clients, `connect_per_sec` of them per second.
+/// Starts the clients, `connect_per_sec` of them per second, with at most
+/// `max_setups_in_flight` started and neither up nor failed (failed: not up within
+/// `setup_timeout_secs`, counted by the status loop).
 async fn ramp(fleet: Arc<Fleet>, shared: Arc<clients::Shared>, spec: Arc<Spec>) {
-    let start = tokio::time::Instant::now();
     let mut tick = tokio::time::interval(RAMP_TICK);
     let mut next = 0usize;
+    // The rate applies from the last pause for room on, not from the start.
+    let (mut since, mut started_since) = (tokio::time::Instant::now(), 0usize);
     while next < spec.clients {
         tick.tick().await;
-        let due = (start.elapsed().as_secs_f64() * f64::from(spec.connect_per_sec)) as usize + 1;
-        while next < due.min(spec.clients) {
+        let due = (since.elapsed().as_secs_f64() * f64::from(spec.connect_per_sec)) as usize + 1;
+        while next < spec.clients && started_since < due {
+            let c = &fleet.counters;
+            let settled = c.up.load(Relaxed) + c.failed.load(Relaxed);
+            let settled = usize::try_from(settled).unwrap_or(usize::MAX);
+            if next.saturating_sub(settled) >= spec.max_setups_in_flight {
+                (since, started_since) = (tokio::time::Instant::now(), 0);
+                break;
+            }
             fleet.mark_started(next);
             tokio::spawn(clients::run(
                 Arc::clone(&fleet),
@@ -138,6 +165,7 @@ async fn ramp(fleet: Arc<Fleet>, shared: Arc<clients::Shared>, spec: Arc<Spec>) 
                 next,
             ));
             next += 1;
+            started_since += 1;
         }
     }
 }

@@ -41,6 +41,11 @@ pub struct Spec {
     /// Clients started per second (transport, then both IKE negotiations).
     #[serde(default = "default_connect_per_sec")]
     pub connect_per_sec: u32,
+    /// Clients started and not yet up at most: the ramp waits below this, so that a slow
+    /// gate64 is not flooded with set-ups that time out and retry (at most
+    /// `setup_timeout_secs` per wait).
+    #[serde(default = "default_max_setups_in_flight")]
+    pub max_setups_in_flight: usize,
     /// A client not up (transport and both tunnels) this long after its start counts as
     /// failed (it keeps trying, and counts as up if it comes up later).
     #[serde(default = "default_setup_timeout_secs")]
@@ -69,6 +74,10 @@ pub struct IpsecSpec {
 
 fn default_connect_per_sec() -> u32 {
     2000
+}
+
+fn default_max_setups_in_flight() -> usize {
+    256
 }
 
 fn default_setup_timeout_secs() -> u64 {
@@ -105,6 +114,10 @@ impl Spec {
             "`connect_per_sec`: must be at least 1"
         );
         ensure!(!self.tun.is_empty(), "`tun`: empty device name");
+        ensure!(
+            self.max_setups_in_flight > 0,
+            "`max_setups_in_flight`: must be at least 1"
+        );
         ensure!(
             self.setup_timeout_secs > 0,
             "`setup_timeout_secs`: must be at least 1"
@@ -164,6 +177,7 @@ mod tests {
         assert_eq!(s.clients, 10);
         assert_eq!(s.iphttps_clients(), 3);
         assert_eq!(s.setup_timeout_secs, 120);
+        assert_eq!(s.max_setups_in_flight, 256);
         assert_eq!(s.corp_prefixes.len(), 2);
     }
 

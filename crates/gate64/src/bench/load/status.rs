@@ -49,6 +49,11 @@ pub struct Status {
     pub session_errors: u64,
     /// Seconds since the generator started.
     pub elapsed_seconds: f64,
+    /// The generator's resident memory before the first client started: `rss_bytes` minus
+    /// this, over the clients, is its memory per client.
+    pub rss_start_bytes: u64,
+    /// Seconds from the start until `ready` first held (0 before).
+    pub ready_seconds: f64,
 }
 
 impl Status {
