@@ -5,6 +5,8 @@
 //! They share the lab topology of `gate64_testkit::Topology` and run one at a time.
 #![forbid(unsafe_code)]
 
+mod bench_capacity;
+mod bench_load;
 mod common;
 mod dns64;
 mod failover;

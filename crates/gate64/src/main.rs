@@ -1,5 +1,6 @@
 //! The gate64 binary: CLI, configuration, logging, signals.
 
+mod bench;
 mod certs;
 mod client;
 mod connect;
@@ -45,6 +46,9 @@ enum Command {
     /// The no-root lab: daemon on loopback, an in-process corporate network and emulated
     /// Teredo clients; prints live figures and a capacity table.
     Demo(demo::DemoArgs),
+    /// Benchmarks that need root: `gate64 bench capacity` (issue 9's reference workload in
+    /// network namespaces).
+    Bench(bench::BenchArgs),
     /// Write a lab CA, an IP-HTTPS server certificate and a client certificate (PEM).
     Certs(certs::CertsArgs),
     /// Connect this host to a gate64 server as a client (IP-HTTPS or Teredo), with a TUN device.
@@ -71,6 +75,7 @@ fn main() -> ExitCode {
         Command::Serve { config } => serve(&config),
         Command::CheckConfig { file } => check_config(&file),
         Command::Demo(args) => demo::run(&args),
+        Command::Bench(args) => bench::run(args),
         Command::Certs(args) => certs::run(&args),
         Command::Connect(args) => connect::run(args),
         Command::Status {

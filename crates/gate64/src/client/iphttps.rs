@@ -8,11 +8,11 @@ use anyhow::{Context, Result, ensure};
 use gate64_iphttps::framing::{Deframer, StreamBuffer};
 use gate64_iphttps::{ClientConnection, Event};
 use rustls::pki_types::ServerName;
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::time::Instant;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
+use tokio::net::{TcpSocket, TcpStream};
 use tokio_rustls::client::TlsStream;
 use tracing::{debug, info, trace};
 
@@ -96,6 +96,8 @@ pub struct Server {
     url: Url,
     tls: Arc<rustls::ClientConfig>,
     name: ServerName<'static>,
+    /// The local address connections are made from; the kernel's choice when `None`.
+    source: Option<IpAddr>,
 }
 
 impl Server {
@@ -103,7 +105,27 @@ impl Server {
     pub fn new(url: Url, tls: Arc<rustls::ClientConfig>) -> Result<Self> {
         let name = ServerName::try_from(url.host.clone())
             .with_context(|| format!("--server: {:?} is not a valid TLS server name", url.host))?;
-        Ok(Server { url, tls, name })
+        Ok(Server {
+            url,
+            tls,
+            name,
+            source: None,
+        })
+    }
+
+    /// The server with `name` as the TLS server name its certificate must carry, instead of
+    /// the URL's host (a URL with an IP literal for a server certificate with a DNS name).
+    pub fn with_server_name(mut self, name: &str) -> Result<Self> {
+        self.name = ServerName::try_from(name.to_owned())
+            .with_context(|| format!("{name:?} is not a valid TLS server name"))?;
+        Ok(self)
+    }
+
+    /// The server reached from `source` (port chosen by the kernel): many clients of one
+    /// process then come from distinct addresses, as real ones do.
+    pub fn with_source(mut self, source: IpAddr) -> Self {
+        self.source = Some(source);
+        self
     }
 
     /// One connection for `host`: returns `Ok` when the host is done with the tunnel,
@@ -123,6 +145,35 @@ impl Server {
         run(stream, conn, rx, host).await
     }
 
+    /// The TCP connection to the server, from [`Server::with_source`]'s address if set.
+    async fn tcp_connect(&self) -> Result<TcpStream> {
+        let url = &self.url;
+        let Some(source) = self.source else {
+            return Ok(TcpStream::connect((url.host.as_str(), url.port)).await?);
+        };
+        let mut last = None;
+        for peer in tokio::net::lookup_host((url.host.as_str(), url.port)).await? {
+            if peer.is_ipv4() != source.is_ipv4() {
+                continue;
+            }
+            let sock = if peer.is_ipv4() {
+                TcpSocket::new_v4()?
+            } else {
+                TcpSocket::new_v6()?
+            };
+            sock.bind(SocketAddr::new(source, 0))
+                .with_context(|| format!("binding {source}"))?;
+            match sock.connect(peer).await {
+                Ok(s) => return Ok(s),
+                Err(e) => last = Some(e),
+            }
+        }
+        match last {
+            Some(e) => Err(e.into()),
+            None => anyhow::bail!("no address of {} in the family of {source}", url.host),
+        }
+    }
+
     /// TCP connect, TLS handshake, the POST and the server's response: the link is up. The
     /// returned buffer holds what the server sent after the response head.
     async fn connect(
@@ -132,11 +183,10 @@ impl Server {
     ) -> Result<(TlsStream<TcpStream>, ClientConnection, StreamBuffer)> {
         let url = &self.url;
         let within = |what: &'static str| move |_| anyhow::anyhow!("{what}: timed out");
-        let tcp =
-            tokio::time::timeout_at(deadline, TcpStream::connect((url.host.as_str(), url.port)))
-                .await
-                .map_err(within("TCP connect"))?
-                .with_context(|| format!("TCP connect to {}:{}", url.host, url.port))?;
+        let tcp = tokio::time::timeout_at(deadline, self.tcp_connect())
+            .await
+            .map_err(within("TCP connect"))?
+            .with_context(|| format!("TCP connect to {}:{}", url.host, url.port))?;
         let _ = tcp.set_nodelay(true);
         let peer = tcp.peer_addr().ok();
         let connector = tokio_rustls::TlsConnector::from(Arc::clone(&self.tls));

@@ -219,6 +219,10 @@ pub trait InnerLink: Host {
     /// Adds `inner` as an address and routes `routes` to the host with `inner` as their
     /// source; TCP over them announces `mss` (a sealed segment must fit the transport's MTU).
     fn install_inner(&mut self, inner: Ipv6Addr, routes: &[Ipv6Net], mss: u16) -> Result<()>;
+
+    /// The layer's counters changed (SAs up or down, packets sealed, opened or dropped):
+    /// for a host that reports them, such as `gate64 bench load`'s.
+    fn stats_changed(&mut self, _stats: &IpsecStats) {}
 }
 
 /// Counters of the IPsec layer (logged by `gate64 connect`, shown by the demo).
@@ -282,6 +286,8 @@ pub struct IpsecHost<H> {
     /// ESP copied out of the transport's buffer to be opened in place.
     esp: Vec<u8>,
     stats: IpsecStats,
+    /// The counters last passed to [`InnerLink::stats_changed`].
+    reported: IpsecStats,
 }
 
 impl<H: InnerLink> IpsecHost<H> {
@@ -310,7 +316,21 @@ impl<H: InnerLink> IpsecHost<H> {
             from_host: Vec::new(),
             esp: Vec::new(),
             stats: IpsecStats::default(),
+            reported: IpsecStats::default(),
         }
+    }
+
+    /// Tells the host about changed counters.
+    fn report(&mut self) {
+        if self.stats != self.reported {
+            self.reported = self.stats;
+            self.host.stats_changed(&self.stats);
+        }
+    }
+
+    /// The host behind the layer.
+    pub fn host_mut(&mut self) -> &mut H {
+        &mut self.host
     }
 
     /// The counters so far.
@@ -716,6 +736,7 @@ impl<H: InnerLink> Host for IpsecHost<H> {
             for i in 0..self.tunnels.len() {
                 self.start(i, now, false);
             }
+            self.report();
         }
         Ok(())
     }
@@ -741,6 +762,7 @@ impl<H: InnerLink> Host for IpsecHost<H> {
             Some(Incoming::Keepalive) => {}
             None => self.host.deliver(packet).await,
         }
+        self.report();
     }
 
     async fn flush(&mut self) {
@@ -759,7 +781,10 @@ impl<H: InnerLink> Host for IpsecHost<H> {
             let deadline = self.next_deadline();
             tokio::select! {
                 r = self.host.ready() => return r,
-                _ = sleep_until(deadline) => self.on_timeout(Instant::now()),
+                _ = sleep_until(deadline) => {
+                    self.on_timeout(Instant::now());
+                    self.report();
+                }
             }
         }
     }

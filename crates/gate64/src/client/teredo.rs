@@ -5,7 +5,9 @@
 use super::{Host, Ready, sleep_until};
 use anyhow::{Context, Result};
 use gate64_teredo::client::{self as teredo, Client};
+use gate64_teredo::relay;
 use gate64_wire::ipv6;
+use gate64_wire::teredo as tw;
 use std::net::SocketAddr;
 use std::time::Instant;
 use tokio::net::UdpSocket;
@@ -78,7 +80,7 @@ async fn receive<H: Host>(
                 host.deliver(&dgram[offset..offset + len]).await;
             }
             Ok(teredo::Event::Refreshed) => trace!("qualification refreshed"),
-            Ok(_) => {}
+            Ok(teredo::Event::Bubble) => answer_bubble(sock, client, &dgram[..n], from).await,
             Err(e) => {
                 debug!(%from, error = %e, "datagram refused");
                 host.refused();
@@ -93,6 +95,23 @@ async fn receive<H: Host>(
     }
     host.flush().await;
     Ok(qualified)
+}
+
+/// Answers a bubble with a direct bubble to its origin (the relay that is holding packets
+/// for us, named by the origin indication its server added) or its sender (RFC 4380 §5.2.3,
+/// §5.4.1): a relay whose last packet from us is older than its peer lifetime queues what it
+/// has for us until we do, so an idle client that stays silent would lose it.
+async fn answer_bubble(sock: &UdpSocket, client: &Client, dgram: &[u8], from: SocketAddr) {
+    let (Some(me), Ok(pkt)) = (client.address(), tw::Packet::parse(dgram)) else {
+        return;
+    };
+    let to = pkt.origin.map_or(from, |o| SocketAddr::V4(o.0));
+    let mut bubble = [0u8; ipv6::HEADER_LEN];
+    if relay::emit_bubble(&mut bubble, &me, &pkt.ipv6.src(), None).is_ok()
+        && let Err(e) = sock.send_to(&bubble, to).await
+    {
+        debug!(%to, error = %e, "answering a bubble");
+    }
 }
 
 /// Sends what the host has, one datagram per packet (the server takes packets up to the MTU),

@@ -1,0 +1,361 @@
+//! The clients' shared state: one small [`Slot`] per client (what the TUN demultiplexer and
+//! the status file need), the map from inner address to client, the run's counters, and
+//! [`LoadHost`], the [`Host`] behind each client's IPsec layer.
+//!
+//! Uplink: the TUN reader appends a packet to the owning client's queue (packets back to
+//! back in one reused buffer, no allocation per packet) and wakes the client's session, which
+//! takes the queue through [`Host::take`], seals it in its ESP SA and sends it. Downlink: the
+//! session writes what its SAs opened straight to the TUN device.
+
+use crate::client::ipsec::{InnerLink, IpsecStats};
+use crate::client::{Host, Ready};
+use anyhow::Result;
+use ipnet::Ipv6Net;
+use std::collections::HashMap;
+use std::net::Ipv6Addr;
+use std::sync::atomic::{AtomicU8, AtomicU32, AtomicU64, Ordering::Relaxed};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::Instant;
+use tokio::sync::Notify;
+
+/// Bytes queued for one client's tunnel before the TUN reader drops its packets (the
+/// session is behind; TCP backs off).
+const UPLINK_LIMIT: usize = 256 * 1024;
+/// Tunnels per client: infrastructure and intranet.
+pub const TUNNELS: u32 = 2;
+
+/// A client's transport.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Transport {
+    /// Teredo (RFC 4380).
+    Teredo,
+    /// IP-HTTPS ([MS-IPHTTPS]).
+    Iphttps,
+}
+
+impl Transport {
+    /// The name in the ADDRESSES file.
+    pub fn label(self) -> &'static str {
+        match self {
+            Transport::Teredo => "teredo",
+            Transport::Iphttps => "iphttps",
+        }
+    }
+}
+
+/// One client as the rest of the process sees it.
+pub struct Slot {
+    /// The transport is up (qualified, or the RA received).
+    transport_up: AtomicU8,
+    /// Child SAs up.
+    tunnels_up: AtomicU8,
+    /// When the client was started, in seconds since the run's start plus one (0: not yet).
+    started: AtomicU32,
+    /// The inner address gate64 gave (CFG_REPLY).
+    inner: Mutex<Option<Ipv6Addr>>,
+    /// Packets from the TUN device for this client's tunnel, back to back.
+    uplink: Mutex<Vec<u8>>,
+    wake: Notify,
+}
+
+impl Slot {
+    fn new() -> Self {
+        Slot {
+            transport_up: AtomicU8::new(0),
+            tunnels_up: AtomicU8::new(0),
+            started: AtomicU32::new(0),
+            inner: Mutex::new(None),
+            uplink: Mutex::new(Vec::new()),
+            wake: Notify::new(),
+        }
+    }
+
+    /// Transport and both tunnels up.
+    pub fn is_up(&self) -> bool {
+        self.transport_up.load(Relaxed) != 0 && u32::from(self.tunnels_up.load(Relaxed)) >= TUNNELS
+    }
+
+    /// Seconds since the run's start when the client started, if it has.
+    pub fn started_at(&self) -> Option<u32> {
+        self.started.load(Relaxed).checked_sub(1)
+    }
+
+    /// The client's inner address, once gate64 gave one.
+    pub fn inner(&self) -> Option<Ipv6Addr> {
+        *self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// Counters of the whole run (the status file's).
+#[derive(Default)]
+pub struct Counters {
+    /// Teredo clients qualified.
+    pub teredo_up: AtomicU64,
+    /// IP-HTTPS clients configured by a router advertisement.
+    pub iphttps_up: AtomicU64,
+    /// IKE SAs established (MMSA).
+    pub mmsa: AtomicU64,
+    /// Child SAs installed (QMSA).
+    pub qmsa: AtomicU64,
+    /// Packets written to the TUN device.
+    pub rx_packets: AtomicU64,
+    /// Packets read from the TUN device and queued for a client.
+    pub tx_packets: AtomicU64,
+    /// ESP refused: unknown SPI, failed ICV, replay, outside the selectors.
+    pub esp_errors: AtomicU64,
+    /// Packets from the TUN device whose source is no client's inner address.
+    pub unknown_source: AtomicU64,
+    /// Packets from the TUN device dropped because their client's queue was full.
+    pub uplink_dropped: AtomicU64,
+    /// Client sessions that ended with an error (their client is restarted).
+    pub session_errors: AtomicU64,
+    /// Clients with transport and both tunnels up.
+    pub up: AtomicU64,
+    /// Clients started and not up within the setup timeout, as the status loop last counted.
+    pub failed: AtomicU64,
+}
+
+/// Every client's slot, the inner address map and the counters.
+pub struct Fleet {
+    /// Slot `i` is client `i`'s.
+    pub slots: Vec<Slot>,
+    /// Which transport client `i` runs.
+    pub transports: Vec<Transport>,
+    by_inner: RwLock<HashMap<Ipv6Addr, u32>>,
+    /// The run's counters.
+    pub counters: Counters,
+    /// The run's start.
+    pub epoch: Instant,
+    /// The TUN device (set once it exists).
+    tun: std::sync::OnceLock<Arc<tun_rs::AsyncDevice>>,
+    pool6: Ipv6Net,
+}
+
+impl Fleet {
+    /// Slots for `transports.len()` clients whose inner addresses come from `pool6`.
+    pub fn new(transports: Vec<Transport>, pool6: Ipv6Net) -> Self {
+        let n = transports.len();
+        Fleet {
+            slots: (0..n).map(|_| Slot::new()).collect(),
+            transports,
+            by_inner: RwLock::new(HashMap::with_capacity(n)),
+            counters: Counters::default(),
+            epoch: Instant::now(),
+            tun: std::sync::OnceLock::new(),
+            pool6,
+        }
+    }
+
+    /// Sets the TUN device the clients write their downlink to.
+    pub fn set_tun(&self, dev: Arc<tun_rs::AsyncDevice>) {
+        let _ = self.tun.set(dev);
+    }
+
+    /// Marks client `i` started now.
+    pub fn mark_started(&self, i: usize) {
+        if let Some(s) = self.slots.get(i) {
+            let secs = u32::try_from(self.epoch.elapsed().as_secs()).unwrap_or(u32::MAX - 1);
+            s.started.store(secs + 1, Relaxed);
+        }
+    }
+
+    /// Queues `pkt`, read from the TUN device, for the client whose inner address is its
+    /// source.
+    pub fn demux(&self, pkt: &[u8]) {
+        let Some((src, _)) = gate64_wire::ipv6::peek_addrs(pkt) else {
+            self.counters.unknown_source.fetch_add(1, Relaxed);
+            return;
+        };
+        let owner = self
+            .by_inner
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&src)
+            .copied();
+        let Some(slot) = owner.and_then(|i| self.slots.get(i as usize)) else {
+            self.counters.unknown_source.fetch_add(1, Relaxed);
+            return;
+        };
+        {
+            let mut q = slot.uplink.lock().unwrap_or_else(|e| e.into_inner());
+            if q.len() + pkt.len() > UPLINK_LIMIT {
+                self.counters.uplink_dropped.fetch_add(1, Relaxed);
+                return;
+            }
+            q.extend_from_slice(pkt);
+        }
+        self.counters.tx_packets.fetch_add(1, Relaxed);
+        slot.wake.notify_one();
+    }
+}
+
+/// What sits behind client `id`'s IPsec layer: the shared TUN device.
+pub struct LoadHost {
+    fleet: Arc<Fleet>,
+    id: usize,
+    /// The counters last added to the fleet's.
+    reported: IpsecStats,
+    configured: bool,
+}
+
+impl LoadHost {
+    /// The host of client `id`.
+    pub fn new(fleet: Arc<Fleet>, id: usize) -> Self {
+        LoadHost {
+            fleet,
+            id,
+            reported: IpsecStats::default(),
+            configured: false,
+        }
+    }
+
+    fn slot(&self) -> Option<&Slot> {
+        self.fleet.slots.get(self.id)
+    }
+
+    /// Runs `change` on the slot and keeps the fleet's count of clients up in step.
+    fn update(&self, change: impl FnOnce(&Slot)) {
+        let Some(slot) = self.slot() else { return };
+        let was = slot.is_up();
+        change(slot);
+        match (was, slot.is_up()) {
+            (false, true) => {
+                self.fleet.counters.up.fetch_add(1, Relaxed);
+            }
+            (true, false) => {
+                self.fleet.counters.up.fetch_sub(1, Relaxed);
+            }
+            _ => {}
+        }
+    }
+
+    /// Takes back what this client added to the fleet's counters, when its session ends (a
+    /// new one starts from zero).
+    pub fn retire(&mut self) {
+        self.stats_changed(&IpsecStats {
+            dropped: self.reported.dropped,
+            ..IpsecStats::default()
+        });
+        if std::mem::take(&mut self.configured) {
+            self.transport_counter().fetch_sub(1, Relaxed);
+            self.update(|s| s.transport_up.store(0, Relaxed));
+        }
+    }
+
+    fn transport_counter(&self) -> &AtomicU64 {
+        let c = &self.fleet.counters;
+        match self.fleet.transports.get(self.id) {
+            Some(Transport::Iphttps) => &c.iphttps_up,
+            _ => &c.teredo_up,
+        }
+    }
+}
+
+/// Adds `new - old` to `counter`.
+fn add_delta(counter: &AtomicU64, old: u64, new: u64) {
+    if new > old {
+        counter.fetch_add(new - old, Relaxed);
+    } else if old > new {
+        counter.fetch_sub(old - new, Relaxed);
+    }
+}
+
+impl InnerLink for LoadHost {
+    /// Maps `inner` to this client for the TUN demultiplexer; the routes are the generator's
+    /// (`corp_prefixes`), set once for all clients.
+    fn install_inner(&mut self, inner: Ipv6Addr, _routes: &[Ipv6Net], _mss: u16) -> Result<()> {
+        anyhow::ensure!(
+            self.fleet.pool6.contains(&inner),
+            "inner address {inner} outside pool6 {}",
+            self.fleet.pool6
+        );
+        let id = u32::try_from(self.id)?;
+        let Some(slot) = self.slot() else {
+            return Ok(());
+        };
+        let old = slot
+            .inner
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .replace(inner);
+        if old != Some(inner) {
+            let mut map = self
+                .fleet
+                .by_inner
+                .write()
+                .unwrap_or_else(|e| e.into_inner());
+            if let Some(old) = old {
+                map.remove(&old);
+            }
+            map.insert(inner, id);
+        }
+        Ok(())
+    }
+
+    fn stats_changed(&mut self, stats: &IpsecStats) {
+        let c = &self.fleet.counters;
+        let old = self.reported;
+        add_delta(&c.mmsa, old.ike_sas.into(), stats.ike_sas.into());
+        add_delta(&c.qmsa, old.child_sas.into(), stats.child_sas.into());
+        add_delta(&c.esp_errors, old.dropped, stats.dropped);
+        let tunnels = u8::try_from(stats.child_sas).unwrap_or(u8::MAX);
+        self.update(|s| s.tunnels_up.store(tunnels, Relaxed));
+        self.reported = *stats;
+    }
+}
+
+impl Host for LoadHost {
+    async fn configure(&mut self, _address: Ipv6Addr, _prefix_len: u8, _mtu: u32) -> Result<()> {
+        if !std::mem::replace(&mut self.configured, true) {
+            self.transport_counter().fetch_add(1, Relaxed);
+            self.update(|s| s.transport_up.store(1, Relaxed));
+        }
+        Ok(())
+    }
+
+    /// Writes what the client's SAs opened to the TUN device; packets for no inner address
+    /// (clear text over the transport) are not the generator's.
+    async fn deliver(&mut self, packet: &[u8]) {
+        let to_pool = gate64_wire::ipv6::peek_addrs(packet)
+            .is_some_and(|(_, dst)| self.fleet.pool6.contains(&dst));
+        let Some(dev) = self.fleet.tun.get().filter(|_| to_pool) else {
+            return;
+        };
+        // A TUN write does not block: the kernel takes the packet or drops it.
+        if dev.try_send(packet).is_ok() {
+            self.fleet.counters.rx_packets.fetch_add(1, Relaxed);
+        }
+    }
+
+    async fn flush(&mut self) {}
+
+    async fn ready(&mut self) -> Result<Ready> {
+        let Some(slot) = self.fleet.slots.get(self.id) else {
+            return std::future::pending().await;
+        };
+        loop {
+            if !slot
+                .uplink
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .is_empty()
+            {
+                return Ok(Ready::Packets);
+            }
+            slot.wake.notified().await;
+        }
+    }
+
+    fn take(&mut self, _now: Instant, out: &mut Vec<u8>) -> Result<bool> {
+        let Some(slot) = self.slot() else {
+            return Ok(false);
+        };
+        let mut q = slot.uplink.lock().unwrap_or_else(|e| e.into_inner());
+        if q.is_empty() {
+            return Ok(false);
+        }
+        out.extend_from_slice(&q);
+        q.clear();
+        Ok(true)
+    }
+}

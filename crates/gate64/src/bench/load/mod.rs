@@ -1,0 +1,211 @@
+//! `gate64 bench load`: the capacity harness's load generator (issue 9; the contract is
+//! `capacity-contract.md`). N emulated clients in one process, each a real client: Teredo
+//! (qualification, RFC 4380 §5.2) or IP-HTTPS (TLS, POST, RS/RA), from its own source address
+//! and port, then both IPsec tunnels (infrastructure and intranet: an IKE SA and a child SA
+//! each, a certificate of its own, CFG_REQUEST for the inner address), answering gate64's
+//! liveness checks and renewing the tunnels for as long as it runs.
+//!
+//! Each client is the client session of `gate64 connect` ([`crate::client`]) with the IPsec
+//! layer in front of a [`fleet::LoadHost`]: one TUN device carries every client's inner
+//! traffic, demultiplexed by inner source address ([`fleet::Fleet::demux`]); what the SAs
+//! open is written back to the device. Kernel sockets in the namespace bind the inner
+//! addresses listed in the ADDRESSES file (the pool is routed local, [`tun`]).
+//!
+//! STATUS.json is rewritten every second ([`status`]); SIGTERM or SIGINT stops the run.
+
+mod clients;
+mod fleet;
+mod spec;
+mod status;
+mod tun;
+
+use anyhow::{Context, Result};
+use fleet::{Fleet, Transport};
+use spec::Spec;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::Ordering::Relaxed;
+use std::time::Duration;
+use tokio::signal::unix::{SignalKind, signal};
+
+/// How often STATUS.json is rewritten.
+const STATUS_EVERY: Duration = Duration::from_secs(1);
+/// The ramp's tick: clients due by then are started together.
+const RAMP_TICK: Duration = Duration::from_millis(10);
+/// File descriptors beyond the clients' (TUN, runtime, logs).
+const SPARE_FDS: u64 = 1024;
+
+/// Arguments of `gate64 bench load`.
+#[derive(clap::Args, Debug)]
+pub struct LoadArgs {
+    /// The workload (SPEC.json, see the contract).
+    #[arg(long, value_name = "SPEC.json")]
+    pub spec: PathBuf,
+    /// Where to write the status every second (and `<STATUS>.addresses` once ready).
+    #[arg(long, value_name = "STATUS.json")]
+    pub status: PathBuf,
+    /// Runtime worker threads (default: one per core).
+    #[arg(long)]
+    pub threads: Option<usize>,
+}
+
+/// Runs `gate64 bench load` until SIGTERM or SIGINT.
+pub fn run(args: &LoadArgs) -> Result<()> {
+    init_logging();
+    let spec = Arc::new(Spec::load(&args.spec)?);
+    let limit = raise_nofile(spec.clients as u64 + SPARE_FDS);
+    if limit < spec.clients as u64 + SPARE_FDS {
+        tracing::warn!(
+            limit,
+            clients = spec.clients,
+            "RLIMIT_NOFILE too low for every client"
+        );
+    }
+    let shared = Arc::new(clients::Shared::load(&spec)?);
+    let mut rt = tokio::runtime::Builder::new_multi_thread();
+    if let Some(n) = args.threads {
+        rt.worker_threads(n.max(1));
+    }
+    let rt = rt.enable_all().build().context("starting a runtime")?;
+    let r = rt.block_on(drive(&spec, shared, args));
+    tun::tear_down(&spec);
+    rt.shutdown_background();
+    r
+}
+
+/// Sets up the TUN device, starts the clients at `connect_per_sec` and keeps the status file
+/// until a signal.
+async fn drive(spec: &Arc<Spec>, shared: Arc<clients::Shared>, args: &LoadArgs) -> Result<()> {
+    let mut term = signal(SignalKind::terminate()).context("SIGTERM handler")?;
+    let mut int = signal(SignalKind::interrupt()).context("SIGINT handler")?;
+    let dev = tun::set_up(spec)?;
+    let transports = (0..spec.clients)
+        .map(|i| match spec.is_iphttps(i) {
+            true => Transport::Iphttps,
+            false => Transport::Teredo,
+        })
+        .collect();
+    let fleet = Arc::new(Fleet::new(transports, spec.pool6));
+    fleet.set_tun(Arc::clone(&dev));
+    let reader = tokio::spawn(tun::read_loop(dev, Arc::clone(&fleet)));
+    let rss_start_bytes = status::rss_bytes();
+    tokio::spawn(ramp(Arc::clone(&fleet), shared, Arc::clone(spec)));
+    let addresses = status::addresses_path(&args.status);
+    let mut tick = tokio::time::interval(STATUS_EVERY);
+    let mut wrote_addresses = None;
+    let mut ready_seconds = 0.0;
+    loop {
+        tokio::select! {
+            _ = tick.tick() => {}
+            _ = term.recv() => break,
+            _ = int.recv() => break,
+        }
+        if reader.is_finished() {
+            return match reader.await {
+                Ok(Err(e)) => Err(e),
+                _ => Err(anyhow::anyhow!("the TUN reader stopped")),
+            };
+        }
+        let mut s = status::Status::collect(&fleet, spec.setup_timeout_secs);
+        fleet.counters.failed.store(s.failed, Relaxed);
+        s.rss_start_bytes = rss_start_bytes;
+        if s.ready && ready_seconds == 0.0 {
+            ready_seconds = s.elapsed_seconds;
+            tracing::info!(
+                up = s.up,
+                failed = s.failed,
+                seconds = ready_seconds,
+                rss_per_client = s.rss_bytes.saturating_sub(rss_start_bytes) / s.clients as u64,
+                "every client up or failed"
+            );
+        }
+        s.ready_seconds = ready_seconds;
+        if s.ready {
+            // The ADDRESSES file first: a reader that sees `ready` finds it.
+            let list = status::addresses(&fleet);
+            if wrote_addresses.as_ref() != Some(&list) {
+                status::write_atomically(&addresses, list.as_bytes())?;
+                wrote_addresses = Some(list);
+            }
+        }
+        let json = serde_json::to_vec(&s).context("status")?;
+        status::write_atomically(&args.status, &json)?;
+    }
+    let mut s = status::Status::collect(&fleet, spec.setup_timeout_secs);
+    (s.rss_start_bytes, s.ready_seconds) = (rss_start_bytes, ready_seconds);
+    status::write_atomically(&args.status, &serde_json::to_vec(&s)?)?;
+    tracing::info!(up = s.up, failed = s.failed, "stopping");
+    Ok(())
+}
+
+/// Starts the clients, `connect_per_sec` of them per second, with at most
+/// `max_setups_in_flight` started and neither up nor failed (failed: not up within
+/// `setup_timeout_secs`, counted by the status loop).
+async fn ramp(fleet: Arc<Fleet>, shared: Arc<clients::Shared>, spec: Arc<Spec>) {
+    let mut tick = tokio::time::interval(RAMP_TICK);
+    let mut next = 0usize;
+    // The rate applies from the last pause for room on, not from the start.
+    let (mut since, mut started_since) = (tokio::time::Instant::now(), 0usize);
+    while next < spec.clients {
+        tick.tick().await;
+        let due = (since.elapsed().as_secs_f64() * f64::from(spec.connect_per_sec)) as usize + 1;
+        while next < spec.clients && started_since < due {
+            let c = &fleet.counters;
+            let settled = c.up.load(Relaxed) + c.failed.load(Relaxed);
+            let settled = usize::try_from(settled).unwrap_or(usize::MAX);
+            if next.saturating_sub(settled) >= spec.max_setups_in_flight {
+                (since, started_since) = (tokio::time::Instant::now(), 0);
+                break;
+            }
+            fleet.mark_started(next);
+            tokio::spawn(clients::run(
+                Arc::clone(&fleet),
+                Arc::clone(&shared),
+                Arc::clone(&spec),
+                next,
+            ));
+            next += 1;
+            started_since += 1;
+        }
+    }
+}
+
+/// Raises RLIMIT_NOFILE to `want` (the hard limit too when allowed, as root); returns the
+/// soft limit now.
+fn raise_nofile(want: u64) -> u64 {
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit and setrlimit only read and write the struct passed.
+    unsafe {
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) != 0 {
+            return 0;
+        }
+        if lim.rlim_cur >= want {
+            return lim.rlim_cur;
+        }
+        let raised = libc::rlimit {
+            rlim_cur: want,
+            rlim_max: lim.rlim_max.max(want),
+        };
+        if libc::setrlimit(libc::RLIMIT_NOFILE, &raised) != 0 {
+            let soft = libc::rlimit {
+                rlim_cur: lim.rlim_max,
+                rlim_max: lim.rlim_max,
+            };
+            let _ = libc::setrlimit(libc::RLIMIT_NOFILE, &soft);
+        }
+        let _ = libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim);
+    }
+    lim.rlim_cur
+}
+
+fn init_logging() {
+    use tracing_subscriber::EnvFilter;
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("warn"));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .try_init();
+}

@@ -1,0 +1,210 @@
+//! Figures read from the kernel: a process's CPU time and RSS (`/proc/PID/stat`,
+//! `/proc/PID/status`), the whole machine's CPU including softirq (`/proc/stat`), a
+//! namespace's interface byte counters (`/proc/thread-self/net/dev`), the hardware.
+
+use anyhow::{Context, Result, bail};
+use gate64_testkit::Netns;
+use std::time::Instant;
+
+/// Clock ticks per second of `/proc` CPU times.
+fn ticks_per_sec() -> f64 {
+    // SAFETY: sysconf has no memory-safety preconditions.
+    let t = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    if t > 0 { t as f64 } else { 100.0 }
+}
+
+/// CPU seconds (user + system, all threads) of process `pid`.
+pub fn process_cpu_seconds(pid: u32) -> Result<f64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .with_context(|| format!("reading /proc/{pid}/stat"))?;
+    parse_stat_cpu(&stat)
+        .map(|ticks| ticks as f64 / ticks_per_sec())
+        .with_context(|| format!("parsing /proc/{pid}/stat"))
+}
+
+/// utime + stime from a `/proc/PID/stat` line (fields 14 and 15, counted after the command
+/// name, which may itself hold spaces and parentheses).
+fn parse_stat_cpu(stat: &str) -> Option<u64> {
+    let rest = &stat[stat.rfind(')')? + 1..];
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    // `rest` starts at field 3 (state): utime is field 14, stime 15.
+    let utime: u64 = fields.get(11)?.parse().ok()?;
+    let stime: u64 = fields.get(12)?.parse().ok()?;
+    Some(utime + stime)
+}
+
+/// Resident memory of process `pid` (`VmRSS`).
+pub fn process_rss_bytes(pid: u32) -> Result<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .with_context(|| format!("reading /proc/{pid}/status"))?;
+    parse_vmrss(&status).with_context(|| format!("no VmRSS in /proc/{pid}/status"))
+}
+
+fn parse_vmrss(status: &str) -> Option<u64> {
+    let line = status.lines().find(|l| l.starts_with("VmRSS:"))?;
+    let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kb * 1024)
+}
+
+/// The aggregate `cpu` line of `/proc/stat`, in ticks.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct MachineCpu {
+    total: u64,
+    idle: u64,
+    softirq: u64,
+}
+
+impl MachineCpu {
+    /// Reads `/proc/stat`.
+    pub fn read() -> Result<MachineCpu> {
+        let text = std::fs::read_to_string("/proc/stat").context("reading /proc/stat")?;
+        parse_proc_stat(&text).context("parsing /proc/stat")
+    }
+}
+
+fn parse_proc_stat(text: &str) -> Option<MachineCpu> {
+    let line = text.lines().find(|l| l.starts_with("cpu "))?;
+    let v: Vec<u64> = line
+        .split_whitespace()
+        .skip(1)
+        .map(|f| f.parse().ok())
+        .collect::<Option<_>>()?;
+    // user nice system idle iowait irq softirq steal [guest guest_nice, already in user].
+    let total = v.iter().take(8).sum();
+    Some(MachineCpu {
+        total,
+        idle: v.get(3)? + v.get(4)?,
+        softirq: *v.get(6)?,
+    })
+}
+
+/// Whole-machine CPU between two readings, in percent of one core (200 = two cores busy).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct MachineLoad {
+    /// Busy (everything but idle and iowait).
+    pub busy_percent: f64,
+    /// Of which softirq (packet processing in the kernel, attributed to no process).
+    pub softirq_percent: f64,
+}
+
+impl MachineLoad {
+    /// The load between `before` and `after` on a machine of `cores` cores.
+    pub fn between(before: MachineCpu, after: MachineCpu, cores: usize) -> MachineLoad {
+        let total = after.total.saturating_sub(before.total);
+        if total == 0 {
+            return MachineLoad::default();
+        }
+        let scale = 100.0 * cores as f64 / total as f64;
+        let idle = after.idle.saturating_sub(before.idle);
+        MachineLoad {
+            busy_percent: total.saturating_sub(idle) as f64 * scale,
+            softirq_percent: after.softirq.saturating_sub(before.softirq) as f64 * scale,
+        }
+    }
+}
+
+/// CPU cores online.
+pub fn cores() -> usize {
+    std::thread::available_parallelism().map_or(1, usize::from)
+}
+
+/// "2 cores, <model name>" from `/proc/cpuinfo`.
+pub fn hardware() -> String {
+    let model = std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|t| {
+            t.lines()
+                .find(|l| l.starts_with("model name"))
+                .and_then(|l| l.split_once(':'))
+                .map(|(_, m)| m.trim().to_owned())
+        })
+        .unwrap_or_else(|| "unknown CPU".to_owned());
+    format!("{} cores, {model}", cores())
+}
+
+/// A process's CPU time and the wall clock, to turn into a CPU share later.
+#[derive(Debug, Clone, Copy)]
+pub struct CpuClock {
+    cpu_seconds: f64,
+    at: Instant,
+}
+
+impl CpuClock {
+    /// Reads process `pid`'s CPU time now.
+    pub fn read(pid: u32) -> Result<CpuClock> {
+        Ok(CpuClock {
+            cpu_seconds: process_cpu_seconds(pid)?,
+            at: Instant::now(),
+        })
+    }
+
+    /// CPU seconds used since `self`, and that in percent of one core.
+    pub fn since(&self, now: &CpuClock) -> (f64, f64) {
+        let cpu = (now.cpu_seconds - self.cpu_seconds).max(0.0);
+        let wall = now.at.duration_since(self.at).as_secs_f64();
+        let percent = if wall > 0.0 { cpu * 100.0 / wall } else { 0.0 };
+        (cpu, percent)
+    }
+}
+
+/// Received + transmitted bytes of interface `dev` in namespace `ns`.
+pub fn interface_bytes(ns: &Netns, dev: &str) -> Result<u64> {
+    let text = ns
+        .run_in(|| std::fs::read_to_string("/proc/thread-self/net/dev"))?
+        .context("reading /proc/thread-self/net/dev")?;
+    match parse_net_dev(&text, dev) {
+        Some(b) => Ok(b),
+        None => bail!("no interface {dev} in {}'s /proc/net/dev", ns.name()),
+    }
+}
+
+fn parse_net_dev(text: &str, dev: &str) -> Option<u64> {
+    text.lines().find_map(|l| {
+        let (name, counters) = l.split_once(':')?;
+        if name.trim() != dev {
+            return None;
+        }
+        let v: Vec<u64> = counters
+            .split_whitespace()
+            .map(|f| f.parse().ok())
+            .collect::<Option<_>>()?;
+        Some(v.first()? + v.get(8)?)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stat_with_spaces_in_the_name() {
+        let stat = "42 (gate64 w) x) S 1 42 42 0 -1 4194560 100 0 0 0 250 50 0 0 20 0 9 0";
+        assert_eq!(parse_stat_cpu(stat), Some(300));
+        assert_eq!(parse_stat_cpu("garbage"), None);
+    }
+
+    #[test]
+    fn own_process_figures_are_readable() {
+        let pid = std::process::id();
+        assert!(process_rss_bytes(pid).unwrap() > 0);
+        assert!(process_cpu_seconds(pid).unwrap() >= 0.0);
+        assert_eq!(parse_vmrss("VmRSS:\t  1024 kB\n"), Some(1024 * 1024));
+    }
+
+    #[test]
+    fn machine_load_counts_softirq() {
+        let a = parse_proc_stat("cpu  100 0 100 700 0 0 100 0 0 0\ncpu0 1\n").unwrap();
+        let b = parse_proc_stat("cpu  200 0 200 800 0 0 200 0 0 0\ncpu0 1\n").unwrap();
+        let load = MachineLoad::between(a, b, 2);
+        assert!((load.busy_percent - 150.0).abs() < 1e-9, "{load:?}");
+        assert!((load.softirq_percent - 50.0).abs() < 1e-9, "{load:?}");
+    }
+
+    #[test]
+    fn net_dev_sums_both_directions() {
+        let text =
+            "Inter-|   Receive\n face |bytes\n  vcorp: 1000 5 0 0 0 0 0 0 2000 6 0 0 0 0 0 0\n";
+        assert_eq!(parse_net_dev(text, "vcorp"), Some(3000));
+        assert_eq!(parse_net_dev(text, "lo"), None);
+    }
+}

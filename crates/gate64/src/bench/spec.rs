@@ -1,0 +1,224 @@
+//! The files between the harness and the load generator (`gate64 bench load`), as the
+//! contract between branches `capbench` and `capload` defines them: the harness writes
+//! SPEC.json, the generator rewrites STATUS.json every second and, once ready, writes the
+//! clients' inner addresses next to it (`STATUS.json.addresses`).
+
+use anyhow::{Context, Result, bail};
+use serde::{Deserialize, Serialize};
+use std::net::Ipv6Addr;
+use std::path::{Path, PathBuf};
+
+/// SPEC.json: what the generator builds.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Spec {
+    /// Emulated clients in all.
+    pub clients: usize,
+    /// Share of them on IP-HTTPS (the rest on Teredo).
+    pub iphttps_share: f64,
+    /// gate64's primary Teredo server address (the secondary is the next address).
+    pub teredo_server: String,
+    /// The IP-HTTPS URL, e.g. `https://192.0.2.1:443/IPHTTPS`.
+    pub iphttps_url: String,
+    /// The CA that signed gate64's IP-HTTPS certificate.
+    pub iphttps_ca: PathBuf,
+    /// The TLS server name for IP-HTTPS.
+    pub iphttps_server_name: String,
+    /// The IPv4 prefix the clients' transport addresses come from (routed local in the
+    /// generator's namespace).
+    pub source_v4: String,
+    /// IKEv2 settings.
+    pub ipsec: SpecIpsec,
+    /// gate64's `[ipsec] pool6`, routed local (AnyIP) in the generator's namespace.
+    pub pool6: String,
+    /// Prefixes the generator routes into its TUN.
+    pub corp_prefixes: Vec<String>,
+    /// The generator's TUN device.
+    pub tun: String,
+    /// Transport and IKE set-ups started per second.
+    pub connect_per_sec: u32,
+}
+
+/// The `ipsec` object of [`Spec`].
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct SpecIpsec {
+    /// gate64's IKE/ESP address.
+    pub endpoint: String,
+    /// The CA of gate64's IKE certificate.
+    pub ca: PathBuf,
+    /// The CA the generator issues client certificates under (`[ipsec] ca` trusts it).
+    pub client_ca_cert: PathBuf,
+    /// That CA's private key (PKCS#8 PEM).
+    pub client_ca_key: PathBuf,
+    /// What the infrastructure tunnel asks for (its TSr); gate64 tells the tunnels apart by
+    /// them (its `infrastructure_prefixes`).
+    #[serde(default)]
+    pub infrastructure_ts: Vec<String>,
+    /// What the intranet tunnel asks for.
+    #[serde(default)]
+    pub intranet_ts: Vec<String>,
+}
+
+/// STATUS.json: the generator's progress.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(default)]
+pub struct Status {
+    /// Clients asked for.
+    pub clients: u64,
+    /// Teredo clients qualified.
+    pub teredo_up: u64,
+    /// IP-HTTPS clients linked.
+    pub iphttps_up: u64,
+    /// IKE SAs established (main mode SAs in the reference's words).
+    pub mmsa: u64,
+    /// Child SAs established (quick mode SAs).
+    pub qmsa: u64,
+    /// Clients that gave up.
+    pub failed: u64,
+    /// Every client is done (up or failed).
+    pub ready: bool,
+    /// Packets read from gate64.
+    pub rx_packets: u64,
+    /// Packets sent to gate64.
+    pub tx_packets: u64,
+    /// ESP packets that failed to open.
+    pub esp_errors: u64,
+    /// The generator's resident memory.
+    pub rss_bytes: u64,
+    /// The generator's CPU time.
+    pub cpu_seconds: f64,
+}
+
+impl Status {
+    /// Reads STATUS.json; `None` while the generator has not written it yet.
+    pub fn read(path: &Path) -> Result<Option<Status>> {
+        match std::fs::read(path) {
+            Ok(bytes) => serde_json::from_slice(&bytes)
+                .map(Some)
+                .with_context(|| format!("parsing {}", path.display())),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(e).with_context(|| format!("reading {}", path.display())),
+        }
+    }
+}
+
+/// Which transport a client uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Transport {
+    /// Teredo (RFC 4380).
+    Teredo,
+    /// IP-HTTPS.
+    Iphttps,
+}
+
+/// One line of the addresses file: a client with both tunnels up.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ClientAddress {
+    /// Its inner address (from `pool6`).
+    pub inner: Ipv6Addr,
+    /// Its transport.
+    pub transport: Transport,
+}
+
+/// The addresses file of a STATUS.json path.
+pub fn addresses_path(status: &Path) -> PathBuf {
+    let mut s = status.as_os_str().to_owned();
+    s.push(".addresses");
+    PathBuf::from(s)
+}
+
+/// Parses the addresses file: `<inner IPv6> <teredo|iphttps>` per line; blank lines are
+/// skipped.
+pub fn parse_addresses(text: &str) -> Result<Vec<ClientAddress>> {
+    let mut out = Vec::new();
+    for (n, line) in text.lines().enumerate() {
+        let mut words = line.split_whitespace();
+        let Some(addr) = words.next() else { continue };
+        let inner: Ipv6Addr = addr
+            .parse()
+            .with_context(|| format!("line {}: {addr:?} is not an IPv6 address", n + 1))?;
+        let transport = match words.next() {
+            Some("teredo") => Transport::Teredo,
+            Some("iphttps") => Transport::Iphttps,
+            other => bail!(
+                "line {}: transport {other:?}: expected teredo or iphttps",
+                n + 1
+            ),
+        };
+        out.push(ClientAddress { inner, transport });
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn status_of_the_contract_parses() {
+        let json = r#"{ "clients": 3, "teredo_up": 2, "iphttps_up": 1, "mmsa": 6, "qmsa": 6,
+            "failed": 0, "ready": true, "rx_packets": 10, "tx_packets": 12, "esp_errors": 0,
+            "rss_bytes": 4096, "cpu_seconds": 0.5 }"#;
+        let s: Status = serde_json::from_str(json).unwrap();
+        assert_eq!((s.teredo_up, s.iphttps_up, s.mmsa, s.qmsa), (2, 1, 6, 6));
+        assert!(s.ready);
+        assert_eq!(s.cpu_seconds, 0.5);
+    }
+
+    #[test]
+    fn spec_serializes_the_contract_fields() {
+        let spec = Spec {
+            clients: 10,
+            iphttps_share: 0.3,
+            teredo_server: "192.0.2.1".into(),
+            iphttps_url: "https://192.0.2.1:443/IPHTTPS".into(),
+            iphttps_ca: "/x/ca.pem".into(),
+            iphttps_server_name: "gate64.lab".into(),
+            source_v4: "100.64.0.0/16".into(),
+            ipsec: SpecIpsec {
+                endpoint: "2001:db8:100::1".into(),
+                ca: "/x/ca.pem".into(),
+                client_ca_cert: "/x/clients-ca.pem".into(),
+                client_ca_key: "/x/clients-ca.key".into(),
+                infrastructure_ts: vec!["2001:db8:100:1::2/128".into()],
+                intranet_ts: vec!["2001:db8:100::/48".into()],
+            },
+            pool6: "fd00:c1::/104".into(),
+            corp_prefixes: vec!["2001:db8:100::/48".into()],
+            tun: "load0".into(),
+            connect_per_sec: 2000,
+        };
+        let v: serde_json::Value = serde_json::to_value(&spec).unwrap();
+        for key in [
+            "clients",
+            "iphttps_share",
+            "teredo_server",
+            "iphttps_url",
+            "iphttps_ca",
+            "iphttps_server_name",
+            "source_v4",
+            "pool6",
+            "corp_prefixes",
+            "tun",
+            "connect_per_sec",
+        ] {
+            assert!(v.get(key).is_some(), "{key} missing: {v}");
+        }
+        for key in ["endpoint", "ca", "client_ca_cert", "client_ca_key"] {
+            assert!(v["ipsec"].get(key).is_some(), "ipsec.{key} missing: {v}");
+        }
+    }
+
+    #[test]
+    fn addresses_parse_and_refuse_garbage() {
+        let a = parse_addresses("fd00:c1::2 teredo\n\nfd00:c1::3 iphttps\n").unwrap();
+        assert_eq!(a.len(), 2);
+        assert_eq!(a[1].transport, Transport::Iphttps);
+        assert!(parse_addresses("fd00:c1::2 gre\n").is_err());
+        assert!(parse_addresses("nonsense teredo\n").is_err());
+        assert_eq!(
+            addresses_path(Path::new("/t/STATUS.json")),
+            PathBuf::from("/t/STATUS.json.addresses")
+        );
+    }
+}

@@ -1,0 +1,130 @@
+//! `gate64 bench capacity` end to end (issue 9): a short run of the harness — 200 emulated
+//! clients (70% Teredo, 30% IP-HTTPS, both IPsec tunnels each) plus Debian's miredo client
+//! with strongSwan over it, one 5-second load step — must connect every client, pass a probe
+//! through every client's tunnels, and write the JSON rows of the contract. Outcomes only:
+//! the figures are printed, never asserted.
+
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use anyhow::{Context, Result, ensure};
+use gate64_testkit::{gate64_binary, netns_or_skip, wait_until};
+
+const CLIENTS: u64 = 200;
+/// Connect, probe, one step, tear down; generous for a shared, busy machine.
+const RUN_TIMEOUT: Duration = Duration::from_secs(240);
+
+#[test]
+#[ignore = "netns: needs root"]
+fn netns_bench_capacity_short() {
+    let name = "netns_bench_capacity_short";
+    if !netns_or_skip(name) {
+        return;
+    }
+    if let Err(e) = short_run() {
+        panic!("{name}: {e:#}");
+    }
+}
+
+fn short_run() -> Result<()> {
+    let dir = std::env::temp_dir().join(format!("gate64-bench-capacity-{}", std::process::id()));
+    std::fs::create_dir_all(&dir)?;
+    let json = dir.join("capacity.json");
+    let log = dir.join("capacity.log");
+    let result = run_capacity(&json, &log).and_then(|()| check(&json));
+    if result.is_err() {
+        eprintln!(
+            "gate64 bench capacity output:\n{}",
+            std::fs::read_to_string(&log).unwrap_or_default()
+        );
+    } else {
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+    result
+}
+
+fn run_capacity(json: &Path, log: &Path) -> Result<()> {
+    let bin = gate64_binary()?;
+    let out = std::fs::File::create(log)?;
+    let mut child = Command::new(&bin)
+        .args(["bench", "capacity", "--clients", &CLIENTS.to_string()])
+        .args(["--seconds", "5", "--start-mbps", "10", "--max-mbps", "10"])
+        .args(["--refine", "0", "--connect-per-sec", "200", "--json"])
+        .arg(json)
+        .stdin(Stdio::null())
+        .stdout(out.try_clone()?)
+        .stderr(out)
+        .spawn()
+        .with_context(|| format!("spawning {}", bin.display()))?;
+    let done = wait_until(RUN_TIMEOUT, || matches!(child.try_wait(), Ok(Some(_))));
+    if !done {
+        // SIGTERM: the harness tears its namespaces down on the way out.
+        let _ = Command::new("kill").arg(child.id().to_string()).status();
+        let _ = wait_until(Duration::from_secs(30), || {
+            matches!(child.try_wait(), Ok(Some(_)))
+        });
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+    ensure!(
+        done,
+        "gate64 bench capacity did not finish within {RUN_TIMEOUT:?}"
+    );
+    let status = child.wait()?;
+    ensure!(status.success(), "gate64 bench capacity: {status}");
+    Ok(())
+}
+
+fn check(json: &Path) -> Result<()> {
+    let text = std::fs::read_to_string(json).with_context(|| format!("{}", json.display()))?;
+    let v: serde_json::Value = serde_json::from_str(&text)?;
+    let row = v["rows"]
+        .get(0)
+        .with_context(|| format!("no rows in {text}"))?;
+    for key in [
+        "clients",
+        "teredo",
+        "iphttps",
+        "corpnet_mbps",
+        "internet_mbps",
+        "cpu_percent",
+        "gate64_rss_bytes",
+        "qmsa",
+        "mmsa",
+    ] {
+        ensure!(row.get(key).is_some(), "row lacks {key}: {row}");
+    }
+    let n = |key: &str| row[key].as_u64().unwrap_or(0);
+    ensure!(n("clients_failed") == 0, "clients failed: {row}");
+    ensure!(
+        n("clients_probed") == CLIENTS && n("clients_passed_traffic") == CLIENTS,
+        "not every client passed traffic through its tunnels: {row}"
+    );
+    // The emulated clients plus the miredo + strongSwan one.
+    ensure!(n("clients") == CLIENTS + 1, "clients connected: {row}");
+    ensure!(
+        n("teredo") > 0 && n("iphttps") > 0,
+        "both transports in the mix: {row}"
+    );
+    ensure!(
+        n("mmsa") >= 2 * (CLIENTS + 1) && n("qmsa") >= 2 * (CLIENTS + 1),
+        "both tunnels of every client: {row}"
+    );
+    ensure!(
+        row["third_party_ok"].as_bool() == Some(true),
+        "the strongSwan client over miredo reached the corporate host: {row}"
+    );
+    ensure!(n("gate64_rss_bytes") > 0, "no RSS: {row}");
+    println!(
+        "capacity, {} clients: corpnet {:.1} Mbit/s, gate64 CPU {:.0}%, RSS {} bytes, \
+         QMSA {}, MMSA {}",
+        n("clients"),
+        row["corpnet_mbps"].as_f64().unwrap_or(0.0),
+        row["cpu_percent"].as_f64().unwrap_or(0.0),
+        n("gate64_rss_bytes"),
+        n("qmsa"),
+        n("mmsa")
+    );
+    Ok(())
+}
