@@ -33,8 +33,8 @@
 use super::{Host, Ready, sleep_until};
 use anyhow::{Context, Result};
 use gate64_esp::{
-    Inbound, MAX_TRAILER, NEXT_HEADER_IPV6, Outbound, SPI_SEQ_IV_LEN, Selector, TunnelKind,
-    esp_len, inner_addrs, spi_of,
+    Inbound, MAX_TRAILER, NEXT_HEADER_IPV6, Outbound, SPI_SEQ_IV_LEN, TunnelKind, esp_len,
+    inner_addrs, spi_of,
 };
 use gate64_ike::auth::{Credentials, TrustAnchors};
 use gate64_ike::initiator::{Initiator, InitiatorConfig, InitiatorEvent};
@@ -681,49 +681,6 @@ fn retry_delay(failures: u32) -> Duration {
     base / 2 + base.mul_f64(fraction / 2.0)
 }
 
-/// The number of addresses a selector spans minus one (`u128::MAX` for IPv4 or reversed).
-fn span_of(s: &Selector) -> u128 {
-    match (s.start, s.end) {
-        (IpAddr::V6(a), IpAddr::V6(b)) => u128::from(b).saturating_sub(u128::from(a)),
-        _ => u128::MAX,
-    }
-}
-
-/// The smallest set of IPv6 prefixes covering a selector's address range (IPv4 selectors
-/// give none: the client's TUN routes IPv6).
-fn prefixes_of(s: &Selector) -> Vec<Ipv6Net> {
-    let (IpAddr::V6(a), IpAddr::V6(b)) = (s.start, s.end) else {
-        return Vec::new();
-    };
-    let (mut start, end) = (u128::from(a), u128::from(b));
-    let mut out = Vec::new();
-    while start <= end {
-        // The largest aligned block starting at `start` that stays within `end`.
-        let mut len = if start == 0 {
-            0
-        } else {
-            128 - start.trailing_zeros()
-        };
-        while len < 128 && block_end(start, len) > end {
-            len += 1;
-        }
-        let len8 = u8::try_from(len).unwrap_or(128);
-        if let Ok(net) = Ipv6Net::new(Ipv6Addr::from(start), len8) {
-            out.push(net);
-        }
-        match block_end(start, len).checked_add(1) {
-            Some(next) => start = next,
-            None => break,
-        }
-    }
-    out
-}
-
-/// The last address of the block of prefix length `len` starting at `start`.
-fn block_end(start: u128, len: u32) -> u128 {
-    start | u128::MAX.checked_shr(len).unwrap_or(0)
-}
-
 impl<H: InnerLink> Host for IpsecHost<H> {
     async fn configure(&mut self, address: Ipv6Addr, prefix_len: u8, mtu: u32) -> Result<()> {
         self.host.configure(address, prefix_len, mtu).await?;
@@ -812,5 +769,8 @@ impl<H: InnerLink> Host for IpsecHost<H> {
     }
 }
 
+mod selectors;
 #[cfg(test)]
 mod tests;
+
+use selectors::{prefixes_of, span_of};

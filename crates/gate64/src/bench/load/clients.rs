@@ -65,6 +65,7 @@ impl Shared {
             ],
             request_address: true,
             renew_after: crate::client::ipsec::RENEW_AFTER,
+            user_pem: None,
         };
         let iphttps = match (&spec.iphttps_url, spec.iphttps_clients()) {
             (Some(url), n) if n > 0 => Some(iphttps_server(spec, url)?),
@@ -99,6 +100,7 @@ impl Shared {
             tunnels: base.tunnels.clone(),
             request_address: base.request_address,
             renew_after: base.renew_after,
+            user_pem: None,
         })
     }
 }

@@ -1,4 +1,5 @@
 use super::*;
+use gate64_esp::Selector;
 
 fn sel(a: &str, b: &str) -> Selector {
     Selector {
