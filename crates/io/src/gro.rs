@@ -1,13 +1,16 @@
 //! Writing to an offloading TUN (virtio-net headers) with TCP coalescing and no copy: the
-//! writes [`gate64_wire::offload::for_each_write`] describes, each handed to `writev` with the
-//! payloads straight from the callers' buffers, so the kernel copies them once and forwards
-//! one skb per run instead of one per segment. Reads are cut into segments by
-//! [`split_into`].
+//! writes a [`GroTable`] plans (each flow's segments grouped across the whole batch, however
+//! the flows interleave), each handed to `writev` with the payloads straight from the
+//! callers' buffers, so the kernel copies them once and forwards one skb per flow and batch
+//! instead of one per segment. Reads are cut into segments by [`split_into`].
 
 use std::io;
 use std::os::fd::RawFd;
 
-pub use gate64_wire::offload::{SplitError, VNET_HDR_LEN, for_each_write, split_into};
+pub use gate64_wire::offload::{
+    GRO_BATCH, GroTable, SplitError, VNET_HDR_LEN, for_each_write, split_into,
+};
+use std::cell::RefCell;
 
 // The virtio-net header tun-rs configures on the device is the one the wire module writes.
 const _: () = assert!(VNET_HDR_LEN == tun_rs::VIRTIO_NET_HDR_LEN);
@@ -25,11 +28,27 @@ pub struct Written {
     pub failed: usize,
 }
 
-/// Writes `packets` in order to the offloading TUN `fd`, coalescing runs of TCP segments into
-/// super-packets; other packets go one per write behind a "no offload" header.
+thread_local! {
+    /// One table per thread, reused: planning a batch clears a few hundred bytes, not the
+    /// whole table, and allocates nothing.
+    static TABLE: RefCell<Box<GroTable>> = RefCell::new(Box::default());
+}
+
+/// Writes `packets` to the offloading TUN `fd`, each flow's TCP segments coalesced into
+/// super-packets across the batch (each flow's packets in order); other packets go one per
+/// write behind a "no offload" header.
 pub fn write_coalesced(fd: RawFd, packets: &[&[u8]]) -> Written {
+    TABLE.with(|t| match t.try_borrow_mut() {
+        Ok(mut table) => write_with(&mut table, fd, packets),
+        // Only a write from inside a write's own callback could get here; plan it afresh.
+        Err(_) => write_with(&mut GroTable::new(), fd, packets),
+    })
+}
+
+/// [`write_coalesced`] with the caller's table.
+pub fn write_with(table: &mut GroTable, fd: RawFd, packets: &[&[u8]]) -> Written {
     let mut w = Written::default();
-    for_each_write(packets, |parts, n| {
+    table.for_each_write(packets, |parts, n| {
         let mut iov = [libc::iovec {
             iov_base: std::ptr::null_mut(),
             iov_len: 0,

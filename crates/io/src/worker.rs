@@ -19,14 +19,20 @@ use std::time::{Duration, Instant};
 pub const UDP_SLOT: usize = 2048;
 /// How often relay timers run (bubble retries are paced at 2 s).
 const TICK: Duration = Duration::from_millis(500);
-/// Batches drained from one descriptor before looking at the others again.
-const ROUNDS: usize = 8;
-/// Packets per wake-up from which a worker counts as busy and moderates (see [`COALESCE`]).
+/// Packets drained from one descriptor per wake-up before looking at the others again, as
+/// NAPI's budget does: a fixed number of reads (8 of them was one GSO packet each from the
+/// TUN) left the TUN's queue to overflow while the UDP side took whole batches.
+const PACKET_BUDGET: usize = 1024;
+/// Packets per wake-up (from either side) from which a worker counts as busy and moderates
+/// (see [`COALESCE`]).
 const BUSY_PACKETS: usize = 8;
 /// How long a busy worker lets packets gather before it polls again.
 const COALESCE: Duration = Duration::from_micros(250);
 /// Packets one TUN read can yield: a 64 KiB GSO packet split at the smallest IPv6 MSS.
 const TUN_BATCH: usize = 128;
+/// Slots for packets from the corporate link: reads gather into one batch while a
+/// worst-case read still fits, so small packets for many clients leave in one send.
+const CORP_SLOTS: usize = 2 * TUN_BATCH;
 /// A zeroed virtio-net header: "no offload" for a packet written alone to an offloading TUN.
 const NO_OFFLOAD_HDR: [u8; tun_rs::VIRTIO_NET_HDR_LEN] = [0; tun_rs::VIRTIO_NET_HDR_LEN];
 
@@ -130,7 +136,7 @@ pub fn run(io: WorkerIo, mut dp: Worker, stop: Arc<AtomicBool>) -> io::Result<()
             } else {
                 Source::Udp(token as usize)
             };
-            busy += lp.drain(&io, &mut dp, source);
+            busy += lp.drain(&io, &mut dp, source, PACKET_BUDGET);
         }
         let now = Instant::now();
         if now >= next_tick {
@@ -180,19 +186,20 @@ impl EventLoop {
                 from: SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0),
                 truncated: false,
             }; BATCH],
-            corp_slots: vec![vec![0u8; corp_slot]; TUN_BATCH],
-            corp_sizes: vec![0usize; TUN_BATCH],
+            corp_slots: vec![vec![0u8; corp_slot]; CORP_SLOTS],
+            corp_sizes: vec![0usize; CORP_SLOTS],
             gso_buf: vec![0u8; gso_len],
-            batch: Batch::new(TUN_BATCH),
+            batch: Batch::new(CORP_SLOTS),
         }
     }
 
-    /// Up to [`ROUNDS`] batches from `source`, each processed and sent before the next read.
-    /// Returns how many Teredo datagrams arrived (what interrupt moderation counts).
-    fn drain(&mut self, io: &WorkerIo, dp: &mut Worker, source: Source) -> usize {
-        let mut datagrams = 0;
-        for _ in 0..ROUNDS {
-            let Ok(n) = self.read(io, source) else {
+    /// Batches from `source` until it has none left or `budget` packets came (a read may
+    /// pass it by one GSO packet), each processed and sent before the next read. Returns how
+    /// many packets arrived, from either side: what interrupt moderation counts as work.
+    fn drain(&mut self, io: &WorkerIo, dp: &mut Worker, source: Source, budget: usize) -> usize {
+        let mut packets = 0;
+        while packets < budget {
+            let Ok((n, more)) = self.read(io, source, budget - packets) else {
                 break;
             };
             let now = Instant::now();
@@ -207,33 +214,35 @@ impl EventLoop {
             };
             self.batch.send(&io.sockets, &io.corp, &self.stats, slots);
             batch::drain(&io.sockets, &io.corp, &self.stats, dp);
-            if let Source::Udp(_) = source {
-                datagrams += n;
-                if n < BATCH {
-                    break;
-                }
+            packets += n;
+            if !more {
+                break;
             }
         }
-        datagrams
+        packets
     }
 
-    /// Reads one batch into the slots; how many packets arrived.
-    fn read(&mut self, io: &WorkerIo, source: Source) -> io::Result<usize> {
+    /// Reads one batch of at most `want` packets (one GSO read may pass it) into the slots:
+    /// how many arrived, and whether the source may hold more.
+    fn read(&mut self, io: &WorkerIo, source: Source, want: usize) -> io::Result<(usize, bool)> {
         match source {
             Source::Udp(k) => {
                 let (_, sock) = io.sockets.get(k).ok_or(io::ErrorKind::NotFound)?;
-                sys::recv_batch(
+                let slots = want.clamp(1, BATCH);
+                let n = sys::recv_batch(
                     sock.as_raw_fd(),
-                    &mut self.udp_slots,
+                    &mut self.udp_slots[..slots],
                     HEADROOM,
                     &mut self.received,
-                )
+                )?;
+                Ok((n, n == slots))
             }
             Source::Corp => corp_read(
                 &io.corp,
                 &mut self.gso_buf,
                 &mut self.corp_slots,
                 &mut self.corp_sizes,
+                want,
             ),
         }
     }
@@ -267,30 +276,107 @@ impl EventLoop {
     }
 }
 
-/// Reads from the corporate link into `slots[..][HEADROOM..]`, returning how many packets
-/// arrived. An offloading TUN hands over one GSO packet per read, which tun-rs splits into
-/// segments; otherwise packets are read one per call until the batch is full or none is left.
+/// Reads from the corporate link into `slots[..][HEADROOM..]` until about `want` packets
+/// arrived, the link has none left, or the slots could not take another worst-case read.
+/// Returns how many packets arrived and whether the link may hold more. An offloading TUN
+/// hands over one GSO packet per read, which tun-rs splits into up to [`TUN_BATCH`]
+/// segments; otherwise packets are read one per call.
 fn corp_read(
     link: &CorpLink,
     gso_buf: &mut [u8],
     slots: &mut [Vec<u8>],
     sizes: &mut [usize],
-) -> io::Result<usize> {
-    if let CorpLink::Tun(dev) = link
-        && dev.tcp_gso()
-    {
-        return dev.recv_multiple(gso_buf, slots, sizes, HEADROOM);
-    }
+    want: usize,
+) -> io::Result<(usize, bool)> {
+    let gso = match link {
+        CorpLink::Tun(dev) if dev.tcp_gso() => Some(dev),
+        _ => None,
+    };
+    let per_read = if gso.is_some() { TUN_BATCH } else { 1 };
     let mut n = 0;
-    while n < BATCH.min(slots.len()) {
-        match sys::read(link.fd(), &mut slots[n][HEADROOM..]) {
-            Ok(len) => {
+    while n < want && n + per_read <= slots.len() {
+        let got = match gso {
+            Some(dev) => dev.recv_multiple(gso_buf, &mut slots[n..], &mut sizes[n..], HEADROOM),
+            None => sys::read(link.fd(), &mut slots[n][HEADROOM..]).map(|len| {
                 sizes[n] = len;
-                n += 1;
-            }
+                1
+            }),
+        };
+        match got {
+            Ok(0) => return Ok((n, false)),
+            Ok(k) => n += k,
             Err(e) if n == 0 => return Err(e),
-            Err(_) => break,
+            Err(_) => return Ok((n, false)),
         }
     }
-    Ok(n)
+    Ok((n, true))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use gate64_dataplane::{DataplaneConfig, Shared};
+
+    fn worker() -> Worker {
+        let shared = Shared::new(DataplaneConfig {
+            teredo: None,
+            relay: gate64_teredo::RelayConfig::default(),
+            corp_prefixes: Vec::new(),
+            corp_address: "2001:db8:100::1".parse().unwrap(),
+            require_ipsec: true,
+            ipsec_endpoint: None,
+            ipsec_pool: None,
+            sadb: None,
+            rs_per_sec: 20,
+            rs_burst: 40,
+            iphttps_prefix: None,
+            nat64: None,
+            binding_log: None,
+            self_addresses: Vec::new(),
+            dns64_listen: Vec::new(),
+        });
+        Worker::new(shared, Arc::default())
+    }
+
+    /// A corporate link that is a UDP socket, and a socket that writes into it.
+    fn corp_lab() -> (WorkerIo, UdpSocket) {
+        let corp = UdpSocket::bind((Ipv4Addr::LOCALHOST, 0)).unwrap();
+        let sender = UdpSocket::bind((Ipv4Addr::LOCALHOST, 0)).unwrap();
+        corp.connect(sender.local_addr().unwrap()).unwrap();
+        corp.set_nonblocking(true).unwrap();
+        sender.connect(corp.local_addr().unwrap()).unwrap();
+        let io = WorkerIo {
+            index: 0,
+            count: 1,
+            sockets: Vec::new(),
+            corp: Arc::new(CorpLink::Socket(corp)),
+            corp_mtu: 1280,
+        };
+        (io, sender)
+    }
+
+    /// Packets from the corporate link are drained past the old cap of 8 reads, to the
+    /// budget, and count as work for interrupt moderation.
+    #[test]
+    fn corp_reads_drain_to_the_budget_and_count_as_work() {
+        let (io, sender) = corp_lab();
+        let mut dp = worker();
+        let mut lp = EventLoop::new(&io, Arc::clone(dp.stats()));
+        // Not IPv6: each is read, judged and dropped.
+        for _ in 0..150 {
+            sender.send(&[0u8; 40]).unwrap();
+        }
+        assert_eq!(lp.drain(&io, &mut dp, Source::Corp, 64), 64);
+        assert_eq!(lp.drain(&io, &mut dp, Source::Corp, 64), 64);
+        assert_eq!(lp.drain(&io, &mut dp, Source::Corp, 64), 22);
+        assert_eq!(lp.drain(&io, &mut dp, Source::Corp, 64), 0);
+        assert_eq!(lp.stats.packets(Side::Corpnet, Direction::Rx), 150);
+        // With the worker's own budget, one wake-up takes them all.
+        for _ in 0..150 {
+            sender.send(&[0u8; 40]).unwrap();
+        }
+        let busy = lp.drain(&io, &mut dp, Source::Corp, PACKET_BUDGET);
+        assert_eq!(busy, 150);
+        assert!(busy >= BUSY_PACKETS);
+    }
 }

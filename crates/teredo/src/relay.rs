@@ -163,6 +163,31 @@ struct Shard {
     next_id: u64,
 }
 
+/// Entries per shard whose room is reserved when the table is made: a shard whose maps had
+/// to grow would rehash every entry while its lock stops the workers that need it. Up to here
+/// (a `max_peers` of a million over [`SHARDS`] shards fits) the whole configured maximum is
+/// reserved; past it the maps grow as usual.
+const RESERVED_PER_SHARD: usize = 1 << 14;
+
+impl Shard {
+    fn with_capacity(cap: usize) -> Self {
+        let cap = cap.min(RESERVED_PER_SHARD);
+        Shard {
+            peers: HashMap::with_capacity(cap),
+            by_ipv4: HashMap::with_capacity(cap),
+            // `insert` keeps the cursor within twice the live entries plus the candidates.
+            order: VecDeque::with_capacity(2 * cap + EVICTION_CANDIDATES + 1),
+            next_id: 0,
+        }
+    }
+
+    /// Entries the maps hold without growing.
+    #[cfg(test)]
+    fn reserved(&self) -> usize {
+        self.peers.capacity().min(self.by_ipv4.capacity())
+    }
+}
+
 /// The sharded peer table.
 #[derive(Debug)]
 pub struct Peers {
@@ -175,8 +200,10 @@ pub struct Peers {
 impl Peers {
     /// Creates an empty table.
     pub fn new(cfg: RelayConfig) -> Self {
-        let shards = (0..SHARDS).map(|_| Mutex::new(Shard::default())).collect();
         let shard_cap = cfg.max_peers.div_ceil(SHARDS).max(1);
+        let shards = (0..SHARDS)
+            .map(|_| Mutex::new(Shard::with_capacity(shard_cap)))
+            .collect();
         Peers {
             cfg,
             shards,
@@ -527,6 +554,35 @@ mod tests {
             server: Ipv4Addr::new(192, 0, 2, 1),
             flags: 0,
             mapped: "198.51.100.10:3546".parse().unwrap(),
+        }
+    }
+
+    /// Room for the configured maximum is reserved up front: filling the table to it, with
+    /// evictions once shards are full, never grows a shard's maps.
+    #[test]
+    fn a_full_table_never_grows_its_shards() {
+        let cfg = RelayConfig {
+            max_peers: SHARDS * 40,
+            ..RelayConfig::default()
+        };
+        let peers = Peers::new(cfg);
+        let lock = |i: usize| peers.shards[i].lock().unwrap();
+        let before: Vec<usize> = (0..SHARDS).map(|i| lock(i).reserved()).collect();
+        assert!(before.iter().all(|&r| r >= 40));
+        let t0 = Instant::now();
+        for i in 0..(SHARDS * 80) as u32 {
+            let mapping = SocketAddrV4::new(Ipv4Addr::from(0xc633_0000 + i), 3544);
+            let a = Address {
+                mapped: mapping,
+                ..client()
+            };
+            let _ = peers.handle_receive(t0, &a.encode(), mapping);
+        }
+        assert_eq!(peers.count(t0).1, SHARDS * 40);
+        // Deleted entries leave tombstones that count against the room left, so the room
+        // may shrink; it never grows, which would mean a larger table was built.
+        for (i, &room) in before.iter().enumerate() {
+            assert!(lock(i).reserved() <= room, "shard {i} grew");
         }
     }
 

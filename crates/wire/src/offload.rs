@@ -1,8 +1,9 @@
-//! TUN offload (virtio-net headers) without copies beyond one: the pure half. Runs of
-//! consecutive TCP segments of one flow become one GSO super-packet description
-//! ([`for_each_write`]: a virtio-net header and the first segment's headers, rewritten for
-//! the whole, then every payload as it lies in the caller's buffers), and a read carrying a
-//! super-packet is cut back into segments ([`split_into`]). The I/O half (`writev`) is in
+//! TUN offload (virtio-net headers) without copies beyond one: the pure half. The TCP
+//! segments of each flow in a batch, interleaved with other flows or not, become GSO
+//! super-packet descriptions ([`GroTable`], [`for_each_write`]: a virtio-net header and the
+//! first segment's headers, rewritten for the whole, then every payload as it lies in the
+//! caller's buffers), and a read carrying a super-packet is cut back into segments
+//! ([`split_into`]). The I/O half (`writev`) is in
 //! `gate64-io`'s `gro` module.
 //!
 //! Coalescing does not verify the segments' TCP checksums: the kernel computes the
@@ -14,12 +15,20 @@
 //!
 //! The merge rules follow Linux's `tcp_gro_receive`: same addresses, ports, IP header fields
 //! (TOS/traffic class, TTL/hop limit, DF, flow label), identical TCP options, same ACK number
-//! and window, no SYN/FIN/RST/URG/ECE/CWR, PSH only on the last segment, every segment but the
-//! last exactly `gso_size` long, at most 64 KiB in all.
+//! and window, the same other control bits and no SYN/FIN/RST/URG/ECE/CWR, PSH only on the
+//! last segment, every segment but the last exactly `gso_size` long, at most 64 KiB in all.
+//! Every header byte a segment cut from the super-packet copies from the first is compared,
+//! so splitting gives back the same bytes; the IPv4 identification is the exception (the
+//! split numbers it from the first's, as the kernel's GSO does), which Linux GRO also accepts
+//! for DF packets.
 
 use crate::checksum::{fold, sum as sum_acc};
 use crate::virtio_net::{self, GsoType};
 use crate::{ipv4, ipv6, tcp};
+
+mod table;
+
+pub use table::{GRO_BATCH, GroTable};
 
 /// Size of the virtio-net header tun-rs configures (`struct virtio_net_hdr`, no
 /// `num_buffers`).
@@ -105,7 +114,8 @@ fn can_follow(
     q: &[u8],
     qs: &Segment,
 ) -> bool {
-    if qs.v6 != fs.v6 || qs.tcph != fs.tcph {
+    // Control bits as the first's, PSH aside (Linux `tcp_gro_receive` flushes on the rest).
+    if qs.v6 != fs.v6 || qs.tcph != fs.tcph || (qs.flags ^ fs.flags) & !TCP_PSH != 0 {
         return false;
     }
     // Every segment but the last is exactly gso_size (the first's payload) long.
@@ -123,16 +133,17 @@ fn can_follow(
         // Version, traffic class, flow label; hop limit; addresses.
         same(0..4) && same(7..8) && same(8..40)
     } else {
-        // TOS; DF; TTL; addresses.
-        same(1..2) && first[6] & 0x40 == q[6] & 0x40 && same(8..9) && same(12..20)
+        // TOS; reserved bit and DF; TTL; addresses.
+        same(1..2) && first[6] & 0xc0 == q[6] & 0xc0 && same(8..9) && same(12..20)
     };
     let t = fs.iph;
-    // Ports, ACK number, window, options.
+    // Ports, ACK number, data offset and reserved bits, window, urgent pointer, options: the
+    // segments cut from the super-packet copy them from the first.
     ip_same
         && same(t..t + 4)
-        && same(t + 8..t + 12)
+        && same(t + 8..t + 13)
         && same(t + 14..t + 16)
-        && same(t + 20..t + fs.tcph)
+        && same(t + 18..t + fs.tcph)
 }
 
 /// Builds the virtio-net header and the super-packet's headers into `out` for a run starting
@@ -192,49 +203,13 @@ fn set_ip_lengths(h: &mut [u8], v6: bool, iph: usize, tcp_len: usize, ident: Opt
     sum(&h[ipv4::field::SRC.start..ipv4::field::DST.end])
 }
 
-/// The writes that put `packets` on an offloading TUN, in order, without making them: calls `emit` once per write
-/// with its parts (virtio-net header, headers, payloads; at most 65 of them) and the number of
-/// packets it carries. Pure, for tests and fuzzing.
-pub fn for_each_write(packets: &[&[u8]], mut emit: impl FnMut(&[&[u8]], usize)) {
-    let mut hdr = [0u8; VNET_HDR_LEN + MAX_HEADERS];
-    let plain = [0u8; VNET_HDR_LEN];
-    let mut i = 0;
-    while i < packets.len() {
-        let first = packets[i];
-        let run = segment(first).map(|fs| {
-            let (mut last, mut total, mut end) = (fs, fs.payload, i + 1);
-            while end < packets.len() && end - i < MAX_SEGMENTS {
-                let q = packets[end];
-                match segment(q) {
-                    Some(qs) if can_follow(first, &fs, &last, total, q, &qs) => {
-                        last = qs;
-                        total += qs.payload;
-                        end += 1;
-                    }
-                    _ => break,
-                }
-            }
-            (fs, last, total, end)
-        });
-        match run {
-            Some((fs, last, total, end)) if end - i > 1 => {
-                let n = super_headers(&mut hdr, first, &fs, total, last.flags);
-                let off = fs.iph + fs.tcph;
-                let mut parts: [&[u8]; MAX_SEGMENTS + 1] = [&[]; MAX_SEGMENTS + 1];
-                parts[0] = &hdr[..n];
-                for (k, p) in packets[i..end].iter().enumerate() {
-                    parts[k + 1] = p.get(off..).unwrap_or_default();
-                }
-                emit(&parts[..end - i + 1], end - i);
-                i = end;
-            }
-            _ => {
-                // Not TCP, or alone: as it is, behind a "no offload" header.
-                emit(&[&plain, first], 1);
-                i += 1;
-            }
-        }
-    }
+/// The writes that put `packets` on an offloading TUN: calls `emit` once per write with its
+/// parts (virtio-net header, headers, payloads; at most 65 of them) and the number of packets
+/// it carries. Segments are grouped by flow across the batch ([`GroTable`]); callers that
+/// write often keep a [`GroTable`] instead, which saves clearing one per call. Pure, for
+/// tests and fuzzing.
+pub fn for_each_write(packets: &[&[u8]], emit: impl FnMut(&[&[u8]], usize)) {
+    GroTable::new().for_each_write(packets, emit);
 }
 
 /// Why a read from the TUN could not be split.

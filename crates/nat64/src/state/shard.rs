@@ -68,6 +68,28 @@ struct ProtoTable {
     remotes: HashMap<(Addr4, Ipv4Addr), usize>,
 }
 
+/// Sessions per shard and protocol whose room is reserved when the shard is made, so that
+/// up to here no map rehashes while the shard's lock stops the workers. The whole share of
+/// `max_sessions` is reserved up to this bound; past it (the 4,000,000 default over 16 shards
+/// is past it) the maps grow as usual. The bound keeps the memory touched at start (a control
+/// byte per bucket) to a few MiB.
+const RESERVED_PER_SHARD: usize = 1 << 14;
+
+impl ProtoTable {
+    /// Tables for TCP, UDP and ICMP with room for `share` sessions each (at most
+    /// [`RESERVED_PER_SHARD`]); a session has at most one BIB entry of its own.
+    fn reserved(share: usize) -> [ProtoTable; 3] {
+        let n = share.min(RESERVED_PER_SHARD);
+        std::array::from_fn(|_| ProtoTable {
+            bib6: HashMap::with_capacity(n),
+            bib4: HashMap::with_capacity(n),
+            sessions: HashMap::with_capacity(n),
+            sessions4: HashMap::with_capacity(n),
+            ..ProtoTable::default()
+        })
+    }
+}
+
 #[derive(Debug, Clone, Copy)]
 struct Bib {
     v4: Addr4,
@@ -108,7 +130,11 @@ impl Shard {
             clients: HashMap::new(),
             max_sessions_per_client: cfg.max_sessions_per_client,
             max_ports_per_client: cfg.max_ports_per_client.min(fair),
-            tables: Default::default(),
+            // No maximum configured (`usize::MAX`): nothing to size the reservation by.
+            tables: ProtoTable::reserved(match cfg.max_sessions {
+                usize::MAX => 0,
+                max => max.div_ceil(cfg.shards.max(1)),
+            }),
             pool4: cfg.pool4.clone(),
             owned,
             hash_key: cfg.hash_key,
@@ -233,9 +259,20 @@ impl Shard {
     /// Deletes sessions whose lifetime ended (and BIB entries with their last session, unless
     /// static). An established TCP session that runs out moves to TRANS instead (§3.5.2.2).
     pub fn handle_timeout(&mut self, now: Instant) {
-        while let Some(&Reverse((at, k))) = self.timeouts.peek() {
+        while self.handle_timeout_bounded(now, usize::MAX) {}
+    }
+
+    /// [`Shard::handle_timeout`], visiting at most `max_visits` timer entries, so a driver
+    /// holding the shard's lock does bounded work per tick even when a mass of sessions runs
+    /// out at once (expiry may then lag by a few ticks: RFC 6146's lifetimes are minimums).
+    /// True when entries that are due remain.
+    pub fn handle_timeout_bounded(&mut self, now: Instant, max_visits: usize) -> bool {
+        for _ in 0..max_visits {
+            let Some(&Reverse((at, k))) = self.timeouts.peek() else {
+                return false;
+            };
             if at > now {
-                break;
+                return false;
             }
             self.timeouts.pop();
             let proto = match k.proto {
@@ -271,6 +308,9 @@ impl Shard {
             }
             self.delete_session(proto, key);
         }
+        self.timeouts
+            .peek()
+            .is_some_and(|Reverse((at, _))| *at <= now)
     }
 
     /// When [`Shard::handle_timeout`] has work next. May be early (a refreshed session), never
@@ -292,6 +332,14 @@ impl Shard {
     /// BIB lookup by the IPv6 side.
     pub fn bib_v6(&self, proto: Proto, x: Addr6) -> Option<Addr4> {
         self.tables[proto.index()].bib6.get(&x).map(|b| b.v4)
+    }
+
+    /// Sessions per protocol the maps hold before they must grow, for tests and diagnostics.
+    pub fn reserved_sessions(&self) -> [usize; 3] {
+        [0, 1, 2].map(|i| {
+            let t = &self.tables[i];
+            t.sessions.capacity().min(t.sessions4.capacity())
+        })
     }
 
     /// Entries in the timer heap (about one per session), for tests and diagnostics.

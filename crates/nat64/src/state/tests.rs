@@ -472,3 +472,32 @@ proptest::proptest! {
         proptest::prop_assert_eq!(ports, t.stats().bib_entries);
     }
 }
+
+/// A mass of sessions running out at once is expired in bounded slices, and a shard filled
+/// to its configured share never grows (rehashes) its session maps.
+#[test]
+fn expiry_is_bounded_per_call_and_reserved_maps_do_not_grow() {
+    let t0 = Instant::now();
+    let mut t = Table::new(Config {
+        max_sessions: 1000,
+        ..Config::new(vec![T1, T2])
+    })
+    .unwrap();
+    let shard = t.shard_mut(0).unwrap();
+    let before = shard.reserved_sessions();
+    assert!(before[Proto::Udp.index()] >= 1000);
+    for i in 0..1000u16 {
+        let x = (Ipv6Addr::new(0x2001, 0xdb8, i, 0, 0, 0, 0, 5), 2000);
+        shard.handle_v6(t0, Proto::Udp, x, (Z1, 53), NONE).unwrap();
+    }
+    assert_eq!(shard.stats().sessions, 1000);
+    assert_eq!(shard.reserved_sessions(), before);
+    let later = t0 + Duration::from_secs(3600);
+    let mut calls = 0;
+    while shard.handle_timeout_bounded(later, 300) {
+        calls += 1;
+        assert_eq!(shard.stats().sessions, 1000 - 300 * calls);
+    }
+    assert_eq!((calls, shard.stats().sessions), (3, 0));
+    assert!(!shard.handle_timeout_bounded(later, 300));
+}
