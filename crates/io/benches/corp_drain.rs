@@ -39,6 +39,7 @@ fn config() -> DataplaneConfig {
         binding_log: None,
         self_addresses: Vec::new(),
         dns64_listen: Vec::new(),
+        ike_per_client_per_sec: 1000,
     }
 }
 

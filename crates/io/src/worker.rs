@@ -334,6 +334,7 @@ mod tests {
             binding_log: None,
             self_addresses: Vec::new(),
             dns64_listen: Vec::new(),
+            ike_per_client_per_sec: 1000,
         });
         Worker::new(shared, Arc::default())
     }
