@@ -98,7 +98,9 @@ impl Gateway {
         let mut queues: Vec<Vec<Arc<tun_rs::SyncDevice>>> = vec![Vec::new(); workers];
         for first in tuns {
             for q in queues.iter_mut().skip(1) {
-                q.push(Arc::new(first.try_clone()?));
+                let queue = first.try_clone()?;
+                queue.set_nonblocking(true)?;
+                q.push(Arc::new(queue));
             }
             queues[0].push(Arc::new(first));
         }
