@@ -28,6 +28,9 @@
 #        DIRS="up down"  up = site -> grelan, down = grelan -> site (iperf3 -R)
 #        SETUPS="gate64 ovs"
 #        GATE64_BIN=path use this binary and skip the build
+#        GRE_WORKERS=0   gate64's `[server] workers` at both ends: its GRE threads and TUN
+#                        queues (0 = one per core; binaries before the multi-queue GRE data
+#                        path ran GRE on one thread whatever it said)
 #        KEEP_LOGS=1     keep the temporary directory with configs, logs and iperf3 JSON
 #        GW_LAN_GRO=1    gate64 setup only: GRO on the gateway's LAN-side veth (l0), as a NIC
 #                        has it, so the LAN host's segments reach gate64's TUN coalesced
@@ -41,6 +44,7 @@ DURATION=${DURATION:-10}
 FLOWS=${FLOWS:-"1 8"}
 DIRS=${DIRS:-"up down"}
 SETUPS=${SETUPS:-"gate64 ovs"}
+GRE_WORKERS=${GRE_WORKERS:-0}
 
 SITE=g64-bgsite-$$-0
 GW=g64-bggw-$$-0
@@ -111,7 +115,7 @@ PY
 gate64_conf() { # gate64_conf LOCAL REMOTE ROUTE
     cat <<EOF
 [server]
-workers = 1
+workers = $GRE_WORKERS
 [corpnet]
 tun = "gate64"
 [metrics]

@@ -12,6 +12,8 @@
 //!   checksum and inner TTL 1: each dropped and counted under its reason.
 //! - `netns_gre_ipv6_outer`: the tunnel over IPv6 (RFC 7676) between gate64 and another
 //!   gate64, IPv4 and IPv6 inside, both ways, with keepalives.
+//! - `netns_gre_two_workers`: two gate64s, each with two GRE workers (a TUN queue and a
+//!   thread each), carry pings (IPv4 and IPv6 inside) and iperf3 with 8 flows each way.
 //! - `netns_gre_keepalive_up_down`: gate64 sends Cisco-style keepalives every second to a
 //!   peer without keepalives of its own (another gate64 that only reflects them); the tunnel
 //!   goes down once the peer stops and up again once it is back.
@@ -78,6 +80,15 @@ fn netns_gre_ipv6_outer() {
     run(ipv6_outer);
 }
 
+#[test]
+#[ignore = "netns: needs root"]
+fn netns_gre_two_workers() {
+    if !netns_or_skip("netns_gre_two_workers") {
+        return;
+    }
+    run(two_workers);
+}
+
 /// Runs a scenario; on error, panics with the error (namespaces and processes are cleaned up
 /// by their drops, logs kept and printed by them).
 fn run(scenario: impl FnOnce() -> Result<()>) {
@@ -128,9 +139,14 @@ fn router(ns: &Netns) -> Result<()> {
 /// `gate64 serve` in `ns` with `[corpnet] tun`, `[metrics]` and `gre` (no client transport);
 /// waits (≤ 20 s) for its GRE metrics.
 fn start_gate64(ns: &Netns, gre: &str) -> Result<Process> {
+    start_gate64_workers(ns, gre, 1)
+}
+
+/// [`start_gate64`] with `[server] workers` (the GRE threads and TUN queues).
+fn start_gate64_workers(ns: &Netns, gre: &str, workers: u32) -> Result<Process> {
     let bin = gate64_binary()?;
     let conf = format!(
-        "[server]\nworkers = 1\n\n[corpnet]\ntun = \"gate64\"\n\n[metrics]\nlisten = \"{METRICS}\"\n\n{gre}"
+        "[server]\nworkers = {workers}\n\n[corpnet]\ntun = \"gate64\"\n\n[metrics]\nlisten = \"{METRICS}\"\n\n{gre}"
     );
     let file = ns.write_file("gate64.toml", &conf)?;
     let bin_s = bin.to_string_lossy().into_owned();
@@ -244,8 +260,8 @@ fn interop_checks(lab: &Lab, _ovs: &Ovs<'_>, iperf: bool) -> Result<()> {
             .peer
             .spawn("iperf3", &["iperf3", "-s", "-B", "172.16.0.5"])?;
         std::thread::sleep(Duration::from_millis(500));
-        let up = iperf3(peer, "10.64.0.5", "172.16.0.5")?;
-        let down = iperf3(lan, "172.16.0.5", "10.64.0.5")?;
+        let up = iperf3(peer, "10.64.0.5", "172.16.0.5", 1)?;
+        let down = iperf3(lan, "172.16.0.5", "10.64.0.5", 1)?;
         println!(
             "GRE via Open vSwitch <-> gate64, one TCP flow, 3 s: Open vSwitch side to gate64 \
              side {up:.0} Mbit/s, gate64 side to Open vSwitch side {down:.0} Mbit/s"
@@ -254,11 +270,15 @@ fn interop_checks(lab: &Lab, _ovs: &Ovs<'_>, iperf: bool) -> Result<()> {
     Ok(())
 }
 
-/// A 3 s single-flow iperf3 run from `ns` (source `src`) to `dst`; returns the received
+/// A 3 s iperf3 run with `flows` parallel flows from `ns` (source `src`) to `dst`; returns
+/// the received
 /// Mbit/s, which must be above 0.
-fn iperf3(ns: &Netns, dst: &str, src: &str) -> Result<f64> {
+fn iperf3(ns: &Netns, dst: &str, src: &str, flows: u32) -> Result<f64> {
+    let flows = flows.to_string();
     let argv = [
         "iperf3",
+        "-P",
+        &flows,
         "-c",
         dst,
         "-B",
@@ -538,5 +558,48 @@ fn ipv6_outer() -> Result<()> {
         m.get("gate64_gre_tunnels", &[("state", "up")]) == Some(1.0),
         "the IPv6 tunnel is not up after 5 keepalive intervals"
     );
+    Ok(())
+}
+
+/// Two gate64s over IPv4, each with two GRE workers: every direction carries pings and
+/// iperf3 with 8 flows (spread over both TUN queues by their ports).
+fn two_workers() -> Result<()> {
+    let lab = Lab::new("grew2")?;
+    lab.peer.addr_add("pp", "203.0.113.2/24")?;
+    router(&lab.peer)?;
+    lab.peer.addr_add("lo", "172.16.0.5/32")?;
+    lab.peer.addr_add("lo", "2001:db8:16::5/128")?;
+    let tunnel = |local: &str, remote: &str, routes: &str| {
+        format!(
+            "[[gre.tunnel]]\nname = \"w2\"\nlocal = \"{local}\"\nremote = \"{remote}\"\n\
+             key = 42\nroutes = {routes}\n"
+        )
+    };
+    let gw = tunnel(
+        "203.0.113.1",
+        "203.0.113.2",
+        "[\"172.16.0.0/24\", \"2001:db8:16::/64\"]",
+    );
+    let peer = tunnel(
+        "203.0.113.2",
+        "203.0.113.1",
+        "[\"10.64.0.0/24\", \"2001:db8:64::/64\"]",
+    );
+    let _gw = start_gate64_workers(&lab.gw, &gw, 2)?;
+    let _peer = start_gate64_workers(&lab.peer, &peer, 2)?;
+    delivered(&lab.peer, "172.16.0.5", "10.64.0.5").context("IPv4, site first")?;
+    delivered(&lab.lan, "10.64.0.5", "172.16.0.5").context("IPv4, LAN first")?;
+    delivered(&lab.peer, "2001:db8:16::5", "2001:db8:64::5").context("IPv6, site")?;
+    delivered(&lab.lan, "2001:db8:64::5", "2001:db8:16::5").context("IPv6, LAN")?;
+    let _lan_server = lab
+        .lan
+        .spawn("iperf3", &["iperf3", "-s", "-B", "10.64.0.5"])?;
+    let _site_server = lab
+        .peer
+        .spawn("iperf3", &["iperf3", "-s", "-B", "172.16.0.5"])?;
+    std::thread::sleep(Duration::from_millis(500));
+    let up = iperf3(&lab.peer, "10.64.0.5", "172.16.0.5", 8)?;
+    let down = iperf3(&lab.lan, "172.16.0.5", "10.64.0.5", 8)?;
+    println!("two GRE workers, 8 flows: site -> LAN {up:.1} Mbit/s, LAN -> site {down:.1} Mbit/s");
     Ok(())
 }

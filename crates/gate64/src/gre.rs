@@ -64,7 +64,9 @@ pub fn start(cfg: &Config, exporter: &Exporter) -> Result<Option<Gateway>> {
         info!(tenant = %tenant.name, tun = %tenant.tun, table = tenant.table, mtu, "GRE tenant up");
         tuns.push(dev);
     }
-    let gateway = Gateway::spawn(gre, tuns).context("starting the GRE data path")?;
+    // One TUN queue and thread per worker (`server.workers`); see gate64_io::gre.
+    let gateway =
+        Gateway::spawn(gre, tuns, cfg.effective_workers()).context("starting the GRE data path")?;
     exporter.add_gre(gateway.reader());
     info!(tunnels = g.tunnels.len(), "GRE gateway up");
     Ok(Some(gateway))

@@ -278,9 +278,42 @@ impl Gre {
         self.tunnels.get(id.0).map(|t| &t.config)
     }
 
-    /// Whether tunnel `id` is up (keepalives answered, or keepalives off).
+    /// Whether tunnel `id` is up (keepalives answered, or keepalives off). Read from the
+    /// shared counters, so a [`Gre::sender`] copy follows the state its original's timers and
+    /// keepalive answers set.
     pub fn is_up(&self, id: TunnelId) -> bool {
-        self.tunnels.get(id.0).is_some_and(|t| t.keepalive.is_up())
+        self.tunnels
+            .get(id.0)
+            .is_some_and(|t| t.stats.up.load(std::sync::atomic::Ordering::Relaxed) != 0)
+    }
+
+    /// A copy of the table for another thread that only routes and encapsulates
+    /// ([`Gre::route_packet`], [`Gre::encap`]): it shares the counters and the up/down state
+    /// (which stays this table's to run), and has no keepalive timers of its own. `None` when
+    /// a tunnel sends sequence numbers: RFC 2890 receivers drop numbers that arrive out of
+    /// order, so one tunnel's numbers must come from one thread in send order.
+    pub fn sender(&self, now: Instant) -> Option<Gre> {
+        if self.tunnels.iter().any(|t| t.config.send_sequence) {
+            return None;
+        }
+        Some(Gre {
+            tunnels: self
+                .tunnels
+                .iter()
+                .map(|t| Tunnel {
+                    config: t.config.clone(),
+                    stats: Arc::clone(&t.stats),
+                    window: Window::default(),
+                    next_sequence: 0,
+                    keepalive: keepalive::Timer::new(None, now),
+                })
+                .collect(),
+            by_key: self.by_key.clone(),
+            peers: self.peers.clone(),
+            routes: self.routes.clone(),
+            drops: Arc::clone(&self.drops),
+            pending: Default::default(),
+        })
     }
 
     /// Drops by reason (shared with the metrics exporter).

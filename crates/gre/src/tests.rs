@@ -480,3 +480,47 @@ fn a_down_tunnel_withdraws_its_routes() {
     assert_eq!(ours.route_packet(TenantId(0), &to_site), Ok(TunnelId(0)));
     assert_eq!(ours.drops().get(DropReason::TunnelDown), 1);
 }
+
+/// A sender copy routes and encapsulates into the shared counters, follows the original's
+/// up/down state (the original runs the timers), and sends no keepalives of its own.
+#[test]
+fn sender_copy_shares_counters_and_state() {
+    let t0 = Instant::now();
+    let mut ours = with_keepalive(A, B, t0);
+    let mut sender = ours.sender(t0).unwrap();
+    assert_eq!(sender.poll_timeout(), None);
+    let mut inner = inner_v4(64);
+    inner[16..20].copy_from_slice(&[172, 16, 0, 9]);
+    let mut buf = vec![0u8; gre::MAX_HEADER_LEN + inner.len()];
+    buf[gre::MAX_HEADER_LEN..].copy_from_slice(&inner);
+    let id = sender.route_packet(TenantId(0), &inner).unwrap();
+    let end = buf.len();
+    let at = sender
+        .encap(id, &mut buf, gre::MAX_HEADER_LEN, end)
+        .unwrap();
+    let mut peer = site2_reversed(t0);
+    assert_eq!(peer.decap(A, B, &buf[at..]).unwrap().inner, Inner::Ipv4);
+    let (_, _, s) = ours.tunnels().next().unwrap();
+    assert_eq!(s.tx_packets.load(std::sync::atomic::Ordering::Relaxed), 1);
+    // Four keepalives unanswered take the tunnel down for the copy too.
+    for i in 1..=4u64 {
+        ours.handle_timeout(t0 + Duration::from_secs(10 * i));
+    }
+    assert!(!sender.is_up(id));
+    assert_eq!(
+        sender.route_packet(TenantId(0), &inner),
+        Err(DropReason::TunnelDown)
+    );
+    assert_eq!(ours.drops().get(DropReason::TunnelDown), 1);
+}
+
+/// Sequence numbers must come from one thread in send order: no sender copy then.
+#[test]
+fn no_sender_copy_with_sequence_numbers() {
+    let t0 = Instant::now();
+    let mut c = tunnel("site2", A, B, Some(42), 0);
+    c.send_sequence = true;
+    let gre = Gre::new(vec![c], t0).unwrap();
+    assert!(gre.sender(t0).is_none());
+    assert!(site2(t0).sender(t0).is_some());
+}

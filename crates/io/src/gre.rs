@@ -1,5 +1,6 @@
-//! The GRE data path (issue 11): raw IP protocol-47 sockets on one side, a TUN device per
-//! tenant on the other, and the sans-IO [`gate64_gre::Gre`] between them, on one thread.
+//! The GRE data path (issue 11): raw IP protocol-47 sockets on one side, a multi-queue TUN
+//! device per tenant on the other, and the sans-IO [`gate64_gre::Gre`] between them, on one
+//! or more worker threads.
 //!
 //! - **Sockets.** One raw socket per local outer address of the tunnels
 //!   (`socket(AF_INET, SOCK_RAW, 47)` or `AF_INET6`), bound to that address with
@@ -9,7 +10,7 @@
 //!   IPV6_RECVPKTINFO. IPv4 reads carry the IPv4 header, parsed for the source. Sends carry
 //!   the GRE header and payload; the kernel adds the outer header from the bound address.
 //!   Receives and sends are batched with `recvmmsg`/`sendmmsg` ([`crate::sys`]).
-//! - **Tenants.** Each tenant has its own TUN device (one queue) opened with virtio-net
+//! - **Tenants.** Each tenant has its own TUN device (one queue per worker) opened with virtio-net
 //!   headers: a read may be a TCP super-packet (TSO), split by tun-rs into MTU-sized packets
 //!   straight into headroomed slots, each encapsulated in place and sent in one `sendmmsg`
 //!   batch; decapsulated packets are written with [`crate::gro::write_coalesced`], one
@@ -21,9 +22,20 @@
 //!   [`gate64_gre::Gre::poll_timeout`]. A tunnel they find down refuses packets
 //!   (`gre_tunnel_down`) until its peer answers again.
 //!
-//! Not yet: multi-queue TUNs and several threads (one thread carries every tunnel). One
-//! flow's packets stay in order because one thread handles them and every batch is sent and
-//! written in the order it was read.
+//! - **Workers.** Worker `w` reads queue `w` of every tenant's device, encapsulates and
+//!   sends on its own raw sockets (one per local address, with a drop-all filter: a raw
+//!   socket gets a copy of every GRE packet, and only worker 0 reads them), so the outer
+//!   sends, the largest cost, run on every worker. Worker 0 alone receives, decapsulates and
+//!   runs the keepalive timers and the sequence windows; it writes each decapsulated packet
+//!   into the queue of the worker its inner flow hashes to ([`flow_queue`], symmetric in
+//!   source and destination). The kernel's TUN flow steering sends a flow's outgoing packets
+//!   to the queue its last incoming packet was written to, so each flow is read by one
+//!   worker and its packets stay in order. Tunnels that send RFC 2890 sequence numbers get
+//!   one worker ([`gate64_gre::Gre::sender`]).
+//!
+//! One flow's packets stay in order because one thread reads them and every batch is sent
+//! and written in the order it was read. Not yet: receiving on several workers (an
+//! AF_PACKET `PACKET_FANOUT_HASH` group, see docs/architecture.md).
 
 use std::io;
 use std::net::{IpAddr, SocketAddr};
@@ -63,28 +75,67 @@ const SOCKET_BUFFER: usize = 4 << 20;
 /// Longest wait between checks of the stop flag.
 const MAX_WAIT: Duration = Duration::from_millis(100);
 
-/// A running GRE data path; dropping it stops the thread (the TUN devices, and with them
-/// their routes, go when the thread exits).
+/// A running GRE data path; dropping it stops the threads (the TUN devices, and with them
+/// their routes, go when the threads exit).
 pub struct Gateway {
     stop: Arc<AtomicBool>,
-    thread: Option<JoinHandle<io::Result<()>>>,
+    threads: Vec<JoinHandle<io::Result<()>>>,
     reader: GreReader,
 }
 
 impl Gateway {
-    /// Starts the thread: `tuns[i]` is the device of tenant `i`.
-    pub fn spawn(gre: Gre, tuns: Vec<tun_rs::SyncDevice>) -> io::Result<Gateway> {
-        let sockets = bind_sockets(&gre)?;
+    /// Starts `workers` threads (at least one; one when a tunnel sends sequence numbers):
+    /// `tuns[i]` is the device of tenant `i`, made by [`create_tun`], whose further queues
+    /// are opened here, one per worker.
+    pub fn spawn(gre: Gre, tuns: Vec<tun_rs::SyncDevice>, workers: usize) -> io::Result<Gateway> {
+        let now = Instant::now();
+        let senders: Vec<Gre> = (1..workers.max(1)).map_while(|_| gre.sender(now)).collect();
+        if senders.len() + 1 < workers {
+            info!("a GRE tunnel sends sequence numbers: one GRE worker");
+        }
+        let workers = senders.len() + 1;
+        // queues[w][tenant]: worker w's queue of each tenant's device.
+        let mut queues: Vec<Vec<Arc<tun_rs::SyncDevice>>> = vec![Vec::new(); workers];
+        for first in tuns {
+            for q in queues.iter_mut().skip(1) {
+                let queue = first.try_clone()?;
+                queue.set_nonblocking(true)?;
+                q.push(Arc::new(queue));
+            }
+            queues[0].push(Arc::new(first));
+        }
         let reader = reader(&gre);
         let stop = Arc::new(AtomicBool::new(false));
-        let flag = Arc::clone(&stop);
-        let mut engine = Engine::new(gre, sockets, tuns)?;
-        let thread = std::thread::Builder::new()
-            .name("gre".into())
-            .spawn(move || engine.run(&flag))?;
+        let mut engines = Vec::with_capacity(workers);
+        let sockets = bind_sockets(&local_addresses(&gre), true)?;
+        engines.push(Engine::new(gre, sockets, &queues, 0)?);
+        for (i, sender) in senders.into_iter().enumerate() {
+            let sockets = bind_sockets(&local_addresses(&sender), false)?;
+            engines.push(Engine::new(sender, sockets, &queues, i + 1)?);
+        }
+        let mut threads = Vec::with_capacity(workers);
+        for (w, mut engine) in engines.into_iter().enumerate() {
+            let flag = Arc::clone(&stop);
+            let spawned = std::thread::Builder::new()
+                .name(format!("gre-{w}"))
+                .spawn(move || engine.run(&flag));
+            match spawned {
+                Ok(t) => threads.push(t),
+                Err(e) => {
+                    let mut started = Gateway {
+                        stop,
+                        threads,
+                        reader,
+                    };
+                    let _ = started.halt();
+                    return Err(e);
+                }
+            }
+        }
+        info!(workers, "GRE workers up");
         Ok(Gateway {
             stop,
-            thread: Some(thread),
+            threads,
             reader,
         })
     }
@@ -94,18 +145,24 @@ impl Gateway {
         Arc::clone(&self.reader)
     }
 
-    /// Stops the thread and returns its error, if it failed.
+    /// Stops the threads and returns the first error, if one failed.
     pub fn stop(mut self) -> io::Result<()> {
         self.halt()
     }
 
     fn halt(&mut self) -> io::Result<()> {
         self.stop.store(true, Ordering::Relaxed);
-        match self.thread.take().map(JoinHandle::join) {
-            Some(Ok(r)) => r,
-            Some(Err(_)) => Err(io::Error::other("the GRE thread panicked")),
-            None => Ok(()),
+        let mut first = Ok(());
+        for t in self.threads.drain(..) {
+            let r = match t.join() {
+                Ok(r) => r,
+                Err(_) => Err(io::Error::other("a GRE thread panicked")),
+            };
+            if first.is_ok() {
+                first = r;
+            }
         }
+        first
     }
 }
 
@@ -127,6 +184,8 @@ pub fn create_tun(dev: &str, mtu: u16) -> io::Result<tun_rs::SyncDevice> {
         // MTU-sized packets, each its own GRE packet) and takes coalesced decapsulated
         // segments (GRO), so one TUN syscall moves up to 64 KiB either way.
         .offload(true)
+        // One queue per worker ([`Gateway::spawn`] opens the others).
+        .multi_queue(true)
         .enable(true)
         .build_sync()
         .map_err(|e| io::Error::new(e.kind(), format!("creating TUN device `{dev}`: {e}")))?;
@@ -219,13 +278,23 @@ struct RawSocket {
     socket: Socket,
 }
 
-fn bind_sockets(gre: &Gre) -> io::Result<Vec<RawSocket>> {
-    let mut out: Vec<RawSocket> = Vec::new();
+/// The tunnels' local outer addresses, each once, in tunnel order.
+fn local_addresses(gre: &Gre) -> Vec<IpAddr> {
+    let mut out: Vec<IpAddr> = Vec::new();
     for (_, c, _) in gre.tunnels() {
-        if out.iter().any(|s| s.local == c.local) {
-            continue;
+        if !out.contains(&c.local) {
+            out.push(c.local);
         }
-        let domain = if c.local.is_ipv4() {
+    }
+    out
+}
+
+/// One raw socket per address of `locals`. A socket that does not `receive` only sends: a
+/// filter that accepts nothing keeps the kernel from queueing it a copy of every GRE packet.
+fn bind_sockets(locals: &[IpAddr], receive: bool) -> io::Result<Vec<RawSocket>> {
+    let mut out: Vec<RawSocket> = Vec::new();
+    for &local in locals {
+        let domain = if local.is_ipv4() {
             Domain::IPV4
         } else {
             Domain::IPV6
@@ -237,7 +306,11 @@ fn bind_sockets(gre: &Gre) -> io::Result<Vec<RawSocket>> {
                 format!("opening a raw GRE socket (needs CAP_NET_RAW): {e}"),
             )
         })?;
-        if c.local.is_ipv4() {
+        if !receive {
+            // BPF_RET | BPF_K with 0: keep no byte of any packet.
+            s.attach_filter(&[socket2::SockFilter::new(0x06, 0, 0, 0)])?;
+        }
+        if local.is_ipv4() {
             s.set_freebind_v4(true)?;
         } else {
             s.set_freebind_v6(true)?;
@@ -247,19 +320,22 @@ fn bind_sockets(gre: &Gre) -> io::Result<Vec<RawSocket>> {
             let _ = s.set_recv_buffer_size(SOCKET_BUFFER);
             let _ = s.set_send_buffer_size(SOCKET_BUFFER);
         }
-        s.bind(&SocketAddr::new(c.local, 0).into()).map_err(|e| {
-            io::Error::new(
-                e.kind(),
-                format!("binding the GRE socket to {}: {e}", c.local),
-            )
+        s.bind(&SocketAddr::new(local, 0).into()).map_err(|e| {
+            io::Error::new(e.kind(), format!("binding the GRE socket to {local}: {e}"))
         })?;
-        info!(local = %c.local, "GRE socket up");
-        out.push(RawSocket {
-            local: c.local,
-            socket: s,
-        });
+        debug!(%local, receive, "GRE socket up");
+        out.push(RawSocket { local, socket: s });
     }
     Ok(out)
+}
+
+/// A decapsulated inner packet waiting in a receive slot to be written.
+struct Decapped {
+    tenant: usize,
+    queue: usize,
+    slot: usize,
+    from: usize,
+    to: usize,
 }
 
 /// A datagram to send: slot, byte range, socket, destination.
@@ -276,10 +352,15 @@ struct Engine {
     sockets: Vec<RawSocket>,
     /// Socket index of each tunnel.
     socket_of: Vec<usize>,
-    tuns: Vec<tun_rs::SyncDevice>,
+    /// This worker's queue of each tenant's device, read here.
+    tuns: Vec<Arc<tun_rs::SyncDevice>>,
+    /// Worker 0 only (the receiver): `[worker][tenant]`, every queue decapsulated packets
+    /// are written to.
+    queues: Vec<Vec<Arc<tun_rs::SyncDevice>>>,
     rx: Vec<Vec<u8>>,
-    /// Where each received datagram's inner packet lies (slot, range) and its tenant.
-    decapped: Vec<(usize, usize, usize, usize)>,
+    /// Where each received datagram's inner packet lies (slot, range), its tenant and the
+    /// queue (worker) its flow hashes to.
+    decapped: Vec<Decapped>,
     /// One raw TUN read (virtio-net header and packet) before it is split into `tx`.
     tun_read: Vec<u8>,
     tx: Vec<Vec<u8>>,
@@ -292,14 +373,24 @@ struct Engine {
 const TUN_TOKEN: u64 = 1 << 32;
 
 impl Engine {
-    fn new(gre: Gre, sockets: Vec<RawSocket>, tuns: Vec<tun_rs::SyncDevice>) -> io::Result<Self> {
+    /// Worker `worker`'s engine: it reads `queues[worker]`; worker 0 also receives.
+    fn new(
+        gre: Gre,
+        sockets: Vec<RawSocket>,
+        queues: &[Vec<Arc<tun_rs::SyncDevice>>],
+        worker: usize,
+    ) -> io::Result<Self> {
         let socket_of = gre
             .tunnels()
             .map(|(_, c, _)| sockets.iter().position(|s| s.local == c.local).unwrap_or(0))
             .collect();
+        let receive = worker == 0;
+        let tuns = queues.get(worker).cloned().unwrap_or_default();
         let epoll = sys::Epoll::new()?;
-        for (i, s) in sockets.iter().enumerate() {
-            epoll.add(s.socket.as_raw_fd(), i as u64)?;
+        if receive {
+            for (i, s) in sockets.iter().enumerate() {
+                epoll.add(s.socket.as_raw_fd(), i as u64)?;
+            }
         }
         for (i, t) in tuns.iter().enumerate() {
             epoll.add(t.as_raw_fd(), TUN_TOKEN + i as u64)?;
@@ -315,7 +406,8 @@ impl Engine {
             sockets,
             socket_of,
             tuns,
-            rx: vec![vec![0; SLOT]; BATCH],
+            queues: if receive { queues.to_vec() } else { Vec::new() },
+            rx: vec![vec![0; if receive { SLOT } else { 0 }]; BATCH],
             decapped: Vec::with_capacity(BATCH),
             tun_read: vec![0; TUN_READ],
             tx: vec![vec![0; HEADROOM + mtu]; TUN_BATCH],
@@ -381,7 +473,13 @@ impl Engine {
             };
             let (from, to) = (start + d.range.start, start + d.range.end);
             match d.inner {
-                Inner::Ipv4 | Inner::Ipv6 => self.decapped.push((d.tenant.0, i, from, to)),
+                Inner::Ipv4 | Inner::Ipv6 => self.decapped.push(Decapped {
+                    tenant: d.tenant.0,
+                    queue: flow_queue(&buf[from..to], self.queues.len()),
+                    slot: i,
+                    from,
+                    to,
+                }),
                 Inner::KeepaliveReflect => {
                     let to_peer = SocketAddr::new(src, 0);
                     let s = &self.sockets[si].socket;
@@ -396,22 +494,29 @@ impl Engine {
         n
     }
 
-    /// Writes the packets in [`Engine::decapped`] to their tenants' devices, in order per
-    /// tenant, one `writev` per run of one flow's TCP segments ([`crate::gro`]).
+    /// Writes the packets in [`Engine::decapped`] to their tenants' devices, each into the
+    /// queue of the worker its flow hashes to, in order per queue, one `writev` per run of one
+    /// flow's TCP segments ([`crate::gro`]).
     fn write_decapped(&mut self) {
-        // Only the tenants present in the batch (there may be many configured), each once.
-        for (i, &(tenant, ..)) in self.decapped.iter().enumerate() {
-            if self.decapped[..i].iter().any(|d| d.0 == tenant) {
+        // Only the (tenant, queue) pairs present in the batch (there may be many tenants
+        // configured), each once.
+        for (i, first) in self.decapped.iter().enumerate() {
+            let same = |d: &Decapped| d.tenant == first.tenant && d.queue == first.queue;
+            if self.decapped[..i].iter().any(same) {
                 continue;
             }
-            let Some(tun) = self.tuns.get(tenant) else {
+            let Some(tun) = self
+                .queues
+                .get(first.queue)
+                .and_then(|q| q.get(first.tenant))
+            else {
                 continue;
             };
             let mut packets: [&[u8]; BATCH] = [&[]; BATCH];
             let mut k = 0;
-            for &(t, slot, from, to) in &self.decapped[i..] {
-                if t == tenant && k < BATCH {
-                    packets[k] = &self.rx[slot][from..to];
+            for d in self.decapped[i..].iter().filter(|d| same(d)) {
+                if k < BATCH {
+                    packets[k] = &self.rx[d.slot][d.from..d.to];
                     k += 1;
                 }
             }
@@ -553,5 +658,87 @@ fn outer(local: IpAddr, r: &ReceivedFrom, buf: &[u8]) -> Option<(IpAddr, usize, 
         ))
     } else {
         Some((r.from?.ip(), 0, buf.len()))
+    }
+}
+
+/// The queue (of `queues`) for an inner IP packet's flow: a hash of its addresses and, for
+/// TCP and UDP (unfragmented IPv4, or IPv6 with no extension header first), its ports, the
+/// same for both directions of a flow. Unparseable packets go to queue 0.
+pub fn flow_queue(packet: &[u8], queues: usize) -> usize {
+    if queues <= 1 {
+        return 0;
+    }
+    let (addresses, protocol, transport) = match packet.first().map(|b| b >> 4) {
+        Some(4) if packet.len() >= 20 => {
+            let header = usize::from(packet[0] & 0x0f) * 4;
+            let fragment = u16::from_be_bytes([packet[6], packet[7]]) & 0x3fff;
+            let protocol = if fragment == 0 { packet[9] } else { 0 };
+            (&packet[12..20], protocol, header)
+        }
+        Some(6) if packet.len() >= 40 => (&packet[8..40], packet[6], 40),
+        _ => return 0,
+    };
+    let half = addresses.len() / 2;
+    let mut h: u32 = 0;
+    for (a, b) in addresses[..half].chunks(4).zip(addresses[half..].chunks(4)) {
+        let word = |c: &[u8]| c.iter().fold(0u32, |w, &x| w << 8 | u32::from(x));
+        h ^= word(a) ^ word(b);
+    }
+    if matches!(protocol, 6 | 17)
+        && let Some(p) = packet.get(transport..transport + 4)
+    {
+        h ^= u32::from(u16::from_be_bytes([p[0], p[1]]) ^ u16::from_be_bytes([p[2], p[3]]));
+    }
+    // Fibonacci hashing spreads the XOR's bits over the queue index.
+    let mixed = h.wrapping_mul(0x9e37_79b9);
+    ((u64::from(mixed) * queues as u64) >> 32) as usize
+}
+
+#[cfg(test)]
+mod tests {
+    use super::flow_queue;
+
+    /// A TCP/IPv4 header pair 10.64.0.5:`sport` → 172.16.0.5:`dport`.
+    fn tcp_v4(sport: u16, dport: u16, swap: bool) -> Vec<u8> {
+        let mut p = vec![0u8; 40];
+        p[0] = 0x45;
+        p[9] = 6;
+        let (a, b) = ([10, 64, 0, 5], [172, 16, 0, 5]);
+        let (src, dst, sp, dp) = if swap {
+            (b, a, dport, sport)
+        } else {
+            (a, b, sport, dport)
+        };
+        p[12..16].copy_from_slice(&src);
+        p[16..20].copy_from_slice(&dst);
+        p[20..22].copy_from_slice(&sp.to_be_bytes());
+        p[22..24].copy_from_slice(&dp.to_be_bytes());
+        p
+    }
+
+    #[test]
+    fn both_directions_of_a_flow_share_a_queue() {
+        for sport in 40_000..40_064 {
+            let out = flow_queue(&tcp_v4(sport, 5201, false), 4);
+            assert!(out < 4);
+            assert_eq!(out, flow_queue(&tcp_v4(sport, 5201, true), 4));
+        }
+    }
+
+    #[test]
+    fn flows_of_one_address_pair_spread_over_the_queues() {
+        let mut seen = [0usize; 2];
+        for sport in 40_000..40_064 {
+            seen[flow_queue(&tcp_v4(sport, 5201, false), 2)] += 1;
+        }
+        assert!(seen.iter().all(|&n| n > 0), "{seen:?}");
+    }
+
+    #[test]
+    fn one_queue_or_garbage_goes_to_queue_0() {
+        assert_eq!(flow_queue(&tcp_v4(1, 2, false), 1), 0);
+        assert_eq!(flow_queue(&[], 4), 0);
+        assert_eq!(flow_queue(&[0x45, 0, 0], 4), 0);
+        assert_eq!(flow_queue(&[0x60; 20], 4), 0);
     }
 }
