@@ -86,6 +86,7 @@ fn shared() -> Arc<Shared> {
                 "2001:db8:100::1".parse().unwrap(),
             ],
             dns64_listen: vec!["[2001:db8:100::1]:53".parse().unwrap()],
+            ike_per_client_per_sec: 1000,
             require_ipsec: false,
             ipsec_endpoint: None,
             ipsec_pool: None,

@@ -35,6 +35,7 @@ fn shared() -> Arc<Shared> {
             corp_address: "2001:db8:100::1".parse().unwrap(),
             self_addresses: Vec::new(),
             dns64_listen: Vec::new(),
+            ike_per_client_per_sec: 1000,
             require_ipsec: true,
             ipsec_endpoint: None,
             ipsec_pool: None,
