@@ -6,12 +6,16 @@
 //! never the offered load of a failing one.
 
 use super::lab::{GATE_ADDRESS6, Lab, LabOptions, NAT64_TARGET, SINK_PORT, V4ONLY};
-use super::measure::{CpuClock, MachineCpu, MachineLoad, cores, hardware, interface_bytes};
+use super::measure::{
+    CpuClock, MachineCpu, MachineLoad, cores, drop_counters, grown, hardware, interface_bytes,
+};
 use super::report::{Report, Row, Step, table};
+use super::spec::Status;
 use super::traffic::FlowsResult;
 use anyhow::{Context, Result, bail};
 use gate64_testkit::{CORP_HOST, Topology};
 use indicatif::{ProgressBar, ProgressStyle};
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -310,6 +314,10 @@ fn capacity_search(
             step.rtt_p99_ms,
             step.tcp_completion * 100.0
         );
+        if !step.drops.is_empty() {
+            let list: Vec<String> = step.drops.iter().map(|(k, v)| format!("{k} {v}")).collect();
+            eprintln!("  dropped: {}", list.join(", "));
+        }
         if step.passed {
             low = Some(low.map_or(offered, |l: f64| l.max(offered)));
             adopt(row, &step);
@@ -382,6 +390,7 @@ struct Counters {
     machine: MachineCpu,
     corpnet: u64,
     internet: u64,
+    drops: BTreeMap<String, u64>,
     at: Instant,
 }
 
@@ -394,9 +403,29 @@ impl Counters {
             machine: MachineCpu::read()?,
             corpnet: interface_bytes(srv, "vcorp")?,
             internet: interface_bytes(srv, "vload")? + interface_bytes(srv, "vcli")?,
+            drops: drops(lab)?,
             at: Instant::now(),
         })
     }
+}
+
+/// Every drop counter of the lab: the kernel's in the generator's, gate64's and the
+/// corporate namespaces, gate64's by reason, the generator's own.
+fn drops(lab: &Lab<'_>) -> Result<BTreeMap<String, u64>> {
+    let mut all = BTreeMap::new();
+    for ns in [&lab.load, &lab.topo.srv, &lab.topo.corp] {
+        all.extend(drop_counters(ns)?);
+    }
+    if let Ok(m) = lab.metrics() {
+        for (reason, v) in m.nonzero_by("gate64_drops_total", "reason") {
+            all.insert(format!("gate64/{reason}"), v as u64);
+        }
+    }
+    if let Some(s) = Status::read(&lab.status_path)? {
+        all.insert("generator/uplink_dropped".to_owned(), s.uplink_dropped);
+        all.insert("generator/esp_errors".to_owned(), s.esp_errors);
+    }
+    Ok(all)
 }
 
 fn run_step(args: &CapacityArgs, lab: &mut Lab<'_>, mbps: f64, stop: &AtomicBool) -> Result<Step> {
@@ -415,6 +444,7 @@ fn run_step(args: &CapacityArgs, lab: &mut Lab<'_>, mbps: f64, stop: &AtomicBool
         machine_cpu_percent: machine.busy_percent,
         softirq_percent: machine.softirq_percent,
         gate64_rss_bytes: super::measure::process_rss_bytes(lab.gate.pid())?,
+        drops: grown(&before.drops, &after.drops),
         ..Step::default()
     };
     match flows {

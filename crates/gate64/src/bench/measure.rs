@@ -1,9 +1,11 @@
 //! Figures read from the kernel: a process's CPU time and RSS (`/proc/PID/stat`,
 //! `/proc/PID/status`), the whole machine's CPU including softirq (`/proc/stat`), a
-//! namespace's interface byte counters (`/proc/thread-self/net/dev`), the hardware.
+//! namespace's interface byte counters (`/proc/thread-self/net/dev`) and where its kernel
+//! dropped packets, the hardware.
 
 use anyhow::{Context, Result, bail};
 use gate64_testkit::Netns;
+use std::collections::BTreeMap;
 use std::time::Instant;
 
 /// Clock ticks per second of `/proc` CPU times.
@@ -172,9 +174,130 @@ fn parse_net_dev(text: &str, dev: &str) -> Option<u64> {
     })
 }
 
+/// Where `ns`'s kernel dropped packets so far: the UDP receive and send buffer errors of
+/// both families (`/proc/net/snmp`, `/proc/net/snmp6`) and each interface's receive and
+/// transmit drops (`/proc/net/dev`), keyed `NS/counter` and `NS/IFACE rx_drop|tx_drop`.
+pub fn drop_counters(ns: &Netns) -> Result<BTreeMap<String, u64>> {
+    let read = |f: &'static str| {
+        ns.run_in(move || std::fs::read_to_string(format!("/proc/thread-self/net/{f}")))?
+            .with_context(|| format!("reading {}'s /proc/net/{f}", ns.name()))
+    };
+    // `g64-tload-PID-N` -> `tload`: the same keys in every run.
+    let role = ns.name().split('-').nth(1).unwrap_or(ns.name());
+    let mut out = BTreeMap::new();
+    for (name, v) in parse_udp_errors(&read("snmp")?, &read("snmp6")?)
+        .into_iter()
+        .chain(parse_dev_drops(&read("dev")?))
+    {
+        out.insert(format!("{role}/{name}"), v);
+    }
+    Ok(out)
+}
+
+/// `UdpRcvbufErrors`, `UdpSndbufErrors` (the two-line table of `snmp`) and their `Udp6`
+/// twins (one `name value` per line in `snmp6`).
+fn parse_udp_errors(snmp: &str, snmp6: &str) -> Vec<(String, u64)> {
+    const WANTED: [&str; 2] = ["RcvbufErrors", "SndbufErrors"];
+    let mut out = Vec::new();
+    let mut udp = snmp.lines().filter(|l| l.starts_with("Udp:"));
+    if let (Some(names), Some(values)) = (udp.next(), udp.next()) {
+        for (n, v) in names.split_whitespace().zip(values.split_whitespace()) {
+            if let (true, Ok(v)) = (WANTED.contains(&n), v.parse()) {
+                out.push((format!("Udp{n}"), v));
+            }
+        }
+    }
+    for l in snmp6.lines() {
+        let mut f = l.split_whitespace();
+        if let (Some(n), Some(v)) = (f.next(), f.next()) {
+            let wanted = n
+                .strip_prefix("Udp6")
+                .is_some_and(|rest| WANTED.contains(&rest));
+            if let (true, Ok(v)) = (wanted, v.parse()) {
+                out.push((n.to_owned(), v));
+            }
+        }
+    }
+    out
+}
+
+/// Each interface's receive and transmit drops (fields 4 and 12 of `/proc/net/dev`).
+fn parse_dev_drops(text: &str) -> Vec<(String, u64)> {
+    let mut out = Vec::new();
+    for l in text.lines() {
+        let Some((name, counters)) = l.split_once(':') else {
+            continue;
+        };
+        let v: Vec<u64> = counters
+            .split_whitespace()
+            .filter_map(|f| f.parse().ok())
+            .collect();
+        if let (Some(&rx), Some(&tx)) = (v.get(3), v.get(11)) {
+            out.push((format!("{} rx_drop", name.trim()), rx));
+            out.push((format!("{} tx_drop", name.trim()), tx));
+        }
+    }
+    out
+}
+
+/// What grew from `before` to `after`, leaving out what did not.
+pub fn grown(
+    before: &BTreeMap<String, u64>,
+    after: &BTreeMap<String, u64>,
+) -> BTreeMap<String, u64> {
+    after
+        .iter()
+        .filter_map(|(k, &a)| {
+            let d = a.saturating_sub(before.get(k).copied().unwrap_or(0));
+            (d > 0).then(|| (k.clone(), d))
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn udp_errors_of_both_families() {
+        let snmp = "Udp: InDatagrams NoPorts InErrors OutDatagrams RcvbufErrors SndbufErrors\n\
+                    Udp: 10 0 3 9 3 1\nUdpLite: InDatagrams\nUdpLite: 0\n";
+        let snmp6 = "Udp6InDatagrams                 \t5\nUdp6RcvbufErrors                \t7\n\
+                     Udp6SndbufErrors 0\nUdpLite6RcvbufErrors 4\n";
+        let got = parse_udp_errors(snmp, snmp6);
+        assert_eq!(
+            got,
+            [
+                ("UdpRcvbufErrors".to_owned(), 3),
+                ("UdpSndbufErrors".to_owned(), 1),
+                ("Udp6RcvbufErrors".to_owned(), 7),
+                ("Udp6SndbufErrors".to_owned(), 0),
+            ]
+        );
+        assert!(parse_udp_errors("garbage", "Udp6RcvbufErrors x\n").is_empty());
+    }
+
+    #[test]
+    fn interface_drops_and_what_grew() {
+        let dev = "Inter-|   Receive |  Transmit\n face |bytes packets errs drop fifo frame \
+                   compressed multicast|bytes packets errs drop fifo colls carrier compressed\n\
+                   tun0: 100 2 0 5 0 0 0 0 200 3 0 9 0 0 0 0\n";
+        let drops = parse_dev_drops(dev);
+        assert_eq!(
+            drops,
+            [
+                ("tun0 rx_drop".to_owned(), 5),
+                ("tun0 tx_drop".to_owned(), 9)
+            ]
+        );
+        let before: BTreeMap<String, u64> = drops.into_iter().collect();
+        let mut after = before.clone();
+        after.insert("tun0 tx_drop".to_owned(), 12);
+        assert_eq!(
+            grown(&before, &after),
+            BTreeMap::from([("tun0 tx_drop".to_owned(), 3)])
+        );
+    }
 
     #[test]
     fn stat_with_spaces_in_the_name() {

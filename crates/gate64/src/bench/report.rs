@@ -5,6 +5,7 @@
 
 use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 use std::path::Path;
 
 /// One load step of the capacity search.
@@ -41,6 +42,11 @@ pub struct Step {
     pub tcp_completion: f64,
     /// gate64's RSS at the end of the step.
     pub gate64_rss_bytes: u64,
+    /// Packets dropped during the step and where: the kernel's UDP buffer errors and
+    /// interface drops per namespace (`tload/...`, `tsrv/...`, `tcorp/...`), gate64's
+    /// `gate64_drops_total` by reason (`gate64/REASON`) and the generator's own
+    /// (`generator/...`); only what grew.
+    pub drops: BTreeMap<String, u64>,
 }
 
 /// One measured point: the figures of the highest passing step at this client count.

@@ -82,6 +82,8 @@ pub struct Status {
     pub tx_packets: u64,
     /// ESP packets that failed to open.
     pub esp_errors: u64,
+    /// Packets from the generator's TUN device dropped because their client's queue was full.
+    pub uplink_dropped: u64,
     /// The generator's resident memory.
     pub rss_bytes: u64,
     /// The generator's CPU time.
