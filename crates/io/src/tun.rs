@@ -4,7 +4,7 @@
 //! Equivalent `ip` commands, for admins who want to check or pre-create the state:
 //! ```text
 //! ip tuntap add dev gate64 mode tun multi_queue
-//! ip link set dev gate64 mtu 1280 up
+//! ip link set dev gate64 mtu 1280 txqueuelen 4096 up
 //! ip -6 addr add 2001:db8:100::1/128 dev gate64
 //! ip -6 route replace 2001:0:c000:201::/64 dev gate64   # the Teredo prefix
 //! ip -4 route replace 192.0.2.64/28 dev gate64           # NAT64 pool4
@@ -18,6 +18,9 @@ use std::io;
 use std::net::{IpAddr, Ipv6Addr};
 use std::process::Command;
 
+/// Packets the kernel queues per TUN queue for gate64 to read (`txqueuelen`).
+pub const TX_QUEUE_LEN: u32 = 4096;
+
 /// Creates the TUN device `name` with `queues` queues (non-blocking), MTU `mtu`, and
 /// `address/128`, and brings it up.
 pub fn create(name: &str, mtu: u16, address: Ipv6Addr, queues: usize) -> io::Result<Vec<CorpLink>> {
@@ -27,6 +30,10 @@ pub fn create(name: &str, mtu: u16, address: Ipv6Addr, queues: usize) -> io::Res
         builder = builder.ipv6(address, 128u8);
     }
     let first = builder
+        // Each queue holds this many packets for its worker; the kernel's default of 500
+        // dropped bursts from the corporate side (a TCP sender's window arriving while the
+        // worker was busy with the client side: `tx_drop` on the device in the capacity lab).
+        .tx_queue_len(TX_QUEUE_LEN)
         .multi_queue(queues > 1)
         // virtio-net headers: the kernel hands over TCP super-packets (TSO) and takes coalesced
         // ones (GRO), so one read or write moves up to 64 KiB instead of one MTU.

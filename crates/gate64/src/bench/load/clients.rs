@@ -190,6 +190,9 @@ async fn teredo_session(
         Some(socket2::Protocol::UDP),
     )?;
     sock.set_nonblocking(true)?;
+    // gate64 sends a client's downlink in GSO bursts; the default buffer overflowed
+    // (`UdpRcvbufErrors`) while the client's task waited for a core.
+    let _ = sock.set_recv_buffer_size(1 << 20);
     sock.bind(&SocketAddrV4::new(source, 0).into())
         .with_context(|| format!("binding {source}"))?;
     let sock = tokio::net::UdpSocket::from_std(sock.into())?;

@@ -30,6 +30,9 @@ pub fn set_up(spec: &Spec) -> Result<Arc<tun_rs::AsyncDevice>> {
     let dev = tun_rs::DeviceBuilder::new()
         .name(&spec.tun)
         .mtu(MTU)
+        // Room for bursts while the one reader is busy: the default 500 dropped uplink
+        // packets (`tx_drop`) at 1,500 clients.
+        .tx_queue_len(4096)
         .multi_queue(false)
         .packet_information(false)
         .enable(true)
