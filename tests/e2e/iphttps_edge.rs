@@ -1,7 +1,9 @@
 //! IP-HTTPS on an internet edge (issue 12): what one host or many idle clients can take.
 //!
 //! - `netns_iphttps_clients_that_stop_reading_without_ipsec`: in each round, the established
-//!   client in `tcli` measures its iperf3 (-R and forward) undisturbed; then 2,000 IP-HTTPS
+//!   client in `tcli` measures its iperf3 (-R and forward) undisturbed, then while `tcorp`
+//!   sends the same traffic as below to /64s that no client holds (the control: what the
+//!   sender and the TUN path take of the 2 cores without any stalled client); then 2,000 IP-HTTPS
 //!   clients from `tatk` (8 addresses, `iphttps-load --stop-reading`) link up and never read
 //!   again while `tcorp` sends UDP towards every one of them, and the established client
 //!   measures again while they are stalled. gate64's peak RSS (VmHWM) stays under its RSS
@@ -146,13 +148,14 @@ fn clients_that_stop_reading(topo: &Topology) -> Result<()> {
         let r = stalled_round(topo, &gate, atk, &certs, &sources, round)?;
         println!(
             "round {}/{rounds}: undisturbed -R {:.0} Mbit/s, forward {:.0} Mbit/s (load \
-             average {}); {STALLED} stalled clients getting traffic: {} (load average {}; \
-             {:.0} iphttps_queue_full drops, all clients); {} datagrams sent to them; {:.0} \
-             stalled links closed",
+             average {}); the same traffic to /64s nobody holds (control): {}; {STALLED} \
+             stalled clients getting traffic: {} (load average {}; {:.0} iphttps_queue_full \
+             drops, all clients); {} datagrams sent to them; {:.0} stalled links closed",
             round + 1,
             r.undisturbed.reverse / 1e6,
             r.undisturbed.forward / 1e6,
             r.load_undisturbed,
+            r.control.report(&r.undisturbed),
             r.disturbed.report(&r.undisturbed),
             r.load_disturbed,
             r.queue_full_drops,
@@ -163,21 +166,31 @@ fn clients_that_stop_reading(topo: &Topology) -> Result<()> {
             r.disturbed.reverse > 0.0 && r.disturbed.forward > 0.0,
             "the established client got nothing while the stalled clients had traffic"
         );
-        ratios.push((
+        ratios.push([
             r.disturbed.reverse / r.undisturbed.reverse,
             r.disturbed.forward / r.undisturbed.forward,
-        ));
+            r.control.reverse / r.undisturbed.reverse,
+            r.control.forward / r.undisturbed.forward,
+            r.disturbed.reverse / r.control.reverse,
+            r.disturbed.forward / r.control.forward,
+        ]);
         peak_queued = peak_queued.max(r.peak_queued);
     }
-    let median = |mut v: Vec<f64>| {
+    let median = |i: usize| {
+        let mut v: Vec<f64> = ratios.iter().map(|r| r[i]).collect();
         v.sort_by(f64::total_cmp);
-        v[v.len() / 2]
+        100.0 * v[v.len() / 2]
     };
     println!(
         "established client, median over {rounds} rounds of (stalled / undisturbed just \
-         before): -R {:.0} %, forward {:.0} %",
-        100.0 * median(ratios.iter().map(|r| r.0).collect()),
-        100.0 * median(ratios.iter().map(|r| r.1).collect()),
+         before): -R {:.0} %, forward {:.0} %; (control / undisturbed): -R {:.0} %, forward \
+         {:.0} %; (stalled / control): -R {:.0} %, forward {:.0} %",
+        median(0),
+        median(1),
+        median(2),
+        median(3),
+        median(4),
+        median(5),
     );
     ensure!(
         peak_queued <= BUDGET as f64,
@@ -201,9 +214,40 @@ fn clients_that_stop_reading(topo: &Topology) -> Result<()> {
     Ok(())
 }
 
+/// The first /64 (index in `IPHTTPS_PREFIX`) of the control's traffic: far past every round's
+/// clients, so it is routed to gate64 and dropped there as it finds no client.
+const CONTROL_FIRST: u128 = 40_000;
+
+/// Runs `during` while `tcorp` sends the stalled clients' traffic to the `STALLED` /64s from
+/// index `first`, starting 1 s before it; returns its result and how many datagrams went.
+fn with_traffic_to<T>(
+    topo: &Topology,
+    first: u128,
+    during: impl FnOnce() -> Result<T>,
+) -> Result<(T, u64)> {
+    let stop = Arc::new(AtomicBool::new(false));
+    let sent = Arc::new(AtomicU64::new(0));
+    let sender = {
+        let (stop, sent) = (Arc::clone(&stop), Arc::clone(&sent));
+        topo.corp.spawn_thread("to-stalled", move || {
+            to_stalled_clients(first, &stop, &sent)
+        })?
+    };
+    std::thread::sleep(Duration::from_secs(1));
+    let result = during();
+    stop.store(true, Ordering::Relaxed);
+    let n = sender
+        .join()
+        .map_err(|_| anyhow::anyhow!("sender panicked"))???;
+    Ok((result?, n))
+}
+
 /// What one round of [`stalled_round`] measured.
 struct Round {
     undisturbed: Throughput,
+    /// The same traffic sent to /64s that no client holds: what the sender and the TUN path
+    /// cost the 2-core machine without any stalled client.
+    control: Throughput,
     disturbed: Throughput,
     load_undisturbed: String,
     load_disturbed: String,
@@ -229,6 +273,9 @@ fn stalled_round(
 ) -> Result<Round> {
     let load_undisturbed = loadavg();
     let undisturbed = Throughput::measure(topo, 1).context("iperf3 over IP-HTTPS, undisturbed")?;
+    let control = with_traffic_to(topo, CONTROL_FIRST, || Throughput::measure(topo, 1))
+        .context("iperf3 while the same traffic goes to /64s nobody holds")?
+        .0;
     let rss_before = rss_kib(gate.pid(), "VmRSS")?;
     let timeouts = || {
         topo.metrics()
@@ -327,6 +374,7 @@ fn stalled_round(
     });
     Ok(Round {
         undisturbed,
+        control,
         disturbed,
         load_undisturbed,
         load_disturbed,
