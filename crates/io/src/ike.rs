@@ -182,6 +182,8 @@ pub struct IkeDriver {
     stray_esp: u64,
     published: Instant,
     published_sas: usize,
+    /// How long building the last snapshot took.
+    publish_cost: Duration,
     unpublished: bool,
 }
 
@@ -203,6 +205,7 @@ impl IkeDriver {
             stray_esp: 0,
             published: Instant::now(),
             published_sas: 0,
+            publish_cost: Duration::ZERO,
             unpublished: false,
         }
     }
@@ -254,7 +257,7 @@ impl IkeDriver {
                 .unwrap_or_else(|| Instant::now() + Duration::from_secs(60));
             if self.unpublished {
                 // A change held back while busy is published without waiting for traffic.
-                deadline = deadline.min(self.published + BUSY_REFRESH);
+                deadline = deadline.min(self.published + self.snapshot_gap(BUSY_REFRESH));
             }
             tokio::select! {
                 _ = &mut shutdown => {
@@ -355,8 +358,10 @@ impl IkeDriver {
         // and with many SAs held the SA list may lag BUSY_REFRESH.
         let now = Instant::now();
         self.unpublished |= changed;
-        let busy = self.published_sas > BUSY_SAS && now < self.published + BUSY_REFRESH;
-        if (self.unpublished && !busy) || now >= self.published + STATUS_REFRESH {
+        let busy =
+            self.published_sas > BUSY_SAS && now < self.published + self.snapshot_gap(BUSY_REFRESH);
+        if (self.unpublished && !busy) || now >= self.published + self.snapshot_gap(STATUS_REFRESH)
+        {
             self.publish(now);
         }
     }
@@ -372,6 +377,14 @@ impl IkeDriver {
             stats: self.responder.stats(),
             stray_esp: self.stray_esp,
         });
+        self.publish_cost = now.elapsed();
+    }
+
+    /// The least time between two snapshots, at least `floor`: a snapshot copies every SA,
+    /// so with hundreds of thousands held the copies are spaced to take at most 1/20 of this
+    /// thread (the SA list in `gate64 status` lags by that much).
+    fn snapshot_gap(&self, floor: Duration) -> Duration {
+        floor.max(self.publish_cost * 20)
     }
 }
 

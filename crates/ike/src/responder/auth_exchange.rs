@@ -281,11 +281,14 @@ pub(super) fn establish(r: &mut Responder, now: Instant, h: Header, identity: &s
     sa.established = true;
     sa.identity = Some(identity.to_owned());
     sa.last_heard = now;
+    // Its half-open deadline no longer applies: the entry set for it goes stale.
+    sa.timer = None;
     // The IKE_SA_INIT messages are only needed for the AUTH octets.
     sa.init_request = Vec::new();
     sa.init_response = Vec::new();
     let ip = sa.remote.ip();
     init::release_half_open(r, ip);
+    r.schedule(h.spi_r);
 }
 
 /// Answers with an error notify, ends the negotiation and forgets the half-open SA.

@@ -357,6 +357,7 @@ pub(crate) fn build_child(
         past_soft: false,
     });
     r.inbound_spis.insert(our_spi, spi_r);
+    r.schedule(spi_r);
     Ok((pair, esp_reply(&plan.choice, our_spi)))
 }
 
@@ -613,6 +614,7 @@ fn rekey_ike(
         tunnel: fresh.tunnel,
     };
     r.sas.insert(new_spi_r, fresh);
+    r.schedule(new_spi_r);
     r.event(up);
     r.event(Event::Rekeyed {
         kind: RekeyKind::Ike,

@@ -382,6 +382,7 @@ fn establish_half_open(
         datagrams: vec![response.clone()],
     });
     r.sas.insert(spi_r, sa);
+    r.schedule(spi_r);
     r.by_initiator.insert((remote, h.spi_i), spi_r);
     r.half_open += 1;
     *r.half_open_by_source.entry(remote.ip()).or_insert(0) += 1;

@@ -98,15 +98,18 @@ enum Step {
     SealFailed(SocketAddr),
 }
 
-/// Sends, retransmits or gives up the liveness checks that are due at `now`.
-pub(super) fn on_timeout(r: &mut Responder, now: Instant) {
-    let due: Vec<u64> = r
-        .sas
-        .values()
-        .filter(|s| deadline(s, &r.config).is_some_and(|d| now >= d))
-        .map(|s| s.spi_r)
-        .collect();
-    for spi in due {
+/// Sends, retransmits or gives up the liveness checks of the IKE SAs `due` (those whose
+/// deadline has come) that are due at `now`.
+pub(super) fn on_timeout(r: &mut Responder, due: &[u64], now: Instant) {
+    for &spi in due {
+        let due_now = r
+            .sas
+            .get(&spi)
+            .and_then(|s| deadline(s, &r.config))
+            .is_some_and(|d| now >= d);
+        if !due_now {
+            continue;
+        }
         let expired = expire_children(r, spi, now);
         let Some(sa) = r.sas.get_mut(&spi) else {
             continue;

@@ -21,8 +21,10 @@ mod init;
 mod liveness;
 mod pool;
 mod second_auth;
+mod timers;
 
-use std::collections::{HashMap, VecDeque};
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap, VecDeque};
 use std::net::{IpAddr, SocketAddr};
 use std::time::{Duration, Instant, SystemTime};
 
@@ -342,6 +344,11 @@ pub(crate) struct IkeSa {
     pub(crate) rekeys: u32,
     pub(crate) liveness: liveness::Liveness,
     pub(crate) second_auth: second_auth::SecondAuth,
+    /// Where IKE_SA_INIT came from: the key of `Responder::by_initiator` (`remote` follows
+    /// the client, e.g. to port 4500).
+    pub(crate) init_remote: SocketAddr,
+    /// When its entry in `Responder::timers` fires (`None` while being handled).
+    pub(crate) timer: Option<Instant>,
 }
 
 impl IkeSa {
@@ -381,6 +388,8 @@ impl IkeSa {
             rekeys: 0,
             liveness: liveness::Liveness::default(),
             second_auth: second_auth::SecondAuth::default(),
+            init_remote: remote,
+            timer: None,
         })
     }
 }
@@ -396,6 +405,12 @@ pub struct Responder {
     pub(crate) cookie_secrets: init::CookieSecrets,
     pub(crate) pool: AddressPool,
     pub(crate) inbound_spis: HashMap<u32, u64>,
+    /// Each IKE SA's next deadline (expiry, liveness check, child lifetime), earliest first:
+    /// a timeout touches only the SAs that are due, not all of them (issue 9: with 200,000
+    /// SAs a scan per event took a core). Entries are not removed when a deadline moves
+    /// later or an SA goes; such a stale entry is skipped when it fires (see
+    /// [`Responder::schedule`]).
+    timers: BinaryHeap<Reverse<(Instant, u64)>>,
     transmits: VecDeque<Transmit>,
     events: VecDeque<Event>,
     stats: Stats,
@@ -421,6 +436,7 @@ impl Responder {
             cookie_secrets,
             pool,
             inbound_spis: HashMap::new(),
+            timers: BinaryHeap::new(),
             transmits: VecDeque::new(),
             events: VecDeque::new(),
             stats: Stats::default(),
@@ -500,62 +516,6 @@ impl Responder {
     /// The next event for the driver.
     pub fn poll_event(&mut self) -> Option<Event> {
         self.events.pop_front()
-    }
-
-    /// When [`Responder::handle_timeout`] should run next.
-    pub fn poll_timeout(&self) -> Option<Instant> {
-        let half_open = self
-            .sas
-            .values()
-            .filter(|s| !s.established)
-            .map(|s| s.started + self.config.half_open_timeout);
-        let idle = self
-            .sas
-            .values()
-            .filter(|s| s.established)
-            .map(|s| s.last_heard + self.config.ike_idle_timeout);
-        let liveness = self
-            .sas
-            .values()
-            .filter_map(|s| liveness::deadline(s, &self.config));
-        half_open
-            .chain(idle)
-            .chain(liveness)
-            .chain([self
-                .cookie_secrets
-                .next_rotation(self.config.cookie_rotation)])
-            .min()
-    }
-
-    /// Expires half-open and idle IKE SAs, runs liveness checks and rotates the cookie
-    /// secret.
-    pub fn handle_timeout(&mut self, now: Instant) {
-        liveness::on_timeout(self, now);
-        self.cookie_secrets
-            .rotate_if_due(now, self.config.cookie_rotation);
-        let expired: Vec<u64> = self
-            .sas
-            .values()
-            .filter(|s| {
-                if s.established {
-                    now >= s.last_heard + self.config.ike_idle_timeout
-                } else {
-                    now >= s.started + self.config.half_open_timeout
-                }
-            })
-            .map(|s| s.spi_r)
-            .collect();
-        for spi in expired {
-            if let Some(sa) = self.sas.get(&spi).filter(|s| !s.established) {
-                let (peer, duration) = (sa.remote, now.saturating_duration_since(sa.started));
-                self.events.push_back(Event::Negotiation {
-                    result: Err(Refusal::Timeout),
-                    duration,
-                });
-                self.refused(peer, Refusal::Timeout);
-            }
-            self.remove_sa(spi);
-        }
     }
 
     /// At shutdown: sends a Delete for every established IKE SA and forgets them all.
@@ -747,8 +707,10 @@ impl Responder {
         let Some(sa) = self.sas.remove(&spi_r) else {
             return;
         };
-        self.by_initiator.remove(&(sa.remote, sa.spi_i));
-        self.by_initiator.retain(|_, v| *v != spi_r);
+        let key = (sa.init_remote, sa.spi_i);
+        if self.by_initiator.get(&key) == Some(&spi_r) {
+            self.by_initiator.remove(&key);
+        }
         if !sa.established {
             init::release_half_open(self, sa.remote.ip());
         }

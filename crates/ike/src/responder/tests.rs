@@ -1002,6 +1002,41 @@ fn rfc7296_1_4_answered_liveness_check_keeps_the_sas() {
     )));
 }
 
+/// The responder's timers (issue 9): a message heard moves an IKE SA's liveness check later
+/// without a new timer entry; the early entry fires, finds nothing due and reschedules; the
+/// next deadline is then exact. Half-open SAs among established ones expire on their own
+/// deadline without touching the others.
+#[test]
+fn a_message_heard_moves_the_liveness_check_later() {
+    let lab = Lab::new();
+    let t0 = Instant::now();
+    let dpd = Duration::from_secs(30);
+    let (mut r, mut i, _pair) = established_pair(&lab, t0, |c| c.dpd = dpd);
+    assert_eq!(r.poll_timeout(), Some(t0 + dpd));
+    let heard = t0 + Duration::from_secs(20);
+    let keepalive = request(&mut i, exchange::INFORMATIONAL, &[]);
+    r.handle(heard, addr(SERVER), addr(CLIENT), &keepalive);
+    assert!(r.poll_transmit().is_some(), "the request is answered");
+    // The entry set before the message still fires first.
+    assert_eq!(r.poll_timeout(), Some(t0 + dpd));
+    r.handle_timeout(t0 + dpd);
+    assert!(r.poll_transmit().is_none(), "heard 10 s ago: no check yet");
+    assert_eq!(r.poll_timeout(), Some(heard + dpd));
+    // A half-open SA from another client expires on its own deadline.
+    let mut t = gcm_prf();
+    t.push(Transform::new(transform::KE, 19));
+    let other = addr("192.0.2.99:500");
+    r.handle(t0 + dpd, addr(SERVER), other, &raw_init(7, t, 19, 64));
+    assert!(r.poll_transmit().is_some(), "IKE_SA_INIT answered");
+    assert_eq!(r.half_open(), 1);
+    r.handle_timeout(heard + dpd);
+    let probe = r.poll_transmit().expect("the liveness check, on time");
+    assert_eq!(probe.remote, addr(CLIENT));
+    assert_eq!(r.half_open(), 1, "not yet 30 s half-open");
+    r.handle_timeout(t0 + dpd * 2);
+    assert_eq!((r.half_open(), r.ike_sas(t0).len()), (0, 1));
+}
+
 /// RFC 7296 §2.4: a client that answers none of the retransmissions is dead: its IKE SA and
 /// child SAs are deleted (the driver's SA database and gauges follow the events).
 #[test]
