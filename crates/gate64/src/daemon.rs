@@ -63,6 +63,13 @@ pub fn nat64_engine(cfg: &Config) -> Result<Option<Arc<gate64_nat64::Nat64>>> {
         max_ports_per_client: n.max_ports_per_client,
         clients_per_share: state::FAIR_CLIENTS_PER_SHARE,
         events: n.binding_log.is_some(),
+        // Each IPsec client holds one /128 of the pool: a client of its own for the limits.
+        address_pools: cfg
+            .ipsec
+            .pool6
+            .iter()
+            .map(|p| (p.network(), p.prefix_len()))
+            .collect(),
     };
     let translate = gate64_nat64::translate::Config {
         ipv4_mtu: n.ipv4_mtu,

@@ -149,6 +149,10 @@ pub struct Config {
     /// Queue BIB creation/deletion [`Event`]s for compliance logging. Off, nothing is queued
     /// (a queue nobody drains would grow without bound).
     pub events: bool,
+    /// IPv6 prefixes whose every address is a client of its own, as a Teredo address is:
+    /// gate64's IPsec address pool (`[ipsec] pool6`) gives each client one /128, all of them
+    /// inside one /64, which would otherwise count (and shard) as one client.
+    pub address_pools: Vec<(Ipv6Addr, u8)>,
 }
 
 impl Config {
@@ -167,6 +171,7 @@ impl Config {
             max_ports_per_client: usize::MAX,
             clients_per_share: 1,
             events: true,
+            address_pools: Vec::new(),
         }
     }
 }
@@ -309,6 +314,7 @@ impl Stats {
 pub struct Table {
     shards: Vec<Shard>,
     hash_key: u64,
+    address_pools: Vec<(Ipv6Addr, u8)>,
     /// Clients pinned to a shard by their static entries.
     pinned: HashMap<Ipv6Addr, usize>,
 }
@@ -334,6 +340,7 @@ impl Table {
         Ok(Table {
             shards,
             hash_key: cfg.hash_key,
+            address_pools: cfg.address_pools,
             pinned: HashMap::new(),
         })
     }
@@ -348,7 +355,8 @@ impl Table {
         if let Some(&s) = self.pinned.get(x6) {
             return s;
         }
-        (keyed_hash(self.hash_key, &client_of(x6)) % self.shards.len() as u64) as usize
+        let client = client_of(x6, &self.address_pools);
+        (keyed_hash(self.hash_key, &client) % self.shards.len() as u64) as usize
     }
 
     /// The shard owning IPv4 port (or ICMP identifier) `t`.
@@ -439,6 +447,7 @@ impl Table {
             Router {
                 hash_key: self.hash_key,
                 shards: self.shards.len(),
+                address_pools: self.address_pools,
                 pinned: self.pinned,
             },
             self.shards,
@@ -451,6 +460,7 @@ impl Table {
 pub struct Router {
     hash_key: u64,
     shards: usize,
+    address_pools: Vec<(Ipv6Addr, u8)>,
     pinned: HashMap<Ipv6Addr, usize>,
 }
 
@@ -460,7 +470,8 @@ impl Router {
         if let Some(&s) = self.pinned.get(x6) {
             return s;
         }
-        (keyed_hash(self.hash_key, &client_of(x6)) % self.shards as u64) as usize
+        let client = client_of(x6, &self.address_pools);
+        (keyed_hash(self.hash_key, &client) % self.shards as u64) as usize
     }
 
     /// The shard owning IPv4 port (or ICMP identifier) `t`.
@@ -493,13 +504,20 @@ impl SessionBudget {
 
 /// The client (RFC 6888 "subscriber") an IPv6 source belongs to, which per-client limits
 /// count and the shard follows: a Teredo address (RFC 4380 §2.14, 2001::/32) is one client
-/// by itself, since all of a server's clients share its /64; any other source counts by its
-/// /64, the least an IPv6 subscriber is given (an IP-HTTPS connection owns one), so a client
+/// by itself, since all of a server's clients share its /64, and so is an address of one of
+/// `address_pools` (the IPsec pool's /128 per client); any other source counts by its /64,
+/// the least an IPv6 subscriber is given (an IP-HTTPS connection owns one), so a client
 /// cannot escape its limits by changing interface identifiers.
-pub fn client_of(x6: &Ipv6Addr) -> u128 {
+pub fn client_of(x6: &Ipv6Addr, address_pools: &[(Ipv6Addr, u8)]) -> u128 {
     const TEREDO: u128 = 0x2001_0000 << 96;
     let a = u128::from(*x6);
-    if a >> 96 == TEREDO >> 96 {
+    let in_pool = |&(net, len): &(Ipv6Addr, u8)| {
+        let mask = u128::MAX
+            .checked_shl(128 - u32::from(len.min(128)))
+            .unwrap_or(0);
+        a & mask == u128::from(net) & mask
+    };
+    if a >> 96 == TEREDO >> 96 || address_pools.iter().any(in_pool) {
         a
     } else {
         a & (u128::MAX << 64)

@@ -23,6 +23,8 @@ pub struct Shard {
     /// What each client of this shard holds, for the RFC 6888 per-client limits. A client
     /// lives in one shard ([`client_of`] decides both), so this is complete.
     clients: HashMap<u128, ClientUse>,
+    /// `Config::address_pools`, for [`client_of`].
+    address_pools: Vec<(Ipv6Addr, u8)>,
     max_sessions_per_client: usize,
     /// `max_ports_per_client`, capped at the fair part of this shard's pool4 share.
     max_ports_per_client: usize,
@@ -128,6 +130,7 @@ impl Shard {
         };
         Shard {
             clients: HashMap::new(),
+            address_pools: cfg.address_pools.clone(),
             max_sessions_per_client: cfg.max_sessions_per_client,
             max_ports_per_client: cfg.max_ports_per_client.min(fair),
             // No maximum configured (`usize::MAX`): nothing to size the reservation by.
@@ -408,7 +411,7 @@ impl Shard {
         x6: &Ipv6Addr,
         new_port: bool,
     ) -> Result<(), TableError> {
-        let Some(used) = self.clients.get(&client_of(x6)) else {
+        let Some(used) = self.clients.get(&client_of(x6, &self.address_pools)) else {
             return Ok(());
         };
         if used.sessions >= self.max_sessions_per_client {
@@ -423,13 +426,13 @@ impl Shard {
     /// Sessions and per-protocol ports client `x6` holds here, for tests and diagnostics.
     pub fn client_use(&self, x6: &Ipv6Addr) -> (usize, [usize; 3]) {
         self.clients
-            .get(&client_of(x6))
+            .get(&client_of(x6, &self.address_pools))
             .map_or((0, [0; 3]), |u| (u.sessions, u.ports))
     }
 
     /// Applies `f` to client `x6`'s counters, dropping the entry once it holds nothing.
     fn client_use_mut(&mut self, x6: &Ipv6Addr, f: impl FnOnce(&mut ClientUse)) {
-        match self.clients.entry(client_of(x6)) {
+        match self.clients.entry(client_of(x6, &self.address_pools)) {
             Entry::Occupied(mut e) => {
                 f(e.get_mut());
                 if e.get().is_empty() {

@@ -413,11 +413,58 @@ fn rfc6888_req3_port_limit_per_client_and_protocol() {
 
 #[test]
 fn teredo_clients_are_one_client_each_other_sources_by_their_64() {
-    assert_ne!(client_of(&teredo_client(1)), client_of(&teredo_client(2)));
-    assert_eq!(client_of(&X1), client_of(&X1_OTHER_IID));
-    assert_ne!(client_of(&X1), client_of(&X2));
+    assert_ne!(
+        client_of(&teredo_client(1), &[]),
+        client_of(&teredo_client(2), &[])
+    );
+    assert_eq!(client_of(&X1, &[]), client_of(&X1_OTHER_IID, &[]));
+    assert_ne!(client_of(&X1, &[]), client_of(&X2, &[]));
     let t = table(16);
     assert_eq!(t.shard_of_v6(&X1), t.shard_of_v6(&X1_OTHER_IID));
+}
+
+/// IPsec clients hold one /128 each of one pool inside a /64: each is a client of its own,
+/// so one at its port limit leaves the others their bindings (issue 12), and they spread
+/// over the shards.
+#[test]
+fn each_address_of_an_address_pool_is_a_client() {
+    let pool: Ipv6Addr = "fd00:c1::".parse().unwrap();
+    let (a, b): (Ipv6Addr, Ipv6Addr) =
+        ("fd00:c1::2".parse().unwrap(), "fd00:c1::3".parse().unwrap());
+    let pools = [(pool, 104)];
+    assert_ne!(client_of(&a, &pools), client_of(&b, &pools));
+    assert_eq!(
+        client_of(&a, &[]),
+        client_of(&b, &[]),
+        "one /64 without the pool"
+    );
+    let outside: Ipv6Addr = "fd00:c1::1:0:2".parse().unwrap();
+    assert_eq!(client_of(&outside, &pools), client_of(&a, &[]));
+    let now = Instant::now();
+    let mut t = Table::new(Config {
+        max_ports_per_client: 2,
+        address_pools: pools.to_vec(),
+        ..Config::new(vec![T1])
+    })
+    .unwrap();
+    for p in [10, 11] {
+        t.handle_v6(now, Proto::Udp, (a, p), (Z1, 1), NONE).unwrap();
+    }
+    assert_eq!(
+        t.handle_v6(now, Proto::Udp, (a, 12), (Z1, 1), NONE),
+        Err(TableError::ClientPortLimit)
+    );
+    assert!(t.handle_v6(now, Proto::Udp, (b, 10), (Z1, 1), NONE).is_ok());
+    let shards = Table::new(Config {
+        shards: 16,
+        address_pools: pools.to_vec(),
+        ..Config::new(vec![T1])
+    })
+    .unwrap();
+    let used: std::collections::HashSet<usize> = (2..100u128)
+        .map(|i| shards.shard_of_v6(&Ipv6Addr::from(u128::from(pool) | i)))
+        .collect();
+    assert!(used.len() > 8, "pool clients spread over shards: {used:?}");
 }
 
 #[test]
