@@ -293,3 +293,19 @@ pub(crate) fn dig_in(ns: &gate64_testkit::Netns, args: &[&str]) -> Result<String
         String::from_utf8_lossy(&out.stderr)
     ))
 }
+
+/// The median of `values` (the upper middle one of an even count); NaN when there are none.
+pub(crate) fn median(values: impl IntoIterator<Item = f64>) -> f64 {
+    let mut v: Vec<f64> = values.into_iter().collect();
+    v.sort_by(f64::total_cmp);
+    v.get(v.len() / 2).copied().unwrap_or(f64::NAN)
+}
+
+/// Rounds of a measuring test: `$var` when it is within `1..=max`, else 1 (what CI runs).
+pub(crate) fn rounds_from_env(var: &str, max: usize) -> usize {
+    std::env::var(var)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .filter(|n: &usize| (1..=max).contains(n))
+        .unwrap_or(1)
+}

@@ -27,7 +27,7 @@ use std::io::Write;
 use std::net::{Ipv6Addr, SocketAddr, TcpStream, UdpSocket};
 use std::path::Path;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, ensure};
@@ -36,8 +36,8 @@ use gate64_testkit::{
 };
 
 use crate::common::{
-    IPHTTPS_PREFIX, connect_iphttps, gate64_lines, handshakes, make_certs, netns_test, path_str,
-    serve_iphttps,
+    IPHTTPS_PREFIX, connect_iphttps, gate64_lines, handshakes, make_certs, median, netns_test,
+    path_str, rounds_from_env, serve_iphttps,
 };
 
 /// Clients that stop reading.
@@ -58,14 +58,10 @@ const STALL_WRITE_TIMEOUT_SECS: u64 = 20;
 /// Rounds of (undisturbed, stalled) iperf3 pairs (median of the ratios printed):
 /// `$G64_STALLED_IPERF_RUNS`, else 1.
 fn iperf_runs() -> usize {
-    std::env::var("G64_STALLED_IPERF_RUNS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .filter(|&n: &usize| (1..=5).contains(&n))
-        .unwrap_or(1)
+    rounds_from_env("G64_STALLED_IPERF_RUNS", 5)
 }
 
-/// iperf3 -R and forward throughputs (bit/s), each the median of `runs` runs.
+/// iperf3 -R and forward throughputs (bit/s).
 #[derive(Debug, Clone, Copy)]
 struct Throughput {
     reverse: f64,
@@ -73,17 +69,13 @@ struct Throughput {
 }
 
 impl Throughput {
-    fn measure(topo: &Topology, runs: usize) -> Result<Throughput> {
-        let median = |reverse: bool| -> Result<f64> {
-            let mut v = (0..runs)
-                .map(|_| Ok(topo.iperf3(IPERF_SECS, 1, reverse)?.received_bps))
-                .collect::<Result<Vec<f64>>>()?;
-            v.sort_by(f64::total_cmp);
-            Ok(v[v.len() / 2])
+    fn measure(topo: &Topology) -> Result<Throughput> {
+        let run = |reverse: bool| {
+            Ok::<_, anyhow::Error>(topo.iperf3(IPERF_SECS, 1, reverse)?.received_bps)
         };
         Ok(Throughput {
-            reverse: median(true).context("iperf3 -R")?,
-            forward: median(false).context("iperf3 forward")?,
+            reverse: run(true).context("iperf3 -R")?,
+            forward: run(false).context("iperf3 forward")?,
         })
     }
 
@@ -176,21 +168,17 @@ fn clients_that_stop_reading(topo: &Topology) -> Result<()> {
         ]);
         peak_queued = peak_queued.max(r.peak_queued);
     }
-    let median = |i: usize| {
-        let mut v: Vec<f64> = ratios.iter().map(|r| r[i]).collect();
-        v.sort_by(f64::total_cmp);
-        100.0 * v[v.len() / 2]
-    };
+    let percent = |i: usize| 100.0 * median(ratios.iter().map(|r| r[i]));
     println!(
         "established client, median over {rounds} rounds of (stalled / undisturbed just \
          before): -R {:.0} %, forward {:.0} %; (control / undisturbed): -R {:.0} %, forward \
          {:.0} %; (stalled / control): -R {:.0} %, forward {:.0} %",
-        median(0),
-        median(1),
-        median(2),
-        median(3),
-        median(4),
-        median(5),
+        percent(0),
+        percent(1),
+        percent(2),
+        percent(3),
+        percent(4),
+        percent(5),
     );
     ensure!(
         peak_queued <= BUDGET as f64,
@@ -225,21 +213,50 @@ fn with_traffic_to<T>(
     first: u128,
     during: impl FnOnce() -> Result<T>,
 ) -> Result<(T, u64)> {
-    let stop = Arc::new(AtomicBool::new(false));
-    let sent = Arc::new(AtomicU64::new(0));
-    let sender = {
-        let (stop, sent) = (Arc::clone(&stop), Arc::clone(&sent));
-        topo.corp.spawn_thread("to-stalled", move || {
-            to_stalled_clients(first, &stop, &sent)
-        })?
-    };
+    let sender = TrafficToClients::start(topo, first)?;
     std::thread::sleep(Duration::from_secs(1));
     let result = during();
-    stop.store(true, Ordering::Relaxed);
-    let n = sender
-        .join()
-        .map_err(|_| anyhow::anyhow!("sender panicked"))???;
+    let n = sender.stop()?;
     Ok((result?, n))
+}
+
+/// `tcorp` sending UDP to the `STALLED` /64s from index `first` ([`to_stalled_clients`]) on
+/// a thread of its own, until stopped (or dropped, on an error path).
+struct TrafficToClients {
+    stop: Arc<AtomicBool>,
+    thread: Option<std::thread::JoinHandle<Result<Result<u64>>>>,
+}
+
+impl TrafficToClients {
+    fn start(topo: &Topology, first: u128) -> Result<TrafficToClients> {
+        let stop = Arc::new(AtomicBool::new(false));
+        let flag = Arc::clone(&stop);
+        let thread = topo
+            .corp
+            .spawn_thread("to-clients", move || to_stalled_clients(first, &flag))?;
+        Ok(TrafficToClients {
+            stop,
+            thread: Some(thread),
+        })
+    }
+
+    /// Stops the sender; returns how many datagrams it sent.
+    fn stop(mut self) -> Result<u64> {
+        self.stop.store(true, Ordering::Relaxed);
+        let thread = self
+            .thread
+            .take()
+            .context("the sender was already joined")?;
+        thread
+            .join()
+            .map_err(|_| anyhow::anyhow!("sender panicked"))??
+    }
+}
+
+impl Drop for TrafficToClients {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+    }
 }
 
 /// What one round of [`stalled_round`] measured.
@@ -272,8 +289,8 @@ fn stalled_round(
     round: usize,
 ) -> Result<Round> {
     let load_undisturbed = loadavg();
-    let undisturbed = Throughput::measure(topo, 1).context("iperf3 over IP-HTTPS, undisturbed")?;
-    let control = with_traffic_to(topo, CONTROL_FIRST, || Throughput::measure(topo, 1))
+    let undisturbed = Throughput::measure(topo).context("iperf3 over IP-HTTPS, undisturbed")?;
+    let control = with_traffic_to(topo, CONTROL_FIRST, || Throughput::measure(topo))
         .context("iperf3 while the same traffic goes to /64s nobody holds")?
         .0;
     let rss_before = rss_kib(gate.pid(), "VmRSS")?;
@@ -299,15 +316,7 @@ fn stalled_round(
     // Traffic towards every stalled client: fresh /64s are handed out in order, so this
     // round's clients hold the STALLED prefixes after those of earlier rounds (and the
     // established client's, the first).
-    let stop = Arc::new(AtomicBool::new(false));
-    let sent = Arc::new(AtomicU64::new(0));
-    let first = 1 + (round * STALLED) as u128;
-    let sender = {
-        let (stop, sent) = (Arc::clone(&stop), Arc::clone(&sent));
-        topo.corp.spawn_thread("to-stalled", move || {
-            to_stalled_clients(first, &stop, &sent)
-        })?
-    };
+    let sender = TrafficToClients::start(topo, 1 + (round * STALLED) as u128)?;
     let drops_before = queue_full_drops(topo);
     let watching = AtomicBool::new(true);
     let (disturbed, peak_queued) = std::thread::scope(|s| {
@@ -322,7 +331,7 @@ fn stalled_round(
             peak
         });
         std::thread::sleep(Duration::from_secs(1));
-        let r = Throughput::measure(topo, 1);
+        let r = Throughput::measure(topo);
         watching.store(false, Ordering::Relaxed);
         (r, watcher.join().unwrap_or(f64::MAX))
     });
@@ -336,10 +345,7 @@ fn stalled_round(
         timeouts() - timeouts_before >= (STALLED / 2) as f64
     });
     let closed = timeouts() - timeouts_before;
-    stop.store(true, Ordering::Relaxed);
-    let sent = sender
-        .join()
-        .map_err(|_| anyhow::anyhow!("sender panicked"))???;
+    let sent = sender.stop()?;
     ensure!(
         closed > 0.0,
         "no stalled link was closed within 60 s\n{}",
@@ -427,19 +433,10 @@ fn memory_per_connection(topo: &Topology) -> Result<()> {
             &[("side", "internet"), ("direction", "tx")],
         )
         .unwrap_or(0.0);
-    let stop = Arc::new(AtomicBool::new(false));
-    let sent = Arc::new(AtomicU64::new(0));
-    let sender = {
-        let (stop, sent) = (Arc::clone(&stop), Arc::clone(&sent));
-        topo.corp
-            .spawn_thread("to-clients", move || to_stalled_clients(1, &stop, &sent))?
-    };
+    let sender = TrafficToClients::start(topo, 1)?;
     std::thread::sleep(Duration::from_secs(6));
     let active = rss_kib(gate.pid(), "VmRSS")?;
-    stop.store(true, Ordering::Relaxed);
-    sender
-        .join()
-        .map_err(|_| anyhow::anyhow!("sender panicked"))???;
+    sender.stop()?;
     let hwm = rss_kib(gate.pid(), "VmHWM")?;
     let tx = topo
         .metrics()?
@@ -466,7 +463,7 @@ fn memory_per_connection(topo: &Topology) -> Result<()> {
 
 /// UDP from `tcorp` to the first address of each stalled client's /64 (the `STALLED` /64s from
 /// index `first` of `IPHTTPS_PREFIX`) until `stop`, 1,200-byte datagrams round-robin at up to ~20,000 a second.
-fn to_stalled_clients(first: u128, stop: &AtomicBool, sent: &AtomicU64) -> Result<u64> {
+fn to_stalled_clients(first: u128, stop: &AtomicBool) -> Result<u64> {
     let sock = UdpSocket::bind("[::]:0").context("UDP socket in tcorp")?;
     let base: Ipv6Addr = IPHTTPS_PREFIX
         .split('/')
@@ -496,7 +493,6 @@ fn to_stalled_clients(first: u128, stop: &AtomicBool, sent: &AtomicU64) -> Resul
             }
         }
     }
-    sent.store(n, Ordering::Relaxed);
     Ok(n)
 }
 

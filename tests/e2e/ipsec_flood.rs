@@ -25,7 +25,7 @@ use gate64_ike::initiator::{Initiator, InitiatorConfig, InitiatorEvent};
 use gate64_testkit::strongswan::{INFRASTRUCTURE, INTRANET, LabCerts, Tunnel, with_charon_logs};
 use gate64_testkit::{CORP_HOST, Netns, Topology};
 
-use crate::common::{gate64_lines, netns_test};
+use crate::common::{gate64_lines, median, netns_test, rounds_from_env};
 use crate::ike_interop::initiator_config;
 use crate::ipsec::{GATE64_ADDRESS6, INITIATE_TIMEOUT, SETTLE_TIMEOUT, TeredoIpsecLab};
 
@@ -100,19 +100,15 @@ fn ike_sa_init_flood(topo: &Topology) -> Result<()> {
             }
         }
         drop(sink);
-        let median = |f: fn(&Round) -> f64| {
-            let mut v: Vec<f64> = rounds.iter().map(f).collect();
-            v.sort_by(f64::total_cmp);
-            v[v.len() / 2]
-        };
+        let median_of = |f: fn(&Round) -> f64| median(rounds.iter().map(f));
         println!(
             "median of {} round(s): established client keeps {:.2} of its undisturbed \
              throughput during the flood, {:.2} during the same flood at an unread socket \
              (control), so {:.2} of the control's",
             rounds.len(),
-            median(|r| r.flood_bps / r.calm_bps.max(1.0)),
-            median(|r| r.control_bps / r.calm_bps.max(1.0)),
-            median(|r| r.flood_bps / r.control_bps.max(1.0)),
+            median_of(|r| r.flood_bps / r.calm_bps.max(1.0)),
+            median_of(|r| r.control_bps / r.calm_bps.max(1.0)),
+            median_of(|r| r.flood_bps / r.control_bps.max(1.0)),
         );
         // The established client kept its SAs and its path through both tunnels.
         initiator.wait_established(2, 2, SETTLE_TIMEOUT)?;
@@ -132,11 +128,7 @@ const IPERF_SECS: u32 = 3;
 
 /// Rounds of (undisturbed, control, flood) iperf3 runs: `$G64_FLOOD_ROUNDS` (1 to 9), else 1.
 fn flood_rounds() -> usize {
-    std::env::var("G64_FLOOD_ROUNDS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .filter(|n: &usize| (1..=9).contains(n))
-        .unwrap_or(1)
+    rounds_from_env("G64_FLOOD_ROUNDS", 9)
 }
 
 /// One round's figures: the established client's iperf3 (bit/s) and gate64's CPU seconds over

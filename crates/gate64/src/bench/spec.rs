@@ -58,7 +58,8 @@ pub struct SpecIpsec {
     pub intranet_ts: Vec<String>,
 }
 
-/// STATUS.json: the generator's progress.
+/// STATUS.json: the generator's progress. The generator (`bench load`) writes it, the
+/// harness reads it: one type for both ends, so a field cannot drift between them.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
 #[serde(default)]
 pub struct Status {
@@ -72,13 +73,13 @@ pub struct Status {
     pub mmsa: u64,
     /// Child SAs established (quick mode SAs).
     pub qmsa: u64,
-    /// Clients that gave up.
+    /// Clients not up within the setup timeout (still trying).
     pub failed: u64,
     /// Every client is done (up or failed).
     pub ready: bool,
-    /// Packets read from gate64.
+    /// Packets read from gate64 and written to the generator's TUN device.
     pub rx_packets: u64,
-    /// Packets sent to gate64.
+    /// Packets read from the generator's TUN device and sent to gate64.
     pub tx_packets: u64,
     /// ESP packets that failed to open.
     pub esp_errors: u64,
@@ -86,8 +87,23 @@ pub struct Status {
     pub uplink_dropped: u64,
     /// The generator's resident memory.
     pub rss_bytes: u64,
-    /// The generator's CPU time.
+    /// The generator's CPU time, user and system.
     pub cpu_seconds: f64,
+    /// Clients started so far.
+    pub started: u64,
+    /// Clients with transport and both tunnels up.
+    pub up: u64,
+    /// Packets from the generator's TUN device whose source is no client's.
+    pub unknown_source: u64,
+    /// Client sessions that ended (and were started again).
+    pub session_errors: u64,
+    /// Seconds since the generator started.
+    pub elapsed_seconds: f64,
+    /// The generator's resident memory before the first client started: `rss_bytes` minus
+    /// this, over the clients, is its memory per client.
+    pub rss_start_bytes: u64,
+    /// Seconds from the start until `ready` first held (0 before).
+    pub ready_seconds: f64,
 }
 
 impl Status {

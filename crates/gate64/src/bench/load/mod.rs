@@ -106,7 +106,7 @@ async fn drive(spec: &Arc<Spec>, shared: Arc<clients::Shared>, args: &LoadArgs) 
                 _ => Err(anyhow::anyhow!("the TUN reader stopped")),
             };
         }
-        let mut s = status::Status::collect(&fleet, spec.setup_timeout_secs);
+        let mut s = status::collect(&fleet, spec.setup_timeout_secs);
         fleet.counters.failed.store(s.failed, Relaxed);
         s.rss_start_bytes = rss_start_bytes;
         if s.ready && ready_seconds == 0.0 {
@@ -115,7 +115,7 @@ async fn drive(spec: &Arc<Spec>, shared: Arc<clients::Shared>, args: &LoadArgs) 
                 up = s.up,
                 failed = s.failed,
                 seconds = ready_seconds,
-                rss_per_client = s.rss_bytes.saturating_sub(rss_start_bytes) / s.clients as u64,
+                rss_per_client = s.rss_bytes.saturating_sub(rss_start_bytes) / s.clients.max(1),
                 "every client up or failed"
             );
         }
@@ -131,7 +131,7 @@ async fn drive(spec: &Arc<Spec>, shared: Arc<clients::Shared>, args: &LoadArgs) 
         let json = serde_json::to_vec(&s).context("status")?;
         status::write_atomically(&args.status, &json)?;
     }
-    let mut s = status::Status::collect(&fleet, spec.setup_timeout_secs);
+    let mut s = status::collect(&fleet, spec.setup_timeout_secs);
     (s.rss_start_bytes, s.ready_seconds) = (rss_start_bytes, ready_seconds);
     status::write_atomically(&args.status, &serde_json::to_vec(&s)?)?;
     tracing::info!(up = s.up, failed = s.failed, "stopping");

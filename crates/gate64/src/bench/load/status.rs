@@ -4,99 +4,52 @@
 use super::fleet::Fleet;
 #[cfg(test)]
 use super::fleet::Transport;
+use crate::bench::spec::Status;
+pub use crate::bench::spec::addresses_path;
 use anyhow::{Context, Result};
-use serde::Serialize;
 use std::fmt::Write as _;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::atomic::Ordering::Relaxed;
 
-/// The status file's fields (the contract's, then a few of the generator's own).
-#[derive(Debug, Default, Serialize, PartialEq)]
-pub struct Status {
-    /// Clients in the run.
-    pub clients: usize,
-    /// Teredo clients qualified.
-    pub teredo_up: u64,
-    /// IP-HTTPS clients configured.
-    pub iphttps_up: u64,
-    /// IKE SAs established.
-    pub mmsa: u64,
-    /// Child SAs installed.
-    pub qmsa: u64,
-    /// Clients not up within the setup timeout (still trying).
-    pub failed: u64,
-    /// Every client is up or failed.
-    pub ready: bool,
-    /// Packets written to the TUN device.
-    pub rx_packets: u64,
-    /// Packets read from the TUN device for a client.
-    pub tx_packets: u64,
-    /// ESP refused.
-    pub esp_errors: u64,
-    /// The generator's resident memory.
-    pub rss_bytes: u64,
-    /// The generator's CPU time, user and system.
-    pub cpu_seconds: f64,
-    /// Clients started so far.
-    pub started: u64,
-    /// Clients with transport and both tunnels up.
-    pub up: u64,
-    /// Packets from the TUN device whose source is no client's.
-    pub unknown_source: u64,
-    /// Packets from the TUN device dropped on a full client queue.
-    pub uplink_dropped: u64,
-    /// Client sessions that ended (and were started again).
-    pub session_errors: u64,
-    /// Seconds since the generator started.
-    pub elapsed_seconds: f64,
-    /// The generator's resident memory before the first client started: `rss_bytes` minus
-    /// this, over the clients, is its memory per client.
-    pub rss_start_bytes: u64,
-    /// Seconds from the start until `ready` first held (0 before).
-    pub ready_seconds: f64,
-}
-
-impl Status {
-    /// The status now; a client started more than `setup_timeout_secs` ago and not up counts
-    /// as failed.
-    pub fn collect(fleet: &Fleet, setup_timeout_secs: u64) -> Status {
-        let c = &fleet.counters;
-        let now = fleet.epoch.elapsed();
-        let mut s = Status {
-            clients: fleet.slots.len(),
-            teredo_up: c.teredo_up.load(Relaxed),
-            iphttps_up: c.iphttps_up.load(Relaxed),
-            mmsa: c.mmsa.load(Relaxed),
-            qmsa: c.qmsa.load(Relaxed),
-            rx_packets: c.rx_packets.load(Relaxed),
-            tx_packets: c.tx_packets.load(Relaxed),
-            esp_errors: c.esp_errors.load(Relaxed),
-            unknown_source: c.unknown_source.load(Relaxed),
-            uplink_dropped: c.uplink_dropped.load(Relaxed),
-            session_errors: c.session_errors.load(Relaxed),
-            rss_bytes: rss_bytes(),
-            cpu_seconds: cpu_seconds(),
-            elapsed_seconds: now.as_secs_f64(),
-            ..Status::default()
+/// The status now; a client started more than `setup_timeout_secs` ago and not up counts as
+/// failed.
+pub fn collect(fleet: &Fleet, setup_timeout_secs: u64) -> Status {
+    let c = &fleet.counters;
+    let now = fleet.epoch.elapsed();
+    let mut s = Status {
+        clients: fleet.slots.len() as u64,
+        teredo_up: c.teredo_up.load(Relaxed),
+        iphttps_up: c.iphttps_up.load(Relaxed),
+        mmsa: c.mmsa.load(Relaxed),
+        qmsa: c.qmsa.load(Relaxed),
+        rx_packets: c.rx_packets.load(Relaxed),
+        tx_packets: c.tx_packets.load(Relaxed),
+        esp_errors: c.esp_errors.load(Relaxed),
+        unknown_source: c.unknown_source.load(Relaxed),
+        uplink_dropped: c.uplink_dropped.load(Relaxed),
+        session_errors: c.session_errors.load(Relaxed),
+        rss_bytes: rss_bytes(),
+        cpu_seconds: cpu_seconds(),
+        elapsed_seconds: now.as_secs_f64(),
+        ..Status::default()
+    };
+    let mut pending = 0u64;
+    for slot in &fleet.slots {
+        let Some(at) = slot.started_at() else {
+            pending += 1;
+            continue;
         };
-        let mut pending = 0u64;
-        for slot in &fleet.slots {
-            let Some(at) = slot.started_at() else {
-                pending += 1;
-                continue;
-            };
-            s.started += 1;
-            if slot.is_up() {
-                s.up += 1;
-            } else if now.as_secs() >= u64::from(at) + setup_timeout_secs {
-                s.failed += 1;
-            } else {
-                pending += 1;
-            }
+        s.started += 1;
+        if slot.is_up() {
+            s.up += 1;
+        } else if now.as_secs() >= u64::from(at) + setup_timeout_secs {
+            s.failed += 1;
+        } else {
+            pending += 1;
         }
-        s.ready = pending == 0;
-        s
     }
+    s.ready = pending == 0;
+    s
 }
 
 /// One line per client with both tunnels up: `<inner IPv6> <teredo|iphttps>`.
@@ -108,13 +61,6 @@ pub fn addresses(fleet: &Fleet) -> String {
         }
     }
     out
-}
-
-/// The ADDRESSES file of `status`: its path with `.addresses` appended.
-pub fn addresses_path(status: &Path) -> PathBuf {
-    let mut p = status.as_os_str().to_owned();
-    p.push(".addresses");
-    PathBuf::from(p)
 }
 
 /// Writes `contents` to `path` through a temporary file renamed over it, so a reader sees
@@ -169,17 +115,9 @@ mod tests {
     }
 
     #[test]
-    fn addresses_sit_next_to_the_status_file() {
-        assert_eq!(
-            addresses_path(Path::new("/run/x/status.json")),
-            PathBuf::from("/run/x/status.json.addresses")
-        );
-    }
-
-    #[test]
     fn nothing_started_is_not_ready_and_rewrites_are_whole() {
         let fleet = Fleet::new(vec![Transport::Teredo; 3], "fd00:c1::/104".parse().unwrap());
-        let s = Status::collect(&fleet, 120);
+        let s = collect(&fleet, 120);
         assert_eq!((s.clients, s.started, s.up, s.failed), (3, 0, 0, 0));
         assert!(!s.ready);
         assert!(addresses(&fleet).is_empty());
