@@ -227,11 +227,13 @@ pub(super) fn complete(
 /// The other tunnel's IKE SA stays: a DirectAccess client keeps both, and strongSwan may send
 /// INITIAL_CONTACT on the second one too.
 fn forget_stale(r: &mut Responder, spi_r: u64, identity: &str, tunnel: Option<TunnelKind>) {
-    let stale: Vec<u64> = r
-        .sas
-        .values()
+    let Some(same_identity) = r.by_identity.get(identity) else {
+        return;
+    };
+    let stale: Vec<u64> = same_identity
+        .iter()
+        .filter_map(|spi| r.sas.get(spi))
         .filter(|s| s.spi_r != spi_r && s.established && s.tunnel == tunnel)
-        .filter(|s| s.identity.as_deref() == Some(identity))
         .map(|s| s.spi_r)
         .collect();
     for spi in stale {
@@ -287,6 +289,7 @@ pub(super) fn establish(r: &mut Responder, now: Instant, h: Header, identity: &s
     sa.init_request = Vec::new();
     sa.init_response = Vec::new();
     let ip = sa.remote.ip();
+    r.index_identity(identity, h.spi_r);
     init::release_half_open(r, ip);
     r.schedule(h.spi_r);
 }

@@ -613,6 +613,9 @@ fn rekey_ike(
         identity: fresh.identity.clone().unwrap_or_default(),
         tunnel: fresh.tunnel,
     };
+    if let Some(identity) = fresh.identity.clone() {
+        r.index_identity(&identity, new_spi_r);
+    }
     r.sas.insert(new_spi_r, fresh);
     r.schedule(new_spi_r);
     r.event(up);

@@ -400,6 +400,9 @@ pub struct Responder {
     clock: (Instant, SystemTime),
     pub(crate) sas: HashMap<u64, Box<IkeSa>>,
     pub(crate) by_initiator: HashMap<(SocketAddr, u64), u64>,
+    /// Established IKE SAs by authenticated identity, for INITIAL_CONTACT (RFC 7296 §2.4),
+    /// which would otherwise scan every SA on each IKE_AUTH.
+    pub(crate) by_identity: HashMap<String, Vec<u64>>,
     pub(crate) half_open: usize,
     pub(crate) half_open_by_source: HashMap<IpAddr, usize>,
     pub(crate) cookie_secrets: init::CookieSecrets,
@@ -431,6 +434,7 @@ impl Responder {
             clock: (now, wall),
             sas: HashMap::new(),
             by_initiator: HashMap::new(),
+            by_identity: HashMap::new(),
             half_open: 0,
             half_open_by_source: HashMap::new(),
             cookie_secrets,
@@ -702,6 +706,23 @@ impl Responder {
         self.refused(remote, reason);
     }
 
+    /// Files the established IKE SA `spi_r` under `identity`.
+    pub(crate) fn index_identity(&mut self, identity: &str, spi_r: u64) {
+        let spis = self.by_identity.entry(identity.to_owned()).or_default();
+        if !spis.contains(&spi_r) {
+            spis.push(spi_r);
+        }
+    }
+
+    fn unindex_identity(&mut self, identity: &str, spi_r: u64) {
+        if let Some(spis) = self.by_identity.get_mut(identity) {
+            spis.retain(|&s| s != spi_r);
+            if spis.is_empty() {
+                self.by_identity.remove(identity);
+            }
+        }
+    }
+
     /// Forgets an IKE SA, its children and its lease; reports the downs.
     pub(crate) fn remove_sa(&mut self, spi_r: u64) {
         let Some(sa) = self.sas.remove(&spi_r) else {
@@ -710,6 +731,9 @@ impl Responder {
         let key = (sa.init_remote, sa.spi_i);
         if self.by_initiator.get(&key) == Some(&spi_r) {
             self.by_initiator.remove(&key);
+        }
+        if let Some(identity) = sa.identity.as_deref() {
+            self.unindex_identity(identity, spi_r);
         }
         if !sa.established {
             init::release_half_open(self, sa.remote.ip());
