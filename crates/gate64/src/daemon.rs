@@ -18,6 +18,10 @@ use tracing::info;
 /// for any one client, and 16 locks keep workers apart.
 const NAT64_SHARDS: usize = 16;
 
+/// How long `gate64 status` waits for the IKE driver's list of SAs (it answers between two
+/// datagrams; 200,000 SAs take tens of milliseconds).
+const IKE_STATUS_TIMEOUT: Duration = Duration::from_secs(5);
+
 /// How often the daemon repeats the warning that `[ipsec] require = false` has opened the
 /// corporate network to unauthenticated clients.
 const OPEN_CORPNET_REMINDER: Duration = Duration::from_secs(3600);
@@ -379,10 +383,10 @@ impl Daemon {
         };
         info!(socket = %path.display(), "control socket up");
         let shared = Arc::clone(&self.shared);
-        let ike = lock(&self.ike).clone();
+        let ike = lock(&self.ike_control).clone();
         let read = Arc::new(move || {
-            let ike = ike.as_ref().map(|s| s.snapshot());
-            crate::status::snapshot(&shared, ike.as_ref(), Instant::now())
+            let sas = ike.as_ref().and_then(|c| c.ike_sas(IKE_STATUS_TIMEOUT));
+            crate::status::snapshot(&shared, sas.as_deref(), Instant::now())
         });
         tokio::spawn(crate::status::serve(
             listener,

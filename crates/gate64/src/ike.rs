@@ -134,7 +134,7 @@ pub fn start(
                 _ = tick.tick() => {
                     let s = gauges.snapshot();
                     stats.set_half_open(s.half_open as u64);
-                    stats.set_ike_sas(s.sas.iter().filter(|sa| sa.established).count() as u64);
+                    stats.set_ike_sas(s.established as u64);
                     for reason in IkeShedReason::ALL {
                         stats.set_shed(reason, gauges.shed(reason));
                     }

@@ -41,12 +41,6 @@ pub const NAT_T_PORT: u16 = 4500;
 const NON_ESP_MARKER: [u8; 4] = [0; 4];
 /// The status snapshot is refreshed at least this often while datagrams flow.
 const STATUS_REFRESH: Duration = Duration::from_secs(1);
-/// Above this many SAs a changed snapshot waits for [`BUSY_REFRESH`] since the last one:
-/// building it copies every SA, and doing that per handshake made establishing N SAs cost
-/// O(N²) (bench/ipsec.sh's ike setups: 1,000 handshakes/s fell to 40/s at 18,000 SAs).
-const BUSY_SAS: usize = 1024;
-/// The least time between snapshots while more than [`BUSY_SAS`] SAs are held.
-const BUSY_REFRESH: Duration = Duration::from_millis(200);
 /// Largest datagram read.
 const MAX_DATAGRAM: usize = 65_535;
 /// Socket buffers asked for (with CAP_NET_ADMIN past `rmem_max`): about 8,000 small datagrams,
@@ -63,8 +57,10 @@ pub const DEFAULT_PACKETS_PER_SOURCE_PER_SEC: u32 = 1_000;
 /// What `gate64 status` reads: the IKE SAs, the half-open count and the counters.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct IkeSnapshot {
-    /// Every IKE SA, half-open ones included.
-    pub sas: Vec<IkeSaInfo>,
+    /// Established IKE SAs (`gate64_ipsec_mmsa`). The SAs themselves are listed on demand
+    /// ([`IkeControl::ike_sas`]): a snapshot of every SA, copied on each change, cost O(N)
+    /// per handshake and ~1 KB of memory per client.
+    pub established: usize,
     /// Half-open IKE SAs (`gate64_ike_half_open`).
     pub half_open: usize,
     /// The responder's counters.
@@ -162,6 +158,16 @@ impl IkeControl {
     pub fn apply(&self, change: impl FnOnce(&mut Responder) + Send + 'static) -> bool {
         self.0.send(Box::new(change)).is_ok()
     }
+
+    /// Every IKE SA, half-open ones included, as the driver holds them now; `None` when the
+    /// driver has stopped or did not answer within `timeout`. Blocks the calling thread.
+    pub fn ike_sas(&self, timeout: Duration) -> Option<Vec<IkeSaInfo>> {
+        let (tx, rx) = std::sync::mpsc::channel();
+        let asked = self.apply(move |r| {
+            let _ = tx.send(r.ike_sas(Instant::now()));
+        });
+        asked.then(|| rx.recv_timeout(timeout).ok()).flatten()
+    }
 }
 
 impl std::fmt::Debug for IkeControl {
@@ -181,10 +187,6 @@ pub struct IkeDriver {
     commands: Option<tokio::sync::mpsc::UnboundedReceiver<Command>>,
     stray_esp: u64,
     published: Instant,
-    published_sas: usize,
-    /// How long building the last snapshot took.
-    publish_cost: Duration,
-    unpublished: bool,
 }
 
 impl IkeDriver {
@@ -204,9 +206,6 @@ impl IkeDriver {
             commands: None,
             stray_esp: 0,
             published: Instant::now(),
-            published_sas: 0,
-            publish_cost: Duration::ZERO,
-            unpublished: false,
         }
     }
 
@@ -251,14 +250,10 @@ impl IkeDriver {
         let mut commands = self.commands.take();
         self.publish(Instant::now());
         loop {
-            let mut deadline = self
+            let deadline = self
                 .responder
                 .poll_timeout()
                 .unwrap_or_else(|| Instant::now() + Duration::from_secs(60));
-            if self.unpublished {
-                // A change held back while busy is published without waiting for traffic.
-                deadline = deadline.min(self.published + self.snapshot_gap(BUSY_REFRESH));
-            }
             tokio::select! {
                 _ = &mut shutdown => {
                     // Tell the clients, so they do not wait for their liveness checks.
@@ -354,37 +349,21 @@ impl IkeDriver {
             changed = true;
             (self.sink)(e);
         }
-        // Events change what status shows; half-open counts and counters may lag a second,
-        // and with many SAs held the SA list may lag BUSY_REFRESH.
+        // Events change what status shows; the counters may lag a second.
         let now = Instant::now();
-        self.unpublished |= changed;
-        let busy =
-            self.published_sas > BUSY_SAS && now < self.published + self.snapshot_gap(BUSY_REFRESH);
-        if (self.unpublished && !busy) || now >= self.published + self.snapshot_gap(STATUS_REFRESH)
-        {
+        if changed || now >= self.published + STATUS_REFRESH {
             self.publish(now);
         }
     }
 
     fn publish(&mut self, now: Instant) {
         self.published = now;
-        self.unpublished = false;
-        let sas = self.responder.ike_sas(now);
-        self.published_sas = sas.len();
         self.status.store(IkeSnapshot {
-            sas,
+            established: self.responder.established(),
             half_open: self.responder.half_open(),
             stats: self.responder.stats(),
             stray_esp: self.stray_esp,
         });
-        self.publish_cost = now.elapsed();
-    }
-
-    /// The least time between two snapshots, at least `floor`: a snapshot copies every SA,
-    /// so with hundreds of thousands held the copies are spaced to take at most 1/20 of this
-    /// thread (the SA list in `gate64 status` lags by that much).
-    fn snapshot_gap(&self, floor: Duration) -> Duration {
-        floor.max(self.publish_cost * 20)
     }
 }
 
@@ -644,8 +623,7 @@ mod tests {
             "ESP goes UDP-encapsulated to the client"
         );
         let snapshot = status.snapshot();
-        assert_eq!(snapshot.sas.len(), 1);
-        assert!(snapshot.sas[0].established);
+        assert_eq!((snapshot.established, snapshot.half_open), (1, 0));
         assert_eq!(snapshot.stray_esp, 0);
         let _ = stop.send(());
         task.await.expect("join").expect("driver");

@@ -6,8 +6,8 @@ use std::time::Duration;
 
 /// The driver's view: three established IKE SAs, one per child SA of
 /// [`shared_with_two_clients`], the infrastructure one of the Teredo client rekeyed twice.
-fn ike_snapshot() -> IkeSnapshot {
-    let sas = [0x100u64, 0x200, 0x300]
+fn ike_sas() -> Vec<IkeSaInfo> {
+    [0x100u64, 0x200, 0x300]
         .into_iter()
         .map(|spi| IkeSaInfo {
             spi_r: spi,
@@ -23,11 +23,7 @@ fn ike_snapshot() -> IkeSnapshot {
             age: Duration::from_secs(90),
             rekeys: if spi == 0x200 { 2 } else { 0 },
         })
-        .collect();
-    IkeSnapshot {
-        sas,
-        ..IkeSnapshot::default()
-    }
+        .collect()
 }
 
 const ENDPOINT: Ipv6Addr = Ipv6Addr::new(0x2001, 0xdb8, 0x100, 0, 0, 0, 0, 1);
@@ -102,7 +98,7 @@ fn snapshot_groups_sas_by_client_with_their_transport() {
     let shared = shared_with_two_clients(created);
     let s = snapshot(
         &shared,
-        Some(&ike_snapshot()),
+        Some(ike_sas().as_slice()),
         created + Duration::from_secs(90),
     );
     assert_eq!((s.ike_sas, s.child_sas, s.clients.len()), (3, 3, 2));
@@ -140,7 +136,7 @@ fn render_lists_every_sa_like_swanctl() {
     let created = Instant::now();
     let text = render(&snapshot(
         &shared_with_two_clients(created),
-        Some(&ike_snapshot()),
+        Some(ike_sas().as_slice()),
         created,
     ));
     for needle in [
@@ -189,7 +185,7 @@ async fn the_socket_serves_the_snapshot_to_its_own_user() {
     let shared = shared_with_two_clients(created);
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     let read: Arc<dyn Fn() -> Snapshot + Send + Sync> =
-        Arc::new(move || snapshot(&shared, Some(&ike_snapshot()), Instant::now()));
+        Arc::new(move || snapshot(&shared, Some(ike_sas().as_slice()), Instant::now()));
     let task = tokio::spawn(serve(listener, read, stop_rx));
     let json = query(&path, true).await.unwrap();
     let s: Snapshot = serde_json::from_str(&json).unwrap();

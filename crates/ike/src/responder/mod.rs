@@ -548,6 +548,11 @@ impl Responder {
             .collect()
     }
 
+    /// Established IKE SAs (`gate64_ipsec_mmsa`): every SA that is not half-open.
+    pub fn established(&self) -> usize {
+        self.sas.len().saturating_sub(self.half_open)
+    }
+
     /// Half-open IKE SAs (`gate64_ike_half_open`).
     pub fn half_open(&self) -> usize {
         self.half_open
