@@ -6,6 +6,7 @@ mod client;
 mod connect;
 mod daemon;
 mod demo;
+mod fd_limit;
 mod gre;
 mod ike;
 mod privilege;
@@ -253,6 +254,9 @@ fn serve(file: &std::path::Path) -> Result<()> {
     let log = init_logging(&cfg)?;
     abort_on_worker_panic();
     for w in cfg.warnings() {
+        warn!("{w}");
+    }
+    if let Some(w) = fd_limit::raise(&cfg) {
         warn!("{w}");
     }
     let identity = privilege::identity(&cfg.server)?;
