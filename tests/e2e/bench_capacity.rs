@@ -116,6 +116,28 @@ fn check(json: &Path) -> Result<()> {
         "the strongSwan client over miredo reached the corporate host: {row}"
     );
     ensure!(n("gate64_rss_bytes") > 0, "no RSS: {row}");
+    // Every step says where packets were dropped (an empty object when nowhere), and no
+    // client of this light load reached a per-client NAT64 limit: each IPsec client is a
+    // NAT64 client of its own, not one shared /64.
+    let steps = row["steps"]
+        .as_array()
+        .filter(|s| !s.is_empty())
+        .with_context(|| format!("no steps: {row}"))?;
+    for step in steps {
+        let drops = step["drops"]
+            .as_object()
+            .with_context(|| format!("a step without drops: {step}"))?;
+        ensure!(
+            drops.values().all(serde_json::Value::is_u64),
+            "drops are counts: {step}"
+        );
+        for reason in ["nat64_client_port_limit", "nat64_client_session_limit"] {
+            ensure!(
+                !drops.contains_key(&format!("gate64/{reason}")),
+                "clients hit a per-client NAT64 limit at a light load: {step}"
+            );
+        }
+    }
     println!(
         "capacity, {} clients: corpnet {:.1} Mbit/s, gate64 CPU {:.0}%, RSS {} bytes, \
          QMSA {}, MMSA {}",
