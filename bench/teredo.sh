@@ -10,8 +10,15 @@
 # every process in tsrv (the relay; utime + stime of all threads, from /proc/<pid>/stat) during
 # each run. Kernel forwarding and softirq time are not attributed to either relay.
 #
+# With CLIENTS=N (N > 1) it runs N Debian miredo clients at once, each in its own namespace
+# behind a bridge in tsrv (198.51.100.10, .11, ...), each with one iperf3 flow to its own
+# iperf3 server in tcorp; the cell's Mbit/s is their sum (issue 9: many clients, one flow
+# each, not one client's flows). Whole-machine CPU (/proc/stat, softirq included) is printed
+# beside the relay's own.
+#
 # usage: sudo bench/teredo.sh            (from the repo root; builds gate64 in release mode)
-# env:   RUNS=3        runs per cell, the median is reported (1 or 3 are sensible)
+# env:   CLIENTS=1     Teredo clients at once (each one flow when > 1; FLOWS is then ignored)
+#        RUNS=3        runs per cell, the median is reported (1 or 3 are sensible)
 #        DURATION=10   seconds per iperf3 run
 #        FLOWS="1 4"   iperf3 -P values
 #        DIRS="up down"  up = client -> tcorp, down = tcorp -> client (iperf3 -R)
@@ -28,6 +35,17 @@ DURATION=${DURATION:-10}
 FLOWS=${FLOWS:-"1 4"}
 DIRS=${DIRS:-"up down"}
 SETUPS=${SETUPS:-"gate64 miredo"}
+CLIENTS=${CLIENTS:-1}
+[ "$CLIENTS" -ge 1 ] 2>/dev/null || { echo "CLIENTS must be a positive integer" >&2; exit 1; }
+# Client namespaces: $CLI is the first; the others hang off a bridge in $SRV.
+CLIS=("$CLI")
+for i in $(seq 1 $((CLIENTS - 1))); do
+    CLIS+=("g64-bcli-$$-$i")
+done
+NAMESPACES=("${CLIS[@]}" "$SRV" "$CORP")
+if [ "$CLIENTS" -gt 1 ]; then
+    FLOWS=1
+fi
 
 require_root
 require_tools "apt-get install miredo miredo-server iperf3 iproute2 iputils-ping" \
@@ -70,46 +88,113 @@ EOF
     wait_for 15 udp_bound "$SRV" 192.0.2.1:3544 && wait_for 5 tcp_listening "$SRV" 9164
 }
 
-start_client_and_iperf() {
-    printf 'RelayType client\nInterfaceName teredo\nServerAddress 192.0.2.1\n%s\n%s\n' \
-        'BindAddress 198.51.100.10' 'BindPort 3546' >"$WORK/cli.conf"
-    start_bg "$CLI" miredo-client miredo -f -c "$WORK/cli.conf" -p "$WORK/cli.pid"
-    start_bg "$CORP" iperf3-server iperf3 -s
-    wait_for 15 teredo_client_ready || { log "client did not qualify within 15 s"; return 1; }
-    wait_for 5 tcp_listening "$CORP" 5201 || { log "iperf3 -s not listening"; return 1; }
-    # First packets go through the Teredo connectivity test and bubbles; get that done.
-    ip netns exec "$CLI" ping -6 -n -c 3 -i 0.2 -W 3 "$CORP_HOST" >"$WORK/ping.log" 2>&1 || {
-        log "ping through the relay failed: $(cat "$WORK/ping.log")"
-        return 1
-    }
+# The clients past the first: a bridge in $SRV carries the server's addresses, the first
+# client's veth and one veth per further client.
+setup_more_clients() {
+    [ "$CLIENTS" -gt 1 ] || return 0
+    ip -n "$SRV" link add brcli type bridge
+    ip -n "$SRV" link set brcli up
+    ip -n "$SRV" addr flush dev vcli
+    ip -n "$SRV" link set vcli master brcli
+    ip -n "$SRV" addr add 192.0.2.1/24 dev brcli
+    ip -n "$SRV" addr add 192.0.2.2/24 dev brcli
+    ip -n "$SRV" addr add "$SERVER_IP/24" dev brcli
+    local i
+    for i in $(seq 1 $((CLIENTS - 1))); do
+        ip link add name "vcli$i" netns "$SRV" type veth peer name vsrv netns "${CLIS[$i]}"
+        ip -n "$SRV" link set "vcli$i" master brcli up
+        ip -n "${CLIS[$i]}" link set vsrv up
+        ip -n "${CLIS[$i]}" addr add "198.51.100.$((10 + i))/24" dev vsrv
+        ip -n "${CLIS[$i]}" route add default via "$SERVER_IP"
+    done
 }
+
+client_ready() { # client_ready NS: its Teredo address and default route are up
+    ip -n "$1" -6 addr show dev teredo 2>/dev/null | grep -q 'inet6 2001:0:c000:201:' &&
+        ip -n "$1" -6 route show default | grep -q 'dev teredo'
+}
+
+start_client_and_iperf() {
+    local i ns
+    for i in "${!CLIS[@]}"; do
+        ns=${CLIS[$i]}
+        printf 'RelayType client\nInterfaceName teredo\nServerAddress 192.0.2.1\n%s\n%s\n' \
+            "BindAddress 198.51.100.$((10 + i))" 'BindPort 3546' >"$WORK/cli$i.conf"
+        start_bg "$ns" "miredo-client$i" miredo -f -c "$WORK/cli$i.conf" -p "$WORK/cli$i.pid"
+        start_bg "$CORP" "iperf3-server$i" iperf3 -s -p $((5201 + i))
+    done
+    for i in "${!CLIS[@]}"; do
+        ns=${CLIS[$i]}
+        wait_for 15 client_ready "$ns" || { log "client $i did not qualify within 15 s"; return 1; }
+        wait_for 5 tcp_listening "$CORP" $((5201 + i)) || { log "iperf3 -s -p $((5201 + i)) not listening"; return 1; }
+        # First packets go through the Teredo connectivity test and bubbles; get that done.
+        ip netns exec "$ns" ping -6 -n -c 3 -i 0.2 -W 3 "$CORP_HOST" >"$WORK/ping$i.log" 2>&1 || {
+            log "client $i: ping through the relay failed: $(cat "$WORK/ping$i.log")"
+            return 1
+        }
+    done
+}
+
+# run_clients LABEL DIR JSONPREFIX: one iperf3 flow from every client at once, each to its own
+# server; prints the sum of their received Mbit/s (fails when any run failed).
+run_clients() {
+    local label=$1 dir=$2 prefix=$3 i rev=() pids=() failed=0 total=0 mbps
+    [ "$dir" = down ] && rev=(-R)
+    for i in "${!CLIS[@]}"; do
+        ip netns exec "${CLIS[$i]}" timeout $((DURATION + 30)) iperf3 -c "$CORP_HOST" \
+            -p $((5201 + i)) -t "$DURATION" "${rev[@]}" --json --connect-timeout 5000 \
+            >"$prefix-c$i.json" 2>&1 &
+        pids+=($!)
+    done
+    for i in "${!pids[@]}"; do
+        wait "${pids[$i]}" || { log "$label: client $i's iperf3 failed: $(grep -m1 '"error"' "$prefix-c$i.json" || true)"; failed=1; }
+    done
+    [ "$failed" = 0 ] || return 1
+    for i in "${!CLIS[@]}"; do
+        mbps=$(received_mbps "$prefix-c$i.json")
+        total=$(awk -v a="$total" -v b="$mbps" 'BEGIN {printf "%.1f", a + b}')
+    done
+    echo "$total"
+}
+
+# Whole-machine busy clock ticks (/proc/stat: everything but idle and iowait).
+machine_ticks() { awk '/^cpu / {print $2 + $3 + $4 + $7 + $8 + $9; exit}' /proc/stat; }
 
 # ---------------------------------------------------------------- measurement
 
 # Clock ticks (utime + stime, all threads) of every process in the server namespace.
 relay_ticks() { ns_ticks "$SRV"; }
 
-RESULTS=()  # "setup flows dir mbps cpu"
+RESULTS=()  # "setup flows dir mbps cpu machine"
 
 measure_setup() {
-    local setup=$1 flows dir run json t0 t1 mbps cpu
+    local setup=$1 flows dir run json t0 t1 m0 m1 mbps cpu machine
     for flows in $FLOWS; do
         for dir in $DIRS; do
-            local mbps_runs="" cpu_runs=""
+            local mbps_runs="" cpu_runs="" machine_runs=""
             for run in $(seq "$RUNS"); do
                 json="$WORK/$setup-P$flows-$dir-$run.json"
                 t0=$(relay_ticks)
-                run_iperf3 "$setup P$flows $dir run $run" "$CORP_HOST" "$flows" "$dir" "$json" ||
-                    continue
+                m0=$(machine_ticks)
+                if [ "$CLIENTS" -gt 1 ]; then
+                    mbps=$(run_clients "$setup $CLIENTS clients $dir run $run" "$dir" "${json%.json}") ||
+                        continue
+                else
+                    run_iperf3 "$setup P$flows $dir run $run" "$CORP_HOST" "$flows" "$dir" "$json" ||
+                        continue
+                    mbps=$(received_mbps "$json")
+                fi
                 t1=$(relay_ticks)
-                mbps=$(received_mbps "$json")
+                m1=$(machine_ticks)
                 cpu=$(secs $((t1 - t0)))
-                log "  $setup -P $flows $dir run $run: $mbps Mbit/s, relay CPU $cpu s"
+                machine=$(secs $((m1 - m0)))
+                log "  $setup -P $flows x $CLIENTS client(s) $dir run $run: $mbps Mbit/s, relay CPU $cpu s, machine CPU $machine s"
                 mbps_runs+="$mbps"$'\n'
                 cpu_runs+="$cpu"$'\n'
+                machine_runs+="$machine"$'\n'
             done
             [ -z "$mbps_runs" ] && continue
-            RESULTS+=("$setup $flows $dir $(printf '%s' "$mbps_runs" | median) $(printf '%s' "$cpu_runs" | median)")
+            RESULTS+=("$setup $flows $dir $(printf '%s' "$mbps_runs" | median) $(printf '%s' "$cpu_runs" | median) $(printf '%s' "$machine_runs" | median)")
         done
     done
 }
@@ -119,6 +204,7 @@ run_setup() {
     log "== $setup: setting up"
     teardown
     setup
+    setup_more_clients
     case $setup in
     gate64) start_gate64 || { log "gate64 did not start; its log:"; cat "$WORK/gate64.log" >&2; return 1; } ;;
     miredo) start_miredo_pair || { log "miredo pair did not start"; cat "$WORK"/miredo-*.log >&2; return 1; } ;;
@@ -144,29 +230,30 @@ for setup in $SETUPS; do
     run_setup "$setup" || failed=1
 done
 
-printf '\nTeredo relay, iperf3 TCP tcli -> tcorp (up) / tcorp -> tcli (down), %s s per run, median of %s run(s)\n' \
-    "$DURATION" "$RUNS"
-printf '%-8s %5s %5s %10s %8s %14s\n' setup flows dir "Mbit/s" "CPU s" "Mbit/s/CPU-s"
+printf '\nTeredo relay, iperf3 TCP tcli -> tcorp (up) / tcorp -> tcli (down), %s client(s), %s s per run, median of %s run(s)\n' \
+    "$CLIENTS" "$DURATION" "$RUNS"
+printf '%-8s %5s %5s %10s %8s %14s %10s\n' setup flows dir "Mbit/s" "CPU s" "Mbit/s/CPU-s" "machine s"
 for r in "${RESULTS[@]}"; do
-    read -r setup flows dir mbps cpu <<<"$r"
+    read -r setup flows dir mbps cpu machine <<<"$r"
     eff=$(awk -v m="$mbps" -v c="$cpu" 'BEGIN {if (c > 0) printf "%.1f", m / c; else print "inf"}')
-    printf '%-8s %5s %5s %10s %8s %14s\n' "$setup" "$flows" "$dir" "$mbps" "$cpu" "$eff"
+    printf '%-8s %5s %5s %10s %8s %14s %10s\n' "$setup" "$flows" "$dir" "$mbps" "$cpu" "$eff" "$machine"
 done
 
-printf '\n%-5s %5s %22s\n' flows dir "gate64/miredo (eff.)"
+ratio() { awk -v g="$1" -v m="$2" 'BEGIN {if (g != "" && m != "" && m > 0) printf "%.2f", g / m; else print "n/a"}'; }
+printf '\n%-5s %5s %22s %10s %22s\n' flows dir "gate64/miredo (eff.)" "(Mbit/s)" "(per machine CPU-s)"
 for flows in $FLOWS; do
     for dir in $DIRS; do
-        g="" m=""
+        g="" m="" gt="" mt="" gm="" mm=""
         for r in "${RESULTS[@]}"; do
-            read -r setup f d mbps cpu <<<"$r"
+            read -r setup f d mbps cpu machine <<<"$r"
             [ "$f" = "$flows" ] && [ "$d" = "$dir" ] || continue
             e=$(awk -v m="$mbps" -v c="$cpu" 'BEGIN {if (c > 0) printf "%.6f", m / c}')
-            [ "$setup" = gate64 ] && g=$e
-            [ "$setup" = miredo ] && m=$e
+            w=$(awk -v m="$mbps" -v c="$machine" 'BEGIN {if (c > 0) printf "%.6f", m / c}')
+            [ "$setup" = gate64 ] && g=$e gt=$mbps gm=$w
+            [ "$setup" = miredo ] && m=$e mt=$mbps mm=$w
         done
-        ratio=$(awk -v g="$g" -v m="$m" 'BEGIN {if (g != "" && m != "" && m > 0) printf "%.2f", g / m; else print "n/a"}')
-        printf '%-5s %5s %22s\n' "$flows" "$dir" "$ratio"
+        printf '%-5s %5s %22s %10s %22s\n' "$flows" "$dir" "$(ratio "$g" "$m")" "$(ratio "$gt" "$mt")" "$(ratio "$gm" "$mm")"
     done
 done
-printf '(CPU s = user + system time of all relay processes in tsrv during the run; kernel\n forwarding and softirq work is not attributed to either.)\n'
+printf '(CPU s = user + system time of all relay processes in tsrv during the run; kernel\n forwarding and softirq work is not attributed to either; machine s = whole-machine\n busy time from /proc/stat, softirq included, over the same run.)\n'
 exit "$failed"
