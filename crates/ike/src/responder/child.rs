@@ -603,9 +603,6 @@ fn rekey_ike(
         },
     ];
     r.respond(h.spi_r, h, payloads);
-    for c in &fresh.children {
-        r.inbound_spis.insert(c.inbound_spi, new_spi_r);
-    }
     let up = Event::IkeSaUp {
         ike_spi: new_spi_i,
         spi_r: new_spi_r,
@@ -613,14 +610,23 @@ fn rekey_ike(
         identity: fresh.identity.clone().unwrap_or_default(),
         tunnel: fresh.tunnel,
     };
-    if let Some(identity) = fresh.identity.clone() {
-        r.index_identity(&identity, new_spi_r);
-    }
-    r.sas.insert(new_spi_r, fresh);
-    r.schedule(new_spi_r);
+    adopt(r, new_spi_r, fresh);
     r.event(up);
     r.event(Event::Rekeyed {
         kind: RekeyKind::Ike,
     });
     Ok(())
+}
+
+/// Files the IKE SA that replaced another in a rekey: its child SAs' SPIs point at it, it is
+/// found by identity and woken by its deadline.
+fn adopt(r: &mut Responder, spi_r: u64, fresh: Box<IkeSa>) {
+    for c in &fresh.children {
+        r.inbound_spis.insert(c.inbound_spi, spi_r);
+    }
+    if let Some(identity) = fresh.identity.as_deref() {
+        r.index_identity(identity, spi_r);
+    }
+    r.sas.insert(spi_r, fresh);
+    r.schedule(spi_r);
 }

@@ -789,6 +789,9 @@ fn rfc7296_2_18_ike_rekey_moves_the_children() {
         (new_spi_r, 0xabcd, vec![pair.inbound.spi])
     );
     assert_eq!(r.pool.leased(), 1, "the lease moved with the children");
+    // INITIAL_CONTACT finds the client's SAs by identity: only the new one is filed.
+    let filed: Vec<&Vec<u64>> = r.by_identity.values().collect();
+    assert_eq!(filed, [&vec![new_spi_r]]);
 }
 
 #[test]
