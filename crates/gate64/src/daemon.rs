@@ -234,9 +234,8 @@ pub struct Daemon {
     /// The IKE driver's counters, while IPsec is configured (the SAs are in
     /// `shared.sadb()`).
     ipsec_stats: Option<Arc<gate64_dataplane::IpsecStats>>,
-    /// The IKE responder's status (its IKE SAs), once started.
-    ike: Mutex<Option<gate64_io::ike::IkeStatus>>,
-    /// Changes the running IKE responder (a reload's new credentials), once started.
+    /// Changes the running IKE responder (a reload's new credentials) and lists its SAs for
+    /// `gate64 status`, once started.
     ike_control: Mutex<Option<gate64_io::ike::IkeControl>>,
 }
 
@@ -313,7 +312,6 @@ impl Daemon {
             binding_log,
             _gre: gre,
             ipsec_stats,
-            ike: Mutex::new(None),
             ike_control: Mutex::new(None),
         })
     }
@@ -357,14 +355,14 @@ impl Daemon {
         let (Some(sadb), Some(stats)) = (self.shared.sadb(), &self.ipsec_stats) else {
             return Ok(());
         };
-        let status = crate::ike::start(
+        // The driver's counters go to the exporter from crate::ike; the SAs are asked for.
+        let control = crate::ike::start(
             cfg,
             Arc::clone(sadb),
             Arc::clone(stats),
             self.stop_tx.subscribe(),
-        )?;
-        let (status, control) = status.unzip();
-        *lock(&self.ike) = status;
+        )?
+        .map(|(_, control)| control);
         *lock(&self.ike_control) = control;
         Ok(())
     }
