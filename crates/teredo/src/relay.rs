@@ -180,9 +180,13 @@ const RESERVED_PER_SHARD: usize = 1 << 11;
 impl Shard {
     fn with_capacity(cap: usize) -> Self {
         let cap = cap.min(RESERVED_PER_SHARD);
+        // Twice the room (plus the one being inserted): deletions leave tombstones that use
+        // up the room, and hashbrown then rehashes in place only while the live entries fill
+        // at most half of it; past half it allocates a table twice as large instead.
+        let room = 2 * cap + 2;
         Shard {
-            peers: HashMap::with_capacity(cap),
-            by_ipv4: HashMap::with_capacity(cap),
+            peers: HashMap::with_capacity(room),
+            by_ipv4: HashMap::with_capacity(room),
             // `insert` keeps the cursor within twice the live entries plus the candidates.
             order: VecDeque::with_capacity(2 * cap + EVICTION_CANDIDATES + 1),
             next_id: 0,
