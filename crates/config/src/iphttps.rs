@@ -380,8 +380,9 @@ impl Config {
         let h = &self.iphttps;
         if h.enabled && h.client_ca.is_none() {
             out.push(
-                "iphttps.client_ca is not set: clients are not authenticated at TLS; \
-                 DirectAccess relies on IPsec for that, which is not built yet"
+                "iphttps.client_ca is not set: clients are not authenticated at TLS, so any \
+                 host may hold a link and its /64 (within the per-source limits); only IPsec \
+                 (`ipsec.require`) authenticates them, as in DirectAccess"
                     .to_owned(),
             );
         }

@@ -30,16 +30,19 @@ pub fn create(name: &str, mtu: u16, address: Ipv6Addr, queues: usize) -> io::Res
         builder = builder.ipv6(address, 128u8);
     }
     let first = builder
-        // Each queue holds this many packets for its worker; the kernel's default of 500
-        // dropped bursts from the corporate side (a TCP sender's window arriving while the
-        // worker was busy with the client side: `tx_drop` on the device in the capacity lab).
-        .tx_queue_len(TX_QUEUE_LEN)
         .multi_queue(queues > 1)
         // virtio-net headers: the kernel hands over TCP super-packets (TSO) and takes coalesced
         // ones (GRO), so one read or write moves up to 64 KiB instead of one MTU.
         .offload(true)
         .build_sync()
         .map_err(|e| io::Error::new(e.kind(), format!("creating TUN device `{name}`: {e}")))?;
+    // Each queue holds this many packets for its worker; the kernel's default of 500
+    // dropped bursts from the corporate side (a TCP sender's window arriving while the
+    // worker was busy with the client side: `tx_drop` on the device in the capacity lab).
+    // Set over netlink: the SIOCSIFTXQLEN ioctl needs CAP_NET_ADMIN in the initial user
+    // namespace, which `gate64 demo`'s unprivileged lab does not have.
+    let qlen = TX_QUEUE_LEN.to_string();
+    ip(&["link", "set", "dev", name, "txqueuelen", &qlen])?;
     let mut links = Vec::with_capacity(queues);
     for _ in 1..queues {
         let q = first.try_clone()?;
@@ -56,19 +59,7 @@ pub fn create(name: &str, mtu: u16, address: Ipv6Addr, queues: usize) -> io::Res
 /// so the IKE sockets can bind at once (the address is gate64's by configuration).
 pub fn add_address(address: Ipv6Addr, dev: &str) -> io::Result<()> {
     let net = format!("{address}/128");
-    let args = ["-6", "addr", "replace", &net, "dev", dev, "nodad"];
-    let out = Command::new("ip")
-        .args(args)
-        .output()
-        .map_err(|e| io::Error::new(e.kind(), format!("running `ip {}`: {e}", args.join(" "))))?;
-    if !out.status.success() {
-        return Err(io::Error::other(format!(
-            "`ip {}` failed: {}",
-            args.join(" "),
-            String::from_utf8_lossy(&out.stderr).trim()
-        )));
-    }
-    Ok(())
+    ip(&["-6", "addr", "replace", &net, "dev", dev, "nodad"])
 }
 
 /// Routes `prefix/len` into the device (`ip -6 route replace`), idempotently.
@@ -81,18 +72,19 @@ pub fn route(prefix: Ipv6Addr, len: u8, dev: &str) -> io::Result<()> {
 pub fn route_any(prefix: IpAddr, len: u8, dev: &str) -> io::Result<()> {
     let family = if prefix.is_ipv4() { "-4" } else { "-6" };
     let net = format!("{prefix}/{len}");
+    ip(&[family, "route", "replace", &net, "dev", dev])
+}
+
+/// Runs `ip args...`; an error names the command and carries its stderr.
+fn ip(args: &[&str]) -> io::Result<()> {
     let out = Command::new("ip")
-        .args([family, "route", "replace", &net, "dev", dev])
+        .args(args)
         .output()
-        .map_err(|e| {
-            io::Error::new(
-                e.kind(),
-                format!("running `ip {family} route replace {net} dev {dev}`: {e}"),
-            )
-        })?;
+        .map_err(|e| io::Error::new(e.kind(), format!("running `ip {}`: {e}", args.join(" "))))?;
     if !out.status.success() {
         return Err(io::Error::other(format!(
-            "`ip {family} route replace {net} dev {dev}` failed: {}",
+            "`ip {}` failed: {}",
+            args.join(" "),
             String::from_utf8_lossy(&out.stderr).trim()
         )));
     }

@@ -94,6 +94,10 @@ pub struct CapacityArgs {
     /// Leave out Debian's miredo client and strongSwan.
     #[arg(long)]
     pub no_third_party: bool,
+    /// Answer the IPv4-only host's name with gate64's own `bench zone` instead of Debian's
+    /// Unbound (for machines without it; `gate64 demo` does this).
+    #[arg(long)]
+    pub builtin_dns: bool,
     /// Client set-ups (transport and IKE) the generator starts per second.
     #[arg(long, default_value_t = 500)]
     pub connect_per_sec: u32,
@@ -117,8 +121,23 @@ pub fn run(args: &CapacityArgs) -> Result<()> {
     }
     // SAFETY: geteuid has no preconditions and cannot fail.
     if unsafe { libc::geteuid() } != 0 {
-        bail!("gate64 bench capacity needs root (network namespaces, TUN devices)");
+        bail!(
+            "gate64 bench capacity needs root (network namespaces, TUN devices); `gate64 demo` \
+             runs a short version without root"
+        );
     }
+    let report = measure(args)?;
+    print!("{}", table(&report.rows));
+    if args.sweep {
+        write_plots(args, &report.rows)?;
+    }
+    Ok(())
+}
+
+/// Measures every client count of `args` (one lab each), writing `--json` after each; the
+/// caller prints the table. Needs CAP_SYS_ADMIN and CAP_NET_ADMIN (root, or the user
+/// namespace `gate64 demo` makes).
+pub fn measure(args: &CapacityArgs) -> Result<Report> {
     let stop = stop_on_signal()?;
     let counts = if args.sweep {
         args.sweep_clients.clone()
@@ -158,11 +177,7 @@ pub fn run(args: &CapacityArgs) -> Result<()> {
             bail!("interrupted");
         }
     }
-    print!("{}", table(&report.rows));
-    if args.sweep {
-        write_plots(args, &report.rows)?;
-    }
-    Ok(())
+    Ok(report)
 }
 
 /// Sets a flag on SIGINT or SIGTERM, so the run stops at the next check and every namespace
@@ -203,6 +218,7 @@ fn measure_point(args: &CapacityArgs, clients: usize, stop: &AtomicBool) -> Resu
         third_party: !args.no_third_party,
         connect_per_sec: args.connect_per_sec,
         workers: args.workers,
+        builtin_dns: args.builtin_dns,
     };
     let mut lab = match Lab::start(&topo, &opts, stop) {
         Ok(lab) => lab,

@@ -66,6 +66,9 @@ pub struct LabOptions {
     pub connect_per_sec: u32,
     /// gate64's `[server] workers`.
     pub workers: u32,
+    /// The corporate DNS server is `gate64 bench zone` instead of Debian's Unbound (which a
+    /// fresh machine lacks: `gate64 demo`).
+    pub builtin_dns: bool,
 }
 
 /// Debian's miredo client and strongSwan (both tunnels) over it, in `tcli`.
@@ -92,7 +95,8 @@ pub struct Lab<'t> {
     pub status: Status,
     third_party: Option<ThirdParty<'t>>,
     _sink: Process,
-    _unbound: Process,
+    /// Unbound or `gate64 bench zone`.
+    _dns: Process,
 }
 
 impl<'t> Lab<'t> {
@@ -106,12 +110,16 @@ impl<'t> Lab<'t> {
             &[SERVER_NAME.to_owned()],
             &[IpAddr::V4(SERVER_V4), IpAddr::V6(GATE_ADDRESS6)],
         )?;
-        let v4 = CORP_HOST_V4.to_string();
-        let unbound = topo.start_unbound(
-            &topo.corp,
-            IpAddr::V4(CORP_HOST_V4),
-            &[&format!("{V4ONLY}. 300 IN A {v4}")],
-        )?;
+        let dns = if opts.builtin_dns {
+            start_zone(topo, &bin)?
+        } else {
+            let v4 = CORP_HOST_V4.to_string();
+            topo.start_unbound(
+                &topo.corp,
+                IpAddr::V4(CORP_HOST_V4),
+                &[&format!("{V4ONLY}. 300 IN A {v4}")],
+            )?
+        };
         let sink = start_sink(topo, &bin)?;
         let gate = start_gate64(topo, &bin, &pki, opts)?;
         let load = Netns::new("tload")?;
@@ -148,7 +156,7 @@ impl<'t> Lab<'t> {
             status: Status::default(),
             third_party,
             _sink: sink,
-            _unbound: unbound,
+            _dns: dns,
         };
         lab.wait_ready(opts, stop)?;
         Ok(lab)
@@ -315,6 +323,35 @@ fn start_gate64(topo: &Topology, bin: &Path, pki: &Path, opts: &LabOptions) -> R
         gate.log()
     );
     Ok(gate)
+}
+
+/// `gate64 bench zone` on the corporate host's IPv4 address, serving [`V4ONLY`] as Unbound
+/// does in the capacity lab.
+fn start_zone(topo: &Topology, bin: &Path) -> Result<Process> {
+    let listen = format!("{CORP_HOST_V4}:53");
+    let record = format!("{V4ONLY}={CORP_HOST_V4}");
+    let mut zone = topo.corp.spawn(
+        "zone",
+        &[
+            path_str(bin)?,
+            "bench",
+            "zone",
+            "--listen",
+            &listen,
+            "--a",
+            &record,
+        ],
+    )?;
+    let up = wait_until(Duration::from_secs(10), || {
+        zone.is_running()
+            && topo
+                .corp
+                .exec_ok(&["ss", "-Hnul", "sport = :53"])
+                .is_ok_and(|s| !s.trim().is_empty())
+    });
+    zone.ensure_running()?;
+    ensure!(up, "gate64 bench zone not listening: {}", zone.log());
+    Ok(zone)
 }
 
 fn start_sink(topo: &Topology, bin: &Path) -> Result<Process> {

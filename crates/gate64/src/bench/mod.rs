@@ -26,6 +26,9 @@ mod traffic;
 
 use anyhow::Result;
 
+pub use capacity::{CapacityArgs, measure as measure_capacity};
+pub use report::{Row, table};
+
 /// `gate64 bench <command>`.
 #[derive(Debug, clap::Args)]
 pub struct BenchArgs {
@@ -45,6 +48,9 @@ enum BenchCommand {
     /// The clients' end of the capacity traffic (run by `capacity`).
     #[command(hide = true)]
     Flows(traffic::FlowsArgs),
+    /// The corporate DNS server of `gate64 demo`'s lab (run by `capacity --builtin-dns`).
+    #[command(hide = true)]
+    Zone(traffic::ZoneArgs),
     /// The load generator: N emulated Teredo and IP-HTTPS clients with both IPsec tunnels
     /// each, their inner traffic on one TUN device (run by `gate64 bench capacity`).
     #[command(hide = true)]
@@ -57,6 +63,7 @@ pub fn run(args: BenchArgs) -> Result<()> {
         BenchCommand::Capacity(a) => capacity::run(&a),
         BenchCommand::Sink(a) => traffic::run_sink(&a),
         BenchCommand::Flows(a) => traffic::run_flows(&a),
+        BenchCommand::Zone(a) => traffic::run_zone(&a),
         BenchCommand::Load(a) => load::run(&a),
     }
 }

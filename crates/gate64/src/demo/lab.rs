@@ -98,7 +98,7 @@ impl Lab {
 
         let corp = {
             let (totals, stop) = (Arc::clone(totals), Arc::clone(&stop));
-            let down = args.down_mbit * 1e6 / 8.0;
+            let down = args.down_mbit() * 1e6 / 8.0;
             std::thread::Builder::new()
                 .name("demo-corpnet".into())
                 .spawn(move || corpnet(corp_sock, down, &totals, &stop, gateway))?

@@ -20,6 +20,7 @@ mod corp;
 mod gateway;
 mod identities;
 mod lab;
+mod namespaced;
 mod population;
 mod report;
 
@@ -54,22 +55,47 @@ pub struct DemoArgs {
     /// Share of the clients that use IP-HTTPS instead of Teredo (0..=1).
     #[arg(long, default_value_t = 0.3)]
     pub iphttps_share: f64,
-    /// How long to run, in seconds.
-    #[arg(long, default_value_t = 10)]
-    pub seconds: u64,
+    /// Length of each load step of the capacity search [default: 3]; with `--loopback`, of
+    /// the whole run [default: 10].
+    #[arg(long)]
+    pub seconds: Option<u64>,
     /// Worker threads of the daemon (0 = one per core).
     #[arg(long, default_value_t = 0)]
     pub workers: usize,
-    /// Total client → corporate network load (UDP to the discard port), Mbit/s.
-    #[arg(long, default_value_t = 200.0)]
-    pub rate_mbit: f64,
-    /// Total corporate network → clients load (a bulk stream to every client), Mbit/s.
-    #[arg(long, default_value_t = 50.0)]
-    pub down_mbit: f64,
-    /// Clients build no IPsec tunnels: their traffic crosses gate64 in the clear (the lab
-    /// daemon's corporate side is open), as before issue 8.
+    /// Run the older loopback lab instead of network namespaces: the daemon on loopback
+    /// sockets, corporate links as UDP sockets instead of a TUN, offered load instead of
+    /// capacity (also what runs when the kernel refuses an unprivileged user namespace).
     #[arg(long)]
+    pub loopback: bool,
+    /// With `--loopback`: total client → corporate network load (UDP to the discard port),
+    /// Mbit/s.
+    #[arg(long, requires = "loopback")]
+    pub rate_mbit: Option<f64>,
+    /// With `--loopback`: total corporate network → clients load (a bulk stream to every
+    /// client), Mbit/s.
+    #[arg(long, requires = "loopback")]
+    pub down_mbit: Option<f64>,
+    /// With `--loopback`: clients build no IPsec tunnels; their traffic crosses gate64 in
+    /// the clear (the lab daemon's corporate side is open).
+    #[arg(long, requires = "loopback")]
     pub no_ipsec: bool,
+    /// The re-executed child that enters the user namespace (internal).
+    #[arg(long, hide = true, conflicts_with = "loopback")]
+    pub in_user_namespace: bool,
+}
+
+impl DemoArgs {
+    pub(crate) fn loopback_seconds(&self) -> u64 {
+        self.seconds.unwrap_or(10)
+    }
+
+    pub(crate) fn rate_mbit(&self) -> f64 {
+        self.rate_mbit.unwrap_or(200.0)
+    }
+
+    pub(crate) fn down_mbit(&self) -> f64 {
+        self.down_mbit.unwrap_or(50.0)
+    }
 }
 
 /// Counters shared by the clients, the corporate network and the progress line.
@@ -104,8 +130,8 @@ fn both(c: &[AtomicU64; 2]) -> u64 {
     get(&c[0]) + get(&c[1])
 }
 
-/// Runs the demo. Errors (exit 1) when fewer than 95% of the clients of either transport
-/// qualified (connected) or got their ping answered.
+/// Runs the demo: the capacity workload in network namespaces (see [`namespaced`]), or the
+/// loopback lab with `--loopback` or where the kernel refuses an unprivileged user namespace.
 pub fn run(args: &DemoArgs) -> Result<()> {
     if args.clients == 0 {
         bail!("--clients must be at least 1");
@@ -115,6 +141,21 @@ pub fn run(args: &DemoArgs) -> Result<()> {
         "--iphttps-share must be between 0 and 1, not {}",
         args.iphttps_share
     );
+    if args.in_user_namespace {
+        return namespaced::run_child(args);
+    }
+    if !args.loopback {
+        match namespaced::run(args) {
+            namespaced::Outcome::Ran(result) => return result,
+            namespaced::Outcome::Unavailable => {}
+        }
+    }
+    run_loopback(args)
+}
+
+/// The loopback lab. Errors (exit 1) when fewer than 95% of the clients of either transport
+/// qualified (connected) or got their ping answered.
+fn run_loopback(args: &DemoArgs) -> Result<()> {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
     let _ = tracing_subscriber::fmt()
@@ -132,7 +173,7 @@ pub fn run(args: &DemoArgs) -> Result<()> {
         lab.iphttps_url.as_deref().unwrap_or("-"),
         lab.workers,
         args.clients,
-        args.seconds
+        args.loopback_seconds()
     );
 
     let rt = tokio::runtime::Builder::new_multi_thread()
@@ -142,7 +183,7 @@ pub fn run(args: &DemoArgs) -> Result<()> {
         .build()
         .context("starting the client runtime")?;
     let start = Sample::take(&lab.daemon, &totals);
-    let end = Instant::now() + Duration::from_secs(args.seconds);
+    let end = Instant::now() + Duration::from_secs(args.loopback_seconds());
     let tasks = population::spawn(&rt, &lab, args, n_iphttps, end + HANG_UP_DELAY, &totals);
 
     // Live progress, once per second.

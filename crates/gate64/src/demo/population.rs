@@ -41,7 +41,7 @@ pub fn spawn(
     end: Instant,
     totals: &Arc<Totals>,
 ) -> Vec<JoinHandle<()>> {
-    let per_client = args.rate_mbit * 1e6 / 8.0 / args.clients as f64;
+    let per_client = args.rate_mbit() * 1e6 / 8.0 / args.clients as f64;
     let seed = RandomSeed::default();
     (0..args.clients)
         .map(|i| {

@@ -30,9 +30,6 @@ pub fn set_up(spec: &Spec) -> Result<Arc<tun_rs::AsyncDevice>> {
     let dev = tun_rs::DeviceBuilder::new()
         .name(&spec.tun)
         .mtu(MTU)
-        // Room for bursts while the one reader is busy: the default 500 dropped uplink
-        // packets (`tx_drop`) at 1,500 clients.
-        .tx_queue_len(4096)
         .multi_queue(false)
         .packet_information(false)
         .enable(true)
@@ -43,6 +40,10 @@ pub fn set_up(spec: &Spec) -> Result<Arc<tun_rs::AsyncDevice>> {
                 spec.tun
             )
         })?;
+    // Room for bursts while the one reader is busy: the default 500 dropped uplink packets
+    // (`tx_drop`) at 1,500 clients. Over netlink, as gate64's own TUN (`gate64_io::tun`):
+    // the ioctl needs CAP_NET_ADMIN in the initial user namespace, which `gate64 demo` lacks.
+    ip(&["link", "set", "dev", &spec.tun, "txqueuelen", "4096"]).context("`tun`")?;
     let mss = mss().to_string();
     for prefix in &spec.corp_prefixes {
         ip(&[

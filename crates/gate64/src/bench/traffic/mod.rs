@@ -1,5 +1,6 @@
 //! The capacity traffic: `gate64 bench sink` in the corporate namespace, `gate64 bench flows`
-//! in the load generator's.
+//! in the load generator's; `gate64 bench zone`, the corporate DNS server where Unbound is
+//! not installed (`gate64 demo`).
 //!
 //! Wire format (both ends are ours):
 //! - UDP: every datagram starts with [`UdpHeader`] (magic, flow, sequence number, send time)
@@ -12,9 +13,11 @@
 mod dns;
 mod flows;
 mod sink;
+mod zone;
 
 pub use flows::{FlowsArgs, FlowsResult, run as run_flows};
 pub use sink::{SinkArgs, run as run_sink};
+pub use zone::{ZoneArgs, run as run_zone};
 
 use anyhow::{Result, ensure};
 use std::time::Duration;
