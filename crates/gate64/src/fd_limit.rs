@@ -10,29 +10,11 @@ use gate64_config::Config;
 /// queues, the control and metrics sockets, files.
 const SPARE: u64 = 1024;
 
-/// Raises the soft limit to the hard one; returns a warning when the result is too low for
-/// the configuration.
+/// Raises the soft limit to the hard one (and to what the configuration needs, where the
+/// hard limit may be raised); returns a warning when the result is too low for it.
 pub fn raise(cfg: &Config) -> Option<String> {
-    let mut lim = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
-    // SAFETY: getrlimit and setrlimit only read and write the struct passed.
-    unsafe {
-        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) != 0 {
-            return None;
-        }
-        if lim.rlim_cur < lim.rlim_max {
-            let raised = libc::rlimit {
-                rlim_cur: lim.rlim_max,
-                rlim_max: lim.rlim_max,
-            };
-            if libc::setrlimit(libc::RLIMIT_NOFILE, &raised) == 0 {
-                lim.rlim_cur = lim.rlim_max;
-            }
-        }
-    }
-    warning(lim.rlim_cur, cfg)
+    let want = cfg.limits.max_iphttps_connections as u64 + SPARE;
+    warning(gate64_io::sys::raise_nofile(want), cfg)
 }
 
 /// The warning for a soft limit of `limit` open files, if any.

@@ -1,6 +1,6 @@
 //! Thin, safe wrappers over the Linux calls the workers and the DNS64 server batch:
-//! `recvmmsg`, `sendmmsg`, UDP GSO, `epoll`, `getrandom`. All `unsafe` of the crate lives
-//! here.
+//! `recvmmsg`, `sendmmsg`, UDP GSO, `epoll`, `getrandom`; and the open-file limit. All
+//! `unsafe` of the crate lives here.
 
 use std::io;
 use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV4, SocketAddrV6};
@@ -355,6 +355,38 @@ pub fn send_batch_to<'a>(
         sent += r as usize;
     }
     Ok(sent)
+}
+
+/// Raises the soft `RLIMIT_NOFILE` to the hard limit, and to `want` past it when this process
+/// may raise the hard limit too (CAP_SYS_RESOURCE, e.g. root before gate64 drops privileges).
+/// Returns the soft limit now (0 when it cannot be read).
+pub fn raise_nofile(want: u64) -> u64 {
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit and setrlimit only read and write the struct passed.
+    unsafe {
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) != 0 {
+            return 0;
+        }
+        let target = lim.rlim_max.max(want);
+        if lim.rlim_cur < target {
+            let raised = libc::rlimit {
+                rlim_cur: target,
+                rlim_max: target,
+            };
+            if libc::setrlimit(libc::RLIMIT_NOFILE, &raised) != 0 {
+                let soft = libc::rlimit {
+                    rlim_cur: lim.rlim_max,
+                    rlim_max: lim.rlim_max,
+                };
+                let _ = libc::setrlimit(libc::RLIMIT_NOFILE, &soft);
+            }
+            let _ = libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim);
+        }
+    }
+    lim.rlim_cur
 }
 
 /// Fills `buf` from the kernel's random source (`getrandom(2)`, no flags: blocks only before

@@ -189,27 +189,8 @@ fn parse_url(url: &str) -> Result<(String, u16, String)> {
     Ok((host, port, path))
 }
 
-/// Raises RLIMIT_NOFILE's soft limit to the hard limit; returns the new soft limit.
-fn raise_nofile() -> u64 {
-    let mut lim = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
-    // SAFETY: getrlimit/setrlimit only read and write the struct passed.
-    unsafe {
-        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) != 0 {
-            return 0;
-        }
-        lim.rlim_cur = lim.rlim_max;
-        if libc::setrlimit(libc::RLIMIT_NOFILE, &lim) != 0 {
-            let _ = libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim);
-        }
-    }
-    lim.rlim_cur
-}
-
 async fn run(o: Opts) -> Result<bool> {
-    let nofile = raise_nofile();
+    let nofile = gate64_io::sys::raise_nofile(o.count + 64);
     if nofile < o.count + 64 {
         eprintln!(
             "iphttps-load: warning: RLIMIT_NOFILE is {nofile}, fewer than --count {} + 64; \

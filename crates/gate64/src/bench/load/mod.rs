@@ -53,7 +53,7 @@ pub struct LoadArgs {
 pub fn run(args: &LoadArgs) -> Result<()> {
     init_logging();
     let spec = Arc::new(Spec::load(&args.spec)?);
-    let limit = raise_nofile(spec.clients as u64 + SPARE_FDS);
+    let limit = gate64_io::sys::raise_nofile(spec.clients as u64 + SPARE_FDS);
     if limit < spec.clients as u64 + SPARE_FDS {
         tracing::warn!(
             limit,
@@ -168,37 +168,6 @@ async fn ramp(fleet: Arc<Fleet>, shared: Arc<clients::Shared>, spec: Arc<Spec>) 
             started_since += 1;
         }
     }
-}
-
-/// Raises RLIMIT_NOFILE to `want` (the hard limit too when allowed, as root); returns the
-/// soft limit now.
-fn raise_nofile(want: u64) -> u64 {
-    let mut lim = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
-    // SAFETY: getrlimit and setrlimit only read and write the struct passed.
-    unsafe {
-        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) != 0 {
-            return 0;
-        }
-        if lim.rlim_cur >= want {
-            return lim.rlim_cur;
-        }
-        let raised = libc::rlimit {
-            rlim_cur: want,
-            rlim_max: lim.rlim_max.max(want),
-        };
-        if libc::setrlimit(libc::RLIMIT_NOFILE, &raised) != 0 {
-            let soft = libc::rlimit {
-                rlim_cur: lim.rlim_max,
-                rlim_max: lim.rlim_max,
-            };
-            let _ = libc::setrlimit(libc::RLIMIT_NOFILE, &soft);
-        }
-        let _ = libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim);
-    }
-    lim.rlim_cur
 }
 
 fn init_logging() {
