@@ -7,7 +7,7 @@
 use std::cmp::Reverse;
 use std::time::Instant;
 
-use super::{Event, Refusal, Responder, liveness};
+use super::{Event, IkeSa, Refusal, Responder, ResponderConfig, liveness};
 
 impl Responder {
     /// When [`Responder::handle_timeout`] should run next (early when an SA heard a message
@@ -48,12 +48,7 @@ impl Responder {
             let Some(sa) = self.sas.get(&spi) else {
                 continue;
             };
-            let expired = if sa.established {
-                now >= sa.last_heard + self.config.ike_idle_timeout
-            } else {
-                now >= sa.started + self.config.half_open_timeout
-            };
-            if !expired {
+            if now < expiry(sa, &self.config) {
                 self.schedule(spi);
                 continue;
             }
@@ -76,15 +71,24 @@ impl Responder {
         let Some(sa) = self.sas.get_mut(&spi_r) else {
             return;
         };
-        let at = if sa.established {
-            let idle = sa.last_heard + self.config.ike_idle_timeout;
-            liveness::deadline(sa, &self.config).map_or(idle, |d| d.min(idle))
-        } else {
-            sa.started + self.config.half_open_timeout
+        let expiry = expiry(sa, &self.config);
+        let at = match sa.established {
+            true => liveness::deadline(sa, &self.config).map_or(expiry, |d| d.min(expiry)),
+            false => expiry,
         };
         if sa.timer.is_none_or(|t| at < t) {
             sa.timer = Some(at);
             self.timers.push(Reverse((at, spi_r)));
         }
+    }
+}
+
+/// When `sa` expires: half-open ones a fixed time after they started, established ones when
+/// idle (nothing heard) for the idle timeout.
+fn expiry(sa: &IkeSa, config: &ResponderConfig) -> Instant {
+    if sa.established {
+        sa.last_heard + config.ike_idle_timeout
+    } else {
+        sa.started + config.half_open_timeout
     }
 }
