@@ -314,7 +314,7 @@ impl Stats {
 pub struct Table {
     shards: Vec<Shard>,
     hash_key: u64,
-    address_pools: Vec<(Ipv6Addr, u8)>,
+    address_pools: AddressPools,
     /// Clients pinned to a shard by their static entries.
     pinned: HashMap<Ipv6Addr, usize>,
 }
@@ -327,6 +327,7 @@ impl Table {
             return Err(TableError::Config);
         }
         let n = cfg.shards;
+        let address_pools = AddressPools::new(&cfg.address_pools);
         let budget = Arc::new(SessionBudget {
             used: AtomicUsize::new(0),
             max: cfg.max_sessions,
@@ -334,13 +335,13 @@ impl Table {
         let shards = (0..n)
             .map(|i| {
                 let owned: Vec<u16> = (lo..=hi).filter(|&p| owner(p, n) == i).collect();
-                Shard::new(&cfg, owned, &budget)
+                Shard::new(&cfg, owned, &budget, &address_pools)
             })
             .collect();
         Ok(Table {
             shards,
             hash_key: cfg.hash_key,
-            address_pools: cfg.address_pools,
+            address_pools,
             pinned: HashMap::new(),
         })
     }
@@ -355,7 +356,7 @@ impl Table {
         if let Some(&s) = self.pinned.get(x6) {
             return s;
         }
-        let client = client_of(x6, &self.address_pools);
+        let client = self.address_pools.client_of(x6);
         (keyed_hash(self.hash_key, &client) % self.shards.len() as u64) as usize
     }
 
@@ -460,7 +461,7 @@ impl Table {
 pub struct Router {
     hash_key: u64,
     shards: usize,
-    address_pools: Vec<(Ipv6Addr, u8)>,
+    address_pools: AddressPools,
     pinned: HashMap<Ipv6Addr, usize>,
 }
 
@@ -470,7 +471,7 @@ impl Router {
         if let Some(&s) = self.pinned.get(x6) {
             return s;
         }
-        let client = client_of(x6, &self.address_pools);
+        let client = self.address_pools.client_of(x6);
         (keyed_hash(self.hash_key, &client) % self.shards as u64) as usize
     }
 
@@ -502,25 +503,48 @@ impl SessionBudget {
     }
 }
 
-/// The client (RFC 6888 "subscriber") an IPv6 source belongs to, which per-client limits
-/// count and the shard follows: a Teredo address (RFC 4380 §2.14, 2001::/32) is one client
-/// by itself, since all of a server's clients share its /64, and so is an address of one of
-/// `address_pools` (the IPsec pool's /128 per client); any other source counts by its /64,
-/// the least an IPv6 subscriber is given (an IP-HTTPS connection owns one), so a client
-/// cannot escape its limits by changing interface identifiers.
-pub fn client_of(x6: &Ipv6Addr, address_pools: &[(Ipv6Addr, u8)]) -> u128 {
-    const TEREDO: u128 = 0x2001_0000 << 96;
-    let a = u128::from(*x6);
-    let in_pool = |&(net, len): &(Ipv6Addr, u8)| {
-        let mask = u128::MAX
-            .checked_shl(128 - u32::from(len.min(128)))
-            .unwrap_or(0);
-        a & mask == u128::from(net) & mask
-    };
-    if a >> 96 == TEREDO >> 96 || address_pools.iter().any(in_pool) {
-        a
-    } else {
-        a & (u128::MAX << 64)
+/// `Config::address_pools` as (network, mask) pairs, masks computed once when the table is
+/// built so [`AddressPools::client_of`] does only an AND and a compare per pool on the packet
+/// path. Cloning shares the pairs: the table, its router and every shard read one copy.
+#[derive(Debug, Clone)]
+pub struct AddressPools(Arc<[(u128, u128)]>);
+
+impl Default for AddressPools {
+    fn default() -> Self {
+        AddressPools(Arc::new([]))
+    }
+}
+
+impl AddressPools {
+    /// From (prefix, length) pairs; a length above 128 counts as 128.
+    pub fn new(prefixes: &[(Ipv6Addr, u8)]) -> Self {
+        let pairs: Vec<(u128, u128)> = prefixes
+            .iter()
+            .map(|&(net, len)| {
+                // `checked_shl` because a /0 would shift by 128: its mask is 0, matching all.
+                let mask = u128::MAX
+                    .checked_shl(128 - u32::from(len.min(128)))
+                    .unwrap_or(0);
+                (u128::from(net) & mask, mask)
+            })
+            .collect();
+        AddressPools(pairs.into())
+    }
+
+    /// The client (RFC 6888 "subscriber") an IPv6 source belongs to, which per-client limits
+    /// count and the shard follows: a Teredo address (RFC 4380 §2.14, 2001::/32) is one client
+    /// by itself, since all of a server's clients share its /64, and so is an address of one
+    /// of the pools (the IPsec pool's /128 per client); any other source counts by its /64,
+    /// the least an IPv6 subscriber is given (an IP-HTTPS connection owns one), so a client
+    /// cannot escape its limits by changing interface identifiers.
+    pub fn client_of(&self, x6: &Ipv6Addr) -> u128 {
+        const TEREDO: u128 = 0x2001_0000 << 96;
+        let a = u128::from(*x6);
+        if a >> 96 == TEREDO >> 96 || self.0.iter().any(|&(net, mask)| a & mask == net) {
+            a
+        } else {
+            a & (u128::MAX << 64)
+        }
     }
 }
 

@@ -21,10 +21,10 @@ pub struct Shard {
     budget: Arc<SessionBudget>,
     pool_exhausted: u64,
     /// What each client of this shard holds, for the RFC 6888 per-client limits. A client
-    /// lives in one shard ([`client_of`] decides both), so this is complete.
+    /// lives in one shard ([`AddressPools::client_of`] decides both), so this is complete.
     clients: HashMap<u128, ClientUse>,
-    /// `Config::address_pools`, for [`client_of`].
-    address_pools: Vec<(Ipv6Addr, u8)>,
+    /// `Config::address_pools`, shared with the other shards, for finding a source's client.
+    address_pools: AddressPools,
     max_sessions_per_client: usize,
     /// `max_ports_per_client`, capped at the fair part of this shard's pool4 share.
     max_ports_per_client: usize,
@@ -121,7 +121,12 @@ impl Session {
 }
 
 impl Shard {
-    pub(super) fn new(cfg: &Config, owned: Vec<u16>, budget: &Arc<SessionBudget>) -> Shard {
+    pub(super) fn new(
+        cfg: &Config,
+        owned: Vec<u16>,
+        budget: &Arc<SessionBudget>,
+        address_pools: &AddressPools,
+    ) -> Shard {
         let share = owned.len().saturating_mul(cfg.pool4.len());
         // One client per share: no cap beyond the pool itself (exhaustion is its own error).
         let fair = match cfg.clients_per_share {
@@ -130,7 +135,7 @@ impl Shard {
         };
         Shard {
             clients: HashMap::new(),
-            address_pools: cfg.address_pools.clone(),
+            address_pools: address_pools.clone(),
             max_sessions_per_client: cfg.max_sessions_per_client,
             max_ports_per_client: cfg.max_ports_per_client.min(fair),
             // No maximum configured (`usize::MAX`): nothing to size the reservation by.
@@ -411,7 +416,7 @@ impl Shard {
         x6: &Ipv6Addr,
         new_port: bool,
     ) -> Result<(), TableError> {
-        let Some(used) = self.clients.get(&client_of(x6, &self.address_pools)) else {
+        let Some(used) = self.clients.get(&self.address_pools.client_of(x6)) else {
             return Ok(());
         };
         if used.sessions >= self.max_sessions_per_client {
@@ -426,13 +431,13 @@ impl Shard {
     /// Sessions and per-protocol ports client `x6` holds here, for tests and diagnostics.
     pub fn client_use(&self, x6: &Ipv6Addr) -> (usize, [usize; 3]) {
         self.clients
-            .get(&client_of(x6, &self.address_pools))
+            .get(&self.address_pools.client_of(x6))
             .map_or((0, [0; 3]), |u| (u.sessions, u.ports))
     }
 
     /// Applies `f` to client `x6`'s counters, dropping the entry once it holds nothing.
     fn client_use_mut(&mut self, x6: &Ipv6Addr, f: impl FnOnce(&mut ClientUse)) {
-        match self.clients.entry(client_of(x6, &self.address_pools)) {
+        match self.clients.entry(self.address_pools.client_of(x6)) {
             Entry::Occupied(mut e) => {
                 f(e.get_mut());
                 if e.get().is_empty() {

@@ -413,14 +413,37 @@ fn rfc6888_req3_port_limit_per_client_and_protocol() {
 
 #[test]
 fn teredo_clients_are_one_client_each_other_sources_by_their_64() {
+    let none = AddressPools::default();
     assert_ne!(
-        client_of(&teredo_client(1), &[]),
-        client_of(&teredo_client(2), &[])
+        none.client_of(&teredo_client(1)),
+        none.client_of(&teredo_client(2))
     );
-    assert_eq!(client_of(&X1, &[]), client_of(&X1_OTHER_IID, &[]));
-    assert_ne!(client_of(&X1, &[]), client_of(&X2, &[]));
+    assert_eq!(none.client_of(&X1), none.client_of(&X1_OTHER_IID));
+    assert_ne!(none.client_of(&X1), none.client_of(&X2));
     let t = table(16);
     assert_eq!(t.shard_of_v6(&X1), t.shard_of_v6(&X1_OTHER_IID));
+}
+
+/// The precomputed masks match as the prefixes say: inside a pool an address is its own
+/// client, outside it falls back to its /64. /0, /128 and >128 are the edge shifts.
+#[test]
+fn address_pools_match_their_prefixes_only() {
+    let inside: Ipv6Addr = "fd00:c1::2".parse().unwrap();
+    let outside: Ipv6Addr = "fd00:c1::1:0:2".parse().unwrap();
+    let slash64 = |a: Ipv6Addr| u128::from(a) & (u128::MAX << 64);
+    // Host bits in the configured network are ignored, as before.
+    let pools = AddressPools::new(&[("fd00:c1::ff".parse().unwrap(), 104)]);
+    assert_eq!(pools.client_of(&inside), u128::from(inside));
+    assert_eq!(pools.client_of(&outside), slash64(outside));
+    let host = AddressPools::new(&[(inside, 128)]);
+    assert_eq!(host.client_of(&inside), u128::from(inside));
+    let next = Ipv6Addr::from(u128::from(inside) + 1);
+    assert_eq!(host.client_of(&next), slash64(next));
+    let all = AddressPools::new(&[(Ipv6Addr::UNSPECIFIED, 0)]);
+    assert_eq!(all.client_of(&outside), u128::from(outside));
+    let beyond = AddressPools::new(&[(inside, 200)]);
+    assert_eq!(beyond.client_of(&inside), u128::from(inside));
+    assert_eq!(beyond.client_of(&next), slash64(next));
 }
 
 /// IPsec clients hold one /128 each of one pool inside a /64: each is a client of its own,
@@ -432,14 +455,15 @@ fn each_address_of_an_address_pool_is_a_client() {
     let (a, b): (Ipv6Addr, Ipv6Addr) =
         ("fd00:c1::2".parse().unwrap(), "fd00:c1::3".parse().unwrap());
     let pools = [(pool, 104)];
-    assert_ne!(client_of(&a, &pools), client_of(&b, &pools));
+    let (with, none) = (AddressPools::new(&pools), AddressPools::default());
+    assert_ne!(with.client_of(&a), with.client_of(&b));
     assert_eq!(
-        client_of(&a, &[]),
-        client_of(&b, &[]),
+        none.client_of(&a),
+        none.client_of(&b),
         "one /64 without the pool"
     );
     let outside: Ipv6Addr = "fd00:c1::1:0:2".parse().unwrap();
-    assert_eq!(client_of(&outside, &pools), client_of(&a, &[]));
+    assert_eq!(with.client_of(&outside), none.client_of(&a));
     let now = Instant::now();
     let mut t = Table::new(Config {
         max_ports_per_client: 2,
