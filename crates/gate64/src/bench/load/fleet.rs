@@ -321,8 +321,7 @@ impl Host for LoadHost {
         let Some(dev) = self.fleet.tun.get().filter(|_| to_pool) else {
             return;
         };
-        // A TUN write does not block: the kernel takes the packet or drops it.
-        if dev.try_send(packet).is_ok() {
+        if super::tun::write(dev, packet) {
             self.fleet.counters.rx_packets.fetch_add(1, Relaxed);
         }
     }
