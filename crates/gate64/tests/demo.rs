@@ -8,19 +8,24 @@
 
 use std::process::Command;
 
-#[test]
-fn demo_loopback_small_population_succeeds_and_prints_table() {
-    let out = Command::new(env!("CARGO_BIN_EXE_gate64"))
-        .args(["demo", "--loopback", "--clients", "20", "--seconds", "2"])
-        .output()
-        .expect("running gate64 demo");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
+/// Runs the demo; its stdout and stderr once it succeeded.
+fn run_ok(cmd: &mut Command) -> (String, String) {
+    let out = cmd.output().expect("running gate64 demo");
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
     assert!(
         out.status.success(),
         "gate64 demo failed ({:?})\nstdout:\n{stdout}\nstderr:\n{stderr}",
         out.status
     );
+    (stdout, stderr)
+}
+
+#[test]
+fn demo_loopback_small_population_succeeds_and_prints_table() {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_gate64"));
+    cmd.args(["demo", "--loopback", "--clients", "20", "--seconds", "2"]);
+    let (stdout, _) = run_ok(&mut cmd);
     for column in [
         "clients",
         "Teredo",
@@ -109,14 +114,7 @@ fn demo_in_user_namespace_measures_capacity_without_root() {
         );
         return;
     };
-    let out = cmd.output().expect("running gate64 demo");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        out.status.success(),
-        "gate64 demo failed ({:?})\nstdout:\n{stdout}\nstderr:\n{stderr}",
-        out.status
-    );
+    let (stdout, stderr) = run_ok(&mut cmd);
     if stderr.contains("running the loopback demo instead") {
         assert!(
             std::env::var_os("CI").is_none(),
