@@ -55,50 +55,62 @@ fn demo_loopback_small_population_succeeds_and_prints_table() {
     assert!(stdout.contains("demo ok"), "{stdout}");
 }
 
-/// The unprivileged user to run the namespace demo as when the test runs as root.
-const NOBODY: &str = "nobody";
+/// The unprivileged user and group (`nobody`/`nogroup` on Debian) the namespace demo runs as
+/// when the test runs as root.
+const NOBODY: &str = "65534";
 
-/// The demo command as an unprivileged user: this one, or `nobody` when running as root (if
-/// `nobody` can execute the binary at all; otherwise `None`, with the reason printed).
-fn unprivileged(args: &[&str]) -> Option<Command> {
-    let bin = env!("CARGO_BIN_EXE_gate64");
+/// A copy of the binary that any user may run (the checkout may sit in a directory only root
+/// can enter, such as /root), removed on drop.
+struct WorldCopy(std::path::PathBuf);
+
+impl WorldCopy {
+    fn new() -> std::io::Result<WorldCopy> {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = std::path::Path::new("/tmp").join(format!("gate64-demo-{}", std::process::id()));
+        std::fs::create_dir_all(&dir)?;
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755))?;
+        let bin = dir.join("gate64");
+        std::fs::copy(env!("CARGO_BIN_EXE_gate64"), &bin)?;
+        std::fs::set_permissions(&bin, std::fs::Permissions::from_mode(0o755))?;
+        Ok(WorldCopy(dir))
+    }
+
+    fn bin(&self) -> std::path::PathBuf {
+        self.0.join("gate64")
+    }
+}
+
+impl Drop for WorldCopy {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// The demo command as an unprivileged user: this one, or `nobody` (through `setpriv`, on a
+/// world-runnable copy of the binary) when running as root; `None`, with the reason printed,
+/// when that cannot be arranged.
+fn unprivileged(args: &[&str]) -> Option<(Command, Option<WorldCopy>)> {
     // SAFETY: geteuid has no preconditions and cannot fail.
     if unsafe { libc::geteuid() } != 0 {
-        let mut cmd = Command::new(bin);
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_gate64"));
         cmd.args(args);
-        return Some(cmd);
+        return Some((cmd, None));
     }
-    let as_nobody = |extra: &[&str]| {
-        let mut cmd = Command::new("setpriv");
-        cmd.args([
-            "--reuid",
-            NOBODY,
-            "--regid",
-            "nogroup",
-            "--clear-groups",
-            "--",
-        ])
-        .arg(bin)
-        .args(extra)
+    let copy = match WorldCopy::new() {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("skipping the unprivileged demo: copying the binary to /tmp: {e}");
+            return None;
+        }
+    };
+    let mut cmd = Command::new("setpriv");
+    cmd.args(["--reuid", NOBODY, "--regid", NOBODY, "--clear-groups", "--"])
+        .arg(copy.bin())
+        .args(args)
         // nobody's temporary files go to /tmp, not to a root-only TMPDIR.
         .env_remove("TMPDIR")
         .current_dir("/");
-        cmd
-    };
-    match as_nobody(&["--version"]).output() {
-        Ok(o) if o.status.success() => Some(as_nobody(args)),
-        Ok(o) => {
-            eprintln!(
-                "skipping the unprivileged demo: {NOBODY} cannot run {bin}: {}",
-                String::from_utf8_lossy(&o.stderr).trim()
-            );
-            None
-        }
-        Err(e) => {
-            eprintln!("skipping the unprivileged demo: setpriv: {e}");
-            None
-        }
-    }
+    Some((cmd, Some(copy)))
 }
 
 /// The default demo: every client connects over its transport, builds both IPsec tunnels and
@@ -107,7 +119,8 @@ fn unprivileged(args: &[&str]) -> Option<Command> {
 /// demo falls back to the loopback lab; CI (which has them) must not.
 #[test]
 fn demo_in_user_namespace_measures_capacity_without_root() {
-    let Some(mut cmd) = unprivileged(&["demo", "--clients", "60", "--seconds", "2"]) else {
+    let Some((mut cmd, _copy)) = unprivileged(&["demo", "--clients", "60", "--seconds", "2"])
+    else {
         assert!(
             std::env::var_os("CI").is_none(),
             "CI must run the unprivileged demo"
