@@ -44,8 +44,9 @@ enum Command {
         /// The configuration file.
         file: PathBuf,
     },
-    /// The no-root lab: daemon on loopback, an in-process corporate network and emulated
-    /// Teredo clients; prints live figures and a capacity table.
+    /// The no-root lab: a short `bench capacity` (the real daemon, TUN and routing, emulated
+    /// Teredo and IP-HTTPS clients with IPsec, NAT64/DNS64) in an unprivileged user namespace;
+    /// prints the capacity table beside the reference's rows.
     Demo(demo::DemoArgs),
     /// Benchmarks that need root: `gate64 bench capacity` (issue 9's reference workload in
     /// network namespaces).

@@ -68,11 +68,11 @@ pub struct DemoArgs {
     #[arg(long)]
     pub loopback: bool,
     /// With `--loopback`: total client → corporate network load (UDP to the discard port),
-    /// Mbit/s.
+    /// Mbit/s [default: 200].
     #[arg(long, requires = "loopback")]
     pub rate_mbit: Option<f64>,
     /// With `--loopback`: total corporate network → clients load (a bulk stream to every
-    /// client), Mbit/s.
+    /// client), Mbit/s [default: 50].
     #[arg(long, requires = "loopback")]
     pub down_mbit: Option<f64>,
     /// With `--loopback`: clients build no IPsec tunnels; their traffic crosses gate64 in
