@@ -355,15 +355,12 @@ impl Daemon {
         let (Some(sadb), Some(stats)) = (self.shared.sadb(), &self.ipsec_stats) else {
             return Ok(());
         };
-        // The driver's counters go to the exporter from crate::ike; the SAs are asked for.
-        let control = crate::ike::start(
+        *lock(&self.ike_control) = crate::ike::start(
             cfg,
             Arc::clone(sadb),
             Arc::clone(stats),
             self.stop_tx.subscribe(),
-        )?
-        .map(|(_, control)| control);
-        *lock(&self.ike_control) = control;
+        )?;
         Ok(())
     }
 

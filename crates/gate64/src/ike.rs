@@ -7,7 +7,7 @@ use gate64_dataplane::{IkeResult, IkeShedReason, IpsecStats, RekeyKind};
 use gate64_esp::SaDb;
 use gate64_ike::auth::{Credentials, TrustAnchors};
 use gate64_ike::responder::{self, Event, Refusal, Responder, ResponderConfig, SecondAuthPolicy};
-use gate64_io::ike::{IKE_PORT, IkeControl, IkeDriver, IkeSockets, IkeStatus, NAT_T_PORT};
+use gate64_io::ike::{IKE_PORT, IkeControl, IkeDriver, IkeSockets, NAT_T_PORT};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 use tracing::{debug, info, warn};
@@ -103,14 +103,14 @@ pub fn responder_config(cfg: &Config) -> Result<Option<ResponderConfig>> {
 
 /// Binds the IKE sockets on `ipsec.endpoint` (500 and 4500: before the privilege drop) and
 /// starts the responder on the current tokio runtime until `stop` turns true. Child SAs go
-/// into `sadb`, counters into `stats`. Returns the driver's status handle and the handle a
-/// reload changes it through.
+/// into `sadb`, counters and gauges into `stats`. Returns the handle a reload changes it
+/// through and `gate64 status` lists its SAs with.
 pub fn start(
     cfg: &Config,
     sadb: Arc<SaDb>,
     stats: Arc<IpsecStats>,
     mut stop: tokio::sync::watch::Receiver<bool>,
-) -> Result<Option<(IkeStatus, IkeControl)>> {
+) -> Result<Option<IkeControl>> {
     let Some(config) = responder_config(cfg)? else {
         return Ok(None);
     };
@@ -123,9 +123,8 @@ pub fn start(
     let sink_stats = Arc::clone(&stats);
     let mut driver = IkeDriver::new(sockets, responder, move |e| on_event(&sadb, &sink_stats, e))
         .with_packets_per_source(cfg.ipsec.ike_packets_per_source_per_sec);
-    let status = driver.status();
     let control = driver.control();
-    let gauges = status.clone();
+    let gauges = driver.status();
     let mut gauge_stop = stop.clone();
     tokio::spawn(async move {
         let mut tick = tokio::time::interval(GAUGE_REFRESH);
@@ -152,7 +151,7 @@ pub fn start(
         }
     });
     info!(endpoint = %endpoint, "IKE responder up");
-    Ok(Some((status, control)))
+    Ok(Some(control))
 }
 
 /// What the daemon does with each responder event.
