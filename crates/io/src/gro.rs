@@ -15,6 +15,9 @@ use std::cell::RefCell;
 // The virtio-net header tun-rs configures on the device is the one the wire module writes.
 const _: () = assert!(VNET_HDR_LEN == tun_rs::VIRTIO_NET_HDR_LEN);
 
+/// The virtio-net header of a write that asks for no offload (one plain packet).
+pub const NO_OFFLOAD_HDR: [u8; VNET_HDR_LEN] = [0; VNET_HDR_LEN];
+
 /// Parts of one write at most: the headers and up to 64 payloads.
 const MAX_PARTS: usize = 65;
 

@@ -75,8 +75,8 @@ pub fn route_any(prefix: IpAddr, len: u8, dev: &str) -> io::Result<()> {
     ip(&[family, "route", "replace", &net, "dev", dev])
 }
 
-/// Runs `ip args...`; an error names the command and carries its stderr.
-fn ip(args: &[&str]) -> io::Result<()> {
+/// Runs `ip args...` (iproute2); an error names the command and carries its stderr.
+pub fn ip(args: &[&str]) -> io::Result<()> {
     let out = Command::new("ip")
         .args(args)
         .output()

@@ -5,6 +5,7 @@
 //! `recvmmsg`/`sendmmsg` batches and UDP GSO sends.
 
 use crate::batch::{self, Batch};
+use crate::gro::NO_OFFLOAD_HDR;
 use crate::sys::{self, BATCH, Received};
 use gate64_dataplane::{Direction, DropReason, HEADROOM, Side, Stats, Verdict, Worker};
 use std::io;
@@ -33,8 +34,6 @@ const TUN_BATCH: usize = 128;
 /// Slots for packets from the corporate link: reads gather into one batch while a
 /// worst-case read still fits, so small packets for many clients leave in one send.
 const CORP_SLOTS: usize = 2 * TUN_BATCH;
-/// A zeroed virtio-net header: "no offload" for a packet written alone to an offloading TUN.
-const NO_OFFLOAD_HDR: [u8; tun_rs::VIRTIO_NET_HDR_LEN] = [0; tun_rs::VIRTIO_NET_HDR_LEN];
 
 /// The corporate side of a worker: a TUN queue, or (in the no-root lab) a connected UDP
 /// socket that carries raw IPv6 packets to an in-process corporate network.

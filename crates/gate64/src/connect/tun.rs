@@ -5,6 +5,7 @@
 use crate::client::ipsec::InnerLink;
 use crate::client::{Host, Ready};
 use anyhow::{Context, Result};
+use gate64_io::tun::ip;
 use ipnet::Ipv6Net;
 use std::net::Ipv6Addr;
 use std::time::Instant;
@@ -236,19 +237,4 @@ impl Host for TunLink {
         self.split_raw(n, out);
         Ok(true)
     }
-}
-
-/// Runs `ip ARGS`, failing with its error output.
-fn ip(args: &[&str]) -> Result<()> {
-    let out = std::process::Command::new("ip")
-        .args(args)
-        .output()
-        .with_context(|| format!("running `ip {}`", args.join(" ")))?;
-    anyhow::ensure!(
-        out.status.success(),
-        "`ip {}` failed: {}",
-        args.join(" "),
-        String::from_utf8_lossy(&out.stderr).trim()
-    );
-    Ok(())
 }

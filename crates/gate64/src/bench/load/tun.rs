@@ -7,6 +7,7 @@ use super::fleet::Fleet;
 use super::spec::Spec;
 use crate::client::ipsec::OVERHEAD;
 use anyhow::{Context, Result};
+use gate64_io::tun::ip;
 use std::sync::Arc;
 use std::sync::atomic::Ordering::Relaxed;
 
@@ -19,8 +20,6 @@ const NONLOCAL_BIND: &str = "/proc/sys/net/ipv6/ip_nonlocal_bind";
 const READ_BUDGET: usize = 256;
 /// One read: the virtio-net header and a packet or TCP super-packet of up to 64 KiB.
 const READ_BUFFER: usize = tun_rs::VIRTIO_NET_HDR_LEN + 65_535;
-/// The header of a write that asks for no offload.
-const NO_OFFLOAD_HDR: [u8; tun_rs::VIRTIO_NET_HDR_LEN] = [0; tun_rs::VIRTIO_NET_HDR_LEN];
 
 /// The TCP MSS routes into the device announce: a sealed segment (inner IPv6 40 + TCP 20 +
 /// options 20, plus [`OVERHEAD`]) within the transport's 1280.
@@ -131,23 +130,8 @@ fn demux_read(fleet: &Fleet, raw: &[u8], packets: &mut Vec<u8>) {
 /// packet). A TUN write does not block: the kernel takes the packet or drops it.
 pub fn write(dev: &tun_rs::AsyncDevice, packet: &[u8]) -> bool {
     let bufs = [
-        std::io::IoSlice::new(&NO_OFFLOAD_HDR),
+        std::io::IoSlice::new(&gate64_io::gro::NO_OFFLOAD_HDR),
         std::io::IoSlice::new(packet),
     ];
     dev.try_send_vectored(&bufs).is_ok()
-}
-
-/// Runs `ip ARGS`, failing with its error output.
-fn ip(args: &[&str]) -> Result<()> {
-    let out = std::process::Command::new("ip")
-        .args(args)
-        .output()
-        .with_context(|| format!("running `ip {}`", args.join(" ")))?;
-    anyhow::ensure!(
-        out.status.success(),
-        "`ip {}` failed: {}",
-        args.join(" "),
-        String::from_utf8_lossy(&out.stderr).trim()
-    );
-    Ok(())
 }
