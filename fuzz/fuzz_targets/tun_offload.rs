@@ -2,11 +2,12 @@
 //! splitting arbitrary reads never panics; every packet is written exactly once; a coalesced
 //! write splits back into as many packets as it carries.
 //! Input: `[selector][records: len byte, bytes]`. Selector bit 0: also try `split_into` on the
-//! raw input. Packets whose first byte is even get a valid-looking IPv6/TCP prefix, so runs
+//! raw input, and the split into a worker's slots (`split_to` with `Slots`, as small as the
+//! selector's high bits say), which must agree with it packet for packet when both succeed. Packets whose first byte is even get a valid-looking IPv6/TCP prefix, so runs
 //! form often enough to reach the coalescing code.
 #![no_main]
 
-use gate64_wire::offload::{VNET_HDR_LEN, for_each_write, split_into};
+use gate64_wire::offload::{Slots, VNET_HDR_LEN, for_each_write, split_into, split_to};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
@@ -15,7 +16,16 @@ fuzz_target!(|data: &[u8]| {
     };
     if sel & 1 != 0 {
         let mut out = Vec::new();
-        let _ = split_into(rest, &mut out);
+        let stream = split_into(rest, &mut out);
+        let (count, slot) = (usize::from(sel >> 4) + 1, 64 << (sel >> 1 & 7));
+        let mut bufs = vec![vec![0u8; slot]; count];
+        let mut sizes = vec![0usize; count];
+        let mut slots = Slots { bufs: &mut bufs, sizes: &mut sizes, offset: 8, filled: 0 };
+        if let (Ok(n), Ok(m)) = (stream, split_to(rest, &mut slots)) {
+            assert_eq!(n, m);
+            let joined: Vec<u8> = (0..m).flat_map(|k| bufs[k][8..8 + sizes[k]].to_vec()).collect();
+            assert_eq!(joined, out, "slots and stream hold the same packets");
+        }
     }
     let mut owned: Vec<Vec<u8>> = Vec::new();
     while let [len, tail @ ..] = rest {

@@ -221,6 +221,58 @@ pub enum SplitError {
     /// A GSO type other than TCP over IPv4/IPv6, or headers that do not match it.
     #[error("unsupported offload in TUN read")]
     Unsupported,
+    /// More segments than the caller has slots for, or a segment larger than a slot.
+    #[error("TUN read does not fit the slots")]
+    NoRoom,
+}
+
+/// Where a split puts the packets it cuts: each is copied in from two parts (headers and
+/// payload, or the whole packet and nothing) and then completed in place.
+pub trait SplitOut {
+    /// Copies `head` then `body` in as the next packet and returns it, or `None` when there
+    /// is no room for it.
+    fn next_packet(&mut self, head: &[u8], body: &[u8]) -> Option<&mut [u8]>;
+}
+
+/// Packets back to back (the IP-HTTPS stream format).
+impl SplitOut for Vec<u8> {
+    fn next_packet(&mut self, head: &[u8], body: &[u8]) -> Option<&mut [u8]> {
+        let at = self.len();
+        self.extend_from_slice(head);
+        self.extend_from_slice(body);
+        Some(&mut self[at..])
+    }
+}
+
+/// One packet per slot, each at `offset` (headroom for encapsulation), its length in
+/// `sizes`: what a worker reads a TUN into.
+pub struct Slots<'a, B> {
+    /// The slots, filled from the first.
+    pub bufs: &'a mut [B],
+    /// Each filled slot's packet length.
+    pub sizes: &'a mut [usize],
+    /// Where each packet starts in its slot.
+    pub offset: usize,
+    /// Slots filled so far.
+    pub filled: usize,
+}
+
+impl<B: AsMut<[u8]>> SplitOut for Slots<'_, B> {
+    fn next_packet(&mut self, head: &[u8], body: &[u8]) -> Option<&mut [u8]> {
+        let len = head.len() + body.len();
+        let size = self.sizes.get_mut(self.filled)?;
+        let slot = self
+            .bufs
+            .get_mut(self.filled)?
+            .as_mut()
+            .get_mut(self.offset..)?
+            .get_mut(..len)?;
+        *size = len;
+        self.filled += 1;
+        slot[..head.len()].copy_from_slice(head);
+        slot[head.len()..].copy_from_slice(body);
+        Some(slot)
+    }
 }
 
 /// Splits one read from an offloading TUN (`raw`: virtio-net header, then the packet) into
@@ -228,6 +280,12 @@ pub enum SplitError {
 /// each with its checksum completed. Returns how many packets were appended. The payload is
 /// copied once, from `raw` to `out`.
 pub fn split_into(raw: &[u8], out: &mut Vec<u8>) -> Result<usize, SplitError> {
+    split_to(raw, out)
+}
+
+/// [`split_into`] for any [`SplitOut`]. On an error some packets may have been put out
+/// already; the caller discards the read.
+pub fn split_to(raw: &[u8], out: &mut impl SplitOut) -> Result<usize, SplitError> {
     let vh = virtio_net::Header::decode(raw).map_err(|e| match e {
         crate::Error::Truncated => SplitError::Truncated,
         _ => SplitError::Unsupported,
@@ -275,7 +333,10 @@ pub fn split_into(raw: &[u8], out: &mut Vec<u8>) -> Result<usize, SplitError> {
     };
     let chunks = t.payload().len().div_ceil(gso_size).max(1);
     for (k, chunk) in t.payload().chunks(gso_size).enumerate() {
-        append_segment(out, &first, k, gso_size, chunk, k + 1 == chunks);
+        let p = out
+            .next_packet(first.headers, chunk)
+            .ok_or(SplitError::NoRoom)?;
+        complete_segment(p, &first, k, gso_size, k + 1 == chunks);
     }
     Ok(chunks)
 }
@@ -284,18 +345,19 @@ pub fn split_into(raw: &[u8], out: &mut Vec<u8>) -> Result<usize, SplitError> {
 fn complete_one(
     vh: &virtio_net::Header,
     pkt: &[u8],
-    out: &mut Vec<u8>,
+    out: &mut impl SplitOut,
 ) -> Result<usize, SplitError> {
-    let at = out.len();
-    out.extend_from_slice(pkt);
-    if vh.needs_csum() {
-        let (start, field) = (usize::from(vh.csum_start), usize::from(vh.csum_offset));
-        let field = start + field;
-        let p = &mut out[at..];
-        if field + 2 > p.len() {
-            out.truncate(at);
-            return Err(SplitError::Truncated);
-        }
+    let csum = vh
+        .needs_csum()
+        .then(|| (usize::from(vh.csum_start), usize::from(vh.csum_offset)));
+    if let Some((start, offset)) = csum
+        && start + offset + 2 > pkt.len()
+    {
+        return Err(SplitError::Truncated);
+    }
+    let p = out.next_packet(pkt, &[]).ok_or(SplitError::NoRoom)?;
+    if let Some((start, offset)) = csum {
+        let field = start + offset;
         // The field holds the pseudo-header sum; the checksum covers csum_start.. .
         let c = !fold(sum(&p[start..]));
         p[field..field + 2].copy_from_slice(&c.to_be_bytes());
@@ -314,22 +376,11 @@ struct FirstSegment<'a> {
     flags: u8,
 }
 
-/// Appends segment `k` (payload `chunk`) of a super-packet to `out`, as the kernel's own GSO
-/// cuts it: lengths, IPv4 identification + k, sequence number + k × gso_size, FIN and PSH on
-/// the last segment only, checksums complete.
-fn append_segment(
-    out: &mut Vec<u8>,
-    first: &FirstSegment<'_>,
-    k: usize,
-    gso_size: usize,
-    chunk: &[u8],
-    last: bool,
-) {
-    let at = out.len();
-    out.extend_from_slice(first.headers);
-    out.extend_from_slice(chunk);
-    let p = &mut out[at..];
-    let tcp_len = first.headers.len() - first.iph + chunk.len();
+/// Completes segment `k` of a super-packet (`p`: the first's headers, then its payload), as
+/// the kernel's own GSO cuts it: lengths, IPv4 identification + k, sequence number +
+/// k × gso_size, FIN and PSH on the last segment only, checksums complete.
+fn complete_segment(p: &mut [u8], first: &FirstSegment<'_>, k: usize, gso_size: usize, last: bool) {
+    let tcp_len = p.len() - first.iph;
     let ident = first.ident.wrapping_add(k as u16);
     let addrs = set_ip_lengths(p, first.v6, first.iph, tcp_len, Some(ident));
     let mut t = tcp::Packet::new_unchecked(&mut p[first.iph..]);
@@ -514,6 +565,60 @@ mod tests {
             at += want.len();
         }
         assert_eq!(at, out.len());
+    }
+
+    #[test]
+    fn split_into_slots_gives_the_stream_split_one_packet_per_slot() {
+        let segs = [
+            tcp6(1000, 1000, 0, 1),
+            tcp6(2000, 1000, 0, 2),
+            tcp6(3000, 10, TCP_PSH, 3),
+        ];
+        let fs = segment(&segs[0]).unwrap();
+        let mut hdr = [0u8; VNET_HDR_LEN + MAX_HEADERS];
+        let n = super_headers(&mut hdr, &segs[0], &fs, 2010, TCP_PSH);
+        let mut raw = hdr[..n].to_vec();
+        for s in &segs {
+            raw.extend_from_slice(&s[72..]);
+        }
+        let mut stream = Vec::new();
+        assert_eq!(split_into(&raw, &mut stream), Ok(3));
+        let (offset, slot) = (16, 16 + 1072);
+        let mut bufs = vec![vec![0u8; slot]; 4];
+        let mut sizes = [0usize; 4];
+        let mut out = Slots {
+            bufs: &mut bufs,
+            sizes: &mut sizes,
+            offset,
+            filled: 0,
+        };
+        assert_eq!(split_to(&raw, &mut out), Ok(3));
+        assert_eq!(out.filled, 3);
+        let mut at = 0;
+        for k in 0..3 {
+            let got = &bufs[k][offset..offset + sizes[k]];
+            assert_eq!(got, &stream[at..at + sizes[k]], "segment {k}");
+            at += sizes[k];
+        }
+        assert_eq!(at, stream.len());
+        // Too few slots, or slots too small for a segment: refused, not cut short.
+        let mut sizes = [0usize; 2];
+        let mut out = Slots {
+            bufs: &mut bufs[..2],
+            sizes: &mut sizes,
+            offset,
+            filled: 0,
+        };
+        assert_eq!(split_to(&raw, &mut out), Err(SplitError::NoRoom));
+        let mut small = vec![vec![0u8; slot - 1]; 4];
+        let mut sizes = [0usize; 4];
+        let mut out = Slots {
+            bufs: &mut small,
+            sizes: &mut sizes,
+            offset,
+            filled: 0,
+        };
+        assert_eq!(split_to(&raw, &mut out), Err(SplitError::NoRoom));
     }
 
     #[test]
