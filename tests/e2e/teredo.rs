@@ -77,6 +77,14 @@ fn netns_teredo_miredo_without_ipsec() {
 
 fn without_ipsec(topo: &Topology) -> Result<()> {
     let mut gate = topo.start_gate64(&Gate64Options::default())?;
+    // gate64's TUN forwards in NAPI threads (gate64_io::tun::TunQueue), not in its workers.
+    let threaded = topo
+        .srv
+        .exec_ok(&["cat", "/sys/class/net/gate64/threaded"])?;
+    ensure!(
+        threaded.trim() == "1",
+        "the TUN's NAPI is not threaded: {threaded:?}"
+    );
     let _iperf = topo.start_iperf_server()?;
     let (_client, addr) = qualify(topo)?;
     topo.ping6_all(&topo.cli, CORP_HOST, 3)

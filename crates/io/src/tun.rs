@@ -3,9 +3,10 @@
 //!
 //! Equivalent `ip` commands, for admins who want to check or pre-create the state:
 //! ```text
-//! ip tuntap add dev gate64 mode tun multi_queue
+//! ip tuntap add dev gate64 mode tun multi_queue vnet_hdr  # gate64 adds NAPI per queue
 //! ip link set dev gate64 mtu 1280 txqueuelen 4096 up
-//! ip -6 addr add 2001:db8:100::1/128 dev gate64
+//! echo 1 > /sys/class/net/gate64/threaded                  # NAPI in kernel threads
+//! ip -6 addr replace 2001:db8:100::1/128 dev gate64 nodad
 //! ip -6 route replace 2001:0:c000:201::/64 dev gate64   # the Teredo prefix
 //! ip -4 route replace 192.0.2.64/28 dev gate64           # NAT64 pool4
 //! ip -6 route replace 2001:db8:64::/96 dev gate64        # NAT64 prefix (route_prefix)
@@ -14,43 +15,172 @@
 //! ```
 
 use crate::worker::CorpLink;
+use gate64_wire::offload::{Slots, SplitError, split_to};
+use std::fs::File;
 use std::io;
 use std::net::{IpAddr, Ipv6Addr};
+use std::os::fd::{AsRawFd, RawFd};
+use std::os::unix::fs::OpenOptionsExt;
 use std::process::Command;
 
 /// Packets the kernel queues per TUN queue for gate64 to read (`txqueuelen`).
 pub const TX_QUEUE_LEN: u32 = 4096;
 
-/// Creates the TUN device `name` with `queues` queues (non-blocking), MTU `mtu`, and
-/// `address/128`, and brings it up.
-pub fn create(name: &str, mtu: u16, address: Ipv6Addr, queues: usize) -> io::Result<Vec<CorpLink>> {
-    let mut builder = tun_rs::DeviceBuilder::new().name(name).mtu(mtu);
-    // A GRE-only gateway has no corporate address (`corpnet.address6` left out).
-    if !address.is_unspecified() {
-        builder = builder.ipv6(address, 128u8);
+/// One queue of gate64's TUN device, opened with virtio-net headers (TSO/GRO offload).
+///
+/// gate64 opens the device itself rather than through tun-rs for one flag tun-rs does not
+/// offer: `IFF_NAPI`. Without it, every write runs the kernel's forwarding of the packet, and
+/// the corporate host's receive behind a veth, inside the writing worker's system call. With
+/// it and the device's NAPI in threaded mode (`/sys/class/net/DEV/threaded`), a write queues
+/// the packet and returns; a kernel thread per queue (`napi/DEV-N`) runs GRO over what was
+/// queued and forwards it, on whichever core is free, as a NIC's receive path does.
+#[derive(Debug)]
+pub struct TunQueue {
+    file: File,
+    napi: bool,
+}
+
+impl TunQueue {
+    /// Opens (creating if needed) queue `name` with `flags` and TCP offloads; non-blocking.
+    fn open(name: &str, flags: libc::c_int) -> io::Result<TunQueue> {
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .custom_flags(libc::O_NONBLOCK | libc::O_CLOEXEC)
+            .open("/dev/net/tun")?;
+        // SAFETY: `ifreq` is plain data (a name array and a union of integers); all zeroes is
+        // a valid value.
+        let mut req: libc::ifreq = unsafe { std::mem::zeroed() };
+        let bytes = name.as_bytes();
+        if bytes.is_empty() || bytes.len() >= req.ifr_name.len() || bytes.contains(&0) {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("TUN device name `{name}` must be 1 to 15 bytes"),
+            ));
+        }
+        for (d, &b) in req.ifr_name.iter_mut().zip(bytes) {
+            *d = b as libc::c_char;
+        }
+        req.ifr_ifru.ifru_flags = flags as libc::c_short;
+        // SAFETY: a TUN descriptor and a zero-initialised, NUL-terminated `ifreq`.
+        if unsafe { libc::ioctl(file.as_raw_fd(), libc::TUNSETIFF, &mut req) } < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // TCP segmentation offloads only: a UDP super-packet (USO) would be one gate64 does
+        // not cut, so the kernel segments UDP before handing it over.
+        let offloads = libc::TUN_F_CSUM | libc::TUN_F_TSO4 | libc::TUN_F_TSO6;
+        // SAFETY: a TUN descriptor; the argument is a flag mask passed by value.
+        if unsafe {
+            libc::ioctl(
+                file.as_raw_fd(),
+                libc::TUNSETOFFLOAD,
+                offloads as libc::c_ulong,
+            )
+        } < 0
+        {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(TunQueue {
+            file,
+            napi: flags & libc::IFF_NAPI != 0,
+        })
     }
-    let first = builder
-        .multi_queue(queues > 1)
-        // virtio-net headers: the kernel hands over TCP super-packets (TSO) and takes coalesced
-        // ones (GRO), so one read or write moves up to 64 KiB instead of one MTU.
-        .offload(true)
-        .build_sync()
-        .map_err(|e| io::Error::new(e.kind(), format!("creating TUN device `{name}`: {e}")))?;
+
+    /// True when writes go to the queue's NAPI (see the type's documentation).
+    pub fn napi(&self) -> bool {
+        self.napi
+    }
+
+    /// Reads one packet, or one TCP super-packet, into `raw` (at least
+    /// [`gate64_wire::offload::VNET_HDR_LEN`] + 65,535 bytes) and cuts it into `bufs`, one
+    /// packet per buffer at `offset`, its length in `sizes`. Returns how many packets; a read
+    /// that cannot be cut (or does not fit) is an `InvalidData` error, the read consumed.
+    pub fn recv_multiple<B: AsMut<[u8]>>(
+        &self,
+        raw: &mut [u8],
+        bufs: &mut [B],
+        sizes: &mut [usize],
+        offset: usize,
+    ) -> io::Result<usize> {
+        let n = crate::sys::read(self.file.as_raw_fd(), raw)?;
+        let mut out = Slots {
+            bufs,
+            sizes,
+            offset,
+            filled: 0,
+        };
+        split_to(&raw[..n], &mut out)
+            .map_err(|e: SplitError| io::Error::new(io::ErrorKind::InvalidData, e))
+    }
+}
+
+impl AsRawFd for TunQueue {
+    fn as_raw_fd(&self) -> RawFd {
+        self.file.as_raw_fd()
+    }
+}
+
+/// Creates the TUN device `name` with `queues` queues (non-blocking), MTU `mtu`, and
+/// `address/128`, and brings it up. The queues use threaded NAPI where the kernel and
+/// `/sys` allow it ([`TunQueue`]); elsewhere (a `/sys` of another network namespace, as in
+/// `gate64 demo`'s user namespace) the device is made again without, and writes forward the
+/// packet in the worker's time, as a plain TUN does.
+pub fn create(name: &str, mtu: u16, address: Ipv6Addr, queues: usize) -> io::Result<Vec<CorpLink>> {
+    let links = match create_queues(name, queues, true) {
+        Ok(links) => links,
+        Err(e) => {
+            tracing::info!(device = name, reason = %e, "TUN without NAPI threads");
+            create_queues(name, queues, false)?
+        }
+    };
     // Each queue holds this many packets for its worker; the kernel's default of 500
     // dropped bursts from the corporate side (a TCP sender's window arriving while the
     // worker was busy with the client side: `tx_drop` on the device in the capacity lab).
     // Set over netlink: the SIOCSIFTXQLEN ioctl needs CAP_NET_ADMIN in the initial user
     // namespace, which `gate64 demo`'s unprivileged lab does not have.
     let qlen = TX_QUEUE_LEN.to_string();
-    ip(&["link", "set", "dev", name, "txqueuelen", &qlen])?;
-    let mut links = Vec::with_capacity(queues);
-    for _ in 1..queues {
-        let q = first.try_clone()?;
-        q.set_nonblocking(true)?;
-        links.push(CorpLink::Tun(q));
+    let mtu = mtu.to_string();
+    ip(&[
+        "link",
+        "set",
+        "dev",
+        name,
+        "mtu",
+        &mtu,
+        "txqueuelen",
+        &qlen,
+        "up",
+    ])?;
+    // A GRE-only gateway has no corporate address (`corpnet.address6` left out).
+    if !address.is_unspecified() {
+        add_address(address, name)?;
     }
-    first.set_nonblocking(true)?;
-    links.insert(0, CorpLink::Tun(first));
+    Ok(links.into_iter().map(CorpLink::Tun).collect())
+}
+
+/// Opens `queues` queues of `name`; with `napi`, also switches the device's NAPI to threaded
+/// mode, and fails (closing the queues, so the device goes away) when that is refused.
+fn create_queues(name: &str, queues: usize, napi: bool) -> io::Result<Vec<TunQueue>> {
+    let mut flags = libc::IFF_TUN | libc::IFF_NO_PI | libc::IFF_VNET_HDR;
+    if queues > 1 {
+        flags |= libc::IFF_MULTI_QUEUE;
+    }
+    if napi {
+        flags |= libc::IFF_NAPI;
+    }
+    let mut links = Vec::with_capacity(queues);
+    for _ in 0..queues.max(1) {
+        links.push(
+            TunQueue::open(name, flags).map_err(|e| {
+                io::Error::new(e.kind(), format!("creating TUN device `{name}`: {e}"))
+            })?,
+        );
+    }
+    if napi {
+        let threaded = format!("/sys/class/net/{name}/threaded");
+        std::fs::write(&threaded, "1")
+            .map_err(|e| io::Error::new(e.kind(), format!("writing {threaded}: {e}")))?;
+    }
     Ok(links)
 }
 

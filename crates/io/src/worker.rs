@@ -39,7 +39,7 @@ const CORP_SLOTS: usize = 2 * TUN_BATCH;
 /// socket that carries raw IPv6 packets to an in-process corporate network.
 pub enum CorpLink {
     /// One queue of the multi-queue TUN device.
-    Tun(tun_rs::SyncDevice),
+    Tun(crate::tun::TunQueue),
     /// A connected datagram socket, one IPv6 packet per datagram.
     Socket(UdpSocket),
 }
@@ -80,9 +80,9 @@ impl CorpLink {
         w
     }
 
-    /// True for a TUN opened with virtio-net headers (TSO/GRO offload).
+    /// True for a TUN (always opened with virtio-net headers: TSO/GRO offload).
     pub fn offload(&self) -> bool {
-        matches!(self, CorpLink::Tun(d) if d.tcp_gso())
+        matches!(self, CorpLink::Tun(_))
     }
 
     fn fd(&self) -> RawFd {
@@ -173,7 +173,7 @@ impl EventLoop {
     fn new(io: &WorkerIo, stats: Arc<Stats>) -> Self {
         let corp_slot = HEADROOM + io.corp_mtu.max(1280) + 64;
         let gso_len = if io.corp.offload() {
-            tun_rs::VIRTIO_NET_HDR_LEN + 65_535
+            gate64_wire::offload::VNET_HDR_LEN + 65_535
         } else {
             0
         };
@@ -238,6 +238,7 @@ impl EventLoop {
             }
             Source::Corp => corp_read(
                 &io.corp,
+                &self.stats,
                 &mut self.gso_buf,
                 &mut self.corp_slots,
                 &mut self.corp_sizes,
@@ -278,17 +279,18 @@ impl EventLoop {
 /// Reads from the corporate link into `slots[..][HEADROOM..]` until about `want` packets
 /// arrived, the link has none left, or the slots could not take another worst-case read.
 /// Returns how many packets arrived and whether the link may hold more. An offloading TUN
-/// hands over one GSO packet per read, which tun-rs splits into up to [`TUN_BATCH`]
+/// hands over one GSO packet per read, cut into up to [`TUN_BATCH`]
 /// segments; otherwise packets are read one per call.
 fn corp_read(
     link: &CorpLink,
+    stats: &Stats,
     gso_buf: &mut [u8],
     slots: &mut [Vec<u8>],
     sizes: &mut [usize],
     want: usize,
 ) -> io::Result<(usize, bool)> {
     let gso = match link {
-        CorpLink::Tun(dev) if dev.tcp_gso() => Some(dev),
+        CorpLink::Tun(dev) => Some(dev),
         _ => None,
     };
     let per_read = if gso.is_some() { TUN_BATCH } else { 1 };
@@ -304,6 +306,11 @@ fn corp_read(
         match got {
             Ok(0) => return Ok((n, false)),
             Ok(k) => n += k,
+            // A read the split refused (a GSO type gate64 does not cut, or headers shorter
+            // than announced) is consumed: count it and read on.
+            Err(e) if e.kind() == io::ErrorKind::InvalidData => {
+                stats.count_drops(DropReason::Unsupported, 1);
+            }
             Err(e) if n == 0 => return Err(e),
             Err(_) => return Ok((n, false)),
         }
