@@ -7,7 +7,8 @@
 
 use super::lab::{GATE_ADDRESS6, Lab, LabOptions, NAT64_TARGET, SINK_PORT, V4ONLY};
 use super::measure::{
-    CpuClock, MachineCpu, MachineLoad, cores, drop_counters, grown, hardware, interface_bytes,
+    CpuClock, KernelThreadsClock, MachineCpu, MachineLoad, cores, drop_counters, grown, hardware,
+    interface_bytes,
 };
 use super::report::{Report, Row, Step, table};
 use super::spec::Status;
@@ -389,6 +390,13 @@ fn adopt(row: &mut Row, step: &Step) {
     row.machine_cpu_percent = step.machine_cpu_percent;
     row.softirq_percent = step.softirq_percent;
     row.generator_cpu_percent = step.generator_cpu_percent;
+    row.napi_cpu_percent = step.napi_cpu_percent;
+    let with_napi = step.cpu_percent + step.napi_cpu_percent;
+    row.corpnet_mbps_per_core_with_napi = if with_napi > 0.0 {
+        step.corpnet_mbps / (with_napi / 100.0)
+    } else {
+        0.0
+    };
     row.gate64_rss_bytes = step.gate64_rss_bytes;
     row.loss_percent = step.loss_percent;
     row.rtt_p99_ms = step.rtt_p99_ms;
@@ -399,10 +407,15 @@ fn mbit_per_sec(before: u64, after: u64, secs: f64) -> f64 {
     after.saturating_sub(before) as f64 * 8.0 / secs / 1e6
 }
 
+/// The names of the kernel threads of the lab's TUN (`corpnet.tun = "gate64"`) NAPI. A TUN
+/// named `gate64` in another namespace at the same time would be counted with it.
+const TUN_NAPI_THREADS: &str = "napi/gate64-";
+
 /// Counters read before and after a step.
 struct Counters {
     gate: CpuClock,
     generator: CpuClock,
+    napi: KernelThreadsClock,
     machine: MachineCpu,
     corpnet: u64,
     internet: u64,
@@ -416,6 +429,7 @@ impl Counters {
         Ok(Counters {
             gate: CpuClock::read(lab.gate.pid())?,
             generator: CpuClock::read(lab.generator.pid())?,
+            napi: KernelThreadsClock::read(TUN_NAPI_THREADS),
             machine: MachineCpu::read()?,
             corpnet: interface_bytes(srv, "vcorp")?,
             internet: interface_bytes(srv, "vload")? + interface_bytes(srv, "vcli")?,
@@ -457,6 +471,7 @@ fn run_step(args: &CapacityArgs, lab: &mut Lab<'_>, mbps: f64, stop: &AtomicBool
         internet_mbps: rate(before.internet, after.internet),
         cpu_percent: before.gate.since(&after.gate).1,
         generator_cpu_percent: before.generator.since(&after.generator).1,
+        napi_cpu_percent: before.napi.percent_since(&after.napi),
         machine_cpu_percent: machine.busy_percent,
         softirq_percent: machine.softirq_percent,
         gate64_rss_bytes: super::measure::process_rss_bytes(lab.gate.pid())?,

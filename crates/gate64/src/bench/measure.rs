@@ -124,6 +124,64 @@ pub fn hardware() -> String {
     format!("{} cores, {model}", cores())
 }
 
+/// The CPU time of the kernel threads whose name starts with a prefix (gate64's TUN's NAPI
+/// threads, `napi/gate64-N`), per thread, and the wall clock.
+#[derive(Debug, Clone)]
+pub struct KernelThreadsClock {
+    ticks: BTreeMap<u32, u64>,
+    at: Instant,
+}
+
+impl KernelThreadsClock {
+    /// Reads every kernel thread named `prefix...` now (none found: empty, not an error).
+    pub fn read(prefix: &str) -> KernelThreadsClock {
+        let mut ticks = BTreeMap::new();
+        for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+            let Some(pid) = entry
+                .file_name()
+                .to_str()
+                .and_then(|n| n.parse::<u32>().ok())
+            else {
+                continue;
+            };
+            let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+                continue;
+            };
+            if let Some(t) = kernel_thread_ticks(&stat, prefix) {
+                ticks.insert(pid, t);
+            }
+        }
+        KernelThreadsClock {
+            ticks,
+            at: Instant::now(),
+        }
+    }
+
+    /// CPU of the threads present at both readings since `self`, percent of one core.
+    pub fn percent_since(&self, now: &KernelThreadsClock) -> f64 {
+        let used: u64 = now
+            .ticks
+            .iter()
+            .filter_map(|(pid, t)| Some(t.saturating_sub(*self.ticks.get(pid)?)))
+            .sum();
+        let wall = now.at.duration_since(self.at).as_secs_f64();
+        if wall > 0.0 {
+            used as f64 / ticks_per_sec() * 100.0 / wall
+        } else {
+            0.0
+        }
+    }
+}
+
+/// utime + stime of a `/proc/PID/stat` line whose command name starts with `prefix`.
+fn kernel_thread_ticks(stat: &str, prefix: &str) -> Option<u64> {
+    let name = &stat[stat.find('(')? + 1..stat.rfind(')')?];
+    if !name.starts_with(prefix) {
+        return None;
+    }
+    parse_stat_cpu(stat)
+}
+
 /// A process's CPU time and the wall clock, to turn into a CPU share later.
 #[derive(Debug, Clone, Copy)]
 pub struct CpuClock {
@@ -304,6 +362,9 @@ mod tests {
         let stat = "42 (gate64 w) x) S 1 42 42 0 -1 4194560 100 0 0 0 250 50 0 0 20 0 9 0";
         assert_eq!(parse_stat_cpu(stat), Some(300));
         assert_eq!(parse_stat_cpu("garbage"), None);
+        let napi = "77 (napi/gate64-8193) S 2 0 0 0 -1 0 0 0 0 0 40 60 0 0 20 0 1 0 5 0 0";
+        assert_eq!(kernel_thread_ticks(napi, "napi/gate64-"), Some(100));
+        assert_eq!(kernel_thread_ticks(napi, "napi/vcorp-"), None);
     }
 
     #[test]

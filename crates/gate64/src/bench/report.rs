@@ -28,6 +28,9 @@ pub struct Step {
     pub cpu_percent: f64,
     /// The load generator's CPU, percent of one core.
     pub generator_cpu_percent: f64,
+    /// The kernel threads that run GRO and forwarding for what gate64 writes to its TUN
+    /// (`napi/gate64-N`): softirq gate64 causes, outside its own CPU. Percent of one core.
+    pub napi_cpu_percent: f64,
     /// The whole machine, percent of one core (200 = both cores busy).
     pub machine_cpu_percent: f64,
     /// Of which softirq.
@@ -76,6 +79,11 @@ pub struct Row {
     pub cpu_percent: f64,
     /// Corporate Mbit/s per busy core of gate64's own (its CPU-seconds).
     pub corpnet_mbps_per_gate64_core: f64,
+    /// CPU of the kernel threads that forward what gate64 writes to its TUN (its NAPI), during
+    /// that step, percent of one core: the softirq gate64 causes, stated beside its own.
+    pub napi_cpu_percent: f64,
+    /// Corporate Mbit/s per core of gate64's own CPU and its TUN's NAPI threads together.
+    pub corpnet_mbps_per_core_with_napi: f64,
     /// Whole-machine CPU during that step, percent of one core.
     pub machine_cpu_percent: f64,
     /// Of which softirq.
@@ -201,8 +209,9 @@ fn cells(row: &Row) -> [String; 10] {
         format!("{:.1}", row.corpnet_mbps),
         format!("{:.1}", row.internet_mbps),
         format!(
-            "{:.0}% of 1 core (machine {:.0}%, softirq {:.0}%, generator {:.0}%)",
+            "{:.0}% of 1 core (+{:.0}% TUN NAPI; machine {:.0}%, softirq {:.0}%, generator {:.0}%)",
             row.cpu_percent,
+            row.napi_cpu_percent,
             row.machine_cpu_percent,
             row.softirq_percent,
             row.generator_cpu_percent
