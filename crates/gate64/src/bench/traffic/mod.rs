@@ -31,6 +31,11 @@ pub const UDP_PAYLOAD: usize = 1000;
 const TCP_CHUNK: usize = 16 * 1024;
 /// How often a paced sender catches up with its schedule.
 const PACE_TICK: Duration = Duration::from_millis(2);
+/// The smallest write of a paced sender before its last: a few full segments, as a bulk TCP
+/// sender emits them. Writing what fell due every tick with `TCP_NODELAY` sent ~500-byte
+/// segments at the per-flow rates of the capacity search, so the lab measured per-packet
+/// costs at packet sizes no bulk transfer has.
+const TCP_MIN_WRITE: u64 = 8 * 1024;
 
 /// The header of a capacity UDP datagram.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -139,11 +144,14 @@ async fn paced_write<W: tokio::io::AsyncWrite + Unpin>(
     let mut sent = 0_u64;
     loop {
         let elapsed = start.elapsed();
-        if elapsed >= duration {
+        // In the last tick (or past the end), what falls due by the end goes at once, and
+        // the sender is done.
+        let last_tick = elapsed + PACE_TICK >= duration;
+        let due = due_bytes(bytes_per_sec, if last_tick { duration } else { elapsed });
+        if last_tick && sent >= due {
             return Ok(sent);
         }
-        let due = due_bytes(bytes_per_sec, elapsed);
-        if sent >= due {
+        if sent >= due || due - sent < TCP_MIN_WRITE && !last_tick {
             tokio::time::sleep(PACE_TICK).await;
             continue;
         }
@@ -194,5 +202,45 @@ mod tests {
     fn pacing_schedule() {
         assert_eq!(due_bytes(1_000_000, Duration::from_millis(500)), 500_000);
         assert_eq!(due_bytes(0, Duration::from_secs(9)), 0);
+    }
+
+    /// Records the size of every write.
+    #[derive(Default)]
+    struct Writes(Vec<usize>);
+
+    impl tokio::io::AsyncWrite for Writes {
+        fn poll_write(
+            mut self: std::pin::Pin<&mut Self>,
+            _: &mut std::task::Context<'_>,
+            buf: &[u8],
+        ) -> std::task::Poll<std::io::Result<usize>> {
+            self.0.push(buf.len());
+            std::task::Poll::Ready(Ok(buf.len()))
+        }
+        fn poll_flush(
+            self: std::pin::Pin<&mut Self>,
+            _: &mut std::task::Context<'_>,
+        ) -> std::task::Poll<std::io::Result<()>> {
+            std::task::Poll::Ready(Ok(()))
+        }
+        fn poll_shutdown(
+            self: std::pin::Pin<&mut Self>,
+            _: &mut std::task::Context<'_>,
+        ) -> std::task::Poll<std::io::Result<()>> {
+            std::task::Poll::Ready(Ok(()))
+        }
+    }
+
+    /// A slow paced sender (100 kB/s: 200 bytes fall due per 2 ms tick) writes several
+    /// segments' worth at a time, not what fell due each tick; only the last tick may write
+    /// less. No bound on time: a stalled test only makes the writes larger.
+    #[tokio::test]
+    async fn a_slow_paced_sender_writes_whole_segments() {
+        let mut w = Writes::default();
+        let sent = paced_write(&mut w, 100_000, Duration::from_millis(300)).await.unwrap();
+        assert_eq!(sent, w.0.iter().sum::<usize>() as u64);
+        assert!(sent <= 30_000, "{sent}");
+        let whole = w.0.iter().filter(|&&n| n as u64 >= TCP_MIN_WRITE).count();
+        assert!(whole >= 1 && w.0.len() <= whole + 1, "{:?}", w.0);
     }
 }
