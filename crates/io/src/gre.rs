@@ -11,7 +11,7 @@
 //!   the GRE header and payload; the kernel adds the outer header from the bound address.
 //!   Receives and sends are batched with `recvmmsg`/`sendmmsg` ([`crate::sys`]).
 //! - **Tenants.** Each tenant has its own TUN device (one queue per worker) opened with virtio-net
-//!   headers: a read may be a TCP super-packet (TSO), split by tun-rs into MTU-sized packets
+//!   headers: a read may be a TCP super-packet (TSO), split here into MTU-sized packets
 //!   straight into headroomed slots, each encapsulated in place and sent in one `sendmmsg`
 //!   batch; decapsulated packets are written with [`crate::gro::write_coalesced`], one
 //!   `writev` per run of one flow's TCP segments. Its tunnels' routes point into it. A
@@ -67,7 +67,7 @@ const MAX_SPLIT: usize = 128;
 /// super-packets split) fill it before it is sent.
 const TUN_BATCH: usize = 2 * MAX_SPLIT;
 /// Bytes of one TUN read: the virtio-net header and a 64 KiB super-packet.
-const TUN_READ: usize = tun_rs::VIRTIO_NET_HDR_LEN + 65_535;
+const TUN_READ: usize = gate64_wire::offload::VNET_HDR_LEN + 65_535;
 /// Batches read from one ready descriptor before the others get their turn.
 const ROUNDS: usize = 8;
 /// Socket buffers asked for (the kernel caps them unless CAP_NET_ADMIN forces them).
@@ -87,7 +87,7 @@ impl Gateway {
     /// Starts `workers` threads (at least one; one when a tunnel sends sequence numbers):
     /// `tuns[i]` is the device of tenant `i`, made by [`create_tun`], whose further queues
     /// are opened here, one per worker.
-    pub fn spawn(gre: Gre, tuns: Vec<tun_rs::SyncDevice>, workers: usize) -> io::Result<Gateway> {
+    pub fn spawn(gre: Gre, tuns: Vec<crate::tun::TunQueue>, workers: usize) -> io::Result<Gateway> {
         let now = Instant::now();
         let senders: Vec<Gre> = (1..workers.max(1)).map_while(|_| gre.sender(now)).collect();
         if senders.len() + 1 < workers {
@@ -95,12 +95,10 @@ impl Gateway {
         }
         let workers = senders.len() + 1;
         // queues[w][tenant]: worker w's queue of each tenant's device.
-        let mut queues: Vec<Vec<Arc<tun_rs::SyncDevice>>> = vec![Vec::new(); workers];
+        let mut queues: Vec<Vec<Arc<crate::tun::TunQueue>>> = vec![Vec::new(); workers];
         for first in tuns {
             for q in queues.iter_mut().skip(1) {
-                let queue = first.try_clone()?;
-                queue.set_nonblocking(true)?;
-                q.push(Arc::new(queue));
+                q.push(Arc::new(first.another_queue()?));
             }
             queues[0].push(Arc::new(first));
         }
@@ -175,22 +173,19 @@ impl std::ops::Drop for Gateway {
 }
 
 /// Creates tenant `name`'s TUN device `dev`: up, MTU `mtu`, no address (the kernel routes
-/// into it by the routes added with [`route`]).
-pub fn create_tun(dev: &str, mtu: u16) -> io::Result<tun_rs::SyncDevice> {
-    let d = tun_rs::DeviceBuilder::new()
-        .name(dev)
-        .mtu(mtu)
-        // virtio-net headers: the kernel hands over TCP super-packets (TSO, split here into
-        // MTU-sized packets, each its own GRE packet) and takes coalesced decapsulated
-        // segments (GRO), so one TUN syscall moves up to 64 KiB either way.
-        .offload(true)
-        // One queue per worker ([`Gateway::spawn`] opens the others).
-        .multi_queue(true)
-        .enable(true)
-        .build_sync()
-        .map_err(|e| io::Error::new(e.kind(), format!("creating TUN device `{dev}`: {e}")))?;
-    d.set_nonblocking(true)?;
-    Ok(d)
+/// into it by the routes added with [`route`]). Opened with virtio-net headers
+/// ([`crate::tun::open_device`]), so the kernel hands over TCP super-packets (TSO, split here
+/// into MTU-sized packets, each its own GRE packet) and takes coalesced decapsulated segments
+/// (GRO), one TUN syscall moving up to 64 KiB either way. Without the corporate TUN's threaded
+/// NAPI: measured with `bench/gre.sh`, it moved no more (docs/performance.md, "GRE
+/// site-to-site"). Multi-queue: [`Gateway::spawn`] opens one more queue per further worker.
+pub fn create_tun(dev: &str, mtu: u16) -> io::Result<crate::tun::TunQueue> {
+    let first = crate::tun::open_device(dev, 1, true, false)?
+        .pop()
+        .ok_or_else(|| io::Error::other(format!("TUN device `{dev}`: no queue")))?;
+    let mtu = mtu.to_string();
+    crate::tun::ip(&["link", "set", "dev", dev, "mtu", &mtu, "up"])?;
+    Ok(first)
 }
 
 /// Routes `net` into `dev` in routing table `table` with route MTU `mtu`
@@ -353,10 +348,10 @@ struct Engine {
     /// Socket index of each tunnel.
     socket_of: Vec<usize>,
     /// This worker's queue of each tenant's device, read here.
-    tuns: Vec<Arc<tun_rs::SyncDevice>>,
+    tuns: Vec<Arc<crate::tun::TunQueue>>,
     /// Worker 0 only (the receiver): `[worker][tenant]`, every queue decapsulated packets
     /// are written to.
-    queues: Vec<Vec<Arc<tun_rs::SyncDevice>>>,
+    queues: Vec<Vec<Arc<crate::tun::TunQueue>>>,
     rx: Vec<Vec<u8>>,
     /// Where each received datagram's inner packet lies (slot, range), its tenant and the
     /// queue (worker) its flow hashes to.
@@ -377,7 +372,7 @@ impl Engine {
     fn new(
         gre: Gre,
         sockets: Vec<RawSocket>,
-        queues: &[Vec<Arc<tun_rs::SyncDevice>>],
+        queues: &[Vec<Arc<crate::tun::TunQueue>>],
         worker: usize,
     ) -> io::Result<Self> {
         let socket_of = gre
@@ -537,8 +532,8 @@ impl Engine {
     }
 
     /// Fills one batch from tenant `tenant`'s device: each read is one packet or a
-    /// super-packet split into MTU-sized packets (TSO/USO done here, each segment its own GRE
-    /// packet), encapsulated in place for the tunnel its destination routes to; the batch then
+    /// super-packet split into MTU-sized packets (TSO done here, each segment its own GRE
+    /// packet; the kernel segments UDP itself), encapsulated in place for the tunnel its destination routes to; the batch then
     /// goes out with `sendmmsg`. Returns whether the device may hold more.
     fn tun_batch(&mut self, tenant: usize) -> bool {
         self.out.clear();

@@ -37,7 +37,9 @@ pub const TX_QUEUE_LEN: u32 = 4096;
 #[derive(Debug)]
 pub struct TunQueue {
     file: File,
-    napi: bool,
+    /// The device's name and the TUNSETIFF flags, to open further queues like this one.
+    name: String,
+    flags: libc::c_int,
 }
 
 impl TunQueue {
@@ -82,13 +84,39 @@ impl TunQueue {
         }
         Ok(TunQueue {
             file,
-            napi: flags & libc::IFF_NAPI != 0,
+            name: name.to_owned(),
+            flags,
         })
+    }
+
+    /// Opens one more queue of this multi-queue device, with the same flags (a NAPI thread
+    /// of its own when the device's NAPI is threaded).
+    pub fn another_queue(&self) -> io::Result<TunQueue> {
+        TunQueue::open(&self.name, self.flags)
+    }
+
+    /// The device's MTU (SIOCGIFMTU on a datagram socket of the calling thread's namespace).
+    pub fn mtu(&self) -> io::Result<u16> {
+        let sock = std::net::UdpSocket::bind((std::net::Ipv4Addr::UNSPECIFIED, 0))
+            .or_else(|_| std::net::UdpSocket::bind((Ipv6Addr::UNSPECIFIED, 0)))?;
+        // SAFETY: as in `open`, all zeroes is a valid `ifreq`.
+        let mut req: libc::ifreq = unsafe { std::mem::zeroed() };
+        for (d, &b) in req.ifr_name.iter_mut().zip(self.name.as_bytes()) {
+            *d = b as libc::c_char;
+        }
+        // SAFETY: a socket descriptor and an `ifreq` naming an interface (NUL-terminated: the
+        // name was checked to be shorter than the field when the queue was opened).
+        if unsafe { libc::ioctl(sock.as_raw_fd(), libc::SIOCGIFMTU, &mut req) } < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: SIOCGIFMTU fills the `ifru_mtu` member.
+        let mtu = unsafe { req.ifr_ifru.ifru_mtu };
+        u16::try_from(mtu).map_err(|_| io::Error::other(format!("MTU {mtu} out of range")))
     }
 
     /// True when writes go to the queue's NAPI (see the type's documentation).
     pub fn napi(&self) -> bool {
-        self.napi
+        self.flags & libc::IFF_NAPI != 0
     }
 
     /// Reads one packet, or one TCP super-packet, into `raw` (at least
@@ -126,13 +154,7 @@ impl AsRawFd for TunQueue {
 /// `gate64 demo`'s user namespace) the device is made again without, and writes forward the
 /// packet in the worker's time, as a plain TUN does.
 pub fn create(name: &str, mtu: u16, address: Ipv6Addr, queues: usize) -> io::Result<Vec<CorpLink>> {
-    let links = match create_queues(name, queues, true) {
-        Ok(links) => links,
-        Err(e) => {
-            tracing::info!(device = name, reason = %e, "TUN without NAPI threads");
-            create_queues(name, queues, false)?
-        }
-    };
+    let links = open_device(name, queues, queues > 1, true)?;
     // Each queue holds this many packets for its worker; the kernel's default of 500
     // dropped bursts from the corporate side (a TCP sender's window arriving while the
     // worker was busy with the client side: `tx_drop` on the device in the capacity lab).
@@ -158,11 +180,38 @@ pub fn create(name: &str, mtu: u16, address: Ipv6Addr, queues: usize) -> io::Res
     Ok(links.into_iter().map(CorpLink::Tun).collect())
 }
 
+/// Opens `queues` queues (at least one) of the offloading TUN device `name`, multi-queue if
+/// `multi_queue` (more can be added with [`TunQueue::another_queue`]); with `napi`, with
+/// threaded NAPI where `/sys` allows it and without where not (see [`create`]). The device is
+/// not brought up.
+pub fn open_device(
+    name: &str,
+    queues: usize,
+    multi_queue: bool,
+    napi: bool,
+) -> io::Result<Vec<TunQueue>> {
+    if !napi {
+        return open_queues(name, queues, multi_queue, false);
+    }
+    match open_queues(name, queues, multi_queue, true) {
+        Ok(links) => Ok(links),
+        Err(e) => {
+            tracing::info!(device = name, reason = %e, "TUN without NAPI threads");
+            open_queues(name, queues, multi_queue, false)
+        }
+    }
+}
+
 /// Opens `queues` queues of `name`; with `napi`, also switches the device's NAPI to threaded
 /// mode, and fails (closing the queues, so the device goes away) when that is refused.
-fn create_queues(name: &str, queues: usize, napi: bool) -> io::Result<Vec<TunQueue>> {
+fn open_queues(
+    name: &str,
+    queues: usize,
+    multi_queue: bool,
+    napi: bool,
+) -> io::Result<Vec<TunQueue>> {
     let mut flags = libc::IFF_TUN | libc::IFF_NO_PI | libc::IFF_VNET_HDR;
-    if queues > 1 {
+    if multi_queue {
         flags |= libc::IFF_MULTI_QUEUE;
     }
     if napi {

@@ -237,7 +237,9 @@ mod tests {
     #[tokio::test]
     async fn a_slow_paced_sender_writes_whole_segments() {
         let mut w = Writes::default();
-        let sent = paced_write(&mut w, 100_000, Duration::from_millis(300)).await.unwrap();
+        let sent = paced_write(&mut w, 100_000, Duration::from_millis(300))
+            .await
+            .unwrap();
         assert_eq!(sent, w.0.iter().sum::<usize>() as u64);
         assert!(sent <= 30_000, "{sent}");
         let whole = w.0.iter().filter(|&&n| n as u64 >= TCP_MIN_WRITE).count();
