@@ -219,7 +219,8 @@ setup_ovs() {
 # machine_ticks: non-idle clock ticks of every core (/proc/stat "cpu" line).
 machine_ticks() { awk '/^cpu / {print $2 + $3 + $4 + $7 + $8 + $9; exit}' /proc/stat; }
 
-# engine_ticks: CPU ticks of the GRE processes (gate64 or ovs-vswitchd) at both ends.
+# engine_ticks: CPU ticks of the GRE processes (gate64 or ovs-vswitchd) at both ends, with
+# the NAPI threads of their namespaces' devices, if any (lib.sh napi_ticks).
 engine_ticks() {
     local t=0 ns pid
     for ns in "$SITE" "$GW"; do
@@ -228,7 +229,7 @@ engine_ticks() {
             t=$((t + $(sed 's/^.*) //' "/proc/$pid/stat" | awk '{print $12 + $13}')))
         done
     done
-    echo "$t"
+    echo $((t + $(napi_ticks "$SITE" "$GW")))
 }
 
 RESULTS=()  # "setup flows dir mbps machine_cpu engine_cpu"
@@ -288,4 +289,4 @@ for r in "${RESULTS[@]}"; do
     eff=$(awk -v m="$mbps" -v c="$mcpu" 'BEGIN {if (c > 0) printf "%.1f", m / c; else print "inf"}')
     printf '%-7s %5s %5s %10s %14s %12s %12s\n' "$setup" "$flows" "$dir" "$mbps" "$mcpu" "$eff" "$ecpu"
 done
-printf '(Mbit/s/CPU-s = Mbit/s divided by the CPU seconds of the whole machine during the run,\n as in bench/teredo.sh; engine CPU s = user + system time of gate64 or ovs-vswitchd at both\n tunnel ends.)\n'
+printf '(Mbit/s/CPU-s = Mbit/s divided by the CPU seconds of the whole machine during the run,\n as in bench/teredo.sh; engine CPU s = user + system time of gate64 or ovs-vswitchd at both\n tunnel ends, with the NAPI threads of their devices.)\n'

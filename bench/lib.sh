@@ -201,7 +201,7 @@ build_gate64() {
 # ---------------------------------------------------------------- measurement
 
 # ns_ticks NS [EXCLUDE_COMM]: clock ticks (utime + stime, all threads) of every process in NS,
-# except those whose comm is EXCLUDE_COMM.
+# except those whose comm is EXCLUDE_COMM, plus napi_ticks NS.
 ns_ticks() {
     local ns=$1 skip=${2:-} pid total=0 t
     for pid in $(ip netns pids "$ns"); do
@@ -210,6 +210,28 @@ ns_ticks() {
         fi
         # Fields after "pid (comm) ": state is 1, utime 12, stime 13.
         t=$(sed 's/^.*) //' "/proc/$pid/stat" 2>/dev/null | awk '{print $12 + $13}') || t=0
+        total=$((total + ${t:-0}))
+    done
+    echo $((total + $(napi_ticks "$ns")))
+}
+
+# napi_ticks NS...: clock ticks of the kernel's NAPI threads (napi/DEV-N) of the devices of
+# the namespaces NS..., each thread once. gate64's corporate TUN runs threaded NAPI: the
+# forwarding that a plain TUN (Miredo's, TAYGA's) does inside the engine's own write runs
+# there, so it is counted with the engine's CPU. (A thread's name carries only the device's
+# name: a device of the same name in another namespace would be counted too.)
+napi_ticks() {
+    local ns total=0 t devs=" " comm dev
+    for ns in "$@"; do
+        devs+="$(ip netns exec "$ns" ls /sys/class/net 2>/dev/null | tr '\n' ' ')"
+    done
+    for comm in /proc/[0-9]*/comm; do
+        read -r dev <"$comm" 2>/dev/null || continue
+        case $dev in napi/*-*) ;; *) continue ;; esac
+        dev=${dev#napi/}
+        dev=${dev%-*}
+        case $devs in *" $dev "*) ;; *) continue ;; esac
+        t=$(sed 's/^.*) //' "${comm%comm}stat" 2>/dev/null | awk '{print $12 + $13}') || t=0
         total=$((total + ${t:-0}))
     done
     echo "$total"

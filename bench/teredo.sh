@@ -255,5 +255,8 @@ for flows in $FLOWS; do
         printf '%-5s %5s %22s %10s %22s\n' "$flows" "$dir" "$(ratio "$g" "$m")" "$(ratio "$gt" "$mt")" "$(ratio "$gm" "$mm")"
     done
 done
-printf '(CPU s = user + system time of all relay processes in tsrv during the run; kernel\n forwarding and softirq work is not attributed to either; machine s = whole-machine\n busy time from /proc/stat, softirq included, over the same run.)\n'
+printf '%s\n' "(CPU s = user + system time of all relay processes in tsrv during the run, with the" \
+    " kernel NAPI threads of tsrv's devices (gate64's TUN); other kernel forwarding and" \
+    " softirq is attributed to neither; machine s = whole-machine busy time from /proc/stat," \
+    " softirq included, over the same run.)"
 exit "$failed"
