@@ -20,7 +20,7 @@ fuzz_target!(|data: &[u8]| {
         let (count, slot) = (usize::from(sel >> 4) + 1, 64 << (sel >> 1 & 7));
         let mut bufs = vec![vec![0u8; slot]; count];
         let mut sizes = vec![0usize; count];
-        let mut slots = Slots { bufs: &mut bufs, sizes: &mut sizes, offset: 8, filled: 0 };
+        let mut slots = Slots::new(&mut bufs, &mut sizes, 8);
         if let (Ok(n), Ok(m)) = (stream, split_to(rest, &mut slots)) {
             assert_eq!(n, m);
             let joined: Vec<u8> = (0..m).flat_map(|k| bufs[k][8..8 + sizes[k]].to_vec()).collect();

@@ -131,12 +131,7 @@ impl TunQueue {
         offset: usize,
     ) -> io::Result<usize> {
         let n = crate::sys::read(self.file.as_raw_fd(), raw)?;
-        let mut out = Slots {
-            bufs,
-            sizes,
-            offset,
-            filled: 0,
-        };
+        let mut out = Slots::new(bufs, sizes, offset);
         split_to(&raw[..n], &mut out)
             .map_err(|e: SplitError| io::Error::new(io::ErrorKind::InvalidData, e))
     }

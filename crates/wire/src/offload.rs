@@ -257,6 +257,18 @@ pub struct Slots<'a, B> {
     pub filled: usize,
 }
 
+impl<'a, B> Slots<'a, B> {
+    /// Empty slots `bufs`, packets to start at `offset` in each, their lengths into `sizes`.
+    pub fn new(bufs: &'a mut [B], sizes: &'a mut [usize], offset: usize) -> Self {
+        Slots {
+            bufs,
+            sizes,
+            offset,
+            filled: 0,
+        }
+    }
+}
+
 impl<B: AsMut<[u8]>> SplitOut for Slots<'_, B> {
     fn next_packet(&mut self, head: &[u8], body: &[u8]) -> Option<&mut [u8]> {
         let len = head.len() + body.len();
@@ -535,9 +547,8 @@ mod tests {
         }
     }
 
-    #[test]
-    fn split_undoes_coalescing() {
-        // Three segments coalesced into a super-packet, then split again.
+    /// Three segments of one flow and the super-packet read they coalesce into.
+    fn three_coalesced() -> ([Vec<u8>; 3], Vec<u8>) {
         let segs = [
             tcp6(1000, 1000, 0, 1),
             tcp6(2000, 1000, 0, 2),
@@ -550,6 +561,13 @@ mod tests {
         for s in &segs {
             raw.extend_from_slice(&s[72..]);
         }
+        (segs, raw)
+    }
+
+    #[test]
+    fn split_undoes_coalescing() {
+        // Three segments coalesced into a super-packet, then split again.
+        let (segs, raw) = three_coalesced();
         let mut out = Vec::new();
         assert_eq!(split_into(&raw, &mut out), Ok(3));
         let mut at = 0;
@@ -569,29 +587,13 @@ mod tests {
 
     #[test]
     fn split_into_slots_gives_the_stream_split_one_packet_per_slot() {
-        let segs = [
-            tcp6(1000, 1000, 0, 1),
-            tcp6(2000, 1000, 0, 2),
-            tcp6(3000, 10, TCP_PSH, 3),
-        ];
-        let fs = segment(&segs[0]).unwrap();
-        let mut hdr = [0u8; VNET_HDR_LEN + MAX_HEADERS];
-        let n = super_headers(&mut hdr, &segs[0], &fs, 2010, TCP_PSH);
-        let mut raw = hdr[..n].to_vec();
-        for s in &segs {
-            raw.extend_from_slice(&s[72..]);
-        }
+        let (_, raw) = three_coalesced();
         let mut stream = Vec::new();
         assert_eq!(split_into(&raw, &mut stream), Ok(3));
         let (offset, slot) = (16, 16 + 1072);
         let mut bufs = vec![vec![0u8; slot]; 4];
         let mut sizes = [0usize; 4];
-        let mut out = Slots {
-            bufs: &mut bufs,
-            sizes: &mut sizes,
-            offset,
-            filled: 0,
-        };
+        let mut out = Slots::new(&mut bufs, &mut sizes, offset);
         assert_eq!(split_to(&raw, &mut out), Ok(3));
         assert_eq!(out.filled, 3);
         let mut at = 0;
@@ -603,21 +605,11 @@ mod tests {
         assert_eq!(at, stream.len());
         // Too few slots, or slots too small for a segment: refused, not cut short.
         let mut sizes = [0usize; 2];
-        let mut out = Slots {
-            bufs: &mut bufs[..2],
-            sizes: &mut sizes,
-            offset,
-            filled: 0,
-        };
+        let mut out = Slots::new(&mut bufs[..2], &mut sizes, offset);
         assert_eq!(split_to(&raw, &mut out), Err(SplitError::NoRoom));
         let mut small = vec![vec![0u8; slot - 1]; 4];
         let mut sizes = [0usize; 4];
-        let mut out = Slots {
-            bufs: &mut small,
-            sizes: &mut sizes,
-            offset,
-            filled: 0,
-        };
+        let mut out = Slots::new(&mut small, &mut sizes, offset);
         assert_eq!(split_to(&raw, &mut out), Err(SplitError::NoRoom));
     }
 
