@@ -150,6 +150,13 @@ impl AsRawFd for TunQueue {
 /// packet in the worker's time, as a plain TUN does.
 pub fn create(name: &str, mtu: u16, address: Ipv6Addr, queues: usize) -> io::Result<Vec<CorpLink>> {
     let links = open_device(name, queues, queues > 1, true)?;
+    let napi = links.first().is_some_and(TunQueue::napi);
+    tracing::info!(
+        device = name,
+        queues = links.len(),
+        napi_threads = napi,
+        "TUN device open"
+    );
     // Each queue holds this many packets for its worker; the kernel's default of 500
     // dropped bursts from the corporate side (a TCP sender's window arriving while the
     // worker was busy with the client side: `tx_drop` on the device in the capacity lab).
