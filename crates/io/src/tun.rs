@@ -25,6 +25,11 @@ use std::process::Command;
 
 /// Packets the kernel queues per TUN queue for gate64 to read (`txqueuelen`).
 pub const TX_QUEUE_LEN: u32 = 4096;
+/// Bytes (skb truesize) one NAPI queue may hold between gate64's write and the packet's next
+/// IP receive or transmit (`TUNSETSNDBUF`; the kernel's default is unlimited). The NAPI path
+/// queues a write without a length check, so this is what bounds it if the NAPI thread falls
+/// behind: a write past it fails (EAGAIN) and is counted as `tx_error`.
+pub const NAPI_QUEUE_BYTES: libc::c_int = 16 << 20;
 
 /// One queue of gate64's TUN device, opened with virtio-net headers (TSO/GRO offload).
 ///
@@ -81,6 +86,13 @@ impl TunQueue {
         } < 0
         {
             return Err(io::Error::last_os_error());
+        }
+        if flags & libc::IFF_NAPI != 0 {
+            let limit: libc::c_int = NAPI_QUEUE_BYTES;
+            // SAFETY: a TUN descriptor and a pointer to an int that outlives the call.
+            if unsafe { libc::ioctl(file.as_raw_fd(), libc::TUNSETSNDBUF, &limit) } < 0 {
+                return Err(io::Error::last_os_error());
+            }
         }
         Ok(TunQueue {
             file,
