@@ -307,9 +307,11 @@ fn corp_read(
             Ok(0) => return Ok((n, false)),
             Ok(k) => n += k,
             // A read the split refused (a GSO type gate64 does not cut, or headers shorter
-            // than announced) is consumed: count it and read on.
+            // than announced) is consumed and counted. It ends the batch, and with nothing
+            // read the drain too, so a queue of such reads cannot hold the worker here.
             Err(e) if e.kind() == io::ErrorKind::InvalidData => {
                 stats.count_drops(DropReason::Unsupported, 1);
+                return Ok((n, n > 0));
             }
             Err(e) if n == 0 => return Err(e),
             Err(_) => return Ok((n, false)),
