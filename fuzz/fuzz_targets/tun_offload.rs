@@ -3,8 +3,9 @@
 //! write splits back into as many packets as it carries.
 //! Input: `[selector][records: len byte, bytes]`. Selector bit 0: also try `split_into` on the
 //! raw input, and the split into a worker's slots (`split_to` with `Slots`, as small as the
-//! selector's high bits say), which must agree with it packet for packet when both succeed. Packets whose first byte is even get a valid-looking IPv6/TCP prefix, so runs
-//! form often enough to reach the coalescing code.
+//! selector's high bits say), which must agree with it packet for packet when both succeed.
+//! Packets whose first byte is even get a valid-looking IPv6/TCP prefix, so runs form often
+//! enough to reach the coalescing code.
 #![no_main]
 
 use gate64_wire::offload::{Slots, VNET_HDR_LEN, for_each_write, split_into, split_to};

@@ -533,8 +533,9 @@ impl Engine {
 
     /// Fills one batch from tenant `tenant`'s device: each read is one packet or a
     /// super-packet split into MTU-sized packets (TSO done here, each segment its own GRE
-    /// packet; the kernel segments UDP itself), encapsulated in place for the tunnel its destination routes to; the batch then
-    /// goes out with `sendmmsg`. Returns whether the device may hold more.
+    /// packet; the kernel segments UDP itself), encapsulated in place for the tunnel its
+    /// destination routes to; the batch then goes out with `sendmmsg`. Returns whether the
+    /// device may hold more.
     fn tun_batch(&mut self, tenant: usize) -> bool {
         self.out.clear();
         let mut used = 0;

@@ -382,24 +382,25 @@ fn adopt(row: &mut Row, step: &Step) {
     row.internet_mbps = step.internet_mbps;
     row.offered_mbps = step.offered_mbps;
     row.cpu_percent = step.cpu_percent;
-    row.corpnet_mbps_per_gate64_core = if step.cpu_percent > 0.0 {
-        step.corpnet_mbps / (step.cpu_percent / 100.0)
-    } else {
-        0.0
-    };
+    row.corpnet_mbps_per_gate64_core = per_core(step.corpnet_mbps, step.cpu_percent);
     row.machine_cpu_percent = step.machine_cpu_percent;
     row.softirq_percent = step.softirq_percent;
     row.generator_cpu_percent = step.generator_cpu_percent;
     row.napi_cpu_percent = step.napi_cpu_percent;
-    let with_napi = step.cpu_percent + step.napi_cpu_percent;
-    row.corpnet_mbps_per_core_with_napi = if with_napi > 0.0 {
-        step.corpnet_mbps / (with_napi / 100.0)
-    } else {
-        0.0
-    };
+    row.corpnet_mbps_per_core_with_napi =
+        per_core(step.corpnet_mbps, step.cpu_percent + step.napi_cpu_percent);
     row.gate64_rss_bytes = step.gate64_rss_bytes;
     row.loss_percent = step.loss_percent;
     row.rtt_p99_ms = step.rtt_p99_ms;
+}
+
+/// `mbps` per busy core, for a CPU share in percent of one core (0 when nothing was busy).
+fn per_core(mbps: f64, cpu_percent: f64) -> f64 {
+    if cpu_percent > 0.0 {
+        mbps / (cpu_percent / 100.0)
+    } else {
+        0.0
+    }
 }
 
 /// Mbit/s between two byte counters read `secs` apart.

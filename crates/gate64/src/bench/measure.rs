@@ -164,12 +164,10 @@ impl KernelThreadsClock {
             .iter()
             .filter_map(|(pid, t)| Some(t.saturating_sub(*self.ticks.get(pid)?)))
             .sum();
-        let wall = now.at.duration_since(self.at).as_secs_f64();
-        if wall > 0.0 {
-            used as f64 / ticks_per_sec() * 100.0 / wall
-        } else {
-            0.0
-        }
+        percent_of_core(
+            used as f64 / ticks_per_sec(),
+            now.at.duration_since(self.at),
+        )
     }
 }
 
@@ -201,9 +199,17 @@ impl CpuClock {
     /// CPU seconds used since `self`, and that in percent of one core.
     pub fn since(&self, now: &CpuClock) -> (f64, f64) {
         let cpu = (now.cpu_seconds - self.cpu_seconds).max(0.0);
-        let wall = now.at.duration_since(self.at).as_secs_f64();
-        let percent = if wall > 0.0 { cpu * 100.0 / wall } else { 0.0 };
-        (cpu, percent)
+        (cpu, percent_of_core(cpu, now.at.duration_since(self.at)))
+    }
+}
+
+/// `cpu_seconds` used over `wall`, in percent of one core (0 for no time).
+fn percent_of_core(cpu_seconds: f64, wall: std::time::Duration) -> f64 {
+    let wall = wall.as_secs_f64();
+    if wall > 0.0 {
+        cpu_seconds * 100.0 / wall
+    } else {
+        0.0
     }
 }
 
