@@ -2,10 +2,11 @@
 //!
 //! - `netns_iphttps_clients_that_stop_reading_without_ipsec`: in each round, the established
 //!   client in `tcli` measures its iperf3 (-R and forward) undisturbed, then while `tcorp`
-//!   sends the same traffic as below to /64s that no client holds (the control: what the
-//!   sender and the TUN path take of the 2 cores without any stalled client); then 2,000 IP-HTTPS
+//!   sends the trickle below to /64s that no client holds (the control: what the sender and
+//!   the TUN path take of the 2 cores without any stalled client); then 2,000 IP-HTTPS
 //!   clients from `tatk` (8 addresses, `iphttps-load --stop-reading`) link up and never read
-//!   again while `tcorp` sends UDP towards every one of them, and the established client
+//!   again while `tcorp` sends UDP towards every one of them (20,000 datagrams a second until
+//!   gate64 takes no more for them, then a trickle of 2,000), and the established client
 //!   measures again while they are stalled. gate64's peak RSS (VmHWM) stays under its RSS
 //!   before the load + `iphttps.queue_budget_bytes` + a per-connection allowance
 //!   ([`PER_CONNECTION_ALLOWANCE`]); the send queues' gauge never passes the budget; stalled
@@ -27,7 +28,7 @@ use std::io::Write;
 use std::net::{Ipv6Addr, SocketAddr, TcpStream, UdpSocket};
 use std::path::Path;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, ensure};
@@ -52,9 +53,26 @@ const BUDGET: u64 = 16 << 20;
 const PER_CONNECTION_ALLOWANCE: u64 = 112 << 10;
 /// Undisturbed and disturbed iperf3 runs.
 const IPERF_SECS: u32 = 6;
-/// `iphttps.write_timeout_secs` in the stalled-clients test: longer than both iperf3
-/// directions of a round (1 + 2 x `IPERF_SECS`), so they run while every stalled link is open.
+/// `iphttps.write_timeout_secs` in the stalled-clients test: long enough that most stalled
+/// links are still open, if full, when the iperf3 runs start; the shed rule under budget
+/// pressure closes most of them before.
 const STALL_WRITE_TIMEOUT_SECS: u64 = 20;
+/// Datagrams a second towards the 2,000 stalled clients until gate64 takes no more for them
+/// (10 a second each: every client's TCP window, gate64's socket buffer and its queue fill
+/// within seconds).
+const FILL_RATE: u32 = 20_000;
+/// Datagrams a second towards the stalled clients (one each) and in the control while the
+/// established client measures: enough that every stalled link keeps being offered traffic,
+/// little enough that the test's own sender does not take the 2-core machine's CPU from the
+/// flow being measured (at `FILL_RATE` the control alone cost it 10-30 %).
+const TRICKLE_RATE: u32 = 2_000;
+/// Kernel memory one stalled connection's send side may take (`ss -tm` skmem `w`): gate64
+/// caps unsent bytes at 32 KiB (TCP_NOTSENT_LOWAT), plus one record and the buffers'
+/// overhead (measured: ~45 KiB). Without the cap the autotuned send buffer took 132 KiB
+/// per stalled connection within 10 s, and kept growing.
+const SOCKET_SEND_ALLOWANCE: u64 = 96 << 10;
+/// The longest the fill may take before the stalled phase is measured anyway.
+const FILL_MAX: Duration = Duration::from_secs(60);
 /// Rounds of (undisturbed, stalled) iperf3 pairs (median of the ratios printed):
 /// `$G64_STALLED_IPERF_RUNS`, else 1.
 fn iperf_runs() -> usize {
@@ -142,7 +160,8 @@ fn clients_that_stop_reading(topo: &Topology) -> Result<()> {
             "round {}/{rounds}: undisturbed -R {:.0} Mbit/s, forward {:.0} Mbit/s (load \
              average {}); the same traffic to /64s nobody holds (control): {}; {STALLED} \
              stalled clients getting traffic: {} (load average {}; {:.0} iphttps_queue_full \
-             drops, all clients); {} datagrams sent to them; {:.0} stalled links closed",
+             drops, all clients; gate64 took data for them for {:.1} s at {FILL_RATE}/s, then \
+             {TRICKLE_RATE}/s); {} datagrams sent to them; {:.0} stalled links closed",
             round + 1,
             r.undisturbed.reverse / 1e6,
             r.undisturbed.forward / 1e6,
@@ -151,8 +170,27 @@ fn clients_that_stop_reading(topo: &Topology) -> Result<()> {
             r.disturbed.report(&r.undisturbed),
             r.load_disturbed,
             r.queue_full_drops,
+            r.fill.took.as_secs_f64(),
             r.sent,
             r.closed,
+        );
+        println!(
+            "round {}: kernel send side of gate64's connections: up to {} connections with \
+             unsent bytes at once, the largest {} KiB",
+            round + 1,
+            r.fill.peak_backlogged,
+            r.fill.peak_socket_bytes >> 10
+        );
+        ensure!(
+            r.fill.peak_backlogged >= STALLED / 2,
+            "only {} connections ever held unsent bytes: the stalled clients' windows did not \
+             close",
+            r.fill.peak_backlogged
+        );
+        ensure!(
+            r.fill.peak_socket_bytes <= SOCKET_SEND_ALLOWANCE,
+            "a stalled connection's kernel send side took {} bytes, over {SOCKET_SEND_ALLOWANCE}",
+            r.fill.peak_socket_bytes
         );
         ensure!(
             r.disturbed.reverse > 0.0 && r.disturbed.forward > 0.0,
@@ -202,18 +240,82 @@ fn clients_that_stop_reading(topo: &Topology) -> Result<()> {
     Ok(())
 }
 
+/// The fill of the stalled clients' buffers ([`wait_until_stalled`]).
+struct Fill {
+    /// How long gate64 took data for them.
+    took: Duration,
+    /// The largest kernel send-side allocation of one of gate64's :443 connections seen
+    /// meanwhile (`ss -tm`, skmem `w`), in bytes.
+    peak_socket_bytes: u64,
+    /// The most connections holding unsent bytes at once.
+    peak_backlogged: usize,
+}
+
+/// The kernel's send side of gate64's IP-HTTPS connections (`ss -tm` in `tsrv`): the largest
+/// skmem `w` (bytes queued, with their overhead) and how many have any.
+fn socket_send_memory(topo: &Topology) -> Result<(u64, usize)> {
+    let out = topo
+        .srv
+        .exec_ok(&["ss", "-tmnH", "state", "established", "( sport = :443 )"])?;
+    let queued = out.split("skmem:(").skip(1).filter_map(|m| {
+        m.split([',', ')'])
+            .find_map(|f| f.strip_prefix('w').and_then(|v| v.parse::<u64>().ok()))
+    });
+    Ok(queued.fold((0, 0), |(peak, n), w| (peak.max(w), n + usize::from(w > 0))))
+}
+
+/// Waits until gate64 takes no more data for the stalled clients: each has its TCP window,
+/// gate64's socket buffer and its send queue full, or was shed. That is when gate64's
+/// IP-HTTPS sends (packets queued to a link; no iperf3 runs meanwhile) fall under a
+/// twentieth of `FILL_RATE` over a second. Samples the connections' kernel memory each
+/// second meanwhile. Takes at most `FILL_MAX`.
+fn wait_until_stalled(topo: &Topology) -> Fill {
+    let queued = || {
+        topo.metrics().ok().and_then(|m| {
+            m.get(
+                "gate64_packets_total",
+                &[("side", "internet"), ("direction", "tx")],
+            )
+        })
+    };
+    let start = Instant::now();
+    let mut fill = Fill {
+        took: Duration::ZERO,
+        peak_socket_bytes: 0,
+        peak_backlogged: 0,
+    };
+    let mut last = queued();
+    while start.elapsed() < FILL_MAX {
+        std::thread::sleep(Duration::from_secs(1));
+        if let Ok((peak, backlogged)) = socket_send_memory(topo) {
+            fill.peak_socket_bytes = fill.peak_socket_bytes.max(peak);
+            fill.peak_backlogged = fill.peak_backlogged.max(backlogged);
+        }
+        let now = queued();
+        if let (Some(before), Some(after)) = (last, now)
+            && after - before < f64::from(FILL_RATE / 20)
+        {
+            break;
+        }
+        last = now;
+    }
+    fill.took = start.elapsed();
+    fill
+}
+
 /// The first /64 (index in `IPHTTPS_PREFIX`) of the control's traffic: far past every round's
 /// clients, so it is routed to gate64 and dropped there as it finds no client.
 const CONTROL_FIRST: u128 = 40_000;
 
-/// Runs `during` while `tcorp` sends the stalled clients' traffic to the `STALLED` /64s from
+/// Runs `during` while `tcorp` sends `rate` datagrams a second to the `STALLED` /64s from
 /// index `first`, starting 1 s before it; returns its result and how many datagrams went.
 fn with_traffic_to<T>(
     topo: &Topology,
     first: u128,
+    rate: u32,
     during: impl FnOnce() -> Result<T>,
 ) -> Result<(T, u64)> {
-    let sender = TrafficToClients::start(topo, first)?;
+    let sender = TrafficToClients::start(topo, first, rate)?;
     std::thread::sleep(Duration::from_secs(1));
     let result = during();
     let n = sender.stop()?;
@@ -221,23 +323,32 @@ fn with_traffic_to<T>(
 }
 
 /// `tcorp` sending UDP to the `STALLED` /64s from index `first` ([`to_stalled_clients`]) on
-/// a thread of its own, until stopped (or dropped, on an error path).
+/// a thread of its own at a rate that can change, until stopped (or dropped, on an error
+/// path).
 struct TrafficToClients {
     stop: Arc<AtomicBool>,
+    rate: Arc<AtomicU32>,
     thread: Option<std::thread::JoinHandle<Result<Result<u64>>>>,
 }
 
 impl TrafficToClients {
-    fn start(topo: &Topology, first: u128) -> Result<TrafficToClients> {
+    /// Starts sending `rate` datagrams a second.
+    fn start(topo: &Topology, first: u128, rate: u32) -> Result<TrafficToClients> {
         let stop = Arc::new(AtomicBool::new(false));
-        let flag = Arc::clone(&stop);
-        let thread = topo
-            .corp
-            .spawn_thread("to-clients", move || to_stalled_clients(first, &flag))?;
+        let rate = Arc::new(AtomicU32::new(rate));
+        let (flag, per_sec) = (Arc::clone(&stop), Arc::clone(&rate));
+        let thread = topo.corp.spawn_thread("to-clients", move || {
+            to_stalled_clients(first, &per_sec, &flag)
+        })?;
         Ok(TrafficToClients {
             stop,
+            rate,
             thread: Some(thread),
         })
+    }
+
+    fn set_rate(&self, per_sec: u32) {
+        self.rate.store(per_sec, Ordering::Relaxed);
     }
 
     /// Stops the sender; returns how many datagrams it sent.
@@ -265,6 +376,8 @@ struct Round {
     /// The same traffic sent to /64s that no client holds: what the sender and the TUN path
     /// cost the 2-core machine without any stalled client.
     control: Throughput,
+    /// gate64 taking data for the stalled clients until every one of them was full or shed.
+    fill: Fill,
     disturbed: Throughput,
     load_undisturbed: String,
     load_disturbed: String,
@@ -274,10 +387,11 @@ struct Round {
     closed: f64,
 }
 
-/// One round: the established client's iperf3 undisturbed, then 2,000 fresh clients link up
-/// from `tatk`, stop reading, and get traffic while the established client's iperf3 runs
-/// again (both directions inside the write timeout, so every stalled link is still open).
-/// Each round pairs its disturbed figures with the undisturbed ones taken just before, so a
+/// One round: the established client's iperf3 undisturbed, then with the trickle to /64s
+/// nobody holds (the control); then 2,000 fresh clients link up from `tatk` and stop
+/// reading, get `FILL_RATE` until gate64 takes no more for them, and the established
+/// client's iperf3 runs again while they stay stalled with `TRICKLE_RATE` still offered to
+/// them. Each round pairs its figures with the undisturbed ones taken just before, so a
 /// shared machine's drift between rounds cancels out. The round ends once the stalled links
 /// were closed and the load is gone. The memory bound is checked in the first round.
 fn stalled_round(
@@ -290,9 +404,11 @@ fn stalled_round(
 ) -> Result<Round> {
     let load_undisturbed = loadavg();
     let undisturbed = Throughput::measure(topo).context("iperf3 over IP-HTTPS, undisturbed")?;
-    let control = with_traffic_to(topo, CONTROL_FIRST, || Throughput::measure(topo))
-        .context("iperf3 while the same traffic goes to /64s nobody holds")?
-        .0;
+    let control = with_traffic_to(topo, CONTROL_FIRST, TRICKLE_RATE, || {
+        Throughput::measure(topo)
+    })
+    .context("iperf3 while the same traffic goes to /64s nobody holds")?
+    .0;
     let rss_before = rss_kib(gate.pid(), "VmRSS")?;
     let timeouts = || {
         topo.metrics()
@@ -316,10 +432,10 @@ fn stalled_round(
     // Traffic towards every stalled client: fresh /64s are handed out in order, so this
     // round's clients hold the STALLED prefixes after those of earlier rounds (and the
     // established client's, the first).
-    let sender = TrafficToClients::start(topo, 1 + (round * STALLED) as u128)?;
+    let sender = TrafficToClients::start(topo, 1 + (round * STALLED) as u128, FILL_RATE)?;
     let drops_before = queue_full_drops(topo);
     let watching = AtomicBool::new(true);
-    let (disturbed, peak_queued) = std::thread::scope(|s| {
+    let ((fill, disturbed), peak_queued) = std::thread::scope(|s| {
         let watcher = s.spawn(|| {
             let mut peak = 0.0f64;
             while watching.load(Ordering::Relaxed) {
@@ -330,10 +446,12 @@ fn stalled_round(
             }
             peak
         });
+        let fill = wait_until_stalled(topo);
+        sender.set_rate(TRICKLE_RATE);
         std::thread::sleep(Duration::from_secs(1));
         let r = Throughput::measure(topo);
         watching.store(false, Ordering::Relaxed);
-        (r, watcher.join().unwrap_or(f64::MAX))
+        ((fill, r), watcher.join().unwrap_or(f64::MAX))
     });
     let disturbed = disturbed.context("iperf3 while the stalled clients get traffic")?;
     let queue_full_drops = queue_full_drops(topo) - drops_before;
@@ -381,6 +499,7 @@ fn stalled_round(
     Ok(Round {
         undisturbed,
         control,
+        fill,
         disturbed,
         load_undisturbed,
         load_disturbed,
@@ -433,7 +552,7 @@ fn memory_per_connection(topo: &Topology) -> Result<()> {
             &[("side", "internet"), ("direction", "tx")],
         )
         .unwrap_or(0.0);
-    let sender = TrafficToClients::start(topo, 1)?;
+    let sender = TrafficToClients::start(topo, 1, FILL_RATE)?;
     std::thread::sleep(Duration::from_secs(6));
     let active = rss_kib(gate.pid(), "VmRSS")?;
     sender.stop()?;
@@ -462,8 +581,9 @@ fn memory_per_connection(topo: &Topology) -> Result<()> {
 }
 
 /// UDP from `tcorp` to the first address of each stalled client's /64 (the `STALLED` /64s from
-/// index `first` of `IPHTTPS_PREFIX`) until `stop`, 1,200-byte datagrams round-robin at up to ~20,000 a second.
-fn to_stalled_clients(first: u128, stop: &AtomicBool) -> Result<u64> {
+/// index `first` of `IPHTTPS_PREFIX`) until `stop`: 1,200-byte datagrams round-robin, `rate`
+/// a second (read at every 10 ms tick, so it can change while it runs).
+fn to_stalled_clients(first: u128, rate: &AtomicU32, stop: &AtomicBool) -> Result<u64> {
     let sock = UdpSocket::bind("[::]:0").context("UDP socket in tcorp")?;
     let base: Ipv6Addr = IPHTTPS_PREFIX
         .split('/')
@@ -472,25 +592,23 @@ fn to_stalled_clients(first: u128, stop: &AtomicBool) -> Result<u64> {
         .parse()
         .context("IPHTTPS_PREFIX")?;
     let payload = [0x5au8; 1200];
-    let start = Instant::now();
-    let (mut n, mut attempts) = (0u64, 0u64);
-    'send: while !stop.load(Ordering::Relaxed) {
-        for i in first..first + STALLED as u128 {
-            let dst = Ipv6Addr::from(u128::from(base) | (i << 64) | 1);
-            if sock.send_to(&payload, SocketAddr::from((dst, 9))).is_ok() {
+    let mut targets = (first..first + STALLED as u128)
+        .map(|i| SocketAddr::from((Ipv6Addr::from(u128::from(base) | (i << 64) | 1), 9)))
+        .cycle();
+    let mut n = 0u64;
+    let mut tick = Instant::now();
+    while !stop.load(Ordering::Relaxed) {
+        for dst in targets
+            .by_ref()
+            .take((rate.load(Ordering::Relaxed) / 100) as usize)
+        {
+            if sock.send_to(&payload, dst).is_ok() {
                 n += 1;
             }
-            attempts += 1;
-            if attempts.is_multiple_of(1000) {
-                // Pace at about 20k datagrams a second.
-                let due = Duration::from_micros(attempts * 50);
-                if let Some(wait) = due.checked_sub(start.elapsed()) {
-                    std::thread::sleep(wait);
-                }
-                if stop.load(Ordering::Relaxed) {
-                    break 'send;
-                }
-            }
+        }
+        tick += Duration::from_millis(10);
+        if let Some(wait) = tick.checked_duration_since(Instant::now()) {
+            std::thread::sleep(wait);
         }
     }
     Ok(n)

@@ -557,38 +557,52 @@ pub fn write(fd: RawFd, buf: &[u8]) -> io::Result<usize> {
     }
 }
 
+/// Sets an integer socket option.
+fn setsockopt_int(
+    fd: RawFd,
+    level: libc::c_int,
+    opt: libc::c_int,
+    v: libc::c_int,
+) -> io::Result<()> {
+    // SAFETY: v is a live c_int and we pass its size.
+    cvt(unsafe {
+        libc::setsockopt(
+            fd,
+            level,
+            opt,
+            (&v as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    })?;
+    Ok(())
+}
+
 /// Sets both socket buffers with SO_RCVBUFFORCE/SO_SNDBUFFORCE (needs CAP_NET_ADMIN).
 pub fn set_buffer_force(fd: RawFd, bytes: usize) -> io::Result<()> {
     let v = libc::c_int::try_from(bytes).unwrap_or(libc::c_int::MAX);
     for opt in [libc::SO_RCVBUFFORCE, libc::SO_SNDBUFFORCE] {
-        // SAFETY: v is a live c_int and we pass its size.
-        cvt(unsafe {
-            libc::setsockopt(
-                fd,
-                libc::SOL_SOCKET,
-                opt,
-                (&v as *const libc::c_int).cast(),
-                std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-            )
-        })?;
+        setsockopt_int(fd, libc::SOL_SOCKET, opt, v)?;
     }
     Ok(())
 }
 
 /// Keeps the kernel from setting DF on Teredo datagrams (RFC 4380 §5.1.2: SHOULD NOT be set).
 pub fn set_pmtudisc_dont(fd: RawFd) -> io::Result<()> {
-    let v: libc::c_int = libc::IP_PMTUDISC_DONT;
-    // SAFETY: v is a live c_int and we pass its size.
-    cvt(unsafe {
-        libc::setsockopt(
-            fd,
-            libc::IPPROTO_IP,
-            libc::IP_MTU_DISCOVER,
-            (&v as *const libc::c_int).cast(),
-            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-        )
-    })?;
-    Ok(())
+    setsockopt_int(
+        fd,
+        libc::IPPROTO_IP,
+        libc::IP_MTU_DISCOVER,
+        libc::IP_PMTUDISC_DONT,
+    )
+}
+
+/// Caps the bytes a TCP socket holds that were written but not yet sent
+/// (TCP_NOTSENT_LOWAT): a write beyond it would block. Bytes in flight are not counted, so
+/// a reading peer keeps its whole congestion window; a peer whose window stays closed holds
+/// at most `bytes` of kernel memory instead of a send buffer that autotuning keeps growing.
+pub fn set_notsent_lowat(fd: RawFd, bytes: usize) -> io::Result<()> {
+    let v = libc::c_int::try_from(bytes).unwrap_or(libc::c_int::MAX);
+    setsockopt_int(fd, libc::IPPROTO_TCP, libc::TCP_NOTSENT_LOWAT, v)
 }
 
 #[cfg(test)]
