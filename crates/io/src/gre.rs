@@ -608,13 +608,16 @@ impl Engine {
                 continue;
             }
             let (out, tx) = (&self.out, &self.tx);
-            let r = sys::send_batch_to(s.socket.as_raw_fd(), n, |j| {
-                let o = &out[mine[j]];
-                (&tx[o.slot][o.start..o.end], o.to)
-            });
-            if let Err(e) = r {
-                debug!(error = %e, local = %s.local, "GRE send failed");
-            }
+            // A packet the kernel refuses is skipped; the rest of the batch still goes.
+            sys::send_batch_reporting(
+                s.socket.as_raw_fd(),
+                n,
+                |j| {
+                    let o = &out[mine[j]];
+                    (&tx[o.slot][o.start..o.end], o.to)
+                },
+                |_, e| crate::log_limited!(debug, error = %e, local = %s.local, "GRE send failed"),
+            );
         }
         self.out.clear();
     }

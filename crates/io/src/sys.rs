@@ -120,6 +120,39 @@ fn recvmmsg_into<A>(
     Ok(got)
 }
 
+/// A datagram's destination as `sendmmsg` takes it: an IPv4 socket address (written as a
+/// small `sockaddr_in`, the Teredo path) or one of either family (`sockaddr_storage`).
+pub trait Destination: Copy {
+    /// The C address it is written as.
+    type Raw: Copy;
+    /// An all-zero address, a valid empty value.
+    fn empty() -> Self::Raw;
+    /// Writes `self` into `raw`; returns the length to pass with it.
+    fn write(self, raw: &mut Self::Raw) -> libc::socklen_t;
+}
+
+impl Destination for SocketAddrV4 {
+    type Raw = libc::sockaddr_in;
+    fn empty() -> libc::sockaddr_in {
+        to_sockaddr(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0))
+    }
+    fn write(self, raw: &mut libc::sockaddr_in) -> libc::socklen_t {
+        *raw = to_sockaddr(self);
+        std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t
+    }
+}
+
+impl Destination for SocketAddr {
+    type Raw = libc::sockaddr_storage;
+    fn empty() -> libc::sockaddr_storage {
+        // SAFETY: an all-zero sockaddr_storage is a valid (AF_UNSPEC) value.
+        unsafe { std::mem::zeroed() }
+    }
+    fn write(self, raw: &mut libc::sockaddr_storage) -> libc::socklen_t {
+        addr_to_storage(self, raw)
+    }
+}
+
 /// Sends `n` datagrams with as few `sendmmsg` calls as possible; `msg(i)` gives the bytes and
 /// destination of datagram `i`. Returns how many the kernel took. A datagram the kernel
 /// refuses (an unroutable or forbidden destination) is skipped and the rest are sent; see
@@ -139,10 +172,10 @@ pub fn send_batch<'a>(
 /// failing one is skipped and the call repeated for the rest. A full socket buffer
 /// (`EAGAIN`, `ENOBUFS`) fails every datagram behind it too, so those are given up at once
 /// instead of being tried one by one.
-pub fn send_batch_reporting<'a>(
+pub fn send_batch_reporting<'a, A: Destination>(
     fd: RawFd,
     n: usize,
-    msg: impl Fn(usize) -> (&'a [u8], SocketAddrV4),
+    msg: impl Fn(usize) -> (&'a [u8], A),
     mut failed: impl FnMut(usize, &io::Error),
 ) -> usize {
     let mut next = 0;
@@ -177,26 +210,25 @@ fn is_buffer_full(e: &io::Error) -> bool {
 }
 
 /// One `sendmmsg` of datagrams `first..first + count` (`count` ≤ [`BATCH`]).
-fn sendmmsg_chunk<'a>(
+fn sendmmsg_chunk<'a, A: Destination>(
     fd: RawFd,
     first: usize,
     count: usize,
-    msg: &impl Fn(usize) -> (&'a [u8], SocketAddrV4),
+    msg: &impl Fn(usize) -> (&'a [u8], A),
 ) -> io::Result<usize> {
     let count = count.min(BATCH);
+    let mut addrs = [A::empty(); BATCH];
     // SAFETY: zeroed C structs are valid empty values; the iovecs only read from the data.
-    let mut addrs: [libc::sockaddr_in; BATCH] = unsafe { std::mem::zeroed() };
     let mut iovs: [libc::iovec; BATCH] = unsafe { std::mem::zeroed() };
     let mut hdrs: [libc::mmsghdr; BATCH] = unsafe { std::mem::zeroed() };
     for i in 0..count {
         let (data, to) = msg(first + i);
-        addrs[i] = to_sockaddr(to);
+        hdrs[i].msg_hdr.msg_namelen = to.write(&mut addrs[i]);
         iovs[i] = libc::iovec {
             iov_base: data.as_ptr() as *mut libc::c_void,
             iov_len: data.len(),
         };
-        hdrs[i].msg_hdr.msg_name = (&mut addrs[i] as *mut libc::sockaddr_in).cast();
-        hdrs[i].msg_hdr.msg_namelen = std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t;
+        hdrs[i].msg_hdr.msg_name = (&mut addrs[i] as *mut A::Raw).cast();
         hdrs[i].msg_hdr.msg_iov = &mut iovs[i];
         hdrs[i].msg_hdr.msg_iovlen = 1;
     }
@@ -310,51 +342,6 @@ pub fn recv_batch_from<S: AsMut<[u8]>>(
             truncated: h.msg_hdr.msg_flags & libc::MSG_TRUNC != 0,
         };
     })
-}
-
-/// Sends `n` datagrams to destinations of either address family with as few `sendmmsg`
-/// calls as possible; `msg(i)` gives the bytes and destination of datagram `i`. Returns how
-/// many the kernel took, or the error of the first call that failed (a call interrupted by a
-/// signal is repeated).
-pub fn send_batch_to<'a>(
-    fd: RawFd,
-    n: usize,
-    msg: impl Fn(usize) -> (&'a [u8], SocketAddr),
-) -> io::Result<usize> {
-    let mut sent = 0;
-    while sent < n {
-        let chunk = (n - sent).min(BATCH);
-        // SAFETY: zeroed C structs are valid empty values; the iovecs only read from the data.
-        let mut addrs: [libc::sockaddr_storage; BATCH] = unsafe { std::mem::zeroed() };
-        let mut iovs: [libc::iovec; BATCH] = unsafe { std::mem::zeroed() };
-        let mut hdrs: [libc::mmsghdr; BATCH] = unsafe { std::mem::zeroed() };
-        for i in 0..chunk {
-            let (data, to) = msg(sent + i);
-            hdrs[i].msg_hdr.msg_namelen = addr_to_storage(to, &mut addrs[i]);
-            iovs[i] = libc::iovec {
-                iov_base: data.as_ptr() as *mut libc::c_void,
-                iov_len: data.len(),
-            };
-            hdrs[i].msg_hdr.msg_name = (&mut addrs[i] as *mut libc::sockaddr_storage).cast();
-            hdrs[i].msg_hdr.msg_iov = &mut iovs[i];
-            hdrs[i].msg_hdr.msg_iovlen = 1;
-        }
-        // SAFETY: headers point at live arrays; the kernel only reads the data buffers, which
-        // the caller keeps alive for 'a.
-        let r = unsafe { libc::sendmmsg(fd, hdrs.as_mut_ptr(), chunk as libc::c_uint, 0) };
-        if r < 0 {
-            let e = io::Error::last_os_error();
-            if e.kind() == io::ErrorKind::Interrupted {
-                continue;
-            }
-            return Err(e);
-        }
-        if r == 0 {
-            break;
-        }
-        sent += r as usize;
-    }
-    Ok(sent)
 }
 
 /// Raises the soft `RLIMIT_NOFILE` to the hard limit, and to `want` past it when this process
@@ -695,6 +682,27 @@ mod tests {
         assert_eq!(got, want);
     }
 
+    /// The same for destinations of either family (the DNS64 and GRE paths): a refused
+    /// datagram is reported and skipped, the rest arrive.
+    #[test]
+    fn a_failing_datagram_of_either_family_does_not_abandon_the_batch() {
+        let a = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let b = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let to = b.local_addr().unwrap();
+        let unroutable = SocketAddr::new(Ipv4Addr::BROADCAST.into(), to.port());
+        let payloads: Vec<Vec<u8>> = (0..40u8).map(|i| vec![i; 8]).collect();
+        let mut failures = Vec::new();
+        let sent = send_batch_reporting(
+            a.as_raw_fd(),
+            40,
+            |i| (&payloads[i][..], if i == 0 { unroutable } else { to }),
+            |i, e| failures.push((i, e.kind())),
+        );
+        assert_eq!(sent, 39);
+        assert_eq!(failures, vec![(0, io::ErrorKind::PermissionDenied)]);
+        assert_eq!(recv_all_from(&b, 39).len(), 39);
+    }
+
     #[test]
     fn gso_send_arrives_as_separate_datagrams() {
         let a = UdpSocket::bind("127.0.0.1:0").unwrap();
@@ -763,7 +771,12 @@ mod tests {
             };
             let to = b.local_addr().unwrap();
             let payloads: Vec<Vec<u8>> = (0..40u8).map(|i| vec![i; 1 + usize::from(i)]).collect();
-            let sent = send_batch_to(a.as_raw_fd(), 40, |i| (&payloads[i][..], to)).unwrap();
+            let sent = send_batch_reporting(
+                a.as_raw_fd(),
+                40,
+                |i| (&payloads[i][..], to),
+                |i, e| panic!("datagram {i}: {e}"),
+            );
             assert_eq!(sent, 40);
             let got = recv_all_from(&b, 40);
             assert_eq!(got.len(), 40, "{local}");

@@ -336,12 +336,13 @@ impl UdpThread {
                     miss(&dns, &sock, &in_flight, request, src);
                 }
             }
-            if hits > 0
-                && let Err(e) =
-                    sys::send_batch_to(fd, hits, |i| (&tx[i][..replies[i].1], replies[i].0))
-            {
-                crate::log_limited!(debug, error = %e, "DNS64 UDP send failed");
-            }
+            // A reply the kernel refuses is skipped; the rest of the batch still goes.
+            sys::send_batch_reporting(
+                fd,
+                hits,
+                |i| (&tx[i][..replies[i].1], replies[i].0),
+                |_, e| crate::log_limited!(debug, error = %e, "DNS64 UDP send failed"),
+            );
         }
     }
 }
