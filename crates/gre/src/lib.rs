@@ -93,7 +93,8 @@ pub enum DropReason {
     #[error("GRE version other than 0")]
     BadVersion,
     /// RFC 1701 routing/strict-route/recursion bits set, an inner packet that is not what the
-    /// Protocol Type says, or a payload type gate64 does not carry.
+    /// Protocol Type says, or a payload type gate64 does not carry (also a super-packet from
+    /// the tenant's TUN that the driver cannot split).
     #[error("malformed")]
     Malformed,
     /// No tunnel between these outer addresses.

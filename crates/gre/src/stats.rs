@@ -39,7 +39,8 @@ impl DropStats {
         self.counts[reason.index()].load(Ordering::Relaxed)
     }
 
-    pub(crate) fn count(&self, reason: DropReason) {
+    /// Counts one drop; also for the driver's own refusals (a TUN read it cannot split).
+    pub fn count(&self, reason: DropReason) {
         bump(&self.counts[reason.index()], 1);
     }
 }

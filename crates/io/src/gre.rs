@@ -558,6 +558,9 @@ impl Engine {
                 Err(e) => {
                     // A super-packet that cannot be split is lost, not the device; the
                     // batch so far is still sent (handle_tun bounds the retries).
+                    if e.kind() == io::ErrorKind::InvalidData {
+                        self.gre.drops().count(DropReason::Malformed);
+                    }
                     debug!(error = %e, "TUN read failed");
                     break;
                 }
