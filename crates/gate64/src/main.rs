@@ -174,7 +174,8 @@ fn init_logging(cfg: &Config) -> Result<LogControl> {
 }
 
 /// A panic in a worker thread leaves its share of the clients (its SO_REUSEPORT socket, its
-/// TUN queue, its relay timers) without service while the others run on, which is worse than
+/// TUN queue, its relay timers; a DNS64 UDP thread's share of the queries; a GRE worker's
+/// tunnels and TUN queues) without service while the others run on, which is worse than
 /// a restart: the panic is logged, then the process aborts and the service manager restarts
 /// it (`Restart=on-failure` in the systemd unit). Panics elsewhere (a connection task) stay
 /// with their task.
@@ -195,10 +196,14 @@ fn abort_on_worker_panic() {
     }));
 }
 
-/// The UDP worker threads are named `gate64-w<N>` (`gate64_io::Workers::spawn`).
+/// The threads that own a share of the traffic: the UDP workers `gate64-w<N>`
+/// (`gate64_io::Workers::spawn`), the DNS64 UDP threads `gate64-dns<N>` and the GRE workers
+/// `gre-<N>`.
 fn is_worker_thread(name: &str) -> bool {
-    name.strip_prefix("gate64-w")
-        .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+    ["gate64-w", "gate64-dns", "gre-"].iter().any(|prefix| {
+        name.strip_prefix(prefix)
+            .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+    })
 }
 
 /// SIGHUP: reads the file again and applies it, or refuses it as a whole (logged, counted);
@@ -389,7 +394,7 @@ mod tests {
 
     #[test]
     fn only_worker_threads_abort_the_process() {
-        for name in ["gate64-w0", "gate64-w15"] {
+        for name in ["gate64-w0", "gate64-w15", "gate64-dns1", "gre-0"] {
             assert!(is_worker_thread(name), "{name}");
         }
         for name in [
@@ -397,6 +402,8 @@ mod tests {
             "gate64-bindlog",
             "gate64-w",
             "gate64-wx",
+            "gate64-dns",
+            "gre-x",
             "main",
         ] {
             assert!(!is_worker_thread(name), "{name}");
