@@ -2,22 +2,24 @@
 //!
 //! - `netns_teredo_spoofer_reflects_nothing_without_ipsec`: an attacker aims gate64's Teredo port at a third
 //!   party (crafted bubbles, junk and RFC 6081 trailers, payloads to Teredo addresses that
-//!   encode the victim's IPv4:port) for 30 s; UDP sockets in the victim's namespace find none of
-//!   the attacker's bytes and at most the rate-limited trickle of bubbles; a Miredo client
-//!   keeps reaching the corporate host.
+//!   encode the victim's IPv4:port) for 30 s; a packet capture in the victim's namespace
+//!   (every IPv4 packet that reaches it, any port or protocol) finds none of the attacker's
+//!   bytes and at most the rate-limited trickle of bubbles; a Miredo client keeps reaching
+//!   the corporate host.
 //! - `netns_teredo_peer_table_flood_admits_new_client_without_ipsec`: one host floods the peer table (every
 //!   flag value from 1,024 mappings) for 60 s, as the issue asks; a new Miredo client from
 //!   another address qualifies and reaches the corporate host during it, and the table stays
 //!   within the per-address cap (filled in well under a second, then refilled thousands of
 //!   times over).
 
-use std::net::{SocketAddrV4, UdpSocket};
+use std::net::{Ipv4Addr, SocketAddrV4, UdpSocket};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, ensure};
+use gate64_testkit::capture::Ipv4Capture;
 use gate64_testkit::flood::{self, PeerFloodConfig, Reflect, ReflectConfig, VictimCounts};
 use gate64_testkit::{
     ATTACKER_V4, CORP_HOST, Gate64Options, Metrics, Netns, SERVER_V4, TEREDO_PORT, Topology,
@@ -235,11 +237,15 @@ fn peers(m: &Metrics) -> f64 {
     m.sum("gate64_teredo_peers", &[])
 }
 
-/// UDP sockets in the victim's namespace, classifying what arrives.
+/// What reaches the victim: a packet capture in its namespace ([`Ipv4Capture`]) counts every
+/// IPv4 packet that comes in, on any port and of any protocol (a UDP datagram by its payload,
+/// anything else as foreign), not only what the victim's sockets would read. Its UDP sockets
+/// on the encoded ports stay bound, so its kernel answers no port-unreachable to gate64.
 struct Listener {
     stop: Arc<AtomicBool>,
-    handle: JoinHandle<()>,
+    handle: JoinHandle<Result<()>>,
     counts: Arc<Mutex<VictimCounts>>,
+    _sockets: Vec<UdpSocket>,
 }
 
 impl Listener {
@@ -248,32 +254,31 @@ impl Listener {
         let sockets = vic.run_in(move || {
             addrs
                 .iter()
-                .map(|a| {
-                    let s = UdpSocket::bind(a)?;
-                    s.set_read_timeout(Some(Duration::from_millis(50)))?;
-                    Ok(s)
-                })
+                .map(UdpSocket::bind)
                 .collect::<std::io::Result<Vec<_>>>()
         })??;
+        let capture = Ipv4Capture::open(vic, Duration::from_millis(50))?;
+        let victim: Ipv4Addr = VICTIM_V4.parse()?;
         let stop = Arc::new(AtomicBool::new(false));
         let counts = Arc::new(Mutex::new(VictimCounts::default()));
         let (flag, sink) = (stop.clone(), counts.clone());
         let handle = thread::spawn(move || {
-            let mut buf = [0u8; 2048];
+            let mut buf = [0u8; 65536];
             while !flag.load(Ordering::Relaxed) {
-                for s in &sockets {
-                    while let Ok(n) = s.recv(&mut buf) {
-                        sink.lock()
-                            .unwrap_or_else(|e| e.into_inner())
-                            .add(&buf[..n]);
-                    }
+                let Some(packet) = capture.next(&mut buf)? else {
+                    continue;
+                };
+                if let Some(payload) = to_victim(packet, victim) {
+                    sink.lock().unwrap_or_else(|e| e.into_inner()).add(payload);
                 }
             }
+            Ok(())
         });
         Ok(Listener {
             stop,
             handle,
             counts,
+            _sockets: sockets,
         })
     }
 
@@ -281,9 +286,27 @@ impl Listener {
         self.stop.store(true, Ordering::Relaxed);
         self.handle
             .join()
-            .map_err(|_| anyhow::anyhow!("victim listener panicked"))?;
+            .map_err(|_| anyhow::anyhow!("victim capture panicked"))?
+            .context("victim capture")?;
         Ok(*self.counts.lock().unwrap_or_else(|e| e.into_inner()))
     }
+}
+
+/// What an IPv4 packet addressed to `victim` carries: a UDP datagram's payload (first or
+/// only fragment), else everything after the IPv4 header; `None` for packets to others.
+fn to_victim(packet: &[u8], victim: Ipv4Addr) -> Option<&[u8]> {
+    let ihl = usize::from(packet.first()? & 0x0f) * 4;
+    let dst: [u8; 4] = packet.get(16..20)?.try_into().ok()?;
+    if Ipv4Addr::from(dst) != victim {
+        return None;
+    }
+    let total = usize::from(u16::from_be_bytes([*packet.get(2)?, *packet.get(3)?]));
+    let body = packet.get(ihl..total.min(packet.len()))?;
+    let first_fragment = u16::from_be_bytes([packet[6], packet[7]]) & 0x1fff == 0;
+    if packet[9] == 17 && first_fragment {
+        return body.get(8..);
+    }
+    Some(body)
 }
 
 /// Joins `handle` within `limit`.

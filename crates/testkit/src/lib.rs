@@ -18,6 +18,7 @@
 #![warn(missing_docs)]
 
 pub mod bird;
+pub mod capture;
 pub mod flood;
 pub mod keepalived;
 pub mod metrics;
