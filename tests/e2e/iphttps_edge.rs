@@ -19,7 +19,9 @@
 //!   RSS delta per connection for 2,000 idle links, then while each receives traffic and
 //!   reads it (active); asserts only that all linked up and traffic reached them.
 //! - `netns_iphttps_handshake_flood`: `tatk` opens TCP connections to :443 as fast as two
-//!   threads can, half of them idle (no ClientHello), half sending garbage; during the flood
+//!   threads can, half of them idle (no ClientHello), half sending garbage, and makes whole
+//!   TLS handshakes and IP-HTTPS requests as fast as `iphttps-load` can (256 in flight, the
+//!   links it gets held); during the flood
 //!   legitimate clients from `tcli` each link up within 5 s, and the flood is counted under
 //!   `gate64_tls_handshakes_total{result="source_handshakes"}`.
 
@@ -637,6 +639,9 @@ fn handshake_flood(topo: &Topology) -> Result<()> {
             atk.spawn_thread("flood", move || flood(target, garbage == 1, &stop))
         })
         .collect::<Result<Vec<_>>>()?;
+    // And whole TLS handshakes from the same address, as many as it can: `iphttps-load`
+    // with 256 attempts in flight and a million to make, holding what links up.
+    let mut full = spawn_load_with(topo, &certs, atk, 1_000_000, "", false, 5)?;
     std::thread::sleep(Duration::from_secs(3));
 
     // Legitimate clients during the flood: each must link up within 5 s.
@@ -660,6 +665,7 @@ fn handshake_flood(topo: &Topology) -> Result<()> {
         }
     }
     stop.store(true, Ordering::Relaxed);
+    full.stop();
     let mut connects = 0;
     for f in flooders {
         connects += f
@@ -669,14 +675,21 @@ fn handshake_flood(topo: &Topology) -> Result<()> {
     let m = topo.metrics()?;
     let rise = |r: &str| handshakes(&m, r) - handshakes(&m0, r);
     println!(
-        "flood: {connects} TCP connections in total; refused at accept for the source's \
-         handshake limit {}, cut without a ClientHello {}, TLS errors {}, ok {}",
+        "flood: {connects} TCP connections from the two raw flooders; refused at accept for \
+         the source's handshake limit {}, for its connection limit {}, cut without a \
+         ClientHello {}, TLS errors {}, ok {} (12 of them the legitimate clients')",
         rise("source_handshakes"),
+        rise("source_connections"),
         rise("no_client_hello"),
         rise("tls_error"),
         rise("ok")
     );
     outcome?;
+    ensure!(
+        rise("ok") > 12.0,
+        "the flooding address completed no TLS handshake: the flood did not reach TLS\n{}",
+        gate64_lines(&m)
+    );
     ensure!(
         rise("source_handshakes") > 0.0,
         "the flood never hit iphttps.max_handshakes_per_source\n{}",
