@@ -7,8 +7,8 @@
 //!
 //! - `netns_reload_keeps_100_clients_and_serves_the_new_certificate_without_ipsec`: 50 Teredo + 50 IP-HTTPS
 //!   clients and a real Miredo client pass traffic; the file gets a new certificate (a new CA
-//!   too) and `log.level = "info"` (from "debug"), then SIGHUP: every client keeps passing traffic, none is
-//!   dropped, and a new TLS connection is served the new certificate (SHA-256 fingerprint by
+//!   too), `log.level = "info"` (from "debug") and two IP-HTTPS limits, then SIGHUP: every
+//!   client keeps passing traffic, none is dropped, and a new TLS connection is served the new certificate (SHA-256 fingerprint by
 //!   `openssl s_client`).
 //! - `netns_reload_of_a_restart_only_key_is_refused`: `server.workers` changed, then an
 //!   invalid file: both reloads refused (logged with the key, counted), gate64 keeps serving.
@@ -56,16 +56,32 @@ fn reload_keeps_clients(topo: &Topology) -> Result<()> {
 
     let file = topo.srv.dir().join("gate64-iphttps.toml");
     let conf = std::fs::read_to_string(&file).context("reading gate64's file")?;
-    // The lab starts at "debug"; the reload turns it down to "info".
+    // The lab starts at "debug"; the reload turns it down to "info", and sets two IP-HTTPS
+    // limits that apply live (their defaults are 30 s and 64 per source).
     let conf = conf
         .replace(path_str(&certs)?, path_str(&new_certs)?)
-        .replace("level = \"debug\"", "level = \"info\"");
+        .replace("level = \"debug\"", "level = \"info\"")
+        .replacen(
+            "[iphttps]\n",
+            "[iphttps]\nwrite_timeout_secs = 20\nmax_connections_per_source = 200\n",
+            1,
+        );
     ensure!(conf.contains("level = \"info\""), "no log level in\n{conf}");
+    ensure!(
+        conf.contains("write_timeout_secs = 20"),
+        "no [iphttps] section in\n{conf}"
+    );
     std::fs::write(&file, &conf).context("rewriting gate64's file")?;
     signal(&gate, "HUP")?;
     wait_log(&gate, "configuration reloaded")?;
     let line = log_line(&gate, "configuration reloaded");
-    for key in ["iphttps.certificate", "iphttps.private_key", "log.level"] {
+    for key in [
+        "iphttps.certificate",
+        "iphttps.private_key",
+        "iphttps.write_timeout_secs",
+        "iphttps.max_connections_per_source",
+        "log.level",
+    ] {
         ensure!(
             line.contains(key),
             "{key} not among the changed keys: {line}"

@@ -3,8 +3,9 @@
 //! A key is live when the daemon reads it again after start: the IP-HTTPS certificate, key and
 //! client CA (new connections get them; connections up keep theirs), the IKE certificate, key
 //! and CA and the RFC 4739 policy (new IKE SAs get them; IKE SAs up keep theirs), the log
-//! filter, the security step's switch (`ipsec.require`), the binding log's path and the
-//! IP-HTTPS connection cap. Every
+//! filter, the security step's switch (`ipsec.require`), the binding log's path, the
+//! IP-HTTPS connection caps (at once and per source), its ClientHello and write deadlines and
+//! its queue budget. Every
 //! other key shaped something built once at start (the TUN device, its routes, sockets and
 //! listeners, worker threads, tables sized or sharded from limits, the Teredo addresses a
 //! client's address is made of) and needs a restart; a reload that changes one is refused as
@@ -26,6 +27,11 @@ pub const LIVE_KEYS: &[&str] = &[
     "ipsec.intranet_second_auth",
     "nat64.binding_log",
     "limits.max_iphttps_connections",
+    "iphttps.max_handshakes_per_source",
+    "iphttps.max_connections_per_source",
+    "iphttps.client_hello_timeout_secs",
+    "iphttps.write_timeout_secs",
+    "iphttps.queue_budget_bytes",
 ];
 
 /// Appends `section.field` for every listed field that differs; when the sections differ in
@@ -79,7 +85,12 @@ impl Config {
                 prefix,
                 idle_timeout_secs,
                 ra_interval_secs,
-                send_queue_bytes
+                send_queue_bytes,
+                queue_budget_bytes,
+                write_timeout_secs,
+                client_hello_timeout_secs,
+                max_handshakes_per_source,
+                max_connections_per_source
             ]
         );
         diff!(
@@ -272,6 +283,34 @@ binding_log = "/var/log/gate64/bindings.jsonl"
             ]
         );
         assert!(a.restart_only_changes(&b).is_empty(), "{changed:?}");
+    }
+
+    #[test]
+    fn the_iphttps_limits_deadlines_and_queue_budget_are_live() {
+        let a = with("");
+        let b = edited(
+            "prefix = \"2001:db8:1::/48\"",
+            "prefix = \"2001:db8:1::/48\"\nmax_handshakes_per_source = 3\n\
+             max_connections_per_source = 5\nclient_hello_timeout_secs = 3\n\
+             write_timeout_secs = 10\nqueue_budget_bytes = 8388608",
+        );
+        assert_eq!(
+            a.changed_keys(&b),
+            [
+                "iphttps.queue_budget_bytes",
+                "iphttps.write_timeout_secs",
+                "iphttps.client_hello_timeout_secs",
+                "iphttps.max_handshakes_per_source",
+                "iphttps.max_connections_per_source",
+            ]
+        );
+        assert!(a.restart_only_changes(&b).is_empty());
+        // The per-connection queue bound is sized into each queue at link-up: restart.
+        let c = edited(
+            "prefix = \"2001:db8:1::/48\"",
+            "prefix = \"2001:db8:1::/48\"\nsend_queue_bytes = 65536",
+        );
+        assert_eq!(a.restart_only_changes(&c), ["iphttps.send_queue_bytes"]);
     }
 
     #[test]

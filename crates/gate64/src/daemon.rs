@@ -483,7 +483,9 @@ impl Daemon {
             if let Some(tls) = tls {
                 server.tls().replace(tls);
             }
-            server.set_max_connections(new.limits.max_iphttps_connections);
+            if let Some(settings) = iphttps_settings(new) {
+                server.apply(&settings);
+            }
         }
         if let (Some(ike), Some(control)) = (ike, &ike_control)
             && !ike.apply(control)

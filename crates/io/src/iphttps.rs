@@ -83,8 +83,10 @@ pub struct IphttpsServer {
     exporter: Exporter,
     handshakes: Arc<Semaphore>,
     handshake_timeout: Duration,
-    client_hello_timeout: Duration,
-    write_timeout: Duration,
+    /// `client_hello_timeout` and `write_timeout` of [`Settings`] in milliseconds, which a
+    /// reload may change.
+    client_hello_timeout_ms: AtomicU64,
+    write_timeout_ms: AtomicU64,
     admission: Arc<Admission>,
     send_queue_bytes: usize,
     /// Test hook: the connection task panics once its link is up.
@@ -146,6 +148,7 @@ impl IphttpsServer {
             .iphttps_clients()
             .budget()
             .set_limit(settings.queue_budget_bytes);
+        let admission = Admission::new(admission_limits(&settings));
         Ok(Arc::new(IphttpsServer {
             id: NEXT_SERVER_ID.fetch_add(1, Ordering::Relaxed),
             teredo,
@@ -157,13 +160,9 @@ impl IphttpsServer {
             exporter,
             handshakes: Arc::new(Semaphore::new(settings.max_handshakes.max(1))),
             handshake_timeout: settings.handshake_timeout,
-            client_hello_timeout: settings.client_hello_timeout,
-            write_timeout: settings.write_timeout,
-            admission: Admission::new(AdmissionLimits {
-                connections: settings.max_connections,
-                handshakes_per_source: settings.max_handshakes_per_source,
-                connections_per_source: settings.max_connections_per_source,
-            }),
+            client_hello_timeout_ms: AtomicU64::new(millis(settings.client_hello_timeout)),
+            write_timeout_ms: AtomicU64::new(millis(settings.write_timeout)),
+            admission,
             send_queue_bytes: settings.send_queue_bytes,
             #[cfg(test)]
             panic_after_link_up: std::sync::atomic::AtomicBool::new(false),
@@ -209,10 +208,30 @@ impl IphttpsServer {
         self.tls.clone()
     }
 
-    /// Changes `limits.max_iphttps_connections` for the accepts from now on (a reload);
-    /// connections above a lowered cap stay up.
-    pub fn set_max_connections(&self, max: usize) {
-        self.admission.set_max_connections(max);
+    /// Applies the settings a reload may change (docs/config.md, "Reloading"): the limits on
+    /// connections (at once, and per source before and after link-up) for the accepts from
+    /// now on, the ClientHello deadline for connections accepted from now on, the write
+    /// timeout for every write from now on, and the shared queue budget at once (a lowered
+    /// budget refuses new bytes until the queues drain below it). Connections above a
+    /// lowered limit stay up. The other fields of `settings` are ignored.
+    pub fn apply(&self, settings: &Settings) {
+        self.admission.set_limits(admission_limits(settings));
+        self.client_hello_timeout_ms
+            .store(millis(settings.client_hello_timeout), Ordering::Relaxed);
+        self.write_timeout_ms
+            .store(millis(settings.write_timeout), Ordering::Relaxed);
+        self.shared
+            .iphttps_clients()
+            .budget()
+            .set_limit(settings.queue_budget_bytes);
+    }
+
+    fn write_timeout(&self) -> Duration {
+        Duration::from_millis(self.write_timeout_ms.load(Ordering::Relaxed))
+    }
+
+    fn client_hello_timeout(&self) -> Duration {
+        Duration::from_millis(self.client_hello_timeout_ms.load(Ordering::Relaxed))
     }
 
     /// Open connections.
@@ -278,14 +297,14 @@ impl IphttpsServer {
         // Unacknowledged data to a client that vanished ends the connection as a stalled
         // write does, instead of ~15 minutes of retransmissions. Twice the write timeout: the
         // writer's own deadline, which counts the event, normally comes first.
-        let _ = socket2::SockRef::from(&tcp).set_tcp_user_timeout(Some(2 * self.write_timeout));
+        let _ = socket2::SockRef::from(&tcp).set_tcp_user_timeout(Some(2 * self.write_timeout()));
         if let Err(e) = crate::sys::set_notsent_lowat(tcp.as_raw_fd(), TCP_UNSENT_LIMIT) {
             crate::log_limited!(debug, %peer, error = %e, "TCP_NOTSENT_LOWAT refused");
         }
         let accepted = tokio::time::Instant::now();
         let deadline = accepted + self.handshake_timeout;
         // An idle TCP connection takes no handshake slot: only a started ClientHello does.
-        let hello = accepted + self.client_hello_timeout.min(self.handshake_timeout);
+        let hello = accepted + self.client_hello_timeout().min(self.handshake_timeout);
         if !matches!(
             tokio::time::timeout_at(hello, tcp.peek(&mut [0u8; 1])).await,
             Ok(Ok(1))
@@ -541,7 +560,7 @@ impl IphttpsServer {
             let t0 = tokio::time::Instant::now();
             let mut done = 0;
             while done < spare.len() {
-                let write = tokio::time::timeout(self.write_timeout, wr.write(&spare[done..]));
+                let write = tokio::time::timeout(self.write_timeout(), wr.write(&spare[done..]));
                 let written = tokio::select! {
                     r = write => r,
                     () = queue.shed() => return WriterEnd::Stalled("shed: queue budget under pressure"),
@@ -578,6 +597,18 @@ impl IphttpsServer {
     fn stalled(&self, by: &str) -> String {
         self.stats().iphttps_write_timeouts.inc();
         format!("stalled: the client stopped reading ({by})")
+    }
+}
+
+fn millis(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
+
+fn admission_limits(settings: &Settings) -> AdmissionLimits {
+    AdmissionLimits {
+        connections: settings.max_connections,
+        handshakes_per_source: settings.max_handshakes_per_source,
+        connections_per_source: settings.max_connections_per_source,
     }
 }
 

@@ -34,9 +34,10 @@ pub(super) enum Refusal {
 /// The counts of every connection.
 #[derive(Debug)]
 pub(super) struct Admission {
-    limits: AdmissionLimits,
-    /// `limits.connections`, which a reload may change.
-    max_connections: AtomicUsize,
+    /// The [`AdmissionLimits`], which a reload may change.
+    connections: AtomicUsize,
+    handshakes_per_source: AtomicUsize,
+    connections_per_source: AtomicUsize,
     state: Mutex<State>,
 }
 
@@ -66,8 +67,9 @@ fn source_key(peer: IpAddr) -> u128 {
 impl Admission {
     pub(super) fn new(limits: AdmissionLimits) -> Arc<Self> {
         Arc::new(Admission {
-            max_connections: AtomicUsize::new(limits.connections),
-            limits,
+            connections: AtomicUsize::new(limits.connections),
+            handshakes_per_source: AtomicUsize::new(limits.handshakes_per_source),
+            connections_per_source: AtomicUsize::new(limits.connections_per_source),
             state: Mutex::new(State::default()),
         })
     }
@@ -81,14 +83,14 @@ impl Admission {
     pub(super) fn admit(self: &Arc<Self>, peer: IpAddr) -> Result<Slot, Refusal> {
         let key = source_key(peer);
         let mut s = self.lock();
-        if s.connections >= self.max_connections.load(Ordering::Relaxed) {
+        if s.connections >= self.connections.load(Ordering::Relaxed) {
             return Err(Refusal::Busy);
         }
         let src = s.sources.get(&key).copied().unwrap_or_default();
-        if src.connections >= self.limits.connections_per_source {
+        if src.connections >= self.connections_per_source.load(Ordering::Relaxed) {
             return Err(Refusal::SourceConnections);
         }
-        if src.handshakes >= self.limits.handshakes_per_source {
+        if src.handshakes >= self.handshakes_per_source.load(Ordering::Relaxed) {
             return Err(Refusal::SourceHandshakes);
         }
         s.connections += 1;
@@ -102,10 +104,15 @@ impl Admission {
         })
     }
 
-    /// Changes the limit on connections at once for the admissions from now on; connections
-    /// above a lowered limit stay up.
-    pub(super) fn set_max_connections(&self, max: usize) {
-        self.max_connections.store(max, Ordering::Relaxed);
+    /// Changes the limits for the admissions from now on (a reload); connections above a
+    /// lowered limit stay up.
+    pub(super) fn set_limits(&self, limits: AdmissionLimits) {
+        self.connections
+            .store(limits.connections, Ordering::Relaxed);
+        self.handshakes_per_source
+            .store(limits.handshakes_per_source, Ordering::Relaxed);
+        self.connections_per_source
+            .store(limits.connections_per_source, Ordering::Relaxed);
     }
 
     /// Connections counted now.
@@ -185,6 +192,34 @@ mod tests {
         drop((h1, h2, h3, other));
         assert_eq!(a.connections(), 0);
         assert_eq!(a.sources(), 0, "no entry outlives its connections");
+    }
+
+    #[test]
+    fn a_reload_changes_the_limits_for_new_admissions_only() {
+        let a = admission(100, 1, 1);
+        let src: IpAddr = "203.0.113.20".parse().unwrap();
+        let mut first = a.admit(src).unwrap();
+        first.link_up();
+        assert_eq!(a.admit(src).unwrap_err(), Refusal::SourceConnections);
+        a.set_limits(AdmissionLimits {
+            connections: 100,
+            handshakes_per_source: 1,
+            connections_per_source: 2,
+        });
+        let second = a.admit(src).unwrap();
+        assert_eq!(a.admit(src).unwrap_err(), Refusal::SourceConnections);
+        // Lowered below what is held: nobody is dropped, new ones are refused.
+        a.set_limits(AdmissionLimits {
+            connections: 1,
+            handshakes_per_source: 1,
+            connections_per_source: 1,
+        });
+        assert_eq!(a.connections(), 2);
+        assert_eq!(
+            a.admit("198.51.100.10".parse().unwrap()).unwrap_err(),
+            Refusal::Busy
+        );
+        drop((first, second));
     }
 
     #[test]

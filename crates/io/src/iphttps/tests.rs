@@ -231,3 +231,22 @@ async fn an_idle_tcp_connection_takes_no_handshake_slot_and_is_cut() {
     );
     drop((idle, refused));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reload_raises_the_per_source_limit_for_new_connections() {
+    let lab = lab("reload", Duration::from_secs(30)).await;
+    let (status, _first) = link_up(&lab).await;
+    assert_eq!(status, 200);
+    // max_connections_per_source = 1: a second connection from 127.0.0.1 is closed at accept.
+    let refused = std::net::TcpStream::connect(lab.addr).unwrap();
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert_eq!(lab.server.connections(), 1);
+    drop(refused);
+    lab.server.apply(&Settings {
+        max_connections_per_source: 2,
+        ..settings(Duration::from_secs(30))
+    });
+    let (status, _second) = link_up(&lab).await;
+    assert_eq!(status, 200);
+    assert_eq!(lab.server.connections(), 2, "the first stayed up");
+}
