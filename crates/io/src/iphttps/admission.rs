@@ -35,9 +35,9 @@ pub(super) enum Refusal {
 #[derive(Debug)]
 pub(super) struct Admission {
     /// The [`AdmissionLimits`], which a reload may change.
-    connections: AtomicUsize,
-    handshakes_per_source: AtomicUsize,
-    connections_per_source: AtomicUsize,
+    max_connections: AtomicUsize,
+    max_handshakes_per_source: AtomicUsize,
+    max_connections_per_source: AtomicUsize,
     state: Mutex<State>,
 }
 
@@ -67,9 +67,9 @@ fn source_key(peer: IpAddr) -> u128 {
 impl Admission {
     pub(super) fn new(limits: AdmissionLimits) -> Arc<Self> {
         Arc::new(Admission {
-            connections: AtomicUsize::new(limits.connections),
-            handshakes_per_source: AtomicUsize::new(limits.handshakes_per_source),
-            connections_per_source: AtomicUsize::new(limits.connections_per_source),
+            max_connections: AtomicUsize::new(limits.connections),
+            max_handshakes_per_source: AtomicUsize::new(limits.handshakes_per_source),
+            max_connections_per_source: AtomicUsize::new(limits.connections_per_source),
             state: Mutex::new(State::default()),
         })
     }
@@ -83,14 +83,14 @@ impl Admission {
     pub(super) fn admit(self: &Arc<Self>, peer: IpAddr) -> Result<Slot, Refusal> {
         let key = source_key(peer);
         let mut s = self.lock();
-        if s.connections >= self.connections.load(Ordering::Relaxed) {
+        if s.connections >= self.max_connections.load(Ordering::Relaxed) {
             return Err(Refusal::Busy);
         }
         let src = s.sources.get(&key).copied().unwrap_or_default();
-        if src.connections >= self.connections_per_source.load(Ordering::Relaxed) {
+        if src.connections >= self.max_connections_per_source.load(Ordering::Relaxed) {
             return Err(Refusal::SourceConnections);
         }
-        if src.handshakes >= self.handshakes_per_source.load(Ordering::Relaxed) {
+        if src.handshakes >= self.max_handshakes_per_source.load(Ordering::Relaxed) {
             return Err(Refusal::SourceHandshakes);
         }
         s.connections += 1;
@@ -107,11 +107,11 @@ impl Admission {
     /// Changes the limits for the admissions from now on (a reload); connections above a
     /// lowered limit stay up.
     pub(super) fn set_limits(&self, limits: AdmissionLimits) {
-        self.connections
+        self.max_connections
             .store(limits.connections, Ordering::Relaxed);
-        self.handshakes_per_source
+        self.max_handshakes_per_source
             .store(limits.handshakes_per_source, Ordering::Relaxed);
-        self.connections_per_source
+        self.max_connections_per_source
             .store(limits.connections_per_source, Ordering::Relaxed);
     }
 
