@@ -24,6 +24,7 @@ use gate64_testkit::flood::{self, PeerFloodConfig, Reflect, ReflectConfig, Victi
 use gate64_testkit::{
     ATTACKER_V4, CORP_HOST, Gate64Options, Metrics, Netns, SERVER_V4, TEREDO_PORT, Topology,
 };
+use gate64_wire::{ipv4, udp};
 
 use crate::common::{gate64_lines, netns_test};
 use crate::teredo::qualify;
@@ -295,16 +296,14 @@ impl Listener {
 /// What an IPv4 packet addressed to `victim` carries: a UDP datagram's payload (first or
 /// only fragment), else everything after the IPv4 header; `None` for packets to others.
 fn to_victim(packet: &[u8], victim: Ipv4Addr) -> Option<&[u8]> {
-    let ihl = usize::from(packet.first()? & 0x0f) * 4;
-    let dst: [u8; 4] = packet.get(16..20)?.try_into().ok()?;
-    if Ipv4Addr::from(dst) != victim {
+    let ip = ipv4::Packet::new_checked_quoted(packet).ok()?;
+    if ip.dst() != victim {
         return None;
     }
-    let total = usize::from(u16::from_be_bytes([*packet.get(2)?, *packet.get(3)?]));
-    let body = packet.get(ihl..total.min(packet.len()))?;
-    let first_fragment = u16::from_be_bytes([packet[6], packet[7]]) & 0x1fff == 0;
-    if packet[9] == 17 && first_fragment {
-        return body.get(8..);
+    // The view's payload borrows the view; the same bytes, borrowed from `packet`.
+    let body = packet.get(ip.header_len()..ip.header_len() + ip.payload().len())?;
+    if ip.protocol() == ipv4::PROTO_UDP && ip.frag_offset() == 0 {
+        return body.get(udp::HEADER_LEN..);
     }
     Some(body)
 }
