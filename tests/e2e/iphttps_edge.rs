@@ -55,9 +55,8 @@ const BUDGET: u64 = 16 << 20;
 const PER_CONNECTION_ALLOWANCE: u64 = 112 << 10;
 /// Undisturbed and disturbed iperf3 runs.
 const IPERF_SECS: u32 = 6;
-/// `iphttps.write_timeout_secs` in the stalled-clients test: long enough that most stalled
-/// links are still open, if full, when the iperf3 runs start; the shed rule under budget
-/// pressure closes most of them before.
+/// `iphttps.write_timeout_secs` in the stalled-clients test: the shed rule closes most stalled
+/// links once the queue budget is under pressure; this closes the rest within the round.
 const STALL_WRITE_TIMEOUT_SECS: u64 = 20;
 /// Datagrams a second towards the 2,000 stalled clients until gate64 takes no more for them
 /// (10 a second each: every client's TCP window, gate64's socket buffer and its queue fill
