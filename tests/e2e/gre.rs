@@ -13,7 +13,8 @@
 //! - `netns_gre_ipv6_outer`: the tunnel over IPv6 (RFC 7676) between gate64 and another
 //!   gate64, IPv4 and IPv6 inside, both ways, with keepalives.
 //! - `netns_gre_two_workers`: two gate64s, each with two GRE workers (a TUN queue and a
-//!   thread each), carry pings (IPv4 and IPv6 inside) and iperf3 with 8 flows each way.
+//!   thread each), carry pings (IPv4 and IPv6 inside) and iperf3 with 8 flows each way;
+//!   each end's packets counted sent are at least the other end's counted received.
 //! - `netns_gre_keepalive_up_down`: gate64 sends Cisco-style keepalives every second to a
 //!   peer without keepalives of its own (another gate64 that only reflects them); the tunnel
 //!   goes down once the peer stops and up again once it is back.
@@ -601,5 +602,27 @@ fn two_workers() -> Result<()> {
     let up = iperf3(&lab.peer, "10.64.0.5", "172.16.0.5", 8)?;
     let down = iperf3(&lab.lan, "172.16.0.5", "10.64.0.5", 8)?;
     println!("two GRE workers, 8 flows: site -> LAN {up:.1} Mbit/s, LAN -> site {down:.1} Mbit/s");
+    // Both workers encapsulate: each counts in counters of its own, and the exporter sums
+    // them. A packet is decapsulated only after it was sent, so what one end counts sent is
+    // at least what the other counts received (unless counts were lost).
+    let packets = |ns: &Netns, dir: &str| -> Result<f64> {
+        metrics(ns)?
+            .get(
+                "gate64_gre_packets_total",
+                &[("tunnel", "w2"), ("direction", dir)],
+            )
+            .with_context(|| format!("no gate64_gre_packets_total{{direction={dir}}}"))
+    };
+    for (from, to, what) in [
+        (&lab.peer, &lab.gw, "site -> LAN"),
+        (&lab.gw, &lab.peer, "LAN -> site"),
+    ] {
+        let (sent, received) = (packets(from, "tx")?, packets(to, "rx")?);
+        println!("{what}: {sent} packets counted sent, {received} counted received");
+        ensure!(
+            received > 10_000.0 && sent >= received,
+            "{what}: {sent} packets counted sent, {received} received: sends went uncounted"
+        );
+    }
     Ok(())
 }

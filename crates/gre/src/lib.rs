@@ -205,7 +205,10 @@ pub enum TableError {
 
 struct Tunnel {
     config: TunnelConfig,
+    /// What this table's thread counted (the exporter sums the original and its senders).
     stats: Arc<TunnelStats>,
+    /// The original table's counters, whose `up` is the tunnel's state for every copy.
+    state: Arc<TunnelStats>,
     window: Window,
     next_sequence: u32,
     keepalive: keepalive::Timer,
@@ -251,6 +254,7 @@ impl Gre {
             table.push(Tunnel {
                 keepalive: keepalive::Timer::new(config.keepalive, now),
                 config,
+                state: Arc::clone(&stats),
                 stats,
                 window: Window::default(),
                 next_sequence: 0,
@@ -266,7 +270,9 @@ impl Gre {
         })
     }
 
-    /// The tunnels' ids, names, and counters (shared with the metrics exporter).
+    /// The tunnels' ids, names, and the counters this table's thread writes (shared with the
+    /// metrics exporter, which sums them over the original and its [`Gre::sender`] copies).
+    /// `up` is the tunnel's state in the original's counters only.
     pub fn tunnels(&self) -> impl Iterator<Item = (TunnelId, &TunnelConfig, &Arc<TunnelStats>)> {
         self.tunnels
             .iter()
@@ -285,12 +291,13 @@ impl Gre {
     pub fn is_up(&self, id: TunnelId) -> bool {
         self.tunnels
             .get(id.0)
-            .is_some_and(|t| t.stats.up.load(std::sync::atomic::Ordering::Relaxed) != 0)
+            .is_some_and(|t| t.state.up.load(std::sync::atomic::Ordering::Relaxed) != 0)
     }
 
     /// A copy of the table for another thread that only routes and encapsulates
-    /// ([`Gre::route_packet`], [`Gre::encap`]): it shares the counters and the up/down state
-    /// (which stays this table's to run), and has no keepalive timers of its own. `None` when
+    /// ([`Gre::route_packet`], [`Gre::encap`]): it shares the up/down state (which stays
+    /// this table's to run), counts in counters of its own (each counter has one writer), and
+    /// has no keepalive timers of its own. `None` when
     /// a tunnel sends sequence numbers: RFC 2890 receivers drop numbers that arrive out of
     /// order, so one tunnel's numbers must come from one thread in send order.
     pub fn sender(&self, now: Instant) -> Option<Gre> {
@@ -303,7 +310,8 @@ impl Gre {
                 .iter()
                 .map(|t| Tunnel {
                     config: t.config.clone(),
-                    stats: Arc::clone(&t.stats),
+                    stats: Arc::new(TunnelStats::default()),
+                    state: Arc::clone(&t.state),
                     window: Window::default(),
                     next_sequence: 0,
                     keepalive: keepalive::Timer::new(None, now),
@@ -312,12 +320,13 @@ impl Gre {
             by_key: self.by_key.clone(),
             peers: self.peers.clone(),
             routes: self.routes.clone(),
-            drops: Arc::clone(&self.drops),
+            drops: Arc::new(DropStats::default()),
             pending: Default::default(),
         })
     }
 
-    /// Drops by reason (shared with the metrics exporter).
+    /// Drops by reason that this table's thread counted (shared with the metrics exporter,
+    /// which sums them over the original and its senders).
     pub fn drops(&self) -> &Arc<DropStats> {
         &self.drops
     }
@@ -364,7 +373,7 @@ impl Gre {
             Inner::KeepaliveAnswer => {
                 t.keepalive.answered();
                 stats::bump(&t.stats.keepalives_answered, 1);
-                t.stats.up.store(1, std::sync::atomic::Ordering::Relaxed);
+                t.state.up.store(1, std::sync::atomic::Ordering::Relaxed);
                 Inner::KeepaliveAnswer
             }
             family => {
@@ -497,8 +506,8 @@ impl Gre {
                 self.pending.push_back(TunnelId(i));
             }
             let up = u64::from(t.keepalive.is_up());
-            if t.stats.up.load(std::sync::atomic::Ordering::Relaxed) != up {
-                t.stats.up.store(up, std::sync::atomic::Ordering::Relaxed);
+            if t.state.up.load(std::sync::atomic::Ordering::Relaxed) != up {
+                t.state.up.store(up, std::sync::atomic::Ordering::Relaxed);
             }
         }
     }

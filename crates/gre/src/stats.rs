@@ -1,6 +1,7 @@
 //! Counters: per tunnel and per drop reason. Single writer (the thread that owns the
-//! [`crate::Gre`]), read by the metrics exporter from any thread, so each counter is an
-//! atomic updated with a load and a store (no locked instruction), as gate64's other stats.
+//! [`crate::Gre`]; each [`crate::Gre::sender`] copy has counters of its own), read by the
+//! metrics exporter from any thread, so each counter is an atomic updated with a load and a
+//! store (no locked instruction), as gate64's other stats.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 

@@ -481,10 +481,10 @@ fn a_down_tunnel_withdraws_its_routes() {
     assert_eq!(ours.drops().get(DropReason::TunnelDown), 1);
 }
 
-/// A sender copy routes and encapsulates into the shared counters, follows the original's
+/// A sender copy routes and encapsulates into counters of its own, follows the original's
 /// up/down state (the original runs the timers), and sends no keepalives of its own.
 #[test]
-fn sender_copy_shares_counters_and_state() {
+fn sender_copy_counts_apart_and_shares_state() {
     let t0 = Instant::now();
     let mut ours = with_keepalive(A, B, t0);
     let mut sender = ours.sender(t0).unwrap();
@@ -500,8 +500,11 @@ fn sender_copy_shares_counters_and_state() {
         .unwrap();
     let mut peer = site2_reversed(t0);
     assert_eq!(peer.decap(A, B, &buf[at..]).unwrap().inner, Inner::Ipv4);
-    let (_, _, s) = ours.tunnels().next().unwrap();
+    // Each table counts in its own counters: two threads never write one counter.
+    let (_, _, s) = sender.tunnels().next().unwrap();
     assert_eq!(s.tx_packets.load(std::sync::atomic::Ordering::Relaxed), 1);
+    let (_, _, s) = ours.tunnels().next().unwrap();
+    assert_eq!(s.tx_packets.load(std::sync::atomic::Ordering::Relaxed), 0);
     // Four keepalives unanswered take the tunnel down for the copy too.
     for i in 1..=4u64 {
         ours.handle_timeout(t0 + Duration::from_secs(10 * i));
@@ -511,7 +514,8 @@ fn sender_copy_shares_counters_and_state() {
         sender.route_packet(TenantId(0), &inner),
         Err(DropReason::TunnelDown)
     );
-    assert_eq!(ours.drops().get(DropReason::TunnelDown), 1);
+    assert_eq!(sender.drops().get(DropReason::TunnelDown), 1);
+    assert_eq!(ours.drops().get(DropReason::TunnelDown), 0);
 }
 
 /// Sequence numbers must come from one thread in send order: no sender copy then.

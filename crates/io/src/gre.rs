@@ -47,7 +47,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use gate64_dataplane::DropReason as Drop;
-use gate64_gre::{DropReason, Gre, Inner, TenantId};
+use gate64_gre::{DropReason, DropStats, Gre, Inner, TenantId, TunnelStats};
 use gate64_metrics::{GreReader, GreSnapshot, GreTunnelSample};
 use gate64_wire::ipv4;
 use ipnet::IpNet;
@@ -102,7 +102,7 @@ impl Gateway {
             }
             queues[0].push(Arc::new(first));
         }
-        let reader = reader(&gre);
+        let reader = reader(&gre, &senders);
         let stop = Arc::new(AtomicBool::new(false));
         let mut engines = Vec::with_capacity(workers);
         let sockets = bind_sockets(&local_addresses(&gre), true)?;
@@ -237,29 +237,42 @@ pub fn drop_reason(r: DropReason) -> Drop {
     }
 }
 
-fn reader(gre: &Gre) -> GreReader {
-    let tunnels: Vec<_> = gre
+/// The exporter's view: each tunnel's counters summed over the original table and its
+/// sender copies (one writer each), its state from the original.
+fn reader(gre: &Gre, senders: &[Gre]) -> GreReader {
+    let tables = || std::iter::once(gre).chain(senders);
+    // tunnels[i]: (name, [the original's counters, then each sender's]).
+    let tunnels: Vec<(String, Vec<Arc<TunnelStats>>)> = gre
         .tunnels()
-        .map(|(_, c, s)| (c.name.clone(), Arc::clone(s)))
+        .map(|(id, c, _)| {
+            let counters = tables()
+                .filter_map(|t| t.tunnels().nth(id.0).map(|(_, _, s)| Arc::clone(s)))
+                .collect();
+            (c.name.clone(), counters)
+        })
         .collect();
-    let drops = Arc::clone(gre.drops());
+    let drops: Vec<Arc<DropStats>> = tables().map(|t| Arc::clone(t.drops())).collect();
     Arc::new(move || {
         let load = |c: &std::sync::atomic::AtomicU64| c.load(Ordering::Relaxed);
         let mut by_reason = Vec::new();
         for r in DropReason::ALL {
-            let n = drops.get(r);
+            let n: u64 = drops.iter().map(|d| d.get(r)).sum();
             if n > 0 {
                 by_reason.push((drop_reason(r), n));
             }
         }
+        let sum = |all: &[Arc<TunnelStats>],
+                   f: fn(&TunnelStats) -> &std::sync::atomic::AtomicU64| {
+            all.iter().map(|s| load(f(s))).sum::<u64>()
+        };
         GreSnapshot {
             tunnels: tunnels
                 .iter()
-                .map(|(name, s)| GreTunnelSample {
+                .map(|(name, all)| GreTunnelSample {
                     name: name.clone(),
-                    up: load(&s.up) != 0,
-                    bytes: [load(&s.rx_bytes), load(&s.tx_bytes)],
-                    packets: [load(&s.rx_packets), load(&s.tx_packets)],
+                    up: all.first().is_some_and(|s| load(&s.up) != 0),
+                    bytes: [sum(all, |s| &s.rx_bytes), sum(all, |s| &s.tx_bytes)],
+                    packets: [sum(all, |s| &s.rx_packets), sum(all, |s| &s.tx_packets)],
                 })
                 .collect(),
             drops: by_reason,
