@@ -13,8 +13,9 @@
 #            br-int an L3 GRE port plus the site port (gresite: internal port `site`; gregw:
 #            the veth to grelan), flows decap()/mod_dl_dst between them.
 #
-# The inner MTU is 1472 on both sides for both engines (1500 - 20 - 4 - 4: Open vSwitch does
-# not fragment tunnel packets; gate64's routes carry mtu 1472). For each setup it runs iperf3
+# The underlay (outer) links have MTU UNDERLAY_MTU (default 1500, Ethernet's); the inner MTU
+# is UNDERLAY_MTU - 28 on both sides for both engines (1472 by default: 20 IPv4 + 4 GRE + 4
+# key; Open vSwitch does not fragment tunnel packets; gate64's routes carry that mtu). For each setup it runs iperf3
 # TCP from the site host to grelan with FLOWS parallel flows, in both directions, and
 # measures the whole machine's CPU seconds (/proc/stat: user + nice + system + irq + softirq
 # + steal over every core) during each run, and the CPU seconds of the GRE processes (gate64
@@ -32,6 +33,10 @@
 #                        queues (0 = one per core; binaries before the multi-queue GRE data
 #                        path ran GRE on one thread whatever it said)
 #        KEEP_LOGS=1     keep the temporary directory with configs, logs and iperf3 JSON
+#        UNDERLAY_MTU=1500
+#                        MTU of the outer links and the gateway's LAN link (9000: jumbo
+#                        frames, as data-centre interconnects run them; the LAN host's link
+#                        and the tunnels' inner MTU are 28 less)
 #        GW_LAN_GRO=1    gate64 setup only: GRO on the gateway's LAN-side veth (l0), as a NIC
 #                        has it, so the LAN host's segments reach gate64's TUN coalesced
 #                        (off by default: both engines then see the same per-segment input)
@@ -50,7 +55,15 @@ SITE=g64-bgsite-$$-0
 GW=g64-bggw-$$-0
 LAN=g64-bglan-$$-0
 NAMESPACES=("$SITE" "$GW" "$LAN")
-INNER_MTU=1472
+UNDERLAY_MTU=${UNDERLAY_MTU:-1500}
+case $UNDERLAY_MTU in
+    '' | *[!0-9]*) echo "UNDERLAY_MTU must be a number of bytes, not '$UNDERLAY_MTU'" >&2; exit 2 ;;
+esac
+if [ "$UNDERLAY_MTU" -lt 1308 ] || [ "$UNDERLAY_MTU" -gt 65535 ]; then
+    echo "UNDERLAY_MTU must be 1308..65535 (the inner MTU, 28 less, at least 1280)" >&2
+    exit 2
+fi
+INNER_MTU=$((UNDERLAY_MTU - 28))
 GW_MAC=02:00:00:00:00:01
 
 require_root
@@ -69,7 +82,7 @@ base_topology() {
     ip link add name l0 netns "$GW" type veth peer name l1 netns "$LAN"
     for x in "$GW u0" "$GW l0" "$SITE wan0" "$LAN l1"; do
         set -- $x
-        ip -n "$1" link set "$2" up
+        ip -n "$1" link set "$2" mtu "$UNDERLAY_MTU" up
     done
     ip -n "$LAN" link set l1 mtu "$INNER_MTU"
     # Open vSwitch's userspace datapath reads veths with AF_PACKET and forwards what it gets:
@@ -125,6 +138,7 @@ name = "bench"
 local = "$1"
 remote = "$2"
 key = 42
+mtu = $INNER_MTU
 routes = ["$3"]
 EOF
 }
@@ -172,7 +186,8 @@ ovs_start() { # ovs_start NS
 
 ovs_gre() { # ovs_gre NS UNDERLAY_PORT LOCAL/24 REMOTE SITE_PORT SITE_PORT_TYPE
     local ns=$1 under=$2 cidr=$3 remote=$4 port=$5 type=$6 mac
-    vsctl "$ns" add-br br-phy -- set bridge br-phy datapath_type=netdev -- add-port br-phy "$under"
+    vsctl "$ns" add-br br-phy -- set bridge br-phy datapath_type=netdev -- add-port br-phy "$under" \
+        -- set interface br-phy "mtu_request=$UNDERLAY_MTU"
     ip -n "$ns" addr add "$cidr" dev br-phy
     ip -n "$ns" link set br-phy up
     local port_opts=()
@@ -282,7 +297,8 @@ for setup in $SETUPS; do
 done
 
 echo
-echo "GRE, ${DURATION} s iperf3 TCP runs, median of $RUNS; CPU over the whole machine ($(nproc) cores)"
+echo "GRE, ${DURATION} s iperf3 TCP runs, median of $RUNS; underlay MTU $UNDERLAY_MTU, inner MTU $INNER_MTU;"
+echo "CPU over the whole machine ($(nproc) cores)"
 printf '%-7s %5s %5s %10s %14s %12s %12s\n' setup flows dir "Mbit/s" "machine CPU s" "Mbit/s/CPU-s" "engine CPU s"
 for r in "${RESULTS[@]}"; do
     read -r setup flows dir mbps mcpu ecpu <<<"$r"
