@@ -247,32 +247,37 @@ engine_ticks() {
     echo $((t + $(napi_ticks "$SITE" "$GW")))
 }
 
-RESULTS=()  # "setup flows dir mbps machine_cpu engine_cpu"
+RESULTS=()  # "setup flows dir mbps machine_cpu engine_cpu per_end_core"
 measure() {
-    local setup=$1 flows dir run json m0 m1 e0 e1 rev
+    local setup=$1 flows dir run json m0 m1 e0 e1 t0 t1 rev
     for flows in $FLOWS; do
         for dir in $DIRS; do
-            local mbps_runs="" mcpu_runs="" ecpu_runs=""
+            local mbps_runs="" mcpu_runs="" ecpu_runs="" core_runs=""
             for run in $(seq "$RUNS"); do
                 json="$WORK/$setup-P$flows-$dir-$run.json"
                 rev=()
                 [ "$dir" = down ] && rev=(-R)
-                m0=$(machine_ticks); e0=$(engine_ticks)
+                m0=$(machine_ticks); e0=$(engine_ticks); t0=$(date +%s.%N)
                 if ! ip netns exec "$SITE" timeout $((DURATION + 30)) iperf3 -c 10.64.0.5 \
                     -B 172.16.0.5 -t "$DURATION" -P "$flows" "${rev[@]}" --json \
                     --connect-timeout 5000 >"$json" 2>&1; then
                     log "$setup -P $flows $dir: iperf3 failed: $(tail -3 "$json")"
                     continue
                 fi
-                m1=$(machine_ticks); e1=$(engine_ticks)
-                local mbps mcpu ecpu
+                m1=$(machine_ticks); e1=$(engine_ticks); t1=$(date +%s.%N)
+                local mbps mcpu ecpu core
                 mbps=$(received_mbps "$json")
                 mcpu=$(secs $((m1 - m0)))
                 ecpu=$(secs $((e1 - e0)))
-                log "  $setup -P $flows $dir run $run: $mbps Mbit/s, machine CPU $mcpu s, $ENGINE_COMM CPU $ecpu s"
+                # Mbit/s per core of one tunnel end: the two ends together used ecpu / wall
+                # cores on average, one end half of that.
+                core=$(awk -v m="$mbps" -v e="$ecpu" -v a="$t0" -v b="$t1" \
+                    'BEGIN {if (e > 0) printf "%.1f", m * (b - a) * 2 / e; else print "inf"}')
+                log "  $setup -P $flows $dir run $run: $mbps Mbit/s, machine CPU $mcpu s, $ENGINE_COMM CPU $ecpu s, $core Mbit/s per end-core"
                 mbps_runs+="$mbps"$'\n'; mcpu_runs+="$mcpu"$'\n'; ecpu_runs+="$ecpu"$'\n'
+                core_runs+="$core"$'\n'
             done
-            RESULTS+=("$setup $flows $dir $(printf '%s' "$mbps_runs" | median) $(printf '%s' "$mcpu_runs" | median) $(printf '%s' "$ecpu_runs" | median)")
+            RESULTS+=("$setup $flows $dir $(printf '%s' "$mbps_runs" | median) $(printf '%s' "$mcpu_runs" | median) $(printf '%s' "$ecpu_runs" | median) $(printf '%s' "$core_runs" | median)")
         done
     done
 }
@@ -299,10 +304,10 @@ done
 echo
 echo "GRE, ${DURATION} s iperf3 TCP runs, median of $RUNS; underlay MTU $UNDERLAY_MTU, inner MTU $INNER_MTU;"
 echo "CPU over the whole machine ($(nproc) cores)"
-printf '%-7s %5s %5s %10s %14s %12s %12s\n' setup flows dir "Mbit/s" "machine CPU s" "Mbit/s/CPU-s" "engine CPU s"
+printf '%-7s %5s %5s %10s %14s %12s %12s %14s\n' setup flows dir "Mbit/s" "machine CPU s" "Mbit/s/CPU-s" "engine CPU s" "Mbit/s/end-core"
 for r in "${RESULTS[@]}"; do
-    read -r setup flows dir mbps mcpu ecpu <<<"$r"
+    read -r setup flows dir mbps mcpu ecpu core <<<"$r"
     eff=$(awk -v m="$mbps" -v c="$mcpu" 'BEGIN {if (c > 0) printf "%.1f", m / c; else print "inf"}')
-    printf '%-7s %5s %5s %10s %14s %12s %12s\n' "$setup" "$flows" "$dir" "$mbps" "$mcpu" "$eff" "$ecpu"
+    printf '%-7s %5s %5s %10s %14s %12s %12s %14s\n' "$setup" "$flows" "$dir" "$mbps" "$mcpu" "$eff" "$ecpu" "$core"
 done
-printf '(Mbit/s/CPU-s = Mbit/s divided by the CPU seconds of the whole machine during the run,\n as in bench/teredo.sh; engine CPU s = user + system time of gate64 or ovs-vswitchd at both\n tunnel ends, with the NAPI threads of their devices.)\n'
+printf '(Mbit/s/CPU-s = Mbit/s divided by the CPU seconds of the whole machine during the run,\n as in bench/teredo.sh; engine CPU s = user + system time of gate64 or ovs-vswitchd at both\n tunnel ends, with the NAPI threads of their devices; Mbit/s/end-core = Mbit/s divided by\n the cores one tunnel end used on average (half the engine CPU seconds over the run time),\n with the kernel work done in its threads: the peer'"'"'s IP input, the forwarding to the LAN.)\n'
