@@ -331,6 +331,21 @@ fn bind_sockets(locals: &[IpAddr], receive: bool) -> io::Result<Vec<RawSocket>> 
         s.bind(&SocketAddr::new(local, 0).into()).map_err(|e| {
             io::Error::new(e.kind(), format!("binding the GRE socket to {local}: {e}"))
         })?;
+        if !receive {
+            // The kernel clones every GRE packet for each raw protocol-47 socket whose bound
+            // and connected addresses match it, before any filter runs. Connected to the
+            // loopback address, which no GRE packet from the wire comes from, a send-only
+            // socket matches none; `sendmmsg` still names each packet's destination.
+            let loopback = if local.is_ipv4() {
+                IpAddr::from(std::net::Ipv4Addr::LOCALHOST)
+            } else {
+                IpAddr::from(std::net::Ipv6Addr::LOCALHOST)
+            };
+            s.connect(&SocketAddr::new(loopback, 0).into())
+                .map_err(|e| {
+                    io::Error::new(e.kind(), format!("connecting a GRE send socket: {e}"))
+                })?;
+        }
         debug!(%local, receive, "GRE socket up");
         out.push(RawSocket { local, socket: s });
     }
