@@ -13,9 +13,10 @@
 #            br-int an L3 GRE port plus the site port (gresite: internal port `site`; gregw:
 #            the veth to grelan), flows decap()/mod_dl_dst between them.
 #
-# The underlay (outer) links have MTU UNDERLAY_MTU (default 1500, Ethernet's); the inner MTU
-# is UNDERLAY_MTU - 28 on both sides for both engines (1472 by default: 20 IPv4 + 4 GRE + 4
-# key; Open vSwitch does not fragment tunnel packets; gate64's routes carry that mtu). For each setup it runs iperf3
+# The underlay (outer) links have the MTU of each UNDERLAY_MTU in turn (1500, Ethernet's,
+# then 9000, jumbo frames); the inner MTU is that minus 28 on both sides for both engines
+# (1472 at 1500: 20 IPv4 + 4 GRE + 4 key; Open vSwitch does not fragment tunnel packets;
+# gate64's routes carry that mtu). For each setup it runs iperf3
 # TCP from the site host to grelan with FLOWS parallel flows, in both directions, and
 # measures the whole machine's CPU seconds (/proc/stat: user + nice + system + irq + softirq
 # + steal over every core) during each run, and the CPU seconds of the GRE processes (gate64
@@ -33,10 +34,10 @@
 #                        queues (0 = one per core; binaries before the multi-queue GRE data
 #                        path ran GRE on one thread whatever it said)
 #        KEEP_LOGS=1     keep the temporary directory with configs, logs and iperf3 JSON
-#        UNDERLAY_MTU=1500
-#                        MTU of the outer links and the gateway's LAN link (9000: jumbo
-#                        frames, as data-centre interconnects run them; the LAN host's link
-#                        and the tunnels' inner MTU are 28 less)
+#        UNDERLAY_MTU="1500 9000"
+#                        MTUs of the outer links and the gateway's LAN link, each measured
+#                        in turn (9000: jumbo frames, as data-centre interconnects run them;
+#                        the LAN host's link and the tunnels' inner MTU are 28 less)
 #        GW_LAN_GRO=1    gate64 setup only: GRO on the gateway's LAN-side veth (l0), as a NIC
 #                        has it, so the LAN host's segments reach gate64's TUN coalesced
 #                        (off by default: both engines then see the same per-segment input)
@@ -55,15 +56,17 @@ SITE=g64-bgsite-$$-0
 GW=g64-bggw-$$-0
 LAN=g64-bglan-$$-0
 NAMESPACES=("$SITE" "$GW" "$LAN")
-UNDERLAY_MTU=${UNDERLAY_MTU:-1500}
-case $UNDERLAY_MTU in
-    '' | *[!0-9]*) echo "UNDERLAY_MTU must be a number of bytes, not '$UNDERLAY_MTU'" >&2; exit 2 ;;
-esac
-if [ "$UNDERLAY_MTU" -lt 1308 ] || [ "$UNDERLAY_MTU" -gt 65535 ]; then
-    echo "UNDERLAY_MTU must be 1308..65535 (the inner MTU, 28 less, at least 1280)" >&2
-    exit 2
-fi
-INNER_MTU=$((UNDERLAY_MTU - 28))
+UNDERLAY_MTUS=${UNDERLAY_MTU:-"1500 9000"}
+for mtu in $UNDERLAY_MTUS; do
+    case $mtu in
+        *[!0-9]*) echo "UNDERLAY_MTU: '$mtu' is not a number of bytes" >&2; exit 2 ;;
+    esac
+    if [ "$mtu" -lt 1308 ] || [ "$mtu" -gt 65535 ]; then
+        echo "UNDERLAY_MTU: $mtu is not in 1308..65535 (the inner MTU, 28 less, is at least 1280)" >&2
+        exit 2
+    fi
+done
+UNDERLAY_MTU=1500 INNER_MTU=1472  # set per pass below
 GW_MAC=02:00:00:00:00:01
 
 require_root
@@ -175,6 +178,7 @@ ofctl() { local ns=$1; shift; ovs "$ns" ovs-ofctl -O OpenFlow15 "$@"; }
 
 ovs_start() { # ovs_start NS
     local ns=$1 d="$WORK/ovs-$1"
+    rm -rf "$d"  # an earlier pass's database (its daemons went with teardown)
     mkdir -p "$d"
     ovs "$ns" ovsdb-tool create "$d/conf.db" /usr/share/openvswitch/vswitch.ovsschema
     ovs "$ns" ovsdb-server "$d/conf.db" --remote="punix:$d/db.sock" --pidfile="$d/ovsdb.pid" \
@@ -247,7 +251,7 @@ engine_ticks() {
     echo $((t + $(napi_ticks "$SITE" "$GW")))
 }
 
-RESULTS=()  # "setup flows dir mbps machine_cpu engine_cpu per_end_core"
+RESULTS=()  # "underlay_mtu setup flows dir mbps machine_cpu engine_cpu per_end_core"
 measure() {
     local setup=$1 flows dir run json m0 m1 e0 e1 t0 t1 rev
     for flows in $FLOWS; do
@@ -277,13 +281,15 @@ measure() {
                 mbps_runs+="$mbps"$'\n'; mcpu_runs+="$mcpu"$'\n'; ecpu_runs+="$ecpu"$'\n'
                 core_runs+="$core"$'\n'
             done
-            RESULTS+=("$setup $flows $dir $(printf '%s' "$mbps_runs" | median) $(printf '%s' "$mcpu_runs" | median) $(printf '%s' "$ecpu_runs" | median) $(printf '%s' "$core_runs" | median)")
+            RESULTS+=("$UNDERLAY_MTU $setup $flows $dir $(printf '%s' "$mbps_runs" | median) $(printf '%s' "$mcpu_runs" | median) $(printf '%s' "$ecpu_runs" | median) $(printf '%s' "$core_runs" | median)")
         done
     done
 }
 
+for UNDERLAY_MTU in $UNDERLAY_MTUS; do
+INNER_MTU=$((UNDERLAY_MTU - 28))
 for setup in $SETUPS; do
-    log "== $setup"
+    log "== $setup, underlay MTU $UNDERLAY_MTU"
     case $setup in
         gate64) build_gate64; setup_gate64 ;;
         ovs) setup_ovs ;;
@@ -300,14 +306,27 @@ for setup in $SETUPS; do
     fi
     teardown
 done
+done
 
 echo
-echo "GRE, ${DURATION} s iperf3 TCP runs, median of $RUNS; underlay MTU $UNDERLAY_MTU, inner MTU $INNER_MTU;"
+echo "GRE, ${DURATION} s iperf3 TCP runs, median of $RUNS; inner MTU = underlay MTU - 28;"
 echo "CPU over the whole machine ($(nproc) cores)"
-printf '%-7s %5s %5s %10s %14s %12s %12s %14s\n' setup flows dir "Mbit/s" "machine CPU s" "Mbit/s/CPU-s" "engine CPU s" "Mbit/s/end-core"
+printf '%5s %-7s %5s %5s %10s %14s %12s %12s %14s %8s\n' MTU setup flows dir "Mbit/s" \
+    "machine CPU s" "Mbit/s/CPU-s" "engine CPU s" "Mbit/s/end-core" "/ ovs"
 for r in "${RESULTS[@]}"; do
-    read -r setup flows dir mbps mcpu ecpu core <<<"$r"
+    read -r mtu setup flows dir mbps mcpu ecpu core <<<"$r"
     eff=$(awk -v m="$mbps" -v c="$mcpu" 'BEGIN {if (c > 0) printf "%.1f", m / c; else print "inf"}')
-    printf '%-7s %5s %5s %10s %14s %12s %12s %14s\n' "$setup" "$flows" "$dir" "$mbps" "$mcpu" "$eff" "$ecpu" "$core"
+    # gate64's Mbit/s over Open vSwitch's in the same cell, when both ran.
+    ratio=""
+    if [ "$setup" = gate64 ]; then
+        for o in "${RESULTS[@]}"; do
+            read -r omtu osetup oflows odir ombps _ <<<"$o"
+            if [ "$osetup $omtu $oflows $odir" = "ovs $mtu $flows $dir" ]; then
+                ratio=$(awk -v a="$mbps" -v b="$ombps" 'BEGIN {if (b > 0) printf "%.2fx", a / b}')
+            fi
+        done
+    fi
+    printf '%5s %-7s %5s %5s %10s %14s %12s %12s %14s %8s\n' "$mtu" "$setup" "$flows" "$dir" \
+        "$mbps" "$mcpu" "$eff" "$ecpu" "$core" "$ratio"
 done
-printf '(Mbit/s/CPU-s = Mbit/s divided by the CPU seconds of the whole machine during the run,\n as in bench/teredo.sh; engine CPU s = user + system time of gate64 or ovs-vswitchd at both\n tunnel ends, with the NAPI threads of their devices; Mbit/s/end-core = Mbit/s divided by\n the cores one tunnel end used on average (half the engine CPU seconds over the run time),\n with the kernel work done in its threads: the peer'"'"'s IP input, the forwarding to the LAN.)\n'
+printf '(Mbit/s/CPU-s = Mbit/s divided by the CPU seconds of the whole machine during the run,\n as in bench/teredo.sh; engine CPU s = user + system time of gate64 or ovs-vswitchd at both\n tunnel ends, with the NAPI threads of their devices; Mbit/s/end-core = Mbit/s divided by\n the cores one tunnel end used on average (half the engine CPU seconds over the run time),\n with the kernel work done in its threads: the peer'"'"'s IP input, the forwarding to the LAN;\n / ovs = gate64'"'"'s Mbit/s over Open vSwitch'"'"'s in the same cell.)\n'

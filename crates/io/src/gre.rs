@@ -23,9 +23,10 @@
 //!   (`gre_tunnel_down`) until its peer answers again.
 //!
 //! - **Workers.** Worker `w` reads queue `w` of every tenant's device, encapsulates and
-//!   sends on its own raw sockets (one per local address, with a drop-all filter: a raw
-//!   socket gets a copy of every GRE packet, and only worker 0 reads them), so the outer
-//!   sends, the largest cost, run on every worker. Worker 0 alone receives, decapsulates and
+//!   sends on its own raw sockets (one per local address; a raw socket gets a copy of every
+//!   GRE packet that matches its addresses and only worker 0 reads them, so the others are
+//!   connected to the loopback address, which matches none, and drop-all filtered). So the
+//!   outer sends, the largest cost, run on every worker. Worker 0 alone receives, decapsulates and
 //!   runs the keepalive timers and the sequence windows; it writes each decapsulated packet
 //!   into the queue of the worker its inner flow hashes to ([`flow_queue`], symmetric in
 //!   source and destination). The kernel's TUN flow steering sends a flow's outgoing packets
