@@ -773,3 +773,78 @@ mod tests {
         assert_eq!(flow_queue(&[0x60; 20], 4), 0);
     }
 }
+
+#[cfg(test)]
+mod reader_tests {
+    use std::net::IpAddr;
+    use std::time::Instant;
+
+    use gate64_gre::{DropReason, Gre, TenantId, TunnelConfig};
+
+    use super::reader;
+
+    /// A keyed tunnel 203.0.113.1 → .2 routing 172.16.0.0/24.
+    fn table() -> Gre {
+        let config = TunnelConfig {
+            name: "site2".into(),
+            local: IpAddr::from([203, 0, 113, 1]),
+            remote: IpAddr::from([203, 0, 113, 2]),
+            key: Some(42),
+            tenant: TenantId(0),
+            routes: vec!["172.16.0.0/24".parse().unwrap()],
+            send_checksum: false,
+            send_sequence: false,
+            keepalive: None,
+        };
+        Gre::new(vec![config], Instant::now()).unwrap()
+    }
+
+    /// Encapsulates one 40-byte IPv4 packet to 172.16.0.9, or to 192.0.2.9 (no route).
+    fn send(gre: &mut Gre, routed: bool) {
+        let mut inner = [0u8; 40];
+        inner[0] = 0x45;
+        inner[3] = 40;
+        inner[8] = 64;
+        let dst = if routed {
+            [172, 16, 0, 9]
+        } else {
+            [192, 0, 2, 9]
+        };
+        inner[16..20].copy_from_slice(&dst);
+        let Ok(id) = gre.route_packet(TenantId(0), &inner) else {
+            return;
+        };
+        let headroom = gate64_wire::gre::MAX_HEADER_LEN;
+        let mut buf = vec![0u8; headroom + inner.len()];
+        buf[headroom..].copy_from_slice(&inner);
+        let end = buf.len();
+        gre.encap(id, &mut buf, headroom, end).unwrap();
+    }
+
+    /// The exporter's figures are the sum over the original table and its sender copies,
+    /// each of which counts in counters of its own.
+    #[test]
+    fn snapshot_sums_every_worker() {
+        let mut original = table();
+        let mut senders: Vec<Gre> = (0..2)
+            .map(|_| original.sender(Instant::now()).unwrap())
+            .collect();
+        let read = reader(&original, &senders);
+        send(&mut original, true);
+        for (i, s) in senders.iter_mut().enumerate() {
+            for _ in 0..=i {
+                send(s, true);
+            }
+            send(s, false);
+        }
+        let snap = read();
+        assert_eq!(snap.tunnels.len(), 1);
+        assert_eq!(snap.tunnels[0].packets, [0, 1 + 1 + 2]);
+        assert_eq!(snap.tunnels[0].bytes, [0, 40 * 4]);
+        assert!(snap.tunnels[0].up);
+        assert_eq!(
+            snap.drops,
+            vec![(super::drop_reason(DropReason::NoRoute), 2)]
+        );
+    }
+}
