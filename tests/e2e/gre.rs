@@ -11,7 +11,8 @@
 //! - `netns_gre_bad_input`: a raw socket sends wrong key, unknown peer, truncated, bad
 //!   checksum and inner TTL 1: each dropped and counted under its reason.
 //! - `netns_gre_ipv6_outer`: the tunnel over IPv6 (RFC 7676) between gate64 and another
-//!   gate64, IPv4 and IPv6 inside, both ways, with keepalives.
+//!   gate64, two GRE workers each, IPv4 and IPv6 inside, both ways, with keepalives, then
+//!   iperf3 with 8 flows each way; packets counted sent cover those counted received.
 //! - `netns_gre_two_workers`: two gate64s, each with two GRE workers (a TUN queue and a
 //!   thread each), carry pings (IPv4 and IPv6 inside) and iperf3 with 8 flows each way;
 //!   each end's packets counted sent are at least the other end's counted received.
@@ -546,8 +547,9 @@ fn ipv6_outer() -> Result<()> {
         "2001:db8:ffff::1",
         "[\"10.64.0.0/24\", \"2001:db8:64::/64\"]",
     );
-    let _gw = start_gate64(&lab.gw, &gw)?;
-    let _peer = start_gate64(&lab.peer, &peer)?;
+    // Two workers at each end: the second sends on its own IPv6 socket.
+    let _gw = start_gate64_workers(&lab.gw, &gw, 2)?;
+    let _peer = start_gate64_workers(&lab.peer, &peer, 2)?;
     delivered(&lab.peer, "172.16.0.5", "10.64.0.5").context("IPv4 in IPv6, site first")?;
     delivered(&lab.lan, "10.64.0.5", "172.16.0.5").context("IPv4 in IPv6, LAN first")?;
     delivered(&lab.peer, "2001:db8:16::5", "2001:db8:64::5").context("IPv6 in IPv6, site")?;
@@ -559,7 +561,18 @@ fn ipv6_outer() -> Result<()> {
         m.get("gate64_gre_tunnels", &[("state", "up")]) == Some(1.0),
         "the IPv6 tunnel is not up after 5 keepalive intervals"
     );
-    Ok(())
+    // 8 flows each way, spread over both workers' queues by their ports.
+    let _lan_server = lab
+        .lan
+        .spawn("iperf3", &["iperf3", "-s", "-B", "2001:db8:64::5"])?;
+    let _site_server = lab
+        .peer
+        .spawn("iperf3", &["iperf3", "-s", "-B", "2001:db8:16::5"])?;
+    std::thread::sleep(Duration::from_millis(500));
+    let up = iperf3(&lab.peer, "2001:db8:64::5", "2001:db8:16::5", 8)?;
+    let down = iperf3(&lab.lan, "2001:db8:16::5", "2001:db8:64::5", 8)?;
+    println!("IPv6 outer, two workers, 8 flows: site -> LAN {up:.1} Mbit/s, back {down:.1} Mbit/s");
+    sent_covers_received(&lab, "v6")
 }
 
 /// Two gate64s over IPv4, each with two GRE workers: every direction carries pings and
@@ -602,6 +615,11 @@ fn two_workers() -> Result<()> {
     let up = iperf3(&lab.peer, "10.64.0.5", "172.16.0.5", 8)?;
     let down = iperf3(&lab.lan, "172.16.0.5", "10.64.0.5", 8)?;
     println!("two GRE workers, 8 flows: site -> LAN {up:.1} Mbit/s, LAN -> site {down:.1} Mbit/s");
+    sent_covers_received(&lab, "w2")
+}
+
+/// Checks `tunnel`'s packet counters at both ends after traffic both ways.
+fn sent_covers_received(lab: &Lab, tunnel: &str) -> Result<()> {
     // Both workers encapsulate: each counts in counters of its own, and the exporter sums
     // them. A packet is decapsulated only after it was sent, so what one end counts sent is
     // at least what the other counts received (unless counts were lost).
@@ -609,7 +627,7 @@ fn two_workers() -> Result<()> {
         metrics(ns)?
             .get(
                 "gate64_gre_packets_total",
-                &[("tunnel", "w2"), ("direction", dir)],
+                &[("tunnel", tunnel), ("direction", dir)],
             )
             .with_context(|| format!("no gate64_gre_packets_total{{direction={dir}}}"))
     };
