@@ -599,8 +599,28 @@ fn two_workers() -> Result<()> {
         "203.0.113.1",
         "[\"10.64.0.0/24\", \"2001:db8:64::/64\"]",
     );
+    // The gateway starts without its tunnel address, as a backup node does before
+    // keepalived moves the address in: gate64 must start, and its send-only socket connect
+    // to loopback (so the kernel stops cloning it every GRE packet) once the address is there.
+    lab.gw.ip(&["addr", "del", "203.0.113.1/24", "dev", "u0"])?;
     let _gw = start_gate64_workers(&lab.gw, &gw, 2)?;
+    ensure!(
+        loopback_connected_sockets(&lab.gw)? == 0,
+        "a send socket connected while its address was not on the host"
+    );
+    lab.gw.addr_add("u0", "203.0.113.1/24")?;
+    ensure!(
+        wait_until(Duration::from_secs(10), || {
+            loopback_connected_sockets(&lab.gw).is_ok_and(|n| n == 1)
+        }),
+        "worker 1's send socket did not connect to loopback after the address arrived: {:?}",
+        lab.gw.exec_ok(&["ss", "-H", "-w", "-a", "-n"])
+    );
     let _peer = start_gate64_workers(&lab.peer, &peer, 2)?;
+    ensure!(
+        loopback_connected_sockets(&lab.peer)? == 1,
+        "the peer's worker 1 send socket is not connected to loopback"
+    );
     delivered(&lab.peer, "172.16.0.5", "10.64.0.5").context("IPv4, site first")?;
     delivered(&lab.lan, "10.64.0.5", "172.16.0.5").context("IPv4, LAN first")?;
     delivered(&lab.peer, "2001:db8:16::5", "2001:db8:64::5").context("IPv6, site")?;
@@ -616,6 +636,20 @@ fn two_workers() -> Result<()> {
     let down = iperf3(&lab.lan, "172.16.0.5", "10.64.0.5", 8)?;
     println!("two GRE workers, 8 flows: site -> LAN {up:.1} Mbit/s, LAN -> site {down:.1} Mbit/s");
     sent_covers_received(&lab, "w2")
+}
+
+/// Raw sockets in `ns` connected to the loopback address (`ss -w`: gate64's send-only GRE
+/// sockets once connected).
+fn loopback_connected_sockets(ns: &Netns) -> Result<usize> {
+    let out = ns.exec_ok(&["ss", "-H", "-w", "-a", "-n"])?;
+    Ok(out
+        .lines()
+        .filter(|l| {
+            l.split_whitespace()
+                .nth(4)
+                .is_some_and(|peer| peer.starts_with("127.0.0.1:"))
+        })
+        .count())
 }
 
 /// Checks `tunnel`'s packet counters at both ends after traffic both ways.

@@ -73,6 +73,9 @@ const TUN_READ: usize = gate64_wire::offload::VNET_HDR_LEN + 65_535;
 const ROUNDS: usize = 8;
 /// Socket buffers asked for (the kernel caps them unless CAP_NET_ADMIN forces them).
 const SOCKET_BUFFER: usize = 4 << 20;
+/// Time between tries to connect a send-only socket to loopback (see
+/// [`connect_to_loopback`]).
+const CONNECT_RETRY: Duration = Duration::from_secs(1);
 /// Longest wait between checks of the stop flag.
 const MAX_WAIT: Duration = Duration::from_millis(100);
 
@@ -285,6 +288,9 @@ fn reader(gre: &Gre, senders: &[Gre]) -> GreReader {
 struct RawSocket {
     local: IpAddr,
     socket: Socket,
+    /// A send-only socket not connected to loopback yet ([`connect_to_loopback`]): its local
+    /// address was not on the host (a backup node before keepalived moves it in).
+    unconnected: bool,
 }
 
 /// The tunnels' local outer addresses, each once, in tunnel order.
@@ -332,25 +338,36 @@ fn bind_sockets(locals: &[IpAddr], receive: bool) -> io::Result<Vec<RawSocket>> 
         s.bind(&SocketAddr::new(local, 0).into()).map_err(|e| {
             io::Error::new(e.kind(), format!("binding the GRE socket to {local}: {e}"))
         })?;
-        if !receive {
-            // The kernel clones every GRE packet for each raw protocol-47 socket whose bound
-            // and connected addresses match it, before any filter runs. Connected to the
-            // loopback address, which no GRE packet from the wire comes from, a send-only
-            // socket matches none; `sendmmsg` still names each packet's destination.
-            let loopback = if local.is_ipv4() {
-                IpAddr::from(std::net::Ipv4Addr::LOCALHOST)
-            } else {
-                IpAddr::from(std::net::Ipv6Addr::LOCALHOST)
-            };
-            s.connect(&SocketAddr::new(loopback, 0).into())
-                .map_err(|e| {
-                    io::Error::new(e.kind(), format!("connecting a GRE send socket: {e}"))
-                })?;
-        }
-        debug!(%local, receive, "GRE socket up");
-        out.push(RawSocket { local, socket: s });
+        let unconnected = !receive && !connect_to_loopback(&s, local);
+        debug!(%local, receive, unconnected, "GRE socket up");
+        out.push(RawSocket {
+            local,
+            socket: s,
+            unconnected,
+        });
     }
     Ok(out)
+}
+
+/// Connects the send-only socket `s` (bound to `local`) to the loopback address; whether it
+/// did. The kernel clones every GRE packet for each raw protocol-47 socket whose bound and
+/// connected addresses match it, before any filter runs, and no GRE packet from the wire
+/// comes from loopback, so a connected send-only socket is cloned none (`sendmmsg` still
+/// names each packet's destination). The connect looks a route up from `local`, which fails
+/// while `local` is not on the host; the worker then retries ([`Engine::retry_connects`]).
+fn connect_to_loopback(s: &Socket, local: IpAddr) -> bool {
+    let loopback = if local.is_ipv4() {
+        IpAddr::from(std::net::Ipv4Addr::LOCALHOST)
+    } else {
+        IpAddr::from(std::net::Ipv6Addr::LOCALHOST)
+    };
+    match s.connect(&SocketAddr::new(loopback, 0).into()) {
+        Ok(()) => true,
+        Err(e) => {
+            debug!(%local, error = %e, "GRE send socket not connected to loopback yet");
+            false
+        }
+    }
 }
 
 /// A decapsulated inner packet waiting in a receive slot to be written.
@@ -391,6 +408,8 @@ struct Engine {
     tx_sizes: Vec<usize>,
     out: Vec<Outgoing>,
     epoll: sys::Epoll,
+    /// When [`Engine::retry_connects`] may try again.
+    next_connect: Instant,
 }
 
 /// Epoll tokens: sockets count up from 0, TUN devices from this.
@@ -438,6 +457,7 @@ impl Engine {
             tx_sizes: vec![0; TUN_BATCH],
             out: Vec::with_capacity(TUN_BATCH),
             epoll,
+            next_connect: Instant::now() + CONNECT_RETRY,
         })
     }
 
@@ -457,9 +477,23 @@ impl Engine {
                     self.handle_socket(token as usize);
                 }
             }
-            self.timers(Instant::now());
+            let now = Instant::now();
+            self.timers(now);
+            self.retry_connects(now);
         }
         Ok(())
+    }
+
+    /// Retries [`connect_to_loopback`] for the send-only sockets that are not connected,
+    /// once per [`CONNECT_RETRY`].
+    fn retry_connects(&mut self, now: Instant) {
+        if now < self.next_connect || !self.sockets.iter().any(|s| s.unconnected) {
+            return;
+        }
+        self.next_connect = now + CONNECT_RETRY;
+        for s in self.sockets.iter_mut().filter(|s| s.unconnected) {
+            s.unconnected = !connect_to_loopback(&s.socket, s.local);
+        }
     }
 
     /// Reads batches from socket `si` until it is empty or [`ROUNDS`] were read.
