@@ -255,21 +255,27 @@ fn interop_checks(lab: &Lab, _ovs: &Ovs<'_>, iperf: bool) -> Result<()> {
         "gate64_gre_tunnels{{state=up}} is not 1"
     );
     if iperf {
-        let _server = lab
-            .lan
-            .spawn("iperf3", &["iperf3", "-s", "-B", "10.64.0.5"])?;
-        let _server6 = lab
-            .peer
-            .spawn("iperf3", &["iperf3", "-s", "-B", "172.16.0.5"])?;
-        std::thread::sleep(Duration::from_millis(500));
-        let up = iperf3(peer, "10.64.0.5", "172.16.0.5", 1)?;
-        let down = iperf3(lan, "172.16.0.5", "10.64.0.5", 1)?;
+        let (up, down) = iperf3_both_ways(lab, "10.64.0.5", "172.16.0.5", 1)?;
         println!(
             "GRE via Open vSwitch <-> gate64, one TCP flow, 3 s: Open vSwitch side to gate64 \
              side {up:.0} Mbit/s, gate64 side to Open vSwitch side {down:.0} Mbit/s"
         );
     }
     Ok(())
+}
+
+/// iperf3 servers on the LAN host (at `lan_host`) and the site host (at `site_host`), then
+/// [`iperf3`] runs with `flows` flows from the site to the LAN host and back: (up, down)
+/// Mbit/s.
+fn iperf3_both_ways(lab: &Lab, lan_host: &str, site_host: &str, flows: u32) -> Result<(f64, f64)> {
+    let _lan_server = lab.lan.spawn("iperf3", &["iperf3", "-s", "-B", lan_host])?;
+    let _site_server = lab
+        .peer
+        .spawn("iperf3", &["iperf3", "-s", "-B", site_host])?;
+    std::thread::sleep(Duration::from_millis(500));
+    let up = iperf3(&lab.peer, lan_host, site_host, flows)?;
+    let down = iperf3(&lab.lan, site_host, lan_host, flows)?;
+    Ok((up, down))
 }
 
 /// A 3 s iperf3 run with `flows` parallel flows from `ns` (source `src`) to `dst`; returns
@@ -562,15 +568,7 @@ fn ipv6_outer() -> Result<()> {
         "the IPv6 tunnel is not up after 5 keepalive intervals"
     );
     // 8 flows each way, spread over both workers' queues by their ports.
-    let _lan_server = lab
-        .lan
-        .spawn("iperf3", &["iperf3", "-s", "-B", "2001:db8:64::5"])?;
-    let _site_server = lab
-        .peer
-        .spawn("iperf3", &["iperf3", "-s", "-B", "2001:db8:16::5"])?;
-    std::thread::sleep(Duration::from_millis(500));
-    let up = iperf3(&lab.peer, "2001:db8:64::5", "2001:db8:16::5", 8)?;
-    let down = iperf3(&lab.lan, "2001:db8:16::5", "2001:db8:64::5", 8)?;
+    let (up, down) = iperf3_both_ways(&lab, "2001:db8:64::5", "2001:db8:16::5", 8)?;
     println!("IPv6 outer, two workers, 8 flows: site -> LAN {up:.1} Mbit/s, back {down:.1} Mbit/s");
     sent_covers_received(&lab, "v6")
 }
@@ -625,15 +623,7 @@ fn two_workers() -> Result<()> {
     delivered(&lab.lan, "10.64.0.5", "172.16.0.5").context("IPv4, LAN first")?;
     delivered(&lab.peer, "2001:db8:16::5", "2001:db8:64::5").context("IPv6, site")?;
     delivered(&lab.lan, "2001:db8:64::5", "2001:db8:16::5").context("IPv6, LAN")?;
-    let _lan_server = lab
-        .lan
-        .spawn("iperf3", &["iperf3", "-s", "-B", "10.64.0.5"])?;
-    let _site_server = lab
-        .peer
-        .spawn("iperf3", &["iperf3", "-s", "-B", "172.16.0.5"])?;
-    std::thread::sleep(Duration::from_millis(500));
-    let up = iperf3(&lab.peer, "10.64.0.5", "172.16.0.5", 8)?;
-    let down = iperf3(&lab.lan, "172.16.0.5", "10.64.0.5", 8)?;
+    let (up, down) = iperf3_both_ways(&lab, "10.64.0.5", "172.16.0.5", 8)?;
     println!("two GRE workers, 8 flows: site -> LAN {up:.1} Mbit/s, LAN -> site {down:.1} Mbit/s");
     sent_covers_received(&lab, "w2")
 }

@@ -297,9 +297,9 @@ impl Gre {
     /// A copy of the table for another thread that only routes and encapsulates
     /// ([`Gre::route_packet`], [`Gre::encap`]): it shares the up/down state (which stays
     /// this table's to run), counts in counters of its own (each counter has one writer), and
-    /// has no keepalive timers of its own. `None` when
-    /// a tunnel sends sequence numbers: RFC 2890 receivers drop numbers that arrive out of
-    /// order, so one tunnel's numbers must come from one thread in send order.
+    /// has no keepalive timers of its own. `None` when a tunnel sends sequence numbers: RFC
+    /// 2890 receivers drop numbers that arrive out of order, so one tunnel's numbers must come
+    /// from one thread in send order.
     pub fn sender(&self, now: Instant) -> Option<Gre> {
         if self.tunnels.iter().any(|t| t.config.send_sequence) {
             return None;

@@ -26,13 +26,13 @@
 //!   sends on its own raw sockets (one per local address; a raw socket gets a copy of every
 //!   GRE packet that matches its addresses and only worker 0 reads them, so the others are
 //!   connected to the loopback address, which matches none, and drop-all filtered). So the
-//!   outer sends, the largest cost, run on every worker. Worker 0 alone receives, decapsulates and
-//!   runs the keepalive timers and the sequence windows; it writes each decapsulated packet
-//!   into the queue of the worker its inner flow hashes to ([`flow_queue`], symmetric in
-//!   source and destination). The kernel's TUN flow steering sends a flow's outgoing packets
-//!   to the queue its last incoming packet was written to, so each flow is read by one
-//!   worker and its packets stay in order. Tunnels that send RFC 2890 sequence numbers get
-//!   one worker ([`gate64_gre::Gre::sender`]).
+//!   outer sends, the largest cost, run on every worker. Worker 0 alone receives,
+//!   decapsulates and runs the keepalive timers and the sequence windows; it writes each
+//!   decapsulated packet into the queue of the worker its inner flow hashes to
+//!   ([`flow_queue`], symmetric in source and destination). The kernel's TUN flow steering
+//!   sends a flow's outgoing packets to the queue its last incoming packet was written to,
+//!   so each flow is read by one worker and its packets stay in order. Tunnels that send
+//!   RFC 2890 sequence numbers get one worker ([`gate64_gre::Gre::sender`]).
 //!
 //! One flow's packets stay in order because one thread reads them and every batch is sent
 //! and written in the order it was read. Not yet: receiving on several workers (an
@@ -487,7 +487,7 @@ impl Engine {
     /// Retries [`connect_to_loopback`] for the send-only sockets that are not connected,
     /// once per [`CONNECT_RETRY`].
     fn retry_connects(&mut self, now: Instant) {
-        if now < self.next_connect || !self.sockets.iter().any(|s| s.unconnected) {
+        if now < self.next_connect {
             return;
         }
         self.next_connect = now + CONNECT_RETRY;
