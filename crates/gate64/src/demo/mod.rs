@@ -35,9 +35,33 @@ use std::time::{Duration, Instant};
 
 /// Threads driving the emulated clients.
 const CLIENT_THREADS: usize = 2;
-/// How long the clients go on after the end of the run, so that the end figures are taken
-/// while every link is still up.
+/// How long the clients may go on after the latest end of the run, so that the end figures
+/// are taken while every link is still up.
 const HANG_UP_DELAY: Duration = Duration::from_millis(500);
+/// How often the bring-up phase looks whether every client is up.
+const BRING_UP_POLL: Duration = Duration::from_millis(100);
+
+/// The longest the loopback lab waits for every client to come up before its measured run:
+/// generous, as a loaded machine may take many times the usual second.
+fn bring_up_bound(clients: usize) -> Duration {
+    Duration::from_secs(30 + clients as u64 / 20)
+}
+
+/// Every client qualified (connected) and got its ping answered, and with IPsec both tunnels
+/// of every client are counted.
+fn all_up(
+    totals: &Totals,
+    sample: &Sample,
+    n_teredo: usize,
+    n_iphttps: usize,
+    ipsec: bool,
+) -> bool {
+    let counts = [n_teredo as u64, n_iphttps as u64];
+    let up = (0..2)
+        .all(|t| get(&totals.qualified[t]) >= counts[t] && get(&totals.pinged[t]) >= counts[t]);
+    let n = counts[0] + counts[1];
+    up && (!ipsec || (sample.sas.mmsa >= 2 * n && sample.sas.qmsa >= 2 * n))
+}
 
 /// The two transports of the demo population.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -56,7 +80,7 @@ pub struct DemoArgs {
     #[arg(long, default_value_t = 0.3)]
     pub iphttps_share: f64,
     /// Length of each load step of the capacity search [default: 3]; with `--loopback`, of
-    /// the whole run [default: 10].
+    /// the measured run, which starts once every client is up [default: 10].
     #[arg(long)]
     pub seconds: Option<u64>,
     /// Worker threads of the daemon (0 = one per core).
@@ -79,6 +103,10 @@ pub struct DemoArgs {
     /// the clear (the lab daemon's corporate side is open).
     #[arg(long, requires = "loopback")]
     pub no_ipsec: bool,
+    /// gate64's `dns64.upstream` in the namespace lab instead of its DNS server (to show
+    /// that a broken DNS64 fails the demo).
+    #[arg(long, hide = true, conflicts_with = "loopback", value_name = "IPV4")]
+    pub dns64_upstream: Option<std::net::Ipv4Addr>,
     /// The re-executed child that enters the user namespace (internal).
     #[arg(long, hide = true, conflicts_with = "loopback")]
     pub in_user_namespace: bool,
@@ -182,12 +210,42 @@ fn run_loopback(args: &DemoArgs) -> Result<()> {
         .enable_all()
         .build()
         .context("starting the client runtime")?;
-    let start = Sample::take(&lab.daemon, &totals);
-    let end = Instant::now() + Duration::from_secs(args.loopback_seconds());
-    let tasks = population::spawn(&rt, &lab, args, n_iphttps, end + HANG_UP_DELAY, &totals);
+    let run = Duration::from_secs(args.loopback_seconds());
+    let bound = bring_up_bound(args.clients);
+    // The clients go on until the latest the measured run can end; once the end figures are
+    // taken they are stopped with their tasks.
+    let clients_end = Instant::now() + bound + run + HANG_UP_DELAY;
+    let tasks = population::spawn(&rt, &lab, args, n_iphttps, clients_end, &totals);
 
-    // Live progress, once per second.
-    let mut progress = Progress::new(&start);
+    // Bring-up: the measured run starts once every client is up (or the bound has passed, so
+    // that a broken lab still ends), so that how fast a loaded machine brings clients up never
+    // decides the verdict; the verdict is on what came up and what was answered.
+    let mut progress = Progress::new(&Sample::take(&lab.daemon, &totals));
+    let up_by = Instant::now() + bound;
+    let mut next_line = Instant::now() + Duration::from_secs(1);
+    loop {
+        let sample = Sample::take(&lab.daemon, &totals);
+        if all_up(&totals, &sample, n_teredo, n_iphttps, !args.no_ipsec) {
+            break;
+        }
+        let now = Instant::now();
+        if now >= up_by {
+            eprintln!(
+                "gate64 demo: not every client came up within {} s; measuring the ones that did",
+                bound.as_secs()
+            );
+            break;
+        }
+        if now >= next_line {
+            progress.print(&lab.daemon, &totals, n_teredo, n_iphttps);
+            next_line = now + Duration::from_secs(1);
+        }
+        std::thread::sleep(BRING_UP_POLL);
+    }
+
+    // The measured run, with live progress once per second.
+    let start = Sample::take(&lab.daemon, &totals);
+    let end = Instant::now() + run;
     while Instant::now() < end {
         std::thread::sleep(
             Duration::from_secs(1).min(end.saturating_duration_since(Instant::now())),
@@ -211,6 +269,7 @@ fn run_loopback(args: &DemoArgs) -> Result<()> {
     };
     rt.block_on(async {
         for t in tasks {
+            t.abort();
             let _ = t.await;
         }
     });
