@@ -156,3 +156,45 @@ fn demo_in_user_namespace_measures_capacity_without_root() {
     );
     assert!(stderr.contains("step "), "no load step:\n{stderr}");
 }
+
+/// The demo claims traffic "by name through DNS64 and NAT64": with DNS64 pointed at an
+/// upstream nobody serves it fails, and its error names DNS64.
+#[test]
+fn demo_fails_naming_dns64_when_dns64_is_broken() {
+    // 10.20.0.99 is on the lab's corporate link, where no host answers.
+    let args = [
+        "demo",
+        "--clients",
+        "20",
+        "--seconds",
+        "2",
+        "--dns64-upstream",
+        "10.20.0.99",
+    ];
+    let Some((mut cmd, _copy)) = unprivileged(&args) else {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "CI must run the unprivileged demo"
+        );
+        return;
+    };
+    let out = cmd.output().expect("running gate64 demo");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    if stderr.contains("running the loopback demo instead") {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "CI has user namespaces, yet the demo fell back:\n{stderr}"
+        );
+        return;
+    }
+    assert!(
+        !out.status.success(),
+        "the demo passed with DNS64 broken:\n{stderr}"
+    );
+    assert!(
+        stderr
+            .lines()
+            .any(|l| l.starts_with("gate64: error") && l.contains("DNS64")),
+        "the demo's error does not name DNS64:\n{stderr}"
+    );
+}

@@ -99,6 +99,15 @@ pub struct CapacityArgs {
     /// Unbound (for machines without it; `gate64 demo` does this).
     #[arg(long)]
     pub builtin_dns: bool,
+    /// Lab use only: when DNS64 fails, send the NAT64 share to the address DNS64 should
+    /// have synthesized, so NAT64 can still be measured. DNS64 is still reported failed and
+    /// the run still exits non-zero; the report records that the fallback was on.
+    #[arg(long)]
+    pub nat64_fallback: bool,
+    /// gate64's `dns64.upstream` instead of the lab's corporate DNS server (to show that a
+    /// broken DNS64 fails the run).
+    #[arg(long, hide = true, value_name = "IPV4")]
+    pub dns64_upstream: Option<std::net::Ipv4Addr>,
     /// Client set-ups (transport and IKE) the generator starts per second.
     #[arg(long, default_value_t = 500)]
     pub connect_per_sec: u32,
@@ -131,6 +140,19 @@ pub fn run(args: &CapacityArgs) -> Result<()> {
     print!("{}", table(&report.rows));
     if args.sweep {
         write_plots(args, &report.rows)?;
+    }
+    let broken: Vec<String> = report
+        .rows
+        .iter()
+        .flat_map(|r| {
+            let n = r.clients_requested;
+            r.path_failures
+                .iter()
+                .map(move |f| format!("{n} clients, {f}"))
+        })
+        .collect();
+    if !broken.is_empty() {
+        bail!("claimed paths did not work:\n  {}", broken.join("\n  "));
     }
     Ok(())
 }
@@ -220,6 +242,7 @@ fn measure_point(args: &CapacityArgs, clients: usize, stop: &AtomicBool) -> Resu
         connect_per_sec: args.connect_per_sec,
         workers: args.workers,
         builtin_dns: args.builtin_dns,
+        dns64_upstream: args.dns64_upstream,
     };
     let mut lab = match Lab::start(&topo, &opts, stop) {
         Ok(lab) => lab,
@@ -257,13 +280,19 @@ fn search(args: &CapacityArgs, lab: &mut Lab<'_>, stop: &AtomicBool) -> Result<R
     row.clients_probed = probe.probed as u64;
     row.clients_passed_traffic = probe.probe_ok as u64;
     row.dns64_error = probe.dns64_error;
+    row.nat64_fallback = args.nat64_fallback;
+    row.path_failures = (probe.paths.failures().into_iter())
+        .map(|f| format!("probe: {f}"))
+        .collect();
+    row.probe_paths = probe.paths;
     if !probe.probe_failed.is_empty() {
         eprintln!(
             "clients whose probe got no echo (first 20): {:?}",
             probe.probe_failed
         );
     }
-    if !args.probe_only {
+    // With a claimed path broken in the probe there is no capacity to search for.
+    if !args.probe_only && row.path_failures.is_empty() {
         capacity_search(args, lab, stop, &mut row)?;
     }
     let third = lab.third_party_ping().transpose()?;
@@ -341,7 +370,18 @@ fn capacity_search(
         } else {
             high = Some(high.map_or(offered, |h: f64| h.min(offered)));
         }
+        let at = step.offered_mbps;
+        let broken = !step.path_failures.is_empty();
+        (row.path_failures).extend(
+            step.path_failures
+                .iter()
+                .map(|f| format!("step {at:.0} Mbit/s: {f}")),
+        );
         row.steps.push(step);
+        // A claimed path that does not work is no capacity figure: the search ends there.
+        if broken {
+            return Ok(());
+        }
         let next = next_offer(low, high, &mut halvings, &mut refinements, args);
         match next {
             Some(n) => offered = n,
@@ -498,7 +538,11 @@ fn judge(args: &CapacityArgs, f: &FlowsResult, step: &mut Step) {
     } else {
         1.0
     };
-    step.failure = if f.tcp_errors > 0 {
+    step.paths = f.paths.clone();
+    step.path_failures = f.paths.failures();
+    step.failure = if !step.path_failures.is_empty() {
+        Some(step.path_failures.join("; "))
+    } else if f.tcp_errors > 0 {
         Some(format!(
             "{} TCP flows failed: {}",
             f.tcp_errors,
@@ -540,7 +584,7 @@ fn run_flows(
         args.nat64_share.to_string(),
     );
     let (v6, dns) = (CORP_HOST.to_string(), GATE_ADDRESS6.to_string());
-    let fallback = NAT64_TARGET.to_string();
+    let expect = NAT64_TARGET.to_string();
     let mut argv = vec![
         bin,
         "bench",
@@ -553,8 +597,8 @@ fn run_flows(
         V4ONLY,
         "--dns",
         &dns,
-        "--nat64-fallback",
-        &fallback,
+        "--dns64-expect",
+        &expect,
         "--port",
         &port,
         "--mbps",
@@ -572,6 +616,9 @@ fn run_flows(
     ];
     if probe_all {
         argv.push("--probe-all");
+    }
+    if args.nat64_fallback {
+        argv.extend(["--nat64-fallback", &expect]);
     }
     let label = if probe_all { "probe" } else { "flows" };
     let mut proc = lab.load.spawn(label, &argv)?;

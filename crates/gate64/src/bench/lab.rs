@@ -69,6 +69,8 @@ pub struct LabOptions {
     /// The corporate DNS server is `gate64 bench zone` instead of Debian's Unbound (which a
     /// fresh machine lacks: `gate64 demo`).
     pub builtin_dns: bool,
+    /// gate64's `dns64.upstream`, when not the corporate DNS server.
+    pub dns64_upstream: Option<std::net::Ipv4Addr>,
 }
 
 /// Debian's miredo client and strongSwan (both tunnels) over it, in `tcli`.
@@ -275,6 +277,7 @@ fn spec(opts: &LabOptions, pki: &Path) -> Spec {
 fn gate64_toml(pki: &Path, control: &Path, opts: &LabOptions) -> Result<String> {
     let p = |f: &str| -> Result<String> { Ok(path_str(&pki.join(f))?.to_owned()) };
     let iphttps_max = opts.clients.max(50_000) + 1_000;
+    let upstream = opts.dns64_upstream.unwrap_or(CORP_HOST_V4);
     let extra = format!(
         "[iphttps]\nenabled = true\nlisten = \"{SERVER_V4}:443\"\ncertificate = \"{}\"\n\
          private_key = \"{}\"\nprefix = \"{IPHTTPS_PREFIX}\"\n\n\
@@ -282,7 +285,7 @@ fn gate64_toml(pki: &Path, control: &Path, opts: &LabOptions) -> Result<String> 
          pool6 = \"{POOL6}\"\ninfrastructure_prefixes = [\"{CORP_HOST}/128\"]\n\
          half_open_cookie_threshold = 1000000\n\n\
          [nat64]\nprefix = \"{PREF64}\"\npool4 = [\"{POOL4}\"]\n\n\
-         [dns64]\nupstream = [\"{CORP_HOST_V4}\"]\n\n\
+         [dns64]\nupstream = [\"{upstream}\"]\n\n\
          [limits]\nmax_iphttps_connections = {iphttps_max}\nmax_tls_handshakes = 4096\n\n\
          [control]\nsocket = \"{}\"\n",
         p("server.pem")?,

@@ -8,6 +8,8 @@ use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::Path;
 
+use super::traffic::Paths;
+
 /// One load step of the capacity search.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
 #[serde(default)]
@@ -50,6 +52,10 @@ pub struct Step {
     /// `gate64_drops_total` by reason (`gate64/REASON`) and the generator's own
     /// (`generator/...`); only what grew.
     pub drops: BTreeMap<String, u64>,
+    /// What each claimed path (DNS64, NAT64, native IPv6, each transport) carried in the step.
+    pub paths: Paths,
+    /// The claimed paths that did not work in the step (empty when all did).
+    pub path_failures: Vec<String>,
 }
 
 /// One measured point: the figures of the highest passing step at this client count.
@@ -123,9 +129,16 @@ pub struct Row {
     /// The third-party client (miredo + strongSwan) pinged the corporate host through its
     /// tunnel; `None` when not run.
     pub third_party_ok: Option<bool>,
-    /// Why the DNS64 lookup from inside a tunnel failed (the NAT64 traffic then used the
-    /// synthesized address directly).
+    /// Why the DNS64 lookup from inside a tunnel failed.
     pub dns64_error: Option<String>,
+    /// `--nat64-fallback` was given: a NAT64 share whose DNS64 lookup failed went to the
+    /// synthesized address directly (DNS64 is still reported failed).
+    pub nat64_fallback: bool,
+    /// What each claimed path carried when every client was probed.
+    pub probe_paths: Paths,
+    /// Every claimed path that did not work, in the probe (`probe: ...`) or a step
+    /// (`step N Mbit/s: ...`); empty when all did. The run exits non-zero when it is not.
+    pub path_failures: Vec<String>,
     /// Why this point could not be measured (a `--sweep` goes on to the next).
     pub error: Option<String>,
     /// Seconds every client was held connected before the measurement.

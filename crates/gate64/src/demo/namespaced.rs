@@ -68,6 +68,9 @@ fn spawn_child(args: &DemoArgs) -> Result<ExitStatus> {
     if let Some(s) = args.seconds {
         cmd.args(["--seconds", &s.to_string()]);
     }
+    if let Some(a) = args.dns64_upstream {
+        cmd.args(["--dns64-upstream", &a.to_string()]);
+    }
     let mut child = cmd.spawn().context("starting the demo's lab")?;
     // Ctrl-C reaches the child too (same process group); it tears the lab down and exits,
     // and this process waits for that rather than leave it behind.
@@ -166,16 +169,19 @@ fn capacity_args(args: &DemoArgs) -> Result<CapacityArgs> {
         capacity: CapacityArgs,
     }
     let seconds = args.seconds.unwrap_or(STEP_SECONDS).to_string();
-    let argv = [
+    let upstream = args.dns64_upstream.map(|a| a.to_string());
+    let (clients, share) = (args.clients.to_string(), args.iphttps_share.to_string());
+    let workers = args.workers.to_string();
+    let mut argv = vec![
         "demo",
         "--clients",
-        &args.clients.to_string(),
+        &clients,
         "--iphttps-share",
-        &args.iphttps_share.to_string(),
+        &share,
         "--seconds",
         &seconds,
         "--workers",
-        &args.workers.to_string(),
+        &workers,
         "--start-mbps",
         START_MBPS,
         "--refine",
@@ -183,6 +189,9 @@ fn capacity_args(args: &DemoArgs) -> Result<CapacityArgs> {
         "--no-third-party",
         "--builtin-dns",
     ];
+    if let Some(upstream) = &upstream {
+        argv.extend(["--dns64-upstream", upstream]);
+    }
     Ok(Wrapper::try_parse_from(argv)
         .context("the demo's capacity options")?
         .capacity)
@@ -193,6 +202,11 @@ fn check(row: &Row) -> Result<()> {
     if let Some(e) = &row.error {
         bail!("the lab failed: {e}");
     }
+    ensure!(
+        row.path_failures.is_empty(),
+        "claimed paths did not work: {}",
+        row.path_failures.join("; ")
+    );
     ensure!(
         row.clients == row.clients_requested && row.clients_failed == 0,
         "{} of {} clients connected ({} failed)",

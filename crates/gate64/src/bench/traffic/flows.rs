@@ -9,6 +9,7 @@
 //!   (resolved through gate64's DNS64 from inside a tunnel), the rest to the native IPv6 host.
 
 use super::dns::resolve_aaaa;
+use super::paths::Paths;
 use super::{Direction, PACE_TICK, TcpRequest, UDP_PAYLOAD, UdpHeader, due_bytes, paced_write};
 use crate::bench::spec::{ClientAddress, parse_addresses};
 use anyhow::{Context, Result, bail};
@@ -49,8 +50,13 @@ pub struct FlowsArgs {
     /// gate64's DNS64 address.
     #[arg(long)]
     pub dns: Ipv6Addr,
-    /// The address DNS64 should synthesize for `--v4-name`: used (and the lookup's failure
-    /// reported) when no client gets an answer, so the NAT64 share of the traffic still runs.
+    /// The address DNS64 should synthesize for `--v4-name`: a different answer is a DNS64
+    /// failure.
+    #[arg(long)]
+    pub dns64_expect: Option<Ipv6Addr>,
+    /// Lab use only: when the DNS64 lookup fails, send the NAT64 share to this address
+    /// instead, so the NAT64 figures can still be measured. The run still reports DNS64 as
+    /// failed (`paths.dns64`), and every caller fails on it.
     #[arg(long)]
     pub nat64_fallback: Option<Ipv6Addr>,
     /// The servers' port (TCP and UDP).
@@ -97,6 +103,8 @@ pub struct FlowsResult {
     pub nat64_target: Option<Ipv6Addr>,
     /// Why the DNS64 lookup failed, if it did.
     pub dns64_error: Option<String>,
+    /// What each path carried, and the DNS64 lookup's outcome.
+    pub paths: Paths,
     /// Offered load of the bulk flows, Mbit/s.
     pub offered_mbps: f64,
     /// Duration of the bulk flows.
@@ -160,23 +168,42 @@ async fn measure(args: &FlowsArgs, clients: &[ClientAddress]) -> Result<FlowsRes
     };
     let v6 = SocketAddr::V6(SocketAddrV6::new(args.v6_server, args.port, 0, 0));
     let nat64 = if args.nat64_share > 0.0 {
-        let target = match (resolve(args, clients).await, args.nat64_fallback) {
-            (Ok(t), _) => t,
-            (Err(e), Some(fallback)) => {
-                eprintln!("{e:#}; using {fallback}");
-                result.dns64_error = Some(format!("{e:#}"));
+        let dns64 = &mut result.paths.dns64;
+        dns64.tried = true;
+        let answer = resolve(args, clients).await.and_then(|a| {
+            dns64.answer = Some(a);
+            match args.dns64_expect {
+                Some(want) if want != a => {
+                    bail!("DNS64 answered {a} for {}, expected {want}", args.v4_name)
+                }
+                _ => Ok(a),
+            }
+        });
+        let target = match (answer, args.nat64_fallback) {
+            (Ok(t), _) => {
+                dns64.ok = true;
+                Some(t)
+            }
+            (Err(e), fallback) => {
+                let e = format!("{e:#}");
+                eprintln!("{e}");
+                dns64.error = Some(e.clone());
+                result.dns64_error = Some(e);
+                dns64.fallback_used = fallback.is_some();
                 fallback
             }
-            (Err(e), None) => return Err(e),
         };
-        result.nat64_target = Some(target);
-        Some(SocketAddr::V6(SocketAddrV6::new(target, args.port, 0, 0)))
+        result.nat64_target = target;
+        target.map(|t| SocketAddr::V6(SocketAddrV6::new(t, args.port, 0, 0)))
     } else {
         None
     };
+    // Each flow's destination, and whether it goes through NAT64. Without a NAT64 address
+    // (DNS64 failed, no fallback) every flow goes to the IPv6 server, and DNS64 is reported
+    // as failed.
     let target = |k: usize| match nat64 {
-        Some(t) if in_share(k, args.nat64_share) => t,
-        _ => v6,
+        Some(t) if in_share(k, args.nat64_share) => (t, true),
+        _ => (v6, false),
     };
     if args.probe_all {
         probe_all(clients, &target, &mut result).await;
@@ -202,7 +229,7 @@ async fn resolve(args: &FlowsArgs, clients: &[ClientAddress]) -> Result<Ipv6Addr
 
 async fn probe_all(
     clients: &[ClientAddress],
-    target: &impl Fn(usize) -> SocketAddr,
+    target: &impl Fn(usize) -> (SocketAddr, bool),
     result: &mut FlowsResult,
 ) {
     let limit = Arc::new(tokio::sync::Semaphore::new(PROBE_CONCURRENCY));
@@ -211,19 +238,26 @@ async fn probe_all(
         let Ok(permit) = limit.clone().acquire_owned().await else {
             break;
         };
-        let (src, dst) = (c.inner, target(i));
+        let (src, (dst, nat64), transport) = (c.inner, target(i), c.transport);
         tasks.spawn(async move {
             let ok = probe(src, dst, i as u64).await.is_ok();
             drop(permit);
-            (src, ok)
+            (src, nat64, transport, ok)
         });
     }
     result.probed = clients.len();
     while let Some(done) = tasks.join_next().await {
-        match done {
-            Ok((_, true)) => result.probe_ok += 1,
-            Ok((src, false)) if result.probe_failed.len() < 20 => result.probe_failed.push(src),
-            _ => {}
+        // A probe task cannot panic; one that did is a client not shown to work.
+        let Ok((src, nat64, transport, ok)) = done else {
+            continue;
+        };
+        for path in result.paths.on(nat64, transport) {
+            path.probe(ok);
+        }
+        if ok {
+            result.probe_ok += 1;
+        } else if result.probe_failed.len() < 20 {
+            result.probe_failed.push(src);
         }
     }
 }
@@ -265,7 +299,7 @@ struct FlowOutcome {
 async fn bulk(
     args: &FlowsArgs,
     clients: &[ClientAddress],
-    target: &impl Fn(usize) -> SocketAddr,
+    target: &impl Fn(usize) -> (SocketAddr, bool),
     result: &mut FlowsResult,
 ) {
     let flows = args.flows.min(clients.len());
@@ -275,15 +309,17 @@ async fn bulk(
     let mut tasks = tokio::task::JoinSet::new();
     let mut tcp_count = 0_usize;
     for k in 0..flows {
-        let src = clients[k * clients.len() / flows].inner;
-        let dst = target(k);
-        if result.nat64_target.is_some() && in_share(k, args.nat64_share) {
+        let client = clients[k * clients.len() / flows];
+        let (src, transport) = (client.inner, client.transport);
+        let (dst, nat64) = target(k);
+        if nat64 {
             result.nat64_flows += 1;
         }
         if in_share(k, args.udp_share) {
             result.udp_flows += 1;
             let flow = k as u32;
-            tasks.spawn(udp_flow(flow, src, dst, bytes_per_sec, duration, epoch));
+            let run = udp_flow(flow, src, dst, bytes_per_sec, duration, epoch);
+            tasks.spawn(async move { (nat64, transport, run.await) });
         } else {
             let direction = if tcp_count.is_multiple_of(2) {
                 Direction::Upload
@@ -296,7 +332,8 @@ async fn bulk(
                 bytes_per_sec,
                 duration_ms: duration.as_millis() as u64,
             };
-            tasks.spawn(tcp_flow(src, dst, req));
+            let run = tcp_flow(src, dst, req);
+            tasks.spawn(async move { (nat64, transport, run.await) });
         }
     }
     result.tcp_flows = tcp_count;
@@ -305,7 +342,13 @@ async fn bulk(
     let mut rtts = Vec::new();
     while let Some(done) = tasks.join_next().await {
         let o = match done {
-            Ok(o) => o,
+            Ok((nat64, transport, o)) => {
+                let bytes = o.tcp_bytes + o.udp_received * UDP_PAYLOAD as u64;
+                for path in result.paths.on(nat64, transport) {
+                    path.flow(bytes);
+                }
+                o
+            }
             Err(e) => FlowOutcome {
                 tcp_error: Some(format!("flow task: {e}")),
                 ..FlowOutcome::default()
@@ -535,6 +578,7 @@ mod tests {
                 v6_server: Ipv6Addr::LOCALHOST,
                 v4_name: String::new(),
                 dns: Ipv6Addr::LOCALHOST,
+                dns64_expect: None,
                 nat64_fallback: None,
                 port,
                 mbps: 8.0,
@@ -550,6 +594,26 @@ mod tests {
             assert_eq!((r.probed, r.probe_ok), (4, 4), "{r:?}");
             assert_eq!((r.udp_flows, r.tcp_flows, r.tcp_errors), (2, 2, 0), "{r:?}");
             assert!(r.udp_received > 0 && r.tcp_bytes > 0, "{r:?}");
+            assert!(r.paths.failures().is_empty(), "{:?}", r.paths.failures());
+            assert_eq!((r.paths.teredo.probes, r.paths.teredo.probes_ok), (4, 4));
+            assert_eq!((r.paths.ipv6.flows, r.paths.teredo.flows), (4, 4));
+            assert!(r.paths.ipv6.bytes > 0 && !r.paths.dns64.tried, "{r:?}");
+
+            // A NAT64 share whose DNS64 server does not answer (nothing serves [::1]:53 in
+            // the test): DNS64 is reported failed,
+            // nothing goes to the IPv4-only server, the run still measures the rest.
+            let args = FlowsArgs {
+                dns: Ipv6Addr::LOCALHOST,
+                nat64_share: 0.5,
+                mbps: 0.0,
+                v4_name: "v4only.corp.example".into(),
+                ..args
+            };
+            let r = measure(&args, &clients[..1]).await.unwrap();
+            let f = r.paths.failures();
+            assert!(r.paths.dns64.tried && !r.paths.dns64.ok, "{r:?}");
+            assert!(f.len() == 1 && f[0].starts_with("DNS64: "), "{f:?}");
+            assert_eq!((r.nat64_target, r.paths.nat64.probes), (None, 0), "{r:?}");
         });
     }
 }

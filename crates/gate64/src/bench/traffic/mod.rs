@@ -12,10 +12,12 @@
 
 mod dns;
 mod flows;
+mod paths;
 mod sink;
 mod zone;
 
 pub use flows::{FlowsArgs, FlowsResult, run as run_flows};
+pub use paths::Paths;
 pub use sink::{SinkArgs, run as run_sink};
 pub use zone::{ZoneArgs, run as run_zone};
 
