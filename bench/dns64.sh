@@ -19,16 +19,29 @@
 #   uncached  names never asked before (random labels under the redirect zone): every query
 #             costs two upstream queries.
 # Reported per cell: QPS, average latency, lost queries and the CPU seconds of the DNS64
-# process (utime + stime, all threads); the median of RUNS runs, and gate64/unbound.
+# process (utime + stime, all threads), all from the run with the median QPS among those that
+# succeeded (a dnsperf run that fails is left out, shown in the runs column, and makes the exit
+# status 1), and gate64/unbound.
+#
+# Socket buffers: gate64 asks for a 4 MiB receive buffer on its UDP listeners (plain SO_RCVBUF,
+# capped at rmem_max, doubled by the kernel) and sets no send buffer; Unbound sets neither
+# (so-rcvbuf and so-sndbuf default to 0, the system's). The host's sysctls are set for the run
+# (bench/lib.sh match_sockbufs; restored on exit) so that both listeners hold the same 8 MiB
+# receive buffer and every socket that sets nothing the same send buffer; the table at the
+# end shows both DNS64s' sockets.
 #
 # usage: sudo bench/dns64.sh            (from the repo root; builds gate64 in release mode)
-# env:   RUNS=3           runs per cell, the median is reported
+# env:   RUNS=3           runs per cell, the median of those that succeed is reported
 #        DURATION=10      seconds per dnsperf run
 #        CLIENTS=8        dnsperf -c
 #        OUTSTANDING=500  dnsperf -q
 #        SETUPS="gate64 unbound"
 #        GATE64_BIN=path  use this binary and skip the build
 #        KEEP_LOGS=1      keep the temporary directory with configs and logs
+#        SOCKBUF=bytes    the receive buffer gate64 asks for on its DNS64 listeners (default:
+#                         its 4 MiB); host rmem_max/wmem_max = SOCKBUF, rmem_default/
+#                         wmem_default = 2 x SOCKBUF for the run; 0: leave the host's values
+#        DNSPERF=dnsperf  the dnsperf of the measured runs (DNSPERF=/bin/false: every run fails)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . bench/lib.sh
@@ -38,6 +51,7 @@ DURATION=${DURATION:-10}
 CLIENTS=${CLIENTS:-8}
 OUTSTANDING=${OUTSTANDING:-500}
 SETUPS=${SETUPS:-"gate64 unbound"}
+DNSPERF=${DNSPERF:-dnsperf}
 
 NS=g64-bdns-$$-0
 NAMESPACES=("$NS")
@@ -47,6 +61,7 @@ require_tools "apt-get install unbound dnsperf dnsutils iproute2" ip ss unbound 
 
 WORK=$(mktemp -d /tmp/gate64-bench-dns64.XXXXXX)
 install_cleanup
+match_sockbufs "${SOCKBUF:-$GATE64_SOCKBUF_DNS64}"
 
 UPSTREAM_PORT=5300
 declare -A PORT=([gate64]=5301 [unbound]=5302)
@@ -181,15 +196,20 @@ names_file() {
     }' >"$1"
 }
 
-# run_dnsperf SETUP FILE EXTRA...: one dnsperf run; prints "qps latency_ms lost cpu_s".
+# run_dnsperf SETUP FILE EXTRA...: one dnsperf ($DNSPERF) run; prints "qps latency_ms lost
+# cpu_s", or fails (printing dnsperf's last lines) when dnsperf fails or reports no QPS.
 run_dnsperf() {
-    local setup=$1 file=$2 out t0 t1
+    local setup=$1 file=$2 out t0 t1 rc=0
     shift 2
     out="$WORK/dnsperf-$setup-$(basename "$file")-$RANDOM.txt"
     t0=$(pid_ticks "$DNS64_PID")
-    ip netns exec "$NS" dnsperf -s ::1 -p "${PORT[$setup]}" -d "$file" \
-        -c "$CLIENTS" -q "$OUTSTANDING" -l "$DURATION" "$@" >"$out" 2>&1 || true
+    ip netns exec "$NS" "$DNSPERF" -s ::1 -p "${PORT[$setup]}" -d "$file" \
+        -c "$CLIENTS" -q "$OUTSTANDING" -l "$DURATION" "$@" >"$out" 2>&1 || rc=$?
     t1=$(pid_ticks "$DNS64_PID")
+    if [ "$rc" != 0 ] || ! grep -q 'Queries per second' "$out"; then
+        echo "dnsperf exit status $rc: $(tail -3 "$out" | tr '\n' ' ')"
+        return 1
+    fi
     awk -v cpu="$(secs $((t1 - t0)))" '
         /Queries per second/ {qps = $4}
         /Average Latency/ {lat = $4 * 1000}
@@ -216,36 +236,50 @@ for setup in $SETUPS; do
     for load in cached uncached; do
         rows=()
         for run in $(seq "$RUNS"); do
+            row="" rc=0
             if [ "$load" = cached ]; then
-                rows+=("$(run_dnsperf "$setup" "$WORK/cached.txt")")
+                row=$(run_dnsperf "$setup" "$WORK/cached.txt") || rc=$?
             else
                 f="$WORK/uncached-$setup-$run.txt"
                 # Enough unique names for 150,000 queries per second.
                 names_file "$f" $((DURATION * 150000)) "$setup$run"
-                rows+=("$(run_dnsperf "$setup" "$f" -n 1)")
+                row=$(run_dnsperf "$setup" "$f" -n 1) || rc=$?
                 rm -f "$f"
             fi
-            log "$setup $load run $run: ${rows[-1]} (qps latency_ms lost cpu_s)"
+            if [ "$rc" != 0 ]; then
+                run_failed "$setup $load run $run: $row"
+                continue
+            fi
+            rows+=("$row")
+            log "$setup $load run $run: $row (qps latency_ms lost cpu_s)"
         done
+        if [ "${#rows[@]}" -eq 0 ]; then
+            RESULT[$setup.$load]="0 nan nan nan nan"
+            continue
+        fi
         qps=$(printf '%s\n' "${rows[@]}" | awk '{print $1}' | median)
         # The other columns of the run whose QPS is the median.
-        RESULT[$setup.$load]=$(printf '%s\n' "${rows[@]}" | awk -v q="$qps" '$1 == q {print; exit}')
+        RESULT[$setup.$load]="${#rows[@]} $(printf '%s\n' "${rows[@]}" | awk -v q="$qps" '$1 == q {print; exit}')"
     done
+    # Effective socket buffers of the DNS64's sockets, after its runs.
+    print_sockbufs "$setup" "$NS" "$DNS64_PID"
     stop_setup "$setup"
 done
 
-printf '\n%-9s %-9s %10s %12s %8s %8s\n' setup load QPS "latency ms" lost "CPU s"
+printf '\n%-9s %-9s %8s %10s %12s %8s %8s\n' setup load runs QPS "latency ms" lost "CPU s"
 for load in cached uncached; do
     for setup in $SETUPS; do
-        read -r qps lat lost cpu <<<"${RESULT[$setup.$load]:-nan nan nan nan}"
-        printf '%-9s %-9s %10s %12s %8s %8s\n' "$setup" "$load" "$qps" "$lat" "$lost" "$cpu"
+        read -r ok qps lat lost cpu <<<"${RESULT[$setup.$load]:-0 nan nan nan nan}"
+        printf '%-9s %-9s %8s %10s %12s %8s %8s\n' "$setup" "$load" "$(runs_cell "$ok")" "$qps" \
+            "$lat" "$lost" "$cpu"
     done
 done
 if [[ " $SETUPS " == *" gate64 "* && " $SETUPS " == *" unbound "* ]]; then
     for load in cached uncached; do
-        g=${RESULT[gate64.$load]%% *}
-        u=${RESULT[unbound.$load]%% *}
-        awk -v g="$g" -v u="$u" -v l="$load" 'BEGIN {
-            if (u > 0) printf "gate64/unbound %-9s QPS ratio %.2f\n", l, g / u }'
+        read -r _ g _ <<<"${RESULT[gate64.$load]}"
+        read -r _ u _ <<<"${RESULT[unbound.$load]}"
+        printf 'gate64/unbound %-9s QPS ratio %s\n' "$load" "$(ratio "$g" "$u")"
     done
 fi
+print_sockbuf_table
+exit_status

@@ -20,11 +20,19 @@
 # TCP from the site host to grelan with FLOWS parallel flows, in both directions, and
 # measures the whole machine's CPU seconds (/proc/stat: user + nice + system + irq + softirq
 # + steal over every core) during each run, and the CPU seconds of the GRE processes (gate64
-# or ovs-vswitchd) of both endpoints. Reported: Mbit/s, machine CPU s, Mbit/s per machine
-# CPU second, endpoint CPU s; the median of RUNS runs.
+# or ovs-vswitchd) of both endpoints with the kernel NAPI threads of their devices. Reported:
+# Mbit/s, machine CPU s, Mbit/s per machine CPU second, endpoint CPU s (and its NAPI part),
+# Mbit/s per endpoint core; the median of the runs that succeeded, efficiencies taken per run.
+#
+# Socket buffers: gate64 forces 4 MiB on its raw GRE sockets (8 MiB after the kernel's
+# doubling); Open vSwitch's userspace datapath reads and writes the veths through packet
+# sockets. The host's socket buffer sysctls are set for the run so that a socket that sets
+# nothing gets the same 8 MiB (bench/lib.sh match_sockbufs; restored on exit), and the table
+# at the end shows every socket's buffers.
 #
 # usage: sudo bench/gre.sh            (from the repo root; builds gate64 in release mode)
-# env:   RUNS=3          runs per cell, the median is reported
+# env:   RUNS=3          runs per cell, the median of those that succeed is reported; a
+#                        failed run shows in the runs column and makes the exit status 1
 #        DURATION=10     seconds per iperf3 run
 #        FLOWS="1 8"     iperf3 -P values (one flow, many flows)
 #        DIRS="up down"  up = site -> grelan, down = grelan -> site (iperf3 -R)
@@ -34,6 +42,10 @@
 #                        queues (0 = one per core; binaries before the multi-queue GRE data
 #                        path ran GRE on one thread whatever it said)
 #        KEEP_LOGS=1     keep the temporary directory with configs, logs and iperf3 JSON
+#        SOCKBUF=bytes   the socket buffer gate64 asks for on its GRE sockets (default: its
+#                        4 MiB); host rmem_max/wmem_max = SOCKBUF, rmem_default/wmem_default
+#                        = 2 x SOCKBUF for the run; 0: leave the host's values
+#        IPERF3=iperf3   the iperf3 client of the runs (IPERF3=/bin/false: every run fails)
 #        UNDERLAY_MTU="1500 9000"
 #                        MTUs of the outer links and the gateway's LAN link, each measured
 #                        in turn (9000: jumbo frames, as data-centre interconnects run them;
@@ -75,6 +87,7 @@ require_tools "apt-get install openvswitch-switch iperf3 iproute2" \
 
 WORK=$(mktemp -d /tmp/gate64-bench-gre.XXXXXX)
 install_cleanup
+match_sockbufs "${SOCKBUF:-$GATE64_SOCKBUF_GRE}"
 
 # ---------------------------------------------------------------- topology
 
@@ -238,9 +251,10 @@ setup_ovs() {
 # machine_ticks: non-idle clock ticks of every core (/proc/stat "cpu" line).
 machine_ticks() { awk '/^cpu / {print $2 + $3 + $4 + $7 + $8 + $9; exit}' /proc/stat; }
 
-# engine_ticks: CPU ticks of the GRE processes (gate64 or ovs-vswitchd) at both ends, with
-# the NAPI threads of their namespaces' devices, if any (lib.sh napi_ticks).
-engine_ticks() {
+# engine_proc_ticks: CPU ticks of the GRE processes (gate64 or ovs-vswitchd) at both ends;
+# engine_napi_ticks: the NAPI threads of their namespaces' devices, if any (lib.sh
+# napi_ticks). The engine's CPU is their sum.
+engine_proc_ticks() {
     local t=0 ns pid
     for ns in "$SITE" "$GW"; do
         for pid in $(ip netns pids "$ns"); do
@@ -248,40 +262,48 @@ engine_ticks() {
             t=$((t + $(sed 's/^.*) //' "/proc/$pid/stat" | awk '{print $12 + $13}')))
         done
     done
-    echo $((t + $(napi_ticks "$SITE" "$GW")))
+    echo "$t"
 }
+engine_napi_ticks() { napi_ticks "$SITE" "$GW"; }
 
-RESULTS=()  # "underlay_mtu setup flows dir mbps machine_cpu engine_cpu per_end_core"
+RESULTS=()  # "underlay_mtu setup flows dir ok mbps machine_cpu eff engine_cpu napi per_end_core"
 measure() {
-    local setup=$1 flows dir run json m0 m1 e0 e1 t0 t1 rev
+    local setup=$1 flows dir run json m0 m1 e0 e1 n0 n1 t0 t1 rev ok cell
     for flows in $FLOWS; do
         for dir in $DIRS; do
-            local mbps_runs="" mcpu_runs="" ecpu_runs="" core_runs=""
+            local mbps_runs="" mcpu_runs="" eff_runs="" ecpu_runs="" napi_runs="" core_runs=""
+            cell="$setup MTU $UNDERLAY_MTU -P $flows $dir"
+            ok=0
             for run in $(seq "$RUNS"); do
-                json="$WORK/$setup-P$flows-$dir-$run.json"
+                json="$WORK/$setup-$UNDERLAY_MTU-P$flows-$dir-$run.json"
                 rev=()
                 [ "$dir" = down ] && rev=(-R)
-                m0=$(machine_ticks); e0=$(engine_ticks); t0=$(date +%s.%N)
-                if ! ip netns exec "$SITE" timeout $((DURATION + 30)) iperf3 -c 10.64.0.5 \
+                m0=$(machine_ticks); e0=$(engine_proc_ticks); n0=$(engine_napi_ticks); t0=$(date +%s.%N)
+                if ! ip netns exec "$SITE" timeout $((DURATION + 30)) "$IPERF3" -c 10.64.0.5 \
                     -B 172.16.0.5 -t "$DURATION" -P "$flows" "${rev[@]}" --json \
                     --connect-timeout 5000 >"$json" 2>&1; then
-                    log "$setup -P $flows $dir: iperf3 failed: $(tail -3 "$json")"
+                    log "$cell: iperf3 failed: $(tail -3 "$json")"
+                    run_failed "$cell run $run: iperf3 failed"
                     continue
                 fi
-                m1=$(machine_ticks); e1=$(engine_ticks); t1=$(date +%s.%N)
-                local mbps mcpu ecpu core
+                m1=$(machine_ticks); e1=$(engine_proc_ticks); n1=$(engine_napi_ticks); t1=$(date +%s.%N)
+                local mbps mcpu ecpu napi core
                 mbps=$(received_mbps "$json")
                 mcpu=$(secs $((m1 - m0)))
-                ecpu=$(secs $((e1 - e0)))
+                ecpu=$(secs $((e1 - e0 + n1 - n0)))
+                napi=$(secs $((n1 - n0)))
                 # Mbit/s per core of one tunnel end: the two ends together used ecpu / wall
-                # cores on average, one end half of that.
+                # cores on average (NAPI threads included), one end half of that.
                 core=$(awk -v m="$mbps" -v e="$ecpu" -v a="$t0" -v b="$t1" \
                     'BEGIN {if (e > 0) printf "%.1f", m * (b - a) * 2 / e; else print "inf"}')
-                log "  $setup -P $flows $dir run $run: $mbps Mbit/s, machine CPU $mcpu s, $ENGINE_COMM CPU $ecpu s, $core Mbit/s per end-core"
+                ok=$((ok + 1))
+                log "  $cell run $run: $mbps Mbit/s, machine CPU $mcpu s, $ENGINE_COMM CPU $ecpu s (NAPI $napi s), $core Mbit/s per end-core"
                 mbps_runs+="$mbps"$'\n'; mcpu_runs+="$mcpu"$'\n'; ecpu_runs+="$ecpu"$'\n'
-                core_runs+="$core"$'\n'
+                napi_runs+="$napi"$'\n'; core_runs+="$core"$'\n'
+                # Per run (Mbit/s and machine CPU of the same run), then the median.
+                eff_runs+="$(quotient "$mbps" "$mcpu")"$'\n'
             done
-            RESULTS+=("$UNDERLAY_MTU $setup $flows $dir $(printf '%s' "$mbps_runs" | median) $(printf '%s' "$mcpu_runs" | median) $(printf '%s' "$ecpu_runs" | median) $(printf '%s' "$core_runs" | median)")
+            RESULTS+=("$UNDERLAY_MTU $setup $flows $dir $ok $(median_of "$mbps_runs") $(median_of "$mcpu_runs") $(median_of "$eff_runs") $(median_of "$ecpu_runs") $(median_of "$napi_runs") $(median_of "$core_runs")")
         done
     done
 }
@@ -291,13 +313,21 @@ INNER_MTU=$((UNDERLAY_MTU - 28))
 for setup in $SETUPS; do
     log "== $setup, underlay MTU $UNDERLAY_MTU"
     case $setup in
-        gate64) build_gate64; setup_gate64 ;;
-        ovs) setup_ovs ;;
+        gate64) build_gate64; up=setup_gate64 ;;
+        ovs) up=setup_ovs ;;
         *) log "unknown setup $setup"; exit 1 ;;
     esac
+    if ! $up; then
+        run_failed "$setup MTU $UNDERLAY_MTU: setup failed, no run measured"
+        teardown
+        continue
+    fi
     start_bg "$LAN" iperf3 iperf3 -s -B 10.64.0.5
-    wait_for 5 tcp_listening "$LAN" 5201
+    wait_for 5 tcp_listening "$LAN" 5201 || log "iperf3 -s in $LAN not listening"
     measure "$setup"
+    # Effective socket buffers of both tunnel ends (gate64, or ovs-vswitchd and ovsdb-server).
+    print_sockbufs "$setup/mtu$UNDERLAY_MTU" "$GW"
+    print_sockbufs "$setup/mtu$UNDERLAY_MTU" "$SITE"
     if [ "$setup" = ovs ] && [ -n "${KEEP_LOGS:-}" ]; then
         for ns in "$SITE" "$GW"; do
             ovs "$ns" ovs-appctl --target="$WORK/ovs-$ns/vsd.ctl" dpctl/dump-flows \
@@ -309,24 +339,33 @@ done
 done
 
 echo
-echo "GRE, ${DURATION} s iperf3 TCP runs, median of $RUNS; inner MTU = underlay MTU - 28;"
+echo "GRE, ${DURATION} s iperf3 TCP runs, median of the runs that succeeded; inner MTU = underlay MTU - 28;"
 echo "CPU over the whole machine ($(nproc) cores)"
-printf '%5s %-7s %5s %5s %10s %14s %12s %12s %14s %8s\n' MTU setup flows dir "Mbit/s" \
-    "machine CPU s" "Mbit/s/CPU-s" "engine CPU s" "Mbit/s/end-core" "/ ovs"
+fmt='%5s %-7s %5s %5s %8s %10s %14s %12s %12s %8s %15s %8s\n'
+printf "$fmt" MTU setup flows dir runs "Mbit/s" "machine CPU s" "Mbit/s/CPU-s" "engine CPU s" \
+    "NAPI s" "Mbit/s/end-core" "/ ovs"
 for r in "${RESULTS[@]}"; do
-    read -r mtu setup flows dir mbps mcpu ecpu core <<<"$r"
-    eff=$(awk -v m="$mbps" -v c="$mcpu" 'BEGIN {if (c > 0) printf "%.1f", m / c; else print "inf"}')
+    read -r mtu setup flows dir ok mbps mcpu eff ecpu napi core <<<"$r"
     # gate64's Mbit/s over Open vSwitch's in the same cell, when both ran.
-    ratio=""
+    x=""
     if [ "$setup" = gate64 ]; then
         for o in "${RESULTS[@]}"; do
-            read -r omtu osetup oflows odir ombps _ <<<"$o"
+            read -r omtu osetup oflows odir _ ombps _ <<<"$o"
             if [ "$osetup $omtu $oflows $odir" = "ovs $mtu $flows $dir" ]; then
-                ratio=$(awk -v a="$mbps" -v b="$ombps" 'BEGIN {if (b > 0) printf "%.2fx", a / b}')
+                x=$(ratio "$mbps" "$ombps")
+                [ "$x" = n/a ] || x+=x
             fi
         done
     fi
-    printf '%5s %-7s %5s %5s %10s %14s %12s %12s %14s %8s\n' "$mtu" "$setup" "$flows" "$dir" \
-        "$mbps" "$mcpu" "$eff" "$ecpu" "$core" "$ratio"
+    printf "$fmt" "$mtu" "$setup" "$flows" "$dir" "$(runs_cell "$ok")" "$mbps" "$mcpu" \
+        "$(fixed 1 "$eff")" "$ecpu" "$napi" "$core" "$x"
 done
-printf '(Mbit/s/CPU-s = Mbit/s divided by the CPU seconds of the whole machine during the run,\n as in bench/teredo.sh; engine CPU s = user + system time of gate64 or ovs-vswitchd at both\n tunnel ends, with the NAPI threads of their devices; Mbit/s/end-core = Mbit/s divided by\n the cores one tunnel end used on average (half the engine CPU seconds over the run time),\n with the kernel work done in its threads: the peer'"'"'s IP input, the forwarding to the LAN;\n / ovs = gate64'"'"'s Mbit/s over Open vSwitch'"'"'s in the same cell.)\n'
+printf '%s\n' "(Mbit/s/CPU-s = Mbit/s divided by the CPU seconds of the whole machine during the run, as" \
+    " in bench/teredo.sh; engine CPU s = user + system time of gate64 or ovs-vswitchd at both" \
+    " tunnel ends, with the NAPI threads of their devices, shown apart as NAPI s; Mbit/s/end-core" \
+    " = Mbit/s divided by the cores one tunnel end used on average (half the engine CPU seconds," \
+    " NAPI included, over the run time), with the kernel work done in its threads: the peer's IP" \
+    " input, the forwarding to the LAN; both efficiencies are medians of per-run figures;" \
+    " / ovs = gate64's Mbit/s over Open vSwitch's in the same cell.)"
+print_sockbuf_table
+exit_status

@@ -15,13 +15,21 @@
 # whatever each pair negotiates (TLS 1.3 + AES-256-GCM with Debian's OpenSSL and rustls; the
 # stunnel log line is shown). For each setup it runs iperf3 TCP with 1 and 4 flows and measures
 # the CPU seconds (utime + stime of all threads, /proc/<pid>/stat) during each run of
-#   - the server side: every process in tsrv (only gate64 serve, or only stunnel);
-#   - the client side: the tunnel client in tcli (gate64 connect, or stunnel; iperf3 excluded).
+#   - the server side: every process in tsrv (only gate64 serve, or only stunnel), with the
+#     kernel NAPI threads of tsrv's devices (gate64's TUN);
+#   - the client side: the tunnel client in tcli (gate64 connect, or stunnel; iperf3
+#     excluded), with the NAPI threads of tcli's devices.
 # Everything shares the same cores, so the client side competes with the server for CPU.
-# Kernel forwarding, TUN and softirq time are not attributed to anyone.
+# Other kernel forwarding, TUN and softirq time is not attributed to anyone.
+#
+# Socket buffers: the tunnels are TCP connections, and neither gate64 nor stunnel sets a
+# buffer on them, so both get the kernel's TCP autotuning (net.ipv4.tcp_rmem/tcp_wmem; the
+# net.core.*mem_* sysctls do not apply to it). The host's values are left as they are; the
+# table at the end shows every socket of both sides.
 #
 # usage: sudo bench/iphttps.sh           (from the repo root; builds gate64 in release mode)
-# env:   RUNS=3        runs per cell, the median is reported
+# env:   RUNS=3        runs per cell, the median of those that succeed is reported; a failed
+#                      run shows in the runs column and makes the exit status 1
 #        DURATION=10   seconds per iperf3 run
 #        FLOWS="1 4"   iperf3 -P values
 #        DIRS="up down"  up = client -> tcorp, down = tcorp -> client (iperf3 -R)
@@ -29,6 +37,7 @@
 #        SEND_QUEUE_BYTES=n  gate64's iphttps.send_queue_bytes (default: gate64's default)
 #        GATE64_BIN=path  use this binary and skip the build
 #        KEEP_LOGS=1   keep the temporary directory with configs, logs and iperf3 JSON
+#        IPERF3=iperf3 the iperf3 client of the runs (IPERF3=/bin/false: every run fails)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . bench/lib.sh
@@ -150,28 +159,32 @@ start_iperf_server() {
 
 # ---------------------------------------------------------------- measurement
 
-server_ticks() { ns_ticks "$SRV"; }
 client_ticks() { ns_ticks "$CLI" iperf3; }
 
-RESULTS=() # "setup flows dir mbps server_cpu client_cpu"
+RESULTS=() # "setup flows dir ok mbps server_cpu server_napi eff client_cpu" (medians of the ok runs)
 
 measure_setup() {
-    local setup=$1 flows dir run json s0 s1 c0 c1 mbps scpu ccpu
+    local setup=$1 flows dir run json p0 p1 n0 n1 c0 c1 mbps scpu snapi ccpu ok
     for flows in $FLOWS; do
         for dir in $DIRS; do
-            local mbps_runs="" scpu_runs="" ccpu_runs=""
+            local mbps_runs="" scpu_runs="" snapi_runs="" eff_runs="" ccpu_runs=""
+            ok=0
             for run in $(seq "$RUNS"); do
                 json="$WORK/$setup-P$flows-$dir-$run.json"
-                s0=$(server_ticks)
+                p0=$(proc_ticks "$SRV")
+                n0=$(napi_ticks "$SRV")
                 c0=$(client_ticks)
                 run_iperf3 "$setup P$flows $dir run $run" "$IPERF_TARGET" "$flows" "$dir" "$json" ||
-                    continue
-                s1=$(server_ticks)
+                    { run_failed "$setup -P $flows $dir run $run: iperf3 failed"; continue; }
+                p1=$(proc_ticks "$SRV")
+                n1=$(napi_ticks "$SRV")
                 c1=$(client_ticks)
                 mbps=$(received_mbps "$json")
-                scpu=$(secs $((s1 - s0)))
+                scpu=$(secs $((p1 - p0 + n1 - n0)))
+                snapi=$(secs $((n1 - n0)))
                 ccpu=$(secs $((c1 - c0)))
-                log "  $setup -P $flows $dir run $run: $mbps Mbit/s, server CPU $scpu s, client CPU $ccpu s"
+                ok=$((ok + 1))
+                log "  $setup -P $flows $dir run $run: $mbps Mbit/s, server CPU $scpu s (NAPI $snapi s), client CPU $ccpu s"
                 if [ "$setup" = gate64 ]; then
                     # Cumulative drop counters, so a loss-limited run shows why.
                     log "    drops so far: $(ip netns exec "$SRV" curl -s 127.0.0.1:9164/metrics |
@@ -179,10 +192,12 @@ measure_setup() {
                 fi
                 mbps_runs+="$mbps"$'\n'
                 scpu_runs+="$scpu"$'\n'
+                snapi_runs+="$snapi"$'\n'
                 ccpu_runs+="$ccpu"$'\n'
+                # Per run (Mbit/s and server CPU of the same run), then the median.
+                eff_runs+="$(quotient "$mbps" "$scpu")"$'\n'
             done
-            [ -z "$mbps_runs" ] && continue
-            RESULTS+=("$setup $flows $dir $(printf '%s' "$mbps_runs" | median) $(printf '%s' "$scpu_runs" | median) $(printf '%s' "$ccpu_runs" | median)")
+            RESULTS+=("$setup $flows $dir $ok $(median_of "$mbps_runs") $(median_of "$scpu_runs") $(median_of "$snapi_runs") $(median_of "$eff_runs") $(median_of "$ccpu_runs")")
         done
     done
 }
@@ -207,6 +222,10 @@ run_setup() {
         }
     fi
     measure_setup "$setup"
+    # Effective socket buffers of the server side (tsrv) and of the tunnel client (the only
+    # process left in tcli once the runs are over).
+    print_sockbufs "$setup" "$SRV"
+    print_sockbufs "$setup" "$CLI"
     if [ "$setup" = stunnel ]; then
         # What the pair negotiated (stunnel logs it per connection at level info).
         NEGOTIATED=$(grep -m1 -o 'TLSv1[.0-9]* ciphersuite: [A-Z0-9_-]*' "$WORK/stunnel-cli.log" || true)
@@ -221,32 +240,30 @@ build_gate64
 make_certs # gate64 certs also serves the stunnel setup
 
 NEGOTIATED=""
-failed=0
 for setup in $SETUPS; do
-    run_setup "$setup" || failed=1
+    run_setup "$setup" || run_failed "$setup: setup failed, no run measured"
 done
 
-printf '\nIP-HTTPS vs stunnel, iperf3 TCP tcli -> tcorp (up) / tcorp -> tcli (down), %s s per run, median of %s run(s)\n' \
-    "$DURATION" "$RUNS"
+printf '\nIP-HTTPS vs stunnel, iperf3 TCP tcli -> tcorp (up) / tcorp -> tcli (down), %s s per run, median of the runs that succeeded\n' \
+    "$DURATION"
 [ -n "$NEGOTIATED" ] && printf 'stunnel: %s\n' "$NEGOTIATED"
-printf '%-8s %5s %5s %10s %12s %14s %12s\n' setup flows dir "Mbit/s" "server CPU s" "Mbit/s/CPU-s" "client CPU s"
+fmt='%-8s %5s %5s %8s %10s %12s %8s %14s %12s\n'
+printf "$fmt" setup flows dir runs "Mbit/s" "server CPU s" "NAPI s" "Mbit/s/CPU-s" "client CPU s"
 for r in "${RESULTS[@]}"; do
-    read -r setup flows dir mbps scpu ccpu <<<"$r"
-    eff=$(awk -v m="$mbps" -v c="$scpu" 'BEGIN {if (c > 0) printf "%.1f", m / c; else print "inf"}')
-    printf '%-8s %5s %5s %10s %12s %14s %12s\n' "$setup" "$flows" "$dir" "$mbps" "$scpu" "$eff" "$ccpu"
+    read -r setup flows dir ok mbps scpu snapi eff ccpu <<<"$r"
+    printf "$fmt" "$setup" "$flows" "$dir" "$(runs_cell "$ok")" "$mbps" "$scpu" "$snapi" \
+        "$(fixed 1 "$eff")" "$ccpu"
 done
 
-ratio() { awk -v a="$1" -v b="$2" 'BEGIN {if (a != "" && b != "" && b > 0) printf "%.2f", a / b; else print "n/a"}'; }
 printf '\n%-5s %5s %16s %10s %22s\n' flows dir "gate64/stunnel" "bar 0.80" "gate64/stunnel (eff.)"
 for flows in $FLOWS; do
     for dir in $DIRS; do
         gm="" sm="" ge="" se=""
         for r in "${RESULTS[@]}"; do
-            read -r setup f d mbps scpu ccpu <<<"$r"
+            read -r setup f d ok mbps scpu snapi eff ccpu <<<"$r"
             [ "$f" = "$flows" ] && [ "$d" = "$dir" ] || continue
-            e=$(awk -v m="$mbps" -v c="$scpu" 'BEGIN {if (c > 0) printf "%.6f", m / c}')
-            [ "$setup" = gate64 ] && { gm=$mbps; ge=$e; }
-            [ "$setup" = stunnel ] && { sm=$mbps; se=$e; }
+            [ "$setup" = gate64 ] && { gm=$mbps; ge=$eff; }
+            [ "$setup" = stunnel ] && { sm=$mbps; se=$eff; }
         done
         tput=$(ratio "$gm" "$sm")
         verdict=n/a
@@ -254,8 +271,11 @@ for flows in $FLOWS; do
         printf '%-5s %5s %16s %10s %22s\n' "$flows" "$dir" "$tput" "$verdict" "$(ratio "$ge" "$se")"
     done
 done
-printf '(server CPU s = user + system time of every process in tsrv during the run: gate64 serve\n'
-printf ' or the stunnel server; client CPU s = the tunnel client in tcli, gate64 connect or the\n'
-printf ' stunnel client, iperf3 excluded. All share one machine; kernel forwarding, TUN and\n'
-printf ' softirq work is not attributed to anyone.)\n'
-exit "$failed"
+printf '%s\n' "(server CPU s = user + system time of every process in tsrv during the run (gate64 serve" \
+    " or the stunnel server) with the kernel NAPI threads of tsrv's devices (gate64's TUN), shown" \
+    " apart as NAPI s; client CPU s = the tunnel client in tcli, gate64 connect or the stunnel" \
+    " client, iperf3 excluded, with the NAPI threads of tcli's devices. All share one machine;" \
+    " other kernel forwarding, TUN and softirq work is not attributed to anyone. Mbit/s/CPU-s" \
+    " and its ratio are medians of per-run Mbit/s over that run's server CPU s.)"
+print_sockbuf_table
+exit_status

@@ -20,12 +20,29 @@
 # CPU: whole-machine busy time from /proc/stat (user + nice + system + irq + softirq) during
 # each run, so kernel work (TUN, UDP, forwarding, softirq) counts for both setups alike. The
 # machine may run other work too: the idle baseline printed before each setup shows how much.
-# Reported per direction: the median of RUNS runs of Mbit/s and of whole-machine CPU-seconds,
-# and the efficiency, megabits moved per whole-machine CPU-second (Mbit/s per busy core, so
-# it does not depend on DURATION).
+# Reported per direction, over the runs that succeeded (a failed run is left out, shown in the
+# runs column, and makes the exit status 1): the median Mbit/s and whole-machine CPU-seconds,
+# and the median of the runs' efficiencies, megabits moved per whole-machine CPU-second
+# (Mbit/s per busy core, so it does not depend on DURATION), each taken within one run.
+#
+# Socket buffers: gate64 forces 4 MiB on its Teredo sockets, which carry the ESP of these runs
+# (gate64 opens ESP from Teredo clients in its dataplane), and 8 MiB on its IKE sockets; the
+# kernel doubles both. Miredo and charon set none. For the ESP setups the host's sysctls give
+# every socket that sets nothing the Teredo sockets' 8 MiB, so Miredo's relay and charon's
+# UDP 4500 socket (which carries strongSwan's ESP) hold what gate64's Teredo sockets hold; for
+# the ike-* setups the IKE sockets' 16 MiB (bench/lib.sh match_sockbufs; restored on exit).
+# The table at the end shows every socket's buffers.
+#
+# Logging: both responders log little, so neither pays for its own log lines: gate64 at
+# `warn`, charon's file loggers at level 0, strongSwan's audit level (the SAs established),
+# without flush_line (which writes out every line as it is logged). Level 0 rather than -1 (silent)
+# keeps a record in charon.log of which SAs came up when a run fails; charon's error messages
+# are at level 1, so debug a failed run with CHARON_LOGLEVEL=1 GATE64_LOG_LEVEL=info (info is
+# where gate64 logs each SA and each failed negotiation). The initiator's swanctl --initiate
+# output (initiate-*.log) has its level-1 messages either way.
 #
 # usage: sudo bench/ipsec.sh            (from the repo root)
-# env:   RUNS=5        runs per cell, the median is reported
+# env:   RUNS=5        runs per cell, the median of those that succeed is reported
 #        DURATION=10   seconds per iperf3 run
 #        DIRS="up down"  up = client -> tcorp, down = tcorp -> client (iperf3 -R)
 #        MSS=1130      inner TCP MSS (iperf3 -M); 0 leaves it to the path
@@ -36,8 +53,14 @@
 #        IKE_LOAD_BIN=path  gate64-testkit's ike-load (default: next to GATE64_BIN)
 #        GATE64_BIN=path  the gate64 binary for the gate64 half (built in release if unset)
 #        KEEP_LOGS=1   keep the temporary directory with configs, logs and iperf3 JSON
-#        SOCKBUF=4194304  host default socket buffer sizes during the run, for every process
-#                      alike (miredo, charon, gate64); 0 leaves them as they are
+#        SOCKBUF=bytes one socket buffer size for every setup instead of gate64's own (4 MiB
+#                      Teredo for the ESP setups, 8 MiB IKE for ike-*): host rmem_max/wmem_max
+#                      = SOCKBUF, rmem_default/wmem_default = 2 x SOCKBUF; 0 leaves the host's
+#        DPD_SECS=30   liveness-check interval of both responders: gate64's ipsec.dpd_secs
+#                      (its default is 30) and charon's dpd_delay, on every connection
+#        CHARON_LOGLEVEL=0   charon's filelog level (-1 silent .. 4); 1 shows its errors
+#        GATE64_LOG_LEVEL=warn  gate64's [log] level (RUST_LOG, if set, overrides it)
+#        IPERF3=iperf3 the iperf3 client of the runs (IPERF3=/bin/false: every run fails)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . bench/lib.sh
@@ -47,6 +70,10 @@ DURATION=${DURATION:-10}
 DIRS=${DIRS:-"up down"}
 MSS=${MSS:-1130}
 SETUPS=${SETUPS:-"strongswan gate64"}
+DPD_SECS=${DPD_SECS:-30}
+CHARON_LOGLEVEL=${CHARON_LOGLEVEL:-0}
+GATE64_LOG_LEVEL=${GATE64_LOG_LEVEL:-warn}
+case $DPD_SECS in "" | *[!0-9]*) echo "DPD_SECS: '$DPD_SECS' is not a number of seconds" >&2; exit 2 ;; esac
 
 require_root
 require_tools "apt-get install miredo miredo-server iperf3 iproute2 iputils-ping \
@@ -71,8 +98,6 @@ POOL6=fd00:c1::100/120
 PLUGINS="random nonce openssl pem pkcs1 pkcs8 pubkey x509 revocation constraints aes sha1 sha2 \
 hmac gcm kdf attr kernel-libipsec kernel-netlink socket-default vici"
 TOOL_PLUGINS="random nonce openssl pem pkcs1 pkcs8 pubkey x509 sha1 sha2"
-
-raise_sockbufs "${SOCKBUF:-4194304}"
 
 install_cleanup
 
@@ -134,9 +159,8 @@ $reuse
   filelog {
     charon {
       path = $dir/charon.log
-      default = 1
+      default = $CHARON_LOGLEVEL
       time_format = %H:%M:%S
-      flush_line = yes
       append = no
     }
   }
@@ -189,7 +213,7 @@ conn_common() {
     proposals = aes256gcm16-prfsha256-ecp256,aes256gcm16-prfsha256-x25519
     unique = never
     fragmentation = yes
-    dpd_delay = ${DPD_DELAY:-30s}
+    dpd_delay = ${DPD_SECS}s
     local {
       auth = pubkey
       certs = own.pem
@@ -276,56 +300,77 @@ idle_baseline() { # busy cores of the machine over 3 s with the lab idle
 }
 
 # Clock ticks (utime + stime, all threads) of every process in the lab: charon, miredo,
-# gate64 and iperf3. Unlike machine_ticks it ignores other work on the machine, but it also
-# misses kernel work done outside process context (softirq on idle cores).
-lab_ticks() { echo $(($(ns_ticks "$CLI") + $(ns_ticks "$SRV") + $(ns_ticks "$CORP"))); }
+# gate64 and iperf3, and the NAPI threads of the lab's devices, each thread once. Unlike
+# machine_ticks it ignores other work on the machine, but it also misses kernel work done
+# outside process context (softirq on idle cores).
+lab_ticks() {
+    echo $(($(proc_ticks "$CLI") + $(proc_ticks "$SRV") + $(proc_ticks "$CORP") +
+        $(napi_ticks "$CLI" "$SRV" "$CORP")))
+}
 
-# Clock ticks of the responder side alone: every process in tsrv (gate64, or miredo-server +
-# miredo relay) and in tcorp but iperf3 (strongSwan's charon responder).
-resp_ticks() { echo $(($(ns_ticks "$SRV") + $(ns_ticks "$CORP" iperf3))); }
+# The responder side alone: every process in tsrv (gate64, or miredo-server + miredo relay)
+# and in tcorp but iperf3 (strongSwan's charon responder), and the NAPI threads of those
+# namespaces' devices (gate64's TUN), counted apart (resp_napi_ticks) for the table.
+resp_proc_ticks() { echo $(($(proc_ticks "$SRV") + $(proc_ticks "$CORP" iperf3))); }
+resp_napi_ticks() { napi_ticks "$SRV" "$CORP"; }
 
-RESULTS=() # "setup dir mbps cpu labcpu respcpu"
+# per_cpu_s MBPS CPU_S: megabits moved per CPU-second spent in one run (= Mbit/s per busy
+# core), which does not depend on DURATION.
+per_cpu_s() { quotient "$(awk -v m="$1" -v d="$DURATION" 'BEGIN {printf "%.6f", m * d}')" "$2"; }
+
+RESULTS=() # "setup dir ok mbps cpu eff lab lab_eff resp resp_napi resp_eff" (medians of the ok runs)
 BASELINES=() # "setup busy-cores"
 
 measure() { # measure SETUP
-    local setup=$1 dir run json t0 t1 l0 l1 r0 r1 b0 b1 mbps cpu lab resp rev base mss=()
+    local setup=$1 dir run json t0 t1 l0 l1 r0 r1 n0 n1 b0 b1 mbps cpu lab resp napi rev base ok
+    local mss=()
     [ "$MSS" != 0 ] && mss=(-M "$MSS")
     base=$(idle_baseline)
     BASELINES+=("$setup $base")
     log "  idle baseline: $base busy cores"
     for dir in $DIRS; do
-        local mbps_runs="" cpu_runs="" lab_runs="" resp_runs=""
+        local mbps_runs="" cpu_runs="" eff_runs="" lab_runs="" leff_runs="" resp_runs="" napi_runs="" reff_runs=""
+        ok=0
         rev=()
         [ "$dir" = down ] && rev=(-R)
         for run in $(seq "$RUNS"); do
             json="$WORK/$setup-$dir-$run.json"
             b0=$(intranet_bytes)
             l0=$(lab_ticks)
-            r0=$(resp_ticks)
+            r0=$(resp_proc_ticks)
+            n0=$(resp_napi_ticks)
             t0=$(machine_ticks)
-            if ! ip netns exec "$CLI" timeout $((DURATION + 30)) iperf3 -6 -c "$INTRANET_HOST" \
+            if ! ip netns exec "$CLI" timeout $((DURATION + 30)) "$IPERF3" -6 -c "$INTRANET_HOST" \
                 -t "$DURATION" "${mss[@]}" "${rev[@]}" --json --connect-timeout 5000 \
                 >"$json" 2>&1; then
                 log "  $setup $dir run $run: iperf3 failed: $(grep -m1 '"error"' "$json" || tail -3 "$json")"
+                run_failed "$setup $dir run $run: iperf3 failed"
                 continue
             fi
             t1=$(machine_ticks)
             l1=$(lab_ticks)
-            r1=$(resp_ticks)
+            r1=$(resp_proc_ticks)
+            n1=$(resp_napi_ticks)
             b1=$(intranet_bytes)
             mbps=$(received_mbps "$json")
             cpu=$(secs $((t1 - t0)))
             lab=$(secs $((l1 - l0)))
-            resp=$(secs $((r1 - r0)))
+            resp=$(secs $((r1 - r0 + n1 - n0)))
+            napi=$(secs $((n1 - n0)))
+            ok=$((ok + 1))
             log "  $setup $dir run $run: $mbps Mbit/s, whole-machine CPU $cpu s, lab processes" \
-                "$lab s, responder $resp s, intranet child SA +$(((b1 - b0) / 1000000)) MB"
+                "$lab s, responder $resp s (NAPI $napi s), intranet child SA +$(((b1 - b0) / 1000000)) MB"
             mbps_runs+="$mbps"$'\n'
             cpu_runs+="$cpu"$'\n'
             lab_runs+="$lab"$'\n'
             resp_runs+="$resp"$'\n'
+            napi_runs+="$napi"$'\n'
+            # Efficiencies per run (Mbit/s and CPU of the same run), then their medians.
+            eff_runs+="$(per_cpu_s "$mbps" "$cpu")"$'\n'
+            leff_runs+="$(per_cpu_s "$mbps" "$lab")"$'\n'
+            reff_runs+="$(per_cpu_s "$mbps" "$resp")"$'\n'
         done
-        [ -z "$mbps_runs" ] && continue
-        RESULTS+=("$setup $dir $(printf '%s' "$mbps_runs" | median) $(printf '%s' "$cpu_runs" | median) $(printf '%s' "$lab_runs" | median) $(printf '%s' "$resp_runs" | median)")
+        RESULTS+=("$setup $dir $ok $(median_of "$mbps_runs") $(median_of "$cpu_runs") $(median_of "$eff_runs") $(median_of "$lab_runs") $(median_of "$leff_runs") $(median_of "$resp_runs") $(median_of "$napi_runs") $(median_of "$reff_runs")")
     done
 }
 
@@ -336,6 +381,7 @@ run_strongswan() {
     teardown
     setup
     IKE_PEER=$RESPONDER
+    match_sockbufs "${SOCKBUF:-$GATE64_SOCKBUF_TEREDO}"
     rm -rf "$WORK/certs" "$WORK/initiator" "$WORK/responder"
     make_certs "$WORK/certs" "$IKE_PEER"
     ip -n "$CORP" addr add "$INFRA_HOST/128" dev lo
@@ -348,6 +394,9 @@ run_strongswan() {
     start_bg "$CORP" iperf3-server iperf3 -s
     wait_for 5 tcp_listening "$CORP" 5201 || { log "iperf3 -s not listening"; return 1; }
     measure strongswan
+    print_sockbufs strongswan "$SRV"
+    print_sockbufs strongswan "$CORP"
+    print_sockbufs strongswan "$CLI"
     teardown
 }
 
@@ -376,10 +425,11 @@ ca = "${GATE64_CA:-$WORK/certs/ca.pem}"
 pool6 = "$POOL6"
 infrastructure_prefixes = ["$INFRA_TS"]
 intranet_prefixes = ["$INTRANET_TS"]
+dpd_secs = $DPD_SECS
 [metrics]
 listen = "127.0.0.1:9164"
 [log]
-level = "info"
+level = "$GATE64_LOG_LEVEL"
 EOF
     start_bg "$SRV" gate64 "$GATE64_BIN" serve --config "$WORK/gate64.toml"
     wait_for 15 udp_bound "$SRV" 192.0.2.1:3544 && wait_for 5 tcp_listening "$SRV" 9164 &&
@@ -398,6 +448,7 @@ run_gate64() {
     teardown
     setup
     IKE_PEER=$GATE64_ENDPOINT
+    match_sockbufs "${SOCKBUF:-$GATE64_SOCKBUF_TEREDO}"
     rm -rf "$WORK/certs" "$WORK/initiator" "$WORK/responder"
     make_certs "$WORK/certs" "$IKE_PEER"
     ip -n "$CORP" addr add "$INFRA_HOST/128" dev lo
@@ -413,6 +464,9 @@ run_gate64() {
     gate64_sa_gauges
     measure gate64
     GATE64_MEASURED=yes
+    print_sockbufs gate64 "$SRV"
+    print_sockbufs gate64 "$CORP"
+    print_sockbufs gate64 "$CLI"
     teardown
 }
 # ================================================================ end of the gate64 half
@@ -517,6 +571,7 @@ ike_measure() {
 run_ike_gate64() {
     log "== ike-gate64: $IKE_CLIENTS clients x 2 IKE SAs against gate64 serve's IKE endpoint"
     IKE_PEER=$GATE64_ENDPOINT
+    match_sockbufs "${SOCKBUF:-$GATE64_SOCKBUF_IKE}"
     ike_lab
     local pool=$POOL6 pid
     POOL6=$IKE_POOL6 GATE64_CA=$WORK/clients/clients-ca.pem start_gate64 ||
@@ -524,17 +579,20 @@ run_ike_gate64() {
     POOL6=$pool
     pid=$(ns_pid_of "$SRV" gate64) || { log "no gate64 process"; return 1; }
     ike_measure ike-gate64 "$SRV" "$pid" || { tail -n 20 "$WORK/gate64.log" >&2; return 1; }
+    print_sockbufs ike-gate64 "$SRV" "$pid"
     teardown
 }
 
 run_ike_strongswan() {
     log "== ike-strongswan: $IKE_CLIENTS clients x 2 IKE SAs against a strongSwan responder"
     IKE_PEER=$RESPONDER
+    match_sockbufs "${SOCKBUF:-$GATE64_SOCKBUF_IKE}"
     ike_lab
     local pool=$POOL6 pid
-    # No liveness checks from the responder, as gate64 sends none: with thousands of SAs
-    # strongSwan's 30 s DPD alone is hundreds of exchanges per second and stalls the run.
-    POOL6=$IKE_POOL6 DPD_DELAY=0s charon_dir "$WORK/responder" responder "$WORK/certs/responder.pem" \
+    # Liveness checks as gate64's: gate64 checks an IKE SA idle for ipsec.dpd_secs, charon
+    # one idle for dpd_delay; both are DPD_SECS (conn_common, start_gate64). ike-load answers
+    # them.
+    POOL6=$IKE_POOL6 charon_dir "$WORK/responder" responder "$WORK/certs/responder.pem" \
         "$WORK/certs/responder.key"
     POOL6=$pool
     cp "$WORK/clients/clients-ca.pem" "$WORK/responder/swanctl/x509ca/clients.pem"
@@ -542,6 +600,7 @@ run_ike_strongswan() {
     pid=$(ns_pid_of "$CORP" charon-systemd) || { log "no charon process"; return 1; }
     ike_measure ike-strongswan "$CORP" "$pid" ||
         { tail -n 20 "$WORK/responder/charon.log" >&2; return 1; }
+    print_sockbufs ike-strongswan "$CORP" "$pid"
     teardown
 }
 
@@ -569,49 +628,47 @@ if [[ " $SETUPS " == *" gate64 "* || " $SETUPS " == *" ike-"* ]]; then
     IKE_LOAD_BIN=$(realpath "${IKE_LOAD_BIN:-$(dirname "$GATE64_BIN")/ike-load}")
 fi
 
-failed=0
 GATE64_MEASURED=""
 for s in $SETUPS; do
     case $s in
-    strongswan) run_strongswan || { log "strongswan setup failed"; failed=1; } ;;
-    gate64) run_gate64 || failed=1 ;;
-    ike-gate64) run_ike_gate64 || { log "ike-gate64 failed"; failed=1; } ;;
-    ike-strongswan) run_ike_strongswan || { log "ike-strongswan failed"; failed=1; } ;;
-    *) log "unknown setup $s"; failed=1 ;;
+    strongswan) run_strongswan || run_failed "strongswan: setup failed" ;;
+    gate64) run_gate64 || run_failed "gate64: setup failed" ;;
+    ike-gate64) run_ike_gate64 || run_failed "ike-gate64: failed" ;;
+    ike-strongswan) run_ike_strongswan || run_failed "ike-strongswan: failed" ;;
+    *) run_failed "unknown setup $s" ;;
     esac
 done
 
-printf '\nESP over Teredo, iperf3 TCP to %s through the intranet tunnel, MSS %s, %s s per run, median of %s run(s)\n' \
-    "$INTRANET_HOST" "$MSS" "$DURATION" "$RUNS"
-printf '%-11s %5s %9s %9s %7s %11s %11s %14s %11s\n' responder dir "Mbit/s" "CPU s" cores \
-    "Mbit/CPU-s" "lab CPU s" "Mbit/lab-CPU-s" "resp CPU s"
-# Efficiency = megabits moved per CPU-second spent (= Mbit/s per busy core), which does not
-# depend on DURATION.
-per_cpu_s() { awk -v m="$1" -v c="$2" -v d="$DURATION" 'BEGIN {if (c > 0) printf "%.1f", m * d / c; else print "inf"}'; }
+printf '\nESP over Teredo, iperf3 TCP to %s through the intranet tunnel, MSS %s, %s s per run, median of the runs that succeeded\n' \
+    "$INTRANET_HOST" "$MSS" "$DURATION"
+fmt='%-11s %5s %8s %9s %9s %7s %11s %11s %14s %11s %8s %15s\n'
+printf "$fmt" responder dir runs "Mbit/s" "CPU s" cores "Mbit/CPU-s" "lab CPU s" "Mbit/lab-CPU-s" \
+    "resp CPU s" "NAPI s" "Mbit/resp-CPU-s"
 for r in "${RESULTS[@]}"; do
-    read -r setup dir mbps cpu lab resp <<<"$r"
-    cores=$(awk -v c="$cpu" -v d="$DURATION" 'BEGIN {printf "%.2f", c / d}')
-    eff=$(per_cpu_s "$mbps" "$cpu")
-    leff=$(per_cpu_s "$mbps" "$lab")
-    printf '%-11s %5s %9s %9s %7s %11s %11s %14s %11s\n' "$setup" "$dir" "$mbps" "$cpu" "$cores" \
-        "$eff" "$lab" "$leff" "$resp"
+    read -r setup dir ok mbps cpu eff lab leff resp napi reff <<<"$r"
+    cores=$(fixed 2 "$(quotient "$cpu" "$DURATION")")
+    printf "$fmt" "$setup" "$dir" "$(runs_cell "$ok")" "$mbps" "$cpu" "$cores" "$(fixed 1 "$eff")" \
+        "$lab" "$(fixed 1 "$leff")" "$resp" "$napi" "$(fixed 1 "$reff")"
 done
 
 # The acceptance figure: gate64's Mbit/s per CPU-second over strongSwan's, per direction, by
 # whole-machine CPU (the issue's measure), by the lab's processes, and by the responder side
 # alone (the client, charon + miredo, is the same in both setups and, on a 2-core machine,
-# what saturates: the whole-machine ratio is bounded by it).
-efficiency_of() { # efficiency_of SETUP DIR FIELD(cpu|lab)
-    local r setup dir mbps cpu lab resp
+# what saturates: the whole-machine ratio is bounded by it). Each efficiency is the median of
+# the per-run figures.
+efficiency_of() { # efficiency_of SETUP DIR FIELD(cpu|lab|resp)
+    local r setup dir ok mbps cpu eff lab leff resp napi reff
     for r in "${RESULTS[@]}"; do
-        read -r setup dir mbps cpu lab resp <<<"$r"
+        read -r setup dir ok mbps cpu eff lab leff resp napi reff <<<"$r"
         [ "$setup" = "$1" ] && [ "$dir" = "$2" ] || continue
-        [ "$3" = cpu ] && per_cpu_s "$mbps" "$cpu" && return
-        [ "$3" = lab ] && per_cpu_s "$mbps" "$lab" && return
-        [ "$3" = resp ] && per_cpu_s "$mbps" "$resp" && return
+        case $3 in
+        cpu) echo "$eff" ;;
+        lab) echo "$leff" ;;
+        resp) echo "$reff" ;;
+        esac
+        return
     done
 }
-ratio() { awk -v g="$1" -v s="$2" 'BEGIN {if (g != "" && s != "" && s + 0 > 0 && g != "inf") printf "%.2f", g / s; else print "n/a"}'; }
 printf '\n%5s %26s %26s %26s\n' dir "gate64/strongSwan (whole)" "gate64/strongSwan (lab)" \
     "gate64/strongSwan (resp)"
 for dir in $DIRS; do
@@ -631,6 +688,12 @@ done
 if [[ " $SETUPS " == *" gate64 "* ]] && [ -z "$GATE64_MEASURED" ]; then
     printf '%-11s %s\n' gate64 "gate64: not yet measured"
 fi
-printf '(CPU s = whole-machine busy time from /proc/stat during the run, every process and the\n kernel alike; cores = CPU s / run time; Mbit/CPU-s = Mbit/s x run time / CPU s, i.e. Mbit/s\n per busy core; lab CPU s = user + system time of every process in the three namespaces; resp CPU s =\n the responder side alone: tsrv and the charon responder in tcorp.)\n'
+printf '%s\n' "(CPU s = whole-machine busy time from /proc/stat during the run, every process and the" \
+    " kernel alike; cores = CPU s / run time; Mbit/CPU-s = Mbit/s x run time / CPU s, i.e. Mbit/s" \
+    " per busy core, taken per run, the median shown; lab CPU s = user + system time of every" \
+    " process in the three namespaces with the NAPI threads of their devices; resp CPU s = the" \
+    " responder side alone: tsrv and the charon responder in tcorp, with the NAPI threads of" \
+    " their devices (gate64's TUN), shown apart as NAPI s.)"
 print_ike_results
-exit "$failed"
+print_sockbuf_table
+exit_status

@@ -4,8 +4,18 @@
 #
 # It only defines variables and functions. The scripts pick what they use: the namespace
 # names, teardown/cleanup and the EXIT trap, the three-namespace lab of gate64-testkit's
-# Topology, the release build of gate64, CPU-seconds accounting from /proc and the iperf3
-# helpers.
+# Topology, the release build of gate64, host socket buffers matched to gate64's
+# (match_sockbufs) and the effective buffers of each process's sockets (print_sockbufs),
+# CPU-seconds accounting from /proc, the iperf3 helpers and the record of failed runs
+# (run_failed, exit_status).
+#
+# Failed runs: a run that fails (iperf3, dnsperf) is recorded with run_failed, left out of
+# its cell's median, and the cell's runs column shows how many runs succeeded ("2/3 ok", or
+# FAILED for none); exit_status, called last, lists the failures and exits 1 if there was one.
+# IPERF3 names the iperf3 client the measured runs use (iperf3 servers always run `iperf3`),
+# so a failure is easy to produce:
+#
+#   sudo IPERF3=/bin/false bench/teredo.sh     -> every cell FAILED, exit status 1
 
 # Names follow gate64-testkit's g64-<tag>-<pid>-<n> scheme, so a test run also removes them
 # if the script is killed with SIGKILL. A script without tcorp sets NAMESPACES itself.
@@ -20,6 +30,8 @@ CORP_HOST=2001:db8:100:1::2
 TERM_WAIT_TICKS=30
 # "key=value" of host sysctls changed by save_sysctl, restored by cleanup.
 SAVED_SYSCTL=()
+# The iperf3 client of the measured runs (see the top of this file).
+IPERF3=${IPERF3:-iperf3}
 
 log() { printf '%s\n' "$*" >&2; }
 
@@ -68,10 +80,14 @@ teardown() {
     done
 }
 
-# save_sysctl KEY...: remember the host's current values, for cleanup to restore.
+# save_sysctl KEY...: remember the host's current values, for cleanup to restore. A key
+# already saved keeps its first value (the host's), so a script may change it more than once.
 save_sysctl() {
-    local k
+    local k kv
     for k in "$@"; do
+        for kv in "${SAVED_SYSCTL[@]}"; do
+            [ "${kv%%=*}" = "$k" ] && continue 2
+        done
         SAVED_SYSCTL+=("$k=$(sysctl -n "$k")")
     done
 }
@@ -145,16 +161,6 @@ wait_for() {
 tcp_listening() { [ -n "$(ip netns exec "$1" ss -Hntl "sport = :$2")" ]; }
 udp_bound() { ip netns exec "$1" ss -Hnuln | awk '{print $4}' | grep -qxF "$2"; }
 
-# raise_sockbufs SIZE: the host's default and maximum socket buffers for the run (restored on
-# exit by the cleanup trap); 0 keeps the host's values. Every process of both setups gets the
-# same buffers, so a comparison stays fair.
-raise_sockbufs() {
-    [ "$1" != 0 ] || return 0
-    save_sysctl net.core.rmem_default net.core.wmem_default net.core.rmem_max net.core.wmem_max
-    sysctl -qw net.core.rmem_default="$1" net.core.wmem_default="$1" \
-        net.core.rmem_max="$1" net.core.wmem_max="$1"
-}
-
 # The Teredo lab of teredo.sh and ipsec.sh: Miredo's server and relay in $SRV on 192.0.2.1/.2,
 # and a Teredo client in $CLI.
 teredo_client_ready() {
@@ -179,6 +185,146 @@ start_bg() { # start_bg NS LOGNAME CMD...: background process inside NS, output 
     ip netns exec "$ns" "$@" >"$WORK/$name.log" 2>&1 &
 }
 
+# ---------------------------------------------------------------- socket buffers
+
+# What gate64 asks for on its sockets (bytes; the kernel doubles it, see match_sockbufs):
+#   Teredo UDP sockets   SOCKET_BUFFER in crates/io/src/lib.rs, SO_RCVBUFFORCE + SO_SNDBUFFORCE
+#   GRE raw sockets      SOCKET_BUFFER in crates/io/src/gre.rs, SO_RCVBUFFORCE + SO_SNDBUFFORCE
+#   IKE UDP sockets      SOCKET_BUFFER in crates/io/src/ike.rs, SO_RCVBUFFORCE + SO_SNDBUFFORCE
+#   DNS64 UDP listeners  udp_socket in crates/io/src/dns64/server.rs: plain SO_RCVBUF (capped
+#                        at rmem_max), no send buffer (so wmem_default)
+# IP-HTTPS's TCP connections and the TUN-only NAT64 path set no socket buffer. Keep these in
+# step with the sources.
+GATE64_SOCKBUF_TEREDO=$((4 << 20))
+GATE64_SOCKBUF_GRE=$((4 << 20))
+GATE64_SOCKBUF_IKE=$((8 << 20))
+GATE64_SOCKBUF_DNS64=$((4 << 20))
+
+# match_sockbufs SIZE: for the run (restored by cleanup), net.core.rmem_max and wmem_max =
+# SIZE and net.core.rmem_default and wmem_default = 2 x SIZE, where SIZE is what gate64 asks
+# for on the sockets the comparison exercises (GATE64_SOCKBUF_*); SIZE 0 leaves the host's
+# values. Why these values (socket(7); the kernel's sock_init_data and sock_setsockopt):
+#   - setsockopt SO_RCVBUF/SO_SNDBUF stores twice the value asked for (bookkeeping overhead),
+#     after capping it at rmem_max/wmem_max; the FORCE variants skip the cap. gate64's
+#     sockets therefore hold 2 x SIZE.
+#   - A socket that sets nothing starts with rmem_default/wmem_default as they are, not
+#     doubled (getsockopt on a fresh UDP socket returns rmem_default). *_default = 2 x SIZE
+#     gives a peer that sets nothing (Miredo, charon, Unbound, Open vSwitch's packet
+#     sockets) the same 2 x SIZE as gate64.
+#   - *_max = SIZE: a peer that asks for SIZE or more with plain SO_RCVBUF/SO_SNDBUF gets
+#     2 x SIZE too, never more than gate64; gate64's DNS64, which asks for SIZE without
+#     FORCE, gets its 2 x SIZE. (The kernel does not require *_default <= *_max.)
+# These sysctls are not per network namespace: the lab's namespaces see the host's values.
+# TCP sockets that set no size take net.ipv4.tcp_rmem/tcp_wmem and autotuning instead; this
+# does not change them. print_sockbufs shows what each socket got.
+match_sockbufs() {
+    local size=$1
+    [ "$size" != 0 ] || return 0
+    case $size in
+    "" | *[!0-9]*) echo "socket buffer size '$size' is not a number of bytes" >&2; exit 2 ;;
+    esac
+    save_sysctl net.core.rmem_default net.core.wmem_default net.core.rmem_max net.core.wmem_max
+    sysctl -qw net.core.rmem_max="$size" net.core.wmem_max="$size" \
+        net.core.rmem_default=$((2 * size)) net.core.wmem_default=$((2 * size))
+    log "== host socket buffers: rmem_max = wmem_max = $size," \
+        "rmem_default = wmem_default = $((2 * size))"
+}
+
+# print_sockbufs snapshots, for print_sockbuf_table: "LABEL NS COMM PID NETID SOCKET RB TB D"
+# per socket, and "LABEL rmem_default wmem_default rmem_max wmem_max" per call.
+SOCKBUF_LINES=()
+SOCKBUF_HOST=()
+
+# sock_meminfo PID FD: "rcvbuf sndbuf drops" of socket FD of process PID, read through a
+# duplicate of the descriptor (pidfd_getfd, Linux 5.6) with SO_MEMINFO: the figures ss -m
+# shows as rb, tb and d. For sockets ss prints no skmem for (raw sockets when the kernel's
+# raw_diag is not loaded). Needs python3 3.9; prints nothing when that or a call fails.
+sock_meminfo() {
+    command -v python3 >/dev/null 2>&1 || return 0
+    python3 - "$1" "$2" 2>/dev/null <<'PY' || true
+import ctypes, os, socket, struct, sys
+SYS_PIDFD_GETFD = 438  # the same number on x86_64 and arm64
+SO_MEMINFO = 55
+libc = ctypes.CDLL(None, use_errno=True)
+pidfd = os.pidfd_open(int(sys.argv[1]))
+fd = libc.syscall(SYS_PIDFD_GETFD, pidfd, int(sys.argv[2]), 0)
+if fd >= 0:
+    s = socket.socket(fileno=fd)  # our duplicate; closing it leaves the process's socket open
+    m = struct.unpack("9I", s.getsockopt(socket.SOL_SOCKET, SO_MEMINFO, 36))
+    print(m[1], m[3], m[8])  # SK_MEMINFO_RCVBUF, SK_MEMINFO_SNDBUF, SK_MEMINFO_DROPS
+PY
+}
+
+# print_sockbufs LABEL NS [PID...]: the effective buffers of every UDP, TCP, raw and packet
+# socket of the processes PID... in NS (every process in NS without PID), from ss -m in NS,
+# under LABEL (one word, usually the setup):
+# rb = receive buffer, tb = send buffer (bytes as the kernel holds them, after its doubling),
+# d = packets the socket dropped since it was opened (a full receive buffer among others).
+# Logged now and kept for print_sockbuf_table, which puts gate64's and its peer's sockets in
+# one table. Call it with the setup up, after its runs, so d covers them.
+print_sockbufs() {
+    local label=$1 ns=$2 pids line comm pid fd netid sock rb tb d mi
+    shift 2
+    if [ $# -gt 0 ]; then pids=" $* "; else pids=" $(ip netns pids "$ns" | tr '\n' ' ') "; fi
+    SOCKBUF_HOST+=("$label $(sysctl -n net.core.rmem_default) $(sysctl -n net.core.wmem_default) $(sysctl -n net.core.rmem_max) $(sysctl -n net.core.wmem_max)")
+    while read -r comm pid fd netid sock rb tb d; do
+        if [ "$rb" = - ]; then
+            mi=$(sock_meminfo "$pid" "$fd")
+            [ -z "$mi" ] || read -r rb tb d <<<"$mi"
+        fi
+        line="$label $ns $comm $pid $netid $sock $rb $tb $d"
+        SOCKBUF_LINES+=("$line")
+        log "  socket buffers: $line"
+    done < <(ip netns exec "$ns" ss -HOnamp -uatw0 2>/dev/null | awk -v pids="$pids" '
+        {
+            if (!match($0, /users:\(\(.*\)\)/)) next
+            users = substr($0, RSTART, RLENGTH)
+            # The first user of the socket that is one of PIDS: ("comm",pid=N,fd=M).
+            found = 0
+            while (match(users, /\("[^"]*",pid=[0-9]+,fd=[0-9]+\)/)) {
+                u = substr(users, RSTART + 1, RLENGTH - 2)
+                users = substr(users, RSTART + RLENGTH)
+                n = split(u, f, ",")
+                comm = f[1]; gsub(/"/, "", comm); gsub(/[^A-Za-z0-9_.:\/-]/, "_", comm)
+                pid = substr(f[n - 1], 5); fd = substr(f[n], 4)
+                if (index(pids, " " pid " ")) { found = 1; break }
+            }
+            if (!found) next
+            sock = $5
+            if ($2 == "ESTAB") sock = sock ">" $6
+            rb = "-"; tb = "-"; d = "-"
+            if (match($0, /skmem:\([^)]*\)/)) {
+                n = split(substr($0, RSTART + 6, RLENGTH - 7), m, ",")
+                for (i = 1; i <= n; i++) {
+                    if (m[i] ~ /^rb[0-9]+$/) rb = substr(m[i], 3)
+                    else if (m[i] ~ /^tb[0-9]+$/) tb = substr(m[i], 3)
+                    else if (m[i] ~ /^d[0-9]+$/) d = substr(m[i], 2)
+                }
+            }
+            print comm, pid, fd, $1, sock, rb, tb, d
+        }')
+}
+
+# print_sockbuf_table: every print_sockbufs snapshot of the run, in one table.
+print_sockbuf_table() {
+    [ "${#SOCKBUF_HOST[@]}" -gt 0 ] || return 0
+    local h line label r_def w_def r_max w_max l ns comm pid netid sock rb tb d
+    printf '\nSocket buffers (ss -m after the runs; rb = receive, tb = send buffer in bytes as the\n'
+    printf ' kernel holds them, after its doubling; d = packets the socket dropped; - = not shown)\n'
+    for h in "${SOCKBUF_HOST[@]}"; do
+        read -r label r_def w_def r_max w_max <<<"$h"
+        printf '%s: host rmem_default %s, wmem_default %s, rmem_max %s, wmem_max %s\n' \
+            "$label" "$r_def" "$w_def" "$r_max" "$w_max"
+        printf '  %-34s %-6s %-42s %10s %10s %8s\n' "process[pid] netns" proto socket rb tb d
+        for line in "${SOCKBUF_LINES[@]}"; do
+            read -r l ns comm pid netid sock rb tb d <<<"$line"
+            [ "$l" = "$label" ] || continue
+            printf '  %-34s %-6s %-42s %10s %10s %8s\n' "$comm[$pid] $ns" "$netid" "$sock" \
+                "$rb" "$tb" "$d"
+        done
+    done
+}
+
 # ---------------------------------------------------------------- build
 
 # Sets GATE64_BIN to an absolute path; builds gate64 in release mode unless it is set.
@@ -200,9 +346,10 @@ build_gate64() {
 
 # ---------------------------------------------------------------- measurement
 
-# ns_ticks NS [EXCLUDE_COMM]: clock ticks (utime + stime, all threads) of every process in NS,
-# except those whose comm is EXCLUDE_COMM, plus napi_ticks NS.
-ns_ticks() {
+# proc_ticks NS [EXCLUDE_COMM]: clock ticks (utime + stime, all threads) of every process in
+# NS, except those whose comm is EXCLUDE_COMM. Kernel threads are in no namespace: see
+# napi_ticks.
+proc_ticks() {
     local ns=$1 skip=${2:-} pid total=0 t
     for pid in $(ip netns pids "$ns"); do
         if [ -n "$skip" ] && [ "$(cat "/proc/$pid/comm" 2>/dev/null)" = "$skip" ]; then
@@ -212,8 +359,11 @@ ns_ticks() {
         t=$(sed 's/^.*) //' "/proc/$pid/stat" 2>/dev/null | awk '{print $12 + $13}') || t=0
         total=$((total + ${t:-0}))
     done
-    echo $((total + $(napi_ticks "$ns")))
+    echo "$total"
 }
+
+# ns_ticks NS [EXCLUDE_COMM]: proc_ticks NS [EXCLUDE_COMM] plus napi_ticks NS.
+ns_ticks() { echo $(($(proc_ticks "$@") + $(napi_ticks "$1"))); }
 
 # napi_ticks NS...: clock ticks of the kernel's NAPI threads (napi/DEV-N) of the devices of
 # the namespaces NS..., each thread once. gate64's corporate TUN runs threaded NAPI: the
@@ -240,13 +390,14 @@ napi_ticks() {
 # secs TICKS: clock ticks -> seconds, two decimals.
 secs() { awk -v d="$1" -v hz="$CLK_TCK" 'BEGIN {printf "%.2f", d / hz}'; }
 
-# run_iperf3 LABEL TARGET FLOWS DIR JSON: one iperf3 TCP run of DURATION s from tcli to
-# TARGET (DIR down: -R), JSON output to the file JSON; logs "LABEL: iperf3 failed" on failure.
+# run_iperf3 LABEL TARGET FLOWS DIR JSON: one iperf3 TCP run ($IPERF3) of DURATION s from tcli
+# to TARGET (DIR down: -R), JSON output to the file JSON; logs "LABEL: iperf3 failed" and
+# returns 1 on failure (the caller records it with run_failed).
 run_iperf3() {
     local label=$1 target=$2 flows=$3 dir=$4 json=$5
     local rev=()
     [ "$dir" = down ] && rev=(-R)
-    if ! ip netns exec "$CLI" timeout $((DURATION + 30)) iperf3 -c "$target" \
+    if ! ip netns exec "$CLI" timeout $((DURATION + 30)) "$IPERF3" -c "$target" \
         -t "$DURATION" -P "$flows" "${rev[@]}" --json --connect-timeout 5000 \
         >"$json" 2>&1; then
         log "$label: iperf3 failed: $(grep -m1 '"error"' "$json" || tail -3 "$json")"
@@ -262,4 +413,59 @@ received_bps() {
 # received_mbps JSON: the same in Mbit/s, one decimal.
 received_mbps() { awk -v b="$(received_bps "$1")" 'BEGIN {printf "%.1f", b / 1e6}'; }
 
+# median: the median of the numbers on stdin, one a line ("inf" sorts last); nan for none.
 median() { sort -g | awk '{v[NR] = $1} END {if (NR) print v[int((NR + 1) / 2)]; else print "nan"}'; }
+
+# median_of LIST: median of LIST, numbers one a line (as the scripts collect a cell's runs).
+median_of() { printf '%s' "$1" | median; }
+
+# ratio A B: A / B with two decimals, or n/a unless both are numbers and B is above 0 (a cell
+# that failed has nan, an efficiency without CPU inf).
+ratio() {
+    case "$1 $2" in *[!0-9.\ ]* | " "* | *" ") echo n/a; return ;; esac
+    awk -v a="$1" -v b="$2" 'BEGIN {if (b > 0) printf "%.2f", a / b; else print "n/a"}'
+}
+
+# quotient A B: A / B with six decimals; inf when B is not above 0. Efficiencies are taken per
+# run with it (Mbit/s and CPU of the same run) before their median is quoted: the median
+# Mbit/s and the median CPU may come from different runs.
+quotient() { awk -v a="$1" -v b="$2" 'BEGIN {if (b + 0 > 0) printf "%.6f", a / b; else print "inf"}'; }
+
+# fixed DECIMALS X: X rounded to DECIMALS places; inf, nan and n/a as they are.
+fixed() {
+    case $2 in
+    inf | nan | n/a | "") echo "${2:-nan}" ;;
+    *) awk -v d="$1" -v x="$2" 'BEGIN {printf "%.*f", d, x}' ;;
+    esac
+}
+
+# ---------------------------------------------------------------- failed runs
+
+# "SCRIPT: WHAT" of every failure run_failed recorded, for exit_status.
+FAILURES=()
+
+# run_failed WHAT: record one failed run (WHAT names setup, cell and run number) or setup
+# (WHAT says so). The caller leaves the run out of its cell and counts the cell's successes
+# for runs_cell.
+run_failed() {
+    FAILURES+=("${0##*/}: $*")
+    log "FAILED: $*"
+}
+
+# runs_cell OK: the runs column of a cell of RUNS runs of which OK succeeded: "3/3 ok",
+# "2/3 ok", or FAILED when none did (the cell's figures are then nan).
+runs_cell() { if [ "$1" -gt 0 ]; then echo "$1/$RUNS ok"; else echo FAILED; fi; }
+
+# exit_status [CODE]: list the failures run_failed recorded, then exit with CODE if it is
+# not 0, else 1 if anything failed, else 0. The scripts call it last, after their tables.
+exit_status() {
+    local code=${1:-0}
+    if [ "${#FAILURES[@]}" -gt 0 ]; then
+        printf '
+%s failure(s), left out of the medians above:
+' "${#FAILURES[@]}"
+        printf '  %s\n' "${FAILURES[@]}"
+        [ "$code" != 0 ] || code=1
+    fi
+    exit "$code"
+}

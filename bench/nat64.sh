@@ -8,10 +8,17 @@
 # IPv4 pool into their TUN device and forwards what they write back. gate64 runs `serve` with
 # Teredo off and `[nat64]` on (route_prefix = true); TAYGA runs with a dynamic pool. For each
 # it runs iperf3 TCP from tn6 to the IPv4-only host with 1 and 4 flows, both directions, and
-# counts the translator's CPU seconds (utime + stime of every process in tnr).
+# counts the translator's CPU seconds (utime + stime of every process in tnr, with the kernel
+# NAPI threads of tnr's devices: gate64's TUN runs threaded NAPI, TAYGA's has none).
+#
+# Socket buffers: both translators move packets through their TUN only (gate64 sets no
+# socket buffer on this path, TAYGA has no socket), and the iperf3 endpoints are the same
+# for both, so the host's socket buffer sysctls are left as they are; the table at the end
+# shows the translators' sockets.
 #
 # usage: sudo bench/nat64.sh            (from the repo root; builds gate64 in release mode)
-# env:   RUNS=3        runs per cell, the median is reported
+# env:   RUNS=3        runs per cell, the median of those that succeed is reported; a failed
+#                      run shows in the runs column and makes the exit status 1
 #        DURATION=10   seconds per iperf3 run
 #        FLOWS="1 4"   iperf3 -P values
 #        DIRS="up down"  up = IPv6 client -> IPv4 host, down = the reverse (iperf3 -R)
@@ -19,6 +26,7 @@
 #        WORKERS=2     gate64 [server] workers
 #        GATE64_BIN=path  use this binary and skip the build
 #        KEEP_LOGS=1   keep the temporary directory with configs, logs and iperf3 JSON
+#        IPERF3=iperf3 the iperf3 client of the runs (IPERF3=/bin/false: every run fails)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . bench/lib.sh
@@ -108,27 +116,34 @@ EOF
     wait_for 5 sh -c "ip netns pids $NR | grep -q ."
 }
 
-RESULTS=() # "setup flows dir mbps cpu"
+RESULTS=() # "setup flows dir ok mbps cpu napi eff" (medians of the runs that succeeded)
 
 measure_setup() {
-    local setup=$1 flows dir run json t0 t1 mbps cpu
+    local setup=$1 flows dir run json p0 p1 n0 n1 mbps cpu napi ok
     for flows in $FLOWS; do
         for dir in $DIRS; do
-            local mbps_runs="" cpu_runs=""
+            local mbps_runs="" cpu_runs="" napi_runs="" eff_runs=""
+            ok=0
             for run in $(seq "$RUNS"); do
                 json="$WORK/$setup-P$flows-$dir-$run.json"
-                t0=$(ns_ticks "$NR")
+                p0=$(proc_ticks "$NR")
+                n0=$(napi_ticks "$NR")
                 run_iperf3 "$setup P$flows $dir run $run" "$TARGET" "$flows" "$dir" "$json" ||
-                    continue
-                t1=$(ns_ticks "$NR")
+                    { run_failed "$setup -P $flows $dir run $run: iperf3 failed"; continue; }
+                p1=$(proc_ticks "$NR")
+                n1=$(napi_ticks "$NR")
                 mbps=$(received_mbps "$json")
-                cpu=$(secs $((t1 - t0)))
-                log "  $setup -P $flows $dir run $run: $mbps Mbit/s, translator CPU $cpu s"
+                cpu=$(secs $((p1 - p0 + n1 - n0)))
+                napi=$(secs $((n1 - n0)))
+                ok=$((ok + 1))
+                log "  $setup -P $flows $dir run $run: $mbps Mbit/s, translator CPU $cpu s (NAPI $napi s)"
                 mbps_runs+="$mbps"$'\n'
                 cpu_runs+="$cpu"$'\n'
+                napi_runs+="$napi"$'\n'
+                # Per run (Mbit/s and CPU of the same run), then the median.
+                eff_runs+="$(quotient "$mbps" "$cpu")"$'\n'
             done
-            [ -z "$mbps_runs" ] && continue
-            RESULTS+=("$setup $flows $dir $(printf '%s' "$mbps_runs" | median) $(printf '%s' "$cpu_runs" | median)")
+            RESULTS+=("$setup $flows $dir $ok $(median_of "$mbps_runs") $(median_of "$cpu_runs") $(median_of "$napi_runs") $(median_of "$eff_runs")")
         done
     done
 }
@@ -151,6 +166,7 @@ run_setup() {
         return 1
     }
     measure_setup "$setup"
+    print_sockbufs "$setup" "$NR"
     teardown
 }
 
@@ -158,18 +174,17 @@ if [[ " $SETUPS " == *" gate64 "* ]]; then
     build_gate64
 fi
 
-failed=0
 for setup in $SETUPS; do
-    run_setup "$setup" || failed=1
+    run_setup "$setup" || run_failed "$setup: setup failed, no run measured"
 done
 
-printf '\nNAT64, iperf3 TCP tn6 -> tn4 (up) / tn4 -> tn6 (down), %s s per run, median of %s run(s)\n' \
-    "$DURATION" "$RUNS"
-printf '%-8s %5s %5s %10s %8s %14s\n' setup flows dir "Mbit/s" "CPU s" "Mbit/s/CPU-s"
+printf '\nNAT64, iperf3 TCP tn6 -> tn4 (up) / tn4 -> tn6 (down), %s s per run, median of the runs that succeeded\n' \
+    "$DURATION"
+fmt='%-8s %5s %5s %8s %10s %8s %8s %14s\n'
+printf "$fmt" setup flows dir runs "Mbit/s" "CPU s" "NAPI s" "Mbit/s/CPU-s"
 for r in "${RESULTS[@]}"; do
-    read -r setup flows dir mbps cpu <<<"$r"
-    eff=$(awk -v m="$mbps" -v c="$cpu" 'BEGIN {if (c > 0) printf "%.1f", m / c; else print "inf"}')
-    printf '%-8s %5s %5s %10s %8s %14s\n' "$setup" "$flows" "$dir" "$mbps" "$cpu" "$eff"
+    read -r setup flows dir ok mbps cpu napi eff <<<"$r"
+    printf "$fmt" "$setup" "$flows" "$dir" "$(runs_cell "$ok")" "$mbps" "$cpu" "$napi" "$(fixed 1 "$eff")"
 done
 
 printf '\n%-5s %5s %20s %20s\n' flows dir "gate64/tayga (Mbit/s)" "(Mbit/s per CPU-s)"
@@ -177,15 +192,17 @@ for flows in $FLOWS; do
     for dir in $DIRS; do
         gm="" tm="" ge="" te=""
         for r in "${RESULTS[@]}"; do
-            read -r setup f d mbps cpu <<<"$r"
+            read -r setup f d ok mbps cpu napi eff <<<"$r"
             [ "$f" = "$flows" ] && [ "$d" = "$dir" ] || continue
-            e=$(awk -v m="$mbps" -v c="$cpu" 'BEGIN {if (c > 0) printf "%.6f", m / c}')
-            [ "$setup" = gate64 ] && gm=$mbps && ge=$e
-            [ "$setup" = tayga ] && tm=$mbps && te=$e
+            [ "$setup" = gate64 ] && gm=$mbps && ge=$eff
+            [ "$setup" = tayga ] && tm=$mbps && te=$eff
         done
-        ratio() { awk -v g="$1" -v t="$2" 'BEGIN {if (g != "" && t != "" && t > 0) printf "%.2f", g / t; else print "n/a"}'; }
         printf '%-5s %5s %20s %20s\n' "$flows" "$dir" "$(ratio "$gm" "$tm")" "$(ratio "$ge" "$te")"
     done
 done
-printf '(CPU s = user + system time of the translator process(es) in tnr during the run;\n kernel forwarding and softirq work is not attributed to either.)\n'
-exit "$failed"
+printf '%s\n' "(CPU s = user + system time of the translator process(es) in tnr during the run, with" \
+    " the kernel NAPI threads of tnr's devices (gate64's TUN), shown apart as NAPI s; other kernel" \
+    " forwarding and softirq work is attributed to neither; Mbit/s/CPU-s and its ratio are" \
+    " medians of per-run Mbit/s over that run's CPU s.)"
+print_sockbuf_table
+exit_status

@@ -7,8 +7,9 @@
 #
 # For each setup (a) `gate64 serve`, (b) miredo-server + miredo cone relay, it runs iperf3 TCP
 # from tcli to tcorp with 1 and 4 flows, in both directions, and measures the CPU seconds of
-# every process in tsrv (the relay; utime + stime of all threads, from /proc/<pid>/stat) during
-# each run. Kernel forwarding and softirq time are not attributed to either relay.
+# every process in tsrv (the relay; utime + stime of all threads, from /proc/<pid>/stat) with
+# the kernel NAPI threads of tsrv's devices (gate64's TUN) during each run. Other kernel
+# forwarding and softirq time are not attributed to either relay.
 #
 # With CLIENTS=N (N > 1) it runs N Debian miredo clients at once, each in its own namespace
 # behind a bridge in tsrv (198.51.100.10, .11, ...), each with one iperf3 flow to its own
@@ -18,14 +19,18 @@
 #
 # usage: sudo bench/teredo.sh            (from the repo root; builds gate64 in release mode)
 # env:   CLIENTS=1     Teredo clients at once (each one flow when > 1; FLOWS is then ignored)
-#        RUNS=3        runs per cell, the median is reported (1 or 3 are sensible)
+#        RUNS=3        runs per cell, the median of those that succeed is reported (1 or 3
+#                      are sensible); a failed run shows in the runs column, exit status 1
 #        DURATION=10   seconds per iperf3 run
 #        FLOWS="1 4"   iperf3 -P values
 #        DIRS="up down"  up = client -> tcorp, down = tcorp -> client (iperf3 -R)
 #        SETUPS="gate64 miredo"
 #        GATE64_BIN=path  use this binary and skip the build
 #        KEEP_LOGS=1   keep the temporary directory with configs, logs and iperf3 JSON
-#        SOCKBUF=4194304  host default socket buffer sizes during the run (0: leave as is)
+#        SOCKBUF=bytes the socket buffer gate64 asks for on its Teredo sockets (default: its
+#                      4 MiB); host rmem_max/wmem_max = SOCKBUF, rmem_default/wmem_default =
+#                      2 x SOCKBUF for the run (bench/lib.sh match_sockbufs); 0: leave as is
+#        IPERF3=iperf3 the iperf3 client of the runs (IPERF3=/bin/false: every run fails)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . bench/lib.sh
@@ -52,15 +57,16 @@ require_tools "apt-get install miredo miredo-server iperf3 iproute2 iputils-ping
     ip ss iperf3 miredo miredo-server ping awk
 
 WORK=$(mktemp -d /tmp/gate64-bench-teredo.XXXXXX)
-
-# Socket buffers: the default receive buffer (208 KiB) of the Teredo *client's* socket (Debian
-# miredo sets none) overflows at these rates on a zero-latency veth, and the TCP flow then
-# measures the client's drops rather than the relay. The bench raises the host defaults for
-# its run (every process alike: miredo client, miredo relay and gate64) and restores them.
-# SOCKBUF=0 keeps the host's values.
-raise_sockbufs "${SOCKBUF:-4194304}"
-
 install_cleanup
+
+# Socket buffers: gate64 forces 4 MiB on its Teredo sockets (8 MiB after the kernel's
+# doubling); Miredo's server, relay and client set none and get rmem_default/wmem_default.
+# match_sockbufs sets those defaults to the same 8 MiB for the run (restored on exit), so both
+# relays' sockets hold the same buffers, and the client (the same in both setups) does not
+# overflow the 208 KiB default at these rates on a zero-latency veth, which would make the TCP
+# flow measure the client's drops rather than the relay. The table at the end shows every
+# socket's buffers. SOCKBUF=0 keeps the host's values.
+match_sockbufs "${SOCKBUF:-$GATE64_SOCKBUF_TEREDO}"
 
 # ---------------------------------------------------------------- topology
 
@@ -141,7 +147,7 @@ run_clients() {
     local label=$1 dir=$2 prefix=$3 i rev=() pids=() failed=0 total=0 mbps
     [ "$dir" = down ] && rev=(-R)
     for i in "${!CLIS[@]}"; do
-        ip netns exec "${CLIS[$i]}" timeout $((DURATION + 30)) iperf3 -c "$CORP_HOST" \
+        ip netns exec "${CLIS[$i]}" timeout $((DURATION + 30)) "$IPERF3" -c "$CORP_HOST" \
             -p $((5201 + i)) -t "$DURATION" "${rev[@]}" --json --connect-timeout 5000 \
             >"$prefix-c$i.json" 2>&1 &
         pids+=($!)
@@ -162,39 +168,50 @@ machine_ticks() { awk '/^cpu / {print $2 + $3 + $4 + $7 + $8 + $9; exit}' /proc/
 
 # ---------------------------------------------------------------- measurement
 
-# Clock ticks (utime + stime, all threads) of every process in the server namespace.
-relay_ticks() { ns_ticks "$SRV"; }
+# The relay's CPU: every process in the server namespace (utime + stime, all threads) and the
+# NAPI threads of its devices (lib.sh napi_ticks), counted apart so the table can show both.
+relay_proc_ticks() { proc_ticks "$SRV"; }
+relay_napi_ticks() { napi_ticks "$SRV"; }
 
-RESULTS=()  # "setup flows dir mbps cpu machine"
+RESULTS=()  # "setup flows dir ok mbps cpu napi eff machine machine_eff" (medians of the ok runs)
 
 measure_setup() {
-    local setup=$1 flows dir run json t0 t1 m0 m1 mbps cpu machine
+    local setup=$1 flows dir run json p0 p1 n0 n1 m0 m1 mbps cpu napi machine cell ok
     for flows in $FLOWS; do
         for dir in $DIRS; do
-            local mbps_runs="" cpu_runs="" machine_runs=""
+            local mbps_runs="" cpu_runs="" napi_runs="" eff_runs="" machine_runs="" meff_runs=""
+            cell="$setup -P $flows x $CLIENTS client(s) $dir"
+            ok=0
             for run in $(seq "$RUNS"); do
                 json="$WORK/$setup-P$flows-$dir-$run.json"
-                t0=$(relay_ticks)
+                p0=$(relay_proc_ticks)
+                n0=$(relay_napi_ticks)
                 m0=$(machine_ticks)
                 if [ "$CLIENTS" -gt 1 ]; then
                     mbps=$(run_clients "$setup $CLIENTS clients $dir run $run" "$dir" "${json%.json}") ||
-                        continue
+                        { run_failed "$cell run $run: iperf3 failed"; continue; }
                 else
                     run_iperf3 "$setup P$flows $dir run $run" "$CORP_HOST" "$flows" "$dir" "$json" ||
-                        continue
+                        { run_failed "$cell run $run: iperf3 failed"; continue; }
                     mbps=$(received_mbps "$json")
                 fi
-                t1=$(relay_ticks)
+                p1=$(relay_proc_ticks)
+                n1=$(relay_napi_ticks)
                 m1=$(machine_ticks)
-                cpu=$(secs $((t1 - t0)))
+                cpu=$(secs $((p1 - p0 + n1 - n0)))
+                napi=$(secs $((n1 - n0)))
                 machine=$(secs $((m1 - m0)))
-                log "  $setup -P $flows x $CLIENTS client(s) $dir run $run: $mbps Mbit/s, relay CPU $cpu s, machine CPU $machine s"
+                ok=$((ok + 1))
+                log "  $cell run $run: $mbps Mbit/s, relay CPU $cpu s (NAPI $napi s), machine CPU $machine s"
                 mbps_runs+="$mbps"$'\n'
                 cpu_runs+="$cpu"$'\n'
+                napi_runs+="$napi"$'\n'
                 machine_runs+="$machine"$'\n'
+                # Efficiencies per run (Mbit/s and CPU of the same run), then their median.
+                eff_runs+="$(quotient "$mbps" "$cpu")"$'\n'
+                meff_runs+="$(quotient "$mbps" "$machine")"$'\n'
             done
-            [ -z "$mbps_runs" ] && continue
-            RESULTS+=("$setup $flows $dir $(printf '%s' "$mbps_runs" | median) $(printf '%s' "$cpu_runs" | median) $(printf '%s' "$machine_runs" | median)")
+            RESULTS+=("$setup $flows $dir $ok $(median_of "$mbps_runs") $(median_of "$cpu_runs") $(median_of "$napi_runs") $(median_of "$eff_runs") $(median_of "$machine_runs") $(median_of "$meff_runs")")
         done
     done
 }
@@ -216,6 +233,9 @@ run_setup() {
         return 1
     }
     measure_setup "$setup"
+    # Effective socket buffers of the relay (every process in tsrv) and of the first client.
+    print_sockbufs "$setup" "$SRV"
+    print_sockbufs "$setup" "$CLI"
     teardown
 }
 
@@ -225,38 +245,37 @@ if [[ " $SETUPS " == *" gate64 "* ]]; then
     build_gate64
 fi
 
-failed=0
 for setup in $SETUPS; do
-    run_setup "$setup" || failed=1
+    run_setup "$setup" || run_failed "$setup: setup failed, no run measured"
 done
 
-printf '\nTeredo relay, iperf3 TCP tcli -> tcorp (up) / tcorp -> tcli (down), %s client(s), %s s per run, median of %s run(s)\n' \
-    "$CLIENTS" "$DURATION" "$RUNS"
-printf '%-8s %5s %5s %10s %8s %14s %10s\n' setup flows dir "Mbit/s" "CPU s" "Mbit/s/CPU-s" "machine s"
+printf '\nTeredo relay, iperf3 TCP tcli -> tcorp (up) / tcorp -> tcli (down), %s client(s), %s s per run, median of the runs that succeeded\n' \
+    "$CLIENTS" "$DURATION"
+fmt='%-8s %5s %5s %8s %10s %8s %8s %14s %10s\n'
+printf "$fmt" setup flows dir runs "Mbit/s" "CPU s" "NAPI s" "Mbit/s/CPU-s" "machine s"
 for r in "${RESULTS[@]}"; do
-    read -r setup flows dir mbps cpu machine <<<"$r"
-    eff=$(awk -v m="$mbps" -v c="$cpu" 'BEGIN {if (c > 0) printf "%.1f", m / c; else print "inf"}')
-    printf '%-8s %5s %5s %10s %8s %14s %10s\n' "$setup" "$flows" "$dir" "$mbps" "$cpu" "$eff" "$machine"
+    read -r setup flows dir ok mbps cpu napi eff machine meff <<<"$r"
+    printf "$fmt" "$setup" "$flows" "$dir" "$(runs_cell "$ok")" "$mbps" "$cpu" "$napi" \
+        "$(fixed 1 "$eff")" "$machine"
 done
 
-ratio() { awk -v g="$1" -v m="$2" 'BEGIN {if (g != "" && m != "" && m > 0) printf "%.2f", g / m; else print "n/a"}'; }
 printf '\n%-5s %5s %22s %10s %22s\n' flows dir "gate64/miredo (eff.)" "(Mbit/s)" "(per machine CPU-s)"
 for flows in $FLOWS; do
     for dir in $DIRS; do
         g="" m="" gt="" mt="" gm="" mm=""
         for r in "${RESULTS[@]}"; do
-            read -r setup f d mbps cpu machine <<<"$r"
+            read -r setup f d ok mbps cpu napi eff machine meff <<<"$r"
             [ "$f" = "$flows" ] && [ "$d" = "$dir" ] || continue
-            e=$(awk -v m="$mbps" -v c="$cpu" 'BEGIN {if (c > 0) printf "%.6f", m / c}')
-            w=$(awk -v m="$mbps" -v c="$machine" 'BEGIN {if (c > 0) printf "%.6f", m / c}')
-            [ "$setup" = gate64 ] && g=$e gt=$mbps gm=$w
-            [ "$setup" = miredo ] && m=$e mt=$mbps mm=$w
+            [ "$setup" = gate64 ] && g=$eff gt=$mbps gm=$meff
+            [ "$setup" = miredo ] && m=$eff mt=$mbps mm=$meff
         done
         printf '%-5s %5s %22s %10s %22s\n' "$flows" "$dir" "$(ratio "$g" "$m")" "$(ratio "$gt" "$mt")" "$(ratio "$gm" "$mm")"
     done
 done
 printf '%s\n' "(CPU s = user + system time of all relay processes in tsrv during the run, with the" \
-    " kernel NAPI threads of tsrv's devices (gate64's TUN); other kernel forwarding and" \
-    " softirq is attributed to neither; machine s = whole-machine busy time from /proc/stat," \
-    " softirq included, over the same run.)"
-exit "$failed"
+    " kernel NAPI threads of tsrv's devices (gate64's TUN), shown apart as NAPI s; other kernel" \
+    " forwarding and softirq is attributed to neither; Mbit/s/CPU-s and the efficiency ratios" \
+    " are medians of per-run Mbit/s over that run's CPU s; machine s = whole-machine busy time" \
+    " from /proc/stat, softirq included, over the same run.)"
+print_sockbuf_table
+exit_status

@@ -318,8 +318,8 @@ fn run(
     }
     let url = format!("https://{ANYCAST_IPHTTPS}/IPHTTPS");
     let ca = certs.join("ca.pem");
-    for c in iphttps_clients {
-        client_procs.push(c.spawn(
+    let connect_iphttps = |c: &Netns| -> Result<Process> {
+        c.spawn(
             "gate64-connect-iphttps",
             &[
                 path_str(&bin)?,
@@ -335,7 +335,11 @@ fn run(
                 "--route",
                 PREF64,
             ],
-        )?);
+        )
+    };
+    let mut iphttps_procs = Vec::new();
+    for c in iphttps_clients {
+        iphttps_procs.push(connect_iphttps(c)?);
     }
     for c in &clients {
         ensure!(
@@ -365,7 +369,24 @@ fn run(
             bail!("{}: no address of either node: {addrs}", c.name())
         }
     };
-    let placement: Vec<usize> = clients.iter().map(|c| on_node(c)).collect::<Result<_>>()?;
+    let mut placement: Vec<usize> = clients.iter().map(|c| on_node(c)).collect::<Result<_>>()?;
+    // The hash may put every IP-HTTPS client on node 2 (one run in eight), which would leave
+    // node 1's death without an IP-HTTPS client to reconnect: connect the last one again (a
+    // new source port, a new hash) until it lands on node 1, at most 16 times.
+    let last = clients.len() - 1;
+    for _ in 0..16 {
+        if placement[2..].contains(&1) {
+            break;
+        }
+        iphttps_procs[IPHTTPS_CLIENTS - 1].stop();
+        iphttps_procs[IPHTTPS_CLIENTS - 1] = connect_iphttps(clients[last])?;
+        ensure!(
+            wait_until(BOUND, || ping_ok(clients[last], "-6", CORP_HOST)),
+            "{}: no reply after connecting again",
+            clients[last].name()
+        );
+        placement[last] = on_node(clients[last])?;
+    }
     ensure!(
         placement[0] == 1 && placement[1] == 2,
         "the Teredo clients are not on their servers' nodes: {placement:?}"
@@ -405,27 +426,37 @@ fn run(
          after {:.2} s ({withdrawn})",
         t.elapsed().as_secs_f64()
     );
+    ensure!(
+        withdrawn,
+        "the router kept a route to {ANYCAST_IPHTTPS} via the dead node 1 for {BOUND:?}: {}",
+        router.ip(&["route"]).unwrap_or_default()
+    );
     // Node 1's IP-HTTPS clients reconnect (1 s backoff) and land on node 2; its Teredo
     // client's server is gone. Each gets a bounded chance to recover.
-    let fates: Vec<(String, String)> = std::thread::scope(|scope| {
+    let fates: Vec<(String, bool, String)> = std::thread::scope(|scope| {
         let waits: Vec<_> = clients
             .iter()
             .zip(&placement)
-            .filter(|(_, node)| **node == 1)
-            .map(|(c, _)| {
+            .zip(tags)
+            .filter(|((_, node), _)| **node == 1)
+            .map(|((c, _), tag)| {
                 scope.spawn(move || {
                     let recovered =
                         wait_until(Duration::from_secs(20), || ping_ok(c, "-6", CORP_HOST));
+                    let node = recovered.then(|| on_node(c).ok()).flatten();
                     let fate = if recovered {
                         format!(
                             "recovered {:.1} s after the death, now on node {}",
                             now_epoch() - died,
-                            on_node(c).map_or("?".to_owned(), |n| n.to_string())
+                            node.map_or("?".to_owned(), |n| n.to_string())
                         )
                     } else {
                         "no reply within 20 s (its server and its state are gone)".to_owned()
                     };
-                    (c.name().to_owned(), fate)
+                    // An IP-HTTPS client reaches the anycast address, now node 2 alone.
+                    let iphttps_moved = tag.starts_with("iphttps") && node == Some(2);
+                    let ok = !tag.starts_with("iphttps") || iphttps_moved;
+                    (format!("{} ({tag})", c.name()), ok, fate)
                 })
             })
             .collect();
@@ -433,7 +464,7 @@ fn run(
             .into_iter()
             .map(|w| {
                 w.join()
-                    .unwrap_or_else(|_| ("?".to_owned(), "panicked".to_owned()))
+                    .unwrap_or_else(|_| ("?".to_owned(), false, "panicked".to_owned()))
             })
             .collect()
     });
@@ -442,8 +473,18 @@ fn run(
         signal(s.process.pid(), "-INT");
     }
     std::thread::sleep(Duration::from_millis(300));
-    for (c, fate) in &fates {
+    for (c, _, fate) in &fates {
         println!("  node 1's client {c}: {fate}");
+    }
+    ensure!(
+        fates.iter().any(|(c, _, _)| c.contains("iphttps")),
+        "no IP-HTTPS client was on node 1 (placement {placement:?}): the reconnection is untested"
+    );
+    for (c, ok, fate) in &fates {
+        ensure!(
+            *ok,
+            "node 1's IP-HTTPS client {c} did not reconnect to node 2: {fate}"
+        );
     }
     for ((s, &node), c) in streams.iter().zip(&placement).zip(&clients) {
         if node != 2 {

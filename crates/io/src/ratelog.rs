@@ -121,8 +121,47 @@ mod tests {
         assert_eq!(limit.check_at(t1), None);
     }
 
+    /// What a test subscriber wrote.
+    #[derive(Clone, Default)]
+    struct Captured(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+
+    impl std::io::Write for Captured {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(buf);
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
     #[test]
-    fn the_macro_logs_and_limits_without_a_subscriber() {
+    fn the_macro_logs_a_burst_then_suppresses() {
+        let captured = Captured::default();
+        let writer = captured.clone();
+        let subscriber = tracing_subscriber::fmt()
+            .with_max_level(tracing::Level::DEBUG)
+            .with_writer(move || writer.clone())
+            .with_ansi(false)
+            .finish();
+        tracing::subscriber::with_default(subscriber, || {
+            // One call site, three bursts' worth of calls within one window.
+            for i in 0..(BURST * 3) {
+                crate::log_limited!(debug, i, "repeated event");
+            }
+        });
+        let text = String::from_utf8(captured.0.lock().unwrap().clone()).unwrap();
+        let lines = text
+            .lines()
+            .filter(|l| l.contains("repeated event"))
+            .count();
+        assert_eq!(lines, BURST as usize, "{text}");
+        // Nothing was logged after the suppression began, so no summary line yet.
+        assert!(!text.contains("suppressed"), "{text}");
+    }
+
+    #[test]
+    fn the_macro_is_silent_without_a_subscriber() {
         for i in 0..(BURST * 3) {
             crate::log_limited!(debug, i, "repeated event");
         }

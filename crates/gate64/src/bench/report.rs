@@ -229,9 +229,12 @@ fn cells(row: &Row) -> [String; 10] {
             row.softirq_percent,
             row.generator_cpu_percent
         ),
+        // The RSS under the last load step beside the idle one the per-client figure comes
+        // from, each named, so neither passes for the other.
         format!(
-            "{:.1} MB ({per_client:.1} KB/client idle)",
-            row.gate64_rss_bytes as f64 / 1e6
+            "{:.1} MB loaded; {:.1} MB idle ({per_client:.1} KB/client)",
+            row.gate64_rss_bytes as f64 / 1e6,
+            row.gate64_rss_idle_bytes as f64 / 1e6
         ),
         row.qmsa.to_string(),
         row.mmsa.to_string(),

@@ -89,6 +89,11 @@ fn cpu_seconds() -> f64 {
     let Ok(stat) = std::fs::read_to_string("/proc/self/stat") else {
         return 0.0;
     };
+    cpu_seconds_of(&stat)
+}
+
+/// User plus system CPU seconds from a `/proc/PID/stat` line.
+fn cpu_seconds_of(stat: &str) -> f64 {
     // The command name may hold spaces: fields are counted after its closing parenthesis.
     let Some(rest) = stat.rsplit_once(')').map(|(_, r)| r) else {
         return 0.0;
@@ -111,7 +116,24 @@ mod tests {
     #[test]
     fn own_figures_are_read() {
         assert!(rss_bytes() > 0);
-        assert!(cpu_seconds() >= 0.0);
+        // Spin until the kernel has charged this process a tick more (bounded generously:
+        // a loaded machine may give it little CPU).
+        let (before, start) = (cpu_seconds(), std::time::Instant::now());
+        let mut x = 0_u64;
+        while cpu_seconds() <= before && start.elapsed() < std::time::Duration::from_secs(60) {
+            for i in 0..100_000_u64 {
+                x = std::hint::black_box(x.wrapping_add(i));
+            }
+        }
+        assert!(cpu_seconds() > before, "no CPU time counted");
+    }
+
+    #[test]
+    fn cpu_seconds_are_utime_plus_stime_after_the_command_name() {
+        // A command name with spaces and a parenthesis; utime 250 and stime 50 ticks.
+        let stat = "1234 (a (b) c) S 1 1234 1234 0 -1 4194560 100 0 0 0 250 50 0 0 20 0 1 0";
+        assert_eq!(cpu_seconds_of(stat), 3.0);
+        assert_eq!(cpu_seconds_of("garbage"), 0.0);
     }
 
     #[test]
