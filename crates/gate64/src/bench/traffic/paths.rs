@@ -2,6 +2,11 @@
 //! destinations, and each transport's clients. `gate64 bench flows` fills one [`Paths`] per
 //! run; the capacity search and the demo fail when a claimed path did not work, so a figure
 //! printed "by name through DNS64 and NAT64" cannot hold while DNS64 is broken.
+//!
+//! In the capacity lab (`bench/lab.rs`) the destinations also tell the two IPsec tunnels
+//! apart: the native IPv6 server is the infrastructure tunnel's one destination, while DNS64
+//! (gate64's corporate address) and the NAT64 prefix lie in the intranet tunnel's. So `ipv6`
+//! is the infrastructure tunnel's path and `dns64` and `nat64` the intranet tunnel's.
 
 use crate::bench::spec::Transport;
 use serde::{Deserialize, Serialize};
