@@ -34,6 +34,9 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 /// Clients tried in turn for the DNS64 lookup, spread over the population (a client whose
 /// tunnels are being set up again does not stop the run).
 const RESOLVE_ATTEMPTS: usize = 20;
+/// The longest the DNS64 lookup may take over all its attempts (each waits 2 s for an
+/// answer): a DNS64 that answers no client within it is broken, not slow.
+const RESOLVE_BUDGET: Duration = Duration::from_secs(10);
 
 /// Options of `gate64 bench flows`.
 #[derive(Debug, Clone, clap::Args)]
@@ -218,7 +221,11 @@ async fn resolve(args: &FlowsArgs, clients: &[ClientAddress]) -> Result<Ipv6Addr
     let server = SocketAddr::V6(SocketAddrV6::new(args.dns, 53, 0, 0));
     let mut last = anyhow::anyhow!("no client");
     let stride = (clients.len() / RESOLVE_ATTEMPTS).max(1);
+    let give_up = Instant::now() + RESOLVE_BUDGET;
     for c in clients.iter().step_by(stride).take(RESOLVE_ATTEMPTS) {
+        if Instant::now() >= give_up {
+            break;
+        }
         match resolve_aaaa(c.inner, server, &args.v4_name).await {
             Ok(a) => return Ok(a),
             Err(e) => last = e,
