@@ -2,8 +2,8 @@
 //!
 //! - `netns_teredo_without_sa_reaches_only_gate64`: gate64 with `[ipsec] require = true` (the
 //!   default) and no SA: the client qualifies and pings gate64 itself, its packets to the
-//!   corporate host are dropped and counted (`no_sa`), and `gate64 status` on the control
-//!   socket lists no SA.
+//!   corporate host are dropped and counted (`no_sa`), the corporate host's packets to the
+//!   client too (`no_sa_to_client`), and `gate64 status` on the control socket lists no SA.
 //! - `netns_strongswan_to_gate64_over_teredo`: strongSwan (charon with kernel-libipsec) in
 //!   `tcli` builds both tunnels over Debian's Miredo client to `gate64 serve` as the IKE
 //!   responder; pings reach the corporate host through the infrastructure tunnel and gate64
@@ -46,7 +46,7 @@ fn without_sa(topo: &Topology) -> Result<()> {
         ..Gate64Options::default()
     };
     let mut gate = topo.start_gate64(&opts)?;
-    let (_client, _addr) = qualify(topo)?;
+    let (_client, addr) = qualify(topo)?;
     topo.ping6_all(&topo.cli, GATE64_ADDRESS6, 3)
         .context("ICMPv6 echo to gate64 itself is admitted without an SA")?;
     let corp = topo.ping6(&topo.cli, CORP_HOST, 3)?;
@@ -55,8 +55,22 @@ fn without_sa(topo: &Topology) -> Result<()> {
         "the corporate host answered without an SA: {}",
         corp.output
     );
+    // The other way: the corporate host's echo requests to the client's Teredo address
+    // would leave gate64 in clear, so they do not leave.
+    let to_client = topo.ping6(&topo.corp, addr, 3)?;
+    ensure!(
+        to_client.transmitted == 3 && to_client.received == 0,
+        "the client answered the corporate host without an SA: {}",
+        to_client.output
+    );
     gate.ensure_running()?;
     let m = topo.metrics()?;
+    let no_sa_to_client = m.sum("gate64_drops_total", &[("reason", "no_sa_to_client")]);
+    ensure!(
+        no_sa_to_client >= 3.0,
+        "gate64_drops_total{{reason=\"no_sa_to_client\"}} is {no_sa_to_client}, expected >= 3\n{}",
+        gate64_lines(&m)
+    );
     // Miredo holds a native destination's packets until its relay answers the first one
     // (RFC 4380 §5.2.4's connectivity test), so at least that one reaches the policy.
     let no_sa = m.sum("gate64_drops_total", &[("reason", "no_sa")]);

@@ -53,6 +53,11 @@ drops! {
     /// The policy step refused the packet: no IPsec SA covers it (and `[ipsec] require` is
     /// on).
     NoSa => "no_sa",
+    /// A packet towards a client (from the corporate network, NAT64 or another client) that
+    /// no outbound child SA covers while `[ipsec] require` is on: only IKE from the IPsec
+    /// endpoint, ICMPv6 errors, neighbour discovery and gate64's own echo replies reach a
+    /// client outside a child SA.
+    NoSaToClient => "no_sa_to_client",
     /// A client's packet to gate64 itself that is not what a client needs there (neighbour
     /// discovery, ICMPv6 echo, DNS64): another port on one of gate64's addresses, or Pref64
     /// + one of gate64's own IPv4 addresses.

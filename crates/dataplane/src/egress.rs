@@ -53,7 +53,8 @@ impl Worker {
     /// Routes the IPv6 packet `buf[start..end]` to the client that owns its destination: an
     /// IP-HTTPS connection's queue or a Teredo client through the relay; sealed first under
     /// the client's outbound SA when its destination is an inner address with one
-    /// (`ipsec.rs`), and then routed by the outer destination.
+    /// (`ipsec.rs`), and then routed by the outer destination. A packet no SA covers passes
+    /// the security step's other half first ([`crate::Shared::to_client_in_clear`]).
     pub(crate) fn deliver_to_client(
         &mut self,
         now: Instant,
@@ -62,20 +63,29 @@ impl Worker {
         end: usize,
         elsewhere: Elsewhere,
     ) -> Result<Verdict, DropReason> {
-        let (start, end) = self.seal_for_client(buf, start, end)?;
+        let sealed = self.seal_for_client(buf, start, end)?;
+        let (start, end) = sealed.span;
         let bytes = buf.get(start..end).ok_or(DropReason::Truncated)?;
         let pkt = ipv6::Packet::new_checked(bytes)?;
         let end = start + pkt.total_len();
         let dst = pkt.dst();
-        let cfg = &self.shared.cfg;
-        if cfg.iphttps_prefix.is_some_and(|p| p.contains(&dst)) {
-            return self.send_to_iphttps_client(&dst, buf, start, end);
-        }
+        let to_iphttps = self
+            .shared
+            .cfg
+            .iphttps_prefix
+            .is_some_and(|p| p.contains(&dst));
         let own = self
             .shared
             .server
             .as_ref()
+            .filter(|_| !to_iphttps)
             .and_then(|s| Address::decode(&dst).filter(|d| s.is_own_client(d)));
+        if !sealed.sealed && (to_iphttps || own.is_some()) {
+            self.shared.to_client_in_clear(&pkt)?;
+        }
+        if to_iphttps {
+            return self.send_to_iphttps_client(&dst, buf, start, end);
+        }
         match (own, elsewhere) {
             (Some(d), _) => self.send_to_teredo_client(now, &d, buf, start, end),
             (None, Elsewhere::Drop) => Err(DropReason::NoRoute),

@@ -138,18 +138,22 @@ impl Worker {
 
     /// Seals the IPv6 packet `buf[start..end]` when its destination is a client's inner
     /// address with an outbound SA, and returns where the outer IPv6 packet (to the client's
-    /// outer address) lies; returns `start..end` unchanged when no SA covers it.
+    /// outer address) lies; returns `start..end` unchanged, and not sealed, when no SA covers
+    /// it.
     pub(crate) fn seal_for_client(
         &mut self,
         buf: &mut [u8],
         start: usize,
         end: usize,
-    ) -> Result<(usize, usize), DropReason> {
+    ) -> Result<Sealing, DropReason> {
         let bytes = buf.get(start..end).ok_or(DropReason::Truncated)?;
         let pkt = ipv6::Packet::new_checked(bytes)?;
         let end = start + pkt.total_len();
         let Some(sa) = self.shared.outbound_sa(&pkt) else {
-            return Ok((start, end));
+            return Ok(Sealing {
+                span: (start, end),
+                sealed: false,
+            });
         };
         let endpoint = self.shared.cfg.ipsec_endpoint.ok_or(DropReason::NoRoute)?;
         let udp = sa.peer.udp_encap;
@@ -189,8 +193,21 @@ impl Worker {
                 port,
             );
         }
-        Ok((outer_start, outer_end))
+        Ok(Sealing {
+            span: (outer_start, outer_end),
+            sealed: true,
+        })
     }
+}
+
+/// What [`Worker::seal_for_client`] made of a packet towards a client.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Sealing {
+    /// Where the packet to send lies in the buffer: the ESP packet with its outer header when
+    /// sealed, else the packet as it was.
+    pub(crate) span: (usize, usize),
+    /// Whether an outbound child SA sealed it.
+    pub(crate) sealed: bool,
 }
 
 /// Writes the UDP header (4500 -> the client's `port`, RFC 3948 §2.1) in front of the ESP

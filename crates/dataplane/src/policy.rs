@@ -10,7 +10,7 @@
 use crate::ingress::{ClientBinding, Route};
 use crate::{DropReason, Shared};
 use gate64_wire::{icmpv6, ipv6};
-use std::net::SocketAddr;
+use std::net::{Ipv6Addr, SocketAddr};
 
 /// IKEv2 (RFC 7296 §2): a client reaches gate64's IKE responder here without an SA.
 pub(crate) const IKE_PORT: u16 = 500;
@@ -83,6 +83,42 @@ impl Shared {
         }
     }
 
+    /// The other way: a packet towards a client that no outbound child SA covers (the caller
+    /// has tried to seal it). While IPsec is required, what reaches a client in clear is only
+    /// what it needs to build its SAs and to use its link: IKE from the IPsec endpoint
+    /// (UDP 500, or 4500 behind the zero non-ESP marker), ICMPv6 errors (RFC 4443 §2.1: they
+    /// quote the client's own packet), neighbour discovery (RFC 4861) and an echo reply from
+    /// one of gate64's own addresses (the answer to the echo request [`Shared::to_self`]
+    /// admits). Everything else, from the corporate network, NAT64 or another client, is
+    /// [`DropReason::NoSaToClient`]. With `require = false` (the lab switch) everything
+    /// passes.
+    pub(crate) fn to_client_in_clear(&self, pkt: &ipv6::Packet<'_>) -> Result<(), DropReason> {
+        if !self.require_ipsec() {
+            return Ok(());
+        }
+        let src = pkt.src();
+        let admitted = match icmpv6::type_code(pkt) {
+            Some((t, _)) if icmpv6::is_error(t) => true,
+            Some((t, _)) if (ND_FIRST_TYPE..=ND_LAST_TYPE).contains(&t) => true,
+            Some((icmpv6::TYPE_ECHO_REPLY, 0)) => self.is_own_v6(&src),
+            Some(_) => false,
+            None => self.cfg.ipsec_endpoint == Some(src) && is_ike_from(pkt),
+        };
+        if admitted {
+            Ok(())
+        } else {
+            Err(DropReason::NoSaToClient)
+        }
+    }
+
+    /// One of gate64's own IPv6 addresses: `corp_address`, the IPsec endpoint or another
+    /// configured one.
+    fn is_own_v6(&self, a: &Ipv6Addr) -> bool {
+        *a == self.cfg.corp_address
+            || self.cfg.ipsec_endpoint == Some(*a)
+            || self.cfg.self_addresses.contains(&std::net::IpAddr::V6(*a))
+    }
+
     /// UDP to `[endpoint]:500`, or to `[endpoint]:4500` whose payload starts with the zero
     /// non-ESP marker (RFC 3948 §2.2). Only while IPsec is configured (an endpoint is set).
     pub(crate) fn is_ike(&self, pkt: &ipv6::Packet<'_>) -> bool {
@@ -96,6 +132,25 @@ impl Shared {
             Some(NAT_T_PORT) => udp.get(8..12) == Some(&[0, 0, 0, 0][..]),
             _ => false,
         }
+    }
+}
+
+/// Neighbour discovery's ICMPv6 types (RFC 4861 §4): Router Solicitation (133) to Redirect
+/// (137).
+const ND_FIRST_TYPE: u8 = icmpv6::TYPE_ROUTER_SOLICITATION;
+const ND_LAST_TYPE: u8 = 137;
+
+/// UDP from port 500, or from 4500 with the zero non-ESP marker: IKE as gate64's responder
+/// sends it (the source address is the caller's to check).
+fn is_ike_from(pkt: &ipv6::Packet<'_>) -> bool {
+    if pkt.next_header() != ipv6::NH_UDP {
+        return false;
+    }
+    let udp = pkt.payload();
+    match udp.get(..2).map(|p| u16::from_be_bytes([p[0], p[1]])) {
+        Some(IKE_PORT) => true,
+        Some(NAT_T_PORT) => udp.get(8..12) == Some(&[0, 0, 0, 0][..]),
+        _ => false,
     }
 }
 

@@ -1,9 +1,12 @@
+//! From the TUN to the clients: the Teredo relay (RFC 4380 §5.4.1) with the lab switch on,
+//! so that no SA is needed; what `require = true` lets through without one is in `ipsec.rs`.
+
 use super::*;
 
 // RFC 4380 §5.4.1 case 1: trusted peer, send straight to its mapping, packet untouched.
 #[test]
 fn rfc4380_5_4_1_tun_to_trusted_client_is_sent_untouched() {
-    let mut w = worker(false);
+    let mut w = worker(true);
     let now = Instant::now();
     let me = teredo(CLIENT).encode();
     assert_eq!(
@@ -34,7 +37,7 @@ fn rfc4380_5_4_1_tun_to_trusted_client_is_sent_untouched() {
 // RFC 4380 §5.4.1 case 3 and §5.4.2: queue, bubble, and flush on the client's bubble.
 #[test]
 fn rfc4380_5_4_1_tun_to_unknown_client_bubbles_then_flushes() {
-    let mut w = worker(false);
+    let mut w = worker(true);
     let now = Instant::now();
     let me = teredo(CLIENT).encode();
     let pkt = udp(CORP_HOST, me, 300);
@@ -79,7 +82,7 @@ fn rfc4380_5_4_1_tun_to_unknown_client_bubbles_then_flushes() {
 // RFC 4380 §5.4.1: repeat the bubble every 2 s, then drop the queue.
 #[test]
 fn rfc4380_5_4_1_bubble_retries_then_bubble_timeout() {
-    let mut w = worker(false);
+    let mut w = worker(true);
     let t0 = Instant::now();
     let me = teredo(CLIENT).encode();
     let pkt = udp(CORP_HOST, me, 100);
@@ -170,7 +173,7 @@ fn garbage_from_tun_is_malformed_or_truncated() {
 // socket and destination, equal sizes but a shorter last one, within the kernel's limits.
 #[test]
 fn datagrams_to_one_client_are_marked_for_one_gso_send() {
-    let mut w = worker(false);
+    let mut w = worker(true);
     let now = Instant::now();
     let me = teredo(CLIENT).encode();
     let other = teredo(OTHER).encode();

@@ -519,3 +519,77 @@ fn an_iphttps_64_shares_one_ike_budget() {
     assert_eq!(passed, 2);
     assert_eq!(w.stats().drops(DropReason::IkeRateLimited), 3);
 }
+
+/// `pkt` as an ICMPv6 message of `msg_type` (code 0); the body is whatever `pkt` carried.
+fn as_icmpv6(mut pkt: Vec<u8>, msg_type: u8) -> Vec<u8> {
+    pkt[6] = ipv6::NH_ICMPV6;
+    pkt[ipv6::HEADER_LEN] = msg_type;
+    pkt[ipv6::HEADER_LEN + 1] = 0;
+    pkt
+}
+
+/// A worker with the Teredo client at `CLIENT` verified (its bubble answered), so that the
+/// relay sends to it at once; and the client's address.
+fn with_trusted_client(open: bool) -> (Worker, Ipv6Addr) {
+    let mut w = ipsec_worker(open);
+    let me = teredo(CLIENT).encode();
+    let v = from_teredo(
+        &mut w,
+        Instant::now(),
+        CLIENT,
+        &bubble(me, server_link_local()),
+    );
+    assert_eq!(v, Verdict::Consumed);
+    (w, me)
+}
+
+#[test]
+fn with_require_only_ike_icmpv6_errors_nd_and_own_echo_replies_reach_a_client_outside_an_sa() {
+    let (mut w, me) = with_trusted_client(false);
+    let now = Instant::now();
+    let marked = [0u8, 0, 0, 0, 0x11, 0x22];
+    let admitted = [
+        udp_ports(ENDPOINT, me, 500, 500, 100),
+        udp_with(ENDPOINT, me, 4500, &marked),
+        as_icmpv6(udp(CORP_HOST, me, 100), icmpv6::TYPE_DEST_UNREACHABLE),
+        as_icmpv6(udp(CORP_HOST, me, 100), icmpv6::TYPE_PACKET_TOO_BIG),
+        as_icmpv6(
+            udp(CORP_ADDRESS, me, 100),
+            icmpv6::TYPE_ROUTER_ADVERTISEMENT,
+        ),
+        as_icmpv6(udp(CORP_ADDRESS, me, 100), 136),
+        as_icmpv6(udp(CORP_ADDRESS, me, 100), icmpv6::TYPE_ECHO_REPLY),
+        as_icmpv6(udp(ENDPOINT, me, 100), icmpv6::TYPE_ECHO_REPLY),
+    ];
+    for pkt in &admitted {
+        let v = from_tun(&mut w, now, pkt);
+        assert!(matches!(v, Verdict::Udp { to: CLIENT, .. }), "{v:?}");
+    }
+    let refused = [
+        udp(CORP_HOST, me, 100),
+        tcp_syn(CORP_HOST, me, 443),
+        // IKE ports from anyone but the endpoint; 4500 from the endpoint without the marker.
+        udp_ports(CORP_HOST, me, 500, 500, 100),
+        udp_with(ENDPOINT, me, 4500, &[0xde, 0xad, 0xbe, 0xef, 0, 0, 0, 1]),
+        // Echo from a corporate host: a request, and a reply gate64 never asked for.
+        echo(CORP_HOST, me, 8),
+        as_icmpv6(udp(CORP_HOST, me, 100), icmpv6::TYPE_ECHO_REPLY),
+    ];
+    for pkt in &refused {
+        let v = from_tun(&mut w, now, pkt);
+        assert_eq!(v, Verdict::Drop(DropReason::NoSaToClient));
+    }
+    assert_eq!(
+        w.stats().drops(DropReason::NoSaToClient),
+        refused.len() as u64
+    );
+    assert_eq!(total_drops(w.stats()), refused.len() as u64);
+}
+
+#[test]
+fn without_require_a_corporate_host_reaches_a_client_in_clear() {
+    let (mut w, me) = with_trusted_client(true);
+    let v = from_tun(&mut w, Instant::now(), &udp(CORP_HOST, me, 100));
+    assert!(matches!(v, Verdict::Udp { to: CLIENT, .. }), "{v:?}");
+    assert_eq!(total_drops(w.stats()), 0);
+}
