@@ -117,9 +117,11 @@ listen = "198.51.100.1:443"
 certificate = "$CERTS/server.pem"
 private_key = "$CERTS/server.key"
 prefix = "2001:db8:1::/48"
-# The load comes from SOURCES addresses (default one): lift the per-source limits, which
-# would otherwise refuse all but 1024 connections (32 in their handshake) per address.
+# The load comes from SOURCES addresses (default one): lift the per-source and per-network
+# limits, which would otherwise refuse all but 1024 connections (32 in their handshake) per
+# address and 128 handshakes per /24.
 max_handshakes_per_source = 1024
+max_handshakes_per_network = 1024
 max_connections_per_source = 1000000
 
 [corpnet]

@@ -62,6 +62,11 @@ pub const IPHTTPS_SEND_QUEUE_BYTES: usize = 4 * 1024 * 1024;
 /// between TCP accept and link-up at a time; 1/32 of the default `limits.max_tls_handshakes`,
 /// so one host never holds more than a small share of them.
 pub const IPHTTPS_MAX_HANDSHAKES_PER_SOURCE: usize = 32;
+/// `iphttps.max_handshakes_per_network`: connections from one network (IPv4 /24, IPv6 /48:
+/// what one site or one hosting customer typically holds) between TCP accept and link-up at
+/// a time; 1/8 of the default `limits.max_tls_handshakes`, so that a few hosts of one network
+/// cannot take the handshake slots between them.
+pub const IPHTTPS_MAX_HANDSHAKES_PER_NETWORK: usize = 128;
 /// `iphttps.max_connections_per_source`: connections from one source (IPv4 /32, IPv6 /64) at
 /// a time; room for a large office behind one NAT address.
 pub const IPHTTPS_MAX_CONNECTIONS_PER_SOURCE: usize = 1024;

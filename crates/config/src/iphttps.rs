@@ -49,6 +49,8 @@ pub struct Iphttps {
     pub client_hello_timeout_secs: u64,
     /// Connections from one source (IPv4 /32, IPv6 /64) between accept and link-up at once.
     pub max_handshakes_per_source: usize,
+    /// Connections from one network (IPv4 /24, IPv6 /48) between accept and link-up at once.
+    pub max_handshakes_per_network: usize,
     /// Connections from one source (IPv4 /32, IPv6 /64) at once.
     pub max_connections_per_source: usize,
 }
@@ -71,6 +73,7 @@ impl Default for Iphttps {
             write_timeout_secs: defaults::IPHTTPS_WRITE_TIMEOUT_SECS,
             client_hello_timeout_secs: defaults::IPHTTPS_CLIENT_HELLO_TIMEOUT_SECS,
             max_handshakes_per_source: defaults::IPHTTPS_MAX_HANDSHAKES_PER_SOURCE,
+            max_handshakes_per_network: defaults::IPHTTPS_MAX_HANDSHAKES_PER_NETWORK,
             max_connections_per_source: defaults::IPHTTPS_MAX_CONNECTIONS_PER_SOURCE,
         }
     }
@@ -114,6 +117,7 @@ pub(crate) struct RawIphttps {
     write_timeout_secs: Option<u64>,
     client_hello_timeout_secs: Option<u64>,
     max_handshakes_per_source: Option<usize>,
+    max_handshakes_per_network: Option<usize>,
     max_connections_per_source: Option<usize>,
 }
 
@@ -150,6 +154,9 @@ impl RawIphttps {
             max_handshakes_per_source: self
                 .max_handshakes_per_source
                 .unwrap_or(defaults::IPHTTPS_MAX_HANDSHAKES_PER_SOURCE),
+            max_handshakes_per_network: self
+                .max_handshakes_per_network
+                .unwrap_or(defaults::IPHTTPS_MAX_HANDSHAKES_PER_NETWORK),
             max_connections_per_source: self
                 .max_connections_per_source
                 .unwrap_or(defaults::IPHTTPS_MAX_CONNECTIONS_PER_SOURCE),
@@ -304,6 +311,10 @@ impl Config {
             (
                 "iphttps.max_handshakes_per_source",
                 h.max_handshakes_per_source,
+            ),
+            (
+                "iphttps.max_handshakes_per_network",
+                h.max_handshakes_per_network,
             ),
             (
                 "iphttps.max_connections_per_source",

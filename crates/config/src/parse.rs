@@ -215,6 +215,7 @@ fn expected_form(path: &str) -> Option<&'static str> {
         | "iphttps.write_timeout_secs"
         | "iphttps.client_hello_timeout_secs"
         | "iphttps.max_handshakes_per_source"
+        | "iphttps.max_handshakes_per_network"
         | "iphttps.max_connections_per_source" => "a whole number",
         "log.level" => "a filter directive in quotes, e.g. \"info\"",
         "log.format" => "\"text\" or \"json\"",

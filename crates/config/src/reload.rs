@@ -28,6 +28,7 @@ pub const LIVE_KEYS: &[&str] = &[
     "nat64.binding_log",
     "limits.max_iphttps_connections",
     "iphttps.max_handshakes_per_source",
+    "iphttps.max_handshakes_per_network",
     "iphttps.max_connections_per_source",
     "iphttps.client_hello_timeout_secs",
     "iphttps.write_timeout_secs",
@@ -90,6 +91,7 @@ impl Config {
                 write_timeout_secs,
                 client_hello_timeout_secs,
                 max_handshakes_per_source,
+                max_handshakes_per_network,
                 max_connections_per_source
             ]
         );

@@ -189,6 +189,7 @@ fn minimal_file_gets_the_documented_defaults() {
             write_timeout_secs: 30,
             client_hello_timeout_secs: 2,
             max_handshakes_per_source: 32,
+            max_handshakes_per_network: 128,
             max_connections_per_source: 1024,
         }
     );
@@ -249,6 +250,7 @@ fn every_key_can_be_set() {
         ("iphttps", "write_timeout_secs = 600"),
         ("iphttps", "client_hello_timeout_secs = 60"),
         ("iphttps", "max_handshakes_per_source = 1"),
+        ("iphttps", "max_handshakes_per_network = 2"),
         ("iphttps", "max_connections_per_source = 1"),
         ("log", r#"level = "warn,gate64_teredo=trace""#),
         ("log", r#"format = "json""#),
@@ -296,6 +298,7 @@ fn every_key_can_be_set() {
             write_timeout_secs: 600,
             client_hello_timeout_secs: 60,
             max_handshakes_per_source: 1,
+            max_handshakes_per_network: 2,
             max_connections_per_source: 1,
         }
     );
@@ -765,6 +768,11 @@ fn iphttps_limits_name_key_value_and_reason() {
         (
             ("iphttps", "max_handshakes_per_source = 0"),
             "iphttps.max_handshakes_per_source",
+            &["at least 1"][..],
+        ),
+        (
+            ("iphttps", "max_handshakes_per_network = 0"),
+            "iphttps.max_handshakes_per_network",
             &["at least 1"][..],
         ),
         (
@@ -1386,6 +1394,7 @@ const KEYS: &[(&str, &str)] = &[
     ("iphttps", "write_timeout_secs"),
     ("iphttps", "client_hello_timeout_secs"),
     ("iphttps", "max_handshakes_per_source"),
+    ("iphttps", "max_handshakes_per_network"),
     ("iphttps", "max_connections_per_source"),
     ("log", "level"),
     ("log", "format"),

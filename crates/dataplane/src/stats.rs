@@ -152,11 +152,18 @@ pub enum TlsResult {
     SourceConnections = 7,
     /// No ClientHello byte within `iphttps.client_hello_timeout_secs` of the accept.
     NoClientHello = 8,
+    /// Refused at accept: the source's network (IPv4 /24, IPv6 /48) already has
+    /// `iphttps.max_handshakes_per_network` connections before link-up.
+    NetworkHandshakes = 9,
+    /// Cut before link-up to give its handshake slot to a newcomer: every slot of
+    /// `limits.max_tls_handshakes` was taken and this was the oldest set-up old enough to be
+    /// reclaimed.
+    Reclaimed = 10,
 }
 
 impl TlsResult {
     /// Every result, in label order.
-    pub const ALL: [TlsResult; 9] = [
+    pub const ALL: [TlsResult; 11] = [
         TlsResult::Ok,
         TlsResult::TlsError,
         TlsResult::Timeout,
@@ -166,6 +173,8 @@ impl TlsResult {
         TlsResult::SourceHandshakes,
         TlsResult::SourceConnections,
         TlsResult::NoClientHello,
+        TlsResult::NetworkHandshakes,
+        TlsResult::Reclaimed,
     ];
 
     /// The `result` label value.
@@ -180,6 +189,8 @@ impl TlsResult {
             TlsResult::SourceHandshakes => "source_handshakes",
             TlsResult::SourceConnections => "source_connections",
             TlsResult::NoClientHello => "no_client_hello",
+            TlsResult::NetworkHandshakes => "network_handshakes",
+            TlsResult::Reclaimed => "reclaimed",
         }
     }
 }

@@ -209,6 +209,7 @@ fn iphttps_settings(cfg: &Config) -> Option<gate64_io::iphttps::Settings> {
         write_timeout: Duration::from_secs(i.write_timeout_secs),
         client_hello_timeout: Duration::from_secs(i.client_hello_timeout_secs),
         max_handshakes_per_source: i.max_handshakes_per_source,
+        max_handshakes_per_network: i.max_handshakes_per_network,
         max_connections_per_source: i.max_connections_per_source,
     })
 }

@@ -14,6 +14,7 @@
 
 mod admission;
 mod input;
+mod reclaim;
 
 use crate::queue::SendQueue;
 use crate::worker::CorpLink;
@@ -37,6 +38,7 @@ use tokio::sync::{Semaphore, watch};
 use tracing::{debug, error, info};
 
 use admission::{Admission, AdmissionLimits, Refusal, Slot};
+use reclaim::{Reclaim, Ticket};
 
 /// Largest packet accepted from a client. The IP-HTTPS link MTU is 1280 (§3.2.3.1); this
 /// leaves room for clients that send more, and bounds the partial packet a link keeps.
@@ -82,6 +84,8 @@ pub struct IphttpsServer {
     corp: Vec<Arc<CorpLink>>,
     exporter: Exporter,
     handshakes: Arc<Semaphore>,
+    /// The set-ups holding a slot of `handshakes`, cut oldest first for a newcomer.
+    reclaim: Arc<Reclaim>,
     handshake_timeout: Duration,
     /// `client_hello_timeout` and `write_timeout` of [`Settings`] in milliseconds, which a
     /// reload may change.
@@ -116,6 +120,8 @@ pub struct Settings {
     pub client_hello_timeout: Duration,
     /// Connections before link-up per source (IPv4 address, IPv6 /64).
     pub max_handshakes_per_source: usize,
+    /// Connections before link-up per network (IPv4 /24, IPv6 /48).
+    pub max_handshakes_per_network: usize,
     /// Connections per source.
     pub max_connections_per_source: usize,
 }
@@ -159,6 +165,7 @@ impl IphttpsServer {
             corp,
             exporter,
             handshakes: Arc::new(Semaphore::new(settings.max_handshakes.max(1))),
+            reclaim: Reclaim::new(Reclaim::min_age_for(settings.handshake_timeout)),
             handshake_timeout: settings.handshake_timeout,
             client_hello_timeout_ms: AtomicU64::new(millis(settings.client_hello_timeout)),
             write_timeout_ms: AtomicU64::new(millis(settings.write_timeout)),
@@ -252,6 +259,10 @@ impl IphttpsServer {
                 TlsResult::SourceHandshakes,
                 "iphttps.max_handshakes_per_source",
             ),
+            Refusal::NetworkHandshakes => (
+                TlsResult::NetworkHandshakes,
+                "iphttps.max_handshakes_per_network",
+            ),
             Refusal::SourceConnections => (
                 TlsResult::SourceConnections,
                 "iphttps.max_connections_per_source",
@@ -286,6 +297,23 @@ impl IphttpsServer {
         self.with_dataplane(|dp| Arc::clone(dp.stats()))
     }
 
+    /// One of `limits.max_tls_handshakes` before `deadline`. When every one is taken, the
+    /// oldest set-up past the reclaim age is cut first (`reclaim.rs`), so slow set-ups cannot
+    /// hold the slots against newcomers.
+    async fn handshake_slot(
+        &self,
+        deadline: tokio::time::Instant,
+    ) -> Option<tokio::sync::OwnedSemaphorePermit> {
+        if let Ok(permit) = Arc::clone(&self.handshakes).try_acquire_owned() {
+            return Some(permit);
+        }
+        self.reclaim.reclaim_oldest(tokio::time::Instant::now());
+        tokio::time::timeout_at(deadline, Arc::clone(&self.handshakes).acquire_owned())
+            .await
+            .ok()?
+            .ok()
+    }
+
     async fn connection(
         self: &Arc<Self>,
         tcp: TcpStream,
@@ -313,14 +341,23 @@ impl IphttpsServer {
             debug!(%peer, "no ClientHello");
             return;
         }
-        let Ok(Ok(permit)) =
-            tokio::time::timeout_at(deadline, Arc::clone(&self.handshakes).acquire_owned()).await
-        else {
+        let Some(permit) = self.handshake_slot(deadline).await else {
             self.stats().tls_handshake(TlsResult::Busy);
             return;
         };
+        let ticket = self.reclaim.register(accepted);
         let acceptor = tokio_rustls::TlsAcceptor::from(self.tls.current());
-        let mut tls = match tokio::time::timeout_at(deadline, acceptor.accept(tcp)).await {
+        let accept = tokio::select! {
+            biased;
+            () = ticket.reclaimed() => None,
+            r = tokio::time::timeout_at(deadline, acceptor.accept(tcp)) => Some(r),
+        };
+        let Some(accept) = accept else {
+            self.stats().tls_handshake(TlsResult::Reclaimed);
+            crate::log_limited!(debug, %peer, "TLS handshake cut for a newcomer");
+            return;
+        };
+        let mut tls = match accept {
             Ok(Ok(tls)) => tls,
             Ok(Err(e)) => {
                 self.stats().tls_handshake(TlsResult::TlsError);
@@ -344,6 +381,7 @@ impl IphttpsServer {
         let setup = Setup {
             deadline,
             permit,
+            ticket,
             slot,
         };
         self.link(tls, peer, lease, setup, shutdown).await;
@@ -365,18 +403,27 @@ impl IphttpsServer {
         let mut conn = Connection::new(Arc::clone(&self.proto), prefix, Instant::now());
         // Only while the head is read: afterwards the link has no buffer of its own.
         let mut head = vec![0u8; http::MAX_HEAD_LEN];
-        let Some((start, end)) = self
-            .request_head(&mut conn, &mut rd, &mut wr, &mut head, setup.deadline)
-            .await
-        else {
+        let head_read = tokio::select! {
+            biased;
+            () = setup.ticket.reclaimed() => {
+                self.stats().tls_handshake(TlsResult::Reclaimed);
+                crate::log_limited!(debug, %peer, "request head cut for a newcomer");
+                return;
+            }
+            r = self.request_head(&mut conn, &mut rd, &mut wr, &mut head, setup.deadline) => r,
+        };
+        let Some((start, end)) = head_read else {
             return;
         };
         let partial = head.get(start..end).map(<[u8]>::to_vec).unwrap_or_default();
         drop(head);
         let Setup {
-            permit, mut slot, ..
+            permit,
+            ticket,
+            mut slot,
+            ..
         } = setup;
-        drop(permit);
+        drop((permit, ticket));
         slot.link_up();
         self.stats().tls_handshake(TlsResult::Ok);
         let conn = Arc::new(Mutex::new(conn));
@@ -608,6 +655,7 @@ fn admission_limits(settings: &Settings) -> AdmissionLimits {
     AdmissionLimits {
         connections: settings.max_connections,
         handshakes_per_source: settings.max_handshakes_per_source,
+        handshakes_per_network: settings.max_handshakes_per_network,
         connections_per_source: settings.max_connections_per_source,
     }
 }
@@ -631,6 +679,9 @@ struct Setup {
     deadline: tokio::time::Instant,
     /// One of `limits.max_tls_handshakes`.
     permit: tokio::sync::OwnedSemaphorePermit,
+    /// The set-up's place among the slot holders: it may be cut for a newcomer until
+    /// link-up.
+    ticket: Ticket,
     /// Its place in the connection counts.
     slot: Slot,
 }

@@ -51,7 +51,7 @@ pub const TEREDO_QUALIFICATIONS_TOTAL_HELP: &str = "Router Advertisements sent i
 
 /// IP-HTTPS connection set-ups by outcome. Counter; label `result` (`ok`, `tls_error`,
 /// `timeout`, `http_error`, `busy`, `pool_exhausted`, `source_handshakes`,
-/// `source_connections`, `no_client_hello`).
+/// `source_connections`, `no_client_hello`, `network_handshakes`, `reclaimed`).
 pub const TLS_HANDSHAKES_TOTAL: &str = "gate64_tls_handshakes_total";
 /// Help text of [`TLS_HANDSHAKES_TOTAL`].
 pub const TLS_HANDSHAKES_TOTAL_HELP: &str = "IP-HTTPS connection set-ups (TLS handshake and HTTP \

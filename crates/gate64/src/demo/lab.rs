@@ -216,6 +216,7 @@ fn start_daemon(
             );
             // Likewise the IP-HTTPS per-source limits.
             cfg.iphttps.max_handshakes_per_source = 1_000_000;
+            cfg.iphttps.max_handshakes_per_network = 1_000_000;
             cfg.iphttps.max_connections_per_source = 1_000_000;
         }
         cfg.validate().context("the lab configuration")?;

@@ -1,8 +1,10 @@
 //! Who may hold an IP-HTTPS connection: the global connection limit and, per source (an IPv4
 //! address, an IPv6 /64: what one host controls), a limit on connections before link-up and
-//! one on connections at all. Checked once at accept, before any work is spent; a [`Slot`]
-//! holds the counts and gives them back when dropped, so a connection task that ends in any
-//! way (a panic included) frees them.
+//! one on connections at all; and per network (an IPv4 /24, an IPv6 /48: what one site or
+//! one hosting customer typically holds), a limit on connections before link-up, so that a
+//! few hosts of one network cannot take every handshake slot between them. Checked once at
+//! accept, before any work is spent; a [`Slot`] holds the counts and gives them back when
+//! dropped, so a connection task that ends in any way (a panic included) frees them.
 
 use std::collections::HashMap;
 use std::net::IpAddr;
@@ -16,6 +18,8 @@ pub(super) struct AdmissionLimits {
     pub connections: usize,
     /// Connections before link-up per source (`iphttps.max_handshakes_per_source`).
     pub handshakes_per_source: usize,
+    /// Connections before link-up per network (`iphttps.max_handshakes_per_network`).
+    pub handshakes_per_network: usize,
     /// Connections per source (`iphttps.max_connections_per_source`).
     pub connections_per_source: usize,
 }
@@ -27,6 +31,8 @@ pub(super) enum Refusal {
     Busy,
     /// The source has `max_handshakes_per_source` connections before link-up.
     SourceHandshakes,
+    /// The source's network has `max_handshakes_per_network` connections before link-up.
+    NetworkHandshakes,
     /// The source has `max_connections_per_source` connections.
     SourceConnections,
 }
@@ -37,6 +43,7 @@ pub(super) struct Admission {
     /// The [`AdmissionLimits`], which a reload may change.
     max_connections: AtomicUsize,
     max_handshakes_per_source: AtomicUsize,
+    max_handshakes_per_network: AtomicUsize,
     max_connections_per_source: AtomicUsize,
     state: Mutex<State>,
 }
@@ -46,6 +53,8 @@ struct State {
     connections: usize,
     /// Only sources with a connection: the map is bounded by the connection limit.
     sources: HashMap<u128, PerSource>,
+    /// Connections before link-up per network; only networks with one.
+    networks: HashMap<u128, usize>,
 }
 
 #[derive(Debug, Default, Clone, Copy)]
@@ -64,11 +73,20 @@ fn source_key(peer: IpAddr) -> u128 {
     }
 }
 
+/// The network a connection comes from: the IPv4 /24 or the IPv6 /48 of its source.
+fn network_key(peer: IpAddr) -> u128 {
+    match peer.to_canonical() {
+        IpAddr::V4(a) => u128::from(a.to_ipv6_mapped()) & !0xff,
+        IpAddr::V6(a) => u128::from(a) & !(u128::MAX >> 48),
+    }
+}
+
 impl Admission {
     pub(super) fn new(limits: AdmissionLimits) -> Arc<Self> {
         Arc::new(Admission {
             max_connections: AtomicUsize::new(limits.connections),
             max_handshakes_per_source: AtomicUsize::new(limits.handshakes_per_source),
+            max_handshakes_per_network: AtomicUsize::new(limits.handshakes_per_network),
             max_connections_per_source: AtomicUsize::new(limits.connections_per_source),
             state: Mutex::new(State::default()),
         })
@@ -81,7 +99,7 @@ impl Admission {
 
     /// Counts a new connection from `peer` (in its handshake), or says why not.
     pub(super) fn admit(self: &Arc<Self>, peer: IpAddr) -> Result<Slot, Refusal> {
-        let key = source_key(peer);
+        let (key, network) = (source_key(peer), network_key(peer));
         let mut s = self.lock();
         if s.connections >= self.max_connections.load(Ordering::Relaxed) {
             return Err(Refusal::Busy);
@@ -93,13 +111,19 @@ impl Admission {
         if src.handshakes >= self.max_handshakes_per_source.load(Ordering::Relaxed) {
             return Err(Refusal::SourceHandshakes);
         }
+        let net = s.networks.get(&network).copied().unwrap_or_default();
+        if net >= self.max_handshakes_per_network.load(Ordering::Relaxed) {
+            return Err(Refusal::NetworkHandshakes);
+        }
         s.connections += 1;
         let e = s.sources.entry(key).or_default();
         e.connections += 1;
         e.handshakes += 1;
+        *s.networks.entry(network).or_default() += 1;
         Ok(Slot {
             admission: Arc::clone(self),
             source: key,
+            network,
             handshaking: true,
         })
     }
@@ -111,6 +135,8 @@ impl Admission {
             .store(limits.connections, Ordering::Relaxed);
         self.max_handshakes_per_source
             .store(limits.handshakes_per_source, Ordering::Relaxed);
+        self.max_handshakes_per_network
+            .store(limits.handshakes_per_network, Ordering::Relaxed);
         self.max_connections_per_source
             .store(limits.connections_per_source, Ordering::Relaxed);
     }
@@ -125,6 +151,12 @@ impl Admission {
     pub(super) fn sources(&self) -> usize {
         self.lock().sources.len()
     }
+
+    /// Networks with a connection before link-up now.
+    #[cfg(test)]
+    pub(super) fn networks(&self) -> usize {
+        self.lock().networks.len()
+    }
 }
 
 /// One admitted connection's place in the counts.
@@ -132,6 +164,7 @@ impl Admission {
 pub(super) struct Slot {
     admission: Arc<Admission>,
     source: u128,
+    network: u128,
     handshaking: bool,
 }
 
@@ -142,6 +175,19 @@ impl Slot {
             let mut s = self.admission.lock();
             if let Some(e) = s.sources.get_mut(&self.source) {
                 e.handshakes = e.handshakes.saturating_sub(1);
+            }
+            s.handshake_done(self.network);
+        }
+    }
+}
+
+impl State {
+    /// One connection of `network` left its handshake (linked up or gone).
+    fn handshake_done(&mut self, network: u128) {
+        if let Some(n) = self.networks.get_mut(&network) {
+            *n = n.saturating_sub(1);
+            if *n == 0 {
+                self.networks.remove(&network);
             }
         }
     }
@@ -160,6 +206,9 @@ impl Drop for Slot {
                 s.sources.remove(&self.source);
             }
         }
+        if self.handshaking {
+            s.handshake_done(self.network);
+        }
     }
 }
 
@@ -171,8 +220,44 @@ mod tests {
         Admission::new(AdmissionLimits {
             connections,
             handshakes_per_source: handshakes,
+            handshakes_per_network: usize::MAX,
             connections_per_source: per_source,
         })
+    }
+
+    #[test]
+    fn a_network_holds_at_most_its_share_of_handshakes() {
+        let a = Admission::new(AdmissionLimits {
+            connections: 100,
+            handshakes_per_source: 2,
+            handshakes_per_network: 3,
+            connections_per_source: 100,
+        });
+        // Three hosts of 203.0.113.0/24 share its 3 handshakes.
+        let mut h1 = a.admit("203.0.113.1".parse().unwrap()).unwrap();
+        let h2 = a.admit("203.0.113.1".parse().unwrap()).unwrap();
+        let h3 = a.admit("203.0.113.2".parse().unwrap()).unwrap();
+        assert_eq!(
+            a.admit("203.0.113.3".parse().unwrap()).unwrap_err(),
+            Refusal::NetworkHandshakes
+        );
+        // Another /24, and an IPv6 /48 apart from its neighbour /48.
+        let _o = a.admit("203.0.114.1".parse().unwrap()).unwrap();
+        let v6: Vec<Slot> = ["2001:db8:1:1::1", "2001:db8:1:2::1", "2001:db8:1:3::1"]
+            .iter()
+            .map(|s| a.admit(s.parse().unwrap()).unwrap())
+            .collect();
+        assert_eq!(
+            a.admit("2001:db8:1:4::1".parse().unwrap()).unwrap_err(),
+            Refusal::NetworkHandshakes,
+            "the same /48"
+        );
+        let _n = a.admit("2001:db8:2::1".parse().unwrap()).unwrap();
+        // A linked-up connection leaves its network's handshake count.
+        h1.link_up();
+        let h4 = a.admit("203.0.113.3".parse().unwrap()).unwrap();
+        drop((h1, h2, h3, h4, v6));
+        assert_eq!(a.networks(), 2, "only the networks still handshaking");
     }
 
     #[test]
@@ -204,6 +289,7 @@ mod tests {
         a.set_limits(AdmissionLimits {
             connections: 100,
             handshakes_per_source: 1,
+            handshakes_per_network: 8,
             connections_per_source: 2,
         });
         let second = a.admit(src).unwrap();
@@ -212,6 +298,7 @@ mod tests {
         a.set_limits(AdmissionLimits {
             connections: 1,
             handshakes_per_source: 1,
+            handshakes_per_network: 8,
             connections_per_source: 1,
         });
         assert_eq!(a.connections(), 2);

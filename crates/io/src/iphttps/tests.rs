@@ -35,6 +35,7 @@ fn settings(write_timeout: Duration) -> Settings {
         write_timeout,
         client_hello_timeout: Duration::from_secs(2),
         max_handshakes_per_source: 2,
+        max_handshakes_per_network: 64,
         max_connections_per_source: 1,
     }
 }
@@ -249,4 +250,43 @@ async fn a_reload_raises_the_per_source_limit_for_new_connections() {
     let (status, _second) = link_up(&lab).await;
     assert_eq!(status, 200);
     assert_eq!(lab.server.connections(), 2, "the first stayed up");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn slow_setups_holding_every_handshake_slot_are_cut_oldest_first_for_a_newcomer() {
+    let lab = lab("reclaim", Duration::from_secs(30)).await;
+    lab.server.apply(&Settings {
+        max_handshakes_per_source: 8,
+        max_handshakes_per_network: 8,
+        max_connections_per_source: 8,
+        ..settings(Duration::from_secs(30))
+    });
+    // Four set-ups that start a ClientHello and stall hold all 4 slots for their 5 s deadline.
+    let mut stalled = Vec::new();
+    for _ in 0..4 {
+        let mut s = std::net::TcpStream::connect(lab.addr).unwrap();
+        std::io::Write::write_all(&mut s, &[0x16]).unwrap();
+        stalled.push(s);
+    }
+    let mut full = false;
+    for _ in 0..100 {
+        if lab.server.handshakes.available_permits() == 0 {
+            full = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(full, "the stalled set-ups took every slot");
+    // Past the reclaim age (a quarter of the 5 s deadline), a newcomer gets the oldest's slot
+    // and links up, long before the stalled ones' deadline would have freed one.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let (status, _tls) = link_up(&lab).await;
+    assert_eq!(status, 200);
+    let text = lab.server.exporter.encode();
+    let reclaimed = text
+        .lines()
+        .find_map(|l| l.strip_prefix("gate64_tls_handshakes_total{result=\"reclaimed\"} "))
+        .and_then(|v| v.trim().parse::<f64>().ok());
+    assert!(reclaimed.is_some_and(|n| n >= 1.0), "{text}");
+    drop(stalled);
 }
