@@ -41,7 +41,6 @@
 use std::io;
 use std::net::{IpAddr, SocketAddr};
 use std::os::fd::AsRawFd;
-use std::process::Command;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::JoinHandle;
@@ -212,18 +211,7 @@ pub fn route(net: IpNet, dev: &str, table: u32, mtu: u16) -> io::Result<()> {
         "mtu".into(),
         mtu.to_string(),
     ];
-    let out = Command::new("ip")
-        .args(&args)
-        .output()
-        .map_err(|e| io::Error::new(e.kind(), format!("running `ip {}`: {e}", args.join(" "))))?;
-    if !out.status.success() {
-        return Err(io::Error::other(format!(
-            "`ip {}` failed: {}",
-            args.join(" "),
-            String::from_utf8_lossy(&out.stderr).trim()
-        )));
-    }
-    Ok(())
+    crate::tun::ip(&args)
 }
 
 /// The `gate64_drops_total` reason of a GRE drop.

@@ -268,18 +268,62 @@ pub fn route_any(prefix: IpAddr, len: u8, dev: &str) -> io::Result<()> {
     ip(&[family, "route", "replace", &net, "dev", dev])
 }
 
-/// Runs `ip args...` (iproute2); an error names the command and carries its stderr.
-pub fn ip(args: &[&str]) -> io::Result<()> {
-    let out = Command::new("ip")
+/// Where iproute2's `ip` is looked for, in this order. gate64 runs it while it still holds
+/// CAP_NET_ADMIN, so it is never looked up through `PATH` (which whoever starts gate64
+/// controls), and it runs with an empty environment.
+const IP_PATHS: [&str; 4] = ["/usr/sbin/ip", "/sbin/ip", "/usr/bin/ip", "/bin/ip"];
+
+/// The absolute path of iproute2's `ip` among [`IP_PATHS`].
+fn ip_binary() -> io::Result<&'static str> {
+    IP_PATHS
+        .into_iter()
+        .find(|p| std::path::Path::new(p).is_file())
+        .ok_or_else(|| {
+            io::Error::new(
+                io::ErrorKind::NotFound,
+                format!("iproute2's `ip` is in none of {}", IP_PATHS.join(", ")),
+            )
+        })
+}
+
+/// Runs `ip args...` (iproute2, by absolute path, with an empty environment); an error names
+/// the command and carries its stderr. The one runner of `ip` in gate64's daemon.
+pub fn ip<S: AsRef<std::ffi::OsStr>>(args: &[S]) -> io::Result<()> {
+    let shown = || {
+        args.iter()
+            .map(|a| a.as_ref().to_string_lossy().into_owned())
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    let out = Command::new(ip_binary()?)
         .args(args)
+        .env_clear()
         .output()
-        .map_err(|e| io::Error::new(e.kind(), format!("running `ip {}`: {e}", args.join(" "))))?;
+        .map_err(|e| io::Error::new(e.kind(), format!("running `ip {}`: {e}", shown())))?;
     if !out.status.success() {
         return Err(io::Error::other(format!(
             "`ip {}` failed: {}",
-            args.join(" "),
+            shown(),
             String::from_utf8_lossy(&out.stderr).trim()
         )));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ip_runs_from_a_system_directory_without_path() {
+        let found = ip_binary().expect("iproute2 is installed (scripts/test installs it)");
+        assert!(IP_PATHS.contains(&found));
+        // `ip -V` needs no privilege: the runner works with an empty environment.
+        ip(&["-V"]).expect("ip -V");
+        let err = ip(&["no-such-object"]).unwrap_err();
+        assert!(
+            err.to_string().contains("`ip no-such-object` failed"),
+            "{err}"
+        );
+    }
 }
