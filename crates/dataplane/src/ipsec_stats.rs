@@ -102,7 +102,9 @@ pub const NEGOTIATION_BUCKETS: [f64; 10] =
 /// The IKE driver's counters and gauges.
 #[derive(Debug, Default)]
 pub struct IpsecStats {
-    ike_sas: AtomicU64,
+    /// IKE SAs established (high 32 bits) and child SAs installed (low 32 bits), stored
+    /// together so that a reader never sees child SAs of an IKE SA the other count misses.
+    sa_counts: AtomicU64,
     half_open: AtomicU64,
     negotiations: [AtomicU64; IkeResult::ALL.len()],
     rekeys: [AtomicU64; RekeyKind::ALL.len()],
@@ -114,9 +116,21 @@ pub struct IpsecStats {
 }
 
 impl IpsecStats {
-    /// Sets the number of IKE SAs established (`gate64_ipsec_mmsa`).
-    pub fn set_ike_sas(&self, n: u64) {
-        self.ike_sas.store(n, Ordering::Relaxed);
+    /// Sets the IKE SAs established (`gate64_ipsec_mmsa`) and the child SAs installed
+    /// (`gate64_ipsec_qmsa`), read at one instant by the caller: both change in one store,
+    /// so a scrape sees them move together. Each saturates at `u32::MAX`.
+    pub fn set_sa_counts(&self, ike_sas: u64, child_sas: u64) {
+        let (mmsa, qmsa) = (
+            ike_sas.min(u64::from(u32::MAX)),
+            child_sas.min(u64::from(u32::MAX)),
+        );
+        self.sa_counts.store(mmsa << 32 | qmsa, Ordering::Relaxed);
+    }
+
+    /// IKE SAs established and child SAs installed, as last set together.
+    pub fn sa_counts(&self) -> (u64, u64) {
+        let both = self.sa_counts.load(Ordering::Relaxed);
+        (both >> 32, both & u64::from(u32::MAX))
     }
 
     /// Sets the number of half-open IKE SAs (`gate64_ike_half_open`).
@@ -161,7 +175,7 @@ impl IpsecStats {
 
     /// IKE SAs established.
     pub fn ike_sas(&self) -> u64 {
-        self.ike_sas.load(Ordering::Relaxed)
+        self.sa_counts().0
     }
 
     /// Half-open IKE SAs.

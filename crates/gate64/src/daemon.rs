@@ -288,10 +288,9 @@ impl Daemon {
             let lost = handle.lost();
             exporter.add_binding_log_lost(Arc::new(move || lost.get()));
         }
-        let ipsec_stats = shared.sadb().map(|sadb| {
+        let ipsec_stats = shared.sadb().map(|_| {
             let stats = Arc::new(gate64_dataplane::IpsecStats::default());
-            let sadb = Arc::clone(sadb);
-            exporter.add_ipsec(Arc::clone(&stats), Arc::new(move || sadb.len() as u64));
+            exporter.add_ipsec(Arc::clone(&stats));
             info!(endpoint = %cfg.ipsec_endpoint(), "IPsec configured");
             stats
         });

@@ -121,8 +121,13 @@ pub fn start(
     let responder = Responder::new(config, Instant::now(), SystemTime::now())
         .map_err(|e| anyhow::anyhow!("starting the IKE responder: {e:?}"))?;
     let sink_stats = Arc::clone(&stats);
+    let (count_stats, count_sadb) = (Arc::clone(&stats), Arc::clone(&sadb));
     let mut driver = IkeDriver::new(sockets, responder, move |e| on_event(&sadb, &sink_stats, e))
-        .with_packets_per_source(cfg.ipsec.ike_packets_per_source_per_sec);
+        .with_packets_per_source(cfg.ipsec.ike_packets_per_source_per_sec)
+        // MMSA and QMSA as one pair, taken after the events reached the SA database.
+        .with_on_publish(move |s| {
+            count_stats.set_sa_counts(s.established as u64, count_sadb.len() as u64);
+        });
     let control = driver.control();
     let gauges = driver.status();
     let mut gauge_stop = stop.clone();
@@ -133,7 +138,6 @@ pub fn start(
                 _ = tick.tick() => {
                     let s = gauges.snapshot();
                     stats.set_half_open(s.half_open as u64);
-                    stats.set_ike_sas(s.established as u64);
                     for reason in IkeShedReason::ALL {
                         stats.set_shed(reason, gauges.shed(reason));
                     }

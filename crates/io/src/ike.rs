@@ -187,6 +187,7 @@ pub struct IkeDriver {
     commands: Option<tokio::sync::mpsc::UnboundedReceiver<Command>>,
     stray_esp: u64,
     published: Instant,
+    on_publish: Option<Box<dyn FnMut(&IkeSnapshot) + Send>>,
 }
 
 impl IkeDriver {
@@ -206,7 +207,16 @@ impl IkeDriver {
             commands: None,
             stray_esp: 0,
             published: Instant::now(),
+            on_publish: None,
         }
+    }
+
+    /// Calls `f` with every snapshot the driver publishes, right after the events that
+    /// changed it went to the sink: what `f` reads of the sink's state (the child SAs it
+    /// installed) then agrees with the snapshot (the IKE SAs they belong to).
+    pub fn with_on_publish(mut self, f: impl FnMut(&IkeSnapshot) + Send + 'static) -> Self {
+        self.on_publish = Some(Box::new(f));
+        self
     }
 
     /// Hands ESP that reached the NAT-T socket (a non-zero first word: the dataplane, which
@@ -358,12 +368,16 @@ impl IkeDriver {
 
     fn publish(&mut self, now: Instant) {
         self.published = now;
-        self.status.store(IkeSnapshot {
+        let snapshot = IkeSnapshot {
             established: self.responder.established(),
             half_open: self.responder.half_open(),
             stats: self.responder.stats(),
             stray_esp: self.stray_esp,
-        });
+        };
+        if let Some(f) = self.on_publish.as_mut() {
+            f(&snapshot);
+        }
+        self.status.store(snapshot);
     }
 }
 

@@ -149,16 +149,15 @@ impl Exporter {
             .push(read);
     }
 
-    /// Exports the IKE driver's `stats` and `qmsa` (the child SAs installed, read at each
-    /// scrape) under the `gate64_ipsec_*`, `gate64_ike_*` names; until called they are zero.
-    pub fn add_ipsec(&self, stats: Arc<gate64_dataplane::IpsecStats>, qmsa: CounterReader) {
+    /// Exports the IKE driver's `stats` (its SA counts included, which the driver sets
+    /// together) under the `gate64_ipsec_*`, `gate64_ike_*` names; until called they are zero.
+    pub fn add_ipsec(&self, stats: Arc<gate64_dataplane::IpsecStats>) {
         *self
             .inner
             .source
             .ipsec
             .lock()
-            .unwrap_or_else(PoisonError::into_inner) =
-            Some(crate::ipsec::IpsecSource { stats, qmsa });
+            .unwrap_or_else(PoisonError::into_inner) = Some(crate::ipsec::IpsecSource { stats });
     }
 
     /// Number of registered per-worker [`Stats`].

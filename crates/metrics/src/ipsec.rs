@@ -10,14 +10,13 @@ use gate64_dataplane::{IkeResult, IkeShedReason, IpsecStats, RekeyKind};
 use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric, MetricEncoder};
 use prometheus_client::metrics::MetricType;
 
-use crate::exporter::{CounterReader, counter, counter_family, gauge};
+use crate::exporter::{counter, counter_family, gauge};
 use crate::names;
 
 /// What a scrape reads for IPsec.
 #[derive(Clone)]
 pub(crate) struct IpsecSource {
     pub(crate) stats: Arc<IpsecStats>,
-    pub(crate) qmsa: CounterReader,
 }
 
 /// Encodes every IPsec family; `esp` = the summed `esp_auth` and `esp_replay` drops.
@@ -28,13 +27,9 @@ pub(crate) fn encode(
 ) -> fmt::Result {
     let zero = IpsecStats::default();
     let stats = source.map_or(&zero, |s| &*s.stats);
-    let qmsa = source.map_or(0, |s| (s.qmsa)());
-    gauge(
-        enc,
-        names::IPSEC_MMSA,
-        names::IPSEC_MMSA_HELP,
-        stats.ike_sas(),
-    )?;
+    // One read of both: the child SAs counted belong to IKE SAs counted.
+    let (mmsa, qmsa) = stats.sa_counts();
+    gauge(enc, names::IPSEC_MMSA, names::IPSEC_MMSA_HELP, mmsa)?;
     gauge(enc, names::IPSEC_QMSA, names::IPSEC_QMSA_HELP, qmsa)?;
     counter_family(
         enc,
@@ -147,14 +142,14 @@ mod tests {
             assert_eq!(sample(&text, series), Some("0"), "{series} in\n{text}");
         }
         let stats = Arc::new(IpsecStats::default());
-        stats.set_ike_sas(4);
+        stats.set_sa_counts(4, 5);
         stats.set_half_open(2);
         stats.negotiation(IkeResult::Ok, Duration::from_millis(20));
         stats.negotiation(IkeResult::AuthFailed, Duration::from_millis(2));
         stats.rekey(RekeyKind::Child);
         stats.cookie_sent();
         stats.set_shed(IkeShedReason::SourceRate, 7);
-        e.add_ipsec(Arc::clone(&stats), Arc::new(|| 5));
+        e.add_ipsec(Arc::clone(&stats));
         let text = e.encode();
         for (series, value) in [
             ("gate64_ipsec_mmsa", "4"),
