@@ -16,6 +16,7 @@
 mod admin;
 mod auth_exchange;
 mod child;
+mod events;
 mod informational;
 mod init;
 mod liveness;
@@ -31,11 +32,12 @@ use std::time::{Duration, Instant, SystemTime};
 use ipnet::{IpNet, Ipv6Net};
 
 use crate::auth::{Credentials, SigHash, TrustAnchors};
-use crate::child_sa::{ChildSaPair, TunnelKind};
+use crate::child_sa::TunnelKind;
 use crate::keys::{self, IkeKeys};
 use crate::message::{Header, Message, Notify, Payload, exchange, flags, notify};
 
 pub use admin::IkeSaInfo;
+pub use events::{Event, Refusal, RekeyKind, Stats, negotiation_label};
 pub use init::nat_detection_hash;
 pub use liveness::DPD_RETRANSMIT;
 pub use pool::AddressPool;
@@ -122,171 +124,6 @@ pub struct Transmit {
     pub remote: SocketAddr,
     /// The IKE message, without the non-ESP marker.
     pub bytes: Vec<u8>,
-}
-
-/// Which kind of SA was rekeyed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum RekeyKind {
-    /// An IKE SA.
-    Ike,
-    /// A child SA.
-    Child,
-}
-
-impl RekeyKind {
-    /// Metric label (`gate64_ipsec_rekeys_total{kind}`).
-    pub fn label(self) -> &'static str {
-        match self {
-            RekeyKind::Ike => "ike",
-            RekeyKind::Child => "child",
-        }
-    }
-}
-
-/// Why a request, or a whole negotiation, was refused. Labels are metric label values.
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum Refusal {
-    /// The datagram is not an IKE message, or lacks required payloads.
-    Malformed,
-    /// An unknown payload had the critical bit.
-    UnsupportedCritical,
-    /// No acceptable proposal (IKE or ESP).
-    NoProposal,
-    /// The KE payload used another group; INVALID_KE_PAYLOAD sent.
-    InvalidKe,
-    /// Above the half-open threshold without a valid cookie; COOKIE sent.
-    CookieRequired,
-    /// Too many half-open IKE SAs from this source.
-    HalfOpenCap,
-    /// No IKE SA for the SPIs.
-    UnknownSpi,
-    /// A message ID outside the window.
-    MessageId,
-    /// The SK payload did not verify.
-    Integrity,
-    /// Certificate, identity or AUTH refused (the [`crate::auth::AuthError`] text).
-    Authentication(String),
-    /// Traffic selectors fit neither tunnel.
-    TsUnacceptable,
-    /// The address pool is exhausted.
-    PoolExhausted,
-    /// A half-open IKE SA timed out.
-    Timeout,
-    /// An exchange or request we do not serve (e.g. EAP, transport mode).
-    Unsupported,
-    /// Our crypto library failed.
-    Crypto,
-}
-
-impl Refusal {
-    /// Metric label (`gate64_ike_negotiations_total{result}`).
-    pub fn label(&self) -> &'static str {
-        match self {
-            Refusal::Malformed => "malformed",
-            Refusal::UnsupportedCritical => "unsupported_critical",
-            Refusal::NoProposal => "no_proposal",
-            Refusal::InvalidKe => "invalid_ke",
-            Refusal::CookieRequired => "cookie_required",
-            Refusal::HalfOpenCap => "half_open_cap",
-            Refusal::UnknownSpi => "unknown_spi",
-            Refusal::MessageId => "message_id",
-            Refusal::Integrity => "integrity",
-            Refusal::Authentication(_) => "auth_failed",
-            Refusal::TsUnacceptable => "ts_unacceptable",
-            Refusal::PoolExhausted => "pool_exhausted",
-            Refusal::Timeout => "timeout",
-            Refusal::Unsupported => "unsupported",
-            Refusal::Crypto => "crypto",
-        }
-    }
-}
-
-/// The `result` label of `gate64_ike_negotiations_total` for an [`Event::Negotiation`]:
-/// `established`, or the refusal's label.
-pub fn negotiation_label(result: &Result<(), Refusal>) -> &'static str {
-    match result {
-        Ok(()) => "established",
-        Err(r) => r.label(),
-    }
-}
-
-/// What the responder tells its driver.
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum Event {
-    /// An IKE SA was authenticated (a main-mode SA, MMSA).
-    IkeSaUp {
-        /// The initiator's SPI, as `ChildSaPair::ike_spi` carries it.
-        ike_spi: u64,
-        /// Our SPI (SPIr).
-        spi_r: u64,
-        /// The client's address and port.
-        peer: SocketAddr,
-        /// The authenticated identity (certificate subject).
-        identity: String,
-        /// The tunnel of its child SA, when one was built.
-        tunnel: Option<TunnelKind>,
-    },
-    /// An IKE SA is gone (deleted by the peer, rekeyed away, timed out).
-    IkeSaDown {
-        /// The initiator's SPI.
-        ike_spi: u64,
-        /// Our SPI (SPIr).
-        spi_r: u64,
-        /// The client's address and port.
-        peer: SocketAddr,
-        /// The authenticated identity.
-        identity: String,
-        /// The tunnel of its child SA.
-        tunnel: Option<TunnelKind>,
-    },
-    /// A child SA to install (a quick-mode SA, QMSA).
-    ChildSaUp(Box<ChildSaPair>),
-    /// A child SA to remove, by gate64's inbound SPI.
-    ChildSaDown {
-        /// gate64's inbound SPI.
-        inbound_spi: u32,
-    },
-    /// An SA was rekeyed.
-    Rekeyed {
-        /// IKE or child.
-        kind: RekeyKind,
-    },
-    /// A negotiation ended (IKE_SA_INIT to IKE_AUTH response): `Ok` when the IKE SA is up.
-    Negotiation {
-        /// Established, or why not.
-        result: Result<(), Refusal>,
-        /// From the first IKE_SA_INIT to the end.
-        duration: Duration,
-    },
-    /// A request was refused (counted; some refusals also end a negotiation).
-    Refused {
-        /// The sender.
-        peer: SocketAddr,
-        /// Why.
-        reason: Refusal,
-    },
-    /// A stateless cookie was sent (RFC 7296 §2.6).
-    CookieSent {
-        /// The sender of the IKE_SA_INIT.
-        peer: SocketAddr,
-    },
-}
-
-/// Counters (exported as metrics by the driver).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Stats {
-    /// Datagrams handled.
-    pub datagrams: u64,
-    /// Cookies sent.
-    pub cookies_sent: u64,
-    /// Responses retransmitted from the cache.
-    pub retransmits: u64,
-    /// Child SAs that reached their soft lifetime without the client rekeying them.
-    pub children_past_soft_lifetime: u64,
-    /// Child SAs deleted at their hard lifetime.
-    pub children_expired: u64,
 }
 
 /// One child SA as the IKE SA remembers it.

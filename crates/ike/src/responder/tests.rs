@@ -8,6 +8,7 @@ use rcgen::{
 };
 
 use super::*;
+use crate::child_sa::ChildSaPair;
 use crate::initiator::{Initiator, InitiatorConfig, InitiatorEvent};
 use crate::keys::Group;
 use crate::message::{Delete, Proposal, TrafficSelector, Transform, kind, transform};
