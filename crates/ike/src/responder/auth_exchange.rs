@@ -6,7 +6,7 @@ use std::time::{Instant, SystemTime};
 
 use super::child::{self, ChildPlan, KeRule};
 use super::{Event, Refusal, Responder, init, second_auth};
-use crate::auth::{AuthError, AuthMethod, Identity, TrustAnchors};
+use crate::auth::{AuthError, AuthMethod, Identity, MAX_PEER_CERTS, TrustAnchors};
 use crate::child_sa::TunnelKind;
 use crate::keys;
 use crate::message::{
@@ -18,6 +18,8 @@ use crate::message::{
 pub(super) struct ClientProof<'a> {
     pub(super) id: &'a Identification,
     certs: Vec<&'a [u8]>,
+    /// Every CERT payload, whatever its encoding: all count against the cap.
+    cert_payloads: usize,
     method: u8,
     auth_data: &'a [u8],
 }
@@ -27,13 +29,16 @@ impl<'a> ClientProof<'a> {
     pub(super) fn from_payloads(inner: &'a [Payload]) -> Option<Self> {
         let (mut id, mut auth) = (None, None);
         let mut certs = Vec::new();
+        let mut cert_payloads = 0;
         for p in inner {
             match p {
                 Payload::IdI(i) => id = Some(i),
-                Payload::Cert {
-                    encoding: init::CERT_X509_SIGNATURE,
-                    data,
-                } => certs.push(data.as_slice()),
+                Payload::Cert { encoding, data } => {
+                    cert_payloads += 1;
+                    if *encoding == init::CERT_X509_SIGNATURE {
+                        certs.push(data.as_slice());
+                    }
+                }
                 Payload::Auth { method, data } => auth = Some((*method, data.as_slice())),
                 _ => {}
             }
@@ -42,6 +47,7 @@ impl<'a> ClientProof<'a> {
         Some(ClientProof {
             id: id?,
             certs,
+            cert_payloads,
             method,
             auth_data,
         })
@@ -81,13 +87,17 @@ pub(super) fn request_parts(inner: &[Payload]) -> Option<AuthRequest<'_>> {
 
 /// Checks the client: chain to our CAs at `wall`, ID against the certificate, AUTH over
 /// `octets` (RFC 7296 §2.15: the initiator's IKE_SA_INIT request | Nr | prf(SK_pi, IDi')).
-/// Returns the certificate subject.
+/// Returns the certificate subject. The number and shape of the certificates are checked
+/// first, so a hostile chain costs no path building and no signature check.
 pub(super) fn verify_client(
     anchors: &TrustAnchors,
     req: &ClientProof<'_>,
     octets: &[u8],
     wall: SystemTime,
 ) -> Result<String, AuthError> {
+    if req.cert_payloads > MAX_PEER_CERTS {
+        return Err(AuthError::TooManyCertificates(req.cert_payloads));
+    }
     let (leaf, intermediates) = req.certs.split_first().ok_or(AuthError::NoCertificate)?;
     let peer = anchors.verify_peer(leaf, intermediates, wall)?;
     let identity = Identity::from_payload_body(&req.id.body())?;
@@ -143,7 +153,7 @@ pub(super) fn handle(r: &mut Responder, now: Instant, h: Header, inner: Vec<Payl
         Ok(subject) => subject,
         Err(e) => {
             tracing::debug!(peer = %remote, error = %e, "ike client authentication failed");
-            let reason = Refusal::Authentication(e.to_string());
+            let reason = Refusal::from(&e);
             return fail(r, h, now, started, notify::AUTHENTICATION_FAILED, reason);
         }
     };

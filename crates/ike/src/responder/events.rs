@@ -4,6 +4,7 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
+use crate::auth::AuthError;
 use crate::child_sa::{ChildSaPair, TunnelKind};
 
 /// Which kind of SA was rekeyed.
@@ -49,6 +50,11 @@ pub enum Refusal {
     Integrity,
     /// Certificate, identity or AUTH refused (the [`crate::auth::AuthError`] text).
     Authentication(String),
+    /// More CERT payloads than [`crate::auth::MAX_PEER_CERTS`]; refused before any parse.
+    TooManyCerts,
+    /// The certificates do not form one linear chain ([`crate::auth::check_chain_shape`]);
+    /// refused before path building or any signature check.
+    ChainNotLinear,
     /// Traffic selectors fit neither tunnel.
     TsUnacceptable,
     /// The address pool is exhausted.
@@ -75,11 +81,25 @@ impl Refusal {
             Refusal::MessageId => "message_id",
             Refusal::Integrity => "integrity",
             Refusal::Authentication(_) => "auth_failed",
+            Refusal::TooManyCerts => "too_many_certs",
+            Refusal::ChainNotLinear => "chain_not_linear",
             Refusal::TsUnacceptable => "ts_unacceptable",
             Refusal::PoolExhausted => "pool_exhausted",
             Refusal::Timeout => "timeout",
             Refusal::Unsupported => "unsupported",
             Refusal::Crypto => "crypto",
+        }
+    }
+}
+
+impl From<&AuthError> for Refusal {
+    /// The chain-shape refusals keep their own reasons (they are what a CPU-exhaustion
+    /// attempt looks like); every other authentication failure is `auth_failed`.
+    fn from(e: &AuthError) -> Self {
+        match e {
+            AuthError::TooManyCertificates(_) => Refusal::TooManyCerts,
+            AuthError::ChainNotLinear(_) => Refusal::ChainNotLinear,
+            other => Refusal::Authentication(other.to_string()),
         }
     }
 }

@@ -191,7 +191,7 @@ pub(crate) fn handle_second_round(r: &mut Responder, now: Instant, h: Header, in
         Ok(user) => user,
         Err(e) => {
             tracing::debug!(peer = %remote, error = %e, "ike second authentication failed");
-            let reason = Refusal::Authentication(e.to_string());
+            let reason = Refusal::from(&e);
             return auth_exchange::fail(r, h, now, started, notify::AUTHENTICATION_FAILED, reason);
         }
     };

@@ -1136,5 +1136,6 @@ fn shutdown_deletes_every_ike_sa() {
     );
 }
 
+mod bounds;
 mod reload;
 mod second_auth;
