@@ -298,9 +298,12 @@ pub(super) fn establish(r: &mut Responder, now: Instant, h: Header, identity: &s
     // The IKE_SA_INIT messages are only needed for the AUTH octets.
     sa.init_request = Vec::new();
     sa.init_response = Vec::new();
-    let ip = sa.remote.ip();
+    let charge = sa.half_open.take();
     r.index_identity(identity, h.spi_r);
-    init::release_half_open(r, ip);
+    if let Some(charge) = charge {
+        // Against the source it was charged to: IKE_AUTH may have moved `remote`.
+        r.half_open.release(charge);
+    }
     r.schedule(h.spi_r);
 }
 

@@ -46,6 +46,9 @@ pub enum Refusal {
     UnknownSpi,
     /// A message ID outside the window.
     MessageId,
+    /// A duplicate request from another address or port than the original: the cached
+    /// response is not reflected there.
+    RetransmitElsewhere,
     /// The SK payload did not verify.
     Integrity,
     /// Certificate, identity or AUTH refused (the [`crate::auth::AuthError`] text).
@@ -79,6 +82,7 @@ impl Refusal {
             Refusal::HalfOpenCap => "half_open_cap",
             Refusal::UnknownSpi => "unknown_spi",
             Refusal::MessageId => "message_id",
+            Refusal::RetransmitElsewhere => "retransmit_elsewhere",
             Refusal::Integrity => "integrity",
             Refusal::Authentication(_) => "auth_failed",
             Refusal::TooManyCerts => "too_many_certs",
@@ -185,6 +189,8 @@ pub struct Stats {
     pub cookies_sent: u64,
     /// Responses retransmitted from the cache.
     pub retransmits: u64,
+    /// Duplicate requests dropped because they came from elsewhere than the original.
+    pub retransmits_elsewhere: u64,
     /// Child SAs that reached their soft lifetime without the client rekeying them.
     pub children_past_soft_lifetime: u64,
     /// Child SAs deleted at their hard lifetime.

@@ -17,10 +17,12 @@ mod admin;
 mod auth_exchange;
 mod child;
 mod events;
+mod half_open;
 mod informational;
 mod init;
 mod liveness;
 mod pool;
+mod retransmit;
 mod second_auth;
 mod timers;
 
@@ -140,6 +142,8 @@ pub(crate) struct ChildRecord {
 #[derive(Debug, Clone)]
 pub(crate) struct CachedResponse {
     pub(crate) message_id: u32,
+    /// Where the request came from: the only address a duplicate is answered at.
+    pub(crate) requester: SocketAddr,
     pub(crate) datagrams: Vec<Vec<u8>>,
 }
 
@@ -186,6 +190,8 @@ pub(crate) struct IkeSa {
     pub(crate) init_remote: SocketAddr,
     /// When its entry in `Responder::timers` fires (`None` while being handled).
     pub(crate) timer: Option<Instant>,
+    /// What it is counted under while half-open (`None` once established).
+    pub(crate) half_open: Option<half_open::Charge>,
 }
 
 impl IkeSa {
@@ -227,6 +233,7 @@ impl IkeSa {
             second_auth: second_auth::SecondAuth::default(),
             init_remote: remote,
             timer: None,
+            half_open: None,
         })
     }
 }
@@ -240,8 +247,7 @@ pub struct Responder {
     /// Established IKE SAs by authenticated identity, for INITIAL_CONTACT (RFC 7296 §2.4),
     /// which would otherwise scan every SA on each IKE_AUTH.
     pub(crate) by_identity: HashMap<String, Vec<u64>>,
-    pub(crate) half_open: usize,
-    pub(crate) half_open_by_source: HashMap<IpAddr, usize>,
+    pub(crate) half_open: half_open::HalfOpen,
     pub(crate) cookie_secrets: init::CookieSecrets,
     pub(crate) pool: AddressPool,
     pub(crate) inbound_spis: HashMap<u32, u64>,
@@ -272,8 +278,7 @@ impl Responder {
             sas: HashMap::new(),
             by_initiator: HashMap::new(),
             by_identity: HashMap::new(),
-            half_open: 0,
-            half_open_by_source: HashMap::new(),
+            half_open: half_open::HalfOpen::default(),
             cookie_secrets,
             pool,
             inbound_spis: HashMap::new(),
@@ -304,26 +309,12 @@ impl Responder {
         if sa.spi_i != h.spi_i {
             return self.refused(remote, Refusal::UnknownSpi);
         }
-        if let Some(cached) = sa.cached.as_ref().filter(|c| c.message_id == h.message_id) {
-            // RFC 7383 §2.6.1: a retransmitted fragmented request is answered once, on its
-            // first fragment, not once per fragment.
-            if matches!(message.payloads.last(), Some(Payload::Skf { number, .. }) if *number != 1)
-            {
-                return;
-            }
-            // RFC 7296 §2.1: a retransmitted request gets the same response bytes.
-            let datagrams = cached.datagrams.clone();
-            let (l, r) = (sa.local, remote);
-            self.stats.retransmits += 1;
-            for bytes in datagrams {
-                self.transmits.push_back(Transmit {
-                    local: l,
-                    remote: r,
-                    bytes,
-                });
-            }
+        if retransmit::answer_duplicate(self, h.spi_r, remote, &message) {
             return;
         }
+        let Some(sa) = self.sas.get_mut(&h.spi_r) else {
+            return;
+        };
         if h.message_id != sa.expected_id {
             return self.refused(remote, Refusal::MessageId);
         }
@@ -387,12 +378,12 @@ impl Responder {
 
     /// Established IKE SAs (`gate64_ipsec_mmsa`): every SA that is not half-open.
     pub fn established(&self) -> usize {
-        self.sas.len().saturating_sub(self.half_open)
+        self.sas.len().saturating_sub(self.half_open.count())
     }
 
     /// Half-open IKE SAs (`gate64_ike_half_open`).
     pub fn half_open(&self) -> usize {
-        self.half_open
+        self.half_open.count()
     }
 
     /// Counters.
@@ -489,6 +480,8 @@ impl Responder {
         sa.expected_id = request.message_id.wrapping_add(1);
         sa.cached = Some(CachedResponse {
             message_id: request.message_id,
+            // `handle` moved `remote` to the request's source before handling it.
+            requester: sa.remote,
             datagrams: datagrams.clone(),
         });
         let (local, remote) = (sa.local, sa.remote);
@@ -577,8 +570,8 @@ impl Responder {
         if let Some(identity) = sa.identity.as_deref() {
             self.unindex_identity(identity, spi_r);
         }
-        if !sa.established {
-            init::release_half_open(self, sa.remote.ip());
+        if let Some(charge) = sa.half_open {
+            self.half_open.release(charge);
         }
         for c in &sa.children {
             self.inbound_spis.remove(&c.inbound_spi);

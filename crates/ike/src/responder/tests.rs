@@ -1138,4 +1138,5 @@ fn shutdown_deletes_every_ike_sa() {
 
 mod bounds;
 mod reload;
+mod retransmit;
 mod second_auth;
