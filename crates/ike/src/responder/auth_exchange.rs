@@ -5,7 +5,7 @@ use std::net::IpAddr;
 use std::time::{Instant, SystemTime};
 
 use super::child::{self, ChildPlan, KeRule};
-use super::{Event, Refusal, Responder, init, second_auth};
+use super::{Event, Refusal, Responder, caps, init, second_auth};
 use crate::auth::{AuthError, AuthMethod, Identity, MAX_PEER_CERTS, TrustAnchors};
 use crate::child_sa::TunnelKind;
 use crate::keys;
@@ -157,6 +157,12 @@ pub(super) fn handle(r: &mut Responder, now: Instant, h: Header, inner: Vec<Payl
             return fail(r, h, now, started, notify::AUTHENTICATION_FAILED, reason);
         }
     };
+    // Before we sign: a certificate already holding its share of IKE SAs gets no more.
+    if !caps::identity_has_room(r, &identity, req.tsr, req.initial_contact) {
+        tracing::debug!(peer = %remote, identity = %identity, "ike identity cap reached");
+        let reason = Refusal::IdentityCap;
+        return fail(r, h, now, started, notify::AUTHENTICATION_FAILED, reason);
+    }
     let another_follows = match second_auth::check_first_round(r, h.spi_r, &inner, req.tsr) {
         Ok(another) => another,
         Err(reason) => return fail(r, h, now, started, notify::AUTHENTICATION_FAILED, reason),

@@ -40,8 +40,17 @@ pub enum Refusal {
     InvalidKe,
     /// Above the half-open threshold without a valid cookie; COOKIE sent.
     CookieRequired,
-    /// Too many half-open IKE SAs from this source.
+    /// Too many half-open IKE SAs from this source (an IPv4 address, an IPv6 /64, a Teredo
+    /// client's mapping).
     HalfOpenCap,
+    /// The half-open IKE SAs hold `max_half_open_bytes`: no new one, no new fragment.
+    HalfOpenBytes,
+    /// `max_ike_sas` IKE SAs are held: no new one.
+    IkeSaCap,
+    /// The identity holds `max_ike_sas_per_identity` IKE SAs.
+    IdentityCap,
+    /// The IKE SA holds `max_child_sas_per_ike_sa` child SAs.
+    ChildSaCap,
     /// No IKE SA for the SPIs.
     UnknownSpi,
     /// A message ID outside the window.
@@ -80,6 +89,10 @@ impl Refusal {
             Refusal::InvalidKe => "invalid_ke",
             Refusal::CookieRequired => "cookie_required",
             Refusal::HalfOpenCap => "half_open_cap",
+            Refusal::HalfOpenBytes => "half_open_bytes",
+            Refusal::IkeSaCap => "ike_sa_cap",
+            Refusal::IdentityCap => "identity_cap",
+            Refusal::ChildSaCap => "child_sa_cap",
             Refusal::UnknownSpi => "unknown_spi",
             Refusal::MessageId => "message_id",
             Refusal::RetransmitElsewhere => "retransmit_elsewhere",

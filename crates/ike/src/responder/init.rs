@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use aws_lc_rs::digest;
 
-use super::{CachedResponse, Event, IkeSa, Refusal, Responder, second_auth};
+use super::{CachedResponse, Event, IkeSa, Refusal, Responder, caps, half_open, second_auth};
 use crate::auth::SigHash;
 use crate::keys::{self, CryptoError, Group, IkeKeys, KeyExchange};
 use crate::message::{
@@ -244,7 +244,7 @@ pub(super) fn handle(
         );
         return r.refused(remote, Refusal::Malformed);
     };
-    if !admit(r, local, remote, m, &req) {
+    if !admit(r, (local, remote), datagram.len(), m, &req) {
         return;
     }
     let group = match choose_ike_proposal(req.proposals, req.group) {
@@ -282,15 +282,24 @@ pub(super) fn handle(
     }
 }
 
-/// The cookie and per-source checks; answers with a cookie when one is needed.
+/// The caps, the cookie and the per-source checks; answers with a cookie when one is needed.
 fn admit(
     r: &mut Responder,
-    local: SocketAddr,
-    remote: SocketAddr,
+    (local, remote): (SocketAddr, SocketAddr),
+    datagram_len: usize,
     m: &Message,
     req: &InitRequest<'_>,
 ) -> bool {
     let h = m.header;
+    // The caps first: they cost nothing, a cookie costs a MAC and an answer.
+    if !caps::ike_sa_fits(r) {
+        r.refused(remote, Refusal::IkeSaCap);
+        return false;
+    }
+    if !half_open::has_room(r, half_open::FIXED_BYTES + datagram_len) {
+        r.refused(remote, Refusal::HalfOpenBytes);
+        return false;
+    }
     if r.half_open.count() >= r.config.half_open_cookie_threshold {
         let cookie = match m.payloads.first() {
             Some(Payload::Notify(n)) if n.kind == notify::COOKIE => Some(n.data.as_slice()),
@@ -368,7 +377,7 @@ fn establish_half_open(
         requester: remote,
         datagrams: vec![response.clone()],
     });
-    sa.half_open = Some(r.half_open.charge(remote.ip()));
+    sa.half_open = Some(r.half_open.charge(remote.ip(), half_open::footprint(&sa)));
     r.sas.insert(spi_r, sa);
     r.schedule(spi_r);
     r.by_initiator.insert((remote, h.spi_i), spi_r);

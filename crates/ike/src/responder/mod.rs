@@ -15,6 +15,7 @@
 
 mod admin;
 mod auth_exchange;
+mod caps;
 mod child;
 mod events;
 mod half_open;
@@ -60,8 +61,21 @@ pub struct ResponderConfig {
     pub intranet_prefixes: Vec<IpNet>,
     /// Above this many half-open IKE SAs, IKE_SA_INIT must carry a valid cookie (§2.6).
     pub half_open_cookie_threshold: usize,
-    /// At most this many half-open IKE SAs per source address.
+    /// At most this many half-open IKE SAs per source: an IPv4 address, an IPv6 /64, a
+    /// Teredo client's NAT mapping.
     pub max_half_open_per_source: usize,
+    /// At most this many bytes held by all half-open IKE SAs (their IKE_SA_INIT messages,
+    /// cached responses and IKE_AUTH fragments); beyond it new ones and new fragments are
+    /// refused.
+    pub max_half_open_bytes: usize,
+    /// At most this many IKE SAs in all (half-open and established); beyond it IKE_SA_INIT
+    /// is refused. IKE SA rekeys are held to the per-identity cap instead.
+    pub max_ike_sas: usize,
+    /// At most this many IKE SAs per authenticated identity (both tunnels and a rekey
+    /// overlap need 3 or 4).
+    pub max_ike_sas_per_identity: usize,
+    /// At most this many child SAs per IKE SA (one per tunnel and a rekey overlap need 2).
+    pub max_child_sas_per_ike_sa: usize,
     /// A half-open IKE SA is dropped after this long without IKE_AUTH.
     pub half_open_timeout: Duration,
     /// The cookie secret changes this often; the previous one is still accepted.
@@ -104,6 +118,10 @@ impl ResponderConfig {
             intranet_prefixes,
             half_open_cookie_threshold: 64,
             max_half_open_per_source: 16,
+            max_half_open_bytes: 64 << 20,
+            max_ike_sas: 200_000,
+            max_ike_sas_per_identity: 4,
+            max_child_sas_per_ike_sa: 8,
             half_open_timeout: Duration::from_secs(30),
             cookie_rotation: Duration::from_secs(120),
             child_lifetime: Duration::from_secs(8 * 3600),
@@ -338,6 +356,8 @@ impl Responder {
                 self.refused(remote, Refusal::Unsupported);
             }
         }
+        // A half-open SA may now hold a response (the first of two authentication rounds).
+        half_open::refresh(self, h.spi_r);
     }
 
     /// The next datagram to send.
@@ -443,8 +463,15 @@ impl Responder {
                     self.refused(remote, Refusal::Integrity);
                     return None;
                 };
+                if sa.half_open.is_some() && !half_open::has_room(self, plain.len()) {
+                    self.refused(remote, Refusal::HalfOpenBytes);
+                    return None;
+                }
+                let sa = self.sas.get_mut(&spi_r)?;
                 let id = message.header.message_id;
-                match informational::reassemble(sa, id, *first, *number, *total, plain) {
+                let done = informational::reassemble(sa, id, *first, *number, *total, plain);
+                half_open::refresh(self, spi_r);
+                match done {
                     Ok(done) => done,
                     Err(reason) => {
                         self.refused(remote, reason);

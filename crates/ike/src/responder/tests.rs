@@ -1137,6 +1137,7 @@ fn shutdown_deletes_every_ike_sa() {
 }
 
 mod bounds;
+mod caps;
 mod reload;
 mod retransmit;
 mod second_auth;
