@@ -3,7 +3,9 @@
 //! the SA database itself; ESP authentication and replay failures by the workers' drop
 //! counters (`esp_auth`, `esp_replay`).
 
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
 /// How an IKE negotiation (IKE_SA_INIT + IKE_AUTH, or a CREATE_CHILD_SA) ended: the `result`
@@ -108,6 +110,10 @@ pub struct IpsecStats {
     rekeys: [AtomicU64; RekeyKind::ALL.len()],
     cookies_sent: AtomicU64,
     shed: [AtomicU64; IkeShedReason::ALL.len()],
+    /// Requests the responder refused, by its reason label. A map, not an array: the
+    /// responder's reasons are its own (`gate64_ike::responder::Refusal::label`), and a
+    /// reason shows once it has happened.
+    refused: Mutex<BTreeMap<&'static str, u64>>,
     /// Per bucket of [`NEGOTIATION_BUCKETS`] (not cumulative), then the overflow.
     duration_buckets: [AtomicU64; NEGOTIATION_BUCKETS.len() + 1],
     duration_sum_micros: AtomicU64,
@@ -152,6 +158,18 @@ impl IpsecStats {
     /// counts them; the daemon copies its totals here).
     pub fn set_shed(&self, reason: IkeShedReason, n: u64) {
         self.shed[reason as usize].store(n, Ordering::Relaxed);
+    }
+
+    /// Counts one request the IKE responder refused, by its reason label.
+    pub fn refused(&self, reason: &'static str) {
+        let mut map = self.refused.lock().unwrap_or_else(PoisonError::into_inner);
+        *map.entry(reason).or_insert(0) += 1;
+    }
+
+    /// Requests the IKE responder refused, by reason label, in label order.
+    pub fn refusals(&self) -> Vec<(&'static str, u64)> {
+        let map = self.refused.lock().unwrap_or_else(PoisonError::into_inner);
+        map.iter().map(|(r, n)| (*r, *n)).collect()
     }
 
     /// Datagrams the IKE driver shed for `reason`.

@@ -212,6 +212,18 @@ pub const IKE_SHED_TOTAL_HELP: &str = "IKE datagrams on UDP 500/4500 dropped unr
     responder: their source address was over ipsec.ike_packets_per_source_per_sec \
     (reason=source_rate), or already had its share of a backlogged batch (reason=batch_share).";
 
+/// IKE requests the responder refused, by reason. Counter; label `reason`, the responder's
+/// refusal (`malformed`, `integrity`, `cookie_required`, `half_open_cap`, `half_open_bytes`,
+/// `ike_sa_cap`, `identity_cap`, `child_sa_cap`, `too_many_certs`, `chain_not_linear`,
+/// `retransmit_elsewhere`, `auth_failed`, ...); a reason appears once it has happened.
+pub const IKE_REFUSED_TOTAL: &str = "gate64_ike_refused_total";
+/// Help text of [`IKE_REFUSED_TOTAL`].
+pub const IKE_REFUSED_TOTAL_HELP: &str = "IKE requests the responder refused after reading \
+    them, by reason: a cap on IKE state (half_open_cap, half_open_bytes, ike_sa_cap, \
+    identity_cap, child_sa_cap), a certificate chain refused before path building \
+    (too_many_certs, chain_not_linear), a duplicate from another address than the original \
+    (retransmit_elsewhere), or a protocol refusal.";
+
 /// Half-open IKE SAs (IKE_SA_INIT answered, IKE_AUTH not yet). Gauge; no labels.
 pub const IKE_HALF_OPEN: &str = "gate64_ike_half_open";
 /// Help text of [`IKE_HALF_OPEN`].
@@ -270,6 +282,7 @@ pub const ALL: &[(&str, &str)] = &[
     (IKE_HALF_OPEN, IKE_HALF_OPEN_HELP),
     (IKE_COOKIES_SENT_TOTAL, IKE_COOKIES_SENT_TOTAL_HELP),
     (IKE_SHED_TOTAL, IKE_SHED_TOTAL_HELP),
+    (IKE_REFUSED_TOTAL, IKE_REFUSED_TOTAL_HELP),
     (WORKERS, WORKERS_HELP),
     (BUILD_INFO, BUILD_INFO_HELP),
 ];
