@@ -94,6 +94,10 @@ pub fn responder_config(cfg: &Config) -> Result<Option<ResponderConfig>> {
     );
     config.half_open_cookie_threshold = s.half_open_cookie_threshold;
     config.max_half_open_per_source = s.max_half_open_per_source;
+    config.max_half_open_bytes = s.max_half_open_bytes;
+    config.max_ike_sas = s.max_ike_sas;
+    config.max_ike_sas_per_identity = s.max_ike_sas_per_identity;
+    config.max_child_sas_per_ike_sa = s.max_child_sas_per_ike_sa;
     config.child_lifetime = Duration::from_secs(s.child_lifetime_secs);
     config.dpd = Duration::from_secs(s.dpd_secs);
     config.nat_t_port = NAT_T_PORT;
@@ -190,7 +194,10 @@ fn on_event(sadb: &SaDb, stats: &IpsecStats, event: Event) {
             stats.negotiation(ike_result(&result), duration);
         }
         Event::CookieSent { .. } => stats.cookie_sent(),
-        Event::Refused { peer, reason } => debug!(%peer, reason = reason.label(), "IKE refused"),
+        Event::Refused { peer, reason } => {
+            stats.refused(reason.label());
+            debug!(%peer, reason = reason.label(), "IKE refused");
+        }
         _ => {}
     }
 }
@@ -199,7 +206,12 @@ fn on_event(sadb: &SaDb, stats: &IpsecStats, event: Event) {
 fn ike_result(result: &Result<(), Refusal>) -> IkeResult {
     match result {
         Ok(()) => IkeResult::Ok,
-        Err(Refusal::Authentication(_)) => IkeResult::AuthFailed,
+        Err(
+            Refusal::Authentication(_)
+            | Refusal::TooManyCerts
+            | Refusal::ChainNotLinear
+            | Refusal::IdentityCap,
+        ) => IkeResult::AuthFailed,
         Err(Refusal::NoProposal | Refusal::InvalidKe) => IkeResult::NoProposal,
         Err(Refusal::TsUnacceptable) => IkeResult::TsUnacceptable,
         Err(Refusal::Timeout) => IkeResult::Timeout,
