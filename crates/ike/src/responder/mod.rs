@@ -2,12 +2,14 @@
 //! next deadline out (the quinn shape).
 //!
 //! Covered: IKE_SA_INIT (§1.2; proposal choice, INVALID_KE_PAYLOAD, NO_PROPOSAL_CHOSEN, NAT
-//! detection §2.23, stateless cookies above a half-open threshold §2.6 and a per-source
-//! half-open cap), IKE_AUTH with certificates through [`crate::auth`] (§2.15), the
+//! detection §2.23, stateless cookies above a half-open threshold §2.6, half-open caps per
+//! source and in bytes), IKE_AUTH with certificates through [`crate::auth`] (§2.15), the
 //! configuration payload (§3.15, an IPv6 address from a pool), traffic-selector narrowing
 //! (§2.9) into gate64's two tunnels, INFORMATIONAL (§1.4: Delete, liveness), CREATE_CHILD_SA
 //! (§1.3: child and IKE SA rekey), message IDs and the response retransmission cache (§2.1,
-//! §2.2), and RFC 7383 reassembly of fragmented requests.
+//! §2.2; a duplicate is answered only where its original came from), and RFC 7383
+//! reassembly of fragmented requests. IKE SAs in all, per identity and child SAs per IKE SA
+//! are capped (`caps.rs`).
 //!
 //! The driver strips the RFC 3948 non-ESP marker before [`Responder::handle`] and adds it to
 //! every [`Transmit`] whose `local` port is 4500. Nothing here panics on input; every refusal

@@ -7,8 +7,7 @@
 //! response (after IKE_AUTH, a certificate chain) reflected at a third party. A copy from any
 //! other address or port than the original's is dropped and counted
 //! ([`Refusal::RetransmitElsewhere`]). A client whose NAT mapping changed between its request
-//! and the retransmission gets no answer to it; it retries the exchange from its new mapping
-//! when its retransmissions run out, as after any lost response.
+//! and the retransmission gets no answer to it, as if the response had been lost.
 
 use std::net::SocketAddr;
 
