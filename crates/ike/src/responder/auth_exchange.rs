@@ -4,6 +4,7 @@
 use std::net::IpAddr;
 use std::time::{Instant, SystemTime};
 
+use super::auth_jobs::{self, Round};
 use super::child::{self, ChildPlan, KeRule};
 use super::{Event, Refusal, Responder, caps, init, second_auth};
 use crate::auth::{AuthError, AuthMethod, Identity, MAX_PEER_CERTS, TrustAnchors};
@@ -25,6 +26,35 @@ pub(super) struct ClientProof<'a> {
 }
 
 impl<'a> ClientProof<'a> {
+    /// A proof over owned parts (an [`super::auth_jobs::AuthJob`]'s).
+    pub(super) fn owned(
+        id: &'a Identification,
+        certs: &'a [Vec<u8>],
+        cert_payloads: usize,
+        method: u8,
+        auth_data: &'a [u8],
+    ) -> Self {
+        ClientProof {
+            id,
+            certs: certs.iter().map(Vec::as_slice).collect(),
+            cert_payloads,
+            method,
+            auth_data,
+        }
+    }
+
+    /// Its parts, owned: IDi, the X.509 certificates, the CERT payload count, the AUTH method
+    /// and data.
+    pub(super) fn to_owned_parts(&self) -> OwnedProof {
+        (
+            self.id.clone(),
+            self.certs.iter().map(|c| c.to_vec()).collect(),
+            self.cert_payloads,
+            self.method,
+            self.auth_data.to_vec(),
+        )
+    }
+
     /// IDi, the X.509 CERT payloads (leaf first) and AUTH of one request.
     pub(super) fn from_payloads(inner: &'a [Payload]) -> Option<Self> {
         let (mut id, mut auth) = (None, None);
@@ -53,6 +83,10 @@ impl<'a> ClientProof<'a> {
         })
     }
 }
+
+/// A [`ClientProof`]'s parts, owned: IDi, the X.509 certificates, the CERT payload count, the
+/// AUTH method and data.
+pub(super) type OwnedProof = (Identification, Vec<Vec<u8>>, usize, u8, Vec<u8>);
 
 /// The payloads of an IKE_AUTH request gate64 uses.
 pub(super) struct AuthRequest<'a> {
@@ -112,13 +146,17 @@ pub(super) fn verify_client(
 
 /// Handles the IKE_AUTH request of a half-open IKE SA.
 pub(super) fn handle(r: &mut Responder, now: Instant, h: Header, inner: Vec<Payload>) {
+    if auth_jobs::is_pending(r, h.spi_r) {
+        // A copy of the request being verified: the answer goes out when that ends.
+        return;
+    }
     if second_auth::is_second_round(r, h.spi_r) {
         return second_auth::handle_second_round(r, now, h, inner);
     }
     let Some(sa) = r.sas.get(&h.spi_r) else {
         return;
     };
-    let (remote, started) = (sa.remote, sa.started);
+    let started = sa.started;
     let Some(req) = request_parts(&inner) else {
         return fail(
             r,
@@ -149,7 +187,37 @@ pub(super) fn handle(r: &mut Responder, now: Instant, h: Header, inner: Vec<Payl
         &keys::prf(&sa.keys.sk_pi.0, &[&req.proof.id.body()]),
     ]
     .concat();
-    let identity = match verify_client(&r.config.anchors, &req.proof, &octets_i, r.wall(now)) {
+    if r.config.offload_auth {
+        let proof = req.proof.to_owned_parts();
+        return auth_jobs::submit(r, now, (h, inner), proof, octets_i, Round::First);
+    }
+    let verified = verify_client(&r.config.anchors, &req.proof, &octets_i, r.wall(now));
+    after_verify(r, now, h, inner, verified);
+}
+
+/// The rest of a first IKE_AUTH round once the client's chain and AUTH were checked:
+/// `verified` is the certificate subject, or why the client is refused.
+pub(super) fn after_verify(
+    r: &mut Responder,
+    now: Instant,
+    h: Header,
+    inner: Vec<Payload>,
+    verified: Result<String, AuthError>,
+) {
+    let Some((remote, started)) = r.sas.get(&h.spi_r).map(|s| (s.remote, s.started)) else {
+        return;
+    };
+    let Some(req) = request_parts(&inner) else {
+        return fail(
+            r,
+            h,
+            now,
+            started,
+            notify::INVALID_SYNTAX,
+            Refusal::Malformed,
+        );
+    };
+    let identity = match verified {
         Ok(subject) => subject,
         Err(e) => {
             tracing::debug!(peer = %remote, error = %e, "ike client authentication failed");

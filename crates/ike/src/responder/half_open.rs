@@ -32,9 +32,10 @@ pub(crate) const FIXED_BYTES: usize = 1024;
 /// teredo crate: protocol crates do not depend on one another.
 const TEREDO_PREFIX: [u8; 4] = [0x20, 0x01, 0x00, 0x00];
 
-/// Whom a half-open IKE SA is counted against (see the module docs).
+/// Whom a half-open IKE SA (or another per-source limit) is counted against: an IPv4
+/// address, a Teredo client's NAT mapping, an IPv6 /64.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub(crate) enum SourceKey {
+pub enum SourceKey {
     /// An IPv4 address (or an IPv4-mapped IPv6 one).
     V4(Ipv4Addr),
     /// A Teredo client's NAT mapping.
@@ -45,7 +46,7 @@ pub(crate) enum SourceKey {
 
 impl SourceKey {
     /// The key `ip` is counted under.
-    pub(crate) fn of(ip: IpAddr) -> SourceKey {
+    pub fn of(ip: IpAddr) -> SourceKey {
         let v6 = match ip {
             IpAddr::V4(a) => return SourceKey::V4(a),
             IpAddr::V6(a) => a,

@@ -17,6 +17,7 @@
 
 mod admin;
 mod auth_exchange;
+mod auth_jobs;
 mod caps;
 mod child;
 mod events;
@@ -42,7 +43,9 @@ use crate::keys::{self, IkeKeys};
 use crate::message::{Header, Message, Notify, Payload, exchange, flags, notify};
 
 pub use admin::IkeSaInfo;
+pub use auth_jobs::{AuthJob, AuthVerdict};
 pub use events::{Event, Refusal, RekeyKind, Stats, negotiation_label};
+pub use half_open::SourceKey;
 pub use init::nat_detection_hash;
 pub use liveness::DPD_RETRANSMIT;
 pub use pool::AddressPool;
@@ -78,6 +81,9 @@ pub struct ResponderConfig {
     pub max_ike_sas_per_identity: usize,
     /// At most this many child SAs per IKE SA (one per tunnel and a rekey overlap need 2).
     pub max_child_sas_per_ike_sa: usize,
+    /// IKE_AUTH's chain and signature checks become [`AuthJob`]s for the driver to run
+    /// elsewhere ([`Responder::poll_auth_job`]) instead of running inline.
+    pub offload_auth: bool,
     /// A half-open IKE SA is dropped after this long without IKE_AUTH.
     pub half_open_timeout: Duration,
     /// The cookie secret changes this often; the previous one is still accepted.
@@ -124,6 +130,7 @@ impl ResponderConfig {
             max_ike_sas: 200_000,
             max_ike_sas_per_identity: 4,
             max_child_sas_per_ike_sa: 8,
+            offload_auth: false,
             half_open_timeout: Duration::from_secs(30),
             cookie_rotation: Duration::from_secs(120),
             child_lifetime: Duration::from_secs(8 * 3600),
@@ -212,6 +219,8 @@ pub(crate) struct IkeSa {
     pub(crate) timer: Option<Instant>,
     /// What it is counted under while half-open (`None` once established).
     pub(crate) half_open: Option<half_open::Charge>,
+    /// An IKE_AUTH request whose [`AuthJob`] is out.
+    pub(crate) pending_auth: Option<Box<auth_jobs::PendingAuth>>,
 }
 
 impl IkeSa {
@@ -254,6 +263,7 @@ impl IkeSa {
             init_remote: remote,
             timer: None,
             half_open: None,
+            pending_auth: None,
         })
     }
 }
@@ -279,6 +289,7 @@ pub struct Responder {
     timers: BinaryHeap<Reverse<(Instant, u64)>>,
     transmits: VecDeque<Transmit>,
     events: VecDeque<Event>,
+    pub(crate) auth_jobs: VecDeque<AuthJob>,
     stats: Stats,
 }
 
@@ -305,6 +316,7 @@ impl Responder {
             timers: BinaryHeap::new(),
             transmits: VecDeque::new(),
             events: VecDeque::new(),
+            auth_jobs: VecDeque::new(),
             stats: Stats::default(),
         })
     }
@@ -365,6 +377,27 @@ impl Responder {
     /// The next datagram to send.
     pub fn poll_transmit(&mut self) -> Option<Transmit> {
         self.transmits.pop_front()
+    }
+
+    /// The next IKE_AUTH verification to run (with `offload_auth`); its verdict goes to
+    /// [`Responder::handle_auth_verdict`], or the job to [`Responder::handle_auth_shed`].
+    pub fn poll_auth_job(&mut self) -> Option<AuthJob> {
+        self.auth_jobs.pop_front()
+    }
+
+    /// Finishes the IKE_AUTH round `verdict` answers.
+    pub fn handle_auth_verdict(&mut self, now: Instant, verdict: AuthVerdict) {
+        auth_jobs::handle_verdict(self, now, verdict);
+    }
+
+    /// Forgets the request of a job the driver could not run, as if it had been lost.
+    pub fn handle_auth_shed(&mut self, job: AuthJob) {
+        auth_jobs::handle_shed(self, job);
+    }
+
+    /// Runs IKE_AUTH verifications inline (`false`) or as [`AuthJob`]s (`true`).
+    pub fn set_offload_auth(&mut self, on: bool) {
+        self.config.offload_auth = on;
     }
 
     /// The next event for the driver.

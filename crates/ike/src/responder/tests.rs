@@ -1136,6 +1136,7 @@ fn shutdown_deletes_every_ike_sa() {
     );
 }
 
+mod auth_jobs;
 mod bounds;
 mod caps;
 mod reload;
