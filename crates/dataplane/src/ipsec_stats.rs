@@ -81,17 +81,28 @@ pub enum IkeShedReason {
     SourceRate = 0,
     /// The socket had a backlog and its source already had its share of the batch read.
     BatchShare = 1,
+    /// An IKE_AUTH whose source already had its share of verifications in flight.
+    AuthQueueSource = 2,
+    /// An IKE_AUTH while the verification threads had as many jobs as they queue.
+    AuthQueueFull = 3,
 }
 
 impl IkeShedReason {
     /// Every reason, in label order.
-    pub const ALL: [IkeShedReason; 2] = [IkeShedReason::SourceRate, IkeShedReason::BatchShare];
+    pub const ALL: [IkeShedReason; 4] = [
+        IkeShedReason::SourceRate,
+        IkeShedReason::BatchShare,
+        IkeShedReason::AuthQueueSource,
+        IkeShedReason::AuthQueueFull,
+    ];
 
     /// The `reason` label value.
     pub fn as_str(self) -> &'static str {
         match self {
             IkeShedReason::SourceRate => "source_rate",
             IkeShedReason::BatchShare => "batch_share",
+            IkeShedReason::AuthQueueSource => "auth_queue_source",
+            IkeShedReason::AuthQueueFull => "auth_queue_full",
         }
     }
 }
