@@ -57,6 +57,9 @@ pub struct Ipsec {
     pub max_ike_sas_per_identity: usize,
     /// Child SAs one IKE SA may hold; beyond it CREATE_CHILD_SA gets NO_ADDITIONAL_SAS.
     pub max_child_sas_per_ike_sa: usize,
+    /// Threads verifying IKE_AUTH (chain building, signature checks) beside the IKE task; 0
+    /// means one per CPU the process may use ([`Config::effective_ike_auth_threads`]).
+    pub auth_threads: usize,
     /// IKE packets per second one source may have handled: per client on each worker (a
     /// Teredo address, an IP-HTTPS /64), and per source address in the IKE driver; as many
     /// again may come at once. Beyond it IKE is shed before the responder does any work.
@@ -103,6 +106,7 @@ impl Default for Ipsec {
             max_ike_sas: defaults::IKE_MAX_SAS,
             max_ike_sas_per_identity: defaults::IKE_MAX_SAS_PER_IDENTITY,
             max_child_sas_per_ike_sa: defaults::IKE_MAX_CHILD_SAS_PER_IKE_SA,
+            auth_threads: defaults::IKE_AUTH_THREADS,
             ike_packets_per_source_per_sec: defaults::IKE_PACKETS_PER_SOURCE_PER_SEC,
             child_lifetime_secs: defaults::CHILD_LIFETIME_SECS,
             dpd_secs: defaults::DPD_SECS,
@@ -138,6 +142,8 @@ const DPD_RANGE: std::ops::RangeInclusive<u64> = 5..=3_600;
 /// Least `ipsec.ike_packets_per_source_per_sec`: both tunnels' handshakes, each with a cookie
 /// round trip and a fragmented IKE_AUTH (RFC 7383), fit in its burst.
 const MIN_IKE_PACKETS_PER_SOURCE_PER_SEC: u32 = 10;
+/// Most `ipsec.auth_threads`: a typo must not start thousands of threads.
+const MAX_AUTH_THREADS: usize = 1024;
 /// Least `ipsec.max_half_open_bytes`: one half-open IKE SA at its largest (a 64 KiB
 /// IKE_SA_INIT and 64 KiB of IKE_AUTH fragments).
 const MIN_HALF_OPEN_BYTES: usize = 128 * 1024;
@@ -161,6 +167,7 @@ pub(crate) struct RawIpsec {
     max_ike_sas: Option<usize>,
     max_ike_sas_per_identity: Option<usize>,
     max_child_sas_per_ike_sa: Option<usize>,
+    auth_threads: Option<usize>,
     ike_packets_per_source_per_sec: Option<u32>,
     child_lifetime_secs: Option<u64>,
     dpd_secs: Option<u64>,
@@ -193,6 +200,7 @@ impl RawIpsec {
             max_child_sas_per_ike_sa: self
                 .max_child_sas_per_ike_sa
                 .unwrap_or(d.max_child_sas_per_ike_sa),
+            auth_threads: self.auth_threads.unwrap_or(d.auth_threads),
             ike_packets_per_source_per_sec: self
                 .ike_packets_per_source_per_sec
                 .unwrap_or(d.ike_packets_per_source_per_sec),
@@ -204,6 +212,15 @@ impl RawIpsec {
 }
 
 impl Config {
+    /// The IKE_AUTH verification threads to start: `ipsec.auth_threads`, or the number of
+    /// CPUs the process may use when it is 0 (1 if that cannot be determined).
+    pub fn effective_ike_auth_threads(&self) -> usize {
+        match self.ipsec.auth_threads {
+            0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
+            n => n,
+        }
+    }
+
     /// gate64's IKE/ESP address: `ipsec.endpoint`, by default `corpnet.address6`.
     pub fn ipsec_endpoint(&self) -> Ipv6Addr {
         self.ipsec.endpoint.unwrap_or(self.corpnet.address6)
@@ -502,6 +519,13 @@ impl Config {
                 return Err(invalid(key, value, why));
             }
         }
+        if s.auth_threads > MAX_AUTH_THREADS {
+            return Err(invalid(
+                "ipsec.auth_threads",
+                s.auth_threads,
+                format!("at most {MAX_AUTH_THREADS} threads (0 = one per core)"),
+            ));
+        }
         if s.max_half_open_bytes < MIN_HALF_OPEN_BYTES {
             return Err(invalid(
                 "ipsec.max_half_open_bytes",
@@ -556,6 +580,7 @@ pub(crate) fn expected_form(path: &str) -> Option<&'static str> {
         | "ipsec.max_ike_sas"
         | "ipsec.max_ike_sas_per_identity"
         | "ipsec.max_child_sas_per_ike_sa"
+        | "ipsec.auth_threads"
         | "ipsec.ike_packets_per_source_per_sec"
         | "ipsec.child_lifetime_secs"
         | "ipsec.dpd_secs" => "a whole number",

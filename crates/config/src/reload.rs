@@ -120,6 +120,7 @@ impl Config {
                 max_ike_sas,
                 max_ike_sas_per_identity,
                 max_child_sas_per_ike_sa,
+                auth_threads,
                 ike_packets_per_source_per_sec,
                 child_lifetime_secs,
                 dpd_secs,

@@ -125,8 +125,13 @@ pub fn start(
     let responder = Responder::new(config, Instant::now(), SystemTime::now())
         .map_err(|e| anyhow::anyhow!("starting the IKE responder: {e:?}"))?;
     let sink_stats = Arc::clone(&stats);
+    let auth_threads = cfg.effective_ike_auth_threads();
     let mut driver = IkeDriver::new(sockets, responder, move |e| on_event(&sadb, &sink_stats, e))
-        .with_packets_per_source(cfg.ipsec.ike_packets_per_source_per_sec);
+        .with_packets_per_source(cfg.ipsec.ike_packets_per_source_per_sec)
+        .with_auth_threads(auth_threads)
+        .with_context(|| {
+            format!("starting {auth_threads} IKE_AUTH threads (`ipsec.auth_threads`)")
+        })?;
     let control = driver.control();
     let gauges = driver.status();
     let mut gauge_stop = stop.clone();
@@ -154,7 +159,7 @@ pub fn start(
             tracing::error!(error = %e, "IKE responder failed");
         }
     });
-    info!(endpoint = %endpoint, "IKE responder up");
+    info!(endpoint = %endpoint, auth_threads, "IKE responder up");
     Ok(Some(control))
 }
 

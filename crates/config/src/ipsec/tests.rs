@@ -63,7 +63,7 @@ fn the_contract_keys_parse() {
          half_open_cookie_threshold = 0\nmax_half_open_per_source = 2\n\
          child_lifetime_secs = 600\ndpd_secs = 10\nike_packets_per_source_per_sec = 250\n\
          max_half_open_bytes = 1048576\nmax_ike_sas = 1000\nmax_ike_sas_per_identity = 2\n\
-         max_child_sas_per_ike_sa = 3\n"
+         max_child_sas_per_ike_sa = 3\nauth_threads = 3\n"
     ))
     .unwrap_or_else(|e| panic!("{e}"));
     let s = &c.ipsec;
@@ -94,6 +94,7 @@ fn the_contract_keys_parse() {
         ),
         (1_048_576, 1000, 2, 3)
     );
+    assert_eq!(c.effective_ike_auth_threads(), 3);
     assert!(c.warnings().is_empty(), "{:?}", c.warnings());
 }
 
@@ -212,6 +213,11 @@ fn timers_are_bounded() {
             "a whole number",
         );
     }
+    refused(
+        "auth_threads = 5000\n",
+        "ipsec.auth_threads",
+        "at most 1024",
+    );
     refused(
         "max_half_open_bytes = 1000\n",
         "ipsec.max_half_open_bytes",
