@@ -126,3 +126,30 @@ fn rfc4739_both_rounds_offloaded() {
     r.handle_auth_verdict(now + Duration::from_secs(31), job.run());
     assert_eq!(r.half_open(), 0);
 }
+
+/// RFC 4739: a shed second-round job puts the first round's state back, so the client's
+/// retransmission of the second round is verified and completes.
+#[test]
+fn rfc4739_a_shed_second_round_is_retried_from_the_retransmission() {
+    let lab = Lab::new();
+    let now = Instant::now();
+    let mut r = offloading(&lab, now);
+    let (chain, key) = leaf(&lab.clients_ca, "alice.gate64.lab");
+    let user = Credentials::from_pem(chain.as_bytes(), key.as_bytes()).expect("user");
+    let mut i = intranet(&lab, now, &lab.clients_ca).with_second_auth(user);
+    i.start(now);
+    exchange_all(&mut r, &mut i, now);
+    let first = r.poll_auth_job().expect("first round");
+    r.handle_auth_verdict(now, first.run());
+    exchange_all(&mut r, &mut i, now);
+    let second = r.poll_auth_job().expect("second round");
+    r.handle_auth_shed(second);
+    let later = now + Duration::from_secs(3);
+    i.handle_timeout(later);
+    exchange_with_jobs(&mut r, &mut i, later);
+    established(&mut i);
+    assert_eq!(
+        r.ike_sas(later)[0].user_identity.as_deref(),
+        Some("CN=alice.gate64.lab")
+    );
+}
