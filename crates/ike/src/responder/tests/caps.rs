@@ -175,3 +175,45 @@ fn max_child_sas_per_ike_sa_answers_no_additional_sas() {
     assert_eq!(refused(&ev, Refusal::ChildSaCap), 1);
     assert_eq!(r.ike_sas(now)[0].child_spis, vec![old.inbound.spi]);
 }
+
+/// RFC 7383 fragments of an IKE_AUTH count against `max_half_open_bytes` while they wait:
+/// beyond it a fragment is refused (and the rest never completes the request); the bytes
+/// held come back when the SA goes.
+#[test]
+fn rfc7383_fragments_count_against_the_half_open_bytes() {
+    let lab = Lab::new();
+    let now = Instant::now();
+    let mut r = lab.responder(now, |_| {});
+    let mut i = client(&lab, now, TunnelKind::Intranet);
+    i.start(now);
+    let (l, rem, init) = i.poll_transmit().expect("IKE_SA_INIT");
+    r.handle(now, rem, l, &init);
+    i.handle(now, &r.poll_transmit().expect("reply").bytes);
+    let (_, _, auth) = i.poll_transmit().expect("IKE_AUTH");
+    let keys = i.keys.clone().expect("keys");
+    let (header, inner) = keys::open_message(&auth, &keys.sk_ei).expect("own request");
+    let fragments = keys::seal_fragments(&header, &inner, &keys.sk_ei, 300).expect("fragments");
+    let before = r.half_open.bytes();
+    // Room for one of the (at most 300-byte) fragments, not two.
+    assert!(fragments.len() > 2);
+    r.config.max_half_open_bytes = before + 300;
+    let _ = events(&mut r);
+    for f in fragments.iter().skip(1) {
+        r.handle(now, rem, l, f);
+    }
+    assert!(r.half_open.bytes() > before, "fragments are counted");
+    assert!(
+        r.half_open.bytes() <= before + 300,
+        "{}",
+        r.half_open.bytes()
+    );
+    assert!(refused(&events(&mut r), Refusal::HalfOpenBytes) > 0);
+    r.handle(now, rem, l, &fragments[0]);
+    assert_eq!(
+        r.established(),
+        0,
+        "a refused fragment leaves the request incomplete"
+    );
+    r.handle_timeout(now + Duration::from_secs(31));
+    assert_eq!((r.half_open(), r.half_open.bytes()), (0, 0));
+}
