@@ -85,9 +85,26 @@ pub const CONTROL_SOCKET: &str = "/run/gate64/control.sock";
 /// `ipsec.half_open_cookie_threshold`: half-open IKE SAs before cookies (strongSwan's
 /// `cookie_threshold`).
 pub const IKE_HALF_OPEN_COOKIE_THRESHOLD: usize = 30;
-/// `ipsec.max_half_open_per_source`: half-open IKE SAs per source address (strongSwan's
-/// `block_threshold`).
+/// `ipsec.max_half_open_per_source`: half-open IKE SAs per source: an IPv4 address, an IPv6
+/// /64, a Teredo client's NAT mapping (strongSwan's `block_threshold`).
 pub const IKE_MAX_HALF_OPEN_PER_SOURCE: usize = 5;
+/// `ipsec.max_half_open_bytes`: bytes all half-open IKE SAs may hold (their IKE_SA_INIT
+/// messages, cached responses and IKE_AUTH fragments). A handshake holds about 2 KB while
+/// half-open, so 64 MiB is ~30,000 of them at once (more than 30 s of the IKE task's whole
+/// rate); a peer that sends 64 KiB messages fills it with ~500, from at least 100 sources.
+pub const IKE_MAX_HALF_OPEN_BYTES: usize = 64 * 1024 * 1024;
+/// `ipsec.max_ike_sas`: IKE SAs in all. An established one holds ~1.4 KB of heap (2.8 KB per
+/// client with both tunnels, `crates/ike/tests/memory.rs`) plus its ESP keys in the SA
+/// database, so 200,000 (100,000 clients) stay under ~1 GB with the child SAs.
+pub const IKE_MAX_SAS: usize = 200_000;
+/// `ipsec.max_ike_sas_per_identity`: a DirectAccess client holds two IKE SAs (one per
+/// tunnel), three or four while rekeying them.
+pub const IKE_MAX_SAS_PER_IDENTITY: usize = 4;
+/// `ipsec.max_child_sas_per_ike_sa`: one child SA per IKE SA, two during a rekey; the rest
+/// is room for clients that rekey early.
+pub const IKE_MAX_CHILD_SAS_PER_IKE_SA: usize = 8;
+/// `ipsec.auth_threads`: 0, one IKE_AUTH verification thread per CPU gate64 may use.
+pub const IKE_AUTH_THREADS: usize = 0;
 /// `ipsec.ike_packets_per_source_per_sec`: IKE packets per second one source may have
 /// handled. gate64's benchmark sends about 200 per second from each of its 32 source
 /// addresses at 2,000 handshakes per second; a flood from one address (~50,000 per second in

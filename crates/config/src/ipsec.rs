@@ -45,8 +45,21 @@ pub struct Ipsec {
     /// Half-open IKE SAs above which IKE_SA_INIT is answered with a cookie (RFC 7296 §2.6);
     /// 0 = always.
     pub half_open_cookie_threshold: usize,
-    /// Half-open IKE SAs one source address may hold; further IKE_SA_INIT are ignored.
+    /// Half-open IKE SAs one source may hold (an IPv4 address, an IPv6 /64, a Teredo
+    /// client's NAT mapping); further IKE_SA_INIT are ignored.
     pub max_half_open_per_source: usize,
+    /// Bytes all half-open IKE SAs may hold (IKE_SA_INIT messages, cached responses,
+    /// IKE_AUTH fragments); beyond it new half-open SAs and fragments are refused.
+    pub max_half_open_bytes: usize,
+    /// IKE SAs in all, half-open and established; beyond it IKE_SA_INIT is refused.
+    pub max_ike_sas: usize,
+    /// IKE SAs one authenticated identity (certificate subject) may hold.
+    pub max_ike_sas_per_identity: usize,
+    /// Child SAs one IKE SA may hold; beyond it CREATE_CHILD_SA gets NO_ADDITIONAL_SAS.
+    pub max_child_sas_per_ike_sa: usize,
+    /// Threads verifying IKE_AUTH (chain building, signature checks) beside the IKE task; 0
+    /// means one per CPU the process may use ([`Config::effective_ike_auth_threads`]).
+    pub auth_threads: usize,
     /// IKE packets per second one source may have handled: per client on each worker (a
     /// Teredo address, an IP-HTTPS /64), and per source address in the IKE driver; as many
     /// again may come at once. Beyond it IKE is shed before the responder does any work.
@@ -89,6 +102,11 @@ impl Default for Ipsec {
             intranet_prefixes: None,
             half_open_cookie_threshold: defaults::IKE_HALF_OPEN_COOKIE_THRESHOLD,
             max_half_open_per_source: defaults::IKE_MAX_HALF_OPEN_PER_SOURCE,
+            max_half_open_bytes: defaults::IKE_MAX_HALF_OPEN_BYTES,
+            max_ike_sas: defaults::IKE_MAX_SAS,
+            max_ike_sas_per_identity: defaults::IKE_MAX_SAS_PER_IDENTITY,
+            max_child_sas_per_ike_sa: defaults::IKE_MAX_CHILD_SAS_PER_IKE_SA,
+            auth_threads: defaults::IKE_AUTH_THREADS,
             ike_packets_per_source_per_sec: defaults::IKE_PACKETS_PER_SOURCE_PER_SEC,
             child_lifetime_secs: defaults::CHILD_LIFETIME_SECS,
             dpd_secs: defaults::DPD_SECS,
@@ -124,6 +142,11 @@ const DPD_RANGE: std::ops::RangeInclusive<u64> = 5..=3_600;
 /// Least `ipsec.ike_packets_per_source_per_sec`: both tunnels' handshakes, each with a cookie
 /// round trip and a fragmented IKE_AUTH (RFC 7383), fit in its burst.
 const MIN_IKE_PACKETS_PER_SOURCE_PER_SEC: u32 = 10;
+/// Most `ipsec.auth_threads`: a typo must not start thousands of threads.
+const MAX_AUTH_THREADS: usize = 1024;
+/// Least `ipsec.max_half_open_bytes`: one half-open IKE SA at its largest (a 64 KiB
+/// IKE_SA_INIT and 64 KiB of IKE_AUTH fragments).
+const MIN_HALF_OPEN_BYTES: usize = 128 * 1024;
 /// Shortest `ipsec.pool6` prefix: larger pools only cost memory for nothing.
 const MIN_POOL6_LEN: u8 = 64;
 
@@ -140,6 +163,11 @@ pub(crate) struct RawIpsec {
     intranet_prefixes: Option<Vec<Ipv6Net>>,
     half_open_cookie_threshold: Option<usize>,
     max_half_open_per_source: Option<usize>,
+    max_half_open_bytes: Option<usize>,
+    max_ike_sas: Option<usize>,
+    max_ike_sas_per_identity: Option<usize>,
+    max_child_sas_per_ike_sa: Option<usize>,
+    auth_threads: Option<usize>,
     ike_packets_per_source_per_sec: Option<u32>,
     child_lifetime_secs: Option<u64>,
     dpd_secs: Option<u64>,
@@ -164,6 +192,15 @@ impl RawIpsec {
             max_half_open_per_source: self
                 .max_half_open_per_source
                 .unwrap_or(d.max_half_open_per_source),
+            max_half_open_bytes: self.max_half_open_bytes.unwrap_or(d.max_half_open_bytes),
+            max_ike_sas: self.max_ike_sas.unwrap_or(d.max_ike_sas),
+            max_ike_sas_per_identity: self
+                .max_ike_sas_per_identity
+                .unwrap_or(d.max_ike_sas_per_identity),
+            max_child_sas_per_ike_sa: self
+                .max_child_sas_per_ike_sa
+                .unwrap_or(d.max_child_sas_per_ike_sa),
+            auth_threads: self.auth_threads.unwrap_or(d.auth_threads),
             ike_packets_per_source_per_sec: self
                 .ike_packets_per_source_per_sec
                 .unwrap_or(d.ike_packets_per_source_per_sec),
@@ -175,6 +212,15 @@ impl RawIpsec {
 }
 
 impl Config {
+    /// The IKE_AUTH verification threads to start: `ipsec.auth_threads`, or the number of
+    /// CPUs the process may use when it is 0 (1 if that cannot be determined).
+    pub fn effective_ike_auth_threads(&self) -> usize {
+        match self.ipsec.auth_threads {
+            0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
+            n => n,
+        }
+    }
+
     /// gate64's IKE/ESP address: `ipsec.endpoint`, by default `corpnet.address6`.
     pub fn ipsec_endpoint(&self) -> Ipv6Addr {
         self.ipsec.endpoint.unwrap_or(self.corpnet.address6)
@@ -435,6 +481,7 @@ impl Config {
                 "must be at least 1, or no client could start IKE",
             ));
         }
+        self.validate_ipsec_caps()?;
         if s.ike_packets_per_source_per_sec < MIN_IKE_PACKETS_PER_SOURCE_PER_SEC {
             return Err(invalid(
                 "ipsec.ike_packets_per_source_per_sec",
@@ -442,6 +489,50 @@ impl Config {
                 format!(
                     "must be at least {MIN_IKE_PACKETS_PER_SOURCE_PER_SEC}: one client's two \
                      tunnels with cookies and fragmented certificates take about that many"
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    fn validate_ipsec_caps(&self) -> Result<(), ConfigError> {
+        let s = &self.ipsec;
+        for (key, value, why) in [
+            (
+                "ipsec.max_ike_sas",
+                s.max_ike_sas,
+                "must be at least 1, or no client could start IKE",
+            ),
+            (
+                "ipsec.max_ike_sas_per_identity",
+                s.max_ike_sas_per_identity,
+                "must be at least 1, or no client could authenticate (a DirectAccess client \
+                 needs 2, and 4 while rekeying)",
+            ),
+            (
+                "ipsec.max_child_sas_per_ike_sa",
+                s.max_child_sas_per_ike_sa,
+                "must be at least 1, or no tunnel could be built",
+            ),
+        ] {
+            if value == 0 {
+                return Err(invalid(key, value, why));
+            }
+        }
+        if s.auth_threads > MAX_AUTH_THREADS {
+            return Err(invalid(
+                "ipsec.auth_threads",
+                s.auth_threads,
+                format!("at most {MAX_AUTH_THREADS} threads (0 = one per core)"),
+            ));
+        }
+        if s.max_half_open_bytes < MIN_HALF_OPEN_BYTES {
+            return Err(invalid(
+                "ipsec.max_half_open_bytes",
+                s.max_half_open_bytes,
+                format!(
+                    "must be at least {MIN_HALF_OPEN_BYTES}: one half-open IKE SA with a \
+                     fragmented IKE_AUTH holds up to that much"
                 ),
             ));
         }
@@ -485,6 +576,11 @@ pub(crate) fn expected_form(path: &str) -> Option<&'static str> {
         }
         "ipsec.half_open_cookie_threshold"
         | "ipsec.max_half_open_per_source"
+        | "ipsec.max_half_open_bytes"
+        | "ipsec.max_ike_sas"
+        | "ipsec.max_ike_sas_per_identity"
+        | "ipsec.max_child_sas_per_ike_sa"
+        | "ipsec.auth_threads"
         | "ipsec.ike_packets_per_source_per_sec"
         | "ipsec.child_lifetime_secs"
         | "ipsec.dpd_secs" => "a whole number",

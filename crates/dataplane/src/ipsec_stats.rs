@@ -3,7 +3,9 @@
 //! the SA database itself; ESP authentication and replay failures by the workers' drop
 //! counters (`esp_auth`, `esp_replay`).
 
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
 /// How an IKE negotiation (IKE_SA_INIT + IKE_AUTH, or a CREATE_CHILD_SA) ended: the `result`
@@ -79,17 +81,28 @@ pub enum IkeShedReason {
     SourceRate = 0,
     /// The socket had a backlog and its source already had its share of the batch read.
     BatchShare = 1,
+    /// An IKE_AUTH whose source already had its share of verifications in flight.
+    AuthQueueSource = 2,
+    /// An IKE_AUTH while the verification threads had as many jobs as they queue.
+    AuthQueueFull = 3,
 }
 
 impl IkeShedReason {
     /// Every reason, in label order.
-    pub const ALL: [IkeShedReason; 2] = [IkeShedReason::SourceRate, IkeShedReason::BatchShare];
+    pub const ALL: [IkeShedReason; 4] = [
+        IkeShedReason::SourceRate,
+        IkeShedReason::BatchShare,
+        IkeShedReason::AuthQueueSource,
+        IkeShedReason::AuthQueueFull,
+    ];
 
     /// The `reason` label value.
     pub fn as_str(self) -> &'static str {
         match self {
             IkeShedReason::SourceRate => "source_rate",
             IkeShedReason::BatchShare => "batch_share",
+            IkeShedReason::AuthQueueSource => "auth_queue_source",
+            IkeShedReason::AuthQueueFull => "auth_queue_full",
         }
     }
 }
@@ -110,6 +123,10 @@ pub struct IpsecStats {
     rekeys: [AtomicU64; RekeyKind::ALL.len()],
     cookies_sent: AtomicU64,
     shed: [AtomicU64; IkeShedReason::ALL.len()],
+    /// Requests the responder refused, by its reason label. A map, not an array: the
+    /// responder's reasons are its own (`gate64_ike::responder::Refusal::label`), and a
+    /// reason shows once it has happened.
+    refused: Mutex<BTreeMap<&'static str, u64>>,
     /// Per bucket of [`NEGOTIATION_BUCKETS`] (not cumulative), then the overflow.
     duration_buckets: [AtomicU64; NEGOTIATION_BUCKETS.len() + 1],
     duration_sum_micros: AtomicU64,
@@ -166,6 +183,18 @@ impl IpsecStats {
     /// counts them; the daemon copies its totals here).
     pub fn set_shed(&self, reason: IkeShedReason, n: u64) {
         self.shed[reason as usize].store(n, Ordering::Relaxed);
+    }
+
+    /// Counts one request the IKE responder refused, by its reason label.
+    pub fn refused(&self, reason: &'static str) {
+        let mut map = self.refused.lock().unwrap_or_else(PoisonError::into_inner);
+        *map.entry(reason).or_insert(0) += 1;
+    }
+
+    /// Requests the IKE responder refused, by reason label, in label order.
+    pub fn refusals(&self) -> Vec<(&'static str, u64)> {
+        let map = self.refused.lock().unwrap_or_else(PoisonError::into_inner);
+        map.iter().map(|(r, n)| (*r, *n)).collect()
     }
 
     /// Datagrams the IKE driver shed for `reason`.

@@ -94,6 +94,10 @@ pub fn responder_config(cfg: &Config) -> Result<Option<ResponderConfig>> {
     );
     config.half_open_cookie_threshold = s.half_open_cookie_threshold;
     config.max_half_open_per_source = s.max_half_open_per_source;
+    config.max_half_open_bytes = s.max_half_open_bytes;
+    config.max_ike_sas = s.max_ike_sas;
+    config.max_ike_sas_per_identity = s.max_ike_sas_per_identity;
+    config.max_child_sas_per_ike_sa = s.max_child_sas_per_ike_sa;
     config.child_lifetime = Duration::from_secs(s.child_lifetime_secs);
     config.dpd = Duration::from_secs(s.dpd_secs);
     config.nat_t_port = NAT_T_PORT;
@@ -121,13 +125,18 @@ pub fn start(
     let responder = Responder::new(config, Instant::now(), SystemTime::now())
         .map_err(|e| anyhow::anyhow!("starting the IKE responder: {e:?}"))?;
     let sink_stats = Arc::clone(&stats);
+    let auth_threads = cfg.effective_ike_auth_threads();
     let (count_stats, count_sadb) = (Arc::clone(&stats), Arc::clone(&sadb));
     let mut driver = IkeDriver::new(sockets, responder, move |e| on_event(&sadb, &sink_stats, e))
         .with_packets_per_source(cfg.ipsec.ike_packets_per_source_per_sec)
         // MMSA and QMSA as one pair, taken after the events reached the SA database.
         .with_on_publish(move |s| {
             count_stats.set_sa_counts(s.established as u64, count_sadb.len() as u64);
-        });
+        })
+        .with_auth_threads(auth_threads)
+        .with_context(|| {
+            format!("starting {auth_threads} IKE_AUTH threads (`ipsec.auth_threads`)")
+        })?;
     let control = driver.control();
     let gauges = driver.status();
     let mut gauge_stop = stop.clone();
@@ -154,7 +163,7 @@ pub fn start(
             tracing::error!(error = %e, "IKE responder failed");
         }
     });
-    info!(endpoint = %endpoint, "IKE responder up");
+    info!(endpoint = %endpoint, auth_threads, "IKE responder up");
     Ok(Some(control))
 }
 
@@ -194,7 +203,10 @@ fn on_event(sadb: &SaDb, stats: &IpsecStats, event: Event) {
             stats.negotiation(ike_result(&result), duration);
         }
         Event::CookieSent { .. } => stats.cookie_sent(),
-        Event::Refused { peer, reason } => debug!(%peer, reason = reason.label(), "IKE refused"),
+        Event::Refused { peer, reason } => {
+            stats.refused(reason.label());
+            debug!(%peer, reason = reason.label(), "IKE refused");
+        }
         _ => {}
     }
 }
@@ -203,7 +215,12 @@ fn on_event(sadb: &SaDb, stats: &IpsecStats, event: Event) {
 fn ike_result(result: &Result<(), Refusal>) -> IkeResult {
     match result {
         Ok(()) => IkeResult::Ok,
-        Err(Refusal::Authentication(_)) => IkeResult::AuthFailed,
+        Err(
+            Refusal::Authentication(_)
+            | Refusal::TooManyCerts
+            | Refusal::ChainNotLinear
+            | Refusal::IdentityCap,
+        ) => IkeResult::AuthFailed,
         Err(Refusal::NoProposal | Refusal::InvalidKe) => IkeResult::NoProposal,
         Err(Refusal::TsUnacceptable) => IkeResult::TsUnacceptable,
         Err(Refusal::Timeout) => IkeResult::Timeout,

@@ -12,6 +12,11 @@
 //! IKE alike (issue 8's flood acceptance, `tests/e2e/ipsec_flood.rs`). The buffers are large
 //! ([`SOCKET_BUFFER`]) so a burst waits for the next read instead of being dropped.
 //!
+//! With [`IkeDriver::with_auth_threads`], IKE_AUTH's chain building and signature checks run
+//! on a bounded pool of threads beside the responder (`ike_auth_pool.rs`), so they do not
+//! hold up IKE_SA_INIT, liveness checks or established SAs; what the pool has no room for is
+//! shed and counted.
+//!
 //! Events go to the caller's sink (the daemon installs child SAs into `gate64_esp::SaDb` and
 //! updates metrics there); [`IkeStatus`] holds a snapshot of the IKE SAs for `gate64 status`,
 //! refreshed after every datagram or timer that changed something, and the shed counts.
@@ -30,6 +35,7 @@ use socket2::{Domain, Protocol, Socket, Type};
 use tokio::io::Interest;
 use tokio::net::UdpSocket;
 
+use crate::ike_auth_pool::AuthPool;
 use crate::ike_shed::Shedder;
 use crate::sys::{self, BATCH, ReceivedFrom};
 
@@ -188,6 +194,7 @@ pub struct IkeDriver {
     stray_esp: u64,
     published: Instant,
     on_publish: Option<Box<dyn FnMut(&IkeSnapshot) + Send>>,
+    auth_pool: Option<AuthPool>,
 }
 
 impl IkeDriver {
@@ -208,6 +215,7 @@ impl IkeDriver {
             stray_esp: 0,
             published: Instant::now(),
             on_publish: None,
+            auth_pool: None,
         }
     }
 
@@ -217,6 +225,17 @@ impl IkeDriver {
     pub fn with_on_publish(mut self, f: impl FnMut(&IkeSnapshot) + Send + 'static) -> Self {
         self.on_publish = Some(Box::new(f));
         self
+    }
+
+    /// Runs IKE_AUTH verifications (chain building, signature checks) on `threads` threads
+    /// beside the responder instead of inline (`[ipsec] auth_threads`); `0` keeps them
+    /// inline. Fails when a thread cannot be started.
+    pub fn with_auth_threads(mut self, threads: usize) -> io::Result<Self> {
+        if threads > 0 {
+            self.auth_pool = Some(AuthPool::start(threads)?);
+            self.responder.set_offload_auth(true);
+        }
+        Ok(self)
     }
 
     /// Hands ESP that reached the NAT-T socket (a non-zero first word: the dataplane, which
@@ -258,6 +277,7 @@ impl IkeDriver {
         let mut slots: Vec<Vec<u8>> = (0..BATCH).map(|_| vec![0u8; MAX_DATAGRAM]).collect();
         tokio::pin!(shutdown);
         let mut commands = self.commands.take();
+        let mut pool = self.auth_pool.take();
         self.publish(Instant::now());
         loop {
             let deadline = self
@@ -281,7 +301,11 @@ impl IkeDriver {
                 },
                 _ = tokio::time::sleep_until(deadline.into()) => self.responder.handle_timeout(Instant::now()),
                 Some(change) = next_command(&mut commands) => change(&mut self.responder),
+                Some(verdict) = next_verdict(&mut pool) => {
+                    self.responder.handle_auth_verdict(Instant::now(), verdict);
+                }
             }
+            self.dispatch_auth_jobs(pool.as_mut());
             self.flush(&ike, &nat_t).await;
         }
     }
@@ -338,6 +362,26 @@ impl IkeDriver {
         }
     }
 
+    /// Hands the responder's IKE_AUTH verifications to the pool; what does not fit is shed
+    /// and handed back (the responder forgets the request, as if it had been lost).
+    fn dispatch_auth_jobs(&mut self, pool: Option<&mut AuthPool>) {
+        let Some(pool) = pool else {
+            return;
+        };
+        let mut shed = false;
+        while let Some(job) = self.responder.poll_auth_job() {
+            if let Err((job, reason)) = pool.submit(job) {
+                tracing::debug!(peer = %job.peer(), reason = reason.as_str(), "ike: IKE_AUTH shed");
+                self.shedder.note(reason);
+                self.responder.handle_auth_shed(*job);
+                shed = true;
+            }
+        }
+        if shed {
+            self.status.store_shed(&self.shedder);
+        }
+    }
+
     /// Sends what the responder queued, hands its events to the sink, refreshes the status.
     async fn flush(&mut self, ike: &UdpSocket, nat_t: &UdpSocket) {
         let nat_t_port = nat_t.local_addr().map(|a| a.port()).unwrap_or(NAT_T_PORT);
@@ -389,6 +433,14 @@ fn shedder_key() -> u64 {
 }
 
 /// The next command, or never when there is no control handle (or it was dropped).
+/// The pool's next verdict; never, without a pool.
+async fn next_verdict(pool: &mut Option<AuthPool>) -> Option<gate64_ike::responder::AuthVerdict> {
+    match pool.as_mut() {
+        Some(p) => p.verdict().await,
+        None => std::future::pending().await,
+    }
+}
+
 async fn next_command(
     commands: &mut Option<tokio::sync::mpsc::UnboundedReceiver<Command>>,
 ) -> Option<Command> {
@@ -543,6 +595,16 @@ mod tests {
 
     #[tokio::test]
     async fn rfc3948_exchange_on_4500_reaches_the_sink_and_the_status() {
+        exchange_on_4500(0).await;
+    }
+
+    /// The same with IKE_AUTH verified on the pool's threads.
+    #[tokio::test]
+    async fn ike_auth_verified_on_the_auth_threads() {
+        exchange_on_4500(2).await;
+    }
+
+    async fn exchange_on_4500(auth_threads: usize) {
         let (clients_pem, clients) = ca("clients");
         let (servers_pem, servers) = ca("servers");
         let now = Instant::now();
@@ -561,7 +623,9 @@ mod tests {
         let (tx, rx) = std::sync::mpsc::channel();
         let driver = IkeDriver::new(sockets, responder, move |e| {
             let _ = tx.send(e);
-        });
+        })
+        .with_auth_threads(auth_threads)
+        .expect("auth threads");
         let status = driver.status();
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
         let task = tokio::spawn(driver.run(async {
@@ -639,6 +703,9 @@ mod tests {
         let snapshot = status.snapshot();
         assert_eq!((snapshot.established, snapshot.half_open), (1, 0));
         assert_eq!(snapshot.stray_esp, 0);
+        for reason in [IkeShedReason::AuthQueueSource, IkeShedReason::AuthQueueFull] {
+            assert_eq!(status.shed(reason), 0);
+        }
         let _ = stop.send(());
         task.await.expect("join").expect("driver");
     }

@@ -88,6 +88,11 @@ impl Shedder {
         true
     }
 
+    /// Counts one shed elsewhere in the driver (an IKE_AUTH verification with no room).
+    pub(crate) fn note(&mut self, reason: IkeShedReason) {
+        self.shed[reason as usize] += 1;
+    }
+
     /// Datagrams shed for `reason` so far.
     pub(crate) fn shed(&self, reason: IkeShedReason) -> u64 {
         self.shed[reason as usize]

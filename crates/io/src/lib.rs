@@ -9,6 +9,7 @@ pub mod dns64;
 pub mod gre;
 pub mod gro;
 pub mod ike;
+mod ike_auth_pool;
 mod ike_shed;
 pub mod iphttps;
 pub mod metrics_http;

@@ -1,9 +1,18 @@
 //! TLS configuration for IP-HTTPS from PEM files: TLS 1.2 and 1.3 only (rustls implements
 //! nothing older), aws-lc-rs as the one crypto provider, optional client certificates.
+//!
+//! Client certificate chains are held to the shape IKE holds them to
+//! ([`gate64_ike::auth::check_chain_shape`]: at most four certificates, one linear chain) before
+//! webpki builds a path, so a client cannot make one TLS handshake cost a path search over
+//! dozens of same-name intermediates.
 
+use rustls::client::danger::HandshakeSignatureValid;
+use rustls::pki_types::UnixTime;
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use rustls::server::WebPkiClientVerifier;
+use rustls::server::danger::{ClientCertVerified, ClientCertVerifier};
+use rustls::{DigitallySignedStruct, DistinguishedName, SignatureScheme};
 use std::io;
 use std::path::Path;
 use std::sync::{Arc, PoisonError, RwLock};
@@ -53,7 +62,7 @@ pub fn server_config(
             let verifier = WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider())
                 .build()
                 .map_err(|e| bad("iphttps.client_ca", ca, e))?;
-            builder.with_client_cert_verifier(verifier)
+            builder.with_client_cert_verifier(Arc::new(ShapedClientVerifier(verifier)))
         }
         None => builder.with_no_client_auth(),
     };
@@ -67,6 +76,63 @@ pub fn server_config(
     // The stream after the HTTP head is raw IPv6; no ALPN, no session tickets needed.
     cfg.ignore_client_order = false;
     Ok(Arc::new(cfg))
+}
+
+/// webpki's client verifier behind the chain-shape check: what fails the shape never reaches
+/// path building.
+#[derive(Debug)]
+struct ShapedClientVerifier(Arc<dyn ClientCertVerifier>);
+
+impl ClientCertVerifier for ShapedClientVerifier {
+    fn offer_client_auth(&self) -> bool {
+        self.0.offer_client_auth()
+    }
+
+    fn client_auth_mandatory(&self) -> bool {
+        self.0.client_auth_mandatory()
+    }
+
+    fn root_hint_subjects(&self) -> &[DistinguishedName] {
+        self.0.root_hint_subjects()
+    }
+
+    fn verify_client_cert(
+        &self,
+        end_entity: &CertificateDer<'_>,
+        intermediates: &[CertificateDer<'_>],
+        now: UnixTime,
+    ) -> Result<ClientCertVerified, rustls::Error> {
+        let rest: Vec<&[u8]> = intermediates.iter().map(|c| c.as_ref()).collect();
+        if let Err(e) = gate64_ike::auth::check_chain_shape(end_entity, &rest) {
+            tracing::debug!(error = %e, "IP-HTTPS client certificate chain refused");
+            return Err(rustls::Error::InvalidCertificate(
+                rustls::CertificateError::ApplicationVerificationFailure,
+            ));
+        }
+        self.0.verify_client_cert(end_entity, intermediates, now)
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        self.0.verify_tls12_signature(message, cert, dss)
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        self.0.verify_tls13_signature(message, cert, dss)
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+        self.0.supported_verify_schemes()
+    }
 }
 
 /// The server configuration new IP-HTTPS connections are accepted with, replaceable while
@@ -118,4 +184,59 @@ pub fn client_config(
         None => builder.with_no_client_auth(),
     };
     Ok(Arc::new(cfg))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, Issuer, KeyPair};
+    use std::time::{Duration, Instant};
+
+    fn ca_params(name: &str) -> CertificateParams {
+        let mut params = CertificateParams::default();
+        params.distinguished_name.push(DnType::CommonName, name);
+        params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        params
+    }
+
+    fn self_issued(name: &str) -> (CertificateDer<'static>, Issuer<'static, KeyPair>) {
+        let key = KeyPair::generate().expect("key");
+        let params = ca_params(name);
+        let der = params.self_signed(&key).expect("self-signed").der().clone();
+        (der, Issuer::new(params, key))
+    }
+
+    /// A client leaf with 59 same-name self-issued "CA" certificates is refused before webpki
+    /// (microseconds); the leaf alone verifies.
+    #[test]
+    fn client_chain_of_sixty_same_name_certificates_is_refused_by_shape() {
+        let (ca, issuer) = self_issued("gate64 lab CA");
+        let mut roots = rustls::RootCertStore::empty();
+        roots.add(ca).expect("root");
+        let inner = WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider())
+            .build()
+            .expect("verifier");
+        let verifier = ShapedClientVerifier(inner);
+        let key = KeyPair::generate().expect("key");
+        let mut params = CertificateParams::default();
+        params
+            .distinguished_name
+            .push(DnType::CommonName, "client1");
+        let leaf = params.signed_by(&key, &issuer).expect("leaf").der().clone();
+        let fillers: Vec<CertificateDer<'static>> =
+            (0..59).map(|_| self_issued("gate64 lab CA").0).collect();
+        let now = UnixTime::now();
+        let started = Instant::now();
+        assert!(verifier.verify_client_cert(&leaf, &fillers, now).is_err());
+        assert!(
+            verifier
+                .verify_client_cert(&leaf, &fillers[..3], now)
+                .is_err()
+        );
+        let took = started.elapsed();
+        assert!(took < Duration::from_millis(20), "took {took:?}");
+        verifier
+            .verify_client_cert(&leaf, &[], now)
+            .expect("the leaf alone");
+    }
 }

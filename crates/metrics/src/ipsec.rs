@@ -84,6 +84,15 @@ pub(crate) fn encode(
         names::IKE_SHED_TOTAL,
         names::IKE_SHED_TOTAL_HELP,
         IkeShedReason::ALL.map(|r| ([("reason", r.as_str())], stats.shed(r))),
+    )?;
+    counter_family(
+        enc,
+        names::IKE_REFUSED_TOTAL,
+        names::IKE_REFUSED_TOTAL_HELP,
+        stats
+            .refusals()
+            .into_iter()
+            .map(|(r, n)| ([("reason", r)], n)),
     )
 }
 
@@ -149,6 +158,9 @@ mod tests {
         stats.rekey(RekeyKind::Child);
         stats.cookie_sent();
         stats.set_shed(IkeShedReason::SourceRate, 7);
+        stats.refused("too_many_certs");
+        stats.refused("too_many_certs");
+        stats.refused("retransmit_elsewhere");
         e.add_ipsec(Arc::clone(&stats));
         let text = e.encode();
         for (series, value) in [
@@ -162,6 +174,11 @@ mod tests {
             ("gate64_ike_cookies_sent_total", "1"),
             ("gate64_ike_shed_total{reason=\"source_rate\"}", "7"),
             ("gate64_ike_shed_total{reason=\"batch_share\"}", "0"),
+            ("gate64_ike_refused_total{reason=\"too_many_certs\"}", "2"),
+            (
+                "gate64_ike_refused_total{reason=\"retransmit_elsewhere\"}",
+                "1",
+            ),
             ("gate64_ike_negotiation_duration_seconds_count", "2"),
             (
                 "gate64_ike_negotiation_duration_seconds_bucket{le=\"0.005\"}",

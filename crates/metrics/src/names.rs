@@ -204,13 +204,29 @@ pub const IKE_NEGOTIATION_DURATION_SECONDS: &str = "gate64_ike_negotiation_durat
 pub const IKE_NEGOTIATION_DURATION_SECONDS_HELP: &str = "Time from a peer's first message to \
     the negotiation's end, whatever its outcome.";
 
-/// IKE datagrams the IKE driver shed before the responder saw them. Counter; label `reason`
-/// (`source_rate`, `batch_share`).
+/// IKE datagrams the IKE driver shed before the responder saw them, or IKE_AUTH requests
+/// whose verification it had no room for. Counter; label `reason` (`source_rate`,
+/// `batch_share`, `auth_queue_source`, `auth_queue_full`).
 pub const IKE_SHED_TOTAL: &str = "gate64_ike_shed_total";
 /// Help text of [`IKE_SHED_TOTAL`].
 pub const IKE_SHED_TOTAL_HELP: &str = "IKE datagrams on UDP 500/4500 dropped unread by the \
     responder: their source address was over ipsec.ike_packets_per_source_per_sec \
-    (reason=source_rate), or already had its share of a backlogged batch (reason=batch_share).";
+    (reason=source_rate), or already had its share of a backlogged batch (reason=batch_share); \
+    and IKE_AUTH requests dropped before verification: their source already had its share of \
+    verifications in flight (reason=auth_queue_source), or the verification threads' queue was \
+    full (reason=auth_queue_full).";
+
+/// IKE requests the responder refused, by reason. Counter; label `reason`, the responder's
+/// refusal (`malformed`, `integrity`, `cookie_required`, `half_open_cap`, `half_open_bytes`,
+/// `ike_sa_cap`, `identity_cap`, `child_sa_cap`, `too_many_certs`, `chain_not_linear`,
+/// `retransmit_elsewhere`, `auth_failed`, ...); a reason appears once it has happened.
+pub const IKE_REFUSED_TOTAL: &str = "gate64_ike_refused_total";
+/// Help text of [`IKE_REFUSED_TOTAL`].
+pub const IKE_REFUSED_TOTAL_HELP: &str = "IKE requests the responder refused after reading \
+    them, by reason: a cap on IKE state (half_open_cap, half_open_bytes, ike_sa_cap, \
+    identity_cap, child_sa_cap), a certificate chain refused before path building \
+    (too_many_certs, chain_not_linear), a duplicate from another address than the original \
+    (retransmit_elsewhere), or a protocol refusal.";
 
 /// Half-open IKE SAs (IKE_SA_INIT answered, IKE_AUTH not yet). Gauge; no labels.
 pub const IKE_HALF_OPEN: &str = "gate64_ike_half_open";
@@ -270,6 +286,7 @@ pub const ALL: &[(&str, &str)] = &[
     (IKE_HALF_OPEN, IKE_HALF_OPEN_HELP),
     (IKE_COOKIES_SENT_TOTAL, IKE_COOKIES_SENT_TOTAL_HELP),
     (IKE_SHED_TOTAL, IKE_SHED_TOTAL_HELP),
+    (IKE_REFUSED_TOTAL, IKE_REFUSED_TOTAL_HELP),
     (WORKERS, WORKERS_HELP),
     (BUILD_INFO, BUILD_INFO_HELP),
 ];

@@ -61,7 +61,9 @@ fn the_contract_keys_parse() {
          infrastructure_prefixes = [\"2001:db8:100::53/128\"]\n\
          intranet_prefixes = [\"2001:db8:100::/64\", \"2001:db8:64::/96\"]\n\
          half_open_cookie_threshold = 0\nmax_half_open_per_source = 2\n\
-         child_lifetime_secs = 600\ndpd_secs = 10\nike_packets_per_source_per_sec = 250\n"
+         child_lifetime_secs = 600\ndpd_secs = 10\nike_packets_per_source_per_sec = 250\n\
+         max_half_open_bytes = 1048576\nmax_ike_sas = 1000\nmax_ike_sas_per_identity = 2\n\
+         max_child_sas_per_ike_sa = 3\nauth_threads = 3\n"
     ))
     .unwrap_or_else(|e| panic!("{e}"));
     let s = &c.ipsec;
@@ -83,6 +85,16 @@ fn the_contract_keys_parse() {
     assert_eq!(s.child_lifetime_secs, 600);
     assert_eq!(s.ike_packets_per_source_per_sec, 250);
     assert_eq!(s.dpd_secs, 10);
+    assert_eq!(
+        (
+            s.max_half_open_bytes,
+            s.max_ike_sas,
+            s.max_ike_sas_per_identity,
+            s.max_child_sas_per_ike_sa
+        ),
+        (1_048_576, 1000, 2, 3)
+    );
+    assert_eq!(c.effective_ike_auth_threads(), 3);
     assert!(c.warnings().is_empty(), "{:?}", c.warnings());
 }
 
@@ -184,6 +196,32 @@ fn timers_are_bounded() {
         "max_half_open_per_source = 0\n",
         "ipsec.max_half_open_per_source",
         "at least 1",
+    );
+    for key in [
+        "max_ike_sas",
+        "max_ike_sas_per_identity",
+        "max_child_sas_per_ike_sa",
+    ] {
+        refused(
+            &format!("{key} = 0\n"),
+            &format!("ipsec.{key}"),
+            "at least 1",
+        );
+        refused(
+            &format!("{key} = -1\n"),
+            &format!("ipsec.{key}"),
+            "a whole number",
+        );
+    }
+    refused(
+        "auth_threads = 5000\n",
+        "ipsec.auth_threads",
+        "at most 1024",
+    );
+    refused(
+        "max_half_open_bytes = 1000\n",
+        "ipsec.max_half_open_bytes",
+        "at least 131072",
     );
     refused(
         "ike_packets_per_source_per_sec = 0\n",

@@ -13,6 +13,10 @@
 //!   intermediates it sent to one of the configured CAs with rustls-webpki, at the time the caller
 //!   passes (no clock is read here). Certificate signatures must use SHA-256 or better (webpki
 //!   refuses SHA-1-signed certificates).
+//! - **Shape**: before that, [`check_chain_shape`] refuses more than [`MAX_PEER_CERTS`]
+//!   certificates, or intermediates that do not form one linear chain above the leaf (two with
+//!   one subject, a self-issued one, one off the leaf's path), so path building tries at most
+//!   one candidate per step whatever an unauthenticated peer sends.
 //! - **Extended key usage**: accepted when the extension is absent, or when it lists
 //!   id-kp-ipsecIKE (1.3.6.1.5.5.7.3.17, RFC 4945 §5.1.3.12), anyExtendedKeyUsage, serverAuth or
 //!   clientAuth (strongSwan's `pki --issue` writes the last two). Anything else is
@@ -36,6 +40,7 @@
 //! x509-parser.
 
 mod algid;
+mod chain_shape;
 mod credentials;
 mod identity;
 #[cfg(test)]
@@ -44,6 +49,7 @@ mod peer;
 #[cfg(test)]
 mod tests;
 
+pub use chain_shape::{MAX_PEER_CERTS, check_chain_shape};
 pub use credentials::Credentials;
 pub use identity::{IdType, Identity};
 pub use peer::{PeerCert, TrustAnchors};
@@ -174,6 +180,13 @@ pub enum AuthError {
     /// A certificate of the chain is before its notBefore.
     #[error("certificate not yet valid")]
     NotYetValid,
+    /// The peer sent more certificates than [`MAX_PEER_CERTS`] (refused before any is parsed).
+    #[error("{0} certificates sent, at most {max} accepted", max = MAX_PEER_CERTS)]
+    TooManyCertificates(usize),
+    /// The certificates sent do not form one linear chain from the leaf
+    /// ([`check_chain_shape`]); refused before any path building.
+    #[error("certificates do not form a linear chain: {0}")]
+    ChainNotLinear(&'static str),
     /// The chain is refused for another reason (webpki's reason as text).
     #[error("certificate chain refused: {0}")]
     BadChain(String),

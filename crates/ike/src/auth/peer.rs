@@ -78,6 +78,8 @@ impl TrustAnchors {
         intermediates: &[&[u8]],
         now: SystemTime,
     ) -> Result<PeerCert, AuthError> {
+        // Before webpki sees anything: its path search is what a hostile chain makes costly.
+        super::check_chain_shape(leaf, intermediates)?;
         let leaf_der = CertificateDer::from(leaf);
         let end_entity = EndEntityCert::try_from(&leaf_der)
             .map_err(|_| AuthError::Malformed("peer certificate"))?;

@@ -4,9 +4,10 @@
 use std::net::IpAddr;
 use std::time::{Instant, SystemTime};
 
+use super::auth_jobs::{self, Round};
 use super::child::{self, ChildPlan, KeRule};
-use super::{Event, Refusal, Responder, init, second_auth};
-use crate::auth::{AuthError, AuthMethod, Identity, TrustAnchors};
+use super::{Event, Refusal, Responder, caps, init, second_auth};
+use crate::auth::{AuthError, AuthMethod, Identity, MAX_PEER_CERTS, TrustAnchors};
 use crate::child_sa::TunnelKind;
 use crate::keys;
 use crate::message::{
@@ -18,22 +19,56 @@ use crate::message::{
 pub(super) struct ClientProof<'a> {
     pub(super) id: &'a Identification,
     certs: Vec<&'a [u8]>,
+    /// Every CERT payload, whatever its encoding: all count against the cap.
+    cert_payloads: usize,
     method: u8,
     auth_data: &'a [u8],
 }
 
 impl<'a> ClientProof<'a> {
+    /// A proof over owned parts (an [`super::auth_jobs::AuthJob`]'s).
+    pub(super) fn owned(
+        id: &'a Identification,
+        certs: &'a [Vec<u8>],
+        cert_payloads: usize,
+        method: u8,
+        auth_data: &'a [u8],
+    ) -> Self {
+        ClientProof {
+            id,
+            certs: certs.iter().map(Vec::as_slice).collect(),
+            cert_payloads,
+            method,
+            auth_data,
+        }
+    }
+
+    /// Its parts, owned: IDi, the X.509 certificates, the CERT payload count, the AUTH method
+    /// and data.
+    pub(super) fn to_owned_parts(&self) -> OwnedProof {
+        (
+            self.id.clone(),
+            self.certs.iter().map(|c| c.to_vec()).collect(),
+            self.cert_payloads,
+            self.method,
+            self.auth_data.to_vec(),
+        )
+    }
+
     /// IDi, the X.509 CERT payloads (leaf first) and AUTH of one request.
     pub(super) fn from_payloads(inner: &'a [Payload]) -> Option<Self> {
         let (mut id, mut auth) = (None, None);
         let mut certs = Vec::new();
+        let mut cert_payloads = 0;
         for p in inner {
             match p {
                 Payload::IdI(i) => id = Some(i),
-                Payload::Cert {
-                    encoding: init::CERT_X509_SIGNATURE,
-                    data,
-                } => certs.push(data.as_slice()),
+                Payload::Cert { encoding, data } => {
+                    cert_payloads += 1;
+                    if *encoding == init::CERT_X509_SIGNATURE {
+                        certs.push(data.as_slice());
+                    }
+                }
                 Payload::Auth { method, data } => auth = Some((*method, data.as_slice())),
                 _ => {}
             }
@@ -42,11 +77,16 @@ impl<'a> ClientProof<'a> {
         Some(ClientProof {
             id: id?,
             certs,
+            cert_payloads,
             method,
             auth_data,
         })
     }
 }
+
+/// A [`ClientProof`]'s parts, owned: IDi, the X.509 certificates, the CERT payload count, the
+/// AUTH method and data.
+pub(super) type OwnedProof = (Identification, Vec<Vec<u8>>, usize, u8, Vec<u8>);
 
 /// The payloads of an IKE_AUTH request gate64 uses.
 pub(super) struct AuthRequest<'a> {
@@ -81,13 +121,17 @@ pub(super) fn request_parts(inner: &[Payload]) -> Option<AuthRequest<'_>> {
 
 /// Checks the client: chain to our CAs at `wall`, ID against the certificate, AUTH over
 /// `octets` (RFC 7296 §2.15: the initiator's IKE_SA_INIT request | Nr | prf(SK_pi, IDi')).
-/// Returns the certificate subject.
+/// Returns the certificate subject. The number and shape of the certificates are checked
+/// first, so a hostile chain costs no path building and no signature check.
 pub(super) fn verify_client(
     anchors: &TrustAnchors,
     req: &ClientProof<'_>,
     octets: &[u8],
     wall: SystemTime,
 ) -> Result<String, AuthError> {
+    if req.cert_payloads > MAX_PEER_CERTS {
+        return Err(AuthError::TooManyCertificates(req.cert_payloads));
+    }
     let (leaf, intermediates) = req.certs.split_first().ok_or(AuthError::NoCertificate)?;
     let peer = anchors.verify_peer(leaf, intermediates, wall)?;
     let identity = Identity::from_payload_body(&req.id.body())?;
@@ -102,13 +146,17 @@ pub(super) fn verify_client(
 
 /// Handles the IKE_AUTH request of a half-open IKE SA.
 pub(super) fn handle(r: &mut Responder, now: Instant, h: Header, inner: Vec<Payload>) {
+    if auth_jobs::is_pending(r, h.spi_r) {
+        // A copy of the request being verified: the answer goes out when that ends.
+        return;
+    }
     if second_auth::is_second_round(r, h.spi_r) {
         return second_auth::handle_second_round(r, now, h, inner);
     }
     let Some(sa) = r.sas.get(&h.spi_r) else {
         return;
     };
-    let (remote, started) = (sa.remote, sa.started);
+    let started = sa.started;
     let Some(req) = request_parts(&inner) else {
         return fail(
             r,
@@ -139,14 +187,50 @@ pub(super) fn handle(r: &mut Responder, now: Instant, h: Header, inner: Vec<Payl
         &keys::prf(&sa.keys.sk_pi.0, &[&req.proof.id.body()]),
     ]
     .concat();
-    let identity = match verify_client(&r.config.anchors, &req.proof, &octets_i, r.wall(now)) {
+    if r.config.offload_auth {
+        let proof = req.proof.to_owned_parts();
+        return auth_jobs::submit(r, now, (h, inner), proof, octets_i, Round::First);
+    }
+    let verified = verify_client(&r.config.anchors, &req.proof, &octets_i, r.wall(now));
+    after_verify(r, now, h, inner, verified);
+}
+
+/// The rest of a first IKE_AUTH round once the client's chain and AUTH were checked:
+/// `verified` is the certificate subject, or why the client is refused.
+pub(super) fn after_verify(
+    r: &mut Responder,
+    now: Instant,
+    h: Header,
+    inner: Vec<Payload>,
+    verified: Result<String, AuthError>,
+) {
+    let Some((remote, started)) = r.sas.get(&h.spi_r).map(|s| (s.remote, s.started)) else {
+        return;
+    };
+    let Some(req) = request_parts(&inner) else {
+        return fail(
+            r,
+            h,
+            now,
+            started,
+            notify::INVALID_SYNTAX,
+            Refusal::Malformed,
+        );
+    };
+    let identity = match verified {
         Ok(subject) => subject,
         Err(e) => {
             tracing::debug!(peer = %remote, error = %e, "ike client authentication failed");
-            let reason = Refusal::Authentication(e.to_string());
+            let reason = Refusal::from(&e);
             return fail(r, h, now, started, notify::AUTHENTICATION_FAILED, reason);
         }
     };
+    // Before we sign: a certificate already holding its share of IKE SAs gets no more.
+    if !caps::identity_has_room(r, &identity, req.tsr, req.initial_contact) {
+        tracing::debug!(peer = %remote, identity = %identity, "ike identity cap reached");
+        let reason = Refusal::IdentityCap;
+        return fail(r, h, now, started, notify::AUTHENTICATION_FAILED, reason);
+    }
     let another_follows = match second_auth::check_first_round(r, h.spi_r, &inner, req.tsr) {
         Ok(another) => another,
         Err(reason) => return fail(r, h, now, started, notify::AUTHENTICATION_FAILED, reason),
@@ -288,9 +372,12 @@ pub(super) fn establish(r: &mut Responder, now: Instant, h: Header, identity: &s
     // The IKE_SA_INIT messages are only needed for the AUTH octets.
     sa.init_request = Vec::new();
     sa.init_response = Vec::new();
-    let ip = sa.remote.ip();
+    let charge = sa.half_open.take();
     r.index_identity(identity, h.spi_r);
-    init::release_half_open(r, ip);
+    if let Some(charge) = charge {
+        // Against the source it was charged to: IKE_AUTH may have moved `remote`.
+        r.half_open.release(charge);
+    }
     r.schedule(h.spi_r);
 }
 

@@ -7,7 +7,7 @@ use std::time::Instant;
 
 use ipnet::IpNet;
 
-use super::{ChildRecord, Event, IkeSa, Refusal, RekeyKind, Responder, init};
+use super::{ChildRecord, Event, IkeSa, Refusal, RekeyKind, Responder, caps, init};
 use crate::child_sa::{
     ChildSaPair, Cipher, Lifetime, Peer, SaKeys, SaParams, Selector, TunnelKind,
 };
@@ -417,15 +417,17 @@ pub(super) fn handle_create(r: &mut Responder, now: Instant, h: Header, inner: V
             .into_iter()
             .for_each(|p| r.refused(p, Refusal::Malformed));
     };
-    let outcome = if req
+    let ike_rekey = req
         .proposals
         .iter()
-        .any(|p| p.protocol == transform::PROTO_IKE)
-    {
-        rekey_ike(r, now, h, &req)
-    } else {
-        create_child(r, now, h, &req)
-    };
+        .any(|p| p.protocol == transform::PROTO_IKE);
+    let outcome = caps::check_create(r, h.spi_r, ike_rekey).and_then(|()| {
+        if ike_rekey {
+            rekey_ike(r, now, h, &req)
+        } else {
+            create_child(r, now, h, &req)
+        }
+    });
     if let Err((kind, reason)) = outcome {
         let data = match kind {
             notify::INVALID_KE_PAYLOAD => wanted_esp_group(req.proposals)

@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use aws_lc_rs::digest;
 
-use super::{CachedResponse, Event, IkeSa, Refusal, Responder, second_auth};
+use super::{CachedResponse, Event, IkeSa, Refusal, Responder, caps, half_open, second_auth};
 use crate::auth::SigHash;
 use crate::keys::{self, CryptoError, Group, IkeKeys, KeyExchange};
 use crate::message::{
@@ -181,16 +181,6 @@ fn acceptable_ike_groups(p: &Proposal) -> Option<Vec<Group>> {
     (encr && prf && integ_ok && !groups.is_empty()).then_some(groups)
 }
 
-pub(crate) fn release_half_open(r: &mut Responder, ip: IpAddr) {
-    r.half_open = r.half_open.saturating_sub(1);
-    if let Some(n) = r.half_open_by_source.get_mut(&ip) {
-        *n = n.saturating_sub(1);
-        if *n == 0 {
-            r.half_open_by_source.remove(&ip);
-        }
-    }
-}
-
 struct InitRequest<'a> {
     proposals: &'a [Proposal],
     group: u16,
@@ -254,7 +244,7 @@ pub(super) fn handle(
         );
         return r.refused(remote, Refusal::Malformed);
     };
-    if !admit(r, local, remote, m, &req) {
+    if !admit(r, (local, remote), datagram.len(), m, &req) {
         return;
     }
     let group = match choose_ike_proposal(req.proposals, req.group) {
@@ -292,16 +282,25 @@ pub(super) fn handle(
     }
 }
 
-/// The cookie and per-source checks; answers with a cookie when one is needed.
+/// The caps, the cookie and the per-source checks; answers with a cookie when one is needed.
 fn admit(
     r: &mut Responder,
-    local: SocketAddr,
-    remote: SocketAddr,
+    (local, remote): (SocketAddr, SocketAddr),
+    datagram_len: usize,
     m: &Message,
     req: &InitRequest<'_>,
 ) -> bool {
     let h = m.header;
-    if r.half_open >= r.config.half_open_cookie_threshold {
+    // The caps first: they cost nothing, a cookie costs a MAC and an answer.
+    if !caps::ike_sa_fits(r) {
+        r.refused(remote, Refusal::IkeSaCap);
+        return false;
+    }
+    if !half_open::has_room(r, half_open::FIXED_BYTES + datagram_len) {
+        r.refused(remote, Refusal::HalfOpenBytes);
+        return false;
+    }
+    if r.half_open.count() >= r.config.half_open_cookie_threshold {
         let cookie = match m.payloads.first() {
             Some(Payload::Notify(n)) if n.kind == notify::COOKIE => Some(n.data.as_slice()),
             _ => None,
@@ -315,11 +314,7 @@ fn admit(
             return false;
         }
     }
-    let from_source = r
-        .half_open_by_source
-        .get(&remote.ip())
-        .copied()
-        .unwrap_or(0);
+    let from_source = r.half_open.of_source(remote.ip());
     if from_source >= r.config.max_half_open_per_source {
         r.refused(remote, Refusal::HalfOpenCap);
         return false;
@@ -379,13 +374,13 @@ fn establish_half_open(
     sa.expected_id = 1;
     sa.cached = Some(CachedResponse {
         message_id: 0,
+        requester: remote,
         datagrams: vec![response.clone()],
     });
+    sa.half_open = Some(r.half_open.charge(remote.ip(), half_open::footprint(&sa)));
     r.sas.insert(spi_r, sa);
     r.schedule(spi_r);
     r.by_initiator.insert((remote, h.spi_i), spi_r);
-    r.half_open += 1;
-    *r.half_open_by_source.entry(remote.ip()).or_insert(0) += 1;
     r.transmit(local, remote, response);
     Ok(())
 }

@@ -2,12 +2,14 @@
 //! next deadline out (the quinn shape).
 //!
 //! Covered: IKE_SA_INIT (§1.2; proposal choice, INVALID_KE_PAYLOAD, NO_PROPOSAL_CHOSEN, NAT
-//! detection §2.23, stateless cookies above a half-open threshold §2.6 and a per-source
-//! half-open cap), IKE_AUTH with certificates through [`crate::auth`] (§2.15), the
+//! detection §2.23, stateless cookies above a half-open threshold §2.6, half-open caps per
+//! source and in bytes), IKE_AUTH with certificates through [`crate::auth`] (§2.15), the
 //! configuration payload (§3.15, an IPv6 address from a pool), traffic-selector narrowing
 //! (§2.9) into gate64's two tunnels, INFORMATIONAL (§1.4: Delete, liveness), CREATE_CHILD_SA
 //! (§1.3: child and IKE SA rekey), message IDs and the response retransmission cache (§2.1,
-//! §2.2), and RFC 7383 reassembly of fragmented requests.
+//! §2.2; a duplicate is answered only where its original came from), and RFC 7383
+//! reassembly of fragmented requests. IKE SAs in all, per identity and child SAs per IKE SA
+//! are capped (`caps.rs`).
 //!
 //! The driver strips the RFC 3948 non-ESP marker before [`Responder::handle`] and adds it to
 //! every [`Transmit`] whose `local` port is 4500. Nothing here panics on input; every refusal
@@ -15,11 +17,16 @@
 
 mod admin;
 mod auth_exchange;
+mod auth_jobs;
+mod caps;
 mod child;
+mod events;
+mod half_open;
 mod informational;
 mod init;
 mod liveness;
 mod pool;
+mod retransmit;
 mod second_auth;
 mod timers;
 
@@ -31,11 +38,14 @@ use std::time::{Duration, Instant, SystemTime};
 use ipnet::{IpNet, Ipv6Net};
 
 use crate::auth::{Credentials, SigHash, TrustAnchors};
-use crate::child_sa::{ChildSaPair, TunnelKind};
+use crate::child_sa::TunnelKind;
 use crate::keys::{self, IkeKeys};
 use crate::message::{Header, Message, Notify, Payload, exchange, flags, notify};
 
 pub use admin::IkeSaInfo;
+pub use auth_jobs::{AuthJob, AuthVerdict};
+pub use events::{Event, Refusal, RekeyKind, Stats, negotiation_label};
+pub use half_open::SourceKey;
 pub use init::nat_detection_hash;
 pub use liveness::DPD_RETRANSMIT;
 pub use pool::AddressPool;
@@ -56,8 +66,24 @@ pub struct ResponderConfig {
     pub intranet_prefixes: Vec<IpNet>,
     /// Above this many half-open IKE SAs, IKE_SA_INIT must carry a valid cookie (§2.6).
     pub half_open_cookie_threshold: usize,
-    /// At most this many half-open IKE SAs per source address.
+    /// At most this many half-open IKE SAs per source: an IPv4 address, an IPv6 /64, a
+    /// Teredo client's NAT mapping.
     pub max_half_open_per_source: usize,
+    /// At most this many bytes held by all half-open IKE SAs (their IKE_SA_INIT messages,
+    /// cached responses and IKE_AUTH fragments); beyond it new ones and new fragments are
+    /// refused.
+    pub max_half_open_bytes: usize,
+    /// At most this many IKE SAs in all (half-open and established); beyond it IKE_SA_INIT
+    /// is refused. IKE SA rekeys are held to the per-identity cap instead.
+    pub max_ike_sas: usize,
+    /// At most this many IKE SAs per authenticated identity (both tunnels and a rekey
+    /// overlap need 3 or 4).
+    pub max_ike_sas_per_identity: usize,
+    /// At most this many child SAs per IKE SA (one per tunnel and a rekey overlap need 2).
+    pub max_child_sas_per_ike_sa: usize,
+    /// IKE_AUTH's chain and signature checks become [`AuthJob`]s for the driver to run
+    /// elsewhere ([`Responder::poll_auth_job`]) instead of running inline.
+    pub offload_auth: bool,
     /// A half-open IKE SA is dropped after this long without IKE_AUTH.
     pub half_open_timeout: Duration,
     /// The cookie secret changes this often; the previous one is still accepted.
@@ -100,6 +126,11 @@ impl ResponderConfig {
             intranet_prefixes,
             half_open_cookie_threshold: 64,
             max_half_open_per_source: 16,
+            max_half_open_bytes: 64 << 20,
+            max_ike_sas: 200_000,
+            max_ike_sas_per_identity: 4,
+            max_child_sas_per_ike_sa: 8,
+            offload_auth: false,
             half_open_timeout: Duration::from_secs(30),
             cookie_rotation: Duration::from_secs(120),
             child_lifetime: Duration::from_secs(8 * 3600),
@@ -124,171 +155,6 @@ pub struct Transmit {
     pub bytes: Vec<u8>,
 }
 
-/// Which kind of SA was rekeyed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum RekeyKind {
-    /// An IKE SA.
-    Ike,
-    /// A child SA.
-    Child,
-}
-
-impl RekeyKind {
-    /// Metric label (`gate64_ipsec_rekeys_total{kind}`).
-    pub fn label(self) -> &'static str {
-        match self {
-            RekeyKind::Ike => "ike",
-            RekeyKind::Child => "child",
-        }
-    }
-}
-
-/// Why a request, or a whole negotiation, was refused. Labels are metric label values.
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum Refusal {
-    /// The datagram is not an IKE message, or lacks required payloads.
-    Malformed,
-    /// An unknown payload had the critical bit.
-    UnsupportedCritical,
-    /// No acceptable proposal (IKE or ESP).
-    NoProposal,
-    /// The KE payload used another group; INVALID_KE_PAYLOAD sent.
-    InvalidKe,
-    /// Above the half-open threshold without a valid cookie; COOKIE sent.
-    CookieRequired,
-    /// Too many half-open IKE SAs from this source.
-    HalfOpenCap,
-    /// No IKE SA for the SPIs.
-    UnknownSpi,
-    /// A message ID outside the window.
-    MessageId,
-    /// The SK payload did not verify.
-    Integrity,
-    /// Certificate, identity or AUTH refused (the [`crate::auth::AuthError`] text).
-    Authentication(String),
-    /// Traffic selectors fit neither tunnel.
-    TsUnacceptable,
-    /// The address pool is exhausted.
-    PoolExhausted,
-    /// A half-open IKE SA timed out.
-    Timeout,
-    /// An exchange or request we do not serve (e.g. EAP, transport mode).
-    Unsupported,
-    /// Our crypto library failed.
-    Crypto,
-}
-
-impl Refusal {
-    /// Metric label (`gate64_ike_negotiations_total{result}`).
-    pub fn label(&self) -> &'static str {
-        match self {
-            Refusal::Malformed => "malformed",
-            Refusal::UnsupportedCritical => "unsupported_critical",
-            Refusal::NoProposal => "no_proposal",
-            Refusal::InvalidKe => "invalid_ke",
-            Refusal::CookieRequired => "cookie_required",
-            Refusal::HalfOpenCap => "half_open_cap",
-            Refusal::UnknownSpi => "unknown_spi",
-            Refusal::MessageId => "message_id",
-            Refusal::Integrity => "integrity",
-            Refusal::Authentication(_) => "auth_failed",
-            Refusal::TsUnacceptable => "ts_unacceptable",
-            Refusal::PoolExhausted => "pool_exhausted",
-            Refusal::Timeout => "timeout",
-            Refusal::Unsupported => "unsupported",
-            Refusal::Crypto => "crypto",
-        }
-    }
-}
-
-/// The `result` label of `gate64_ike_negotiations_total` for an [`Event::Negotiation`]:
-/// `established`, or the refusal's label.
-pub fn negotiation_label(result: &Result<(), Refusal>) -> &'static str {
-    match result {
-        Ok(()) => "established",
-        Err(r) => r.label(),
-    }
-}
-
-/// What the responder tells its driver.
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum Event {
-    /// An IKE SA was authenticated (a main-mode SA, MMSA).
-    IkeSaUp {
-        /// The initiator's SPI, as `ChildSaPair::ike_spi` carries it.
-        ike_spi: u64,
-        /// Our SPI (SPIr).
-        spi_r: u64,
-        /// The client's address and port.
-        peer: SocketAddr,
-        /// The authenticated identity (certificate subject).
-        identity: String,
-        /// The tunnel of its child SA, when one was built.
-        tunnel: Option<TunnelKind>,
-    },
-    /// An IKE SA is gone (deleted by the peer, rekeyed away, timed out).
-    IkeSaDown {
-        /// The initiator's SPI.
-        ike_spi: u64,
-        /// Our SPI (SPIr).
-        spi_r: u64,
-        /// The client's address and port.
-        peer: SocketAddr,
-        /// The authenticated identity.
-        identity: String,
-        /// The tunnel of its child SA.
-        tunnel: Option<TunnelKind>,
-    },
-    /// A child SA to install (a quick-mode SA, QMSA).
-    ChildSaUp(Box<ChildSaPair>),
-    /// A child SA to remove, by gate64's inbound SPI.
-    ChildSaDown {
-        /// gate64's inbound SPI.
-        inbound_spi: u32,
-    },
-    /// An SA was rekeyed.
-    Rekeyed {
-        /// IKE or child.
-        kind: RekeyKind,
-    },
-    /// A negotiation ended (IKE_SA_INIT to IKE_AUTH response): `Ok` when the IKE SA is up.
-    Negotiation {
-        /// Established, or why not.
-        result: Result<(), Refusal>,
-        /// From the first IKE_SA_INIT to the end.
-        duration: Duration,
-    },
-    /// A request was refused (counted; some refusals also end a negotiation).
-    Refused {
-        /// The sender.
-        peer: SocketAddr,
-        /// Why.
-        reason: Refusal,
-    },
-    /// A stateless cookie was sent (RFC 7296 §2.6).
-    CookieSent {
-        /// The sender of the IKE_SA_INIT.
-        peer: SocketAddr,
-    },
-}
-
-/// Counters (exported as metrics by the driver).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Stats {
-    /// Datagrams handled.
-    pub datagrams: u64,
-    /// Cookies sent.
-    pub cookies_sent: u64,
-    /// Responses retransmitted from the cache.
-    pub retransmits: u64,
-    /// Child SAs that reached their soft lifetime without the client rekeying them.
-    pub children_past_soft_lifetime: u64,
-    /// Child SAs deleted at their hard lifetime.
-    pub children_expired: u64,
-}
-
 /// One child SA as the IKE SA remembers it.
 #[derive(Debug, Clone)]
 pub(crate) struct ChildRecord {
@@ -303,6 +169,8 @@ pub(crate) struct ChildRecord {
 #[derive(Debug, Clone)]
 pub(crate) struct CachedResponse {
     pub(crate) message_id: u32,
+    /// Where the request came from: the only address a duplicate is answered at.
+    pub(crate) requester: SocketAddr,
     pub(crate) datagrams: Vec<Vec<u8>>,
 }
 
@@ -349,6 +217,10 @@ pub(crate) struct IkeSa {
     pub(crate) init_remote: SocketAddr,
     /// When its entry in `Responder::timers` fires (`None` while being handled).
     pub(crate) timer: Option<Instant>,
+    /// What it is counted under while half-open (`None` once established).
+    pub(crate) half_open: Option<half_open::Charge>,
+    /// An IKE_AUTH request whose [`AuthJob`] is out.
+    pub(crate) pending_auth: Option<Box<auth_jobs::PendingAuth>>,
 }
 
 impl IkeSa {
@@ -390,6 +262,8 @@ impl IkeSa {
             second_auth: second_auth::SecondAuth::default(),
             init_remote: remote,
             timer: None,
+            half_open: None,
+            pending_auth: None,
         })
     }
 }
@@ -403,8 +277,7 @@ pub struct Responder {
     /// Established IKE SAs by authenticated identity, for INITIAL_CONTACT (RFC 7296 §2.4),
     /// which would otherwise scan every SA on each IKE_AUTH.
     pub(crate) by_identity: HashMap<String, Vec<u64>>,
-    pub(crate) half_open: usize,
-    pub(crate) half_open_by_source: HashMap<IpAddr, usize>,
+    pub(crate) half_open: half_open::HalfOpen,
     pub(crate) cookie_secrets: init::CookieSecrets,
     pub(crate) pool: AddressPool,
     pub(crate) inbound_spis: HashMap<u32, u64>,
@@ -416,6 +289,7 @@ pub struct Responder {
     timers: BinaryHeap<Reverse<(Instant, u64)>>,
     transmits: VecDeque<Transmit>,
     events: VecDeque<Event>,
+    pub(crate) auth_jobs: VecDeque<AuthJob>,
     stats: Stats,
 }
 
@@ -435,14 +309,14 @@ impl Responder {
             sas: HashMap::new(),
             by_initiator: HashMap::new(),
             by_identity: HashMap::new(),
-            half_open: 0,
-            half_open_by_source: HashMap::new(),
+            half_open: half_open::HalfOpen::default(),
             cookie_secrets,
             pool,
             inbound_spis: HashMap::new(),
             timers: BinaryHeap::new(),
             transmits: VecDeque::new(),
             events: VecDeque::new(),
+            auth_jobs: VecDeque::new(),
             stats: Stats::default(),
         })
     }
@@ -467,26 +341,12 @@ impl Responder {
         if sa.spi_i != h.spi_i {
             return self.refused(remote, Refusal::UnknownSpi);
         }
-        if let Some(cached) = sa.cached.as_ref().filter(|c| c.message_id == h.message_id) {
-            // RFC 7383 §2.6.1: a retransmitted fragmented request is answered once, on its
-            // first fragment, not once per fragment.
-            if matches!(message.payloads.last(), Some(Payload::Skf { number, .. }) if *number != 1)
-            {
-                return;
-            }
-            // RFC 7296 §2.1: a retransmitted request gets the same response bytes.
-            let datagrams = cached.datagrams.clone();
-            let (l, r) = (sa.local, remote);
-            self.stats.retransmits += 1;
-            for bytes in datagrams {
-                self.transmits.push_back(Transmit {
-                    local: l,
-                    remote: r,
-                    bytes,
-                });
-            }
+        if retransmit::answer_duplicate(self, h.spi_r, remote, &message) {
             return;
         }
+        let Some(sa) = self.sas.get_mut(&h.spi_r) else {
+            return;
+        };
         if h.message_id != sa.expected_id {
             return self.refused(remote, Refusal::MessageId);
         }
@@ -510,11 +370,34 @@ impl Responder {
                 self.refused(remote, Refusal::Unsupported);
             }
         }
+        // A half-open SA may now hold a response (the first of two authentication rounds).
+        half_open::refresh(self, h.spi_r);
     }
 
     /// The next datagram to send.
     pub fn poll_transmit(&mut self) -> Option<Transmit> {
         self.transmits.pop_front()
+    }
+
+    /// The next IKE_AUTH verification to run (with `offload_auth`); its verdict goes to
+    /// [`Responder::handle_auth_verdict`], or the job to [`Responder::handle_auth_shed`].
+    pub fn poll_auth_job(&mut self) -> Option<AuthJob> {
+        self.auth_jobs.pop_front()
+    }
+
+    /// Finishes the IKE_AUTH round `verdict` answers.
+    pub fn handle_auth_verdict(&mut self, now: Instant, verdict: AuthVerdict) {
+        auth_jobs::handle_verdict(self, now, verdict);
+    }
+
+    /// Forgets the request of a job the driver could not run, as if it had been lost.
+    pub fn handle_auth_shed(&mut self, job: AuthJob) {
+        auth_jobs::handle_shed(self, job);
+    }
+
+    /// Runs IKE_AUTH verifications inline (`false`) or as [`AuthJob`]s (`true`).
+    pub fn set_offload_auth(&mut self, on: bool) {
+        self.config.offload_auth = on;
     }
 
     /// The next event for the driver.
@@ -550,12 +433,12 @@ impl Responder {
 
     /// Established IKE SAs (`gate64_ipsec_mmsa`): every SA that is not half-open.
     pub fn established(&self) -> usize {
-        self.sas.len().saturating_sub(self.half_open)
+        self.sas.len().saturating_sub(self.half_open.count())
     }
 
     /// Half-open IKE SAs (`gate64_ike_half_open`).
     pub fn half_open(&self) -> usize {
-        self.half_open
+        self.half_open.count()
     }
 
     /// Counters.
@@ -615,8 +498,15 @@ impl Responder {
                     self.refused(remote, Refusal::Integrity);
                     return None;
                 };
+                if sa.half_open.is_some() && !half_open::has_room(self, plain.len()) {
+                    self.refused(remote, Refusal::HalfOpenBytes);
+                    return None;
+                }
+                let sa = self.sas.get_mut(&spi_r)?;
                 let id = message.header.message_id;
-                match informational::reassemble(sa, id, *first, *number, *total, plain) {
+                let done = informational::reassemble(sa, id, *first, *number, *total, plain);
+                half_open::refresh(self, spi_r);
+                match done {
                     Ok(done) => done,
                     Err(reason) => {
                         self.refused(remote, reason);
@@ -652,6 +542,8 @@ impl Responder {
         sa.expected_id = request.message_id.wrapping_add(1);
         sa.cached = Some(CachedResponse {
             message_id: request.message_id,
+            // `handle` moved `remote` to the request's source before handling it.
+            requester: sa.remote,
             datagrams: datagrams.clone(),
         });
         let (local, remote) = (sa.local, sa.remote);
@@ -740,8 +632,8 @@ impl Responder {
         if let Some(identity) = sa.identity.as_deref() {
             self.unindex_identity(identity, spi_r);
         }
-        if !sa.established {
-            init::release_half_open(self, sa.remote.ip());
+        if let Some(charge) = sa.half_open {
+            self.half_open.release(charge);
         }
         for c in &sa.children {
             self.inbound_spis.remove(&c.inbound_spi);

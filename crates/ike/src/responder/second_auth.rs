@@ -20,7 +20,9 @@
 use std::time::Instant;
 
 use super::auth_exchange::{self, ClientProof};
+use super::auth_jobs::{self, Round};
 use super::{Refusal, Responder};
+use crate::auth::AuthError;
 use crate::child_sa::TunnelKind;
 use crate::keys;
 use crate::message::{Header, Payload, TrafficSelector, find_notify, notify};
@@ -167,7 +169,7 @@ pub(crate) fn handle_second_round(r: &mut Responder, now: Instant, h: Header, in
     let Some(sa) = r.sas.get_mut(&h.spi_r) else {
         return;
     };
-    let (remote, started) = (sa.remote, sa.started);
+    let started = sa.started;
     let SecondAuth::Awaiting(pending) = std::mem::take(&mut sa.second_auth) else {
         return;
     };
@@ -186,12 +188,33 @@ pub(crate) fn handle_second_round(r: &mut Responder, now: Instant, h: Header, in
         &keys::prf(&sa.keys.sk_pi.0, &[&proof.id.body()]),
     ]
     .concat();
+    if r.config.offload_auth {
+        let owned = proof.to_owned_parts();
+        let round = Round::Second(pending);
+        return auth_jobs::submit(r, now, (h, inner), owned, octets, round);
+    }
     let verified = auth_exchange::verify_client(&r.config.anchors, &proof, &octets, r.wall(now));
+    after_verify(r, now, h, *pending, verified);
+}
+
+/// The rest of the second round once the user's chain and AUTH were checked: `verified` is
+/// the user certificate's subject, or why it is refused; `pending` is what the first round
+/// left.
+pub(crate) fn after_verify(
+    r: &mut Responder,
+    now: Instant,
+    h: Header,
+    pending: Pending,
+    verified: Result<String, AuthError>,
+) {
+    let Some((remote, started)) = r.sas.get(&h.spi_r).map(|s| (s.remote, s.started)) else {
+        return;
+    };
     let user = match verified {
         Ok(user) => user,
         Err(e) => {
             tracing::debug!(peer = %remote, error = %e, "ike second authentication failed");
-            let reason = Refusal::Authentication(e.to_string());
+            let reason = Refusal::from(&e);
             return auth_exchange::fail(r, h, now, started, notify::AUTHENTICATION_FAILED, reason);
         }
     };

@@ -8,6 +8,7 @@ use rcgen::{
 };
 
 use super::*;
+use crate::child_sa::ChildSaPair;
 use crate::initiator::{Initiator, InitiatorConfig, InitiatorEvent};
 use crate::keys::Group;
 use crate::message::{Delete, Proposal, TrafficSelector, Transform, kind, transform};
@@ -1135,5 +1136,9 @@ fn shutdown_deletes_every_ike_sa() {
     );
 }
 
+mod auth_jobs;
+mod bounds;
+mod caps;
 mod reload;
+mod retransmit;
 mod second_auth;

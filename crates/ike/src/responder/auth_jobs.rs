@@ -1,0 +1,175 @@
+//! IKE_AUTH's expensive step as a job the driver can run elsewhere: the client's certificate
+//! chain (webpki path building) and its AUTH signature.
+//!
+//! With `ResponderConfig::offload_auth`, an IKE_AUTH round (the first, or RFC 4739's second)
+//! stops after the cheap checks and queues an [`AuthJob`] ([`Responder::poll_auth_job`]). The
+//! IKE SA keeps the request and ignores copies of it meanwhile. [`AuthJob::run`] is a pure
+//! function of what the job holds (no clock, no I/O), so a driver may run it on any thread;
+//! its [`AuthVerdict`] goes back through [`Responder::handle_auth_verdict`], which finishes the
+//! round exactly as the synchronous path does (identity cap, our AUTH, the child SA). A job
+//! the driver has no room for goes back through [`Responder::handle_auth_shed`]: the request
+//! is forgotten as if it had been lost, and the client's retransmission starts it again.
+//! Without `offload_auth` the same steps run inline.
+
+use std::net::SocketAddr;
+use std::time::{Instant, SystemTime};
+
+use super::auth_exchange::{self, ClientProof, OwnedProof};
+use super::second_auth::{self, Pending};
+use super::{Responder, half_open::SourceKey};
+use crate::auth::{AuthError, TrustAnchors};
+use crate::message::{Header, Identification, Payload};
+
+/// A chain and AUTH signature to verify, taken from one IKE_AUTH request.
+#[derive(Debug)]
+pub struct AuthJob {
+    spi_r: u64,
+    message_id: u32,
+    peer: SocketAddr,
+    anchors: TrustAnchors,
+    id: Identification,
+    certs: Vec<Vec<u8>>,
+    cert_payloads: usize,
+    method: u8,
+    auth_data: Vec<u8>,
+    octets: Vec<u8>,
+    wall: SystemTime,
+}
+
+/// What [`AuthJob::run`] found: the certificate subject, or why the client is refused.
+#[derive(Debug)]
+pub struct AuthVerdict {
+    spi_r: u64,
+    message_id: u32,
+    result: Result<String, AuthError>,
+}
+
+impl AuthJob {
+    /// The address the request came from.
+    pub fn peer(&self) -> SocketAddr {
+        self.peer
+    }
+
+    /// The key per-source limits count this job under: an IPv4 address, an IPv6 /64, a
+    /// Teredo client's NAT mapping.
+    pub fn source_key(&self) -> SourceKey {
+        SourceKey::of(self.peer.ip())
+    }
+
+    /// Verifies the chain to the trust anchors at the job's wall-clock time, the identity
+    /// against the leaf and the AUTH signature. CPU only; tens of milliseconds at most (the
+    /// chain's shape was bounded before path building).
+    pub fn run(self) -> AuthVerdict {
+        let proof = ClientProof::owned(
+            &self.id,
+            &self.certs,
+            self.cert_payloads,
+            self.method,
+            &self.auth_data,
+        );
+        let result = auth_exchange::verify_client(&self.anchors, &proof, &self.octets, self.wall);
+        AuthVerdict {
+            spi_r: self.spi_r,
+            message_id: self.message_id,
+            result,
+        }
+    }
+}
+
+/// Which round an IKE SA's pending verification belongs to.
+#[derive(Debug)]
+pub(crate) enum Round {
+    /// The first (machine) round.
+    First,
+    /// RFC 4739's second round, with what the first left for it.
+    Second(Box<Pending>),
+}
+
+/// An IKE_AUTH request waiting for its [`AuthVerdict`].
+#[derive(Debug)]
+pub(crate) struct PendingAuth {
+    header: Header,
+    inner: Vec<Payload>,
+    round: Round,
+}
+
+/// Queues the verification of the proof over `octets` for request `h` of a half-open IKE SA,
+/// keeping the request for when the verdict comes.
+pub(super) fn submit(
+    r: &mut Responder,
+    now: Instant,
+    (h, inner): (Header, Vec<Payload>),
+    (id, certs, cert_payloads, method, auth_data): OwnedProof,
+    octets: Vec<u8>,
+    round: Round,
+) {
+    let wall = r.wall(now);
+    let Some(sa) = r.sas.get_mut(&h.spi_r) else {
+        return;
+    };
+    let job = AuthJob {
+        spi_r: h.spi_r,
+        message_id: h.message_id,
+        peer: sa.remote,
+        anchors: r.config.anchors.clone(),
+        id,
+        certs,
+        cert_payloads,
+        method,
+        auth_data,
+        octets,
+        wall,
+    };
+    sa.pending_auth = Some(Box::new(PendingAuth {
+        header: h,
+        inner,
+        round,
+    }));
+    r.auth_jobs.push_back(job);
+}
+
+/// Whether IKE SA `spi_r` waits for a verdict (copies of its request are then ignored).
+pub(super) fn is_pending(r: &Responder, spi_r: u64) -> bool {
+    r.sas
+        .get(&spi_r)
+        .is_some_and(|sa| sa.pending_auth.is_some())
+}
+
+/// Takes the request `verdict` answers, if its IKE SA is still there and still waiting.
+fn take_pending(r: &mut Responder, spi_r: u64, message_id: u32) -> Option<Box<PendingAuth>> {
+    let sa = r.sas.get_mut(&spi_r)?;
+    let pending = sa.pending_auth.take()?;
+    if pending.header.message_id != message_id {
+        sa.pending_auth = Some(pending);
+        return None;
+    }
+    Some(pending)
+}
+
+/// Finishes the round `verdict` belongs to.
+pub(super) fn handle_verdict(r: &mut Responder, now: Instant, verdict: AuthVerdict) {
+    let Some(pending) = take_pending(r, verdict.spi_r, verdict.message_id) else {
+        // The IKE SA timed out or was deleted meanwhile.
+        return;
+    };
+    let PendingAuth {
+        header,
+        inner,
+        round,
+    } = *pending;
+    match round {
+        Round::First => auth_exchange::after_verify(r, now, header, inner, verdict.result),
+        Round::Second(first) => second_auth::after_verify(r, now, header, *first, verdict.result),
+    }
+}
+
+/// Forgets the request `job` was taken from, as if it had been lost; a second-round request
+/// puts back what the first round left, so the client's retransmission finds it.
+pub(super) fn handle_shed(r: &mut Responder, job: AuthJob) {
+    let Some(pending) = take_pending(r, job.spi_r, job.message_id) else {
+        return;
+    };
+    if let (Round::Second(first), Some(sa)) = (pending.round, r.sas.get_mut(&job.spi_r)) {
+        sa.second_auth = second_auth::SecondAuth::Awaiting(first);
+    }
+}

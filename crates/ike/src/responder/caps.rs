@@ -1,0 +1,64 @@
+//! Caps on the IKE state peers can make gate64 hold: IKE SAs in all (checked at IKE_SA_INIT,
+//! before any key exchange), IKE SAs per authenticated identity (at IKE_AUTH, before we sign;
+//! at an IKE SA rekey) and child SAs per IKE SA (at CREATE_CHILD_SA). Each refusal is counted
+//! under its own [`Refusal`].
+//!
+//! An IKE SA rekey (RFC 7296 §2.18) is not held to `max_ike_sas`: it comes from an
+//! authenticated client whose old IKE SA goes with the initiator's Delete, and it is held to
+//! the per-identity cap instead, which bounds what one certificate can hold.
+
+use super::child::{self, ChildError};
+use super::{Refusal, Responder};
+use crate::child_sa::TunnelKind;
+use crate::message::{TrafficSelector, notify};
+
+/// Whether a new IKE SA (an IKE_SA_INIT) fits `max_ike_sas`.
+pub(super) fn ike_sa_fits(r: &Responder) -> bool {
+    r.sas.len() < r.config.max_ike_sas
+}
+
+/// Whether `identity` may have one more IKE SA, for the tunnel `tsr` asks for. With
+/// INITIAL_CONTACT the IKE SAs it is about to replace (same identity, same tunnel, RFC 7296
+/// §2.4) do not count, so a client that restarted is never locked out by its old SAs.
+pub(super) fn identity_has_room(
+    r: &Responder,
+    identity: &str,
+    tsr: &[TrafficSelector],
+    initial_contact: bool,
+) -> bool {
+    let tunnel: Option<TunnelKind> = child::choose_tunnel(
+        tsr,
+        &r.config.infrastructure_prefixes,
+        &r.config.intranet_prefixes,
+    )
+    .map(|(t, _)| t);
+    let held = r.by_identity.get(identity).map_or(0, |spis| {
+        spis.iter()
+            .filter_map(|spi| r.sas.get(spi))
+            .filter(|s| !(initial_contact && s.established && s.tunnel == tunnel))
+            .count()
+    });
+    held < r.config.max_ike_sas_per_identity
+}
+
+/// The caps of a CREATE_CHILD_SA request on IKE SA `spi_r`: an IKE SA rekey needs room for
+/// its identity, a child SA (new or rekey) room under `max_child_sas_per_ike_sa`. RFC 7296
+/// §3.10.1: NO_ADDITIONAL_SAS says the responder accepts no more SAs on this IKE SA.
+pub(super) fn check_create(r: &Responder, spi_r: u64, ike_rekey: bool) -> Result<(), ChildError> {
+    let Some(sa) = r.sas.get(&spi_r) else {
+        return Ok(());
+    };
+    if ike_rekey {
+        let held = sa
+            .identity
+            .as_deref()
+            .and_then(|id| r.by_identity.get(id))
+            .map_or(0, Vec::len);
+        if held >= r.config.max_ike_sas_per_identity {
+            return Err((notify::NO_ADDITIONAL_SAS, Refusal::IdentityCap));
+        }
+    } else if sa.children.len() >= r.config.max_child_sas_per_ike_sa {
+        return Err((notify::NO_ADDITIONAL_SAS, Refusal::ChildSaCap));
+    }
+    Ok(())
+}

@@ -1,0 +1,211 @@
+//! What the responder reports to its driver: events, refusal reasons (metric labels) and
+//! counters.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use crate::auth::AuthError;
+use crate::child_sa::{ChildSaPair, TunnelKind};
+
+/// Which kind of SA was rekeyed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum RekeyKind {
+    /// An IKE SA.
+    Ike,
+    /// A child SA.
+    Child,
+}
+
+impl RekeyKind {
+    /// Metric label (`gate64_ipsec_rekeys_total{kind}`).
+    pub fn label(self) -> &'static str {
+        match self {
+            RekeyKind::Ike => "ike",
+            RekeyKind::Child => "child",
+        }
+    }
+}
+
+/// Why a request, or a whole negotiation, was refused. Labels are metric label values.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Refusal {
+    /// The datagram is not an IKE message, or lacks required payloads.
+    Malformed,
+    /// An unknown payload had the critical bit.
+    UnsupportedCritical,
+    /// No acceptable proposal (IKE or ESP).
+    NoProposal,
+    /// The KE payload used another group; INVALID_KE_PAYLOAD sent.
+    InvalidKe,
+    /// Above the half-open threshold without a valid cookie; COOKIE sent.
+    CookieRequired,
+    /// Too many half-open IKE SAs from this source (an IPv4 address, an IPv6 /64, a Teredo
+    /// client's mapping).
+    HalfOpenCap,
+    /// The half-open IKE SAs hold `max_half_open_bytes`: no new one, no new fragment.
+    HalfOpenBytes,
+    /// `max_ike_sas` IKE SAs are held: no new one.
+    IkeSaCap,
+    /// The identity holds `max_ike_sas_per_identity` IKE SAs.
+    IdentityCap,
+    /// The IKE SA holds `max_child_sas_per_ike_sa` child SAs.
+    ChildSaCap,
+    /// No IKE SA for the SPIs.
+    UnknownSpi,
+    /// A message ID outside the window.
+    MessageId,
+    /// A duplicate request from another address or port than the original: the cached
+    /// response is not reflected there.
+    RetransmitElsewhere,
+    /// The SK payload did not verify.
+    Integrity,
+    /// Certificate, identity or AUTH refused (the [`crate::auth::AuthError`] text).
+    Authentication(String),
+    /// More CERT payloads than [`crate::auth::MAX_PEER_CERTS`]; refused before any parse.
+    TooManyCerts,
+    /// The certificates do not form one linear chain ([`crate::auth::check_chain_shape`]);
+    /// refused before path building or any signature check.
+    ChainNotLinear,
+    /// Traffic selectors fit neither tunnel.
+    TsUnacceptable,
+    /// The address pool is exhausted.
+    PoolExhausted,
+    /// A half-open IKE SA timed out.
+    Timeout,
+    /// An exchange or request we do not serve (e.g. EAP, transport mode).
+    Unsupported,
+    /// Our crypto library failed.
+    Crypto,
+}
+
+impl Refusal {
+    /// Metric label (`gate64_ike_negotiations_total{result}`).
+    pub fn label(&self) -> &'static str {
+        match self {
+            Refusal::Malformed => "malformed",
+            Refusal::UnsupportedCritical => "unsupported_critical",
+            Refusal::NoProposal => "no_proposal",
+            Refusal::InvalidKe => "invalid_ke",
+            Refusal::CookieRequired => "cookie_required",
+            Refusal::HalfOpenCap => "half_open_cap",
+            Refusal::HalfOpenBytes => "half_open_bytes",
+            Refusal::IkeSaCap => "ike_sa_cap",
+            Refusal::IdentityCap => "identity_cap",
+            Refusal::ChildSaCap => "child_sa_cap",
+            Refusal::UnknownSpi => "unknown_spi",
+            Refusal::MessageId => "message_id",
+            Refusal::RetransmitElsewhere => "retransmit_elsewhere",
+            Refusal::Integrity => "integrity",
+            Refusal::Authentication(_) => "auth_failed",
+            Refusal::TooManyCerts => "too_many_certs",
+            Refusal::ChainNotLinear => "chain_not_linear",
+            Refusal::TsUnacceptable => "ts_unacceptable",
+            Refusal::PoolExhausted => "pool_exhausted",
+            Refusal::Timeout => "timeout",
+            Refusal::Unsupported => "unsupported",
+            Refusal::Crypto => "crypto",
+        }
+    }
+}
+
+impl From<&AuthError> for Refusal {
+    /// The chain-shape refusals keep their own reasons (they are what a CPU-exhaustion
+    /// attempt looks like); every other authentication failure is `auth_failed`.
+    fn from(e: &AuthError) -> Self {
+        match e {
+            AuthError::TooManyCertificates(_) => Refusal::TooManyCerts,
+            AuthError::ChainNotLinear(_) => Refusal::ChainNotLinear,
+            other => Refusal::Authentication(other.to_string()),
+        }
+    }
+}
+
+/// The `result` label of `gate64_ike_negotiations_total` for an [`Event::Negotiation`]:
+/// `established`, or the refusal's label.
+pub fn negotiation_label(result: &Result<(), Refusal>) -> &'static str {
+    match result {
+        Ok(()) => "established",
+        Err(r) => r.label(),
+    }
+}
+
+/// What the responder tells its driver.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Event {
+    /// An IKE SA was authenticated (a main-mode SA, MMSA).
+    IkeSaUp {
+        /// The initiator's SPI, as `ChildSaPair::ike_spi` carries it.
+        ike_spi: u64,
+        /// Our SPI (SPIr).
+        spi_r: u64,
+        /// The client's address and port.
+        peer: SocketAddr,
+        /// The authenticated identity (certificate subject).
+        identity: String,
+        /// The tunnel of its child SA, when one was built.
+        tunnel: Option<TunnelKind>,
+    },
+    /// An IKE SA is gone (deleted by the peer, rekeyed away, timed out).
+    IkeSaDown {
+        /// The initiator's SPI.
+        ike_spi: u64,
+        /// Our SPI (SPIr).
+        spi_r: u64,
+        /// The client's address and port.
+        peer: SocketAddr,
+        /// The authenticated identity.
+        identity: String,
+        /// The tunnel of its child SA.
+        tunnel: Option<TunnelKind>,
+    },
+    /// A child SA to install (a quick-mode SA, QMSA).
+    ChildSaUp(Box<ChildSaPair>),
+    /// A child SA to remove, by gate64's inbound SPI.
+    ChildSaDown {
+        /// gate64's inbound SPI.
+        inbound_spi: u32,
+    },
+    /// An SA was rekeyed.
+    Rekeyed {
+        /// IKE or child.
+        kind: RekeyKind,
+    },
+    /// A negotiation ended (IKE_SA_INIT to IKE_AUTH response): `Ok` when the IKE SA is up.
+    Negotiation {
+        /// Established, or why not.
+        result: Result<(), Refusal>,
+        /// From the first IKE_SA_INIT to the end.
+        duration: Duration,
+    },
+    /// A request was refused (counted; some refusals also end a negotiation).
+    Refused {
+        /// The sender.
+        peer: SocketAddr,
+        /// Why.
+        reason: Refusal,
+    },
+    /// A stateless cookie was sent (RFC 7296 §2.6).
+    CookieSent {
+        /// The sender of the IKE_SA_INIT.
+        peer: SocketAddr,
+    },
+}
+
+/// Counters (exported as metrics by the driver).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Stats {
+    /// Datagrams handled.
+    pub datagrams: u64,
+    /// Cookies sent.
+    pub cookies_sent: u64,
+    /// Responses retransmitted from the cache.
+    pub retransmits: u64,
+    /// Duplicate requests dropped because they came from elsewhere than the original.
+    pub retransmits_elsewhere: u64,
+    /// Child SAs that reached their soft lifetime without the client rekeying them.
+    pub children_past_soft_lifetime: u64,
+    /// Child SAs deleted at their hard lifetime.
+    pub children_expired: u64,
+}

@@ -1,0 +1,215 @@
+//! The half-open IKE SAs (IKE_SA_INIT answered, IKE_AUTH not yet): how many there are, how
+//! many each source has, and the bytes they hold.
+//!
+//! **Sources.** A half-open IKE SA is counted against its source's [`SourceKey`]: an IPv4
+//! address; for a Teredo address (`2001:0::/32`) the client's NAT mapping it embeds (public
+//! IPv4 and port, RFC 4380 §4), since the server and flag bits around it are the client's to
+//! vary; for any other IPv6 address its /64, which an IP-HTTPS client owns whole and may take
+//! any address of.
+//!
+//! **Charges.** Each half-open IKE SA keeps the [`Charge`] it was counted under and is
+//! released against it, not against the address its later requests come from: IKE_AUTH may
+//! move it (to port 4500, or through another NAT mapping), and releasing against the new
+//! address would leave the first source's count up for good, until that source could open
+//! no IKE SA at all.
+//!
+//! **Bytes.** A half-open IKE SA holds both IKE_SA_INIT messages (the request up to 64 KiB),
+//! its cached response and the RFC 7383 fragments of an IKE_AUTH being reassembled (up to 64
+//! KiB more), all from a peer not yet authenticated. Their sum over all half-open SAs is kept
+//! here, so new half-open SAs and new fragments are refused once it reaches
+//! `ResponderConfig::max_half_open_bytes`.
+
+use std::collections::HashMap;
+use std::net::{IpAddr, Ipv4Addr, SocketAddrV4};
+
+use super::{IkeSa, Responder};
+
+/// Bytes counted for a half-open IKE SA besides its messages: the boxed SA with its keys, its
+/// table entries and its timer (about 600 bytes measured, rounded up).
+pub(crate) const FIXED_BYTES: usize = 1024;
+
+/// The Teredo prefix `2001:0::/32` (RFC 4380 §2.6). Decoded here rather than through the
+/// teredo crate: protocol crates do not depend on one another.
+const TEREDO_PREFIX: [u8; 4] = [0x20, 0x01, 0x00, 0x00];
+
+/// Whom a half-open IKE SA (or another per-source limit) is counted against: an IPv4
+/// address, a Teredo client's NAT mapping, an IPv6 /64.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum SourceKey {
+    /// An IPv4 address (or an IPv4-mapped IPv6 one).
+    V4(Ipv4Addr),
+    /// A Teredo client's NAT mapping.
+    Teredo(SocketAddrV4),
+    /// An IPv6 /64: its first 64 bits.
+    V6Net(u64),
+}
+
+impl SourceKey {
+    /// The key `ip` is counted under.
+    pub fn of(ip: IpAddr) -> SourceKey {
+        let v6 = match ip {
+            IpAddr::V4(a) => return SourceKey::V4(a),
+            IpAddr::V6(a) => a,
+        };
+        if let Some(a) = v6.to_ipv4_mapped() {
+            return SourceKey::V4(a);
+        }
+        let o = v6.octets();
+        if o[..4] == TEREDO_PREFIX {
+            // RFC 4380 §4: the port (bits 80-95) and IPv4 (96-127) are stored inverted.
+            let port = !u16::from_be_bytes([o[10], o[11]]);
+            let ip = !u32::from_be_bytes([o[12], o[13], o[14], o[15]]);
+            return SourceKey::Teredo(SocketAddrV4::new(Ipv4Addr::from(ip), port));
+        }
+        SourceKey::V6Net((u128::from(v6) >> 64) as u64)
+    }
+}
+
+/// What one half-open IKE SA was counted under; released exactly once.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Charge {
+    key: SourceKey,
+    bytes: usize,
+}
+
+/// The half-open IKE SAs of one responder.
+#[derive(Debug, Default)]
+pub(crate) struct HalfOpen {
+    count: usize,
+    bytes: usize,
+    by_source: HashMap<SourceKey, usize>,
+}
+
+impl HalfOpen {
+    /// Half-open IKE SAs in all.
+    pub(crate) fn count(&self) -> usize {
+        self.count
+    }
+
+    /// Bytes held by half-open IKE SAs in all.
+    pub(crate) fn bytes(&self) -> usize {
+        self.bytes
+    }
+
+    /// Half-open IKE SAs counted against `ip`'s source key.
+    pub(crate) fn of_source(&self, ip: IpAddr) -> usize {
+        self.by_source.get(&SourceKey::of(ip)).copied().unwrap_or(0)
+    }
+
+    /// Counts a new half-open IKE SA from `ip` holding `bytes`.
+    pub(crate) fn charge(&mut self, ip: IpAddr, bytes: usize) -> Charge {
+        let key = SourceKey::of(ip);
+        self.count += 1;
+        self.bytes = self.bytes.saturating_add(bytes);
+        *self.by_source.entry(key).or_insert(0) += 1;
+        Charge { key, bytes }
+    }
+
+    /// The half-open IKE SA charged `charge` now holds `bytes`.
+    fn resize(&mut self, charge: &mut Charge, bytes: usize) {
+        self.bytes = self
+            .bytes
+            .saturating_sub(charge.bytes)
+            .saturating_add(bytes);
+        charge.bytes = bytes;
+    }
+
+    /// Uncounts the half-open IKE SA that was charged `charge`.
+    pub(crate) fn release(&mut self, charge: Charge) {
+        self.count = self.count.saturating_sub(1);
+        self.bytes = self.bytes.saturating_sub(charge.bytes);
+        if let Some(n) = self.by_source.get_mut(&charge.key) {
+            *n = n.saturating_sub(1);
+            if *n == 0 {
+                self.by_source.remove(&charge.key);
+            }
+        }
+    }
+
+    /// Source keys with a count (the table holds none at zero).
+    #[cfg(test)]
+    pub(crate) fn sources(&self) -> usize {
+        self.by_source.len()
+    }
+}
+
+/// The bytes `sa` holds that a half-open SA is charged for.
+pub(crate) fn footprint(sa: &IkeSa) -> usize {
+    let cached = sa
+        .cached
+        .as_ref()
+        .map_or(0, |c| c.datagrams.iter().map(Vec::len).sum());
+    let fragments = sa.reassembly.as_ref().map_or(0, |f| f.bytes);
+    FIXED_BYTES
+        + sa.init_request.len()
+        + sa.init_response.len()
+        + sa.ni.len()
+        + sa.nr.len()
+        + cached
+        + fragments
+}
+
+/// Recounts the bytes of IKE SA `spi_r` while it is half-open (after its fragments or its
+/// cached response changed).
+pub(crate) fn refresh(r: &mut Responder, spi_r: u64) {
+    let Some(sa) = r.sas.get_mut(&spi_r) else {
+        return;
+    };
+    let bytes = footprint(sa);
+    if let Some(charge) = sa.half_open.as_mut() {
+        r.half_open.resize(charge, bytes);
+    }
+}
+
+/// Whether `more` bytes fit the half-open budget.
+pub(crate) fn has_room(r: &Responder, more: usize) -> bool {
+    r.half_open.bytes().saturating_add(more) <= r.config.max_half_open_bytes
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key(s: &str) -> SourceKey {
+        SourceKey::of(s.parse().expect("address"))
+    }
+
+    /// RFC 4380 §4: 2001:0:4136:e378:8000:63bf:3fff:fdd2 is the mapping 192.0.2.45:40000
+    /// through server 65.54.227.120; other server or flag bits, same mapping, same key.
+    #[test]
+    fn rfc4380_4_teredo_sources_are_keyed_by_their_mapping() {
+        let a = key("2001:0:4136:e378:8000:63bf:3fff:fdd2");
+        assert_eq!(
+            a,
+            SourceKey::Teredo("192.0.2.45:40000".parse().expect("mapping"))
+        );
+        assert_eq!(a, key("2001:0:c000:201:1234:63bf:3fff:fdd2"));
+        assert_ne!(
+            a,
+            key("2001:0:4136:e378:8000:63be:3fff:fdd2"),
+            "another port"
+        );
+    }
+
+    #[test]
+    fn ipv6_sources_are_keyed_by_their_64_and_ipv4_by_address() {
+        assert_eq!(key("2001:db8:1:2::1"), key("2001:db8:1:2:ffff::9"));
+        assert_ne!(key("2001:db8:1:2::1"), key("2001:db8:1:3::1"));
+        assert_eq!(key("192.0.2.1"), key("::ffff:192.0.2.1"));
+        assert_ne!(key("192.0.2.1"), key("192.0.2.2"));
+    }
+
+    #[test]
+    fn charges_release_what_they_counted() {
+        let mut h = HalfOpen::default();
+        let a = h.charge("2001:db8::1".parse().expect("ip"), 100);
+        let mut b = h.charge("2001:db8::2".parse().expect("ip"), 200);
+        assert_eq!((h.count(), h.bytes(), h.sources()), (2, 300, 1));
+        assert_eq!(h.of_source("2001:db8::ffff".parse().expect("ip")), 2);
+        h.resize(&mut b, 1000);
+        assert_eq!(h.bytes(), 1100);
+        h.release(a);
+        h.release(b);
+        assert_eq!((h.count(), h.bytes(), h.sources()), (0, 0, 0));
+    }
+}

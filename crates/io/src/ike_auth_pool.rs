@@ -1,0 +1,167 @@
+//! The IKE driver's verification threads: the responder's [`AuthJob`]s (an IKE_AUTH's chain
+//! building and signature checks, milliseconds each) run here, beside the IKE task, so the
+//! task keeps answering IKE_SA_INIT, liveness checks and established SAs while they run.
+//!
+//! Bounded twice before a job is queued ([`AuthQueue`]): at most [`JOBS_PER_SOURCE`] jobs of
+//! one source (an IPv4 address, an IPv6 /64, a Teredo mapping) in flight, and at most
+//! [`JOBS_PER_THREAD`] per thread in all. A job beyond either is shed
+//! (`gate64_ike_shed_total{reason="auth_queue_source"|"auth_queue_full"}`) and handed back
+//! to the responder, which forgets its request as if it had been lost: the client's
+//! retransmission, a second or so later, tries again.
+
+use std::collections::HashMap;
+use std::io;
+use std::sync::mpsc::{Receiver, SyncSender, TrySendError, sync_channel};
+use std::sync::{Arc, Mutex, PoisonError};
+
+use gate64_dataplane::IkeShedReason;
+use gate64_ike::responder::{AuthJob, AuthVerdict, SourceKey};
+use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender, unbounded_channel};
+
+/// Jobs of one source in flight: a client's two tunnels authenticate at the same time.
+pub(crate) const JOBS_PER_SOURCE: usize = 2;
+/// Jobs in flight per thread: at a millisecond or two per job, a queue this long waits some
+/// tens of milliseconds, well within a client's first retransmission.
+pub(crate) const JOBS_PER_THREAD: usize = 16;
+
+/// How many jobs are in flight, per source and in total. Sans-IO.
+#[derive(Debug)]
+pub(crate) struct AuthQueue {
+    total_cap: usize,
+    total: usize,
+    by_source: HashMap<SourceKey, usize>,
+}
+
+impl AuthQueue {
+    pub(crate) fn new(total_cap: usize) -> Self {
+        AuthQueue {
+            total_cap,
+            total: 0,
+            by_source: HashMap::new(),
+        }
+    }
+
+    /// Counts a job of `key` in, or says why it does not fit.
+    pub(crate) fn admit(&mut self, key: SourceKey) -> Result<(), IkeShedReason> {
+        if self.total >= self.total_cap {
+            return Err(IkeShedReason::AuthQueueFull);
+        }
+        let n = self.by_source.entry(key).or_insert(0);
+        if *n >= JOBS_PER_SOURCE {
+            return Err(IkeShedReason::AuthQueueSource);
+        }
+        *n += 1;
+        self.total += 1;
+        Ok(())
+    }
+
+    /// Counts a job of `key` out (its verdict came back, or it could not be queued).
+    pub(crate) fn done(&mut self, key: SourceKey) {
+        self.total = self.total.saturating_sub(1);
+        if let Some(n) = self.by_source.get_mut(&key) {
+            *n = n.saturating_sub(1);
+            if *n == 0 {
+                self.by_source.remove(&key);
+            }
+        }
+    }
+}
+
+/// The threads, the queue to them and the verdicts back.
+#[derive(Debug)]
+pub(crate) struct AuthPool {
+    jobs: SyncSender<AuthJob>,
+    verdicts: UnboundedReceiver<(SourceKey, AuthVerdict)>,
+    queue: AuthQueue,
+}
+
+impl AuthPool {
+    /// Starts `threads` verification threads (at least one). They end once the pool is
+    /// dropped and the jobs queued before have run.
+    pub(crate) fn start(threads: usize) -> io::Result<Self> {
+        let threads = threads.max(1);
+        let cap = threads.saturating_mul(JOBS_PER_THREAD);
+        let (jobs, rx) = sync_channel::<AuthJob>(cap);
+        let rx = Arc::new(Mutex::new(rx));
+        let (tx, verdicts) = unbounded_channel();
+        for n in 0..threads {
+            let (rx, tx) = (Arc::clone(&rx), tx.clone());
+            std::thread::Builder::new()
+                .name(format!("gate64-ike-auth-{n}"))
+                .spawn(move || work(&rx, &tx))?;
+        }
+        Ok(AuthPool {
+            jobs,
+            verdicts,
+            queue: AuthQueue::new(cap),
+        })
+    }
+
+    /// Queues `job`, or hands it back (boxed: the refusal is the rare path) with why it was
+    /// shed.
+    pub(crate) fn submit(&mut self, job: AuthJob) -> Result<(), (Box<AuthJob>, IkeShedReason)> {
+        let key = job.source_key();
+        if let Err(reason) = self.queue.admit(key) {
+            return Err((Box::new(job), reason));
+        }
+        match self.jobs.try_send(job) {
+            Ok(()) => Ok(()),
+            // The channel holds as many as the queue admits, so this is the threads gone.
+            Err(TrySendError::Full(job) | TrySendError::Disconnected(job)) => {
+                self.queue.done(key);
+                Err((Box::new(job), IkeShedReason::AuthQueueFull))
+            }
+        }
+    }
+
+    /// The next verdict (cancel-safe).
+    pub(crate) async fn verdict(&mut self) -> Option<AuthVerdict> {
+        let (key, verdict) = self.verdicts.recv().await?;
+        self.queue.done(key);
+        Some(verdict)
+    }
+}
+
+/// One thread: runs jobs until the pool is gone.
+fn work(rx: &Mutex<Receiver<AuthJob>>, tx: &UnboundedSender<(SourceKey, AuthVerdict)>) {
+    loop {
+        let job = match rx.lock().unwrap_or_else(PoisonError::into_inner).recv() {
+            Ok(job) => job,
+            Err(_) => return,
+        };
+        let key = job.source_key();
+        if tx.send((key, job.run())).is_err() {
+            return;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key(s: &str) -> SourceKey {
+        SourceKey::of(s.parse().expect("ip"))
+    }
+
+    #[test]
+    fn a_source_gets_its_share_and_the_total_is_bounded() {
+        let mut q = AuthQueue::new(3);
+        let a = key("2001:db8:1::1");
+        assert_eq!(q.admit(a), Ok(()));
+        assert_eq!(
+            q.admit(key("2001:db8:1::2")),
+            Ok(()),
+            "same /64, its share is 2"
+        );
+        assert_eq!(q.admit(a), Err(IkeShedReason::AuthQueueSource));
+        assert_eq!(q.admit(key("192.0.2.1")), Ok(()));
+        assert_eq!(q.admit(key("192.0.2.2")), Err(IkeShedReason::AuthQueueFull));
+        q.done(a);
+        assert_eq!(q.admit(key("192.0.2.2")), Ok(()));
+        for k in ["2001:db8:1::1", "192.0.2.1", "192.0.2.2"] {
+            q.done(key(k));
+        }
+        assert_eq!((q.total, q.by_source.len()), (0, 0));
+    }
+}
