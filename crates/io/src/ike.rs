@@ -193,9 +193,12 @@ pub struct IkeDriver {
     commands: Option<tokio::sync::mpsc::UnboundedReceiver<Command>>,
     stray_esp: u64,
     published: Instant,
-    on_publish: Option<Box<dyn FnMut(&IkeSnapshot) + Send>>,
+    on_publish: Option<PublishHook>,
     auth_pool: Option<AuthPool>,
 }
+
+/// What [`IkeDriver::with_on_publish`] calls with each snapshot.
+type PublishHook = Box<dyn FnMut(&IkeSnapshot) + Send>;
 
 impl IkeDriver {
     /// A driver for `responder` on `sockets`; every event goes to `sink`.
@@ -621,8 +624,25 @@ mod tests {
         config.nat_t_port = nat_t_addr.port();
         let responder = Responder::new(config, now, SystemTime::now()).expect("responder");
         let (tx, rx) = std::sync::mpsc::channel();
+        // The child SAs the sink has seen, and (IKE SAs, those child SAs) at each publish.
+        let installed = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let published = Arc::new(Mutex::new(Vec::<(usize, usize)>::new()));
+        let (sink_installed, hook_installed, hook_published) = (
+            Arc::clone(&installed),
+            Arc::clone(&installed),
+            Arc::clone(&published),
+        );
         let driver = IkeDriver::new(sockets, responder, move |e| {
+            if matches!(e, Event::ChildSaUp(_)) {
+                sink_installed.fetch_add(1, Ordering::Relaxed);
+            }
             let _ = tx.send(e);
+        })
+        .with_on_publish(move |s| {
+            let children = hook_installed.load(Ordering::Relaxed);
+            if let Ok(mut p) = hook_published.lock() {
+                p.push((s.established, children));
+            }
         })
         .with_auth_threads(auth_threads)
         .expect("auth threads");
@@ -703,6 +723,14 @@ mod tests {
         let snapshot = status.snapshot();
         assert_eq!((snapshot.established, snapshot.half_open), (1, 0));
         assert_eq!(snapshot.stray_esp, 0);
+        // Every publish after the child SA reached the sink counts its IKE SA too: the pair
+        // the daemon exports as MMSA and QMSA never shows a child SA without its IKE SA.
+        let published = published.lock().expect("lock").clone();
+        assert!(published.contains(&(1, 1)), "{published:?}");
+        assert!(
+            published.iter().all(|&(ike, child)| child == 0 || ike >= 1),
+            "{published:?}"
+        );
         for reason in [IkeShedReason::AuthQueueSource, IkeShedReason::AuthQueueFull] {
             assert_eq!(status.shed(reason), 0);
         }
