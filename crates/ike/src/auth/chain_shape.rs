@@ -11,9 +11,10 @@
 //!   client certificate under an issuing CA under a policy CA under the root is three levels;
 //!   the root itself is configured, never taken from the peer);
 //! - no two certificates with the same subject name (so each issuer name has one candidate);
-//! - no intermediate is self-issued (subject equal to issuer): trust anchors are configured
-//!   locally, so a peer's self-issued certificate is either a copy of one (not needed) or a root
-//!   we do not trust (useless); key-rollover certificates are not supported;
+//! - at most one self-issued certificate (subject equal to issuer), and only at the top of the
+//!   path: a peer may send its root along (TLS 1.3 and IKEv2 allow it; OpenSSL's and other
+//!   clients do), which is harmless with unique subjects and never trusted as such, since
+//!   trust anchors are configured locally; key-rollover certificates are not supported;
 //! - every intermediate lies on the one path from the leaf: following issuer names from the
 //!   leaf through the intermediates visits each of them once (in any order they were sent).
 //!
@@ -38,11 +39,10 @@ pub fn check_chain_shape(leaf: &[u8], intermediates: &[&[u8]]) -> Result<(), Aut
     let leaf = names(leaf)?;
     let mut rest = Vec::with_capacity(intermediates.len());
     for der in intermediates {
-        let n = names(der)?;
-        if n.subject == n.issuer {
-            return Err(AuthError::ChainNotLinear("a self-issued intermediate"));
-        }
-        rest.push(n);
+        rest.push(names(der)?);
+    }
+    if rest.iter().filter(|n| n.subject == n.issuer).count() > 1 {
+        return Err(AuthError::ChainNotLinear("two self-issued certificates"));
     }
     let all_subjects = std::iter::once(&leaf).chain(&rest).map(|n| n.subject);
     for (i, subject) in all_subjects.clone().enumerate() {
@@ -54,14 +54,15 @@ pub fn check_chain_shape(leaf: &[u8], intermediates: &[&[u8]]) -> Result<(), Aut
     }
     // Walk from the leaf up through the issuers it names: with unique subjects each step has
     // at most one candidate, and the walk ends within `rest.len()` steps.
+    // A self-issued certificate ends the walk: nothing can come after the root.
     let mut visited = 0;
     let mut wanted = leaf.issuer;
     while let Some(next) = rest.iter().find(|n| n.subject == wanted) {
         visited += 1;
-        wanted = next.issuer;
-        if visited > rest.len() {
+        if next.subject == next.issuer || visited > rest.len() {
             break;
         }
+        wanted = next.issuer;
     }
     if visited != rest.len() {
         return Err(AuthError::ChainNotLinear(
