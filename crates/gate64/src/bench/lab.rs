@@ -277,17 +277,13 @@ fn spec(opts: &LabOptions, pki: &Path) -> Spec {
 fn gate64_toml(pki: &Path, control: &Path, opts: &LabOptions) -> Result<String> {
     let p = |f: &str| -> Result<String> { Ok(path_str(&pki.join(f))?.to_owned()) };
     let iphttps_max = opts.clients.max(50_000) + 1_000;
-    // Every emulated client presents the same lab certificate: one identity, two IKE SAs
-    // per client (and a rekey's overlap).
-    let per_identity = 4 * opts.clients.max(1);
     let upstream = opts.dns64_upstream.unwrap_or(CORP_HOST_V4);
     let extra = format!(
         "[iphttps]\nenabled = true\nlisten = \"{SERVER_V4}:443\"\ncertificate = \"{}\"\n\
          private_key = \"{}\"\nprefix = \"{IPHTTPS_PREFIX}\"\n\n\
          [ipsec]\nrequire = true\ncertificate = \"{}\"\nprivate_key = \"{}\"\nca = \"{}\"\n\
          pool6 = \"{POOL6}\"\ninfrastructure_prefixes = [\"{CORP_HOST}/128\"]\n\
-         half_open_cookie_threshold = 1000000\n\
-         max_ike_sas_per_identity = {per_identity}\n\n\
+         half_open_cookie_threshold = 1000000\n\n\
          [nat64]\nprefix = \"{PREF64}\"\npool4 = [\"{POOL4}\"]\n\n\
          [dns64]\nupstream = [\"{upstream}\"]\n\n\
          [limits]\nmax_iphttps_connections = {iphttps_max}\nmax_tls_handshakes = 4096\n\n\
