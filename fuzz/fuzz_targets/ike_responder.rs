@@ -12,7 +12,7 @@ use gate64_ike::auth::{Credentials, TrustAnchors};
 use gate64_ike::message::Message;
 use gate64_ike::responder::{Responder, ResponderConfig};
 use libfuzzer_sys::fuzz_target;
-use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, Issuer, KeyPair, KeyUsagePurpose};
+use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, Issuer, KeyPair, KeyUsagePurpose, ExtendedKeyUsagePurpose};
 
 fn responder() -> Responder {
     let ca_key = KeyPair::generate().expect("key");
@@ -26,6 +26,9 @@ fn responder() -> Responder {
     let mut leaf = CertificateParams::default();
     leaf.distinguished_name.push(DnType::CommonName, "gate64.fuzz");
     leaf.key_usages = vec![KeyUsagePurpose::DigitalSignature];
+    // Both purposes: the same helper makes clients' and servers' certificates.
+    leaf.extended_key_usages =
+        vec![ExtendedKeyUsagePurpose::ClientAuth, ExtendedKeyUsagePurpose::ServerAuth];
     let cert = leaf.signed_by(&key, &issuer).expect("leaf");
     let credentials = Credentials::from_pem(cert.pem().as_bytes(), key.serialize_pem().as_bytes())
         .expect("credentials");

@@ -72,6 +72,21 @@ pub struct Ipsec {
     pub dpd_secs: u64,
     /// RFC 4739 second authentication (a user certificate after the machine certificate).
     pub intranet_second_auth: SecondAuth,
+    /// Which extended key usages a client certificate must list, over IKE and IP-HTTPS.
+    pub client_eku: ClientEku,
+}
+
+/// `ipsec.client_eku`: the extended key usages a client's certificate must list.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ClientEku {
+    /// clientAuth or id-kp-ipsecIKE (RFC 4945): a server certificate, one for any purpose or
+    /// one without the extension is no client's (the default).
+    #[default]
+    Strict,
+    /// Also serverAuth, anyExtendedKeyUsage, or no extension at all: for a CA that issues
+    /// client certificates without the purpose.
+    Any,
 }
 
 /// `ipsec.intranet_second_auth`: when gate64 runs an RFC 4739 second authentication round.
@@ -111,6 +126,7 @@ impl Default for Ipsec {
             child_lifetime_secs: defaults::CHILD_LIFETIME_SECS,
             dpd_secs: defaults::DPD_SECS,
             intranet_second_auth: SecondAuth::default(),
+            client_eku: ClientEku::default(),
         }
     }
 }
@@ -172,6 +188,7 @@ pub(crate) struct RawIpsec {
     child_lifetime_secs: Option<u64>,
     dpd_secs: Option<u64>,
     intranet_second_auth: Option<SecondAuth>,
+    client_eku: Option<ClientEku>,
 }
 
 impl RawIpsec {
@@ -207,6 +224,7 @@ impl RawIpsec {
             child_lifetime_secs: self.child_lifetime_secs.unwrap_or(d.child_lifetime_secs),
             dpd_secs: self.dpd_secs.unwrap_or(d.dpd_secs),
             intranet_second_auth: self.intranet_second_auth.unwrap_or(d.intranet_second_auth),
+            client_eku: self.client_eku.unwrap_or(d.client_eku),
         }
     }
 }
@@ -585,6 +603,7 @@ pub(crate) fn expected_form(path: &str) -> Option<&'static str> {
         | "ipsec.child_lifetime_secs"
         | "ipsec.dpd_secs" => "a whole number",
         "ipsec.intranet_second_auth" => "\"off\", \"optional\" or \"required\"",
+        "ipsec.client_eku" => "\"strict\" or \"any\"",
         _ => return None,
     })
 }

@@ -25,6 +25,7 @@ pub const LIVE_KEYS: &[&str] = &[
     "ipsec.private_key",
     "ipsec.ca",
     "ipsec.intranet_second_auth",
+    "ipsec.client_eku",
     "nat64.binding_log",
     "limits.max_iphttps_connections",
     "iphttps.max_handshakes_per_source",
@@ -126,7 +127,8 @@ impl Config {
                 ike_packets_per_source_per_sec,
                 child_lifetime_secs,
                 dpd_secs,
-                intranet_second_auth
+                intranet_second_auth,
+                client_eku
             ]
         );
         diff!(

@@ -267,6 +267,7 @@ fn write(dir: &Path, name: &str, contents: &str, mode: u32) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use gate64_ike::auth::ClientEku::Strict;
     use std::os::unix::fs::PermissionsExt;
 
     fn temp_dir(tag: &str) -> PathBuf {
@@ -281,9 +282,14 @@ mod tests {
         let ip: IpAddr = "198.51.100.1".parse().unwrap();
         generate(&dir, &["gw.example.net".to_owned()], &[ip]).unwrap();
         let p = |f: &str| dir.join(f);
-        gate64_io::tls::server_config(&p("server.pem"), &p("server.key"), None).unwrap();
-        gate64_io::tls::server_config(&p("server.pem"), &p("server.key"), Some(&p("ca.pem")))
-            .unwrap();
+        gate64_io::tls::server_config(&p("server.pem"), &p("server.key"), None, Strict).unwrap();
+        gate64_io::tls::server_config(
+            &p("server.pem"),
+            &p("server.key"),
+            Some(&p("ca.pem")),
+            Strict,
+        )
+        .unwrap();
         gate64_io::tls::client_config(&p("ca.pem"), None).unwrap();
         gate64_io::tls::client_config(&p("ca.pem"), Some((&p("client.pem"), &p("client.key"))))
             .unwrap();
@@ -303,9 +309,13 @@ mod tests {
         let ip: IpAddr = "198.51.100.1".parse().unwrap();
         generate(&dir, &["gw.example.net".to_owned()], &[ip]).unwrap();
         let p = |f: &str| dir.join(f);
-        let scfg =
-            gate64_io::tls::server_config(&p("server.pem"), &p("server.key"), Some(&p("ca.pem")))
-                .unwrap();
+        let scfg = gate64_io::tls::server_config(
+            &p("server.pem"),
+            &p("server.key"),
+            Some(&p("ca.pem")),
+            Strict,
+        )
+        .unwrap();
         let ccfg =
             gate64_io::tls::client_config(&p("ca.pem"), Some((&p("client.pem"), &p("client.key"))))
                 .unwrap();

@@ -326,7 +326,12 @@ impl Daemon {
         let (Some(cert), Some(key)) = (&i.certificate, &i.private_key) else {
             return Ok(None);
         };
-        let tls = gate64_io::tls::server_config(cert, key, i.client_ca.as_deref())?;
+        let tls = gate64_io::tls::server_config(
+            cert,
+            key,
+            i.client_ca.as_deref(),
+            crate::ike::client_eku(cfg),
+        )?;
         let listener = listen_tcp(i.listen).with_context(|| {
             format!(
                 "binding the IP-HTTPS listener on {} (`iphttps.listen`)",
@@ -476,6 +481,7 @@ impl Daemon {
                 cert,
                 key,
                 new.iphttps.client_ca.as_deref(),
+                crate::ike::client_eku(new),
             )?),
             _ => None,
         };

@@ -2,10 +2,10 @@
 //! endpoint before the privilege drop, and its events turned into SA installs and metrics.
 
 use anyhow::{Context, Result};
-use gate64_config::{Config, IpsecSecondAuth};
+use gate64_config::{Config, IpsecClientEku, IpsecSecondAuth};
 use gate64_dataplane::{IkeResult, IkeShedReason, IpsecStats, RekeyKind};
 use gate64_esp::SaDb;
-use gate64_ike::auth::{Credentials, TrustAnchors};
+use gate64_ike::auth::{ClientEku, Credentials, TrustAnchors};
 use gate64_ike::responder::{self, Event, Refusal, Responder, ResponderConfig, SecondAuthPolicy};
 use gate64_io::ike::{IKE_PORT, IkeControl, IkeDriver, IkeSockets, NAT_T_PORT};
 use std::sync::Arc;
@@ -63,8 +63,17 @@ fn read_credentials(cfg: &Config) -> Result<Option<(Credentials, TrustAnchors)>>
     )
     .map_err(|e| anyhow::anyhow!("`ipsec.certificate` / `ipsec.private_key`: {e}"))?;
     let anchors = TrustAnchors::from_pem(&read("ipsec.ca", ca)?)
-        .map_err(|e| anyhow::anyhow!("`ipsec.ca` ({}): {e}", ca.display()))?;
+        .map_err(|e| anyhow::anyhow!("`ipsec.ca` ({}): {e}", ca.display()))?
+        .for_clients(client_eku(cfg));
     Ok(Some((credentials, anchors)))
+}
+
+/// `ipsec.client_eku` as the IKE crate's rule.
+pub fn client_eku(cfg: &Config) -> ClientEku {
+    match cfg.ipsec.client_eku {
+        IpsecClientEku::Strict => ClientEku::Strict,
+        IpsecClientEku::Any => ClientEku::Any,
+    }
 }
 
 fn second_auth_policy(cfg: &Config) -> SecondAuthPolicy {

@@ -17,7 +17,8 @@ use gate64_ike::keys::Group;
 use gate64_ike::message::TrafficSelector;
 use gate64_ike::responder::{Responder, ResponderConfig};
 use rcgen::{
-    BasicConstraints, CertificateParams, DnType, IsCa, Issuer, KeyPair, KeyUsagePurpose, SanType,
+    BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair,
+    KeyUsagePurpose, SanType,
 };
 
 /// Bytes in use in malloc's chunks (glibc's count, chunk headers included): Rust's heap and
@@ -52,6 +53,11 @@ fn leaf(issuer: &Issuer<'static, KeyPair>, name: &str) -> Credentials {
     params.distinguished_name.push(DnType::CommonName, name);
     params.subject_alt_names = vec![SanType::DnsName(name.try_into().expect("dns name"))];
     params.key_usages = vec![KeyUsagePurpose::DigitalSignature];
+    // Both purposes: the same helper makes clients' and servers' certificates.
+    params.extended_key_usages = vec![
+        ExtendedKeyUsagePurpose::ClientAuth,
+        ExtendedKeyUsagePurpose::ServerAuth,
+    ];
     let cert = params.signed_by(&key, issuer).expect("signed");
     Credentials::from_pem(cert.pem().as_bytes(), key.serialize_pem().as_bytes())
         .expect("credentials")

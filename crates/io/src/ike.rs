@@ -469,7 +469,8 @@ mod tests {
     use gate64_ike::message::TrafficSelector;
     use gate64_ike::responder::ResponderConfig;
     use rcgen::{
-        BasicConstraints, CertificateParams, DnType, IsCa, Issuer, KeyPair, KeyUsagePurpose,
+        BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer,
+        KeyPair, KeyUsagePurpose,
     };
     use std::time::SystemTime;
 
@@ -488,6 +489,11 @@ mod tests {
         let mut params = CertificateParams::default();
         params.distinguished_name.push(DnType::CommonName, name);
         params.key_usages = vec![KeyUsagePurpose::DigitalSignature];
+        // Both purposes: the same helper makes clients' and servers' certificates.
+        params.extended_key_usages = vec![
+            ExtendedKeyUsagePurpose::ClientAuth,
+            ExtendedKeyUsagePurpose::ServerAuth,
+        ];
         let cert = params.signed_by(&key, issuer).expect("signed");
         Credentials::from_pem(cert.pem().as_bytes(), key.serialize_pem().as_bytes())
             .expect("credentials")

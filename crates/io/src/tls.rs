@@ -17,6 +17,8 @@ use std::io;
 use std::path::Path;
 use std::sync::{Arc, PoisonError, RwLock};
 
+use gate64_ike::auth::ClientEku;
+
 fn provider() -> Arc<rustls::crypto::CryptoProvider> {
     Arc::new(rustls::crypto::aws_lc_rs::default_provider())
 }
@@ -41,11 +43,14 @@ pub fn load_certs(key: &str, path: &Path) -> io::Result<Vec<CertificateDer<'stat
 }
 
 /// Builds the server configuration. With `client_ca`, clients must present a certificate
-/// chaining to it (DirectAccess' "Certificates" authentication mode); without, none is asked.
+/// chaining to it (DirectAccess' "Certificates" authentication mode) whose extended key usage
+/// meets `client_eku` (`ipsec.client_eku`, the rule IKE holds clients to); without, none is
+/// asked.
 pub fn server_config(
     certificate: &Path,
     private_key: &Path,
     client_ca: Option<&Path>,
+    client_eku: ClientEku,
 ) -> io::Result<Arc<rustls::ServerConfig>> {
     let certs = load_certs("iphttps.certificate", certificate)?;
     let key = PrivateKeyDer::from_pem_file(private_key)
@@ -62,7 +67,10 @@ pub fn server_config(
             let verifier = WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider())
                 .build()
                 .map_err(|e| bad("iphttps.client_ca", ca, e))?;
-            builder.with_client_cert_verifier(Arc::new(ShapedClientVerifier(verifier)))
+            builder.with_client_cert_verifier(Arc::new(ShapedClientVerifier {
+                inner: verifier,
+                client_eku,
+            }))
         }
         None => builder.with_no_client_auth(),
     };
@@ -79,21 +87,26 @@ pub fn server_config(
 }
 
 /// webpki's client verifier behind the chain-shape check: what fails the shape never reaches
-/// path building.
+/// path building. webpki itself takes a leaf without the extended key usage extension; with
+/// [`ClientEku::Strict`] the leaf must list clientAuth (webpki refuses a listed EKU without
+/// it), as IKE requires.
 #[derive(Debug)]
-struct ShapedClientVerifier(Arc<dyn ClientCertVerifier>);
+struct ShapedClientVerifier {
+    inner: Arc<dyn ClientCertVerifier>,
+    client_eku: ClientEku,
+}
 
 impl ClientCertVerifier for ShapedClientVerifier {
     fn offer_client_auth(&self) -> bool {
-        self.0.offer_client_auth()
+        self.inner.offer_client_auth()
     }
 
     fn client_auth_mandatory(&self) -> bool {
-        self.0.client_auth_mandatory()
+        self.inner.client_auth_mandatory()
     }
 
     fn root_hint_subjects(&self) -> &[DistinguishedName] {
-        self.0.root_hint_subjects()
+        self.inner.root_hint_subjects()
     }
 
     fn verify_client_cert(
@@ -109,7 +122,18 @@ impl ClientCertVerifier for ShapedClientVerifier {
                 rustls::CertificateError::ApplicationVerificationFailure,
             ));
         }
-        self.0.verify_client_cert(end_entity, intermediates, now)
+        let verified = self
+            .inner
+            .verify_client_cert(end_entity, intermediates, now)?;
+        if self.client_eku == ClientEku::Strict
+            && !gate64_ike::auth::leaf_has_client_eku(end_entity).unwrap_or(false)
+        {
+            tracing::debug!("IP-HTTPS client certificate lists no clientAuth");
+            return Err(rustls::Error::InvalidCertificate(
+                rustls::CertificateError::InvalidPurpose,
+            ));
+        }
+        Ok(verified)
     }
 
     fn verify_tls12_signature(
@@ -118,7 +142,7 @@ impl ClientCertVerifier for ShapedClientVerifier {
         cert: &CertificateDer<'_>,
         dss: &DigitallySignedStruct,
     ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        self.0.verify_tls12_signature(message, cert, dss)
+        self.inner.verify_tls12_signature(message, cert, dss)
     }
 
     fn verify_tls13_signature(
@@ -127,11 +151,11 @@ impl ClientCertVerifier for ShapedClientVerifier {
         cert: &CertificateDer<'_>,
         dss: &DigitallySignedStruct,
     ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        self.0.verify_tls13_signature(message, cert, dss)
+        self.inner.verify_tls13_signature(message, cert, dss)
     }
 
     fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.0.supported_verify_schemes()
+        self.inner.supported_verify_schemes()
     }
 }
 
@@ -189,7 +213,9 @@ pub fn client_config(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, Issuer, KeyPair};
+    use rcgen::{
+        BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair,
+    };
     use std::time::Instant;
 
     fn ca_params(name: &str) -> CertificateParams {
@@ -197,6 +223,48 @@ mod tests {
         params.distinguished_name.push(DnType::CommonName, name);
         params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
         params
+    }
+
+    fn client_leaf(
+        issuer: &Issuer<'static, KeyPair>,
+        ekus: Vec<ExtendedKeyUsagePurpose>,
+    ) -> CertificateDer<'static> {
+        let key = KeyPair::generate().expect("key");
+        let mut params = CertificateParams::default();
+        params
+            .distinguished_name
+            .push(DnType::CommonName, "client1");
+        params.extended_key_usages = ekus;
+        params.signed_by(&key, issuer).expect("leaf").der().clone()
+    }
+
+    fn verifier(ca: CertificateDer<'static>, client_eku: ClientEku) -> ShapedClientVerifier {
+        let mut roots = rustls::RootCertStore::empty();
+        roots.add(ca).expect("root");
+        let inner = WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider())
+            .build()
+            .expect("verifier");
+        ShapedClientVerifier { inner, client_eku }
+    }
+
+    #[test]
+    fn strict_client_eku_wants_client_auth_and_any_takes_what_webpki_takes() {
+        let (ca, issuer) = self_issued("gate64 lab CA");
+        let strict = verifier(ca.clone(), ClientEku::Strict);
+        let any = verifier(ca, ClientEku::Any);
+        let now = UnixTime::now();
+        let client = client_leaf(&issuer, vec![ExtendedKeyUsagePurpose::ClientAuth]);
+        let bare = client_leaf(&issuer, vec![]);
+        let server = client_leaf(&issuer, vec![ExtendedKeyUsagePurpose::ServerAuth]);
+        strict
+            .verify_client_cert(&client, &[], now)
+            .expect("clientAuth");
+        assert!(strict.verify_client_cert(&bare, &[], now).is_err());
+        assert!(strict.verify_client_cert(&server, &[], now).is_err());
+        any.verify_client_cert(&bare, &[], now)
+            .expect("no EKU extension");
+        // webpki itself refuses a listed purpose without clientAuth.
+        assert!(any.verify_client_cert(&server, &[], now).is_err());
     }
 
     fn self_issued(name: &str) -> (CertificateDer<'static>, Issuer<'static, KeyPair>) {
@@ -211,18 +279,8 @@ mod tests {
     #[test]
     fn client_chain_of_sixty_same_name_certificates_is_refused_by_shape() {
         let (ca, issuer) = self_issued("gate64 lab CA");
-        let mut roots = rustls::RootCertStore::empty();
-        roots.add(ca).expect("root");
-        let inner = WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider())
-            .build()
-            .expect("verifier");
-        let verifier = ShapedClientVerifier(inner);
-        let key = KeyPair::generate().expect("key");
-        let mut params = CertificateParams::default();
-        params
-            .distinguished_name
-            .push(DnType::CommonName, "client1");
-        let leaf = params.signed_by(&key, &issuer).expect("leaf").der().clone();
+        let verifier = verifier(ca, ClientEku::Strict);
+        let leaf = client_leaf(&issuer, vec![ExtendedKeyUsagePurpose::ClientAuth]);
         let fillers: Vec<CertificateDer<'static>> =
             (0..59).map(|_| self_issued("gate64 lab CA").0).collect();
         let now = UnixTime::now();

@@ -337,3 +337,23 @@ fn intranet_second_auth_defaults_to_optional_and_names_its_key() {
         "\"off\", \"optional\" or \"required\"",
     );
 }
+
+#[test]
+fn client_eku_defaults_to_strict_and_names_its_key() {
+    use crate::IpsecClientEku;
+    let c = parse(CREDENTIALS).unwrap();
+    assert_eq!(c.ipsec.client_eku, IpsecClientEku::Strict);
+    for (value, want) in [
+        ("strict", IpsecClientEku::Strict),
+        ("any", IpsecClientEku::Any),
+    ] {
+        let c = parse(&format!("{CREDENTIALS}client_eku = \"{value}\"\n")).unwrap();
+        assert_eq!(c.ipsec.client_eku, want);
+    }
+    let e = refused(
+        &format!("{CREDENTIALS}client_eku = \"loose\"\n"),
+        "ipsec.client_eku",
+        "\"strict\" or \"any\"",
+    );
+    assert_eq!(e.kind(), ErrorKind::WrongType);
+}

@@ -21,6 +21,9 @@
 //!   id-kp-ipsecIKE (1.3.6.1.5.5.7.3.17, RFC 4945 §5.1.3.12), anyExtendedKeyUsage, serverAuth or
 //!   clientAuth (strongSwan's `pki --issue` writes the last two). Anything else is
 //!   [`AuthError::BadKeyUsage`]. The same rule applies to intermediates that carry the extension.
+//!   Anchors that authenticate clients ([`TrustAnchors::for_clients`], which the responder
+//!   applies) hold the leaf to [`ClientEku`]: by default it must list clientAuth or
+//!   id-kp-ipsecIKE, so a server certificate or one without the extension is no client's.
 //! - **Key usage**: when the leaf has the extension it must allow digitalSignature or
 //!   nonRepudiation (RFC 4945 §5.1.3.2), else [`AuthError::BadKeyUsage`].
 //! - **AUTH methods**: 1 (RSA PKCS#1 v1.5 with SHA-1, verify only: aws-lc-rs has no SHA-1 RSA
@@ -52,7 +55,7 @@ mod tests;
 pub use chain_shape::{MAX_PEER_CERTS, check_chain_shape};
 pub use credentials::Credentials;
 pub use identity::{IdType, Identity};
-pub use peer::{PeerCert, TrustAnchors};
+pub use peer::{ClientEku, PeerCert, TrustAnchors, leaf_has_client_eku};
 
 /// AUTH payload authentication methods with certificates (RFC 7296 §3.8, RFC 7427 §3).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

@@ -22,6 +22,22 @@ use x509_parser::prelude::FromDer;
 pub struct TrustAnchors {
     anchors: Vec<TrustAnchor<'static>>,
     certreq: Vec<u8>,
+    /// The rule a client's leaf is held to, when these anchors authenticate clients; `None`
+    /// for anchors that authenticate a server (the initiator's).
+    client_eku: Option<ClientEku>,
+}
+
+/// Which extended key usages a client's certificate must list (`[ipsec] client_eku`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ClientEku {
+    /// The leaf lists clientAuth or id-kp-ipsecIKE (RFC 4945 §5.1.3.12): a server's
+    /// certificate (serverAuth alone), one for any purpose, or one without the extension
+    /// does not authenticate a client.
+    #[default]
+    Strict,
+    /// Any of the purposes the chain rule accepts, or none: the extension absent, ipsecIKE,
+    /// anyExtendedKeyUsage, serverAuth or clientAuth.
+    Any,
 }
 
 impl TrustAnchors {
@@ -51,7 +67,22 @@ impl TrustAnchors {
             let hash = digest::digest(&digest::SHA1_FOR_LEGACY_USE_ONLY, parsed.public_key().raw);
             certreq.extend_from_slice(hash.as_ref());
         }
-        Ok(Self { anchors, certreq })
+        Ok(Self {
+            anchors,
+            certreq,
+            client_eku: None,
+        })
+    }
+
+    /// These anchors authenticate clients, whose leaf must then meet `eku`.
+    pub fn for_clients(mut self, eku: ClientEku) -> Self {
+        self.client_eku = Some(eku);
+        self
+    }
+
+    /// The client rule set by [`TrustAnchors::for_clients`], if any.
+    pub fn client_eku(&self) -> Option<ClientEku> {
+        self.client_eku
     }
 
     /// How many CAs are configured.
@@ -105,6 +136,11 @@ impl TrustAnchors {
                 "key usage lacks digitalSignature and nonRepudiation",
             ));
         }
+        if self.client_eku == Some(ClientEku::Strict) && !peer.client_eku {
+            return Err(AuthError::BadKeyUsage(
+                "extended key usage lacks clientAuth and ipsecIKE",
+            ));
+        }
         Ok(peer)
     }
 }
@@ -122,6 +158,8 @@ pub struct PeerCert {
     spki_sha1: Vec<u8>,
     pub(crate) key: PublicKey,
     may_sign: bool,
+    /// The leaf lists clientAuth or ipsecIKE ([`ClientEku::Strict`]).
+    client_eku: bool,
 }
 
 impl PeerCert {
@@ -309,6 +347,7 @@ pub(crate) fn parse_leaf(der: &[u8]) -> Result<PeerCert, AuthError> {
     // RFC 4945 §5.1.3.2: digitalSignature or nonRepudiation when the extension is present.
     let may_sign =
         key_usage.is_none_or(|ku| ku.value.digital_signature() || ku.value.non_repudiation());
+    let client_eku = has_client_eku(&cert)?;
     Ok(PeerCert {
         der: der.to_vec(),
         subject_der: cert.subject().as_raw().to_vec(),
@@ -322,7 +361,33 @@ pub(crate) fn parse_leaf(der: &[u8]) -> Result<PeerCert, AuthError> {
             .to_vec(),
         key,
         may_sign,
+        client_eku,
     })
+}
+
+/// id-kp-ipsecIKE, 1.3.6.1.5.5.7.3.17.
+const OID_IPSEC_IKE: &[u64] = &[1, 3, 6, 1, 5, 5, 7, 3, 17];
+
+/// Whether the certificate's extended key usage lists clientAuth or ipsecIKE (absent: no).
+fn has_client_eku(cert: &X509Certificate<'_>) -> Result<bool, AuthError> {
+    let eku = cert
+        .extended_key_usage()
+        .map_err(|_| AuthError::Malformed("extendedKeyUsage extension"))?;
+    Ok(eku.is_some_and(|e| {
+        e.value.client_auth
+            || e.value.other.iter().any(|oid| {
+                oid.iter()
+                    .is_some_and(|arcs| arcs.eq(OID_IPSEC_IKE.iter().copied()))
+            })
+    }))
+}
+
+/// Whether the DER certificate `der` lists clientAuth or ipsecIKE in its extended key usage:
+/// [`ClientEku::Strict`]'s rule, for the IP-HTTPS client verifier too.
+pub fn leaf_has_client_eku(der: &[u8]) -> Result<bool, AuthError> {
+    let (_, cert) =
+        X509Certificate::from_der(der).map_err(|_| AuthError::Malformed("certificate"))?;
+    has_client_eku(&cert)
 }
 
 fn public_key(spki: &x509_parser::x509::SubjectPublicKeyInfo<'_>) -> PublicKey {

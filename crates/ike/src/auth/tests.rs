@@ -437,6 +437,42 @@ fn extended_key_usage_rule() {
 }
 
 #[test]
+fn client_anchors_hold_the_leaf_to_client_auth_or_ipsec_ike_unless_any() {
+    let ca = ca("lab CA");
+    let check = |anchors: &TrustAnchors, ekus: Vec<Eku>| {
+        let leaf = leaf_with(&ca, &key(&rcgen::PKCS_ECDSA_P256_SHA256), |p| {
+            p.extended_key_usages = ekus;
+        });
+        anchors.verify_peer(&leaf.der, &[], now()).map(|_| ())
+    };
+    let strict = anchors(&ca).for_clients(ClientEku::Strict);
+    check(&strict, vec![Eku::ClientAuth]).unwrap();
+    check(&strict, vec![Eku::Other(IPSEC_IKE.to_vec())]).unwrap();
+    check(&strict, vec![Eku::ServerAuth, Eku::ClientAuth]).unwrap();
+    for refused in [
+        vec![Eku::ServerAuth],
+        vec![],
+        vec![Eku::Any],
+        vec![Eku::CodeSigning, Eku::Any],
+    ] {
+        assert_eq!(
+            check(&strict, refused.clone()),
+            Err(AuthError::BadKeyUsage(
+                "extended key usage lacks clientAuth and ipsecIKE"
+            )),
+            "{refused:?}"
+        );
+    }
+    // `any`: what the chain rule accepts, as for a server's anchors.
+    let any = anchors(&ca).for_clients(ClientEku::Any);
+    for accepted in [vec![Eku::ServerAuth], vec![], vec![Eku::Any]] {
+        check(&any, accepted).unwrap();
+    }
+    assert_eq!(any.client_eku(), Some(ClientEku::Any));
+    assert_eq!(anchors(&ca).client_eku(), None);
+}
+
+#[test]
 fn key_usage_must_allow_signatures() {
     let ca = ca("lab CA");
     let anchors = anchors(&ca);

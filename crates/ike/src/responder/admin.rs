@@ -42,7 +42,7 @@ impl Responder {
     /// them; established ones are not touched (their AUTH is done, and rekeys sign nothing).
     pub fn replace_credentials(&mut self, credentials: Credentials, anchors: TrustAnchors) {
         self.config.credentials = credentials;
-        self.config.anchors = anchors;
+        self.config.anchors = super::anchors_for_clients(anchors);
     }
 
     /// A new RFC 4739 policy (a reload), for IKE SAs negotiated from now on.

@@ -37,7 +37,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use ipnet::{IpNet, Ipv6Net};
 
-use crate::auth::{Credentials, SigHash, TrustAnchors};
+use crate::auth::{ClientEku, Credentials, SigHash, TrustAnchors};
 use crate::child_sa::TunnelKind;
 use crate::keys::{self, IkeKeys};
 use crate::message::{Header, Message, Notify, Payload, exchange, flags, notify};
@@ -120,7 +120,7 @@ impl ResponderConfig {
     ) -> Self {
         ResponderConfig {
             credentials,
-            anchors,
+            anchors: anchors_for_clients(anchors),
             pool6,
             infrastructure_prefixes,
             intranet_prefixes,
@@ -141,6 +141,15 @@ impl ResponderConfig {
             nat_t_port: 4500,
             intranet_second_auth: SecondAuthPolicy::default(),
         }
+    }
+}
+
+/// `anchors` as the responder holds its clients to them: with the strict client EKU rule
+/// ([`ClientEku::Strict`]) unless the caller chose one.
+pub(crate) fn anchors_for_clients(anchors: TrustAnchors) -> TrustAnchors {
+    match anchors.client_eku() {
+        Some(_) => anchors,
+        None => anchors.for_clients(ClientEku::Strict),
     }
 }
 

@@ -4,7 +4,8 @@ use std::net::{IpAddr, SocketAddr};
 use std::time::{Duration, Instant, SystemTime};
 
 use rcgen::{
-    BasicConstraints, CertificateParams, DnType, IsCa, Issuer, KeyPair, KeyUsagePurpose, SanType,
+    BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair,
+    KeyUsagePurpose, SanType,
 };
 
 use super::*;
@@ -34,13 +35,26 @@ fn ca(name: &str) -> Ca {
     }
 }
 
-/// A leaf (ECDSA P-256, digitalSignature) under `ca`: (chain PEM, key PEM).
+/// Both purposes: the same helper makes clients' and servers' certificates.
+const BOTH_PURPOSES: [ExtendedKeyUsagePurpose; 2] = [
+    ExtendedKeyUsagePurpose::ClientAuth,
+    ExtendedKeyUsagePurpose::ServerAuth,
+];
+
+/// A leaf (ECDSA P-256, digitalSignature, clientAuth and serverAuth) under `ca`: (chain PEM,
+/// key PEM).
 fn leaf(ca: &Ca, name: &str) -> (String, String) {
+    leaf_for(ca, name, &BOTH_PURPOSES)
+}
+
+/// [`leaf`] with the extended key usages `ekus`.
+fn leaf_for(ca: &Ca, name: &str, ekus: &[ExtendedKeyUsagePurpose]) -> (String, String) {
     let key = KeyPair::generate().expect("key");
     let mut params = CertificateParams::default();
     params.distinguished_name.push(DnType::CommonName, name);
     params.subject_alt_names = vec![SanType::DnsName(name.try_into().expect("dns name"))];
     params.key_usages = vec![KeyUsagePurpose::DigitalSignature];
+    params.extended_key_usages = ekus.to_vec();
     let cert = params.signed_by(&key, &ca.issuer).expect("signed");
     (cert.pem(), key.serialize_pem())
 }
@@ -82,7 +96,20 @@ impl Lab {
         ca: &Ca,
         group: Group,
     ) -> Initiator {
-        let (chain, key) = leaf(ca, "client1.gate64.lab");
+        self.initiator_with(now, tunnel, tsr, ca, group, &BOTH_PURPOSES)
+    }
+
+    /// [`Lab::initiator`] whose certificate lists the extended key usages `ekus`.
+    fn initiator_with(
+        &self,
+        now: Instant,
+        tunnel: TunnelKind,
+        tsr: &str,
+        ca: &Ca,
+        group: Group,
+        ekus: &[ExtendedKeyUsagePurpose],
+    ) -> Initiator {
+        let (chain, key) = leaf_for(ca, "client1.gate64.lab", ekus);
         let credentials =
             Credentials::from_pem(chain.as_bytes(), key.as_bytes()).expect("client credentials");
         let anchors = TrustAnchors::from_pem(self.servers_ca.pem.as_bytes()).expect("servers CA");
@@ -537,6 +564,45 @@ fn rfc7296_2_21_2_client_from_another_ca_fails_authentication() {
         (r.ike_sas(now).len(), r.half_open(), r.pool.leased()),
         (0, 0, 0)
     );
+}
+
+#[test]
+fn a_server_certificate_does_not_authenticate_a_client() {
+    // serverAuth alone under the clients' CA: refused by default (the strict client rule).
+    let lab = Lab::new();
+    let now = Instant::now();
+    let server_only = [ExtendedKeyUsagePurpose::ServerAuth];
+    let client = |lab: &Lab| {
+        let mut i = lab.initiator_with(
+            now,
+            TunnelKind::Intranet,
+            "fd00:c0::/64",
+            &lab.clients_ca,
+            Group::Ecp256,
+            &server_only,
+        );
+        i.start(now);
+        i
+    };
+    let mut r = lab.responder(now, |_| {});
+    let mut i = client(&lab);
+    exchange_all(&mut r, &mut i, now);
+    assert!(matches!(
+        i.poll_event(),
+        Some(InitiatorEvent::Failed(
+            crate::initiator::InitiatorError::Notify(notify::AUTHENTICATION_FAILED)
+        ))
+    ));
+    assert!(child_ups(&events(&mut r)).is_empty());
+    // With `client_eku = "any"` the same certificate authenticates.
+    let mut r = lab.responder(now, |c| {
+        c.anchors = TrustAnchors::from_pem(lab.clients_ca.pem.as_bytes())
+            .expect("clients CA")
+            .for_clients(crate::auth::ClientEku::Any);
+    });
+    let mut i = client(&lab);
+    exchange_all(&mut r, &mut i, now);
+    assert_eq!(child_ups(&events(&mut r)).len(), 1);
 }
 
 #[test]
