@@ -2,9 +2,10 @@
 //! Miredo client against `gate64 serve`, set up as in `ipsec.rs`.
 //!
 //! - `netns_ipsec_refuses_bad_clients`: a client whose certificate has expired, one whose
-//!   certificate comes from a CA gate64 does not trust (both made by `gate64 certs`), and one
-//!   asking for selectors outside its tunnels get no child SA, reach nothing on the corporate
-//!   side, and are counted under `auth_failed` and `ts_unacceptable`.
+//!   certificate comes from a CA gate64 does not trust, one whose certificate from the trusted
+//!   CA lists serverAuth alone (all three made by `gate64 certs`), and one asking for
+//!   selectors outside its tunnels get no child SA, reach nothing on the corporate side, and
+//!   are counted under `auth_failed` and `ts_unacceptable`.
 //! - `netns_ipsec_replayed_esp_reaches_nothing`: ESP datagrams of an established client,
 //!   captured on its Teredo interface and sent again, reach nothing on the corporate side and
 //!   are counted as replays.
@@ -53,7 +54,13 @@ fn refuses_bad_clients(topo: &Topology) -> Result<()> {
     // certificate fails on its dates, not on its issuer.
     let mut lab = TeredoIpsecLab::start(topo, Some(&made.join("clients-ca.pem")))?;
     let before = topo.metrics()?;
-    for name in ["ipsec-client-expired", "ipsec-client-otherca"] {
+    // The expired and the other CA's certificates fail on their dates and issuer; the
+    // serverAuth-only one, from the trusted CA, on `client_eku = "strict"` (the default).
+    for name in [
+        "ipsec-client-expired",
+        "ipsec-client-otherca",
+        "ipsec-client-serveronly",
+    ] {
         let credentials = CertPaths::new(
             &lab.certs.ca,
             made.join(format!("{name}.pem")),
@@ -69,7 +76,7 @@ fn refuses_bad_clients(topo: &Topology) -> Result<()> {
         "TS_UNACCEPTABLE",
     )?;
     let after = topo.metrics()?;
-    for (result, at_least) in [("auth_failed", 2.0), ("ts_unacceptable", 1.0)] {
+    for (result, at_least) in [("auth_failed", 3.0), ("ts_unacceptable", 1.0)] {
         let grew = negotiations(&after, result) - negotiations(&before, result);
         ensure!(
             grew >= at_least,

@@ -12,6 +12,7 @@
 //! | `ipsec-client.pem`, `ipsec-client.key` | an IKE client leaf from `clients-ca.pem`: DN and SAN `client1.gate64.lab`, EKU clientAuth + ipsecIKE |
 //! | `ipsec-client-expired.pem`, `.key` | like `ipsec-client.pem` (`client-expired.gate64.lab`) but valid only in 2020: must be refused as expired |
 //! | `ipsec-client-otherca.pem`, `.key` | like `ipsec-client.pem` (`client-otherca.gate64.lab`) but issued by a CA nobody trusts (its key is thrown away): must be refused as unknown CA |
+//! | `ipsec-client-serveronly.pem`, `.key` | like `ipsec-client.pem` (`client-serveronly.gate64.lab`) but with EKU serverAuth alone, as a server's certificate has it: must be refused under `[ipsec] client_eku = "strict"` (the default) |
 //!
 //! IKE clients trust `ca.pem` to authenticate gate64; gate64 trusts `clients-ca.pem` for them.
 //! The clients CA is a separate CA on purpose: `[ipsec] ca` then admits only certificates made
@@ -59,7 +60,8 @@ pub fn run(args: &CertsArgs) -> Result<()> {
         "wrote ca.pem ca.key server.pem server.key client.pem client.key \
          ipsec.pem ipsec.key clients-ca.pem clients-ca.key ipsec-client.pem ipsec-client.key \
          ipsec-client-expired.pem ipsec-client-expired.key \
-         ipsec-client-otherca.pem ipsec-client-otherca.key in {}",
+         ipsec-client-otherca.pem ipsec-client-otherca.key \
+         ipsec-client-serveronly.pem ipsec-client-serveronly.key in {}",
         args.out.display()
     );
     Ok(())
@@ -183,7 +185,11 @@ fn generate_ipsec(
     let (other_ca, other_ca_key) = self_signed_ca("gate64 lab untrusted CA")?;
     let other = Issuer::new(other_ca.1, other_ca_key);
     let otherca = client_leaf("client-otherca.gate64.lab")?;
-    issue(dir, "ipsec-client-otherca", otherca, &other)
+    issue(dir, "ipsec-client-otherca", otherca, &other)?;
+
+    let mut server_only = client_leaf("client-serveronly.gate64.lab")?;
+    server_only.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
+    issue(dir, "ipsec-client-serveronly", server_only, &clients)
 }
 
 /// The subject CN of the server certificates: the first name, else the first address.
@@ -407,6 +413,16 @@ mod tests {
             refused(&lab_ca, "ipsec-client-otherca"),
             AuthError::UnknownCa
         );
+        let strict = TrustAnchors::from_pem(&read("clients-ca.pem"))
+            .unwrap()
+            .for_clients(gate64_ike::auth::ClientEku::Strict);
+        assert!(matches!(
+            refused(&strict, "ipsec-client-serveronly"),
+            AuthError::BadKeyUsage(_)
+        ));
+        strict
+            .verify_peer(creds("ipsec-client").leaf_der(), &[], now)
+            .unwrap();
         // `[ipsec] ca` admits only the clients CA's certificates.
         assert_eq!(refused(&clients_ca, "ipsec"), AuthError::UnknownCa);
         assert_eq!(refused(&clients_ca, "client"), AuthError::UnknownCa);
@@ -416,6 +432,7 @@ mod tests {
             "ipsec-client.key",
             "ipsec-client-expired.key",
             "ipsec-client-otherca.key",
+            "ipsec-client-serveronly.key",
         ] {
             let mode = std::fs::metadata(dir.join(key))
                 .unwrap()
