@@ -267,7 +267,7 @@ fn issue_user(ns: &Netns, dir: &Path, certs: &LabCerts) -> Result<(PathBuf, Path
 
 /// A certificate and new ECDSA key under the lab CA of `certs` (whose files are in `dir`),
 /// made with `pki` as `LabCerts` makes the others: `stem`.pem and `stem`.key in `dir` with
-/// subject `dn`, subjectAltName `san` and extended key usage `flag`.
+/// subject `dn`, subjectAltNames `san` (separated by spaces) and extended key usage `flag`.
 pub(crate) fn issue_under_lab_ca(
     ns: &Netns,
     dir: &Path,
@@ -288,12 +288,17 @@ pub(crate) fn issue_under_lab_ca(
          '{pki}' --gen --type ecdsa --size 256 --outform pem > '{key}' && \
          '{pki}' --pub --in '{key}' --type ecdsa --outform pem | \
          '{pki}' --issue --lifetime 30 --type pub --cacert '{ca}' --cakey '{ca_key}' \
-         --dn '{dn}' --san '{san}' --flag {flag} --outform pem > '{cert}'",
+         --dn '{dn}' {sans} --flag {flag} --outform pem > '{cert}'",
         conf = path(&conf)?,
         key = path(&key)?,
         ca = path(&certs.ca)?,
         ca_key = path(&ca_key)?,
         cert = path(&cert)?,
+        sans = san
+            .split_whitespace()
+            .map(|n| format!("--san '{n}'"))
+            .collect::<Vec<_>>()
+            .join(" "),
     );
     ns.exec_ok(&["sh", "-c", &script])?;
     Ok((cert, key))

@@ -75,11 +75,11 @@ fn initiator_against_strongswan(topo: &Topology) -> Result<()> {
     corp.addr_add("lo", &format!("{INTRANET_HOST}/64"))?;
     let server = IpAddr::V6(CORP_HOST);
     let certs = LabCerts::generate(corp, &corp.dir().join("certs"), server)?;
-    let responder = Charon::start(
-        corp,
-        "responder",
-        CharonConfig::responder(Some(server), certs.responder(), tunnels(), POOL6),
-    )?;
+    // `gate64 connect` asks for the responder's address in IDr (`--ipsec-server-id`'s
+    // default), which charon matches against `local.id`.
+    let mut config = CharonConfig::responder(Some(server), certs.responder(), tunnels(), POOL6);
+    config.local_id = Some(server.to_string());
+    let responder = Charon::start(corp, "responder", config)?;
     let mut scenario = || -> Result<()> {
         responder.load_all()?;
         let _iperf = topo.start_iperf_server()?;
@@ -156,37 +156,55 @@ fn spawn_client(
     intranet_ts: &str,
     renew_secs: u64,
 ) -> Result<Process> {
+    spawn_client_with(
+        topo,
+        certs,
+        endpoint,
+        (infrastructure_ts, intranet_ts),
+        renew_secs,
+        &[],
+    )
+}
+
+/// [`spawn_client`] with more arguments for `gate64 connect`.
+fn spawn_client_with(
+    topo: &Topology,
+    certs: &LabCerts,
+    endpoint: Ipv6Addr,
+    (infrastructure_ts, intranet_ts): (&str, &str),
+    renew_secs: u64,
+    extra: &[&str],
+) -> Result<Process> {
     let bin = gate64_binary()?;
     let renew = renew_secs.to_string();
     let (server, endpoint) = (SERVER_V4.to_string(), endpoint.to_string());
-    topo.cli.spawn(
-        "gate64-connect-ipsec",
-        &[
-            "env",
-            "RUST_LOG=debug",
-            path_str(&bin)?,
-            "connect",
-            "teredo",
-            "--server",
-            &server,
-            "--ifname",
-            IFNAME,
-            "--ipsec-endpoint",
-            &endpoint,
-            "--ipsec-cert",
-            path_str(&certs.initiator_cert)?,
-            "--ipsec-key",
-            path_str(&certs.initiator_key)?,
-            "--ipsec-ca",
-            path_str(&certs.ca)?,
-            "--infrastructure-ts",
-            infrastructure_ts,
-            "--intranet-ts",
-            intranet_ts,
-            "--ipsec-renew-secs",
-            &renew,
-        ],
-    )
+    let mut argv = vec![
+        "env",
+        "RUST_LOG=debug",
+        path_str(&bin)?,
+        "connect",
+        "teredo",
+        "--server",
+        &server,
+        "--ifname",
+        IFNAME,
+        "--ipsec-endpoint",
+        &endpoint,
+        "--ipsec-cert",
+        path_str(&certs.initiator_cert)?,
+        "--ipsec-key",
+        path_str(&certs.initiator_key)?,
+        "--ipsec-ca",
+        path_str(&certs.ca)?,
+        "--infrastructure-ts",
+        infrastructure_ts,
+        "--intranet-ts",
+        intranet_ts,
+        "--ipsec-renew-secs",
+        &renew,
+    ];
+    argv.extend_from_slice(extra);
+    topo.cli.spawn("gate64-connect-ipsec", &argv)
 }
 
 /// Waits until the client routed both tunnels' selectors into its TUN device (learnt from
@@ -442,4 +460,76 @@ fn connect_teredo_to_gate64(topo: &Topology) -> Result<()> {
     client.ensure_running()?;
     gate.ensure_running()?;
     Ok(())
+}
+
+#[test]
+#[ignore = "netns: needs root"]
+fn netns_ipsec_connect_refuses_a_server_without_its_server_id() {
+    netns_test(
+        "netns_ipsec_connect_refuses_a_server_without_its_server_id",
+        Topology::builder(),
+        refuses_a_server_without_its_server_id,
+    );
+}
+
+/// `gate64 connect --ipsec-server-id` naming what gate64's certificate (subjectAltName: its
+/// address) does not hold: neither tunnel comes up on the client, which says why, and nothing
+/// corporate answers it. (Without the flag the endpoint's address is the identity asked for:
+/// `netns_ipsec_connect_teredo_to_gate64`.)
+fn refuses_a_server_without_its_server_id(topo: &Topology) -> Result<()> {
+    let ike = LabCerts::generate(
+        &topo.srv,
+        &topo.srv.dir().join("ike-certs"),
+        IpAddr::V6(GATE64_ADDRESS6),
+    )?;
+    let infrastructure_ts = format!("{CORP_HOST}/128");
+    let opts = Gate64Options {
+        without_ipsec: false,
+        extra: format!(
+            "[ipsec]\ncertificate = \"{}\"\nprivate_key = \"{}\"\nca = \"{}\"\n\
+             pool6 = \"{POOL6}\"\ninfrastructure_prefixes = [\"{infrastructure_ts}\"]\n",
+            path_str(&ike.responder_cert)?,
+            path_str(&ike.responder_key)?,
+            path_str(&ike.ca)?,
+        ),
+        ..Gate64Options::default()
+    };
+    let mut gate = topo.start_gate64(&opts)?;
+    let mut client = spawn_client_with(
+        topo,
+        &ike,
+        GATE64_ADDRESS6,
+        (&infrastructure_ts, "2001:db8:100::/48"),
+        RENEW_SECS,
+        &["--ipsec-server-id", "elsewhere.gate64.lab"],
+    )?;
+    let refusal = "identity does not match the certificate";
+    // Line by line: the log's fields may carry colour codes between name and value.
+    let refused_for = |log: &str, tunnel: &str| {
+        log.lines()
+            .any(|l| l.contains("IPsec tunnel down") && l.contains(tunnel) && l.contains(refusal))
+    };
+    let refused = wait_for(ESTABLISH_TIMEOUT, || {
+        let log = client.log();
+        (refused_for(&log, "Infrastructure") && refused_for(&log, "Intranet")).then_some(())
+    });
+    client.ensure_running()?;
+    ensure!(
+        refused.is_some(),
+        "the client did not refuse gate64's certificate for both tunnels within \
+         {ESTABLISH_TIMEOUT:?}:\n{}",
+        client.log()
+    );
+    ensure!(
+        !client.log().contains("IPsec tunnel up"),
+        "a tunnel came up:\n{}",
+        client.log()
+    );
+    // No inner address, hence no route to the corporate side.
+    let inner = topo.cli.ip(&["-6", "addr", "show", "dev", IFNAME])?;
+    ensure!(
+        !inner.contains("inet6 fd00:c1::"),
+        "an inner address from {POOL6} on {IFNAME}: {inner}"
+    );
+    gate.ensure_running()
 }

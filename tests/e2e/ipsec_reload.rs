@@ -2,7 +2,7 @@
 //!
 //! - `netns_reload_renews_the_ike_certificate_and_keeps_ike_sas`: strongSwan over Miredo's
 //!   Teredo client builds the infrastructure tunnel to `gate64 serve`; a new certificate and
-//!   key (another subject, same CA) replace the files at the same paths, then SIGHUP. The
+//!   key (another subject and name, same CA) replace the files at the same paths, then SIGHUP. The
 //!   IKE SA and child SA up before keep their SPIs and carry pings; the intranet tunnel,
 //!   negotiated after the reload, is served the new certificate (strongSwan's remote
 //!   identity), while the old tunnel still shows the old one.
@@ -15,10 +15,13 @@ use gate64_testkit::{CORP_HOST, Process, Topology, wait_until};
 
 use crate::common::netns_test;
 use crate::ike_multi_auth::issue_under_lab_ca;
-use crate::ipsec::{GATE64_ADDRESS6, INITIATE_TIMEOUT, SETTLE_TIMEOUT, TeredoIpsecLab};
+use crate::ipsec::{INITIATE_TIMEOUT, SETTLE_TIMEOUT, TeredoIpsecLab};
 
 /// The renewed certificate's subject.
 const RENEWED_DN: &str = "CN=gate64 renewed IKE certificate";
+/// The renewed certificate's only subjectAltName: the identity gate64 then answers with (its
+/// first subjectAltName, as no `ipsec.identity` is set and strongSwan asks for none).
+const RENEWED_NAME: &str = "renewed.gate64.lab";
 /// A host of the intranet tunnel (the lab's corporate /48), not the infrastructure host.
 const INTRANET_TS: &str = "2001:db8:100::/48";
 
@@ -46,7 +49,7 @@ fn renews_the_ike_certificate(topo: &Topology) -> Result<()> {
         let before = initiator.wait_established(1, 1, SETTLE_TIMEOUT)?;
         let old = ike(&before, INFRASTRUCTURE)?.clone();
         ensure!(
-            !old.remote_id.contains(RENEWED_DN),
+            !old.remote_id.contains(RENEWED_NAME),
             "the renewed certificate before the reload: {old:?}"
         );
         topo.ping6_all(&topo.cli, CORP_HOST, 3)
@@ -54,12 +57,11 @@ fn renews_the_ike_certificate(topo: &Topology) -> Result<()> {
 
         // A renewal as certbot-style tools do it: new files at the same paths.
         let dir = topo.srv.dir().join("certs");
-        let addr = GATE64_ADDRESS6.to_string();
         let (cert, key) = issue_under_lab_ca(
             &topo.srv,
             &dir,
             &lab.certs,
-            ("renewed", RENEWED_DN, &addr, "serverAuth"),
+            ("renewed", RENEWED_DN, RENEWED_NAME, "serverAuth"),
         )?;
         std::fs::copy(&cert, &lab.certs.responder_cert).context("renewing the certificate")?;
         std::fs::copy(&key, &lab.certs.responder_key).context("renewing the key")?;
@@ -78,8 +80,8 @@ fn renews_the_ike_certificate(topo: &Topology) -> Result<()> {
         );
         let renewed = ike(&after, INTRANET)?;
         ensure!(
-            renewed.remote_id.contains(RENEWED_DN),
-            "the IKE SA negotiated after the reload got {:?}, not {RENEWED_DN}",
+            renewed.remote_id.contains(RENEWED_NAME),
+            "the IKE SA negotiated after the reload got {:?}, not {RENEWED_NAME}",
             renewed.remote_id
         );
         topo.ping6_all(&topo.cli, CORP_HOST, 3)
@@ -100,7 +102,7 @@ fn ike<'a>(sas: &'a [IkeSa], name: &str) -> Result<&'a IkeSa> {
         .with_context(|| format!("no IKE SA {name}: {sas:#?}"))
 }
 
-fn hup(p: &Process) -> Result<()> {
+pub(crate) fn hup(p: &Process) -> Result<()> {
     let out = std::process::Command::new("kill")
         .args(["-HUP".to_owned(), p.pid().to_string()])
         .output()
@@ -109,7 +111,7 @@ fn hup(p: &Process) -> Result<()> {
     Ok(())
 }
 
-fn wait_log(p: &Process, needle: &str) -> Result<()> {
+pub(crate) fn wait_log(p: &Process, needle: &str) -> Result<()> {
     ensure!(
         wait_until(Duration::from_secs(15), || p.log().contains(needle)),
         "no {needle:?} in gate64's log within 15 s:\n{}",

@@ -74,7 +74,15 @@ pub struct Ipsec {
     pub intranet_second_auth: SecondAuth,
     /// Which extended key usages a client certificate must list, over IKE and IP-HTTPS.
     pub client_eku: ClientEku,
+    /// The identity gate64 proves in IDr when a client asks for none its certificate holds:
+    /// an IP address, an email address (`@`), a subject DN (`=`) or a DNS name; `None` = the
+    /// certificate's first subjectAltName, else its DN. Checked against the certificate when
+    /// it is read.
+    pub identity: Option<String>,
 }
+
+/// Longest `ipsec.identity` (a DNS name is at most 253 bytes; a DN rarely longer).
+const MAX_IDENTITY_LEN: usize = 1024;
 
 /// `ipsec.client_eku`: the extended key usages a client's certificate must list.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
@@ -127,6 +135,7 @@ impl Default for Ipsec {
             dpd_secs: defaults::DPD_SECS,
             intranet_second_auth: SecondAuth::default(),
             client_eku: ClientEku::default(),
+            identity: None,
         }
     }
 }
@@ -189,6 +198,7 @@ pub(crate) struct RawIpsec {
     dpd_secs: Option<u64>,
     intranet_second_auth: Option<SecondAuth>,
     client_eku: Option<ClientEku>,
+    identity: Option<String>,
 }
 
 impl RawIpsec {
@@ -225,6 +235,7 @@ impl RawIpsec {
             dpd_secs: self.dpd_secs.unwrap_or(d.dpd_secs),
             intranet_second_auth: self.intranet_second_auth.unwrap_or(d.intranet_second_auth),
             client_eku: self.client_eku.unwrap_or(d.client_eku),
+            identity: self.identity,
         }
     }
 }
@@ -290,6 +301,18 @@ impl Config {
 
     pub(crate) fn validate_ipsec(&self) -> Result<(), ConfigError> {
         self.validate_ipsec_credentials()?;
+        if let Some(id) = &self.ipsec.identity
+            && (id.trim().is_empty() || id.len() > MAX_IDENTITY_LEN)
+        {
+            return Err(invalid(
+                "ipsec.identity",
+                format!("{id:?}"),
+                format!(
+                    "must be 1..={MAX_IDENTITY_LEN} bytes: a DNS name, an IP address, an email \
+                     address or the subject DN the certificate holds"
+                ),
+            ));
+        }
         self.validate_ipsec_endpoint()?;
         if let Some(pool) = &self.ipsec.pool6 {
             self.validate_pool6(pool)?;
@@ -604,6 +627,7 @@ pub(crate) fn expected_form(path: &str) -> Option<&'static str> {
         | "ipsec.dpd_secs" => "a whole number",
         "ipsec.intranet_second_auth" => "\"off\", \"optional\" or \"required\"",
         "ipsec.client_eku" => "\"strict\" or \"any\"",
+        "ipsec.identity" => "a string, e.g. \"gw.example.com\" or \"2001:db8::1\"",
         _ => return None,
     })
 }

@@ -26,6 +26,7 @@ pub const LIVE_KEYS: &[&str] = &[
     "ipsec.ca",
     "ipsec.intranet_second_auth",
     "ipsec.client_eku",
+    "ipsec.identity",
     "nat64.binding_log",
     "limits.max_iphttps_connections",
     "iphttps.max_handshakes_per_source",
@@ -128,7 +129,8 @@ impl Config {
                 child_lifetime_secs,
                 dpd_secs,
                 intranet_second_auth,
-                client_eku
+                client_eku,
+                identity
             ]
         );
         diff!(

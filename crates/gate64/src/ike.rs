@@ -5,7 +5,7 @@ use anyhow::{Context, Result};
 use gate64_config::{Config, IpsecClientEku, IpsecSecondAuth};
 use gate64_dataplane::{IkeResult, IkeShedReason, IpsecStats, RekeyKind};
 use gate64_esp::SaDb;
-use gate64_ike::auth::{ClientEku, Credentials, TrustAnchors};
+use gate64_ike::auth::{ClientEku, Credentials, Identity, TrustAnchors};
 use gate64_ike::responder::{self, Event, Refusal, Responder, ResponderConfig, SecondAuthPolicy};
 use gate64_io::ike::{IKE_PORT, IkeControl, IkeDriver, IkeSockets, NAT_T_PORT};
 use std::sync::Arc;
@@ -62,10 +62,46 @@ fn read_credentials(cfg: &Config) -> Result<Option<(Credentials, TrustAnchors)>>
         &read("ipsec.private_key", key)?,
     )
     .map_err(|e| anyhow::anyhow!("`ipsec.certificate` / `ipsec.private_key`: {e}"))?;
+    let credentials = with_identity(credentials, s.identity.as_deref())?;
     let anchors = TrustAnchors::from_pem(&read("ipsec.ca", ca)?)
         .map_err(|e| anyhow::anyhow!("`ipsec.ca` ({}): {e}", ca.display()))?
         .for_clients(client_eku(cfg));
     Ok(Some((credentials, anchors)))
+}
+
+/// Our IDr when a client asks for none our certificate holds: `ipsec.identity`, which the
+/// certificate must hold (an IP address, an email address with `@`, the subject DN as
+/// `gate64 status` writes it with `=`, else a DNS name), or by default the certificate's first
+/// subjectAltName, else its DN.
+fn with_identity(credentials: Credentials, identity: Option<&str>) -> Result<Credentials> {
+    let Some(text) = identity else {
+        let id = credentials.first_san_or_dn();
+        return credentials
+            .with_id(id)
+            .map_err(|e| anyhow::anyhow!("`ipsec.certificate`: {e}"));
+    };
+    let id = if let Ok(ip) = text.parse::<std::net::IpAddr>() {
+        Identity::ip(ip)
+    } else if text.contains('@') {
+        Identity::email(text)
+    } else if text.contains('=') {
+        if credentials.subject() != text {
+            anyhow::bail!(
+                "`ipsec.identity` = {text:?}: not the certificate's subject DN ({:?})",
+                credentials.subject()
+            );
+        }
+        credentials.id_dn()
+    } else {
+        Identity::fqdn(text)
+    };
+    credentials.with_id(id).map_err(|_| {
+        anyhow::anyhow!(
+            "`ipsec.identity` = {text:?}: the certificate (`ipsec.certificate`) holds no such \
+             subjectAltName; give one of its DNS names, IP addresses or email addresses, or its \
+             subject DN"
+        )
+    })
 }
 
 /// `ipsec.client_eku` as the IKE crate's rule.
@@ -234,5 +270,44 @@ fn ike_result(result: &Result<(), Refusal>) -> IkeResult {
         Err(Refusal::TsUnacceptable) => IkeResult::TsUnacceptable,
         Err(Refusal::Timeout) => IkeResult::Timeout,
         Err(_) => IkeResult::Error,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The IKE certificate of `gate64 certs` for `gw.gate64.lab` and `2001:db8:ffff::1`.
+    fn lab_credentials(tag: &str) -> Credentials {
+        let dir = std::env::temp_dir().join(format!("gate64-ike-id-{tag}-{}", std::process::id()));
+        let ip: std::net::IpAddr = "2001:db8:ffff::1".parse().expect("ip");
+        crate::certs::generate(&dir, &["gw.gate64.lab".to_owned()], &[ip]).expect("certs");
+        let read = |f: &str| std::fs::read(dir.join(f)).expect("read");
+        let c = Credentials::from_pem(&read("ipsec.pem"), &read("ipsec.key")).expect("creds");
+        let _ = std::fs::remove_dir_all(&dir);
+        c
+    }
+
+    #[test]
+    fn identity_defaults_to_the_first_subject_alt_name_and_must_be_held() {
+        let c = with_identity(lab_credentials("default"), None).expect("default");
+        assert_eq!(c.id(), Identity::fqdn("gw.gate64.lab"));
+        for (given, want) in [
+            (
+                "2001:db8:ffff::1",
+                Identity::ip("2001:db8:ffff::1".parse().expect("ip")),
+            ),
+            ("gw.gate64.lab", Identity::fqdn("gw.gate64.lab")),
+        ] {
+            let c = with_identity(lab_credentials("given"), Some(given)).expect(given);
+            assert_eq!(c.id(), want);
+        }
+        let subject = lab_credentials("dn").subject();
+        let c = with_identity(lab_credentials("dn2"), Some(&subject)).expect("the DN");
+        assert_eq!(c.id(), c.id_dn());
+        for refused in ["elsewhere.gate64.lab", "2001:db8::9", "CN=someone else"] {
+            let e = with_identity(lab_credentials("refused"), Some(refused)).unwrap_err();
+            assert!(format!("{e:#}").contains("ipsec.identity"), "{e:#}");
+        }
     }
 }

@@ -112,6 +112,9 @@ fn status(json: bool, socket: Option<PathBuf>, config: Option<PathBuf>) -> Resul
 fn check_config(file: &std::path::Path) -> Result<()> {
     let cfg = Config::load(file)?;
     cfg.check_files()?;
+    // The IKE certificate, key and CA parsed as the daemon will, `ipsec.identity` checked
+    // against the certificate.
+    crate::ike::Reloaded::read(&cfg)?;
     for w in cfg.warnings() {
         println!("warning: {w}");
     }

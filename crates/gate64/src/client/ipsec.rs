@@ -36,7 +36,7 @@ use gate64_esp::{
     Inbound, MAX_TRAILER, NEXT_HEADER_IPV6, Outbound, SPI_SEQ_IV_LEN, TunnelKind, esp_len,
     inner_addrs, spi_of,
 };
-use gate64_ike::auth::{Credentials, TrustAnchors};
+use gate64_ike::auth::{Credentials, Identity, TrustAnchors};
 use gate64_ike::initiator::{Initiator, InitiatorConfig, InitiatorEvent};
 use gate64_ike::keys::Group;
 use gate64_ike::message::TrafficSelector;
@@ -95,6 +95,9 @@ pub struct IpsecSettings {
     /// intranet tunnel, as DirectAccess proves the user after the machine; the
     /// infrastructure tunnel authenticates the machine alone.
     pub user_pem: Option<(Vec<u8>, Vec<u8>)>,
+    /// The identity the responder's certificate must hold (sent as IDr); `None`: any
+    /// certificate under the CA may answer.
+    pub server_id: Option<Identity>,
 }
 
 impl IpsecSettings {
@@ -117,6 +120,7 @@ impl IpsecSettings {
             request_address: true,
             renew_after: RENEW_AFTER,
             user_pem: None,
+            server_id: None,
         };
         s.credentials().with_context(|| {
             format!(
@@ -164,8 +168,11 @@ impl IpsecSettings {
         (now, local, remote): (Instant, SocketAddr, SocketAddr),
     ) -> Result<Initiator> {
         let config = self.initiator_config(kind, corporate, outer)?;
-        let initiator = Initiator::new(config, now, SystemTime::now(), local, remote)
+        let mut initiator = Initiator::new(config, now, SystemTime::now(), local, remote)
             .map_err(|e| anyhow::anyhow!("{e:?}"))?;
+        if let Some(id) = &self.server_id {
+            initiator = initiator.with_server_id(id.clone());
+        }
         Ok(match (kind, self.user_credentials()?) {
             (TunnelKind::Intranet, Some(user)) => initiator.with_second_auth(user),
             _ => initiator,

@@ -44,9 +44,10 @@ use crate::client::iphttps::{Server, Url};
 use crate::client::ipsec::{IpsecHost, IpsecSettings};
 use anyhow::{Context, Result};
 use gate64_esp::TunnelKind;
+use gate64_ike::auth::Identity;
 use gate64_teredo::client::Client as TeredoClient;
 use ipnet::Ipv6Net;
-use std::net::{Ipv4Addr, Ipv6Addr, SocketAddrV4};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddrV4};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -147,6 +148,13 @@ struct IpsecArgs {
     /// ca.pem).
     #[arg(long, value_name = "PEM", required_unless_present = "no_ipsec")]
     ipsec_ca: Option<PathBuf>,
+    /// The identity gate64's IKE certificate must hold, asked for in IDr: an IP address, an
+    /// email address (with `@`) or a DNS name, matched against the certificate's
+    /// subjectAltNames. A server whose certificate does not hold it gets no tunnel. Default:
+    /// the `--ipsec-endpoint` address, so that no other certificate of the CA can pose as
+    /// gate64.
+    #[arg(long, value_name = "ID")]
+    ipsec_server_id: Option<String>,
     /// A user certificate chain, leaf first (PEM), proven in a second authentication round on
     /// the intranet tunnel (RFC 4739), after the machine certificate of `--ipsec-cert`, when
     /// the responder supports it (gate64: `[ipsec] intranet_second_auth`). Under the same CA
@@ -198,12 +206,34 @@ impl IpsecArgs {
             (TunnelKind::Intranet, self.intranet_ts.clone()),
         ];
         let mut settings = IpsecSettings::load(endpoint, cert, key, ca, tunnels)?;
+        settings.server_id = Some(server_identity(self.ipsec_server_id.as_deref(), endpoint)?);
         settings.renew_after = std::time::Duration::from_secs(self.ipsec_renew_secs);
         if let (Some(cert), Some(key)) = (&self.user_cert, &self.user_key) {
             settings.load_user(cert, key)?;
         }
         Ok(Some(Arc::new(settings)))
     }
+}
+
+/// `--ipsec-server-id` as an IKE identity: an IP address, an email address (`@`) or a DNS
+/// name; without it the endpoint's address.
+fn server_identity(given: Option<&str>, endpoint: Ipv6Addr) -> Result<Identity> {
+    let Some(text) = given else {
+        return Ok(Identity::ip(IpAddr::V6(endpoint)));
+    };
+    let text = text.trim();
+    anyhow::ensure!(
+        !text.is_empty() && !text.contains('='),
+        "--ipsec-server-id {text:?}: give an IP address, an email address or a DNS name that \
+         gate64's certificate holds as a subjectAltName"
+    );
+    Ok(if let Ok(ip) = text.parse::<IpAddr>() {
+        Identity::ip(ip)
+    } else if text.contains('@') {
+        Identity::email(text)
+    } else {
+        Identity::fqdn(text)
+    })
 }
 
 /// Runs `gate64 connect`.

@@ -91,6 +91,7 @@ fn own_settings(base: &IpsecSettings, ca: &ClientCa, i: usize) -> Result<IpsecSe
         request_address: base.request_address,
         renew_after: base.renew_after,
         user_pem: None,
+        server_id: base.server_id.clone(),
     })
 }
 

@@ -1,7 +1,7 @@
 //! Our side: certificate chain, private key, identity, AUTH signatures.
 
 use super::algid::{self, Scheme};
-use super::peer::{PublicKey, parse_leaf};
+use super::peer::{PeerCert, PublicKey, parse_leaf};
 use super::{AuthError, AuthMethod, Identity, SigHash};
 use aws_lc_rs::rand::SystemRandom;
 use aws_lc_rs::signature::{self, EcdsaKeyPair, KeyPair, RsaKeyPair};
@@ -15,6 +15,8 @@ pub struct Credentials {
     chain: Vec<CertificateDer<'static>>,
     key: SigningKey,
     id: Identity,
+    /// The leaf, parsed: which identities it holds.
+    leaf: PeerCert,
     /// RSA keys sign method 14 with RSASSA-PSS instead of PKCS#1 v1.5.
     rsa_pss: bool,
 }
@@ -84,6 +86,7 @@ impl Credentials {
             chain,
             key,
             id,
+            leaf: parsed,
             rsa_pss: false,
         })
     }
@@ -92,12 +95,32 @@ impl Credentials {
     /// the DN). The certificate must vouch for it (subjectAltName, see
     /// [`super::PeerCert::matches_id`]), else [`AuthError::IdMismatch`]: the peer would refuse it.
     pub fn with_id(mut self, id: Identity) -> Result<Self, AuthError> {
-        let leaf = parse_leaf(self.leaf())?;
-        if !leaf.matches_id(&id) {
+        if !self.holds_id(&id) {
             return Err(AuthError::IdMismatch);
         }
         self.id = id;
         Ok(self)
+    }
+
+    /// Whether the leaf vouches for `id` (subjectAltName, subject DN or key ID, as a peer's
+    /// certificate is matched).
+    pub fn holds_id(&self, id: &Identity) -> bool {
+        self.leaf.matches_id(id)
+    }
+
+    /// The leaf's subject DN as text (as `gate64 status` shows identities).
+    pub fn subject(&self) -> String {
+        self.leaf.subject()
+    }
+
+    /// The leaf's subject DN as an identity (DER_ASN1_DN).
+    pub fn id_dn(&self) -> Identity {
+        Identity::der_dn(&self.leaf.subject_der)
+    }
+
+    /// The leaf's first subjectAltName an ID payload can carry, else its subject DN.
+    pub fn first_san_or_dn(&self) -> Identity {
+        self.leaf.first_san_or_dn()
     }
 
     /// Makes an RSA key sign method 14 with RSASSA-PSS (MGF1 with the same hash, salt as long

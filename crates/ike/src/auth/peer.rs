@@ -158,6 +158,8 @@ pub struct PeerCert {
     spki_sha1: Vec<u8>,
     pub(crate) key: PublicKey,
     may_sign: bool,
+    /// The first subjectAltName that is an ID type (dNSName, rfc822Name, iPAddress).
+    first_san: Option<Identity>,
     /// The leaf lists clientAuth or ipsecIKE ([`ClientEku::Strict`]).
     client_eku: bool,
 }
@@ -231,6 +233,15 @@ impl PeerCert {
                     || id.data == self.spki_sha1
             }
         }
+    }
+
+    /// The certificate's first subjectAltName that an ID payload can carry (dNSName,
+    /// rfc822Name, iPAddress), else its subject DN: the identity a responder answers with
+    /// when nothing else is asked or configured.
+    pub fn first_san_or_dn(&self) -> Identity {
+        self.first_san
+            .clone()
+            .unwrap_or_else(|| Identity::der_dn(&self.subject_der))
     }
 
     /// The subject DN as text (RFC 4514 style, e.g. `CN=client1.gate64.lab`), for logs and
@@ -317,21 +328,32 @@ pub(crate) fn parse_leaf(der: &[u8]) -> Result<PeerCert, AuthError> {
     let spki = cert.public_key();
     let key = public_key(spki);
     let (mut dns_names, mut emails, mut ips) = (Vec::new(), Vec::new(), Vec::new());
+    let mut first_san = None;
     let san = cert
         .subject_alternative_name()
         .map_err(|_| AuthError::Malformed("subjectAltName extension"))?;
     for name in san.iter().flat_map(|san| san.value.general_names.iter()) {
-        match name {
-            GeneralName::DNSName(n) => dns_names.push((*n).to_owned()),
-            GeneralName::RFC822Name(e) => emails.push((*e).to_owned()),
-            GeneralName::IPAddress(a) => {
-                if let Ok(v4) = <[u8; 4]>::try_from(*a) {
-                    ips.push(IpAddr::from(v4));
-                } else if let Ok(v6) = <[u8; 16]>::try_from(*a) {
-                    ips.push(IpAddr::from(v6));
-                }
+        let id = match name {
+            GeneralName::DNSName(n) => {
+                dns_names.push((*n).to_owned());
+                Some(Identity::fqdn(n))
             }
-            _ => {}
+            GeneralName::RFC822Name(e) => {
+                emails.push((*e).to_owned());
+                Some(Identity::email(e))
+            }
+            GeneralName::IPAddress(a) => {
+                let ip = <[u8; 4]>::try_from(*a)
+                    .map(IpAddr::from)
+                    .or_else(|_| <[u8; 16]>::try_from(*a).map(IpAddr::from))
+                    .ok();
+                ips.extend(ip);
+                ip.map(Identity::ip)
+            }
+            _ => None,
+        };
+        if first_san.is_none() {
+            first_san = id;
         }
     }
     let subject_key_id = cert
@@ -361,6 +383,7 @@ pub(crate) fn parse_leaf(der: &[u8]) -> Result<PeerCert, AuthError> {
             .to_vec(),
         key,
         may_sign,
+        first_san,
         client_eku,
     })
 }

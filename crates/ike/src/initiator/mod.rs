@@ -137,6 +137,8 @@ pub struct Initiator {
     transmits: VecDeque<(SocketAddr, SocketAddr, Vec<u8>)>,
     events: VecDeque<InitiatorEvent>,
     second_auth: Option<SecondAuth>,
+    /// The identity the responder's certificate must hold, sent as IDr.
+    server_id: Option<Identity>,
 }
 
 impl Initiator {
@@ -176,7 +178,18 @@ impl Initiator {
             transmits: VecDeque::new(),
             events: VecDeque::new(),
             second_auth: None,
+            server_id: None,
         })
+    }
+
+    /// Names the identity the responder must prove: sent as IDr in IKE_AUTH (RFC 7296 §2.15
+    /// lets the initiator say whom it wants to talk to), and the responder's certificate must
+    /// hold it (a subjectAltName dNSName, iPAddress or rfc822Name, or the subject DN), else
+    /// the IKE SA fails with [`AuthError::IdMismatch`]. Without it any certificate under the
+    /// anchors may answer.
+    pub fn with_server_id(mut self, id: Identity) -> Self {
+        self.server_id = Some(id);
+        self
     }
 
     /// Offers RFC 4739 multiple authentication: `user` (a user certificate and key) is proven
@@ -459,6 +472,12 @@ impl Initiator {
             encoding: 4,
             data: self.config.anchors.certreq_data(),
         });
+        if let Some(id) = &self.server_id {
+            payloads.push(Payload::IdR(Identification {
+                kind: id.id_type.code(),
+                data: id.data.clone(),
+            }));
+        }
         payloads.push(Payload::Auth {
             method: method.code(),
             data: auth,
@@ -570,6 +589,13 @@ impl Initiator {
         let (leaf, rest) = p.certs.split_first().ok_or(AuthError::NoCertificate)?;
         let cert = self.config.anchors.verify_peer(leaf, rest, wall)?;
         if !cert.matches_id(&Identity::from_payload_body(&p.id.body())?) {
+            return Err(AuthError::IdMismatch);
+        }
+        if self
+            .server_id
+            .as_ref()
+            .is_some_and(|id| !cert.matches_id(id))
+        {
             return Err(AuthError::IdMismatch);
         }
         let method =

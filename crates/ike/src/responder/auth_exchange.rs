@@ -235,7 +235,7 @@ pub(super) fn after_verify(
         Ok(another) => another,
         Err(reason) => return fail(r, h, now, started, notify::AUTHENTICATION_FAILED, reason),
     };
-    let payloads = match our_auth(r, h.spi_r) {
+    let payloads = match our_auth(r, h.spi_r, requested_idr(&inner).as_ref()) {
         Ok(p) => p,
         Err(e) => {
             tracing::warn!(error = %e, "ike: signing our AUTH failed");
@@ -325,12 +325,30 @@ fn forget_stale(r: &mut Responder, spi_r: u64, identity: &str, tunnel: Option<Tu
     }
 }
 
+/// The identity the client asked us to prove, from the IDr payload of its IKE_AUTH request
+/// (RFC 7296 §3.5); none when it sent none or one that does not parse.
+fn requested_idr(inner: &[Payload]) -> Option<Identity> {
+    inner.iter().find_map(|p| match p {
+        Payload::IdR(id) => Identity::from_payload_body(&id.body()).ok(),
+        _ => None,
+    })
+}
+
 /// IDr, our certificates and our AUTH over the IKE_SA_INIT response | Ni | prf(SK_pr, IDr')
-/// (RFC 7296 §2.15), by RFC 7427 when the client sent SIGNATURE_HASH_ALGORITHMS.
-fn our_auth(r: &Responder, spi_r: u64) -> Result<Vec<Payload>, AuthError> {
+/// (RFC 7296 §2.15), by RFC 7427 when the client sent SIGNATURE_HASH_ALGORITHMS. IDr is the
+/// identity the client asked for when our certificate holds it (a strongSwan client whose
+/// `remote.id` is our address or DNS name), else the configured one (`[ipsec] identity`).
+fn our_auth(
+    r: &Responder,
+    spi_r: u64,
+    requested: Option<&Identity>,
+) -> Result<Vec<Payload>, AuthError> {
     let sa = r.sas.get(&spi_r).ok_or(AuthError::Malformed("no IKE SA"))?;
     let credentials = &r.config.credentials;
-    let ours = credentials.id();
+    let ours = match requested {
+        Some(id) if credentials.holds_id(id) => id.clone(),
+        _ => credentials.id(),
+    };
     let idr = Identification {
         kind: ours.id_type.code(),
         data: ours.data.clone(),

@@ -567,6 +567,41 @@ fn rfc7296_2_21_2_client_from_another_ca_fails_authentication() {
 }
 
 #[test]
+fn rfc7296_2_15_idr_the_client_asks_for_is_answered_when_the_certificate_holds_it() {
+    // The server leaf is CN=gate64.lab with SAN dNSName gate64.lab.
+    let lab = Lab::new();
+    let now = Instant::now();
+    let client = |server_id: crate::auth::Identity| {
+        let mut i = lab
+            .initiator(
+                now,
+                TunnelKind::Intranet,
+                "fd00:c0::/64",
+                &lab.clients_ca,
+                Group::Ecp256,
+            )
+            .with_server_id(server_id);
+        i.start(now);
+        i
+    };
+    let mut r = lab.responder(now, |_| {});
+    let mut i = client(crate::auth::Identity::fqdn("gate64.lab"));
+    exchange_all(&mut r, &mut i, now);
+    established(&mut i);
+    // A name the certificate does not hold: gate64 answers with its own identity, and the
+    // client, which wanted that name, refuses the answer.
+    let mut r = lab.responder(now, |_| {});
+    let mut i = client(crate::auth::Identity::fqdn("elsewhere.lab"));
+    exchange_all(&mut r, &mut i, now);
+    assert!(matches!(
+        i.poll_event(),
+        Some(InitiatorEvent::Failed(
+            crate::initiator::InitiatorError::Auth(crate::auth::AuthError::IdMismatch)
+        ))
+    ));
+}
+
+#[test]
 fn a_server_certificate_does_not_authenticate_a_client() {
     // serverAuth alone under the clients' CA: refused by default (the strict client rule).
     let lab = Lab::new();

@@ -84,6 +84,9 @@ pub struct CharonConfig {
     pub local_addr: Option<IpAddr>,
     /// Own certificate and key, trusted CAs.
     pub certs: CertPaths,
+    /// Our identity (`local.id`); `None`: charon's default, the certificate's subject DN. A
+    /// responder whose initiators ask for its address or name in IDr needs it set to that.
+    pub local_id: Option<String>,
     /// The identity the peer must prove (`remote.id`); `%any` accepts any identity whose
     /// certificate chains to a trusted CA (the initiator then sends no IDr).
     pub remote_id: String,
@@ -164,6 +167,7 @@ impl CharonConfig {
             role,
             local_addr,
             certs,
+            local_id: None,
             remote_id: "%any".to_owned(),
             ike_proposals: IKE_PROPOSALS.iter().map(|s| (*s).to_owned()).collect(),
             esp_proposals: ESP_PROPOSALS.iter().map(|s| (*s).to_owned()).collect(),
@@ -263,14 +267,19 @@ impl CharonConfig {
 
     /// The `local` section, or `local-1` and `local-2` when `name` runs a second round.
     fn locals(&self, name: &str, cert: &str) -> String {
-        let section = |label: &str, cert: &str| {
-            format!("    {label} {{\n      auth = pubkey\n      certs = {cert}\n    }}\n")
+        let id = self
+            .local_id
+            .as_ref()
+            .map(|id| format!("      id = {id}\n"))
+            .unwrap_or_default();
+        let section = |label: &str, cert: &str, id: &str| {
+            format!("    {label} {{\n      auth = pubkey\n      certs = {cert}\n{id}    }}\n")
         };
         match &self.second_auth {
             Some(second) if second.tunnels.iter().any(|t| t == name) => {
-                section("local-1", cert) + &section("local-2", SECOND_CERT)
+                section("local-1", cert, &id) + &section("local-2", SECOND_CERT, "")
             }
-            _ => section("local", cert),
+            _ => section("local", cert, &id),
         }
     }
 

@@ -66,6 +66,7 @@ impl Shared {
             request_address: true,
             renew_after: crate::client::ipsec::RENEW_AFTER,
             user_pem: None,
+            server_id: None,
         };
         let iphttps = match (&spec.iphttps_url, spec.iphttps_clients()) {
             (Some(url), n) if n > 0 => Some(iphttps_server(spec, url)?),
@@ -101,6 +102,7 @@ impl Shared {
             request_address: base.request_address,
             renew_after: base.renew_after,
             user_pem: None,
+            server_id: base.server_id.clone(),
         })
     }
 }

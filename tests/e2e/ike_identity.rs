@@ -1,0 +1,116 @@
+//! The server identity a strongSwan road warrior asks for, against `gate64 serve` over
+//! Debian's Miredo client, as strongSwan's own examples configure it: `remote.id` = the
+//! server's address or DNS name from its certificate's subjectAltName.
+//!
+//! - `netns_strongswan_remote_id_from_the_certificate_builds_both_tunnels`: gate64 runs with
+//!   the lab certificate (subject `CN=<its address>`, subjectAltName its IPv6 address) and
+//!   `ipsec.identity` = that subject DN, so that what it answers unasked is the DN. `remote.id`
+//!   = `%any` builds both tunnels and charon shows the DN; `remote.id` = the address builds
+//!   both and charon shows the address (answered as asked). The certificate is renewed with
+//!   one that holds the address and then a DNS name (SIGHUP), and `remote.id` = that name
+//!   builds both tunnels; a name the certificate does not hold gets no tunnel (charon's
+//!   constraint check refuses gate64's answer).
+
+use std::net::IpAddr;
+
+use anyhow::{Context, Result, bail, ensure};
+use gate64_testkit::strongswan::{
+    Charon, CharonConfig, INFRASTRUCTURE, INTRANET, LabCerts, Tunnel, with_charon_logs,
+};
+use gate64_testkit::{CORP_HOST, Topology};
+
+use crate::common::netns_test;
+use crate::ike_multi_auth::issue_under_lab_ca;
+use crate::ipsec::{GATE64_ADDRESS6, INITIATE_TIMEOUT, SETTLE_TIMEOUT, TeredoIpsecLab};
+use crate::ipsec_reload::{hup, wait_log};
+
+/// The DNS name of the renewed certificate (beside gate64's address).
+const SERVER_NAME: &str = "gw.gate64.lab";
+
+#[test]
+#[ignore = "netns: needs root"]
+fn netns_strongswan_remote_id_from_the_certificate_builds_both_tunnels() {
+    netns_test(
+        "netns_strongswan_remote_id_from_the_certificate_builds_both_tunnels",
+        Topology::builder(),
+        remote_id_from_the_certificate,
+    );
+}
+
+fn tunnels() -> Vec<Tunnel> {
+    vec![
+        Tunnel::new(INFRASTRUCTURE, &[&format!("{CORP_HOST}/128")]),
+        Tunnel::new(INTRANET, &["2001:db8:100::/48"]),
+    ]
+}
+
+/// A strongSwan initiator in `tcli` whose `remote.id` is `remote_id`.
+fn initiator<'a>(topo: &'a Topology, certs: &LabCerts, remote_id: &str) -> Result<Charon<'a>> {
+    let mut config =
+        CharonConfig::initiator(IpAddr::V6(GATE64_ADDRESS6), certs.initiator(), tunnels());
+    config.remote_id = remote_id.to_owned();
+    Charon::start(&topo.cli, "initiator", config)
+}
+
+/// Both tunnels up with `remote.id` = `remote_id`, the corporate host answering through
+/// them, and charon naming `shown` as the remote identity of both IKE SAs.
+fn both_tunnels(topo: &Topology, certs: &LabCerts, remote_id: &str, shown: &str) -> Result<()> {
+    let charon = initiator(topo, certs, remote_id)?;
+    let scenario = || -> Result<()> {
+        charon.load_all()?;
+        for tunnel in [INFRASTRUCTURE, INTRANET] {
+            charon.initiate(tunnel, tunnel, INITIATE_TIMEOUT)?;
+        }
+        let sas = charon.wait_established(2, 2, SETTLE_TIMEOUT)?;
+        for sa in &sas {
+            ensure!(
+                sa.remote_id == shown,
+                "charon shows the remote identity {:?}, not {shown:?}",
+                sa.remote_id
+            );
+        }
+        // An unasserted first echo through the fresh SAs, then the asserted ones.
+        topo.ping6(&topo.cli, CORP_HOST, 1)?;
+        topo.ping6_all(&topo.cli, CORP_HOST, 3)
+            .with_context(|| format!("ping through the tunnels with remote.id {remote_id}"))?;
+        Ok(())
+    };
+    with_charon_logs(scenario(), &[&charon]).with_context(|| format!("remote.id = {remote_id}"))
+}
+
+fn remote_id_from_the_certificate(topo: &Topology) -> Result<()> {
+    let dn = format!("CN={GATE64_ADDRESS6}");
+    let keys = format!("identity = \"{dn}\"\n");
+    let mut lab = TeredoIpsecLab::start_with(topo, None, &keys, None)?;
+    both_tunnels(topo, &lab.certs, "%any", &dn)?;
+    let address = GATE64_ADDRESS6.to_string();
+    both_tunnels(topo, &lab.certs, &address, &address)?;
+
+    // A certificate holding a DNS name besides the address, at the same paths, then SIGHUP.
+    let dir = topo.srv.dir().join("certs");
+    let sans = format!("{GATE64_ADDRESS6} {SERVER_NAME}");
+    let (cert, key) = issue_under_lab_ca(
+        &topo.srv,
+        &dir,
+        &lab.certs,
+        ("named", &dn, &sans, "serverAuth"),
+    )?;
+    std::fs::copy(&cert, &lab.certs.responder_cert).context("replacing the certificate")?;
+    std::fs::copy(&key, &lab.certs.responder_key).context("replacing the key")?;
+    hup(&lab.gate)?;
+    wait_log(&lab.gate, "IKE credentials reloaded")?;
+    both_tunnels(topo, &lab.certs, SERVER_NAME, SERVER_NAME)?;
+
+    // A name the certificate does not hold: gate64 answers with its own identity, which
+    // charon refuses.
+    let charon = initiator(topo, &lab.certs, "elsewhere.gate64.lab")?;
+    let refused = || -> Result<()> {
+        charon.load_all()?;
+        match charon.initiate(INFRASTRUCTURE, INFRASTRUCTURE, INITIATE_TIMEOUT) {
+            Ok(out) => bail!("a tunnel to a server that is not elsewhere.gate64.lab:\n{out}"),
+            Err(_) => Ok(()),
+        }
+    };
+    with_charon_logs(refused(), &[&charon])?;
+    lab.gate.ensure_running()
+}
