@@ -30,6 +30,9 @@ pub struct Ipsec {
     pub private_key: Option<PathBuf>,
     /// PEM bundle of the CA(s) whose client certificates are accepted.
     pub ca: Option<PathBuf>,
+    /// PEM bundle of the CA(s) whose user certificates the RFC 4739 second round accepts;
+    /// `None`: `ca`.
+    pub user_ca: Option<PathBuf>,
     /// gate64's IKE/ESP address as written; `None` = `corpnet.address6`
     /// ([`Config::ipsec_endpoint`]).
     pub endpoint: Option<Ipv6Addr>,
@@ -119,6 +122,7 @@ impl Default for Ipsec {
             certificate: None,
             private_key: None,
             ca: None,
+            user_ca: None,
             endpoint: None,
             pool6: None,
             infrastructure_prefixes: None,
@@ -182,6 +186,7 @@ pub(crate) struct RawIpsec {
     certificate: Option<PathBuf>,
     private_key: Option<PathBuf>,
     ca: Option<PathBuf>,
+    user_ca: Option<PathBuf>,
     endpoint: Option<Ipv6Addr>,
     pool6: Option<Ipv6Net>,
     infrastructure_prefixes: Option<Vec<Ipv6Net>>,
@@ -209,6 +214,7 @@ impl RawIpsec {
             certificate: self.certificate,
             private_key: self.private_key,
             ca: self.ca,
+            user_ca: self.user_ca,
             endpoint: self.endpoint,
             pool6: self.pool6,
             infrastructure_prefixes: self.infrastructure_prefixes,
@@ -291,6 +297,7 @@ impl Config {
             ("ipsec.certificate", &s.certificate),
             ("ipsec.private_key", &s.private_key),
             ("ipsec.ca", &s.ca),
+            ("ipsec.user_ca", &s.user_ca),
         ] {
             if let Some(path) = path {
                 check_readable_file(key, path)?;
@@ -607,7 +614,7 @@ impl Config {
 pub(crate) fn expected_form(path: &str) -> Option<&'static str> {
     Some(match path {
         "ipsec.require" => "true or false",
-        "ipsec.certificate" | "ipsec.private_key" | "ipsec.ca" => {
+        "ipsec.certificate" | "ipsec.private_key" | "ipsec.ca" | "ipsec.user_ca" => {
             "a file path in quotes, e.g. \"/etc/gate64/ipsec.pem\""
         }
         "ipsec.endpoint" => "an IPv6 address in quotes, e.g. \"2001:db8:100::1\"",

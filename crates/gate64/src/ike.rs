@@ -21,6 +21,7 @@ const GAUGE_REFRESH: Duration = Duration::from_secs(1);
 pub struct Reloaded {
     credentials: Credentials,
     anchors: TrustAnchors,
+    user_anchors: Option<TrustAnchors>,
     second_auth: SecondAuthPolicy,
 }
 
@@ -34,6 +35,7 @@ impl Reloaded {
         Ok(Some(Reloaded {
             credentials,
             anchors,
+            user_anchors: read_user_anchors(cfg)?,
             second_auth: second_auth_policy(cfg),
         }))
     }
@@ -42,6 +44,7 @@ impl Reloaded {
     pub fn apply(self, control: &IkeControl) -> bool {
         control.apply(move |responder| {
             responder.replace_credentials(self.credentials, self.anchors);
+            responder.replace_user_anchors(self.user_anchors);
             responder.set_intranet_second_auth(self.second_auth);
             info!("IKE credentials reloaded: new IKE SAs use them, established ones stay");
         })
@@ -104,6 +107,19 @@ fn with_identity(credentials: Credentials, identity: Option<&str>) -> Result<Cre
     })
 }
 
+/// `ipsec.user_ca`, read and parsed with the client rule of `ipsec.client_eku`; `None` when
+/// unset (the second round then uses `ipsec.ca`).
+fn read_user_anchors(cfg: &Config) -> Result<Option<TrustAnchors>> {
+    let Some(path) = &cfg.ipsec.user_ca else {
+        return Ok(None);
+    };
+    let pem = std::fs::read(path)
+        .with_context(|| format!("reading `ipsec.user_ca` ({})", path.display()))?;
+    let anchors = TrustAnchors::from_pem(&pem)
+        .map_err(|e| anyhow::anyhow!("`ipsec.user_ca` ({}): {e}", path.display()))?;
+    Ok(Some(anchors.for_clients(client_eku(cfg))))
+}
+
 /// `ipsec.client_eku` as the IKE crate's rule.
 pub fn client_eku(cfg: &Config) -> ClientEku {
     match cfg.ipsec.client_eku {
@@ -137,6 +153,7 @@ pub fn responder_config(cfg: &Config) -> Result<Option<ResponderConfig>> {
         nets(cfg.ipsec_infrastructure_prefixes()),
         nets(cfg.ipsec_intranet_prefixes()),
     );
+    config.user_anchors = read_user_anchors(cfg)?;
     config.half_open_cookie_threshold = s.half_open_cookie_threshold;
     config.max_half_open_per_source = s.max_half_open_per_source;
     config.max_half_open_bytes = s.max_half_open_bytes;

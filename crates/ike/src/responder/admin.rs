@@ -45,6 +45,12 @@ impl Responder {
         self.config.anchors = super::anchors_for_clients(anchors);
     }
 
+    /// New CAs for RFC 4739 second rounds (`[ipsec] user_ca`, a reload); `None`: the first
+    /// round's.
+    pub fn replace_user_anchors(&mut self, anchors: Option<TrustAnchors>) {
+        self.config.user_anchors = anchors.map(super::anchors_for_clients);
+    }
+
     /// A new RFC 4739 policy (a reload), for IKE SAs negotiated from now on.
     pub fn set_intranet_second_auth(&mut self, policy: SecondAuthPolicy) {
         self.config.intranet_second_auth = policy;

@@ -384,6 +384,11 @@ pub(super) fn establish(r: &mut Responder, now: Instant, h: Header, identity: &s
     };
     sa.established = true;
     sa.identity = Some(identity.to_owned());
+    // RFC 4739 under `required`: the intranet only for an IKE SA whose second round proved a
+    // user; fixed now, so that no later CREATE_CHILD_SA (after a refused first child, or a
+    // reload of the policy) can reach it otherwise.
+    sa.intranet_allowed = r.config.intranet_second_auth != super::SecondAuthPolicy::Required
+        || matches!(sa.second_auth, super::second_auth::SecondAuth::Done(_));
     sa.last_heard = now;
     // Its half-open deadline no longer applies: the entry set for it goes stale.
     sa.timer = None;

@@ -111,7 +111,10 @@ pub(super) fn submit(
         spi_r: h.spi_r,
         message_id: h.message_id,
         peer: sa.remote,
-        anchors: r.config.anchors.clone(),
+        anchors: match round {
+            Round::First => r.config.anchors.clone(),
+            Round::Second(_) => r.config.second_round_anchors().clone(),
+        },
         id,
         certs,
         cert_payloads,

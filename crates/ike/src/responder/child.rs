@@ -494,7 +494,10 @@ fn create_child(
         &r.config.infrastructure_prefixes,
         &r.config.intranet_prefixes,
     )
-    .filter(|(t, _)| sa.tunnel.is_none_or(|mine| mine == *t))
+    .filter(|(t, _)| {
+        sa.tunnel.is_none_or(|mine| mine == *t)
+            && (*t != TunnelKind::Intranet || sa.intranet_allowed)
+    })
     .ok_or((notify::TS_UNACCEPTABLE, Refusal::TsUnacceptable))?;
     let inner = sa.inner.unwrap_or(sa.remote.ip());
     let tsi = narrow_tsi(req.tsi, inner);
@@ -590,6 +593,7 @@ fn rekey_ike(
     fresh.identity = old.identity.clone();
     fresh.second_auth = old.second_auth.clone();
     fresh.tunnel = old.tunnel;
+    fresh.intranet_allowed = old.intranet_allowed;
     fresh.local_ts = old.local_ts.clone();
     fresh.inner = old.inner;
     fresh.leased = std::mem::take(&mut old.leased);

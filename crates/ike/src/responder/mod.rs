@@ -58,6 +58,9 @@ pub struct ResponderConfig {
     pub credentials: Credentials,
     /// CAs whose client certificates are accepted.
     pub anchors: TrustAnchors,
+    /// CAs whose user certificates the RFC 4739 second round accepts (`[ipsec] user_ca`);
+    /// `None`: [`ResponderConfig::anchors`].
+    pub user_anchors: Option<TrustAnchors>,
     /// Inner addresses for clients that send CFG_REQUEST.
     pub pool6: Ipv6Net,
     /// A child SA whose TSr lies in these is the infrastructure tunnel.
@@ -121,6 +124,7 @@ impl ResponderConfig {
         ResponderConfig {
             credentials,
             anchors: anchors_for_clients(anchors),
+            user_anchors: None,
             pool6,
             infrastructure_prefixes,
             intranet_prefixes,
@@ -141,6 +145,13 @@ impl ResponderConfig {
             nat_t_port: 4500,
             intranet_second_auth: SecondAuthPolicy::default(),
         }
+    }
+}
+
+impl ResponderConfig {
+    /// The CAs the second authentication round verifies against.
+    pub(crate) fn second_round_anchors(&self) -> &TrustAnchors {
+        self.user_anchors.as_ref().unwrap_or(&self.anchors)
     }
 }
 
@@ -214,6 +225,10 @@ pub(crate) struct IkeSa {
     pub(crate) reassembly: Option<Reassembly>,
     pub(crate) identity: Option<String>,
     pub(crate) tunnel: Option<TunnelKind>,
+    /// Whether this IKE SA may have child SAs for the intranet tunnel: fixed when it is
+    /// established (not with `intranet_second_auth = "required"` unless the second round
+    /// proved a user), checked on every CREATE_CHILD_SA and carried over by IKE rekeys.
+    pub(crate) intranet_allowed: bool,
     pub(crate) local_ts: Vec<crate::message::TrafficSelector>,
     pub(crate) inner: Option<IpAddr>,
     pub(crate) leased: bool,
@@ -262,6 +277,7 @@ impl IkeSa {
             reassembly: None,
             identity: None,
             tunnel: None,
+            intranet_allowed: false,
             local_ts: Vec::new(),
             inner: None,
             leased: false,

@@ -193,7 +193,8 @@ pub(crate) fn handle_second_round(r: &mut Responder, now: Instant, h: Header, in
         let round = Round::Second(pending);
         return auth_jobs::submit(r, now, (h, inner), owned, octets, round);
     }
-    let verified = auth_exchange::verify_client(&r.config.anchors, &proof, &octets, r.wall(now));
+    let anchors = r.config.second_round_anchors();
+    let verified = auth_exchange::verify_client(anchors, &proof, &octets, r.wall(now));
     after_verify(r, now, h, *pending, verified);
 }
 
@@ -218,6 +219,12 @@ pub(crate) fn after_verify(
             return auth_exchange::fail(r, h, now, started, notify::AUTHENTICATION_FAILED, reason);
         }
     };
+    // The second round proves a user: the machine's certificate again proves nothing more.
+    if user == pending.machine {
+        tracing::debug!(peer = %remote, %user, "ike second round repeated the machine identity");
+        let reason = Refusal::Authentication("the second round proved the machine again".into());
+        return auth_exchange::fail(r, h, now, started, notify::AUTHENTICATION_FAILED, reason);
+    }
     let Some(req) = auth_exchange::request_parts(&pending.first_request) else {
         return auth_exchange::fail(
             r,

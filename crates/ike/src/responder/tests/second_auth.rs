@@ -191,3 +191,93 @@ fn rfc4739_off_is_not_offered_and_refuses_another_auth() {
     assert!(negotiation_failed_authentication(&events(&mut r)));
     assert_eq!(r.ike_sas(now).len(), 0);
 }
+
+/// `required`: an IKE SA whose first child was refused (selectors in neither tunnel) stands
+/// without a tunnel; a later CREATE_CHILD_SA for the intranet does not get what IKE_AUTH
+/// would have refused: the intranet was never allowed for it.
+#[test]
+fn rfc4739_required_intranet_is_refused_to_a_later_create_child_sa() {
+    let lab = Lab::new();
+    let now = Instant::now();
+    let mut r = lab.responder(now, |c| {
+        c.intranet_second_auth = SecondAuthPolicy::Required;
+    });
+    let mut i = lab.initiator(
+        now,
+        TunnelKind::Intranet,
+        "2001:db8:99::/64",
+        &lab.clients_ca,
+        Group::Ecp256,
+    );
+    i.start(now);
+    exchange_all(&mut r, &mut i, now);
+    assert!(failed_with(&mut i, notify::TS_UNACCEPTABLE));
+    assert_eq!(r.established(), 1, "the IKE SA stands without a child SA");
+    let _ = events(&mut r);
+    let any = TrafficSelector::range("::".parse().expect("a"), "ffff::".parse().expect("a"));
+    let intranet = TrafficSelector::range(
+        "fd00:c0::".parse().expect("a"),
+        "fd00:c0::ffff".parse().expect("a"),
+    );
+    let payloads = [
+        esp_proposal(0x6000, None),
+        Payload::Nonce(vec![5; 32]),
+        Payload::TsI(vec![any]),
+        Payload::TsR(vec![intranet]),
+    ];
+    let req = request(&mut i, exchange::CREATE_CHILD_SA, &payloads);
+    r.handle(now, addr(SERVER), addr(CLIENT), &req);
+    let answer = open_response(&i, &r.poll_transmit().expect("answer"));
+    assert!(
+        matches!(answer.as_slice(), [Payload::Notify(n)] if n.kind == notify::TS_UNACCEPTABLE),
+        "{answer:?}"
+    );
+    assert!(child_ups(&events(&mut r)).is_empty());
+}
+
+/// The second round must prove a user: the machine's identity again is refused.
+#[test]
+fn rfc4739_a_second_round_with_the_machine_identity_is_refused() {
+    let lab = Lab::new();
+    let now = Instant::now();
+    let mut r = lab.responder(now, |c| {
+        c.intranet_second_auth = SecondAuthPolicy::Required;
+    });
+    let mut i = lab
+        .initiator(
+            now,
+            TunnelKind::Intranet,
+            "fd00:c0::/64",
+            &lab.clients_ca,
+            Group::Ecp256,
+        )
+        .with_second_auth(user(&lab.clients_ca, "client1.gate64.lab"));
+    i.start(now);
+    exchange_all(&mut r, &mut i, now);
+    assert!(failed_with(&mut i, notify::AUTHENTICATION_FAILED));
+    assert!(child_ups(&events(&mut r)).is_empty());
+}
+
+/// `[ipsec] user_ca`: the second round verifies against it, not against the machines' CA.
+#[test]
+fn rfc4739_the_second_round_verifies_against_the_user_ca() {
+    let lab = Lab::new();
+    let now = Instant::now();
+    let users = ca("gate64 users CA");
+    let with_user_ca = |c: &mut ResponderConfig| {
+        c.intranet_second_auth = SecondAuthPolicy::Required;
+        c.user_anchors = Some(TrustAnchors::from_pem(users.pem.as_bytes()).expect("users CA"));
+    };
+    // A user certificate from the machines' CA: refused.
+    let mut r = lab.responder(now, with_user_ca);
+    let mut i = intranet_with_user(&lab, now, &lab.clients_ca);
+    i.start(now);
+    exchange_all(&mut r, &mut i, now);
+    assert!(failed_with(&mut i, notify::AUTHENTICATION_FAILED));
+    // One from the users' CA: both rounds pass.
+    let mut r = lab.responder(now, with_user_ca);
+    let mut i = intranet_with_user(&lab, now, &users);
+    i.start(now);
+    exchange_all(&mut r, &mut i, now);
+    established(&mut i);
+}
