@@ -10,16 +10,20 @@
 //!   one that holds the address and then a DNS name (SIGHUP), and `remote.id` = that name
 //!   builds both tunnels; a name the certificate does not hold gets no tunnel (charon's
 //!   constraint check refuses gate64's answer).
+//! - `netns_disconnect_ends_a_strongswan_clients_sas_and_it_connects_again`: `gate64
+//!   disconnect` by the client's identity ends both its IKE SAs at once (gate64's status,
+//!   gauges and counter), charon hears the Delete, and the client connects again.
 
 use std::net::IpAddr;
+use std::time::Duration;
 
 use anyhow::{Context, Result, bail, ensure};
 use gate64_testkit::strongswan::{
     Charon, CharonConfig, INFRASTRUCTURE, INTRANET, LabCerts, Tunnel, with_charon_logs,
 };
-use gate64_testkit::{CORP_HOST, Topology};
+use gate64_testkit::{CORP_HOST, Topology, gate64_binary, wait_until};
 
-use crate::common::netns_test;
+use crate::common::{netns_test, path_str};
 use crate::ike_multi_auth::issue_under_lab_ca;
 use crate::ipsec::{GATE64_ADDRESS6, INITIATE_TIMEOUT, SETTLE_TIMEOUT, TeredoIpsecLab};
 use crate::ipsec_reload::{hup, wait_log};
@@ -112,5 +116,85 @@ fn remote_id_from_the_certificate(topo: &Topology) -> Result<()> {
         }
     };
     with_charon_logs(refused(), &[&charon])?;
+    lab.gate.ensure_running()
+}
+
+#[test]
+#[ignore = "netns: needs root"]
+fn netns_disconnect_ends_a_strongswan_clients_sas_and_it_connects_again() {
+    netns_test(
+        "netns_disconnect_ends_a_strongswan_clients_sas_and_it_connects_again",
+        Topology::builder(),
+        disconnect_and_connect_again,
+    );
+}
+
+/// `gate64 disconnect <identity>` with strongSwan's two tunnels up: gate64 holds no SA of it
+/// when the command returns (status, gauges, the disconnect counter), charon heard the
+/// Delete (no IKE SA left), a second disconnect matches nothing (exit 1), and the client
+/// builds both tunnels again.
+fn disconnect_and_connect_again(topo: &Topology) -> Result<()> {
+    let mut lab = TeredoIpsecLab::start(topo, None)?;
+    let charon = initiator(topo, &lab.certs, "%any")?;
+    let bin = gate64_binary()?;
+    let socket = topo.srv.dir().join("control.sock");
+    let gate64 = |args: &[&str]| -> Result<std::process::Output> {
+        let mut argv = vec![path_str(&bin)?];
+        argv.extend_from_slice(args);
+        argv.extend(["--socket", path_str(&socket)?]);
+        topo.srv.exec(&argv)
+    };
+    let identity = "CN=client.gate64.lab";
+    let scenario = || -> Result<()> {
+        charon.load_all()?;
+        for tunnel in [INFRASTRUCTURE, INTRANET] {
+            charon.initiate(tunnel, tunnel, INITIATE_TIMEOUT)?;
+        }
+        charon.wait_established(2, 2, SETTLE_TIMEOUT)?;
+        let out = gate64(&["disconnect", identity])?;
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        ensure!(
+            out.status.success() && stdout.contains("2 IKE SA(s) removed"),
+            "gate64 disconnect {identity}: {out:?}"
+        );
+        println!("{stdout}");
+        let status = gate64(&["status", "--json"])?;
+        let json = String::from_utf8_lossy(&status.stdout);
+        ensure!(
+            json.contains("\"ike_sas\": 0") && json.contains("\"clients\": []"),
+            "gate64 status --json after the disconnect:\n{json}"
+        );
+        let m = topo.metrics()?;
+        for (name, labels, want) in [
+            ("gate64_ipsec_mmsa", &[][..], 0.0),
+            ("gate64_ipsec_qmsa", &[][..], 0.0),
+            (
+                "gate64_ipsec_disconnects_total",
+                &[("reason", "admin")][..],
+                2.0,
+            ),
+        ] {
+            let got = m.sum(name, labels);
+            ensure!(got == want, "{name}{labels:?} is {got}, expected {want}");
+        }
+        let heard = wait_until(Duration::from_secs(10), || {
+            charon.list_sas().is_ok_and(|sas| sas.is_empty())
+        });
+        ensure!(heard, "charon still lists IKE SAs: {:?}", charon.list_sas());
+        let again = gate64(&["disconnect", identity])?;
+        ensure!(
+            again.status.code() == Some(1),
+            "a second disconnect matched something: {again:?}"
+        );
+        for tunnel in [INFRASTRUCTURE, INTRANET] {
+            charon.initiate(tunnel, tunnel, INITIATE_TIMEOUT)?;
+        }
+        charon.wait_established(2, 2, SETTLE_TIMEOUT)?;
+        topo.ping6(&topo.cli, CORP_HOST, 1)?;
+        topo.ping6_all(&topo.cli, CORP_HOST, 3)
+            .context("ping through the tunnels built again")?;
+        Ok(())
+    };
+    with_charon_logs(scenario(), &[&charon])?;
     lab.gate.ensure_running()
 }

@@ -130,6 +130,26 @@ pub struct IpsecStats {
     /// Per bucket of [`NEGOTIATION_BUCKETS`] (not cumulative), then the overflow.
     duration_buckets: [AtomicU64; NEGOTIATION_BUCKETS.len() + 1],
     duration_sum_micros: AtomicU64,
+    disconnects: [AtomicU64; DisconnectReason::ALL.len()],
+}
+
+/// Why gate64 ended a client's IKE SAs itself (`gate64_ipsec_disconnects_total{reason}`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DisconnectReason {
+    /// `gate64 disconnect`.
+    Admin = 0,
+}
+
+impl DisconnectReason {
+    /// Every reason, in label order.
+    pub const ALL: [DisconnectReason; 1] = [DisconnectReason::Admin];
+
+    /// The `reason` label value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DisconnectReason::Admin => "admin",
+        }
+    }
 }
 
 impl IpsecStats {
@@ -167,6 +187,16 @@ impl IpsecStats {
         let micros = u64::try_from(took.as_micros()).unwrap_or(u64::MAX);
         self.duration_sum_micros
             .fetch_add(micros, Ordering::Relaxed);
+    }
+
+    /// Counts `n` IKE SAs ended for `reason`.
+    pub fn disconnected(&self, reason: DisconnectReason, n: usize) {
+        self.disconnects[reason as usize].fetch_add(n as u64, Ordering::Relaxed);
+    }
+
+    /// IKE SAs ended for `reason`.
+    pub fn disconnects(&self, reason: DisconnectReason) -> u64 {
+        self.disconnects[reason as usize].load(Ordering::Relaxed)
     }
 
     /// Counts one rekey.

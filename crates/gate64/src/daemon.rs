@@ -384,13 +384,25 @@ impl Daemon {
         info!(socket = %path.display(), "control socket up");
         let shared = Arc::clone(&self.shared);
         let ike = lock(&self.ike_control).clone();
+        let read_ike = ike.clone();
         let read = Arc::new(move || {
-            let sas = ike.as_ref().and_then(|c| c.ike_sas(IKE_STATUS_TIMEOUT));
+            let sas = read_ike
+                .as_ref()
+                .and_then(|c| c.ike_sas(IKE_STATUS_TIMEOUT));
             crate::status::snapshot(&shared, sas.as_deref(), Instant::now())
         });
+        let stats = self.ipsec_stats.clone();
+        let disconnect = Arc::new(move |target| {
+            let removed = ike.as_ref()?.disconnect(target, IKE_STATUS_TIMEOUT)?;
+            if let Some(stats) = &stats {
+                stats.disconnected(gate64_dataplane::DisconnectReason::Admin, removed.len());
+            }
+            Some(removed)
+        });
+        let handlers = crate::status::ControlHandlers { read, disconnect };
         tokio::spawn(crate::status::serve(
             listener,
-            read,
+            handlers,
             self.stop_tx.subscribe(),
         ));
         true

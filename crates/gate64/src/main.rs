@@ -6,6 +6,7 @@ mod client;
 mod connect;
 mod daemon;
 mod demo;
+mod disconnect;
 mod fd_limit;
 mod gre;
 mod ike;
@@ -55,6 +56,9 @@ enum Command {
     Certs(certs::CertsArgs),
     /// Connect this host to a gate64 server as a client (IP-HTTPS or Teredo), with a TUN device.
     Connect(connect::ConnectArgs),
+    /// End a client's IKE SAs and child SAs now (root; over the control socket): each client
+    /// is sent a Delete. Prints what was removed; exits 1 when nothing matched.
+    Disconnect(disconnect::DisconnectArgs),
     /// List the IPsec clients of the running daemon and their SAs (root; over the control
     /// socket), as `swanctl --list-sas` does.
     Status {
@@ -85,6 +89,7 @@ fn main() -> ExitCode {
             socket,
             config,
         } => status(json, socket, config),
+        Command::Disconnect(args) => disconnect::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -95,12 +100,18 @@ fn main() -> ExitCode {
     }
 }
 
-fn status(json: bool, socket: Option<PathBuf>, config: Option<PathBuf>) -> Result<()> {
-    let socket = match (socket, config) {
+/// The control socket: `socket`, else `control.socket` of the file `config`, else the
+/// default.
+fn control_socket(socket: Option<PathBuf>, config: Option<PathBuf>) -> Result<PathBuf> {
+    Ok(match (socket, config) {
         (Some(s), _) => s,
         (None, Some(file)) => Config::load(&file)?.control.socket,
         (None, None) => PathBuf::from(gate64_config::defaults::CONTROL_SOCKET),
-    };
+    })
+}
+
+fn status(json: bool, socket: Option<PathBuf>, config: Option<PathBuf>) -> Result<()> {
+    let socket = control_socket(socket, config)?;
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

@@ -1,10 +1,13 @@
 //! `gate64 status`: the daemon serves a snapshot of its IPsec clients on a Unix control socket
 //! (root only), and the CLI prints it the way `swanctl --list-sas` does, or as JSON.
 //!
-//! The protocol is one JSON document per connection: the client connects, the daemon writes
-//! the [`Snapshot`] and closes. The socket is created before the privilege drop with mode
-//! 0600 in a 0700 directory, and a peer that is neither root nor the daemon's own user is
-//! refused (`SO_PEERCRED`), whatever the file mode says.
+//! The protocol is one request and one JSON document per connection: the client writes its
+//! request line (`status`, or `disconnect ...` for `gate64 disconnect`, see
+//! [`crate::disconnect`]) and ends its side; the daemon answers (the [`Snapshot`], or what
+//! was disconnected) and closes. A client that sends nothing gets the snapshot. The socket is
+//! created before the privilege drop with mode 0600 in a 0700 directory, and a peer that is
+//! neither root nor the daemon's own user is refused (`SO_PEERCRED`), whatever the file mode
+//! says.
 
 use anyhow::{Context, Result};
 use gate64_dataplane::Shared;
@@ -279,11 +282,45 @@ pub fn bind(path: &Path) -> Result<tokio::net::UnixListener> {
     Ok(listener)
 }
 
-/// Answers every connection on `listener` with the current snapshot (from `read`) until
-/// `stop` turns true. Peers other than root and the daemon's own user are refused.
+/// What the control socket answers: the status snapshot and, for `gate64 disconnect`, the
+/// IKE SAs it ended. Both block (they ask the IKE driver and wait for it).
+#[derive(Clone)]
+pub struct ControlHandlers {
+    /// The current snapshot.
+    pub read: Arc<dyn Fn() -> Snapshot + Send + Sync>,
+    /// Ends the IKE SAs a target names; `None` when IPsec does not run or the driver did not
+    /// answer.
+    pub disconnect: Arc<
+        dyn Fn(gate64_ike::responder::DisconnectTarget) -> Option<Vec<IkeSaInfo>> + Send + Sync,
+    >,
+}
+
+/// Longest request line the control socket reads.
+const MAX_REQUEST: usize = 4096;
+/// How long a peer has to send its request (a client that sends nothing gets the status).
+const REQUEST_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// Reads one request line (up to [`MAX_REQUEST`] bytes, until a newline or the peer's end of
+/// sending, within [`REQUEST_TIMEOUT`]).
+async fn read_request(stream: &mut tokio::net::UnixStream) -> String {
+    let mut buf = Vec::new();
+    let mut chunk = [0u8; 512];
+    let deadline = tokio::time::Instant::now() + REQUEST_TIMEOUT;
+    while buf.len() < MAX_REQUEST && !buf.contains(&b'\n') {
+        match tokio::time::timeout_at(deadline, stream.read(&mut chunk)).await {
+            Ok(Ok(n)) if n > 0 => buf.extend_from_slice(&chunk[..n]),
+            _ => break,
+        }
+    }
+    let line = buf.split(|b| *b == b'\n').next().unwrap_or_default();
+    String::from_utf8_lossy(line).trim().to_owned()
+}
+
+/// Answers every connection on `listener` until `stop` turns true. Peers other than root and
+/// the daemon's own user are refused.
 pub async fn serve(
     listener: tokio::net::UnixListener,
-    read: Arc<dyn Fn() -> Snapshot + Send + Sync>,
+    handlers: ControlHandlers,
     mut stop: tokio::sync::watch::Receiver<bool>,
 ) {
     loop {
@@ -307,14 +344,17 @@ pub async fn serve(
             tracing::warn!("control socket: refused a peer that is neither root nor gate64");
             continue;
         }
-        let read = Arc::clone(&read);
+        let handlers = handlers.clone();
         tokio::spawn(async move {
             let mut stream = stream;
-            // The read asks the IKE driver for its SAs and waits: off the runtime's threads.
-            let Ok(snapshot) = tokio::task::spawn_blocking(move || read()).await else {
+            let request = read_request(&mut stream).await;
+            // Both ask the IKE driver and wait: off the runtime's threads.
+            let answer =
+                tokio::task::spawn_blocking(move || crate::disconnect::answer(&request, &handlers))
+                    .await;
+            let Ok(body) = answer else {
                 return;
             };
-            let body = serde_json::to_vec(&snapshot).unwrap_or_default();
             let _ = stream.write_all(&body).await;
             let _ = stream.shutdown().await;
         });
@@ -324,17 +364,7 @@ pub async fn serve(
 /// `gate64 status`: reads the snapshot from the daemon at `socket` and prints it (as the
 /// daemon's JSON with `json`).
 pub async fn query(socket: &Path, json: bool) -> Result<String> {
-    let mut stream = tokio::net::UnixStream::connect(socket).await.with_context(|| {
-        format!(
-            "connecting to {} (is gate64 serving? `gate64 status` needs root; see `control.socket`)",
-            socket.display()
-        )
-    })?;
-    let mut body = Vec::new();
-    stream
-        .read_to_end(&mut body)
-        .await
-        .context("reading the status")?;
+    let body = request(socket, "status").await?;
     let snapshot: Snapshot =
         serde_json::from_slice(&body).context("the daemon's answer is not a status snapshot")?;
     Ok(if json {
@@ -344,6 +374,30 @@ pub async fn query(socket: &Path, json: bool) -> Result<String> {
     } else {
         render(&snapshot)
     })
+}
+
+/// Sends `line` on the control socket at `socket` and returns the daemon's answer.
+pub async fn request(socket: &Path, line: &str) -> Result<Vec<u8>> {
+    let mut stream = tokio::net::UnixStream::connect(socket)
+        .await
+        .with_context(|| {
+            format!(
+                "connecting to {} (is gate64 serving? the control socket needs root; see \
+             `control.socket`)",
+                socket.display()
+            )
+        })?;
+    stream
+        .write_all(format!("{line}\n").as_bytes())
+        .await
+        .context("sending the request")?;
+    stream.shutdown().await.context("sending the request")?;
+    let mut body = Vec::new();
+    stream
+        .read_to_end(&mut body)
+        .await
+        .context("reading the answer")?;
+    Ok(body)
 }
 
 #[cfg(test)]

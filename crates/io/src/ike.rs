@@ -30,7 +30,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use gate64_dataplane::IkeShedReason;
-use gate64_ike::responder::{Event, IkeSaInfo, Responder, Stats};
+use gate64_ike::responder::{DisconnectTarget, Event, IkeSaInfo, Responder, Stats};
 use socket2::{Domain, Protocol, Socket, Type};
 use tokio::io::Interest;
 use tokio::net::UdpSocket;
@@ -171,6 +171,21 @@ impl IkeControl {
         let (tx, rx) = std::sync::mpsc::channel();
         let asked = self.apply(move |r| {
             let _ = tx.send(r.ike_sas(Instant::now()));
+        });
+        asked.then(|| rx.recv_timeout(timeout).ok()).flatten()
+    }
+
+    /// Ends the IKE SAs `target` names (each client is sent a Delete) and returns what was
+    /// removed; `None` when the driver has stopped or did not answer within `timeout`.
+    /// Blocks the calling thread.
+    pub fn disconnect(
+        &self,
+        target: DisconnectTarget,
+        timeout: Duration,
+    ) -> Option<Vec<IkeSaInfo>> {
+        let (tx, rx) = std::sync::mpsc::channel();
+        let asked = self.apply(move |r| {
+            let _ = tx.send(r.disconnect(Instant::now(), &target));
         });
         asked.then(|| rx.recv_timeout(timeout).ok()).flatten()
     }

@@ -6,7 +6,7 @@
 use std::fmt;
 use std::sync::Arc;
 
-use gate64_dataplane::{IkeResult, IkeShedReason, IpsecStats, RekeyKind};
+use gate64_dataplane::{DisconnectReason, IkeResult, IkeShedReason, IpsecStats, RekeyKind};
 use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric, MetricEncoder};
 use prometheus_client::metrics::MetricType;
 
@@ -42,6 +42,12 @@ pub(crate) fn encode(
         names::IPSEC_REKEYS_TOTAL,
         names::IPSEC_REKEYS_TOTAL_HELP,
         RekeyKind::ALL.map(|k| ([("kind", k.as_str())], stats.rekeys(k))),
+    )?;
+    counter_family(
+        enc,
+        names::IPSEC_DISCONNECTS_TOTAL,
+        names::IPSEC_DISCONNECTS_TOTAL_HELP,
+        DisconnectReason::ALL.map(|r| ([("reason", r.as_str())], stats.disconnects(r))),
     )?;
     counter(
         enc,

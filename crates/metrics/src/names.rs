@@ -180,6 +180,13 @@ pub const IKE_NEGOTIATIONS_TOTAL: &str = "gate64_ike_negotiations_total";
 pub const IKE_NEGOTIATIONS_TOTAL_HELP: &str = "IKE negotiations (IKE_SA_INIT with IKE_AUTH, \
     or CREATE_CHILD_SA) by outcome.";
 
+/// IKE SAs gate64 ended itself, with their child SAs. Counter; label `reason` (`admin`:
+/// `gate64 disconnect`).
+pub const IPSEC_DISCONNECTS_TOTAL: &str = "gate64_ipsec_disconnects_total";
+/// Help text of [`IPSEC_DISCONNECTS_TOTAL`].
+pub const IPSEC_DISCONNECTS_TOTAL_HELP: &str = "IKE SAs (with their child SAs) gate64 ended \
+    itself, by reason.";
+
 /// Rekeys by what was rekeyed. Counter; label `kind` (`ike`, `child`).
 pub const IPSEC_REKEYS_TOTAL: &str = "gate64_ipsec_rekeys_total";
 /// Help text of [`IPSEC_REKEYS_TOTAL`].
@@ -277,6 +284,7 @@ pub const ALL: &[(&str, &str)] = &[
     (IPSEC_QMSA, IPSEC_QMSA_HELP),
     (IKE_NEGOTIATIONS_TOTAL, IKE_NEGOTIATIONS_TOTAL_HELP),
     (IPSEC_REKEYS_TOTAL, IPSEC_REKEYS_TOTAL_HELP),
+    (IPSEC_DISCONNECTS_TOTAL, IPSEC_DISCONNECTS_TOTAL_HELP),
     (ESP_AUTH_FAILURES_TOTAL, ESP_AUTH_FAILURES_TOTAL_HELP),
     (ESP_REPLAY_DROPS_TOTAL, ESP_REPLAY_DROPS_TOTAL_HELP),
     (

@@ -186,7 +186,14 @@ async fn the_socket_serves_the_snapshot_to_its_own_user() {
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     let read: Arc<dyn Fn() -> Snapshot + Send + Sync> =
         Arc::new(move || snapshot(&shared, Some(ike_sas().as_slice()), Instant::now()));
-    let task = tokio::spawn(serve(listener, read, stop_rx));
+    // The disconnect handler answers what a driver would: one IKE SA for "CN=alice".
+    let disconnect = Arc::new(|target: gate64_ike::responder::DisconnectTarget| {
+        let hit =
+            target == gate64_ike::responder::DisconnectTarget::Identity("CN=alice".to_owned());
+        Some(ike_sas().into_iter().take(usize::from(hit)).collect())
+    });
+    let handlers = ControlHandlers { read, disconnect };
+    let task = tokio::spawn(serve(listener, handlers, stop_rx));
     let json = query(&path, true).await.unwrap();
     let s: Snapshot = serde_json::from_str(&json).unwrap();
     assert_eq!(s.clients.len(), 2);
@@ -195,6 +202,27 @@ async fn the_socket_serves_the_snapshot_to_its_own_user() {
         text.starts_with("gate64 2001:db8:100::1: 3 IKE SAs"),
         "{text}"
     );
+    // A disconnect request gets what the handler removed; a silent peer the snapshot.
+    let body = request(&path, "disconnect identity CN=alice")
+        .await
+        .unwrap();
+    let answer: crate::disconnect::Disconnected = serde_json::from_slice(&body).unwrap();
+    assert_eq!((answer.removed.len(), answer.error), (1, None));
+    let body = request(&path, "disconnect identity CN=bob").await.unwrap();
+    let answer: crate::disconnect::Disconnected = serde_json::from_slice(&body).unwrap();
+    assert!(answer.removed.is_empty());
+    let body = request(&path, "disconnect sideways").await.unwrap();
+    let answer: crate::disconnect::Disconnected = serde_json::from_slice(&body).unwrap();
+    assert!(answer.error.is_some());
+    let mut silent = tokio::net::UnixStream::connect(&path).await.unwrap();
+    tokio::io::AsyncWriteExt::shutdown(&mut silent)
+        .await
+        .unwrap();
+    let mut body = Vec::new();
+    tokio::io::AsyncReadExt::read_to_end(&mut silent, &mut body)
+        .await
+        .unwrap();
+    assert!(serde_json::from_slice::<Snapshot>(&body).is_ok());
     stop_tx.send(true).unwrap();
     task.await.unwrap();
     let _ = std::fs::remove_dir_all(&dir);

@@ -37,7 +37,59 @@ pub struct IkeSaInfo {
     pub rekeys: u32,
 }
 
+/// Which IKE SAs [`Responder::disconnect`] ends (`gate64 disconnect`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DisconnectTarget {
+    /// Those whose authenticated identity (the subject DN as `gate64 status` shows it), user
+    /// identity (RFC 4739) or IDi is this text; names compare without regard to case.
+    Identity(String),
+    /// The one whose SPIr or SPIi is this.
+    IkeSpi(u64),
+    /// Every established IKE SA.
+    All,
+}
+
+impl DisconnectTarget {
+    fn matches(&self, sa: &IkeSaInfo, peer_id: Option<&str>) -> bool {
+        match self {
+            DisconnectTarget::All => true,
+            DisconnectTarget::IkeSpi(spi) => sa.spi_r == *spi || sa.spi_i == *spi,
+            DisconnectTarget::Identity(id) => {
+                [sa.identity.as_deref(), sa.user_identity.as_deref(), peer_id]
+                    .into_iter()
+                    .flatten()
+                    .any(|have| have.eq_ignore_ascii_case(id))
+            }
+        }
+    }
+}
+
 impl Responder {
+    /// Ends the established IKE SAs `target` names, with their child SAs: each client is sent
+    /// an INFORMATIONAL Delete (it learns at once that its tunnels are gone), the SA database
+    /// hears `ChildSaDown` and `IkeSaDown`. Returns what was removed; a client may connect
+    /// again at once.
+    pub fn disconnect(
+        &mut self,
+        now: std::time::Instant,
+        target: &DisconnectTarget,
+    ) -> Vec<IkeSaInfo> {
+        let removed: Vec<IkeSaInfo> = self
+            .ike_sas(now)
+            .into_iter()
+            .filter(|sa| sa.established)
+            .filter(|sa| {
+                let peer_id = self.sas.get(&sa.spi_r).and_then(|s| s.peer_id.as_deref());
+                target.matches(sa, peer_id)
+            })
+            .collect();
+        for sa in &removed {
+            tracing::info!(peer = %sa.peer, identity = ?sa.identity, spi = format!("{:016x}", sa.spi_r), "ike SA disconnected by the administrator");
+            super::liveness::delete_one(self, sa.spi_r);
+        }
+        removed
+    }
+
     /// New credentials and trust anchors (a reload): IKE SAs negotiated from now on get
     /// them; established ones are not touched (their AUTH is done, and rekeys sign nothing).
     pub fn replace_credentials(&mut self, credentials: Credentials, anchors: TrustAnchors) {

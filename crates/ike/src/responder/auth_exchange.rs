@@ -249,6 +249,17 @@ pub(super) fn after_verify(
             );
         }
     };
+    // The IDi as `gate64 disconnect` matches it: the identity's text without its type.
+    let peer_id = Identity::from_payload_body(&req.proof.id.body())
+        .ok()
+        .map(|id| id.to_string())
+        .map(|text| {
+            text.split_once(':')
+                .map_or(text.clone(), |(_, v)| v.to_owned())
+        });
+    if let Some(sa) = r.sas.get_mut(&h.spi_r) {
+        sa.peer_id = peer_id;
+    }
     if another_follows {
         return second_auth::await_second_round(r, h, identity, inner, payloads);
     }

@@ -203,9 +203,18 @@ pub(super) fn handle_response(
 pub(super) fn delete_all(r: &mut Responder) {
     let spis: Vec<u64> = r.sas.keys().copied().collect();
     for spi in spis {
+        delete_one(r, spi);
+    }
+}
+
+/// Sends a Delete of IKE SA `spi` when it is established (RFC 7296 §1.4.1: its child SAs go
+/// with it) and forgets it and its child SAs. Best effort: nothing is retransmitted, and the
+/// client that misses the Delete finds out by its own liveness check.
+pub(super) fn delete_one(r: &mut Responder, spi: u64) {
+    {
         let Some(sa) = r.sas.get(&spi).filter(|s| s.established) else {
             r.remove_sa(spi);
-            continue;
+            return;
         };
         let header = Header {
             spi_i: sa.spi_i,
@@ -229,6 +238,6 @@ pub(super) fn delete_all(r: &mut Responder) {
         if let Ok(bytes) = keys::seal_message(&header, &[delete], &sa.keys.sk_er) {
             r.transmit(local, remote, bytes);
         }
-        r.remove_sa(spi);
     }
+    r.remove_sa(spi);
 }

@@ -42,7 +42,7 @@ use crate::child_sa::TunnelKind;
 use crate::keys::{self, IkeKeys};
 use crate::message::{Header, Message, Notify, Payload, exchange, flags, notify};
 
-pub use admin::IkeSaInfo;
+pub use admin::{DisconnectTarget, IkeSaInfo};
 pub use auth_jobs::{AuthJob, AuthVerdict};
 pub use events::{Event, Refusal, RekeyKind, Stats, negotiation_label};
 pub use half_open::SourceKey;
@@ -224,6 +224,8 @@ pub(crate) struct IkeSa {
     pub(crate) cached: Option<CachedResponse>,
     pub(crate) reassembly: Option<Reassembly>,
     pub(crate) identity: Option<String>,
+    /// The IDi the client proved, as text (an FQDN, address, email, or the DN rendered).
+    pub(crate) peer_id: Option<String>,
     pub(crate) tunnel: Option<TunnelKind>,
     /// Whether this IKE SA may have child SAs for the intranet tunnel: fixed when it is
     /// established (not with `intranet_second_auth = "required"` unless the second round
@@ -276,6 +278,7 @@ impl IkeSa {
             cached: None,
             reassembly: None,
             identity: None,
+            peer_id: None,
             tunnel: None,
             intranet_allowed: false,
             local_ts: Vec::new(),

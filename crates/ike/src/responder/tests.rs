@@ -1243,3 +1243,44 @@ mod caps;
 mod reload;
 mod retransmit;
 mod second_auth;
+
+/// `gate64 disconnect`: by identity (any case), by SPI, or all; each removed IKE SA's client
+/// is sent a Delete of the IKE SA, and its child SAs go down with it.
+#[test]
+fn disconnect_sends_a_delete_and_removes_the_sas_it_names() {
+    use super::DisconnectTarget;
+    let lab = Lab::new();
+    let now = Instant::now();
+    let (mut r, i, pair) = established_pair(&lab, now, |_| {});
+    assert!(
+        r.disconnect(now, &DisconnectTarget::Identity("CN=nobody".into()))
+            .is_empty()
+    );
+    assert!(
+        r.disconnect(now, &DisconnectTarget::IkeSpi(0x1234))
+            .is_empty()
+    );
+    assert_eq!(r.established(), 1);
+    let removed = r.disconnect(
+        now,
+        &DisconnectTarget::Identity("cn=CLIENT1.gate64.lab".into()),
+    );
+    assert_eq!(removed.len(), 1);
+    assert_eq!(removed[0].child_spis, vec![pair.inbound.spi]);
+    let delete = r.poll_transmit().expect("a Delete to the client");
+    let payloads = keys::open_message(&delete.bytes, &i.keys.clone().expect("keys").sk_er)
+        .expect("opens")
+        .1;
+    assert!(
+        matches!(payloads.as_slice(), [Payload::Delete(d)] if d.protocol == transform::PROTO_IKE),
+        "{payloads:?}"
+    );
+    assert_all_torn_down(&mut r, &pair, now);
+
+    let (mut r, _, _) = established_pair(&lab, now, |_| {});
+    let spi = r.ike_sas(now)[0].spi_r;
+    assert_eq!(r.disconnect(now, &DisconnectTarget::IkeSpi(spi)).len(), 1);
+    let (mut r, _, _) = established_pair(&lab, now, |_| {});
+    assert_eq!(r.disconnect(now, &DisconnectTarget::All).len(), 1);
+    assert_eq!(r.established(), 0);
+}
