@@ -461,6 +461,24 @@ fn pfs_secret(
     Ok(Some((kex, secret)))
 }
 
+/// The tunnel a CREATE_CHILD_SA's TSr asks for, when the IKE SA may carry it: the one of its
+/// earlier child SAs, if any, and the intranet only when it was allowed at establishment.
+fn tunnel_for(
+    config: &super::ResponderConfig,
+    sa: &super::IkeSa,
+    tsr: &[TrafficSelector],
+) -> Option<(TunnelKind, Vec<TrafficSelector>)> {
+    choose_tunnel(
+        tsr,
+        &config.infrastructure_prefixes,
+        &config.intranet_prefixes,
+    )
+    .filter(|(t, _)| {
+        sa.tunnel.is_none_or(|mine| mine == *t)
+            && (*t != TunnelKind::Intranet || sa.intranet_allowed)
+    })
+}
+
 fn create_child(
     r: &mut Responder,
     now: Instant,
@@ -489,16 +507,8 @@ fn create_child(
     };
     let rule = req.ke.map_or(KeRule::Absent, |k| KeRule::Group(k.0));
     let choice = choose_esp_proposal(req.proposals, rule)?;
-    let (tunnel, tsr) = choose_tunnel(
-        req.tsr,
-        &r.config.infrastructure_prefixes,
-        &r.config.intranet_prefixes,
-    )
-    .filter(|(t, _)| {
-        sa.tunnel.is_none_or(|mine| mine == *t)
-            && (*t != TunnelKind::Intranet || sa.intranet_allowed)
-    })
-    .ok_or((notify::TS_UNACCEPTABLE, Refusal::TsUnacceptable))?;
+    let (tunnel, tsr) = tunnel_for(&r.config, sa, req.tsr)
+        .ok_or((notify::TS_UNACCEPTABLE, Refusal::TsUnacceptable))?;
     let inner = sa.inner.unwrap_or(sa.remote.ip());
     let tsi = narrow_tsi(req.tsi, inner);
     if tsi.is_empty() {
