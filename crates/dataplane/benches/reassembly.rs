@@ -1,8 +1,9 @@
 //! Fragments to the IPsec endpoint, through `Worker::handle_teredo` as a driver hands them
 //! over (the Teredo stage included): an honest client's datagram in two fragments that
 //! completes (1,400 bytes of IKE, which the road queues for the TUN), and what an attacker
-//! sends: 8-byte fragments (refused at the floor) and 512-byte fragments of datagrams that
-//! never complete (kept, until the client's share makes it give up its own oldest).
+//! sends: 8-byte fragments at increasing offsets (refused at the floor) and 512-byte fragments
+//! of datagrams that never complete (kept, until the client's share makes it give up its own
+//! oldest).
 //!
 //! `cargo bench -p gate64-dataplane --bench reassembly` (add `-- --quick` for a short run).
 //! Criterion's time is per iteration; each iteration is one fragment except for
@@ -120,9 +121,12 @@ fn honest(c: &mut Criterion) {
 fn attack(c: &mut Criterion) {
     let mut w = worker();
     let now = Instant::now();
-    let mut tiny = fragment(2, 0, true, &[0u8; 8]);
+    // The flood as it was reported: 8-byte fragments of one datagram at increasing offsets.
+    let mut tiny: Vec<_> = (0..8191)
+        .map(|i| fragment(2, i * 8, true, &[0u8; 8]))
+        .collect();
     assert_eq!(
-        send(&mut w, now, &mut tiny),
+        send(&mut w, now, &mut tiny[0]),
         Verdict::Drop(DropReason::FragTooSmall)
     );
     // Datagrams 0..64 of 64 fragments' worth each, never finished: a fragment either adds
@@ -132,10 +136,13 @@ fn attack(c: &mut Criterion) {
         .collect();
     let mut g = c.benchmark_group("reassembly");
     g.throughput(Throughput::Elements(1));
-    g.bench_function("attack_tiny_fragment", |b| {
-        b.iter(|| black_box(send(&mut w, now, &mut tiny)))
-    });
     let mut i = 0;
+    g.bench_function("attack_tiny_fragment", |b| {
+        b.iter(|| {
+            i = (i + 1) % tiny.len();
+            black_box(send(&mut w, now, &mut tiny[i]))
+        })
+    });
     g.bench_function("attack_never_completed_512", |b| {
         b.iter(|| {
             i = (i + 1) % kept.len();
