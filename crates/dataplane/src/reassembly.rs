@@ -28,9 +28,9 @@
 //!   overlapping; a new fragment finds its place by binary search and is checked against its
 //!   two neighbours only (an overlap drops the datagram, RFC 5722: `frag_overlap`; an exact
 //!   duplicate is dropped alone, as RFC 8200 §4.5 allows: `frag_duplicate`). Inserting moves
-//!   at most 63 ranges (512 bytes); in-order fragments append.
-//! - **Memory.** Each slot owns one buffer of [`SLOT_LEN`] bytes (about 66 KiB, 1 MiB for the
-//!   16 slots), allocated the first time the slot is used and kept for the worker's life:
+//!   at most 63 ranges (about 1 KiB); in-order fragments append.
+//! - **Memory.** Each slot owns one buffer of [`SLOT_LEN`] bytes (65,724: 64.2 KiB, 1 MiB for
+//!   the 16 slots), allocated the first time the slot is used and kept for the worker's life:
 //!   nothing is allocated per fragment. A fragment's bytes are copied once, straight to their
 //!   place in the reassembled packet, which sits at [`HEADROOM`] with room for an ESP trailer
 //!   behind the largest payload, so the whole packet takes the road from the slot as a driver's
