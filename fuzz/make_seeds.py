@@ -320,3 +320,25 @@ for name, data in [("init-twice", prog((0, init), (0, init))),
                    ("init-multiple-auth", prog((0, init_multi_auth), (0, sk)))]:
     with open(f"corpus/ike_responder/seed-{name}", "wb") as f:
         f.write(data)
+
+# reassembly: programs of fragments to the IPsec endpoint (see fuzz_targets/reassembly.rs).
+# op = kind | client << 2 | clock step << 5; a built fragment is [ident][offset << 3 | M, 2 bytes]
+# [length choice | next header choice << 4] ([length, 2 bytes] when the choice is 8-15).
+def frag(client, ident, offset, more, choice, length=None, kind=1):
+    b = struct.pack("!BBHB", kind | client << 2, ident, (offset // 8) << 3 | more, choice)
+    return b + (struct.pack("!H", length) if length is not None else b"")
+
+honest = frag(0, 0, 0, 1, 0x24) + frag(0, 0, 1232, 0, 0x28, 200)
+reordered = frag(1, 1, 1232, 0, 0x28, 200) + frag(1, 1, 0, 1, 0x24)
+tiny = b"".join(frag(2, 2, i * 8, 1, 0x21) for i in range(32))
+overlap = frag(3, 3, 0, 1, 0x24) + frag(3, 3, 1224, 0, 0x28, 600) + frag(3, 3, 0, 1, 0x24)
+many = b"".join(frag(4, 0, i * 512, 1, 0x23) for i in range(66))
+shares = b"".join(frag(c, i, 0, 1, 0x24) for c in range(7) for i in range(4)) + bytes([3, 200])
+iphttps = frag(7, 0, 0, 1, 0x24) + bytes([3, 150]) + frag(7, 1, 1232, 0, 0x28, 100)
+raw = bytes([2]) + struct.pack("!H", 12) + bytes([17, 0, 0, 1, 0, 0, 0, 9, 1, 2, 3, 4])
+os.makedirs("corpus/reassembly", exist_ok=True)
+for name, data in [("honest", honest), ("reordered", reordered), ("tiny", tiny),
+                   ("overlap", overlap), ("too-many", many), ("shares-then-tick", shares),
+                   ("iphttps", iphttps), ("raw-header", raw)]:
+    with open(f"corpus/reassembly/seed-{name}", "wb") as f:
+        f.write(data)

@@ -293,7 +293,7 @@ fn outcomes(topo: &Topology) -> Result<()> {
 }
 
 /// User + system CPU seconds of process `pid` and its threads so far (`/proc/PID/stat`).
-fn cpu_seconds(pid: u32) -> Result<f64> {
+pub(crate) fn cpu_seconds(pid: u32) -> Result<f64> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))?;
     // Fields after the parenthesised command name; utime and stime are fields 14 and 15.
     let rest = stat.rsplit_once(')').context("no command name")?.1;

@@ -20,6 +20,7 @@ mod iphttps_edge;
 mod ipsec;
 mod ipsec_connect;
 mod ipsec_flood;
+mod ipsec_fragments;
 mod ipsec_negative;
 mod ipsec_reload;
 mod ipsec_strongswan;

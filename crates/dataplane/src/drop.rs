@@ -154,6 +154,28 @@ drops! {
     /// peer) beyond `[ipsec] ike_packets_per_source_per_sec` per worker: shed on the road,
     /// before the TUN, the kernel's socket and the IKE responder (issue 8's flood).
     IkeRateLimited => "ike_rate_limited",
+    /// A fragment to the IPsec endpoint carrying no data, or a non-final one with less than
+    /// 512 bytes of it (`reassembly::MIN_FRAGMENT`): no sender on an IPv6 path (MTU 1280 at
+    /// least) needs one that small.
+    FragTooSmall => "frag_too_small",
+    /// A datagram to the IPsec endpoint in more than 64 fragments (`reassembly::MAX_FRAGMENTS`):
+    /// the fragment, and every fragment of the datagram kept so far.
+    FragTooMany => "frag_too_many",
+    /// A fragment overlapping another of its datagram (RFC 8200 §4.5, RFC 5722): it and every
+    /// fragment of the datagram kept so far.
+    FragOverlap => "frag_overlap",
+    /// An exact copy (same offset and length) of a fragment already kept; the datagram goes on
+    /// (RFC 8200 §4.5 allows dropping exact duplicates alone).
+    FragDuplicate => "frag_duplicate",
+    /// A fragment that would start a datagram while the worker's reassembly table is full of
+    /// other clients' datagrams, none expired (one client never evicts another's).
+    FragTableFull => "frag_table_full",
+    /// Every fragment kept of a datagram that did not complete within its time
+    /// (`reassembly::TIMEOUT`).
+    FragTimeout => "frag_timeout",
+    /// Every fragment kept of a client's oldest datagram, given up when the same client (Teredo
+    /// mapping, IP-HTTPS connection) starts one more than `reassembly::PER_CLIENT`.
+    FragClientLimit => "frag_client_limit",
 }
 
 /// A header that does not parse: the wire error's own reason.

@@ -4,7 +4,7 @@
 //! handle_teredo   UDP/3544 datagram   -> teredo.rs (classify, RS/RA, bubbles) -> ingress.rs
 //! handle_iphttps  IP-HTTPS packet     -> iphttps.rs                           -> ingress.rs
 //! handle_tun      TUN packet          -> egress.rs (NAT64 4->6, to a client)
-//! handle_timeout  relay and NAT64 timers of one shard part
+//! handle_timeout  relay and NAT64 timers of one shard part, reassembly timeouts
 //! poll_transmit / poll_tun_write      what was made off the fast path
 //! ```
 //!
@@ -147,6 +147,8 @@ impl Worker {
         end: usize,
     ) -> Verdict {
         let from = ClientBinding::Iphttps { prefix };
+        // An IP-HTTPS thread's worker gets no tick: its expired fragments are counted here.
+        self.reassembly.expire(now, &self.stats);
         self.write_floor = start;
         let v = self.ingress(now, &from, buf, start, end);
         self.write_floor = 0;
@@ -167,8 +169,10 @@ impl Worker {
         self.finish(v)
     }
 
-    /// Runs relay and NAT64 timers for shard part `part` of `of` (one part per worker).
+    /// Runs relay and NAT64 timers for shard part `part` of `of` (one part per worker), and
+    /// gives up this worker's fragmented datagrams that ran out of time.
     pub fn handle_timeout(&mut self, now: Instant, part: usize, of: usize) {
+        self.reassembly.expire(now, &self.stats);
         if let Some(nat) = self.shared.cfg.nat64.as_ref() {
             nat.handle_timeout(now, part, of);
             if let Some(log) = self.shared.cfg.binding_log.as_ref() {

@@ -9,9 +9,9 @@ use gate64_esp::{
 use std::net::IpAddr;
 
 /// gate64's IPsec endpoint: another address than `corp_address`, as `ipsec.endpoint` allows.
-const ENDPOINT: Ipv6Addr = Ipv6Addr::new(0x2001, 0xdb8, 0x100, 0, 0, 0, 0, 0x500);
+pub(super) const ENDPOINT: Ipv6Addr = Ipv6Addr::new(0x2001, 0xdb8, 0x100, 0, 0, 0, 0, 0x500);
 
-fn ipsec_config(open: bool) -> DataplaneConfig {
+pub(super) fn ipsec_config(open: bool) -> DataplaneConfig {
     let mut cfg = config(open);
     cfg.ipsec_endpoint = Some(ENDPOINT);
     cfg.self_addresses = vec![ENDPOINT.into()];
@@ -19,12 +19,12 @@ fn ipsec_config(open: bool) -> DataplaneConfig {
     cfg
 }
 
-fn ipsec_worker(open: bool) -> Worker {
+pub(super) fn ipsec_worker(open: bool) -> Worker {
     Worker::new(Shared::new(ipsec_config(open)), Arc::new(Stats::default()))
 }
 
 /// The client's inner address, from `ipsec.pool6`.
-const INNER: Ipv6Addr = Ipv6Addr::new(0xfd00, 0xc1, 0, 0, 0, 0, 0, 0x101);
+pub(super) const INNER: Ipv6Addr = Ipv6Addr::new(0xfd00, 0xc1, 0, 0, 0, 0, 0, 0x101);
 /// The SPI gate64 chose (the client seals under it), and the client's.
 const SPI_IN: u32 = 0x1000_0001;
 const SPI_OUT: u32 = 0x2000_0002;
@@ -48,7 +48,7 @@ fn params(spi: u32, key_byte: u8, remote: IpAddr) -> SaParams {
 /// A worker with one intranet child SA for the Teredo client at `CLIENT`, its inner
 /// address `inner`, UDP-encapsulated when `udp`; and the client's two halves of the SA
 /// (what it seals with, what it opens with).
-fn with_sa(inner: Ipv6Addr, udp: bool) -> (Worker, Outbound, Inbound) {
+pub(super) fn with_sa(inner: Ipv6Addr, udp: bool) -> (Worker, Outbound, Inbound) {
     with_sa_for(teredo(CLIENT).encode(), inner, udp, ipsec_config(false))
 }
 
@@ -84,7 +84,7 @@ fn with_sa_for(
 
 /// `inner` sealed by the client under `sa`, in an outer IPv6 packet from its Teredo address
 /// to the endpoint: UDP 4500 (RFC 3948) or next header 50.
-fn sealed(sa: &Outbound, inner: &[u8], udp: bool) -> Vec<u8> {
+pub(super) fn sealed(sa: &Outbound, inner: &[u8], udp: bool) -> Vec<u8> {
     sealed_from(sa, inner, udp, teredo(CLIENT).encode())
 }
 
@@ -112,7 +112,7 @@ fn sealed_from(sa: &Outbound, inner: &[u8], udp: bool, me: Ipv6Addr) -> Vec<u8> 
 
 /// Runs `outer` through `w` as a Teredo datagram from `CLIENT`; returns the verdict and the
 /// bytes it names.
-fn teredo_in(w: &mut Worker, outer: &[u8]) -> (Verdict, Vec<u8>) {
+pub(super) fn teredo_in(w: &mut Worker, outer: &[u8]) -> (Verdict, Vec<u8>) {
     let (mut buf, start, end) = framed(outer);
     let v = w.handle_teredo(Instant::now(), PRIMARY, CLIENT, &mut buf, start, end);
     let bytes = match v {
@@ -363,7 +363,7 @@ fn the_sa_opens_the_corporate_network_its_tunnel_covers_and_nothing_else() {
 /// `outer` (an IPv6 packet without extension headers) cut into fragments of at most
 /// `chunk` payload bytes (a multiple of 8), as the client's kernel sends it over a 1280-byte
 /// link (RFC 8200 §4.5).
-fn fragments(outer: &[u8], chunk: usize, id: u32) -> Vec<Vec<u8>> {
+pub(super) fn fragments(outer: &[u8], chunk: usize, id: u32) -> Vec<Vec<u8>> {
     let (header, payload) = outer.split_at(ipv6::HEADER_LEN);
     payload
         .chunks(chunk)
@@ -400,16 +400,18 @@ fn fragmented_esp_is_reassembled_opened_and_written_to_the_tun() {
     assert_eq!(w.poll_tun_write(), Some(ping));
     assert_eq!(w.poll_tun_write(), None);
     assert_eq!(total_drops(w.stats()), 0);
-    // An overlapping fragment spoils the datagram.
-    let outer = sealed(&client_seal, &echo(INNER, CORP_HOST, 1300), true);
+    // An exact duplicate is dropped alone; the datagram still completes.
+    let ping = echo(INNER, CORP_HOST, 1300);
+    let outer = sealed(&client_seal, &ping, true);
     let parts = fragments(&outer, 1232, 0x1235);
     assert_eq!(teredo_in(&mut w, &parts[0]).0, Verdict::Consumed);
     assert_eq!(
         teredo_in(&mut w, &parts[0]).0,
-        Verdict::Drop(DropReason::Malformed)
+        Verdict::Drop(DropReason::FragDuplicate)
     );
     assert_eq!(teredo_in(&mut w, &parts[1]).0, Verdict::Consumed);
-    assert_eq!(w.poll_tun_write(), None, "the rest alone is no datagram");
+    assert_eq!(w.poll_tun_write(), Some(ping));
+    assert_eq!(total_drops(w.stats()), 1);
 }
 
 /// An IP-HTTPS connection's send queue that keeps what it is given.

@@ -16,6 +16,7 @@ mod iphttps;
 mod ipsec;
 mod nat64;
 mod props;
+mod reassembly;
 mod teredo;
 
 const PRIMARY: Ipv4Addr = Ipv4Addr::new(192, 0, 2, 1);

@@ -1,0 +1,233 @@
+//! Fragments at the IPsec endpoint, before any authentication, against Debian's Miredo client
+//! in namespaces: `netns_fragment_flood_is_counted_and_spares_clients`.
+//!
+//! gate64 runs with IPsec configured (the endpoint is `corpnet.address6`) and a Miredo client
+//! qualified. From the attacker's namespace, one thread and one UDP socket (one Teredo
+//! mapping) send, as fast as they go, fragments to the endpoint through gate64's Teredo port:
+//! 8-byte ones at random offsets, pairs that overlap, and 512-byte first fragments of datagrams
+//! that never complete. Meanwhile the Miredo client pings the endpoint; the same flood aimed at
+//! a socket on gate64's host that nobody reads is the control (the sending thread and both
+//! kernels' work, which the 2-core lab cannot keep off gate64's cores).
+//!
+//! Asserted: every datagram gate64 read during the flood, the client's own few aside, is counted
+//! under a `frag_*` drop reason once the last kept datagram expired (5 s, then the 500 ms
+//! tick), each kind of refusal occurs, and the client gets at least 90% of the replies it got
+//! during the control flood. Printed: rates, the breakdown by reason, the kernel's UDP counters
+//! and gate64's CPU time during the flood.
+
+use std::net::{Ipv6Addr, SocketAddrV4, UdpSocket};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, ensure};
+use gate64_testkit::flood::teredo_address;
+use gate64_testkit::{ATTACKER_V4, Netns, SERVER_V4, TEREDO_PORT, Topology};
+
+use crate::common::{gate64_lines, netns_test};
+use crate::ipsec::{GATE64_ADDRESS6, TeredoIpsecLab};
+use crate::ipsec_flood::cpu_seconds;
+
+/// A socket on gate64's host that nobody reads: the control flood's target.
+const CONTROL_PORT: u16 = 5501;
+/// Pings during each flood, 0.2 s apart.
+const PINGS: u32 = 30;
+/// How long each flood lasts at most: the pings' 6 s with room on both sides.
+const FLOOD: Duration = Duration::from_secs(10);
+/// gate64 gives up a datagram after 5 s and checks on a 500 ms tick.
+const EXPIRY: Duration = Duration::from_secs(7);
+/// The Miredo client's own datagrams during a flood (pings, bubbles, a refresh) at most.
+const CLIENT_DATAGRAMS: f64 = 300.0;
+const REASONS: [&str; 7] = [
+    "frag_too_small",
+    "frag_too_many",
+    "frag_overlap",
+    "frag_duplicate",
+    "frag_table_full",
+    "frag_timeout",
+    "frag_client_limit",
+];
+
+#[test]
+#[ignore = "netns: needs root"]
+fn netns_fragment_flood_is_counted_and_spares_clients() {
+    netns_test(
+        "netns_fragment_flood_is_counted_and_spares_clients",
+        Topology::builder().attacker(true),
+        fragment_flood,
+    );
+}
+
+fn fragment_flood(topo: &Topology) -> Result<()> {
+    let mut lab = TeredoIpsecLab::start_with(topo, None, "", Some("info"))?;
+    let sink = topo
+        .srv
+        .run_in(|| UdpSocket::bind(SocketAddrV4::new(SERVER_V4, CONTROL_PORT)))?
+        .context("binding the control flood's unread socket")?;
+    let (control, control_rate) = while_flooding(topo, CONTROL_PORT, || {
+        topo.ping6(&topo.cli, GATE64_ADDRESS6, PINGS)
+    })?;
+    let control = control.context("ping during the control flood")?;
+    drop(sink);
+    let udp_before = udp4_counters(&topo.srv)?;
+    let before = topo.metrics()?;
+    let cpu_before = cpu_seconds(lab.gate.pid())?;
+    let flood_started = Instant::now();
+    let (during, rate) = while_flooding(topo, TEREDO_PORT, || {
+        topo.ping6(&topo.cli, GATE64_ADDRESS6, PINGS)
+    })?;
+    let (cpu, wall) = (
+        cpu_seconds(lab.gate.pid())? - cpu_before,
+        flood_started.elapsed().as_secs_f64(),
+    );
+    let during = during.context("ping during the fragment flood")?;
+    thread::sleep(EXPIRY);
+    let after = topo.metrics()?;
+    let udp_after = udp4_counters(&topo.srv)?;
+    let delta = |m: &str, labels: &[(&str, &str)]| after.sum(m, labels) - before.sum(m, labels);
+    let read = delta(
+        "gate64_packets_total",
+        &[("side", "internet"), ("direction", "rx")],
+    );
+    let by_reason: Vec<(&str, f64)> = REASONS
+        .iter()
+        .map(|r| (*r, delta("gate64_drops_total", &[("reason", r)])))
+        .collect();
+    let counted: f64 = by_reason.iter().map(|(_, n)| n).sum();
+    println!(
+        "control flood {control_rate:.0}/s at an unread socket: {}/{} replies; fragment flood \
+         {rate:.0}/s at the endpoint: {}/{} replies",
+        control.received, control.transmitted, during.received, during.transmitted
+    );
+    println!(
+        "gate64 read {read} Teredo datagrams, counted {counted} fragment drops: {by_reason:?}"
+    );
+    println!("kernel UDP counters in tsrv before / after: {udp_before} / {udp_after}");
+    println!("gate64's CPU during the fragment flood: {cpu:.2} s in {wall:.1} s");
+
+    lab.gate
+        .ensure_running()
+        .context("gate64 died during the flood")?;
+    lab.miredo.ensure_running()?;
+    ensure!(rate > 1000.0, "the flood sent only {rate:.0} datagrams/s");
+    ensure!(
+        counted <= read && read - counted <= CLIENT_DATAGRAMS,
+        "gate64 read {read} datagrams but counted {counted} fragment drops\n{}",
+        gate64_lines(&after)
+    );
+    for reason in [
+        "frag_too_small",
+        "frag_overlap",
+        "frag_client_limit",
+        "frag_timeout",
+    ] {
+        ensure!(
+            by_reason.iter().any(|(r, n)| *r == reason && *n > 0.0),
+            "no {reason} drops during the flood\n{}",
+            gate64_lines(&after)
+        );
+    }
+    ensure!(
+        f64::from(during.received) >= 0.9 * f64::from(control.received) && control.received > 0,
+        "the client got {} replies during the flood, {} during the control:\n{}",
+        during.received,
+        control.received,
+        during.output
+    );
+    topo.ping6_all(&topo.cli, GATE64_ADDRESS6, 3)
+        .context("ping after the flood")?;
+    Ok(())
+}
+
+/// Runs `during` while one thread in the attacker's namespace floods port `port` of gate64's
+/// Teredo address; returns what `during` returned and the flood's rate (datagrams/s).
+fn while_flooding<T>(topo: &Topology, port: u16, during: impl FnOnce() -> T) -> Result<(T, f64)> {
+    let stop = Arc::new(AtomicBool::new(false));
+    let flag = Arc::clone(&stop);
+    let flooder = topo
+        .atk()?
+        .spawn_thread("frag-flood", move || flood(port, &flag))?;
+    thread::sleep(Duration::from_secs(1));
+    let result = during();
+    stop.store(true, Ordering::Relaxed);
+    let (sent, secs) = flooder
+        .join()
+        .map_err(|_| anyhow::anyhow!("flood thread panicked"))???;
+    Ok((result, sent as f64 / secs.max(0.001)))
+}
+
+/// Sends fragments from one socket (one mapping) to `SERVER_V4:port` until `stop` or
+/// [`FLOOD`]; returns datagrams sent and seconds taken.
+fn flood(port: u16, stop: &AtomicBool) -> Result<(u64, f64)> {
+    let socket = UdpSocket::bind(SocketAddrV4::new(ATTACKER_V4, 0))?;
+    socket.connect(SocketAddrV4::new(SERVER_V4, port))?;
+    let std::net::SocketAddr::V4(me) = socket.local_addr()? else {
+        anyhow::bail!("not IPv4");
+    };
+    let src = teredo_address(SERVER_V4, 0, me.port(), *me.ip());
+    let started = Instant::now();
+    let (mut sent, mut state, mut pair) = (0u64, 0x6a7e_0001u32, 0u32);
+    let mut buf = [0u8; 40 + 8 + 512];
+    while !stop.load(Ordering::Relaxed) && started.elapsed() < FLOOD {
+        // A xorshift for identifications and offsets: nothing repeats by accident.
+        state ^= state << 13;
+        state ^= state >> 17;
+        state ^= state << 5;
+        let (ident, offset, len) = match sent % 4 {
+            // 8 bytes at a random offset: under the floor.
+            0 => (state, (state >> 3) as u16 & 0x1fff, 8),
+            // The first 512 bytes of a datagram that never completes.
+            1 => (state, 0, 512),
+            // Two that overlap: 0..512, then 256..768 of the same datagram.
+            2 => {
+                pair = state;
+                (pair, 0, 512)
+            }
+            _ => (pair, 32, 512),
+        };
+        let n = fragment(&mut buf, &src, ident, offset, len);
+        if socket.send(&buf[..n]).is_ok() {
+            sent += 1;
+        }
+    }
+    Ok((sent, started.elapsed().as_secs_f64()))
+}
+
+/// Writes a non-final IPv6 fragment to the endpoint from `src` into `buf`: `len` bytes at
+/// `offset` (8-byte units) of datagram `ident`; returns its length.
+fn fragment(buf: &mut [u8], src: &Ipv6Addr, ident: u32, offset: u16, len: usize) -> usize {
+    let plen = (8 + len) as u16;
+    buf[..4].copy_from_slice(&[0x60, 0, 0, 0]);
+    buf[4..6].copy_from_slice(&plen.to_be_bytes());
+    buf[6] = 44;
+    buf[7] = 64;
+    buf[8..24].copy_from_slice(&src.octets());
+    buf[24..40].copy_from_slice(&GATE64_ADDRESS6.octets());
+    // UDP inside, M = 1.
+    buf[40] = 17;
+    buf[41] = 0;
+    buf[42..44].copy_from_slice(&((offset << 3) | 1).to_be_bytes());
+    buf[44..48].copy_from_slice(&ident.to_be_bytes());
+    buf[48..48 + len].fill(0x5a);
+    48 + len
+}
+
+/// The kernel's IPv4 UDP counters in `ns` (datagrams in, receive-buffer drops).
+fn udp4_counters(ns: &Netns) -> Result<String> {
+    let snmp = ns.exec_ok(&["cat", "/proc/net/snmp"])?;
+    let mut lines = snmp.lines().filter(|l| l.starts_with("Udp:"));
+    let (names, values) = (lines.next(), lines.next());
+    let pairs = names
+        .zip(values)
+        .map(|(n, v)| {
+            n.split_whitespace()
+                .zip(v.split_whitespace())
+                .filter(|(k, _)| matches!(*k, "InDatagrams" | "RcvbufErrors" | "InErrors"))
+                .map(|(k, v)| format!("{k} {v}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        })
+        .unwrap_or_default();
+    Ok(pairs)
+}
