@@ -51,6 +51,8 @@
 #        IKE_CLIENTS=500  emulated clients (2 IKE SAs each) per ike-* setup
 #        IKE_WINDOW=16    handshakes in flight;  IKE_SOURCES=32  client source addresses
 #        IKE_LOAD_BIN=path  gate64-testkit's ike-load (default: next to GATE64_BIN)
+#        AUTH_THREADS=N  gate64's ipsec.auth_threads (IKE_AUTH verification threads); unset
+#                      leaves gate64's default (one per CPU it may use)
 #        GATE64_BIN=path  the gate64 binary for the gate64 half (built in release if unset)
 #        KEEP_LOGS=1   keep the temporary directory with configs, logs and iperf3 JSON
 #        SOCKBUF=bytes one socket buffer size for every setup instead of gate64's own (4 MiB
@@ -71,9 +73,11 @@ DIRS=${DIRS:-"up down"}
 MSS=${MSS:-1130}
 SETUPS=${SETUPS:-"strongswan gate64"}
 DPD_SECS=${DPD_SECS:-30}
+AUTH_THREADS=${AUTH_THREADS:-}
 CHARON_LOGLEVEL=${CHARON_LOGLEVEL:-0}
 GATE64_LOG_LEVEL=${GATE64_LOG_LEVEL:-warn}
 case $DPD_SECS in "" | *[!0-9]*) echo "DPD_SECS: '$DPD_SECS' is not a number of seconds" >&2; exit 2 ;; esac
+case $AUTH_THREADS in *[!0-9]*) echo "AUTH_THREADS: '$AUTH_THREADS' is not a number" >&2; exit 2 ;; esac
 
 require_root
 require_tools "apt-get install miredo miredo-server iperf3 iproute2 iputils-ping \
@@ -426,6 +430,7 @@ pool6 = "$POOL6"
 infrastructure_prefixes = ["$INFRA_TS"]
 intranet_prefixes = ["$INTRANET_TS"]
 dpd_secs = $DPD_SECS
+${AUTH_THREADS:+auth_threads = $AUTH_THREADS}
 [metrics]
 listen = "127.0.0.1:9164"
 [log]
@@ -606,8 +611,8 @@ run_ike_strongswan() {
 
 print_ike_results() {
     [ "${#IKE_RESULTS[@]}" -gt 0 ] || return 0
-    printf '\nIKE: %s clients x 2 tunnels (IKE_SA_INIT + IKE_AUTH with certificates, ECP-256), window %s\n' \
-        "$IKE_CLIENTS" "$IKE_WINDOW"
+    printf '\nIKE: %s clients x 2 tunnels (IKE_SA_INIT + IKE_AUTH with certificates, ECP-256), window %s, gate64 auth_threads %s\n' \
+        "$IKE_CLIENTS" "$IKE_WINDOW" "${AUTH_THREADS:-default}"
     printf '%-15s %7s %6s %9s %13s %10s %13s %9s %9s %7s %7s %11s\n' responder est failed secs \
         handshakes/s "resp CPU s" handshakes/CPU "RSS0 kB" "RSS1 kB" MMSA QMSA "B/client"
     local r setup n est fail secs rate cpu rss0 rss1 mm qm
