@@ -50,7 +50,13 @@
 #                      SAs held (section (c) below)
 #        IKE_CLIENTS=500  emulated clients (2 IKE SAs each) per ike-* setup
 #        IKE_WINDOW=16    handshakes in flight;  IKE_SOURCES=32  client source addresses
+#        IKE_SOCKETS=4    UDP sockets (ports) per source address, one handshake in flight
+#                      each; gate64 verifies at most 2 IKE_AUTH per source at once and drops
+#                      the rest as lost (a retransmission later), so IKE_SOCKETS=1 with more
+#                      IKE_SOURCES keeps that cap out of the measurement
 #        IKE_LOAD_BIN=path  gate64-testkit's ike-load (default: next to GATE64_BIN)
+#        AUTH_THREADS=N  gate64's ipsec.auth_threads (IKE_AUTH verification threads); unset
+#                      leaves gate64's default (one per CPU it may use)
 #        GATE64_BIN=path  the gate64 binary for the gate64 half (built in release if unset)
 #        KEEP_LOGS=1   keep the temporary directory with configs, logs and iperf3 JSON
 #        SOCKBUF=bytes one socket buffer size for every setup instead of gate64's own (4 MiB
@@ -71,9 +77,11 @@ DIRS=${DIRS:-"up down"}
 MSS=${MSS:-1130}
 SETUPS=${SETUPS:-"strongswan gate64"}
 DPD_SECS=${DPD_SECS:-30}
+AUTH_THREADS=${AUTH_THREADS:-}
 CHARON_LOGLEVEL=${CHARON_LOGLEVEL:-0}
 GATE64_LOG_LEVEL=${GATE64_LOG_LEVEL:-warn}
 case $DPD_SECS in "" | *[!0-9]*) echo "DPD_SECS: '$DPD_SECS' is not a number of seconds" >&2; exit 2 ;; esac
+case $AUTH_THREADS in *[!0-9]*) echo "AUTH_THREADS: '$AUTH_THREADS' is not a number" >&2; exit 2 ;; esac
 
 require_root
 require_tools "apt-get install miredo miredo-server iperf3 iproute2 iputils-ping \
@@ -426,6 +434,7 @@ pool6 = "$POOL6"
 infrastructure_prefixes = ["$INFRA_TS"]
 intranet_prefixes = ["$INTRANET_TS"]
 dpd_secs = $DPD_SECS
+${AUTH_THREADS:+auth_threads = $AUTH_THREADS}
 [metrics]
 listen = "127.0.0.1:9164"
 [log]
@@ -474,7 +483,9 @@ run_gate64() {
 # ================================================================ (c) IKE handshakes, SAs held
 # SETUPS ike-gate64 / ike-strongswan: gate64-testkit's ike-load in tcli runs IKE_CLIENTS
 # emulated clients, two IKE SAs each (infrastructure + intranet, a certificate per client
-# from its own CA), over plain UDP from IKE_SOURCES IPv6 addresses on tcli's veth, against
+# from its own CA), over plain UDP from IKE_SOURCES IPv6 addresses on tcli's veth, each in
+# its own /64 (gate64 counts half-open SAs and IKE_AUTH verifications in flight per /64, as
+# one client's; sources sharing a /64 would measure those caps, not the responder), against
 # (a) gate64 serve's IKE endpoint (2001:db8:100::1, on its TUN in tsrv: the kernel delivers
 # IKE arriving on the veth to the daemon's sockets on [endpoint]:500/4500 directly, so this
 # load skips Teredo and the dataplane, and measures the IKE responder alone) and (b) a
@@ -484,6 +495,7 @@ run_gate64() {
 IKE_CLIENTS=${IKE_CLIENTS:-500}
 IKE_WINDOW=${IKE_WINDOW:-16}
 IKE_SOURCES=${IKE_SOURCES:-32}
+IKE_SOCKETS=${IKE_SOCKETS:-4}
 IKE_POOL6=fd00:c1::/112
 IKE_CLIENT_NET=2001:db8:200
 IKE_RESULTS=() # "setup clients established failed secs rate cpu rss0 rss1 mmsa qmsa"
@@ -492,10 +504,12 @@ ike_lab() {
     teardown
     setup
     ip -n "$SRV" addr add "$IKE_CLIENT_NET::1/64" dev vcli nodad
+    ip -n "$SRV" -6 route add "$IKE_CLIENT_NET::/48" dev vcli
     local i
     for i in $(seq "$IKE_SOURCES"); do
-        ip -n "$CLI" addr add "$IKE_CLIENT_NET::$(printf '%x' $((0x1000 + i)))/64" dev vsrv nodad
+        ip -n "$CLI" addr add "$(ike_source "$i")/64" dev vsrv nodad
     done
+    ip -n "$CLI" -6 route add "$IKE_CLIENT_NET::/48" dev vsrv
     ip -n "$CLI" -6 route add 2001:db8:100::/48 via "$IKE_CLIENT_NET::1"
     # kernel-libipsec routes each child SA into ipsec0 with its local selector's address as
     # the source, which must be local (as in the ESP setups).
@@ -506,9 +520,12 @@ ike_lab() {
     "$IKE_LOAD_BIN" make-ca "$WORK/clients"
 }
 
+# ike_source I: the I-th client source address, alone in its /64 of $IKE_CLIENT_NET::/48.
+ike_source() { printf '%s:%x::1000' "$IKE_CLIENT_NET" "$1"; }
+
 ike_sources() {
     local i out=""
-    for i in $(seq "$IKE_SOURCES"); do out+="$IKE_CLIENT_NET::$(printf '%x' $((0x1000 + i))),"; done
+    for i in $(seq "$IKE_SOURCES"); do out+="$(ike_source "$i"),"; done
     echo "${out%,}"
 }
 
@@ -528,7 +545,7 @@ ike_measure() {
     rss0=$(rss_kb "$pid")
     t0=$(ns_ticks "$ns")
     ip netns exec "$CLI" "$IKE_LOAD_BIN" run --server "$IKE_PEER" --server-ca "$WORK/certs/ca.pem" \
-        --ca-dir "$WORK/clients" --bind "$(ike_sources)" --sockets 4 --per-socket 1 \
+        --ca-dir "$WORK/clients" --bind "$(ike_sources)" --sockets "$IKE_SOCKETS" --per-socket 1 \
         --clients "$IKE_CLIENTS" --window "$IKE_WINDOW" --infrastructure "$INFRA_TS" \
         --intranet "$INTRANET_TS" --hold-secs 0 >"$log" 2>&1 &
     load=$!
@@ -549,6 +566,8 @@ ike_measure() {
         m=$(ip netns exec "$SRV" curl -s --max-time 10 http://127.0.0.1:9164/metrics || true)
         mm=$(printf '%s\n' "$m" | awk '$1 == "gate64_ipsec_mmsa" {print $2}')
         qm=$(printf '%s\n' "$m" | awk '$1 == "gate64_ipsec_qmsa" {print $2}')
+        # IKE shed before any work (caps, auth queue): each costs the client a retransmission.
+        log "  $setup: shed: $(printf '%s\n' "$m" | awk '/^gate64_ike_shed_total/ && $2 > 0 {printf "%s=%s ", $1, $2}')"
         ;;
     *)
         local st
@@ -606,8 +625,8 @@ run_ike_strongswan() {
 
 print_ike_results() {
     [ "${#IKE_RESULTS[@]}" -gt 0 ] || return 0
-    printf '\nIKE: %s clients x 2 tunnels (IKE_SA_INIT + IKE_AUTH with certificates, ECP-256), window %s\n' \
-        "$IKE_CLIENTS" "$IKE_WINDOW"
+    printf '\nIKE: %s clients x 2 tunnels (IKE_SA_INIT + IKE_AUTH with certificates, ECP-256), window %s, gate64 auth_threads %s\n' \
+        "$IKE_CLIENTS" "$IKE_WINDOW" "${AUTH_THREADS:-default}"
     printf '%-15s %7s %6s %9s %13s %10s %13s %9s %9s %7s %7s %11s\n' responder est failed secs \
         handshakes/s "resp CPU s" handshakes/CPU "RSS0 kB" "RSS1 kB" MMSA QMSA "B/client"
     local r setup n est fail secs rate cpu rss0 rss1 mm qm

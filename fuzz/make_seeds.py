@@ -342,3 +342,64 @@ for name, data in [("honest", honest), ("reordered", reordered), ("tiny", tiny),
                    ("iphttps", iphttps), ("raw-header", raw)]:
     with open(f"corpus/reassembly/seed-{name}", "wb") as f:
         f.write(data)
+
+# ike_cert_chain: real ECDSA P-256 certificates, made once into certs/ike_cert_chain/ (kept
+# in git: the target embeds the root as its trust anchor and the others for its mutation
+# case; rerunning this script keeps them, delete the folder to make new ones). Valid
+# 2026-01-01 .. 2036-01-01; the target's clock is fixed inside that.
+def ike_chain_certs(folder):
+    import datetime as dt
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID, ExtendedKeyUsageOID
+
+    def name(cn):
+        return x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, cn)])
+
+    def cert(subject, key, issuer, issuer_key, ca):
+        b = (x509.CertificateBuilder().subject_name(name(subject)).issuer_name(name(issuer))
+             .public_key(key.public_key()).serial_number(x509.random_serial_number())
+             .not_valid_before(dt.datetime(2026, 1, 1)).not_valid_after(dt.datetime(2036, 1, 1)))
+        if ca:
+            b = b.add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+            b = b.add_extension(x509.KeyUsage(False, False, False, False, False, True, True, False, False), critical=True)
+        else:
+            b = b.add_extension(x509.KeyUsage(True, False, False, False, False, False, False, False, False), critical=True)
+            b = b.add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.CLIENT_AUTH]), critical=False)
+            b = b.add_extension(x509.SubjectAlternativeName([x509.DNSName("client1.gate64.lab")]), critical=False)
+        return b.sign(issuer_key, hashes.SHA256()).public_bytes(serialization.Encoding.DER)
+
+    key = lambda: ec.generate_private_key(ec.SECP256R1())
+    root_key, issuing_key, leaf_key = key(), key(), key()
+    certs = {
+        "root": cert("gate64 fuzz root", root_key, "gate64 fuzz root", root_key, True),
+        "issuing": cert("gate64 fuzz issuing CA", issuing_key, "gate64 fuzz root", root_key, True),
+        "leaf": cert("client1.gate64.lab", leaf_key, "gate64 fuzz issuing CA", issuing_key, False),
+    }
+    # Self-issued certificates named like the issuing CA: the same-name flood.
+    for i in range(3):
+        k = key()
+        certs[f"fake{i}"] = cert("gate64 fuzz issuing CA", k, "gate64 fuzz issuing CA", k, True)
+    os.makedirs(folder, exist_ok=True)
+    for n, der in certs.items():
+        with open(f"{folder}/{n}.der", "wb") as f:
+            f.write(der)
+
+
+CHAIN_DIR = "certs/ike_cert_chain"
+if not os.path.exists(f"{CHAIN_DIR}/leaf.der"):
+    ike_chain_certs(CHAIN_DIR)
+chain = {n: open(f"{CHAIN_DIR}/{n}.der", "rb").read()
+         for n in ["root", "issuing", "leaf", "fake0", "fake1", "fake2"]}
+# Selector 0: length-prefixed DER blobs (leaf first); selector 1: a built-in chain mutated by
+# (certificate, offset, xor) quadruples (see fuzz_targets/ike_cert_chain.rs).
+blobs = lambda *names: b"\x00" + b"".join(struct.pack("!H", len(chain[n])) + chain[n] for n in names)
+os.makedirs("corpus/ike_cert_chain", exist_ok=True)
+for name, data in [("leaf-issuing", blobs("leaf", "issuing")),
+                   ("leaf-root-issuing", blobs("leaf", "root", "issuing")),
+                   ("leaf-three-same-name", blobs("leaf", "fake0", "fake1", "fake2")),
+                   ("mutate-leaf", b"\x01\x00" + bytes([0, 0, 0x40, 0x01])),
+                   ("mutate-issuing", b"\x01\x01" + bytes([1, 0, 0x90, 0x80]))]:
+    with open(f"corpus/ike_cert_chain/seed-{name}", "wb") as f:
+        f.write(data)

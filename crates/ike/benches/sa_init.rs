@@ -1,0 +1,182 @@
+//! The responder answering IKE_SA_INIT while IKE_AUTH verifications are out as jobs
+//! (`offload_auth`, as `gate64 serve` runs it): the cost of one IKE_SA_INIT (parse, proposal
+//! choice, ECP-256 key exchange, key schedule, response) with no job out and with 32 jobs
+//! handed out and not yet answered (what 2 auth threads hold when their queues are full).
+//! Each request comes from a fresh initiator (made outside the timing) in its own /64, so no
+//! per-source cap or cookie engages.
+
+use std::hint::black_box;
+use std::net::{IpAddr, Ipv6Addr, SocketAddr};
+use std::time::{Duration, Instant, SystemTime};
+
+use criterion::{BatchSize, Criterion, criterion_group, criterion_main};
+use gate64_ike::auth::{Credentials, TrustAnchors};
+use gate64_ike::child_sa::TunnelKind;
+use gate64_ike::initiator::{Initiator, InitiatorConfig};
+use gate64_ike::keys::Group;
+use gate64_ike::message::TrafficSelector;
+use gate64_ike::responder::{AuthJob, Responder, ResponderConfig};
+use rcgen::{
+    BasicConstraints, CertificateParams, DnType, IsCa, Issuer, KeyPair, KeyUsagePurpose, SanType,
+};
+
+/// Auth jobs out in the loaded case: 2 threads x 16 in flight each.
+const JOBS_OUT: usize = 32;
+
+struct Ca {
+    pem: String,
+    issuer: Issuer<'static, KeyPair>,
+}
+
+fn ca(name: &str) -> Ca {
+    let key = KeyPair::generate().unwrap();
+    let mut params = CertificateParams::default();
+    params.distinguished_name.push(DnType::CommonName, name);
+    params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    params.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign];
+    let pem = params.self_signed(&key).unwrap().pem();
+    Ca {
+        pem,
+        issuer: Issuer::new(params, key),
+    }
+}
+
+/// A leaf under `ca`: (certificate PEM, key PEM).
+fn leaf(ca: &Ca, name: &str) -> (String, String) {
+    let key = KeyPair::generate().unwrap();
+    let mut params = CertificateParams::default();
+    params.distinguished_name.push(DnType::CommonName, name);
+    params.subject_alt_names = vec![SanType::DnsName(name.try_into().unwrap())];
+    params.key_usages = vec![KeyUsagePurpose::DigitalSignature];
+    let cert = params.signed_by(&key, &ca.issuer).unwrap();
+    (cert.pem(), key.serialize_pem())
+}
+
+struct Lab {
+    clients: Ca,
+    servers: Ca,
+    client_leaf: (String, String),
+    server: SocketAddr,
+}
+
+impl Lab {
+    fn responder(&self, now: Instant) -> Responder {
+        let (chain, key) = leaf(&self.servers, "gate64.lab");
+        let credentials = Credentials::from_pem(chain.as_bytes(), key.as_bytes()).unwrap();
+        let anchors = TrustAnchors::from_pem(self.clients.pem.as_bytes()).unwrap();
+        let mut config = ResponderConfig::new(
+            credentials,
+            anchors,
+            "fd00:c1::/112".parse().unwrap(),
+            vec!["fd00:c0::53/128".parse().unwrap()],
+            vec!["fd00:c0::/64".parse().unwrap()],
+        );
+        config.offload_auth = true;
+        // The timed requests pile up as half-open SAs (the clock does not move): no cookies,
+        // no memory cap within a bench run.
+        config.half_open_cookie_threshold = usize::MAX;
+        config.max_half_open_bytes = usize::MAX;
+        config.max_ike_sas = usize::MAX;
+        Responder::new(config, now, SystemTime::now()).unwrap()
+    }
+
+    /// An intranet-tunnel initiator from `[2001:db8:<n>::7]:500`, one /64 per `n`.
+    fn initiator(&self, now: Instant, n: u64) -> Initiator {
+        let (chain, key) = &self.client_leaf;
+        let credentials = Credentials::from_pem(chain.as_bytes(), key.as_bytes()).unwrap();
+        let anchors = TrustAnchors::from_pem(self.servers.pem.as_bytes()).unwrap();
+        let config = InitiatorConfig {
+            credentials,
+            anchors,
+            group: Group::Ecp256,
+            request_address: true,
+            tsi: vec![TrafficSelector::range(
+                IpAddr::V6(Ipv6Addr::UNSPECIFIED),
+                IpAddr::V6(Ipv6Addr::from(u128::MAX)),
+            )],
+            tsr: vec![TrafficSelector::range(
+                "fd00:c0::".parse().unwrap(),
+                "fd00:c0::ffff:ffff:ffff:ffff".parse().unwrap(),
+            )],
+            tunnel: TunnelKind::Intranet,
+            retransmit_after: Duration::from_secs(2),
+            max_retransmits: 3,
+        };
+        let net = (0x2001_0db8u128 << 96) | (u128::from(n) << 64) | 7;
+        let local = SocketAddr::new(IpAddr::V6(Ipv6Addr::from(net)), 500);
+        Initiator::new(config, now, SystemTime::now(), local, self.server).unwrap()
+    }
+
+    /// The IKE_SA_INIT request of a fresh initiator: (its source, the responder, bytes).
+    fn sa_init(&self, now: Instant, n: u64) -> (SocketAddr, SocketAddr, Vec<u8>) {
+        let mut i = self.initiator(now, n);
+        i.start(now);
+        i.poll_transmit().unwrap()
+    }
+}
+
+/// Runs `JOBS_OUT` clients up to their IKE_AUTH and keeps the jobs the responder hands out.
+fn jobs_out(lab: &Lab, r: &mut Responder, now: Instant) -> Vec<AuthJob> {
+    let mut jobs = Vec::new();
+    for n in 0..JOBS_OUT as u64 {
+        let mut i = lab.initiator(now, 1_000_000 + n);
+        i.start(now);
+        let (local, remote, init) = i.poll_transmit().unwrap();
+        r.handle(now, remote, local, &init);
+        i.handle(now, &r.poll_transmit().unwrap().bytes);
+        let (local, remote, auth) = i.poll_transmit().unwrap();
+        r.handle(now, remote, local, &auth);
+        jobs.push(r.poll_auth_job().unwrap());
+    }
+    assert!(
+        r.poll_transmit().is_none(),
+        "no IKE_AUTH answered before its verdict"
+    );
+    jobs
+}
+
+fn bench(c: &mut Criterion) {
+    let clients = ca("gate64 clients CA");
+    let lab = Lab {
+        client_leaf: leaf(&clients, "client1.gate64.lab"),
+        clients,
+        servers: ca("gate64 servers CA"),
+        server: "[2001:db8:100::1]:500".parse().unwrap(),
+    };
+    let now = Instant::now();
+    let mut g = c.benchmark_group("ike_sa_init");
+    for (name, out) in [("no_auth_jobs_out", false), ("32_auth_jobs_out", true)] {
+        let mut r = lab.responder(now);
+        let jobs = if out {
+            jobs_out(&lab, &mut r, now)
+        } else {
+            Vec::new()
+        };
+        let mut n = 0u64;
+        g.bench_function(name, |b| {
+            b.iter_batched(
+                || {
+                    n += 1;
+                    lab.sa_init(now, n)
+                },
+                |(local, remote, bytes)| {
+                    r.handle(now, remote, local, &bytes);
+                    black_box(r.poll_transmit().unwrap())
+                },
+                BatchSize::SmallInput,
+            )
+        });
+        // The jobs were out for the whole measurement; each still verifies.
+        for job in jobs {
+            r.handle_auth_verdict(now, job.run());
+            assert!(
+                r.poll_transmit().is_some(),
+                "IKE_AUTH answered on its verdict"
+            );
+        }
+    }
+    g.finish();
+}
+
+criterion_group!(benches, bench);
+criterion_main!(benches);
