@@ -137,6 +137,8 @@ pub struct Initiator {
     transmits: VecDeque<(SocketAddr, SocketAddr, Vec<u8>)>,
     events: VecDeque<InitiatorEvent>,
     second_auth: Option<SecondAuth>,
+    /// Whether IKE_AUTH carries INITIAL_CONTACT (RFC 7296 §2.4).
+    initial_contact: bool,
 }
 
 impl Initiator {
@@ -176,7 +178,16 @@ impl Initiator {
             transmits: VecDeque::new(),
             events: VecDeque::new(),
             second_auth: None,
+            initial_contact: true,
         })
+    }
+
+    /// Leaves INITIAL_CONTACT out of IKE_AUTH, as a peer that holds other IKE SAs with the
+    /// responder does (RFC 7296 §2.4): the responder then replaces none of the SAs of the
+    /// same identity (a test's way to share one certificate among many clients).
+    pub fn without_initial_contact(mut self) -> Self {
+        self.initial_contact = false;
+        self
     }
 
     /// Offers RFC 4739 multiple authentication: `user` (a user certificate and key) is proven
@@ -449,10 +460,12 @@ impl Initiator {
             encoding: 4,
             data: c.to_vec(),
         }));
-        payloads.push(Payload::Notify(Notify::new(
-            notify::INITIAL_CONTACT,
-            Vec::new(),
-        )));
+        if self.initial_contact {
+            payloads.push(Payload::Notify(Notify::new(
+                notify::INITIAL_CONTACT,
+                Vec::new(),
+            )));
+        }
         // RFC 7296 §3.7: ask for the responder's certificate under our CAs (strongSwan sends
         // its CERT only when asked).
         payloads.push(Payload::CertReq {
