@@ -149,11 +149,11 @@ fn ike_auth_certificate_flood(topo: &Topology) -> Result<()> {
             udp6_counters(&topo.srv)?,
         );
         println!(
-            "issue's bars: new client's both tunnels in {:.2} s during the flood, {:.2} s \
+            "issue's bars: new client's both tunnels in {:.1} ms during the flood, {:.1} ms \
              during the control (bar {} s); established client's ping {:.0} % of replies \
              during the flood, {:.0} % during the control (bar {:.0} %)",
-            attack.newcomer.as_secs_f64(),
-            control_round.newcomer.as_secs_f64(),
+            attack.newcomer.as_secs_f64() * 1e3,
+            control_round.newcomer.as_secs_f64() * 1e3,
             NEWCOMER_BAR.as_secs(),
             attack.ping_ratio() * 100.0,
             control_round.ping_ratio() * 100.0,

@@ -12,6 +12,7 @@ mod dns64;
 mod failover;
 mod gre;
 mod ike_auth_flood;
+mod ike_bounds;
 mod ike_interop;
 mod ike_multi_auth;
 mod iphttps;
