@@ -33,9 +33,9 @@ use crate::ipsec::{GATE64_ADDRESS6, INITIATE_TIMEOUT, SETTLE_TIMEOUT, TeredoIpse
 /// per-source cap keep it far below this.
 const HALF_OPEN_BOUND: f64 = 100.0;
 /// The new client's address, on the corporate link beside the flooding host.
-const NEWCOMER: Ipv6Addr = Ipv6Addr::new(0x2001, 0xdb8, 0x100, 1, 0, 0, 0, 3);
+pub(crate) const NEWCOMER: Ipv6Addr = Ipv6Addr::new(0x2001, 0xdb8, 0x100, 1, 0, 0, 0, 3);
 /// How long the metrics may lag (the IKE gauges are copied once a second).
-const GAUGE_LAG: Duration = Duration::from_secs(10);
+pub(crate) const GAUGE_LAG: Duration = Duration::from_secs(10);
 
 #[test]
 #[ignore = "netns: needs root"]
@@ -47,7 +47,7 @@ fn netns_ike_sa_init_flood_spares_clients() {
     );
 }
 
-fn tunnels() -> Vec<Tunnel> {
+pub(crate) fn tunnels() -> Vec<Tunnel> {
     vec![
         Tunnel::new(INFRASTRUCTURE, &[&format!("{CORP_HOST}/128")]),
         Tunnel::new(INTRANET, &["2001:db8:100::/48"]),
@@ -70,7 +70,7 @@ fn ike_sa_init_flood(topo: &Topology) -> Result<()> {
     ])?;
     topo.corp.addr_add("vsrv", &format!("{NEWCOMER}/64"))?;
     let init = sa_init_datagram(&lab.certs)?;
-    let newcomer = newcomer_configs(&topo.srv, &lab.certs)?;
+    let newcomer = newcomer_configs(&topo.srv, &lab.certs, "newcomer.gate64.lab")?;
     let initiator = TeredoIpsecLab::initiator(topo, lab.certs.initiator(), tunnels())?;
     let scenario = || -> Result<()> {
         initiator.load_all()?;
@@ -308,7 +308,7 @@ pub(crate) fn cpu_seconds(pid: u32) -> Result<f64> {
 
 /// The kernel's UDP receive counters in `ns`: how many datagrams the IKE sockets got and how
 /// many the full receive buffers dropped.
-fn udp6_counters(ns: &Netns) -> Result<String> {
+pub(crate) fn udp6_counters(ns: &Netns) -> Result<String> {
     let snmp = ns.exec_ok(&["cat", "/proc/net/snmp6"])?;
     Ok(snmp
         .lines()
@@ -350,10 +350,14 @@ fn flood(init: &[u8], port: u16, stop: &AtomicBool) -> Result<(u64, f64)> {
 }
 
 /// The new client's two initiators (infrastructure and intranet) with a certificate of its
-/// own: with the established client's, its INITIAL_CONTACT would replace that client's SAs
+/// own (for `name`): with the established client's, its INITIAL_CONTACT would replace that client's SAs
 /// (RFC 7296 §2.4).
-fn newcomer_configs(ns: &Netns, certs: &LabCerts) -> Result<[InitiatorConfig; 2]> {
-    let (cert, key) = issue_client_certificate(ns, certs, "newcomer.gate64.lab")?;
+pub(crate) fn newcomer_configs(
+    ns: &Netns,
+    certs: &LabCerts,
+    name: &str,
+) -> Result<[InitiatorConfig; 2]> {
+    let (cert, key) = issue_client_certificate(ns, certs, name)?;
     let read = |p: &Path| std::fs::read(p).with_context(|| format!("{}", p.display()));
     let config = |tunnel, ts| -> Result<InitiatorConfig> {
         let mut c = initiator_config(certs, tunnel, ts)?;
@@ -398,7 +402,7 @@ fn issue_client_certificate(
 
 /// Runs both initiators from [`NEWCOMER`] at once (each on its own socket) until both are
 /// established; returns how long that took.
-fn build_both(configs: [InitiatorConfig; 2]) -> Result<Duration> {
+pub(crate) fn build_both(configs: [InitiatorConfig; 2]) -> Result<Duration> {
     let started = Instant::now();
     let remote = SocketAddr::new(IpAddr::V6(GATE64_ADDRESS6), 500);
     let mut peers = Vec::new();

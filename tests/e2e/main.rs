@@ -11,6 +11,8 @@ mod common;
 mod dns64;
 mod failover;
 mod gre;
+mod ike_auth_flood;
+mod ike_bounds;
 mod ike_identity;
 mod ike_interop;
 mod ike_multi_auth;

@@ -20,6 +20,7 @@
 pub mod bird;
 pub mod capture;
 pub mod flood;
+pub mod ike_auth_flood;
 pub mod keepalived;
 pub mod metrics;
 mod netns;

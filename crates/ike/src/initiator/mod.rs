@@ -139,6 +139,8 @@ pub struct Initiator {
     second_auth: Option<SecondAuth>,
     /// The identity the responder's certificate must hold, sent as IDr.
     server_id: Option<Identity>,
+    /// Whether IKE_AUTH carries INITIAL_CONTACT (RFC 7296 §2.4).
+    initial_contact: bool,
 }
 
 impl Initiator {
@@ -179,6 +181,7 @@ impl Initiator {
             events: VecDeque::new(),
             second_auth: None,
             server_id: None,
+            initial_contact: true,
         })
     }
 
@@ -189,6 +192,14 @@ impl Initiator {
     /// anchors may answer.
     pub fn with_server_id(mut self, id: Identity) -> Self {
         self.server_id = Some(id);
+        self
+    }
+
+    /// Leaves INITIAL_CONTACT out of IKE_AUTH, as a peer that holds other IKE SAs with the
+    /// responder does (RFC 7296 §2.4): the responder then replaces none of the SAs of the
+    /// same identity (a test's way to share one certificate among many clients).
+    pub fn without_initial_contact(mut self) -> Self {
+        self.initial_contact = false;
         self
     }
 
@@ -457,27 +468,7 @@ impl Initiator {
             .map_err(InitiatorError::Auth)?;
         // The responder's IKE_SA_INIT message is what it signs (RFC 7296 §2.15).
         self.init_response = init_response.to_vec();
-        let mut payloads = vec![Payload::IdI(idi)];
-        payloads.extend(self.config.credentials.chain_der().map(|c| Payload::Cert {
-            encoding: 4,
-            data: c.to_vec(),
-        }));
-        payloads.push(Payload::Notify(Notify::new(
-            notify::INITIAL_CONTACT,
-            Vec::new(),
-        )));
-        // RFC 7296 §3.7: ask for the responder's certificate under our CAs (strongSwan sends
-        // its CERT only when asked).
-        payloads.push(Payload::CertReq {
-            encoding: 4,
-            data: self.config.anchors.certreq_data(),
-        });
-        if let Some(id) = &self.server_id {
-            payloads.push(Payload::IdR(Identification {
-                kind: id.id_type.code(),
-                data: id.data.clone(),
-            }));
-        }
+        let mut payloads = self.identities(idi);
         payloads.push(Payload::Auth {
             method: method.code(),
             data: auth,
@@ -502,6 +493,35 @@ impl Initiator {
         self.next_id = 2;
         self.send(now, bytes);
         Ok(())
+    }
+
+    /// What IKE_AUTH carries before AUTH: IDi, our certificates, INITIAL_CONTACT, CERTREQ and
+    /// the IDr we ask for (RFC 7296 §1.2's order).
+    fn identities(&self, idi: Identification) -> Vec<Payload> {
+        let mut payloads = vec![Payload::IdI(idi)];
+        payloads.extend(self.config.credentials.chain_der().map(|c| Payload::Cert {
+            encoding: 4,
+            data: c.to_vec(),
+        }));
+        if self.initial_contact {
+            payloads.push(Payload::Notify(Notify::new(
+                notify::INITIAL_CONTACT,
+                Vec::new(),
+            )));
+        }
+        // RFC 7296 §3.7: ask for the responder's certificate under our CAs (strongSwan sends
+        // its CERT only when asked).
+        payloads.push(Payload::CertReq {
+            encoding: 4,
+            data: self.config.anchors.certreq_data(),
+        });
+        if let Some(id) = &self.server_id {
+            payloads.push(Payload::IdR(Identification {
+                kind: id.id_type.code(),
+                data: id.data.clone(),
+            }));
+        }
+        payloads
     }
 
     /// CP(CFG_REQUEST) for an inner IPv6 address (RFC 7296 §3.15.1), when configured.
