@@ -19,13 +19,14 @@ use std::time::Duration;
 
 use anyhow::{Context, Result, bail, ensure};
 use gate64_testkit::strongswan::{
-    Charon, CharonConfig, INFRASTRUCTURE, INTRANET, LabCerts, Tunnel, with_charon_logs,
+    Charon, CharonConfig, INFRASTRUCTURE, INTRANET, LabCerts, with_charon_logs,
 };
 use gate64_testkit::{CORP_HOST, Topology, gate64_binary, wait_until};
 
 use crate::common::{netns_test, path_str};
 use crate::ike_multi_auth::issue_under_lab_ca;
 use crate::ipsec::{GATE64_ADDRESS6, INITIATE_TIMEOUT, SETTLE_TIMEOUT, TeredoIpsecLab};
+use crate::ipsec_flood::tunnels;
 use crate::ipsec_reload::{hup, wait_log};
 
 /// The DNS name of the renewed certificate (beside gate64's address).
@@ -39,13 +40,6 @@ fn netns_strongswan_remote_id_from_the_certificate_builds_both_tunnels() {
         Topology::builder(),
         remote_id_from_the_certificate,
     );
-}
-
-fn tunnels() -> Vec<Tunnel> {
-    vec![
-        Tunnel::new(INFRASTRUCTURE, &[&format!("{CORP_HOST}/128")]),
-        Tunnel::new(INTRANET, &["2001:db8:100::/48"]),
-    ]
 }
 
 /// A strongSwan initiator in `tcli` whose `remote.id` is `remote_id`.
