@@ -11,7 +11,7 @@
 //! How many certificates: an IKE_AUTH with 60 CERT payloads has 68 payloads inside its SK
 //! payload, past the 64 a message may hold (`gate64_ike::message::MAX_PAYLOADS`), so gate64
 //! drops it when it parses the decrypted payloads, before the certificate cap, counted as
-//! `reason="integrity"` (the parse failure shares that label) and unanswered; a probe checks
+//! `reason="malformed"` and unanswered (it costs one decryption); a probe checks
 //! this with one such message. The flood sends the most a message can carry into the
 //! certificate checks: the leaf and 55 self-issued certificates (56 CERT payloads, 64 in all),
 //! refused as `too_many_certs` and answered with AUTHENTICATION_FAILED.
@@ -333,7 +333,7 @@ fn refusals_after(topo: &Topology, before: &Metrics, report: &FloodReport) -> Re
 }
 
 /// One IKE_AUTH with 60 CERT payloads: dropped unanswered when its decrypted payloads are
-/// parsed (more than `MAX_PAYLOADS`), counted as `integrity`, never as `too_many_certs`.
+/// parsed (more than `MAX_PAYLOADS`), counted as `malformed`, never as `too_many_certs`.
 fn probe_sixty_certificates(topo: &Topology) -> Result<()> {
     let chain = AttackChain::generate(PROBE_EXTRA_CERTS)?;
     let cfg = FloodConfig {
@@ -354,20 +354,20 @@ fn probe_sixty_certificates(topo: &Topology) -> Result<()> {
     let deadline = Instant::now() + GAUGE_LAG;
     let m = loop {
         let m = topo.metrics()?;
-        if refused(&m, "integrity") >= 1.0 || Instant::now() >= deadline {
+        if refused(&m, "malformed") >= 1.0 || Instant::now() >= deadline {
             break m;
         }
         thread::sleep(Duration::from_millis(250));
     };
     println!(
-        "probe, 60 CERT payloads: {report}; refused as integrity {}, too_many_certs {}",
-        refused(&m, "integrity"),
+        "probe, 60 CERT payloads: {report}; refused as malformed {}, too_many_certs {}",
+        refused(&m, "malformed"),
         refused(&m, "too_many_certs")
     );
     ensure!(
         report.auths_sent == 1
             && report.auths_answered == 0
-            && refused(&m, "integrity") == 1.0
+            && refused(&m, "malformed") == 1.0
             && refused(&m, "too_many_certs") == 0.0,
         "an IKE_AUTH with 60 CERT payloads: {report}\n{}",
         gate64_lines(&m)

@@ -510,6 +510,12 @@ impl Responder {
         match message.payloads.last() {
             Some(Payload::Sk { .. }) => match keys::open_message(datagram, &sa.keys.sk_ei) {
                 Ok((_, inner)) => Some(inner),
+                // It decrypted, but what is inside does not parse (more payloads than a
+                // message may hold, a bad length): malformed, not forged.
+                Err(keys::OpenError::Parse(_)) => {
+                    self.refused(remote, Refusal::Malformed);
+                    None
+                }
                 Err(_) => {
                     self.refused(remote, Refusal::Integrity);
                     None
