@@ -298,10 +298,13 @@ impl IkeDriver {
         let mut pool = self.auth_pool.take();
         self.publish(Instant::now());
         loop {
+            // At least once a STATUS_REFRESH: what the last wake changed without an event (a
+            // half-open SA added) is published then, not at the next datagram.
             let deadline = self
                 .responder
                 .poll_timeout()
-                .unwrap_or_else(|| Instant::now() + Duration::from_secs(60));
+                .unwrap_or_else(|| Instant::now() + Duration::from_secs(60))
+                .min(self.published + STATUS_REFRESH);
             tokio::select! {
                 _ = &mut shutdown => {
                     // Tell the clients, so they do not wait for their liveness checks.
