@@ -2,10 +2,10 @@
 //! endpoint before the privilege drop, and its events turned into SA installs and metrics.
 
 use anyhow::{Context, Result};
-use gate64_config::{Config, IpsecClientEku, IpsecSecondAuth};
+use gate64_config::{Config, IpsecClientEku, IpsecCrlExpired, IpsecSecondAuth};
 use gate64_dataplane::{IkeResult, IkeShedReason, IpsecStats, RekeyKind};
 use gate64_esp::SaDb;
-use gate64_ike::auth::{ClientEku, Credentials, Identity, TrustAnchors};
+use gate64_ike::auth::{ClientEku, Credentials, Crls, Identity, TrustAnchors};
 use gate64_ike::responder::{self, Event, Refusal, Responder, ResponderConfig, SecondAuthPolicy};
 use gate64_io::ike::{IKE_PORT, IkeControl, IkeDriver, IkeSockets, NAT_T_PORT};
 use std::sync::Arc;
@@ -68,8 +68,18 @@ fn read_credentials(cfg: &Config) -> Result<Option<(Credentials, TrustAnchors)>>
     let credentials = with_identity(credentials, s.identity.as_deref())?;
     let anchors = TrustAnchors::from_pem(&read("ipsec.ca", ca)?)
         .map_err(|e| anyhow::anyhow!("`ipsec.ca` ({}): {e}", ca.display()))?
-        .for_clients(client_eku(cfg));
+        .for_clients(client_eku(cfg))
+        .with_crls(read_crls(cfg)?);
     Ok(Some((credentials, anchors)))
+}
+
+/// `ipsec.crls`, read and parsed, with `ipsec.crl_expired`. A CRL already past its
+/// nextUpdate is warned about: under `warn` it is still used, under `refuse` the certificates
+/// of its issuer are refused until a newer one is in place.
+pub fn read_crls(cfg: &Config) -> Result<Crls> {
+    let refuse = cfg.ipsec.crl_expired == IpsecCrlExpired::Refuse;
+    let crls = crate::crl_files::read("ipsec.crls", &cfg.ipsec.crls)?;
+    Ok(Crls::new(crls, refuse))
 }
 
 /// Our IDr when a client asks for none our certificate holds: `ipsec.identity`, which the
@@ -117,7 +127,11 @@ fn read_user_anchors(cfg: &Config) -> Result<Option<TrustAnchors>> {
         .with_context(|| format!("reading `ipsec.user_ca` ({})", path.display()))?;
     let anchors = TrustAnchors::from_pem(&pem)
         .map_err(|e| anyhow::anyhow!("`ipsec.user_ca` ({}): {e}", path.display()))?;
-    Ok(Some(anchors.for_clients(client_eku(cfg))))
+    Ok(Some(
+        anchors
+            .for_clients(client_eku(cfg))
+            .with_crls(read_crls(cfg)?),
+    ))
 }
 
 /// `ipsec.client_eku` as the IKE crate's rule.
@@ -281,6 +295,7 @@ fn ike_result(result: &Result<(), Refusal>) -> IkeResult {
             Refusal::Authentication(_)
             | Refusal::TooManyCerts
             | Refusal::ChainNotLinear
+            | Refusal::Revoked
             | Refusal::IdentityCap,
         ) => IkeResult::AuthFailed,
         Err(Refusal::NoProposal | Refusal::InvalidKe) => IkeResult::NoProposal,
