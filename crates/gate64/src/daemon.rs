@@ -330,6 +330,7 @@ impl Daemon {
             cert,
             key,
             i.client_ca.as_deref(),
+            &i.client_crls,
             crate::ike::client_eku(cfg),
         )?;
         let listener = listen_tcp(i.listen).with_context(|| {
@@ -493,6 +494,7 @@ impl Daemon {
                 cert,
                 key,
                 new.iphttps.client_ca.as_deref(),
+                &new.iphttps.client_crls,
                 crate::ike::client_eku(new),
             )?),
             _ => None,
