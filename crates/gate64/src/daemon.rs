@@ -508,7 +508,7 @@ impl Daemon {
             }
         }
         if let (Some(ike), Some(control)) = (ike, &ike_control)
-            && !ike.apply(control)
+            && !ike.apply(control, self.ipsec_stats.clone())
         {
             tracing::warn!("the IKE responder has stopped: its credentials were not reloaded");
         }

@@ -3,7 +3,7 @@
 
 use anyhow::{Context, Result};
 use gate64_config::{Config, IpsecClientEku, IpsecCrlExpired, IpsecSecondAuth};
-use gate64_dataplane::{IkeResult, IkeShedReason, IpsecStats, RekeyKind};
+use gate64_dataplane::{DisconnectReason, IkeResult, IkeShedReason, IpsecStats, RekeyKind};
 use gate64_esp::SaDb;
 use gate64_ike::auth::{ClientEku, Credentials, Crls, Identity, TrustAnchors};
 use gate64_ike::responder::{self, Event, Refusal, Responder, ResponderConfig, SecondAuthPolicy};
@@ -40,13 +40,25 @@ impl Reloaded {
         }))
     }
 
-    /// Hands them to the responder behind `control`; `false` when it has stopped.
-    pub fn apply(self, control: &IkeControl) -> bool {
+    /// Hands them to the responder behind `control`; `false` when it has stopped. The
+    /// established IKE SAs whose certificate the new CRLs revoke are ended (each client is
+    /// sent a Delete) and counted in `stats` as `revoked`; the others stay.
+    pub fn apply(self, control: &IkeControl, stats: Option<Arc<IpsecStats>>) -> bool {
         control.apply(move |responder| {
             responder.replace_credentials(self.credentials, self.anchors);
             responder.replace_user_anchors(self.user_anchors);
             responder.set_intranet_second_auth(self.second_auth);
             info!("IKE credentials reloaded: new IKE SAs use them, established ones stay");
+            let removed = responder.disconnect_revoked(Instant::now());
+            if !removed.is_empty() {
+                info!(
+                    ike_sas = removed.len(),
+                    "IKE SAs ended: a CRL revokes their certificates"
+                );
+            }
+            if let Some(stats) = stats {
+                stats.disconnected(DisconnectReason::Revoked, removed.len());
+            }
         })
     }
 }

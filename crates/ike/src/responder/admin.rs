@@ -90,6 +90,38 @@ impl Responder {
         removed
     }
 
+    /// Ends, as [`Responder::disconnect`] does, the established IKE SAs authenticated with a
+    /// certificate that a CRL of the current anchors (first round, and second round's) now
+    /// revokes: what a reload bringing a new CRL does to a lost machine already connected.
+    /// Returns what was removed.
+    pub fn disconnect_revoked(&mut self, now: std::time::Instant) -> Vec<IkeSaInfo> {
+        let lists = [
+            Some(self.config.anchors.crls()),
+            self.config.user_anchors.as_ref().map(|a| a.crls()),
+        ];
+        let revoked: Vec<u64> = self
+            .sas
+            .values()
+            .filter(|sa| sa.established)
+            .filter(|sa| {
+                sa.certificates
+                    .iter()
+                    .any(|key| lists.iter().flatten().any(|crls| crls.revokes(key)))
+            })
+            .map(|sa| sa.spi_r)
+            .collect();
+        let removed: Vec<IkeSaInfo> = self
+            .ike_sas(now)
+            .into_iter()
+            .filter(|sa| revoked.contains(&sa.spi_r))
+            .collect();
+        for sa in &removed {
+            tracing::info!(peer = %sa.peer, identity = ?sa.identity, spi = format!("{:016x}", sa.spi_r), "ike SA ended: its certificate is revoked");
+            super::liveness::delete_one(self, sa.spi_r);
+        }
+        removed
+    }
+
     /// New credentials and trust anchors (a reload): IKE SAs negotiated from now on get
     /// them; established ones are not touched (their AUTH is done, and rekeys sign nothing).
     pub fn replace_credentials(&mut self, credentials: Credentials, anchors: TrustAnchors) {

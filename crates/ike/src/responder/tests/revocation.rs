@@ -75,3 +75,67 @@ fn a_revoked_client_is_refused_as_revoked_and_another_gets_in() {
     exchange_all(&mut r, &mut other, now);
     established(&mut other);
 }
+
+/// A reload's CRL ends the IKE SA authenticated with the certificate it revokes (a Delete to
+/// that client, its child SA down), and leaves one of another certificate alone, even with the
+/// same subject.
+#[test]
+fn a_crl_brought_by_a_reload_ends_the_revoked_clients_sas_only() {
+    let lab = Lab::new();
+    let now = Instant::now();
+    let mut r = lab.responder(now, |_| {});
+    let mut lost = lab.initiator(
+        now,
+        TunnelKind::Intranet,
+        "fd00:c0::/64",
+        &lab.clients_ca,
+        Group::Ecp256,
+    );
+    let mut kept = lab.initiator(
+        now,
+        TunnelKind::Infrastructure,
+        "fd00:c0::53/128",
+        &lab.clients_ca,
+        Group::Ecp256,
+    );
+    lost.start(now);
+    exchange_all(&mut r, &mut lost, now);
+    // The initiator's outbound SPI is gate64's inbound one.
+    let (_, lost_pair) = established(&mut lost);
+    kept.start(now);
+    exchange_all(&mut r, &mut kept, now);
+    established(&mut kept);
+    events(&mut r);
+    assert_eq!(r.established(), 2);
+    // Nothing is revoked yet: nothing ends.
+    assert!(r.disconnect_revoked(now).is_empty());
+
+    let (chain, key) = leaf(&lab.servers_ca, "gate64.lab");
+    let credentials = Credentials::from_pem(chain.as_bytes(), key.as_bytes()).expect("creds");
+    let anchors = TrustAnchors::from_pem(lab.clients_ca.pem.as_bytes())
+        .expect("anchors")
+        .with_crls(crls(&lab.clients_ca, &[serial_of(&lost)]));
+    r.replace_credentials(credentials, anchors);
+    let removed = r.disconnect_revoked(now);
+    assert_eq!(removed.len(), 1, "{removed:?}");
+    assert_eq!(removed[0].spi_i, lost.spi_i);
+    assert_eq!(removed[0].child_spis, vec![lost_pair.outbound.spi]);
+    let delete = r.poll_transmit().expect("a Delete to the revoked client");
+    assert_eq!(delete.remote, addr(CLIENT));
+    let payloads = open_response(&lost, &delete);
+    assert!(
+        matches!(payloads.as_slice(), [Payload::Delete(d)] if d.protocol == transform::PROTO_IKE),
+        "{payloads:?}"
+    );
+    let ev = events(&mut r);
+    assert!(
+        ev.contains(&Event::ChildSaDown {
+            inbound_spi: lost_pair.outbound.spi
+        }),
+        "{ev:?}"
+    );
+    let left = r.ike_sas(now);
+    assert_eq!(left.len(), 1, "{left:?}");
+    assert_eq!(left[0].spi_i, kept.spi_i);
+    assert!(r.disconnect_revoked(now).is_empty(), "done once");
+}
