@@ -38,6 +38,9 @@ pub struct Ipsec {
     pub crls: Vec<PathBuf>,
     /// What a CRL past its nextUpdate does.
     pub crl_expired: CrlExpired,
+    /// Seconds between looks at the CRL files' modification times; a file that changed is
+    /// read again and applied as a reload applies it.
+    pub crl_refresh_secs: u64,
     /// gate64's IKE/ESP address as written; `None` = `corpnet.address6`
     /// ([`Config::ipsec_endpoint`]).
     pub endpoint: Option<Ipv6Addr>,
@@ -142,6 +145,7 @@ impl Default for Ipsec {
             user_ca: None,
             crls: Vec::new(),
             crl_expired: CrlExpired::Warn,
+            crl_refresh_secs: defaults::CRL_REFRESH_SECS,
             endpoint: None,
             pool6: None,
             infrastructure_prefixes: None,
@@ -186,6 +190,10 @@ const OPEN_TO_UNAUTHENTICATED: &str = "ipsec.require = false: the corporate netw
 const CHILD_LIFETIME_RANGE: std::ops::RangeInclusive<u64> = 60..=86_400;
 /// Allowed `ipsec.dpd_secs`: often enough to matter, not so often that thousands of idle
 /// clients keep the IKE thread busy.
+/// Shortest `ipsec.crl_refresh_secs`: a look costs a stat per file, but a CRL changes
+/// rarely.
+const MIN_CRL_REFRESH_SECS: u64 = 10;
+
 const DPD_RANGE: std::ops::RangeInclusive<u64> = 5..=3_600;
 /// Least `ipsec.ike_packets_per_source_per_sec`: both tunnels' handshakes, each with a cookie
 /// round trip and a fragmented IKE_AUTH (RFC 7383), fit in its burst.
@@ -208,6 +216,7 @@ pub(crate) struct RawIpsec {
     user_ca: Option<PathBuf>,
     crls: Option<Vec<PathBuf>>,
     crl_expired: Option<CrlExpired>,
+    crl_refresh_secs: Option<u64>,
     endpoint: Option<Ipv6Addr>,
     pool6: Option<Ipv6Net>,
     infrastructure_prefixes: Option<Vec<Ipv6Net>>,
@@ -238,6 +247,7 @@ impl RawIpsec {
             user_ca: self.user_ca,
             crls: self.crls.unwrap_or_default(),
             crl_expired: self.crl_expired.unwrap_or(d.crl_expired),
+            crl_refresh_secs: self.crl_refresh_secs.unwrap_or(d.crl_refresh_secs),
             endpoint: self.endpoint,
             pool6: self.pool6,
             infrastructure_prefixes: self.infrastructure_prefixes,
@@ -555,6 +565,13 @@ impl Config {
                 ),
             ));
         }
+        if s.crl_refresh_secs < MIN_CRL_REFRESH_SECS {
+            return Err(invalid(
+                "ipsec.crl_refresh_secs",
+                s.crl_refresh_secs,
+                format!("must be at least {MIN_CRL_REFRESH_SECS} seconds"),
+            ));
+        }
         if s.max_half_open_per_source == 0 {
             return Err(invalid(
                 "ipsec.max_half_open_per_source",
@@ -666,7 +683,8 @@ pub(crate) fn expected_form(path: &str) -> Option<&'static str> {
         | "ipsec.auth_threads"
         | "ipsec.ike_packets_per_source_per_sec"
         | "ipsec.child_lifetime_secs"
-        | "ipsec.dpd_secs" => "a whole number",
+        | "ipsec.dpd_secs"
+        | "ipsec.crl_refresh_secs" => "a whole number",
         "ipsec.intranet_second_auth" => "\"off\", \"optional\" or \"required\"",
         "ipsec.client_eku" => "\"strict\" or \"any\"",
         "ipsec.identity" => "a string, e.g. \"gw.example.com\" or \"2001:db8::1\"",

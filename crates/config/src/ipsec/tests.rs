@@ -381,6 +381,14 @@ fn crls_default_to_none_and_crl_expired_to_warn() {
         "ipsec.crls",
         "a list of file paths",
     );
+    assert_eq!(c.ipsec.crl_refresh_secs, 300);
+    let c = parse(&format!("{CREDENTIALS}crl_refresh_secs = 10\n")).unwrap();
+    assert_eq!(c.ipsec.crl_refresh_secs, 10);
+    refused(
+        &format!("{CREDENTIALS}crl_refresh_secs = 9\n"),
+        "ipsec.crl_refresh_secs",
+        "at least 10",
+    );
     refused(
         &format!("{CREDENTIALS}crls = [\"\"]\n"),
         "ipsec.crls",
@@ -420,7 +428,7 @@ fn check_files_names_the_crl_key() {
 fn crls_apply_on_reload() {
     let a = parse(CREDENTIALS).unwrap();
     let b = parse(&format!(
-        "{CREDENTIALS}crls = [\"/etc/gate64/a.crl\"]\ncrl_expired = \"refuse\"\n"
+        "{CREDENTIALS}crls = [\"/etc/gate64/a.crl\"]\ncrl_expired = \"refuse\"\ncrl_refresh_secs = 60\n"
     ))
     .unwrap();
     assert!(a.restart_only_changes(&b).is_empty());

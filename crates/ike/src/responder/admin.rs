@@ -5,7 +5,7 @@ use std::net::{IpAddr, SocketAddr};
 use std::time::Duration;
 
 use super::{Responder, SecondAuthPolicy};
-use crate::auth::{Credentials, TrustAnchors};
+use crate::auth::{Credentials, Crls, TrustAnchors};
 use crate::child_sa::TunnelKind;
 
 /// A snapshot of one IKE SA, for `gate64 status`.
@@ -120,6 +120,15 @@ impl Responder {
             super::liveness::delete_one(self, sa.spi_r);
         }
         removed
+    }
+
+    /// New CRLs for both rounds' anchors (a CRL file that changed), for IKE SAs negotiated
+    /// from now on; [`Responder::disconnect_revoked`] applies them to established ones.
+    pub fn replace_crls(&mut self, crls: Crls) {
+        self.config.anchors = self.config.anchors.clone().with_crls(crls.clone());
+        if let Some(user) = self.config.user_anchors.take() {
+            self.config.user_anchors = Some(user.with_crls(crls));
+        }
     }
 
     /// New credentials and trust anchors (a reload): IKE SAs negotiated from now on get

@@ -139,3 +139,40 @@ fn a_crl_brought_by_a_reload_ends_the_revoked_clients_sas_only() {
     assert_eq!(left[0].spi_i, kept.spi_i);
     assert!(r.disconnect_revoked(now).is_empty(), "done once");
 }
+
+/// New CRLs alone (a CRL file that changed) reach both the next handshake and, through
+/// `disconnect_revoked`, the IKE SA already up.
+#[test]
+fn replaced_crls_refuse_new_handshakes_and_end_established_sas() {
+    let lab = Lab::new();
+    let now = Instant::now();
+    let mut r = lab.responder(now, |_| {});
+    let mut up = lab.initiator(
+        now,
+        TunnelKind::Intranet,
+        "fd00:c0::/64",
+        &lab.clients_ca,
+        Group::Ecp256,
+    );
+    up.start(now);
+    exchange_all(&mut r, &mut up, now);
+    established(&mut up);
+    let mut next = lab.initiator(
+        now,
+        TunnelKind::Infrastructure,
+        "fd00:c0::53/128",
+        &lab.clients_ca,
+        Group::Ecp256,
+    );
+    r.replace_crls(crls(&lab.clients_ca, &[serial_of(&up), serial_of(&next)]));
+    assert_eq!(r.disconnect_revoked(now).len(), 1);
+    assert_eq!(r.established(), 0);
+    next.start(now);
+    exchange_all(&mut r, &mut next, now);
+    assert!(matches!(
+        next.poll_event(),
+        Some(InitiatorEvent::Failed(
+            crate::initiator::InitiatorError::Notify(notify::AUTHENTICATION_FAILED)
+        ))
+    ));
+}
