@@ -111,8 +111,9 @@ impl Crls {
     }
 
     /// Whether a list from the certificate's issuer names its serial. The lists' signatures
-    /// are not checked here: they come from the operator's files, and the chain check that
-    /// accepted the certificate already held them to the issuer's key when they were used.
+    /// are not checked here (that needs the issuer's certificate, which only a handshake's
+    /// chain has): the lists come from the operator's own files, and the next handshake of
+    /// that CA's clients checks them.
     pub fn revokes(&self, key: &RevocationKey) -> bool {
         self.lists
             .iter()
