@@ -176,3 +176,63 @@ fn replaced_crls_refuse_new_handshakes_and_end_established_sas() {
         ))
     ));
 }
+
+/// With verification offloaded to jobs (as the daemon runs it), a revoked client is refused
+/// as revoked, and an IKE SA established through a job keeps its certificate's issuer and
+/// serial: a later CRL ends it.
+#[test]
+fn offloaded_verification_refuses_revoked_and_remembers_the_certificate() {
+    let lab = Lab::new();
+    let now = Instant::now();
+    let run_jobs = |r: &mut Responder, i: &mut Initiator| loop {
+        exchange_all(r, i, now);
+        let mut ran = false;
+        while let Some(job) = r.poll_auth_job() {
+            r.handle_auth_verdict(now, job.run());
+            ran = true;
+        }
+        if !ran {
+            return;
+        }
+    };
+    let mut lost = lab.initiator(
+        now,
+        TunnelKind::Intranet,
+        "fd00:c0::/64",
+        &lab.clients_ca,
+        Group::Ecp256,
+    );
+    let revoked = crls(&lab.clients_ca, &[serial_of(&lost)]);
+    let mut r = lab.responder(now, |c| {
+        c.offload_auth = true;
+        c.anchors = c.anchors.clone().with_crls(revoked);
+    });
+    lost.start(now);
+    run_jobs(&mut r, &mut lost);
+    let ev = events(&mut r);
+    assert!(
+        ev.iter().any(|e| matches!(
+            e,
+            Event::Negotiation {
+                result: Err(Refusal::Revoked),
+                ..
+            }
+        )),
+        "{ev:?}"
+    );
+
+    let mut up = lab.initiator(
+        now,
+        TunnelKind::Intranet,
+        "fd00:c0::/64",
+        &lab.clients_ca,
+        Group::Ecp256,
+    );
+    up.start(now);
+    run_jobs(&mut r, &mut up);
+    established(&mut up);
+    r.replace_crls(crls(&lab.clients_ca, &[serial_of(&lost), serial_of(&up)]));
+    let removed = r.disconnect_revoked(now);
+    assert_eq!(removed.len(), 1, "{removed:?}");
+    assert_eq!(removed[0].spi_i, up.spi_i);
+}
