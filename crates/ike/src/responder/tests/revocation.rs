@@ -6,9 +6,13 @@ use crate::auth::{Crl, Crls};
 
 /// The serial number of the initiator's leaf.
 fn serial_of(i: &Initiator) -> rcgen::SerialNumber {
+    serial_of_credentials(i.credentials())
+}
+
+fn serial_of_credentials(c: &Credentials) -> rcgen::SerialNumber {
     use x509_parser::prelude::FromDer;
-    let (_, cert) = x509_parser::certificate::X509Certificate::from_der(i.credentials().leaf_der())
-        .expect("leaf parses");
+    let (_, cert) =
+        x509_parser::certificate::X509Certificate::from_der(c.leaf_der()).expect("leaf parses");
     rcgen::SerialNumber::from_slice(cert.raw_serial())
 }
 
@@ -235,4 +239,62 @@ fn offloaded_verification_refuses_revoked_and_remembers_the_certificate() {
     let removed = r.disconnect_revoked(now);
     assert_eq!(removed.len(), 1, "{removed:?}");
     assert_eq!(removed[0].spi_i, up.spi_i);
+}
+
+/// RFC 4739: a revoked user certificate fails the second round as revoked, and a CRL that
+/// lists the user certificate of an established IKE SA (its machine certificate still good)
+/// ends it.
+#[test]
+fn a_revoked_user_certificate_fails_the_second_round_and_ends_an_established_sa() {
+    let lab = Lab::new();
+    let now = Instant::now();
+    let user = |name: &str| {
+        let (chain, key) = leaf(&lab.clients_ca, name);
+        Credentials::from_pem(chain.as_bytes(), key.as_bytes()).expect("user credentials")
+    };
+    let with_user = |credentials: Credentials| {
+        lab.initiator(
+            now,
+            TunnelKind::Intranet,
+            "fd00:c0::/64",
+            &lab.clients_ca,
+            Group::Ecp256,
+        )
+        .with_second_auth(credentials)
+    };
+    let (lost_user, kept_user) = (user("mallory.gate64.lab"), user("alice.gate64.lab"));
+    let (lost_serial, kept_serial) = (
+        serial_of_credentials(&lost_user),
+        serial_of_credentials(&kept_user),
+    );
+    let mut r = lab.responder(now, |c| {
+        c.anchors = c
+            .anchors
+            .clone()
+            .with_crls(crls(&lab.clients_ca, std::slice::from_ref(&lost_serial)));
+    });
+    let mut lost = with_user(lost_user);
+    lost.start(now);
+    exchange_all(&mut r, &mut lost, now);
+    let ev = events(&mut r);
+    assert!(
+        ev.iter().any(|e| matches!(
+            e,
+            Event::Negotiation {
+                result: Err(Refusal::Revoked),
+                ..
+            }
+        )),
+        "{ev:?}"
+    );
+
+    let mut kept = with_user(kept_user);
+    kept.start(now);
+    exchange_all(&mut r, &mut kept, now);
+    established(&mut kept);
+    assert!(r.disconnect_revoked(now).is_empty());
+    r.replace_crls(crls(&lab.clients_ca, &[lost_serial, kept_serial]));
+    let removed = r.disconnect_revoked(now);
+    assert_eq!(removed.len(), 1, "{removed:?}");
+    assert_eq!(removed[0].spi_i, kept.spi_i);
 }
