@@ -7,6 +7,9 @@
 //!   builds its tunnel. Then a new CRL listing it too replaces the file and gate64 gets
 //!   SIGHUP: within 10 s charon holds no IKE SA (gate64 sent a Delete), gate64 holds none,
 //!   `gate64_ipsec_disconnects_total{reason="revoked"}` is 1, and a new attempt is refused.
+//! - `netns_a_changed_crl_file_cuts_off_a_connected_client_without_a_reload`: with
+//!   `crl_refresh_secs = 10`, a CRL file replaced without a signal ends the IKE SA of the
+//!   connected client it lists within 30 s (charon holds none, counted as `revoked`).
 
 use std::net::IpAddr;
 use std::path::Path;
@@ -141,5 +144,51 @@ fn revoked_refused_then_cut_off(topo: &Topology) -> Result<()> {
         refused(&charon, "after the new CRL")
     };
     with_charon_logs(cut_off(), &[&charon])?;
+    lab.gate.ensure_running()
+}
+
+#[test]
+#[ignore = "netns: needs root"]
+fn netns_a_changed_crl_file_cuts_off_a_connected_client_without_a_reload() {
+    netns_test(
+        "netns_a_changed_crl_file_cuts_off_a_connected_client_without_a_reload",
+        Topology::builder(),
+        changed_file_cuts_off,
+    );
+}
+
+/// `crl_refresh_secs = 10`: the lab client connects under an empty CRL; a CRL listing it
+/// replaces the file, and with no signal gate64 ends its IKE SA within 30 s (charon holds
+/// none, `disconnects{reason="revoked"}` is 1).
+fn changed_file_cuts_off(topo: &Topology) -> Result<()> {
+    let dir = topo.srv.dir().join("certs");
+    let crl = dir.join("clients.crl");
+    let keys = format!("crls = [\"{}\"]\ncrl_refresh_secs = 10\n", crl.display());
+    let mut lab = TeredoIpsecLab::start_prepared(topo, None, &keys, None, |certs| {
+        sign_crl(&topo.srv, &dir, certs, &[], &crl)
+    })?;
+    let charon = initiator(topo, lab.certs.initiator())?;
+    let scenario = || -> Result<()> {
+        charon.load_all()?;
+        charon.initiate(INFRASTRUCTURE, INFRASTRUCTURE, INITIATE_TIMEOUT)?;
+        charon.wait_established(1, 1, SETTLE_TIMEOUT)?;
+        sign_crl(
+            &topo.srv,
+            &dir,
+            &lab.certs,
+            &[&lab.certs.initiator_cert],
+            &crl,
+        )?;
+        let gone = wait_until(Duration::from_secs(30), || {
+            charon.list_sas().is_ok_and(|sas| sas.is_empty())
+        });
+        ensure!(gone, "charon still lists IKE SAs: {:?}", charon.list_sas());
+        let ended = topo
+            .metrics()?
+            .sum("gate64_ipsec_disconnects_total", &[("reason", "revoked")]);
+        ensure!(ended == 1.0, "disconnects{{reason=revoked}} is {ended}");
+        Ok(())
+    };
+    with_charon_logs(scenario(), &[&charon])?;
     lab.gate.ensure_running()
 }
