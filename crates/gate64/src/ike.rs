@@ -32,10 +32,11 @@ impl Reloaded {
         let Some((credentials, anchors)) = read_credentials(cfg)? else {
             return Ok(None);
         };
+        let user_anchors = read_user_anchors(cfg, anchors.crls())?;
         Ok(Some(Reloaded {
             credentials,
             anchors,
-            user_anchors: read_user_anchors(cfg)?,
+            user_anchors,
             second_auth: second_auth_policy(cfg),
         }))
     }
@@ -87,8 +88,9 @@ fn read_credentials(cfg: &Config) -> Result<Option<(Credentials, TrustAnchors)>>
 
 /// `ipsec.crls`, read and parsed, with `ipsec.crl_expired`. A CRL already past its
 /// nextUpdate is warned about: under `warn` it is still used, under `refuse` the certificates
-/// of its issuer are refused until a newer one is in place.
-pub fn read_crls(cfg: &Config) -> Result<Crls> {
+/// of its issuer are refused until a newer one is in place. Read once per load: both rounds'
+/// anchors share them.
+fn read_crls(cfg: &Config) -> Result<Crls> {
     let refuse = cfg.ipsec.crl_expired == IpsecCrlExpired::Refuse;
     let crls = crate::crl_files::read("ipsec.crls", &cfg.ipsec.crls)?;
     Ok(Crls::new(crls, refuse))
@@ -129,9 +131,9 @@ fn with_identity(credentials: Credentials, identity: Option<&str>) -> Result<Cre
     })
 }
 
-/// `ipsec.user_ca`, read and parsed with the client rule of `ipsec.client_eku`; `None` when
-/// unset (the second round then uses `ipsec.ca`).
-fn read_user_anchors(cfg: &Config) -> Result<Option<TrustAnchors>> {
+/// `ipsec.user_ca`, read and parsed with the client rule of `ipsec.client_eku` and `crls`;
+/// `None` when unset (the second round then uses `ipsec.ca`).
+fn read_user_anchors(cfg: &Config, crls: &Crls) -> Result<Option<TrustAnchors>> {
     let Some(path) = &cfg.ipsec.user_ca else {
         return Ok(None);
     };
@@ -140,9 +142,7 @@ fn read_user_anchors(cfg: &Config) -> Result<Option<TrustAnchors>> {
     let anchors = TrustAnchors::from_pem(&pem)
         .map_err(|e| anyhow::anyhow!("`ipsec.user_ca` ({}): {e}", path.display()))?;
     Ok(Some(
-        anchors
-            .for_clients(client_eku(cfg))
-            .with_crls(read_crls(cfg)?),
+        anchors.for_clients(client_eku(cfg)).with_crls(crls.clone()),
     ))
 }
 
@@ -179,7 +179,7 @@ pub fn responder_config(cfg: &Config) -> Result<Option<ResponderConfig>> {
         nets(cfg.ipsec_infrastructure_prefixes()),
         nets(cfg.ipsec_intranet_prefixes()),
     );
-    config.user_anchors = read_user_anchors(cfg)?;
+    config.user_anchors = read_user_anchors(cfg, config.anchors.crls())?;
     config.half_open_cookie_threshold = s.half_open_cookie_threshold;
     config.max_half_open_per_source = s.max_half_open_per_source;
     config.max_half_open_bytes = s.max_half_open_bytes;
