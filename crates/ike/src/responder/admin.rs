@@ -99,7 +99,11 @@ impl Responder {
             Some(self.config.anchors.crls()),
             self.config.user_anchors.as_ref().map(|a| a.crls()),
         ];
-        let revoked: Vec<u64> = self
+        if lists.iter().flatten().all(|crls| crls.is_empty()) {
+            return Vec::new();
+        }
+        // One pass over the SAs (a reload, not an event): each certificate is a lookup per CRL.
+        let revoked: std::collections::HashSet<u64> = self
             .sas
             .values()
             .filter(|sa| sa.established)
@@ -110,6 +114,9 @@ impl Responder {
             })
             .map(|sa| sa.spi_r)
             .collect();
+        if revoked.is_empty() {
+            return Vec::new();
+        }
         let removed: Vec<IkeSaInfo> = self
             .ike_sas(now)
             .into_iter()
