@@ -152,11 +152,24 @@ impl TeredoIpsecLab {
         ipsec_keys: &str,
         log_level: Option<&str>,
     ) -> Result<TeredoIpsecLab> {
+        TeredoIpsecLab::start_prepared(topo, extra_ca, ipsec_keys, log_level, |_| Ok(()))
+    }
+
+    /// [`TeredoIpsecLab::start_with`] that runs `prepare` once the certificates exist and
+    /// before gate64 starts (files its `[ipsec]` keys name, made under the lab CA).
+    pub(crate) fn start_prepared(
+        topo: &Topology,
+        extra_ca: Option<&Path>,
+        ipsec_keys: &str,
+        log_level: Option<&str>,
+        prepare: impl FnOnce(&LabCerts) -> Result<()>,
+    ) -> Result<TeredoIpsecLab> {
         let certs = LabCerts::generate(
             &topo.srv,
             &topo.srv.dir().join("certs"),
             IpAddr::V6(GATE64_ADDRESS6),
         )?;
+        prepare(&certs)?;
         let ca = match extra_ca {
             None => certs.ca.clone(),
             Some(extra) => {

@@ -16,6 +16,7 @@ mod ike_bounds;
 mod ike_identity;
 mod ike_interop;
 mod ike_multi_auth;
+mod ike_revocation;
 mod iphttps;
 mod iphttps_abuse;
 mod iphttps_edge;

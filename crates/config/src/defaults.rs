@@ -115,3 +115,5 @@ pub const CHILD_LIFETIME_SECS: u64 = 3600;
 /// `ipsec.dpd_secs`: an IKE SA idle for 30 s gets a liveness check (strongSwan's `dpd_delay`
 /// in its DirectAccess-like examples).
 pub const DPD_SECS: u64 = 30;
+/// `ipsec.crl_refresh_secs`: how often the CRL files' modification times are looked at.
+pub const CRL_REFRESH_SECS: u64 = 300;

@@ -31,6 +31,9 @@ pub struct Iphttps {
     /// CAs (the DirectAccess "Certificates" authentication mode); when `None`, clients are not
     /// authenticated at the TLS layer.
     pub client_ca: Option<PathBuf>,
+    /// CRL files (PEM or DER) whose revoked client certificates fail the TLS handshake;
+    /// used only with `client_ca`. A certificate whose issuer has no CRL here is not checked.
+    pub client_crls: Vec<PathBuf>,
     /// Pool from which each client gets its own /64 (prefix length 1..=64). Required while
     /// enabled.
     pub prefix: Option<Ipv6Net>,
@@ -65,6 +68,7 @@ impl Default for Iphttps {
             certificate: None,
             private_key: None,
             client_ca: None,
+            client_crls: Vec::new(),
             prefix: None,
             idle_timeout_secs: defaults::IPHTTPS_IDLE_TIMEOUT_SECS,
             ra_interval_secs: defaults::IPHTTPS_RA_INTERVAL_SECS,
@@ -109,6 +113,7 @@ pub(crate) struct RawIphttps {
     certificate: Option<PathBuf>,
     private_key: Option<PathBuf>,
     client_ca: Option<PathBuf>,
+    client_crls: Option<Vec<PathBuf>>,
     prefix: Option<Ipv6Net>,
     idle_timeout_secs: Option<u64>,
     ra_interval_secs: Option<u64>,
@@ -132,6 +137,7 @@ impl RawIphttps {
             certificate: self.certificate,
             private_key: self.private_key,
             client_ca: self.client_ca,
+            client_crls: self.client_crls.unwrap_or_default(),
             prefix: self.prefix,
             idle_timeout_secs: self
                 .idle_timeout_secs
@@ -167,7 +173,8 @@ impl RawIphttps {
 impl Config {
     /// Checks that the files the configuration names exist and are readable regular files:
     /// `ipsec.certificate`, `ipsec.private_key` and `ipsec.ca` while IPsec is configured;
-    /// `iphttps.certificate`, `iphttps.private_key` and `iphttps.client_ca`, while IP-HTTPS is
+    /// `iphttps.certificate`, `iphttps.private_key`, `iphttps.client_ca` and every
+    /// `iphttps.client_crls` entry, while IP-HTTPS is
     /// enabled. Whether they hold valid PEM is for the daemon to find out when it loads them.
     /// [`Config::validate`] does not call this (so a file can be checked on another machine);
     /// `gate64 check-config` and `gate64 serve` do. The error ([`ErrorKind::Io`](crate::ErrorKind::Io)) names the key
@@ -186,6 +193,9 @@ impl Config {
             if let Some(path) = path {
                 check_readable_file(key, path)?;
             }
+        }
+        for path in &h.client_crls {
+            check_readable_file("iphttps.client_crls", path)?;
         }
         Ok(())
     }
@@ -230,6 +240,20 @@ impl Config {
                     "must not be empty; give the path of a PEM file (or leave the key out)",
                 ));
             }
+        }
+        if !h.client_crls.is_empty() && h.client_ca.is_none() {
+            return Err(invalid(
+                "iphttps.client_crls",
+                format!("{:?}", h.client_crls),
+                "needs iphttps.client_ca: without it no client certificate is asked for",
+            ));
+        }
+        if h.client_crls.iter().any(|p| p.as_os_str().is_empty()) {
+            return Err(invalid(
+                "iphttps.client_crls",
+                "\"\"",
+                "must not hold an empty path; give CRL files (PEM or DER)",
+            ));
         }
         if let Some(p) = &h.prefix {
             self.validate_iphttps_prefix(p)?;

@@ -33,6 +33,14 @@ pub struct Ipsec {
     /// PEM bundle of the CA(s) whose user certificates the RFC 4739 second round accepts;
     /// `None`: `ca`.
     pub user_ca: Option<PathBuf>,
+    /// CRL files (PEM or DER) whose revoked client certificates are refused, in both
+    /// authentication rounds. A certificate whose issuer has no CRL here is not checked.
+    pub crls: Vec<PathBuf>,
+    /// What a CRL past its nextUpdate does.
+    pub crl_expired: CrlExpired,
+    /// Seconds between looks at the CRL files' modification times; a file that changed is
+    /// read again and applied as a reload applies it.
+    pub crl_refresh_secs: u64,
     /// gate64's IKE/ESP address as written; `None` = `corpnet.address6`
     /// ([`Config::ipsec_endpoint`]).
     pub endpoint: Option<Ipv6Addr>,
@@ -100,6 +108,18 @@ pub enum ClientEku {
     Any,
 }
 
+/// `ipsec.crl_expired`: what a CRL whose nextUpdate has passed does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum CrlExpired {
+    /// The CRL is still used as it stands, and the daemon warns (the default): a CA that
+    /// publishes late does not lock every client out.
+    #[default]
+    Warn,
+    /// A certificate whose issuer's CRL has expired is refused.
+    Refuse,
+}
+
 /// `ipsec.intranet_second_auth`: when gate64 runs an RFC 4739 second authentication round.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -123,6 +143,9 @@ impl Default for Ipsec {
             private_key: None,
             ca: None,
             user_ca: None,
+            crls: Vec::new(),
+            crl_expired: CrlExpired::Warn,
+            crl_refresh_secs: defaults::CRL_REFRESH_SECS,
             endpoint: None,
             pool6: None,
             infrastructure_prefixes: None,
@@ -167,6 +190,10 @@ const OPEN_TO_UNAUTHENTICATED: &str = "ipsec.require = false: the corporate netw
 const CHILD_LIFETIME_RANGE: std::ops::RangeInclusive<u64> = 60..=86_400;
 /// Allowed `ipsec.dpd_secs`: often enough to matter, not so often that thousands of idle
 /// clients keep the IKE thread busy.
+/// Shortest `ipsec.crl_refresh_secs`: a look costs a stat per file, but a CRL changes
+/// rarely.
+const MIN_CRL_REFRESH_SECS: u64 = 10;
+
 const DPD_RANGE: std::ops::RangeInclusive<u64> = 5..=3_600;
 /// Least `ipsec.ike_packets_per_source_per_sec`: both tunnels' handshakes, each with a cookie
 /// round trip and a fragmented IKE_AUTH (RFC 7383), fit in its burst.
@@ -187,6 +214,9 @@ pub(crate) struct RawIpsec {
     private_key: Option<PathBuf>,
     ca: Option<PathBuf>,
     user_ca: Option<PathBuf>,
+    crls: Option<Vec<PathBuf>>,
+    crl_expired: Option<CrlExpired>,
+    crl_refresh_secs: Option<u64>,
     endpoint: Option<Ipv6Addr>,
     pool6: Option<Ipv6Net>,
     infrastructure_prefixes: Option<Vec<Ipv6Net>>,
@@ -215,6 +245,9 @@ impl RawIpsec {
             private_key: self.private_key,
             ca: self.ca,
             user_ca: self.user_ca,
+            crls: self.crls.unwrap_or_default(),
+            crl_expired: self.crl_expired.unwrap_or(d.crl_expired),
+            crl_refresh_secs: self.crl_refresh_secs.unwrap_or(d.crl_refresh_secs),
             endpoint: self.endpoint,
             pool6: self.pool6,
             infrastructure_prefixes: self.infrastructure_prefixes,
@@ -286,8 +319,8 @@ impl Config {
         })
     }
 
-    /// `ipsec.certificate`, `ipsec.private_key` and `ipsec.ca` are readable files, while
-    /// IPsec is configured.
+    /// `ipsec.certificate`, `ipsec.private_key`, `ipsec.ca`, `ipsec.user_ca` and every
+    /// `ipsec.crls` entry are readable files, while IPsec is configured.
     pub(crate) fn check_ipsec_files(&self) -> Result<(), ConfigError> {
         let s = &self.ipsec;
         if !s.configured() {
@@ -302,6 +335,9 @@ impl Config {
             if let Some(path) = path {
                 check_readable_file(key, path)?;
             }
+        }
+        for path in &s.crls {
+            check_readable_file("ipsec.crls", path)?;
         }
         Ok(())
     }
@@ -318,6 +354,13 @@ impl Config {
                     "must be 1..={MAX_IDENTITY_LEN} bytes: a DNS name, an IP address, an email \
                      address or the subject DN the certificate holds"
                 ),
+            ));
+        }
+        if self.ipsec.crls.iter().any(|p| p.as_os_str().is_empty()) {
+            return Err(invalid(
+                "ipsec.crls",
+                "\"\"",
+                "must not hold an empty path; give CRL files (PEM or DER)",
             ));
         }
         self.validate_ipsec_endpoint()?;
@@ -522,6 +565,13 @@ impl Config {
                 ),
             ));
         }
+        if s.crl_refresh_secs < MIN_CRL_REFRESH_SECS {
+            return Err(invalid(
+                "ipsec.crl_refresh_secs",
+                s.crl_refresh_secs,
+                format!("must be at least {MIN_CRL_REFRESH_SECS} seconds"),
+            ));
+        }
         if s.max_half_open_per_source == 0 {
             return Err(invalid(
                 "ipsec.max_half_open_per_source",
@@ -617,6 +667,8 @@ pub(crate) fn expected_form(path: &str) -> Option<&'static str> {
         "ipsec.certificate" | "ipsec.private_key" | "ipsec.ca" | "ipsec.user_ca" => {
             "a file path in quotes, e.g. \"/etc/gate64/ipsec.pem\""
         }
+        "ipsec.crls" => "a list of file paths, e.g. [\"/etc/gate64/clients-ca.crl\"]",
+        "ipsec.crl_expired" => "\"warn\" or \"refuse\"",
         "ipsec.endpoint" => "an IPv6 address in quotes, e.g. \"2001:db8:100::1\"",
         "ipsec.pool6" => "an IPv6 prefix in quotes, e.g. \"fd00:c1::100/120\"",
         "ipsec.infrastructure_prefixes" | "ipsec.intranet_prefixes" => {
@@ -631,7 +683,8 @@ pub(crate) fn expected_form(path: &str) -> Option<&'static str> {
         | "ipsec.auth_threads"
         | "ipsec.ike_packets_per_source_per_sec"
         | "ipsec.child_lifetime_secs"
-        | "ipsec.dpd_secs" => "a whole number",
+        | "ipsec.dpd_secs"
+        | "ipsec.crl_refresh_secs" => "a whole number",
         "ipsec.intranet_second_auth" => "\"off\", \"optional\" or \"required\"",
         "ipsec.client_eku" => "\"strict\" or \"any\"",
         "ipsec.identity" => "a string, e.g. \"gw.example.com\" or \"2001:db8::1\"",

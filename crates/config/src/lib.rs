@@ -66,7 +66,10 @@ pub use dns64::Dns64;
 pub use error::{ConfigError, ErrorKind};
 pub use gre::{Gre, GreTenant, GreTunnel};
 pub use iphttps::Iphttps;
-pub use ipsec::{ClientEku as IpsecClientEku, Ipsec, SecondAuth as IpsecSecondAuth};
+pub use ipsec::{
+    ClientEku as IpsecClientEku, CrlExpired as IpsecCrlExpired, Ipsec,
+    SecondAuth as IpsecSecondAuth,
+};
 pub use limits::Limits;
 pub use log::{Log, LogFormat};
 pub use metrics::Metrics;

@@ -186,6 +186,7 @@ fn expected_form(path: &str) -> Option<&'static str> {
         "iphttps.certificate" | "iphttps.private_key" | "iphttps.client_ca" => {
             "a file path in quotes, e.g. \"/etc/gate64/iphttps.crt\""
         }
+        "iphttps.client_crls" => "a list of file paths, e.g. [\"/etc/gate64/clients-ca.crl\"]",
         "iphttps.prefix" => "an IPv6 prefix in quotes, e.g. \"2001:db8:1::/48\"",
         "teredo.server_addresses" => "two IPv4 addresses, e.g. [\"192.0.2.1\", \"192.0.2.2\"]",
         "teredo.port" => "a UDP port number 1..=65535",

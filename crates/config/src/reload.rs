@@ -1,8 +1,9 @@
 //! Which keys a running daemon can take from a new file (SIGHUP) and which need a restart.
 //!
 //! A key is live when the daemon reads it again after start: the IP-HTTPS certificate, key and
-//! client CA (new connections get them; connections up keep theirs), the IKE certificate, key
-//! and CA and the RFC 4739 policy (new IKE SAs get them; IKE SAs up keep theirs), the log
+//! client CA and CRLs (new connections get them; connections up keep theirs), the IKE
+//! certificate, key and CA and the RFC 4739 policy (new IKE SAs get them; IKE SAs up keep
+//! theirs), the IKE CRLs (new IKE SAs are checked against them), the log
 //! filter, the security step's switch (`ipsec.require`), the binding log's path, the
 //! IP-HTTPS connection caps (at once and per source), its ClientHello and write deadlines and
 //! its queue budget. Every
@@ -20,11 +21,15 @@ pub const LIVE_KEYS: &[&str] = &[
     "iphttps.certificate",
     "iphttps.private_key",
     "iphttps.client_ca",
+    "iphttps.client_crls",
     "ipsec.require",
     "ipsec.certificate",
     "ipsec.private_key",
     "ipsec.ca",
     "ipsec.user_ca",
+    "ipsec.crls",
+    "ipsec.crl_expired",
+    "ipsec.crl_refresh_secs",
     "ipsec.intranet_second_auth",
     "ipsec.client_eku",
     "ipsec.identity",
@@ -86,6 +91,7 @@ impl Config {
                 certificate,
                 private_key,
                 client_ca,
+                client_crls,
                 prefix,
                 idle_timeout_secs,
                 ra_interval_secs,
@@ -116,6 +122,9 @@ impl Config {
                 private_key,
                 ca,
                 user_ca,
+                crls,
+                crl_expired,
+                crl_refresh_secs,
                 endpoint,
                 pool6,
                 infrastructure_prefixes,

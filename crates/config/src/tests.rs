@@ -181,6 +181,7 @@ fn minimal_file_gets_the_documented_defaults() {
             certificate: None,
             private_key: None,
             client_ca: None,
+            client_crls: Vec::new(),
             prefix: None,
             idle_timeout_secs: 900,
             ra_interval_secs: 300,
@@ -290,6 +291,7 @@ fn every_key_can_be_set() {
             certificate: Some("/etc/gate64/iphttps.crt".into()),
             private_key: Some("/etc/gate64/iphttps.key".into()),
             client_ca: Some("/etc/gate64/clients.pem".into()),
+            client_crls: Vec::new(),
             prefix: Some("2001:db8:1::/48".parse().unwrap()),
             idle_timeout_secs: 0,
             ra_interval_secs: 86400,
@@ -1386,6 +1388,7 @@ const KEYS: &[(&str, &str)] = &[
     ("iphttps", "certificate"),
     ("iphttps", "private_key"),
     ("iphttps", "client_ca"),
+    ("iphttps", "client_crls"),
     ("iphttps", "prefix"),
     ("iphttps", "idle_timeout_secs"),
     ("iphttps", "ra_interval_secs"),
@@ -1619,4 +1622,35 @@ fn teredo_relay_cannot_be_turned_off() {
         ("teredo", "relay = false"),
     ]);
     assert_names(&e, "teredo.relay", &[]);
+}
+
+#[test]
+fn iphttps_client_crls_need_client_ca_and_name_their_key() {
+    let dir = std::env::temp_dir().join(format!("gate64-iphttps-crls-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let (crt, key, ca, crl) = (
+        dir.join("s.crt"),
+        dir.join("s.key"),
+        dir.join("ca.pem"),
+        dir.join("a.crl"),
+    );
+    for p in [&crt, &key, &ca, &crl] {
+        std::fs::write(p, "x").unwrap();
+    }
+    let mut c = parse(&[]).unwrap();
+    c.iphttps = Config::lab_iphttps("127.0.0.1:0".parse().unwrap(), crt, key);
+    c.iphttps.client_crls = vec![crl.clone()];
+    let e = c.validate().expect_err("CRLs without a client CA");
+    assert_eq!(e.key(), Some("iphttps.client_crls"), "{e}");
+    c.iphttps.client_ca = Some(ca);
+    c.validate().unwrap();
+    c.check_files().unwrap();
+    c.iphttps.client_crls.push(dir.join("absent.crl"));
+    let e = c.check_files().expect_err("an absent CRL");
+    assert_eq!(
+        (e.kind(), e.key()),
+        (ErrorKind::Io, Some("iphttps.client_crls")),
+        "{e}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -138,16 +138,19 @@ pub struct IpsecStats {
 pub enum DisconnectReason {
     /// `gate64 disconnect`.
     Admin = 0,
+    /// A CRL (a reload, or a CRL file that changed) revokes the client's certificate.
+    Revoked = 1,
 }
 
 impl DisconnectReason {
     /// Every reason, in label order.
-    pub const ALL: [DisconnectReason; 1] = [DisconnectReason::Admin];
+    pub const ALL: [DisconnectReason; 2] = [DisconnectReason::Admin, DisconnectReason::Revoked];
 
     /// The `reason` label value.
     pub fn as_str(self) -> &'static str {
         match self {
             DisconnectReason::Admin => "admin",
+            DisconnectReason::Revoked => "revoked",
         }
     }
 }

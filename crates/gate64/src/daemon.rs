@@ -238,6 +238,8 @@ pub struct Daemon {
     /// Changes the running IKE responder (a reload's new credentials) and lists its SAs for
     /// `gate64 status`, once started.
     ike_control: Mutex<Option<gate64_io::ike::IkeControl>>,
+    /// What the CRL refresh looks at, while the IKE responder runs.
+    crl_watch: Mutex<Option<Arc<Mutex<crate::crl_files::Watch>>>>,
 }
 
 impl Daemon {
@@ -313,6 +315,7 @@ impl Daemon {
             _gre: gre,
             ipsec_stats,
             ike_control: Mutex::new(None),
+            crl_watch: Mutex::new(None),
         })
     }
 
@@ -330,6 +333,7 @@ impl Daemon {
             cert,
             key,
             i.client_ca.as_deref(),
+            &i.client_crls,
             crate::ike::client_eku(cfg),
         )?;
         let listener = listen_tcp(i.listen).with_context(|| {
@@ -360,12 +364,19 @@ impl Daemon {
         let (Some(sadb), Some(stats)) = (self.shared.sadb(), &self.ipsec_stats) else {
             return Ok(());
         };
-        *lock(&self.ike_control) = crate::ike::start(
+        let control = crate::ike::start(
             cfg,
             Arc::clone(sadb),
             Arc::clone(stats),
             self.stop_tx.subscribe(),
         )?;
+        if let Some(control) = &control {
+            let watch = Arc::new(Mutex::new(crate::crl_files::Watch::new(cfg)));
+            *lock(&self.crl_watch) = Some(Arc::clone(&watch));
+            let (control, stats) = (control.clone(), Arc::clone(stats));
+            crate::crl_files::spawn_refresh(watch, control, stats, self.stop_tx.subscribe());
+        }
+        *lock(&self.ike_control) = control;
         Ok(())
     }
 
@@ -493,6 +504,7 @@ impl Daemon {
                 cert,
                 key,
                 new.iphttps.client_ca.as_deref(),
+                &new.iphttps.client_crls,
                 crate::ike::client_eku(new),
             )?),
             _ => None,
@@ -505,10 +517,14 @@ impl Daemon {
                 server.apply(&settings);
             }
         }
-        if let (Some(ike), Some(control)) = (ike, &ike_control)
-            && !ike.apply(control)
-        {
-            tracing::warn!("the IKE responder has stopped: its credentials were not reloaded");
+        if let (Some(ike), Some(control)) = (ike, &ike_control) {
+            if ike.apply(control, self.ipsec_stats.clone()) {
+                if let Some(watch) = lock(&self.crl_watch).as_ref() {
+                    lock(watch).reset(new);
+                }
+            } else {
+                tracing::warn!("the IKE responder has stopped: its credentials were not reloaded");
+            }
         }
         self.shared.set_require_ipsec(new.ipsec.require);
         self.reopen_binding_log(new);

@@ -2,10 +2,10 @@
 //! endpoint before the privilege drop, and its events turned into SA installs and metrics.
 
 use anyhow::{Context, Result};
-use gate64_config::{Config, IpsecClientEku, IpsecSecondAuth};
-use gate64_dataplane::{IkeResult, IkeShedReason, IpsecStats, RekeyKind};
+use gate64_config::{Config, IpsecClientEku, IpsecCrlExpired, IpsecSecondAuth};
+use gate64_dataplane::{DisconnectReason, IkeResult, IkeShedReason, IpsecStats, RekeyKind};
 use gate64_esp::SaDb;
-use gate64_ike::auth::{ClientEku, Credentials, Identity, TrustAnchors};
+use gate64_ike::auth::{ClientEku, Credentials, Crls, Identity, TrustAnchors};
 use gate64_ike::responder::{self, Event, Refusal, Responder, ResponderConfig, SecondAuthPolicy};
 use gate64_io::ike::{IKE_PORT, IkeControl, IkeDriver, IkeSockets, NAT_T_PORT};
 use std::sync::Arc;
@@ -32,21 +32,34 @@ impl Reloaded {
         let Some((credentials, anchors)) = read_credentials(cfg)? else {
             return Ok(None);
         };
+        let user_anchors = read_user_anchors(cfg, anchors.crls())?;
         Ok(Some(Reloaded {
             credentials,
             anchors,
-            user_anchors: read_user_anchors(cfg)?,
+            user_anchors,
             second_auth: second_auth_policy(cfg),
         }))
     }
 
-    /// Hands them to the responder behind `control`; `false` when it has stopped.
-    pub fn apply(self, control: &IkeControl) -> bool {
+    /// Hands them to the responder behind `control`; `false` when it has stopped. The
+    /// established IKE SAs whose certificate the new CRLs revoke are ended (each client is
+    /// sent a Delete) and counted in `stats` as `revoked`; the others stay.
+    pub fn apply(self, control: &IkeControl, stats: Option<Arc<IpsecStats>>) -> bool {
         control.apply(move |responder| {
             responder.replace_credentials(self.credentials, self.anchors);
             responder.replace_user_anchors(self.user_anchors);
             responder.set_intranet_second_auth(self.second_auth);
             info!("IKE credentials reloaded: new IKE SAs use them, established ones stay");
+            let removed = responder.disconnect_revoked(Instant::now());
+            if !removed.is_empty() {
+                info!(
+                    ike_sas = removed.len(),
+                    "IKE SAs ended: a CRL revokes their certificates"
+                );
+            }
+            if let Some(stats) = stats {
+                stats.disconnected(DisconnectReason::Revoked, removed.len());
+            }
         })
     }
 }
@@ -68,8 +81,19 @@ fn read_credentials(cfg: &Config) -> Result<Option<(Credentials, TrustAnchors)>>
     let credentials = with_identity(credentials, s.identity.as_deref())?;
     let anchors = TrustAnchors::from_pem(&read("ipsec.ca", ca)?)
         .map_err(|e| anyhow::anyhow!("`ipsec.ca` ({}): {e}", ca.display()))?
-        .for_clients(client_eku(cfg));
+        .for_clients(client_eku(cfg))
+        .with_crls(read_crls(cfg)?);
     Ok(Some((credentials, anchors)))
+}
+
+/// `ipsec.crls`, read and parsed, with `ipsec.crl_expired`. A CRL already past its
+/// nextUpdate is warned about: under `warn` it is still used, under `refuse` the certificates
+/// of its issuer are refused until a newer one is in place. Read once per load: both rounds'
+/// anchors share them.
+fn read_crls(cfg: &Config) -> Result<Crls> {
+    let refuse = cfg.ipsec.crl_expired == IpsecCrlExpired::Refuse;
+    let crls = crate::crl_files::read("ipsec.crls", &cfg.ipsec.crls)?;
+    Ok(Crls::new(crls, refuse))
 }
 
 /// Our IDr when a client asks for none our certificate holds: `ipsec.identity`, which the
@@ -107,9 +131,9 @@ fn with_identity(credentials: Credentials, identity: Option<&str>) -> Result<Cre
     })
 }
 
-/// `ipsec.user_ca`, read and parsed with the client rule of `ipsec.client_eku`; `None` when
-/// unset (the second round then uses `ipsec.ca`).
-fn read_user_anchors(cfg: &Config) -> Result<Option<TrustAnchors>> {
+/// `ipsec.user_ca`, read and parsed with the client rule of `ipsec.client_eku` and `crls`;
+/// `None` when unset (the second round then uses `ipsec.ca`).
+fn read_user_anchors(cfg: &Config, crls: &Crls) -> Result<Option<TrustAnchors>> {
     let Some(path) = &cfg.ipsec.user_ca else {
         return Ok(None);
     };
@@ -117,7 +141,9 @@ fn read_user_anchors(cfg: &Config) -> Result<Option<TrustAnchors>> {
         .with_context(|| format!("reading `ipsec.user_ca` ({})", path.display()))?;
     let anchors = TrustAnchors::from_pem(&pem)
         .map_err(|e| anyhow::anyhow!("`ipsec.user_ca` ({}): {e}", path.display()))?;
-    Ok(Some(anchors.for_clients(client_eku(cfg))))
+    Ok(Some(
+        anchors.for_clients(client_eku(cfg)).with_crls(crls.clone()),
+    ))
 }
 
 /// `ipsec.client_eku` as the IKE crate's rule.
@@ -153,7 +179,7 @@ pub fn responder_config(cfg: &Config) -> Result<Option<ResponderConfig>> {
         nets(cfg.ipsec_infrastructure_prefixes()),
         nets(cfg.ipsec_intranet_prefixes()),
     );
-    config.user_anchors = read_user_anchors(cfg)?;
+    config.user_anchors = read_user_anchors(cfg, config.anchors.crls())?;
     config.half_open_cookie_threshold = s.half_open_cookie_threshold;
     config.max_half_open_per_source = s.max_half_open_per_source;
     config.max_half_open_bytes = s.max_half_open_bytes;
@@ -281,6 +307,7 @@ fn ike_result(result: &Result<(), Refusal>) -> IkeResult {
             Refusal::Authentication(_)
             | Refusal::TooManyCerts
             | Refusal::ChainNotLinear
+            | Refusal::Revoked
             | Refusal::IdentityCap,
         ) => IkeResult::AuthFailed,
         Err(Refusal::NoProposal | Refusal::InvalidKe) => IkeResult::NoProposal,

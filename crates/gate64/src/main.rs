@@ -4,6 +4,7 @@ mod bench;
 mod certs;
 mod client;
 mod connect;
+mod crl_files;
 mod daemon;
 mod demo;
 mod disconnect;

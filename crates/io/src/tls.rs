@@ -9,12 +9,12 @@
 use rustls::client::danger::HandshakeSignatureValid;
 use rustls::pki_types::UnixTime;
 use rustls::pki_types::pem::PemObject;
-use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+use rustls::pki_types::{CertificateDer, CertificateRevocationListDer, PrivateKeyDer};
 use rustls::server::WebPkiClientVerifier;
 use rustls::server::danger::{ClientCertVerified, ClientCertVerifier};
 use rustls::{DigitallySignedStruct, DistinguishedName, SignatureScheme};
 use std::io;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, PoisonError, RwLock};
 
 use gate64_ike::auth::ClientEku;
@@ -42,14 +42,30 @@ pub fn load_certs(key: &str, path: &Path) -> io::Result<Vec<CertificateDer<'stat
     Ok(certs)
 }
 
+/// Reads the CRLs of a file: PEM (one or more `X509 CRL` blocks) or one DER CRL.
+pub fn load_crls(key: &str, path: &Path) -> io::Result<Vec<CertificateRevocationListDer<'static>>> {
+    let data = std::fs::read(path).map_err(|e| bad(key, path, e))?;
+    if !data.trim_ascii_start().starts_with(b"-----BEGIN") {
+        return Ok(vec![CertificateRevocationListDer::from(data)]);
+    }
+    let crls = CertificateRevocationListDer::pem_slice_iter(&data)
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| bad(key, path, e))?;
+    if crls.is_empty() {
+        return Err(bad(key, path, "no X509 CRL block in the file"));
+    }
+    Ok(crls)
+}
+
 /// Builds the server configuration. With `client_ca`, clients must present a certificate
 /// chaining to it (DirectAccess' "Certificates" authentication mode) whose extended key usage
-/// meets `client_eku` (`ipsec.client_eku`, the rule IKE holds clients to); without, none is
-/// asked.
+/// meets `client_eku` (`ipsec.client_eku`, the rule IKE holds clients to), and that no CRL of
+/// `client_crls` (`iphttps.client_crls`) revokes; without, none is asked.
 pub fn server_config(
     certificate: &Path,
     private_key: &Path,
     client_ca: Option<&Path>,
+    client_crls: &[PathBuf],
     client_eku: ClientEku,
 ) -> io::Result<Arc<rustls::ServerConfig>> {
     let certs = load_certs("iphttps.certificate", certificate)?;
@@ -64,13 +80,19 @@ pub fn server_config(
             for c in load_certs("iphttps.client_ca", ca)? {
                 roots.add(c).map_err(|e| bad("iphttps.client_ca", ca, e))?;
             }
-            let verifier = WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider())
-                .build()
-                .map_err(|e| bad("iphttps.client_ca", ca, e))?;
-            builder.with_client_cert_verifier(Arc::new(ShapedClientVerifier {
-                inner: verifier,
-                client_eku,
-            }))
+            let mut crls = Vec::new();
+            for path in client_crls {
+                crls.extend(load_crls("iphttps.client_crls", path)?);
+            }
+            let verifier = client_verifier(roots, crls, client_eku).map_err(|e| {
+                let key = if client_crls.is_empty() {
+                    "iphttps.client_ca"
+                } else {
+                    "iphttps.client_ca` / `iphttps.client_crls"
+                };
+                bad(key, ca, e)
+            })?;
+            builder.with_client_cert_verifier(Arc::new(verifier))
         }
         None => builder.with_no_client_auth(),
     };
@@ -84,6 +106,21 @@ pub fn server_config(
     // The stream after the HTTP head is raw IPv6; no ALPN, no session tickets needed.
     cfg.ignore_client_order = false;
     Ok(Arc::new(cfg))
+}
+
+/// webpki's verifier over `roots` and `crls`, behind the chain-shape check. A certificate
+/// (leaf or intermediate) whose issuer has no CRL is not checked, as in IKE; a CRL past its
+/// nextUpdate is still used.
+fn client_verifier(
+    roots: rustls::RootCertStore,
+    crls: Vec<CertificateRevocationListDer<'static>>,
+    client_eku: ClientEku,
+) -> Result<ShapedClientVerifier, rustls::server::VerifierBuilderError> {
+    let inner = WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider())
+        .with_crls(crls)
+        .allow_unknown_revocation_status()
+        .build()?;
+    Ok(ShapedClientVerifier { inner, client_eku })
 }
 
 /// webpki's client verifier behind the chain-shape check: what fails the shape never reaches
@@ -241,10 +278,76 @@ mod tests {
     fn verifier(ca: CertificateDer<'static>, client_eku: ClientEku) -> ShapedClientVerifier {
         let mut roots = rustls::RootCertStore::empty();
         roots.add(ca).expect("root");
-        let inner = WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider())
-            .build()
-            .expect("verifier");
-        ShapedClientVerifier { inner, client_eku }
+        client_verifier(roots, Vec::new(), client_eku).expect("verifier")
+    }
+
+    /// A client certificate a CRL of its CA lists fails the handshake; another of the same CA
+    /// passes, and so does one of a CA without a CRL.
+    #[test]
+    fn client_crls_refuse_revoked_certificates_only() {
+        let (ca, issuer) = self_issued("gate64 lab CA");
+        let (other_ca, other_issuer) = self_issued("gate64 other CA");
+        let leaf = |issuer: &Issuer<'static, KeyPair>, serial: u64| {
+            let key = KeyPair::generate().expect("key");
+            let mut params = CertificateParams::default();
+            params
+                .distinguished_name
+                .push(DnType::CommonName, "client1");
+            params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
+            params.serial_number = Some(rcgen::SerialNumber::from(serial));
+            params.signed_by(&key, issuer).expect("leaf").der().clone()
+        };
+        let crl = rcgen::CertificateRevocationListParams {
+            this_update: rcgen::date_time_ymd(2020, 1, 1),
+            next_update: rcgen::date_time_ymd(2099, 1, 1),
+            crl_number: rcgen::SerialNumber::from(1u64),
+            issuing_distribution_point: None,
+            revoked_certs: vec![rcgen::RevokedCertParams {
+                serial_number: rcgen::SerialNumber::from(7u64),
+                revocation_time: rcgen::date_time_ymd(2021, 1, 1),
+                reason_code: Some(rcgen::RevocationReason::KeyCompromise),
+                invalidity_date: None,
+            }],
+            key_identifier_method: rcgen::KeyIdMethod::Sha256,
+        }
+        .signed_by(&issuer)
+        .expect("CRL");
+        let dir = std::env::temp_dir().join(format!("gate64-tls-crl-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("dir");
+        let (pem_path, der_path) = (dir.join("ca.crl.pem"), dir.join("ca.crl"));
+        std::fs::write(&pem_path, crl.pem().expect("pem")).expect("write");
+        std::fs::write(&der_path, crl.der().as_ref()).expect("write");
+        let now = UnixTime::now();
+        for path in [&pem_path, &der_path] {
+            let crls = load_crls("iphttps.client_crls", path).expect("CRL loads");
+            let mut roots = rustls::RootCertStore::empty();
+            roots.add(ca.clone()).expect("root");
+            roots.add(other_ca.clone()).expect("root");
+            let v = client_verifier(roots, crls, ClientEku::Strict).expect("verifier");
+            let e = v
+                .verify_client_cert(&leaf(&issuer, 7), &[], now)
+                .expect_err("revoked");
+            assert!(
+                matches!(
+                    e,
+                    rustls::Error::InvalidCertificate(rustls::CertificateError::Revoked)
+                ),
+                "{e:?}"
+            );
+            v.verify_client_cert(&leaf(&issuer, 8), &[], now)
+                .expect("not revoked");
+            v.verify_client_cert(&leaf(&other_issuer, 7), &[], now)
+                .expect("its CA has no CRL");
+        }
+        let garbage = dir.join("garbage.crl");
+        std::fs::write(
+            &garbage,
+            "-----BEGIN X509 CRL-----\n!!\n-----END X509 CRL-----\n",
+        )
+        .expect("write");
+        let e = load_crls("iphttps.client_crls", &garbage).expect_err("garbage");
+        assert!(e.to_string().contains("iphttps.client_crls"), "{e}");
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]

@@ -357,3 +357,79 @@ fn client_eku_defaults_to_strict_and_names_its_key() {
     );
     assert_eq!(e.kind(), ErrorKind::WrongType);
 }
+
+#[test]
+fn crls_default_to_none_and_crl_expired_to_warn() {
+    use crate::IpsecCrlExpired;
+    let c = parse(CREDENTIALS).unwrap();
+    assert!(c.ipsec.crls.is_empty());
+    assert_eq!(c.ipsec.crl_expired, IpsecCrlExpired::Warn);
+    let c = parse(&format!(
+        "{CREDENTIALS}crls = [\"/etc/gate64/a.crl\", \"/etc/gate64/b.crl\"]\ncrl_expired = \"refuse\"\n"
+    ))
+    .unwrap();
+    assert_eq!(c.ipsec.crls.len(), 2);
+    assert_eq!(c.ipsec.crl_expired, IpsecCrlExpired::Refuse);
+    let e = refused(
+        &format!("{CREDENTIALS}crl_expired = \"ignore\"\n"),
+        "ipsec.crl_expired",
+        "\"warn\" or \"refuse\"",
+    );
+    assert_eq!(e.kind(), ErrorKind::WrongType);
+    refused(
+        &format!("{CREDENTIALS}crls = \"/etc/gate64/a.crl\"\n"),
+        "ipsec.crls",
+        "a list of file paths",
+    );
+    assert_eq!(c.ipsec.crl_refresh_secs, 300);
+    let c = parse(&format!("{CREDENTIALS}crl_refresh_secs = 10\n")).unwrap();
+    assert_eq!(c.ipsec.crl_refresh_secs, 10);
+    refused(
+        &format!("{CREDENTIALS}crl_refresh_secs = 9\n"),
+        "ipsec.crl_refresh_secs",
+        "at least 10",
+    );
+    refused(
+        &format!("{CREDENTIALS}crls = [\"\"]\n"),
+        "ipsec.crls",
+        "empty path",
+    );
+}
+
+#[test]
+fn check_files_names_the_crl_key() {
+    let dir = std::env::temp_dir().join(format!("gate64-ipsec-crls-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = |name: &str| {
+        let p = dir.join(name);
+        std::fs::write(&p, "x").unwrap();
+        p.display().to_string()
+    };
+    let (cert, key, ca, crl) = (file("c.pem"), file("k.pem"), file("ca.pem"), file("a.crl"));
+    let missing = dir.join("absent.crl").display().to_string();
+    let keys = |crls: &str| {
+        format!(
+            "certificate = \"{cert}\"\nprivate_key = \"{key}\"\nca = \"{ca}\"\npool6 = \"fd00:c1::/120\"\ncrls = [{crls}]\n"
+        )
+    };
+    let c = parse(&keys(&format!("\"{crl}\", \"{missing}\""))).unwrap();
+    let e = c.check_files().expect_err("the second CRL is absent");
+    assert_eq!(
+        (e.kind(), e.key()),
+        (ErrorKind::Io, Some("ipsec.crls")),
+        "{e}"
+    );
+    let c = parse(&keys(&format!("\"{crl}\""))).unwrap();
+    c.check_files().unwrap_or_else(|e| panic!("{e}"));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn crls_apply_on_reload() {
+    let a = parse(CREDENTIALS).unwrap();
+    let b = parse(&format!(
+        "{CREDENTIALS}crls = [\"/etc/gate64/a.crl\"]\ncrl_expired = \"refuse\"\ncrl_refresh_secs = 60\n"
+    ))
+    .unwrap();
+    assert!(a.restart_only_changes(&b).is_empty());
+}

@@ -24,6 +24,9 @@
 //!   Anchors that authenticate clients ([`TrustAnchors::for_clients`], which the responder
 //!   applies) hold the leaf to [`ClientEku`]: by default it must list clientAuth or
 //!   id-kp-ipsecIKE, so a server certificate or one without the extension is no client's.
+//! - **Revocation**: with CRLs ([`TrustAnchors::with_crls`]) a certificate of the chain that
+//!   its issuer's CRL lists is [`AuthError::Revoked`]; one whose issuer has no CRL is not
+//!   checked.
 //! - **Key usage**: when the leaf has the extension it must allow digitalSignature or
 //!   nonRepudiation (RFC 4945 §5.1.3.2), else [`AuthError::BadKeyUsage`].
 //! - **AUTH methods**: 1 (RSA PKCS#1 v1.5 with SHA-1, verify only: aws-lc-rs has no SHA-1 RSA
@@ -45,15 +48,19 @@
 mod algid;
 mod chain_shape;
 mod credentials;
+mod crl;
+#[cfg(test)]
+pub(crate) mod crl_tests;
 mod identity;
 #[cfg(test)]
 mod interop_tests;
 mod peer;
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;
 
 pub use chain_shape::{MAX_PEER_CERTS, check_chain_shape};
 pub use credentials::Credentials;
+pub use crl::{Crl, Crls, RevocationKey};
 pub use identity::{IdType, Identity};
 pub use peer::{ClientEku, PeerCert, TrustAnchors, leaf_has_client_eku};
 
@@ -183,6 +190,13 @@ pub enum AuthError {
     /// A certificate of the chain is before its notBefore.
     #[error("certificate not yet valid")]
     NotYetValid,
+    /// A CRL of the certificate's issuer lists it ([`TrustAnchors::with_crls`]).
+    #[error("certificate revoked")]
+    Revoked,
+    /// The issuer's CRL is past its nextUpdate, and expired CRLs refuse
+    /// ([`Crls::new`]).
+    #[error("the issuer's CRL has expired")]
+    CrlExpired,
     /// The peer sent more certificates than [`MAX_PEER_CERTS`] (refused before any is parsed).
     #[error("{0} certificates sent, at most {max} accepted", max = MAX_PEER_CERTS)]
     TooManyCertificates(usize),

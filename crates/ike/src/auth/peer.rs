@@ -2,6 +2,7 @@
 //! signature.
 
 use super::algid::{self, Scheme};
+use super::crl::{Crls, RevocationKey};
 use super::{AuthError, AuthMethod, IdType, Identity, SigHash};
 use aws_lc_rs::digest;
 use aws_lc_rs::signature::{self, UnparsedPublicKey, VerificationAlgorithm};
@@ -25,6 +26,8 @@ pub struct TrustAnchors {
     /// The rule a client's leaf is held to, when these anchors authenticate clients; `None`
     /// for anchors that authenticate a server (the initiator's).
     client_eku: Option<ClientEku>,
+    /// The CRLs a chain is checked against ([`TrustAnchors::with_crls`]); none by default.
+    crls: Crls,
 }
 
 /// Which extended key usages a client's certificate must list (`[ipsec] client_eku`).
@@ -71,6 +74,7 @@ impl TrustAnchors {
             anchors,
             certreq,
             client_eku: None,
+            crls: Crls::default(),
         })
     }
 
@@ -78,6 +82,18 @@ impl TrustAnchors {
     pub fn for_clients(mut self, eku: ClientEku) -> Self {
         self.client_eku = Some(eku);
         self
+    }
+
+    /// Chains are checked against `crls` too: a certificate one of them revokes (leaf or
+    /// intermediate) is [`AuthError::Revoked`].
+    pub fn with_crls(mut self, crls: Crls) -> Self {
+        self.crls = crls;
+        self
+    }
+
+    /// The CRLs set by [`TrustAnchors::with_crls`].
+    pub fn crls(&self) -> &Crls {
+        &self.crls
     }
 
     /// The client rule set by [`TrustAnchors::for_clients`], if any.
@@ -119,6 +135,8 @@ impl TrustAnchors {
             .map(|c| CertificateDer::from(*c))
             .collect();
         let since_epoch = now.duration_since(UNIX_EPOCH).unwrap_or_default();
+        let crl_refs = self.crls.refs();
+        let revocation = self.crls.options(&crl_refs);
         end_entity
             .verify_for_usage(
                 CHAIN_SIGNATURE_ALGS,
@@ -126,11 +144,12 @@ impl TrustAnchors {
                 &intermediates,
                 UnixTime::since_unix_epoch(since_epoch),
                 IkeEku,
-                None,
+                revocation,
                 None,
             )
             .map_err(chain_error)?;
-        let peer = parse_leaf(leaf)?;
+        let mut peer = parse_leaf(leaf)?;
+        peer.revocation = Some(RevocationKey::new(end_entity.issuer(), end_entity.serial()));
         if !peer.may_sign {
             return Err(AuthError::BadKeyUsage(
                 "key usage lacks digitalSignature and nonRepudiation",
@@ -162,9 +181,17 @@ pub struct PeerCert {
     first_san: Option<Identity>,
     /// The leaf lists clientAuth or ipsecIKE ([`ClientEku::Strict`]).
     client_eku: bool,
+    /// Issuer and serial, set once the chain verified ([`TrustAnchors::verify_peer`]).
+    revocation: Option<RevocationKey>,
 }
 
 impl PeerCert {
+    /// The issuer and serial a CRL names this certificate by; `None` for a certificate that
+    /// did not come through [`TrustAnchors::verify_peer`].
+    pub fn revocation_key(&self) -> Option<&RevocationKey> {
+        self.revocation.as_ref()
+    }
+
     /// Verifies an AUTH payload: `auth_data` is the Authentication Data field, `octets` what
     /// RFC 7296 §2.15 says the peer signed (built by the caller).
     pub fn verify_auth(
@@ -385,6 +412,7 @@ pub(crate) fn parse_leaf(der: &[u8]) -> Result<PeerCert, AuthError> {
         may_sign,
         first_san,
         client_eku,
+        revocation: None,
     })
 }
 
@@ -509,6 +537,8 @@ fn chain_error(e: webpki::Error) -> AuthError {
         E::UnknownIssuer | E::InvalidSignatureForPublicKey => AuthError::UnknownCa,
         E::CertExpired { .. } => AuthError::Expired,
         E::CertNotValidYet { .. } => AuthError::NotYetValid,
+        E::CertRevoked => AuthError::Revoked,
+        E::CrlExpired { .. } => AuthError::CrlExpired,
         E::RequiredEkuNotFoundContext(_) => {
             AuthError::BadKeyUsage("extended key usage lacks ipsecIKE, serverAuth and clientAuth")
         }

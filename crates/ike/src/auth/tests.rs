@@ -53,10 +53,10 @@ impl Ca {
 pub(super) struct Leaf {
     pem: String,
     key_pem: String,
-    der: Vec<u8>,
+    pub(super) der: Vec<u8>,
 }
 
-fn key(alg: &'static SignatureAlgorithm) -> KeyPair {
+pub(super) fn key(alg: &'static SignatureAlgorithm) -> KeyPair {
     if alg == &rcgen::PKCS_RSA_SHA256 {
         KeyPair::generate_rsa_for(alg, RsaKeySize::_2048).unwrap()
     } else {
@@ -66,7 +66,7 @@ fn key(alg: &'static SignatureAlgorithm) -> KeyPair {
 
 /// A client leaf as `gate64 certs` makes it: DN and SAN client1.gate64.lab, an IPv6 address and
 /// an email SAN, digitalSignature, EKU clientAuth + ipsecIKE; `edit` changes it.
-fn leaf_with(ca: &Ca, key: &KeyPair, edit: impl FnOnce(&mut CertificateParams)) -> Leaf {
+pub(super) fn leaf_with(ca: &Ca, key: &KeyPair, edit: impl FnOnce(&mut CertificateParams)) -> Leaf {
     let mut params = CertificateParams::default();
     params
         .distinguished_name

@@ -144,6 +144,12 @@ pub struct Initiator {
 }
 
 impl Initiator {
+    /// Our credentials (tests read the leaf's serial for their CRLs).
+    #[cfg(test)]
+    pub(crate) fn credentials(&self) -> &Credentials {
+        &self.config.credentials
+    }
+
     /// An initiator from `local` to the responder at `remote`; `wall` is the wall-clock time
     /// at `now` (certificate validity).
     pub fn new(

@@ -5,7 +5,7 @@ use std::net::{IpAddr, SocketAddr};
 use std::time::Duration;
 
 use super::{Responder, SecondAuthPolicy};
-use crate::auth::{Credentials, TrustAnchors};
+use crate::auth::{Credentials, Crls, TrustAnchors};
 use crate::child_sa::TunnelKind;
 
 /// A snapshot of one IKE SA, for `gate64 status`.
@@ -88,6 +88,54 @@ impl Responder {
             super::liveness::delete_one(self, sa.spi_r);
         }
         removed
+    }
+
+    /// Ends, as [`Responder::disconnect`] does, the established IKE SAs authenticated with a
+    /// certificate that a CRL of the current anchors (first round, and second round's) now
+    /// revokes: what a reload bringing a new CRL does to a lost machine already connected.
+    /// Returns what was removed.
+    pub fn disconnect_revoked(&mut self, now: std::time::Instant) -> Vec<IkeSaInfo> {
+        let lists = [
+            Some(self.config.anchors.crls()),
+            self.config.user_anchors.as_ref().map(|a| a.crls()),
+        ];
+        if lists.iter().flatten().all(|crls| crls.is_empty()) {
+            return Vec::new();
+        }
+        // One pass over the SAs (a reload, not an event): each certificate is a lookup per CRL.
+        let revoked: std::collections::HashSet<u64> = self
+            .sas
+            .values()
+            .filter(|sa| sa.established)
+            .filter(|sa| {
+                sa.certificates
+                    .iter()
+                    .any(|key| lists.iter().flatten().any(|crls| crls.revokes(key)))
+            })
+            .map(|sa| sa.spi_r)
+            .collect();
+        if revoked.is_empty() {
+            return Vec::new();
+        }
+        let removed: Vec<IkeSaInfo> = self
+            .ike_sas(now)
+            .into_iter()
+            .filter(|sa| revoked.contains(&sa.spi_r))
+            .collect();
+        for sa in &removed {
+            tracing::info!(peer = %sa.peer, identity = ?sa.identity, spi = format!("{:016x}", sa.spi_r), "ike SA ended: its certificate is revoked");
+            super::liveness::delete_one(self, sa.spi_r);
+        }
+        removed
+    }
+
+    /// New CRLs for both rounds' anchors (a CRL file that changed), for IKE SAs negotiated
+    /// from now on; [`Responder::disconnect_revoked`] applies them to established ones.
+    pub fn replace_crls(&mut self, crls: Crls) {
+        self.config.anchors = self.config.anchors.clone().with_crls(crls.clone());
+        if let Some(user) = self.config.user_anchors.take() {
+            self.config.user_anchors = Some(user.with_crls(crls));
+        }
     }
 
     /// New credentials and trust anchors (a reload): IKE SAs negotiated from now on get

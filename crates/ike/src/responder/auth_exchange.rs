@@ -7,7 +7,7 @@ use std::time::{Instant, SystemTime};
 use super::auth_jobs::{self, Round};
 use super::child::{self, ChildPlan, KeRule};
 use super::{Event, Refusal, Responder, caps, init, second_auth};
-use crate::auth::{AuthError, AuthMethod, Identity, MAX_PEER_CERTS, TrustAnchors};
+use crate::auth::{AuthError, AuthMethod, Identity, MAX_PEER_CERTS, RevocationKey, TrustAnchors};
 use crate::child_sa::TunnelKind;
 use crate::keys;
 use crate::message::{
@@ -121,14 +121,15 @@ pub(super) fn request_parts(inner: &[Payload]) -> Option<AuthRequest<'_>> {
 
 /// Checks the client: chain to our CAs at `wall`, ID against the certificate, AUTH over
 /// `octets` (RFC 7296 §2.15: the initiator's IKE_SA_INIT request | Nr | prf(SK_pi, IDi')).
-/// Returns the certificate subject. The number and shape of the certificates are checked
-/// first, so a hostile chain costs no path building and no signature check.
+/// Returns the certificate subject and what a CRL names the leaf by. The number and shape of
+/// the certificates are checked first, so a hostile chain costs no path building and no
+/// signature check.
 pub(super) fn verify_client(
     anchors: &TrustAnchors,
     req: &ClientProof<'_>,
     octets: &[u8],
     wall: SystemTime,
-) -> Result<String, AuthError> {
+) -> Result<Verified, AuthError> {
     if req.cert_payloads > MAX_PEER_CERTS {
         return Err(AuthError::TooManyCertificates(req.cert_payloads));
     }
@@ -141,7 +142,19 @@ pub(super) fn verify_client(
     let method =
         AuthMethod::from_code(req.method).ok_or(AuthError::UnsupportedMethod(req.method))?;
     peer.verify_auth(method, req.auth_data, octets)?;
-    Ok(peer.subject())
+    Ok((peer.subject(), peer.revocation_key().cloned()))
+}
+
+/// A client certificate that verified: its subject, and its issuer and serial for CRLs
+/// loaded later.
+pub(crate) type Verified = (String, Option<RevocationKey>);
+
+/// Keeps `key` with IKE SA `spi_r`, so that a later CRL can end it
+/// ([`Responder::disconnect_revoked`]).
+pub(super) fn remember_certificate(r: &mut Responder, spi_r: u64, key: Option<RevocationKey>) {
+    if let (Some(sa), Some(key)) = (r.sas.get_mut(&spi_r), key) {
+        sa.certificates.push(key);
+    }
 }
 
 /// Handles the IKE_AUTH request of a half-open IKE SA.
@@ -202,7 +215,7 @@ pub(super) fn after_verify(
     now: Instant,
     h: Header,
     inner: Vec<Payload>,
-    verified: Result<String, AuthError>,
+    verified: Result<Verified, AuthError>,
 ) {
     let Some((remote, started)) = r.sas.get(&h.spi_r).map(|s| (s.remote, s.started)) else {
         return;
@@ -218,7 +231,10 @@ pub(super) fn after_verify(
         );
     };
     let identity = match verified {
-        Ok(subject) => subject,
+        Ok((subject, key)) => {
+            remember_certificate(r, h.spi_r, key);
+            subject
+        }
         Err(e) => {
             tracing::debug!(peer = %remote, error = %e, "ike client authentication failed");
             let reason = Refusal::from(&e);

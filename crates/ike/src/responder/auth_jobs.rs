@@ -41,7 +41,7 @@ pub struct AuthJob {
 pub struct AuthVerdict {
     spi_r: u64,
     message_id: u32,
-    result: Result<String, AuthError>,
+    result: Result<auth_exchange::Verified, AuthError>,
 }
 
 impl AuthJob {

@@ -604,6 +604,7 @@ fn rekey_ike(
     fresh.second_auth = old.second_auth.clone();
     fresh.tunnel = old.tunnel;
     fresh.intranet_allowed = old.intranet_allowed;
+    fresh.certificates = old.certificates.clone();
     fresh.local_ts = old.local_ts.clone();
     fresh.inner = old.inner;
     fresh.leased = std::mem::take(&mut old.leased);

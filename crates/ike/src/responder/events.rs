@@ -62,6 +62,8 @@ pub enum Refusal {
     Integrity,
     /// Certificate, identity or AUTH refused (the [`crate::auth::AuthError`] text).
     Authentication(String),
+    /// The client's certificate (or an intermediate) is on its issuer's CRL.
+    Revoked,
     /// More CERT payloads than [`crate::auth::MAX_PEER_CERTS`]; refused before any parse.
     TooManyCerts,
     /// The certificates do not form one linear chain ([`crate::auth::check_chain_shape`]);
@@ -98,6 +100,7 @@ impl Refusal {
             Refusal::RetransmitElsewhere => "retransmit_elsewhere",
             Refusal::Integrity => "integrity",
             Refusal::Authentication(_) => "auth_failed",
+            Refusal::Revoked => "revoked",
             Refusal::TooManyCerts => "too_many_certs",
             Refusal::ChainNotLinear => "chain_not_linear",
             Refusal::TsUnacceptable => "ts_unacceptable",
@@ -111,11 +114,13 @@ impl Refusal {
 
 impl From<&AuthError> for Refusal {
     /// The chain-shape refusals keep their own reasons (they are what a CPU-exhaustion
-    /// attempt looks like); every other authentication failure is `auth_failed`.
+    /// attempt looks like), and so does a revoked certificate (a lost machine trying);
+    /// every other authentication failure is `auth_failed`.
     fn from(e: &AuthError) -> Self {
         match e {
             AuthError::TooManyCertificates(_) => Refusal::TooManyCerts,
             AuthError::ChainNotLinear(_) => Refusal::ChainNotLinear,
+            AuthError::Revoked => Refusal::Revoked,
             other => Refusal::Authentication(other.to_string()),
         }
     }

@@ -231,6 +231,9 @@ pub(crate) struct IkeSa {
     /// established (not with `intranet_second_auth = "required"` unless the second round
     /// proved a user), checked on every CREATE_CHILD_SA and carried over by IKE rekeys.
     pub(crate) intranet_allowed: bool,
+    /// Issuer and serial of the certificates it was authenticated with (the machine's, and
+    /// the user's after an RFC 4739 second round), checked against CRLs a reload brings.
+    pub(crate) certificates: Vec<crate::auth::RevocationKey>,
     pub(crate) local_ts: Vec<crate::message::TrafficSelector>,
     pub(crate) inner: Option<IpAddr>,
     pub(crate) leased: bool,
@@ -281,6 +284,7 @@ impl IkeSa {
             peer_id: None,
             tunnel: None,
             intranet_allowed: false,
+            certificates: Vec::new(),
             local_ts: Vec::new(),
             inner: None,
             leased: false,

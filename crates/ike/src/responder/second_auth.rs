@@ -206,13 +206,13 @@ pub(crate) fn after_verify(
     now: Instant,
     h: Header,
     pending: Pending,
-    verified: Result<String, AuthError>,
+    verified: Result<auth_exchange::Verified, AuthError>,
 ) {
     let Some((remote, started)) = r.sas.get(&h.spi_r).map(|s| (s.remote, s.started)) else {
         return;
     };
-    let user = match verified {
-        Ok(user) => user,
+    let (user, key) = match verified {
+        Ok(verified) => verified,
         Err(e) => {
             tracing::debug!(peer = %remote, error = %e, "ike second authentication failed");
             let reason = Refusal::from(&e);
@@ -235,6 +235,7 @@ pub(crate) fn after_verify(
             Refusal::Malformed,
         );
     };
+    auth_exchange::remember_certificate(r, h.spi_r, key);
     tracing::debug!(peer = %remote, machine = %pending.machine, %user, "ike second authentication");
     if let Some(sa) = r.sas.get_mut(&h.spi_r) {
         sa.second_auth = SecondAuth::Done(user.into());

@@ -1242,6 +1242,7 @@ mod bounds;
 mod caps;
 mod reload;
 mod retransmit;
+mod revocation;
 mod second_auth;
 
 /// `gate64 disconnect`: by identity (any case), by SPI, or all; each removed IKE SA's client

@@ -48,7 +48,8 @@ async fn lab(tag: &str, write_timeout: Duration) -> Lab {
     std::fs::write(&cert, ck.cert.pem()).unwrap();
     std::fs::write(&key, ck.signing_key.serialize_pem()).unwrap();
     let tls =
-        crate::tls::server_config(&cert, &key, None, gate64_ike::auth::ClientEku::Strict).unwrap();
+        crate::tls::server_config(&cert, &key, None, &[], gate64_ike::auth::ClientEku::Strict)
+            .unwrap();
     let connector =
         tokio_rustls::TlsConnector::from(crate::tls::client_config(&cert, None).unwrap());
     let shared = Shared::new(DataplaneConfig {

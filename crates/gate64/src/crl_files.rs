@@ -1,0 +1,167 @@
+//! CRL files (`ipsec.crls`): read from disk here, parsed by the IKE crate, which reads no file;
+//! looked at again every `ipsec.crl_refresh_secs`.
+
+use anyhow::{Context, Result};
+use gate64_config::{Config, IpsecCrlExpired};
+use gate64_dataplane::{DisconnectReason, IpsecStats};
+use gate64_ike::auth::{Crl, Crls};
+use gate64_io::ike::IkeControl;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant, SystemTime};
+use tracing::{info, warn};
+
+/// Reads and parses every file of `paths` (PEM or DER), naming `key` and the file in errors.
+/// A CRL past its nextUpdate is warned about here; whether it still counts is the caller's
+/// `crl_expired` rule.
+pub fn read(key: &str, paths: &[PathBuf]) -> Result<Vec<Crl>> {
+    let now = SystemTime::now();
+    let mut out = Vec::new();
+    for path in paths {
+        let data =
+            std::fs::read(path).with_context(|| format!("reading `{key}` ({})", path.display()))?;
+        let crls =
+            Crl::parse(&data).map_err(|e| anyhow::anyhow!("`{key}` ({}): {e}", path.display()))?;
+        for crl in &crls {
+            if crl.is_expired(now) {
+                let next_update = unix_secs(crl.next_update());
+                warn!(
+                    file = %path.display(),
+                    next_update,
+                    "`{key}`: a CRL is past its nextUpdate; publish a newer one"
+                );
+            }
+        }
+        out.extend(crls);
+    }
+    Ok(out)
+}
+
+/// Seconds since the epoch, for the log.
+fn unix_secs(t: SystemTime) -> u64 {
+    t.duration_since(SystemTime::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
+/// What the CRL refresh looks at: the running configuration's `ipsec.crls`, their rule and
+/// period, and the modification times last seen. A reload replaces it ([`Watch::reset`]).
+pub struct Watch {
+    paths: Vec<PathBuf>,
+    refuse_expired: bool,
+    period: Duration,
+    seen: Vec<Option<SystemTime>>,
+}
+
+impl Watch {
+    /// The files of `cfg`, with their modification times now (they were just read).
+    pub fn new(cfg: &Config) -> Watch {
+        let paths = cfg.ipsec.crls.clone();
+        let seen = paths.iter().map(|p| modified(p)).collect();
+        Watch {
+            paths,
+            refuse_expired: cfg.ipsec.crl_expired == IpsecCrlExpired::Refuse,
+            period: Duration::from_secs(cfg.ipsec.crl_refresh_secs),
+            seen,
+        }
+    }
+
+    /// Takes `cfg` after a reload, which read its files already.
+    pub fn reset(&mut self, cfg: &Config) {
+        *self = Watch::new(cfg);
+    }
+
+    /// The files again when a modification time changed since the last look (a file that
+    /// vanished counts as changed, and its read fails); `None` when none did. The times are
+    /// recorded either way, so a file that fails to read is retried only once it changes.
+    fn changed(&mut self) -> Option<Result<Crls>> {
+        let now: Vec<Option<SystemTime>> = self.paths.iter().map(|p| modified(p)).collect();
+        if now == self.seen {
+            return None;
+        }
+        self.seen = now;
+        Some(read("ipsec.crls", &self.paths).map(|c| Crls::new(c, self.refuse_expired)))
+    }
+}
+
+fn modified(path: &Path) -> Option<SystemTime> {
+    std::fs::metadata(path).and_then(|m| m.modified()).ok()
+}
+
+/// Every `ipsec.crl_refresh_secs`, reads the CRL files whose modification time changed and
+/// hands them to the responder, which ends the established IKE SAs they revoke (counted as
+/// `revoked`). A file that fails to read or parse leaves the CRLs in force as they were.
+/// Must run inside a tokio runtime; ends when `stop` turns true.
+pub fn spawn_refresh(
+    watch: Arc<Mutex<Watch>>,
+    control: IkeControl,
+    stats: Arc<IpsecStats>,
+    mut stop: tokio::sync::watch::Receiver<bool>,
+) {
+    tokio::spawn(async move {
+        loop {
+            let period = lock(&watch).period;
+            tokio::select! {
+                () = tokio::time::sleep(period) => {}
+                _ = stop.wait_for(|stopped| *stopped) => return,
+            }
+            let changed = lock(&watch).changed();
+            match changed {
+                None => {}
+                Some(Err(e)) => {
+                    warn!(error = %format!("{e:#}"), "CRL files changed but were not applied; the CRLs in force stay");
+                }
+                Some(Ok(crls)) => {
+                    let stats = Arc::clone(&stats);
+                    let applied = control.apply(move |responder| {
+                        responder.replace_crls(crls);
+                        let removed = responder.disconnect_revoked(Instant::now());
+                        info!(
+                            ended = removed.len(),
+                            "CRL files changed: read again, IKE SAs of revoked certificates ended"
+                        );
+                        stats.disconnected(DisconnectReason::Revoked, removed.len());
+                    });
+                    if !applied {
+                        return;
+                    }
+                }
+            }
+        }
+    });
+}
+
+fn lock(watch: &Mutex<Watch>) -> std::sync::MutexGuard<'_, Watch> {
+    watch.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_changed_modification_time_reads_the_files_again() {
+        let dir = std::env::temp_dir().join(format!("gate64-crl-watch-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("dir");
+        let path = dir.join("ca.crl");
+        std::fs::write(&path, "not a CRL").expect("write");
+        let mut w = Watch {
+            paths: vec![path.clone()],
+            refuse_expired: false,
+            period: Duration::from_secs(10),
+            seen: vec![modified(&path)],
+        };
+        assert!(w.changed().is_none(), "nothing changed");
+        let later = SystemTime::now() + Duration::from_secs(60);
+        std::fs::File::options()
+            .write(true)
+            .open(&path)
+            .and_then(|f| f.set_modified(later))
+            .expect("set mtime");
+        let e = w.changed().expect("changed").expect_err("garbage");
+        assert!(format!("{e:#}").contains("ipsec.crls"), "{e:#}");
+        assert!(w.changed().is_none(), "seen once");
+        std::fs::remove_file(&path).expect("remove");
+        assert!(w.changed().expect("vanished").is_err());
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
