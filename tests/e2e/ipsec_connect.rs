@@ -361,24 +361,7 @@ fn netns_ipsec_connect_teredo_to_gate64() {
 }
 
 fn connect_teredo_to_gate64(topo: &Topology) -> Result<()> {
-    let ike = LabCerts::generate(
-        &topo.srv,
-        &topo.srv.dir().join("ike-certs"),
-        IpAddr::V6(GATE64_ADDRESS6),
-    )?;
-    let infrastructure_ts = format!("{CORP_HOST}/128");
-    let opts = Gate64Options {
-        without_ipsec: false,
-        extra: format!(
-            "[ipsec]\ncertificate = \"{}\"\nprivate_key = \"{}\"\nca = \"{}\"\n\
-             pool6 = \"{POOL6}\"\ninfrastructure_prefixes = [\"{infrastructure_ts}\"]\n",
-            path_str(&ike.responder_cert)?,
-            path_str(&ike.responder_key)?,
-            path_str(&ike.ca)?,
-        ),
-        ..Gate64Options::default()
-    };
-    let mut gate = topo.start_gate64(&opts)?;
+    let (ike, infrastructure_ts, mut gate) = gate64_with_lab_ike(topo)?;
     topo.corp
         .ip(&["-6", "route", "replace", POOL6, "via", "2001:db8:100:1::1"])?;
     topo.corp.addr_add("vsrv", &format!("{CORP_HOST_2}/64"))?;
@@ -477,24 +460,7 @@ fn netns_ipsec_connect_refuses_a_server_without_its_server_id() {
 /// corporate answers it. (Without the flag the endpoint's address is the identity asked for:
 /// `netns_ipsec_connect_teredo_to_gate64`.)
 fn refuses_a_server_without_its_server_id(topo: &Topology) -> Result<()> {
-    let ike = LabCerts::generate(
-        &topo.srv,
-        &topo.srv.dir().join("ike-certs"),
-        IpAddr::V6(GATE64_ADDRESS6),
-    )?;
-    let infrastructure_ts = format!("{CORP_HOST}/128");
-    let opts = Gate64Options {
-        without_ipsec: false,
-        extra: format!(
-            "[ipsec]\ncertificate = \"{}\"\nprivate_key = \"{}\"\nca = \"{}\"\n\
-             pool6 = \"{POOL6}\"\ninfrastructure_prefixes = [\"{infrastructure_ts}\"]\n",
-            path_str(&ike.responder_cert)?,
-            path_str(&ike.responder_key)?,
-            path_str(&ike.ca)?,
-        ),
-        ..Gate64Options::default()
-    };
-    let mut gate = topo.start_gate64(&opts)?;
+    let (ike, infrastructure_ts, mut gate) = gate64_with_lab_ike(topo)?;
     let mut client = spawn_client_with(
         topo,
         &ike,
@@ -532,4 +498,29 @@ fn refuses_a_server_without_its_server_id(topo: &Topology) -> Result<()> {
         "an inner address from {POOL6} on {IFNAME}: {inner}"
     );
     gate.ensure_running()
+}
+
+/// `gate64 serve` as the IKE responder with the strongSwan fixture's certificates (its own
+/// subjectAltName: its address), the infrastructure tunnel reaching the corporate host:
+/// (the certificates, the infrastructure selector, the daemon).
+fn gate64_with_lab_ike(topo: &Topology) -> Result<(LabCerts, String, Process)> {
+    let ike = LabCerts::generate(
+        &topo.srv,
+        &topo.srv.dir().join("ike-certs"),
+        IpAddr::V6(GATE64_ADDRESS6),
+    )?;
+    let infrastructure_ts = format!("{CORP_HOST}/128");
+    let opts = Gate64Options {
+        without_ipsec: false,
+        extra: format!(
+            "[ipsec]\ncertificate = \"{}\"\nprivate_key = \"{}\"\nca = \"{}\"\n\
+             pool6 = \"{POOL6}\"\ninfrastructure_prefixes = [\"{infrastructure_ts}\"]\n",
+            path_str(&ike.responder_cert)?,
+            path_str(&ike.responder_key)?,
+            path_str(&ike.ca)?,
+        ),
+        ..Gate64Options::default()
+    };
+    let gate = topo.start_gate64(&opts)?;
+    Ok((ike, infrastructure_ts, gate))
 }
