@@ -9,13 +9,14 @@
 //!   keys half-open SAs by address and SPIi): it is answered with an IKE SA of its own (another
 //!   SPIr), never with the original's cached response, which the original address still gets.
 //! - `netns_ike_caps_hold_for_one_identity_and_one_64`: one client certificate used from 8
-//!   sources (each its own /64, both tunnels each, without INITIAL_CONTACT so that nothing is
-//!   replaced) gets `max_ike_sas_per_identity` (4) IKE SAs, the other 12 IKE_AUTH refused as
-//!   `identity_cap`, and a client with another certificate still builds both tunnels; 64
-//!   addresses of one /64 each sending IKE_SA_INIT get `max_half_open_per_source` (5) answers,
-//!   the other 59 refused as `half_open_cap`, and a client from another /64 still builds both
-//!   tunnels; 8 Teredo addresses of one NAT mapping (differing in the flag bits) are held to 5
-//!   half-open SAs as well, while 8 of 8 mappings in that same /64 are not held.
+//!   sources (each its own /64, both tunnels each, without INITIAL_CONTACT and with
+//!   `unique_ids = "never"` so that nothing is replaced) gets `max_ike_sas_per_identity` (4)
+//!   IKE SAs, the other 12 IKE_AUTH refused as `identity_cap`, and a client with another
+//!   certificate still builds both tunnels; 64 addresses of one /64 each sending IKE_SA_INIT
+//!   get `max_half_open_per_source` (5) answers, the other 59 refused as `half_open_cap`, and
+//!   a client from another /64 still builds both tunnels; 8 Teredo addresses of one NAT
+//!   mapping (differing in the flag bits) are held to 5 half-open SAs as well, while 8 of 8
+//!   mappings in that same /64 are not held.
 
 use std::net::{IpAddr, Ipv6Addr, SocketAddr, UdpSocket};
 use std::thread;
@@ -303,7 +304,7 @@ const PER_SOURCE: usize = 5;
 fn caps_for_one_identity_and_one_64(topo: &Topology) -> Result<()> {
     let keys = format!(
         "max_ike_sas_per_identity = {PER_IDENTITY}\nmax_half_open_per_source = {PER_SOURCE}\n\
-         half_open_cookie_threshold = 1000\n"
+         half_open_cookie_threshold = 1000\nunique_ids = \"never\"\n"
     );
     let mut lab = lab(topo, &keys)?;
     // First, while gate64 holds no other half-open SA: half-open SAs live 30 s, and the

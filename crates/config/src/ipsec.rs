@@ -90,6 +90,22 @@ pub struct Ipsec {
     /// certificate's first subjectAltName, else its DN. Checked against the certificate when
     /// it is read.
     pub identity: Option<String>,
+    /// What a new IKE_AUTH of an identity (issuer and subject) that already holds an IKE SA
+    /// for the same tunnel does.
+    pub unique_ids: UniqueIds,
+}
+
+/// `ipsec.unique_ids`: one IKE SA per identity and tunnel, or not.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum UniqueIds {
+    /// The new IKE SA replaces the old ones, which are deleted (the default).
+    #[default]
+    Replace,
+    /// The new IKE_AUTH is refused while the old IKE SA stands.
+    Keep,
+    /// Nothing is replaced, not even on INITIAL_CONTACT.
+    Never,
 }
 
 /// Longest `ipsec.identity` (a DNS name is at most 253 bytes; a DN rarely longer).
@@ -163,6 +179,7 @@ impl Default for Ipsec {
             intranet_second_auth: SecondAuth::default(),
             client_eku: ClientEku::default(),
             identity: None,
+            unique_ids: UniqueIds::default(),
         }
     }
 }
@@ -234,6 +251,7 @@ pub(crate) struct RawIpsec {
     intranet_second_auth: Option<SecondAuth>,
     client_eku: Option<ClientEku>,
     identity: Option<String>,
+    unique_ids: Option<UniqueIds>,
 }
 
 impl RawIpsec {
@@ -275,6 +293,7 @@ impl RawIpsec {
             intranet_second_auth: self.intranet_second_auth.unwrap_or(d.intranet_second_auth),
             client_eku: self.client_eku.unwrap_or(d.client_eku),
             identity: self.identity,
+            unique_ids: self.unique_ids.unwrap_or(d.unique_ids),
         }
     }
 }
@@ -687,6 +706,7 @@ pub(crate) fn expected_form(path: &str) -> Option<&'static str> {
         | "ipsec.crl_refresh_secs" => "a whole number",
         "ipsec.intranet_second_auth" => "\"off\", \"optional\" or \"required\"",
         "ipsec.client_eku" => "\"strict\" or \"any\"",
+        "ipsec.unique_ids" => "\"replace\", \"keep\" or \"never\"",
         "ipsec.identity" => "a string, e.g. \"gw.example.com\" or \"2001:db8::1\"",
         _ => return None,
     })

@@ -68,7 +68,7 @@ pub use gre::{Gre, GreTenant, GreTunnel};
 pub use iphttps::Iphttps;
 pub use ipsec::{
     ClientEku as IpsecClientEku, CrlExpired as IpsecCrlExpired, Ipsec,
-    SecondAuth as IpsecSecondAuth,
+    SecondAuth as IpsecSecondAuth, UniqueIds as IpsecUniqueIds,
 };
 pub use limits::Limits;
 pub use log::{Log, LogFormat};

@@ -33,6 +33,7 @@ pub const LIVE_KEYS: &[&str] = &[
     "ipsec.intranet_second_auth",
     "ipsec.client_eku",
     "ipsec.identity",
+    "ipsec.unique_ids",
     "nat64.binding_log",
     "limits.max_iphttps_connections",
     "iphttps.max_handshakes_per_source",
@@ -141,7 +142,8 @@ impl Config {
                 dpd_secs,
                 intranet_second_auth,
                 client_eku,
-                identity
+                identity,
+                unique_ids
             ]
         );
         diff!(

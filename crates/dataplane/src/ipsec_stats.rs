@@ -140,17 +140,25 @@ pub enum DisconnectReason {
     Admin = 0,
     /// A CRL (a reload, or a CRL file that changed) revokes the client's certificate.
     Revoked = 1,
+    /// A new IKE SA of the same identity and tunnel took its place (`ipsec.unique_ids =
+    /// "replace"`, or the client's INITIAL_CONTACT).
+    Replaced = 2,
 }
 
 impl DisconnectReason {
     /// Every reason, in label order.
-    pub const ALL: [DisconnectReason; 2] = [DisconnectReason::Admin, DisconnectReason::Revoked];
+    pub const ALL: [DisconnectReason; 3] = [
+        DisconnectReason::Admin,
+        DisconnectReason::Revoked,
+        DisconnectReason::Replaced,
+    ];
 
     /// The `reason` label value.
     pub fn as_str(self) -> &'static str {
         match self {
             DisconnectReason::Admin => "admin",
             DisconnectReason::Revoked => "revoked",
+            DisconnectReason::Replaced => "replaced",
         }
     }
 }

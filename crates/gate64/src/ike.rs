@@ -2,11 +2,13 @@
 //! endpoint before the privilege drop, and its events turned into SA installs and metrics.
 
 use anyhow::{Context, Result};
-use gate64_config::{Config, IpsecClientEku, IpsecCrlExpired, IpsecSecondAuth};
+use gate64_config::{Config, IpsecClientEku, IpsecCrlExpired, IpsecSecondAuth, IpsecUniqueIds};
 use gate64_dataplane::{DisconnectReason, IkeResult, IkeShedReason, IpsecStats, RekeyKind};
 use gate64_esp::SaDb;
 use gate64_ike::auth::{ClientEku, Credentials, Crls, Identity, TrustAnchors};
-use gate64_ike::responder::{self, Event, Refusal, Responder, ResponderConfig, SecondAuthPolicy};
+use gate64_ike::responder::{
+    self, Event, Refusal, Responder, ResponderConfig, SecondAuthPolicy, UniqueIds,
+};
 use gate64_io::ike::{IKE_PORT, IkeControl, IkeDriver, IkeSockets, NAT_T_PORT};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
@@ -23,6 +25,7 @@ pub struct Reloaded {
     anchors: TrustAnchors,
     user_anchors: Option<TrustAnchors>,
     second_auth: SecondAuthPolicy,
+    unique_ids: UniqueIds,
 }
 
 impl Reloaded {
@@ -38,6 +41,7 @@ impl Reloaded {
             anchors,
             user_anchors,
             second_auth: second_auth_policy(cfg),
+            unique_ids: unique_ids(cfg),
         }))
     }
 
@@ -49,6 +53,7 @@ impl Reloaded {
             responder.replace_credentials(self.credentials, self.anchors);
             responder.replace_user_anchors(self.user_anchors);
             responder.set_intranet_second_auth(self.second_auth);
+            responder.set_unique_ids(self.unique_ids);
             info!("IKE credentials reloaded: new IKE SAs use them, established ones stay");
             let removed = responder.disconnect_revoked(Instant::now());
             if !removed.is_empty() {
@@ -154,6 +159,14 @@ pub fn client_eku(cfg: &Config) -> ClientEku {
     }
 }
 
+fn unique_ids(cfg: &Config) -> UniqueIds {
+    match cfg.ipsec.unique_ids {
+        IpsecUniqueIds::Replace => UniqueIds::Replace,
+        IpsecUniqueIds::Keep => UniqueIds::Keep,
+        IpsecUniqueIds::Never => UniqueIds::Never,
+    }
+}
+
 fn second_auth_policy(cfg: &Config) -> SecondAuthPolicy {
     match cfg.ipsec.intranet_second_auth {
         IpsecSecondAuth::Off => SecondAuthPolicy::Off,
@@ -190,6 +203,7 @@ pub fn responder_config(cfg: &Config) -> Result<Option<ResponderConfig>> {
     config.dpd = Duration::from_secs(s.dpd_secs);
     config.nat_t_port = NAT_T_PORT;
     config.intranet_second_auth = second_auth_policy(cfg);
+    config.unique_ids = unique_ids(cfg);
     Ok(Some(config))
 }
 
@@ -291,6 +305,12 @@ fn on_event(sadb: &SaDb, stats: &IpsecStats, event: Event) {
             stats.negotiation(ike_result(&result), duration);
         }
         Event::CookieSent { .. } => stats.cookie_sent(),
+        Event::IkeSaEnded { reason, .. } => stats.disconnected(
+            match reason {
+                responder::EndReason::Replaced => DisconnectReason::Replaced,
+            },
+            1,
+        ),
         Event::Refused { peer, reason } => {
             stats.refused(reason.label());
             debug!(%peer, reason = reason.label(), "IKE refused");
@@ -308,7 +328,8 @@ fn ike_result(result: &Result<(), Refusal>) -> IkeResult {
             | Refusal::TooManyCerts
             | Refusal::ChainNotLinear
             | Refusal::Revoked
-            | Refusal::IdentityCap,
+            | Refusal::IdentityCap
+            | Refusal::DuplicateIdentity,
         ) => IkeResult::AuthFailed,
         Err(Refusal::NoProposal | Refusal::InvalidKe) => IkeResult::NoProposal,
         Err(Refusal::TsUnacceptable) => IkeResult::TsUnacceptable,

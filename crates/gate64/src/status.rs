@@ -77,6 +77,16 @@ pub struct ChildSa {
     /// certificate's subject), when the client ran one.
     #[serde(default)]
     pub user_identity: Option<String>,
+    /// The issuer of the (machine) certificate the IKE SA was authenticated with.
+    #[serde(default)]
+    pub issuer: Option<String>,
+    /// That certificate's serial number in hex, as `openssl x509 -serial` prints it: what a
+    /// CRL names it by.
+    #[serde(default)]
+    pub serial: Option<String>,
+    /// That certificate's notAfter, RFC 3339 in UTC.
+    #[serde(default)]
+    pub not_after: Option<String>,
     /// How often the IKE SA and its child SAs were rekeyed.
     pub rekeys: Option<u32>,
     /// Inner bytes opened.
@@ -107,6 +117,11 @@ pub fn snapshot(shared: &Shared, ike: Option<&[IkeSaInfo]>, now: Instant) -> Sna
             if let Some(info) = by_spi.get(&e.ike_spi) {
                 sa.identity.clone_from(&info.identity);
                 sa.user_identity.clone_from(&info.user_identity);
+                if let Some(cert) = &info.certificate {
+                    sa.issuer = Some(cert.issuer.clone());
+                    sa.serial = Some(cert.serial.clone());
+                    sa.not_after = Some(not_after_text(cert.not_after));
+                }
                 sa.rekeys = Some(info.rekeys);
             }
             match by_outer.get(&peer.outer) {
@@ -137,6 +152,15 @@ pub fn snapshot(shared: &Shared, ike: Option<&[IkeSaInfo]>, now: Instant) -> Sna
     }
 }
 
+/// A notAfter (seconds since the Unix epoch) as RFC 3339 UTC.
+fn not_after_text(secs: i64) -> String {
+    let at = match u64::try_from(secs) {
+        Ok(s) => std::time::UNIX_EPOCH + std::time::Duration::from_secs(s),
+        Err(_) => std::time::UNIX_EPOCH,
+    };
+    gate64_io::binding_log::rfc3339(at)
+}
+
 fn child_sa(e: &InboundEntry, now: Instant) -> ChildSa {
     let out = &e.outbound.sa;
     ChildSa {
@@ -154,6 +178,9 @@ fn child_sa(e: &InboundEntry, now: Instant) -> ChildSa {
         age_secs: now.saturating_duration_since(e.sa.created()).as_secs(),
         identity: None,
         user_identity: None,
+        issuer: None,
+        serial: None,
+        not_after: None,
         rekeys: None,
         bytes_in: e.sa.bytes(),
         packets_in: e.sa.packets(),
@@ -238,12 +265,18 @@ pub fn render(s: &Snapshot) -> String {
                 .user_identity
                 .as_ref()
                 .map_or_else(String::new, |u| format!(" + user {u}"));
+            let cert = match (&sa.issuer, &sa.serial, &sa.not_after) {
+                (Some(issuer), Some(serial), Some(not_after)) => format!(
+                    "\n    certificate: issuer {issuer}, serial {serial}, valid until {not_after}"
+                ),
+                _ => String::new(),
+            };
             let rekeys = sa
                 .rekeys
                 .map_or_else(String::new, |n| format!(", {n} rekeys"));
             let _ = writeln!(
                 out,
-                "  {}: IKE {:016x}{who}{user}, {encap}, installed {}s ago{rekeys}\n    in  {:08x}, {} bytes, {} packets\n    out {:08x}, {} bytes, {} packets\n    local  {}\n    remote {}",
+                "  {}: IKE {:016x}{who}{user}, {encap}, installed {}s ago{rekeys}{cert}\n    in  {:08x}, {} bytes, {} packets\n    out {:08x}, {} bytes, {} packets\n    local  {}\n    remote {}",
                 sa.tunnel,
                 sa.ike_spi,
                 sa.age_secs,

@@ -181,7 +181,8 @@ pub const IKE_NEGOTIATIONS_TOTAL_HELP: &str = "IKE negotiations (IKE_SA_INIT wit
     or CREATE_CHILD_SA) by outcome.";
 
 /// IKE SAs gate64 ended itself, with their child SAs. Counter; label `reason` (`admin`:
-/// `gate64 disconnect`).
+/// `gate64 disconnect`; `revoked`: a CRL lists its certificate; `replaced`: a new IKE SA of
+/// the same identity and tunnel took its place).
 pub const IPSEC_DISCONNECTS_TOTAL: &str = "gate64_ipsec_disconnects_total";
 /// Help text of [`IPSEC_DISCONNECTS_TOTAL`].
 pub const IPSEC_DISCONNECTS_TOTAL_HELP: &str = "IKE SAs (with their child SAs) gate64 ended \
@@ -225,8 +226,9 @@ pub const IKE_SHED_TOTAL_HELP: &str = "IKE datagrams on UDP 500/4500 dropped unr
 
 /// IKE requests the responder refused, by reason. Counter; label `reason`, the responder's
 /// refusal (`malformed`, `integrity`, `cookie_required`, `half_open_cap`, `half_open_bytes`,
-/// `ike_sa_cap`, `identity_cap`, `child_sa_cap`, `too_many_certs`, `chain_not_linear`,
-/// `retransmit_elsewhere`, `auth_failed`, ...); a reason appears once it has happened.
+/// `ike_sa_cap`, `identity_cap`, `duplicate_identity`, `child_sa_cap`, `too_many_certs`,
+/// `chain_not_linear`, `retransmit_elsewhere`, `auth_failed`, ...); a reason appears once it
+/// has happened.
 pub const IKE_REFUSED_TOTAL: &str = "gate64_ike_refused_total";
 /// Help text of [`IKE_REFUSED_TOTAL`].
 pub const IKE_REFUSED_TOTAL_HELP: &str = "IKE requests the responder refused after reading \

@@ -433,3 +433,24 @@ fn crls_apply_on_reload() {
     .unwrap();
     assert!(a.restart_only_changes(&b).is_empty());
 }
+
+#[test]
+fn unique_ids_defaults_to_replace_and_names_its_key() {
+    use crate::IpsecUniqueIds;
+    let c = parse(CREDENTIALS).unwrap();
+    assert_eq!(c.ipsec.unique_ids, IpsecUniqueIds::Replace);
+    for (value, want) in [
+        ("replace", IpsecUniqueIds::Replace),
+        ("keep", IpsecUniqueIds::Keep),
+        ("never", IpsecUniqueIds::Never),
+    ] {
+        let c = parse(&format!("{CREDENTIALS}unique_ids = \"{value}\"\n")).unwrap();
+        assert_eq!(c.ipsec.unique_ids, want);
+    }
+    let e = refused(
+        &format!("{CREDENTIALS}unique_ids = \"yes\"\n"),
+        "ipsec.unique_ids",
+        "\"replace\", \"keep\" or \"never\"",
+    );
+    assert_eq!(e.kind(), ErrorKind::WrongType);
+}

@@ -88,8 +88,10 @@ impl Gateway {
         // Every emulated client comes from the daemon's corporate links, many at once.
         config.half_open_cookie_threshold = usize::MAX;
         config.max_half_open_per_source = usize::MAX;
-        // They all present `gate64 certs`' one client certificate: one identity.
+        // They all present `gate64 certs`' one client certificate: one identity, which may
+        // hold many IKE SAs per tunnel, none replacing another.
         config.max_ike_sas_per_identity = usize::MAX;
+        config.unique_ids = gate64_ike::responder::UniqueIds::Never;
         let responder = Responder::new(config, Instant::now(), SystemTime::now())
             .map_err(|e| anyhow::anyhow!("starting the IKE responder: {e:?}"))?;
         Ok(Gateway {

@@ -17,6 +17,11 @@ fn ike_sas() -> Vec<IkeSaInfo> {
             established: true,
             identity: Some(format!("CN=client{spi:x}")),
             user_identity: (spi == 0x100).then(|| "CN=alice".to_owned()),
+            certificate: Some(gate64_ike::auth::CertSummary {
+                issuer: "O=gate64 lab, CN=gate64 lab CA".to_owned(),
+                serial: format!("{spi:X}"),
+                not_after: 1_830_297_600,
+            }),
             tunnel: None,
             inner: None,
             child_spis: vec![spi as u32],
@@ -128,6 +133,9 @@ fn snapshot_groups_sas_by_client_with_their_transport() {
     let json = serde_json::to_string(&s).unwrap();
     assert_eq!(serde_json::from_str::<Snapshot>(&json).unwrap(), s);
     assert!(json.contains(r#""identity":"CN=client100","user_identity":"CN=alice""#));
+    assert!(json.contains(
+        r#""issuer":"O=gate64 lab, CN=gate64 lab CA","serial":"100","not_after":"2028-01-01T00:00:00.000Z""#
+    ));
     assert!(json.contains(r#""identity":"CN=client200","user_identity":null"#));
 }
 
@@ -143,6 +151,7 @@ fn render_lists_every_sa_like_swanctl() {
         "gate64 2001:db8:100::1: 3 IKE SAs, 3 child SAs, 2 clients\n",
         "2001:0:c000:201:2c5a:39cb:9bff:f1f5: teredo, inner fd00:c1::101\n",
         "  infrastructure: IKE 0000020000000000, CN=client200, ESP in UDP 4500:4501, installed 0s ago, 2 rekeys\n",
+        "    certificate: issuer O=gate64 lab, CN=gate64 lab CA, serial 200, valid until 2028-01-01T00:00:00.000Z\n",
         "    in  00000200, 0 bytes, 0 packets\n",
         "    out 00000201, 0 bytes, 0 packets\n",
         "    local  2001:db8:100::/48\n",

@@ -39,6 +39,8 @@
 //! - **Identities**: the ID payload must match the certificate ([`PeerCert::matches_id`]): a DER
 //!   DN equals the subject, an FQDN, email address or IP address is among the subjectAltNames,
 //!   a KEY_ID equals the subjectKeyIdentifier or the SHA-1 of the SubjectPublicKeyInfo.
+//!   Clients are told apart by [`IdentityKey`] (issuer and subject DER), never by the
+//!   rendered name, which is escaped as RFC 4514 says ([`dn`]).
 //!
 //! Nothing here panics on input; every refusal is an [`AuthError`] variant naming it (the IKE
 //! state machine answers them all with AUTHENTICATION_FAILED, RFC 7296 §2.21.2). All
@@ -51,6 +53,7 @@ mod credentials;
 mod crl;
 #[cfg(test)]
 pub(crate) mod crl_tests;
+pub mod dn;
 mod identity;
 #[cfg(test)]
 mod interop_tests;
@@ -61,8 +64,9 @@ pub(crate) mod tests;
 pub use chain_shape::{MAX_PEER_CERTS, check_chain_shape};
 pub use credentials::Credentials;
 pub use crl::{Crl, Crls, RevocationKey};
+pub use dn::IdentityKey;
 pub use identity::{IdType, Identity};
-pub use peer::{ClientEku, PeerCert, TrustAnchors, leaf_has_client_eku};
+pub use peer::{CertSummary, ClientEku, PeerCert, TrustAnchors, leaf_has_client_eku};
 
 /// AUTH payload authentication methods with certificates (RFC 7296 §3.8, RFC 7427 §3).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

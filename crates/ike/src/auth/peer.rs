@@ -3,7 +3,7 @@
 
 use super::algid::{self, Scheme};
 use super::crl::{Crls, RevocationKey};
-use super::{AuthError, AuthMethod, IdType, Identity, SigHash};
+use super::{AuthError, AuthMethod, IdType, Identity, IdentityKey, SigHash};
 use aws_lc_rs::digest;
 use aws_lc_rs::signature::{self, UnparsedPublicKey, VerificationAlgorithm};
 use rustls_pki_types::pem::PemObject;
@@ -170,6 +170,9 @@ pub struct PeerCert {
     der: Vec<u8>,
     pub(crate) subject_der: Vec<u8>,
     subject: String,
+    issuer_der: Vec<u8>,
+    /// Issuer, serial and notAfter, for `gate64 status`.
+    summary: CertSummary,
     dns_names: Vec<String>,
     emails: Vec<String>,
     ips: Vec<IpAddr>,
@@ -271,10 +274,21 @@ impl PeerCert {
             .unwrap_or_else(|| Identity::der_dn(&self.subject_der))
     }
 
-    /// The subject DN as text (RFC 4514 style, e.g. `CN=client1.gate64.lab`), for logs and
-    /// `gate64 status`.
+    /// The subject DN as text, escaped as RFC 4514 says (e.g. `CN=client1.gate64.lab`,
+    /// `C=CH, O=Example, CN=a\, O=b`), for logs and `gate64 status`; see [`super::dn`].
     pub fn subject(&self) -> String {
         self.subject.clone()
+    }
+
+    /// What tells this client apart from every other: its issuer and subject together
+    /// ([`IdentityKey`]), never the rendered text, which two names can share.
+    pub fn identity_key(&self) -> IdentityKey {
+        IdentityKey::new(&self.issuer_der, &self.subject_der)
+    }
+
+    /// The certificate's issuer, serial and notAfter.
+    pub fn summary(&self) -> &CertSummary {
+        &self.summary
     }
 
     /// The leaf certificate's DER.
@@ -291,6 +305,18 @@ impl PeerCert {
     pub fn ip_addrs(&self) -> &[IpAddr] {
         &self.ips
     }
+}
+
+/// What `gate64 status` shows of a client's certificate.
+#[derive(Clone, Debug, PartialEq, Eq, Default)]
+pub struct CertSummary {
+    /// The issuer DN, escaped as the subject is ([`super::dn::name_to_text`]).
+    pub issuer: String,
+    /// The serial number in hex, as `openssl x509 -serial` and strongSwan's `pki --print`
+    /// show it (upper case, no separators).
+    pub serial: String,
+    /// notAfter, in seconds since the Unix epoch (negative before it).
+    pub not_after: i64,
 }
 
 /// A certificate's public key, as aws-lc-rs takes it.
@@ -400,7 +426,13 @@ pub(crate) fn parse_leaf(der: &[u8]) -> Result<PeerCert, AuthError> {
     Ok(PeerCert {
         der: der.to_vec(),
         subject_der: cert.subject().as_raw().to_vec(),
-        subject: cert.subject().to_string(),
+        subject: super::dn::name_to_text(cert.subject()),
+        issuer_der: cert.issuer().as_raw().to_vec(),
+        summary: CertSummary {
+            issuer: super::dn::name_to_text(cert.issuer()),
+            serial: serial_hex(cert.raw_serial()),
+            not_after: cert.validity().not_after.timestamp(),
+        },
         dns_names,
         emails,
         ips,
@@ -414,6 +446,20 @@ pub(crate) fn parse_leaf(der: &[u8]) -> Result<PeerCert, AuthError> {
         client_eku,
         revocation: None,
     })
+}
+
+/// A serial's content octets in upper-case hex without the sign octet DER adds before a
+/// high bit, as OpenSSL prints it.
+fn serial_hex(raw: &[u8]) -> String {
+    let start = raw
+        .iter()
+        .position(|&b| b != 0)
+        .unwrap_or(raw.len().saturating_sub(1));
+    raw.get(start..)
+        .unwrap_or_default()
+        .iter()
+        .map(|b| format!("{b:02X}"))
+        .collect()
 }
 
 /// id-kp-ipsecIKE, 1.3.6.1.5.5.7.3.17.

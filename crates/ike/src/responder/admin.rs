@@ -5,7 +5,7 @@ use std::net::{IpAddr, SocketAddr};
 use std::time::Duration;
 
 use super::{Responder, SecondAuthPolicy};
-use crate::auth::{Credentials, Crls, TrustAnchors};
+use crate::auth::{CertSummary, Credentials, Crls, TrustAnchors};
 use crate::child_sa::TunnelKind;
 
 /// A snapshot of one IKE SA, for `gate64 status`.
@@ -25,6 +25,8 @@ pub struct IkeSaInfo {
     pub identity: Option<String>,
     /// The second round's identity (RFC 4739: the user), when the client ran one.
     pub user_identity: Option<String>,
+    /// The first round's certificate: issuer, serial, notAfter.
+    pub certificate: Option<CertSummary>,
     /// The tunnel of its child SA.
     pub tunnel: Option<TunnelKind>,
     /// The inner address given to the client.
@@ -149,6 +151,11 @@ impl Responder {
     /// round's.
     pub fn replace_user_anchors(&mut self, anchors: Option<TrustAnchors>) {
         self.config.user_anchors = anchors.map(super::anchors_for_clients);
+    }
+
+    /// A new `unique_ids` rule (a reload), for IKE_AUTHs from now on.
+    pub fn set_unique_ids(&mut self, rule: super::UniqueIds) {
+        self.config.unique_ids = rule;
     }
 
     /// A new RFC 4739 policy (a reload), for IKE SAs negotiated from now on.

@@ -6,9 +6,11 @@ use std::time::{Instant, SystemTime};
 
 use super::auth_jobs::{self, Round};
 use super::child::{self, ChildPlan, KeRule};
-use super::{Event, Refusal, Responder, caps, init, second_auth};
-use crate::auth::{AuthError, AuthMethod, Identity, MAX_PEER_CERTS, RevocationKey, TrustAnchors};
-use crate::child_sa::TunnelKind;
+use super::{Event, Refusal, Responder, caps, init, second_auth, uniqueness};
+use crate::auth::{
+    AuthError, AuthMethod, CertSummary, Identity, IdentityKey, MAX_PEER_CERTS, RevocationKey,
+    TrustAnchors,
+};
 use crate::keys;
 use crate::message::{
     Configuration, Header, Identification, Notify, Payload, Proposal, TrafficSelector, cfg,
@@ -121,7 +123,7 @@ pub(super) fn request_parts(inner: &[Payload]) -> Option<AuthRequest<'_>> {
 
 /// Checks the client: chain to our CAs at `wall`, ID against the certificate, AUTH over
 /// `octets` (RFC 7296 §2.15: the initiator's IKE_SA_INIT request | Nr | prf(SK_pi, IDi')).
-/// Returns the certificate subject and what a CRL names the leaf by. The number and shape of
+/// Returns what identifies the certificate and what a CRL names it by. The number and shape of
 /// the certificates are checked first, so a hostile chain costs no path building and no
 /// signature check.
 pub(super) fn verify_client(
@@ -142,17 +144,32 @@ pub(super) fn verify_client(
     let method =
         AuthMethod::from_code(req.method).ok_or(AuthError::UnsupportedMethod(req.method))?;
     peer.verify_auth(method, req.auth_data, octets)?;
-    Ok((peer.subject(), peer.revocation_key().cloned()))
+    Ok(Verified {
+        subject: peer.subject(),
+        key: peer.identity_key(),
+        revocation: peer.revocation_key().cloned(),
+        summary: peer.summary().clone(),
+    })
 }
 
-/// A client certificate that verified: its subject, and its issuer and serial for CRLs
-/// loaded later.
-pub(crate) type Verified = (String, Option<RevocationKey>);
+/// A client certificate that verified.
+#[derive(Debug, Clone)]
+pub(crate) struct Verified {
+    /// Its subject as text (RFC 4514 escaping), for logs and `gate64 status`.
+    pub(crate) subject: String,
+    /// Issuer and subject together: what leases, INITIAL_CONTACT, uniqueness and the
+    /// per-identity cap key on.
+    pub(crate) key: IdentityKey,
+    /// Its issuer and serial, for CRLs loaded later.
+    pub(crate) revocation: Option<RevocationKey>,
+    /// Issuer, serial and notAfter, for `gate64 status`.
+    pub(crate) summary: CertSummary,
+}
 
-/// Keeps `key` with IKE SA `spi_r`, so that a later CRL can end it
-/// ([`Responder::disconnect_revoked`]).
-pub(super) fn remember_certificate(r: &mut Responder, spi_r: u64, key: Option<RevocationKey>) {
-    if let (Some(sa), Some(key)) = (r.sas.get_mut(&spi_r), key) {
+/// Keeps the certificate's revocation key with IKE SA `spi_r`, so that a later CRL can end
+/// it ([`Responder::disconnect_revoked`]).
+pub(super) fn remember_certificate(r: &mut Responder, spi_r: u64, verified: &Verified) {
+    if let (Some(sa), Some(key)) = (r.sas.get_mut(&spi_r), verified.revocation.clone()) {
         sa.certificates.push(key);
     }
 }
@@ -231,9 +248,9 @@ pub(super) fn after_verify(
         );
     };
     let identity = match verified {
-        Ok((subject, key)) => {
-            remember_certificate(r, h.spi_r, key);
-            subject
+        Ok(verified) => {
+            remember_certificate(r, h.spi_r, &verified);
+            verified
         }
         Err(e) => {
             tracing::debug!(peer = %remote, error = %e, "ike client authentication failed");
@@ -242,8 +259,13 @@ pub(super) fn after_verify(
         }
     };
     // Before we sign: a certificate already holding its share of IKE SAs gets no more.
-    if !caps::identity_has_room(r, &identity, req.tsr, req.initial_contact) {
-        tracing::debug!(peer = %remote, identity = %identity, "ike identity cap reached");
+    if let Err(reason) = uniqueness::admit(r, &identity.key, req.tsr) {
+        tracing::info!(peer = %remote, identity = %identity.subject, "ike: the identity already holds this tunnel (unique_ids = \"keep\")");
+        return fail(r, h, now, started, notify::AUTHENTICATION_FAILED, reason);
+    }
+    let replacing = uniqueness::replaces(r, req.initial_contact);
+    if !caps::identity_has_room(r, &identity.key, req.tsr, replacing) {
+        tracing::debug!(peer = %remote, identity = %identity.subject, "ike identity cap reached");
         let reason = Refusal::IdentityCap;
         return fail(r, h, now, started, notify::AUTHENTICATION_FAILED, reason);
     }
@@ -289,13 +311,13 @@ pub(super) fn complete(
     now: Instant,
     h: Header,
     req: &AuthRequest<'_>,
-    identity: String,
+    identity: Verified,
     mut payloads: Vec<Payload>,
 ) {
     let Some((remote, started)) = r.sas.get(&h.spi_r).map(|s| (s.remote, s.started)) else {
         return;
     };
-    let (tunnel, pair, result) = match first_child(r, now, h.spi_r, req, &identity) {
+    let (tunnel, pair, result) = match first_child(r, now, h.spi_r, req, &identity.key) {
         Ok((child_payloads, pair)) => {
             payloads.extend(child_payloads);
             (Some(pair.tunnel), Some(pair), Ok(()))
@@ -313,15 +335,15 @@ pub(super) fn complete(
     if let Some(sa) = r.sas.get_mut(&h.spi_r) {
         sa.tunnel = tunnel;
     }
-    if req.initial_contact {
-        forget_stale(r, h.spi_r, &identity, tunnel);
+    if uniqueness::replaces(r, req.initial_contact) {
+        uniqueness::forget_stale(r, h.spi_r, &identity.key, tunnel);
     }
-    tracing::info!(peer = %remote, identity = %identity, ?tunnel, "ike sa established");
+    tracing::info!(peer = %remote, identity = %identity.subject, ?tunnel, "ike sa established");
     r.event(Event::IkeSaUp {
         ike_spi: h.spi_i,
         spi_r: h.spi_r,
         peer: remote,
-        identity,
+        identity: identity.subject,
         tunnel,
     });
     if let Some(pair) = pair {
@@ -331,25 +353,6 @@ pub(super) fn complete(
         result,
         duration: now.saturating_duration_since(started),
     });
-}
-
-/// RFC 7296 §2.4 INITIAL_CONTACT: the client has forgotten its earlier SAs, so ours with the
-/// same identity and the same tunnel go (after the new lease, so the inner address stays).
-/// The other tunnel's IKE SA stays: a DirectAccess client keeps both, and strongSwan may send
-/// INITIAL_CONTACT on the second one too.
-fn forget_stale(r: &mut Responder, spi_r: u64, identity: &str, tunnel: Option<TunnelKind>) {
-    let Some(same_identity) = r.by_identity.get(identity) else {
-        return;
-    };
-    let stale: Vec<u64> = same_identity
-        .iter()
-        .filter_map(|spi| r.sas.get(spi))
-        .filter(|s| s.spi_r != spi_r && s.established && s.tunnel == tunnel)
-        .map(|s| s.spi_r)
-        .collect();
-    for spi in stale {
-        r.remove_sa(spi);
-    }
 }
 
 /// The identity the client asked us to prove, from the IDr payload of its IKE_AUTH request
@@ -405,12 +408,14 @@ fn our_auth(
 }
 
 /// Marks the IKE SA established and out of the half-open count.
-pub(super) fn establish(r: &mut Responder, now: Instant, h: Header, identity: &str) {
+pub(super) fn establish(r: &mut Responder, now: Instant, h: Header, identity: &Verified) {
     let Some(sa) = r.sas.get_mut(&h.spi_r) else {
         return;
     };
     sa.established = true;
-    sa.identity = Some(identity.to_owned());
+    sa.identity = Some(identity.subject.clone());
+    sa.identity_key = Some(identity.key);
+    sa.certificate = Some(identity.summary.clone());
     // RFC 4739 under `required`: the intranet only for an IKE SA whose second round proved a
     // user; fixed now, so that no later CREATE_CHILD_SA (after a refused first child, or a
     // reload of the policy) can reach it otherwise.
@@ -423,7 +428,7 @@ pub(super) fn establish(r: &mut Responder, now: Instant, h: Header, identity: &s
     sa.init_request = Vec::new();
     sa.init_response = Vec::new();
     let charge = sa.half_open.take();
-    r.index_identity(identity, h.spi_r);
+    r.index_identity(identity.key, h.spi_r);
     if let Some(charge) = charge {
         // Against the source it was charged to: IKE_AUTH may have moved `remote`.
         r.half_open.release(charge);
@@ -462,7 +467,7 @@ fn first_child(
     now: Instant,
     spi_r: u64,
     req: &AuthRequest<'_>,
-    identity: &str,
+    identity: &IdentityKey,
 ) -> Result<(Vec<Payload>, crate::child_sa::ChildSaPair), child::ChildError> {
     let choice = child::choose_esp_proposal(req.proposals, KeRule::Ignore)?;
     let (tunnel, tsr) = child::choose_tunnel(

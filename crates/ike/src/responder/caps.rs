@@ -9,6 +9,7 @@
 
 use super::child::{self, ChildError};
 use super::{Refusal, Responder};
+use crate::auth::IdentityKey;
 use crate::child_sa::TunnelKind;
 use crate::message::{TrafficSelector, notify};
 
@@ -17,14 +18,15 @@ pub(super) fn ike_sa_fits(r: &Responder) -> bool {
     r.sas.len() < r.config.max_ike_sas
 }
 
-/// Whether `identity` may have one more IKE SA, for the tunnel `tsr` asks for. With
-/// INITIAL_CONTACT the IKE SAs it is about to replace (same identity, same tunnel, RFC 7296
-/// §2.4) do not count, so a client that restarted is never locked out by its old SAs.
+/// Whether `identity` may have one more IKE SA, for the tunnel `tsr` asks for. When the new
+/// one replaces old ones (`unique_ids = "replace"`, or INITIAL_CONTACT, RFC 7296 §2.4) those
+/// of the same tunnel do not count, so a client that restarted is never locked out by its
+/// old SAs.
 pub(super) fn identity_has_room(
     r: &Responder,
-    identity: &str,
+    identity: &IdentityKey,
     tsr: &[TrafficSelector],
-    initial_contact: bool,
+    replacing: bool,
 ) -> bool {
     let tunnel: Option<TunnelKind> = child::choose_tunnel(
         tsr,
@@ -35,7 +37,7 @@ pub(super) fn identity_has_room(
     let held = r.by_identity.get(identity).map_or(0, |spis| {
         spis.iter()
             .filter_map(|spi| r.sas.get(spi))
-            .filter(|s| !(initial_contact && s.established && s.tunnel == tunnel))
+            .filter(|s| !(replacing && s.established && s.tunnel == tunnel))
             .count()
     });
     held < r.config.max_ike_sas_per_identity
@@ -50,8 +52,8 @@ pub(super) fn check_create(r: &Responder, spi_r: u64, ike_rekey: bool) -> Result
     };
     if ike_rekey {
         let held = sa
-            .identity
-            .as_deref()
+            .identity_key
+            .as_ref()
             .and_then(|id| r.by_identity.get(id))
             .map_or(0, Vec::len);
         if held >= r.config.max_ike_sas_per_identity {

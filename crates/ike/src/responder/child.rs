@@ -601,6 +601,8 @@ fn rekey_ike(
     fresh.peer_hashes = old.peer_hashes.clone();
     fresh.peer_fragmentation = old.peer_fragmentation;
     fresh.identity = old.identity.clone();
+    fresh.identity_key = old.identity_key;
+    fresh.certificate = old.certificate.clone();
     fresh.second_auth = old.second_auth.clone();
     fresh.tunnel = old.tunnel;
     fresh.intranet_allowed = old.intranet_allowed;
@@ -641,8 +643,8 @@ fn adopt(r: &mut Responder, spi_r: u64, fresh: Box<IkeSa>) {
     for c in &fresh.children {
         r.inbound_spis.insert(c.inbound_spi, spi_r);
     }
-    if let Some(identity) = fresh.identity.as_deref() {
-        r.index_identity(identity, spi_r);
+    if let Some(key) = fresh.identity_key {
+        r.index_identity(key, spi_r);
     }
     r.sas.insert(spi_r, fresh);
     r.schedule(spi_r);

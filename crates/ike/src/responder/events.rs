@@ -26,6 +26,14 @@ impl RekeyKind {
     }
 }
 
+/// Why the responder itself ended an established IKE SA (`gate64_ipsec_disconnects_total`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum EndReason {
+    /// A new IKE_AUTH of the same identity for the same tunnel took its place
+    /// (`unique_ids = "replace"`, or the client's INITIAL_CONTACT).
+    Replaced,
+}
+
 /// Why a request, or a whole negotiation, was refused. Labels are metric label values.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
@@ -49,6 +57,8 @@ pub enum Refusal {
     IkeSaCap,
     /// The identity holds `max_ike_sas_per_identity` IKE SAs.
     IdentityCap,
+    /// The identity already has an IKE SA for this tunnel and `unique_ids = "keep"`.
+    DuplicateIdentity,
     /// The IKE SA holds `max_child_sas_per_ike_sa` child SAs.
     ChildSaCap,
     /// No IKE SA for the SPIs.
@@ -94,6 +104,7 @@ impl Refusal {
             Refusal::HalfOpenBytes => "half_open_bytes",
             Refusal::IkeSaCap => "ike_sa_cap",
             Refusal::IdentityCap => "identity_cap",
+            Refusal::DuplicateIdentity => "duplicate_identity",
             Refusal::ChildSaCap => "child_sa_cap",
             Refusal::UnknownSpi => "unknown_spi",
             Refusal::MessageId => "message_id",
@@ -190,6 +201,15 @@ pub enum Event {
         peer: SocketAddr,
         /// Why.
         reason: Refusal,
+    },
+    /// The responder ended an established IKE SA (with its child SAs) for `reason`; an
+    /// [`Event::IkeSaDown`] follows it. Ends the driver asks for ([`super::Responder::disconnect`],
+    /// [`super::Responder::disconnect_revoked`]) are reported by their return values instead.
+    IkeSaEnded {
+        /// Our SPI (SPIr).
+        spi_r: u64,
+        /// Why.
+        reason: EndReason,
     },
     /// A stateless cookie was sent (RFC 7296 §2.6).
     CookieSent {

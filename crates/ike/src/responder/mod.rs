@@ -29,6 +29,7 @@ mod pool;
 mod retransmit;
 mod second_auth;
 mod timers;
+mod uniqueness;
 
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap, VecDeque};
@@ -37,19 +38,20 @@ use std::time::{Duration, Instant, SystemTime};
 
 use ipnet::{IpNet, Ipv6Net};
 
-use crate::auth::{ClientEku, Credentials, SigHash, TrustAnchors};
+use crate::auth::{CertSummary, ClientEku, Credentials, IdentityKey, SigHash, TrustAnchors};
 use crate::child_sa::TunnelKind;
 use crate::keys::{self, IkeKeys};
 use crate::message::{Header, Message, Notify, Payload, exchange, flags, notify};
 
 pub use admin::{DisconnectTarget, IkeSaInfo};
 pub use auth_jobs::{AuthJob, AuthVerdict};
-pub use events::{Event, Refusal, RekeyKind, Stats, negotiation_label};
+pub use events::{EndReason, Event, Refusal, RekeyKind, Stats, negotiation_label};
 pub use half_open::SourceKey;
 pub use init::nat_detection_hash;
 pub use liveness::DPD_RETRANSMIT;
 pub use pool::AddressPool;
 pub use second_auth::SecondAuthPolicy;
+pub use uniqueness::UniqueIds;
 
 /// What the responder is configured with.
 #[derive(Debug)]
@@ -109,6 +111,8 @@ pub struct ResponderConfig {
     pub nat_t_port: u16,
     /// RFC 4739 second authentication (a user certificate after the machine's).
     pub intranet_second_auth: SecondAuthPolicy,
+    /// What a second IKE SA of one identity for one tunnel does (`[ipsec] unique_ids`).
+    pub unique_ids: UniqueIds,
 }
 
 impl ResponderConfig {
@@ -144,6 +148,7 @@ impl ResponderConfig {
             fragment_size: 1232,
             nat_t_port: 4500,
             intranet_second_auth: SecondAuthPolicy::default(),
+            unique_ids: UniqueIds::default(),
         }
     }
 }
@@ -224,6 +229,10 @@ pub(crate) struct IkeSa {
     pub(crate) cached: Option<CachedResponse>,
     pub(crate) reassembly: Option<Reassembly>,
     pub(crate) identity: Option<String>,
+    /// What the identity is keyed by (issuer and subject), once established.
+    pub(crate) identity_key: Option<IdentityKey>,
+    /// The first round's certificate: issuer, serial, notAfter (`gate64 status`).
+    pub(crate) certificate: Option<CertSummary>,
     /// The IDi the client proved, as text (an FQDN, address, email, or the DN rendered).
     pub(crate) peer_id: Option<String>,
     pub(crate) tunnel: Option<TunnelKind>,
@@ -281,6 +290,8 @@ impl IkeSa {
             cached: None,
             reassembly: None,
             identity: None,
+            identity_key: None,
+            certificate: None,
             peer_id: None,
             tunnel: None,
             intranet_allowed: false,
@@ -308,7 +319,7 @@ pub struct Responder {
     pub(crate) by_initiator: HashMap<(SocketAddr, u64), u64>,
     /// Established IKE SAs by authenticated identity, for INITIAL_CONTACT (RFC 7296 §2.4),
     /// which would otherwise scan every SA on each IKE_AUTH.
-    pub(crate) by_identity: HashMap<String, Vec<u64>>,
+    pub(crate) by_identity: HashMap<IdentityKey, Vec<u64>>,
     pub(crate) half_open: half_open::HalfOpen,
     pub(crate) cookie_secrets: init::CookieSecrets,
     pub(crate) pool: AddressPool,
@@ -454,6 +465,7 @@ impl Responder {
                 established: s.established,
                 identity: s.identity.clone(),
                 user_identity: s.second_auth.user().map(str::to_owned),
+                certificate: s.certificate.clone(),
                 tunnel: s.tunnel,
                 inner: s.inner,
                 child_spis: s.children.iter().map(|c| c.inbound_spi).collect(),
@@ -642,14 +654,14 @@ impl Responder {
     }
 
     /// Files the established IKE SA `spi_r` under `identity`.
-    pub(crate) fn index_identity(&mut self, identity: &str, spi_r: u64) {
-        let spis = self.by_identity.entry(identity.to_owned()).or_default();
+    pub(crate) fn index_identity(&mut self, identity: IdentityKey, spi_r: u64) {
+        let spis = self.by_identity.entry(identity).or_default();
         if !spis.contains(&spi_r) {
             spis.push(spi_r);
         }
     }
 
-    fn unindex_identity(&mut self, identity: &str, spi_r: u64) {
+    fn unindex_identity(&mut self, identity: &IdentityKey, spi_r: u64) {
         if let Some(spis) = self.by_identity.get_mut(identity) {
             spis.retain(|&s| s != spi_r);
             if spis.is_empty() {
@@ -667,8 +679,8 @@ impl Responder {
         if self.by_initiator.get(&key) == Some(&spi_r) {
             self.by_initiator.remove(&key);
         }
-        if let Some(identity) = sa.identity.as_deref() {
-            self.unindex_identity(identity, spi_r);
+        if let Some(key) = sa.identity_key.as_ref() {
+            self.unindex_identity(key, spi_r);
         }
         if let Some(charge) = sa.half_open {
             self.half_open.release(charge);
@@ -679,8 +691,8 @@ impl Responder {
                 inbound_spi: c.inbound_spi,
             });
         }
-        if let (Some(identity), true) = (sa.identity.clone(), sa.leased) {
-            self.pool.release(&identity);
+        if let (Some(key), true) = (sa.identity_key.as_ref(), sa.leased) {
+            self.pool.release(key);
         }
         if sa.established {
             self.events.push_back(Event::IkeSaDown {

@@ -1,6 +1,6 @@
 //! Inner IPv6 addresses for clients that ask with CFG_REQUEST (RFC 7296 §3.15).
 //!
-//! Leases are keyed by the authenticated identity and counted, so a client's two IKE SAs
+//! Leases are keyed by the authenticated identity (issuer and subject) and counted, so a client's two IKE SAs
 //! (infrastructure and intranet) share one inner address, as a DirectAccess client has one;
 //! the address returns to the pool when its last IKE SA goes.
 
@@ -9,11 +9,13 @@ use std::net::Ipv6Addr;
 
 use ipnet::Ipv6Net;
 
+use crate::auth::IdentityKey;
+
 /// A pool of IPv6 addresses.
 #[derive(Debug, Clone)]
 pub struct AddressPool {
     net: Ipv6Net,
-    leases: HashMap<String, (Ipv6Addr, usize)>,
+    leases: HashMap<IdentityKey, (Ipv6Addr, usize)>,
     in_use: std::collections::HashSet<Ipv6Addr>,
     next: u128,
 }
@@ -30,7 +32,7 @@ impl AddressPool {
     }
 
     /// The address leased to `identity` (the same one while any lease is held).
-    pub fn lease(&mut self, identity: &str) -> Option<Ipv6Addr> {
+    pub fn lease(&mut self, identity: &IdentityKey) -> Option<Ipv6Addr> {
         if let Some((addr, count)) = self.leases.get_mut(identity) {
             *count += 1;
             return Some(*addr);
@@ -47,7 +49,7 @@ impl AddressPool {
             }
             let addr = Ipv6Addr::from(base + offset);
             if self.in_use.insert(addr) {
-                self.leases.insert(identity.to_owned(), (addr, 1));
+                self.leases.insert(*identity, (addr, 1));
                 return Some(addr);
             }
         }
@@ -55,7 +57,7 @@ impl AddressPool {
     }
 
     /// Drops one lease of `identity`.
-    pub fn release(&mut self, identity: &str) {
+    pub fn release(&mut self, identity: &IdentityKey) {
         if let Some((addr, count)) = self.leases.get_mut(identity) {
             *count -= 1;
             if *count == 0 {
@@ -76,22 +78,31 @@ impl AddressPool {
 mod tests {
     use super::*;
 
+    fn id(name: &str) -> IdentityKey {
+        IdentityKey::new(b"CN=ca", name.as_bytes())
+    }
+
     #[test]
     fn one_address_per_identity_until_the_last_release() {
         let mut pool = AddressPool::new("fd00:c1::100/126".parse().expect("net"));
-        let a = pool.lease("alice").expect("free");
-        assert_eq!(pool.lease("alice"), Some(a));
-        let b = pool.lease("bob").expect("free");
-        let c = pool.lease("carol").expect("free");
-        assert!(a != b && b != c && a != c);
+        let a = pool.lease(&id("alice")).expect("free");
+        assert_eq!(pool.lease(&id("alice")), Some(a));
+        let b = pool.lease(&id("bob")).expect("free");
+        let c = pool
+            .lease(&IdentityKey::new(b"CN=other ca", b"bob"))
+            .expect("free");
+        assert!(
+            a != b && b != c && a != c,
+            "one subject from two CAs: two identities"
+        );
         assert_eq!(
-            pool.lease("dave"),
+            pool.lease(&id("dave")),
             None,
             "a /126 has three usable addresses"
         );
-        pool.release("alice");
-        assert_eq!(pool.lease("dave"), None, "alice still holds one lease");
-        pool.release("alice");
-        assert_eq!(pool.lease("dave"), Some(a));
+        pool.release(&id("alice"));
+        assert_eq!(pool.lease(&id("dave")), None, "alice still holds one lease");
+        pool.release(&id("alice"));
+        assert_eq!(pool.lease(&id("dave")), Some(a));
     }
 }

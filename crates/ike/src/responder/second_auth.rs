@@ -58,8 +58,8 @@ pub(crate) enum SecondAuth {
 /// What the second round needs from the first.
 #[derive(Debug, Clone)]
 pub(crate) struct Pending {
-    /// The first round's identity (the machine certificate's subject).
-    machine: String,
+    /// The first round's identity (the machine certificate).
+    machine: auth_exchange::Verified,
     /// The first IKE_AUTH request: its SA, TS and CP are answered after the second round.
     first_request: Vec<Payload>,
 }
@@ -149,7 +149,7 @@ pub(crate) fn check_first_round(
 pub(crate) fn await_second_round(
     r: &mut Responder,
     h: Header,
-    machine: String,
+    machine: auth_exchange::Verified,
     first_request: Vec<Payload>,
     our_auth: Vec<Payload>,
 ) {
@@ -211,7 +211,7 @@ pub(crate) fn after_verify(
     let Some((remote, started)) = r.sas.get(&h.spi_r).map(|s| (s.remote, s.started)) else {
         return;
     };
-    let (user, key) = match verified {
+    let user = match verified {
         Ok(verified) => verified,
         Err(e) => {
             tracing::debug!(peer = %remote, error = %e, "ike second authentication failed");
@@ -219,9 +219,9 @@ pub(crate) fn after_verify(
             return auth_exchange::fail(r, h, now, started, notify::AUTHENTICATION_FAILED, reason);
         }
     };
-    // The second round proves a user: the machine's certificate again proves nothing more.
-    if user == pending.machine {
-        tracing::debug!(peer = %remote, %user, "ike second round repeated the machine identity");
+    // The second round proves a user: the machine's identity again proves nothing more.
+    if user.key == pending.machine.key {
+        tracing::debug!(peer = %remote, user = %user.subject, "ike second round repeated the machine identity");
         let reason = Refusal::Authentication("the second round proved the machine again".into());
         return auth_exchange::fail(r, h, now, started, notify::AUTHENTICATION_FAILED, reason);
     }
@@ -235,10 +235,10 @@ pub(crate) fn after_verify(
             Refusal::Malformed,
         );
     };
-    auth_exchange::remember_certificate(r, h.spi_r, key);
-    tracing::debug!(peer = %remote, machine = %pending.machine, %user, "ike second authentication");
+    auth_exchange::remember_certificate(r, h.spi_r, &user);
+    tracing::debug!(peer = %remote, machine = %pending.machine.subject, user = %user.subject, "ike second authentication");
     if let Some(sa) = r.sas.get_mut(&h.spi_r) {
-        sa.second_auth = SecondAuth::Done(user.into());
+        sa.second_auth = SecondAuth::Done(user.subject.into());
     }
     auth_exchange::establish(r, now, h, &pending.machine);
     auth_exchange::complete(r, now, h, &req, pending.machine.clone(), Vec::new());

@@ -110,6 +110,18 @@ impl Lab {
         ekus: &[ExtendedKeyUsagePurpose],
     ) -> Initiator {
         let (chain, key) = leaf_for(ca, "client1.gate64.lab", ekus);
+        self.initiator_as(now, tunnel, tsr, (&chain, &key), group)
+    }
+
+    /// [`Lab::initiator`] with the client certificate chain and key `chain_key` (PEM).
+    fn initiator_as(
+        &self,
+        now: Instant,
+        tunnel: TunnelKind,
+        tsr: &str,
+        (chain, key): (&str, &str),
+        group: Group,
+    ) -> Initiator {
         let credentials =
             Credentials::from_pem(chain.as_bytes(), key.as_bytes()).expect("client credentials");
         let anchors = TrustAnchors::from_pem(self.servers_ca.pem.as_bytes()).expect("servers CA");
@@ -1240,6 +1252,7 @@ fn shutdown_deletes_every_ike_sa() {
 mod auth_jobs;
 mod bounds;
 mod caps;
+mod identity;
 mod reload;
 mod retransmit;
 mod revocation;

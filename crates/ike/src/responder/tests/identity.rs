@@ -1,0 +1,247 @@
+//! Identities are the issuer and subject together: names that render alike stay apart, and
+//! `unique_ids` decides what a second IKE SA of one identity on one tunnel does.
+
+use super::*;
+
+/// A client leaf under `ca` whose subject is `dn` (in this order), with a DNS name as its
+/// subjectAltName: (chain PEM, key PEM).
+fn leaf_named(ca: &Ca, dn: &[(DnType, &str)]) -> (String, String) {
+    let key = KeyPair::generate().expect("key");
+    let mut params = CertificateParams::default();
+    for (kind, value) in dn {
+        params.distinguished_name.push(kind.clone(), *value);
+    }
+    params.subject_alt_names = vec![SanType::DnsName(
+        "client.gate64.lab".try_into().expect("dns name"),
+    )];
+    params.key_usages = vec![KeyUsagePurpose::DigitalSignature];
+    params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
+    let cert = params.signed_by(&key, &ca.issuer).expect("signed");
+    (cert.pem(), key.serialize_pem())
+}
+
+/// Builds the intranet tunnel (with INITIAL_CONTACT) for `leaf`; returns its inner address.
+fn intranet(lab: &Lab, r: &mut Responder, now: Instant, leaf: &(String, String)) -> IpAddr {
+    let mut i = lab.initiator_as(
+        now,
+        TunnelKind::Intranet,
+        "fd00:c0::/64",
+        (&leaf.0, &leaf.1),
+        Group::Ecp256,
+    );
+    i.start(now);
+    exchange_all(r, &mut i, now);
+    established(&mut i).0.expect("an inner address")
+}
+
+fn identities(r: &Responder, now: Instant) -> Vec<String> {
+    let mut ids: Vec<String> = r
+        .ike_sas(now)
+        .into_iter()
+        .filter_map(|s| s.identity)
+        .collect();
+    ids.sort();
+    ids
+}
+
+fn no_ike_sa_went_down(ev: &[Event]) -> bool {
+    !ev.iter().any(|e| {
+        matches!(
+            e,
+            Event::IkeSaDown { .. } | Event::IkeSaEnded { .. } | Event::ChildSaDown { .. }
+        )
+    })
+}
+
+/// A CN whose value is `a, O=b` and the two attributes CN=a, O=b: printed apart (RFC 4514
+/// escaping), and two identities: each its own inner address, and neither's INITIAL_CONTACT
+/// ends the other's IKE SA.
+#[test]
+fn subjects_that_print_alike_are_two_identities() {
+    let lab = Lab::new();
+    let now = Instant::now();
+    let mut r = lab.responder(now, |_| {});
+    let one_value = leaf_named(&lab.clients_ca, &[(DnType::CommonName, "a, O=b")]);
+    let two_values = leaf_named(
+        &lab.clients_ca,
+        &[(DnType::CommonName, "a"), (DnType::OrganizationName, "b")],
+    );
+    let first = intranet(&lab, &mut r, now, &one_value);
+    let _ = events(&mut r);
+    let second = intranet(&lab, &mut r, now, &two_values);
+    assert_ne!(first, second, "each identity its own inner address");
+    assert!(no_ike_sa_went_down(&events(&mut r)));
+    assert_eq!(r.established(), 2);
+    assert_eq!(
+        identities(&r, now),
+        ["CN=a, O=b".to_owned(), "CN=a\\, O=b".to_owned()]
+    );
+}
+
+/// One subject from two CAs that gate64 both trusts: two identities, as above.
+#[test]
+fn one_subject_from_two_cas_is_two_identities() {
+    let lab = Lab::new();
+    let second_ca = ca("gate64 second clients CA");
+    let both = format!("{}{}", lab.clients_ca.pem, second_ca.pem);
+    let now = Instant::now();
+    let mut r = lab.responder(now, |c| {
+        c.anchors = TrustAnchors::from_pem(both.as_bytes())
+            .expect("both CAs")
+            .for_clients(ClientEku::Strict);
+    });
+    let dn = [(DnType::CommonName, "client1.gate64.lab")];
+    let first = intranet(&lab, &mut r, now, &leaf_named(&lab.clients_ca, &dn));
+    let _ = events(&mut r);
+    let second = intranet(&lab, &mut r, now, &leaf_named(&second_ca, &dn));
+    assert_ne!(first, second);
+    assert!(no_ike_sa_went_down(&events(&mut r)));
+    assert_eq!(r.established(), 2);
+    let issuers: Vec<String> = r
+        .ike_sas(now)
+        .into_iter()
+        .filter_map(|s| s.certificate.map(|c| c.issuer))
+        .collect();
+    assert!(
+        issuers.contains(&"CN=gate64 clients CA".to_owned())
+            && issuers.contains(&"CN=gate64 second clients CA".to_owned()),
+        "{issuers:?}"
+    );
+}
+
+/// Two initiators of one identity (the lab's client certificate, issued twice) on the intranet
+/// tunnel, the second without INITIAL_CONTACT: (responder, events after the second, whether
+/// the second was established, whether the first IKE SA was sent a message meanwhile).
+fn same_identity_twice(rule: UniqueIds) -> (Responder, Vec<Event>, bool, bool) {
+    let lab = Lab::new();
+    let now = Instant::now();
+    let mut r = lab.responder(now, |c| c.unique_ids = rule);
+    let mut first = lab.initiator(
+        now,
+        TunnelKind::Intranet,
+        "fd00:c0::/64",
+        &lab.clients_ca,
+        Group::Ecp256,
+    );
+    first.start(now);
+    exchange_all(&mut r, &mut first, now);
+    established(&mut first);
+    let _ = events(&mut r);
+    let mut second = lab
+        .initiator(
+            now,
+            TunnelKind::Intranet,
+            "fd00:c0::/64",
+            &lab.clients_ca,
+            Group::Ecp256,
+        )
+        .without_initial_contact();
+    second.start(now);
+    let sent = exchange_all(&mut r, &mut second, now);
+    let up = matches!(
+        second.poll_event(),
+        Some(InitiatorEvent::Established { .. })
+    );
+    let to_first = sent
+        .iter()
+        .any(|t| t.bytes.get(..8) == Some(&first.spi_i.to_be_bytes()[..]));
+    let ev = events(&mut r);
+    (r, ev, up, to_first)
+}
+
+#[test]
+fn unique_ids_replace_ends_the_old_ike_sa_without_initial_contact() {
+    let (r, ev, up, to_first) = same_identity_twice(UniqueIds::Replace);
+    assert!(up);
+    assert!(to_first, "the old IKE SA's client is sent a Delete");
+    assert_eq!(r.established(), 1, "the new IKE SA replaced the old one");
+    assert_eq!(
+        ev.iter()
+            .filter(|e| matches!(
+                e,
+                Event::IkeSaEnded {
+                    reason: EndReason::Replaced,
+                    ..
+                }
+            ))
+            .count(),
+        1,
+        "{ev:?}"
+    );
+    assert_eq!(
+        r.pool.leased(),
+        1,
+        "the inner address stays with the identity"
+    );
+}
+
+#[test]
+fn unique_ids_keep_refuses_the_new_ike_sa() {
+    let (r, ev, up, to_first) = same_identity_twice(UniqueIds::Keep);
+    assert!(!to_first);
+    assert!(!up, "the second IKE_AUTH is refused");
+    assert_eq!(r.established(), 1);
+    assert!(ev.iter().any(|e| matches!(
+        e,
+        Event::Negotiation {
+            result: Err(Refusal::DuplicateIdentity),
+            ..
+        }
+    )));
+    assert!(no_ike_sa_went_down(&ev));
+    assert_eq!(Refusal::DuplicateIdentity.label(), "duplicate_identity");
+}
+
+#[test]
+fn unique_ids_never_keeps_both() {
+    let (r, ev, up, to_first) = same_identity_twice(UniqueIds::Never);
+    assert!(!to_first);
+    assert!(up);
+    assert_eq!(r.established(), 2);
+    assert!(no_ike_sa_went_down(&ev));
+}
+
+/// `keep` refuses only the tunnel the identity holds: its other tunnel is built.
+#[test]
+fn unique_ids_keep_admits_the_other_tunnel() {
+    let lab = Lab::new();
+    let now = Instant::now();
+    let (mut r, _, _) = established_pair(&lab, now, |c| c.unique_ids = UniqueIds::Keep);
+    let mut infra = lab.initiator(
+        now,
+        TunnelKind::Infrastructure,
+        "fd00:c0::53/128",
+        &lab.clients_ca,
+        Group::Ecp256,
+    );
+    infra.start(now);
+    exchange_all(&mut r, &mut infra, now);
+    established(&mut infra);
+    assert_eq!(r.established(), 2);
+}
+
+/// `gate64 status` sees the certificate: issuer, serial as OpenSSL prints it, notAfter.
+#[test]
+fn the_snapshot_names_the_certificate() {
+    let lab = Lab::new();
+    let now = Instant::now();
+    let (r, _, _) = established_pair(&lab, now, |_| {});
+    let sa = r.ike_sas(now).pop().expect("one IKE SA");
+    let cert = sa.certificate.expect("its certificate");
+    assert_eq!(cert.issuer, "CN=gate64 clients CA");
+    assert!(
+        !cert.serial.is_empty() && cert.serial.chars().all(|c| c.is_ascii_hexdigit()),
+        "{}",
+        cert.serial
+    );
+    assert!(
+        !cert.serial.starts_with("00"),
+        "no sign octet: {}",
+        cert.serial
+    );
+    let now_secs = SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("after 1970")
+        .as_secs() as i64;
+    assert!(cert.not_after > now_secs, "{}", cert.not_after);
+}

@@ -1,0 +1,99 @@
+//! One IKE SA per identity and tunnel (`[ipsec] unique_ids`), and RFC 7296 §2.4
+//! INITIAL_CONTACT.
+//!
+//! An identity is the certificate's issuer and subject together ([`IdentityKey`]), so a
+//! client whose subject merely renders like another's, or the same subject from another CA,
+//! never replaces or blocks the other. The tunnel is part of the rule: a DirectAccess client
+//! holds one IKE SA for the infrastructure tunnel and one for the intranet, and strongSwan may
+//! send INITIAL_CONTACT on the second one too.
+
+use super::{EndReason, Event, Refusal, Responder, child, liveness};
+use crate::auth::IdentityKey;
+use crate::child_sa::TunnelKind;
+use crate::message::TrafficSelector;
+
+/// What a new IKE_AUTH of an identity that already holds an IKE SA for the same tunnel does
+/// (`[ipsec] unique_ids`; strongSwan's `unique` has the same three meanings).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum UniqueIds {
+    /// The new IKE SA replaces the old ones (each is sent a Delete): a laptop that restarted,
+    /// or a second machine with a copied certificate, keeps one set of tunnels.
+    #[default]
+    Replace,
+    /// The new IKE_AUTH is refused (AUTHENTICATION_FAILED, counted `duplicate_identity`)
+    /// while the old IKE SA stands, INITIAL_CONTACT or not: the first machine keeps its
+    /// tunnels until it deletes them or its liveness check fails.
+    Keep,
+    /// Nothing is replaced, INITIAL_CONTACT included: an identity may hold up to
+    /// `max_ike_sas_per_identity` IKE SAs on one tunnel (shared certificates).
+    Never,
+}
+
+/// The tunnel an IKE_AUTH asking for `tsr` gets (as the first child SA chooses it).
+fn tunnel_of(r: &Responder, tsr: &[TrafficSelector]) -> Option<TunnelKind> {
+    child::choose_tunnel(
+        tsr,
+        &r.config.infrastructure_prefixes,
+        &r.config.intranet_prefixes,
+    )
+    .map(|(tunnel, _)| tunnel)
+}
+
+/// The established IKE SAs of `key` for `tunnel`, other than `except`.
+fn holding(r: &Responder, key: &IdentityKey, tunnel: Option<TunnelKind>, except: u64) -> Vec<u64> {
+    r.by_identity.get(key).map_or_else(Vec::new, |spis| {
+        spis.iter()
+            .filter_map(|spi| r.sas.get(spi))
+            .filter(|s| s.spi_r != except && s.established && s.tunnel == tunnel)
+            .map(|s| s.spi_r)
+            .collect()
+    })
+}
+
+/// Before we sign: under `keep`, an identity that holds the tunnel `tsr` asks for is refused.
+pub(super) fn admit(
+    r: &Responder,
+    key: &IdentityKey,
+    tsr: &[TrafficSelector],
+) -> Result<(), Refusal> {
+    if r.config.unique_ids != UniqueIds::Keep {
+        return Ok(());
+    }
+    if holding(r, key, tunnel_of(r, tsr), 0).is_empty() {
+        Ok(())
+    } else {
+        Err(Refusal::DuplicateIdentity)
+    }
+}
+
+/// Whether a new IKE SA replaces the identity's old ones on its tunnel: always under
+/// `replace`, on INITIAL_CONTACT under `keep` (where [`admit`] already refused a duplicate),
+/// never under `never`.
+pub(super) fn replaces(r: &Responder, initial_contact: bool) -> bool {
+    match r.config.unique_ids {
+        UniqueIds::Replace => true,
+        UniqueIds::Keep => initial_contact,
+        UniqueIds::Never => false,
+    }
+}
+
+/// Ends the identity's other IKE SAs on `tunnel` (after the new lease, so the inner address
+/// stays), each with a Delete, and reports them as replaced.
+pub(super) fn forget_stale(
+    r: &mut Responder,
+    spi_r: u64,
+    key: &IdentityKey,
+    tunnel: Option<TunnelKind>,
+) {
+    for spi in holding(r, key, tunnel, spi_r) {
+        tracing::info!(
+            spi = format!("{spi:016x}"),
+            "ike SA replaced by a new one of the same identity and tunnel"
+        );
+        r.event(Event::IkeSaEnded {
+            spi_r: spi,
+            reason: EndReason::Replaced,
+        });
+        liveness::delete_one(r, spi);
+    }
+}
