@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# GRE site-to-site throughput and CPU efficiency (issue 11): gate64's GRE against Open
+# GRE site-to-site throughput and CPU efficiency: gate64's GRE against Open
 # vSwitch's userspace GRE (datapath_type=netdev, L3 GRE with key 42), in one run, each engine
 # at both ends of the tunnel:
 #

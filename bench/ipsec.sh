@@ -671,10 +671,10 @@ for r in "${RESULTS[@]}"; do
 done
 
 # The acceptance figure: gate64's Mbit/s per CPU-second over strongSwan's, per direction, by
-# whole-machine CPU (the issue's measure), by the lab's processes, and by the responder side
-# alone (the client, charon + miredo, is the same in both setups and, on a 2-core machine,
-# what saturates: the whole-machine ratio is bounded by it). Each efficiency is the median of
-# the per-run figures.
+# whole-machine CPU (the measure the aim is stated in), by the lab's processes, and by the
+# responder side alone (the client, charon + miredo, is the same in both setups and, on a
+# 2-core machine, what saturates: the whole-machine ratio is bounded by it). Each efficiency
+# is the median of the per-run figures.
 efficiency_of() { # efficiency_of SETUP DIR FIELD(cpu|lab|resp)
     local r setup dir ok mbps cpu eff lab leff resp napi reff
     for r in "${RESULTS[@]}"; do

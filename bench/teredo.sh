@@ -13,7 +13,7 @@
 #
 # With CLIENTS=N (N > 1) it runs N Debian miredo clients at once, each in its own namespace
 # behind a bridge in tsrv (198.51.100.10, .11, ...), each with one iperf3 flow to its own
-# iperf3 server in tcorp; the cell's Mbit/s is their sum (issue 9: many clients, one flow
+# iperf3 server in tcorp; the cell's Mbit/s is their sum (many clients, one flow
 # each, not one client's flows). Whole-machine CPU (/proc/stat, softirq included) is printed
 # beside the relay's own.
 #

@@ -1,5 +1,5 @@
 #!/bin/sh
-# keepalived notify script for an active/passive gate64 pair (issue 11; docs/scale-out.md).
+# keepalived notify script for an active/passive gate64 pair (docs/scale-out.md).
 #
 # keepalived moves the service addresses (GRE local address, Teredo server addresses, the
 # IP-HTTPS address, the inside gateway address); this script starts, keeps or stops gate64

@@ -1,4 +1,4 @@
-//! `gate64 bench capacity` end to end (issue 9): a short run of the harness — 1,000 emulated
+//! `gate64 bench capacity` end to end: a short run of the harness — 1,000 emulated
 //! clients (70% Teredo, 30% IP-HTTPS, both IPsec tunnels each) plus Debian's miredo client
 //! with strongSwan over it, one 20-second load step — must connect every client, pass a probe
 //! through every client's tunnels, and write the JSON rows of the contract. Outcomes only:

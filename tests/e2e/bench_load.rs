@@ -1,4 +1,4 @@
-//! `gate64 bench load`, the capacity harness's load generator (issue 9), at small scale
+//! `gate64 bench load`, the capacity harness's load generator, at small scale
 //! against the real daemon: every emulated client comes up with its transport and both IPsec
 //! tunnels (gate64 and the status file count two IKE SAs and two child SAs per client), and
 //! kernel sockets bound to the inner addresses of the ADDRESSES file reach a corporate host

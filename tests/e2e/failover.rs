@@ -1,4 +1,4 @@
-//! Active/passive failover with keepalived (issue 11, item 5), in network namespaces.
+//! Active/passive failover with keepalived, in network namespaces.
 //!
 //! Two gate64 nodes (`haa` priority 150, `hab` priority 100) share the same configuration:
 //! Teredo on 192.0.2.1/.2, IP-HTTPS on 198.51.100.1:443 and a GRE tunnel whose local address

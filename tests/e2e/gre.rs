@@ -1,4 +1,4 @@
-//! GRE site-to-site (issue 11) in network namespaces.
+//! GRE site-to-site in network namespaces.
 //!
 //! - `netns_gre_ovs_interop`: Open vSwitch's userspace datapath (a GRE peer nobody here
 //!   wrote) in `greovs`, gate64 in `gregw`, a host behind gate64 in `grelan`. The host behind

@@ -24,7 +24,7 @@
 //! by at least the answers the attacker counted, and by no more than it sent), nearly all were
 //! answered, the new client built both tunnels in both rounds, the established client's ping
 //! got replies during the flood and all of them afterwards, its SAs stayed, gate64 kept running.
-//! Printed beside the issue's bars, never asserted (as `ipsec_flood` does: on the 2-core lab the
+//! Printed beside the aims, never asserted (as `ipsec_flood` does: on the 2-core lab the
 //! flooding thread and the kernels' fragment work share the clients' cores, which no deadline
 //! can account for): the new client's time to both tunnels (bar: 5 s) and the ping's share of
 //! replies (bar: 90 %) in each round, and gate64's CPU seconds over each round and per attack
@@ -58,7 +58,7 @@ const EXTRA_CERTS: usize = 55;
 const PROBE_EXTRA_CERTS: usize = 59;
 /// The control flood's port on gate64's address: bound by the test, never read.
 const CONTROL_PORT: u16 = 5501;
-/// The issue's bars, printed beside the measurements.
+/// The aims, printed beside the measurements.
 const NEWCOMER_BAR: Duration = Duration::from_secs(5);
 const PING_BAR: f64 = 0.9;
 
@@ -149,7 +149,7 @@ fn ike_auth_certificate_flood(topo: &Topology) -> Result<()> {
             udp6_counters(&topo.srv)?,
         );
         println!(
-            "issue's bars: new client's both tunnels in {:.1} ms during the flood, {:.1} ms \
+            "aims: new client's both tunnels in {:.1} ms during the flood, {:.1} ms \
              during the control (bar {} s); established client's ping {:.0} % of replies \
              during the flood, {:.0} % during the control (bar {:.0} %)",
             attack.newcomer.as_secs_f64() * 1e3,

@@ -411,7 +411,7 @@ fn another_ca(cli: &Netns, gw: &Netns) -> Result<()> {
     stopped
 }
 
-/// Issue 8 (c): gate64's own initiator against strongSwan as the responder, one IKE SA per
+/// gate64's own initiator against strongSwan as the responder, one IKE SA per
 /// tunnel as `gate64 connect` builds them; strongSwan's libipsec fakes a NAT, so the
 /// initiator must move to 4500 (RFC 7296 §2.23) with the non-ESP marker.
 #[test]

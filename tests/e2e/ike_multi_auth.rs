@@ -1,4 +1,4 @@
-//! RFC 4739 multiple authentication against a real strongSwan initiator (issue 8 item 3: a
+//! RFC 4739 multiple authentication against a real strongSwan initiator (a
 //! machine certificate for the infrastructure tunnel, a second authentication for intranet).
 //!
 //! - `netns_ike_strongswan_second_auth_on_the_intranet_tunnel`: gate64's IKE driver with

@@ -1,4 +1,4 @@
-//! IP-HTTPS on an internet edge (issue 12): what one host or many idle clients can take.
+//! IP-HTTPS on an internet edge: what one host or many idle clients can take.
 //!
 //! - `netns_iphttps_clients_that_stop_reading_without_ipsec`: in each round, the established
 //!   client in `tcli` measures its iperf3 (-R and forward) undisturbed, then while `tcorp`

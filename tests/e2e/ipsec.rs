@@ -1,4 +1,4 @@
-//! IPsec's security step end to end (issue 8), against Debian's Miredo client:
+//! IPsec's security step end to end, against Debian's Miredo client:
 //!
 //! - `netns_teredo_without_sa_reaches_only_gate64`: gate64 with `[ipsec] require = true` (the
 //!   default) and no SA: the client qualifies and pings gate64 itself, its packets to the

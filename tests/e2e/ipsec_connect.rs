@@ -1,4 +1,5 @@
-//! `gate64 connect` and IPsec (issue 8 item 7, tests 8(b) and 8(c)).
+//! `gate64 connect` and IPsec: gate64's client against gate64 and against strongSwan, and
+//! strongSwan's client against gate64 over `gate64 connect`'s transport.
 //!
 //! - `netns_ipsec_connect_teredo_to_gate64`: the DirectAccess shape end to end with nothing
 //!   but gate64: `gate64 connect teredo` builds both tunnels to `gate64 serve` (`[ipsec]
@@ -7,12 +8,12 @@
 //!   the client negotiates both tunnels afresh (`--ipsec-renew-secs`), gate64 still counts
 //!   two IKE SAs and two child SAs and the pings still go through; gate64 drops nothing for
 //!   want of an SA.
-//! - `netns_ipsec_strongswan_over_iphttps` (8(b)): strongSwan's charon in `tcli` builds both
+//! - `netns_ipsec_strongswan_over_iphttps`: strongSwan's charon in `tcli` builds both
 //!   tunnels to `gate64 serve`'s IKE responder over the IP-HTTPS TUN device of `gate64 connect
 //!   iphttps --no-ipsec` (the clear-text transport, charon doing IKE and ESP); pings reach one
 //!   corporate host through the infrastructure tunnel and another through the intranet
 //!   tunnel, and gate64 counts two IKE SAs and two child SAs.
-//! - `netns_ipsec_connect_initiator_against_strongswan` (8(c)): `gate64 connect teredo` in
+//! - `netns_ipsec_connect_initiator_against_strongswan`: `gate64 connect teredo` in
 //!   `tcli` qualifies with `gate64 serve` in `tsrv` (Teredo server and relay, corporate side
 //!   open: this test is about the client, not gate64's policy) and builds both tunnels, two
 //!   IKE SAs with one child SA each, to strongSwan's charon in `tcorp` (the fixture's

@@ -1,4 +1,4 @@
-//! Issue 8's flood acceptance, `netns_ike_sa_init_flood_spares_clients`: one address (the
+//! The IKE_SA_INIT flood test, `netns_ike_sa_init_flood_spares_clients`: one address (the
 //! corporate host, sending straight to gate64's IKE port, the path that reaches the responder
 //! with the least work per datagram) floods IKE_SA_INIT from one thread as fast as it goes,
 //! while strongSwan over Teredo holds both tunnels. Asserted: cookies engage, the established

@@ -1,4 +1,4 @@
-//! IPsec's refusals end to end (issue 8, Deliver 8): strongSwan as the client over Debian's
+//! IPsec's refusals end to end: strongSwan as the client over Debian's
 //! Miredo client against `gate64 serve`, set up as in `ipsec.rs`.
 //!
 //! - `netns_ipsec_refuses_bad_clients`: a client whose certificate has expired, one whose

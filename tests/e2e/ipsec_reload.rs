@@ -1,4 +1,4 @@
-//! SIGHUP renews gate64's IKE certificate with no client dropped (issue 12 for IPsec).
+//! SIGHUP renews gate64's IKE certificate with no client dropped.
 //!
 //! - `netns_reload_renews_the_ike_certificate_and_keeps_ike_sas`: strongSwan over Miredo's
 //!   Teredo client builds the infrastructure tunnel to `gate64 serve`; a new certificate and

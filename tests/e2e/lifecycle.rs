@@ -1,4 +1,4 @@
-//! The daemon's life cycle under load (issue 12, deliverable 7), in network namespaces.
+//! The daemon's life cycle under load, in network namespaces.
 //!
 //! Clients are emulated by `lab-clients` (crates/testkit) in `tcli`: each runs the Teredo or
 //! IP-HTTPS client core on its own socket, from one of 50 extra addresses of `tcli`, and pings

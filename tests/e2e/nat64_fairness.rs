@@ -1,4 +1,4 @@
-//! Edge hardening of the NAT64 and of gate64 itself (issue 12), end to end:
+//! Edge hardening of the NAT64 and of gate64 itself, end to end:
 //!
 //! - `netns_nat64_client_limit_leaves_others_bindings_without_ipsec`: one Miredo client opens UDP flows to
 //!   the IPv4-only host until its `nat64.max_ports_per_client`; beyond it nothing reaches the

@@ -1,4 +1,4 @@
-//! Least privilege (issue 12 §6, docs/security.md): once `gate64 serve` has created its TUN,
+//! Least privilege (docs/security.md): once `gate64 serve` has created its TUN,
 //! routes, sockets and listeners, every thread of the daemon holds no capability in any set,
 //! the bounding set included, with `NoNewPrivs` set; and it still serves Teredo and IP-HTTPS.
 //!

@@ -1,4 +1,4 @@
-//! Scale-out past one box with BIRD and ECMP (issue 11, item 6), in network namespaces.
+//! Scale-out past one box with BIRD and ECMP, in network namespaces.
 //!
 //! ```text
 //!  sotc1 (Teredo, server 192.0.2.1) ─┐                 ┌─ son1: gate64 + BIRD AS 65001 (10.0.1.2)

@@ -1,4 +1,4 @@
-//! Teredo on an internet edge (issue 12), against Debian's Miredo client in namespaces:
+//! Teredo on an internet edge, against Debian's Miredo client in namespaces:
 //!
 //! - `netns_teredo_spoofer_reflects_nothing_without_ipsec`: an attacker aims gate64's Teredo port at a third
 //!   party (crafted bubbles, junk and RFC 6081 trailers, payloads to Teredo addresses that
@@ -7,7 +7,7 @@
 //!   bytes and at most the rate-limited trickle of bubbles; a Miredo client keeps reaching
 //!   the corporate host.
 //! - `netns_teredo_peer_table_flood_admits_new_client_without_ipsec`: one host floods the peer table (every
-//!   flag value from 1,024 mappings) for 60 s, as the issue asks; a new Miredo client from
+//!   flag value from 1,024 mappings) for 60 s; a new Miredo client from
 //!   another address qualifies and reaches the corporate host during it, and the table stays
 //!   within the per-address cap (filled in well under a second, then refilled thousands of
 //!   times over).

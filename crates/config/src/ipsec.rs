@@ -1,4 +1,4 @@
-//! `[ipsec]`: the security step and the IKEv2/ESP responder (issue 8): whether client traffic
+//! `[ipsec]`: the security step and the IKEv2/ESP responder: whether client traffic
 //! needs an SA (`require`), gate64's IKE credentials and the CA whose client certificates it
 //! accepts, the endpoint clients reach it at, the inner-address pool and the two tunnels'
 //! prefixes (DirectAccess' infrastructure and intranet tunnels).

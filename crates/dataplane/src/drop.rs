@@ -120,7 +120,7 @@ drops! {
     /// The Teredo peer's IPv4 address holds `[limits] max_teredo_peers_per_ipv4` verified
     /// entries; an unverified newcomer does not replace them.
     PeerIpv4Full => "peer_ipv4_full",
-    /// GRE (issue 11): a known peer sent a packet without the tunnel's RFC 2890 key or with
+    /// GRE: a known peer sent a packet without the tunnel's RFC 2890 key or with
     /// another one.
     GreBadKey => "gre_bad_key",
     /// GRE: no tunnel between these outer addresses.
@@ -152,7 +152,7 @@ drops! {
     GreTunnelDown => "gre_tunnel_down",
     /// IKE to the IPsec endpoint from one client (a Teredo address, an IP-HTTPS /64, an SA's
     /// peer) beyond `[ipsec] ike_packets_per_source_per_sec` per worker: shed on the road,
-    /// before the TUN, the kernel's socket and the IKE responder (issue 8's flood).
+    /// before the TUN, the kernel's socket and the IKE responder.
     IkeRateLimited => "ike_rate_limited",
     /// A fragment to the IPsec endpoint carrying no data, or a non-final one with less than
     /// 512 bytes of it (`reassembly::MIN_FRAGMENT`): no sender on an IPv6 path (MTU 1280 at

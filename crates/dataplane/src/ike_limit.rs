@@ -1,4 +1,4 @@
-//! IKE per client, shed on the road (issue 8's flood): a client's IKE to the IPsec endpoint
+//! IKE per client, shed on the road: a client's IKE to the IPsec endpoint
 //! passes the policy without an SA ([`crate::policy`]), then the TUN, the kernel's UDP socket
 //! and the IKE responder, whose IKE_SA_INIT answers (a Diffie-Hellman share, or a cookie, RFC
 //! 7296 §2.6) cost far more than this check. So each client gets

@@ -74,7 +74,7 @@ impl RekeyKind {
 }
 
 /// Why the IKE driver shed a datagram before the responder saw it: the `reason` label of
-/// `gate64_ike_shed_total` (issue 8's flood).
+/// `gate64_ike_shed_total`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum IkeShedReason {
     /// Its source address had used `[ipsec] ike_packets_per_source_per_sec`.

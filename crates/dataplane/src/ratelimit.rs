@@ -122,7 +122,7 @@ mod tests {
         assert!(l.allow(t0, b));
     }
 
-    // Issue 12: the table neither grows nor forgets a flooding source's bucket, however many
+    // The table neither grows nor forgets a flooding source's bucket, however many
     // other sources pass; the work per packet is one slot.
     #[test]
     fn table_is_fixed_size_and_many_sources_do_not_reset_a_bucket() {

@@ -4,7 +4,7 @@
 //! client (§5.4.1: straight to a verified peer, else queue and bubble). A client's data packet
 //! leaves this stage for the one road ([`crate::ingress`]).
 //!
-//! What gate64 sends from its server address towards a Teredo mapping (RFC 4380 §7, issue 12:
+//! What gate64 sends from its server address towards a Teredo mapping (RFC 4380 §7:
 //! no open reflector):
 //!
 //! ```text

@@ -230,7 +230,7 @@ pub struct Daemon {
     /// The IP-HTTPS server and its accept loop, once started.
     iphttps: Mutex<Option<(Arc<IphttpsServer>, tokio::task::JoinHandle<()>)>>,
     binding_log: Option<gate64_io::binding_log::Handle>,
-    /// The GRE data path (issue 11), while `[[gre.tunnel]]` has tunnels; stops on drop.
+    /// The GRE data path, while `[[gre.tunnel]]` has tunnels; stops on drop.
     _gre: Option<gate64_io::gre::Gateway>,
     /// The IKE driver's counters, while IPsec is configured (the SAs are in
     /// `shared.sadb()`).

@@ -50,8 +50,8 @@ enum Command {
     /// Teredo and IP-HTTPS clients with IPsec, NAT64/DNS64) in an unprivileged user namespace;
     /// prints the capacity table beside the reference's rows.
     Demo(demo::DemoArgs),
-    /// Benchmarks that need root: `gate64 bench capacity` (issue 9's reference workload in
-    /// network namespaces).
+    /// Benchmarks that need root: `gate64 bench capacity` (the reference workload in network
+    /// namespaces: the real daemon, Teredo and IP-HTTPS clients with IPsec, NAT64/DNS64).
     Bench(bench::BenchArgs),
     /// Write a lab CA, an IP-HTTPS server certificate and a client certificate (PEM).
     Certs(certs::CertsArgs),

@@ -1,4 +1,4 @@
-//! Least privilege once `gate64 serve` has started (issue 12, deliverable 6).
+//! Least privilege once `gate64 serve` has started.
 //!
 //! Privilege is needed only while starting: CAP_NET_ADMIN creates the TUN device, adds the
 //! routes (through `ip route`) and lets SO_RCVBUFFORCE size the Teredo sockets;

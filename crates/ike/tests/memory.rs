@@ -1,4 +1,4 @@
-//! Heap held by the responder per client (issue 9: ≤ 16 KB of RSS per client with both
+//! Heap held by the responder per client (the aim: ≤ 16 KB of RSS per client with both
 //! tunnels, transport included), counted by glibc's allocator statistics: `CLIENTS` clients,
 //! each with its infrastructure and intranet IKE SA (one child SA each), negotiated by
 //! gate64's own initiator on a fake clock; the initiators and the events are dropped before
@@ -32,7 +32,7 @@ fn live() -> isize {
 
 const SERVER: &str = "[2001:db8:ffff::1]:500";
 const CLIENTS: usize = 200;
-/// The responder's share of issue 9's 16 KB per client once its IKE SAs were checked live:
+/// The responder's share of the 16 KB per client once its IKE SAs were checked live:
 /// both IKE SAs with their child SAs' bookkeeping (the ESP SAs themselves live in
 /// gate64-esp's SA database). 2026-12-01: 2.8 KB (7.1 KB before this bound was set).
 const MAX_HEAP_PER_CLIENT: isize = 4 * 1024;

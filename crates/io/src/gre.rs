@@ -1,4 +1,4 @@
-//! The GRE data path (issue 11): raw IP protocol-47 sockets on one side, a multi-queue TUN
+//! The GRE data path: raw IP protocol-47 sockets on one side, a multi-queue TUN
 //! device per tenant on the other, and the sans-IO [`gate64_gre::Gre`] between them, on one
 //! or more worker threads.
 //!

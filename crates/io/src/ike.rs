@@ -9,7 +9,7 @@
 //! Each socket is drained in `recvmmsg` batches, and every datagram passes the per-source
 //! shedding of `ike_shed.rs` before the responder sees it: one address flooding IKE_SA_INIT
 //! cannot keep the socket's receive buffer full, where the kernel would drop every client's
-//! IKE alike (issue 8's flood acceptance, `tests/e2e/ipsec_flood.rs`). The buffers are large
+//! IKE alike (the flood test: `tests/e2e/ipsec_flood.rs`). The buffers are large
 //! ([`SOCKET_BUFFER`]) so a burst waits for the next read instead of being dropped.
 //!
 //! With [`IkeDriver::with_auth_threads`], IKE_AUTH's chain building and signature checks run
@@ -554,7 +554,7 @@ mod tests {
         }
     }
 
-    /// Issue 8's flood against the driver: one loopback socket sends far more IKE_SA_INIT
+    /// An IKE_SA_INIT flood against the driver: one loopback socket sends far more IKE_SA_INIT
     /// than its source's budget; the driver sheds the excess unread (`source_rate`), and once
     /// the source slows down its bucket refills and its IKE_SA_INIT is answered again. (Other
     /// sources passing during a flood: `ike_shed.rs`' tests; loopback has one address.)

@@ -1,5 +1,5 @@
-//! Which IKE datagrams the IKE driver hands to the responder and which it sheds unread (issue
-//! 8's flood). Sans-IO: the driver feeds it each batch `recvmmsg` returned, with `now`.
+//! Which IKE datagrams the IKE driver hands to the responder and which it sheds unread.
+//! Sans-IO: the driver feeds it each batch `recvmmsg` returned, with `now`.
 //!
 //! The responder answers an IKE_SA_INIT with a Diffie-Hellman share or, above the half-open
 //! threshold, a stateless cookie (RFC 7296 §2.6). Even the cookie costs a parse, a MAC and a
@@ -108,7 +108,7 @@ mod tests {
         SocketAddr::new(a.parse().expect("address"), 500)
     }
 
-    // The flood of issue 8: one address far over its rate is cut to it, another address in
+    // An IKE flood: one address far over its rate is cut to it, another address in
     // the same batches still gets every datagram through, and the budget refills.
     #[test]
     fn a_flooding_source_is_cut_to_its_rate_and_others_pass() {

@@ -169,7 +169,7 @@ struct Shard {
 
 /// Entries per shard whose room is reserved when the table is made: a shard whose maps had
 /// to grow would rehash every entry while its lock stops the workers that need it. Up to
-/// here (131,072 peers over [`SHARDS`] shards: issue 9's 100,000 clients fit) the configured
+/// here (131,072 peers over [`SHARDS`] shards: 100,000 clients fit) the configured
 /// maximum is reserved; past it the maps grow as usual, a rehash of one shard's few thousand
 /// entries under that shard's lock. Reserving all of the default million cost RSS without
 /// holding anything: a reserved map's slots are written where keys hash, so a sparse one
@@ -754,8 +754,8 @@ mod tests {
         );
     }
 
-    // RFC 5991: the flag bits are random; only the mapping identifies a peer. Issue 12: one
-    // socket sending its mapping with 65,536 flag values made 65,536 entries.
+    // RFC 5991: the flag bits are random; only the mapping identifies a peer, so one
+    // socket sending its mapping with 65,536 flag values makes one entry, not 65,536.
     #[test]
     fn rfc5991_flag_values_of_one_mapping_are_one_peer() {
         let peers = Peers::new(RelayConfig::default());

@@ -494,7 +494,7 @@ mod tests {
         assert!(server().is_own_address("192.0.2.1:40000".parse().unwrap()));
     }
 
-    // RFC 4380 §5.3.1, issue 12: the server relays exactly bubbles with RFC 6081 trailers.
+    // RFC 4380 §5.3.1: the server relays exactly bubbles with RFC 6081 trailers.
     #[test]
     fn rfc4380_5_3_1_relays_only_bubbles_with_well_formed_trailers() {
         let mut b = [0u8; 40];

@@ -14,7 +14,7 @@
 //! gate64 drops a bubble whose trailing bytes are anything else (`teredo_bad_trailer`): a
 //! conforming client never sends one, and relaying it would let anyone send bytes of their
 //! choice from gate64's server address to any UDP port (brief §1.4: Miredo's server relays
-//! bubbles with their trailers; issue 12 measured gate64 relaying arbitrary trailing bytes).
+//! bubbles with their trailers).
 
 /// Nonce trailer (RFC 6081 §4.2).
 pub const NONCE: u8 = 0x01;

@@ -1,4 +1,4 @@
-//! BIRD 2 in a network namespace (issue 11, scale-out): one daemon per namespace with its own
+//! BIRD 2 in a network namespace (scale-out with ECMP): one daemon per namespace with its own
 //! configuration, control socket (`-s`) and pid file (`-P`), all in the namespace's
 //! temporary directory (`../shared/docs/ha-keepalived-bird.md`).
 //!

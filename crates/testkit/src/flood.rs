@@ -495,8 +495,8 @@ pub fn run(cfg: &FloodConfig, stop: &AtomicBool) -> io::Result<FloodReport> {
 /// victim can tell the attacker's bytes from gate64's own.
 pub const MARKER: &[u8; 16] = b"G64-REFLECT-ATK!";
 
-/// The datagrams of the reflection attack of issue 12: each asks gate64 to send something
-/// to the victim's mapping, encoded in a Teredo destination address.
+/// The datagrams of a reflection attack through gate64's Teredo port: each asks gate64 to
+/// send something to the victim's mapping, encoded in a Teredo destination address.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Reflect {
     /// A bubble from the attacker's own mapping with the marker as trailing bytes.
@@ -732,7 +732,7 @@ pub struct PeerFloodConfig {
     pub duration: Duration,
 }
 
-/// Fills a Teredo peer table from one host (issue 12): from each of `cfg.sources` sockets,
+/// Fills a Teredo peer table from one host: from each of `cfg.sources` sockets,
 /// bubbles whose source is that socket's own mapping (so they pass RFC 4380 §5.4.2) under
 /// every flag value in turn, to the server's link-local address. Returns datagrams sent.
 pub fn run_peer_flood(cfg: &PeerFloodConfig, stop: &AtomicBool) -> io::Result<u64> {

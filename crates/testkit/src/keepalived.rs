@@ -1,4 +1,4 @@
-//! keepalived (VRRP) in a network namespace (issue 11, active/passive failover).
+//! keepalived (VRRP) in a network namespace (active/passive failover).
 //!
 //! [`Keepalived::start`] writes a configuration from a [`Vrrp`] description into the
 //! namespace's temporary directory and runs Debian's keepalived in the foreground with every

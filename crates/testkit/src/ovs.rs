@@ -1,4 +1,4 @@
-//! Open vSwitch's userspace datapath as a GRE peer in a network namespace (issue 11): the
+//! Open vSwitch's userspace datapath as a GRE peer in a network namespace: the
 //! recipe of `../shared/docs/interop-ovs-gre.md`, checked on this machine (no kernel GRE or
 //! OVS module needed).
 //!

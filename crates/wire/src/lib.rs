@@ -20,7 +20,7 @@
 //! For the standard headers the proptests check the views against etherparse's zero-copy
 //! header slices (a dev-dependency); the views themselves are hand-written because they are
 //! the hot path and measured as fast or faster (`benches/views.rs`; numbers and reasons in
-//! `docs/wire-notes.md`).
+//! `docs/architecture.md`, "Header views are hand-written, checked against etherparse").
 //!
 //! Contract: every parser takes untrusted bytes and returns [`Error`] instead of panicking;
 //! nothing here allocates. `new_unchecked` views may panic on short buffers and are for

@@ -1,6 +1,6 @@
 use crate::{Config, ConfigError};
 
-/// The issue 11 contract: one tunnel beside `[corpnet] tun` and `[metrics]`, no client
+/// The smallest GRE gateway: one tunnel beside `[corpnet] tun` and `[metrics]`, no client
 /// transport.
 const CONTRACT: &str = r#"
 [corpnet]

@@ -468,7 +468,7 @@ fn an_iphttps_client_sends_esp_as_next_header_50_and_gets_sealed_replies_in_its_
     assert_eq!(total_drops(w.stats()), 0);
 }
 
-// Issue 8's flood, on the road: one client's IKE beyond its budget is shed before the TUN
+// An IKE flood, on the road: one client's IKE beyond its budget is shed before the TUN
 // (`ike_rate_limited`); another client's IKE still passes, and the budget refills.
 #[test]
 fn ike_beyond_a_clients_budget_is_ike_rate_limited_and_others_still_pass() {

@@ -136,7 +136,7 @@ fn rfc4380_5_3_1_indirect_bubble_to_own_client_gets_origin_indication() {
     );
 }
 
-// RFC 4380 §5.4.1/§5.4.2, issue 12: a client's data to another client takes the relay: it
+// RFC 4380 §5.4.1/§5.4.2: a client's data to another client takes the relay: it
 // waits behind a bubble until the peer answers from its mapping, and is never sent to a
 // mapping that did not.
 #[test]
@@ -174,7 +174,7 @@ fn rfc4380_5_4_1_client_data_to_own_client_waits_for_a_verified_peer_without_ips
     assert_eq!(total_drops(w.stats()), 0);
 }
 
-// Issue 12: a sender naming a third party's mapping in a Teredo destination gets at most
+// A sender naming a third party's mapping in a Teredo destination gets at most
 // bare bubbles sent there; its payload, of any protocol or size, never leaves.
 #[test]
 fn issue12_payload_never_reaches_a_mapping_that_did_not_answer_without_ipsec() {
@@ -252,7 +252,7 @@ fn rfc6081_relayed_bubbles_keep_their_trailers() {
     assert_eq!(p.origin.unwrap().0, remote);
 }
 
-// Issue 12: trailing bytes that are not RFC 6081 trailers (an attacker's payload after a
+// Trailing bytes that are not RFC 6081 trailers (an attacker's payload after a
 // bubble) are never relayed: the bubble is dropped and counted.
 #[test]
 fn rfc6081_bubbles_with_anything_else_after_them_are_dropped() {
@@ -283,7 +283,7 @@ fn rfc6081_bubbles_with_anything_else_after_them_are_dropped() {
     assert_eq!(total_drops(w.stats()), 8);
 }
 
-// Issue 12: relayed bubbles are limited per sender address and per destination address
+// Relayed bubbles are limited per sender address and per destination address
 // (10/s, burst 20 by default), each refusal counted.
 #[test]
 fn issue12_relayed_bubbles_are_rate_limited_per_source_and_destination() {
@@ -337,7 +337,7 @@ fn issue12_relayed_bubbles_are_rate_limited_per_source_and_destination() {
     assert_eq!(sent, 10);
 }
 
-// Issue 12: nothing goes to gate64's own server addresses, whatever a Teredo address embeds.
+// Nothing goes to gate64's own server addresses, whatever a Teredo address embeds.
 #[test]
 fn issue12_nothing_is_sent_to_our_own_server_addresses() {
     let mut w = worker(true);
@@ -361,7 +361,7 @@ fn issue12_nothing_is_sent_to_our_own_server_addresses() {
     assert_eq!(w.stats().drops(DropReason::LoopGuard), 6);
 }
 
-// Issue 12: one socket sending its own mapping with every flag value makes one peer entry.
+// One socket sending its own mapping with every flag value makes one peer entry.
 #[test]
 fn rfc5991_flag_variants_from_one_socket_make_one_peer() {
     let mut w = worker(false);
@@ -409,7 +409,7 @@ fn rfc4380_5_3_1_non_global_source_is_dropped() {
     assert_eq!(w.stats().teredo_qualifications.get(), 0);
 }
 
-// Issue 12: the relay's own bubbles towards mappings that never answered (one per new
+// The relay's own bubbles towards mappings that never answered (one per new
 // unverified peer) share the per-destination budget: many ports of one address get at most
 // its burst at once.
 #[test]

@@ -1,4 +1,4 @@
-//! `gate64 bench`: the capacity harness of issue 9 and the processes it runs inside its
+//! `gate64 bench`: the capacity harness and the processes it runs inside its
 //! network namespaces.
 //!
 //! - `capacity` ([`capacity`]): builds the reference workload in namespaces around the real

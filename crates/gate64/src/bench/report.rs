@@ -1,7 +1,7 @@
 //! What `gate64 bench capacity` reports: one [`Row`] per measured client count (the JSON
-//! contract of issue 9: `clients`, `teredo`, `iphttps`, `corpnet_mbps`, `internet_mbps`,
-//! `cpu_percent`, `gate64_rss_bytes`, `qmsa`, `mmsa`, and more), printed as a table in the
-//! columns of the Windows Server 2012 DirectAccess reference, beside its rows.
+//! fields readers of `--json` rely on: `clients`, `teredo`, `iphttps`, `corpnet_mbps`,
+//! `internet_mbps`, `cpu_percent`, `gate64_rss_bytes`, `qmsa`, `mmsa`, and more), printed as
+//! a table in the columns of the Windows Server 2012 DirectAccess reference, beside its rows.
 
 use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
@@ -179,7 +179,8 @@ const HEADER: [&str; 10] = [
     "MMSA",
 ];
 
-/// The Windows Server 2012 DirectAccess reference rows (issue 9).
+/// The Windows Server 2012 DirectAccess reference rows (`docs/architecture.md`, "The reference
+/// figures we must beat").
 fn reference_rows() -> Vec<[String; 10]> {
     [
         [

@@ -1,4 +1,4 @@
-//! The DirectAccess-style IPsec layer of a client (issue 8 item 7): two IKEv2 initiators
+//! The DirectAccess-style IPsec layer of a client: two IKEv2 initiators
 //! (`infrastructure` and `intranet`, one IKE SA and one child SA each, RFC 7296) and their ESP
 //! (RFC 4303, AES-GCM RFC 4106) between the transport session and the host.
 //!

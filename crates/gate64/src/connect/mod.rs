@@ -16,7 +16,7 @@
 //! enter the local stack as one super-packet.
 //!
 //! Over either transport the client is a DirectAccess-style IPsec client by default
-//! ([`crate::client::ipsec`], issue 8): once the transport is up, two IKEv2 initiators build
+//! ([`crate::client::ipsec`]): once the transport is up, two IKEv2 initiators build
 //! the `infrastructure` and `intranet` tunnels (one IKE SA and one child SA each, certificate
 //! authentication with `--ipsec-cert/--ipsec-key`, the responder checked against `--ipsec-ca`;
 //! with `--user-cert/--user-key` the intranet tunnel adds an RFC 4739 second round proving

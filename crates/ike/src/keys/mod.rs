@@ -288,7 +288,7 @@ pub fn child_keymat(
 ///
 /// Holds the 32 key bytes, not the library's expanded key (about 670 bytes of aws-lc
 /// context): an IKE SA seals and opens a message every few minutes at most once it is up,
-/// while gate64 holds two of these for every one of up to 200,000 IKE SAs (issue 9), so the
+/// while gate64 holds two of these for every one of up to 200,000 IKE SAs, so the
 /// key schedule is run per message instead.
 #[derive(Clone)]
 pub struct SkCipher {

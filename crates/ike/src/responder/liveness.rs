@@ -193,7 +193,7 @@ pub(super) fn handle_response(
     // RFC 7296 §2.1 keeps our last response for a retransmission of its request. A check
     // goes out only after `dpd` without a new request, and a peer that answers it has had
     // that long to retransmit: the response (after IKE_AUTH, gate64's certificate chain) is
-    // let go rather than held for the IKE SA's life (issue 9: memory per client).
+    // let go rather than held for the IKE SA's life (held, it would cost memory per client).
     sa.cached = None;
 }
 

@@ -325,7 +325,7 @@ pub struct Responder {
     pub(crate) pool: AddressPool,
     pub(crate) inbound_spis: HashMap<u32, u64>,
     /// Each IKE SA's next deadline (expiry, liveness check, child lifetime), earliest first:
-    /// a timeout touches only the SAs that are due, not all of them (issue 9: with 200,000
+    /// a timeout touches only the SAs that are due, not all of them (with 200,000
     /// SAs a scan per event took a core). Entries are not removed when a deadline moves
     /// later or an SA goes; such a stale entry is skipped when it fires (see
     /// [`Responder::schedule`]).

@@ -224,7 +224,7 @@ fn open_response(i: &Initiator, t: &Transmit) -> Vec<Payload> {
         .1
 }
 
-/// Issue 8: one client, two IKE SAs (infrastructure and intranet), one child SA each, one inner
+/// One client, two IKE SAs (infrastructure and intranet), one child SA each, one inner
 /// address from the pool for both; the child keys agree on both ends (RFC 7296 §2.17 order).
 #[test]
 fn rfc7296_1_2_two_tunnels_with_cfg_and_narrowing() {
@@ -1119,7 +1119,7 @@ fn rfc7296_1_4_answered_liveness_check_keeps_the_sas() {
     )));
 }
 
-/// The responder's timers (issue 9): a message heard moves an IKE SA's liveness check later
+/// The responder's timers: a message heard moves an IKE SA's liveness check later
 /// without a new timer entry; the early entry fires, finds nothing due and reschedules; the
 /// next deadline is then exact. Half-open SAs among established ones expire on their own
 /// deadline without touching the others.

@@ -1,6 +1,6 @@
 //! The responder's timers: each IKE SA's next deadline (half-open or idle expiry, liveness
 //! check, child SA lifetime) in one heap, earliest first, so a timeout touches only the SAs
-//! that are due (issue 9: with 20,000 SAs a scan of all of them per event took a core).
+//! that are due (with 20,000 SAs a scan of all of them per event took a core).
 //! Entries are not removed when a deadline moves later or an SA goes: such a stale entry is
 //! recognised (the SA's `timer` no longer names it) and skipped when it comes up.
 

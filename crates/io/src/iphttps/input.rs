@@ -1,4 +1,4 @@
-//! A link's input without a read buffer of its own (issue 9): the link's task awaits a few
+//! A link's input without a read buffer of its own: the link's task awaits a few
 //! bytes into a small array; then, with no await in between, the runtime thread's read buffer
 //! takes the partial packet left from the last read, those bytes and whatever else TLS has
 //! ready, and every complete packet goes down the dataplane from there. Only an incomplete

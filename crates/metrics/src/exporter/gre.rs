@@ -1,4 +1,4 @@
-//! The GRE gateway's series (issue 11): tunnels by state, bytes and packets per tunnel and
+//! The GRE gateway's series: tunnels by state, bytes and packets per tunnel and
 //! direction, and the GRE drop reasons added to `gate64_drops_total`.
 
 use std::sync::Arc;

@@ -447,7 +447,7 @@ fn address_pools_match_their_prefixes_only() {
 }
 
 /// IPsec clients hold one /128 each of one pool inside a /64: each is a client of its own,
-/// so one at its port limit leaves the others their bindings (issue 12), and they spread
+/// so one at its port limit leaves the others their bindings, and they spread
 /// over the shards.
 #[test]
 fn each_address_of_an_address_pool_is_a_client() {

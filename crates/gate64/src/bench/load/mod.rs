@@ -1,4 +1,4 @@
-//! `gate64 bench load`: the capacity harness's load generator (issue 9; the contract is
+//! `gate64 bench load`: the capacity harness's load generator (its contract is
 //! `capacity-contract.md`). N emulated clients in one process, each a real client: Teredo
 //! (qualification, RFC 4380 §5.2) or IP-HTTPS (TLS, POST, RS/RA), from its own source address
 //! and port, then both IPsec tunnels (infrastructure and intranet: an IKE SA and a child SA
