@@ -76,7 +76,7 @@ fn lab(topo: &Topology, keys: &str) -> Result<TeredoIpsecLab> {
 }
 
 /// Adds `addrs` to the corporate host and routes `prefix` from gate64's host to it.
-fn corp_sources(topo: &Topology, prefix: &str, addrs: &[Ipv6Addr]) -> Result<()> {
+pub(crate) fn corp_sources(topo: &Topology, prefix: &str, addrs: &[Ipv6Addr]) -> Result<()> {
     for a in addrs {
         topo.corp.addr_add("vsrv", &format!("{a}/128"))?;
     }

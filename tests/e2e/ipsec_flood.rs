@@ -403,11 +403,16 @@ fn issue_client_certificate(
 /// Runs both initiators from [`NEWCOMER`] at once (each on its own socket) until both are
 /// established; returns how long that took.
 pub(crate) fn build_both(configs: [InitiatorConfig; 2]) -> Result<Duration> {
+    build_both_from(configs, NEWCOMER)
+}
+
+/// [`build_both`] from `source`, an address of the namespace it runs in.
+pub(crate) fn build_both_from(configs: [InitiatorConfig; 2], source: Ipv6Addr) -> Result<Duration> {
     let started = Instant::now();
     let remote = SocketAddr::new(IpAddr::V6(GATE64_ADDRESS6), 500);
     let mut peers = Vec::new();
     for config in configs {
-        let socket = UdpSocket::bind(SocketAddr::new(IpAddr::V6(NEWCOMER), 0))?;
+        let socket = UdpSocket::bind(SocketAddr::new(IpAddr::V6(source), 0))?;
         socket.set_read_timeout(Some(Duration::from_millis(20)))?;
         let local = socket.local_addr()?;
         let mut initiator = Initiator::new(config, started, SystemTime::now(), local, remote)?;

@@ -1,0 +1,330 @@
+//! Clients whose names print alike stay apart, against `gate64 serve` in namespaces, with
+//! certificates made by `openssl` (one CA from the lab, a second one beside it in `[ipsec] ca`).
+//!
+//! - `netns_ike_names_that_print_alike_are_different_clients`: three clients build both
+//!   tunnels one after another, each from its own address and with INITIAL_CONTACT: A with the
+//!   one attribute CN = `a, O=b`, B with the two attributes CN = `a` and O = `b` (both from the
+//!   lab CA), and C with B's subject from the second CA. `gate64 status --json` shows six IKE
+//!   SAs, three clients with three inner addresses, A's name escaped (`CN=a\, O=b`) and B's
+//!   and C's issuers; no IKE SA was replaced. The control: B connects again and replaces its
+//!   own two IKE SAs (`gate64_ipsec_disconnects_total{reason="replaced"}` grows by 2), keeping
+//!   its inner address, while A's and C's IKE SAs stay as they were.
+
+use std::net::Ipv6Addr;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, ensure};
+use gate64_ike::auth::Credentials;
+use gate64_ike::child_sa::TunnelKind;
+use gate64_testkit::strongswan::LabCerts;
+use gate64_testkit::{CORP_HOST, Netns, Topology, gate64_binary};
+use serde_json::Value;
+
+use crate::common::{gate64_lines, netns_test, path_str};
+use crate::ike_bounds::corp_sources;
+use crate::ike_interop::initiator_config;
+use crate::ipsec::{GATE64_ADDRESS6, TeredoIpsecLab};
+use crate::ipsec_flood::{GAUGE_LAG, build_both_from};
+
+#[test]
+#[ignore = "netns: needs root"]
+fn netns_ike_names_that_print_alike_are_different_clients() {
+    netns_test(
+        "netns_ike_names_that_print_alike_are_different_clients",
+        Topology::builder(),
+        names_that_print_alike,
+    );
+}
+
+/// One test client: its certificate and key, and the address it connects from.
+struct Client {
+    name: &'static str,
+    cert: PathBuf,
+    key: PathBuf,
+    source: Ipv6Addr,
+}
+
+/// A self-signed CA made with `openssl` in `dir`: (certificate, key).
+fn openssl_ca(ns: &Netns, dir: &Path, cn: &str) -> Result<(PathBuf, PathBuf)> {
+    let (cert, key) = (dir.join("second-ca.pem"), dir.join("second-ca.key"));
+    ns.exec_ok(&[
+        "openssl",
+        "req",
+        "-x509",
+        "-newkey",
+        "ec",
+        "-pkeyopt",
+        "ec_paramgen_curve:P-256",
+        "-nodes",
+        "-keyout",
+        path_str(&key)?,
+        "-out",
+        path_str(&cert)?,
+        "-days",
+        "30",
+        "-subj",
+        &format!("/CN={cn}"),
+        "-addext",
+        "basicConstraints=critical,CA:TRUE",
+        "-addext",
+        "keyUsage=critical,keyCertSign,cRLSign",
+    ])?;
+    Ok((cert, key))
+}
+
+/// A client certificate for the `openssl -subj` subject `subj` (and the DNS name `san`)
+/// under the CA (`ca`, `ca_key`), with `openssl`: (certificate, key).
+fn openssl_client(
+    ns: &Netns,
+    dir: &Path,
+    (ca, ca_key): (&Path, &Path),
+    (stem, subj, san): (&str, &str, &str),
+) -> Result<(PathBuf, PathBuf)> {
+    let (cert, key, csr, ext) = (
+        dir.join(format!("{stem}.pem")),
+        dir.join(format!("{stem}.key")),
+        dir.join(format!("{stem}.csr")),
+        dir.join(format!("{stem}.ext")),
+    );
+    std::fs::write(
+        &ext,
+        format!(
+            "keyUsage=critical,digitalSignature\nextendedKeyUsage=clientAuth\n\
+             subjectAltName=DNS:{san}\n"
+        ),
+    )?;
+    ns.exec_ok(&[
+        "openssl",
+        "req",
+        "-new",
+        "-newkey",
+        "ec",
+        "-pkeyopt",
+        "ec_paramgen_curve:P-256",
+        "-nodes",
+        "-keyout",
+        path_str(&key)?,
+        "-out",
+        path_str(&csr)?,
+        "-subj",
+        subj,
+    ])?;
+    ns.exec_ok(&[
+        "openssl",
+        "x509",
+        "-req",
+        "-in",
+        path_str(&csr)?,
+        "-CA",
+        path_str(ca)?,
+        "-CAkey",
+        path_str(ca_key)?,
+        "-CAcreateserial",
+        "-days",
+        "30",
+        "-extfile",
+        path_str(&ext)?,
+        "-out",
+        path_str(&cert)?,
+    ])?;
+    Ok((cert, key))
+}
+
+/// Both tunnels for `client`, from its address in `tsrv`'s corporate neighbour.
+fn connect(topo: &Topology, certs: &LabCerts, client: &Client) -> Result<()> {
+    let read = |p: &Path| std::fs::read(p).with_context(|| format!("{}", p.display()));
+    let (chain, key) = (read(&client.cert)?, read(&client.key)?);
+    let config = |tunnel, ts: &str| -> Result<_> {
+        let mut c = initiator_config(certs, tunnel, ts)?;
+        c.credentials = Credentials::from_pem(&chain, &key)?;
+        Ok(c)
+    };
+    let configs = [
+        config(TunnelKind::Infrastructure, &format!("{CORP_HOST}/128"))?,
+        config(TunnelKind::Intranet, "2001:db8:100::/48")?,
+    ];
+    let source = client.source;
+    topo.corp
+        .run_in(move || build_both_from(configs, source))?
+        .with_context(|| format!("client {} building both tunnels", client.name))?;
+    Ok(())
+}
+
+/// One client in `gate64 status --json`: its address, its inner addresses, and (IKE SPI,
+/// identity, issuer) of each of its child SAs.
+type ClientSeen = (String, Vec<String>, Vec<(u64, String, String)>);
+
+/// The client at `source` in `seen`.
+fn of(seen: &[ClientSeen], source: Ipv6Addr) -> Option<ClientSeen> {
+    seen.iter()
+        .find(|(outer, _, _)| *outer == source.to_string())
+        .cloned()
+}
+
+/// Its child SAs' identities and issuers.
+fn names(client: &ClientSeen) -> Vec<(String, String)> {
+    client
+        .2
+        .iter()
+        .map(|(_, id, issuer)| (id.clone(), issuer.clone()))
+        .collect()
+}
+
+/// Its IKE SAs' SPIs.
+fn spis(client: &ClientSeen) -> Vec<u64> {
+    client.2.iter().map(|(spi, _, _)| *spi).collect()
+}
+
+fn status(topo: &Topology) -> Result<(Value, Vec<ClientSeen>)> {
+    let bin = gate64_binary()?;
+    let socket = topo.srv.dir().join("control.sock");
+    let out = topo.srv.exec_ok(&[
+        path_str(&bin)?,
+        "status",
+        "--json",
+        "--socket",
+        path_str(&socket)?,
+    ])?;
+    let json: Value = serde_json::from_str(&out).context("gate64 status --json")?;
+    let text = |v: &Value| v.as_str().unwrap_or_default().to_owned();
+    let clients = json["clients"].as_array().cloned().unwrap_or_default();
+    let seen = clients
+        .iter()
+        .map(|c| {
+            let inner = c["inner"]
+                .as_array()
+                .map(|a| a.iter().map(text).collect())
+                .unwrap_or_default();
+            let sas = c["sas"]
+                .as_array()
+                .map(|sas| {
+                    sas.iter()
+                        .map(|sa| {
+                            (
+                                sa["ike_spi"].as_u64().unwrap_or_default(),
+                                text(&sa["identity"]),
+                                text(&sa["issuer"]),
+                            )
+                        })
+                        .collect()
+                })
+                .unwrap_or_default();
+            (text(&c["outer"]), inner, sas)
+        })
+        .collect();
+    Ok((json, seen))
+}
+
+/// Waits (at most [`GAUGE_LAG`]) for `gate64_ipsec_disconnects_total{reason="replaced"}` to
+/// reach `want`; returns what it is.
+fn replaced(topo: &Topology, want: f64) -> Result<f64> {
+    let deadline = Instant::now() + GAUGE_LAG;
+    loop {
+        let m = topo.metrics()?;
+        let got = m.sum("gate64_ipsec_disconnects_total", &[("reason", "replaced")]);
+        if got >= want || Instant::now() >= deadline {
+            return Ok(got);
+        }
+        std::thread::sleep(Duration::from_millis(250));
+    }
+}
+
+fn names_that_print_alike(topo: &Topology) -> Result<()> {
+    let dir = topo.srv.dir().join("identities");
+    std::fs::create_dir_all(&dir)?;
+    let (second_ca, second_ca_key) = openssl_ca(&topo.srv, &dir, "gate64 second clients CA")?;
+    let mut lab = TeredoIpsecLab::start_with(topo, Some(&second_ca), "", Some("info"))?;
+    topo.corp.ip(&[
+        "-6",
+        "route",
+        "replace",
+        &format!("{GATE64_ADDRESS6}/128"),
+        "via",
+        "2001:db8:100:1::1",
+    ])?;
+    let lab_ca = lab.certs.ca.clone();
+    let lab_ca_key = lab_ca.with_file_name("ca.key");
+    let sources: Vec<Ipv6Addr> = (1..=3u16)
+        .map(|i| Ipv6Addr::new(0x2001, 0xdb8, 0x100, 0xa0, 0, 0, 0, i))
+        .collect();
+    corp_sources(topo, "2001:db8:100:a0::/64", &sources)?;
+    let client = |name, ca: (&Path, &Path), subj, source| -> Result<Client> {
+        let san = format!("client-{name}.gate64.lab");
+        let (cert, key) = openssl_client(&topo.srv, &dir, ca, (name, subj, &san))?;
+        Ok(Client {
+            name,
+            cert,
+            key,
+            source,
+        })
+    };
+    let a = client("a", (&lab_ca, &lab_ca_key), "/CN=a, O=b", sources[0])?;
+    let b = client("b", (&lab_ca, &lab_ca_key), "/CN=a/O=b", sources[1])?;
+    let c = client("c", (&second_ca, &second_ca_key), "/CN=a/O=b", sources[2])?;
+    for one in [&a, &b, &c] {
+        connect(topo, &lab.certs, one)?;
+    }
+    let (json, seen) = status(topo)?;
+    println!("after A, B and C: {seen:?}");
+    ensure!(
+        json["ike_sas"] == 6 && seen.len() == 3,
+        "three clients with two IKE SAs each expected:\n{json:#}"
+    );
+    let mut inners: Vec<&String> = seen.iter().flat_map(|(_, inner, _)| inner).collect();
+    inners.sort();
+    inners.dedup();
+    ensure!(
+        inners.len() == 3,
+        "three inner addresses expected:\n{json:#}"
+    );
+    let (Some(seen_a), Some(seen_b), Some(seen_c)) = (
+        of(&seen, a.source),
+        of(&seen, b.source),
+        of(&seen, c.source),
+    ) else {
+        anyhow::bail!("a client missing from gate64 status:\n{json:#}");
+    };
+    let lab_issuer = "CN=gate64 lab strongSwan CA".to_owned();
+    let second_issuer = "CN=gate64 second clients CA".to_owned();
+    ensure!(
+        names(&seen_a) == vec![("CN=a\\, O=b".to_owned(), lab_issuer.clone()); 2]
+            && names(&seen_b) == vec![("CN=a, O=b".to_owned(), lab_issuer); 2]
+            && names(&seen_c) == vec![("CN=a, O=b".to_owned(), second_issuer); 2],
+        "identities and issuers as gate64 status shows them:\n{json:#}"
+    );
+    let none = replaced(topo, 0.0)?;
+    ensure!(
+        none == 0.0,
+        "{none} IKE SAs replaced among three identities"
+    );
+
+    // The control: B again replaces B's own IKE SAs, and only those.
+    connect(topo, &lab.certs, &b)?;
+    let two = replaced(topo, 2.0)?;
+    let (json, seen) = status(topo)?;
+    println!("after B again: {seen:?}");
+    ensure!(
+        two == 2.0,
+        "B's second connection replaced {two} IKE SAs, 2 expected\n{}",
+        gate64_lines(&topo.metrics()?)
+    );
+    let (Some(again_a), Some(again_b), Some(again_c)) = (
+        of(&seen, a.source),
+        of(&seen, b.source),
+        of(&seen, c.source),
+    ) else {
+        anyhow::bail!("a client missing from gate64 status after B again:\n{json:#}");
+    };
+    ensure!(
+        json["ike_sas"] == 6
+            && spis(&again_a) == spis(&seen_a)
+            && spis(&again_c) == spis(&seen_c)
+            && again_b.1 == seen_b.1
+            && spis(&again_b)
+                .iter()
+                .all(|spi| !spis(&seen_b).contains(spi)),
+        "B's new IKE SAs should replace B's and keep its inner address, leaving A and C:\n{json:#}"
+    );
+    lab.gate.ensure_running()
+}
