@@ -42,6 +42,8 @@ use crate::ipsec_flood::{cpu_seconds, tunnels};
 const CONTROL_PORT: u16 = 5501;
 /// gate64 gives up a datagram after 5 s and checks on a 500 ms tick.
 const EXPIRY: Duration = Duration::from_secs(7);
+/// Longest wait for gate64 to read what a flood left in its socket buffer.
+const DRAIN_TIMEOUT: Duration = Duration::from_secs(30);
 /// Datagrams of Miredo's own during a flood (bubbles, a qualification refresh) at most,
 /// beside the packets it sends through its Teredo interface.
 const CLIENT_DATAGRAMS: f64 = 300.0;
@@ -132,7 +134,9 @@ fn with_tunnels(topo: &Topology, lab: &mut TeredoIpsecLab, initiator: &Charon<'_
     })?;
     let control = control.context("the client during the control flood")?;
     let udp_before = udp4_counters(&topo.srv)?;
-    let before = topo.metrics()?;
+    // Under load gate64 may still be reading the control flood's datagrams (its socket buffer
+    // holds thousands): counted from here they would be read but not fragment drops.
+    let before = drained_metrics(topo)?;
     let client_before = teredo_tx_packets(topo)?;
     let cpu_before = cpu_seconds(pid)?;
     let flood_started = Instant::now();
@@ -358,6 +362,27 @@ fn ordinary(buf: &mut [u8], src: &Ipv6Addr, len: usize) -> usize {
 
 /// Packets the Miredo client sent through its Teredo interface (each one Teredo datagram to
 /// gate64: its pings, and its ESP, fragments included).
+/// gate64's metrics once it has read everything queued for it: its datagrams read from the
+/// internet side unchanged over half a second (at most [`DRAIN_TIMEOUT`]).
+fn drained_metrics(topo: &Topology) -> Result<gate64_testkit::Metrics> {
+    let read = |m: &gate64_testkit::Metrics| {
+        m.sum(
+            "gate64_packets_total",
+            &[("side", "internet"), ("direction", "rx")],
+        )
+    };
+    let deadline = Instant::now() + DRAIN_TIMEOUT;
+    let mut last = topo.metrics()?;
+    loop {
+        thread::sleep(Duration::from_millis(500));
+        let now = topo.metrics()?;
+        if read(&now) == read(&last) || Instant::now() >= deadline {
+            return Ok(now);
+        }
+        last = now;
+    }
+}
+
 fn teredo_tx_packets(topo: &Topology) -> Result<u64> {
     let n = topo
         .cli
