@@ -115,5 +115,9 @@ pub const CHILD_LIFETIME_SECS: u64 = 3600;
 /// `ipsec.dpd_secs`: an IKE SA idle for 30 s gets a liveness check (strongSwan's `dpd_delay`
 /// in its DirectAccess-like examples).
 pub const DPD_SECS: u64 = 30;
+/// `ipsec.reauth_secs`: a client authenticates anew once a day (strongSwan's and Windows'
+/// usual IKEv2 reauthentication), so a certificate that expired or was revoked without a CRL
+/// reaching gate64 is looked at again within a day.
+pub const REAUTH_SECS: u64 = 86_400;
 /// `ipsec.crl_refresh_secs`: how often the CRL files' modification times are looked at.
 pub const CRL_REFRESH_SECS: u64 = 300;

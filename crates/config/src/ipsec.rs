@@ -81,6 +81,10 @@ pub struct Ipsec {
     /// Seconds an IKE SA may stay silent before gate64 checks its client's liveness (RFC
     /// 7296 §1.4); a client that answers none of the retransmissions loses its SAs.
     pub dpd_secs: u64,
+    /// Seconds an IKE SA may live from its authentication: announced with AUTH_LIFETIME (RFC
+    /// 4478); the IKE SA is deleted 10% later unless the client authenticated anew. 0 =
+    /// never.
+    pub reauth_secs: u64,
     /// RFC 4739 second authentication (a user certificate after the machine certificate).
     pub intranet_second_auth: SecondAuth,
     /// Which extended key usages a client certificate must list, over IKE and IP-HTTPS.
@@ -176,6 +180,7 @@ impl Default for Ipsec {
             ike_packets_per_source_per_sec: defaults::IKE_PACKETS_PER_SOURCE_PER_SEC,
             child_lifetime_secs: defaults::CHILD_LIFETIME_SECS,
             dpd_secs: defaults::DPD_SECS,
+            reauth_secs: defaults::REAUTH_SECS,
             intranet_second_auth: SecondAuth::default(),
             client_eku: ClientEku::default(),
             identity: None,
@@ -205,12 +210,14 @@ const OPEN_TO_UNAUTHENTICATED: &str = "ipsec.require = false: the corporate netw
 
 /// Allowed `ipsec.child_lifetime_secs`: a minute to a day.
 const CHILD_LIFETIME_RANGE: std::ops::RangeInclusive<u64> = 60..=86_400;
-/// Allowed `ipsec.dpd_secs`: often enough to matter, not so often that thousands of idle
-/// clients keep the IKE thread busy.
 /// Shortest `ipsec.crl_refresh_secs`: a look costs a stat per file, but a CRL changes
 /// rarely.
 const MIN_CRL_REFRESH_SECS: u64 = 10;
-
+/// Allowed `ipsec.reauth_secs` (besides 0, never): a minute (every client's certificate
+/// checked again that often costs a chain verification per client per minute) to a year.
+const REAUTH_RANGE: std::ops::RangeInclusive<u64> = 60..=31_536_000;
+/// Allowed `ipsec.dpd_secs`: often enough to matter, not so often that thousands of idle
+/// clients keep the IKE thread busy.
 const DPD_RANGE: std::ops::RangeInclusive<u64> = 5..=3_600;
 /// Least `ipsec.ike_packets_per_source_per_sec`: both tunnels' handshakes, each with a cookie
 /// round trip and a fragmented IKE_AUTH (RFC 7383), fit in its burst.
@@ -248,6 +255,7 @@ pub(crate) struct RawIpsec {
     ike_packets_per_source_per_sec: Option<u32>,
     child_lifetime_secs: Option<u64>,
     dpd_secs: Option<u64>,
+    reauth_secs: Option<u64>,
     intranet_second_auth: Option<SecondAuth>,
     client_eku: Option<ClientEku>,
     identity: Option<String>,
@@ -290,6 +298,7 @@ impl RawIpsec {
                 .unwrap_or(d.ike_packets_per_source_per_sec),
             child_lifetime_secs: self.child_lifetime_secs.unwrap_or(d.child_lifetime_secs),
             dpd_secs: self.dpd_secs.unwrap_or(d.dpd_secs),
+            reauth_secs: self.reauth_secs.unwrap_or(d.reauth_secs),
             intranet_second_auth: self.intranet_second_auth.unwrap_or(d.intranet_second_auth),
             client_eku: self.client_eku.unwrap_or(d.client_eku),
             identity: self.identity,
@@ -584,6 +593,17 @@ impl Config {
                 ),
             ));
         }
+        if s.reauth_secs != 0 && !REAUTH_RANGE.contains(&s.reauth_secs) {
+            return Err(invalid(
+                "ipsec.reauth_secs",
+                s.reauth_secs,
+                format!(
+                    "must be 0 (never) or {}..={} seconds",
+                    REAUTH_RANGE.start(),
+                    REAUTH_RANGE.end()
+                ),
+            ));
+        }
         if s.crl_refresh_secs < MIN_CRL_REFRESH_SECS {
             return Err(invalid(
                 "ipsec.crl_refresh_secs",
@@ -703,6 +723,7 @@ pub(crate) fn expected_form(path: &str) -> Option<&'static str> {
         | "ipsec.ike_packets_per_source_per_sec"
         | "ipsec.child_lifetime_secs"
         | "ipsec.dpd_secs"
+        | "ipsec.reauth_secs"
         | "ipsec.crl_refresh_secs" => "a whole number",
         "ipsec.intranet_second_auth" => "\"off\", \"optional\" or \"required\"",
         "ipsec.client_eku" => "\"strict\" or \"any\"",

@@ -143,14 +143,17 @@ pub enum DisconnectReason {
     /// A new IKE SA of the same identity and tunnel took its place (`ipsec.unique_ids =
     /// "replace"`, or the client's INITIAL_CONTACT).
     Replaced = 2,
+    /// The client did not authenticate anew within `ipsec.reauth_secs` and its grace.
+    Reauth = 3,
 }
 
 impl DisconnectReason {
     /// Every reason, in label order.
-    pub const ALL: [DisconnectReason; 3] = [
+    pub const ALL: [DisconnectReason; 4] = [
         DisconnectReason::Admin,
         DisconnectReason::Revoked,
         DisconnectReason::Replaced,
+        DisconnectReason::Reauth,
     ];
 
     /// The `reason` label value.
@@ -159,6 +162,7 @@ impl DisconnectReason {
             DisconnectReason::Admin => "admin",
             DisconnectReason::Revoked => "revoked",
             DisconnectReason::Replaced => "replaced",
+            DisconnectReason::Reauth => "reauth",
         }
     }
 }

@@ -26,6 +26,7 @@ pub struct Reloaded {
     user_anchors: Option<TrustAnchors>,
     second_auth: SecondAuthPolicy,
     unique_ids: UniqueIds,
+    reauth: Option<Duration>,
 }
 
 impl Reloaded {
@@ -42,6 +43,7 @@ impl Reloaded {
             user_anchors,
             second_auth: second_auth_policy(cfg),
             unique_ids: unique_ids(cfg),
+            reauth: reauth(cfg),
         }))
     }
 
@@ -54,6 +56,7 @@ impl Reloaded {
             responder.replace_user_anchors(self.user_anchors);
             responder.set_intranet_second_auth(self.second_auth);
             responder.set_unique_ids(self.unique_ids);
+            responder.set_reauth(self.reauth);
             info!("IKE credentials reloaded: new IKE SAs use them, established ones stay");
             let removed = responder.disconnect_revoked(Instant::now());
             if !removed.is_empty() {
@@ -159,6 +162,11 @@ pub fn client_eku(cfg: &Config) -> ClientEku {
     }
 }
 
+/// `ipsec.reauth_secs`, 0 meaning never.
+fn reauth(cfg: &Config) -> Option<Duration> {
+    (cfg.ipsec.reauth_secs != 0).then(|| Duration::from_secs(cfg.ipsec.reauth_secs))
+}
+
 fn unique_ids(cfg: &Config) -> UniqueIds {
     match cfg.ipsec.unique_ids {
         IpsecUniqueIds::Replace => UniqueIds::Replace,
@@ -204,6 +212,7 @@ pub fn responder_config(cfg: &Config) -> Result<Option<ResponderConfig>> {
     config.nat_t_port = NAT_T_PORT;
     config.intranet_second_auth = second_auth_policy(cfg);
     config.unique_ids = unique_ids(cfg);
+    config.reauth = reauth(cfg);
     Ok(Some(config))
 }
 
@@ -308,6 +317,7 @@ fn on_event(sadb: &SaDb, stats: &IpsecStats, event: Event) {
         Event::IkeSaEnded { reason, .. } => stats.disconnected(
             match reason {
                 responder::EndReason::Replaced => DisconnectReason::Replaced,
+                responder::EndReason::Reauth => DisconnectReason::Reauth,
             },
             1,
         ),

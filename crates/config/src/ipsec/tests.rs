@@ -454,3 +454,21 @@ fn unique_ids_defaults_to_replace_and_names_its_key() {
     );
     assert_eq!(e.kind(), ErrorKind::WrongType);
 }
+
+#[test]
+fn reauth_secs_defaults_to_a_day_takes_zero_and_refuses_less_than_a_minute() {
+    let c = parse(CREDENTIALS).unwrap();
+    assert_eq!(c.ipsec.reauth_secs, 86_400);
+    for value in [0, 60, 3600] {
+        let c = parse(&format!("{CREDENTIALS}reauth_secs = {value}\n")).unwrap();
+        assert_eq!(c.ipsec.reauth_secs, value);
+    }
+    for value in [1, 59, 31_536_001] {
+        let e = refused(
+            &format!("{CREDENTIALS}reauth_secs = {value}\n"),
+            "ipsec.reauth_secs",
+            "must be 0 (never) or 60..=31536000 seconds",
+        );
+        assert_eq!(e.kind(), ErrorKind::InvalidValue);
+    }
+}

@@ -413,6 +413,7 @@ impl<H: InnerLink> IpsecHost<H> {
                 identity,
                 inner,
                 child,
+                auth_lifetime,
             } => {
                 let sa = Inbound::new(&child.inbound)
                     .and_then(|inb| Ok((inb, Outbound::new(&child.outbound)?)));
@@ -447,7 +448,7 @@ impl<H: InnerLink> IpsecHost<H> {
                 );
                 let tunnel = &mut self.tunnels[i];
                 tunnel.failures = 0;
-                tunnel.renew_at = Some(now + self.settings.renew_after);
+                tunnel.renew_at = Some(now + renew_after(self.settings.renew_after, auth_lifetime));
                 let child = ChildSa {
                     inbound,
                     outbound,
@@ -673,6 +674,13 @@ pub(crate) fn ike_packet(local: SocketAddr, remote: SocketAddr, ike: &[u8]) -> O
     pkt[ipv6::HEADER_LEN + udp::HEADER_LEN + marker..].copy_from_slice(ike);
     write_udp_headers(&mut pkt, local, remote, udp_len);
     Some(pkt)
+}
+
+/// When a tunnel is negotiated afresh: after `configured`, or sooner when the responder
+/// announced that it must be authenticated anew (AUTH_LIFETIME, RFC 4478), at nine tenths of
+/// that lifetime, as strongSwan keeps a margin before it.
+fn renew_after(configured: Duration, auth_lifetime: Option<Duration>) -> Duration {
+    auth_lifetime.map_or(configured, |lifetime| configured.min(lifetime.mul_f64(0.9)))
 }
 
 /// The wait before negotiating again after `failures` failures in a row: [`RETRY_AFTER`]

@@ -167,6 +167,11 @@ impl RevocationKey {
             serial: serial.to_vec(),
         }
     }
+
+    /// The serial number's content octets.
+    pub fn serial(&self) -> &[u8] {
+        &self.serial
+    }
 }
 
 fn sha256(data: &[u8]) -> [u8; 32] {

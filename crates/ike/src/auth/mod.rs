@@ -66,7 +66,7 @@ pub use credentials::Credentials;
 pub use crl::{Crl, Crls, RevocationKey};
 pub use dn::IdentityKey;
 pub use identity::{IdType, Identity};
-pub use peer::{CertSummary, ClientEku, PeerCert, TrustAnchors, leaf_has_client_eku};
+pub use peer::{CertSummary, ClientEku, PeerCert, TrustAnchors, leaf_has_client_eku, serial_hex};
 
 /// AUTH payload authentication methods with certificates (RFC 7296 §3.8, RFC 7427 §3).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

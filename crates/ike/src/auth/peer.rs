@@ -450,7 +450,7 @@ pub(crate) fn parse_leaf(der: &[u8]) -> Result<PeerCert, AuthError> {
 
 /// A serial's content octets in upper-case hex without the sign octet DER adds before a
 /// high bit, as OpenSSL prints it.
-fn serial_hex(raw: &[u8]) -> String {
+pub fn serial_hex(raw: &[u8]) -> String {
     let start = raw
         .iter()
         .position(|&b| b != 0)

@@ -73,6 +73,9 @@ pub enum InitiatorEvent {
         inner: Option<IpAddr>,
         /// The child SA.
         child: Box<ChildSaPair>,
+        /// How long the responder lets this IKE SA live before the client must authenticate
+        /// anew (AUTH_LIFETIME, RFC 4478), when it said.
+        auth_lifetime: Option<Duration>,
     },
     /// The negotiation failed.
     Failed(InitiatorError),
@@ -597,10 +600,19 @@ impl Initiator {
         self.state = State::Established;
         self.init_request = Vec::new();
         self.init_response = Vec::new();
+        let auth_lifetime = inner.iter().find_map(|p| match p {
+            Payload::Notify(n) if n.kind == notify::AUTH_LIFETIME => {
+                <[u8; 4]>::try_from(&n.data[..])
+                    .ok()
+                    .map(|secs| Duration::from_secs(u64::from(u32::from_be_bytes(secs))))
+            }
+            _ => None,
+        });
         self.events.push_back(InitiatorEvent::Established {
             identity,
             inner: parts.inner,
             child: Box::new(child),
+            auth_lifetime,
         });
         Ok(())
     }

@@ -52,6 +52,9 @@ pub mod notify {
     pub const SET_WINDOW_SIZE: u16 = 16385;
     /// Status: addresses the initiator may accept in TS.
     pub const ADDITIONAL_TS_POSSIBLE: u16 = 16386;
+    /// Status: the time left until the initiator must authenticate anew, 4 octets of
+    /// seconds (RFC 4478 §3).
+    pub const AUTH_LIFETIME: u16 = 16403;
     /// Status: IPCOMP.
     pub const IPCOMP_SUPPORTED: u16 = 16387;
     /// Status: NAT detection, source.

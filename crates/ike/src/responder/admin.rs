@@ -153,6 +153,12 @@ impl Responder {
         self.config.user_anchors = anchors.map(super::anchors_for_clients);
     }
 
+    /// A new reauthentication lifetime (a reload): announced to IKE SAs authenticated from
+    /// now on, and the deadline of established ones from their next timer on.
+    pub fn set_reauth(&mut self, lifetime: Option<std::time::Duration>) {
+        self.config.reauth = lifetime;
+    }
+
     /// A new `unique_ids` rule (a reload), for IKE_AUTHs from now on.
     pub fn set_unique_ids(&mut self, rule: super::UniqueIds) {
         self.config.unique_ids = rule;

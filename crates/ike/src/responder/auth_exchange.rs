@@ -331,6 +331,14 @@ pub(super) fn complete(
             (None, None, Err(reason))
         }
     };
+    if let Some(lifetime) = r.config.reauth {
+        // RFC 4478 §3: the seconds until the client must authenticate anew.
+        let secs = u32::try_from(lifetime.as_secs()).unwrap_or(u32::MAX);
+        payloads.push(Payload::Notify(Notify::new(
+            notify::AUTH_LIFETIME,
+            secs.to_be_bytes().to_vec(),
+        )));
+    }
     r.respond(h.spi_r, h, payloads);
     if let Some(sa) = r.sas.get_mut(&h.spi_r) {
         sa.tunnel = tunnel;
@@ -409,13 +417,16 @@ fn our_auth(
 
 /// Marks the IKE SA established and out of the half-open count.
 pub(super) fn establish(r: &mut Responder, now: Instant, h: Header, identity: &Verified) {
+    let issuer = r.intern_issuer(&identity.summary.issuer);
+    let text = r.identity_text(&identity.key, &identity.subject);
     let Some(sa) = r.sas.get_mut(&h.spi_r) else {
         return;
     };
     sa.established = true;
-    sa.identity = Some(identity.subject.clone());
+    sa.authenticated = Some(now);
+    sa.identity = Some(text);
     sa.identity_key = Some(identity.key);
-    sa.certificate = Some(identity.summary.clone());
+    sa.certificate = Some((issuer, identity.summary.not_after));
     // RFC 4739 under `required`: the intranet only for an IKE SA whose second round proved a
     // user; fixed now, so that no later CREATE_CHILD_SA (after a refused first child, or a
     // reload of the policy) can reach it otherwise.

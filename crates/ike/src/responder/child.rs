@@ -602,6 +602,7 @@ fn rekey_ike(
     fresh.peer_fragmentation = old.peer_fragmentation;
     fresh.identity = old.identity.clone();
     fresh.identity_key = old.identity_key;
+    fresh.authenticated = old.authenticated;
     fresh.certificate = old.certificate.clone();
     fresh.second_auth = old.second_auth.clone();
     fresh.tunnel = old.tunnel;
@@ -626,7 +627,7 @@ fn rekey_ike(
         ike_spi: new_spi_i,
         spi_r: new_spi_r,
         peer: fresh.remote,
-        identity: fresh.identity.clone().unwrap_or_default(),
+        identity: fresh.identity.as_deref().unwrap_or_default().to_owned(),
         tunnel: fresh.tunnel,
     };
     adopt(r, new_spi_r, fresh);

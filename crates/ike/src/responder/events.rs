@@ -32,6 +32,8 @@ pub enum EndReason {
     /// A new IKE_AUTH of the same identity for the same tunnel took its place
     /// (`unique_ids = "replace"`, or the client's INITIAL_CONTACT).
     Replaced,
+    /// The client did not authenticate anew within `reauth` and its grace (RFC 4478).
+    Reauth,
 }
 
 /// Why a request, or a whole negotiation, was refused. Labels are metric label values.

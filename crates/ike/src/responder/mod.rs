@@ -34,6 +34,7 @@ mod uniqueness;
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap, VecDeque};
 use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
 use ipnet::{IpNet, Ipv6Net};
@@ -113,6 +114,10 @@ pub struct ResponderConfig {
     pub intranet_second_auth: SecondAuthPolicy,
     /// What a second IKE SA of one identity for one tunnel does (`[ipsec] unique_ids`).
     pub unique_ids: UniqueIds,
+    /// How long an IKE SA may live from its authentication (`[ipsec] reauth_secs`),
+    /// announced with AUTH_LIFETIME (RFC 4478); it is deleted 10% later unless the client
+    /// authenticated anew with a new IKE SA. `None`: never.
+    pub reauth: Option<Duration>,
 }
 
 impl ResponderConfig {
@@ -149,6 +154,7 @@ impl ResponderConfig {
             nat_t_port: 4500,
             intranet_second_auth: SecondAuthPolicy::default(),
             unique_ids: UniqueIds::default(),
+            reauth: Some(Duration::from_secs(86_400)),
         }
     }
 }
@@ -218,6 +224,9 @@ pub(crate) struct IkeSa {
     pub(crate) established: bool,
     pub(crate) started: Instant,
     pub(crate) last_heard: Instant,
+    /// When its client authenticated (IKE_AUTH): an IKE SA rekey keeps it, so
+    /// `ResponderConfig::reauth` counts from the authentication, not from the last rekey.
+    pub(crate) authenticated: Option<Instant>,
     pub(crate) ni: Vec<u8>,
     pub(crate) nr: Vec<u8>,
     pub(crate) init_request: Vec<u8>,
@@ -228,11 +237,13 @@ pub(crate) struct IkeSa {
     pub(crate) expected_id: u32,
     pub(crate) cached: Option<CachedResponse>,
     pub(crate) reassembly: Option<Reassembly>,
-    pub(crate) identity: Option<String>,
+    /// The authenticated identity as text, shared with the identity's other IKE SAs.
+    pub(crate) identity: Option<Arc<str>>,
     /// What the identity is keyed by (issuer and subject), once established.
     pub(crate) identity_key: Option<IdentityKey>,
-    /// The first round's certificate: issuer, serial, notAfter (`gate64 status`).
-    pub(crate) certificate: Option<CertSummary>,
+    /// The first round's certificate's issuer (interned: every client of a CA shares it) and
+    /// notAfter, for `gate64 status`; its serial is in `certificates`.
+    pub(crate) certificate: Option<(Arc<str>, i64)>,
     /// The IDi the client proved, as text (an FQDN, address, email, or the DN rendered).
     pub(crate) peer_id: Option<String>,
     pub(crate) tunnel: Option<TunnelKind>,
@@ -279,6 +290,7 @@ impl IkeSa {
             established: false,
             started: now,
             last_heard: now,
+            authenticated: None,
             ni: Vec::new(),
             nr: Vec::new(),
             init_request: Vec::new(),
@@ -320,6 +332,8 @@ pub struct Responder {
     /// Established IKE SAs by authenticated identity, for INITIAL_CONTACT (RFC 7296 §2.4),
     /// which would otherwise scan every SA on each IKE_AUTH.
     pub(crate) by_identity: HashMap<IdentityKey, Vec<u64>>,
+    /// The issuer names of clients' certificates, one copy each (see `IkeSa::certificate`).
+    pub(crate) issuer_names: std::collections::HashSet<Arc<str>>,
     pub(crate) half_open: half_open::HalfOpen,
     pub(crate) cookie_secrets: init::CookieSecrets,
     pub(crate) pool: AddressPool,
@@ -352,6 +366,7 @@ impl Responder {
             sas: HashMap::new(),
             by_initiator: HashMap::new(),
             by_identity: HashMap::new(),
+            issuer_names: Default::default(),
             half_open: half_open::HalfOpen::default(),
             cookie_secrets,
             pool,
@@ -463,9 +478,20 @@ impl Responder {
                 peer: s.remote,
                 local: s.local,
                 established: s.established,
-                identity: s.identity.clone(),
+                identity: s.identity.as_deref().map(str::to_owned),
                 user_identity: s.second_auth.user().map(str::to_owned),
-                certificate: s.certificate.clone(),
+                certificate: s
+                    .certificate
+                    .as_ref()
+                    .map(|(issuer, not_after)| CertSummary {
+                        issuer: issuer.to_string(),
+                        serial: s
+                            .certificates
+                            .first()
+                            .map(|k| crate::auth::serial_hex(k.serial()))
+                            .unwrap_or_default(),
+                        not_after: *not_after,
+                    }),
                 tunnel: s.tunnel,
                 inner: s.inner,
                 child_spis: s.children.iter().map(|c| c.inbound_spi).collect(),
@@ -653,6 +679,28 @@ impl Responder {
         self.refused(remote, reason);
     }
 
+    /// The text of `key`'s identity: shared with an IKE SA it already has (a client's two
+    /// tunnels hold one copy), else `subject`.
+    pub(crate) fn identity_text(&self, key: &IdentityKey, subject: &str) -> Arc<str> {
+        self.by_identity
+            .get(key)
+            .and_then(|spis| {
+                spis.iter()
+                    .find_map(|spi| self.sas.get(spi)?.identity.clone())
+            })
+            .unwrap_or_else(|| subject.into())
+    }
+
+    /// The one shared copy of the issuer name `issuer`.
+    pub(crate) fn intern_issuer(&mut self, issuer: &str) -> Arc<str> {
+        if let Some(shared) = self.issuer_names.get(issuer) {
+            return shared.clone();
+        }
+        let shared: Arc<str> = issuer.into();
+        self.issuer_names.insert(shared.clone());
+        shared
+    }
+
     /// Files the established IKE SA `spi_r` under `identity`.
     pub(crate) fn index_identity(&mut self, identity: IdentityKey, spi_r: u64) {
         let spis = self.by_identity.entry(identity).or_default();
@@ -699,7 +747,7 @@ impl Responder {
                 ike_spi: sa.spi_i,
                 spi_r,
                 peer: sa.remote,
-                identity: sa.identity.unwrap_or_default(),
+                identity: sa.identity.as_deref().unwrap_or_default().to_owned(),
                 tunnel: sa.tunnel,
             });
         }

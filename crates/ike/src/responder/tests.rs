@@ -688,6 +688,35 @@ fn rfc7296_2_9_selectors_outside_both_tunnels_are_refused() {
     assert_eq!(r.pool.leased(), 0, "no lease without a child SA");
 }
 
+/// Asks for an IKE SA rekey (RFC 7296 §2.18) on `i`'s IKE SA, SPIi 0xabcd; returns the new
+/// IKE SA's SPIr. The old IKE SA stays until the client deletes it.
+fn rekey_ike(r: &mut Responder, i: &mut Initiator, now: Instant) -> u64 {
+    let kex = keys::KeyExchange::generate(Group::Ecp256).expect("kex");
+    let mut t = gcm_prf();
+    t.push(Transform::new(transform::KE, 19));
+    let sa = Payload::Sa(vec![Proposal {
+        number: 1,
+        protocol: transform::PROTO_IKE,
+        spi: 0xabcdu64.to_be_bytes().to_vec(),
+        transforms: t,
+    }]);
+    let payloads = [
+        sa,
+        Payload::Nonce(vec![6; 32]),
+        Payload::Ke {
+            group: 19,
+            data: kex.public_data().expect("public"),
+        },
+    ];
+    let req = request(i, exchange::CREATE_CHILD_SA, &payloads);
+    r.handle(now, addr(SERVER), addr(CLIENT), &req);
+    let answer = open_response(i, &r.poll_transmit().expect("answer"));
+    let Some(Payload::Sa(p)) = answer.first() else {
+        panic!("SA first: {answer:?}")
+    };
+    u64::from_be_bytes(p[0].spi.as_slice().try_into().expect("8-byte SPI"))
+}
+
 fn established_pair(
     lab: &Lab,
     now: Instant,
@@ -855,30 +884,7 @@ fn rfc7296_2_18_ike_rekey_moves_the_children() {
     let lab = Lab::new();
     let now = Instant::now();
     let (mut r, mut i, pair) = established_pair(&lab, now, |_| {});
-    let kex = keys::KeyExchange::generate(Group::Ecp256).expect("kex");
-    let mut t = gcm_prf();
-    t.push(Transform::new(transform::KE, 19));
-    let sa = Payload::Sa(vec![Proposal {
-        number: 1,
-        protocol: transform::PROTO_IKE,
-        spi: 0xabcdu64.to_be_bytes().to_vec(),
-        transforms: t,
-    }]);
-    let payloads = [
-        sa,
-        Payload::Nonce(vec![6; 32]),
-        Payload::Ke {
-            group: 19,
-            data: kex.public_data().expect("public"),
-        },
-    ];
-    let req = request(&mut i, exchange::CREATE_CHILD_SA, &payloads);
-    r.handle(now, addr(SERVER), addr(CLIENT), &req);
-    let answer = open_response(&i, &r.poll_transmit().expect("answer"));
-    let Some(Payload::Sa(p)) = answer.first() else {
-        panic!("SA first: {answer:?}")
-    };
-    let new_spi_r = u64::from_be_bytes(p[0].spi.as_slice().try_into().expect("8-byte SPI"));
+    let new_spi_r = rekey_ike(&mut r, &mut i, now);
     let ev = events(&mut r);
     assert!(ev.contains(&Event::Rekeyed {
         kind: RekeyKind::Ike
@@ -1253,6 +1259,7 @@ mod auth_jobs;
 mod bounds;
 mod caps;
 mod identity;
+mod reauth;
 mod reload;
 mod retransmit;
 mod revocation;

@@ -1,5 +1,5 @@
-//! The responder's timers: each IKE SA's next deadline (half-open or idle expiry, liveness
-//! check, child SA lifetime) in one heap, earliest first, so a timeout touches only the SAs
+//! The responder's timers: each IKE SA's next deadline (half-open or idle expiry,
+//! reauthentication deadline, liveness check, child SA lifetime) in one heap, earliest first, so a timeout touches only the SAs
 //! that are due (with 20,000 SAs a scan of all of them per event took a core).
 //! Entries are not removed when a deadline moves later or an SA goes: such a stale entry is
 //! recognised (the SA's `timer` no longer names it) and skipped when it comes up.
@@ -7,7 +7,7 @@
 use std::cmp::Reverse;
 use std::time::Instant;
 
-use super::{Event, IkeSa, Refusal, Responder, ResponderConfig, liveness};
+use super::{EndReason, Event, IkeSa, Refusal, Responder, ResponderConfig, liveness};
 
 impl Responder {
     /// When [`Responder::handle_timeout`] should run next (early when an SA heard a message
@@ -52,6 +52,15 @@ impl Responder {
                 self.schedule(spi);
                 continue;
             }
+            if reauth_deadline(sa, &self.config).is_some_and(|d| now >= d) {
+                tracing::info!(peer = %sa.remote, identity = ?sa.identity, spi = format!("{spi:016x}"), "ike SA ended: its client did not authenticate anew (reauth_secs)");
+                self.events.push_back(Event::IkeSaEnded {
+                    spi_r: spi,
+                    reason: EndReason::Reauth,
+                });
+                liveness::delete_one(self, spi);
+                continue;
+            }
             if !sa.established {
                 let (peer, duration) = (sa.remote, now.saturating_duration_since(sa.started));
                 self.events.push_back(Event::Negotiation {
@@ -84,11 +93,20 @@ impl Responder {
 }
 
 /// When `sa` expires: half-open ones a fixed time after they started, established ones when
-/// idle (nothing heard) for the idle timeout.
+/// idle (nothing heard) for the idle timeout, or past their reauthentication deadline.
 fn expiry(sa: &IkeSa, config: &ResponderConfig) -> Instant {
     if sa.established {
-        sa.last_heard + config.ike_idle_timeout
+        let idle = sa.last_heard + config.ike_idle_timeout;
+        reauth_deadline(sa, config).map_or(idle, |d| d.min(idle))
     } else {
         sa.started + config.half_open_timeout
     }
+}
+
+/// When an established IKE SA whose client has not authenticated anew is deleted: the
+/// announced lifetime (AUTH_LIFETIME) and a tenth more, the time a client such as strongSwan
+/// takes from its margin to reauthenticate before the lifetime ends.
+fn reauth_deadline(sa: &IkeSa, config: &ResponderConfig) -> Option<Instant> {
+    let lifetime = config.reauth?;
+    Some(sa.authenticated? + lifetime + lifetime / 10)
 }

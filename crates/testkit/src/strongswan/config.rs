@@ -100,6 +100,11 @@ pub struct CharonConfig {
     pub dpd_delay: Duration,
     /// IKE SA rekey interval (`rekey_time`); `None` = strongSwan's default (4 h).
     pub ike_rekey: Option<Duration>,
+    /// IKE SA reauthentication interval (`reauth_time`, with `over_time` a tenth of it and no
+    /// `rand_time`, so that an AUTH_LIFETIME shorter than strongSwan's default `over_time`
+    /// does not make it reauthenticate at once, again and again); `None` = never, unless
+    /// the responder announces AUTH_LIFETIME.
+    pub ike_reauth: Option<Duration>,
     /// Child SA rekey interval (`rekey_time`); `None` = strongSwan's default (1 h).
     pub child_rekey: Option<Duration>,
     /// First IKE retransmission timeout (`retransmit_timeout`, strongSwan's default 4 s):
@@ -174,6 +179,7 @@ impl CharonConfig {
             tunnels,
             dpd_delay: Duration::from_secs(30),
             ike_rekey: None,
+            ike_reauth: None,
             child_rekey: None,
             retransmit_timeout: Duration::from_secs(2),
             ike_log_level: 2,
@@ -247,7 +253,7 @@ impl CharonConfig {
         let _ = write!(
             out,
             "  {name} {{\n    version = 2\n{head}{local}    proposals = {props}\n    \
-             unique = never\n    fragmentation = yes\n    dpd_delay = {dpd}s\n{rekey}{locals}    \
+             unique = never\n    fragmentation = yes\n    dpd_delay = {dpd}s\n{rekey}{reauth}{locals}    \
              remote {{\n      \
              auth = pubkey\n      id = {remote_id}\n    }}\n    children {{\n{children}    }}\n  }}\n",
             local = self
@@ -259,6 +265,14 @@ impl CharonConfig {
             rekey = self
                 .ike_rekey
                 .map(|d| format!("    rekey_time = {}s\n", d.as_secs()))
+                .unwrap_or_default(),
+            reauth = self
+                .ike_reauth
+                .map(|d| format!(
+                    "    reauth_time = {}s\n    over_time = {}s\n    rand_time = 0s\n",
+                    d.as_secs(),
+                    (d.as_secs() / 10).max(1)
+                ))
                 .unwrap_or_default(),
             remote_id = self.remote_id,
             locals = self.locals(name, cert),

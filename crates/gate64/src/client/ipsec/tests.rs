@@ -75,3 +75,17 @@ fn retries_back_off_with_a_random_part() {
     }
     assert!(retry_delay(30) <= RETRY_MAX);
 }
+
+#[test]
+fn an_announced_auth_lifetime_brings_the_renewal_forward() {
+    let configured = Duration::from_secs(45 * 60);
+    assert_eq!(renew_after(configured, None), configured);
+    assert_eq!(
+        renew_after(configured, Some(Duration::from_secs(600))),
+        Duration::from_secs(540)
+    );
+    assert_eq!(
+        renew_after(configured, Some(Duration::from_secs(86_400))),
+        configured
+    );
+}
