@@ -11,7 +11,7 @@ use super::AuthError;
 use aws_lc_rs::digest;
 use rustls_pki_types::CertificateRevocationListDer;
 use rustls_pki_types::pem::PemObject;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use webpki::{
     CertRevocationList, ExpirationPolicy, OwnedCertRevocationList, RevocationCheckDepth,
@@ -77,11 +77,27 @@ impl Crl {
 }
 
 /// The CRLs the chain check consults, and what an expired one does.
+///
+/// A CRL's signature covers every entry, so checking it costs time in proportion to the
+/// list (a 100,000-entry CRL is ~3 MB to hash): webpki checks it on every chain it verifies.
+/// Here it is checked once per issuer key, and remembered ([`Crls::signature_known`]); later
+/// chains look their certificates' serial numbers up in the lists' ordered maps, O(log n).
 #[derive(Debug, Clone, Default)]
 pub struct Crls {
     lists: Arc<[CertRevocationList<'static>]>,
     issuers: Arc<[[u8; 32]]>,
+    next_updates: Arc<[SystemTime]>,
+    /// Per list: the SHA-256 of the issuer key its signature verified under (set once).
+    pub(crate) verified_under: Arc<[OnceLock<[u8; 32]>]>,
     refuse_expired: bool,
+}
+
+/// One certificate of a verified chain, as revocation sees it: its issuer Name and serial, and
+/// what identifies its issuer's key (a hash of its SubjectPublicKeyInfo).
+pub(crate) struct PathCert<'a> {
+    pub(crate) issuer: &'a [u8],
+    pub(crate) serial: &'a [u8],
+    pub(crate) issuer_key: [u8; 32],
 }
 
 impl Crls {
@@ -89,6 +105,8 @@ impl Crls {
     /// publishes late does not lock every client out) or refusing the certificates it covers.
     pub fn new(crls: Vec<Crl>, refuse_expired: bool) -> Crls {
         let issuers = crls.iter().map(|c| c.issuer_sha256).collect();
+        let next_updates = crls.iter().map(|c| c.next_update).collect();
+        let verified_under = crls.iter().map(|_| OnceLock::new()).collect();
         let lists = crls
             .into_iter()
             .map(|c| CertRevocationList::from(c.list))
@@ -96,8 +114,61 @@ impl Crls {
         Crls {
             lists,
             issuers,
+            next_updates,
+            verified_under,
             refuse_expired,
         }
+    }
+
+    /// The lists whose issuer is `issuer` (a certificate's issuer Name, DER).
+    fn of_issuer(&self, issuer: &[u8]) -> impl Iterator<Item = usize> + '_ {
+        let hash = sha256(issuer);
+        (0..self.lists.len()).filter(move |&i| self.issuers[i] == hash)
+    }
+
+    /// Whether the signature of every list that covers a certificate of `path` is known to
+    /// verify under that certificate's issuer key: then [`Crls::check_path`] alone decides,
+    /// and webpki need not hash the lists again.
+    pub(crate) fn signature_known(&self, path: &[PathCert<'_>]) -> bool {
+        path.iter().all(|c| {
+            self.of_issuer(c.issuer)
+                .all(|i| self.verified_under[i].get() == Some(&c.issuer_key))
+        })
+    }
+
+    /// Records that the lists covering `path` verified under its issuers' keys (after webpki
+    /// checked them in a full verification).
+    pub(crate) fn remember_signatures(&self, path: &[PathCert<'_>]) {
+        for c in path {
+            for i in self.of_issuer(c.issuer) {
+                // A second key for one issuer name (a CA key rollover) is not remembered: its
+                // lists are then checked by webpki each time, as correct, only slower.
+                let _ = self.verified_under[i].set(c.issuer_key);
+            }
+        }
+    }
+
+    /// Revocation of the certificates of a chain whose lists' signatures are known good: a
+    /// serial that a list of its issuer names is [`AuthError::Revoked`]; a list past its
+    /// nextUpdate is [`AuthError::CrlExpired`] when expired lists refuse. O(log n) per list.
+    pub(crate) fn check_path(
+        &self,
+        path: &[PathCert<'_>],
+        now: SystemTime,
+    ) -> Result<(), AuthError> {
+        for c in path {
+            for i in self.of_issuer(c.issuer) {
+                if self.refuse_expired && self.next_updates[i] < now {
+                    return Err(AuthError::CrlExpired);
+                }
+                match self.lists[i].find_serial(c.serial) {
+                    Ok(None) => {}
+                    Ok(Some(_)) => return Err(AuthError::Revoked),
+                    Err(_) => return Err(AuthError::Malformed("CRL entry")),
+                }
+            }
+        }
+        Ok(())
     }
 
     /// How many CRLs there are.

@@ -145,3 +145,85 @@ fn crls_parse_from_pem_and_der_and_refuse_garbage() {
         Err(AuthError::Malformed(_))
     ));
 }
+
+/// The serial number of the certificate `der`, as a CRL entry names it.
+fn serial_of(der: &[u8]) -> SerialNumber {
+    use x509_parser::prelude::FromDer;
+    let (_, cert) = x509_parser::certificate::X509Certificate::from_der(der).unwrap();
+    SerialNumber::from_slice(cert.raw_serial())
+}
+
+/// A list's signature is checked with the first chain that needs it and remembered; later
+/// chains are decided by lookups alone, and decide the same.
+#[test]
+fn a_lists_signature_is_checked_once_and_its_lookups_stay_exact() {
+    let ca = ca("lab CA");
+    let anchors = anchors_with(&ca, &[crl(&ca.issuer, &[7, 9], 2099)], false);
+    let path_of = |serial| leaf_der(&ca, serial);
+    assert!(anchors.crls().verified_under[0].get().is_none());
+    anchors
+        .verify_peer(&path_of(8), &[], SystemTime::now())
+        .unwrap();
+    assert!(
+        anchors.crls().verified_under[0].get().is_some(),
+        "remembered after the first chain"
+    );
+    for (serial, want) in [
+        (7, Err(AuthError::Revoked)),
+        (10, Ok(())),
+        (9, Err(AuthError::Revoked)),
+    ] {
+        assert_eq!(
+            anchors
+                .verify_peer(&path_of(serial), &[], SystemTime::now())
+                .map(drop),
+            want,
+            "serial {serial}"
+        );
+    }
+    // An expired list refuses from the lookups too, once expired lists refuse.
+    let old = anchors_with(&ca, &[crl(&ca.issuer, &[7], 2021)], true);
+    let _ = old.verify_peer(&path_of(8), &[], SystemTime::now());
+    assert_eq!(
+        old.verify_peer(&path_of(8), &[], SystemTime::now())
+            .unwrap_err(),
+        AuthError::CrlExpired
+    );
+}
+
+/// A list that names the CA but is signed by another key refuses the CA's clients, and is
+/// never remembered as good.
+#[test]
+fn a_list_with_a_forged_signature_is_refused_and_never_remembered() {
+    let ca = ca("lab CA");
+    let impostor = super::tests::ca("lab CA");
+    let anchors = anchors_with(&ca, &[crl(&impostor.issuer, &[7], 2099)], false);
+    for serial in [8, 8, 7] {
+        assert!(matches!(
+            anchors.verify_peer(&leaf_der(&ca, serial), &[], SystemTime::now()),
+            Err(AuthError::BadChain(_))
+        ));
+    }
+    assert!(anchors.crls().verified_under[0].get().is_none());
+}
+
+/// The root's list revokes an intermediate: a leaf under it is refused after a leaf under
+/// another intermediate had the list's signature remembered.
+#[test]
+fn a_revoked_intermediate_is_refused_from_the_remembered_list() {
+    let root = ca("lab root");
+    let (good, good_der) = root.intermediate("issuing CA 1");
+    let (bad, bad_der) = root.intermediate("issuing CA 2");
+    let list = crl_of(&root.issuer, &[serial_of(&bad_der)], 2099);
+    let anchors = anchors_with(&root, &[list], false);
+    anchors
+        .verify_peer(&leaf_der(&good, 8), &[&good_der], SystemTime::now())
+        .unwrap();
+    assert!(anchors.crls().verified_under[0].get().is_some());
+    assert_eq!(
+        anchors
+            .verify_peer(&leaf_der(&bad, 8), &[&bad_der], SystemTime::now())
+            .unwrap_err(),
+        AuthError::Revoked
+    );
+}

@@ -2,7 +2,7 @@
 //! signature.
 
 use super::algid::{self, Scheme};
-use super::crl::{Crls, RevocationKey};
+use super::crl::{Crls, PathCert, RevocationKey};
 use super::{AuthError, AuthMethod, IdType, Identity, IdentityKey, SigHash};
 use aws_lc_rs::digest;
 use aws_lc_rs::signature::{self, UnparsedPublicKey, VerificationAlgorithm};
@@ -134,20 +134,39 @@ impl TrustAnchors {
             .iter()
             .map(|c| CertificateDer::from(*c))
             .collect();
-        let since_epoch = now.duration_since(UNIX_EPOCH).unwrap_or_default();
-        let crl_refs = self.crls.refs();
-        let revocation = self.crls.options(&crl_refs);
-        end_entity
+        let time = UnixTime::since_unix_epoch(now.duration_since(UNIX_EPOCH).unwrap_or_default());
+        let path = end_entity
             .verify_for_usage(
                 CHAIN_SIGNATURE_ALGS,
                 &self.anchors,
                 &intermediates,
-                UnixTime::since_unix_epoch(since_epoch),
+                time,
                 IkeEku,
-                revocation,
+                None,
                 None,
             )
             .map_err(chain_error)?;
+        if !self.crls.is_empty() {
+            let certs = path_certs(&path);
+            if !self.crls.signature_known(&certs) {
+                // Once per list and issuer key: webpki checks the lists' signatures (and the
+                // issuer's cRLSign) with the chain; from then on the lookups below suffice.
+                let crl_refs = self.crls.refs();
+                end_entity
+                    .verify_for_usage(
+                        CHAIN_SIGNATURE_ALGS,
+                        &self.anchors,
+                        &intermediates,
+                        time,
+                        IkeEku,
+                        self.crls.options(&crl_refs),
+                        None,
+                    )
+                    .map_err(chain_error)?;
+                self.crls.remember_signatures(&certs);
+            }
+            self.crls.check_path(&certs, now)?;
+        }
         let mut peer = parse_leaf(leaf)?;
         peer.revocation = Some(RevocationKey::new(end_entity.issuer(), end_entity.serial()));
         if !peer.may_sign {
@@ -162,6 +181,40 @@ impl TrustAnchors {
         }
         Ok(peer)
     }
+}
+
+/// The certificates of a verified chain with their issuers' keys, leaf first (webpki yields
+/// the intermediates from the leaf's issuer up), for [`Crls::check_path`].
+fn path_certs<'a>(path: &'a webpki::VerifiedPath<'a>) -> Vec<PathCert<'a>> {
+    let key = |kind: &[u8], spki: &[u8]| {
+        let mut ctx = digest::Context::new(&digest::SHA256);
+        ctx.update(kind);
+        ctx.update(spki);
+        let mut out = [0u8; 32];
+        out.copy_from_slice(ctx.finish().as_ref());
+        out
+    };
+    let intermediates: Vec<&webpki::Cert<'_>> = path.intermediate_certificates().collect();
+    let anchor_key = key(b"anchor", path.anchor().subject_public_key_info.as_ref());
+    let issuer_key = |i: usize| {
+        intermediates.get(i).map_or(anchor_key, |c| {
+            key(b"cert", c.subject_public_key_info().as_ref())
+        })
+    };
+    let leaf = path.end_entity();
+    let mut certs = vec![PathCert {
+        issuer: leaf.issuer(),
+        serial: leaf.serial(),
+        issuer_key: issuer_key(0),
+    }];
+    for (i, c) in intermediates.iter().enumerate() {
+        certs.push(PathCert {
+            issuer: c.issuer(),
+            serial: c.serial(),
+            issuer_key: issuer_key(i + 1),
+        });
+    }
+    certs
 }
 
 /// A peer certificate that chained to a trust anchor: its identities and public key.

@@ -34,7 +34,7 @@ pub(super) fn ca(name: &str) -> Ca {
 
 impl Ca {
     /// An intermediate CA under this one, and its certificate's DER.
-    fn intermediate(&self, name: &str) -> (Ca, Vec<u8>) {
+    pub(super) fn intermediate(&self, name: &str) -> (Ca, Vec<u8>) {
         let key = KeyPair::generate().unwrap();
         let mut params = CertificateParams::default();
         params.distinguished_name.push(DnType::CommonName, name);
