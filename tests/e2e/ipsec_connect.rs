@@ -12,7 +12,8 @@
 //!   tunnels to `gate64 serve`'s IKE responder over the IP-HTTPS TUN device of `gate64 connect
 //!   iphttps --no-ipsec` (the clear-text transport, charon doing IKE and ESP); pings reach one
 //!   corporate host through the infrastructure tunnel and another through the intranet
-//!   tunnel, and gate64 counts two IKE SAs and two child SAs.
+//!   tunnel, and gate64 counts two IKE SAs and two child SAs. `gate64 disconnect --all` then
+//!   ends both and closes the client's IP-HTTPS link, and `gate64 connect` connects again.
 //! - `netns_ipsec_connect_initiator_against_strongswan`: `gate64 connect teredo` in
 //!   `tcli` qualifies with `gate64 serve` in `tsrv` (Teredo server and relay, corporate side
 //!   open: this test is about the client, not gate64's policy) and builds both tunnels, two
@@ -283,9 +284,10 @@ fn strongswan_over_iphttps(topo: &Topology) -> Result<()> {
     .config_toml();
     conf.push_str(&format!(
         "\n[iphttps]\nenabled = true\nlisten = \"{CLIENT_GW_V4}:443\"\ncertificate = {:?}\n\
-         private_key = {:?}\nprefix = \"2001:db8:1::/48\"\n",
+         private_key = {:?}\nprefix = \"2001:db8:1::/48\"\n\n[control]\nsocket = {:?}\n",
         path_str(&tls.join("server.pem"))?,
         path_str(&tls.join("server.key"))?,
+        path_str(&topo.srv.dir().join("control.sock"))?,
     ));
     let mut gate = serve_iphttps(topo, "gate64-ipsec-iphttps.toml", &conf)?;
     // The corporate side routes the inner addresses back to gate64.
@@ -348,6 +350,39 @@ fn strongswan_over_iphttps(topo: &Topology) -> Result<()> {
         let v = m.sum(name, &[]);
         ensure!(v == 2.0, "{name} is {v}, expected 2\n{}", gate64_lines(&m));
     }
+    disconnect_closes_the_link(topo, addr)?;
+    client.ensure_running()
+}
+
+/// `gate64 disconnect --all` ends the IP-HTTPS client's two IKE SAs and closes its link (it
+/// prints so); the client's `gate64 connect` then connects again (a second set-up counted).
+fn disconnect_closes_the_link(topo: &Topology, addr: Ipv6Addr) -> Result<()> {
+    let ok =
+        |m: &gate64_testkit::Metrics| m.sum("gate64_tls_handshakes_total", &[("result", "ok")]);
+    let before = ok(&topo.metrics()?);
+    let bin = gate64_binary()?;
+    let socket = topo.srv.dir().join("control.sock");
+    let out = topo.srv.exec_ok(&[
+        path_str(&bin)?,
+        "disconnect",
+        "--all",
+        "--socket",
+        path_str(&socket)?,
+    ])?;
+    println!("{out}");
+    ensure!(
+        out.contains("2 IKE SA(s) removed")
+            && out.contains(&format!("closed the IP-HTTPS link of {addr}")),
+        "gate64 disconnect --all:\n{out}"
+    );
+    let again = gate64_testkit::wait_until(Duration::from_secs(30), || {
+        topo.metrics().is_ok_and(|m| ok(&m) > before)
+    });
+    ensure!(
+        again,
+        "the client did not connect again after its link was closed\n{}",
+        gate64_lines(&topo.metrics()?)
+    );
     Ok(())
 }
 

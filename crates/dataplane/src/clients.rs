@@ -15,6 +15,11 @@ const SHARDS: usize = 64;
 pub trait ClientQueue: Send + Sync {
     /// Queues `packet`; false when full or closed.
     fn push(&self, packet: &[u8]) -> bool;
+
+    /// Ends the connection behind the queue (an administrator's disconnect, a revoked
+    /// client): it takes no more packets and closes once what it holds is written. Queues
+    /// without a connection (test doubles) need not do anything.
+    fn close(&self) {}
 }
 
 /// What happened to a packet offered to a client.
@@ -119,6 +124,18 @@ impl ClientTable {
     /// Unregisters the /64 of `prefix`.
     pub fn remove(&self, prefix: Ipv6Addr) {
         self.table.remove(&key(&prefix));
+    }
+
+    /// Closes the connection owning `addr`'s /64 ([`ClientQueue::close`]); false when no
+    /// connection owns it. The connection unregisters itself as it ends.
+    pub fn close(&self, addr: &Ipv6Addr) -> bool {
+        match self.table.get(&key(addr)) {
+            Some(q) => {
+                q.close();
+                true
+            }
+            None => false,
+        }
     }
 
     /// Offers `packet` to the connection owning `dst`'s /64; one shard read lock, no allocation.

@@ -3,7 +3,7 @@
 
 use anyhow::{Context, Result};
 use gate64_config::{Config, IpsecCrlExpired};
-use gate64_dataplane::{DisconnectReason, IpsecStats};
+use gate64_dataplane::{DisconnectReason, IpsecStats, Shared};
 use gate64_ike::auth::{Crl, Crls};
 use gate64_io::ike::IkeControl;
 use std::path::{Path, PathBuf};
@@ -89,12 +89,13 @@ fn modified(path: &Path) -> Option<SystemTime> {
 
 /// Every `ipsec.crl_refresh_secs`, reads the CRL files whose modification time changed and
 /// hands them to the responder, which ends the established IKE SAs they revoke (counted as
-/// `revoked`). A file that fails to read or parse leaves the CRLs in force as they were.
-/// Must run inside a tokio runtime; ends when `stop` turns true.
+/// `revoked`; their clients' IP-HTTPS links in `shared` are closed). A file that fails to read
+/// or parse leaves the CRLs in force as they were. Must run inside a tokio runtime; ends when
+/// `stop` turns true.
 pub fn spawn_refresh(
     watch: Arc<Mutex<Watch>>,
     control: IkeControl,
-    stats: Arc<IpsecStats>,
+    (stats, shared): (Arc<IpsecStats>, Arc<Shared>),
     mut stop: tokio::sync::watch::Receiver<bool>,
 ) {
     tokio::spawn(async move {
@@ -111,7 +112,7 @@ pub fn spawn_refresh(
                     warn!(error = %format!("{e:#}"), "CRL files changed but were not applied; the CRLs in force stay");
                 }
                 Some(Ok(crls)) => {
-                    let stats = Arc::clone(&stats);
+                    let (stats, shared) = (Arc::clone(&stats), Arc::clone(&shared));
                     let applied = control.apply(move |responder| {
                         responder.replace_crls(crls);
                         let removed = responder.disconnect_revoked(Instant::now());
@@ -120,6 +121,7 @@ pub fn spawn_refresh(
                             "CRL files changed: read again, IKE SAs of revoked certificates ended"
                         );
                         stats.disconnected(DisconnectReason::Revoked, removed.len());
+                        crate::disconnect::close_iphttps_links(&shared, &removed);
                     });
                     if !applied {
                         return;

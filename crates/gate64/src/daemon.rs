@@ -374,7 +374,13 @@ impl Daemon {
             let watch = Arc::new(Mutex::new(crate::crl_files::Watch::new(cfg)));
             *lock(&self.crl_watch) = Some(Arc::clone(&watch));
             let (control, stats) = (control.clone(), Arc::clone(stats));
-            crate::crl_files::spawn_refresh(watch, control, stats, self.stop_tx.subscribe());
+            let links = Arc::clone(&self.shared);
+            crate::crl_files::spawn_refresh(
+                watch,
+                control,
+                (stats, links),
+                self.stop_tx.subscribe(),
+            );
         }
         *lock(&self.ike_control) = control;
         Ok(())
@@ -403,12 +409,17 @@ impl Daemon {
             crate::status::snapshot(&shared, sas.as_deref(), Instant::now())
         });
         let stats = self.ipsec_stats.clone();
+        let links = Arc::clone(&self.shared);
         let disconnect = Arc::new(move |target| {
             let removed = ike.as_ref()?.disconnect(target, IKE_STATUS_TIMEOUT)?;
             if let Some(stats) = &stats {
                 stats.disconnected(gate64_dataplane::DisconnectReason::Admin, removed.len());
             }
-            Some(removed)
+            let links_closed = crate::disconnect::close_iphttps_links(&links, &removed);
+            Some(crate::disconnect::Ended {
+                ike_sas: removed,
+                links_closed,
+            })
         });
         let handlers = crate::status::ControlHandlers { read, disconnect };
         tokio::spawn(crate::status::serve(
@@ -518,7 +529,7 @@ impl Daemon {
             }
         }
         if let (Some(ike), Some(control)) = (ike, &ike_control) {
-            if ike.apply(control, self.ipsec_stats.clone()) {
+            if ike.apply(control, self.ipsec_stats.clone(), Arc::clone(&self.shared)) {
                 if let Some(watch) = lock(&self.crl_watch).as_ref() {
                     lock(watch).reset(new);
                 }

@@ -7,7 +7,12 @@
 //! status` shows it, the user identity of a second round, or the client's IDi: an FQDN,
 //! address or email; names compare without regard to case), `disconnect spi <HEX>` (either
 //! SPI of the IKE SA), `disconnect all`. The answer is a JSON [`Disconnected`].
+//!
+//! A client reached over IP-HTTPS also loses its link: its outer address lies in the /64 its
+//! connection owns, and that connection is closed ([`close_iphttps_links`]), as it is when a
+//! CRL revokes the client.
 
+use std::net::{IpAddr, Ipv6Addr};
 use std::path::PathBuf;
 
 use anyhow::{Context, Result, bail};
@@ -43,11 +48,43 @@ fn parse_spi(s: &str) -> Result<u64, String> {
     u64::from_str_radix(hex, 16).map_err(|e| format!("not a hexadecimal SPI: {e}"))
 }
 
+/// What a disconnect ended in the daemon.
+#[derive(Debug, Clone, Default)]
+pub struct Ended {
+    /// The IKE SAs removed.
+    pub ike_sas: Vec<IkeSaInfo>,
+    /// The clients whose IP-HTTPS link was closed.
+    pub links_closed: Vec<Ipv6Addr>,
+}
+
+/// Closes the IP-HTTPS links of the clients of `removed` (a client on IP-HTTPS has its outer
+/// address in the /64 its connection owns; a Teredo client has none); returns their
+/// addresses. The connections end once what they hold is written.
+pub fn close_iphttps_links(
+    shared: &gate64_dataplane::Shared,
+    removed: &[IkeSaInfo],
+) -> Vec<Ipv6Addr> {
+    let mut closed: Vec<Ipv6Addr> = Vec::new();
+    for sa in removed {
+        let IpAddr::V6(outer) = sa.peer.ip() else {
+            continue;
+        };
+        if !closed.contains(&outer) && shared.iphttps_clients().close(&outer) {
+            tracing::info!(client = %outer, "IP-HTTPS link closed with its IKE SAs");
+            closed.push(outer);
+        }
+    }
+    closed
+}
+
 /// What the daemon answers a disconnect request.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Disconnected {
     /// The IKE SAs removed.
     pub removed: Vec<Removed>,
+    /// The clients whose IP-HTTPS link was closed with them.
+    #[serde(default)]
+    pub links_closed: Vec<String>,
     /// Why nothing could be done (IPsec not running, a bad request).
     pub error: Option<String>,
 }
@@ -106,17 +143,20 @@ pub fn answer(request: &str, handlers: &ControlHandlers) -> Vec<u8> {
         Some(("disconnect", args)) => {
             let body = match parse_target(args.trim()) {
                 Ok(target) => match (handlers.disconnect)(target) {
-                    Some(removed) => Disconnected {
-                        removed: removed.iter().map(Removed::from).collect(),
+                    Some(ended) => Disconnected {
+                        removed: ended.ike_sas.iter().map(Removed::from).collect(),
+                        links_closed: ended.links_closed.iter().map(|a| a.to_string()).collect(),
                         error: None,
                     },
                     None => Disconnected {
                         removed: Vec::new(),
+                        links_closed: Vec::new(),
                         error: Some("IPsec is not running, or its driver did not answer".into()),
                     },
                 },
                 Err(e) => Disconnected {
                     removed: Vec::new(),
+                    links_closed: Vec::new(),
                     error: Some(e),
                 },
             };
@@ -155,6 +195,9 @@ pub fn run(args: DisconnectArgs) -> Result<()> {
             r.child_sas,
             if r.child_sas == 1 { "" } else { "s" }
         );
+    }
+    for link in &answer.links_closed {
+        println!("closed the IP-HTTPS link of {link}");
     }
     if answer.removed.is_empty() {
         bail!("no IKE SA matched");

@@ -49,8 +49,14 @@ impl Reloaded {
 
     /// Hands them to the responder behind `control`; `false` when it has stopped. The
     /// established IKE SAs whose certificate the new CRLs revoke are ended (each client is
-    /// sent a Delete) and counted in `stats` as `revoked`; the others stay.
-    pub fn apply(self, control: &IkeControl, stats: Option<Arc<IpsecStats>>) -> bool {
+    /// sent a Delete, and a client on IP-HTTPS loses its link in `shared`) and counted in
+    /// `stats` as `revoked`; the others stay.
+    pub fn apply(
+        self,
+        control: &IkeControl,
+        stats: Option<Arc<IpsecStats>>,
+        shared: Arc<gate64_dataplane::Shared>,
+    ) -> bool {
         control.apply(move |responder| {
             responder.replace_credentials(self.credentials, self.anchors);
             responder.replace_user_anchors(self.user_anchors);
@@ -68,6 +74,7 @@ impl Reloaded {
             if let Some(stats) = stats {
                 stats.disconnected(DisconnectReason::Revoked, removed.len());
             }
+            crate::disconnect::close_iphttps_links(&shared, &removed);
         })
     }
 }

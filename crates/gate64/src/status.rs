@@ -321,10 +321,12 @@ pub fn bind(path: &Path) -> Result<tokio::net::UnixListener> {
 pub struct ControlHandlers {
     /// The current snapshot.
     pub read: Arc<dyn Fn() -> Snapshot + Send + Sync>,
-    /// Ends the IKE SAs a target names; `None` when IPsec does not run or the driver did not
-    /// answer.
+    /// Ends the IKE SAs a target names, and the IP-HTTPS links of their clients; `None` when
+    /// IPsec does not run or the driver did not answer.
     pub disconnect: Arc<
-        dyn Fn(gate64_ike::responder::DisconnectTarget) -> Option<Vec<IkeSaInfo>> + Send + Sync,
+        dyn Fn(gate64_ike::responder::DisconnectTarget) -> Option<crate::disconnect::Ended>
+            + Send
+            + Sync,
     >,
 }
 

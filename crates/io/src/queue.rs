@@ -193,6 +193,10 @@ impl ClientQueue for SendQueue {
         self.notify.notify_one();
         true
     }
+
+    fn close(&self) {
+        SendQueue::close(self);
+    }
 }
 
 impl Drop for SendQueue {

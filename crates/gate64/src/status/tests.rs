@@ -199,7 +199,13 @@ async fn the_socket_serves_the_snapshot_to_its_own_user() {
     let disconnect = Arc::new(|target: gate64_ike::responder::DisconnectTarget| {
         let hit =
             target == gate64_ike::responder::DisconnectTarget::Identity("CN=alice".to_owned());
-        Some(ike_sas().into_iter().take(usize::from(hit)).collect())
+        Some(crate::disconnect::Ended {
+            ike_sas: ike_sas().into_iter().take(usize::from(hit)).collect(),
+            links_closed: (hit)
+                .then(|| "2001:db8:1:2::1".parse().unwrap())
+                .into_iter()
+                .collect(),
+        })
     });
     let handlers = ControlHandlers { read, disconnect };
     let task = tokio::spawn(serve(listener, handlers, stop_rx));
@@ -217,6 +223,7 @@ async fn the_socket_serves_the_snapshot_to_its_own_user() {
         .unwrap();
     let answer: crate::disconnect::Disconnected = serde_json::from_slice(&body).unwrap();
     assert_eq!((answer.removed.len(), answer.error), (1, None));
+    assert_eq!(answer.links_closed, ["2001:db8:1:2::1"]);
     let body = request(&path, "disconnect identity CN=bob").await.unwrap();
     let answer: crate::disconnect::Disconnected = serde_json::from_slice(&body).unwrap();
     assert!(answer.removed.is_empty());
