@@ -403,3 +403,15 @@ for name, data in [("leaf-issuing", blobs("leaf", "issuing")),
                    ("mutate-issuing", b"\x01\x01" + bytes([1, 0, 0x90, 0x80]))]:
     with open(f"corpus/ike_cert_chain/seed-{name}", "wb") as f:
         f.write(data)
+
+# ike_ocsp_response: the real `openssl ocsp` responses committed as the unit tests' fixtures.
+# Selector 0: a response as the body (about `good`); selector 1: a fixture, picked by index,
+# mutated by (offset, xor) triples (see fuzz_targets/ike_ocsp_response.rs).
+OCSP_DIR = "../crates/ike/tests/data/ocsp"
+os.makedirs("corpus/ike_ocsp_response", exist_ok=True)
+for name, data in [("good", b"\x00" + open(f"{OCSP_DIR}/resp-good.der", "rb").read()),
+                   ("delegated", b"\x00" + open(f"{OCSP_DIR}/resp-good-delegated.der", "rb").read()),
+                   ("mutate-good", b"\x01\x00" + bytes([0, 0x40, 0x01])),
+                   ("mutate-delegated", b"\x01\x03" + bytes([1, 0x00, 0x80]))]:
+    with open(f"corpus/ike_ocsp_response/seed-{name}", "wb") as f:
+        f.write(data)

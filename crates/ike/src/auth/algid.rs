@@ -91,6 +91,16 @@ pub(crate) fn auth_data(scheme: Scheme, signature: &[u8]) -> Vec<u8> {
     out
 }
 
+/// The scheme a DER signature AlgorithmIdentifier names, nothing after it.
+pub(crate) fn scheme_of_der(der: &[u8]) -> Result<Scheme, AuthError> {
+    let (trailing, alg) = AlgorithmIdentifier::from_der(der)
+        .map_err(|_| AuthError::Malformed("AlgorithmIdentifier is not DER"))?;
+    if !trailing.is_empty() {
+        return Err(AuthError::Malformed("bytes after the AlgorithmIdentifier"));
+    }
+    scheme_of(&alg)
+}
+
 /// Splits method-14 AUTH data into the scheme it names and the signature.
 pub(crate) fn parse(auth_data: &[u8]) -> Result<(Scheme, &[u8]), AuthError> {
     let (&len, rest) = auth_data
@@ -103,15 +113,12 @@ pub(crate) fn parse(auth_data: &[u8]) -> Result<(Scheme, &[u8]), AuthError> {
         ));
     }
     let (der, signature) = rest.split_at(len);
-    let (trailing, alg) = AlgorithmIdentifier::from_der(der)
-        .map_err(|_| AuthError::Malformed("AlgorithmIdentifier is not DER"))?;
-    if !trailing.is_empty() {
-        return Err(AuthError::Malformed("bytes after the AlgorithmIdentifier"));
-    }
-    Ok((scheme_of(&alg)?, signature))
+    Ok((scheme_of_der(der)?, signature))
 }
 
-fn scheme_of(alg: &AlgorithmIdentifier<'_>) -> Result<Scheme, AuthError> {
+/// The scheme a parsed signature AlgorithmIdentifier names (also the signatureAlgorithm of an
+/// OCSP response or a certificate, which allow the same algorithms).
+pub(crate) fn scheme_of(alg: &AlgorithmIdentifier<'_>) -> Result<Scheme, AuthError> {
     let oid = alg.algorithm.as_bytes();
     let params_absent_or_null = alg.parameters.as_ref().is_none_or(|p| p.tag() == Tag::Null);
     let ecdsa = |hash| {

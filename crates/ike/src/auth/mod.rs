@@ -27,6 +27,8 @@
 //! - **Revocation**: with CRLs ([`TrustAnchors::with_crls`]) a certificate of the chain that
 //!   its issuer's CRL lists is [`AuthError::Revoked`]; one whose issuer has no CRL is not
 //!   checked.
+//! - **OCSP**: [`ocsp`] builds the request about a verified leaf and checks the responder's
+//!   answer (RFC 6960); fetching and caching answers is the caller's.
 //! - **Key usage**: when the leaf has the extension it must allow digitalSignature or
 //!   nonRepudiation (RFC 4945 §5.1.3.2), else [`AuthError::BadKeyUsage`].
 //! - **AUTH methods**: 1 (RSA PKCS#1 v1.5 with SHA-1, verify only: aws-lc-rs has no SHA-1 RSA
@@ -57,6 +59,9 @@ pub mod dn;
 mod identity;
 #[cfg(test)]
 mod interop_tests;
+pub mod ocsp;
+#[cfg(test)]
+mod ocsp_tests;
 mod peer;
 #[cfg(test)]
 pub(crate) mod tests;

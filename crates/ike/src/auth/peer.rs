@@ -404,7 +404,12 @@ impl PublicKey {
     }
 }
 
-fn method14_alg(scheme: Scheme, key: &PublicKey) -> Option<&'static dyn VerificationAlgorithm> {
+/// The aws-lc-rs algorithm verifying `scheme` under `key` (DER ECDSA signatures, as method 14
+/// and X.509/OCSP carry them); `None` when they do not fit.
+pub(crate) fn method14_alg(
+    scheme: Scheme,
+    key: &PublicKey,
+) -> Option<&'static dyn VerificationAlgorithm> {
     use SigHash::{Sha256, Sha384, Sha512};
     use signature as s;
     Some(match (scheme, key) {
@@ -540,7 +545,8 @@ pub fn leaf_has_client_eku(der: &[u8]) -> Result<bool, AuthError> {
     has_client_eku(&cert)
 }
 
-fn public_key(spki: &x509_parser::x509::SubjectPublicKeyInfo<'_>) -> PublicKey {
+/// The key of a SubjectPublicKeyInfo, in the form aws-lc-rs verifies with.
+pub(crate) fn public_key(spki: &x509_parser::x509::SubjectPublicKeyInfo<'_>) -> PublicKey {
     const ID_EC_PUBLIC_KEY: &[u8] = &[0x2a, 0x86, 0x48, 0xce, 0x3d, 0x02, 0x01];
     const RSA_ENCRYPTION: &[u8] = &[0x2a, 0x86, 0x48, 0x86, 0xf7, 0x0d, 0x01, 0x01, 0x01];
     const P256: &[u8] = &[0x2a, 0x86, 0x48, 0xce, 0x3d, 0x03, 0x01, 0x07];
