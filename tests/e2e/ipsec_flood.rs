@@ -406,8 +406,12 @@ pub(crate) fn build_both(configs: [InitiatorConfig; 2]) -> Result<Duration> {
     build_both_from(configs, NEWCOMER)
 }
 
-/// [`build_both`] from `source`, an address of the namespace it runs in.
-pub(crate) fn build_both_from(configs: [InitiatorConfig; 2], source: Ipv6Addr) -> Result<Duration> {
+/// [`build_both`] from `source`, an address of the namespace it runs in (any number of
+/// initiators, each on its own socket).
+pub(crate) fn build_both_from(
+    configs: impl IntoIterator<Item = InitiatorConfig>,
+    source: Ipv6Addr,
+) -> Result<Duration> {
     let started = Instant::now();
     let remote = SocketAddr::new(IpAddr::V6(GATE64_ADDRESS6), 500);
     let mut peers = Vec::new();

@@ -17,6 +17,7 @@ mod ike_identities_apart;
 mod ike_identity;
 mod ike_interop;
 mod ike_multi_auth;
+mod ike_ocsp;
 mod ike_reauth;
 mod ike_revocation;
 mod iphttps;

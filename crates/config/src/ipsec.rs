@@ -97,6 +97,24 @@ pub struct Ipsec {
     /// What a new IKE_AUTH of an identity (issuer and subject) that already holds an IKE SA
     /// for the same tunnel does.
     pub unique_ids: UniqueIds,
+    /// Whether client certificates are checked with their CA's OCSP responder.
+    pub ocsp: Ocsp,
+    /// The OCSP responder asked about every client certificate (`http://...`); `None` = the
+    /// one each certificate names in its Authority Information Access.
+    pub ocsp_url: Option<String>,
+}
+
+/// `ipsec.ocsp`: OCSP lookups of client certificates (RFC 6960).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Ocsp {
+    /// No lookups (the default): revocation comes from `crls` alone.
+    #[default]
+    Off,
+    /// A `revoked` answer refuses the client; no answer lets it in.
+    Soft,
+    /// Only a verified `good` answer lets the client in.
+    Require,
 }
 
 /// `ipsec.unique_ids`: one IKE SA per identity and tunnel, or not.
@@ -110,6 +128,16 @@ pub enum UniqueIds {
     Keep,
     /// Nothing is replaced, not even on INITIAL_CONTACT.
     Never,
+}
+
+/// Whether `url` is an `ipsec.ocsp_url` gate64 can ask: `http://` and a host, short, without
+/// whitespace or control characters.
+fn valid_ocsp_url(url: &str) -> bool {
+    url.len() <= 1024
+        && url
+            .strip_prefix("http://")
+            .is_some_and(|rest| !rest.is_empty() && !rest.starts_with('/'))
+        && !url.chars().any(|c| c.is_whitespace() || c.is_control())
 }
 
 /// Longest `ipsec.identity` (a DNS name is at most 253 bytes; a DN rarely longer).
@@ -185,6 +213,8 @@ impl Default for Ipsec {
             client_eku: ClientEku::default(),
             identity: None,
             unique_ids: UniqueIds::default(),
+            ocsp: Ocsp::default(),
+            ocsp_url: None,
         }
     }
 }
@@ -260,6 +290,8 @@ pub(crate) struct RawIpsec {
     client_eku: Option<ClientEku>,
     identity: Option<String>,
     unique_ids: Option<UniqueIds>,
+    ocsp: Option<Ocsp>,
+    ocsp_url: Option<String>,
 }
 
 impl RawIpsec {
@@ -303,6 +335,8 @@ impl RawIpsec {
             client_eku: self.client_eku.unwrap_or(d.client_eku),
             identity: self.identity,
             unique_ids: self.unique_ids.unwrap_or(d.unique_ids),
+            ocsp: self.ocsp.unwrap_or(d.ocsp),
+            ocsp_url: self.ocsp_url,
         }
     }
 }
@@ -593,6 +627,16 @@ impl Config {
                 ),
             ));
         }
+        if let Some(url) = &s.ocsp_url
+            && !valid_ocsp_url(url)
+        {
+            return Err(invalid(
+                "ipsec.ocsp_url",
+                url,
+                "must be an http:// URL (OCSP answers are signed, so plain HTTP is the norm) of \
+                 at most 1024 bytes without spaces",
+            ));
+        }
         if s.reauth_secs != 0 && !REAUTH_RANGE.contains(&s.reauth_secs) {
             return Err(invalid(
                 "ipsec.reauth_secs",
@@ -728,6 +772,8 @@ pub(crate) fn expected_form(path: &str) -> Option<&'static str> {
         "ipsec.intranet_second_auth" => "\"off\", \"optional\" or \"required\"",
         "ipsec.client_eku" => "\"strict\" or \"any\"",
         "ipsec.unique_ids" => "\"replace\", \"keep\" or \"never\"",
+        "ipsec.ocsp" => "\"off\", \"soft\" or \"require\"",
+        "ipsec.ocsp_url" => "a URL in quotes, e.g. \"http://ocsp.example.com/\"",
         "ipsec.identity" => "a string, e.g. \"gw.example.com\" or \"2001:db8::1\"",
         _ => return None,
     })

@@ -67,7 +67,7 @@ pub use error::{ConfigError, ErrorKind};
 pub use gre::{Gre, GreTenant, GreTunnel};
 pub use iphttps::Iphttps;
 pub use ipsec::{
-    ClientEku as IpsecClientEku, CrlExpired as IpsecCrlExpired, Ipsec,
+    ClientEku as IpsecClientEku, CrlExpired as IpsecCrlExpired, Ipsec, Ocsp as IpsecOcsp,
     SecondAuth as IpsecSecondAuth, UniqueIds as IpsecUniqueIds,
 };
 pub use limits::Limits;

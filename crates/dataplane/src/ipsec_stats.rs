@@ -107,6 +107,44 @@ impl IkeShedReason {
     }
 }
 
+/// What an OCSP lookup of a client certificate ended in: the `result` label of
+/// `gate64_ike_ocsp_total`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OcspResult {
+    /// The responder said good.
+    Good = 0,
+    /// The responder said revoked.
+    Revoked = 1,
+    /// The responder does not know the certificate.
+    Unknown = 2,
+    /// No usable answer: unreachable, an HTTP error, or an answer that did not verify.
+    Unavailable = 3,
+    /// Answered from the cache.
+    Cached = 4,
+}
+
+impl OcspResult {
+    /// Every result, in label order.
+    pub const ALL: [OcspResult; 5] = [
+        OcspResult::Good,
+        OcspResult::Revoked,
+        OcspResult::Unknown,
+        OcspResult::Unavailable,
+        OcspResult::Cached,
+    ];
+
+    /// The `result` label value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            OcspResult::Good => "good",
+            OcspResult::Revoked => "revoked",
+            OcspResult::Unknown => "unknown",
+            OcspResult::Unavailable => "unavailable",
+            OcspResult::Cached => "cached",
+        }
+    }
+}
+
 /// Upper bounds, in seconds, of `gate64_ike_negotiation_duration_seconds`' buckets: a LAN
 /// handshake takes milliseconds, one over Teredo tens of them, a retransmitted one seconds.
 pub const NEGOTIATION_BUCKETS: [f64; 10] =
@@ -131,6 +169,7 @@ pub struct IpsecStats {
     duration_buckets: [AtomicU64; NEGOTIATION_BUCKETS.len() + 1],
     duration_sum_micros: AtomicU64,
     disconnects: [AtomicU64; DisconnectReason::ALL.len()],
+    ocsp: [AtomicU64; OcspResult::ALL.len()],
 }
 
 /// Why gate64 ended a client's IKE SAs itself (`gate64_ipsec_disconnects_total{reason}`).
@@ -228,6 +267,17 @@ impl IpsecStats {
     /// counts them; the daemon copies its totals here).
     pub fn set_shed(&self, reason: IkeShedReason, n: u64) {
         self.shed[reason as usize].store(n, Ordering::Relaxed);
+    }
+
+    /// Sets the OCSP lookups that ended in `result` since the IKE driver started (its
+    /// verification threads count them; the daemon copies their totals here).
+    pub fn set_ocsp(&self, result: OcspResult, n: u64) {
+        self.ocsp[result as usize].store(n, Ordering::Relaxed);
+    }
+
+    /// OCSP lookups that ended in `result`.
+    pub fn ocsp(&self, result: OcspResult) -> u64 {
+        self.ocsp[result as usize].load(Ordering::Relaxed)
     }
 
     /// Counts one request the IKE responder refused, by its reason label.

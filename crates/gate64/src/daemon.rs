@@ -238,6 +238,8 @@ pub struct Daemon {
     /// Changes the running IKE responder (a reload's new credentials) and lists its SAs for
     /// `gate64 status`, once started.
     ike_control: Mutex<Option<gate64_io::ike::IkeControl>>,
+    /// The IKE driver's OCSP lookups, whose rule a reload changes.
+    ocsp: Mutex<Option<Arc<gate64_io::ocsp::OcspChecker>>>,
     /// What the CRL refresh looks at, while the IKE responder runs.
     crl_watch: Mutex<Option<Arc<Mutex<crate::crl_files::Watch>>>>,
 }
@@ -315,6 +317,7 @@ impl Daemon {
             _gre: gre,
             ipsec_stats,
             ike_control: Mutex::new(None),
+            ocsp: Mutex::new(None),
             crl_watch: Mutex::new(None),
         })
     }
@@ -364,12 +367,17 @@ impl Daemon {
         let (Some(sadb), Some(stats)) = (self.shared.sadb(), &self.ipsec_stats) else {
             return Ok(());
         };
-        let control = crate::ike::start(
+        let started = crate::ike::start(
             cfg,
             Arc::clone(sadb),
             Arc::clone(stats),
             self.stop_tx.subscribe(),
         )?;
+        let (control, ocsp) = match started {
+            Some((control, ocsp)) => (Some(control), Some(ocsp)),
+            None => (None, None),
+        };
+        *lock(&self.ocsp) = ocsp;
         if let Some(control) = &control {
             let watch = Arc::new(Mutex::new(crate::crl_files::Watch::new(cfg)));
             *lock(&self.crl_watch) = Some(Arc::clone(&watch));
@@ -529,6 +537,9 @@ impl Daemon {
             }
         }
         if let (Some(ike), Some(control)) = (ike, &ike_control) {
+            if let Some(ocsp) = lock(&self.ocsp).as_ref() {
+                crate::ike::apply_ocsp(new, ocsp);
+            }
             if ike.apply(control, self.ipsec_stats.clone(), Arc::clone(&self.shared)) {
                 if let Some(watch) = lock(&self.crl_watch).as_ref() {
                     lock(watch).reset(new);

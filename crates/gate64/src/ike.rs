@@ -2,14 +2,19 @@
 //! endpoint before the privilege drop, and its events turned into SA installs and metrics.
 
 use anyhow::{Context, Result};
-use gate64_config::{Config, IpsecClientEku, IpsecCrlExpired, IpsecSecondAuth, IpsecUniqueIds};
-use gate64_dataplane::{DisconnectReason, IkeResult, IkeShedReason, IpsecStats, RekeyKind};
+use gate64_config::{
+    Config, IpsecClientEku, IpsecCrlExpired, IpsecOcsp, IpsecSecondAuth, IpsecUniqueIds,
+};
+use gate64_dataplane::{
+    DisconnectReason, IkeResult, IkeShedReason, IpsecStats, OcspResult, RekeyKind,
+};
 use gate64_esp::SaDb;
 use gate64_ike::auth::{ClientEku, Credentials, Crls, Identity, TrustAnchors};
 use gate64_ike::responder::{
     self, Event, Refusal, Responder, ResponderConfig, SecondAuthPolicy, UniqueIds,
 };
 use gate64_io::ike::{IKE_PORT, IkeControl, IkeDriver, IkeSockets, NAT_T_PORT};
+use gate64_io::ocsp::{OcspChecker, OcspMode};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 use tracing::{debug, info, warn};
@@ -169,6 +174,20 @@ pub fn client_eku(cfg: &Config) -> ClientEku {
     }
 }
 
+/// `ipsec.ocsp` and `ipsec.ocsp_url` of `cfg` for a running checker (a reload).
+pub fn apply_ocsp(cfg: &Config, checker: &OcspChecker) {
+    checker.set_rule(ocsp_mode(cfg), cfg.ipsec.ocsp_url.clone());
+}
+
+/// `ipsec.ocsp` as the driver's rule.
+fn ocsp_mode(cfg: &Config) -> OcspMode {
+    match cfg.ipsec.ocsp {
+        IpsecOcsp::Off => OcspMode::Off,
+        IpsecOcsp::Soft => OcspMode::Soft,
+        IpsecOcsp::Require => OcspMode::Require,
+    }
+}
+
 /// `ipsec.reauth_secs`, 0 meaning never.
 fn reauth(cfg: &Config) -> Option<Duration> {
     (cfg.ipsec.reauth_secs != 0).then(|| Duration::from_secs(cfg.ipsec.reauth_secs))
@@ -232,7 +251,7 @@ pub fn start(
     sadb: Arc<SaDb>,
     stats: Arc<IpsecStats>,
     mut stop: tokio::sync::watch::Receiver<bool>,
-) -> Result<Option<IkeControl>> {
+) -> Result<Option<(IkeControl, Arc<OcspChecker>)>> {
     let Some(config) = responder_config(cfg)? else {
         return Ok(None);
     };
@@ -245,19 +264,22 @@ pub fn start(
     let sink_stats = Arc::clone(&stats);
     let auth_threads = cfg.effective_ike_auth_threads();
     let (count_stats, count_sadb) = (Arc::clone(&stats), Arc::clone(&sadb));
+    // Always there, off or not, so that a reload can turn lookups on.
+    let ocsp = Arc::new(OcspChecker::new(ocsp_mode(cfg), cfg.ipsec.ocsp_url.clone()));
     let mut driver = IkeDriver::new(sockets, responder, move |e| on_event(&sadb, &sink_stats, e))
         .with_packets_per_source(cfg.ipsec.ike_packets_per_source_per_sec)
         // MMSA and QMSA as one pair, taken after the events reached the SA database.
         .with_on_publish(move |s| {
             count_stats.set_sa_counts(s.established as u64, count_sadb.len() as u64);
         })
-        .with_auth_threads(auth_threads)
+        .with_auth_threads(auth_threads, Some(Arc::clone(&ocsp)))
         .with_context(|| {
             format!("starting {auth_threads} IKE_AUTH threads (`ipsec.auth_threads`)")
         })?;
     let control = driver.control();
     let gauges = driver.status();
     let mut gauge_stop = stop.clone();
+    let counted = Arc::clone(&ocsp);
     tokio::spawn(async move {
         let mut tick = tokio::time::interval(GAUGE_REFRESH);
         loop {
@@ -267,6 +289,9 @@ pub fn start(
                     stats.set_half_open(s.half_open as u64);
                     for reason in IkeShedReason::ALL {
                         stats.set_shed(reason, gauges.shed(reason));
+                    }
+                    for result in OcspResult::ALL {
+                        stats.set_ocsp(result, counted.count(result));
                     }
                 }
                 _ = gauge_stop.wait_for(|stopped| *stopped) => return,
@@ -282,7 +307,7 @@ pub fn start(
         }
     });
     info!(endpoint = %endpoint, auth_threads, "IKE responder up");
-    Ok(Some(control))
+    Ok(Some((control, ocsp)))
 }
 
 /// What the daemon does with each responder event.
@@ -345,6 +370,7 @@ fn ike_result(result: &Result<(), Refusal>) -> IkeResult {
             | Refusal::TooManyCerts
             | Refusal::ChainNotLinear
             | Refusal::Revoked
+            | Refusal::OcspUnavailable
             | Refusal::IdentityCap
             | Refusal::DuplicateIdentity,
         ) => IkeResult::AuthFailed,

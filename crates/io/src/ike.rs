@@ -247,10 +247,21 @@ impl IkeDriver {
 
     /// Runs IKE_AUTH verifications (chain building, signature checks) on `threads` threads
     /// beside the responder instead of inline (`[ipsec] auth_threads`); `0` keeps them
-    /// inline. Fails when a thread cannot be started.
-    pub fn with_auth_threads(mut self, threads: usize) -> io::Result<Self> {
+    /// inline. With `ocsp`, each thread also asks the OCSP responder about a certificate that
+    /// verified, and applies the answer ([`crate::ocsp`]); OCSP needs at least one thread.
+    /// Fails when a thread cannot be started.
+    pub fn with_auth_threads(
+        mut self,
+        threads: usize,
+        ocsp: Option<Arc<crate::ocsp::OcspChecker>>,
+    ) -> io::Result<Self> {
+        let threads = if ocsp.is_some() {
+            threads.max(1)
+        } else {
+            threads
+        };
         if threads > 0 {
-            self.auth_pool = Some(AuthPool::start(threads)?);
+            self.auth_pool = Some(AuthPool::start(threads, ocsp)?);
             self.responder.set_offload_auth(true);
         }
         Ok(self)
@@ -668,7 +679,7 @@ mod tests {
                 p.push((s.established, children));
             }
         })
-        .with_auth_threads(auth_threads)
+        .with_auth_threads(auth_threads, None)
         .expect("auth threads");
         let status = driver.status();
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();

@@ -14,6 +14,7 @@ use std::io;
 use std::sync::mpsc::{Receiver, SyncSender, TrySendError, sync_channel};
 use std::sync::{Arc, Mutex, PoisonError};
 
+use crate::ocsp::OcspChecker;
 use gate64_dataplane::IkeShedReason;
 use gate64_ike::responder::{AuthJob, AuthVerdict, SourceKey};
 use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender, unbounded_channel};
@@ -78,17 +79,17 @@ pub(crate) struct AuthPool {
 impl AuthPool {
     /// Starts `threads` verification threads (at least one). They end once the pool is
     /// dropped and the jobs queued before have run.
-    pub(crate) fn start(threads: usize) -> io::Result<Self> {
+    pub(crate) fn start(threads: usize, ocsp: Option<Arc<OcspChecker>>) -> io::Result<Self> {
         let threads = threads.max(1);
         let cap = threads.saturating_mul(JOBS_PER_THREAD);
         let (jobs, rx) = sync_channel::<AuthJob>(cap);
         let rx = Arc::new(Mutex::new(rx));
         let (tx, verdicts) = unbounded_channel();
         for n in 0..threads {
-            let (rx, tx) = (Arc::clone(&rx), tx.clone());
+            let (rx, tx, ocsp) = (Arc::clone(&rx), tx.clone(), ocsp.clone());
             std::thread::Builder::new()
                 .name(format!("gate64-ike-auth-{n}"))
-                .spawn(move || work(&rx, &tx))?;
+                .spawn(move || work(&rx, &tx, ocsp.as_deref()))?;
         }
         Ok(AuthPool {
             jobs,
@@ -122,15 +123,23 @@ impl AuthPool {
     }
 }
 
-/// One thread: runs jobs until the pool is gone.
-fn work(rx: &Mutex<Receiver<AuthJob>>, tx: &UnboundedSender<(SourceKey, AuthVerdict)>) {
+/// One thread: runs jobs (and their OCSP lookups) until the pool is gone.
+fn work(
+    rx: &Mutex<Receiver<AuthJob>>,
+    tx: &UnboundedSender<(SourceKey, AuthVerdict)>,
+    ocsp: Option<&OcspChecker>,
+) {
     loop {
         let job = match rx.lock().unwrap_or_else(PoisonError::into_inner).recv() {
             Ok(job) => job,
             Err(_) => return,
         };
         let key = job.source_key();
-        if tx.send((key, job.run())).is_err() {
+        let mut verdict = job.run();
+        if let Some(ocsp) = ocsp {
+            ocsp.apply(&mut verdict, std::time::SystemTime::now());
+        }
+        if tx.send((key, verdict)).is_err() {
             return;
         }
     }

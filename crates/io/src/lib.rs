@@ -13,6 +13,7 @@ mod ike_auth_pool;
 mod ike_shed;
 pub mod iphttps;
 pub mod metrics_http;
+pub mod ocsp;
 pub mod queue;
 pub mod ratelog;
 pub mod sys;

@@ -6,7 +6,9 @@
 use std::fmt;
 use std::sync::Arc;
 
-use gate64_dataplane::{DisconnectReason, IkeResult, IkeShedReason, IpsecStats, RekeyKind};
+use gate64_dataplane::{
+    DisconnectReason, IkeResult, IkeShedReason, IpsecStats, OcspResult, RekeyKind,
+};
 use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric, MetricEncoder};
 use prometheus_client::metrics::MetricType;
 
@@ -90,6 +92,12 @@ pub(crate) fn encode(
         names::IKE_SHED_TOTAL,
         names::IKE_SHED_TOTAL_HELP,
         IkeShedReason::ALL.map(|r| ([("reason", r.as_str())], stats.shed(r))),
+    )?;
+    counter_family(
+        enc,
+        names::IKE_OCSP_TOTAL,
+        names::IKE_OCSP_TOTAL_HELP,
+        OcspResult::ALL.map(|r| ([("result", r.as_str())], stats.ocsp(r))),
     )?;
     counter_family(
         enc,

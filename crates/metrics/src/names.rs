@@ -225,6 +225,14 @@ pub const IKE_SHED_TOTAL_HELP: &str = "IKE datagrams on UDP 500/4500 dropped unr
     verifications in flight (reason=auth_queue_source), or the verification threads' queue was \
     full (reason=auth_queue_full).";
 
+/// OCSP lookups of client certificates by outcome. Counter; label `result` (`good`,
+/// `revoked`, `unknown`, `unavailable`, `cached`).
+pub const IKE_OCSP_TOTAL: &str = "gate64_ike_ocsp_total";
+/// Help text of [`IKE_OCSP_TOTAL`].
+pub const IKE_OCSP_TOTAL_HELP: &str = "OCSP lookups of client certificates (ipsec.ocsp) by \
+    outcome: the responder's answer (good, revoked, unknown), no usable answer (unavailable: \
+    unreachable, an HTTP error, or an answer that did not verify), or the cache's (cached).";
+
 /// IKE requests the responder refused, by reason. Counter; label `reason`, the responder's
 /// refusal (`malformed`, `integrity`, `cookie_required`, `half_open_cap`, `half_open_bytes`,
 /// `ike_sa_cap`, `identity_cap`, `duplicate_identity`, `child_sa_cap`, `too_many_certs`,
@@ -297,6 +305,7 @@ pub const ALL: &[(&str, &str)] = &[
     (IKE_HALF_OPEN, IKE_HALF_OPEN_HELP),
     (IKE_COOKIES_SENT_TOTAL, IKE_COOKIES_SENT_TOTAL_HELP),
     (IKE_SHED_TOTAL, IKE_SHED_TOTAL_HELP),
+    (IKE_OCSP_TOTAL, IKE_OCSP_TOTAL_HELP),
     (IKE_REFUSED_TOTAL, IKE_REFUSED_TOTAL_HELP),
     (WORKERS, WORKERS_HELP),
     (BUILD_INFO, BUILD_INFO_HELP),

@@ -456,6 +456,51 @@ fn unique_ids_defaults_to_replace_and_names_its_key() {
 }
 
 #[test]
+fn ocsp_defaults_to_off_and_its_url_must_be_http() {
+    use crate::IpsecOcsp;
+    let c = parse(CREDENTIALS).unwrap();
+    assert_eq!(
+        (c.ipsec.ocsp, c.ipsec.ocsp_url.as_deref()),
+        (IpsecOcsp::Off, None)
+    );
+    for (value, want) in [
+        ("off", IpsecOcsp::Off),
+        ("soft", IpsecOcsp::Soft),
+        ("require", IpsecOcsp::Require),
+    ] {
+        let c = parse(&format!("{CREDENTIALS}ocsp = \"{value}\"\n")).unwrap();
+        assert_eq!(c.ipsec.ocsp, want);
+    }
+    let e = refused(
+        &format!("{CREDENTIALS}ocsp = true\n"),
+        "ipsec.ocsp",
+        "\"off\", \"soft\" or \"require\"",
+    );
+    assert_eq!(e.kind(), ErrorKind::WrongType);
+    let c = parse(&format!(
+        "{CREDENTIALS}ocsp = \"soft\"\nocsp_url = \"http://[2001:db8::99]:8888\"\n"
+    ))
+    .unwrap();
+    assert_eq!(
+        c.ipsec.ocsp_url.as_deref(),
+        Some("http://[2001:db8::99]:8888")
+    );
+    for bad in [
+        "https://ocsp.example.com/",
+        "http://",
+        "http:///x",
+        "http://a b",
+    ] {
+        let e = refused(
+            &format!("{CREDENTIALS}ocsp_url = \"{bad}\"\n"),
+            "ipsec.ocsp_url",
+            "must be an http:// URL",
+        );
+        assert_eq!(e.kind(), ErrorKind::InvalidValue, "{bad}");
+    }
+}
+
+#[test]
 fn reauth_secs_defaults_to_a_day_takes_zero_and_refuses_less_than_a_minute() {
     let c = parse(CREDENTIALS).unwrap();
     assert_eq!(c.ipsec.reauth_secs, 86_400);

@@ -71,7 +71,9 @@ pub use credentials::Credentials;
 pub use crl::{Crl, Crls, RevocationKey};
 pub use dn::IdentityKey;
 pub use identity::{IdType, Identity};
-pub use peer::{CertSummary, ClientEku, PeerCert, TrustAnchors, leaf_has_client_eku, serial_hex};
+pub use peer::{
+    CertSummary, ClientEku, OcspQuery, PeerCert, TrustAnchors, leaf_has_client_eku, serial_hex,
+};
 
 /// AUTH payload authentication methods with certificates (RFC 7296 §3.8, RFC 7427 §3).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -206,6 +208,10 @@ pub enum AuthError {
     /// ([`Crls::new`]).
     #[error("the issuer's CRL has expired")]
     CrlExpired,
+    /// OCSP is required and gave no answer that the certificate is good: the responder could
+    /// not be reached, its answer did not verify, or it said `unknown`.
+    #[error("no OCSP answer that the certificate is good: {0}")]
+    OcspUnavailable(String),
     /// The peer sent more certificates than [`MAX_PEER_CERTS`] (refused before any is parsed).
     #[error("{0} certificates sent, at most {max} accepted", max = MAX_PEER_CERTS)]
     TooManyCertificates(usize),

@@ -169,6 +169,12 @@ impl TrustAnchors {
         }
         let mut peer = parse_leaf(leaf)?;
         peer.revocation = Some(RevocationKey::new(end_entity.issuer(), end_entity.serial()));
+        peer.ocsp = Some(OcspQuery {
+            leaf: leaf.to_vec(),
+            // The whole Name, as CertID hashes it (webpki's `issuer()` is its contents).
+            issuer_name: peer.issuer_der.clone(),
+            issuer_spki: path.issuer_spki().as_ref().to_vec(),
+        });
         if !peer.may_sign {
             return Err(AuthError::BadKeyUsage(
                 "key usage lacks digitalSignature and nonRepudiation",
@@ -239,9 +245,39 @@ pub struct PeerCert {
     client_eku: bool,
     /// Issuer and serial, set once the chain verified ([`TrustAnchors::verify_peer`]).
     revocation: Option<RevocationKey>,
+    /// What an OCSP lookup of the leaf needs, set once the chain verified.
+    ocsp: Option<OcspQuery>,
+}
+
+/// What an OCSP lookup of a verified leaf needs (RFC 6960 §4.1.1): the leaf, and its issuer's
+/// Name and SubjectPublicKeyInfo as the chain verification found them.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct OcspQuery {
+    /// The leaf certificate, DER.
+    pub leaf: Vec<u8>,
+    /// Its issuer's Name, DER.
+    pub issuer_name: Vec<u8>,
+    /// Its issuer's SubjectPublicKeyInfo, DER.
+    pub issuer_spki: Vec<u8>,
+}
+
+impl OcspQuery {
+    /// The issuer, as [`super::ocsp`] takes it.
+    pub fn issuer(&self) -> super::ocsp::Issuer<'_> {
+        super::ocsp::Issuer {
+            name: &self.issuer_name,
+            spki: &self.issuer_spki,
+        }
+    }
 }
 
 impl PeerCert {
+    /// What an OCSP lookup of this certificate needs; `None` for a certificate that did not
+    /// come through [`TrustAnchors::verify_peer`].
+    pub fn ocsp_query(&self) -> Option<&OcspQuery> {
+        self.ocsp.as_ref()
+    }
+
     /// The issuer and serial a CRL names this certificate by; `None` for a certificate that
     /// did not come through [`TrustAnchors::verify_peer`].
     pub fn revocation_key(&self) -> Option<&RevocationKey> {
@@ -503,6 +539,7 @@ pub(crate) fn parse_leaf(der: &[u8]) -> Result<PeerCert, AuthError> {
         first_san,
         client_eku,
         revocation: None,
+        ocsp: None,
     })
 }
 

@@ -149,6 +149,7 @@ pub(super) fn verify_client(
         key: peer.identity_key(),
         revocation: peer.revocation_key().cloned(),
         summary: peer.summary().clone(),
+        ocsp: peer.ocsp_query().cloned(),
     })
 }
 
@@ -164,6 +165,8 @@ pub(crate) struct Verified {
     pub(crate) revocation: Option<RevocationKey>,
     /// Issuer, serial and notAfter, for `gate64 status`.
     pub(crate) summary: CertSummary,
+    /// What an OCSP lookup of it needs (the driver's verification threads do the lookup).
+    pub(crate) ocsp: Option<crate::auth::OcspQuery>,
 }
 
 /// Keeps the certificate's revocation key with IKE SA `spi_r`, so that a later CRL can end

@@ -44,6 +44,20 @@ pub struct AuthVerdict {
     result: Result<auth_exchange::Verified, AuthError>,
 }
 
+impl AuthVerdict {
+    /// What an OCSP lookup of the certificate that verified needs; `None` when the
+    /// verification refused it.
+    pub fn ocsp_query(&self) -> Option<&crate::auth::OcspQuery> {
+        self.result.as_ref().ok()?.ocsp.as_ref()
+    }
+
+    /// Turns the verdict into a refusal (an OCSP answer that the certificate is revoked, or
+    /// none when one is required).
+    pub fn refuse(&mut self, why: AuthError) {
+        self.result = Err(why);
+    }
+}
+
 impl AuthJob {
     /// The address the request came from.
     pub fn peer(&self) -> SocketAddr {

@@ -74,8 +74,11 @@ pub enum Refusal {
     Integrity,
     /// Certificate, identity or AUTH refused (the [`crate::auth::AuthError`] text).
     Authentication(String),
-    /// The client's certificate (or an intermediate) is on its issuer's CRL.
+    /// The client's certificate (or an intermediate) is on its issuer's CRL, or its OCSP
+    /// responder says it is revoked.
     Revoked,
+    /// `ocsp = "require"` and no OCSP answer said the certificate is good.
+    OcspUnavailable,
     /// More CERT payloads than [`crate::auth::MAX_PEER_CERTS`]; refused before any parse.
     TooManyCerts,
     /// The certificates do not form one linear chain ([`crate::auth::check_chain_shape`]);
@@ -114,6 +117,7 @@ impl Refusal {
             Refusal::Integrity => "integrity",
             Refusal::Authentication(_) => "auth_failed",
             Refusal::Revoked => "revoked",
+            Refusal::OcspUnavailable => "ocsp_unavailable",
             Refusal::TooManyCerts => "too_many_certs",
             Refusal::ChainNotLinear => "chain_not_linear",
             Refusal::TsUnacceptable => "ts_unacceptable",
@@ -134,6 +138,7 @@ impl From<&AuthError> for Refusal {
             AuthError::TooManyCertificates(_) => Refusal::TooManyCerts,
             AuthError::ChainNotLinear(_) => Refusal::ChainNotLinear,
             AuthError::Revoked => Refusal::Revoked,
+            AuthError::OcspUnavailable(_) => Refusal::OcspUnavailable,
             other => Refusal::Authentication(other.to_string()),
         }
     }
