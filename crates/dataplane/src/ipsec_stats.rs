@@ -184,15 +184,18 @@ pub enum DisconnectReason {
     Replaced = 2,
     /// The client did not authenticate anew within `ipsec.reauth_secs` and its grace.
     Reauth = 3,
+    /// The client's certificate passed its notAfter.
+    Expired = 4,
 }
 
 impl DisconnectReason {
     /// Every reason, in label order.
-    pub const ALL: [DisconnectReason; 4] = [
+    pub const ALL: [DisconnectReason; 5] = [
         DisconnectReason::Admin,
         DisconnectReason::Revoked,
         DisconnectReason::Replaced,
         DisconnectReason::Reauth,
+        DisconnectReason::Expired,
     ];
 
     /// The `reason` label value.
@@ -202,6 +205,7 @@ impl DisconnectReason {
             DisconnectReason::Revoked => "revoked",
             DisconnectReason::Replaced => "replaced",
             DisconnectReason::Reauth => "reauth",
+            DisconnectReason::Expired => "expired",
         }
     }
 }

@@ -350,6 +350,7 @@ fn on_event(sadb: &SaDb, stats: &IpsecStats, event: Event) {
             match reason {
                 responder::EndReason::Replaced => DisconnectReason::Replaced,
                 responder::EndReason::Reauth => DisconnectReason::Reauth,
+                responder::EndReason::Expired => DisconnectReason::Expired,
             },
             1,
         ),

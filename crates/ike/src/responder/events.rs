@@ -34,6 +34,8 @@ pub enum EndReason {
     Replaced,
     /// The client did not authenticate anew within `reauth` and its grace (RFC 4478).
     Reauth,
+    /// The certificate it was authenticated with passed its notAfter.
+    Expired,
 }
 
 /// Why a request, or a whole negotiation, was refused. Labels are metric label values.

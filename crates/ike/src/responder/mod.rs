@@ -326,7 +326,7 @@ impl IkeSa {
 /// The IKEv2 responder: all IKE SAs of one gate64 endpoint.
 pub struct Responder {
     pub(crate) config: ResponderConfig,
-    clock: (Instant, SystemTime),
+    pub(crate) clock: (Instant, SystemTime),
     pub(crate) sas: HashMap<u64, Box<IkeSa>>,
     pub(crate) by_initiator: HashMap<(SocketAddr, u64), u64>,
     /// Established IKE SAs by authenticated identity, for INITIAL_CONTACT (RFC 7296 §2.4),

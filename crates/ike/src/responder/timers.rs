@@ -5,7 +5,7 @@
 //! recognised (the SA's `timer` no longer names it) and skipped when it comes up.
 
 use std::cmp::Reverse;
-use std::time::Instant;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use super::{EndReason, Event, IkeSa, Refusal, Responder, ResponderConfig, liveness};
 
@@ -48,8 +48,17 @@ impl Responder {
             let Some(sa) = self.sas.get(&spi) else {
                 continue;
             };
-            if now < expiry(sa, &self.config) {
+            if now < expiry(sa, &self.config, self.clock) {
                 self.schedule(spi);
+                continue;
+            }
+            if cert_deadline(sa, self.clock).is_some_and(|d| now >= d) {
+                tracing::info!(peer = %sa.remote, identity = ?sa.identity, spi = format!("{spi:016x}"), "ike SA ended: its client's certificate expired");
+                self.events.push_back(Event::IkeSaEnded {
+                    spi_r: spi,
+                    reason: EndReason::Expired,
+                });
+                liveness::delete_one(self, spi);
                 continue;
             }
             if reauth_deadline(sa, &self.config).is_some_and(|d| now >= d) {
@@ -80,7 +89,7 @@ impl Responder {
         let Some(sa) = self.sas.get_mut(&spi_r) else {
             return;
         };
-        let expiry = expiry(sa, &self.config);
+        let expiry = expiry(sa, &self.config, self.clock);
         let at = match sa.established {
             true => liveness::deadline(sa, &self.config).map_or(expiry, |d| d.min(expiry)),
             false => expiry,
@@ -93,13 +102,29 @@ impl Responder {
 }
 
 /// When `sa` expires: half-open ones a fixed time after they started, established ones when
-/// idle (nothing heard) for the idle timeout, or past their reauthentication deadline.
-fn expiry(sa: &IkeSa, config: &ResponderConfig) -> Instant {
+/// idle (nothing heard) for the idle timeout, past their reauthentication deadline, or when
+/// their client's certificate expires. `clock` is an instant and the wall-clock time then.
+fn expiry(sa: &IkeSa, config: &ResponderConfig, clock: (Instant, SystemTime)) -> Instant {
     if sa.established {
         let idle = sa.last_heard + config.ike_idle_timeout;
-        reauth_deadline(sa, config).map_or(idle, |d| d.min(idle))
+        [reauth_deadline(sa, config), cert_deadline(sa, clock)]
+            .into_iter()
+            .flatten()
+            .fold(idle, Instant::min)
     } else {
         sa.started + config.half_open_timeout
+    }
+}
+
+/// When the certificate an established IKE SA was authenticated with (the first round's)
+/// passes its notAfter, as an instant of `clock` (an instant and the wall-clock time then).
+fn cert_deadline(sa: &IkeSa, (at, wall): (Instant, SystemTime)) -> Option<Instant> {
+    let (_, not_after) = sa.certificate.as_ref()?;
+    let not_after = UNIX_EPOCH + Duration::from_secs(u64::try_from(*not_after).unwrap_or(0));
+    match not_after.duration_since(wall) {
+        // Beyond what an Instant can hold: never, in practice.
+        Ok(left) => at.checked_add(left),
+        Err(_) => Some(at),
     }
 }
 

@@ -128,3 +128,68 @@ fn without_reauth_nothing_is_deleted() {
     assert_eq!(r.established(), 1);
     assert_eq!(ended_for_reauth(&events(&mut r)), 0);
 }
+
+/// An IKE SA whose client's certificate passes its notAfter is ended then, with a Delete,
+/// reauthentication or not.
+#[test]
+fn an_ike_sa_ends_when_its_certificate_expires() {
+    let lab = Lab::new();
+    let t0 = Instant::now();
+    let wall = SystemTime::now();
+    let mut r = lab.responder(t0, |c| {
+        c.reauth = None;
+        c.dpd = Duration::from_secs(100_000);
+        c.ike_idle_timeout = Duration::from_secs(200_000);
+    });
+    // A client certificate valid for 100 s more (whole seconds, as X.509 times are).
+    let until = wall
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("after 1970")
+        .as_secs()
+        + 100;
+    let key = KeyPair::generate().expect("key");
+    let mut params = CertificateParams::default();
+    params
+        .distinguished_name
+        .push(DnType::CommonName, "short.gate64.lab");
+    params.subject_alt_names = vec![SanType::DnsName(
+        "short.gate64.lab".try_into().expect("dns name"),
+    )];
+    params.key_usages = vec![KeyUsagePurpose::DigitalSignature];
+    params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
+    params.not_after = rcgen::date_time_ymd(1970, 1, 1) + Duration::from_secs(until);
+    let cert = params
+        .signed_by(&key, &lab.clients_ca.issuer)
+        .expect("signed");
+    let (chain, key) = (cert.pem(), key.serialize_pem());
+    let mut i = lab.initiator_as(
+        t0,
+        TunnelKind::Intranet,
+        "fd00:c0::/64",
+        (&chain, &key),
+        Group::Ecp256,
+    );
+    i.start(t0);
+    exchange_all(&mut r, &mut i, t0);
+    established(&mut i);
+    let _ = events(&mut r);
+    let ended = |ev: &[Event]| {
+        ev.iter()
+            .filter(|e| {
+                matches!(
+                    e,
+                    Event::IkeSaEnded {
+                        reason: EndReason::Expired,
+                        ..
+                    }
+                )
+            })
+            .count()
+    };
+    r.handle_timeout(t0 + Duration::from_secs(90));
+    assert_eq!((r.established(), ended(&events(&mut r))), (1, 0));
+    r.handle_timeout(t0 + Duration::from_secs(101));
+    assert_eq!(ended(&events(&mut r)), 1);
+    assert_eq!(r.established(), 0);
+    assert!(r.poll_transmit().is_some(), "a Delete to the client");
+}
