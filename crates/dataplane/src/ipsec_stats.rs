@@ -170,6 +170,8 @@ pub struct IpsecStats {
     duration_sum_micros: AtomicU64,
     disconnects: [AtomicU64; DisconnectReason::ALL.len()],
     ocsp: [AtomicU64; OcspResult::ALL.len()],
+    /// The nextUpdate of each CRL of `ipsec.crls` in force, seconds since the epoch.
+    crl_next_updates: Mutex<Vec<u64>>,
 }
 
 /// Why gate64 ended a client's IKE SAs itself (`gate64_ipsec_disconnects_total{reason}`).
@@ -282,6 +284,39 @@ impl IpsecStats {
     /// OCSP lookups that ended in `result`.
     pub fn ocsp(&self, result: OcspResult) -> u64 {
         self.ocsp[result as usize].load(Ordering::Relaxed)
+    }
+
+    /// The CRLs now in force: their nextUpdate times (a start, a reload or a refresh read them).
+    pub fn set_crl_next_updates(&self, next_updates: &[std::time::SystemTime]) {
+        let secs = next_updates
+            .iter()
+            .map(|t| {
+                t.duration_since(std::time::UNIX_EPOCH)
+                    .map_or(0, |d| d.as_secs())
+            })
+            .collect();
+        *self
+            .crl_next_updates
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = secs;
+    }
+
+    /// The CRLs in force whose nextUpdate is before `now` (seconds since the epoch).
+    pub fn crls_expired(&self, now: u64) -> u64 {
+        let lists = self
+            .crl_next_updates
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        lists.iter().filter(|&&t| t < now).count() as u64
+    }
+
+    /// The earliest nextUpdate of the CRLs in force (seconds since the epoch), 0 without any.
+    pub fn crl_next_update(&self) -> u64 {
+        let lists = self
+            .crl_next_updates
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        lists.iter().copied().min().unwrap_or(0)
     }
 
     /// Counts one request the IKE responder refused, by its reason label.

@@ -113,6 +113,7 @@ pub fn spawn_refresh(
                 }
                 Some(Ok(crls)) => {
                     let (stats, shared) = (Arc::clone(&stats), Arc::clone(&shared));
+                    let next_updates = crls.next_updates().to_vec();
                     let applied = control.apply(move |responder| {
                         responder.replace_crls(crls);
                         let removed = responder.disconnect_revoked(Instant::now());
@@ -121,6 +122,7 @@ pub fn spawn_refresh(
                             "CRL files changed: read again, IKE SAs of revoked certificates ended"
                         );
                         stats.disconnected(DisconnectReason::Revoked, removed.len());
+                        stats.set_crl_next_updates(&next_updates);
                         crate::disconnect::close_iphttps_links(&shared, &removed);
                     });
                     if !applied {

@@ -62,6 +62,7 @@ impl Reloaded {
         stats: Option<Arc<IpsecStats>>,
         shared: Arc<gate64_dataplane::Shared>,
     ) -> bool {
+        let next_updates = self.anchors.crls().next_updates().to_vec();
         control.apply(move |responder| {
             responder.replace_credentials(self.credentials, self.anchors);
             responder.replace_user_anchors(self.user_anchors);
@@ -78,6 +79,7 @@ impl Reloaded {
             }
             if let Some(stats) = stats {
                 stats.disconnected(DisconnectReason::Revoked, removed.len());
+                stats.set_crl_next_updates(&next_updates);
             }
             crate::disconnect::close_iphttps_links(&shared, &removed);
         })
@@ -255,6 +257,7 @@ pub fn start(
     let Some(config) = responder_config(cfg)? else {
         return Ok(None);
     };
+    stats.set_crl_next_updates(config.anchors.crls().next_updates());
     let endpoint = cfg.ipsec_endpoint();
     let sockets = IkeSockets::bind(endpoint, IKE_PORT, NAT_T_PORT).with_context(|| {
         format!("binding IKE on [{endpoint}]:{IKE_PORT} and :{NAT_T_PORT} (`ipsec.endpoint`)")

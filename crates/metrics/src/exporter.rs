@@ -614,7 +614,7 @@ mod tests {
             );
             let kind = if name.ends_with("_total") {
                 "counter"
-            } else if name.ends_with("_seconds") {
+            } else if name.ends_with("_seconds") && !name.ends_with("_timestamp_seconds") {
                 "histogram"
             } else {
                 "gauge"

@@ -75,6 +75,21 @@ pub(crate) fn encode(
         None,
         histogram.metric_type(),
     )?)?;
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    gauge(
+        enc,
+        names::IPSEC_CRLS_EXPIRED,
+        names::IPSEC_CRLS_EXPIRED_HELP,
+        stats.crls_expired(now),
+    )?;
+    gauge(
+        enc,
+        names::IPSEC_CRL_NEXT_UPDATE,
+        names::IPSEC_CRL_NEXT_UPDATE_HELP,
+        stats.crl_next_update(),
+    )?;
     gauge(
         enc,
         names::IKE_HALF_OPEN,
@@ -136,7 +151,7 @@ impl EncodeMetric for ConstHistogram {
 #[cfg(test)]
 mod tests {
     use crate::Exporter;
-    use gate64_dataplane::{Gauges, IkeResult, IkeShedReason, IpsecStats, RekeyKind};
+    use gate64_dataplane::{Gauges, IkeResult, IkeShedReason, IpsecStats, OcspResult, RekeyKind};
     use std::sync::Arc;
     use std::time::Duration;
 
@@ -175,11 +190,18 @@ mod tests {
         stats.refused("too_many_certs");
         stats.refused("too_many_certs");
         stats.refused("retransmit_elsewhere");
+        stats.set_ocsp(OcspResult::Cached, 3);
+        let day = Duration::from_secs(86_400);
+        let now = std::time::SystemTime::now();
+        stats.set_crl_next_updates(&[now + day, now - day, now + 2 * day]);
         e.add_ipsec(Arc::clone(&stats));
         let text = e.encode();
         for (series, value) in [
             ("gate64_ipsec_mmsa", "4"),
             ("gate64_ipsec_qmsa", "5"),
+            ("gate64_ipsec_crls_expired", "1"),
+            ("gate64_ike_ocsp_total{result=\"cached\"}", "3"),
+            ("gate64_ike_ocsp_total{result=\"good\"}", "0"),
             ("gate64_ike_negotiations_total{result=\"ok\"}", "1"),
             ("gate64_ike_negotiations_total{result=\"auth_failed\"}", "1"),
             ("gate64_ipsec_rekeys_total{kind=\"child\"}", "1"),

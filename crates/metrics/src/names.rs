@@ -225,6 +225,20 @@ pub const IKE_SHED_TOTAL_HELP: &str = "IKE datagrams on UDP 500/4500 dropped unr
     verifications in flight (reason=auth_queue_source), or the verification threads' queue was \
     full (reason=auth_queue_full).";
 
+/// CRLs of `ipsec.crls` in force whose nextUpdate has passed (their CA is late with a new
+/// one). Gauge; no labels.
+pub const IPSEC_CRLS_EXPIRED: &str = "gate64_ipsec_crls_expired";
+/// Help text of [`IPSEC_CRLS_EXPIRED`].
+pub const IPSEC_CRLS_EXPIRED_HELP: &str = "CRLs of ipsec.crls in force whose nextUpdate has \
+    passed: their CA has not published a newer one (ipsec.crl_expired says whether they still \
+    count).";
+/// The earliest nextUpdate among the CRLs of `ipsec.crls` in force, seconds since the epoch
+/// (0 without any). Gauge; no labels.
+pub const IPSEC_CRL_NEXT_UPDATE: &str = "gate64_ipsec_crl_next_update_timestamp_seconds";
+/// Help text of [`IPSEC_CRL_NEXT_UPDATE`].
+pub const IPSEC_CRL_NEXT_UPDATE_HELP: &str = "The earliest nextUpdate among the CRLs of \
+    ipsec.crls in force, seconds since the epoch (0 without any): alert before it passes.";
+
 /// OCSP lookups of client certificates by outcome. Counter; label `result` (`good`,
 /// `revoked`, `unknown`, `unavailable`, `cached`).
 pub const IKE_OCSP_TOTAL: &str = "gate64_ike_ocsp_total";
@@ -306,6 +320,8 @@ pub const ALL: &[(&str, &str)] = &[
     (IKE_COOKIES_SENT_TOTAL, IKE_COOKIES_SENT_TOTAL_HELP),
     (IKE_SHED_TOTAL, IKE_SHED_TOTAL_HELP),
     (IKE_OCSP_TOTAL, IKE_OCSP_TOTAL_HELP),
+    (IPSEC_CRLS_EXPIRED, IPSEC_CRLS_EXPIRED_HELP),
+    (IPSEC_CRL_NEXT_UPDATE, IPSEC_CRL_NEXT_UPDATE_HELP),
     (IKE_REFUSED_TOTAL, IKE_REFUSED_TOTAL_HELP),
     (WORKERS, WORKERS_HELP),
     (BUILD_INFO, BUILD_INFO_HELP),

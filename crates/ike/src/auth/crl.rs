@@ -171,6 +171,11 @@ impl Crls {
         Ok(())
     }
 
+    /// Each list's nextUpdate.
+    pub fn next_updates(&self) -> &[SystemTime] {
+        &self.next_updates
+    }
+
     /// How many CRLs there are.
     pub fn len(&self) -> usize {
         self.lists.len()
