@@ -354,6 +354,7 @@ fn on_event(sadb: &SaDb, stats: &IpsecStats, event: Event) {
                 responder::EndReason::Replaced => DisconnectReason::Replaced,
                 responder::EndReason::Reauth => DisconnectReason::Reauth,
                 responder::EndReason::Expired => DisconnectReason::Expired,
+                responder::EndReason::Revoked => DisconnectReason::Revoked,
             },
             1,
         ),

@@ -108,12 +108,7 @@ impl Responder {
         let revoked: std::collections::HashSet<u64> = self
             .sas
             .values()
-            .filter(|sa| sa.established)
-            .filter(|sa| {
-                sa.certificates
-                    .iter()
-                    .any(|key| lists.iter().flatten().any(|crls| crls.revokes(key)))
-            })
+            .filter(|sa| sa.established && self.revokes_any(&sa.certificates))
             .map(|sa| sa.spi_r)
             .collect();
         if revoked.is_empty() {
@@ -129,6 +124,17 @@ impl Responder {
             super::liveness::delete_one(self, sa.spi_r);
         }
         removed
+    }
+
+    /// Whether a CRL in force (of either round's anchors) lists one of `certificates`.
+    pub(crate) fn revokes_any(&self, certificates: &[crate::auth::RevocationKey]) -> bool {
+        let lists = [
+            Some(self.config.anchors.crls()),
+            self.config.user_anchors.as_ref().map(|a| a.crls()),
+        ];
+        certificates
+            .iter()
+            .any(|key| lists.iter().flatten().any(|crls| crls.revokes(key)))
     }
 
     /// New CRLs for both rounds' anchors (a CRL file that changed), for IKE SAs negotiated

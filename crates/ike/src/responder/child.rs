@@ -7,7 +7,7 @@ use std::time::Instant;
 
 use ipnet::IpNet;
 
-use super::{ChildRecord, Event, IkeSa, Refusal, RekeyKind, Responder, caps, init};
+use super::{ChildRecord, EndReason, Event, IkeSa, Refusal, RekeyKind, Responder, caps, init};
 use crate::child_sa::{
     ChildSaPair, Cipher, Lifetime, Peer, SaKeys, SaParams, Selector, TunnelKind,
 };
@@ -410,6 +410,22 @@ fn create_parts(inner: &[Payload]) -> Option<CreateRequest<'_>> {
 
 /// Handles a CREATE_CHILD_SA request on an established IKE SA.
 pub(super) fn handle_create(r: &mut Responder, now: Instant, h: Header, inner: Vec<Payload>) {
+    // A rekey or a new child SA authenticates nobody, but it is where a certificate revoked
+    // since (a CRL in force now lists it) is looked at again: the IKE SA ends instead.
+    if r.sas
+        .get(&h.spi_r)
+        .is_some_and(|sa| r.revokes_any(&sa.certificates))
+    {
+        tracing::info!(
+            spi = format!("{:016x}", h.spi_r),
+            "ike SA ended at a CREATE_CHILD_SA: its certificate is revoked"
+        );
+        r.event(Event::IkeSaEnded {
+            spi_r: h.spi_r,
+            reason: EndReason::Revoked,
+        });
+        return super::liveness::delete_one(r, h.spi_r);
+    }
     let remote = r.sas.get(&h.spi_r).map(|s| s.remote);
     let Some(req) = create_parts(&inner) else {
         r.respond_error(h, notify::INVALID_SYNTAX);

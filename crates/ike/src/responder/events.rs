@@ -36,6 +36,9 @@ pub enum EndReason {
     Reauth,
     /// The certificate it was authenticated with passed its notAfter.
     Expired,
+    /// A CRL in force lists the certificate it was authenticated with (found at a
+    /// CREATE_CHILD_SA; a reload's or a refresh's finds are [`super::Responder::disconnect_revoked`]'s).
+    Revoked,
 }
 
 /// Why a request, or a whole negotiation, was refused. Labels are metric label values.

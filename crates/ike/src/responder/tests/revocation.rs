@@ -298,3 +298,49 @@ fn a_revoked_user_certificate_fails_the_second_round_and_ends_an_established_sa(
     assert_eq!(removed.len(), 1, "{removed:?}");
     assert_eq!(removed[0].spi_i, kept.spi_i);
 }
+
+/// A CRL that reached the responder without a reload's sweep (or between two): the revoked
+/// client's next CREATE_CHILD_SA (here a child SA rekey's request) ends its IKE SA with a
+/// Delete instead of an answer.
+#[test]
+fn a_create_child_sa_of_a_revoked_client_ends_its_ike_sa() {
+    let lab = Lab::new();
+    let now = Instant::now();
+    let (mut r, mut i, pair) = established_pair(&lab, now, |_| {});
+    let revoked = crls(&lab.clients_ca, &[serial_of(&i)]);
+    r.replace_crls(revoked);
+    let _ = events(&mut r);
+    let rekey = [
+        Payload::Notify(Notify::new(
+            notify::REKEY_SA,
+            pair.outbound.spi.to_be_bytes().to_vec(),
+        )),
+        esp_proposal(0x5eed_0001, None),
+        Payload::Nonce(vec![5; 32]),
+        Payload::TsI(vec![TrafficSelector::range(
+            "fd00:c1::101".parse().expect("inner"),
+            "fd00:c1::101".parse().expect("inner"),
+        )]),
+        Payload::TsR(vec![TrafficSelector::range(
+            "fd00:c0::".parse().expect("net"),
+            "fd00:c0::ffff:ffff:ffff:ffff".parse().expect("net"),
+        )]),
+    ];
+    let req = request(&mut i, exchange::CREATE_CHILD_SA, &rekey);
+    r.handle(now, addr(SERVER), addr(CLIENT), &req);
+    let ev = events(&mut r);
+    assert!(
+        ev.contains(&Event::IkeSaEnded {
+            spi_r: i.spi_r,
+            reason: EndReason::Revoked
+        }),
+        "{ev:?}"
+    );
+    assert_eq!(r.established(), 0);
+    let delete = r.poll_transmit().expect("a Delete, not an answer");
+    let payloads = open_response(&i, &delete);
+    assert!(
+        matches!(payloads.as_slice(), [Payload::Delete(d)] if d.protocol == transform::PROTO_IKE),
+        "{payloads:?}"
+    );
+}
