@@ -4,8 +4,9 @@
 //! may connect again (what keeps a lost laptop out for good is revoking its certificate).
 //!
 //! Requests on the control socket: `disconnect identity <TEXT>` (the subject DN as `gate64
-//! status` shows it, the user identity of a second round, or the client's IDi: an FQDN,
-//! address or email; names compare without regard to case), `disconnect spi <HEX>` (either
+//! status` shows it, a subjectAltName of the certificate, the user identity of a second round,
+//! or the client's IDi: an FQDN, address or email; names compare without regard to case, IP
+//! addresses by value), `disconnect spi <HEX>` (either
 //! SPI of the IKE SA), `disconnect all`. The answer is a JSON [`Disconnected`].
 //!
 //! A client reached over IP-HTTPS also loses its link: its outer address lies in the /64 its
@@ -25,8 +26,9 @@ use crate::status::ControlHandlers;
 #[derive(clap::Args, Debug)]
 #[command(group(clap::ArgGroup::new("which").required(true).args(["identity", "ike_spi", "all"])))]
 pub struct DisconnectArgs {
-    /// The client's identity: its subject DN as `gate64 status` shows it, its user identity,
-    /// or the IDi it sent (e.g. client1.example.com).
+    /// The client's identity: its subject DN as `gate64 status` shows it, a subjectAltName of
+    /// its certificate (DNS name, email or IP address), its user identity, or the IDi it sent
+    /// (e.g. client1.example.com).
     identity: Option<String>,
     /// The IKE SA with this SPI (hexadecimal, either side's, as `gate64 status` shows it).
     #[arg(long, value_name = "SPI", value_parser = parse_spi)]

@@ -385,6 +385,17 @@ impl PeerCert {
         &self.der
     }
 
+    /// Every subjectAltName an ID payload can carry, as text: DNS names, email addresses, IP
+    /// addresses.
+    pub fn alt_names(&self) -> Vec<String> {
+        self.dns_names
+            .iter()
+            .chain(&self.emails)
+            .cloned()
+            .chain(self.ips.iter().map(IpAddr::to_string))
+            .collect()
+    }
+
     /// The DNS names of the subjectAltName extension.
     pub fn dns_names(&self) -> &[String] {
         &self.dns_names

@@ -42,8 +42,9 @@ pub struct IkeSaInfo {
 /// Which IKE SAs [`Responder::disconnect`] ends (`gate64 disconnect`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum DisconnectTarget {
-    /// Those whose authenticated identity (the subject DN as `gate64 status` shows it), user
-    /// identity (RFC 4739) or IDi is this text; names compare without regard to case.
+    /// Those whose authenticated identity (the subject DN as `gate64 status` shows it), one of
+    /// its certificate's subjectAltNames, user identity (RFC 4739) or IDi is this text; names
+    /// compare without regard to case, IP addresses by value.
     Identity(String),
     /// The one whose SPIr or SPIi is this.
     IkeSpi(u64),
@@ -52,15 +53,20 @@ pub enum DisconnectTarget {
 }
 
 impl DisconnectTarget {
-    fn matches(&self, sa: &IkeSaInfo, peer_id: Option<&str>) -> bool {
+    fn matches(&self, sa: &IkeSaInfo, peer_id: Option<&str>, alt_names: &[Box<str>]) -> bool {
         match self {
             DisconnectTarget::All => true,
             DisconnectTarget::IkeSpi(spi) => sa.spi_r == *spi || sa.spi_i == *spi,
             DisconnectTarget::Identity(id) => {
+                let wanted_ip = id.parse::<IpAddr>().ok();
                 [sa.identity.as_deref(), sa.user_identity.as_deref(), peer_id]
                     .into_iter()
                     .flatten()
-                    .any(|have| have.eq_ignore_ascii_case(id))
+                    .chain(alt_names.iter().map(|n| &**n))
+                    .any(|have| {
+                        have.eq_ignore_ascii_case(id)
+                            || wanted_ip.is_some() && have.parse::<IpAddr>().ok() == wanted_ip
+                    })
             }
         }
     }
@@ -81,8 +87,12 @@ impl Responder {
             .into_iter()
             .filter(|sa| sa.established)
             .filter(|sa| {
-                let peer_id = self.sas.get(&sa.spi_r).and_then(|s| s.peer_id.as_deref());
-                target.matches(sa, peer_id)
+                let held = self.sas.get(&sa.spi_r);
+                let peer_id = held.and_then(|s| s.peer_id.as_deref());
+                let alt_names = held
+                    .and_then(|s| s.identity.as_ref())
+                    .map_or(&[][..], |n| &n.alt_names[..]);
+                target.matches(sa, peer_id, alt_names)
             })
             .collect();
         for sa in &removed {
@@ -173,5 +183,49 @@ impl Responder {
     /// A new RFC 4739 policy (a reload), for IKE SAs negotiated from now on.
     pub fn set_intranet_second_auth(&mut self, policy: SecondAuthPolicy) {
         self.config.intranet_second_auth = policy;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sa() -> IkeSaInfo {
+        IkeSaInfo {
+            spi_r: 1,
+            spi_i: 2,
+            peer: "[2001:db8::1]:4500".parse().expect("peer"),
+            local: "[2001:db8::2]:4500".parse().expect("local"),
+            established: true,
+            identity: Some("CN=laptop7, O=Example".into()),
+            user_identity: Some("CN=alice".into()),
+            certificate: None,
+            tunnel: None,
+            inner: None,
+            child_spis: Vec::new(),
+            age: Duration::ZERO,
+            rekeys: 0,
+        }
+    }
+
+    #[test]
+    fn an_identity_matches_the_subject_a_subject_alt_name_the_user_or_the_idi() {
+        let names: Vec<Box<str>> = vec!["laptop7.corp.example".into(), "2001:db8:0:0::7".into()];
+        let id = |s: &str| DisconnectTarget::Identity(s.to_owned());
+        for yes in [
+            "cn=LAPTOP7, o=example",
+            "LAPTOP7.corp.example",
+            "2001:db8::7",
+            "CN=alice",
+            "idi.example",
+        ] {
+            assert!(id(yes).matches(&sa(), Some("idi.example"), &names), "{yes}");
+        }
+        for no in ["laptop7", "2001:db8::8", "CN=bob", "corp.example"] {
+            assert!(!id(no).matches(&sa(), Some("idi.example"), &names), "{no}");
+        }
+        assert!(!id("laptop7.corp.example").matches(&sa(), None, &[]));
+        assert!(DisconnectTarget::IkeSpi(2).matches(&sa(), None, &[]));
+        assert!(DisconnectTarget::All.matches(&sa(), None, &[]));
     }
 }

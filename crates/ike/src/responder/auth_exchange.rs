@@ -150,6 +150,7 @@ pub(super) fn verify_client(
         revocation: peer.revocation_key().cloned(),
         summary: peer.summary().clone(),
         ocsp: peer.ocsp_query().cloned(),
+        alt_names: peer.alt_names(),
     })
 }
 
@@ -167,6 +168,8 @@ pub(crate) struct Verified {
     pub(crate) summary: CertSummary,
     /// What an OCSP lookup of it needs (the driver's verification threads do the lookup).
     pub(crate) ocsp: Option<crate::auth::OcspQuery>,
+    /// Its subjectAltNames as text, which `gate64 disconnect` takes.
+    pub(crate) alt_names: Vec<String>,
 }
 
 /// Keeps the certificate's revocation key with IKE SA `spi_r`, so that a later CRL can end
@@ -421,13 +424,13 @@ fn our_auth(
 /// Marks the IKE SA established and out of the half-open count.
 pub(super) fn establish(r: &mut Responder, now: Instant, h: Header, identity: &Verified) {
     let issuer = r.intern_issuer(&identity.summary.issuer);
-    let text = r.identity_text(&identity.key, &identity.subject);
+    let name = r.identity_name(&identity.key, &identity.subject, &identity.alt_names);
     let Some(sa) = r.sas.get_mut(&h.spi_r) else {
         return;
     };
     sa.established = true;
     sa.authenticated = Some(now);
-    sa.identity = Some(text);
+    sa.identity = Some(name);
     sa.identity_key = Some(identity.key);
     sa.certificate = Some((issuer, identity.summary.not_after));
     // RFC 4739 under `required`: the intranet only for an IKE SA whose second round proved a

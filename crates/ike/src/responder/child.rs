@@ -643,7 +643,10 @@ fn rekey_ike(
         ike_spi: new_spi_i,
         spi_r: new_spi_r,
         peer: fresh.remote,
-        identity: fresh.identity.as_deref().unwrap_or_default().to_owned(),
+        identity: fresh
+            .identity
+            .as_ref()
+            .map_or_else(String::new, |n| n.subject.to_string()),
         tunnel: fresh.tunnel,
     };
     adopt(r, new_spi_r, fresh);

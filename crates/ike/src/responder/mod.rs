@@ -215,6 +215,15 @@ pub(crate) struct Reassembly {
     pub(crate) bytes: usize,
 }
 
+/// What an authenticated client is called: its certificate's subject as text (RFC 4514
+/// escaping), and its subjectAltNames (DNS names, email addresses, IP addresses) that
+/// `gate64 disconnect` also takes.
+#[derive(Debug)]
+pub(crate) struct ClientName {
+    pub(crate) subject: Box<str>,
+    pub(crate) alt_names: Box<[Box<str>]>,
+}
+
 /// One IKE SA.
 pub(crate) struct IkeSa {
     pub(crate) spi_i: u64,
@@ -237,8 +246,8 @@ pub(crate) struct IkeSa {
     pub(crate) expected_id: u32,
     pub(crate) cached: Option<CachedResponse>,
     pub(crate) reassembly: Option<Reassembly>,
-    /// The authenticated identity as text, shared with the identity's other IKE SAs.
-    pub(crate) identity: Option<Arc<str>>,
+    /// The authenticated identity's names, shared with the identity's other IKE SAs.
+    pub(crate) identity: Option<Arc<ClientName>>,
     /// What the identity is keyed by (issuer and subject), once established.
     pub(crate) identity_key: Option<IdentityKey>,
     /// The first round's certificate's issuer (interned: every client of a CA shares it) and
@@ -478,7 +487,7 @@ impl Responder {
                 peer: s.remote,
                 local: s.local,
                 established: s.established,
-                identity: s.identity.as_deref().map(str::to_owned),
+                identity: s.identity.as_ref().map(|n| n.subject.to_string()),
                 user_identity: s.second_auth.user().map(str::to_owned),
                 certificate: s
                     .certificate
@@ -679,16 +688,26 @@ impl Responder {
         self.refused(remote, reason);
     }
 
-    /// The text of `key`'s identity: shared with an IKE SA it already has (a client's two
-    /// tunnels hold one copy), else `subject`.
-    pub(crate) fn identity_text(&self, key: &IdentityKey, subject: &str) -> Arc<str> {
+    /// The names of `key`'s identity: shared with an IKE SA it already has (a client's two
+    /// tunnels hold one copy), else made of `subject` and `alt_names`.
+    pub(crate) fn identity_name(
+        &self,
+        key: &IdentityKey,
+        subject: &str,
+        alt_names: &[String],
+    ) -> Arc<ClientName> {
         self.by_identity
             .get(key)
             .and_then(|spis| {
                 spis.iter()
                     .find_map(|spi| self.sas.get(spi)?.identity.clone())
             })
-            .unwrap_or_else(|| subject.into())
+            .unwrap_or_else(|| {
+                Arc::new(ClientName {
+                    subject: subject.into(),
+                    alt_names: alt_names.iter().map(|n| n.as_str().into()).collect(),
+                })
+            })
     }
 
     /// The one shared copy of the issuer name `issuer`.
@@ -747,7 +766,10 @@ impl Responder {
                 ike_spi: sa.spi_i,
                 spi_r,
                 peer: sa.remote,
-                identity: sa.identity.as_deref().unwrap_or_default().to_owned(),
+                identity: sa
+                    .identity
+                    .as_ref()
+                    .map_or_else(String::new, |n| n.subject.to_string()),
                 tunnel: sa.tunnel,
             });
         }
