@@ -288,13 +288,19 @@ mod tests {
         let ip: IpAddr = "198.51.100.1".parse().unwrap();
         generate(&dir, &["gw.example.net".to_owned()], &[ip]).unwrap();
         let p = |f: &str| dir.join(f);
-        gate64_io::tls::server_config(&p("server.pem"), &p("server.key"), None, &[], Strict)
-            .unwrap();
+        gate64_io::tls::server_config(
+            &p("server.pem"),
+            &p("server.key"),
+            None,
+            (&[], false),
+            Strict,
+        )
+        .unwrap();
         gate64_io::tls::server_config(
             &p("server.pem"),
             &p("server.key"),
             Some(&p("ca.pem")),
-            &[],
+            (&[], false),
             Strict,
         )
         .unwrap();
@@ -321,7 +327,7 @@ mod tests {
             &p("server.pem"),
             &p("server.key"),
             Some(&p("ca.pem")),
-            &[],
+            (&[], false),
             Strict,
         )
         .unwrap();

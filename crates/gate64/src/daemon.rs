@@ -336,7 +336,7 @@ impl Daemon {
             cert,
             key,
             i.client_ca.as_deref(),
-            &i.client_crls,
+            (&i.client_crls, crate::ike::crl_expired_refuses(cfg)),
             crate::ike::client_eku(cfg),
         )?;
         let listener = listen_tcp(i.listen).with_context(|| {
@@ -523,7 +523,10 @@ impl Daemon {
                 cert,
                 key,
                 new.iphttps.client_ca.as_deref(),
-                &new.iphttps.client_crls,
+                (
+                    &new.iphttps.client_crls,
+                    crate::ike::crl_expired_refuses(new),
+                ),
                 crate::ike::client_eku(new),
             )?),
             _ => None,

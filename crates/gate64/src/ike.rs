@@ -168,6 +168,12 @@ fn read_user_anchors(cfg: &Config, crls: &Crls) -> Result<Option<TrustAnchors>> 
     ))
 }
 
+/// Whether `ipsec.crl_expired` refuses the certificates of a CA whose CRL is past its
+/// nextUpdate (IKE and IP-HTTPS alike).
+pub fn crl_expired_refuses(cfg: &Config) -> bool {
+    cfg.ipsec.crl_expired == IpsecCrlExpired::Refuse
+}
+
 /// `ipsec.client_eku` as the IKE crate's rule.
 pub fn client_eku(cfg: &Config) -> ClientEku {
     match cfg.ipsec.client_eku {

@@ -60,12 +60,14 @@ pub fn load_crls(key: &str, path: &Path) -> io::Result<Vec<CertificateRevocation
 /// Builds the server configuration. With `client_ca`, clients must present a certificate
 /// chaining to it (DirectAccess' "Certificates" authentication mode) whose extended key usage
 /// meets `client_eku` (`ipsec.client_eku`, the rule IKE holds clients to), and that no CRL of
-/// `client_crls` (`iphttps.client_crls`) revokes; without, none is asked.
+/// `client_crls` (`iphttps.client_crls`) revokes, a CRL past its nextUpdate refusing its CA's
+/// clients under `crl_expired_refuses` (`ipsec.crl_expired = "refuse"`); without, none is
+/// asked.
 pub fn server_config(
     certificate: &Path,
     private_key: &Path,
     client_ca: Option<&Path>,
-    client_crls: &[PathBuf],
+    (client_crls, crl_expired_refuses): (&[PathBuf], bool),
     client_eku: ClientEku,
 ) -> io::Result<Arc<rustls::ServerConfig>> {
     let certs = load_certs("iphttps.certificate", certificate)?;
@@ -84,14 +86,15 @@ pub fn server_config(
             for path in client_crls {
                 crls.extend(load_crls("iphttps.client_crls", path)?);
             }
-            let verifier = client_verifier(roots, crls, client_eku).map_err(|e| {
-                let key = if client_crls.is_empty() {
-                    "iphttps.client_ca"
-                } else {
-                    "iphttps.client_ca` / `iphttps.client_crls"
-                };
-                bad(key, ca, e)
-            })?;
+            let verifier = client_verifier(roots, (crls, crl_expired_refuses), client_eku)
+                .map_err(|e| {
+                    let key = if client_crls.is_empty() {
+                        "iphttps.client_ca"
+                    } else {
+                        "iphttps.client_ca` / `iphttps.client_crls"
+                    };
+                    bad(key, ca, e)
+                })?;
             builder.with_client_cert_verifier(Arc::new(verifier))
         }
         None => builder.with_no_client_auth(),
@@ -110,16 +113,19 @@ pub fn server_config(
 
 /// webpki's verifier over `roots` and `crls`, behind the chain-shape check. A certificate
 /// (leaf or intermediate) whose issuer has no CRL is not checked, as in IKE; a CRL past its
-/// nextUpdate is still used.
+/// nextUpdate is still used, unless `expired_refuses`.
 fn client_verifier(
     roots: rustls::RootCertStore,
-    crls: Vec<CertificateRevocationListDer<'static>>,
+    (crls, expired_refuses): (Vec<CertificateRevocationListDer<'static>>, bool),
     client_eku: ClientEku,
 ) -> Result<ShapedClientVerifier, rustls::server::VerifierBuilderError> {
-    let inner = WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider())
+    let mut builder = WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider())
         .with_crls(crls)
-        .allow_unknown_revocation_status()
-        .build()?;
+        .allow_unknown_revocation_status();
+    if expired_refuses {
+        builder = builder.enforce_revocation_expiration();
+    }
+    let inner = builder.build()?;
     Ok(ShapedClientVerifier { inner, client_eku })
 }
 
@@ -278,7 +284,7 @@ mod tests {
     fn verifier(ca: CertificateDer<'static>, client_eku: ClientEku) -> ShapedClientVerifier {
         let mut roots = rustls::RootCertStore::empty();
         roots.add(ca).expect("root");
-        client_verifier(roots, Vec::new(), client_eku).expect("verifier")
+        client_verifier(roots, (Vec::new(), false), client_eku).expect("verifier")
     }
 
     /// A client certificate a CRL of its CA lists fails the handshake; another of the same CA
@@ -323,7 +329,7 @@ mod tests {
             let mut roots = rustls::RootCertStore::empty();
             roots.add(ca.clone()).expect("root");
             roots.add(other_ca.clone()).expect("root");
-            let v = client_verifier(roots, crls, ClientEku::Strict).expect("verifier");
+            let v = client_verifier(roots, (crls, false), ClientEku::Strict).expect("verifier");
             let e = v
                 .verify_client_cert(&leaf(&issuer, 7), &[], now)
                 .expect_err("revoked");
@@ -348,6 +354,56 @@ mod tests {
         let e = load_crls("iphttps.client_crls", &garbage).expect_err("garbage");
         assert!(e.to_string().contains("iphttps.client_crls"), "{e}");
         let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// A CRL past its nextUpdate still counts (its revoked stay refused, the others pass)
+    /// unless `crl_expired = "refuse"`, which then refuses its CA's clients.
+    #[test]
+    fn an_expired_client_crl_is_used_or_refuses_as_crl_expired_says() {
+        let (ca, issuer) = self_issued("gate64 lab CA");
+        let key = KeyPair::generate().expect("key");
+        let mut params = CertificateParams::default();
+        params
+            .distinguished_name
+            .push(DnType::CommonName, "client1");
+        params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
+        params.serial_number = Some(rcgen::SerialNumber::from(8u64));
+        let leaf = params.signed_by(&key, &issuer).expect("leaf").der().clone();
+        let crl = rcgen::CertificateRevocationListParams {
+            this_update: rcgen::date_time_ymd(2020, 1, 1),
+            next_update: rcgen::date_time_ymd(2021, 1, 1),
+            crl_number: rcgen::SerialNumber::from(1u64),
+            issuing_distribution_point: None,
+            revoked_certs: Vec::new(),
+            key_identifier_method: rcgen::KeyIdMethod::Sha256,
+        }
+        .signed_by(&issuer)
+        .expect("CRL");
+        let crls = vec![CertificateRevocationListDer::from(crl.der().to_vec())];
+        let roots = || {
+            let mut roots = rustls::RootCertStore::empty();
+            roots.add(ca.clone()).expect("root");
+            roots
+        };
+        let now = UnixTime::now();
+        client_verifier(roots(), (crls.clone(), false), ClientEku::Strict)
+            .expect("verifier")
+            .verify_client_cert(&leaf, &[], now)
+            .expect("an expired CRL still counts under warn");
+        let e = client_verifier(roots(), (crls, true), ClientEku::Strict)
+            .expect("verifier")
+            .verify_client_cert(&leaf, &[], now)
+            .expect_err("refused under refuse");
+        assert!(
+            matches!(
+                e,
+                rustls::Error::InvalidCertificate(rustls::CertificateError::ExpiredRevocationList)
+                    | rustls::Error::InvalidCertificate(
+                        rustls::CertificateError::ExpiredRevocationListContext { .. }
+                    )
+            ),
+            "{e:?}"
+        );
     }
 
     #[test]

@@ -47,9 +47,14 @@ async fn lab(tag: &str, write_timeout: Duration) -> Lab {
     let (cert, key) = (dir.join("cert.pem"), dir.join("key.pem"));
     std::fs::write(&cert, ck.cert.pem()).unwrap();
     std::fs::write(&key, ck.signing_key.serialize_pem()).unwrap();
-    let tls =
-        crate::tls::server_config(&cert, &key, None, &[], gate64_ike::auth::ClientEku::Strict)
-            .unwrap();
+    let tls = crate::tls::server_config(
+        &cert,
+        &key,
+        None,
+        (&[], false),
+        gate64_ike::auth::ClientEku::Strict,
+    )
+    .unwrap();
     let connector =
         tokio_rustls::TlsConnector::from(crate::tls::client_config(&cert, None).unwrap());
     let shared = Shared::new(DataplaneConfig {
