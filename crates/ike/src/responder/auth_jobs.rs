@@ -42,6 +42,9 @@ pub struct AuthVerdict {
     spi_r: u64,
     message_id: u32,
     result: Result<auth_exchange::Verified, AuthError>,
+    /// The certificate an OCSP answer found revoked after it verified: established IKE SAs
+    /// authenticated with it end too.
+    revoked: Option<crate::auth::RevocationKey>,
 }
 
 impl AuthVerdict {
@@ -52,8 +55,12 @@ impl AuthVerdict {
     }
 
     /// Turns the verdict into a refusal (an OCSP answer that the certificate is revoked, or
-    /// none when one is required).
+    /// none when one is required). A revoked certificate's established IKE SAs (the client's
+    /// other tunnel, say) are ended as well when the verdict is handled.
     pub fn refuse(&mut self, why: AuthError) {
+        if why == AuthError::Revoked {
+            self.revoked = self.result.as_ref().ok().and_then(|v| v.revocation.clone());
+        }
         self.result = Err(why);
     }
 }
@@ -86,6 +93,7 @@ impl AuthJob {
             spi_r: self.spi_r,
             message_id: self.message_id,
             result,
+            revoked: None,
         }
     }
 }
@@ -165,6 +173,9 @@ fn take_pending(r: &mut Responder, spi_r: u64, message_id: u32) -> Option<Box<Pe
 
 /// Finishes the round `verdict` belongs to.
 pub(super) fn handle_verdict(r: &mut Responder, now: Instant, verdict: AuthVerdict) {
+    if let Some(key) = &verdict.revoked {
+        end_revoked(r, key);
+    }
     let Some(pending) = take_pending(r, verdict.spi_r, verdict.message_id) else {
         // The IKE SA timed out or was deleted meanwhile.
         return;
@@ -177,6 +188,28 @@ pub(super) fn handle_verdict(r: &mut Responder, now: Instant, verdict: AuthVerdi
     match round {
         Round::First => auth_exchange::after_verify(r, now, header, inner, verdict.result),
         Round::Second(first) => second_auth::after_verify(r, now, header, *first, verdict.result),
+    }
+}
+
+/// Ends, with a Delete each, the established IKE SAs authenticated with the certificate `key`
+/// names (an OCSP answer found it revoked).
+fn end_revoked(r: &mut Responder, key: &crate::auth::RevocationKey) {
+    let ended: Vec<u64> = r
+        .sas
+        .values()
+        .filter(|sa| sa.established && sa.certificates.contains(key))
+        .map(|sa| sa.spi_r)
+        .collect();
+    for spi in ended {
+        tracing::info!(
+            spi = format!("{spi:016x}"),
+            "ike SA ended: OCSP says its certificate is revoked"
+        );
+        r.event(super::Event::IkeSaEnded {
+            spi_r: spi,
+            reason: super::EndReason::Revoked,
+        });
+        super::liveness::delete_one(r, spi);
     }
 }
 

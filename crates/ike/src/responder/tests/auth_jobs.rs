@@ -153,3 +153,59 @@ fn rfc4739_a_shed_second_round_is_retried_from_the_retransmission() {
         Some("CN=alice.gate64.lab")
     );
 }
+
+/// An OCSP answer that the certificate is revoked (applied to the verdict by the driver's
+/// thread) refuses the new IKE_AUTH and ends the IKE SA the same certificate already holds
+/// (the client's other tunnel), with a Delete.
+#[test]
+fn an_ocsp_revoked_verdict_ends_the_certificates_established_ike_sas() {
+    let lab = Lab::new();
+    let now = Instant::now();
+    let mut r = offloading(&lab, now);
+    let (chain, key) = leaf(&lab.clients_ca, "client1.gate64.lab");
+    let mut infra = lab.initiator_as(
+        now,
+        TunnelKind::Infrastructure,
+        "fd00:c0::53/128",
+        (&chain, &key),
+        Group::Ecp256,
+    );
+    infra.start(now);
+    exchange_with_jobs(&mut r, &mut infra, now);
+    established(&mut infra);
+    let _ = events(&mut r);
+    let mut intranet = lab.initiator_as(
+        now,
+        TunnelKind::Intranet,
+        "fd00:c0::/64",
+        (&chain, &key),
+        Group::Ecp256,
+    );
+    up_to_auth(&mut r, &mut intranet, now);
+    let mut verdict = r.poll_auth_job().expect("a job").run();
+    assert!(verdict.ocsp_query().is_some(), "the chain verified");
+    verdict.refuse(crate::auth::AuthError::Revoked);
+    r.handle_auth_verdict(now, verdict);
+    let ev = events(&mut r);
+    assert_eq!(
+        ev.iter()
+            .filter(|e| matches!(
+                e,
+                Event::IkeSaEnded {
+                    reason: EndReason::Revoked,
+                    ..
+                }
+            ))
+            .count(),
+        1,
+        "{ev:?}"
+    );
+    assert!(ev.iter().any(|e| matches!(
+        e,
+        Event::Negotiation {
+            result: Err(Refusal::Revoked),
+            ..
+        }
+    )));
+    assert_eq!(r.established(), 0);
+}
