@@ -43,7 +43,9 @@ use gate64_testkit::strongswan::{INFRASTRUCTURE, INTRANET, with_charon_logs};
 use gate64_testkit::{CORP_HOST, Metrics, PingStats, Topology};
 
 use crate::common::{gate64_lines, netns_test};
-use crate::ipsec::{GATE64_ADDRESS6, INITIATE_TIMEOUT, SETTLE_TIMEOUT, TeredoIpsecLab};
+use crate::ipsec::{
+    GATE64_ADDRESS6, INITIATE_TIMEOUT, SETTLE_TIMEOUT, TeredoIpsecLab, route_corp_to_gate64,
+};
 use crate::ipsec_flood::{
     GAUGE_LAG, NEWCOMER, build_both, cpu_seconds, newcomer_configs, tunnels, udp6_counters,
 };
@@ -83,14 +85,7 @@ fn flood_secs() -> u64 {
 
 fn ike_auth_certificate_flood(topo: &Topology) -> Result<()> {
     let mut lab = TeredoIpsecLab::start_with(topo, None, "", Some("info"))?;
-    topo.corp.ip(&[
-        "-6",
-        "route",
-        "replace",
-        &format!("{GATE64_ADDRESS6}/128"),
-        "via",
-        "2001:db8:100:1::1",
-    ])?;
+    route_corp_to_gate64(topo)?;
     topo.corp.addr_add("vsrv", &format!("{NEWCOMER}/64"))?;
     topo.corp.addr_add("vsrv", &format!("{ATTACKER}/128"))?;
     topo.srv.ip(&[

@@ -29,7 +29,7 @@ use gate64_testkit::{Metrics, Topology};
 
 use crate::common::{gate64_lines, netns_test};
 use crate::ike_interop::initiator_config;
-use crate::ipsec::{GATE64_ADDRESS6, INITIATE_TIMEOUT, TeredoIpsecLab};
+use crate::ipsec::{GATE64_ADDRESS6, INITIATE_TIMEOUT, TeredoIpsecLab, route_corp_to_gate64};
 use crate::ipsec_flood::{GAUGE_LAG, NEWCOMER, build_both, newcomer_configs};
 
 /// How long a socket listens for an answer that must not come.
@@ -63,14 +63,7 @@ fn netns_ike_caps_hold_for_one_identity_and_one_64() {
 /// to its IKE endpoint, and [`NEWCOMER`] on the corporate link.
 fn lab(topo: &Topology, keys: &str) -> Result<TeredoIpsecLab> {
     let lab = TeredoIpsecLab::start_with(topo, None, keys, Some("info"))?;
-    topo.corp.ip(&[
-        "-6",
-        "route",
-        "replace",
-        &format!("{GATE64_ADDRESS6}/128"),
-        "via",
-        "2001:db8:100:1::1",
-    ])?;
+    route_corp_to_gate64(topo)?;
     topo.corp.addr_add("vsrv", &format!("{NEWCOMER}/64"))?;
     Ok(lab)
 }

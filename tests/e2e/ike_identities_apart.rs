@@ -1,31 +1,29 @@
 //! Clients whose names print alike stay apart, against `gate64 serve` in namespaces, with
-//! certificates made by `openssl` (one CA from the lab, a second one beside it in `[ipsec] ca`).
+//! certificates from two CAs kept by `openssl ca`, both in `[ipsec] ca`.
 //!
 //! - `netns_ike_names_that_print_alike_are_different_clients`: three clients build both
 //!   tunnels one after another, each from its own address and with INITIAL_CONTACT: A with the
 //!   one attribute CN = `a, O=b`, B with the two attributes CN = `a` and O = `b` (both from the
-//!   lab CA), and C with B's subject from the second CA. `gate64 status --json` shows six IKE
+//!   first CA), and C with B's subject from the second CA. `gate64 status --json` shows six IKE
 //!   SAs, three clients with three inner addresses, A's name escaped (`CN=a\, O=b`) and B's
 //!   and C's issuers; no IKE SA was replaced. The control: B connects again and replaces its
 //!   own two IKE SAs (`gate64_ipsec_disconnects_total{reason="replaced"}` grows by 2), keeping
 //!   its inner address, while A's and C's IKE SAs stay as they were.
 
 use std::net::Ipv6Addr;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, ensure};
-use gate64_ike::auth::Credentials;
-use gate64_ike::child_sa::TunnelKind;
 use gate64_testkit::strongswan::LabCerts;
-use gate64_testkit::{CORP_HOST, Netns, Topology, gate64_binary};
+use gate64_testkit::{Topology, gate64_binary};
 use serde_json::Value;
 
 use crate::common::{gate64_lines, netns_test, path_str};
 use crate::ike_bounds::corp_sources;
-use crate::ike_interop::initiator_config;
-use crate::ipsec::{GATE64_ADDRESS6, TeredoIpsecLab};
-use crate::ipsec_flood::{GAUGE_LAG, build_both_from};
+use crate::ipsec::{TeredoIpsecLab, route_corp_to_gate64};
+use crate::ipsec_flood::{GAUGE_LAG, build_both_from, tunnel_configs};
+use crate::openssl_ca::OpensslCa;
 
 #[test]
 #[ignore = "netns: needs root"]
@@ -45,105 +43,9 @@ struct Client {
     source: Ipv6Addr,
 }
 
-/// A self-signed CA made with `openssl` in `dir`: (certificate, key).
-fn openssl_ca(ns: &Netns, dir: &Path, cn: &str) -> Result<(PathBuf, PathBuf)> {
-    let (cert, key) = (dir.join("second-ca.pem"), dir.join("second-ca.key"));
-    ns.exec_ok(&[
-        "openssl",
-        "req",
-        "-x509",
-        "-newkey",
-        "ec",
-        "-pkeyopt",
-        "ec_paramgen_curve:P-256",
-        "-nodes",
-        "-keyout",
-        path_str(&key)?,
-        "-out",
-        path_str(&cert)?,
-        "-days",
-        "30",
-        "-subj",
-        &format!("/CN={cn}"),
-        "-addext",
-        "basicConstraints=critical,CA:TRUE",
-        "-addext",
-        "keyUsage=critical,keyCertSign,cRLSign",
-    ])?;
-    Ok((cert, key))
-}
-
-/// A client certificate for the `openssl -subj` subject `subj` (and the DNS name `san`)
-/// under the CA (`ca`, `ca_key`), with `openssl`: (certificate, key).
-fn openssl_client(
-    ns: &Netns,
-    dir: &Path,
-    (ca, ca_key): (&Path, &Path),
-    (stem, subj, san): (&str, &str, &str),
-) -> Result<(PathBuf, PathBuf)> {
-    let (cert, key, csr, ext) = (
-        dir.join(format!("{stem}.pem")),
-        dir.join(format!("{stem}.key")),
-        dir.join(format!("{stem}.csr")),
-        dir.join(format!("{stem}.ext")),
-    );
-    std::fs::write(
-        &ext,
-        format!(
-            "keyUsage=critical,digitalSignature\nextendedKeyUsage=clientAuth\n\
-             subjectAltName=DNS:{san}\n"
-        ),
-    )?;
-    ns.exec_ok(&[
-        "openssl",
-        "req",
-        "-new",
-        "-newkey",
-        "ec",
-        "-pkeyopt",
-        "ec_paramgen_curve:P-256",
-        "-nodes",
-        "-keyout",
-        path_str(&key)?,
-        "-out",
-        path_str(&csr)?,
-        "-subj",
-        subj,
-    ])?;
-    ns.exec_ok(&[
-        "openssl",
-        "x509",
-        "-req",
-        "-in",
-        path_str(&csr)?,
-        "-CA",
-        path_str(ca)?,
-        "-CAkey",
-        path_str(ca_key)?,
-        "-CAcreateserial",
-        "-days",
-        "30",
-        "-extfile",
-        path_str(&ext)?,
-        "-out",
-        path_str(&cert)?,
-    ])?;
-    Ok((cert, key))
-}
-
-/// Both tunnels for `client`, from its address in `tsrv`'s corporate neighbour.
+/// Both tunnels for `client`, from its address in `tcorp`.
 fn connect(topo: &Topology, certs: &LabCerts, client: &Client) -> Result<()> {
-    let read = |p: &Path| std::fs::read(p).with_context(|| format!("{}", p.display()));
-    let (chain, key) = (read(&client.cert)?, read(&client.key)?);
-    let config = |tunnel, ts: &str| -> Result<_> {
-        let mut c = initiator_config(certs, tunnel, ts)?;
-        c.credentials = Credentials::from_pem(&chain, &key)?;
-        Ok(c)
-    };
-    let configs = [
-        config(TunnelKind::Infrastructure, &format!("{CORP_HOST}/128"))?,
-        config(TunnelKind::Intranet, "2001:db8:100::/48")?,
-    ];
+    let configs = tunnel_configs(certs, &(client.cert.clone(), client.key.clone()))?;
     let source = client.source;
     topo.corp
         .run_in(move || build_both_from(configs, source))?
@@ -231,27 +133,33 @@ fn replaced(topo: &Topology, want: f64) -> Result<f64> {
 }
 
 fn names_that_print_alike(topo: &Topology) -> Result<()> {
-    let dir = topo.srv.dir().join("identities");
-    std::fs::create_dir_all(&dir)?;
-    let (second_ca, second_ca_key) = openssl_ca(&topo.srv, &dir, "gate64 second clients CA")?;
-    let mut lab = TeredoIpsecLab::start_with(topo, Some(&second_ca), "", Some("info"))?;
-    topo.corp.ip(&[
-        "-6",
-        "route",
-        "replace",
-        &format!("{GATE64_ADDRESS6}/128"),
-        "via",
-        "2001:db8:100:1::1",
-    ])?;
-    let lab_ca = lab.certs.ca.clone();
-    let lab_ca_key = lab_ca.with_file_name("ca.key");
+    let first = OpensslCa::new(
+        &topo.srv,
+        topo.srv.dir().join("first-ca"),
+        "gate64 first clients CA",
+    )?;
+    let second = OpensslCa::new(
+        &topo.srv,
+        topo.srv.dir().join("second-ca"),
+        "gate64 second clients CA",
+    )?;
+    let bundle = topo.srv.dir().join("clients-cas.pem");
+    std::fs::write(
+        &bundle,
+        [first.dir.join("ca.pem"), second.dir.join("ca.pem")]
+            .iter()
+            .map(std::fs::read_to_string)
+            .collect::<std::io::Result<String>>()?,
+    )?;
+    let mut lab = TeredoIpsecLab::start_with(topo, Some(&bundle), "", Some("info"))?;
+    route_corp_to_gate64(topo)?;
     let sources: Vec<Ipv6Addr> = (1..=3u16)
         .map(|i| Ipv6Addr::new(0x2001, 0xdb8, 0x100, 0xa0, 0, 0, 0, i))
         .collect();
     corp_sources(topo, "2001:db8:100:a0::/64", &sources)?;
-    let client = |name, ca: (&Path, &Path), subj, source| -> Result<Client> {
+    let client = |name, ca: &OpensslCa<'_>, subj, source| -> Result<Client> {
         let san = format!("client-{name}.gate64.lab");
-        let (cert, key) = openssl_client(&topo.srv, &dir, ca, (name, subj, &san))?;
+        let (cert, key) = ca.issue(name, (subj, &san), None)?;
         Ok(Client {
             name,
             cert,
@@ -259,9 +167,9 @@ fn names_that_print_alike(topo: &Topology) -> Result<()> {
             source,
         })
     };
-    let a = client("a", (&lab_ca, &lab_ca_key), "/CN=a, O=b", sources[0])?;
-    let b = client("b", (&lab_ca, &lab_ca_key), "/CN=a/O=b", sources[1])?;
-    let c = client("c", (&second_ca, &second_ca_key), "/CN=a/O=b", sources[2])?;
+    let a = client("a", &first, "/CN=a, O=b", sources[0])?;
+    let b = client("b", &first, "/CN=a/O=b", sources[1])?;
+    let c = client("c", &second, "/CN=a/O=b", sources[2])?;
     for one in [&a, &b, &c] {
         connect(topo, &lab.certs, one)?;
     }
@@ -285,7 +193,7 @@ fn names_that_print_alike(topo: &Topology) -> Result<()> {
     ) else {
         anyhow::bail!("a client missing from gate64 status:\n{json:#}");
     };
-    let lab_issuer = "CN=gate64 lab strongSwan CA".to_owned();
+    let lab_issuer = "CN=gate64 first clients CA".to_owned();
     let second_issuer = "CN=gate64 second clients CA".to_owned();
     ensure!(
         names(&seen_a) == vec![("CN=a\\, O=b".to_owned(), lab_issuer.clone()); 2]

@@ -13,24 +13,21 @@
 //!   `good` still connects.
 
 use std::net::{Ipv6Addr, TcpListener};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use anyhow::{Context, Result, ensure};
-use gate64_ike::auth::Credentials;
-use gate64_ike::child_sa::TunnelKind;
-use gate64_ike::initiator::InitiatorConfig;
 use gate64_testkit::strongswan::LabCerts;
-use gate64_testkit::{CORP_HOST, Metrics, Netns, Process, Topology, wait_until};
+use gate64_testkit::{Metrics, Topology, wait_until};
 
-use crate::common::{gate64_lines, netns_test, path_str};
+use crate::common::{gate64_lines, netns_test};
 use crate::ike_bounds::corp_sources;
-use crate::ike_interop::initiator_config;
-use crate::ipsec::{GATE64_ADDRESS6, TeredoIpsecLab};
-use crate::ipsec_flood::{GAUGE_LAG, build_both_from};
+use crate::ipsec::{TeredoIpsecLab, route_corp_to_gate64};
+use crate::ipsec_flood::{GAUGE_LAG, build_both_from, tunnel_configs};
 use crate::ipsec_reload::{hup, wait_log};
+use crate::openssl_ca::OpensslCa;
 
 /// The corporate host's address on gate64's link: where the responders listen.
 const RESPONDER: &str = "2001:db8:100:1::2";
@@ -49,151 +46,6 @@ fn netns_ike_ocsp_refuses_revoked_and_soft_or_require_decide_without_an_answer()
         Topology::builder(),
         ocsp,
     );
-}
-
-/// A CA kept by `openssl ca` in `dir`, which issues client certificates naming an OCSP
-/// responder.
-struct OpensslCa<'a> {
-    ns: &'a Netns,
-    dir: PathBuf,
-}
-
-impl<'a> OpensslCa<'a> {
-    fn new(ns: &'a Netns, dir: PathBuf) -> Result<Self> {
-        std::fs::create_dir_all(dir.join("issued"))?;
-        std::fs::write(dir.join("index.txt"), "")?;
-        std::fs::write(dir.join("serial"), "1000\n")?;
-        std::fs::write(
-            dir.join("openssl.cnf"),
-            format!(
-                "[ca]\ndefault_ca = lab\n[lab]\ndir = {dir}\ndatabase = $dir/index.txt\n\
-                 serial = $dir/serial\nnew_certs_dir = $dir/issued\ncertificate = $dir/ca.pem\n\
-                 private_key = $dir/ca.key\ndefault_md = sha256\ndefault_days = 30\n\
-                 policy = any\nunique_subject = no\ncopy_extensions = none\n\
-                 [any]\ncommonName = supplied\n",
-                dir = dir.display()
-            ),
-        )?;
-        let ca = OpensslCa { ns, dir };
-        ca.run(&[
-            "req",
-            "-x509",
-            "-newkey",
-            "ec",
-            "-pkeyopt",
-            "ec_paramgen_curve:P-256",
-            "-nodes",
-            "-keyout",
-            &ca.path("ca.key")?,
-            "-out",
-            &ca.path("ca.pem")?,
-            "-days",
-            "30",
-            "-subj",
-            "/CN=gate64 lab OCSP CA",
-            "-addext",
-            "basicConstraints=critical,CA:TRUE",
-            "-addext",
-            "keyUsage=critical,keyCertSign,cRLSign,digitalSignature",
-        ])?;
-        Ok(ca)
-    }
-
-    fn path(&self, name: &str) -> Result<String> {
-        Ok(path_str(&self.dir.join(name))?.to_owned())
-    }
-
-    fn run(&self, args: &[&str]) -> Result<()> {
-        let mut argv = vec!["openssl"];
-        argv.extend_from_slice(args);
-        self.ns.exec_ok(&argv).map(drop)
-    }
-
-    /// A client certificate for `name` whose AIA names `http://[RESPONDER]:port`: (cert, key).
-    fn issue(&self, name: &str, port: u16) -> Result<(PathBuf, PathBuf)> {
-        let (cert, key, csr, ext) = (
-            self.dir.join(format!("{name}.pem")),
-            self.dir.join(format!("{name}.key")),
-            self.dir.join(format!("{name}.csr")),
-            self.dir.join(format!("{name}.ext")),
-        );
-        std::fs::write(
-            &ext,
-            format!(
-                "keyUsage=critical,digitalSignature\nextendedKeyUsage=clientAuth\n\
-                 subjectAltName=DNS:{name}.gate64.lab\n\
-                 authorityInfoAccess=OCSP;URI:http://[{RESPONDER}]:{port}\n"
-            ),
-        )?;
-        self.run(&[
-            "req",
-            "-new",
-            "-newkey",
-            "ec",
-            "-pkeyopt",
-            "ec_paramgen_curve:P-256",
-            "-nodes",
-            "-keyout",
-            path_str(&key)?,
-            "-out",
-            path_str(&csr)?,
-            "-subj",
-            &format!("/CN={name}.gate64.lab"),
-        ])?;
-        self.run(&[
-            "ca",
-            "-batch",
-            "-config",
-            &self.path("openssl.cnf")?,
-            "-in",
-            path_str(&csr)?,
-            "-extfile",
-            path_str(&ext)?,
-            "-out",
-            path_str(&cert)?,
-        ])?;
-        Ok((cert, key))
-    }
-
-    fn revoke(&self, cert: &Path) -> Result<()> {
-        self.run(&[
-            "ca",
-            "-config",
-            &self.path("openssl.cnf")?,
-            "-revoke",
-            path_str(cert)?,
-        ])
-    }
-
-    /// `openssl ocsp` answering for this CA on every address of `ns`, signing with the CA.
-    fn responder(&self, ns: &Netns) -> Result<Process> {
-        let port = OCSP_PORT.to_string();
-        let p = ns.spawn(
-            "openssl-ocsp",
-            &[
-                "openssl",
-                "ocsp",
-                "-index",
-                &self.path("index.txt")?,
-                "-port",
-                &port,
-                "-rsigner",
-                &self.path("ca.pem")?,
-                "-rkey",
-                &self.path("ca.key")?,
-                "-CA",
-                &self.path("ca.pem")?,
-                "-nmin",
-                "5",
-            ],
-        )?;
-        let up = wait_until(Duration::from_secs(10), || {
-            ns.exec_ok(&["ss", "-Hntl", &format!("sport = :{OCSP_PORT}")])
-                .is_ok_and(|s| !s.trim().is_empty())
-        });
-        ensure!(up, "openssl ocsp did not listen on {OCSP_PORT}");
-        Ok(p)
-    }
 }
 
 fn ocsp_count(m: &Metrics, result: &str) -> f64 {
@@ -236,32 +88,28 @@ fn connect_in_ns(certs: &LabCerts, client: &(PathBuf, PathBuf), source: Ipv6Addr
     build_both_from(tunnel_configs(certs, client)?, source).map(drop)
 }
 
-/// The two initiators (infrastructure, intranet) of `client` (certificate and key).
-fn tunnel_configs(
-    certs: &LabCerts,
-    (cert, key): &(PathBuf, PathBuf),
-) -> Result<[InitiatorConfig; 2]> {
-    let read = |p: &Path| std::fs::read(p).with_context(|| format!("{}", p.display()));
-    let (chain, key) = (read(cert)?, read(key)?);
-    let config = |tunnel, ts: &str| -> Result<_> {
-        let mut c = initiator_config(certs, tunnel, ts)?;
-        c.credentials = Credentials::from_pem(&chain, &key)?;
-        Ok(c)
-    };
-    Ok([
-        config(TunnelKind::Infrastructure, &format!("{CORP_HOST}/128"))?,
-        config(TunnelKind::Intranet, "2001:db8:100::/48")?,
-    ])
-}
-
 fn ocsp(topo: &Topology) -> Result<()> {
-    let ca = OpensslCa::new(&topo.srv, topo.srv.dir().join("ocsp-ca"))?;
-    let good = ca.issue("good", OCSP_PORT)?;
-    let revoked = ca.issue("revoked", OCSP_PORT)?;
+    let ca = OpensslCa::new(
+        &topo.srv,
+        topo.srv.dir().join("ocsp-ca"),
+        "gate64 lab OCSP CA",
+    )?;
+    let client = |name: &str, port: u16| {
+        ca.issue(
+            name,
+            (
+                &format!("/CN={name}.gate64.lab"),
+                &format!("{name}.gate64.lab"),
+            ),
+            Some(&format!("http://[{RESPONDER}]:{port}")),
+        )
+    };
+    let good = client("good", OCSP_PORT)?;
+    let revoked = client("revoked", OCSP_PORT)?;
     ca.revoke(&revoked.0)?;
-    let down = ca.issue("down", DOWN_PORT)?;
-    let mute = ca.issue("mute", MUTE_PORT)?;
-    let down_later = ca.issue("down-later", DOWN_PORT)?;
+    let down = client("down", DOWN_PORT)?;
+    let mute = client("mute", MUTE_PORT)?;
+    let down_later = client("down-later", DOWN_PORT)?;
     let ca_pem = ca.dir.join("ca.pem");
     let mut lab = TeredoIpsecLab::start_with(
         topo,
@@ -269,19 +117,12 @@ fn ocsp(topo: &Topology) -> Result<()> {
         "ocsp = \"soft\"\nauth_threads = 2\n",
         Some("info"),
     )?;
-    topo.corp.ip(&[
-        "-6",
-        "route",
-        "replace",
-        &format!("{GATE64_ADDRESS6}/128"),
-        "via",
-        "2001:db8:100:1::1",
-    ])?;
+    route_corp_to_gate64(topo)?;
     let sources: Vec<Ipv6Addr> = (1..=6u16)
         .map(|i| Ipv6Addr::new(0x2001, 0xdb8, 0x100, 0xb0, 0, 0, 0, i))
         .collect();
     corp_sources(topo, "2001:db8:100:b0::/64", &sources)?;
-    let _responder = ca.responder(&topo.corp)?;
+    let _responder = ca.responder(&topo.corp, OCSP_PORT)?;
     // soft: good in, revoked out, an unreachable responder lets the client in.
     connect(topo, &lab.certs, &good, sources[0]).context("good, soft")?;
     let m = metrics_when(topo, |m| {

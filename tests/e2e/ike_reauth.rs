@@ -19,7 +19,9 @@ use gate64_testkit::strongswan::{
 use gate64_testkit::{CORP_HOST, Metrics, Topology};
 
 use crate::common::{gate64_lines, netns_test};
-use crate::ipsec::{GATE64_ADDRESS6, INITIATE_TIMEOUT, SETTLE_TIMEOUT, TeredoIpsecLab};
+use crate::ipsec::{
+    GATE64_ADDRESS6, INITIATE_TIMEOUT, SETTLE_TIMEOUT, TeredoIpsecLab, route_corp_to_gate64,
+};
 use crate::ipsec_flood::{GAUGE_LAG, NEWCOMER, newcomer_configs, tunnels};
 
 /// `reauth_secs`: the least gate64 takes.
@@ -87,14 +89,7 @@ fn reauth_ends(m: &Metrics) -> f64 {
 fn reauthentication(topo: &Topology) -> Result<()> {
     let keys = format!("reauth_secs = {}\n", REAUTH.as_secs());
     let mut lab = TeredoIpsecLab::start_with(topo, None, &keys, Some("info"))?;
-    topo.corp.ip(&[
-        "-6",
-        "route",
-        "replace",
-        &format!("{GATE64_ADDRESS6}/128"),
-        "via",
-        "2001:db8:100:1::1",
-    ])?;
+    route_corp_to_gate64(topo)?;
     topo.corp.addr_add("vsrv", &format!("{NEWCOMER}/64"))?;
     let mut config = CharonConfig::initiator(
         std::net::IpAddr::V6(GATE64_ADDRESS6),

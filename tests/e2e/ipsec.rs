@@ -28,6 +28,21 @@ use crate::teredo::qualify;
 /// gate64's `corpnet.address6` in the lab configuration.
 pub(crate) const GATE64_ADDRESS6: Ipv6Addr = Ipv6Addr::new(0x2001, 0xdb8, 0x100, 0, 0, 0, 0, 1);
 
+/// Routes gate64's IPsec endpoint from `tcorp` through gate64's host, for IKE clients that run
+/// in the corporate namespace (its own address there is on the TUN, not on their link).
+pub(crate) fn route_corp_to_gate64(topo: &Topology) -> Result<()> {
+    topo.corp
+        .ip(&[
+            "-6",
+            "route",
+            "replace",
+            &format!("{GATE64_ADDRESS6}/128"),
+            "via",
+            "2001:db8:100:1::1",
+        ])
+        .map(drop)
+}
+
 #[test]
 #[ignore = "netns: needs root"]
 fn netns_teredo_without_sa_reaches_only_gate64() {

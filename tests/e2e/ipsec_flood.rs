@@ -27,7 +27,9 @@ use gate64_testkit::{CORP_HOST, Netns, Topology};
 
 use crate::common::{gate64_lines, median, netns_test, rounds_from_env};
 use crate::ike_interop::initiator_config;
-use crate::ipsec::{GATE64_ADDRESS6, INITIATE_TIMEOUT, SETTLE_TIMEOUT, TeredoIpsecLab};
+use crate::ipsec::{
+    GATE64_ADDRESS6, INITIATE_TIMEOUT, SETTLE_TIMEOUT, TeredoIpsecLab, route_corp_to_gate64,
+};
 
 /// Half-open IKE SAs gate64 may hold during the flood: the cookie threshold and the
 /// per-source cap keep it far below this.
@@ -60,14 +62,7 @@ fn ike_sa_init_flood(topo: &Topology) -> Result<()> {
     let mut lab =
         TeredoIpsecLab::start_with(topo, None, "half_open_cookie_threshold = 2\n", Some("info"))?;
     let _iperf = topo.start_iperf_server()?;
-    topo.corp.ip(&[
-        "-6",
-        "route",
-        "replace",
-        &format!("{GATE64_ADDRESS6}/128"),
-        "via",
-        "2001:db8:100:1::1",
-    ])?;
+    route_corp_to_gate64(topo)?;
     topo.corp.addr_add("vsrv", &format!("{NEWCOMER}/64"))?;
     let init = sa_init_datagram(&lab.certs)?;
     let newcomer = newcomer_configs(&topo.srv, &lab.certs, "newcomer.gate64.lab")?;
@@ -357,11 +352,20 @@ pub(crate) fn newcomer_configs(
     certs: &LabCerts,
     name: &str,
 ) -> Result<[InitiatorConfig; 2]> {
-    let (cert, key) = issue_client_certificate(ns, certs, name)?;
+    tunnel_configs(certs, &issue_client_certificate(ns, certs, name)?)
+}
+
+/// The two initiators (infrastructure, intranet) of a client with the certificate and key
+/// `client` (PEM files), trusting the lab CA of `certs` for gate64's certificate.
+pub(crate) fn tunnel_configs(
+    certs: &LabCerts,
+    (cert, key): &(PathBuf, PathBuf),
+) -> Result<[InitiatorConfig; 2]> {
     let read = |p: &Path| std::fs::read(p).with_context(|| format!("{}", p.display()));
-    let config = |tunnel, ts| -> Result<InitiatorConfig> {
+    let (chain, key) = (read(cert)?, read(key)?);
+    let config = |tunnel, ts: &str| -> Result<InitiatorConfig> {
         let mut c = initiator_config(certs, tunnel, ts)?;
-        c.credentials = Credentials::from_pem(&read(&cert)?, &read(&key)?)?;
+        c.credentials = Credentials::from_pem(&chain, &key)?;
         Ok(c)
     };
     Ok([

@@ -33,6 +33,7 @@ mod ipsec_strongswan;
 mod lifecycle;
 mod nat64;
 mod nat64_fairness;
+mod openssl_ca;
 mod privilege;
 mod scale_out;
 mod teredo;

@@ -13,6 +13,9 @@ use std::hint::black_box;
 use std::net::{IpAddr, Ipv6Addr, SocketAddr};
 use std::time::{Duration, Instant, SystemTime};
 
+mod common;
+
+use common::{Ca, ca, leaf};
 use criterion::{Criterion, criterion_group, criterion_main};
 use gate64_ike::auth::{Credentials, Crl, Crls, TrustAnchors};
 use gate64_ike::child_sa::TunnelKind;
@@ -20,48 +23,10 @@ use gate64_ike::initiator::{Initiator, InitiatorConfig, InitiatorEvent};
 use gate64_ike::keys::Group;
 use gate64_ike::message::TrafficSelector;
 use gate64_ike::responder::{Responder, ResponderConfig};
-use rcgen::{
-    BasicConstraints, CertificateParams, CertificateRevocationListParams, DnType,
-    ExtendedKeyUsagePurpose, IsCa, Issuer, KeyIdMethod, KeyPair, KeyUsagePurpose,
-    RevokedCertParams, SanType, SerialNumber,
-};
+use rcgen::{CertificateRevocationListParams, KeyIdMethod, RevokedCertParams, SerialNumber};
 
 /// Entries of the large CRL.
 const REVOKED: u64 = 100_000;
-
-struct Ca {
-    pem: String,
-    issuer: Issuer<'static, KeyPair>,
-}
-
-fn ca(name: &str) -> Ca {
-    let key = KeyPair::generate().unwrap();
-    let mut params = CertificateParams::default();
-    params.distinguished_name.push(DnType::CommonName, name);
-    params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-    params.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign];
-    let pem = params.self_signed(&key).unwrap().pem();
-    Ca {
-        pem,
-        issuer: Issuer::new(params, key),
-    }
-}
-
-/// A leaf under `ca` with serial number `serial`: (certificate PEM, key PEM).
-fn leaf(ca: &Ca, name: &str, serial: u64) -> (String, String) {
-    let key = KeyPair::generate().unwrap();
-    let mut params = CertificateParams::default();
-    params.distinguished_name.push(DnType::CommonName, name);
-    params.subject_alt_names = vec![SanType::DnsName(name.try_into().unwrap())];
-    params.key_usages = vec![KeyUsagePurpose::DigitalSignature];
-    params.extended_key_usages = vec![
-        ExtendedKeyUsagePurpose::ClientAuth,
-        ExtendedKeyUsagePurpose::ServerAuth,
-    ];
-    params.serial_number = Some(SerialNumber::from(serial));
-    let cert = params.signed_by(&key, &ca.issuer).unwrap();
-    (cert.pem(), key.serialize_pem())
-}
 
 /// `ca`'s CRL listing serial numbers 1..=`REVOKED` (the client's is above them).
 fn large_crl(ca: &Ca) -> Crls {
@@ -93,7 +58,7 @@ struct Lab {
 
 impl Lab {
     fn responder(&self, crls: Option<Crls>) -> Responder {
-        let (chain, key) = leaf(&self.servers, "gate64.lab", 2);
+        let (chain, key) = leaf(&self.servers, "gate64.lab", Some(2));
         let credentials = Credentials::from_pem(chain.as_bytes(), key.as_bytes()).unwrap();
         let mut anchors = TrustAnchors::from_pem(self.clients.pem.as_bytes()).unwrap();
         if let Some(crls) = crls {
@@ -166,7 +131,7 @@ fn set_up(lab: &Lab, r: &mut Responder) -> Duration {
 fn bench(c: &mut Criterion) {
     let clients = ca("gate64 clients CA");
     let lab = Lab {
-        client: leaf(&clients, "client1.gate64.lab", REVOKED + 1),
+        client: leaf(&clients, "client1.gate64.lab", Some(REVOKED + 1)),
         servers: ca("gate64 servers CA"),
         clients,
         server: "[2001:db8:ffff::1]:500".parse().unwrap(),

@@ -9,6 +9,9 @@ use std::hint::black_box;
 use std::net::{IpAddr, Ipv6Addr, SocketAddr};
 use std::time::{Duration, Instant, SystemTime};
 
+mod common;
+
+use common::{Ca, ca, leaf};
 use criterion::{BatchSize, Criterion, criterion_group, criterion_main};
 use gate64_ike::auth::{Credentials, TrustAnchors};
 use gate64_ike::child_sa::TunnelKind;
@@ -16,41 +19,9 @@ use gate64_ike::initiator::{Initiator, InitiatorConfig};
 use gate64_ike::keys::Group;
 use gate64_ike::message::TrafficSelector;
 use gate64_ike::responder::{AuthJob, Responder, ResponderConfig};
-use rcgen::{
-    BasicConstraints, CertificateParams, DnType, IsCa, Issuer, KeyPair, KeyUsagePurpose, SanType,
-};
 
 /// Auth jobs out in the loaded case: 2 threads x 16 in flight each.
 const JOBS_OUT: usize = 32;
-
-struct Ca {
-    pem: String,
-    issuer: Issuer<'static, KeyPair>,
-}
-
-fn ca(name: &str) -> Ca {
-    let key = KeyPair::generate().unwrap();
-    let mut params = CertificateParams::default();
-    params.distinguished_name.push(DnType::CommonName, name);
-    params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-    params.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign];
-    let pem = params.self_signed(&key).unwrap().pem();
-    Ca {
-        pem,
-        issuer: Issuer::new(params, key),
-    }
-}
-
-/// A leaf under `ca`: (certificate PEM, key PEM).
-fn leaf(ca: &Ca, name: &str) -> (String, String) {
-    let key = KeyPair::generate().unwrap();
-    let mut params = CertificateParams::default();
-    params.distinguished_name.push(DnType::CommonName, name);
-    params.subject_alt_names = vec![SanType::DnsName(name.try_into().unwrap())];
-    params.key_usages = vec![KeyUsagePurpose::DigitalSignature];
-    let cert = params.signed_by(&key, &ca.issuer).unwrap();
-    (cert.pem(), key.serialize_pem())
-}
 
 struct Lab {
     clients: Ca,
@@ -61,7 +32,7 @@ struct Lab {
 
 impl Lab {
     fn responder(&self, now: Instant) -> Responder {
-        let (chain, key) = leaf(&self.servers, "gate64.lab");
+        let (chain, key) = leaf(&self.servers, "gate64.lab", None);
         let credentials = Credentials::from_pem(chain.as_bytes(), key.as_bytes()).unwrap();
         let anchors = TrustAnchors::from_pem(self.clients.pem.as_bytes()).unwrap();
         let mut config = ResponderConfig::new(
@@ -138,7 +109,7 @@ fn jobs_out(lab: &Lab, r: &mut Responder, now: Instant) -> Vec<AuthJob> {
 fn bench(c: &mut Criterion) {
     let clients = ca("gate64 clients CA");
     let lab = Lab {
-        client_leaf: leaf(&clients, "client1.gate64.lab"),
+        client_leaf: leaf(&clients, "client1.gate64.lab", None),
         clients,
         servers: ca("gate64 servers CA"),
         server: "[2001:db8:100::1]:500".parse().unwrap(),
