@@ -99,6 +99,28 @@ impl Lab {
         self.initiator_with(now, tunnel, tsr, ca, group, &BOTH_PURPOSES)
     }
 
+    /// A client of the clients CA asking for the intranet tunnel (ECP-256).
+    fn intranet(&self, now: Instant) -> Initiator {
+        self.initiator(
+            now,
+            TunnelKind::Intranet,
+            "fd00:c0::/64",
+            &self.clients_ca,
+            Group::Ecp256,
+        )
+    }
+
+    /// A client of the clients CA asking for the infrastructure tunnel (ECP-256).
+    fn infrastructure(&self, now: Instant) -> Initiator {
+        self.initiator(
+            now,
+            TunnelKind::Infrastructure,
+            "fd00:c0::53/128",
+            &self.clients_ca,
+            Group::Ecp256,
+        )
+    }
+
     /// [`Lab::initiator`] whose certificate lists the extended key usages `ekus`.
     fn initiator_with(
         &self,
@@ -231,13 +253,7 @@ fn rfc7296_1_2_two_tunnels_with_cfg_and_narrowing() {
     let lab = Lab::new();
     let now = Instant::now();
     let mut r = lab.responder(now, |_| {});
-    let mut infra = lab.initiator(
-        now,
-        TunnelKind::Infrastructure,
-        "fd00:c0::53/128",
-        &lab.clients_ca,
-        Group::Ecp256,
-    );
+    let mut infra = lab.infrastructure(now);
     let mut intra = lab.initiator(
         now,
         TunnelKind::Intranet,
@@ -307,13 +323,7 @@ fn rfc7296_2_1_duplicate_request_gets_the_same_response() {
     let lab = Lab::new();
     let now = Instant::now();
     let mut r = lab.responder(now, |_| {});
-    let mut i = lab.initiator(
-        now,
-        TunnelKind::Intranet,
-        "fd00:c0::/64",
-        &lab.clients_ca,
-        Group::Ecp256,
-    );
+    let mut i = lab.intranet(now);
     i.start(now);
     let (l, rem, init) = i.poll_transmit().expect("IKE_SA_INIT");
     r.handle(now, rem, l, &init);
@@ -429,13 +439,7 @@ fn rfc7296_2_6_cookies_above_the_half_open_threshold() {
     let lab = Lab::new();
     let now = Instant::now();
     let mut r = lab.responder(now, |c| c.half_open_cookie_threshold = 0);
-    let mut i = lab.initiator(
-        now,
-        TunnelKind::Intranet,
-        "fd00:c0::/64",
-        &lab.clients_ca,
-        Group::Ecp256,
-    );
+    let mut i = lab.intranet(now);
     i.start(now);
     let sent = exchange_all(&mut r, &mut i, now);
     assert_eq!(only_notify(&sent[0]).0, notify::COOKIE);
@@ -723,13 +727,7 @@ fn established_pair(
     edit: impl FnOnce(&mut ResponderConfig),
 ) -> (Responder, Initiator, ChildSaPair) {
     let mut r = lab.responder(now, edit);
-    let mut i = lab.initiator(
-        now,
-        TunnelKind::Intranet,
-        "fd00:c0::/64",
-        &lab.clients_ca,
-        Group::Ecp256,
-    );
+    let mut i = lab.intranet(now);
     i.start(now);
     exchange_all(&mut r, &mut i, now);
     established(&mut i);
@@ -919,13 +917,7 @@ fn rfc7383_fragmented_request_and_response() {
     let lab = Lab::new();
     let now = Instant::now();
     let mut r = lab.responder(now, |c| c.fragment_size = 400);
-    let mut i = lab.initiator(
-        now,
-        TunnelKind::Intranet,
-        "fd00:c0::/64",
-        &lab.clients_ca,
-        Group::Ecp256,
-    );
+    let mut i = lab.intranet(now);
     i.start(now);
     let (l, rem, init) = i.poll_transmit().expect("IKE_SA_INIT");
     r.handle(now, rem, l, &init);
@@ -997,13 +989,7 @@ fn rfc7296_2_23_nat_moves_the_exchange_to_4500() {
     let lab = Lab::new();
     let now = Instant::now();
     let mut r = lab.responder(now, |_| {});
-    let mut i = lab.initiator(
-        now,
-        TunnelKind::Intranet,
-        "fd00:c0::/64",
-        &lab.clients_ca,
-        Group::Ecp256,
-    );
+    let mut i = lab.intranet(now);
     let mapped = addr("[2001:db8:7::1]:61000");
     i.start(now);
     let (_, server, init) = i.poll_transmit().expect("IKE_SA_INIT");
@@ -1029,22 +1015,10 @@ fn rfc7296_2_4_initial_contact_replaces_the_same_tunnel_only() {
     let lab = Lab::new();
     let now = Instant::now();
     let (mut r, _, old) = established_pair(&lab, now, |_| {});
-    let mut infra = lab.initiator(
-        now,
-        TunnelKind::Infrastructure,
-        "fd00:c0::53/128",
-        &lab.clients_ca,
-        Group::Ecp256,
-    );
+    let mut infra = lab.infrastructure(now);
     infra.start(now);
     exchange_all(&mut r, &mut infra, now);
-    let mut again = lab.initiator(
-        now,
-        TunnelKind::Intranet,
-        "fd00:c0::/64",
-        &lab.clients_ca,
-        Group::Ecp256,
-    );
+    let mut again = lab.intranet(now);
     again.start(now);
     exchange_all(&mut r, &mut again, now);
     let (inner, _) = established(&mut again);

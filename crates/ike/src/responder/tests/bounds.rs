@@ -27,13 +27,7 @@ fn auth_with_fillers(fillers: &[Vec<u8>]) -> (Responder, Vec<Event>, Duration, V
     let lab = Lab::new();
     let now = Instant::now();
     let mut r = lab.responder(now, |_| {});
-    let mut i = lab.initiator(
-        now,
-        TunnelKind::Intranet,
-        "fd00:c0::/64",
-        &lab.clients_ca,
-        Group::Ecp256,
-    );
+    let mut i = lab.intranet(now);
     i.start(now);
     let (l, rem, init) = i.poll_transmit().expect("IKE_SA_INIT");
     r.handle(now, rem, l, &init);

@@ -86,13 +86,7 @@ fn half_open_bytes_budget_refuses_new_sas_and_comes_back() {
     r.handle_timeout(now + Duration::from_secs(31));
     assert_eq!((r.half_open(), r.half_open.bytes()), (0, 0));
     // A whole handshake fits, and leaves nothing charged once established.
-    let mut i = lab.initiator(
-        now,
-        TunnelKind::Intranet,
-        "fd00:c0::/64",
-        &lab.clients_ca,
-        Group::Ecp256,
-    );
+    let mut i = lab.intranet(now);
     i.start(now);
     exchange_all(&mut r, &mut i, now);
     established(&mut i);

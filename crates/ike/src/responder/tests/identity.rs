@@ -116,13 +116,7 @@ fn same_identity_twice(rule: UniqueIds) -> (Responder, Vec<Event>, bool, bool) {
     let lab = Lab::new();
     let now = Instant::now();
     let mut r = lab.responder(now, |c| c.unique_ids = rule);
-    let mut first = lab.initiator(
-        now,
-        TunnelKind::Intranet,
-        "fd00:c0::/64",
-        &lab.clients_ca,
-        Group::Ecp256,
-    );
+    let mut first = lab.intranet(now);
     first.start(now);
     exchange_all(&mut r, &mut first, now);
     established(&mut first);
@@ -207,13 +201,7 @@ fn unique_ids_keep_admits_the_other_tunnel() {
     let lab = Lab::new();
     let now = Instant::now();
     let (mut r, _, _) = established_pair(&lab, now, |c| c.unique_ids = UniqueIds::Keep);
-    let mut infra = lab.initiator(
-        now,
-        TunnelKind::Infrastructure,
-        "fd00:c0::53/128",
-        &lab.clients_ca,
-        Group::Ecp256,
-    );
+    let mut infra = lab.infrastructure(now);
     infra.start(now);
     exchange_all(&mut r, &mut infra, now);
     established(&mut infra);

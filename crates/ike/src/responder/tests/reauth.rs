@@ -17,13 +17,7 @@ fn with_reauth(
         c.dpd = Duration::from_secs(100_000);
         c.ike_idle_timeout = Duration::from_secs(200_000);
     });
-    let mut i = lab.initiator(
-        now,
-        TunnelKind::Intranet,
-        "fd00:c0::/64",
-        &lab.clients_ca,
-        Group::Ecp256,
-    );
+    let mut i = lab.intranet(now);
     i.start(now);
     let sent = exchange_all(&mut r, &mut i, now);
     let auth = open_response(&i, sent.last().expect("the IKE_AUTH response"));

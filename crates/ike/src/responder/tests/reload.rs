@@ -17,13 +17,7 @@ fn replaced_credentials_serve_new_handshakes_and_keep_established_sas() {
     let lab = Lab::new();
     let now = Instant::now();
     let mut r = lab.responder(now, |_| {});
-    let mut before = lab.initiator(
-        now,
-        TunnelKind::Infrastructure,
-        "fd00:c0::53/128",
-        &lab.clients_ca,
-        Group::Ecp256,
-    );
+    let mut before = lab.infrastructure(now);
     before.start(now);
     exchange_all(&mut r, &mut before, now);
     let old = responder_identity(&mut before);

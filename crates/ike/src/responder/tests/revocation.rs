@@ -27,13 +27,7 @@ fn crls(ca: &Ca, serials: &[rcgen::SerialNumber]) -> Crls {
 fn a_revoked_client_is_refused_as_revoked_and_another_gets_in() {
     let lab = Lab::new();
     let now = Instant::now();
-    let mut lost = lab.initiator(
-        now,
-        TunnelKind::Intranet,
-        "fd00:c0::/64",
-        &lab.clients_ca,
-        Group::Ecp256,
-    );
+    let mut lost = lab.intranet(now);
     let revoked = crls(&lab.clients_ca, &[serial_of(&lost)]);
     let mut r = lab.responder(now, |c| c.anchors = c.anchors.clone().with_crls(revoked));
     lost.start(now);
@@ -68,13 +62,7 @@ fn a_revoked_client_is_refused_as_revoked_and_another_gets_in() {
     assert_eq!(Refusal::Revoked.label(), "revoked");
     assert!(r.ike_sas(now).is_empty());
 
-    let mut other = lab.initiator(
-        now,
-        TunnelKind::Intranet,
-        "fd00:c0::/64",
-        &lab.clients_ca,
-        Group::Ecp256,
-    );
+    let mut other = lab.intranet(now);
     other.start(now);
     exchange_all(&mut r, &mut other, now);
     established(&mut other);
@@ -88,20 +76,8 @@ fn a_crl_brought_by_a_reload_ends_the_revoked_clients_sas_only() {
     let lab = Lab::new();
     let now = Instant::now();
     let mut r = lab.responder(now, |_| {});
-    let mut lost = lab.initiator(
-        now,
-        TunnelKind::Intranet,
-        "fd00:c0::/64",
-        &lab.clients_ca,
-        Group::Ecp256,
-    );
-    let mut kept = lab.initiator(
-        now,
-        TunnelKind::Infrastructure,
-        "fd00:c0::53/128",
-        &lab.clients_ca,
-        Group::Ecp256,
-    );
+    let mut lost = lab.intranet(now);
+    let mut kept = lab.infrastructure(now);
     lost.start(now);
     exchange_all(&mut r, &mut lost, now);
     // The initiator's outbound SPI is gate64's inbound one.
@@ -151,23 +127,11 @@ fn replaced_crls_refuse_new_handshakes_and_end_established_sas() {
     let lab = Lab::new();
     let now = Instant::now();
     let mut r = lab.responder(now, |_| {});
-    let mut up = lab.initiator(
-        now,
-        TunnelKind::Intranet,
-        "fd00:c0::/64",
-        &lab.clients_ca,
-        Group::Ecp256,
-    );
+    let mut up = lab.intranet(now);
     up.start(now);
     exchange_all(&mut r, &mut up, now);
     established(&mut up);
-    let mut next = lab.initiator(
-        now,
-        TunnelKind::Infrastructure,
-        "fd00:c0::53/128",
-        &lab.clients_ca,
-        Group::Ecp256,
-    );
+    let mut next = lab.infrastructure(now);
     r.replace_crls(crls(&lab.clients_ca, &[serial_of(&up), serial_of(&next)]));
     assert_eq!(r.disconnect_revoked(now).len(), 1);
     assert_eq!(r.established(), 0);
@@ -199,13 +163,7 @@ fn offloaded_verification_refuses_revoked_and_remembers_the_certificate() {
             return;
         }
     };
-    let mut lost = lab.initiator(
-        now,
-        TunnelKind::Intranet,
-        "fd00:c0::/64",
-        &lab.clients_ca,
-        Group::Ecp256,
-    );
+    let mut lost = lab.intranet(now);
     let revoked = crls(&lab.clients_ca, &[serial_of(&lost)]);
     let mut r = lab.responder(now, |c| {
         c.offload_auth = true;
@@ -225,13 +183,7 @@ fn offloaded_verification_refuses_revoked_and_remembers_the_certificate() {
         "{ev:?}"
     );
 
-    let mut up = lab.initiator(
-        now,
-        TunnelKind::Intranet,
-        "fd00:c0::/64",
-        &lab.clients_ca,
-        Group::Ecp256,
-    );
+    let mut up = lab.intranet(now);
     up.start(now);
     run_jobs(&mut r, &mut up);
     established(&mut up);
@@ -252,16 +204,7 @@ fn a_revoked_user_certificate_fails_the_second_round_and_ends_an_established_sa(
         let (chain, key) = leaf(&lab.clients_ca, name);
         Credentials::from_pem(chain.as_bytes(), key.as_bytes()).expect("user credentials")
     };
-    let with_user = |credentials: Credentials| {
-        lab.initiator(
-            now,
-            TunnelKind::Intranet,
-            "fd00:c0::/64",
-            &lab.clients_ca,
-            Group::Ecp256,
-        )
-        .with_second_auth(credentials)
-    };
+    let with_user = |credentials: Credentials| lab.intranet(now).with_second_auth(credentials);
     let (lost_user, kept_user) = (user("mallory.gate64.lab"), user("alice.gate64.lab"));
     let (lost_serial, kept_serial) = (
         serial_of_credentials(&lost_user),

@@ -11,14 +11,8 @@ fn user(ca: &Ca, name: &str) -> Credentials {
 }
 
 fn intranet_with_user(lab: &Lab, now: Instant, user_ca: &Ca) -> Initiator {
-    lab.initiator(
-        now,
-        TunnelKind::Intranet,
-        "fd00:c0::/64",
-        &lab.clients_ca,
-        Group::Ecp256,
-    )
-    .with_second_auth(user(user_ca, "alice.gate64.lab"))
+    lab.intranet(now)
+        .with_second_auth(user(user_ca, "alice.gate64.lab"))
 }
 
 fn has_notify(payloads: &[Payload], kind: u16) -> bool {
@@ -94,13 +88,7 @@ fn rfc4739_required_second_round_missing_fails_intranet_only() {
     let mut r = lab.responder(now, |c| {
         c.intranet_second_auth = SecondAuthPolicy::Required;
     });
-    let mut intra = lab.initiator(
-        now,
-        TunnelKind::Intranet,
-        "fd00:c0::/64",
-        &lab.clients_ca,
-        Group::Ecp256,
-    );
+    let mut intra = lab.intranet(now);
     intra.start(now);
     exchange_all(&mut r, &mut intra, now);
     assert!(failed_with(&mut intra, notify::AUTHENTICATION_FAILED));
@@ -109,13 +97,7 @@ fn rfc4739_required_second_round_missing_fails_intranet_only() {
     assert!(child_ups(&ev).is_empty());
     assert_eq!((r.ike_sas(now).len(), r.half_open()), (0, 0));
 
-    let mut infra = lab.initiator(
-        now,
-        TunnelKind::Infrastructure,
-        "fd00:c0::53/128",
-        &lab.clients_ca,
-        Group::Ecp256,
-    );
+    let mut infra = lab.infrastructure(now);
     infra.start(now);
     exchange_all(&mut r, &mut infra, now);
     established(&mut infra);
