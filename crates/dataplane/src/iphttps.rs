@@ -44,7 +44,12 @@ impl From<ConnectionDrop> for DropReason {
             | ConnectionDrop::UnspecifiedSource => DropReason::BadDestination,
             ConnectionDrop::InvalidRouterSolicitation
             | ConnectionDrop::InvalidNeighborSolicitation => DropReason::UnhandledIcmpv6,
-            _ => DropReason::NoRoute,
+            // No link yet, so no route through it.
+            ConnectionDrop::NotLinkUp => DropReason::NoRoute,
+            // Towards the client, outside its /64: no route to it through this link.
+            ConnectionDrop::NotForClient => DropReason::NoRoute,
+            // The reply could not be built (a caller's buffer too short): not sent.
+            ConnectionDrop::ReplyBuffer => DropReason::TxError,
         }
     }
 }

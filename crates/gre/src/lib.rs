@@ -82,9 +82,10 @@ pub struct TunnelConfig {
     pub keepalive: Option<Keepalive>,
 }
 
-/// Why a GRE packet was dropped. Labels are a metrics contract: never rename them.
+/// Why a GRE packet was dropped. Labels are a metrics contract: never rename them. Exhaustive
+/// on purpose: the driver maps each one to its `gate64_drops_total` reason, and a new one
+/// must get its own rather than fall into another's.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, thiserror::Error)]
-#[non_exhaustive]
 pub enum DropReason {
     /// Shorter than its GRE header, or the inner packet is cut short.
     #[error("truncated")]

@@ -225,7 +225,9 @@ pub fn drop_reason(r: DropReason) -> Drop {
         DropReason::NoRoute => Drop::GreNoRoute,
         DropReason::NoRoom => Drop::GreNoRoom,
         DropReason::TunnelDown => Drop::GreTunnelDown,
-        _ => Drop::GreMalformed,
+        DropReason::Truncated | DropReason::BadVersion | DropReason::Malformed => {
+            Drop::GreMalformed
+        }
     }
 }
 

@@ -171,8 +171,9 @@ pub enum PacketVerdict {
 }
 
 /// Why a packet was dropped. All are the peer's doing except [`DropReason::ReplyBuffer`].
+/// Exhaustive on purpose: the dataplane names each one as a metric label, and a new one must
+/// get its own name there rather than fall into another's.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[non_exhaustive]
 pub enum DropReason {
     /// The link is not up.
     NotLinkUp,

@@ -159,6 +159,7 @@ fn connection_drops_map_to_their_labels() {
         (C::InvalidNeighborSolicitation, "unhandled_icmpv6"),
         (C::NotLinkUp, "no_route"),
         (C::NotForClient, "no_route"),
+        (C::ReplyBuffer, "tx_error"),
     ];
     for (c, label) in cases {
         assert_eq!(DropReason::from(c).as_str(), label, "{c:?}");
