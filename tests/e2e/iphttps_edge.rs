@@ -14,8 +14,9 @@
 //!   passes traffic (its ratios, stalled over undisturbed just before, the
 //!   `iphttps_queue_full` drops and the load average are printed, not asserted: the 2-core
 //!   lab is shared; `G64_STALLED_IPERF_RUNS=5` runs five rounds and prints the median
-//!   ratios, see docs/performance.md); a new client from another address links up.
-//! - `netns_iphttps_memory_per_connection`: the figures of docs/performance.md: gate64's
+//!   ratios, see docs/performance.md, "Clients that stop reading"); a new client from another address links up.
+//! - `netns_iphttps_memory_per_connection`: the figures of docs/performance-history.md
+//!   ("Memory per connection, and clients that stop reading"): gate64's
 //!   RSS delta per connection for 2,000 idle links, then while each receives traffic and
 //!   reads it (active); asserts only that all linked up and traffic reached them.
 //! - `netns_iphttps_handshake_flood`: `tatk` opens TCP connections to :443 as fast as two
@@ -50,7 +51,7 @@ const STALLED_SOURCES: u8 = 8;
 /// `iphttps.queue_budget_bytes` in the stalled-clients test.
 const BUDGET: u64 = 16 << 20;
 /// Memory a stalled connection may hold outside the queue budget: an idle connection's
-/// ~26 KiB (docs/performance.md), rustls' record buffer (32 KiB), the queue's growth slack
+/// ~26 KiB (docs/performance-history.md, "Memory per connection"), rustls' record buffer (32 KiB), the queue's growth slack
 /// (~16 KiB) and room for the allocator (measured peaks: 62–86 KiB).
 const PER_CONNECTION_ALLOWANCE: u64 = 112 << 10;
 /// Undisturbed and disturbed iperf3 runs.

@@ -180,8 +180,8 @@ impl std::ops::Drop for Gateway {
 /// ([`crate::tun::open_device`]), so the kernel hands over TCP super-packets (TSO, split here
 /// into MTU-sized packets, each its own GRE packet) and takes coalesced decapsulated segments
 /// (GRO), one TUN syscall moving up to 64 KiB either way. Without the corporate TUN's threaded
-/// NAPI: measured with `bench/gre.sh`, it moved no more (docs/performance.md, "GRE
-/// site-to-site"). Multi-queue: [`Gateway::spawn`] opens one more queue per further worker.
+/// NAPI: measured with `bench/gre.sh`, it moved no more (docs/performance-history.md,
+/// "Threaded NAPI on the tenant TUNs"). Multi-queue: [`Gateway::spawn`] opens one more queue per further worker.
 pub fn create_tun(dev: &str, mtu: u16) -> io::Result<crate::tun::TunQueue> {
     let first = crate::tun::open_device(dev, 1, true, false)?
         .pop()

@@ -5,8 +5,8 @@
 //! runtime: it reads a batch with `recvmmsg`, answers cache hits in place and sends them with
 //! one `sendmmsg` (no task, no allocation, no full DNS parse); a miss becomes a local task that
 //! asks upstream from the same thread and answers on the same socket. TCP goes through
-//! hickory-server's `Server` with [`Handler`]. `docs/performance.md` has the measurements
-//! behind this split: with hickory-server serving UDP too, gate64 reached 0.64x Unbound's
+//! hickory-server's `Server` with [`Handler`]. `docs/performance-history.md` ("DNS64: gate64 vs
+//! Unbound's dns64 module") has the measurements behind this split: with hickory-server serving UDP too, gate64 reached 0.64x Unbound's
 //! cached rate on the 2-core lab; misses handed to a shared multi-threaded runtime spent most
 //! of their CPU in context switches.
 
