@@ -14,7 +14,8 @@
 //!   passes traffic (its ratios, stalled over undisturbed just before, the
 //!   `iphttps_queue_full` drops and the load average are printed, not asserted: the 2-core
 //!   lab is shared; `G64_STALLED_IPERF_RUNS=5` runs five rounds and prints the median
-//!   ratios, see docs/performance.md, "Clients that stop reading"); a new client from another address links up.
+//!   ratios, see docs/performance.md, "Clients that stop reading"); a new client from
+//!   another address links up.
 //! - `netns_iphttps_memory_per_connection`: the figures of docs/performance-history.md
 //!   ("Memory per connection, and clients that stop reading"): gate64's
 //!   RSS delta per connection for 2,000 idle links, then while each receives traffic and
