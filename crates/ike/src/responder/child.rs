@@ -611,24 +611,9 @@ fn rekey_ike(
     let reply = init::ike_reply(number, group, new_spi_r.to_be_bytes().to_vec());
 
     let mut fresh = IkeSa::new((new_spi_i, new_spi_r), (old.local, old.remote), now, keys);
-    fresh.established = true;
     fresh.ni = req.ni.to_vec();
     fresh.nr = nr.clone();
-    fresh.peer_hashes = old.peer_hashes.clone();
-    fresh.peer_fragmentation = old.peer_fragmentation;
-    fresh.identity = old.identity.clone();
-    fresh.identity_key = old.identity_key;
-    fresh.authenticated = old.authenticated;
-    fresh.certificate = old.certificate.clone();
-    fresh.second_auth = old.second_auth.clone();
-    fresh.tunnel = old.tunnel;
-    fresh.intranet_allowed = old.intranet_allowed;
-    fresh.certificates = old.certificates.clone();
-    fresh.local_ts = old.local_ts.clone();
-    fresh.inner = old.inner;
-    fresh.leased = std::mem::take(&mut old.leased);
-    fresh.children = std::mem::take(&mut old.children);
-    fresh.rekeys = old.rekeys + 1;
+    inherit(&mut fresh, old);
     let data = kex.public_data().map_err(crypto)?;
     let payloads = vec![
         Payload::Sa(vec![reply]),
@@ -655,6 +640,28 @@ fn rekey_ike(
         kind: RekeyKind::Ike,
     });
     Ok(())
+}
+
+/// What the IKE SA replacing `old` in a rekey takes over from it: the peer's capabilities,
+/// who it authenticated (and when: a rekey is no authentication), its tunnel and the
+/// tunnels it may carry, its lease and its child SAs.
+fn inherit(fresh: &mut IkeSa, old: &mut IkeSa) {
+    fresh.established = true;
+    fresh.peer_hashes = old.peer_hashes.clone();
+    fresh.peer_fragmentation = old.peer_fragmentation;
+    fresh.identity = old.identity.clone();
+    fresh.identity_key = old.identity_key;
+    fresh.authenticated = old.authenticated;
+    fresh.certificate = old.certificate.clone();
+    fresh.second_auth = old.second_auth.clone();
+    fresh.tunnel = old.tunnel;
+    fresh.intranet_allowed = old.intranet_allowed;
+    fresh.certificates = old.certificates.clone();
+    fresh.local_ts = old.local_ts.clone();
+    fresh.inner = old.inner;
+    fresh.leased = std::mem::take(&mut old.leased);
+    fresh.children = std::mem::take(&mut old.children);
+    fresh.rekeys = old.rekeys + 1;
 }
 
 /// Files the IKE SA that replaced another in a rekey: its child SAs' SPIs point at it, it is
