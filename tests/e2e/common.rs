@@ -140,13 +140,22 @@ pub(crate) fn spawn_iphttps_client_routes(
     with_cert: bool,
     routes: &[&str],
 ) -> Result<Process> {
+    let lab_client = (certs.join("client.pem"), certs.join("client.key"));
+    let identity = with_cert.then_some((lab_client.0.as_path(), lab_client.1.as_path()));
+    spawn_iphttps_client_as(topo, certs, identity, routes)
+}
+
+/// `gate64 connect iphttps` in `tcli` trusting `certs`' CA, presenting `identity` (a
+/// certificate and its key) when given, routing `routes` besides the corporate prefix.
+pub(crate) fn spawn_iphttps_client_as(
+    topo: &Topology,
+    certs: &Path,
+    identity: Option<(&Path, &Path)>,
+    routes: &[&str],
+) -> Result<Process> {
     let bin = gate64_binary()?;
     let url = format!("https://{CLIENT_GW_V4}/IPHTTPS");
-    let (ca, cert, key) = (
-        certs.join("ca.pem"),
-        certs.join("client.pem"),
-        certs.join("client.key"),
-    );
+    let ca = certs.join("ca.pem");
     let mut argv = vec![
         "env",
         "RUST_LOG=debug,rustls=info",
@@ -164,12 +173,12 @@ pub(crate) fn spawn_iphttps_client_routes(
     for r in routes {
         argv.extend(["--route", r]);
     }
-    if with_cert {
+    if let Some((cert, key)) = identity {
         argv.extend([
             "--client-cert",
-            path_str(&cert)?,
+            path_str(cert)?,
             "--client-key",
-            path_str(&key)?,
+            path_str(key)?,
         ]);
     }
     topo.cli.spawn("gate64-connect-iphttps", &argv)

@@ -90,7 +90,7 @@ fn remote_id_from_the_certificate(topo: &Topology) -> Result<()> {
     let (cert, key) = issue_under_lab_ca(
         &topo.srv,
         &dir,
-        &lab.certs,
+        &lab.certs.ca,
         ("named", &dn, &sans, "serverAuth"),
     )?;
     std::fs::copy(&cert, &lab.certs.responder_cert).context("replacing the certificate")?;

@@ -260,18 +260,19 @@ fn issue_user(ns: &Netns, dir: &Path, certs: &LabCerts) -> Result<(PathBuf, Path
     issue_under_lab_ca(
         ns,
         dir,
-        certs,
+        &certs.ca,
         ("user", &format!("CN={san}"), san, "clientAuth"),
     )
 }
 
-/// A certificate and new ECDSA key under the lab CA of `certs` (whose files are in `dir`),
-/// made with `pki` as `LabCerts` makes the others: `stem`.pem and `stem`.key in `dir` with
-/// subject `dn`, subjectAltNames `san` (separated by spaces) and extended key usage `flag`.
+/// A certificate and new ECDSA key under the CA certificate `ca` (its key `ca.key` and
+/// `pki-strongswan.conf` in `dir`, as `LabCerts` and `gate64 certs` leave them), made with
+/// `pki`: `stem`.pem and `stem`.key in `dir` with subject `dn`, subjectAltNames `san`
+/// (separated by spaces) and extended key usage `flag`.
 pub(crate) fn issue_under_lab_ca(
     ns: &Netns,
     dir: &Path,
-    certs: &LabCerts,
+    ca: &Path,
     (stem, dn, san, flag): (&str, &str, &str, &str),
 ) -> Result<(PathBuf, PathBuf)> {
     let pki = find_tool("pki").context("`pki` not found: apt-get install strongswan-pki")?;
@@ -291,7 +292,7 @@ pub(crate) fn issue_under_lab_ca(
          --dn '{dn}' {sans} --flag {flag} --outform pem > '{cert}'",
         conf = path(&conf)?,
         key = path(&key)?,
-        ca = path(&certs.ca)?,
+        ca = path(ca)?,
         ca_key = path(&ca_key)?,
         cert = path(&cert)?,
         sans = san

@@ -17,7 +17,7 @@ use std::time::Duration;
 
 use anyhow::{Context, Result, bail, ensure};
 use gate64_testkit::strongswan::{
-    CertPaths, Charon, CharonConfig, INFRASTRUCTURE, LabCerts, Tunnel, with_charon_logs,
+    CertPaths, Charon, CharonConfig, INFRASTRUCTURE, Tunnel, with_charon_logs,
 };
 use gate64_testkit::{CORP_HOST, Netns, Topology, find_tool, wait_until};
 
@@ -36,9 +36,16 @@ fn netns_revoked_strongswan_client_is_refused_and_a_reload_cuts_off_another() {
     );
 }
 
-/// A CRL of the lab CA (files in `dir`) listing `revoked`, written to `out` through a
-/// temporary file and a rename, as an operator replaces it.
-fn sign_crl(ns: &Netns, dir: &Path, certs: &LabCerts, revoked: &[&Path], out: &Path) -> Result<()> {
+/// A CRL of the CA certificate `ca` (its key `ca.key` and `pki-strongswan.conf` in `dir`)
+/// listing `revoked`, made by `pki --signcrl` and written to `out` through a temporary file
+/// and a rename, as an operator replaces it.
+pub(crate) fn sign_crl(
+    ns: &Netns,
+    dir: &Path,
+    ca: &Path,
+    revoked: &[&Path],
+    out: &Path,
+) -> Result<()> {
     let pki = find_tool("pki").context("`pki` not found: apt-get install strongswan-pki")?;
     let s = |p: &Path| -> Result<String> { Ok(p.to_str().context("path")?.to_owned()) };
     let listed = revoked
@@ -53,7 +60,7 @@ fn sign_crl(ns: &Netns, dir: &Path, certs: &LabCerts, revoked: &[&Path], out: &P
          mv '{tmp}' '{out}'",
         conf = s(&dir.join("pki-strongswan.conf"))?,
         pki = s(&pki)?,
-        ca = s(&certs.ca)?,
+        ca = s(ca)?,
         key = s(&dir.join("ca.key"))?,
         tmp = s(&tmp)?,
         out = s(out)?,
@@ -86,7 +93,7 @@ fn revoked_refused_then_cut_off(topo: &Topology) -> Result<()> {
         let issued = issue_under_lab_ca(
             &topo.srv,
             &dir,
-            certs,
+            &certs.ca,
             (
                 "lost",
                 "CN=lost.gate64.lab",
@@ -95,7 +102,7 @@ fn revoked_refused_then_cut_off(topo: &Topology) -> Result<()> {
             ),
         )?;
         ensure!(issued == lost, "issued at {issued:?}");
-        sign_crl(&topo.srv, &dir, certs, &[&lost.0], &crl)
+        sign_crl(&topo.srv, &dir, &certs.ca, &[&lost.0], &crl)
     })?;
     let metric = |name: &str, reason: &str| -> Result<f64> {
         Ok(topo.metrics()?.sum(name, &[("reason", reason)]))
@@ -126,7 +133,7 @@ fn revoked_refused_then_cut_off(topo: &Topology) -> Result<()> {
         sign_crl(
             &topo.srv,
             &dir,
-            &lab.certs,
+            &lab.certs.ca,
             &[&lost.0, &lab.certs.initiator_cert],
             &crl,
         )?;
@@ -165,7 +172,7 @@ fn changed_file_cuts_off(topo: &Topology) -> Result<()> {
     let crl = dir.join("clients.crl");
     let keys = format!("crls = [\"{}\"]\ncrl_refresh_secs = 10\n", crl.display());
     let mut lab = TeredoIpsecLab::start_prepared(topo, None, &keys, None, |certs| {
-        sign_crl(&topo.srv, &dir, certs, &[], &crl)
+        sign_crl(&topo.srv, &dir, &certs.ca, &[], &crl)
     })?;
     let charon = initiator(topo, lab.certs.initiator())?;
     let scenario = || -> Result<()> {
@@ -175,7 +182,7 @@ fn changed_file_cuts_off(topo: &Topology) -> Result<()> {
         sign_crl(
             &topo.srv,
             &dir,
-            &lab.certs,
+            &lab.certs.ca,
             &[&lab.certs.initiator_cert],
             &crl,
         )?;

@@ -60,7 +60,7 @@ fn renews_the_ike_certificate(topo: &Topology) -> Result<()> {
         let (cert, key) = issue_under_lab_ca(
             &topo.srv,
             &dir,
-            &lab.certs,
+            &lab.certs.ca,
             ("renewed", RENEWED_DN, RENEWED_NAME, "serverAuth"),
         )?;
         std::fs::copy(&cert, &lab.certs.responder_cert).context("renewing the certificate")?;

@@ -23,6 +23,7 @@ mod ike_revocation;
 mod iphttps;
 mod iphttps_abuse;
 mod iphttps_edge;
+mod iphttps_revocation;
 mod ipsec;
 mod ipsec_connect;
 mod ipsec_flood;

@@ -159,11 +159,13 @@ pub enum TlsResult {
     /// `limits.max_tls_handshakes` was taken and this was the oldest set-up old enough to be
     /// reclaimed.
     Reclaimed = 10,
+    /// The client's certificate is listed in a CRL of `iphttps.client_crls`.
+    Revoked = 11,
 }
 
 impl TlsResult {
     /// Every result, in label order.
-    pub const ALL: [TlsResult; 11] = [
+    pub const ALL: [TlsResult; 12] = [
         TlsResult::Ok,
         TlsResult::TlsError,
         TlsResult::Timeout,
@@ -175,6 +177,7 @@ impl TlsResult {
         TlsResult::NoClientHello,
         TlsResult::NetworkHandshakes,
         TlsResult::Reclaimed,
+        TlsResult::Revoked,
     ];
 
     /// The `result` label value.
@@ -191,6 +194,7 @@ impl TlsResult {
             TlsResult::NoClientHello => "no_client_hello",
             TlsResult::NetworkHandshakes => "network_handshakes",
             TlsResult::Reclaimed => "reclaimed",
+            TlsResult::Revoked => "revoked",
         }
     }
 }

@@ -1,5 +1,6 @@
-//! CRL files (`ipsec.crls`): read from disk here, parsed by the IKE crate, which reads no file;
-//! looked at again every `ipsec.crl_refresh_secs`.
+//! CRL files: `ipsec.crls` read from disk here and parsed by the IKE crate, which reads no
+//! file; `iphttps.client_crls` read with the IP-HTTPS listener's TLS configuration. Both are
+//! looked at again every `ipsec.crl_refresh_secs` and read anew when a file changed.
 
 use anyhow::{Context, Result};
 use gate64_config::{Config, IpsecCrlExpired};
@@ -134,8 +135,108 @@ pub fn spawn_refresh(
     });
 }
 
-fn lock(watch: &Mutex<Watch>) -> std::sync::MutexGuard<'_, Watch> {
+fn lock<T>(watch: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     watch.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// The IP-HTTPS listener's TLS configuration as `cfg` asks for it (certificate, key, client CA
+/// and CRLs, the client EKU and expired-CRL rules), read from disk now; `None` without a
+/// certificate and key.
+pub fn iphttps_tls(cfg: &Config) -> Result<Option<Arc<rustls::ServerConfig>>> {
+    let i = &cfg.iphttps;
+    let (Some(cert), Some(key)) = (&i.certificate, &i.private_key) else {
+        return Ok(None);
+    };
+    let tls = gate64_io::tls::server_config(
+        cert,
+        key,
+        i.client_ca.as_deref(),
+        (&i.client_crls, crate::ike::crl_expired_refuses(cfg)),
+        crate::ike::client_eku(cfg),
+    )?;
+    Ok(Some(tls))
+}
+
+/// What the IP-HTTPS CRL refresh looks at: the running configuration (its TLS files are read
+/// anew when a CRL changed) and the modification times of its `iphttps.client_crls` last
+/// seen. A reload replaces it ([`TlsWatch::reset`]).
+pub struct TlsWatch {
+    cfg: Config,
+    seen: Vec<Option<SystemTime>>,
+}
+
+impl TlsWatch {
+    /// `cfg`'s files, with their modification times now (they were just read).
+    pub fn new(cfg: &Config) -> TlsWatch {
+        let seen = cfg
+            .iphttps
+            .client_crls
+            .iter()
+            .map(|p| modified(p))
+            .collect();
+        TlsWatch {
+            cfg: cfg.clone(),
+            seen,
+        }
+    }
+
+    /// Takes `cfg` after a reload, which read its files already.
+    pub fn reset(&mut self, cfg: &Config) {
+        *self = TlsWatch::new(cfg);
+    }
+
+    fn period(&self) -> Duration {
+        Duration::from_secs(self.cfg.ipsec.crl_refresh_secs)
+    }
+
+    /// The TLS configuration read anew when a CRL file's modification time changed; `None`
+    /// when none did. As [`Watch`], a file that fails is retried only once it changes.
+    fn changed(&mut self) -> Option<Result<Option<Arc<rustls::ServerConfig>>>> {
+        let now: Vec<Option<SystemTime>> = self
+            .cfg
+            .iphttps
+            .client_crls
+            .iter()
+            .map(|p| modified(p))
+            .collect();
+        if now == self.seen {
+            return None;
+        }
+        self.seen = now;
+        Some(iphttps_tls(&self.cfg))
+    }
+}
+
+/// Every `ipsec.crl_refresh_secs`, reads the IP-HTTPS TLS files again when a CRL of
+/// `iphttps.client_crls` changed, for the handshakes from then on (links up stay: a client
+/// with IPsec is cut off through its IKE SAs and `ipsec.crls`). A file that fails to read or
+/// parse leaves the configuration in force. Must run inside a tokio runtime; ends when `stop`
+/// turns true.
+pub fn spawn_tls_refresh(
+    watch: Arc<Mutex<TlsWatch>>,
+    tls: gate64_io::tls::ReloadableServerConfig,
+    mut stop: tokio::sync::watch::Receiver<bool>,
+) {
+    tokio::spawn(async move {
+        loop {
+            let period = lock(&watch).period();
+            tokio::select! {
+                () = tokio::time::sleep(period) => {}
+                _ = stop.wait_for(|stopped| *stopped) => return,
+            }
+            let changed = lock(&watch).changed();
+            match changed {
+                None | Some(Ok(None)) => {}
+                Some(Err(e)) => {
+                    warn!(error = %format!("{e:#}"), "`iphttps.client_crls` changed but was not applied; the CRLs in force stay");
+                }
+                Some(Ok(Some(config))) => {
+                    tls.replace(config);
+                    info!("`iphttps.client_crls` changed: read again for new IP-HTTPS handshakes");
+                }
+            }
+        }
+    });
 }
 
 #[cfg(test)]

@@ -242,6 +242,8 @@ pub struct Daemon {
     ocsp: Mutex<Option<Arc<gate64_io::ocsp::OcspChecker>>>,
     /// What the CRL refresh looks at, while the IKE responder runs.
     crl_watch: Mutex<Option<Arc<Mutex<crate::crl_files::Watch>>>>,
+    /// What the IP-HTTPS CRL refresh looks at, while the listener runs.
+    tls_watch: Mutex<Option<Arc<Mutex<crate::crl_files::TlsWatch>>>>,
 }
 
 impl Daemon {
@@ -319,6 +321,7 @@ impl Daemon {
             ike_control: Mutex::new(None),
             ocsp: Mutex::new(None),
             crl_watch: Mutex::new(None),
+            tls_watch: Mutex::new(None),
         })
     }
 
@@ -328,22 +331,12 @@ impl Daemon {
         let Some(settings) = iphttps_settings(cfg) else {
             return Ok(None);
         };
-        let i = &cfg.iphttps;
-        let (Some(cert), Some(key)) = (&i.certificate, &i.private_key) else {
+        let Some(tls) = crate::crl_files::iphttps_tls(cfg)? else {
             return Ok(None);
         };
-        let tls = gate64_io::tls::server_config(
-            cert,
-            key,
-            i.client_ca.as_deref(),
-            (&i.client_crls, crate::ike::crl_expired_refuses(cfg)),
-            crate::ike::client_eku(cfg),
-        )?;
-        let listener = listen_tcp(i.listen).with_context(|| {
-            format!(
-                "binding the IP-HTTPS listener on {} (`iphttps.listen`)",
-                i.listen
-            )
+        let listen = cfg.iphttps.listen;
+        let listener = listen_tcp(listen).with_context(|| {
+            format!("binding the IP-HTTPS listener on {listen} (`iphttps.listen`)")
         })?;
         let bound = listener.local_addr()?;
         let server = IphttpsServer::new(
@@ -355,6 +348,9 @@ impl Daemon {
             self.exporter.clone(),
         )?;
         let task = tokio::spawn(Arc::clone(&server).run(listener, self.stop_tx.subscribe()));
+        let watch = Arc::new(Mutex::new(crate::crl_files::TlsWatch::new(cfg)));
+        *lock(&self.tls_watch) = Some(Arc::clone(&watch));
+        crate::crl_files::spawn_tls_refresh(watch, server.tls(), self.stop_tx.subscribe());
         *lock(&self.iphttps) = Some((server, task));
         Ok(Some(bound))
     }
@@ -518,22 +514,16 @@ impl Daemon {
             None => None,
         };
         let iphttps = lock(&self.iphttps).as_ref().map(|(s, _)| Arc::clone(s));
-        let tls = match (&iphttps, &new.iphttps.certificate, &new.iphttps.private_key) {
-            (Some(_), Some(cert), Some(key)) => Some(gate64_io::tls::server_config(
-                cert,
-                key,
-                new.iphttps.client_ca.as_deref(),
-                (
-                    &new.iphttps.client_crls,
-                    crate::ike::crl_expired_refuses(new),
-                ),
-                crate::ike::client_eku(new),
-            )?),
-            _ => None,
+        let tls = match &iphttps {
+            Some(_) => crate::crl_files::iphttps_tls(new)?,
+            None => None,
         };
         if let Some(server) = &iphttps {
             if let Some(tls) = tls {
                 server.tls().replace(tls);
+            }
+            if let Some(watch) = lock(&self.tls_watch).as_ref() {
+                lock(watch).reset(new);
             }
             if let Some(settings) = iphttps_settings(new) {
                 server.apply(&settings);

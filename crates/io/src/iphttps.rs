@@ -359,6 +359,11 @@ impl IphttpsServer {
         };
         let mut tls = match accept {
             Ok(Ok(tls)) => tls,
+            Ok(Err(e)) if crate::tls::is_revoked(&e) => {
+                self.stats().tls_handshake(TlsResult::Revoked);
+                crate::log_limited!(info, %peer, "IP-HTTPS client certificate refused: revoked");
+                return;
+            }
             Ok(Err(e)) => {
                 self.stats().tls_handshake(TlsResult::TlsError);
                 crate::log_limited!(debug, %peer, error = %e, "TLS handshake failed");

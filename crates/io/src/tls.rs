@@ -57,6 +57,20 @@ pub fn load_crls(key: &str, path: &Path) -> io::Result<Vec<CertificateRevocation
     Ok(crls)
 }
 
+/// Whether a failed TLS handshake (as tokio-rustls reports it) failed because the client's
+/// certificate is listed in a CRL of `iphttps.client_crls`: counted and logged apart from
+/// other handshake errors, since an admin looks for exactly that after revoking a laptop.
+pub fn is_revoked(e: &io::Error) -> bool {
+    e.get_ref()
+        .and_then(|inner| inner.downcast_ref::<rustls::Error>())
+        .is_some_and(|r| {
+            matches!(
+                r,
+                rustls::Error::InvalidCertificate(rustls::CertificateError::Revoked)
+            )
+        })
+}
+
 /// Builds the server configuration. With `client_ca`, clients must present a certificate
 /// chaining to it (DirectAccess' "Certificates" authentication mode) whose extended key usage
 /// meets `client_eku` (`ipsec.client_eku`, the rule IKE holds clients to), and that no CRL of
@@ -285,6 +299,22 @@ mod tests {
         let mut roots = rustls::RootCertStore::empty();
         roots.add(ca).expect("root");
         client_verifier(roots, (Vec::new(), false), client_eku).expect("verifier")
+    }
+
+    /// A handshake error is told apart as revoked only when rustls says the certificate is
+    /// revoked, as tokio-rustls hands it over (an `io::Error` around the rustls error).
+    #[test]
+    fn is_revoked_sees_only_a_revoked_certificate() {
+        let wrap = |e: rustls::Error| io::Error::new(io::ErrorKind::InvalidData, e);
+        assert!(is_revoked(&wrap(rustls::Error::InvalidCertificate(
+            rustls::CertificateError::Revoked
+        ))));
+        assert!(!is_revoked(&wrap(rustls::Error::InvalidCertificate(
+            rustls::CertificateError::Expired
+        ))));
+        assert!(!is_revoked(&wrap(rustls::Error::DecryptError)));
+        assert!(!is_revoked(&io::Error::other("revoked")));
+        assert!(!is_revoked(&io::Error::from(io::ErrorKind::UnexpectedEof)));
     }
 
     /// A client certificate a CRL of its CA lists fails the handshake; another of the same CA

@@ -338,8 +338,7 @@ impl LabCerts {
     pub fn generate(ns: &Netns, dir: &Path, responder_addr: IpAddr) -> Result<LabCerts> {
         fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
         let pki = find_tool("pki").context("`pki` not found: apt-get install strongswan-pki")?;
-        let conf = dir.join("pki-strongswan.conf");
-        fs::write(&conf, format!("pki {{\n  load = {TOOL_PLUGINS}\n}}\n"))?;
+        let conf = write_pki_conf(dir)?;
         let run = |args: &[&str], out: &Path| -> Result<()> {
             let mut argv = vec![format!("STRONGSWAN_CONF={}", conf.display())];
             argv.push(os(&pki).to_owned());
@@ -463,6 +462,15 @@ impl LabCerts {
 
 fn shell_quote(s: &str) -> String {
     format!("'{}'", s.replace('\'', r"'\''"))
+}
+
+/// Writes `pki-strongswan.conf` into `dir` (which exists): the plugins strongSwan's `pki`
+/// needs to issue certificates and sign CRLs with PEM keys, as `STRONGSWAN_CONF` for it.
+pub fn write_pki_conf(dir: &Path) -> Result<PathBuf> {
+    let conf = dir.join("pki-strongswan.conf");
+    fs::write(&conf, format!("pki {{\n  load = {TOOL_PLUGINS}\n}}\n"))
+        .with_context(|| format!("writing {}", conf.display()))?;
+    Ok(conf)
 }
 
 #[cfg(test)]
