@@ -21,8 +21,8 @@
 //! came in), the trailer behind it (the drivers leave tailroom; an opened packet's own
 //! trailer is as long as a resealed one's, since padding depends only on the inner length).
 
-use crate::policy::{IKE_PORT, NAT_T_PORT};
 use crate::{ClientBinding, DropReason, Shared, Verdict, Worker};
+use gate64_esp::udp_encap::{self, Encapsulated, IKE_PORT, NAT_T_PORT};
 use gate64_esp::{OpenError, OutboundEntry, SPI_SEQ_IV_LEN};
 use gate64_wire::{checksum, ipv6, udp};
 use std::net::{IpAddr, Ipv6Addr};
@@ -31,8 +31,6 @@ use std::time::Instant;
 
 /// IPv6 next header of ESP (RFC 4303 §2).
 pub(crate) const NH_ESP: u8 = 50;
-/// RFC 3948 §2.3: a NAT-keepalive is one octet, 0xFF.
-const NAT_KEEPALIVE: u8 = 0xff;
 /// Hop limit of the outer packets gate64 sends.
 const OUTER_HOP_LIMIT: u8 = 64;
 
@@ -46,11 +44,10 @@ impl Shared {
         }
         match pkt.next_header() {
             NH_ESP => true,
-            ipv6::NH_UDP => {
-                let udp = pkt.payload();
-                dst_port(udp) == Some(NAT_T_PORT)
-                    && udp.get(udp::HEADER_LEN..udp::HEADER_LEN + 4) != Some(&[0; 4][..])
-            }
+            ipv6::NH_UDP => matches!(
+                encap_to(pkt.payload()),
+                Some(Encapsulated::Esp | Encapsulated::Keepalive)
+            ),
             _ => false,
         }
     }
@@ -63,7 +60,8 @@ impl Shared {
         let sadb = self.cfg.sadb.as_ref()?;
         if self.cfg.ipsec_endpoint == Some(pkt.src())
             && pkt.next_header() == ipv6::NH_UDP
-            && src_port(pkt.payload()).is_some_and(|p| p == IKE_PORT || p == NAT_T_PORT)
+            && udp::peek_ports(pkt.payload())
+                .is_some_and(|(src, _)| src == IKE_PORT || src == NAT_T_PORT)
         {
             return None;
         }
@@ -92,7 +90,7 @@ impl Worker {
         let (outer, end) = (pkt.src(), start + pkt.total_len());
         let esp_at = match pkt.next_header() {
             NH_ESP => start + ipv6::HEADER_LEN,
-            _ if pkt.payload().get(udp::HEADER_LEN..) == Some(&[NAT_KEEPALIVE][..]) => {
+            _ if encap_to(pkt.payload()) == Some(Encapsulated::Keepalive) => {
                 return Ok(Verdict::Consumed);
             }
             _ => start + ipv6::HEADER_LEN + udp::HEADER_LEN,
@@ -232,14 +230,19 @@ fn open_drop(e: OpenError) -> DropReason {
         OpenError::Auth => DropReason::EspAuth,
         OpenError::Truncated => DropReason::Truncated,
         OpenError::Expired => DropReason::NoSa,
-        _ => DropReason::Malformed,
+        OpenError::Malformed => DropReason::Malformed,
     }
 }
 
-fn src_port(udp: &[u8]) -> Option<u16> {
-    Some(u16::from_be_bytes([*udp.first()?, *udp.get(1)?]))
+/// What a UDP datagram (`udp`: header and payload) carries by its destination port: IKE,
+/// a NAT-keepalive or ESP on the IPsec ports (RFC 3948), `None` on any other.
+pub(crate) fn encap_to(udp: &[u8]) -> Option<Encapsulated> {
+    let (_, dst) = udp::peek_ports(udp)?;
+    udp_encap::classify(dst, udp.get(udp::HEADER_LEN..).unwrap_or_default())
 }
 
-fn dst_port(udp: &[u8]) -> Option<u16> {
-    Some(u16::from_be_bytes([*udp.get(2)?, *udp.get(3)?]))
+/// As [`encap_to`], by the source port: what gate64's responder sends from the IPsec ports.
+pub(crate) fn encap_from(udp: &[u8]) -> Option<Encapsulated> {
+    let (src, _) = udp::peek_ports(udp)?;
+    udp_encap::classify(src, udp.get(udp::HEADER_LEN..).unwrap_or_default())
 }

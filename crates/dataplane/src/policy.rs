@@ -8,15 +8,11 @@
 //! IKE. `require = false` is the lab switch: the old open behaviour.
 
 use crate::ingress::{ClientBinding, Route};
+use crate::ipsec::{encap_from, encap_to};
 use crate::{DropReason, Shared};
-use gate64_wire::{icmpv6, ipv6};
+use gate64_esp::udp_encap::Encapsulated;
+use gate64_wire::{icmpv6, ipv6, udp};
 use std::net::{Ipv6Addr, SocketAddr};
-
-/// IKEv2 (RFC 7296 §2): a client reaches gate64's IKE responder here without an SA.
-pub(crate) const IKE_PORT: u16 = 500;
-/// IKEv2 NAT traversal (RFC 3948 §2, RFC 7296 §2.23): IKE behind the 4-byte zero non-ESP
-/// marker, or UDP-encapsulated ESP (a non-zero SPI first).
-pub(crate) const NAT_T_PORT: u16 = 4500;
 
 impl Shared {
     /// Admits `pkt` from `from` towards `route`, or refuses it.
@@ -125,13 +121,7 @@ impl Shared {
         if self.cfg.ipsec_endpoint != Some(pkt.dst()) || pkt.next_header() != ipv6::NH_UDP {
             return false;
         }
-        let udp = pkt.payload();
-        let port = udp.get(2..4).map(|p| u16::from_be_bytes([p[0], p[1]]));
-        match port {
-            Some(IKE_PORT) => true,
-            Some(NAT_T_PORT) => udp.get(8..12) == Some(&[0, 0, 0, 0][..]),
-            _ => false,
-        }
+        matches!(encap_to(pkt.payload()), Some(Encapsulated::Ike { .. }))
     }
 }
 
@@ -146,12 +136,7 @@ fn is_ike_from(pkt: &ipv6::Packet<'_>) -> bool {
     if pkt.next_header() != ipv6::NH_UDP {
         return false;
     }
-    let udp = pkt.payload();
-    match udp.get(..2).map(|p| u16::from_be_bytes([p[0], p[1]])) {
-        Some(IKE_PORT) => true,
-        Some(NAT_T_PORT) => udp.get(8..12) == Some(&[0, 0, 0, 0][..]),
-        _ => false,
-    }
+    matches!(encap_from(pkt.payload()), Some(Encapsulated::Ike { .. }))
 }
 
 fn is_echo_request(pkt: &ipv6::Packet<'_>) -> bool {
@@ -164,6 +149,6 @@ fn transport_dst_port(pkt: &ipv6::Packet<'_>) -> Option<u16> {
     if !matches!(pkt.next_header(), ipv6::NH_UDP | ipv6::NH_TCP) {
         return None;
     }
-    let p = pkt.payload();
-    Some(u16::from_be_bytes([*p.get(2)?, *p.get(3)?]))
+    // TCP's header starts with the two ports as UDP's does.
+    udp::peek_ports(pkt.payload()).map(|(_, dst)| dst)
 }

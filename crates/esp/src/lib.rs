@@ -6,7 +6,8 @@
 //! numbers, §3.4.3 anti-replay, Appendix A ESN reconstruction), RFC 4106 (AES-GCM in ESP:
 //! §3 IV, §4 nonce, §5 AAD, §8.1 key material), RFC 4301 §4.4.1 / RFC 7296 §3.13.1 (traffic
 //! selectors, checked by address). UDP encapsulation (RFC 3948) adds only the outer UDP
-//! header in front of the same bytes: that is the caller's, as is the outer IP header.
+//! header in front of the same bytes: that is the caller's, as is the outer IP header;
+//! [`udp_encap`] tells IKE, NAT-keepalives and ESP apart on the UDP ports.
 //!
 //! ```text
 //! offset from `at`:
@@ -64,6 +65,7 @@ mod replay;
 mod sa;
 mod sadb;
 mod selector;
+pub mod udp_encap;
 
 pub use replay::REPLAY_WINDOW;
 pub use sa::{

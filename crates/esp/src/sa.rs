@@ -171,8 +171,10 @@ pub enum SealError {
 
 /// Why [`Inbound::open`] refused a packet. `Replay` and `Auth` are what the drop counters and
 /// `gate64_esp_replay_drops_total` / `gate64_esp_auth_failures_total` count.
+///
+/// Exhaustive on purpose: the dataplane maps each to a drop reason by name, so a new one must
+/// be given its own reason rather than fall into another's count.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
-#[non_exhaustive]
 pub enum OpenError {
     /// Shorter than header, trailer and ICV.
     #[error("truncated ESP packet")]

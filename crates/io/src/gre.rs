@@ -49,7 +49,7 @@ use std::time::{Duration, Instant};
 use gate64_dataplane::DropReason as Drop;
 use gate64_gre::{DropReason, DropStats, Gre, Inner, TenantId, TunnelStats};
 use gate64_metrics::{GreReader, GreSnapshot, GreTunnelSample};
-use gate64_wire::ipv4;
+use gate64_wire::{ipv4, ipv6, udp};
 use ipnet::IpNet;
 use socket2::{Domain, Protocol, Socket, Type};
 use tracing::{debug, info, warn};
@@ -723,30 +723,43 @@ pub fn flow_queue(packet: &[u8], queues: usize) -> usize {
     if queues <= 1 {
         return 0;
     }
-    let (addresses, protocol, transport) = match packet.first().map(|b| b >> 4) {
-        Some(4) if packet.len() >= 20 => {
-            let header = usize::from(packet[0] & 0x0f) * 4;
-            let fragment = u16::from_be_bytes([packet[6], packet[7]]) & 0x3fff;
-            let protocol = if fragment == 0 { packet[9] } else { 0 };
-            (&packet[12..20], protocol, header)
-        }
-        Some(6) if packet.len() >= 40 => (&packet[8..40], packet[6], 40),
-        _ => return 0,
+    let Some(h) = flow_hash(packet) else {
+        return 0;
     };
-    let half = addresses.len() / 2;
-    let mut h: u32 = 0;
-    for (a, b) in addresses[..half].chunks(4).zip(addresses[half..].chunks(4)) {
-        let word = |c: &[u8]| c.iter().fold(0u32, |w, &x| w << 8 | u32::from(x));
-        h ^= word(a) ^ word(b);
-    }
-    if matches!(protocol, 6 | 17)
-        && let Some(p) = packet.get(transport..transport + 4)
-    {
-        h ^= u32::from(u16::from_be_bytes([p[0], p[1]]) ^ u16::from_be_bytes([p[2], p[3]]));
-    }
     // Fibonacci hashing spreads the XOR's bits over the queue index.
     let mixed = h.wrapping_mul(0x9e37_79b9);
     ((u64::from(mixed) * queues as u64) >> 32) as usize
+}
+
+/// The XOR of the packet's address words and, for TCP and UDP, of its two ports: symmetric in
+/// source and destination. Headers are read through `wire`'s views (the quoted kind, which
+/// needs the headers only, not the whole payload).
+fn flow_hash(packet: &[u8]) -> Option<u32> {
+    // TCP's header starts with the two ports as UDP's does.
+    let ports = |protocol: u8, transport: &[u8]| {
+        matches!(protocol, 6 | 17)
+            .then(|| udp::peek_ports(transport))
+            .flatten()
+            .map_or(0, |(src, dst)| u32::from(src ^ dst))
+    };
+    match packet.first()? >> 4 {
+        4 => {
+            let p = ipv4::Packet::new_checked_quoted(packet).ok()?;
+            let protocol = if p.is_fragment() { 0 } else { p.protocol() };
+            Some(u32::from(p.src()) ^ u32::from(p.dst()) ^ ports(protocol, p.payload()))
+        }
+        6 => {
+            let p = ipv6::Packet::new_checked_quoted(packet).ok()?;
+            let words = |a: std::net::Ipv6Addr| {
+                let s = a.segments();
+                (0..4).fold(0u32, |h, i| {
+                    h ^ (u32::from(s[2 * i]) << 16 | u32::from(s[2 * i + 1]))
+                })
+            };
+            Some(words(p.src()) ^ words(p.dst()) ^ ports(p.next_header(), p.payload()))
+        }
+        _ => None,
+    }
 }
 
 #[cfg(test)]
@@ -757,6 +770,7 @@ mod tests {
     fn tcp_v4(sport: u16, dport: u16, swap: bool) -> Vec<u8> {
         let mut p = vec![0u8; 40];
         p[0] = 0x45;
+        p[3] = 40;
         p[9] = 6;
         let (a, b) = ([10, 64, 0, 5], [172, 16, 0, 5]);
         let (src, dst, sp, dp) = if swap {
@@ -785,6 +799,37 @@ mod tests {
         let mut seen = [0usize; 2];
         for sport in 40_000..40_064 {
             seen[flow_queue(&tcp_v4(sport, 5201, false), 2)] += 1;
+        }
+        assert!(seen.iter().all(|&n| n > 0), "{seen:?}");
+    }
+
+    /// A UDP/IPv6 header pair 2001:db8::5:`sport` → 2001:db8:100::5:`dport`.
+    fn udp_v6(sport: u16, dport: u16, swap: bool) -> Vec<u8> {
+        let mut p = vec![0u8; 48];
+        p[0] = 0x60;
+        p[5] = 8;
+        p[6] = 17;
+        let a: std::net::Ipv6Addr = "2001:db8::5".parse().expect("address");
+        let b: std::net::Ipv6Addr = "2001:db8:100::5".parse().expect("address");
+        let (src, dst, sp, dp) = if swap {
+            (b, a, dport, sport)
+        } else {
+            (a, b, sport, dport)
+        };
+        p[8..24].copy_from_slice(&src.octets());
+        p[24..40].copy_from_slice(&dst.octets());
+        p[40..42].copy_from_slice(&sp.to_be_bytes());
+        p[42..44].copy_from_slice(&dp.to_be_bytes());
+        p
+    }
+
+    #[test]
+    fn ipv6_flows_share_a_queue_both_ways_and_spread() {
+        let mut seen = [0u32; 4];
+        for sport in 40000..40064 {
+            let out = flow_queue(&udp_v6(sport, 53, false), 4);
+            assert_eq!(out, flow_queue(&udp_v6(sport, 53, true), 4));
+            seen[out] += 1;
         }
         assert!(seen.iter().all(|&n| n > 0), "{seen:?}");
     }

@@ -39,12 +39,8 @@ use crate::ike_auth_pool::AuthPool;
 use crate::ike_shed::Shedder;
 use crate::sys::{self, BATCH, ReceivedFrom};
 
-/// The IKE port (RFC 7296 §2).
-pub const IKE_PORT: u16 = 500;
-/// The NAT-T port (RFC 3948).
-pub const NAT_T_PORT: u16 = 4500;
-/// The RFC 3948 non-ESP marker before IKE messages on port 4500.
-const NON_ESP_MARKER: [u8; 4] = [0; 4];
+use gate64_ike::udp_encap::{self, Encapsulated, NON_ESP_MARKER};
+pub use gate64_ike::udp_encap::{IKE_PORT, NAT_T_PORT};
 /// The status snapshot is refreshed at least this often while datagrams flow.
 const STATUS_REFRESH: Duration = Duration::from_secs(1);
 /// Largest datagram read.
@@ -378,17 +374,18 @@ impl IkeDriver {
     }
 
     fn on_nat_t(&mut self, now: Instant, local: SocketAddr, from: SocketAddr, datagram: &[u8]) {
-        match datagram {
-            [0xff] => {}
-            [0, 0, 0, 0, ike @ ..] => {
+        match udp_encap::classify(NAT_T_PORT, datagram) {
+            Some(Encapsulated::Keepalive) => {}
+            Some(Encapsulated::Ike { offset }) => {
                 if self.shedder.admit(now, from) {
+                    let ike = datagram.get(offset..).unwrap_or_default();
                     self.responder.handle(now, local, from, ike);
                 }
             }
-            esp => {
+            Some(Encapsulated::Esp) | None => {
                 self.stray_esp += 1;
                 if let Some(sink) = self.esp_sink.as_mut() {
-                    sink(from, esp);
+                    sink(from, datagram);
                 }
             }
         }
@@ -713,7 +710,7 @@ mod tests {
         let mut initiator = Initiator::new(init_config, now, SystemTime::now(), local, nat_t_addr)
             .expect("initiator");
         client
-            .send_to(&[0xff], nat_t_addr)
+            .send_to(&[udp_encap::NAT_KEEPALIVE], nat_t_addr)
             .await
             .expect("keepalive");
         initiator.start(Instant::now());

@@ -18,6 +18,17 @@ pub mod field {
     pub const CHECKSUM: Range<usize> = 6..8;
 }
 
+/// The source and destination ports at the start of a UDP header (TCP's start the same
+/// way), from its first four bytes alone: enough for a policy or a flow hash, which must not
+/// require the whole datagram; `None` when shorter.
+#[inline]
+pub fn peek_ports(header: &[u8]) -> Option<(u16, u16)> {
+    match *header {
+        [s0, s1, d0, d1, ..] => Some((u16::from_be_bytes([s0, s1]), u16::from_be_bytes([d0, d1]))),
+        _ => None,
+    }
+}
+
 /// A checked view of a UDP datagram: the Length field is at least 8 and the buffer holds
 /// that many bytes (more are allowed and left out of [`Packet::payload`]).
 #[derive(Debug, Clone, Copy)]

@@ -206,8 +206,8 @@ fn to_self_admits_echo_and_dns64_only() {
                 assert_eq!(v, Verdict::Drop(DropReason::ToSelf), "tcp {dst} {port}");
             }
             for port in [
-                crate::policy::IKE_PORT,
-                crate::policy::NAT_T_PORT,
+                gate64_esp::udp_encap::IKE_PORT,
+                gate64_esp::udp_encap::NAT_T_PORT,
                 123,
                 9164,
             ] {

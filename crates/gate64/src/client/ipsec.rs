@@ -32,6 +32,7 @@
 
 use super::{Host, Ready, sleep_until};
 use anyhow::{Context, Result};
+use gate64_esp::udp_encap::{self, Encapsulated};
 use gate64_esp::{
     Inbound, MAX_TRAILER, NEXT_HEADER_IPV6, Outbound, SPI_SEQ_IV_LEN, TunnelKind, esp_len,
     inner_addrs, spi_of,
@@ -48,10 +49,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 use tracing::{debug, info, warn};
 
-/// IKE's NAT-T port (RFC 3948), where both ends run IKE and UDP-encapsulated ESP.
-pub const NAT_T_PORT: u16 = 4500;
-/// IKE's first port (RFC 7296 §2).
-pub const IKE_PORT: u16 = 500;
+pub use gate64_esp::udp_encap::NAT_T_PORT;
 /// A failed or deleted tunnel is negotiated again after this long.
 pub const RETRY_AFTER: Duration = Duration::from_secs(5);
 /// A tunnel is negotiated afresh after this long: below strongSwan's default child SA rekey
@@ -527,15 +525,12 @@ impl<H: InnerLink> IpsecHost<H> {
             ipv6::NH_UDP => {
                 let u = udp::Packet::new_checked(p.payload()).ok()?;
                 let data = at + udp::HEADER_LEN..at + usize::from(u.len());
-                let payload = u.payload();
-                match u.dst_port() {
-                    IKE_PORT => Some(Incoming::Ike(data)),
-                    NAT_T_PORT if payload == [0xff] => Some(Incoming::Keepalive),
-                    NAT_T_PORT if payload.len() >= 4 && spi_of(payload).is_none() => {
-                        Some(Incoming::Ike(data.start + 4..data.end))
+                match udp_encap::classify(u.dst_port(), u.payload())? {
+                    Encapsulated::Ike { offset } => {
+                        Some(Incoming::Ike(data.start + offset..data.end))
                     }
-                    NAT_T_PORT => Some(Incoming::Esp(data)),
-                    _ => None,
+                    Encapsulated::Keepalive => Some(Incoming::Keepalive),
+                    Encapsulated::Esp => Some(Incoming::Esp(data)),
                 }
             }
             _ => None,
@@ -668,7 +663,11 @@ pub(crate) fn ike_packet(local: SocketAddr, remote: SocketAddr, ike: &[u8]) -> O
     if !(local.is_ipv6() && remote.is_ipv6()) {
         return None;
     }
-    let marker = if remote.port() == NAT_T_PORT { 4 } else { 0 };
+    let marker = if remote.port() == NAT_T_PORT {
+        udp_encap::NON_ESP_MARKER.len()
+    } else {
+        0
+    };
     let udp_len = u16::try_from(udp::HEADER_LEN + marker + ike.len()).ok()?;
     let mut pkt = vec![0u8; ipv6::HEADER_LEN + usize::from(udp_len)];
     pkt[ipv6::HEADER_LEN + udp::HEADER_LEN + marker..].copy_from_slice(ike);

@@ -10,6 +10,7 @@
 
 use crate::client::ipsec::{NAT_T_PORT, ike_packet, seal_udp};
 use anyhow::{Context, Result};
+use gate64_esp::udp_encap::{self, Encapsulated};
 use gate64_esp::{SaDb, inner_addrs, spi_of};
 use gate64_ike::auth::{Credentials, TrustAnchors};
 use gate64_ike::responder::{Event, Responder, ResponderConfig};
@@ -125,10 +126,9 @@ impl Gateway {
         let payload = pkt.get_mut(start..end)?;
         let local = SocketAddr::new(IpAddr::V6(ENDPOINT), dport);
         let remote = SocketAddr::new(IpAddr::V6(src), sport);
-        let ike = match dport {
-            500 => Some(0),
-            NAT_T_PORT if payload.len() >= 4 && spi_of(payload).is_none() => Some(4),
-            NAT_T_PORT if payload.len() > 1 => None,
+        let ike = match udp_encap::classify(dport, payload) {
+            Some(Encapsulated::Ike { offset }) => Some(offset),
+            Some(Encapsulated::Esp) if payload.len() > 1 => None,
             _ => return Some(None),
         };
         if let Some(skip) = ike {

@@ -35,8 +35,7 @@ use second_auth::SecondAuth;
 mod replies;
 mod second_auth;
 
-/// The NAT-T port (RFC 3948).
-pub const NAT_T_PORT: u16 = 4500;
+pub use gate64_esp::udp_encap::NAT_T_PORT;
 
 /// What the initiator negotiates.
 #[derive(Debug)]

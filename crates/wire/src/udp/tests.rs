@@ -90,3 +90,11 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn peek_ports_reads_the_first_four_bytes_only() {
+    assert_eq!(peek_ports(&[0x01, 0xf4, 0x11, 0x94]), Some((500, 4500)));
+    assert_eq!(peek_ports(&[0, 53, 0x30, 0x39, 9, 9]), Some((53, 12345)));
+    assert_eq!(peek_ports(&[0, 53, 0]), None);
+    assert_eq!(peek_ports(&[]), None);
+}
