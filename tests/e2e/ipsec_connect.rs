@@ -46,9 +46,9 @@ const INTRANET_TS: &str = "fd00:c0::/64";
 const INFRASTRUCTURE_HOST: Ipv6Addr = Ipv6Addr::new(0xfd00, 0xc0, 0, 0, 0, 0, 0, 0x53);
 const INTRANET_HOST: Ipv6Addr = Ipv6Addr::new(0xfd00, 0xc0, 0, 0, 0, 0, 0, 1);
 /// The responder's pool of inner addresses.
-const POOL6: &str = "fd00:c1::100/120";
+pub(crate) const POOL6: &str = "fd00:c1::100/120";
 /// Qualification, then two IKE_SA_INIT + IKE_AUTH over a fresh Teredo path: generous.
-const ESTABLISH_TIMEOUT: Duration = Duration::from_secs(40);
+pub(crate) const ESTABLISH_TIMEOUT: Duration = Duration::from_secs(40);
 const PINGS: u32 = 3;
 /// The client's TUN device.
 const IFNAME: &str = "gate64t";
@@ -150,7 +150,7 @@ fn initiator_against_strongswan(topo: &Topology) -> Result<()> {
 
 /// `gate64 connect teredo` with IPsec towards the responder at `endpoint`, asking for each
 /// tunnel's prefix.
-fn spawn_client(
+pub(crate) fn spawn_client(
     topo: &Topology,
     certs: &LabCerts,
     endpoint: Ipv6Addr,
@@ -241,7 +241,7 @@ fn delta(before: &[IkeSa], after: &[IkeSa], name: &str) -> Result<(u64, u64)> {
 }
 
 /// gate64's `corpnet.address6` in the lab configuration: its IKE endpoint.
-const GATE64_ADDRESS6: Ipv6Addr = Ipv6Addr::new(0x2001, 0xdb8, 0x100, 0, 0, 0, 0, 1);
+pub(crate) const GATE64_ADDRESS6: Ipv6Addr = Ipv6Addr::new(0x2001, 0xdb8, 0x100, 0, 0, 0, 0, 1);
 /// A second corporate host, outside the infrastructure selector: charon sends its traffic to
 /// the IKE peer itself (gate64) outside the tunnels, so the intranet tunnel is checked with
 /// this one.
@@ -539,7 +539,7 @@ fn refuses_a_server_without_its_server_id(topo: &Topology) -> Result<()> {
 /// `gate64 serve` as the IKE responder with the strongSwan fixture's certificates (its own
 /// subjectAltName: its address), the infrastructure tunnel reaching the corporate host:
 /// (the certificates, the infrastructure selector, the daemon).
-fn gate64_with_lab_ike(topo: &Topology) -> Result<(LabCerts, String, Process)> {
+pub(crate) fn gate64_with_lab_ike(topo: &Topology) -> Result<(LabCerts, String, Process)> {
     let ike = LabCerts::generate(
         &topo.srv,
         &topo.srv.dir().join("ike-certs"),

@@ -36,6 +36,7 @@ mod nat64;
 mod nat64_fairness;
 mod openssl_ca;
 mod privilege;
+mod prometheus;
 mod scale_out;
 mod teredo;
 mod teredo_edge;
