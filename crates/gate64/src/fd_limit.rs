@@ -14,7 +14,7 @@ const SPARE: u64 = 1024;
 /// hard limit may be raised); returns a warning when the result is too low for it.
 pub fn raise(cfg: &Config) -> Option<String> {
     let want = cfg.limits.max_iphttps_connections as u64 + SPARE;
-    warning(gate64_io::sys::raise_nofile(want), cfg)
+    warning(gate64_sys::resource::raise_nofile(want), cfg)
 }
 
 /// The warning for a soft limit of `limit` open files, if any.
@@ -61,12 +61,7 @@ mod tests {
             std::net::Ipv4Addr::new(127, 0, 0, 2),
             3544,
         ));
-        let mut lim = libc::rlimit {
-            rlim_cur: 0,
-            rlim_max: 0,
-        };
-        // SAFETY: getrlimit only writes the struct passed.
-        assert_eq!(unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) }, 0);
-        assert_eq!(lim.rlim_cur, lim.rlim_max);
+        let lim = gate64_sys::resource::nofile_limit().expect("getrlimit");
+        assert_eq!(lim.soft, lim.hard);
     }
 }

@@ -1,4 +1,5 @@
 //! The gate64 binary: CLI, configuration, logging, signals.
+#![forbid(unsafe_code)]
 
 mod bench;
 mod certs;

@@ -19,23 +19,20 @@
 //! Linux keeps credentials per thread (capset(2): "the calling thread"), and by this point the
 //! control runtime, the workers and the DNS64 threads all exist. As glibc does for setuid(2),
 //! every thread is signalled and runs the same steps in its signal handler (raw system calls
-//! only: async-signal-safe). The outcome is then read back for every thread from
-//! `/proc/self/task/*/status`; a thread left with any privilege is an error, and the caller
-//! refuses to run rather than continue privileged.
+//! only: async-signal-safe; the calls and the handler are `gate64_sys::privilege`'s, this
+//! module decides what to drop and checks the outcome). The outcome is then read back for
+//! every thread from `/proc/self/task/*/status`; a thread left with any privilege is an
+//! error, and the caller refuses to run rather than continue privileged.
 
 use anyhow::{Context, Result, bail};
+use gate64_sys::privilege::{self as sys, DropPlan, Failure};
 use std::collections::HashSet;
-use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
 /// How long the other threads get to run their signal handlers.
 const THREADS_DEADLINE: Duration = Duration::from_secs(2);
-/// `_LINUX_CAPABILITY_VERSION_3` (linux/capability.h): two 32-bit words per set.
-const CAPABILITY_VERSION_3: u32 = 0x2008_0522;
 /// capability.h: CAP_SETPCAP, needed to lower the bounding set.
 const CAP_SETPCAP: u32 = 8;
-/// No uid/gid change (`u32::MAX` is `(uid_t)-1`, never a valid id).
-const NO_ID: u32 = u32::MAX;
 
 /// A user and group to run as, resolved before the drop.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -54,8 +51,7 @@ pub fn identity(server: &gate64_config::Server) -> Result<Option<Identity>> {
         return Ok(None);
     };
     let identity = lookup(user, server.group.as_deref())?;
-    // SAFETY: geteuid has no arguments and cannot fail.
-    if unsafe { libc::geteuid() } != 0 {
+    if gate64_sys::process::geteuid() != 0 {
         bail!(
             "`server.user` = {user:?}: switching user needs gate64 started as root; under the \
              systemd unit, which already runs gate64 as its own user, leave the key out"
@@ -66,60 +62,27 @@ pub fn identity(server: &gate64_config::Server) -> Result<Option<Identity>> {
 
 /// Looks up `user` (and `group`, else the user's primary group) in the host's user database.
 fn lookup(user: &str, group: Option<&str>) -> Result<Identity> {
-    // NSS entries fit easily; a larger one is reported, not truncated (ERANGE).
-    let mut buf = vec![0 as libc::c_char; 64 * 1024];
     let name = std::ffi::CString::new(user)
         .with_context(|| format!("`server.user` = {user:?}: contains a NUL byte"))?;
-    // SAFETY: a zeroed passwd is a valid out-parameter; getpwnam_r fills it, pointing into
-    // `buf`, which outlives every use below.
-    let mut pwd: libc::passwd = unsafe { std::mem::zeroed() };
-    let mut found: *mut libc::passwd = std::ptr::null_mut();
-    // SAFETY: every pointer is live and `buf.len()` is its length.
-    let r = unsafe {
-        libc::getpwnam_r(
-            name.as_ptr(),
-            &mut pwd,
-            buf.as_mut_ptr(),
-            buf.len(),
-            &mut found,
-        )
-    };
-    if r != 0 {
-        return Err(std::io::Error::from_raw_os_error(r))
-            .with_context(|| format!("`server.user` = {user:?}: looking up the user"));
-    }
-    if found.is_null() {
+    let Some(pwd) = sys::lookup_user(&name)
+        .with_context(|| format!("`server.user` = {user:?}: looking up the user"))?
+    else {
         bail!("`server.user` = {user:?}: no such user on this host (getpwnam)");
-    }
-    if pwd.pw_uid == 0 {
+    };
+    if pwd.uid == 0 {
         bail!("`server.user` = {user:?}: is uid 0; name an unprivileged user");
     }
-    let uid = pwd.pw_uid;
-    let mut gid = pwd.pw_gid;
+    let uid = pwd.uid;
+    let mut gid = pwd.gid;
     if let Some(group) = group {
         let name = std::ffi::CString::new(group)
             .with_context(|| format!("`server.group` = {group:?}: contains a NUL byte"))?;
-        // SAFETY: as for getpwnam_r above.
-        let mut grp: libc::group = unsafe { std::mem::zeroed() };
-        let mut found: *mut libc::group = std::ptr::null_mut();
-        // SAFETY: every pointer is live and `buf.len()` is its length.
-        let r = unsafe {
-            libc::getgrnam_r(
-                name.as_ptr(),
-                &mut grp,
-                buf.as_mut_ptr(),
-                buf.len(),
-                &mut found,
-            )
-        };
-        if r != 0 {
-            return Err(std::io::Error::from_raw_os_error(r))
-                .with_context(|| format!("`server.group` = {group:?}: looking up the group"));
-        }
-        if found.is_null() {
+        let Some(found) = sys::lookup_group(&name)
+            .with_context(|| format!("`server.group` = {group:?}: looking up the group"))?
+        else {
             bail!("`server.group` = {group:?}: no such group on this host (getgrnam)");
-        }
-        gid = grp.gr_gid;
+        };
+        gid = found;
     }
     if gid == 0 {
         bail!("`server.user` = {user:?}: its group is gid 0; set `server.group` to another");
@@ -243,13 +206,17 @@ fn drop_everywhere(identity: Option<Identity>) -> Result<Dropped> {
         last_cap: last_cap(),
         identity,
     };
-    publish(&plan);
     let signal = libc::SIGRTMIN() + 4;
-    set_handler(signal, on_drop_signal as *const () as usize)
+    let published = DropPlan {
+        clear_bounding: plan.clear_bounding,
+        last_cap: plan.last_cap,
+        ids: plan.identity.map(|i| (i.uid, i.gid)),
+    };
+    sys::install_drop_handler(signal, &published)
         .context("installing the privilege-drop signal handler")?;
     let outcome = drop_in_every_thread(&plan, signal);
     // The handler must not run again once the drop is done (nor kill us, as SIG_DFL would).
-    let restored = set_handler(signal, libc::SIG_IGN);
+    let restored = sys::remove_drop_handler(signal);
     let threads = outcome?;
     restored.context("ignoring the privilege-drop signal")?;
     let credentials = read_credentials("self")?;
@@ -263,13 +230,13 @@ fn drop_everywhere(identity: Option<Identity>) -> Result<Dropped> {
 /// Signals every thread not yet privilege-free (once each) until all are, or the deadline.
 /// Returns how many threads were checked in the last pass.
 fn drop_in_every_thread(plan: &Plan, signal: libc::c_int) -> Result<usize> {
-    let me = gettid();
-    drop_this_thread().map_err(|f| f.into_error(me))?;
+    let me = sys::gettid();
+    sys::drop_this_thread().map_err(|f| failure_error(f, me))?;
     let mut signalled: HashSet<i32> = HashSet::from([me]);
     let deadline = Instant::now() + THREADS_DEADLINE;
     loop {
-        if let Some(f) = first_failure() {
-            bail!(f.into_error(f.tid));
+        if let Some(f) = sys::first_failure() {
+            bail!(failure_error(f, f.tid));
         }
         let mut stale = Vec::new();
         let tasks = list_tasks()?;
@@ -295,13 +262,12 @@ fn drop_in_every_thread(plan: &Plan, signal: libc::c_int) -> Result<usize> {
         }
         for (tid, _) in stale {
             if signalled.insert(tid) {
-                // SAFETY: tgkill only sends a signal; a thread that has ended gives ESRCH.
-                let r = unsafe { libc::syscall(libc::SYS_tgkill, libc::getpid(), tid, signal) };
-                if r != 0 && errno() != libc::ESRCH {
-                    bail!(
-                        "signalling thread {tid} to drop its privileges: {}",
-                        std::io::Error::last_os_error()
-                    );
+                // A thread that has ended gives ESRCH.
+                match sys::signal_thread(tid, signal) {
+                    Err(e) if e.raw_os_error() != Some(libc::ESRCH) => {
+                        bail!("signalling thread {tid} to drop its privileges: {e}")
+                    }
+                    _ => {}
                 }
             }
         }
@@ -309,205 +275,26 @@ fn drop_in_every_thread(plan: &Plan, signal: libc::c_int) -> Result<usize> {
     }
 }
 
-// The plan, shared with the signal handler through atomics (no locks in a handler).
-static CLEAR_BOUNDING: AtomicBool = AtomicBool::new(false);
-static LAST_CAP: AtomicU32 = AtomicU32::new(0);
-static TARGET_UID: AtomicU32 = AtomicU32::new(NO_ID);
-static TARGET_GID: AtomicU32 = AtomicU32::new(NO_ID);
-/// The first failure in any thread: `Failure::encode`, 0 for none.
-static FAILURE: AtomicI64 = AtomicI64::new(0);
-
-fn publish(plan: &Plan) {
-    CLEAR_BOUNDING.store(plan.clear_bounding, Ordering::SeqCst);
-    LAST_CAP.store(plan.last_cap, Ordering::SeqCst);
-    let (uid, gid) = plan.identity.map_or((NO_ID, NO_ID), |i| (i.uid, i.gid));
-    TARGET_UID.store(uid, Ordering::SeqCst);
-    TARGET_GID.store(gid, Ordering::SeqCst);
-    FAILURE.store(0, Ordering::SeqCst);
-}
-
-extern "C" fn on_drop_signal(_: libc::c_int) {
-    let saved = errno();
-    if let Err(f) = drop_this_thread() {
-        let _ = FAILURE.compare_exchange(0, f.encode(), Ordering::SeqCst, Ordering::SeqCst);
-    }
-    set_errno(saved);
-}
-
-/// The steps of the module comment, for the calling thread. Async-signal-safe: raw system
-/// calls and atomics only.
-fn drop_this_thread() -> Result<(), Failure> {
-    let step = |step: Step, r: libc::c_long| {
-        if r < 0 {
-            Err(Failure {
-                step,
-                errno: errno(),
-                tid: gettid(),
-            })
-        } else {
-            Ok(())
-        }
-    };
-    if CLEAR_BOUNDING.load(Ordering::SeqCst) {
-        for cap in 0..=LAST_CAP.load(Ordering::SeqCst) {
-            let cap = libc::c_ulong::from(cap);
-            // SAFETY: prctl with integer arguments only.
-            if unsafe { libc::prctl(libc::PR_CAPBSET_READ, cap, 0, 0, 0) } == 1 {
-                // SAFETY: as above.
-                let r = unsafe { libc::prctl(libc::PR_CAPBSET_DROP, cap, 0, 0, 0) };
-                step(Step::Bounding, r.into())?;
-            }
-        }
-    }
-    // SAFETY: prctl with integer arguments only.
-    let r = unsafe {
-        libc::prctl(
-            libc::PR_CAP_AMBIENT,
-            libc::PR_CAP_AMBIENT_CLEAR_ALL as libc::c_ulong,
-            0,
-            0,
-            0,
-        )
-    };
-    step(Step::Ambient, r.into())?;
-    let (uid, gid) = (
-        TARGET_UID.load(Ordering::SeqCst),
-        TARGET_GID.load(Ordering::SeqCst),
-    );
-    if uid != NO_ID {
-        // Raw calls on purpose: they change this thread only, which is what every thread
-        // runs here; glibc's wrappers would start a broadcast of their own from a handler.
-        // SAFETY: a zero-length group list is never read.
-        let r = unsafe { libc::syscall(libc::SYS_setgroups, 0, std::ptr::null::<libc::gid_t>()) };
-        step(Step::Groups, r)?;
-        // SAFETY: integer arguments only.
-        let r = unsafe { libc::syscall(libc::SYS_setresgid, gid, gid, gid) };
-        step(Step::Gid, r)?;
-        // SAFETY: integer arguments only.
-        let r = unsafe { libc::syscall(libc::SYS_setresuid, uid, uid, uid) };
-        step(Step::Uid, r)?;
-    }
-    let header = CapHeader {
-        version: CAPABILITY_VERSION_3,
-        pid: 0,
-    };
-    let empty = [CapData::default(); 2];
-    // SAFETY: header and data are live, correctly laid out for version 3 (two data words).
-    let r = unsafe { libc::syscall(libc::SYS_capset, &header, empty.as_ptr()) };
-    step(Step::Capset, r)?;
-    // SAFETY: prctl with integer arguments only.
-    let r = unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) };
-    step(Step::NoNewPrivs, r.into())
-}
-
-/// linux/capability.h `struct __user_cap_header_struct`.
-#[repr(C)]
-struct CapHeader {
-    version: u32,
-    pid: libc::c_int,
-}
-
-/// linux/capability.h `struct __user_cap_data_struct`.
-#[repr(C)]
-#[derive(Clone, Copy, Default)]
-struct CapData {
-    effective: u32,
-    permitted: u32,
-    inheritable: u32,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Step {
-    Bounding = 1,
-    Ambient,
-    Groups,
-    Gid,
-    Uid,
-    Capset,
-    NoNewPrivs,
-}
-
-impl Step {
-    const ALL: [Step; 7] = [
-        Step::Bounding,
-        Step::Ambient,
-        Step::Groups,
-        Step::Gid,
-        Step::Uid,
-        Step::Capset,
-        Step::NoNewPrivs,
-    ];
-
-    fn what(self) -> &'static str {
-        match self {
-            Step::Bounding => "clearing the capability bounding set (PR_CAPBSET_DROP)",
-            Step::Ambient => "clearing the ambient capabilities (PR_CAP_AMBIENT_CLEAR_ALL)",
-            Step::Groups => "dropping the supplementary groups (setgroups)",
-            Step::Gid => "switching group (setresgid)",
-            Step::Uid => "switching user (setresuid)",
-            Step::Capset => "emptying the capability sets (capset)",
-            Step::NoNewPrivs => "setting PR_SET_NO_NEW_PRIVS",
-        }
-    }
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct Failure {
-    step: Step,
-    errno: i32,
-    tid: i32,
-}
-
-impl Failure {
-    /// Packs into one non-zero word for the handler's atomic: step, errno and tid.
-    fn encode(self) -> i64 {
-        (self.step as i64) << 56 | i64::from(self.errno & 0xff_ffff) << 32 | i64::from(self.tid)
-    }
-
-    fn decode(word: i64) -> Option<Failure> {
-        let step = Step::ALL.into_iter().find(|s| *s as i64 == word >> 56)?;
-        Some(Failure {
-            step,
-            errno: ((word >> 32) & 0xff_ffff) as i32,
-            tid: word as i32,
-        })
-    }
-
-    fn into_error(self, tid: i32) -> anyhow::Error {
-        anyhow::anyhow!(
-            "dropping privileges in thread {tid}: {} failed: {}",
-            self.step.what(),
-            std::io::Error::from_raw_os_error(self.errno)
-        )
-    }
-}
-
-fn first_failure() -> Option<Failure> {
-    Failure::decode(FAILURE.load(Ordering::SeqCst))
+/// The error for a step of the drop that failed in thread `tid`.
+fn failure_error(f: Failure, tid: i32) -> anyhow::Error {
+    anyhow::anyhow!(
+        "dropping privileges in thread {tid}: {} failed: {}",
+        f.step.what(),
+        std::io::Error::from_raw_os_error(f.errno)
+    )
 }
 
 /// Whether `cap` is in this thread's effective set (capget(2)).
 fn has_effective(cap: u32) -> Result<bool> {
-    let header = CapHeader {
-        version: CAPABILITY_VERSION_3,
-        pid: 0,
-    };
-    let mut data = [CapData::default(); 2];
-    // SAFETY: header and data are live and laid out for version 3 (two data words).
-    let r = unsafe { libc::syscall(libc::SYS_capget, &header, data.as_mut_ptr()) };
-    if r < 0 {
-        return Err(std::io::Error::last_os_error()).context("reading capabilities (capget)");
-    }
-    let word = data[(cap / 32) as usize].effective;
-    Ok(word & (1 << (cap % 32)) != 0)
+    let effective = sys::effective_capabilities().context("reading capabilities (capget)")?;
+    Ok(effective & (1 << cap) != 0)
 }
 
 /// The highest capability this kernel knows: PR_CAPBSET_READ fails with EINVAL past it.
 /// (Not `/proc/sys/kernel/cap_last_cap`: `ProcSubset=pid` hides /proc/sys.)
 fn last_cap() -> u32 {
     (1..64)
-        // SAFETY: prctl with integer arguments only.
-        .take_while(|&cap| unsafe { libc::prctl(libc::PR_CAPBSET_READ, cap as libc::c_ulong, 0, 0, 0) } >= 0)
+        .take_while(|&cap| sys::capbset_read(cap).is_ok())
         .last()
         .unwrap_or(0)
 }
@@ -536,39 +323,10 @@ fn task_exists(tid: i32) -> bool {
     std::path::Path::new(&format!("/proc/self/task/{tid}")).exists()
 }
 
-fn set_handler(signal: libc::c_int, handler: libc::sighandler_t) -> Result<()> {
-    // SAFETY: a zeroed sigaction is valid (empty mask, no flags); the handler is either a
-    // constant or an `extern "C" fn(c_int)` that is async-signal-safe.
-    let mut action: libc::sigaction = unsafe { std::mem::zeroed() };
-    action.sa_sigaction = handler;
-    // SA_RESTART: the workers' and runtime's blocking calls resume instead of failing EINTR.
-    action.sa_flags = libc::SA_RESTART;
-    // SAFETY: action is fully initialised; the old action is not wanted.
-    let r = unsafe { libc::sigaction(signal, &action, std::ptr::null_mut()) };
-    if r != 0 {
-        return Err(std::io::Error::last_os_error().into());
-    }
-    Ok(())
-}
-
-fn gettid() -> i32 {
-    // SAFETY: gettid has no arguments and cannot fail.
-    unsafe { libc::syscall(libc::SYS_gettid) as i32 }
-}
-
-fn errno() -> i32 {
-    // SAFETY: __errno_location returns this thread's errno slot.
-    unsafe { *libc::__errno_location() }
-}
-
-fn set_errno(value: i32) {
-    // SAFETY: as above.
-    unsafe { *libc::__errno_location() = value }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::sync::atomic::{AtomicBool, Ordering};
 
     /// The lines of a real `/proc/<pid>/status` (Linux 6.1, a thread of `gate64 serve` after
     /// the drop) that the parser reads, with others around them.
@@ -664,20 +422,6 @@ mod tests {
         }));
     }
 
-    #[test]
-    fn failure_survives_the_atomic_word() {
-        for step in Step::ALL {
-            let f = Failure {
-                step,
-                errno: libc::EPERM,
-                tid: 4_194_303,
-            };
-            assert_ne!(f.encode(), 0);
-            assert_eq!(Failure::decode(f.encode()), Some(f));
-        }
-        assert_eq!(Failure::decode(0), None);
-    }
-
     /// Set for the child process that [`drops_in_every_thread`] starts: `plain` or `nobody`.
     const CHILD_ENV: &str = "GATE64_PRIVILEGE_CHILD";
 
@@ -691,8 +435,7 @@ mod tests {
     /// not take this test harness's threads with it) and checks its verdict.
     #[test]
     fn drops_in_every_thread() {
-        // SAFETY: geteuid has no arguments and cannot fail.
-        let root = unsafe { libc::geteuid() } == 0;
+        let root = gate64_sys::process::geteuid() == 0;
         let modes: &[&str] = if root {
             &["plain", "nobody"]
         } else {
@@ -764,21 +507,9 @@ mod tests {
             }
         }
         // Nothing can be regained: raising CAP_NET_ADMIN back fails in this thread.
-        let header = CapHeader {
-            version: CAPABILITY_VERSION_3,
-            pid: 0,
-        };
-        let net_admin = [
-            CapData {
-                effective: 1 << 12,
-                permitted: 1 << 12,
-                inheritable: 0,
-            },
-            CapData::default(),
-        ];
-        // SAFETY: live, version-3 layout.
-        let r = unsafe { libc::syscall(libc::SYS_capset, &header, net_admin.as_ptr()) };
-        assert_eq!(r, -1, "capset raised CAP_NET_ADMIN again");
+        let net_admin = 1 << 12;
+        let r = sys::set_capabilities(net_admin, net_admin, 0);
+        assert!(r.is_err(), "capset raised CAP_NET_ADMIN again");
         stop.store(true, Ordering::SeqCst);
         for t in threads {
             t.join().expect("thread ran to its end");
@@ -821,8 +552,7 @@ mod tests {
         let e = format!("{:#}", lookup("nobody", Some("root")).unwrap_err());
         assert!(e.contains("gid 0"), "{e}");
         assert_eq!(identity(&gate64_config::Server::default()).ok(), Some(None));
-        // SAFETY: geteuid has no arguments and cannot fail.
-        match (identity(&nobody), unsafe { libc::geteuid() } == 0) {
+        match (identity(&nobody), gate64_sys::process::geteuid() == 0) {
             (Ok(id), true) => assert_eq!(id, Some(NOBODY)),
             (Err(e), false) => assert!(format!("{e:#}").contains("needs gate64 started as root")),
             (other, root) => panic!("{other:?} with root = {root}"),

@@ -370,8 +370,7 @@ pub async fn serve(
             _ = stop.wait_for(|stopped| *stopped) => return,
         };
         // Read at each connection: the privilege drop may change the daemon's user.
-        // SAFETY: geteuid has no arguments and cannot fail.
-        let own = unsafe { libc::geteuid() };
+        let own = gate64_sys::process::geteuid();
         let allowed = stream
             .peer_cred()
             .is_ok_and(|c| c.uid() == 0 || c.uid() == own);

@@ -90,8 +90,7 @@ impl Drop for WorldCopy {
 /// world-runnable copy of the binary) when running as root; `None`, with the reason printed,
 /// when that cannot be arranged.
 fn unprivileged(args: &[&str]) -> Option<(Command, Option<WorldCopy>)> {
-    // SAFETY: geteuid has no preconditions and cannot fail.
-    if unsafe { libc::geteuid() } != 0 {
+    if gate64_sys::process::geteuid() != 0 {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_gate64"));
         cmd.args(args);
         return Some((cmd, None));

@@ -24,10 +24,8 @@ use rcgen::{
 /// Bytes in use in malloc's chunks (glibc's count, chunk headers included): Rust's heap and
 /// aws-lc's, whose key schedules are allocated in C.
 fn live() -> isize {
-    // SAFETY: mallinfo2 only reads the allocator's statistics.
-    let info = unsafe { libc::mallinfo2() };
-    // Large blocks (big tables) are mapped apart from the arenas.
-    (info.uordblks + info.hblkhd) as isize
+    // Large blocks (big tables) are mapped apart from the arenas, and counted too.
+    gate64_sys::resource::heap_in_use() as isize
 }
 
 const SERVER: &str = "[2001:db8:ffff::1]:500";

@@ -9,10 +9,12 @@
 //! `cargo bench -p gate64-io --bench corp_drain --
 //!     --warm-up-time 1 --measurement-time 5 --sample-size 10`
 #![allow(missing_docs)]
+#![forbid(unsafe_code)]
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use gate64_dataplane::{DataplaneConfig, Direction, Shared, Side, Stats, Worker};
 use gate64_io::{CorpLink, WorkerIo};
+use gate64_sys::resource::ThreadCpuClock;
 use std::net::{Ipv4Addr, UdpSocket};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -43,16 +45,6 @@ fn config() -> DataplaneConfig {
     }
 }
 
-fn thread_cpu(clock: libc::clockid_t) -> Duration {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: `ts` is a valid, writable timespec.
-    unsafe { libc::clock_gettime(clock, &mut ts) };
-    Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
-}
-
 fn drain(c: &mut Criterion) {
     let corp = UdpSocket::bind((Ipv4Addr::LOCALHOST, 0)).unwrap();
     let sender = UdpSocket::bind((Ipv4Addr::LOCALHOST, 0)).unwrap();
@@ -73,10 +65,7 @@ fn drain(c: &mut Criterion) {
     let worker = {
         let stop = Arc::clone(&stop);
         std::thread::spawn(move || {
-            let mut clock = 0;
-            // SAFETY: pthread_self is this live thread; `clock` is writable.
-            unsafe { libc::pthread_getcpuclockid(libc::pthread_self(), &mut clock) };
-            tx.send(clock).unwrap();
+            tx.send(ThreadCpuClock::current().unwrap()).unwrap();
             gate64_io::worker::run(io, dp, stop)
         })
     };
@@ -88,7 +77,7 @@ fn drain(c: &mut Criterion) {
             let mut cpu = Duration::ZERO;
             for _ in 0..iters {
                 let start = stats.packets(Side::Corpnet, Direction::Rx);
-                let before = thread_cpu(clock);
+                let before = clock.elapsed();
                 let mut next = Instant::now();
                 for _ in 0..PACKETS / BURST {
                     for _ in 0..BURST {
@@ -109,7 +98,7 @@ fn drain(c: &mut Criterion) {
                     }
                     seen = now;
                 }
-                cpu += thread_cpu(clock) - before;
+                cpu += clock.elapsed() - before;
             }
             cpu
         })

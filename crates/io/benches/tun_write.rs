@@ -11,6 +11,7 @@
 //!
 //! `cargo bench -p gate64-io --bench tun_write -- --warm-up-time 1 --measurement-time 3`
 #![allow(missing_docs)]
+#![forbid(unsafe_code)]
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use gate64_io::CorpLink;
@@ -65,8 +66,8 @@ fn sh(args: &[&str]) -> bool {
 
 /// A TUN in a namespace of its own whose packets to fd00:0:0:c0::/64 leave by a veth.
 fn lab() -> Option<CorpLink> {
-    // SAFETY: unshare takes no pointers; it moves this thread into a new network namespace.
-    if unsafe { libc::unshare(libc::CLONE_NEWNET) } != 0 {
+    // Moves this thread into a new network namespace.
+    if gate64_sys::namespace::unshare(gate64_sys::namespace::CLONE_NEWNET).is_err() {
         eprintln!("tun_write: no CAP_SYS_ADMIN to make a network namespace; skipped");
         return None;
     }

@@ -4,7 +4,7 @@
 //! callers' buffers, so the kernel copies them once and forwards one skb per flow and batch
 //! instead of one per segment. Reads are cut into segments by [`split_into`].
 
-use std::io;
+use std::io::IoSlice;
 use std::os::fd::RawFd;
 
 pub use gate64_wire::offload::{
@@ -52,37 +52,16 @@ pub fn write_coalesced(fd: RawFd, packets: &[&[u8]]) -> Written {
 pub fn write_with(table: &mut GroTable, fd: RawFd, packets: &[&[u8]]) -> Written {
     let mut w = Written::default();
     table.for_each_write(packets, |parts, n| {
-        let mut iov = [libc::iovec {
-            iov_base: std::ptr::null_mut(),
-            iov_len: 0,
-        }; MAX_PARTS];
+        let mut iov = [IoSlice::new(&[]); MAX_PARTS];
         for (v, p) in iov.iter_mut().zip(parts) {
-            *v = iovec(p);
+            *v = IoSlice::new(p);
         }
-        match writev(fd, &iov[..parts.len().min(MAX_PARTS)]) {
+        match gate64_sys::fd::writev(fd, &iov[..parts.len().min(MAX_PARTS)]) {
             Ok(_) => w.ok += n,
             Err(_) => w.failed += n,
         }
     });
     w
-}
-
-fn iovec(b: &[u8]) -> libc::iovec {
-    libc::iovec {
-        iov_base: b.as_ptr() as *mut libc::c_void,
-        iov_len: b.len(),
-    }
-}
-
-fn writev(fd: RawFd, iov: &[libc::iovec]) -> io::Result<usize> {
-    // SAFETY: every iovec points into a live slice borrowed for the duration of the call, and
-    // the kernel only reads from them.
-    let n = unsafe { libc::writev(fd, iov.as_ptr(), iov.len() as libc::c_int) };
-    if n < 0 {
-        Err(io::Error::last_os_error())
-    } else {
-        Ok(n as usize)
-    }
 }
 
 #[cfg(test)]

@@ -4,6 +4,7 @@
 //! crates'; what a driver still decides itself (the IP-HTTPS connection's transport stage,
 //! IKE's per-source shedding, the OCSP rule) says so in its module.
 #![warn(missing_docs)]
+#![forbid(unsafe_code)]
 
 mod batch;
 pub mod binding_log;

@@ -15,6 +15,7 @@
 //! ```
 
 use crate::worker::CorpLink;
+use gate64_sys::tun;
 use gate64_wire::offload::{Slots, SplitError, split_to};
 use std::fs::File;
 use std::io;
@@ -55,44 +56,13 @@ impl TunQueue {
             .write(true)
             .custom_flags(libc::O_NONBLOCK | libc::O_CLOEXEC)
             .open("/dev/net/tun")?;
-        // SAFETY: `ifreq` is plain data (a name array and a union of integers); all zeroes is
-        // a valid value.
-        let mut req: libc::ifreq = unsafe { std::mem::zeroed() };
-        let bytes = name.as_bytes();
-        if bytes.is_empty() || bytes.len() >= req.ifr_name.len() || bytes.contains(&0) {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidInput,
-                format!("TUN device name `{name}` must be 1 to 15 bytes"),
-            ));
-        }
-        for (d, &b) in req.ifr_name.iter_mut().zip(bytes) {
-            *d = b as libc::c_char;
-        }
-        req.ifr_ifru.ifru_flags = flags as libc::c_short;
-        // SAFETY: a TUN descriptor and a zero-initialised, NUL-terminated `ifreq`.
-        if unsafe { libc::ioctl(file.as_raw_fd(), libc::TUNSETIFF, &mut req) } < 0 {
-            return Err(io::Error::last_os_error());
-        }
+        let fd = file.as_raw_fd();
+        tun::set_iff(fd, name, flags)?;
         // TCP segmentation offloads only: a UDP super-packet (USO) would be one gate64 does
         // not cut, so the kernel segments UDP before handing it over.
-        let offloads = libc::TUN_F_CSUM | libc::TUN_F_TSO4 | libc::TUN_F_TSO6;
-        // SAFETY: a TUN descriptor; the argument is a flag mask passed by value.
-        if unsafe {
-            libc::ioctl(
-                file.as_raw_fd(),
-                libc::TUNSETOFFLOAD,
-                offloads as libc::c_ulong,
-            )
-        } < 0
-        {
-            return Err(io::Error::last_os_error());
-        }
-        if flags & libc::IFF_NAPI != 0 {
-            let limit: libc::c_int = NAPI_QUEUE_BYTES;
-            // SAFETY: a TUN descriptor and a pointer to an int that outlives the call.
-            if unsafe { libc::ioctl(file.as_raw_fd(), libc::TUNSETSNDBUF, &limit) } < 0 {
-                return Err(io::Error::last_os_error());
-            }
+        tun::set_offload(fd, tun::TUN_F_CSUM | tun::TUN_F_TSO4 | tun::TUN_F_TSO6)?;
+        if flags & tun::IFF_NAPI != 0 {
+            tun::set_sndbuf(fd, NAPI_QUEUE_BYTES)?;
         }
         Ok(TunQueue {
             file,
@@ -111,24 +81,14 @@ impl TunQueue {
     pub fn mtu(&self) -> io::Result<u16> {
         let sock = std::net::UdpSocket::bind((std::net::Ipv4Addr::UNSPECIFIED, 0))
             .or_else(|_| std::net::UdpSocket::bind((Ipv6Addr::UNSPECIFIED, 0)))?;
-        // SAFETY: as in `open`, all zeroes is a valid `ifreq`.
-        let mut req: libc::ifreq = unsafe { std::mem::zeroed() };
-        for (d, &b) in req.ifr_name.iter_mut().zip(self.name.as_bytes()) {
-            *d = b as libc::c_char;
-        }
-        // SAFETY: a socket descriptor and an `ifreq` naming an interface (NUL-terminated: the
-        // name was checked to be shorter than the field when the queue was opened).
-        if unsafe { libc::ioctl(sock.as_raw_fd(), libc::SIOCGIFMTU, &mut req) } < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        // SAFETY: SIOCGIFMTU fills the `ifru_mtu` member.
-        let mtu = unsafe { req.ifr_ifru.ifru_mtu };
+        // The name was checked to fit the kernel's field when the queue was opened.
+        let mtu = tun::interface_mtu(sock.as_raw_fd(), &self.name)?;
         u16::try_from(mtu).map_err(|_| io::Error::other(format!("MTU {mtu} out of range")))
     }
 
     /// True when writes go to the queue's NAPI (see the type's documentation).
     pub fn napi(&self) -> bool {
-        self.flags & libc::IFF_NAPI != 0
+        self.flags & tun::IFF_NAPI != 0
     }
 
     /// Reads one packet, or one TCP super-packet, into `raw` (at least
@@ -224,12 +184,12 @@ fn open_queues(
     multi_queue: bool,
     napi: bool,
 ) -> io::Result<Vec<TunQueue>> {
-    let mut flags = libc::IFF_TUN | libc::IFF_NO_PI | libc::IFF_VNET_HDR;
+    let mut flags = tun::IFF_TUN | tun::IFF_NO_PI | tun::IFF_VNET_HDR;
     if multi_queue {
-        flags |= libc::IFF_MULTI_QUEUE;
+        flags |= tun::IFF_MULTI_QUEUE;
     }
     if napi {
-        flags |= libc::IFF_NAPI;
+        flags |= tun::IFF_NAPI;
     }
     let mut links = Vec::with_capacity(queues);
     for _ in 0..queues.max(1) {

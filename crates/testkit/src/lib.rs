@@ -16,6 +16,7 @@
 //! - [`flood`] is pure packet generation plus a paced UDP sender; the `teredo-flood` binary
 //!   is a thin command-line wrapper around it.
 #![warn(missing_docs)]
+#![forbid(unsafe_code)]
 
 pub mod bird;
 pub mod capture;

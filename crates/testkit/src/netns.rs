@@ -38,8 +38,7 @@ static STALE_CLEANUP: Once = Once::new();
 /// works (checked once by creating and deleting a probe namespace).
 pub fn netns_available() -> bool {
     *AVAILABLE.get_or_init(|| {
-        // SAFETY: geteuid has no preconditions and cannot fail.
-        if unsafe { libc::geteuid() } != 0 {
+        if gate64_sys::process::geteuid() != 0 {
             return false;
         }
         let name = format!("{NAME_PREFIX}probe-{}-{}", std::process::id(), next_id());
@@ -609,20 +608,15 @@ fn output_with_timeout(cmd: &mut Command, timeout: Duration) -> Result<Output> {
 
 fn enter_netns(path: &Path) -> Result<()> {
     let f = File::open(path).with_context(|| format!("opening {}", path.display()))?;
-    // SAFETY: setns only reads the descriptor, which stays open for the call; CLONE_NEWNET
-    // affects the calling thread alone.
-    let rc = unsafe { libc::setns(f.as_raw_fd(), libc::CLONE_NEWNET) };
-    if rc != 0 {
-        return Err(std::io::Error::last_os_error())
-            .with_context(|| format!("setns({})", path.display()));
-    }
-    Ok(())
+    // The descriptor stays open for the call; only the calling thread moves.
+    gate64_sys::namespace::enter_net(f.as_raw_fd())
+        .with_context(|| format!("setns({})", path.display()))
 }
 
 fn signal(pid: i32, sig: i32) {
     if pid > 0 {
-        // SAFETY: kill has no memory-safety preconditions; pid > 0 targets one process.
-        unsafe { libc::kill(pid, sig) };
+        // pid > 0 targets one process; one that has ended already is not an error here.
+        let _ = gate64_sys::process::kill(pid, sig);
     }
 }
 

@@ -129,8 +129,7 @@ pub fn run(args: &CapacityArgs) -> Result<()> {
         print!("{}", table(&report.rows));
         return write_plots(args, &report.rows);
     }
-    // SAFETY: geteuid has no preconditions and cannot fail.
-    if unsafe { libc::geteuid() } != 0 {
+    if gate64_sys::process::geteuid() != 0 {
         bail!(
             "gate64 bench capacity needs root (network namespaces, TUN devices); `gate64 demo` \
              runs a short version without root"

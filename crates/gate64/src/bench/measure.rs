@@ -10,9 +10,7 @@ use std::time::Instant;
 
 /// Clock ticks per second of `/proc` CPU times.
 fn ticks_per_sec() -> f64 {
-    // SAFETY: sysconf has no memory-safety preconditions.
-    let t = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
-    if t > 0 { t as f64 } else { 100.0 }
+    gate64_sys::resource::clock_ticks_per_sec().map_or(100.0, |t| t as f64)
 }
 
 /// CPU seconds (user + system, all threads) of process `pid`.

@@ -20,6 +20,7 @@ use super::DemoArgs;
 use crate::bench::{CapacityArgs, Row, measure_capacity, table};
 use anyhow::{Context, Result, bail, ensure};
 use clap::Parser;
+use gate64_sys::{namespace, process};
 use std::process::{Command, ExitStatus};
 
 /// The child's exit status when it could not enter the namespace (its message says why).
@@ -41,8 +42,7 @@ pub enum Outcome {
 /// Runs the namespace demo in a re-executed child inside a new user namespace, or in this
 /// process when it is root already.
 pub fn run(args: &DemoArgs) -> Outcome {
-    // SAFETY: geteuid has no preconditions and cannot fail.
-    if unsafe { libc::geteuid() } == 0 {
+    if process::geteuid() == 0 {
         return Outcome::Ran(measure(args));
     }
     let status = match spawn_child(args) {
@@ -74,8 +74,7 @@ fn spawn_child(args: &DemoArgs) -> Result<ExitStatus> {
     let mut child = cmd.spawn().context("starting the demo's lab")?;
     // Ctrl-C reaches the child too (same process group); it tears the lab down and exits,
     // and this process waits for that rather than leave it behind.
-    // SAFETY: SIG_IGN as the disposition of SIGINT; no handler runs.
-    unsafe { libc::signal(libc::SIGINT, libc::SIG_IGN) };
+    let _ = process::ignore_signal(libc::SIGINT);
     child.wait().context("waiting for the demo's lab")
 }
 
@@ -96,51 +95,25 @@ pub fn run_child(args: &DemoArgs) -> Result<()> {
 /// `/run/netns`.
 fn enter_user_namespace() -> Result<()> {
     // If the parent dies, end too: the lab's processes go with this one's namespaces.
-    // SAFETY: prctl with an integer argument; no memory is passed.
-    unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM) };
-    // SAFETY: getters without preconditions.
-    let (uid, gid) = unsafe { (libc::geteuid(), libc::getegid()) };
-    // SAFETY: unshare takes flags only; it fails with EINVAL if threads exist, reported below.
-    // A network namespace of its own too: `ip netns add` returns to the namespace it started
-    // in, which must be one this user namespace owns.
-    let flags = libc::CLONE_NEWUSER | libc::CLONE_NEWNS | libc::CLONE_NEWNET;
-    if unsafe { libc::unshare(flags) } != 0 {
-        return Err(std::io::Error::last_os_error()).context("unshare(CLONE_NEWUSER)");
-    }
+    let _ = process::set_parent_death_signal(libc::SIGTERM);
+    let (uid, gid) = (process::geteuid(), process::getegid());
+    // Fails with EINVAL if threads exist, reported below. A network namespace of its own too:
+    // `ip netns add` returns to the namespace it started in, which must be one this user
+    // namespace owns.
+    let flags = namespace::CLONE_NEWUSER | namespace::CLONE_NEWNS | namespace::CLONE_NEWNET;
+    namespace::unshare(flags).context("unshare(CLONE_NEWUSER)")?;
     // An unprivileged process may map only its own ids, and only after giving up setgroups.
     std::fs::write("/proc/self/setgroups", "deny").context("writing /proc/self/setgroups")?;
     std::fs::write("/proc/self/uid_map", format!("0 {uid} 1"))
         .context("writing /proc/self/uid_map")?;
     std::fs::write("/proc/self/gid_map", format!("0 {gid} 1"))
         .context("writing /proc/self/gid_map")?;
-    mount(None, c"/", None, libc::MS_REC | libc::MS_PRIVATE).context("making / private")?;
-    mount(Some(c"tmpfs"), c"/run", Some(c"tmpfs"), 0).context("mounting a tmpfs on /run")?;
+    let private = namespace::MS_REC | namespace::MS_PRIVATE;
+    namespace::mount(None, c"/", None, private).context("making / private")?;
+    namespace::mount(Some(c"tmpfs"), c"/run", Some(c"tmpfs"), 0)
+        .context("mounting a tmpfs on /run")?;
     std::fs::create_dir("/run/netns").context("creating /run/netns")?;
     Ok(())
-}
-
-fn mount(
-    source: Option<&std::ffi::CStr>,
-    target: &std::ffi::CStr,
-    fstype: Option<&std::ffi::CStr>,
-    flags: libc::c_ulong,
-) -> std::io::Result<()> {
-    let ptr = |s: Option<&std::ffi::CStr>| s.map_or(std::ptr::null(), |s| s.as_ptr());
-    // SAFETY: every pointer is a NUL-terminated string that outlives the call, or null.
-    let rc = unsafe {
-        libc::mount(
-            ptr(source),
-            target.as_ptr(),
-            ptr(fstype),
-            flags,
-            std::ptr::null(),
-        )
-    };
-    if rc == 0 {
-        Ok(())
-    } else {
-        Err(std::io::Error::last_os_error())
-    }
 }
 
 /// `gate64 bench capacity` with the demo's knobs, then the check that every client passed.

@@ -412,9 +412,7 @@ fn stat_cpu(path: &str) -> Duration {
         .iter()
         .filter_map(|&i| f.get(i)?.parse::<u64>().ok())
         .sum();
-    // SAFETY: sysconf has no preconditions.
-    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
-    let hz = if hz > 0 { hz as u64 } else { 100 };
+    let hz = gate64_sys::resource::clock_ticks_per_sec().unwrap_or(100);
     Duration::from_secs_f64(ticks as f64 / hz as f64)
 }
 

@@ -190,7 +190,7 @@ fn parse_url(url: &str) -> Result<(String, u16, String)> {
 }
 
 async fn run(o: Opts) -> Result<bool> {
-    let nofile = gate64_io::sys::raise_nofile(o.count + 64);
+    let nofile = gate64_sys::resource::raise_nofile(o.count + 64);
     if nofile < o.count + 64 {
         eprintln!(
             "iphttps-load: warning: RLIMIT_NOFILE is {nofile}, fewer than --count {} + 64; \

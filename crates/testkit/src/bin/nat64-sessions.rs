@@ -69,7 +69,7 @@ fn run(o: &Opts) -> std::io::Result<u64> {
             packets.push(udp6(src, embed96(o.prefix, z), port, 9));
         }
         for chunk in packets.chunks(32) {
-            let n = gate64_io::sys::send_batch(sock.as_raw_fd(), chunk.len(), |i| {
+            let n = gate64_sys::udp::send_batch(sock.as_raw_fd(), chunk.len(), |i| {
                 (&chunk[i][..], o.server)
             });
             sent += n as u64;

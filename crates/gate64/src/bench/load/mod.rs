@@ -53,7 +53,7 @@ pub struct LoadArgs {
 pub fn run(args: &LoadArgs) -> Result<()> {
     init_logging();
     let spec = Arc::new(Spec::load(&args.spec)?);
-    let limit = gate64_io::sys::raise_nofile(spec.clients as u64 + SPARE_FDS);
+    let limit = gate64_sys::resource::raise_nofile(spec.clients as u64 + SPARE_FDS);
     if limit < spec.clients as u64 + SPARE_FDS {
         tracing::warn!(
             limit,

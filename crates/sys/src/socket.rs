@@ -1,0 +1,85 @@
+//! Socket options the drivers set on sockets they already hold: forced buffer sizes, no DF
+//! on Teredo datagrams, TCP's unsent-bytes cap, a receive timeout.
+
+use std::io;
+use std::os::fd::RawFd;
+use std::time::Duration;
+
+use crate::cvt;
+
+/// Sets a socket option of type `T` (a plain C value).
+fn setsockopt<T: Copy>(fd: RawFd, level: libc::c_int, opt: libc::c_int, v: T) -> io::Result<()> {
+    // SAFETY: `v` is a live `T` for the call and its exact size is passed; the kernel only
+    // reads it.
+    cvt(unsafe {
+        libc::setsockopt(
+            fd,
+            level,
+            opt,
+            (&v as *const T).cast(),
+            std::mem::size_of::<T>() as libc::socklen_t,
+        )
+    })?;
+    Ok(())
+}
+
+/// Sets both socket buffers with SO_RCVBUFFORCE/SO_SNDBUFFORCE (needs CAP_NET_ADMIN).
+pub fn set_buffer_force(fd: RawFd, bytes: usize) -> io::Result<()> {
+    let v = libc::c_int::try_from(bytes).unwrap_or(libc::c_int::MAX);
+    for opt in [libc::SO_RCVBUFFORCE, libc::SO_SNDBUFFORCE] {
+        setsockopt(fd, libc::SOL_SOCKET, opt, v)?;
+    }
+    Ok(())
+}
+
+/// Keeps the kernel from setting DF on Teredo datagrams (RFC 4380 §5.1.2: SHOULD NOT be set).
+pub fn set_pmtudisc_dont(fd: RawFd) -> io::Result<()> {
+    setsockopt(
+        fd,
+        libc::IPPROTO_IP,
+        libc::IP_MTU_DISCOVER,
+        libc::IP_PMTUDISC_DONT,
+    )
+}
+
+/// Caps the bytes a TCP socket holds that were written but not yet sent
+/// (TCP_NOTSENT_LOWAT): a write beyond it would block. Bytes in flight are not counted, so
+/// a reading peer keeps its whole congestion window; a peer whose window stays closed holds
+/// at most `bytes` of kernel memory instead of a send buffer that autotuning keeps growing.
+pub fn set_notsent_lowat(fd: RawFd, bytes: usize) -> io::Result<()> {
+    let v = libc::c_int::try_from(bytes).unwrap_or(libc::c_int::MAX);
+    setsockopt(fd, libc::IPPROTO_TCP, libc::TCP_NOTSENT_LOWAT, v)
+}
+
+/// Makes each blocking receive on the socket wait at most `timeout` (SO_RCVTIMEO); a receive
+/// that times out fails with `WouldBlock`.
+pub fn set_recv_timeout(fd: RawFd, timeout: Duration) -> io::Result<()> {
+    let tv = libc::timeval {
+        tv_sec: libc::time_t::try_from(timeout.as_secs()).unwrap_or(libc::time_t::MAX),
+        tv_usec: libc::suseconds_t::from(timeout.subsec_micros()),
+    };
+    setsockopt(fd, libc::SOL_SOCKET, libc::SO_RCVTIMEO, tv)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::net::{TcpListener, TcpStream, UdpSocket};
+    use std::os::fd::AsRawFd;
+
+    #[test]
+    fn options_are_set_and_a_receive_times_out() {
+        let udp = UdpSocket::bind("127.0.0.1:0").unwrap();
+        set_pmtudisc_dont(udp.as_raw_fd()).unwrap();
+        set_recv_timeout(udp.as_raw_fd(), Duration::from_millis(20)).unwrap();
+        assert_eq!(udp.read_timeout().unwrap(), Some(Duration::from_millis(20)));
+        let mut buf = [0u8; 8];
+        assert_eq!(
+            udp.recv(&mut buf).unwrap_err().kind(),
+            io::ErrorKind::WouldBlock
+        );
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let tcp = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+        set_notsent_lowat(tcp.as_raw_fd(), 64 * 1024).unwrap();
+    }
+}
