@@ -20,6 +20,10 @@ const UNIT: &str = "/lib/systemd/system/gate64.service";
 const CONFIG: &str = "/etc/gate64/gate64.toml";
 const BASH_COMPLETION: &str = "/usr/share/bash-completion/completions/gate64";
 const LOG_DIR: &str = "/var/log/gate64";
+/// Where systemd keeps `LogsDirectory=` of a `DynamicUser=` service, behind the LOG_DIR link.
+const PRIVATE_LOGS: &str = "/var/log/private";
+/// A uid from systemd's dynamic range (61184-65519), standing for the unit's dynamic user.
+const DYNAMIC_UID: u32 = 61_999;
 
 #[test]
 #[ignore = "needs root: installs a package"]
@@ -29,19 +33,27 @@ fn root_package_installs_checks_and_purges() {
     };
     let contents = deb_paths(&deb).expect("listing the package's contents");
     let existed: BTreeSet<PathBuf> = contents.iter().filter(|p| p.exists()).cloned().collect();
-    let guard = Purge;
+    let guard = Purge {
+        private_logs_existed: Path::new(PRIVATE_LOGS).exists(),
+    };
     install_and_check(&deb).expect("the installed package");
     drop(guard);
     purged(&contents, &existed).expect("nothing of the package after purge");
 }
 
-/// Purges the package when dropped, so a failing check still leaves the machine clean.
-struct Purge;
+/// Purges the package when dropped, so a failing check still leaves the machine clean;
+/// removes /var/log/private too when the test made it (and it is empty).
+struct Purge {
+    private_logs_existed: bool,
+}
 
 impl Drop for Purge {
     fn drop(&mut self) {
         if let Err(e) = run("dpkg", &["--purge", "gate64"]) {
             eprintln!("purging gate64: {e:#}");
+        }
+        if !self.private_logs_existed {
+            let _ = std::fs::remove_dir(PRIVATE_LOGS);
         }
     }
 }
@@ -82,9 +94,14 @@ fn ready_or_skip(test: &str) -> Option<PathBuf> {
         return None;
     }
     let state = dpkg_state();
-    let taken = ["/usr/bin/gate64", "/etc/gate64", LOG_DIR]
-        .into_iter()
-        .find(|p| Path::new(p).exists());
+    let taken = [
+        "/usr/bin/gate64",
+        "/etc/gate64",
+        LOG_DIR,
+        "/var/log/private/gate64",
+    ]
+    .into_iter()
+    .find(|p| Path::new(p).symlink_metadata().is_ok());
     if state != "not-installed" || taken.is_some() {
         panic!(
             "{test}: gate64 is already on this machine (dpkg: {state:?}, {taken:?}): the test \
@@ -305,10 +322,10 @@ fn bash_completes() -> Result<()> {
     Ok(())
 }
 
-/// logrotate, with Debian's global `create` in force, moves a log away, leaves making the
-/// new file to gate64 (`nocreate`), and runs `systemctl reload gate64.service` (SIGHUP,
-/// which reopens the log) once. A `systemctl` first on PATH records the call: this test does
-/// not start the service.
+/// logrotate, with Debian's global `create` in force, moves a log away in the directory
+/// systemd makes for the unit, leaves making the new file to gate64 (`nocreate`), and runs
+/// `systemctl reload gate64.service` (SIGHUP, which reopens the log) once. A `systemctl`
+/// first on PATH records the call: this test does not start the service.
 fn logrotate_rotates() -> Result<()> {
     if !have("logrotate", "the logrotate check") {
         return Ok(());
@@ -324,13 +341,13 @@ fn logrotate_rotates() -> Result<()> {
     run("chmod", &["0755", fake.to_str().context("path")?])?;
     let conf = scratch.join("logrotate.conf");
     std::fs::write(&conf, "create\ninclude /etc/logrotate.d/gate64\n")?;
-    // What LogsDirectory= makes when the service starts.
-    std::fs::create_dir_all(LOG_DIR)?;
+    dynamic_user_logs_directory()?;
     let (log, old) = (
         Path::new(LOG_DIR).join("nat64-bindings.jsonl"),
         Path::new(LOG_DIR).join("nat64-bindings.jsonl.1"),
     );
     std::fs::write(&log, "{\"event\":\"test\"}\n")?;
+    std::os::unix::fs::chown(&log, Some(DYNAMIC_UID), Some(DYNAMIC_UID))?;
     let path = format!(
         "{}:{}",
         scratch.display(),
@@ -353,9 +370,27 @@ fn logrotate_rotates() -> Result<()> {
     Ok(())
 }
 
+/// What systemd makes for `LogsDirectory=gate64` under `DynamicUser=yes` when the service
+/// starts: /var/log/private/gate64 (mode 0755) owned by the dynamic user, inside the root-only
+/// /var/log/private, and the link /var/log/gate64 to it.
+fn dynamic_user_logs_directory() -> Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    let private = Path::new(PRIVATE_LOGS);
+    if !private.exists() {
+        std::fs::create_dir(private)?;
+        std::fs::set_permissions(private, std::fs::Permissions::from_mode(0o700))?;
+    }
+    let dir = private.join("gate64");
+    std::fs::create_dir(&dir)?;
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755))?;
+    std::os::unix::fs::chown(&dir, Some(DYNAMIC_UID), Some(DYNAMIC_UID))?;
+    std::os::unix::fs::symlink("private/gate64", LOG_DIR)?;
+    Ok(())
+}
+
 /// After purge: dpkg knows no gate64, no file of the package is left, nor any directory it
-/// brought that was not there before, nor /etc/gate64 and /var/log/gate64 (which hold files
-/// the package did not ship).
+/// brought that was not there before, nor /etc/gate64, /var/log/gate64 and
+/// /var/log/private/gate64 (which hold files the package did not ship).
 fn purged(contents: &[PathBuf], existed: &BTreeSet<PathBuf>) -> Result<()> {
     let state = dpkg_state();
     ensure!(state == "not-installed", "dpkg after purge: {state:?}");
@@ -365,7 +400,10 @@ fn purged(contents: &[PathBuf], existed: &BTreeSet<PathBuf>) -> Result<()> {
         .collect();
     ensure!(left.is_empty(), "left behind: {left:?}");
     for dir in ["/etc/gate64", LOG_DIR, "/var/log/private/gate64"] {
-        ensure!(!Path::new(dir).exists(), "{dir} left behind");
+        ensure!(
+            Path::new(dir).symlink_metadata().is_err(),
+            "{dir} left behind"
+        );
     }
     Ok(())
 }
