@@ -1,9 +1,9 @@
 //! The Debian package (`scripts/package`, README.md "Deploying"), installed on this machine:
-//! it installs without starting or enabling the service, its configuration passes
-//! `check-config` as the secure default, every subcommand `gate64 --help` lists has a manual
-//! page that `man` renders, the unit passes `systemd-analyze verify`, the bash completions
-//! complete, logrotate rotates the logs and asks the service to reload, and `dpkg --purge`
-//! leaves nothing of the package behind.
+//! lintian finds nothing to warn about, it installs without starting or enabling the
+//! service, its configuration passes `check-config` as the secure default, every subcommand
+//! `gate64 --help` lists has a manual page that `man` renders, the unit passes
+//! `systemd-analyze verify`, the bash completions complete, logrotate rotates the logs and
+//! asks the service to reload, and `dpkg --purge` leaves nothing of the package behind.
 //!
 //! It needs root and installs to the real file system, so it is `#[ignore]`d (scripts/test
 //! runs it as root, after its `package` step has built target/debian/gate64_*.deb) and has
@@ -31,6 +31,7 @@ fn root_package_installs_checks_and_purges() {
     let Some(deb) = ready_or_skip("root_package_installs_checks_and_purges") else {
         return;
     };
+    lintian_clean(&deb).expect("lintian");
     let contents = deb_paths(&deb).expect("listing the package's contents");
     let existed: BTreeSet<PathBuf> = contents.iter().filter(|p| p.exists()).cloned().collect();
     let guard = Purge {
@@ -171,6 +172,27 @@ fn run(program: &str, args: &[&str]) -> Result<Output> {
 
 fn stdout(out: &Output) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// Debian's package checker finds no error and no warning (a binary left unstripped, a
+/// missing changelog or copyright, maintainer scripts calling systemctl where
+/// deb-systemd-invoke belongs, ...).
+fn lintian_clean(deb: &Path) -> Result<()> {
+    if !have("lintian", "lintian") {
+        return Ok(());
+    }
+    let deb = deb.to_str().context("package path")?;
+    run(
+        "lintian",
+        &[
+            "--fail-on",
+            "error,warning",
+            "--tag-display-limit",
+            "0",
+            deb,
+        ],
+    )?;
+    Ok(())
 }
 
 /// Every path the package holds, from `dpkg-deb --contents` (before it is installed).
