@@ -236,7 +236,29 @@ fn install_and_check(deb: &Path) -> Result<()> {
     manual_pages(&listed)?;
     unit_verifies()?;
     bash_completes()?;
-    logrotate_rotates()
+    logrotate_rotates()?;
+    reinstall_keeps_edits(deb)
+}
+
+/// Installing the package again (as an upgrade does) keeps an administrator's edit of the
+/// configuration, leaves the service as it was, and does not repeat the first-install
+/// message.
+fn reinstall_keeps_edits(deb: &Path) -> Result<()> {
+    let edit = "\n# edited by the administrator\n";
+    let mut text = std::fs::read_to_string(CONFIG)?;
+    text.push_str(edit);
+    std::fs::write(CONFIG, &text)?;
+    let out = run("dpkg", &["-i", deb.to_str().context("package path")?])?;
+    let said = stdout(&out);
+    ensure!(
+        !said.contains("service disabled"),
+        "upgrade message: {said}"
+    );
+    ensure!(
+        std::fs::read_to_string(CONFIG)?.ends_with(edit),
+        "{CONFIG} keeps the edit across a reinstall"
+    );
+    not_enabled_or_started()
 }
 
 /// Nothing enables or starts the service on install.
