@@ -35,6 +35,7 @@ mod lifecycle;
 mod nat64;
 mod nat64_fairness;
 mod openssl_ca;
+mod package;
 mod privilege;
 mod prometheus;
 mod scale_out;

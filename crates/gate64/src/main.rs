@@ -10,13 +10,14 @@ mod daemon;
 mod demo;
 mod disconnect;
 mod fd_limit;
+mod generate;
 mod gre;
 mod ike;
 mod privilege;
 mod status;
 
 use anyhow::{Context, Result};
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
 use gate64_config::{Config, LogFormat};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -75,6 +76,21 @@ enum Command {
         #[arg(long, short)]
         config: Option<PathBuf>,
     },
+    /// Write the manual pages (roff, section 8) of gate64 and of each subcommand into DIR,
+    /// from this CLI's own definition (`scripts/package` runs it).
+    #[command(hide = true)]
+    GenerateMan {
+        /// The directory to write `gate64.8`, `gate64-serve.8`, ... into.
+        dir: PathBuf,
+    },
+    /// Write the completion script for SHELL into DIR (`scripts/package` runs it).
+    #[command(hide = true)]
+    GenerateCompletions {
+        /// The shell.
+        shell: clap_complete::Shell,
+        /// The directory to write the script into.
+        dir: PathBuf,
+    },
 }
 
 fn main() -> ExitCode {
@@ -92,6 +108,10 @@ fn main() -> ExitCode {
             config,
         } => status(json, socket, config),
         Command::Disconnect(args) => disconnect::run(args),
+        Command::GenerateMan { dir } => generate::man_pages(Cli::command(), &dir).map(print_paths),
+        Command::GenerateCompletions { shell, dir } => {
+            generate::completions(Cli::command(), shell, &dir).map(|p| print_paths(vec![p]))
+        }
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -99,6 +119,13 @@ fn main() -> ExitCode {
             eprintln!("gate64: error: {e:#}");
             ExitCode::FAILURE
         }
+    }
+}
+
+/// One line per file written, for the script that asked.
+fn print_paths(paths: Vec<PathBuf>) {
+    for p in paths {
+        println!("{}", p.display());
     }
 }
 
