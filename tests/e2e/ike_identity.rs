@@ -25,7 +25,9 @@ use gate64_testkit::{CORP_HOST, Topology, gate64_binary, wait_until};
 
 use crate::common::{netns_test, path_str};
 use crate::ike_multi_auth::issue_under_lab_ca;
-use crate::ipsec::{GATE64_ADDRESS6, INITIATE_TIMEOUT, SETTLE_TIMEOUT, TeredoIpsecLab};
+use crate::ipsec::{
+    GATE64_ADDRESS6, INITIATE_TIMEOUT, SETTLE_TIMEOUT, TeredoIpsecLab, wait_session_record,
+};
 use crate::ipsec_flood::tunnels;
 use crate::ipsec_reload::{hup, wait_log};
 
@@ -171,6 +173,8 @@ fn disconnect_and_connect_again(topo: &Topology) -> Result<()> {
             let got = m.sum(name, labels);
             ensure!(got == want, "{name}{labels:?} is {got}, expected {want}");
         }
+        let gone = wait_session_record(topo, "disconnect", "admin")?;
+        ensure!(gone["identity"] == identity, "{gone}");
         let heard = wait_until(Duration::from_secs(10), || {
             charon.list_sas().is_ok_and(|sas| sas.is_empty())
         });

@@ -23,7 +23,9 @@ use gate64_testkit::{CORP_HOST, Netns, Topology, find_tool, wait_until};
 
 use crate::common::netns_test;
 use crate::ike_multi_auth::issue_under_lab_ca;
-use crate::ipsec::{GATE64_ADDRESS6, INITIATE_TIMEOUT, SETTLE_TIMEOUT, TeredoIpsecLab};
+use crate::ipsec::{
+    GATE64_ADDRESS6, INITIATE_TIMEOUT, SETTLE_TIMEOUT, TeredoIpsecLab, wait_session_record,
+};
 use crate::ipsec_reload::{hup, wait_log};
 
 #[test]
@@ -115,6 +117,9 @@ fn revoked_refused_then_cut_off(topo: &Topology) -> Result<()> {
         refused(&lost_charon, "at start")?;
         let revoked = metric("gate64_ike_refused_total", "revoked")?;
         ensure!(revoked >= 1.0, "refused{{reason=revoked}} is {revoked}");
+        // The session log records the refusal with where it came from.
+        let line = wait_session_record(topo, "auth_refused", "revoked")?;
+        ensure!(line["source"].is_string(), "{line}");
         Ok(())
     };
     with_charon_logs(first(), &[&lost_charon])?;
@@ -148,6 +153,8 @@ fn revoked_refused_then_cut_off(topo: &Topology) -> Result<()> {
         ensure!(mmsa == 0.0, "gate64_ipsec_mmsa is {mmsa} after the new CRL");
         let ended = m.sum("gate64_ipsec_disconnects_total", &[("reason", "revoked")]);
         ensure!(ended == 1.0, "disconnects{{reason=revoked}} is {ended}");
+        let gone = wait_session_record(topo, "disconnect", "revoked")?;
+        ensure!(gone["identity"] == "CN=client.gate64.lab", "{gone}");
         refused(&charon, "after the new CRL")
     };
     with_charon_logs(cut_off(), &[&charon])?;

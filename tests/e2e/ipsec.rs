@@ -11,14 +11,14 @@
 //! - `netns_strongswan_to_gate64_over_iphttps`: the same over `gate64 connect iphttps`.
 
 use std::net::{IpAddr, Ipv6Addr};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::{Context, Result, ensure};
 use gate64_testkit::strongswan::{
     CertPaths, Charon, CharonConfig, INFRASTRUCTURE, INTRANET, LabCerts, Tunnel, with_charon_logs,
 };
-use gate64_testkit::{CORP_HOST, Gate64Options, Process, Topology, gate64_binary};
+use gate64_testkit::{CORP_HOST, Gate64Options, Process, Topology, gate64_binary, wait_for};
 
 use crate::common::{
     connect_iphttps, gate64_lines, make_certs, netns_test, path_str, serve_iphttps,
@@ -277,7 +277,8 @@ fn ipsec_section(topo: &Topology, certs: &LabCerts) -> Result<String> {
     ipsec_section_with_ca(topo, certs, &certs.ca, "")
 }
 
-/// [`ipsec_section`] with `[ipsec] ca = ca` and `more` keys.
+/// [`ipsec_section`] with `[ipsec] ca = ca` and `more` keys. Every IPsec lab also writes
+/// the session log ([`session_log`]).
 fn ipsec_section_with_ca(
     topo: &Topology,
     certs: &LabCerts,
@@ -287,12 +288,117 @@ fn ipsec_section_with_ca(
     Ok(format!(
         "[ipsec]\ncertificate = \"{}\"\nprivate_key = \"{}\"\nca = \"{}\"\n\
          pool6 = \"{POOL6}\"\ninfrastructure_prefixes = [\"{CORP_HOST}/128\"]\n{more}\
-         [control]\nsocket = \"{}\"\n",
+         [control]\nsocket = \"{}\"\n[accounting]\nlog = \"{}\"\n",
         path_str(&certs.responder_cert)?,
         path_str(&certs.responder_key)?,
         path_str(ca)?,
         path_str(&topo.srv.dir().join("control.sock"))?,
+        path_str(&session_log(topo))?,
     ))
+}
+
+/// The session log (`[accounting] log`) of the IPsec labs.
+pub(crate) fn session_log(topo: &Topology) -> PathBuf {
+    topo.srv.dir().join("sessions.jsonl")
+}
+
+/// The session log's records, parsed as any JSON reader would (the field names are what
+/// tools outside the repository read).
+pub(crate) fn session_records(topo: &Topology) -> Result<Vec<serde_json::Value>> {
+    let path = session_log(topo);
+    let text = match std::fs::read_to_string(&path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
+        Err(e) => return Err(e).with_context(|| format!("reading {}", path.display())),
+    };
+    text.lines()
+        .map(|l| serde_json::from_str(l).with_context(|| format!("a session log line: {l}")))
+        .collect()
+}
+
+/// Waits for a session log record of `event` with `reason` and returns it.
+pub(crate) fn wait_session_record(
+    topo: &Topology,
+    event: &str,
+    reason: &str,
+) -> Result<serde_json::Value> {
+    let found = wait_for(SETTLE_TIMEOUT, || {
+        session_records(topo)
+            .ok()?
+            .into_iter()
+            .find(|r| r["event"] == event && r["reason"] == reason)
+    });
+    found.with_context(|| {
+        format!(
+            "no {event} line with reason {reason} in the session log:\n{}",
+            std::fs::read_to_string(session_log(topo)).unwrap_or_default()
+        )
+    })
+}
+
+/// Waits until every session the log opened is closed and `clients` sessions were opened,
+/// then checks that each has a connect and a disconnect line with the client's identity
+/// and transport, and that the sessions' bytes and packets add up to gate64's
+/// `gate64_ipsec_bytes_total` and `gate64_ipsec_packets_total` (the lab's clients are the
+/// only IPsec traffic). Returns the records.
+pub(crate) fn check_session_log(
+    topo: &Topology,
+    clients: usize,
+    transport: &str,
+) -> Result<Vec<serde_json::Value>> {
+    let of = |records: &[serde_json::Value], event: &str| -> Vec<serde_json::Value> {
+        records
+            .iter()
+            .filter(|r| r["event"] == event)
+            .cloned()
+            .collect()
+    };
+    let settled = wait_for(SETTLE_TIMEOUT, || {
+        let records = session_records(topo).ok()?;
+        let (opened, closed) = (of(&records, "connect"), of(&records, "disconnect"));
+        (opened.len() == clients && closed.len() == clients).then_some(records)
+    });
+    let records = match settled {
+        Some(r) => r,
+        None => anyhow::bail!(
+            "the session log did not show {clients} connects and disconnects:\n{}",
+            std::fs::read_to_string(session_log(topo)).unwrap_or_default()
+        ),
+    };
+    let closed = of(&records, "disconnect");
+    for connect in of(&records, "connect") {
+        let session = &connect["session"];
+        let disconnect = closed
+            .iter()
+            .find(|d| d["session"] == *session)
+            .with_context(|| format!("no disconnect for {connect}"))?;
+        for (line, what) in [(&connect, "connect"), (disconnect, "disconnect")] {
+            ensure!(
+                line["transport"] == transport
+                    && line["identity"].as_str().is_some_and(|i| !i.is_empty())
+                    && line["outer"].is_string(),
+                "the {what} line lacks the client's transport {transport}, identity or address: {line}"
+            );
+        }
+        ensure!(disconnect["duration_secs"].is_u64(), "{disconnect}");
+    }
+    let m = topo.metrics()?;
+    for (field, metric, direction) in [
+        ("bytes_in", "gate64_ipsec_bytes_total", "rx"),
+        ("bytes_out", "gate64_ipsec_bytes_total", "tx"),
+        ("packets_in", "gate64_ipsec_packets_total", "rx"),
+        ("packets_out", "gate64_ipsec_packets_total", "tx"),
+    ] {
+        let logged: u64 = closed.iter().filter_map(|d| d[field].as_u64()).sum();
+        let counted = m.sum(metric, &[("direction", direction)]);
+        ensure!(
+            logged > 0 && logged as f64 == counted,
+            "the sessions' {field} ({logged}) differ from {metric}{{direction=\"{direction}\"}} \
+             ({counted}):\n{}",
+            std::fs::read_to_string(session_log(topo)).unwrap_or_default()
+        );
+    }
+    Ok(records)
 }
 
 /// charon in `tcli` builds both tunnels to gate64 (already reachable over `transport`),
@@ -375,5 +481,33 @@ fn two_tunnels_to_gate64(topo: &Topology, certs: &LabCerts, transport: &str) -> 
         );
     }
     println!("{status}");
+    // The client hangs up: the session log holds its session, with the bytes gate64 counted.
+    for tunnel in [INTRANET, INFRASTRUCTURE] {
+        initiator.terminate(tunnel, SETTLE_TIMEOUT)?;
+    }
+    let records = check_session_log(topo, 1, transport)?;
+    let gone = records
+        .iter()
+        .find(|r| r["event"] == "disconnect")
+        .context("a disconnect line")?;
+    // (The pings to gate64 itself leave the intranet tunnel: charon routes its IKE peer's
+    // address outside the tunnels.)
+    ensure!(
+        gone["reason"] == "closed"
+            && gone["per_tunnel"]["infrastructure"]["bytes_in"].as_u64() > Some(0)
+            && gone["per_tunnel"]["intranet"].is_object(),
+        "the client deleted both tunnels; the infrastructure one carried the pings: {gone}"
+    );
+    let table = topo.srv.exec_ok(&[
+        path_str(&bin)?,
+        "sessions",
+        "--log",
+        path_str(&session_log(topo))?,
+    ])?;
+    ensure!(
+        table.lines().count() == 2 && table.contains(transport) && table.contains("closed"),
+        "gate64 sessions:\n{table}"
+    );
+    println!("{table}");
     Ok(())
 }

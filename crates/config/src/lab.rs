@@ -49,6 +49,7 @@ impl Config {
             log: Log::default(),
             gre: Default::default(),
             control: Control::default(),
+            accounting: Default::default(),
             written: Default::default(),
         }
     }

@@ -41,6 +41,7 @@
 use std::path::Path;
 use std::sync::Arc;
 
+mod accounting;
 mod control;
 mod corpnet;
 pub mod defaults;
@@ -60,6 +61,7 @@ mod server;
 mod teredo;
 mod unused;
 
+pub use accounting::Accounting;
 pub use control::Control;
 pub use corpnet::Corpnet;
 pub use dns64::Dns64;
@@ -108,6 +110,8 @@ pub struct Config {
     pub gre: Gre,
     /// `[control]`: the local control socket (`gate64 status`).
     pub control: Control,
+    /// `[accounting]`: the session log.
+    pub accounting: Accounting,
     /// The keys the file wrote, for the warnings about sections filled in but not enabled.
     /// Empty for a configuration built in memory. Private, so only this crate builds a
     /// `Config` literally ([`Config::lab`] is the way to start one elsewhere). Part of `==`:
@@ -153,6 +157,7 @@ impl Config {
         self.validate_limits()?;
         self.validate_gre()?;
         self.validate_control()?;
+        self.validate_accounting()?;
         self.validate_log()
     }
 

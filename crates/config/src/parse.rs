@@ -3,6 +3,7 @@
 
 use serde::de::DeserializeOwned;
 
+use crate::accounting::{self, RawAccounting};
 use crate::control::RawControl;
 use crate::corpnet::RawCorpnet;
 use crate::dns64::RawDns64;
@@ -20,8 +21,19 @@ use crate::{Config, dns64, ipsec, nat64};
 
 /// The sections a configuration file may hold.
 pub(crate) const SECTIONS: &[&str] = &[
-    "server", "teredo", "iphttps", "corpnet", "ipsec", "nat64", "dns64", "metrics", "limits",
-    "log", "control", "gre",
+    "server",
+    "teredo",
+    "iphttps",
+    "corpnet",
+    "ipsec",
+    "nat64",
+    "dns64",
+    "metrics",
+    "limits",
+    "log",
+    "control",
+    "gre",
+    "accounting",
 ];
 
 /// Keys refused under their old name: (old, new, why it changed). The error names both, so an
@@ -79,6 +91,7 @@ pub(crate) fn from_table(table: &toml::Table) -> Result<Config, ConfigError> {
     let limits: RawLimits = section(table, "limits")?;
     let log: RawLog = section(table, "log")?;
     let control: RawControl = section(table, "control")?;
+    let accounting: RawAccounting = section(table, "accounting")?;
     let teredo = teredo.build()?;
     let iphttps = iphttps.build();
     let corpnet = match teredo.enabled || iphttps.enabled || gre.tunnels.is_empty() {
@@ -98,6 +111,7 @@ pub(crate) fn from_table(table: &toml::Table) -> Result<Config, ConfigError> {
         log: log.build(),
         gre,
         control: control.build(),
+        accounting: accounting.build(),
         written: Written::from_table(table),
     })
 }
@@ -224,7 +238,8 @@ fn expected_form(path: &str) -> Option<&'static str> {
         _ => {
             return nat64::expected_form(path)
                 .or_else(|| dns64::expected_form(path))
-                .or_else(|| ipsec::expected_form(path));
+                .or_else(|| ipsec::expected_form(path))
+                .or_else(|| accounting::expected_form(path));
         }
     })
 }

@@ -4,7 +4,7 @@
 //! client CA and CRLs (new connections get them; connections up keep theirs), the IKE
 //! certificate, key and CA and the RFC 4739 policy (new IKE SAs get them; IKE SAs up keep
 //! theirs), the IKE CRLs (new IKE SAs are checked against them), the log
-//! filter, the security step's switch (`ipsec.require`), the binding log's path, the
+//! filter, the security step's switch (`ipsec.require`), the binding and session logs' paths, the
 //! IP-HTTPS connection caps (at once and per source), its ClientHello and write deadlines and
 //! its queue budget. Every
 //! other key shaped something built once at start (the TUN device, its routes, sockets and
@@ -38,6 +38,7 @@ pub const LIVE_KEYS: &[&str] = &[
     "ipsec.ocsp",
     "ipsec.ocsp_url",
     "nat64.binding_log",
+    "accounting.log",
     "limits.max_iphttps_connections",
     "iphttps.max_handshakes_per_source",
     "iphttps.max_handshakes_per_network",
@@ -208,6 +209,7 @@ impl Config {
         );
         diff!(out, a.log, b.log, "log", [level, format]);
         diff!(out, a.control, b.control, "control", [socket]);
+        diff!(out, a.accounting, b.accounting, "accounting", [log]);
         out
     }
 
@@ -227,6 +229,8 @@ impl Config {
             "nat64.binding_log" => {
                 self.nat64.binding_log.is_some() && new.nat64.binding_log.is_some()
             }
+            // Likewise the session log: a new path is live, turning it on or off is not.
+            "accounting.log" => self.accounting.log.is_some() && new.accounting.log.is_some(),
             // New IKE credentials go to the running responder; configuring IPsec, or removing
             // it, starts or stops the responder and its sockets.
             "ipsec.certificate" | "ipsec.private_key" | "ipsec.ca" => {
@@ -405,5 +409,16 @@ binding_log = "/var/log/gate64/bindings.jsonl"
         let off = edited("binding_log = \"/var/log/gate64/bindings.jsonl\"\n", "");
         assert_eq!(on.restart_only_changes(&off), ["nat64.binding_log"]);
         assert_eq!(off.restart_only_changes(&on), ["nat64.binding_log"]);
+    }
+
+    #[test]
+    fn the_session_log_path_is_live_turning_it_on_or_off_is_not() {
+        let off = with("");
+        let on = with("[accounting]\nlog = \"/var/log/gate64/sessions.jsonl\"\n");
+        let moved = with("[accounting]\nlog = \"/var/log/gate64/s2.jsonl\"\n");
+        assert_eq!(off.restart_only_changes(&on), ["accounting.log"]);
+        assert_eq!(on.restart_only_changes(&off), ["accounting.log"]);
+        assert_eq!(on.changed_keys(&moved), ["accounting.log"]);
+        assert!(on.restart_only_changes(&moved).is_empty());
     }
 }

@@ -1401,6 +1401,7 @@ const KEYS: &[(&str, &str)] = &[
     ("iphttps", "max_connections_per_source"),
     ("log", "level"),
     ("log", "format"),
+    ("accounting", "log"),
 ];
 
 // [nat64]
@@ -1653,4 +1654,22 @@ fn iphttps_client_crls_need_client_ca_and_name_their_key() {
         "{e}"
     );
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+// [accounting]
+
+#[test]
+fn the_session_log_is_off_by_default_and_must_be_absolute() {
+    assert_eq!(parse(&[]).unwrap().accounting.log, None);
+    let c = parse(&[("accounting", r#"log = "/var/log/gate64/sessions.jsonl""#)]).unwrap();
+    assert_eq!(
+        c.accounting.log.as_deref(),
+        Some(Path::new("/var/log/gate64/sessions.jsonl"))
+    );
+    let e = refused(&[("accounting", r#"log = "sessions.jsonl""#)]);
+    assert_names(&e, "accounting.log", &["absolute", "\"sessions.jsonl\""]);
+    let e = refused(&[("accounting", "log = 5")]);
+    assert_names(&e, "accounting.log", &["file path"]);
+    let e = refused(&[("accounting", "interim_secs = 300")]);
+    assert_names(&e, "accounting.interim_secs", &[]);
 }

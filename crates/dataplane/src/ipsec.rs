@@ -21,6 +21,7 @@
 //! came in), the trailer behind it (the drivers leave tailroom; an opened packet's own
 //! trailer is as long as a resealed one's, since padding depends only on the inner length).
 
+use crate::stats::Direction;
 use crate::{ClientBinding, DropReason, Shared, Verdict, Worker};
 use gate64_esp::udp_encap::{self, Encapsulated, IKE_PORT, NAT_T_PORT};
 use gate64_esp::{OpenError, OutboundEntry, SPI_SEQ_IV_LEN};
@@ -110,6 +111,7 @@ impl Worker {
             return Err(DropReason::SpoofedSource);
         }
         let opened = sa.sa.open(esp).map_err(open_drop)?;
+        self.stats.esp(Direction::Rx, opened.inner.len());
         let (inner_start, inner_end) = (esp_at + opened.inner.start, esp_at + opened.inner.end);
         match opened.next_header {
             gate64_esp::NEXT_HEADER_IPV6 => {}
@@ -168,6 +170,7 @@ impl Worker {
                 gate64_esp::SealError::Expired => DropReason::NoSa,
                 _ => DropReason::Truncated,
             })?;
+        self.stats.esp(Direction::Tx, end - start);
         let payload_len = esp_at + esp_len - (outer_start + ipv6::HEADER_LEN);
         let payload_len = u16::try_from(payload_len).map_err(|_| DropReason::PacketTooBig)?;
         let next_header = if udp.is_some() { ipv6::NH_UDP } else { NH_ESP };

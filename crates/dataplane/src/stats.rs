@@ -90,6 +90,11 @@ pub struct Stats {
     /// IP-HTTPS connections closed because a write towards the client made no progress
     /// within `iphttps.write_timeout_secs` (the client stopped reading).
     pub iphttps_write_timeouts: Counter,
+    /// Inner bytes and packets of ESP opened from clients ([`Direction::Rx`]) and sealed to
+    /// them ([`Direction::Tx`]): the sum of what the SAs count, so the session log's totals
+    /// add up to these.
+    esp_bytes: [Counter; 2],
+    esp_packets: [Counter; 2],
 }
 
 // By hand: `Default` is derived for arrays of at most 32 elements, and there are more drop
@@ -104,6 +109,8 @@ impl Default for Stats {
             tls_handshakes: Default::default(),
             nat64_translations: Default::default(),
             iphttps_write_timeouts: Counter::default(),
+            esp_bytes: Default::default(),
+            esp_packets: Default::default(),
         }
     }
 }
@@ -242,6 +249,24 @@ impl Stats {
     /// NAT64 translations counted for a direction.
     pub fn nat64_translations(&self, d: Nat64Direction) -> u64 {
         self.nat64_translations[d as usize].get()
+    }
+
+    /// Counts one ESP packet whose inner packet has `len` bytes, opened (`Rx`) or sealed
+    /// (`Tx`).
+    #[inline]
+    pub fn esp(&self, dir: Direction, len: usize) {
+        self.esp_packets[dir as usize].inc();
+        self.esp_bytes[dir as usize].add(len as u64);
+    }
+
+    /// Inner bytes of ESP counted for a direction.
+    pub fn esp_bytes(&self, dir: Direction) -> u64 {
+        self.esp_bytes[dir as usize].get()
+    }
+
+    /// ESP packets counted for a direction.
+    pub fn esp_packets(&self, dir: Direction) -> u64 {
+        self.esp_packets[dir as usize].get()
     }
 
     /// Drops counted for a reason.

@@ -153,12 +153,11 @@ impl SaDb {
         }
     }
 
-    /// Removes the child SA whose inbound SPI is `inbound_spi`, both directions. Workers
-    /// still holding its `Arc`s finish their packet with it.
-    pub fn remove(&self, inbound_spi: u32) {
-        let Some((_, entry)) = self.inbound.remove(&inbound_spi) else {
-            return;
-        };
+    /// Removes the child SA whose inbound SPI is `inbound_spi`, both directions, and returns
+    /// it (its counters are final but for packets workers still hold: session accounting
+    /// reads them). Workers still holding its `Arc`s finish their packet with it.
+    pub fn remove(&self, inbound_spi: u32) -> Option<Arc<InboundEntry>> {
+        let (_, entry) = self.inbound.remove(&inbound_spi)?;
         for key in index_keys(&entry.outbound) {
             if let Entry::Occupied(mut bucket) = self.outbound.entry(key) {
                 bucket
@@ -169,6 +168,7 @@ impl SaDb {
                 }
             }
         }
+        Some(entry)
     }
 
     /// Points the child SA whose inbound SPI is `inbound_spi` at a new `peer`: the client's

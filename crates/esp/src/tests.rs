@@ -822,10 +822,11 @@ fn sadb_rekey_overlap_prefers_the_newest_live_sa() {
     assert_eq!(pick(), Some(2000));
     db.remove(1000);
     assert_eq!(pick(), None, "only the expired one is left");
-    db.remove(1002);
+    let removed = db.remove(1002).expect("the removed SA is handed back");
+    assert_eq!(removed.sa.spi(), 1002);
     assert!(db.is_empty());
     assert_eq!(db.outbound_keys(), 0, "no empty buckets left behind");
-    db.remove(1002);
+    assert!(db.remove(1002).is_none(), "a second remove finds nothing");
 }
 
 #[test]

@@ -4,7 +4,7 @@
 
 use anyhow::{Context, Result};
 use gate64_config::{Config, IpsecCrlExpired};
-use gate64_dataplane::{DisconnectReason, IpsecStats, Shared};
+use gate64_dataplane::{IpsecStats, Shared};
 use gate64_ike::auth::{Crl, Crls};
 use gate64_io::ike::IkeControl;
 use std::path::{Path, PathBuf};
@@ -122,7 +122,7 @@ pub fn spawn_refresh(
                             ended = removed.len(),
                             "CRL files changed: read again, IKE SAs of revoked certificates ended"
                         );
-                        stats.disconnected(DisconnectReason::Revoked, removed.len());
+                        // The ends are counted from their events.
                         stats.set_crl_next_updates(&next_updates);
                         crate::disconnect::close_iphttps_links(&shared, &removed);
                     });

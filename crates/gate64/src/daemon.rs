@@ -230,6 +230,8 @@ pub struct Daemon {
     /// The IP-HTTPS server and its accept loop, once started.
     iphttps: Mutex<Option<(Arc<IphttpsServer>, tokio::task::JoinHandle<()>)>>,
     binding_log: Option<gate64_io::binding_log::Handle>,
+    /// The session log, while `[accounting] log` is set and IPsec is configured.
+    sessions: Option<Arc<crate::accounting::Sessions>>,
     /// The GRE data path, while `[[gre.tunnel]]` has tunnels; stops on drop.
     _gre: Option<gate64_io::gre::Gateway>,
     /// The IKE driver's counters, while IPsec is configured (the SAs are in
@@ -300,6 +302,17 @@ impl Daemon {
             info!(endpoint = %cfg.ipsec_endpoint(), "IPsec configured");
             stats
         });
+        // Sessions are IKE SAs: the configuration refuses `accounting.log` without IPsec.
+        let sessions = match (&cfg.accounting.log, shared.sadb()) {
+            (Some(path), Some(_)) => {
+                let sessions = crate::accounting::Sessions::open(path, Arc::clone(&shared))?;
+                let lost = sessions.lost();
+                exporter.add_session_log_lost(Arc::new(move || lost.get()));
+                info!(path = %path.display(), "session log on");
+                Some(sessions)
+            }
+            _ => None,
+        };
         info!(workers = workers.stats().len(), teredo = ?addresses, port = cfg.teredo.port, "workers up");
         let gre = if corp_is_tun {
             crate::gre::start(cfg, &exporter)?
@@ -316,6 +329,7 @@ impl Daemon {
             stop_tx,
             iphttps: Mutex::new(None),
             binding_log,
+            sessions,
             _gre: gre,
             ipsec_stats,
             ike_control: Mutex::new(None),
@@ -367,6 +381,7 @@ impl Daemon {
             cfg,
             Arc::clone(sadb),
             Arc::clone(stats),
+            self.sessions.clone(),
             self.stop_tx.subscribe(),
         )?;
         let (control, ocsp) = match started {
@@ -412,13 +427,10 @@ impl Daemon {
                 .and_then(|c| c.ike_sas(IKE_STATUS_TIMEOUT));
             crate::status::snapshot(&shared, sas.as_deref(), Instant::now())
         });
-        let stats = self.ipsec_stats.clone();
         let links = Arc::clone(&self.shared);
+        // The ends are counted from the responder's events, as every end is.
         let disconnect = Arc::new(move |target| {
             let removed = ike.as_ref()?.disconnect(target, IKE_STATUS_TIMEOUT)?;
-            if let Some(stats) = &stats {
-                stats.disconnected(gate64_dataplane::DisconnectReason::Admin, removed.len());
-            }
             let links_closed = crate::disconnect::close_iphttps_links(&links, &removed);
             Some(crate::disconnect::Ended {
                 ike_sas: removed,
@@ -546,10 +558,14 @@ impl Daemon {
         Ok(())
     }
 
-    /// Reopens the NAT64 binding log at `cfg`'s path. Every SIGHUP does, even one whose
-    /// reload is refused, so that logrotate's signal is never lost to an unrelated edit.
+    /// Reopens the NAT64 binding log and the session log at `cfg`'s paths. Every SIGHUP
+    /// does, even one whose reload is refused, so that logrotate's signal is never lost to an
+    /// unrelated edit.
     pub fn reopen_binding_log(&self, cfg: &Config) {
         if let (Some(log), Some(path)) = (&self.binding_log, &cfg.nat64.binding_log) {
+            log.reopen(path);
+        }
+        if let (Some(log), Some(path)) = (&self.sessions, &cfg.accounting.log) {
             log.reopen(path);
         }
     }
@@ -557,6 +573,11 @@ impl Daemon {
     /// Stops IP-HTTPS (links close with TLS close_notify), DNS64 and the workers.
     pub fn stop(self) -> Result<()> {
         let _ = self.stop_tx.send(true);
+        // Sessions still up end with the daemon: their disconnect lines carry the counters
+        // the SA database holds now.
+        if let Some(sessions) = &self.sessions {
+            sessions.end_all(self.shared.sadb().map(|db| &**db));
+        }
         self.workers.stop().context("worker failed")
     }
 
@@ -569,6 +590,14 @@ impl Daemon {
     pub async fn shutdown(self, grace: Duration) -> Result<()> {
         let deadline = tokio::time::Instant::now() + grace;
         let _ = self.stop_tx.send(true);
+        if let Some(sessions) = self.sessions.clone() {
+            let sadb = self.shared.sadb().cloned();
+            let ended =
+                tokio::task::spawn_blocking(move || sessions.end_all(sadb.as_deref())).await;
+            if let Err(e) = ended {
+                tracing::warn!(error = %e, "ending the sessions for the session log failed");
+            }
+        }
         let iphttps = lock(&self.iphttps).take();
         if let Some((server, task)) = iphttps {
             let links = server.connections();

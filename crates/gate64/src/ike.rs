@@ -1,6 +1,7 @@
 //! The daemon's side of IKE: the responder built from `[ipsec]`, its sockets bound on the
 //! endpoint before the privilege drop, and its events turned into SA installs and metrics.
 
+use crate::accounting::Sessions;
 use anyhow::{Context, Result};
 use gate64_config::{
     Config, IpsecClientEku, IpsecCrlExpired, IpsecOcsp, IpsecSecondAuth, IpsecUniqueIds,
@@ -77,8 +78,8 @@ impl Reloaded {
                     "IKE SAs ended: a CRL revokes their certificates"
                 );
             }
+            // The ends are counted from their events (`on_event`).
             if let Some(stats) = stats {
-                stats.disconnected(DisconnectReason::Revoked, removed.len());
                 stats.set_crl_next_updates(&next_updates);
             }
             crate::disconnect::close_iphttps_links(&shared, &removed);
@@ -252,12 +253,14 @@ pub fn responder_config(cfg: &Config) -> Result<Option<ResponderConfig>> {
 
 /// Binds the IKE sockets on `ipsec.endpoint` (500 and 4500: before the privilege drop) and
 /// starts the responder on the current tokio runtime until `stop` turns true. Child SAs go
-/// into `sadb`, counters and gauges into `stats`. Returns the handle a reload changes it
-/// through and `gate64 status` lists its SAs with.
+/// into `sadb`, counters and gauges into `stats`, sessions into `sessions` (the session log,
+/// when on). Returns the handle a reload changes it through and `gate64 status` lists its
+/// SAs with.
 pub fn start(
     cfg: &Config,
     sadb: Arc<SaDb>,
     stats: Arc<IpsecStats>,
+    sessions: Option<Arc<Sessions>>,
     mut stop: tokio::sync::watch::Receiver<bool>,
 ) -> Result<Option<(IkeControl, Arc<OcspChecker>)>> {
     let Some(config) = responder_config(cfg)? else {
@@ -275,16 +278,16 @@ pub fn start(
     let (count_stats, count_sadb) = (Arc::clone(&stats), Arc::clone(&sadb));
     // Always there, off or not, so that a reload can turn lookups on.
     let ocsp = Arc::new(OcspChecker::new(ocsp_mode(cfg), cfg.ipsec.ocsp_url.clone()));
-    let mut driver = IkeDriver::new(sockets, responder, move |e| on_event(&sadb, &sink_stats, e))
-        .with_packets_per_source(cfg.ipsec.ike_packets_per_source_per_sec)
-        // MMSA and QMSA as one pair, taken after the events reached the SA database.
-        .with_on_publish(move |s| {
-            count_stats.set_sa_counts(s.established as u64, count_sadb.len() as u64);
-        })
-        .with_auth_threads(auth_threads, Some(Arc::clone(&ocsp)))
-        .with_context(|| {
-            format!("starting {auth_threads} IKE_AUTH threads (`ipsec.auth_threads`)")
-        })?;
+    let mut driver = IkeDriver::new(sockets, responder, move |e| {
+        on_event(&sadb, &sink_stats, sessions.as_deref(), e)
+    })
+    .with_packets_per_source(cfg.ipsec.ike_packets_per_source_per_sec)
+    // MMSA and QMSA as one pair, taken after the events reached the SA database.
+    .with_on_publish(move |s| {
+        count_stats.set_sa_counts(s.established as u64, count_sadb.len() as u64);
+    })
+    .with_auth_threads(auth_threads, Some(Arc::clone(&ocsp)))
+    .with_context(|| format!("starting {auth_threads} IKE_AUTH threads (`ipsec.auth_threads`)"))?;
     let control = driver.control();
     let gauges = driver.status();
     let mut gauge_stop = stop.clone();
@@ -319,14 +322,22 @@ pub fn start(
     Ok(Some((control, ocsp)))
 }
 
-/// What the daemon does with each responder event.
-fn on_event(sadb: &SaDb, stats: &IpsecStats, event: Event) {
+/// What the daemon does with each responder event: the SA database and the counters follow
+/// it, and the session log (when on) records it.
+fn on_event(sadb: &SaDb, stats: &IpsecStats, sessions: Option<&Sessions>, event: Event) {
+    if let Some(sessions) = sessions {
+        sessions.on_event(&event);
+    }
     match event {
         Event::ChildSaUp(pair) => {
             let (spi, tunnel, outer) = (pair.inbound.spi, pair.tunnel, pair.peer.outer);
+            let inner = sessions.map(|_| pair.peer.inner.clone());
             match sadb.install(*pair) {
                 Ok(()) => {
-                    info!(spi = format_args!("{spi:08x}"), ?tunnel, client = %outer, "child SA up")
+                    info!(spi = format_args!("{spi:08x}"), ?tunnel, client = %outer, "child SA up");
+                    if let (Some(sessions), Some(inner)) = (sessions, inner) {
+                        sessions.child_up(spi, outer, &inner, tunnel);
+                    }
                 }
                 Err(e) => {
                     warn!(spi = format_args!("{spi:08x}"), error = %e, "child SA not installed")
@@ -334,8 +345,11 @@ fn on_event(sadb: &SaDb, stats: &IpsecStats, event: Event) {
             }
         }
         Event::ChildSaDown { inbound_spi } => {
-            sadb.remove(inbound_spi);
+            let removed = sadb.remove(inbound_spi);
             info!(spi = format_args!("{inbound_spi:08x}"), "child SA down");
+            if let Some(sessions) = sessions {
+                sessions.child_down(inbound_spi, removed.as_deref());
+            }
         }
         Event::IkeSaUp {
             peer,
@@ -355,20 +369,23 @@ fn on_event(sadb: &SaDb, stats: &IpsecStats, event: Event) {
             stats.negotiation(ike_result(&result), duration);
         }
         Event::CookieSent { .. } => stats.cookie_sent(),
-        Event::IkeSaEnded { reason, .. } => stats.disconnected(
-            match reason {
-                responder::EndReason::Replaced => DisconnectReason::Replaced,
-                responder::EndReason::Reauth => DisconnectReason::Reauth,
-                responder::EndReason::Expired => DisconnectReason::Expired,
-                responder::EndReason::Revoked => DisconnectReason::Revoked,
-            },
-            1,
-        ),
+        Event::IkeSaEnded { reason, .. } => stats.disconnected(disconnect_reason(reason), 1),
         Event::Refused { peer, reason } => {
             stats.refused(reason.label());
             debug!(%peer, reason = reason.label(), "IKE refused");
         }
         _ => {}
+    }
+}
+
+/// The `gate64_ipsec_disconnects_total` reason of an end the responder made.
+pub(crate) fn disconnect_reason(reason: responder::EndReason) -> DisconnectReason {
+    match reason {
+        responder::EndReason::Replaced => DisconnectReason::Replaced,
+        responder::EndReason::Reauth => DisconnectReason::Reauth,
+        responder::EndReason::Expired => DisconnectReason::Expired,
+        responder::EndReason::Revoked => DisconnectReason::Revoked,
+        responder::EndReason::Administrator => DisconnectReason::Admin,
     }
 }
 

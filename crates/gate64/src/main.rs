@@ -1,6 +1,7 @@
 //! The gate64 binary: CLI, configuration, logging, signals.
 #![forbid(unsafe_code)]
 
+mod accounting;
 mod bench;
 mod certs;
 mod client;
@@ -14,6 +15,7 @@ mod generate;
 mod gre;
 mod ike;
 mod privilege;
+mod sessions;
 mod status;
 
 use anyhow::{Context, Result};
@@ -76,6 +78,10 @@ enum Command {
         #[arg(long, short)]
         config: Option<PathBuf>,
     },
+    /// Who was connected when: the session log (`[accounting] log`) as a table, one row per
+    /// client session (identity, transport, outer address, duration, bytes each way, how it
+    /// ended), or as JSON.
+    Sessions(sessions::SessionsArgs),
     /// Write the manual pages (roff, section 8) of gate64 and of each subcommand into DIR,
     /// from this CLI's own definition (`scripts/package` runs it).
     #[command(hide = true)]
@@ -108,6 +114,7 @@ fn main() -> ExitCode {
             config,
         } => status(json, socket, config),
         Command::Disconnect(args) => disconnect::run(args),
+        Command::Sessions(args) => sessions::run(&args),
         Command::GenerateMan { dir } => generate::man_pages(Cli::command(), &dir).map(print_paths),
         Command::GenerateCompletions { shell, dir } => {
             generate::completions(Cli::command(), shell, &dir).map(|p| print_paths(vec![p]))

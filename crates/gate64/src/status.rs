@@ -10,6 +10,7 @@
 //! says.
 
 use anyhow::{Context, Result};
+use gate64_accounting::Transport;
 use gate64_dataplane::Shared;
 use gate64_esp::{InboundEntry, Selector, TunnelKind};
 use gate64_ike::responder::IkeSaInfo;
@@ -129,7 +130,7 @@ pub fn snapshot(shared: &Shared, ike: Option<&[IkeSaInfo]>, now: Instant) -> Sna
                 None => {
                     by_outer.insert(peer.outer, clients.len());
                     clients.push(Client {
-                        transport: transport_of(shared, &peer.outer).to_owned(),
+                        transport: transport_of(shared, &peer.outer).as_str().to_owned(),
                         outer: peer.outer,
                         inner: peer.inner.clone(),
                         sas: vec![sa],
@@ -158,7 +159,7 @@ fn not_after_text(secs: i64) -> String {
         Ok(s) => std::time::UNIX_EPOCH + std::time::Duration::from_secs(s),
         Err(_) => std::time::UNIX_EPOCH,
     };
-    gate64_io::binding_log::rfc3339(at)
+    gate64_accounting::time::rfc3339(at)
 }
 
 fn child_sa(e: &InboundEntry, now: Instant) -> ChildSa {
@@ -212,17 +213,17 @@ fn prefix_len(start: u128, end: u128, bits: u32) -> Option<u32> {
     aligned.then_some(len)
 }
 
-fn transport_of(shared: &Shared, outer: &Ipv6Addr) -> &'static str {
+pub(crate) fn transport_of(shared: &Shared, outer: &Ipv6Addr) -> Transport {
     if gate64_teredo::Address::decode(outer).is_some() {
-        "teredo"
+        Transport::Teredo
     } else if shared
         .config()
         .iphttps_prefix
         .is_some_and(|p| p.contains(outer))
     {
-        "iphttps"
+        Transport::Iphttps
     } else {
-        "other"
+        Transport::Other
     }
 }
 

@@ -173,17 +173,36 @@ impl IkeControl {
 
     /// Ends the IKE SAs `target` names (each client is sent a Delete) and returns what was
     /// removed; `None` when the driver has stopped or did not answer within `timeout`.
-    /// Blocks the calling thread.
+    /// Blocks the calling thread. Returns once the removal's events have reached the driver's
+    /// sink, so the SA database, the counters and the session log show it by then.
     pub fn disconnect(
         &self,
         target: DisconnectTarget,
         timeout: Duration,
     ) -> Option<Vec<IkeSaInfo>> {
         let (tx, rx) = std::sync::mpsc::channel();
+        let removed = std::sync::Arc::new(std::sync::Mutex::new(None));
+        let slot = std::sync::Arc::clone(&removed);
         let asked = self.apply(move |r| {
-            let _ = tx.send(r.disconnect(Instant::now(), &target));
+            let ended = r.disconnect(Instant::now(), &target);
+            *slot
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(ended);
         });
-        asked.then(|| rx.recv_timeout(timeout).ok()).flatten()
+        // Commands run one per turn of the driver's loop, each turn ending with the events
+        // handed to the sink: this one answers after the removal's turn.
+        let answered = asked
+            && self.apply(move |_| {
+                let ended = removed
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner)
+                    .take();
+                let _ = tx.send(ended);
+            });
+        answered
+            .then(|| rx.recv_timeout(timeout).ok())
+            .flatten()
+            .flatten()
     }
 }
 

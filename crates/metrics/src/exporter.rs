@@ -54,6 +54,7 @@ struct Source {
     reloads: [AtomicU64; 2],
     /// Readers of the NAT64 binding log's lost-record counters.
     binding_log_lost: Mutex<Vec<CounterReader>>,
+    session_log_lost: Mutex<Vec<CounterReader>>,
     /// Readers of the GRE data path's counters.
     gre: Mutex<Vec<GreReader>>,
     /// The IKE driver's counters and the child-SA count, once IPsec runs.
@@ -74,6 +75,7 @@ impl Exporter {
             dns64: Mutex::new(Vec::new()),
             reloads: [AtomicU64::new(0), AtomicU64::new(0)],
             binding_log_lost: Mutex::new(Vec::new()),
+            session_log_lost: Mutex::new(Vec::new()),
             gre: Mutex::new(Vec::new()),
             ipsec: Mutex::new(None),
         });
@@ -120,6 +122,16 @@ impl Exporter {
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .push(stats);
+    }
+
+    /// Adds a session log's lost-record counter to `gate64_session_log_lost_total`.
+    pub fn add_session_log_lost(&self, read: CounterReader) {
+        self.inner
+            .source
+            .session_log_lost
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(read);
     }
 
     /// Counts one configuration reload (SIGHUP): applied (`ok`) or refused.
@@ -191,6 +203,8 @@ struct Totals {
     tls_handshakes: [u64; TlsResult::ALL.len()],
     nat64_translations: [u64; 2],
     iphttps_write_timeouts: u64,
+    esp_bytes: [u64; 2],
+    esp_packets: [u64; 2],
 }
 
 impl Totals {
@@ -204,6 +218,8 @@ impl Totals {
             tls_handshakes: [0; TlsResult::ALL.len()],
             nat64_translations: [0; 2],
             iphttps_write_timeouts: 0,
+            esp_bytes: [0; 2],
+            esp_packets: [0; 2],
         };
         // Each worker's counter wraps at 2^64, so the sum does too rather than panicking.
         for w in workers {
@@ -229,6 +245,11 @@ impl Totals {
             t.iphttps_write_timeouts = t
                 .iphttps_write_timeouts
                 .wrapping_add(w.iphttps_write_timeouts.get());
+            for dir in Direction::ALL {
+                let d = dir as usize;
+                t.esp_bytes[d] = t.esp_bytes[d].wrapping_add(w.esp_bytes(dir));
+                t.esp_packets[d] = t.esp_packets[d].wrapping_add(w.esp_packets(dir));
+            }
         }
         t
     }
@@ -348,6 +369,28 @@ impl Collector for Scrape {
                 .zip(nat.sessions)
                 .map(|(p, n)| ([("proto", *p)], n)),
         )?;
+        for (name, help, values) in [
+            (
+                names::IPSEC_BYTES_TOTAL,
+                names::IPSEC_BYTES_TOTAL_HELP,
+                totals.esp_bytes,
+            ),
+            (
+                names::IPSEC_PACKETS_TOTAL,
+                names::IPSEC_PACKETS_TOTAL_HELP,
+                totals.esp_packets,
+            ),
+        ] {
+            counter_family(
+                &mut enc,
+                name,
+                help,
+                Direction::ALL
+                    .iter()
+                    .zip(values)
+                    .map(|(d, n)| ([("direction", d.as_str())], n)),
+            )?;
+        }
         counter_family(
             &mut enc,
             names::NAT64_TRANSLATIONS_TOTAL,
@@ -402,6 +445,18 @@ impl Collector for Scrape {
             &mut enc,
             names::NAT64_BINDING_LOG_LOST_TOTAL,
             names::NAT64_BINDING_LOG_LOST_TOTAL_HELP,
+            lost.iter().fold(0u64, |t, read| t.wrapping_add(read())),
+        )?;
+        let lost = self
+            .0
+            .session_log_lost
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone();
+        counter(
+            &mut enc,
+            names::SESSION_LOG_LOST_TOTAL,
+            names::SESSION_LOG_LOST_TOTAL_HELP,
             lost.iter().fold(0u64, |t, read| t.wrapping_add(read())),
         )?;
         let reloads = &self.0.reloads;

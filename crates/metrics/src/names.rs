@@ -125,6 +125,13 @@ pub const NAT64_BINDING_LOG_LOST_TOTAL_HELP: &str = "NAT64 binding log records (
     section 4) dropped because the log writer fell behind; each is a mapping an abuse request \
     could not be answered for.";
 
+/// Session log records lost because the writer fell behind. Counter; no labels.
+pub const SESSION_LOG_LOST_TOTAL: &str = "gate64_session_log_lost_total";
+/// Help text of [`SESSION_LOG_LOST_TOTAL`].
+pub const SESSION_LOG_LOST_TOTAL_HELP: &str = "Session log records (`[accounting] log`) dropped \
+    because the log writer fell behind; each is a connect, tunnel change, disconnect or refused \
+    authentication missing from the log.";
+
 /// Configuration reloads (SIGHUP) by outcome. Counter; label `result` (`ok`, `refused`).
 pub const CONFIG_RELOADS_TOTAL: &str = "gate64_config_reloads_total";
 /// Help text of [`CONFIG_RELOADS_TOTAL`].
@@ -160,6 +167,19 @@ pub const GRE_PACKETS_TOTAL: &str = "gate64_gre_packets_total";
 /// Help text of [`GRE_PACKETS_TOTAL`].
 pub const GRE_PACKETS_TOTAL_HELP: &str = "Inner packets gate64 decapsulated from a GRE tunnel \
     (direction=rx) or encapsulated into it (direction=tx), by tunnel name.";
+/// Inner bytes of ESP, summed over workers. Counter; label `direction`.
+pub const IPSEC_BYTES_TOTAL: &str = "gate64_ipsec_bytes_total";
+/// Help text of [`IPSEC_BYTES_TOTAL`].
+pub const IPSEC_BYTES_TOTAL_HELP: &str = "Bytes of the inner packets of ESP gate64 opened from \
+    clients (direction=rx) or sealed to them (direction=tx): the traffic inside the tunnels, as \
+    the session log counts it per session.";
+
+/// ESP packets, summed over workers. Counter; label `direction` as [`IPSEC_BYTES_TOTAL`].
+pub const IPSEC_PACKETS_TOTAL: &str = "gate64_ipsec_packets_total";
+/// Help text of [`IPSEC_PACKETS_TOTAL`].
+pub const IPSEC_PACKETS_TOTAL_HELP: &str = "ESP packets gate64 opened from clients \
+    (direction=rx) or sealed to them (direction=tx).";
+
 /// IKE SAs established (main-mode SAs in DirectAccess' terms; about two per client, one per
 /// tunnel). Gauge; no labels.
 pub const IPSEC_MMSA: &str = "gate64_ipsec_mmsa";
@@ -301,6 +321,9 @@ pub const ALL: &[(&str, &str)] = &[
         NAT64_BINDING_LOG_LOST_TOTAL,
         NAT64_BINDING_LOG_LOST_TOTAL_HELP,
     ),
+    (SESSION_LOG_LOST_TOTAL, SESSION_LOG_LOST_TOTAL_HELP),
+    (IPSEC_BYTES_TOTAL, IPSEC_BYTES_TOTAL_HELP),
+    (IPSEC_PACKETS_TOTAL, IPSEC_PACKETS_TOTAL_HELP),
     (CONFIG_RELOADS_TOTAL, CONFIG_RELOADS_TOTAL_HELP),
     (GRE_TUNNELS, GRE_TUNNELS_HELP),
     (GRE_BYTES_TOTAL, GRE_BYTES_TOTAL_HELP),

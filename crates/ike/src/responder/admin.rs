@@ -97,6 +97,10 @@ impl Responder {
             .collect();
         for sa in &removed {
             tracing::info!(peer = %sa.peer, identity = ?sa.identity, spi = format!("{:016x}", sa.spi_r), "ike SA disconnected by the administrator");
+            self.events.push_back(super::Event::IkeSaEnded {
+                spi_r: sa.spi_r,
+                reason: super::EndReason::Administrator,
+            });
             super::liveness::delete_one(self, sa.spi_r);
         }
         removed
@@ -131,6 +135,10 @@ impl Responder {
             .collect();
         for sa in &removed {
             tracing::info!(peer = %sa.peer, identity = ?sa.identity, spi = format!("{:016x}", sa.spi_r), "ike SA ended: its certificate is revoked");
+            self.events.push_back(super::Event::IkeSaEnded {
+                spi_r: sa.spi_r,
+                reason: super::EndReason::Revoked,
+            });
             super::liveness::delete_one(self, sa.spi_r);
         }
         removed

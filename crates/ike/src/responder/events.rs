@@ -37,8 +37,10 @@ pub enum EndReason {
     /// The certificate it was authenticated with passed its notAfter.
     Expired,
     /// A CRL in force lists the certificate it was authenticated with (found at a
-    /// CREATE_CHILD_SA; a reload's or a refresh's finds are [`super::Responder::disconnect_revoked`]'s).
+    /// CREATE_CHILD_SA, or by [`super::Responder::disconnect_revoked`] after new CRLs).
     Revoked,
+    /// The administrator ended it ([`super::Responder::disconnect`], `gate64 disconnect`).
+    Administrator,
 }
 
 /// Why a request, or a whole negotiation, was refused. Labels are metric label values.
@@ -216,7 +218,8 @@ pub enum Event {
     },
     /// The responder ended an established IKE SA (with its child SAs) for `reason`; an
     /// [`Event::IkeSaDown`] follows it. Ends the driver asks for ([`super::Responder::disconnect`],
-    /// [`super::Responder::disconnect_revoked`]) are reported by their return values instead.
+    /// [`super::Responder::disconnect_revoked`]) are reported here too, so the driver counts
+    /// every end in one place; their return values say what was ended, for the caller's reply.
     IkeSaEnded {
         /// Our SPI (SPIr).
         spi_r: u64,

@@ -1270,6 +1270,16 @@ fn disconnect_sends_a_delete_and_removes_the_sas_it_names() {
         matches!(payloads.as_slice(), [Payload::Delete(d)] if d.protocol == transform::PROTO_IKE),
         "{payloads:?}"
     );
+    let ended = Event::IkeSaEnded {
+        spi_r: removed[0].spi_r,
+        reason: EndReason::Administrator,
+    };
+    assert_eq!(
+        r.events.iter().filter(|e| **e == ended).count(),
+        1,
+        "the end is reported with its reason: {:?}",
+        r.events
+    );
     assert_all_torn_down(&mut r, &pair, now);
 
     let (mut r, _, _) = established_pair(&lab, now, |_| {});

@@ -114,6 +114,17 @@ fn a_crl_brought_by_a_reload_ends_the_revoked_clients_sas_only() {
         }),
         "{ev:?}"
     );
+    // The end is reported with its reason, before the IKE SA's down, as every end is.
+    let ended = ev.iter().position(|e| {
+        *e == Event::IkeSaEnded {
+            spi_r: removed[0].spi_r,
+            reason: EndReason::Revoked,
+        }
+    });
+    let down = ev
+        .iter()
+        .position(|e| matches!(e, Event::IkeSaDown { spi_r, .. } if *spi_r == removed[0].spi_r));
+    assert!(ended.is_some() && ended < down, "{ev:?}");
     let left = r.ike_sas(now);
     assert_eq!(left.len(), 1, "{left:?}");
     assert_eq!(left[0].spi_i, kept.spi_i);

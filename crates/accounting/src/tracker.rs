@@ -1,0 +1,342 @@
+//! Client sessions from the IKE responder's events: the sans-IO core of the session log.
+//!
+//! A client is its outer address. Its session starts at its first child SA (it can send
+//! then; the IKE SA before it is only authentication) and ends when its last IKE SA and
+//! last child SA are gone; a tunnel is up while at least one of its child SAs is installed,
+//! so a rekey (the new SA installed before the old one goes) neither ends a tunnel nor
+//! starts one. An IKE SA that never got a child SA leaves no line.
+//!
+//! Byte counts come in with each child SA as it is removed (its final counters), so a
+//! session's totals are the sum over every child SA it had, rekeyed ones included. The
+//! driver feeds events in the order the responder reports them and reads the lines with
+//! [`Tracker::poll_line`]; nothing here does I/O or reads a clock.
+
+use crate::record::{Counts, EventKind, Line, Transport, Tunnel};
+use crate::time::rfc3339;
+use std::collections::hash_map::Entry;
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::net::{IpAddr, Ipv6Addr, SocketAddr};
+use std::time::SystemTime;
+
+/// Why a client's session ended when nothing more specific is known: the client deleted its
+/// IKE SA, or went silent and failed the liveness checks.
+pub const REASON_CLOSED: &str = "closed";
+
+/// Lines waiting for the driver beyond which the oldest are dropped (and counted): the
+/// driver drains after every event, so only a driver that stopped reading reaches it.
+const MAX_PENDING: usize = 4096;
+
+/// The sessions of the connected clients.
+#[derive(Debug)]
+pub struct Tracker {
+    sessions: HashMap<Ipv6Addr, Session>,
+    /// IKE SAs by our SPI: the client they belong to, and why the responder ended them
+    /// (set between `ike_ended` and `ike_down`).
+    ike: HashMap<u64, IkeSa>,
+    /// Child SAs by our inbound SPI.
+    children: HashMap<u32, Child>,
+    id_prefix: u32,
+    next_id: u32,
+    pending: VecDeque<Line>,
+    dropped: u64,
+}
+
+#[derive(Debug)]
+struct IkeSa {
+    outer: Ipv6Addr,
+    ended: Option<String>,
+}
+
+#[derive(Debug)]
+struct Child {
+    outer: Ipv6Addr,
+    tunnel: Tunnel,
+}
+
+#[derive(Debug)]
+struct Session {
+    id: String,
+    since: SystemTime,
+    identity: String,
+    transport: Transport,
+    outer: Ipv6Addr,
+    port: u16,
+    inner: Vec<IpAddr>,
+    /// A connect line was written (the first child SA came).
+    announced: bool,
+    ike_sas: u32,
+    /// Child SAs installed, per tunnel.
+    live: [u32; 2],
+    /// Counts of the child SAs removed so far, per tunnel.
+    totals: [Counts; 2],
+    /// Tunnels the session ever had.
+    had: [bool; 2],
+    /// Why its last IKE SA to go went.
+    reason: Option<String>,
+}
+
+/// A child SA still installed, for [`Tracker::end_all`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LiveChild {
+    /// gate64's inbound SPI.
+    pub inbound_spi: u32,
+}
+
+impl Tracker {
+    /// An empty tracker. `id_prefix` makes session ids unique across restarts (the daemon
+    /// passes its start time in seconds); the rest of an id counts sessions.
+    pub fn new(id_prefix: u32) -> Tracker {
+        Tracker {
+            sessions: HashMap::new(),
+            ike: HashMap::new(),
+            children: HashMap::new(),
+            id_prefix,
+            next_id: 0,
+            pending: VecDeque::new(),
+            dropped: 0,
+        }
+    }
+
+    /// An IKE SA was authenticated (or a rekey replaced one) for `identity` at `peer`.
+    pub fn ike_up(
+        &mut self,
+        at: SystemTime,
+        spi_r: u64,
+        peer: SocketAddr,
+        identity: &str,
+        transport: Transport,
+    ) {
+        let outer = outer_of(peer);
+        match self.ike.entry(spi_r) {
+            Entry::Occupied(_) => return,
+            Entry::Vacant(slot) => slot.insert(IkeSa { outer, ended: None }),
+        };
+        let (prefix, next) = (self.id_prefix, &mut self.next_id);
+        let session = self.sessions.entry(outer).or_insert_with(|| {
+            *next = next.wrapping_add(1);
+            Session {
+                id: format!("{prefix:08x}{:08x}", *next),
+                since: at,
+                identity: identity.to_owned(),
+                transport,
+                outer,
+                port: peer.port(),
+                inner: Vec::new(),
+                announced: false,
+                ike_sas: 0,
+                live: [0; 2],
+                totals: [Counts::default(); 2],
+                had: [false; 2],
+                reason: None,
+            }
+        });
+        session.ike_sas += 1;
+    }
+
+    /// A child SA was installed for the client at `outer`.
+    pub fn child_up(
+        &mut self,
+        at: SystemTime,
+        inbound_spi: u32,
+        outer: Ipv6Addr,
+        inner: &[IpAddr],
+        tunnel: Tunnel,
+    ) {
+        let Some(session) = self.sessions.get_mut(&outer) else {
+            // A child SA of no IKE SA this tracker saw: nothing to account it to.
+            return;
+        };
+        match self.children.entry(inbound_spi) {
+            Entry::Occupied(_) => return,
+            Entry::Vacant(slot) => slot.insert(Child { outer, tunnel }),
+        };
+        let t = tunnel.index();
+        session.live[t] += 1;
+        session.had[t] = true;
+        if !session.announced {
+            session.announced = true;
+            session.since = at;
+            session.inner = inner.to_vec();
+            let mut line = session.line(at, EventKind::Connect);
+            line.port = Some(session.port);
+            line.inner = session.inner.clone();
+            line.tunnels = vec![tunnel];
+            self.push(line);
+        } else if session.live[t] == 1 {
+            let mut line = session.line(at, EventKind::TunnelUp);
+            line.tunnel = Some(tunnel);
+            self.push(line);
+        }
+    }
+
+    /// A child SA was removed; `counts` are its final counters.
+    pub fn child_down(&mut self, at: SystemTime, inbound_spi: u32, counts: Counts) {
+        let Some(child) = self.children.remove(&inbound_spi) else {
+            return;
+        };
+        let Some(session) = self.sessions.get_mut(&child.outer) else {
+            return;
+        };
+        let t = child.tunnel.index();
+        session.totals[t].add(&counts);
+        session.live[t] = session.live[t].saturating_sub(1);
+        if session.live[t] == 0 {
+            let mut line = session.line(at, EventKind::TunnelDown);
+            line.tunnel = Some(child.tunnel);
+            line.counts = Some(session.totals[t]);
+            self.push(line);
+        }
+        self.end_if_gone(at, child.outer);
+    }
+
+    /// The responder ended the IKE SA for `reason` (its `ike_down` follows).
+    pub fn ike_ended(&mut self, spi_r: u64, reason: &str) {
+        if let Some(sa) = self.ike.get_mut(&spi_r) {
+            sa.ended = Some(reason.to_owned());
+        }
+    }
+
+    /// The IKE SA is gone (its child SAs were reported down before it).
+    pub fn ike_down(&mut self, at: SystemTime, spi_r: u64) {
+        let Some(sa) = self.ike.remove(&spi_r) else {
+            return;
+        };
+        if let Some(session) = self.sessions.get_mut(&sa.outer) {
+            session.ike_sas = session.ike_sas.saturating_sub(1);
+            session.reason = sa.ended;
+        }
+        self.end_if_gone(at, sa.outer);
+    }
+
+    /// An IKE_AUTH from `source` was refused for `reason`; `identity` is the one it claimed,
+    /// when known.
+    pub fn auth_refused(
+        &mut self,
+        at: SystemTime,
+        source: SocketAddr,
+        reason: &str,
+        identity: Option<&str>,
+    ) {
+        let mut line = Line::new(rfc3339(at), EventKind::AuthRefused);
+        line.source = Some(source);
+        line.reason = Some(reason.to_owned());
+        line.identity = identity.map(str::to_owned);
+        self.push(line);
+    }
+
+    /// The child SAs still installed, for [`Tracker::end_all`]'s counts.
+    pub fn live_children(&self) -> impl Iterator<Item = LiveChild> + '_ {
+        self.children
+            .keys()
+            .map(|&inbound_spi| LiveChild { inbound_spi })
+    }
+
+    /// Ends every session for `reason` (the daemon stops): each child SA still installed
+    /// with the counters `counts` gives for it.
+    pub fn end_all(
+        &mut self,
+        at: SystemTime,
+        reason: &str,
+        mut counts: impl FnMut(LiveChild) -> Counts,
+    ) {
+        let live: Vec<LiveChild> = self.live_children().collect();
+        for child in live {
+            let c = counts(child);
+            self.child_down(at, child.inbound_spi, c);
+        }
+        let spis: Vec<u64> = self.ike.keys().copied().collect();
+        for spi_r in spis {
+            self.ike_ended(spi_r, reason);
+            self.ike_down(at, spi_r);
+        }
+    }
+
+    /// The next line to write.
+    pub fn poll_line(&mut self) -> Option<Line> {
+        self.pending.pop_front()
+    }
+
+    /// Lines dropped because nobody polled them.
+    pub fn dropped(&self) -> u64 {
+        self.dropped
+    }
+
+    /// Connected clients (sessions with a connect line and no disconnect yet).
+    pub fn connected(&self) -> usize {
+        self.sessions.values().filter(|s| s.announced).count()
+    }
+
+    fn end_if_gone(&mut self, at: SystemTime, outer: Ipv6Addr) {
+        let gone = self
+            .sessions
+            .get(&outer)
+            .is_some_and(|s| s.ike_sas == 0 && s.live == [0, 0]);
+        if !gone {
+            return;
+        }
+        let Some(session) = self.sessions.remove(&outer) else {
+            return;
+        };
+        if !session.announced {
+            return;
+        }
+        let mut line = session.line(at, EventKind::Disconnect);
+        line.port = Some(session.port);
+        line.inner = session.inner.clone();
+        line.reason = Some(
+            session
+                .reason
+                .clone()
+                .unwrap_or_else(|| REASON_CLOSED.to_owned()),
+        );
+        line.duration_secs = Some(
+            at.duration_since(session.since)
+                .unwrap_or_default()
+                .as_secs(),
+        );
+        let mut total = Counts::default();
+        let mut per_tunnel = BTreeMap::new();
+        for tunnel in Tunnel::ALL {
+            if session.had[tunnel.index()] {
+                let c = session.totals[tunnel.index()];
+                total.add(&c);
+                per_tunnel.insert(tunnel, c);
+            }
+        }
+        line.counts = Some(total);
+        line.per_tunnel = per_tunnel;
+        self.push(line);
+    }
+
+    fn push(&mut self, line: Line) {
+        if self.pending.len() >= MAX_PENDING {
+            self.pending.pop_front();
+            self.dropped += 1;
+        }
+        self.pending.push_back(line);
+    }
+}
+
+impl Session {
+    /// A line of this session with the fields every session line carries.
+    fn line(&self, at: SystemTime, event: EventKind) -> Line {
+        let mut line = Line::new(rfc3339(at), event);
+        line.session = Some(self.id.clone());
+        line.identity = Some(self.identity.clone());
+        line.transport = Some(self.transport);
+        line.outer = Some(self.outer);
+        line
+    }
+}
+
+/// A peer's address as the outer IPv6 address sessions are keyed by (an IPv4 peer, on a
+/// lab endpoint, as its mapped form).
+fn outer_of(peer: SocketAddr) -> Ipv6Addr {
+    match peer.ip() {
+        IpAddr::V6(a) => a,
+        IpAddr::V4(a) => a.to_ipv6_mapped(),
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,261 @@
+use super::*;
+use std::time::{Duration, UNIX_EPOCH};
+
+fn at(secs: u64) -> SystemTime {
+    UNIX_EPOCH + Duration::from_secs(1_796_083_200 + secs)
+}
+
+fn peer(last: u16, port: u16) -> SocketAddr {
+    SocketAddr::new(
+        IpAddr::V6(Ipv6Addr::new(
+            0x2001, 0, 0x4136, 0xe378, 0x8000, 0x63bf, 0x3fff, last,
+        )),
+        port,
+    )
+}
+
+fn inner(last: u16) -> Vec<IpAddr> {
+    vec![IpAddr::V6(Ipv6Addr::new(0xfd00, 0xc1, 0, 0, 0, 0, 0, last))]
+}
+
+fn counts(n: u64) -> Counts {
+    Counts {
+        bytes_in: 100 * n,
+        bytes_out: 200 * n,
+        packets_in: n,
+        packets_out: 2 * n,
+    }
+}
+
+fn drain(t: &mut Tracker) -> Vec<Line> {
+    std::iter::from_fn(|| t.poll_line()).collect()
+}
+
+fn events(lines: &[Line]) -> Vec<EventKind> {
+    lines.iter().map(|l| l.event).collect()
+}
+
+/// A client as DirectAccess builds it: an infrastructure IKE SA with its child SA, then an
+/// intranet one; a child rekey on each; both deleted by the client.
+#[test]
+fn a_client_with_both_tunnels_and_rekeys_is_one_session_with_summed_counts() {
+    let mut t = Tracker::new(0x6753_a1f0);
+    let p = peer(1, 4500);
+    let outer = outer_of(p);
+    t.ike_up(at(0), 11, p, "CN=laptop-1", Transport::Teredo);
+    assert!(
+        drain(&mut t).is_empty(),
+        "an IKE SA alone is no session yet"
+    );
+    t.child_up(at(0), 0x100, outer, &inner(5), Tunnel::Infrastructure);
+    t.ike_up(at(1), 12, p, "CN=laptop-1", Transport::Teredo);
+    t.child_up(at(1), 0x101, outer, &inner(5), Tunnel::Intranet);
+    let lines = drain(&mut t);
+    assert_eq!(events(&lines), [EventKind::Connect, EventKind::TunnelUp]);
+    let connect = &lines[0];
+    assert_eq!(connect.session.as_deref(), Some("6753a1f000000001"));
+    assert_eq!(connect.identity.as_deref(), Some("CN=laptop-1"));
+    assert_eq!(connect.transport, Some(Transport::Teredo));
+    assert_eq!(connect.outer, Some(outer));
+    assert_eq!(connect.port, Some(4500));
+    assert_eq!(connect.inner, inner(5));
+    assert_eq!(connect.tunnels, [Tunnel::Infrastructure]);
+    assert_eq!(lines[1].tunnel, Some(Tunnel::Intranet));
+    assert_eq!(lines[1].session, connect.session);
+
+    // Child rekeys: the new SA comes before the old one goes; no tunnel flaps.
+    t.child_up(at(30), 0x102, outer, &inner(5), Tunnel::Infrastructure);
+    t.child_down(at(31), 0x100, counts(1));
+    t.child_up(at(32), 0x103, outer, &inner(5), Tunnel::Intranet);
+    t.child_down(at(33), 0x101, counts(2));
+    assert!(drain(&mut t).is_empty());
+    assert_eq!(t.connected(), 1);
+
+    // The client deletes the intranet IKE SA (its child first), then the other.
+    t.child_down(at(60), 0x103, counts(4));
+    t.ike_down(at(60), 12);
+    t.child_down(at(61), 0x102, counts(8));
+    t.ike_down(at(61), 11);
+    let lines = drain(&mut t);
+    assert_eq!(
+        events(&lines),
+        [
+            EventKind::TunnelDown,
+            EventKind::TunnelDown,
+            EventKind::Disconnect
+        ]
+    );
+    assert_eq!(lines[0].tunnel, Some(Tunnel::Intranet));
+    assert_eq!(lines[0].counts, Some(counts(6)));
+    assert_eq!(lines[1].counts, Some(counts(9)));
+    let gone = &lines[2];
+    assert_eq!(gone.reason.as_deref(), Some(REASON_CLOSED));
+    assert_eq!(gone.duration_secs, Some(61));
+    assert_eq!(gone.counts, Some(counts(15)));
+    assert_eq!(gone.per_tunnel[&Tunnel::Infrastructure], counts(9));
+    assert_eq!(gone.per_tunnel[&Tunnel::Intranet], counts(6));
+    assert_eq!(gone.identity.as_deref(), Some("CN=laptop-1"));
+    assert_eq!(gone.inner, inner(5));
+    assert_eq!(t.connected(), 0);
+}
+
+#[test]
+fn an_ike_rekey_keeps_the_session() {
+    let mut t = Tracker::new(1);
+    let p = peer(2, 4500);
+    t.ike_up(at(0), 1, p, "CN=b", Transport::Iphttps);
+    t.child_up(at(0), 0x200, outer_of(p), &inner(6), Tunnel::Infrastructure);
+    // The rekeyed IKE SA takes over the child SA; the old one goes.
+    t.ike_up(at(100), 2, p, "CN=b", Transport::Iphttps);
+    t.ike_down(at(100), 1);
+    assert_eq!(events(&drain(&mut t)), [EventKind::Connect]);
+    t.child_down(at(200), 0x200, counts(3));
+    t.ike_down(at(200), 2);
+    let lines = drain(&mut t);
+    assert_eq!(
+        events(&lines),
+        [EventKind::TunnelDown, EventKind::Disconnect]
+    );
+    assert_eq!(lines[1].duration_secs, Some(200));
+    assert_eq!(lines[1].transport, Some(Transport::Iphttps));
+}
+
+#[test]
+fn the_reason_is_the_last_ike_sa_s() {
+    let mut t = Tracker::new(1);
+    let p = peer(3, 4500);
+    t.ike_up(at(0), 1, p, "CN=c", Transport::Teredo);
+    t.child_up(at(0), 0x300, outer_of(p), &inner(7), Tunnel::Infrastructure);
+    t.ike_ended(1, "revoked");
+    t.child_down(at(5), 0x300, counts(1));
+    t.ike_down(at(5), 1);
+    let lines = drain(&mut t);
+    assert_eq!(
+        lines.last().and_then(|l| l.reason.as_deref()),
+        Some("revoked")
+    );
+}
+
+#[test]
+fn an_ike_sa_without_a_child_sa_leaves_no_line() {
+    let mut t = Tracker::new(1);
+    let p = peer(4, 4500);
+    t.ike_up(at(0), 1, p, "CN=d", Transport::Teredo);
+    t.ike_down(at(9), 1);
+    assert!(drain(&mut t).is_empty());
+    assert_eq!(t.connected(), 0);
+}
+
+#[test]
+fn end_all_closes_every_session_with_the_live_counters() {
+    let mut t = Tracker::new(1);
+    for i in 0..3u16 {
+        let p = peer(10 + i, 4500);
+        t.ike_up(at(0), u64::from(i), p, "CN=e", Transport::Teredo);
+        t.child_up(
+            at(0),
+            0x400 + u32::from(i),
+            outer_of(p),
+            &inner(i),
+            Tunnel::Intranet,
+        );
+    }
+    drain(&mut t);
+    t.end_all(at(50), "shutdown", |c| {
+        counts(u64::from(c.inbound_spi - 0x3ff))
+    });
+    let lines = drain(&mut t);
+    let gone: Vec<&Line> = lines
+        .iter()
+        .filter(|l| l.event == EventKind::Disconnect)
+        .collect();
+    assert_eq!(gone.len(), 3);
+    assert!(gone.iter().all(|l| l.reason.as_deref() == Some("shutdown")));
+    let bytes: u64 = gone
+        .iter()
+        .filter_map(|l| l.counts)
+        .map(|c| c.bytes_in)
+        .sum();
+    assert_eq!(bytes, 100 * (1 + 2 + 3));
+    let mut ids: Vec<_> = gone.iter().filter_map(|l| l.session.clone()).collect();
+    ids.dedup();
+    assert_eq!(ids.len(), 3, "every session has its own id");
+}
+
+#[test]
+fn a_refusal_is_a_line_of_its_own() {
+    let mut t = Tracker::new(1);
+    t.auth_refused(at(0), peer(9, 4500), "revoked", Some("CN=lost laptop"));
+    let lines = drain(&mut t);
+    assert_eq!(events(&lines), [EventKind::AuthRefused]);
+    assert_eq!(lines[0].source, Some(peer(9, 4500)));
+    assert_eq!(lines[0].reason.as_deref(), Some("revoked"));
+    assert_eq!(lines[0].identity.as_deref(), Some("CN=lost laptop"));
+    assert_eq!(lines[0].session, None);
+}
+
+#[test]
+fn lines_nobody_reads_are_bounded_and_counted() {
+    let mut t = Tracker::new(1);
+    for i in 0..(MAX_PENDING as u64 + 10) {
+        t.auth_refused(at(i), peer(1, 1), "auth_failed", None);
+    }
+    assert_eq!(t.dropped(), 10);
+    assert_eq!(drain(&mut t).len(), MAX_PENDING);
+}
+
+/// Events in any order, repeated or about SAs the tracker never saw, never panic, never
+/// write a disconnect without its connect, and at most one of each per session.
+#[test]
+fn events_in_any_order_keep_sessions_whole() {
+    let mut seed = 0x2545_f491_4f6c_dd1du64;
+    let mut next = move |n: u64| {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed % n
+    };
+    let mut t = Tracker::new(7);
+    let mut lines = Vec::new();
+    for step in 0..20_000u64 {
+        let p = peer(next(4) as u16, 4500);
+        let spi_r = next(8);
+        let spi = 0x100 + next(16) as u32;
+        let tunnel = Tunnel::ALL[next(2) as usize];
+        match next(6) {
+            0 => t.ike_up(at(step), spi_r, p, "CN=f", Transport::Teredo),
+            1 => t.child_up(at(step), spi, outer_of(p), &inner(1), tunnel),
+            2 => t.child_down(at(step), spi, counts(1)),
+            3 => t.ike_ended(spi_r, "expired"),
+            4 => t.ike_down(at(step), spi_r),
+            _ => t.auth_refused(at(step), p, "auth_failed", None),
+        }
+        lines.extend(std::iter::from_fn(|| t.poll_line()));
+    }
+    t.end_all(at(30_000), "shutdown", |_| counts(1));
+    lines.extend(std::iter::from_fn(|| t.poll_line()));
+    let mut seen: HashMap<String, (u32, u32)> = HashMap::new();
+    for l in &lines {
+        let Some(id) = &l.session else { continue };
+        let entry = seen.entry(id.clone()).or_default();
+        match l.event {
+            EventKind::Connect => entry.0 += 1,
+            EventKind::Disconnect => {
+                assert_eq!(entry.0, 1, "disconnect after its connect: {id}");
+                entry.1 += 1;
+            }
+            _ => assert_eq!(
+                (entry.0, entry.1),
+                (1, 0),
+                "{:?} inside its session",
+                l.event
+            ),
+        }
+    }
+    assert!(!seen.is_empty());
+    assert!(
+        seen.values().all(|&c| c == (1, 1)),
+        "every session ended once"
+    );
+    assert_eq!(t.connected(), 0);
+}
