@@ -4,7 +4,9 @@
 //! the next, as in production; the clock only moves forward, as a worker's does.
 #![no_main]
 
-use gate64_dataplane::{DataplaneConfig, DropReason, HEADROOM, Prefix, Shared, Stats, Verdict, Worker};
+use gate64_dataplane::{
+    DataplaneConfig, DropReason, HEADROOM, Prefix, Shared, Stats, Verdict, Worker,
+};
 use gate64_teredo::{RelayConfig, ServerConfig};
 use libfuzzer_sys::fuzz_target;
 use std::net::{Ipv4Addr, SocketAddrV4};

@@ -9,10 +9,10 @@
 
 use std::time::Instant;
 
-use gate64_dns64::{Outcome, Resolver};
 use gate64_dns64::cache::{Cache, MAX_KEY, parse_query, ttls};
 use gate64_dns64::resolver::formerr;
 use gate64_dns64::synth::{EDNS_PAYLOAD, Step, Synthesizer, UpstreamError, run_with};
+use gate64_dns64::{Outcome, Resolver};
 use gate64_nat64::Prefix;
 use hickory_proto::op::Message;
 use hickory_proto::rr::RData;
@@ -75,7 +75,11 @@ fuzz_target!(|data: &[u8]| {
     if result == Outcome::Synthesized {
         for r in &msg.answers {
             if let RData::AAAA(a) = &r.data {
-                assert!(prefix.contains(&a.0), "synthesized {} outside the prefix", a.0);
+                assert!(
+                    prefix.contains(&a.0),
+                    "synthesized {} outside the prefix",
+                    a.0
+                );
             }
         }
     }
@@ -89,7 +93,8 @@ fuzz_target!(|data: &[u8]| {
         let now = Instant::now();
         cache.insert(&key[..info.key_len], &wire, result, now);
         let mut out = [0u8; 4096];
-        if let Some((n, r)) = cache.answer(&key[..info.key_len], query, &info, 4096, now, &mut out) {
+        if let Some((n, r)) = cache.answer(&key[..info.key_len], query, &info, 4096, now, &mut out)
+        {
             assert_eq!(r, result);
             assert_eq!(n, wire.len());
             assert_eq!(out[..2], query[..2], "the client's ID");

@@ -14,7 +14,9 @@ fuzz_target!(|data: &[u8]| {
     assert_eq!(r.header_len(), p.header_len());
     let _ = p.verify_checksum();
     let mut out = vec![0u8; data.len()];
-    let n = r.emit(&mut out).expect("the buffer holds the parsed header");
+    let n = r
+        .emit(&mut out)
+        .expect("the buffer holds the parsed header");
     out[n..].copy_from_slice(p.payload());
     gre::fill_checksum(&mut out).expect("the emitted header is well formed");
     let back = gre::Packet::new_checked(&out[..]).expect("an emitted header parses");

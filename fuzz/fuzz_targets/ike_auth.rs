@@ -12,8 +12,8 @@ use gate64_ike::auth::{
 };
 use libfuzzer_sys::fuzz_target;
 use rcgen::{
-    BasicConstraints, CertificateParams, DnType, IsCa, Issuer, KeyPair, KeyUsagePurpose,
-    SanType, SignatureAlgorithm,
+    BasicConstraints, CertificateParams, DnType, IsCa, Issuer, KeyPair, KeyUsagePurpose, SanType,
+    SignatureAlgorithm,
 };
 use std::sync::OnceLock;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -58,7 +58,8 @@ fn lab() -> &'static Lab {
                 KeyPair::generate_for(alg).unwrap()
             };
             let mut leaf = CertificateParams::default();
-            leaf.distinguished_name.push(DnType::CommonName, "peer.fuzz");
+            leaf.distinguished_name
+                .push(DnType::CommonName, "peer.fuzz");
             leaf.subject_alt_names = vec![
                 SanType::DnsName("peer.fuzz".try_into().unwrap()),
                 SanType::IpAddress("2001:db8::1".parse().unwrap()),
@@ -73,7 +74,11 @@ fn lab() -> &'static Lab {
             }
             peers.push((creds, peer));
         }
-        Lab { anchors, peers, leaf_der }
+        Lab {
+            anchors,
+            peers,
+            leaf_der,
+        }
     })
 }
 
@@ -93,14 +98,17 @@ fn run(selector: u8, data: &[u8]) {
         1 => {
             let [who, rest @ ..] = data else { return };
             let split = rest.iter().position(|&b| b == 0xff).unwrap_or(rest.len());
-            let hashes: Vec<SigHash> =
-                rest[..split].iter().filter_map(|&b| SigHash::from_code(b.into())).collect();
+            let hashes: Vec<SigHash> = rest[..split]
+                .iter()
+                .filter_map(|&b| SigHash::from_code(b.into()))
+                .collect();
             let octets = rest.get(split + 1..).unwrap_or(&[]);
             // The RSA peer only for `who == 7`: RSA signing is slow.
             let (creds, peer) = &lab.peers[usize::from(*who) % 2 + usize::from(*who == 7)];
             for method in [creds.classic_method(), AuthMethod::DigitalSignature] {
                 if let Ok((used, sig)) = creds.sign(method, octets, &hashes) {
-                    peer.verify_auth(used, &sig, octets).expect("own signature verifies");
+                    peer.verify_auth(used, &sig, octets)
+                        .expect("own signature verifies");
                     let mut other = octets.to_vec();
                     other.push(0);
                     assert_eq!(
@@ -155,7 +163,10 @@ fn run(selector: u8, data: &[u8]) {
 
 fn check_peer(lab: &Lab, leaf: &[u8], intermediates: &[&[u8]]) {
     if let Ok(peer) = lab.anchors.verify_peer(leaf, intermediates, now()) {
-        let _ = (peer.subject(), peer.matches_id(&Identity::fqdn("peer.fuzz")));
+        let _ = (
+            peer.subject(),
+            peer.matches_id(&Identity::fqdn("peer.fuzz")),
+        );
         let _ = peer.verify_auth(AuthMethod::DigitalSignature, leaf, OCTETS);
     }
 }

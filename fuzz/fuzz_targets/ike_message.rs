@@ -10,7 +10,11 @@ use libfuzzer_sys::fuzz_target;
 fuzz_target!(|data: &[u8]| {
     if let Ok(m) = Message::parse(data) {
         let again = Message::parse(&m.emit());
-        assert_eq!(again.as_ref(), Ok(&m), "emit(parse(b)) must parse to the same message");
+        assert_eq!(
+            again.as_ref(),
+            Ok(&m),
+            "emit(parse(b)) must parse to the same message"
+        );
     }
     if let Some((&first, rest)) = data.split_first() {
         if let Ok(payloads) = parse_chain(first, rest) {

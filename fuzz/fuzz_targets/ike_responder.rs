@@ -12,7 +12,10 @@ use gate64_ike::auth::{Credentials, TrustAnchors};
 use gate64_ike::message::Message;
 use gate64_ike::responder::{Responder, ResponderConfig};
 use libfuzzer_sys::fuzz_target;
-use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, Issuer, KeyPair, KeyUsagePurpose, ExtendedKeyUsagePurpose};
+use rcgen::{
+    BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair,
+    KeyUsagePurpose,
+};
 
 fn responder() -> Responder {
     let ca_key = KeyPair::generate().expect("key");
@@ -24,11 +27,14 @@ fn responder() -> Responder {
     let issuer = Issuer::new(ca, ca_key);
     let key = KeyPair::generate().expect("key");
     let mut leaf = CertificateParams::default();
-    leaf.distinguished_name.push(DnType::CommonName, "gate64.fuzz");
+    leaf.distinguished_name
+        .push(DnType::CommonName, "gate64.fuzz");
     leaf.key_usages = vec![KeyUsagePurpose::DigitalSignature];
     // Both purposes: the same helper makes clients' and servers' certificates.
-    leaf.extended_key_usages =
-        vec![ExtendedKeyUsagePurpose::ClientAuth, ExtendedKeyUsagePurpose::ServerAuth];
+    leaf.extended_key_usages = vec![
+        ExtendedKeyUsagePurpose::ClientAuth,
+        ExtendedKeyUsagePurpose::ServerAuth,
+    ];
     let cert = leaf.signed_by(&key, &issuer).expect("leaf");
     let credentials = Credentials::from_pem(cert.pem().as_bytes(), key.serialize_pem().as_bytes())
         .expect("credentials");
@@ -53,8 +59,10 @@ fuzz_target!(|data: &[u8]| {
     let (r, now) = &mut *guard;
     let server_500: SocketAddr = "[2001:db8:ffff::1]:500".parse().expect("addr");
     let server_4500: SocketAddr = "[2001:db8:ffff::1]:4500".parse().expect("addr");
-    let clients: [SocketAddr; 2] =
-        ["[2001:db8::7]:500".parse().expect("addr"), "[2001:db8::8]:4500".parse().expect("addr")];
+    let clients: [SocketAddr; 2] = [
+        "[2001:db8::7]:500".parse().expect("addr"),
+        "[2001:db8::8]:4500".parse().expect("addr"),
+    ];
     let mut rest = data;
     while rest.len() >= 3 {
         let len = usize::from(u16::from_be_bytes([rest[0], rest[1]]));
@@ -67,7 +75,11 @@ fuzz_target!(|data: &[u8]| {
             *now += Duration::from_secs(31);
             r.handle_timeout(*now);
         }
-        let local = if flags & 1 != 0 { server_4500 } else { server_500 };
+        let local = if flags & 1 != 0 {
+            server_4500
+        } else {
+            server_500
+        };
         let remote = clients[usize::from(flags >> 1 & 1)];
         r.handle(*now, local, remote, datagram);
         while let Some(t) = r.poll_transmit() {
@@ -79,6 +91,10 @@ fuzz_target!(|data: &[u8]| {
         }
         while r.poll_event().is_some() {}
         let half_open = r.ike_sas(*now).iter().filter(|s| !s.established).count();
-        assert_eq!(half_open, r.half_open(), "half-open count matches the SA table");
+        assert_eq!(
+            half_open,
+            r.half_open(),
+            "half-open count matches the SA table"
+        );
     }
 });

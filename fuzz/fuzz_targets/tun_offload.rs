@@ -24,7 +24,9 @@ fuzz_target!(|data: &[u8]| {
         let mut slots = Slots::new(&mut bufs, &mut sizes, 8);
         if let (Ok(n), Ok(m)) = (stream, split_to(rest, &mut slots)) {
             assert_eq!(n, m);
-            let joined: Vec<u8> = (0..m).flat_map(|k| bufs[k][8..8 + sizes[k]].to_vec()).collect();
+            let joined: Vec<u8> = (0..m)
+                .flat_map(|k| bufs[k][8..8 + sizes[k]].to_vec())
+                .collect();
             assert_eq!(joined, out, "slots and stream hold the same packets");
         }
     }
@@ -53,7 +55,11 @@ fuzz_target!(|data: &[u8]| {
             let raw: Vec<u8> = parts.concat();
             assert!(raw.len() <= VNET_HDR_LEN + 65_535);
             let mut out = Vec::new();
-            assert_eq!(split_into(&raw, &mut out), Ok(n), "a coalesced write splits back");
+            assert_eq!(
+                split_into(&raw, &mut out),
+                Ok(n),
+                "a coalesced write splits back"
+            );
         }
     });
     assert_eq!(written, packets.len());

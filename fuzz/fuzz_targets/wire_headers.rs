@@ -35,7 +35,12 @@ fn ipv6(b: &[u8], quoted: bool) {
         ipv6::Packet::new_checked(b)
     };
     let Ok(p) = p else { return };
-    let _ = (p.payload(), p.traffic_class(), p.flow_label(), p.is_bubble());
+    let _ = (
+        p.payload(),
+        p.traffic_class(),
+        p.flow_label(),
+        p.is_bubble(),
+    );
     let mut end = ipv6::HEADER_LEN;
     for h in p.ext_headers() {
         let Ok(h) = h else { break };
@@ -63,43 +68,65 @@ fn ipv6(b: &[u8], quoted: bool) {
 }
 
 fn tcp(b: &[u8]) {
-    let Ok(p) = tcp::Packet::new_checked(b) else { return };
+    let Ok(p) = tcp::Packet::new_checked(b) else {
+        return;
+    };
     let r = tcp::Repr::parse(&p);
     let mut out = vec![0u8; r.header_len()];
     r.emit(&mut out).expect("parsed options are whole words");
-    assert_eq!(tcp::Repr::parse(&tcp::Packet::new_checked(&out[..]).unwrap()), r);
+    assert_eq!(
+        tcp::Repr::parse(&tcp::Packet::new_checked(&out[..]).unwrap()),
+        r
+    );
     let _ = (p.payload(), p.verify_checksum(0));
 }
 
 fn udp(b: &[u8]) {
-    let Ok(p) = udp::Packet::new_checked(b) else { return };
+    let Ok(p) = udp::Packet::new_checked(b) else {
+        return;
+    };
     let r = udp::Repr::parse(&p);
     let mut out = vec![0u8; usize::from(p.len())];
     r.emit(&mut out).expect("parsed length fits");
-    assert_eq!(udp::Repr::parse(&udp::Packet::new_checked(&out[..]).unwrap()), r);
+    assert_eq!(
+        udp::Repr::parse(&udp::Packet::new_checked(&out[..]).unwrap()),
+        r
+    );
     let _ = (p.payload(), p.verify_checksum(0));
 }
 
 fn icmp(b: &[u8], v6: bool) {
     if v6 {
-        let Ok(p) = icmpv6::Packet::new_checked(b) else { return };
+        let Ok(p) = icmpv6::Packet::new_checked(b) else {
+            return;
+        };
         if let Ok(r) = icmpv6::Repr::parse(&p) {
             let mut out = [0u8; 8];
             r.emit(&mut out).unwrap();
-            assert_eq!(icmpv6::Repr::parse(&icmpv6::Packet::new_checked(&out[..]).unwrap()), Ok(r));
+            assert_eq!(
+                icmpv6::Repr::parse(&icmpv6::Packet::new_checked(&out[..]).unwrap()),
+                Ok(r)
+            );
         }
     } else {
-        let Ok(p) = icmpv4::Packet::new_checked(b) else { return };
+        let Ok(p) = icmpv4::Packet::new_checked(b) else {
+            return;
+        };
         if let Ok(r) = icmpv4::Repr::parse(&p) {
             let mut out = [0u8; 8];
             r.emit(&mut out).unwrap();
-            assert_eq!(icmpv4::Repr::parse(&icmpv4::Packet::new_checked(&out[..]).unwrap()), Ok(r));
+            assert_eq!(
+                icmpv4::Repr::parse(&icmpv4::Packet::new_checked(&out[..]).unwrap()),
+                Ok(r)
+            );
         }
     }
 }
 
 fn virtio(b: &[u8]) {
-    let Ok(h) = virtio_net::Header::decode(b) else { return };
+    let Ok(h) = virtio_net::Header::decode(b) else {
+        return;
+    };
     let mut out = [0u8; virtio_net::HEADER_LEN];
     h.encode(&mut out).unwrap();
     assert_eq!(virtio_net::Header::decode(&out), Ok(h));
