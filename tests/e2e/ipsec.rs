@@ -179,6 +179,19 @@ impl TeredoIpsecLab {
         log_level: Option<&str>,
         prepare: impl FnOnce(&LabCerts) -> Result<()>,
     ) -> Result<TeredoIpsecLab> {
+        TeredoIpsecLab::start_accounting(topo, extra_ca, ipsec_keys, log_level, "", prepare)
+    }
+
+    /// [`TeredoIpsecLab::start_prepared`] with more `[accounting]` keys and tables (TOML:
+    /// keys first, then `[[accounting.radius]]` tables).
+    pub(crate) fn start_accounting(
+        topo: &Topology,
+        extra_ca: Option<&Path>,
+        ipsec_keys: &str,
+        log_level: Option<&str>,
+        accounting: &str,
+        prepare: impl FnOnce(&LabCerts) -> Result<()>,
+    ) -> Result<TeredoIpsecLab> {
         let certs = LabCerts::generate(
             &topo.srv,
             &topo.srv.dir().join("certs"),
@@ -197,7 +210,8 @@ impl TeredoIpsecLab {
         };
         let mut opts = Gate64Options {
             without_ipsec: false,
-            extra: ipsec_section_with_ca(topo, &certs, &ca, ipsec_keys)?,
+            // The [accounting] section comes last: its keys and tables can follow it.
+            extra: ipsec_section_with_ca(topo, &certs, &ca, ipsec_keys)? + accounting,
             ..Gate64Options::default()
         };
         if let Some(level) = log_level {
@@ -273,7 +287,7 @@ fn strongswan_to_gate64_over_iphttps(topo: &Topology) -> Result<()> {
 
 /// `[ipsec]` with the fixture's responder certificate, the pool, the corporate host as the
 /// infrastructure tunnel; and `[control]` in `tsrv`'s directory.
-fn ipsec_section(topo: &Topology, certs: &LabCerts) -> Result<String> {
+pub(crate) fn ipsec_section(topo: &Topology, certs: &LabCerts) -> Result<String> {
     ipsec_section_with_ca(topo, certs, &certs.ca, "")
 }
 

@@ -38,6 +38,7 @@ mod openssl_ca;
 mod package;
 mod privilege;
 mod prometheus;
+mod radius;
 mod scale_out;
 mod teredo;
 mod teredo_edge;

@@ -8,6 +8,8 @@
 //! one JSON object per line); [`sessions`] reads such a log back for `gate64 sessions`.
 //! Sans-IO: no sockets, files or clocks here.
 
+pub mod accountant;
+pub mod radius;
 pub mod record;
 pub mod sessions;
 pub mod time;

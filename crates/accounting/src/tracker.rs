@@ -73,6 +73,20 @@ struct Session {
     had: [bool; 2],
     /// Why its last IKE SA to go went.
     reason: Option<String>,
+    /// Why an IKE SA of it is ending now (between the responder's end and that IKE SA's
+    /// down): the reason of the tunnel that goes down meanwhile.
+    ending: Option<String>,
+}
+
+/// One tunnel's counters so far ([`Tracker::tunnel_counts`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TunnelCounts {
+    /// The session id.
+    pub session: String,
+    /// Which tunnel.
+    pub tunnel: Tunnel,
+    /// Its counters so far.
+    pub counts: Counts,
 }
 
 /// A child SA still installed, for [`Tracker::end_all`].
@@ -128,6 +142,7 @@ impl Tracker {
                 totals: [Counts::default(); 2],
                 had: [false; 2],
                 reason: None,
+                ending: None,
             }
         });
         session.ike_sas += 1;
@@ -184,6 +199,12 @@ impl Tracker {
             let mut line = session.line(at, EventKind::TunnelDown);
             line.tunnel = Some(child.tunnel);
             line.counts = Some(session.totals[t]);
+            line.reason = Some(
+                session
+                    .ending
+                    .clone()
+                    .unwrap_or_else(|| REASON_CLOSED.to_owned()),
+            );
             self.push(line);
         }
         self.end_if_gone(at, child.outer);
@@ -193,6 +214,9 @@ impl Tracker {
     pub fn ike_ended(&mut self, spi_r: u64, reason: &str) {
         if let Some(sa) = self.ike.get_mut(&spi_r) {
             sa.ended = Some(reason.to_owned());
+            if let Some(session) = self.sessions.get_mut(&sa.outer) {
+                session.ending = Some(reason.to_owned());
+            }
         }
     }
 
@@ -204,6 +228,7 @@ impl Tracker {
         if let Some(session) = self.sessions.get_mut(&sa.outer) {
             session.ike_sas = session.ike_sas.saturating_sub(1);
             session.reason = sa.ended;
+            session.ending = None;
         }
         self.end_if_gone(at, sa.outer);
     }
@@ -249,6 +274,32 @@ impl Tracker {
             self.ike_ended(spi_r, reason);
             self.ike_down(at, spi_r);
         }
+    }
+
+    /// The counters of every tunnel up now, for interim accounting: what its removed child
+    /// SAs counted plus what `live` reads from each child SA still installed. Linear in the
+    /// child SAs.
+    pub fn tunnel_counts(&self, mut live: impl FnMut(LiveChild) -> Counts) -> Vec<TunnelCounts> {
+        let mut sums: HashMap<(Ipv6Addr, Tunnel), Counts> = HashMap::new();
+        for (&inbound_spi, child) in &self.children {
+            sums.entry((child.outer, child.tunnel))
+                .or_default()
+                .add(&live(LiveChild { inbound_spi }));
+        }
+        let mut out = Vec::with_capacity(sums.len());
+        for ((outer, tunnel), now) in sums {
+            let Some(session) = self.sessions.get(&outer).filter(|s| s.announced) else {
+                continue;
+            };
+            let mut counts = session.totals[tunnel.index()];
+            counts.add(&now);
+            out.push(TunnelCounts {
+                session: session.id.clone(),
+                tunnel,
+                counts,
+            });
+        }
+        out
     }
 
     /// The next line to write.

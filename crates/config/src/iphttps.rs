@@ -181,6 +181,7 @@ impl Config {
     /// and the path.
     pub fn check_files(&self) -> Result<(), ConfigError> {
         self.check_ipsec_files()?;
+        self.check_accounting_files()?;
         let h = &self.iphttps;
         if !h.enabled {
             return Ok(());

@@ -209,7 +209,13 @@ impl Config {
         );
         diff!(out, a.log, b.log, "log", [level, format]);
         diff!(out, a.control, b.control, "control", [socket]);
-        diff!(out, a.accounting, b.accounting, "accounting", [log]);
+        diff!(
+            out,
+            a.accounting,
+            b.accounting,
+            "accounting",
+            [log, radius, interim_secs, nas_identifier]
+        );
         out
     }
 

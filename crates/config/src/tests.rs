@@ -1402,6 +1402,8 @@ const KEYS: &[(&str, &str)] = &[
     ("log", "level"),
     ("log", "format"),
     ("accounting", "log"),
+    ("accounting", "interim_secs"),
+    ("accounting", "nas_identifier"),
 ];
 
 // [nat64]
@@ -1658,18 +1660,94 @@ fn iphttps_client_crls_need_client_ca_and_name_their_key() {
 
 // [accounting]
 
+/// A file with IPsec configured (what accounting needs) and `extra` TOML after it.
+fn with_ipsec(extra: &str) -> Result<Config, ConfigError> {
+    let base = doc(&[
+        ("ipsec", r#"certificate = "/etc/gate64/ipsec.pem""#),
+        ("ipsec", r#"private_key = "/etc/gate64/ipsec.key""#),
+        ("ipsec", r#"ca = "/etc/gate64/clients-ca.pem""#),
+        ("ipsec", r#"pool6 = "fd00:c1::100/120""#),
+    ]);
+    Config::from_toml_str(&format!("{base}{extra}"))
+}
+
 #[test]
 fn the_session_log_is_off_by_default_and_must_be_absolute() {
     assert_eq!(parse(&[]).unwrap().accounting.log, None);
-    let c = parse(&[("accounting", r#"log = "/var/log/gate64/sessions.jsonl""#)]).unwrap();
+    let c = with_ipsec("[accounting]\nlog = \"/var/log/gate64/sessions.jsonl\"\n").unwrap();
     assert_eq!(
         c.accounting.log.as_deref(),
         Some(Path::new("/var/log/gate64/sessions.jsonl"))
     );
-    let e = refused(&[("accounting", r#"log = "sessions.jsonl""#)]);
+    let e = with_ipsec("[accounting]\nlog = \"sessions.jsonl\"\n").unwrap_err();
     assert_names(&e, "accounting.log", &["absolute", "\"sessions.jsonl\""]);
     let e = refused(&[("accounting", "log = 5")]);
     assert_names(&e, "accounting.log", &["file path"]);
-    let e = refused(&[("accounting", "interim_secs = 300")]);
-    assert_names(&e, "accounting.interim_secs", &[]);
+    // Without IPsec there is no session to account.
+    let e = refused(&[("accounting", r#"log = "/var/log/gate64/sessions.jsonl""#)]);
+    assert_names(&e, "accounting.log", &["[ipsec]"]);
+}
+
+#[test]
+fn radius_servers_interim_and_nas_identifier() {
+    let c = parse(&[]).unwrap();
+    assert!(c.accounting.radius.is_empty());
+    assert_eq!(c.accounting.interim_secs, 300);
+    assert_eq!(c.accounting.nas_identifier, "gate64");
+    let two = "[accounting]\ninterim_secs = 60\nnas_identifier = \"gw-paris\"\n\
+               [[accounting.radius]]\nserver = \"10.0.0.5:1813\"\n\
+               secret_file = \"/etc/gate64/radius.secret\"\n\
+               [[accounting.radius]]\nserver = \"[2001:db8::5]:1813\"\n\
+               secret_file = \"/etc/gate64/radius2.secret\"\n";
+    let c = with_ipsec(two).unwrap();
+    assert_eq!(c.accounting.radius.len(), 2);
+    assert_eq!(
+        c.accounting.radius[1].server,
+        "[2001:db8::5]:1813".parse().unwrap()
+    );
+    assert_eq!(
+        (c.accounting.interim_secs, &*c.accounting.nas_identifier),
+        (60, "gw-paris")
+    );
+    for (text, key, needle) in [
+        (
+            "[accounting]\ninterim_secs = 5\n",
+            "accounting.interim_secs",
+            "10..=86400",
+        ),
+        (
+            "[accounting]\nnas_identifier = \"\"\n",
+            "accounting.nas_identifier",
+            "NAS-Identifier",
+        ),
+        (
+            "[[accounting.radius]]\nserver = \"10.0.0.5:0\"\nsecret_file = \"/s\"\n",
+            "accounting.radius.server",
+            "address and port",
+        ),
+        (
+            "[[accounting.radius]]\nserver = \"10.0.0.5:1813\"\nsecret_file = \"s\"\n",
+            "accounting.radius.secret_file",
+            "absolute",
+        ),
+        (
+            "[[accounting.radius]]\nserver = \"10.0.0.5\"\nsecret_file = \"/s\"\n",
+            "accounting.radius",
+            "",
+        ),
+        (
+            "[[accounting.radius]]\nserver = \"10.0.0.5:1813\"\nsecret = \"x\"\n",
+            "accounting.radius",
+            "",
+        ),
+    ] {
+        let e = with_ipsec(text).unwrap_err();
+        let msg = e.to_string();
+        assert!(
+            e.key().is_some_and(|k| k.starts_with(key)) && msg.contains(needle),
+            "{text}: {msg}"
+        );
+    }
+    let e = refused(&[("accounting", "port = 1813")]);
+    assert_names(&e, "accounting.port", &[]);
 }

@@ -1,84 +1,141 @@
-//! Session accounting in the daemon (`[accounting] log`): the IKE responder's events and
-//! each removed child SA's final counters go into a [`Tracker`], whose lines go to the
-//! session log's writer thread.
+//! Session accounting in the daemon (`[accounting]`): the IKE responder's events and each
+//! removed child SA's final counters go into a [`Tracker`]; its lines go to the session
+//! log's writer thread (`log`) and, turned into Accounting-Requests by an [`Accountant`], to
+//! the RADIUS sender's thread (`[[accounting.radius]]`), with Interim-Updates every
+//! `interim_secs`.
 //!
-//! Everything here runs on the IKE driver's thread (and once at shutdown), never on a
-//! worker: the data path only counts bytes into its SAs, as it does without accounting.
+//! Everything here runs on the IKE driver's thread (and on a timer and once at shutdown),
+//! never on a worker: the data path only counts bytes into its SAs, as it does without
+//! accounting.
 
 use anyhow::{Context, Result};
+use gate64_accounting::accountant::Accountant;
 use gate64_accounting::{Counts, Line, Tracker, Tunnel};
+use gate64_config::Config;
 use gate64_dataplane::Shared;
 use gate64_esp::{InboundEntry, SaDb, TunnelKind};
 use gate64_ike::responder::{EndReason, Event, Refusal};
 use gate64_io::line_log::{Handle, Lost, Sender};
+use gate64_io::radius::{RadiusSender, RadiusStats, Server, Timing};
 use std::net::{IpAddr, Ipv6Addr};
 use std::path::Path;
-use std::sync::{Arc, Mutex, PoisonError};
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 /// Why the sessions still up when the daemon stops end.
 const REASON_SHUTDOWN: &str = "shutdown";
 
-/// How long a stopping daemon waits for the session log's last lines to reach the file.
-const FLUSH_AT_STOP: std::time::Duration = std::time::Duration::from_secs(2);
+/// How long a stopping daemon waits for the session log's last lines to reach the file, and
+/// again for RADIUS servers to acknowledge the last Stops.
+const FLUSH_AT_STOP: Duration = Duration::from_secs(2);
 
-/// The running session log.
+/// The running session accounting.
 #[derive(Debug)]
 pub struct Sessions {
-    tracker: Mutex<Tracker>,
-    log: Sender<Line>,
-    handle: Handle,
+    state: Mutex<State>,
+    log: Option<(Sender<Line>, Handle)>,
+    radius: Option<RadiusSender>,
     shared: Arc<Shared>,
 }
 
+#[derive(Debug)]
+struct State {
+    tracker: Tracker,
+    accountant: Accountant,
+}
+
 impl Sessions {
-    /// Opens the session log at `path` (append) and starts its writer.
-    pub fn open(path: &Path, shared: Arc<Shared>) -> Result<Arc<Sessions>> {
-        let (log, handle) = gate64_io::session_log::open(path)
-            .context("opening the session log (`accounting.log`)")?;
+    /// Opens the session log (append) and starts the RADIUS sender, as `cfg`'s
+    /// `[accounting]` asks; `None` when it asks for neither.
+    pub fn start(cfg: &Config, shared: Arc<Shared>) -> Result<Option<Arc<Sessions>>> {
+        let a = &cfg.accounting;
+        if !a.enabled() {
+            return Ok(None);
+        }
+        let log = match &a.log {
+            Some(path) => Some(
+                gate64_io::session_log::open(path)
+                    .context("opening the session log (`accounting.log`)")?,
+            ),
+            None => None,
+        };
+        let radius = match a.radius.is_empty() {
+            true => None,
+            false => {
+                let mut servers = Vec::with_capacity(a.radius.len());
+                for r in &a.radius {
+                    servers.push(Server {
+                        addr: r.server,
+                        secret: read_secret(&r.secret_file)?,
+                    });
+                }
+                Some(
+                    gate64_io::radius::start(servers, a.nas_identifier.clone(), Timing::default())
+                        .context("starting RADIUS accounting (`[[accounting.radius]]`)")?,
+                )
+            }
+        };
         // Session ids start with the daemon's start time, so they stay unique across restarts.
         let started = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map_or(0, |d| d.as_secs() as u32);
-        Ok(Arc::new(Sessions {
-            tracker: Mutex::new(Tracker::new(started)),
+        Ok(Some(Arc::new(Sessions {
+            state: Mutex::new(State {
+                tracker: Tracker::new(started),
+                accountant: Accountant::new(),
+            }),
             log,
-            handle,
+            radius,
             shared,
-        }))
+        })))
     }
 
-    /// Records lost because the writer fell behind (`gate64_session_log_lost_total`).
-    pub fn lost(&self) -> Arc<Lost> {
-        self.handle.lost()
+    /// Records lost because the session log's writer fell behind
+    /// (`gate64_session_log_lost_total`); `None` without a log.
+    pub fn lost(&self) -> Option<Arc<Lost>> {
+        self.log.as_ref().map(|(_, handle)| handle.lost())
     }
 
-    /// Reopens the file at `path` (SIGHUP: logrotate moved it, or a reload named another).
+    /// The RADIUS sender's counters; `None` without RADIUS.
+    pub fn radius_stats(&self) -> Option<Arc<RadiusStats>> {
+        self.radius.as_ref().map(RadiusSender::stats)
+    }
+
+    /// Reopens the session log at `path` (SIGHUP: logrotate moved it, or a reload named
+    /// another).
     pub fn reopen(&self, path: &Path) {
-        self.handle.reopen(path);
+        if let Some((_, handle)) = &self.log {
+            handle.reopen(path);
+        }
     }
 
     /// A child SA was installed in the SA database.
     pub fn child_up(&self, inbound_spi: u32, outer: Ipv6Addr, inner: &[IpAddr], kind: TunnelKind) {
-        let mut tracker = self.tracker();
-        tracker.child_up(SystemTime::now(), inbound_spi, outer, inner, tunnel(kind));
-        self.drain(&mut tracker);
+        let mut state = self.state();
+        let now = SystemTime::now();
+        state
+            .tracker
+            .child_up(now, inbound_spi, outer, inner, tunnel(kind));
+        self.drain(&mut state);
     }
 
     /// A child SA was removed from the SA database; `removed` is what it held (its final
     /// counters).
     pub fn child_down(&self, inbound_spi: u32, removed: Option<&InboundEntry>) {
         let counts = removed.map(counts_of).unwrap_or_default();
-        let mut tracker = self.tracker();
-        tracker.child_down(SystemTime::now(), inbound_spi, counts);
-        self.drain(&mut tracker);
+        let mut state = self.state();
+        state
+            .tracker
+            .child_down(SystemTime::now(), inbound_spi, counts);
+        self.drain(&mut state);
     }
 
     /// Takes one responder event about IKE SAs (child SAs come through
     /// [`Sessions::child_up`] and [`Sessions::child_down`], once the SA database followed).
     pub fn on_event(&self, event: &Event) {
         let now = SystemTime::now();
-        let mut tracker = self.tracker();
+        let mut state = self.state();
+        let tracker = &mut state.tracker;
         match event {
             Event::IkeSaUp {
                 spi_r,
@@ -87,8 +144,8 @@ impl Sessions {
                 ..
             } => {
                 let outer = match peer.ip() {
-                    std::net::IpAddr::V6(a) => a,
-                    std::net::IpAddr::V4(a) => a.to_ipv6_mapped(),
+                    IpAddr::V6(a) => a,
+                    IpAddr::V4(a) => a.to_ipv6_mapped(),
                 };
                 let transport = crate::status::transport_of(&self.shared, &outer);
                 tracker.ike_up(now, *spi_r, *peer, identity, transport);
@@ -98,38 +155,95 @@ impl Sessions {
             Event::Refused { peer, reason } if is_authentication(reason) => {
                 tracker.auth_refused(now, *peer, reason.label(), None);
             }
-            _ => {}
+            _ => return,
         }
-        self.drain(&mut tracker);
+        self.drain(&mut state);
+    }
+
+    /// Sends an Interim-Update for every tunnel up, with its child SAs' counters as the SA
+    /// database holds them now.
+    pub fn interim(&self, sadb: Option<&SaDb>) {
+        let Some(radius) = &self.radius else { return };
+        let requests = {
+            let state = self.state();
+            let counts = state
+                .tracker
+                .tunnel_counts(|child| live_counts(sadb, child));
+            state.accountant.interim(&counts, SystemTime::now())
+        };
+        for request in requests {
+            radius.send(request);
+        }
     }
 
     /// Ends every session still up (the daemon stops), with its child SAs' counters as the
-    /// SA database holds them now, and waits (up to a bound) until the lines are written.
+    /// SA database holds them now, and waits (up to a bound) until the log's lines are
+    /// written.
     pub fn end_all(&self, sadb: Option<&SaDb>) {
-        let mut tracker = self.tracker();
-        tracker.end_all(SystemTime::now(), REASON_SHUTDOWN, |child| {
-            sadb.and_then(|db| db.inbound(child.inbound_spi))
-                .map(|e| counts_of(&e))
-                .unwrap_or_default()
-        });
-        self.drain(&mut tracker);
-        drop(tracker);
-        if !self.log.flush(FLUSH_AT_STOP) {
+        let mut state = self.state();
+        state
+            .tracker
+            .end_all(SystemTime::now(), REASON_SHUTDOWN, |child| {
+                live_counts(sadb, child)
+            });
+        self.drain(&mut state);
+        drop(state);
+        if let Some((log, _)) = &self.log
+            && !log.flush(FLUSH_AT_STOP)
+        {
             tracing::warn!(
                 "the session log's last lines were not written within {FLUSH_AT_STOP:?}"
             );
         }
-    }
-
-    fn tracker(&self) -> std::sync::MutexGuard<'_, Tracker> {
-        self.tracker.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-
-    fn drain(&self, tracker: &mut Tracker) {
-        while let Some(line) = tracker.poll_line() {
-            self.log.send(line);
+        if let Some(radius) = &self.radius
+            && !radius.flush(FLUSH_AT_STOP)
+        {
+            tracing::warn!(
+                "RADIUS Stops still unanswered after {FLUSH_AT_STOP:?}; not waiting longer"
+            );
         }
     }
+
+    fn state(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn drain(&self, state: &mut State) {
+        while let Some(line) = state.tracker.poll_line() {
+            if let Some(radius) = &self.radius
+                && let Some(request) = state.accountant.on_line(&line)
+            {
+                radius.send(request);
+            }
+            if let Some((log, _)) = &self.log {
+                log.send(line);
+            }
+        }
+    }
+}
+
+/// The shared secret: the file's first line without its line break. Never logged.
+fn read_secret(path: &Path) -> Result<Vec<u8>> {
+    let text = std::fs::read(path).with_context(|| {
+        format!(
+            "reading the RADIUS secret {} (`accounting.radius.secret_file`)",
+            path.display()
+        )
+    })?;
+    let line = text.split(|&b| b == b'\n').next().unwrap_or_default();
+    let secret = line.strip_suffix(b"\r").unwrap_or(line);
+    anyhow::ensure!(
+        !secret.is_empty(),
+        "the RADIUS secret file {} (`accounting.radius.secret_file`) is empty",
+        path.display()
+    );
+    Ok(secret.to_vec())
+}
+
+fn live_counts(sadb: Option<&SaDb>, child: gate64_accounting::tracker::LiveChild) -> Counts {
+    sadb.and_then(|db| db.inbound(child.inbound_spi))
+        .map(|e| counts_of(&e))
+        .unwrap_or_default()
 }
 
 /// An SA's counters: `in` what gate64 opened from the client, `out` what it sealed to it.

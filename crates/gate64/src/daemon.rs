@@ -302,17 +302,26 @@ impl Daemon {
             info!(endpoint = %cfg.ipsec_endpoint(), "IPsec configured");
             stats
         });
-        // Sessions are IKE SAs: the configuration refuses `accounting.log` without IPsec.
-        let sessions = match (&cfg.accounting.log, shared.sadb()) {
-            (Some(path), Some(_)) => {
-                let sessions = crate::accounting::Sessions::open(path, Arc::clone(&shared))?;
-                let lost = sessions.lost();
+        // Sessions are IKE SAs: the configuration refuses `[accounting]` without IPsec.
+        let sessions = match shared.sadb() {
+            Some(_) => crate::accounting::Sessions::start(cfg, Arc::clone(&shared))?,
+            None => None,
+        };
+        if let Some(sessions) = &sessions {
+            if let (Some(lost), Some(path)) = (sessions.lost(), &cfg.accounting.log) {
                 exporter.add_session_log_lost(Arc::new(move || lost.get()));
                 info!(path = %path.display(), "session log on");
-                Some(sessions)
             }
-            _ => None,
-        };
+            if let Some(stats) = sessions.radius_stats() {
+                exporter.set_radius(Arc::new(move || gate64_metrics::RadiusCounts {
+                    acked: stats.acked(),
+                    timeout: stats.timeout(),
+                    queue_full: stats.queue_full(),
+                    retransmits: stats.retransmits(),
+                }));
+                info!(servers = ?cfg.accounting.radius.iter().map(|r| r.server).collect::<Vec<_>>(), interim_secs = cfg.accounting.interim_secs, "RADIUS accounting on");
+            }
+        }
         info!(workers = workers.stats().len(), teredo = ?addresses, port = cfg.teredo.port, "workers up");
         let gre = if corp_is_tun {
             crate::gre::start(cfg, &exporter)?
@@ -402,6 +411,15 @@ impl Daemon {
             );
         }
         *lock(&self.ike_control) = control;
+        if let Some(sessions) = &self.sessions
+            && !cfg.accounting.radius.is_empty()
+        {
+            let (sessions, shared) = (Arc::clone(sessions), Arc::clone(&self.shared));
+            let period = Duration::from_secs(cfg.accounting.interim_secs);
+            tokio::spawn(repeat_every(period, self.stop_tx.subscribe(), move || {
+                sessions.interim(shared.sadb().map(|db| &**db));
+            }));
+        }
         Ok(())
     }
 

@@ -19,6 +19,7 @@ pub mod line_log;
 pub mod metrics_http;
 pub mod ocsp;
 pub mod queue;
+pub mod radius;
 pub mod ratelog;
 pub mod session_log;
 pub mod sys;

@@ -55,6 +55,7 @@ struct Source {
     /// Readers of the NAT64 binding log's lost-record counters.
     binding_log_lost: Mutex<Vec<CounterReader>>,
     session_log_lost: Mutex<Vec<CounterReader>>,
+    radius: Mutex<Option<RadiusReader>>,
     /// Readers of the GRE data path's counters.
     gre: Mutex<Vec<GreReader>>,
     /// The IKE driver's counters and the child-SA count, once IPsec runs.
@@ -63,6 +64,22 @@ struct Source {
 
 /// Reads a counter kept elsewhere (e.g. by the binding log's writer).
 pub type CounterReader = Arc<dyn Fn() -> u64 + Send + Sync>;
+
+/// What became of RADIUS accounting requests, read at scrape time.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RadiusCounts {
+    /// Acknowledged by a server.
+    pub acked: u64,
+    /// No server acknowledged them.
+    pub timeout: u64,
+    /// Dropped because the sender's queue was full.
+    pub queue_full: u64,
+    /// Sent again.
+    pub retransmits: u64,
+}
+
+/// Reads the RADIUS sender's counters.
+pub type RadiusReader = Arc<dyn Fn() -> RadiusCounts + Send + Sync>;
 
 impl Exporter {
     /// An exporter over `workers` (one [`Stats`] per data-plane worker) and `gauges`, which is
@@ -76,6 +93,7 @@ impl Exporter {
             reloads: [AtomicU64::new(0), AtomicU64::new(0)],
             binding_log_lost: Mutex::new(Vec::new()),
             session_log_lost: Mutex::new(Vec::new()),
+            radius: Mutex::new(None),
             gre: Mutex::new(Vec::new()),
             ipsec: Mutex::new(None),
         });
@@ -122,6 +140,17 @@ impl Exporter {
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .push(stats);
+    }
+
+    /// Exports the RADIUS sender's counters (`gate64_radius_accounting_total{result}`,
+    /// `gate64_radius_retransmits_total`); without one, both families stay at zero.
+    pub fn set_radius(&self, read: RadiusReader) {
+        *self
+            .inner
+            .source
+            .radius
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = Some(read);
     }
 
     /// Adds a session log's lost-record counter to `gate64_session_log_lost_total`.
@@ -458,6 +487,31 @@ impl Collector for Scrape {
             names::SESSION_LOG_LOST_TOTAL,
             names::SESSION_LOG_LOST_TOTAL_HELP,
             lost.iter().fold(0u64, |t, read| t.wrapping_add(read())),
+        )?;
+        let radius = self
+            .0
+            .radius
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+            .map(|read| read())
+            .unwrap_or_default();
+        counter_family(
+            &mut enc,
+            names::RADIUS_ACCOUNTING_TOTAL,
+            names::RADIUS_ACCOUNTING_TOTAL_HELP,
+            [
+                ("acked", radius.acked),
+                ("timeout", radius.timeout),
+                ("queue_full", radius.queue_full),
+            ]
+            .map(|(r, n)| ([("result", r)], n)),
+        )?;
+        counter(
+            &mut enc,
+            names::RADIUS_RETRANSMITS_TOTAL,
+            names::RADIUS_RETRANSMITS_TOTAL_HELP,
+            radius.retransmits,
         )?;
         let reloads = &self.0.reloads;
         counter_family(

@@ -26,4 +26,4 @@ mod ipsec;
 pub mod names;
 
 pub use exporter::{Exporter, OPENMETRICS_CONTENT_TYPE, PROMETHEUS_TEXT_CONTENT_TYPE};
-pub use exporter::{GreReader, GreSnapshot, GreTunnelSample};
+pub use exporter::{GreReader, GreSnapshot, GreTunnelSample, RadiusCounts, RadiusReader};

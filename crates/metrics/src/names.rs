@@ -132,6 +132,20 @@ pub const SESSION_LOG_LOST_TOTAL_HELP: &str = "Session log records (`[accounting
     because the log writer fell behind; each is a connect, tunnel change, disconnect or refused \
     authentication missing from the log.";
 
+/// RADIUS Accounting-Requests by what became of them. Counter; label `result`.
+pub const RADIUS_ACCOUNTING_TOTAL: &str = "gate64_radius_accounting_total";
+/// Help text of [`RADIUS_ACCOUNTING_TOTAL`].
+pub const RADIUS_ACCOUNTING_TOTAL_HELP: &str = "RADIUS Accounting-Requests (Start, \
+    Interim-Update, Stop): acked (a server answered), timeout (no server of \
+    [[accounting.radius]] answered after the retransmissions) or queue_full (dropped before \
+    sending: the sender was behind).";
+
+/// RADIUS requests sent again. Counter; no labels.
+pub const RADIUS_RETRANSMITS_TOTAL: &str = "gate64_radius_retransmits_total";
+/// Help text of [`RADIUS_RETRANSMITS_TOTAL`].
+pub const RADIUS_RETRANSMITS_TOTAL_HELP: &str = "RADIUS Accounting-Requests sent again \
+    because no answer came within 2 seconds.";
+
 /// Configuration reloads (SIGHUP) by outcome. Counter; label `result` (`ok`, `refused`).
 pub const CONFIG_RELOADS_TOTAL: &str = "gate64_config_reloads_total";
 /// Help text of [`CONFIG_RELOADS_TOTAL`].
@@ -323,6 +337,8 @@ pub const ALL: &[(&str, &str)] = &[
     ),
     (SESSION_LOG_LOST_TOTAL, SESSION_LOG_LOST_TOTAL_HELP),
     (IPSEC_BYTES_TOTAL, IPSEC_BYTES_TOTAL_HELP),
+    (RADIUS_ACCOUNTING_TOTAL, RADIUS_ACCOUNTING_TOTAL_HELP),
+    (RADIUS_RETRANSMITS_TOTAL, RADIUS_RETRANSMITS_TOTAL_HELP),
     (IPSEC_PACKETS_TOTAL, IPSEC_PACKETS_TOTAL_HELP),
     (CONFIG_RELOADS_TOTAL, CONFIG_RELOADS_TOTAL_HELP),
     (GRE_TUNNELS, GRE_TUNNELS_HELP),

@@ -21,6 +21,7 @@
 pub mod bird;
 pub mod capture;
 pub mod flood;
+pub mod freeradius;
 pub mod ike_auth_flood;
 pub mod keepalived;
 pub mod metrics;

@@ -131,9 +131,19 @@ fn the_reason_is_the_last_ike_sa_s() {
     t.ike_down(at(5), 1);
     let lines = drain(&mut t);
     assert_eq!(
-        lines.last().and_then(|l| l.reason.as_deref()),
-        Some("revoked")
+        events(&lines),
+        [
+            EventKind::Connect,
+            EventKind::TunnelDown,
+            EventKind::Disconnect
+        ]
     );
+    assert_eq!(
+        lines[1].reason.as_deref(),
+        Some("revoked"),
+        "the tunnel's too"
+    );
+    assert_eq!(lines[2].reason.as_deref(), Some("revoked"));
 }
 
 #[test]
@@ -258,4 +268,23 @@ fn events_in_any_order_keep_sessions_whole() {
         "every session ended once"
     );
     assert_eq!(t.connected(), 0);
+}
+
+#[test]
+fn tunnel_counts_add_removed_and_live_child_sas() {
+    let mut t = Tracker::new(1);
+    let p = peer(5, 4500);
+    t.ike_up(at(0), 1, p, "CN=g", Transport::Teredo);
+    t.child_up(at(0), 0x500, outer_of(p), &inner(1), Tunnel::Infrastructure);
+    t.child_up(at(1), 0x501, outer_of(p), &inner(1), Tunnel::Intranet);
+    // A rekey of the infrastructure tunnel: the old SA's counts are kept.
+    t.child_up(at(2), 0x502, outer_of(p), &inner(1), Tunnel::Infrastructure);
+    t.child_down(at(2), 0x500, counts(4));
+    let mut now = t.tunnel_counts(|c| counts(u64::from(c.inbound_spi - 0x500)));
+    now.sort_by_key(|c| c.tunnel);
+    assert_eq!(now.len(), 2);
+    assert_eq!(now[0].tunnel, Tunnel::Infrastructure);
+    assert_eq!(now[0].counts, counts(4 + 2));
+    assert_eq!(now[1].counts, counts(1));
+    assert!(now.iter().all(|c| c.session == "0000000100000001"));
 }

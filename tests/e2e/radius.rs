@@ -1,0 +1,242 @@
+//! RADIUS accounting against Debian's FreeRADIUS (interop-accounting-revocation.md), running
+//! in gate64's namespace on 127.0.0.1:1813 with `[[accounting.radius]]` pointing at it and
+//! `interim_secs = 10`:
+//!
+//! - `netns_radius_accounting_for_a_strongswan_client_over_teredo`: strongSwan builds both
+//!   tunnels over Debian's Miredo client; FreeRADIUS's detail file holds a Start for each
+//!   tunnel (tied by Acct-Multi-Session-Id, User-Name the certificate subject), at least one
+//!   Interim-Update and, once the client hangs up, a Stop for each whose octets match
+//!   gate64's own `gate64_ipsec_bytes_total` within 1%.
+//! - `netns_radius_accounting_for_an_iphttps_client_and_the_server_down`: the same over
+//!   `gate64 connect iphttps`; then FreeRADIUS stops, the client connects again and its
+//!   traffic still flows, and the requests nobody acknowledged are counted
+//!   (`gate64_radius_accounting_total{result="timeout"}`).
+
+use std::net::IpAddr;
+use std::time::Duration;
+
+use anyhow::{Context, Result, ensure};
+use gate64_testkit::freeradius::{FreeRadius, Record};
+use gate64_testkit::strongswan::{
+    Charon, INFRASTRUCTURE, INTRANET, LabCerts, Tunnel, with_charon_logs,
+};
+use gate64_testkit::{CORP_HOST, Gate64Options, Topology, wait_for};
+
+use crate::common::{connect_iphttps, make_certs, netns_test, path_str, serve_iphttps};
+use crate::ipsec::{
+    GATE64_ADDRESS6, INITIATE_TIMEOUT, POOL6, SETTLE_TIMEOUT, TeredoIpsecLab, ipsec_section,
+};
+
+const SECRET: &str = "gate64-lab-radius-secret";
+/// The interim interval of the tests: `interim_secs`' minimum is 10.
+const INTERIM_SECS: u64 = 10;
+/// Long enough for an Interim-Update (10 s) on a loaded machine.
+const RECORD_TIMEOUT: Duration = Duration::from_secs(40);
+
+/// The `[accounting]` keys and server table of both tests.
+fn accounting(topo: &Topology) -> Result<String> {
+    let secret = topo
+        .srv
+        .write_file("radius.secret", &format!("{SECRET}\n"))?;
+    Ok(format!(
+        "interim_secs = {INTERIM_SECS}\nnas_identifier = \"gate64-lab\"\n\
+         [[accounting.radius]]\nserver = \"127.0.0.1:1813\"\nsecret_file = \"{}\"\n",
+        path_str(&secret)?
+    ))
+}
+
+#[test]
+#[ignore = "netns: needs root"]
+fn netns_radius_accounting_for_a_strongswan_client_over_teredo() {
+    netns_test(
+        "netns_radius_accounting_for_a_strongswan_client_over_teredo",
+        Topology::builder(),
+        over_teredo,
+    );
+}
+
+fn over_teredo(topo: &Topology) -> Result<()> {
+    let radius = FreeRadius::start(&topo.srv, "127.0.0.1", SECRET)?;
+    let keys = accounting(topo)?;
+    let mut lab = TeredoIpsecLab::start_accounting(topo, None, "", None, &keys, |_| Ok(()))?;
+    let charon = initiator(topo, &lab.certs)?;
+    with_charon_logs(one_session(topo, &charon, &radius), &[&charon])?;
+    lab.gate.ensure_running()
+}
+
+#[test]
+#[ignore = "netns: needs root"]
+fn netns_radius_accounting_for_an_iphttps_client_and_the_server_down() {
+    netns_test(
+        "netns_radius_accounting_for_an_iphttps_client_and_the_server_down",
+        Topology::builder(),
+        over_iphttps_then_down,
+    );
+}
+
+fn over_iphttps_then_down(topo: &Topology) -> Result<()> {
+    let mut radius = FreeRadius::start(&topo.srv, "127.0.0.1", SECRET)?;
+    let tls = make_certs(topo)?;
+    let certs = LabCerts::generate(
+        &topo.srv,
+        &topo.srv.dir().join("ike-certs"),
+        IpAddr::V6(GATE64_ADDRESS6),
+    )?;
+    let mut conf = Gate64Options {
+        without_ipsec: false,
+        extra: ipsec_section(topo, &certs)? + &accounting(topo)?,
+        ..Gate64Options::default()
+    }
+    .config_toml();
+    conf.push_str(&format!(
+        "\n[iphttps]\nenabled = true\nlisten = \"198.51.100.1:443\"\ncertificate = {:?}\n\
+         private_key = {:?}\nprefix = \"2001:db8:1::/48\"\n",
+        path_str(&tls.join("server.pem"))?,
+        path_str(&tls.join("server.key"))?,
+    ));
+    let mut gate = serve_iphttps(topo, "gate64-radius.toml", &conf)?;
+    let (_client, _addr) = connect_iphttps(topo, &tls, false)?;
+    topo.ping6_all(&topo.cli, GATE64_ADDRESS6, 3)
+        .context("ping gate64 over IP-HTTPS before IKE")?;
+    topo.corp
+        .ip(&["-6", "route", "replace", POOL6, "via", "2001:db8:100:1::1"])?;
+    let charon = initiator(topo, &certs)?;
+    let mut scenario = || -> Result<()> {
+        one_session(topo, &charon, &radius)?;
+        // The server goes down: clients are served on, what cannot be sent is counted.
+        radius.stop();
+        build_and_ping(topo, &charon)?;
+        hang_up(&charon)?;
+        let timeouts = wait_for(Duration::from_secs(60), || {
+            let m = topo.metrics().ok()?;
+            let n = m.sum("gate64_radius_accounting_total", &[("result", "timeout")]);
+            (n >= 4.0).then_some(n)
+        });
+        ensure!(
+            timeouts.is_some(),
+            "with the server down, the Starts and Stops of the second session are not counted \
+             as timeouts:\n{}",
+            topo.metrics_text().unwrap_or_default()
+        );
+        Ok(())
+    };
+    with_charon_logs(scenario(), &[&charon])?;
+    gate.ensure_running()
+}
+
+fn initiator<'a>(topo: &'a Topology, certs: &LabCerts) -> Result<Charon<'a>> {
+    let infrastructure_ts = format!("{CORP_HOST}/128");
+    let tunnels = vec![
+        Tunnel::new(INFRASTRUCTURE, &[&infrastructure_ts]),
+        Tunnel::new(INTRANET, &["2001:db8:100::/48"]),
+    ];
+    let charon = TeredoIpsecLab::initiator(topo, certs.initiator(), tunnels)?;
+    charon.load_all()?;
+    Ok(charon)
+}
+
+fn build_and_ping(topo: &Topology, charon: &Charon<'_>) -> Result<()> {
+    for tunnel in [INFRASTRUCTURE, INTRANET] {
+        charon.initiate(tunnel, tunnel, INITIATE_TIMEOUT)?;
+    }
+    charon.wait_established(2, 2, SETTLE_TIMEOUT)?;
+    topo.ping6(&topo.cli, CORP_HOST, 1)?;
+    topo.ping6_all(&topo.cli, CORP_HOST, 3)
+        .context("ping the corporate host through the infrastructure tunnel")?;
+    Ok(())
+}
+
+fn hang_up(charon: &Charon<'_>) -> Result<()> {
+    for tunnel in [INTRANET, INFRASTRUCTURE] {
+        charon.terminate(tunnel, SETTLE_TIMEOUT)?;
+    }
+    Ok(())
+}
+
+fn of<'r>(records: &'r [Record], status: &str) -> Vec<&'r Record> {
+    records
+        .iter()
+        .filter(|r| r.get("Acct-Status-Type").is_some_and(|s| s == status))
+        .collect()
+}
+
+/// `Acct-{Input,Output}-Octets` with their Gigawords.
+fn octets(r: &Record, way: &str) -> u64 {
+    let get = |name: String| {
+        r.get(&name)
+            .and_then(|v| v.parse::<u64>().ok())
+            .unwrap_or(0)
+    };
+    (get(format!("Acct-{way}-Gigawords")) << 32) + get(format!("Acct-{way}-Octets"))
+}
+
+/// One client session: both tunnels up, traffic, an Interim-Update, the hang-up; the detail
+/// file's records are checked against gate64's counters.
+fn one_session(topo: &Topology, charon: &Charon<'_>, radius: &FreeRadius) -> Result<()> {
+    build_and_ping(topo, charon)?;
+    let interim = wait_for(RECORD_TIMEOUT, || {
+        let records = radius.records().ok()?;
+        (!of(&records, "Interim-Update").is_empty()).then_some(())
+    });
+    ensure!(
+        interim.is_some(),
+        "no Interim-Update within {RECORD_TIMEOUT:?}; records: {:?}\n{}",
+        radius.records(),
+        radius.log()
+    );
+    hang_up(charon)?;
+    let records = wait_for(RECORD_TIMEOUT, || {
+        let records = radius.records().ok()?;
+        (of(&records, "Stop").len() >= 2).then_some(records)
+    })
+    .with_context(|| {
+        format!(
+            "no two Stops; records: {:?}\n{}",
+            radius.records(),
+            radius.log()
+        )
+    })?;
+    let (starts, stops) = (of(&records, "Start"), of(&records, "Stop"));
+    ensure!(starts.len() == 2 && stops.len() == 2, "{records:#?}");
+    let multi = &starts[0]["Acct-Multi-Session-Id"];
+    for r in starts.iter().chain(&stops) {
+        ensure!(
+            r["User-Name"] == "CN=client.gate64.lab"
+                && r["NAS-Identifier"] == "gate64-lab"
+                && r["Acct-Multi-Session-Id"] == *multi
+                && r.get("Framed-IPv6-Address")
+                    .is_some_and(|a| a.starts_with("fd00:c1::"))
+                && r.contains_key("Calling-Station-Id"),
+            "a record lacks the client's identity, session or addresses: {r:#?}"
+        );
+    }
+    let mut ids: Vec<&str> = stops
+        .iter()
+        .map(|r| r["Acct-Session-Id"].as_str())
+        .collect();
+    ids.sort_unstable();
+    ensure!(
+        ids[0].ends_with("-infrastructure") && ids[1].ends_with("-intranet"),
+        "one accounting session per tunnel: {ids:?}"
+    );
+    ensure!(
+        stops
+            .iter()
+            .all(|r| r["Acct-Terminate-Cause"] == "User-Request"),
+        "{stops:#?}"
+    );
+    let m = topo.metrics()?;
+    for (way, direction) in [("Input", "rx"), ("Output", "tx")] {
+        let radius_octets: u64 = stops.iter().map(|r| octets(r, way)).sum();
+        let counted = m.sum("gate64_ipsec_bytes_total", &[("direction", direction)]);
+        ensure!(
+            radius_octets > 0 && (radius_octets as f64 - counted).abs() <= counted * 0.01,
+            "Acct-{way}-Octets of the Stops ({radius_octets}) differ from \
+             gate64_ipsec_bytes_total{{direction=\"{direction}\"}} ({counted}) by more than 1%"
+        );
+    }
+    let acked = m.sum("gate64_radius_accounting_total", &[("result", "acked")]);
+    ensure!(acked >= 5.0, "acked requests: {acked}");
+    println!("FreeRADIUS detail records: {records:#?}");
+    Ok(())
+}
