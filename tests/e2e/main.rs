@@ -40,5 +40,6 @@ mod privilege;
 mod prometheus;
 mod radius;
 mod scale_out;
+mod status_page;
 mod teredo;
 mod teredo_edge;

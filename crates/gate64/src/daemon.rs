@@ -588,6 +588,16 @@ impl Daemon {
         }
     }
 
+    /// What the status page reads (call after [`Daemon::start_ike`]).
+    pub fn status_sources(&self) -> crate::status_page::Sources {
+        crate::status_page::Sources {
+            shared: Arc::clone(&self.shared),
+            exporter: self.exporter.clone(),
+            ike: lock(&self.ike_control).clone(),
+            stop: self.stop_tx.subscribe(),
+        }
+    }
+
     /// Stops IP-HTTPS (links close with TLS close_notify), DNS64 and the workers.
     pub fn stop(self) -> Result<()> {
         let _ = self.stop_tx.send(true);
@@ -734,6 +744,7 @@ fn listen_tcp(addr: SocketAddr) -> std::io::Result<tokio::net::TcpListener> {
 pub async fn start_metrics(
     listen: SocketAddr,
     exporter: Exporter,
+    status: Option<gate64_io::metrics_http::StatusJson>,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> Result<SocketAddr> {
     let listener = tokio::net::TcpListener::bind(listen)
@@ -741,7 +752,14 @@ pub async fn start_metrics(
         .with_context(|| format!("binding the metrics listener on {listen} (`metrics.listen`)"))?;
     let bound = listener.local_addr()?;
     tokio::spawn(async move {
-        if let Err(e) = gate64_io::metrics_http::serve(listener, exporter, shutdown).await {
+        let served = match status {
+            Some(status) => {
+                gate64_io::metrics_http::serve_with_status(listener, exporter, status, shutdown)
+                    .await
+            }
+            None => gate64_io::metrics_http::serve(listener, exporter, shutdown).await,
+        };
+        if let Err(e) = served {
             tracing::error!(error = %e, "metrics server failed");
         }
     });

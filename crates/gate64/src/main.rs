@@ -17,6 +17,7 @@ mod ike;
 mod privilege;
 mod sessions;
 mod status;
+mod status_page;
 
 use anyhow::{Context, Result};
 use clap::{CommandFactory, Parser, Subcommand};
@@ -353,7 +354,8 @@ async fn run(
     }
     let (tx, rx) = tokio::sync::oneshot::channel::<()>();
     if let Some(listen) = cfg.metrics.listen {
-        daemon::start_metrics(listen, d.exporter.clone(), async {
+        let status = crate::status_page::start(d.status_sources(), &cfg);
+        daemon::start_metrics(listen, d.exporter.clone(), Some(status), async {
             let _ = rx.await;
         })
         .await?;

@@ -1,4 +1,5 @@
-//! The `/metrics` HTTP endpoint: a hyper 1 HTTP/1.1 server, one tokio task per connection.
+//! The `/metrics` HTTP endpoint: a hyper 1 HTTP/1.1 server, one tokio task per connection;
+//! also the status page (`/status`) when the daemon gives one.
 
 use std::convert::Infallible;
 use std::future::Future;
@@ -46,7 +47,23 @@ pub async fn serve(
     exporter: Exporter,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> io::Result<()> {
-    serve_with(listener, exporter, shutdown, Limits::DEFAULT).await
+    serve_with(listener, exporter, None, shutdown, Limits::DEFAULT).await
+}
+
+/// The status page's data: the JSON `/status.json` answers with, read at each request. The
+/// daemon refreshes it in the background, so a request costs a copy, whoever sends it.
+pub type StatusJson = std::sync::Arc<dyn Fn() -> String + Send + Sync>;
+
+/// [`serve`] with the status page: `GET /status` (HTML), `/status.js`, `/status.css` (both
+/// compiled into the binary: the page loads nothing from elsewhere) and `/status.json`
+/// (`status`). The page's Content-Security-Policy allows only these.
+pub async fn serve_with_status(
+    listener: TcpListener,
+    exporter: Exporter,
+    status: StatusJson,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> io::Result<()> {
+    serve_with(listener, exporter, Some(status), shutdown, Limits::DEFAULT).await
 }
 
 /// Bounds on what clients of the endpoint can hold.
@@ -75,6 +92,7 @@ const ACCEPT_BACKOFF: Duration = Duration::from_secs(1);
 pub(crate) async fn serve_with(
     listener: TcpListener,
     exporter: Exporter,
+    status: Option<StatusJson>,
     shutdown: impl Future<Output = ()> + Send + 'static,
     limits: Limits,
 ) -> io::Result<()> {
@@ -102,8 +120,9 @@ pub(crate) async fn serve_with(
                         continue;
                     }
                     let exporter = exporter.clone();
+                    let status = status.clone();
                     let service = service_fn(move |req| {
-                        let response = respond(&exporter, &req);
+                        let response = respond(&exporter, status.as_ref(), &req);
                         async move { Ok::<_, Infallible>(response) }
                     });
                     let conn = builder.serve_connection(TokioIo::new(stream), service);
@@ -156,9 +175,31 @@ fn is_connection_error(e: &io::Error) -> bool {
 const INDEX_HTML: &str = "<!DOCTYPE html>\n<html><head><title>gate64</title></head>\n\
     <body><h1>gate64</h1><p><a href=\"metrics\">Metrics</a></p></body></html>\n";
 
-fn respond(exporter: &Exporter, req: &Request<Incoming>) -> Response<Full<Bytes>> {
+const INDEX_WITH_STATUS_HTML: &str = "<!DOCTYPE html>\n<html><head><title>gate64</title></head>\n\
+    <body><h1>gate64</h1><p><a href=\"status\">Status</a> · <a href=\"metrics\">Metrics</a></p>\
+    </body></html>\n";
+
+const STATUS_HTML: &str = include_str!("status_page/status.html");
+const STATUS_JS: &str = include_str!("status_page/status.js");
+const STATUS_CSS: &str = include_str!("status_page/status.css");
+
+/// The status page's policy: its own script, style and data, nothing inline, nothing from
+/// elsewhere, no framing.
+const STATUS_CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; \
+    connect-src 'self'; img-src 'self'; base-uri 'none'; form-action 'none'; \
+    frame-ancestors 'none'";
+
+fn respond(
+    exporter: &Exporter,
+    status: Option<&StatusJson>,
+    req: &Request<Incoming>,
+) -> Response<Full<Bytes>> {
     let path = req.uri().path();
-    if path != "/metrics" && path != "/" {
+    let status_path = matches!(
+        path,
+        "/status" | "/status.js" | "/status.css" | "/status.json"
+    );
+    if path != "/metrics" && path != "/" && !(status_path && status.is_some()) {
         return plain(StatusCode::NOT_FOUND, "not found\n");
     }
     if req.method() != Method::GET && req.method() != Method::HEAD {
@@ -170,11 +211,32 @@ fn respond(exporter: &Exporter, req: &Request<Incoming>) -> Response<Full<Bytes>
         return response;
     }
     if path == "/" {
-        return with_type(
-            StatusCode::OK,
-            INDEX_HTML.into(),
-            "text/html; charset=utf-8",
+        let index = if status.is_some() {
+            INDEX_WITH_STATUS_HTML
+        } else {
+            INDEX_HTML
+        };
+        return with_type(StatusCode::OK, index.into(), "text/html; charset=utf-8");
+    }
+    if let Some(status) = status.filter(|_| status_path) {
+        let (body, content_type) = match path {
+            "/status" => (STATUS_HTML.to_owned(), "text/html; charset=utf-8"),
+            "/status.js" => (STATUS_JS.to_owned(), "text/javascript; charset=utf-8"),
+            "/status.css" => (STATUS_CSS.to_owned(), "text/css; charset=utf-8"),
+            _ => (status(), "application/json"),
+        };
+        let mut response = with_type(StatusCode::OK, body, content_type);
+        let headers = response.headers_mut();
+        headers.insert(
+            header::CONTENT_SECURITY_POLICY,
+            HeaderValue::from_static(STATUS_CSP),
         );
+        headers.insert(
+            header::X_CONTENT_TYPE_OPTIONS,
+            HeaderValue::from_static("nosniff"),
+        );
+        headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+        return response;
     }
     if wants_openmetrics(req) {
         with_type(
@@ -246,6 +308,10 @@ mod tests {
 
     impl Server {
         async fn start(limits: Limits) -> Server {
+            Server::start_with(limits, None).await
+        }
+
+        async fn start_with(limits: Limits, status: Option<StatusJson>) -> Server {
             let stats = Arc::new(Stats::default());
             stats.packet(Side::Corpnet, Direction::Rx, 1400);
             let exporter = Exporter::new(
@@ -266,7 +332,7 @@ mod tests {
             let shutdown = async {
                 let _ = stopped.await;
             };
-            let task = tokio::spawn(serve_with(listener, exporter, shutdown, limits));
+            let task = tokio::spawn(serve_with(listener, exporter, status, shutdown, limits));
             Server { addr, stop, task }
         }
 
@@ -348,6 +414,55 @@ mod tests {
         );
         assert!(!reply.body.contains("# EOF"));
         server.stop().await;
+    }
+
+    #[tokio::test]
+    async fn status_page_is_served_with_a_strict_policy_only_when_given() {
+        let json: StatusJson = Arc::new(|| r#"{"clients":[]}"#.to_owned());
+        let server = Server::start_with(Limits::DEFAULT, Some(json)).await;
+        for (path, content_type, needle) in [
+            (
+                "/status",
+                "text/html; charset=utf-8",
+                "<script src=\"status.js\"",
+            ),
+            (
+                "/status.js",
+                "text/javascript; charset=utf-8",
+                "textContent",
+            ),
+            ("/status.css", "text/css; charset=utf-8", "table"),
+            ("/status.json", "application/json", "\"clients\""),
+        ] {
+            let reply = request(server.addr, "GET", path, "").await;
+            assert_eq!(reply.status, 200, "{path}: {}", reply.head);
+            assert_eq!(reply.header("content-type"), Some(content_type), "{path}");
+            assert_eq!(reply.header("content-security-policy"), Some(STATUS_CSP));
+            assert_eq!(reply.header("x-content-type-options"), Some("nosniff"));
+            assert!(reply.body.contains(needle), "{path}: {}", reply.body);
+        }
+        // The page loads nothing from elsewhere.
+        for asset in [STATUS_HTML, STATUS_CSS] {
+            assert!(!asset.contains("://"), "{asset}");
+        }
+        let js_urls: Vec<&str> = STATUS_JS.matches("://").collect();
+        assert_eq!(js_urls.len(), 1, "only the SVG namespace name");
+        assert!(
+            !STATUS_JS.contains("innerHTML"),
+            "client values go through textContent"
+        );
+        let index = request(server.addr, "GET", "/", "").await;
+        assert!(index.body.contains("href=\"status\""));
+        let reply = request(server.addr, "POST", "/status.json", "").await;
+        assert_eq!(reply.status, 405);
+        server.stop().await;
+
+        let without = Server::start(Limits::DEFAULT).await;
+        for path in ["/status", "/status.json", "/status.js"] {
+            let reply = request(without.addr, "GET", path, "").await;
+            assert_eq!(reply.status, 404, "{path} without a status page");
+        }
+        without.stop().await;
     }
 
     #[tokio::test]

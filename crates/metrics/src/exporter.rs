@@ -163,6 +163,34 @@ impl Exporter {
             .push(read);
     }
 
+    /// Bytes by side and direction, summed over every worker now (what
+    /// `gate64_bytes_total` shows), for the status page's throughput chart.
+    pub fn bytes_total(&self, side: Side, dir: Direction) -> u64 {
+        let workers = self.inner.source.lock_workers().clone();
+        Totals::sum(&workers).bytes[side as usize][dir as usize]
+    }
+
+    /// The GRE tunnels up and configured, over every GRE data path.
+    pub fn gre_tunnels_up(&self) -> (usize, usize) {
+        let readers = self
+            .inner
+            .source
+            .gre
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone();
+        readers
+            .iter()
+            .map(|read| read())
+            .fold((0, 0), |(up, all), s| {
+                let tunnels = &s.tunnels;
+                (
+                    up + tunnels.iter().filter(|t| t.up).count(),
+                    all + tunnels.len(),
+                )
+            })
+    }
+
     /// Counts one configuration reload (SIGHUP): applied (`ok`) or refused.
     pub fn count_reload(&self, applied: bool) {
         let i = usize::from(!applied);
