@@ -154,7 +154,7 @@ mod tests {
         let outer = "2001:0:4136:e378:8000:63bf:3fff:1".parse().unwrap();
         let inner = ["fd00:c1::5".parse().unwrap()];
         let mut requests = Vec::new();
-        let mut feed = |t: &mut Tracker, a: &mut Accountant, out: &mut Vec<Request>| {
+        let feed = |t: &mut Tracker, a: &mut Accountant, out: &mut Vec<Request>| {
             while let Some(line) = t.poll_line() {
                 out.extend(a.on_line(&line));
             }
