@@ -47,7 +47,9 @@ fn with_every_section_on(example: &str) -> String {
                     && k.bytes()
                         .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_')
             });
-            match (is_key, uncommented) {
+            // A commented-out array table (`# [[accounting.radius]]`) comes on with its keys.
+            let is_table = uncommented.starts_with("[[") && uncommented.ends_with("]]");
+            match (is_key || is_table, uncommented) {
                 (true, "enabled = false") => "enabled = true",
                 (true, l) => l,
                 (false, _) => line,
@@ -99,6 +101,15 @@ fn main_example_with_every_section_on_is_valid() {
     let on = with_every_section_on(&text);
     let c = Config::from_toml_str(&on).unwrap_or_else(|e| panic!("{e}\n{on}"));
     assert!(c.iphttps.enabled && c.nat64.enabled && c.dns64.enabled);
+    assert_eq!(
+        c.accounting.log.as_deref(),
+        Some(Path::new("/var/log/gate64/sessions.jsonl"))
+    );
+    assert_eq!(c.accounting.radius.len(), 1);
+    assert_eq!(
+        c.accounting.radius[0].server,
+        "192.0.2.5:1813".parse().unwrap()
+    );
     assert_eq!(
         c.iphttps.certificate.as_deref(),
         Some(Path::new("/etc/gate64/iphttps.crt"))
