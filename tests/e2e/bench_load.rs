@@ -6,7 +6,7 @@
 //!
 //! - `netns_bench_load_teredo`: Teredo clients only.
 //! - `netns_bench_load_mix`: 30% of the clients on IP-HTTPS, held idle past gate64's
-//!   liveness checks (`ipsec.dpd_secs`, 30 s): gate64 still counts every SA afterwards (the
+//!   liveness checks (`ipsec.dpd_secs`, 10 s here): gate64 still counts every SA afterwards (the
 //!   clients answer the checks, and the Teredo ones the relay's bubbles), and the flows
 //!   still go through.
 //! - `netns_bench_load_scale`: `GATE64_LOAD_CLIENTS` clients (default 1,000; 70% Teredo,
@@ -46,8 +46,11 @@ const ECHO_PORT: u16 = 7007;
 const UP_TIMEOUT: Duration = Duration::from_secs(60);
 /// The time each client adds to [`UP_TIMEOUT`] (a debug build of both sides, two cores).
 const UP_PER_CLIENT: Duration = Duration::from_millis(50);
-/// Idle time past gate64's first liveness check (30 s) and its retransmissions (5 s apart).
-const IDLE_HOLD: Duration = Duration::from_secs(65);
+/// gate64's liveness check interval in these tests (`ipsec.dpd_secs`; the default is 30 s).
+const DPD_SECS: u64 = 10;
+/// Idle time past gate64's first liveness check ([`DPD_SECS`]) and the retransmissions a
+/// silent client would have failed by (5 s apart).
+const IDLE_HOLD: Duration = Duration::from_secs(DPD_SECS + 20);
 /// How long gate64's SA gauges may lag behind the SAs the generator sees up.
 const GAUGE_TIMEOUT: Duration = Duration::from_secs(20);
 /// Inner addresses a flow is bound to.
@@ -238,7 +241,7 @@ fn start_gate64(topo: &Topology, certs: &Path) -> Result<Process> {
         log_level: "info".to_owned(),
         extra: format!(
             "[ipsec]\ncertificate = {:?}\nprivate_key = {:?}\nca = {:?}\npool6 = \"{POOL6}\"\n\
-             infrastructure_prefixes = [\"{CORP_HOST}/128\"]\n",
+             infrastructure_prefixes = [\"{CORP_HOST}/128\"]\ndpd_secs = {DPD_SECS}\n",
             pem("ipsec.pem")?,
             pem("ipsec.key")?,
             pem("clients-ca.pem")?,

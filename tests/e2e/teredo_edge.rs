@@ -33,7 +33,8 @@ use crate::teredo::qualify;
 const VICTIM_V4: &str = "198.18.0.10";
 /// The victim's ports the attacker encodes in Teredo destinations.
 const VICTIM_PORTS: std::ops::RangeInclusive<u16> = 5001..=5004;
-const ATTACK: Duration = Duration::from_secs(30);
+/// Covers the client's ten pings (from 2 s in) with room; the bounds below are rates.
+const ATTACK: Duration = Duration::from_secs(20);
 const ATTACK_PPS: u64 = 3_000;
 /// gate64's defaults: `[limits] teredo_relay_per_destination_per_sec` and its burst (twice
 /// it), per worker; the lab runs 2 workers.
@@ -42,7 +43,8 @@ const RELAY_BURST: f64 = 20.0;
 const WORKERS: f64 = 2.0;
 /// `[limits] max_teredo_peers_per_ipv4` (its default).
 const PEERS_PER_IPV4: u32 = 256;
-const PEER_FLOOD: Duration = Duration::from_secs(60);
+/// Covers the new client's qualification and five pings (from 3 s in) with room.
+const PEER_FLOOD: Duration = Duration::from_secs(25);
 
 #[test]
 #[ignore = "netns: needs root"]
