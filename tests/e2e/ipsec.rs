@@ -259,30 +259,54 @@ fn netns_strongswan_to_gate64_over_iphttps() {
 }
 
 fn strongswan_to_gate64_over_iphttps(topo: &Topology) -> Result<()> {
-    let tls = make_certs(topo)?;
-    let certs = LabCerts::generate(
-        &topo.srv,
-        &topo.srv.dir().join("ike-certs"),
-        IpAddr::V6(GATE64_ADDRESS6),
-    )?;
-    let mut conf = Gate64Options {
-        without_ipsec: false,
-        extra: ipsec_section(topo, &certs)?,
-        ..Gate64Options::default()
-    }
-    .config_toml();
-    conf.push_str(&format!(
-        "\n[iphttps]\nenabled = true\nlisten = \"198.51.100.1:443\"\ncertificate = {:?}\n\
-         private_key = {:?}\nprefix = \"2001:db8:1::/48\"\n",
-        path_str(&tls.join("server.pem"))?,
-        path_str(&tls.join("server.key"))?,
-    ));
-    let mut gate = serve_iphttps(topo, "gate64-ipsec.toml", &conf)?;
-    let (_client, _addr) = connect_iphttps(topo, &tls, false)?;
-    topo.ping6_all(&topo.cli, GATE64_ADDRESS6, 3)
-        .context("ping gate64 over IP-HTTPS before IKE")?;
-    two_tunnels_to_gate64(topo, &certs, "iphttps")?;
+    let lab = IphttpsIpsecLab::start(topo, "")?;
+    two_tunnels_to_gate64(topo, &lab.certs, "iphttps")?;
+    let mut gate = lab.gate;
     gate.ensure_running()
+}
+
+/// `gate64 serve` with IPsec and IP-HTTPS on 198.51.100.1:443, and `gate64 connect iphttps`
+/// in `tcli` reaching it: the set-up of the strongSwan-over-IP-HTTPS tests.
+pub(crate) struct IphttpsIpsecLab {
+    /// The daemon.
+    pub gate: Process,
+    /// The IP-HTTPS client: held so that it runs while the lab lives.
+    _client: Process,
+    /// The IKE fixture's CA, responder and initiator credentials.
+    pub certs: LabCerts,
+}
+
+impl IphttpsIpsecLab {
+    /// Starts both; `accounting` is more `[accounting]` keys and tables (TOML).
+    pub(crate) fn start(topo: &Topology, accounting: &str) -> Result<IphttpsIpsecLab> {
+        let tls = make_certs(topo)?;
+        let certs = LabCerts::generate(
+            &topo.srv,
+            &topo.srv.dir().join("ike-certs"),
+            IpAddr::V6(GATE64_ADDRESS6),
+        )?;
+        let mut conf = Gate64Options {
+            without_ipsec: false,
+            extra: ipsec_section(topo, &certs)? + accounting,
+            ..Gate64Options::default()
+        }
+        .config_toml();
+        conf.push_str(&format!(
+            "\n[iphttps]\nenabled = true\nlisten = \"198.51.100.1:443\"\ncertificate = {:?}\n\
+             private_key = {:?}\nprefix = \"2001:db8:1::/48\"\n",
+            path_str(&tls.join("server.pem"))?,
+            path_str(&tls.join("server.key"))?,
+        ));
+        let gate = serve_iphttps(topo, "gate64-ipsec.toml", &conf)?;
+        let (client, _addr) = connect_iphttps(topo, &tls, false)?;
+        topo.ping6_all(&topo.cli, GATE64_ADDRESS6, 3)
+            .context("ping gate64 over IP-HTTPS before IKE")?;
+        Ok(IphttpsIpsecLab {
+            gate,
+            _client: client,
+            certs,
+        })
+    }
 }
 
 /// `[ipsec]` with the fixture's responder certificate, the pool, the corporate host as the

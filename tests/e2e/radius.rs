@@ -12,7 +12,6 @@
 //!   traffic still flows, and the requests nobody acknowledged are counted
 //!   (`gate64_radius_accounting_total{result="timeout"}`).
 
-use std::net::IpAddr;
 use std::time::Duration;
 
 use anyhow::{Context, Result, ensure};
@@ -20,12 +19,10 @@ use gate64_testkit::freeradius::{FreeRadius, Record};
 use gate64_testkit::strongswan::{
     Charon, INFRASTRUCTURE, INTRANET, LabCerts, Tunnel, with_charon_logs,
 };
-use gate64_testkit::{CORP_HOST, Gate64Options, Topology, wait_for};
+use gate64_testkit::{CORP_HOST, Topology, wait_for};
 
-use crate::common::{connect_iphttps, make_certs, netns_test, path_str, serve_iphttps};
-use crate::ipsec::{
-    GATE64_ADDRESS6, INITIATE_TIMEOUT, POOL6, SETTLE_TIMEOUT, TeredoIpsecLab, ipsec_section,
-};
+use crate::common::{netns_test, path_str};
+use crate::ipsec::{INITIATE_TIMEOUT, IphttpsIpsecLab, POOL6, SETTLE_TIMEOUT, TeredoIpsecLab};
 
 const SECRET: &str = "gate64-lab-radius-secret";
 /// The interim interval of the tests: `interim_secs`' minimum is 10.
@@ -76,28 +73,8 @@ fn netns_radius_accounting_for_an_iphttps_client_and_the_server_down() {
 
 fn over_iphttps_then_down(topo: &Topology) -> Result<()> {
     let mut radius = FreeRadius::start(&topo.srv, "127.0.0.1", SECRET)?;
-    let tls = make_certs(topo)?;
-    let certs = LabCerts::generate(
-        &topo.srv,
-        &topo.srv.dir().join("ike-certs"),
-        IpAddr::V6(GATE64_ADDRESS6),
-    )?;
-    let mut conf = Gate64Options {
-        without_ipsec: false,
-        extra: ipsec_section(topo, &certs)? + &accounting(topo)?,
-        ..Gate64Options::default()
-    }
-    .config_toml();
-    conf.push_str(&format!(
-        "\n[iphttps]\nenabled = true\nlisten = \"198.51.100.1:443\"\ncertificate = {:?}\n\
-         private_key = {:?}\nprefix = \"2001:db8:1::/48\"\n",
-        path_str(&tls.join("server.pem"))?,
-        path_str(&tls.join("server.key"))?,
-    ));
-    let mut gate = serve_iphttps(topo, "gate64-radius.toml", &conf)?;
-    let (_client, _addr) = connect_iphttps(topo, &tls, false)?;
-    topo.ping6_all(&topo.cli, GATE64_ADDRESS6, 3)
-        .context("ping gate64 over IP-HTTPS before IKE")?;
+    let lab = IphttpsIpsecLab::start(topo, &accounting(topo)?)?;
+    let (mut gate, certs) = (lab.gate, lab.certs);
     topo.corp
         .ip(&["-6", "route", "replace", POOL6, "via", "2001:db8:100:1::1"])?;
     let charon = initiator(topo, &certs)?;
