@@ -119,7 +119,13 @@ fn revoked_refused_then_cut_off(topo: &Topology) -> Result<()> {
         ensure!(revoked >= 1.0, "refused{{reason=revoked}} is {revoked}");
         // The session log records the refusal with where it came from.
         let line = wait_session_record(topo, "auth_refused", "revoked")?;
-        ensure!(line["source"].is_string(), "{line}");
+        ensure!(
+            line["source"].is_string()
+                && line["identity"]
+                    .as_str()
+                    .is_some_and(|id| id.contains("lost.gate64.lab")),
+            "the refusal names its source and the identity the client claimed: {line}"
+        );
         Ok(())
     };
     with_charon_logs(first(), &[&lost_charon])?;

@@ -14,7 +14,7 @@ use gate64_accounting::{Counts, Line, Tracker, Tunnel};
 use gate64_config::Config;
 use gate64_dataplane::Shared;
 use gate64_esp::{InboundEntry, SaDb, TunnelKind};
-use gate64_ike::responder::{EndReason, Event, Refusal};
+use gate64_ike::responder::{EndReason, Event};
 use gate64_io::line_log::{Handle, Lost, Sender};
 use gate64_io::radius::{RadiusSender, RadiusStats, Server, Timing};
 use std::net::{IpAddr, Ipv6Addr};
@@ -152,9 +152,11 @@ impl Sessions {
             }
             Event::IkeSaEnded { spi_r, reason } => tracker.ike_ended(*spi_r, end_label(*reason)),
             Event::IkeSaDown { spi_r, .. } => tracker.ike_down(now, *spi_r),
-            Event::Refused { peer, reason } if is_authentication(reason) => {
-                tracker.auth_refused(now, *peer, reason.label(), None);
-            }
+            Event::AuthRefused {
+                peer,
+                reason,
+                identity,
+            } => tracker.auth_refused(now, *peer, reason.label(), identity.as_deref()),
             _ => return,
         }
         self.drain(&mut state);
@@ -268,20 +270,4 @@ fn tunnel(kind: TunnelKind) -> Tunnel {
 /// `gate64_ipsec_disconnects_total{reason}`.
 fn end_label(reason: EndReason) -> &'static str {
     crate::ike::disconnect_reason(reason).as_str()
-}
-
-/// The refusals of an authentication (a client that completed IKE_SA_INIT and presented
-/// credentials): what an admin looks for. Malformed packets, cookies and caps are counted
-/// in metrics only, so a flood cannot fill the log.
-fn is_authentication(reason: &Refusal) -> bool {
-    matches!(
-        reason,
-        Refusal::Authentication(_)
-            | Refusal::Revoked
-            | Refusal::OcspUnavailable
-            | Refusal::TooManyCerts
-            | Refusal::ChainNotLinear
-            | Refusal::IdentityCap
-            | Refusal::DuplicateIdentity
-    )
 }

@@ -1,7 +1,7 @@
 //! IKE_AUTH (RFC 7296 §1.2, §2.15): the client's certificate and AUTH through [`crate::auth`],
 //! ours in return, the configuration payload and the first child SA.
 
-use std::net::IpAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::time::{Instant, SystemTime};
 
 use super::auth_jobs::{self, Round};
@@ -260,20 +260,24 @@ pub(super) fn after_verify(
         }
         Err(e) => {
             tracing::debug!(peer = %remote, error = %e, "ike client authentication failed");
+            let claimed = Identity::from_payload_body(&req.proof.id.body())
+                .ok()
+                .map(|id| id.to_string());
             let reason = Refusal::from(&e);
-            return fail(r, h, now, started, notify::AUTHENTICATION_FAILED, reason);
+            return fail_auth(r, (h, now, started), remote, reason, claimed);
         }
     };
     // Before we sign: a certificate already holding its share of IKE SAs gets no more.
     if let Err(reason) = uniqueness::admit(r, &identity.key, req.tsr) {
         tracing::info!(peer = %remote, identity = %identity.subject, "ike: the identity already holds this tunnel (unique_ids = \"keep\")");
-        return fail(r, h, now, started, notify::AUTHENTICATION_FAILED, reason);
+        let subject = Some(identity.subject.clone());
+        return fail_auth(r, (h, now, started), remote, reason, subject);
     }
     let replacing = uniqueness::replaces(r, req.initial_contact);
     if !caps::identity_has_room(r, &identity.key, req.tsr, replacing) {
         tracing::debug!(peer = %remote, identity = %identity.subject, "ike identity cap reached");
-        let reason = Refusal::IdentityCap;
-        return fail(r, h, now, started, notify::AUTHENTICATION_FAILED, reason);
+        let subject = Some(identity.subject.clone());
+        return fail_auth(r, (h, now, started), remote, Refusal::IdentityCap, subject);
     }
     let another_follows = match second_auth::check_first_round(r, h.spi_r, &inner, req.tsr) {
         Ok(another) => another,
@@ -454,6 +458,23 @@ pub(super) fn establish(r: &mut Responder, now: Instant, h: Header, identity: &V
 }
 
 /// Answers with an error notify, ends the negotiation and forgets the half-open SA.
+/// [`fail`] for a refusal of the client's credentials, reported first with the identity it
+/// claimed ([`Event::AuthRefused`]).
+fn fail_auth(
+    r: &mut Responder,
+    (h, now, started): (Header, Instant, Instant),
+    peer: SocketAddr,
+    reason: Refusal,
+    identity: Option<String>,
+) {
+    r.event(Event::AuthRefused {
+        peer,
+        reason: reason.clone(),
+        identity,
+    });
+    fail(r, h, now, started, notify::AUTHENTICATION_FAILED, reason);
+}
+
 pub(super) fn fail(
     r: &mut Responder,
     h: Header,

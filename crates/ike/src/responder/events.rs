@@ -216,6 +216,19 @@ pub enum Event {
         /// Why.
         reason: Refusal,
     },
+    /// An IKE_AUTH was refused for its credentials (the certificate did not verify or is
+    /// revoked, or the identity is over its caps), with the identity the client claimed in
+    /// its IDi (unverified, when it parsed) or the verified subject for the caps. For session
+    /// accounting; the [`Event::Refused`] with the same reason that comes with it is the one
+    /// to count.
+    AuthRefused {
+        /// The sender.
+        peer: SocketAddr,
+        /// Why.
+        reason: Refusal,
+        /// Who the client said it was, or was.
+        identity: Option<String>,
+    },
     /// The responder ended an established IKE SA (with its child SAs) for `reason`; an
     /// [`Event::IkeSaDown`] follows it. Ends the driver asks for ([`super::Responder::disconnect`],
     /// [`super::Responder::disconnect_revoked`]) are reported here too, so the driver counts

@@ -59,6 +59,19 @@ fn a_revoked_client_is_refused_as_revoked_and_another_gets_in() {
         )),
         "{ev:?}"
     );
+    // For the session log: the refusal with the identity the client claimed.
+    let claimed = ev.iter().find_map(|e| match e {
+        Event::AuthRefused {
+            reason: Refusal::Revoked,
+            identity,
+            ..
+        } => Some(identity.clone()),
+        _ => None,
+    });
+    assert!(
+        claimed.flatten().is_some_and(|id| !id.is_empty()),
+        "an AuthRefused with the claimed identity: {ev:?}"
+    );
     assert_eq!(Refusal::Revoked.label(), "revoked");
     assert!(r.ike_sas(now).is_empty());
 
