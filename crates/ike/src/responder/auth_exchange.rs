@@ -263,8 +263,7 @@ pub(super) fn after_verify(
             let claimed = Identity::from_payload_body(&req.proof.id.body())
                 .ok()
                 .map(|id| id.to_string());
-            let reason = Refusal::from(&e);
-            return fail_auth(r, (h, now, started), remote, reason, claimed);
+            return fail_auth(r, (h, now, started), remote, Refusal::from(&e), claimed);
         }
     };
     // Before we sign: a certificate already holding its share of IKE SAs gets no more.
