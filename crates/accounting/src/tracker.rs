@@ -382,7 +382,7 @@ impl Session {
 
 /// A peer's address as the outer IPv6 address sessions are keyed by (an IPv4 peer, on a
 /// lab endpoint, as its mapped form).
-fn outer_of(peer: SocketAddr) -> Ipv6Addr {
+pub fn outer_of(peer: SocketAddr) -> Ipv6Addr {
     match peer.ip() {
         IpAddr::V6(a) => a,
         IpAddr::V4(a) => a.to_ipv6_mapped(),

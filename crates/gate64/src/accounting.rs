@@ -143,10 +143,7 @@ impl Sessions {
                 identity,
                 ..
             } => {
-                let outer = match peer.ip() {
-                    IpAddr::V6(a) => a,
-                    IpAddr::V4(a) => a.to_ipv6_mapped(),
-                };
+                let outer = gate64_accounting::tracker::outer_of(*peer);
                 let transport = crate::status::transport_of(&self.shared, &outer);
                 tracker.ike_up(now, *spi_r, *peer, identity, transport);
             }

@@ -17,7 +17,7 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, UdpSocket};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::mpsc::{self, Receiver, SyncSender, TrySendError};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 /// Requests queued for the sender before new ones are dropped (and counted).
 const QUEUE: usize = 16_384;
@@ -414,12 +414,6 @@ fn retry(
             flight.push(f);
         }
     }
-}
-
-/// Seconds since the Unix epoch, for Event-Timestamp.
-pub fn unix_secs(t: SystemTime) -> u32 {
-    t.duration_since(UNIX_EPOCH)
-        .map_or(0, |d| u32::try_from(d.as_secs()).unwrap_or(u32::MAX))
 }
 
 #[cfg(test)]

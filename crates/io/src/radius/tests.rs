@@ -57,6 +57,14 @@ fn server(secret: Option<&'static [u8]>) -> (SocketAddr, std::sync::mpsc::Receiv
     (addr, rx)
 }
 
+/// A server entry under the tests' secret.
+fn at(addr: SocketAddr) -> Server {
+    Server {
+        addr,
+        secret: b"k".to_vec(),
+    }
+}
+
 fn fast() -> Timing {
     Timing {
         retry_after: Duration::from_millis(50),
@@ -78,15 +86,7 @@ fn wait(mut done: impl FnMut() -> bool) -> bool {
 #[test]
 fn requests_are_acknowledged_by_a_server_that_answers() {
     let (addr, seen) = server(Some(b"k"));
-    let s = start(
-        vec![Server {
-            addr,
-            secret: b"k".to_vec(),
-        }],
-        "gate64".into(),
-        fast(),
-    )
-    .unwrap();
+    let s = start(vec![at(addr)], "gate64".into(), fast()).unwrap();
     for n in 0..100 {
         s.send(request(n));
     }
@@ -103,21 +103,7 @@ fn requests_are_acknowledged_by_a_server_that_answers() {
 fn a_silent_server_fails_over_to_the_next() {
     let (silent, tried) = server(None);
     let (answering, seen) = server(Some(b"k"));
-    let s = start(
-        vec![
-            Server {
-                addr: silent,
-                secret: b"k".to_vec(),
-            },
-            Server {
-                addr: answering,
-                secret: b"k".to_vec(),
-            },
-        ],
-        "gate64".into(),
-        fast(),
-    )
-    .unwrap();
+    let s = start(vec![at(silent), at(answering)], "gate64".into(), fast()).unwrap();
     for n in 0..5 {
         s.send(request(n));
     }
@@ -138,15 +124,7 @@ fn a_silent_server_fails_over_to_the_next() {
 #[test]
 fn answers_under_another_secret_are_not_acknowledgements() {
     let (addr, _seen) = server(Some(b"wrong"));
-    let s = start(
-        vec![Server {
-            addr,
-            secret: b"k".to_vec(),
-        }],
-        "gate64".into(),
-        fast(),
-    )
-    .unwrap();
+    let s = start(vec![at(addr)], "gate64".into(), fast()).unwrap();
     s.send(request(1));
     let stats = s.stats();
     assert!(wait(|| stats.timeout() == 1), "timeout {}", stats.timeout());
@@ -160,15 +138,7 @@ fn a_server_that_is_not_there_costs_a_count_not_a_hang() {
         .unwrap()
         .local_addr()
         .unwrap();
-    let s = start(
-        vec![Server {
-            addr,
-            secret: b"k".to_vec(),
-        }],
-        "gate64".into(),
-        fast(),
-    )
-    .unwrap();
+    let s = start(vec![at(addr)], "gate64".into(), fast()).unwrap();
     for n in 0..3 {
         s.send(request(n));
     }
