@@ -23,7 +23,7 @@ pub const BULK_PACKET: usize = 1280;
 /// go through a tunnel (the sealed packet must fit the MTU).
 pub fn bulk_packet(ipsec: bool) -> usize {
     if ipsec {
-        BULK_PACKET - crate::client::ipsec::OVERHEAD
+        BULK_PACKET - gate64_client::ipsec::OVERHEAD
     } else {
         BULK_PACKET
     }

@@ -5,11 +5,11 @@ use super::corp::corpnet;
 use super::gateway::{ENDPOINT, Gateway, INFRASTRUCTURE_TS, INTRANET_TS};
 use super::identities::ClientCa;
 use super::{DemoArgs, Totals};
-use crate::client::iphttps::{Server, Url};
-use crate::client::ipsec::IpsecSettings;
-use crate::daemon::Daemon;
 use anyhow::{Context, Result};
+use gate64_client::iphttps::{Server, Url};
+use gate64_client::ipsec::IpsecSettings;
 use gate64_config::Config;
+use gate64_daemon::Daemon;
 use gate64_esp::TunnelKind;
 use gate64_io::CorpLink;
 use socket2::{Domain, Protocol, Socket, Type};
@@ -160,7 +160,7 @@ impl LabCerts {
             std::process::id(),
             RandomSeed::default().next(0) as u32
         ));
-        crate::certs::generate(
+        gate64_daemon::certs::generate(
             &dir,
             &["localhost".to_owned()],
             &[IpAddr::V4(Ipv4Addr::LOCALHOST)],

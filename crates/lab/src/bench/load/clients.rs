@@ -1,12 +1,12 @@
 //! One emulated client: its own IKE certificate, its transport session (the client sessions
-//! of `gate64 connect`, [`crate::client`]) with the IPsec layer in front of a [`LoadHost`],
+//! of `gate64 connect`, [`gate64_client`]) with the IPsec layer in front of a [`LoadHost`],
 //! started again after a pause when the session ends.
 
 use super::fleet::{Fleet, LoadHost, Transport};
 use super::spec::Spec;
-use crate::client::iphttps::Server;
-use crate::client::ipsec::{IpsecHost, IpsecSettings};
 use anyhow::{Context, Result};
+use gate64_client::iphttps::Server;
+use gate64_client::ipsec::{IpsecHost, IpsecSettings};
 use gate64_esp::TunnelKind;
 use gate64_teredo::client::Client;
 use rcgen::{CertificateParams, DnType, ExtendedKeyUsagePurpose, Issuer, KeyPair, KeyUsagePurpose};
@@ -64,7 +64,7 @@ impl Shared {
                 (TunnelKind::Intranet, spec.ipsec.intranet_ts.clone()),
             ],
             request_address: true,
-            renew_after: crate::client::ipsec::RENEW_AFTER,
+            renew_after: gate64_client::ipsec::RENEW_AFTER,
             user_pem: None,
             server_id: None,
         };
@@ -108,7 +108,7 @@ impl Shared {
 }
 
 fn iphttps_server(spec: &Spec, url: &str) -> Result<Server> {
-    let url = crate::client::iphttps::Url::parse(url).context("`iphttps_url`")?;
+    let url = gate64_client::iphttps::Url::parse(url).context("`iphttps_url`")?;
     let ca = spec
         .iphttps_ca
         .as_deref()
@@ -200,5 +200,5 @@ async fn teredo_session(
     let sock = tokio::net::UdpSocket::from_std(sock.into())?;
     sock.connect(server).await?;
     let mut client = Client::new(server, seed);
-    crate::client::teredo::run(&sock, &mut client, host).await
+    gate64_client::teredo::run(&sock, &mut client, host).await
 }

@@ -615,7 +615,7 @@ impl<H: InnerLink> IpsecHost<H> {
 
 /// Appends IPv6 + UDP (`src` -> `dst`) + ESP of the IPv6 packet `inner` sealed under `sa`
 /// to `out` (RFC 3948 §2.1); `out` is left as it was on failure.
-pub(crate) fn seal_udp(
+pub fn seal_udp(
     sa: &Outbound,
     src: SocketAddr,
     dst: SocketAddr,
@@ -659,7 +659,7 @@ fn write_udp_headers(pkt: &mut [u8], src: SocketAddr, dst: SocketAddr, udp_len: 
 
 /// An IKE datagram as the IPv6/UDP packet the transport carries: on port 4500 behind the
 /// non-ESP marker (RFC 3948 §2.2). `None` for a non-IPv6 address pair or an oversize message.
-pub(crate) fn ike_packet(local: SocketAddr, remote: SocketAddr, ike: &[u8]) -> Option<Vec<u8>> {
+pub fn ike_packet(local: SocketAddr, remote: SocketAddr, ike: &[u8]) -> Option<Vec<u8>> {
     if !(local.is_ipv6() && remote.is_ipv6()) {
         return None;
     }

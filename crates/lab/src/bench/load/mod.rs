@@ -5,7 +5,7 @@
 //! each, a certificate of its own, CFG_REQUEST for the inner address), answering gate64's
 //! liveness checks and renewing the tunnels for as long as it runs.
 //!
-//! Each client is the client session of `gate64 connect` ([`crate::client`]) with the IPsec
+//! Each client is the client session of `gate64 connect` ([`gate64_client`]) with the IPsec
 //! layer in front of a [`fleet::LoadHost`]: one TUN device carries every client's inner
 //! traffic, demultiplexed by inner source address ([`fleet::Fleet::demux`]); what the SAs
 //! open is written back to the device. Kernel sockets in the namespace bind the inner

@@ -1,15 +1,13 @@
-//! The demo's IKE/ESP responder. The daemon's own IKE endpoint (the `ike` branch's driver,
-//! `crates/io/src/ike.rs`) and its ESP stage (`ipsecint`) are not in this branch yet, so the
-//! sans-IO [`Responder`] of `gate64-ike` runs here, inside the corporate network thread, at
+//! The loopback lab's IKE/ESP responder. The loopback lab has no namespaces and no TUN, so
+//! the sans-IO [`Responder`] of `gate64-ike` runs inside its corporate network thread, at
 //! [`ENDPOINT`] in the corporate prefix: the clients reach it through the daemon like any
 //! corporate host, with the same two tunnels (infrastructure: [`INFRASTRUCTURE_TS`];
-//! intranet: [`INTRANET_TS`]) and UDP-encapsulated ESP (RFC 3948). Its IKE SAs and child
-//! SAs are the MMSA and QMSA of the table while the daemon exports no `gate64_ipsec_*`
-//! gauges. Once the daemon answers IKE itself, the clients should use its endpoint
-//! (`corpnet.address6`) and this module goes.
+//! intranet: [`INTRANET_TS`]) and UDP-encapsulated ESP (RFC 3948). Its IKE SAs and child SAs
+//! are the MMSA and QMSA of the loopback table. The default lab (`namespaced.rs`, a short
+//! `bench capacity`) uses the daemon's own IKE endpoint.
 
-use crate::client::ipsec::{NAT_T_PORT, ike_packet, seal_udp};
 use anyhow::{Context, Result};
+use gate64_client::ipsec::{NAT_T_PORT, ike_packet, seal_udp};
 use gate64_esp::udp_encap::{self, Encapsulated};
 use gate64_esp::{SaDb, inner_addrs, spi_of};
 use gate64_ike::auth::{Credentials, TrustAnchors};

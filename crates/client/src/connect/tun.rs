@@ -2,8 +2,8 @@
 //! host's packets are read from, as the [`Host`] of the client sessions (offload and GRO as
 //! the module above describes).
 
-use crate::client::ipsec::InnerLink;
-use crate::client::{Host, Ready};
+use crate::ipsec::InnerLink;
+use crate::{Host, Ready};
 use anyhow::{Context, Result};
 use gate64_io::tun::ip;
 use ipnet::Ipv6Net;

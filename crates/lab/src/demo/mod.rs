@@ -7,7 +7,7 @@
 //! traffic with it. Prints live figures and, at the end, a capacity table in the columns of
 //! the Windows Server 2012 DirectAccess reference.
 //!
-//! The emulated clients run the client sessions of `gate64 connect` ([`crate::client`]) with
+//! The emulated clients run the client sessions of `gate64 connect` ([`gate64_client`]) with
 //! an emulated host behind the tunnel instead of a TUN device ([`population`]); the lab around
 //! them is [`lab`] and [`corp`], the figures [`report`].
 //!

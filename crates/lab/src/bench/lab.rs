@@ -107,7 +107,7 @@ impl<'t> Lab<'t> {
     pub fn start(topo: &'t Topology, opts: &LabOptions, stop: &AtomicBool) -> Result<Lab<'t>> {
         let bin = std::env::current_exe().context("finding the gate64 binary")?;
         let pki = topo.srv.dir().join("pki");
-        crate::certs::generate(
+        gate64_daemon::certs::generate(
             &pki,
             &[SERVER_NAME.to_owned()],
             &[IpAddr::V4(SERVER_V4), IpAddr::V6(GATE_ADDRESS6)],

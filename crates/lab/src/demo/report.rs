@@ -3,8 +3,8 @@
 //! network's counts, and the verdict.
 
 use super::{Totals, Transport, both, get};
-use crate::daemon::Daemon;
 use anyhow::{Result, bail};
+use gate64_daemon::Daemon;
 use std::collections::BTreeMap;
 use std::io::{self, Write};
 use std::time::{Duration, Instant};

@@ -1,10 +1,10 @@
 //! `gate64 connect`: Linux clients for gate64's transports, for labs and CI (there is no
 //! open-source IP-HTTPS client, teredo-iphttps.md §2.6).
 //!
-//! - `connect iphttps`: the IP-HTTPS session of [`crate::client::iphttps`] and a TUN device
+//! - `connect iphttps`: the IP-HTTPS session of [`crate::iphttps`] and a TUN device
 //!   with `prefix::iid/64`. Packets from the TUN are written to the stream as they are (the
 //!   protocol has no framing, [MS-IPHTTPS] §2.2); the stream is deframed into the TUN.
-//! - `connect teredo`: the Teredo session of [`crate::client::teredo`] (qualification, RFC 4380
+//! - `connect teredo`: the Teredo session of [`crate::teredo`] (qualification, RFC 4380
 //!   §5.2), a TUN device with the Teredo address/32 (so `2001::/32` goes into the tunnel, as
 //!   Miredo does) and data sent bare to the server, which is also the relay of the networks
 //!   behind it.
@@ -16,7 +16,7 @@
 //! enter the local stack as one super-packet.
 //!
 //! Over either transport the client is a DirectAccess-style IPsec client by default
-//! ([`crate::client::ipsec`]): once the transport is up, two IKEv2 initiators build
+//! ([`crate::ipsec`]): once the transport is up, two IKEv2 initiators build
 //! the `infrastructure` and `intranet` tunnels (one IKE SA and one child SA each, certificate
 //! authentication with `--ipsec-cert/--ipsec-key`, the responder checked against `--ipsec-ca`;
 //! with `--user-cert/--user-key` the intranet tunnel adds an RFC 4739 second round proving
@@ -39,9 +39,9 @@
 
 mod tun;
 
-use crate::client::Host;
-use crate::client::iphttps::{Server, Url};
-use crate::client::ipsec::{IpsecHost, IpsecSettings};
+use crate::Host;
+use crate::iphttps::{Server, Url};
+use crate::ipsec::{IpsecHost, IpsecSettings};
 use anyhow::{Context, Result};
 use gate64_esp::TunnelKind;
 use gate64_ike::auth::Identity;
@@ -322,13 +322,13 @@ async fn teredo(args: TeredoArgs) -> Result<()> {
     match args.ipsec.settings()? {
         Some(settings) => {
             let mut host = IpsecHost::new(link, settings);
-            let ended = crate::client::teredo::run(&sock, &mut client, &mut host).await;
+            let ended = crate::teredo::run(&sock, &mut client, &mut host).await;
             info!(stats = ?host.stats(), "IPsec");
             ended
         }
         None => {
             let mut link = link;
-            crate::client::teredo::run(&sock, &mut client, &mut link).await
+            crate::teredo::run(&sock, &mut client, &mut link).await
         }
     }
 }

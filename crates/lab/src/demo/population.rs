@@ -1,5 +1,5 @@
 //! The simulated client population: each emulated client runs the client session of `gate64
-//! connect` ([`crate::client`]) with an [`EmulatedHost`] behind its tunnel instead of a TUN
+//! connect` ([`gate64_client`]) with an [`EmulatedHost`] behind its tunnel instead of a TUN
 //! device: it qualifies (Teredo) or connects and autoconfigures (IP-HTTPS: POST, 200, RS, RA),
 //! pings the corporate host, then exchanges [`Traffic`] with it until the end of the run.
 
@@ -7,10 +7,10 @@ use super::corp::{BULK_PACKET, CORP_HOST, DISCARD_PORT, ECHO_PORT, bulk_packet, 
 use super::identities::ClientCa;
 use super::lab::{Lab, RandomSeed, udp_socket};
 use super::{DemoArgs, Totals, Transport, add};
-use crate::client::iphttps::Server;
-use crate::client::ipsec::{InnerLink, IpsecHost, IpsecSettings};
-use crate::client::{Host, Ready};
 use anyhow::Result;
+use gate64_client::iphttps::Server;
+use gate64_client::ipsec::{InnerLink, IpsecHost, IpsecSettings};
+use gate64_client::{Host, Ready};
 use gate64_teredo::client::Client;
 use gate64_wire::{icmpv6, ipv6};
 use ipnet::Ipv6Net;
@@ -128,7 +128,7 @@ async fn emulated_teredo_client<H: Host>(
     })?;
     sock.connect(server).await?;
     let mut client = Client::new(server, seed);
-    crate::client::teredo::run(&sock, &mut client, host).await
+    gate64_client::teredo::run(&sock, &mut client, host).await
 }
 
 /// One emulated IP-HTTPS client: the IP-HTTPS session with the host's traffic as raw IPv6 on

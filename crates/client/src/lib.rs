@@ -4,6 +4,9 @@
 //! [`gate64_teredo::client::Client`]) over its socket; a [`Host`] stands for what sits behind
 //! the tunnel, so that the same session serves the TUN device and the emulated host.
 
+#![forbid(unsafe_code)]
+
+pub mod connect;
 pub mod iphttps;
 pub mod ipsec;
 pub mod teredo;
@@ -14,6 +17,8 @@ use std::time::Instant;
 
 /// What a client tunnels for: the TUN device of `gate64 connect`, the emulated host of a
 /// `gate64 demo` client.
+// The futures carry no `Send` bound: every session runs on one task and its host with it.
+#[allow(async_fn_in_trait)]
 pub trait Host {
     /// The tunnel is up, or its configuration changed: the host's address is
     /// `address/prefix_len` and the tunnel's MTU `mtu`.
@@ -50,7 +55,7 @@ pub enum Ready {
 }
 
 /// Sleeps until `at`, or forever when there is no deadline.
-async fn sleep_until(at: Option<Instant>) {
+pub(crate) async fn sleep_until(at: Option<Instant>) {
     match at {
         Some(t) => tokio::time::sleep_until(tokio::time::Instant::from_std(t)).await,
         None => std::future::pending().await,

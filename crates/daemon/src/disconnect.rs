@@ -176,7 +176,7 @@ pub fn run(args: DisconnectArgs) -> Result<()> {
         (_, _, true) => DisconnectTarget::All,
         _ => bail!("give an identity, --ike-spi or --all"),
     };
-    let socket = crate::control_socket(args.socket, args.config)?;
+    let socket = crate::serve::control_socket(args.socket, args.config)?;
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

@@ -7,9 +7,9 @@
 //! takes the queue through [`Host::take`], seals it in its ESP SA and sends it. Downlink: the
 //! session writes what its SAs opened straight to the TUN device.
 
-use crate::client::ipsec::{InnerLink, IpsecStats};
-use crate::client::{Host, Ready};
 use anyhow::Result;
+use gate64_client::ipsec::{InnerLink, IpsecStats};
+use gate64_client::{Host, Ready};
 use ipnet::Ipv6Net;
 use std::collections::HashMap;
 use std::net::Ipv6Addr;

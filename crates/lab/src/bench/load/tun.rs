@@ -5,8 +5,8 @@
 
 use super::fleet::Fleet;
 use super::spec::Spec;
-use crate::client::ipsec::OVERHEAD;
 use anyhow::{Context, Result};
+use gate64_client::ipsec::OVERHEAD;
 use gate64_io::tun::ip;
 use std::sync::Arc;
 use std::sync::atomic::Ordering::Relaxed;
