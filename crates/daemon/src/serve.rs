@@ -278,7 +278,7 @@ mod tests {
         let out = std::process::Command::new(exe)
             .args([
                 "--exact",
-                "tests::panic_child",
+                "serve::tests::panic_child",
                 "--include-ignored",
                 "--nocapture",
             ])
