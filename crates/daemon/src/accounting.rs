@@ -15,7 +15,7 @@ use gate64_config::Config;
 use gate64_dataplane::Shared;
 use gate64_esp::{InboundEntry, SaDb, TunnelKind};
 use gate64_ike::responder::{EndReason, Event};
-use gate64_io::line_log::{Handle, Lost, Sender};
+use gate64_io::logs::lines::{Handle, Lost, Sender};
 use gate64_io::radius::{RadiusSender, RadiusStats, Server, Timing};
 use std::net::{IpAddr, Ipv6Addr};
 use std::path::Path;
@@ -54,7 +54,7 @@ impl Sessions {
         }
         let log = match &a.log {
             Some(path) => Some(
-                gate64_io::session_log::open(path)
+                gate64_io::logs::session::open(path)
                     .context("opening the session log (`accounting.log`)")?,
             ),
             None => None,

@@ -229,7 +229,7 @@ pub struct Daemon {
     stop_tx: tokio::sync::watch::Sender<bool>,
     /// The IP-HTTPS server and its accept loop, once started.
     iphttps: Mutex<Option<(Arc<IphttpsServer>, tokio::task::JoinHandle<()>)>>,
-    binding_log: Option<gate64_io::binding_log::Handle>,
+    binding_log: Option<gate64_io::logs::binding::Handle>,
     /// The session log, while `[accounting] log` is set and IPsec is configured.
     sessions: Option<Arc<crate::accounting::Sessions>>,
     /// The GRE data path, while `[[gre.tunnel]]` has tunnels; stops on drop.
@@ -241,7 +241,7 @@ pub struct Daemon {
     /// `gate64 status`, once started.
     ike_control: Mutex<Option<gate64_io::ike::IkeControl>>,
     /// The IKE driver's OCSP lookups, whose rule a reload changes.
-    ocsp: Mutex<Option<Arc<gate64_io::ocsp::OcspChecker>>>,
+    ocsp: Mutex<Option<Arc<gate64_io::ike::ocsp::OcspChecker>>>,
     /// What the CRL refresh looks at, while the IKE responder runs.
     crl_watch: Mutex<Option<Arc<Mutex<crate::crl_files::Watch>>>>,
     /// What the IP-HTTPS CRL refresh looks at, while the listener runs.
@@ -257,7 +257,7 @@ impl Daemon {
         dp.nat64 = nat64_engine(cfg)?;
         let mut binding_log = None;
         if let (Some(path), Some(_)) = (&cfg.nat64.binding_log, &dp.nat64) {
-            let (sink, handle) = gate64_io::binding_log::open(path)
+            let (sink, handle) = gate64_io::logs::binding::open(path)
                 .context("opening the NAT64 binding log (`nat64.binding_log`)")?;
             info!(path = %path.display(), "NAT64 binding log on");
             dp.binding_log = Some(sink);

@@ -14,8 +14,8 @@ use gate64_ike::auth::{ClientEku, Credentials, Crls, Identity, TrustAnchors};
 use gate64_ike::responder::{
     self, Event, Refusal, Responder, ResponderConfig, SecondAuthPolicy, UniqueIds,
 };
+use gate64_io::ike::ocsp::{OcspChecker, OcspMode};
 use gate64_io::ike::{IKE_PORT, IkeControl, IkeDriver, IkeSockets, NAT_T_PORT};
-use gate64_io::ocsp::{OcspChecker, OcspMode};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 use tracing::{debug, info, warn};

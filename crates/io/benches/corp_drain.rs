@@ -66,7 +66,7 @@ fn drain(c: &mut Criterion) {
         let stop = Arc::clone(&stop);
         std::thread::spawn(move || {
             tx.send(ThreadCpuClock::current().unwrap()).unwrap();
-            gate64_io::worker::run(io, dp, stop)
+            gate64_io::udp::worker::run(io, dp, stop)
         })
     };
     let clock = rx.recv().unwrap();

@@ -4,7 +4,7 @@
 //! connections) use it, so a verdict means the same thing whoever took the packet.
 
 use crate::sys;
-use crate::worker::CorpLink;
+use crate::tun::CorpLink;
 use gate64_dataplane::{Direction, DropReason, Gso, Side, Stats, Verdict, Worker};
 use std::net::{Ipv4Addr, SocketAddrV4, UdpSocket};
 use std::os::fd::{AsRawFd, RawFd};
@@ -228,7 +228,7 @@ fn send_singles(fd: RawFd, stats: &Stats, pending: &[Pending], slots: &[Vec<u8>]
 
 /// Writes the packets `to_tun` (slot, start, end) to the corporate link, in order. On an
 /// offloading TUN a flow's consecutive TCP segments leave as one super-packet
-/// ([`crate::gro`]): one write and one pass through the kernel's forwarding path instead of
+/// ([`crate::tun::gro`]): one write and one pass through the kernel's forwarding path instead of
 /// dozens, with the payload passed from the slots as they are.
 fn write_tun(corp: &CorpLink, stats: &Stats, to_tun: &[(usize, usize, usize)], slots: &[Vec<u8>]) {
     const CHUNK: usize = 128;

@@ -125,7 +125,7 @@ impl TunLink {
             out.extend_from_slice(raw);
             return;
         }
-        if let Err(e) = gate64_io::gro::split_into(raw, out) {
+        if let Err(e) = gate64_io::tun::gro::split_into(raw, out) {
             debug!(error = %e, "TUN packet dropped");
         }
     }
@@ -190,7 +190,7 @@ impl Host for TunLink {
     }
 
     /// Writes the queued packets to the device, a flow's TCP segments coalesced into one
-    /// super-packet (GRO, [`gate64_io::gro`]). A TUN write does not block (the kernel takes
+    /// super-packet (GRO, [`gate64_io::tun::gro`]). A TUN write does not block (the kernel takes
     /// the packet or drops it), so it is done in place rather than through the reactor.
     async fn flush(&mut self) {
         let n = std::mem::take(&mut self.queued);
@@ -211,7 +211,7 @@ impl Host for TunLink {
             *p = slot;
         }
         let fd = std::os::fd::AsRawFd::as_raw_fd(dev);
-        let w = gate64_io::gro::write_coalesced(fd, &packets[..n]);
+        let w = gate64_io::tun::gro::write_coalesced(fd, &packets[..n]);
         if w.failed > 0 {
             debug!(failed = w.failed, packets = n, "TUN write failed");
         }

@@ -114,7 +114,7 @@ pub async fn read_loop(dev: Arc<tun_rs::AsyncDevice>, fleet: Arc<Fleet>) -> Resu
 /// client.
 fn demux_read(fleet: &Fleet, raw: &[u8], packets: &mut Vec<u8>) {
     packets.clear();
-    if gate64_io::gro::split_into(raw, packets).is_err() {
+    if gate64_io::tun::gro::split_into(raw, packets).is_err() {
         fleet.counters.unknown_source.fetch_add(1, Relaxed);
         return;
     }
@@ -130,7 +130,7 @@ fn demux_read(fleet: &Fleet, raw: &[u8], packets: &mut Vec<u8>) {
 /// packet). A TUN write does not block: the kernel takes the packet or drops it.
 pub fn write(dev: &tun_rs::AsyncDevice, packet: &[u8]) -> bool {
     let bufs = [
-        std::io::IoSlice::new(&gate64_io::gro::NO_OFFLOAD_HDR),
+        std::io::IoSlice::new(&gate64_io::tun::gro::NO_OFFLOAD_HDR),
         std::io::IoSlice::new(packet),
     ];
     dev.try_send_vectored(&bufs).is_ok()

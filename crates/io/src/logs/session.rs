@@ -1,8 +1,8 @@
 //! The session log (`[accounting] log`): the lines of the daemon's session tracker
-//! ([`gate64_accounting::Tracker`]), one JSON object each, written by [`crate::line_log`]'s
+//! ([`gate64_accounting::Tracker`]), one JSON object each, written by [`super::lines`]'s
 //! thread so that a slow disk never stalls the IKE driver.
 
-use crate::line_log::{self, Handle, Sender};
+use super::lines::{self, Handle, Sender};
 use gate64_accounting::Line;
 use std::io;
 use std::path::Path;
@@ -11,7 +11,7 @@ use std::time::SystemTime;
 /// Opens `path` for appending and starts its writer; lines sent to the returned sender
 /// are appended in order (its lost records are `gate64_session_log_lost_total`).
 pub fn open(path: &Path) -> io::Result<(Sender<Line>, Handle)> {
-    line_log::open(path, "session log", "gate64-sessions", format_line)
+    lines::open(path, "session log", "gate64-sessions", format_line)
 }
 
 /// The line carries its own time (the event's, not the queueing's).

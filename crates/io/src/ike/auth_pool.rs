@@ -14,7 +14,7 @@ use std::io;
 use std::sync::mpsc::{Receiver, SyncSender, TrySendError, sync_channel};
 use std::sync::{Arc, Mutex, PoisonError};
 
-use crate::ocsp::OcspChecker;
+use super::ocsp::OcspChecker;
 use gate64_dataplane::IkeShedReason;
 use gate64_ike::responder::{AuthJob, AuthVerdict, SourceKey};
 use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender, unbounded_channel};

@@ -13,7 +13,7 @@
 //! - **Tenants.** Each tenant has its own TUN device (one queue per worker) opened with virtio-net
 //!   headers: a read may be a TCP super-packet (TSO), split here into MTU-sized packets
 //!   straight into headroomed slots, each encapsulated in place and sent in one `sendmmsg`
-//!   batch; decapsulated packets are written with [`crate::gro::write_coalesced`], one
+//!   batch; decapsulated packets are written with [`crate::tun::gro::write_coalesced`], one
 //!   `writev` per run of one flow's TCP segments. Its tunnels' routes point into it. A
 //!   packet read from tenant T's device is routed over T's tunnels only, and a packet
 //!   decapsulated from a tunnel is written to its tenant's device only, so tenants may share
@@ -544,7 +544,7 @@ impl Engine {
 
     /// Writes the packets in [`Engine::decapped`] to their tenants' devices, each into the
     /// queue of the worker its flow hashes to, in order per queue, one `writev` per run of one
-    /// flow's TCP segments ([`crate::gro`]).
+    /// flow's TCP segments ([`crate::tun::gro`]).
     fn write_decapped(&mut self) {
         // Only the (tenant, queue) pairs present in the batch (there may be many tenants
         // configured), each once.
@@ -568,7 +568,7 @@ impl Engine {
                     k += 1;
                 }
             }
-            let w = crate::gro::write_coalesced(tun.as_raw_fd(), &packets[..k]);
+            let w = crate::tun::gro::write_coalesced(tun.as_raw_fd(), &packets[..k]);
             if w.failed > 0 {
                 debug!(failed = w.failed, "TUN write failed");
             }

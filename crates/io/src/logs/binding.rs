@@ -1,26 +1,25 @@
 //! The NAT64 binding log (RFC 6888 §4, what abuse desks ask a NAT operator for): one JSON line
 //! per mapping creation and deletion, with UTC time, protocol and both transport addresses.
 //!
-//! Workers only push a small record; [`crate::line_log`]'s thread formats and writes it, so a
+//! Workers only push a small record; [`super::lines`]'s thread formats and writes it, so a
 //! slow disk never stalls the data plane, and a record that finds the queue full is counted
 //! as lost rather than blocking a worker.
 
-use crate::line_log;
+use super::lines;
 use gate64_dataplane::BindingLog;
 use gate64_nat64::state::{Event, Proto};
 use std::io;
 use std::path::Path;
 use std::time::SystemTime;
 
-pub use crate::line_log::{Handle, Lost};
+pub use super::lines::{Handle, Lost};
 pub use gate64_accounting::time::rfc3339;
 
 /// Opens `path` for appending and starts the writer thread; returns the sink for the
 /// dataplane and the daemon's handle (its lost records are
 /// `gate64_nat64_binding_log_lost_total`).
 pub fn open(path: &Path) -> io::Result<(BindingLog, Handle)> {
-    let (sender, handle) =
-        line_log::open(path, "NAT64 binding log", "gate64-bindlog", format_record)?;
+    let (sender, handle) = lines::open(path, "NAT64 binding log", "gate64-bindlog", format_record)?;
     let sink = BindingLog(std::sync::Arc::new(move |e: &Event| sender.send(*e)));
     Ok((sink, handle))
 }

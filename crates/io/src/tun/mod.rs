@@ -14,7 +14,11 @@
 //! ip -6 route replace fd00:c1::100/120 dev gate64        # ipsec.pool6
 //! ```
 
-use crate::worker::CorpLink;
+pub mod gro;
+mod link;
+
+pub use link::CorpLink;
+
 use gate64_sys::tun;
 use gate64_wire::offload::{Slots, SplitError, split_to};
 use std::fs::File;

@@ -14,10 +14,10 @@
 
 mod admission;
 mod input;
+pub mod queue;
 mod reclaim;
 
-use crate::queue::SendQueue;
-use crate::worker::CorpLink;
+use crate::tun::CorpLink;
 use gate64_dataplane::{ClientQueue, DropReason, Shared, Stats, TlsResult, Worker};
 use gate64_iphttps::framing::Deframer;
 use gate64_iphttps::http;
@@ -25,6 +25,7 @@ use gate64_iphttps::server::{
     CloseReason, Connection, Handshake, MAX_REPLY_LEN, PrefixPool, ServerConfig,
 };
 use gate64_metrics::Exporter;
+use queue::SendQueue;
 use std::cell::RefCell;
 use std::io;
 use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr, UdpSocket};
@@ -631,9 +632,8 @@ impl IphttpsServer {
             // rather than keep megabytes per quiet connection. A slow (or new) connection
             // keeps none: the queue budget counts bytes, not capacity, and thousands of slow
             // clients each holding an empty 64 KiB buffer would add up outside it.
-            if queue.limit() <= crate::queue::MIN_BYTES
-                || (spare.capacity() > 4 * crate::queue::MIN_BYTES
-                    && spare.len() < crate::queue::MIN_BYTES)
+            if queue.limit() <= queue::MIN_BYTES
+                || (spare.capacity() > 4 * queue::MIN_BYTES && spare.len() < queue::MIN_BYTES)
             {
                 spare = Vec::new();
             }

@@ -5,12 +5,12 @@
 //! `recvmmsg`/`sendmmsg` batches and UDP GSO sends.
 
 use crate::batch::{self, Batch};
-use crate::gro::NO_OFFLOAD_HDR;
 use crate::sys::{self, BATCH, Received};
+use crate::tun::CorpLink;
 use gate64_dataplane::{Direction, DropReason, HEADROOM, Side, Stats, Verdict, Worker};
 use std::io;
 use std::net::{Ipv4Addr, SocketAddrV4, UdpSocket};
-use std::os::fd::{AsRawFd, RawFd};
+use std::os::fd::AsRawFd;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -34,64 +34,6 @@ const TUN_BATCH: usize = 128;
 /// Slots for packets from the corporate link: reads gather into one batch while a
 /// worst-case read still fits, so small packets for many clients leave in one send.
 const CORP_SLOTS: usize = 2 * TUN_BATCH;
-
-/// The corporate side of a worker: a TUN queue, or (in the no-root lab) a connected UDP
-/// socket that carries raw IPv6 packets to an in-process corporate network.
-pub enum CorpLink {
-    /// One queue of the multi-queue TUN device.
-    Tun(crate::tun::TunQueue),
-    /// A connected datagram socket, one IPv6 packet per datagram.
-    Socket(UdpSocket),
-}
-
-impl std::fmt::Debug for CorpLink {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            CorpLink::Tun(t) => write!(f, "Tun(fd {})", t.as_raw_fd()),
-            CorpLink::Socket(s) => write!(f, "Socket({:?})", s.local_addr()),
-        }
-    }
-}
-
-impl CorpLink {
-    /// Writes one IPv6 packet (a TUN write or a datagram); safe from any thread. On an
-    /// offloading TUN the packet goes behind a "no offload" virtio-net header.
-    pub fn write(&self, packet: &[u8]) -> io::Result<usize> {
-        if self.offload() {
-            sys::writev2(self.fd(), &NO_OFFLOAD_HDR, packet)
-        } else {
-            sys::write(self.fd(), packet)
-        }
-    }
-
-    /// Writes `packets` in order. On an offloading TUN each flow's consecutive TCP segments
-    /// go as one super-packet, straight from the callers' buffers ([`crate::gro`]).
-    pub fn write_packets(&self, packets: &[&[u8]]) -> crate::gro::Written {
-        if self.offload() {
-            return crate::gro::write_coalesced(self.fd(), packets);
-        }
-        let mut w = crate::gro::Written::default();
-        for p in packets {
-            match self.write(p) {
-                Ok(_) => w.ok += 1,
-                Err(_) => w.failed += 1,
-            }
-        }
-        w
-    }
-
-    /// True for a TUN (always opened with virtio-net headers: TSO/GRO offload).
-    pub fn offload(&self) -> bool {
-        matches!(self, CorpLink::Tun(_))
-    }
-
-    fn fd(&self) -> RawFd {
-        match self {
-            CorpLink::Tun(t) => t.as_raw_fd(),
-            CorpLink::Socket(s) => s.as_raw_fd(),
-        }
-    }
-}
 
 /// What a worker thread owns.
 #[derive(Debug)]

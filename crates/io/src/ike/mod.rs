@@ -7,13 +7,13 @@
 //! dataplane's and should never reach this socket, so it is counted and dropped.
 //!
 //! Each socket is drained in `recvmmsg` batches, and every datagram passes the per-source
-//! shedding of `ike_shed.rs` before the responder sees it: one address flooding IKE_SA_INIT
+//! shedding of `shed.rs` before the responder sees it: one address flooding IKE_SA_INIT
 //! cannot keep the socket's receive buffer full, where the kernel would drop every client's
 //! IKE alike (the flood test: `tests/e2e/ipsec_flood.rs`). The buffers are large
 //! ([`SOCKET_BUFFER`]) so a burst waits for the next read instead of being dropped.
 //!
 //! With [`IkeDriver::with_auth_threads`], IKE_AUTH's chain building and signature checks run
-//! on a bounded pool of threads beside the responder (`ike_auth_pool.rs`), so they do not
+//! on a bounded pool of threads beside the responder (`auth_pool.rs`), so they do not
 //! hold up IKE_SA_INIT, liveness checks or established SAs; what the pool has no room for is
 //! shed and counted.
 //!
@@ -35,9 +35,13 @@ use socket2::{Domain, Protocol, Socket, Type};
 use tokio::io::Interest;
 use tokio::net::UdpSocket;
 
-use crate::ike_auth_pool::AuthPool;
-use crate::ike_shed::Shedder;
+mod auth_pool;
+pub mod ocsp;
+mod shed;
+
 use crate::sys::{self, BATCH, ReceivedFrom};
+use auth_pool::AuthPool;
+use shed::Shedder;
 
 use gate64_ike::udp_encap::{self, Encapsulated, NON_ESP_MARKER};
 pub use gate64_ike::udp_encap::{IKE_PORT, NAT_T_PORT};
@@ -268,7 +272,7 @@ impl IkeDriver {
     pub fn with_auth_threads(
         mut self,
         threads: usize,
-        ocsp: Option<Arc<crate::ocsp::OcspChecker>>,
+        ocsp: Option<Arc<ocsp::OcspChecker>>,
     ) -> io::Result<Self> {
         let threads = if ocsp.is_some() {
             threads.max(1)
@@ -584,7 +588,7 @@ mod tests {
     /// An IKE_SA_INIT flood against the driver: one loopback socket sends far more IKE_SA_INIT
     /// than its source's budget; the driver sheds the excess unread (`source_rate`), and once
     /// the source slows down its bucket refills and its IKE_SA_INIT is answered again. (Other
-    /// sources passing during a flood: `ike_shed.rs`' tests; loopback has one address.)
+    /// sources passing during a flood: `shed.rs`' tests; loopback has one address.)
     #[tokio::test]
     async fn a_flooding_source_is_shed_unread_and_answered_once_it_slows() {
         let (clients_pem, clients) = ca("clients");
