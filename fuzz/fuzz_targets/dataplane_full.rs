@@ -2,7 +2,7 @@
 //! `2001:db8:64::/96`, pool4 `192.0.2.100`) and IP-HTTPS (pool `2001:db8:1::/48`, one
 //! registered connection owning `2001:db8:1:6::/64`). The input is a program: each operation
 //! hands a length-prefixed packet to `handle_teredo` (from the seeds' client or an arbitrary
-//! mapping), `handle_iphttps` (as the /64 of the packet's source), `handle_tun`, or runs the
+//! mapping), `handle_iphttps` (on a link of the packet's source /64), `handle_tun`, or runs the
 //! timers, then drains `poll_transmit` and `poll_tun_write`. The shared state (peer table,
 //! NAT64 tables, client table) and the worker (its rate limiters) live across runs, bounded, as
 //! in production; the clock only moves forward.
@@ -15,8 +15,11 @@
 #![no_main]
 
 use gate64_dataplane::{
-    ClientQueue, DataplaneConfig, DropReason, HEADROOM, Prefix, Shared, Stats, Verdict, Worker,
+    ClientQueue, DataplaneConfig, DropReason, HEADROOM, IphttpsLink, Prefix, Shared, Stats,
+    Verdict, Worker,
 };
+use gate64_iphttps::ClientConnection;
+use gate64_iphttps::server::{Connection, Handshake, ServerConfig as LinkConfig};
 use gate64_nat64::Nat64;
 use gate64_teredo::{RelayConfig, ServerConfig};
 use gate64_wire::ipv6;
@@ -45,6 +48,31 @@ impl ClientQueue for CheckedQueue {
         assert_eq!(slash64(p.dst()), BOB, "queued for the /64 that owns it");
         self.0.fetch_add(1, Ordering::Relaxed) % 4 != 3
     }
+}
+
+/// The link's own replies (RA, NA): IPv6, to its client.
+struct Replies;
+
+impl ClientQueue for Replies {
+    fn push(&self, packet: &[u8]) -> bool {
+        ipv6::Packet::new_checked(packet).expect("a reply is IPv6");
+        true
+    }
+}
+
+/// An IP-HTTPS connection of the /64 `prefix`, its link up at `now`.
+fn link_up(prefix: Ipv6Addr, now: Instant) -> Connection {
+    let cfg = LinkConfig::default();
+    let request = ClientConnection::new(&cfg.path, "gate64.fuzz", 1).request();
+    let mut conn = Connection::new(Arc::new(cfg), prefix, now);
+    let up = conn.handle_input(
+        now,
+        &request,
+        "Sun, 06 Nov 1994 08:49:37 GMT",
+        &mut Vec::new(),
+    );
+    assert!(matches!(up, Ok(Handshake::LinkUp { .. })), "{up:?}");
+    conn
 }
 
 fn slash64(a: Ipv6Addr) -> Ipv6Addr {
@@ -217,9 +245,15 @@ fuzz_target!(|input: &[u8]| {
         let v = match op % 4 {
             0 => w.handle_teredo(t, PRIMARY, remote, &mut buf, start, end),
             1 => {
-                // The connection judged it `Forward`: its source lies in the connection's /64.
+                // The connection of the packet's source /64 judges it, then the road; packets
+                // lie back to back in a stream buffer, so there is no headroom.
                 let prefix = ipv6::Packet::new_checked(pkt).map_or(BOB, |p| slash64(p.src()));
-                w.handle_iphttps(t, prefix, &mut buf, start, end)
+                let mut conn = link_up(prefix, t);
+                let mut link = IphttpsLink {
+                    conn: &mut conn,
+                    replies: &Replies,
+                };
+                w.handle_iphttps(t, &mut link, &mut buf, start, end, 0)
             }
             _ => w.handle_tun(t, &mut buf, start, end),
         };

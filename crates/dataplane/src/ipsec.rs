@@ -158,10 +158,7 @@ impl Worker {
         let endpoint = self.shared.cfg.ipsec_endpoint.ok_or(DropReason::NoRoute)?;
         let udp = sa.peer.udp_encap;
         let front = ipv6::HEADER_LEN + udp.map_or(0, |_| udp::HEADER_LEN) + SPI_SEQ_IV_LEN;
-        let outer_start = start
-            .checked_sub(front)
-            .filter(|s| *s >= self.write_floor)
-            .ok_or(DropReason::Unsupported)?;
+        let outer_start = start.checked_sub(front).ok_or(DropReason::Unsupported)?;
         let esp_at = start - SPI_SEQ_IV_LEN;
         let esp_len = sa
             .sa

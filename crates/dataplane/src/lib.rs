@@ -46,13 +46,14 @@ pub use config::{BindingLog, DataplaneConfig, HEADROOM, MAX_PACKET, Prefix};
 pub use dns64::{Dns64Result, Dns64Stats};
 pub use drop::DropReason;
 pub use ingress::ClientBinding;
+pub use iphttps::IphttpsLink;
 pub use ipsec_stats::{
     DisconnectReason, IkeResult, IkeShedReason, IpsecStats, OcspResult, RekeyKind,
 };
 pub use shared::Shared;
 pub use stats::{Direction, Nat64Direction, Side, Stats, TlsResult};
 pub use verdict::{GSO_MAX_BYTES, GSO_MAX_SEGMENTS, Gso, Transmit, Verdict};
-pub use worker::Worker;
+pub use worker::{TIMER_INTERVAL, Worker};
 
 /// Gauges computed at scrape time from shared tables.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]

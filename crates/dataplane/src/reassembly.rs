@@ -402,6 +402,11 @@ impl Reassembly {
         self.next_expiry = next;
     }
 
+    /// When the oldest datagram in progress runs out of time; `None` with none in progress.
+    pub(crate) fn next_expiry(&self) -> Option<Instant> {
+        self.next_expiry
+    }
+
     /// Datagrams in progress.
     #[cfg(test)]
     pub(crate) fn in_progress(&self) -> usize {
@@ -465,9 +470,7 @@ impl Worker {
             }
         };
         // The slot has headroom of its own: the road may write in front of the packet.
-        let floor = std::mem::replace(&mut self.write_floor, 0);
         let v = self.ingress(now, from, &mut own, HEADROOM, whole.end);
-        self.write_floor = floor;
         let queued = self.queue_whole(v, &own);
         self.reassembly.give_back(whole, own);
         queued

@@ -49,6 +49,30 @@ impl Verdict {
             gso: Gso::Start,
         }
     }
+
+    /// The same verdict for a buffer in which the bytes it names lie `by` further on.
+    pub(crate) fn shifted(self, by: usize) -> Self {
+        match self {
+            Verdict::Tun { start, end } => Verdict::Tun {
+                start: start + by,
+                end: end + by,
+            },
+            Verdict::Udp {
+                from,
+                to,
+                start,
+                end,
+                gso,
+            } => Verdict::Udp {
+                from,
+                to,
+                start: start + by,
+                end: end + by,
+                gso,
+            },
+            Verdict::Consumed | Verdict::Drop(_) => self,
+        }
+    }
 }
 
 /// How a datagram joins the one-`sendmsg` UDP GSO send (`UDP_SEGMENT`) of the datagrams before

@@ -9,19 +9,26 @@
 //! ```
 //!
 //! Buffers are the caller's: a packet arrives in `buf[start..end]` with at least
-//! [`crate::HEADROOM`] bytes free before `start`, so outer headers are prepended in place. A
+//! [`crate::HEADROOM`] bytes free before `start` (IP-HTTPS: the `headroom` the driver names),
+//! so outer headers are prepended in place. A
 //! verdict names the byte range to send; nothing is copied on the forwarding path, and nothing
 //! is allocated except when a packet must wait in a relay queue.
 
 use crate::icmp::TokenBucket;
+use crate::iphttps::IphttpsLink;
 use crate::ratelimit::RateLimiter;
 use crate::verdict::GsoRun;
-use crate::{ClientBinding, Direction, DropReason, Shared, Side, Stats, Transmit, Verdict};
+use crate::{Direction, DropReason, Shared, Side, Stats, Transmit, Verdict};
+use gate64_iphttps::server::MAX_REPLY_LEN;
 use gate64_teredo::relay::TimerEvent;
 use std::collections::VecDeque;
-use std::net::{Ipv4Addr, Ipv6Addr, SocketAddrV4};
+use std::net::{Ipv4Addr, SocketAddrV4};
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
+
+/// How often the relay's and NAT64's timers run ([`Worker::handle_timeout`]): bubble retries
+/// are paced at 2 s and NAT64 lifetimes are seconds, so half a second is exact enough.
+pub const TIMER_INTERVAL: Duration = Duration::from_millis(500);
 
 /// Buckets per rate limiter (8 bytes each): collisions stay rare at any realistic number of
 /// simultaneous sources.
@@ -57,10 +64,10 @@ pub struct Worker {
     pub(crate) icmp_budget: TokenBucket,
     /// The UDP GSO send the current batch's datagrams are filling.
     gso_run: Option<GsoRun>,
-    /// The first byte of the caller's buffer the road may write while it handles a packet:
-    /// IP-HTTPS packets lie back to back without headroom, so nothing may be written before
-    /// the packet's own start (ESP's outer headers are its own to reuse).
-    pub(crate) write_floor: usize,
+    /// An IP-HTTPS connection's reply (RA, NA) on its way to the link's send queue.
+    pub(crate) reply: [u8; MAX_REPLY_LEN],
+    /// When the relay's and NAT64's timers are due again; `None` until they first ran.
+    timers_due: Option<Instant>,
     /// Fragments to the IPsec endpoint waiting for the rest of their datagram.
     pub(crate) reassembly: crate::reassembly::Reassembly,
 }
@@ -98,7 +105,8 @@ impl Worker {
             scratch: vec![0; 2048],
             icmp_budget: TokenBucket::default(),
             gso_run: None,
-            write_floor: 0,
+            reply: [0; MAX_REPLY_LEN],
+            timers_due: None,
             reassembly: Default::default(),
         }
     }
@@ -135,23 +143,26 @@ impl Worker {
         self.finish(v)
     }
 
-    /// An IPv6 packet in `buf[start..end]` from the IP-HTTPS connection owning the /64
-    /// `prefix`, which `gate64_iphttps`'s `Connection` judged `Forward` (its source lies in
-    /// that /64). The driver counts it as received before the connection judges it.
+    /// A deframed packet in `buf[start..end]` from the IP-HTTPS client of `link`. Its
+    /// connection judges it first (RS → RA into the link's send queue, ND, the /64 source
+    /// check); what it forwards takes the road. The road may write `headroom` bytes before
+    /// `start` and nothing past `end`: packets read from a TLS stream lie back to back, so the
+    /// IP-HTTPS driver passes 0, and a packet that needs room in front (ESP sealed towards
+    /// another client) finds it inside its own outer headers or is dropped.
     pub fn handle_iphttps(
         &mut self,
         now: Instant,
-        prefix: Ipv6Addr,
+        link: &mut IphttpsLink<'_>,
         buf: &mut [u8],
         start: usize,
         end: usize,
+        headroom: usize,
     ) -> Verdict {
-        let from = ClientBinding::Iphttps { prefix };
+        self.stats
+            .packet(Side::Internet, Direction::Rx, end.saturating_sub(start));
         // An IP-HTTPS thread's worker gets no tick: its expired fragments are counted here.
         self.reassembly.expire(now, &self.stats);
-        self.write_floor = start;
-        let v = self.ingress(now, &from, buf, start, end);
-        self.write_floor = 0;
+        let v = self.iphttps_ingress(now, link, buf, (start, end, headroom));
         self.finish(v)
     }
 
@@ -172,6 +183,7 @@ impl Worker {
     /// Runs relay and NAT64 timers for shard part `part` of `of` (one part per worker), and
     /// gives up this worker's fragmented datagrams that ran out of time.
     pub fn handle_timeout(&mut self, now: Instant, part: usize, of: usize) {
+        self.timers_due = Some(now + TIMER_INTERVAL);
         self.reassembly.expire(now, &self.stats);
         if let Some(nat) = self.shared.cfg.nat64.as_ref() {
             nat.handle_timeout(now, part, of);
@@ -198,6 +210,18 @@ impl Worker {
                     stats.count_drops(DropReason::BubbleTimeout, dropped as u64);
                 }
             });
+    }
+
+    /// When the driver that runs this worker's timers should call [`Worker::handle_timeout`]
+    /// next: [`TIMER_INTERVAL`] after the last call, or sooner when a fragmented datagram runs
+    /// out of time. `None` before the first call: a driver calls it once as it starts.
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        let timers = self.timers_due?;
+        Some(
+            self.reassembly
+                .next_expiry()
+                .map_or(timers, |t| t.min(timers)),
+        )
     }
 
     /// Datagrams produced off the fast path, oldest first; drain after every `handle_*` call.

@@ -1,8 +1,9 @@
 //! gate64's I/O drivers: the Teredo UDP sockets, the multi-queue TUN device and the worker
 //! threads that move packets between them through the sans-IO dataplane, and the drivers of
-//! IP-HTTPS, IKE, DNS64, GRE and the metrics listener. Protocol decisions are the sans-IO
-//! crates'; what a driver still decides itself (the IP-HTTPS connection's transport stage,
-//! IKE's per-source shedding, the OCSP rule) says so in its module.
+//! IP-HTTPS, IKE, DNS64, GRE and the metrics listener, one folder each. Protocol decisions are
+//! the sans-IO crates' (both transports' stages are the dataplane's); what a driver still
+//! decides itself (IKE's per-source shedding, the OCSP rule, IP-HTTPS admission) says so in
+//! its module.
 #![warn(missing_docs)]
 #![forbid(unsafe_code)]
 

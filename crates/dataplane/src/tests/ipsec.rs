@@ -441,7 +441,8 @@ fn an_iphttps_client_sends_esp_as_next_header_50_and_gets_sealed_replies_in_its_
     // IP-HTTPS packets lie back to back in the stream buffer: no headroom before this one.
     let mut stream = sealed_from(&client_seal, &ping, false, me);
     let end = stream.len();
-    let v = w.handle_iphttps(
+    let v = iphttps_packet(
+        &mut w,
         Instant::now(),
         "2001:db8:1:6::".parse().unwrap(),
         &mut stream,
@@ -513,7 +514,7 @@ fn an_iphttps_64_shares_one_ike_budget() {
             let src = Ipv6Addr::from(u128::from(prefix) + i);
             let (mut buf, start, end) = framed(&udp_with(src, ENDPOINT, 500, &[0x11; 28]));
             matches!(
-                w.handle_iphttps(now, prefix, &mut buf, start, end),
+                iphttps_packet(&mut w, now, prefix, &mut buf, start, end),
                 Verdict::Tun { .. }
             )
         })

@@ -68,6 +68,54 @@ fn teredo(mapped: SocketAddrV4) -> Address {
     }
 }
 
+/// A send queue that keeps what it is given (an IP-HTTPS link's replies).
+#[derive(Default)]
+struct Kept(std::sync::Mutex<Vec<Vec<u8>>>);
+
+impl ClientQueue for Kept {
+    fn push(&self, packet: &[u8]) -> bool {
+        self.0.lock().unwrap().push(packet.to_vec());
+        true
+    }
+}
+
+/// An IP-HTTPS connection serving the /64 `prefix`, its link up since `now`.
+fn iphttps_link(prefix: Ipv6Addr, now: Instant) -> gate64_iphttps::server::Connection {
+    let cfg = gate64_iphttps::server::ServerConfig::default();
+    let request = gate64_iphttps::ClientConnection::new(&cfg.path, "gate64.test", 1).request();
+    let mut conn = gate64_iphttps::server::Connection::new(Arc::new(cfg), prefix, now);
+    let up = conn.handle_input(
+        now,
+        &request,
+        "Sun, 06 Nov 1994 08:49:37 GMT",
+        &mut Vec::new(),
+    );
+    assert!(
+        matches!(up, Ok(gate64_iphttps::server::Handshake::LinkUp { .. })),
+        "{up:?}"
+    );
+    conn
+}
+
+/// `buf[start..end]` from the IP-HTTPS client of the /64 `prefix` (a link up since `now`),
+/// without headroom, as packets lie in a stream buffer.
+fn iphttps_packet(
+    w: &mut Worker,
+    now: Instant,
+    prefix: Ipv6Addr,
+    buf: &mut [u8],
+    start: usize,
+    end: usize,
+) -> Verdict {
+    let mut conn = iphttps_link(prefix, now);
+    let replies = Kept::default();
+    let mut link = IphttpsLink {
+        conn: &mut conn,
+        replies: &replies,
+    };
+    w.handle_iphttps(now, &mut link, buf, start, end, 0)
+}
+
 /// `bytes` at `HEADROOM` in a buffer with tailroom: `(buf, start, end)`.
 fn framed(bytes: &[u8]) -> (Vec<u8>, usize, usize) {
     let mut buf = vec![0u8; HEADROOM + bytes.len() + TAILROOM];

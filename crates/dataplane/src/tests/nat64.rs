@@ -181,7 +181,7 @@ fn rfc6146_iphttps_client_is_translated_directly() {
     let pkt = udp(client, pref64().embed(V4HOST).unwrap(), 100);
     let (mut buf, start, end) = framed(&pkt);
     let prefix = "2001:db8:1:5::".parse().unwrap();
-    let v = w.handle_iphttps(Instant::now(), prefix, &mut buf, start, end);
+    let v = iphttps_packet(&mut w, Instant::now(), prefix, &mut buf, start, end);
     let at = HEADROOM + 20;
     assert_eq!(
         v,
@@ -333,7 +333,7 @@ fn rfc6888_iphttps_client_is_its_64() {
     let mut send = |prefix: &str, src: &str, sport: u16| {
         let pkt = udp_ports(src.parse().unwrap(), host, sport, 9, 60);
         let (mut buf, start, end) = framed(&pkt);
-        w.handle_iphttps(now, prefix.parse().unwrap(), &mut buf, start, end)
+        iphttps_packet(&mut w, now, prefix.parse().unwrap(), &mut buf, start, end)
     };
     let mine = "2001:db8:1:5::";
     assert!(matches!(

@@ -304,11 +304,11 @@ fn an_iphttps_clients_expired_datagram_is_counted_on_its_next_packet() {
     f[8..24].copy_from_slice(&me.octets());
     let t0 = Instant::now();
     let end = f.len();
-    let v = w.handle_iphttps(t0, prefix, &mut f.clone(), 0, end);
+    let v = iphttps_packet(&mut w, t0, prefix, &mut f.clone(), 0, end);
     assert_eq!(v, Verdict::Consumed);
     let other = udp_ports(me, CORP_HOST, 1, 80, 60);
     let end = other.len();
-    let _ = w.handle_iphttps(t0 + TIMEOUT, prefix, &mut other.clone(), 0, end);
+    let _ = iphttps_packet(&mut w, t0 + TIMEOUT, prefix, &mut other.clone(), 0, end);
     assert_eq!(w.stats().drops(DropReason::FragTimeout), 1);
 }
 

@@ -12,9 +12,8 @@ use std::sync::Arc;
 use std::task::{Context, Poll, Waker};
 use std::time::Instant;
 
-use gate64_dataplane::{ClientQueue, Direction, DropReason, Side, Stats, Verdict, Worker};
+use gate64_dataplane::IphttpsLink;
 use gate64_iphttps::FrameError;
-use gate64_iphttps::server::{Connection, PacketVerdict};
 use tokio::io::{AsyncRead, ReadBuf, ReadHalf};
 
 use super::{IphttpsServer, Link, MAX_PACKET, Tls, lock};
@@ -79,8 +78,8 @@ impl IphttpsServer {
         })
     }
 
-    /// The packets in `buf[..end]`: each judged by the connection, then taken down the
-    /// dataplane's one road by this thread's worker, the verdicts executed in batches. Returns
+    /// The packets in `buf[..end]`, each handed to this thread's dataplane worker (the
+    /// connection's judgement, then the one road), the verdicts executed in batches. Returns
     /// how many bytes were whole packets. No await happens in here.
     fn process(
         &self,
@@ -95,6 +94,10 @@ impl IphttpsServer {
             let stats = Arc::clone(dp.stats());
             let conn = Arc::clone(&link.conn);
             let mut conn = lock(&conn);
+            let mut view = IphttpsLink {
+                conn: &mut conn,
+                replies: &*link.queue,
+            };
             // The packets of one read arrived together: one clock reading serves them all,
             // as it does for a UDP worker's batch.
             let now = Instant::now();
@@ -112,7 +115,9 @@ impl IphttpsServer {
                 }
                 let at = start;
                 start += len;
-                let v = client_packet(dp, &mut conn, link, buf, &stats, now, (at, len));
+                // Packets lie back to back in the read buffer: no headroom, and the worker
+                // writes nothing past this one.
+                let v = dp.handle_iphttps(now, &mut view, buf, at, at + len, 0);
                 batch.dispatch(&self.teredo, 0, v);
             };
             batch.send(&self.teredo, corp, &stats, std::slice::from_ref(buf));
@@ -156,39 +161,6 @@ fn keep_partial(partial: &mut Vec<u8>, rest: &[u8]) {
     } else {
         partial.clear();
         partial.extend_from_slice(rest);
-    }
-}
-
-/// One packet from the client, `buf[at..at + len]`: the connection judges it (RS → RA, ND,
-/// spoofing), the dataplane routes what it forwards.
-fn client_packet(
-    dp: &mut Worker,
-    conn: &mut Connection,
-    link: &mut Link,
-    buf: &mut [u8],
-    stats: &Stats,
-    now: Instant,
-    (at, len): (usize, usize),
-) -> Verdict {
-    stats.packet(Side::Internet, Direction::Rx, len);
-    let pkt = &buf[at..at + len];
-    match conn.handle_packet(now, pkt, &mut link.reply) {
-        // Packets lie back to back in the read buffer, without headroom: the road from an
-        // IP-HTTPS client prepends nothing and NAT64 only shrinks a packet (hairpins
-        // included), so nothing before `at` is written.
-        PacketVerdict::Forward => dp.handle_iphttps(now, link.prefix, buf, at, at + len),
-        PacketVerdict::Reply { len } => {
-            if !link.queue.push(&link.reply[..len]) {
-                stats.count_drops(DropReason::IphttpsQueueFull, 1);
-            }
-            Verdict::Consumed
-        }
-        PacketVerdict::Consumed => Verdict::Consumed,
-        PacketVerdict::Drop(reason) => {
-            let reason = DropReason::from(reason);
-            stats.count_drops(reason, 1);
-            Verdict::Drop(reason)
-        }
     }
 }
 

@@ -3,9 +3,11 @@
 //! (request check, RS/RA, anti-spoofing, the egress filter, timers, routing, policy) are made
 //! by the sans-IO crates; this module only does I/O and limits.
 //!
-//! Per connection: one task reads (TLS → deframe → `Connection::handle_packet` → the
-//! dataplane's one ingress, [`Worker::handle_iphttps`], in the runtime thread's read buffer:
-//! see [`input`]) and runs the connection's timers; one writes (its bounded [`SendQueue`] → `Connection::handle_egress` → TLS). Each runtime thread
+//! Per connection: one task reads (TLS → deframe → [`Worker::handle_iphttps`], where the
+//! connection judges each packet, answers RS and NS into the link's send queue and hands the
+//! rest to the one road, all in the runtime thread's read buffer: see [`input`]) and runs the
+//! connection's timers; one writes (its bounded [`SendQueue`] → `Connection::handle_egress` →
+//! TLS). Each runtime thread
 //! has its own dataplane [`Worker`] (counters, scratch, queued transmits), as each UDP worker
 //! thread does, and executes its verdicts itself: the TUN for the corporate network and
 //! NAT64, a clone of a Teredo socket for Teredo clients. Packets for the client are pushed

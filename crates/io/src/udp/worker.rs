@@ -18,8 +18,8 @@ use std::time::{Duration, Instant};
 /// Largest Teredo datagram accepted. The Teredo link MTU is 1280 (RFC 4380 §5.1.2); the rest
 /// leaves room for headers and generous clients. Larger datagrams are counted as truncated.
 pub const UDP_SLOT: usize = 2048;
-/// How often relay timers run (bubble retries are paced at 2 s).
-const TICK: Duration = Duration::from_millis(500);
+/// The longest a worker waits in epoll before it looks at its stop flag.
+const STOP_CHECK: Duration = Duration::from_millis(100);
 /// Packets drained from one descriptor per wake-up before looking at the others again, as
 /// NAPI's budget does: a fixed number of reads (8 of them was one GSO packet each from the
 /// TUN) left the TUN's queue to overflow while the UDP side took whole batches.
@@ -60,7 +60,6 @@ pub fn run(io: WorkerIo, mut dp: Worker, stop: Arc<AtomicBool>) -> io::Result<()
     epoll.add(io.corp.fd(), corp_token)?;
     let mut lp = EventLoop::new(&io, Arc::clone(dp.stats()));
     let mut ready = Vec::with_capacity(8);
-    let mut next_tick = Instant::now();
     let mut busy = 0usize;
     while !stop.load(Ordering::Relaxed) {
         // Interrupt moderation, as NICs do: after a busy round, let packets gather for a moment
@@ -70,7 +69,13 @@ pub fn run(io: WorkerIo, mut dp: Worker, stop: Arc<AtomicBool>) -> io::Result<()
             std::thread::sleep(COALESCE);
         }
         busy = 0;
-        epoll.wait(&mut ready, 100)?;
+        // Until the dataplane's next timer (rounded up to whole milliseconds, so that it is
+        // due when epoll returns), and at most STOP_CHECK.
+        let wait = dp.poll_timeout().map_or(Duration::ZERO, |t| {
+            t.saturating_duration_since(Instant::now())
+        });
+        let wait_ms = wait.min(STOP_CHECK).as_micros().div_ceil(1000);
+        epoll.wait(&mut ready, i32::try_from(wait_ms).unwrap_or(i32::MAX))?;
         for &token in &ready {
             let source = if token == corp_token {
                 Source::Corp
@@ -80,10 +85,9 @@ pub fn run(io: WorkerIo, mut dp: Worker, stop: Arc<AtomicBool>) -> io::Result<()
             busy += lp.drain(&io, &mut dp, source, PACKET_BUDGET);
         }
         let now = Instant::now();
-        if now >= next_tick {
+        if dp.poll_timeout().is_none_or(|t| now >= t) {
             dp.handle_timeout(now, io.index, io.count);
             batch::drain(&io.sockets, &io.corp, &lp.stats, &mut dp);
-            next_tick = now + TICK;
         }
     }
     Ok(())
