@@ -12,8 +12,9 @@
 //! with the user certificate after the first (machine) one; the child SA comes with the last
 //! response.
 //!
-//! Rekeying from the initiator side, and MOBIKE, are not implemented: the responder (gate64
-//! or strongSwan) keeps the SAs up to their hard lifetime.
+//! [`Initiator::rekey_child`] rekeys the child SA (RFC 7296 §1.3.3, without PFS) and deletes
+//! the old one once the new one is up (`rekey.rs`). Rekeying the IKE SA itself, and MOBIKE,
+//! are not implemented: the caller negotiates afresh before the responder's limits.
 
 use std::collections::VecDeque;
 use std::net::{IpAddr, SocketAddr};
@@ -32,6 +33,7 @@ use crate::responder::nat_detection_hash;
 use replies::{ChildReply, ResponderProof};
 use second_auth::SecondAuth;
 
+mod rekey;
 mod replies;
 mod second_auth;
 
@@ -78,6 +80,14 @@ pub enum InitiatorEvent {
     },
     /// The negotiation failed.
     Failed(InitiatorError),
+    /// [`Initiator::rekey_child`] built a new child SA; the old one is being deleted (send
+    /// with the new one from now on, receive with both until the old one's Delete is answered).
+    Rekeyed {
+        /// The new child SA.
+        child: Box<ChildSaPair>,
+    },
+    /// The responder refused a rekey with this error notify; the child SA in use stays.
+    RekeyRefused(u16),
 }
 
 /// Why the initiator gave up.
@@ -143,6 +153,10 @@ pub struct Initiator {
     server_id: Option<Identity>,
     /// Whether IKE_AUTH carries INITIAL_CONTACT (RFC 7296 §2.4).
     initial_contact: bool,
+    /// The child SA in use: its selectors and our inner address, for a rekey.
+    child_now: Option<rekey::CurrentChild>,
+    /// Our outstanding rekey or Delete request, by message ID.
+    pending: Option<rekey::Pending>,
 }
 
 impl Initiator {
@@ -190,6 +204,8 @@ impl Initiator {
             second_auth: None,
             server_id: None,
             initial_contact: true,
+            child_now: None,
+            pending: None,
         })
     }
 
@@ -293,6 +309,10 @@ impl Initiator {
             }
             (State::SecondAuth, exchange::IKE_AUTH) if h.message_id == 2 => {
                 self.on_second_auth_response(now, datagram)
+            }
+            (State::Established, exchange::CREATE_CHILD_SA | exchange::INFORMATIONAL) => {
+                self.on_pending_response(now, h, datagram);
+                Ok(())
             }
             _ => Ok(()),
         };
@@ -547,15 +567,7 @@ impl Initiator {
     }
 
     fn esp_proposal(&self) -> Proposal {
-        Proposal {
-            number: 1,
-            protocol: transform::PROTO_ESP,
-            spi: self.child_spi.to_be_bytes().to_vec(),
-            transforms: vec![
-                Transform::with_key_length(transform::ENCR, transform::ENCR_AES_GCM_16, 256),
-                Transform::new(transform::ESN, transform::ESN_NONE),
-            ],
-        }
+        esp_proposal(self.child_spi)
     }
 
     fn on_auth_response(&mut self, now: Instant, datagram: &[u8]) -> Result<(), InitiatorError> {
@@ -595,7 +607,9 @@ impl Initiator {
         identity: String,
     ) -> Result<(), InitiatorError> {
         let parts = ChildReply::from(inner).ok_or(InitiatorError::Malformed)?;
-        let child = self.child(now, keys, &parts)?;
+        let nonces = (self.ni.as_slice(), self.nr.as_slice());
+        let child = self.child(now, keys, &parts, self.child_spi, nonces)?;
+        self.child_now = Some(rekey::CurrentChild::of(&parts));
         self.state = State::Established;
         self.init_request = Vec::new();
         self.init_response = Vec::new();
@@ -641,11 +655,15 @@ impl Initiator {
         Ok(cert.subject())
     }
 
+    /// The child SA a response with SA, TSi and TSr completes: we receive on `inbound_spi`,
+    /// keys from SK_d and the exchange's `(ni, nr)` (RFC 7296 §2.17).
     fn child(
         &self,
         now: Instant,
         keys: &IkeKeys,
         p: &ChildReply<'_>,
+        inbound_spi: u32,
+        (ni, nr): (&[u8], &[u8]),
     ) -> Result<ChildSaPair, InitiatorError> {
         let proposal = p.proposals.first().ok_or(InitiatorError::Malformed)?;
         let spi =
@@ -654,13 +672,8 @@ impl Initiator {
             .transforms
             .iter()
             .any(|t| t.kind == transform::ESN && t.id == transform::ESN_ENABLED);
-        let (i_to_r, r_to_i) = keys::child_keymat(
-            &keys.sk_d,
-            None,
-            &self.ni,
-            &self.nr,
-            keys::AES256_GCM_KEYMAT,
-        );
+        let (i_to_r, r_to_i) =
+            keys::child_keymat(&keys.sk_d, None, ni, nr, keys::AES256_GCM_KEYMAT);
         let sel = |l: &[TrafficSelector]| -> Vec<Selector> {
             l.iter()
                 .map(|t| Selector {
@@ -694,7 +707,7 @@ impl Initiator {
             IpAddr::V4(a) => a.to_ipv6_mapped(),
         };
         Ok(ChildSaPair {
-            inbound: params(self.child_spi, r_to_i),
+            inbound: params(inbound_spi, r_to_i),
             outbound: params(u32::from_be_bytes(spi), i_to_r),
             peer: Peer {
                 outer,
@@ -727,5 +740,18 @@ impl Initiator {
         if deleted {
             self.fail(InitiatorError::Notify(0));
         }
+    }
+}
+
+/// Our one ESP proposal (AES-GCM-16-256, no ESN) for a child SA we receive on `spi`.
+fn esp_proposal(spi: u32) -> Proposal {
+    Proposal {
+        number: 1,
+        protocol: transform::PROTO_ESP,
+        spi: spi.to_be_bytes().to_vec(),
+        transforms: vec![
+            Transform::with_key_length(transform::ENCR, transform::ENCR_AES_GCM_16, 256),
+            Transform::new(transform::ESN, transform::ESN_NONE),
+        ],
     }
 }

@@ -212,7 +212,7 @@ fn established(i: &mut Initiator) -> (Option<IpAddr>, ChildSaPair) {
     match i.poll_event() {
         Some(InitiatorEvent::Established { inner, child, .. }) => (inner, *child),
         Some(InitiatorEvent::Failed(e)) => panic!("initiator failed: {e}"),
-        None => panic!("initiator not established"),
+        other => panic!("initiator not established: {other:?}"),
     }
 }
 
@@ -875,6 +875,44 @@ fn rfc7296_1_3_3_child_rekey_with_pfs() {
         r.ike_sas(now)[0].child_spis,
         vec![old.inbound.spi, new.inbound.spi]
     );
+}
+
+/// RFC 7296 §1.3.3 and §2.8 from the initiator's side: `rekey_child` asks for a new child SA
+/// naming the old one, both ends derive the same keys, and the old SA is deleted on both.
+#[test]
+fn rfc7296_1_3_3_the_initiator_rekeys_its_child_and_deletes_the_old_one() {
+    let lab = Lab::new();
+    let now = Instant::now();
+    let (mut r, mut i, old) = established_pair(&lab, now, |_| {});
+    assert!(i.rekey_child(now));
+    assert!(!i.rekey_child(now), "one request at a time");
+    exchange_all(&mut r, &mut i, now);
+    let new = match i.poll_event() {
+        Some(InitiatorEvent::Rekeyed { child }) => *child,
+        other => panic!("no rekey: {other:?}"),
+    };
+    let ev = events(&mut r);
+    let ups = child_ups(&ev);
+    assert_eq!(ups.len(), 1, "{ev:?}");
+    let theirs = ups[0];
+    // The two ends of each direction hold the same SPI and key.
+    assert_eq!(theirs.inbound.spi, new.outbound.spi);
+    assert_eq!(theirs.outbound.spi, new.inbound.spi);
+    assert_eq!(theirs.inbound.keys.key, new.outbound.keys.key);
+    assert_eq!(theirs.outbound.keys.key, new.inbound.keys.key);
+    assert_ne!(new.inbound.spi, old.outbound.spi);
+    assert_eq!(new.peer.inner, old.peer.inner, "the inner address stays");
+    assert!(ev.contains(&Event::Rekeyed {
+        kind: RekeyKind::Child
+    }));
+    // The old SA went with the initiator's Delete, on both ends.
+    assert!(ev.contains(&Event::ChildSaDown {
+        inbound_spi: old.inbound.spi
+    }));
+    assert_eq!(r.ike_sas(now)[0].child_spis, vec![theirs.inbound.spi]);
+    assert_eq!(i.poll_timeout(), None, "the Delete was answered");
+    // And it can rekey again.
+    assert!(i.rekey_child(now));
 }
 
 #[test]
