@@ -1,6 +1,7 @@
 //! The connection task's clean-up, over loopback TLS: a panic after link-up, and a client
 //! that stops reading.
 
+use super::lease::lock_pool;
 use super::*;
 use gate64_dataplane::{DataplaneConfig, Gauges, Prefix};
 use gate64_wire::ipv6;
