@@ -22,13 +22,16 @@
 //!
 //! A tunnel whose negotiation fails, or whose IKE SA the responder deletes, starts over after
 //! [`RETRY_AFTER`], doubling per failure up to [`RETRY_MAX`], with a random part so that many
-//! clients refused together (a busy responder) do not come back together. The initiator does
-//! not rekey (it answers a responder's CREATE_CHILD_SA with an empty response, which fails
-//! the rekey), so each tunnel is negotiated afresh every [`RENEW_AFTER`] (by default), before the
-//! responder's lifetimes run out: make before break, the old child SA carries the traffic
-//! until the new one is up, and the new IKE SA's INITIAL_CONTACT retires the old one at the
-//! responder. The initiator answers liveness checks (DPD); it does not rekey, so SAs
-//! live until the responder rekeys or deletes them (see `gate64_ike::initiator`).
+//! clients refused together (a busy responder) do not come back together. Each tunnel is
+//! negotiated afresh every [`RENEW_AFTER`] (by default), before the responder's lifetimes run
+//! out: make before break, the old child SA carries the traffic until the new one is up, and
+//! the new IKE SA's INITIAL_CONTACT retires the old one at the responder. Renewing the whole
+//! tunnel renews the IKE SA too, which the initiator does not rekey. The initiator answers
+//! liveness checks (DPD), and a responder's CREATE_CHILD_SA with an empty response (which
+//! fails that rekey).
+//!
+//! The packets themselves (IKE and ESP in IPv6/UDP 4500) are built in `ipsec/packet.rs`,
+//! the settings read from the command line in `ipsec/settings.rs`.
 
 use super::{Host, Ready, sleep_until};
 use anyhow::{Context, Result};
@@ -69,155 +72,6 @@ pub const OVERHEAD: usize = ipv6::HEADER_LEN + udp::HEADER_LEN + SPI_SEQ_IV_LEN 
 const NH_ESP: u8 = 50;
 /// The hop limit of the outer packets.
 const HOP_LIMIT: u8 = 64;
-
-/// What the client's IPsec layer needs: where gate64's IKE endpoint is, our credentials, and
-/// the corporate side each tunnel asks for.
-pub struct IpsecSettings {
-    /// The responder's IKE/ESP address.
-    pub endpoint: Ipv6Addr,
-    /// Our certificate chain (PEM, leaf first).
-    pub chain_pem: Vec<u8>,
-    /// Our private key (PEM).
-    pub key_pem: Vec<u8>,
-    /// The CA(s) the responder's certificate must chain to (PEM).
-    pub ca_pem: Vec<u8>,
-    /// The corporate prefixes asked for in each tunnel (TSr), narrowed by the responder;
-    /// empty: `::/0`.
-    pub tunnels: Vec<(TunnelKind, Vec<Ipv6Net>)>,
-    /// Ask for an inner address (CFG_REQUEST, TSi `::/0`); otherwise the outer address is
-    /// the inner one too (TSi = it alone), as the design allows for clients that do not ask.
-    pub request_address: bool,
-    /// Negotiate each tunnel afresh after this long ([`RENEW_AFTER`] by default).
-    pub renew_after: Duration,
-    /// A user certificate chain and key (PEM) for an RFC 4739 second authentication on the
-    /// intranet tunnel, as DirectAccess proves the user after the machine; the
-    /// infrastructure tunnel authenticates the machine alone.
-    pub user_pem: Option<(Vec<u8>, Vec<u8>)>,
-    /// The identity the responder's certificate must hold (sent as IDr); `None`: any
-    /// certificate under the CA may answer.
-    pub server_id: Option<Identity>,
-}
-
-impl IpsecSettings {
-    /// Reads the PEM files and checks that they parse, so that a bad file fails at start
-    /// rather than at every negotiation.
-    pub fn load(
-        endpoint: Ipv6Addr,
-        cert: &Path,
-        key: &Path,
-        ca: &Path,
-        tunnels: Vec<(TunnelKind, Vec<Ipv6Net>)>,
-    ) -> Result<Self> {
-        let read = |p: &Path| std::fs::read(p).with_context(|| format!("reading {}", p.display()));
-        let s = IpsecSettings {
-            endpoint,
-            chain_pem: read(cert)?,
-            key_pem: read(key)?,
-            ca_pem: read(ca)?,
-            tunnels,
-            request_address: true,
-            renew_after: RENEW_AFTER,
-            user_pem: None,
-            server_id: None,
-        };
-        s.credentials().with_context(|| {
-            format!(
-                "IPsec certificate {} / key {}",
-                cert.display(),
-                key.display()
-            )
-        })?;
-        s.anchors()
-            .with_context(|| format!("IPsec CA {}", ca.display()))?;
-        Ok(s)
-    }
-
-    /// Adds a user certificate and key for the intranet tunnel's second authentication
-    /// (RFC 4739), checking that they parse.
-    pub fn load_user(&mut self, cert: &Path, key: &Path) -> Result<()> {
-        let read = |p: &Path| std::fs::read(p).with_context(|| format!("reading {}", p.display()));
-        self.user_pem = Some((read(cert)?, read(key)?));
-        self.user_credentials().with_context(|| {
-            format!(
-                "user certificate {} / key {}",
-                cert.display(),
-                key.display()
-            )
-        })?;
-        Ok(())
-    }
-
-    /// The user credentials, when configured.
-    fn user_credentials(&self) -> Result<Option<Credentials>> {
-        let Some((chain, key)) = &self.user_pem else {
-            return Ok(None);
-        };
-        Credentials::from_pem(chain, key)
-            .map(Some)
-            .map_err(|e| anyhow::anyhow!("{e}"))
-    }
-
-    /// The initiator for tunnel `kind`: the intranet tunnel offers the user certificate.
-    fn initiator(
-        &self,
-        kind: TunnelKind,
-        corporate: &[Ipv6Net],
-        outer: Ipv6Addr,
-        (now, local, remote): (Instant, SocketAddr, SocketAddr),
-    ) -> Result<Initiator> {
-        let config = self.initiator_config(kind, corporate, outer)?;
-        let mut initiator = Initiator::new(config, now, SystemTime::now(), local, remote)
-            .map_err(|e| anyhow::anyhow!("{e:?}"))?;
-        if let Some(id) = &self.server_id {
-            initiator = initiator.with_server_id(id.clone());
-        }
-        Ok(match (kind, self.user_credentials()?) {
-            (TunnelKind::Intranet, Some(user)) => initiator.with_second_auth(user),
-            _ => initiator,
-        })
-    }
-
-    fn credentials(&self) -> Result<Credentials> {
-        Credentials::from_pem(&self.chain_pem, &self.key_pem).map_err(|e| anyhow::anyhow!("{e}"))
-    }
-
-    fn anchors(&self) -> Result<TrustAnchors> {
-        TrustAnchors::from_pem(&self.ca_pem).map_err(|e| anyhow::anyhow!("{e}"))
-    }
-
-    /// The initiator's configuration for one tunnel.
-    fn initiator_config(
-        &self,
-        kind: TunnelKind,
-        corporate: &[Ipv6Net],
-        outer: Ipv6Addr,
-    ) -> Result<InitiatorConfig> {
-        let any: Ipv6Net = Ipv6Net::default();
-        let range = |n: &Ipv6Net| {
-            TrafficSelector::range(IpAddr::V6(n.network()), IpAddr::V6(n.broadcast()))
-        };
-        let tsr = if corporate.is_empty() {
-            vec![range(&any)]
-        } else {
-            corporate.iter().map(range).collect()
-        };
-        Ok(InitiatorConfig {
-            credentials: self.credentials()?,
-            anchors: self.anchors()?,
-            group: Group::Ecp256,
-            request_address: self.request_address,
-            tsi: vec![if self.request_address {
-                range(&any)
-            } else {
-                range(&Ipv6Net::from(outer))
-            }],
-            tsr,
-            tunnel: kind,
-            retransmit_after: RETRANSMIT_AFTER,
-            max_retransmits: MAX_RETRANSMITS,
-        })
-    }
-}
 
 /// A host that can take the inner address and the corporate routes of a child SA.
 pub trait InnerLink: Host {
@@ -613,68 +467,6 @@ impl<H: InnerLink> IpsecHost<H> {
     }
 }
 
-/// Appends IPv6 + UDP (`src` -> `dst`) + ESP of the IPv6 packet `inner` sealed under `sa`
-/// to `out` (RFC 3948 §2.1); `out` is left as it was on failure.
-pub fn seal_udp(
-    sa: &Outbound,
-    src: SocketAddr,
-    dst: SocketAddr,
-    inner: &[u8],
-    out: &mut Vec<u8>,
-) -> Result<()> {
-    let base = out.len();
-    let esp = esp_len(inner.len());
-    let udp_len = u16::try_from(udp::HEADER_LEN + esp).context("packet too large to seal")?;
-    let at = base + ipv6::HEADER_LEN + udp::HEADER_LEN;
-    out.resize(at + esp, 0);
-    out[at + SPI_SEQ_IV_LEN..at + SPI_SEQ_IV_LEN + inner.len()].copy_from_slice(inner);
-    if let Err(e) = sa.seal(&mut out[at..], 0, inner.len(), NEXT_HEADER_IPV6) {
-        out.truncate(base);
-        anyhow::bail!("sealing: {e:?}");
-    }
-    write_udp_headers(&mut out[base..], src, dst, udp_len);
-    Ok(())
-}
-
-/// Writes the IPv6 and UDP headers (`src` -> `dst`) in front of the `udp_len - 8` bytes of
-/// payload already in `pkt`, and the UDP checksum (mandatory over IPv6, RFC 8200 §8.1).
-fn write_udp_headers(pkt: &mut [u8], src: SocketAddr, dst: SocketAddr, udp_len: u16) {
-    let (IpAddr::V6(s), IpAddr::V6(d)) = (src.ip(), dst.ip()) else {
-        return;
-    };
-    let _ = ipv6::emit_header(pkt, udp_len, ipv6::NH_UDP, HOP_LIMIT, &s, &d);
-    let Some(dgram) = pkt.get_mut(ipv6::HEADER_LEN..) else {
-        return;
-    };
-    let repr = udp::Repr {
-        src_port: src.port(),
-        dst_port: dst.port(),
-        payload_len: udp_len.saturating_sub(udp::HEADER_LEN as u16),
-    };
-    if repr.emit(dgram).is_ok() {
-        let pseudo = checksum::pseudo_header_v6(&s, &d, ipv6::NH_UDP, u32::from(udp_len));
-        udp::Packet::new_unchecked(dgram).fill_checksum(pseudo);
-    }
-}
-
-/// An IKE datagram as the IPv6/UDP packet the transport carries: on port 4500 behind the
-/// non-ESP marker (RFC 3948 §2.2). `None` for a non-IPv6 address pair or an oversize message.
-pub fn ike_packet(local: SocketAddr, remote: SocketAddr, ike: &[u8]) -> Option<Vec<u8>> {
-    if !(local.is_ipv6() && remote.is_ipv6()) {
-        return None;
-    }
-    let marker = if remote.port() == NAT_T_PORT {
-        udp_encap::NON_ESP_MARKER.len()
-    } else {
-        0
-    };
-    let udp_len = u16::try_from(udp::HEADER_LEN + marker + ike.len()).ok()?;
-    let mut pkt = vec![0u8; ipv6::HEADER_LEN + usize::from(udp_len)];
-    pkt[ipv6::HEADER_LEN + udp::HEADER_LEN + marker..].copy_from_slice(ike);
-    write_udp_headers(&mut pkt, local, remote, udp_len);
-    Some(pkt)
-}
-
 /// When a tunnel is negotiated afresh: after `configured`, or sooner when the responder
 /// announced that it must be authenticated anew (AUTH_LIFETIME, RFC 4478), at nine tenths of
 /// that lifetime, as strongSwan keeps a margin before it.
@@ -783,7 +575,12 @@ impl<H: InnerLink> Host for IpsecHost<H> {
     }
 }
 
+mod packet;
 mod selectors;
+mod settings;
+
+pub use packet::{ike_packet, seal_udp};
+pub use settings::IpsecSettings;
 #[cfg(test)]
 mod tests;
 
