@@ -16,6 +16,7 @@ mod ike;
 mod privilege;
 mod serve;
 pub mod sessions;
+mod settings;
 mod status;
 mod status_page;
 
