@@ -1,0 +1,204 @@
+//! IKE_AUTH from the initiator's side (RFC 7296 §1.2, §2.15): our identity, certificates and
+//! AUTH, the CP request for an inner address and the child SA's proposal and selectors; then
+//! the responder's proof checked against our anchors and the child SA built from its answer.
+
+use super::*;
+
+impl Initiator {
+    pub(super) fn send_auth(
+        &mut self,
+        now: Instant,
+        init_response: &[u8],
+        keys: &IkeKeys,
+        m: &Message,
+    ) -> Result<(), InitiatorError> {
+        let ours = self.config.credentials.id();
+        let idi = Identification {
+            kind: ours.id_type.code(),
+            data: ours.data.clone(),
+        };
+        let octets = [
+            &self.init_request[..],
+            &self.nr,
+            &keys::prf(&keys.sk_pi.0, &[&idi.body()]),
+        ]
+        .concat();
+        let hashes = find_notify(&m.payloads, notify::SIGNATURE_HASH_ALGORITHMS)
+            .and_then(|n| SigHash::parse_notify(&n.data).ok())
+            .unwrap_or_default();
+        self.note_multiple_auth(m, &hashes);
+        let method = if hashes.is_empty() {
+            self.config.credentials.classic_method()
+        } else {
+            AuthMethod::DigitalSignature
+        };
+        let (method, auth) = self
+            .config
+            .credentials
+            .sign(method, &octets, &hashes)
+            .map_err(InitiatorError::Auth)?;
+        // The responder's IKE_SA_INIT message is what it signs (RFC 7296 §2.15).
+        self.init_response = init_response.to_vec();
+        let mut payloads = self.identities(idi);
+        payloads.push(Payload::Auth {
+            method: method.code(),
+            data: auth,
+        });
+        payloads.extend(self.multiple_auth_notifies());
+        payloads.extend(self.cfg_request());
+        let proposal = self.esp_proposal();
+        payloads.extend([
+            Payload::Sa(vec![proposal]),
+            Payload::TsI(self.config.tsi.clone()),
+            Payload::TsR(self.config.tsr.clone()),
+        ]);
+        let header = Header {
+            spi_i: self.spi_i,
+            spi_r: self.spi_r,
+            exchange: exchange::IKE_AUTH,
+            flags: flags::INITIATOR,
+            message_id: 1,
+        };
+        let bytes = keys::seal_message(&header, &payloads, &keys.sk_ei)?;
+        self.state = State::Auth;
+        self.next_id = 2;
+        self.send(now, bytes);
+        Ok(())
+    }
+
+    /// What IKE_AUTH carries before AUTH: IDi, our certificates, INITIAL_CONTACT, CERTREQ and
+    /// the IDr we ask for (RFC 7296 §1.2's order).
+    fn identities(&self, idi: Identification) -> Vec<Payload> {
+        let mut payloads = vec![Payload::IdI(idi)];
+        payloads.extend(self.config.credentials.chain_der().map(|c| Payload::Cert {
+            encoding: 4,
+            data: c.to_vec(),
+        }));
+        if self.initial_contact {
+            payloads.push(Payload::Notify(Notify::new(
+                notify::INITIAL_CONTACT,
+                Vec::new(),
+            )));
+        }
+        // RFC 7296 §3.7: ask for the responder's certificate under our CAs (strongSwan sends
+        // its CERT only when asked).
+        payloads.push(Payload::CertReq {
+            encoding: 4,
+            data: self.config.anchors.certreq_data(),
+        });
+        if let Some(id) = &self.server_id {
+            payloads.push(Payload::IdR(Identification {
+                kind: id.id_type.code(),
+                data: id.data.clone(),
+            }));
+        }
+        payloads
+    }
+
+    /// CP(CFG_REQUEST) for an inner IPv6 address (RFC 7296 §3.15.1), when configured.
+    fn cfg_request(&self) -> Option<Payload> {
+        self.config.request_address.then(|| {
+            let attributes = vec![CfgAttribute {
+                kind: cfg::INTERNAL_IP6_ADDRESS,
+                value: Vec::new(),
+            }];
+            Payload::Cp(Configuration {
+                kind: cfg::REQUEST,
+                attributes,
+            })
+        })
+    }
+
+    fn esp_proposal(&self) -> Proposal {
+        esp_proposal(self.child_spi)
+    }
+
+    pub(super) fn on_auth_response(
+        &mut self,
+        now: Instant,
+        datagram: &[u8],
+    ) -> Result<(), InitiatorError> {
+        let keys = self.keys.clone().ok_or(InitiatorError::Malformed)?;
+        let Ok((_, inner)) = keys::open_message(datagram, &keys.sk_er) else {
+            return Ok(());
+        };
+        self.outstanding = None;
+        if let Some(kind) = inner.iter().find_map(|p| match p {
+            Payload::Notify(n) if n.is_error() => Some(n.kind),
+            _ => None,
+        }) {
+            return Err(InitiatorError::Notify(kind));
+        }
+        let proof = ResponderProof::from(&inner).ok_or(InitiatorError::Malformed)?;
+        let octets = [
+            &self.init_response[..],
+            &self.ni,
+            &keys::prf(&keys.sk_pr.0, &[&proof.id.body()]),
+        ]
+        .concat();
+        let identity = self
+            .verify_responder(now, &proof, &octets)
+            .map_err(InitiatorError::Auth)?;
+        if self.second_auth_negotiated() {
+            return self.send_second_auth(now, &keys, identity);
+        }
+        self.establish(now, &keys, &inner, identity)
+    }
+
+    /// Builds the child SA from the response carrying SA, TSi and TSr, and reports it.
+    pub(super) fn establish(
+        &mut self,
+        now: Instant,
+        keys: &IkeKeys,
+        inner: &[Payload],
+        identity: String,
+    ) -> Result<(), InitiatorError> {
+        let parts = ChildReply::from(inner).ok_or(InitiatorError::Malformed)?;
+        let nonces = (self.ni.as_slice(), self.nr.as_slice());
+        let child = self.child(now, keys, &parts, self.child_spi, nonces)?;
+        self.child_now = Some(rekey::CurrentChild::of(&parts));
+        self.state = State::Established;
+        self.init_request = Vec::new();
+        self.init_response = Vec::new();
+        let auth_lifetime = inner.iter().find_map(|p| match p {
+            Payload::Notify(n) if n.kind == notify::AUTH_LIFETIME => {
+                <[u8; 4]>::try_from(&n.data[..])
+                    .ok()
+                    .map(|secs| Duration::from_secs(u64::from(u32::from_be_bytes(secs))))
+            }
+            _ => None,
+        });
+        self.events.push_back(InitiatorEvent::Established {
+            identity,
+            inner: parts.inner,
+            child: Box::new(child),
+            auth_lifetime,
+        });
+        Ok(())
+    }
+
+    fn verify_responder(
+        &self,
+        now: Instant,
+        p: &ResponderProof<'_>,
+        octets: &[u8],
+    ) -> Result<String, AuthError> {
+        let wall = self.clock.1 + now.saturating_duration_since(self.clock.0);
+        let (leaf, rest) = p.certs.split_first().ok_or(AuthError::NoCertificate)?;
+        let cert = self.config.anchors.verify_peer(leaf, rest, wall)?;
+        if !cert.matches_id(&Identity::from_payload_body(&p.id.body())?) {
+            return Err(AuthError::IdMismatch);
+        }
+        if self
+            .server_id
+            .as_ref()
+            .is_some_and(|id| !cert.matches_id(id))
+        {
+            return Err(AuthError::IdMismatch);
+        }
+        let method =
+            AuthMethod::from_code(p.method).ok_or(AuthError::UnsupportedMethod(p.method))?;
+        cert.verify_auth(method, p.auth, octets)?;
+        Ok(cert.subject())
+    }
+}

@@ -1,0 +1,125 @@
+//! What the responder is configured with: credentials and trust anchors, the address pool and
+//! the two tunnels' corporate prefixes, and the bounds and timers of every IKE SA.
+
+use super::*;
+
+/// What the responder is configured with.
+#[derive(Debug)]
+pub struct ResponderConfig {
+    /// gate64's certificate chain and private key.
+    pub credentials: Credentials,
+    /// CAs whose client certificates are accepted.
+    pub anchors: TrustAnchors,
+    /// CAs whose user certificates the RFC 4739 second round accepts (`[ipsec] user_ca`);
+    /// `None`: [`ResponderConfig::anchors`].
+    pub user_anchors: Option<TrustAnchors>,
+    /// Inner addresses for clients that send CFG_REQUEST.
+    pub pool6: Ipv6Net,
+    /// A child SA whose TSr lies in these is the infrastructure tunnel.
+    pub infrastructure_prefixes: Vec<IpNet>,
+    /// A child SA whose TSr narrows into these is the intranet tunnel.
+    pub intranet_prefixes: Vec<IpNet>,
+    /// Above this many half-open IKE SAs, IKE_SA_INIT must carry a valid cookie (§2.6).
+    pub half_open_cookie_threshold: usize,
+    /// At most this many half-open IKE SAs per source: an IPv4 address, an IPv6 /64, a
+    /// Teredo client's NAT mapping.
+    pub max_half_open_per_source: usize,
+    /// At most this many bytes held by all half-open IKE SAs (their IKE_SA_INIT messages,
+    /// cached responses and IKE_AUTH fragments); beyond it new ones and new fragments are
+    /// refused.
+    pub max_half_open_bytes: usize,
+    /// At most this many IKE SAs in all (half-open and established); beyond it IKE_SA_INIT
+    /// is refused. IKE SA rekeys are held to the per-identity cap instead.
+    pub max_ike_sas: usize,
+    /// At most this many IKE SAs per authenticated identity (both tunnels and a rekey
+    /// overlap need 3 or 4).
+    pub max_ike_sas_per_identity: usize,
+    /// At most this many child SAs per IKE SA (one per tunnel and a rekey overlap need 2).
+    pub max_child_sas_per_ike_sa: usize,
+    /// IKE_AUTH's chain and signature checks become [`AuthJob`]s for the driver to run
+    /// elsewhere ([`Responder::poll_auth_job`]) instead of running inline.
+    pub offload_auth: bool,
+    /// A half-open IKE SA is dropped after this long without IKE_AUTH.
+    pub half_open_timeout: Duration,
+    /// The cookie secret changes this often; the previous one is still accepted.
+    pub cookie_rotation: Duration,
+    /// Soft lifetime handed to child SAs (the hard one is 10% later). The initiator rekeys.
+    pub child_lifetime: Duration,
+    /// An IKE SA that hears no IKE message for this long is forgotten (its child SAs go
+    /// down), whatever the liveness checks say; ESP traffic is not seen here, so this must
+    /// exceed the clients' IKE rekey interval (strongSwan: 4 h by default).
+    pub ike_idle_timeout: Duration,
+    /// An established IKE SA that hears nothing for this long gets a liveness check.
+    pub dpd: Duration,
+    /// Unanswered retransmissions of a liveness check before the peer is declared dead.
+    pub dpd_retransmits: u32,
+    /// Largest IKE datagram we send before RFC 7383 fragmentation (IPv6 minimum MTU less
+    /// headers, as strongSwan's default).
+    pub fragment_size: usize,
+    /// The local NAT-T port (4500): a child SA negotiated over it is UDP-encapsulated
+    /// (RFC 3948), since the client only moves there after NAT detection.
+    pub nat_t_port: u16,
+    /// RFC 4739 second authentication (a user certificate after the machine's).
+    pub intranet_second_auth: SecondAuthPolicy,
+    /// What a second IKE SA of one identity for one tunnel does (`[ipsec] unique_ids`).
+    pub unique_ids: UniqueIds,
+    /// How long an IKE SA may live from its authentication (`[ipsec] reauth_secs`),
+    /// announced with AUTH_LIFETIME (RFC 4478); it is deleted 10% later unless the client
+    /// authenticated anew with a new IKE SA. `None`: never.
+    pub reauth: Option<Duration>,
+}
+
+impl ResponderConfig {
+    /// A configuration with the defaults of `[ipsec]` for everything but the credentials,
+    /// anchors, pool and prefixes.
+    pub fn new(
+        credentials: Credentials,
+        anchors: TrustAnchors,
+        pool6: Ipv6Net,
+        infrastructure_prefixes: Vec<IpNet>,
+        intranet_prefixes: Vec<IpNet>,
+    ) -> Self {
+        ResponderConfig {
+            credentials,
+            anchors: anchors_for_clients(anchors),
+            user_anchors: None,
+            pool6,
+            infrastructure_prefixes,
+            intranet_prefixes,
+            half_open_cookie_threshold: 64,
+            max_half_open_per_source: 16,
+            max_half_open_bytes: 64 << 20,
+            max_ike_sas: 200_000,
+            max_ike_sas_per_identity: 4,
+            max_child_sas_per_ike_sa: 8,
+            offload_auth: false,
+            half_open_timeout: Duration::from_secs(30),
+            cookie_rotation: Duration::from_secs(120),
+            child_lifetime: Duration::from_secs(8 * 3600),
+            ike_idle_timeout: Duration::from_secs(24 * 3600),
+            dpd: Duration::from_secs(30),
+            dpd_retransmits: 3,
+            fragment_size: 1232,
+            nat_t_port: 4500,
+            intranet_second_auth: SecondAuthPolicy::default(),
+            unique_ids: UniqueIds::default(),
+            reauth: Some(Duration::from_secs(86_400)),
+        }
+    }
+}
+
+impl ResponderConfig {
+    /// The CAs the second authentication round verifies against.
+    pub(crate) fn second_round_anchors(&self) -> &TrustAnchors {
+        self.user_anchors.as_ref().unwrap_or(&self.anchors)
+    }
+}
+
+/// `anchors` as the responder holds its clients to them: with the strict client EKU rule
+/// ([`ClientEku::Strict`]) unless the caller chose one.
+pub(crate) fn anchors_for_clients(anchors: TrustAnchors) -> TrustAnchors {
+    match anchors.client_eku() {
+        Some(_) => anchors,
+        None => anchors.for_clients(ClientEku::Strict),
+    }
+}
