@@ -1,0 +1,325 @@
+//! What a valid `[ipsec]` section is: the credential files named, an endpoint and pool that
+//! fit the rest of the configuration, sound tunnel prefixes, timers and caps within their
+//! ranges. Each refusal names its key. (The files themselves are read by `check_ipsec_files`
+//! and by the daemon.)
+
+use super::*;
+
+impl Config {
+    /// Refuses an `[ipsec]` section that cannot work, naming the key.
+    pub(crate) fn validate_ipsec(&self) -> Result<(), ConfigError> {
+        self.validate_ipsec_credentials()?;
+        if let Some(id) = &self.ipsec.identity
+            && (id.trim().is_empty() || id.len() > MAX_IDENTITY_LEN)
+        {
+            return Err(invalid(
+                "ipsec.identity",
+                format!("{id:?}"),
+                format!(
+                    "must be 1..={MAX_IDENTITY_LEN} bytes: a DNS name, an IP address, an email \
+                     address or the subject DN the certificate holds"
+                ),
+            ));
+        }
+        if self.ipsec.crls.iter().any(|p| p.as_os_str().is_empty()) {
+            return Err(invalid(
+                "ipsec.crls",
+                "\"\"",
+                "must not hold an empty path; give CRL files (PEM or DER)",
+            ));
+        }
+        self.validate_ipsec_endpoint()?;
+        if let Some(pool) = &self.ipsec.pool6 {
+            self.validate_pool6(pool)?;
+        }
+        for (key, prefixes) in [
+            (
+                "ipsec.infrastructure_prefixes",
+                &self.ipsec.infrastructure_prefixes,
+            ),
+            ("ipsec.intranet_prefixes", &self.ipsec.intranet_prefixes),
+        ] {
+            if let Some(prefixes) = prefixes {
+                self.validate_tunnel_prefixes(key, prefixes)?;
+            }
+        }
+        self.validate_ipsec_timers()
+    }
+
+    /// The three files go together: IPsec is configured by all of them or none.
+    fn validate_ipsec_credentials(&self) -> Result<(), ConfigError> {
+        let s = &self.ipsec;
+        let keys = [
+            (
+                "ipsec.certificate",
+                &s.certificate,
+                "gate64's IKE certificate chain, leaf first, e.g. \"/etc/gate64/ipsec.pem\"",
+            ),
+            (
+                "ipsec.private_key",
+                &s.private_key,
+                "the certificate's private key, e.g. \"/etc/gate64/ipsec.key\"",
+            ),
+            (
+                "ipsec.ca",
+                &s.ca,
+                "the CA bundle whose client certificates are accepted, e.g. \"/etc/gate64/clients-ca.pem\"",
+            ),
+        ];
+        for (key, path, _) in keys {
+            if path.as_ref().is_some_and(|p| p.as_os_str().is_empty()) {
+                return Err(invalid(
+                    key,
+                    "\"\"",
+                    "must not be empty; give the path of a PEM file (or leave the key out)",
+                ));
+            }
+        }
+        let given = keys.iter().filter(|(_, p, _)| p.is_some()).count();
+        if given == keys.len() && s.pool6.is_none() {
+            return Err(missing(
+                "ipsec.pool6",
+                "IPsec is configured: give the prefix the responder hands clients' inner \
+                 addresses from, e.g. \"fd00:c1::100/120\"",
+            ));
+        }
+        if given == 0 || given == keys.len() {
+            return Ok(());
+        }
+        let (key, _, what) = keys
+            .iter()
+            .find(|(_, p, _)| p.is_none())
+            .expect("some but not all are given");
+        Err(missing(
+            key,
+            &format!(
+                "IPsec is configured by ipsec.certificate, ipsec.private_key and ipsec.ca \
+                 together; give the PEM file with {what} (or remove the other two)"
+            ),
+        ))
+    }
+
+    fn validate_ipsec_endpoint(&self) -> Result<(), ConfigError> {
+        let Some(a) = self.ipsec.endpoint else {
+            return Ok(());
+        };
+        let value = quote(&a.to_string());
+        let why = special_ipv6(a)
+            .map(|w| format!("is {w}; it must be a global (or unique-local) unicast address"))
+            .or_else(|| {
+                teredo_prefix()
+                    .contains(&a)
+                    .then(|| "is a Teredo address, where clients live".to_owned())
+            })
+            .or_else(|| {
+                self.iphttps_pool()
+                    .filter(|p| p.contains(&a))
+                    .map(|p| format!("lies in iphttps.prefix {p}, where clients live"))
+            })
+            .or_else(|| {
+                self.ipsec
+                    .pool6
+                    .filter(|p| p.contains(&a))
+                    .map(|p| format!("lies in ipsec.pool6 {p}, the clients' inner addresses"))
+            });
+        match why {
+            Some(why) => Err(invalid("ipsec.endpoint", value, why)),
+            None => Ok(()),
+        }
+    }
+
+    /// The pool hands out client addresses: it may not overlap anything that is routed
+    /// elsewhere (the corporate network, NAT64, the other transports' clients).
+    fn validate_pool6(&self, pool: &Ipv6Net) -> Result<(), ConfigError> {
+        let value = quote(&pool.to_string());
+        if pool.addr() != pool.network() {
+            return Err(invalid(
+                "ipsec.pool6",
+                value,
+                format!("host bits are set; did you mean {}?", pool.trunc()),
+            ));
+        }
+        if pool.prefix_len() < MIN_POOL6_LEN {
+            return Err(invalid(
+                "ipsec.pool6",
+                value,
+                format!("must be a /{MIN_POOL6_LEN} or longer (one address per client)"),
+            ));
+        }
+        if let Some(why) = special_ipv6(pool.network()) {
+            return Err(invalid(
+                "ipsec.pool6",
+                value,
+                format!("is {why}, not a routable unicast prefix"),
+            ));
+        }
+        let mut taken: Vec<(Ipv6Net, &str)> = self
+            .corpnet
+            .ipv6_prefixes
+            .iter()
+            .map(|p| (*p, "corpnet.ipv6_prefixes"))
+            .collect();
+        taken.push((teredo_prefix(), "the Teredo prefix"));
+        if self.nat64.enabled {
+            taken.push((self.nat64.prefix, "nat64.prefix"));
+        }
+        taken.extend(self.iphttps_pool().map(|p| (p, "iphttps.prefix")));
+        if let Some((p, what)) = taken.iter().find(|(p, _)| overlaps(p, pool)) {
+            return Err(invalid(
+                "ipsec.pool6",
+                value,
+                format!(
+                    "overlaps {p} ({what}); the pool must be disjoint from the corporate \
+                     prefixes, NAT64 and the other transports' clients"
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// A tunnel reaches only what gate64 routes to the corporate side: each prefix inside a
+    /// corporate prefix, the NAT64 prefix, or gate64's own `corpnet.address6`.
+    fn validate_tunnel_prefixes(&self, key: &str, prefixes: &[Ipv6Net]) -> Result<(), ConfigError> {
+        if prefixes.is_empty() {
+            return Err(invalid(key, "[]", "list at least one prefix"));
+        }
+        let own = Ipv6Net::new(self.corpnet.address6, 128).expect("128 is a valid prefix length");
+        for p in prefixes {
+            let value = quote(&p.to_string());
+            if p.addr() != p.network() {
+                return Err(invalid(
+                    key,
+                    value,
+                    format!("host bits are set; did you mean {}?", p.trunc()),
+                ));
+            }
+            let inside = self.corpnet.ipv6_prefixes.iter().any(|c| c.contains(p))
+                || (self.nat64.enabled && self.nat64.prefix.contains(p))
+                || *p == own;
+            if !inside {
+                return Err(invalid(
+                    key,
+                    value,
+                    "lies outside every corpnet.ipv6_prefixes entry and the NAT64 prefix \
+                     (nat64.prefix, while NAT64 is on); a tunnel reaches only the corporate \
+                     side",
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    fn validate_ipsec_timers(&self) -> Result<(), ConfigError> {
+        let s = &self.ipsec;
+        let range = CHILD_LIFETIME_RANGE;
+        if !range.contains(&s.child_lifetime_secs) {
+            return Err(invalid(
+                "ipsec.child_lifetime_secs",
+                s.child_lifetime_secs,
+                format!("must be {}..={} seconds", range.start(), range.end()),
+            ));
+        }
+        if !DPD_RANGE.contains(&s.dpd_secs) {
+            return Err(invalid(
+                "ipsec.dpd_secs",
+                s.dpd_secs,
+                format!(
+                    "must be {}..={} seconds",
+                    DPD_RANGE.start(),
+                    DPD_RANGE.end()
+                ),
+            ));
+        }
+        if let Some(url) = &s.ocsp_url
+            && !valid_ocsp_url(url)
+        {
+            return Err(invalid(
+                "ipsec.ocsp_url",
+                url,
+                "must be an http:// URL (OCSP answers are signed, so plain HTTP is the norm) of \
+                 at most 1024 bytes without spaces",
+            ));
+        }
+        if s.reauth_secs != 0 && !REAUTH_RANGE.contains(&s.reauth_secs) {
+            return Err(invalid(
+                "ipsec.reauth_secs",
+                s.reauth_secs,
+                format!(
+                    "must be 0 (never) or {}..={} seconds",
+                    REAUTH_RANGE.start(),
+                    REAUTH_RANGE.end()
+                ),
+            ));
+        }
+        if s.crl_refresh_secs < MIN_CRL_REFRESH_SECS {
+            return Err(invalid(
+                "ipsec.crl_refresh_secs",
+                s.crl_refresh_secs,
+                format!("must be at least {MIN_CRL_REFRESH_SECS} seconds"),
+            ));
+        }
+        if s.max_half_open_per_source == 0 {
+            return Err(invalid(
+                "ipsec.max_half_open_per_source",
+                0,
+                "must be at least 1, or no client could start IKE",
+            ));
+        }
+        self.validate_ipsec_caps()?;
+        if s.ike_packets_per_source_per_sec < MIN_IKE_PACKETS_PER_SOURCE_PER_SEC {
+            return Err(invalid(
+                "ipsec.ike_packets_per_source_per_sec",
+                s.ike_packets_per_source_per_sec,
+                format!(
+                    "must be at least {MIN_IKE_PACKETS_PER_SOURCE_PER_SEC}: one client's two \
+                     tunnels with cookies and fragmented certificates take about that many"
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    fn validate_ipsec_caps(&self) -> Result<(), ConfigError> {
+        let s = &self.ipsec;
+        for (key, value, why) in [
+            (
+                "ipsec.max_ike_sas",
+                s.max_ike_sas,
+                "must be at least 1, or no client could start IKE",
+            ),
+            (
+                "ipsec.max_ike_sas_per_identity",
+                s.max_ike_sas_per_identity,
+                "must be at least 1, or no client could authenticate (a DirectAccess client \
+                 needs 2, and 4 while rekeying)",
+            ),
+            (
+                "ipsec.max_child_sas_per_ike_sa",
+                s.max_child_sas_per_ike_sa,
+                "must be at least 1, or no tunnel could be built",
+            ),
+        ] {
+            if value == 0 {
+                return Err(invalid(key, value, why));
+            }
+        }
+        if s.auth_threads > MAX_AUTH_THREADS {
+            return Err(invalid(
+                "ipsec.auth_threads",
+                s.auth_threads,
+                format!("at most {MAX_AUTH_THREADS} threads (0 = one per core)"),
+            ));
+        }
+        if s.max_half_open_bytes < MIN_HALF_OPEN_BYTES {
+            return Err(invalid(
+                "ipsec.max_half_open_bytes",
+                s.max_half_open_bytes,
+                format!(
+                    "must be at least {MIN_HALF_OPEN_BYTES}: one half-open IKE SA with a \
+                     fragmented IKE_AUTH holds up to that much"
+                ),
+            ));
+        }
+        Ok(())
+    }
+}
