@@ -267,16 +267,9 @@ pub(super) fn after_verify(
         }
     };
     // Before we sign: a certificate already holding its share of IKE SAs gets no more.
-    if let Err(reason) = uniqueness::admit(r, &identity.key, req.tsr) {
-        tracing::info!(peer = %remote, identity = %identity.subject, "ike: the identity already holds this tunnel (unique_ids = \"keep\")");
+    if let Err(reason) = admit_identity(r, &identity, &req, remote) {
         let subject = Some(identity.subject.clone());
         return fail_auth(r, (h, now, started), remote, reason, subject);
-    }
-    let replacing = uniqueness::replaces(r, req.initial_contact);
-    if !caps::identity_has_room(r, &identity.key, req.tsr, replacing) {
-        tracing::debug!(peer = %remote, identity = %identity.subject, "ike identity cap reached");
-        let subject = Some(identity.subject.clone());
-        return fail_auth(r, (h, now, started), remote, Refusal::IdentityCap, subject);
     }
     let another_follows = match second_auth::check_first_round(r, h.spi_r, &inner, req.tsr) {
         Ok(another) => another,
@@ -296,22 +289,46 @@ pub(super) fn after_verify(
             );
         }
     };
-    // The IDi as `gate64 disconnect` matches it: the identity's text without its type.
-    let peer_id = Identity::from_payload_body(&req.proof.id.body())
-        .ok()
-        .map(|id| id.to_string())
-        .map(|text| {
-            text.split_once(':')
-                .map_or(text.clone(), |(_, v)| v.to_owned())
-        });
     if let Some(sa) = r.sas.get_mut(&h.spi_r) {
-        sa.peer_id = peer_id;
+        sa.peer_id = disconnect_name(&req);
     }
     if another_follows {
         return second_auth::await_second_round(r, h, identity, inner, payloads);
     }
     establish(r, now, h, &identity);
     complete(r, now, h, &req, identity, payloads);
+}
+
+/// Whether the verified `identity` may hold one more IKE SA for the tunnel it asks for: the
+/// `unique_ids` rule, then the per-identity cap (an SA that INITIAL_CONTACT replaces does not
+/// count).
+fn admit_identity(
+    r: &mut Responder,
+    identity: &Verified,
+    req: &AuthRequest<'_>,
+    remote: SocketAddr,
+) -> Result<(), Refusal> {
+    if let Err(reason) = uniqueness::admit(r, &identity.key, req.tsr) {
+        tracing::info!(peer = %remote, identity = %identity.subject, "ike: the identity already holds this tunnel (unique_ids = \"keep\")");
+        return Err(reason);
+    }
+    let replacing = uniqueness::replaces(r, req.initial_contact);
+    if !caps::identity_has_room(r, &identity.key, req.tsr, replacing) {
+        tracing::debug!(peer = %remote, identity = %identity.subject, "ike identity cap reached");
+        return Err(Refusal::IdentityCap);
+    }
+    Ok(())
+}
+
+/// The client's IDi as `gate64 disconnect` matches it: the identity's text without its type.
+fn disconnect_name(req: &AuthRequest<'_>) -> Option<String> {
+    let text = Identity::from_payload_body(&req.proof.id.body())
+        .ok()?
+        .to_string();
+    Some(
+        text.split_once(':')
+            .map_or(text.clone(), |(_, v)| v.to_owned()),
+    )
 }
 
 /// Adds the first child SA (or the notify refusing it), responds and reports the new SAs.
