@@ -28,5 +28,6 @@ pub use client::{ClientConnection, ClientError, Event};
 pub use framing::{Deframer, FrameError, MAX_PACKET_LEN, StreamBuffer};
 pub use http::{HttpError, Request};
 pub use server::{
-    CloseReason, Connection, DropReason, Handshake, PacketVerdict, PrefixPool, ServerConfig,
+    CloseReason, Connection, DropReason, EgressFilter, EgressTally, Handshake, PacketVerdict,
+    PrefixPool, ServerConfig,
 };

@@ -248,6 +248,87 @@ pub struct Stats {
     pub dropped: u64,
 }
 
+/// What an [`EgressFilter`] let through and refused since it was last asked
+/// ([`EgressFilter::take_tally`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct EgressTally {
+    /// Packets let through towards the client.
+    pub packets: u64,
+    /// Their bytes.
+    pub bytes: u64,
+    /// Packets refused.
+    pub refused: u64,
+    /// When the last packet that counts as traffic (not gate64's own RA or NA) went.
+    pub last_traffic: Option<Instant>,
+}
+
+impl EgressTally {
+    /// Adds `other` (a later tally) to this one.
+    pub fn merge(&mut self, other: EgressTally) {
+        self.packets += other.packets;
+        self.bytes += other.bytes;
+        self.refused += other.refused;
+        self.last_traffic = self.last_traffic.max(other.last_traffic);
+    }
+}
+
+/// The sending half of a link's judgement (§3.2.5.2.1), for a writer apart from the task
+/// that owns the [`Connection`]: only unicast to the client's /64 leaves, besides gate64's own
+/// RAs and NAs from [`SERVER_LINK_LOCAL`]. It tallies what it let through; the owner folds
+/// the tally in with [`Connection::note_egress`] (before its timers), so that traffic towards
+/// the client keeps the link from going idle.
+#[derive(Debug, Clone)]
+pub struct EgressFilter {
+    client_prefix: Ipv6Addr,
+    tally: EgressTally,
+}
+
+impl EgressFilter {
+    /// Judges a packet about to be written to the stream.
+    pub fn handle(&mut self, now: Instant, pkt: &[u8]) -> Result<(), DropReason> {
+        match judge_egress(self.client_prefix, pkt) {
+            Ok(traffic) => {
+                self.tally.packets += 1;
+                self.tally.bytes += pkt.len() as u64;
+                if traffic {
+                    self.tally.last_traffic = Some(now);
+                }
+                Ok(())
+            }
+            Err(r) => {
+                self.tally.refused += 1;
+                Err(r)
+            }
+        }
+    }
+
+    /// What was let through and refused since the last call.
+    pub fn take_tally(&mut self) -> EgressTally {
+        std::mem::take(&mut self.tally)
+    }
+}
+
+/// Whether `pkt` may go to the client of the /64 `client_prefix`: `Ok(true)` for traffic,
+/// `Ok(false)` for gate64's own RA or NA (no traffic for the idle timer).
+fn judge_egress(client_prefix: Ipv6Addr, pkt: &[u8]) -> Result<bool, DropReason> {
+    let p = ipv6::Packet::new_checked(pkt).map_err(|_| DropReason::Malformed)?;
+    if p.src() == SERVER_LINK_LOCAL
+        && matches!(
+            icmpv6::type_code(&p),
+            Some((
+                icmpv6::TYPE_ROUTER_ADVERTISEMENT | TYPE_NEIGHBOR_ADVERTISEMENT,
+                0
+            ))
+        )
+    {
+        return Ok(false);
+    }
+    if mask64(p.dst()) != client_prefix {
+        return Err(DropReason::NotForClient);
+    }
+    Ok(true)
+}
+
 /// One IP-HTTPS connection, server side.
 #[derive(Debug, Clone)]
 pub struct Connection {
@@ -346,21 +427,37 @@ impl Connection {
     /// client's /64 goes out (§3.2.5.2.1: no multicast but RAs), and the server's own RAs and
     /// NAs from [`SERVER_LINK_LOCAL`] (what [`Connection::handle_packet`] and
     /// [`Connection::poll_unsolicited_ra`] wrote), which do not count as traffic for the idle
-    /// timer. A driver with one send queue passes everything it writes through here.
+    /// timer. For a driver whose one task both reads and writes; a driver that writes from
+    /// another task gives it an [`EgressFilter`] instead.
     pub fn handle_egress(&mut self, now: Instant, pkt: &[u8]) -> Result<(), DropReason> {
-        match self.judge_egress(pkt) {
-            Ok(traffic) => {
-                if traffic {
-                    self.last_activity = now;
-                }
-                self.stats.packets_out += 1;
-                self.stats.bytes_out += pkt.len() as u64;
-                Ok(())
-            }
-            Err(r) => {
-                self.stats.dropped += 1;
-                Err(r)
-            }
+        if self.state != State::LinkUp {
+            self.stats.dropped += 1;
+            return Err(DropReason::NotLinkUp);
+        }
+        let mut filter = self.egress_filter();
+        let r = filter.handle(now, pkt);
+        self.note_egress(filter.take_tally());
+        r
+    }
+
+    /// The link's egress filter, for a writer that runs apart from the task owning this
+    /// connection (after link-up: the writer exists only while the link is up). What it let
+    /// through comes back with [`Connection::note_egress`].
+    pub fn egress_filter(&self) -> EgressFilter {
+        EgressFilter {
+            client_prefix: self.client_prefix,
+            tally: EgressTally::default(),
+        }
+    }
+
+    /// Folds in what a writer's [`EgressFilter`] let through and refused: the counters, and
+    /// its last packet of traffic towards the client moves the idle timer.
+    pub fn note_egress(&mut self, tally: EgressTally) {
+        self.stats.packets_out += tally.packets;
+        self.stats.bytes_out += tally.bytes;
+        self.stats.dropped += tally.refused;
+        if let Some(at) = tally.last_traffic {
+            self.last_activity = self.last_activity.max(at);
         }
     }
 
@@ -508,28 +605,6 @@ impl Connection {
     }
 
     /// Ok(true) for traffic, Ok(false) for the server's own ND messages.
-    fn judge_egress(&self, pkt: &[u8]) -> Result<bool, DropReason> {
-        if self.state != State::LinkUp {
-            return Err(DropReason::NotLinkUp);
-        }
-        let p = ipv6::Packet::new_checked(pkt).map_err(|_| DropReason::Malformed)?;
-        if p.src() == SERVER_LINK_LOCAL
-            && matches!(
-                icmpv6::type_code(&p),
-                Some((
-                    icmpv6::TYPE_ROUTER_ADVERTISEMENT | TYPE_NEIGHBOR_ADVERTISEMENT,
-                    0
-                ))
-            )
-        {
-            return Ok(false);
-        }
-        if !self.in_client_prefix(&p.dst()) {
-            return Err(DropReason::NotForClient);
-        }
-        Ok(true)
-    }
-
     fn emit_ra(&mut self, out: &mut [u8], dst: &Ipv6Addr) -> Option<usize> {
         let ra = icmpv6::RouterAdvert {
             router_lifetime: self.cfg.router_lifetime,

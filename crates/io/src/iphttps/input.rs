@@ -16,7 +16,7 @@ use gate64_dataplane::IphttpsLink;
 use gate64_iphttps::FrameError;
 use tokio::io::{AsyncRead, ReadBuf, ReadHalf};
 
-use super::{IphttpsServer, Link, MAX_PACKET, Tls, lock};
+use super::{IphttpsServer, Link, MAX_PACKET, Tls};
 use crate::batch::{self, Batch};
 
 /// The runtime thread's read buffer: room for several 16 KiB TLS records taken back to back
@@ -92,10 +92,8 @@ impl IphttpsServer {
         let deframer = link.deframer;
         self.with_dataplane(|dp| {
             let stats = Arc::clone(dp.stats());
-            let conn = Arc::clone(&link.conn);
-            let mut conn = lock(&conn);
             let mut view = IphttpsLink {
-                conn: &mut conn,
+                conn: &mut link.conn,
                 replies: &*link.queue,
             };
             // The packets of one read arrived together: one clock reading serves them all,

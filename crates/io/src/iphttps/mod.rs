@@ -6,7 +6,7 @@
 //! Per connection: one task reads (TLS → deframe → [`Worker::handle_iphttps`], where the
 //! connection judges each packet, answers RS and NS into the link's send queue and hands the
 //! rest to the one road, all in the runtime thread's read buffer: see [`input`]) and runs the
-//! connection's timers; one writes (its bounded [`SendQueue`] → `Connection::handle_egress` →
+//! connection's timers; one writes (its bounded [`SendQueue`] → the link's `EgressFilter` →
 //! TLS). Each runtime thread
 //! has its own dataplane [`Worker`] (counters, scratch, queued transmits), as each UDP worker
 //! thread does, and executes its verdicts itself: the TUN for the corporate network and
@@ -35,7 +35,7 @@ use std::io;
 use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr, UdpSocket};
 use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 use tokio::io::{AsyncReadExt, AsyncWriteExt, ReadHalf, WriteHalf};
 use tokio::net::{TcpListener, TcpStream};
@@ -438,7 +438,6 @@ impl IphttpsServer {
         drop((permit, ticket));
         slot.link_up();
         self.stats().tls_handshake(TlsResult::Ok);
-        let conn = Arc::new(Mutex::new(conn));
         let queue = Arc::new(SendQueue::new(
             self.send_queue_bytes,
             Arc::clone(self.shared.iphttps_clients().budget()),
@@ -448,7 +447,7 @@ impl IphttpsServer {
         let mut writer = Writer(Some(tokio::spawn(Arc::clone(self).writer(
             wr,
             Arc::clone(&queue),
-            Arc::clone(&conn),
+            conn.egress_filter(),
         ))));
         #[cfg(test)]
         if self.panic_after_link_up.load(Ordering::Relaxed) {
@@ -543,7 +542,7 @@ impl IphttpsServer {
                 if let Err(e) = self.input(link, &woke[..n], more) {
                     // §3.2.5.2.2: a non-IPv6 packet loses the stream; close the session.
                     self.stats().count_drops(DropReason::NotIpv6, 1);
-                    lock(&link.conn).close(CloseReason::Framing(e));
+                    link.conn.close(CloseReason::Framing(e));
                     return format!("framing: {e}");
                 }
                 n = 0;
@@ -553,8 +552,10 @@ impl IphttpsServer {
             }
             let now = Instant::now();
             let wake = {
-                let conn = Arc::clone(&link.conn);
-                let mut conn = lock(&conn);
+                let conn = &mut link.conn;
+                // What the writer sent since: counters, and traffic towards the client keeps
+                // the link from going idle.
+                conn.note_egress(link.queue.take_egress());
                 if let Some(reason) = conn.handle_timeout(now) {
                     return reason.to_string();
                 }
@@ -635,9 +636,10 @@ fn log_panic(r: Result<(), tokio::task::JoinError>) {
     }
 }
 
-/// One link's reading side: its partial packet and what its packets need on their way.
+/// One link's reading side: its connection (the reader's alone: the writer has the egress
+/// filter), its partial packet and what its packets need on their way.
 struct Link {
-    conn: Arc<Mutex<Connection>>,
+    conn: Connection,
     queue: Arc<SendQueue>,
     prefix: Ipv6Addr,
     /// An incomplete packet from the last read (none while the link is idle).
@@ -646,12 +648,6 @@ struct Link {
     read_end: Option<io::Result<()>>,
     deframer: Deframer,
     reply: [u8; MAX_REPLY_LEN],
-}
-
-/// The connection, whichever task last used it: its state stays consistent even if that task
-/// panicked, as every method leaves it whole.
-fn lock(conn: &Mutex<Connection>) -> MutexGuard<'_, Connection> {
-    conn.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 /// Sends a refusal and closes, within [`ANSWER_GRACE`]: a client that does not read keeps

@@ -27,6 +27,7 @@
 //! ([`SendQueue::shed`]), as the write timeout would have later.
 
 use gate64_dataplane::{ClientQueue, QueueBudget};
+use gate64_iphttps::server::EgressTally;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 use tokio::sync::Notify;
@@ -66,6 +67,9 @@ struct Inner {
     taken: usize,
     /// When the writer took the chunk it has not yet reported written.
     taken_at: Option<Instant>,
+    /// What the writer's egress filter let through and refused, until the reader folds it
+    /// into the connection ([`SendQueue::take_egress`]).
+    egress: EgressTally,
 }
 
 impl SendQueue {
@@ -81,6 +85,7 @@ impl SendQueue {
                 rate: 0.0,
                 taken: 0,
                 taken_at: None,
+                egress: EgressTally::default(),
             }),
             notify: Notify::new(),
             shed: Notify::new(),
@@ -105,6 +110,19 @@ impl SendQueue {
         };
         let want = (g.rate * TARGET_DELAY.as_secs_f64()) as usize;
         g.limit = want.clamp(MIN_BYTES.min(self.cap), self.cap);
+    }
+
+    /// The writer reports what its egress filter let through and refused.
+    pub fn report_egress(&self, tally: EgressTally) {
+        let mut g = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
+        g.egress.merge(tally);
+    }
+
+    /// What the writer reported since the last call, for the reader to fold into the
+    /// connection before its timers run.
+    pub fn take_egress(&self) -> EgressTally {
+        let mut g = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
+        std::mem::take(&mut g.egress)
     }
 
     /// The current bound, for tests and diagnostics.

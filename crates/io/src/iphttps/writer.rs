@@ -3,32 +3,34 @@
 //! [MS-IPHTTPS] §3.2.5.2.1), and ends the link when the client stops reading.
 
 use super::queue::{self, SendQueue};
-use super::{IphttpsServer, MAX_PACKET, Tls, lock};
+use super::{IphttpsServer, MAX_PACKET, Tls};
 use gate64_dataplane::DropReason;
 use gate64_iphttps::framing::Deframer;
-use gate64_iphttps::server::Connection;
+use gate64_iphttps::server::EgressFilter;
 use std::io;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncWriteExt, WriteHalf};
 use tracing::error;
 
 impl IphttpsServer {
-    /// Moves the link's send queue into TLS, each chunk through the connection's egress
-    /// filter (only unicast to the client's /64 leaves, §3.2.5.2.1), which also keeps the
-    /// link from going idle while traffic flows towards the client. Returns why it stopped:
+    /// Moves the link's send queue into TLS, each chunk through the link's egress filter
+    /// (only unicast to the client's /64 leaves, §3.2.5.2.1), whose tally goes back to the
+    /// reader through the queue, so that traffic towards the client keeps the link from
+    /// going idle. The connection itself stays with the reader. Returns why it stopped:
     /// a write that makes no progress within the write timeout ends it (the client stopped
     /// reading), and the reader then ends the link.
     pub(super) async fn writer(
         self: Arc<Self>,
         mut wr: WriteHalf<Tls>,
         queue: Arc<SendQueue>,
-        conn: Arc<Mutex<Connection>>,
+        mut filter: EgressFilter,
     ) -> WriterEnd {
         let deframer = Deframer::new(MAX_PACKET);
         let mut spare = Vec::new();
         while queue.take(&mut spare).await {
-            let refused = egress_filter(&conn, &deframer, &mut spare);
+            let refused = egress_filter(&mut filter, &deframer, &mut spare);
+            queue.report_egress(filter.take_tally());
             for reason in refused {
                 self.stats().count_drops(reason, 1);
             }
@@ -125,19 +127,18 @@ impl Drop for Writer {
     }
 }
 
-/// Drops the packets of `chunk` the connection refuses to send (§3.2.5.2.1), keeping the rest
-/// in order; returns why each refused one was refused. One lock per chunk.
+/// Drops the packets of `chunk` the link's filter refuses to send (§3.2.5.2.1), keeping the
+/// rest in order; returns why each refused one was refused.
 fn egress_filter(
-    conn: &Mutex<Connection>,
+    filter: &mut EgressFilter,
     deframer: &Deframer,
     chunk: &mut Vec<u8>,
 ) -> Vec<DropReason> {
     let mut refused = Vec::new();
     let now = Instant::now();
-    let mut conn = lock(conn);
     let (mut read, mut kept) = (0, 0);
     while let Ok(Some(len)) = deframer.next_packet(&chunk[read..]) {
-        match conn.handle_egress(now, &chunk[read..read + len]) {
+        match filter.handle(now, &chunk[read..read + len]) {
             Ok(()) => {
                 if kept != read {
                     chunk.copy_within(read..read + len, kept);
@@ -157,7 +158,7 @@ fn egress_filter(
 mod egress_tests {
     use super::*;
     use gate64_iphttps::http;
-    use gate64_iphttps::server::{Handshake, MAX_REPLY_LEN, ServerConfig};
+    use gate64_iphttps::server::{Connection, Handshake, MAX_REPLY_LEN, ServerConfig};
     use gate64_wire::ipv6;
     use std::net::Ipv6Addr;
 
@@ -189,10 +190,16 @@ mod egress_tests {
         let stray = packet(corp, "2001:db8:1:6::1".parse().unwrap(), 80);
         let last = packet(corp, client, 60);
         let mut chunk = [&first[..], &ra[..n], &stray, &last].concat();
-        let conn = Mutex::new(conn);
-        let refused = egress_filter(&conn, &Deframer::new(MAX_PACKET), &mut chunk);
+        let mut filter = conn.egress_filter();
+        let refused = egress_filter(&mut filter, &Deframer::new(MAX_PACKET), &mut chunk);
         assert_eq!(refused, vec![DropReason::NoRoute]);
         assert_eq!(chunk, [&first[..], &ra[..n], &last].concat());
-        assert_eq!(lock(&conn).stats().packets_out, 3);
+        // The tally, folded into the connection by the reader, counts what went and moves
+        // the idle timer for the client's packets (not for our RA).
+        let tally = filter.take_tally();
+        assert_eq!((tally.packets, tally.refused), (3, 1));
+        assert!(tally.last_traffic.is_some_and(|t| t >= t0));
+        conn.note_egress(tally);
+        assert_eq!(conn.stats().packets_out, 3);
     }
 }
