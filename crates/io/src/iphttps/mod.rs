@@ -8,10 +8,10 @@
 //! rest to the one road, all in the runtime thread's read buffer: see [`input`]) and runs the
 //! connection's timers; one writes (its bounded [`SendQueue`] → the link's `EgressFilter` →
 //! TLS). Each runtime thread has its own dataplane [`Worker`] (counters, scratch, queued
-//! transmits), as each UDP worker thread does, and executes its verdicts itself: the TUN for the corporate network and
-//! NAT64, a clone of a Teredo socket for Teredo clients. Packets for the client are pushed
-//! into the queue by whichever thread routed them; a full queue drops them
-//! (`iphttps_queue_full`).
+//! transmits), as each UDP worker thread does, and executes its verdicts itself: the TUN for
+//! the corporate network and NAT64, a clone of a Teredo socket for Teredo clients. Packets
+//! for the client are pushed into the queue by whichever thread routed them; a full queue
+//! drops them (`iphttps_queue_full`).
 
 mod admission;
 mod input;
