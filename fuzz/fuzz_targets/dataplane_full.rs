@@ -18,12 +18,14 @@ use gate64_dataplane::{
     ClientQueue, DataplaneConfig, DropReason, HEADROOM, IphttpsLink, Prefix, Shared, Stats,
     Verdict, Worker,
 };
-use gate64_iphttps::ClientConnection;
-use gate64_iphttps::server::{Connection, Handshake, ServerConfig as LinkConfig};
 use gate64_nat64::Nat64;
 use gate64_teredo::{RelayConfig, ServerConfig};
 use gate64_wire::ipv6;
 use libfuzzer_sys::fuzz_target;
+
+#[path = "shared/iphttps_link.rs"]
+mod iphttps_link;
+use iphttps_link::{Replies, link_up};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddrV4};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
@@ -48,31 +50,6 @@ impl ClientQueue for CheckedQueue {
         assert_eq!(slash64(p.dst()), BOB, "queued for the /64 that owns it");
         self.0.fetch_add(1, Ordering::Relaxed) % 4 != 3
     }
-}
-
-/// The link's own replies (RA, NA): IPv6, to its client.
-struct Replies;
-
-impl ClientQueue for Replies {
-    fn push(&self, packet: &[u8]) -> bool {
-        ipv6::Packet::new_checked(packet).expect("a reply is IPv6");
-        true
-    }
-}
-
-/// An IP-HTTPS connection of the /64 `prefix`, its link up at `now`.
-fn link_up(prefix: Ipv6Addr, now: Instant) -> Connection {
-    let cfg = LinkConfig::default();
-    let request = ClientConnection::new(&cfg.path, "gate64.fuzz", 1).request();
-    let mut conn = Connection::new(Arc::new(cfg), prefix, now);
-    let up = conn.handle_input(
-        now,
-        &request,
-        "Sun, 06 Nov 1994 08:49:37 GMT",
-        &mut Vec::new(),
-    );
-    assert!(matches!(up, Ok(Handshake::LinkUp { .. })), "{up:?}");
-    conn
 }
 
 fn slash64(a: Ipv6Addr) -> Ipv6Addr {

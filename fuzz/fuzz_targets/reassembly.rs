@@ -17,14 +17,15 @@
 #![no_main]
 
 use gate64_dataplane::{
-    ClientQueue, DataplaneConfig, DropReason, HEADROOM, IphttpsLink, Prefix, Shared, Stats,
-    Verdict, Worker,
+    DataplaneConfig, DropReason, HEADROOM, IphttpsLink, Prefix, Shared, Stats, Verdict, Worker,
 };
-use gate64_iphttps::ClientConnection;
-use gate64_iphttps::server::{Connection, Handshake, ServerConfig as LinkConfig};
 use gate64_teredo::{Address, RelayConfig, ServerConfig};
 use gate64_wire::ipv6;
 use libfuzzer_sys::fuzz_target;
+
+#[path = "shared/iphttps_link.rs"]
+mod iphttps_link;
+use iphttps_link::{Replies, link_up};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddrV4};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
@@ -40,31 +41,6 @@ const BOB_ADDR: Ipv6Addr = Ipv6Addr::new(0x2001, 0xdb8, 0x1, 0x6, 0, 0, 0, 0xb);
 const MAX_DROPS_PER_CALL: u64 = 1 + 16 * 64;
 /// Non-final fragment lengths around the floor (512) and what honest clients send.
 const LENGTHS: [usize; 8] = [0, 8, 504, 512, 1232, 1240, 1236, 16];
-
-/// The link's own replies (RA, NA): IPv6, to its client.
-struct Replies;
-
-impl ClientQueue for Replies {
-    fn push(&self, packet: &[u8]) -> bool {
-        ipv6::Packet::new_checked(packet).expect("a reply is IPv6");
-        true
-    }
-}
-
-/// An IP-HTTPS connection of the /64 `prefix`, its link up at `now`.
-fn link_up(prefix: Ipv6Addr, now: Instant) -> Connection {
-    let cfg = LinkConfig::default();
-    let request = ClientConnection::new(&cfg.path, "gate64.fuzz", 1).request();
-    let mut conn = Connection::new(Arc::new(cfg), prefix, now);
-    let up = conn.handle_input(
-        now,
-        &request,
-        "Sun, 06 Nov 1994 08:49:37 GMT",
-        &mut Vec::new(),
-    );
-    assert!(matches!(up, Ok(Handshake::LinkUp { .. })), "{up:?}");
-    conn
-}
 
 fn shared() -> Arc<Shared> {
     static S: OnceLock<Arc<Shared>> = OnceLock::new();
