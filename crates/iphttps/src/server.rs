@@ -1099,6 +1099,42 @@ mod tests {
         assert_eq!(c.stats().ras_sent, 1 + 15 * 60 / 300);
     }
 
+    /// A writer apart from the connection: its filter tallies what went, and the tally,
+    /// folded in before the timers, moves the idle deadline for traffic but not for our RAs.
+    #[test]
+    fn a_writers_egress_tally_keeps_the_link_up_for_traffic_only() {
+        let t0 = Instant::now();
+        let mut c = link_up(t0);
+        let idle = ServerConfig::default().idle_timeout;
+        let mut out = [0u8; MAX_REPLY_LEN];
+        let ra = c.poll_unsolicited_ra(t0, &mut out).expect("due at link-up");
+        let mut filter = c.egress_filter();
+        let t1 = t0 + Duration::from_secs(60);
+        assert_eq!(filter.handle(t1, &out[..ra]), Ok(()), "our RA goes out");
+        assert_eq!(
+            filter.handle(t1, &udp(REMOTE, "2001:db8:1:6::1".parse().unwrap())),
+            Err(DropReason::NotForClient)
+        );
+        let ra_only = filter.take_tally();
+        assert_eq!((ra_only.packets, ra_only.refused), (1, 1));
+        assert_eq!(ra_only.last_traffic, None, "an RA is no traffic");
+        c.note_egress(ra_only);
+        assert_eq!(c.handle_timeout(t0 + idle), Some(CloseReason::IdleTimeout));
+
+        let mut c = link_up(t0);
+        let mut filter = c.egress_filter();
+        let t2 = t0 + Duration::from_secs(300);
+        assert_eq!(filter.handle(t2, &udp(REMOTE, CLIENT)), Ok(()));
+        c.note_egress(filter.take_tally());
+        assert_eq!(
+            c.handle_timeout(t0 + idle),
+            None,
+            "traffic towards the client counts"
+        );
+        assert_eq!(c.handle_timeout(t2 + idle), Some(CloseReason::IdleTimeout));
+        assert_eq!(c.stats().packets_out, 1);
+    }
+
     #[test]
     fn unsolicited_ra_layout() {
         let t0 = Instant::now();
