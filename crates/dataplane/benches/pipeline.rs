@@ -1,11 +1,15 @@
-//! Pipeline hot paths: a client's data to the TUN device, corporate traffic to a trusted
+//! Pipeline hot paths: a client's data to the TUN device (from Teredo, and from IP-HTTPS
+//! through its connection's judgement, without headroom), corporate traffic to a trusted
 //! Teredo client among 100,000 peers, and RS -> RA.
 //!
 //! `cargo bench -p gate64-dataplane` (add `-- --quick` for a short run).
 #![allow(missing_docs)]
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
-use gate64_dataplane::{DataplaneConfig, HEADROOM, Prefix, Shared, Stats, Verdict, Worker};
+use gate64_dataplane::{
+    ClientQueue, DataplaneConfig, HEADROOM, IphttpsLink, Prefix, Shared, Stats, Verdict, Worker,
+};
+use gate64_iphttps::server::{Connection, Handshake, ServerConfig as LinkConfig};
 use gate64_teredo::{Address, RelayConfig, ServerConfig, addr};
 use gate64_wire::{icmpv6, ipv6, teredo as tw};
 use std::hint::black_box;
@@ -41,7 +45,7 @@ fn worker() -> Worker {
         ike_per_client_per_sec: 1_000,
         rs_per_sec: u32::MAX,
         rs_burst: u32::MAX,
-        iphttps_prefix: None,
+        iphttps_prefix: Some(Prefix::new("2001:db8:1::".parse().unwrap(), 48)),
         nat64: None,
         binding_log: None,
     };
@@ -158,5 +162,54 @@ fn rs_to_ra(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, teredo_to_tun, tun_to_teredo, rs_to_ra);
+/// An IP-HTTPS link's replies: the bench sends none.
+struct NoReplies;
+
+impl ClientQueue for NoReplies {
+    fn push(&self, _: &[u8]) -> bool {
+        true
+    }
+}
+
+fn iphttps_to_tun(c: &mut Criterion) {
+    let mut w = worker();
+    let now = Instant::now();
+    let prefix: Ipv6Addr = "2001:db8:1:5::".parse().unwrap();
+    let cfg = LinkConfig::default();
+    let request = gate64_iphttps::ClientConnection::new(&cfg.path, "gate64.bench", 1).request();
+    let mut conn = Connection::new(Arc::new(cfg), prefix, now);
+    let up = conn.handle_input(
+        now,
+        &request,
+        "Sun, 06 Nov 1994 08:49:37 GMT",
+        &mut Vec::new(),
+    );
+    assert!(matches!(up, Ok(Handshake::LinkUp { .. })));
+    // Packets lie back to back in the driver's read buffer: no headroom.
+    let client: Ipv6Addr = "2001:db8:1:5::a".parse().unwrap();
+    let (mut buf, _, _) = framed_udp(client, CORP_HOST, PACKET);
+    let (start, end) = (HEADROOM, HEADROOM + PACKET);
+    let mut link = IphttpsLink {
+        conn: &mut conn,
+        replies: &NoReplies,
+    };
+    assert!(matches!(
+        w.handle_iphttps(now, &mut link, &mut buf, start, end, 0),
+        Verdict::Tun { .. }
+    ));
+    let mut g = c.benchmark_group("pipeline");
+    g.throughput(Throughput::Bytes(PACKET as u64));
+    g.bench_function("iphttps_to_tun", |b| {
+        b.iter(|| black_box(w.handle_iphttps(now, &mut link, black_box(&mut buf), start, end, 0)))
+    });
+    g.finish();
+}
+
+criterion_group!(
+    benches,
+    teredo_to_tun,
+    iphttps_to_tun,
+    tun_to_teredo,
+    rs_to_ra
+);
 criterion_main!(benches);
