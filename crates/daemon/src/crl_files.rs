@@ -44,25 +44,53 @@ fn unix_secs(t: SystemTime) -> u64 {
         .map_or(0, |d| d.as_secs())
 }
 
+/// A list of files and the modification times last seen, for both CRL refreshes.
+struct FileTimes {
+    paths: Vec<PathBuf>,
+    seen: Vec<Option<SystemTime>>,
+}
+
+impl FileTimes {
+    /// `paths` with their modification times now (they were just read).
+    fn new(paths: &[PathBuf]) -> FileTimes {
+        FileTimes {
+            paths: paths.to_vec(),
+            seen: paths.iter().map(|p| modified(p)).collect(),
+        }
+    }
+
+    /// Whether a modification time changed since the last look (a file that vanished counts
+    /// as changed). The times are recorded either way, so a file that fails to read is
+    /// retried only once it changes again.
+    fn changed(&mut self) -> bool {
+        let now: Vec<Option<SystemTime>> = self.paths.iter().map(|p| modified(p)).collect();
+        if now == self.seen {
+            return false;
+        }
+        self.seen = now;
+        true
+    }
+}
+
+fn modified(path: &Path) -> Option<SystemTime> {
+    std::fs::metadata(path).and_then(|m| m.modified()).ok()
+}
+
 /// What the CRL refresh looks at: the running configuration's `ipsec.crls`, their rule and
 /// period, and the modification times last seen. A reload replaces it ([`Watch::reset`]).
 pub struct Watch {
-    paths: Vec<PathBuf>,
+    files: FileTimes,
     refuse_expired: bool,
     period: Duration,
-    seen: Vec<Option<SystemTime>>,
 }
 
 impl Watch {
     /// The files of `cfg`, with their modification times now (they were just read).
     pub fn new(cfg: &Config) -> Watch {
-        let paths = cfg.ipsec.crls.clone();
-        let seen = paths.iter().map(|p| modified(p)).collect();
         Watch {
-            paths,
+            files: FileTimes::new(&cfg.ipsec.crls),
             refuse_expired: cfg.ipsec.crl_expired == IpsecCrlExpired::Refuse,
             period: Duration::from_secs(cfg.ipsec.crl_refresh_secs),
-            seen,
         }
     }
 
@@ -71,21 +99,14 @@ impl Watch {
         *self = Watch::new(cfg);
     }
 
-    /// The files again when a modification time changed since the last look (a file that
-    /// vanished counts as changed, and its read fails); `None` when none did. The times are
-    /// recorded either way, so a file that fails to read is retried only once it changes.
+    /// The files again when one changed since the last look ([`FileTimes::changed`]; a file
+    /// that vanished fails to read); `None` when none did.
     fn changed(&mut self) -> Option<Result<Crls>> {
-        let now: Vec<Option<SystemTime>> = self.paths.iter().map(|p| modified(p)).collect();
-        if now == self.seen {
+        if !self.files.changed() {
             return None;
         }
-        self.seen = now;
-        Some(read("ipsec.crls", &self.paths).map(|c| Crls::new(c, self.refuse_expired)))
+        Some(read("ipsec.crls", &self.files.paths).map(|c| Crls::new(c, self.refuse_expired)))
     }
-}
-
-fn modified(path: &Path) -> Option<SystemTime> {
-    std::fs::metadata(path).and_then(|m| m.modified()).ok()
 }
 
 /// Every `ipsec.crl_refresh_secs`, reads the CRL files whose modification time changed and
@@ -162,21 +183,15 @@ pub fn iphttps_tls(cfg: &Config) -> Result<Option<Arc<rustls::ServerConfig>>> {
 /// seen. A reload replaces it ([`TlsWatch::reset`]).
 pub struct TlsWatch {
     cfg: Config,
-    seen: Vec<Option<SystemTime>>,
+    files: FileTimes,
 }
 
 impl TlsWatch {
     /// `cfg`'s files, with their modification times now (they were just read).
     pub fn new(cfg: &Config) -> TlsWatch {
-        let seen = cfg
-            .iphttps
-            .client_crls
-            .iter()
-            .map(|p| modified(p))
-            .collect();
         TlsWatch {
             cfg: cfg.clone(),
-            seen,
+            files: FileTimes::new(&cfg.iphttps.client_crls),
         }
     }
 
@@ -192,18 +207,7 @@ impl TlsWatch {
     /// The TLS configuration read anew when a CRL file's modification time changed; `None`
     /// when none did. As [`Watch`], a file that fails is retried only once it changes.
     fn changed(&mut self) -> Option<Result<Option<Arc<rustls::ServerConfig>>>> {
-        let now: Vec<Option<SystemTime>> = self
-            .cfg
-            .iphttps
-            .client_crls
-            .iter()
-            .map(|p| modified(p))
-            .collect();
-        if now == self.seen {
-            return None;
-        }
-        self.seen = now;
-        Some(iphttps_tls(&self.cfg))
+        self.files.changed().then(|| iphttps_tls(&self.cfg))
     }
 }
 
@@ -250,10 +254,9 @@ mod tests {
         let path = dir.join("ca.crl");
         std::fs::write(&path, "not a CRL").expect("write");
         let mut w = Watch {
-            paths: vec![path.clone()],
+            files: FileTimes::new(std::slice::from_ref(&path)),
             refuse_expired: false,
             period: Duration::from_secs(10),
-            seen: vec![modified(&path)],
         };
         assert!(w.changed().is_none(), "nothing changed");
         let later = SystemTime::now() + Duration::from_secs(60);
