@@ -9,10 +9,10 @@
 //! ```
 //!
 //! Buffers are the caller's: a packet arrives in `buf[start..end]` with at least
-//! [`crate::HEADROOM`] bytes free before `start` (IP-HTTPS: the `headroom` the driver names),
-//! so outer headers are prepended in place. A
-//! verdict names the byte range to send; nothing is copied on the forwarding path, and nothing
-//! is allocated except when a packet must wait in a relay queue.
+//! [`crate::HEADROOM`] bytes free before `start` (IP-HTTPS: the `headroom` the driver names,
+//! and nothing past `end`), so outer headers are prepended in place. A verdict names the byte
+//! range to send; nothing is copied on the forwarding path, and nothing is allocated except
+//! when a packet must wait in a relay queue.
 
 use crate::icmp::TokenBucket;
 use crate::iphttps::IphttpsLink;
