@@ -118,17 +118,9 @@ impl Initiator {
         now: Instant,
         datagram: &[u8],
     ) -> Result<(), InitiatorError> {
-        let keys = self.keys.clone().ok_or(InitiatorError::Malformed)?;
-        let Ok((_, inner)) = keys::open_message(datagram, &keys.sk_er) else {
+        let Some((keys, inner)) = self.open_auth_response(datagram)? else {
             return Ok(());
         };
-        self.outstanding = None;
-        if let Some(kind) = inner.iter().find_map(|p| match p {
-            Payload::Notify(n) if n.is_error() => Some(n.kind),
-            _ => None,
-        }) {
-            return Err(InitiatorError::Notify(kind));
-        }
         let proof = ResponderProof::from(&inner).ok_or(InitiatorError::Malformed)?;
         let octets = [
             &self.init_response[..],
@@ -143,6 +135,27 @@ impl Initiator {
             return self.send_second_auth(now, &keys, identity);
         }
         self.establish(now, &keys, &inner, identity)
+    }
+
+    /// Opens a response to one of our IKE_AUTH requests. `None` when it does not open with
+    /// the responder's keys (not from the responder: ignored, the retransmission stays
+    /// armed); the responder's error notify, when it carries one, as the error.
+    pub(super) fn open_auth_response(
+        &mut self,
+        datagram: &[u8],
+    ) -> Result<Option<(IkeKeys, Vec<Payload>)>, InitiatorError> {
+        let keys = self.keys.clone().ok_or(InitiatorError::Malformed)?;
+        let Ok((_, inner)) = keys::open_message(datagram, &keys.sk_er) else {
+            return Ok(None);
+        };
+        self.outstanding = None;
+        if let Some(kind) = inner.iter().find_map(|p| match p {
+            Payload::Notify(n) if n.is_error() => Some(n.kind),
+            _ => None,
+        }) {
+            return Err(InitiatorError::Notify(kind));
+        }
+        Ok(Some((keys, inner)))
     }
 
     /// Builds the child SA from the response carrying SA, TSi and TSr, and reports it.

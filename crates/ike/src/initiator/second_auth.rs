@@ -108,17 +108,9 @@ impl Initiator {
         now: Instant,
         datagram: &[u8],
     ) -> Result<(), InitiatorError> {
-        let keys = self.keys.clone().ok_or(InitiatorError::Malformed)?;
-        let Ok((_, inner)) = keys::open_message(datagram, &keys.sk_er) else {
+        let Some((keys, inner)) = self.open_auth_response(datagram)? else {
             return Ok(());
         };
-        self.outstanding = None;
-        if let Some(kind) = inner.iter().find_map(|p| match p {
-            Payload::Notify(n) if n.is_error() => Some(n.kind),
-            _ => None,
-        }) {
-            return Err(InitiatorError::Notify(kind));
-        }
         let identity = self
             .second_auth
             .as_ref()
