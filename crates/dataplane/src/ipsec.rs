@@ -165,7 +165,11 @@ impl Worker {
             .seal(buf, esp_at, end - start, gate64_esp::NEXT_HEADER_IPV6)
             .map_err(|e| match e {
                 gate64_esp::SealError::Expired => DropReason::NoSa,
-                _ => DropReason::Truncated,
+                // No room for ESP's header and trailer around the packet, or more than
+                // AES-GCM may seal at once: the packet does not fit the tunnel.
+                gate64_esp::SealError::BufferTooSmall | gate64_esp::SealError::TooLong => {
+                    DropReason::Truncated
+                }
             })?;
         self.stats.esp(Direction::Tx, end - start);
         let payload_len = esp_at + esp_len - (outer_start + ipv6::HEADER_LEN);

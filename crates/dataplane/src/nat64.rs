@@ -79,7 +79,7 @@ impl From<NatError> for DropReason {
             NatError::NotOurs => DropReason::NoRoute,
             NatError::BadAddress => DropReason::Nat64BadAddress,
             NatError::Fragment => DropReason::Nat64Fragment,
-            _ => DropReason::Nat64Untranslatable,
+            NatError::Protocol => DropReason::Nat64Untranslatable,
         }
     }
 }
@@ -93,7 +93,18 @@ impl From<TranslateError> for DropReason {
             TranslateError::PacketTooBig { .. } | TranslateError::FragmentationNeeded { .. } => {
                 DropReason::PacketTooBig
             }
-            _ => DropReason::Nat64Untranslatable,
+            // Nothing the translator builds an equivalent for; the ICMP errors some of these
+            // call for went out (`icmpv6_error_for`, `icmpv4_error_for`) before the drop.
+            TranslateError::Unsupported
+            | TranslateError::BufferTooSmall
+            | TranslateError::NeedsFragmentation { .. }
+            | TranslateError::ParameterProblem { .. }
+            | TranslateError::HeaderAfterFragment
+            | TranslateError::SourceRoute
+            | TranslateError::UdpZeroChecksum
+            | TranslateError::BadChecksum
+            | TranslateError::NotInPlace
+            | TranslateError::Untranslatable => DropReason::Nat64Untranslatable,
         }
     }
 }
@@ -107,7 +118,8 @@ impl From<TableError> for DropReason {
             TableError::SessionLimit => DropReason::Nat64SessionLimit,
             TableError::ClientSessionLimit => DropReason::Nat64ClientSessionLimit,
             TableError::ClientPortLimit => DropReason::Nat64ClientPortLimit,
-            _ => DropReason::Nat64Untranslatable,
+            // Errors of setting the table up, never of a packet.
+            TableError::StaticConflict | TableError::Config => DropReason::Nat64Untranslatable,
         }
     }
 }

@@ -154,8 +154,10 @@ pub enum KeyError {
 }
 
 /// Why [`Outbound::seal`] did not seal.
+///
+/// Exhaustive on purpose: the dataplane maps each to a drop reason by name, so a new one
+/// must be given its reason there.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
-#[non_exhaustive]
 pub enum SealError {
     /// `buf` has no room for the header before the inner packet or the trailer after it:
     /// a bug in the caller's buffer layout.

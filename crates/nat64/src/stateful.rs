@@ -48,8 +48,10 @@ pub struct Settings {
 }
 
 /// Why a packet was not translated.
+///
+/// Exhaustive on purpose: the dataplane maps each to a drop reason by name, so a new one
+/// must be given its reason there.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
-#[non_exhaustive]
 pub enum Error {
     /// The header translation refused it (some variants ask for an ICMP error back).
     #[error(transparent)]

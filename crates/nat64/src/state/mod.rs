@@ -177,8 +177,10 @@ impl Config {
 }
 
 /// Why a packet found no mapping.
+///
+/// Exhaustive on purpose: the dataplane maps each to a drop reason by name, so a new one
+/// must be given its reason there.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
-#[non_exhaustive]
 pub enum TableError {
     /// IPv4 packet with no BIB entry, or filtered out: reply ICMPv4 3/3 (RFC 6146 §3.5.1.1;
     /// Jool test "bibless"). TCP: also an unsolicited SYN.

@@ -70,8 +70,10 @@ impl Default for Config {
 
 /// Why a packet was not translated. The variants marked "reply" name the ICMP error RFC 7915
 /// wants sent back to the packet's source; the others are silent drops.
+///
+/// Exhaustive on purpose: the dataplane maps each to a drop reason by name, so a new one
+/// must be given its reason there.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
-#[non_exhaustive]
 pub enum TranslateError {
     /// Shorter than its headers or length fields say.
     #[error("truncated packet")]
