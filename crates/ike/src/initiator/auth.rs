@@ -12,38 +12,21 @@ impl Initiator {
         keys: &IkeKeys,
         m: &Message,
     ) -> Result<(), InitiatorError> {
-        let ours = self.config.credentials.id();
-        let idi = Identification {
-            kind: ours.id_type.code(),
-            data: ours.data.clone(),
-        };
-        let octets = [
-            &self.init_request[..],
-            &self.nr,
-            &keys::prf(&keys.sk_pi.0, &[&idi.body()]),
-        ]
-        .concat();
         let hashes = find_notify(&m.payloads, notify::SIGNATURE_HASH_ALGORITHMS)
             .and_then(|n| SigHash::parse_notify(&n.data).ok())
             .unwrap_or_default();
         self.note_multiple_auth(m, &hashes);
-        let method = if hashes.is_empty() {
-            self.config.credentials.classic_method()
-        } else {
-            AuthMethod::DigitalSignature
-        };
-        let (method, auth) = self
-            .config
-            .credentials
-            .sign(method, &octets, &hashes)
-            .map_err(InitiatorError::Auth)?;
+        let (idi, auth) = prove(
+            &self.config.credentials,
+            &self.init_request,
+            &self.nr,
+            keys,
+            &hashes,
+        )?;
         // The responder's IKE_SA_INIT message is what it signs (RFC 7296 §2.15).
         self.init_response = init_response.to_vec();
         let mut payloads = self.identities(idi);
-        payloads.push(Payload::Auth {
-            method: method.code(),
-            data: auth,
-        });
+        payloads.push(auth);
         payloads.extend(self.multiple_auth_notifies());
         payloads.extend(self.cfg_request());
         let proposal = self.esp_proposal();
@@ -70,10 +53,7 @@ impl Initiator {
     /// the IDr we ask for (RFC 7296 §1.2's order).
     fn identities(&self, idi: Identification) -> Vec<Payload> {
         let mut payloads = vec![Payload::IdI(idi)];
-        payloads.extend(self.config.credentials.chain_der().map(|c| Payload::Cert {
-            encoding: 4,
-            data: c.to_vec(),
-        }));
+        payloads.extend(certificates(&self.config.credentials));
         if self.initial_contact {
             payloads.push(Payload::Notify(Notify::new(
                 notify::INITIAL_CONTACT,
@@ -214,4 +194,43 @@ impl Initiator {
         cert.verify_auth(method, p.auth, octets)?;
         Ok(cert.subject())
     }
+}
+
+/// Our IDi and the AUTH payload that proves `credentials` (RFC 7296 §2.15: the signature over
+/// our IKE_SA_INIT message, the responder's nonce and prf(SK_pi, IDi)): a digital signature
+/// (RFC 7427) when the responder named hash algorithms, the key's classic method otherwise.
+pub(super) fn prove(
+    credentials: &Credentials,
+    init_request: &[u8],
+    nr: &[u8],
+    keys: &IkeKeys,
+    peer_hashes: &[SigHash],
+) -> Result<(Identification, Payload), InitiatorError> {
+    let ours = credentials.id();
+    let idi = Identification {
+        kind: ours.id_type.code(),
+        data: ours.data,
+    };
+    let octets = [init_request, nr, &keys::prf(&keys.sk_pi.0, &[&idi.body()])].concat();
+    let method = if peer_hashes.is_empty() {
+        credentials.classic_method()
+    } else {
+        AuthMethod::DigitalSignature
+    };
+    let (method, data) = credentials
+        .sign(method, &octets, peer_hashes)
+        .map_err(InitiatorError::Auth)?;
+    let auth = Payload::Auth {
+        method: method.code(),
+        data,
+    };
+    Ok((idi, auth))
+}
+
+/// The CERT payloads of `credentials`' chain, X.509 in DER (encoding 4, RFC 7296 §3.6).
+pub(super) fn certificates(credentials: &Credentials) -> impl Iterator<Item = Payload> + '_ {
+    credentials.chain_der().map(|c| Payload::Cert {
+        encoding: 4,
+        data: c.to_vec(),
+    })
 }

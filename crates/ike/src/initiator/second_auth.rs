@@ -4,10 +4,11 @@
 
 use std::time::Instant;
 
+use super::auth::{certificates, prove};
 use super::{Initiator, InitiatorError, State};
-use crate::auth::{AuthMethod, Credentials, SigHash};
+use crate::auth::{Credentials, SigHash};
 use crate::keys::{self, IkeKeys};
-use crate::message::{Header, Identification, Message, Notify, Payload, exchange, flags, notify};
+use crate::message::{Header, Message, Notify, Payload, exchange, flags, notify};
 
 /// RFC 4739 state: the user credentials and what the second round needs.
 pub(super) struct SecondAuth {
@@ -58,35 +59,16 @@ impl Initiator {
             return Err(InitiatorError::Malformed);
         };
         second.responder = responder;
-        let user = second.user.id();
-        let idi = Identification {
-            kind: user.id_type.code(),
-            data: user.data.clone(),
-        };
-        let octets = [
-            &self.init_request[..],
+        let (idi, auth) = prove(
+            &second.user,
+            &self.init_request,
             &self.nr,
-            &keys::prf(&keys.sk_pi.0, &[&idi.body()]),
-        ]
-        .concat();
-        let method = if second.peer_hashes.is_empty() {
-            second.user.classic_method()
-        } else {
-            AuthMethod::DigitalSignature
-        };
-        let (method, auth) = second
-            .user
-            .sign(method, &octets, &second.peer_hashes)
-            .map_err(InitiatorError::Auth)?;
+            keys,
+            &second.peer_hashes,
+        )?;
         let mut payloads = vec![Payload::IdI(idi)];
-        payloads.extend(second.user.chain_der().map(|c| Payload::Cert {
-            encoding: 4,
-            data: c.to_vec(),
-        }));
-        payloads.push(Payload::Auth {
-            method: method.code(),
-            data: auth,
-        });
+        payloads.extend(certificates(&second.user));
+        payloads.push(auth);
         let header = Header {
             spi_i: self.spi_i,
             spi_r: self.spi_r,
