@@ -604,7 +604,7 @@ impl Connection {
         }
     }
 
-    /// Ok(true) for traffic, Ok(false) for the server's own ND messages.
+    /// Writes an RA for the client's /64 to `dst` into `out` and counts it; its length.
     fn emit_ra(&mut self, out: &mut [u8], dst: &Ipv6Addr) -> Option<usize> {
         let ra = icmpv6::RouterAdvert {
             router_lifetime: self.cfg.router_lifetime,
