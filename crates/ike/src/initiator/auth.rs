@@ -129,10 +129,7 @@ impl Initiator {
             return Ok(None);
         };
         self.outstanding = None;
-        if let Some(kind) = inner.iter().find_map(|p| match p {
-            Payload::Notify(n) if n.is_error() => Some(n.kind),
-            _ => None,
-        }) {
+        if let Some(kind) = find_error_notify(&inner) {
             return Err(InitiatorError::Notify(kind));
         }
         Ok(Some((keys, inner)))

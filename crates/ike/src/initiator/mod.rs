@@ -27,7 +27,8 @@ use crate::child_sa::{
 use crate::keys::{self, CryptoError, Group, IkeKeys, KeyExchange};
 use crate::message::{
     CfgAttribute, Configuration, Header, Identification, Message, Notify, Payload, Proposal,
-    TrafficSelector, Transform, cfg, exchange, find_notify, flags, notify, transform,
+    TrafficSelector, Transform, cfg, exchange, find_error_notify, find_notify, flags, notify,
+    transform,
 };
 use crate::responder::nat_detection_hash;
 use replies::{ChildReply, ResponderProof};
@@ -419,10 +420,7 @@ impl Initiator {
             self.kex = KeyExchange::generate(group)?;
             return self.send_init(now);
         }
-        if let Some(n) = m.payloads.iter().find_map(|p| match p {
-            Payload::Notify(n) if n.is_error() => Some(n.kind),
-            _ => None,
-        }) {
+        if let Some(n) = find_error_notify(&m.payloads) {
             return Err(InitiatorError::Notify(n));
         }
         let (mut ke, mut nr) = (None, None);

@@ -11,7 +11,8 @@ use super::replies::ChildReply;
 use super::{Initiator, InitiatorEvent, State, esp_proposal};
 use crate::keys;
 use crate::message::{
-    Delete, Header, Notify, Payload, TrafficSelector, exchange, flags, notify, transform,
+    Delete, Header, Notify, Payload, TrafficSelector, exchange, find_error_notify, flags, notify,
+    transform,
 };
 
 /// The child SA in use: what a rekey asks for again.
@@ -134,10 +135,7 @@ impl Initiator {
         new_spi: u32,
         ni: &[u8],
     ) {
-        if let Some(kind) = inner.iter().find_map(|p| match p {
-            Payload::Notify(n) if n.is_error() => Some(n.kind),
-            _ => None,
-        }) {
+        if let Some(kind) = find_error_notify(inner) {
             self.events.push_back(InitiatorEvent::RekeyRefused(kind));
             return;
         }

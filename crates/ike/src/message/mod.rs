@@ -524,6 +524,14 @@ pub fn find_notify(payloads: &[Payload], kind: u16) -> Option<&Notify> {
     })
 }
 
+/// The type of the first error notify in `payloads` (types below 16384, RFC 7296 §3.10.1).
+pub fn find_error_notify(payloads: &[Payload]) -> Option<u16> {
+    payloads.iter().find_map(|p| match p {
+        Payload::Notify(n) if n.is_error() => Some(n.kind),
+        _ => None,
+    })
+}
+
 pub(crate) fn be16(b: &[u8]) -> u16 {
     u16::from_be_bytes([b[0], b[1]])
 }
