@@ -44,7 +44,7 @@ use gate64_ike::auth::{Credentials, Identity, TrustAnchors};
 use gate64_ike::initiator::{Initiator, InitiatorConfig, InitiatorEvent};
 use gate64_ike::keys::Group;
 use gate64_ike::message::TrafficSelector;
-use gate64_wire::{checksum, ipv6, udp};
+use gate64_wire::{ipv6, udp};
 use ipnet::Ipv6Net;
 use std::net::{IpAddr, Ipv6Addr, SocketAddr};
 use std::path::Path;

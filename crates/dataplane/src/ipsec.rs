@@ -25,8 +25,8 @@ use crate::stats::Direction;
 use crate::{ClientBinding, DropReason, Shared, Verdict, Worker};
 use gate64_esp::udp_encap::{self, Encapsulated, IKE_PORT, NAT_T_PORT};
 use gate64_esp::{OpenError, OutboundEntry, SPI_SEQ_IV_LEN};
-use gate64_wire::{checksum, ipv6, udp};
-use std::net::{IpAddr, Ipv6Addr};
+use gate64_wire::{ipv6, udp};
+use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -188,12 +188,13 @@ impl Worker {
             &sa.peer.outer,
         )?;
         if let Some(port) = udp {
-            emit_udp(
+            // RFC 3948 §2.1: from 4500 to the client's port.
+            udp::emit_over_v6(
                 &mut out[ipv6::HEADER_LEN..],
-                &endpoint,
-                &sa.peer.outer,
+                (&endpoint, &sa.peer.outer),
+                NAT_T_PORT,
                 port,
-            );
+            )?;
         }
         Ok(Sealing {
             span: (outer_start, outer_end),
@@ -210,21 +211,6 @@ pub(crate) struct Sealing {
     pub(crate) span: (usize, usize),
     /// Whether an outbound child SA sealed it.
     pub(crate) sealed: bool,
-}
-
-/// Writes the UDP header (4500 -> the client's `port`, RFC 3948 §2.1) in front of the ESP
-/// packet filling the rest of `dgram`, with its checksum (mandatory over IPv6, RFC 8200 §8.1).
-fn emit_udp(dgram: &mut [u8], src: &Ipv6Addr, dst: &Ipv6Addr, port: u16) {
-    let len = u16::try_from(dgram.len()).unwrap_or(u16::MAX);
-    let repr = udp::Repr {
-        src_port: NAT_T_PORT,
-        dst_port: port,
-        payload_len: len.saturating_sub(udp::HEADER_LEN as u16),
-    };
-    if repr.emit(dgram).is_ok() {
-        let pseudo = checksum::pseudo_header_v6(src, dst, ipv6::NH_UDP, u32::from(len));
-        udp::Packet::new_unchecked(dgram).fill_checksum(pseudo);
-    }
 }
 
 /// The drop reason of a packet its SA would not open.

@@ -1,6 +1,7 @@
 //! UDP header view and representation (RFC 768).
 
-use crate::{Error, Result, checksum};
+use crate::{Error, Result, checksum, ipv6};
+use std::net::Ipv6Addr;
 
 /// Length of the UDP header.
 pub const HEADER_LEN: usize = 8;
@@ -164,6 +165,29 @@ impl Repr {
         h[field::CHECKSUM].fill(0);
         Ok(())
     }
+}
+
+/// Writes the UDP header (`src_port` → `dst_port`) in front of the payload that fills the
+/// rest of `dgram`, with its checksum over the IPv6 addresses `src` → `dst` (mandatory over
+/// IPv6, RFC 8200 §8.1). `Truncated` when `dgram` is shorter than a header, `Malformed` when
+/// it is longer than a UDP length can say.
+pub fn emit_over_v6(
+    dgram: &mut [u8],
+    (src, dst): (&Ipv6Addr, &Ipv6Addr),
+    src_port: u16,
+    dst_port: u16,
+) -> Result<()> {
+    let len = u16::try_from(dgram.len()).map_err(|_| Error::Malformed)?;
+    let payload_len = len.checked_sub(HEADER_LEN as u16).ok_or(Error::Truncated)?;
+    Repr {
+        src_port,
+        dst_port,
+        payload_len,
+    }
+    .emit(dgram)?;
+    let pseudo = checksum::pseudo_header_v6(src, dst, ipv6::NH_UDP, u32::from(len));
+    Packet::new_unchecked(dgram).fill_checksum(pseudo);
+    Ok(())
 }
 
 #[cfg(test)]

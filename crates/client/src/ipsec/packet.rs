@@ -34,17 +34,8 @@ fn write_udp_headers(pkt: &mut [u8], src: SocketAddr, dst: SocketAddr, udp_len: 
         return;
     };
     let _ = ipv6::emit_header(pkt, udp_len, ipv6::NH_UDP, HOP_LIMIT, &s, &d);
-    let Some(dgram) = pkt.get_mut(ipv6::HEADER_LEN..) else {
-        return;
-    };
-    let repr = udp::Repr {
-        src_port: src.port(),
-        dst_port: dst.port(),
-        payload_len: udp_len.saturating_sub(udp::HEADER_LEN as u16),
-    };
-    if repr.emit(dgram).is_ok() {
-        let pseudo = checksum::pseudo_header_v6(&s, &d, ipv6::NH_UDP, u32::from(udp_len));
-        udp::Packet::new_unchecked(dgram).fill_checksum(pseudo);
+    if let Some(dgram) = pkt.get_mut(ipv6::HEADER_LEN..) {
+        let _ = udp::emit_over_v6(dgram, (&s, &d), src.port(), dst.port());
     }
 }
 

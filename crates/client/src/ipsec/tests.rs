@@ -58,7 +58,7 @@ fn ike_rides_udp_4500_behind_the_non_esp_marker() {
     let (IpAddr::V6(s), IpAddr::V6(d)) = (local.ip(), remote.ip()) else {
         unreachable!()
     };
-    let pseudo = checksum::pseudo_header_v6(&s, &d, ipv6::NH_UDP, u32::from(u.len()));
+    let pseudo = gate64_wire::checksum::pseudo_header_v6(&s, &d, ipv6::NH_UDP, u32::from(u.len()));
     assert!(u.verify_checksum(pseudo));
     let v4: SocketAddr = "192.0.2.1:4500".parse().unwrap();
     assert!(ike_packet(v4, remote, &ike).is_none());

@@ -98,3 +98,26 @@ fn peek_ports_reads_the_first_four_bytes_only() {
     assert_eq!(peek_ports(&[0, 53, 0]), None);
     assert_eq!(peek_ports(&[]), None);
 }
+
+#[test]
+fn emit_over_v6_writes_the_header_and_checksum_an_independent_implementation_computes() {
+    let (want, src, dst) = datagram();
+    let mut b = want.clone();
+    b[..HEADER_LEN].fill(0xaa);
+    emit_over_v6(&mut b, (&src, &dst), 40000, 53).unwrap();
+    assert_eq!(b, want);
+}
+
+#[test]
+fn emit_over_v6_refuses_what_no_udp_header_can_describe() {
+    let a: Ipv6Addr = "2001:db8::1".parse().unwrap();
+    assert_eq!(
+        emit_over_v6(&mut [0u8; 7], (&a, &a), 1, 2),
+        Err(Error::Truncated)
+    );
+    let mut huge = vec![0u8; usize::from(u16::MAX) + 1];
+    assert_eq!(
+        emit_over_v6(&mut huge, (&a, &a), 1, 2),
+        Err(Error::Malformed)
+    );
+}
