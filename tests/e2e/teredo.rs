@@ -227,11 +227,10 @@ fn iperf_what(reverse: bool) -> &'static str {
 /// promtool (Debian package `prometheus`) is installed; CI must have it.
 pub(crate) fn promtool_check(topo: &Topology, text: &str) -> Result<()> {
     let Some(promtool) = find_tool("promtool") else {
-        ensure!(
-            std::env::var_os("CI").is_none(),
-            "promtool not found: apt-get install prometheus (scripts/test installs it)"
+        gate64_testkit::skip_or_fail(
+            "promtool_check",
+            "promtool not installed (Debian package prometheus): /metrics not linted",
         );
-        println!("note: promtool not installed, /metrics not linted");
         return Ok(());
     };
     let file = topo.srv.write_file("metrics.txt", text)?;

@@ -51,21 +51,47 @@ pub fn netns_available() -> bool {
 }
 
 /// The gate every netns test passes first. Returns `true` when namespaces are available.
-/// Otherwise prints `skipping <test>: needs root and ip netns` and returns `false`, except
-/// when the environment variable `CI` is set: CI runs as root, so there it panics rather than
-/// skip silently.
+/// Otherwise the test fails, naming what is missing, unless the run opted out of the tests
+/// that need root (`scripts/test --unit-only`, environment `GATE64_UNIT_ONLY`): then it
+/// returns `false` after [`skip_or_fail`] recorded the skip.
 pub fn netns_or_skip(test: &str) -> bool {
     if netns_available() {
         return true;
     }
-    if std::env::var_os("CI").is_some() {
+    let why = if gate64_sys::process::geteuid() != 0 {
+        "needs root (network namespaces)"
+    } else {
+        "`ip netns add` fails: the kernel needs network namespaces and iproute2"
+    };
+    skip_or_fail(test, why);
+    false
+}
+
+/// The environment variable of the explicit opt-out (`scripts/test --unit-only`).
+pub const UNIT_ONLY_ENV: &str = "GATE64_UNIT_ONLY";
+/// The file, named by `scripts/test`, where every skip is written as a line.
+pub const SKIP_LOG_ENV: &str = "GATE64_SKIP_LOG";
+
+/// A test whose precondition `why` is missing (a tool, root, a kernel feature) calls this and
+/// then returns. Without the opt-out (`GATE64_UNIT_ONLY`) it panics, naming the test and what
+/// is missing: a run that was not told to leave such tests out never passes them by skipping.
+/// With it, it prints `skipping <test>: <why>` and adds that line to the file named by
+/// `GATE64_SKIP_LOG`, from which `scripts/test` counts the skips.
+pub fn skip_or_fail(test: &str, why: &str) {
+    if std::env::var_os(UNIT_ONLY_ENV).is_none() {
         panic!(
-            "{test}: CI is set but network namespaces are unavailable (needs root and a \
-             working `ip netns`); refusing to skip"
+            "{test}: {why}. `sudo scripts/test` installs and checks what the tests need; to run \
+             without it, opt out explicitly with `scripts/test --unit-only` ({UNIT_ONLY_ENV}=1)"
         );
     }
-    eprintln!("skipping {test}: needs root and ip netns");
-    false
+    let line = format!("skipping {test}: {why}");
+    eprintln!("{line}");
+    if let Some(path) = std::env::var_os(SKIP_LOG_ENV) {
+        // Appends of one short line are atomic on Linux, so tests in parallel do not mix.
+        if let Ok(mut f) = fs::OpenOptions::new().append(true).create(true).open(path) {
+            let _ = f.write_all(format!("{line}\n").as_bytes());
+        }
+    }
 }
 
 /// Finds an executable by name in `PATH` and in the sbin directories (which a non-root
@@ -779,10 +805,16 @@ mod tests {
     }
 
     #[test]
-    fn skip_without_root_unless_ci() {
-        if netns_available() || std::env::var_os("CI").is_some() {
+    fn a_missing_precondition_fails_without_the_opt_out() {
+        // The opt-out is read from the environment; this test runs in a process of its own
+        // (nextest), and only the unset case is checked, so it changes nothing.
+        if std::env::var_os(UNIT_ONLY_ENV).is_some() {
             return;
         }
-        assert!(!netns_or_skip("skip_without_root_unless_ci"));
+        let r = std::panic::catch_unwind(|| skip_or_fail("probe", "needs a tool"));
+        let msg = r.expect_err("a skip without the opt-out must fail");
+        let msg = msg.downcast_ref::<String>().cloned().unwrap_or_default();
+        assert!(msg.contains("probe: needs a tool"), "{msg}");
+        assert!(msg.contains("--unit-only"), "{msg}");
     }
 }
