@@ -12,7 +12,7 @@ use anyhow::{Context, Result};
 use gate64_accounting::accountant::Accountant;
 use gate64_accounting::{Counts, Line, Tracker, Tunnel};
 use gate64_config::Config;
-use gate64_dataplane::Shared;
+use gate64_dataplane::{DisconnectReason, Shared};
 use gate64_esp::{InboundEntry, SaDb, TunnelKind};
 use gate64_ike::responder::{EndReason, Event};
 use gate64_io::logs::lines::{Handle, Lost, Sender};
@@ -266,5 +266,16 @@ fn tunnel(kind: TunnelKind) -> Tunnel {
 /// The session log's `reason` for an end the responder made: the words of
 /// `gate64_ipsec_disconnects_total{reason}`.
 fn end_label(reason: EndReason) -> &'static str {
-    crate::ike::disconnect_reason(reason).as_str()
+    disconnect_reason(reason).as_str()
+}
+
+/// The `gate64_ipsec_disconnects_total` reason of an end the responder made.
+pub(crate) fn disconnect_reason(reason: EndReason) -> DisconnectReason {
+    match reason {
+        EndReason::Replaced => DisconnectReason::Replaced,
+        EndReason::Reauth => DisconnectReason::Reauth,
+        EndReason::Expired => DisconnectReason::Expired,
+        EndReason::Revoked => DisconnectReason::Revoked,
+        EndReason::Administrator => DisconnectReason::Admin,
+    }
 }

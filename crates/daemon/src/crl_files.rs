@@ -172,8 +172,8 @@ pub fn iphttps_tls(cfg: &Config) -> Result<Option<Arc<rustls::ServerConfig>>> {
         cert,
         key,
         i.client_ca.as_deref(),
-        (&i.client_crls, crate::ike::crl_expired_refuses(cfg)),
-        crate::ike::client_eku(cfg),
+        (&i.client_crls, crate::settings::crl_expired_refuses(cfg)),
+        crate::settings::client_eku(cfg),
     )?;
     Ok(Some(tls))
 }

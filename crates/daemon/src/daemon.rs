@@ -236,7 +236,7 @@ impl Daemon {
     /// cannot be created (no root for /run, say) is a warning, not a reason to stop serving.
     pub fn start_control(&self, cfg: &Config) -> bool {
         let path = &cfg.control.socket;
-        let listener = match crate::status::bind(path) {
+        let listener = match crate::control::bind(path) {
             Ok(l) => l,
             Err(e) => {
                 tracing::warn!(error = %format!("{e:#}"), "no control socket: `gate64 status` will not answer");
@@ -263,8 +263,8 @@ impl Daemon {
                 links_closed,
             })
         });
-        let handlers = crate::status::ControlHandlers { read, disconnect };
-        tokio::spawn(crate::status::serve(
+        let handlers = crate::control::ControlHandlers { read, disconnect };
+        tokio::spawn(crate::control::serve(
             listener,
             handlers,
             self.stop_tx.subscribe(),

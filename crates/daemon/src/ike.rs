@@ -1,16 +1,13 @@
 //! The daemon's side of IKE: the responder built from `[ipsec]`, its sockets bound on the
 //! endpoint before the privilege drop, and its events turned into SA installs and metrics.
 
-use crate::accounting::Sessions;
+use crate::accounting::{Sessions, disconnect_reason};
+use crate::settings::client_eku;
 use anyhow::{Context, Result};
-use gate64_config::{
-    Config, IpsecClientEku, IpsecCrlExpired, IpsecOcsp, IpsecSecondAuth, IpsecUniqueIds,
-};
-use gate64_dataplane::{
-    DisconnectReason, IkeResult, IkeShedReason, IpsecStats, OcspResult, RekeyKind,
-};
+use gate64_config::{Config, IpsecCrlExpired, IpsecOcsp, IpsecSecondAuth, IpsecUniqueIds};
+use gate64_dataplane::{IkeResult, IkeShedReason, IpsecStats, OcspResult, RekeyKind};
 use gate64_esp::SaDb;
-use gate64_ike::auth::{ClientEku, Credentials, Crls, Identity, TrustAnchors};
+use gate64_ike::auth::{Credentials, Crls, Identity, TrustAnchors};
 use gate64_ike::responder::{
     self, Event, Refusal, Responder, ResponderConfig, SecondAuthPolicy, UniqueIds,
 };
@@ -167,20 +164,6 @@ fn read_user_anchors(cfg: &Config, crls: &Crls) -> Result<Option<TrustAnchors>> 
     Ok(Some(
         anchors.for_clients(client_eku(cfg)).with_crls(crls.clone()),
     ))
-}
-
-/// Whether `ipsec.crl_expired` refuses the certificates of a CA whose CRL is past its
-/// nextUpdate (IKE and IP-HTTPS alike).
-pub fn crl_expired_refuses(cfg: &Config) -> bool {
-    cfg.ipsec.crl_expired == IpsecCrlExpired::Refuse
-}
-
-/// `ipsec.client_eku` as the IKE crate's rule.
-pub fn client_eku(cfg: &Config) -> ClientEku {
-    match cfg.ipsec.client_eku {
-        IpsecClientEku::Strict => ClientEku::Strict,
-        IpsecClientEku::Any => ClientEku::Any,
-    }
 }
 
 /// `ipsec.ocsp` and `ipsec.ocsp_url` of `cfg` for a running checker (a reload).
@@ -375,17 +358,6 @@ fn on_event(sadb: &SaDb, stats: &IpsecStats, sessions: Option<&Sessions>, event:
             debug!(%peer, reason = reason.label(), "IKE refused");
         }
         _ => {}
-    }
-}
-
-/// The `gate64_ipsec_disconnects_total` reason of an end the responder made.
-pub(crate) fn disconnect_reason(reason: responder::EndReason) -> DisconnectReason {
-    match reason {
-        responder::EndReason::Replaced => DisconnectReason::Replaced,
-        responder::EndReason::Reauth => DisconnectReason::Reauth,
-        responder::EndReason::Expired => DisconnectReason::Expired,
-        responder::EndReason::Revoked => DisconnectReason::Revoked,
-        responder::EndReason::Administrator => DisconnectReason::Admin,
     }
 }
 

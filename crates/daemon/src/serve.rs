@@ -1,37 +1,15 @@
-//! `gate64 serve` and the admin commands that read the configuration: logging, signals,
-//! reload, shutdown, `check-config`, `status`.
+//! `gate64 serve` and `gate64 check-config`: logging, signals, reload, shutdown.
 
 use crate::daemon;
 use crate::privilege;
 use anyhow::{Context, Result};
 use gate64_config::{Config, LogFormat};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::Duration;
 use tracing::{info, warn};
 use tracing_subscriber::layer::SubscriberExt;
 use tracing_subscriber::util::SubscriberInitExt;
 use tracing_subscriber::{EnvFilter, Registry, reload};
-
-/// The control socket: `socket`, else `control.socket` of the file `config`, else the
-/// default.
-pub(crate) fn control_socket(socket: Option<PathBuf>, config: Option<PathBuf>) -> Result<PathBuf> {
-    Ok(match (socket, config) {
-        (Some(s), _) => s,
-        (None, Some(file)) => Config::load(&file)?.control.socket,
-        (None, None) => PathBuf::from(gate64_config::defaults::CONTROL_SOCKET),
-    })
-}
-
-/// `gate64 status`: the running daemon's IPsec clients, as a table or as JSON.
-pub fn status(json: bool, socket: Option<PathBuf>, config: Option<PathBuf>) -> Result<()> {
-    let socket = control_socket(socket, config)?;
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .context("starting a runtime")?;
-    print!("{}", rt.block_on(crate::status::query(&socket, json))?);
-    Ok(())
-}
 
 /// `gate64 check-config`: the file parsed and its files read as `serve` would; its warnings.
 pub fn check_config(file: &Path) -> Result<()> {

@@ -3,8 +3,9 @@
 //! the NAT64 engine and the IP-HTTPS server's settings and /64 pool.
 
 use anyhow::Result;
-use gate64_config::Config;
+use gate64_config::{Config, IpsecClientEku, IpsecCrlExpired};
 use gate64_dataplane::{DataplaneConfig, Prefix};
+use gate64_ike::auth::ClientEku;
 use gate64_teredo::{RelayConfig, ServerConfig};
 use std::sync::Arc;
 use std::time::Duration;
@@ -200,4 +201,18 @@ pub(crate) fn iphttps_settings(cfg: &Config) -> Option<gate64_io::iphttps::Setti
         max_handshakes_per_network: i.max_handshakes_per_network,
         max_connections_per_source: i.max_connections_per_source,
     })
+}
+
+/// Whether `ipsec.crl_expired` refuses the certificates of a CA whose CRL is past its
+/// nextUpdate (IKE and IP-HTTPS alike).
+pub fn crl_expired_refuses(cfg: &Config) -> bool {
+    cfg.ipsec.crl_expired == IpsecCrlExpired::Refuse
+}
+
+/// `ipsec.client_eku` as the IKE crate's rule.
+pub fn client_eku(cfg: &Config) -> ClientEku {
+    match cfg.ipsec.client_eku {
+        IpsecClientEku::Strict => ClientEku::Strict,
+        IpsecClientEku::Any => ClientEku::Any,
+    }
 }

@@ -11,8 +11,7 @@
 //! §4), an IP-HTTPS connection's /64, an SA's peer. The buckets are a fixed table
 //! ([`RateLimiter`]): O(1) per packet, nothing a flood of sources can grow.
 
-use crate::ratelimit::RateLimiter;
-use crate::worker::LIMITER_SLOTS;
+use crate::ratelimit::{LIMITER_SLOTS, RateLimiter};
 use crate::{ClientBinding, DropReason, Worker};
 use std::net::Ipv6Addr;
 use std::time::Instant;

@@ -16,7 +16,7 @@
 
 use crate::icmp::TokenBucket;
 use crate::iphttps::IphttpsLink;
-use crate::ratelimit::RateLimiter;
+use crate::ratelimit::{LIMITER_SLOTS, RateLimiter};
 use crate::verdict::GsoRun;
 use crate::{Direction, DropReason, Shared, Side, Stats, Transmit, Verdict};
 use gate64_iphttps::server::MAX_REPLY_LEN;
@@ -29,10 +29,6 @@ use std::time::{Duration, Instant};
 /// How often the relay's and NAT64's timers run ([`Worker::handle_timeout`]): bubble retries
 /// are paced at 2 s and NAT64 lifetimes are seconds, so half a second is exact enough.
 pub const TIMER_INTERVAL: Duration = Duration::from_millis(500);
-
-/// Buckets per rate limiter (8 bytes each): collisions stay rare at any realistic number of
-/// simultaneous sources.
-pub(crate) const LIMITER_SLOTS: usize = 1 << 16;
 
 /// The rate limiters' hash key: random per worker, so no sender can predict which addresses
 /// share a bucket; fixed in unit tests, so they are reproducible.

@@ -1,12 +1,13 @@
-//! The gate64 binary: one CLI over the daemon and its admin commands (`gate64-daemon`), the
-//! Linux client (`gate64-client`) and the lab (`gate64-lab`).
+//! The gate64 binary: one CLI over the daemon (`gate64-daemon`), its admin commands
+//! (`gate64-admin`), the Linux client (`gate64-client`) and the lab (`gate64-lab`).
 #![forbid(unsafe_code)]
 
 mod generate;
 
 use clap::{CommandFactory, Parser, Subcommand};
+use gate64_admin::{disconnect, sessions};
 use gate64_client::connect;
-use gate64_daemon::{certs, disconnect, sessions};
+use gate64_daemon::certs;
 use gate64_lab::{bench, demo};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -95,7 +96,7 @@ fn main() -> ExitCode {
             json,
             socket,
             config,
-        } => gate64_daemon::status(json, socket, config),
+        } => gate64_admin::status::run(json, socket, config),
         Command::Disconnect(args) => disconnect::run(args),
         Command::Sessions(args) => sessions::run(&args),
         Command::GenerateMan { dir } => generate::man_pages(Cli::command(), &dir).map(print_paths),

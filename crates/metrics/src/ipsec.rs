@@ -12,7 +12,7 @@ use gate64_dataplane::{
 use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric, MetricEncoder};
 use prometheus_client::metrics::MetricType;
 
-use crate::exporter::{counter, counter_family, gauge};
+use crate::encode::{counter, counter_family, gauge};
 use crate::names;
 
 /// What a scrape reads for IPsec.

@@ -21,6 +21,7 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+mod encode;
 mod exporter;
 mod ipsec;
 pub mod names;

@@ -1,7 +1,13 @@
 use super::*;
+use crate::control::{ControlHandlers, bind, serve};
+use gate64_admin::status::{render, text};
+use gate64_control::client::request_line;
 use gate64_dataplane::{DataplaneConfig, Prefix};
 use gate64_esp::{ChildSaPair, Cipher, Lifetime, Peer, SaDb, SaKeys, SaParams};
 use gate64_ike::responder::IkeSaInfo;
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+use std::sync::Arc;
 use std::time::Duration;
 
 /// The driver's view: three established IKE SAs, one per child SA of
@@ -180,6 +186,15 @@ fn selectors_print_as_prefixes_or_ranges() {
     assert_eq!(selector(&Selector::prefix("::/0".parse().unwrap())), "::/0");
 }
 
+/// The daemon's answer to `line`, asked as `gate64 status` and `gate64 disconnect` ask it
+/// (the blocking client, off the runtime that serves).
+async fn ask(path: &Path, line: &str) -> Vec<u8> {
+    let (path, line) = (path.to_owned(), line.to_owned());
+    tokio::task::spawn_blocking(move || request_line(&path, &line).unwrap())
+        .await
+        .unwrap()
+}
+
 #[tokio::test]
 async fn the_socket_serves_the_snapshot_to_its_own_user() {
     let dir = std::env::temp_dir().join(format!("gate64-status-{}", std::process::id()));
@@ -209,26 +224,25 @@ async fn the_socket_serves_the_snapshot_to_its_own_user() {
     });
     let handlers = ControlHandlers { read, disconnect };
     let task = tokio::spawn(serve(listener, handlers, stop_rx));
-    let json = query(&path, true).await.unwrap();
-    let s: Snapshot = serde_json::from_str(&json).unwrap();
+    let s: Snapshot = serde_json::from_slice(&ask(&path, "status").await).unwrap();
     assert_eq!(s.clients.len(), 2);
-    let text = query(&path, false).await.unwrap();
+    let json: Snapshot = serde_json::from_str(&text(&s, true).unwrap()).unwrap();
+    assert_eq!(json, s);
+    let text = text(&s, false).unwrap();
     assert!(
         text.starts_with("gate64 2001:db8:100::1: 3 IKE SAs"),
         "{text}"
     );
     // A disconnect request gets what the handler removed; a silent peer the snapshot.
-    let body = request(&path, "disconnect identity CN=alice")
-        .await
-        .unwrap();
-    let answer: crate::disconnect::Disconnected = serde_json::from_slice(&body).unwrap();
+    let body = ask(&path, "disconnect identity CN=alice").await;
+    let answer: gate64_control::Disconnected = serde_json::from_slice(&body).unwrap();
     assert_eq!((answer.removed.len(), answer.error), (1, None));
     assert_eq!(answer.links_closed, ["2001:db8:1:2::1"]);
-    let body = request(&path, "disconnect identity CN=bob").await.unwrap();
-    let answer: crate::disconnect::Disconnected = serde_json::from_slice(&body).unwrap();
+    let body = ask(&path, "disconnect identity CN=bob").await;
+    let answer: gate64_control::Disconnected = serde_json::from_slice(&body).unwrap();
     assert!(answer.removed.is_empty());
-    let body = request(&path, "disconnect sideways").await.unwrap();
-    let answer: crate::disconnect::Disconnected = serde_json::from_slice(&body).unwrap();
+    let body = ask(&path, "disconnect sideways").await;
+    let answer: gate64_control::Disconnected = serde_json::from_slice(&body).unwrap();
     assert!(answer.error.is_some());
     let mut silent = tokio::net::UnixStream::connect(&path).await.unwrap();
     tokio::io::AsyncWriteExt::shutdown(&mut silent)

@@ -1,7 +1,8 @@
 //! Our side: certificate chain, private key, identity, AUTH signatures.
 
 use super::algid::{self, Scheme};
-use super::peer::{PeerCert, PublicKey, parse_leaf};
+use super::peer::{PeerCert, parse_leaf};
+use super::public_key::PublicKey;
 use super::{AuthError, AuthMethod, Identity, SigHash};
 use aws_lc_rs::rand::SystemRandom;
 use aws_lc_rs::signature::{self, EcdsaKeyPair, KeyPair, RsaKeyPair};

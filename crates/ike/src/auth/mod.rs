@@ -63,6 +63,7 @@ pub mod ocsp;
 #[cfg(test)]
 mod ocsp_tests;
 mod peer;
+mod public_key;
 #[cfg(test)]
 pub(crate) mod tests;
 

@@ -41,7 +41,7 @@
 
 use super::AuthError;
 use super::algid;
-use super::peer::{method14_alg, public_key};
+use super::public_key::{method14_alg, public_key};
 use aws_lc_rs::digest;
 use aws_lc_rs::signature::UnparsedPublicKey;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};

@@ -1,9 +1,10 @@
 //! The peer's side: trust anchors, chain verification, the verified leaf and its AUTH
 //! signature.
 
-use super::algid::{self, Scheme};
+use super::algid;
 use super::crl::{Crls, PathCert, RevocationKey};
-use super::{AuthError, AuthMethod, IdType, Identity, IdentityKey, SigHash};
+use super::public_key::{PublicKey, method14_alg, public_key};
+use super::{AuthError, AuthMethod, IdType, Identity, IdentityKey};
 use aws_lc_rs::digest;
 use aws_lc_rs::signature::{self, UnparsedPublicKey, VerificationAlgorithm};
 use rustls_pki_types::pem::PemObject;
@@ -419,66 +420,6 @@ pub struct CertSummary {
     pub not_after: i64,
 }
 
-/// A certificate's public key, as aws-lc-rs takes it.
-#[derive(Clone, Debug)]
-pub(crate) enum PublicKey {
-    /// Uncompressed point (SEC1 0x04‖x‖y).
-    EcP256(Vec<u8>),
-    EcP384(Vec<u8>),
-    EcP521(Vec<u8>),
-    /// DER RSAPublicKey (PKCS#1).
-    Rsa(Vec<u8>),
-    Other,
-}
-
-impl PublicKey {
-    pub(crate) fn bytes(&self) -> &[u8] {
-        match self {
-            PublicKey::EcP256(b) | PublicKey::EcP384(b) | PublicKey::EcP521(b) => b,
-            PublicKey::Rsa(b) => b,
-            PublicKey::Other => &[],
-        }
-    }
-
-    fn name(&self) -> &'static str {
-        match self {
-            PublicKey::EcP256(_) => "ECDSA P-256",
-            PublicKey::EcP384(_) => "ECDSA P-384",
-            PublicKey::EcP521(_) => "ECDSA P-521",
-            PublicKey::Rsa(_) => "RSA",
-            PublicKey::Other => "unsupported",
-        }
-    }
-}
-
-/// The aws-lc-rs algorithm verifying `scheme` under `key` (DER ECDSA signatures, as method 14
-/// and X.509/OCSP carry them); `None` when they do not fit.
-pub(crate) fn method14_alg(
-    scheme: Scheme,
-    key: &PublicKey,
-) -> Option<&'static dyn VerificationAlgorithm> {
-    use SigHash::{Sha256, Sha384, Sha512};
-    use signature as s;
-    Some(match (scheme, key) {
-        (Scheme::Ecdsa(Sha256), PublicKey::EcP256(_)) => &s::ECDSA_P256_SHA256_ASN1,
-        (Scheme::Ecdsa(Sha384), PublicKey::EcP256(_)) => &s::ECDSA_P256_SHA384_ASN1,
-        (Scheme::Ecdsa(Sha512), PublicKey::EcP256(_)) => &s::ECDSA_P256_SHA512_ASN1,
-        (Scheme::Ecdsa(Sha256), PublicKey::EcP384(_)) => &s::ECDSA_P384_SHA256_ASN1,
-        (Scheme::Ecdsa(Sha384), PublicKey::EcP384(_)) => &s::ECDSA_P384_SHA384_ASN1,
-        (Scheme::Ecdsa(Sha512), PublicKey::EcP384(_)) => &s::ECDSA_P384_SHA512_ASN1,
-        (Scheme::Ecdsa(Sha256), PublicKey::EcP521(_)) => &s::ECDSA_P521_SHA256_ASN1,
-        (Scheme::Ecdsa(Sha384), PublicKey::EcP521(_)) => &s::ECDSA_P521_SHA384_ASN1,
-        (Scheme::Ecdsa(Sha512), PublicKey::EcP521(_)) => &s::ECDSA_P521_SHA512_ASN1,
-        (Scheme::RsaPkcs1(Sha256), PublicKey::Rsa(_)) => &s::RSA_PKCS1_2048_8192_SHA256,
-        (Scheme::RsaPkcs1(Sha384), PublicKey::Rsa(_)) => &s::RSA_PKCS1_2048_8192_SHA384,
-        (Scheme::RsaPkcs1(Sha512), PublicKey::Rsa(_)) => &s::RSA_PKCS1_2048_8192_SHA512,
-        (Scheme::RsaPss(Sha256), PublicKey::Rsa(_)) => &s::RSA_PSS_2048_8192_SHA256,
-        (Scheme::RsaPss(Sha384), PublicKey::Rsa(_)) => &s::RSA_PSS_2048_8192_SHA384,
-        (Scheme::RsaPss(Sha512), PublicKey::Rsa(_)) => &s::RSA_PSS_2048_8192_SHA512,
-        _ => return None,
-    })
-}
-
 /// Reads what authentication needs from a certificate (no trust decision).
 pub(crate) fn parse_leaf(der: &[u8]) -> Result<PeerCert, AuthError> {
     let (_, cert) =
@@ -591,33 +532,6 @@ pub fn leaf_has_client_eku(der: &[u8]) -> Result<bool, AuthError> {
     let (_, cert) =
         X509Certificate::from_der(der).map_err(|_| AuthError::Malformed("certificate"))?;
     has_client_eku(&cert)
-}
-
-/// The key of a SubjectPublicKeyInfo, in the form aws-lc-rs verifies with.
-pub(crate) fn public_key(spki: &x509_parser::x509::SubjectPublicKeyInfo<'_>) -> PublicKey {
-    const ID_EC_PUBLIC_KEY: &[u8] = &[0x2a, 0x86, 0x48, 0xce, 0x3d, 0x02, 0x01];
-    const RSA_ENCRYPTION: &[u8] = &[0x2a, 0x86, 0x48, 0x86, 0xf7, 0x0d, 0x01, 0x01, 0x01];
-    const P256: &[u8] = &[0x2a, 0x86, 0x48, 0xce, 0x3d, 0x03, 0x01, 0x07];
-    const P384: &[u8] = &[0x2b, 0x81, 0x04, 0x00, 0x22];
-    const P521: &[u8] = &[0x2b, 0x81, 0x04, 0x00, 0x23];
-    let bits = spki.subject_public_key.data.to_vec();
-    match spki.algorithm.algorithm.as_bytes() {
-        RSA_ENCRYPTION => PublicKey::Rsa(bits),
-        ID_EC_PUBLIC_KEY => {
-            let curve = spki
-                .algorithm
-                .parameters
-                .as_ref()
-                .and_then(|p| p.as_oid().ok());
-            match curve.as_ref().map(|c| c.as_bytes()) {
-                Some(P256) => PublicKey::EcP256(bits),
-                Some(P384) => PublicKey::EcP384(bits),
-                Some(P521) => PublicKey::EcP521(bits),
-                _ => PublicKey::Other,
-            }
-        }
-        _ => PublicKey::Other,
-    }
 }
 
 /// Signature algorithms accepted on the certificates of a chain (webpki refuses SHA-1).

@@ -6,7 +6,7 @@ use std::time::{Instant, SystemTime};
 
 use super::auth_jobs::{self, Round};
 use super::child::{self, ChildPlan, KeRule};
-use super::{Event, Refusal, Responder, caps, init, second_auth, uniqueness};
+use super::{Event, Refusal, Responder, caps, second_auth, uniqueness};
 use crate::auth::{
     AuthError, AuthMethod, CertSummary, Identity, IdentityKey, MAX_PEER_CERTS, RevocationKey,
     TrustAnchors,
@@ -67,7 +67,7 @@ impl<'a> ClientProof<'a> {
                 Payload::IdI(i) => id = Some(i),
                 Payload::Cert { encoding, data } => {
                     cert_payloads += 1;
-                    if *encoding == init::CERT_X509_SIGNATURE {
+                    if *encoding == super::CERT_X509_SIGNATURE {
                         certs.push(data.as_slice());
                     }
                 }
@@ -431,7 +431,7 @@ fn our_auth(
     let (method, data) = credentials.sign(method, &octets, &sa.peer_hashes)?;
     let mut payloads = vec![Payload::IdR(idr)];
     payloads.extend(credentials.chain_der().map(|c| Payload::Cert {
-        encoding: init::CERT_X509_SIGNATURE,
+        encoding: super::CERT_X509_SIGNATURE,
         data: c.to_vec(),
     }));
     payloads.push(Payload::Auth {

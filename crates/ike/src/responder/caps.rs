@@ -7,11 +7,11 @@
 //! authenticated client whose old IKE SA goes with the initiator's Delete, and it is held to
 //! the per-identity cap instead, which bounds what one certificate can hold.
 
-use super::child::{self, ChildError};
-use super::{Refusal, Responder};
+use super::Responder;
+use super::child;
 use crate::auth::IdentityKey;
 use crate::child_sa::TunnelKind;
-use crate::message::{TrafficSelector, notify};
+use crate::message::TrafficSelector;
 
 /// Whether a new IKE SA (an IKE_SA_INIT) fits `max_ike_sas`.
 pub(super) fn ike_sa_fits(r: &Responder) -> bool {
@@ -41,26 +41,4 @@ pub(super) fn identity_has_room(
             .count()
     });
     held < r.config.max_ike_sas_per_identity
-}
-
-/// The caps of a CREATE_CHILD_SA request on IKE SA `spi_r`: an IKE SA rekey needs room for
-/// its identity, a child SA (new or rekey) room under `max_child_sas_per_ike_sa`. RFC 7296
-/// §3.10.1: NO_ADDITIONAL_SAS says the responder accepts no more SAs on this IKE SA.
-pub(super) fn check_create(r: &Responder, spi_r: u64, ike_rekey: bool) -> Result<(), ChildError> {
-    let Some(sa) = r.sas.get(&spi_r) else {
-        return Ok(());
-    };
-    if ike_rekey {
-        let held = sa
-            .identity_key
-            .as_ref()
-            .and_then(|id| r.by_identity.get(id))
-            .map_or(0, Vec::len);
-        if held >= r.config.max_ike_sas_per_identity {
-            return Err((notify::NO_ADDITIONAL_SAS, Refusal::IdentityCap));
-        }
-    } else if sa.children.len() >= r.config.max_child_sas_per_ike_sa {
-        return Err((notify::NO_ADDITIONAL_SAS, Refusal::ChildSaCap));
-    }
-    Ok(())
 }

@@ -7,7 +7,7 @@ use std::time::Instant;
 
 use ipnet::IpNet;
 
-use super::{ChildRecord, EndReason, Event, IkeSa, Refusal, RekeyKind, Responder, caps, init};
+use super::{ChildRecord, EndReason, Event, IkeSa, Refusal, RekeyKind, Responder, proposal};
 use crate::child_sa::{
     ChildSaPair, Cipher, Lifetime, Peer, SaKeys, SaParams, Selector, TunnelKind,
 };
@@ -437,7 +437,7 @@ pub(super) fn handle_create(r: &mut Responder, now: Instant, h: Header, inner: V
         .proposals
         .iter()
         .any(|p| p.protocol == transform::PROTO_IKE);
-    let outcome = caps::check_create(r, h.spi_r, ike_rekey).and_then(|()| {
+    let outcome = check_create(r, h.spi_r, ike_rekey).and_then(|()| {
         if ike_rekey {
             rekey_ike(r, now, h, &req)
         } else {
@@ -447,8 +447,8 @@ pub(super) fn handle_create(r: &mut Responder, now: Instant, h: Header, inner: V
     if let Err((kind, reason)) = outcome {
         let data = match kind {
             notify::INVALID_KE_PAYLOAD => wanted_esp_group(req.proposals)
-                .or_else(|| match init::choose_ike_proposal(req.proposals, 0) {
-                    init::Choice::WrongGroup(g) => Some(g),
+                .or_else(|| match proposal::choose_ike_proposal(req.proposals, 0) {
+                    proposal::Choice::WrongGroup(g) => Some(g),
                     _ => None,
                 })
                 .map(|g| g.id().to_be_bytes().to_vec())
@@ -580,12 +580,12 @@ fn rekey_ike(
     req: &CreateRequest<'_>,
 ) -> Result<(), ChildError> {
     let (group_id, ke) = req.ke.ok_or((notify::INVALID_SYNTAX, Refusal::Malformed))?;
-    let (number, group) = match init::choose_ike_proposal(req.proposals, group_id) {
-        init::Choice::Accept(n, g) => (n, g),
-        init::Choice::WrongGroup(_) => {
+    let (number, group) = match proposal::choose_ike_proposal(req.proposals, group_id) {
+        proposal::Choice::Accept(n, g) => (n, g),
+        proposal::Choice::WrongGroup(_) => {
             return Err((notify::INVALID_KE_PAYLOAD, Refusal::InvalidKe));
         }
-        init::Choice::None => return Err((notify::NO_PROPOSAL_CHOSEN, Refusal::NoProposal)),
+        proposal::Choice::None => return Err((notify::NO_PROPOSAL_CHOSEN, Refusal::NoProposal)),
     };
     let proposal = req
         .proposals
@@ -601,14 +601,14 @@ fn rekey_ike(
         .agree(ke)
         .map_err(|_| (notify::INVALID_SYNTAX, Refusal::Malformed))?;
     let nr = keys::random_bytes(32).map_err(crypto)?;
-    let new_spi_r = init::fresh_spi(r).map_err(crypto)?;
+    let new_spi_r = proposal::fresh_spi(r).map_err(crypto)?;
     let old = r
         .sas
         .get_mut(&h.spi_r)
         .ok_or((notify::INVALID_SYNTAX, Refusal::UnknownSpi))?;
     let keys = IkeKeys::derive_rekey(&old.keys.sk_d, &shared, req.ni, &nr, new_spi_i, new_spi_r)
         .map_err(crypto)?;
-    let reply = init::ike_reply(number, group, new_spi_r.to_be_bytes().to_vec());
+    let reply = proposal::ike_reply(number, group, new_spi_r.to_be_bytes().to_vec());
 
     let mut fresh = IkeSa::new((new_spi_i, new_spi_r), (old.local, old.remote), now, keys);
     fresh.ni = req.ni.to_vec();
@@ -675,4 +675,26 @@ fn adopt(r: &mut Responder, spi_r: u64, fresh: Box<IkeSa>) {
     }
     r.sas.insert(spi_r, fresh);
     r.schedule(spi_r);
+}
+
+/// The caps of a CREATE_CHILD_SA request on IKE SA `spi_r`: an IKE SA rekey needs room for
+/// its identity, a child SA (new or rekey) room under `max_child_sas_per_ike_sa`. RFC 7296
+/// §3.10.1: NO_ADDITIONAL_SAS says the responder accepts no more SAs on this IKE SA.
+fn check_create(r: &Responder, spi_r: u64, ike_rekey: bool) -> Result<(), ChildError> {
+    let Some(sa) = r.sas.get(&spi_r) else {
+        return Ok(());
+    };
+    if ike_rekey {
+        let held = sa
+            .identity_key
+            .as_ref()
+            .and_then(|id| r.by_identity.get(id))
+            .map_or(0, Vec::len);
+        if held >= r.config.max_ike_sas_per_identity {
+            return Err((notify::NO_ADDITIONAL_SAS, Refusal::IdentityCap));
+        }
+    } else if sa.children.len() >= r.config.max_child_sas_per_ike_sa {
+        return Err((notify::NO_ADDITIONAL_SAS, Refusal::ChildSaCap));
+    }
+    Ok(())
 }

@@ -27,6 +27,7 @@ mod informational;
 mod init;
 mod liveness;
 mod pool;
+mod proposal;
 mod retransmit;
 mod second_auth;
 mod timers;
@@ -56,6 +57,9 @@ pub use liveness::DPD_RETRANSMIT;
 pub use pool::AddressPool;
 pub use second_auth::SecondAuthPolicy;
 pub use uniqueness::UniqueIds;
+
+/// CERT/CERTREQ encoding 4, X.509 certificate - signature.
+pub(crate) const CERT_X509_SIGNATURE: u8 = 4;
 
 /// A datagram to send. `local` is the socket to send from (port 500 or 4500).
 #[derive(Debug, Clone, PartialEq, Eq)]

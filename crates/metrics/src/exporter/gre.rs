@@ -6,7 +6,7 @@ use std::sync::Arc;
 use gate64_dataplane::DropReason;
 use prometheus_client::encoding::DescriptorEncoder;
 
-use super::{counter_family, gauge_family};
+use crate::encode::{counter_family, gauge_family};
 use crate::names;
 
 /// One tunnel at scrape time.

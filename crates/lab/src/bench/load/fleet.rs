@@ -7,7 +7,8 @@
 //! takes the queue through [`Host::take`], seals it in its ESP SA and sends it. Downlink: the
 //! session writes what its SAs opened straight to the TUN device.
 
-use anyhow::Result;
+use super::tun;
+use anyhow::{Context, Result};
 use gate64_client::ipsec::{InnerLink, IpsecStats};
 use gate64_client::{Host, Ready};
 use ipnet::Ipv6Net;
@@ -21,6 +22,10 @@ use tokio::sync::Notify;
 /// Bytes queued for one client's tunnel before the TUN reader drops its packets (the
 /// session is behind; TCP backs off).
 const UPLINK_LIMIT: usize = 256 * 1024;
+/// Packets taken from the device per wake-up before yielding.
+const READ_BUDGET: usize = 256;
+/// One read: the virtio-net header and a packet or TCP super-packet of up to 64 KiB.
+const READ_BUFFER: usize = tun_rs::VIRTIO_NET_HDR_LEN + 65_535;
 /// Tunnels per client: infrastructure and intranet.
 pub const TUNNELS: u32 = 2;
 
@@ -321,7 +326,7 @@ impl Host for LoadHost {
         let Some(dev) = self.fleet.tun.get().filter(|_| to_pool) else {
             return;
         };
-        if super::tun::write(dev, packet) {
+        if tun::write(dev, packet) {
             self.fleet.counters.rx_packets.fetch_add(1, Relaxed);
         }
     }
@@ -356,5 +361,38 @@ impl Host for LoadHost {
         out.extend_from_slice(&q);
         q.clear();
         Ok(true)
+    }
+}
+
+/// Reads the device for as long as it exists, handing each packet to its client.
+pub async fn read_loop(dev: Arc<tun_rs::AsyncDevice>, fleet: Arc<Fleet>) -> Result<()> {
+    let mut raw = vec![0u8; READ_BUFFER];
+    let mut packets = Vec::with_capacity(2 * READ_BUFFER);
+    loop {
+        let n = dev.recv(&mut raw).await.context("reading the TUN device")?;
+        demux_read(&fleet, &raw[..n.min(raw.len())], &mut packets);
+        for _ in 1..READ_BUDGET {
+            match dev.try_recv(&mut raw) {
+                Ok(n) => demux_read(&fleet, &raw[..n.min(raw.len())], &mut packets),
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
+                Err(e) => return Err(e).context("reading the TUN device"),
+            }
+        }
+    }
+}
+
+/// Cuts one offloaded read into its packets (in `packets`, reused) and hands each to its
+/// client.
+fn demux_read(fleet: &Fleet, raw: &[u8], packets: &mut Vec<u8>) {
+    packets.clear();
+    if gate64_io::tun::gro::split_into(raw, packets).is_err() {
+        fleet.counters.unknown_source.fetch_add(1, Relaxed);
+        return;
+    }
+    let mut rest = &packets[..];
+    while let Ok(p) = gate64_wire::ipv6::Packet::new_checked(rest) {
+        let len = p.total_len();
+        fleet.demux(p.as_bytes());
+        rest = rest.get(len..).unwrap_or_default();
     }
 }

@@ -87,7 +87,7 @@ async fn drive(spec: &Arc<Spec>, shared: Arc<clients::Shared>, args: &LoadArgs) 
         .collect();
     let fleet = Arc::new(Fleet::new(transports, spec.pool6));
     fleet.set_tun(Arc::clone(&dev));
-    let reader = tokio::spawn(tun::read_loop(dev, Arc::clone(&fleet)));
+    let reader = tokio::spawn(fleet::read_loop(dev, Arc::clone(&fleet)));
     let rss_start_bytes = status::rss_bytes();
     tokio::spawn(ramp(Arc::clone(&fleet), shared, Arc::clone(spec)));
     let addresses = status::addresses_path(&args.status);

@@ -1,25 +1,19 @@
 //! The generator's one TUN device and the kernel routing around it: the corporate prefixes
 //! into the device, the inner address pool local (AnyIP, so kernel sockets bind any inner
 //! address and gate64's replies are delivered locally, with no per-address `ip addr`), and
-//! the reader that hands each packet to its client.
+//! the write of one packet to it.
 
-use super::fleet::Fleet;
 use super::spec::Spec;
 use anyhow::{Context, Result};
 use gate64_client::ipsec::OVERHEAD;
 use gate64_io::tun::ip;
 use std::sync::Arc;
-use std::sync::atomic::Ordering::Relaxed;
 
 /// The device's MTU: IPv6's minimum, which a sealed packet plus its transport's headers
 /// still crosses (Teredo and IP-HTTPS announce 1280).
 pub const MTU: u16 = 1280;
 /// Lets sockets of the namespace bind addresses that are not configured (the pool's).
 const NONLOCAL_BIND: &str = "/proc/sys/net/ipv6/ip_nonlocal_bind";
-/// Packets taken from the device per wake-up before yielding.
-const READ_BUDGET: usize = 256;
-/// One read: the virtio-net header and a packet or TCP super-packet of up to 64 KiB.
-const READ_BUFFER: usize = tun_rs::VIRTIO_NET_HDR_LEN + 65_535;
 
 /// The TCP MSS routes into the device announce: a sealed segment (inner IPv6 40 + TCP 20 +
 /// options 20, plus [`OVERHEAD`]) within the transport's 1280.
@@ -91,39 +85,6 @@ pub fn tear_down(spec: &Spec) {
         "dev",
         "lo",
     ]);
-}
-
-/// Reads the device for as long as it exists, handing each packet to its client.
-pub async fn read_loop(dev: Arc<tun_rs::AsyncDevice>, fleet: Arc<Fleet>) -> Result<()> {
-    let mut raw = vec![0u8; READ_BUFFER];
-    let mut packets = Vec::with_capacity(2 * READ_BUFFER);
-    loop {
-        let n = dev.recv(&mut raw).await.context("reading the TUN device")?;
-        demux_read(&fleet, &raw[..n.min(raw.len())], &mut packets);
-        for _ in 1..READ_BUDGET {
-            match dev.try_recv(&mut raw) {
-                Ok(n) => demux_read(&fleet, &raw[..n.min(raw.len())], &mut packets),
-                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
-                Err(e) => return Err(e).context("reading the TUN device"),
-            }
-        }
-    }
-}
-
-/// Cuts one offloaded read into its packets (in `packets`, reused) and hands each to its
-/// client.
-fn demux_read(fleet: &Fleet, raw: &[u8], packets: &mut Vec<u8>) {
-    packets.clear();
-    if gate64_io::tun::gro::split_into(raw, packets).is_err() {
-        fleet.counters.unknown_source.fetch_add(1, Relaxed);
-        return;
-    }
-    let mut rest = &packets[..];
-    while let Ok(p) = gate64_wire::ipv6::Packet::new_checked(rest) {
-        let len = p.total_len();
-        fleet.demux(p.as_bytes());
-        rest = rest.get(len..).unwrap_or_default();
-    }
 }
 
 /// Writes one packet to the offloading device (a header that asks for nothing, then the

@@ -73,7 +73,7 @@ fn first_aaaa(msg: &[u8], id: u16) -> Result<Ipv6Addr> {
 /// Asks `server` for `name`'s AAAA from `source` (bound with `IPV6_FREEBIND`), three tries of
 /// 2 s each.
 pub async fn resolve_aaaa(source: Ipv6Addr, server: SocketAddr, name: &str) -> Result<Ipv6Addr> {
-    let sock = super::flows::bind_udp(source)?;
+    let sock = super::udp::bind_udp(source)?;
     sock.connect(server).await?;
     let mut buf = [0_u8; 1500];
     let mut last = anyhow::anyhow!("no attempt");

@@ -10,6 +10,7 @@
 
 use super::dns::resolve_aaaa;
 use super::paths::Paths;
+use super::udp::bind_udp;
 use super::{Direction, PACE_TICK, TcpRequest, UDP_PAYLOAD, UdpHeader, due_bytes, paced_write};
 use crate::bench::spec::{ClientAddress, parse_addresses};
 use anyhow::{Context, Result, bail};
@@ -393,18 +394,6 @@ fn summarize(result: &mut FlowsResult, rtts_us: &mut [u32]) {
         let udp = result.udp_received * 2 * UDP_PAYLOAD as u64;
         result.goodput_mbps = (result.tcp_bytes + udp) as f64 * 8.0 / result.seconds / 1e6;
     }
-}
-
-/// A UDP socket bound to `src` with `IPV6_FREEBIND`: the inner addresses are routed local
-/// (AnyIP) in the generator's namespace, not configured on an interface.
-pub(super) fn bind_udp(src: Ipv6Addr) -> Result<UdpSocket> {
-    let s = socket2::Socket::new(socket2::Domain::IPV6, socket2::Type::DGRAM, None)?;
-    s.set_freebind_v6(true)?;
-    s.set_nonblocking(true)?;
-    let _ = s.set_recv_buffer_size(4 << 20);
-    s.bind(&SocketAddr::V6(SocketAddrV6::new(src, 0, 0, 0)).into())
-        .with_context(|| format!("binding UDP to {src}"))?;
-    Ok(UdpSocket::from_std(s.into())?)
 }
 
 async fn udp_flow(

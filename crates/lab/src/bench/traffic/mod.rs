@@ -14,6 +14,7 @@ mod dns;
 mod flows;
 mod paths;
 mod sink;
+mod udp;
 mod zone;
 
 pub use flows::{FlowsArgs, FlowsResult, run as run_flows};

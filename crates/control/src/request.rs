@@ -1,0 +1,102 @@
+//! The request line: its text on the socket and how the daemon reads it back.
+
+/// Longest request line the daemon reads.
+pub const MAX_REQUEST: usize = 4096;
+
+/// What a client asks the daemon.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Request {
+    /// The [`crate::Snapshot`] of the daemon's IPsec clients.
+    Status,
+    /// End the IKE SAs (and child SAs) the target names; the answer is a
+    /// [`crate::Disconnected`].
+    Disconnect(Target),
+}
+
+/// Which IKE SAs a disconnect ends.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Target {
+    /// The client's identity: its subject DN as `gate64 status` shows it, a subjectAltName of
+    /// its certificate, the user identity of a second round, or the IDi it sent.
+    Identity(String),
+    /// The IKE SA with this SPI (either side's).
+    IkeSpi(u64),
+    /// Every client.
+    All,
+}
+
+impl Request {
+    /// The request line (without its newline): `status`, `disconnect identity <TEXT>`,
+    /// `disconnect spi <HEX>` or `disconnect all`.
+    pub fn line(&self) -> String {
+        match self {
+            Request::Status => "status".to_owned(),
+            Request::Disconnect(Target::Identity(id)) => format!("disconnect identity {id}"),
+            Request::Disconnect(Target::IkeSpi(spi)) => format!("disconnect spi {spi:x}"),
+            Request::Disconnect(Target::All) => "disconnect all".to_owned(),
+        }
+    }
+
+    /// The request of a line as the daemon read it (trimmed): `disconnect ARGS` is a
+    /// disconnect, refused when ARGS name no target; any other line, the empty one included,
+    /// asks for the status.
+    pub fn parse(line: &str) -> Result<Request, String> {
+        match line.split_once(' ') {
+            Some(("disconnect", args)) => parse_target(args.trim()).map(Request::Disconnect),
+            _ => Ok(Request::Status),
+        }
+    }
+}
+
+/// The target of a disconnect line's arguments (after `disconnect`).
+fn parse_target(args: &str) -> Result<Target, String> {
+    let (kind, rest) = args.split_once(' ').unwrap_or((args, ""));
+    let rest = rest.trim();
+    match kind {
+        "all" if rest.is_empty() => Ok(Target::All),
+        "identity" if !rest.is_empty() => Ok(Target::Identity(rest.to_owned())),
+        "spi" => parse_spi(rest).map(Target::IkeSpi),
+        _ => Err(format!("unknown disconnect request {args:?}")),
+    }
+}
+
+/// An IKE SPI in hexadecimal, with or without `0x`.
+pub fn parse_spi(s: &str) -> Result<u64, String> {
+    let hex = s.trim_start_matches("0x");
+    u64::from_str_radix(hex, 16).map_err(|e| format!("not a hexadecimal SPI: {e}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn request_lines_round_trip_and_bad_ones_are_refused() {
+        for target in [
+            Target::Identity("CN=client1.gate64.lab, O=lab".into()),
+            Target::IkeSpi(0x1234_abcd_0000_0001),
+            Target::All,
+        ] {
+            let request = Request::Disconnect(target);
+            assert_eq!(Request::parse(&request.line()), Ok(request));
+        }
+        for bad in [
+            "",
+            "all now",
+            "identity",
+            "identity  ",
+            "spi zz",
+            "everyone",
+        ] {
+            assert!(parse_target(bad).is_err(), "{bad:?}");
+            assert!(
+                Request::parse(&format!("disconnect {bad}")).is_err(),
+                "{bad:?}"
+            );
+        }
+        assert_eq!(parse_spi("0xff"), Ok(255));
+        for status in ["status", "", "disconnect", "anything else"] {
+            assert_eq!(Request::parse(status), Ok(Request::Status), "{status:?}");
+        }
+    }
+}

@@ -1,0 +1,81 @@
+//! The status snapshot: the daemon's IPsec clients and their SAs, as `gate64 status` shows
+//! them (its `--json` is this document as the daemon sent it).
+
+use serde::{Deserialize, Serialize};
+use std::net::{IpAddr, Ipv6Addr};
+
+/// Everything `gate64 status` shows.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Snapshot {
+    /// gate64's IKE/ESP address; `None` while IPsec is not configured.
+    pub endpoint: Option<Ipv6Addr>,
+    /// `[ipsec] require`.
+    pub require_ipsec: bool,
+    /// IKE SAs established (the driver's count).
+    pub ike_sas: u64,
+    /// Child SAs installed.
+    pub child_sas: u64,
+    /// Clients with at least one child SA, by outer address.
+    pub clients: Vec<Client>,
+}
+
+/// One client and its SAs.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Client {
+    /// `teredo`, `iphttps` or `other`: the transport its outer address belongs to.
+    pub transport: String,
+    /// Its outer IPv6 address (Teredo address or an address of its IP-HTTPS /64).
+    pub outer: Ipv6Addr,
+    /// Its inner addresses (from `ipsec.pool6`, or the outer one).
+    pub inner: Vec<IpAddr>,
+    /// Its child SAs, infrastructure first, oldest first.
+    pub sas: Vec<ChildSa>,
+}
+
+/// One child SA, both directions.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ChildSa {
+    /// `infrastructure` or `intranet`.
+    pub tunnel: String,
+    /// The IKE SA that negotiated it (initiator's SPI).
+    pub ike_spi: u64,
+    /// The SPI gate64 receives on.
+    pub spi_in: u32,
+    /// The SPI gate64 sends with.
+    pub spi_out: u32,
+    /// The client's UDP port when ESP is UDP-encapsulated (RFC 3948), else next header 50.
+    pub udp_encap: Option<u16>,
+    /// gate64's traffic selectors.
+    pub local_ts: Vec<String>,
+    /// The client's traffic selectors.
+    pub remote_ts: Vec<String>,
+    /// Seconds since IKE installed it.
+    pub age_secs: u64,
+    /// The client's authenticated identity (its certificate subject), from the IKE SA: the
+    /// machine certificate's when the client ran a second round.
+    pub identity: Option<String>,
+    /// The identity of the IKE SA's RFC 4739 second authentication round (the user
+    /// certificate's subject), when the client ran one.
+    #[serde(default)]
+    pub user_identity: Option<String>,
+    /// The issuer of the (machine) certificate the IKE SA was authenticated with.
+    #[serde(default)]
+    pub issuer: Option<String>,
+    /// That certificate's serial number in hex, as `openssl x509 -serial` prints it: what a
+    /// CRL names it by.
+    #[serde(default)]
+    pub serial: Option<String>,
+    /// That certificate's notAfter, RFC 3339 in UTC.
+    #[serde(default)]
+    pub not_after: Option<String>,
+    /// How often the IKE SA and its child SAs were rekeyed.
+    pub rekeys: Option<u32>,
+    /// Inner bytes opened.
+    pub bytes_in: u64,
+    /// Packets opened.
+    pub packets_in: u64,
+    /// Inner bytes sealed.
+    pub bytes_out: u64,
+    /// Packets sealed.
+    pub packets_out: u64,
+}

@@ -1,0 +1,147 @@
+//! The control socket's server: `gate64 status` and `gate64 disconnect` ask the running
+//! daemon here, in the protocol of `gate64-control` (one request line, one JSON answer per
+//! connection). The socket is created before the privilege drop with mode 0600 in a 0700
+//! directory, and a peer that is neither root nor the daemon's own user is refused
+//! (`SO_PEERCRED`), whatever the file mode says.
+
+use crate::disconnect::{Ended, removed};
+use anyhow::{Context, Result};
+use gate64_control::{Disconnected, MAX_REQUEST, Request, Snapshot, Target};
+use gate64_ike::responder::DisconnectTarget;
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+use std::sync::Arc;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+/// Binds the control socket at `path`: its directory created (0700) when missing, a stale
+/// socket replaced, the socket itself 0600. Call before the privilege drop.
+pub fn bind(path: &Path) -> Result<tokio::net::UnixListener> {
+    if let Some(dir) = path.parent()
+        && !dir.exists()
+    {
+        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))
+            .with_context(|| format!("making {} private", dir.display()))?;
+    }
+    if std::os::unix::net::UnixStream::connect(path).is_ok() {
+        anyhow::bail!("{} is in use: is another gate64 running?", path.display());
+    }
+    let _ = std::fs::remove_file(path);
+    let listener = tokio::net::UnixListener::bind(path)
+        .with_context(|| format!("binding the control socket {}", path.display()))?;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))
+        .with_context(|| format!("making {} private", path.display()))?;
+    Ok(listener)
+}
+
+/// What the control socket answers: the status snapshot and, for `gate64 disconnect`, the
+/// IKE SAs it ended. Both block (they ask the IKE driver and wait for it).
+#[derive(Clone)]
+pub struct ControlHandlers {
+    /// The current snapshot.
+    pub read: Arc<dyn Fn() -> Snapshot + Send + Sync>,
+    /// Ends the IKE SAs a target names, and the IP-HTTPS links of their clients; `None` when
+    /// IPsec does not run or the driver did not answer.
+    pub disconnect:
+        Arc<dyn Fn(gate64_ike::responder::DisconnectTarget) -> Option<Ended> + Send + Sync>,
+}
+
+/// How long a peer has to send its request (a client that sends nothing gets the status).
+const REQUEST_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// Reads one request line (up to [`MAX_REQUEST`] bytes, until a newline or the peer's end of
+/// sending, within [`REQUEST_TIMEOUT`]).
+async fn read_request(stream: &mut tokio::net::UnixStream) -> String {
+    let mut buf = Vec::new();
+    let mut chunk = [0u8; 512];
+    let deadline = tokio::time::Instant::now() + REQUEST_TIMEOUT;
+    while buf.len() < MAX_REQUEST && !buf.contains(&b'\n') {
+        match tokio::time::timeout_at(deadline, stream.read(&mut chunk)).await {
+            Ok(Ok(n)) if n > 0 => buf.extend_from_slice(&chunk[..n]),
+            _ => break,
+        }
+    }
+    let line = buf.split(|b| *b == b'\n').next().unwrap_or_default();
+    String::from_utf8_lossy(line).trim().to_owned()
+}
+
+/// Answers every connection on `listener` until `stop` turns true. Peers other than root and
+/// the daemon's own user are refused.
+pub async fn serve(
+    listener: tokio::net::UnixListener,
+    handlers: ControlHandlers,
+    mut stop: tokio::sync::watch::Receiver<bool>,
+) {
+    loop {
+        let stream = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok((stream, _)) => stream,
+                Err(e) => {
+                    tracing::warn!(error = %e, "control socket accept failed");
+                    continue;
+                }
+            },
+            _ = stop.wait_for(|stopped| *stopped) => return,
+        };
+        // Read at each connection: the privilege drop may change the daemon's user.
+        let own = gate64_sys::process::geteuid();
+        let allowed = stream
+            .peer_cred()
+            .is_ok_and(|c| c.uid() == 0 || c.uid() == own);
+        if !allowed {
+            tracing::warn!("control socket: refused a peer that is neither root nor gate64");
+            continue;
+        }
+        let handlers = handlers.clone();
+        tokio::spawn(async move {
+            let mut stream = stream;
+            let request = read_request(&mut stream).await;
+            // Both ask the IKE driver and wait: off the runtime's threads.
+            let answer = tokio::task::spawn_blocking(move || answer(&request, &handlers)).await;
+            let Ok(body) = answer else {
+                return;
+            };
+            let _ = stream.write_all(&body).await;
+            let _ = stream.shutdown().await;
+        });
+    }
+}
+
+/// The daemon's answer to one request line (JSON): the snapshot, or what a disconnect ended
+/// (its refusal when the line names no target or IPsec does not run).
+pub fn answer(request: &str, handlers: &ControlHandlers) -> Vec<u8> {
+    let target = match Request::parse(request) {
+        Ok(Request::Status) => return serde_json::to_vec(&(handlers.read)()).unwrap_or_default(),
+        Ok(Request::Disconnect(target)) => Ok(target),
+        Err(e) => Err(e),
+    };
+    let body = match target {
+        Ok(target) => match (handlers.disconnect)(ike_target(target)) {
+            Some(ended) => Disconnected {
+                removed: ended.ike_sas.iter().map(removed).collect(),
+                links_closed: ended.links_closed.iter().map(|a| a.to_string()).collect(),
+                error: None,
+            },
+            None => Disconnected {
+                removed: Vec::new(),
+                links_closed: Vec::new(),
+                error: Some("IPsec is not running, or its driver did not answer".into()),
+            },
+        },
+        Err(e) => Disconnected {
+            removed: Vec::new(),
+            links_closed: Vec::new(),
+            error: Some(e),
+        },
+    };
+    serde_json::to_vec(&body).unwrap_or_default()
+}
+
+/// The IKE driver's name for a disconnect target.
+fn ike_target(target: Target) -> DisconnectTarget {
+    match target {
+        Target::Identity(id) => DisconnectTarget::Identity(id),
+        Target::IkeSpi(spi) => DisconnectTarget::IkeSpi(spi),
+        Target::All => DisconnectTarget::All,
+    }
+}
