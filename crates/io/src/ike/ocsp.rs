@@ -13,6 +13,8 @@
 //! trickles its answer holds a thread no longer than one that does not answer. Answers are cached until
 //! their nextUpdate (or [`CACHE_WITHOUT_NEXT_UPDATE`] when they carry none), at most
 //! [`MAX_CACHED`] of them, so a client's second tunnel and its reconnects cost no lookup.
+//! A responder URL that could not be reached is not asked again for [`FAILURE_HOLDOFF`]:
+//! the jobs queued behind the first do not each wait out the timeout.
 //! The encoding, the decoding and the signature checks are [`gate64_ike::auth::ocsp`]'s; this
 //! module only moves bytes.
 
@@ -34,6 +36,11 @@ pub const LOOKUP_TIMEOUT: Duration = Duration::from_secs(5);
 pub const MAX_RESPONSE: usize = 64 * 1024;
 /// How long an answer without nextUpdate is reused.
 pub const CACHE_WITHOUT_NEXT_UPDATE: Duration = Duration::from_secs(300);
+/// How long a responder that could not be reached (timeout, refused, unreachable) is not
+/// asked again: each job behind the first would otherwise wait its own timeout.
+pub const FAILURE_HOLDOFF: Duration = Duration::from_secs(30);
+/// Responder URLs remembered as failed at most.
+const MAX_FAILED: usize = 64;
 /// Answers cached at most (one per client certificate looked up).
 pub const MAX_CACHED: usize = 100_000;
 
@@ -54,6 +61,8 @@ pub struct OcspChecker {
     /// The rule and the responder override: a reload changes them.
     rule: Mutex<(OcspMode, Option<String>)>,
     cache: Mutex<HashMap<CertId, (OcspAnswer, SystemTime)>>,
+    /// Responder URLs that could not be reached, until when they are not asked.
+    failed: Mutex<HashMap<String, SystemTime>>,
     counts: [AtomicU64; OcspResult::ALL.len()],
 }
 
@@ -64,6 +73,7 @@ impl OcspChecker {
         OcspChecker {
             rule: Mutex::new((mode, url)),
             cache: Mutex::new(HashMap::new()),
+            failed: Mutex::new(HashMap::new()),
             counts: Default::default(),
         }
     }
@@ -152,7 +162,7 @@ impl OcspChecker {
             self.counted(OcspResult::Unavailable);
             return Err("the certificate names no OCSP responder and ocsp_url is not set".into());
         };
-        let body = match post(&url, &ocsp::request(&id)) {
+        let body = match self.post_unless_failed(&url, &ocsp::request(&id), now) {
             Ok(body) => body,
             Err(e) => {
                 self.counted(OcspResult::Unavailable);
@@ -182,6 +192,36 @@ impl OcspChecker {
             cache.insert(id, (answer.clone(), until));
         }
         Ok(answer)
+    }
+
+    /// [`post`], unless `url` failed within [`FAILURE_HOLDOFF`]; a failure is remembered.
+    fn post_unless_failed(
+        &self,
+        url: &str,
+        request: &[u8],
+        now: SystemTime,
+    ) -> Result<Vec<u8>, String> {
+        let failed = self.failed.lock().unwrap_or_else(PoisonError::into_inner);
+        if failed.get(url).is_some_and(|until| now < *until) {
+            return Err("unreachable a moment ago; not asked again yet".into());
+        }
+        drop(failed);
+        let result = post(url, request);
+        let mut failed = self.failed.lock().unwrap_or_else(PoisonError::into_inner);
+        match &result {
+            Ok(_) => {
+                failed.remove(url);
+            }
+            Err(_) => {
+                if failed.len() >= MAX_FAILED {
+                    failed.retain(|_, until| now < *until);
+                }
+                if failed.len() < MAX_FAILED {
+                    failed.insert(url.to_owned(), now + FAILURE_HOLDOFF);
+                }
+            }
+        }
+        result
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<CertId, (OcspAnswer, SystemTime)>> {
@@ -341,5 +381,29 @@ mod tests {
         let port = listener.local_addr().expect("addr").port();
         drop(listener);
         assert!(post(&format!("http://127.0.0.1:{port}/"), b"x").is_err());
+    }
+
+    // A responder that accepts and never answers holds the first lookup its timeout; the
+    // next lookups within the holdoff do not ask it, and fail at once.
+    #[test]
+    fn a_failed_responder_is_not_asked_again_for_a_while() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        let url = format!("http://{}/", listener.local_addr().expect("addr"));
+        let checker = OcspChecker::new(OcspMode::Soft, None);
+        let now = SystemTime::now();
+        assert!(checker.post_unless_failed(&url, b"x", now).is_err());
+        let start = std::time::Instant::now();
+        for _ in 0..20 {
+            assert!(checker.post_unless_failed(&url, b"x", now).is_err());
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(1),
+            "{:?}",
+            start.elapsed()
+        );
+        listener.set_nonblocking(true).expect("nonblocking");
+        let asked = std::iter::from_fn(|| listener.accept().ok()).count();
+        assert_eq!(asked, 1, "only the first lookup connected");
+        assert_eq!(checker.failed.lock().expect("lock").len(), 1);
     }
 }
