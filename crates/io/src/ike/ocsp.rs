@@ -8,7 +8,8 @@
 //! - `require`: only a verified `good` answer lets it in.
 //!
 //! The lookup runs on the verification thread, beside the IKE state machine, which keeps
-//! answering other clients meanwhile; it takes at most [`LOOKUP_TIMEOUT`] from the connect to
+//! answering other clients meanwhile; it takes at most [`LOOKUP_TIMEOUT`] from resolving the
+//! responder's name (on a thread of its own, the system resolver having no timeout) to
 //! the end of the answer, which may be at most [`MAX_RESPONSE`] bytes, so a responder that
 //! trickles its answer holds a thread no longer than one that does not answer. Answers are cached until
 //! their nextUpdate (or [`CACHE_WITHOUT_NEXT_UPDATE`] when they carry none), at most
@@ -259,15 +260,37 @@ fn parse_url(url: &str) -> Option<(String, u16, String)> {
 
 /// POSTs `request` to `url` (HTTP/1.0, one request per connection) and returns the body of a
 /// 200 answer.
+/// The first address of `host`, or an error once `within` passed: the system resolver has
+/// no timeout of its own, so it runs on a thread of its own that is left to finish alone.
+fn resolve(host: &str, port: u16, within: Duration) -> Result<SocketAddr, String> {
+    let (tx, rx) = std::sync::mpsc::sync_channel(1);
+    let name = host.to_owned();
+    std::thread::Builder::new()
+        .name("gate64-ocsp-dns".into())
+        .spawn(move || {
+            let first = (name.as_str(), port)
+                .to_socket_addrs()
+                .map(|mut a| a.next());
+            let _ = tx.send(first);
+        })
+        .map_err(|e| format!("resolving {host}: {e}"))?;
+    match rx.recv_timeout(within) {
+        Ok(Ok(Some(addr))) => Ok(addr),
+        Ok(Ok(None)) => Err(format!("{host} has no address")),
+        Ok(Err(e)) => Err(format!("resolving {host}: {e}")),
+        Err(_) => Err(format!("resolving {host}: no answer within {within:?}")),
+    }
+}
+
 fn post(url: &str, request: &[u8]) -> Result<Vec<u8>, String> {
     let (host, port, path) = parse_url(url).ok_or("not an http:// URL")?;
-    let addr: SocketAddr = (host.as_str(), port)
-        .to_socket_addrs()
-        .map_err(|e| format!("resolving {host}: {e}"))?
-        .next()
-        .ok_or_else(|| format!("{host} has no address"))?;
     let deadline = std::time::Instant::now() + LOOKUP_TIMEOUT;
-    let mut tcp = TcpStream::connect_timeout(&addr, LOOKUP_TIMEOUT).map_err(|e| e.to_string())?;
+    let addr = resolve(&host, port, LOOKUP_TIMEOUT)?;
+    let left = deadline.saturating_duration_since(std::time::Instant::now());
+    if left.is_zero() {
+        return Err(format!("resolving {host} took {LOOKUP_TIMEOUT:?}"));
+    }
+    let mut tcp = TcpStream::connect_timeout(&addr, left).map_err(|e| e.to_string())?;
     tcp.set_write_timeout(Some(LOOKUP_TIMEOUT))
         .map_err(|e| e.to_string())?;
     let host_header = if host.contains(':') {
@@ -381,6 +404,13 @@ mod tests {
         let port = listener.local_addr().expect("addr").port();
         drop(listener);
         assert!(post(&format!("http://127.0.0.1:{port}/"), b"x").is_err());
+    }
+
+    #[test]
+    fn names_resolve_within_the_bound() {
+        let addr = resolve("localhost", 80, LOOKUP_TIMEOUT).expect("localhost");
+        assert_eq!(addr.port(), 80);
+        assert!(resolve("127.0.0.1", 1, Duration::from_secs(1)).is_ok());
     }
 
     // A responder that accepts and never answers holds the first lookup its timeout; the
