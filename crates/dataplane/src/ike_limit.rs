@@ -10,6 +10,10 @@
 //! A client is what its transport stage vouched for: a Teredo address (its mapping, RFC 4380
 //! §4), an IP-HTTPS connection's /64, an SA's peer. The buckets are a fixed table
 //! ([`RateLimiter`]): O(1) per packet, nothing a flood of sources can grow.
+//!
+//! A second table holds each host to [`HOST_SHARE`] clients' worth: all Teredo mappings of
+//! one public IPv4 address (one host behind one NAT can open a mapping per port), all /64s of
+//! one IPv6 /48. Shed as the same [`DropReason::IkeRateLimited`].
 
 use crate::ratelimit::{LIMITER_SLOTS, RateLimiter};
 use crate::{ClientBinding, DropReason, Worker};
@@ -28,6 +32,32 @@ pub(crate) fn limiter(per_sec: u32, key: u64) -> RateLimiter {
     )
 }
 
+/// How many clients' worth of IKE one host (see [`host_key`]) may send.
+pub(crate) const HOST_SHARE: u32 = 4;
+
+/// The road's per-host IKE limiter, `per_sec` being the per-client rate.
+pub(crate) fn host_limiter(per_sec: u32, key: u64) -> RateLimiter {
+    let per_sec = per_sec.saturating_mul(HOST_SHARE);
+    RateLimiter::new(
+        per_sec,
+        per_sec.saturating_mul(2),
+        LIMITER_SLOTS,
+        key.rotate_left(29),
+    )
+}
+
+/// The host a client belongs to: a Teredo mapping's public IPv4 address (IPv4-mapped), an
+/// IP-HTTPS /64's /48; `None` for an SA's peer, already authenticated.
+fn host_key(from: &ClientBinding) -> Option<Ipv6Addr> {
+    match from {
+        ClientBinding::Teredo { address, .. } => Some(address.mapped.ip().to_ipv6_mapped()),
+        ClientBinding::Iphttps { prefix } => {
+            Some(Ipv6Addr::from(u128::from(*prefix) & !((1u128 << 80) - 1)))
+        }
+        ClientBinding::Ipsec { .. } => None,
+    }
+}
+
 impl Worker {
     /// Admits one IKE packet to the endpoint from `from`, or sheds it.
     pub(crate) fn admit_ike(
@@ -35,10 +65,14 @@ impl Worker {
         now: Instant,
         from: &ClientBinding,
     ) -> Result<(), DropReason> {
-        if self.ike_limiter.allow_v6(now, client_key(from)) {
-            Ok(())
-        } else {
-            Err(DropReason::IkeRateLimited)
+        if !self.ike_limiter.allow_v6(now, client_key(from)) {
+            return Err(DropReason::IkeRateLimited);
+        }
+        match host_key(from) {
+            Some(host) if !self.ike_host_limiter.allow_v6(now, host) => {
+                Err(DropReason::IkeRateLimited)
+            }
+            _ => Ok(()),
         }
     }
 }

@@ -52,6 +52,8 @@ pub struct Worker {
     pub(crate) relay_destination_limiter: RateLimiter,
     /// IKE to the IPsec endpoint per client (`ike_limit.rs`).
     pub(crate) ike_limiter: RateLimiter,
+    /// IKE to the IPsec endpoint per host (`ike_limit.rs`).
+    pub(crate) ike_host_limiter: RateLimiter,
     pub(crate) transmits: VecDeque<Transmit>,
     /// Packets for the TUN made off the fast path (ICMP errors gate64 sends).
     pub(crate) tun_writes: VecDeque<Vec<u8>>,
@@ -89,11 +91,13 @@ impl Worker {
             key.rotate_left(42),
         );
         let ike_limiter = crate::ike_limit::limiter(cfg.ike_per_client_per_sec, key);
+        let ike_host_limiter = crate::ike_limit::host_limiter(cfg.ike_per_client_per_sec, key);
         Worker {
             shared,
             stats,
             rs_limiter,
             ike_limiter,
+            ike_host_limiter,
             relay_source_limiter,
             relay_destination_limiter,
             transmits: VecDeque::new(),

@@ -282,10 +282,10 @@ pub const IKE_OCSP_TOTAL_HELP: &str = "OCSP lookups of client certificates (ipse
     unreachable, an HTTP error, or an answer that did not verify), or the cache's (cached).";
 
 /// IKE requests the responder refused, by reason. Counter; label `reason`, the responder's
-/// refusal (`malformed`, `integrity`, `cookie_required`, `half_open_cap`, `half_open_bytes`,
-/// `ike_sa_cap`, `identity_cap`, `duplicate_identity`, `child_sa_cap`, `too_many_certs`,
-/// `chain_not_linear`, `retransmit_elsewhere`, `auth_failed`, ...); a reason appears once it
-/// has happened.
+/// refusal (`malformed`, `integrity`, `cookie_required`, `half_open_cap`, `half_open_host_cap`,
+/// `half_open_bytes`, `ike_sa_cap`, `identity_cap`, `duplicate_identity`, `child_sa_cap`,
+/// `too_many_certs`, `chain_not_linear`, `retransmit_elsewhere`, `auth_failed`, ...); a reason
+/// appears once it has happened.
 pub const IKE_REFUSED_TOTAL: &str = "gate64_ike_refused_total";
 /// Help text of [`IKE_REFUSED_TOTAL`].
 pub const IKE_REFUSED_TOTAL_HELP: &str = "IKE requests the responder refused after reading \

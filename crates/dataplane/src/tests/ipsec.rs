@@ -500,6 +500,32 @@ fn ike_beyond_a_clients_budget_is_ike_rate_limited_and_others_still_pass() {
     assert_eq!(total_drops(w.stats()), 4);
 }
 
+// One host behind one IPv4 address opens a Teredo mapping per port: 200 ports of it get no
+// more IKE through than the per-host budget; a client of another address still gets in.
+#[test]
+fn all_teredo_ports_of_one_ipv4_share_one_host_ike_budget() {
+    let mut cfg = ipsec_config(false);
+    cfg.ike_per_client_per_sec = 3;
+    let mut w = Worker::new(Shared::new(cfg), Arc::new(Stats::default()));
+    let t0 = Instant::now();
+    let passed = (40_000..40_200u16)
+        .filter(|&port| {
+            let mapping = SocketAddrV4::new(*CLIENT.ip(), port);
+            let init = udp_with(teredo(mapping).encode(), ENDPOINT, 500, &[0x11; 28]);
+            matches!(from_teredo(&mut w, t0, mapping, &init), Verdict::Tun { .. })
+        })
+        .count();
+    let host_burst = 2 * 3 * crate::ike_limit::HOST_SHARE as usize;
+    assert_eq!(passed, host_burst);
+    assert_eq!(
+        w.stats().drops(DropReason::IkeRateLimited),
+        (200 - host_burst) as u64
+    );
+    let theirs = udp_with(teredo(OTHER).encode(), ENDPOINT, 500, &[0x11; 28]);
+    let v = from_teredo(&mut w, t0, OTHER, &theirs);
+    assert!(matches!(v, Verdict::Tun { .. }), "another address: {v:?}");
+}
+
 // Every address of an IP-HTTPS connection's /64 is one client: rotating the interface
 // identifier does not buy a new budget.
 #[test]

@@ -60,6 +60,9 @@ pub enum Refusal {
     /// Too many half-open IKE SAs from this source (an IPv4 address, an IPv6 /64, a Teredo
     /// client's mapping).
     HalfOpenCap,
+    /// Too many half-open IKE SAs from this source's host: all Teredo mappings of one public
+    /// IPv4 address, all /64s of one IPv6 /48.
+    HalfOpenHostCap,
     /// The half-open IKE SAs hold `max_half_open_bytes`: no new one, no new fragment.
     HalfOpenBytes,
     /// `max_ike_sas` IKE SAs are held: no new one.
@@ -113,6 +116,7 @@ impl Refusal {
             Refusal::InvalidKe => "invalid_ke",
             Refusal::CookieRequired => "cookie_required",
             Refusal::HalfOpenCap => "half_open_cap",
+            Refusal::HalfOpenHostCap => "half_open_host_cap",
             Refusal::HalfOpenBytes => "half_open_bytes",
             Refusal::IkeSaCap => "ike_sa_cap",
             Refusal::IdentityCap => "identity_cap",

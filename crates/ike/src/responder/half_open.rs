@@ -7,6 +7,12 @@
 //! vary; for any other IPv6 address its /64, which an IP-HTTPS client owns whole and may take
 //! any address of.
 //!
+//! **Hosts.** One host behind one public IPv4 address can open a Teredo mapping per port,
+//! and one site holds many /64s of its /48; each is a source of its own. So a source's
+//! half-open IKE SAs also count against its [`HostKey`] (the mapping's IPv4 address, all
+//! ports; the /48 of a native IPv6 /64), capped at [`HOST_SHARE`] sources' worth: one host
+//! cannot fill `max_half_open_bytes`, and a client from another address still gets in.
+//!
 //! **Charges.** Each half-open IKE SA keeps the [`Charge`] it was counted under and is
 //! released against it, not against the address its later requests come from: IKE_AUTH may
 //! move it (to port 4500, or through another NAT mapping), and releasing against the new
@@ -65,6 +71,30 @@ impl SourceKey {
     }
 }
 
+/// How many sources' worth of half-open IKE SAs one host (see [`HostKey`]) may hold.
+pub(crate) const HOST_SHARE: usize = 4;
+
+/// The host a source belongs to, when the source is narrower than a host: a Teredo
+/// mapping's public IPv4 address (all its ports), a native IPv6 /64's /48.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(crate) enum HostKey {
+    /// The public IPv4 address of a Teredo client's mapping.
+    TeredoV4(Ipv4Addr),
+    /// An IPv6 /48: its first 48 bits.
+    V6Site(u64),
+}
+
+impl HostKey {
+    /// The host `key` aggregates into; an IPv4 address is a host already.
+    pub(crate) fn of(key: SourceKey) -> Option<HostKey> {
+        match key {
+            SourceKey::V4(_) => None,
+            SourceKey::Teredo(m) => Some(HostKey::TeredoV4(*m.ip())),
+            SourceKey::V6Net(net) => Some(HostKey::V6Site(net >> 16)),
+        }
+    }
+}
+
 /// What one half-open IKE SA was counted under; released exactly once.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Charge {
@@ -78,6 +108,8 @@ pub(crate) struct HalfOpen {
     count: usize,
     bytes: usize,
     by_source: HashMap<SourceKey, usize>,
+    /// Entries only while non-zero, so no larger than `by_source`.
+    by_host: HashMap<HostKey, usize>,
 }
 
 impl HalfOpen {
@@ -96,12 +128,23 @@ impl HalfOpen {
         self.by_source.get(&SourceKey::of(ip)).copied().unwrap_or(0)
     }
 
+    /// Half-open IKE SAs counted against the host `ip`'s source belongs to (0 for an IPv4
+    /// address, which is a host and a source at once).
+    pub(crate) fn of_host(&self, ip: IpAddr) -> usize {
+        HostKey::of(SourceKey::of(ip))
+            .and_then(|h| self.by_host.get(&h).copied())
+            .unwrap_or(0)
+    }
+
     /// Counts a new half-open IKE SA from `ip` holding `bytes`.
     pub(crate) fn charge(&mut self, ip: IpAddr, bytes: usize) -> Charge {
         let key = SourceKey::of(ip);
         self.count += 1;
         self.bytes = self.bytes.saturating_add(bytes);
         *self.by_source.entry(key).or_insert(0) += 1;
+        if let Some(host) = HostKey::of(key) {
+            *self.by_host.entry(host).or_insert(0) += 1;
+        }
         Charge { key, bytes }
     }
 
@@ -122,6 +165,14 @@ impl HalfOpen {
             *n = n.saturating_sub(1);
             if *n == 0 {
                 self.by_source.remove(&charge.key);
+            }
+        }
+        if let Some(host) = HostKey::of(charge.key)
+            && let Some(n) = self.by_host.get_mut(&host)
+        {
+            *n = n.saturating_sub(1);
+            if *n == 0 {
+                self.by_host.remove(&host);
             }
         }
     }
@@ -211,5 +262,32 @@ mod tests {
         h.release(a);
         h.release(b);
         assert_eq!((h.count(), h.bytes(), h.sources()), (0, 0, 0));
+        assert!(h.by_host.is_empty());
+    }
+
+    #[test]
+    fn teredo_mappings_aggregate_by_ipv4_and_ipv6_by_48() {
+        let mut h = HalfOpen::default();
+        let a = h.charge(
+            "2001:0:4136:e378:8000:63bf:3fff:fdd2".parse().expect("ip"),
+            1,
+        );
+        let b = h.charge(
+            "2001:0:4136:e378:8000:63be:3fff:fdd2".parse().expect("ip"),
+            1,
+        );
+        let c = h.charge("2001:db8:1:2::1".parse().expect("ip"), 1);
+        let d = h.charge("2001:db8:1:3::1".parse().expect("ip"), 1);
+        assert_eq!(
+            h.of_host("2001:0:c000:201:0:6300:3fff:fdd2".parse().expect("ip")),
+            2
+        );
+        assert_eq!(h.of_host("2001:db8:1:ffff::1".parse().expect("ip")), 2);
+        assert_eq!(h.of_host("2001:db8:2::1".parse().expect("ip")), 0);
+        assert_eq!(h.of_host("192.0.2.45".parse().expect("ip")), 0);
+        for ch in [a, b, c, d] {
+            h.release(ch);
+        }
+        assert!(h.by_host.is_empty());
     }
 }

@@ -252,6 +252,14 @@ fn admit(
         r.refused(remote, Refusal::HalfOpenCap);
         return false;
     }
+    let host_cap = r
+        .config
+        .max_half_open_per_source
+        .saturating_mul(super::half_open::HOST_SHARE);
+    if r.half_open.of_host(remote.ip()) >= host_cap {
+        r.refused(remote, Refusal::HalfOpenHostCap);
+        return false;
+    }
     true
 }
 

@@ -3,9 +3,12 @@
 //! task keeps answering IKE_SA_INIT, liveness checks and established SAs while they run.
 //!
 //! Bounded twice before a job is queued ([`AuthQueue`]): at most [`JOBS_PER_SOURCE`] jobs of
-//! one source (an IPv4 address, an IPv6 /64, a Teredo mapping) in flight, and at most
+//! one source (an IPv4 address, an IPv6 /64, a Teredo mapping) in flight, at most
+//! [`JOBS_PER_HOST`] of one host (all Teredo mappings of one public IPv4 address, all /64s
+//! of one IPv6 /48: one host can open a mapping per port), and at most
 //! [`JOBS_PER_THREAD`] per thread in all. A job beyond either is shed
-//! (`gate64_ike_shed_total{reason="auth_queue_source"|"auth_queue_full"}`) and handed back
+//! (`gate64_ike_shed_total{reason="auth_queue_source"|"auth_queue_full"}`, a host's
+//! counted as `auth_queue_source`) and handed back
 //! to the responder, which forgets its request as if it had been lost: the client's
 //! retransmission, a second or so later, tries again.
 
@@ -21,6 +24,18 @@ use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender, unbounded_channel};
 
 /// Jobs of one source in flight: a client's two tunnels authenticate at the same time.
 pub(crate) const JOBS_PER_SOURCE: usize = 2;
+/// Jobs of one host in flight (see [`host_of`]): a few clients behind one NAT or in one site.
+pub(crate) const JOBS_PER_HOST: usize = 4;
+
+/// The host `key` belongs to, as a key of its own: a Teredo mapping's public IPv4 address,
+/// an IPv6 /64's /48; `None` for an IPv4 address, a host already.
+fn host_of(key: SourceKey) -> Option<SourceKey> {
+    match key {
+        SourceKey::V4(_) => None,
+        SourceKey::Teredo(m) => Some(SourceKey::V4(*m.ip())),
+        SourceKey::V6Net(net) => Some(SourceKey::V6Net(net & !0xffff)),
+    }
+}
 /// Jobs in flight per thread: at a millisecond or two per job, a queue this long waits some
 /// tens of milliseconds, well within a client's first retransmission.
 pub(crate) const JOBS_PER_THREAD: usize = 16;
@@ -31,6 +46,8 @@ pub(crate) struct AuthQueue {
     total_cap: usize,
     total: usize,
     by_source: HashMap<SourceKey, usize>,
+    /// Jobs per host; entries only while non-zero, no more than `total_cap`.
+    by_host: HashMap<SourceKey, usize>,
 }
 
 impl AuthQueue {
@@ -39,6 +56,7 @@ impl AuthQueue {
             total_cap,
             total: 0,
             by_source: HashMap::new(),
+            by_host: HashMap::new(),
         }
     }
 
@@ -47,11 +65,19 @@ impl AuthQueue {
         if self.total >= self.total_cap {
             return Err(IkeShedReason::AuthQueueFull);
         }
-        let n = self.by_source.entry(key).or_insert(0);
-        if *n >= JOBS_PER_SOURCE {
+        if self.by_source.get(&key).copied().unwrap_or(0) >= JOBS_PER_SOURCE {
             return Err(IkeShedReason::AuthQueueSource);
         }
-        *n += 1;
+        let host = host_of(key);
+        if let Some(h) = host
+            && self.by_host.get(&h).copied().unwrap_or(0) >= JOBS_PER_HOST
+        {
+            return Err(IkeShedReason::AuthQueueSource);
+        }
+        *self.by_source.entry(key).or_insert(0) += 1;
+        if let Some(h) = host {
+            *self.by_host.entry(h).or_insert(0) += 1;
+        }
         self.total += 1;
         Ok(())
     }
@@ -63,6 +89,14 @@ impl AuthQueue {
             *n = n.saturating_sub(1);
             if *n == 0 {
                 self.by_source.remove(&key);
+            }
+        }
+        if let Some(h) = host_of(key)
+            && let Some(n) = self.by_host.get_mut(&h)
+        {
+            *n = n.saturating_sub(1);
+            if *n == 0 {
+                self.by_host.remove(&h);
             }
         }
     }
@@ -171,6 +205,33 @@ mod tests {
         for k in ["2001:db8:1::1", "192.0.2.1", "192.0.2.2"] {
             q.done(key(k));
         }
-        assert_eq!((q.total, q.by_source.len()), (0, 0));
+        assert_eq!((q.total, q.by_source.len(), q.by_host.len()), (0, 0, 0));
+    }
+
+    /// The Teredo address of mapping `ipv4:port` (RFC 4380 §4: both stored inverted).
+    fn teredo(ipv4: [u8; 4], port: u16) -> SourceKey {
+        let p = (!port).to_be_bytes();
+        let a = (!u32::from_be_bytes(ipv4)).to_be_bytes();
+        let o = [
+            0x20, 0x01, 0, 0, 0x41, 0x36, 0xe3, 0x78, 0x80, 0, p[0], p[1], a[0], a[1], a[2], a[3],
+        ];
+        SourceKey::of(std::net::Ipv6Addr::from(o).into())
+    }
+
+    /// One host behind one IPv4 address opens a Teredo mapping per port: 200 ports of it get
+    /// no more than the per-host share of the queue; a client of another address still gets
+    /// in.
+    #[test]
+    fn all_teredo_ports_of_one_ipv4_share_one_host_bound() {
+        let mut q = AuthQueue::new(64);
+        let admitted = (40_000..40_200)
+            .filter(|&port| q.admit(teredo([192, 0, 2, 45], port)).is_ok())
+            .count();
+        assert_eq!(admitted, JOBS_PER_HOST);
+        assert_eq!(q.admit(teredo([198, 51, 100, 7], 40_000)), Ok(()));
+        let site = (1..=50u16)
+            .filter(|n| q.admit(key(&format!("2001:db8:1:{n:x}::1"))).is_ok())
+            .count();
+        assert_eq!(site, JOBS_PER_HOST, "the /64s of one /48");
     }
 }

@@ -8,11 +8,14 @@
 //! - `require`: only a verified `good` answer lets it in.
 //!
 //! The lookup runs on the verification thread, beside the IKE state machine, which keeps
-//! answering other clients meanwhile; it takes at most [`LOOKUP_TIMEOUT`] from the connect to
+//! answering other clients meanwhile; it takes at most [`LOOKUP_TIMEOUT`] from resolving the
+//! responder's name (on a thread of its own, the system resolver having no timeout) to
 //! the end of the answer, which may be at most [`MAX_RESPONSE`] bytes, so a responder that
 //! trickles its answer holds a thread no longer than one that does not answer. Answers are cached until
 //! their nextUpdate (or [`CACHE_WITHOUT_NEXT_UPDATE`] when they carry none), at most
 //! [`MAX_CACHED`] of them, so a client's second tunnel and its reconnects cost no lookup.
+//! A responder URL that could not be reached is not asked again for [`FAILURE_HOLDOFF`]:
+//! the jobs queued behind the first do not each wait out the timeout.
 //! The encoding, the decoding and the signature checks are [`gate64_ike::auth::ocsp`]'s; this
 //! module only moves bytes.
 
@@ -34,6 +37,11 @@ pub const LOOKUP_TIMEOUT: Duration = Duration::from_secs(5);
 pub const MAX_RESPONSE: usize = 64 * 1024;
 /// How long an answer without nextUpdate is reused.
 pub const CACHE_WITHOUT_NEXT_UPDATE: Duration = Duration::from_secs(300);
+/// How long a responder that could not be reached (timeout, refused, unreachable) is not
+/// asked again: each job behind the first would otherwise wait its own timeout.
+pub const FAILURE_HOLDOFF: Duration = Duration::from_secs(30);
+/// Responder URLs remembered as failed at most.
+const MAX_FAILED: usize = 64;
 /// Answers cached at most (one per client certificate looked up).
 pub const MAX_CACHED: usize = 100_000;
 
@@ -54,6 +62,8 @@ pub struct OcspChecker {
     /// The rule and the responder override: a reload changes them.
     rule: Mutex<(OcspMode, Option<String>)>,
     cache: Mutex<HashMap<CertId, (OcspAnswer, SystemTime)>>,
+    /// Responder URLs that could not be reached, until when they are not asked.
+    failed: Mutex<HashMap<String, SystemTime>>,
     counts: [AtomicU64; OcspResult::ALL.len()],
 }
 
@@ -64,6 +74,7 @@ impl OcspChecker {
         OcspChecker {
             rule: Mutex::new((mode, url)),
             cache: Mutex::new(HashMap::new()),
+            failed: Mutex::new(HashMap::new()),
             counts: Default::default(),
         }
     }
@@ -152,7 +163,7 @@ impl OcspChecker {
             self.counted(OcspResult::Unavailable);
             return Err("the certificate names no OCSP responder and ocsp_url is not set".into());
         };
-        let body = match post(&url, &ocsp::request(&id)) {
+        let body = match self.post_unless_failed(&url, &ocsp::request(&id), now) {
             Ok(body) => body,
             Err(e) => {
                 self.counted(OcspResult::Unavailable);
@@ -182,6 +193,36 @@ impl OcspChecker {
             cache.insert(id, (answer.clone(), until));
         }
         Ok(answer)
+    }
+
+    /// [`post`], unless `url` failed within [`FAILURE_HOLDOFF`]; a failure is remembered.
+    fn post_unless_failed(
+        &self,
+        url: &str,
+        request: &[u8],
+        now: SystemTime,
+    ) -> Result<Vec<u8>, String> {
+        let failed = self.failed.lock().unwrap_or_else(PoisonError::into_inner);
+        if failed.get(url).is_some_and(|until| now < *until) {
+            return Err("unreachable a moment ago; not asked again yet".into());
+        }
+        drop(failed);
+        let result = post(url, request);
+        let mut failed = self.failed.lock().unwrap_or_else(PoisonError::into_inner);
+        match &result {
+            Ok(_) => {
+                failed.remove(url);
+            }
+            Err(_) => {
+                if failed.len() >= MAX_FAILED {
+                    failed.retain(|_, until| now < *until);
+                }
+                if failed.len() < MAX_FAILED {
+                    failed.insert(url.to_owned(), now + FAILURE_HOLDOFF);
+                }
+            }
+        }
+        result
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<CertId, (OcspAnswer, SystemTime)>> {
@@ -219,15 +260,37 @@ fn parse_url(url: &str) -> Option<(String, u16, String)> {
 
 /// POSTs `request` to `url` (HTTP/1.0, one request per connection) and returns the body of a
 /// 200 answer.
+/// The first address of `host`, or an error once `within` passed: the system resolver has
+/// no timeout of its own, so it runs on a thread of its own that is left to finish alone.
+fn resolve(host: &str, port: u16, within: Duration) -> Result<SocketAddr, String> {
+    let (tx, rx) = std::sync::mpsc::sync_channel(1);
+    let name = host.to_owned();
+    std::thread::Builder::new()
+        .name("gate64-ocsp-dns".into())
+        .spawn(move || {
+            let first = (name.as_str(), port)
+                .to_socket_addrs()
+                .map(|mut a| a.next());
+            let _ = tx.send(first);
+        })
+        .map_err(|e| format!("resolving {host}: {e}"))?;
+    match rx.recv_timeout(within) {
+        Ok(Ok(Some(addr))) => Ok(addr),
+        Ok(Ok(None)) => Err(format!("{host} has no address")),
+        Ok(Err(e)) => Err(format!("resolving {host}: {e}")),
+        Err(_) => Err(format!("resolving {host}: no answer within {within:?}")),
+    }
+}
+
 fn post(url: &str, request: &[u8]) -> Result<Vec<u8>, String> {
     let (host, port, path) = parse_url(url).ok_or("not an http:// URL")?;
-    let addr: SocketAddr = (host.as_str(), port)
-        .to_socket_addrs()
-        .map_err(|e| format!("resolving {host}: {e}"))?
-        .next()
-        .ok_or_else(|| format!("{host} has no address"))?;
     let deadline = std::time::Instant::now() + LOOKUP_TIMEOUT;
-    let mut tcp = TcpStream::connect_timeout(&addr, LOOKUP_TIMEOUT).map_err(|e| e.to_string())?;
+    let addr = resolve(&host, port, LOOKUP_TIMEOUT)?;
+    let left = deadline.saturating_duration_since(std::time::Instant::now());
+    if left.is_zero() {
+        return Err(format!("resolving {host} took {LOOKUP_TIMEOUT:?}"));
+    }
+    let mut tcp = TcpStream::connect_timeout(&addr, left).map_err(|e| e.to_string())?;
     tcp.set_write_timeout(Some(LOOKUP_TIMEOUT))
         .map_err(|e| e.to_string())?;
     let host_header = if host.contains(':') {
@@ -341,5 +404,36 @@ mod tests {
         let port = listener.local_addr().expect("addr").port();
         drop(listener);
         assert!(post(&format!("http://127.0.0.1:{port}/"), b"x").is_err());
+    }
+
+    #[test]
+    fn names_resolve_within_the_bound() {
+        let addr = resolve("localhost", 80, LOOKUP_TIMEOUT).expect("localhost");
+        assert_eq!(addr.port(), 80);
+        assert!(resolve("127.0.0.1", 1, Duration::from_secs(1)).is_ok());
+    }
+
+    // A responder that accepts and never answers holds the first lookup its timeout; the
+    // next lookups within the holdoff do not ask it, and fail at once.
+    #[test]
+    fn a_failed_responder_is_not_asked_again_for_a_while() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        let url = format!("http://{}/", listener.local_addr().expect("addr"));
+        let checker = OcspChecker::new(OcspMode::Soft, None);
+        let now = SystemTime::now();
+        assert!(checker.post_unless_failed(&url, b"x", now).is_err());
+        let start = std::time::Instant::now();
+        for _ in 0..20 {
+            assert!(checker.post_unless_failed(&url, b"x", now).is_err());
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(1),
+            "{:?}",
+            start.elapsed()
+        );
+        listener.set_nonblocking(true).expect("nonblocking");
+        let asked = std::iter::from_fn(|| listener.accept().ok()).count();
+        assert_eq!(asked, 1, "only the first lookup connected");
+        assert_eq!(checker.failed.lock().expect("lock").len(), 1);
     }
 }

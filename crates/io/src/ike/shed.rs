@@ -13,6 +13,9 @@
 //!   many again at once) in a fixed table ([`RateLimiter`]): O(1), no allocation per
 //!   datagram, nothing a flood of sources can grow. Colliding addresses share a bucket
 //!   (stricter, never looser); the hash is keyed per process, so nobody can aim at another's.
+//! - **Per host**, a second table at [`HOST_SHARE`] times that rate: all Teredo mappings of
+//!   one public IPv4 address (one host behind one NAT can open a mapping per port), all /64s
+//!   of one IPv6 /48. An IPv4 source is its own host. Shed as `source_rate` too.
 //! - **Per batch**, when the read came back full (the socket has a backlog), a source's
 //!   datagrams beyond [`BATCH_SHARE`] are shed: even a source within its rate, or many
 //!   sources whose budgets are still full, cannot take a whole backlogged batch of the
@@ -29,11 +32,31 @@ pub(crate) const BATCH_SHARE: usize = 8;
 /// Buckets of the per-source table (12 bytes each): collisions stay rare at any realistic
 /// number of sources sending IKE at the same moment.
 const SOURCE_SLOTS: usize = 1 << 16;
+/// How many sources' worth of datagrams one host may send.
+pub(crate) const HOST_SHARE: u32 = 4;
+/// The Teredo prefix `2001:0::/32` (RFC 4380 §2.6).
+const TEREDO_PREFIX: [u8; 4] = [0x20, 0x01, 0x00, 0x00];
+
+/// The host `source` belongs to, as an address of its own: a Teredo address's embedded public
+/// IPv4 address (RFC 4380 §4, stored inverted), IPv4-mapped; an IPv6 address's /48; `None`
+/// for an IPv4 (or IPv4-mapped) source, a host already.
+fn host_of(source: Ipv6Addr) -> Option<Ipv6Addr> {
+    if source.to_ipv4_mapped().is_some() {
+        return None;
+    }
+    let o = source.octets();
+    if o[..4] == TEREDO_PREFIX {
+        let ip = !u32::from_be_bytes([o[12], o[13], o[14], o[15]]);
+        return Some(std::net::Ipv4Addr::from(ip).to_ipv6_mapped());
+    }
+    Some(Ipv6Addr::from(u128::from(source) & !((1u128 << 80) - 1)))
+}
 
 /// The driver's shedding state: the per-source buckets, this batch's sources, the counts.
 #[derive(Debug)]
 pub(crate) struct Shedder {
     limiter: RateLimiter,
+    host_limiter: RateLimiter,
     /// Sources seen in the current batch and how many of their datagrams were admitted;
     /// only filled while the batch is full.
     batch: Vec<(Ipv6Addr, usize)>,
@@ -47,6 +70,12 @@ impl Shedder {
     pub(crate) fn new(per_sec: u32, key: u64) -> Self {
         Shedder {
             limiter: RateLimiter::new(per_sec, per_sec.saturating_mul(2), SOURCE_SLOTS, key),
+            host_limiter: RateLimiter::new(
+                per_sec.saturating_mul(HOST_SHARE),
+                per_sec.saturating_mul(2 * HOST_SHARE),
+                SOURCE_SLOTS,
+                key.rotate_left(17),
+            ),
             batch: Vec::with_capacity(crate::sys::BATCH),
             backlogged: false,
             shed: [0; IkeShedReason::ALL.len()],
@@ -82,6 +111,12 @@ impl Shedder {
             *seen += 1;
         }
         if !self.limiter.allow_v6(now, source) {
+            self.shed[IkeShedReason::SourceRate as usize] += 1;
+            return false;
+        }
+        if let Some(host) = host_of(source)
+            && !self.host_limiter.allow_v6(now, host)
+        {
             self.shed[IkeShedReason::SourceRate as usize] += 1;
             return false;
         }
@@ -147,6 +182,38 @@ mod tests {
         s.start_batch(32, 32);
         assert!(s.admit(t0, a));
         assert_eq!(s.shed(IkeShedReason::SourceRate), 0);
+    }
+
+    // One host behind one IPv4 address opens a Teredo mapping per port: 200 ports of it get
+    // no more than the per-host budget; a client of another address still gets in.
+    #[test]
+    fn all_teredo_ports_of_one_ipv4_share_one_host_budget() {
+        let mut s = Shedder::new(10, 4);
+        let t0 = Instant::now();
+        let teredo = |ipv4: [u8; 4], port: u16| {
+            let p = (!port).to_be_bytes();
+            let a = (!u32::from_be_bytes(ipv4)).to_be_bytes();
+            let o = [
+                0x20, 0x01, 0, 0, 0x41, 0x36, 0xe3, 0x78, 0x80, 0, p[0], p[1], a[0], a[1], a[2],
+                a[3],
+            ];
+            SocketAddr::new(Ipv6Addr::from(o).into(), 500)
+        };
+        s.start_batch(1, 32);
+        let admitted: usize = (40_000..40_200)
+            .map(|port| {
+                (0..3)
+                    .filter(|_| s.admit(t0, teredo([192, 0, 2, 45], port)))
+                    .count()
+            })
+            .sum();
+        assert_eq!(admitted, 2 * 10 * HOST_SHARE as usize, "the host's burst");
+        assert!(s.admit(t0, teredo([198, 51, 100, 7], 40_000)));
+        let site: usize = (1..=50u16)
+            .map(|n| at(&format!("2001:db8:1:{n:x}::1")))
+            .map(|a| (0..3).filter(|_| s.admit(t0, a)).count())
+            .sum();
+        assert_eq!(site, 2 * 10 * HOST_SHARE as usize, "the /64s of one /48");
     }
 
     // IPv4 senders (a dual-stack endpoint) have buckets of their own.

@@ -211,3 +211,48 @@ fn rfc7383_fragments_count_against_the_half_open_bytes() {
     r.handle_timeout(now + Duration::from_secs(31));
     assert_eq!((r.half_open(), r.half_open.bytes()), (0, 0));
 }
+
+/// The Teredo address of mapping `192.0.2.45:port` (RFC 4380 §4: port and IPv4 inverted).
+fn teredo_of_port(port: u16) -> String {
+    let p = !port;
+    format!("[2001:0:4136:e378:8000:{p:x}:3fff:fdd2]:500")
+}
+
+/// One host behind one public IPv4 address opens a Teredo mapping per port: 200 ports of it
+/// get no more half-open IKE SAs than the per-host cap, and a client of another address
+/// still gets in.
+#[test]
+fn half_open_host_cap_bounds_all_teredo_ports_of_one_ipv4() {
+    let now = Instant::now();
+    let mut r = Lab::new().responder(now, |c| c.max_half_open_per_source = 2);
+    let host_cap = 2 * super::half_open::HOST_SHARE;
+    let ports: Vec<String> = (40_000..40_200).map(teredo_of_port).collect();
+    let ports: Vec<&str> = ports.iter().map(String::as_str).collect();
+    assert_eq!(inits_from(&mut r, now, &ports), host_cap);
+    assert_eq!(
+        refused(&events(&mut r), Refusal::HalfOpenHostCap),
+        200 - host_cap
+    );
+    assert_eq!(Refusal::HalfOpenHostCap.label(), "half_open_host_cap");
+    // Another public IPv4 address (198.51.100.7 → inverted 39cc:9bf8).
+    let other = "[2001:0:4136:e378:8000:63bf:39cc:9bf8]:500";
+    assert_eq!(inits_from(&mut r, now, &[other]), 1);
+}
+
+/// A native IPv6 site: its /64s are sources of their own, its /48 a host.
+#[test]
+fn half_open_host_cap_bounds_the_64s_of_one_48() {
+    let now = Instant::now();
+    let mut r = Lab::new().responder(now, |c| c.max_half_open_per_source = 2);
+    let host_cap = 2 * super::half_open::HOST_SHARE;
+    let nets: Vec<String> = (1..=50)
+        .map(|n| format!("[2001:db8:1:{n:x}::1]:500"))
+        .collect();
+    let nets: Vec<&str> = nets.iter().map(String::as_str).collect();
+    assert_eq!(inits_from(&mut r, now, &nets), host_cap);
+    assert_eq!(
+        refused(&events(&mut r), Refusal::HalfOpenHostCap),
+        50 - host_cap
+    );
+    assert_eq!(inits_from(&mut r, now, &["[2001:db8:2:1::1]:500"]), 1);
+}
