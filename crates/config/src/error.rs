@@ -115,7 +115,16 @@ impl std::error::Error for ConfigError {
 }
 
 pub(crate) fn syntax_error(input: &str, e: &toml::de::Error) -> ConfigError {
-    let message = e.message().trim_end().replace('\n', "; ");
+    let mut message = e.message().trim_end().replace('\n', "; ");
+    if let Some(word) = e.span().and_then(|span| input.get(span)) {
+        let word = word.trim();
+        let boolean_like = ["yes", "no", "on", "off", "True", "False", "TRUE", "FALSE"];
+        if boolean_like.contains(&word) {
+            message.push_str(&format!(
+                "; `{word}` is not a TOML value: a boolean key expects true or false"
+            ));
+        }
+    }
     let reason = match e.span() {
         Some(span) => {
             let (line, column) = line_column(input, span.start);
@@ -190,4 +199,18 @@ pub(crate) fn invalid(
 /// A string as TOML writes it, quotes and escapes included.
 pub(crate) fn quote(s: &str) -> String {
     toml::Value::String(s.to_owned()).to_string()
+}
+
+#[cfg(test)]
+mod boolean_hint {
+    #[test]
+    fn a_bare_yes_names_the_boolean_type() {
+        let input = "enabled = yes\n";
+        let Err(e) = toml::from_str::<toml::Table>(input) else {
+            panic!("a bare word parsed");
+        };
+        let reason = super::syntax_error(input, &e).to_string();
+        assert!(reason.contains("expects true or false"), "{reason}");
+        assert!(reason.contains("`yes`"), "{reason}");
+    }
 }

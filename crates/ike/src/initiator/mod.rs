@@ -97,7 +97,12 @@ pub enum InitiatorEvent {
 #[non_exhaustive]
 pub enum InitiatorError {
     /// The responder answered with this error notify.
-    #[error("responder refused with notify {0}")]
+    #[error(
+        "responder refused with {name} ({code}): {cause}",
+        code = .0,
+        name = crate::message::notify::describe(*.0).0,
+        cause = crate::message::notify::describe(*.0).1
+    )]
     Notify(u16),
     /// The responder's certificate or AUTH did not verify.
     #[error("responder authentication failed: {0}")]

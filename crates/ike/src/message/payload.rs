@@ -81,6 +81,77 @@ pub mod notify {
     pub const IKEV2_FRAGMENTATION_SUPPORTED: u16 = 16430;
     /// Status: hash algorithms for digital signatures (RFC 7427).
     pub const SIGNATURE_HASH_ALGORITHMS: u16 = 16431;
+
+    /// The registry name of an error notify and what most likely caused it, for messages
+    /// an admin reads ("responder refused with AUTHENTICATION_FAILED (24): …"). A code this
+    /// table does not know is named by its number alone.
+    pub fn describe(code: u16) -> (&'static str, &'static str) {
+        match code {
+            UNSUPPORTED_CRITICAL_PAYLOAD => (
+                "UNSUPPORTED_CRITICAL_PAYLOAD",
+                "the peer does not implement a payload this side marked critical",
+            ),
+            INVALID_IKE_SPI => (
+                "INVALID_IKE_SPI",
+                "the peer no longer knows this IKE SA (it restarted or deleted it); connect again",
+            ),
+            INVALID_MAJOR_VERSION => ("INVALID_MAJOR_VERSION", "the peer does not speak IKEv2"),
+            INVALID_SYNTAX => (
+                "INVALID_SYNTAX",
+                "the peer could not parse or decrypt the message (a proposal or key mismatch)",
+            ),
+            INVALID_MESSAGE_ID => (
+                "INVALID_MESSAGE_ID",
+                "message IDs out of step; connect again",
+            ),
+            INVALID_SPI => ("INVALID_SPI", "the peer does not know this child SA"),
+            NO_PROPOSAL_CHOSEN => (
+                "NO_PROPOSAL_CHOSEN",
+                "no cipher suite in common; compare the proposals on both sides",
+            ),
+            INVALID_KE_PAYLOAD => (
+                "INVALID_KE_PAYLOAD",
+                "the peer wants another Diffie-Hellman group",
+            ),
+            AUTHENTICATION_FAILED => (
+                "AUTHENTICATION_FAILED",
+                "the responder refused this side's certificate or identity (an unknown CA, \
+                 a revoked or expired certificate, an identity the certificate does not carry, \
+                 or a second connection with the same identity); the responder's log names the cause",
+            ),
+            SINGLE_PAIR_REQUIRED => (
+                "SINGLE_PAIR_REQUIRED",
+                "the responder accepts only one selector pair per child SA",
+            ),
+            NO_ADDITIONAL_SAS => (
+                "NO_ADDITIONAL_SAS",
+                "the responder takes no more child SAs on this IKE SA",
+            ),
+            INTERNAL_ADDRESS_FAILURE => (
+                "INTERNAL_ADDRESS_FAILURE",
+                "the responder had no address to assign",
+            ),
+            FAILED_CP_REQUIRED => (
+                "FAILED_CP_REQUIRED",
+                "the responder requires a configuration payload",
+            ),
+            TS_UNACCEPTABLE => (
+                "TS_UNACCEPTABLE",
+                "the traffic selectors asked for are not inside the responder's tunnel prefixes \
+                 (--infrastructure-ts / --intranet-ts against the server's \
+                 infrastructure_prefixes / intranet_prefixes)",
+            ),
+            TEMPORARY_FAILURE => (
+                "TEMPORARY_FAILURE",
+                "the responder is busy (a rekey collision); it retries by itself",
+            ),
+            CHILD_SA_NOT_FOUND => (
+                "CHILD_SA_NOT_FOUND",
+                "the child SA to rekey is gone at the responder",
+            ),
+            _ => ("unknown notify", "not an error type this client knows"),
+        }
+    }
 }
 
 /// Configuration payload types and attribute types (RFC 7296 §3.15).
@@ -408,5 +479,24 @@ impl Configuration {
     /// Whether the configuration asks for (or carries) attribute `kind`.
     pub fn has(&self, kind: u16) -> bool {
         self.attributes.iter().any(|a| a.kind == kind)
+    }
+}
+
+#[cfg(test)]
+mod notify_names {
+    use super::notify;
+    use crate::initiator::InitiatorError;
+
+    #[test]
+    fn a_refusal_names_the_notify_and_its_likely_cause() {
+        let auth = InitiatorError::Notify(notify::AUTHENTICATION_FAILED).to_string();
+        assert!(auth.contains("AUTHENTICATION_FAILED (24)"), "{auth}");
+        assert!(auth.contains("certificate"), "{auth}");
+        let ts = InitiatorError::Notify(notify::TS_UNACCEPTABLE).to_string();
+        assert!(ts.contains("TS_UNACCEPTABLE (38)"), "{ts}");
+        assert!(ts.contains("--infrastructure-ts"), "{ts}");
+        assert!(ts.contains("infrastructure_prefixes"), "{ts}");
+        let unknown = InitiatorError::Notify(0).to_string();
+        assert!(unknown.contains("unknown notify (0)"), "{unknown}");
     }
 }
