@@ -14,8 +14,7 @@
 use std::net::SocketAddr;
 use std::time::{Instant, SystemTime};
 
-use super::auth_exchange::{self, ClientProof, OwnedProof};
-use super::second_auth::{self, Pending};
+use super::auth_round::{self, ClientProof, OwnedProof, Pending, SecondAuth, Verified};
 use super::{Responder, half_open::SourceKey};
 use crate::auth::{AuthError, TrustAnchors};
 use crate::message::{Header, Identification, Payload};
@@ -41,7 +40,7 @@ pub struct AuthJob {
 pub struct AuthVerdict {
     spi_r: u64,
     message_id: u32,
-    result: Result<auth_exchange::Verified, AuthError>,
+    result: Result<Verified, AuthError>,
     /// The certificate an OCSP answer found revoked after it verified: established IKE SAs
     /// authenticated with it end too.
     revoked: Option<crate::auth::RevocationKey>,
@@ -88,7 +87,7 @@ impl AuthJob {
             self.method,
             &self.auth_data,
         );
-        let result = auth_exchange::verify_client(&self.anchors, &proof, &self.octets, self.wall);
+        let result = auth_round::verify_client(&self.anchors, &proof, &self.octets, self.wall);
         AuthVerdict {
             spi_r: self.spi_r,
             message_id: self.message_id,
@@ -110,9 +109,9 @@ pub(crate) enum Round {
 /// An IKE_AUTH request waiting for its [`AuthVerdict`].
 #[derive(Debug)]
 pub(crate) struct PendingAuth {
-    header: Header,
-    inner: Vec<Payload>,
-    round: Round,
+    pub(super) header: Header,
+    pub(super) inner: Vec<Payload>,
+    pub(super) round: Round,
 }
 
 /// Queues the verification of the proof over `octets` for request `h` of a half-open IKE SA,
@@ -171,24 +170,18 @@ fn take_pending(r: &mut Responder, spi_r: u64, message_id: u32) -> Option<Box<Pe
     Some(pending)
 }
 
-/// Finishes the round `verdict` belongs to.
-pub(super) fn handle_verdict(r: &mut Responder, now: Instant, verdict: AuthVerdict) {
+/// The request `verdict` answers, taken from its IKE SA, and the verdict's result, if the IKE
+/// SA is still there and still waiting. An OCSP answer that found a certificate revoked ends
+/// the IKE SAs it authenticated first, whichever request it came with.
+pub(super) fn take_verdict(
+    r: &mut Responder,
+    verdict: AuthVerdict,
+) -> Option<(PendingAuth, Result<Verified, AuthError>)> {
     if let Some(key) = &verdict.revoked {
         end_revoked(r, key);
     }
-    let Some(pending) = take_pending(r, verdict.spi_r, verdict.message_id) else {
-        // The IKE SA timed out or was deleted meanwhile.
-        return;
-    };
-    let PendingAuth {
-        header,
-        inner,
-        round,
-    } = *pending;
-    match round {
-        Round::First => auth_exchange::after_verify(r, now, header, inner, verdict.result),
-        Round::Second(first) => second_auth::after_verify(r, now, header, *first, verdict.result),
-    }
+    let pending = take_pending(r, verdict.spi_r, verdict.message_id)?;
+    Some((*pending, verdict.result))
 }
 
 /// Ends, with a Delete each, the established IKE SAs authenticated with the certificate `key`
@@ -220,6 +213,6 @@ pub(super) fn handle_shed(r: &mut Responder, job: AuthJob) {
         return;
     };
     if let (Round::Second(first), Some(sa)) = (pending.round, r.sas.get_mut(&job.spi_r)) {
-        sa.second_auth = second_auth::SecondAuth::Awaiting(first);
+        sa.second_auth = SecondAuth::Awaiting(first);
     }
 }

@@ -18,6 +18,7 @@
 mod admin;
 mod auth_exchange;
 mod auth_jobs;
+mod auth_round;
 mod caps;
 mod child;
 mod config;
@@ -155,7 +156,7 @@ pub(crate) struct IkeSa {
     pub(crate) children: Vec<ChildRecord>,
     pub(crate) rekeys: u32,
     pub(crate) liveness: liveness::Liveness,
-    pub(crate) second_auth: second_auth::SecondAuth,
+    pub(crate) second_auth: auth_round::SecondAuth,
     /// Where IKE_SA_INIT came from: the key of `Responder::by_initiator` (`remote` follows
     /// the client, e.g. to port 4500).
     pub(crate) init_remote: SocketAddr,
@@ -209,7 +210,7 @@ impl IkeSa {
             children: Vec::new(),
             rekeys: 0,
             liveness: liveness::Liveness::default(),
-            second_auth: second_auth::SecondAuth::default(),
+            second_auth: auth_round::SecondAuth::default(),
             init_remote: remote,
             timer: None,
             half_open: None,
@@ -340,7 +341,7 @@ impl Responder {
 
     /// Finishes the IKE_AUTH round `verdict` answers.
     pub fn handle_auth_verdict(&mut self, now: Instant, verdict: AuthVerdict) {
-        auth_jobs::handle_verdict(self, now, verdict);
+        auth_exchange::handle_verdict(self, now, verdict);
     }
 
     /// Forgets the request of a job the driver could not run, as if it had been lost.

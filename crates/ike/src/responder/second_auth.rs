@@ -19,8 +19,8 @@
 
 use std::time::Instant;
 
-use super::auth_exchange::{self, ClientProof};
 use super::auth_jobs::{self, Round};
+use super::auth_round::{self, ClientProof, Pending, SecondAuth};
 use super::{Refusal, Responder};
 use crate::auth::AuthError;
 use crate::child_sa::TunnelKind;
@@ -40,42 +40,13 @@ pub enum SecondAuthPolicy {
     Required,
 }
 
-/// Where one IKE SA stands in RFC 4739.
-#[derive(Debug, Clone, Default)]
-pub(crate) enum SecondAuth {
-    /// We did not announce MULTIPLE_AUTH_SUPPORTED (policy `off`).
-    #[default]
-    NotAnnounced,
-    /// Our IKE_SA_INIT response announced MULTIPLE_AUTH_SUPPORTED; the client may ask for
-    /// a second round.
-    Announced,
-    /// The first round verified and was answered; the second IKE_AUTH is due.
-    Awaiting(Box<Pending>),
-    /// Both rounds verified: the second identity (the user certificate's subject).
-    Done(Box<str>),
-}
-
-/// What the second round needs from the first.
-#[derive(Debug, Clone)]
-pub(crate) struct Pending {
-    /// The first round's identity (the machine certificate).
-    machine: auth_exchange::Verified,
-    /// The first IKE_AUTH request: its SA, TS and CP are answered after the second round.
-    first_request: Vec<Payload>,
-}
-
-impl SecondAuth {
-    /// The user identity, once the second round verified.
-    pub(crate) fn user(&self) -> Option<&str> {
-        match self {
-            SecondAuth::Done(user) => Some(user),
-            _ => None,
-        }
-    }
-
-    fn is_awaiting(&self) -> bool {
-        matches!(self, SecondAuth::Awaiting(_))
-    }
+/// Whether IKE SA `spi_r`, now established, may build the intranet tunnel: always, unless
+/// `intranet_second_auth = "required"`, which asks that a second round proved a user.
+pub(super) fn intranet_allowed(r: &Responder, spi_r: u64) -> bool {
+    r.config.intranet_second_auth != SecondAuthPolicy::Required
+        || r.sas
+            .get(&spi_r)
+            .is_some_and(|sa| matches!(sa.second_auth, SecondAuth::Done(_)))
 }
 
 /// At IKE_SA_INIT: whether our response announces MULTIPLE_AUTH_SUPPORTED. RFC 4739 §3.1:
@@ -149,7 +120,7 @@ pub(crate) fn check_first_round(
 pub(crate) fn await_second_round(
     r: &mut Responder,
     h: Header,
-    machine: auth_exchange::Verified,
+    machine: auth_round::Verified,
     first_request: Vec<Payload>,
     our_auth: Vec<Payload>,
 ) {
@@ -176,11 +147,11 @@ pub(crate) fn handle_second_round(r: &mut Responder, now: Instant, h: Header, in
     let Some(proof) = ClientProof::from_payloads(&inner) else {
         // No AUTH: EAP or a truncated round; gate64 authenticates with certificates only.
         let reason = Refusal::Authentication("second round without IDi and AUTH".into());
-        return auth_exchange::fail(r, h, now, started, notify::AUTHENTICATION_FAILED, reason);
+        return auth_round::fail(r, h, now, started, notify::AUTHENTICATION_FAILED, reason);
     };
     if find_notify(&inner, notify::ANOTHER_AUTH_FOLLOWS).is_some() {
         let reason = Refusal::Authentication("more than two authentication rounds".into());
-        return auth_exchange::fail(r, h, now, started, notify::AUTHENTICATION_FAILED, reason);
+        return auth_round::fail(r, h, now, started, notify::AUTHENTICATION_FAILED, reason);
     }
     let octets = [
         &sa.init_request[..],
@@ -194,7 +165,7 @@ pub(crate) fn handle_second_round(r: &mut Responder, now: Instant, h: Header, in
         return auth_jobs::submit(r, now, (h, inner), owned, octets, round);
     }
     let anchors = r.config.second_round_anchors();
-    let verified = auth_exchange::verify_client(anchors, &proof, &octets, r.wall(now));
+    let verified = auth_round::verify_client(anchors, &proof, &octets, r.wall(now));
     after_verify(r, now, h, *pending, verified);
 }
 
@@ -206,7 +177,7 @@ pub(crate) fn after_verify(
     now: Instant,
     h: Header,
     pending: Pending,
-    verified: Result<auth_exchange::Verified, AuthError>,
+    verified: Result<auth_round::Verified, AuthError>,
 ) {
     let Some((remote, started)) = r.sas.get(&h.spi_r).map(|s| (s.remote, s.started)) else {
         return;
@@ -216,17 +187,17 @@ pub(crate) fn after_verify(
         Err(e) => {
             tracing::debug!(peer = %remote, error = %e, "ike second authentication failed");
             let reason = Refusal::from(&e);
-            return auth_exchange::fail(r, h, now, started, notify::AUTHENTICATION_FAILED, reason);
+            return auth_round::fail(r, h, now, started, notify::AUTHENTICATION_FAILED, reason);
         }
     };
     // The second round proves a user: the machine's identity again proves nothing more.
     if user.key == pending.machine.key {
         tracing::debug!(peer = %remote, user = %user.subject, "ike second round repeated the machine identity");
         let reason = Refusal::Authentication("the second round proved the machine again".into());
-        return auth_exchange::fail(r, h, now, started, notify::AUTHENTICATION_FAILED, reason);
+        return auth_round::fail(r, h, now, started, notify::AUTHENTICATION_FAILED, reason);
     }
-    let Some(req) = auth_exchange::request_parts(&pending.first_request) else {
-        return auth_exchange::fail(
+    let Some(req) = auth_round::request_parts(&pending.first_request) else {
+        return auth_round::fail(
             r,
             h,
             now,
@@ -235,11 +206,12 @@ pub(crate) fn after_verify(
             Refusal::Malformed,
         );
     };
-    auth_exchange::remember_certificate(r, h.spi_r, &user);
+    auth_round::remember_certificate(r, h.spi_r, &user);
     tracing::debug!(peer = %remote, machine = %pending.machine.subject, user = %user.subject, "ike second authentication");
     if let Some(sa) = r.sas.get_mut(&h.spi_r) {
         sa.second_auth = SecondAuth::Done(user.subject.into());
     }
-    auth_exchange::establish(r, now, h, &pending.machine);
-    auth_exchange::complete(r, now, h, &req, pending.machine.clone(), Vec::new());
+    let intranet_allowed = intranet_allowed(r, h.spi_r);
+    auth_round::establish(r, now, h, &pending.machine, intranet_allowed);
+    auth_round::complete(r, now, h, &req, pending.machine.clone(), Vec::new());
 }

@@ -1,0 +1,412 @@
+//! What both IKE_AUTH rounds share (RFC 7296 §1.2, §2.15; RFC 4739's second round): the
+//! client's proof and its verification, the request's payloads, the steps that establish the
+//! IKE SA, answer with the first child SA or refuse, and where an IKE SA stands between its
+//! rounds. The rounds themselves (the first round's exchange, RFC 4739's second round) and the
+//! queue of verification jobs build on this module; it names none of them.
+
+use std::net::IpAddr;
+use std::time::{Instant, SystemTime};
+
+use super::child::{self, ChildPlan, KeRule};
+use super::{Event, Refusal, Responder, uniqueness};
+use crate::auth::{
+    AuthError, AuthMethod, CertSummary, Identity, IdentityKey, MAX_PEER_CERTS, RevocationKey,
+    TrustAnchors,
+};
+use crate::message::{
+    Configuration, Header, Identification, Notify, Payload, Proposal, TrafficSelector, cfg,
+    find_notify, notify,
+};
+
+/// What proves the client's identity in one IKE_AUTH round: IDi, CERTs and AUTH.
+pub(super) struct ClientProof<'a> {
+    pub(super) id: &'a Identification,
+    certs: Vec<&'a [u8]>,
+    /// Every CERT payload, whatever its encoding: all count against the cap.
+    cert_payloads: usize,
+    method: u8,
+    auth_data: &'a [u8],
+}
+
+impl<'a> ClientProof<'a> {
+    /// A proof over owned parts (a verification job's).
+    pub(super) fn owned(
+        id: &'a Identification,
+        certs: &'a [Vec<u8>],
+        cert_payloads: usize,
+        method: u8,
+        auth_data: &'a [u8],
+    ) -> Self {
+        ClientProof {
+            id,
+            certs: certs.iter().map(Vec::as_slice).collect(),
+            cert_payloads,
+            method,
+            auth_data,
+        }
+    }
+
+    /// Its parts, owned: IDi, the X.509 certificates, the CERT payload count, the AUTH method
+    /// and data.
+    pub(super) fn to_owned_parts(&self) -> OwnedProof {
+        (
+            self.id.clone(),
+            self.certs.iter().map(|c| c.to_vec()).collect(),
+            self.cert_payloads,
+            self.method,
+            self.auth_data.to_vec(),
+        )
+    }
+
+    /// IDi, the X.509 CERT payloads (leaf first) and AUTH of one request.
+    pub(super) fn from_payloads(inner: &'a [Payload]) -> Option<Self> {
+        let (mut id, mut auth) = (None, None);
+        let mut certs = Vec::new();
+        let mut cert_payloads = 0;
+        for p in inner {
+            match p {
+                Payload::IdI(i) => id = Some(i),
+                Payload::Cert { encoding, data } => {
+                    cert_payloads += 1;
+                    if *encoding == super::CERT_X509_SIGNATURE {
+                        certs.push(data.as_slice());
+                    }
+                }
+                Payload::Auth { method, data } => auth = Some((*method, data.as_slice())),
+                _ => {}
+            }
+        }
+        let (method, auth_data) = auth?;
+        Some(ClientProof {
+            id: id?,
+            certs,
+            cert_payloads,
+            method,
+            auth_data,
+        })
+    }
+}
+
+/// A [`ClientProof`]'s parts, owned: IDi, the X.509 certificates, the CERT payload count, the
+/// AUTH method and data.
+pub(super) type OwnedProof = (Identification, Vec<Vec<u8>>, usize, u8, Vec<u8>);
+
+/// The payloads of an IKE_AUTH request gate64 uses.
+pub(super) struct AuthRequest<'a> {
+    pub(super) proof: ClientProof<'a>,
+    cp: Option<&'a Configuration>,
+    proposals: &'a [Proposal],
+    tsi: &'a [TrafficSelector],
+    pub(super) tsr: &'a [TrafficSelector],
+    pub(super) initial_contact: bool,
+}
+
+pub(super) fn request_parts(inner: &[Payload]) -> Option<AuthRequest<'_>> {
+    let (mut cp, mut proposals, mut tsi, mut tsr) = (None, None, None, None);
+    for p in inner {
+        match p {
+            Payload::Cp(c) if c.kind == cfg::REQUEST => cp = Some(c),
+            Payload::Sa(l) => proposals = Some(l.as_slice()),
+            Payload::TsI(l) => tsi = Some(l.as_slice()),
+            Payload::TsR(l) => tsr = Some(l.as_slice()),
+            _ => {}
+        }
+    }
+    Some(AuthRequest {
+        proof: ClientProof::from_payloads(inner)?,
+        cp,
+        proposals: proposals?,
+        tsi: tsi?,
+        tsr: tsr?,
+        initial_contact: find_notify(inner, notify::INITIAL_CONTACT).is_some(),
+    })
+}
+
+/// Checks the client: chain to our CAs at `wall`, ID against the certificate, AUTH over
+/// `octets` (RFC 7296 §2.15: the initiator's IKE_SA_INIT request | Nr | prf(SK_pi, IDi')).
+/// Returns what identifies the certificate and what a CRL names it by. The number and shape of
+/// the certificates are checked first, so a hostile chain costs no path building and no
+/// signature check.
+pub(super) fn verify_client(
+    anchors: &TrustAnchors,
+    req: &ClientProof<'_>,
+    octets: &[u8],
+    wall: SystemTime,
+) -> Result<Verified, AuthError> {
+    if req.cert_payloads > MAX_PEER_CERTS {
+        return Err(AuthError::TooManyCertificates(req.cert_payloads));
+    }
+    let (leaf, intermediates) = req.certs.split_first().ok_or(AuthError::NoCertificate)?;
+    let peer = anchors.verify_peer(leaf, intermediates, wall)?;
+    let identity = Identity::from_payload_body(&req.id.body())?;
+    if !peer.matches_id(&identity) {
+        return Err(AuthError::IdMismatch);
+    }
+    let method =
+        AuthMethod::from_code(req.method).ok_or(AuthError::UnsupportedMethod(req.method))?;
+    peer.verify_auth(method, req.auth_data, octets)?;
+    Ok(Verified {
+        subject: peer.subject(),
+        key: peer.identity_key(),
+        revocation: peer.revocation_key().cloned(),
+        summary: peer.summary().clone(),
+        ocsp: peer.ocsp_query().cloned(),
+        alt_names: peer.alt_names(),
+    })
+}
+
+/// A client certificate that verified.
+#[derive(Debug, Clone)]
+pub(crate) struct Verified {
+    /// Its subject as text (RFC 4514 escaping), for logs and `gate64 status`.
+    pub(crate) subject: String,
+    /// Issuer and subject together: what leases, INITIAL_CONTACT, uniqueness and the
+    /// per-identity cap key on.
+    pub(crate) key: IdentityKey,
+    /// Its issuer and serial, for CRLs loaded later.
+    pub(crate) revocation: Option<RevocationKey>,
+    /// Issuer, serial and notAfter, for `gate64 status`.
+    pub(crate) summary: CertSummary,
+    /// What an OCSP lookup of it needs (the driver's verification threads do the lookup).
+    pub(crate) ocsp: Option<crate::auth::OcspQuery>,
+    /// Its subjectAltNames as text, which `gate64 disconnect` takes.
+    pub(crate) alt_names: Vec<String>,
+}
+
+/// Keeps the certificate's revocation key with IKE SA `spi_r`, so that a later CRL can end
+/// it ([`Responder::disconnect_revoked`]).
+pub(super) fn remember_certificate(r: &mut Responder, spi_r: u64, verified: &Verified) {
+    if let (Some(sa), Some(key)) = (r.sas.get_mut(&spi_r), verified.revocation.clone()) {
+        sa.certificates.push(key);
+    }
+}
+
+/// Adds the first child SA (or the notify refusing it), responds and reports the new SAs.
+pub(super) fn complete(
+    r: &mut Responder,
+    now: Instant,
+    h: Header,
+    req: &AuthRequest<'_>,
+    identity: Verified,
+    mut payloads: Vec<Payload>,
+) {
+    let Some((remote, started)) = r.sas.get(&h.spi_r).map(|s| (s.remote, s.started)) else {
+        return;
+    };
+    let (tunnel, pair, result) = match first_child(r, now, h.spi_r, req, &identity.key) {
+        Ok((child_payloads, pair)) => {
+            payloads.extend(child_payloads);
+            (Some(pair.tunnel), Some(pair), Ok(()))
+        }
+        Err((kind, reason)) => {
+            // RFC 7296 §1.2: the IKE SA stands even when its first child SA is refused, but
+            // the client did not get what it negotiated for: the negotiation counts under
+            // the child's refusal (e.g. `ts_unacceptable`), not as established.
+            payloads.push(Payload::Notify(Notify::new(kind, Vec::new())));
+            r.refused(remote, reason.clone());
+            (None, None, Err(reason))
+        }
+    };
+    if let Some(lifetime) = r.config.reauth {
+        // RFC 4478 §3: the seconds until the client must authenticate anew.
+        let secs = u32::try_from(lifetime.as_secs()).unwrap_or(u32::MAX);
+        payloads.push(Payload::Notify(Notify::new(
+            notify::AUTH_LIFETIME,
+            secs.to_be_bytes().to_vec(),
+        )));
+    }
+    r.respond(h.spi_r, h, payloads);
+    if let Some(sa) = r.sas.get_mut(&h.spi_r) {
+        sa.tunnel = tunnel;
+    }
+    if uniqueness::replaces(r, req.initial_contact) {
+        uniqueness::forget_stale(r, h.spi_r, &identity.key, tunnel);
+    }
+    tracing::info!(peer = %remote, identity = %identity.subject, ?tunnel, "ike sa established");
+    r.event(Event::IkeSaUp {
+        ike_spi: h.spi_i,
+        spi_r: h.spi_r,
+        peer: remote,
+        identity: identity.subject,
+        tunnel,
+    });
+    if let Some(pair) = pair {
+        r.event(Event::ChildSaUp(Box::new(pair)));
+    }
+    r.event(Event::Negotiation {
+        result,
+        duration: now.saturating_duration_since(started),
+    });
+}
+
+/// Marks the IKE SA established and out of the half-open count.
+///
+/// `intranet_allowed` is whether this IKE SA may build the intranet tunnel, fixed now
+/// (RFC 4739 under `required`: the intranet only for an IKE SA whose second round proved a
+/// user), so that no later CREATE_CHILD_SA (after a refused first child, or a reload of the
+/// policy) can reach it otherwise.
+pub(super) fn establish(
+    r: &mut Responder,
+    now: Instant,
+    h: Header,
+    identity: &Verified,
+    intranet_allowed: bool,
+) {
+    let issuer = r.intern_issuer(&identity.summary.issuer);
+    let name = r.identity_name(&identity.key, &identity.subject, &identity.alt_names);
+    let Some(sa) = r.sas.get_mut(&h.spi_r) else {
+        return;
+    };
+    sa.established = true;
+    sa.authenticated = Some(now);
+    sa.identity = Some(name);
+    sa.identity_key = Some(identity.key);
+    sa.certificate = Some((issuer, identity.summary.not_after));
+    sa.intranet_allowed = intranet_allowed;
+    sa.last_heard = now;
+    // Its half-open deadline no longer applies: the entry set for it goes stale.
+    sa.timer = None;
+    // The IKE_SA_INIT messages are only needed for the AUTH octets.
+    sa.init_request = Vec::new();
+    sa.init_response = Vec::new();
+    let charge = sa.half_open.take();
+    r.index_identity(identity.key, h.spi_r);
+    if let Some(charge) = charge {
+        // Against the source it was charged to: IKE_AUTH may have moved `remote`.
+        r.half_open.release(charge);
+    }
+    r.schedule(h.spi_r);
+}
+
+/// Answers with the error notify `kind`, ends the negotiation and forgets the half-open SA.
+pub(super) fn fail(
+    r: &mut Responder,
+    h: Header,
+    now: Instant,
+    started: Instant,
+    kind: u16,
+    reason: Refusal,
+) {
+    r.respond(
+        h.spi_r,
+        h,
+        vec![Payload::Notify(Notify::new(kind, Vec::new()))],
+    );
+    if let Some(peer) = r.sas.get(&h.spi_r).map(|s| s.remote) {
+        r.refused(peer, reason.clone());
+    }
+    r.event(Event::Negotiation {
+        result: Err(reason),
+        duration: now.saturating_duration_since(started),
+    });
+    r.remove_sa(h.spi_r);
+}
+
+/// The child SA of IKE_AUTH: ESP proposal, tunnel by TSr, inner address (CP or the outer
+/// address), TSi narrowed to it; the payloads CP, SA, TSi, TSr.
+fn first_child(
+    r: &mut Responder,
+    now: Instant,
+    spi_r: u64,
+    req: &AuthRequest<'_>,
+    identity: &IdentityKey,
+) -> Result<(Vec<Payload>, crate::child_sa::ChildSaPair), child::ChildError> {
+    let choice = child::choose_esp_proposal(req.proposals, KeRule::Ignore)?;
+    let (tunnel, tsr) = child::choose_tunnel(
+        req.tsr,
+        &r.config.infrastructure_prefixes,
+        &r.config.intranet_prefixes,
+    )
+    .ok_or((notify::TS_UNACCEPTABLE, Refusal::TsUnacceptable))?;
+    let wants_address = req.cp.is_some_and(|c| c.has(cfg::INTERNAL_IP6_ADDRESS));
+    let remote_ip = r
+        .sas
+        .get(&spi_r)
+        .map(|s| s.remote.ip())
+        .ok_or((notify::TEMPORARY_FAILURE, Refusal::UnknownSpi))?;
+    let inner: IpAddr = if wants_address {
+        IpAddr::V6(
+            r.pool
+                .lease(identity)
+                .ok_or((notify::INTERNAL_ADDRESS_FAILURE, Refusal::PoolExhausted))?,
+        )
+    } else {
+        remote_ip
+    };
+    let tsi = child::narrow_tsi(req.tsi, inner);
+    if tsi.is_empty() {
+        if wants_address {
+            r.pool.release(identity);
+        }
+        return Err((notify::TS_UNACCEPTABLE, Refusal::TsUnacceptable));
+    }
+    let (ni, nr) = match r.sas.get_mut(&spi_r) {
+        Some(sa) => {
+            sa.inner = Some(inner);
+            sa.leased = wants_address;
+            sa.local_ts = tsr.clone();
+            (sa.ni.clone(), sa.nr.clone())
+        }
+        None => return Err((notify::TEMPORARY_FAILURE, Refusal::UnknownSpi)),
+    };
+    let plan = ChildPlan {
+        choice,
+        tunnel,
+        tsi: tsi.clone(),
+        tsr: tsr.clone(),
+        inner,
+        ni: &ni,
+        nr: &nr,
+        pfs: None,
+    };
+    let (pair, proposal) = child::build_child(r, now, spi_r, plan)
+        .map_err(|_| (notify::TEMPORARY_FAILURE, Refusal::Crypto))?;
+    let mut payloads = Vec::new();
+    if wants_address {
+        payloads.extend(child::cfg_reply(inner));
+    }
+    payloads.extend([
+        Payload::Sa(vec![proposal]),
+        Payload::TsI(tsi),
+        Payload::TsR(tsr),
+    ]);
+    Ok((payloads, pair))
+}
+
+/// Where one IKE SA stands in RFC 4739.
+#[derive(Debug, Clone, Default)]
+pub(crate) enum SecondAuth {
+    /// We did not announce MULTIPLE_AUTH_SUPPORTED (policy `off`).
+    #[default]
+    NotAnnounced,
+    /// Our IKE_SA_INIT response announced MULTIPLE_AUTH_SUPPORTED; the client may ask for
+    /// a second round.
+    Announced,
+    /// The first round verified and was answered; the second IKE_AUTH is due.
+    Awaiting(Box<Pending>),
+    /// Both rounds verified: the second identity (the user certificate's subject).
+    Done(Box<str>),
+}
+
+/// What the second round needs from the first.
+#[derive(Debug, Clone)]
+pub(crate) struct Pending {
+    /// The first round's identity (the machine certificate).
+    pub(super) machine: Verified,
+    /// The first IKE_AUTH request: its SA, TS and CP are answered after the second round.
+    pub(super) first_request: Vec<Payload>,
+}
+
+impl SecondAuth {
+    /// The user identity, once the second round verified.
+    pub(crate) fn user(&self) -> Option<&str> {
+        match self {
+            SecondAuth::Done(user) => Some(user),
+            _ => None,
+        }
+    }
+
+    pub(super) fn is_awaiting(&self) -> bool {
+        matches!(self, SecondAuth::Awaiting(_))
+    }
+}
