@@ -8,25 +8,10 @@ use std::sync::Arc;
 use gate64_dataplane::{Direction, DropReason, Gauges, Side, Stats};
 use gate64_metrics::Exporter;
 
-/// Whether this is a CI run, where a missing promtool is a failure, not a skip.
-/// A missing tool fails the test unless the run opted out (`scripts/test --unit-only`, which
-/// sets `GATE64_UNIT_ONLY` and counts the skips written to `GATE64_SKIP_LOG`). This crate sits
-/// below the test kit, whose `skip_or_fail` does the same.
-fn skip_or_fail(why: &str) {
-    assert!(
-        std::env::var_os("GATE64_UNIT_ONLY").is_some(),
-        "{why}; scripts/test installs it, or opt out with scripts/test --unit-only"
-    );
-    eprintln!("skipping: {why}");
-    if let Some(log) = std::env::var_os("GATE64_SKIP_LOG") {
-        let line = format!("skipping promtool_check_metrics_accepts_exposition: {why}\n");
-        let _ = std::fs::OpenOptions::new()
-            .append(true)
-            .create(true)
-            .open(log)
-            .and_then(|mut f| std::io::Write::write_all(&mut f, line.as_bytes()));
-    }
-}
+/// A missing tool fails the test unless the run opted out (`scripts/test --unit-only`); the
+/// test kit's rule, included by path since this crate sits below the test kit.
+#[path = "../../testkit/src/skip.rs"]
+mod skip;
 
 #[test]
 fn promtool_check_metrics_accepts_exposition() {
@@ -66,7 +51,10 @@ fn promtool_check_metrics_accepts_exposition() {
         Ok(output) => output,
         Err(e) if e.kind() == ErrorKind::NotFound => {
             let _ = std::fs::remove_file(&path);
-            skip_or_fail("promtool not installed (Debian package prometheus)");
+            skip::skip_or_fail(
+                "promtool_check_metrics_accepts_exposition",
+                "promtool not installed (Debian package prometheus)",
+            );
             return;
         }
         Err(e) => panic!("running promtool: {e}"),

@@ -27,6 +27,7 @@ pub mod keepalived;
 pub mod metrics;
 mod netns;
 pub mod ovs;
+mod skip;
 pub mod strongswan;
 mod topology;
 mod wait;
@@ -34,11 +35,9 @@ mod wait;
 pub use bird::{Bird, Neighbor};
 pub use keepalived::{Keepalived, Vrrp, holds_address};
 pub use metrics::Metrics;
-pub use netns::{
-    Netns, Process, SKIP_LOG_ENV, UNIT_ONLY_ENV, find_tool, http_get, netns_available,
-    netns_or_skip, skip_or_fail,
-};
+pub use netns::{Netns, Process, find_tool, http_get, netns_available, netns_or_skip};
 pub use ovs::{GrePeer, Ovs};
+pub use skip::{SKIP_LOG_ENV, UNIT_ONLY_ENV, skip_or_fail};
 pub use topology::{
     ATTACKER_GW_V4, ATTACKER_V4, CLIENT_GW_V4, CLIENT_PORT, CLIENT_V4, CORP_HOST, CORP_HOST_V4,
     CORP_ROUTER, CORP_ROUTER_V4, Gate64Options, IperfResult, METRICS_ADDR, PingStats,

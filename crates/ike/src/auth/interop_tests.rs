@@ -10,22 +10,13 @@ use std::time::SystemTime;
 
 const OCTETS: &[u8] = b"IKE_SA_INIT request | Nr | prf(SK_pi, IDi')";
 
+#[path = "../../../testkit/src/skip.rs"]
+mod skip;
+
 fn tool(name: &str) -> bool {
     let found = Command::new(name).arg("version").output().is_ok();
     if !found {
-        assert!(
-            std::env::var_os("GATE64_UNIT_ONLY").is_some(),
-            "`{name}` is not installed: scripts/test installs it, or opt out with --unit-only"
-        );
-        eprintln!("skipping: `{name}` is not installed");
-        if let Some(log) = std::env::var_os("GATE64_SKIP_LOG") {
-            let line = format!("skipping an ike interop test: `{name}` is not installed\n");
-            let _ = std::fs::OpenOptions::new()
-                .append(true)
-                .create(true)
-                .open(log)
-                .and_then(|mut f| std::io::Write::write_all(&mut f, line.as_bytes()));
-        }
+        skip::skip_or_fail("an ike interop test", &format!("`{name}` is not installed"));
     }
     found
 }
