@@ -56,6 +56,17 @@ pub struct Proposal {
     pub transforms: Vec<Transform>,
 }
 
+impl Proposal {
+    /// Whether every transform is of one of `kinds` and has only attributes gate64
+    /// understands: RFC 7296 §3.3.6 has a proposal with an unknown transform type, or a
+    /// transform with an unknown attribute, passed over rather than chosen.
+    pub fn only_understood(&self, kinds: &[u8]) -> bool {
+        self.transforms
+            .iter()
+            .all(|t| kinds.contains(&t.kind) && t.attributes_understood())
+    }
+}
+
 /// One transform.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Transform {

@@ -58,10 +58,7 @@ pub(crate) fn choose_esp_proposal(
             transform::KE,
             transform::ESN,
         ];
-        if p.transforms
-            .iter()
-            .any(|t| !known.contains(&t.kind) || !t.attributes_understood())
-        {
+        if !p.only_understood(&known) {
             continue;
         }
         let Ok(spi) = <[u8; 4]>::try_from(p.spi.as_slice()) else {

@@ -44,10 +44,7 @@ fn acceptable_ike_groups(p: &Proposal) -> Option<Vec<Group>> {
         transform::INTEG,
         transform::KE,
     ];
-    if p.transforms
-        .iter()
-        .any(|t| !known.contains(&t.kind) || !t.attributes_understood())
-    {
+    if !p.only_understood(&known) {
         return None;
     }
     let has = |kind: u8, ok: &dyn Fn(&Transform) -> bool| {
