@@ -26,7 +26,7 @@
 //! `ResponderConfig::max_half_open_bytes`.
 
 use std::collections::HashMap;
-use std::net::{IpAddr, Ipv4Addr, SocketAddrV4};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddrV4};
 
 use super::{IkeSa, Responder};
 
@@ -71,13 +71,14 @@ impl SourceKey {
     }
 }
 
-/// How many sources' worth of half-open IKE SAs one host (see [`HostKey`]) may hold.
-pub(crate) const HOST_SHARE: usize = 4;
+/// How many sources' worth one host (see [`HostKey`]) may take of a per-source bound: the
+/// half-open IKE SAs here, and the drivers' per-source budgets beside them.
+pub const HOST_SHARE: usize = 4;
 
 /// The host a source belongs to, when the source is narrower than a host: a Teredo
 /// mapping's public IPv4 address (all its ports), a native IPv6 /64's /48.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub(crate) enum HostKey {
+pub enum HostKey {
     /// The public IPv4 address of a Teredo client's mapping.
     TeredoV4(Ipv4Addr),
     /// An IPv6 /48: its first 48 bits.
@@ -86,11 +87,20 @@ pub(crate) enum HostKey {
 
 impl HostKey {
     /// The host `key` aggregates into; an IPv4 address is a host already.
-    pub(crate) fn of(key: SourceKey) -> Option<HostKey> {
+    pub fn of(key: SourceKey) -> Option<HostKey> {
         match key {
             SourceKey::V4(_) => None,
             SourceKey::Teredo(m) => Some(HostKey::TeredoV4(*m.ip())),
             SourceKey::V6Net(net) => Some(HostKey::V6Site(net >> 16)),
+        }
+    }
+
+    /// The host as one IPv6 address, for tables keyed by address: the IPv4 address
+    /// IPv4-mapped, the /48's first address.
+    pub fn to_ipv6(self) -> Ipv6Addr {
+        match self {
+            HostKey::TeredoV4(a) => a.to_ipv6_mapped(),
+            HostKey::V6Site(site) => Ipv6Addr::from(u128::from(site) << 80),
         }
     }
 }

@@ -52,7 +52,7 @@ pub use auth_jobs::{AuthJob, AuthVerdict};
 pub use config::ResponderConfig;
 pub(crate) use config::anchors_for_clients;
 pub use events::{EndReason, Event, Refusal, RekeyKind, Stats, negotiation_label};
-pub use half_open::SourceKey;
+pub use half_open::{HOST_SHARE, HostKey, SourceKey};
 pub use init::nat_detection_hash;
 pub use liveness::DPD_RETRANSMIT;
 pub use pool::AddressPool;

@@ -19,23 +19,13 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use super::ocsp::OcspChecker;
 use gate64_dataplane::IkeShedReason;
-use gate64_ike::responder::{AuthJob, AuthVerdict, SourceKey};
+use gate64_ike::responder::{AuthJob, AuthVerdict, HostKey, SourceKey};
 use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender, unbounded_channel};
 
 /// Jobs of one source in flight: a client's two tunnels authenticate at the same time.
 pub(crate) const JOBS_PER_SOURCE: usize = 2;
-/// Jobs of one host in flight (see [`host_of`]): a few clients behind one NAT or in one site.
+/// Jobs of one host in flight ([`HostKey`]): a few clients behind one NAT or in one site.
 pub(crate) const JOBS_PER_HOST: usize = 4;
-
-/// The host `key` belongs to, as a key of its own: a Teredo mapping's public IPv4 address,
-/// an IPv6 /64's /48; `None` for an IPv4 address, a host already.
-fn host_of(key: SourceKey) -> Option<SourceKey> {
-    match key {
-        SourceKey::V4(_) => None,
-        SourceKey::Teredo(m) => Some(SourceKey::V4(*m.ip())),
-        SourceKey::V6Net(net) => Some(SourceKey::V6Net(net & !0xffff)),
-    }
-}
 /// Jobs in flight per thread: at a millisecond or two per job, a queue this long waits some
 /// tens of milliseconds, well within a client's first retransmission.
 pub(crate) const JOBS_PER_THREAD: usize = 16;
@@ -47,7 +37,7 @@ pub(crate) struct AuthQueue {
     total: usize,
     by_source: HashMap<SourceKey, usize>,
     /// Jobs per host; entries only while non-zero, no more than `total_cap`.
-    by_host: HashMap<SourceKey, usize>,
+    by_host: HashMap<HostKey, usize>,
 }
 
 impl AuthQueue {
@@ -68,7 +58,7 @@ impl AuthQueue {
         if self.by_source.get(&key).copied().unwrap_or(0) >= JOBS_PER_SOURCE {
             return Err(IkeShedReason::AuthQueueSource);
         }
-        let host = host_of(key);
+        let host = HostKey::of(key);
         if let Some(h) = host
             && self.by_host.get(&h).copied().unwrap_or(0) >= JOBS_PER_HOST
         {
@@ -91,7 +81,7 @@ impl AuthQueue {
                 self.by_source.remove(&key);
             }
         }
-        if let Some(h) = host_of(key)
+        if let Some(h) = HostKey::of(key)
             && let Some(n) = self.by_host.get_mut(&h)
         {
             *n = n.saturating_sub(1);

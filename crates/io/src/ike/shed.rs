@@ -24,6 +24,7 @@
 
 use gate64_dataplane::IkeShedReason;
 use gate64_dataplane::ratelimit::RateLimiter;
+use gate64_ike::responder::{HostKey, SourceKey};
 use std::net::{IpAddr, Ipv6Addr, SocketAddr};
 use std::time::Instant;
 
@@ -32,24 +33,15 @@ pub(crate) const BATCH_SHARE: usize = 8;
 /// Buckets of the per-source table (12 bytes each): collisions stay rare at any realistic
 /// number of sources sending IKE at the same moment.
 const SOURCE_SLOTS: usize = 1 << 16;
-/// How many sources' worth of datagrams one host may send.
-pub(crate) const HOST_SHARE: u32 = 4;
-/// The Teredo prefix `2001:0::/32` (RFC 4380 §2.6).
-const TEREDO_PREFIX: [u8; 4] = [0x20, 0x01, 0x00, 0x00];
+/// How many sources' worth of datagrams one host ([`HostKey`]) may send: the responder's
+/// share, as a rate factor.
+const HOST_SHARE: u32 = gate64_ike::responder::HOST_SHARE as u32;
 
-/// The host `source` belongs to, as an address of its own: a Teredo address's embedded public
-/// IPv4 address (RFC 4380 §4, stored inverted), IPv4-mapped; an IPv6 address's /48; `None`
-/// for an IPv4 (or IPv4-mapped) source, a host already.
+/// The host `source` belongs to ([`HostKey`]), as an address for the host table: a Teredo
+/// address's public IPv4 address, IPv4-mapped; an IPv6 address's /48; `None` for an IPv4 (or
+/// IPv4-mapped) source, a host already.
 fn host_of(source: Ipv6Addr) -> Option<Ipv6Addr> {
-    if source.to_ipv4_mapped().is_some() {
-        return None;
-    }
-    let o = source.octets();
-    if o[..4] == TEREDO_PREFIX {
-        let ip = !u32::from_be_bytes([o[12], o[13], o[14], o[15]]);
-        return Some(std::net::Ipv4Addr::from(ip).to_ipv6_mapped());
-    }
-    Some(Ipv6Addr::from(u128::from(source) & !((1u128 << 80) - 1)))
+    HostKey::of(SourceKey::of(source.into())).map(HostKey::to_ipv6)
 }
 
 /// The driver's shedding state: the per-source buckets, this batch's sources, the counts.
