@@ -110,31 +110,28 @@ pub async fn serve(
 /// The daemon's answer to one request line (JSON): the snapshot, or what a disconnect ended
 /// (its refusal when the line names no target or IPsec does not run).
 pub fn answer(request: &str, handlers: &ControlHandlers) -> Vec<u8> {
-    let target = match Request::parse(request) {
+    let body = match Request::parse(request) {
         Ok(Request::Status) => return serde_json::to_vec(&(handlers.read)()).unwrap_or_default(),
-        Ok(Request::Disconnect(target)) => Ok(target),
-        Err(e) => Err(e),
-    };
-    let body = match target {
-        Ok(target) => match (handlers.disconnect)(ike_target(target)) {
+        Ok(Request::Disconnect(target)) => match (handlers.disconnect)(ike_target(target)) {
             Some(ended) => Disconnected {
                 removed: ended.ike_sas.iter().map(removed).collect(),
                 links_closed: ended.links_closed.iter().map(|a| a.to_string()).collect(),
                 error: None,
             },
-            None => Disconnected {
-                removed: Vec::new(),
-                links_closed: Vec::new(),
-                error: Some("IPsec is not running, or its driver did not answer".into()),
-            },
+            None => refused("IPsec is not running, or its driver did not answer".into()),
         },
-        Err(e) => Disconnected {
-            removed: Vec::new(),
-            links_closed: Vec::new(),
-            error: Some(e),
-        },
+        Err(e) => refused(e),
     };
     serde_json::to_vec(&body).unwrap_or_default()
+}
+
+/// A disconnect that ended nothing, and why.
+fn refused(error: String) -> Disconnected {
+    Disconnected {
+        removed: Vec::new(),
+        links_closed: Vec::new(),
+        error: Some(error),
+    }
 }
 
 /// The IKE driver's name for a disconnect target.
