@@ -41,9 +41,9 @@ use gate64_esp::{
     inner_addrs, spi_of,
 };
 use gate64_ike::auth::{Credentials, Identity, TrustAnchors};
-use gate64_ike::initiator::{Initiator, InitiatorConfig, InitiatorEvent};
+use gate64_ike::initiator::{Initiator, InitiatorConfig, InitiatorError, InitiatorEvent};
 use gate64_ike::keys::Group;
-use gate64_ike::message::TrafficSelector;
+use gate64_ike::message::{TrafficSelector, notify};
 use gate64_wire::{ipv6, udp};
 use ipnet::Ipv6Net;
 use std::net::{IpAddr, Ipv6Addr, SocketAddr};
@@ -313,7 +313,14 @@ impl<H: InnerLink> IpsecHost<H> {
             }
             InitiatorEvent::Failed(e) => {
                 let wait = self.retry(i, now);
-                warn!(tunnel = ?kind, error = %e, retry_in = ?wait, "IPsec tunnel down");
+                match failure_hint(&e) {
+                    Some(hint) => {
+                        warn!(tunnel = ?kind, error = %e, hint, retry_in = ?wait, "IPsec tunnel down")
+                    }
+                    None => {
+                        warn!(tunnel = ?kind, error = %e, retry_in = ?wait, "IPsec tunnel down")
+                    }
+                }
             }
             _ => {}
         }
@@ -581,6 +588,18 @@ mod settings;
 
 pub use packet::{ike_packet, seal_udp};
 pub use settings::IpsecSettings;
+/// What this client's admin can change when the responder refuses with `e`: the flags of
+/// `gate64 connect` that the refusal points at.
+fn failure_hint(e: &InitiatorError) -> Option<&'static str> {
+    match e {
+        InitiatorError::Notify(notify::TS_UNACCEPTABLE) => Some(
+            "give --infrastructure-ts / --intranet-ts prefixes inside the server's \
+             infrastructure_prefixes / intranet_prefixes",
+        ),
+        _ => None,
+    }
+}
+
 #[cfg(test)]
 mod tests;
 

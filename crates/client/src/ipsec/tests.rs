@@ -89,3 +89,21 @@ fn an_announced_auth_lifetime_brings_the_renewal_forward() {
         configured
     );
 }
+
+#[test]
+fn a_refusal_names_the_notify_its_cause_and_the_flags_to_change() {
+    let auth = InitiatorError::Notify(notify::AUTHENTICATION_FAILED).to_string();
+    assert!(auth.contains("AUTHENTICATION_FAILED (24)"), "{auth}");
+    assert!(auth.contains("certificate"), "{auth}");
+    let ts = InitiatorError::Notify(notify::TS_UNACCEPTABLE);
+    assert!(ts.to_string().contains("TS_UNACCEPTABLE (38)"), "{ts}");
+    let hint = failure_hint(&ts).expect("TS_UNACCEPTABLE points at the selector flags");
+    assert!(hint.contains("--infrastructure-ts"), "{hint}");
+    assert!(hint.contains("infrastructure_prefixes"), "{hint}");
+    assert_eq!(
+        failure_hint(&InitiatorError::Notify(notify::AUTHENTICATION_FAILED)),
+        None
+    );
+    let unknown = InitiatorError::Notify(0).to_string();
+    assert!(unknown.contains("unknown notify (0)"), "{unknown}");
+}

@@ -137,9 +137,7 @@ pub mod notify {
             ),
             TS_UNACCEPTABLE => (
                 "TS_UNACCEPTABLE",
-                "the traffic selectors asked for are not inside the responder's tunnel prefixes \
-                 (--infrastructure-ts / --intranet-ts against the server's \
-                 infrastructure_prefixes / intranet_prefixes)",
+                "the traffic selectors asked for are not inside the responder's tunnel prefixes",
             ),
             TEMPORARY_FAILURE => (
                 "TEMPORARY_FAILURE",
@@ -485,18 +483,15 @@ impl Configuration {
 #[cfg(test)]
 mod notify_names {
     use super::notify;
-    use crate::initiator::InitiatorError;
 
     #[test]
-    fn a_refusal_names_the_notify_and_its_likely_cause() {
-        let auth = InitiatorError::Notify(notify::AUTHENTICATION_FAILED).to_string();
-        assert!(auth.contains("AUTHENTICATION_FAILED (24)"), "{auth}");
-        assert!(auth.contains("certificate"), "{auth}");
-        let ts = InitiatorError::Notify(notify::TS_UNACCEPTABLE).to_string();
-        assert!(ts.contains("TS_UNACCEPTABLE (38)"), "{ts}");
-        assert!(ts.contains("--infrastructure-ts"), "{ts}");
-        assert!(ts.contains("infrastructure_prefixes"), "{ts}");
-        let unknown = InitiatorError::Notify(0).to_string();
-        assert!(unknown.contains("unknown notify (0)"), "{unknown}");
+    fn error_notifies_have_their_registry_name_and_a_likely_cause() {
+        let (name, cause) = notify::describe(notify::AUTHENTICATION_FAILED);
+        assert_eq!(name, "AUTHENTICATION_FAILED");
+        assert!(cause.contains("certificate"), "{cause}");
+        let (name, cause) = notify::describe(notify::TS_UNACCEPTABLE);
+        assert_eq!(name, "TS_UNACCEPTABLE");
+        assert!(cause.contains("tunnel prefixes"), "{cause}");
+        assert_eq!(notify::describe(0).0, "unknown notify");
     }
 }
