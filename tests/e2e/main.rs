@@ -39,6 +39,7 @@ mod package;
 mod privilege;
 mod prometheus;
 mod radius;
+mod readme_connect;
 mod scale_out;
 mod status_page;
 mod teredo;

@@ -372,7 +372,8 @@ fn ike_result(result: &Result<(), Refusal>) -> IkeResult {
             | Refusal::Revoked
             | Refusal::OcspUnavailable
             | Refusal::IdentityCap
-            | Refusal::DuplicateIdentity,
+            | Refusal::DuplicateIdentity
+            | Refusal::SameTunnel,
         ) => IkeResult::AuthFailed,
         Err(Refusal::NoProposal | Refusal::InvalidKe) => IkeResult::NoProposal,
         Err(Refusal::TsUnacceptable) => IkeResult::TsUnacceptable,

@@ -283,7 +283,8 @@ pub const IKE_OCSP_TOTAL_HELP: &str = "OCSP lookups of client certificates (ipse
 
 /// IKE requests the responder refused, by reason. Counter; label `reason`, the responder's
 /// refusal (`malformed`, `integrity`, `cookie_required`, `half_open_cap`, `half_open_host_cap`,
-/// `half_open_bytes`, `ike_sa_cap`, `identity_cap`, `duplicate_identity`, `child_sa_cap`,
+/// `half_open_bytes`, `ike_sa_cap`, `identity_cap`, `duplicate_identity`, `same_tunnel`,
+/// `child_sa_cap`,
 /// `too_many_certs`, `chain_not_linear`, `retransmit_elsewhere`, `auth_failed`, ...); a reason
 /// appears once it has happened.
 pub const IKE_REFUSED_TOTAL: &str = "gate64_ike_refused_total";

@@ -165,11 +165,13 @@ struct IpsecArgs {
     #[arg(long, value_name = "PEM", requires = "user_cert")]
     user_key: Option<PathBuf>,
     /// Corporate prefix asked for in the infrastructure tunnel (repeatable; the responder
-    /// narrows it). Default `::/0`; give it when the responder picks the tunnel by the
-    /// selectors asked for (gate64 and strongSwan do), e.g. the DNS64 server's /128.
+    /// narrows it). Default `::/0`, with the tunnel named in IKE_AUTH: gate64 narrows it into
+    /// its `infrastructure_prefixes`. Give it for a responder that picks the tunnel by the
+    /// selectors alone (strongSwan), e.g. the DNS64 server's /128.
     #[arg(long = "infrastructure-ts", value_name = "PREFIX")]
     infrastructure_ts: Vec<Ipv6Net>,
-    /// Corporate prefix asked for in the intranet tunnel (repeatable). Default `::/0`.
+    /// Corporate prefix asked for in the intranet tunnel (repeatable). Default `::/0`, with
+    /// the tunnel named in IKE_AUTH: gate64 narrows it into its `intranet_prefixes`.
     #[arg(long = "intranet-ts", value_name = "PREFIX")]
     intranet_ts: Vec<Ipv6Net>,
     /// Negotiate each tunnel afresh after this many seconds (make before break; this client

@@ -104,6 +104,11 @@ impl IpsecSettings {
         if let Some(id) = &self.server_id {
             initiator = initiator.with_server_id(id.clone());
         }
+        if corporate.is_empty() {
+            // `::/0` alone does not say which tunnel this is: name it, so that gate64 gives
+            // each of the two IKE SAs its own tunnel instead of the same one twice.
+            initiator = initiator.naming_tunnel();
+        }
         Ok(match (kind, self.user_credentials()?) {
             (TunnelKind::Intranet, Some(user)) => initiator.with_second_auth(user),
             _ => initiator,

@@ -49,8 +49,8 @@ impl Initiator {
         Ok(())
     }
 
-    /// What IKE_AUTH carries before AUTH: IDi, our certificates, INITIAL_CONTACT, CERTREQ and
-    /// the IDr we ask for (RFC 7296 §1.2's order).
+    /// What IKE_AUTH carries before AUTH: IDi, our certificates, INITIAL_CONTACT (and the
+    /// tunnel's name, when asked to), CERTREQ and the IDr we ask for (RFC 7296 §1.2's order).
     fn identities(&self, idi: Identification) -> Vec<Payload> {
         let mut payloads = vec![Payload::IdI(idi)];
         payloads.extend(certificates(&self.config.credentials));
@@ -58,6 +58,11 @@ impl Initiator {
             payloads.push(Payload::Notify(Notify::new(
                 notify::INITIAL_CONTACT,
                 Vec::new(),
+            )));
+        }
+        if self.name_tunnel {
+            payloads.push(Payload::Notify(crate::child_sa::tunnel_notify(
+                self.config.tunnel,
             )));
         }
         // RFC 7296 §3.7: ask for the responder's certificate under our CAs (strongSwan sends

@@ -160,6 +160,8 @@ pub struct Initiator {
     server_id: Option<Identity>,
     /// Whether IKE_AUTH carries INITIAL_CONTACT (RFC 7296 §2.4).
     initial_contact: bool,
+    /// Whether IKE_AUTH names the tunnel ([`crate::child_sa::tunnel_notify`]).
+    name_tunnel: bool,
     /// The child SA in use: its selectors and our inner address, for a rekey.
     child_now: Option<rekey::CurrentChild>,
     /// Our outstanding rekey or Delete request, by message ID.
@@ -211,6 +213,7 @@ impl Initiator {
             second_auth: None,
             server_id: None,
             initial_contact: true,
+            name_tunnel: false,
             child_now: None,
             pending: None,
         })
@@ -231,6 +234,15 @@ impl Initiator {
     /// same identity (a test's way to share one certificate among many clients).
     pub fn without_initial_contact(mut self) -> Self {
         self.initial_contact = false;
+        self
+    }
+
+    /// Names the tunnel of [`InitiatorConfig::tunnel`] in IKE_AUTH (the private status notify
+    /// [`crate::message::notify::GATE64_TUNNEL`]), so that a responder that knows it (gate64)
+    /// narrows TSr into that tunnel's prefixes: the way to ask for both tunnels with `::/0`.
+    /// Other responders ignore it.
+    pub fn naming_tunnel(mut self) -> Self {
+        self.name_tunnel = true;
         self
     }
 

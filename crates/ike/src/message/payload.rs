@@ -81,6 +81,17 @@ pub mod notify {
     pub const IKEV2_FRAGMENTATION_SUPPORTED: u16 = 16430;
     /// Status: hash algorithms for digital signatures (RFC 7427).
     pub const SIGNATURE_HASH_ALGORITHMS: u16 = 16431;
+    /// Status, from the private-use range (RFC 7296 §3.10.1: 40960–65535): which of the two
+    /// tunnels an IKE_AUTH's child SA is for, one octet ([`TUNNEL_INFRASTRUCTURE`] or
+    /// [`TUNNEL_INTRANET`]). gate64's own client sends it when it was given no traffic
+    /// selectors, so that two IKE SAs that both ask for `::/0` still become two distinct
+    /// tunnels: gate64 then narrows TSr into the named tunnel's prefixes. A responder that
+    /// does not know the type ignores it, as §3.10.1 requires of unknown status types.
+    pub const GATE64_TUNNEL: u16 = 40_964;
+    /// [`GATE64_TUNNEL`]'s octet for the infrastructure tunnel.
+    pub const TUNNEL_INFRASTRUCTURE: u8 = 1;
+    /// [`GATE64_TUNNEL`]'s octet for the intranet tunnel.
+    pub const TUNNEL_INTRANET: u8 = 2;
 
     /// The registry name of an error notify and what most likely caused it, for messages
     /// an admin reads ("responder refused with AUTHENTICATION_FAILED (24): …"). A code this

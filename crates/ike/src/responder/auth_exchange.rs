@@ -101,7 +101,7 @@ pub(super) fn after_verify(
         }
     };
     // Before we sign: a certificate already holding its share of IKE SAs gets no more.
-    if let Err(reason) = admit_identity(r, &identity, &req, remote) {
+    if let Err(reason) = admit_identity(r, now, &identity, &req, remote) {
         let subject = Some(identity.subject.clone());
         return fail_auth(r, (h, now, started), remote, reason, subject);
     }
@@ -139,16 +139,27 @@ pub(super) fn after_verify(
 /// count).
 fn admit_identity(
     r: &mut Responder,
+    now: Instant,
     identity: &Verified,
     req: &AuthRequest<'_>,
     remote: SocketAddr,
 ) -> Result<(), Refusal> {
-    if let Err(reason) = uniqueness::admit(r, &identity.key, req.tsr) {
-        tracing::info!(peer = %remote, identity = %identity.subject, "ike: the identity already holds this tunnel (unique_ids = \"keep\")");
+    let ask = uniqueness::Ask {
+        tsr: req.tsr,
+        named: req.named,
+        initial_contact: req.initial_contact,
+        remote,
+        now,
+        subject: &identity.subject,
+    };
+    if let Err(reason) = uniqueness::admit(r, &identity.key, &ask) {
+        if reason == Refusal::DuplicateIdentity {
+            tracing::info!(peer = %remote, identity = %identity.subject, "ike: the identity already holds this tunnel (unique_ids = \"keep\")");
+        }
         return Err(reason);
     }
     let replacing = uniqueness::replaces(r, req.initial_contact);
-    if !caps::identity_has_room(r, &identity.key, req.tsr, replacing) {
+    if !caps::identity_has_room(r, &identity.key, (req.tsr, req.named), replacing) {
         tracing::debug!(peer = %remote, identity = %identity.subject, "ike identity cap reached");
         return Err(Refusal::IdentityCap);
     }

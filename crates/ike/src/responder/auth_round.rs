@@ -98,6 +98,8 @@ pub(super) struct AuthRequest<'a> {
     proposals: &'a [Proposal],
     tsi: &'a [TrafficSelector],
     pub(super) tsr: &'a [TrafficSelector],
+    /// The tunnel the client named ([`crate::child_sa::named_tunnel`]), if it did.
+    pub(super) named: Option<TunnelKind>,
     pub(super) initial_contact: bool,
 }
 
@@ -118,6 +120,7 @@ pub(super) fn request_parts(inner: &[Payload]) -> Option<AuthRequest<'_>> {
         proposals: proposals?,
         tsi: tsi?,
         tsr: tsr?,
+        named: crate::child_sa::named_tunnel(inner),
         initial_contact: find_notify(inner, notify::INITIAL_CONTACT).is_some(),
     })
 }
@@ -314,6 +317,7 @@ fn first_child(
     let choice = child::choose_esp_proposal(req.proposals, KeRule::Ignore)?;
     let (tunnel, tsr) = child::choose_tunnel(
         req.tsr,
+        req.named,
         &r.config.infrastructure_prefixes,
         &r.config.intranet_prefixes,
     )

@@ -25,11 +25,12 @@ pub(super) fn ike_sa_fits(r: &Responder) -> bool {
 pub(super) fn identity_has_room(
     r: &Responder,
     identity: &IdentityKey,
-    tsr: &[TrafficSelector],
+    (tsr, named): (&[TrafficSelector], Option<TunnelKind>),
     replacing: bool,
 ) -> bool {
     let tunnel: Option<TunnelKind> = child::choose_tunnel(
         tsr,
+        named,
         &r.config.infrastructure_prefixes,
         &r.config.intranet_prefixes,
     )

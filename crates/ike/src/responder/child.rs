@@ -224,14 +224,25 @@ fn narrow(tsr: &[TrafficSelector], nets: &[IpNet]) -> Vec<TrafficSelector> {
     out
 }
 
-/// Which tunnel a TSr asks for: wholly inside the infrastructure prefixes is the
-/// infrastructure tunnel; otherwise narrowed into the intranet prefixes, or failing that
-/// into the infrastructure ones; else none (TS_UNACCEPTABLE).
+/// Which tunnel a TSr asks for. A tunnel the client named ([`crate::child_sa::named_tunnel`])
+/// is that tunnel, TSr narrowed into its prefixes (none left: none). Otherwise the TSr alone
+/// decides: wholly inside the infrastructure prefixes is the infrastructure tunnel; otherwise
+/// narrowed into the intranet prefixes, or failing that into the infrastructure ones; else
+/// none (TS_UNACCEPTABLE).
 pub(crate) fn choose_tunnel(
     tsr: &[TrafficSelector],
+    named: Option<TunnelKind>,
     infrastructure: &[IpNet],
     intranet: &[IpNet],
 ) -> Option<(TunnelKind, Vec<TrafficSelector>)> {
+    if let Some(kind) = named {
+        let nets = match kind {
+            TunnelKind::Infrastructure => infrastructure,
+            TunnelKind::Intranet => intranet,
+        };
+        let narrowed = narrow(tsr, nets);
+        return (!narrowed.is_empty()).then_some((kind, narrowed));
+    }
     if !tsr.is_empty() && tsr.iter().all(|ts| inside(ts, infrastructure)) {
         return Some((TunnelKind::Infrastructure, tsr.to_vec()));
     }
@@ -481,8 +492,12 @@ fn tunnel_for(
     sa: &super::IkeSa,
     tsr: &[TrafficSelector],
 ) -> Option<(TunnelKind, Vec<TrafficSelector>)> {
+    // A CREATE_CHILD_SA's tunnel is found from its TSr alone and must be the IKE SA's: a
+    // client that named its tunnel in IKE_AUTH renews the whole tunnel rather than ask for
+    // `::/0` here.
     choose_tunnel(
         tsr,
+        None,
         &config.infrastructure_prefixes,
         &config.intranet_prefixes,
     )

@@ -71,6 +71,11 @@ pub enum Refusal {
     IdentityCap,
     /// The identity already has an IKE SA for this tunnel and `unique_ids = "keep"`.
     DuplicateIdentity,
+    /// Under `unique_ids = "replace"`, a second IKE SA of the identity asks, from the same
+    /// address and without INITIAL_CONTACT, for the tunnel that one of its IKE SAs took less
+    /// than [`super::uniqueness::REPLACE_HOLDOFF`] ago: two IKE SAs of one client that both
+    /// end up as the same tunnel, which would otherwise replace each other in turn.
+    SameTunnel,
     /// The IKE SA holds `max_child_sas_per_ike_sa` child SAs.
     ChildSaCap,
     /// No IKE SA for the SPIs.
@@ -121,6 +126,7 @@ impl Refusal {
             Refusal::IkeSaCap => "ike_sa_cap",
             Refusal::IdentityCap => "identity_cap",
             Refusal::DuplicateIdentity => "duplicate_identity",
+            Refusal::SameTunnel => "same_tunnel",
             Refusal::ChildSaCap => "child_sa_cap",
             Refusal::UnknownSpi => "unknown_spi",
             Refusal::MessageId => "message_id",

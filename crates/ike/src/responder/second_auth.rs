@@ -103,6 +103,7 @@ pub(crate) fn check_first_round(
     }
     let intranet = super::child::choose_tunnel(
         tsr,
+        crate::child_sa::named_tunnel(request),
         &r.config.infrastructure_prefixes,
         &r.config.intranet_prefixes,
     )

@@ -7,6 +7,9 @@
 //! holds one IKE SA for the infrastructure tunnel and one for the intranet, and strongSwan may
 //! send INITIAL_CONTACT on the second one too.
 
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
 use super::{EndReason, Event, Refusal, Responder, child, liveness};
 use crate::auth::IdentityKey;
 use crate::child_sa::TunnelKind;
@@ -30,9 +33,13 @@ pub enum UniqueIds {
 }
 
 /// The tunnel an IKE_AUTH asking for `tsr` gets (as the first child SA chooses it).
-fn tunnel_of(r: &Responder, tsr: &[TrafficSelector]) -> Option<TunnelKind> {
+fn tunnel_of(
+    r: &Responder,
+    (tsr, named): (&[TrafficSelector], Option<TunnelKind>),
+) -> Option<TunnelKind> {
     child::choose_tunnel(
         tsr,
+        named,
         &r.config.infrastructure_prefixes,
         &r.config.intranet_prefixes,
     )
@@ -50,19 +57,61 @@ fn holding(r: &Responder, key: &IdentityKey, tunnel: Option<TunnelKind>, except:
     })
 }
 
-/// Before we sign: under `keep`, an identity that holds the tunnel `tsr` asks for is refused.
-pub(super) fn admit(
-    r: &Responder,
-    key: &IdentityKey,
-    tsr: &[TrafficSelector],
-) -> Result<(), Refusal> {
-    if r.config.unique_ids != UniqueIds::Keep {
-        return Ok(());
-    }
-    if holding(r, key, tunnel_of(r, tsr), 0).is_empty() {
-        Ok(())
-    } else {
-        Err(Refusal::DuplicateIdentity)
+/// Under `replace`, how long an IKE SA is kept from being replaced by a new IKE_AUTH of the
+/// same identity, for the same tunnel, from the same address and without INITIAL_CONTACT. Two
+/// IKE SAs of one client that end up as the same tunnel (a client that asks for the same
+/// selectors in both, or for `::/0` in both) would otherwise replace each other in turn as
+/// fast as the client rebuilds the one it lost. What replaces legitimately is older or says
+/// so: a client that restarted sends INITIAL_CONTACT (RFC 7296 §2.4; so does `gate64
+/// connect` when it renews), strongSwan's make-before-break reauthentication comes at
+/// `reauth_secs` (60 s at the least), a laptop on a new network comes from a new address.
+pub const REPLACE_HOLDOFF: Duration = Duration::from_secs(20);
+
+/// What a verified IKE_AUTH asks for, as [`admit`] judges it.
+pub(super) struct Ask<'a> {
+    pub(super) tsr: &'a [TrafficSelector],
+    pub(super) named: Option<TunnelKind>,
+    pub(super) initial_contact: bool,
+    pub(super) remote: SocketAddr,
+    pub(super) now: Instant,
+    /// The verified certificate subject, for the log.
+    pub(super) subject: &'a str,
+}
+
+/// Before we sign: under `keep`, an identity that holds the tunnel asked for is refused; under
+/// `replace`, a second IKE SA of a client that asks for the tunnel its other IKE SA took a
+/// moment ago is refused ([`REPLACE_HOLDOFF`]) and logged with what to change.
+pub(super) fn admit(r: &Responder, key: &IdentityKey, ask: &Ask<'_>) -> Result<(), Refusal> {
+    let tunnel = tunnel_of(r, (ask.tsr, ask.named));
+    match r.config.unique_ids {
+        UniqueIds::Keep if !holding(r, key, tunnel, 0).is_empty() => {
+            Err(Refusal::DuplicateIdentity)
+        }
+        UniqueIds::Replace if !ask.initial_contact => {
+            let young = holding(r, key, tunnel, 0).into_iter().find_map(|spi| {
+                let sa = r.sas.get(&spi)?;
+                let age = ask.now.saturating_duration_since(sa.authenticated?);
+                (sa.remote.ip() == ask.remote.ip() && age < REPLACE_HOLDOFF).then_some(age)
+            });
+            match young {
+                Some(age) => {
+                    tracing::warn!(
+                        peer = %ask.remote,
+                        identity = %ask.subject,
+                        tunnel = ?tunnel,
+                        established_secs_ago = age.as_secs(),
+                        "ike: refused a second IKE SA of this identity for the same tunnel, \
+                         asked from the same address without INITIAL_CONTACT: both of the \
+                         client's IKE SAs end up as one tunnel and would replace each other; \
+                         give each its own traffic selectors (inside infrastructure_prefixes \
+                         for one, intranet_prefixes for the other)"
+                    );
+                    Err(Refusal::SameTunnel)
+                }
+                None => Ok(()),
+            }
+        }
+        _ => Ok(()),
     }
 }
 

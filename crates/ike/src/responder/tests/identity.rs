@@ -113,14 +113,24 @@ fn one_subject_from_two_cas_is_two_identities() {
 /// tunnel, the second without INITIAL_CONTACT: (responder, events after the second, whether
 /// the second was established, whether the first IKE SA was sent a message meanwhile).
 fn same_identity_twice(rule: UniqueIds) -> (Responder, Vec<Event>, bool, bool) {
+    same_identity_twice_after(rule, uniqueness::REPLACE_HOLDOFF)
+}
+
+/// [`same_identity_twice`], the second initiator coming `after` the first.
+fn same_identity_twice_after(
+    rule: UniqueIds,
+    after: Duration,
+) -> (Responder, Vec<Event>, bool, bool) {
     let lab = Lab::new();
-    let now = Instant::now();
+    let start = Instant::now();
+    let now = start;
     let mut r = lab.responder(now, |c| c.unique_ids = rule);
     let mut first = lab.intranet(now);
     first.start(now);
     exchange_all(&mut r, &mut first, now);
     established(&mut first);
     let _ = events(&mut r);
+    let now = start + after;
     let mut second = lab
         .initiator(
             now,
@@ -167,6 +177,147 @@ fn unique_ids_replace_ends_the_old_ike_sa_without_initial_contact() {
         1,
         "the inner address stays with the identity"
     );
+}
+
+/// Two IKE SAs of one client that end up as the same tunnel do not replace each other in
+/// turn: the second, from the same address at once and without INITIAL_CONTACT, is refused
+/// and the first stays.
+#[test]
+fn unique_ids_replace_refuses_the_same_tunnel_again_at_once() {
+    let (r, ev, up, to_first) = same_identity_twice_after(UniqueIds::Replace, Duration::ZERO);
+    assert!(!up, "the second IKE_AUTH is refused");
+    assert!(!to_first, "the first IKE SA is left alone");
+    assert_eq!(r.established(), 1);
+    assert!(
+        ev.iter().any(|e| matches!(
+            e,
+            Event::Negotiation {
+                result: Err(Refusal::SameTunnel),
+                ..
+            }
+        )),
+        "{ev:?}"
+    );
+    assert!(no_ike_sa_went_down(&ev));
+    assert_eq!(Refusal::SameTunnel.label(), "same_tunnel");
+}
+
+/// Just short of [`uniqueness::REPLACE_HOLDOFF`] is still refused; INITIAL_CONTACT (a client
+/// that restarted) replaces at once.
+#[test]
+fn unique_ids_replace_holdoff_ends_and_initial_contact_replaces_at_once() {
+    let almost = uniqueness::REPLACE_HOLDOFF - Duration::from_secs(1);
+    let (_, _, up, _) = same_identity_twice_after(UniqueIds::Replace, almost);
+    assert!(!up);
+    let lab = Lab::new();
+    let now = Instant::now();
+    let mut r = lab.responder(now, |_| {});
+    let mut first = lab.intranet(now);
+    first.start(now);
+    exchange_all(&mut r, &mut first, now);
+    established(&mut first);
+    let mut restarted = lab.intranet(now);
+    restarted.start(now);
+    exchange_all(&mut r, &mut restarted, now);
+    established(&mut restarted);
+    assert_eq!(
+        r.established(),
+        1,
+        "the restarted client's IKE SA replaced the old one"
+    );
+}
+
+/// A client that names its tunnels may ask for `::/0` in both: each IKE SA gets its own tunnel,
+/// its TSr narrowed into that tunnel's prefixes, and neither replaces the other.
+#[test]
+fn named_tunnels_asking_for_any_get_both_tunnels() {
+    let lab = Lab::new();
+    let now = Instant::now();
+    let mut r = lab.responder(now, |_| {});
+    let mut corporate = Vec::new();
+    for (kind, initial_contact) in [
+        (TunnelKind::Infrastructure, true),
+        (TunnelKind::Intranet, false),
+    ] {
+        let mut i = lab
+            .initiator(now, kind, "::/0", &lab.clients_ca, Group::Ecp256)
+            .naming_tunnel();
+        if !initial_contact {
+            i = i.without_initial_contact();
+        }
+        i.start(now);
+        exchange_all(&mut r, &mut i, now);
+        let (_, child) = established(&mut i);
+        assert_eq!(child.tunnel, kind);
+        corporate.push(
+            child
+                .outbound
+                .remote_ts
+                .iter()
+                .map(|t| (t.start, t.end))
+                .collect::<Vec<_>>(),
+        );
+    }
+    let ip = |s: &str| -> IpAddr { s.parse().expect("address") };
+    assert_eq!(corporate[0], vec![(ip("fd00:c0::53"), ip("fd00:c0::53"))]);
+    assert_eq!(
+        corporate[1],
+        vec![(ip("fd00:c0::"), ip("fd00:c0::ffff:ffff:ffff:ffff"))]
+    );
+    assert_eq!(r.established(), 2, "neither replaced the other");
+}
+
+/// The same two initiators without naming their tunnels: both ask for the intranet, and the
+/// second is refused as the same tunnel.
+#[test]
+fn unnamed_tunnels_asking_for_any_are_one_tunnel() {
+    let lab = Lab::new();
+    let now = Instant::now();
+    let mut r = lab.responder(now, |_| {});
+    let mut ups = Vec::new();
+    for (kind, initial_contact) in [
+        (TunnelKind::Infrastructure, true),
+        (TunnelKind::Intranet, false),
+    ] {
+        let mut i = lab.initiator(now, kind, "::/0", &lab.clients_ca, Group::Ecp256);
+        if !initial_contact {
+            i = i.without_initial_contact();
+        }
+        i.start(now);
+        exchange_all(&mut r, &mut i, now);
+        ups.push(matches!(
+            i.poll_event(),
+            Some(InitiatorEvent::Established { .. })
+        ));
+    }
+    assert_eq!(ups, [true, false]);
+    assert!(events(&mut r).iter().any(|e| matches!(
+        e,
+        Event::Negotiation {
+            result: Err(Refusal::SameTunnel),
+            ..
+        }
+    )));
+}
+
+/// A tunnel name that is not one octet gate64 knows is no name: the selectors decide.
+#[test]
+fn a_malformed_tunnel_name_is_ignored() {
+    use crate::child_sa::{named_tunnel, tunnel_notify};
+    use crate::message::{Notify, Payload, notify};
+    for data in [vec![], vec![0], vec![3], vec![1, 2]] {
+        let p = [Payload::Notify(Notify::new(
+            notify::GATE64_TUNNEL,
+            data.clone(),
+        ))];
+        assert_eq!(named_tunnel(&p), None, "{data:?}");
+    }
+    for kind in [TunnelKind::Infrastructure, TunnelKind::Intranet] {
+        assert_eq!(
+            named_tunnel(&[Payload::Notify(tunnel_notify(kind))]),
+            Some(kind)
+        );
+    }
 }
 
 #[test]
