@@ -16,6 +16,8 @@ use x509_parser::prelude::{FromDer, X509Certificate};
 const CA: &[u8] = include_bytes!("../../crates/ike/tests/data/ocsp/ca.der");
 const GOOD: &[u8] = include_bytes!("../../crates/ike/tests/data/ocsp/good.der");
 const REVOKED: &[u8] = include_bytes!("../../crates/ike/tests/data/ocsp/revoked.der");
+/// How old an answer without nextUpdate may be (the daemon's default).
+const MAX_AGE: Duration = Duration::from_secs(3600);
 /// Real responses and the leaf each is checked about.
 const RESPONSES: [(&[u8], &[u8]); 6] = [
     (
@@ -69,7 +71,7 @@ fn fixed() -> &'static Fixed {
         let now = UNIX_EPOCH + Duration::from_secs(made + 86_400);
         let expected = RESPONSES
             .iter()
-            .map(|(resp, leaf)| verify_response(resp, &ids[id_of(leaf)], issuer, now))
+            .map(|(resp, leaf)| verify_response(resp, &ids[id_of(leaf)], issuer, now, MAX_AGE))
             .collect::<Vec<_>>();
         // What the fixtures are (as the unit tests check): a regenerated set that breaks this
         // fails here rather than fuzzing refusals only.
@@ -107,7 +109,7 @@ fn run(selector: u8, data: &[u8]) {
         // The bytes as a response body, about `good` (selector bit 1: about `revoked`).
         0 => {
             let id = &f.ids[usize::from(selector >> 1 & 1)];
-            let _ = verify_response(data, id, f.issuer, f.now).map(|a| a.status);
+            let _ = verify_response(data, id, f.issuer, f.now, MAX_AGE).map(|a| a.status);
         }
         // `[response][(offset u16, xor u8)...]`: one of `RESPONSES` mutated by the triples.
         _ => {
@@ -121,7 +123,7 @@ fn run(selector: u8, data: &[u8]) {
                 der[at] ^= t[2];
                 mutated |= t[2] != 0;
             }
-            let got = verify_response(&der, &f.ids[id_of(leaf)], f.issuer, f.now);
+            let got = verify_response(&der, &f.ids[id_of(leaf)], f.issuer, f.now, MAX_AGE);
             let expected = &f.expected[which];
             if !mutated {
                 assert_eq!(&got, expected, "response {which} unmutated");

@@ -35,6 +35,8 @@ fn accounting(topo: &Topology) -> Result<String> {
     let secret = topo
         .srv
         .write_file("radius.secret", &format!("{SECRET}\n"))?;
+    // gate64 refuses a secret file its group or others may read.
+    std::fs::set_permissions(&secret, std::os::unix::fs::PermissionsExt::from_mode(0o600))?;
     Ok(format!(
         "interim_secs = {INTERIM_SECS}\nnas_identifier = \"gate64-lab\"\n\
          [[accounting.radius]]\nserver = \"127.0.0.1:1813\"\nsecret_file = \"{}\"\n",

@@ -11,6 +11,7 @@
 use crate::record::Counts;
 use md5::{Digest, Md5};
 use std::net::{IpAddr, Ipv6Addr};
+use subtle::ConstantTimeEq;
 
 /// UDP port of RADIUS accounting (RFC 2866 §1).
 pub const ACCOUNTING_PORT: u16 = 1813;
@@ -246,7 +247,9 @@ pub fn check_response(
     md5.update(&datagram[HEADER_LEN..len]);
     md5.update(secret);
     let expected: [u8; 16] = md5.finalize().into();
-    if expected[..] != datagram[4..HEADER_LEN] {
+    // In constant time: how many leading octets of a forged authenticator matched must not
+    // show in how long the check took.
+    if !bool::from(expected[..].ct_eq(&datagram[4..HEADER_LEN])) {
         return Err(ResponseError::Authenticator);
     }
     Ok(())

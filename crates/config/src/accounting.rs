@@ -2,6 +2,7 @@
 //! for how long, with how many bytes).
 
 use std::net::SocketAddr;
+use std::os::unix::fs::MetadataExt;
 use std::path::PathBuf;
 
 use serde::Deserialize;
@@ -164,13 +165,69 @@ impl Config {
         Ok(())
     }
 
-    /// The RADIUS secret files exist and are readable (`check-config` and start-up).
+    /// The RADIUS secret files exist, are readable, and give their group and others no
+    /// access at all (`check-config`, start-up and reload).
     pub(crate) fn check_accounting_files(&self) -> Result<(), ConfigError> {
         for r in &self.accounting.radius {
-            crate::error::check_readable_file("accounting.radius.secret_file", &r.secret_file)?;
+            crate::error::check_readable_file(SECRET_FILE, &r.secret_file)?;
+            let meta = secret_metadata(&r.secret_file)?;
+            let mode = meta.mode() & 0o7777;
+            if mode & 0o077 != 0 {
+                return Err(invalid(
+                    SECRET_FILE,
+                    quote(&r.secret_file.display().to_string()),
+                    format!(
+                        "is open to its group or to others (mode {mode:04o}): the RADIUS \
+                         shared secret must be private to root and gate64's user; run \
+                         `chmod 600 {}`",
+                        r.secret_file.display()
+                    ),
+                ));
+            }
         }
         Ok(())
     }
+
+    /// The RADIUS secret files are owned by root or by one of `daemon_uids` (the user gate64
+    /// runs as): anyone else who owns the file can read it, or change the secret, whatever its
+    /// mode. `check-config`, start-up and reload, after [`Config::check_files`].
+    pub fn check_secret_file_owners(&self, daemon_uids: &[u32]) -> Result<(), ConfigError> {
+        for r in &self.accounting.radius {
+            let owner = secret_metadata(&r.secret_file)?.uid();
+            if owner != 0 && !daemon_uids.contains(&owner) {
+                let user = daemon_uids
+                    .iter()
+                    .map(u32::to_string)
+                    .collect::<Vec<_>>()
+                    .join(" or ");
+                return Err(invalid(
+                    SECRET_FILE,
+                    quote(&r.secret_file.display().to_string()),
+                    format!(
+                        "is owned by uid {owner}, neither root nor gate64's user (uid {user}): \
+                         that owner can read or replace the RADIUS shared secret; run \
+                         `chown root: {path} && chmod 600 {path}`",
+                        path = r.secret_file.display()
+                    ),
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The key the RADIUS secret file checks name.
+const SECRET_FILE: &str = "accounting.radius.secret_file";
+
+/// The secret file's metadata (the file itself, not a symbolic link to it).
+fn secret_metadata(path: &std::path::Path) -> Result<std::fs::Metadata, ConfigError> {
+    std::fs::metadata(path).map_err(|e| {
+        invalid(
+            SECRET_FILE,
+            quote(&path.display().to_string()),
+            format!("cannot read the file's owner and mode: {e}"),
+        )
+    })
 }
 
 /// What an `[accounting]` key's value looks like, for type errors.

@@ -119,5 +119,8 @@ pub const DPD_SECS: u64 = 30;
 /// usual IKEv2 reauthentication), so a certificate that expired or was revoked without a CRL
 /// reaching gate64 is looked at again within a day.
 pub const REAUTH_SECS: u64 = 86_400;
+/// `ipsec.ocsp_max_age_secs`: an OCSP answer without nextUpdate counts for an hour from its
+/// thisUpdate.
+pub const OCSP_MAX_AGE_SECS: u64 = 3600;
 /// `ipsec.crl_refresh_secs`: how often the CRL files' modification times are looked at.
 pub const CRL_REFRESH_SECS: u64 = 300;

@@ -102,6 +102,9 @@ pub struct Ipsec {
     /// The OCSP responder asked about every client certificate (`http://...`); `None` = the
     /// one each certificate names in its Authority Information Access.
     pub ocsp_url: Option<String>,
+    /// How old (seconds from its thisUpdate) an OCSP answer without nextUpdate may be to be
+    /// taken; older ones count as no answer.
+    pub ocsp_max_age_secs: u64,
 }
 
 /// `ipsec.ocsp`: OCSP lookups of client certificates (RFC 6960).
@@ -215,6 +218,7 @@ impl Default for Ipsec {
             unique_ids: UniqueIds::default(),
             ocsp: Ocsp::default(),
             ocsp_url: None,
+            ocsp_max_age_secs: defaults::OCSP_MAX_AGE_SECS,
         }
     }
 }
@@ -257,6 +261,9 @@ const MAX_AUTH_THREADS: usize = 1024;
 /// Least `ipsec.max_half_open_bytes`: one half-open IKE SA at its largest (a 64 KiB
 /// IKE_SA_INIT and 64 KiB of IKE_AUTH fragments).
 const MIN_HALF_OPEN_BYTES: usize = 128 * 1024;
+/// Allowed `ipsec.ocsp_max_age_secs`: a minute (responders that leave nextUpdate out
+/// usually sign each answer when asked) to a week.
+const OCSP_MAX_AGE_RANGE: std::ops::RangeInclusive<u64> = 60..=604_800;
 /// Shortest `ipsec.pool6` prefix: larger pools only cost memory for nothing.
 const MIN_POOL6_LEN: u8 = 64;
 
@@ -292,6 +299,7 @@ pub(crate) struct RawIpsec {
     unique_ids: Option<UniqueIds>,
     ocsp: Option<Ocsp>,
     ocsp_url: Option<String>,
+    ocsp_max_age_secs: Option<u64>,
 }
 
 impl RawIpsec {
@@ -337,6 +345,7 @@ impl RawIpsec {
             unique_ids: self.unique_ids.unwrap_or(d.unique_ids),
             ocsp: self.ocsp.unwrap_or(d.ocsp),
             ocsp_url: self.ocsp_url,
+            ocsp_max_age_secs: self.ocsp_max_age_secs.unwrap_or(d.ocsp_max_age_secs),
         }
     }
 }
@@ -452,7 +461,8 @@ pub(crate) fn expected_form(path: &str) -> Option<&'static str> {
         | "ipsec.child_lifetime_secs"
         | "ipsec.dpd_secs"
         | "ipsec.reauth_secs"
-        | "ipsec.crl_refresh_secs" => "a whole number",
+        | "ipsec.crl_refresh_secs"
+        | "ipsec.ocsp_max_age_secs" => "a whole number",
         "ipsec.intranet_second_auth" => "\"off\", \"optional\" or \"required\"",
         "ipsec.client_eku" => "\"strict\" or \"any\"",
         "ipsec.unique_ids" => "\"replace\", \"keep\" or \"never\"",

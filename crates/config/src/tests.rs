@@ -1688,6 +1688,61 @@ fn the_session_log_is_off_by_default_and_must_be_absolute() {
     assert_names(&e, "accounting.log", &["[ipsec]"]);
 }
 
+/// A RADIUS secret file open to its group or others, or owned by neither root nor gate64's
+/// user, is refused naming the key and what to run; a 0600 file of root or of that user
+/// passes.
+#[test]
+fn radius_secret_files_must_be_private() {
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    let dir = std::env::temp_dir().join(format!("gate64-config-secret-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let secret = dir.join("radius.secret");
+    std::fs::write(&secret, "s3cret\n").unwrap();
+    let c = with_ipsec(&format!(
+        "[[accounting.radius]]\nserver = \"10.0.0.5:1813\"\nsecret_file = \"{}\"\n",
+        secret.display()
+    ))
+    .unwrap();
+    let path = secret.display().to_string();
+    for mode in [0o644, 0o640, 0o604, 0o620, 0o602, 0o700 | 0o010] {
+        std::fs::set_permissions(&secret, std::fs::Permissions::from_mode(mode)).unwrap();
+        let e = c.check_accounting_files().unwrap_err();
+        assert_names(
+            &e,
+            "accounting.radius.secret_file",
+            &[
+                &path,
+                &format!("mode {mode:04o}"),
+                &format!("chmod 600 {path}"),
+            ],
+        );
+    }
+    for mode in [0o600, 0o400] {
+        std::fs::set_permissions(&secret, std::fs::Permissions::from_mode(mode)).unwrap();
+        c.check_accounting_files().unwrap();
+    }
+
+    // The owner: root always passes; another user only when gate64 runs as it.
+    if std::fs::metadata(&secret).unwrap().uid() == 0 {
+        std::os::unix::fs::chown(&secret, Some(54_321), None).unwrap();
+    }
+    let owner = std::fs::metadata(&secret).unwrap().uid();
+    assert_ne!(owner, 0);
+    c.check_secret_file_owners(&[owner]).unwrap();
+    let e = c.check_secret_file_owners(&[owner + 1]).unwrap_err();
+    assert_names(
+        &e,
+        "accounting.radius.secret_file",
+        &[
+            &path,
+            &format!("owned by uid {owner}"),
+            "chown root:",
+            "chmod 600",
+        ],
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 #[test]
 fn radius_servers_interim_and_nas_identifier() {
     let c = parse(&[]).unwrap();

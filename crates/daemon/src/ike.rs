@@ -11,7 +11,7 @@ use gate64_ike::auth::{Credentials, Crls, Identity, TrustAnchors};
 use gate64_ike::responder::{
     self, Event, Refusal, Responder, ResponderConfig, SecondAuthPolicy, UniqueIds,
 };
-use gate64_io::ike::ocsp::{OcspChecker, OcspMode};
+use gate64_io::ike::ocsp::{OcspChecker, OcspMode, OcspRule};
 use gate64_io::ike::{IKE_PORT, IkeControl, IkeDriver, IkeSockets, NAT_T_PORT};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
@@ -166,17 +166,22 @@ fn read_user_anchors(cfg: &Config, crls: &Crls) -> Result<Option<TrustAnchors>> 
     ))
 }
 
-/// `ipsec.ocsp` and `ipsec.ocsp_url` of `cfg` for a running checker (a reload).
+/// `ipsec.ocsp`, `ipsec.ocsp_url` and `ipsec.ocsp_max_age_secs` of `cfg` for a running
+/// checker (a reload).
 pub fn apply_ocsp(cfg: &Config, checker: &OcspChecker) {
-    checker.set_rule(ocsp_mode(cfg), cfg.ipsec.ocsp_url.clone());
+    checker.set_rule(ocsp_rule(cfg));
 }
 
-/// `ipsec.ocsp` as the driver's rule.
-fn ocsp_mode(cfg: &Config) -> OcspMode {
-    match cfg.ipsec.ocsp {
-        IpsecOcsp::Off => OcspMode::Off,
-        IpsecOcsp::Soft => OcspMode::Soft,
-        IpsecOcsp::Require => OcspMode::Require,
+/// `ipsec.ocsp`, `ipsec.ocsp_url` and `ipsec.ocsp_max_age_secs` as the driver's rule.
+fn ocsp_rule(cfg: &Config) -> OcspRule {
+    OcspRule {
+        mode: match cfg.ipsec.ocsp {
+            IpsecOcsp::Off => OcspMode::Off,
+            IpsecOcsp::Soft => OcspMode::Soft,
+            IpsecOcsp::Require => OcspMode::Require,
+        },
+        url: cfg.ipsec.ocsp_url.clone(),
+        max_age: Duration::from_secs(cfg.ipsec.ocsp_max_age_secs),
     }
 }
 
@@ -260,7 +265,7 @@ pub fn start(
     let auth_threads = cfg.effective_ike_auth_threads();
     let (count_stats, count_sadb) = (Arc::clone(&stats), Arc::clone(&sadb));
     // Always there, off or not, so that a reload can turn lookups on.
-    let ocsp = Arc::new(OcspChecker::new(ocsp_mode(cfg), cfg.ipsec.ocsp_url.clone()));
+    let ocsp = Arc::new(OcspChecker::new(ocsp_rule(cfg)));
     let mut driver = IkeDriver::new(sockets, responder, move |e| {
         on_event(&sadb, &sink_stats, sessions.as_deref(), e)
     })

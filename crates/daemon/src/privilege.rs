@@ -60,6 +60,17 @@ pub fn identity(server: &gate64_config::Server) -> Result<Option<Identity>> {
     Ok(Some(identity))
 }
 
+/// The user ids gate64 runs as, for files only it and root may own: the effective uid now
+/// and, when `[server] user` names one, that user's (the daemon switches to it after
+/// start-up). Refused, naming the key, when the user does not exist.
+pub fn daemon_uids(server: &gate64_config::Server) -> Result<Vec<u32>> {
+    let mut uids = vec![gate64_sys::process::geteuid()];
+    if let Some(user) = &server.user {
+        uids.push(lookup(user, server.group.as_deref())?.uid);
+    }
+    Ok(uids)
+}
+
 /// Looks up `user` (and `group`, else the user's primary group) in the host's user database.
 fn lookup(user: &str, group: Option<&str>) -> Result<Identity> {
     let name = std::ffi::CString::new(user)

@@ -14,7 +14,7 @@ use tracing_subscriber::{EnvFilter, Registry, reload};
 /// `gate64 check-config`: the file parsed and its files read as `serve` would; its warnings.
 pub fn check_config(file: &Path) -> Result<()> {
     let cfg = Config::load(file)?;
-    cfg.check_files()?;
+    check_files(&cfg)?;
     // The IKE certificate, key and CA parsed as the daemon will, `ipsec.identity` checked
     // against the certificate.
     crate::ike::Reloaded::read(&cfg)?;
@@ -22,6 +22,16 @@ pub fn check_config(file: &Path) -> Result<()> {
         println!("warning: {w}");
     }
     println!("{}: ok", file.display());
+    Ok(())
+}
+
+/// The files the configuration names are there and readable ([`Config::check_files`]), and the
+/// RADIUS secret files belong to root or to the user gate64 runs as.
+fn check_files(cfg: &Config) -> Result<()> {
+    cfg.check_files()?;
+    if !cfg.accounting.radius.is_empty() {
+        cfg.check_secret_file_owners(&privilege::daemon_uids(&cfg.server)?)?;
+    }
     Ok(())
 }
 
@@ -139,7 +149,7 @@ fn try_reload(
     log: &LogControl,
 ) -> Result<Vec<String>> {
     let new = Config::load(file)?;
-    new.check_files()?;
+    check_files(&new)?;
     let restart = current.restart_only_changes(&new);
     if !restart.is_empty() {
         anyhow::bail!(
@@ -163,7 +173,7 @@ fn try_reload(
 /// `gate64 serve`: runs the daemon from `file` until SIGTERM or SIGINT.
 pub fn serve(file: &Path) -> Result<()> {
     let cfg = Config::load(file)?;
-    cfg.check_files()?;
+    check_files(&cfg)?;
     let log = init_logging(&cfg)?;
     abort_on_worker_panic();
     for w in cfg.warnings() {

@@ -157,6 +157,16 @@ fn a_response_verifies_only_under_the_secret_and_the_request() {
         check_response(&ok, &[0; 16], b"s3cret"),
         Err(ResponseError::Authenticator)
     );
+    // A change in any octet of the response authenticator, first or last, is refused alike.
+    for at in 4..20 {
+        let mut forged = ok.clone();
+        forged[at] ^= 0x01;
+        assert_eq!(
+            check_response(&forged, &auth, b"s3cret"),
+            Err(ResponseError::Authenticator),
+            "octet {at}"
+        );
+    }
     let with_attr = response(9, &auth, &[18, 4, b'o', b'k'], b"s3cret");
     assert_eq!(check_response(&with_attr, &auth, b"s3cret"), Ok(()));
 }

@@ -456,6 +456,23 @@ fn unique_ids_defaults_to_replace_and_names_its_key() {
 }
 
 #[test]
+fn ocsp_max_age_defaults_to_an_hour_within_a_minute_and_a_week() {
+    let c = parse(CREDENTIALS).unwrap();
+    assert_eq!(c.ipsec.ocsp_max_age_secs, 3600);
+    for value in [60, 604_800] {
+        let c = parse(&format!("{CREDENTIALS}ocsp_max_age_secs = {value}\n")).unwrap();
+        assert_eq!(c.ipsec.ocsp_max_age_secs, value);
+    }
+    for value in [0, 59, 604_801] {
+        refused(
+            &format!("{CREDENTIALS}ocsp_max_age_secs = {value}\n"),
+            "ipsec.ocsp_max_age_secs",
+            "must be 60..=604800 seconds",
+        );
+    }
+}
+
+#[test]
 fn ocsp_defaults_to_off_and_its_url_must_be_http() {
     use crate::IpsecOcsp;
     let c = parse(CREDENTIALS).unwrap();

@@ -240,6 +240,18 @@ impl Config {
                  at most 1024 bytes without spaces",
             ));
         }
+        if !OCSP_MAX_AGE_RANGE.contains(&s.ocsp_max_age_secs) {
+            return Err(invalid(
+                "ipsec.ocsp_max_age_secs",
+                s.ocsp_max_age_secs,
+                format!(
+                    "must be {}..={} seconds: how old an OCSP answer without nextUpdate may be \
+                     (from its thisUpdate) before it counts as no answer",
+                    OCSP_MAX_AGE_RANGE.start(),
+                    OCSP_MAX_AGE_RANGE.end()
+                ),
+            ));
+        }
         if s.reauth_secs != 0 && !REAUTH_RANGE.contains(&s.reauth_secs) {
             return Err(invalid(
                 "ipsec.reauth_secs",

@@ -80,8 +80,12 @@ impl Crl {
 ///
 /// A CRL's signature covers every entry, so checking it costs time in proportion to the
 /// list (a 100,000-entry CRL is ~3 MB to hash): webpki checks it on every chain it verifies.
-/// Here it is checked once per issuer key, and remembered ([`Crls::signature_known`]); later
-/// chains look their certificates' serial numbers up in the lists' ordered maps, O(log n).
+/// Here each list's signature is checked on its own, once per issuer key, and remembered per
+/// list ([`Crls::unverified`], [`Crls::remember_signature`]); later chains look their
+/// certificates' serial numbers up in the lists' ordered maps, O(log n). webpki, given several
+/// lists of one issuer, checks only the first (and trusts none of the others), so each list
+/// is given to it alone; a list whose signature does not verify refuses the chain as the
+/// first one would.
 #[derive(Debug, Clone, Default)]
 pub struct Crls {
     lists: Arc<[CertRevocationList<'static>]>,
@@ -126,31 +130,51 @@ impl Crls {
         (0..self.lists.len()).filter(move |&i| self.issuers[i] == hash)
     }
 
-    /// Whether the signature of every list that covers a certificate of `path` is known to
-    /// verify under that certificate's issuer key: then [`Crls::check_path`] alone decides,
-    /// and webpki need not hash the lists again.
-    pub(crate) fn signature_known(&self, path: &[PathCert<'_>]) -> bool {
-        path.iter().all(|c| {
-            self.of_issuer(c.issuer)
-                .all(|i| self.verified_under[i].get() == Some(&c.issuer_key))
-        })
+    /// Whether list `i`'s signature is known to verify under the issuer key `key`.
+    fn verified(&self, i: usize, key: &[u8; 32]) -> bool {
+        self.verified_under[i].get() == Some(key)
     }
 
-    /// Records that the lists covering `path` verified under its issuers' keys (after webpki
-    /// checked them in a full verification).
-    pub(crate) fn remember_signatures(&self, path: &[PathCert<'_>]) {
+    /// The lists covering a certificate of `path` whose signature is not known to verify
+    /// under that certificate's issuer key, each once, with that key: each is for webpki to
+    /// check alone ([`Crls::list`]) before [`Crls::check_path`] counts it. None: the lookups
+    /// alone decide, and no list is hashed again.
+    pub(crate) fn unverified(&self, path: &[PathCert<'_>]) -> Vec<(usize, [u8; 32])> {
+        let mut out: Vec<(usize, [u8; 32])> = Vec::new();
         for c in path {
             for i in self.of_issuer(c.issuer) {
-                // A second key for one issuer name (a CA key rollover) is not remembered: its
-                // lists are then checked by webpki each time, as correct, only slower.
-                let _ = self.verified_under[i].set(c.issuer_key);
+                if !self.verified(i, &c.issuer_key) && !out.contains(&(i, c.issuer_key)) {
+                    out.push((i, c.issuer_key));
+                }
             }
+        }
+        out
+    }
+
+    /// List `i`, for a webpki verification that checks its signature alone.
+    pub(crate) fn list(&self, i: usize) -> Option<&CertRevocationList<'static>> {
+        self.lists.get(i)
+    }
+
+    /// Records that list `i`'s own signature verified under the issuer key `key` (webpki
+    /// checked the chain with that list alone). A list with an issuing distribution point is
+    /// not remembered: webpki skips a list whose scope does not cover the certificate, so
+    /// its passing says nothing of the signature; such a list is then given to webpki with
+    /// every chain, as correct, only slower. So is a second key for one issuer name (a CA
+    /// key rollover): only the first is remembered.
+    pub(crate) fn remember_signature(&self, i: usize, key: [u8; 32]) {
+        if let Some(list) = self.lists.get(i)
+            && list.issuing_distribution_point().is_none()
+        {
+            let _ = self.verified_under[i].set(key);
         }
     }
 
-    /// Revocation of the certificates of a chain whose lists' signatures are known good: a
-    /// serial that a list of its issuer names is [`AuthError::Revoked`]; a list past its
-    /// nextUpdate is [`AuthError::CrlExpired`] when expired lists refuse. O(log n) per list.
+    /// Revocation of the certificates of a chain, by the lists whose own signature is known to
+    /// verify under the certificate's issuer key (the others were checked by webpki with the
+    /// chain, or cover nothing of it): a serial that such a list of its issuer names is
+    /// [`AuthError::Revoked`]; such a list past its nextUpdate is [`AuthError::CrlExpired`]
+    /// when expired lists refuse. O(log n) per list.
     pub(crate) fn check_path(
         &self,
         path: &[PathCert<'_>],
@@ -158,6 +182,9 @@ impl Crls {
     ) -> Result<(), AuthError> {
         for c in path {
             for i in self.of_issuer(c.issuer) {
+                if !self.verified(i, &c.issuer_key) {
+                    continue;
+                }
                 if self.refuse_expired && self.next_updates[i] < now {
                     return Err(AuthError::CrlExpired);
                 }
@@ -218,11 +245,6 @@ impl Crls {
                 .with_expiration_policy(expiry)
                 .build(),
         )
-    }
-
-    /// The lists, borrowed, for [`Crls::options`].
-    pub(crate) fn refs(&self) -> Vec<&CertRevocationList<'static>> {
-        self.lists.iter().collect()
     }
 }
 

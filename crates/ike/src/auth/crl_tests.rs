@@ -207,6 +207,42 @@ fn a_list_with_a_forged_signature_is_refused_and_never_remembered() {
     assert!(anchors.crls().verified_under[0].get().is_none());
 }
 
+/// Two lists of one issuer: a good one and one signed by another key under the same name.
+/// Each list's signature is checked on its own: the good one is remembered, the forged one
+/// never counts as verified, and it refuses the CA's clients as a lone forged list does,
+/// whichever comes first.
+#[test]
+fn a_forged_list_beside_a_good_one_of_the_same_issuer_is_never_remembered() {
+    let ca = ca("lab CA");
+    let impostor = super::tests::ca("lab CA");
+    let good = crl(&ca.issuer, &[7], 2099);
+    let forged = crl(&impostor.issuer, &[8], 2099);
+    for (lists, good_at, forged_at) in [
+        ([good.clone(), forged.clone()], 0, 1),
+        ([forged.clone(), good.clone()], 1, 0),
+    ] {
+        let anchors = anchors_with(&ca, &lists, false);
+        for serial in [9, 9, 8, 7] {
+            assert!(
+                matches!(
+                    anchors.verify_peer(&leaf_der(&ca, serial), &[], SystemTime::now()),
+                    Err(AuthError::BadChain(_))
+                ),
+                "serial {serial}, forged list at {forged_at}"
+            );
+        }
+        assert!(
+            anchors.crls().verified_under[forged_at].get().is_none(),
+            "forged list at {forged_at} counted as verified"
+        );
+        assert_eq!(
+            anchors.crls().verified_under[good_at].get().is_some(),
+            good_at == 0,
+            "the good list is remembered once it was checked"
+        );
+    }
+}
+
 /// The root's list revokes an intermediate: a leaf under it is refused after a leaf under
 /// another intermediate had the list's signature remembered.
 #[test]

@@ -32,12 +32,15 @@
 //!   [`OcspError::UnsupportedAlgorithm`].
 //! - **Time**: thisUpdate no later than `now` + [`CLOCK_SKEW`] (else
 //!   [`OcspError::NotYetValid`]), nextUpdate, when given, no earlier than `now` -
-//!   [`CLOCK_SKEW`] (else [`OcspError::Expired`]). An answer without nextUpdate is returned with
-//!   `next_update: None`, for the caller to keep only briefly.
+//!   [`CLOCK_SKEW`] (else [`OcspError::Expired`]). An answer without nextUpdate has no end of
+//!   its own: it is taken only while its thisUpdate is no older than the caller's `max_age`
+//!   (plus [`CLOCK_SKEW`]), else [`OcspError::TooOld`], and is returned with `next_update:
+//!   None`, for the caller to keep only briefly.
 //!
 //! Requests carry no nonce and no signature (as `openssl ocsp -no_nonce` sends them): the
 //! answers can then be precomputed and cached by the responder, and a replayed answer is
-//! bounded by its own validity, which is checked here.
+//! bounded by its own validity, which is checked here: its nextUpdate, or `max_age` when it
+//! has none (else a `good` answer captured once would keep a revoked certificate in forever).
 
 use super::AuthError;
 use super::algid;
@@ -220,6 +223,9 @@ pub enum OcspError {
     /// nextUpdate is earlier than now minus the allowed skew.
     #[error("OCSP response expired")]
     Expired,
+    /// No nextUpdate, and thisUpdate is older than the maximum age allowed (plus the skew).
+    #[error("OCSP response without nextUpdate is older than the maximum age")]
+    TooOld,
 }
 
 impl OcspError {
@@ -235,17 +241,20 @@ impl OcspError {
             OcspError::UnsupportedAlgorithm(_) => "unsupported_algorithm",
             OcspError::NotYetValid => "not_yet_valid",
             OcspError::Expired => "expired",
+            OcspError::TooOld => "too_old",
         }
     }
 }
 
 /// Checks an OCSPResponse (DER, the HTTP body) about `id`, whose issuer is `issuer`, at `now`,
-/// by the rules of the module docs.
+/// by the rules of the module docs; an answer without nextUpdate is taken while its
+/// thisUpdate is at most `max_age` old.
 pub fn verify_response(
     der: &[u8],
     id: &CertId,
     issuer: Issuer<'_>,
     now: SystemTime,
+    max_age: Duration,
 ) -> Result<OcspAnswer, OcspError> {
     let basic = basic_response(der)?;
     let issuer_spki =
@@ -264,6 +273,13 @@ pub fn verify_response(
         .is_some_and(|next| next + CLOCK_SKEW < now)
     {
         return Err(OcspError::Expired);
+    }
+    if answer.next_update.is_none()
+        && now
+            .duration_since(answer.this_update)
+            .is_ok_and(|age| age > max_age.saturating_add(CLOCK_SKEW))
+    {
+        return Err(OcspError::TooOld);
     }
     Ok(answer)
 }

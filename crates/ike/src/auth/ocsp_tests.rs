@@ -36,8 +36,11 @@ const RESP_DELEGATED: &[u8] = fixture!("resp-good-delegated.der");
 const RESP_OTHER_CA: &[u8] = fixture!("resp-good-other-ca.der");
 const RESP_SHORT: &[u8] = fixture!("resp-good-short.der");
 const RESP_RSA: &[u8] = fixture!("resp-good-rsa.der");
+const RESP_NO_NEXT: &[u8] = fixture!("resp-good-no-next.der");
 
 const DAY: Duration = Duration::from_secs(86_400);
+/// How old an answer without nextUpdate may be, in these tests.
+const MAX_AGE: Duration = Duration::from_secs(3600);
 
 /// The issuer of a DER CA certificate.
 fn issuer(ca_der: &[u8]) -> Issuer<'_> {
@@ -66,7 +69,7 @@ fn id(leaf: &[u8], ca: &[u8]) -> CertId {
 }
 
 fn verify(resp: &[u8], leaf: &[u8], ca: &[u8], now: SystemTime) -> Result<OcspAnswer, OcspError> {
-    verify_response(resp, &id(leaf, ca), issuer(ca), now)
+    verify_response(resp, &id(leaf, ca), issuer(ca), now, MAX_AGE)
 }
 
 #[test]
@@ -148,7 +151,7 @@ fn response_about_another_certificate() {
     );
     // A CertID under another issuer than the one that decides who may sign.
     assert_eq!(
-        verify_response(RESP_GOOD, &id(GOOD, CA), issuer(OTHER_CA), now()),
+        verify_response(RESP_GOOD, &id(GOOD, CA), issuer(OTHER_CA), now(), MAX_AGE),
         Err(OcspError::NoMatchingResponse)
     );
 }
@@ -219,6 +222,68 @@ fn validity_window() {
     );
 }
 
+/// An answer without nextUpdate is taken while its thisUpdate is at most the maximum age
+/// (and the clock skew) old, and refused after: a captured `good` answer replayed later does
+/// not keep a certificate in that has been revoked since.
+#[test]
+fn an_answer_without_next_update_ages_out() {
+    // Its thisUpdate is when make.sh ran; with no age limit it verifies whenever.
+    let answer = verify_response(
+        RESP_NO_NEXT,
+        &id(GOOD, CA),
+        issuer(CA),
+        made_at() + 3000 * DAY,
+        Duration::MAX,
+    )
+    .expect("no age limit");
+    assert_eq!(answer.status, CertStatus::Good);
+    assert_eq!(answer.next_update, None);
+    let this = answer.this_update;
+    let skew = Duration::from_secs(300);
+    assert!(verify(RESP_NO_NEXT, GOOD, CA, this).is_ok());
+    assert!(
+        verify(
+            RESP_NO_NEXT,
+            GOOD,
+            CA,
+            this + MAX_AGE + skew - Duration::from_secs(1)
+        )
+        .is_ok()
+    );
+    for late in [
+        this + MAX_AGE + skew + Duration::from_secs(1),
+        this + 30 * DAY,
+    ] {
+        assert_eq!(verify(RESP_NO_NEXT, GOOD, CA, late), Err(OcspError::TooOld));
+    }
+    // A shorter maximum age refuses it sooner; an answer with nextUpdate is not aged.
+    let id = id(GOOD, CA);
+    let hour = Duration::from_secs(3600);
+    assert_eq!(
+        verify_response(
+            RESP_NO_NEXT,
+            &id,
+            issuer(CA),
+            this + hour,
+            Duration::from_secs(60)
+        ),
+        Err(OcspError::TooOld)
+    );
+    let with_next = verify(RESP_GOOD, GOOD, CA, now())
+        .expect("good")
+        .this_update;
+    assert!(
+        verify_response(
+            RESP_GOOD,
+            &id,
+            issuer(CA),
+            with_next + 300 * DAY,
+            Duration::ZERO
+        )
+        .is_ok()
+    );
+}
+
 #[test]
 fn delegated_responder_outside_its_validity() {
     // Past the responder certificate's notAfter (3650 days): no longer authorized, whatever
@@ -250,7 +315,7 @@ fn outer(status: u8, oid: Option<&[u8]>) -> Vec<u8> {
 #[test]
 fn unsuccessful_and_not_basic() {
     let good_id = id(GOOD, CA);
-    let check = |der: &[u8]| verify_response(der, &good_id, issuer(CA), now());
+    let check = |der: &[u8]| verify_response(der, &good_id, issuer(CA), now(), MAX_AGE);
     for code in [1, 2, 3, 5, 6] {
         assert_eq!(
             check(&outer(code, None)),
@@ -279,14 +344,14 @@ fn every_truncation_and_trailing_bytes_refused() {
     for resp in [RESP_GOOD, RESP_DELEGATED, RESP_REVOKED] {
         for len in 0..resp.len() {
             assert!(
-                verify_response(&resp[..len], &good_id, issuer(CA), now()).is_err(),
+                verify_response(&resp[..len], &good_id, issuer(CA), now(), MAX_AGE).is_err(),
                 "prefix of {len} bytes"
             );
         }
         let mut longer = resp.to_vec();
         longer.push(0);
         assert!(matches!(
-            verify_response(&longer, &good_id, issuer(CA), now()),
+            verify_response(&longer, &good_id, issuer(CA), now(), MAX_AGE),
             Err(OcspError::Malformed(_))
         ));
     }
@@ -295,7 +360,7 @@ fn every_truncation_and_trailing_bytes_refused() {
 #[test]
 fn garbage_refused() {
     let good_id = id(GOOD, CA);
-    let check = |der: &[u8]| verify_response(der, &good_id, issuer(CA), now());
+    let check = |der: &[u8]| verify_response(der, &good_id, issuer(CA), now(), MAX_AGE);
     let cases: [&[u8]; 9] = [
         &[],
         &[0x30],
@@ -335,7 +400,7 @@ fn bit_flips_never_change_the_answer() {
             for bit in 0..8 {
                 let mut der = resp.to_vec();
                 der[at] ^= 1 << bit;
-                match verify_response(&der, &good_id, issuer(CA), now()) {
+                match verify_response(&der, &good_id, issuer(CA), now(), MAX_AGE) {
                     Err(_) => {}
                     // Only bytes outside the signed data and the signer's certificate can
                     // change without changing the answer.
@@ -358,6 +423,7 @@ fn labels() {
         OcspError::UnsupportedAlgorithm("x"),
         OcspError::NotYetValid,
         OcspError::Expired,
+        OcspError::TooOld,
     ];
     let labels: Vec<_> = all.iter().map(OcspError::label).collect();
     assert_eq!(
@@ -372,6 +438,7 @@ fn labels() {
             "unsupported_algorithm",
             "not_yet_valid",
             "expired",
+            "too_old",
         ]
     );
 }

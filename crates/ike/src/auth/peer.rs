@@ -149,10 +149,14 @@ impl TrustAnchors {
             .map_err(chain_error)?;
         if !self.crls.is_empty() {
             let certs = path_certs(&path);
-            if !self.crls.signature_known(&certs) {
-                // Once per list and issuer key: webpki checks the lists' signatures (and the
-                // issuer's cRLSign) with the chain; from then on the lookups below suffice.
-                let crl_refs = self.crls.refs();
+            // Once per list and issuer key: webpki checks the list's signature (and the
+            // issuer's cRLSign) with the chain, that list alone, since of several lists of one
+            // issuer it would check only the first; from then on the lookups below suffice.
+            for (i, key) in self.crls.unverified(&certs) {
+                let Some(list) = self.crls.list(i) else {
+                    continue;
+                };
+                let one = [list];
                 end_entity
                     .verify_for_usage(
                         CHAIN_SIGNATURE_ALGS,
@@ -160,11 +164,11 @@ impl TrustAnchors {
                         &intermediates,
                         time,
                         IkeEku,
-                        self.crls.options(&crl_refs),
+                        self.crls.options(&one),
                         None,
                     )
                     .map_err(chain_error)?;
-                self.crls.remember_signatures(&certs);
+                self.crls.remember_signature(i, key);
             }
             self.crls.check_path(&certs, now)?;
         }

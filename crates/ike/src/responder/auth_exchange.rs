@@ -256,6 +256,7 @@ pub(super) fn handle_verdict(r: &mut Responder, now: Instant, verdict: AuthVerdi
         header,
         inner,
         round,
+        ..
     } = pending;
     match round {
         Round::First => after_verify(r, now, header, inner, result),

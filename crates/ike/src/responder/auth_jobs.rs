@@ -10,8 +10,17 @@
 //! the driver has no room for goes back through [`Responder::handle_auth_shed`]: the request
 //! is forgotten as if it had been lost, and the client's retransmission starts it again.
 //! Without `offload_auth` the same steps run inline.
+//!
+//! A job is worth running only while its IKE SA waits for it: each carries the half-open IKE
+//! SA's deadline and a flag the IKE SA raises when it goes (timed out, deleted, evicted)
+//! ([`AuthJob::watch`]). A driver skips a job, or the slow steps after it (an OCSP lookup),
+//! once [`JobWatch::is_abandoned`] says so, and bounds those steps by the deadline; a skipped
+//! job's verdict ([`AuthJob::skip`]) finishes nothing. So a queue of jobs behind a slow
+//! responder drains at once when their IKE SAs are gone instead of each waiting its turn.
 
 use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Instant, SystemTime};
 
 use super::auth_round::{self, ClientProof, OwnedProof, Pending, SecondAuth, Verified};
@@ -33,6 +42,40 @@ pub struct AuthJob {
     auth_data: Vec<u8>,
     octets: Vec<u8>,
     wall: SystemTime,
+    watch: JobWatch,
+}
+
+/// Whether a job's IKE SA still waits for it: its deadline (the half-open IKE SA's expiry)
+/// and whether it went before that. Cheap to clone; readable from any thread.
+#[derive(Debug, Clone)]
+pub struct JobWatch {
+    deadline: Instant,
+    gone: Arc<AtomicBool>,
+}
+
+impl JobWatch {
+    /// When the IKE SA expires unless it is established first: nothing the job does is of use
+    /// after it.
+    pub fn deadline(&self) -> Instant {
+        self.deadline
+    }
+
+    /// Whether the IKE SA no longer waits for the job at `now`: it went (timed out, deleted,
+    /// evicted) or its deadline passed.
+    pub fn is_abandoned(&self, now: Instant) -> bool {
+        now >= self.deadline || self.gone.load(Ordering::Relaxed)
+    }
+}
+
+/// Raises a job's `gone` flag when the request it was taken from is dropped: with its IKE SA,
+/// or once the verdict was handled.
+#[derive(Debug)]
+pub(crate) struct GoneOnDrop(Arc<AtomicBool>);
+
+impl Drop for GoneOnDrop {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::Relaxed);
+    }
 }
 
 /// What [`AuthJob::run`] found: the certificate subject, or why the client is refused.
@@ -40,7 +83,9 @@ pub struct AuthJob {
 pub struct AuthVerdict {
     spi_r: u64,
     message_id: u32,
-    result: Result<Verified, AuthError>,
+    /// `None` for a job that was skipped ([`AuthJob::skip`], [`AuthVerdict::skip`]): it
+    /// finishes nothing.
+    result: Option<Result<Verified, AuthError>>,
     /// The certificate an OCSP answer found revoked after it verified: established IKE SAs
     /// authenticated with it end too.
     revoked: Option<crate::auth::RevocationKey>,
@@ -50,17 +95,32 @@ impl AuthVerdict {
     /// What an OCSP lookup of the certificate that verified needs; `None` when the
     /// verification refused it.
     pub fn ocsp_query(&self) -> Option<&crate::auth::OcspQuery> {
-        self.result.as_ref().ok()?.ocsp.as_ref()
+        self.result.as_ref()?.as_ref().ok()?.ocsp.as_ref()
+    }
+
+    /// Drops what the job found: its IKE SA no longer waits for it (the steps after the
+    /// verification, such as an OCSP lookup, are then not taken either).
+    pub fn skip(&mut self) {
+        self.result = None;
+        self.revoked = None;
+    }
+
+    /// Whether the verdict was skipped.
+    pub fn is_skipped(&self) -> bool {
+        self.result.is_none()
     }
 
     /// Turns the verdict into a refusal (an OCSP answer that the certificate is revoked, or
     /// none when one is required). A revoked certificate's established IKE SAs (the client's
     /// other tunnel, say) are ended as well when the verdict is handled.
     pub fn refuse(&mut self, why: AuthError) {
+        let Some(result) = &mut self.result else {
+            return;
+        };
         if why == AuthError::Revoked {
-            self.revoked = self.result.as_ref().ok().and_then(|v| v.revocation.clone());
+            self.revoked = result.as_ref().ok().and_then(|v| v.revocation.clone());
         }
-        self.result = Err(why);
+        *result = Err(why);
     }
 }
 
@@ -74,6 +134,22 @@ impl AuthJob {
     /// Teredo client's NAT mapping.
     pub fn source_key(&self) -> SourceKey {
         SourceKey::of(self.peer.ip())
+    }
+
+    /// Whether the job's IKE SA still waits for it, readable after the job moved on.
+    pub fn watch(&self) -> JobWatch {
+        self.watch.clone()
+    }
+
+    /// The verdict of a job not run, because its IKE SA no longer waits for it
+    /// ([`JobWatch::is_abandoned`]): it finishes nothing.
+    pub fn skip(self) -> AuthVerdict {
+        AuthVerdict {
+            spi_r: self.spi_r,
+            message_id: self.message_id,
+            result: None,
+            revoked: None,
+        }
     }
 
     /// Verifies the chain to the trust anchors at the job's wall-clock time, the identity
@@ -91,7 +167,7 @@ impl AuthJob {
         AuthVerdict {
             spi_r: self.spi_r,
             message_id: self.message_id,
-            result,
+            result: Some(result),
             revoked: None,
         }
     }
@@ -112,6 +188,8 @@ pub(crate) struct PendingAuth {
     pub(super) header: Header,
     pub(super) inner: Vec<Payload>,
     pub(super) round: Round,
+    /// Tells the job, when this request is dropped, that nobody waits for it any more.
+    pub(super) _gone: GoneOnDrop,
 }
 
 /// Queues the verification of the proof over `octets` for request `h` of a half-open IKE SA,
@@ -125,9 +203,17 @@ pub(super) fn submit(
     round: Round,
 ) {
     let wall = r.wall(now);
+    let Some(deadline) = r
+        .sas
+        .get(&h.spi_r)
+        .map(|sa| super::timers::expiry(sa, &r.config, r.clock))
+    else {
+        return;
+    };
     let Some(sa) = r.sas.get_mut(&h.spi_r) else {
         return;
     };
+    let gone = Arc::new(AtomicBool::new(false));
     let job = AuthJob {
         spi_r: h.spi_r,
         message_id: h.message_id,
@@ -143,11 +229,16 @@ pub(super) fn submit(
         auth_data,
         octets,
         wall,
+        watch: JobWatch {
+            deadline,
+            gone: Arc::clone(&gone),
+        },
     };
     sa.pending_auth = Some(Box::new(PendingAuth {
         header: h,
         inner,
         round,
+        _gone: GoneOnDrop(gone),
     }));
     r.auth_jobs.push_back(job);
 }
@@ -172,7 +263,8 @@ fn take_pending(r: &mut Responder, spi_r: u64, message_id: u32) -> Option<Box<Pe
 
 /// The request `verdict` answers, taken from its IKE SA, and the verdict's result, if the IKE
 /// SA is still there and still waiting. An OCSP answer that found a certificate revoked ends
-/// the IKE SAs it authenticated first, whichever request it came with.
+/// the IKE SAs it authenticated first, whichever request it came with. A skipped verdict
+/// finishes nothing: its IKE SA, if still there, is past its deadline and expires.
 pub(super) fn take_verdict(
     r: &mut Responder,
     verdict: AuthVerdict,
@@ -180,8 +272,9 @@ pub(super) fn take_verdict(
     if let Some(key) = &verdict.revoked {
         end_revoked(r, key);
     }
+    let result = verdict.result?;
     let pending = take_pending(r, verdict.spi_r, verdict.message_id)?;
-    Some((*pending, verdict.result))
+    Some((*pending, result))
 }
 
 /// Ends, with a Delete each, the established IKE SAs authenticated with the certificate `key`

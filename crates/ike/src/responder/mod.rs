@@ -48,7 +48,7 @@ use crate::keys::{self, IkeKeys};
 use crate::message::{Header, Message, Notify, Payload, exchange, flags, notify};
 
 pub use admin::{DisconnectTarget, IkeSaInfo};
-pub use auth_jobs::{AuthJob, AuthVerdict};
+pub use auth_jobs::{AuthJob, AuthVerdict, JobWatch};
 pub use config::ResponderConfig;
 pub(crate) use config::anchors_for_clients;
 pub use events::{EndReason, Event, Refusal, RekeyKind, Stats, negotiation_label};

@@ -104,7 +104,11 @@ impl Responder {
 /// When `sa` expires: half-open ones a fixed time after they started, established ones when
 /// idle (nothing heard) for the idle timeout, past their reauthentication deadline, or when
 /// their client's certificate expires. `clock` is an instant and the wall-clock time then.
-fn expiry(sa: &IkeSa, config: &ResponderConfig, clock: (Instant, SystemTime)) -> Instant {
+pub(super) fn expiry(
+    sa: &IkeSa,
+    config: &ResponderConfig,
+    clock: (Instant, SystemTime),
+) -> Instant {
     if sa.established {
         let idle = sa.last_heard + config.ike_idle_timeout;
         [reauth_deadline(sa, config), cert_deadline(sa, clock)]

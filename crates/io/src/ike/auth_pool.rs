@@ -20,6 +20,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use super::ocsp::OcspChecker;
 use gate64_dataplane::IkeShedReason;
 use gate64_ike::responder::{AuthJob, AuthVerdict, HostKey, SourceKey};
+use std::time::{Instant, SystemTime};
 use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender, unbounded_channel};
 
 /// Jobs of one source in flight: a client's two tunnels authenticate at the same time.
@@ -147,7 +148,10 @@ impl AuthPool {
     }
 }
 
-/// One thread: runs jobs (and their OCSP lookups) until the pool is gone.
+/// One thread: runs jobs (and their OCSP lookups) until the pool is gone. A job whose IKE SA
+/// no longer waits for it (gone, or past its deadline) is skipped, before its verification or
+/// before its OCSP lookup, and its verdict, which finishes nothing, still goes back so that
+/// the queue counts it out; the lookup ends by the IKE SA's deadline.
 fn work(
     rx: &Mutex<Receiver<AuthJob>>,
     tx: &UnboundedSender<(SourceKey, AuthVerdict)>,
@@ -159,14 +163,27 @@ fn work(
             Err(_) => return,
         };
         let key = job.source_key();
-        let mut verdict = job.run();
-        if let Some(ocsp) = ocsp {
-            ocsp.apply(&mut verdict, std::time::SystemTime::now());
-        }
-        if tx.send((key, verdict)).is_err() {
+        if tx.send((key, run(job, ocsp))).is_err() {
             return;
         }
     }
+}
+
+/// `job`'s verdict, OCSP applied, or skipped when its IKE SA no longer waits for it.
+fn run(job: AuthJob, ocsp: Option<&OcspChecker>) -> AuthVerdict {
+    let watch = job.watch();
+    if watch.is_abandoned(Instant::now()) {
+        return job.skip();
+    }
+    let mut verdict = job.run();
+    if let Some(ocsp) = ocsp {
+        if watch.is_abandoned(Instant::now()) {
+            verdict.skip();
+        } else {
+            ocsp.apply(&mut verdict, SystemTime::now(), &watch);
+        }
+    }
+    verdict
 }
 
 #[cfg(test)]

@@ -83,6 +83,67 @@ fn a_shed_job_is_started_again_by_the_retransmission() {
     established(&mut i);
 }
 
+/// A job's deadline is its half-open IKE SA's; once the IKE SA goes (here: it timed out),
+/// the job says it is abandoned even before its deadline as the driver's clock sees it; a
+/// skipped verdict finishes nothing.
+#[test]
+fn a_job_follows_its_ike_sas_deadline_and_knows_when_it_is_gone() {
+    let lab = Lab::new();
+    let now = Instant::now();
+    let mut r = offloading(&lab, now);
+    let timeout = r.config.half_open_timeout;
+    let mut i = intranet(&lab, now, &lab.clients_ca);
+    let auth = up_to_auth(&mut r, &mut i, now);
+    let job = r.poll_auth_job().expect("a job");
+    let watch = job.watch();
+    assert_eq!(watch.deadline(), now + timeout);
+    assert!(!watch.is_abandoned(now));
+    assert!(!watch.is_abandoned(now + timeout - Duration::from_millis(1)));
+    assert!(watch.is_abandoned(now + timeout));
+
+    // Skipped while its IKE SA waits: nothing is answered, and the IKE SA still waits.
+    r.handle_auth_verdict(now, job.skip());
+    assert_eq!(r.poll_transmit(), None);
+    assert_eq!((r.established(), r.half_open()), (0, 1));
+    r.handle(now, addr(SERVER), addr(CLIENT), &auth);
+    assert!(
+        r.poll_auth_job().is_none(),
+        "a copy while it waits starts nothing"
+    );
+
+    // A second client's job; its IKE SA times out before the job runs.
+    let later = now + Duration::from_secs(1);
+    let mut other = intranet(&lab, later, &lab.clients_ca);
+    up_to_auth(&mut r, &mut other, later);
+    let job = r.poll_auth_job().expect("the second client's job");
+    let watch = job.watch();
+    assert_eq!(watch.deadline(), later + timeout);
+    assert!(!watch.is_abandoned(later));
+    r.handle_timeout(later + timeout);
+    assert_eq!(r.half_open(), 0, "both IKE SAs timed out");
+    assert!(watch.is_abandoned(later), "gone, whatever the clock says");
+    // Its verdict, had it run, finds nothing to finish.
+    r.handle_auth_verdict(later, job.run());
+    assert_eq!(r.poll_transmit(), None);
+    assert_eq!(r.established(), 0);
+}
+
+/// Once its verdict was handled, a job's watch says abandoned: nothing waits for it any more.
+#[test]
+fn a_jobs_watch_is_abandoned_once_its_verdict_was_handled() {
+    let lab = Lab::new();
+    let now = Instant::now();
+    let mut r = offloading(&lab, now);
+    let mut i = intranet(&lab, now, &lab.clients_ca);
+    up_to_auth(&mut r, &mut i, now);
+    let job = r.poll_auth_job().expect("a job");
+    let watch = job.watch();
+    r.handle_auth_verdict(now, job.run());
+    assert!(r.poll_transmit().is_some(), "IKE_AUTH answered");
+    assert_eq!(r.established(), 1);
+    assert!(watch.is_abandoned(now));
+}
+
 #[test]
 fn an_offloaded_refusal_is_authentication_failed() {
     let lab = Lab::new();

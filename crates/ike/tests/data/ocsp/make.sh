@@ -62,6 +62,8 @@ respond index.txt ca.pem responder.pem responder.key req-good.der resp-good-dele
 respond index.txt ca.pem other-ca.pem other-ca.key req-good.der resp-good-other-ca.der \
     -ndays 3650
 respond index.txt ca.pem ca.pem ca.key req-good.der resp-good-short.der -nmin 1
+# Neither -ndays nor -nmin: no nextUpdate.
+respond index.txt ca.pem ca.pem ca.key req-good.der resp-good-no-next.der
 respond index-rsa.txt ca-rsa.pem ca-rsa.pem ca-rsa.key req-good-rsa.der resp-good-rsa.der \
     -ndays 3650
 
