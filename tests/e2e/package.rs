@@ -105,7 +105,7 @@ fn ready_or_skip(test: &str) -> Option<PathBuf> {
         );
     }
     let deb = find_deb().expect("the package to test");
-    built_from_this_tree(&deb).expect("the package is not stale");
+    built_from_this_tree(&deb).expect("a package of the tree under test");
     Some(deb)
 }
 
