@@ -102,14 +102,25 @@ fn remote_id_from_the_certificate(topo: &Topology) -> Result<()> {
     both_tunnels(topo, &lab.certs, SERVER_NAME, SERVER_NAME)?;
 
     // A name the certificate does not hold: gate64 answers with its own identity, which
-    // charon refuses.
+    // charon refuses. The refusal is charon's own (its constraint check of the identity
+    // gate64 answered with), not a timeout or a refusal by gate64.
     let charon = initiator(topo, &lab.certs, "elsewhere.gate64.lab")?;
     let refused = || -> Result<()> {
         charon.load_all()?;
-        match charon.initiate(INFRASTRUCTURE, INFRASTRUCTURE, INITIATE_TIMEOUT) {
-            Ok(out) => bail!("a tunnel to a server that is not elsewhere.gate64.lab:\n{out}"),
-            Err(_) => Ok(()),
+        if let Ok(out) = charon.initiate(INFRASTRUCTURE, INFRASTRUCTURE, INITIATE_TIMEOUT) {
+            bail!("a tunnel to a server that is not elsewhere.gate64.lab:\n{out}");
         }
+        let log = std::fs::read_to_string(charon.log_path()).context("charon's log")?;
+        let check = "constraint check failed: identity 'elsewhere.gate64.lab' required";
+        ensure!(
+            log.contains(check),
+            "charon did not refuse gate64's identity (no \"{check}\" in its log)"
+        );
+        ensure!(
+            !log.contains("received AUTHENTICATION_FAILED notify error"),
+            "gate64 refused the client rather than charon refusing gate64"
+        );
+        Ok(())
     };
     with_charon_logs(refused(), &[&charon])?;
     lab.gate.ensure_running()

@@ -8,7 +8,9 @@
 //!   With `ocsp = "soft"`: `good` builds both tunnels (one lookup, the second tunnel from the
 //!   cache), `revoked` is refused as revoked, `down` builds both tunnels (unavailable). While
 //!   `mute`'s lookup (one tunnel) waits on one of the two verification threads, `good`
-//!   connects again and builds both tunnels before gate64 gives that lookup up. After a reload to `ocsp = "require"`, a new
+//!   connects again and builds both tunnels before gate64 gives that lookup up; once that
+//!   listener closes without an answer, `mute` gets its tunnel and the lookup is counted as
+//!   unavailable. After a reload to `ocsp = "require"`, a new
 //!   certificate naming the port nobody listens on is refused as `ocsp_unavailable`, and
 //!   `good` still connects.
 
@@ -156,6 +158,7 @@ fn ocsp(topo: &Topology) -> Result<()> {
         "no unavailable lookup counted\n{}",
         gate64_lines(&m)
     );
+    let unavailable_before_mute = ocsp_count(&m, "unavailable");
 
     // A lookup that waits holds one verification thread; the other one serves good.
     let responder: Ipv6Addr = RESPONDER.parse()?;
@@ -205,7 +208,17 @@ fn ocsp(topo: &Topology) -> Result<()> {
     let mute_result = mute_client
         .join()
         .map_err(|_| anyhow::anyhow!("the mute client's thread panicked"))?;
-    println!("mute client under soft: {mute_result:?}");
+    // Once the mute responder closes without an answer, soft lets the client in, and the
+    // lookup is counted as unavailable.
+    mute_result.context("mute, soft: no tunnel once its responder closed without an answer")?;
+    let m = metrics_when(topo, |m| {
+        ocsp_count(m, "unavailable") > unavailable_before_mute
+    })?;
+    ensure!(
+        ocsp_count(&m, "unavailable") > unavailable_before_mute,
+        "mute's lookup was not counted as unavailable (still {unavailable_before_mute})\n{}",
+        gate64_lines(&m)
+    );
 
     // require: no answer refuses.
     let conf_path = topo.srv.dir().join("gate64.toml");

@@ -4,14 +4,15 @@
 //!   (charon with kernel-libipsec over Debian's miredo, `reauth_time`) builds both tunnels and
 //!   hears AUTH_LIFETIME; gate64's own initiator builds both tunnels from the corporate side
 //!   and never authenticates anew. After the lifetime and its grace (66 s), strongSwan holds
-//!   two IKE SAs with new SPIs (it authenticated anew) and its ping crosses both tunnels,
+//!   two IKE SAs with new SPIs (it authenticated anew, and its log shows AUTH_LIFETIME
+//!   received for both first IKE SAs before it did) and its ping crosses both tunnels,
 //!   while gate64 has ended the other client's two IKE SAs
 //!   (`gate64_ipsec_disconnects_total{reason="reauth"}` = 2, and none of strongSwan's).
 
 use std::net::{IpAddr, SocketAddr, UdpSocket};
 use std::time::{Duration, Instant, SystemTime};
 
-use anyhow::{Result, bail, ensure};
+use anyhow::{Context, Result, bail, ensure};
 use gate64_ike::initiator::{Initiator, InitiatorConfig, InitiatorEvent};
 use gate64_testkit::strongswan::{
     Charon, CharonConfig, INFRASTRUCTURE, INTRANET, with_charon_logs,
@@ -80,6 +81,25 @@ fn hold_both(configs: [InitiatorConfig; 2], until: Instant) -> Result<Vec<Option
         bail!("gate64's initiator did not build both tunnels");
     }
     Ok(peers.into_iter().map(|p| p.3).collect())
+}
+
+/// charon's log shows gate64's AUTH_LIFETIME of [`REAUTH`] received for each of the first two
+/// IKE SAs before it reauthenticated any: the reauthentication answers gate64's notify.
+/// (charon's own `reauth_time` is [`REAUTH`] too, so new SPIs alone would not show it.)
+fn heard_auth_lifetime_first(charon: &Charon<'_>) -> Result<()> {
+    let log = std::fs::read_to_string(charon.log_path())
+        .with_context(|| format!("reading {}", charon.log_path().display()))?;
+    let heard = format!("received AUTH_LIFETIME of {}s", REAUTH.as_secs());
+    let Some(reauth) = log.find("reauthenticating IKE_SA") else {
+        bail!("charon's log shows no reauthentication");
+    };
+    let before = log[..reauth].matches(&heard).count();
+    ensure!(
+        before == 2,
+        "charon logged \"{heard}\" {before} times before it first reauthenticated, not once \
+         for each of its two IKE SAs"
+    );
+    Ok(())
 }
 
 fn reauth_ends(m: &Metrics) -> f64 {
@@ -153,6 +173,7 @@ fn reauthentication(topo: &Topology) -> Result<()> {
             sas.iter().all(|sa| !before.contains(&sa.spis)),
             "strongSwan did not authenticate anew: {sas:?}"
         );
+        heard_auth_lifetime_first(&charon)?;
         ensure!(
             reauth_ends(&m) == 2.0,
             "gate64 ended {} IKE SAs for reauth (want the other client's 2)\n{}",

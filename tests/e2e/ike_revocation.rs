@@ -21,7 +21,7 @@ use gate64_testkit::strongswan::{
 };
 use gate64_testkit::{CORP_HOST, Netns, Topology, find_tool, wait_until};
 
-use crate::common::netns_test;
+use crate::common::{gate64_lines, netns_test};
 use crate::ike_multi_auth::issue_under_lab_ca;
 use crate::ipsec::{
     GATE64_ADDRESS6, INITIATE_TIMEOUT, SETTLE_TIMEOUT, TeredoIpsecLab, wait_session_record,
@@ -79,11 +79,41 @@ fn initiator<'a>(topo: &'a Topology, credentials: CertPaths) -> Result<Charon<'a
     )
 }
 
-fn refused(charon: &Charon<'_>, what: &str) -> Result<()> {
-    match charon.initiate(INFRASTRUCTURE, INFRASTRUCTURE, INITIATE_TIMEOUT) {
+/// What charon logs when the responder's IKE_AUTH answer carries AUTHENTICATION_FAILED.
+const AUTH_FAILED_RECEIVED: &str = "received AUTHENTICATION_FAILED notify error";
+
+/// `gate64_ike_refused_total{reason="revoked"}`.
+fn revoked_refusals(topo: &Topology) -> Result<f64> {
+    Ok(topo
+        .metrics()?
+        .sum("gate64_ike_refused_total", &[("reason", "revoked")]))
+}
+
+/// `charon`'s tunnel is refused because its certificate is revoked: the initiation fails
+/// with AUTHENTICATION_FAILED received from gate64, and gate64 counts one more refusal with
+/// the reason `revoked`. A timeout, another notify or a refusal for another reason fails.
+fn refused(topo: &Topology, charon: &Charon<'_>, what: &str) -> Result<()> {
+    let before = revoked_refusals(topo)?;
+    let err = match charon.initiate(INFRASTRUCTURE, INFRASTRUCTURE, INITIATE_TIMEOUT) {
         Ok(out) => bail!("{what}: a tunnel with a revoked certificate:\n{out}"),
-        Err(_) => Ok(()),
-    }
+        Err(e) => format!("{e:#}"),
+    };
+    ensure!(
+        err.contains(AUTH_FAILED_RECEIVED),
+        "{what}: the initiation failed, but charon did not receive AUTHENTICATION_FAILED: {err}"
+    );
+    let mut after = before;
+    let counted = wait_until(Duration::from_secs(5), || {
+        after = revoked_refusals(topo).unwrap_or(after);
+        after > before
+    });
+    ensure!(
+        counted,
+        "{what}: gate64_ike_refused_total{{reason=\"revoked\"}} stayed at {after} (was \
+         {before}): the refusal was not for revocation\n{}",
+        gate64_lines(&topo.metrics()?)
+    );
+    Ok(())
 }
 
 fn revoked_refused_then_cut_off(topo: &Topology) -> Result<()> {
@@ -114,7 +144,7 @@ fn revoked_refused_then_cut_off(topo: &Topology) -> Result<()> {
     let lost_charon = initiator(topo, CertPaths::new(&lab.certs.ca, &lost.0, &lost.1))?;
     let first = || -> Result<()> {
         lost_charon.load_all()?;
-        refused(&lost_charon, "at start")?;
+        refused(topo, &lost_charon, "at start")?;
         let revoked = metric("gate64_ike_refused_total", "revoked")?;
         ensure!(revoked >= 1.0, "refused{{reason=revoked}} is {revoked}");
         // The session log records the refusal with where it came from.
@@ -161,7 +191,7 @@ fn revoked_refused_then_cut_off(topo: &Topology) -> Result<()> {
         ensure!(ended == 1.0, "disconnects{{reason=revoked}} is {ended}");
         let gone = wait_session_record(topo, "disconnect", "revoked")?;
         ensure!(gone["identity"] == "CN=client.gate64.lab", "{gone}");
-        refused(&charon, "after the new CRL")
+        refused(topo, &charon, "after the new CRL")
     };
     with_charon_logs(cut_off(), &[&charon])?;
     lab.gate.ensure_running()

@@ -496,9 +496,16 @@ fn stalled_round(
             .ok()
             .and_then(|m| m.get("gate64_clients", &[("transport", "iphttps")]))
     };
-    wait_until(Duration::from_secs(30), || {
+    let released = wait_until(Duration::from_secs(30), || {
         iphttps_clients().is_some_and(|n| n <= 1.0)
     });
+    ensure!(
+        released,
+        "round {}: the stalled clients' links were not released within 30 s of the load \
+         stopping: gate64_clients{{transport=\"iphttps\"}} is {:?}",
+        round + 1,
+        iphttps_clients()
+    );
     Ok(Round {
         undisturbed,
         control,

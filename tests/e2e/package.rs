@@ -5,6 +5,10 @@
 //! `systemd-analyze verify`, the bash completions complete, logrotate rotates the logs and
 //! asks the service to reload, and `dpkg --purge` leaves nothing of the package behind.
 //!
+//! Before it installs anything it checks that the package was made from the tree under test
+//! (version, commit and dirtiness, and the binary the other tests run), and fails on a stale
+//! one.
+//!
 //! It needs root and installs to the real file system, so it is `#[ignore]`d (scripts/test
 //! runs it as root, after its `package` step has built target/debian/gate64_*.deb) and has
 //! the machine to itself (.config/nextest.toml). It refuses to run where gate64 is already
@@ -100,7 +104,124 @@ fn ready_or_skip(test: &str) -> Option<PathBuf> {
              would replace and purge it; remove it first"
         );
     }
-    Some(find_deb().expect("the package to test"))
+    let deb = find_deb().expect("the package to test");
+    built_from_this_tree(&deb).expect("a package of the tree under test");
+    Some(deb)
+}
+
+/// The workspace under test.
+fn workspace() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// `git <args>` in the workspace, its output trimmed.
+fn git(args: &[&str]) -> Result<String> {
+    let root = workspace();
+    let mut argv = vec!["-C", root.to_str().context("workspace path")?];
+    argv.extend_from_slice(args);
+    Ok(stdout(&run("git", &argv)?).trim().to_owned())
+}
+
+/// The package was made from the tree under test, before anything is installed: its version
+/// is the workspace's, the commit its changelog names (scripts/package writes `git describe
+/// --always --dirty`) is HEAD, dirty exactly when the tree is, and its binary is the build
+/// the other tests run (the same GNU build ID: strip keeps that note). A package left from
+/// another commit, from other uncommitted changes or from an older build fails here.
+fn built_from_this_tree(deb: &Path) -> Result<()> {
+    let deb_str = deb.to_str().context("package path")?;
+    let version = stdout(&run("dpkg-deb", &["--field", deb_str, "Version"])?);
+    ensure!(
+        version.trim() == env!("CARGO_PKG_VERSION"),
+        "{}: version {:?}, the workspace is {}",
+        deb.display(),
+        version.trim(),
+        env!("CARGO_PKG_VERSION")
+    );
+    let changelog = stdout(&run(
+        "sh",
+        &[
+            "-c",
+            "dpkg-deb --fsys-tarfile \"$0\" | tar -xOf - ./usr/share/doc/gate64/changelog.gz | \
+             gzip -dc",
+            deb_str,
+        ],
+    )?);
+    let built = changelog
+        .split("Built by scripts/package from commit ")
+        .nth(1)
+        .and_then(|rest| rest.split_whitespace().next())
+        .map(|c| c.trim_end_matches('.'))
+        .with_context(|| format!("no commit in the package's changelog: {changelog}"))?;
+    let (built_commit, built_dirty) = match built.strip_suffix("-dirty") {
+        Some(c) => (c, true),
+        None => (built, false),
+    };
+    // `git describe` may prefix a tag: the commit is after its last "-g".
+    let built_commit = built_commit
+        .rsplit_once("-g")
+        .map_or(built_commit, |(_, hash)| hash);
+    let head = git(&["rev-parse", "HEAD"])?;
+    let resolved = git(&[
+        "rev-parse",
+        "--verify",
+        "--quiet",
+        &format!("{built_commit}^{{commit}}"),
+    ])
+    .unwrap_or_default();
+    let tree_dirty = git(&["describe", "--always", "--dirty"])?.ends_with("-dirty");
+    ensure!(
+        resolved == head && built_dirty == tree_dirty,
+        "{} is stale: built from commit {built}, the tree under test is {head}{}; run \
+         scripts/package again",
+        deb.display(),
+        if tree_dirty {
+            " with uncommitted changes"
+        } else {
+            ""
+        }
+    );
+    let scratch = std::env::temp_dir().join(format!("gate64-package-bin-{}", std::process::id()));
+    let extracted = deb_file(deb, "./usr/bin/gate64", &scratch).and_then(|()| build_id(&scratch));
+    let _ = std::fs::remove_file(&scratch);
+    let packaged = extracted?;
+    let under_test = gate64_testkit::gate64_binary()?;
+    let tested = build_id(&under_test)?;
+    ensure!(
+        packaged == tested,
+        "{} is stale: its binary (build ID {packaged}) is not {} (build ID {tested}); run \
+         scripts/package --binary {} again",
+        deb.display(),
+        under_test.display(),
+        under_test.display()
+    );
+    Ok(())
+}
+
+/// `path` (as `dpkg-deb --contents` names it) of `deb`, written to `to`.
+fn deb_file(deb: &Path, path: &str, to: &Path) -> Result<()> {
+    let deb = deb.to_str().context("package path")?;
+    let to = to.to_str().context("path")?;
+    run(
+        "sh",
+        &[
+            "-c",
+            "dpkg-deb --fsys-tarfile \"$0\" | tar -xOf - \"$1\" > \"$2\"",
+            deb,
+            path,
+            to,
+        ],
+    )?;
+    Ok(())
+}
+
+/// The GNU build ID of the ELF file `path`, as `readelf -n` prints it.
+fn build_id(path: &Path) -> Result<String> {
+    let notes = stdout(&run("readelf", &["-n", path.to_str().context("path")?])?);
+    notes
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("Build ID: "))
+        .map(str::to_owned)
+        .with_context(|| format!("no GNU build ID in {}: {notes}", path.display()))
 }
 
 /// The one target/debian/gate64_<version>_*.deb of this workspace's version.

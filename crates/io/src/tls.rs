@@ -474,13 +474,35 @@ mod tests {
             (0..59).map(|_| self_issued("gate64 lab CA").0).collect();
         let now = UnixTime::now();
         let started = Instant::now();
-        assert!(verifier.verify_client_cert(&leaf, &fillers, now).is_err());
-        assert!(
-            verifier
-                .verify_client_cert(&leaf, &fillers[..3], now)
-                .is_err()
-        );
+        // The shape check's refusal, which webpki never returns: a refusal by path building
+        // (an unknown issuer, a bad signature) is another error.
+        let by_shape = |e: &rustls::Error| {
+            matches!(
+                e,
+                rustls::Error::InvalidCertificate(
+                    rustls::CertificateError::ApplicationVerificationFailure
+                )
+            )
+        };
+        let sixty = verifier
+            .verify_client_cert(&leaf, &fillers, now)
+            .expect_err("sixty certificates");
+        let four = verifier
+            .verify_client_cert(&leaf, &fillers[..3], now)
+            .expect_err("three self-issued intermediates");
         let took = started.elapsed();
+        assert!(by_shape(&sixty), "{sixty:?}");
+        assert!(by_shape(&four), "{four:?}");
+        // Which shape rule each breaks.
+        let intermediates: Vec<&[u8]> = fillers.iter().map(|c| c.as_ref()).collect();
+        assert!(matches!(
+            gate64_ike::auth::check_chain_shape(&leaf, &intermediates),
+            Err(gate64_ike::auth::AuthError::TooManyCertificates(60))
+        ));
+        assert!(matches!(
+            gate64_ike::auth::check_chain_shape(&leaf, &intermediates[..3]),
+            Err(gate64_ike::auth::AuthError::ChainNotLinear(_))
+        ));
         // Printed, not asserted: a timing depends on the machine's load.
         println!("refused in {took:?}");
         verifier
