@@ -118,6 +118,9 @@ impl Daemon {
         if let Some(sessions) = &sessions {
             if let (Some(lost), Some(path)) = (sessions.lost(), &cfg.accounting.log) {
                 exporter.add_session_log_lost(Arc::new(move || lost.get()));
+                let tracker = Arc::clone(sessions);
+                exporter
+                    .add_session_log_suppressed(Arc::new(move || tracker.refusals_suppressed()));
                 info!(path = %path.display(), "session log on");
             }
             if let Some(stats) = sessions.radius_stats() {
