@@ -26,6 +26,18 @@ pub const REASON_CLOSED: &str = "closed";
 /// driver drains after every event, so only a driver that stopped reading reaches it.
 const MAX_PENDING: usize = 4096;
 
+/// The most bytes of a refused client's claimed identity a line keeps. The IDi is whatever
+/// the client sent, unverified, up to an IKE message's size; a longer one keeps its first
+/// bytes (whole characters) and is marked ([`claimed_identity`]).
+pub const MAX_CLAIMED_IDENTITY: usize = 256;
+
+/// Refusal lines written at once before the rate limit applies.
+const REFUSAL_BURST: u64 = 50;
+/// Refusal lines per second in the long run; the rest are counted
+/// ([`Tracker::refusals_suppressed`]), not written, so that a flood of failing IKE_AUTHs
+/// cannot fill the disk.
+const REFUSALS_PER_SEC: u64 = 5;
+
 /// The sessions of the connected clients.
 #[derive(Debug)]
 pub struct Tracker {
@@ -39,6 +51,52 @@ pub struct Tracker {
     next_id: u32,
     pending: VecDeque<Line>,
     dropped: u64,
+    refusals: RefusalBudget,
+}
+
+/// A token bucket for refusal lines, in thousandths of a line.
+#[derive(Debug)]
+struct RefusalBudget {
+    millis: u64,
+    last: Option<SystemTime>,
+    suppressed: u64,
+}
+
+impl RefusalBudget {
+    const FULL: u64 = REFUSAL_BURST * 1000;
+
+    fn new() -> RefusalBudget {
+        RefusalBudget {
+            millis: Self::FULL,
+            last: None,
+            suppressed: 0,
+        }
+    }
+
+    /// Whether a refusal at `at` may be written; counts it as suppressed when not. A clock
+    /// that steps back refills nothing.
+    fn take(&mut self, at: SystemTime) -> bool {
+        if let Some(last) = self.last {
+            let elapsed = at.duration_since(last).unwrap_or_default();
+            let refill = u64::try_from(elapsed.as_millis())
+                .unwrap_or(u64::MAX)
+                .saturating_mul(REFUSALS_PER_SEC);
+            self.millis = self.millis.saturating_add(refill).min(Self::FULL);
+        }
+        if self.last.is_none_or(|last| at > last) {
+            self.last = Some(at);
+        }
+        match self.millis.checked_sub(1000) {
+            Some(left) => {
+                self.millis = left;
+                true
+            }
+            None => {
+                self.suppressed += 1;
+                false
+            }
+        }
+    }
 }
 
 #[derive(Debug)]
@@ -108,6 +166,7 @@ impl Tracker {
             next_id: 0,
             pending: VecDeque::new(),
             dropped: 0,
+            refusals: RefusalBudget::new(),
         }
     }
 
@@ -234,7 +293,9 @@ impl Tracker {
     }
 
     /// An IKE_AUTH from `source` was refused for `reason`; `identity` is the one it claimed,
-    /// when known.
+    /// when known, kept to [`MAX_CLAIMED_IDENTITY`] bytes. Refusal lines are rate-limited
+    /// (a burst of 50, then 5 a second); the ones over it are only counted
+    /// ([`Tracker::refusals_suppressed`]).
     pub fn auth_refused(
         &mut self,
         at: SystemTime,
@@ -242,11 +303,19 @@ impl Tracker {
         reason: &str,
         identity: Option<&str>,
     ) {
+        if !self.refusals.take(at) {
+            return;
+        }
         let mut line = Line::new(rfc3339(at), EventKind::AuthRefused);
         line.source = Some(source);
         line.reason = Some(reason.to_owned());
-        line.identity = identity.map(str::to_owned);
+        line.identity = identity.map(claimed_identity);
         self.push(line);
+    }
+
+    /// Refusal lines not written because of the rate limit ([`Tracker::auth_refused`]).
+    pub fn refusals_suppressed(&self) -> u64 {
+        self.refusals.suppressed
     }
 
     /// The child SAs still installed, for [`Tracker::end_all`]'s counts.
@@ -378,6 +447,23 @@ impl Session {
         line.outer = Some(self.outer);
         line
     }
+}
+
+/// A claimed identity as a refusal line keeps it: whole, or its first characters within
+/// [`MAX_CLAIMED_IDENTITY`] bytes followed by `…[truncated, N bytes]` (N the whole length).
+pub fn claimed_identity(identity: &str) -> String {
+    if identity.len() <= MAX_CLAIMED_IDENTITY {
+        return identity.to_owned();
+    }
+    let mut end = MAX_CLAIMED_IDENTITY;
+    while !identity.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!(
+        "{}…[truncated, {} bytes]",
+        identity.get(..end).unwrap_or_default(),
+        identity.len()
+    )
 }
 
 /// A peer's address as the outer IPv6 address sessions are keyed by (an IPv4 peer, on a

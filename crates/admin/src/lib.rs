@@ -9,3 +9,4 @@ pub mod disconnect;
 pub mod sessions;
 mod socket;
 pub mod status;
+mod terminal;

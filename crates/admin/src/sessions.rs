@@ -1,6 +1,7 @@
 //! `gate64 sessions`: the session log (`[accounting] log`) read back as a table, one row per
 //! client session, or as JSON for scripts.
 
+use crate::terminal::printable;
 use anyhow::{Context, Result, bail};
 use gate64_accounting::sessions::{self, Filter, Report};
 use gate64_accounting::time::parse_utc;
@@ -151,6 +152,8 @@ fn parse_since(text: &str, now: SystemTime) -> Result<SystemTime> {
 }
 
 /// The report as a table: one row per session, oldest first, then the refusals if asked.
+/// Text from the log goes through [`printable`]: a refused client's identity is what it claimed,
+/// unverified, and the file may hold anything.
 fn render(report: &Report, refused: bool) -> String {
     let mut out = String::new();
     let rows: Vec<[String; 8]> = report
@@ -161,14 +164,20 @@ fn render(report: &Report, refused: bool) -> String {
                 (bytes(c.bytes_in), bytes(c.bytes_out))
             });
             [
-                s.since.get(..19).unwrap_or(&s.since).replace('T', " "),
+                printable(s.since.get(..19).unwrap_or(&s.since)).replace('T', " "),
                 duration(s.duration_secs),
-                s.identity.clone().unwrap_or_else(|| "-".to_owned()),
+                s.identity
+                    .as_deref()
+                    .map_or("-".into(), printable)
+                    .into_owned(),
                 s.transport.map_or("-", |t| t.as_str()).to_owned(),
                 s.outer.map_or_else(|| "-".to_owned(), |a| a.to_string()),
                 bytes_in,
                 bytes_out,
-                s.reason.clone().unwrap_or_else(|| "connected".to_owned()),
+                s.reason
+                    .as_deref()
+                    .map_or("connected".into(), printable)
+                    .into_owned(),
             ]
         })
         .collect();
@@ -219,10 +228,10 @@ fn render(report: &Report, refused: bool) -> String {
             let _ = writeln!(
                 out,
                 "  {}  {}  {}  {}",
-                r.time,
+                printable(&r.time),
                 r.source.map_or_else(|| "-".to_owned(), |s| s.to_string()),
-                r.reason.as_deref().unwrap_or("-"),
-                r.identity.as_deref().unwrap_or("-")
+                printable(r.reason.as_deref().unwrap_or("-")),
+                printable(r.identity.as_deref().unwrap_or("-"))
             );
         }
     }
@@ -313,6 +322,35 @@ mod tests {
         );
         assert!(table.contains("1 refused authentications"), "{table}");
         assert!(table.contains("revoked  CN=bob"), "{table}");
+    }
+
+    /// A refused client claims any identity: an escape sequence, a bell or a line break in
+    /// it reaches the table as `\xx` text, so it can neither drive the terminal nor forge a
+    /// row.
+    #[test]
+    fn a_claimed_identity_cannot_drive_the_terminal_or_forge_a_line() {
+        let text = concat!(
+            r#"{"time":"2026-12-02T11:00:00.000Z","event":"auth_refused","source":"[2001::2]:4500","reason":"auth_failed","#,
+            r#""identity":"CN=x\u001b]0;owned\u0007\u001b[2J\u009b1m\n  2026-12-02T11:00:01.000Z  [2001::7]:4500  revoked  CN=alice\r\u202e"}"#,
+            "\n",
+        );
+        let report = sessions::read(text.lines(), &Filter::default(), SystemTime::now());
+        assert_eq!(report.refused.len(), 1);
+        let table = render(&report, true);
+        assert!(
+            !table.chars().any(|c| c.is_control() && c != '\n'),
+            "{table:?}"
+        );
+        assert!(!table.contains('\u{202e}'), "{table:?}");
+        let rows: Vec<&str> = table.lines().filter(|l| l.starts_with("  ")).collect();
+        assert_eq!(rows.len(), 1, "one row per refusal: {table}");
+        assert!(
+            rows[0].ends_with(
+                "auth_failed  CN=x\\1b]0;owned\\07\\1b[2J\\c2\\9b1m\\0a  \
+                 2026-12-02T11:00:01.000Z  [2001::7]:4500  revoked  CN=alice\\0d\\e2\\80\\ae"
+            ),
+            "{table}"
+        );
     }
 
     #[test]

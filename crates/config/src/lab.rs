@@ -44,7 +44,10 @@ impl Config {
             },
             nat64: Nat64::default(),
             dns64: Dns64::default(),
-            metrics: Metrics { listen: None },
+            metrics: Metrics {
+                listen: None,
+                allowed_hosts: Vec::new(),
+            },
             limits: Limits::default(),
             log: Log::default(),
             gre: Default::default(),

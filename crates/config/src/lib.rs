@@ -158,6 +158,7 @@ impl Config {
         self.validate_gre()?;
         self.validate_control()?;
         self.validate_accounting()?;
+        self.validate_metrics()?;
         self.validate_log()
     }
 

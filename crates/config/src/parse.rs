@@ -239,7 +239,8 @@ fn expected_form(path: &str) -> Option<&'static str> {
             return nat64::expected_form(path)
                 .or_else(|| dns64::expected_form(path))
                 .or_else(|| ipsec::expected_form(path))
-                .or_else(|| accounting::expected_form(path));
+                .or_else(|| accounting::expected_form(path))
+                .or_else(|| crate::metrics::expected_form(path));
         }
     })
 }

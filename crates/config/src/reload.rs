@@ -192,7 +192,13 @@ impl Config {
                 cache_entries
             ]
         );
-        diff!(out, a.metrics, b.metrics, "metrics", [listen]);
+        diff!(
+            out,
+            a.metrics,
+            b.metrics,
+            "metrics",
+            [listen, allowed_hosts]
+        );
         diff!(
             out,
             a.limits,

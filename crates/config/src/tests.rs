@@ -339,6 +339,36 @@ fn metrics_can_be_disabled() {
 }
 
 #[test]
+fn metrics_allowed_hosts_are_names_kept_in_lower_case() {
+    assert!(parse(&[]).unwrap().metrics.allowed_hosts.is_empty());
+    let c = parse(&[(
+        "metrics",
+        r#"allowed_hosts = ["Gate64-Mgmt.Example.NET.", "prometheus"]"#,
+    )])
+    .unwrap();
+    assert_eq!(
+        c.metrics.allowed_hosts,
+        ["gate64-mgmt.example.net", "prometheus"]
+    );
+    for bad in [
+        "10.0.0.1",
+        "[::1]",
+        "::1",
+        "host:9164",
+        "",
+        "-lead.example",
+        "a..b",
+        "under_score.example",
+        "0x7f.1",
+    ] {
+        let e = refused(&[("metrics", &format!("allowed_hosts = [\"{bad}\"]"))]);
+        assert_names(&e, "metrics.allowed_hosts", &["host name"]);
+    }
+    let e = refused(&[("metrics", r#"allowed_hosts = "one.example""#)]);
+    assert_names(&e, "metrics.allowed_hosts", &["list of host names"]);
+}
+
+#[test]
 fn teredo_disabled_needs_no_server_addresses() {
     let c = parse(&[
         ("teredo", "enabled = false"),
@@ -1371,6 +1401,7 @@ const KEYS: &[(&str, &str)] = &[
     ("nat64", "binding_log"),
     ("metrics", "enabled"),
     ("metrics", "listen"),
+    ("metrics", "allowed_hosts"),
     ("limits", "rs_per_source_per_sec"),
     ("limits", "rs_burst"),
     ("limits", "max_teredo_peers"),

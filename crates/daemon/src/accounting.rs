@@ -96,6 +96,12 @@ impl Sessions {
         self.log.as_ref().map(|(_, handle)| handle.lost())
     }
 
+    /// Refusal lines the tracker left out by its rate limit
+    /// (`gate64_session_log_refusals_suppressed_total`).
+    pub fn refusals_suppressed(&self) -> u64 {
+        self.state().tracker.refusals_suppressed()
+    }
+
     /// The RADIUS sender's counters; `None` without RADIUS.
     pub fn radius_stats(&self) -> Option<Arc<RadiusStats>> {
         self.radius.as_ref().map(RadiusSender::stats)

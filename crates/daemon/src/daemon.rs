@@ -118,6 +118,9 @@ impl Daemon {
         if let Some(sessions) = &sessions {
             if let (Some(lost), Some(path)) = (sessions.lost(), &cfg.accounting.log) {
                 exporter.add_session_log_lost(Arc::new(move || lost.get()));
+                let tracker = Arc::clone(sessions);
+                exporter
+                    .add_session_log_suppressed(Arc::new(move || tracker.refusals_suppressed()));
                 info!(path = %path.display(), "session log on");
             }
             if let Some(stats) = sessions.radius_stats() {
@@ -548,11 +551,14 @@ fn listen_tcp(addr: SocketAddr) -> std::io::Result<tokio::net::TcpListener> {
     sock.listen(4096)
 }
 
-/// Serves metrics on `listen` until `shutdown` resolves; returns the bound address.
+/// Serves metrics on `listen` until `shutdown` resolves; returns the bound address. Requests
+/// may name the host as one of `allowed_hosts` (`metrics.allowed_hosts`) besides an IP
+/// address or `localhost`.
 pub async fn start_metrics(
     listen: SocketAddr,
     exporter: Exporter,
     status: Option<gate64_io::metrics_http::StatusJson>,
+    allowed_hosts: Vec<String>,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> Result<SocketAddr> {
     let listener = tokio::net::TcpListener::bind(listen)
@@ -562,10 +568,18 @@ pub async fn start_metrics(
     tokio::spawn(async move {
         let served = match status {
             Some(status) => {
-                gate64_io::metrics_http::serve_with_status(listener, exporter, status, shutdown)
-                    .await
+                gate64_io::metrics_http::serve_with_status(
+                    listener,
+                    exporter,
+                    status,
+                    allowed_hosts,
+                    shutdown,
+                )
+                .await
             }
-            None => gate64_io::metrics_http::serve(listener, exporter, shutdown).await,
+            None => {
+                gate64_io::metrics_http::serve(listener, exporter, allowed_hosts, shutdown).await
+            }
         };
         if let Err(e) = served {
             tracing::error!(error = %e, "metrics server failed");

@@ -221,7 +221,8 @@ async fn run(
     let (tx, rx) = tokio::sync::oneshot::channel::<()>();
     if let Some(listen) = cfg.metrics.listen {
         let status = crate::status_page::start(d.status_sources(), &cfg);
-        daemon::start_metrics(listen, d.exporter.clone(), Some(status), async {
+        let hosts = cfg.metrics.allowed_hosts.clone();
+        daemon::start_metrics(listen, d.exporter.clone(), Some(status), hosts, async {
             let _ = rx.await;
         })
         .await?;

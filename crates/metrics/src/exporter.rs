@@ -53,11 +53,37 @@ struct Source {
     /// Readers of the NAT64 binding log's lost-record counters.
     binding_log_lost: Mutex<Vec<CounterReader>>,
     session_log_lost: Mutex<Vec<CounterReader>>,
+    /// Readers of the session trackers' suppressed-refusal counters.
+    session_log_suppressed: Mutex<Vec<CounterReader>>,
+    /// `gate64_metrics_http_rejected_total`, by [`HttpRejected`].
+    http_rejected: [AtomicU64; 2],
     radius: Mutex<Option<RadiusReader>>,
     /// Readers of the GRE data path's counters.
     gre: Mutex<Vec<GreReader>>,
     /// The IKE driver's counters and the child-SA count, once IPsec runs.
     ipsec: Mutex<Option<crate::ipsec::IpsecSource>>,
+}
+
+/// Why the metrics listener turned a client away (`gate64_metrics_http_rejected_total`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HttpRejected {
+    /// A request whose `Host` the listener does not answer for (DNS rebinding).
+    ForeignHost = 0,
+    /// A connection whose client did not read the answer in time.
+    WriteTimeout = 1,
+}
+
+impl HttpRejected {
+    /// Every reason, in label order.
+    pub const ALL: [HttpRejected; 2] = [HttpRejected::ForeignHost, HttpRejected::WriteTimeout];
+
+    /// The `reason` label.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            HttpRejected::ForeignHost => "foreign_host",
+            HttpRejected::WriteTimeout => "write_timeout",
+        }
+    }
 }
 
 /// Reads a counter kept elsewhere (e.g. by the binding log's writer).
@@ -91,6 +117,8 @@ impl Exporter {
             reloads: [AtomicU64::new(0), AtomicU64::new(0)],
             binding_log_lost: Mutex::new(Vec::new()),
             session_log_lost: Mutex::new(Vec::new()),
+            session_log_suppressed: Mutex::new(Vec::new()),
+            http_rejected: [AtomicU64::new(0), AtomicU64::new(0)],
             radius: Mutex::new(None),
             gre: Mutex::new(Vec::new()),
             ipsec: Mutex::new(None),
@@ -159,6 +187,22 @@ impl Exporter {
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .push(read);
+    }
+
+    /// Adds a session tracker's count of refusal lines left out by its rate limit to
+    /// `gate64_session_log_refusals_suppressed_total`.
+    pub fn add_session_log_suppressed(&self, read: CounterReader) {
+        self.inner
+            .source
+            .session_log_suppressed
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(read);
+    }
+
+    /// Counts a client the metrics listener turned away.
+    pub fn count_http_rejected(&self, reason: HttpRejected) {
+        self.inner.source.http_rejected[reason as usize].fetch_add(1, Ordering::Relaxed);
     }
 
     /// Bytes by side and direction, summed over every worker now (what
@@ -514,6 +558,32 @@ impl Collector for Scrape {
             names::SESSION_LOG_LOST_TOTAL_HELP,
             lost.iter().fold(0u64, |t, read| t.wrapping_add(read())),
         )?;
+        let suppressed = self
+            .0
+            .session_log_suppressed
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone();
+        counter(
+            &mut enc,
+            names::SESSION_LOG_REFUSALS_SUPPRESSED_TOTAL,
+            names::SESSION_LOG_REFUSALS_SUPPRESSED_TOTAL_HELP,
+            suppressed
+                .iter()
+                .fold(0u64, |t, read| t.wrapping_add(read())),
+        )?;
+        let rejected = &self.0.http_rejected;
+        counter_family(
+            &mut enc,
+            names::METRICS_HTTP_REJECTED_TOTAL,
+            names::METRICS_HTTP_REJECTED_TOTAL_HELP,
+            HttpRejected::ALL.map(|r| {
+                (
+                    [("reason", r.as_str())],
+                    rejected[r as usize].load(Ordering::Relaxed),
+                )
+            }),
+        )?;
         let radius = self
             .0
             .radius
@@ -736,8 +806,19 @@ mod tests {
             sample(&text, "gate64_config_reloads_total{result=\"refused\"}"),
             Some("0")
         );
+        assert_eq!(
+            sample(
+                &text,
+                "gate64_metrics_http_rejected_total{reason=\"foreign_host\"}"
+            ),
+            Some("0")
+        );
         e.add_binding_log_lost(Arc::new(|| 3));
         e.add_binding_log_lost(Arc::new(|| 4));
+        e.add_session_log_suppressed(Arc::new(|| 5));
+        e.count_http_rejected(HttpRejected::ForeignHost);
+        e.count_http_rejected(HttpRejected::WriteTimeout);
+        e.count_http_rejected(HttpRejected::WriteTimeout);
         e.count_reload(true);
         e.count_reload(false);
         e.count_reload(false);
@@ -749,6 +830,24 @@ mod tests {
         assert_eq!(
             sample(&text, "gate64_config_reloads_total{result=\"ok\"}"),
             Some("1")
+        );
+        assert_eq!(
+            sample(&text, "gate64_session_log_refusals_suppressed_total"),
+            Some("5")
+        );
+        assert_eq!(
+            sample(
+                &text,
+                "gate64_metrics_http_rejected_total{reason=\"foreign_host\"}"
+            ),
+            Some("1")
+        );
+        assert_eq!(
+            sample(
+                &text,
+                "gate64_metrics_http_rejected_total{reason=\"write_timeout\"}"
+            ),
+            Some("2")
         );
         assert_eq!(
             sample(&text, "gate64_config_reloads_total{result=\"refused\"}"),

@@ -26,5 +26,7 @@ mod exporter;
 mod ipsec;
 pub mod names;
 
-pub use exporter::{Exporter, OPENMETRICS_CONTENT_TYPE, PROMETHEUS_TEXT_CONTENT_TYPE};
+pub use exporter::{
+    Exporter, HttpRejected, OPENMETRICS_CONTENT_TYPE, PROMETHEUS_TEXT_CONTENT_TYPE,
+};
 pub use exporter::{GreReader, GreSnapshot, GreTunnelSample, RadiusCounts, RadiusReader};

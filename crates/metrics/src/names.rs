@@ -132,6 +132,23 @@ pub const SESSION_LOG_LOST_TOTAL_HELP: &str = "Session log records (`[accounting
     because the log writer fell behind; each is a connect, tunnel change, disconnect or refused \
     authentication missing from the log.";
 
+/// Refused authentications the session log left out. Counter; no labels.
+pub const SESSION_LOG_REFUSALS_SUPPRESSED_TOTAL: &str =
+    "gate64_session_log_refusals_suppressed_total";
+/// Help text of [`SESSION_LOG_REFUSALS_SUPPRESSED_TOTAL`].
+pub const SESSION_LOG_REFUSALS_SUPPRESSED_TOTAL_HELP: &str = "Refused IKE authentications \
+    (auth_refused lines) the session log left out because they came faster than its rate \
+    limit (a burst of 50, then 5 a second); they are still counted in gate64_ike_refused_total.";
+
+/// Requests and connections the metrics listener turned away. Counter; label `reason`
+/// (`foreign_host`, `write_timeout`).
+pub const METRICS_HTTP_REJECTED_TOTAL: &str = "gate64_metrics_http_rejected_total";
+/// Help text of [`METRICS_HTTP_REJECTED_TOTAL`].
+pub const METRICS_HTTP_REJECTED_TOTAL_HELP: &str = "Requests and connections the metrics \
+    listener turned away: foreign_host (a request whose Host is neither an IP address, \
+    localhost nor a name of metrics.allowed_hosts, answered 421) or write_timeout (a \
+    connection closed because its client did not read the answer in time).";
+
 /// RADIUS Accounting-Requests by what became of them. Counter; label `result`.
 pub const RADIUS_ACCOUNTING_TOTAL: &str = "gate64_radius_accounting_total";
 /// Help text of [`RADIUS_ACCOUNTING_TOTAL`].
@@ -337,6 +354,14 @@ pub const ALL: &[(&str, &str)] = &[
         NAT64_BINDING_LOG_LOST_TOTAL_HELP,
     ),
     (SESSION_LOG_LOST_TOTAL, SESSION_LOG_LOST_TOTAL_HELP),
+    (
+        SESSION_LOG_REFUSALS_SUPPRESSED_TOTAL,
+        SESSION_LOG_REFUSALS_SUPPRESSED_TOTAL_HELP,
+    ),
+    (
+        METRICS_HTTP_REJECTED_TOTAL,
+        METRICS_HTTP_REJECTED_TOTAL_HELP,
+    ),
     (IPSEC_BYTES_TOTAL, IPSEC_BYTES_TOTAL_HELP),
     (RADIUS_ACCOUNTING_TOTAL, RADIUS_ACCOUNTING_TOTAL_HELP),
     (RADIUS_RETRANSMITS_TOTAL, RADIUS_RETRANSMITS_TOTAL_HELP),

@@ -204,6 +204,68 @@ fn a_refusal_is_a_line_of_its_own() {
     assert_eq!(lines[0].session, None);
 }
 
+/// A claimed identity is kept to 256 bytes, cut between characters and marked; a short
+/// one is kept whole.
+#[test]
+fn a_long_claimed_identity_is_cut_and_marked() {
+    let mut t = Tracker::new(1);
+    let long = format!("CN={}", "é".repeat(32 * 1024));
+    t.auth_refused(at(0), peer(9, 4500), "auth_failed", Some(&long));
+    t.auth_refused(at(0), peer(9, 4500), "auth_failed", Some("CN=short"));
+    let lines = drain(&mut t);
+    let kept = lines[0].identity.as_deref().unwrap();
+    let (head, mark) = kept.split_once('…').unwrap();
+    assert!(
+        head.len() <= MAX_CLAIMED_IDENTITY && head.len() > 250,
+        "{}",
+        head.len()
+    );
+    assert!(long.starts_with(head));
+    assert_eq!(mark, format!("[truncated, {} bytes]", long.len()));
+    let mut json = String::new();
+    lines[0].write_json(&mut json);
+    assert!(json.len() < 512, "{} bytes", json.len());
+    assert_eq!(lines[1].identity.as_deref(), Some("CN=short"));
+    let exact = "x".repeat(MAX_CLAIMED_IDENTITY);
+    assert_eq!(claimed_identity(&exact), exact);
+}
+
+/// A flood of refusals writes a burst, then 5 lines a second; the rest are counted.
+#[test]
+fn refusal_lines_are_rate_limited_and_the_rest_counted() {
+    let mut t = Tracker::new(1);
+    let ms = |n: u64| at(0) + Duration::from_millis(n);
+    for _ in 0..1000 {
+        t.auth_refused(ms(0), peer(1, 1), "auth_failed", None);
+    }
+    assert_eq!(drain(&mut t).len(), REFUSAL_BURST as usize);
+    assert_eq!(t.refusals_suppressed(), 1000 - REFUSAL_BURST);
+    // One second later: five more, whatever is asked.
+    for i in 0..100 {
+        t.auth_refused(ms(1000 + i), peer(1, 1), "auth_failed", None);
+    }
+    assert_eq!(drain(&mut t).len(), 5);
+    assert_eq!(t.refusals_suppressed(), 1000 - REFUSAL_BURST + 95);
+    // A clock stepped back refills nothing.
+    t.auth_refused(ms(0), peer(1, 1), "auth_failed", None);
+    assert!(drain(&mut t).is_empty());
+    // A quiet minute refills the burst, no more.
+    for _ in 0..1000 {
+        t.auth_refused(ms(61_000), peer(1, 1), "auth_failed", None);
+    }
+    assert_eq!(drain(&mut t).len(), REFUSAL_BURST as usize);
+    // Sessions' own lines are never held back.
+    t.ike_up(ms(61_000), 1, peer(2, 4500), "CN=a", Transport::Teredo);
+    t.child_up(
+        ms(61_000),
+        0x100,
+        outer_of(peer(2, 4500)),
+        &inner(1),
+        Tunnel::Intranet,
+    );
+    assert_eq!(events(&drain(&mut t)), [EventKind::Connect]);
+}
+
 #[test]
 fn lines_nobody_reads_are_bounded_and_counted() {
     let mut t = Tracker::new(1);

@@ -19,7 +19,13 @@ pub use gate64_accounting::time::rfc3339;
 /// dataplane and the daemon's handle (its lost records are
 /// `gate64_nat64_binding_log_lost_total`).
 pub fn open(path: &Path) -> io::Result<(BindingLog, Handle)> {
-    let (sender, handle) = lines::open(path, "NAT64 binding log", "gate64-bindlog", format_record)?;
+    let (sender, handle) = lines::open(
+        path,
+        "NAT64 binding log",
+        "gate64-bindlog",
+        format_record,
+        |_: &Event| std::mem::size_of::<Event>(),
+    )?;
     let sink = BindingLog(std::sync::Arc::new(move |e: &Event| sender.send(*e)));
     Ok((sink, handle))
 }

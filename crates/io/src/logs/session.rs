@@ -11,7 +11,20 @@ use std::time::SystemTime;
 /// Opens `path` for appending and starts its writer; lines sent to the returned sender
 /// are appended in order (its lost records are `gate64_session_log_lost_total`).
 pub fn open(path: &Path) -> io::Result<(Sender<Line>, Handle)> {
-    lines::open(path, "session log", "gate64-sessions", format_line)
+    lines::open(path, "session log", "gate64-sessions", format_line, weigh)
+}
+
+/// What a queued line holds: the struct and its strings and lists.
+fn weigh(line: &Line) -> usize {
+    let text = |s: &Option<String>| s.as_ref().map_or(0, String::capacity);
+    std::mem::size_of::<Line>()
+        + line.time.capacity()
+        + text(&line.session)
+        + text(&line.identity)
+        + text(&line.reason)
+        + line.inner.capacity() * std::mem::size_of::<std::net::IpAddr>()
+        + line.tunnels.capacity()
+        + line.per_tunnel.len() * 64
 }
 
 /// The line carries its own time (the event's, not the queueing's).

@@ -4,6 +4,11 @@
 use std::convert::Infallible;
 use std::future::Future;
 use std::io;
+use std::net::{Ipv4Addr, Ipv6Addr};
+use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use http_body_util::Full;
@@ -13,11 +18,12 @@ use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper::{Method, Request, Response, StatusCode};
 use hyper_util::rt::{TokioIo, TokioTimer};
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpListener;
 use tokio::task::JoinSet;
 use tracing::{debug, info};
 
-use gate64_metrics::Exporter;
+use gate64_metrics::{Exporter, HttpRejected};
 use gate64_metrics::{OPENMETRICS_CONTENT_TYPE, PROMETHEUS_TEXT_CONTENT_TYPE};
 
 /// Serves `exporter` over HTTP/1.1 on `listener` until `shutdown` resolves.
@@ -28,10 +34,21 @@ use gate64_metrics::{OPENMETRICS_CONTENT_TYPE, PROMETHEUS_TEXT_CONTENT_TYPE};
 /// - `GET /`: 200, a small HTML page linking `/metrics`.
 /// - Any other path: 404. Any method other than `GET` or `HEAD` on a known path: 405 with
 ///   `Allow: GET, HEAD`. `HEAD` is answered like `GET`, without the body.
+/// - A request for another host: 421, counted in
+///   `gate64_metrics_http_rejected_total{reason="foreign_host"}`. The host (the `Host` header,
+///   or the authority of an absolute URI) must be an IP address (`192.0.2.1`, `[2001:db8::1]`,
+///   with or without a port), `localhost` or one of `allowed_hosts` (`metrics.allowed_hosts`,
+///   lower case). A web
+///   page a browser loaded from elsewhere can thus not read the answers through a name of its
+///   own that it points at this listener (DNS rebinding). A request without a host (HTTP/1.0)
+///   is answered: browsers always send one.
 ///
 /// Each connection runs in its own task. A client must send a complete request head within
-/// 10 s of connecting (or of its previous response), and at most 256 connections are served
-/// at once (further ones are closed at once), so slow or idle clients cannot pile up.
+/// 10 s of connecting (or of its previous response), a write to it that makes no progress
+/// for 10 s (a client that sends requests but does not read the answers) closes the
+/// connection (`gate64_metrics_http_rejected_total{reason="write_timeout"}`), and at most 256
+/// connections are served at once (further ones are closed at once), so slow, idle or
+/// unreading clients cannot pile up.
 ///
 /// When `shutdown` resolves, the listener is closed, open connections are aborted (a scrape
 /// in flight at that moment is cut off) and `serve` returns `Ok(())`.
@@ -45,9 +62,14 @@ use gate64_metrics::{OPENMETRICS_CONTENT_TYPE, PROMETHEUS_TEXT_CONTENT_TYPE};
 pub async fn serve(
     listener: TcpListener,
     exporter: Exporter,
+    allowed_hosts: Vec<String>,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> io::Result<()> {
-    serve_with(listener, exporter, None, shutdown, Limits::DEFAULT).await
+    let site = Site {
+        status: None,
+        allowed_hosts: allowed_hosts.into(),
+    };
+    serve_with(listener, exporter, site, shutdown, Limits::DEFAULT).await
 }
 
 /// The status page's data: the JSON `/status.json` answers with, read at each request. The
@@ -61,9 +83,21 @@ pub async fn serve_with_status(
     listener: TcpListener,
     exporter: Exporter,
     status: StatusJson,
+    allowed_hosts: Vec<String>,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> io::Result<()> {
-    serve_with(listener, exporter, Some(status), shutdown, Limits::DEFAULT).await
+    let site = Site {
+        status: Some(status),
+        allowed_hosts: allowed_hosts.into(),
+    };
+    serve_with(listener, exporter, site, shutdown, Limits::DEFAULT).await
+}
+
+/// What the listener serves besides `/metrics`, and for which hosts.
+#[derive(Clone, Default)]
+pub(crate) struct Site {
+    pub(crate) status: Option<StatusJson>,
+    pub(crate) allowed_hosts: Arc<[String]>,
 }
 
 /// Bounds on what clients of the endpoint can hold.
@@ -73,12 +107,15 @@ pub(crate) struct Limits {
     pub(crate) header_read_timeout: Duration,
     /// Connections served at once.
     pub(crate) max_connections: usize,
+    /// Time a write to the client may make no progress before the connection is closed.
+    pub(crate) write_timeout: Duration,
 }
 
 impl Limits {
     pub(crate) const DEFAULT: Limits = Limits {
         header_read_timeout: Duration::from_secs(10),
         max_connections: 256,
+        write_timeout: Duration::from_secs(10),
     };
 }
 
@@ -92,7 +129,7 @@ const ACCEPT_BACKOFF: Duration = Duration::from_secs(1);
 pub(crate) async fn serve_with(
     listener: TcpListener,
     exporter: Exporter,
-    status: Option<StatusJson>,
+    site: Site,
     shutdown: impl Future<Output = ()> + Send + 'static,
     limits: Limits,
 ) -> io::Result<()> {
@@ -119,16 +156,22 @@ pub(crate) async fn serve_with(
                         debug!(%peer, "metrics connection refused: too many open");
                         continue;
                     }
+                    let counts = exporter.clone();
                     let exporter = exporter.clone();
-                    let status = status.clone();
+                    let site = site.clone();
                     let service = service_fn(move |req| {
-                        let response = respond(&exporter, status.as_ref(), &req);
+                        let response = respond(&exporter, &site, &req);
                         async move { Ok::<_, Infallible>(response) }
                     });
+                    let stream = WriteDeadline::new(stream, limits.write_timeout);
+                    let timed_out = Arc::clone(&stream.timed_out);
                     let conn = builder.serve_connection(TokioIo::new(stream), service);
                     conns.spawn(async move {
                         if let Err(error) = conn.await {
                             debug!(%peer, %error, "metrics connection failed");
+                        }
+                        if timed_out.load(Ordering::Relaxed) {
+                            counts.count_http_rejected(HttpRejected::WriteTimeout);
                         }
                     });
                 }
@@ -189,11 +232,158 @@ const STATUS_CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self
     connect-src 'self'; img-src 'self'; base-uri 'none'; form-action 'none'; \
     frame-ancestors 'none'";
 
-fn respond(
-    exporter: &Exporter,
-    status: Option<&StatusJson>,
-    req: &Request<Incoming>,
-) -> Response<Full<Bytes>> {
+/// A connection whose writes must make progress: a write (or flush) the socket has not taken
+/// any of for `limit` fails with `TimedOut`, which ends hyper's connection and closes the
+/// socket. Reads pass through (hyper bounds the wait for a request head itself).
+struct WriteDeadline<S> {
+    inner: S,
+    limit: Duration,
+    /// Running while a write is stalled; cleared by any progress.
+    stalled: Option<Pin<Box<tokio::time::Sleep>>>,
+    timed_out: Arc<AtomicBool>,
+}
+
+impl<S> WriteDeadline<S> {
+    fn new(inner: S, limit: Duration) -> Self {
+        WriteDeadline {
+            inner,
+            limit,
+            stalled: None,
+            timed_out: Arc::new(AtomicBool::new(false)),
+        }
+    }
+
+    /// `polled` is what the socket said; `Pending` starts (or goes on with) the deadline.
+    fn watch<T>(
+        &mut self,
+        cx: &mut Context<'_>,
+        polled: Poll<io::Result<T>>,
+    ) -> Poll<io::Result<T>> {
+        if polled.is_ready() {
+            self.stalled = None;
+            return polled;
+        }
+        let limit = self.limit;
+        let stalled = self
+            .stalled
+            .get_or_insert_with(|| Box::pin(tokio::time::sleep(limit)));
+        match stalled.as_mut().poll(cx) {
+            Poll::Ready(()) => {
+                self.timed_out.store(true, Ordering::Relaxed);
+                Poll::Ready(Err(io::Error::new(
+                    io::ErrorKind::TimedOut,
+                    "the client read nothing of the answer in time",
+                )))
+            }
+            Poll::Pending => Poll::Pending,
+        }
+    }
+}
+
+impl<S: AsyncRead + Unpin> AsyncRead for WriteDeadline<S> {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.get_mut().inner).poll_read(cx, buf)
+    }
+}
+
+impl<S: AsyncWrite + Unpin> AsyncWrite for WriteDeadline<S> {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        let this = self.get_mut();
+        let polled = Pin::new(&mut this.inner).poll_write(cx, buf);
+        this.watch(cx, polled)
+    }
+
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        let this = self.get_mut();
+        let polled = Pin::new(&mut this.inner).poll_write_vectored(cx, bufs);
+        this.watch(cx, polled)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.inner.is_write_vectored()
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        let this = self.get_mut();
+        let polled = Pin::new(&mut this.inner).poll_flush(cx);
+        this.watch(cx, polled)
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.get_mut().inner).poll_shutdown(cx)
+    }
+}
+
+/// The host a request is for: the authority of an absolute URI, which RFC 9112 §3.2.2 says
+/// takes the place of `Host`, else the `Host` header. `Ok(None)` when there is none;
+/// `Err(())` when there are several `Host` headers or one that is not text.
+fn request_host(req: &Request<Incoming>) -> Result<Option<&str>, ()> {
+    if let Some(authority) = req.uri().authority() {
+        return Ok(Some(authority.as_str()));
+    }
+    let mut hosts = req.headers().get_all(header::HOST).iter();
+    match (hosts.next(), hosts.next()) {
+        (None, _) => Ok(None),
+        (Some(host), None) => host.to_str().map(Some).map_err(|_| ()),
+        (Some(_), Some(_)) => Err(()),
+    }
+}
+
+/// Whether this listener answers for `host` (`name[:port]`): an IPv4 address, an IPv6
+/// address in brackets, `localhost`, or one of `names` (lower case), ASCII case ignored and
+/// one trailing dot allowed. A name that only starts like an address (`127.0.0.1.example`)
+/// is a name.
+fn host_allowed(host: &str, names: &[String]) -> bool {
+    let is_port = |p: &str| (1..=5).contains(&p.len()) && p.bytes().all(|b| b.is_ascii_digit());
+    if let Some(rest) = host.strip_prefix('[') {
+        let Some((ip, port)) = rest.split_once(']') else {
+            return false;
+        };
+        return ip.parse::<Ipv6Addr>().is_ok()
+            && (port.is_empty() || port.strip_prefix(':').is_some_and(is_port));
+    }
+    let (name, port) = match host.split_once(':') {
+        Some((name, port)) => (name, Some(port)),
+        None => (host, None),
+    };
+    if port.is_some_and(|p| !is_port(p)) {
+        return false;
+    }
+    if name.parse::<Ipv4Addr>().is_ok() {
+        return true;
+    }
+    let name = name.strip_suffix('.').unwrap_or(name);
+    name.eq_ignore_ascii_case("localhost") || names.iter().any(|n| n.eq_ignore_ascii_case(name))
+}
+
+fn respond(exporter: &Exporter, site: &Site, req: &Request<Incoming>) -> Response<Full<Bytes>> {
+    let foreign = match request_host(req) {
+        Ok(Some(host)) => !host_allowed(host, &site.allowed_hosts),
+        Ok(None) => false,
+        Err(()) => true,
+    };
+    if foreign {
+        exporter.count_http_rejected(HttpRejected::ForeignHost);
+        // RFC 9110 §15.5.20: this server does not answer for that host.
+        return plain(
+            StatusCode::MISDIRECTED_REQUEST,
+            "misdirected request: the host is neither an IP address, localhost nor a name \
+             of metrics.allowed_hosts\n",
+        );
+    }
+    let status = site.status.as_ref();
     let path = req.uri().path();
     let status_path = matches!(
         path,
@@ -302,6 +492,7 @@ mod tests {
 
     struct Server {
         addr: SocketAddr,
+        exporter: Exporter,
         stop: oneshot::Sender<()>,
         task: JoinHandle<io::Result<()>>,
     }
@@ -312,6 +503,14 @@ mod tests {
         }
 
         async fn start_with(limits: Limits, status: Option<StatusJson>) -> Server {
+            let site = Site {
+                status,
+                allowed_hosts: Arc::from([]),
+            };
+            Server::start_site(limits, site).await
+        }
+
+        async fn start_site(limits: Limits, site: Site) -> Server {
             let stats = Arc::new(Stats::default());
             stats.packet(Side::Corpnet, Direction::Rx, 1400);
             let exporter = Exporter::new(
@@ -332,8 +531,19 @@ mod tests {
             let shutdown = async {
                 let _ = stopped.await;
             };
-            let task = tokio::spawn(serve_with(listener, exporter, status, shutdown, limits));
-            Server { addr, stop, task }
+            let task = tokio::spawn(serve_with(
+                listener,
+                exporter.clone(),
+                site,
+                shutdown,
+                limits,
+            ));
+            Server {
+                addr,
+                exporter,
+                stop,
+                task,
+            }
         }
 
         async fn stop(self) {
@@ -364,10 +574,20 @@ mod tests {
 
     /// One HTTP/1.1 request over a fresh connection, read until the server closes it.
     async fn request(addr: SocketAddr, method: &str, path: &str, extra: &str) -> Reply {
+        request_to(addr, "localhost", method, path, extra).await
+    }
+
+    /// [`request`] with `Host: host`.
+    async fn request_to(
+        addr: SocketAddr,
+        host: &str,
+        method: &str,
+        path: &str,
+        extra: &str,
+    ) -> Reply {
         let mut stream = TcpStream::connect(addr).await.expect("connect");
-        let req = format!(
-            "{method} {path} HTTP/1.1\r\nHost: localhost\r\n{extra}Connection: close\r\n\r\n"
-        );
+        let req =
+            format!("{method} {path} HTTP/1.1\r\nHost: {host}\r\n{extra}Connection: close\r\n\r\n");
         stream
             .write_all(req.as_bytes())
             .await
@@ -526,7 +746,7 @@ mod tests {
         let server = Server::start(Limits::DEFAULT).await;
         // An idle keep-alive connection must not hold the server up.
         let mut idle = TcpStream::connect(server.addr).await.expect("connect");
-        idle.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
+        idle.write_all(b"GET /metrics HTTP/1.1\r\nHost: localhost\r\n\r\n")
             .await
             .expect("send");
         let mut buf = [0; 256];
@@ -546,7 +766,12 @@ mod tests {
             .expect("bind loopback");
         let exporter = Exporter::new(Vec::new(), Arc::new(Gauges::default));
         // tokio::spawn requires the future to be Send + 'static.
-        let task = tokio::spawn(serve(listener, exporter, std::future::ready(())));
+        let task = tokio::spawn(serve(
+            listener,
+            exporter,
+            Vec::new(),
+            std::future::ready(()),
+        ));
         let result = timeout(WAIT, task).await.expect("serve returns");
         result.expect("no panic").expect("Ok on shutdown");
     }
@@ -559,7 +784,7 @@ mod tests {
         };
         let server = Server::start(limits).await;
         let mut slow = TcpStream::connect(server.addr).await.expect("connect");
-        slow.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n")
+        slow.write_all(b"GET /metrics HTTP/1.1\r\nHost: localhost\r\n")
             .await
             .expect("send partial head");
         let mut rest = Vec::new();
@@ -577,6 +802,123 @@ mod tests {
         server.stop().await;
     }
 
+    fn rejected(server: &Server, reason: &str) -> String {
+        let text = server.exporter.encode();
+        let key = format!("gate64_metrics_http_rejected_total{{reason=\"{reason}\"}} ");
+        text.lines()
+            .find_map(|l| l.strip_prefix(&key))
+            .unwrap_or("absent")
+            .to_owned()
+    }
+
+    /// A page a browser loaded from elsewhere reaches the listener through a name of its own
+    /// (DNS rebinding): that Host is answered 421 and counted; IP addresses, localhost and
+    /// the configured names are answered.
+    #[tokio::test]
+    async fn only_addresses_localhost_and_listed_names_are_answered() {
+        let json: StatusJson = Arc::new(|| r#"{"clients":[]}"#.to_owned());
+        let site = Site {
+            status: Some(json),
+            allowed_hosts: Arc::from(["gate64-mgmt.example.net".to_owned()]),
+        };
+        let server = Server::start_site(Limits::DEFAULT, site).await;
+        let foreign = [
+            "rebind.example",
+            "127.0.0.1.nip.io",
+            "localhost.rebind.example",
+            "gate64-mgmt.example.net.rebind.example",
+            "[::1",
+            "::1",
+            "[::1]x",
+            "127.0.0.1:x",
+            "127.0.0.1:9164:1",
+            "user@127.0.0.1",
+            "",
+        ];
+        for host in foreign {
+            let reply = request_to(server.addr, host, "GET", "/status.json", "").await;
+            assert_eq!(reply.status, 421, "Host: {host:?}: {}", reply.head);
+            assert!(!reply.body.contains("clients"), "{host:?}");
+        }
+        // An absolute URI's authority is the host, whatever Host says.
+        let reply = request(server.addr, "GET", "http://rebind.example/metrics", "").await;
+        assert_eq!(reply.status, 421, "{}", reply.head);
+        let reply = request(server.addr, "GET", "/metrics", "Host: localhost\r\n").await;
+        assert_eq!(reply.status, 421, "two Host headers: {}", reply.head);
+        assert_eq!(
+            rejected(&server, "foreign_host"),
+            (foreign.len() + 2).to_string()
+        );
+        for host in [
+            "127.0.0.1",
+            "127.0.0.1:9164",
+            "10.1.2.3",
+            "[::1]",
+            "[::1]:9164",
+            "[2001:db8::7]:80",
+            "localhost",
+            "LocalHost:9164",
+            "localhost.",
+            "gate64-mgmt.example.net",
+            "Gate64-Mgmt.Example.Net.:9164",
+        ] {
+            let reply = request_to(server.addr, host, "GET", "/status.json", "").await;
+            assert_eq!(reply.status, 200, "Host: {host:?}: {}", reply.head);
+        }
+        let reply = request(server.addr, "GET", "http://127.0.0.1:9164/metrics", "").await;
+        assert_eq!(reply.status, 200, "{}", reply.head);
+        assert_eq!(
+            rejected(&server, "foreign_host"),
+            (foreign.len() + 2).to_string()
+        );
+        server.stop().await;
+    }
+
+    /// Clients that pipeline requests and never read the answers are closed once a write
+    /// has made no progress for the write timeout; they no longer hold every slot.
+    #[tokio::test]
+    async fn clients_that_never_read_are_closed_and_others_answered() {
+        let limits = Limits {
+            max_connections: 2,
+            write_timeout: Duration::from_millis(300),
+            ..Limits::DEFAULT
+        };
+        // Large answers fill the socket buffers after a few requests.
+        let big = Arc::new("x".repeat(1 << 20));
+        let json: StatusJson = Arc::new(move || big.as_str().to_owned());
+        let server = Server::start_with(limits, Some(json)).await;
+        let mut stuck = Vec::new();
+        for _ in 0..2 {
+            let mut stream = TcpStream::connect(server.addr).await.expect("connect");
+            stuck.push(tokio::spawn(async move {
+                let request = b"GET /status.json HTTP/1.1\r\nHost: localhost\r\n\r\n";
+                // Until the server closes the connection; never reading.
+                loop {
+                    if let Err(e) = stream.write_all(request).await {
+                        return e;
+                    }
+                }
+            }));
+        }
+        for task in stuck {
+            let error = timeout(WAIT, task)
+                .await
+                .expect("a client that does not read is closed")
+                .expect("no panic");
+            assert!(
+                matches!(
+                    error.kind(),
+                    io::ErrorKind::ConnectionReset | io::ErrorKind::BrokenPipe
+                ),
+                "{error}"
+            );
+        }
+        let reply = request(server.addr, "GET", "/metrics", "").await;
+        assert_eq!(reply.status, 200, "{}", reply.head);
+        assert_eq!(rejected(&server, "write_timeout"), "2");
+        server.stop().await;
+    }
+
     #[tokio::test]
     async fn connections_beyond_the_limit_are_closed() {
         let limits = Limits {
@@ -587,7 +929,7 @@ mod tests {
         let mut first = TcpStream::connect(server.addr).await.expect("connect");
         // Make sure the server has accepted and spawned the first connection.
         first
-            .write_all(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+            .write_all(b"GET / HTTP/1.1\r\nHost: localhost\r\n\r\n")
             .await
             .expect("send");
         let mut buf = [0; 64];
