@@ -14,11 +14,20 @@ use std::sync::Arc;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 /// The control socket's file as [`bind`] made it: removed by [`Bound::remove`] on a clean
-/// stop, when it is still that file (same inode), so a socket another daemon has bound at
-/// the same path meanwhile stays.
+/// stop, when it is still that file (same device, inode and change time: a file system may
+/// hand a freed inode number to the next file), so a socket another daemon has bound at the
+/// same path meanwhile stays.
 pub struct Bound {
     path: PathBuf,
-    ino: u64,
+    file: FileId,
+}
+
+/// What tells one file from another at the same path.
+type FileId = (u64, u64, i64, i64);
+
+fn file_id(meta: &std::fs::Metadata) -> FileId {
+    use std::os::unix::fs::MetadataExt;
+    (meta.dev(), meta.ino(), meta.ctime(), meta.ctime_nsec())
 }
 
 impl Bound {
@@ -26,9 +35,8 @@ impl Bound {
     /// or another file now); an error when it could not be removed (after the privilege drop,
     /// a directory the daemon's user may not write to): the next start replaces it.
     pub fn remove(&self) -> std::io::Result<bool> {
-        use std::os::unix::fs::MetadataExt;
         match std::fs::symlink_metadata(&self.path) {
-            Ok(meta) if meta.ino() == self.ino => {
+            Ok(meta) if file_id(&meta) == self.file => {
                 std::fs::remove_file(&self.path)?;
                 Ok(true)
             }
@@ -62,13 +70,11 @@ pub fn bind(path: &Path) -> Result<(tokio::net::UnixListener, Bound)> {
         .with_context(|| format!("binding the control socket {}", path.display()))?;
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))
         .with_context(|| format!("making {} private", path.display()))?;
-    let ino = std::os::unix::fs::MetadataExt::ino(
-        &std::fs::symlink_metadata(path)
-            .with_context(|| format!("reading back the control socket {}", path.display()))?,
-    );
+    let meta = std::fs::symlink_metadata(path)
+        .with_context(|| format!("reading back the control socket {}", path.display()))?;
     let bound = Bound {
         path: path.to_owned(),
-        ino,
+        file: file_id(&meta),
     };
     Ok((listener, bound))
 }
@@ -208,6 +214,8 @@ mod tests {
         let (listener, bound) = bind(&path).expect("bind again");
         drop(listener);
         std::fs::remove_file(&path).expect("remove");
+        // Past the file system's timestamp granularity, as a later daemon would be.
+        std::thread::sleep(std::time::Duration::from_millis(50));
         let (_other, _other_bound) = bind(&path).expect("another daemon binds the path");
         assert!(!bound.remove().expect("not ours"));
         assert!(path.exists(), "the other daemon's socket was removed");
