@@ -351,7 +351,22 @@ fn strongswan_over_iphttps(topo: &Topology) -> Result<()> {
         ensure!(v == 2.0, "{name} is {v}, expected 2\n{}", gate64_lines(&m));
     }
     disconnect_closes_the_link(topo, addr)?;
-    client.ensure_running()
+    client.ensure_running()?;
+    // A clean stop (SIGTERM) takes the control socket with it.
+    let socket = topo.srv.dir().join("control.sock");
+    ensure!(socket.exists(), "no control socket while serving");
+    let status = gate.stop();
+    ensure!(
+        status.is_some_and(|s| s.success()),
+        "gate64 did not stop cleanly ({status:?}):\n{}",
+        gate.log()
+    );
+    ensure!(
+        !socket.exists(),
+        "the control socket {} outlived a clean stop",
+        socket.display()
+    );
+    Ok(())
 }
 
 /// `gate64 disconnect --all` ends the IP-HTTPS client's two IKE SAs and closes its link (it
@@ -522,6 +537,18 @@ fn refuses_a_server_without_its_server_id(topo: &Topology) -> Result<()> {
          {ESTABLISH_TIMEOUT:?}:\n{}",
         client.log()
     );
+    // The refusal names the identity expected, what the certificate carries, and the flag.
+    let log = client.log();
+    let line = log
+        .lines()
+        .find(|l| l.contains(refusal))
+        .unwrap_or_default();
+    for needle in ["fqdn:elsewhere.gate64.lab", "carries", "--ipsec-server-id"] {
+        ensure!(
+            line.contains(needle),
+            "the refusal lacks {needle:?}: {line}"
+        );
+    }
     ensure!(
         !client.log().contains("IPsec tunnel up"),
         "a tunnel came up:\n{}",

@@ -15,9 +15,17 @@ pub fn run(json: bool, socket: Option<PathBuf>, config: Option<PathBuf>) -> Resu
 }
 
 /// What `gate64 status` prints of `snapshot`: the table, or the JSON with `json`.
+/// A daemon of the previous release sends no `ike_spi_hex`: it is filled in from `ike_spi`,
+/// so scripts can read it whichever daemon answered.
 pub fn text(snapshot: &Snapshot, json: bool) -> Result<String> {
     Ok(if json {
-        let mut s = serde_json::to_string_pretty(snapshot)?;
+        let mut snapshot = snapshot.clone();
+        for sa in snapshot.clients.iter_mut().flat_map(|c| c.sas.iter_mut()) {
+            if sa.ike_spi_hex.is_empty() {
+                sa.ike_spi_hex = gate64_control::spi_hex(sa.ike_spi);
+            }
+        }
+        let mut s = serde_json::to_string_pretty(&snapshot)?;
         s.push('\n');
         s
     } else {
@@ -91,4 +99,48 @@ pub fn render(s: &Snapshot) -> String {
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A snapshot as a daemon of the previous release sends it: no `ike_spi_hex`.
+    const OLD_DAEMON: &str = r#"{"endpoint":"2001:db8::1","require_ipsec":true,"ike_sas":1,
+        "child_sas":1,"clients":[{"transport":"teredo","outer":"2001:0:c000:201::1",
+        "inner":["2001:db8:9::1"],"sas":[{"tunnel":"infrastructure",
+        "ike_spi":18364758544493064720,"spi_in":1,"spi_out":2,"udp_encap":null,
+        "local_ts":[],"remote_ts":[],"age_secs":3,"identity":null,"rekeys":null,
+        "bytes_in":0,"packets_in":0,"bytes_out":0,"packets_out":0}]}]}"#;
+
+    /// `ike_spi` is beyond 2^53 here: `ike_spi_hex` carries it exactly, in the spelling
+    /// `gate64 disconnect --ike-spi` takes; `ike_spi` stays a number for older readers.
+    #[test]
+    fn json_carries_the_ike_spi_as_hex_beside_the_deprecated_number() {
+        let snapshot: Snapshot =
+            serde_json::from_str(OLD_DAEMON).expect("an older snapshot parses");
+        let spi = 0xfedc_ba98_7654_3210_u64;
+        assert!(spi > 1 << 53);
+        let json: serde_json::Value =
+            serde_json::from_str(&text(&snapshot, true).expect("JSON")).expect("valid JSON");
+        let sa = &json["clients"][0]["sas"][0];
+        assert_eq!(sa["ike_spi_hex"], "0xfedcba9876543210", "{sa}");
+        assert_eq!(sa["ike_spi"].as_u64(), Some(spi), "{sa}");
+        let hex = sa["ike_spi_hex"].as_str().expect("a string");
+        assert_eq!(gate64_control::parse_spi(hex), Ok(spi));
+        // The text output names the same SPI.
+        assert!(render(&snapshot).contains("IKE fedcba9876543210"));
+    }
+
+    /// What the daemon wrote is kept as it is.
+    #[test]
+    fn json_keeps_the_daemons_ike_spi_hex() {
+        let mut snapshot: Snapshot = serde_json::from_str(OLD_DAEMON).expect("parses");
+        snapshot.clients[0].sas[0].ike_spi_hex = gate64_control::spi_hex(7);
+        let out = text(&snapshot, true).expect("JSON");
+        assert!(
+            out.contains("\"ike_spi_hex\": \"0x0000000000000007\""),
+            "{out}"
+        );
+    }
 }

@@ -40,7 +40,7 @@ use gate64_esp::{
     Inbound, MAX_TRAILER, NEXT_HEADER_IPV6, Outbound, SPI_SEQ_IV_LEN, TunnelKind, esp_len,
     inner_addrs, spi_of,
 };
-use gate64_ike::auth::{Credentials, Identity, TrustAnchors};
+use gate64_ike::auth::{AuthError, Credentials, Identity, TrustAnchors};
 use gate64_ike::initiator::{Initiator, InitiatorConfig, InitiatorError, InitiatorEvent};
 use gate64_ike::keys::Group;
 use gate64_ike::message::{TrafficSelector, notify};
@@ -595,6 +595,10 @@ fn failure_hint(e: &InitiatorError) -> Option<&'static str> {
         InitiatorError::Notify(notify::TS_UNACCEPTABLE) => Some(
             "give --infrastructure-ts / --intranet-ts prefixes inside the server's \
              infrastructure_prefixes / intranet_prefixes",
+        ),
+        InitiatorError::Auth(AuthError::ExpectedIdMismatch { .. }) => Some(
+            "the identity expected of the server is --ipsec-server-id (default: the \
+             --ipsec-endpoint address); give one its certificate carries",
         ),
         _ => None,
     }

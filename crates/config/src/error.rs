@@ -7,6 +7,9 @@ use std::sync::Arc;
 
 /// Why a configuration was refused. `Display` names the key (or the file for I/O errors and
 /// the line for TOML syntax errors), the offending value when there is one, and the reason.
+/// An I/O error's own text is part of that reason, once: it is not also the
+/// [`source`](std::error::Error::source), which a chain printer (`anyhow`'s `{:#}`) would print
+/// a second time; [`ConfigError::io_error`] hands it out.
 #[derive(Debug, Clone)]
 pub struct ConfigError {
     pub(crate) file: Option<PathBuf>,
@@ -62,6 +65,12 @@ impl ConfigError {
     pub fn file(&self) -> Option<&Path> {
         self.file.as_deref()
     }
+
+    /// The I/O error behind an [`ErrorKind::Io`] error, when there was one (a file that is
+    /// not a regular file has none). Its text is already in the reason.
+    pub fn io_error(&self) -> Option<&std::io::Error> {
+        self.source.as_deref()
+    }
 }
 
 impl ConfigError {
@@ -85,16 +94,23 @@ impl ConfigError {
 impl fmt::Display for ConfigError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         if let Some(file) = &self.file {
-            if self.kind == ErrorKind::Io {
-                return write!(f, "cannot read {}: {}", file.display(), self.reason);
+            if self.kind == ErrorKind::Io && self.key.is_none() {
+                return write!(
+                    f,
+                    "cannot read the configuration file {}: {}",
+                    file.display(),
+                    self.reason
+                );
             }
             write!(f, "{}: ", file.display())?;
         }
         let key = self.key.as_deref().unwrap_or("");
         match (self.kind, &self.value) {
             (ErrorKind::Io, _) if self.key.is_none() => {
-                write!(f, "cannot read configuration: {}", self.reason)
+                write!(f, "cannot read the configuration file: {}", self.reason)
             }
+            // The reason names the file: `ipsec.certificate: cannot read /etc/x.pem: ...`.
+            (ErrorKind::Io, _) => write!(f, "{key}: {}", self.reason),
             (ErrorKind::Syntax, _) => write!(f, "invalid TOML: {}", self.reason),
             (ErrorKind::UnknownKey, _) => write!(f, "unknown key `{key}`: {}", self.reason),
             (ErrorKind::MissingKey, _) => {
@@ -106,13 +122,8 @@ impl fmt::Display for ConfigError {
     }
 }
 
-impl std::error::Error for ConfigError {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        self.source
-            .as_deref()
-            .map(|e| e as &(dyn std::error::Error + 'static))
-    }
-}
+/// No `source`: an I/O error's text is in the reason already ([`ConfigError::io_error`]).
+impl std::error::Error for ConfigError {}
 
 pub(crate) fn syntax_error(input: &str, e: &toml::de::Error) -> ConfigError {
     let mut message = e.message().trim_end().replace('\n', "; ");
@@ -165,14 +176,16 @@ pub(crate) fn check_readable_file(key: &str, path: &Path) -> Result<(), ConfigEr
         reason,
         source: source.map(Arc::new),
     };
-    let file = std::fs::File::open(path)
-        .map_err(|e| io_error(format!("cannot read the file: {e}"), Some(e)))?;
-    let meta = file
-        .metadata()
-        .map_err(|e| io_error(format!("cannot read the file: {e}"), Some(e)))?;
+    let cannot_read =
+        |e: std::io::Error| io_error(format!("cannot read {}: {e}", path.display()), Some(e));
+    let file = std::fs::File::open(path).map_err(cannot_read)?;
+    let meta = file.metadata().map_err(cannot_read)?;
     if !meta.is_file() {
         return Err(io_error(
-            "is not a regular file; give the path of a PEM file".to_owned(),
+            format!(
+                "{} is not a regular file; give the path of a PEM file",
+                path.display()
+            ),
             None,
         ));
     }

@@ -16,5 +16,5 @@ mod request;
 mod status;
 
 pub use disconnect::{Disconnected, Removed};
-pub use request::{MAX_REQUEST, Request, Target, parse_spi};
+pub use request::{MAX_REQUEST, Request, Target, parse_spi, spi_hex};
 pub use status::{ChildSa, Client, Snapshot};

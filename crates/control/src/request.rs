@@ -60,6 +60,12 @@ fn parse_target(args: &str) -> Result<Target, String> {
     }
 }
 
+/// An IKE SPI as `gate64 status --json` writes it (`ike_spi_hex`): `0x` and 16 lower-case
+/// hexadecimal digits, which [`parse_spi`] takes back.
+pub fn spi_hex(spi: u64) -> String {
+    format!("{spi:#018x}")
+}
+
 /// An IKE SPI in hexadecimal, with or without `0x`.
 pub fn parse_spi(s: &str) -> Result<u64, String> {
     let hex = s.trim_start_matches("0x");
@@ -69,6 +75,17 @@ pub fn parse_spi(s: &str) -> Result<u64, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn spi_hex_is_what_parse_spi_takes() {
+        for spi in [0, 1, 0x1234_abcd_0000_0001, (1 << 53) + 1, u64::MAX] {
+            let text = spi_hex(spi);
+            assert_eq!(text.len(), 18, "{text}");
+            assert!(text.starts_with("0x"), "{text}");
+            assert_eq!(parse_spi(&text), Ok(spi), "{text}");
+        }
+        assert_eq!(spi_hex(0xab), "0x00000000000000ab");
+    }
 
     #[test]
     fn request_lines_round_trip_and_bad_ones_are_refused() {

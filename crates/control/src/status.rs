@@ -37,8 +37,15 @@ pub struct Client {
 pub struct ChildSa {
     /// `infrastructure` or `intranet`.
     pub tunnel: String,
-    /// The IKE SA that negotiated it (initiator's SPI).
+    /// The IKE SA that negotiated it (initiator's SPI), as a JSON number. Deprecated: most
+    /// JSON readers hold numbers as doubles, exact only up to 2^53, and an SPI is a random
+    /// 64-bit value; read `ike_spi_hex`. Still written, for the readers of the previous
+    /// release.
     pub ike_spi: u64,
+    /// The same SPI as a string: `0x` and 16 hexadecimal digits ([`crate::spi_hex`]), the spelling
+    /// `gate64 disconnect --ike-spi` takes and `gate64 status` prints.
+    #[serde(default)]
+    pub ike_spi_hex: String,
     /// The SPI gate64 receives on.
     pub spi_in: u32,
     /// The SPI gate64 sends with.

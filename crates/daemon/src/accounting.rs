@@ -62,13 +62,7 @@ impl Sessions {
         let radius = match a.radius.is_empty() {
             true => None,
             false => {
-                let mut servers = Vec::with_capacity(a.radius.len());
-                for r in &a.radius {
-                    servers.push(Server {
-                        addr: r.server,
-                        secret: read_secret(&r.secret_file)?,
-                    });
-                }
+                let servers = radius_servers(cfg)?;
                 Some(
                     gate64_io::radius::start(servers, a.nas_identifier.clone(), Timing::default())
                         .context("starting RADIUS accounting (`[[accounting.radius]]`)")?,
@@ -227,11 +221,26 @@ impl Sessions {
     }
 }
 
+/// The RADIUS servers of `[[accounting.radius]]` with their secrets read from
+/// `secret_file` (`gate64 check-config` reads them here too).
+pub(crate) fn radius_servers(cfg: &Config) -> Result<Vec<Server>> {
+    cfg.accounting
+        .radius
+        .iter()
+        .map(|r| {
+            Ok(Server {
+                addr: r.server,
+                secret: read_secret(&r.secret_file)?,
+            })
+        })
+        .collect()
+}
+
 /// The shared secret: the file's first line without its line break. Never logged.
 fn read_secret(path: &Path) -> Result<Vec<u8>> {
     let text = std::fs::read(path).with_context(|| {
         format!(
-            "reading the RADIUS secret {} (`accounting.radius.secret_file`)",
+            "accounting.radius.secret_file: cannot read {}",
             path.display()
         )
     })?;

@@ -9,13 +9,52 @@ use anyhow::{Context, Result};
 use gate64_control::{Disconnected, MAX_REQUEST, Request, Snapshot, Target};
 use gate64_ike::responder::DisconnectTarget;
 use std::os::unix::fs::PermissionsExt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
+/// The control socket's file as [`bind`] made it: removed by [`Bound::remove`] on a clean
+/// stop, when it is still that file (same device, inode and change time: a file system may
+/// hand a freed inode number to the next file), so a socket another daemon has bound at the
+/// same path meanwhile stays.
+pub struct Bound {
+    path: PathBuf,
+    file: FileId,
+}
+
+/// What tells one file from another at the same path.
+type FileId = (u64, u64, i64, i64);
+
+fn file_id(meta: &std::fs::Metadata) -> FileId {
+    use std::os::unix::fs::MetadataExt;
+    (meta.dev(), meta.ino(), meta.ctime(), meta.ctime_nsec())
+}
+
+impl Bound {
+    /// Removes the socket file. `Ok(false)` when the path no longer holds this socket (gone,
+    /// or another file now); an error when it could not be removed (after the privilege drop,
+    /// a directory the daemon's user may not write to): the next start replaces it.
+    pub fn remove(&self) -> std::io::Result<bool> {
+        match std::fs::symlink_metadata(&self.path) {
+            Ok(meta) if file_id(&meta) == self.file => {
+                std::fs::remove_file(&self.path)?;
+                Ok(true)
+            }
+            Ok(_) => Ok(false),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// The socket's path.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
 /// Binds the control socket at `path`: its directory created (0700) when missing, a stale
 /// socket replaced, the socket itself 0600. Call before the privilege drop.
-pub fn bind(path: &Path) -> Result<tokio::net::UnixListener> {
+pub fn bind(path: &Path) -> Result<(tokio::net::UnixListener, Bound)> {
     if let Some(dir) = path.parent()
         && !dir.exists()
     {
@@ -31,7 +70,13 @@ pub fn bind(path: &Path) -> Result<tokio::net::UnixListener> {
         .with_context(|| format!("binding the control socket {}", path.display()))?;
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))
         .with_context(|| format!("making {} private", path.display()))?;
-    Ok(listener)
+    let meta = std::fs::symlink_metadata(path)
+        .with_context(|| format!("reading back the control socket {}", path.display()))?;
+    let bound = Bound {
+        path: path.to_owned(),
+        file: file_id(&meta),
+    };
+    Ok((listener, bound))
 }
 
 /// What the control socket answers: the status snapshot and, for `gate64 disconnect`, the
@@ -140,5 +185,40 @@ fn ike_target(target: Target) -> DisconnectTarget {
         Target::Identity(id) => DisconnectTarget::Identity(id),
         Target::IkeSpi(spi) => DisconnectTarget::IkeSpi(spi),
         Target::All => DisconnectTarget::All,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn temp_dir(name: &str) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!("gate64-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        dir
+    }
+
+    /// The clean stop removes the socket it bound; a file another daemon bound at the path
+    /// meanwhile is left alone.
+    #[tokio::test]
+    async fn the_stop_removes_the_socket_it_bound_and_only_that() {
+        let dir = temp_dir("control-remove");
+        let path = dir.join("sub").join("control.sock");
+        let (listener, bound) = bind(&path).expect("bind in a new directory");
+        assert!(path.exists());
+        assert!(bound.remove().expect("removable"));
+        assert!(!path.exists(), "the socket outlived the stop");
+        assert!(!bound.remove().expect("already gone"));
+        drop(listener);
+
+        let (listener, bound) = bind(&path).expect("bind again");
+        drop(listener);
+        std::fs::remove_file(&path).expect("remove");
+        // Past the file system's timestamp granularity, as a later daemon would be.
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        let (_other, _other_bound) = bind(&path).expect("another daemon binds the path");
+        assert!(!bound.remove().expect("not ours"));
+        assert!(path.exists(), "the other daemon's socket was removed");
+        std::fs::remove_dir_all(&dir).expect("clean up");
     }
 }

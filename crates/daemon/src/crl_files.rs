@@ -19,8 +19,8 @@ pub fn read(key: &str, paths: &[PathBuf]) -> Result<Vec<Crl>> {
     let now = SystemTime::now();
     let mut out = Vec::new();
     for path in paths {
-        let data =
-            std::fs::read(path).with_context(|| format!("reading `{key}` ({})", path.display()))?;
+        let data = std::fs::read(path)
+            .with_context(|| format!("{key}: cannot read {}", path.display()))?;
         let crls =
             Crl::parse(&data).map_err(|e| anyhow::anyhow!("`{key}` ({}): {e}", path.display()))?;
         for crl in &crls {

@@ -54,6 +54,8 @@ pub struct Daemon {
     crl_watch: Mutex<Option<Arc<Mutex<crate::crl_files::Watch>>>>,
     /// What the IP-HTTPS CRL refresh looks at, while the listener runs.
     tls_watch: Mutex<Option<Arc<Mutex<crate::crl_files::TlsWatch>>>>,
+    /// The control socket's file, once bound: removed by [`Daemon::shutdown`].
+    control_socket: Mutex<Option<crate::control::Bound>>,
 }
 
 impl Daemon {
@@ -156,6 +158,7 @@ impl Daemon {
             ocsp: Mutex::new(None),
             crl_watch: Mutex::new(None),
             tls_watch: Mutex::new(None),
+            control_socket: Mutex::new(None),
         })
     }
 
@@ -240,7 +243,10 @@ impl Daemon {
     pub fn start_control(&self, cfg: &Config) -> bool {
         let path = &cfg.control.socket;
         let listener = match crate::control::bind(path) {
-            Ok(l) => l,
+            Ok((l, bound)) => {
+                *lock(&self.control_socket) = Some(bound);
+                l
+            }
             Err(e) => {
                 tracing::warn!(error = %format!("{e:#}"), "no control socket: `gate64 status` will not answer");
                 return false;
@@ -425,10 +431,19 @@ impl Daemon {
     /// 5 s), DNS64 and the metrics stop, then the workers. The TUN device, and with it every
     /// route gate64 added to it, goes when the process closes its queues (the routes live on
     /// the device, so no privilege is needed to remove them). Whatever has not finished by
-    /// `grace` is abandoned with a warning.
+    /// `grace` is abandoned with a warning. The control socket's file is removed first.
     pub async fn shutdown(self, grace: Duration) -> Result<()> {
         let deadline = tokio::time::Instant::now() + grace;
         let _ = self.stop_tx.send(true);
+        if let Some(socket) = lock(&self.control_socket).take()
+            && let Err(e) = socket.remove()
+        {
+            tracing::warn!(
+                socket = %socket.path().display(),
+                error = %e,
+                "the control socket could not be removed; the next start replaces it"
+            );
+        }
         if let Some(sessions) = self.sessions.clone() {
             let sadb = self.shared.sadb().cloned();
             let ended =

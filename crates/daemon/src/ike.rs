@@ -91,7 +91,7 @@ fn read_credentials(cfg: &Config) -> Result<Option<(Credentials, TrustAnchors)>>
         return Ok(None);
     };
     let read = |key: &str, path: &std::path::Path| {
-        std::fs::read(path).with_context(|| format!("reading `{key}` ({})", path.display()))
+        std::fs::read(path).with_context(|| format!("{key}: cannot read {}", path.display()))
     };
     let credentials = Credentials::from_pem(
         &read("ipsec.certificate", cert)?,
@@ -158,7 +158,7 @@ fn read_user_anchors(cfg: &Config, crls: &Crls) -> Result<Option<TrustAnchors>> 
         return Ok(None);
     };
     let pem = std::fs::read(path)
-        .with_context(|| format!("reading `ipsec.user_ca` ({})", path.display()))?;
+        .with_context(|| format!("ipsec.user_ca: cannot read {}", path.display()))?;
     let anchors = TrustAnchors::from_pem(&pem)
         .map_err(|e| anyhow::anyhow!("`ipsec.user_ca` ({}): {e}", path.display()))?;
     Ok(Some(
@@ -350,9 +350,20 @@ fn on_event(sadb: &SaDb, stats: &IpsecStats, sessions: Option<&Sessions>, event:
             responder::RekeyKind::Ike => RekeyKind::Ike,
             _ => RekeyKind::Child,
         }),
-        Event::Negotiation { result, duration } => {
+        Event::Negotiation {
+            result,
+            duration,
+            peer,
+            identity,
+        } => {
             if let Err(why) = &result {
-                info!(reason = why.label(), "IKE negotiation failed");
+                info!(
+                    reason = why.label(),
+                    peer = %peer.map_or_else(|| "unknown".to_owned(), |p| p.to_string()),
+                    identity = %identity.as_deref().map_or_else(|| "none".to_owned(), log_text),
+                    cause = %log_text(why.cause()),
+                    "IKE negotiation failed"
+                );
             }
             stats.negotiation(ike_result(&result), duration);
         }
@@ -364,6 +375,24 @@ fn on_event(sadb: &SaDb, stats: &IpsecStats, sessions: Option<&Sessions>, event:
         }
         _ => {}
     }
+}
+
+/// The most bytes of client-supplied text (a claimed identity) that one log line carries.
+const LOG_TEXT_MAX: usize = 256;
+
+/// Client-supplied text made safe for one log line: control characters, quotes and
+/// backslashes escaped as Rust writes them (`\n`, `\u{1b}`, `\"`), at most
+/// [`LOG_TEXT_MAX`] bytes, a cut one ending with `…`.
+fn log_text(text: &str) -> String {
+    let escaped: String = text.chars().flat_map(char::escape_debug).collect();
+    if escaped.len() <= LOG_TEXT_MAX {
+        return escaped;
+    }
+    let mut end = LOG_TEXT_MAX - '…'.len_utf8();
+    while !escaped.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}…", &escaped[..end])
 }
 
 /// The `result` label of a negotiation's outcome.
@@ -390,6 +419,23 @@ fn ike_result(result: &Result<(), Refusal>) -> IkeResult {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A claimed identity is the client's text: one log line, escaped, at most 256 bytes.
+    #[test]
+    fn client_text_is_escaped_and_capped_for_the_log() {
+        assert_eq!(log_text("fqdn:client1.lab"), "fqdn:client1.lab");
+        assert_eq!(
+            log_text("fqdn:a\nreason=\"ok\"\u{1b}"),
+            "fqdn:a\\nreason=\\\"ok\\\"\\u{1b}"
+        );
+        let long = log_text(&"é".repeat(1000));
+        assert!(long.len() <= LOG_TEXT_MAX, "{}", long.len());
+        assert!(long.ends_with('…'), "{long}");
+        let exact = "x".repeat(LOG_TEXT_MAX);
+        assert_eq!(log_text(&exact), exact);
+        let cut = log_text(&"\n".repeat(LOG_TEXT_MAX));
+        assert!(cut.len() <= LOG_TEXT_MAX && !cut.contains('\n'), "{cut}");
+    }
 
     /// The IKE certificate of `gate64 certs` for `gw.gate64.lab` and `2001:db8:ffff::1`.
     fn lab_credentials(tag: &str) -> Credentials {

@@ -14,10 +14,7 @@ use tracing_subscriber::{EnvFilter, Registry, reload};
 /// `gate64 check-config`: the file parsed and its files read as `serve` would; its warnings.
 pub fn check_config(file: &Path) -> Result<()> {
     let cfg = Config::load(file)?;
-    check_files(&cfg)?;
-    // The IKE certificate, key and CA parsed as the daemon will, `ipsec.identity` checked
-    // against the certificate.
-    crate::ike::Reloaded::read(&cfg)?;
+    read_files(&cfg)?;
     for w in cfg.warnings() {
         println!("warning: {w}");
     }
@@ -31,6 +28,24 @@ fn check_files(cfg: &Config) -> Result<()> {
     cfg.check_files()?;
     if !cfg.accounting.radius.is_empty() {
         cfg.check_secret_file_owners(&privilege::daemon_uids(&cfg.server)?)?;
+    }
+    Ok(())
+}
+
+/// Reads and parses every file `cfg` names that the daemon loads when it starts, with the
+/// functions the daemon loads them with, so that `check-config` refuses what `serve` would:
+/// the files' presence and owners ([`check_files`]), the IP-HTTPS certificate, key, client CA
+/// and CRLs (as the listener builds its TLS configuration), the IKE certificate, key, CAs and
+/// CRLs with `ipsec.identity` checked against the certificate (as the responder takes them),
+/// and the RADIUS secrets.
+fn read_files(cfg: &Config) -> Result<()> {
+    check_files(cfg)?;
+    if crate::settings::iphttps_settings(cfg).is_some() {
+        crate::crl_files::iphttps_tls(cfg)?;
+    }
+    crate::ike::Reloaded::read(cfg)?;
+    if cfg.accounting.enabled() {
+        crate::accounting::radius_servers(cfg)?;
     }
     Ok(())
 }

@@ -81,6 +81,7 @@ fn child_sa(e: &InboundEntry, now: Instant) -> ChildSa {
         }
         .to_owned(),
         ike_spi: e.ike_spi,
+        ike_spi_hex: gate64_control::spi_hex(e.ike_spi),
         spi_in: e.sa.spi(),
         spi_out: out.spi(),
         udp_encap: e.peer().udp_encap,

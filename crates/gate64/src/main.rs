@@ -42,6 +42,34 @@ enum Command {
     /// namespaces: the real daemon, Teredo and IP-HTTPS clients with IPsec, NAT64/DNS64).
     Bench(bench::BenchArgs),
     /// Write a lab CA, an IP-HTTPS server certificate and a client certificate (PEM).
+    ///
+    /// Also the IPsec set, eighteen files in all into --out (keys mode 0600, each certificate
+    /// the leaf alone, ECDSA P-256; for labs only: the CA keys sit beside the certificates):
+    ///
+    /// ca.pem, ca.key: the lab CA ("gate64 lab CA"): IP-HTTPS clients trust it
+    /// (`gate64 connect --ca`), it is `iphttps.client_ca`, and IKE clients trust it for gate64.
+    ///
+    /// server.pem, server.key: the IP-HTTPS server certificate (serverAuth; the given names
+    /// and IPs) for `iphttps.certificate` and `iphttps.private_key`.
+    ///
+    /// client.pem, client.key: an IP-HTTPS client certificate (clientAuth).
+    ///
+    /// ipsec.pem, ipsec.key: gate64's IKE certificate (the given names and IPs) for
+    /// `ipsec.certificate` and `ipsec.private_key`.
+    ///
+    /// clients-ca.pem, clients-ca.key: the IPsec clients' CA, for `ipsec.ca` (issue more
+    /// clients with its key).
+    ///
+    /// ipsec-client.pem, ipsec-client.key: an IKE client certificate (client1.gate64.lab).
+    ///
+    /// ipsec-client-expired.pem, ipsec-client-expired.key: valid only in 2020 (refused as
+    /// expired).
+    ///
+    /// ipsec-client-otherca.pem, ipsec-client-otherca.key: from a CA nobody trusts (refused
+    /// as unknown CA).
+    ///
+    /// ipsec-client-serveronly.pem, ipsec-client-serveronly.key: serverAuth alone (refused
+    /// under `ipsec.client_eku = "strict"`).
     Certs(certs::CertsArgs),
     /// Connect this host to a gate64 server as a client (IP-HTTPS or Teredo), with a TUN device.
     Connect(connect::ConnectArgs),

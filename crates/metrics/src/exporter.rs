@@ -916,6 +916,25 @@ mod tests {
         assert_eq!(sample(&exporter.encode(), series), Some("5"));
     }
 
+    /// A Teredo client has no disconnect: the scrape's HELP says it is counted until its
+    /// idle timeout, and names the key that sets it.
+    #[test]
+    fn clients_help_says_a_gone_teredo_client_counts_until_its_idle_timeout() {
+        let (a, b) = two_workers();
+        let text = exporter(vec![a, b]).encode();
+        let help = text
+            .lines()
+            .find(|l| l.starts_with("# HELP gate64_clients "))
+            .expect("a HELP line for gate64_clients");
+        for needle in [
+            "limits.peer_idle_timeout_secs",
+            "has gone still counts",
+            "iphttps",
+        ] {
+            assert!(help.contains(needle), "{help:?} lacks {needle:?}");
+        }
+    }
+
     #[test]
     fn openmetrics_has_same_samples_and_eof() {
         let (a, b) = two_workers();

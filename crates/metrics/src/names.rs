@@ -8,11 +8,15 @@
 //! Label values come from the data plane (`Side::as_str`, `Direction::as_str`,
 //! `DropReason::as_str`) and are all low-cardinality: never a client address, SPI or port.
 
-/// Remote clients currently active, by transport. Gauge; label `transport` (`teredo`).
+/// Remote clients currently active, by transport. Gauge; label `transport` (`teredo`,
+/// `iphttps`).
 pub const CLIENTS: &str = "gate64_clients";
-/// Help text of [`CLIENTS`].
-pub const CLIENTS_HELP: &str = "Remote clients currently active, by transport. A Teredo client \
-    counts while it was heard from within the last 30 seconds.";
+/// Help text of [`CLIENTS`]. Teredo has no disconnect: a client that left is only seen to be
+/// gone when its peer entry times out, so the gauge says so.
+pub const CLIENTS_HELP: &str = "Remote clients, by transport. iphttps: connections with their \
+    link up. teredo: clients heard from within limits.peer_idle_timeout_secs (default 30 s); \
+    Teredo has no disconnect, so a client that has gone still counts until that idle timeout \
+    has passed since its last packet.";
 
 /// Entries in the Teredo relay's peer table. Gauge; no labels.
 pub const TEREDO_PEERS: &str = "gate64_teredo_peers";

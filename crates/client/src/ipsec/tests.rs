@@ -107,3 +107,20 @@ fn a_refusal_names_the_notify_its_cause_and_the_flags_to_change() {
     let unknown = InitiatorError::Notify(0).to_string();
     assert!(unknown.contains("unknown notify (0)"), "{unknown}");
 }
+
+#[test]
+fn a_server_certificate_without_the_expected_identity_names_both_and_the_flag() {
+    let e = InitiatorError::Auth(gate64_ike::auth::AuthError::ExpectedIdMismatch {
+        expected: "ip:2001:db8::1".into(),
+        carried: "fqdn:gate64.example.com, dn:CN=gate64.example.com".into(),
+    });
+    let text = e.to_string();
+    assert!(
+        text.contains("identity does not match the certificate"),
+        "{text}"
+    );
+    assert!(text.contains("expected ip:2001:db8::1"), "{text}");
+    assert!(text.contains("carries fqdn:gate64.example.com"), "{text}");
+    let hint = failure_hint(&e).expect("a hint naming the flag");
+    assert!(hint.contains("--ipsec-server-id"), "{hint}");
+}

@@ -199,7 +199,7 @@ async fn ask(path: &Path, line: &str) -> Vec<u8> {
 async fn the_socket_serves_the_snapshot_to_its_own_user() {
     let dir = std::env::temp_dir().join(format!("gate64-status-{}", std::process::id()));
     let path = dir.join("sub").join("control.sock");
-    let listener = bind(&path).unwrap();
+    let (listener, _bound) = bind(&path).unwrap();
     let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
     assert_eq!(mode(&path), 0o600);
     assert_eq!(mode(path.parent().unwrap()), 0o700);

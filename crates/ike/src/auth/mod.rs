@@ -232,6 +232,18 @@ pub enum AuthError {
     /// The ID payload names something the certificate does not vouch for.
     #[error("identity does not match the certificate")]
     IdMismatch,
+    /// The responder's certificate (which verified) does not hold the identity the initiator
+    /// was configured to expect of it ([`crate::initiator::Initiator::with_server_id`]).
+    #[error(
+        "identity does not match the certificate: expected {expected}, the certificate \
+         carries {carried}"
+    )]
+    ExpectedIdMismatch {
+        /// The identity expected, as [`Identity`]'s `Display` writes it (`ip:…`, `fqdn:…`).
+        expected: String,
+        /// Every identity the certificate holds ([`PeerCert::held_ids`]), comma-separated.
+        carried: String,
+    },
     /// An AUTH method this module does not handle (or does not produce, for signing).
     #[error("unsupported AUTH method {0}")]
     UnsupportedMethod(u8),

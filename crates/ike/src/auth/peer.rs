@@ -401,6 +401,19 @@ impl PeerCert {
             .collect()
     }
 
+    /// Every identity an ID payload can name this certificate by, in the spelling of
+    /// [`Identity`]'s `Display`: its subjectAltNames (`fqdn:`, `email:`, `ip:`), then its
+    /// subject DN (`dn:`, RFC 4514 escaping). For errors that say what a certificate holds.
+    pub fn held_ids(&self) -> Vec<String> {
+        let dns = self.dns_names.iter().map(|n| format!("fqdn:{n}"));
+        let emails = self.emails.iter().map(|e| format!("email:{e}"));
+        let ips = self.ips.iter().map(|a| format!("ip:{a}"));
+        dns.chain(emails)
+            .chain(ips)
+            .chain(std::iter::once(format!("dn:{}", self.subject)))
+            .collect()
+    }
+
     /// The DNS names of the subjectAltName extension.
     pub fn dns_names(&self) -> &[String] {
         &self.dns_names

@@ -184,12 +184,11 @@ impl Initiator {
         if !cert.matches_id(&Identity::from_payload_body(&p.id.body())?) {
             return Err(AuthError::IdMismatch);
         }
-        if self
-            .server_id
-            .as_ref()
-            .is_some_and(|id| !cert.matches_id(id))
-        {
-            return Err(AuthError::IdMismatch);
+        if let Some(id) = self.server_id.as_ref().filter(|id| !cert.matches_id(id)) {
+            return Err(AuthError::ExpectedIdMismatch {
+                expected: id.to_string(),
+                carried: cert.held_ids().join(", "),
+            });
         }
         let method =
             AuthMethod::from_code(p.method).ok_or(AuthError::UnsupportedMethod(p.method))?;

@@ -87,6 +87,12 @@ pub(super) fn after_verify(
             Refusal::Malformed,
         );
     };
+    let claimed = Identity::from_payload_body(&req.proof.id.body())
+        .ok()
+        .map(|id| id.to_string());
+    if let Some(sa) = r.sas.get_mut(&h.spi_r) {
+        sa.claimed_id.clone_from(&claimed);
+    }
     let identity = match verified {
         Ok(verified) => {
             remember_certificate(r, h.spi_r, &verified);
@@ -94,9 +100,6 @@ pub(super) fn after_verify(
         }
         Err(e) => {
             tracing::debug!(peer = %remote, error = %e, "ike client authentication failed");
-            let claimed = Identity::from_payload_body(&req.proof.id.body())
-                .ok()
-                .map(|id| id.to_string());
             return fail_auth(r, (h, now, started), remote, Refusal::from(&e), claimed);
         }
     };

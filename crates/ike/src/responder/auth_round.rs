@@ -237,8 +237,11 @@ pub(super) fn complete(
     if let Some(pair) = pair {
         r.event(Event::ChildSaUp(Box::new(pair)));
     }
+    let claimed = r.sas.get(&h.spi_r).and_then(|s| s.claimed_id.clone());
     r.event(Event::Negotiation {
         result,
+        peer: Some(remote),
+        identity: claimed,
         duration: now.saturating_duration_since(started),
     });
 }
@@ -296,11 +299,17 @@ pub(super) fn fail(
         h,
         vec![Payload::Notify(Notify::new(kind, Vec::new()))],
     );
-    if let Some(peer) = r.sas.get(&h.spi_r).map(|s| s.remote) {
+    let (peer, claimed) = match r.sas.get(&h.spi_r) {
+        Some(s) => (Some(s.remote), s.claimed_id.clone()),
+        None => (None, None),
+    };
+    if let Some(peer) = peer {
         r.refused(peer, reason.clone());
     }
     r.event(Event::Negotiation {
         result: Err(reason),
+        peer,
+        identity: claimed,
         duration: now.saturating_duration_since(started),
     });
     r.remove_sa(h.spi_r);

@@ -112,6 +112,15 @@ pub enum Refusal {
 }
 
 impl Refusal {
+    /// What went wrong, for a log line: the authentication error's text for
+    /// [`Refusal::Authentication`] (e.g. "certificate expired"), else the label.
+    pub fn cause(&self) -> &str {
+        match self {
+            Refusal::Authentication(text) => text,
+            other => other.label(),
+        }
+    }
+
     /// Metric label (`gate64_ike_negotiations_total{result}`).
     pub fn label(&self) -> &'static str {
         match self {
@@ -216,6 +225,13 @@ pub enum Event {
     Negotiation {
         /// Established, or why not.
         result: Result<(), Refusal>,
+        /// The client's address (the latest, IKE_AUTH may have moved it); `None` when its
+        /// half-open IKE SA was already gone.
+        peer: Option<SocketAddr>,
+        /// The identity the client claimed in its first IKE_AUTH request's IDi, unverified
+        /// (`fqdn:…`, `dn:…`, as [`crate::auth::Identity`] writes it); `None` before that
+        /// request, or when its IDi did not parse. Peer-controlled text: escape it for logs.
+        identity: Option<String>,
         /// From the first IKE_SA_INIT to the end.
         duration: Duration,
     },

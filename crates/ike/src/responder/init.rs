@@ -196,6 +196,8 @@ pub(super) fn handle(
             );
             r.event(Event::Negotiation {
                 result: Err(Refusal::NoProposal),
+                peer: Some(remote),
+                identity: None,
                 duration: Duration::ZERO,
             });
             return r.refused(remote, Refusal::NoProposal);

@@ -142,6 +142,9 @@ pub(crate) struct IkeSa {
     pub(crate) certificate: Option<(Arc<str>, i64)>,
     /// The IDi the client proved, as text (an FQDN, address, email, or the DN rendered).
     pub(crate) peer_id: Option<String>,
+    /// The IDi of the client's first IKE_AUTH request as [`crate::auth::Identity`] writes it
+    /// (`fqdn:…`, `dn:…`), before anything verified it: what a failed negotiation reports.
+    pub(crate) claimed_id: Option<String>,
     pub(crate) tunnel: Option<TunnelKind>,
     /// Whether this IKE SA may have child SAs for the intranet tunnel: fixed when it is
     /// established (not with `intranet_second_auth = "required"` unless the second round
@@ -201,6 +204,7 @@ impl IkeSa {
             identity_key: None,
             certificate: None,
             peer_id: None,
+            claimed_id: None,
             tunnel: None,
             intranet_allowed: false,
             certificates: Vec::new(),

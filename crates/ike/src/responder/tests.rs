@@ -568,13 +568,24 @@ fn rfc7296_2_21_2_client_from_another_ca_fails_authentication() {
         ))
     ));
     let ev = events(&mut r);
-    assert!(ev.iter().any(|e| matches!(
-        e,
-        Event::Negotiation {
-            result: Err(Refusal::Authentication(_)),
-            ..
-        }
-    )));
+    // What the daemon's "IKE negotiation failed" line prints: the cause, the client's
+    // address and the identity it claimed.
+    let (cause, peer, identity) = ev
+        .iter()
+        .find_map(|e| match e {
+            Event::Negotiation {
+                result: Err(why @ Refusal::Authentication(_)),
+                peer,
+                identity,
+                ..
+            } => Some((why.cause().to_owned(), *peer, identity.clone())),
+            _ => None,
+        })
+        .expect("an auth_failed negotiation");
+    assert_eq!(cause, "certificate not issued by a trusted CA");
+    assert!(peer.is_some(), "no peer address");
+    let identity = identity.expect("the claimed IDi");
+    assert!(identity.contains(':'), "{identity}");
     assert!(child_ups(&ev).is_empty());
     assert_eq!(
         (r.ike_sas(now).len(), r.half_open(), r.pool.leased()),
@@ -609,12 +620,22 @@ fn rfc7296_2_15_idr_the_client_asks_for_is_answered_when_the_certificate_holds_i
     let mut r = lab.responder(now, |_| {});
     let mut i = client(crate::auth::Identity::fqdn("elsewhere.lab"));
     exchange_all(&mut r, &mut i, now);
-    assert!(matches!(
-        i.poll_event(),
-        Some(InitiatorEvent::Failed(
-            crate::initiator::InitiatorError::Auth(crate::auth::AuthError::IdMismatch)
-        ))
-    ));
+    let Some(InitiatorEvent::Failed(crate::initiator::InitiatorError::Auth(e))) = i.poll_event()
+    else {
+        panic!("the client accepted a certificate without the identity it expects");
+    };
+    assert!(
+        matches!(e, crate::auth::AuthError::ExpectedIdMismatch { .. }),
+        "{e:?}"
+    );
+    // The identity expected and the ones the certificate carries.
+    let text = e.to_string();
+    assert!(text.contains("expected fqdn:elsewhere.lab"), "{text}");
+    assert!(
+        text.contains("the certificate carries fqdn:gate64.lab"),
+        "{text}"
+    );
+    assert!(text.contains("dn:"), "{text}");
 }
 
 #[test]

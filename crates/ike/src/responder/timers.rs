@@ -74,6 +74,8 @@ impl Responder {
                 let (peer, duration) = (sa.remote, now.saturating_duration_since(sa.started));
                 self.events.push_back(Event::Negotiation {
                     result: Err(Refusal::Timeout),
+                    peer: Some(peer),
+                    identity: sa.claimed_id.clone(),
                     duration,
                 });
                 self.refused(peer, Refusal::Timeout);
