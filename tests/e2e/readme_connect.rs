@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail, ensure};
 use gate64_testkit::{
-    CLIENT_GW_V4, CORP_HOST, METRICS_ADDR, Process, SERVER_V4, Topology, gate64_binary, wait_for,
+    CLIENT_GW_V4, CORP_HOST, METRICS_ADDR, SERVER_V4, Topology, gate64_binary, wait_for,
 };
 
 use crate::common::{IPHTTPS_PREFIX, gate64_lines, netns_test, path_str, serve_iphttps};

@@ -8,12 +8,12 @@ use std::net::IpAddr;
 use std::time::{Instant, SystemTime};
 
 use super::child::{self, ChildPlan, KeRule};
-use crate::child_sa::TunnelKind;
 use super::{Event, Refusal, Responder, uniqueness};
 use crate::auth::{
     AuthError, AuthMethod, CertSummary, Identity, IdentityKey, MAX_PEER_CERTS, RevocationKey,
     TrustAnchors,
 };
+use crate::child_sa::TunnelKind;
 use crate::message::{
     Configuration, Header, Identification, Notify, Payload, Proposal, TrafficSelector, cfg,
     find_notify, notify,
