@@ -1,9 +1,10 @@
 //! What revocation costs an IKE set-up: the responder's share of IKE_SA_INIT and IKE_AUTH
 //! (key exchange, chain and AUTH verification, our AUTH, the child SA) for a client whose CA
 //! has no CRL configured, and for one whose CA's CRL lists 100,000 other serial numbers (a
-//! large enterprise CA after years of lost laptops). webpki keeps a CRL's entries in an ordered
-//! map, so the lookup is O(log n); the CRL's own signature is checked on each verification,
-//! whatever its length. Only the responder's calls are timed (the initiator's work runs
+//! large enterprise CA after years of lost laptops). The CRL's own signature, whose check
+//! hashes the whole list, is checked once per issuer key, with the first chain that needs it
+//! (before the measurement here); after that revocation is a lookup in webpki's ordered map of
+//! the entries, O(log n). Only the responder's calls are timed (the initiator's work runs
 //! between them, outside the measurement); each set-up is a fresh client of one identity, whose
 //! new IKE SA replaces the previous one.
 //!
