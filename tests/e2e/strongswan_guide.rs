@@ -1,4 +1,5 @@
-//! docs/clients/strongswan.md run as an administrator would run it:
+//! docs/clients/strongswan.md run as an administrator would run it.
+//!
 //! `netns_strongswan_guide_two_tunnels_over_teredo` takes every titled block of the page
 //! verbatim, with only its two placeholders filled (`TEREDO_SERVER`, `GATE64_ENDPOINT`) and
 //! the server's `/etc/gate64/certs` replaced by the lab's directory:
@@ -17,6 +18,11 @@
 //! routed both selectors into `ipsec0` without a conflict with IKE traffic; a corporate host
 //! answers over IPv6 through the intranet tunnel, and DNS64 answers through the infrastructure
 //! tunnel with the synthesized address of an IPv4-only name.
+//!
+//! `netns_strongswan_guide_default_endpoint_conflicts_with_ike` shows the limitation the page
+//! works around: the same blocks without the `endpoint` line (gate64's IKE address is then
+//! `corpnet.address6`, DNS64's) leave the infrastructure tunnel uninstalled and DNS64 out of
+//! reach.
 
 use std::net::Ipv6Addr;
 use std::path::{Path, PathBuf};
@@ -24,7 +30,9 @@ use std::time::Duration;
 
 use anyhow::{Context, Result, bail, ensure};
 use gate64_testkit::strongswan::{Charon, VerbatimConfig, with_charon_logs};
-use gate64_testkit::{CORP_HOST, Gate64Options, SERVER_V4, Topology, gate64_binary, wait_for};
+use gate64_testkit::{
+    CORP_HOST, Gate64Options, Process, SERVER_V4, Topology, gate64_binary, wait_for,
+};
 
 use crate::common::{dig_in, gate64_lines, netns_test, path_str};
 use crate::nat64::{GATE_DNS, SYNTH, V4ONLY, nat64_dns64_toml, start_corp_dns};
@@ -48,6 +56,16 @@ fn netns_strongswan_guide_two_tunnels_over_teredo() {
         "netns_strongswan_guide_two_tunnels_over_teredo",
         Topology::builder().corp_ipv4(true),
         guide,
+    );
+}
+
+#[test]
+#[ignore = "netns: needs root"]
+fn netns_strongswan_guide_default_endpoint_conflicts_with_ike() {
+    netns_test(
+        "netns_strongswan_guide_default_endpoint_conflicts_with_ike",
+        Topology::builder().corp_ipv4(true),
+        default_endpoint,
     );
 }
 
@@ -88,8 +106,13 @@ fn block(page: &str, title: &str) -> Result<String> {
 
 /// The placeholders filled with the lab's values.
 fn fill(text: &str) -> String {
+    fill_with(text, ENDPOINT)
+}
+
+/// The placeholders filled, with `endpoint` as `GATE64_ENDPOINT`.
+fn fill_with(text: &str, endpoint: Ipv6Addr) -> String {
     text.replace("TEREDO_SERVER", &SERVER_V4.to_string())
-        .replace("GATE64_ENDPOINT", &ENDPOINT.to_string())
+        .replace("GATE64_ENDPOINT", &endpoint.to_string())
 }
 
 /// The non-empty lines of a shell block, each split into words.
@@ -128,6 +151,16 @@ fn toml_string(text: &str, key: &str) -> Result<String> {
         .with_context(|| format!("no {key} in\n{text}"))
 }
 
+/// The inbound packet count of `tunnel`'s child SA in `gate64 status`'s text (its
+/// `  <tunnel>: ` line, then `    in  <spi>, <n> bytes, <m> packets`).
+fn inbound_packets(status: &str, tunnel: &str) -> Option<u64> {
+    let head = format!("  {tunnel}: ");
+    let mut lines = status.lines().skip_while(|l| !l.starts_with(&head)).skip(1);
+    let line = lines.find(|l| l.trim_start().starts_with("in "))?;
+    let (_, packets) = line.rsplit_once(", ")?;
+    packets.strip_suffix(" packets")?.trim().parse().ok()
+}
+
 /// gate64 holds two IKE SAs and two child SAs.
 fn both_tunnels(topo: &Topology) -> bool {
     topo.metrics().is_ok_and(|m| {
@@ -135,13 +168,27 @@ fn both_tunnels(topo: &Topology) -> bool {
     })
 }
 
-fn guide(topo: &Topology) -> Result<()> {
-    let page = read_page()?;
+/// gate64 (the page's `gate64 certs` and `[ipsec]`, with NAT64 and DNS64), miredo and charon
+/// (the page's files) running, with `endpoint` as `GATE64_ENDPOINT`; `own_endpoint: false`
+/// leaves the page's `endpoint` line out, so that gate64 uses its default, `corpnet.address6`.
+struct GuideLab<'t> {
+    gate: Process,
+    miredo: Process,
+    charon: Charon<'t>,
+}
+
+fn start_lab<'t>(
+    topo: &'t Topology,
+    page: &str,
+    endpoint: Ipv6Addr,
+    own_endpoint: bool,
+) -> Result<GuideLab<'t>> {
     let bin = gate64_binary()?;
     let certs = topo.srv.dir().join("guide-certs");
+    let fill = |text: &str| fill_with(text, endpoint);
 
     // The server: the page's `gate64 certs` line and its [ipsec] section.
-    let certs_line = fill(&block(&page, "certs")?).replace(SERVER_CERTS, path_str(&certs)?);
+    let certs_line = fill(&block(page, "certs")?).replace(SERVER_CERTS, path_str(&certs)?);
     let lines = command_lines(&certs_line);
     let [argv] = lines.as_slice() else {
         bail!("the certs block is not one command line: {certs_line}");
@@ -153,9 +200,15 @@ fn guide(topo: &Topology) -> Result<()> {
     let mut run: Vec<&str> = vec![path_str(&bin)?];
     run.extend(argv[1..].iter().map(String::as_str));
     topo.srv.exec_ok(&run)?;
-    let ipsec = fill(&block(&page, "gate64.toml")?).replace(SERVER_CERTS, path_str(&certs)?);
+    let mut ipsec = fill(&block(page, "gate64.toml")?).replace(SERVER_CERTS, path_str(&certs)?);
+    if !own_endpoint {
+        ipsec = ipsec
+            .lines()
+            .filter(|l| !l.starts_with("endpoint ="))
+            .map(|l| format!("{l}\n"))
+            .collect();
+    }
     let pool6 = toml_string(&ipsec, "pool6")?;
-    let _dns = start_corp_dns(topo)?;
     let opts = Gate64Options {
         without_ipsec: false,
         extra: format!(
@@ -165,42 +218,76 @@ fn guide(topo: &Topology) -> Result<()> {
         ),
         ..Gate64Options::default()
     };
-    let mut gate = topo.start_gate64(&opts)?;
+    let gate = topo.start_gate64(&opts)?;
     // The corporate router sends the inner addresses back to gate64.
     topo.corp
         .ip(&["-6", "route", "replace", &pool6, "via", "2001:db8:100:1::1"])?;
 
     // Teredo with the page's miredo.conf, and the page's path check.
-    let mut miredo = topo.start_miredo_client_with(&fill(&block(&page, "miredo.conf")?))?;
+    let mut miredo = topo.start_miredo_client_with(&fill(&block(page, "miredo.conf")?))?;
     let teredo = topo.wait_client_address(&mut miredo, Duration::from_secs(30))?;
     println!("miredo qualified as {teredo}");
-    topo.ping6_all(&topo.cli, ENDPOINT, 3)
+    topo.ping6_all(&topo.cli, endpoint, 3)
         .context("ping the endpoint over Teredo before IKE")?;
 
     // charon with the page's files.
     let config = VerbatimConfig {
-        strongswan_conf: fill(&block(&page, "strongswan.conf")?),
-        swanctl_conf: fill(&block(&page, "swanctl.conf")?),
-        files: client_files(&block(&page, "client-files")?, &certs)?,
+        strongswan_conf: fill(&block(page, "strongswan.conf")?),
+        swanctl_conf: fill(&block(page, "swanctl.conf")?),
+        files: client_files(&block(page, "client-files")?, &certs)?,
     };
     let charon = Charon::start_verbatim(&topo.cli, "guide", &config)?;
-    let result = (|| -> Result<()> {
-        for argv in command_lines(&fill(&block(&page, "initiate")?)) {
+    Ok(GuideLab {
+        gate,
+        miredo,
+        charon,
+    })
+}
+
+/// Runs the page's `swanctl` lines in order and returns each one's output; with `complete`,
+/// every `--initiate` must end with "initiate completed successfully".
+fn swanctl_lines(
+    charon: &Charon<'_>,
+    page: &str,
+    endpoint: Ipv6Addr,
+    complete: bool,
+) -> Result<Vec<String>> {
+    let mut outputs = Vec::new();
+    for argv in command_lines(&fill_with(&block(page, "initiate")?, endpoint)) {
+        ensure!(
+            argv.first().map(String::as_str) == Some("swanctl"),
+            "{argv:?}"
+        );
+        let args: Vec<&str> = argv[1..].iter().map(String::as_str).collect();
+        let out = match charon.swanctl(&args, SWANCTL_TIMEOUT) {
+            Ok(out) => out,
+            Err(e) if !complete => format!("{e:#}"),
+            Err(e) => return Err(e),
+        };
+        println!("$ {}\n{out}", argv.join(" "));
+        if complete && args.first() == Some(&"--initiate") {
             ensure!(
-                argv.first().map(String::as_str) == Some("swanctl"),
-                "{argv:?}"
+                out.contains("initiate completed successfully"),
+                "{}:\n{out}",
+                argv.join(" ")
             );
-            let args: Vec<&str> = argv[1..].iter().map(String::as_str).collect();
-            let out = charon.swanctl(&args, SWANCTL_TIMEOUT)?;
-            println!("$ {}\n{out}", argv.join(" "));
-            if args.first() == Some(&"--initiate") {
-                ensure!(
-                    out.contains("initiate completed successfully"),
-                    "{}:\n{out}",
-                    argv.join(" ")
-                );
-            }
         }
+        outputs.push(out);
+    }
+    Ok(outputs)
+}
+
+fn guide(topo: &Topology) -> Result<()> {
+    let page = read_page()?;
+    let bin = gate64_binary()?;
+    let _dns = start_corp_dns(topo)?;
+    let GuideLab {
+        mut gate,
+        mut miredo,
+        charon,
+    } = start_lab(topo, &page, ENDPOINT, true)?;
+    let result = (|| -> Result<()> {
+        swanctl_lines(&charon, &page, ENDPOINT, true)?;
         charon.wait_established(2, 2, SETTLE_TIMEOUT)?;
         ensure!(
             wait_for(SETTLE_TIMEOUT, || both_tunnels(topo).then_some(())).is_some(),
@@ -271,14 +358,16 @@ fn guide(topo: &Topology) -> Result<()> {
         path_str(&topo.srv.dir().join("control.sock"))?,
     ])?;
     println!("{status}");
-    for needle in [
-        "2 child SAs, 1 clients",
-        "  infrastructure: ",
-        "  intranet: ",
-    ] {
+    ensure!(
+        status.contains("2 child SAs, 1 clients"),
+        "gate64 status:\n{status}"
+    );
+    // DNS64 went through the infrastructure tunnel, the pings through the intranet tunnel.
+    for tunnel in ["infrastructure", "intranet"] {
+        let packets = inbound_packets(&status, tunnel);
         ensure!(
-            status.contains(needle),
-            "no {needle:?} in gate64 status:\n{status}"
+            packets.is_some_and(|p| p > 0),
+            "gate64 status shows no packets in from the {tunnel} tunnel ({packets:?}):\n{status}"
         );
     }
     let dns = m.sum("gate64_dns64_queries_total", &[("result", "synthesized")]);
@@ -312,8 +401,82 @@ mod parsing {
         }
         let files = client_files(&block(&page, "client-files")?, Path::new("/c"))?;
         assert!(files.contains(&("x509ca".to_owned(), PathBuf::from("/c/ca.pem"))));
+        let status = "gate64 x\n  infrastructure: IKE 1\n    certificate: c\n    \
+                      in  19a4ad03, 108 bytes, 1 packets\n    out f6, 124 bytes, 1 packets\n  \
+                      intranet: IKE 2\n    in  36, 0 bytes, 0 packets\n";
+        assert_eq!(inbound_packets(status, "infrastructure"), Some(1));
+        assert_eq!(inbound_packets(status, "intranet"), Some(0));
+        assert_eq!(inbound_packets(status, "other"), None);
         let swanctl = fill(&block(&page, "swanctl.conf")?);
         assert!(!swanctl.contains("GATE64_ENDPOINT") && swanctl.contains(&ENDPOINT.to_string()));
         Ok(())
     }
+}
+
+/// The page's limitation, shown: without its own `endpoint` gate64's IKE address is
+/// `corpnet.address6`, DNS64's address, which the infrastructure selector is and the intranet
+/// selector contains. charon then refuses the infrastructure child SA ("conflicts with IKE
+/// traffic"), takes that address out of the intranet tunnel with an exclude route, and DNS64
+/// does not answer: the query leaves in clear and gate64 drops it (`no_sa`).
+fn default_endpoint(topo: &Topology) -> Result<()> {
+    let page = read_page()?;
+    let _dns = start_corp_dns(topo)?;
+    let address6: Ipv6Addr = GATE_DNS.parse()?;
+    let lab = start_lab(topo, &page, address6, false)?;
+    let charon = &lab.charon;
+    let result = (|| -> Result<()> {
+        swanctl_lines(charon, &page, address6, false)?;
+        let log = std::fs::read_to_string(charon.log_path())?;
+        for line in log.lines().filter(|l| {
+            l.contains("conflicts with IKE traffic")
+                || l.contains("unable to install")
+                || l.contains("exclude route")
+        }) {
+            println!("charon: {line}");
+        }
+        ensure!(
+            log.contains("conflicts with IKE traffic"),
+            "charon did not refuse a route for its IKE peer's address"
+        );
+        // The intranet selector contains the peer: an exclude route takes that one address
+        // out of the tunnel.
+        let table = topo.cli.ip(&["-6", "route", "show", "table", "220"])?;
+        println!("ip -6 route show table 220:\n{table}");
+        ensure!(
+            table.contains(&format!("throw {GATE_DNS} ")),
+            "no exclude route for the IKE peer in table 220:\n{table}"
+        );
+        let answer = dig_in(
+            &topo.cli,
+            &[
+                &format!("@{GATE_DNS}"),
+                "+short",
+                "+tries=1",
+                "+time=3",
+                "AAAA",
+                V4ONLY,
+            ],
+        )?;
+        println!("dig: {answer}");
+        ensure!(
+            !answer.contains(&SYNTH.to_string()),
+            "DNS64 answered through the tunnels although the endpoint is its address: {answer}"
+        );
+        Ok(())
+    })();
+    with_charon_logs(result, &[charon])?;
+    // The query left outside the tunnels and gate64 dropped it; only the intranet child SA
+    // is up.
+    let m = topo.metrics()?;
+    let no_sa = m.sum("gate64_drops_total", &[("reason", "no_sa")]);
+    let children = m.sum("gate64_ipsec_qmsa", &[]);
+    let ok = m.sum("gate64_ike_negotiations_total", &[("result", "ok")]);
+    ensure!(
+        no_sa >= 1.0 && children == 1.0 && ok == 2.0,
+        "expected the DNS query dropped as no_sa, 1 child SA and 2 negotiations ok: {no_sa}, \
+         {children}, {ok}\n{}",
+        gate64_lines(&m)
+    );
+    let mut gate = lab.gate;
+    gate.ensure_running()
 }
