@@ -380,39 +380,6 @@ fn guide(topo: &Topology) -> Result<()> {
     miredo.ensure_running()
 }
 
-#[cfg(test)]
-mod parsing {
-    use super::*;
-
-    /// The page has every block the namespace test runs, each once, and they parse.
-    #[test]
-    fn the_page_has_every_block() -> Result<()> {
-        let page = read_page()?;
-        for title in [
-            "certs",
-            "gate64.toml",
-            "client-files",
-            "miredo.conf",
-            "strongswan.conf",
-            "swanctl.conf",
-            "initiate",
-        ] {
-            block(&page, title)?;
-        }
-        let files = client_files(&block(&page, "client-files")?, Path::new("/c"))?;
-        assert!(files.contains(&("x509ca".to_owned(), PathBuf::from("/c/ca.pem"))));
-        let status = "gate64 x\n  infrastructure: IKE 1\n    certificate: c\n    \
-                      in  19a4ad03, 108 bytes, 1 packets\n    out f6, 124 bytes, 1 packets\n  \
-                      intranet: IKE 2\n    in  36, 0 bytes, 0 packets\n";
-        assert_eq!(inbound_packets(status, "infrastructure"), Some(1));
-        assert_eq!(inbound_packets(status, "intranet"), Some(0));
-        assert_eq!(inbound_packets(status, "other"), None);
-        let swanctl = fill(&block(&page, "swanctl.conf")?);
-        assert!(!swanctl.contains("GATE64_ENDPOINT") && swanctl.contains(&ENDPOINT.to_string()));
-        Ok(())
-    }
-}
-
 /// The page's limitation, shown: without its own `endpoint` gate64's IKE address is
 /// `corpnet.address6`, DNS64's address, which the infrastructure selector is and the intranet
 /// selector contains. charon then refuses the infrastructure child SA ("conflicts with IKE
@@ -479,4 +446,37 @@ fn default_endpoint(topo: &Topology) -> Result<()> {
     );
     let mut gate = lab.gate;
     gate.ensure_running()
+}
+
+#[cfg(test)]
+mod parsing {
+    use super::*;
+
+    /// The page has every block the namespace test runs, each once, and they parse.
+    #[test]
+    fn the_page_has_every_block() -> Result<()> {
+        let page = read_page()?;
+        for title in [
+            "certs",
+            "gate64.toml",
+            "client-files",
+            "miredo.conf",
+            "strongswan.conf",
+            "swanctl.conf",
+            "initiate",
+        ] {
+            block(&page, title)?;
+        }
+        let files = client_files(&block(&page, "client-files")?, Path::new("/c"))?;
+        assert!(files.contains(&("x509ca".to_owned(), PathBuf::from("/c/ca.pem"))));
+        let status = "gate64 x\n  infrastructure: IKE 1\n    certificate: c\n    \
+                      in  19a4ad03, 108 bytes, 1 packets\n    out f6, 124 bytes, 1 packets\n  \
+                      intranet: IKE 2\n    in  36, 0 bytes, 0 packets\n";
+        assert_eq!(inbound_packets(status, "infrastructure"), Some(1));
+        assert_eq!(inbound_packets(status, "intranet"), Some(0));
+        assert_eq!(inbound_packets(status, "other"), None);
+        let swanctl = fill(&block(&page, "swanctl.conf")?);
+        assert!(!swanctl.contains("GATE64_ENDPOINT") && swanctl.contains(&ENDPOINT.to_string()));
+        Ok(())
+    }
 }
