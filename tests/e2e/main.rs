@@ -42,5 +42,6 @@ mod radius;
 mod readme_connect;
 mod scale_out;
 mod status_page;
+mod strongswan_guide;
 mod teredo;
 mod teredo_edge;

@@ -15,7 +15,7 @@ use crate::teredo::{promtool_check, qualify};
 /// Pref64 of the lab: a network-specific prefix, since the IPv4 host is private (RFC 6052 §3.1).
 pub(crate) const PREF64: &str = "2001:db8:64::/96";
 /// The IPv4-only host 10.20.0.2 inside Pref64.
-const SYNTH: Ipv6Addr = Ipv6Addr::new(0x2001, 0xdb8, 0x64, 0, 0, 0, 0x0a14, 0x0002);
+pub(crate) const SYNTH: Ipv6Addr = Ipv6Addr::new(0x2001, 0xdb8, 0x64, 0, 0, 0, 0x0a14, 0x0002);
 /// gate64's corporate address, where its DNS64 answers clients.
 pub(crate) const GATE_DNS: &str = "2001:db8:100::1";
 /// The IPv4-only host's name at the upstream resolver (an A record only).

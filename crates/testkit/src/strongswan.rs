@@ -94,6 +94,20 @@ const SWANCTL_TIMEOUT: Duration = Duration::from_secs(20);
 /// Lines of charon's log shown by [`Charon::log_tail`] in reports.
 pub const LOG_TAIL_LINES: usize = 80;
 
+/// A charon configuration as an administrator writes it, for [`Charon::start_verbatim`]:
+/// `strongswan.conf` and `swanctl.conf` taken as they are, and credential files copied into
+/// `swanctl/` under their own names.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct VerbatimConfig {
+    /// The whole `strongswan.conf`.
+    pub strongswan_conf: String,
+    /// The whole `swanctl.conf`.
+    pub swanctl_conf: String,
+    /// Credentials: the `swanctl/` subdirectory (`x509`, `x509ca`, `private`, ...) and the
+    /// file copied into it.
+    pub files: Vec<(String, PathBuf)>,
+}
+
 /// A running charon in a namespace. Dropping it stops charon (SIGTERM, then SIGKILL), prints
 /// its log's tail if the thread is panicking, and removes its directory.
 #[derive(Debug)]
@@ -111,6 +125,26 @@ impl<'a> Charon<'a> {
     /// answers on its vici socket. `label` (letters, digits, `-`) names its log. At most one
     /// charon per namespace: each binds UDP 500 and 4500 and creates the `ipsec0` device.
     pub fn start(ns: &'a Netns, label: &str, config: CharonConfig) -> Result<Charon<'a>> {
+        Charon::launch(ns, label, |charon| charon.write_files(&config))
+    }
+
+    /// [`Charon::start`] with configuration text as an administrator writes it
+    /// ([`VerbatimConfig`]): `strongswan.conf` and `swanctl.conf` are written as given, and
+    /// only this charon's own vici socket and log file are appended to `strongswan.conf`, so
+    /// that charons in several namespaces do not share the default socket.
+    pub fn start_verbatim(
+        ns: &'a Netns,
+        label: &str,
+        config: &VerbatimConfig,
+    ) -> Result<Charon<'a>> {
+        Charon::launch(ns, label, |charon| charon.write_verbatim(config))
+    }
+
+    fn launch(
+        ns: &'a Netns,
+        label: &str,
+        write: impl FnOnce(&Charon<'a>) -> Result<()>,
+    ) -> Result<Charon<'a>> {
         ensure!(
             !label.is_empty()
                 && label
@@ -134,7 +168,7 @@ impl<'a> Charon<'a> {
             swanctl,
             process: None,
         };
-        charon.write_files(&config)?;
+        write(&charon)?;
         let conf = charon.dir.join("strongswan.conf");
         let env = format!("STRONGSWAN_CONF={}", conf.display());
         let mut process = ns.spawn(&format!("charon-{label}"), &["env", &env, CHARON_BIN])?;
@@ -158,13 +192,50 @@ impl<'a> Charon<'a> {
         Ok(charon)
     }
 
-    fn write_files(&self, config: &CharonConfig) -> Result<()> {
+    /// Creates `swanctl/` with every directory `swanctl --load-all` opens, so that it
+    /// reports no missing ones.
+    fn make_swanctl_dirs(&self) -> Result<PathBuf> {
         let swanctl_dir = self.dir.join("swanctl");
-        // Every directory swanctl --load-all opens, so that it reports no missing ones.
         for sub in SWANCTL_SUBDIRS {
             fs::create_dir_all(swanctl_dir.join(sub))
                 .with_context(|| format!("creating {}/{sub}", swanctl_dir.display()))?;
         }
+        Ok(swanctl_dir)
+    }
+
+    fn write_verbatim(&self, config: &VerbatimConfig) -> Result<()> {
+        let swanctl_dir = self.make_swanctl_dirs()?;
+        for (sub, file) in &config.files {
+            ensure!(
+                SWANCTL_SUBDIRS.contains(&sub.as_str()),
+                "{sub:?} is not a swanctl credential directory ({SWANCTL_SUBDIRS:?})"
+            );
+            let name = file
+                .file_name()
+                .with_context(|| format!("{} has no file name", file.display()))?;
+            fs::copy(file, swanctl_dir.join(sub).join(name))
+                .with_context(|| format!("copying {}", file.display()))?;
+        }
+        let dir = self.dir.display();
+        let plumbing = format!(
+            "\n# gate64_testkit: this charon's own vici socket and log file.\n\
+             charon-systemd {{\n  filelog {{\n    charon {{\n      path = {dir}/charon.log\n      \
+             default = 1\n      ike = 2\n      cfg = 2\n      time_format = %H:%M:%S\n      \
+             ike_name = yes\n      flush_line = yes\n      append = no\n    }}\n  }}\n  \
+             journal {{\n    default = -1\n  }}\n  plugins {{\n    vici {{\n      \
+             socket = unix://{dir}/charon.vici\n    }}\n  }}\n}}\n\
+             swanctl {{\n  load = {TOOL_PLUGINS}\n  socket = unix://{dir}/charon.vici\n}}\n"
+        );
+        fs::write(
+            self.dir.join("strongswan.conf"),
+            format!("{}{plumbing}", config.strongswan_conf),
+        )?;
+        fs::write(swanctl_dir.join("swanctl.conf"), &config.swanctl_conf)?;
+        Ok(())
+    }
+
+    fn write_files(&self, config: &CharonConfig) -> Result<()> {
+        let swanctl_dir = self.make_swanctl_dirs()?;
         // swanctl reads one certificate per file: split a chain, leaf first.
         let pem = fs::read_to_string(&config.certs.cert)
             .with_context(|| format!("reading {}", config.certs.cert.display()))?;

@@ -356,6 +356,17 @@ impl Topology {
             .spawn("miredo-client", &miredo_argv(&bin, &conf, &pid))
     }
 
+    /// Starts Debian's `miredo` in `tcli` with `conf` as its whole `miredo.conf` (e.g. a
+    /// document's example, taken as written); its `InterfaceName` must be `teredo` for
+    /// [`Topology::wait_client_address`].
+    pub fn start_miredo_client_with(&self, conf: &str) -> Result<Process> {
+        let bin = tool("miredo", "miredo")?;
+        let conf = self.cli.write_file("miredo-client.conf", conf)?;
+        let pid = self.cli.dir().join("miredo-client.pid");
+        self.cli
+            .spawn("miredo-client", &miredo_argv(&bin, &conf, &pid))
+    }
+
     /// Polls `ip -6 addr show dev teredo` in `tcli` until the client has an address in
     /// [`TEREDO_PREFIX`] (it qualified) and its default route via `teredo` is in place, or
     /// fails after `timeout` with the client's log.
