@@ -106,6 +106,12 @@ fn a_refusal_names_the_notify_its_cause_and_the_flags_to_change() {
     );
     let unknown = InitiatorError::Notify(0).to_string();
     assert!(unknown.contains("unknown notify (0)"), "{unknown}");
+    // A responder's Delete is said as such, not as a notify numbered 0.
+    let deleted = InitiatorError::Deleted.to_string();
+    assert!(
+        deleted.contains("deleted the IKE SA") && deleted.contains("session log"),
+        "{deleted}"
+    );
 }
 
 #[test]

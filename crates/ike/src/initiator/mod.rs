@@ -113,6 +113,13 @@ pub enum InitiatorError {
     /// No response after every retransmission.
     #[error("no response")]
     Timeout,
+    /// The responder deleted the IKE SA (an INFORMATIONAL Delete, RFC 7296 §1.4.1).
+    #[error(
+        "the responder deleted the IKE SA: its administrator disconnected this client, its \
+         certificate was revoked or expired, it did not authenticate anew in time, or another \
+         IKE SA of the same identity took its tunnel (gate64's session log names the reason)"
+    )]
+    Deleted,
     /// Our crypto library failed.
     #[error("crypto failure")]
     Crypto,
@@ -561,7 +568,7 @@ impl Initiator {
             self.transmits.push_back((self.local, self.remote, bytes));
         }
         if deleted {
-            self.fail(InitiatorError::Notify(0));
+            self.fail(InitiatorError::Deleted);
         }
     }
 }

@@ -1305,7 +1305,7 @@ fn disconnect_sends_a_delete_and_removes_the_sas_it_names() {
     use super::DisconnectTarget;
     let lab = Lab::new();
     let now = Instant::now();
-    let (mut r, i, pair) = established_pair(&lab, now, |_| {});
+    let (mut r, mut i, pair) = established_pair(&lab, now, |_| {});
     assert!(
         r.disconnect(now, &DisconnectTarget::Identity("CN=nobody".into()))
             .is_empty()
@@ -1328,6 +1328,17 @@ fn disconnect_sends_a_delete_and_removes_the_sas_it_names() {
     assert!(
         matches!(payloads.as_slice(), [Payload::Delete(d)] if d.protocol == transform::PROTO_IKE),
         "{payloads:?}"
+    );
+    // The client is told its IKE SA was deleted, as such (not as an error notify).
+    i.handle(now, &delete.bytes);
+    assert!(
+        matches!(
+            i.poll_event(),
+            Some(InitiatorEvent::Failed(
+                crate::initiator::InitiatorError::Deleted
+            ))
+        ),
+        "the initiator reports the Delete"
     );
     let ended = Event::IkeSaEnded {
         spi_r: removed[0].spi_r,
