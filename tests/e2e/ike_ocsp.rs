@@ -13,6 +13,9 @@
 //!   unavailable. After a reload to `ocsp = "require"`, a new
 //!   certificate naming the port nobody listens on is refused as `ocsp_unavailable`, and
 //!   `good` still connects.
+//! - `netns_ike_ocsp_soft_lets_twenty_clients_in_while_the_responder_is_silent`: `ocsp =
+//!   "soft"`, one verification thread, 20 clients at once whose certificates name a responder
+//!   that never answers: all 20 build both tunnels.
 
 use std::net::{Ipv6Addr, TcpListener};
 use std::path::PathBuf;
@@ -39,6 +42,142 @@ const OCSP_PORT: u16 = 8888;
 const DOWN_PORT: u16 = 8889;
 /// A port whose listener accepts and never answers.
 const MUTE_PORT: u16 = 8890;
+
+/// Clients that connect at once while their OCSP responder does not answer.
+const AT_ONCE: usize = 20;
+
+/// `ocsp = "soft"` with one verification thread, and a responder that takes every connection
+/// and answers nothing (as a blackholed one, it holds a lookup its whole timeout): 20 clients,
+/// each with its own certificate naming that responder, build both tunnels at once. The first
+/// lookup holds the one thread at most 5 s; the responder is then not asked again for 30 s,
+/// so the other lookups fail at once and soft lets every client in, well within the half-open
+/// timeout.
+#[test]
+#[ignore = "netns: needs root"]
+fn netns_ike_ocsp_soft_lets_twenty_clients_in_while_the_responder_is_silent() {
+    netns_test(
+        "netns_ike_ocsp_soft_lets_twenty_clients_in_while_the_responder_is_silent",
+        Topology::builder(),
+        twenty_at_once,
+    );
+}
+
+fn twenty_at_once(topo: &Topology) -> Result<()> {
+    let ca = OpensslCa::new(
+        &topo.srv,
+        topo.srv.dir().join("ocsp-ca"),
+        "gate64 lab OCSP CA",
+    )?;
+    let url = format!("http://[{RESPONDER}]:{MUTE_PORT}");
+    let clients: Vec<(PathBuf, PathBuf)> = (0..AT_ONCE)
+        .map(|i| {
+            let name = format!("silent{i}");
+            ca.issue(
+                &name,
+                (
+                    &format!("/CN={name}.gate64.lab"),
+                    &format!("{name}.gate64.lab"),
+                ),
+                Some(&url),
+            )
+        })
+        .collect::<Result<_>>()?;
+    let ca_pem = ca.dir.join("ca.pem");
+    let lab = TeredoIpsecLab::start_with(
+        topo,
+        Some(&ca_pem),
+        "ocsp = \"soft\"\nauth_threads = 1\n",
+        Some("info"),
+    )?;
+    route_corp_to_gate64(topo)?;
+    // Twenty sites: each client in a /48 of its own, so that the per-host shares of the
+    // half-open table and the verification queue (tested elsewhere) do not decide this.
+    let sources: Vec<Ipv6Addr> = (0..AT_ONCE as u16)
+        .map(|i| Ipv6Addr::new(0x2001, 0xdb8, 0x1b00 + i, 0, 0, 0, 0, 1))
+        .collect();
+    for source in &sources {
+        corp_sources(topo, &format!("{source}/128"), &[*source])?;
+    }
+    // The silent responder: takes each connection and holds it without a byte, so gate64's
+    // lookup runs into its own deadline.
+    let responder: Ipv6Addr = RESPONDER.parse()?;
+    let listener = topo
+        .corp
+        .run_in(move || TcpListener::bind((responder, MUTE_PORT)))??;
+    listener.set_nonblocking(true)?;
+    let stop = Arc::new(AtomicBool::new(false));
+    let holder = {
+        let stop = Arc::clone(&stop);
+        std::thread::spawn(move || {
+            let mut held = Vec::new();
+            while !stop.load(Ordering::Relaxed) {
+                match listener.accept() {
+                    Ok((conn, _)) => held.push(conn),
+                    Err(_) => std::thread::sleep(Duration::from_millis(20)),
+                }
+            }
+            held.len()
+        })
+    };
+    let before = topo.metrics()?;
+    let mut joins = Vec::new();
+    for (client, source) in clients.iter().zip(sources.iter().copied()) {
+        let configs = tunnel_configs(&lab.certs, client)?;
+        joins.push(
+            topo.corp
+                .run_in(move || std::thread::spawn(move || build_both_from(configs, source)))?,
+        );
+    }
+    let results: Vec<Result<Duration>> = joins
+        .into_iter()
+        .map(|j| {
+            j.join()
+                .map_err(|_| anyhow::anyhow!("a client's thread panicked"))
+                .and_then(|r| r)
+        })
+        .collect();
+    stop.store(true, Ordering::Relaxed);
+    let connections = holder
+        .join()
+        .map_err(|_| anyhow::anyhow!("the silent responder's thread panicked"))?;
+    let m = metrics_when(topo, |m| {
+        ocsp_count(m, "unavailable") - ocsp_count(&before, "unavailable") >= AT_ONCE as f64
+            && m.sum("gate64_ipsec_mmsa", &[]) == 2.0 * AT_ONCE as f64
+    })?;
+    let admitted = results.iter().filter(|r| r.is_ok()).count();
+    let slowest = results
+        .iter()
+        .filter_map(|r| r.as_ref().ok())
+        .max()
+        .copied()
+        .unwrap_or_default();
+    println!(
+        "{admitted} of {AT_ONCE} clients built both tunnels, the slowest in {:.1} s; the silent \
+         responder was asked {connections} time(s)",
+        slowest.as_secs_f64()
+    );
+    let refusals: Vec<String> = results
+        .iter()
+        .filter_map(|r| r.as_ref().err().map(|e| format!("{e:#}")))
+        .collect();
+    ensure!(
+        admitted == AT_ONCE,
+        "only {admitted} of {AT_ONCE} clients got in: {refusals:?}\n{}",
+        gate64_lines(&m)
+    );
+    ensure!(
+        m.sum("gate64_ipsec_mmsa", &[]) == 2.0 * AT_ONCE as f64,
+        "gate64 does not hold two IKE SAs per client\n{}",
+        gate64_lines(&m)
+    );
+    ensure!(
+        ocsp_count(&m, "unavailable") - ocsp_count(&before, "unavailable") >= AT_ONCE as f64,
+        "the lookups were not counted as unavailable\n{}",
+        gate64_lines(&m)
+    );
+    ensure!(connections >= 1, "gate64 never asked the silent responder");
+    Ok(())
+}
 
 #[test]
 #[ignore = "netns: needs root"]
