@@ -59,6 +59,12 @@ fn netns_teredo_spoofer_reflects_nothing_without_ipsec() {
 fn spoofer_reflects_nothing(topo: &Topology) -> Result<()> {
     let vic = Netns::new("tvic")?;
     topo.srv.veth("vvic", &vic, "vsrv")?;
+    // gate64 sends datagrams to one destination as one UDP GSO send, and a veth carries such
+    // a super-packet whole: the victim's sockets get its datagrams one by one, but a packet
+    // capture would see them glued into one (two relayed bubbles as one "foreign" datagram).
+    // One segment per packet on this link makes the kernel split them before the veth, so the
+    // capture sees the datagrams the victim receives.
+    topo.srv.ip(&["link", "set", "vvic", "gso_max_segs", "1"])?;
     topo.srv.addr_add("vvic", "198.18.0.1/24")?;
     vic.addr_add("vsrv", &format!("{VICTIM_V4}/24"))?;
     vic.ip(&["route", "add", "default", "via", "198.18.0.1"])?;
@@ -97,7 +103,7 @@ fn spoofer_reflects_nothing(topo: &Topology) -> Result<()> {
     let sent = join_bounded(attack, ATTACK + Duration::from_secs(20))??;
     // Bubble retries for the attacker's queued packets run up to 8 s after it stopped.
     thread::sleep(Duration::from_secs(9));
-    let counts = listener.finish()?;
+    let (counts, foreign) = listener.finish()?;
     let window = started.elapsed().as_secs_f64();
     println!(
         "attack sent, by kind: {:?}",
@@ -114,7 +120,8 @@ fn spoofer_reflects_nothing(topo: &Topology) -> Result<()> {
     );
     ensure!(
         counts.foreign == 0 && counts.marked == 0,
-        "the victim received the attacker's bytes: {counts:?}"
+        "the victim received the attacker's bytes: {counts:?}; the first foreign packets: \
+         {foreign:#?}"
     );
     let bound = WORKERS * (RELAY_BURST + RELAY_PER_DESTINATION_PER_SEC * window);
     let bubbles = counts.bare_bubbles + counts.bubbles_with_trailers;
@@ -248,6 +255,7 @@ struct Listener {
     stop: Arc<AtomicBool>,
     handle: JoinHandle<Result<()>>,
     counts: Arc<Mutex<VictimCounts>>,
+    foreign: Arc<Mutex<Vec<String>>>,
     _sockets: Vec<UdpSocket>,
 }
 
@@ -264,7 +272,8 @@ impl Listener {
         let victim: Ipv4Addr = VICTIM_V4.parse()?;
         let stop = Arc::new(AtomicBool::new(false));
         let counts = Arc::new(Mutex::new(VictimCounts::default()));
-        let (flag, sink) = (stop.clone(), counts.clone());
+        let foreign = Arc::new(Mutex::new(Vec::new()));
+        let (flag, sink, foreign_seen) = (stop.clone(), counts.clone(), foreign.clone());
         let handle = thread::spawn(move || {
             let mut buf = [0u8; 65536];
             while !flag.load(Ordering::Relaxed) {
@@ -272,7 +281,15 @@ impl Listener {
                     continue;
                 };
                 if let Some(payload) = to_victim(packet, victim) {
-                    sink.lock().unwrap_or_else(|e| e.into_inner()).add(payload);
+                    let mut counts = sink.lock().unwrap_or_else(|e| e.into_inner());
+                    let foreign = counts.foreign;
+                    counts.add(payload);
+                    if counts.foreign > foreign {
+                        let mut seen = foreign_seen.lock().unwrap_or_else(|e| e.into_inner());
+                        if seen.len() < FOREIGN_KEPT {
+                            seen.push(describe(packet));
+                        }
+                    }
                 }
             }
             Ok(())
@@ -281,18 +298,36 @@ impl Listener {
             stop,
             handle,
             counts,
+            foreign,
             _sockets: sockets,
         })
     }
 
-    fn finish(self) -> Result<VictimCounts> {
+    /// What the victim received, and the first [`FOREIGN_KEPT`] packets that were neither
+    /// bubble kind, described.
+    fn finish(self) -> Result<(VictimCounts, Vec<String>)> {
         self.stop.store(true, Ordering::Relaxed);
         self.handle
             .join()
             .map_err(|_| anyhow::anyhow!("victim capture panicked"))?
             .context("victim capture")?;
-        Ok(*self.counts.lock().unwrap_or_else(|e| e.into_inner()))
+        let counts = *self.counts.lock().unwrap_or_else(|e| e.into_inner());
+        let foreign = std::mem::take(&mut *self.foreign.lock().unwrap_or_else(|e| e.into_inner()));
+        Ok((counts, foreign))
     }
+}
+
+/// Foreign packets kept whole for the failure message.
+const FOREIGN_KEPT: usize = 8;
+
+/// An IPv4 packet as a failure message shows it: protocol, source and its first 96 bytes.
+fn describe(packet: &[u8]) -> String {
+    let (proto, src) = match ipv4::Packet::new_checked_quoted(packet) {
+        Ok(ip) => (ip.protocol(), ip.src().to_string()),
+        Err(_) => (0, "?".to_owned()),
+    };
+    let hex: String = packet.iter().take(96).map(|b| format!("{b:02x}")).collect();
+    format!("protocol {proto} from {src}, {} bytes: {hex}", packet.len())
 }
 
 /// What an IPv4 packet addressed to `victim` carries: a UDP datagram's payload (first or
