@@ -227,43 +227,62 @@ fn unique_ids_replace_holdoff_ends_and_initial_contact_replaces_at_once() {
     );
 }
 
-/// A client that names its tunnels may ask for `::/0` in both: each IKE SA gets its own tunnel,
-/// its TSr narrowed into that tunnel's prefixes, and neither replaces the other.
-#[test]
-fn named_tunnels_asking_for_any_get_both_tunnels() {
+/// One client's two initiators, infrastructure (with INITIAL_CONTACT) then intranet, both
+/// asking for `::/0`, their tunnel named in IKE_AUTH when `named`. Returns the responder and,
+/// per initiator, its child SA when it got one.
+fn two_initiators_asking_for_any(named: bool) -> (Responder, Vec<Option<ChildSaPair>>) {
     let lab = Lab::new();
     let now = Instant::now();
     let mut r = lab.responder(now, |_| {});
-    let mut corporate = Vec::new();
+    let mut children = Vec::new();
     for (kind, initial_contact) in [
         (TunnelKind::Infrastructure, true),
         (TunnelKind::Intranet, false),
     ] {
-        let mut i = lab
-            .initiator(now, kind, "::/0", &lab.clients_ca, Group::Ecp256)
-            .naming_tunnel();
+        let mut i = lab.initiator(now, kind, "::/0", &lab.clients_ca, Group::Ecp256);
+        if named {
+            i = i.naming_tunnel();
+        }
         if !initial_contact {
             i = i.without_initial_contact();
         }
         i.start(now);
         exchange_all(&mut r, &mut i, now);
-        let (_, child) = established(&mut i);
-        assert_eq!(child.tunnel, kind);
-        corporate.push(
-            child
-                .outbound
-                .remote_ts
-                .iter()
-                .map(|t| (t.start, t.end))
-                .collect::<Vec<_>>(),
-        );
+        children.push(match i.poll_event() {
+            Some(InitiatorEvent::Established { child, .. }) => Some(*child),
+            _ => None,
+        });
     }
+    (r, children)
+}
+
+/// A client that names its tunnels may ask for `::/0` in both: each IKE SA gets its own tunnel,
+/// its TSr narrowed into that tunnel's prefixes, and neither replaces the other.
+#[test]
+fn named_tunnels_asking_for_any_get_both_tunnels() {
+    let (r, children) = two_initiators_asking_for_any(true);
     let ip = |s: &str| -> IpAddr { s.parse().expect("address") };
-    assert_eq!(corporate[0], vec![(ip("fd00:c0::53"), ip("fd00:c0::53"))]);
-    assert_eq!(
-        corporate[1],
-        vec![(ip("fd00:c0::"), ip("fd00:c0::ffff:ffff:ffff:ffff"))]
-    );
+    let expected = [
+        (
+            TunnelKind::Infrastructure,
+            vec![(ip("fd00:c0::53"), ip("fd00:c0::53"))],
+        ),
+        (
+            TunnelKind::Intranet,
+            vec![(ip("fd00:c0::"), ip("fd00:c0::ffff:ffff:ffff:ffff"))],
+        ),
+    ];
+    for (child, (kind, corporate)) in children.iter().zip(expected) {
+        let child = child.as_ref().expect("both tunnels up");
+        assert_eq!(child.tunnel, kind);
+        let got: Vec<_> = child
+            .outbound
+            .remote_ts
+            .iter()
+            .map(|t| (t.start, t.end))
+            .collect();
+        assert_eq!(got, corporate, "{kind:?}");
+    }
     assert_eq!(r.established(), 2, "neither replaced the other");
 }
 
@@ -271,25 +290,8 @@ fn named_tunnels_asking_for_any_get_both_tunnels() {
 /// second is refused as the same tunnel.
 #[test]
 fn unnamed_tunnels_asking_for_any_are_one_tunnel() {
-    let lab = Lab::new();
-    let now = Instant::now();
-    let mut r = lab.responder(now, |_| {});
-    let mut ups = Vec::new();
-    for (kind, initial_contact) in [
-        (TunnelKind::Infrastructure, true),
-        (TunnelKind::Intranet, false),
-    ] {
-        let mut i = lab.initiator(now, kind, "::/0", &lab.clients_ca, Group::Ecp256);
-        if !initial_contact {
-            i = i.without_initial_contact();
-        }
-        i.start(now);
-        exchange_all(&mut r, &mut i, now);
-        ups.push(matches!(
-            i.poll_event(),
-            Some(InitiatorEvent::Established { .. })
-        ));
-    }
+    let (mut r, children) = two_initiators_asking_for_any(false);
+    let ups: Vec<bool> = children.iter().map(Option::is_some).collect();
     assert_eq!(ups, [true, false]);
     assert!(events(&mut r).iter().any(|e| matches!(
         e,
