@@ -43,11 +43,7 @@ fn nat64_dns64(topo: &Topology) -> Result<()> {
     let (_client, _addr) = qualify(topo)?;
 
     // DNS64 through the tunnel: only an A record upstream, a synthesized AAAA here.
-    let answer = dig(topo, &["AAAA", "v4only.corp.example"])?;
-    ensure!(
-        answer.trim() == SYNTH.to_string(),
-        "dig AAAA v4only.corp.example @{GATE_DNS}: expected {SYNTH}, got {answer:?}"
-    );
+    expect_synthesized(&topo.cli, "over Teredo")?;
     let native = dig(topo, &["AAAA", "dual.corp.example"])?;
     ensure!(
         native.trim() == CORP_HOST.to_string(),
@@ -131,6 +127,21 @@ fn dig(topo: &Topology, args: &[&str]) -> Result<String> {
 
 fn dig_raw(topo: &Topology, args: &[&str]) -> Result<String> {
     crate::common::dig_in(&topo.cli, args)
+}
+
+/// From `ns`, gate64's DNS64 (at [`GATE_DNS`]) answers the AAAA query for [`V4ONLY`] with
+/// [`SYNTH`]; `path` says which way the query went, for the error.
+pub(crate) fn expect_synthesized(ns: &gate64_testkit::Netns, path: &str) -> Result<()> {
+    let server = format!("@{GATE_DNS}");
+    let answer = crate::common::dig_in(
+        ns,
+        &[&server, "+short", "+tries=2", "+time=3", "AAAA", V4ONLY],
+    )?;
+    ensure!(
+        answer.trim() == SYNTH.to_string(),
+        "dig {server} AAAA {V4ONLY} {path}: expected {SYNTH}, got {answer:?}"
+    );
+    Ok(())
 }
 
 /// Unbound in tcorp (10.20.0.2) with `v4only.corp.example` (A only) and `dual.corp.example`

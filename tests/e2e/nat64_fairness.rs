@@ -22,11 +22,9 @@ use gate64_testkit::{
 };
 
 use crate::common::{gate64_lines, netns_test};
-use crate::nat64::{GATE_DNS, PREF64, V4ONLY, nat64_dns64_toml, start_corp_dns};
+use crate::nat64::{GATE_DNS, PREF64, SYNTH, nat64_dns64_toml, start_corp_dns};
 use crate::teredo::qualify;
 
-/// The IPv4-only host 10.20.0.2 inside Pref64.
-const SYNTH: Ipv6Addr = Ipv6Addr::new(0x2001, 0xdb8, 0x64, 0, 0, 0, 0x0a14, 0x0002);
 /// The UDP port the IPv4-only host counts flows on.
 const SINK_PORT: u16 = 7000;
 /// Ports (BIB entries) per client per protocol in the fairness lab.
@@ -261,21 +259,7 @@ fn to_self(topo: &Topology) -> Result<()> {
     let (_client, _addr) = qualify(topo)?;
     topo.ping6_all(&topo.cli, gate_address, 3)
         .context("ping6 gate64's corporate address through the tunnel")?;
-    let answer = crate::common::dig_in(
-        &topo.cli,
-        &[
-            &format!("@{GATE_DNS}"),
-            "+short",
-            "+tries=2",
-            "+time=3",
-            "AAAA",
-            V4ONLY,
-        ],
-    )?;
-    ensure!(
-        answer.trim() == SYNTH.to_string(),
-        "DNS64 through the tunnel: expected {SYNTH}, got {answer:?}"
-    );
+    crate::nat64::expect_synthesized(&topo.cli, "through the tunnel")?;
 
     let pref64 = |v4: [u8; 4]| {
         let [a, b, c, d] = v4;
