@@ -431,6 +431,7 @@ certificate = "$WORK/certs/responder.pem"
 private_key = "$WORK/certs/responder.key"
 ca = "${GATE64_CA:-$WORK/certs/ca.pem}"
 pool6 = "$POOL6"
+endpoint = "$GATE64_ENDPOINT"
 infrastructure_prefixes = ["$INFRA_TS"]
 intranet_prefixes = ["$INTRANET_TS"]
 dpd_secs = $DPD_SECS

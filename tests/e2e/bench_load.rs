@@ -241,6 +241,7 @@ fn start_gate64(topo: &Topology, certs: &Path) -> Result<Process> {
         log_level: "info".to_owned(),
         extra: format!(
             "[ipsec]\ncertificate = {:?}\nprivate_key = {:?}\nca = {:?}\npool6 = \"{POOL6}\"\n\
+             endpoint = \"{ENDPOINT}\"\n\
              infrastructure_prefixes = [\"{CORP_HOST}/128\"]\ndpd_secs = {DPD_SECS}\n",
             pem("ipsec.pem")?,
             pem("ipsec.key")?,

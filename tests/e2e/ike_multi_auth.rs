@@ -97,7 +97,8 @@ fn connect_user_cert(topo: &Topology) -> Result<()> {
         without_ipsec: false,
         extra: format!(
             "[ipsec]\ncertificate = \"{}\"\nprivate_key = \"{}\"\nca = \"{}\"\n\
-             pool6 = \"{POOL6}\"\ninfrastructure_prefixes = [\"{infrastructure_ts}\"]\n\
+             pool6 = \"{POOL6}\"\nendpoint = \"{GATE64_ADDRESS6}\"\n\
+             infrastructure_prefixes = [\"{infrastructure_ts}\"]\n\
              intranet_second_auth = \"required\"\n[control]\nsocket = \"{}\"\n",
             path_str(&ike.responder_cert)?,
             path_str(&ike.responder_key)?,

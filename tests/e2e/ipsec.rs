@@ -325,7 +325,8 @@ fn ipsec_section_with_ca(
 ) -> Result<String> {
     Ok(format!(
         "[ipsec]\ncertificate = \"{}\"\nprivate_key = \"{}\"\nca = \"{}\"\n\
-         pool6 = \"{POOL6}\"\ninfrastructure_prefixes = [\"{CORP_HOST}/128\"]\n{more}\
+         pool6 = \"{POOL6}\"\nendpoint = \"{GATE64_ADDRESS6}\"\n\
+         infrastructure_prefixes = [\"{CORP_HOST}/128\"]\n{more}\
          [control]\nsocket = \"{}\"\n[accounting]\nlog = \"{}\"\n",
         path_str(&certs.responder_cert)?,
         path_str(&certs.responder_key)?,

@@ -274,7 +274,8 @@ fn strongswan_over_iphttps(topo: &Topology) -> Result<()> {
         without_ipsec: false,
         extra: format!(
             "[ipsec]\ncertificate = \"{}\"\nprivate_key = \"{}\"\nca = \"{}\"\n\
-             pool6 = \"{POOL6}\"\ninfrastructure_prefixes = [\"{infrastructure_ts}\"]\n",
+             pool6 = \"{POOL6}\"\nendpoint = \"{GATE64_ADDRESS6}\"\n\
+             infrastructure_prefixes = [\"{infrastructure_ts}\"]\n",
             path_str(&ike.responder_cert)?,
             path_str(&ike.responder_key)?,
             path_str(&ike.ca)?,
@@ -577,7 +578,8 @@ pub(crate) fn gate64_with_lab_ike(topo: &Topology) -> Result<(LabCerts, String, 
         without_ipsec: false,
         extra: format!(
             "[ipsec]\ncertificate = \"{}\"\nprivate_key = \"{}\"\nca = \"{}\"\n\
-             pool6 = \"{POOL6}\"\ninfrastructure_prefixes = [\"{infrastructure_ts}\"]\n",
+             pool6 = \"{POOL6}\"\nendpoint = \"{GATE64_ADDRESS6}\"\n\
+             infrastructure_prefixes = [\"{infrastructure_ts}\"]\n",
             path_str(&ike.responder_cert)?,
             path_str(&ike.responder_key)?,
             path_str(&ike.ca)?,

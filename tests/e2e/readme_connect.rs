@@ -17,7 +17,7 @@
 //! first two, no `replaced` session in the log, no refusal), and through them a corporate
 //! host answers over IPv6 and an IPv4-only host by name, through DNS64 and NAT64.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail, ensure};
@@ -35,9 +35,9 @@ const LOOK_EVERY: Duration = Duration::from_secs(5);
 /// From the client's start to both tunnels up (Teredo qualification or the TLS link, then
 /// two IKE negotiations).
 const ESTABLISH_TIMEOUT: Duration = Duration::from_secs(40);
-/// gate64's IKE endpoint: `corpnet.address6` of the smallest file, the default.
-const ENDPOINT: &str = "2001:db8:100::1";
-/// Inner addresses for the clients; the corporate router sends them back to gate64.
+/// Inner addresses for the clients; the corporate router sends them back to gate64. Its first
+/// address, `fd00:c1::1`, is gate64's IKE endpoint (the default), which the test reads from
+/// `gate64 check-config` as the README says.
 const POOL6: &str = "fd00:c1::/104";
 
 #[test]
@@ -141,8 +141,9 @@ fn readme_connect_words(readme: &str, transport: &str) -> Result<Vec<String>> {
     Ok(words)
 }
 
-/// Fills the README's placeholders: the server's addresses and the files of `gate64 certs`.
-fn fill(words: &[String], certs: &Path, bin: &Path) -> Result<Vec<String>> {
+/// Fills the README's placeholders: the server's addresses (`endpoint` for ADDR6) and the
+/// files of `gate64 certs`.
+fn fill(words: &[String], certs: &Path, bin: &Path, endpoint: &str) -> Result<Vec<String>> {
     let server_url = format!("https://{CLIENT_GW_V4}/IPHTTPS");
     words
         .iter()
@@ -150,7 +151,7 @@ fn fill(words: &[String], certs: &Path, bin: &Path) -> Result<Vec<String>> {
             Ok(match w.as_str() {
                 "gate64" => path_str(bin)?.to_owned(),
                 "IPV4" => SERVER_V4.to_string(),
-                "ADDR6" => ENDPOINT.to_owned(),
+                "ADDR6" => endpoint.to_owned(),
                 "https://NAME/IPHTTPS" => server_url.clone(),
                 file if file.ends_with(".pem") || file.ends_with(".key") => {
                     path_str(&certs.join(file))?.to_owned()
@@ -164,23 +165,45 @@ fn fill(words: &[String], certs: &Path, bin: &Path) -> Result<Vec<String>> {
         .collect()
 }
 
-/// `gate64 certs` for the IP-HTTPS address and the IKE endpoint.
-fn certs(topo: &Topology, bin: &Path) -> Result<PathBuf> {
-    let dir = topo.srv.dir().join("readme-certs");
+/// `gate64 certs` for the IP-HTTPS address, with the server's configuration file `conf`
+/// for the IKE endpoint (the files it names are the ones written here).
+fn certs(topo: &Topology, bin: &Path, dir: &Path, conf: &Path) -> Result<()> {
     let ip = CLIENT_GW_V4.to_string();
     topo.srv.exec_ok(&[
         path_str(bin)?,
         "certs",
         "--out",
-        path_str(&dir)?,
+        path_str(dir)?,
         "--server-name",
         "gate64.lab.example",
         "--server-ip",
         &ip,
-        "--server-ip",
-        ENDPOINT,
+        "--config",
+        path_str(conf)?,
     ])?;
-    Ok(dir)
+    Ok(())
+}
+
+/// The IKE endpoint `gate64 check-config` prints for `conf`, which must pass without a
+/// warning about the endpoint or the certificate.
+fn checked_endpoint(topo: &Topology, bin: &Path, conf: &Path) -> Result<String> {
+    let out = topo
+        .srv
+        .exec_ok(&[path_str(bin)?, "check-config", path_str(conf)?])?;
+    ensure!(
+        !out.lines().any(|l| l.starts_with("warning: ipsec.endpoint")
+            || l.starts_with("warning: ipsec.certificate")),
+        "check-config warns about the endpoint or the certificate:\n{out}"
+    );
+    let line = out
+        .lines()
+        .find_map(|l| l.strip_prefix("IKE endpoint: "))
+        .with_context(|| format!("check-config printed no IKE endpoint:\n{out}"))?;
+    Ok(line
+        .split_whitespace()
+        .next()
+        .unwrap_or_default()
+        .to_owned())
 }
 
 fn server_config(
@@ -215,14 +238,21 @@ fn readme_connect(topo: &Topology, transport: &str) -> Result<()> {
     let bin = gate64_binary()?;
     let (readme, config_md) = (repo_file("README.md")?, repo_file("docs/config.md")?);
     let words = readme_connect_words(&readme, transport)?;
-    let certs = certs(topo, &bin)?;
+    let certs = topo.srv.dir().join("readme-certs");
     let session_log = topo.srv.dir().join("sessions.jsonl");
     let conf = server_config(&config_md, &certs, &session_log, topo)?;
+    let conf_file = topo.srv.write_file("readme-check.toml", &conf)?;
+    self::certs(topo, &bin, &certs, &conf_file)?;
+    let endpoint = checked_endpoint(topo, &bin, &conf_file)?;
+    ensure!(
+        endpoint == "fd00:c1::1",
+        "check-config's endpoint {endpoint} is not the pool's first address"
+    );
     let _dns = start_corp_dns(topo)?;
     let mut gate = serve_iphttps(topo, "readme.toml", &conf)?;
     topo.corp
         .ip(&["-6", "route", "replace", POOL6, "via", "2001:db8:100:1::1"])?;
-    let argv = fill(&words, &certs, &bin)?;
+    let argv = fill(&words, &certs, &bin, &endpoint)?;
     println!("the README's line, filled: {}", argv.join(" "));
     let argv: Vec<&str> = argv.iter().map(String::as_str).collect();
     let mut client = topo

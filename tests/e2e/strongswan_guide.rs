@@ -1,12 +1,13 @@
 //! docs/clients/strongswan.md run as an administrator would run it.
 //!
 //! `netns_strongswan_guide_two_tunnels_over_teredo` takes every titled block of the page
-//! verbatim, with only its two placeholders filled (`TEREDO_SERVER`, `GATE64_ENDPOINT`) and
-//! the server's `/etc/gate64/certs` replaced by the lab's directory:
+//! verbatim, with only its two placeholders filled (`TEREDO_SERVER`, `GATE64_ENDPOINT`, the
+//! latter with what `gate64 check-config` prints) and the server's `/etc/gate64/certs` and
+//! `/etc/gate64/gate64.toml` replaced by the lab's:
 //!
-//! - `certs`: the `gate64 certs` line, run in `tsrv`;
 //! - `gate64.toml`: the `[ipsec]` section, added to the lab's configuration with NAT64 and
 //!   DNS64 (forwarding to an Unbound in `tcorp`, as tests/e2e/nat64.rs does);
+//! - `certs`: the `gate64 certs` line, run in `tsrv` on that configuration;
 //! - `miredo.conf`: Debian's miredo in `tcli`, with that file as its whole configuration;
 //! - `client-files`: which file goes into which `swanctl/` directory;
 //! - `strongswan.conf`, `swanctl.conf`: charon's configuration, as written (the testkit appends
@@ -19,10 +20,10 @@
 //! answers over IPv6 through the intranet tunnel, and DNS64 answers through the infrastructure
 //! tunnel with the synthesized address of an IPv4-only name.
 //!
-//! `netns_strongswan_guide_default_endpoint_conflicts_with_ike` shows the limitation the page
-//! works around: the same blocks without the `endpoint` line (gate64's IKE address is then
-//! `corpnet.address6`, DNS64's) leave the infrastructure tunnel uninstalled and DNS64 out of
-//! reach.
+//! `netns_strongswan_guide_endpoint_at_dns64_conflicts_with_ike` shows why the default
+//! endpoint is where it is: the same blocks with `endpoint = corpnet.address6` (DNS64's
+//! address, gate64's default in earlier releases) draw check-config's warning, leave the
+//! infrastructure tunnel uninstalled and DNS64 out of reach.
 
 use std::net::Ipv6Addr;
 use std::path::{Path, PathBuf};
@@ -35,14 +36,16 @@ use gate64_testkit::{
 };
 
 use crate::common::{dig_in, gate64_lines, netns_test, path_str};
-use crate::nat64::{GATE_DNS, SYNTH, V4ONLY, nat64_dns64_toml, start_corp_dns};
+use crate::nat64::{GATE_DNS, SYNTH, V4ONLY, expect_synthesized, nat64_dns64_toml, start_corp_dns};
 
 /// The page.
 const PAGE: &str = "docs/clients/strongswan.md";
-/// `GATE64_ENDPOINT` in the lab: outside every prefix the tunnels reach.
-const ENDPOINT: Ipv6Addr = Ipv6Addr::new(0x2001, 0xdb8, 0xffff, 0, 0, 0, 0, 1);
+/// `GATE64_ENDPOINT` in the lab: the first address of the page's `pool6`, gate64's default.
+const ENDPOINT: Ipv6Addr = Ipv6Addr::new(0xfd00, 0xc1, 0, 0, 0, 0, 0, 1);
 /// Where the page's server keeps the certificates; replaced by the lab's directory.
 const SERVER_CERTS: &str = "/etc/gate64/certs";
+/// The page's server configuration file; replaced by the lab's.
+const SERVER_CONFIG: &str = "/etc/gate64/gate64.toml";
 /// Where the page's client keeps swanctl's credentials.
 const SWANCTL_DIR: &str = "/etc/swanctl/";
 /// One `swanctl --initiate` over a fresh Teredo path, with retransmissions.
@@ -61,11 +64,11 @@ fn netns_strongswan_guide_two_tunnels_over_teredo() {
 
 #[test]
 #[ignore = "netns: needs root"]
-fn netns_strongswan_guide_default_endpoint_conflicts_with_ike() {
+fn netns_strongswan_guide_endpoint_at_dns64_conflicts_with_ike() {
     netns_test(
-        "netns_strongswan_guide_default_endpoint_conflicts_with_ike",
+        "netns_strongswan_guide_endpoint_at_dns64_conflicts_with_ike",
         Topology::builder().corp_ipv4(true),
-        default_endpoint,
+        endpoint_at_dns64,
     );
 }
 
@@ -168,45 +171,34 @@ fn both_tunnels(topo: &Topology) -> bool {
     })
 }
 
-/// gate64 (the page's `gate64 certs` and `[ipsec]`, with NAT64 and DNS64), miredo and charon
-/// (the page's files) running, with `endpoint` as `GATE64_ENDPOINT`; `own_endpoint: false`
-/// leaves the page's `endpoint` line out, so that gate64 uses its default, `corpnet.address6`.
+/// gate64 (the page's `[ipsec]`, with NAT64 and DNS64, and its `gate64 certs` line), miredo
+/// and charon (the page's files) running, with `endpoint` as `GATE64_ENDPOINT`;
+/// `endpoint_key: true` adds `endpoint = "<endpoint>"` to the page's `[ipsec]`.
 struct GuideLab<'t> {
     gate: Process,
     miredo: Process,
     charon: Charon<'t>,
+    /// What `gate64 check-config` printed for the configuration.
+    check_config: String,
 }
 
 fn start_lab<'t>(
     topo: &'t Topology,
     page: &str,
     endpoint: Ipv6Addr,
-    own_endpoint: bool,
+    endpoint_key: bool,
 ) -> Result<GuideLab<'t>> {
     let bin = gate64_binary()?;
     let certs = topo.srv.dir().join("guide-certs");
     let fill = |text: &str| fill_with(text, endpoint);
 
-    // The server: the page's `gate64 certs` line and its [ipsec] section.
-    let certs_line = fill(&block(page, "certs")?).replace(SERVER_CERTS, path_str(&certs)?);
-    let lines = command_lines(&certs_line);
-    let [argv] = lines.as_slice() else {
-        bail!("the certs block is not one command line: {certs_line}");
-    };
-    ensure!(
-        argv.first().map(String::as_str) == Some("gate64"),
-        "{argv:?}"
-    );
-    let mut run: Vec<&str> = vec![path_str(&bin)?];
-    run.extend(argv[1..].iter().map(String::as_str));
-    topo.srv.exec_ok(&run)?;
+    // The server: the page's [ipsec] section, then its `gate64 certs` line on that file.
     let mut ipsec = fill(&block(page, "gate64.toml")?).replace(SERVER_CERTS, path_str(&certs)?);
-    if !own_endpoint {
-        ipsec = ipsec
-            .lines()
-            .filter(|l| !l.starts_with("endpoint ="))
-            .map(|l| format!("{l}\n"))
-            .collect();
+    if endpoint_key {
+        ipsec = ipsec.replace(
+            "[ipsec]\n",
+            &format!("[ipsec]\nendpoint = \"{endpoint}\"\n"),
+        );
     }
     let pool6 = toml_string(&ipsec, "pool6")?;
     let opts = Gate64Options {
@@ -218,6 +210,29 @@ fn start_lab<'t>(
         ),
         ..Gate64Options::default()
     };
+    let conf = topo.srv.write_file("guide.toml", &opts.config_toml())?;
+    let certs_line = fill(&block(page, "certs")?)
+        .replace(SERVER_CERTS, path_str(&certs)?)
+        .replace(SERVER_CONFIG, path_str(&conf)?);
+    let lines = command_lines(&certs_line);
+    let [argv] = lines.as_slice() else {
+        bail!("the certs block is not one command line: {certs_line}");
+    };
+    ensure!(
+        argv.first().map(String::as_str) == Some("gate64"),
+        "{argv:?}"
+    );
+    let mut run: Vec<&str> = vec![path_str(&bin)?];
+    run.extend(argv[1..].iter().map(String::as_str));
+    topo.srv.exec_ok(&run)?;
+    let check_config = topo
+        .srv
+        .exec_ok(&[path_str(&bin)?, "check-config", path_str(&conf)?])?;
+    println!("gate64 check-config:\n{check_config}");
+    ensure!(
+        check_config.contains(&format!("IKE endpoint: {endpoint} ")),
+        "check-config does not print the endpoint {endpoint}:\n{check_config}"
+    );
     let gate = topo.start_gate64(&opts)?;
     // The corporate router sends the inner addresses back to gate64.
     topo.corp
@@ -241,6 +256,7 @@ fn start_lab<'t>(
         gate,
         miredo,
         charon,
+        check_config,
     })
 }
 
@@ -285,7 +301,13 @@ fn guide(topo: &Topology) -> Result<()> {
         mut gate,
         mut miredo,
         charon,
-    } = start_lab(topo, &page, ENDPOINT, true)?;
+        check_config,
+    } = start_lab(topo, &page, ENDPOINT, false)?;
+    ensure!(
+        !check_config.contains("warning: ipsec.endpoint")
+            && !check_config.contains("warning: ipsec.certificate"),
+        "check-config warns about the page's endpoint or certificate:\n{check_config}"
+    );
     let result = (|| -> Result<()> {
         swanctl_lines(&charon, &page, ENDPOINT, true)?;
         charon.wait_established(2, 2, SETTLE_TIMEOUT)?;
@@ -323,22 +345,7 @@ fn guide(topo: &Topology) -> Result<()> {
         topo.ping6(&topo.cli, CORP_HOST, 1)?;
         topo.ping6_all(&topo.cli, CORP_HOST, 3)
             .context("ping the corporate host through the intranet tunnel")?;
-        let answer = dig_in(
-            &topo.cli,
-            &[
-                &format!("@{GATE_DNS}"),
-                "+short",
-                "+tries=2",
-                "+time=3",
-                "AAAA",
-                V4ONLY,
-            ],
-        )?;
-        ensure!(
-            answer.trim() == SYNTH.to_string(),
-            "dig @{GATE_DNS} AAAA {V4ONLY} through the infrastructure tunnel: expected \
-             {SYNTH}, got {answer:?}"
-        );
+        expect_synthesized(&topo.cli, "through the infrastructure tunnel")?;
         Ok(())
     })();
     with_charon_logs(result, &[&charon])?;
@@ -380,16 +387,26 @@ fn guide(topo: &Topology) -> Result<()> {
     miredo.ensure_running()
 }
 
-/// The page's limitation, shown: without its own `endpoint` gate64's IKE address is
-/// `corpnet.address6`, DNS64's address, which the infrastructure selector is and the intranet
-/// selector contains. charon then refuses the infrastructure child SA ("conflicts with IKE
+/// An `endpoint` at `corpnet.address6`, DNS64's address, which the infrastructure selector
+/// is and the intranet selector contains: check-config warns, naming the key and the default
+/// to use instead. charon then refuses the infrastructure child SA ("conflicts with IKE
 /// traffic"), takes that address out of the intranet tunnel with an exclude route, and DNS64
 /// does not answer: the query leaves in clear and gate64 drops it (`no_sa`).
-fn default_endpoint(topo: &Topology) -> Result<()> {
+fn endpoint_at_dns64(topo: &Topology) -> Result<()> {
     let page = read_page()?;
     let _dns = start_corp_dns(topo)?;
     let address6: Ipv6Addr = GATE_DNS.parse()?;
-    let lab = start_lab(topo, &page, address6, false)?;
+    let lab = start_lab(topo, &page, address6, true)?;
+    ensure!(
+        lab.check_config.contains(&format!(
+            "warning: ipsec.endpoint = \"{address6}\" is also corpnet.address6, where DNS64 \
+             answers"
+        )) && lab
+            .check_config
+            .contains(&format!("leave ipsec.endpoint out to use \"{ENDPOINT}\"")),
+        "check-config does not warn about the endpoint:\n{}",
+        lab.check_config
+    );
     let charon = &lab.charon;
     let result = (|| -> Result<()> {
         swanctl_lines(charon, &page, address6, false)?;

@@ -41,8 +41,8 @@ pub struct Ipsec {
     /// Seconds between looks at the CRL files' modification times; a file that changed is
     /// read again and applied as a reload applies it.
     pub crl_refresh_secs: u64,
-    /// gate64's IKE/ESP address as written; `None` = `corpnet.address6`
-    /// ([`Config::ipsec_endpoint`]).
+    /// gate64's IKE/ESP address as written; `None` = the first address of `pool6`, which
+    /// the pool never hands out ([`Config::ipsec_endpoint`]).
     pub endpoint: Option<Ipv6Addr>,
     /// Inner addresses handed to clients that ask (configuration payload, RFC 7296 §3.15).
     /// Required while IPsec is configured (the responder hands addresses out of it).
@@ -266,6 +266,15 @@ const MIN_HALF_OPEN_BYTES: usize = 128 * 1024;
 const OCSP_MAX_AGE_RANGE: std::ops::RangeInclusive<u64> = 60..=604_800;
 /// Shortest `ipsec.pool6` prefix: larger pools only cost memory for nothing.
 const MIN_POOL6_LEN: u8 = 64;
+/// Longest `ipsec.pool6` prefix: its all-zero address is never handed out and its first
+/// address is the default endpoint, so a /126 leaves two addresses for clients.
+const MAX_POOL6_LEN: u8 = 126;
+
+/// The default `ipsec.endpoint`: the first address of `pool6` (the one after the all-zero
+/// subnet-router anycast address). The responder's pool never leases it.
+pub fn pool6_endpoint(pool6: Ipv6Net) -> Ipv6Addr {
+    Ipv6Addr::from(u128::from(pool6.network()).wrapping_add(1))
+}
 
 #[derive(Default, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -360,9 +369,22 @@ impl Config {
         }
     }
 
-    /// gate64's IKE/ESP address: `ipsec.endpoint`, by default `corpnet.address6`.
+    /// gate64's IKE/ESP address: `ipsec.endpoint`, by default the first address of
+    /// `ipsec.pool6` ([`pool6_endpoint`]). That address lies outside everything the tunnels
+    /// reach (the pool is disjoint from the corporate prefixes and NAT64, and DNS64 answers
+    /// at `corpnet.address6`), so a client that routes its tunnels' prefixes into the tunnel
+    /// still reaches the endpoint outside it. Without a pool (IPsec not configured) nothing
+    /// answers IKE, and this is `corpnet.address6`.
     pub fn ipsec_endpoint(&self) -> Ipv6Addr {
-        self.ipsec.endpoint.unwrap_or(self.corpnet.address6)
+        self.ipsec
+            .endpoint
+            .or_else(|| self.ipsec.pool6.map(pool6_endpoint))
+            .unwrap_or(self.corpnet.address6)
+    }
+
+    /// Whether `ipsec.endpoint` is left to its default.
+    pub fn ipsec_endpoint_is_default(&self) -> bool {
+        self.ipsec.endpoint.is_none()
     }
 
     /// What the infrastructure tunnel reaches: `ipsec.infrastructure_prefixes`, by default
@@ -426,6 +448,51 @@ impl Config {
                     .to_owned(),
             );
         }
+        if let Some(w) = self.endpoint_collision_warning() {
+            out.push(w);
+        }
+    }
+
+    /// An `ipsec.endpoint` that is also DNS64's address or lies inside what a tunnel reaches.
+    /// gate64 itself copes (IKE and ESP to the endpoint are taken before routing), but a
+    /// client that routes its tunnels' prefixes into the tunnel cannot: strongSwan's
+    /// userspace ESP refuses a route that would capture its IKE peer, or excludes that one
+    /// address from the tunnel, and then whatever answers there (DNS64) is out of reach.
+    fn endpoint_collision_warning(&self) -> Option<String> {
+        let s = &self.ipsec;
+        let (endpoint, pool) = (s.endpoint?, s.pool6?);
+        if !s.configured() {
+            return None;
+        }
+        let own = |what: &str| {
+            format!(
+                "ipsec.endpoint = \"{endpoint}\" is {what}: clients that route the tunnels' \
+                 prefixes into the tunnel (strongSwan's kernel-libipsec, Windows, Apple) cannot \
+                 reach it through the tunnel, since IKE and ESP must go to the endpoint outside \
+                 it; leave ipsec.endpoint out to use \"{}\" (the first address of \
+                 ipsec.pool6), which collides with nothing",
+                pool6_endpoint(pool)
+            )
+        };
+        if endpoint == self.corpnet.address6 {
+            return Some(own(if self.dns64.enabled {
+                "also corpnet.address6, where DNS64 answers"
+            } else {
+                "also corpnet.address6, gate64's corporate address"
+            }));
+        }
+        for (key, prefixes) in [
+            (
+                "ipsec.infrastructure_prefixes",
+                self.ipsec_infrastructure_prefixes(),
+            ),
+            ("ipsec.intranet_prefixes", self.ipsec_intranet_prefixes()),
+        ] {
+            if let Some(p) = prefixes.iter().find(|p| p.contains(&endpoint)) {
+                return Some(own(&format!("inside {p} ({key})")));
+            }
+        }
+        None
     }
 
     fn iphttps_pool(&self) -> Option<Ipv6Net> {

@@ -70,7 +70,7 @@ pub use gre::{Gre, GreTenant, GreTunnel};
 pub use iphttps::Iphttps;
 pub use ipsec::{
     ClientEku as IpsecClientEku, CrlExpired as IpsecCrlExpired, Ipsec, Ocsp as IpsecOcsp,
-    SecondAuth as IpsecSecondAuth, UniqueIds as IpsecUniqueIds,
+    SecondAuth as IpsecSecondAuth, UniqueIds as IpsecUniqueIds, pool6_endpoint,
 };
 pub use limits::Limits;
 pub use log::{Log, LogFormat};

@@ -7,7 +7,7 @@
 //! | `ca.pem`, `ca.key` | a self-signed CA ("gate64 lab CA"); clients pass `--ca ca.pem`, the server `client_ca` |
 //! | `server.pem`, `server.key` | the server's leaf (EKU serverAuth), SANs = the given names and IPs |
 //! | `client.pem`, `client.key` | a client leaf (EKU clientAuth), for `client_ca` deployments |
-//! | `ipsec.pem`, `ipsec.key` | gate64's IKE certificate (`[ipsec] certificate`/`private_key`), issued by `ca.pem`: SANs = the given names and IPs, EKU serverAuth + ipsecIKE |
+//! | `ipsec.pem`, `ipsec.key` | gate64's IKE certificate (`[ipsec] certificate`/`private_key`), issued by `ca.pem`: SANs = the given names and IPs, and with `--config` the configuration's IKE endpoint; EKU serverAuth + ipsecIKE |
 //! | `clients-ca.pem`, `clients-ca.key` | a second self-signed CA ("gate64 lab IPsec clients CA"), the one `[ipsec] ca` trusts |
 //! | `ipsec-client.pem`, `ipsec-client.key` | an IKE client leaf from `clients-ca.pem`: DN and SAN `client1.gate64.lab`, EKU clientAuth + ipsecIKE |
 //! | `ipsec-client-expired.pem`, `.key` | like `ipsec-client.pem` (`client-expired.gate64.lab`) but valid only in 2020: must be refused as expired |
@@ -47,6 +47,12 @@ pub struct CertsArgs {
     /// IP address for the server certificates, IP-HTTPS and IKE (repeatable).
     #[arg(long = "server-ip")]
     pub server_ips: Vec<IpAddr>,
+    /// gate64's configuration file: its IKE endpoint (`ipsec.endpoint`, by default the first
+    /// address of `ipsec.pool6`) goes into the IKE certificate as well, since clients ask for
+    /// that address as gate64's identity. The files the configuration names need not exist
+    /// yet.
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
 }
 
 /// Runs `gate64 certs`.
@@ -55,7 +61,18 @@ pub fn run(args: &CertsArgs) -> Result<()> {
     if names.is_empty() && ips.is_empty() {
         names.push("localhost".to_owned());
     }
-    generate(&args.out, &names, &ips)?;
+    let mut ike_ips = ips.clone();
+    if let Some(file) = &args.config {
+        let endpoint = ike_endpoint(file)?;
+        if !ike_ips.contains(&endpoint) {
+            ike_ips.push(endpoint);
+        }
+        println!(
+            "ipsec.pem holds the IKE endpoint {endpoint} ({})",
+            file.display()
+        );
+    }
+    generate_with_ike_ips(&args.out, &names, &ips, &ike_ips)?;
     println!(
         "wrote ca.pem ca.key server.pem server.key client.pem client.key \
          ipsec.pem ipsec.key clients-ca.pem clients-ca.key ipsec-client.pem ipsec-client.key \
@@ -67,9 +84,33 @@ pub fn run(args: &CertsArgs) -> Result<()> {
     Ok(())
 }
 
+/// The IKE endpoint of the configuration in `file`: `ipsec.endpoint`, or the first address of
+/// `ipsec.pool6`. The configuration is parsed and validated, not its files: they may be the
+/// ones about to be written.
+fn ike_endpoint(file: &Path) -> Result<IpAddr> {
+    let cfg = gate64_config::Config::load(file)?;
+    ensure!(
+        cfg.ipsec.endpoint.is_some() || cfg.ipsec.pool6.is_some(),
+        "--config {}: neither ipsec.endpoint nor ipsec.pool6 is set, so there is no IKE \
+         endpoint to put into ipsec.pem",
+        file.display()
+    );
+    Ok(IpAddr::V6(cfg.ipsec_endpoint()))
+}
+
 /// Writes the lab CA, a server certificate for `names` and `ips`, a client certificate and the
 /// IPsec set into `dir` (see the module docs for the file names).
 pub fn generate(dir: &Path, names: &[String], ips: &[IpAddr]) -> Result<()> {
+    generate_with_ike_ips(dir, names, ips, ips)
+}
+
+/// [`generate`], with `ike_ips` instead of `ips` in gate64's IKE certificate.
+pub fn generate_with_ike_ips(
+    dir: &Path,
+    names: &[String],
+    ips: &[IpAddr],
+    ike_ips: &[IpAddr],
+) -> Result<()> {
     ensure!(
         !names.is_empty() || !ips.is_empty(),
         "the server certificate needs at least one name or IP address"
@@ -132,7 +173,7 @@ pub fn generate(dir: &Path, names: &[String], ips: &[IpAddr]) -> Result<()> {
     write(dir, "server.key", &server_key.serialize_pem(), 0o600)?;
     write(dir, "client.pem", &client_cert.pem(), 0o644)?;
     write(dir, "client.key", &client_key.serialize_pem(), 0o600)?;
-    generate_ipsec(dir, names, ips, &issuer)
+    generate_ipsec(dir, names, ike_ips, &issuer)
 }
 
 /// id-kp-ipsecIKE (RFC 4945 §5.1.3.12).

@@ -50,6 +50,11 @@ impl Reloaded {
         }))
     }
 
+    /// [`endpoint_certificate_warning`] for these credentials.
+    pub fn endpoint_warning(&self, cfg: &Config) -> Option<String> {
+        endpoint_certificate_warning(cfg, &self.credentials)
+    }
+
     /// Hands them to the responder behind `control`; `false` when it has stopped. The
     /// established IKE SAs whose certificate the new CRLs revoke are ended (each client is
     /// sent a Delete, and a client on IP-HTTPS loses its link in `shared`) and counted in
@@ -82,6 +87,32 @@ impl Reloaded {
             crate::disconnect::close_iphttps_links(&shared, &removed);
         })
     }
+}
+
+/// Advice when gate64's IKE certificate does not hold `ipsec.endpoint` as an IP address
+/// subjectAltName and `ipsec.identity` names no other identity: a client that asks for the
+/// endpoint's address as gate64's identity (`gate64 connect` without `--ipsec-server-id`,
+/// strongSwan with `remote.id` = the address) then refuses gate64.
+pub fn endpoint_certificate_warning(cfg: &Config, credentials: &Credentials) -> Option<String> {
+    let endpoint = cfg.ipsec_endpoint();
+    if cfg.ipsec.identity.is_some() || credentials.holds_id(&Identity::ip(endpoint.into())) {
+        return None;
+    }
+    let (key, hint) = if cfg.ipsec_endpoint_is_default() {
+        (
+            "ipsec.certificate",
+            "the endpoint is the default, the first address of ipsec.pool6",
+        )
+    } else {
+        ("ipsec.certificate", "ipsec.endpoint")
+    };
+    Some(format!(
+        "{key}: the certificate does not hold gate64's IKE endpoint {endpoint} ({hint}) as a \
+         subjectAltName: clients that ask for that address as gate64's identity (gate64 \
+         connect without --ipsec-server-id, strongSwan with remote.id = the address) refuse \
+         gate64; issue the certificate with it (gate64 certs --config FILE does), or give \
+         clients a name the certificate holds and set ipsec.identity to it"
+    ))
 }
 
 /// `[ipsec]` certificate, private key and CA, read and parsed; `None` while not configured.
@@ -255,6 +286,9 @@ pub fn start(
         return Ok(None);
     };
     stats.set_crl_next_updates(config.anchors.crls().next_updates());
+    if let Some(w) = endpoint_certificate_warning(cfg, &config.credentials) {
+        warn!("{w}");
+    }
     let endpoint = cfg.ipsec_endpoint();
     let sockets = IkeSockets::bind(endpoint, IKE_PORT, NAT_T_PORT).with_context(|| {
         format!("binding IKE on [{endpoint}]:{IKE_PORT} and :{NAT_T_PORT} (`ipsec.endpoint`)")

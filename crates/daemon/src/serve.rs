@@ -14,7 +14,21 @@ use tracing_subscriber::{EnvFilter, Registry, reload};
 /// `gate64 check-config`: the file parsed and its files read as `serve` would; its warnings.
 pub fn check_config(file: &Path) -> Result<()> {
     let cfg = Config::load(file)?;
-    read_files(&cfg)?;
+    let ike = read_files(&cfg)?;
+    if let Some(ike) = &ike {
+        let endpoint = cfg.ipsec_endpoint();
+        if cfg.ipsec_endpoint_is_default() {
+            println!(
+                "IKE endpoint: {endpoint} (the default: the first address of ipsec.pool6; \
+                 clients connect to it)"
+            );
+        } else {
+            println!("IKE endpoint: {endpoint} (ipsec.endpoint; clients connect to it)");
+        }
+        if let Some(w) = ike.endpoint_warning(&cfg) {
+            println!("warning: {w}");
+        }
+    }
     for w in cfg.warnings() {
         println!("warning: {w}");
     }
@@ -37,17 +51,17 @@ fn check_files(cfg: &Config) -> Result<()> {
 /// the files' presence and owners ([`check_files`]), the IP-HTTPS certificate, key, client CA
 /// and CRLs (as the listener builds its TLS configuration), the IKE certificate, key, CAs and
 /// CRLs with `ipsec.identity` checked against the certificate (as the responder takes them),
-/// and the RADIUS secrets.
-fn read_files(cfg: &Config) -> Result<()> {
+/// and the RADIUS secrets. Returns the IKE credentials, `None` while IPsec is not configured.
+fn read_files(cfg: &Config) -> Result<Option<crate::ike::Reloaded>> {
     check_files(cfg)?;
     if crate::settings::iphttps_settings(cfg).is_some() {
         crate::crl_files::iphttps_tls(cfg)?;
     }
-    crate::ike::Reloaded::read(cfg)?;
+    let ike = crate::ike::Reloaded::read(cfg)?;
     if cfg.accounting.enabled() {
         crate::accounting::radius_servers(cfg)?;
     }
-    Ok(())
+    Ok(ike)
 }
 
 /// How long SIGTERM (or SIGINT) waits for the IP-HTTPS links to close and the workers to stop

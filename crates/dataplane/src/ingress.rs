@@ -125,6 +125,10 @@ impl crate::Shared {
             return Ok(Route::IphttpsClient);
         }
         if self.cfg.ipsec_pool.is_some_and(|p| p.contains(dst)) {
+            // The pool's first address is gate64's own, the default IPsec endpoint.
+            if self.cfg.self_addresses.contains(&IpAddr::V6(*dst)) {
+                return Ok(Route::SelfAddress);
+            }
             return Ok(Route::IpsecClient);
         }
         if let (Some(server), Some(d)) = (self.server.as_ref(), Address::decode(dst)) {

@@ -54,8 +54,9 @@ enum Command {
     ///
     /// client.pem, client.key: an IP-HTTPS client certificate (clientAuth).
     ///
-    /// ipsec.pem, ipsec.key: gate64's IKE certificate (the given names and IPs) for
-    /// `ipsec.certificate` and `ipsec.private_key`.
+    /// ipsec.pem, ipsec.key: gate64's IKE certificate (the given names and IPs, and with
+    /// --config the configuration's IKE endpoint) for `ipsec.certificate` and
+    /// `ipsec.private_key`.
     ///
     /// clients-ca.pem, clients-ca.key: the IPsec clients' CA, for `ipsec.ca` (issue more
     /// clients with its key).

@@ -27,8 +27,8 @@
 //! the TUN device with the inner address as source and a TCP MSS that keeps a sealed segment
 //! within the transport's MTU; `--route` is then only for extra prefixes. The endpoint has no
 //! default: neither transport tells the client gate64's IKE address (its `[ipsec] endpoint`,
-//! by default `corpnet.address6`). `--no-ipsec` keeps the clear-text client of earlier
-//! releases, for labs.
+//! by default the first address of its `ipsec.pool6`). `--no-ipsec` keeps the clear-text
+//! client of earlier releases, for labs.
 //!
 //! The TUN device is created on the first configuration and survives reconnects; `--route`
 //! prefixes are routed into it (`ip -6 route replace`). On a lost IP-HTTPS connection the
@@ -133,7 +133,8 @@ struct IpsecArgs {
     /// reach nothing but gate64 itself.
     #[arg(long)]
     no_ipsec: bool,
-    /// gate64's IKE/ESP address (its `[ipsec] endpoint`, by default its `corpnet.address6`).
+    /// gate64's IKE/ESP address: its `[ipsec] endpoint`, by default the first address of its
+    /// `ipsec.pool6` (`gate64 check-config` on the server prints it).
     /// Required with IPsec: neither transport tells the client this address.
     #[arg(long, value_name = "IPV6", required_unless_present = "no_ipsec")]
     ipsec_endpoint: Option<Ipv6Addr>,

@@ -34,7 +34,11 @@ fn absent_section_requires_ipsec_and_configures_nothing() {
     let c = Config::from_toml_str(BASE.trim_end_matches("[ipsec]\n")).unwrap();
     assert!(c.ipsec.require);
     assert!(!c.ipsec.configured());
-    assert_eq!(c.ipsec_endpoint(), c.corpnet.address6);
+    assert_eq!(
+        c.ipsec_endpoint(),
+        c.corpnet.address6,
+        "no pool, no IKE: the endpoint is moot"
+    );
     assert_eq!(
         c.ipsec_infrastructure_prefixes(),
         ["2001:db8:100::1/128".parse().unwrap()]
@@ -175,11 +179,73 @@ fn the_nat64_prefix_counts_only_while_nat64_is_on() {
 fn endpoint_is_a_usable_address_of_gate64() {
     refused("endpoint = \"::1\"\n", "ipsec.endpoint", "loopback");
     refused("endpoint = \"2001:0:1::1\"\n", "ipsec.endpoint", "Teredo");
-    refused(
+    let e = refused(
         "endpoint = \"fd00:c1::5\"\npool6 = \"fd00:c1::/120\"\n",
         "ipsec.endpoint",
         "ipsec.pool6",
     );
+    assert!(e.to_string().contains("fd00:c1::1"), "{e}");
+}
+
+#[test]
+fn the_default_endpoint_is_the_pools_first_address_and_collides_with_nothing() {
+    let c = parse(CREDENTIALS).unwrap_or_else(|e| panic!("{e}"));
+    let endpoint: std::net::Ipv6Addr = "fd00:c1::101".parse().unwrap();
+    assert!(c.ipsec_endpoint_is_default());
+    assert_eq!(c.ipsec_endpoint(), endpoint);
+    assert_ne!(c.ipsec_endpoint(), c.corpnet.address6);
+    for p in c
+        .ipsec_infrastructure_prefixes()
+        .iter()
+        .chain(&c.ipsec_intranet_prefixes())
+    {
+        assert!(!p.contains(&endpoint), "{p}");
+    }
+    assert!(
+        !c.warnings().iter().any(|w| w.starts_with("ipsec.endpoint")),
+        "{:?}",
+        c.warnings()
+    );
+    // Written out, the same address is accepted although it lies in the pool.
+    let c = parse(&format!("{CREDENTIALS}endpoint = \"fd00:c1::101\"\n"))
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(c.ipsec_endpoint(), endpoint);
+}
+
+#[test]
+fn an_endpoint_that_dns64_or_a_tunnel_shares_is_warned_about() {
+    for (endpoint, extra, needle) in [
+        ("2001:db8:100::1", "", "corpnet.address6"),
+        ("2001:db8:100::9", "", "(ipsec.intranet_prefixes)"),
+        (
+            "2001:db8:100::53",
+            "infrastructure_prefixes = [\"2001:db8:100::53/128\"]\n",
+            "(ipsec.infrastructure_prefixes)",
+        ),
+    ] {
+        let c = parse(&format!("{CREDENTIALS}endpoint = \"{endpoint}\"\n{extra}"))
+            .unwrap_or_else(|e| panic!("{e}"));
+        let w = c.warnings();
+        let w = w
+            .iter()
+            .find(|w| w.starts_with("ipsec.endpoint"))
+            .unwrap_or_else(|| panic!("{endpoint}: no warning in {w:?}"));
+        assert!(w.contains(needle), "{w}");
+        assert!(
+            w.contains("leave ipsec.endpoint out to use \"fd00:c1::101\""),
+            "{w}"
+        );
+    }
+}
+
+#[test]
+fn a_pool_keeps_room_for_gate64_and_clients() {
+    refused(
+        "pool6 = \"fd00:c1::/127\"\n",
+        "ipsec.pool6",
+        "/126 or shorter",
+    );
+    parse("pool6 = \"fd00:c1::/126\"\n").unwrap_or_else(|e| panic!("{e}"));
 }
 
 #[test]

@@ -119,8 +119,15 @@ impl Config {
             .or_else(|| {
                 self.ipsec
                     .pool6
-                    .filter(|p| p.contains(&a))
-                    .map(|p| format!("lies in ipsec.pool6 {p}, the clients' inner addresses"))
+                    .filter(|p| p.contains(&a) && pool6_endpoint(*p) != a)
+                    .map(|p| {
+                        format!(
+                            "lies in ipsec.pool6 {p}, the clients' inner addresses (only the \
+                             pool's first address, {}, is gate64's: leave ipsec.endpoint out \
+                             to use it)",
+                            pool6_endpoint(p)
+                        )
+                    })
             });
         match why {
             Some(why) => Err(invalid("ipsec.endpoint", value, why)),
@@ -144,6 +151,16 @@ impl Config {
                 "ipsec.pool6",
                 value,
                 format!("must be a /{MIN_POOL6_LEN} or longer (one address per client)"),
+            ));
+        }
+        if pool.prefix_len() > MAX_POOL6_LEN {
+            return Err(invalid(
+                "ipsec.pool6",
+                value,
+                format!(
+                    "must be a /{MAX_POOL6_LEN} or shorter: its all-zero address and its first \
+                     address (gate64's default endpoint) are never handed out"
+                ),
             ));
         }
         if let Some(why) = special_ipv6(pool.network()) {

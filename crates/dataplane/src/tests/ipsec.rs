@@ -180,6 +180,34 @@ fn ike_to_the_endpoint_is_admitted_without_an_sa() {
 }
 
 #[test]
+fn ike_to_an_endpoint_at_the_pools_first_address_is_gate64s() {
+    // The default `ipsec.endpoint`: the first address of `pool6`, the rest of which routes
+    // to clients.
+    let endpoint: Ipv6Addr = "fd00:c1::1".parse().unwrap();
+    let mut cfg = config(false);
+    cfg.ipsec_endpoint = Some(endpoint);
+    cfg.self_addresses = vec![endpoint.into()];
+    cfg.ipsec_pool = Some(Prefix::new("fd00:c1::".parse().unwrap(), 120));
+    cfg.sadb = Some(Arc::new(SaDb::new()));
+    let mut w = Worker::new(Shared::new(cfg), Arc::new(Stats::default()));
+    let me = teredo(CLIENT).encode();
+    let now = Instant::now();
+    for pkt in [
+        udp_with(me, endpoint, 500, &[0x11u8; 28]),
+        echo(me, endpoint, 8),
+    ] {
+        let v = from_teredo(&mut w, now, CLIENT, &pkt);
+        assert!(matches!(v, Verdict::Tun { .. }), "{v:?}");
+    }
+    // Another address of the pool is a client's: nothing reaches it without an SA.
+    let other: Ipv6Addr = "fd00:c1::2".parse().unwrap();
+    assert_eq!(
+        from_teredo(&mut w, now, CLIENT, &echo(me, other, 8)),
+        Verdict::Drop(DropReason::NoSa)
+    );
+}
+
+#[test]
 fn a_nat_keepalive_on_4500_is_consumed() {
     let mut w = ipsec_worker(false);
     let me = teredo(CLIENT).encode();

@@ -11,6 +11,10 @@ use ipnet::Ipv6Net;
 
 use crate::auth::IdentityKey;
 
+/// The offset of the first address handed out: 0 is the subnet-router anycast address and 1
+/// gate64's own.
+const FIRST_LEASED: u128 = 2;
+
 /// A pool of IPv6 addresses.
 #[derive(Debug, Clone)]
 pub struct AddressPool {
@@ -21,13 +25,15 @@ pub struct AddressPool {
 }
 
 impl AddressPool {
-    /// Every address of `net` except the subnet-router anycast (all-zero host part).
+    /// Every address of `net` except the subnet-router anycast (all-zero host part) and the
+    /// first address, which is gate64's own: its IKE endpoint unless the configuration
+    /// names another (`ipsec.endpoint`).
     pub fn new(net: Ipv6Net) -> Self {
         AddressPool {
             net,
             leases: HashMap::new(),
             in_use: Default::default(),
-            next: 1,
+            next: FIRST_LEASED,
         }
     }
 
@@ -44,7 +50,7 @@ impl AddressPool {
         for _ in 0..size.min(1 << 20) {
             let offset = self.next % size;
             self.next = self.next.wrapping_add(1);
-            if offset == 0 {
+            if offset < FIRST_LEASED {
                 continue;
             }
             let addr = Ipv6Addr::from(base + offset);
@@ -84,7 +90,7 @@ mod tests {
 
     #[test]
     fn one_address_per_identity_until_the_last_release() {
-        let mut pool = AddressPool::new("fd00:c1::100/126".parse().expect("net"));
+        let mut pool = AddressPool::new("fd00:c1::100/125".parse().expect("net"));
         let a = pool.lease(&id("alice")).expect("free");
         assert_eq!(pool.lease(&id("alice")), Some(a));
         let b = pool.lease(&id("bob")).expect("free");
@@ -95,14 +101,38 @@ mod tests {
             a != b && b != c && a != c,
             "one subject from two CAs: two identities"
         );
+        for name in ["carol", "erin", "frank"] {
+            pool.lease(&id(name)).expect("free");
+        }
         assert_eq!(
             pool.lease(&id("dave")),
             None,
-            "a /126 has three usable addresses"
+            "a /125 has six addresses for clients"
         );
         pool.release(&id("alice"));
         assert_eq!(pool.lease(&id("dave")), None, "alice still holds one lease");
         pool.release(&id("alice"));
         assert_eq!(pool.lease(&id("dave")), Some(a));
+    }
+
+    #[test]
+    fn never_leases_the_anycast_nor_gate64s_own_address() {
+        let net: Ipv6Net = "fd00:c1::100/126".parse().expect("net");
+        let mut pool = AddressPool::new(net);
+        let mut leased: Vec<Ipv6Addr> = ["a", "b", "c"]
+            .iter()
+            .filter_map(|n| pool.lease(&id(n)))
+            .collect();
+        leased.sort();
+        let own: Ipv6Addr = "fd00:c1::101".parse().expect("addr");
+        assert_eq!(
+            leased,
+            [
+                "fd00:c1::102".parse::<Ipv6Addr>().expect("addr"),
+                "fd00:c1::103".parse().expect("addr")
+            ],
+            "neither {} nor {own}",
+            net.network()
+        );
     }
 }

@@ -274,7 +274,8 @@ fn rfc7296_1_2_two_tunnels_with_cfg_and_narrowing() {
         (ups[0].tunnel, ups[1].tunnel),
         (TunnelKind::Infrastructure, TunnelKind::Intranet)
     );
-    let pool_addr: IpAddr = "fd00:c1::101".parse().expect("addr");
+    // The pool's first address (fd00:c1::101) is gate64's own; clients start after it.
+    let pool_addr: IpAddr = "fd00:c1::102".parse().expect("addr");
     assert_eq!((inner_a, inner_b), (Some(pool_addr), Some(pool_addr)));
     assert_eq!(ups[0].peer.inner, vec![pool_addr]);
     // TSr narrowed into the intranet prefix; TSi narrowed to the inner address.

@@ -759,7 +759,7 @@ mod tests {
         let Some(InitiatorEvent::Established { inner, .. }) = initiator.poll_event() else {
             panic!("the initiator did not establish");
         };
-        assert_eq!(inner, Some("fd00:c1::101".parse().expect("a")));
+        assert_eq!(inner, Some("fd00:c1::102".parse().expect("a")));
         let events: Vec<Event> =
             std::iter::from_fn(|| rx.recv_timeout(Duration::from_secs(5)).ok())
                 .take_while(|e| !matches!(e, Event::Negotiation { .. }))

@@ -282,7 +282,8 @@ fn gate64_toml(pki: &Path, control: &Path, opts: &LabOptions) -> Result<String> 
         "[iphttps]\nenabled = true\nlisten = \"{SERVER_V4}:443\"\ncertificate = \"{}\"\n\
          private_key = \"{}\"\nprefix = \"{IPHTTPS_PREFIX}\"\n\n\
          [ipsec]\nrequire = true\ncertificate = \"{}\"\nprivate_key = \"{}\"\nca = \"{}\"\n\
-         pool6 = \"{POOL6}\"\ninfrastructure_prefixes = [\"{CORP_HOST}/128\"]\n\
+         pool6 = \"{POOL6}\"\nendpoint = \"{GATE_ADDRESS6}\"\n\
+         infrastructure_prefixes = [\"{CORP_HOST}/128\"]\n\
          half_open_cookie_threshold = 1000000\n\n\
          [nat64]\nprefix = \"{PREF64}\"\npool4 = [\"{POOL4}\"]\n\n\
          [dns64]\nupstream = [\"{upstream}\"]\n\n\
