@@ -409,6 +409,44 @@ mod tests {
     /// module docs say: gate64's certificate under `ca.pem`, clients under `clients-ca.pem`
     /// only, the expired and other-CA clients refused with their reasons.
     #[test]
+    fn with_a_configuration_the_ike_certificate_holds_its_endpoint() {
+        use gate64_ike::auth::{Credentials, Identity};
+        let dir = temp_dir("config");
+        std::fs::create_dir_all(&dir).unwrap();
+        let conf = dir.join("gate64.toml");
+        let base = "[teredo]\nserver_addresses = [\"192.0.2.1\", \"192.0.2.2\"]\n[corpnet]\n\
+                    ipv6_prefixes = [\"2001:db8:100::/48\"]\naddress6 = \"2001:db8:100::1\"\n";
+        // The files it names are the ones about to be written: they need not exist.
+        let ipsec = "[ipsec]\ncertificate = \"/nonexistent/ipsec.pem\"\n\
+                     private_key = \"/nonexistent/ipsec.key\"\nca = \"/nonexistent/ca.pem\"\n\
+                     pool6 = \"fd00:c1::100/120\"\n";
+        std::fs::write(&conf, format!("{base}{ipsec}")).unwrap();
+        let args = CertsArgs {
+            out: dir.join("out"),
+            server_names: vec!["gw.gate64.lab".to_owned()],
+            server_ips: vec![],
+            config: Some(conf.clone()),
+        };
+        run(&args).unwrap();
+        let read = |f: &str| std::fs::read(args.out.join(f)).unwrap();
+        let ike = Credentials::from_pem(&read("ipsec.pem"), &read("ipsec.key")).unwrap();
+        let endpoint: IpAddr = "fd00:c1::101".parse().unwrap();
+        assert!(ike.holds_id(&Identity::ip(endpoint)));
+        assert!(ike.holds_id(&Identity::fqdn("gw.gate64.lab")));
+        let tls = Credentials::from_pem(&read("server.pem"), &read("server.key")).unwrap();
+        assert!(
+            !tls.holds_id(&Identity::ip(endpoint)),
+            "only the IKE certificate"
+        );
+
+        // No pool and no endpoint: no IKE endpoint to add, said so.
+        std::fs::write(&conf, base).unwrap();
+        let e = run(&args).unwrap_err().to_string();
+        assert!(e.contains("neither ipsec.endpoint nor ipsec.pool6"), "{e}");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
     fn ipsec_files_load_and_verify_as_ike_credentials() {
         use gate64_ike::auth::{
             AuthError, AuthMethod, Credentials, Identity, SigHash, TrustAnchors,

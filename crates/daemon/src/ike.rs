@@ -483,6 +483,34 @@ mod tests {
     }
 
     #[test]
+    fn a_certificate_without_the_endpoint_is_warned_about() {
+        let base = "[teredo]\nserver_addresses = [\"192.0.2.1\", \"192.0.2.2\"]\n[corpnet]\n\
+                    ipv6_prefixes = [\"2001:db8:100::/48\"]\naddress6 = \"2001:db8:100::1\"\n\
+                    [ipsec]\ncertificate = \"/c.pem\"\nprivate_key = \"/c.key\"\n\
+                    ca = \"/ca.pem\"\npool6 = \"fd00:c1::100/120\"\n";
+        let cfg = |extra: &str| Config::from_toml_str(&format!("{base}{extra}")).expect("config");
+        let creds = lab_credentials("endpoint");
+        // The certificate holds 2001:db8:ffff::1, not the default endpoint fd00:c1::101.
+        let w = endpoint_certificate_warning(&cfg(""), &creds).expect("a warning");
+        assert!(
+            w.starts_with("ipsec.certificate:")
+                && w.contains("fd00:c1::101")
+                && w.contains("first address of ipsec.pool6")
+                && w.contains("gate64 certs --config"),
+            "{w}"
+        );
+        assert_eq!(
+            endpoint_certificate_warning(&cfg("endpoint = \"2001:db8:ffff::1\"\n"), &creds),
+            None
+        );
+        // A name the certificate holds, proven instead: clients ask for that.
+        assert_eq!(
+            endpoint_certificate_warning(&cfg("identity = \"gw.gate64.lab\"\n"), &creds),
+            None
+        );
+    }
+
+    #[test]
     fn identity_defaults_to_the_first_subject_alt_name_and_must_be_held() {
         let c = with_identity(lab_credentials("default"), None).expect("default");
         assert_eq!(c.id(), Identity::fqdn("gw.gate64.lab"));
