@@ -47,8 +47,9 @@ pub(crate) const GATEWAY: Ipv6Addr = Ipv6Addr::new(0x2001, 0xdb8, 6, 0, 0, 0, 0,
 const INFRASTRUCTURE_TS: &str = "fd00:c0::53/128";
 const INTRANET_TS: &str = "fd00:c0::/64";
 const POOL6: &str = "fd00:c1::100/120";
-/// The first address gate64's pool hands out (the all-zero host part is skipped).
-const FIRST_LEASE: Ipv6Addr = Ipv6Addr::new(0xfd00, 0xc1, 0, 0, 0, 0, 0, 0x101);
+/// The first address gate64's pool hands out (the all-zero host part and the first address,
+/// gate64's own, are skipped).
+const FIRST_LEASE: Ipv6Addr = Ipv6Addr::new(0xfd00, 0xc1, 0, 0, 0, 0, 0, 0x102);
 /// The infrastructure tunnel's host (its whole selector).
 const INFRASTRUCTURE_HOST: Ipv6Addr = Ipv6Addr::new(0xfd00, 0xc0, 0, 0, 0, 0, 0, 0x53);
 const INITIATE_TIMEOUT: Duration = Duration::from_secs(30);
