@@ -17,8 +17,9 @@
 //! Asserted: both `--initiate` lines complete, charon holds two IKE SAs with one child SA each
 //! and gate64 counts 2 IKE SAs and 2 child SAs (two negotiations, nothing refused); charon
 //! routed both selectors into `ipsec0` without a conflict with IKE traffic; a corporate host
-//! answers over IPv6 through the intranet tunnel, and DNS64 answers through the infrastructure
-//! tunnel with the synthesized address of an IPv4-only name.
+//! answers over IPv6 through the intranet tunnel, DNS64 answers through the infrastructure
+//! tunnel with the synthesized address of an IPv4-only name, and charon's resolve plugin
+//! wrote the DNS server gate64 handed out (DNS64's address).
 //!
 //! `netns_strongswan_guide_endpoint_at_dns64_conflicts_with_ike` shows why the default
 //! endpoint is where it is: the same blocks with `endpoint = corpnet.address6` (DNS64's
@@ -346,6 +347,14 @@ fn guide(topo: &Topology) -> Result<()> {
         topo.ping6_all(&topo.cli, CORP_HOST, 3)
             .context("ping the corporate host through the intranet tunnel")?;
         expect_synthesized(&topo.cli, "through the infrastructure tunnel")?;
+        // The resolve plugin wrote the DNS server gate64 gave (INTERNAL_IP6_DNS): DNS64.
+        let resolv = std::fs::read_to_string(charon.resolv_conf_path()).unwrap_or_default();
+        ensure!(
+            resolv
+                .lines()
+                .any(|l| l.split_whitespace().take(2).eq(["nameserver", GATE_DNS])),
+            "charon's resolve plugin did not write gate64's DNS server {GATE_DNS}: {resolv:?}"
+        );
         Ok(())
     })();
     with_charon_logs(result, &[&charon])?;

@@ -264,8 +264,11 @@ impl<H: InnerLink> IpsecHost<H> {
             InitiatorEvent::Established {
                 identity,
                 inner,
+                dns,
+                dns_domains,
                 child,
                 auth_lifetime,
+                ..
             } => {
                 let sa = Inbound::new(&child.inbound)
                     .and_then(|inb| Ok((inb, Outbound::new(&child.outbound)?)));
@@ -294,6 +297,8 @@ impl<H: InnerLink> IpsecHost<H> {
                     responder = %identity,
                     inner = ?inner6,
                     routes = ?routes,
+                    dns = ?dns,
+                    dns_domains = ?dns_domains,
                     spi_in = format_args!("{:08x}", inbound.spi()),
                     spi_out = format_args!("{:08x}", outbound.spi()),
                     "IPsec tunnel up"

@@ -105,6 +105,12 @@ pub struct Ipsec {
     /// How old (seconds from its thisUpdate) an OCSP answer without nextUpdate may be to be
     /// taken; older ones count as no answer.
     pub ocsp_max_age_secs: u64,
+    /// DNS servers handed to clients that ask (INTERNAL_IP6_DNS) as written; `None` = DNS64's
+    /// IPv6 addresses while DNS64 is on ([`Config::ipsec_dns`]).
+    pub dns: Option<Vec<Ipv6Addr>>,
+    /// Split-DNS domains handed to clients that ask (INTERNAL_DNS_DOMAIN, RFC 8598): their
+    /// names are resolved through `dns`, the rest through the client's own resolver.
+    pub dns_domains: Vec<String>,
 }
 
 /// `ipsec.ocsp`: OCSP lookups of client certificates (RFC 6960).
@@ -219,6 +225,8 @@ impl Default for Ipsec {
             ocsp: Ocsp::default(),
             ocsp_url: None,
             ocsp_max_age_secs: defaults::OCSP_MAX_AGE_SECS,
+            dns: None,
+            dns_domains: Vec::new(),
         }
     }
 }
@@ -264,6 +272,27 @@ const MIN_HALF_OPEN_BYTES: usize = 128 * 1024;
 /// Allowed `ipsec.ocsp_max_age_secs`: a minute (responders that leave nextUpdate out
 /// usually sign each answer when asked) to a week.
 const OCSP_MAX_AGE_RANGE: std::ops::RangeInclusive<u64> = 60..=604_800;
+/// Most `ipsec.dns` servers: a client takes a few, and each is an attribute of every reply.
+const MAX_DNS_SERVERS: usize = 8;
+/// Most `ipsec.dns_domains`.
+const MAX_DNS_DOMAINS: usize = 32;
+
+/// A DNS name as INTERNAL_DNS_DOMAIN carries it: ASCII labels of letters, digits, '-' (and
+/// '_'), 1..=63 each, not starting or ending with '-', 253 characters in all.
+fn valid_dns_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 253
+        && name.split('.').all(|label| {
+            !label.is_empty()
+                && label.len() <= 63
+                && !label.starts_with('-')
+                && !label.ends_with('-')
+                && label
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+        })
+}
+
 /// Shortest `ipsec.pool6` prefix: larger pools only cost memory for nothing.
 const MIN_POOL6_LEN: u8 = 64;
 /// Longest `ipsec.pool6` prefix: its all-zero address is never handed out and its first
@@ -309,6 +338,8 @@ pub(crate) struct RawIpsec {
     ocsp: Option<Ocsp>,
     ocsp_url: Option<String>,
     ocsp_max_age_secs: Option<u64>,
+    dns: Option<Vec<Ipv6Addr>>,
+    dns_domains: Option<Vec<String>>,
 }
 
 impl RawIpsec {
@@ -355,6 +386,13 @@ impl RawIpsec {
             ocsp: self.ocsp.unwrap_or(d.ocsp),
             ocsp_url: self.ocsp_url,
             ocsp_max_age_secs: self.ocsp_max_age_secs.unwrap_or(d.ocsp_max_age_secs),
+            dns: self.dns,
+            dns_domains: self
+                .dns_domains
+                .unwrap_or_default()
+                .into_iter()
+                .map(|d| d.trim_end_matches('.').to_ascii_lowercase())
+                .collect(),
         }
     }
 }
@@ -385,6 +423,23 @@ impl Config {
     /// Whether `ipsec.endpoint` is left to its default.
     pub fn ipsec_endpoint_is_default(&self) -> bool {
         self.ipsec.endpoint.is_none()
+    }
+
+    /// The DNS servers clients are given: `ipsec.dns`, by default DNS64's IPv6 addresses
+    /// while DNS64 is on (none otherwise).
+    pub fn ipsec_dns(&self) -> Vec<Ipv6Addr> {
+        if let Some(dns) = &self.ipsec.dns {
+            return dns.clone();
+        }
+        let mut out: Vec<Ipv6Addr> = Vec::new();
+        for a in self.dns64.listen_addresses(self.corpnet.address6) {
+            if let std::net::IpAddr::V6(v6) = a.ip()
+                && !out.contains(&v6)
+            {
+                out.push(v6);
+            }
+        }
+        out
     }
 
     /// What the infrastructure tunnel reaches: `ipsec.infrastructure_prefixes`, by default
@@ -450,6 +505,23 @@ impl Config {
         }
         if let Some(w) = self.endpoint_collision_warning() {
             out.push(w);
+        }
+        if s.configured() {
+            let reached: Vec<Ipv6Net> = self
+                .ipsec_infrastructure_prefixes()
+                .into_iter()
+                .chain(self.ipsec_intranet_prefixes())
+                .collect();
+            for a in self.ipsec_dns() {
+                if !reached.iter().any(|p| p.contains(&a)) {
+                    out.push(format!(
+                        "ipsec.dns: {a} lies in neither tunnel's prefixes \
+                         (ipsec.infrastructure_prefixes, ipsec.intranet_prefixes): clients are \
+                         told to ask it, but their queries leave outside the tunnels and gate64 \
+                         drops them"
+                    ));
+                }
+            }
         }
     }
 
@@ -536,6 +608,8 @@ pub(crate) fn expected_form(path: &str) -> Option<&'static str> {
         "ipsec.ocsp" => "\"off\", \"soft\" or \"require\"",
         "ipsec.ocsp_url" => "a URL in quotes, e.g. \"http://ocsp.example.com/\"",
         "ipsec.identity" => "a string, e.g. \"gw.example.com\" or \"2001:db8::1\"",
+        "ipsec.dns" => "a list of IPv6 addresses, e.g. [\"2001:db8:100::1\"]",
+        "ipsec.dns_domains" => "a list of domain names, e.g. [\"corp.example.com\"]",
         _ => return None,
     })
 }

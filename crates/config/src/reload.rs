@@ -152,7 +152,9 @@ impl Config {
                 intranet_second_auth,
                 client_eku,
                 identity,
-                unique_ids
+                unique_ids,
+                dns,
+                dns_domains
             ]
         );
         diff!(

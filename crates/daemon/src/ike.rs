@@ -267,6 +267,8 @@ pub fn responder_config(cfg: &Config) -> Result<Option<ResponderConfig>> {
     config.intranet_second_auth = second_auth_policy(cfg);
     config.unique_ids = unique_ids(cfg);
     config.reauth = reauth(cfg);
+    config.dns = cfg.ipsec_dns();
+    config.dns_domains = cfg.ipsec.dns_domains.clone();
     Ok(Some(config))
 }
 

@@ -218,12 +218,15 @@ impl<'a> Charon<'a> {
         }
         let dir = self.dir.display();
         let plumbing = format!(
-            "\n# gate64_testkit: this charon's own vici socket and log file.\n\
+            "\n# gate64_testkit: this charon's own vici socket, log file and resolv.conf (the\n\
+             # resolve plugin writes the DNS servers it is given there, never the host's).\n\
              charon-systemd {{\n  filelog {{\n    charon {{\n      path = {dir}/charon.log\n      \
              default = 1\n      ike = 2\n      cfg = 2\n      time_format = %H:%M:%S\n      \
              ike_name = yes\n      flush_line = yes\n      append = no\n    }}\n  }}\n  \
              journal {{\n    default = -1\n  }}\n  plugins {{\n    vici {{\n      \
-             socket = unix://{dir}/charon.vici\n    }}\n  }}\n}}\n\
+             socket = unix://{dir}/charon.vici\n    }}\n    resolve {{\n      \
+             file = {dir}/resolv.conf\n      resolvconf {{\n        \
+             path = {dir}/no-resolvconf\n      }}\n    }}\n  }}\n}}\n\
              swanctl {{\n  load = {TOOL_PLUGINS}\n  socket = unix://{dir}/charon.vici\n}}\n"
         );
         fs::write(
@@ -301,6 +304,12 @@ impl<'a> Charon<'a> {
     /// charon's log file.
     pub fn log_path(&self) -> PathBuf {
         self.dir.join("charon.log")
+    }
+
+    /// Where the resolve plugin of a charon started with [`Charon::start_verbatim`] writes
+    /// the DNS servers it is given (instead of `/etc/resolv.conf`).
+    pub fn resolv_conf_path(&self) -> PathBuf {
+        self.dir.join("resolv.conf")
     }
 
     /// The last `lines` lines of charon's log (and of its stdout/stderr), with a header.

@@ -600,3 +600,68 @@ fn reauth_secs_defaults_to_a_day_takes_zero_and_refuses_less_than_a_minute() {
         assert_eq!(e.kind(), ErrorKind::InvalidValue);
     }
 }
+
+#[test]
+fn dns_defaults_to_dns64_and_domains_need_a_server() {
+    // BASE turns NAT64 on, not DNS64: no server by default.
+    let c = parse(CREDENTIALS).unwrap_or_else(|e| panic!("{e}"));
+    assert!(c.ipsec_dns().is_empty());
+    let with_dns64 = |ipsec: &str| {
+        Config::from_toml_str(&format!(
+            "{}[dns64]\nenabled = true\nupstream = [\"192.0.2.53\"]\n",
+            BASE.replace("[ipsec]\n", &format!("[ipsec]\n{CREDENTIALS}{ipsec}"))
+        ))
+    };
+    let c = with_dns64("").unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(
+        c.ipsec_dns(),
+        ["2001:db8:100::1".parse::<std::net::Ipv6Addr>().unwrap()]
+    );
+    let c = with_dns64("dns_domains = [\"Corp.Example.COM.\", \"lab.example\"]\n")
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(c.ipsec.dns_domains, ["corp.example.com", "lab.example"]);
+    let c = parse(&format!(
+        "{CREDENTIALS}dns = [\"2001:db8:100::53\"]\ndns_domains = [\"corp.example.com\"]\n"
+    ))
+    .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(
+        c.ipsec_dns(),
+        ["2001:db8:100::53".parse::<std::net::Ipv6Addr>().unwrap()]
+    );
+    assert!(
+        !c.warnings().iter().any(|w| w.starts_with("ipsec.dns")),
+        "{:?}",
+        c.warnings()
+    );
+
+    refused(
+        &format!("{CREDENTIALS}dns_domains = [\"corp.example.com\"]\n"),
+        "ipsec.dns_domains",
+        "set ipsec.dns, or turn DNS64 on",
+    );
+    for bad in [
+        "",
+        "-corp.example",
+        "corp..example",
+        "corp example",
+        "é.example",
+    ] {
+        refused(
+            &format!("dns = [\"2001:db8:100::53\"]\ndns_domains = [\"{bad}\"]\n"),
+            "ipsec.dns_domains",
+            "not a DNS name",
+        );
+    }
+    refused("dns = [\"ff02::1\"]\n", "ipsec.dns", "unicast");
+    refused("dns = [\"192.0.2.53\"]\n", "ipsec.dns", "IPv6 addresses");
+    // A server outside both tunnels: clients cannot reach it through them.
+    let c = parse(&format!("{CREDENTIALS}dns = [\"2001:db8:999::53\"]\n"))
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert!(
+        c.warnings()
+            .iter()
+            .any(|w| w.starts_with("ipsec.dns: 2001:db8:999::53 lies in neither tunnel")),
+        "{:?}",
+        c.warnings()
+    );
+}

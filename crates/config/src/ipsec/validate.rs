@@ -29,6 +29,7 @@ impl Config {
             ));
         }
         self.validate_ipsec_endpoint()?;
+        self.validate_ipsec_dns()?;
         if let Some(pool) = &self.ipsec.pool6 {
             self.validate_pool6(pool)?;
         }
@@ -133,6 +134,56 @@ impl Config {
             Some(why) => Err(invalid("ipsec.endpoint", value, why)),
             None => Ok(()),
         }
+    }
+
+    /// `dns`: unicast addresses, a handful; `dns_domains`: DNS names, only beside a server
+    /// (RFC 8598 §4: the domains say which queries go to the servers given with them).
+    fn validate_ipsec_dns(&self) -> Result<(), ConfigError> {
+        let s = &self.ipsec;
+        if let Some(dns) = &s.dns {
+            if dns.len() > MAX_DNS_SERVERS {
+                return Err(invalid(
+                    "ipsec.dns",
+                    format!("[{} addresses]", dns.len()),
+                    format!("give at most {MAX_DNS_SERVERS} servers"),
+                ));
+            }
+            for a in dns {
+                if let Some(w) = special_ipv6(*a) {
+                    return Err(invalid(
+                        "ipsec.dns",
+                        quote(&a.to_string()),
+                        format!("is {w}; give a unicast address clients reach through a tunnel"),
+                    ));
+                }
+            }
+        }
+        if s.dns_domains.len() > MAX_DNS_DOMAINS {
+            return Err(invalid(
+                "ipsec.dns_domains",
+                format!("[{} names]", s.dns_domains.len()),
+                format!("give at most {MAX_DNS_DOMAINS} domains"),
+            ));
+        }
+        for d in &s.dns_domains {
+            if !valid_dns_name(d) {
+                return Err(invalid(
+                    "ipsec.dns_domains",
+                    quote(d),
+                    "is not a DNS name: labels of letters, digits and '-', 1 to 63 characters \
+                     each, 253 in all, e.g. \"corp.example.com\"",
+                ));
+            }
+        }
+        if !s.dns_domains.is_empty() && s.configured() && self.ipsec_dns().is_empty() {
+            return Err(invalid(
+                "ipsec.dns_domains",
+                quote(&s.dns_domains.join(", ")),
+                "needs DNS servers to send those names to: set ipsec.dns, or turn DNS64 on \
+                 (dns64.enabled), whose address is the default",
+            ));
+        }
+        Ok(())
     }
 
     /// The pool hands out client addresses: it may not overlap anything that is routed

@@ -80,13 +80,21 @@ impl Initiator {
         payloads
     }
 
-    /// CP(CFG_REQUEST) for an inner IPv6 address (RFC 7296 §3.15.1), when configured.
+    /// CP(CFG_REQUEST) for an inner IPv6 address (RFC 7296 §3.15.1), its DNS servers and
+    /// split-DNS domains (RFC 8598), when configured.
     fn cfg_request(&self) -> Option<Payload> {
         self.config.request_address.then(|| {
-            let attributes = vec![CfgAttribute {
-                kind: cfg::INTERNAL_IP6_ADDRESS,
+            let attributes = [
+                cfg::INTERNAL_IP6_ADDRESS,
+                cfg::INTERNAL_IP6_DNS,
+                cfg::INTERNAL_DNS_DOMAIN,
+            ]
+            .into_iter()
+            .map(|kind| CfgAttribute {
+                kind,
                 value: Vec::new(),
-            }];
+            })
+            .collect();
             Payload::Cp(Configuration {
                 kind: cfg::REQUEST,
                 attributes,
@@ -166,6 +174,8 @@ impl Initiator {
         self.events.push_back(InitiatorEvent::Established {
             identity,
             inner: parts.inner,
+            dns: parts.dns,
+            dns_domains: parts.dns_domains,
             child: Box::new(child),
             auth_lifetime,
         });

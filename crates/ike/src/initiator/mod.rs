@@ -17,7 +17,7 @@
 //! are not implemented: the caller negotiates afresh before the responder's limits.
 
 use std::collections::VecDeque;
-use std::net::{IpAddr, SocketAddr};
+use std::net::{IpAddr, Ipv6Addr, SocketAddr};
 use std::time::{Duration, Instant, SystemTime};
 
 use crate::auth::{AuthError, AuthMethod, Credentials, Identity, SigHash, TrustAnchors};
@@ -74,6 +74,10 @@ pub enum InitiatorEvent {
         identity: String,
         /// The inner address the responder gave (CFG_REPLY), if asked.
         inner: Option<IpAddr>,
+        /// The DNS servers the responder gave (INTERNAL_IP6_DNS), if any.
+        dns: Vec<Ipv6Addr>,
+        /// The split-DNS domains the responder gave (INTERNAL_DNS_DOMAIN, RFC 8598).
+        dns_domains: Vec<String>,
         /// The child SA.
         child: Box<ChildSaPair>,
         /// How long the responder lets this IKE SA live before the client must authenticate

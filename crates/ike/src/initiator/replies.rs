@@ -37,6 +37,11 @@ impl<'a> ResponderProof<'a> {
 /// CP, SA, TSi and TSr of the IKE_AUTH response that completes the exchange.
 pub(super) struct ChildReply<'a> {
     pub(super) inner: Option<IpAddr>,
+    /// INTERNAL_IP6_DNS servers of the CFG_REPLY.
+    pub(super) dns: Vec<Ipv6Addr>,
+    /// INTERNAL_DNS_DOMAIN names of the CFG_REPLY (RFC 8598), those that are printable
+    /// ASCII.
+    pub(super) dns_domains: Vec<String>,
     pub(super) proposals: &'a [Proposal],
     pub(super) tsi: &'a [TrafficSelector],
     pub(super) tsr: &'a [TrafficSelector],
@@ -45,9 +50,29 @@ pub(super) struct ChildReply<'a> {
 impl<'a> ChildReply<'a> {
     pub(super) fn from(inner: &'a [Payload]) -> Option<Self> {
         let (mut address, mut proposals, mut tsi, mut tsr) = (None, None, None, None);
+        let (mut dns, mut dns_domains) = (Vec::new(), Vec::new());
         for p in inner {
             match p {
                 Payload::Cp(c) if c.kind == cfg::REPLY => {
+                    for a in &c.attributes {
+                        match a.kind {
+                            cfg::INTERNAL_IP6_DNS => {
+                                if let Some(o) =
+                                    a.value.get(..16).and_then(|b| <[u8; 16]>::try_from(b).ok())
+                                {
+                                    dns.push(Ipv6Addr::from(o));
+                                }
+                            }
+                            cfg::INTERNAL_DNS_DOMAIN
+                                if !a.value.is_empty()
+                                    && a.value.len() <= 253
+                                    && a.value.iter().all(|b| b.is_ascii_graphic()) =>
+                            {
+                                dns_domains.push(String::from_utf8_lossy(&a.value).into_owned());
+                            }
+                            _ => {}
+                        }
+                    }
                     address = c.attributes.iter().find_map(|a| {
                         let b = a
                             .value
@@ -66,6 +91,8 @@ impl<'a> ChildReply<'a> {
         }
         Some(ChildReply {
             inner: address,
+            dns,
+            dns_domains,
             proposals: proposals?,
             tsi: tsi?,
             tsr: tsr?,

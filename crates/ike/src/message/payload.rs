@@ -179,8 +179,11 @@ pub mod cfg {
     pub const INTERNAL_IP4_DNS: u16 = 3;
     /// INTERNAL_IP6_ADDRESS: 16-byte address and 1-byte prefix length.
     pub const INTERNAL_IP6_ADDRESS: u16 = 8;
-    /// INTERNAL_IP6_DNS.
+    /// INTERNAL_IP6_DNS: a 16-byte address.
     pub const INTERNAL_IP6_DNS: u16 = 10;
+    /// INTERNAL_DNS_DOMAIN (RFC 8598 §4): a domain name whose queries go to the
+    /// INTERNAL_IP*_DNS servers (split DNS), in ASCII without a trailing dot.
+    pub const INTERNAL_DNS_DOMAIN: u16 = 25;
 }
 
 /// ID payload body (RFC 7296 §3.5).

@@ -376,8 +376,12 @@ fn first_child(
     let (pair, proposal) = child::build_child(r, now, spi_r, plan)
         .map_err(|_| (notify::TEMPORARY_FAILURE, Refusal::Crypto))?;
     let mut payloads = Vec::new();
-    if wants_address {
-        payloads.extend(child::cfg_reply(inner));
+    if let Some(request) = req.cp {
+        payloads.extend(child::cfg_reply(
+            request,
+            wants_address.then_some(inner),
+            &r.config,
+        ));
     }
     payloads.extend([
         Payload::Sa(vec![proposal]),

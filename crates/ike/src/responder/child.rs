@@ -369,16 +369,37 @@ pub(crate) fn build_child(
     Ok((pair, esp_reply(&plan.choice, our_spi)))
 }
 
-/// The CP reply for a CFG_REQUEST (RFC 7296 §3.15.1): the IPv6 address with prefix length 128.
-pub(crate) fn cfg_reply(inner: IpAddr) -> Option<Payload> {
-    let IpAddr::V6(a) = inner else { return None };
-    let mut value = a.octets().to_vec();
-    value.push(128);
-    let attributes = vec![CfgAttribute {
-        kind: cfg::INTERNAL_IP6_ADDRESS,
-        value,
-    }];
-    Some(Payload::Cp(Configuration {
+/// The CP reply for a CFG_REQUEST (RFC 7296 §3.15.1): the leased inner address (`leased`,
+/// with prefix length 128) when asked for, and what else the request asks for that the
+/// configuration has: INTERNAL_IP6_DNS, one per server, and INTERNAL_DNS_DOMAIN (RFC 8598),
+/// one per domain, the latter only beside DNS servers. `None` when there is nothing to say.
+pub(crate) fn cfg_reply(
+    request: &Configuration,
+    leased: Option<IpAddr>,
+    config: &super::ResponderConfig,
+) -> Option<Payload> {
+    let mut attributes = Vec::new();
+    if let Some(IpAddr::V6(a)) = leased {
+        let mut value = a.octets().to_vec();
+        value.push(128);
+        attributes.push(CfgAttribute {
+            kind: cfg::INTERNAL_IP6_ADDRESS,
+            value,
+        });
+    }
+    if request.has(cfg::INTERNAL_IP6_DNS) {
+        attributes.extend(config.dns.iter().map(|d| CfgAttribute {
+            kind: cfg::INTERNAL_IP6_DNS,
+            value: d.octets().to_vec(),
+        }));
+    }
+    if request.has(cfg::INTERNAL_DNS_DOMAIN) && !config.dns.is_empty() {
+        attributes.extend(config.dns_domains.iter().map(|d| CfgAttribute {
+            kind: cfg::INTERNAL_DNS_DOMAIN,
+            value: d.as_bytes().to_vec(),
+        }));
+    }
+    (!attributes.is_empty()).then_some(Payload::Cp(Configuration {
         kind: cfg::REPLY,
         attributes,
     }))

@@ -67,6 +67,12 @@ pub struct ResponderConfig {
     /// announced with AUTH_LIFETIME (RFC 4478); it is deleted 10% later unless the client
     /// authenticated anew with a new IKE SA. `None`: never.
     pub reauth: Option<Duration>,
+    /// DNS servers handed to a client whose CFG_REQUEST asks for INTERNAL_IP6_DNS
+    /// (`[ipsec] dns`).
+    pub dns: Vec<Ipv6Addr>,
+    /// Split-DNS domains (RFC 8598) handed to a client whose CFG_REQUEST asks for
+    /// INTERNAL_DNS_DOMAIN (`[ipsec] dns_domains`), while `dns` is not empty.
+    pub dns_domains: Vec<String>,
 }
 
 impl ResponderConfig {
@@ -104,6 +110,8 @@ impl ResponderConfig {
             intranet_second_auth: SecondAuthPolicy::default(),
             unique_ids: UniqueIds::default(),
             reauth: Some(Duration::from_secs(86_400)),
+            dns: Vec::new(),
+            dns_domains: Vec::new(),
         }
     }
 }

@@ -246,6 +246,52 @@ fn open_response(i: &Initiator, t: &Transmit) -> Vec<Payload> {
         .1
 }
 
+/// A CFG_REQUEST asking for DNS servers and split-DNS domains (RFC 8598) gets the configured
+/// ones beside the inner address; without any configured, only the address.
+#[test]
+fn cfg_reply_carries_dns_servers_and_domains_when_asked() {
+    let lab = Lab::new();
+    let now = Instant::now();
+    let dns: Ipv6Addr = "fd00:c0::53".parse().expect("addr");
+    let mut r = lab.responder(now, |c| {
+        c.dns = vec![dns];
+        c.dns_domains = vec!["corp.example.com".into(), "lab.example".into()];
+    });
+    let mut i = lab.infrastructure(now);
+    i.start(now);
+    exchange_all(&mut r, &mut i, now);
+    match i.poll_event() {
+        Some(InitiatorEvent::Established {
+            inner,
+            dns: got,
+            dns_domains,
+            ..
+        }) => {
+            assert!(inner.is_some());
+            assert_eq!(got, [dns]);
+            assert_eq!(dns_domains, ["corp.example.com", "lab.example"]);
+        }
+        other => panic!("not established: {other:?}"),
+    }
+
+    let mut r = lab.responder(now, |_| {});
+    let mut i = lab.infrastructure(now);
+    i.start(now);
+    exchange_all(&mut r, &mut i, now);
+    match i.poll_event() {
+        Some(InitiatorEvent::Established {
+            inner,
+            dns,
+            dns_domains,
+            ..
+        }) => {
+            assert!(inner.is_some());
+            assert!(dns.is_empty() && dns_domains.is_empty());
+        }
+        other => panic!("not established: {other:?}"),
+    }
+}
+
 /// One client, two IKE SAs (infrastructure and intranet), one child SA each, one inner
 /// address from the pool for both; the child keys agree on both ends (RFC 7296 §2.17 order).
 #[test]
