@@ -181,6 +181,9 @@ pub mod cfg {
     pub const INTERNAL_IP6_ADDRESS: u16 = 8;
     /// INTERNAL_IP6_DNS: a 16-byte address.
     pub const INTERNAL_IP6_DNS: u16 = 10;
+    /// INTERNAL_IP6_SUBNET: a 16-byte address and a 1-byte prefix length, a subnet the
+    /// tunnel reaches (RFC 7296 §3.15.1).
+    pub const INTERNAL_IP6_SUBNET: u16 = 15;
     /// INTERNAL_DNS_DOMAIN (RFC 8598 §4): a domain name whose queries go to the
     /// INTERNAL_IP*_DNS servers (split DNS), in ASCII without a trailing dot.
     pub const INTERNAL_DNS_DOMAIN: u16 = 25;

@@ -380,6 +380,7 @@ fn first_child(
         payloads.extend(child::cfg_reply(
             request,
             wants_address.then_some(inner),
+            tunnel,
             &r.config,
         ));
     }

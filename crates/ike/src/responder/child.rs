@@ -371,11 +371,13 @@ pub(crate) fn build_child(
 
 /// The CP reply for a CFG_REQUEST (RFC 7296 §3.15.1): the leased inner address (`leased`,
 /// with prefix length 128) when asked for, and what else the request asks for that the
-/// configuration has: INTERNAL_IP6_DNS, one per server, and INTERNAL_DNS_DOMAIN (RFC 8598),
-/// one per domain, the latter only beside DNS servers. `None` when there is nothing to say.
+/// configuration has: INTERNAL_IP6_DNS, one per server; INTERNAL_DNS_DOMAIN (RFC 8598), one
+/// per domain, only beside DNS servers; INTERNAL_IP6_SUBNET, one per IPv6 prefix of
+/// `tunnel`. `None` when there is nothing to say.
 pub(crate) fn cfg_reply(
     request: &Configuration,
     leased: Option<IpAddr>,
+    tunnel: TunnelKind,
     config: &super::ResponderConfig,
 ) -> Option<Payload> {
     let mut attributes = Vec::new();
@@ -397,6 +399,23 @@ pub(crate) fn cfg_reply(
         attributes.extend(config.dns_domains.iter().map(|d| CfgAttribute {
             kind: cfg::INTERNAL_DNS_DOMAIN,
             value: d.as_bytes().to_vec(),
+        }));
+    }
+    if request.has(cfg::INTERNAL_IP6_SUBNET) {
+        let prefixes = match tunnel {
+            TunnelKind::Infrastructure => &config.infrastructure_prefixes,
+            TunnelKind::Intranet => &config.intranet_prefixes,
+        };
+        attributes.extend(prefixes.iter().filter_map(|p| match p {
+            IpNet::V6(p) => {
+                let mut value = p.network().octets().to_vec();
+                value.push(p.prefix_len());
+                Some(CfgAttribute {
+                    kind: cfg::INTERNAL_IP6_SUBNET,
+                    value,
+                })
+            }
+            IpNet::V4(_) => None,
         }));
     }
     (!attributes.is_empty()).then_some(Payload::Cp(Configuration {

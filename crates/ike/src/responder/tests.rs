@@ -292,6 +292,51 @@ fn cfg_reply_carries_dns_servers_and_domains_when_asked() {
     }
 }
 
+/// INTERNAL_IP6_SUBNET, when asked for, lists the prefixes of the tunnel the child SA is, and
+/// nothing is said about what is not asked for.
+#[test]
+fn cfg_reply_lists_the_tunnels_subnets_when_asked() {
+    use crate::message::{CfgAttribute, Configuration, cfg};
+    let lab = Lab::new();
+    let r = lab.responder(Instant::now(), |_| {});
+    let ask = |kinds: &[u16]| Configuration {
+        kind: cfg::REQUEST,
+        attributes: kinds
+            .iter()
+            .map(|&kind| CfgAttribute {
+                kind,
+                value: Vec::new(),
+            })
+            .collect(),
+    };
+    let subnets =
+        |tunnel| match child::cfg_reply(&ask(&[cfg::INTERNAL_IP6_SUBNET]), None, tunnel, &r.config)
+        {
+            Some(Payload::Cp(c)) => c
+                .attributes
+                .iter()
+                .map(|a| {
+                    assert_eq!(a.kind, cfg::INTERNAL_IP6_SUBNET);
+                    let octets: [u8; 16] = a.value[..16].try_into().expect("16 bytes");
+                    format!("{}/{}", Ipv6Addr::from(octets), a.value[16])
+                })
+                .collect::<Vec<_>>(),
+            other => panic!("{other:?}"),
+        };
+    assert_eq!(subnets(TunnelKind::Infrastructure), ["fd00:c0::53/128"]);
+    assert_eq!(subnets(TunnelKind::Intranet), ["fd00:c0::/64"]);
+    assert_eq!(
+        child::cfg_reply(
+            &ask(&[cfg::INTERNAL_IP4_DNS]),
+            None,
+            TunnelKind::Intranet,
+            &r.config
+        ),
+        None,
+        "nothing asked for that gate64 has"
+    );
+}
+
 /// One client, two IKE SAs (infrastructure and intranet), one child SA each, one inner
 /// address from the pool for both; the child keys agree on both ends (RFC 7296 §2.17 order).
 #[test]
