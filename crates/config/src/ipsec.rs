@@ -105,6 +105,9 @@ pub struct Ipsec {
     /// How old (seconds from its thisUpdate) an OCSP answer without nextUpdate may be to be
     /// taken; older ones count as no answer.
     pub ocsp_max_age_secs: u64,
+    /// The ESP suites child SAs may use, as written (strongSwan's notation), in gate64's
+    /// order of preference ([`Ipsec::esp_suites`]).
+    pub esp_proposals: Vec<String>,
 }
 
 /// `ipsec.ocsp`: OCSP lookups of client certificates (RFC 6960).
@@ -219,6 +222,7 @@ impl Default for Ipsec {
             ocsp: Ocsp::default(),
             ocsp_url: None,
             ocsp_max_age_secs: defaults::OCSP_MAX_AGE_SECS,
+            esp_proposals: esp::DEFAULT_ESP_PROPOSALS.map(String::from).to_vec(),
         }
     }
 }
@@ -300,6 +304,7 @@ pub(crate) struct RawIpsec {
     ocsp: Option<Ocsp>,
     ocsp_url: Option<String>,
     ocsp_max_age_secs: Option<u64>,
+    esp_proposals: Option<Vec<String>>,
 }
 
 impl RawIpsec {
@@ -346,6 +351,7 @@ impl RawIpsec {
             ocsp: self.ocsp.unwrap_or(d.ocsp),
             ocsp_url: self.ocsp_url,
             ocsp_max_age_secs: self.ocsp_max_age_secs.unwrap_or(d.ocsp_max_age_secs),
+            esp_proposals: self.esp_proposals.unwrap_or(d.esp_proposals),
         }
     }
 }
@@ -469,11 +475,17 @@ pub(crate) fn expected_form(path: &str) -> Option<&'static str> {
         "ipsec.ocsp" => "\"off\", \"soft\" or \"require\"",
         "ipsec.ocsp_url" => "a URL in quotes, e.g. \"http://ocsp.example.com/\"",
         "ipsec.identity" => "a string, e.g. \"gw.example.com\" or \"2001:db8::1\"",
+        "ipsec.esp_proposals" => {
+            "a list of ESP suites in strongSwan's notation, e.g. [\"aes256gcm16\", \"aes256-sha256\"]"
+        }
         _ => return None,
     })
 }
 
+mod esp;
 mod validate;
+
+pub use esp::EspProposal;
 
 #[cfg(test)]
 mod tests;
