@@ -73,8 +73,8 @@
 //! an SPI [`SaDb::inbound`] does not know (or [`spi_of`] `None` on a non-ESP packet) ->
 //! `esp_unknown_spi`, [`Inbound::admits`] false -> `esp_selector`, [`OpenError::Expired`] ->
 //! `no_sa`, [`OpenError::Truncated`] / [`OpenError::Malformed`] -> the existing truncated /
-//! malformed reasons. Under `cfg(fuzzing)` the AEAD is a null cipher (payload in clear, ICV
-//! unchecked) so fuzzers reach the code behind it.
+//! malformed reasons. Under `cfg(fuzzing)` the AEAD and AES-CBC + HMAC are null ciphers
+//! (payload in clear, ICV unchecked) so fuzzers reach the code behind them.
 #![warn(missing_docs)]
 #![forbid(unsafe_code)]
 

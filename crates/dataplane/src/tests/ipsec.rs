@@ -318,7 +318,13 @@ fn sealed_ping_round_trip(cipher: Cipher) {
 
 #[test]
 fn replay_bad_icv_unknown_spi_and_selector_violations_are_dropped_under_their_reason() {
-    let (mut w, client_seal, _) = with_sa(INNER, true);
+    for cipher in [Cipher::AesGcm16_256, Cipher::AesCbc256HmacSha256] {
+        esp_drops_under_their_reason(cipher);
+    }
+}
+
+fn esp_drops_under_their_reason(cipher: Cipher) {
+    let (mut w, client_seal, _) = with_sa_cipher(INNER, true, cipher);
     let good = sealed(&client_seal, &echo(INNER, CORP_HOST, 8), true);
     assert!(matches!(teredo_in(&mut w, &good).0, Verdict::Tun { .. }));
     assert_eq!(
