@@ -10,8 +10,7 @@ use std::time::{Duration, Instant};
 
 use aws_lc_rs::aead::{AES_128_GCM, AES_256_GCM, Aad, LessSafeKey, Nonce, UnboundKey};
 use aws_lc_rs::cipher::{
-    AES_128, AES_256, DecryptingKey, DecryptionContext, EncryptingKey, EncryptionContext,
-    UnboundCipherKey,
+    AES_128, AES_256, DecryptingKey, EncryptingKey, EncryptionContext, UnboundCipherKey,
 };
 use aws_lc_rs::hmac;
 use zeroize::Zeroize;
@@ -874,7 +873,7 @@ pub(crate) fn cbc_decrypt(
     iv: [u8; AES_BLOCK],
     data: &mut [u8],
 ) -> Result<(), ()> {
-    key.decrypt(data, DecryptionContext::Iv128(iv.into()))
+    key.decrypt(data, aws_lc_rs::cipher::DecryptionContext::Iv128(iv.into()))
         .map(|_| ())
         .map_err(|_| ())
 }
