@@ -5,8 +5,10 @@
 //! Input: `[mode][bytes]`. Mode bits 0-1 pick the case: 0 raw bytes, 1 raw bytes with the SA's
 //! SPI written over the first word (reaches replay and trailer logic), 2 and 3 seal `bytes[3..]`
 //! as the inner packet at offset `bytes[0] % 64`, flip byte `bytes[1]` with mask `bytes[2]`
-//! (mask 0 = untouched) and open with a fresh receiver. Bit 2 picks the ESN SA. The SAs
-//! persist across runs, so the raw modes move their windows as a real receiver's move.
+//! (mask 0 = untouched) and open with a fresh receiver. Bit 2 picks the ESN SA, bit 3 an
+//! AES-CBC + HMAC-SHA2-256 SA instead of AES-GCM (under `cfg(fuzzing)` its ICV is not checked
+//! and its payload stays in clear, as the AEAD's). The SAs persist across runs, so the raw
+//! modes move their windows as a real receiver's move.
 #![no_main]
 
 use std::net::IpAddr;
@@ -14,8 +16,8 @@ use std::sync::LazyLock;
 use std::time::Instant;
 
 use gate64_esp::{
-    Cipher, ICV_LEN, Inbound, Lifetime, MAX_TRAILER, OpenError, Outbound, SPI_SEQ_IV_LEN, SaKeys,
-    SaParams, Selector, inner_addrs, spi_of,
+    Cipher, ICV_LEN, Inbound, Lifetime, OpenError, Outbound, SaKeys, SaParams, Selector,
+    inner_addrs, spi_of,
 };
 use libfuzzer_sys::fuzz_target;
 
@@ -27,12 +29,12 @@ struct Sa {
     inbound: Inbound,
 }
 
-fn sa(esn: bool) -> Sa {
+fn sa(cipher: Cipher, esn: bool) -> Sa {
     let p = SaParams {
         spi: SPI,
         keys: SaKeys {
-            cipher: Cipher::AesGcm16_256,
-            key: (0..36).collect(),
+            cipher,
+            key: (0..cipher.keymat_len() as u8).collect(),
         },
         esn,
         lifetime: Lifetime::UNLIMITED,
@@ -47,23 +49,33 @@ fn sa(esn: bool) -> Sa {
     }
 }
 
-static PLAIN: LazyLock<Sa> = LazyLock::new(|| sa(false));
-static ESN: LazyLock<Sa> = LazyLock::new(|| sa(true));
+static PLAIN: LazyLock<Sa> = LazyLock::new(|| sa(Cipher::AesGcm16_256, false));
+static ESN: LazyLock<Sa> = LazyLock::new(|| sa(Cipher::AesGcm16_256, true));
+static CBC_PLAIN: LazyLock<Sa> = LazyLock::new(|| sa(Cipher::AesCbc256HmacSha256, false));
+static CBC_ESN: LazyLock<Sa> = LazyLock::new(|| sa(Cipher::AesCbc128HmacSha256, true));
 
 fn open_and_check(inbound: &Inbound, out: &Outbound, esp: &mut [u8]) -> Result<(), OpenError> {
     let len = esp.len();
+    let cipher = inbound.cipher();
+    let h = cipher.header_len();
     let before = inbound.highest_seq();
     let r = inbound.open(esp);
     match &r {
         Ok(o) => {
-            assert!(o.inner.start == SPI_SEQ_IV_LEN && o.inner.end + 2 + ICV_LEN <= len);
+            assert!(o.inner.start == h && o.inner.end + 2 + ICV_LEN <= len);
+            if cipher.is_cbc() {
+                assert_eq!((len - h - ICV_LEN) % 16, 0);
+            }
             assert!(inbound.highest_seq() >= before);
             if let Some((src, dst)) = inner_addrs(&esp[o.inner.clone()], o.next_header) {
                 let _ = inbound.admits(src, dst);
                 let _ = out.covers(src, dst);
             }
         }
-        Err(OpenError::Truncated) => assert!(len < SPI_SEQ_IV_LEN + 2 + ICV_LEN),
+        Err(OpenError::Truncated) => {
+            let min_body = if cipher.is_cbc() { 16 } else { 2 };
+            assert!(len < h + min_body + ICV_LEN)
+        }
         // Only an authentic packet moves the window; one with a bad trailer (Malformed) or
         // past the byte limit (Expired) is authentic and has used its sequence number.
         Err(OpenError::Replay | OpenError::Auth) => assert_eq!(inbound.highest_seq(), before),
@@ -76,7 +88,14 @@ fuzz_target!(|data: &[u8]| {
     let Some((&mode, rest)) = data.split_first() else {
         return;
     };
-    let sa: &Sa = if mode & 4 != 0 { &ESN } else { &PLAIN };
+    let sa: &Sa = match (mode & 8 != 0, mode & 4 != 0) {
+        (false, false) => &PLAIN,
+        (false, true) => &ESN,
+        (true, false) => &CBC_PLAIN,
+        (true, true) => &CBC_ESN,
+    };
+    let h = sa.out.header_len();
+    let max_trailer = sa.out.cipher().max_trailer();
     let _ = spi_of(rest);
     match mode & 3 {
         0 => {
@@ -99,12 +118,12 @@ fuzz_target!(|data: &[u8]| {
             } else {
                 41
             };
-            let mut buf = vec![0u8; at + SPI_SEQ_IV_LEN + inner.len() + MAX_TRAILER];
-            buf[at + SPI_SEQ_IV_LEN..][..inner.len()].copy_from_slice(inner);
+            let mut buf = vec![0u8; at + h + inner.len() + max_trailer];
+            buf[at + h..][..inner.len()].copy_from_slice(inner);
             let Ok(len) = sa.out.seal(&mut buf, at, inner.len(), nh) else {
                 return;
             };
-            assert!(len <= SPI_SEQ_IV_LEN + inner.len() + MAX_TRAILER);
+            assert!(len <= h + inner.len() + max_trailer);
             let esp = &mut buf[at..at + len];
             assert_eq!(spi_of(esp), Some(SPI));
             let i = usize::from(*pos) % len;
@@ -116,7 +135,7 @@ fuzz_target!(|data: &[u8]| {
             if *mask == 0 {
                 // Untouched, and its sequence number is new: it opens to what was sealed.
                 assert_eq!(r, Ok(()));
-                assert_eq!(&esp[SPI_SEQ_IV_LEN..][..inner.len()], inner);
+                assert_eq!(&esp[h..][..inner.len()], inner);
                 if let Some((src, _)) = inner_addrs(inner, nh) {
                     assert_eq!(
                         inbound.admits(src, "fd00:c0::1".parse::<IpAddr>().unwrap()),

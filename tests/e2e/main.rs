@@ -26,6 +26,7 @@ mod iphttps_edge;
 mod iphttps_revocation;
 mod ipsec;
 mod ipsec_connect;
+mod ipsec_esp_cbc;
 mod ipsec_flood;
 mod ipsec_fragments;
 mod ipsec_negative;

@@ -61,9 +61,12 @@ pub fn render(s: &Snapshot) -> String {
             inner.join(", ")
         );
         for sa in &c.sas {
-            let encap = sa
+            let mut encap = sa
                 .udp_encap
                 .map_or_else(|| "ESP".to_owned(), |p| format!("ESP in UDP 4500:{p}"));
+            if !sa.esp.is_empty() {
+                encap = format!("{encap} {}", sa.esp);
+            }
             let who = sa
                 .identity
                 .as_ref()

@@ -111,6 +111,9 @@ pub struct Ipsec {
     /// Split-DNS domains handed to clients that ask (INTERNAL_DNS_DOMAIN, RFC 8598): their
     /// names are resolved through `dns`, the rest through the client's own resolver.
     pub dns_domains: Vec<String>,
+    /// The ESP suites child SAs may use, as written (strongSwan's notation), in gate64's
+    /// order of preference ([`Ipsec::esp_suites`]).
+    pub esp_proposals: Vec<String>,
 }
 
 /// `ipsec.ocsp`: OCSP lookups of client certificates (RFC 6960).
@@ -227,6 +230,7 @@ impl Default for Ipsec {
             ocsp_max_age_secs: defaults::OCSP_MAX_AGE_SECS,
             dns: None,
             dns_domains: Vec::new(),
+            esp_proposals: esp::DEFAULT_ESP_PROPOSALS.map(String::from).to_vec(),
         }
     }
 }
@@ -340,6 +344,7 @@ pub(crate) struct RawIpsec {
     ocsp_max_age_secs: Option<u64>,
     dns: Option<Vec<Ipv6Addr>>,
     dns_domains: Option<Vec<String>>,
+    esp_proposals: Option<Vec<String>>,
 }
 
 impl RawIpsec {
@@ -393,6 +398,7 @@ impl RawIpsec {
                 .into_iter()
                 .map(|d| d.trim_end_matches('.').to_ascii_lowercase())
                 .collect(),
+            esp_proposals: self.esp_proposals.unwrap_or(d.esp_proposals),
         }
     }
 }
@@ -610,11 +616,17 @@ pub(crate) fn expected_form(path: &str) -> Option<&'static str> {
         "ipsec.identity" => "a string, e.g. \"gw.example.com\" or \"2001:db8::1\"",
         "ipsec.dns" => "a list of IPv6 addresses, e.g. [\"2001:db8:100::1\"]",
         "ipsec.dns_domains" => "a list of domain names, e.g. [\"corp.example.com\"]",
+        "ipsec.esp_proposals" => {
+            "a list of ESP suites in strongSwan's notation, e.g. [\"aes256gcm16\", \"aes256-sha256\"]"
+        }
         _ => return None,
     })
 }
 
+mod esp;
 mod validate;
+
+pub use esp::EspProposal;
 
 #[cfg(test)]
 mod tests;

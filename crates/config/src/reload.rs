@@ -3,7 +3,8 @@
 //! A key is live when the daemon reads it again after start: the IP-HTTPS certificate, key and
 //! client CA and CRLs (new connections get them; connections up keep theirs), the IKE
 //! certificate, key and CA and the RFC 4739 policy (new IKE SAs get them; IKE SAs up keep
-//! theirs), the IKE CRLs (new IKE SAs are checked against them), the log
+//! theirs), the ESP suites (`ipsec.esp_proposals`: new child SAs, rekeys included, choose
+//! from them; child SAs up keep theirs), the IKE CRLs (new IKE SAs are checked against them), the log
 //! filter, the security step's switch (`ipsec.require`), the binding and session logs' paths, the
 //! IP-HTTPS connection caps (at once and per source), its ClientHello and write deadlines and
 //! its queue budget. Every
@@ -35,6 +36,7 @@ pub const LIVE_KEYS: &[&str] = &[
     "ipsec.identity",
     "ipsec.unique_ids",
     "ipsec.reauth_secs",
+    "ipsec.esp_proposals",
     "ipsec.ocsp",
     "ipsec.ocsp_url",
     "ipsec.ocsp_max_age_secs",
@@ -154,7 +156,8 @@ impl Config {
                 identity,
                 unique_ids,
                 dns,
-                dns_domains
+                dns_domains,
+                esp_proposals
             ]
         );
         diff!(

@@ -85,4 +85,9 @@ pub struct ChildSa {
     pub bytes_out: u64,
     /// Packets sealed.
     pub packets_out: u64,
+    /// The ESP suite in strongSwan's notation, as `ipsec.esp_proposals` names it:
+    /// `aes256gcm16`, `aes128gcm16`, `aes256-sha256` or `aes128-sha256`. Empty from a daemon
+    /// of an earlier release.
+    #[serde(default)]
+    pub esp: String,
 }

@@ -4,9 +4,11 @@
 use crate::accounting::{Sessions, disconnect_reason};
 use crate::settings::client_eku;
 use anyhow::{Context, Result};
-use gate64_config::{Config, IpsecCrlExpired, IpsecOcsp, IpsecSecondAuth, IpsecUniqueIds};
+use gate64_config::{
+    Config, EspProposal, IpsecCrlExpired, IpsecOcsp, IpsecSecondAuth, IpsecUniqueIds,
+};
 use gate64_dataplane::{IkeResult, IkeShedReason, IpsecStats, OcspResult, RekeyKind};
-use gate64_esp::SaDb;
+use gate64_esp::{Cipher, SaDb};
 use gate64_ike::auth::{Credentials, Crls, Identity, TrustAnchors};
 use gate64_ike::responder::{
     self, Event, Refusal, Responder, ResponderConfig, SecondAuthPolicy, UniqueIds,
@@ -30,6 +32,7 @@ pub struct Reloaded {
     second_auth: SecondAuthPolicy,
     unique_ids: UniqueIds,
     reauth: Option<Duration>,
+    esp_suites: Vec<Cipher>,
 }
 
 impl Reloaded {
@@ -47,6 +50,7 @@ impl Reloaded {
             second_auth: second_auth_policy(cfg),
             unique_ids: unique_ids(cfg),
             reauth: reauth(cfg),
+            esp_suites: esp_suites(cfg),
         }))
     }
 
@@ -72,6 +76,7 @@ impl Reloaded {
             responder.set_intranet_second_auth(self.second_auth);
             responder.set_unique_ids(self.unique_ids);
             responder.set_reauth(self.reauth);
+            responder.set_esp_suites(self.esp_suites);
             info!("IKE credentials reloaded: new IKE SAs use them, established ones stay");
             let removed = responder.disconnect_revoked(Instant::now());
             if !removed.is_empty() {
@@ -229,6 +234,20 @@ fn unique_ids(cfg: &Config) -> UniqueIds {
     }
 }
 
+/// `ipsec.esp_proposals` as the responder's ESP suites, in the same order.
+fn esp_suites(cfg: &Config) -> Vec<Cipher> {
+    cfg.ipsec
+        .esp_suites()
+        .into_iter()
+        .map(|s| match s {
+            EspProposal::Aes256Gcm16 => Cipher::AesGcm16_256,
+            EspProposal::Aes128Gcm16 => Cipher::AesGcm16_128,
+            EspProposal::Aes256Sha256 => Cipher::AesCbc256HmacSha256,
+            EspProposal::Aes128Sha256 => Cipher::AesCbc128HmacSha256,
+        })
+        .collect()
+}
+
 fn second_auth_policy(cfg: &Config) -> SecondAuthPolicy {
     match cfg.ipsec.intranet_second_auth {
         IpsecSecondAuth::Off => SecondAuthPolicy::Off,
@@ -269,6 +288,7 @@ pub fn responder_config(cfg: &Config) -> Result<Option<ResponderConfig>> {
     config.reauth = reauth(cfg);
     config.dns = cfg.ipsec_dns();
     config.dns_domains = cfg.ipsec.dns_domains.clone();
+    config.esp_suites = esp_suites(cfg);
     Ok(Some(config))
 }
 

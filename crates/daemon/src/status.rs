@@ -4,7 +4,7 @@
 use gate64_accounting::Transport;
 use gate64_control::{ChildSa, Client, Snapshot};
 use gate64_dataplane::Shared;
-use gate64_esp::{InboundEntry, Selector, TunnelKind};
+use gate64_esp::{Cipher, InboundEntry, Selector, TunnelKind};
 use gate64_ike::responder::IkeSaInfo;
 use std::collections::HashMap;
 use std::net::{IpAddr, Ipv6Addr};
@@ -98,6 +98,17 @@ fn child_sa(e: &InboundEntry, now: Instant) -> ChildSa {
         packets_in: e.sa.packets(),
         bytes_out: out.bytes(),
         packets_out: out.packets(),
+        esp: esp_suite(e.sa.cipher()).to_owned(),
+    }
+}
+
+/// A child SA's ESP suite as `ipsec.esp_proposals` spells it.
+fn esp_suite(c: Cipher) -> &'static str {
+    match c {
+        Cipher::AesGcm16_256 => "aes256gcm16",
+        Cipher::AesGcm16_128 => "aes128gcm16",
+        Cipher::AesCbc256HmacSha256 => "aes256-sha256",
+        Cipher::AesCbc128HmacSha256 => "aes128-sha256",
     }
 }
 

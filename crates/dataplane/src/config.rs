@@ -9,7 +9,7 @@ use std::net::{IpAddr, Ipv6Addr, SocketAddr};
 use std::sync::Arc;
 
 /// Bytes a driver must leave free before a packet for headers to be prepended: the outer
-/// IPv6 + UDP + ESP headers of a sealed packet (40 + 8 + 16) plus a Teredo origin indication
+/// IPv6 + UDP + ESP headers of a sealed packet (40 + 8 + up to 24) plus a Teredo origin indication
 /// or IP-HTTPS framing, with room to spare.
 pub const HEADROOM: usize = 128;
 /// Largest packet a driver must be able to hold after the headroom: an IPv6 packet with a

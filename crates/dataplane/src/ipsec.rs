@@ -18,13 +18,15 @@
 //!
 //! Everything is written in place: the outer headers go into the room in front of the inner
 //! packet ([`crate::HEADROOM`] from the drivers, or the outer headers of the ESP packet it
-//! came in), the trailer behind it (the drivers leave tailroom; an opened packet's own
-//! trailer is as long as a resealed one's, since padding depends only on the inner length).
+//! came in), the trailer behind it (the drivers leave tailroom, at least
+//! [`gate64_esp::LARGEST_TRAILER`] bytes: an opened packet's own trailer may be shorter than
+//! a resealed one's when the two SAs' ciphers differ, AES-CBC padding to 16 bytes and
+//! AES-GCM to 4).
 
 use crate::stats::Direction;
 use crate::{ClientBinding, DropReason, Shared, Verdict, Worker};
 use gate64_esp::udp_encap::{self, Encapsulated, IKE_PORT, NAT_T_PORT};
-use gate64_esp::{OpenError, OutboundEntry, SPI_SEQ_IV_LEN};
+use gate64_esp::{OpenError, OutboundEntry};
 use gate64_wire::{ipv6, udp};
 use std::net::IpAddr;
 use std::sync::Arc;
@@ -157,9 +159,12 @@ impl Worker {
         };
         let endpoint = self.shared.cfg.ipsec_endpoint.ok_or(DropReason::NoRoute)?;
         let udp = sa.peer.udp_encap;
-        let front = ipv6::HEADER_LEN + udp.map_or(0, |_| udp::HEADER_LEN) + SPI_SEQ_IV_LEN;
+        // The ESP header's length depends on the cipher (an AES-CBC IV is 16 bytes, an
+        // AES-GCM one 8).
+        let esp_header = sa.sa.header_len();
+        let front = ipv6::HEADER_LEN + udp.map_or(0, |_| udp::HEADER_LEN) + esp_header;
         let outer_start = start.checked_sub(front).ok_or(DropReason::Unsupported)?;
-        let esp_at = start - SPI_SEQ_IV_LEN;
+        let esp_at = start - esp_header;
         let esp_len = sa
             .sa
             .seal(buf, esp_at, end - start, gate64_esp::NEXT_HEADER_IPV6)

@@ -65,7 +65,7 @@ pub(crate) const TIMEOUT: Duration = Duration::from_secs(5);
 /// header.
 const DATA_AT: usize = HEADROOM + ipv6::HEADER_LEN;
 /// A slot's buffer: headroom, fixed header, the largest payload, and an ESP trailer's room.
-pub(crate) const SLOT_LEN: usize = DATA_AT + MAX_LEN + gate64_esp::MAX_TRAILER;
+pub(crate) const SLOT_LEN: usize = DATA_AT + MAX_LEN + gate64_esp::LARGEST_TRAILER;
 
 /// The client a fragment came from, as its transport identifies it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

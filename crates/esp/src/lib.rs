@@ -1,10 +1,11 @@
-//! ESP tunnel mode with AES-GCM for gate64: sealing and opening in place, anti-replay,
+//! ESP tunnel mode with AES-GCM or AES-CBC + HMAC-SHA2-256 for gate64: sealing and opening in place, anti-replay,
 //! extended sequence numbers, lifetimes, traffic selectors and the SA database. Sans-IO:
 //! no sockets, no clock (time is passed in), no RNG (the caller's).
 //!
 //! Covered: RFC 4303 (ESP: §2 packet format, §2.2.1 ESN, §2.4 padding, §3.3.3 sequence
 //! numbers, §3.4.3 anti-replay, Appendix A ESN reconstruction), RFC 4106 (AES-GCM in ESP:
-//! §3 IV, §4 nonce, §5 AAD, §8.1 key material), RFC 4301 §4.4.1 / RFC 7296 §3.13.1 (traffic
+//! §3 IV, §4 nonce, §5 AAD, §8.1 key material), RFC 3602 (AES-CBC in ESP) with RFC 4868
+//! (HMAC-SHA2-256-128), RFC 4301 §4.4.1 / RFC 7296 §3.13.1 (traffic
 //! selectors, checked by address). UDP encapsulation (RFC 3948) adds only the outer UDP
 //! header in front of the same bytes: that is the caller's, as is the outer IP header;
 //! [`udp_encap`] tells IKE, NAT-keepalives and ESP apart on the UDP ports.
@@ -21,6 +22,16 @@
 //!                                                         |<- at most MAX_TRAILER = 21 ->|
 //! nonce = salt || IV   (salt = the last 4 bytes of the KEYMAT slice, RFC 4106 §4)
 //! next header: 4 = IPv4, 41 = IPv6, 59 = dummy
+//!
+//! AES-CBC + HMAC-SHA2-256-128 (RFC 3602, RFC 4868):
+//! 0        4             8               24              24+n            end-16    end
+//! +--------+-------------+---------------+----------------+--------------+---------+
+//! | SPI    | seq, low 32 | IV, 16 bytes  | inner packet   | pad 0-15,    | ICV     |
+//! |        | bits        |               | (n)            | len, next hdr| 16      |
+//! +--------+-------------+---------------+----------------+--------------+---------+
+//!                                        |<---- encrypted, whole blocks ->|
+//! |<------------- ICV = HMAC-SHA2-256(SPI .. ciphertext [|| seq high with ESN]), 128 bits
+//! IV = AES_K(seq || 0^64): unique per packet, unpredictable without the key
 //! ```
 //!
 //! Design choices:
@@ -29,8 +40,14 @@
 //!   the header in front and the trailer behind, encrypts in place and appends the ICV;
 //!   [`Inbound::open`] decrypts in place and returns where the inner packet lies. Outer
 //!   headers go into the headroom before `at`, so nothing is copied.
-//! - **All cryptography is aws-lc-rs** (`aead::LessSafeKey`, AES_128_GCM / AES_256_GCM); the
-//!   key is expanded once per SA.
+//! - **All cryptography is aws-lc-rs** (`aead::LessSafeKey`, AES_128_GCM / AES_256_GCM;
+//!   `cipher::EncryptingKey::cbc` / `DecryptingKey::cbc` and `hmac` with HMAC_SHA256); keys
+//!   are expanded once per SA. Where the inner packet starts depends on the cipher:
+//!   [`Outbound::header_len`] / [`Cipher::header_len`] ([`SPI_SEQ_IV_LEN`] for AES-GCM, 24
+//!   for AES-CBC); [`LARGEST_HEADER`] and [`LARGEST_TRAILER`] bound every cipher.
+//! - **AES-CBC**: the ICV is verified in constant time before anything is decrypted, and
+//!   before the replay window is marked. The IV is the AES encryption of the sequence
+//!   number under the SA's key (NIST SP 800-38A Appendix C), so no RNG runs per packet.
 //! - **IV = the 64-bit sequence number.** It is unique per packet under one key (RFC 4106
 //!   §3.1 requires exactly that) and needs no RNG on the data path; it also reveals nothing
 //!   the sequence number field does not. One `AtomicU64` hands out numbers, so several
@@ -56,8 +73,8 @@
 //! an SPI [`SaDb::inbound`] does not know (or [`spi_of`] `None` on a non-ESP packet) ->
 //! `esp_unknown_spi`, [`Inbound::admits`] false -> `esp_selector`, [`OpenError::Expired`] ->
 //! `no_sa`, [`OpenError::Truncated`] / [`OpenError::Malformed`] -> the existing truncated /
-//! malformed reasons. Under `cfg(fuzzing)` the AEAD is a null cipher (payload in clear, ICV
-//! unchecked) so fuzzers reach the code behind it.
+//! malformed reasons. Under `cfg(fuzzing)` the AEAD and AES-CBC + HMAC are null ciphers
+//! (payload in clear, ICV unchecked) so fuzzers reach the code behind them.
 #![warn(missing_docs)]
 #![forbid(unsafe_code)]
 
@@ -69,8 +86,8 @@ pub mod udp_encap;
 
 pub use replay::REPLAY_WINDOW;
 pub use sa::{
-    Cipher, Inbound, KeyError, Lifetime, OpenError, Opened, Outbound, SALT_LEN, SaKeys, SaParams,
-    SaState, SealError, esp_len,
+    Cipher, HMAC_SHA256_KEY_LEN, Inbound, KeyError, Lifetime, OpenError, Opened, Outbound,
+    SALT_LEN, SaKeys, SaParams, SaState, SealError, esp_len,
 };
 pub use sadb::{
     ChildSaPair, InboundEntry, InstallError, MIN_SPI, OutboundEntry, Peer, SaDb, TunnelKind,
@@ -79,12 +96,20 @@ pub use selector::{
     NEXT_HEADER_DUMMY, NEXT_HEADER_IPV4, NEXT_HEADER_IPV6, Selector, any_covers, inner_addrs,
 };
 
-/// Bytes in front of the inner packet: SPI (4), sequence number (4), IV (8).
+/// Bytes in front of the inner packet of an AES-GCM SA: SPI (4), sequence number (4), IV (8).
+/// [`Cipher::header_len`] for any cipher.
 pub const SPI_SEQ_IV_LEN: usize = 16;
-/// Bytes of the AES-GCM ICV (the "16" of ENCR_AES_GCM_16, RFC 4106 §6).
+/// Bytes of the ICV: AES-GCM's (the "16" of ENCR_AES_GCM_16, RFC 4106 §6) and
+/// HMAC-SHA2-256-128's (RFC 4868 §2.3).
 pub const ICV_LEN: usize = 16;
-/// Most bytes after the inner packet: padding 0..3, Pad Length, Next Header, ICV.
+/// Most bytes after the inner packet of an AES-GCM SA: padding 0..3, Pad Length, Next
+/// Header, ICV. [`Cipher::max_trailer`] for any cipher.
 pub const MAX_TRAILER: usize = 3 + 2 + ICV_LEN;
+/// Most bytes in front of the inner packet under any cipher (AES-CBC: 8 + a 16-byte IV).
+pub const LARGEST_HEADER: usize = Cipher::AesCbc256HmacSha256.header_len();
+/// Most bytes after the inner packet under any cipher (AES-CBC: padding 0..15, Pad Length,
+/// Next Header, ICV).
+pub const LARGEST_TRAILER: usize = Cipher::AesCbc256HmacSha256.max_trailer();
 
 /// The SPI of an ESP packet: its first 4 bytes. `None` when shorter, or for 0, which is not
 /// an SPI but the non-ESP marker of IKE on port 4500 (RFC 3948 §2.2).
@@ -95,3 +120,5 @@ pub fn spi_of(esp: &[u8]) -> Option<u32> {
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_cbc;

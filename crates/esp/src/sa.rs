@@ -9,6 +9,10 @@ use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use aws_lc_rs::aead::{AES_128_GCM, AES_256_GCM, Aad, LessSafeKey, Nonce, UnboundKey};
+use aws_lc_rs::cipher::{
+    AES_128, AES_256, DecryptingKey, EncryptingKey, EncryptionContext, UnboundCipherKey,
+};
+use aws_lc_rs::hmac;
 use zeroize::Zeroize;
 
 use crate::replay::ReplayWindow;
@@ -30,33 +34,96 @@ const SOFT_SEQ_32: u64 = 0xC000_0000;
 const MAX_SEQ_64: u64 = u64::MAX - 1;
 const SOFT_SEQ_64: u64 = 1 << 63;
 
+/// Bytes of the HMAC-SHA2-256 key (RFC 4868 §2.1.1: the key is as long as the output).
+pub const HMAC_SHA256_KEY_LEN: usize = 32;
+/// AES block, and the CBC IV carried in each packet (RFC 3602 §2.1, §3).
+const AES_BLOCK: usize = 16;
+
 /// The ESP transform: AES-GCM with a 16-byte ICV (RFC 4106; IKEv2 transform ENCR_AES_GCM_16,
-/// 20).
+/// 20), or AES-CBC (RFC 3602; ENCR_AES_CBC, 12) with HMAC-SHA2-256-128 integrity (RFC 4868;
+/// AUTH_HMAC_SHA2_256_128, 12), what macOS, iOS and Windows propose by default.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Cipher {
     /// AES-128-GCM, 16-byte ICV: 20 bytes of key material (key || salt).
     AesGcm16_128,
     /// AES-256-GCM, 16-byte ICV: 36 bytes of key material (key || salt).
     AesGcm16_256,
+    /// AES-128-CBC with HMAC-SHA2-256-128: 48 bytes of key material (AES key || HMAC key).
+    AesCbc128HmacSha256,
+    /// AES-256-CBC with HMAC-SHA2-256-128: 64 bytes of key material (AES key || HMAC key).
+    AesCbc256HmacSha256,
 }
 
 impl Cipher {
-    /// Bytes of KEYMAT this cipher takes: the AES key and the 4-byte salt (RFC 4106 §8.1).
+    /// Bytes of KEYMAT this cipher takes: for AES-GCM the AES key and the 4-byte salt (RFC
+    /// 4106 §8.1); for AES-CBC the AES key, then the 32-byte HMAC key (RFC 7296 §2.17:
+    /// encryption key first, then integrity key).
     pub const fn keymat_len(self) -> usize {
+        self.aes_key_len()
+            + match self {
+                Cipher::AesGcm16_128 | Cipher::AesGcm16_256 => SALT_LEN,
+                Cipher::AesCbc128HmacSha256 | Cipher::AesCbc256HmacSha256 => HMAC_SHA256_KEY_LEN,
+            }
+    }
+
+    /// Bytes of the AES key alone: 16 or 32.
+    pub const fn aes_key_len(self) -> usize {
         match self {
-            Cipher::AesGcm16_128 => 16 + SALT_LEN,
-            Cipher::AesGcm16_256 => 32 + SALT_LEN,
+            Cipher::AesGcm16_128 | Cipher::AesCbc128HmacSha256 => 16,
+            Cipher::AesGcm16_256 | Cipher::AesCbc256HmacSha256 => 32,
         }
+    }
+
+    /// True for the AES-CBC + HMAC suites.
+    pub const fn is_cbc(self) -> bool {
+        matches!(
+            self,
+            Cipher::AesCbc128HmacSha256 | Cipher::AesCbc256HmacSha256
+        )
+    }
+
+    /// Bytes in front of the inner packet: SPI (4), sequence number (4) and the IV, 8 bytes
+    /// for AES-GCM (RFC 4106 §3.1), 16 for AES-CBC (RFC 3602 §3).
+    pub const fn header_len(self) -> usize {
+        if self.is_cbc() {
+            8 + AES_BLOCK
+        } else {
+            SPI_SEQ_IV_LEN
+        }
+    }
+
+    /// What the encrypted part (inner packet, padding, Pad Length, Next Header) is padded
+    /// to: 4 bytes for AES-GCM (RFC 4303 §2.4), the AES block for CBC (RFC 3602 §2.4).
+    const fn align(self) -> usize {
+        if self.is_cbc() { AES_BLOCK } else { 4 }
+    }
+
+    /// Most bytes after the inner packet: the longest padding, Pad Length, Next Header, ICV.
+    pub const fn max_trailer(self) -> usize {
+        self.align() - 1 + TRAILER_FIXED + ICV_LEN
+    }
+
+    /// Bytes of an ESP packet under this cipher carrying `inner_len` bytes: header, inner
+    /// packet, padding, Pad Length, Next Header and ICV.
+    pub const fn esp_len(self, inner_len: usize) -> usize {
+        self.header_len() + inner_len + self.pad_len(inner_len) + TRAILER_FIXED + ICV_LEN
+    }
+
+    /// RFC 4303 §2.4: padding so that the encrypted part ends on the cipher's boundary.
+    const fn pad_len(self, inner_len: usize) -> usize {
+        let a = self.align();
+        (a - (inner_len + TRAILER_FIXED) % a) % a
     }
 }
 
-/// Key material of one direction, as IKEv2 KEYMAT gives it: the AES key followed by the
-/// 4-byte salt (RFC 4106 §8.1, RFC 7296 §2.17). Wiped on drop; `Debug` prints no key.
+/// Key material of one direction, as IKEv2 KEYMAT gives it (RFC 7296 §2.17): the AES key
+/// followed by the 4-byte salt for AES-GCM (RFC 4106 §8.1), the AES key followed by the HMAC
+/// key for AES-CBC. Wiped on drop; `Debug` prints no key.
 #[derive(Clone, PartialEq, Eq)]
 pub struct SaKeys {
     /// The cipher the key is for.
     pub cipher: Cipher,
-    /// Key || salt; [`Cipher::keymat_len`] bytes.
+    /// Key || salt, or AES key || HMAC key; [`Cipher::keymat_len`] bytes.
     pub key: Vec<u8>,
 }
 
@@ -142,7 +209,7 @@ pub enum SaState {
 #[non_exhaustive]
 pub enum KeyError {
     /// KEYMAT of the wrong length for the cipher.
-    #[error("{cipher:?} takes {expected} bytes of key material (key || salt), got {actual}")]
+    #[error("{cipher:?} takes {expected} bytes of key material, got {actual}")]
     Length {
         /// The cipher.
         cipher: Cipher,
@@ -166,8 +233,9 @@ pub enum SealError {
     /// The SA is past a hard limit or out of sequence numbers: IKE must replace it.
     #[error("SA expired")]
     Expired,
-    /// The inner packet is longer than AES-GCM may encrypt under one nonce (2^36 bytes).
-    #[error("inner packet too long for AES-GCM")]
+    /// The inner packet is longer than AES-GCM may encrypt under one nonce (2^36 bytes), or
+    /// the cipher library refused it.
+    #[error("inner packet too long for the cipher")]
     TooLong,
 }
 
@@ -188,7 +256,7 @@ pub enum OpenError {
     #[error("ESP integrity check failed")]
     Auth,
     /// Authentic, but the trailer is inconsistent (pad length, pad bytes, RFC 4303 §2.4), or
-    /// the SPI is not this SA's.
+    /// the SPI is not this SA's, or (AES-CBC) the ciphertext is not whole AES blocks.
     #[error("malformed ESP packet")]
     Malformed,
     /// The SA is past a hard limit.
@@ -217,6 +285,14 @@ macro_rules! core_accessors {
         pub fn esn(&self) -> bool {
             self.core.esn
         }
+        /// The transform.
+        pub fn cipher(&self) -> Cipher {
+            self.core.cipher
+        }
+        /// Bytes in front of the inner packet ([`Cipher::header_len`]).
+        pub fn header_len(&self) -> usize {
+            self.core.cipher.header_len()
+        }
         /// When IKE created the SA.
         pub fn created(&self) -> Instant {
             self.core.created
@@ -244,11 +320,30 @@ macro_rules! core_accessors {
     };
 }
 
-/// Key, salt and the limits both directions share.
+/// The expanded keys of one SA. One per SA and read on every packet, so the larger AES-CBC
+/// keys stay inline rather than behind a pointer.
+#[allow(clippy::large_enum_variant)]
+enum Crypto {
+    /// RFC 4106: one AEAD key and the nonce's salt.
+    Gcm {
+        key: LessSafeKey,
+        salt: [u8; SALT_LEN],
+    },
+    /// RFC 3602 + RFC 4868: AES-CBC both ways, AES (one block, no chaining) for the IVs,
+    /// HMAC-SHA2-256 for the ICV.
+    Cbc {
+        enc: EncryptingKey,
+        dec: DecryptingKey,
+        iv: EncryptingKey,
+        mac: hmac::Key,
+    },
+}
+
+/// Keys and the limits both directions share.
 struct Core {
     spi: u32,
-    key: LessSafeKey,
-    salt: [u8; SALT_LEN],
+    cipher: Cipher,
+    crypto: Crypto,
     esn: bool,
     lifetime: Lifetime,
     created: Instant,
@@ -272,22 +367,45 @@ impl Core {
                 actual: p.keys.key.len(),
             });
         }
-        let (key, salt) = p.keys.key.split_at(expected - SALT_LEN);
-        let algorithm = match cipher {
-            Cipher::AesGcm16_128 => &AES_128_GCM,
-            Cipher::AesGcm16_256 => &AES_256_GCM,
-        };
-        let unbound = UnboundKey::new(algorithm, key).map_err(|_| KeyError::Length {
+        let refused = |_| KeyError::Length {
             cipher,
             expected,
             actual: p.keys.key.len(),
-        })?;
-        let mut salt_bytes = [0; SALT_LEN];
-        salt_bytes.copy_from_slice(salt);
+        };
+        let (key, rest) = p.keys.key.split_at(cipher.aes_key_len());
+        let crypto = match cipher {
+            Cipher::AesGcm16_128 | Cipher::AesGcm16_256 => {
+                let algorithm = if cipher == Cipher::AesGcm16_128 {
+                    &AES_128_GCM
+                } else {
+                    &AES_256_GCM
+                };
+                let mut salt = [0; SALT_LEN];
+                salt.copy_from_slice(rest);
+                Crypto::Gcm {
+                    key: LessSafeKey::new(UnboundKey::new(algorithm, key).map_err(refused)?),
+                    salt,
+                }
+            }
+            Cipher::AesCbc128HmacSha256 | Cipher::AesCbc256HmacSha256 => {
+                let algorithm = if cipher == Cipher::AesCbc128HmacSha256 {
+                    &AES_128
+                } else {
+                    &AES_256
+                };
+                let unbound = || UnboundCipherKey::new(algorithm, key).map_err(refused);
+                Crypto::Cbc {
+                    enc: EncryptingKey::cbc(unbound()?).map_err(refused)?,
+                    dec: DecryptingKey::cbc(unbound()?).map_err(refused)?,
+                    iv: EncryptingKey::ecb(unbound()?).map_err(refused)?,
+                    mac: hmac::Key::new(hmac::HMAC_SHA256, rest),
+                }
+            }
+        };
         Ok(Core {
             spi: p.spi,
-            key: LessSafeKey::new(unbound),
-            salt: salt_bytes,
+            cipher,
+            crypto,
             esn: p.esn,
             lifetime: p.lifetime,
             created: p.created,
@@ -297,14 +415,6 @@ impl Core {
             packets: AtomicU64::new(0),
             expired: AtomicBool::new(false),
         })
-    }
-
-    /// RFC 4106 §4: nonce = salt || the 8-byte IV carried in the packet.
-    fn nonce(&self, iv: &[u8; 8]) -> Nonce {
-        let mut n = [0; 12];
-        n[..SALT_LEN].copy_from_slice(&self.salt);
-        n[SALT_LEN..].copy_from_slice(iv);
-        Nonce::assume_unique_for_key(n)
     }
 
     /// RFC 4106 §5: AAD = SPI || 32-bit sequence number, or SPI || high || low with ESN.
@@ -379,12 +489,13 @@ impl Outbound {
         })
     }
 
-    /// Seals the inner packet at `buf[at + SPI_SEQ_IV_LEN ..][..inner_len]` in place:
-    /// writes SPI, sequence number and IV into `buf[at..at + SPI_SEQ_IV_LEN]`, appends the
-    /// padding (RFC 4303 §2.4: 1, 2, 3, ... up to a 4-byte boundary), Pad Length and
-    /// `next_header`, encrypts and appends the ICV. `buf` needs up to
-    /// [`MAX_TRAILER`](crate::MAX_TRAILER) bytes after the inner packet. Returns the ESP
-    /// length from `at`. No allocation.
+    /// Seals the inner packet at `buf[at + h ..][..inner_len]` in place, where `h` is
+    /// [`Outbound::header_len`] ([`SPI_SEQ_IV_LEN`] for AES-GCM, 24 for AES-CBC): writes
+    /// SPI, sequence number and IV into `buf[at..at + h]`, appends the padding (RFC 4303
+    /// §2.4: 1, 2, 3, ... up to a 4-byte boundary, or a 16-byte one for AES-CBC), Pad Length
+    /// and `next_header`, encrypts and appends the ICV. `buf` needs up to
+    /// [`Cipher::max_trailer`] bytes after the inner packet. Returns the ESP length from
+    /// `at`. No allocation.
     pub fn seal(
         &self,
         buf: &mut [u8],
@@ -396,7 +507,7 @@ impl Outbound {
         if inner_len > buf.len() {
             return Err(SealError::BufferTooSmall);
         }
-        let esp_len = esp_len(inner_len);
+        let esp_len = self.core.cipher.esp_len(inner_len);
         if at.checked_add(esp_len).is_none_or(|end| end > buf.len()) {
             return Err(SealError::BufferTooSmall);
         }
@@ -409,42 +520,68 @@ impl Outbound {
             return Err(SealError::Expired);
         }
         let esp = &mut buf[at..at + esp_len];
-        self.seal_with_iv(esp, inner_len, next_header, seq, seq.to_be_bytes())?;
+        match &self.core.crypto {
+            Crypto::Gcm { .. } => {
+                self.seal_with_iv(esp, inner_len, next_header, seq, seq.to_be_bytes())?
+            }
+            Crypto::Cbc { iv, .. } => {
+                let iv = cbc_iv(iv, seq)?;
+                self.seal_with_iv(esp, inner_len, next_header, seq, iv)?
+            }
+        }
         Ok(esp_len)
     }
 
-    /// Seals `esp` (exactly [`esp_len`]`(inner_len)` bytes, the inner packet at
-    /// `SPI_SEQ_IV_LEN`) under `seq` with an explicit IV; `seal` passes the sequence number.
-    pub(crate) fn seal_with_iv(
+    /// Seals `esp` (exactly [`Cipher::esp_len`]`(inner_len)` bytes, the inner packet at
+    /// [`Cipher::header_len`]) under `seq` with an explicit IV of the cipher's length (8
+    /// bytes for AES-GCM, 16 for AES-CBC); `seal` passes the sequence number (GCM) or its
+    /// AES encryption (CBC).
+    pub(crate) fn seal_with_iv<const N: usize>(
         &self,
         esp: &mut [u8],
         inner_len: usize,
         next_header: u8,
         seq: u64,
-        iv: [u8; 8],
+        iv: [u8; N],
     ) -> Result<(), SealError> {
         let core = &self.core;
+        let header_len = core.cipher.header_len();
+        if 8 + N != header_len || esp.len() != core.cipher.esp_len(inner_len) {
+            return Err(SealError::BufferTooSmall);
+        }
         esp[0..4].copy_from_slice(&core.spi.to_be_bytes());
         // RFC 4303 §2.2.1: only the low 32 bits travel, with or without ESN.
         esp[4..8].copy_from_slice(&(seq as u32).to_be_bytes());
-        esp[8..16].copy_from_slice(&iv);
-        let trailer_at = SPI_SEQ_IV_LEN + inner_len;
-        let pad = pad_len(inner_len);
+        esp[8..header_len].copy_from_slice(&iv);
+        let trailer_at = header_len + inner_len;
+        let pad = core.cipher.pad_len(inner_len);
         for (i, b) in esp[trailer_at..trailer_at + pad].iter_mut().enumerate() {
             *b = i as u8 + 1;
         }
         esp[trailer_at + pad] = pad as u8;
         esp[trailer_at + pad + 1] = next_header;
-        let (aad, aad_len) = core.aad(seq);
         let tag_at = esp.len() - ICV_LEN;
-        let (body, tag) = esp[SPI_SEQ_IV_LEN..].split_at_mut(tag_at - SPI_SEQ_IV_LEN);
-        seal_in_place(
-            &core.key,
-            core.nonce(&iv),
-            Aad::from(&aad[..aad_len]),
-            body,
-            tag,
-        )
+        match &core.crypto {
+            Crypto::Gcm { key, salt } => {
+                let (aad, aad_len) = core.aad(seq);
+                let (body, tag) = esp[header_len..].split_at_mut(tag_at - header_len);
+                seal_in_place(
+                    key,
+                    gcm_nonce(salt, &esp_iv8(&iv)),
+                    Aad::from(&aad[..aad_len]),
+                    body,
+                    tag,
+                )
+            }
+            Crypto::Cbc { enc, mac, .. } => {
+                let mut iv16 = [0; AES_BLOCK];
+                iv16.copy_from_slice(&esp[8..header_len]);
+                cbc_encrypt(enc, iv16, &mut esp[header_len..tag_at])?;
+                let (authed, icv) = esp.split_at_mut(tag_at);
+                icv.copy_from_slice(&icv_of(mac, &[authed], core.esn.then_some(seq)));
+                Ok(())
+            }
+        }
     }
 
     /// Lifetime state at `now`. Also latches a time-based hard expiry, which `seal` then
@@ -515,16 +652,29 @@ impl Inbound {
     }
 
     /// Opens the ESP packet `esp` (from the SPI to the end of the ICV) in place: refuses
-    /// replayed sequence numbers before decrypting, verifies the ICV and decrypts, marks the
+    /// replayed sequence numbers before decrypting, verifies the ICV and decrypts (AES-CBC:
+    /// the HMAC is checked in constant time before anything is decrypted), marks the
     /// sequence number only then (RFC 4303 §3.4.3), and checks the trailer. No allocation.
     pub fn open(&self, esp: &mut [u8]) -> Result<Opened, OpenError> {
-        if esp.len() < SPI_SEQ_IV_LEN + TRAILER_FIXED + ICV_LEN {
+        let cipher = self.core.cipher;
+        let header_len = cipher.header_len();
+        // The encrypted part holds at least Pad Length and Next Header, padded to the
+        // cipher's boundary (RFC 3602 §2.4: whole AES blocks for CBC).
+        let min_body = if cipher.is_cbc() {
+            AES_BLOCK
+        } else {
+            TRAILER_FIXED
+        };
+        if esp.len() < header_len + min_body + ICV_LEN {
             return Err(OpenError::Truncated);
+        }
+        if cipher.is_cbc() && !(esp.len() - header_len - ICV_LEN).is_multiple_of(AES_BLOCK) {
+            return Err(OpenError::Malformed);
         }
         if self.core.expired.load(Relaxed) {
             return Err(OpenError::Expired);
         }
-        let (head, body) = esp.split_at_mut(SPI_SEQ_IV_LEN);
+        let (head, body) = esp.split_at_mut(header_len);
         let field = |r: Range<usize>| {
             u32::from_be_bytes([
                 head[r.start],
@@ -537,11 +687,24 @@ impl Inbound {
             return Err(OpenError::Malformed);
         }
         let seq = self.check_replay(field(4..8))?;
-        let mut iv = [0; 8];
-        iv.copy_from_slice(&head[8..16]);
-        let (aad, aad_len) = self.core.aad(seq);
-        let nonce = self.core.nonce(&iv);
-        if open_in_place(&self.core.key, nonce, Aad::from(&aad[..aad_len]), body).is_err() {
+        let authentic = match &self.core.crypto {
+            Crypto::Gcm { key, salt } => {
+                let mut iv = [0; 8];
+                iv.copy_from_slice(&head[8..16]);
+                let (aad, aad_len) = self.core.aad(seq);
+                let nonce = gcm_nonce(salt, &iv);
+                open_in_place(key, nonce, Aad::from(&aad[..aad_len]), body).is_ok()
+            }
+            Crypto::Cbc { dec, mac, .. } => {
+                let mut iv = [0; AES_BLOCK];
+                iv.copy_from_slice(&head[8..header_len]);
+                let (ciphertext, icv) = body.split_at_mut(body.len() - ICV_LEN);
+                let seq_hi = self.core.esn.then_some(seq);
+                verify_hmac_icv(mac, &[&*head, &*ciphertext], seq_hi, icv)
+                    && cbc_decrypt(dec, iv, ciphertext).is_ok()
+            }
+        };
+        if !authentic {
             self.auth_failures.fetch_add(1, Relaxed);
             return Err(OpenError::Auth);
         }
@@ -556,7 +719,7 @@ impl Inbound {
             return Err(OpenError::Expired);
         }
         Ok(Opened {
-            inner: SPI_SEQ_IV_LEN..SPI_SEQ_IV_LEN + inner_len,
+            inner: header_len..header_len + inner_len,
             next_header,
         })
     }
@@ -614,16 +777,110 @@ impl Inbound {
     }
 }
 
-/// Bytes of an ESP packet carrying `inner_len` bytes: header, inner packet, padding, Pad
-/// Length, Next Header and ICV.
+/// Bytes of an AES-GCM ESP packet carrying `inner_len` bytes: header, inner packet, padding,
+/// Pad Length, Next Header and ICV ([`Cipher::esp_len`] for any cipher).
 pub const fn esp_len(inner_len: usize) -> usize {
-    SPI_SEQ_IV_LEN + inner_len + pad_len(inner_len) + TRAILER_FIXED + ICV_LEN
+    Cipher::AesGcm16_256.esp_len(inner_len)
 }
 
-/// RFC 4303 §2.4: padding so that the trailer ends on a 4-byte boundary (GCM needs no
-/// block alignment, RFC 4106 §3).
-const fn pad_len(inner_len: usize) -> usize {
-    (4 - (inner_len + TRAILER_FIXED) % 4) % 4
+/// RFC 4106 §4: nonce = salt || the 8-byte IV carried in the packet.
+fn gcm_nonce(salt: &[u8; SALT_LEN], iv: &[u8; 8]) -> Nonce {
+    let mut n = [0; 12];
+    n[..SALT_LEN].copy_from_slice(salt);
+    n[SALT_LEN..].copy_from_slice(iv);
+    Nonce::assume_unique_for_key(n)
+}
+
+/// The first 8 bytes of an IV (all of an AES-GCM one).
+fn esp_iv8(iv: &[u8]) -> [u8; 8] {
+    let mut out = [0; 8];
+    for (o, i) in out.iter_mut().zip(iv) {
+        *o = *i;
+    }
+    out
+}
+
+/// The AES-CBC IV of the packet with sequence number `seq`: the AES encryption, under the
+/// SA's key, of the block `seq || 0^64` (NIST SP 800-38A Appendix C, first method: the
+/// forward cipher applied to a nonce under the same key). The sequence number never
+/// repeats under a key, so the IVs do not either, and without the key they are
+/// unpredictable (RFC 3602 §2.1); no RNG and no system call per packet.
+pub(crate) fn cbc_iv(iv_key: &EncryptingKey, seq: u64) -> Result<[u8; AES_BLOCK], SealError> {
+    let mut block = [0; AES_BLOCK];
+    block[..8].copy_from_slice(&seq.to_be_bytes());
+    iv_key
+        .less_safe_encrypt(&mut block, EncryptionContext::None)
+        .map_err(|_| SealError::TooLong)?;
+    Ok(block)
+}
+
+/// HMAC-SHA2-256 truncated to 128 bits (RFC 4868 §2.3) over `parts` (SPI through the end
+/// of the ciphertext), with the high 32 bits of the sequence number appended when ESN is on
+/// (RFC 4303 §2.2.1: counted in the ICV, never sent).
+pub(crate) fn icv_of(mac: &hmac::Key, parts: &[&[u8]], seq_hi: Option<u64>) -> [u8; ICV_LEN] {
+    let mut ctx = hmac::Context::with_key(mac);
+    for p in parts {
+        ctx.update(p);
+    }
+    if let Some(seq) = seq_hi {
+        ctx.update(&((seq >> 32) as u32).to_be_bytes());
+    }
+    let tag = ctx.sign();
+    let mut icv = [0; ICV_LEN];
+    icv.copy_from_slice(&tag.as_ref()[..ICV_LEN]);
+    icv
+}
+
+/// True when `icv` is the truncated HMAC of `parts` (+ ESN high bits), compared in constant
+/// time (RFC 4303 §3.4.4.1).
+#[cfg(not(fuzzing))]
+fn verify_hmac_icv(mac: &hmac::Key, parts: &[&[u8]], seq_hi: Option<u64>, icv: &[u8]) -> bool {
+    let expected = icv_of(mac, parts, seq_hi);
+    aws_lc_rs::constant_time::verify_slices_are_equal(&expected, icv).is_ok()
+}
+
+/// Under `cfg(fuzzing)` the ICV is not checked, as for AES-GCM.
+#[cfg(fuzzing)]
+fn verify_hmac_icv(_: &hmac::Key, _: &[&[u8]], _: Option<u64>, _: &[u8]) -> bool {
+    true
+}
+
+/// AES-CBC in place; `data` is whole blocks.
+#[cfg(not(fuzzing))]
+pub(crate) fn cbc_encrypt(
+    key: &EncryptingKey,
+    iv: [u8; AES_BLOCK],
+    data: &mut [u8],
+) -> Result<(), SealError> {
+    key.less_safe_encrypt(data, EncryptionContext::Iv128(iv.into()))
+        .map(|_| ())
+        .map_err(|_| SealError::TooLong)
+}
+
+/// Under `cfg(fuzzing)` the payload stays in clear.
+#[cfg(fuzzing)]
+pub(crate) fn cbc_encrypt(
+    _: &EncryptingKey,
+    _: [u8; AES_BLOCK],
+    _: &mut [u8],
+) -> Result<(), SealError> {
+    Ok(())
+}
+
+#[cfg(not(fuzzing))]
+pub(crate) fn cbc_decrypt(
+    key: &DecryptingKey,
+    iv: [u8; AES_BLOCK],
+    data: &mut [u8],
+) -> Result<(), ()> {
+    key.decrypt(data, aws_lc_rs::cipher::DecryptionContext::Iv128(iv.into()))
+        .map(|_| ())
+        .map_err(|_| ())
+}
+
+#[cfg(fuzzing)]
+pub(crate) fn cbc_decrypt(_: &DecryptingKey, _: [u8; AES_BLOCK], _: &mut [u8]) -> Result<(), ()> {
+    Ok(())
 }
 
 /// Inner length and Next Header of the decrypted payload `plain`; the padding must be the

@@ -9,7 +9,7 @@ use proptest::prelude::*;
 
 use crate::*;
 
-fn hex(s: &str) -> Vec<u8> {
+pub(crate) fn hex(s: &str) -> Vec<u8> {
     let s: String = s.split_whitespace().collect();
     (0..s.len())
         .step_by(2)
@@ -17,7 +17,7 @@ fn hex(s: &str) -> Vec<u8> {
         .collect()
 }
 
-fn params(cipher: Cipher, keymat: Vec<u8>, spi: u32, esn: bool) -> SaParams {
+pub(crate) fn params(cipher: Cipher, keymat: Vec<u8>, spi: u32, esn: bool) -> SaParams {
     SaParams {
         spi,
         keys: SaKeys {
@@ -32,9 +32,9 @@ fn params(cipher: Cipher, keymat: Vec<u8>, spi: u32, esn: bool) -> SaParams {
     }
 }
 
-fn keymat(cipher: Cipher, seed: u8) -> Vec<u8> {
+pub(crate) fn keymat(cipher: Cipher, seed: u8) -> Vec<u8> {
     (0..cipher.keymat_len())
-        .map(|i| seed.wrapping_add(i as u8 * 7))
+        .map(|i| seed.wrapping_add((i as u8).wrapping_mul(7)))
         .collect()
 }
 
@@ -216,14 +216,15 @@ fn hex_of(b: &[u8]) -> String {
 
 /// Seals `inner` with `out` at offset `at` in a buffer with headroom and tailroom; returns the
 /// buffer and the ESP length.
-fn seal(out: &Outbound, inner: &[u8], at: usize, nh: u8) -> (Vec<u8>, usize) {
-    let mut buf = vec![0xeeu8; at + SPI_SEQ_IV_LEN + inner.len() + MAX_TRAILER];
-    buf[at + SPI_SEQ_IV_LEN..][..inner.len()].copy_from_slice(inner);
+pub(crate) fn seal(out: &Outbound, inner: &[u8], at: usize, nh: u8) -> (Vec<u8>, usize) {
+    let h = out.header_len();
+    let mut buf = vec![0xeeu8; at + h + inner.len() + out.cipher().max_trailer()];
+    buf[at + h..][..inner.len()].copy_from_slice(inner);
     let len = out.seal(&mut buf, at, inner.len(), nh).unwrap();
     (buf, len)
 }
 
-fn pair(cipher: Cipher, esn: bool) -> (Outbound, Inbound) {
+pub(crate) fn pair(cipher: Cipher, esn: bool) -> (Outbound, Inbound) {
     let p = params(cipher, keymat(cipher, 9), 0x1234_5678, esn);
     (Outbound::new(&p).unwrap(), Inbound::new(&p).unwrap())
 }
@@ -367,6 +368,7 @@ fn seal_raw(cipher: Cipher, km: &[u8], spi: u32, seq: u32, plaintext: &[u8]) -> 
     let alg = match cipher {
         Cipher::AesGcm16_128 => &AES_128_GCM,
         Cipher::AesGcm16_256 => &AES_256_GCM,
+        other => panic!("seal_raw builds AES-GCM packets, not {other:?}"),
     };
     let (key, salt) = km.split_at(km.len() - 4);
     let key = LessSafeKey::new(UnboundKey::new(alg, key).unwrap());

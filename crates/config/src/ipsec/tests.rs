@@ -665,3 +665,65 @@ fn dns_defaults_to_dns64_and_domains_need_a_server() {
         c.warnings()
     );
 }
+
+#[test]
+fn esp_proposals_default_to_every_suite_gcm_first_and_narrow_in_order() {
+    use crate::EspProposal;
+    let c = parse(CREDENTIALS).unwrap();
+    assert_eq!(
+        c.ipsec.esp_suites(),
+        [
+            EspProposal::Aes256Gcm16,
+            EspProposal::Aes128Gcm16,
+            EspProposal::Aes256Sha256,
+            EspProposal::Aes128Sha256
+        ]
+    );
+    let c = parse(&format!(
+        "{CREDENTIALS}esp_proposals = [\"AES256-sha256\", \"aes128gcm\", \"aes256-sha2_256\"]\n"
+    ))
+    .unwrap();
+    assert_eq!(
+        c.ipsec.esp_suites(),
+        [EspProposal::Aes256Sha256, EspProposal::Aes128Gcm16],
+        "order kept, duplicates once"
+    );
+}
+
+#[test]
+fn esp_proposals_refuse_unknown_tokens_sha1_and_an_empty_list_naming_key_and_token() {
+    for (token, needle) in [
+        ("aes256-sha1", "SHA1"),
+        ("3des-sha1", "SHA1"),
+        ("aes192-sha256", "no ESP suite"),
+        ("aes256gcm16-aes128gcm16", "no ESP suite"),
+        ("chacha20poly1305", "no ESP suite"),
+    ] {
+        let e = refused(
+            &format!("{CREDENTIALS}esp_proposals = [\"aes256gcm16\", \"{token}\"]\n"),
+            "ipsec.esp_proposals",
+            needle,
+        );
+        assert!(e.to_string().contains(token), "{e}");
+        assert_eq!(e.kind(), ErrorKind::InvalidValue);
+    }
+    refused(
+        &format!("{CREDENTIALS}esp_proposals = []\n"),
+        "ipsec.esp_proposals",
+        "at least one",
+    );
+    let e = refused(
+        &format!("{CREDENTIALS}esp_proposals = \"aes256gcm16\"\n"),
+        "ipsec.esp_proposals",
+        "a list of ESP suites",
+    );
+    assert_eq!(e.kind(), ErrorKind::WrongType);
+}
+
+#[test]
+fn esp_proposals_reload_without_a_restart() {
+    let a = parse(CREDENTIALS).unwrap();
+    let b = parse(&format!("{CREDENTIALS}esp_proposals = [\"aes256gcm16\"]\n")).unwrap();
+    assert_eq!(a.changed_keys(&b), ["ipsec.esp_proposals"]);
+    assert!(a.restart_only_changes(&b).is_empty());
+}

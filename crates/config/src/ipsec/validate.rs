@@ -9,6 +9,7 @@ impl Config {
     /// Refuses an `[ipsec]` section that cannot work, naming the key.
     pub(crate) fn validate_ipsec(&self) -> Result<(), ConfigError> {
         self.validate_ipsec_credentials()?;
+        self.validate_esp_proposals()?;
         if let Some(id) = &self.ipsec.identity
             && (id.trim().is_empty() || id.len() > MAX_IDENTITY_LEN)
         {

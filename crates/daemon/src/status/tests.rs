@@ -127,6 +127,10 @@ fn snapshot_groups_sas_by_client_with_their_transport() {
     assert_eq!(sa.local_ts, ["2001:db8:100::/48"]);
     assert_eq!(sa.remote_ts, ["fd00:c1::101/128"]);
     assert_eq!(sa.age_secs, 90);
+    assert_eq!(
+        sa.esp, "aes128gcm16",
+        "the suite as esp_proposals spells it"
+    );
     assert_eq!(sa.identity.as_deref(), Some("CN=client200"));
     assert_eq!(sa.rekeys, Some(2));
     assert_eq!(sa.user_identity, None);
@@ -156,15 +160,15 @@ fn render_lists_every_sa_like_swanctl() {
     for needle in [
         "gate64 2001:db8:100::1: 3 IKE SAs, 3 child SAs, 2 clients\n",
         "2001:0:c000:201:2c5a:39cb:9bff:f1f5: teredo, inner fd00:c1::101\n",
-        "  infrastructure: IKE 0000020000000000, CN=client200, ESP in UDP 4500:4501, installed 0s ago, 2 rekeys\n",
+        "  infrastructure: IKE 0000020000000000, CN=client200, ESP in UDP 4500:4501 aes128gcm16, installed 0s ago, 2 rekeys\n",
         "    certificate: issuer O=gate64 lab, CN=gate64 lab CA, serial 200, valid until 2028-01-01T00:00:00.000Z\n",
         "    in  00000200, 0 bytes, 0 packets\n",
         "    out 00000201, 0 bytes, 0 packets\n",
         "    local  2001:db8:100::/48\n",
         "    remote fd00:c1::101/128\n",
-        "  intranet: IKE 0000010000000000, CN=client100 + user CN=alice, ESP in UDP 4500:4501, installed 0s ago, 0 rekeys\n",
+        "  intranet: IKE 0000010000000000, CN=client100 + user CN=alice, ESP in UDP 4500:4501 aes128gcm16, installed 0s ago, 0 rekeys\n",
         "2001:db8:1:5::77: iphttps, inner 2001:db8:1:5::77\n",
-        "  intranet: IKE 0000030000000000, CN=client300, ESP, installed 0s ago, 0 rekeys\n",
+        "  intranet: IKE 0000030000000000, CN=client300, ESP aes128gcm16, installed 0s ago, 0 rekeys\n",
     ] {
         assert!(text.contains(needle), "{needle:?} not in:\n{text}");
     }

@@ -3,8 +3,8 @@
 
 use super::*;
 use gate64_esp::{
-    ChildSaPair, Cipher, Inbound, Lifetime, Outbound, Peer, SPI_SEQ_IV_LEN, SaDb, SaKeys, SaParams,
-    Selector, TunnelKind,
+    ChildSaPair, Cipher, Inbound, Lifetime, Outbound, Peer, SaDb, SaKeys, SaParams, Selector,
+    TunnelKind,
 };
 use std::net::IpAddr;
 
@@ -30,12 +30,12 @@ const SPI_IN: u32 = 0x1000_0001;
 const SPI_OUT: u32 = 0x2000_0002;
 const NAT_T_CLIENT_PORT: u16 = 4501;
 
-fn params(spi: u32, key_byte: u8, remote: IpAddr) -> SaParams {
+fn params(cipher: Cipher, spi: u32, key_byte: u8, remote: IpAddr) -> SaParams {
     SaParams {
         spi,
         keys: SaKeys {
-            cipher: Cipher::AesGcm16_256,
-            key: vec![key_byte; Cipher::AesGcm16_256.keymat_len()],
+            cipher,
+            key: vec![key_byte; cipher.keymat_len()],
         },
         esn: false,
         lifetime: Lifetime::UNLIMITED,
@@ -52,18 +52,39 @@ pub(super) fn with_sa(inner: Ipv6Addr, udp: bool) -> (Worker, Outbound, Inbound)
     with_sa_for(teredo(CLIENT).encode(), inner, udp, ipsec_config(false))
 }
 
+/// [`with_sa`] under `cipher`.
+fn with_sa_cipher(inner: Ipv6Addr, udp: bool, cipher: Cipher) -> (Worker, Outbound, Inbound) {
+    with_sa_in(
+        teredo(CLIENT).encode(),
+        inner,
+        udp,
+        ipsec_config(false),
+        cipher,
+    )
+}
+
 /// [`with_sa`] for the client at `outer`, on a worker built from `cfg`.
 fn with_sa_for(
     outer: Ipv6Addr,
     inner: Ipv6Addr,
     udp: bool,
+    cfg: DataplaneConfig,
+) -> (Worker, Outbound, Inbound) {
+    with_sa_in(outer, inner, udp, cfg, Cipher::AesGcm16_256)
+}
+
+fn with_sa_in(
+    outer: Ipv6Addr,
+    inner: Ipv6Addr,
+    udp: bool,
     mut cfg: DataplaneConfig,
+    cipher: Cipher,
 ) -> (Worker, Outbound, Inbound) {
     let sadb = Arc::new(SaDb::new());
     cfg.ipsec_pool = Some(Prefix::new("fd00:c1::".parse().unwrap(), 120));
     cfg.sadb = Some(Arc::clone(&sadb));
-    let inbound = params(SPI_IN, 0x11, inner.into());
-    let outbound = params(SPI_OUT, 0x22, inner.into());
+    let inbound = params(cipher, SPI_IN, 0x11, inner.into());
+    let outbound = params(cipher, SPI_OUT, 0x22, inner.into());
     let client_seal = Outbound::new(&inbound).unwrap();
     let client_open = Inbound::new(&outbound).unwrap();
     sadb.install(ChildSaPair {
@@ -91,8 +112,9 @@ pub(super) fn sealed(sa: &Outbound, inner: &[u8], udp: bool) -> Vec<u8> {
 /// [`sealed`] from the outer address `me`.
 fn sealed_from(sa: &Outbound, inner: &[u8], udp: bool, me: Ipv6Addr) -> Vec<u8> {
     let front = ipv6::HEADER_LEN + if udp { 8 } else { 0 };
-    let mut b = vec![0u8; front + SPI_SEQ_IV_LEN + inner.len() + gate64_esp::MAX_TRAILER];
-    b[front + SPI_SEQ_IV_LEN..][..inner.len()].copy_from_slice(inner);
+    let h = sa.header_len();
+    let mut b = vec![0u8; front + h + inner.len() + sa.cipher().max_trailer()];
+    b[front + h..][..inner.len()].copy_from_slice(inner);
     let n = sa.seal(&mut b, front, inner.len(), 41).unwrap();
     b.truncate(front + n);
     let plen = u16::try_from(b.len() - ipv6::HEADER_LEN).unwrap();
@@ -266,8 +288,19 @@ fn tcp_syn(src: Ipv6Addr, dst: Ipv6Addr, port: u16) -> Vec<u8> {
 
 #[test]
 fn a_sealed_ping_reaches_the_tun_and_the_reply_is_sealed_back() {
+    for cipher in [
+        Cipher::AesGcm16_256,
+        Cipher::AesGcm16_128,
+        Cipher::AesCbc256HmacSha256,
+        Cipher::AesCbc128HmacSha256,
+    ] {
+        sealed_ping_round_trip(cipher);
+    }
+}
+
+fn sealed_ping_round_trip(cipher: Cipher) {
     for udp in [true, false] {
-        let (mut w, client_seal, client_open) = with_sa(INNER, udp);
+        let (mut w, client_seal, client_open) = with_sa_cipher(INNER, udp, cipher);
         let ping = echo(INNER, CORP_HOST, 32);
         let (v, bytes) = teredo_in(&mut w, &sealed(&client_seal, &ping, udp));
         assert!(matches!(v, Verdict::Tun { .. }), "udp = {udp}: {v:?}");
@@ -301,14 +334,25 @@ fn a_sealed_ping_reaches_the_tun_and_the_reply_is_sealed_back() {
             assert_eq!(outer.next_header(), crate::ipsec::NH_ESP);
         }
         let opened = client_open.open(&mut buf[esp_at..end]).unwrap();
-        assert_eq!(&buf[esp_at..][opened.inner], &reply[..], "udp = {udp}");
+        assert_eq!(opened.inner.start, cipher.header_len());
+        assert_eq!(
+            &buf[esp_at..][opened.inner],
+            &reply[..],
+            "{cipher:?} udp = {udp}"
+        );
         assert_eq!(total_drops(w.stats()), 0);
     }
 }
 
 #[test]
 fn replay_bad_icv_unknown_spi_and_selector_violations_are_dropped_under_their_reason() {
-    let (mut w, client_seal, _) = with_sa(INNER, true);
+    for cipher in [Cipher::AesGcm16_256, Cipher::AesCbc256HmacSha256] {
+        esp_drops_under_their_reason(cipher);
+    }
+}
+
+fn esp_drops_under_their_reason(cipher: Cipher) {
+    let (mut w, client_seal, _) = with_sa_cipher(INNER, true, cipher);
     let good = sealed(&client_seal, &echo(INNER, CORP_HOST, 8), true);
     assert!(matches!(teredo_in(&mut w, &good).0, Verdict::Tun { .. }));
     assert_eq!(

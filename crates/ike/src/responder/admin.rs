@@ -183,6 +183,12 @@ impl Responder {
         self.config.reauth = lifetime;
     }
 
+    /// New ESP suites (a reload, `[ipsec] esp_proposals`), in order of preference: child
+    /// SAs negotiated from now on (rekeys included) choose from them; those up keep theirs.
+    pub fn set_esp_suites(&mut self, suites: Vec<crate::child_sa::Cipher>) {
+        self.config.esp_suites = suites;
+    }
+
     /// A new `unique_ids` rule (a reload), for IKE_AUTHs from now on.
     pub fn set_unique_ids(&mut self, rule: super::UniqueIds) {
         self.config.unique_ids = rule;

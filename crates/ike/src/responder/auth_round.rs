@@ -324,7 +324,7 @@ fn first_child(
     req: &AuthRequest<'_>,
     identity: &IdentityKey,
 ) -> Result<(Vec<Payload>, crate::child_sa::ChildSaPair), child::ChildError> {
-    let choice = child::choose_esp_proposal(req.proposals, KeRule::Ignore)?;
+    let choice = child::choose_esp_proposal(req.proposals, KeRule::Ignore, &r.config.esp_suites)?;
     let (tunnel, tsr) = child::choose_tunnel(
         req.tsr,
         req.named,

@@ -41,13 +41,27 @@ pub(crate) enum KeRule {
     Group(u16),
 }
 
-/// Picks an ESP proposal: ENCR_AES_GCM_16 (256- or 128-bit key), ESN either way, no
-/// integrity, the KE transform as [`KeRule`] says.
+/// ESP suites gate64 accepts unless `[ipsec] esp_proposals` narrows them, in its order of
+/// preference: AES-GCM-16 (256-, then 128-bit key), then AES-CBC with HMAC-SHA2-256-128
+/// (256, 128), what macOS, iOS and Windows propose by default.
+pub const DEFAULT_ESP_SUITES: [Cipher; 4] = [
+    Cipher::AesGcm16_256,
+    Cipher::AesGcm16_128,
+    Cipher::AesCbc256HmacSha256,
+    Cipher::AesCbc128HmacSha256,
+];
+
+/// Picks an ESP proposal: the one offering the suite earliest in `accepted` (gate64's
+/// preference; among equals, the client's first), ESN either way, the KE transform as
+/// [`KeRule`] says. AES-GCM takes no integrity transform (or NONE), AES-CBC takes
+/// AUTH_HMAC_SHA2_256_128.
 pub(crate) fn choose_esp_proposal(
     proposals: &[Proposal],
     ke: KeRule,
+    accepted: &[Cipher],
 ) -> Result<EspChoice, ChildError> {
     let mut wrong_group = false;
+    let mut best: Option<(usize, EspChoice)> = None;
     for p in proposals
         .iter()
         .filter(|p| p.protocol == transform::PROTO_ESP)
@@ -64,10 +78,12 @@ pub(crate) fn choose_esp_proposal(
         let Ok(spi) = <[u8; 4]>::try_from(p.spi.as_slice()) else {
             continue;
         };
-        let (cipher, esn, integ_ok) = esp_transforms(p);
-        let (Some(cipher), true) = (cipher, integ_ok) else {
+        let (Some((rank, cipher)), esn) = esp_transforms(p, accepted) else {
             continue;
         };
+        if best.as_ref().is_some_and(|(r, _)| *r <= rank) {
+            continue;
+        }
         let groups: Vec<u16> = p
             .transforms
             .iter()
@@ -86,13 +102,17 @@ pub(crate) fn choose_esp_proposal(
                 }
             },
         };
-        return Ok(EspChoice {
+        let choice = EspChoice {
             number: p.number,
             peer_spi: u32::from_be_bytes(spi),
             cipher,
             esn,
             group,
-        });
+        };
+        best = Some((rank, choice));
+    }
+    if let Some((_, choice)) = best {
+        return Ok(choice);
     }
     if wrong_group {
         Err((notify::INVALID_KE_PAYLOAD, Refusal::InvalidKe))
@@ -101,18 +121,28 @@ pub(crate) fn choose_esp_proposal(
     }
 }
 
-/// The AES-GCM cipher, the ESN choice (RFC 7296 §3.3.2: ESN is mandatory for ESP; an
-/// initiator that omits it gets none) and whether integrity is absent or NONE.
-fn esp_transforms(p: &Proposal) -> (Option<Cipher>, bool, bool) {
-    let cipher = p
-        .transforms
-        .iter()
-        .filter(|t| t.kind == transform::ENCR)
-        .find_map(|t| match (t.id, t.key_length()) {
-            (transform::ENCR_AES_GCM_16, Some(256)) => Some(Cipher::AesGcm16_256),
-            (transform::ENCR_AES_GCM_16, Some(128)) => Some(Cipher::AesGcm16_128),
-            _ => None,
-        });
+/// The best suite of `accepted` the proposal offers (its index there and the suite) and the
+/// ESN choice (RFC 7296 §3.3.2: ESN is mandatory for ESP; an initiator that omits it gets
+/// none).
+fn esp_transforms(p: &Proposal, accepted: &[Cipher]) -> (Option<(usize, Cipher)>, bool) {
+    let offers_encr = |id: u16, bits: u16| {
+        p.transforms
+            .iter()
+            .any(|t| t.kind == transform::ENCR && t.id == id && t.key_length() == Some(bits))
+    };
+    let mut integ = p.transforms.iter().filter(|t| t.kind == transform::INTEG);
+    // RFC 5282 §8 / RFC 4106: a combined-mode cipher takes no integrity transform, or NONE.
+    let integ_none = integ.clone().all(|t| t.id == 0);
+    let hmac_sha256 = integ.any(|t| t.id == transform::AUTH_HMAC_SHA2_256_128);
+    let cipher = accepted.iter().enumerate().find_map(|(rank, &c)| {
+        let bits = u16::try_from(c.aes_key_len() * 8).unwrap_or(0);
+        let offered = if c.is_cbc() {
+            offers_encr(transform::ENCR_AES_CBC, bits) && hmac_sha256
+        } else {
+            offers_encr(transform::ENCR_AES_GCM_16, bits) && integ_none
+        };
+        offered.then_some((rank, c))
+    });
     let esn = p
         .transforms
         .iter()
@@ -122,12 +152,7 @@ fn esp_transforms(p: &Proposal) -> (Option<Cipher>, bool, bool) {
             transform::ESN_ENABLED => Some(true),
             _ => None,
         });
-    let integ_ok = p
-        .transforms
-        .iter()
-        .filter(|t| t.kind == transform::INTEG)
-        .all(|t| t.id == 0);
-    (cipher, esn.unwrap_or(false), integ_ok)
+    (cipher, esn.unwrap_or(false))
 }
 
 /// The group to ask for in INVALID_KE_PAYLOAD when the KE payload did not fit.
@@ -141,21 +166,28 @@ pub(crate) fn wanted_esp_group(proposals: &[Proposal]) -> Option<Group> {
 }
 
 fn esp_reply(choice: &EspChoice, our_spi: u32) -> Proposal {
-    let bits = match choice.cipher {
-        Cipher::AesGcm16_128 => 128,
-        Cipher::AesGcm16_256 => 256,
+    let cipher = choice.cipher;
+    let bits = u16::try_from(cipher.aes_key_len() * 8).unwrap_or(0);
+    let encr = if cipher.is_cbc() {
+        transform::ENCR_AES_CBC
+    } else {
+        transform::ENCR_AES_GCM_16
     };
-    let mut transforms = vec![
-        Transform::with_key_length(transform::ENCR, transform::ENCR_AES_GCM_16, bits),
-        Transform::new(
-            transform::ESN,
-            if choice.esn {
-                transform::ESN_ENABLED
-            } else {
-                transform::ESN_NONE
-            },
-        ),
-    ];
+    let mut transforms = vec![Transform::with_key_length(transform::ENCR, encr, bits)];
+    if cipher.is_cbc() {
+        transforms.push(Transform::new(
+            transform::INTEG,
+            transform::AUTH_HMAC_SHA2_256_128,
+        ));
+    }
+    transforms.extend([Transform::new(
+        transform::ESN,
+        if choice.esn {
+            transform::ESN_ENABLED
+        } else {
+            transform::ESN_NONE
+        },
+    )]);
     if let Some(g) = choice.group {
         transforms.push(Transform::new(transform::KE, g.id()));
     }
@@ -164,13 +196,6 @@ fn esp_reply(choice: &EspChoice, our_spi: u32) -> Proposal {
         protocol: transform::PROTO_ESP,
         spi: our_spi.to_be_bytes().to_vec(),
         transforms,
-    }
-}
-
-fn keymat_len(cipher: Cipher) -> usize {
-    match cipher {
-        Cipher::AesGcm16_128 => 20,
-        Cipher::AesGcm16_256 => keys::AES256_GCM_KEYMAT,
     }
 }
 
@@ -319,7 +344,9 @@ pub(crate) fn build_child(
         plan.pfs,
         plan.ni,
         plan.nr,
-        keymat_len(plan.choice.cipher),
+        // RFC 7296 §2.17: per direction, the encryption key then the integrity key (AES-CBC)
+        // or the key then the salt (AES-GCM, RFC 4106 §8.1): the cipher's KEYMAT length.
+        plan.choice.cipher.keymat_len(),
     );
     let soft = r.config.child_lifetime;
     let lifetime = Lifetime {
@@ -574,7 +601,7 @@ fn create_child(
         None => None,
     };
     let rule = req.ke.map_or(KeRule::Absent, |k| KeRule::Group(k.0));
-    let choice = choose_esp_proposal(req.proposals, rule)?;
+    let choice = choose_esp_proposal(req.proposals, rule, &r.config.esp_suites)?;
     let (tunnel, tsr) = tunnel_for(&r.config, sa, req.tsr)
         .ok_or((notify::TS_UNACCEPTABLE, Refusal::TsUnacceptable))?;
     let inner = sa.inner.unwrap_or(sa.remote.ip());

@@ -63,6 +63,10 @@ pub struct ResponderConfig {
     pub intranet_second_auth: SecondAuthPolicy,
     /// What a second IKE SA of one identity for one tunnel does (`[ipsec] unique_ids`).
     pub unique_ids: UniqueIds,
+    /// The ESP suites child SAs may use, in gate64's order of preference (`[ipsec]
+    /// esp_proposals`); [`DEFAULT_ESP_SUITES`](super::child::DEFAULT_ESP_SUITES) unless
+    /// narrowed. Empty refuses every child SA.
+    pub esp_suites: Vec<Cipher>,
     /// How long an IKE SA may live from its authentication (`[ipsec] reauth_secs`),
     /// announced with AUTH_LIFETIME (RFC 4478); it is deleted 10% later unless the client
     /// authenticated anew with a new IKE SA. `None`: never.
@@ -112,6 +116,7 @@ impl ResponderConfig {
             reauth: Some(Duration::from_secs(86_400)),
             dns: Vec::new(),
             dns_domains: Vec::new(),
+            esp_suites: super::child::DEFAULT_ESP_SUITES.to_vec(),
         }
     }
 }

@@ -43,12 +43,13 @@ use std::time::{Duration, Instant, SystemTime};
 use ipnet::{IpNet, Ipv6Net};
 
 use crate::auth::{CertSummary, ClientEku, Credentials, IdentityKey, SigHash, TrustAnchors};
-use crate::child_sa::TunnelKind;
+use crate::child_sa::{Cipher, TunnelKind};
 use crate::keys::{self, IkeKeys};
 use crate::message::{Header, Message, Notify, Payload, exchange, flags, notify};
 
 pub use admin::{DisconnectTarget, IkeSaInfo};
 pub use auth_jobs::{AuthJob, AuthVerdict, JobWatch};
+pub use child::DEFAULT_ESP_SUITES;
 pub use config::ResponderConfig;
 pub(crate) use config::anchors_for_clients;
 pub use events::{EndReason, Event, Refusal, RekeyKind, Stats, negotiation_label};

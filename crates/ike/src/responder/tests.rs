@@ -1383,6 +1383,7 @@ fn shutdown_deletes_every_ike_sa() {
 mod auth_jobs;
 mod bounds;
 mod caps;
+mod esp_suites;
 mod identity;
 mod reauth;
 mod reload;
