@@ -12,7 +12,9 @@ use gate64_ike::responder::{
     self, Event, Refusal, Responder, ResponderConfig, SecondAuthPolicy, UniqueIds,
 };
 use gate64_io::ike::ocsp::{OcspChecker, OcspMode, OcspRule};
-use gate64_io::ike::{IKE_PORT, IkeControl, IkeDriver, IkeSockets, NAT_T_PORT};
+use gate64_io::ike::{
+    IKE_PORT, IkeControl, IkeDriver, IkeSockets, NAT_T_PORT, NativeEsp, NativeSockets,
+};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 use tracing::{debug, info, warn};
@@ -233,6 +235,7 @@ pub fn responder_config(cfg: &Config) -> Result<Option<ResponderConfig>> {
     config.child_lifetime = Duration::from_secs(s.child_lifetime_secs);
     config.dpd = Duration::from_secs(s.dpd_secs);
     config.nat_t_port = NAT_T_PORT;
+    config.native_addresses = cfg.ipsec.listen.clone();
     config.intranet_second_auth = second_auth_policy(cfg);
     config.unique_ids = unique_ids(cfg);
     config.reauth = reauth(cfg);
@@ -249,6 +252,7 @@ pub fn start(
     sadb: Arc<SaDb>,
     stats: Arc<IpsecStats>,
     sessions: Option<Arc<Sessions>>,
+    native: Option<(NativeSockets, NativeEsp)>,
     mut stop: tokio::sync::watch::Receiver<bool>,
 ) -> Result<Option<(IkeControl, Arc<OcspChecker>)>> {
     let Some(config) = responder_config(cfg)? else {
@@ -256,9 +260,14 @@ pub fn start(
     };
     stats.set_crl_next_updates(config.anchors.crls().next_updates());
     let endpoint = cfg.ipsec_endpoint();
-    let sockets = IkeSockets::bind(endpoint, IKE_PORT, NAT_T_PORT).with_context(|| {
+    let mut sockets = IkeSockets::bind(endpoint, IKE_PORT, NAT_T_PORT).with_context(|| {
         format!("binding IKE on [{endpoint}]:{IKE_PORT} and :{NAT_T_PORT} (`ipsec.endpoint`)")
     })?;
+    let mut native_esp = None;
+    if let Some((native, esp)) = native {
+        sockets = sockets.with_native(native);
+        native_esp = Some(esp);
+    }
     let responder = Responder::new(config, Instant::now(), SystemTime::now())
         .map_err(|e| anyhow::anyhow!("starting the IKE responder: {e:?}"))?;
     let sink_stats = Arc::clone(&stats);
@@ -276,6 +285,9 @@ pub fn start(
     })
     .with_auth_threads(auth_threads, Some(Arc::clone(&ocsp)))
     .with_context(|| format!("starting {auth_threads} IKE_AUTH threads (`ipsec.auth_threads`)"))?;
+    if let Some(esp) = native_esp {
+        driver = driver.with_native_esp(esp);
+    }
     let control = driver.control();
     let gauges = driver.status();
     let mut gauge_stop = stop.clone();
@@ -306,7 +318,7 @@ pub fn start(
             tracing::error!(error = %e, "IKE responder failed");
         }
     });
-    info!(endpoint = %endpoint, auth_threads, "IKE responder up");
+    info!(endpoint = %endpoint, listen = ?cfg.ipsec.listen, auth_threads, "IKE responder up");
     Ok(Some((control, ocsp)))
 }
 

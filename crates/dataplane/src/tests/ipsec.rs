@@ -71,6 +71,7 @@ fn with_sa_for(
         outbound,
         peer: Peer {
             outer,
+            native: None,
             udp_encap: udp.then_some(NAT_T_CLIENT_PORT),
             inner: vec![inner.into()],
         },
