@@ -28,6 +28,7 @@ mod ipsec;
 mod ipsec_connect;
 mod ipsec_flood;
 mod ipsec_fragments;
+mod ipsec_native;
 mod ipsec_negative;
 mod ipsec_reload;
 mod ipsec_strongswan;
