@@ -15,6 +15,7 @@ use gate64_io::ike::ocsp::{OcspChecker, OcspMode, OcspRule};
 use gate64_io::ike::{
     IKE_PORT, IkeControl, IkeDriver, IkeSockets, NAT_T_PORT, NativeEsp, NativeSockets,
 };
+use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 use tracing::{debug, info, warn};
@@ -358,6 +359,10 @@ fn on_event(sadb: &SaDb, stats: &IpsecStats, sessions: Option<&Sessions>, event:
             ..
         } => info!(%peer, %identity, ?tunnel, "IKE SA up"),
         Event::IkeSaDown { peer, identity, .. } => info!(%peer, %identity, "IKE SA down"),
+        Event::PeerMoved { inbound_spis, peer } => {
+            info!(%peer, "IKE client moved");
+            follow_peer(sadb, &inbound_spis, peer);
+        }
         Event::Rekeyed { kind } => stats.rekey(match kind {
             responder::RekeyKind::Ike => RekeyKind::Ike,
             _ => RekeyKind::Child,
@@ -386,6 +391,31 @@ fn on_event(sadb: &SaDb, stats: &IpsecStats, sessions: Option<&Sessions>, event:
             debug!(%peer, reason = reason.label(), "IKE refused");
         }
         _ => {}
+    }
+}
+
+/// Points the native child SAs `inbound_spis` (those of a client that reaches gate64
+/// directly) at the client's new address and port. A client of Teredo or IP-HTTPS is
+/// another client when its outer address changes; its SAs stay as they are.
+fn follow_peer(sadb: &SaDb, inbound_spis: &[u32], peer: SocketAddr) {
+    let outer = match peer.ip() {
+        IpAddr::V4(a) => a.to_ipv6_mapped(),
+        IpAddr::V6(a) => a,
+    };
+    for &spi in inbound_spis {
+        let Some(entry) = sadb.inbound(spi) else {
+            continue;
+        };
+        let old = entry.peer();
+        if old.native.is_none() || (old.outer == outer && old.udp_encap == Some(peer.port())) {
+            continue;
+        }
+        let mut moved = old.clone();
+        moved.outer = outer;
+        if moved.udp_encap.is_some() {
+            moved.udp_encap = Some(peer.port());
+        }
+        sadb.update_peer(spi, moved);
     }
 }
 
