@@ -300,6 +300,7 @@ pub fn start(
                 _ = tick.tick() => {
                     let s = gauges.snapshot();
                     stats.set_half_open(s.half_open as u64);
+                    stats.set_keepalives(s.keepalives);
                     for reason in IkeShedReason::ALL {
                         stats.set_shed(reason, gauges.shed(reason));
                     }

@@ -677,6 +677,7 @@ mod tests {
         BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer,
         KeyPair, KeyUsagePurpose,
     };
+    use std::net::Ipv4Addr;
     use std::time::SystemTime;
 
     fn ca(name: &str) -> (String, Issuer<'static, KeyPair>) {
@@ -934,6 +935,10 @@ mod tests {
         let snapshot = status.snapshot();
         assert_eq!((snapshot.established, snapshot.half_open), (1, 0));
         assert_eq!(snapshot.stray_esp, 0);
+        assert_eq!(
+            snapshot.keepalives, 1,
+            "the keepalive was consumed and counted"
+        );
         // Every publish after the child SA reached the sink counts its IKE SA too: the pair
         // the daemon exports as MMSA and QMSA never shows a child SA without its IKE SA.
         let published = published.lock().expect("lock").clone();
@@ -945,6 +950,86 @@ mod tests {
         for reason in [IkeShedReason::AuthQueueSource, IkeShedReason::AuthQueueFull] {
             assert_eq!(status.shed(reason), 0);
         }
+        let _ = stop.send(());
+        task.await.expect("join").expect("driver");
+    }
+
+    /// A client that reaches the driver on an `[ipsec] listen` address over IPv4: its whole
+    /// exchange is answered from that socket (not the endpoint's), its NAT detection is over
+    /// those addresses, and its child SA is marked native with the socket and its port.
+    #[tokio::test]
+    async fn a_native_ipv4_client_is_answered_from_its_listen_socket() {
+        let (clients_pem, clients) = ca("clients");
+        let (servers_pem, servers) = ca("servers");
+        let sockets = IkeSockets::bind(Ipv6Addr::LOCALHOST, 0, 0).expect("bind");
+        let (ike_addr, nat_t_addr) = sockets.local_addrs().expect("addrs");
+        // The same port numbers on IPv4 loopback (the endpoint's sockets are IPv6-only), as
+        // 500 and 4500 are on every address in production.
+        let v4 = IpAddr::from([127, 0, 0, 1]);
+        let native =
+            NativeSockets::bind(&[v4], ike_addr.port(), nat_t_addr.port()).expect("bind native");
+        let listen = native.local_addrs().expect("addrs")[0].1;
+        assert_eq!(native.senders().expect("senders")[0].0, listen);
+        let mut config = responder_config(&clients_pem, &servers);
+        config.nat_t_port = nat_t_addr.port();
+        config.native_addresses = vec![v4];
+        let responder =
+            Responder::new(config, Instant::now(), SystemTime::now()).expect("responder");
+        let (tx, rx) = std::sync::mpsc::channel();
+        let driver = IkeDriver::new(sockets.with_native(native), responder, move |e| {
+            let _ = tx.send(e);
+        });
+        let status = driver.status();
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let task = tokio::spawn(driver.run(async {
+            let _ = stopped.await;
+        }));
+        let client = UdpSocket::bind("127.0.0.1:0").await.expect("client socket");
+        let local = client.local_addr().expect("addr");
+        let mut initiator = Initiator::new(
+            initiator_config(&clients, &servers_pem),
+            Instant::now(),
+            SystemTime::now(),
+            local,
+            listen,
+        )
+        .expect("initiator");
+        client
+            .send_to(&[udp_encap::NAT_KEEPALIVE], listen)
+            .await
+            .expect("keepalive");
+        initiator.start(Instant::now());
+        let mut buf = vec![0u8; 4096];
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while !initiator.is_established() && Instant::now() < deadline {
+            while let Some((_, to, bytes)) = initiator.poll_transmit() {
+                assert_eq!(to, listen);
+                let framed = [&NON_ESP_MARKER[..], &bytes].concat();
+                client.send_to(&framed, to).await.expect("send");
+            }
+            if let Ok(Ok((n, from))) =
+                tokio::time::timeout(Duration::from_secs(1), client.recv_from(&mut buf)).await
+            {
+                assert_eq!(from, listen, "answered from the listen socket");
+                assert_eq!(buf[..4], NON_ESP_MARKER);
+                initiator.handle(Instant::now(), &buf[4..n]);
+            }
+            initiator.handle_timeout(Instant::now());
+        }
+        assert!(
+            initiator.is_established(),
+            "the initiator did not establish"
+        );
+        let pair = std::iter::from_fn(|| rx.recv_timeout(Duration::from_secs(5)).ok())
+            .find_map(|e| match e {
+                Event::ChildSaUp(p) => Some(p),
+                _ => None,
+            })
+            .expect("a child SA reached the sink");
+        assert_eq!(pair.peer.native, Some(listen));
+        assert_eq!(pair.peer.outer, Ipv4Addr::LOCALHOST.to_ipv6_mapped());
+        assert_eq!(pair.peer.udp_encap, Some(local.port()));
+        assert_eq!(status.snapshot().keepalives, 1);
         let _ = stop.send(());
         task.await.expect("join").expect("driver");
     }
