@@ -132,6 +132,9 @@ impl Worker {
     ) -> Verdict {
         self.stats
             .packet(Side::Internet, Direction::Rx, end.saturating_sub(start));
+        // This worker gets no tick (it runs on the IKE task): its expired fragments are
+        // counted here, as an IP-HTTPS thread's are.
+        self.reassembly.expire(now, &self.stats);
         let v = self.native_esp_ingress(now, local, remote, buf, start, end);
         self.finish(v)
     }
