@@ -4,7 +4,9 @@
 //!   a LAN namespace behind `tcli`, which masquerades it (nftables), dials gate64's listen
 //!   address 192.0.2.10; both tunnels come up as two IKE SAs, moved to UDP 4500 after NAT
 //!   detection with ESP in UDP, a ping reaches the corporate host through the infrastructure
-//!   tunnel, and gate64's metrics and status show the SAs at the NAT's public address.
+//!   tunnel, and gate64's metrics and status show the SAs at the NAT's public address. Then
+//!   the NAT forgets the mapping and gives the client another port: the next ESP packet
+//!   moves the child SA there, and the ping's replies follow.
 //! - `netns_strongswan_native_ipv6`: the same from `tcli` itself over plain IPv6, no NAT.
 
 use std::net::IpAddr;
@@ -76,7 +78,48 @@ fn native_ipv4_through_nat(topo: &Topology) -> Result<()> {
     ])?;
     topo.srv.addr_add("vcli", &format!("{LISTEN_V4}/24"))?;
     let listen: IpAddr = LISTEN_V4.parse()?;
-    two_native_tunnels(topo, &lan, listen, NAT_PUBLIC)?;
+    two_native_tunnels(topo, &lan, listen, NAT_PUBLIC, |_| {
+        // The NAT's mapping changes: its UDP entries expire after a second of silence (from
+        // their next packet on), and new ones take a port of 40000-40100.
+        for key in [
+            "nf_conntrack_udp_timeout",
+            "nf_conntrack_udp_timeout_stream",
+        ] {
+            topo.cli.sysctl(&format!("net.netfilter.{key}"), "1")?;
+        }
+        topo.cli
+            .exec_ok(&[nft, "flush", "chain", "ip", "nat", "post"])?;
+        topo.cli.exec_ok(&[
+            nft,
+            "add",
+            "rule",
+            "ip",
+            "nat",
+            "post",
+            "oif",
+            "vsrv",
+            "meta",
+            "l4proto",
+            "udp",
+            "masquerade",
+            "to",
+            ":40000-40100",
+        ])?;
+        // One echo refreshes the mapping under the new timeout; then silence ends it.
+        topo.ping6(&lan, CORP_HOST, 1)?;
+        std::thread::sleep(std::time::Duration::from_secs(3));
+        // The first echo's ESP comes from the new port and moves the SA; the replies go
+        // there (to the old port they would find no mapping).
+        topo.ping6(&lan, CORP_HOST, 1)?;
+        topo.ping6_all(&lan, CORP_HOST, 3)
+            .context("ping the corporate host after the NAT mapping changed")?;
+        let status = gate64_status(topo)?;
+        ensure!(
+            status.contains("ESP in UDP 4500:400"),
+            "the infrastructure child SA moved to the new port:\n{status}"
+        );
+        Ok(())
+    })?;
     // The NAT really translated: its table holds the client's IKE/ESP flow.
     let flows = topo.cli.exec_ok(&[nft, "list", "ruleset"])?;
     ensure!(flows.contains("masquerade"), "the NAT rule: {flows}");
@@ -98,13 +141,28 @@ fn native_ipv6(topo: &Topology) -> Result<()> {
             .filter(|o| o.status.success())
     })
     .context("gate64's IPv6 listen address answers no ping from tcli")?;
-    two_native_tunnels(topo, &topo.cli, listen, CLIENT_V6)
+    two_native_tunnels(topo, &topo.cli, listen, CLIENT_V6, |_| Ok(()))
+}
+
+/// `gate64 status` from the control socket.
+fn gate64_status(topo: &Topology) -> Result<String> {
+    let bin = gate64_binary()?;
+    let socket = topo.srv.dir().join("control.sock");
+    topo.srv
+        .exec_ok(&[path_str(&bin)?, "status", "--socket", path_str(&socket)?])
 }
 
 /// gate64 with `[ipsec] listen = [listen]`; charon in `client` builds both tunnels to it,
 /// pings the corporate host through the infrastructure tunnel, and gate64's metrics and
-/// status show both SAs with the client at `outer` (what gate64 sees of it).
-fn two_native_tunnels(topo: &Topology, client: &Netns, listen: IpAddr, outer: &str) -> Result<()> {
+/// status show both SAs with the client at `outer` (what gate64 sees of it); then `then`
+/// runs while the tunnels are up.
+fn two_native_tunnels(
+    topo: &Topology,
+    client: &Netns,
+    listen: IpAddr,
+    outer: &str,
+    then: impl FnOnce(&Charon<'_>) -> Result<()>,
+) -> Result<()> {
     let certs = LabCerts::generate(&topo.srv, &topo.srv.dir().join("certs"), listen)?;
     let opts = Gate64Options {
         without_ipsec: false,
@@ -159,11 +217,7 @@ fn two_native_tunnels(topo: &Topology, client: &Netns, listen: IpAddr, outer: &s
     }
     let ok = m.sum("gate64_ike_negotiations_total", &[("result", "ok")]);
     ensure!(ok >= 2.0, "negotiations ok: {ok}\n{}", gate64_lines(&m));
-    let bin = gate64_binary()?;
-    let socket = topo.srv.dir().join("control.sock");
-    let status = topo
-        .srv
-        .exec_ok(&[path_str(&bin)?, "status", "--socket", path_str(&socket)?])?;
+    let status = gate64_status(topo)?;
     for needle in [
         "2 child SAs, 1 clients",
         outer,
@@ -176,5 +230,6 @@ fn two_native_tunnels(topo: &Topology, client: &Netns, listen: IpAddr, outer: &s
         );
     }
     println!("{status}");
+    with_charon_logs(then(&initiator), &[&initiator])?;
     gate.ensure_running()
 }
