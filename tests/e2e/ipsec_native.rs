@@ -119,11 +119,7 @@ fn native_ipv4_through_nat(topo: &Topology) -> Result<()> {
             "the infrastructure child SA moved to the new port:\n{status}"
         );
         Ok(())
-    })?;
-    // The NAT really translated: its table holds the client's IKE/ESP flow.
-    let flows = topo.cli.exec_ok(&[nft, "list", "ruleset"])?;
-    ensure!(flows.contains("masquerade"), "the NAT rule: {flows}");
-    Ok(())
+    })
 }
 
 fn native_ipv6(topo: &Topology) -> Result<()> {
