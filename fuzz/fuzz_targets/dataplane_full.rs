@@ -2,7 +2,8 @@
 //! `2001:db8:64::/96`, pool4 `192.0.2.100`) and IP-HTTPS (pool `2001:db8:1::/48`, one
 //! registered connection owning `2001:db8:1:6::/64`). The input is a program: each operation
 //! hands a length-prefixed packet to `handle_teredo` (from the seeds' client or an arbitrary
-//! mapping), `handle_iphttps` (on a link of the packet's source /64), `handle_tun`, or runs the
+//! mapping), `handle_iphttps` (on a link of the packet's source /64), `handle_tun`,
+//! `handle_native_esp` (a UDP payload from that mapping to an `[ipsec] listen` socket), or runs the
 //! timers, then drains `poll_transmit` and `poll_tun_write`. The shared state (peer table,
 //! NAT64 tables, client table) and the worker (its rate limiters) live across runs, bounded, as
 //! in production; the clock only moves forward.
@@ -128,7 +129,9 @@ fn check(v: Verdict, len: usize, stats: &Stats, drops_before: u64) {
     let drops = total(stats);
     match v {
         Verdict::Drop(d) => assert_eq!(drops, drops_before + 1, "{d:?} counted once"),
-        Verdict::Tun { start, end } | Verdict::Udp { start, end, .. } => {
+        Verdict::Tun { start, end }
+        | Verdict::Udp { start, end, .. }
+        | Verdict::Native { start, end, .. } => {
             assert!(start <= end && end <= len, "{v:?}");
             assert_eq!(drops, drops_before, "{v:?} counted no drop");
         }
@@ -231,6 +234,10 @@ fuzz_target!(|input: &[u8]| {
                     replies: &Replies,
                 };
                 w.handle_iphttps(t, &mut link, &mut buf, start, end, 0)
+            }
+            2 if op & 64 != 0 => {
+                let local = std::net::SocketAddr::from((Ipv4Addr::new(192, 0, 2, 10), 4500));
+                w.handle_native_esp(t, local, remote.into(), &mut buf, start, end)
             }
             _ => w.handle_tun(t, &mut buf, start, end),
         };

@@ -58,7 +58,9 @@ fn check(v: Verdict, len: usize, stats: &Stats, drops_before: u64) {
         Verdict::Drop(d) => {
             assert_eq!(drops, drops_before + 1, "{d:?} counted once");
         }
-        Verdict::Tun { start, end } | Verdict::Udp { start, end, .. } => {
+        Verdict::Tun { start, end }
+        | Verdict::Udp { start, end, .. }
+        | Verdict::Native { start, end, .. } => {
             assert!(start <= end && end <= len, "{v:?}");
             assert_eq!(drops, drops_before);
         }

@@ -317,7 +317,7 @@ pub(crate) fn ipsec_section(topo: &Topology, certs: &LabCerts) -> Result<String>
 
 /// [`ipsec_section`] with `[ipsec] ca = ca` and `more` keys. Every IPsec lab also writes
 /// the session log ([`session_log`]).
-fn ipsec_section_with_ca(
+pub(crate) fn ipsec_section_with_ca(
     topo: &Topology,
     certs: &LabCerts,
     ca: &Path,

@@ -6,7 +6,7 @@
 //! IPsec is *configured* when `certificate`, `private_key` and `ca` are all given; a section
 //! with only some of them is refused, naming the missing one. Every other key has a default.
 
-use std::net::Ipv6Addr;
+use std::net::{IpAddr, Ipv6Addr};
 use std::path::PathBuf;
 
 use ipnet::Ipv6Net;
@@ -75,6 +75,10 @@ pub struct Ipsec {
     /// Teredo address, an IP-HTTPS /64), and per source address in the IKE driver; as many
     /// again may come at once. Beyond it IKE is shed before the responder does any work.
     pub ike_packets_per_source_per_sec: u32,
+    /// Addresses (IPv4 or IPv6) on which the IKE driver binds UDP 500 and 4500 for clients
+    /// that reach gate64 directly (RFC 7296 with NAT traversal, RFC 3948 ESP in UDP), beside
+    /// `endpoint` inside Teredo and IP-HTTPS. Empty: none.
+    pub listen: Vec<IpAddr>,
     /// Soft lifetime of child SAs, in seconds (the hard one is 10% more): the client rekeys
     /// before it.
     pub child_lifetime_secs: u64,
@@ -218,6 +222,7 @@ impl Default for Ipsec {
             max_child_sas_per_ike_sa: defaults::IKE_MAX_CHILD_SAS_PER_IKE_SA,
             auth_threads: defaults::IKE_AUTH_THREADS,
             ike_packets_per_source_per_sec: defaults::IKE_PACKETS_PER_SOURCE_PER_SEC,
+            listen: Vec::new(),
             child_lifetime_secs: defaults::CHILD_LIFETIME_SECS,
             dpd_secs: defaults::DPD_SECS,
             reauth_secs: defaults::REAUTH_SECS,
@@ -332,6 +337,7 @@ pub(crate) struct RawIpsec {
     max_child_sas_per_ike_sa: Option<usize>,
     auth_threads: Option<usize>,
     ike_packets_per_source_per_sec: Option<u32>,
+    listen: Option<Vec<IpAddr>>,
     child_lifetime_secs: Option<u64>,
     dpd_secs: Option<u64>,
     reauth_secs: Option<u64>,
@@ -381,6 +387,7 @@ impl RawIpsec {
             ike_packets_per_source_per_sec: self
                 .ike_packets_per_source_per_sec
                 .unwrap_or(d.ike_packets_per_source_per_sec),
+            listen: self.listen.unwrap_or_default(),
             child_lifetime_secs: self.child_lifetime_secs.unwrap_or(d.child_lifetime_secs),
             dpd_secs: self.dpd_secs.unwrap_or(d.dpd_secs),
             reauth_secs: self.reauth_secs.unwrap_or(d.reauth_secs),
@@ -592,6 +599,7 @@ pub(crate) fn expected_form(path: &str) -> Option<&'static str> {
         "ipsec.crl_expired" => "\"warn\" or \"refuse\"",
         "ipsec.endpoint" => "an IPv6 address in quotes, e.g. \"2001:db8:100::1\"",
         "ipsec.pool6" => "an IPv6 prefix in quotes, e.g. \"fd00:c1::100/120\"",
+        "ipsec.listen" => "a list of IP addresses, e.g. [\"192.0.2.10\", \"2001:db8::10\"]",
         "ipsec.infrastructure_prefixes" | "ipsec.intranet_prefixes" => {
             "a list of IPv6 prefixes, e.g. [\"2001:db8:100::53/128\"]"
         }

@@ -145,6 +145,7 @@ impl Config {
                 max_child_sas_per_ike_sa,
                 auth_threads,
                 ike_packets_per_source_per_sec,
+                listen,
                 child_lifetime_secs,
                 dpd_secs,
                 reauth_secs,
@@ -378,6 +379,11 @@ binding_log = "/var/log/gate64/bindings.jsonl"
                 "clients-ca.pem\"",
                 "clients-ca.pem\"\nendpoint = \"2001:db8:100::2\"",
                 "ipsec.endpoint",
+            ),
+            (
+                "clients-ca.pem\"",
+                "clients-ca.pem\"\nlisten = [\"192.0.2.10\"]",
+                "ipsec.listen",
             ),
             (
                 "2001:db8:100::/48\"]",

@@ -56,6 +56,8 @@ pub struct Daemon {
     tls_watch: Mutex<Option<Arc<Mutex<crate::crl_files::TlsWatch>>>>,
     /// The control socket's file, once bound: removed by [`Daemon::shutdown`].
     control_socket: Mutex<Option<crate::control::Bound>>,
+    /// The `[ipsec] listen` sockets, bound at start, until the IKE driver takes them.
+    native: Mutex<Option<gate64_io::ike::NativeSockets>>,
 }
 
 impl Daemon {
@@ -92,6 +94,32 @@ impl Daemon {
                     cfg.teredo.port
                 )
             })?;
+        let mut ios = ios;
+        // UDP 500/4500 on `[ipsec] listen`, bound now so that every worker holds a clone of
+        // the 4500 sockets to send ESP to native clients from; the IKE driver reads them.
+        let native = match (&cfg.ipsec.listen[..], cfg.ipsec.configured()) {
+            ([], _) | (_, false) => None,
+            (listen, true) => {
+                let sockets = gate64_io::ike::NativeSockets::bind(
+                    listen,
+                    gate64_io::ike::IKE_PORT,
+                    gate64_io::ike::NAT_T_PORT,
+                )
+                .with_context(|| {
+                    format!(
+                        "binding IKE on {listen:?} ports {} and {} (`ipsec.listen`)",
+                        gate64_io::ike::IKE_PORT,
+                        gate64_io::ike::NAT_T_PORT
+                    )
+                })?;
+                for io in &mut ios {
+                    io.native = sockets
+                        .senders()
+                        .context("cloning an `ipsec.listen` socket")?;
+                }
+                Some(sockets)
+            }
+        };
         let teredo = match ios.first() {
             Some(io) => gate64_io::clone_sockets(&io.sockets).context("cloning a Teredo socket")?,
             None => Vec::new(),
@@ -159,6 +187,7 @@ impl Daemon {
             crl_watch: Mutex::new(None),
             tls_watch: Mutex::new(None),
             control_socket: Mutex::new(None),
+            native: Mutex::new(native),
         })
     }
 
@@ -200,11 +229,35 @@ impl Daemon {
         let (Some(sadb), Some(stats)) = (self.shared.sadb(), &self.ipsec_stats) else {
             return Ok(());
         };
+        let native = match lock(&self.native).take() {
+            Some(sockets) => {
+                // ESP from native clients is opened by a dataplane worker of its own on the
+                // IKE task, counted with the workers'.
+                let esp_stats = Arc::new(gate64_dataplane::Stats::default());
+                self.exporter.add_workers(vec![Arc::clone(&esp_stats)]);
+                let corp = self
+                    .corp
+                    .first()
+                    .cloned()
+                    .context("no corporate link for `ipsec.listen`")?;
+                let esp = gate64_io::ike::NativeEsp::new(
+                    Arc::clone(&self.shared),
+                    esp_stats,
+                    corp,
+                    sockets
+                        .senders()
+                        .context("cloning an `ipsec.listen` socket")?,
+                );
+                Some((sockets, esp))
+            }
+            None => None,
+        };
         let started = crate::ike::start(
             cfg,
             Arc::clone(sadb),
             Arc::clone(stats),
             self.sessions.clone(),
+            native,
             self.stop_tx.subscribe(),
         )?;
         let (control, ocsp) = match started {

@@ -14,7 +14,10 @@ use gate64_ike::responder::{
     self, Event, Refusal, Responder, ResponderConfig, SecondAuthPolicy, UniqueIds,
 };
 use gate64_io::ike::ocsp::{OcspChecker, OcspMode, OcspRule};
-use gate64_io::ike::{IKE_PORT, IkeControl, IkeDriver, IkeSockets, NAT_T_PORT};
+use gate64_io::ike::{
+    IKE_PORT, IkeControl, IkeDriver, IkeSockets, NAT_T_PORT, NativeEsp, NativeSockets,
+};
+use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 use tracing::{debug, info, warn};
@@ -283,6 +286,7 @@ pub fn responder_config(cfg: &Config) -> Result<Option<ResponderConfig>> {
     config.child_lifetime = Duration::from_secs(s.child_lifetime_secs);
     config.dpd = Duration::from_secs(s.dpd_secs);
     config.nat_t_port = NAT_T_PORT;
+    config.native_addresses = cfg.ipsec.listen.clone();
     config.intranet_second_auth = second_auth_policy(cfg);
     config.unique_ids = unique_ids(cfg);
     config.reauth = reauth(cfg);
@@ -302,6 +306,7 @@ pub fn start(
     sadb: Arc<SaDb>,
     stats: Arc<IpsecStats>,
     sessions: Option<Arc<Sessions>>,
+    native: Option<(NativeSockets, NativeEsp)>,
     mut stop: tokio::sync::watch::Receiver<bool>,
 ) -> Result<Option<(IkeControl, Arc<OcspChecker>)>> {
     let Some(config) = responder_config(cfg)? else {
@@ -312,9 +317,14 @@ pub fn start(
         warn!("{w}");
     }
     let endpoint = cfg.ipsec_endpoint();
-    let sockets = IkeSockets::bind(endpoint, IKE_PORT, NAT_T_PORT).with_context(|| {
+    let mut sockets = IkeSockets::bind(endpoint, IKE_PORT, NAT_T_PORT).with_context(|| {
         format!("binding IKE on [{endpoint}]:{IKE_PORT} and :{NAT_T_PORT} (`ipsec.endpoint`)")
     })?;
+    let mut native_esp = None;
+    if let Some((native, esp)) = native {
+        sockets = sockets.with_native(native);
+        native_esp = Some(esp);
+    }
     let responder = Responder::new(config, Instant::now(), SystemTime::now())
         .map_err(|e| anyhow::anyhow!("starting the IKE responder: {e:?}"))?;
     let sink_stats = Arc::clone(&stats);
@@ -332,6 +342,9 @@ pub fn start(
     })
     .with_auth_threads(auth_threads, Some(Arc::clone(&ocsp)))
     .with_context(|| format!("starting {auth_threads} IKE_AUTH threads (`ipsec.auth_threads`)"))?;
+    if let Some(esp) = native_esp {
+        driver = driver.with_native_esp(esp);
+    }
     let control = driver.control();
     let gauges = driver.status();
     let mut gauge_stop = stop.clone();
@@ -343,6 +356,7 @@ pub fn start(
                 _ = tick.tick() => {
                     let s = gauges.snapshot();
                     stats.set_half_open(s.half_open as u64);
+                    stats.set_keepalives(s.keepalives);
                     for reason in IkeShedReason::ALL {
                         stats.set_shed(reason, gauges.shed(reason));
                     }
@@ -362,7 +376,7 @@ pub fn start(
             tracing::error!(error = %e, "IKE responder failed");
         }
     });
-    info!(endpoint = %endpoint, auth_threads, "IKE responder up");
+    info!(endpoint = %endpoint, listen = ?cfg.ipsec.listen, auth_threads, "IKE responder up");
     Ok(Some((control, ocsp)))
 }
 
@@ -402,6 +416,10 @@ fn on_event(sadb: &SaDb, stats: &IpsecStats, sessions: Option<&Sessions>, event:
             ..
         } => info!(%peer, %identity, ?tunnel, "IKE SA up"),
         Event::IkeSaDown { peer, identity, .. } => info!(%peer, %identity, "IKE SA down"),
+        Event::PeerMoved { inbound_spis, peer } => {
+            info!(%peer, "IKE client moved");
+            follow_peer(sadb, &inbound_spis, peer);
+        }
         Event::Rekeyed { kind } => stats.rekey(match kind {
             responder::RekeyKind::Ike => RekeyKind::Ike,
             _ => RekeyKind::Child,
@@ -430,6 +448,31 @@ fn on_event(sadb: &SaDb, stats: &IpsecStats, sessions: Option<&Sessions>, event:
             debug!(%peer, reason = reason.label(), "IKE refused");
         }
         _ => {}
+    }
+}
+
+/// Points the native child SAs `inbound_spis` (those of a client that reaches gate64
+/// directly) at the client's new address and port. A client of Teredo or IP-HTTPS is
+/// another client when its outer address changes; its SAs stay as they are.
+fn follow_peer(sadb: &SaDb, inbound_spis: &[u32], peer: SocketAddr) {
+    let outer = match peer.ip() {
+        IpAddr::V4(a) => a.to_ipv6_mapped(),
+        IpAddr::V6(a) => a,
+    };
+    for &spi in inbound_spis {
+        let Some(entry) = sadb.inbound(spi) else {
+            continue;
+        };
+        let old = entry.peer();
+        if old.native.is_none() || (old.outer == outer && old.udp_encap == Some(peer.port())) {
+            continue;
+        }
+        let mut moved = old.clone();
+        moved.outer = outer;
+        if moved.udp_encap.is_some() {
+            moved.udp_encap = Some(peer.port());
+        }
+        sadb.update_peer(spi, moved);
     }
 }
 

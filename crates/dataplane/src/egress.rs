@@ -65,6 +65,14 @@ impl Worker {
     ) -> Result<Verdict, DropReason> {
         let sealed = self.seal_for_client(buf, start, end)?;
         let (start, end) = sealed.span;
+        if let Some((from, to)) = sealed.native {
+            return Ok(Verdict::Native {
+                from,
+                to,
+                start,
+                end,
+            });
+        }
         let bytes = buf.get(start..end).ok_or(DropReason::Truncated)?;
         let pkt = ipv6::Packet::new_checked(bytes)?;
         let end = start + pkt.total_len();

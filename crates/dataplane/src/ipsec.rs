@@ -23,12 +23,12 @@
 //! a resealed one's when the two SAs' ciphers differ, AES-CBC padding to 16 bytes and
 //! AES-GCM to 4).
 
-use crate::stats::Direction;
+use crate::stats::{Direction, Side};
 use crate::{ClientBinding, DropReason, Shared, Verdict, Worker};
 use gate64_esp::udp_encap::{self, Encapsulated, IKE_PORT, NAT_T_PORT};
-use gate64_esp::{OpenError, OutboundEntry};
+use gate64_esp::{InboundEntry, OpenError, OutboundEntry};
 use gate64_wire::{ipv6, udp};
-use std::net::IpAddr;
+use std::net::{IpAddr, Ipv6Addr, SocketAddr};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -108,11 +108,85 @@ impl Worker {
             .and_then(|db| db.inbound(spi))
             .ok_or(DropReason::EspUnknownSpi)?;
         // Only the client the SA was negotiated with may use it: the transport stage checked
-        // that `outer` is that client's address.
-        if sa.peer().outer != outer {
+        // that `outer` is that client's address. A native SA's ESP comes to its socket.
+        if sa.peer().outer != outer || sa.peer().native.is_some() {
             return Err(DropReason::SpoofedSource);
         }
         let opened = sa.sa.open(esp).map_err(open_drop)?;
+        self.opened_esp(now, (outer, spi), &sa, opened, buf, esp_at)
+    }
+
+    /// ESP a client that reaches gate64 directly (`[ipsec] listen`) sent from `remote` to the
+    /// socket `local` (port 4500): `buf[start..end]` is the UDP payload, which the driver
+    /// already told apart from IKE and keepalives (RFC 3948 §2.2). Opened in place like ESP
+    /// through the transports; once it authenticates, a new address or port of the client
+    /// (its NAT mapping changed) becomes the SA's (RFC 7296 §2.23, RFC 3948 §2.1), so what
+    /// gate64 sends follows it. The inner packet takes the road from
+    /// [`ClientBinding::Ipsec`], its outer address the client's (IPv4-mapped for IPv4).
+    pub fn handle_native_esp(
+        &mut self,
+        now: Instant,
+        local: SocketAddr,
+        remote: SocketAddr,
+        buf: &mut [u8],
+        start: usize,
+        end: usize,
+    ) -> Verdict {
+        self.stats
+            .packet(Side::Internet, Direction::Rx, end.saturating_sub(start));
+        // This worker gets no tick (it runs on the IKE task): its expired fragments are
+        // counted here, as an IP-HTTPS thread's are.
+        self.reassembly.expire(now, &self.stats);
+        let v = self.native_esp_ingress(now, local, remote, buf, start, end);
+        self.finish(v)
+    }
+
+    fn native_esp_ingress(
+        &mut self,
+        now: Instant,
+        local: SocketAddr,
+        remote: SocketAddr,
+        buf: &mut [u8],
+        start: usize,
+        end: usize,
+    ) -> Result<Verdict, DropReason> {
+        let outer = match remote.ip() {
+            IpAddr::V4(a) => a.to_ipv6_mapped(),
+            IpAddr::V6(a) => a,
+        };
+        let shared = Arc::clone(&self.shared);
+        let sadb = shared.cfg.sadb.as_ref().ok_or(DropReason::EspUnknownSpi)?;
+        let esp = buf.get_mut(start..end).ok_or(DropReason::Truncated)?;
+        let spi = gate64_esp::spi_of(esp).ok_or(DropReason::Truncated)?;
+        let sa = sadb.inbound(spi).ok_or(DropReason::EspUnknownSpi)?;
+        // An SA negotiated through Teredo or IP-HTTPS, or at another of gate64's addresses,
+        // is not this socket's.
+        if sa.peer().native.map(|n| n.ip()) != Some(local.ip()) {
+            return Err(DropReason::SpoofedSource);
+        }
+        let moved = sa.peer().outer != outer || sa.peer().udp_encap != Some(remote.port());
+        let opened = sa.sa.open(esp).map_err(open_drop)?;
+        if moved {
+            let mut peer = sa.peer().clone();
+            peer.outer = outer;
+            peer.udp_encap = Some(remote.port());
+            sadb.update_peer(spi, peer);
+        }
+        self.opened_esp(now, (outer, spi), &sa, opened, buf, start)
+    }
+
+    /// The rest of the ESP stage once `sa` (inbound SPI `spi`, peer `outer`) opened the ESP
+    /// packet at `buf[esp_at..]`: dummy packets consumed, the inner packet held to the SA's
+    /// selectors and sent down the road.
+    fn opened_esp(
+        &mut self,
+        now: Instant,
+        (outer, spi): (Ipv6Addr, u32),
+        sa: &InboundEntry,
+        opened: gate64_esp::Opened,
+        buf: &mut [u8],
+        esp_at: usize,
+    ) -> Result<Verdict, DropReason> {
         self.stats.esp(Direction::Rx, opened.inner.len());
         let (inner_start, inner_end) = (esp_at + opened.inner.start, esp_at + opened.inner.end);
         match opened.next_header {
@@ -155,27 +229,43 @@ impl Worker {
             return Ok(Sealing {
                 span: (start, end),
                 sealed: false,
+                native: None,
             });
         };
-        let endpoint = self.shared.cfg.ipsec_endpoint.ok_or(DropReason::NoRoute)?;
         let udp = sa.peer.udp_encap;
         // The ESP header's length depends on the cipher (an AES-CBC IV is 16 bytes, an
         // AES-GCM one 8).
         let esp_header = sa.sa.header_len();
+        if let Some(local) = sa.peer.native {
+            // Straight to the client: the socket adds the UDP and IP headers. A native SA is
+            // always UDP-encapsulated (negotiated on 4500); gate64 has no raw ESP socket.
+            let port = udp.ok_or(DropReason::Unsupported)?;
+            let esp_at = start
+                .checked_sub(esp_header)
+                .ok_or(DropReason::Unsupported)?;
+            let esp_len = sa
+                .sa
+                .seal(buf, esp_at, end - start, gate64_esp::NEXT_HEADER_IPV6)
+                .map_err(seal_drop)?;
+            self.stats.esp(Direction::Tx, end - start);
+            let to = match sa.peer.outer.to_ipv4_mapped() {
+                Some(v4) => SocketAddr::new(IpAddr::V4(v4), port),
+                None => SocketAddr::new(IpAddr::V6(sa.peer.outer), port),
+            };
+            return Ok(Sealing {
+                span: (esp_at, esp_at + esp_len),
+                sealed: true,
+                native: Some((local, to)),
+            });
+        }
+        let endpoint = self.shared.cfg.ipsec_endpoint.ok_or(DropReason::NoRoute)?;
         let front = ipv6::HEADER_LEN + udp.map_or(0, |_| udp::HEADER_LEN) + esp_header;
         let outer_start = start.checked_sub(front).ok_or(DropReason::Unsupported)?;
         let esp_at = start - esp_header;
         let esp_len = sa
             .sa
             .seal(buf, esp_at, end - start, gate64_esp::NEXT_HEADER_IPV6)
-            .map_err(|e| match e {
-                gate64_esp::SealError::Expired => DropReason::NoSa,
-                // No room for ESP's header and trailer around the packet, or more than
-                // AES-GCM may seal at once: the packet does not fit the tunnel.
-                gate64_esp::SealError::BufferTooSmall | gate64_esp::SealError::TooLong => {
-                    DropReason::Truncated
-                }
-            })?;
+            .map_err(seal_drop)?;
         self.stats.esp(Direction::Tx, end - start);
         let payload_len = esp_at + esp_len - (outer_start + ipv6::HEADER_LEN);
         let payload_len = u16::try_from(payload_len).map_err(|_| DropReason::PacketTooBig)?;
@@ -204,6 +294,7 @@ impl Worker {
         Ok(Sealing {
             span: (outer_start, outer_end),
             sealed: true,
+            native: None,
         })
     }
 }
@@ -216,6 +307,21 @@ pub(crate) struct Sealing {
     pub(crate) span: (usize, usize),
     /// Whether an outbound child SA sealed it.
     pub(crate) sealed: bool,
+    /// For a client that reaches gate64 directly: the socket to send from and the client's
+    /// address; the span is then the ESP packet alone (the UDP payload).
+    pub(crate) native: Option<(SocketAddr, SocketAddr)>,
+}
+
+/// The drop reason of a packet its SA would not seal.
+fn seal_drop(e: gate64_esp::SealError) -> DropReason {
+    match e {
+        gate64_esp::SealError::Expired => DropReason::NoSa,
+        // No room for ESP's header and trailer around the packet, or more than AES-GCM may
+        // seal at once: the packet does not fit the tunnel.
+        gate64_esp::SealError::BufferTooSmall | gate64_esp::SealError::TooLong => {
+            DropReason::Truncated
+        }
+    }
 }
 
 /// The drop reason of a packet its SA would not open.

@@ -160,6 +160,7 @@ pub struct IpsecStats {
     negotiations: [AtomicU64; IkeResult::ALL.len()],
     rekeys: [AtomicU64; RekeyKind::ALL.len()],
     cookies_sent: AtomicU64,
+    keepalives: AtomicU64,
     shed: [AtomicU64; IkeShedReason::ALL.len()],
     /// Requests the responder refused, by its reason label. A map, not an array: the
     /// responder's reasons are its own (`gate64_ike::responder::Refusal::label`), and a
@@ -267,6 +268,16 @@ impl IpsecStats {
     /// Counts one IKE_SA_INIT answered with a cookie (RFC 7296 §2.6).
     pub fn cookie_sent(&self) {
         self.cookies_sent.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Sets the NAT keepalives the IKE driver read since it started.
+    pub fn set_keepalives(&self, n: u64) {
+        self.keepalives.store(n, Ordering::Relaxed);
+    }
+
+    /// NAT keepalives read (`gate64_ike_keepalives_total`).
+    pub fn keepalives(&self) -> u64 {
+        self.keepalives.load(Ordering::Relaxed)
     }
 
     /// Sets the datagrams the IKE driver shed for `reason` since it started (the driver

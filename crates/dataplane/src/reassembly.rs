@@ -497,6 +497,9 @@ impl Worker {
                 let data = own.get(start..end).ok_or(DropReason::Truncated)?.to_vec();
                 self.transmits.push_back(Transmit { from, to, data });
             }
+            // Off the fast path there is no queue towards the native sockets; a reassembled
+            // datagram that ends with a client reached directly is not carried.
+            Verdict::Native { .. } => return Err(DropReason::Unsupported),
             Verdict::Consumed | Verdict::Drop(_) => {}
         }
         Ok(Verdict::Consumed)

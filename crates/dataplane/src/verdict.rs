@@ -2,7 +2,7 @@
 //! one UDP GSO send ([`Gso`]) so that the driver batches without planning.
 
 use crate::DropReason;
-use std::net::{Ipv4Addr, SocketAddrV4};
+use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
 
 /// Most datagrams one UDP GSO send carries (the kernel's `UDP_MAX_SEGMENTS`).
 pub const GSO_MAX_SEGMENTS: usize = 64;
@@ -31,6 +31,18 @@ pub enum Verdict {
         end: usize,
         /// Whether it joins the UDP GSO send of the previous `Udp` verdict of this batch.
         gso: Gso,
+    },
+    /// Send as a UDP datagram from the `[ipsec] listen` socket `from` (ESP in UDP to a client
+    /// that reaches gate64 directly, RFC 3948).
+    Native {
+        /// The socket to send from: one of `[ipsec] listen`, port 4500.
+        from: SocketAddr,
+        /// The client's address and port (its NAT mapping).
+        to: SocketAddr,
+        /// First byte.
+        start: usize,
+        /// One past the last byte.
+        end: usize,
     },
     /// Handled here (a bubble, or queued while the peer is bubbled); nothing to send now.
     Consumed,
@@ -69,6 +81,17 @@ impl Verdict {
                 start: start + by,
                 end: end + by,
                 gso,
+            },
+            Verdict::Native {
+                from,
+                to,
+                start,
+                end,
+            } => Verdict::Native {
+                from,
+                to,
+                start: start + by,
+                end: end + by,
             },
             Verdict::Consumed | Verdict::Drop(_) => self,
         }

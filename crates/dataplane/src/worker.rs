@@ -236,12 +236,12 @@ impl Worker {
     }
 
     /// Counts a drop once and marks a datagram's place in the batch's GSO sends.
-    fn finish(&mut self, v: Result<Verdict, DropReason>) -> Verdict {
+    pub(crate) fn finish(&mut self, v: Result<Verdict, DropReason>) -> Verdict {
         let mut v = v.unwrap_or_else(Verdict::Drop);
         match v {
             Verdict::Drop(d) => self.stats.count_drops(d, 1),
             Verdict::Udp { .. } => GsoRun::mark(&mut self.gso_run, &mut v),
-            Verdict::Tun { .. } | Verdict::Consumed => {}
+            Verdict::Tun { .. } | Verdict::Native { .. } | Verdict::Consumed => {}
         }
         v
     }

@@ -8,7 +8,7 @@
 //! rekeys every hour per SA that is several copies of a 20,000-entry map per second.)
 
 use core::sync::atomic::{AtomicU64, Ordering::Relaxed};
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::sync::Arc;
 
 use dashmap::DashMap;
@@ -33,8 +33,13 @@ pub enum TunnelKind {
 /// Where the peer of a child SA is and what it may use.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Peer {
-    /// The client's outer IPv6 address (Teredo or IP-HTTPS).
+    /// The client's outer IPv6 address (Teredo or IP-HTTPS), or the IPv4-mapped form of its
+    /// IPv4 address when it reaches gate64 directly over IPv4.
     pub outer: Ipv6Addr,
+    /// When the client reaches gate64 directly (`[ipsec] listen`), not through Teredo or
+    /// IP-HTTPS: gate64's socket address its ESP and IKE use (an address of the list, port
+    /// 4500), which the dataplane sends ESP from. `None` for the tunnelled transports.
+    pub native: Option<SocketAddr>,
     /// The client's UDP source port when ESP is UDP-encapsulated (RFC 3948), else `None`
     /// (IPv6 next header 50).
     pub udp_encap: Option<u16>,

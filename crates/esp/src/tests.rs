@@ -704,6 +704,7 @@ fn child(spi_in: u32, spi_out: u32, client: &str, local: &str, tunnel: TunnelKin
         outbound,
         peer: Peer {
             outer: "2001:0:c000:201::1".parse().unwrap(),
+            native: None,
             udp_encap: Some(4500),
             inner: vec![addr(client)],
         },
@@ -841,6 +842,7 @@ fn sadb_update_peer_keeps_the_sa_state() {
     let (_, _) = seal(&before.sa, &[0; 10], 0, 41);
     let moved = Peer {
         outer: "2001:0:c000:201::99".parse().unwrap(),
+        native: None,
         udp_encap: Some(61000),
         inner: vec![addr(c)],
     };

@@ -59,6 +59,7 @@ fn drain(c: &mut Criterion) {
         sockets: Vec::new(),
         corp: Arc::new(CorpLink::Socket(corp)),
         corp_mtu: 1280,
+        native: Vec::new(),
     };
     let stop = Arc::new(AtomicBool::new(false));
     let (tx, rx) = std::sync::mpsc::channel();

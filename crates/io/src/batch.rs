@@ -6,7 +6,7 @@
 use crate::sys;
 use crate::tun::CorpLink;
 use gate64_dataplane::{Direction, DropReason, Gso, Side, Stats, Verdict, Worker};
-use std::net::{Ipv4Addr, SocketAddrV4, UdpSocket};
+use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4, UdpSocket};
 use std::os::fd::{AsRawFd, RawFd};
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -38,6 +38,20 @@ pub(crate) struct Batch {
     udp: Vec<Pending>,
     tun: Vec<(usize, usize, usize)>,
     capacity: usize,
+    /// The `[ipsec] listen` 4500 sockets `Native` verdicts leave from, and what they filed.
+    native_sockets: Vec<(SocketAddr, UdpSocket)>,
+    native: Vec<NativePending>,
+}
+
+/// A datagram to a native client waiting for the batch send: slot, byte range, socket index
+/// in `native_sockets`, destination.
+#[derive(Debug, Clone, Copy)]
+struct NativePending {
+    slot: usize,
+    start: usize,
+    end: usize,
+    socket: usize,
+    to: SocketAddr,
 }
 
 impl Batch {
@@ -47,12 +61,23 @@ impl Batch {
             udp: Vec::with_capacity(capacity),
             tun: Vec::with_capacity(capacity),
             capacity,
+            native_sockets: Vec::new(),
+            native: Vec::with_capacity(capacity),
         }
+    }
+
+    /// Sends `Native` verdicts from `sockets` (by their bound address); without the socket a
+    /// verdict names, its datagram is counted as `tx_error`.
+    pub(crate) fn with_native(mut self, sockets: Vec<(SocketAddr, UdpSocket)>) -> Self {
+        self.native_sockets = sockets;
+        self
     }
 
     /// True when one more verdict might not fit.
     pub(crate) fn is_full(&self) -> bool {
-        self.udp.len() == self.capacity || self.tun.len() == self.capacity
+        self.udp.len() == self.capacity
+            || self.tun.len() == self.capacity
+            || self.native.len() == self.capacity
     }
 
     /// Files the verdict for the packet in `slot`. The one dispatch on verdicts.
@@ -72,6 +97,22 @@ impl Batch {
                 socket: socket_for(sockets, from),
                 to,
                 gso,
+            }),
+            Verdict::Native {
+                from,
+                to,
+                start,
+                end,
+            } => self.native.push(NativePending {
+                slot,
+                start,
+                end,
+                socket: self
+                    .native_sockets
+                    .iter()
+                    .position(|(a, _)| *a == from)
+                    .unwrap_or(usize::MAX),
+                to,
             }),
             Verdict::Consumed | Verdict::Drop(_) => {}
         }
@@ -93,8 +134,70 @@ impl Batch {
             stats.count_drops(DropReason::TxError, self.udp.len() as u64);
         }
         write_tun(corp, stats, &self.tun, slots);
+        self.send_native(stats, slots);
         self.udp.clear();
         self.tun.clear();
+        self.native.clear();
+    }
+}
+
+impl Batch {
+    /// Sends the `Native` datagrams filed, socket by socket, in `sendmmsg` batches.
+    fn send_native(&self, stats: &Stats, slots: &[Vec<u8>]) {
+        let unsent = self
+            .native
+            .iter()
+            .filter(|p| p.socket >= self.native_sockets.len())
+            .count();
+        stats.count_drops(DropReason::TxError, unsent as u64);
+        let mut idx = [0usize; sys::BATCH];
+        for (si, (_, sock)) in self.native_sockets.iter().enumerate() {
+            let mut n = 0;
+            for (k, p) in self.native.iter().enumerate() {
+                if p.socket != si {
+                    continue;
+                }
+                idx[n] = k;
+                n += 1;
+                if n == idx.len() {
+                    self.send_native_chunk(sock.as_raw_fd(), stats, slots, &idx[..n]);
+                    n = 0;
+                }
+            }
+            self.send_native_chunk(sock.as_raw_fd(), stats, slots, &idx[..n]);
+        }
+    }
+
+    fn send_native_chunk(&self, fd: RawFd, stats: &Stats, slots: &[Vec<u8>], idx: &[usize]) {
+        if idx.is_empty() {
+            return;
+        }
+        let bytes = |p: &NativePending| {
+            slots
+                .get(p.slot)
+                .and_then(|s| s.get(p.start..p.end))
+                .unwrap_or_default()
+        };
+        let mut failed = 0u64;
+        sys::send_batch_reporting(
+            fd,
+            idx.len(),
+            |i| {
+                let p = &self.native[idx[i]];
+                (bytes(p), p.to)
+            },
+            |i, e| {
+                failed |= 1u64.checked_shl(i as u32).unwrap_or(0);
+                crate::log_limited!(debug, error = %e, to = %self.native[idx[i]].to, "ESP datagram not sent");
+            },
+        );
+        for (k, &i) in idx.iter().enumerate() {
+            if failed & 1u64.checked_shl(k as u32).unwrap_or(0) == 0 {
+                let p = &self.native[i];
+                stats.packet(Side::Internet, Direction::Tx, p.end - p.start);
+            }
+        }
+        stats.count_drops(DropReason::TxError, u64::from(failed.count_ones()));
     }
 }
 

@@ -102,6 +102,12 @@ pub(crate) fn encode(
         names::IKE_COOKIES_SENT_TOTAL_HELP,
         stats.cookies_sent(),
     )?;
+    counter(
+        enc,
+        names::IKE_KEEPALIVES_TOTAL,
+        names::IKE_KEEPALIVES_TOTAL_HELP,
+        stats.keepalives(),
+    )?;
     counter_family(
         enc,
         names::IKE_SHED_TOTAL,
@@ -174,6 +180,7 @@ mod tests {
             "gate64_ike_negotiation_duration_seconds_count",
             "gate64_ike_half_open",
             "gate64_ike_cookies_sent_total",
+            "gate64_ike_keepalives_total",
             "gate64_ike_shed_total{reason=\"source_rate\"}",
             "gate64_ike_shed_total{reason=\"batch_share\"}",
         ] {
@@ -186,6 +193,7 @@ mod tests {
         stats.negotiation(IkeResult::AuthFailed, Duration::from_millis(2));
         stats.rekey(RekeyKind::Child);
         stats.cookie_sent();
+        stats.set_keepalives(6);
         stats.set_shed(IkeShedReason::SourceRate, 7);
         stats.refused("too_many_certs");
         stats.refused("too_many_certs");
@@ -208,6 +216,7 @@ mod tests {
             ("gate64_ipsec_rekeys_total{kind=\"ike\"}", "0"),
             ("gate64_ike_half_open", "2"),
             ("gate64_ike_cookies_sent_total", "1"),
+            ("gate64_ike_keepalives_total", "6"),
             ("gate64_ike_shed_total{reason=\"source_rate\"}", "7"),
             ("gate64_ike_shed_total{reason=\"batch_share\"}", "0"),
             ("gate64_ike_refused_total{reason=\"too_many_certs\"}", "2"),

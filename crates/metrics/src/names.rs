@@ -327,6 +327,11 @@ pub const IKE_COOKIES_SENT_TOTAL: &str = "gate64_ike_cookies_sent_total";
 /// Help text of [`IKE_COOKIES_SENT_TOTAL`].
 pub const IKE_COOKIES_SENT_TOTAL_HELP: &str = "IKE_SA_INIT requests answered with a cookie \
     (RFC 7296 section 2.6) instead of state.";
+/// NAT keepalives read on the IKE driver's 4500 sockets.
+pub const IKE_KEEPALIVES_TOTAL: &str = "gate64_ike_keepalives_total";
+/// Help text of [`IKE_KEEPALIVES_TOTAL`].
+pub const IKE_KEEPALIVES_TOTAL_HELP: &str = "NAT keepalives (the one byte 0xFF, RFC 3948 \
+    section 2.3) read on UDP 4500 of the IPsec endpoint and of ipsec.listen, consumed.";
 
 /// Every metric above as `(name, help)`, in exposition order.
 pub const ALL: &[(&str, &str)] = &[
@@ -387,6 +392,7 @@ pub const ALL: &[(&str, &str)] = &[
     ),
     (IKE_HALF_OPEN, IKE_HALF_OPEN_HELP),
     (IKE_COOKIES_SENT_TOTAL, IKE_COOKIES_SENT_TOTAL_HELP),
+    (IKE_KEEPALIVES_TOTAL, IKE_KEEPALIVES_TOTAL_HELP),
     (IKE_SHED_TOTAL, IKE_SHED_TOTAL_HELP),
     (IKE_OCSP_TOTAL, IKE_OCSP_TOTAL_HELP),
     (IPSEC_CRLS_EXPIRED, IPSEC_CRLS_EXPIRED_HELP),

@@ -727,3 +727,52 @@ fn esp_proposals_reload_without_a_restart() {
     assert_eq!(a.changed_keys(&b), ["ipsec.esp_proposals"]);
     assert!(a.restart_only_changes(&b).is_empty());
 }
+
+#[test]
+fn listen_takes_both_families_and_defaults_to_none() {
+    let c = parse(CREDENTIALS).unwrap();
+    assert!(c.ipsec.listen.is_empty());
+    let c = parse(&format!(
+        "{CREDENTIALS}listen = [\"192.0.2.10\", \"2001:db8::10\"]\n"
+    ))
+    .unwrap();
+    assert_eq!(
+        c.ipsec.listen,
+        [
+            "192.0.2.10".parse::<std::net::IpAddr>().unwrap(),
+            "2001:db8::10".parse().unwrap()
+        ]
+    );
+}
+
+#[test]
+fn listen_refuses_what_cannot_be_served() {
+    let with = |list: &str| format!("{CREDENTIALS}listen = {list}\n");
+    refused(
+        &with("[\"192.0.2.10\", \"192.0.2.10\"]"),
+        "ipsec.listen",
+        "twice",
+    );
+    refused(&with("[\"0.0.0.0\"]"), "ipsec.listen", "unspecified");
+    refused(&with("[\"::\"]"), "ipsec.listen", "unspecified");
+    refused(&with("[\"224.0.0.5\"]"), "ipsec.listen", "multicast");
+    refused(&with("[\"ff02::1\"]"), "ipsec.listen", "multicast");
+    refused(&with("[\"255.255.255.255\"]"), "ipsec.listen", "broadcast");
+    refused(&with("[\"127.0.0.1\"]"), "ipsec.listen", "loopback");
+    refused(
+        &with("[\"::ffff:192.0.2.1\"]"),
+        "ipsec.listen",
+        "IPv4-mapped",
+    );
+    refused(&with("[\"fd00:c1::101\"]"), "ipsec.listen", "endpoint");
+    refused(
+        "listen = [\"192.0.2.10\"]\n",
+        "ipsec.listen",
+        "IPsec configured",
+    );
+    refused(
+        "listen = \"192.0.2.10\"\n",
+        "ipsec.listen",
+        "list of IP addresses",
+    );
+}

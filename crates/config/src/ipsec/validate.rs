@@ -31,6 +31,7 @@ impl Config {
         }
         self.validate_ipsec_endpoint()?;
         self.validate_ipsec_dns()?;
+        self.validate_ipsec_listen()?;
         if let Some(pool) = &self.ipsec.pool6 {
             self.validate_pool6(pool)?;
         }
@@ -183,6 +184,61 @@ impl Config {
                 "needs DNS servers to send those names to: set ipsec.dns, or turn DNS64 on \
                  (dns64.enabled), whose address is the default",
             ));
+        }
+        Ok(())
+    }
+
+    /// Each address must be one clients can reach and gate64 can bind once: unicast, not the
+    /// endpoint (whose ports the tunnelled IKE already holds), no duplicates; and there is
+    /// nothing to serve on them without IPsec configured.
+    fn validate_ipsec_listen(&self) -> Result<(), ConfigError> {
+        let list = &self.ipsec.listen;
+        let value = || {
+            let items: Vec<String> = list.iter().map(|a| quote(&a.to_string())).collect();
+            format!("[{}]", items.join(", "))
+        };
+        if !list.is_empty() && !self.ipsec.configured() {
+            return Err(invalid(
+                "ipsec.listen",
+                value(),
+                "needs IPsec configured (ipsec.certificate, ipsec.private_key and ipsec.ca); \
+                 without them there is no responder to serve on these addresses",
+            ));
+        }
+        for (i, a) in list.iter().enumerate() {
+            if list[..i].contains(a) {
+                return Err(invalid(
+                    "ipsec.listen",
+                    value(),
+                    format!("lists {a} twice; each address is bound once"),
+                ));
+            }
+            let why = match a {
+                IpAddr::V4(v4) => {
+                    if v4.is_unspecified() {
+                        Some("the unspecified address 0.0.0.0".to_owned())
+                    } else if v4.is_loopback() {
+                        Some("a loopback address (127.0.0.0/8)".to_owned())
+                    } else if v4.is_multicast() {
+                        Some("multicast (224.0.0.0/4)".to_owned())
+                    } else if v4.is_broadcast() {
+                        Some("the broadcast address".to_owned())
+                    } else {
+                        None
+                    }
+                }
+                IpAddr::V6(v6) => special_ipv6(*v6).map(str::to_owned).or_else(|| {
+                    (Some(*v6) == self.ipsec.endpoint || *v6 == self.ipsec_endpoint())
+                        .then(|| "the IPsec endpoint, whose ports tunnelled IKE holds".to_owned())
+                }),
+            };
+            if let Some(why) = why {
+                return Err(invalid(
+                    "ipsec.listen",
+                    value(),
+                    format!("holds {a}, {why}; give unicast addresses clients reach gate64 at"),
+                ));
+            }
         }
         Ok(())
     }

@@ -75,6 +75,7 @@ fn shared_with_two_clients(created: Instant) -> Arc<Shared> {
             outbound: params(spi + 1, created, inner),
             peer: Peer {
                 outer,
+                native: None,
                 udp_encap: udp,
                 inner: vec![inner],
             },

@@ -6,7 +6,7 @@ use gate64_esp::{
     ChildSaPair, Cipher, Inbound, Lifetime, Outbound, Peer, SaDb, SaKeys, SaParams, Selector,
     TunnelKind,
 };
-use std::net::IpAddr;
+use std::net::{IpAddr, SocketAddr};
 
 /// gate64's IPsec endpoint: another address than `corp_address`, as `ipsec.endpoint` allows.
 pub(super) const ENDPOINT: Ipv6Addr = Ipv6Addr::new(0x2001, 0xdb8, 0x100, 0, 0, 0, 0, 0x500);
@@ -49,7 +49,13 @@ fn params(cipher: Cipher, spi: u32, key_byte: u8, remote: IpAddr) -> SaParams {
 /// address `inner`, UDP-encapsulated when `udp`; and the client's two halves of the SA
 /// (what it seals with, what it opens with).
 pub(super) fn with_sa(inner: Ipv6Addr, udp: bool) -> (Worker, Outbound, Inbound) {
-    with_sa_for(teredo(CLIENT).encode(), inner, udp, ipsec_config(false))
+    with_sa_for(
+        teredo(CLIENT).encode(),
+        inner,
+        udp,
+        ipsec_config(false),
+        None,
+    )
 }
 
 /// [`with_sa`] under `cipher`.
@@ -60,6 +66,7 @@ fn with_sa_cipher(inner: Ipv6Addr, udp: bool, cipher: Cipher) -> (Worker, Outbou
         udp,
         ipsec_config(false),
         cipher,
+        None,
     )
 }
 
@@ -69,8 +76,9 @@ fn with_sa_for(
     inner: Ipv6Addr,
     udp: bool,
     cfg: DataplaneConfig,
+    native: Option<SocketAddr>,
 ) -> (Worker, Outbound, Inbound) {
-    with_sa_in(outer, inner, udp, cfg, Cipher::AesGcm16_256)
+    with_sa_in(outer, inner, udp, cfg, Cipher::AesGcm16_256, native)
 }
 
 fn with_sa_in(
@@ -79,6 +87,7 @@ fn with_sa_in(
     udp: bool,
     mut cfg: DataplaneConfig,
     cipher: Cipher,
+    native: Option<SocketAddr>,
 ) -> (Worker, Outbound, Inbound) {
     let sadb = Arc::new(SaDb::new());
     cfg.ipsec_pool = Some(Prefix::new("fd00:c1::".parse().unwrap(), 120));
@@ -92,6 +101,7 @@ fn with_sa_in(
         outbound,
         peer: Peer {
             outer,
+            native,
             udp_encap: udp.then_some(NAT_T_CLIENT_PORT),
             inner: vec![inner.into()],
         },
@@ -503,7 +513,7 @@ fn an_iphttps_client_sends_esp_as_next_header_50_and_gets_sealed_replies_in_its_
     let me: Ipv6Addr = "2001:db8:1:6::b".parse().unwrap();
     let mut cfg = ipsec_config(false);
     cfg.iphttps_prefix = Some(Prefix::new("2001:db8:1::".parse().unwrap(), 48));
-    let (mut w, client_seal, client_open) = with_sa_for(me, me, false, cfg);
+    let (mut w, client_seal, client_open) = with_sa_for(me, me, false, cfg, None);
     let queue = Arc::new(Queue::default());
     w.shared().iphttps_clients().insert(
         "2001:db8:1:6::".parse().unwrap(),
@@ -693,4 +703,77 @@ fn without_require_a_corporate_host_reaches_a_client_in_clear() {
     let v = from_tun(&mut w, Instant::now(), &udp(CORP_HOST, me, 100));
     assert!(matches!(v, Verdict::Udp { to: CLIENT, .. }), "{v:?}");
     assert_eq!(total_drops(w.stats()), 0);
+}
+
+/// A client that reaches gate64 directly: its ESP (the UDP payload of the listen socket) is
+/// opened and goes to the TUN; the corporate host's reply is sealed to its address and port
+/// from the listen socket; ESP of its SA elsewhere (another listen address, through Teredo)
+/// is spoofed; a forged packet from a new port moves nothing, an authentic one moves the SA.
+#[test]
+fn a_native_client_is_answered_from_its_socket_and_followed_to_its_new_port() {
+    let local: SocketAddr = "192.0.2.10:4500".parse().unwrap();
+    let public: std::net::Ipv4Addr = "198.51.100.10".parse().unwrap();
+    let from = SocketAddr::new(public.into(), NAT_T_CLIENT_PORT);
+    let (mut w, client_seal, client_open) = with_sa_for(
+        public.to_ipv6_mapped(),
+        INNER,
+        true,
+        ipsec_config(false),
+        Some(local),
+    );
+    let esp =
+        |sa: &Outbound, inner: &[u8]| sealed(sa, inner, true)[ipv6::HEADER_LEN + 8..].to_vec();
+    let native_in = |w: &mut Worker, local: SocketAddr, from: SocketAddr, esp: &[u8]| {
+        let (mut buf, start, end) = framed(esp);
+        let v = w.handle_native_esp(Instant::now(), local, from, &mut buf, start, end);
+        let bytes = match v {
+            Verdict::Tun { start, end } => buf[start..end].to_vec(),
+            _ => Vec::new(),
+        };
+        (v, bytes)
+    };
+    let reply_to = |w: &mut Worker, open: &Inbound| {
+        let reply = echo(CORP_HOST, INNER, 32);
+        let (mut buf, start, end) = framed(&reply);
+        let v = w.handle_tun(Instant::now(), &mut buf, start, end);
+        let Verdict::Native {
+            from,
+            to,
+            start,
+            end,
+        } = v
+        else {
+            panic!("{v:?}");
+        };
+        let opened = open.open(&mut buf[start..end]).unwrap();
+        assert_eq!(&buf[start..][opened.inner], &reply[..]);
+        (from, to)
+    };
+    let ping = echo(INNER, CORP_HOST, 32);
+    let (v, bytes) = native_in(&mut w, local, from, &esp(&client_seal, &ping));
+    assert!(matches!(v, Verdict::Tun { .. }), "{v:?}");
+    assert_eq!(bytes, ping);
+    assert_eq!(reply_to(&mut w, &client_open), (local, from));
+    let elsewhere: SocketAddr = "192.0.2.11:4500".parse().unwrap();
+    let again = esp(&client_seal, &ping);
+    assert_eq!(
+        native_in(&mut w, elsewhere, from, &again).0,
+        Verdict::Drop(DropReason::SpoofedSource)
+    );
+    assert_eq!(
+        teredo_in(&mut w, &sealed(&client_seal, &ping, true)).0,
+        Verdict::Drop(DropReason::SpoofedSource)
+    );
+    let rebound = SocketAddr::new(public.into(), 5000);
+    let mut forged = esp(&client_seal, &ping);
+    let last = forged.len() - 1;
+    forged[last] ^= 1;
+    assert_eq!(
+        native_in(&mut w, local, rebound, &forged).0,
+        Verdict::Drop(DropReason::EspAuth)
+    );
+    assert_eq!(reply_to(&mut w, &client_open), (local, from), "not moved");
+    let (v, _) = native_in(&mut w, local, rebound, &esp(&client_seal, &ping));
+    assert!(matches!(v, Verdict::Tun { .. }), "{v:?}");
+    assert_eq!(reply_to(&mut w, &client_open), (local, rebound), "moved");
 }

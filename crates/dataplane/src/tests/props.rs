@@ -67,7 +67,9 @@ fn check_accounting(before: &[u64], s: &Stats, v: Verdict, len: usize) {
             let i = DropReason::ALL.iter().position(|x| *x == d).unwrap();
             assert_eq!(after[i] - before[i], 1, "{v:?}");
         }
-        Verdict::Tun { start, end } | Verdict::Udp { start, end, .. } => {
+        Verdict::Tun { start, end }
+        | Verdict::Udp { start, end, .. }
+        | Verdict::Native { start, end, .. } => {
             assert_eq!(delta, 0, "{v:?}");
             assert!(start <= end && end <= len, "{v:?}");
         }
@@ -76,6 +78,28 @@ fn check_accounting(before: &[u64], s: &Stats, v: Verdict, len: usize) {
 }
 
 proptest! {
+    #[test]
+    fn handle_native_esp_never_panics_and_counts_each_drop_once(
+        bytes in any_input(),
+        ip in any::<u32>(),
+        port in any::<u16>(),
+        with_sadb in any::<bool>(),
+    ) {
+        let mut w = if with_sadb {
+            super::ipsec::with_sa(super::ipsec::INNER, true).0
+        } else {
+            worker(false)
+        };
+        let remote = std::net::SocketAddr::from((Ipv4Addr::from(ip), port));
+        let local = std::net::SocketAddr::from(([192, 0, 2, 10], 4500));
+        let (mut buf, start, end) = framed(&bytes);
+        let len = buf.len();
+        let before: Vec<u64> = DropReason::ALL.iter().map(|d| w.stats().drops(*d)).collect();
+        let v = w.handle_native_esp(Instant::now(), local, remote, &mut buf, start, end);
+        check_accounting(&before, w.stats(), v, len);
+        prop_assert_eq!(w.stats().packets(Side::Internet, Direction::Rx), 1);
+    }
+
     #[test]
     fn handle_teredo_never_panics_and_counts_each_drop_once(
         bytes in any_input(),

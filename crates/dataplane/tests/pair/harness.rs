@@ -367,6 +367,7 @@ impl Pair {
         match v {
             Verdict::Tun { start, end } => self.write_tun(buf[start..end].to_vec()),
             Verdict::Udp { to, start, end, .. } => self.deliver_to_mapping(to, &buf[start..end]),
+            Verdict::Native { .. } => panic!("the pair harness has no native clients"),
             Verdict::Consumed | Verdict::Drop(_) => {}
         }
     }

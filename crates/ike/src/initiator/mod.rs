@@ -545,6 +545,7 @@ impl Initiator {
             outbound: params(u32::from_be_bytes(spi), i_to_r),
             peer: Peer {
                 outer,
+                native: None,
                 udp_encap: (self.remote.port() == NAT_T_PORT).then_some(NAT_T_PORT),
                 inner: p.inner.into_iter().collect(),
             },

@@ -379,6 +379,11 @@ pub(crate) fn build_child(
         outbound: params(plan.choice.peer_spi, r_to_i),
         peer: Peer {
             outer,
+            native: r
+                .config
+                .native_addresses
+                .contains(&sa.local.ip())
+                .then_some(sa.local),
             udp_encap,
             inner: vec![plan.inner],
         },

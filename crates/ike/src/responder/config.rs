@@ -59,6 +59,10 @@ pub struct ResponderConfig {
     /// The local NAT-T port (4500): a child SA negotiated over it is UDP-encapsulated
     /// (RFC 3948), since the client only moves there after NAT detection.
     pub nat_t_port: u16,
+    /// Addresses clients reach gate64 at directly (`[ipsec] listen`): a child SA whose IKE SA
+    /// runs on one of them is marked native ([`gate64_esp::Peer::native`]), so the dataplane
+    /// sends its ESP from that socket rather than through Teredo or IP-HTTPS.
+    pub native_addresses: Vec<std::net::IpAddr>,
     /// RFC 4739 second authentication (a user certificate after the machine's).
     pub intranet_second_auth: SecondAuthPolicy,
     /// What a second IKE SA of one identity for one tunnel does (`[ipsec] unique_ids`).
@@ -111,6 +115,7 @@ impl ResponderConfig {
             dpd_retransmits: 3,
             fragment_size: 1232,
             nat_t_port: 4500,
+            native_addresses: Vec::new(),
             intranet_second_auth: SecondAuthPolicy::default(),
             unique_ids: UniqueIds::default(),
             reauth: Some(Duration::from_secs(86_400)),

@@ -216,6 +216,15 @@ pub enum Event {
         /// gate64's inbound SPI.
         inbound_spi: u32,
     },
+    /// An established IKE SA's client was heard, in an authenticated request, from another
+    /// address or port than before (its NAT mapping changed; RFC 7296 §2.23): the IKE SA
+    /// answers there from now on, and its child SAs' ESP should go there too.
+    PeerMoved {
+        /// gate64's inbound SPIs of the IKE SA's child SAs.
+        inbound_spis: Vec<u32>,
+        /// The client's new address and port.
+        peer: SocketAddr,
+    },
     /// An SA was rekeyed.
     Rekeyed {
         /// IKE or child.

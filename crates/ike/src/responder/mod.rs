@@ -318,9 +318,22 @@ impl Responder {
         sa.last_heard = now;
         // RFC 7296 §2.23: follow the client to the address and port of its latest
         // authenticated request (the move to 4500 after NAT detection).
+        let moved = (sa.established && sa.remote != remote).then(|| {
+            sa.children
+                .iter()
+                .map(|c| c.inbound_spi)
+                .collect::<Vec<_>>()
+        });
         sa.local = local;
         sa.remote = remote;
-        match (h.exchange, sa.established) {
+        let established = sa.established;
+        if let Some(inbound_spis) = moved {
+            self.event(Event::PeerMoved {
+                inbound_spis,
+                peer: remote,
+            });
+        }
+        match (h.exchange, established) {
             (exchange::IKE_AUTH, false) => auth_exchange::handle(self, now, h, inner),
             (exchange::INFORMATIONAL, true) => informational::handle(self, now, h, inner),
             (exchange::CREATE_CHILD_SA, true) => child::handle_create(self, now, h, inner),

@@ -1157,6 +1157,58 @@ fn rfc7296_2_23_nat_moves_the_exchange_to_4500() {
     assert_eq!(theirs.peer.udp_encap, Some(4500));
     let ev = events(&mut r);
     assert_eq!(child_ups(&ev)[0].peer.udp_encap, Some(61001));
+    assert_eq!(child_ups(&ev)[0].peer.native, None, "not a listen address");
+}
+
+/// A client that reaches gate64 on a `native_addresses` address gets child SAs marked with
+/// that socket; when its NAT mapping changes, its next authenticated request moves the IKE
+/// SA (answered at the new port) and reports the move for its child SAs; a request from the
+/// same place reports nothing.
+#[test]
+fn rfc7296_2_23_a_native_client_is_followed_to_its_new_mapping() {
+    let lab = Lab::new();
+    let now = Instant::now();
+    let mut i = lab.intranet(now);
+    i.start(now);
+    let (_, server, init) = i.poll_transmit().expect("IKE_SA_INIT");
+    let mut r = lab.responder(now, |c| c.native_addresses = vec![server.ip()]);
+    let mapped = addr("[2001:db8:7::1]:61000");
+    r.handle(now, server, mapped, &init);
+    i.handle(now, &r.poll_transmit().expect("reply").bytes);
+    let (_, _, auth) = i.poll_transmit().expect("IKE_AUTH");
+    let local = SocketAddr::new(server.ip(), 4500);
+    let mapped_4500 = addr("[2001:db8:7::1]:61001");
+    r.handle(now, local, mapped_4500, &auth);
+    i.handle(now, &r.poll_transmit().expect("IKE_AUTH response").bytes);
+    established(&mut i);
+    let ev = events(&mut r);
+    let pair = child_ups(&ev)[0].clone();
+    assert_eq!(pair.peer.native, Some(local));
+    let probe = request(&mut i, exchange::INFORMATIONAL, &[]);
+    r.handle(now, local, mapped_4500, &probe);
+    assert!(r.poll_transmit().is_some());
+    assert!(
+        !events(&mut r)
+            .iter()
+            .any(|e| matches!(e, Event::PeerMoved { .. })),
+        "same mapping"
+    );
+    let rebound = addr("[2001:db8:7::1]:62000");
+    let probe = request(&mut i, exchange::INFORMATIONAL, &[]);
+    r.handle(now, local, rebound, &probe);
+    let t = r.poll_transmit().expect("answered");
+    assert_eq!(t.remote, rebound, "the IKE SA follows");
+    let moved: Vec<Event> = events(&mut r)
+        .into_iter()
+        .filter(|e| matches!(e, Event::PeerMoved { .. }))
+        .collect();
+    assert_eq!(
+        moved,
+        [Event::PeerMoved {
+            inbound_spis: vec![pair.inbound.spi],
+            peer: rebound,
+        }]
+    );
 }
 
 /// RFC 7296 §2.4: a client that comes back with INITIAL_CONTACT replaces its stale IKE SA of

@@ -23,7 +23,7 @@
 
 use std::future::Future;
 use std::io;
-use std::net::{Ipv6Addr, SocketAddr, SocketAddrV6, UdpSocket as StdUdpSocket};
+use std::net::{IpAddr, Ipv6Addr, SocketAddr, SocketAddrV6, UdpSocket as StdUdpSocket};
 use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -36,8 +36,11 @@ use tokio::io::Interest;
 use tokio::net::UdpSocket;
 
 mod auth_pool;
+mod native;
 pub mod ocsp;
 mod shed;
+
+pub use native::NativeEsp;
 
 use crate::sys::{self, BATCH, ReceivedFrom};
 use auth_pool::AuthPool;
@@ -71,8 +74,11 @@ pub struct IkeSnapshot {
     pub half_open: usize,
     /// The responder's counters.
     pub stats: Stats,
-    /// Datagrams on 4500 that were neither IKE nor keepalives (ESP the dataplane missed).
+    /// Datagrams on 4500 that were neither IKE nor keepalives (ESP the dataplane missed, or
+    /// ESP on an `[ipsec] listen` socket while no [`NativeEsp`] takes it).
     pub stray_esp: u64,
+    /// NAT keepalives (RFC 3948 §2.3) read on the 4500 sockets, consumed here.
+    pub keepalives: u64,
 }
 
 /// A shared, cheaply cloned view of the driver's latest [`IkeSnapshot`] and of the datagrams
@@ -108,11 +114,56 @@ impl IkeStatus {
     }
 }
 
-/// The two bound sockets (blocking mode off), before the runtime takes them.
+/// The two bound sockets (blocking mode off), before the runtime takes them, and those of
+/// `[ipsec] listen` ([`NativeSockets`]).
 #[derive(Debug)]
 pub struct IkeSockets {
     ike: StdUdpSocket,
     nat_t: StdUdpSocket,
+    native: Vec<(StdUdpSocket, StdUdpSocket)>,
+}
+
+/// UDP 500 and 4500 on each address clients reach gate64 at directly (`[ipsec] listen`):
+/// IKE there goes to the same responder as IKE through Teredo and IP-HTTPS, ESP on 4500 to
+/// the dataplane ([`NativeEsp`]), which sends ESP back from clones of the 4500 sockets
+/// ([`NativeSockets::senders`]).
+#[derive(Debug)]
+pub struct NativeSockets {
+    pairs: Vec<(StdUdpSocket, StdUdpSocket)>,
+}
+
+impl NativeSockets {
+    /// Binds `ike_port` and `nat_t_port` (500 and 4500 in production; tests may pass 0) on
+    /// each of `addresses`.
+    pub fn bind(addresses: &[IpAddr], ike_port: u16, nat_t_port: u16) -> io::Result<Self> {
+        let pairs = addresses
+            .iter()
+            .map(|&a| {
+                Ok((
+                    bind_addr(SocketAddr::new(a, ike_port))?,
+                    bind_addr(SocketAddr::new(a, nat_t_port))?,
+                ))
+            })
+            .collect::<io::Result<Vec<_>>>()?;
+        Ok(NativeSockets { pairs })
+    }
+
+    /// Clones of the NAT-T sockets with their bound addresses, for the drivers that send ESP
+    /// to native clients (the UDP workers, [`NativeEsp`]).
+    pub fn senders(&self) -> io::Result<Vec<(SocketAddr, StdUdpSocket)>> {
+        self.pairs
+            .iter()
+            .map(|(_, s)| Ok((s.local_addr()?, s.try_clone()?)))
+            .collect()
+    }
+
+    /// The bound addresses: (IKE, NAT-T) per listed address.
+    pub fn local_addrs(&self) -> io::Result<Vec<(SocketAddr, SocketAddr)>> {
+        self.pairs
+            .iter()
+            .map(|(i, n)| Ok((i.local_addr()?, n.local_addr()?)))
+            .collect()
+    }
 }
 
 impl IkeSockets {
@@ -123,7 +174,14 @@ impl IkeSockets {
         Ok(IkeSockets {
             ike: bind_one(endpoint, ike_port)?,
             nat_t: bind_one(endpoint, nat_t_port)?,
+            native: Vec::new(),
         })
+    }
+
+    /// Serves the `[ipsec] listen` sockets too.
+    pub fn with_native(mut self, native: NativeSockets) -> Self {
+        self.native = native.pairs;
+        self
     }
 
     /// The bound addresses: (IKE, NAT-T).
@@ -133,17 +191,31 @@ impl IkeSockets {
 }
 
 fn bind_one(endpoint: Ipv6Addr, port: u16) -> io::Result<StdUdpSocket> {
-    let s = Socket::new(Domain::IPV6, Type::DGRAM, Some(Protocol::UDP))?;
-    s.set_only_v6(true)?;
+    bind_addr(SocketAddr::V6(SocketAddrV6::new(endpoint, port, 0, 0)))
+}
+
+fn bind_addr(addr: SocketAddr) -> io::Result<StdUdpSocket> {
+    let s = match addr {
+        SocketAddr::V6(_) => {
+            let s = Socket::new(Domain::IPV6, Type::DGRAM, Some(Protocol::UDP))?;
+            s.set_only_v6(true)?;
+            // Best effort: without it the bind fails until the endpoint address is configured.
+            let _ = s.set_freebind_v6(true);
+            s
+        }
+        SocketAddr::V4(_) => {
+            let s = Socket::new(Domain::IPV4, Type::DGRAM, Some(Protocol::UDP))?;
+            let _ = s.set_freebind_v4(true);
+            s
+        }
+    };
     s.set_nonblocking(true)?;
-    // Best effort: without it the bind fails until the endpoint address is configured.
-    let _ = s.set_freebind_v6(true);
     // Best effort too: a smaller buffer only means the kernel drops earlier under a burst.
     if sys::set_buffer_force(s.as_raw_fd(), SOCKET_BUFFER).is_err() {
         let _ = s.set_recv_buffer_size(SOCKET_BUFFER);
         let _ = s.set_send_buffer_size(SOCKET_BUFFER);
     }
-    s.bind(&SocketAddr::V6(SocketAddrV6::new(endpoint, port, 0, 0)).into())?;
+    s.bind(&addr.into())?;
     Ok(s.into())
 }
 
@@ -226,6 +298,8 @@ pub struct IkeDriver {
     shedder: Shedder,
     commands: Option<tokio::sync::mpsc::UnboundedReceiver<Command>>,
     stray_esp: u64,
+    keepalives: u64,
+    native_esp: Option<NativeEsp>,
     published: Instant,
     on_publish: Option<PublishHook>,
     auth_pool: Option<AuthPool>,
@@ -250,6 +324,8 @@ impl IkeDriver {
             shedder: Shedder::new(DEFAULT_PACKETS_PER_SOURCE_PER_SEC, shedder_key()),
             commands: None,
             stray_esp: 0,
+            keepalives: 0,
+            native_esp: None,
             published: Instant::now(),
             on_publish: None,
             auth_pool: None,
@@ -294,6 +370,13 @@ impl IkeDriver {
         self
     }
 
+    /// Hands ESP read on the `[ipsec] listen` 4500 sockets to `esp` (the dataplane), batch by
+    /// batch.
+    pub fn with_native_esp(mut self, esp: NativeEsp) -> Self {
+        self.native_esp = Some(esp);
+        self
+    }
+
     /// Lets each source address have `per_sec` datagrams per second handled, as many again at
     /// once (`[ipsec] ike_packets_per_source_per_sec`; [`DEFAULT_PACKETS_PER_SOURCE_PER_SEC`]
     /// unless set); the rest is shed unread.
@@ -317,17 +400,26 @@ impl IkeDriver {
 
     /// Serves until `shutdown` completes. Needs a tokio runtime with I/O and time enabled.
     pub async fn run(mut self, shutdown: impl Future<Output = ()> + Send) -> io::Result<()> {
-        let ike = UdpSocket::from_std(self.sockets.ike.try_clone()?)?;
-        let nat_t = UdpSocket::from_std(self.sockets.nat_t.try_clone()?)?;
-        let (ike_addr, nat_t_addr) = (ike.local_addr()?, nat_t.local_addr()?);
-        tracing::info!(ike = %ike_addr, nat_t = %nat_t_addr, "ike responder listening");
+        let mut listeners = vec![
+            Listener::new(&self.sockets.ike, false, false)?,
+            Listener::new(&self.sockets.nat_t, true, false)?,
+        ];
+        for (ike, nat_t) in &self.sockets.native {
+            listeners.push(Listener::new(ike, false, true)?);
+            listeners.push(Listener::new(nat_t, true, true)?);
+        }
+        for l in &listeners {
+            tracing::info!(local = %l.local, nat_t = l.nat_t, native = l.native, "ike responder listening");
+        }
         // Pages are touched only as large datagrams arrive: most of the 2 MiB stays unmapped.
         let mut slots: Vec<Vec<u8>> = (0..BATCH).map(|_| vec![0u8; MAX_DATAGRAM]).collect();
         tokio::pin!(shutdown);
         let mut commands = self.commands.take();
         let mut pool = self.auth_pool.take();
         self.publish(Instant::now());
+        let mut turn = 0usize;
         loop {
+            turn = turn.wrapping_add(1);
             // At least once a STATUS_REFRESH: what the last wake changed without an event (a
             // half-open SA added) is published then, not at the next datagram.
             let deadline = self
@@ -339,16 +431,12 @@ impl IkeDriver {
                 _ = &mut shutdown => {
                     // Tell the clients, so they do not wait for their liveness checks.
                     self.responder.shutdown();
-                    self.flush(&ike, &nat_t).await;
+                    self.flush(&listeners).await;
                     return Ok(());
                 }
-                r = ike.readable() => match r {
-                    Ok(()) => self.drain(&ike, ike_addr, false, &mut slots),
-                    Err(e) => tracing::debug!(error = %e, "ike: waiting on 500 failed"),
-                },
-                r = nat_t.readable() => match r {
-                    Ok(()) => self.drain(&nat_t, nat_t_addr, true, &mut slots),
-                    Err(e) => tracing::debug!(error = %e, "ike: waiting on 4500 failed"),
+                (i, r) = readable(&listeners, turn) => match r {
+                    Ok(()) => self.drain(&listeners[i], &mut slots),
+                    Err(e) => tracing::debug!(local = %listeners[i].local, error = %e, "ike: waiting for datagrams failed"),
                 },
                 _ = tokio::time::sleep_until(deadline.into()) => self.responder.handle_timeout(Instant::now()),
                 Some(change) = next_command(&mut commands) => change(&mut self.responder),
@@ -357,13 +445,20 @@ impl IkeDriver {
                 }
             }
             self.dispatch_auth_jobs(pool.as_mut());
-            self.flush(&ike, &nat_t).await;
+            self.flush(&listeners).await;
         }
     }
 
-    /// Reads up to [`BATCHES_PER_WAKE`] batches from `socket` (bound on `local`; the NAT-T
-    /// socket when `nat_t`), sheds per source, and hands the rest to the responder.
-    fn drain(&mut self, socket: &UdpSocket, local: SocketAddr, nat_t: bool, slots: &mut [Vec<u8>]) {
+    /// Reads up to [`BATCHES_PER_WAKE`] batches from `listener`, sheds per source, and hands
+    /// the rest to the responder (native ESP to the dataplane, one batch at a time).
+    fn drain(&mut self, listener: &Listener, slots: &mut [Vec<u8>]) {
+        let Listener {
+            socket,
+            local,
+            nat_t,
+            native,
+        } = listener;
+        let (local, nat_t, native) = (*local, *nat_t, *native);
         let mut received = [ReceivedFrom::EMPTY; BATCH];
         for _ in 0..BATCHES_PER_WAKE {
             let read = socket.try_io(Interest::READABLE, || {
@@ -384,10 +479,13 @@ impl IkeDriver {
                     continue;
                 };
                 if nat_t {
-                    self.on_nat_t(now, local, from, datagram);
+                    self.on_nat_t(now, (local, native), from, datagram);
                 } else if self.shedder.admit(now, from) {
                     self.responder.handle(now, local, from, datagram);
                 }
+            }
+            if let Some(esp) = self.native_esp.as_mut() {
+                esp.flush();
             }
             if n < slots.len() {
                 break;
@@ -396,9 +494,20 @@ impl IkeDriver {
         self.status.store_shed(&self.shedder);
     }
 
-    fn on_nat_t(&mut self, now: Instant, local: SocketAddr, from: SocketAddr, datagram: &[u8]) {
+    fn on_nat_t(
+        &mut self,
+        now: Instant,
+        (local, native): (SocketAddr, bool),
+        from: SocketAddr,
+        datagram: &[u8],
+    ) {
         match udp_encap::classify(NAT_T_PORT, datagram) {
-            Some(Encapsulated::Keepalive) => {}
+            Some(Encapsulated::Keepalive) => self.keepalives += 1,
+            Some(Encapsulated::Esp) if native && self.native_esp.is_some() => {
+                if let Some(esp) = self.native_esp.as_mut() {
+                    esp.push(now, local, from, datagram);
+                }
+            }
             Some(Encapsulated::Ike { offset }) => {
                 if self.shedder.admit(now, from) {
                     let ike = datagram.get(offset..).unwrap_or_default();
@@ -435,17 +544,26 @@ impl IkeDriver {
     }
 
     /// Sends what the responder queued, hands its events to the sink, refreshes the status.
-    async fn flush(&mut self, ike: &UdpSocket, nat_t: &UdpSocket) {
-        let nat_t_port = nat_t.local_addr().map(|a| a.port()).unwrap_or(NAT_T_PORT);
+    /// Each datagram leaves from the socket it answers (`t.local`): the client's NAT mapping
+    /// and its NAT detection hashes are for that address and port.
+    async fn flush(&mut self, listeners: &[Listener]) {
         let mut changed = false;
         while let Some(t) = self.responder.poll_transmit() {
-            let sent = if t.local.port() == nat_t_port {
+            let Some(l) = listeners.iter().find(|l| l.local == t.local).or_else(|| {
+                listeners
+                    .iter()
+                    .find(|l| !l.native && l.local.port() == t.local.port())
+            }) else {
+                tracing::debug!(local = %t.local, peer = %t.remote, "ike: no socket to send from");
+                continue;
+            };
+            let sent = if l.nat_t {
                 let mut framed = Vec::with_capacity(4 + t.bytes.len());
                 framed.extend_from_slice(&NON_ESP_MARKER);
                 framed.extend_from_slice(&t.bytes);
-                nat_t.send_to(&framed, t.remote).await
+                l.socket.send_to(&framed, t.remote).await
             } else {
-                ike.send_to(&t.bytes, t.remote).await
+                l.socket.send_to(&t.bytes, t.remote).await
             };
             if let Err(e) = sent {
                 tracing::debug!(peer = %t.remote, error = %e, "ike: send failed");
@@ -469,12 +587,50 @@ impl IkeDriver {
             half_open: self.responder.half_open(),
             stats: self.responder.stats(),
             stray_esp: self.stray_esp,
+            keepalives: self.keepalives,
         };
         if let Some(f) = self.on_publish.as_mut() {
             f(&snapshot);
         }
         self.status.store(snapshot);
     }
+}
+
+/// One socket the driver reads: on the endpoint or an `[ipsec] listen` address (`native`),
+/// port 500 or 4500 (`nat_t`).
+struct Listener {
+    socket: UdpSocket,
+    local: SocketAddr,
+    nat_t: bool,
+    native: bool,
+}
+
+impl Listener {
+    fn new(socket: &StdUdpSocket, nat_t: bool, native: bool) -> io::Result<Self> {
+        let socket = UdpSocket::from_std(socket.try_clone()?)?;
+        let local = socket.local_addr()?;
+        Ok(Listener {
+            socket,
+            local,
+            nat_t,
+            native,
+        })
+    }
+}
+
+/// A listener with a datagram to read (its index), or the error waiting on it; looked at
+/// from `turn` on, so a socket that is always readable (a flood) does not starve the others.
+async fn readable(listeners: &[Listener], turn: usize) -> (usize, io::Result<()>) {
+    std::future::poll_fn(|cx| {
+        for k in 0..listeners.len() {
+            let i = (turn + k) % listeners.len();
+            if let std::task::Poll::Ready(r) = listeners[i].socket.poll_recv_ready(cx) {
+                return std::task::Poll::Ready((i, r));
+            }
+        }
+        std::task::Poll::Pending
+    })
+    .await
 }
 
 /// The shedding table's hash key: random per driver, so no sender can predict which
@@ -521,6 +677,7 @@ mod tests {
         BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer,
         KeyPair, KeyUsagePurpose,
     };
+    use std::net::Ipv4Addr;
     use std::time::SystemTime;
 
     fn ca(name: &str) -> (String, Issuer<'static, KeyPair>) {
@@ -778,6 +935,10 @@ mod tests {
         let snapshot = status.snapshot();
         assert_eq!((snapshot.established, snapshot.half_open), (1, 0));
         assert_eq!(snapshot.stray_esp, 0);
+        assert_eq!(
+            snapshot.keepalives, 1,
+            "the keepalive was consumed and counted"
+        );
         // Every publish after the child SA reached the sink counts its IKE SA too: the pair
         // the daemon exports as MMSA and QMSA never shows a child SA without its IKE SA.
         let published = published.lock().expect("lock").clone();
@@ -789,6 +950,86 @@ mod tests {
         for reason in [IkeShedReason::AuthQueueSource, IkeShedReason::AuthQueueFull] {
             assert_eq!(status.shed(reason), 0);
         }
+        let _ = stop.send(());
+        task.await.expect("join").expect("driver");
+    }
+
+    /// A client that reaches the driver on an `[ipsec] listen` address over IPv4: its whole
+    /// exchange is answered from that socket (not the endpoint's), its NAT detection is over
+    /// those addresses, and its child SA is marked native with the socket and its port.
+    #[tokio::test]
+    async fn a_native_ipv4_client_is_answered_from_its_listen_socket() {
+        let (clients_pem, clients) = ca("clients");
+        let (servers_pem, servers) = ca("servers");
+        let sockets = IkeSockets::bind(Ipv6Addr::LOCALHOST, 0, 0).expect("bind");
+        let (ike_addr, nat_t_addr) = sockets.local_addrs().expect("addrs");
+        // The same port numbers on IPv4 loopback (the endpoint's sockets are IPv6-only), as
+        // 500 and 4500 are on every address in production.
+        let v4 = IpAddr::from([127, 0, 0, 1]);
+        let native =
+            NativeSockets::bind(&[v4], ike_addr.port(), nat_t_addr.port()).expect("bind native");
+        let listen = native.local_addrs().expect("addrs")[0].1;
+        assert_eq!(native.senders().expect("senders")[0].0, listen);
+        let mut config = responder_config(&clients_pem, &servers);
+        config.nat_t_port = nat_t_addr.port();
+        config.native_addresses = vec![v4];
+        let responder =
+            Responder::new(config, Instant::now(), SystemTime::now()).expect("responder");
+        let (tx, rx) = std::sync::mpsc::channel();
+        let driver = IkeDriver::new(sockets.with_native(native), responder, move |e| {
+            let _ = tx.send(e);
+        });
+        let status = driver.status();
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let task = tokio::spawn(driver.run(async {
+            let _ = stopped.await;
+        }));
+        let client = UdpSocket::bind("127.0.0.1:0").await.expect("client socket");
+        let local = client.local_addr().expect("addr");
+        let mut initiator = Initiator::new(
+            initiator_config(&clients, &servers_pem),
+            Instant::now(),
+            SystemTime::now(),
+            local,
+            listen,
+        )
+        .expect("initiator");
+        client
+            .send_to(&[udp_encap::NAT_KEEPALIVE], listen)
+            .await
+            .expect("keepalive");
+        initiator.start(Instant::now());
+        let mut buf = vec![0u8; 4096];
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while !initiator.is_established() && Instant::now() < deadline {
+            while let Some((_, to, bytes)) = initiator.poll_transmit() {
+                assert_eq!(to, listen);
+                let framed = [&NON_ESP_MARKER[..], &bytes].concat();
+                client.send_to(&framed, to).await.expect("send");
+            }
+            if let Ok(Ok((n, from))) =
+                tokio::time::timeout(Duration::from_secs(1), client.recv_from(&mut buf)).await
+            {
+                assert_eq!(from, listen, "answered from the listen socket");
+                assert_eq!(buf[..4], NON_ESP_MARKER);
+                initiator.handle(Instant::now(), &buf[4..n]);
+            }
+            initiator.handle_timeout(Instant::now());
+        }
+        assert!(
+            initiator.is_established(),
+            "the initiator did not establish"
+        );
+        let pair = std::iter::from_fn(|| rx.recv_timeout(Duration::from_secs(5)).ok())
+            .find_map(|e| match e {
+                Event::ChildSaUp(p) => Some(p),
+                _ => None,
+            })
+            .expect("a child SA reached the sink");
+        assert_eq!(pair.peer.native, Some(listen));
+        assert_eq!(pair.peer.outer, Ipv4Addr::LOCALHOST.to_ipv6_mapped());
+        assert_eq!(pair.peer.udp_encap, Some(local.port()));
+        assert_eq!(status.snapshot().keepalives, 1);
         let _ = stop.send(());
         task.await.expect("join").expect("driver");
     }

@@ -9,7 +9,9 @@
 //! client's IKE_SA_INIT and its retransmissions were lost. Shedding per source before the
 //! responder keeps the socket drained:
 //!
-//! - **Per source address**, a token bucket of `[ipsec] ike_packets_per_source_per_sec` (as
+//! - **Per source** ([`SourceKey`], the responder's key for its half-open and
+//!   verification caps: an IPv4 address, an IPv6 /64, a Teredo address, which names one NAT
+//!   mapping), a token bucket of `[ipsec] ike_packets_per_source_per_sec` (as
 //!   many again at once) in a fixed table ([`RateLimiter`]): O(1), no allocation per
 //!   datagram, nothing a flood of sources can grow. Colliding addresses share a bucket
 //!   (stricter, never looser); the hash is keyed per process, so nobody can aim at another's.
@@ -36,6 +38,20 @@ const SOURCE_SLOTS: usize = 1 << 16;
 /// How many sources' worth of datagrams one host ([`HostKey`]) may send: the responder's
 /// share, as a rate factor.
 const HOST_SHARE: u32 = gate64_ike::responder::HOST_SHARE as u32;
+
+/// The per-source bucket's key, as an address: an IPv4 source IPv4-mapped, a Teredo address
+/// whole, any other IPv6 address its /64 (an IP-HTTPS client's, or a native client's, which
+/// may take a new address of its /64 for every datagram).
+fn source_of(ip: IpAddr) -> Ipv6Addr {
+    match SourceKey::of(ip) {
+        SourceKey::V4(a) => a.to_ipv6_mapped(),
+        SourceKey::V6Net(net) => Ipv6Addr::from(u128::from(net) << 64),
+        SourceKey::Teredo(_) => match ip {
+            IpAddr::V6(a) => a,
+            IpAddr::V4(a) => a.to_ipv6_mapped(),
+        },
+    }
+}
 
 /// The host `source` belongs to ([`HostKey`]), as an address for the host table: a Teredo
 /// address's public IPv4 address, IPv4-mapped; an IPv6 address's /48; `None` for an IPv4 (or
@@ -83,10 +99,7 @@ impl Shedder {
 
     /// Whether the responder may handle a datagram from `from`; counts it as shed otherwise.
     pub(crate) fn admit(&mut self, now: Instant, from: SocketAddr) -> bool {
-        let source = match from.ip() {
-            IpAddr::V6(a) => a,
-            IpAddr::V4(a) => a.to_ipv6_mapped(),
-        };
+        let source = source_of(from.ip());
         if self.backlogged {
             let seen = match self.batch.iter_mut().find(|(s, _)| *s == source) {
                 Some((_, n)) => n,
@@ -140,7 +153,7 @@ mod tests {
     #[test]
     fn a_flooding_source_is_cut_to_its_rate_and_others_pass() {
         let mut s = Shedder::new(100, 1);
-        let (flood, client) = (at("2001:db8:100:1::2"), at("2001:db8:100:1::3"));
+        let (flood, client) = (at("2001:db8:100:1::2"), at("2001:db8:100:2::3"));
         let t0 = Instant::now();
         let mut admitted = 0;
         for _ in 0..100 {
@@ -163,7 +176,7 @@ mod tests {
     #[test]
     fn a_backlogged_batch_is_shared_between_sources() {
         let mut s = Shedder::new(10_000, 2);
-        let (a, b) = (at("2001:db8::a"), at("2001:db8::b"));
+        let (a, b) = (at("2001:db8::a"), at("2001:db8:0:1::b"));
         let t0 = Instant::now();
         s.start_batch(32, 32);
         let from_a = (0..28).filter(|_| s.admit(t0, a)).count();
@@ -206,6 +219,20 @@ mod tests {
             .map(|a| (0..3).filter(|_| s.admit(t0, a)).count())
             .sum();
         assert_eq!(site, 2 * 10 * HOST_SHARE as usize, "the /64s of one /48");
+    }
+
+    // A native IPv6 client may send each datagram from another address of its /64: they all
+    // draw on the /64's one bucket; the next /64 has its own.
+    #[test]
+    fn the_addresses_of_one_ipv6_64_share_one_bucket() {
+        let mut s = Shedder::new(5, 5);
+        let t0 = Instant::now();
+        s.start_batch(1, 32);
+        let admitted = (1..=40u16)
+            .filter(|n| s.admit(t0, at(&format!("2001:db8:7:1::{n:x}"))))
+            .count();
+        assert_eq!(admitted, 10, "the /64's burst");
+        assert!(s.admit(t0, at("2001:db8:7:2::1")));
     }
 
     // IPv4 senders (a dual-stack endpoint) have buckets of their own.

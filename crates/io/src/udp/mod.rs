@@ -126,6 +126,7 @@ pub fn worker_ios(
                 sockets,
                 corp,
                 corp_mtu,
+                native: Vec::new(),
             })
         })
         .collect()

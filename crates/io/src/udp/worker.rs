@@ -9,7 +9,7 @@ use crate::sys::{self, BATCH, Received};
 use crate::tun::CorpLink;
 use gate64_dataplane::{Direction, DropReason, HEADROOM, Side, Stats, Verdict, Worker};
 use std::io;
-use std::net::{Ipv4Addr, SocketAddrV4, UdpSocket};
+use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4, UdpSocket};
 use std::os::fd::AsRawFd;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -48,6 +48,9 @@ pub struct WorkerIo {
     pub corp: Arc<CorpLink>,
     /// Largest packet on the corporate link.
     pub corp_mtu: usize,
+    /// Clones of the `[ipsec] listen` 4500 sockets, by bound address: ESP towards clients
+    /// that reach gate64 directly leaves from them (`Verdict::Native`).
+    pub native: Vec<(SocketAddr, UdpSocket)>,
 }
 
 /// Runs the event loop until `stop` is set. Errors only when the event loop itself fails.
@@ -134,7 +137,12 @@ impl EventLoop {
             corp_slots: vec![vec![0u8; corp_slot]; CORP_SLOTS],
             corp_sizes: vec![0usize; CORP_SLOTS],
             gso_buf: vec![0u8; gso_len],
-            batch: Batch::new(CORP_SLOTS),
+            batch: Batch::new(CORP_SLOTS).with_native(
+                io.native
+                    .iter()
+                    .filter_map(|(a, s)| Some((*a, s.try_clone().ok()?)))
+                    .collect(),
+            ),
         }
     }
 
@@ -306,6 +314,7 @@ mod tests {
             sockets: Vec::new(),
             corp: Arc::new(CorpLink::Socket(corp)),
             corp_mtu: 1280,
+            native: Vec::new(),
         };
         (io, sender)
     }
