@@ -33,6 +33,7 @@ pub const LIVE_KEYS: &[&str] = &[
     "ipsec.intranet_second_auth",
     "ipsec.client_eku",
     "ipsec.identity",
+    "ipsec.rsa_pss",
     "ipsec.unique_ids",
     "ipsec.reauth_secs",
     "ipsec.ocsp",
@@ -152,6 +153,7 @@ impl Config {
                 intranet_second_auth,
                 client_eku,
                 identity,
+                rsa_pss,
                 unique_ids
             ]
         );

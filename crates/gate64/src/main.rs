@@ -55,7 +55,8 @@ enum Command {
     /// client.pem, client.key: an IP-HTTPS client certificate (clientAuth).
     ///
     /// ipsec.pem, ipsec.key: gate64's IKE certificate (the given names and IPs) for
-    /// `ipsec.certificate` and `ipsec.private_key`.
+    /// `ipsec.certificate` and `ipsec.private_key`; ECDSA P-256, or RSA-2048 with
+    /// `--ipsec-key-type rsa`.
     ///
     /// clients-ca.pem, clients-ca.key: the IPsec clients' CA, for `ipsec.ca` (issue more
     /// clients with its key).
