@@ -10,7 +10,7 @@ mod common;
 
 use common::{ca, leaf, rsa_leaf};
 use criterion::{Criterion, criterion_group, criterion_main};
-use gate64_ike::auth::{AuthMethod, Credentials, Sha1RsaSigner, SigHash};
+use gate64_ike::auth::{AuthMethod, Credentials, Sha1RsaSigner, SigHash, TrustAnchors};
 
 struct SysSha1(gate64_sys::rsa_sha1::RsaSha1Signer);
 
@@ -35,6 +35,7 @@ fn bench(c: &mut Criterion) {
     };
     let (rsa_pkcs1, rsa_pss) = (rsa(), rsa().with_rsa_pss());
     let octets = vec![0x5a; 400];
+    let anchors = TrustAnchors::from_pem(servers.pem.as_bytes()).unwrap();
     let cases = [
         ("ecdsa_p256_method14", &ecdsa, AuthMethod::DigitalSignature),
         (
@@ -56,8 +57,14 @@ fn bench(c: &mut Criterion) {
         } else {
             &[]
         };
-        // The method asked for is the one used.
-        assert_eq!(creds.sign(method, &octets, hashes).unwrap().0, method);
+        // The method asked for is the one used, and its signature verifies.
+        let (used, data) = creds.sign(method, &octets, hashes).unwrap();
+        assert_eq!(used, method);
+        anchors
+            .verify_peer(creds.leaf_der(), &[], std::time::SystemTime::now())
+            .unwrap()
+            .verify_auth(used, &data, &octets)
+            .unwrap();
         g.bench_function(name, |b| {
             b.iter(|| black_box(creds.sign(method, black_box(&octets), hashes).unwrap()))
         });
