@@ -4,6 +4,8 @@
 //! - `netns_ike_rsa_server_charon_rfc7427`: charon with its defaults announces
 //!   SIGNATURE_HASH_ALGORITHMS; gate64 signs RFC 7427 (method 14) with PKCS#1 v1.5 over SHA-256,
 //!   which charon's log names, and both tunnels carry pings.
+//! - `netns_ike_rsa_server_charon_rfc7427_pss`: the same with `ipsec.rsa_pss = true`: charon
+//!   verifies RSASSA-PSS (RSA_EMSA_PSS).
 //! - `netns_ike_rsa_server_charon_method_1`: charon with `signature_authentication = no`
 //!   announces nothing, as clients without RFC 7427 do; gate64 signs method 1 (PKCS#1 v1.5
 //!   over SHA-1), which charon's log names ("RSA signature"), and both tunnels carry pings.
@@ -28,7 +30,17 @@ fn netns_ike_rsa_server_charon_rfc7427() {
     netns_test(
         "netns_ike_rsa_server_charon_rfc7427",
         Topology::builder(),
-        |topo| rsa_server(topo, true),
+        |topo| rsa_server(topo, Sig::Pkcs1Sha256),
+    );
+}
+
+#[test]
+#[ignore = "netns: needs root"]
+fn netns_ike_rsa_server_charon_rfc7427_pss() {
+    netns_test(
+        "netns_ike_rsa_server_charon_rfc7427_pss",
+        Topology::builder(),
+        |topo| rsa_server(topo, Sig::PssSha256),
     );
 }
 
@@ -38,7 +50,7 @@ fn netns_ike_rsa_server_charon_method_1() {
     netns_test(
         "netns_ike_rsa_server_charon_method_1",
         Topology::builder(),
-        |topo| rsa_server(topo, false),
+        |topo| rsa_server(topo, Sig::Method1),
     );
 }
 
@@ -75,10 +87,38 @@ fn rsa_responder(ns: &Netns, certs: &LabCerts) -> Result<()> {
     Ok(())
 }
 
-/// gate64 with the RSA certificate; charon (RFC 7427 on or off) builds both tunnels, pings
-/// through each, and its log says which signature it verified.
-fn rsa_server(topo: &Topology, rfc7427: bool) -> Result<()> {
-    let mut lab = TeredoIpsecLab::start_prepared(topo, None, "", None, |certs| {
+/// What gate64 is to sign with, and how charon's log names it: "authentication of '<gate64's
+/// id>' with <what> successful", once per IKE SA; <what> is the RFC 7427 scheme for method 14
+/// and the method's name for a classic one.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Sig {
+    /// Method 14, PKCS#1 v1.5 with SHA-256 (charon announces hashes; the default).
+    Pkcs1Sha256,
+    /// Method 14, RSASSA-PSS with SHA-256 (`ipsec.rsa_pss = true`).
+    PssSha256,
+    /// Method 1, PKCS#1 v1.5 with SHA-1 (charon with `signature_authentication = no`).
+    Method1,
+}
+
+impl Sig {
+    fn charon_name(self) -> &'static str {
+        match self {
+            Sig::Pkcs1Sha256 => "RSA_EMSA_PKCS1_SHA2_256",
+            Sig::PssSha256 => "RSA_EMSA_PSS",
+            Sig::Method1 => "RSA signature",
+        }
+    }
+}
+
+/// gate64 with the RSA certificate; charon builds both tunnels, pings through each, and its
+/// log says it verified gate64's signature as `sig`, and no other way.
+fn rsa_server(topo: &Topology, sig: Sig) -> Result<()> {
+    let keys = if sig == Sig::PssSha256 {
+        "rsa_pss = true\n"
+    } else {
+        ""
+    };
+    let mut lab = TeredoIpsecLab::start_prepared(topo, None, keys, None, |certs| {
         rsa_responder(&topo.srv, certs)
     })?;
     let tunnels = vec![
@@ -87,7 +127,7 @@ fn rsa_server(topo: &Topology, rfc7427: bool) -> Result<()> {
     ];
     let mut config =
         CharonConfig::initiator(IpAddr::V6(GATE64_ADDRESS6), lab.certs.initiator(), tunnels);
-    config.signature_authentication = rfc7427;
+    config.signature_authentication = sig != Sig::Method1;
     let initiator = Charon::start(&topo.cli, "initiator", config)?;
     let result = (|| -> Result<()> {
         initiator.load_all()?;
@@ -100,16 +140,8 @@ fn rsa_server(topo: &Topology, rfc7427: bool) -> Result<()> {
             .context("ping the corporate host through the infrastructure tunnel")?;
         topo.ping6_all(&topo.cli, GATE64_ADDRESS6, 3)
             .context("ping gate64 through the intranet tunnel")?;
-        // charon: "authentication of '<gate64's id>' with <what> successful", once per IKE
-        // SA; <what> is the RFC 7427 scheme for method 14 (RSA_EMSA_PKCS1_SHA2_256: PKCS#1
-        // v1.5 with SHA-256) and the method's name for a classic one ("RSA signature":
-        // method 1, PKCS#1 v1.5 with SHA-1).
         let log = std::fs::read_to_string(initiator.log_path())?;
-        let (want, not) = if rfc7427 {
-            ("RSA_EMSA_PKCS1_SHA2_256", "RSA signature")
-        } else {
-            ("RSA signature", "RSA_EMSA_PKCS1_SHA2_256")
-        };
+        let want = sig.charon_name();
         let verified = log
             .lines()
             .filter(|l| {
@@ -123,10 +155,13 @@ fn rsa_server(topo: &Topology, rfc7427: bool) -> Result<()> {
             "charon verified gate64's {want} signature {verified} times, expected 2 (one per \
              IKE SA)"
         );
-        ensure!(
-            !log.contains(&format!("with {not}")),
-            "charon's log names {not}"
-        );
+        for other in [Sig::Pkcs1Sha256, Sig::PssSha256, Sig::Method1] {
+            let not = other.charon_name();
+            ensure!(
+                other == sig || !log.contains(&format!("'{GATE64_ADDRESS6}' with {not}")),
+                "charon's log names {not} for gate64"
+            );
+        }
         Ok(())
     })();
     with_charon_logs(result, &[&initiator])?;
