@@ -27,7 +27,7 @@ pub struct Credentials {
 /// Makes RSASSA-PKCS1-v1_5 signatures over SHA-1 with the credentials' RSA key, for AUTH
 /// method 1 (RFC 7296 §3.8). aws-lc-rs, which makes every other signature here, has no SHA-1
 /// RSA signing encoding, and this crate makes no foreign calls, so the caller supplies it
-/// (gate64's daemon and client pass aws-lc's `RSA_sign` from gate64-sys) through
+/// (gate64's daemon and `gate64 connect` pass aws-lc's `RSA_sign` from gate64-sys) through
 /// [`Credentials::from_pem_with_sha1`].
 pub trait Sha1RsaSigner: Send + Sync {
     /// The signature of `octets` (SHA-1, PKCS#1 v1.5 padding), as long as the modulus;
