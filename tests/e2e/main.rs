@@ -20,6 +20,7 @@ mod ike_multi_auth;
 mod ike_ocsp;
 mod ike_reauth;
 mod ike_revocation;
+mod ike_rsa;
 mod iphttps;
 mod iphttps_abuse;
 mod iphttps_edge;

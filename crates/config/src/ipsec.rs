@@ -98,6 +98,10 @@ pub struct Ipsec {
     /// certificate's first subjectAltName, else its DN. Checked against the certificate when
     /// it is read.
     pub identity: Option<String>,
+    /// With an RSA certificate, sign RFC 7427 AUTH (method 14) with RSASSA-PSS instead of
+    /// PKCS#1 v1.5 (both SHA-256 or the client's first SHA-2 hash). Off: every RFC 7427 peer
+    /// verifies PKCS#1 v1.5, not every one PSS. No effect on ECDSA keys or on method 1.
+    pub rsa_pss: bool,
     /// What a new IKE_AUTH of an identity (issuer and subject) that already holds an IKE SA
     /// for the same tunnel does.
     pub unique_ids: UniqueIds,
@@ -229,6 +233,7 @@ impl Default for Ipsec {
             intranet_second_auth: SecondAuth::default(),
             client_eku: ClientEku::default(),
             identity: None,
+            rsa_pss: false,
             unique_ids: UniqueIds::default(),
             ocsp: Ocsp::default(),
             ocsp_url: None,
@@ -344,6 +349,7 @@ pub(crate) struct RawIpsec {
     intranet_second_auth: Option<SecondAuth>,
     client_eku: Option<ClientEku>,
     identity: Option<String>,
+    rsa_pss: Option<bool>,
     unique_ids: Option<UniqueIds>,
     ocsp: Option<Ocsp>,
     ocsp_url: Option<String>,
@@ -394,6 +400,7 @@ impl RawIpsec {
             intranet_second_auth: self.intranet_second_auth.unwrap_or(d.intranet_second_auth),
             client_eku: self.client_eku.unwrap_or(d.client_eku),
             identity: self.identity,
+            rsa_pss: self.rsa_pss.unwrap_or(d.rsa_pss),
             unique_ids: self.unique_ids.unwrap_or(d.unique_ids),
             ocsp: self.ocsp.unwrap_or(d.ocsp),
             ocsp_url: self.ocsp_url,
@@ -591,7 +598,7 @@ impl Config {
 /// What an `[ipsec]` key's value looks like, for type errors.
 pub(crate) fn expected_form(path: &str) -> Option<&'static str> {
     Some(match path {
-        "ipsec.require" => "true or false",
+        "ipsec.require" | "ipsec.rsa_pss" => "true or false",
         "ipsec.certificate" | "ipsec.private_key" | "ipsec.ca" | "ipsec.user_ca" => {
             "a file path in quotes, e.g. \"/etc/gate64/ipsec.pem\""
         }

@@ -34,6 +34,7 @@ pub const LIVE_KEYS: &[&str] = &[
     "ipsec.intranet_second_auth",
     "ipsec.client_eku",
     "ipsec.identity",
+    "ipsec.rsa_pss",
     "ipsec.unique_ids",
     "ipsec.reauth_secs",
     "ipsec.esp_proposals",
@@ -156,6 +157,7 @@ impl Config {
                 client_eku,
                 identity,
                 unique_ids,
+                rsa_pss,
                 dns,
                 dns_domains,
                 esp_proposals

@@ -9,7 +9,7 @@ use gate64_config::{
 };
 use gate64_dataplane::{IkeResult, IkeShedReason, IpsecStats, OcspResult, RekeyKind};
 use gate64_esp::{Cipher, SaDb};
-use gate64_ike::auth::{Credentials, Crls, Identity, TrustAnchors};
+use gate64_ike::auth::{Credentials, Crls, Identity, Sha1RsaSigner, TrustAnchors};
 use gate64_ike::responder::{
     self, Event, Refusal, Responder, ResponderConfig, SecondAuthPolicy, UniqueIds,
 };
@@ -132,17 +132,54 @@ fn read_credentials(cfg: &Config) -> Result<Option<(Credentials, TrustAnchors)>>
     let read = |key: &str, path: &std::path::Path| {
         std::fs::read(path).with_context(|| format!("{key}: cannot read {}", path.display()))
     };
-    let credentials = Credentials::from_pem(
-        &read("ipsec.certificate", cert)?,
-        &read("ipsec.private_key", key)?,
-    )
-    .map_err(|e| anyhow::anyhow!("`ipsec.certificate` / `ipsec.private_key`: {e}"))?;
+    let credentials = load_credentials(
+        (cert, &read("ipsec.certificate", cert)?),
+        (key, &read("ipsec.private_key", key)?),
+    )?;
+    // PKCS#1 v1.5 unless asked: see `Ipsec::rsa_pss`.
+    let credentials = if s.rsa_pss {
+        credentials.with_rsa_pss()
+    } else {
+        credentials
+    };
     let credentials = with_identity(credentials, s.identity.as_deref())?;
     let anchors = TrustAnchors::from_pem(&read("ipsec.ca", ca)?)
         .map_err(|e| anyhow::anyhow!("`ipsec.ca` ({}): {e}", ca.display()))?
         .for_clients(client_eku(cfg))
         .with_crls(read_crls(cfg)?);
     Ok(Some((credentials, anchors)))
+}
+
+/// gate64's IKE credentials from `ipsec.certificate` and `ipsec.private_key` (path and
+/// contents each); a refusal names both keys, their files and the reason.
+fn load_credentials(
+    (cert, cert_pem): (&std::path::Path, &[u8]),
+    (key, key_pem): (&std::path::Path, &[u8]),
+) -> Result<Credentials> {
+    Credentials::from_pem_with_sha1(cert_pem, key_pem, sha1_signer).map_err(|e| {
+        anyhow::anyhow!(
+            "`ipsec.certificate` ({}) / `ipsec.private_key` ({}): {e}",
+            cert.display(),
+            key.display()
+        )
+    })
+}
+
+/// aws-lc's RSASSA-PKCS1-v1_5 over SHA-1 (gate64-sys): an RSA certificate signs AUTH method 1
+/// with it for clients that send no SIGNATURE_HASH_ALGORITHMS (RFC 7296 §3.8; aws-lc-rs,
+/// which makes every other signature, has no SHA-1 RSA signing).
+struct Sha1Signer(gate64_sys::rsa_sha1::RsaSha1Signer);
+
+impl Sha1RsaSigner for Sha1Signer {
+    fn sign_sha1(&self, octets: &[u8]) -> Option<Vec<u8>> {
+        self.0.sign(octets).ok()
+    }
+}
+
+/// Loads [`Sha1Signer`] from the private key's DER (PKCS#1 when `pkcs1`, else PKCS#8).
+pub(crate) fn sha1_signer(der: &[u8], pkcs1: bool) -> Option<Box<dyn Sha1RsaSigner>> {
+    let signer = gate64_sys::rsa_sha1::RsaSha1Signer::from_der(der, pkcs1).ok()?;
+    Some(Box::new(Sha1Signer(signer)))
 }
 
 /// `ipsec.crls`, read and parsed, with `ipsec.crl_expired`. A CRL already past its
@@ -596,5 +633,57 @@ mod tests {
             let e = with_identity(lab_credentials("refused"), Some(refused)).unwrap_err();
             assert!(format!("{e:#}").contains("ipsec.identity"), "{e:#}");
         }
+    }
+
+    /// A key that is not the certificate's kind, or not a key, is refused naming both config
+    /// keys, their files and the reason; an RSA one of `gate64 certs --ipsec-key-type rsa`
+    /// loads with method 1.
+    #[test]
+    fn unusable_private_keys_are_refused_naming_the_keys() {
+        use crate::certs::{IpsecKeyType, generate_with};
+        use gate64_ike::auth::AuthMethod;
+        use std::path::Path;
+        let dir = std::env::temp_dir().join(format!("gate64-ike-keys-{}", std::process::id()));
+        generate_with(
+            &dir,
+            &["gw.gate64.lab".to_owned()],
+            &[],
+            &[],
+            IpsecKeyType::Rsa,
+        )
+        .expect("certs");
+        let read = |f: &str| std::fs::read(dir.join(f)).expect("read");
+        let (cert, key) = (
+            Path::new("/etc/gate64/ipsec.pem"),
+            Path::new("/etc/gate64/ipsec.key"),
+        );
+        let rsa = load_credentials((cert, &read("ipsec.pem")), (key, &read("ipsec.key")))
+            .expect("RSA credentials");
+        assert_eq!(
+            rsa.sign(AuthMethod::RsaPkcs1, b"octets", &[])
+                .expect("method 1")
+                .0,
+            AuthMethod::RsaPkcs1
+        );
+        let garbage = b"-----BEGIN RSA PRIVATE KEY-----\nMAMCAQA=\n-----END RSA PRIVATE KEY-----\n";
+        for (bad, reason) in [
+            (read("client.key"), "not an RSA key"),
+            (garbage.to_vec(), "not an RSA key"),
+            (
+                b"no PEM here".to_vec(),
+                "no unencrypted PKCS#8, SEC1 or PKCS#1 PEM block",
+            ),
+        ] {
+            let e = load_credentials((cert, &read("ipsec.pem")), (key, &bad)).unwrap_err();
+            let text = format!("{e:#}");
+            for needle in [
+                "`ipsec.private_key` (/etc/gate64/ipsec.key)",
+                "`ipsec.certificate` (/etc/gate64/ipsec.pem)",
+                reason,
+            ] {
+                assert!(text.contains(needle), "{needle:?} not in {text}");
+            }
+        }
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }

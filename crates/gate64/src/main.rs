@@ -44,7 +44,8 @@ enum Command {
     /// Write a lab CA, an IP-HTTPS server certificate and a client certificate (PEM).
     ///
     /// Also the IPsec set, eighteen files in all into --out (keys mode 0600, each certificate
-    /// the leaf alone, ECDSA P-256; for labs only: the CA keys sit beside the certificates):
+    /// the leaf alone, ECDSA P-256 keys unless `--ipsec-key-type` says otherwise; for labs
+    /// only: the CA keys sit beside the certificates):
     ///
     /// ca.pem, ca.key: the lab CA ("gate64 lab CA"): IP-HTTPS clients trust it
     /// (`gate64 connect --ca`), it is `iphttps.client_ca`, and IKE clients trust it for gate64.
@@ -56,7 +57,7 @@ enum Command {
     ///
     /// ipsec.pem, ipsec.key: gate64's IKE certificate (the given names and IPs, and with
     /// --config the configuration's IKE endpoint) for `ipsec.certificate` and
-    /// `ipsec.private_key`.
+    /// `ipsec.private_key`; ECDSA P-256, or RSA-2048 with `--ipsec-key-type rsa`.
     ///
     /// clients-ca.pem, clients-ca.key: the IPsec clients' CA, for `ipsec.ca` (issue more
     /// clients with its key).

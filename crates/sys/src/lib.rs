@@ -20,6 +20,7 @@
 //! | [`resource`] | RLIMIT_NOFILE, clock ticks, thread CPU clocks, malloc statistics |
 //! | [`random`] | `getrandom` |
 //! | [`packet`] | `AF_PACKET` capture sockets (tests) |
+//! | [`rsa_sha1`] | aws-lc's `RSA_sign` with SHA-1 (IKEv2 AUTH method 1; aws-lc-rs has no SHA-1 RSA signing) |
 #![warn(missing_docs)]
 #![deny(unsafe_op_in_unsafe_fn)]
 #![deny(clippy::undocumented_unsafe_blocks)]
@@ -31,6 +32,7 @@ pub mod privilege;
 pub mod process;
 pub mod random;
 pub mod resource;
+pub mod rsa_sha1;
 pub mod socket;
 pub mod tun;
 pub mod udp;

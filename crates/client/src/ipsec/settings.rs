@@ -85,7 +85,7 @@ impl IpsecSettings {
         let Some((chain, key)) = &self.user_pem else {
             return Ok(None);
         };
-        Credentials::from_pem(chain, key)
+        Credentials::from_pem_with_sha1(chain, key, sha1_signer)
             .map(Some)
             .map_err(|e| anyhow::anyhow!("{e}"))
     }
@@ -116,7 +116,8 @@ impl IpsecSettings {
     }
 
     fn credentials(&self) -> Result<Credentials> {
-        Credentials::from_pem(&self.chain_pem, &self.key_pem).map_err(|e| anyhow::anyhow!("{e}"))
+        Credentials::from_pem_with_sha1(&self.chain_pem, &self.key_pem, sha1_signer)
+            .map_err(|e| anyhow::anyhow!("{e}"))
     }
 
     fn anchors(&self) -> Result<TrustAnchors> {
@@ -154,5 +155,63 @@ impl IpsecSettings {
             retransmit_after: RETRANSMIT_AFTER,
             max_retransmits: MAX_RETRANSMITS,
         })
+    }
+}
+
+/// aws-lc's RSASSA-PKCS1-v1_5 over SHA-1 (gate64-sys): an RSA client certificate signs AUTH
+/// method 1 with it towards a responder that announces no SIGNATURE_HASH_ALGORITHMS (aws-lc-rs,
+/// which makes every other signature, has no SHA-1 RSA signing).
+struct Sha1Signer(gate64_sys::rsa_sha1::RsaSha1Signer);
+
+impl gate64_ike::auth::Sha1RsaSigner for Sha1Signer {
+    fn sign_sha1(&self, octets: &[u8]) -> Option<Vec<u8>> {
+        self.0.sign(octets).ok()
+    }
+}
+
+fn sha1_signer(der: &[u8], pkcs1: bool) -> Option<Box<dyn gate64_ike::auth::Sha1RsaSigner>> {
+    let signer = gate64_sys::rsa_sha1::RsaSha1Signer::from_der(der, pkcs1).ok()?;
+    Some(Box::new(Sha1Signer(signer)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use gate64_ike::auth::{AuthMethod, SigHash, TrustAnchors};
+
+    /// An RSA client certificate signs method 1 (towards a responder without RFC 7427) and
+    /// method 14, both verifying under its CA.
+    #[test]
+    fn an_rsa_client_certificate_signs_methods_1_and_14() {
+        let ca_key = rcgen::KeyPair::generate().unwrap();
+        let mut ca = rcgen::CertificateParams::default();
+        ca.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+        let ca_pem = ca.self_signed(&ca_key).unwrap().pem();
+        let issuer = rcgen::Issuer::new(ca, ca_key);
+        let key =
+            rcgen::KeyPair::generate_rsa_for(&rcgen::PKCS_RSA_SHA256, rcgen::RsaKeySize::_2048)
+                .unwrap();
+        let leaf = rcgen::CertificateParams::new(vec!["client1.gate64.lab".into()])
+            .unwrap()
+            .signed_by(&key, &issuer)
+            .unwrap();
+        let creds = Credentials::from_pem_with_sha1(
+            leaf.pem().as_bytes(),
+            key.serialize_pem().as_bytes(),
+            sha1_signer,
+        )
+        .unwrap();
+        let peer = TrustAnchors::from_pem(ca_pem.as_bytes())
+            .unwrap()
+            .verify_peer(leaf.der(), &[], std::time::SystemTime::now())
+            .unwrap();
+        for (method, hashes) in [
+            (AuthMethod::RsaPkcs1, &[][..]),
+            (AuthMethod::DigitalSignature, &SigHash::ALL[..]),
+        ] {
+            let (used, data) = creds.sign(method, b"octets", hashes).unwrap();
+            assert_eq!(used, method);
+            peer.verify_auth(used, &data, b"octets").unwrap();
+        }
     }
 }

@@ -522,6 +522,21 @@ fn unique_ids_defaults_to_replace_and_names_its_key() {
 }
 
 #[test]
+fn rsa_pss_defaults_to_off_applies_on_reload_and_names_its_key() {
+    let off = parse(CREDENTIALS).unwrap();
+    assert!(!off.ipsec.rsa_pss);
+    let on = parse(&format!("{CREDENTIALS}rsa_pss = true\n")).unwrap();
+    assert!(on.ipsec.rsa_pss);
+    assert!(off.restart_only_changes(&on).is_empty());
+    let e = refused(
+        &format!("{CREDENTIALS}rsa_pss = \"yes\"\n"),
+        "ipsec.rsa_pss",
+        "true or false",
+    );
+    assert_eq!(e.kind(), ErrorKind::WrongType);
+}
+
+#[test]
 fn ocsp_max_age_defaults_to_an_hour_within_a_minute_and_a_week() {
     let c = parse(CREDENTIALS).unwrap();
     assert_eq!(c.ipsec.ocsp_max_age_secs, 3600);

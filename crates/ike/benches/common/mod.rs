@@ -1,4 +1,5 @@
-//! The certificates the IKE benches make with rcgen (ECDSA P-256), outside any measurement.
+//! The certificates the IKE benches make with rcgen (ECDSA P-256, or RSA-2048 where asked),
+//! outside any measurement.
 
 use rcgen::{
     BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair,
@@ -29,7 +30,17 @@ pub fn ca(name: &str) -> Ca {
 /// serverAuth, so one helper makes clients' and servers' certificates), with serial number
 /// `serial` when given: (certificate PEM, key PEM).
 pub fn leaf(ca: &Ca, name: &str, serial: Option<u64>) -> (String, String) {
-    let key = KeyPair::generate().unwrap();
+    leaf_with_key(ca, name, serial, KeyPair::generate().unwrap())
+}
+
+/// [`leaf`] with an RSA-2048 key.
+#[allow(dead_code)] // Not every bench that includes this module uses it.
+pub fn rsa_leaf(ca: &Ca, name: &str) -> (String, String) {
+    let key = KeyPair::generate_rsa_for(&rcgen::PKCS_RSA_SHA256, rcgen::RsaKeySize::_2048);
+    leaf_with_key(ca, name, None, key.unwrap())
+}
+
+fn leaf_with_key(ca: &Ca, name: &str, serial: Option<u64>, key: KeyPair) -> (String, String) {
     let mut params = CertificateParams::default();
     params.distinguished_name.push(DnType::CommonName, name);
     params.subject_alt_names = vec![SanType::DnsName(name.try_into().unwrap())];

@@ -20,7 +20,28 @@ pub struct Credentials {
     leaf: PeerCert,
     /// RSA keys sign method 14 with RSASSA-PSS instead of PKCS#1 v1.5.
     rsa_pss: bool,
+    /// Signs method 1 (SHA-1) with the RSA key, when the caller gave a loader for it.
+    sha1: Option<Box<dyn Sha1RsaSigner>>,
 }
+
+/// Makes RSASSA-PKCS1-v1_5 signatures over SHA-1 with the credentials' RSA key, for AUTH
+/// method 1 (RFC 7296 §3.8). aws-lc-rs, which makes every other signature here, has no SHA-1
+/// RSA signing encoding, and this crate makes no foreign calls, so the caller supplies it
+/// (gate64's daemon and `gate64 connect` pass aws-lc's `RSA_sign` from gate64-sys) through
+/// [`Credentials::from_pem_with_sha1`].
+pub trait Sha1RsaSigner: Send + Sync {
+    /// The signature of `octets` (SHA-1, PKCS#1 v1.5 padding), as long as the modulus;
+    /// `None` when the library refuses.
+    fn sign_sha1(&self, octets: &[u8]) -> Option<Vec<u8>>;
+}
+
+/// Loads a [`Sha1RsaSigner`] from an RSA private key's DER: PKCS#1 `RSAPrivateKey` when the
+/// flag is true, else PKCS#8. `None` when it cannot.
+pub type Sha1SignerLoader = fn(&[u8], bool) -> Option<Box<dyn Sha1RsaSigner>>;
+
+/// RSA moduli we sign with, in bits (what aws-lc-rs loads, and what peers verify: RFC 8247
+/// §3 wants at least 2048).
+const RSA_BITS: std::ops::RangeInclusive<usize> = 2048..=8192;
 
 enum SigningKey {
     /// ECDSA: one key pair per signature encoding aws-lc-rs binds at load time.
@@ -72,7 +93,27 @@ impl Credentials {
     /// Loads the chain (PEM CERTIFICATE blocks, leaf first) and the private key (PKCS#8
     /// `PRIVATE KEY`, SEC1 `EC PRIVATE KEY` or PKCS#1 `RSA PRIVATE KEY`; ECDSA P-256/P-384 or
     /// RSA). The key must belong to the leaf. The identity is the leaf's subject as DER_ASN1_DN.
+    ///
+    /// An RSA key loaded this way signs method 14 only; [`Credentials::from_pem_with_sha1`]
+    /// makes it sign method 1 too.
     pub fn from_pem(chain: &[u8], key: &[u8]) -> Result<Self, AuthError> {
+        Self::load(chain, key, None)
+    }
+
+    /// As [`Credentials::from_pem`], and an RSA key also signs method 1 (RSASSA-PKCS1-v1_5
+    /// with SHA-1, for peers that send no SIGNATURE_HASH_ALGORITHMS) through the signer
+    /// `sha1` loads from the same key. The signer is checked to be the key's: a test
+    /// signature must verify under the leaf's public key ([`AuthError::KeyMismatch`] if not).
+    /// No effect on ECDSA keys.
+    pub fn from_pem_with_sha1(
+        chain: &[u8],
+        key: &[u8],
+        sha1: Sha1SignerLoader,
+    ) -> Result<Self, AuthError> {
+        Self::load(chain, key, Some(sha1))
+    }
+
+    fn load(chain: &[u8], key: &[u8], sha1: Option<Sha1SignerLoader>) -> Result<Self, AuthError> {
         let chain = CertificateDer::pem_slice_iter(chain)
             .collect::<Result<Vec<_>, _>>()
             .map_err(|_| AuthError::Malformed("certificate PEM"))?;
@@ -82,6 +123,10 @@ impl Credentials {
             AuthError::BadPrivateKey("no unencrypted PKCS#8, SEC1 or PKCS#1 PEM block")
         })?;
         let key = load_key(&parsed.key, &key_der)?;
+        let sha1 = match (&key, sha1) {
+            (SigningKey::Rsa(_), Some(loader)) => Some(load_sha1(&parsed.key, &key_der, loader)?),
+            _ => None,
+        };
         let id = Identity::der_dn(&parsed.subject_der);
         Ok(Self {
             chain,
@@ -89,6 +134,7 @@ impl Credentials {
             id,
             leaf: parsed,
             rsa_pss: false,
+            sha1,
         })
     }
 
@@ -149,7 +195,8 @@ impl Credentials {
     }
 
     /// The classic (RFC 7296 §3.8) method that fits our key: 9 for P-256, 10 for P-384, 1 for
-    /// RSA (which [`Credentials::sign`] refuses to produce).
+    /// RSA (which [`Credentials::sign`] produces only with a SHA-1 signer,
+    /// [`Credentials::from_pem_with_sha1`]).
     pub fn classic_method(&self) -> AuthMethod {
         match &self.key {
             SigningKey::Ecdsa { curve, .. } => curve.classic_method(),
@@ -166,12 +213,13 @@ impl Credentials {
     ///   (PKCS#1 v1.5, or RSASSA-PSS after [`Credentials::with_rsa_pss`]). An empty
     ///   `peer_hashes` means the default: SHA-256 (SHA-384 on P-384).
     ///   When the peer lists hashes but none fits, an ECDSA key falls back to its classic method
-    ///   (9 or 10), which the returned method says; an RSA key fails with
-    ///   [`AuthError::NoCommonHash`].
+    ///   (9 or 10), which the returned method says; an RSA key signs with every hash
+    ///   [`SigHash`] names, so some always fits.
     /// - [`AuthMethod::EcdsaP256Sha256`], [`AuthMethod::EcdsaP384Sha384`]: r‖s, the key must be
     ///   on that curve ([`AuthError::MethodKeyMismatch`]).
-    /// - [`AuthMethod::RsaPkcs1`]: refused ([`AuthError::UnsupportedMethod`]): it means SHA-1,
-    ///   which aws-lc-rs does not sign with.
+    /// - [`AuthMethod::RsaPkcs1`]: PKCS#1 v1.5 over SHA-1 (RFC 7296 §3.8, as RFC 7427 §1
+    ///   reads it) through the SHA-1 signer; without one, or with an ECDSA key,
+    ///   [`AuthError::UnsupportedMethod`].
     pub fn sign(
         &self,
         method: AuthMethod,
@@ -215,7 +263,16 @@ impl Credentials {
                     key: self.key_name(),
                 })
             }
-            (AuthMethod::RsaPkcs1, _) => Err(AuthError::UnsupportedMethod(method.code())),
+            (AuthMethod::RsaPkcs1, SigningKey::Rsa(_)) => match &self.sha1 {
+                Some(signer) => Ok((
+                    method,
+                    signer.sign_sha1(octets).ok_or(AuthError::SigningFailed)?,
+                )),
+                None => Err(AuthError::UnsupportedMethod(method.code())),
+            },
+            (AuthMethod::RsaPkcs1, SigningKey::Ecdsa { .. }) => {
+                Err(AuthError::UnsupportedMethod(method.code()))
+            }
         }
     }
 
@@ -256,7 +313,21 @@ fn load_key(leaf_key: &PublicKey, der: &PrivateKeyDer<'_>) -> Result<SigningKey,
                 PrivateKeyDer::Pkcs8(k) => RsaKeyPair::from_pkcs8(k.secret_pkcs8_der()),
                 _ => return Err(AuthError::BadPrivateKey("the leaf has an RSA key")),
             }
-            .map_err(|_| AuthError::BadPrivateKey("not an RSA key"))?;
+            .map_err(|e| match e.description_() {
+                "TooSmall" => AuthError::BadPrivateKey(
+                    "RSA key shorter than 2048 bits (2048 to 8192 accepted)",
+                ),
+                "TooLarge" => AuthError::BadPrivateKey(
+                    "RSA key longer than 8192 bits (2048 to 8192 accepted)",
+                ),
+                _ => AuthError::BadPrivateKey("not an RSA key"),
+            })?;
+            // aws-lc-rs holds the same bounds today; checked here so no version loosens them.
+            if !RSA_BITS.contains(&(pair.public_modulus_len() * 8)) {
+                return Err(AuthError::BadPrivateKey(
+                    "RSA key outside 2048 to 8192 bits",
+                ));
+            }
             if pair.public_key().as_ref() != public.as_slice() {
                 return Err(AuthError::KeyMismatch);
             }
@@ -279,6 +350,32 @@ fn load_key(leaf_key: &PublicKey, der: &PrivateKeyDer<'_>) -> Result<SigningKey,
         return Err(AuthError::KeyMismatch);
     }
     Ok(SigningKey::Ecdsa { curve, fixed, asn1 })
+}
+
+/// Loads the method-1 signer from the same key and checks it is the leaf's: a SHA-1 signature
+/// of a fixed text must verify under the leaf's public key.
+fn load_sha1(
+    leaf_key: &PublicKey,
+    der: &PrivateKeyDer<'_>,
+    loader: Sha1SignerLoader,
+) -> Result<Box<dyn Sha1RsaSigner>, AuthError> {
+    const PROBE: &[u8] = b"gate64 method 1 signer check";
+    let signer = match der {
+        PrivateKeyDer::Pkcs1(k) => loader(k.secret_pkcs1_der(), true),
+        PrivateKeyDer::Pkcs8(k) => loader(k.secret_pkcs8_der(), false),
+        _ => None,
+    }
+    .ok_or(AuthError::BadPrivateKey(
+        "the RSA key does not load for SHA-1 signing",
+    ))?;
+    let sig = signer.sign_sha1(PROBE).ok_or(AuthError::SigningFailed)?;
+    signature::UnparsedPublicKey::new(
+        &signature::RSA_PKCS1_2048_8192_SHA1_FOR_LEGACY_USE_ONLY,
+        leaf_key.bytes(),
+    )
+    .verify(PROBE, &sig)
+    .map_err(|_| AuthError::KeyMismatch)?;
+    Ok(signer)
 }
 
 fn ecdsa_sign(key: &EcdsaKeyPair, octets: &[u8]) -> Result<Vec<u8>, AuthError> {

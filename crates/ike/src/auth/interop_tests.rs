@@ -416,3 +416,137 @@ fn openssl_rsa_sha1_signature_verifies_as_method_1_and_key_formats_load() {
     let creds = Credentials::from_pem(&ec.read("cert.pem"), &ec.read("sec1.pem")).unwrap();
     assert_eq!(creds.classic_method(), AuthMethod::EcdsaP384Sha384);
 }
+
+#[test]
+fn our_method_1_signature_is_openssls_byte_for_byte() {
+    if !tool("openssl") {
+        return;
+    }
+    let dir = TempDir::new("openssl-method1");
+    let (_, peer) = rcgen_leaf(&dir, &rcgen::PKCS_RSA_SHA256);
+    std::fs::write(dir.path("octets"), OCTETS).unwrap();
+    let d = &dir.0;
+    // PKCS#1 v1.5 is deterministic: openssl's SHA-1 signature is the one method 1 must carry.
+    run(
+        d,
+        None,
+        "openssl",
+        &[
+            "dgst", "-sha1", "-sign", "key.pem", "-out", "sig.bin", "octets",
+        ],
+    );
+    let expected = dir.read("sig.bin");
+    run(
+        d,
+        Some("pkcs1.pem"),
+        "openssl",
+        &["rsa", "-in", "key.pem", "-traditional"],
+    );
+    for key in ["key.pem", "pkcs1.pem"] {
+        let creds = Credentials::from_pem_with_sha1(
+            &dir.read("cert.pem"),
+            &dir.read(key),
+            super::tests::sys_sha1,
+        )
+        .unwrap();
+        let (used, data) = creds.sign(AuthMethod::RsaPkcs1, OCTETS, &[]).unwrap();
+        assert_eq!(used, AuthMethod::RsaPkcs1);
+        assert_eq!(data, expected, "{key}");
+        peer.verify_auth(used, &data, OCTETS).unwrap();
+    }
+}
+
+#[test]
+fn openssl_verifies_our_method_14_rsa_signatures() {
+    if !tool("openssl") {
+        return;
+    }
+    let dir = TempDir::new("openssl-rsa14");
+    rcgen_leaf(&dir, &rcgen::PKCS_RSA_SHA256);
+    std::fs::write(dir.path("octets"), OCTETS).unwrap();
+    let d = &dir.0;
+    run(
+        d,
+        Some("pub.pem"),
+        "openssl",
+        &["x509", "-in", "cert.pem", "-pubkey", "-noout"],
+    );
+    let creds = Credentials::from_pem(&dir.read("cert.pem"), &dir.read("key.pem")).unwrap();
+    for (creds, pss) in [
+        (creds, false),
+        (
+            Credentials::from_pem(&dir.read("cert.pem"), &dir.read("key.pem"))
+                .unwrap()
+                .with_rsa_pss(),
+            true,
+        ),
+    ] {
+        let (_, data) = creds
+            .sign(AuthMethod::DigitalSignature, OCTETS, &[SigHash::Sha256])
+            .unwrap();
+        let signature = &data[1 + usize::from(data[0])..];
+        std::fs::write(dir.path("sig.bin"), signature).unwrap();
+        let mut args = vec![
+            "dgst",
+            "-sha256",
+            "-verify",
+            "pub.pem",
+            "-signature",
+            "sig.bin",
+        ];
+        if pss {
+            args.extend([
+                "-sigopt",
+                "rsa_padding_mode:pss",
+                "-sigopt",
+                "rsa_pss_saltlen:32",
+            ]);
+        }
+        args.push("octets");
+        run(d, None, "openssl", &args);
+    }
+}
+
+#[test]
+fn rsa_keys_below_2048_bits_are_refused_by_name() {
+    if !tool("openssl") {
+        return;
+    }
+    let dir = TempDir::new("openssl-rsa1024");
+    let d = &dir.0;
+    run(
+        d,
+        None,
+        "openssl",
+        &[
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:1024",
+            "-nodes",
+            "-keyout",
+            "key.pem",
+            "-out",
+            "cert.pem",
+            "-subj",
+            "/CN=small",
+            "-days",
+            "2",
+        ],
+    );
+    run(
+        d,
+        Some("pkcs1.pem"),
+        "openssl",
+        &["rsa", "-in", "key.pem", "-traditional"],
+    );
+    for key in ["key.pem", "pkcs1.pem"] {
+        let err = Credentials::from_pem(&dir.read("cert.pem"), &dir.read(key)).unwrap_err();
+        assert_eq!(
+            err,
+            AuthError::BadPrivateKey("RSA key shorter than 2048 bits (2048 to 8192 accepted)"),
+            "{key}"
+        );
+        assert!(err.to_string().contains("shorter than 2048 bits"));
+    }
+}

@@ -31,8 +31,9 @@
 //!   answer (RFC 6960); fetching and caching answers is the caller's.
 //! - **Key usage**: when the leaf has the extension it must allow digitalSignature or
 //!   nonRepudiation (RFC 4945 §5.1.3.2), else [`AuthError::BadKeyUsage`].
-//! - **AUTH methods**: 1 (RSA PKCS#1 v1.5 with SHA-1, verify only: aws-lc-rs has no SHA-1 RSA
-//!   signing encoding, so [`Credentials::sign`] refuses it), 9 (ECDSA P-256/SHA-256, r‖s in 64
+//! - **AUTH methods**: 1 (RSA PKCS#1 v1.5 with SHA-1; aws-lc-rs has no SHA-1 RSA signing
+//!   encoding, so [`Credentials::sign`] makes it only through the [`Sha1RsaSigner`] the caller
+//!   gives [`Credentials::from_pem_with_sha1`]), 9 (ECDSA P-256/SHA-256, r‖s in 64
 //!   bytes), 10 (ECDSA P-384/SHA-384, r‖s in 96 bytes) and 14. Inside method 14 only
 //!   ecdsa-with-SHA256/384/512, sha256/384/512WithRSAEncryption and RSASSA-PSS with SHA-256 or
 //!   better (MGF1 with the same hash, salt as long as the hash) are accepted; SHA-1 is refused.
@@ -68,7 +69,7 @@ mod public_key;
 pub(crate) mod tests;
 
 pub use chain_shape::{MAX_PEER_CERTS, check_chain_shape};
-pub use credentials::Credentials;
+pub use credentials::{Credentials, Sha1RsaSigner, Sha1SignerLoader};
 pub use crl::{Crl, Crls, RevocationKey};
 pub use dn::IdentityKey;
 pub use identity::{IdType, Identity};
@@ -80,8 +81,8 @@ pub use peer::{
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[repr(u8)]
 pub enum AuthMethod {
-    /// RSA Digital Signature: RSASSA-PKCS1-v1_5 with SHA-1 (RFC 7296 §3.8). Verified, never
-    /// produced.
+    /// RSA Digital Signature: RSASSA-PKCS1-v1_5 with SHA-1 (RFC 7296 §3.8). Verified; produced
+    /// only with a [`Sha1RsaSigner`].
     RsaPkcs1 = 1,
     /// ECDSA with SHA-256 on P-256, signature r‖s (RFC 4754 §7).
     EcdsaP256Sha256 = 9,

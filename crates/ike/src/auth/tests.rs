@@ -274,12 +274,100 @@ fn rsa_pss_credentials_round_trip() {
 }
 
 #[test]
-fn rsa_method_1_is_not_signed() {
+fn rsa_method_1_is_not_signed_without_a_sha1_signer() {
     let ca = ca("lab CA");
     let leaf = leaf(&ca, &rcgen::PKCS_RSA_SHA256);
     assert_eq!(creds(&leaf).classic_method(), AuthMethod::RsaPkcs1);
     assert_eq!(
         creds(&leaf).sign(AuthMethod::RsaPkcs1, OCTETS, &[]),
+        Err(AuthError::UnsupportedMethod(1))
+    );
+}
+
+/// gate64-sys's aws-lc SHA-1 signer, as the daemon and the client hand it over.
+struct SysSha1(gate64_sys::rsa_sha1::RsaSha1Signer);
+
+impl Sha1RsaSigner for SysSha1 {
+    fn sign_sha1(&self, octets: &[u8]) -> Option<Vec<u8>> {
+        self.0.sign(octets).ok()
+    }
+}
+
+pub(crate) fn sys_sha1(der: &[u8], pkcs1: bool) -> Option<Box<dyn Sha1RsaSigner>> {
+    let signer = gate64_sys::rsa_sha1::RsaSha1Signer::from_der(der, pkcs1).ok()?;
+    Some(Box::new(SysSha1(signer)))
+}
+
+fn creds_sha1(leaf: &Leaf) -> Credentials {
+    Credentials::from_pem_with_sha1(leaf.pem.as_bytes(), leaf.key_pem.as_bytes(), sys_sha1).unwrap()
+}
+
+#[test]
+fn rsa_method_1_round_trip_with_a_sha1_signer() {
+    let ca = ca("lab CA");
+    let leaf = leaf(&ca, &rcgen::PKCS_RSA_SHA256);
+    let peer = verified(&ca, &leaf);
+    let creds = creds_sha1(&leaf);
+    let (used, data) = creds.sign(AuthMethod::RsaPkcs1, OCTETS, &[]).unwrap();
+    assert_eq!(used, AuthMethod::RsaPkcs1);
+    // RFC 7296 §3.8: the bare signature, as long as the modulus, no AlgorithmIdentifier.
+    assert_eq!(data.len(), 256);
+    peer.verify_auth(AuthMethod::RsaPkcs1, &data, OCTETS)
+        .unwrap();
+    assert_eq!(
+        peer.verify_auth(AuthMethod::RsaPkcs1, &data, b"other octets"),
+        Err(AuthError::BadSignature)
+    );
+    // PKCS#1 v1.5 is deterministic: the same octets, the same signature.
+    assert_eq!(
+        creds.sign(AuthMethod::RsaPkcs1, OCTETS, &[]).unwrap().1,
+        data
+    );
+    // A SHA-1 signature is no method-14 SHA-256 one.
+    let as14 = algid::auth_data(Scheme::RsaPkcs1(SigHash::Sha256), &data);
+    assert_eq!(
+        peer.verify_auth(AuthMethod::DigitalSignature, &as14, OCTETS),
+        Err(AuthError::BadSignature)
+    );
+    // Method 14 is unchanged by the signer.
+    let (used, data) = creds
+        .sign(AuthMethod::DigitalSignature, OCTETS, &SigHash::ALL)
+        .unwrap();
+    assert_eq!(used, AuthMethod::DigitalSignature);
+    assert_eq!(
+        &data[1..1 + data[0] as usize],
+        algid::encode(Scheme::RsaPkcs1(SigHash::Sha256))
+    );
+}
+
+#[test]
+fn a_sha1_signer_of_another_key_is_refused() {
+    fn other_key(_: &[u8], pkcs1: bool) -> Option<Box<dyn Sha1RsaSigner>> {
+        let other = key(&rcgen::PKCS_RSA_SHA256);
+        assert!(!pkcs1, "rcgen writes PKCS#8");
+        sys_sha1(&other.serialize_der(), false)
+    }
+    fn refusing(_: &[u8], _: bool) -> Option<Box<dyn Sha1RsaSigner>> {
+        None
+    }
+    let ca = ca("lab CA");
+    let leaf = leaf(&ca, &rcgen::PKCS_RSA_SHA256);
+    let load = |loader| {
+        Credentials::from_pem_with_sha1(leaf.pem.as_bytes(), leaf.key_pem.as_bytes(), loader)
+    };
+    assert_eq!(load(other_key).unwrap_err(), AuthError::KeyMismatch);
+    assert!(matches!(
+        load(refusing).unwrap_err(),
+        AuthError::BadPrivateKey(_)
+    ));
+    // ECDSA credentials never ask the loader.
+    let p256 = leaf_with(&ca, &key(&rcgen::PKCS_ECDSA_P256_SHA256), |_| {});
+    let creds =
+        Credentials::from_pem_with_sha1(p256.pem.as_bytes(), p256.key_pem.as_bytes(), refusing)
+            .unwrap();
+    assert_eq!(creds.classic_method(), AuthMethod::EcdsaP256Sha256);
+    assert_eq!(
+        creds.sign(AuthMethod::RsaPkcs1, OCTETS, &[]),
         Err(AuthError::UnsupportedMethod(1))
     );
 }

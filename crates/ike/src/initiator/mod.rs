@@ -173,6 +173,8 @@ pub struct Initiator {
     initial_contact: bool,
     /// Whether IKE_AUTH names the tunnel ([`crate::child_sa::tunnel_notify`]).
     name_tunnel: bool,
+    /// Whether IKE_SA_INIT carries SIGNATURE_HASH_ALGORITHMS (RFC 7427 §4).
+    signature_hashes: bool,
     /// The child SA in use: its selectors and our inner address, for a rekey.
     child_now: Option<rekey::CurrentChild>,
     /// Our outstanding rekey or Delete request, by message ID.
@@ -225,6 +227,7 @@ impl Initiator {
             server_id: None,
             initial_contact: true,
             name_tunnel: false,
+            signature_hashes: true,
             child_now: None,
             pending: None,
         })
@@ -245,6 +248,15 @@ impl Initiator {
     /// same identity (a test's way to share one certificate among many clients).
     pub fn without_initial_contact(mut self) -> Self {
         self.initial_contact = false;
+        self
+    }
+
+    /// Leaves SIGNATURE_HASH_ALGORITHMS out of IKE_SA_INIT, as a peer without RFC 7427 does
+    /// (strongSwan with `signature_authentication = no`, Windows before 10 1803): the
+    /// responder then signs with its classic method (1 for RSA, 9 or 10 for ECDSA), and so do
+    /// we unless it announces hashes itself. Call before [`Initiator::start`].
+    pub fn without_signature_hashes(mut self) -> Self {
+        self.signature_hashes = false;
         self
     }
 
@@ -407,11 +419,13 @@ impl Initiator {
                 notify::IKEV2_FRAGMENTATION_SUPPORTED,
                 Vec::new(),
             )),
-            Payload::Notify(Notify::new(
+        ]);
+        if self.signature_hashes {
+            payloads.push(Payload::Notify(Notify::new(
                 notify::SIGNATURE_HASH_ALGORITHMS,
                 SigHash::notify_data(),
-            )),
-        ]);
+            )));
+        }
         let header = Header {
             spi_i: self.spi_i,
             spi_r: 0,

@@ -1441,6 +1441,7 @@ mod reauth;
 mod reload;
 mod retransmit;
 mod revocation;
+mod rsa;
 mod second_auth;
 
 /// `gate64 disconnect`: by identity (any case), by SPI, or all; each removed IKE SA's client

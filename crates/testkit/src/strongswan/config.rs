@@ -114,6 +114,10 @@ pub struct CharonConfig {
     pub ike_log_level: i8,
     /// An RFC 4739 second authentication round (`local-2`) on some tunnels.
     pub second_auth: Option<SecondAuth>,
+    /// `signature_authentication` (strongSwan's default `yes`): `false` makes charon send no
+    /// SIGNATURE_HASH_ALGORITHMS and use only the classic AUTH methods (RSA: method 1, SHA-1),
+    /// as clients without RFC 7427 do.
+    pub signature_authentication: bool,
 }
 
 /// A second authentication round (RFC 4739): the initiator proves `cert` after its own
@@ -184,6 +188,7 @@ impl CharonConfig {
             retransmit_timeout: Duration::from_secs(2),
             ike_log_level: 2,
             second_auth: None,
+            signature_authentication: true,
         }
     }
 
@@ -198,8 +203,13 @@ impl CharonConfig {
             Role::Initiator { .. } => "  reuse_ikesa = no\n",
             Role::Responder { .. } => "",
         };
+        let signature = if self.signature_authentication {
+            ""
+        } else {
+            "  signature_authentication = no\n"
+        };
         format!(
-            "charon-systemd {{\n  load = {CHARON_PLUGINS}\n{reuse}  port = 500\n  \
+            "charon-systemd {{\n  load = {CHARON_PLUGINS}\n{reuse}{signature}  port = 500\n  \
              port_nat_t = 4500\n  retransmit_timeout = {rto}\n  retransmit_tries = 5\n  \
              install_routes = yes\n  install_virtual_ip = yes\n  filelog {{\n    charon {{\n      \
              path = {dir}/charon.log\n      default = 1\n      ike = {ike}\n      cfg = 2\n      \
