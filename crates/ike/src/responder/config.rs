@@ -67,6 +67,8 @@ pub struct ResponderConfig {
     /// announced with AUTH_LIFETIME (RFC 4478); it is deleted 10% later unless the client
     /// authenticated anew with a new IKE SA. `None`: never.
     pub reauth: Option<Duration>,
+    /// Which IKE SA algorithms may be chosen (`[ipsec] legacy_proposals`, `ike_proposals`).
+    pub ike_policy: IkePolicy,
 }
 
 impl ResponderConfig {
@@ -104,6 +106,7 @@ impl ResponderConfig {
             intranet_second_auth: SecondAuthPolicy::default(),
             unique_ids: UniqueIds::default(),
             reauth: Some(Duration::from_secs(86_400)),
+            ike_policy: IkePolicy::default(),
         }
     }
 }
