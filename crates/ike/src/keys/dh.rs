@@ -129,7 +129,7 @@ impl Group {
 
 fn hex_bytes(hex: &str) -> Option<Vec<u8>> {
     let digits = hex.as_bytes();
-    if digits.len() % 2 != 0 {
+    if !digits.len().is_multiple_of(2) {
         return None;
     }
     digits

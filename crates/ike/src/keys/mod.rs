@@ -152,7 +152,7 @@ impl IkeKeys {
             return Err(CryptoError::Library);
         }
         let seed = [ni, nr, &spi_i.to_be_bytes(), &spi_r.to_be_bytes()].concat();
-        let prf_len = suite.prf.len();
+        let prf_len = suite.prf.output_len();
         let integ_len = suite.integ.map_or(0, Integ::key_len);
         let encr_len = suite.encr.keymat_len();
         let total = 3 * prf_len + 2 * integ_len + 2 * encr_len;

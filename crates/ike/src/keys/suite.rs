@@ -193,7 +193,7 @@ impl Prf {
     }
 
     /// Output length, which is also the length of SK_d and SK_p* (RFC 7296 §2.14).
-    pub fn len(self) -> usize {
+    pub fn output_len(self) -> usize {
         self.algorithm().digest_algorithm().output_len()
     }
 
@@ -223,7 +223,7 @@ impl Prf {
     /// prf+ (RFC 7296 §2.13): T1 = prf(K, S ‖ 0x01), Tn = prf(K, Tn-1 ‖ S ‖ n), truncated to
     /// `len` (at most 255 blocks).
     pub fn prf_plus(self, key: &[u8], seed: &[u8], len: usize) -> Vec<u8> {
-        let mut out = Vec::with_capacity(len + self.len());
+        let mut out = Vec::with_capacity(len + self.output_len());
         let mut previous: Vec<u8> = Vec::new();
         let mut counter: u8 = 1;
         while out.len() < len {

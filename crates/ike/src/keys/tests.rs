@@ -27,9 +27,9 @@ fn rfc7296_2_13_prf_plus() {
         let t1 = f.prf(k, &[s, &[1]]);
         let t2 = f.prf(k, &[&t1, s, &[2]]);
         let t3 = f.prf(k, &[&t2, s, &[3]]);
-        assert_eq!(t1.len(), f.len());
+        assert_eq!(t1.len(), f.output_len());
         let expected = [t1, t2, t3].concat();
-        let len = 2 * f.len() + 5;
+        let len = 2 * f.output_len() + 5;
         assert_eq!(f.prf_plus(k, s, len), expected[..len], "{f:?}");
         assert_eq!(f.prf_plus(k, s, 0), Vec::<u8>::new());
     }
@@ -197,9 +197,9 @@ fn rfc4868_prf_and_integrity_vectors() {
     ];
     for (prf, integ, expected) in cases {
         let expected = hex(expected);
-        let key = vec![0x0b; prf.len()];
+        let key = vec![0x0b; prf.output_len()];
         assert_eq!(prf.prf(&key, &[b"Hi There"]), expected, "{prf:?}");
-        assert_eq!(integ.key_len(), prf.len());
+        assert_eq!(integ.key_len(), prf.output_len());
         let icv = integ.mac(&key, &[b"Hi ", b"There"]);
         assert_eq!(icv, expected[..expected.len() / 2], "{integ:?}");
         assert_eq!(icv.len(), integ.icv_len());
