@@ -105,6 +105,12 @@ pub struct Ipsec {
     /// How old (seconds from its thisUpdate) an OCSP answer without nextUpdate may be to be
     /// taken; older ones count as no answer.
     pub ocsp_max_age_secs: u64,
+    /// SHA1 (integrity and PRF) and MODP-1024 may be chosen for IKE SAs (Windows' default
+    /// proposals); 3DES never is.
+    pub legacy_proposals: bool,
+    /// IKE SA proposals in strongSwan's notation narrowing what gate64 accepts; empty =
+    /// everything gate64 implements ([`Ipsec::ike_proposal_specs`]).
+    pub ike_proposals: Vec<String>,
 }
 
 /// `ipsec.ocsp`: OCSP lookups of client certificates (RFC 6960).
@@ -219,6 +225,8 @@ impl Default for Ipsec {
             ocsp: Ocsp::default(),
             ocsp_url: None,
             ocsp_max_age_secs: defaults::OCSP_MAX_AGE_SECS,
+            legacy_proposals: false,
+            ike_proposals: Vec::new(),
         }
     }
 }
@@ -227,6 +235,15 @@ impl Ipsec {
     /// True when gate64 answers IKE: `certificate`, `private_key` and `ca` are all given.
     pub fn configured(&self) -> bool {
         self.certificate.is_some() && self.private_key.is_some() && self.ca.is_some()
+    }
+
+    /// `ike_proposals` as transform IDs (entries that do not parse, which validation
+    /// refuses, are left out).
+    pub fn ike_proposal_specs(&self) -> Vec<IkeProposal> {
+        self.ike_proposals
+            .iter()
+            .filter_map(|s| proposals::parse(s, self.legacy_proposals).ok())
+            .collect()
     }
 
     /// The warning to show while `require = false` (at start-up, in `check-config`, and
@@ -300,6 +317,8 @@ pub(crate) struct RawIpsec {
     ocsp: Option<Ocsp>,
     ocsp_url: Option<String>,
     ocsp_max_age_secs: Option<u64>,
+    legacy_proposals: Option<bool>,
+    ike_proposals: Option<Vec<String>>,
 }
 
 impl RawIpsec {
@@ -346,6 +365,8 @@ impl RawIpsec {
             ocsp: self.ocsp.unwrap_or(d.ocsp),
             ocsp_url: self.ocsp_url,
             ocsp_max_age_secs: self.ocsp_max_age_secs.unwrap_or(d.ocsp_max_age_secs),
+            legacy_proposals: self.legacy_proposals.unwrap_or(d.legacy_proposals),
+            ike_proposals: self.ike_proposals.unwrap_or_default(),
         }
     }
 }
@@ -439,7 +460,10 @@ impl Config {
 /// What an `[ipsec]` key's value looks like, for type errors.
 pub(crate) fn expected_form(path: &str) -> Option<&'static str> {
     Some(match path {
-        "ipsec.require" => "true or false",
+        "ipsec.require" | "ipsec.legacy_proposals" => "true or false",
+        "ipsec.ike_proposals" => {
+            "a list of proposals in strongSwan's notation, e.g. [\"aes256gcm16-prfsha256-ecp256\", \"aes256-sha256-modp2048\"]"
+        }
         "ipsec.certificate" | "ipsec.private_key" | "ipsec.ca" | "ipsec.user_ca" => {
             "a file path in quotes, e.g. \"/etc/gate64/ipsec.pem\""
         }
@@ -473,7 +497,10 @@ pub(crate) fn expected_form(path: &str) -> Option<&'static str> {
     })
 }
 
+mod proposals;
 mod validate;
+
+pub use proposals::IkeProposal;
 
 #[cfg(test)]
 mod tests;

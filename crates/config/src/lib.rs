@@ -69,8 +69,8 @@ pub use error::{ConfigError, ErrorKind};
 pub use gre::{Gre, GreTenant, GreTunnel};
 pub use iphttps::Iphttps;
 pub use ipsec::{
-    ClientEku as IpsecClientEku, CrlExpired as IpsecCrlExpired, Ipsec, Ocsp as IpsecOcsp,
-    SecondAuth as IpsecSecondAuth, UniqueIds as IpsecUniqueIds,
+    ClientEku as IpsecClientEku, CrlExpired as IpsecCrlExpired, IkeProposal, Ipsec,
+    Ocsp as IpsecOcsp, SecondAuth as IpsecSecondAuth, UniqueIds as IpsecUniqueIds,
 };
 pub use limits::Limits;
 pub use log::{Log, LogFormat};

@@ -152,7 +152,9 @@ impl Config {
                 intranet_second_auth,
                 client_eku,
                 identity,
-                unique_ids
+                unique_ids,
+                legacy_proposals,
+                ike_proposals
             ]
         );
         diff!(
