@@ -18,6 +18,7 @@ mod ike_identity;
 mod ike_interop;
 mod ike_multi_auth;
 mod ike_ocsp;
+mod ike_proposals;
 mod ike_reauth;
 mod ike_revocation;
 mod ike_rsa;

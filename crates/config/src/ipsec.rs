@@ -122,6 +122,12 @@ pub struct Ipsec {
     /// The ESP suites child SAs may use, as written (strongSwan's notation), in gate64's
     /// order of preference ([`Ipsec::esp_suites`]).
     pub esp_proposals: Vec<String>,
+    /// SHA1 (integrity and PRF) and MODP-1024 may be chosen for IKE SAs (Windows' default
+    /// proposals); 3DES never is.
+    pub legacy_proposals: bool,
+    /// IKE SA proposals in strongSwan's notation narrowing what gate64 accepts; empty =
+    /// everything gate64 implements ([`Ipsec::ike_proposal_specs`]).
+    pub ike_proposals: Vec<String>,
 }
 
 /// `ipsec.ocsp`: OCSP lookups of client certificates (RFC 6960).
@@ -241,6 +247,8 @@ impl Default for Ipsec {
             dns: None,
             dns_domains: Vec::new(),
             esp_proposals: esp::DEFAULT_ESP_PROPOSALS.map(String::from).to_vec(),
+            legacy_proposals: false,
+            ike_proposals: Vec::new(),
         }
     }
 }
@@ -249,6 +257,15 @@ impl Ipsec {
     /// True when gate64 answers IKE: `certificate`, `private_key` and `ca` are all given.
     pub fn configured(&self) -> bool {
         self.certificate.is_some() && self.private_key.is_some() && self.ca.is_some()
+    }
+
+    /// `ike_proposals` as transform IDs (entries that do not parse, which validation
+    /// refuses, are left out).
+    pub fn ike_proposal_specs(&self) -> Vec<IkeProposal> {
+        self.ike_proposals
+            .iter()
+            .filter_map(|s| proposals::parse(s, self.legacy_proposals).ok())
+            .collect()
     }
 
     /// The warning to show while `require = false` (at start-up, in `check-config`, and
@@ -357,6 +374,8 @@ pub(crate) struct RawIpsec {
     dns: Option<Vec<Ipv6Addr>>,
     dns_domains: Option<Vec<String>>,
     esp_proposals: Option<Vec<String>>,
+    legacy_proposals: Option<bool>,
+    ike_proposals: Option<Vec<String>>,
 }
 
 impl RawIpsec {
@@ -413,6 +432,8 @@ impl RawIpsec {
                 .map(|d| d.trim_end_matches('.').to_ascii_lowercase())
                 .collect(),
             esp_proposals: self.esp_proposals.unwrap_or(d.esp_proposals),
+            legacy_proposals: self.legacy_proposals.unwrap_or(d.legacy_proposals),
+            ike_proposals: self.ike_proposals.unwrap_or_default(),
         }
     }
 }
@@ -598,7 +619,10 @@ impl Config {
 /// What an `[ipsec]` key's value looks like, for type errors.
 pub(crate) fn expected_form(path: &str) -> Option<&'static str> {
     Some(match path {
-        "ipsec.require" | "ipsec.rsa_pss" => "true or false",
+        "ipsec.require" | "ipsec.rsa_pss" | "ipsec.legacy_proposals" => "true or false",
+        "ipsec.ike_proposals" => {
+            "a list of proposals in strongSwan's notation, e.g. [\"aes256gcm16-prfsha256-ecp256\", \"aes256-sha256-modp2048\"]"
+        }
         "ipsec.certificate" | "ipsec.private_key" | "ipsec.ca" | "ipsec.user_ca" => {
             "a file path in quotes, e.g. \"/etc/gate64/ipsec.pem\""
         }
@@ -639,9 +663,11 @@ pub(crate) fn expected_form(path: &str) -> Option<&'static str> {
 }
 
 mod esp;
+mod proposals;
 mod validate;
 
 pub use esp::EspProposal;
+pub use proposals::IkeProposal;
 
 #[cfg(test)]
 mod tests;

@@ -69,7 +69,7 @@ pub use error::{ConfigError, ErrorKind};
 pub use gre::{Gre, GreTenant, GreTunnel};
 pub use iphttps::Iphttps;
 pub use ipsec::{
-    ClientEku as IpsecClientEku, CrlExpired as IpsecCrlExpired, EspProposal, Ipsec,
+    ClientEku as IpsecClientEku, CrlExpired as IpsecCrlExpired, EspProposal, IkeProposal, Ipsec,
     Ocsp as IpsecOcsp, SecondAuth as IpsecSecondAuth, UniqueIds as IpsecUniqueIds, pool6_endpoint,
 };
 pub use limits::Limits;

@@ -160,7 +160,9 @@ impl Config {
                 rsa_pss,
                 dns,
                 dns_domains,
-                esp_proposals
+                esp_proposals,
+                legacy_proposals,
+                ike_proposals
             ]
         );
         diff!(

@@ -330,7 +330,41 @@ pub fn responder_config(cfg: &Config) -> Result<Option<ResponderConfig>> {
     config.dns = cfg.ipsec_dns();
     config.dns_domains = cfg.ipsec.dns_domains.clone();
     config.esp_suites = esp_suites(cfg);
+    config.ike_policy = ike_policy(cfg);
     Ok(Some(config))
+}
+
+/// `ipsec.legacy_proposals` and `ipsec.ike_proposals` as the responder's policy (the
+/// transform IDs the config names are all ones gate64 implements: validation refuses others).
+fn ike_policy(cfg: &Config) -> gate64_ike::responder::IkePolicy {
+    use gate64_ike::keys::{Encr, Group, Integ, Prf};
+    let rules = cfg
+        .ipsec
+        .ike_proposal_specs()
+        .into_iter()
+        .map(|p| gate64_ike::responder::IkeProposalRule {
+            encr: p
+                .encr
+                .iter()
+                .filter_map(|&(id, bits)| Encr::from_transform(id, Some(bits)))
+                .collect(),
+            integ: p
+                .integ
+                .iter()
+                .filter_map(|&id| Integ::from_id(id))
+                .collect(),
+            prf: p.prf.iter().filter_map(|&id| Prf::from_id(id)).collect(),
+            groups: p
+                .groups
+                .iter()
+                .filter_map(|&id| Group::from_id(id))
+                .collect(),
+        })
+        .collect();
+    gate64_ike::responder::IkePolicy {
+        legacy: cfg.ipsec.legacy_proposals,
+        rules,
+    }
 }
 
 /// Binds the IKE sockets on `ipsec.endpoint` (500 and 4500: before the privilege drop) and

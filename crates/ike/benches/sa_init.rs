@@ -1,7 +1,10 @@
 //! The responder answering IKE_SA_INIT while IKE_AUTH verifications are out as jobs
 //! (`offload_auth`, as `gate64 serve` runs it): the cost of one IKE_SA_INIT (parse, proposal
 //! choice, ECP-256 key exchange, key schedule, response) with no job out and with 32 jobs
-//! handed out and not yet answered (what 2 auth threads hold when their queues are full).
+//! handed out and not yet answered (what 2 auth threads hold when their queues are full);
+//! and, with no job out, the same under macOS's set (AES-CBC-256, HMAC-SHA2-256, MODP-2048:
+//! two 2048-bit modular exponentiations with 512-bit exponents instead of two ECP-256
+//! multiplications).
 //! Each request comes from a fresh initiator (made outside the timing) in its own /64, so no
 //! per-source cap or cookie engages.
 
@@ -16,9 +19,21 @@ use criterion::{BatchSize, Criterion, criterion_group, criterion_main};
 use gate64_ike::auth::{Credentials, TrustAnchors};
 use gate64_ike::child_sa::TunnelKind;
 use gate64_ike::initiator::{Initiator, InitiatorConfig};
-use gate64_ike::keys::Group;
+use gate64_ike::keys::{Encr, Group, Integ, Prf, Suite};
 use gate64_ike::message::TrafficSelector;
 use gate64_ike::responder::{AuthJob, Responder, ResponderConfig};
+
+/// gate64's own set: AES-GCM-16-256, PRF-HMAC-SHA2-256, ECP-256.
+const ECP256: (Suite, Group) = (Suite::GCM256_SHA256, Group::Ecp256);
+/// macOS's set: AES-CBC-256, HMAC-SHA2-256-128, PRF-HMAC-SHA2-256, MODP-2048.
+const MODP2048: (Suite, Group) = (
+    Suite {
+        encr: Encr::AesCbc256,
+        integ: Some(Integ::HmacSha256_128),
+        prf: Prf::HmacSha256,
+    },
+    Group::Modp2048,
+);
 
 /// Auth jobs out in the loaded case: 2 threads x 16 in flight each.
 const JOBS_OUT: usize = 32;
@@ -55,14 +70,14 @@ impl Lab {
     }
 
     /// An intranet-tunnel initiator from `[2001:db8:<n>::7]:500`, one /64 per `n`.
-    fn initiator(&self, now: Instant, n: u64) -> Initiator {
+    fn initiator(&self, now: Instant, n: u64, (suite, group): (Suite, Group)) -> Initiator {
         let (chain, key) = &self.client_leaf;
         let credentials = Credentials::from_pem(chain.as_bytes(), key.as_bytes()).unwrap();
         let anchors = TrustAnchors::from_pem(self.servers.pem.as_bytes()).unwrap();
         let config = InitiatorConfig {
             credentials,
             anchors,
-            group: Group::Ecp256,
+            group,
             request_address: true,
             tsi: vec![TrafficSelector::range(
                 IpAddr::V6(Ipv6Addr::UNSPECIFIED),
@@ -78,12 +93,19 @@ impl Lab {
         };
         let net = (0x2001_0db8u128 << 96) | (u128::from(n) << 64) | 7;
         let local = SocketAddr::new(IpAddr::V6(Ipv6Addr::from(net)), 500);
-        Initiator::new(config, now, SystemTime::now(), local, self.server).unwrap()
+        let mut i = Initiator::new(config, now, SystemTime::now(), local, self.server).unwrap();
+        i.set_ike_suite(suite);
+        i
     }
 
     /// The IKE_SA_INIT request of a fresh initiator: (its source, the responder, bytes).
-    fn sa_init(&self, now: Instant, n: u64) -> (SocketAddr, SocketAddr, Vec<u8>) {
-        let mut i = self.initiator(now, n);
+    fn sa_init(
+        &self,
+        now: Instant,
+        n: u64,
+        set: (Suite, Group),
+    ) -> (SocketAddr, SocketAddr, Vec<u8>) {
+        let mut i = self.initiator(now, n, set);
         i.start(now);
         i.poll_transmit().unwrap()
     }
@@ -93,7 +115,7 @@ impl Lab {
 fn jobs_out(lab: &Lab, r: &mut Responder, now: Instant) -> Vec<AuthJob> {
     let mut jobs = Vec::new();
     for n in 0..JOBS_OUT as u64 {
-        let mut i = lab.initiator(now, 1_000_000 + n);
+        let mut i = lab.initiator(now, 1_000_000 + n, ECP256);
         i.start(now);
         let (local, remote, init) = i.poll_transmit().unwrap();
         r.handle(now, remote, local, &init);
@@ -119,7 +141,11 @@ fn bench(c: &mut Criterion) {
     };
     let now = Instant::now();
     let mut g = c.benchmark_group("ike_sa_init");
-    for (name, out) in [("no_auth_jobs_out", false), ("32_auth_jobs_out", true)] {
+    for (name, out, set) in [
+        ("no_auth_jobs_out", false, ECP256),
+        ("32_auth_jobs_out", true, ECP256),
+        ("modp2048_aes256_sha256", false, MODP2048),
+    ] {
         let mut r = lab.responder(now);
         let jobs = if out {
             jobs_out(&lab, &mut r, now)
@@ -131,7 +157,7 @@ fn bench(c: &mut Criterion) {
             b.iter_batched(
                 || {
                     n += 1;
-                    lab.sa_init(now, n)
+                    lab.sa_init(now, n, set)
                 },
                 |(local, remote, bytes)| {
                     r.handle(now, remote, local, &bytes);

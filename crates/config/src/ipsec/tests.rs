@@ -791,3 +791,100 @@ fn listen_refuses_what_cannot_be_served() {
         "list of IP addresses",
     );
 }
+
+#[test]
+fn legacy_proposals_default_off_and_typed() {
+    let c = parse(CREDENTIALS).unwrap();
+    assert!(!c.ipsec.legacy_proposals);
+    assert!(c.ipsec.ike_proposals.is_empty());
+    assert!(c.ipsec.ike_proposal_specs().is_empty());
+    let c = parse(&format!("{CREDENTIALS}legacy_proposals = true\n")).unwrap();
+    assert!(c.ipsec.legacy_proposals);
+    let e = refused(
+        &format!("{CREDENTIALS}legacy_proposals = \"yes\"\n"),
+        "ipsec.legacy_proposals",
+        "true or false",
+    );
+    assert_eq!(e.kind(), ErrorKind::WrongType);
+}
+
+#[test]
+fn ike_proposals_parse_in_strongswan_notation() {
+    use crate::IkeProposal;
+    let c = parse(&format!(
+        "{CREDENTIALS}ike_proposals = [\"aes256gcm16-prfsha384-ecp384\", \
+         \"aes256-aes128-sha256-sha512-modp2048-curve25519\", \"aes256gcm16-sha256-ecp256\"]\n"
+    ))
+    .unwrap();
+    assert_eq!(
+        c.ipsec.ike_proposal_specs(),
+        vec![
+            IkeProposal {
+                encr: vec![(20, 256)],
+                integ: vec![],
+                prf: vec![6],
+                groups: vec![20],
+            },
+            // Without PRF tokens AES-CBC takes the integrity tokens' PRFs.
+            IkeProposal {
+                encr: vec![(12, 256), (12, 128)],
+                integ: vec![12, 14],
+                prf: vec![5, 7],
+                groups: vec![14, 31],
+            },
+            // With AES-GCM an integrity token names the PRF.
+            IkeProposal {
+                encr: vec![(20, 256)],
+                integ: vec![],
+                prf: vec![5],
+                groups: vec![19],
+            },
+        ]
+    );
+}
+
+#[test]
+fn ike_proposals_refuse_unknown_legacy_and_incomplete_entries() {
+    for (value, needle) in [
+        ("aes256-sha256-modp9999", "\"modp9999\""),
+        ("3des-sha256-modp2048", "\"3des\""),
+        ("aes192-sha256-modp2048", "\"aes192\""),
+        ("aes256-sha1-modp2048", "ipsec.legacy_proposals = true"),
+        ("aes256-sha256-modp1024", "ipsec.legacy_proposals = true"),
+        ("aes256-modp2048", "integrity"),
+        ("aes256gcm16-ecp256", "PRF"),
+        ("aes256-sha256", "key-exchange group"),
+        ("sha256-ecp256", "cipher"),
+    ] {
+        refused(
+            &format!("{CREDENTIALS}ike_proposals = [\"{value}\"]\n"),
+            "ipsec.ike_proposals",
+            needle,
+        );
+    }
+    // Legacy tokens are accepted once legacy_proposals is set.
+    let c = parse(&format!(
+        "{CREDENTIALS}legacy_proposals = true\nike_proposals = [\"aes256-sha1-modp1024\"]\n"
+    ))
+    .unwrap();
+    assert_eq!(c.ipsec.ike_proposal_specs()[0].groups, vec![2]);
+    let e = refused(
+        &format!("{CREDENTIALS}ike_proposals = \"aes256-sha256-modp2048\"\n"),
+        "ipsec.ike_proposals",
+        "strongSwan's notation",
+    );
+    assert_eq!(e.kind(), ErrorKind::WrongType);
+}
+
+#[test]
+fn proposal_keys_need_a_restart() {
+    let a = parse(CREDENTIALS).unwrap();
+    let b = parse(&format!(
+        "{CREDENTIALS}legacy_proposals = true\nike_proposals = [\"aes256-sha256-modp2048\"]\n"
+    ))
+    .unwrap();
+    assert_eq!(
+        a.restart_only_changes(&b),
+        ["ipsec.legacy_proposals", "ipsec.ike_proposals"]
+    );
+}

@@ -46,7 +46,43 @@ impl Config {
                 self.validate_tunnel_prefixes(key, prefixes)?;
             }
         }
+        self.validate_ike_proposals()?;
         self.validate_ipsec_timers()
+    }
+
+    /// Every `ike_proposals` entry parses: known tokens, legacy ones only with
+    /// `legacy_proposals`, a cipher, integrity or PRF and a group in each.
+    fn validate_ike_proposals(&self) -> Result<(), ConfigError> {
+        let key = "ipsec.ike_proposals";
+        for s in &self.ipsec.ike_proposals {
+            match proposals::parse(s, self.ipsec.legacy_proposals) {
+                Ok(_) => {}
+                Err(proposals::ProposalError::Unknown(t)) => {
+                    return Err(invalid(
+                        key,
+                        format!("{s:?}"),
+                        format!(
+                            "unknown or unsupported algorithm {t:?} (3DES and AES-192 are not \
+                             implemented); known: {}",
+                            proposals::KNOWN_TOKENS
+                        ),
+                    ));
+                }
+                Err(proposals::ProposalError::Legacy(t)) => {
+                    return Err(invalid(
+                        key,
+                        format!("{s:?}"),
+                        format!(
+                            "{t:?} is a legacy algorithm: set ipsec.legacy_proposals = true to allow it"
+                        ),
+                    ));
+                }
+                Err(proposals::ProposalError::Missing(what)) => {
+                    return Err(invalid(key, format!("{s:?}"), format!("lacks {what}")));
+                }
+            }
+        }
+        Ok(())
     }
 
     /// The three files go together: IPsec is configured by all of them or none.

@@ -118,7 +118,7 @@ impl Initiator {
         let octets = [
             &self.init_response[..],
             &self.ni,
-            &keys::prf(&keys.sk_pr.0, &[&proof.id.body()]),
+            &keys.sk_pr.prf(&[&proof.id.body()]),
         ]
         .concat();
         let identity = self
@@ -222,7 +222,7 @@ pub(super) fn prove(
         kind: ours.id_type.code(),
         data: ours.data,
     };
-    let octets = [init_request, nr, &keys::prf(&keys.sk_pi.0, &[&idi.body()])].concat();
+    let octets = [init_request, nr, &keys.sk_pi.prf(&[&idi.body()])].concat();
     let method = if peer_hashes.is_empty() {
         credentials.classic_method()
     } else {

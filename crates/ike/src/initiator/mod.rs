@@ -155,6 +155,8 @@ pub struct Initiator {
     pub(crate) spi_i: u64,
     pub(crate) spi_r: u64,
     kex: KeyExchange,
+    /// The IKE SA algorithms proposed (with every group of `kex` and the defaults).
+    ike_suite: keys::Suite,
     pub(crate) ni: Vec<u8>,
     pub(crate) nr: Vec<u8>,
     cookie: Option<Vec<u8>>,
@@ -212,6 +214,7 @@ impl Initiator {
             spi_i,
             spi_r: 0,
             kex,
+            ike_suite: keys::Suite::GCM256_SHA256,
             ni: keys::random_bytes(32)?,
             nr: Vec::new(),
             cookie: None,
@@ -231,6 +234,12 @@ impl Initiator {
             child_now: None,
             pending: None,
         })
+    }
+
+    /// Proposes `suite` for the IKE SA instead of AES-GCM-16-256 with PRF-HMAC-SHA2-256
+    /// (before [`Initiator::start`]); the key-exchange groups stay those of the config.
+    pub fn set_ike_suite(&mut self, suite: keys::Suite) {
+        self.ike_suite = suite;
     }
 
     /// Names the identity the responder must prove: sent as IDr in IKE_AUTH (RFC 7296 §2.15
@@ -380,10 +389,7 @@ impl Initiator {
         if let Some(c) = &self.cookie {
             payloads.push(Payload::Notify(Notify::new(notify::COOKIE, c.clone())));
         }
-        let mut transforms = vec![
-            Transform::with_key_length(transform::ENCR, transform::ENCR_AES_GCM_16, 256),
-            Transform::new(transform::PRF, transform::PRF_HMAC_SHA2_256),
-        ];
+        let mut transforms = self.ike_suite.transforms();
         for g in [self.config.group, Group::Ecp256, Group::Curve25519] {
             if !transforms
                 .iter()
@@ -479,7 +485,14 @@ impl Initiator {
         );
         let shared = self.kex.agree(ke).map_err(|_| InitiatorError::Malformed)?;
         self.spi_r = m.header.spi_r;
-        let keys = IkeKeys::derive(&shared, &self.ni, &nr, self.spi_i, self.spi_r)?;
+        let keys = IkeKeys::derive(
+            self.ike_suite,
+            &shared,
+            &self.ni,
+            &nr,
+            self.spi_i,
+            self.spi_r,
+        )?;
         self.nr = nr;
         if self.nat_detected(m) {
             // RFC 7296 §2.23: behind a NAT (or a peer that fakes one to force UDP

@@ -1,13 +1,21 @@
-//! The IKEv2 key schedule (RFC 7296 §2.13-§2.14, §2.17) and the encrypted payload with
-//! AES-GCM-16 (RFC 5282), over aws-lc-rs.
+//! The IKEv2 key schedule (RFC 7296 §2.13-§2.14, §2.17) and the encrypted payload, over
+//! aws-lc-rs.
 //!
-//! Key exchange: group 19, ECP-256, whose KE data is x ‖ y (64 bytes) and whose shared
-//! secret is x alone (RFC 5903 §7: aws-lc-rs speaks the SEC1 form with a 0x04 prefix, so it is
-//! added and stripped here); group 31, Curve25519, 32-byte keys (RFC 8031).
-//! PRF: HMAC-SHA2-256 (RFC 4868). With an AEAD there are no SK_a* keys (RFC 5282 §7) and
-//! each SK_e* is a 32-byte key followed by a 4-byte salt.
+//! What an IKE SA negotiated is a [`Suite`] (cipher, integrity, PRF: `suite`) and a
+//! [`Group`] (`dh`). The SK payload is AES-GCM-16 (RFC 5282: no SK_a* keys, each SK_e* a
+//! key followed by a 4-byte salt) or AES-CBC with an HMAC-SHA2 or, with
+//! `legacy_proposals`, HMAC-SHA1-96 ICV (RFC 3602, RFC 4868, RFC 2404). The PRF is
+//! HMAC-SHA2-256/384/512 or, with `legacy_proposals`, HMAC-SHA1; SK_d and SK_p* are as long
+//! as its output.
 
-use aws_lc_rs::{aead, agreement, hmac, rand};
+use aws_lc_rs::iv::FixedLength;
+use aws_lc_rs::{aead, cipher, constant_time, rand};
+
+mod dh;
+mod suite;
+
+pub use dh::{Group, KeyExchange};
+pub use suite::{ENCR_3DES, ENCR_AES_CBC, Encr, Integ, Prf, Suite};
 
 use crate::message::{
     HEADER_LEN, Header, ParseError, Payload, emit_chain, finish_length, kind, parse_chain,
@@ -19,8 +27,6 @@ pub const IV_LEN: usize = 8;
 pub const ICV_LEN: usize = 16;
 /// AES-256 key plus the 4-byte salt, as prf+ yields it (RFC 5282 §7.1).
 pub const AES256_GCM_KEYMAT: usize = 36;
-/// Output length of PRF_HMAC_SHA2_256, and the SK_d/SK_p* length.
-pub const PRF_LEN: usize = 32;
 
 /// A crypto failure: bad peer public value, or an internal error of the library.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
@@ -49,116 +55,6 @@ pub enum OpenError {
     Integrity,
 }
 
-/// A Diffie-Hellman group gate64 implements.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Group {
-    /// 256-bit random ECP group, number 19.
-    Ecp256,
-    /// Curve25519, number 31.
-    Curve25519,
-}
-
-impl Group {
-    /// The group for a transform ID.
-    pub fn from_id(id: u16) -> Option<Self> {
-        match id {
-            19 => Some(Group::Ecp256),
-            31 => Some(Group::Curve25519),
-            _ => None,
-        }
-    }
-
-    /// The IANA transform ID.
-    pub fn id(self) -> u16 {
-        match self {
-            Group::Ecp256 => 19,
-            Group::Curve25519 => 31,
-        }
-    }
-
-    /// KE payload data length.
-    pub fn public_len(self) -> usize {
-        match self {
-            Group::Ecp256 => 64,
-            Group::Curve25519 => 32,
-        }
-    }
-
-    fn algorithm(self) -> &'static agreement::Algorithm {
-        match self {
-            Group::Ecp256 => &agreement::ECDH_P256,
-            Group::Curve25519 => &agreement::X25519,
-        }
-    }
-}
-
-/// One side's key-exchange private value.
-pub struct KeyExchange {
-    group: Group,
-    private: agreement::PrivateKey,
-}
-
-impl std::fmt::Debug for KeyExchange {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "KeyExchange({:?}, <redacted>)", self.group)
-    }
-}
-
-impl KeyExchange {
-    /// A fresh private value from the library's RNG.
-    pub fn generate(group: Group) -> Result<Self, CryptoError> {
-        let private =
-            agreement::PrivateKey::generate(group.algorithm()).map_err(|_| CryptoError::Library)?;
-        Ok(KeyExchange { group, private })
-    }
-
-    /// A given private value (known-answer tests).
-    pub fn from_private(group: Group, bytes: &[u8]) -> Result<Self, CryptoError> {
-        let private = agreement::PrivateKey::from_private_key(group.algorithm(), bytes)
-            .map_err(|_| CryptoError::Library)?;
-        Ok(KeyExchange { group, private })
-    }
-
-    /// The group.
-    pub fn group(&self) -> Group {
-        self.group
-    }
-
-    /// The KE payload data.
-    pub fn public_data(&self) -> Result<Vec<u8>, CryptoError> {
-        let public = self
-            .private
-            .compute_public_key()
-            .map_err(|_| CryptoError::Library)?;
-        let bytes = public.as_ref();
-        Ok(match self.group {
-            // RFC 5903 §7: x ‖ y without SEC1's 0x04 point-format byte.
-            Group::Ecp256 => bytes.get(1..).ok_or(CryptoError::Library)?.to_vec(),
-            Group::Curve25519 => bytes.to_vec(),
-        })
-    }
-
-    /// The shared secret g^ir from the peer's KE data.
-    pub fn agree(&self, peer: &[u8]) -> Result<Secret, CryptoError> {
-        if peer.len() != self.group.public_len() {
-            return Err(CryptoError::PeerPublicValue);
-        }
-        let sec1;
-        let peer = match self.group {
-            Group::Ecp256 => {
-                sec1 = [&[0x04][..], peer].concat();
-                &sec1[..]
-            }
-            Group::Curve25519 => peer,
-        };
-        let unparsed = agreement::UnparsedPublicKey::new(self.group.algorithm(), peer);
-        // RFC 5903 §7: the ECP shared secret is the x coordinate, which is what ECDH yields.
-        agreement::agree(&self.private, unparsed, CryptoError::PeerPublicValue, |s| {
-            Ok(Secret(s.to_vec()))
-        })
-    }
-}
-
 /// Secret bytes that never print.
 #[derive(Clone, PartialEq, Eq)]
 pub struct Secret(pub Vec<u8>);
@@ -169,101 +65,115 @@ impl std::fmt::Debug for Secret {
     }
 }
 
-/// prf = HMAC-SHA2-256 (RFC 4868).
-pub fn prf(key: &[u8], data: &[&[u8]]) -> Vec<u8> {
-    let mut ctx = hmac::Context::with_key(&hmac::Key::new(hmac::HMAC_SHA256, key));
-    for d in data {
-        ctx.update(d);
-    }
-    ctx.sign().as_ref().to_vec()
+/// A PRF key (SK_d, SK_pi, SK_pr) with the PRF it is used with.
+#[derive(Clone, PartialEq, Eq)]
+pub struct PrfKey {
+    /// The IKE SA's PRF.
+    pub prf: Prf,
+    /// The key, as long as the PRF's output.
+    pub key: Secret,
 }
 
-/// prf+ (RFC 7296 §2.13): T1 = prf(K, S ‖ 0x01), Tn = prf(K, Tn-1 ‖ S ‖ n), truncated to
-/// `len` (at most 255 blocks).
-pub fn prf_plus(key: &[u8], seed: &[u8], len: usize) -> Secret {
-    let mut out = Vec::with_capacity(len + PRF_LEN);
-    let mut previous: Vec<u8> = Vec::new();
-    let mut counter: u8 = 1;
-    while out.len() < len {
-        previous = prf(key, &[&previous, seed, &[counter]]);
-        out.extend_from_slice(&previous);
-        match counter.checked_add(1) {
-            Some(c) => counter = c,
-            None => break,
-        }
+impl std::fmt::Debug for PrfKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "PrfKey({:?}, <redacted>)", self.prf)
     }
-    out.truncate(len);
-    Secret(out)
 }
 
-/// The keys of one IKE SA (RFC 7296 §2.14), for AES-GCM-16-256 + PRF_HMAC_SHA2_256.
+impl PrfKey {
+    /// prf(key, data₀ ‖ data₁ ‖ ...).
+    pub fn prf(&self, data: &[&[u8]]) -> Vec<u8> {
+        self.prf.prf(&self.key.0, data)
+    }
+}
+
+/// The keys of one IKE SA (RFC 7296 §2.14) for its negotiated [`Suite`].
 #[derive(Clone)]
 pub struct IkeKeys {
+    /// The algorithms the keys are for.
+    pub suite: Suite,
     /// SK_d: seeds child SA keys and the rekeyed IKE SA.
-    pub sk_d: Secret,
-    /// SK_ei: protects initiator-to-responder messages.
+    pub sk_d: PrfKey,
+    /// SK_ei (and SK_ai): protects initiator-to-responder messages.
     pub sk_ei: SkCipher,
-    /// SK_er: protects responder-to-initiator messages.
+    /// SK_er (and SK_ar): protects responder-to-initiator messages.
     pub sk_er: SkCipher,
     /// SK_pi: used in the initiator's AUTH octets.
-    pub sk_pi: Secret,
+    pub sk_pi: PrfKey,
     /// SK_pr: used in the responder's AUTH octets.
-    pub sk_pr: Secret,
+    pub sk_pr: PrfKey,
 }
 
 impl std::fmt::Debug for IkeKeys {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("IkeKeys(<redacted>)")
+        write!(f, "IkeKeys({:?}, <redacted>)", self.suite)
     }
 }
 
 impl IkeKeys {
-    /// SKEYSEED = prf(Ni ‖ Nr, g^ir); {SK_d | SK_ei | SK_er | SK_pi | SK_pr} =
+    /// SKEYSEED = prf(Ni ‖ Nr, g^ir); {SK_d | SK_ai | SK_ar | SK_ei | SK_er | SK_pi | SK_pr} =
     /// prf+(SKEYSEED, Ni ‖ Nr ‖ SPIi ‖ SPIr). SK_ai/SK_ar are empty with an AEAD.
     pub fn derive(
+        suite: Suite,
         shared: &Secret,
         ni: &[u8],
         nr: &[u8],
         spi_i: u64,
         spi_r: u64,
     ) -> Result<Self, CryptoError> {
-        let skeyseed = prf(&[ni, nr].concat(), &[&shared.0]);
-        Self::from_skeyseed(&skeyseed, ni, nr, spi_i, spi_r)
+        let skeyseed = suite.prf.prf(&[ni, nr].concat(), &[&shared.0]);
+        Self::from_skeyseed(suite, &skeyseed, ni, nr, spi_i, spi_r)
     }
 
-    /// For an IKE SA rekey (RFC 7296 §2.18): SKEYSEED = prf(SK_d (old), g^ir (new) ‖ Ni ‖ Nr).
+    /// For an IKE SA rekey (RFC 7296 §2.18): SKEYSEED = prf(SK_d (old), g^ir (new) ‖ Ni ‖ Nr)
+    /// with the old IKE SA's PRF (the exchange belongs to it), then prf+ with the new one's.
     pub fn derive_rekey(
-        old_sk_d: &Secret,
+        old_sk_d: &PrfKey,
+        suite: Suite,
         shared: &Secret,
         ni: &[u8],
         nr: &[u8],
         spi_i: u64,
         spi_r: u64,
     ) -> Result<Self, CryptoError> {
-        let skeyseed = prf(&old_sk_d.0, &[&shared.0, ni, nr]);
-        Self::from_skeyseed(&skeyseed, ni, nr, spi_i, spi_r)
+        let skeyseed = old_sk_d.prf(&[&shared.0, ni, nr]);
+        Self::from_skeyseed(suite, &skeyseed, ni, nr, spi_i, spi_r)
     }
 
     fn from_skeyseed(
+        suite: Suite,
         skeyseed: &[u8],
         ni: &[u8],
         nr: &[u8],
         spi_i: u64,
         spi_r: u64,
     ) -> Result<Self, CryptoError> {
+        if !suite.is_consistent() {
+            return Err(CryptoError::Library);
+        }
         let seed = [ni, nr, &spi_i.to_be_bytes(), &spi_r.to_be_bytes()].concat();
-        let total = PRF_LEN + 2 * AES256_GCM_KEYMAT + 2 * PRF_LEN;
-        let km = prf_plus(skeyseed, &seed, total);
-        let (sk_d, rest) = km.0.split_at(PRF_LEN);
-        let (sk_ei, rest) = rest.split_at(AES256_GCM_KEYMAT);
-        let (sk_er, rest) = rest.split_at(AES256_GCM_KEYMAT);
-        let (sk_pi, sk_pr) = rest.split_at(PRF_LEN);
+        let prf_len = suite.prf.output_len();
+        let integ_len = suite.integ.map_or(0, Integ::key_len);
+        let encr_len = suite.encr.keymat_len();
+        let total = 3 * prf_len + 2 * integ_len + 2 * encr_len;
+        let km = suite.prf.prf_plus(skeyseed, &seed, total);
+        let (sk_d, rest) = km.split_at(prf_len);
+        let (sk_ai, rest) = rest.split_at(integ_len);
+        let (sk_ar, rest) = rest.split_at(integ_len);
+        let (sk_ei, rest) = rest.split_at(encr_len);
+        let (sk_er, rest) = rest.split_at(encr_len);
+        let (sk_pi, sk_pr) = rest.split_at(prf_len);
+        let key = |k: &[u8]| PrfKey {
+            prf: suite.prf,
+            key: Secret(k.to_vec()),
+        };
         Ok(IkeKeys {
-            sk_d: Secret(sk_d.to_vec()),
-            sk_ei: SkCipher::new(sk_ei)?,
-            sk_er: SkCipher::new(sk_er)?,
-            sk_pi: Secret(sk_pi.to_vec()),
-            sk_pr: Secret(sk_pr.to_vec()),
+            suite,
+            sk_d: key(sk_d),
+            sk_ei: SkCipher::new(suite.encr, sk_ei, suite.integ.map(|i| (i, sk_ai)))?,
+            sk_er: SkCipher::new(suite.encr, sk_er, suite.integ.map(|i| (i, sk_ar)))?,
+            sk_pi: key(sk_pi),
+            sk_pr: key(sk_pr),
         })
     }
 }
@@ -272,50 +182,127 @@ impl IkeKeys {
 /// initiator-to-responder key first. Each half is `per_direction` bytes (36 for
 /// AES-GCM-16-256: key ‖ salt).
 pub fn child_keymat(
-    sk_d: &Secret,
+    sk_d: &PrfKey,
     pfs: Option<&Secret>,
     ni: &[u8],
     nr: &[u8],
     per_direction: usize,
 ) -> (Secret, Secret) {
     let seed = [pfs.map_or(&[][..], |s| &s.0), ni, nr].concat();
-    let km = prf_plus(&sk_d.0, &seed, 2 * per_direction);
-    let (i_to_r, r_to_i) = km.0.split_at(per_direction);
+    let km = sk_d.prf.prf_plus(&sk_d.key.0, &seed, 2 * per_direction);
+    let (i_to_r, r_to_i) = km.split_at(per_direction);
     (Secret(i_to_r.to_vec()), Secret(r_to_i.to_vec()))
 }
 
-/// AES-256-GCM-16 for the SK payload: key and 4-byte salt.
+/// The SK payload's protection in one direction: AES-GCM-16 (RFC 5282: key and 4-byte salt,
+/// 8-byte explicit IV, 16-byte ICV over the AAD), or AES-CBC (RFC 3602: 16-byte random IV,
+/// plaintext padded to the block) followed by an HMAC over the whole message up to the ICV
+/// (RFC 7296 §3.14, RFC 4868).
 ///
-/// Holds the 32 key bytes, not the library's expanded key (about 670 bytes of aws-lc
+/// Holds the key bytes, not the library's expanded key (about 670 bytes of aws-lc
 /// context): an IKE SA seals and opens a message every few minutes at most once it is up,
 /// while gate64 holds two of these for every one of up to 200,000 IKE SAs, so the
 /// key schedule is run per message instead.
 #[derive(Clone)]
 pub struct SkCipher {
+    encr: Encr,
     key: [u8; 32],
     salt: [u8; 4],
+    integ: Option<(Integ, Box<[u8]>)>,
 }
 
+/// AES block length: the CBC IV and the padding unit.
+const AES_BLOCK: usize = 16;
+
 impl SkCipher {
-    /// From 36 bytes of prf+ output: 32-byte key then 4-byte salt (RFC 5282 §7.1).
-    pub fn new(keymat: &[u8]) -> Result<Self, CryptoError> {
-        if keymat.len() != AES256_GCM_KEYMAT {
+    /// From prf+ output: the cipher's key material (the key, then the salt for AES-GCM,
+    /// RFC 5282 §7.1) and, exactly when the cipher is not an AEAD, the integrity algorithm
+    /// with its key.
+    pub fn new(
+        encr: Encr,
+        keymat: &[u8],
+        integ: Option<(Integ, &[u8])>,
+    ) -> Result<Self, CryptoError> {
+        if keymat.len() != encr.keymat_len() || encr.is_aead() != integ.is_none() {
             return Err(CryptoError::Library);
         }
+        let key_len = encr.key_len();
         let mut key = [0; 32];
-        key.copy_from_slice(&keymat[..32]);
+        key[..key_len].copy_from_slice(&keymat[..key_len]);
         let mut salt = [0; 4];
-        salt.copy_from_slice(&keymat[32..]);
-        let cipher = SkCipher { key, salt };
-        cipher.expanded()?;
+        if encr.is_aead() {
+            salt.copy_from_slice(&keymat[key_len..]);
+        }
+        let integ = match integ {
+            Some((i, k)) if k.len() == i.key_len() => Some((i, Box::from(k))),
+            Some(_) => return Err(CryptoError::Library),
+            None => None,
+        };
+        let cipher = SkCipher {
+            encr,
+            key,
+            salt,
+            integ,
+        };
+        if encr.is_aead() {
+            cipher.aead_key()?;
+        }
         Ok(cipher)
     }
 
-    /// The key as the library uses it (checked once by [`SkCipher::new`]).
-    fn expanded(&self) -> Result<aead::LessSafeKey, CryptoError> {
-        aead::UnboundKey::new(&aead::AES_256_GCM, &self.key)
+    /// The cipher.
+    pub fn encr(&self) -> Encr {
+        self.encr
+    }
+
+    /// Length of the IV in front of the ciphertext.
+    pub fn iv_len(&self) -> usize {
+        if self.encr.is_aead() {
+            IV_LEN
+        } else {
+            AES_BLOCK
+        }
+    }
+
+    /// Length of the ICV behind the ciphertext.
+    pub fn icv_len(&self) -> usize {
+        match &self.integ {
+            Some((i, _)) => i.icv_len(),
+            None => ICV_LEN,
+        }
+    }
+
+    /// Bytes the ciphertext may grow by through padding (to the block, beyond the pad
+    /// length byte).
+    pub fn max_padding(&self) -> usize {
+        if self.encr.is_aead() {
+            0
+        } else {
+            AES_BLOCK - 1
+        }
+    }
+
+    fn key_bytes(&self) -> &[u8] {
+        &self.key[..self.encr.key_len()]
+    }
+
+    /// The AEAD key as the library uses it (checked once by [`SkCipher::new`]).
+    fn aead_key(&self) -> Result<aead::LessSafeKey, CryptoError> {
+        let alg = match self.encr {
+            Encr::AesGcm16_128 => &aead::AES_128_GCM,
+            _ => &aead::AES_256_GCM,
+        };
+        aead::UnboundKey::new(alg, self.key_bytes())
             .map(aead::LessSafeKey::new)
             .map_err(|_| CryptoError::Library)
+    }
+
+    fn cbc_key(&self) -> Result<cipher::UnboundCipherKey, CryptoError> {
+        let alg = match self.encr {
+            Encr::AesCbc128 => &cipher::AES_128,
+            _ => &cipher::AES_256,
+        };
+        cipher::UnboundCipherKey::new(alg, self.key_bytes()).map_err(|_| CryptoError::Library)
     }
 
     fn nonce(&self, iv: &[u8; IV_LEN]) -> aead::Nonce {
@@ -325,39 +312,106 @@ impl SkCipher {
         aead::Nonce::assume_unique_for_key(n)
     }
 
-    /// Encrypts `plain` in place under `aad` and explicit IV `iv`; appends the ICV.
-    fn seal(&self, iv: &[u8; IV_LEN], aad: &[u8], plain: &mut Vec<u8>) -> Result<(), CryptoError> {
-        self.expanded()?
-            .seal_in_place_append_tag(self.nonce(iv), aead::Aad::from(aad), plain)
-            .map_err(|_| CryptoError::Library)
+    /// Appends padding and the pad length byte: none with AES-GCM, to a whole number of
+    /// blocks with AES-CBC (RFC 7296 §3.14: the padding's content is not checked).
+    fn pad(&self, plain: &mut Vec<u8>) {
+        let padding = if self.encr.is_aead() {
+            0
+        } else {
+            (AES_BLOCK - (plain.len() + 1) % AES_BLOCK) % AES_BLOCK
+        };
+        plain.resize(plain.len() + padding, 0);
+        // `padding` is below the block length, so it fits a byte.
+        plain.push(u8::try_from(padding).unwrap_or(0));
     }
 
-    /// Opens IV ‖ ciphertext ‖ ICV authenticated with `aad`; returns the plaintext.
+    /// Seals padded `plain` onto `out`, which holds the message up to the encrypted body
+    /// with every length field already final: appends IV ‖ ciphertext ‖ ICV.
+    fn seal_onto(&self, out: &mut Vec<u8>, mut plain: Vec<u8>) -> Result<(), CryptoError> {
+        match &self.integ {
+            None => {
+                let mut iv = [0; IV_LEN];
+                rand::fill(&mut iv).map_err(|_| CryptoError::Library)?;
+                self.aead_key()?
+                    .seal_in_place_append_tag(
+                        self.nonce(&iv),
+                        aead::Aad::from(&out[..]),
+                        &mut plain,
+                    )
+                    .map_err(|_| CryptoError::Library)?;
+                out.extend_from_slice(&iv);
+                out.extend_from_slice(&plain);
+            }
+            Some((integ, integ_key)) => {
+                let mut iv = [0; AES_BLOCK];
+                rand::fill(&mut iv).map_err(|_| CryptoError::Library)?;
+                cipher::EncryptingKey::cbc(self.cbc_key()?)
+                    .and_then(|k| {
+                        k.less_safe_encrypt(
+                            &mut plain,
+                            cipher::EncryptionContext::Iv128(FixedLength::from(iv)),
+                        )
+                    })
+                    .map_err(|_| CryptoError::Library)?;
+                out.extend_from_slice(&iv);
+                out.extend_from_slice(&plain);
+                let icv = integ.mac(integ_key, &[out]);
+                out.extend_from_slice(&icv);
+            }
+        }
+        Ok(())
+    }
+
+    /// Opens IV ‖ ciphertext ‖ ICV, the tail of a message whose head is `aad`; returns the
+    /// plaintext with its padding.
     fn open(&self, aad: &[u8], body: &[u8]) -> Result<Vec<u8>, OpenError> {
-        if body.len() < IV_LEN + ICV_LEN {
+        let (iv_len, icv_len) = (self.iv_len(), self.icv_len());
+        if body.len() < iv_len + icv_len {
             return Err(OpenError::Integrity);
         }
-        let mut iv = [0; IV_LEN];
-        iv.copy_from_slice(&body[..IV_LEN]);
-        // `new` expanded this key once already: a failure here is the library's, and the
-        // message is refused like one that does not verify.
-        let key = self.expanded().map_err(|_| OpenError::Integrity)?;
-        let mut buf = body[IV_LEN..].to_vec();
-        let plain_len = key
-            .open_in_place(self.nonce(&iv), aead::Aad::from(aad), &mut buf)
-            .map_err(|_| OpenError::Integrity)?
-            .len();
-        buf.truncate(plain_len);
-        Ok(buf)
+        let (iv, rest) = body.split_at(iv_len);
+        let (text, icv) = rest.split_at(rest.len() - icv_len);
+        match &self.integ {
+            None => {
+                let mut explicit = [0; IV_LEN];
+                explicit.copy_from_slice(iv);
+                // `new` expanded this key once already: a failure here is the library's,
+                // and the message is refused like one that does not verify.
+                let key = self.aead_key().map_err(|_| OpenError::Integrity)?;
+                let mut buf = rest.to_vec();
+                let plain_len = key
+                    .open_in_place(self.nonce(&explicit), aead::Aad::from(aad), &mut buf)
+                    .map_err(|_| OpenError::Integrity)?
+                    .len();
+                buf.truncate(plain_len);
+                Ok(buf)
+            }
+            Some((integ, integ_key)) => {
+                let expected = integ.mac(integ_key, &[aad, iv, text]);
+                constant_time::verify_slices_are_equal(&expected, icv)
+                    .map_err(|_| OpenError::Integrity)?;
+                // Authentic but not whole blocks: the peer's encoder is broken.
+                if text.is_empty() || text.len() % AES_BLOCK != 0 {
+                    return Err(OpenError::Parse(ParseError::Malformed));
+                }
+                let mut block_iv = [0; AES_BLOCK];
+                block_iv.copy_from_slice(iv);
+                let mut buf = text.to_vec();
+                let key =
+                    cipher::DecryptingKey::cbc(self.cbc_key().map_err(|_| OpenError::Integrity)?)
+                        .map_err(|_| OpenError::Integrity)?;
+                let len = key
+                    .decrypt(
+                        &mut buf,
+                        cipher::DecryptionContext::Iv128(FixedLength::from(block_iv)),
+                    )
+                    .map_err(|_| OpenError::Integrity)?
+                    .len();
+                buf.truncate(len);
+                Ok(buf)
+            }
+        }
     }
-}
-
-/// A fresh random explicit IV. RFC 5282 §3 requires IVs never to repeat under one key;
-/// 64 random bits per message are far from a collision over an IKE SA's lifetime.
-pub fn random_iv() -> Result<[u8; IV_LEN], CryptoError> {
-    let mut iv = [0; IV_LEN];
-    rand::fill(&mut iv).map_err(|_| CryptoError::Library)?;
-    Ok(iv)
 }
 
 /// Random bytes from the library's RNG (nonces, SPIs, cookie secrets).
@@ -368,8 +422,8 @@ pub fn random_bytes(len: usize) -> Result<Vec<u8>, CryptoError> {
 }
 
 /// Builds a protected message: header, then one SK payload holding `inner` (RFC 7296 §3.14;
-/// plaintext = payloads ‖ padding (none) ‖ pad length; AAD = IKE header ‖ SK header,
-/// RFC 5282 §5.1).
+/// plaintext = payloads ‖ padding ‖ pad length; AES-GCM's AAD = IKE header ‖ SK header,
+/// RFC 5282 §5.1; AES-CBC's ICV covers the message up to it).
 pub fn seal_message(
     header: &Header,
     inner: &[Payload],
@@ -377,23 +431,27 @@ pub fn seal_message(
 ) -> Result<Vec<u8>, CryptoError> {
     let mut plain = Vec::with_capacity(1024);
     let first = emit_chain(inner, &mut plain);
-    plain.push(0);
-    let mut out = Vec::with_capacity(HEADER_LEN + 4 + IV_LEN + plain.len() + ICV_LEN);
+    cipher.pad(&mut plain);
+    let body_len = cipher.iv_len() + plain.len() + cipher.icv_len();
+    let mut out = Vec::with_capacity(HEADER_LEN + 4 + body_len);
     header.emit(kind::SK, &mut out);
-    let sk_len =
-        u16::try_from(4 + IV_LEN + plain.len() + ICV_LEN).map_err(|_| CryptoError::Library)?;
+    let sk_len = u16::try_from(4 + body_len).map_err(|_| CryptoError::Library)?;
     out.push(first);
     out.push(0);
     out.extend_from_slice(&sk_len.to_be_bytes());
-    out.resize(out.len() + IV_LEN + plain.len() + ICV_LEN, 0);
-    finish_length(&mut out);
-    let aad_len = HEADER_LEN + 4;
-    out.truncate(aad_len);
-    let iv = random_iv()?;
-    cipher.seal(&iv, &out, &mut plain)?;
-    out.extend_from_slice(&iv);
-    out.extend_from_slice(&plain);
+    set_length(&mut out, body_len)?;
+    cipher.seal_onto(&mut out, plain)?;
     Ok(out)
+}
+
+/// Writes into the IKE header of `head` the length of the whole message: `head` and the
+/// `body_len` bytes still to come.
+fn set_length(head: &mut Vec<u8>, body_len: usize) -> Result<(), CryptoError> {
+    let len = head.len();
+    head.resize(len + body_len, 0);
+    finish_length(head);
+    head.truncate(len);
+    Ok(())
 }
 
 /// Builds RFC 7383 fragments of a protected message: the inner payload chain is cut into
@@ -407,7 +465,7 @@ pub fn seal_fragments(
 ) -> Result<Vec<Vec<u8>>, CryptoError> {
     let mut chain = Vec::with_capacity(2048);
     let first = emit_chain(inner, &mut chain);
-    let overhead = HEADER_LEN + 8 + IV_LEN + 1 + ICV_LEN;
+    let overhead = HEADER_LEN + 8 + cipher.iv_len() + 1 + cipher.max_padding() + cipher.icv_len();
     let room = fragment_size
         .checked_sub(overhead)
         .filter(|r| *r >= 64)
@@ -418,24 +476,18 @@ pub fn seal_fragments(
     for (i, piece) in pieces.iter().enumerate() {
         let number = u16::try_from(i + 1).map_err(|_| CryptoError::Library)?;
         let mut plain = piece.to_vec();
-        plain.push(0);
-        let mut msg = Vec::with_capacity(overhead + piece.len());
+        cipher.pad(&mut plain);
+        let body_len = cipher.iv_len() + plain.len() + cipher.icv_len();
+        let mut msg = Vec::with_capacity(HEADER_LEN + 8 + body_len);
         header.emit(kind::SKF, &mut msg);
-        let len =
-            u16::try_from(8 + IV_LEN + plain.len() + ICV_LEN).map_err(|_| CryptoError::Library)?;
+        let len = u16::try_from(8 + body_len).map_err(|_| CryptoError::Library)?;
         msg.push(if number == 1 { first } else { kind::NONE });
         msg.push(0);
         msg.extend_from_slice(&len.to_be_bytes());
         msg.extend_from_slice(&number.to_be_bytes());
         msg.extend_from_slice(&total.to_be_bytes());
-        let aad_len = msg.len();
-        msg.resize(aad_len + IV_LEN + plain.len() + ICV_LEN, 0);
-        finish_length(&mut msg);
-        msg.truncate(aad_len);
-        let iv = random_iv()?;
-        cipher.seal(&iv, &msg, &mut plain)?;
-        msg.extend_from_slice(&iv);
-        msg.extend_from_slice(&plain);
+        set_length(&mut msg, body_len)?;
+        cipher.seal_onto(&mut msg, plain)?;
         out.push(msg);
     }
     Ok(out)

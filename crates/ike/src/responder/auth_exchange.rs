@@ -11,7 +11,6 @@ use super::auth_round::{
 };
 use super::{Event, Refusal, Responder, caps, second_auth, uniqueness};
 use crate::auth::{AuthError, AuthMethod, Identity};
-use crate::keys;
 use crate::message::{Header, Identification, Payload, find_notify, notify};
 
 /// Handles the IKE_AUTH request of a half-open IKE SA.
@@ -54,7 +53,7 @@ pub(super) fn handle(r: &mut Responder, now: Instant, h: Header, inner: Vec<Payl
     let octets_i = [
         &sa.init_request[..],
         &sa.nr,
-        &keys::prf(&sa.keys.sk_pi.0, &[&req.proof.id.body()]),
+        &sa.keys.sk_pi.prf(&[&req.proof.id.body()]),
     ]
     .concat();
     if r.config.offload_auth {
@@ -211,7 +210,7 @@ fn our_auth(
     let octets = [
         &sa.init_response[..],
         &sa.ni,
-        &keys::prf(&sa.keys.sk_pr.0, &[&idr.body()]),
+        &sa.keys.sk_pr.prf(&[&idr.body()]),
     ]
     .concat();
     let method = if sa.peer_hashes.is_empty() {

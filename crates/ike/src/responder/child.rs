@@ -527,9 +527,11 @@ pub(super) fn handle_create(r: &mut Responder, now: Instant, h: Header, inner: V
     if let Err((kind, reason)) = outcome {
         let data = match kind {
             notify::INVALID_KE_PAYLOAD => wanted_esp_group(req.proposals)
-                .or_else(|| match proposal::choose_ike_proposal(req.proposals, 0) {
-                    proposal::Choice::WrongGroup(g) => Some(g),
-                    _ => None,
+                .or_else(|| {
+                    match proposal::choose_ike_proposal(req.proposals, 0, &r.config.ike_policy) {
+                        proposal::Choice::WrongGroup(g) => Some(g),
+                        _ => None,
+                    }
                 })
                 .map(|g| g.id().to_be_bytes().to_vec())
                 .unwrap_or_default(),
@@ -664,13 +666,16 @@ fn rekey_ike(
     req: &CreateRequest<'_>,
 ) -> Result<(), ChildError> {
     let (group_id, ke) = req.ke.ok_or((notify::INVALID_SYNTAX, Refusal::Malformed))?;
-    let (number, group) = match proposal::choose_ike_proposal(req.proposals, group_id) {
-        proposal::Choice::Accept(n, g) => (n, g),
-        proposal::Choice::WrongGroup(_) => {
-            return Err((notify::INVALID_KE_PAYLOAD, Refusal::InvalidKe));
-        }
-        proposal::Choice::None => return Err((notify::NO_PROPOSAL_CHOSEN, Refusal::NoProposal)),
-    };
+    let (number, suite, group) =
+        match proposal::choose_ike_proposal(req.proposals, group_id, &r.config.ike_policy) {
+            proposal::Choice::Accept(n, s, g) => (n, s, g),
+            proposal::Choice::WrongGroup(_) => {
+                return Err((notify::INVALID_KE_PAYLOAD, Refusal::InvalidKe));
+            }
+            proposal::Choice::None => {
+                return Err((notify::NO_PROPOSAL_CHOSEN, Refusal::NoProposal));
+            }
+        };
     let proposal = req
         .proposals
         .iter()
@@ -690,9 +695,17 @@ fn rekey_ike(
         .sas
         .get_mut(&h.spi_r)
         .ok_or((notify::INVALID_SYNTAX, Refusal::UnknownSpi))?;
-    let keys = IkeKeys::derive_rekey(&old.keys.sk_d, &shared, req.ni, &nr, new_spi_i, new_spi_r)
-        .map_err(crypto)?;
-    let reply = proposal::ike_reply(number, group, new_spi_r.to_be_bytes().to_vec());
+    let keys = IkeKeys::derive_rekey(
+        &old.keys.sk_d,
+        suite,
+        &shared,
+        req.ni,
+        &nr,
+        new_spi_i,
+        new_spi_r,
+    )
+    .map_err(crypto)?;
+    let reply = proposal::ike_reply(number, suite, group, new_spi_r.to_be_bytes().to_vec());
 
     let mut fresh = IkeSa::new((new_spi_i, new_spi_r), (old.local, old.remote), now, keys);
     fresh.ni = req.ni.to_vec();

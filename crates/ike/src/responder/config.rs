@@ -81,6 +81,8 @@ pub struct ResponderConfig {
     /// Split-DNS domains (RFC 8598) handed to a client whose CFG_REQUEST asks for
     /// INTERNAL_DNS_DOMAIN (`[ipsec] dns_domains`), while `dns` is not empty.
     pub dns_domains: Vec<String>,
+    /// Which IKE SA algorithms may be chosen (`[ipsec] legacy_proposals`, `ike_proposals`).
+    pub ike_policy: IkePolicy,
 }
 
 impl ResponderConfig {
@@ -122,6 +124,7 @@ impl ResponderConfig {
             dns: Vec::new(),
             dns_domains: Vec::new(),
             esp_suites: super::child::DEFAULT_ESP_SUITES.to_vec(),
+            ike_policy: IkePolicy::default(),
         }
     }
 }

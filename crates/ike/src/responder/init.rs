@@ -6,10 +6,11 @@ use std::time::{Duration, Instant};
 
 use aws_lc_rs::digest;
 
+use super::ike_policy;
 use super::proposal::{Choice, choose_ike_proposal, fresh_spi, ike_reply};
 use super::{CachedResponse, Event, IkeSa, Refusal, Responder, caps, half_open, second_auth};
 use crate::auth::SigHash;
-use crate::keys::{self, CryptoError, Group, IkeKeys, KeyExchange};
+use crate::keys::{self, CryptoError, Group, IkeKeys, KeyExchange, Suite};
 use crate::message::{
     Header, Message, Notify, Payload, Proposal, exchange, find_notify, flags, notify,
 };
@@ -81,7 +82,7 @@ impl CookieSecrets {
             IpAddr::V4(a) => a.octets().to_vec(),
             IpAddr::V6(a) => a.octets().to_vec(),
         };
-        let mut h = keys::prf(secret, &[ni, &ip, &spi_i.to_be_bytes()]);
+        let mut h = keys::Prf::HmacSha256.prf(secret, &[ni, &ip, &spi_i.to_be_bytes()]);
         h.truncate(COOKIE_HASH_LEN);
         h
     }
@@ -180,8 +181,8 @@ pub(super) fn handle(
     if !admit(r, (local, remote), datagram.len(), m, &req) {
         return;
     }
-    let group = match choose_ike_proposal(req.proposals, req.group) {
-        Choice::Accept(number, group) => (number, group),
+    let chosen = match choose_ike_proposal(req.proposals, req.group, &r.config.ike_policy) {
+        Choice::Accept(number, suite, group) => (number, suite, group),
         Choice::WrongGroup(g) => {
             let reply =
                 error_response(h, notify::INVALID_KE_PAYLOAD, g.id().to_be_bytes().to_vec());
@@ -189,6 +190,7 @@ pub(super) fn handle(
             return r.refused(remote, Refusal::InvalidKe);
         }
         Choice::None => {
+            log_refused_proposals(r, remote, req.proposals);
             r.transmit(
                 local,
                 remote,
@@ -203,7 +205,7 @@ pub(super) fn handle(
             return r.refused(remote, Refusal::NoProposal);
         }
     };
-    match establish_half_open(r, now, local, remote, datagram, m, &req, group) {
+    match establish_half_open(r, now, local, remote, datagram, m, &req, chosen) {
         Ok(()) => {}
         Err(CryptoError::PeerPublicValue) => {
             r.transmit(
@@ -274,14 +276,14 @@ fn establish_half_open(
     datagram: &[u8],
     m: &Message,
     req: &InitRequest<'_>,
-    (number, group): (u8, Group),
+    (number, suite, group): (u8, Suite, Group),
 ) -> Result<(), CryptoError> {
     let h = m.header;
     let kex = KeyExchange::generate(group)?;
     let shared = kex.agree(req.ke)?;
     let nr = keys::random_bytes(NONCE_LEN)?;
     let spi_r = fresh_spi(r)?;
-    let keys = IkeKeys::derive(&shared, req.ni, &nr, h.spi_i, spi_r)?;
+    let keys = IkeKeys::derive(suite, &shared, req.ni, &nr, h.spi_i, spi_r)?;
     let peer_hashes = find_notify(&m.payloads, notify::SIGNATURE_HASH_ALGORITHMS)
         .and_then(|n| SigHash::parse_notify(&n.data).ok())
         .unwrap_or_default();
@@ -294,7 +296,7 @@ fn establish_half_open(
         (local, remote),
         &kex,
         &nr,
-        (number, group),
+        (number, suite, group),
         &peer_hashes,
         peer_fragmentation,
     )?;
@@ -337,11 +339,11 @@ fn response_payloads(
     (local, remote): (SocketAddr, SocketAddr),
     kex: &KeyExchange,
     nr: &[u8],
-    (number, group): (u8, Group),
+    (number, suite, group): (u8, Suite, Group),
     peer_hashes: &[SigHash],
     peer_fragmentation: bool,
 ) -> Result<Vec<Payload>, CryptoError> {
-    let chosen = ike_reply(number, group, Vec::new());
+    let chosen = ike_reply(number, suite, group, Vec::new());
     let nat =
         |kind, addr| Payload::Notify(Notify::new(kind, nat_detection_hash(spi_i, spi_r, addr)));
     let mut payloads = vec![
@@ -371,4 +373,31 @@ fn response_payloads(
         )));
     }
     Ok(payloads)
+}
+
+/// Logs a client whose IKE proposals offered nothing acceptable: at warn level, naming
+/// `ipsec.legacy_proposals`, when they held 3DES, SHA1 or MODP-1024 (Windows' default set),
+/// since that key is then the likely fix; at info level otherwise.
+pub(super) fn log_refused_proposals(r: &Responder, remote: SocketAddr, proposals: &[Proposal]) {
+    let offered = ike_policy::describe(proposals);
+    let legacy = ike_policy::legacy_offered(proposals);
+    if legacy.is_empty() {
+        tracing::info!(peer = %remote, proposals = %offered, "no acceptable IKE proposal");
+    } else if r.config.ike_policy.legacy {
+        tracing::warn!(
+            peer = %remote,
+            proposals = %offered,
+            legacy = %legacy.join(","),
+            "no acceptable IKE proposal: ipsec.legacy_proposals is set, but 3DES is never \
+             accepted and ipsec.ike_proposals may narrow the rest"
+        );
+    } else {
+        tracing::warn!(
+            peer = %remote,
+            proposals = %offered,
+            legacy = %legacy.join(","),
+            "no acceptable IKE proposal: the client offers legacy algorithms, which \
+             ipsec.legacy_proposals = true accepts (SHA1, MODP-1024; never 3DES)"
+        );
+    }
 }

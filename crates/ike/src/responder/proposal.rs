@@ -2,42 +2,62 @@
 //! (CREATE_CHILD_SA, RFC 7296 §1.3.2): which offer is acceptable, the proposal echoed back,
 //! and a fresh responder SPI.
 
+use super::IkePolicy;
 use super::Responder;
-use crate::keys::{self, CryptoError, Group};
+use crate::keys::{self, CryptoError, Encr, Group, Integ, Prf, Suite};
 use crate::message::{Proposal, Transform, transform};
 
 /// The outcome of proposal selection.
 #[derive(Debug, PartialEq, Eq)]
 pub(crate) enum Choice {
-    /// This proposal number with this group.
-    Accept(u8, Group),
+    /// This proposal number with these algorithms and this group.
+    Accept(u8, Suite, Group),
     /// Acceptable, but the KE payload used another group: ask for this one.
     WrongGroup(Group),
     /// Nothing acceptable.
     None,
 }
 
-/// Picks an IKE proposal: ENCR_AES_GCM_16 with a 256-bit key, PRF_HMAC_SHA2_256, no
-/// integrity (RFC 5282 §8: AEAD needs none), group 19 or 31 (RFC 7296 §3.3.6: a proposal with
-/// a transform type we do not know is unacceptable).
-pub(crate) fn choose_ike_proposal(proposals: &[Proposal], ke_group: u16) -> Choice {
-    let mut wanted = None;
+/// Picks an IKE proposal (RFC 7296 §2.7, §3.3.6: a proposal with a transform type we do not
+/// know is unacceptable): among the client's proposals, the (cipher, integrity, PRF, group)
+/// combinations gate64 implements and `policy` allows, preferring AES-GCM to AES-CBC and
+/// then the order of [`Encr::ALL`], [`Integ::ALL`] and [`Prf::ALL`]; a combination whose
+/// group is the KE payload's is taken before one that needs another round trip, and among
+/// groups the client's order counts.
+pub(crate) fn choose_ike_proposal(
+    proposals: &[Proposal],
+    ke_group: u16,
+    policy: &IkePolicy,
+) -> Choice {
+    let mut best: Option<(usize, u8, Suite, Group)> = None;
+    let mut wanted: Option<(usize, Group)> = None;
     for p in proposals
         .iter()
         .filter(|p| p.protocol == transform::PROTO_IKE)
     {
-        let Some(groups) = acceptable_ike_groups(p) else {
-            continue;
-        };
-        if let Some(g) = groups.iter().find(|g| g.id() == ke_group) {
-            return Choice::Accept(p.number, *g);
+        for (rank, suite, groups) in acceptable_ike(p, policy) {
+            if let Some(g) = groups.iter().find(|g| g.id() == ke_group)
+                && best.is_none_or(|(r, ..)| rank < r)
+            {
+                best = Some((rank, p.number, suite, *g));
+            }
+            if let Some(g) = groups.first()
+                && wanted.is_none_or(|(r, _)| rank < r)
+            {
+                wanted = Some((rank, *g));
+            }
         }
-        wanted = wanted.or(groups.first().copied());
     }
-    wanted.map_or(Choice::None, Choice::WrongGroup)
+    match (best, wanted) {
+        (Some((_, number, suite, group)), _) => Choice::Accept(number, suite, group),
+        (None, Some((_, group))) => Choice::WrongGroup(group),
+        (None, None) => Choice::None,
+    }
 }
 
-fn acceptable_ike_groups(p: &Proposal) -> Option<Vec<Group>> {
+/// The suites of `p` gate64 could choose, each with a rank (lower is preferred) and the
+/// groups `policy` allows with it, in the client's order.
+fn acceptable_ike(p: &Proposal, policy: &IkePolicy) -> Vec<(usize, Suite, Vec<Group>)> {
     let known = [
         transform::ENCR,
         transform::PRF,
@@ -45,41 +65,70 @@ fn acceptable_ike_groups(p: &Proposal) -> Option<Vec<Group>> {
         transform::KE,
     ];
     if !p.only_understood(&known) {
-        return None;
+        return Vec::new();
     }
-    let has = |kind: u8, ok: &dyn Fn(&Transform) -> bool| {
-        p.transforms.iter().any(|t| t.kind == kind && ok(t))
-    };
-    let encr = has(transform::ENCR, &|t| {
-        t.id == transform::ENCR_AES_GCM_16 && t.key_length() == Some(256)
-    });
-    let prf = has(transform::PRF, &|t| t.id == transform::PRF_HMAC_SHA2_256);
-    let integ_ok = p
-        .transforms
-        .iter()
-        .filter(|t| t.kind == transform::INTEG)
-        .all(|t| t.id == 0);
-    let groups: Vec<Group> = p
-        .transforms
-        .iter()
-        .filter(|t| t.kind == transform::KE)
+    let of = |kind: u8| p.transforms.iter().filter(move |t| t.kind == kind);
+    let encrs: Vec<Encr> = of(transform::ENCR)
+        .filter_map(|t| Encr::from_transform(t.id, t.key_length()))
+        .collect();
+    let integs: Vec<u16> = of(transform::INTEG).map(|t| t.id).collect();
+    let prfs: Vec<Prf> = of(transform::PRF)
+        .filter_map(|t| Prf::from_id(t.id))
+        .collect();
+    let groups: Vec<Group> = of(transform::KE)
         .filter_map(|t| Group::from_id(t.id))
         .collect();
-    (encr && prf && integ_ok && !groups.is_empty()).then_some(groups)
+    let mut out = Vec::new();
+    let offered = |e: &(usize, Encr)| encrs.contains(&e.1);
+    for (encr_rank, encr) in Encr::ALL.into_iter().enumerate().filter(offered) {
+        // RFC 5282 §8: with an AEAD, no integrity transform or only NONE.
+        let integ_options: Vec<(usize, Option<Integ>)> = if encr.is_aead() {
+            if integs.iter().all(|&id| id == 0) {
+                vec![(0, None)]
+            } else {
+                Vec::new()
+            }
+        } else {
+            Integ::ALL
+                .into_iter()
+                .enumerate()
+                .filter(|(_, i)| integs.contains(&i.id()))
+                .map(|(n, i)| (n, Some(i)))
+                .collect()
+        };
+        for (integ_rank, integ) in integ_options {
+            for (prf_rank, prf) in Prf::ALL
+                .into_iter()
+                .enumerate()
+                .filter(|f| prfs.contains(&f.1))
+            {
+                // Cipher first, then integrity, then PRF; the lists are short.
+                let rank = (encr_rank * 8 + integ_rank) * 8 + prf_rank;
+                let suite = Suite { encr, integ, prf };
+                let allowed: Vec<Group> = groups
+                    .iter()
+                    .copied()
+                    .filter(|g| policy.allows(&suite, *g))
+                    .collect();
+                if !allowed.is_empty() {
+                    out.push((rank, suite, allowed));
+                }
+            }
+        }
+    }
+    out
 }
 
-/// The chosen IKE proposal as the responder echoes it: AES-GCM-16-256, PRF-HMAC-SHA2-256 and
-/// the group (with our SPI when rekeying, RFC 7296 §1.3.2).
-pub(crate) fn ike_reply(number: u8, group: Group, spi: Vec<u8>) -> Proposal {
+/// The chosen IKE proposal as the responder echoes it: the cipher, PRF, integrity and the
+/// group (with our SPI when rekeying, RFC 7296 §1.3.2).
+pub(crate) fn ike_reply(number: u8, suite: Suite, group: Group, spi: Vec<u8>) -> Proposal {
+    let mut transforms = suite.transforms();
+    transforms.push(Transform::new(transform::KE, group.id()));
     Proposal {
         number,
         protocol: transform::PROTO_IKE,
         spi,
-        transforms: vec![
-            Transform::with_key_length(transform::ENCR, transform::ENCR_AES_GCM_16, 256),
-            Transform::new(transform::PRF, transform::PRF_HMAC_SHA2_256),
-            Transform::new(transform::KE, group.id()),
-        ],
+        transforms,
     }
 }
 

@@ -24,7 +24,6 @@ use super::auth_round::{self, ClientProof, Pending, SecondAuth};
 use super::{Refusal, Responder};
 use crate::auth::AuthError;
 use crate::child_sa::TunnelKind;
-use crate::keys;
 use crate::message::{Header, Payload, TrafficSelector, find_notify, notify};
 
 /// When gate64 asks for, or accepts, a second authentication (`[ipsec] intranet_second_auth`).
@@ -157,7 +156,7 @@ pub(crate) fn handle_second_round(r: &mut Responder, now: Instant, h: Header, in
     let octets = [
         &sa.init_request[..],
         &sa.nr,
-        &keys::prf(&sa.keys.sk_pi.0, &[&proof.id.body()]),
+        &sa.keys.sk_pi.prf(&[&proof.id.body()]),
     ]
     .concat();
     if r.config.offload_auth {
