@@ -48,12 +48,18 @@ fn netns_strongswan_native_ipv6() {
     );
 }
 
-fn native_ipv4_through_nat(topo: &Topology) -> Result<()> {
+/// `nft`, for the NAT.
+fn nft() -> Result<String> {
     let nft =
         gate64_testkit::find_tool("nft").context("`nft` not found: apt-get install nftables")?;
-    let nft = path_str(&nft)?;
-    // The client's LAN: 10.9.0.2 behind tcli (10.9.0.1), which masquerades it as its own
-    // 198.51.100.10 towards gate64.
+    Ok(path_str(&nft)?.to_owned())
+}
+
+/// A client LAN `tlan` (10.9.0.2) behind `tcli` (10.9.0.1), which masquerades it as its own
+/// 198.51.100.10 towards gate64 (nftables).
+pub(crate) fn lan_behind_nat(topo: &Topology) -> Result<Netns> {
+    let nft = nft()?;
+    let nft = nft.as_str();
     let lan = Netns::new("tlan")?;
     topo.cli.veth("vlan", &lan, "vnat")?;
     topo.cli.addr_add("vlan", "10.9.0.1/24")?;
@@ -76,6 +82,13 @@ fn native_ipv4_through_nat(topo: &Topology) -> Result<()> {
         "vsrv",
         "masquerade",
     ])?;
+    Ok(lan)
+}
+
+fn native_ipv4_through_nat(topo: &Topology) -> Result<()> {
+    let nft = nft()?;
+    let nft = nft.as_str();
+    let lan = lan_behind_nat(topo)?;
     topo.srv.addr_add("vcli", &format!("{LISTEN_V4}/24"))?;
     let listen: IpAddr = LISTEN_V4.parse()?;
     two_native_tunnels(topo, &lan, listen, NAT_PUBLIC, |_| {

@@ -33,7 +33,7 @@ use std::time::Duration;
 use anyhow::{Context, Result, bail, ensure};
 use gate64_testkit::strongswan::{Charon, VerbatimConfig, with_charon_logs};
 use gate64_testkit::{
-    CORP_HOST, Gate64Options, Process, SERVER_V4, Topology, gate64_binary, wait_for,
+    CORP_HOST, Gate64Options, Netns, Process, SERVER_V4, Topology, gate64_binary, wait_for,
 };
 
 use crate::common::{dig_in, gate64_lines, netns_test, path_str};
@@ -47,6 +47,8 @@ const ENDPOINT: Ipv6Addr = Ipv6Addr::new(0xfd00, 0xc1, 0, 0, 0, 0, 0, 1);
 const SERVER_CERTS: &str = "/etc/gate64/certs";
 /// The page's server configuration file; replaced by the lab's.
 const SERVER_CONFIG: &str = "/etc/gate64/gate64.toml";
+/// `GATE64_PUBLIC` in the lab: gate64's `[ipsec] listen` address on the `tcli` link.
+const GATE64_PUBLIC: &str = "192.0.2.10";
 /// Where the page's client keeps swanctl's credentials.
 const SWANCTL_DIR: &str = "/etc/swanctl/";
 /// One `swanctl --initiate` over a fresh Teredo path, with retransmissions.
@@ -60,6 +62,16 @@ fn netns_strongswan_guide_two_tunnels_over_teredo() {
         "netns_strongswan_guide_two_tunnels_over_teredo",
         Topology::builder().corp_ipv4(true),
         guide,
+    );
+}
+
+#[test]
+#[ignore = "netns: needs root"]
+fn netns_strongswan_guide_two_tunnels_natively_through_nat() {
+    netns_test(
+        "netns_strongswan_guide_two_tunnels_natively_through_nat",
+        Topology::builder().corp_ipv4(true),
+        guide_natively,
     );
 }
 
@@ -108,15 +120,30 @@ fn block(page: &str, title: &str) -> Result<String> {
     }
 }
 
-/// The placeholders filled with the lab's values.
+/// The placeholders filled with the lab's values, over Teredo.
 fn fill(text: &str) -> String {
-    fill_with(text, ENDPOINT)
+    fill_with(text, ENDPOINT, &Route::Teredo)
 }
 
-/// The placeholders filled, with `endpoint` as `GATE64_ENDPOINT`.
-fn fill_with(text: &str, endpoint: Ipv6Addr) -> String {
+/// The placeholders filled, with `endpoint` as `GATE64_ENDPOINT` and `GATE64_ADDRESS` as
+/// `route` dials.
+fn fill_with(text: &str, endpoint: Ipv6Addr, route: &Route<'_>) -> String {
+    let address = match route {
+        Route::Teredo => endpoint.to_string(),
+        Route::Native(_) => GATE64_PUBLIC.to_owned(),
+    };
     text.replace("TEREDO_SERVER", &SERVER_V4.to_string())
         .replace("GATE64_ENDPOINT", &endpoint.to_string())
+        .replace("GATE64_ADDRESS", &address)
+        .replace("GATE64_PUBLIC", GATE64_PUBLIC)
+}
+
+/// How the page's client reaches gate64.
+enum Route<'n> {
+    /// Over Teredo, with the page's miredo.conf, from `tcli`.
+    Teredo,
+    /// Without Teredo, to `GATE64_PUBLIC` (`[ipsec] listen`), from this namespace.
+    Native(&'n Netns),
 }
 
 /// The non-empty lines of a shell block, each split into words.
@@ -177,7 +204,8 @@ fn both_tunnels(topo: &Topology) -> bool {
 /// `endpoint_key: true` adds `endpoint = "<endpoint>"` to the page's `[ipsec]`.
 struct GuideLab<'t> {
     gate: Process,
-    miredo: Process,
+    /// The Teredo client, over Teredo.
+    miredo: Option<Process>,
     charon: Charon<'t>,
     /// What `gate64 check-config` printed for the configuration.
     check_config: String,
@@ -188,10 +216,11 @@ fn start_lab<'t>(
     page: &str,
     endpoint: Ipv6Addr,
     endpoint_key: bool,
+    route: &Route<'t>,
 ) -> Result<GuideLab<'t>> {
     let bin = gate64_binary()?;
     let certs = topo.srv.dir().join("guide-certs");
-    let fill = |text: &str| fill_with(text, endpoint);
+    let fill = |text: &str| fill_with(text, endpoint, route);
 
     // The server: the page's [ipsec] section, then its `gate64 certs` line on that file.
     let mut ipsec = fill(&block(page, "gate64.toml")?).replace(SERVER_CERTS, path_str(&certs)?);
@@ -200,6 +229,12 @@ fn start_lab<'t>(
             "[ipsec]\n",
             &format!("[ipsec]\nendpoint = \"{endpoint}\"\n"),
         );
+    }
+    if let Route::Native(_) = route {
+        // The page's line for clients without Teredo, added to its [ipsec].
+        let listen = fill(&block(page, "gate64-listen.toml")?);
+        ipsec = ipsec.replace("[ipsec]\n", &format!("[ipsec]\n{listen}"));
+        topo.srv.addr_add("vcli", &format!("{GATE64_PUBLIC}/24"))?;
     }
     let pool6 = toml_string(&ipsec, "pool6")?;
     let opts = Gate64Options {
@@ -239,12 +274,18 @@ fn start_lab<'t>(
     topo.corp
         .ip(&["-6", "route", "replace", &pool6, "via", "2001:db8:100:1::1"])?;
 
-    // Teredo with the page's miredo.conf, and the page's path check.
-    let mut miredo = topo.start_miredo_client_with(&fill(&block(page, "miredo.conf")?))?;
-    let teredo = topo.wait_client_address(&mut miredo, Duration::from_secs(30))?;
-    println!("miredo qualified as {teredo}");
-    topo.ping6_all(&topo.cli, endpoint, 3)
-        .context("ping the endpoint over Teredo before IKE")?;
+    let (client, miredo) = match route {
+        Route::Teredo => {
+            // Teredo with the page's miredo.conf, and the page's path check.
+            let mut miredo = topo.start_miredo_client_with(&fill(&block(page, "miredo.conf")?))?;
+            let teredo = topo.wait_client_address(&mut miredo, Duration::from_secs(30))?;
+            println!("miredo qualified as {teredo}");
+            topo.ping6_all(&topo.cli, endpoint, 3)
+                .context("ping the endpoint over Teredo before IKE")?;
+            (&topo.cli, Some(miredo))
+        }
+        Route::Native(client) => (*client, None),
+    };
 
     // charon with the page's files.
     let config = VerbatimConfig {
@@ -252,7 +293,7 @@ fn start_lab<'t>(
         swanctl_conf: fill(&block(page, "swanctl.conf")?),
         files: client_files(&block(page, "client-files")?, &certs)?,
     };
-    let charon = Charon::start_verbatim(&topo.cli, "guide", &config)?;
+    let charon = Charon::start_verbatim(client, "guide", &config)?;
     Ok(GuideLab {
         gate,
         miredo,
@@ -270,7 +311,11 @@ fn swanctl_lines(
     complete: bool,
 ) -> Result<Vec<String>> {
     let mut outputs = Vec::new();
-    for argv in command_lines(&fill_with(&block(page, "initiate")?, endpoint)) {
+    for argv in command_lines(&fill_with(
+        &block(page, "initiate")?,
+        endpoint,
+        &Route::Teredo,
+    )) {
         ensure!(
             argv.first().map(String::as_str) == Some("swanctl"),
             "{argv:?}"
@@ -295,15 +340,30 @@ fn swanctl_lines(
 }
 
 fn guide(topo: &Topology) -> Result<()> {
+    guide_by(topo, &Route::Teredo)
+}
+
+/// The page's client behind an nftables NAT (`tlan` masqueraded by `tcli`), with the page's
+/// blocks for clients without Teredo.
+fn guide_natively(topo: &Topology) -> Result<()> {
+    let lan = crate::ipsec_native::lan_behind_nat(topo)?;
+    guide_by(topo, &Route::Native(&lan))
+}
+
+fn guide_by(topo: &Topology, route: &Route<'_>) -> Result<()> {
     let page = read_page()?;
     let bin = gate64_binary()?;
     let _dns = start_corp_dns(topo)?;
     let GuideLab {
         mut gate,
-        mut miredo,
+        miredo,
         charon,
         check_config,
-    } = start_lab(topo, &page, ENDPOINT, false)?;
+    } = start_lab(topo, &page, ENDPOINT, false, route)?;
+    let client = match route {
+        Route::Teredo => &topo.cli,
+        Route::Native(client) => *client,
+    };
     ensure!(
         !check_config.contains("warning: ipsec.endpoint")
             && !check_config.contains("warning: ipsec.certificate"),
@@ -318,9 +378,9 @@ fn guide(topo: &Topology) -> Result<()> {
             gate64_lines(&topo.metrics()?)
         );
         // What the page says about kernel-libipsec's routes and addresses.
-        let table = topo.cli.ip(&["-6", "route", "show", "table", "220"])?;
-        let addrs = topo.cli.ip(&["-6", "addr"])?;
-        let rules = topo.cli.ip(&["-6", "rule"])?;
+        let table = client.ip(&["-6", "route", "show", "table", "220"])?;
+        let addrs = client.ip(&["-6", "addr"])?;
+        let rules = client.ip(&["-6", "rule"])?;
         println!(
             "ip -6 route show table 220:\n{table}\nip -6 addr:\n{addrs}\nip -6 rule:\n{rules}"
         );
@@ -343,10 +403,10 @@ fn guide(topo: &Topology) -> Result<()> {
         );
         // One unasserted echo first, as in tests/e2e/ipsec.rs: a fresh SA's first echo went
         // unanswered once in a while; the checks are on the steady state.
-        topo.ping6(&topo.cli, CORP_HOST, 1)?;
-        topo.ping6_all(&topo.cli, CORP_HOST, 3)
+        topo.ping6(client, CORP_HOST, 1)?;
+        topo.ping6_all(client, CORP_HOST, 3)
             .context("ping the corporate host through the intranet tunnel")?;
-        expect_synthesized(&topo.cli, "through the infrastructure tunnel")?;
+        expect_synthesized(client, "through the infrastructure tunnel")?;
         // The resolve plugin wrote the DNS server gate64 gave (INTERNAL_IP6_DNS): DNS64.
         let resolv = std::fs::read_to_string(charon.resolv_conf_path()).unwrap_or_default();
         ensure!(
@@ -392,8 +452,10 @@ fn guide(topo: &Topology) -> Result<()> {
         "DNS64 synthesized nothing\n{}",
         gate64_lines(&m)
     );
-    gate.ensure_running()?;
-    miredo.ensure_running()
+    if let Some(mut miredo) = miredo {
+        miredo.ensure_running()?;
+    }
+    gate.ensure_running()
 }
 
 /// An `endpoint` at `corpnet.address6`, DNS64's address, which the infrastructure selector
@@ -405,7 +467,7 @@ fn endpoint_at_dns64(topo: &Topology) -> Result<()> {
     let page = read_page()?;
     let _dns = start_corp_dns(topo)?;
     let address6: Ipv6Addr = GATE_DNS.parse()?;
-    let lab = start_lab(topo, &page, address6, true)?;
+    let lab = start_lab(topo, &page, address6, true, &Route::Teredo)?;
     ensure!(
         lab.check_config.contains(&format!(
             "warning: ipsec.endpoint = \"{address6}\" is also corpnet.address6, where DNS64 \
@@ -485,6 +547,7 @@ mod parsing {
         for title in [
             "certs",
             "gate64.toml",
+            "gate64-listen.toml",
             "client-files",
             "miredo.conf",
             "strongswan.conf",
