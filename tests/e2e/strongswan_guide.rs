@@ -21,6 +21,11 @@
 //! tunnel with the synthesized address of an IPv4-only name, and charon's resolve plugin
 //! wrote the DNS server gate64 handed out (DNS64's address).
 //!
+//! `netns_strongswan_guide_two_tunnels_natively_through_nat` runs the same blocks without
+//! Teredo, as the page's "Without Teredo" says: the `gate64-listen.toml` line added to the
+//! `[ipsec]` section, `GATE64_ADDRESS` = `GATE64_PUBLIC` (gate64's listen address), no
+//! miredo, and charon in a LAN namespace behind an nftables masquerade; the same assertions.
+//!
 //! `netns_strongswan_guide_endpoint_at_dns64_conflicts_with_ike` shows why the default
 //! endpoint is where it is: the same blocks with `endpoint = corpnet.address6` (DNS64's
 //! address, gate64's default in earlier releases) draw check-config's warning, leave the
