@@ -195,7 +195,8 @@ fn rsa_server_gate64_connect(topo: &Topology) -> Result<()> {
         without_ipsec: false,
         extra: format!(
             "[ipsec]\ncertificate = \"{}\"\nprivate_key = \"{}\"\nca = \"{}\"\n\
-             pool6 = \"{POOL6}\"\ninfrastructure_prefixes = [\"{infrastructure_ts}\"]\n",
+             pool6 = \"{POOL6}\"\nendpoint = \"{GATE64_ADDRESS6}\"\n\
+             infrastructure_prefixes = [\"{infrastructure_ts}\"]\n",
             path_str(&ike.responder_cert)?,
             path_str(&ike.responder_key)?,
             path_str(&ike.ca)?,

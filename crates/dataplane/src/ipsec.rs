@@ -237,26 +237,7 @@ impl Worker {
         // AES-GCM one 8).
         let esp_header = sa.sa.header_len();
         if let Some(local) = sa.peer.native {
-            // Straight to the client: the socket adds the UDP and IP headers. A native SA is
-            // always UDP-encapsulated (negotiated on 4500); gate64 has no raw ESP socket.
-            let port = udp.ok_or(DropReason::Unsupported)?;
-            let esp_at = start
-                .checked_sub(esp_header)
-                .ok_or(DropReason::Unsupported)?;
-            let esp_len = sa
-                .sa
-                .seal(buf, esp_at, end - start, gate64_esp::NEXT_HEADER_IPV6)
-                .map_err(seal_drop)?;
-            self.stats.esp(Direction::Tx, end - start);
-            let to = match sa.peer.outer.to_ipv4_mapped() {
-                Some(v4) => SocketAddr::new(IpAddr::V4(v4), port),
-                None => SocketAddr::new(IpAddr::V6(sa.peer.outer), port),
-            };
-            return Ok(Sealing {
-                span: (esp_at, esp_at + esp_len),
-                sealed: true,
-                native: Some((local, to)),
-            });
+            return self.seal_native(&sa, local, buf, start, end);
         }
         let endpoint = self.shared.cfg.ipsec_endpoint.ok_or(DropReason::NoRoute)?;
         let front = ipv6::HEADER_LEN + udp.map_or(0, |_| udp::HEADER_LEN) + esp_header;
@@ -295,6 +276,40 @@ impl Worker {
             span: (outer_start, outer_end),
             sealed: true,
             native: None,
+        })
+    }
+}
+
+impl Worker {
+    /// [`Worker::seal_for_client`] for a client that reaches gate64 directly: the ESP packet
+    /// alone, for the listen socket `local` to send to the client's address and port (the
+    /// socket adds the UDP and IP headers). A native SA is always UDP-encapsulated
+    /// (negotiated on 4500); gate64 has no raw ESP socket.
+    fn seal_native(
+        &mut self,
+        sa: &OutboundEntry,
+        local: SocketAddr,
+        buf: &mut [u8],
+        start: usize,
+        end: usize,
+    ) -> Result<Sealing, DropReason> {
+        let port = sa.peer.udp_encap.ok_or(DropReason::Unsupported)?;
+        let esp_at = start
+            .checked_sub(sa.sa.header_len())
+            .ok_or(DropReason::Unsupported)?;
+        let esp_len = sa
+            .sa
+            .seal(buf, esp_at, end - start, gate64_esp::NEXT_HEADER_IPV6)
+            .map_err(seal_drop)?;
+        self.stats.esp(Direction::Tx, end - start);
+        let to = match sa.peer.outer.to_ipv4_mapped() {
+            Some(v4) => SocketAddr::new(IpAddr::V4(v4), port),
+            None => SocketAddr::new(IpAddr::V6(sa.peer.outer), port),
+        };
+        Ok(Sealing {
+            span: (esp_at, esp_at + esp_len),
+            sealed: true,
+            native: Some((local, to)),
         })
     }
 }
