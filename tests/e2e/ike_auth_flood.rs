@@ -47,7 +47,7 @@ use crate::ipsec::{
     GATE64_ADDRESS6, INITIATE_TIMEOUT, SETTLE_TIMEOUT, TeredoIpsecLab, route_corp_to_gate64,
 };
 use crate::ipsec_flood::{
-    GAUGE_LAG, NEWCOMER, build_both, cpu_seconds, newcomer_configs, tunnels, udp6_counters,
+    GAUGE_LAG, add_newcomer, build_both, cpu_seconds, newcomer_configs, tunnels, udp6_counters,
 };
 
 /// The attacker's address: on the corporate host, in a /64 of its own (gate64 counts
@@ -88,7 +88,7 @@ fn flood_secs() -> u64 {
 fn ike_auth_certificate_flood(topo: &Topology) -> Result<()> {
     let mut lab = TeredoIpsecLab::start_with(topo, None, "", Some("info"))?;
     route_corp_to_gate64(topo)?;
-    topo.corp.addr_add("vsrv", &format!("{NEWCOMER}/64"))?;
+    add_newcomer(topo)?;
     topo.corp.addr_add("vsrv", &format!("{ATTACKER}/128"))?;
     topo.srv.ip(&[
         "-6",

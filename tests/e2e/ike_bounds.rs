@@ -30,7 +30,7 @@ use gate64_testkit::{Metrics, Topology};
 use crate::common::{gate64_lines, netns_test};
 use crate::ike_interop::initiator_config;
 use crate::ipsec::{GATE64_ADDRESS6, INITIATE_TIMEOUT, TeredoIpsecLab, route_corp_to_gate64};
-use crate::ipsec_flood::{GAUGE_LAG, NEWCOMER, build_both, newcomer_configs};
+use crate::ipsec_flood::{GAUGE_LAG, NEWCOMER, add_newcomer, build_both, newcomer_configs};
 
 /// How long a socket listens for an answer that must not come.
 const SILENCE: Duration = Duration::from_secs(3);
@@ -64,7 +64,7 @@ fn netns_ike_caps_hold_for_one_identity_and_one_64() {
 fn lab(topo: &Topology, keys: &str) -> Result<TeredoIpsecLab> {
     let lab = TeredoIpsecLab::start_with(topo, None, keys, Some("info"))?;
     route_corp_to_gate64(topo)?;
-    topo.corp.addr_add("vsrv", &format!("{NEWCOMER}/64"))?;
+    add_newcomer(topo)?;
     Ok(lab)
 }
 

@@ -23,7 +23,7 @@ use crate::common::{gate64_lines, netns_test};
 use crate::ipsec::{
     GATE64_ADDRESS6, INITIATE_TIMEOUT, SETTLE_TIMEOUT, TeredoIpsecLab, route_corp_to_gate64,
 };
-use crate::ipsec_flood::{GAUGE_LAG, NEWCOMER, newcomer_configs, tunnels};
+use crate::ipsec_flood::{GAUGE_LAG, NEWCOMER, add_newcomer, newcomer_configs, tunnels};
 
 /// `reauth_secs`: the least gate64 takes.
 const REAUTH: Duration = Duration::from_secs(60);
@@ -110,7 +110,7 @@ fn reauthentication(topo: &Topology) -> Result<()> {
     let keys = format!("reauth_secs = {}\n", REAUTH.as_secs());
     let mut lab = TeredoIpsecLab::start_with(topo, None, &keys, Some("info"))?;
     route_corp_to_gate64(topo)?;
-    topo.corp.addr_add("vsrv", &format!("{NEWCOMER}/64"))?;
+    add_newcomer(topo)?;
     let mut config = CharonConfig::initiator(
         std::net::IpAddr::V6(GATE64_ADDRESS6),
         lab.certs.initiator(),

@@ -34,8 +34,24 @@ use crate::ipsec::{
 /// Half-open IKE SAs gate64 may hold during the flood: the cookie threshold and the
 /// per-source cap keep it far below this.
 const HALF_OPEN_BOUND: f64 = 100.0;
-/// The new client's address, on the corporate link beside the flooding host.
-pub(crate) const NEWCOMER: Ipv6Addr = Ipv6Addr::new(0x2001, 0xdb8, 0x100, 1, 0, 0, 0, 3);
+/// The new client's address, on the corporate link beside the flooding host but in a /64 of
+/// its own: the IKE driver's per-source bounds take an IPv6 /64 as one source.
+pub(crate) const NEWCOMER: Ipv6Addr = Ipv6Addr::new(0x2001, 0xdb8, 0x100, 8, 0, 0, 0, 3);
+
+/// Puts [`NEWCOMER`] on `tcorp`'s corporate link, its /64 routed there from gate64's host.
+pub(crate) fn add_newcomer(topo: &Topology) -> Result<()> {
+    topo.corp.addr_add("vsrv", &format!("{NEWCOMER}/64"))?;
+    topo.srv
+        .ip(&[
+            "-6",
+            "route",
+            "replace",
+            "2001:db8:100:8::/64",
+            "via",
+            "2001:db8:100:1::2",
+        ])
+        .map(drop)
+}
 /// How long the metrics may lag (the IKE gauges are copied once a second).
 pub(crate) const GAUGE_LAG: Duration = Duration::from_secs(10);
 
@@ -63,7 +79,7 @@ fn ike_sa_init_flood(topo: &Topology) -> Result<()> {
         TeredoIpsecLab::start_with(topo, None, "half_open_cookie_threshold = 2\n", Some("info"))?;
     let _iperf = topo.start_iperf_server()?;
     route_corp_to_gate64(topo)?;
-    topo.corp.addr_add("vsrv", &format!("{NEWCOMER}/64"))?;
+    add_newcomer(topo)?;
     let init = sa_init_datagram(&lab.certs)?;
     let newcomer = newcomer_configs(&topo.srv, &lab.certs, "newcomer.gate64.lab")?;
     let initiator = TeredoIpsecLab::initiator(topo, lab.certs.initiator(), tunnels())?;
