@@ -543,11 +543,18 @@ impl IkeDriver {
         }
     }
 
-    /// Sends what the responder queued, hands its events to the sink, refreshes the status.
-    /// Each datagram leaves from the socket it answers (`t.local`): the client's NAT mapping
-    /// and its NAT detection hashes are for that address and port.
+    /// Hands the responder's events to the sink, then sends what it queued, and refreshes the
+    /// status. Events first: the sink installs a new child SA in the SA database before the
+    /// IKE_AUTH or CREATE_CHILD_SA response that completes it leaves, so the client's first
+    /// ESP packets, sent as soon as it has the response, find their SA. Each datagram leaves
+    /// from the socket it answers (`t.local`): the client's NAT mapping and its NAT detection
+    /// hashes are for that address and port.
     async fn flush(&mut self, listeners: &[Listener]) {
         let mut changed = false;
+        while let Some(e) = self.responder.poll_event() {
+            changed = true;
+            (self.sink)(e);
+        }
         while let Some(t) = self.responder.poll_transmit() {
             let Some(l) = listeners.iter().find(|l| l.local == t.local).or_else(|| {
                 listeners
@@ -568,10 +575,6 @@ impl IkeDriver {
             if let Err(e) = sent {
                 tracing::debug!(peer = %t.remote, error = %e, "ike: send failed");
             }
-        }
-        while let Some(e) = self.responder.poll_event() {
-            changed = true;
-            (self.sink)(e);
         }
         // Events change what status shows; the counters may lag a second.
         let now = Instant::now();
