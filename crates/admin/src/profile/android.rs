@@ -68,7 +68,9 @@ fn builtin(inputs: &Inputs) -> String {
          \x20 IPSec identifier: {local}\n\
          \x20 IPSec user certificate: the client certificate installed from its PKCS#12\n\
          \x20 IPSec CA certificate: the CA ({cn}), installed as a VPN and app user certificate\n\
-         \x20 IPSec server certificate: (received from server); gate64 proves {remote}\n",
+         \x20 IPSec server certificate: (received from server)\n\
+         \x20 The client asks for the server address as gate64's identity: gate64's \
+         certificate must hold {server} (gate64 proves {remote} otherwise)\n",
         server = inputs.server,
         local = inputs
             .local_id
