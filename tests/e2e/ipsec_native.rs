@@ -8,6 +8,11 @@
 //!   the NAT forgets the mapping and gives the client another port: the next ESP packet
 //!   moves the child SA there, and the ping's replies follow.
 //! - `netns_strongswan_native_ipv6`: the same from `tcli` itself over plain IPv6, no NAT.
+//! - `netns_profile_proposals_native_ipv6`: gate64 narrowed to `aes256-sha384-modp3072` and
+//!   ESP `aes128-sha256`; `gate64 profile networkmanager` on its configuration file writes
+//!   the `ike=`, `esp=` and `remote-identity=` charon is then given (its default proposals
+//!   would be refused), and the infrastructure tunnel comes up with exactly those
+//!   algorithms and carries a ping.
 
 use std::net::IpAddr;
 
@@ -45,6 +50,16 @@ fn netns_strongswan_native_ipv6() {
         "netns_strongswan_native_ipv6",
         Topology::builder(),
         native_ipv6,
+    );
+}
+
+#[test]
+#[ignore = "netns: needs root"]
+fn netns_profile_proposals_native_ipv6() {
+    netns_test(
+        "netns_profile_proposals_native_ipv6",
+        Topology::builder(),
+        profile_proposals,
     );
 }
 
@@ -123,13 +138,18 @@ fn native_ipv4_through_nat(topo: &Topology) -> Result<()> {
 }
 
 fn native_ipv6(topo: &Topology) -> Result<()> {
+    let listen = ipv6_link(topo)?;
+    two_native_tunnels(topo, &topo.cli, listen, CLIENT_V6, |_| Ok(()))
+}
+
+/// IPv6 between `tcli` and gate64's listen address, with no duplicate address detection
+/// holding the addresses back, once gate64's address answers a ping.
+fn ipv6_link(topo: &Topology) -> Result<IpAddr> {
     topo.srv.addr_add("vcli", &format!("{LISTEN_V6}/64"))?;
     topo.cli.addr_add("vsrv", &format!("{CLIENT_V6}/64"))?;
-    // Duplicate address detection would hold the addresses back for a second.
     for (ns, dev) in [(&topo.srv, "vcli"), (&topo.cli, "vsrv")] {
         ns.sysctl(&format!("net.ipv6.conf.{dev}.accept_dad"), "0")?;
     }
-    let listen: IpAddr = LISTEN_V6.parse()?;
     gate64_testkit::wait_for(std::time::Duration::from_secs(5), || {
         topo.cli
             .exec(&["ping", "-6", "-c", "1", "-W", "1", LISTEN_V6])
@@ -137,7 +157,88 @@ fn native_ipv6(topo: &Topology) -> Result<()> {
             .filter(|o| o.status.success())
     })
     .context("gate64's IPv6 listen address answers no ping from tcli")?;
-    two_native_tunnels(topo, &topo.cli, listen, CLIENT_V6, |_| Ok(()))
+    Ok(LISTEN_V6.parse()?)
+}
+
+fn profile_proposals(topo: &Topology) -> Result<()> {
+    let listen = ipv6_link(topo)?;
+    let certs = LabCerts::generate(&topo.srv, &topo.srv.dir().join("certs"), listen)?;
+    let opts = Gate64Options {
+        without_ipsec: false,
+        extra: ipsec_section_with_ca(
+            topo,
+            &certs,
+            &certs.ca,
+            &format!(
+                "listen = [\"{listen}\"]\nike_proposals = [\"aes256-sha384-modp3072\"]\n\
+                 esp_proposals = [\"aes128-sha256\"]\n"
+            ),
+        )?,
+        ..Gate64Options::default()
+    };
+    let mut gate = topo.start_gate64(&opts)?;
+    topo.corp
+        .ip(&["-6", "route", "replace", POOL6, "via", "2001:db8:100:1::1"])?;
+    // The profile from the file gate64 runs with; the client's paths are placeholders.
+    let bin = gate64_binary()?;
+    let keyfile = topo.srv.exec_ok(&[
+        path_str(&bin)?,
+        "profile",
+        "networkmanager",
+        "--config",
+        path_str(&topo.srv.dir().join("gate64.toml"))?,
+        "--server",
+        LISTEN_V6,
+        "--ca",
+        path_str(&certs.ca)?,
+        "--client-cert",
+        "/etc/ipsec.d/certs/client.pem",
+        "--client-key",
+        "/etc/ipsec.d/private/client.key",
+    ])?;
+    let value = |key: &str| {
+        keyfile
+            .lines()
+            .find_map(|l| l.strip_prefix(&format!("{key}=")))
+            .map(str::to_owned)
+            .with_context(|| format!("no {key}= in the profile:\n{keyfile}"))
+    };
+    let (ike, esp) = (value("ike")?, value("esp")?);
+    ensure!(
+        value("remote-identity")? == LISTEN_V6,
+        "gate64's identity is its certificate's first subjectAltName:\n{keyfile}"
+    );
+    ensure!(
+        ike == "aes256-sha384-prfsha384-modp3072" && esp == "aes128-sha256",
+        "the profile follows ike_proposals and esp_proposals:\n{keyfile}"
+    );
+    let infrastructure_ts = format!("{CORP_HOST}/128");
+    let mut cfg = CharonConfig::initiator(
+        listen,
+        certs.initiator(),
+        vec![Tunnel::new(INFRASTRUCTURE, &[&infrastructure_ts])],
+    );
+    cfg.ike_proposals = vec![ike];
+    cfg.esp_proposals = vec![esp];
+    let initiator = Charon::start(&topo.cli, "profile", cfg)?;
+    let result = (|| -> Result<()> {
+        initiator.load_all()?;
+        initiator.initiate(INFRASTRUCTURE, INFRASTRUCTURE, INITIATE_TIMEOUT)?;
+        initiator.wait_established(1, 1, SETTLE_TIMEOUT)?;
+        let log = std::fs::read_to_string(initiator.log_path())?;
+        for needle in [
+            "selected proposal: IKE:AES_CBC_256/HMAC_SHA2_384_192/PRF_HMAC_SHA2_384/MODP_3072",
+            "selected proposal: ESP:AES_CBC_128/HMAC_SHA2_256_128",
+        ] {
+            ensure!(log.contains(needle), "charon did not log {needle:?}");
+        }
+        topo.ping6(&topo.cli, CORP_HOST, 1)?;
+        topo.ping6_all(&topo.cli, CORP_HOST, 3)
+            .context("ping the corporate host through the infrastructure tunnel")?;
+        Ok(())
+    })();
+    with_charon_logs(result, &[&initiator])?;
+    gate.ensure_running()
 }
 
 /// `gate64 status` from the control socket.
