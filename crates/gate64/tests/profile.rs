@@ -268,3 +268,56 @@ fn a_configuration_windows_cannot_meet_is_refused_naming_the_key() {
         "ike=AES-256-GCM/SHA2-256/31"
     );
 }
+
+#[test]
+fn a_pkcs12_identity_is_embedded_and_referenced() {
+    let lab = Lab::new("pkcs12");
+    let config = lab.config("");
+    let p12 = lab.dir.join("client.p12");
+    let bytes: Vec<u8> = (0u8..=255).collect();
+    std::fs::write(&p12, &bytes).expect("p12");
+    let run = |kind: &str| {
+        let out = gate64(&[
+            "profile",
+            kind,
+            "--config",
+            config.to_str().expect("UTF-8"),
+            "--server",
+            "vpn.example.com",
+            "--ca",
+            lab.ca().to_str().expect("UTF-8"),
+            "--pkcs12",
+            p12.to_str().expect("UTF-8"),
+            "--local-id",
+            "client1.gate64.lab",
+        ]);
+        assert!(out.status.success(), "{kind}: {}", text(&out.stderr));
+        out.stdout
+    };
+    let plist = run("apple");
+    let script = r#"
+import plistlib, sys
+top = plistlib.loads(sys.stdin.buffer.read())
+vpn = [p for p in top["PayloadContent"] if p["PayloadType"] == "com.apple.vpn.managed"][0]
+p12 = [p for p in top["PayloadContent"] if p["PayloadType"] == "com.apple.security.pkcs12"][0]
+assert vpn["IKEv2"]["PayloadCertificateUUID"] == p12["PayloadUUID"]
+assert vpn["IKEv2"]["LocalIdentifier"] == "client1.gate64.lab"
+assert p12["PayloadContent"] == bytes(range(256))
+print("ok")
+"#;
+    let mut child = Command::new("python3")
+        .args(["-c", script])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("python3 runs");
+    std::io::Write::write_all(child.stdin.as_mut().expect("stdin"), &plist).expect("write");
+    let out = child.wait_with_output().expect("python3");
+    assert_eq!(text(&out.stdout), "ok\n", "{}", text(&out.stderr));
+    let sswan: serde_json::Value = serde_json::from_slice(&run("android")).expect("JSON");
+    assert_eq!(sswan["local"]["id"], "client1.gate64.lab");
+    let p12_b64 = sswan["local"]["p12"].as_str().expect("local.p12");
+    assert!(p12_b64.starts_with("AAECAwQFBgcICQoL"), "{p12_b64}");
+    assert!(p12_b64.ends_with("+/w=="), "{p12_b64}");
+}
