@@ -108,7 +108,8 @@ pub(crate) struct Profile {
 /// Runs `gate64 profile`.
 pub fn run(args: &ProfileArgs) -> Result<()> {
     let inputs = inputs(args)?;
-    let profile = generate(args, &inputs)?;
+    let mut profile = generate(args, &inputs)?;
+    profile.notes.push_str(&warnings(&inputs));
     match &args.out {
         Some(path) => {
             write_private(path, profile.body.as_bytes())?;
@@ -144,6 +145,29 @@ fn generate(args: &ProfileArgs, inputs: &Inputs) -> Result<Profile> {
         }
     }
     .map_err(anyhow::Error::msg)
+}
+
+/// What may keep clients from reaching gate64 with this profile: no `ipsec.listen`, or a
+/// `--server` address that is not one of them (fine behind a one-to-one NAT).
+fn warnings(inputs: &Inputs) -> String {
+    let listen = &inputs.config.ipsec.listen;
+    if listen.is_empty() {
+        return "warning: ipsec.listen is empty: gate64 binds no address for IKEv2 clients \
+                that dial it directly\n"
+            .into();
+    }
+    match inputs.server.parse::<std::net::IpAddr>() {
+        Ok(ip) if !listen.contains(&ip) => format!(
+            "warning: --server {ip} is none of ipsec.listen ({}): it must reach one of them \
+             (e.g. through a one-to-one NAT)\n",
+            listen
+                .iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+        _ => String::new(),
+    }
 }
 
 /// Reads the configuration and the CA, and settles the identities.

@@ -1,5 +1,5 @@
 use super::suites::{ANDROID_BUILTIN, APPLE, STRONGSWAN, WINDOWS, choose_ike, ike_choices};
-use super::{Inputs, android, apple, networkmanager, text, windows};
+use super::{Inputs, android, apple, networkmanager, text, warnings, windows};
 use gate64_config::Config;
 use std::path::Path;
 
@@ -291,4 +291,22 @@ fn names_and_identities_that_could_break_a_profile_are_refused() {
     for bad in ["a\"b", "<x>", "a&b", "$(x)", "a'b", "a\nb", ""] {
         assert!(!text::identity(bad), "{bad:?}");
     }
+}
+
+#[test]
+fn a_server_address_gate64_does_not_listen_on_is_warned_about() {
+    let mut i = inputs("");
+    assert_eq!(warnings(&i), "");
+    i.server = "192.0.2.10".into();
+    assert_eq!(warnings(&i), "");
+    i.server = "203.0.113.7".into();
+    let w = warnings(&i);
+    assert!(
+        w.contains("203.0.113.7") && w.contains("ipsec.listen (192.0.2.10)"),
+        "{w}"
+    );
+    let config =
+        Config::from_toml_str(&BASE.replace("listen = [\"192.0.2.10\"]\n", "")).expect("config");
+    i.config = config;
+    assert!(warnings(&i).contains("ipsec.listen is empty"));
 }
