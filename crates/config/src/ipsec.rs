@@ -268,6 +268,28 @@ impl Ipsec {
             .collect()
     }
 
+    /// Whether the responder may choose this IKE SA combination, by the rule it applies:
+    /// `encr` is (transform ID, key bits), `integ` `None` for AES-GCM; SHA1 (integrity 2,
+    /// PRF 2) and MODP-1024 (group 2) only with `legacy_proposals`; with `ike_proposals`
+    /// set, only a combination one entry names in full. Transform IDs gate64 does not
+    /// implement are not checked here: callers ask about the ones it does.
+    pub fn ike_allows(&self, encr: (u16, u16), integ: Option<u16>, prf: u16, group: u16) -> bool {
+        const LEGACY_ID: u16 = 2;
+        if !self.legacy_proposals
+            && (integ == Some(LEGACY_ID) || prf == LEGACY_ID || group == LEGACY_ID)
+        {
+            return false;
+        }
+        let specs = self.ike_proposal_specs();
+        specs.is_empty()
+            || specs.iter().any(|p| {
+                p.encr.contains(&encr)
+                    && integ.is_none_or(|i| p.integ.contains(&i))
+                    && p.prf.contains(&prf)
+                    && p.groups.contains(&group)
+            })
+    }
+
     /// The warning to show while `require = false` (at start-up, in `check-config`, and
     /// repeated by the daemon every hour), or `None` while the security step is on.
     pub fn open_to_unauthenticated_warning(&self) -> Option<&'static str> {

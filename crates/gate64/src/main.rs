@@ -5,7 +5,7 @@
 mod generate;
 
 use clap::{CommandFactory, Parser, Subcommand};
-use gate64_admin::{disconnect, sessions};
+use gate64_admin::{disconnect, profile, sessions};
 use gate64_client::connect;
 use gate64_daemon::certs;
 use gate64_lab::{bench, demo};
@@ -73,6 +73,16 @@ enum Command {
     /// ipsec-client-serveronly.pem, ipsec-client-serveronly.key: serverAuth alone (refused
     /// under `ipsec.client_eku = "strict"`).
     Certs(certs::CertsArgs),
+    /// Write a client profile for IKEv2 straight to gate64 (`[ipsec] listen`): windows (a
+    /// PowerShell script creating an Always On VPN device tunnel), apple (a .mobileconfig),
+    /// android (a .sswan for the strongSwan app, and the built-in client's settings) or
+    /// networkmanager (a .nmconnection for NetworkManager-strongswan).
+    ///
+    /// Its proposals are the strongest set the configuration's `[ipsec]` accepts that the
+    /// client can propose (a configuration that leaves it none is refused, naming the key);
+    /// gate64's identity is `ipsec.identity`, else the first subjectAltName of
+    /// `ipsec.certificate`, else --server; the client trusts --ca for gate64.
+    Profile(profile::ProfileArgs),
     /// Connect this host to a gate64 server as a client (IP-HTTPS or Teredo), with a TUN device.
     Connect(connect::ConnectArgs),
     /// End a client's IKE SAs and child SAs now (root; over the control socket): each client
@@ -121,6 +131,7 @@ fn main() -> ExitCode {
         Command::Demo(args) => demo::run(&args),
         Command::Bench(args) => bench::run(args),
         Command::Certs(args) => certs::run(&args),
+        Command::Profile(args) => profile::run(&args),
         Command::Connect(args) => connect::run(args),
         Command::Status {
             json,

@@ -888,3 +888,27 @@ fn proposal_keys_need_a_restart() {
         ["ipsec.legacy_proposals", "ipsec.ike_proposals"]
     );
 }
+
+#[test]
+fn ike_allows_applies_legacy_and_ike_proposals() {
+    const GCM256: (u16, u16) = (20, 256);
+    const CBC256: (u16, u16) = (12, 256);
+    let all = parse(CREDENTIALS).unwrap();
+    assert!(all.ipsec.ike_allows(GCM256, None, 5, 19));
+    assert!(all.ipsec.ike_allows(CBC256, Some(12), 5, 14));
+    // SHA1 and MODP-1024 only with legacy_proposals.
+    assert!(!all.ipsec.ike_allows(CBC256, Some(2), 2, 14));
+    assert!(!all.ipsec.ike_allows(CBC256, Some(12), 5, 2));
+    let legacy = parse(&format!("{CREDENTIALS}legacy_proposals = true\n")).unwrap();
+    assert!(legacy.ipsec.ike_allows(CBC256, Some(2), 2, 2));
+    // ike_proposals: only combinations one entry names in full.
+    let narrow = parse(&format!(
+        "{CREDENTIALS}ike_proposals = [\"aes256-sha384-modp3072\", \"aes128gcm16-prfsha512-curve25519\"]\n"
+    ))
+    .unwrap();
+    assert!(narrow.ipsec.ike_allows(CBC256, Some(13), 6, 15));
+    assert!(narrow.ipsec.ike_allows((20, 128), None, 7, 31));
+    assert!(!narrow.ipsec.ike_allows(CBC256, Some(12), 5, 15));
+    assert!(!narrow.ipsec.ike_allows(CBC256, Some(13), 6, 31));
+    assert!(!narrow.ipsec.ike_allows(GCM256, None, 7, 31));
+}
