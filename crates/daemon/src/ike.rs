@@ -29,7 +29,8 @@ const GAUGE_REFRESH: Duration = Duration::from_secs(1);
 
 /// What a reload (SIGHUP) hands the running responder: `[ipsec]` certificate, key and CA
 /// read from their files again (a renewed certificate at the same path too), the RFC 4739
-/// policy and the tunnel rules (their CA files read again too). Established IKE SAs keep running; new handshakes use these.
+/// policy and the tunnel rules (their CA files read again too). Established IKE SAs keep
+/// running; new handshakes use these.
 pub struct Reloaded {
     credentials: Credentials,
     anchors: TrustAnchors,
