@@ -9,7 +9,7 @@
 //!   naming its tunnel. Both come up (no TS_UNACCEPTABLE, nothing replaced): the first as the
 //!   infrastructure tunnel, its selectors narrowed to `infrastructure_prefixes`, the second as
 //!   the intranet, in charon's SAs, `gate64 status --json`, the MMSA/QMSA gauges and the
-//!   session log.
+//!   session log (the session's connect line and its tunnel_up line).
 
 use std::time::Duration;
 
@@ -33,12 +33,12 @@ fn netns_ike_tunnel_rule_sorts_two_any_clients_by_ca() {
     );
 }
 
-/// charon's settings: the plugins of docs/clients/strongswan.md, one IKE SA per connection,
-/// and no routes or virtual IPs installed (the test looks at the SAs, not at traffic).
+/// charon's settings: those of docs/clients/strongswan.md (kernel-libipsec installs a child
+/// SA only with its virtual IP and route in place), one IKE SA per connection.
 const STRONGSWAN_CONF: &str = "charon {\n  load = random nonce openssl pem pkcs1 pkcs8 pubkey \
      x509 revocation constraints aes sha1 sha2 hmac gcm kdf attr kernel-libipsec \
-     kernel-netlink socket-default vici\n  reuse_ikesa = no\n  install_routes = no\n  \
-     install_virtual_ip = no\n  retransmit_timeout = 2\n  retransmit_tries = 5\n}\n";
+     kernel-netlink socket-default vici\n  reuse_ikesa = no\n  install_routes = yes\n  \
+     install_virtual_ip = yes\n  retransmit_timeout = 2\n  retransmit_tries = 5\n}\n";
 
 /// One connection named `name` (its child too) authenticating with the certificate file
 /// `cert`, asking for `::/0` without naming a tunnel.
@@ -179,20 +179,26 @@ fn two_any_clients_by_ca(topo: &Topology) -> Result<()> {
         gate64_lines(&m)
     );
 
-    // The session log: a tunnel_up per tunnel.
-    let ups = wait_for(Duration::from_secs(10), || {
+    // The session log: the session's connect line with the first tunnel, a tunnel_up line
+    // with the second (one client address, one session).
+    let tunnels_logged = || -> Option<Vec<String>> {
         let records = session_records(topo).ok()?;
-        let mut ups: Vec<String> = records
-            .iter()
-            .filter(|r| r["event"] == "tunnel_up")
-            .filter_map(|r| r["tunnel"].as_str().map(str::to_owned))
-            .collect();
-        ups.sort();
-        (ups.len() == 2).then_some(ups)
-    });
+        let mut seen: Vec<String> = Vec::new();
+        for r in &records {
+            if r["event"] == "connect" {
+                let list = r["tunnels"].as_array()?;
+                seen.extend(list.iter().filter_map(|t| t.as_str().map(str::to_owned)));
+            } else if r["event"] == "tunnel_up" {
+                seen.extend(r["tunnel"].as_str().map(str::to_owned));
+            }
+        }
+        seen.sort();
+        (seen.len() == 2).then_some(seen)
+    };
+    let logged = wait_for(Duration::from_secs(10), tunnels_logged);
     ensure!(
-        ups.as_deref() == Some(&["infrastructure".to_owned(), "intranet".to_owned()][..]),
-        "the session log's tunnel_up lines: {ups:?}\n{}",
+        logged.as_deref() == Some(&["infrastructure".to_owned(), "intranet".to_owned()][..]),
+        "the session log's tunnels: {logged:?}\n{}",
         std::fs::read_to_string(crate::ipsec::session_log(topo)).unwrap_or_default()
     );
     lab.gate.ensure_running()
