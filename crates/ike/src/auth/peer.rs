@@ -173,19 +173,7 @@ impl TrustAnchors {
             self.crls.check_path(&certs, now)?;
         }
         let mut peer = parse_leaf(leaf)?;
-        peer.issuers = path
-            .intermediate_certificates()
-            .map(|c| {
-                super::CaFingerprint::from_name_and_spki(
-                    c.subject(),
-                    c.subject_public_key_info().as_ref(),
-                )
-            })
-            .chain(std::iter::once(super::CaFingerprint::from_contents(
-                path.anchor().subject.as_ref(),
-                path.anchor().subject_public_key_info.as_ref(),
-            )))
-            .collect();
+        peer.issuers = path_issuers(&path);
         peer.revocation = Some(RevocationKey::new(end_entity.issuer(), end_entity.serial()));
         peer.ocsp = Some(OcspQuery {
             leaf: leaf.to_vec(),
@@ -205,6 +193,23 @@ impl TrustAnchors {
         }
         Ok(peer)
     }
+}
+
+/// The CAs above the leaf of a verified chain, its issuer first and the trust anchor last
+/// ([`super::CaSet::issued`]).
+fn path_issuers(path: &webpki::VerifiedPath<'_>) -> Vec<super::CaFingerprint> {
+    path.intermediate_certificates()
+        .map(|c| {
+            super::CaFingerprint::from_name_and_spki(
+                c.subject(),
+                c.subject_public_key_info().as_ref(),
+            )
+        })
+        .chain(std::iter::once(super::CaFingerprint::from_contents(
+            path.anchor().subject.as_ref(),
+            path.anchor().subject_public_key_info.as_ref(),
+        )))
+        .collect()
 }
 
 /// The certificates of a verified chain with their issuers' keys, leaf first (webpki yields
