@@ -418,3 +418,54 @@ fn set_tunnel_rules_applies_to_the_next_ike_auth() {
     let got = connect(&d.lab, &mut r, now, &machine, &ANY_UNNAMED);
     assert_eq!(got.tunnel, Some(TunnelKind::Infrastructure));
 }
+
+/// A CREATE_CHILD_SA of an IKE SA whose tunnel a rule chose, asking again for the `::/0` it
+/// first asked for (as a client that re-proposes its configured selectors does): its TSr is
+/// narrowed into that tunnel, not refused as the intranet's.
+#[test]
+fn a_create_child_sa_asking_for_any_keeps_the_rules_tunnel() {
+    let d = DeviceLab::new();
+    let now = Instant::now();
+    let mut r = d.responder(now, vec![d.device_rule(TunnelKind::Infrastructure)], |_| {});
+    let (chain, key) = leaf(&d.device_ca, "pc1.gate64.lab");
+    let mut i = d.lab.initiator_as(
+        now,
+        TunnelKind::Infrastructure,
+        "::/0",
+        (&chain, &key),
+        Group::Ecp256,
+    );
+    i.start(now);
+    exchange_all(&mut r, &mut i, now);
+    let (inner, _) = established(&mut i);
+    let inner = inner.expect("an inner address");
+    let _ = events(&mut r);
+    let any = TrafficSelector::range(
+        "::".parse().expect("a"),
+        IpAddr::V6(std::net::Ipv6Addr::from(u128::MAX)),
+    );
+    let payloads = [
+        esp_proposal(0x6000, None),
+        Payload::Nonce(vec![5; 32]),
+        Payload::TsI(vec![TrafficSelector::range(inner, inner)]),
+        Payload::TsR(vec![any]),
+    ];
+    let req = request(&mut i, exchange::CREATE_CHILD_SA, &payloads);
+    r.handle(now, addr(SERVER), addr(CLIENT), &req);
+    let answer = open_response(&i, &r.poll_transmit().expect("answer"));
+    let tsr = answer.iter().find_map(|p| match p {
+        Payload::TsR(t) => Some(t.clone()),
+        _ => None,
+    });
+    let corporate = ip("fd00:c0::53");
+    assert_eq!(
+        tsr.map(|t| t.iter().map(|s| (s.start, s.end)).collect::<Vec<_>>()),
+        Some(vec![(corporate, corporate)]),
+        "{answer:?}"
+    );
+    let ev = events(&mut r);
+    assert_eq!(
+        child_ups(&ev).iter().map(|c| c.tunnel).collect::<Vec<_>>(),
+        [TunnelKind::Infrastructure]
+    );
+}
