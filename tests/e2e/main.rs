@@ -22,6 +22,7 @@ mod ike_proposals;
 mod ike_reauth;
 mod ike_revocation;
 mod ike_rsa;
+mod ike_tunnel_rules;
 mod iphttps;
 mod iphttps_abuse;
 mod iphttps_edge;

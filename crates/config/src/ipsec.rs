@@ -128,6 +128,43 @@ pub struct Ipsec {
     /// IKE SA proposals in strongSwan's notation narrowing what gate64 accepts; empty =
     /// everything gate64 implements ([`Ipsec::ike_proposal_specs`]).
     pub ike_proposals: Vec<String>,
+    /// `[[ipsec.tunnel_rule]]`, in file order: the tunnel of a client that does not name one,
+    /// by its certificate; the first rule that matches wins. Empty: the traffic selectors
+    /// decide, as for every client.
+    pub tunnel_rule: Vec<TunnelRule>,
+}
+
+/// One `[[ipsec.tunnel_rule]]`: a client whose certificate meets every condition given gets
+/// `tunnel` (unless it names its tunnel itself).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TunnelRule {
+    /// The tunnel; validation refuses a rule without one.
+    pub tunnel: Option<RuleTunnel>,
+    /// A PEM file of CA certificates: the client certificate was issued by one of them, or
+    /// by a CA under one (the same subject name and public key as a certificate above the
+    /// leaf in its verified chain).
+    pub ca: Option<PathBuf>,
+    /// A pattern (`*` for any run of characters, ASCII case-insensitive) that the
+    /// certificate's subject commonName or one of its DNS or email subjectAltNames matches.
+    pub identity: Option<String>,
+}
+
+/// `ipsec.tunnel_rule.tunnel`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RuleTunnel {
+    /// DirectAccess' infrastructure tunnel (`ipsec.infrastructure_prefixes`).
+    Infrastructure,
+    /// The intranet tunnel (`ipsec.intranet_prefixes`).
+    Intranet,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawTunnelRule {
+    tunnel: Option<RuleTunnel>,
+    ca: Option<PathBuf>,
+    identity: Option<String>,
 }
 
 /// `ipsec.ocsp`: OCSP lookups of client certificates (RFC 6960).
@@ -249,6 +286,7 @@ impl Default for Ipsec {
             esp_proposals: esp::DEFAULT_ESP_PROPOSALS.map(String::from).to_vec(),
             legacy_proposals: false,
             ike_proposals: Vec::new(),
+            tunnel_rule: Vec::new(),
         }
     }
 }
@@ -398,6 +436,7 @@ pub(crate) struct RawIpsec {
     esp_proposals: Option<Vec<String>>,
     legacy_proposals: Option<bool>,
     ike_proposals: Option<Vec<String>>,
+    tunnel_rule: Option<Vec<RawTunnelRule>>,
 }
 
 impl RawIpsec {
@@ -456,6 +495,16 @@ impl RawIpsec {
             esp_proposals: self.esp_proposals.unwrap_or(d.esp_proposals),
             legacy_proposals: self.legacy_proposals.unwrap_or(d.legacy_proposals),
             ike_proposals: self.ike_proposals.unwrap_or_default(),
+            tunnel_rule: self
+                .tunnel_rule
+                .unwrap_or_default()
+                .into_iter()
+                .map(|r| TunnelRule {
+                    tunnel: r.tunnel,
+                    ca: r.ca,
+                    identity: r.identity,
+                })
+                .collect(),
         }
     }
 }
@@ -530,8 +579,9 @@ impl Config {
         })
     }
 
-    /// `ipsec.certificate`, `ipsec.private_key`, `ipsec.ca`, `ipsec.user_ca` and every
-    /// `ipsec.crls` entry are readable files, while IPsec is configured.
+    /// `ipsec.certificate`, `ipsec.private_key`, `ipsec.ca`, `ipsec.user_ca`, every
+    /// `ipsec.crls` entry and every `ipsec.tunnel_rule` CA are readable files, while IPsec is
+    /// configured.
     pub(crate) fn check_ipsec_files(&self) -> Result<(), ConfigError> {
         let s = &self.ipsec;
         if !s.configured() {
@@ -549,6 +599,9 @@ impl Config {
         }
         for path in &s.crls {
             check_readable_file("ipsec.crls", path)?;
+        }
+        for path in s.tunnel_rule.iter().filter_map(|r| r.ca.as_ref()) {
+            check_readable_file("ipsec.tunnel_rule.ca", path)?;
         }
         Ok(())
     }
@@ -677,6 +730,13 @@ pub(crate) fn expected_form(path: &str) -> Option<&'static str> {
         "ipsec.identity" => "a string, e.g. \"gw.example.com\" or \"2001:db8::1\"",
         "ipsec.dns" => "a list of IPv6 addresses, e.g. [\"2001:db8:100::1\"]",
         "ipsec.dns_domains" => "a list of domain names, e.g. [\"corp.example.com\"]",
+        "ipsec.tunnel_rule" => {
+            "[[ipsec.tunnel_rule]] tables with tunnel = \"infrastructure\" or \"intranet\" \
+             and ca = \"PATH\" and/or identity = \"PATTERN\""
+        }
+        "ipsec.tunnel_rule.tunnel" => "\"infrastructure\" or \"intranet\"",
+        "ipsec.tunnel_rule.ca" => "a file path in quotes, e.g. \"/etc/gate64/device-ca.pem\"",
+        "ipsec.tunnel_rule.identity" => "a pattern in quotes, e.g. \"*.devices.example.com\"",
         "ipsec.esp_proposals" => {
             "a list of ESP suites in strongSwan's notation, e.g. [\"aes256gcm16\", \"aes256-sha256\"]"
         }

@@ -4,7 +4,8 @@
 //! client CA and CRLs (new connections get them; connections up keep theirs), the IKE
 //! certificate, key and CA and the RFC 4739 policy (new IKE SAs get them; IKE SAs up keep
 //! theirs), the ESP suites (`ipsec.esp_proposals`: new child SAs, rekeys included, choose
-//! from them; child SAs up keep theirs), the IKE CRLs (new IKE SAs are checked against them), the log
+//! from them; child SAs up keep theirs), the tunnel rules (`ipsec.tunnel_rule`: new IKE SAs
+//! get them; IKE SAs up keep their tunnel), the IKE CRLs (new IKE SAs are checked against them), the log
 //! filter, the security step's switch (`ipsec.require`), the binding and session logs' paths, the
 //! IP-HTTPS connection caps (at once and per source), its ClientHello and write deadlines and
 //! its queue budget. Every
@@ -38,6 +39,7 @@ pub const LIVE_KEYS: &[&str] = &[
     "ipsec.unique_ids",
     "ipsec.reauth_secs",
     "ipsec.esp_proposals",
+    "ipsec.tunnel_rule",
     "ipsec.ocsp",
     "ipsec.ocsp_url",
     "ipsec.ocsp_max_age_secs",
@@ -162,7 +164,8 @@ impl Config {
                 dns_domains,
                 esp_proposals,
                 legacy_proposals,
-                ike_proposals
+                ike_proposals,
+                tunnel_rule
             ]
         );
         diff!(
@@ -341,6 +344,18 @@ binding_log = "/var/log/gate64/bindings.jsonl"
             ]
         );
         assert!(a.restart_only_changes(&b).is_empty(), "{changed:?}");
+    }
+
+    #[test]
+    fn tunnel_rules_are_live() {
+        let a = with("");
+        let b = edited(
+            "pool6 = \"fd00:c1::/120\"",
+            "pool6 = \"fd00:c1::/120\"\n[[ipsec.tunnel_rule]]\ntunnel = \"infrastructure\"\n\
+             ca = \"/etc/gate64/device-ca.pem\"",
+        );
+        assert_eq!(a.changed_keys(&b), ["ipsec.tunnel_rule"]);
+        assert!(a.restart_only_changes(&b).is_empty());
     }
 
     #[test]

@@ -128,6 +128,11 @@ fn main_example_with_every_section_on_is_valid() {
     // IPsec configured, both tunnels within the corporate side, the security step on.
     assert!(c.ipsec.require && c.ipsec.configured());
     assert_eq!(c.ipsec.pool6, Some("fd00:c1::100/120".parse().unwrap()));
+    assert_eq!(c.ipsec.tunnel_rule.len(), 1);
+    assert_eq!(
+        c.ipsec.tunnel_rule[0].tunnel,
+        Some(gate64_config::RuleTunnel::Infrastructure)
+    );
     assert_eq!(c.ipsec_intranet_prefixes().len(), 2);
     let w = c.warnings();
     assert!(!w.iter().any(|w| w.starts_with("ipsec")), "{w:?}");

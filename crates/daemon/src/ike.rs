@@ -5,13 +5,15 @@ use crate::accounting::{Sessions, disconnect_reason};
 use crate::settings::client_eku;
 use anyhow::{Context, Result};
 use gate64_config::{
-    Config, EspProposal, IpsecCrlExpired, IpsecOcsp, IpsecSecondAuth, IpsecUniqueIds,
+    Config, EspProposal, IpsecCrlExpired, IpsecOcsp, IpsecSecondAuth, IpsecUniqueIds, RuleTunnel,
 };
 use gate64_dataplane::{IkeResult, IkeShedReason, IpsecStats, OcspResult, RekeyKind};
 use gate64_esp::{Cipher, SaDb};
-use gate64_ike::auth::{Credentials, Crls, Identity, Sha1RsaSigner, TrustAnchors};
+use gate64_ike::auth::{CaSet, Credentials, Crls, Identity, Sha1RsaSigner, TrustAnchors};
+use gate64_ike::child_sa::TunnelKind;
 use gate64_ike::responder::{
-    self, Event, Refusal, Responder, ResponderConfig, SecondAuthPolicy, UniqueIds,
+    self, Event, IdentityPattern, Refusal, Responder, ResponderConfig, SecondAuthPolicy,
+    TunnelRule, UniqueIds,
 };
 use gate64_io::ike::ocsp::{OcspChecker, OcspMode, OcspRule};
 use gate64_io::ike::{
@@ -26,8 +28,9 @@ use tracing::{debug, info, warn};
 const GAUGE_REFRESH: Duration = Duration::from_secs(1);
 
 /// What a reload (SIGHUP) hands the running responder: `[ipsec]` certificate, key and CA
-/// read from their files again (a renewed certificate at the same path too), and the RFC 4739
-/// policy. Established IKE SAs keep running; new handshakes use these.
+/// read from their files again (a renewed certificate at the same path too), the RFC 4739
+/// policy and the tunnel rules (their CA files read again too). Established IKE SAs keep
+/// running; new handshakes use these.
 pub struct Reloaded {
     credentials: Credentials,
     anchors: TrustAnchors,
@@ -36,6 +39,7 @@ pub struct Reloaded {
     unique_ids: UniqueIds,
     reauth: Option<Duration>,
     esp_suites: Vec<Cipher>,
+    tunnel_rules: Vec<TunnelRule>,
 }
 
 impl Reloaded {
@@ -54,6 +58,7 @@ impl Reloaded {
             unique_ids: unique_ids(cfg),
             reauth: reauth(cfg),
             esp_suites: esp_suites(cfg),
+            tunnel_rules: tunnel_rules(cfg)?,
         }))
     }
 
@@ -80,6 +85,7 @@ impl Reloaded {
             responder.set_unique_ids(self.unique_ids);
             responder.set_reauth(self.reauth);
             responder.set_esp_suites(self.esp_suites);
+            responder.set_tunnel_rules(self.tunnel_rules);
             info!("IKE credentials reloaded: new IKE SAs use them, established ones stay");
             let removed = responder.disconnect_revoked(Instant::now());
             if !removed.is_empty() {
@@ -288,6 +294,40 @@ fn esp_suites(cfg: &Config) -> Vec<Cipher> {
         .collect()
 }
 
+/// `[[ipsec.tunnel_rule]]` as the responder's rules, in file order, each CA file read and
+/// parsed; a refusal names the key, the file and the rule's number.
+fn tunnel_rules(cfg: &Config) -> Result<Vec<TunnelRule>> {
+    (1..)
+        .zip(&cfg.ipsec.tunnel_rule)
+        .map(|(n, rule)| {
+            let tunnel = match rule.tunnel {
+                Some(RuleTunnel::Infrastructure) => TunnelKind::Infrastructure,
+                Some(RuleTunnel::Intranet) => TunnelKind::Intranet,
+                None => anyhow::bail!("`ipsec.tunnel_rule` #{n}: no tunnel"),
+            };
+            let ca = match &rule.ca {
+                Some(path) => {
+                    let pem = std::fs::read(path).with_context(|| {
+                        format!(
+                            "ipsec.tunnel_rule.ca (#{n}): cannot read {}",
+                            path.display()
+                        )
+                    })?;
+                    Some(CaSet::from_pem(&pem).map_err(|e| {
+                        anyhow::anyhow!("`ipsec.tunnel_rule.ca` (#{n}, {}): {e}", path.display())
+                    })?)
+                }
+                None => None,
+            };
+            Ok(TunnelRule {
+                tunnel,
+                ca,
+                identity: rule.identity.as_deref().map(IdentityPattern::new),
+            })
+        })
+        .collect()
+}
+
 fn second_auth_policy(cfg: &Config) -> SecondAuthPolicy {
     match cfg.ipsec.intranet_second_auth {
         IpsecSecondAuth::Off => SecondAuthPolicy::Off,
@@ -331,6 +371,7 @@ pub fn responder_config(cfg: &Config) -> Result<Option<ResponderConfig>> {
     config.dns_domains = cfg.ipsec.dns_domains.clone();
     config.esp_suites = esp_suites(cfg);
     config.ike_policy = ike_policy(cfg);
+    config.tunnel_rules = tunnel_rules(cfg)?;
     Ok(Some(config))
 }
 
@@ -717,6 +758,50 @@ mod tests {
             ] {
                 assert!(text.contains(needle), "{needle:?} not in {text}");
             }
+        }
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// `[[ipsec.tunnel_rule]]` CA files are read and parsed (as at start, reload and
+    /// `check-config`): one that cannot be read or holds no certificate is refused naming the
+    /// key, the rule and the file; good ones become the responder's rules in file order.
+    #[test]
+    fn tunnel_rule_cas_are_read_and_refused_naming_the_key() {
+        let dir = std::env::temp_dir().join(format!("gate64-ike-rules-{}", std::process::id()));
+        crate::certs::generate(&dir, &["gw.gate64.lab".to_owned()], &[]).expect("certs");
+        std::fs::write(dir.join("garbage.pem"), "not a certificate").expect("write");
+        let base = "[teredo]\nserver_addresses = [\"192.0.2.1\", \"192.0.2.2\"]\n[corpnet]\n\
+                    ipv6_prefixes = [\"2001:db8:100::/48\"]\naddress6 = \"2001:db8:100::1\"\n\
+                    [ipsec]\ncertificate = \"/c.pem\"\nprivate_key = \"/c.key\"\n\
+                    ca = \"/ca.pem\"\npool6 = \"fd00:c1::100/120\"\n";
+        let cfg = |ca: &str| {
+            let text = format!(
+                "{base}[[ipsec.tunnel_rule]]\ntunnel = \"intranet\"\nidentity = \"alice*\"\n\
+                 [[ipsec.tunnel_rule]]\ntunnel = \"infrastructure\"\nca = \"{}\"\n",
+                dir.join(ca).display()
+            );
+            Config::from_toml_str(&text).expect("config")
+        };
+        let rules = tunnel_rules(&cfg("clients-ca.pem")).expect("rules");
+        assert_eq!(rules.len(), 2);
+        assert_eq!(rules[0].tunnel, TunnelKind::Intranet);
+        assert_eq!(
+            rules[0].identity.as_ref().map(IdentityPattern::as_str),
+            Some("alice*")
+        );
+        assert!(rules[0].ca.is_none());
+        assert_eq!(rules[1].tunnel, TunnelKind::Infrastructure);
+        assert!(rules[1].ca.as_ref().is_some_and(|ca| ca.len() == 1));
+        for (file, reason) in [
+            ("garbage.pem", "no certificate"),
+            ("absent.pem", "cannot read"),
+        ] {
+            let e = format!("{:#}", tunnel_rules(&cfg(file)).unwrap_err());
+            assert!(
+                e.contains("ipsec.tunnel_rule.ca") && e.contains("#2") && e.contains(file),
+                "{e}"
+            );
+            assert!(e.contains(reason), "{reason:?} not in {e}");
         }
         let _ = std::fs::remove_dir_all(&dir);
     }

@@ -912,3 +912,98 @@ fn ike_allows_applies_legacy_and_ike_proposals() {
     assert!(!narrow.ipsec.ike_allows(CBC256, Some(13), 6, 31));
     assert!(!narrow.ipsec.ike_allows(GCM256, None, 7, 31));
 }
+
+#[test]
+fn tunnel_rules_parse_in_file_order() {
+    let c = parse(&format!(
+        "{CREDENTIALS}[[ipsec.tunnel_rule]]\ntunnel = \"infrastructure\"\n\
+         ca = \"/etc/gate64/device-ca.pem\"\n\
+         [[ipsec.tunnel_rule]]\ntunnel = \"intranet\"\nidentity = \"*.users.example.com\"\n\
+         [[ipsec.tunnel_rule]]\ntunnel = \"infrastructure\"\nca = \"/etc/gate64/device-ca.pem\"\n\
+         identity = \"PC-*\"\n"
+    ))
+    .unwrap();
+    let rules = &c.ipsec.tunnel_rule;
+    assert_eq!(rules.len(), 3);
+    assert_eq!(rules[0].tunnel, Some(super::RuleTunnel::Infrastructure));
+    assert_eq!(
+        rules[0].ca.as_deref(),
+        Some(std::path::Path::new("/etc/gate64/device-ca.pem"))
+    );
+    assert_eq!(rules[0].identity, None);
+    assert_eq!(rules[1].tunnel, Some(super::RuleTunnel::Intranet));
+    assert_eq!(rules[1].identity.as_deref(), Some("*.users.example.com"));
+    assert!(rules[2].ca.is_some() && rules[2].identity.as_deref() == Some("PC-*"));
+    assert!(parse(CREDENTIALS).unwrap().ipsec.tunnel_rule.is_empty());
+}
+
+#[test]
+fn tunnel_rules_are_refused_naming_the_key() {
+    let rule = |body: &str| format!("{CREDENTIALS}[[ipsec.tunnel_rule]]\n{body}");
+    refused(
+        &rule("ca = \"/etc/gate64/device-ca.pem\"\n"),
+        "ipsec.tunnel_rule.tunnel",
+        "#1 names no tunnel",
+    );
+    refused(
+        &rule("tunnel = \"infrastructure\"\n"),
+        "ipsec.tunnel_rule",
+        "no condition",
+    );
+    refused(
+        &rule("tunnel = \"infrastructure\"\nidentity = \"\"\n"),
+        "ipsec.tunnel_rule.identity",
+        "1..=",
+    );
+    refused(
+        &rule("tunnel = \"infrastructure\"\nidentity = \"a b\"\n"),
+        "ipsec.tunnel_rule.identity",
+        "without spaces",
+    );
+    refused(
+        &rule("tunnel = \"intranet\"\nca = \"\"\n"),
+        "ipsec.tunnel_rule.ca",
+        "PEM file",
+    );
+    let e = parse(&rule("tunnel = \"device\"\nca = \"/x.pem\"\n")).unwrap_err();
+    assert!(
+        e.key().is_some_and(|k| k.starts_with("ipsec.tunnel_rule")),
+        "{e}"
+    );
+    let e = parse(&rule("tunnel = \"intranet\"\ncn = \"x\"\n")).unwrap_err();
+    assert!(
+        e.key().is_some_and(|k| k.starts_with("ipsec.tunnel_rule")),
+        "{e}"
+    );
+    let second = format!(
+        "{CREDENTIALS}[[ipsec.tunnel_rule]]\ntunnel = \"intranet\"\nidentity = \"a\"\n\
+         [[ipsec.tunnel_rule]]\ntunnel = \"intranet\"\n"
+    );
+    refused(&second, "ipsec.tunnel_rule", "#2");
+}
+
+#[test]
+fn a_tunnel_rule_ca_must_be_readable() {
+    let dir = std::env::temp_dir().join(format!("gate64-rule-ca-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let mut files = String::new();
+    for name in ["ipsec.pem", "ipsec.key", "clients-ca.pem"] {
+        let path = dir.join(name);
+        std::fs::write(&path, "x").unwrap();
+        let key = match name {
+            "ipsec.pem" => "certificate",
+            "ipsec.key" => "private_key",
+            _ => "ca",
+        };
+        files.push_str(&format!("{key} = \"{}\"\n", path.display()));
+    }
+    let c = parse(&format!(
+        "{files}pool6 = \"fd00:c1::100/120\"\n[[ipsec.tunnel_rule]]\ntunnel = \"infrastructure\"\n\
+         ca = \"{}\"\n",
+        dir.join("missing-device-ca.pem").display()
+    ))
+    .unwrap();
+    let e = c.check_files().unwrap_err();
+    assert_eq!(e.key(), Some("ipsec.tunnel_rule.ca"), "{e}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}

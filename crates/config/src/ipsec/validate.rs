@@ -47,7 +47,59 @@ impl Config {
             }
         }
         self.validate_ike_proposals()?;
+        self.validate_tunnel_rules()?;
         self.validate_ipsec_timers()
+    }
+
+    /// Every `[[ipsec.tunnel_rule]]` names its tunnel and at least one condition: a CA file
+    /// path and/or a name pattern of sensible length without control characters or spaces.
+    fn validate_tunnel_rules(&self) -> Result<(), ConfigError> {
+        for (n, rule) in (1..).zip(&self.ipsec.tunnel_rule) {
+            if rule.tunnel.is_none() {
+                return Err(missing(
+                    "ipsec.tunnel_rule.tunnel",
+                    &format!(
+                        "[[ipsec.tunnel_rule]] #{n} names no tunnel: add tunnel = \
+                         \"infrastructure\" or \"intranet\""
+                    ),
+                ));
+            }
+            if rule.ca.is_none() && rule.identity.is_none() {
+                return Err(missing(
+                    "ipsec.tunnel_rule",
+                    &format!(
+                        "[[ipsec.tunnel_rule]] #{n} has no condition, so it would match every \
+                         client: give ca = \"PATH\" (the CA that issues these clients' \
+                         certificates) and/or identity = \"PATTERN\""
+                    ),
+                ));
+            }
+            if let Some(ca) = &rule.ca
+                && ca.as_os_str().is_empty()
+            {
+                return Err(invalid(
+                    "ipsec.tunnel_rule.ca",
+                    "\"\"",
+                    format!("[[ipsec.tunnel_rule]] #{n}: give a PEM file of CA certificates"),
+                ));
+            }
+            if let Some(id) = &rule.identity
+                && (id.is_empty()
+                    || id.len() > MAX_IDENTITY_LEN
+                    || id.chars().any(|c| c.is_whitespace() || c.is_control()))
+            {
+                return Err(invalid(
+                    "ipsec.tunnel_rule.identity",
+                    format!("{id:?}"),
+                    format!(
+                        "[[ipsec.tunnel_rule]] #{n}: must be 1..={MAX_IDENTITY_LEN} bytes \
+                         without spaces or control characters, e.g. \"*.devices.example.com\" \
+                         (`*` matches any run of characters)"
+                    ),
+                ));
+            }
+        }
+        Ok(())
     }
 
     /// Every `ike_proposals` entry parses: known tokens, legacy ones only with

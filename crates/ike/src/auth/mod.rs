@@ -51,6 +51,7 @@
 //! x509-parser.
 
 mod algid;
+mod ca_set;
 mod chain_shape;
 mod credentials;
 mod crl;
@@ -68,6 +69,7 @@ mod public_key;
 #[cfg(test)]
 pub(crate) mod tests;
 
+pub use ca_set::{CaFingerprint, CaSet};
 pub use chain_shape::{MAX_PEER_CERTS, check_chain_shape};
 pub use credentials::{Credentials, Sha1RsaSigner, Sha1SignerLoader};
 pub use crl::{Crl, Crls, RevocationKey};

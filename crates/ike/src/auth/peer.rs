@@ -173,6 +173,7 @@ impl TrustAnchors {
             self.crls.check_path(&certs, now)?;
         }
         let mut peer = parse_leaf(leaf)?;
+        peer.issuers = path_issuers(&path);
         peer.revocation = Some(RevocationKey::new(end_entity.issuer(), end_entity.serial()));
         peer.ocsp = Some(OcspQuery {
             leaf: leaf.to_vec(),
@@ -192,6 +193,23 @@ impl TrustAnchors {
         }
         Ok(peer)
     }
+}
+
+/// The CAs above the leaf of a verified chain, its issuer first and the trust anchor last
+/// ([`super::CaSet::issued`]).
+fn path_issuers(path: &webpki::VerifiedPath<'_>) -> Vec<super::CaFingerprint> {
+    path.intermediate_certificates()
+        .map(|c| {
+            super::CaFingerprint::from_name_and_spki(
+                c.subject(),
+                c.subject_public_key_info().as_ref(),
+            )
+        })
+        .chain(std::iter::once(super::CaFingerprint::from_contents(
+            path.anchor().subject.as_ref(),
+            path.anchor().subject_public_key_info.as_ref(),
+        )))
+        .collect()
 }
 
 /// The certificates of a verified chain with their issuers' keys, leaf first (webpki yields
@@ -252,6 +270,12 @@ pub struct PeerCert {
     revocation: Option<RevocationKey>,
     /// What an OCSP lookup of the leaf needs, set once the chain verified.
     ocsp: Option<OcspQuery>,
+    /// The subject's commonName values.
+    common_names: Vec<String>,
+    /// The CAs above the leaf as chain verification found them, its issuer first and the
+    /// trust anchor last; empty for a certificate that did not come through
+    /// [`TrustAnchors::verify_peer`].
+    issuers: Vec<super::CaFingerprint>,
 }
 
 /// What an OCSP lookup of a verified leaf needs (RFC 6960 §4.1.1): the leaf, and its issuer's
@@ -423,6 +447,23 @@ impl PeerCert {
     pub fn ip_addrs(&self) -> &[IpAddr] {
         &self.ips
     }
+
+    /// The email addresses of the subjectAltName extension.
+    pub fn emails(&self) -> &[String] {
+        &self.emails
+    }
+
+    /// The subject's commonName values (those that are text).
+    pub fn common_names(&self) -> &[String] {
+        &self.common_names
+    }
+
+    /// The CAs above this certificate as chain verification found them, its issuer first and
+    /// the trust anchor last ([`super::CaSet::issued`]); empty for a certificate that did not
+    /// come through [`TrustAnchors::verify_peer`].
+    pub fn issuers(&self) -> &[super::CaFingerprint] {
+        &self.issuers
+    }
 }
 
 /// What `gate64 status` shows of a client's certificate.
@@ -509,6 +550,12 @@ pub(crate) fn parse_leaf(der: &[u8]) -> Result<PeerCert, AuthError> {
         client_eku,
         revocation: None,
         ocsp: None,
+        common_names: cert
+            .subject()
+            .iter_common_name()
+            .filter_map(|cn| cn.as_str().ok().map(str::to_owned))
+            .collect(),
+        issuers: Vec::new(),
     })
 }
 

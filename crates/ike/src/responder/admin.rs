@@ -189,6 +189,12 @@ impl Responder {
         self.config.esp_suites = suites;
     }
 
+    /// New tunnel rules (a reload), for IKE_AUTHs from now on; established IKE SAs keep
+    /// their tunnel.
+    pub fn set_tunnel_rules(&mut self, rules: Vec<super::TunnelRule>) {
+        self.config.tunnel_rules = rules;
+    }
+
     /// A new `unique_ids` rule (a reload), for IKE_AUTHs from now on.
     pub fn set_unique_ids(&mut self, rule: super::UniqueIds) {
         self.config.unique_ids = rule;

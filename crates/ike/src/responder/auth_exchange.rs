@@ -6,11 +6,12 @@ use std::time::Instant;
 
 use super::auth_jobs::{self, AuthVerdict, PendingAuth, Round};
 use super::auth_round::{
-    AuthRequest, Verified, complete, establish, fail, remember_certificate, request_parts,
+    AuthRequest, Pending, Verified, complete, establish, fail, remember_certificate, request_parts,
     verify_client,
 };
-use super::{Event, Refusal, Responder, caps, second_auth, uniqueness};
+use super::{Event, Refusal, Responder, caps, second_auth, tunnel_rules, uniqueness};
 use crate::auth::{AuthError, AuthMethod, Identity};
+use crate::child_sa::TunnelKind;
 use crate::message::{Header, Identification, Payload, find_notify, notify};
 
 /// Handles the IKE_AUTH request of a half-open IKE SA.
@@ -102,12 +103,16 @@ pub(super) fn after_verify(
             return fail_auth(r, (h, now, started), remote, Refusal::from(&e), claimed);
         }
     };
+    // Once, now that the certificate is known: every check below and the first child SA
+    // take this tunnel.
+    let tunnel = tunnel_rules::choose(r, (req.tsr, req.named), &identity);
+    let kind = tunnel.as_ref().map(|(kind, _)| *kind);
     // Before we sign: a certificate already holding its share of IKE SAs gets no more.
-    if let Err(reason) = admit_identity(r, now, &identity, &req, remote) {
+    if let Err(reason) = admit_identity(r, now, &identity, (&req, kind), remote) {
         let subject = Some(identity.subject.clone());
         return fail_auth(r, (h, now, started), remote, reason, subject);
     }
-    let another_follows = match second_auth::check_first_round(r, h.spi_r, &inner, req.tsr) {
+    let another_follows = match second_auth::check_first_round(r, h.spi_r, &inner, kind) {
         Ok(another) => another,
         Err(reason) => return fail(r, h, now, started, notify::AUTHENTICATION_FAILED, reason),
     };
@@ -129,26 +134,30 @@ pub(super) fn after_verify(
         sa.peer_id = disconnect_name(&req);
     }
     if another_follows {
-        return second_auth::await_second_round(r, h, identity, inner, payloads);
+        let pending = Pending {
+            machine: identity,
+            first_request: inner,
+            tunnel,
+        };
+        return second_auth::await_second_round(r, h, pending, payloads);
     }
     let intranet_allowed = second_auth::intranet_allowed(r, h.spi_r);
     establish(r, now, h, &identity, intranet_allowed);
-    complete(r, now, h, &req, identity, payloads);
+    complete(r, now, (h, &req), identity, tunnel, payloads);
 }
 
-/// Whether the verified `identity` may hold one more IKE SA for the tunnel it asks for: the
-/// `unique_ids` rule, then the per-identity cap (an SA that INITIAL_CONTACT replaces does not
-/// count).
+/// Whether the verified `identity` may hold one more IKE SA for `tunnel`, the one chosen for
+/// it: the `unique_ids` rule, then the per-identity cap (an SA that INITIAL_CONTACT replaces
+/// does not count).
 fn admit_identity(
     r: &mut Responder,
     now: Instant,
     identity: &Verified,
-    req: &AuthRequest<'_>,
+    (req, tunnel): (&AuthRequest<'_>, Option<TunnelKind>),
     remote: SocketAddr,
 ) -> Result<(), Refusal> {
     let ask = uniqueness::Ask {
-        tsr: req.tsr,
-        named: req.named,
+        tunnel,
         initial_contact: req.initial_contact,
         remote,
         now,
@@ -161,7 +170,7 @@ fn admit_identity(
         return Err(reason);
     }
     let replacing = uniqueness::replaces(r, req.initial_contact);
-    if !caps::identity_has_room(r, &identity.key, (req.tsr, req.named), replacing) {
+    if !caps::identity_has_room(r, &identity.key, tunnel, replacing) {
         tracing::debug!(peer = %remote, identity = %identity.subject, "ike identity cap reached");
         return Err(Refusal::IdentityCap);
     }

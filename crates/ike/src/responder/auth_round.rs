@@ -156,6 +156,14 @@ pub(super) fn verify_client(
         summary: peer.summary().clone(),
         ocsp: peer.ocsp_query().cloned(),
         alt_names: peer.alt_names(),
+        names: peer
+            .common_names()
+            .iter()
+            .chain(peer.dns_names())
+            .chain(peer.emails())
+            .cloned()
+            .collect(),
+        issuers: peer.issuers().to_vec(),
     })
 }
 
@@ -175,6 +183,12 @@ pub(crate) struct Verified {
     pub(crate) ocsp: Option<crate::auth::OcspQuery>,
     /// Its subjectAltNames as text, which `gate64 disconnect` takes.
     pub(crate) alt_names: Vec<String>,
+    /// Its subject commonNames, DNS names and email addresses: what a tunnel rule's identity
+    /// pattern is matched against.
+    pub(crate) names: Vec<String>,
+    /// The CAs above it as chain verification found them (issuer first): what a tunnel rule's
+    /// CA is matched against.
+    pub(crate) issuers: Vec<crate::auth::CaFingerprint>,
 }
 
 /// Keeps the certificate's revocation key with IKE SA `spi_r`, so that a later CRL can end
@@ -185,19 +199,25 @@ pub(super) fn remember_certificate(r: &mut Responder, spi_r: u64, verified: &Ver
     }
 }
 
-/// Adds the first child SA (or the notify refusing it), responds and reports the new SAs.
+/// The tunnel an IKE_AUTH gets and its TSr narrowed into it, as
+/// [`super::tunnel_rules::choose`] found it once after the first round verified; `None`: no
+/// tunnel takes any of the TSr.
+pub(crate) type TunnelChoice = Option<(TunnelKind, Vec<TrafficSelector>)>;
+
+/// Adds the first child SA in `tunnel` (or the notify refusing it), responds and reports the
+/// new SAs.
 pub(super) fn complete(
     r: &mut Responder,
     now: Instant,
-    h: Header,
-    req: &AuthRequest<'_>,
+    (h, req): (Header, &AuthRequest<'_>),
     identity: Verified,
+    tunnel: TunnelChoice,
     mut payloads: Vec<Payload>,
 ) {
     let Some((remote, started)) = r.sas.get(&h.spi_r).map(|s| (s.remote, s.started)) else {
         return;
     };
-    let (tunnel, pair, result) = match first_child(r, now, h.spi_r, req, &identity.key) {
+    let (tunnel, pair, result) = match first_child(r, now, h.spi_r, (req, tunnel), &identity.key) {
         Ok((child_payloads, pair)) => {
             payloads.extend(child_payloads);
             (Some(pair.tunnel), Some(pair), Ok(()))
@@ -315,23 +335,17 @@ pub(super) fn fail(
     r.remove_sa(h.spi_r);
 }
 
-/// The child SA of IKE_AUTH: ESP proposal, tunnel by TSr, inner address (CP or the outer
-/// address), TSi narrowed to it; the payloads CP, SA, TSi, TSr.
+/// The child SA of IKE_AUTH: ESP proposal, the tunnel chosen for the IKE SA with its TSr,
+/// inner address (CP or the outer address), TSi narrowed to it; the payloads CP, SA, TSi, TSr.
 fn first_child(
     r: &mut Responder,
     now: Instant,
     spi_r: u64,
-    req: &AuthRequest<'_>,
+    (req, tunnel): (&AuthRequest<'_>, TunnelChoice),
     identity: &IdentityKey,
 ) -> Result<(Vec<Payload>, crate::child_sa::ChildSaPair), child::ChildError> {
     let choice = child::choose_esp_proposal(req.proposals, KeRule::Ignore, &r.config.esp_suites)?;
-    let (tunnel, tsr) = child::choose_tunnel(
-        req.tsr,
-        req.named,
-        &r.config.infrastructure_prefixes,
-        &r.config.intranet_prefixes,
-    )
-    .ok_or((notify::TS_UNACCEPTABLE, Refusal::TsUnacceptable))?;
+    let (tunnel, tsr) = tunnel.ok_or((notify::TS_UNACCEPTABLE, Refusal::TsUnacceptable))?;
     let wants_address = req.cp.is_some_and(|c| c.has(cfg::INTERNAL_IP6_ADDRESS));
     let remote_ip = r
         .sas
@@ -414,6 +428,8 @@ pub(crate) struct Pending {
     pub(super) machine: Verified,
     /// The first IKE_AUTH request: its SA, TS and CP are answered after the second round.
     pub(super) first_request: Vec<Payload>,
+    /// The tunnel the first round chose, with its TSr.
+    pub(super) tunnel: TunnelChoice,
 }
 
 impl SecondAuth {

@@ -8,33 +8,24 @@
 //! the per-identity cap instead, which bounds what one certificate can hold.
 
 use super::Responder;
-use super::child;
 use crate::auth::IdentityKey;
 use crate::child_sa::TunnelKind;
-use crate::message::TrafficSelector;
 
 /// Whether a new IKE SA (an IKE_SA_INIT) fits `max_ike_sas`.
 pub(super) fn ike_sa_fits(r: &Responder) -> bool {
     r.sas.len() < r.config.max_ike_sas
 }
 
-/// Whether `identity` may have one more IKE SA, for the tunnel `tsr` asks for. When the new
-/// one replaces old ones (`unique_ids = "replace"`, or INITIAL_CONTACT, RFC 7296 §2.4) those
+/// Whether `identity` may have one more IKE SA, for `tunnel` (the one chosen for it). When the
+/// new one replaces old ones (`unique_ids = "replace"`, or INITIAL_CONTACT, RFC 7296 §2.4) those
 /// of the same tunnel do not count, so a client that restarted is never locked out by its
 /// old SAs.
 pub(super) fn identity_has_room(
     r: &Responder,
     identity: &IdentityKey,
-    (tsr, named): (&[TrafficSelector], Option<TunnelKind>),
+    tunnel: Option<TunnelKind>,
     replacing: bool,
 ) -> bool {
-    let tunnel: Option<TunnelKind> = child::choose_tunnel(
-        tsr,
-        named,
-        &r.config.infrastructure_prefixes,
-        &r.config.intranet_prefixes,
-    )
-    .map(|(t, _)| t);
     let held = r.by_identity.get(identity).map_or(0, |spis| {
         spis.iter()
             .filter_map(|spi| r.sas.get(spi))

@@ -559,19 +559,18 @@ fn pfs_secret(
     Ok(Some((kex, secret)))
 }
 
-/// The tunnel a CREATE_CHILD_SA's TSr asks for, when the IKE SA may carry it: the one of its
-/// earlier child SAs, if any, and the intranet only when it was allowed at establishment.
+/// The tunnel a CREATE_CHILD_SA gets and its TSr narrowed into it: the IKE SA's tunnel once
+/// its first child SA fixed one (as IKE_AUTH narrowed a named or ruled tunnel, so a client
+/// that rekeys with the `::/0` it first asked for keeps its tunnel), else the one its TSr
+/// asks for; the intranet only when it was allowed at establishment.
 fn tunnel_for(
     config: &super::ResponderConfig,
     sa: &super::IkeSa,
     tsr: &[TrafficSelector],
 ) -> Option<(TunnelKind, Vec<TrafficSelector>)> {
-    // A CREATE_CHILD_SA's tunnel is found from its TSr alone and must be the IKE SA's: a
-    // client that named its tunnel in IKE_AUTH renews the whole tunnel rather than ask for
-    // `::/0` here.
     choose_tunnel(
         tsr,
-        None,
+        sa.tunnel,
         &config.infrastructure_prefixes,
         &config.intranet_prefixes,
     )

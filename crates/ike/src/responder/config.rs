@@ -83,6 +83,10 @@ pub struct ResponderConfig {
     pub dns_domains: Vec<String>,
     /// Which IKE SA algorithms may be chosen (`[ipsec] legacy_proposals`, `ike_proposals`).
     pub ike_policy: IkePolicy,
+    /// The tunnel of a client that does not name one, by its certificate
+    /// (`[[ipsec.tunnel_rule]]`): the first rule that matches wins; none matching, the TSr
+    /// decides ([`TunnelRule`]).
+    pub tunnel_rules: Vec<TunnelRule>,
 }
 
 impl ResponderConfig {
@@ -125,6 +129,7 @@ impl ResponderConfig {
             dns_domains: Vec::new(),
             esp_suites: super::child::DEFAULT_ESP_SUITES.to_vec(),
             ike_policy: IkePolicy::default(),
+            tunnel_rules: Vec::new(),
         }
     }
 }

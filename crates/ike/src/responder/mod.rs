@@ -33,6 +33,7 @@ mod proposal;
 mod retransmit;
 mod second_auth;
 mod timers;
+mod tunnel_rules;
 mod uniqueness;
 
 use std::cmp::Reverse;
@@ -60,6 +61,7 @@ pub use init::nat_detection_hash;
 pub use liveness::DPD_RETRANSMIT;
 pub use pool::AddressPool;
 pub use second_auth::SecondAuthPolicy;
+pub use tunnel_rules::{IdentityPattern, TunnelRule};
 pub use uniqueness::UniqueIds;
 
 /// CERT/CERTREQ encoding 4, X.509 certificate - signature.

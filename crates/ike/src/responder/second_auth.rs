@@ -24,7 +24,7 @@ use super::auth_round::{self, ClientProof, Pending, SecondAuth};
 use super::{Refusal, Responder};
 use crate::auth::AuthError;
 use crate::child_sa::TunnelKind;
-use crate::message::{Header, Payload, TrafficSelector, find_notify, notify};
+use crate::message::{Header, Payload, find_notify, notify};
 
 /// When gate64 asks for, or accepts, a second authentication (`[ipsec] intranet_second_auth`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -77,13 +77,14 @@ pub(crate) fn is_second_round(r: &Responder, spi_r: u64) -> bool {
         .is_some_and(|s| s.second_auth.is_awaiting())
 }
 
-/// After the first round's AUTH verified: `Ok(true)` when a second round follows, `Ok(false)`
-/// when the IKE SA completes now, `Err` when the policy refuses either.
+/// After the first round's AUTH verified, for an IKE SA whose tunnel is `tunnel`: `Ok(true)`
+/// when a second round follows, `Ok(false)` when the IKE SA completes now, `Err` when the
+/// policy refuses either.
 pub(crate) fn check_first_round(
     r: &Responder,
     spi_r: u64,
     request: &[Payload],
-    tsr: &[TrafficSelector],
+    tunnel: Option<TunnelKind>,
 ) -> Result<bool, Refusal> {
     let another = find_notify(request, notify::ANOTHER_AUTH_FOLLOWS).is_some();
     let announced = r
@@ -100,13 +101,7 @@ pub(crate) fn check_first_round(
             ))
         };
     }
-    let intranet = super::child::choose_tunnel(
-        tsr,
-        crate::child_sa::named_tunnel(request),
-        &r.config.infrastructure_prefixes,
-        &r.config.intranet_prefixes,
-    )
-    .is_some_and(|(tunnel, _)| tunnel == TunnelKind::Intranet);
+    let intranet = tunnel == Some(TunnelKind::Intranet);
     if intranet && r.config.intranet_second_auth == SecondAuthPolicy::Required {
         return Err(Refusal::Authentication(
             "the intranet tunnel requires a second authentication (RFC 4739)".into(),
@@ -116,20 +111,17 @@ pub(crate) fn check_first_round(
 }
 
 /// Answers the first round with our IDr, CERT and AUTH only (RFC 4739 §3: no SA, TSi, TSr
-/// until the last round) and keeps the request for the second.
+/// until the last round) and keeps what the first round found (the machine certificate, the
+/// request, the tunnel) for the second.
 pub(crate) fn await_second_round(
     r: &mut Responder,
     h: Header,
-    machine: auth_round::Verified,
-    first_request: Vec<Payload>,
+    pending: Pending,
     our_auth: Vec<Payload>,
 ) {
     r.respond(h.spi_r, h, our_auth);
     if let Some(sa) = r.sas.get_mut(&h.spi_r) {
-        sa.second_auth = SecondAuth::Awaiting(Box::new(Pending {
-            machine,
-            first_request,
-        }));
+        sa.second_auth = SecondAuth::Awaiting(Box::new(pending));
     }
 }
 
@@ -213,5 +205,8 @@ pub(crate) fn after_verify(
     }
     let intranet_allowed = intranet_allowed(r, h.spi_r);
     auth_round::establish(r, now, h, &pending.machine, intranet_allowed);
-    auth_round::complete(r, now, h, &req, pending.machine.clone(), Vec::new());
+    let Pending {
+        machine, tunnel, ..
+    } = pending;
+    auth_round::complete(r, now, (h, &req), machine, tunnel, Vec::new());
 }

@@ -1450,6 +1450,7 @@ mod retransmit;
 mod revocation;
 mod rsa;
 mod second_auth;
+mod tunnel_rules;
 
 /// `gate64 disconnect`: by identity (any case), by SPI, or all; each removed IKE SA's client
 /// is sent a Delete of the IKE SA, and its child SAs go down with it.

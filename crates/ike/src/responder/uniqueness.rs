@@ -10,10 +10,9 @@
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
-use super::{EndReason, Event, Refusal, Responder, child, liveness};
+use super::{EndReason, Event, Refusal, Responder, liveness};
 use crate::auth::IdentityKey;
 use crate::child_sa::TunnelKind;
-use crate::message::TrafficSelector;
 
 /// What a new IKE_AUTH of an identity that already holds an IKE SA for the same tunnel does
 /// (`[ipsec] unique_ids`; strongSwan's `unique` has the same three meanings).
@@ -30,20 +29,6 @@ pub enum UniqueIds {
     /// Nothing is replaced, INITIAL_CONTACT included: an identity may hold up to
     /// `max_ike_sas_per_identity` IKE SAs on one tunnel (shared certificates).
     Never,
-}
-
-/// The tunnel an IKE_AUTH asking for `tsr` gets (as the first child SA chooses it).
-fn tunnel_of(
-    r: &Responder,
-    (tsr, named): (&[TrafficSelector], Option<TunnelKind>),
-) -> Option<TunnelKind> {
-    child::choose_tunnel(
-        tsr,
-        named,
-        &r.config.infrastructure_prefixes,
-        &r.config.intranet_prefixes,
-    )
-    .map(|(tunnel, _)| tunnel)
 }
 
 /// The established IKE SAs of `key` for `tunnel`, other than `except`.
@@ -69,8 +54,8 @@ pub const REPLACE_HOLDOFF: Duration = Duration::from_secs(20);
 
 /// What a verified IKE_AUTH asks for, as [`admit`] judges it.
 pub(super) struct Ask<'a> {
-    pub(super) tsr: &'a [TrafficSelector],
-    pub(super) named: Option<TunnelKind>,
+    /// The tunnel chosen for the IKE SA ([`super::tunnel_rules::choose`]).
+    pub(super) tunnel: Option<TunnelKind>,
     pub(super) initial_contact: bool,
     pub(super) remote: SocketAddr,
     pub(super) now: Instant,
@@ -82,7 +67,7 @@ pub(super) struct Ask<'a> {
 /// `replace`, a second IKE SA of a client that asks for the tunnel its other IKE SA took a
 /// moment ago is refused ([`REPLACE_HOLDOFF`]) and logged with what to change.
 pub(super) fn admit(r: &Responder, key: &IdentityKey, ask: &Ask<'_>) -> Result<(), Refusal> {
-    let tunnel = tunnel_of(r, (ask.tsr, ask.named));
+    let tunnel = ask.tunnel;
     match r.config.unique_ids {
         UniqueIds::Keep if !holding(r, key, tunnel, 0).is_empty() => {
             Err(Refusal::DuplicateIdentity)
