@@ -12,27 +12,34 @@
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
-use super::{IkeSa, Refusal, Responder, ResponderConfig};
+use super::{IkeSa, Refusal, Responder, ResponderConfig, mobike};
 use crate::keys;
 use crate::message::{Delete, Header, Message, Payload, exchange, transform};
 
 /// Time between retransmissions of a liveness check.
 pub const DPD_RETRANSMIT: Duration = Duration::from_secs(5);
 
-/// The requests the responder sends on one IKE SA (its own message-ID counter, §2.2).
+/// The requests the responder sends on one IKE SA (its own message-ID counter, §2.2): a
+/// liveness check or a MOBIKE return-routability check, one at a time.
 #[derive(Debug, Default)]
 pub(crate) struct Liveness {
-    next_request_id: u32,
-    probe: Option<Probe>,
+    pub(super) next_request_id: u32,
+    pub(super) probe: Option<Probe>,
+    /// Where the client's latest UPDATE_SA_ADDRESSES asked the IKE SA to move, until a
+    /// return-routability check there succeeds or fails (`mobike.rs`).
+    pub(super) wanted: Option<mobike::Candidate>,
 }
 
-/// The outstanding liveness check.
+/// The outstanding request.
 #[derive(Debug)]
-struct Probe {
-    message_id: u32,
-    sent: Instant,
-    retransmits: u32,
-    datagram: Vec<u8>,
+pub(super) struct Probe {
+    pub(super) message_id: u32,
+    pub(super) sent: Instant,
+    pub(super) retransmits: u32,
+    pub(super) datagram: Vec<u8>,
+    /// A return-routability check (RFC 4555 §3.5), sent to its candidate address; `None`
+    /// for a liveness check.
+    pub(super) check: Option<mobike::Check>,
 }
 
 /// A child SA's hard lifetime: 10% after the soft one, as the SA database is told.
@@ -96,6 +103,7 @@ enum Step {
     Send(SocketAddr, SocketAddr, Vec<u8>),
     Dead(SocketAddr),
     SealFailed(SocketAddr),
+    CheckFailed,
 }
 
 /// Sends, retransmits or gives up the liveness checks of the IKE SAs `due` (those whose
@@ -143,6 +151,7 @@ pub(super) fn on_timeout(r: &mut Responder, due: &[u64], now: Instant) {
                             sent: now,
                             retransmits: 0,
                             datagram: datagram.clone(),
+                            check: None,
                         });
                         Step::Send(sa.local, sa.remote, datagram)
                     }
@@ -153,8 +162,16 @@ pub(super) fn on_timeout(r: &mut Responder, due: &[u64], now: Instant) {
             Some(p) if p.retransmits < r.config.dpd_retransmits => {
                 p.retransmits += 1;
                 p.sent = now;
-                Step::Send(sa.local, sa.remote, p.datagram.clone())
+                // A check goes to its candidate; a liveness check to where the client
+                // last asked to be (it may have left the old address), else the SA's.
+                let (local, remote) = match (&p.check, &sa.liveness.wanted) {
+                    (Some(c), _) => (c.to.local, c.to.remote),
+                    (None, Some(w)) => (w.local, w.remote),
+                    (None, None) => (sa.local, sa.remote),
+                };
+                Step::Send(local, remote, p.datagram.clone())
             }
+            Some(p) if p.check.is_some() => Step::CheckFailed,
             Some(_) => Step::Dead(sa.remote),
         };
         match step {
@@ -164,6 +181,7 @@ pub(super) fn on_timeout(r: &mut Responder, due: &[u64], now: Instant) {
                 r.remove_sa(spi);
             }
             Step::SealFailed(peer) => r.refused(peer, Refusal::Crypto),
+            Step::CheckFailed => mobike::check_unanswered(r, spi, now),
         }
     }
 }
@@ -184,10 +202,12 @@ pub(super) fn handle_response(
     if outstanding != Some(h.message_id) || h.exchange != exchange::INFORMATIONAL {
         return r.refused(remote, Refusal::MessageId);
     }
-    if keys::open_message(datagram, &sa.keys.sk_ei).is_err() {
-        return r.refused(remote, Refusal::Integrity);
-    }
-    sa.liveness.probe = None;
+    let inner = match keys::open_message(datagram, &sa.keys.sk_ei) {
+        Ok((_, inner)) => inner,
+        Err(keys::OpenError::Parse(_)) => return r.refused(remote, Refusal::Malformed),
+        Err(_) => return r.refused(remote, Refusal::Integrity),
+    };
+    let check = sa.liveness.probe.take().and_then(|p| p.check);
     sa.liveness.next_request_id = h.message_id.wrapping_add(1);
     sa.last_heard = now;
     // RFC 7296 §2.1 keeps our last response for a retransmission of its request. A check
@@ -195,6 +215,11 @@ pub(super) fn handle_response(
     // that long to retransmit: the response (after IKE_AUTH, gate64's certificate chain) is
     // let go rather than held for the IKE SA's life (held, it would cost memory per client).
     sa.cached = None;
+    match check {
+        Some(check) => mobike::check_answered(r, h.spi_r, now, check, &inner),
+        // A move asked for while the liveness check was out is checked now.
+        None => mobike::start_check(r, h.spi_r, now),
+    }
 }
 
 /// Sends a Delete of every established IKE SA (RFC 7296 §1.4.1: its child SAs go with it)

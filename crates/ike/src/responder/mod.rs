@@ -28,6 +28,7 @@ mod ike_policy;
 mod informational;
 mod init;
 mod liveness;
+mod mobike;
 mod pool;
 mod proposal;
 mod retransmit;
@@ -53,11 +54,12 @@ pub use auth_jobs::{AuthJob, AuthVerdict, JobWatch};
 pub use child::DEFAULT_ESP_SUITES;
 pub use config::ResponderConfig;
 pub(crate) use config::anchors_for_clients;
-pub use events::{EndReason, Event, Refusal, RekeyKind, Stats, negotiation_label};
+pub use events::{EndReason, Event, MobikeResult, Refusal, RekeyKind, Stats, negotiation_label};
 pub use half_open::{HOST_SHARE, HostKey, SourceKey};
 pub use ike_policy::{IkePolicy, IkeProposalRule};
 pub use init::nat_detection_hash;
 pub use liveness::DPD_RETRANSMIT;
+pub use mobike::{MalformedMobike, UpdateNotifies, parse_update};
 pub use pool::AddressPool;
 pub use second_auth::SecondAuthPolicy;
 pub use uniqueness::UniqueIds;
@@ -172,6 +174,13 @@ pub(crate) struct IkeSa {
     pub(crate) half_open: Option<half_open::Charge>,
     /// An IKE_AUTH request whose [`AuthJob`] is out.
     pub(crate) pending_auth: Option<Box<auth_jobs::PendingAuth>>,
+    /// MOBIKE (RFC 4555) was negotiated: the client announced it and the IKE SA is native.
+    pub(crate) mobike: bool,
+    /// The latest NAT detection (IKE_SA_INIT's, then each UPDATE_SA_ADDRESSES') found a NAT
+    /// in front of the client.
+    pub(crate) nat_client: bool,
+    /// Where the request being handled came from and arrived at: where its response goes.
+    pub(crate) reply: (SocketAddr, SocketAddr),
 }
 
 impl IkeSa {
@@ -222,6 +231,9 @@ impl IkeSa {
             timer: None,
             half_open: None,
             pending_auth: None,
+            mobike: false,
+            nat_client: false,
+            reply: (local, remote),
         })
     }
 }
@@ -318,16 +330,24 @@ impl Responder {
             return;
         };
         sa.last_heard = now;
+        sa.reply = (local, remote);
         // RFC 7296 §2.23: follow the client to the address and port of its latest
-        // authenticated request (the move to 4500 after NAT detection).
-        let moved = (sa.established && sa.remote != remote).then(|| {
+        // authenticated request (the move to 4500 after NAT detection). With MOBIKE the
+        // client announces its moves (UPDATE_SA_ADDRESSES, checked before the SA moves,
+        // `mobike.rs`); only a NAT in front of it can move it unannounced (a new mapping).
+        let follow = !sa.mobike
+            || !sa.established
+            || (sa.nat_client && !mobike::is_update(h.exchange, &inner));
+        let moved = (follow && sa.established && sa.remote != remote).then(|| {
             sa.children
                 .iter()
                 .map(|c| c.inbound_spi)
                 .collect::<Vec<_>>()
         });
-        sa.local = local;
-        sa.remote = remote;
+        if follow {
+            sa.local = local;
+            sa.remote = remote;
+        }
         let established = sa.established;
         if let Some(inbound_spis) = moved {
             self.event(Event::PeerMoved {
@@ -532,13 +552,14 @@ impl Responder {
                 }
             };
         sa.expected_id = request.message_id.wrapping_add(1);
+        // Where the request came from: `handle` set `reply` to its source before handling
+        // it (the IKE SA's own addresses unless a MOBIKE client asked to move).
+        let (local, remote) = sa.reply;
         sa.cached = Some(CachedResponse {
             message_id: request.message_id,
-            // `handle` moved `remote` to the request's source before handling it.
-            requester: sa.remote,
+            requester: remote,
             datagrams: datagrams.clone(),
         });
-        let (local, remote) = (sa.local, sa.remote);
         for bytes in datagrams {
             self.transmit(local, remote, bytes);
         }
