@@ -748,7 +748,6 @@ fn inherit(fresh: &mut IkeSa, old: &mut IkeSa) {
     fresh.peer_hashes = old.peer_hashes.clone();
     fresh.peer_fragmentation = old.peer_fragmentation;
     fresh.mobike = old.mobike;
-    fresh.nat_client = old.nat_client;
     fresh.identity = old.identity.clone();
     fresh.identity_key = old.identity_key;
     fresh.authenticated = old.authenticated;

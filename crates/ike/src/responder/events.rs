@@ -217,8 +217,9 @@ pub enum Event {
         inbound_spi: u32,
     },
     /// An established IKE SA's client was heard, in an authenticated request, from another
-    /// address or port than before (its NAT mapping changed; RFC 7296 §2.23): the IKE SA
-    /// answers there from now on, and its child SAs' ESP should go there too.
+    /// address or port than before (its NAT mapping changed; RFC 7296 §2.23), or a MOBIKE
+    /// client's UPDATE_SA_ADDRESSES passed its return-routability check (RFC 4555 §3.5): the
+    /// IKE SA answers there from now on, and its child SAs' ESP should go there too.
     PeerMoved {
         /// gate64's inbound SPIs of the IKE SA's child SAs.
         inbound_spis: Vec<u32>,

@@ -51,6 +51,9 @@ pub(super) fn handle(r: &mut Responder, now: Instant, h: Header, inner: Vec<Payl
             spis,
         }));
     }
+    // RFC 4555 §4.5: a COOKIE2 in a request (a MOBIKE client checking its own path) is
+    // copied into the response.
+    payloads.extend(mobike::cookie2_echo(&inner));
     // An empty request is the liveness check (§1.4): the empty response is the answer.
     r.respond(h.spi_r, h, payloads);
     if update {

@@ -316,7 +316,6 @@ fn establish_half_open(
     sa.peer_hashes = peer_hashes;
     sa.peer_fragmentation = peer_fragmentation;
     sa.second_auth = second_auth;
-    sa.nat_client = super::mobike::client_behind_nat(&m.payloads, (h.spi_i, 0), remote);
     sa.expected_id = 1;
     sa.cached = Some(CachedResponse {
         message_id: 0,

@@ -7,13 +7,18 @@
 //!   move the IKE SA and its child SAs to the addresses it came from and went to. NAT
 //!   detection is redone from its NAT_DETECTION_* notifies and answered with ours (§3.5);
 //!   NO_NATS_ALLOWED with a NAT found is answered UNEXPECTED_NAT_DETECTED and nothing moves
-//!   (§3.9). From the IKE SA's current addresses it changes nothing. From new ones, a
+//!   (§3.9). A COOKIE2 in any INFORMATIONAL request (the client checking its own path) is
+//!   copied into the response (§4.5). From the IKE SA's current addresses it changes nothing. From new ones, a
 //!   return-routability check (§3.5, §3.7) goes there first: an INFORMATIONAL request with a
 //!   random COOKIE2, retransmitted on the liveness schedule (`DPD_RETRANSMIT` apart,
 //!   `dpd_retransmits` times) and then given up. Only a response echoing the cookie moves
 //!   the SA ([`Event::PeerMoved`]); a client that fails the check keeps its old addresses.
 //! - One request of ours at a time (the liveness checks share the message IDs): a move
 //!   asked for while one is out is checked once it ends; the latest UPDATE_SA_ADDRESSES wins.
+//! - No implicit moves (RFC 4555 §3.8): other requests from elsewhere are answered there but
+//!   move nothing (a MOBIKE client behind a NAT finds a new mapping with its own NAT
+//!   detection and announces it). The child SAs' ESP still follows an authenticated ESP
+//!   packet from a new address (the dataplane's rule for native SAs).
 //! - ADDITIONAL_IP4/IP6_ADDRESS and NO_ADDITIONAL_ADDRESSES are ignored: gate64 never
 //!   initiates a move, so the client's other addresses are of no use to it.
 //!
@@ -29,6 +34,8 @@ use crate::message::{Header, Notify, Payload, exchange, notify};
 
 /// Octets of the COOKIE2 we send (RFC 4555 §3.7 allows 8 to 64).
 const COOKIE2_LEN: usize = 16;
+/// The lengths a COOKIE2 may have (RFC 4555 §3.7).
+const COOKIE2_RANGE: std::ops::RangeInclusive<usize> = 8..=64;
 /// Octets of a NAT_DETECTION_* notify's data: a SHA-1 hash (RFC 7296 §2.23).
 const NAT_HASH_LEN: usize = 20;
 
@@ -39,8 +46,6 @@ pub(crate) struct Candidate {
     pub(super) local: SocketAddr,
     /// The client's address and port the request came from.
     pub(super) remote: SocketAddr,
-    /// Its NAT detection found a NAT in front of the client.
-    pub(super) nat_client: bool,
 }
 
 /// An outstanding return-routability check.
@@ -65,6 +70,23 @@ pub struct UpdateNotifies<'a> {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct MalformedMobike;
 
+/// The COOKIE2 of a request, to copy into its response (RFC 4555 §4.5); one of the wrong
+/// length (§3.7: 8 to 64 octets) is not copied (an UPDATE_SA_ADDRESSES holding one is
+/// refused by [`parse_update`]).
+pub(super) fn cookie2_echo(inner: &[Payload]) -> Option<Payload> {
+    inner.iter().find_map(|p| match p {
+        Payload::Notify(n)
+            if n.kind == notify::COOKIE2 && COOKIE2_RANGE.contains(&n.data.len()) =>
+        {
+            Some(Payload::Notify(Notify::new(
+                notify::COOKIE2,
+                n.data.clone(),
+            )))
+        }
+        _ => None,
+    })
+}
+
 /// Whether `inner`, the payloads of a request of exchange type `exchange`, ask for a move.
 pub(super) fn is_update(exchange_type: u8, inner: &[Payload]) -> bool {
     exchange_type == exchange::INFORMATIONAL
@@ -76,7 +98,7 @@ pub(super) fn is_update(exchange_type: u8, inner: &[Payload]) -> bool {
 /// The MOBIKE notifies of `inner` when it holds UPDATE_SA_ADDRESSES (`None` otherwise).
 /// Refused: UPDATE_SA_ADDRESSES with data or an SPI (RFC 4555 §4.6: neither), a NAT
 /// detection hash that is not 20 octets, NO_NATS_ALLOWED without the 12 (IPv4) or 36
-/// (IPv6) octets of addresses and ports (§4.8).
+/// (IPv6) octets of addresses and ports (§4.8), a COOKIE2 outside 8 to 64 octets (§3.7).
 pub fn parse_update(inner: &[Payload]) -> Result<Option<UpdateNotifies<'_>>, MalformedMobike> {
     let mut update = false;
     let mut found = UpdateNotifies::default();
@@ -95,37 +117,16 @@ pub fn parse_update(inner: &[Payload]) -> Result<Option<UpdateNotifies<'_>>, Mal
             notify::NO_NATS_ALLOWED if matches!(n.data.len(), 12 | 36) => {
                 found.no_nats_allowed = true;
             }
+            notify::COOKIE2 if COOKIE2_RANGE.contains(&n.data.len()) => {}
             notify::UPDATE_SA_ADDRESSES
             | notify::NAT_DETECTION_SOURCE_IP
             | notify::NAT_DETECTION_DESTINATION_IP
-            | notify::NO_NATS_ALLOWED => return Err(MalformedMobike),
+            | notify::NO_NATS_ALLOWED
+            | notify::COOKIE2 => return Err(MalformedMobike),
             _ => {}
         }
     }
     Ok(update.then_some(found))
-}
-
-/// Whether the NAT_DETECTION_SOURCE_IP notifies of `payloads` (hashed over `spis`) say a
-/// NAT rewrote the client's address or port to `remote`: there are some and none matches.
-pub(super) fn client_behind_nat(
-    payloads: &[Payload],
-    spis: (u64, u64),
-    remote: SocketAddr,
-) -> bool {
-    let ours = nat_detection_hash(spis.0, spis.1, remote);
-    let mut any = false;
-    for p in payloads {
-        match p {
-            Payload::Notify(n) if n.kind == notify::NAT_DETECTION_SOURCE_IP => {
-                if n.data == ours {
-                    return false;
-                }
-                any = true;
-            }
-            _ => {}
-        }
-    }
-    any
 }
 
 /// Whether any of `hashes` is the NAT detection hash of `addr`.
@@ -186,19 +187,14 @@ pub(super) fn handle_update(
         )));
     }
     if (local, remote) == (sa.local, sa.remote) {
-        sa.nat_client = nat_client;
         sa.liveness.wanted = None;
         r.event(Event::Mobike {
             peer: remote,
             result: MobikeResult::Unchanged,
         });
     } else {
-        tracing::debug!(from = %sa.remote, to = %remote, "ike client asks to move (MOBIKE)");
-        sa.liveness.wanted = Some(Candidate {
-            local,
-            remote,
-            nat_client,
-        });
+        tracing::debug!(from = %sa.remote, to = %remote, nat_client, nat_here, "ike client asks to move (MOBIKE)");
+        sa.liveness.wanted = Some(Candidate { local, remote });
     }
     Ok(payloads)
 }
@@ -276,7 +272,6 @@ pub(super) fn check_answered(
     tracing::info!(from = %sa.remote, to = %to.remote, "ike client moved (MOBIKE)");
     sa.local = to.local;
     sa.remote = to.remote;
-    sa.nat_client = to.nat_client;
     let inbound_spis = sa.children.iter().map(|c| c.inbound_spi).collect();
     r.event(Event::PeerMoved {
         inbound_spis,

@@ -8,8 +8,9 @@
 //! (§2.9) into gate64's two tunnels, INFORMATIONAL (§1.4: Delete, liveness), CREATE_CHILD_SA
 //! (§1.3: child and IKE SA rekey), message IDs and the response retransmission cache (§2.1,
 //! §2.2; a duplicate is answered only where its original came from), and RFC 7383
-//! reassembly of fragmented requests. IKE SAs in all, per identity and child SAs per IKE SA
-//! are capped (`caps.rs`).
+//! reassembly of fragmented requests, and MOBIKE (RFC 4555) for native clients
+//! (`mobike.rs`). IKE SAs in all, per identity and child SAs per IKE SA are capped
+//! (`caps.rs`).
 //!
 //! The driver strips the RFC 3948 non-ESP marker before [`Responder::handle`] and adds it to
 //! every [`Transmit`] whose `local` port is 4500. Nothing here panics on input; every refusal
@@ -176,9 +177,6 @@ pub(crate) struct IkeSa {
     pub(crate) pending_auth: Option<Box<auth_jobs::PendingAuth>>,
     /// MOBIKE (RFC 4555) was negotiated: the client announced it and the IKE SA is native.
     pub(crate) mobike: bool,
-    /// The latest NAT detection (IKE_SA_INIT's, then each UPDATE_SA_ADDRESSES') found a NAT
-    /// in front of the client.
-    pub(crate) nat_client: bool,
     /// Where the request being handled came from and arrived at: where its response goes.
     pub(crate) reply: (SocketAddr, SocketAddr),
 }
@@ -232,7 +230,6 @@ impl IkeSa {
             half_open: None,
             pending_auth: None,
             mobike: false,
-            nat_client: false,
             reply: (local, remote),
         })
     }
@@ -333,11 +330,9 @@ impl Responder {
         sa.reply = (local, remote);
         // RFC 7296 §2.23: follow the client to the address and port of its latest
         // authenticated request (the move to 4500 after NAT detection). With MOBIKE the
-        // client announces its moves (UPDATE_SA_ADDRESSES, checked before the SA moves,
-        // `mobike.rs`); only a NAT in front of it can move it unannounced (a new mapping).
-        let follow = !sa.mobike
-            || !sa.established
-            || (sa.nat_client && !mobike::is_update(h.exchange, &inner));
+        // client announces its moves, NAT mapping changes included (UPDATE_SA_ADDRESSES,
+        // checked before the SA moves, `mobike.rs`): no implicit move (RFC 4555 §3.8).
+        let follow = !sa.mobike || !sa.established;
         let moved = (follow && sa.established && sa.remote != remote).then(|| {
             sa.children
                 .iter()

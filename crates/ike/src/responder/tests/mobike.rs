@@ -49,7 +49,11 @@ fn mobike_pair(
     (r, i, pair, server, announced)
 }
 
-/// An UPDATE_SA_ADDRESSES request whose NAT detection describes `from` → `to` (no NAT).
+/// The COOKIE2 a client puts in its UPDATE_SA_ADDRESSES (strongSwan does, RFC 4555 §3.5).
+const CLIENT_COOKIE2: [u8; 8] = *b"client-c";
+
+/// An UPDATE_SA_ADDRESSES request whose NAT detection describes `from` → `to` (no NAT),
+/// with the client's own COOKIE2.
 fn update(i: &mut Initiator, from: SocketAddr, to: SocketAddr) -> Vec<u8> {
     let (spi_i, spi_r) = (i.spi_i, i.spi_r);
     request(
@@ -57,6 +61,7 @@ fn update(i: &mut Initiator, from: SocketAddr, to: SocketAddr) -> Vec<u8> {
         exchange::INFORMATIONAL,
         &[
             Payload::Notify(Notify::new(notify::UPDATE_SA_ADDRESSES, Vec::new())),
+            Payload::Notify(Notify::new(notify::COOKIE2, CLIENT_COOKIE2.to_vec())),
             Payload::Notify(Notify::new(
                 notify::NAT_DETECTION_SOURCE_IP,
                 nat_detection_hash(spi_i, spi_r, from),
@@ -135,6 +140,11 @@ fn rfc4555_3_5_update_moves_after_the_cookie2_echo() {
     assert_eq!(
         find_notify(&inner, notify::NAT_DETECTION_DESTINATION_IP).map(|n| n.data.clone()),
         Some(nat_detection_hash(spi_i, spi_r, new))
+    );
+    assert_eq!(
+        find_notify(&inner, notify::COOKIE2).map(|n| n.data.clone()),
+        Some(CLIENT_COOKIE2.to_vec()),
+        "the client's COOKIE2 is echoed (RFC 4555 §4.5)"
     );
     let check = r.poll_transmit().expect("a return-routability check");
     assert_eq!((check.local, check.remote), (local, new));
@@ -245,7 +255,7 @@ fn rfc4555_malformed_update_notifies_are_refused_and_counted() {
     let (mut r, mut i, _pair, server, _) = mobike_pair(&lab, now, true, true);
     let new = addr(NEW);
     let local = SocketAddr::new(server.ip(), 4500);
-    let bad: [Vec<Payload>; 3] = [
+    let bad: [Vec<Payload>; 4] = [
         vec![Payload::Notify(Notify::new(
             notify::UPDATE_SA_ADDRESSES,
             vec![1, 2, 3],
@@ -257,6 +267,10 @@ fn rfc4555_malformed_update_notifies_are_refused_and_counted() {
         vec![
             Payload::Notify(Notify::new(notify::UPDATE_SA_ADDRESSES, Vec::new())),
             Payload::Notify(Notify::new(notify::NO_NATS_ALLOWED, vec![0; 5])),
+        ],
+        vec![
+            Payload::Notify(Notify::new(notify::UPDATE_SA_ADDRESSES, Vec::new())),
+            Payload::Notify(Notify::new(notify::COOKIE2, vec![0; 7])),
         ],
     ];
     for payloads in bad {
@@ -280,6 +294,26 @@ fn rfc4555_malformed_update_notifies_are_refused_and_counted() {
     assert_ne!(r.ike_sas(now)[0].peer, new);
 }
 
+/// A COOKIE2 in a plain INFORMATIONAL request (a MOBIKE client checking a path) is echoed.
+#[test]
+fn rfc4555_4_5_cookie2_is_echoed() {
+    let lab = Lab::new();
+    let now = Instant::now();
+    let (mut r, mut i, _pair, _server, _) = mobike_pair(&lab, now, true, true);
+    let sa = r.ike_sas(now)[0].clone();
+    let req = request(
+        &mut i,
+        exchange::INFORMATIONAL,
+        &[Payload::Notify(Notify::new(notify::COOKIE2, vec![5; 32]))],
+    );
+    r.handle(now, sa.local, sa.peer, &req);
+    let inner = open_response(&i, &r.poll_transmit().expect("answered"));
+    assert_eq!(
+        find_notify(&inner, notify::COOKIE2).map(|n| n.data.clone()),
+        Some(vec![5; 32])
+    );
+}
+
 /// UPDATE_SA_ADDRESSES from the SA's current addresses is answered and changes nothing: no
 /// check, no move.
 #[test]
@@ -298,11 +332,10 @@ fn rfc4555_update_from_the_same_address_changes_nothing() {
     assert_eq!(moves(&ev), 0);
 }
 
-/// With MOBIKE and no NAT in front of the client, another request from a new address is
-/// answered there but does not move the SA (RFC 4555 §3.8: moves are announced); without
-/// MOBIKE it does (RFC 7296 §2.23).
+/// With MOBIKE, another request from a new address is answered there but does not move the
+/// SA (RFC 4555 §3.8: moves are announced); without MOBIKE it does (RFC 7296 §2.23).
 #[test]
-fn rfc4555_3_8_only_announced_moves_without_a_nat() {
+fn rfc4555_3_8_only_announced_moves() {
     let lab = Lab::new();
     let now = Instant::now();
     let new = addr(NEW);
@@ -371,6 +404,7 @@ fn parse_update_lengths() {
         n(notify::NAT_DETECTION_SOURCE_IP, 0),
         n(notify::NAT_DETECTION_DESTINATION_IP, 21),
         n(notify::NO_NATS_ALLOWED, 13),
+        n(notify::COOKIE2, 65),
     ] {
         assert_eq!(parse_update(&[u.clone(), bad]), Err(MalformedMobike));
     }
