@@ -132,7 +132,7 @@ pub fn parse_update(inner: &[Payload]) -> Result<Option<UpdateNotifies<'_>>, Mal
 /// Whether any of `hashes` is the NAT detection hash of `addr`.
 fn matches_any(hashes: &[&[u8]], spis: (u64, u64), addr: SocketAddr) -> bool {
     let ours = nat_detection_hash(spis.0, spis.1, addr);
-    hashes.iter().any(|h| *h == ours.as_slice())
+    hashes.contains(&ours.as_slice())
 }
 
 /// What the INFORMATIONAL request `h` with UPDATE_SA_ADDRESSES asks: the payloads to add to
