@@ -12,7 +12,7 @@
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
-use super::{IkeSa, Refusal, Responder, ResponderConfig, mobike};
+use super::{IkeSa, Refusal, Responder, ResponderConfig};
 use crate::keys;
 use crate::message::{Delete, Header, Message, Payload, exchange, transform};
 
@@ -27,7 +27,35 @@ pub(crate) struct Liveness {
     pub(super) probe: Option<Probe>,
     /// Where the client's latest UPDATE_SA_ADDRESSES asked the IKE SA to move, until a
     /// return-routability check there succeeds or fails (`mobike.rs`).
-    pub(super) wanted: Option<mobike::Candidate>,
+    pub(super) wanted: Option<Candidate>,
+}
+
+/// Addresses a MOBIKE client asked the IKE SA to move to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Candidate {
+    /// Our address and port the request arrived at.
+    pub(super) local: SocketAddr,
+    /// The client's address and port the request came from.
+    pub(super) remote: SocketAddr,
+}
+
+/// An outstanding MOBIKE return-routability check (RFC 4555 §3.5).
+#[derive(Debug)]
+pub(crate) struct Check {
+    /// Where it was sent, and where the IKE SA moves when it is answered.
+    pub(super) to: Candidate,
+    /// The COOKIE2 the answer must echo.
+    pub(super) cookie: Vec<u8>,
+}
+
+/// A response to a request of ours, authenticated and taken: what `mobike.rs` goes on with.
+pub(super) struct Answered {
+    /// The IKE SA.
+    pub(super) spi_r: u64,
+    /// The return-routability check it answers; `None` for a liveness check.
+    pub(super) check: Option<Check>,
+    /// Its payloads.
+    pub(super) inner: Vec<crate::message::Payload>,
 }
 
 /// The outstanding request.
@@ -39,7 +67,7 @@ pub(super) struct Probe {
     pub(super) datagram: Vec<u8>,
     /// A return-routability check (RFC 4555 §3.5), sent to its candidate address; `None`
     /// for a liveness check.
-    pub(super) check: Option<mobike::Check>,
+    pub(super) check: Option<Check>,
 }
 
 /// A child SA's hard lifetime: 10% after the soft one, as the SA database is told.
@@ -107,8 +135,10 @@ enum Step {
 }
 
 /// Sends, retransmits or gives up the liveness checks of the IKE SAs `due` (those whose
-/// deadline has come) that are due at `now`.
-pub(super) fn on_timeout(r: &mut Responder, due: &[u64], now: Instant) {
+/// deadline has come) that are due at `now`. Returns the IKE SAs whose return-routability
+/// check ran out of retransmissions (still outstanding, for `mobike.rs` to give up).
+pub(super) fn on_timeout(r: &mut Responder, due: &[u64], now: Instant) -> Vec<u64> {
+    let mut unanswered = Vec::new();
     for &spi in due {
         let due_now = r
             .sas
@@ -181,31 +211,41 @@ pub(super) fn on_timeout(r: &mut Responder, due: &[u64], now: Instant) {
                 r.remove_sa(spi);
             }
             Step::SealFailed(peer) => r.refused(peer, Refusal::Crypto),
-            Step::CheckFailed => mobike::check_unanswered(r, spi, now),
+            Step::CheckFailed => unanswered.push(spi),
         }
     }
+    unanswered
 }
 
-/// A response from the client: the answer to our liveness check, or dropped.
+/// A response from the client: the answer to our liveness or return-routability check
+/// (returned, for `mobike.rs`), or dropped.
 pub(super) fn handle_response(
     r: &mut Responder,
     now: Instant,
     remote: SocketAddr,
     datagram: &[u8],
     message: &Message,
-) {
+) -> Option<Answered> {
     let h = message.header;
     let Some(sa) = r.sas.get_mut(&h.spi_r).filter(|s| s.spi_i == h.spi_i) else {
-        return r.refused(remote, Refusal::UnknownSpi);
+        r.refused(remote, Refusal::UnknownSpi);
+        return None;
     };
     let outstanding = sa.liveness.probe.as_ref().map(|p| p.message_id);
     if outstanding != Some(h.message_id) || h.exchange != exchange::INFORMATIONAL {
-        return r.refused(remote, Refusal::MessageId);
+        r.refused(remote, Refusal::MessageId);
+        return None;
     }
     let inner = match keys::open_message(datagram, &sa.keys.sk_ei) {
         Ok((_, inner)) => inner,
-        Err(keys::OpenError::Parse(_)) => return r.refused(remote, Refusal::Malformed),
-        Err(_) => return r.refused(remote, Refusal::Integrity),
+        Err(keys::OpenError::Parse(_)) => {
+            r.refused(remote, Refusal::Malformed);
+            return None;
+        }
+        Err(_) => {
+            r.refused(remote, Refusal::Integrity);
+            return None;
+        }
     };
     let check = sa.liveness.probe.take().and_then(|p| p.check);
     sa.liveness.next_request_id = h.message_id.wrapping_add(1);
@@ -215,11 +255,11 @@ pub(super) fn handle_response(
     // that long to retransmit: the response (after IKE_AUTH, gate64's certificate chain) is
     // let go rather than held for the IKE SA's life (held, it would cost memory per client).
     sa.cached = None;
-    match check {
-        Some(check) => mobike::check_answered(r, h.spi_r, now, check, &inner),
-        // A move asked for while the liveness check was out is checked now.
-        None => mobike::start_check(r, h.spi_r, now),
-    }
+    Some(Answered {
+        spi_r: h.spi_r,
+        check,
+        inner,
+    })
 }
 
 /// Sends a Delete of every established IKE SA (RFC 7296 §1.4.1: its child SAs go with it)

@@ -27,8 +27,8 @@
 use std::net::SocketAddr;
 use std::time::Instant;
 
-use super::liveness::Probe;
-use super::{Event, MobikeResult, Refusal, Responder, init::nat_detection_hash};
+use super::liveness::{Answered, Candidate, Check, Probe};
+use super::{Event, MobikeResult, Refusal, Responder, nat_detection_hash};
 use crate::keys;
 use crate::message::{Header, Notify, Payload, exchange, notify};
 
@@ -38,22 +38,6 @@ const COOKIE2_LEN: usize = 16;
 const COOKIE2_RANGE: std::ops::RangeInclusive<usize> = 8..=64;
 /// Octets of a NAT_DETECTION_* notify's data: a SHA-1 hash (RFC 7296 §2.23).
 const NAT_HASH_LEN: usize = 20;
-
-/// Addresses a client asked the IKE SA to move to.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Candidate {
-    /// Our address and port the request arrived at.
-    pub(super) local: SocketAddr,
-    /// The client's address and port the request came from.
-    pub(super) remote: SocketAddr,
-}
-
-/// An outstanding return-routability check.
-#[derive(Debug)]
-pub(crate) struct Check {
-    pub(super) to: Candidate,
-    cookie: Vec<u8>,
-}
 
 /// The MOBIKE notifies of an UPDATE_SA_ADDRESSES request, checked.
 #[derive(Debug, Default, PartialEq, Eq)]
@@ -240,15 +224,18 @@ pub(super) fn start_check(r: &mut Responder, spi_r: u64, now: Instant) {
     r.schedule(spi_r);
 }
 
+/// Goes on after the client answered a request of ours: a return-routability check is
+/// settled; after a liveness check, a move asked for meanwhile is checked now.
+pub(super) fn after_answer(r: &mut Responder, now: Instant, answered: Answered) {
+    match answered.check {
+        Some(check) => check_answered(r, answered.spi_r, now, check, &answered.inner),
+        None => start_check(r, answered.spi_r, now),
+    }
+}
+
 /// The response to `check` arrived with `inner`: the SA moves when it echoes the cookie and
 /// the move is still the one the client wants.
-pub(super) fn check_answered(
-    r: &mut Responder,
-    spi_r: u64,
-    now: Instant,
-    check: Check,
-    inner: &[Payload],
-) {
+fn check_answered(r: &mut Responder, spi_r: u64, now: Instant, check: Check, inner: &[Payload]) {
     let echoed = inner.iter().any(
         |p| matches!(p, Payload::Notify(n) if n.kind == notify::COOKIE2 && n.data == check.cookie),
     );

@@ -300,7 +300,11 @@ impl Responder {
         };
         let h = message.header;
         if h.is_response() {
-            return liveness::handle_response(self, now, remote, datagram, &message);
+            if let Some(answered) = liveness::handle_response(self, now, remote, datagram, &message)
+            {
+                mobike::after_answer(self, now, answered);
+            }
+            return;
         }
         if h.exchange == exchange::IKE_SA_INIT && h.spi_r == 0 {
             return init::handle(self, now, local, remote, datagram, &message);
