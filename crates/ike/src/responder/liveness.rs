@@ -27,7 +27,7 @@ pub(crate) struct Liveness {
     pub(super) probe: Option<Probe>,
     /// Where the client's latest UPDATE_SA_ADDRESSES asked the IKE SA to move, until a
     /// return-routability check there succeeds or fails (`mobike.rs`).
-    pub(super) wanted: Option<Candidate>,
+    pub(super) wanted: Option<Box<Candidate>>,
 }
 
 /// Addresses a MOBIKE client asked the IKE SA to move to.
@@ -53,7 +53,7 @@ pub(super) struct Answered {
     /// The IKE SA.
     pub(super) spi_r: u64,
     /// The return-routability check it answers; `None` for a liveness check.
-    pub(super) check: Option<Check>,
+    pub(super) check: Option<Box<Check>>,
     /// Its payloads.
     pub(super) inner: Vec<crate::message::Payload>,
 }
@@ -67,7 +67,7 @@ pub(super) struct Probe {
     pub(super) datagram: Vec<u8>,
     /// A return-routability check (RFC 4555 §3.5), sent to its candidate address; `None`
     /// for a liveness check.
-    pub(super) check: Option<Check>,
+    pub(super) check: Option<Box<Check>>,
 }
 
 /// A child SA's hard lifetime: 10% after the soft one, as the SA database is told.
@@ -194,7 +194,7 @@ pub(super) fn on_timeout(r: &mut Responder, due: &[u64], now: Instant) -> Vec<u6
                 p.sent = now;
                 // A check goes to its candidate; a liveness check to where the client
                 // last asked to be (it may have left the old address), else the SA's.
-                let (local, remote) = match (&p.check, &sa.liveness.wanted) {
+                let (local, remote) = match (p.check.as_deref(), sa.liveness.wanted.as_deref()) {
                     (Some(c), _) => (c.to.local, c.to.remote),
                     (None, Some(w)) => (w.local, w.remote),
                     (None, None) => (sa.local, sa.remote),

@@ -127,10 +127,12 @@ pub(super) fn handle_update(
     h: Header,
     inner: &[Payload],
 ) -> Result<Vec<Payload>, u16> {
+    let Some((local, remote)) = r.reply_path(h.spi_r) else {
+        return Ok(Vec::new());
+    };
     let Some(sa) = r.sas.get_mut(&h.spi_r) else {
         return Ok(Vec::new());
     };
-    let (local, remote) = sa.reply;
     if !sa.mobike {
         // Not negotiated: an unknown status notify, ignored (RFC 7296 §3.10.1).
         return Ok(Vec::new());
@@ -178,7 +180,7 @@ pub(super) fn handle_update(
         });
     } else {
         tracing::debug!(from = %sa.remote, to = %remote, nat_client, nat_here, "ike client asks to move (MOBIKE)");
-        sa.liveness.wanted = Some(Candidate { local, remote });
+        sa.liveness.wanted = Some(Box::new(Candidate { local, remote }));
     }
     Ok(payloads)
 }
@@ -192,7 +194,7 @@ pub(super) fn start_check(r: &mut Responder, spi_r: u64, now: Instant) {
     if sa.liveness.probe.is_some() {
         return;
     }
-    let Some(to) = sa.liveness.wanted else {
+    let Some(to) = sa.liveness.wanted.as_deref().copied() else {
         return;
     };
     let Ok(cookie) = keys::random_bytes(COOKIE2_LEN) else {
@@ -218,7 +220,7 @@ pub(super) fn start_check(r: &mut Responder, spi_r: u64, now: Instant) {
         sent: now,
         retransmits: 0,
         datagram: datagram.clone(),
-        check: Some(Check { to, cookie }),
+        check: Some(Box::new(Check { to, cookie })),
     });
     r.transmit(to.local, to.remote, datagram);
     r.schedule(spi_r);
@@ -235,14 +237,20 @@ pub(super) fn after_answer(r: &mut Responder, now: Instant, answered: Answered) 
 
 /// The response to `check` arrived with `inner`: the SA moves when it echoes the cookie and
 /// the move is still the one the client wants.
-fn check_answered(r: &mut Responder, spi_r: u64, now: Instant, check: Check, inner: &[Payload]) {
+fn check_answered(
+    r: &mut Responder,
+    spi_r: u64,
+    now: Instant,
+    check: Box<Check>,
+    inner: &[Payload],
+) {
     let echoed = inner.iter().any(
         |p| matches!(p, Payload::Notify(n) if n.kind == notify::COOKIE2 && n.data == check.cookie),
     );
     let Some(sa) = r.sas.get_mut(&spi_r) else {
         return;
     };
-    if sa.liveness.wanted != Some(check.to) {
+    if sa.liveness.wanted.as_deref() != Some(&check.to) {
         // A later UPDATE_SA_ADDRESSES asked for elsewhere (or to stay): that one counts.
         return start_check(r, spi_r, now);
     }
@@ -280,7 +288,7 @@ pub(super) fn check_unanswered(r: &mut Responder, spi_r: u64, now: Instant) {
     let Some(check) = sa.liveness.probe.take().and_then(|p| p.check) else {
         return;
     };
-    if sa.liveness.wanted == Some(check.to) {
+    if sa.liveness.wanted.as_deref() == Some(&check.to) {
         sa.liveness.wanted = None;
     }
     tracing::info!(peer = %sa.remote, candidate = %check.to.remote, "MOBIKE return-routability check unanswered: not moved");

@@ -177,8 +177,6 @@ pub(crate) struct IkeSa {
     pub(crate) pending_auth: Option<Box<auth_jobs::PendingAuth>>,
     /// MOBIKE (RFC 4555) was negotiated: the client announced it and the IKE SA is native.
     pub(crate) mobike: bool,
-    /// Where the request being handled came from and arrived at: where its response goes.
-    pub(crate) reply: (SocketAddr, SocketAddr),
 }
 
 impl IkeSa {
@@ -230,7 +228,6 @@ impl IkeSa {
             half_open: None,
             pending_auth: None,
             mobike: false,
-            reply: (local, remote),
         })
     }
 }
@@ -260,6 +257,10 @@ pub struct Responder {
     events: VecDeque<Event>,
     pub(crate) auth_jobs: VecDeque<AuthJob>,
     stats: Stats,
+    /// While a request of a MOBIKE IKE SA from elsewhere than its addresses is handled: the
+    /// SA, and the addresses the request arrived at and came from (where its response goes;
+    /// the SA moves only after a return-routability check).
+    answer_at: Option<(u64, SocketAddr, SocketAddr)>,
 }
 
 impl Responder {
@@ -288,6 +289,7 @@ impl Responder {
             events: VecDeque::new(),
             auth_jobs: VecDeque::new(),
             stats: Stats::default(),
+            answer_at: None,
         })
     }
 
@@ -331,7 +333,6 @@ impl Responder {
             return;
         };
         sa.last_heard = now;
-        sa.reply = (local, remote);
         // RFC 7296 §2.23: follow the client to the address and port of its latest
         // authenticated request (the move to 4500 after NAT detection). With MOBIKE the
         // client announces its moves, NAT mapping changes included (UPDATE_SA_ADDRESSES,
@@ -346,6 +347,8 @@ impl Responder {
         if follow {
             sa.local = local;
             sa.remote = remote;
+        } else if (sa.local, sa.remote) != (local, remote) {
+            self.answer_at = Some((h.spi_r, local, remote));
         }
         let established = sa.established;
         if let Some(inbound_spis) = moved {
@@ -365,6 +368,16 @@ impl Responder {
         }
         // A half-open SA may now hold a response (the first of two authentication rounds).
         half_open::refresh(self, h.spi_r);
+        self.answer_at = None;
+    }
+
+    /// Where the response to the request being handled on IKE SA `spi_r` goes: where the
+    /// request came from and arrived at.
+    pub(crate) fn reply_path(&self, spi_r: u64) -> Option<(SocketAddr, SocketAddr)> {
+        match self.answer_at {
+            Some((spi, local, remote)) if spi == spi_r => Some((local, remote)),
+            _ => self.sas.get(&spi_r).map(|s| (s.local, s.remote)),
+        }
     }
 
     /// The next datagram to send.
@@ -551,9 +564,12 @@ impl Responder {
                 }
             };
         sa.expected_id = request.message_id.wrapping_add(1);
-        // Where the request came from: `handle` set `reply` to its source before handling
-        // it (the IKE SA's own addresses unless a MOBIKE client asked to move).
-        let (local, remote) = sa.reply;
+        // Where the request came from: the IKE SA's own addresses (`handle` moved them to
+        // the request's source) unless a MOBIKE client's request came from elsewhere.
+        let (local, remote) = match self.answer_at {
+            Some((spi, local, remote)) if spi == spi_r => (local, remote),
+            _ => (sa.local, sa.remote),
+        };
         sa.cached = Some(CachedResponse {
             message_id: request.message_id,
             requester: remote,
