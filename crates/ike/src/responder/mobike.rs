@@ -230,20 +230,14 @@ pub(super) fn start_check(r: &mut Responder, spi_r: u64, now: Instant) {
 /// settled; after a liveness check, a move asked for meanwhile is checked now.
 pub(super) fn after_answer(r: &mut Responder, now: Instant, answered: Answered) {
     match answered.check {
-        Some(check) => check_answered(r, answered.spi_r, now, check, &answered.inner),
+        Some(check) => check_answered(r, answered.spi_r, now, *check, &answered.inner),
         None => start_check(r, answered.spi_r, now),
     }
 }
 
 /// The response to `check` arrived with `inner`: the SA moves when it echoes the cookie and
 /// the move is still the one the client wants.
-fn check_answered(
-    r: &mut Responder,
-    spi_r: u64,
-    now: Instant,
-    check: Box<Check>,
-    inner: &[Payload],
-) {
+fn check_answered(r: &mut Responder, spi_r: u64, now: Instant, check: Check, inner: &[Payload]) {
     let echoed = inner.iter().any(
         |p| matches!(p, Payload::Notify(n) if n.kind == notify::COOKIE2 && n.data == check.cookie),
     );
