@@ -312,6 +312,18 @@ for name, data in [("init-strongswan", init), ("cookie", cookie), ("informationa
     with open(f"corpus/ike_message/seed-{name}", "wb") as f:
         f.write(data)
 
+# ike_mobike: a payload chain (first type, then payloads): UPDATE_SA_ADDRESSES and the two
+# NAT detection hashes, and the same with a 19-octet hash (refused).
+def notify_payload(nxt, kind, data):
+    return struct.pack("!BBHBBH", nxt, 0, 8 + len(data), 0, 0, kind) + data
+mobike_ok = bytes([41]) + notify_payload(41, 16400, b"") + \
+    notify_payload(41, 16388, bytes(20)) + notify_payload(0, 16389, bytes(20))
+mobike_short = bytes([41]) + notify_payload(41, 16400, b"") + notify_payload(0, 16388, bytes(19))
+os.makedirs("corpus/ike_mobike", exist_ok=True)
+for name, data in [("update-nat", mobike_ok), ("update-short-hash", mobike_short)]:
+    with open(f"corpus/ike_mobike/seed-{name}", "wb") as f:
+        f.write(data)
+
 # ike_responder: programs of (2-byte length, flag byte, datagram).
 prog = lambda *steps: b"".join(struct.pack("!HB", len(d), f) + d for f, d in steps)
 os.makedirs("corpus/ike_responder", exist_ok=True)

@@ -7,7 +7,7 @@ use anyhow::{Context, Result};
 use gate64_config::{
     Config, EspProposal, IpsecCrlExpired, IpsecOcsp, IpsecSecondAuth, IpsecUniqueIds, RuleTunnel,
 };
-use gate64_dataplane::{IkeResult, IkeShedReason, IpsecStats, OcspResult, RekeyKind};
+use gate64_dataplane::{IkeResult, IkeShedReason, IpsecStats, MobikeResult, OcspResult, RekeyKind};
 use gate64_esp::{Cipher, SaDb};
 use gate64_ike::auth::{CaSet, Credentials, Crls, Identity, Sha1RsaSigner, TrustAnchors};
 use gate64_ike::child_sa::TunnelKind;
@@ -554,6 +554,16 @@ fn on_event(sadb: &SaDb, stats: &IpsecStats, sessions: Option<&Sessions>, event:
             stats.negotiation(ike_result(&result), duration);
         }
         Event::CookieSent { .. } => stats.cookie_sent(),
+        Event::Mobike { peer, result } => {
+            debug!(%peer, result = result.label(), "MOBIKE update settled");
+            stats.mobike_update(match result {
+                responder::MobikeResult::Moved => MobikeResult::Moved,
+                responder::MobikeResult::Unchanged => MobikeResult::Unchanged,
+                responder::MobikeResult::CheckFailed => MobikeResult::CheckFailed,
+                responder::MobikeResult::Malformed => MobikeResult::Malformed,
+                responder::MobikeResult::NatRefused => MobikeResult::NatRefused,
+            });
+        }
         Event::IkeSaEnded { reason, .. } => stats.disconnected(disconnect_reason(reason), 1),
         Event::Refused { peer, reason } => {
             stats.refused(reason.label());

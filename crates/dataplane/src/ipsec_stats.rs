@@ -73,6 +73,44 @@ impl RekeyKind {
     }
 }
 
+/// What came of a native client's MOBIKE UPDATE_SA_ADDRESSES (RFC 4555): the `result` label
+/// of `gate64_ike_mobike_updates_total`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MobikeResult {
+    /// The return-routability check succeeded: the IKE SA and its child SAs moved.
+    Moved = 0,
+    /// It came from the IKE SA's current addresses: nothing to move.
+    Unchanged = 1,
+    /// The return-routability check went unanswered or without the cookie: not moved.
+    CheckFailed = 2,
+    /// Its MOBIKE notifies had wrong lengths: refused.
+    Malformed = 3,
+    /// NO_NATS_ALLOWED with a NAT found: refused.
+    NatRefused = 4,
+}
+
+impl MobikeResult {
+    /// Every result, in label order.
+    pub const ALL: [MobikeResult; 5] = [
+        MobikeResult::Moved,
+        MobikeResult::Unchanged,
+        MobikeResult::CheckFailed,
+        MobikeResult::Malformed,
+        MobikeResult::NatRefused,
+    ];
+
+    /// The `result` label value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            MobikeResult::Moved => "moved",
+            MobikeResult::Unchanged => "unchanged",
+            MobikeResult::CheckFailed => "check_failed",
+            MobikeResult::Malformed => "malformed",
+            MobikeResult::NatRefused => "nat_refused",
+        }
+    }
+}
+
 /// Why the IKE driver shed a datagram before the responder saw it: the `reason` label of
 /// `gate64_ike_shed_total`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -160,6 +198,7 @@ pub struct IpsecStats {
     negotiations: [AtomicU64; IkeResult::ALL.len()],
     rekeys: [AtomicU64; RekeyKind::ALL.len()],
     cookies_sent: AtomicU64,
+    mobike: [AtomicU64; MobikeResult::ALL.len()],
     keepalives: AtomicU64,
     shed: [AtomicU64; IkeShedReason::ALL.len()],
     /// Requests the responder refused, by its reason label. A map, not an array: the
@@ -268,6 +307,16 @@ impl IpsecStats {
     /// Counts one IKE_SA_INIT answered with a cookie (RFC 7296 §2.6).
     pub fn cookie_sent(&self) {
         self.cookies_sent.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Counts one UPDATE_SA_ADDRESSES settled with `result`.
+    pub fn mobike_update(&self, result: MobikeResult) {
+        self.mobike[result as usize].fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// UPDATE_SA_ADDRESSES settled with `result` (`gate64_ike_mobike_updates_total`).
+    pub fn mobike_updates(&self, result: MobikeResult) -> u64 {
+        self.mobike[result as usize].load(Ordering::Relaxed)
     }
 
     /// Sets the NAT keepalives the IKE driver read since it started.

@@ -7,7 +7,7 @@ use std::fmt;
 use std::sync::Arc;
 
 use gate64_dataplane::{
-    DisconnectReason, IkeResult, IkeShedReason, IpsecStats, OcspResult, RekeyKind,
+    DisconnectReason, IkeResult, IkeShedReason, IpsecStats, MobikeResult, OcspResult, RekeyKind,
 };
 use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric, MetricEncoder};
 use prometheus_client::metrics::MetricType;
@@ -102,6 +102,12 @@ pub(crate) fn encode(
         names::IKE_COOKIES_SENT_TOTAL_HELP,
         stats.cookies_sent(),
     )?;
+    counter_family(
+        enc,
+        names::IKE_MOBIKE_UPDATES_TOTAL,
+        names::IKE_MOBIKE_UPDATES_TOTAL_HELP,
+        MobikeResult::ALL.map(|r| ([("result", r.as_str())], stats.mobike_updates(r))),
+    )?;
     counter(
         enc,
         names::IKE_KEEPALIVES_TOTAL,
@@ -157,7 +163,9 @@ impl EncodeMetric for ConstHistogram {
 #[cfg(test)]
 mod tests {
     use crate::Exporter;
-    use gate64_dataplane::{Gauges, IkeResult, IkeShedReason, IpsecStats, OcspResult, RekeyKind};
+    use gate64_dataplane::{
+        Gauges, IkeResult, IkeShedReason, IpsecStats, MobikeResult, OcspResult, RekeyKind,
+    };
     use std::sync::Arc;
     use std::time::Duration;
 
@@ -180,6 +188,7 @@ mod tests {
             "gate64_ike_negotiation_duration_seconds_count",
             "gate64_ike_half_open",
             "gate64_ike_cookies_sent_total",
+            "gate64_ike_mobike_updates_total{result=\"moved\"}",
             "gate64_ike_keepalives_total",
             "gate64_ike_shed_total{reason=\"source_rate\"}",
             "gate64_ike_shed_total{reason=\"batch_share\"}",
@@ -193,6 +202,7 @@ mod tests {
         stats.negotiation(IkeResult::AuthFailed, Duration::from_millis(2));
         stats.rekey(RekeyKind::Child);
         stats.cookie_sent();
+        stats.mobike_update(MobikeResult::CheckFailed);
         stats.set_keepalives(6);
         stats.set_shed(IkeShedReason::SourceRate, 7);
         stats.refused("too_many_certs");
@@ -217,6 +227,11 @@ mod tests {
             ("gate64_ike_half_open", "2"),
             ("gate64_ike_cookies_sent_total", "1"),
             ("gate64_ike_keepalives_total", "6"),
+            (
+                "gate64_ike_mobike_updates_total{result=\"check_failed\"}",
+                "1",
+            ),
+            ("gate64_ike_mobike_updates_total{result=\"moved\"}", "0"),
             ("gate64_ike_shed_total{reason=\"source_rate\"}", "7"),
             ("gate64_ike_shed_total{reason=\"batch_share\"}", "0"),
             ("gate64_ike_refused_total{reason=\"too_many_certs\"}", "2"),

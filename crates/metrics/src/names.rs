@@ -327,6 +327,16 @@ pub const IKE_COOKIES_SENT_TOTAL: &str = "gate64_ike_cookies_sent_total";
 /// Help text of [`IKE_COOKIES_SENT_TOTAL`].
 pub const IKE_COOKIES_SENT_TOTAL_HELP: &str = "IKE_SA_INIT requests answered with a cookie \
     (RFC 7296 section 2.6) instead of state.";
+/// Native clients' MOBIKE address updates (RFC 4555 UPDATE_SA_ADDRESSES), by outcome.
+/// Counter; label `result`: `moved`, `unchanged`, `check_failed`, `malformed`, `nat_refused`.
+pub const IKE_MOBIKE_UPDATES_TOTAL: &str = "gate64_ike_mobike_updates_total";
+/// Help text of [`IKE_MOBIKE_UPDATES_TOTAL`].
+pub const IKE_MOBIKE_UPDATES_TOTAL_HELP: &str = "MOBIKE UPDATE_SA_ADDRESSES requests of \
+    native IKEv2 clients (RFC 4555), by outcome: moved (the return-routability check at the \
+    new address succeeded and the IKE and child SAs moved), unchanged (from the current \
+    address), check_failed (the COOKIE2 check went unanswered or wrong; the SAs stayed), \
+    malformed (notifies of wrong lengths, refused), nat_refused (NO_NATS_ALLOWED with a NAT \
+    found).";
 /// NAT keepalives read on the IKE driver's 4500 sockets.
 pub const IKE_KEEPALIVES_TOTAL: &str = "gate64_ike_keepalives_total";
 /// Help text of [`IKE_KEEPALIVES_TOTAL`].
@@ -392,6 +402,7 @@ pub const ALL: &[(&str, &str)] = &[
     ),
     (IKE_HALF_OPEN, IKE_HALF_OPEN_HELP),
     (IKE_COOKIES_SENT_TOTAL, IKE_COOKIES_SENT_TOTAL_HELP),
+    (IKE_MOBIKE_UPDATES_TOTAL, IKE_MOBIKE_UPDATES_TOTAL_HELP),
     (IKE_KEEPALIVES_TOTAL, IKE_KEEPALIVES_TOTAL_HELP),
     (IKE_SHED_TOTAL, IKE_SHED_TOTAL_HELP),
     (IKE_OCSP_TOTAL, IKE_OCSP_TOTAL_HELP),

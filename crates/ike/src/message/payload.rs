@@ -73,6 +73,16 @@ pub mod notify {
     pub const NON_FIRST_FRAGMENTS_ALSO: u16 = 16395;
     /// Status: MOBIKE supported (RFC 4555).
     pub const MOBIKE_SUPPORTED: u16 = 16396;
+    /// Status: the sender's addresses changed; move the IKE SA and its child SAs to the
+    /// addresses this request came from and went to (RFC 4555 §3.5). No data.
+    pub const UPDATE_SA_ADDRESSES: u16 = 16400;
+    /// Status: a return-routability cookie, 8 to 64 octets, echoed in the response
+    /// (RFC 4555 §3.7, §4.5).
+    pub const COOKIE2: u16 = 16401;
+    /// Status: the sender does not accept a NAT between the addresses (RFC 4555 §3.9).
+    pub const NO_NATS_ALLOWED: u16 = 16402;
+    /// Error: a NAT was found where the request said none is allowed (RFC 4555 §4.8).
+    pub const UNEXPECTED_NAT_DETECTED: u16 = 41;
     /// Status: the sender can run several authentication rounds (RFC 4739 §3.1).
     pub const MULTIPLE_AUTH_SUPPORTED: u16 = 16404;
     /// Status: another IKE_AUTH round follows this one (RFC 4739 §3.2).

@@ -102,6 +102,8 @@ pub(super) struct AuthRequest<'a> {
     /// The tunnel the client named ([`crate::child_sa::named_tunnel`]), if it did.
     pub(super) named: Option<TunnelKind>,
     pub(super) initial_contact: bool,
+    /// The client announced MOBIKE_SUPPORTED (RFC 4555 §3.3).
+    pub(super) mobike: bool,
 }
 
 pub(super) fn request_parts(inner: &[Payload]) -> Option<AuthRequest<'_>> {
@@ -123,6 +125,7 @@ pub(super) fn request_parts(inner: &[Payload]) -> Option<AuthRequest<'_>> {
         tsr: tsr?,
         named: crate::child_sa::named_tunnel(inner),
         initial_contact: find_notify(inner, notify::INITIAL_CONTACT).is_some(),
+        mobike: find_notify(inner, notify::MOBIKE_SUPPORTED).is_some(),
     })
 }
 
@@ -239,9 +242,22 @@ pub(super) fn complete(
             secs.to_be_bytes().to_vec(),
         )));
     }
+    // RFC 4555 §3.3: MOBIKE when the client asked for it, on native IKE SAs only (over
+    // Teredo and IP-HTTPS the outer address is the transport's).
+    let mobike = req.mobike
+        && r.sas
+            .get(&h.spi_r)
+            .is_some_and(|s| r.config.native_addresses.contains(&s.local.ip()));
+    if mobike {
+        payloads.push(Payload::Notify(Notify::new(
+            notify::MOBIKE_SUPPORTED,
+            Vec::new(),
+        )));
+    }
     r.respond(h.spi_r, h, payloads);
     if let Some(sa) = r.sas.get_mut(&h.spi_r) {
         sa.tunnel = tunnel;
+        sa.mobike = mobike;
     }
     if uniqueness::replaces(r, req.initial_contact) {
         uniqueness::forget_stale(r, h.spi_r, &identity.key, tunnel);

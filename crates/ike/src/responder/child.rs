@@ -738,13 +738,15 @@ fn rekey_ike(
     Ok(())
 }
 
-/// What the IKE SA replacing `old` in a rekey takes over from it: the peer's capabilities,
+/// What the IKE SA replacing `old` in a rekey takes over from it: the peer's capabilities
+/// (MOBIKE among them),
 /// who it authenticated (and when: a rekey is no authentication), its tunnel and the
 /// tunnels it may carry, its lease and its child SAs.
 fn inherit(fresh: &mut IkeSa, old: &mut IkeSa) {
     fresh.established = true;
     fresh.peer_hashes = old.peer_hashes.clone();
     fresh.peer_fragmentation = old.peer_fragmentation;
+    fresh.mobike = old.mobike;
     fresh.identity = old.identity.clone();
     fresh.identity_key = old.identity_key;
     fresh.authenticated = old.authenticated;

@@ -217,8 +217,9 @@ pub enum Event {
         inbound_spi: u32,
     },
     /// An established IKE SA's client was heard, in an authenticated request, from another
-    /// address or port than before (its NAT mapping changed; RFC 7296 §2.23): the IKE SA
-    /// answers there from now on, and its child SAs' ESP should go there too.
+    /// address or port than before (its NAT mapping changed; RFC 7296 §2.23), or a MOBIKE
+    /// client's UPDATE_SA_ADDRESSES passed its return-routability check (RFC 4555 §3.5): the
+    /// IKE SA answers there from now on, and its child SAs' ESP should go there too.
     PeerMoved {
         /// gate64's inbound SPIs of the IKE SA's child SAs.
         inbound_spis: Vec<u32>,
@@ -279,6 +280,52 @@ pub enum Event {
         /// The sender of the IKE_SA_INIT.
         peer: SocketAddr,
     },
+    /// An UPDATE_SA_ADDRESSES request (MOBIKE, RFC 4555) was settled.
+    Mobike {
+        /// The address the client asked to move to.
+        peer: SocketAddr,
+        /// What came of it.
+        result: MobikeResult,
+    },
+}
+
+/// What came of a client's UPDATE_SA_ADDRESSES: the `result` label of
+/// `gate64_ike_mobike_updates_total`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MobikeResult {
+    /// The return-routability check succeeded: the IKE SA and its child SAs moved.
+    Moved,
+    /// It came from the IKE SA's current addresses: nothing moved.
+    Unchanged,
+    /// The return-routability check was answered without the cookie or not at all: the SA
+    /// stayed where it was.
+    CheckFailed,
+    /// Its MOBIKE notifies had wrong lengths: refused with INVALID_SYNTAX.
+    Malformed,
+    /// It carried NO_NATS_ALLOWED and a NAT was found: refused with UNEXPECTED_NAT_DETECTED.
+    NatRefused,
+}
+
+impl MobikeResult {
+    /// Every result, in label order.
+    pub const ALL: [MobikeResult; 5] = [
+        MobikeResult::Moved,
+        MobikeResult::Unchanged,
+        MobikeResult::CheckFailed,
+        MobikeResult::Malformed,
+        MobikeResult::NatRefused,
+    ];
+
+    /// The metric label.
+    pub fn label(self) -> &'static str {
+        match self {
+            MobikeResult::Moved => "moved",
+            MobikeResult::Unchanged => "unchanged",
+            MobikeResult::CheckFailed => "check_failed",
+            MobikeResult::Malformed => "malformed",
+            MobikeResult::NatRefused => "nat_refused",
+        }
+    }
 }
 
 /// Counters (exported as metrics by the driver).

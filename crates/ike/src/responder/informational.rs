@@ -1,9 +1,10 @@
-//! INFORMATIONAL (RFC 7296 §1.4: Delete, liveness), RFC 7383 reassembly of fragmented
+//! INFORMATIONAL (RFC 7296 §1.4: Delete, liveness; RFC 4555 UPDATE_SA_ADDRESSES, see
+//! `mobike.rs`), RFC 7383 reassembly of fragmented
 //! requests and fragmentation of large responses.
 
 use std::time::Instant;
 
-use super::{Event, IkeSa, Reassembly, Refusal, Responder};
+use super::{Event, IkeSa, Reassembly, Refusal, Responder, mobike};
 use crate::keys::{self, CryptoError};
 use crate::message::{Delete, Header, Payload, parse_chain, transform};
 
@@ -14,7 +15,15 @@ const MAX_FRAGMENTS: u16 = 32;
 const MAX_REASSEMBLED: usize = 64 * 1024;
 
 /// Handles an INFORMATIONAL request on an established IKE SA.
-pub(super) fn handle(r: &mut Responder, _now: Instant, h: Header, inner: Vec<Payload>) {
+pub(super) fn handle(r: &mut Responder, now: Instant, h: Header, inner: Vec<Payload>) {
+    let update = mobike::is_update(h.exchange, &inner);
+    let mut payloads = Vec::new();
+    if update {
+        match mobike::handle_update(r, h, &inner) {
+            Ok(answer) => payloads = answer,
+            Err(kind) => return r.respond_error(h, kind),
+        }
+    }
     let mut delete_ike = false;
     let mut ours = Vec::new();
     for p in &inner {
@@ -30,7 +39,6 @@ pub(super) fn handle(r: &mut Responder, _now: Instant, h: Header, inner: Vec<Pay
         r.respond(h.spi_r, h, Vec::new());
         return r.remove_sa(h.spi_r);
     }
-    let mut payloads = Vec::new();
     if !ours.is_empty() {
         // RFC 7296 §1.4.1: answer with the SPIs of our halves of the deleted child SAs.
         let spis = ours
@@ -43,8 +51,15 @@ pub(super) fn handle(r: &mut Responder, _now: Instant, h: Header, inner: Vec<Pay
             spis,
         }));
     }
+    // RFC 4555 §4.5: a COOKIE2 in a request (a MOBIKE client checking its own path) is
+    // copied into the response.
+    payloads.extend(mobike::cookie2_echo(&inner));
     // An empty request is the liveness check (§1.4): the empty response is the answer.
     r.respond(h.spi_r, h, payloads);
+    if update {
+        // RFC 4555 §3.5: the return-routability check follows the response.
+        mobike::start_check(r, h.spi_r, now);
+    }
 }
 
 /// Removes the children whose peer SPIs (our outbound) are listed; returns our inbound SPIs.

@@ -19,20 +19,55 @@ use crate::message::{Delete, Header, Message, Payload, exchange, transform};
 /// Time between retransmissions of a liveness check.
 pub const DPD_RETRANSMIT: Duration = Duration::from_secs(5);
 
-/// The requests the responder sends on one IKE SA (its own message-ID counter, §2.2).
+/// The requests the responder sends on one IKE SA (its own message-ID counter, §2.2): a
+/// liveness check or a MOBIKE return-routability check, one at a time.
 #[derive(Debug, Default)]
 pub(crate) struct Liveness {
-    next_request_id: u32,
-    probe: Option<Probe>,
+    pub(super) next_request_id: u32,
+    pub(super) probe: Option<Probe>,
+    /// Where the client's latest UPDATE_SA_ADDRESSES asked the IKE SA to move, until a
+    /// return-routability check there succeeds or fails (`mobike.rs`).
+    pub(super) wanted: Option<Box<Candidate>>,
 }
 
-/// The outstanding liveness check.
+/// Addresses a MOBIKE client asked the IKE SA to move to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Candidate {
+    /// Our address and port the request arrived at.
+    pub(super) local: SocketAddr,
+    /// The client's address and port the request came from.
+    pub(super) remote: SocketAddr,
+}
+
+/// An outstanding MOBIKE return-routability check (RFC 4555 §3.5).
 #[derive(Debug)]
-struct Probe {
-    message_id: u32,
-    sent: Instant,
-    retransmits: u32,
-    datagram: Vec<u8>,
+pub(crate) struct Check {
+    /// Where it was sent, and where the IKE SA moves when it is answered.
+    pub(super) to: Candidate,
+    /// The COOKIE2 the answer must echo.
+    pub(super) cookie: Vec<u8>,
+}
+
+/// A response to a request of ours, authenticated and taken: what `mobike.rs` goes on with.
+pub(super) struct Answered {
+    /// The IKE SA.
+    pub(super) spi_r: u64,
+    /// The return-routability check it answers; `None` for a liveness check.
+    pub(super) check: Option<Box<Check>>,
+    /// Its payloads.
+    pub(super) inner: Vec<crate::message::Payload>,
+}
+
+/// The outstanding request.
+#[derive(Debug)]
+pub(super) struct Probe {
+    pub(super) message_id: u32,
+    pub(super) sent: Instant,
+    pub(super) retransmits: u32,
+    pub(super) datagram: Vec<u8>,
+    /// A return-routability check (RFC 4555 §3.5), sent to its candidate address; `None`
+    /// for a liveness check.
+    pub(super) check: Option<Box<Check>>,
 }
 
 /// A child SA's hard lifetime: 10% after the soft one, as the SA database is told.
@@ -96,11 +131,14 @@ enum Step {
     Send(SocketAddr, SocketAddr, Vec<u8>),
     Dead(SocketAddr),
     SealFailed(SocketAddr),
+    CheckFailed,
 }
 
 /// Sends, retransmits or gives up the liveness checks of the IKE SAs `due` (those whose
-/// deadline has come) that are due at `now`.
-pub(super) fn on_timeout(r: &mut Responder, due: &[u64], now: Instant) {
+/// deadline has come) that are due at `now`. Returns the IKE SAs whose return-routability
+/// check ran out of retransmissions (still outstanding, for `mobike.rs` to give up).
+pub(super) fn on_timeout(r: &mut Responder, due: &[u64], now: Instant) -> Vec<u64> {
+    let mut unanswered = Vec::new();
     for &spi in due {
         let due_now = r
             .sas
@@ -143,6 +181,7 @@ pub(super) fn on_timeout(r: &mut Responder, due: &[u64], now: Instant) {
                             sent: now,
                             retransmits: 0,
                             datagram: datagram.clone(),
+                            check: None,
                         });
                         Step::Send(sa.local, sa.remote, datagram)
                     }
@@ -153,8 +192,16 @@ pub(super) fn on_timeout(r: &mut Responder, due: &[u64], now: Instant) {
             Some(p) if p.retransmits < r.config.dpd_retransmits => {
                 p.retransmits += 1;
                 p.sent = now;
-                Step::Send(sa.local, sa.remote, p.datagram.clone())
+                // A check goes to its candidate; a liveness check to where the client
+                // last asked to be (it may have left the old address), else the SA's.
+                let (local, remote) = match (p.check.as_deref(), sa.liveness.wanted.as_deref()) {
+                    (Some(c), _) => (c.to.local, c.to.remote),
+                    (None, Some(w)) => (w.local, w.remote),
+                    (None, None) => (sa.local, sa.remote),
+                };
+                Step::Send(local, remote, p.datagram.clone())
             }
+            Some(p) if p.check.is_some() => Step::CheckFailed,
             Some(_) => Step::Dead(sa.remote),
         };
         match step {
@@ -164,30 +211,43 @@ pub(super) fn on_timeout(r: &mut Responder, due: &[u64], now: Instant) {
                 r.remove_sa(spi);
             }
             Step::SealFailed(peer) => r.refused(peer, Refusal::Crypto),
+            Step::CheckFailed => unanswered.push(spi),
         }
     }
+    unanswered
 }
 
-/// A response from the client: the answer to our liveness check, or dropped.
+/// A response from the client: the answer to our liveness or return-routability check
+/// (returned, for `mobike.rs`), or dropped.
 pub(super) fn handle_response(
     r: &mut Responder,
     now: Instant,
     remote: SocketAddr,
     datagram: &[u8],
     message: &Message,
-) {
+) -> Option<Answered> {
     let h = message.header;
     let Some(sa) = r.sas.get_mut(&h.spi_r).filter(|s| s.spi_i == h.spi_i) else {
-        return r.refused(remote, Refusal::UnknownSpi);
+        r.refused(remote, Refusal::UnknownSpi);
+        return None;
     };
     let outstanding = sa.liveness.probe.as_ref().map(|p| p.message_id);
     if outstanding != Some(h.message_id) || h.exchange != exchange::INFORMATIONAL {
-        return r.refused(remote, Refusal::MessageId);
+        r.refused(remote, Refusal::MessageId);
+        return None;
     }
-    if keys::open_message(datagram, &sa.keys.sk_ei).is_err() {
-        return r.refused(remote, Refusal::Integrity);
-    }
-    sa.liveness.probe = None;
+    let inner = match keys::open_message(datagram, &sa.keys.sk_ei) {
+        Ok((_, inner)) => inner,
+        Err(keys::OpenError::Parse(_)) => {
+            r.refused(remote, Refusal::Malformed);
+            return None;
+        }
+        Err(_) => {
+            r.refused(remote, Refusal::Integrity);
+            return None;
+        }
+    };
+    let check = sa.liveness.probe.take().and_then(|p| p.check);
     sa.liveness.next_request_id = h.message_id.wrapping_add(1);
     sa.last_heard = now;
     // RFC 7296 §2.1 keeps our last response for a retransmission of its request. A check
@@ -195,6 +255,11 @@ pub(super) fn handle_response(
     // that long to retransmit: the response (after IKE_AUTH, gate64's certificate chain) is
     // let go rather than held for the IKE SA's life (held, it would cost memory per client).
     sa.cached = None;
+    Some(Answered {
+        spi_r: h.spi_r,
+        check,
+        inner,
+    })
 }
 
 /// Sends a Delete of every established IKE SA (RFC 7296 §1.4.1: its child SAs go with it)

@@ -8,8 +8,9 @@
 //! (§2.9) into gate64's two tunnels, INFORMATIONAL (§1.4: Delete, liveness), CREATE_CHILD_SA
 //! (§1.3: child and IKE SA rekey), message IDs and the response retransmission cache (§2.1,
 //! §2.2; a duplicate is answered only where its original came from), and RFC 7383
-//! reassembly of fragmented requests. IKE SAs in all, per identity and child SAs per IKE SA
-//! are capped (`caps.rs`).
+//! reassembly of fragmented requests, and MOBIKE (RFC 4555) for native clients
+//! (`mobike.rs`). IKE SAs in all, per identity and child SAs per IKE SA are capped
+//! (`caps.rs`).
 //!
 //! The driver strips the RFC 3948 non-ESP marker before [`Responder::handle`] and adds it to
 //! every [`Transmit`] whose `local` port is 4500. Nothing here panics on input; every refusal
@@ -28,6 +29,7 @@ mod ike_policy;
 mod informational;
 mod init;
 mod liveness;
+mod mobike;
 mod pool;
 mod proposal;
 mod retransmit;
@@ -54,11 +56,12 @@ pub use auth_jobs::{AuthJob, AuthVerdict, JobWatch};
 pub use child::DEFAULT_ESP_SUITES;
 pub use config::ResponderConfig;
 pub(crate) use config::anchors_for_clients;
-pub use events::{EndReason, Event, Refusal, RekeyKind, Stats, negotiation_label};
+pub use events::{EndReason, Event, MobikeResult, Refusal, RekeyKind, Stats, negotiation_label};
 pub use half_open::{HOST_SHARE, HostKey, SourceKey};
 pub use ike_policy::{IkePolicy, IkeProposalRule};
 pub use init::nat_detection_hash;
 pub use liveness::DPD_RETRANSMIT;
+pub use mobike::{MalformedMobike, UpdateNotifies, parse_update};
 pub use pool::AddressPool;
 pub use second_auth::SecondAuthPolicy;
 pub use tunnel_rules::{IdentityPattern, TunnelRule};
@@ -174,6 +177,8 @@ pub(crate) struct IkeSa {
     pub(crate) half_open: Option<half_open::Charge>,
     /// An IKE_AUTH request whose [`AuthJob`] is out.
     pub(crate) pending_auth: Option<Box<auth_jobs::PendingAuth>>,
+    /// MOBIKE (RFC 4555) was negotiated: the client announced it and the IKE SA is native.
+    pub(crate) mobike: bool,
 }
 
 impl IkeSa {
@@ -224,6 +229,7 @@ impl IkeSa {
             timer: None,
             half_open: None,
             pending_auth: None,
+            mobike: false,
         })
     }
 }
@@ -253,6 +259,10 @@ pub struct Responder {
     events: VecDeque<Event>,
     pub(crate) auth_jobs: VecDeque<AuthJob>,
     stats: Stats,
+    /// While a request of a MOBIKE IKE SA from elsewhere than its addresses is handled: the
+    /// SA, and the addresses the request arrived at and came from (where its response goes;
+    /// the SA moves only after a return-routability check).
+    answer_at: Option<(u64, SocketAddr, SocketAddr)>,
 }
 
 impl Responder {
@@ -281,6 +291,7 @@ impl Responder {
             events: VecDeque::new(),
             auth_jobs: VecDeque::new(),
             stats: Stats::default(),
+            answer_at: None,
         })
     }
 
@@ -293,7 +304,11 @@ impl Responder {
         };
         let h = message.header;
         if h.is_response() {
-            return liveness::handle_response(self, now, remote, datagram, &message);
+            if let Some(answered) = liveness::handle_response(self, now, remote, datagram, &message)
+            {
+                mobike::after_answer(self, now, answered);
+            }
+            return;
         }
         if h.exchange == exchange::IKE_SA_INIT && h.spi_r == 0 {
             return init::handle(self, now, local, remote, datagram, &message);
@@ -321,15 +336,22 @@ impl Responder {
         };
         sa.last_heard = now;
         // RFC 7296 §2.23: follow the client to the address and port of its latest
-        // authenticated request (the move to 4500 after NAT detection).
-        let moved = (sa.established && sa.remote != remote).then(|| {
+        // authenticated request (the move to 4500 after NAT detection). With MOBIKE the
+        // client announces its moves, NAT mapping changes included (UPDATE_SA_ADDRESSES,
+        // checked before the SA moves, `mobike.rs`): no implicit move (RFC 4555 §3.8).
+        let follow = !sa.mobike || !sa.established;
+        let moved = (follow && sa.established && sa.remote != remote).then(|| {
             sa.children
                 .iter()
                 .map(|c| c.inbound_spi)
                 .collect::<Vec<_>>()
         });
-        sa.local = local;
-        sa.remote = remote;
+        if follow {
+            sa.local = local;
+            sa.remote = remote;
+        } else if (sa.local, sa.remote) != (local, remote) {
+            self.answer_at = Some((h.spi_r, local, remote));
+        }
         let established = sa.established;
         if let Some(inbound_spis) = moved {
             self.event(Event::PeerMoved {
@@ -348,6 +370,16 @@ impl Responder {
         }
         // A half-open SA may now hold a response (the first of two authentication rounds).
         half_open::refresh(self, h.spi_r);
+        self.answer_at = None;
+    }
+
+    /// Where the response to the request being handled on IKE SA `spi_r` goes: where the
+    /// request came from and arrived at.
+    pub(crate) fn reply_path(&self, spi_r: u64) -> Option<(SocketAddr, SocketAddr)> {
+        match self.answer_at {
+            Some((spi, local, remote)) if spi == spi_r => Some((local, remote)),
+            _ => self.sas.get(&spi_r).map(|s| (s.local, s.remote)),
+        }
     }
 
     /// The next datagram to send.
@@ -534,13 +566,17 @@ impl Responder {
                 }
             };
         sa.expected_id = request.message_id.wrapping_add(1);
+        // Where the request came from: the IKE SA's own addresses (`handle` moved them to
+        // the request's source) unless a MOBIKE client's request came from elsewhere.
+        let (local, remote) = match self.answer_at {
+            Some((spi, local, remote)) if spi == spi_r => (local, remote),
+            _ => (sa.local, sa.remote),
+        };
         sa.cached = Some(CachedResponse {
             message_id: request.message_id,
-            // `handle` moved `remote` to the request's source before handling it.
-            requester: sa.remote,
+            requester: remote,
             datagrams: datagrams.clone(),
         });
-        let (local, remote) = (sa.local, sa.remote);
         for bytes in datagrams {
             self.transmit(local, remote, bytes);
         }

@@ -1443,6 +1443,7 @@ mod bounds;
 mod caps;
 mod esp_suites;
 mod identity;
+mod mobike;
 mod proposals;
 mod reauth;
 mod reload;

@@ -7,7 +7,7 @@
 use std::cmp::Reverse;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use super::{EndReason, Event, IkeSa, Refusal, Responder, ResponderConfig, liveness};
+use super::{EndReason, Event, IkeSa, Refusal, Responder, ResponderConfig, liveness, mobike};
 
 impl Responder {
     /// When [`Responder::handle_timeout`] should run next (early when an SA heard a message
@@ -43,7 +43,9 @@ impl Responder {
                 due.push(spi);
             }
         }
-        liveness::on_timeout(self, &due, now);
+        for spi in liveness::on_timeout(self, &due, now) {
+            mobike::check_unanswered(self, spi, now);
+        }
         for &spi in &due {
             let Some(sa) = self.sas.get(&spi) else {
                 continue;
