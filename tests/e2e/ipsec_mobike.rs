@@ -18,10 +18,11 @@ use anyhow::{Context, Result, ensure};
 use gate64_testkit::strongswan::{
     Charon, CharonConfig, INFRASTRUCTURE, IkeSa, LabCerts, Tunnel, with_charon_logs,
 };
-use gate64_testkit::{CORP_HOST, Gate64Options, Netns, Topology, gate64_binary};
+use gate64_testkit::{CORP_HOST, Gate64Options, Topology, gate64_binary};
 
 use crate::common::{gate64_lines, netns_test, path_str};
 use crate::ipsec::{INITIATE_TIMEOUT, POOL6, SETTLE_TIMEOUT, ipsec_section_with_ca};
+use crate::ipsec_native::{LanNat, lan_behind_nat_with};
 
 /// gate64's public IPv4 address for native clients.
 const LISTEN_V4: &str = "192.0.2.10";
@@ -42,36 +43,18 @@ fn netns_strongswan_mobike_address_change() {
 }
 
 fn mobike_address_change(topo: &Topology) -> Result<()> {
-    let nft =
-        gate64_testkit::find_tool("nft").context("`nft` not found: apt-get install nftables")?;
-    let nft = path_str(&nft)?;
     let iperf3 = gate64_testkit::find_tool("iperf3").context("`iperf3` not found")?;
     let iperf3 = path_str(&iperf3)?.to_owned();
     // The client's LAN behind tcli (10.9.0.1), masqueraded as tcli's own address.
-    let lan = Netns::new("tlan")?;
-    topo.cli.veth("vlan", &lan, "vnat")?;
-    topo.cli.addr_add("vlan", "10.9.0.1/24")?;
-    lan.addr_add("vnat", &format!("{LAN_BEFORE}/24"))?;
+    let lan = lan_behind_nat_with(
+        topo,
+        LanNat {
+            client: &format!("{LAN_BEFORE}/24"),
+            ..LanNat::default()
+        },
+    )?;
     // Deleting the first address keeps the second (same subnet) instead of taking it along.
     lan.sysctl("net.ipv4.conf.vnat.promote_secondaries", "1")?;
-    lan.ip(&["route", "add", "default", "via", "10.9.0.1"])?;
-    topo.cli.sysctl("net.ipv4.ip_forward", "1")?;
-    topo.cli.exec_ok(&[nft, "add", "table", "ip", "nat"])?;
-    topo.cli.exec_ok(&[
-        nft,
-        "add chain ip nat post { type nat hook postrouting priority 100; }",
-    ])?;
-    topo.cli.exec_ok(&[
-        nft,
-        "add",
-        "rule",
-        "ip",
-        "nat",
-        "post",
-        "oif",
-        "vsrv",
-        "masquerade",
-    ])?;
     topo.srv.addr_add("vcli", &format!("{LISTEN_V4}/24"))?;
     let listen: IpAddr = LISTEN_V4.parse()?;
 

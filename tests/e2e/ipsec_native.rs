@@ -71,16 +71,44 @@ fn nft() -> Result<String> {
     Ok(path_str(&nft)?.to_owned())
 }
 
+/// The addresses of the client LAN behind `tcli`, for [`lan_behind_nat_with`].
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct LanNat<'a> {
+    /// `tcli`'s address on the LAN (the LAN's default gateway), with its prefix length.
+    pub(crate) gateway: &'a str,
+    /// The client's address on the LAN (`tlan`'s `vnat`), with its prefix length.
+    pub(crate) client: &'a str,
+}
+
+impl Default for LanNat<'_> {
+    fn default() -> Self {
+        Self {
+            gateway: "10.9.0.1/24",
+            client: "10.9.0.2/24",
+        }
+    }
+}
+
 /// A client LAN `tlan` (10.9.0.2) behind `tcli` (10.9.0.1), which masquerades it as its own
 /// 198.51.100.10 towards gate64 (nftables).
 pub(crate) fn lan_behind_nat(topo: &Topology) -> Result<Netns> {
+    lan_behind_nat_with(topo, LanNat::default())
+}
+
+/// [`lan_behind_nat`] with the LAN's addresses given: `tlan`'s `vnat` gets `lan.client`,
+/// `tcli`'s `vlan` gets `lan.gateway`, which is `tlan`'s default route.
+pub(crate) fn lan_behind_nat_with(topo: &Topology, addrs: LanNat<'_>) -> Result<Netns> {
     let nft = nft()?;
     let nft = nft.as_str();
+    let gateway = addrs
+        .gateway
+        .split_once('/')
+        .map_or(addrs.gateway, |(addr, _)| addr);
     let lan = Netns::new("tlan")?;
     topo.cli.veth("vlan", &lan, "vnat")?;
-    topo.cli.addr_add("vlan", "10.9.0.1/24")?;
-    lan.addr_add("vnat", "10.9.0.2/24")?;
-    lan.ip(&["route", "add", "default", "via", "10.9.0.1"])?;
+    topo.cli.addr_add("vlan", addrs.gateway)?;
+    lan.addr_add("vnat", addrs.client)?;
+    lan.ip(&["route", "add", "default", "via", gateway])?;
     topo.cli.sysctl("net.ipv4.ip_forward", "1")?;
     topo.cli.exec_ok(&[nft, "add", "table", "ip", "nat"])?;
     topo.cli.exec_ok(&[
