@@ -16,13 +16,13 @@ use anyhow::{Context, Result, ensure};
 use gate64_testkit::strongswan::{
     Charon, CharonConfig, INFRASTRUCTURE, INTRANET, LabCerts, Tunnel, with_charon_logs,
 };
-use gate64_testkit::{CORP_HOST, Gate64Options, Netns, Topology, find_tool, wait_for};
+use gate64_testkit::{CORP_HOST, Netns, Topology, find_tool, wait_for};
 use std::net::IpAddr;
 use std::time::Duration;
 
-use crate::common::{gate64_lines, netns_test, path_str};
+use crate::common::{gate64_lines, netns_test};
 use crate::ipsec::{GATE64_ADDRESS6, INITIATE_TIMEOUT, POOL6, SETTLE_TIMEOUT, TeredoIpsecLab};
-use crate::ipsec_connect::{ESTABLISH_TIMEOUT, spawn_client};
+use crate::ipsec_connect::{ESTABLISH_TIMEOUT, gate64_with_lab_ike_prepared, spawn_client};
 
 #[test]
 #[ignore = "netns: needs root"]
@@ -184,26 +184,8 @@ fn netns_ike_rsa_server_gate64_connect() {
 /// `gate64 connect teredo` (gate64's own initiator, which announces SIGNATURE_HASH_ALGORITHMS)
 /// verifies gate64's RSA-2048 certificate and method-14 signature and builds both tunnels.
 fn rsa_server_gate64_connect(topo: &Topology) -> Result<()> {
-    let ike = LabCerts::generate(
-        &topo.srv,
-        &topo.srv.dir().join("ike-certs"),
-        IpAddr::V6(GATE64_ADDRESS6),
-    )?;
-    rsa_responder(&topo.srv, &ike)?;
-    let infrastructure_ts = format!("{CORP_HOST}/128");
-    let opts = Gate64Options {
-        without_ipsec: false,
-        extra: format!(
-            "[ipsec]\ncertificate = \"{}\"\nprivate_key = \"{}\"\nca = \"{}\"\n\
-             pool6 = \"{POOL6}\"\nendpoint = \"{GATE64_ADDRESS6}\"\n\
-             infrastructure_prefixes = [\"{infrastructure_ts}\"]\n",
-            path_str(&ike.responder_cert)?,
-            path_str(&ike.responder_key)?,
-            path_str(&ike.ca)?,
-        ),
-        ..Gate64Options::default()
-    };
-    let mut gate = topo.start_gate64(&opts)?;
+    let (ike, infrastructure_ts, mut gate) =
+        gate64_with_lab_ike_prepared(topo, |ike| rsa_responder(&topo.srv, ike))?;
     topo.corp
         .ip(&["-6", "route", "replace", POOL6, "via", "2001:db8:100:1::1"])?;
     let mut client = spawn_client(

@@ -568,11 +568,21 @@ fn refuses_a_server_without_its_server_id(topo: &Topology) -> Result<()> {
 /// subjectAltName: its address), the infrastructure tunnel reaching the corporate host:
 /// (the certificates, the infrastructure selector, the daemon).
 pub(crate) fn gate64_with_lab_ike(topo: &Topology) -> Result<(LabCerts, String, Process)> {
+    gate64_with_lab_ike_prepared(topo, |_| Ok(()))
+}
+
+/// [`gate64_with_lab_ike`], with `prepare` run on the generated certificates before gate64
+/// starts (to replace the responder's key and certificate, say).
+pub(crate) fn gate64_with_lab_ike_prepared(
+    topo: &Topology,
+    prepare: impl FnOnce(&LabCerts) -> Result<()>,
+) -> Result<(LabCerts, String, Process)> {
     let ike = LabCerts::generate(
         &topo.srv,
         &topo.srv.dir().join("ike-certs"),
         IpAddr::V6(GATE64_ADDRESS6),
     )?;
+    prepare(&ike)?;
     let infrastructure_ts = format!("{CORP_HOST}/128");
     let opts = Gate64Options {
         without_ipsec: false,
