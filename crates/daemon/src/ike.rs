@@ -658,6 +658,73 @@ mod tests {
         assert!(cut.len() <= LOG_TEXT_MAX && !cut.contains('\n'), "{cut}");
     }
 
+    /// `Ipsec::ike_allows` (what `gate64 profile` asks) and the responder's `IkePolicy` built
+    /// from the same configuration agree on every IKE SA combination gate64 implements.
+    #[test]
+    fn profile_ike_rule_matches_the_responder_policy() {
+        use gate64_ike::keys::{Encr, Group, Integ, Prf, Suite};
+        let base = "[teredo]\nserver_addresses = [\"192.0.2.1\", \"192.0.2.2\"]\n[corpnet]\n\
+                    ipv6_prefixes = [\"2001:db8:100::/48\"]\naddress6 = \"2001:db8:100::1\"\n\
+                    [ipsec]\ncertificate = \"/c.pem\"\nprivate_key = \"/c.key\"\n\
+                    ca = \"/ca.pem\"\npool6 = \"fd00:c1::100/120\"\n";
+        let configs = [
+            "",
+            "legacy_proposals = true\n",
+            "ike_proposals = [\"aes256-sha384-modp3072\", \"aes128gcm16-prfsha512-curve25519\"]\n",
+            "ike_proposals = [\"aes128-aes256-sha256-sha512-prfsha384-ecp256-ecp384-modp4096\"]\n",
+            "ike_proposals = [\"aes256gcm16-aes128gcm16-sha256-sha384-ecp256-modp2048\"]\n",
+            "legacy_proposals = true\n\
+             ike_proposals = [\"aes128-sha1-prfsha1-modp1024\", \"aes256gcm16-prfsha256-modp1024\"]\n",
+            "legacy_proposals = true\nike_proposals = [\"aes256-sha1-sha256-ecp256\"]\n",
+        ];
+        let mut suites = Vec::new();
+        for encr in Encr::ALL {
+            let integs: Vec<Option<Integ>> = if encr.is_aead() {
+                vec![None]
+            } else {
+                Integ::ALL.into_iter().map(Some).collect()
+            };
+            for integ in integs {
+                for prf in Prf::ALL {
+                    suites.push(Suite { encr, integ, prf });
+                }
+            }
+        }
+        for extra in configs {
+            let cfg = Config::from_toml_str(&format!("{base}{extra}"))
+                .unwrap_or_else(|e| panic!("{extra}: {e:#}"));
+            let policy = ike_policy(&cfg);
+            let (mut allowed, mut refused) = (0, 0);
+            for suite in &suites {
+                for group in Group::ALL {
+                    let responder = policy.allows(suite, group);
+                    let profile = cfg.ipsec.ike_allows(
+                        (suite.encr.id(), suite.encr.key_bits()),
+                        suite.integ.map(Integ::id),
+                        suite.prf.id(),
+                        group.id(),
+                    );
+                    assert_eq!(
+                        profile, responder,
+                        "{extra}: {suite:?} with {group:?}: profile {profile}, responder {responder}"
+                    );
+                    if responder {
+                        allowed += 1;
+                    } else {
+                        refused += 1;
+                    }
+                }
+            }
+            // Each configuration both allows and refuses something (the legacy one with no
+            // `ike_proposals` aside: it allows all), so the comparison covers both answers.
+            assert!(allowed > 0, "{extra}: nothing allowed");
+            assert!(
+                refused > 0 || extra == "legacy_proposals = true\n",
+                "{extra}: nothing refused"
+            );
+        }
+    }
+
     /// The IKE certificate of `gate64 certs` for `gw.gate64.lab` and `2001:db8:ffff::1`.
     fn lab_credentials(tag: &str) -> Credentials {
         let dir = std::env::temp_dir().join(format!("gate64-ike-id-{tag}-{}", std::process::id()));
