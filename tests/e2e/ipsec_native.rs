@@ -498,9 +498,10 @@ fn two_native_tunnels(
     let ok = m.sum("gate64_ike_negotiations_total", &[("result", "ok")]);
     ensure!(ok >= 2.0, "negotiations ok: {ok}\n{}", gate64_lines(&m));
     let status = gate64_status(topo)?;
+    let client = format!("{outer}: native, inner ");
     for needle in [
         "2 child SAs, 1 clients",
-        outer,
+        &client,
         "  infrastructure: ",
         "  intranet: ",
     ] {

@@ -72,7 +72,9 @@ pub enum Transport {
     Teredo,
     /// IP-HTTPS (IPv6 over TLS).
     Iphttps,
-    /// Native IPv6 or an address of neither transport.
+    /// Native IKEv2 and ESP, straight to an `[ipsec] listen` address.
+    Native,
+    /// An outer address of no transport above.
     Other,
 }
 
@@ -82,6 +84,7 @@ impl Transport {
         match self {
             Transport::Teredo => "teredo",
             Transport::Iphttps => "iphttps",
+            Transport::Native => "native",
             Transport::Other => "other",
         }
     }

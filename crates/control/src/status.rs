@@ -22,7 +22,8 @@ pub struct Snapshot {
 /// One client and its SAs.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Client {
-    /// `teredo`, `iphttps` or `other`: the transport its outer address belongs to.
+    /// `teredo`, `iphttps`, `native` (IKEv2 straight to an `[ipsec] listen` address) or
+    /// `other`: the transport the client reaches gate64 by.
     pub transport: String,
     /// Its outer IPv6 address (Teredo address or an address of its IP-HTTPS /64).
     pub outer: Ipv6Addr,

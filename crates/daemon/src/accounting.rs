@@ -140,11 +140,12 @@ impl Sessions {
             Event::IkeSaUp {
                 spi_r,
                 peer,
+                native,
                 identity,
                 ..
             } => {
                 let outer = gate64_accounting::tracker::outer_of(*peer);
-                let transport = crate::status::transport_of(&self.shared, &outer);
+                let transport = crate::status::transport_of(&self.shared, &outer, native.is_some());
                 tracker.ike_up(now, *spi_r, *peer, identity, transport);
             }
             Event::IkeSaEnded { spi_r, reason } => tracker.ike_ended(*spi_r, end_label(*reason)),

@@ -40,7 +40,9 @@ pub fn snapshot(shared: &Shared, ike: Option<&[IkeSaInfo]>, now: Instant) -> Sna
                 None => {
                     by_outer.insert(peer.outer, clients.len());
                     clients.push(Client {
-                        transport: transport_of(shared, &peer.outer).as_str().to_owned(),
+                        transport: transport_of(shared, &peer.outer, peer.native.is_some())
+                            .as_str()
+                            .to_owned(),
                         outer: peer.outer,
                         inner: peer.inner.clone(),
                         sas: vec![sa],
@@ -135,8 +137,12 @@ fn prefix_len(start: u128, end: u128, bits: u32) -> Option<u32> {
     aligned.then_some(len)
 }
 
-pub(crate) fn transport_of(shared: &Shared, outer: &Ipv6Addr) -> Transport {
-    if gate64_teredo::Address::decode(outer).is_some() {
+/// The transport of a client at `outer`; `native` when its SAs run on an `[ipsec] listen`
+/// socket ([`gate64_esp::Peer::native`]), which decides before the address does.
+pub(crate) fn transport_of(shared: &Shared, outer: &Ipv6Addr, native: bool) -> Transport {
+    if native {
+        Transport::Native
+    } else if gate64_teredo::Address::decode(outer).is_some() {
         Transport::Teredo
     } else if shared
         .config()

@@ -5,6 +5,7 @@ use gate64_control::client::request_line;
 use gate64_dataplane::{DataplaneConfig, Prefix};
 use gate64_esp::{ChildSaPair, Cipher, Lifetime, Peer, SaDb, SaKeys, SaParams};
 use gate64_ike::responder::IkeSaInfo;
+use std::net::Ipv4Addr;
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::sync::Arc;
@@ -102,6 +103,54 @@ fn shared_with_two_clients(created: Instant) -> Arc<Shared> {
         nat64: None,
         binding_log: None,
     })
+}
+
+/// A client whose SAs run on an `[ipsec] listen` socket is `native`, whatever its address;
+/// an address of no transport without that socket stays `other`.
+#[test]
+fn a_native_client_shows_transport_native() {
+    let created = Instant::now();
+    let shared = shared_with_two_clients(created);
+    let sadb = shared.sadb().unwrap();
+    let native_outer = Ipv4Addr::new(198, 51, 100, 10).to_ipv6_mapped();
+    let plain: Ipv6Addr = "2001:db8:200::10".parse().unwrap();
+    for (spi, outer, native) in [
+        (
+            0x400,
+            native_outer,
+            Some("192.0.2.10:4500".parse().unwrap()),
+        ),
+        (0x500, plain, None),
+    ] {
+        let inner = IpAddr::V6(outer);
+        sadb.install(ChildSaPair {
+            inbound: params(spi, created, inner),
+            outbound: params(spi + 1, created, inner),
+            peer: Peer {
+                outer,
+                native,
+                udp_encap: Some(4500),
+                inner: vec![inner],
+            },
+            tunnel: TunnelKind::Infrastructure,
+            ike_spi: u64::from(spi) << 32,
+        })
+        .unwrap();
+    }
+    let s = snapshot(&shared, None, created);
+    let transport = |outer: Ipv6Addr| {
+        s.clients
+            .iter()
+            .find(|c| c.outer == outer)
+            .map(|c| c.transport.as_str())
+    };
+    assert_eq!(transport(native_outer), Some("native"));
+    assert_eq!(transport(plain), Some("other"));
+    let shown = render(&s);
+    assert!(
+        shown.contains("::ffff:198.51.100.10: native, inner"),
+        "{shown}"
+    );
 }
 
 #[test]

@@ -244,10 +244,8 @@ pub(super) fn complete(
     }
     // RFC 4555 §3.3: MOBIKE when the client asked for it, on native IKE SAs only (over
     // Teredo and IP-HTTPS the outer address is the transport's).
-    let mobike = req.mobike
-        && r.sas
-            .get(&h.spi_r)
-            .is_some_and(|s| r.config.native_addresses.contains(&s.local.ip()));
+    let native = r.sas.get(&h.spi_r).and_then(|s| r.native_socket(s.local));
+    let mobike = req.mobike && native.is_some();
     if mobike {
         payloads.push(Payload::Notify(Notify::new(
             notify::MOBIKE_SUPPORTED,
@@ -267,6 +265,7 @@ pub(super) fn complete(
         ike_spi: h.spi_i,
         spi_r: h.spi_r,
         peer: remote,
+        native,
         identity: identity.subject,
         tunnel,
     });

@@ -724,6 +724,7 @@ fn rekey_ike(
         ike_spi: new_spi_i,
         spi_r: new_spi_r,
         peer: fresh.remote,
+        native: r.native_socket(fresh.local),
         identity: fresh
             .identity
             .as_ref()

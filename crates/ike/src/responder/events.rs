@@ -191,6 +191,10 @@ pub enum Event {
         spi_r: u64,
         /// The client's address and port.
         peer: SocketAddr,
+        /// gate64's socket address when the IKE SA runs on one of
+        /// [`ResponderConfig::native_addresses`](super::ResponderConfig::native_addresses)
+        /// (a native client, as [`gate64_esp::Peer::native`]); `None` over Teredo and IP-HTTPS.
+        native: Option<SocketAddr>,
         /// The authenticated identity (certificate subject).
         identity: String,
         /// The tunnel of its child SA, when one was built.

@@ -470,6 +470,15 @@ impl Responder {
         self.clock.1 + now.saturating_duration_since(self.clock.0)
     }
 
+    /// `local` when it is on one of [`ResponderConfig::native_addresses`] (an IKE SA there
+    /// is a native client's: [`gate64_esp::Peer::native`]), else `None`.
+    pub(crate) fn native_socket(&self, local: SocketAddr) -> Option<SocketAddr> {
+        self.config
+            .native_addresses
+            .contains(&local.ip())
+            .then_some(local)
+    }
+
     pub(crate) fn event(&mut self, event: Event) {
         if matches!(event, Event::CookieSent { .. }) {
             self.stats.cookies_sent += 1;
