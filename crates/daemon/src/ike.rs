@@ -528,9 +528,13 @@ fn on_event(sadb: &SaDb, stats: &IpsecStats, sessions: Option<&Sessions>, event:
             ..
         } => info!(%peer, %identity, ?tunnel, "IKE SA up"),
         Event::IkeSaDown { peer, identity, .. } => info!(%peer, %identity, "IKE SA down"),
-        Event::PeerMoved { inbound_spis, peer } => {
+        Event::PeerMoved {
+            inbound_spis,
+            peer,
+            native,
+        } => {
             info!(%peer, "IKE client moved");
-            follow_peer(sadb, &inbound_spis, peer);
+            follow_peer(sadb, &inbound_spis, peer, native);
         }
         Event::Rekeyed { kind } => stats.rekey(match kind {
             responder::RekeyKind::Ike => RekeyKind::Ike,
@@ -574,9 +578,13 @@ fn on_event(sadb: &SaDb, stats: &IpsecStats, sessions: Option<&Sessions>, event:
 }
 
 /// Points the native child SAs `inbound_spis` (those of a client that reaches gate64
-/// directly) at the client's new address and port. A client of Teredo or IP-HTTPS is
-/// another client when its outer address changes; its SAs stay as they are.
-fn follow_peer(sadb: &SaDb, inbound_spis: &[u32], peer: SocketAddr) {
+/// directly) at the client's new address and port, and at `native`, gate64's listen socket
+/// the IKE SA runs on now (a MOBIKE move to another `[ipsec] listen` address, or a NAT
+/// rebinding that arrived on another one), which their ESP is sent from. When `native` is
+/// `None` (the IKE SA is on no listen address) the SAs keep the socket they had. A client
+/// of Teredo or IP-HTTPS is another client when its outer address changes; its SAs stay as
+/// they are.
+fn follow_peer(sadb: &SaDb, inbound_spis: &[u32], peer: SocketAddr, native: Option<SocketAddr>) {
     let outer = match peer.ip() {
         IpAddr::V4(a) => a.to_ipv6_mapped(),
         IpAddr::V6(a) => a,
@@ -586,7 +594,7 @@ fn follow_peer(sadb: &SaDb, inbound_spis: &[u32], peer: SocketAddr) {
             continue;
         };
         let old = entry.peer();
-        if old.native.is_none() || (old.outer == outer && old.udp_encap == Some(peer.port())) {
+        if old.native.is_none() {
             continue;
         }
         let mut moved = old.clone();
@@ -594,7 +602,12 @@ fn follow_peer(sadb: &SaDb, inbound_spis: &[u32], peer: SocketAddr) {
         if moved.udp_encap.is_some() {
             moved.udp_encap = Some(peer.port());
         }
-        sadb.update_peer(spi, moved);
+        if native.is_some() {
+            moved.native = native;
+        }
+        if moved != *old {
+            sadb.update_peer(spi, moved);
+        }
     }
 }
 
@@ -640,6 +653,7 @@ fn ike_result(result: &Result<(), Refusal>) -> IkeResult {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::net::Ipv6Addr;
 
     /// A claimed identity is the client's text: one log line, escaped, at most 256 bytes.
     #[test]
@@ -723,6 +737,74 @@ mod tests {
                 "{extra}: nothing refused"
             );
         }
+    }
+
+    /// A child SA of `outer` (native from `native`, ESP in UDP from port 4500), installed.
+    fn install_child(sadb: &SaDb, spi: u32, outer: Ipv6Addr, native: Option<SocketAddr>) {
+        use gate64_esp::{ChildSaPair, Lifetime, Peer, SaKeys, SaParams, Selector};
+        let inner: IpAddr = "fd00:c1::101".parse().expect("inner");
+        let params = |spi| SaParams {
+            spi,
+            keys: SaKeys {
+                cipher: Cipher::AesGcm16_128,
+                key: vec![7; Cipher::AesGcm16_128.keymat_len()],
+            },
+            esn: false,
+            lifetime: Lifetime::UNLIMITED,
+            created: Instant::now(),
+            local_ts: vec![Selector::prefix("2001:db8:100::/48".parse().expect("ts"))],
+            remote_ts: vec![Selector::address(inner)],
+        };
+        sadb.install(ChildSaPair {
+            inbound: params(spi),
+            outbound: params(spi + 1),
+            peer: Peer {
+                outer,
+                native,
+                udp_encap: Some(4500),
+                inner: vec![inner],
+            },
+            tunnel: gate64_esp::TunnelKind::Infrastructure,
+            ike_spi: u64::from(spi) << 32,
+        })
+        .expect("install");
+    }
+
+    /// A move follows the client's new address and port and, for a native SA, the listen
+    /// socket the IKE SA runs on now; without one the SA keeps its socket; tunnelled SAs
+    /// never move.
+    #[test]
+    fn a_moved_native_client_is_sent_to_from_its_new_listen_socket() {
+        let sadb = SaDb::new();
+        let client = std::net::Ipv4Addr::new(198, 51, 100, 10).to_ipv6_mapped();
+        let listen_a: SocketAddr = "192.0.2.10:4500".parse().expect("a");
+        let listen_b: SocketAddr = "192.0.2.11:4500".parse().expect("b");
+        let teredo: Ipv6Addr = "2001:0:c000:201:2c5a:39cb:9bff:f1f5"
+            .parse()
+            .expect("teredo");
+        install_child(&sadb, 0x100, client, Some(listen_a));
+        install_child(&sadb, 0x200, teredo, None);
+        let peer_of = |spi| sadb.inbound(spi).expect("installed").peer().clone();
+
+        // MOBIKE to the other listen address, from the same public address and port.
+        let same: SocketAddr = "198.51.100.10:4500".parse().expect("same");
+        follow_peer(&sadb, &[0x100, 0x200], same, Some(listen_b));
+        let moved = peer_of(0x100);
+        assert_eq!(
+            (moved.outer, moved.udp_encap, moved.native),
+            (client, Some(4500), Some(listen_b))
+        );
+        assert_eq!(peer_of(0x200).native, None, "a Teredo SA stays tunnelled");
+        assert_eq!(peer_of(0x200).outer, teredo);
+
+        // A NAT rebinding reported on no listen socket: the port follows, the socket stays.
+        let rebound: SocketAddr = "198.51.100.10:40001".parse().expect("rebound");
+        follow_peer(&sadb, &[0x100], rebound, None);
+        let moved = peer_of(0x100);
+        assert_eq!(
+            (moved.udp_encap, moved.native),
+            (Some(40001), Some(listen_b))
+        );
     }
 
     /// The IKE certificate of `gate64 certs` for `gw.gate64.lab` and `2001:db8:ffff::1`.

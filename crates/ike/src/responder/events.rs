@@ -229,6 +229,10 @@ pub enum Event {
         inbound_spis: Vec<u32>,
         /// The client's new address and port.
         peer: SocketAddr,
+        /// gate64's socket address the IKE SA runs on now when it is a native one
+        /// ([`gate64_esp::Peer::native`]: the client moved to, or arrived at, that
+        /// `[ipsec] listen` address); `None` when it is not one.
+        native: Option<SocketAddr>,
     },
     /// An SA was rekeyed.
     Rekeyed {

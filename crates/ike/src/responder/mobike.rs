@@ -262,9 +262,11 @@ fn check_answered(r: &mut Responder, spi_r: u64, now: Instant, check: Check, inn
     sa.local = to.local;
     sa.remote = to.remote;
     let inbound_spis = sa.children.iter().map(|c| c.inbound_spi).collect();
+    let native = r.native_socket(to.local);
     r.event(Event::PeerMoved {
         inbound_spis,
         peer: to.remote,
+        native,
     });
     r.event(Event::Mobike {
         peer: to.remote,

@@ -340,12 +340,13 @@ impl Responder {
         // client announces its moves, NAT mapping changes included (UPDATE_SA_ADDRESSES,
         // checked before the SA moves, `mobike.rs`): no implicit move (RFC 4555 §3.8).
         let follow = !sa.mobike || !sa.established;
-        let moved = (follow && sa.established && sa.remote != remote).then(|| {
-            sa.children
-                .iter()
-                .map(|c| c.inbound_spi)
-                .collect::<Vec<_>>()
-        });
+        let moved =
+            (follow && sa.established && (sa.local, sa.remote) != (local, remote)).then(|| {
+                sa.children
+                    .iter()
+                    .map(|c| c.inbound_spi)
+                    .collect::<Vec<_>>()
+            });
         if follow {
             sa.local = local;
             sa.remote = remote;
@@ -354,9 +355,11 @@ impl Responder {
         }
         let established = sa.established;
         if let Some(inbound_spis) = moved {
+            let native = self.native_socket(local);
             self.event(Event::PeerMoved {
                 inbound_spis,
                 peer: remote,
+                native,
             });
         }
         match (h.exchange, established) {

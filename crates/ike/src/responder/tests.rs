@@ -1169,7 +1169,8 @@ fn rfc7296_2_23_nat_moves_the_exchange_to_4500() {
 /// A client that reaches gate64 on a `native_addresses` address gets child SAs marked with
 /// that socket; when its NAT mapping changes, its next authenticated request moves the IKE
 /// SA (answered at the new port) and reports the move for its child SAs; a request from the
-/// same place reports nothing.
+/// same place reports nothing; one that arrives on another listen address reports the move
+/// with that socket.
 #[test]
 fn rfc7296_2_23_a_native_client_is_followed_to_its_new_mapping() {
     let lab = Lab::new();
@@ -1177,7 +1178,10 @@ fn rfc7296_2_23_a_native_client_is_followed_to_its_new_mapping() {
     let mut i = lab.intranet(now);
     i.start(now);
     let (_, server, init) = i.poll_transmit().expect("IKE_SA_INIT");
-    let mut r = lab.responder(now, |c| c.native_addresses = vec![server.ip()]);
+    let other_listen = addr("[2001:db8:ffff::99]:4500");
+    let mut r = lab.responder(now, |c| {
+        c.native_addresses = vec![server.ip(), other_listen.ip()];
+    });
     let mapped = addr("[2001:db8:7::1]:61000");
     r.handle(now, server, mapped, &init);
     i.handle(now, &r.poll_transmit().expect("reply").bytes);
@@ -1213,6 +1217,24 @@ fn rfc7296_2_23_a_native_client_is_followed_to_its_new_mapping() {
         [Event::PeerMoved {
             inbound_spis: vec![pair.inbound.spi],
             peer: rebound,
+            native: Some(local),
+        }]
+    );
+    // The same mapping, but to another listen address: the native socket moves there.
+    let probe = request(&mut i, exchange::INFORMATIONAL, &[]);
+    r.handle(now, other_listen, rebound, &probe);
+    let t = r.poll_transmit().expect("answered");
+    assert_eq!((t.local, t.remote), (other_listen, rebound));
+    let moved: Vec<Event> = events(&mut r)
+        .into_iter()
+        .filter(|e| matches!(e, Event::PeerMoved { .. }))
+        .collect();
+    assert_eq!(
+        moved,
+        [Event::PeerMoved {
+            inbound_spis: vec![pair.inbound.spi],
+            peer: rebound,
+            native: Some(other_listen),
         }]
     );
 }

@@ -174,6 +174,7 @@ fn rfc4555_3_5_update_moves_after_the_cookie2_echo() {
         ev.contains(&Event::PeerMoved {
             inbound_spis: vec![pair.inbound.spi],
             peer: new,
+            native: Some(local),
         }),
         "{ev:?}"
     );
