@@ -3,8 +3,10 @@
 //! and closes the IP-HTTPS link of a client reached over it; the client may connect again
 //! (what keeps a lost laptop out for good is revoking its certificate).
 
+use crate::terminal::printable;
 use anyhow::{Result, bail};
-use gate64_control::{Target, client};
+use gate64_control::{Disconnected, Target, client};
+use std::fmt::Write as _;
 use std::path::PathBuf;
 
 /// `gate64 disconnect`'s arguments.
@@ -40,26 +42,64 @@ pub fn run(args: DisconnectArgs) -> Result<()> {
     };
     let socket = crate::socket::control_socket(args.socket, args.config)?;
     let answer = client::disconnect(&socket, target)?;
-    if let Some(e) = answer.error {
-        bail!("the daemon refused: {e}");
+    if let Some(e) = &answer.error {
+        bail!("the daemon refused: {}", printable(e));
     }
-    for r in &answer.removed {
-        println!(
-            "removed IKE SA {} of {} from {} ({}, {} child SA{})",
-            r.spi,
-            r.identity.as_deref().unwrap_or("?"),
-            r.peer,
-            r.tunnel.as_deref().unwrap_or("no tunnel"),
-            r.child_sas,
-            if r.child_sas == 1 { "" } else { "s" }
-        );
-    }
-    for link in &answer.links_closed {
-        println!("closed the IP-HTTPS link of {link}");
-    }
+    print!("{}", render(&answer));
     if answer.removed.is_empty() {
         bail!("no IKE SA matched");
     }
     println!("{} IKE SA(s) removed", answer.removed.len());
     Ok(())
+}
+
+/// The lines `gate64 disconnect` prints of what was removed. The identities are the
+/// clients' (and the other fields the daemon's text): shown through [`printable`], so a
+/// control character in them reaches the terminal escaped.
+fn render(answer: &Disconnected) -> String {
+    let mut out = String::new();
+    for r in &answer.removed {
+        let _ = writeln!(
+            out,
+            "removed IKE SA {} of {} from {} ({}, {} child SA{})",
+            printable(&r.spi),
+            printable(r.identity.as_deref().unwrap_or("?")),
+            printable(&r.peer),
+            printable(r.tunnel.as_deref().unwrap_or("no tunnel")),
+            r.child_sas,
+            if r.child_sas == 1 { "" } else { "s" }
+        );
+    }
+    for link in &answer.links_closed {
+        let _ = writeln!(out, "closed the IP-HTTPS link of {}", printable(link));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use gate64_control::Removed;
+
+    #[test]
+    fn removed_identities_are_escaped() {
+        let answer = Disconnected {
+            removed: vec![Removed {
+                spi: "0x00000000000000ab".to_owned(),
+                identity: Some("CN=a\x1b]0;owned\x07\nremoved IKE SA forged".to_owned()),
+                peer: "[2001:db8::1]:4500".to_owned(),
+                tunnel: Some("intranet".to_owned()),
+                child_sas: 1,
+            }],
+            links_closed: vec!["2001:db8:1:5::77\r".to_owned()],
+            error: None,
+        };
+        let out = render(&answer);
+        assert_eq!(
+            out,
+            "removed IKE SA 0x00000000000000ab of CN=a\\1b]0;owned\\07\\0aremoved IKE SA forged \
+             from [2001:db8::1]:4500 (intranet, 1 child SA)\n\
+             closed the IP-HTTPS link of 2001:db8:1:5::77\\0d\n"
+        );
+    }
 }

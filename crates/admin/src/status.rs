@@ -1,6 +1,7 @@
 //! `gate64 status`: the running daemon's IPsec clients, printed the way `swanctl --list-sas`
 //! does, or as the daemon's JSON.
 
+use crate::terminal::printable;
 use anyhow::Result;
 use gate64_control::{Snapshot, client};
 use std::fmt::Write as _;
@@ -33,7 +34,10 @@ pub fn text(snapshot: &Snapshot, json: bool) -> Result<String> {
     })
 }
 
-/// The snapshot as text, one block per client, as `swanctl --list-sas` lays it out.
+/// The snapshot as text, one block per client, as `swanctl --list-sas` lays it out. The
+/// daemon's strings (identities, certificate fields, names) are shown through
+/// [`printable`]: a client chose its identity and certificate, so a control character in
+/// them must not reach the terminal as one. The JSON form carries them as they are.
 pub fn render(s: &Snapshot) -> String {
     let mut out = String::new();
     let endpoint = s
@@ -57,7 +61,7 @@ pub fn render(s: &Snapshot) -> String {
             out,
             "{}: {}, inner {}",
             c.outer,
-            c.transport,
+            printable(&c.transport),
             inner.join(", ")
         );
         for sa in &c.sas {
@@ -65,19 +69,22 @@ pub fn render(s: &Snapshot) -> String {
                 .udp_encap
                 .map_or_else(|| "ESP".to_owned(), |p| format!("ESP in UDP 4500:{p}"));
             if !sa.esp.is_empty() {
-                encap = format!("{encap} {}", sa.esp);
+                encap = format!("{encap} {}", printable(&sa.esp));
             }
             let who = sa
                 .identity
                 .as_ref()
-                .map_or_else(String::new, |i| format!(", {i}"));
+                .map_or_else(String::new, |i| format!(", {}", printable(i)));
             let user = sa
                 .user_identity
                 .as_ref()
-                .map_or_else(String::new, |u| format!(" + user {u}"));
+                .map_or_else(String::new, |u| format!(" + user {}", printable(u)));
             let cert = match (&sa.issuer, &sa.serial, &sa.not_after) {
                 (Some(issuer), Some(serial), Some(not_after)) => format!(
-                    "\n    certificate: issuer {issuer}, serial {serial}, valid until {not_after}"
+                    "\n    certificate: issuer {}, serial {}, valid until {}",
+                    printable(issuer),
+                    printable(serial),
+                    printable(not_after)
                 ),
                 _ => String::new(),
             };
@@ -87,7 +94,7 @@ pub fn render(s: &Snapshot) -> String {
             let _ = writeln!(
                 out,
                 "  {}: IKE {:016x}{who}{user}, {encap}, installed {}s ago{rekeys}{cert}\n    in  {:08x}, {} bytes, {} packets\n    out {:08x}, {} bytes, {} packets\n    local  {}\n    remote {}",
-                sa.tunnel,
+                printable(&sa.tunnel),
                 sa.ike_spi,
                 sa.age_secs,
                 sa.spi_in,
@@ -96,8 +103,8 @@ pub fn render(s: &Snapshot) -> String {
                 sa.spi_out,
                 sa.bytes_out,
                 sa.packets_out,
-                sa.local_ts.join(" "),
-                sa.remote_ts.join(" "),
+                printable(&sa.local_ts.join(" ")),
+                printable(&sa.remote_ts.join(" ")),
             );
         }
     }
@@ -133,6 +140,35 @@ mod tests {
         assert_eq!(gate64_control::parse_spi(hex), Ok(spi));
         // The text output names the same SPI.
         assert!(render(&snapshot).contains("IKE fedcba9876543210"));
+    }
+
+    /// A client's identity and certificate fields reach the table with their control
+    /// characters escaped; the JSON carries them unchanged.
+    #[test]
+    fn client_strings_are_escaped_in_the_table_only() {
+        let mut snapshot: Snapshot = serde_json::from_str(OLD_DAEMON).expect("parses");
+        let sa = &mut snapshot.clients[0].sas[0];
+        sa.ike_spi_hex = gate64_control::spi_hex(sa.ike_spi);
+        sa.identity = Some("CN=evil\x1b[2J\nfake row".to_owned());
+        sa.user_identity = Some("CN=u\u{202e}x".to_owned());
+        sa.issuer = Some("CN=ca\x07".to_owned());
+        sa.serial = Some("01\r".to_owned());
+        sa.not_after = Some("2028-01-01T00:00:00.000Z".to_owned());
+        let table = render(&snapshot);
+        assert!(!table.contains('\x1b') && !table.contains('\x07') && !table.contains('\r'));
+        assert!(!table.contains('\u{202e}'), "{table}");
+        assert!(
+            table.contains(", CN=evil\\1b[2J\\0afake row + user CN=u\\e2\\80\\aex,"),
+            "{table}"
+        );
+        assert!(
+            table.contains("certificate: issuer CN=ca\\07, serial 01\\0d, valid until"),
+            "{table}"
+        );
+        assert_eq!(table.lines().filter(|l| l.contains("fake row")).count(), 1);
+        let json: Snapshot =
+            serde_json::from_str(&text(&snapshot, true).expect("JSON")).expect("parses");
+        assert_eq!(json, snapshot, "the JSON keeps the strings as they are");
     }
 
     /// What the daemon wrote is kept as it is.
