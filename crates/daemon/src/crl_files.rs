@@ -178,6 +178,23 @@ pub fn iphttps_tls(cfg: &Config) -> Result<Option<Arc<rustls::ServerConfig>>> {
     Ok(Some(tls))
 }
 
+/// Hands `stats` the nextUpdate times of the CRLs in `client_crls` (`iphttps.client_crls`,
+/// for `gate64_ipsec_crls_expired{crls="iphttps"}`), read from the files the IP-HTTPS TLS
+/// configuration was just built from; a CRL past its nextUpdate is warned about, as for
+/// `ipsec.crls`. A file that no longer reads leaves the gauge as it was, with a warning.
+pub fn note_iphttps_crls(client_crls: &[PathBuf], stats: Option<&IpsecStats>) {
+    let Some(stats) = stats else { return };
+    match read("iphttps.client_crls", client_crls) {
+        Ok(crls) => {
+            let next_updates: Vec<SystemTime> = crls.iter().map(Crl::next_update).collect();
+            stats.set_iphttps_crl_next_updates(&next_updates);
+        }
+        Err(e) => {
+            warn!(error = %format!("{e:#}"), "`iphttps.client_crls`: the nextUpdate gauge was not updated");
+        }
+    }
+}
+
 /// What the IP-HTTPS CRL refresh looks at: the running configuration (its TLS files are read
 /// anew when a CRL changed) and the modification times of its `iphttps.client_crls` last
 /// seen. A reload replaces it ([`TlsWatch::reset`]).
@@ -213,12 +230,13 @@ impl TlsWatch {
 
 /// Every `ipsec.crl_refresh_secs`, reads the IP-HTTPS TLS files again when a CRL of
 /// `iphttps.client_crls` changed, for the handshakes from then on (links up stay: a client
-/// with IPsec is cut off through its IKE SAs and `ipsec.crls`). A file that fails to read or
-/// parse leaves the configuration in force. Must run inside a tokio runtime; ends when `stop`
-/// turns true.
+/// with IPsec is cut off through its IKE SAs and `ipsec.crls`), and hands `stats` their
+/// nextUpdate times. A file that fails to read or parse leaves the configuration in force.
+/// Must run inside a tokio runtime; ends when `stop` turns true.
 pub fn spawn_tls_refresh(
     watch: Arc<Mutex<TlsWatch>>,
     tls: gate64_io::tls::ReloadableServerConfig,
+    stats: Option<Arc<IpsecStats>>,
     mut stop: tokio::sync::watch::Receiver<bool>,
 ) {
     tokio::spawn(async move {
@@ -237,6 +255,8 @@ pub fn spawn_tls_refresh(
                 Some(Ok(Some(config))) => {
                     tls.replace(config);
                     info!("`iphttps.client_crls` changed: read again for new IP-HTTPS handshakes");
+                    let paths = lock(&watch).cfg.iphttps.client_crls.clone();
+                    note_iphttps_crls(&paths, stats.as_deref());
                 }
             }
         }
@@ -246,6 +266,60 @@ pub fn spawn_tls_refresh(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A PEM file of two CRLs of a fresh CA, one past its nextUpdate (2021), one not (2099).
+    fn two_crls_pem() -> String {
+        use rcgen::{
+            BasicConstraints, CertificateParams, CertificateRevocationListParams, DnType, IsCa,
+            Issuer, KeyIdMethod, KeyPair, KeyUsagePurpose, SerialNumber,
+        };
+        let key = KeyPair::generate().expect("key");
+        let mut params = CertificateParams::default();
+        params
+            .distinguished_name
+            .push(DnType::CommonName, "clients CA");
+        params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        params.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign];
+        let issuer = Issuer::new(params, key);
+        [2021, 2099]
+            .into_iter()
+            .map(|year| {
+                CertificateRevocationListParams {
+                    this_update: rcgen::date_time_ymd(2020, 1, 1),
+                    next_update: rcgen::date_time_ymd(year, 1, 1),
+                    crl_number: SerialNumber::from(1u64),
+                    issuing_distribution_point: None,
+                    revoked_certs: Vec::new(),
+                    key_identifier_method: KeyIdMethod::Sha256,
+                }
+                .signed_by(&issuer)
+                .expect("CRL")
+                .pem()
+                .expect("PEM")
+            })
+            .collect()
+    }
+
+    /// The IP-HTTPS client CRLs reach the expired-CRL gauge apart from `ipsec.crls`; a file
+    /// that no longer reads leaves it as it was.
+    #[test]
+    fn iphttps_client_crls_are_counted_when_expired() {
+        let dir = std::env::temp_dir().join(format!("gate64-crl-tls-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("dir");
+        let path = dir.join("clients.crl");
+        std::fs::write(&path, two_crls_pem()).expect("write");
+        let stats = IpsecStats::default();
+        let now = unix_secs(SystemTime::now());
+        note_iphttps_crls(std::slice::from_ref(&path), Some(&stats));
+        assert_eq!(stats.iphttps_crls_expired(now), 1);
+        assert_eq!(stats.crls_expired(now), 0, "ipsec.crls are another list");
+        std::fs::write(&path, "not a CRL").expect("write");
+        note_iphttps_crls(std::slice::from_ref(&path), Some(&stats));
+        assert_eq!(stats.iphttps_crls_expired(now), 1, "kept");
+        note_iphttps_crls(&[], Some(&stats));
+        assert_eq!(stats.iphttps_crls_expired(now), 0, "none configured now");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 
     #[test]
     fn a_changed_modification_time_reads_the_files_again() {

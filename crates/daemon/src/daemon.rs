@@ -200,6 +200,7 @@ impl Daemon {
         let Some(tls) = crate::crl_files::iphttps_tls(cfg)? else {
             return Ok(None);
         };
+        crate::crl_files::note_iphttps_crls(&cfg.iphttps.client_crls, self.ipsec_stats.as_deref());
         let listen = cfg.iphttps.listen;
         let listener = listen_tcp(listen).with_context(|| {
             format!("binding the IP-HTTPS listener on {listen} (`iphttps.listen`)")
@@ -216,7 +217,12 @@ impl Daemon {
         let task = tokio::spawn(Arc::clone(&server).run(listener, self.stop_tx.subscribe()));
         let watch = Arc::new(Mutex::new(crate::crl_files::TlsWatch::new(cfg)));
         *lock(&self.tls_watch) = Some(Arc::clone(&watch));
-        crate::crl_files::spawn_tls_refresh(watch, server.tls(), self.stop_tx.subscribe());
+        crate::crl_files::spawn_tls_refresh(
+            watch,
+            server.tls(),
+            self.ipsec_stats.clone(),
+            self.stop_tx.subscribe(),
+        );
         *lock(&self.iphttps) = Some((server, task));
         Ok(Some(bound))
     }
@@ -421,6 +427,10 @@ impl Daemon {
         if let Some(server) = &iphttps {
             if let Some(tls) = tls {
                 server.tls().replace(tls);
+                crate::crl_files::note_iphttps_crls(
+                    &new.iphttps.client_crls,
+                    self.ipsec_stats.as_deref(),
+                );
             }
             if let Some(watch) = lock(&self.tls_watch).as_ref() {
                 lock(watch).reset(new);

@@ -212,6 +212,8 @@ pub struct IpsecStats {
     ocsp: [AtomicU64; OcspResult::ALL.len()],
     /// The nextUpdate of each CRL of `ipsec.crls` in force, seconds since the epoch.
     crl_next_updates: Mutex<Vec<u64>>,
+    /// The same of `iphttps.client_crls` (the IP-HTTPS listener's TLS client check).
+    iphttps_crl_next_updates: Mutex<Vec<u64>>,
 }
 
 /// Why gate64 ended a client's IKE SAs itself (`gate64_ipsec_disconnects_total{reason}`).
@@ -346,25 +348,38 @@ impl IpsecStats {
         self.ocsp[result as usize].load(Ordering::Relaxed)
     }
 
-    /// The CRLs now in force: their nextUpdate times (a start, a reload or a refresh read them).
+    /// The CRLs of `ipsec.crls` now in force: their nextUpdate times (a start, a reload or a
+    /// refresh read them).
     pub fn set_crl_next_updates(&self, next_updates: &[std::time::SystemTime]) {
-        let secs = next_updates
-            .iter()
-            .map(|t| {
-                t.duration_since(std::time::UNIX_EPOCH)
-                    .map_or(0, |d| d.as_secs())
-            })
-            .collect();
         *self
             .crl_next_updates
             .lock()
-            .unwrap_or_else(PoisonError::into_inner) = secs;
+            .unwrap_or_else(PoisonError::into_inner) = epoch_secs(next_updates);
     }
 
-    /// The CRLs in force whose nextUpdate is before `now` (seconds since the epoch).
+    /// The CRLs of `iphttps.client_crls` now in force: their nextUpdate times (read with the
+    /// IP-HTTPS listener's TLS configuration at a start, a reload or a refresh).
+    pub fn set_iphttps_crl_next_updates(&self, next_updates: &[std::time::SystemTime]) {
+        *self
+            .iphttps_crl_next_updates
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = epoch_secs(next_updates);
+    }
+
+    /// The CRLs of `ipsec.crls` in force whose nextUpdate is before `now` (seconds since the
+    /// epoch).
     pub fn crls_expired(&self, now: u64) -> u64 {
         let lists = self
             .crl_next_updates
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        lists.iter().filter(|&&t| t < now).count() as u64
+    }
+
+    /// The CRLs of `iphttps.client_crls` in force whose nextUpdate is before `now`.
+    pub fn iphttps_crls_expired(&self, now: u64) -> u64 {
+        let lists = self
+            .iphttps_crl_next_updates
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
         lists.iter().filter(|&&t| t < now).count() as u64
@@ -434,6 +449,17 @@ impl IpsecStats {
         let sum = self.duration_sum_micros.load(Ordering::Relaxed) as f64 / 1e6;
         (sum, count, buckets)
     }
+}
+
+/// Times as seconds since the epoch (0 for one before it).
+fn epoch_secs(times: &[std::time::SystemTime]) -> Vec<u64> {
+    times
+        .iter()
+        .map(|t| {
+            t.duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_secs())
+        })
+        .collect()
 }
 
 #[cfg(test)]

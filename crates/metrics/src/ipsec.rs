@@ -12,7 +12,7 @@ use gate64_dataplane::{
 use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric, MetricEncoder};
 use prometheus_client::metrics::MetricType;
 
-use crate::encode::{counter, counter_family, gauge};
+use crate::encode::{counter, counter_family, gauge, gauge_family};
 use crate::names;
 
 /// What a scrape reads for IPsec.
@@ -78,11 +78,14 @@ pub(crate) fn encode(
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_secs());
-    gauge(
+    gauge_family(
         enc,
         names::IPSEC_CRLS_EXPIRED,
         names::IPSEC_CRLS_EXPIRED_HELP,
-        stats.crls_expired(now),
+        [
+            ([("crls", "ipsec")], stats.crls_expired(now)),
+            ([("crls", "iphttps")], stats.iphttps_crls_expired(now)),
+        ],
     )?;
     gauge(
         enc,
@@ -212,12 +215,14 @@ mod tests {
         let day = Duration::from_secs(86_400);
         let now = std::time::SystemTime::now();
         stats.set_crl_next_updates(&[now + day, now - day, now + 2 * day]);
+        stats.set_iphttps_crl_next_updates(&[now - day, now - 2 * day, now + day]);
         e.add_ipsec(Arc::clone(&stats));
         let text = e.encode();
         for (series, value) in [
             ("gate64_ipsec_mmsa", "4"),
             ("gate64_ipsec_qmsa", "5"),
-            ("gate64_ipsec_crls_expired", "1"),
+            ("gate64_ipsec_crls_expired{crls=\"ipsec\"}", "1"),
+            ("gate64_ipsec_crls_expired{crls=\"iphttps\"}", "2"),
             ("gate64_ike_ocsp_total{result=\"cached\"}", "3"),
             ("gate64_ike_ocsp_total{result=\"good\"}", "0"),
             ("gate64_ike_negotiations_total{result=\"ok\"}", "1"),

@@ -280,13 +280,14 @@ pub const IKE_SHED_TOTAL_HELP: &str = "IKE datagrams on UDP 500/4500 dropped unr
     verifications in flight (reason=auth_queue_source), or the verification threads' queue was \
     full (reason=auth_queue_full).";
 
-/// CRLs of `ipsec.crls` in force whose nextUpdate has passed (their CA is late with a new
-/// one). Gauge; no labels.
+/// CRLs in force whose nextUpdate has passed (their CA is late with a new one). Gauge;
+/// label `crls`: `ipsec` (`ipsec.crls`, checked by IKE) or `iphttps` (`iphttps.client_crls`,
+/// checked by the IP-HTTPS listener's TLS handshake).
 pub const IPSEC_CRLS_EXPIRED: &str = "gate64_ipsec_crls_expired";
 /// Help text of [`IPSEC_CRLS_EXPIRED`].
-pub const IPSEC_CRLS_EXPIRED_HELP: &str = "CRLs of ipsec.crls in force whose nextUpdate has \
-    passed: their CA has not published a newer one (ipsec.crl_expired says whether they still \
-    count).";
+pub const IPSEC_CRLS_EXPIRED_HELP: &str = "CRLs in force whose nextUpdate has passed: their CA \
+    has not published a newer one (ipsec.crl_expired says whether they still count); crls is \
+    ipsec (ipsec.crls, IKE) or iphttps (iphttps.client_crls, the IP-HTTPS TLS handshake).";
 /// The earliest nextUpdate among the CRLs of `ipsec.crls` in force, seconds since the epoch
 /// (0 without any). Gauge; no labels.
 pub const IPSEC_CRL_NEXT_UPDATE: &str = "gate64_ipsec_crl_next_update_timestamp_seconds";
