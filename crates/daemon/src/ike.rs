@@ -672,15 +672,19 @@ mod tests {
         assert!(cut.len() <= LOG_TEXT_MAX && !cut.contains('\n'), "{cut}");
     }
 
+    /// A configuration with `[ipsec]` (its files are not read here), more `[ipsec]` keys to
+    /// follow.
+    const IPSEC_BASE: &str = "[teredo]\nserver_addresses = [\"192.0.2.1\", \"192.0.2.2\"]\n\
+        [corpnet]\nipv6_prefixes = [\"2001:db8:100::/48\"]\naddress6 = \"2001:db8:100::1\"\n\
+        [ipsec]\ncertificate = \"/c.pem\"\nprivate_key = \"/c.key\"\n\
+        ca = \"/ca.pem\"\npool6 = \"fd00:c1::100/120\"\n";
+
     /// `Ipsec::ike_allows` (what `gate64 profile` asks) and the responder's `IkePolicy` built
     /// from the same configuration agree on every IKE SA combination gate64 implements.
     #[test]
     fn profile_ike_rule_matches_the_responder_policy() {
         use gate64_ike::keys::{Encr, Group, Integ, Prf, Suite};
-        let base = "[teredo]\nserver_addresses = [\"192.0.2.1\", \"192.0.2.2\"]\n[corpnet]\n\
-                    ipv6_prefixes = [\"2001:db8:100::/48\"]\naddress6 = \"2001:db8:100::1\"\n\
-                    [ipsec]\ncertificate = \"/c.pem\"\nprivate_key = \"/c.key\"\n\
-                    ca = \"/ca.pem\"\npool6 = \"fd00:c1::100/120\"\n";
+        let base = IPSEC_BASE;
         let configs = [
             "",
             "legacy_proposals = true\n",
@@ -739,42 +743,12 @@ mod tests {
         }
     }
 
-    /// A child SA of `outer` (native from `native`, ESP in UDP from port 4500), installed.
-    fn install_child(sadb: &SaDb, spi: u32, outer: Ipv6Addr, native: Option<SocketAddr>) {
-        use gate64_esp::{ChildSaPair, Lifetime, Peer, SaKeys, SaParams, Selector};
-        let inner: IpAddr = "fd00:c1::101".parse().expect("inner");
-        let params = |spi| SaParams {
-            spi,
-            keys: SaKeys {
-                cipher: Cipher::AesGcm16_128,
-                key: vec![7; Cipher::AesGcm16_128.keymat_len()],
-            },
-            esn: false,
-            lifetime: Lifetime::UNLIMITED,
-            created: Instant::now(),
-            local_ts: vec![Selector::prefix("2001:db8:100::/48".parse().expect("ts"))],
-            remote_ts: vec![Selector::address(inner)],
-        };
-        sadb.install(ChildSaPair {
-            inbound: params(spi),
-            outbound: params(spi + 1),
-            peer: Peer {
-                outer,
-                native,
-                udp_encap: Some(4500),
-                inner: vec![inner],
-            },
-            tunnel: gate64_esp::TunnelKind::Infrastructure,
-            ike_spi: u64::from(spi) << 32,
-        })
-        .expect("install");
-    }
-
     /// A move follows the client's new address and port and, for a native SA, the listen
     /// socket the IKE SA runs on now; without one the SA keeps its socket; tunnelled SAs
     /// never move.
     #[test]
     fn a_moved_native_client_is_sent_to_from_its_new_listen_socket() {
+        use crate::status::tests::install_client;
         let sadb = SaDb::new();
         let client = std::net::Ipv4Addr::new(198, 51, 100, 10).to_ipv6_mapped();
         let listen_a: SocketAddr = "192.0.2.10:4500".parse().expect("a");
@@ -782,8 +756,9 @@ mod tests {
         let teredo: Ipv6Addr = "2001:0:c000:201:2c5a:39cb:9bff:f1f5"
             .parse()
             .expect("teredo");
-        install_child(&sadb, 0x100, client, Some(listen_a));
-        install_child(&sadb, 0x200, teredo, None);
+        let now = Instant::now();
+        install_client(&sadb, 0x100, now, client, Some(listen_a));
+        install_client(&sadb, 0x200, now, teredo, None);
         let peer_of = |spi| sadb.inbound(spi).expect("installed").peer().clone();
 
         // MOBIKE to the other listen address, from the same public address and port.
@@ -820,10 +795,7 @@ mod tests {
 
     #[test]
     fn a_certificate_without_the_endpoint_is_warned_about() {
-        let base = "[teredo]\nserver_addresses = [\"192.0.2.1\", \"192.0.2.2\"]\n[corpnet]\n\
-                    ipv6_prefixes = [\"2001:db8:100::/48\"]\naddress6 = \"2001:db8:100::1\"\n\
-                    [ipsec]\ncertificate = \"/c.pem\"\nprivate_key = \"/c.key\"\n\
-                    ca = \"/ca.pem\"\npool6 = \"fd00:c1::100/120\"\n";
+        let base = IPSEC_BASE;
         let cfg = |extra: &str| Config::from_toml_str(&format!("{base}{extra}")).expect("config");
         let creds = lab_credentials("endpoint");
         // The certificate holds 2001:db8:ffff::1, not the default endpoint fd00:c1::101.
@@ -929,10 +901,7 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("gate64-ike-rules-{}", std::process::id()));
         crate::certs::generate(&dir, &["gw.gate64.lab".to_owned()], &[]).expect("certs");
         std::fs::write(dir.join("garbage.pem"), "not a certificate").expect("write");
-        let base = "[teredo]\nserver_addresses = [\"192.0.2.1\", \"192.0.2.2\"]\n[corpnet]\n\
-                    ipv6_prefixes = [\"2001:db8:100::/48\"]\naddress6 = \"2001:db8:100::1\"\n\
-                    [ipsec]\ncertificate = \"/c.pem\"\nprivate_key = \"/c.key\"\n\
-                    ca = \"/ca.pem\"\npool6 = \"fd00:c1::100/120\"\n";
+        let base = IPSEC_BASE;
         let cfg = |ca: &str| {
             let text = format!(
                 "{base}[[ipsec.tunnel_rule]]\ntunnel = \"intranet\"\nidentity = \"alice*\"\n\

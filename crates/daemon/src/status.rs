@@ -156,4 +156,4 @@ pub(crate) fn transport_of(shared: &Shared, outer: &Ipv6Addr, native: bool) -> T
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

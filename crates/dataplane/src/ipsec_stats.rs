@@ -369,20 +369,12 @@ impl IpsecStats {
     /// The CRLs of `ipsec.crls` in force whose nextUpdate is before `now` (seconds since the
     /// epoch).
     pub fn crls_expired(&self, now: u64) -> u64 {
-        let lists = self
-            .crl_next_updates
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
-        lists.iter().filter(|&&t| t < now).count() as u64
+        expired(&self.crl_next_updates, now)
     }
 
     /// The CRLs of `iphttps.client_crls` in force whose nextUpdate is before `now`.
     pub fn iphttps_crls_expired(&self, now: u64) -> u64 {
-        let lists = self
-            .iphttps_crl_next_updates
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
-        lists.iter().filter(|&&t| t < now).count() as u64
+        expired(&self.iphttps_crl_next_updates, now)
     }
 
     /// The earliest nextUpdate of the CRLs in force (seconds since the epoch), 0 without any.
@@ -449,6 +441,12 @@ impl IpsecStats {
         let sum = self.duration_sum_micros.load(Ordering::Relaxed) as f64 / 1e6;
         (sum, count, buckets)
     }
+}
+
+/// How many of the nextUpdate times in `list` are before `now`.
+fn expired(list: &Mutex<Vec<u64>>, now: u64) -> u64 {
+    let list = list.lock().unwrap_or_else(PoisonError::into_inner);
+    list.iter().filter(|&&t| t < now).count() as u64
 }
 
 /// Times as seconds since the epoch (0 for one before it).

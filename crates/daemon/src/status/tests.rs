@@ -40,6 +40,7 @@ fn ike_sas() -> Vec<IkeSaInfo> {
 
 const ENDPOINT: Ipv6Addr = Ipv6Addr::new(0x2001, 0xdb8, 0x100, 0, 0, 0, 0, 1);
 
+/// One direction of a child SA of `remote` (AES-GCM, the corporate /48 on gate64's side).
 fn params(spi: u32, created: Instant, remote: IpAddr) -> SaParams {
     SaParams {
         spi,
@@ -105,6 +106,31 @@ fn shared_with_two_clients(created: Instant) -> Arc<Shared> {
     })
 }
 
+/// An infrastructure child SA of the client at `outer` (its inner address the same), ESP
+/// in UDP from port 4500, native from `native`, installed.
+pub(crate) fn install_client(
+    sadb: &SaDb,
+    spi: u32,
+    created: Instant,
+    outer: Ipv6Addr,
+    native: Option<std::net::SocketAddr>,
+) {
+    let inner = IpAddr::V6(outer);
+    sadb.install(ChildSaPair {
+        inbound: params(spi, created, inner),
+        outbound: params(spi + 1, created, inner),
+        peer: Peer {
+            outer,
+            native,
+            udp_encap: Some(4500),
+            inner: vec![inner],
+        },
+        tunnel: TunnelKind::Infrastructure,
+        ike_spi: u64::from(spi) << 32,
+    })
+    .unwrap();
+}
+
 /// A client whose SAs run on an `[ipsec] listen` socket is `native`, whatever its address;
 /// an address of no transport without that socket stays `other`.
 #[test]
@@ -122,20 +148,7 @@ fn a_native_client_shows_transport_native() {
         ),
         (0x500, plain, None),
     ] {
-        let inner = IpAddr::V6(outer);
-        sadb.install(ChildSaPair {
-            inbound: params(spi, created, inner),
-            outbound: params(spi + 1, created, inner),
-            peer: Peer {
-                outer,
-                native,
-                udp_encap: Some(4500),
-                inner: vec![inner],
-            },
-            tunnel: TunnelKind::Infrastructure,
-            ike_spi: u64::from(spi) << 32,
-        })
-        .unwrap();
+        install_client(sadb, spi, created, outer, native);
     }
     let s = snapshot(&shared, None, created);
     let transport = |outer: Ipv6Addr| {

@@ -1203,40 +1203,27 @@ fn rfc7296_2_23_a_native_client_is_followed_to_its_new_mapping() {
             .any(|e| matches!(e, Event::PeerMoved { .. })),
         "same mapping"
     );
+    // A new mapping; then the same mapping to another listen address, where the native
+    // socket moves.
     let rebound = addr("[2001:db8:7::1]:62000");
-    let probe = request(&mut i, exchange::INFORMATIONAL, &[]);
-    r.handle(now, local, rebound, &probe);
-    let t = r.poll_transmit().expect("answered");
-    assert_eq!(t.remote, rebound, "the IKE SA follows");
-    let moved: Vec<Event> = events(&mut r)
-        .into_iter()
-        .filter(|e| matches!(e, Event::PeerMoved { .. }))
-        .collect();
-    assert_eq!(
-        moved,
-        [Event::PeerMoved {
-            inbound_spis: vec![pair.inbound.spi],
-            peer: rebound,
-            native: Some(local),
-        }]
-    );
-    // The same mapping, but to another listen address: the native socket moves there.
-    let probe = request(&mut i, exchange::INFORMATIONAL, &[]);
-    r.handle(now, other_listen, rebound, &probe);
-    let t = r.poll_transmit().expect("answered");
-    assert_eq!((t.local, t.remote), (other_listen, rebound));
-    let moved: Vec<Event> = events(&mut r)
-        .into_iter()
-        .filter(|e| matches!(e, Event::PeerMoved { .. }))
-        .collect();
-    assert_eq!(
-        moved,
-        [Event::PeerMoved {
-            inbound_spis: vec![pair.inbound.spi],
-            peer: rebound,
-            native: Some(other_listen),
-        }]
-    );
+    for listen in [local, other_listen] {
+        let probe = request(&mut i, exchange::INFORMATIONAL, &[]);
+        r.handle(now, listen, rebound, &probe);
+        let t = r.poll_transmit().expect("answered");
+        assert_eq!((t.local, t.remote), (listen, rebound), "the IKE SA follows");
+        let moved: Vec<Event> = events(&mut r)
+            .into_iter()
+            .filter(|e| matches!(e, Event::PeerMoved { .. }))
+            .collect();
+        assert_eq!(
+            moved,
+            [Event::PeerMoved {
+                inbound_spis: vec![pair.inbound.spi],
+                peer: rebound,
+                native: Some(listen),
+            }]
+        );
+    }
 }
 
 /// RFC 7296 §2.4: a client that comes back with INITIAL_CONTACT replaces its stale IKE SA of
