@@ -27,10 +27,10 @@ use crate::common::{gate64_lines, netns_test, path_str};
 use crate::ipsec::{INITIATE_TIMEOUT, POOL6, SETTLE_TIMEOUT, ipsec_section_with_ca};
 
 /// gate64's public IPv4 address for native clients (beside the Teredo ones on `tsrv`).
-const LISTEN_V4: &str = "192.0.2.10";
+pub(crate) const LISTEN_V4: &str = "192.0.2.10";
 /// gate64's public IPv6 address for native clients, and the client's, on the `tcli` link.
 const LISTEN_V6: &str = "2001:db8:200::1";
-const CLIENT_V6: &str = "2001:db8:200::10";
+pub(crate) const CLIENT_V6: &str = "2001:db8:200::10";
 /// The NAT's public address: `tcli`'s.
 const NAT_PUBLIC: &str = "198.51.100.10";
 
@@ -74,13 +74,27 @@ fn nft() -> Result<String> {
 /// A client LAN `tlan` (10.9.0.2) behind `tcli` (10.9.0.1), which masquerades it as its own
 /// 198.51.100.10 towards gate64 (nftables).
 pub(crate) fn lan_behind_nat(topo: &Topology) -> Result<Netns> {
+    lans_behind_nat(topo, &["tlan"])?
+        .pop()
+        .context("no LAN namespace was made")
+}
+
+/// One client LAN per tag behind `tcli`, all masqueraded as its own 198.51.100.10 towards
+/// gate64 (one nftables rule): the LAN namespace of `tags[i]` has 10.9.i.2/24 on `vnat`,
+/// its default route via `tcli`'s 10.9.i.1 on `vlan<i>`.
+pub(crate) fn lans_behind_nat(topo: &Topology, tags: &[&str]) -> Result<Vec<Netns>> {
     let nft = nft()?;
     let nft = nft.as_str();
-    let lan = Netns::new("tlan")?;
-    topo.cli.veth("vlan", &lan, "vnat")?;
-    topo.cli.addr_add("vlan", "10.9.0.1/24")?;
-    lan.addr_add("vnat", "10.9.0.2/24")?;
-    lan.ip(&["route", "add", "default", "via", "10.9.0.1"])?;
+    let mut lans = Vec::with_capacity(tags.len());
+    for (i, tag) in tags.iter().enumerate() {
+        let lan = Netns::new(tag)?;
+        let uplink = format!("vlan{i}");
+        topo.cli.veth(&uplink, &lan, "vnat")?;
+        topo.cli.addr_add(&uplink, &format!("10.9.{i}.1/24"))?;
+        lan.addr_add("vnat", &format!("10.9.{i}.2/24"))?;
+        lan.ip(&["route", "add", "default", "via", &format!("10.9.{i}.1")])?;
+        lans.push(lan);
+    }
     topo.cli.sysctl("net.ipv4.ip_forward", "1")?;
     topo.cli.exec_ok(&[nft, "add", "table", "ip", "nat"])?;
     topo.cli.exec_ok(&[
@@ -98,7 +112,7 @@ pub(crate) fn lan_behind_nat(topo: &Topology) -> Result<Netns> {
         "vsrv",
         "masquerade",
     ])?;
-    Ok(lan)
+    Ok(lans)
 }
 
 fn native_ipv4_through_nat(topo: &Topology) -> Result<()> {
@@ -158,7 +172,7 @@ fn native_ipv6(topo: &Topology) -> Result<()> {
 
 /// IPv6 between `tcli` and gate64's listen address, with no duplicate address detection
 /// holding the addresses back, once gate64's address answers a ping.
-fn ipv6_link(topo: &Topology) -> Result<IpAddr> {
+pub(crate) fn ipv6_link(topo: &Topology) -> Result<IpAddr> {
     topo.srv.addr_add("vcli", &format!("{LISTEN_V6}/64"))?;
     topo.cli.addr_add("vsrv", &format!("{CLIENT_V6}/64"))?;
     for (ns, dev) in [(&topo.srv, "vcli"), (&topo.cli, "vsrv")] {
@@ -397,7 +411,7 @@ fn profile_proposals(topo: &Topology) -> Result<()> {
 }
 
 /// `gate64 status` from the control socket.
-fn gate64_status(topo: &Topology) -> Result<String> {
+pub(crate) fn gate64_status(topo: &Topology) -> Result<String> {
     let bin = gate64_binary()?;
     let socket = topo.srv.dir().join("control.sock");
     topo.srv
