@@ -20,11 +20,12 @@
 //! address from `pool6` and gate64's DNS server (DNS64's address), which charon's resolve
 //! plugin writes into its own resolv.conf; pings the corporate host through the tunnel; and
 //! resolves a name of the split domain with `dig` at that server through the tunnel (DNS64's
-//! synthesized answer). gate64 then counts five IKE SAs and five child SAs in the intranet
-//! tunnel, `gate64 status --json` lists each client's identity, and the session log has a
-//! connect line for each.
+//! synthesized answer). gate64 then counts five IKE SAs, five child SAs and five negotiations,
+//! `gate64 status --json` lists each client's identity with its inner address and one child
+//! SA in the intranet tunnel, and the session log has a connect line for each outer address
+//! (it keys a client by its outer address, so the five behind the NAT share one session).
 
-use std::net::IpAddr;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::path::PathBuf;
 
 use anyhow::{Context, Result, ensure};
@@ -33,13 +34,15 @@ use gate64_testkit::{CORP_HOST, Gate64Options, Netns, Topology, gate64_binary, w
 
 use crate::common::{gate64_lines, netns_test, path_str};
 use crate::ipsec::{
-    INITIATE_TIMEOUT, POOL6, SETTLE_TIMEOUT, ipsec_section_with_ca, session_records,
+    INITIATE_TIMEOUT, POOL6, SETTLE_TIMEOUT, ipsec_section_with_ca, session_log, session_records,
 };
 use crate::ipsec_native::{CLIENT_V6, LISTEN_V4, ipv6_link, lans_behind_nat};
 use crate::nat64::{GATE_DNS, expect_synthesized, nat64_dns64_toml, start_corp_dns};
 
 /// The split-DNS domain gate64 hands out (`dns_domains`); DNS64 resolves its names.
 const SPLIT_DOMAIN: &str = "corp.example";
+/// The NAT's public address (`tcli`'s), the IPv4 clients' outer address at gate64.
+const NAT_PUBLIC: &str = "198.51.100.10";
 /// The client LANs' IPv6 prefix: LAN i is `2001:db8:210:i::/64`, routed by `tcli`.
 const LAN6: &str = "2001:db8:210::/48";
 
@@ -261,12 +264,15 @@ fn os_clients(topo: &Topology, outer: Outer) -> Result<()> {
 
     let m = topo.metrics()?;
     let n = OSES.len() as f64;
-    for name in ["gate64_ipsec_mmsa", "gate64_ipsec_qmsa"] {
-        let all = m.sum(name, &[]);
-        let intranet = m.sum(name, &[("tunnel", "intranet")]);
+    for (name, labels) in [
+        ("gate64_ipsec_mmsa", &[][..]),
+        ("gate64_ipsec_qmsa", &[][..]),
+        ("gate64_ike_negotiations_total", &[("result", "ok")][..]),
+    ] {
+        let v = m.sum(name, labels);
         ensure!(
-            all == n && intranet == n,
-            "{name}: {all} in all, {intranet} in the intranet tunnel, expected {n}\n{}",
+            v == n,
+            "{name}{labels:?} is {v}, expected {n}\n{}",
             gate64_lines(&m)
         );
     }
@@ -278,45 +284,69 @@ fn os_clients(topo: &Topology, outer: Outer) -> Result<()> {
         "--socket",
         path_str(&topo.srv.dir().join("control.sock"))?,
     ])?;
+    let status: serde_json::Value =
+        serde_json::from_str(&json).with_context(|| format!("gate64 status --json:\n{json}"))?;
+    // Child SAs are listed per client, a client being an outer address: the five behind
+    // the NAT share one. Each child SA carries its IKE SA's identity and its inner address.
+    let sas: Vec<&serde_json::Value> = status["clients"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .flat_map(|c| c["sas"].as_array().into_iter().flatten())
+        .collect();
     for os in &OSES {
         let id = os.identity();
+        let mine: Vec<&&serde_json::Value> = sas
+            .iter()
+            .filter(|sa| sa["identity"].as_str().is_some_and(|i| i.contains(&id)))
+            .collect();
         ensure!(
-            json.lines()
-                .any(|l| l.contains("\"identity\"") && l.contains(&id)),
-            "gate64 status --json does not list {id}:\n{json}"
+            mine.len() == 1
+                && mine[0]["tunnel"] == "intranet"
+                && mine[0]["remote_ts"].as_array().is_some_and(|ts| {
+                    !ts.is_empty()
+                        && ts
+                            .iter()
+                            .all(|t| t.as_str().is_some_and(|t| t.starts_with("fd00:c1::")))
+                }),
+            "gate64 status --json: expected one child SA of {id} in the intranet tunnel, to \
+             its inner address from {POOL6}: {mine:?}\n{json}"
         );
     }
-    ensure!(
-        json.matches("\"intranet\"").count() >= OSES.len(),
-        "gate64 status --json does not put each client in the intranet tunnel:\n{json}"
-    );
-    let connects = wait_for(SETTLE_TIMEOUT, || {
+    // The session log keys a client by its outer address: every address the clients come
+    // from has a connect line naming one of its clients (over IPv6 each client has its own).
+    let outers: Vec<(Ipv6Addr, Vec<String>)> = match outer {
+        Outer::Ipv4ThroughNat => vec![(
+            NAT_PUBLIC.parse::<Ipv4Addr>()?.to_ipv6_mapped(),
+            OSES.iter().map(Os::identity).collect(),
+        )],
+        Outer::Ipv6 => OSES
+            .iter()
+            .enumerate()
+            .map(|(i, os)| Ok((format!("2001:db8:210:{i}::2").parse()?, vec![os.identity()])))
+            .collect::<Result<_>>()?,
+    };
+    wait_for(SETTLE_TIMEOUT, || {
         let records = session_records(topo).ok()?;
-        let connects: Vec<serde_json::Value> = records
-            .into_iter()
-            .filter(|r| r["event"] == "connect")
-            .collect();
-        OSES.iter()
-            .all(|os| {
-                connects.iter().any(|r| {
-                    r["identity"]
-                        .as_str()
-                        .is_some_and(|i| i.contains(&os.identity()))
+        outers
+            .iter()
+            .all(|(addr, ids)| {
+                records.iter().any(|r| {
+                    r["event"] == "connect"
+                        && r["outer"].as_str().and_then(|o| o.parse().ok()) == Some(*addr)
+                        && r["identity"]
+                            .as_str()
+                            .is_some_and(|i| ids.iter().any(|id| i.contains(id.as_str())))
                 })
             })
-            .then_some(connects)
+            .then_some(())
     })
     .with_context(|| {
         format!(
-            "the session log has no connect line for some client:\n{}",
-            std::fs::read_to_string(crate::ipsec::session_log(topo)).unwrap_or_default()
+            "the session log lacks a connect line for some of {outers:?}:\n{}",
+            std::fs::read_to_string(session_log(topo)).unwrap_or_default()
         )
     })?;
-    ensure!(
-        connects.len() == OSES.len(),
-        "expected {} connect lines: {connects:#?}",
-        OSES.len()
-    );
     for mut charon in charons {
         charon.ensure_running()?;
     }
@@ -345,7 +375,17 @@ fn client_checks(
             "charon did not log the selected proposal {want}"
         );
     }
-    // The configuration reply: an inner address from pool6 and the DNS server.
+    // The configuration request and reply: charon (5.9) asks for an inner address and DNS
+    // servers, never for INTERNAL_DNS_DOMAIN, and gate64 answers just those.
+    for (what, cp) in [
+        ("generating IKE_AUTH request", "CPRQ(ADDR6 DNS6)"),
+        ("parsed IKE_AUTH response", "CPRP(ADDR6 DNS6)"),
+    ] {
+        ensure!(
+            log.lines().any(|l| l.contains(what) && l.contains(cp)),
+            "charon's log has no {what} with {cp}"
+        );
+    }
     let addrs = lan.ip(&["-6", "addr", "show", "scope", "global"])?;
     ensure!(
         addrs.contains("inet6 fd00:c1::"),
