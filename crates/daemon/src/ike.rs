@@ -361,7 +361,10 @@ pub fn responder_config(cfg: &Config) -> Result<Option<ResponderConfig>> {
             cfg.ipsec_infrastructure_prefixes(),
             cfg.ipsec_infrastructure_prefixes4(),
         ),
-        nets(cfg.ipsec_intranet_prefixes(), cfg.ipsec_intranet_prefixes4()),
+        nets(
+            cfg.ipsec_intranet_prefixes(),
+            cfg.ipsec_intranet_prefixes4(),
+        ),
     );
     config.pool4 = s.pool4;
     config.dns4 = cfg.ipsec_dns4();

@@ -93,6 +93,7 @@ fn shared_with_two_clients(created: Instant) -> Arc<Shared> {
         dns64_listen: Vec::new(),
         require_ipsec: true,
         ipsec_endpoint: Some(ENDPOINT),
+        ipsec4: None,
         ipsec_pool: None,
         sadb: Some(sadb),
         ike_per_client_per_sec: 1_000,
