@@ -11,26 +11,34 @@
 //!   (no ECP), ESP `aes256gcm16`;
 //! - NetworkManager: charon's default proposals.
 //!
-//! Each client sits in a namespace of its own, proposes `::/0` (as these clients do; gate64
-//! narrows it to the intranet prefixes) and asks for an inner IPv6 address and DNS servers.
+//! Each client sits in a namespace of its own, proposes `0.0.0.0/0` and `::/0` (as these
+//! clients do; gate64 narrows them to the intranet prefixes of both families) and asks for an
+//! inner IPv4 and IPv6 address (`ipsec.pool4`, `ipsec.pool6`) and DNS servers.
 //! `netns_native_os_clients_ipv4_through_nat` has all five behind one nftables masquerade
 //! dialling gate64's IPv4 listen address; `netns_native_os_clients_ipv6` has them dialling
 //! its IPv6 listen address, routed by `tcli`. In both, all five hold their IKE SA at once,
-//! and each: logs the IKE and ESP suites gate64 chose from that OS's proposals; gets an inner
-//! address from `pool6` and gate64's DNS server (DNS64's address), which charon's resolve
-//! plugin writes into its own resolv.conf; pings the corporate host through the tunnel; and
-//! resolves a name of the split domain with `dig` at that server through the tunnel (DNS64's
-//! synthesized answer). gate64 then counts five IKE SAs, five child SAs and five negotiations,
-//! `gate64 status --json` lists each client's identity with its inner address and one child
-//! SA in the intranet tunnel, and the session log has a connect line for each outer address
-//! (it keys a client by its outer address, so the five behind the NAT share one session).
+//! and each: logs the IKE and ESP suites gate64 chose from that OS's proposals; gets inner
+//! addresses from `pool4` and `pool6` and gate64's DNS server (DNS64's address), which
+//! charon's resolve plugin writes into its own resolv.conf; pings the corporate IPv6 host
+//! and the corporate IPv4 host (`corpnet.ipv4_prefixes`) through the tunnel; and resolves a
+//! name of the split domain with `dig` at that server through the tunnel (DNS64's
+//! synthesized answer). gate64 then counts five IKE SAs, five child SAs and five
+//! negotiations, `gate64 status --json` lists each client's identity with one child SA in the
+//! intranet tunnel to its two inner addresses, and the session log has a connect line for
+//! each outer address (it keys a client by its outer address, so the five behind the NAT
+//! share one session).
+//!
+//! charon 5.9 never asks for INTERNAL_DNS_DOMAIN, so gate64's `dns_domains` answer is not
+//! seen here; the test checks that gate64 answers what charon asked for and nothing else.
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::path::PathBuf;
 
 use anyhow::{Context, Result, ensure};
 use gate64_testkit::strongswan::{Charon, KeyType, LabCerts, VerbatimConfig, with_charon_logs};
-use gate64_testkit::{CORP_HOST, Gate64Options, Netns, Topology, gate64_binary, wait_for};
+use gate64_testkit::{
+    CORP_HOST, CORP_HOST_V4, Gate64Options, Netns, Topology, gate64_binary, wait_for,
+};
 
 use crate::common::{gate64_lines, netns_test, path_str};
 use crate::ipsec::{
@@ -41,6 +49,10 @@ use crate::nat64::{GATE_DNS, expect_synthesized, nat64_dns64_toml, start_corp_dn
 
 /// The split-DNS domain gate64 hands out (`dns_domains`); DNS64 resolves its names.
 const SPLIT_DOMAIN: &str = "corp.example";
+/// gate64's inner IPv4 addresses (`ipsec.pool4`).
+const POOL4: &str = "10.30.0.0/24";
+/// The corporate IPv4 network (`corpnet.ipv4_prefixes`), the intranet tunnel's over IPv4.
+const CORP_NET4: &str = "10.20.0.0/24";
 /// The NAT's public address (`tcli`'s), the IPv4 clients' outer address at gate64.
 const NAT_PUBLIC: &str = "198.51.100.10";
 /// The client LANs' IPv6 prefix: LAN i is `2001:db8:210:i::/64`, routed by `tcli`.
@@ -167,10 +179,10 @@ fn charon_config(
     };
     let swanctl_conf = format!(
         "connections {{\n  {label} {{\n    version = 2\n    remote_addrs = {listen}\n    \
-         vips = ::\n    proposals = {ike}\n    mobike = {mobike}\n    fragmentation = yes\n    \
+         vips = 0.0.0.0,::\n    proposals = {ike}\n    mobike = {mobike}\n    fragmentation = yes\n    \
          local {{\n      auth = pubkey\n      certs = {cert}\n    }}\n    remote {{\n      \
          auth = pubkey\n      id = %any\n    }}\n    children {{\n      {label} {{\n        \
-         remote_ts = ::/0\n        esp_proposals = {esp}\n        mode = tunnel\n        \
+         remote_ts = 0.0.0.0/0,::/0\n        esp_proposals = {esp}\n        mode = tunnel\n        \
          start_action = none\n        close_action = none\n      }}\n    }}\n  }}\n}}\n",
         label = os.label,
         ike = os.ike,
@@ -229,13 +241,22 @@ fn os_clients(topo: &Topology, outer: Outer) -> Result<()> {
                 topo,
                 &certs,
                 &certs.ca,
-                &format!("listen = [\"{listen}\"]\ndns_domains = [\"{SPLIT_DOMAIN}\"]\n"),
+                &format!(
+                    "listen = [\"{listen}\"]\npool4 = \"{POOL4}\"\n\
+                     dns_domains = [\"{SPLIT_DOMAIN}\"]\n"
+                ),
             )?,
             nat64_dns64_toml(&topo.srv.dir().join("bindings.jsonl")),
         ),
         ..Gate64Options::default()
     };
-    let mut gate = topo.start_gate64(&opts)?;
+    let toml = opts.config_toml().replacen(
+        "[corpnet]\n",
+        &format!("[corpnet]\nipv4_prefixes = [\"{CORP_NET4}\"]\n"),
+        1,
+    );
+    ensure!(toml.contains(CORP_NET4), "no [corpnet] section in:\n{toml}");
+    let mut gate = topo.start_gate64_with(&toml)?;
     topo.corp
         .ip(&["-6", "route", "replace", POOL6, "via", "2001:db8:100:1::1"])?;
 
@@ -304,13 +325,13 @@ fn os_clients(topo: &Topology, outer: Outer) -> Result<()> {
             mine.len() == 1
                 && mine[0]["tunnel"] == "intranet"
                 && mine[0]["remote_ts"].as_array().is_some_and(|ts| {
-                    !ts.is_empty()
-                        && ts
-                            .iter()
-                            .all(|t| t.as_str().is_some_and(|t| t.starts_with("fd00:c1::")))
+                    let ts: Vec<&str> = ts.iter().filter_map(|t| t.as_str()).collect();
+                    ts.len() == 2
+                        && ts.iter().any(|t| t.starts_with("fd00:c1::"))
+                        && ts.iter().any(|t| t.starts_with("10.30.0."))
                 }),
             "gate64 status --json: expected one child SA of {id} in the intranet tunnel, to \
-             its inner address from {POOL6}: {mine:?}\n{json}"
+             its inner addresses from {POOL6} and {POOL4}: {mine:?}\n{json}"
         );
     }
     // The session log keys a client by its outer address: every address the clients come
@@ -376,10 +397,11 @@ fn client_checks(
         );
     }
     // The configuration request and reply: charon (5.9) asks for an inner address and DNS
-    // servers, never for INTERNAL_DNS_DOMAIN, and gate64 answers just those.
+    // servers of both families, never for INTERNAL_DNS_DOMAIN; gate64 answers both addresses
+    // and its one DNS server, DNS64's IPv6 address (`ipsec.dns` names no IPv4 server).
     for (what, cp) in [
-        ("generating IKE_AUTH request", "CPRQ(ADDR6 DNS6)"),
-        ("parsed IKE_AUTH response", "CPRP(ADDR6 DNS6)"),
+        ("generating IKE_AUTH request", "CPRQ(ADDR ADDR6 DNS DNS6)"),
+        ("parsed IKE_AUTH response", "CPRP(ADDR ADDR6 DNS6)"),
     ] {
         ensure!(
             log.lines().any(|l| l.contains(what) && l.contains(cp)),
@@ -398,9 +420,56 @@ fn client_checks(
             .any(|l| l.split_whitespace().take(2).eq(["nameserver", GATE_DNS])),
         "charon's resolve plugin did not write gate64's DNS server {GATE_DNS}: {resolv:?}"
     );
-    // One unasserted echo first, as in the other strongSwan tests.
+    let addrs4 = lan.ip(&["-4", "addr", "show", "dev", "ipsec0"])?;
+    ensure!(
+        addrs4.contains("inet 10.30.0."),
+        "no inner IPv4 address from {POOL4} on ipsec0:\n{addrs4}"
+    );
+    // One unasserted echo of each family first, as in the other strongSwan tests.
     topo.ping6(lan, CORP_HOST, 1)?;
-    topo.ping6_all(lan, CORP_HOST, 3)
-        .context("ping the corporate host through the tunnel")?;
-    expect_synthesized(lan, "through the tunnel")
+    let v4 = CORP_HOST_V4.to_string();
+    let ping4 =
+        |count: &str| lan.exec(&["ping", "-4", "-n", "-c", count, "-i", "0.2", "-W", "2", &v4]);
+    let _ = ping4("1");
+    through_tunnel(charon, 3, "the IPv6 echoes", || {
+        topo.ping6_all(lan, CORP_HOST, 3)
+            .context("ping the corporate host through the tunnel")
+            .map(drop)
+    })?;
+    through_tunnel(charon, 3, "the IPv4 echoes", || {
+        let out = ping4("3")?;
+        ensure!(
+            out.status.success(),
+            "ping the corporate IPv4 host {v4} through the tunnel:\n{}",
+            String::from_utf8_lossy(&out.stdout)
+        );
+        Ok(())
+    })?;
+    through_tunnel(charon, 1, "the DNS query", || {
+        expect_synthesized(lan, "through the tunnel")
+    })
+}
+
+/// Runs `action` and fails unless the child SAs of `charon` carried at least `packets` more
+/// packets each way meanwhile: the LANs' default routes also lead to the corporate network
+/// (outside the tunnel, through gate64's host), so an answer alone proves nothing.
+fn through_tunnel(
+    charon: &Charon<'_>,
+    packets: u64,
+    what: &str,
+    action: impl FnOnce() -> Result<()>,
+) -> Result<()> {
+    let count = || -> Result<(u64, u64)> {
+        let sas = charon.list_sas()?;
+        let children = sas.iter().flat_map(|sa| &sa.children);
+        Ok(children.fold((0, 0), |(i, o), c| (i + c.packets_in, o + c.packets_out)))
+    };
+    let before = count()?;
+    action()?;
+    let after = count()?;
+    ensure!(
+        after.0 >= before.0 + packets && after.1 >= before.1 + packets,
+        "{what} did not cross the child SA: packets (in, out) {before:?} before, {after:?} after"
+    );
+    Ok(())
 }
