@@ -592,6 +592,7 @@ fn dual_stack_tunnel(topo: &Topology, client: &Netns, listen: IpAddr) -> Result<
         path_str(&socket)?,
     ])?;
     let status: serde_json::Value = serde_json::from_str(&json).context("status --json")?;
+    println!("{json}");
     let address4 = &status["clients"][0]["address4"];
     ensure!(
         address4.as_str() == Some(v4.to_string().as_str()),
