@@ -8,6 +8,11 @@
 //!   the NAT forgets the mapping and gives the client another port: the next ESP packet
 //!   moves the child SA there, and the ping's replies follow.
 //! - `netns_strongswan_native_ipv6`: the same from `tcli` itself over plain IPv6, no NAT.
+//! - `netns_strongswan_native_dual_stack_through_nat`: gate64 with `[ipsec] pool4` and a
+//!   corporate IPv4 network; charon behind the NAT asks `vips = 0.0.0.0,::`, gets an
+//!   address of each family in its intranet tunnel, and pings the corporate IPv4 host and
+//!   the corporate IPv6 host through it; `gate64 status --json` shows the IPv4 address.
+//! - `netns_strongswan_native_dual_stack_ipv6`: the same from `tcli` over plain IPv6.
 //! - `netns_profile_proposals_native_ipv6`: gate64 narrowed by `ike_proposals` and
 //!   `esp_proposals`; `gate64 profile` on its configuration file writes each kind of
 //!   profile, the proposals its client would send are read from it (Windows' and Apple's
@@ -21,7 +26,7 @@ use anyhow::{Context, Result, ensure};
 use gate64_testkit::strongswan::{
     Charon, CharonConfig, INFRASTRUCTURE, INTRANET, LabCerts, Tunnel, with_charon_logs,
 };
-use gate64_testkit::{CORP_HOST, Gate64Options, Netns, Topology, gate64_binary};
+use gate64_testkit::{CORP_HOST, CORP_HOST_V4, Gate64Options, Netns, Topology, gate64_binary};
 
 use crate::common::{gate64_lines, netns_test, path_str};
 use crate::ipsec::{INITIATE_TIMEOUT, POOL6, SETTLE_TIMEOUT, ipsec_section_with_ca};
@@ -51,6 +56,33 @@ fn netns_strongswan_native_ipv6() {
         "netns_strongswan_native_ipv6",
         Topology::builder(),
         native_ipv6,
+    );
+}
+
+#[test]
+#[ignore = "netns: needs root"]
+fn netns_strongswan_native_dual_stack_through_nat() {
+    netns_test(
+        "netns_strongswan_native_dual_stack_through_nat",
+        Topology::builder().corp_ipv4(true),
+        |topo| {
+            let lan = lan_behind_nat(topo)?;
+            topo.srv.addr_add("vcli", &format!("{LISTEN_V4}/24"))?;
+            dual_stack_tunnel(topo, &lan, LISTEN_V4.parse()?)
+        },
+    );
+}
+
+#[test]
+#[ignore = "netns: needs root"]
+fn netns_strongswan_native_dual_stack_ipv6() {
+    netns_test(
+        "netns_strongswan_native_dual_stack_ipv6",
+        Topology::builder().corp_ipv4(true),
+        |topo| {
+            let listen = ipv6_link(topo)?;
+            dual_stack_tunnel(topo, &topo.cli, listen)
+        },
     );
 }
 
@@ -498,4 +530,101 @@ fn two_native_tunnels(
     println!("{status}");
     with_charon_logs(then(&initiator), &[&initiator])?;
     gate.ensure_running()
+}
+
+/// gate64's inner IPv4 pool in the dual-stack tests, and the corporate IPv4 network (the
+/// topology's, `tcorp` 10.20.0.2 routed back through `tsrv`).
+const POOL4: &str = "10.77.0.0/24";
+const CORP_NET_V4: &str = "10.20.0.0/24";
+
+/// gate64 with `[ipsec] listen = [listen]`, `pool4` and `corpnet.ipv4_prefixes`; charon in
+/// `client` asks for an address of each family in its intranet tunnel (IPv6 and IPv4
+/// corporate networks), pings the corporate IPv4 and IPv6 hosts through it, and gate64's
+/// status shows the client's IPv4 address.
+fn dual_stack_tunnel(topo: &Topology, client: &Netns, listen: IpAddr) -> Result<()> {
+    let certs = LabCerts::generate(&topo.srv, &topo.srv.dir().join("certs"), listen)?;
+    let opts = Gate64Options {
+        without_ipsec: false,
+        extra: ipsec_section_with_ca(
+            topo,
+            &certs,
+            &certs.ca,
+            &format!("listen = [\"{listen}\"]\npool4 = \"{POOL4}\"\n"),
+        )?,
+        ..Gate64Options::default()
+    };
+    let corp6 = "ipv6_prefixes = [\"2001:db8:100::/48\"]\n";
+    let toml = opts.config_toml();
+    ensure!(toml.contains(corp6), "the lab's [corpnet] changed:\n{toml}");
+    let toml = toml.replace(
+        corp6,
+        &format!("{corp6}ipv4_prefixes = [\"{CORP_NET_V4}\"]\n"),
+    );
+    let mut gate = topo.start_gate64_with(&toml)?;
+    topo.corp
+        .ip(&["-6", "route", "replace", POOL6, "via", "2001:db8:100:1::1"])?;
+    let mut config = CharonConfig::initiator(
+        listen,
+        certs.initiator(),
+        vec![Tunnel::new(INTRANET, &["2001:db8:100::/48", CORP_NET_V4])],
+    );
+    config.vips = "0.0.0.0,::".to_owned();
+    let initiator = Charon::start(client, "initiator", config)?;
+    let pool4: ipnet::Ipv4Net = POOL4.parse()?;
+    let result = (|| -> Result<std::net::Ipv4Addr> {
+        initiator.load_all()?;
+        initiator.initiate(INTRANET, INTRANET, INITIATE_TIMEOUT)?;
+        let sas = initiator.wait_established(1, 1, SETTLE_TIMEOUT)?;
+        let vips = &sas[0].local_vips;
+        let v4 = vips
+            .iter()
+            .find_map(|a| match a {
+                IpAddr::V4(v4) if pool4.contains(v4) => Some(*v4),
+                _ => None,
+            })
+            .with_context(|| format!("no IPv4 virtual IP from {POOL4}: {:?}", sas[0]))?;
+        ensure!(
+            vips.iter().any(IpAddr::is_ipv6),
+            "no IPv6 virtual IP: {:?}",
+            sas[0]
+        );
+        ping4_all(client, CORP_HOST_V4, 3)
+            .context("ping the corporate IPv4 host through the tunnel")?;
+        topo.ping6(client, CORP_HOST, 1)?;
+        topo.ping6_all(client, CORP_HOST, 3)
+            .context("ping the corporate IPv6 host through the tunnel")?;
+        Ok(v4)
+    })();
+    let v4 = with_charon_logs(result, &[&initiator])?;
+    let bin = gate64_binary()?;
+    let socket = topo.srv.dir().join("control.sock");
+    let json = topo.srv.exec_ok(&[
+        path_str(&bin)?,
+        "status",
+        "--json",
+        "--socket",
+        path_str(&socket)?,
+    ])?;
+    let status: serde_json::Value = serde_json::from_str(&json).context("status --json")?;
+    println!("{json}");
+    let address4 = &status["clients"][0]["address4"];
+    ensure!(
+        address4.as_str() == Some(v4.to_string().as_str()),
+        "gate64 status shows {address4} for the client's IPv4 address {v4}:\n{json}"
+    );
+    gate.ensure_running()
+}
+
+/// Three IPv4 echoes from `from` to `dst`, every one answered.
+fn ping4_all(from: &Netns, dst: std::net::Ipv4Addr, count: u32) -> Result<()> {
+    let count = count.to_string();
+    let dst = dst.to_string();
+    let out = from.exec(&["ping", "-4", "-c", &count, "-i", "0.2", "-W", "2", &dst])?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    ensure!(
+        out.status.success() && text.contains(&format!("{count} received")),
+        "ping {dst}: {text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    Ok(())
 }

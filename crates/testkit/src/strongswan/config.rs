@@ -19,7 +19,8 @@ pub enum Role {
     Initiator {
         /// The responder's address (`remote_addrs`).
         remote: IpAddr,
-        /// Ask for an inner IPv6 address (`vips = ::`); needed with kernel-libipsec.
+        /// Ask for inner addresses ([`CharonConfig::vips`], by default `::`); needed with
+        /// kernel-libipsec.
         request_virtual_ip: bool,
     },
     /// The concentrator: accepts tunnels from any initiator whose certificate chains to a
@@ -114,6 +115,9 @@ pub struct CharonConfig {
     pub ike_log_level: i8,
     /// An RFC 4739 second authentication round (`local-2`) on some tunnels.
     pub second_auth: Option<SecondAuth>,
+    /// The virtual IPs an initiator asks for (`vips`): `::` (an IPv6 address), or e.g.
+    /// `0.0.0.0,::` for one of each family.
+    pub vips: String,
     /// `signature_authentication` (strongSwan's default `yes`): `false` makes charon send no
     /// SIGNATURE_HASH_ALGORITHMS and use only the classic AUTH methods (RSA: method 1, SHA-1),
     /// as clients without RFC 7427 do.
@@ -189,6 +193,7 @@ impl CharonConfig {
             ike_log_level: 2,
             second_auth: None,
             signature_authentication: true,
+            vips: "::".to_owned(),
         }
     }
 
@@ -233,7 +238,7 @@ impl CharonConfig {
                 for tunnel in &self.tunnels {
                     let mut head = format!("    remote_addrs = {remote}\n");
                     if *request_virtual_ip {
-                        head.push_str("    vips = ::\n");
+                        let _ = writeln!(head, "    vips = {}", self.vips);
                     }
                     let child = self.child(&tunnel.name, None, Some(&tunnel.corporate_ts));
                     self.connection(&mut out, &tunnel.name, &head, cert, &child);
