@@ -8,6 +8,11 @@
 //!   the NAT forgets the mapping and gives the client another port: the next ESP packet
 //!   moves the child SA there, and the ping's replies follow.
 //! - `netns_strongswan_native_ipv6`: the same from `tcli` itself over plain IPv6, no NAT.
+//! - `netns_strongswan_native_dual_stack_through_nat`: gate64 with `[ipsec] pool4` and a
+//!   corporate IPv4 network; charon behind the NAT asks `vips = 0.0.0.0,::`, gets an
+//!   address of each family in its intranet tunnel, and pings the corporate IPv4 host and
+//!   the corporate IPv6 host through it; `gate64 status --json` shows the IPv4 address.
+//! - `netns_strongswan_native_dual_stack_ipv6`: the same from `tcli` over plain IPv6.
 //! - `netns_profile_proposals_native_ipv6`: gate64 narrowed by `ike_proposals` and
 //!   `esp_proposals`; `gate64 profile` on its configuration file writes each kind of
 //!   profile, the proposals its client would send are read from it (Windows' and Apple's
@@ -21,16 +26,16 @@ use anyhow::{Context, Result, ensure};
 use gate64_testkit::strongswan::{
     Charon, CharonConfig, INFRASTRUCTURE, INTRANET, LabCerts, Tunnel, with_charon_logs,
 };
-use gate64_testkit::{CORP_HOST, Gate64Options, Netns, Topology, gate64_binary};
+use gate64_testkit::{CORP_HOST, CORP_HOST_V4, Gate64Options, Netns, Topology, gate64_binary};
 
 use crate::common::{gate64_lines, netns_test, path_str};
 use crate::ipsec::{INITIATE_TIMEOUT, POOL6, SETTLE_TIMEOUT, ipsec_section_with_ca};
 
 /// gate64's public IPv4 address for native clients (beside the Teredo ones on `tsrv`).
-const LISTEN_V4: &str = "192.0.2.10";
+pub(crate) const LISTEN_V4: &str = "192.0.2.10";
 /// gate64's public IPv6 address for native clients, and the client's, on the `tcli` link.
 const LISTEN_V6: &str = "2001:db8:200::1";
-const CLIENT_V6: &str = "2001:db8:200::10";
+pub(crate) const CLIENT_V6: &str = "2001:db8:200::10";
 /// The NAT's public address: `tcli`'s.
 const NAT_PUBLIC: &str = "198.51.100.10";
 
@@ -51,6 +56,33 @@ fn netns_strongswan_native_ipv6() {
         "netns_strongswan_native_ipv6",
         Topology::builder(),
         native_ipv6,
+    );
+}
+
+#[test]
+#[ignore = "netns: needs root"]
+fn netns_strongswan_native_dual_stack_through_nat() {
+    netns_test(
+        "netns_strongswan_native_dual_stack_through_nat",
+        Topology::builder().corp_ipv4(true),
+        |topo| {
+            let lan = lan_behind_nat(topo)?;
+            topo.srv.addr_add("vcli", &format!("{LISTEN_V4}/24"))?;
+            dual_stack_tunnel(topo, &lan, LISTEN_V4.parse()?)
+        },
+    );
+}
+
+#[test]
+#[ignore = "netns: needs root"]
+fn netns_strongswan_native_dual_stack_ipv6() {
+    netns_test(
+        "netns_strongswan_native_dual_stack_ipv6",
+        Topology::builder().corp_ipv4(true),
+        |topo| {
+            let listen = ipv6_link(topo)?;
+            dual_stack_tunnel(topo, &topo.cli, listen)
+        },
     );
 }
 
@@ -95,20 +127,48 @@ pub(crate) fn lan_behind_nat(topo: &Topology) -> Result<Netns> {
     lan_behind_nat_with(topo, LanNat::default())
 }
 
-/// [`lan_behind_nat`] with the LAN's addresses given: `tlan`'s `vnat` gets `lan.client`,
-/// `tcli`'s `vlan` gets `lan.gateway`, which is `tlan`'s default route.
+/// [`lan_behind_nat`] with the LAN's addresses given: `tlan`'s `vnat` gets `addrs.client`,
+/// `tcli`'s `vlan0` gets `addrs.gateway`, which is `tlan`'s default route.
 pub(crate) fn lan_behind_nat_with(topo: &Topology, addrs: LanNat<'_>) -> Result<Netns> {
+    lans_behind_nat_with(topo, &[("tlan", addrs)])?
+        .pop()
+        .context("no LAN namespace was made")
+}
+
+/// One client LAN per tag behind `tcli`, all masqueraded as its own 198.51.100.10 towards
+/// gate64 (one nftables rule): the LAN namespace of `tags[i]` has 10.9.i.2/24 on `vnat`,
+/// its default route via `tcli`'s 10.9.i.1 on `vlan<i>`.
+pub(crate) fn lans_behind_nat(topo: &Topology, tags: &[&str]) -> Result<Vec<Netns>> {
+    let addrs: Vec<(String, String)> = (0..tags.len())
+        .map(|i| (format!("10.9.{i}.1/24"), format!("10.9.{i}.2/24")))
+        .collect();
+    let lans: Vec<(&str, LanNat<'_>)> = tags
+        .iter()
+        .zip(&addrs)
+        .map(|(tag, (gateway, client))| (*tag, LanNat { gateway, client }))
+        .collect();
+    lans_behind_nat_with(topo, &lans)
+}
+
+/// The LANs `(tag, addresses)` behind `tcli` (`vlan<i>` on its side, `vnat` on theirs),
+/// masqueraded as `tcli`'s own address towards gate64.
+fn lans_behind_nat_with(topo: &Topology, lans: &[(&str, LanNat<'_>)]) -> Result<Vec<Netns>> {
     let nft = nft()?;
     let nft = nft.as_str();
-    let gateway = addrs
-        .gateway
-        .split_once('/')
-        .map_or(addrs.gateway, |(addr, _)| addr);
-    let lan = Netns::new("tlan")?;
-    topo.cli.veth("vlan", &lan, "vnat")?;
-    topo.cli.addr_add("vlan", addrs.gateway)?;
-    lan.addr_add("vnat", addrs.client)?;
-    lan.ip(&["route", "add", "default", "via", gateway])?;
+    let mut made = Vec::with_capacity(lans.len());
+    for (i, (tag, addrs)) in lans.iter().enumerate() {
+        let gateway = addrs
+            .gateway
+            .split_once('/')
+            .map_or(addrs.gateway, |(addr, _)| addr);
+        let lan = Netns::new(tag)?;
+        let uplink = format!("vlan{i}");
+        topo.cli.veth(&uplink, &lan, "vnat")?;
+        topo.cli.addr_add(&uplink, addrs.gateway)?;
+        lan.addr_add("vnat", addrs.client)?;
+        lan.ip(&["route", "add", "default", "via", gateway])?;
+        made.push(lan);
+    }
     topo.cli.sysctl("net.ipv4.ip_forward", "1")?;
     topo.cli.exec_ok(&[nft, "add", "table", "ip", "nat"])?;
     topo.cli.exec_ok(&[
@@ -126,7 +186,7 @@ pub(crate) fn lan_behind_nat_with(topo: &Topology, addrs: LanNat<'_>) -> Result<
         "vsrv",
         "masquerade",
     ])?;
-    Ok(lan)
+    Ok(made)
 }
 
 fn native_ipv4_through_nat(topo: &Topology) -> Result<()> {
@@ -186,7 +246,7 @@ fn native_ipv6(topo: &Topology) -> Result<()> {
 
 /// IPv6 between `tcli` and gate64's listen address, with no duplicate address detection
 /// holding the addresses back, once gate64's address answers a ping.
-fn ipv6_link(topo: &Topology) -> Result<IpAddr> {
+pub(crate) fn ipv6_link(topo: &Topology) -> Result<IpAddr> {
     topo.srv.addr_add("vcli", &format!("{LISTEN_V6}/64"))?;
     topo.cli.addr_add("vsrv", &format!("{CLIENT_V6}/64"))?;
     for (ns, dev) in [(&topo.srv, "vcli"), (&topo.cli, "vsrv")] {
@@ -425,7 +485,7 @@ fn profile_proposals(topo: &Topology) -> Result<()> {
 }
 
 /// `gate64 status` from the control socket.
-fn gate64_status(topo: &Topology) -> Result<String> {
+pub(crate) fn gate64_status(topo: &Topology) -> Result<String> {
     let bin = gate64_binary()?;
     let socket = topo.srv.dir().join("control.sock");
     topo.srv
@@ -513,4 +573,101 @@ fn two_native_tunnels(
     println!("{status}");
     with_charon_logs(then(&initiator), &[&initiator])?;
     gate.ensure_running()
+}
+
+/// gate64's inner IPv4 pool in the dual-stack tests, and the corporate IPv4 network (the
+/// topology's, `tcorp` 10.20.0.2 routed back through `tsrv`).
+const POOL4: &str = "10.77.0.0/24";
+const CORP_NET_V4: &str = "10.20.0.0/24";
+
+/// gate64 with `[ipsec] listen = [listen]`, `pool4` and `corpnet.ipv4_prefixes`; charon in
+/// `client` asks for an address of each family in its intranet tunnel (IPv6 and IPv4
+/// corporate networks), pings the corporate IPv4 and IPv6 hosts through it, and gate64's
+/// status shows the client's IPv4 address.
+fn dual_stack_tunnel(topo: &Topology, client: &Netns, listen: IpAddr) -> Result<()> {
+    let certs = LabCerts::generate(&topo.srv, &topo.srv.dir().join("certs"), listen)?;
+    let opts = Gate64Options {
+        without_ipsec: false,
+        extra: ipsec_section_with_ca(
+            topo,
+            &certs,
+            &certs.ca,
+            &format!("listen = [\"{listen}\"]\npool4 = \"{POOL4}\"\n"),
+        )?,
+        ..Gate64Options::default()
+    };
+    let corp6 = "ipv6_prefixes = [\"2001:db8:100::/48\"]\n";
+    let toml = opts.config_toml();
+    ensure!(toml.contains(corp6), "the lab's [corpnet] changed:\n{toml}");
+    let toml = toml.replace(
+        corp6,
+        &format!("{corp6}ipv4_prefixes = [\"{CORP_NET_V4}\"]\n"),
+    );
+    let mut gate = topo.start_gate64_with(&toml)?;
+    topo.corp
+        .ip(&["-6", "route", "replace", POOL6, "via", "2001:db8:100:1::1"])?;
+    let mut config = CharonConfig::initiator(
+        listen,
+        certs.initiator(),
+        vec![Tunnel::new(INTRANET, &["2001:db8:100::/48", CORP_NET_V4])],
+    );
+    config.vips = "0.0.0.0,::".to_owned();
+    let initiator = Charon::start(client, "initiator", config)?;
+    let pool4: ipnet::Ipv4Net = POOL4.parse()?;
+    let result = (|| -> Result<std::net::Ipv4Addr> {
+        initiator.load_all()?;
+        initiator.initiate(INTRANET, INTRANET, INITIATE_TIMEOUT)?;
+        let sas = initiator.wait_established(1, 1, SETTLE_TIMEOUT)?;
+        let vips = &sas[0].local_vips;
+        let v4 = vips
+            .iter()
+            .find_map(|a| match a {
+                IpAddr::V4(v4) if pool4.contains(v4) => Some(*v4),
+                _ => None,
+            })
+            .with_context(|| format!("no IPv4 virtual IP from {POOL4}: {:?}", sas[0]))?;
+        ensure!(
+            vips.iter().any(IpAddr::is_ipv6),
+            "no IPv6 virtual IP: {:?}",
+            sas[0]
+        );
+        ping4_all(client, CORP_HOST_V4, 3)
+            .context("ping the corporate IPv4 host through the tunnel")?;
+        topo.ping6(client, CORP_HOST, 1)?;
+        topo.ping6_all(client, CORP_HOST, 3)
+            .context("ping the corporate IPv6 host through the tunnel")?;
+        Ok(v4)
+    })();
+    let v4 = with_charon_logs(result, &[&initiator])?;
+    let bin = gate64_binary()?;
+    let socket = topo.srv.dir().join("control.sock");
+    let json = topo.srv.exec_ok(&[
+        path_str(&bin)?,
+        "status",
+        "--json",
+        "--socket",
+        path_str(&socket)?,
+    ])?;
+    let status: serde_json::Value = serde_json::from_str(&json).context("status --json")?;
+    println!("{json}");
+    let address4 = &status["clients"][0]["address4"];
+    ensure!(
+        address4.as_str() == Some(v4.to_string().as_str()),
+        "gate64 status shows {address4} for the client's IPv4 address {v4}:\n{json}"
+    );
+    gate.ensure_running()
+}
+
+/// Three IPv4 echoes from `from` to `dst`, every one answered.
+fn ping4_all(from: &Netns, dst: std::net::Ipv4Addr, count: u32) -> Result<()> {
+    let count = count.to_string();
+    let dst = dst.to_string();
+    let out = from.exec(&["ping", "-4", "-c", &count, "-i", "0.2", "-W", "2", &dst])?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    ensure!(
+        out.status.success() && text.contains(&format!("{count} received")),
+        "ping {dst}: {text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    Ok(())
 }

@@ -40,6 +40,7 @@ mod ipsec_strongswan;
 mod lifecycle;
 mod nat64;
 mod nat64_fairness;
+mod native_os;
 mod openssl_ca;
 mod package;
 mod privilege;

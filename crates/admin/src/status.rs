@@ -5,6 +5,7 @@ use crate::terminal::printable;
 use anyhow::Result;
 use gate64_control::{Snapshot, client};
 use std::fmt::Write as _;
+use std::net::IpAddr;
 use std::path::PathBuf;
 
 /// Runs `gate64 status`: the snapshot from the daemon's control socket (`socket`, else
@@ -56,7 +57,10 @@ pub fn render(s: &Snapshot) -> String {
         }
     );
     for c in &s.clients {
-        let inner: Vec<String> = c.inner.iter().map(ToString::to_string).collect();
+        let mut inner: Vec<String> = c.inner.iter().map(ToString::to_string).collect();
+        if let Some(a) = c.address4.filter(|a| !c.inner.contains(&IpAddr::V4(*a))) {
+            inner.push(a.to_string());
+        }
         let _ = writeln!(
             out,
             "{}: {}, inner {}",

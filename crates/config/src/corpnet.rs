@@ -3,7 +3,7 @@
 
 use std::net::Ipv6Addr;
 
-use ipnet::Ipv6Net;
+use ipnet::{Ipv4Net, Ipv6Net};
 use serde::Deserialize;
 
 use crate::error::{invalid, missing, quote};
@@ -17,6 +17,9 @@ pub struct Corpnet {
     pub tun: String,
     /// IPv6 prefixes of the corporate network that clients reach through gate64.
     pub ipv6_prefixes: Vec<Ipv6Net>,
+    /// IPv4 networks of the corporate network that IPsec clients with an inner IPv4 address
+    /// (`ipsec.pool4`) reach directly through the TUN, untranslated. Empty: none.
+    pub ipv4_prefixes: Vec<Ipv4Net>,
     /// gate64's own IPv6 address on the corporate network.
     pub address6: Ipv6Addr,
     /// MTU of the TUN interface, in bytes.
@@ -33,6 +36,7 @@ const MAX_IFNAME_LEN: usize = 15;
 pub(crate) struct RawCorpnet {
     tun: Option<String>,
     ipv6_prefixes: Option<Vec<Ipv6Net>>,
+    ipv4_prefixes: Option<Vec<Ipv4Net>>,
     address6: Option<Ipv6Addr>,
     mtu: Option<u16>,
     manage_routes: Option<bool>,
@@ -56,6 +60,7 @@ impl RawCorpnet {
         Ok(Corpnet {
             tun: self.tun.unwrap_or_else(|| defaults::TUN.to_owned()),
             ipv6_prefixes,
+            ipv4_prefixes: self.ipv4_prefixes.unwrap_or_default(),
             address6,
             mtu: self.mtu.unwrap_or(defaults::MTU),
             manage_routes: self.manage_routes.unwrap_or(true),
@@ -70,6 +75,7 @@ impl RawCorpnet {
         Corpnet {
             tun: self.tun.unwrap_or_else(|| defaults::TUN.to_owned()),
             ipv6_prefixes: self.ipv6_prefixes.unwrap_or_default(),
+            ipv4_prefixes: self.ipv4_prefixes.unwrap_or_default(),
             address6: self.address6.unwrap_or(Ipv6Addr::UNSPECIFIED),
             mtu: self.mtu.unwrap_or(defaults::MTU),
             manage_routes: self.manage_routes.unwrap_or(true),
@@ -131,6 +137,7 @@ impl Config {
                 format!("is {why}; it must be a global (or unique-local) unicast address"),
             ));
         }
+        self.validate_corpnet_ipv4()?;
         if c.mtu < defaults::MTU {
             return Err(invalid(
                 "corpnet.mtu",

@@ -6,10 +6,10 @@
 //! IPsec is *configured* when `certificate`, `private_key` and `ca` are all given; a section
 //! with only some of them is refused, naming the missing one. Every other key has a default.
 
-use std::net::{IpAddr, Ipv6Addr};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::path::PathBuf;
 
-use ipnet::Ipv6Net;
+use ipnet::{Ipv4Net, Ipv6Net};
 use serde::Deserialize;
 
 use crate::corpnet::{overlaps, special_ipv6};
@@ -47,6 +47,15 @@ pub struct Ipsec {
     /// Inner addresses handed to clients that ask (configuration payload, RFC 7296 §3.15).
     /// Required while IPsec is configured (the responder hands addresses out of it).
     pub pool6: Option<Ipv6Net>,
+    /// Inner IPv4 addresses for clients that ask (INTERNAL_IP4_ADDRESS); `None`: no IPv4
+    /// inside the tunnels.
+    pub pool4: Option<Ipv4Net>,
+    /// IPv4 networks the infrastructure tunnel reaches; `None` = none
+    /// ([`Config::ipsec_infrastructure_prefixes4`]).
+    pub infrastructure_prefixes4: Option<Vec<Ipv4Net>>,
+    /// IPv4 networks the intranet tunnel reaches; `None` = `corpnet.ipv4_prefixes`
+    /// ([`Config::ipsec_intranet_prefixes4`]).
+    pub intranet_prefixes4: Option<Vec<Ipv4Net>>,
     /// What the infrastructure tunnel reaches, as written; `None` = `corpnet.address6`/128
     /// (DNS64) ([`Config::ipsec_infrastructure_prefixes`]).
     pub infrastructure_prefixes: Option<Vec<Ipv6Net>>,
@@ -116,6 +125,9 @@ pub struct Ipsec {
     /// DNS servers handed to clients that ask (INTERNAL_IP6_DNS) as written; `None` = DNS64's
     /// IPv6 addresses while DNS64 is on ([`Config::ipsec_dns`]).
     pub dns: Option<Vec<Ipv6Addr>>,
+    /// The IPv4 entries of `ipsec.dns`, handed as INTERNAL_IP4_DNS to clients that ask for
+    /// an IPv4 address. Empty: none.
+    pub dns4: Vec<Ipv4Addr>,
     /// Split-DNS domains handed to clients that ask (INTERNAL_DNS_DOMAIN, RFC 8598): their
     /// names are resolved through `dns`, the rest through the client's own resolver.
     pub dns_domains: Vec<String>,
@@ -259,6 +271,9 @@ impl Default for Ipsec {
             crl_refresh_secs: defaults::CRL_REFRESH_SECS,
             endpoint: None,
             pool6: None,
+            pool4: None,
+            infrastructure_prefixes4: None,
+            intranet_prefixes4: None,
             infrastructure_prefixes: None,
             intranet_prefixes: None,
             half_open_cookie_threshold: defaults::IKE_HALF_OPEN_COOKIE_THRESHOLD,
@@ -282,6 +297,7 @@ impl Default for Ipsec {
             ocsp_url: None,
             ocsp_max_age_secs: defaults::OCSP_MAX_AGE_SECS,
             dns: None,
+            dns4: Vec::new(),
             dns_domains: Vec::new(),
             esp_proposals: esp::DEFAULT_ESP_PROPOSALS.map(String::from).to_vec(),
             legacy_proposals: false,
@@ -409,6 +425,9 @@ pub(crate) struct RawIpsec {
     crl_refresh_secs: Option<u64>,
     endpoint: Option<Ipv6Addr>,
     pool6: Option<Ipv6Net>,
+    pool4: Option<Ipv4Net>,
+    infrastructure_prefixes4: Option<Vec<Ipv4Net>>,
+    intranet_prefixes4: Option<Vec<Ipv4Net>>,
     infrastructure_prefixes: Option<Vec<Ipv6Net>>,
     intranet_prefixes: Option<Vec<Ipv6Net>>,
     half_open_cookie_threshold: Option<usize>,
@@ -431,7 +450,7 @@ pub(crate) struct RawIpsec {
     ocsp: Option<Ocsp>,
     ocsp_url: Option<String>,
     ocsp_max_age_secs: Option<u64>,
-    dns: Option<Vec<Ipv6Addr>>,
+    dns: Option<Vec<IpAddr>>,
     dns_domains: Option<Vec<String>>,
     esp_proposals: Option<Vec<String>>,
     legacy_proposals: Option<bool>,
@@ -453,6 +472,9 @@ impl RawIpsec {
             crl_refresh_secs: self.crl_refresh_secs.unwrap_or(d.crl_refresh_secs),
             endpoint: self.endpoint,
             pool6: self.pool6,
+            pool4: self.pool4,
+            infrastructure_prefixes4: self.infrastructure_prefixes4,
+            intranet_prefixes4: self.intranet_prefixes4,
             infrastructure_prefixes: self.infrastructure_prefixes,
             intranet_prefixes: self.intranet_prefixes,
             half_open_cookie_threshold: self
@@ -485,7 +507,23 @@ impl RawIpsec {
             ocsp: self.ocsp.unwrap_or(d.ocsp),
             ocsp_url: self.ocsp_url,
             ocsp_max_age_secs: self.ocsp_max_age_secs.unwrap_or(d.ocsp_max_age_secs),
-            dns: self.dns,
+            dns: self.dns.as_ref().map(|d| {
+                d.iter()
+                    .filter_map(|a| match a {
+                        IpAddr::V6(v6) => Some(*v6),
+                        IpAddr::V4(_) => None,
+                    })
+                    .collect()
+            }),
+            dns4: self
+                .dns
+                .iter()
+                .flatten()
+                .filter_map(|a| match a {
+                    IpAddr::V4(v4) => Some(*v4),
+                    IpAddr::V6(_) => None,
+                })
+                .collect(),
             dns_domains: self
                 .dns_domains
                 .unwrap_or_default()
@@ -579,6 +617,31 @@ impl Config {
         })
     }
 
+    /// What the infrastructure tunnel reaches over IPv4: `ipsec.infrastructure_prefixes4`,
+    /// by default nothing (DNS64, the infrastructure tunnel's default, answers over IPv6).
+    pub fn ipsec_infrastructure_prefixes4(&self) -> Vec<Ipv4Net> {
+        self.ipsec
+            .infrastructure_prefixes4
+            .clone()
+            .unwrap_or_default()
+    }
+
+    /// What the intranet tunnel reaches over IPv4: `ipsec.intranet_prefixes4`, by default
+    /// every `corpnet.ipv4_prefixes` entry (as the IPv6 list defaults to every corporate
+    /// IPv6 prefix).
+    pub fn ipsec_intranet_prefixes4(&self) -> Vec<Ipv4Net> {
+        self.ipsec
+            .intranet_prefixes4
+            .clone()
+            .unwrap_or_else(|| self.corpnet.ipv4_prefixes.clone())
+    }
+
+    /// The IPv4 DNS servers clients with an inner IPv4 address are given: the IPv4 entries
+    /// of `ipsec.dns` (none by default).
+    pub fn ipsec_dns4(&self) -> Vec<Ipv4Addr> {
+        self.ipsec.dns4.clone()
+    }
+
     /// `ipsec.certificate`, `ipsec.private_key`, `ipsec.ca`, `ipsec.user_ca`, every
     /// `ipsec.crls` entry and every `ipsec.tunnel_rule` CA are readable files, while IPsec is
     /// configured.
@@ -637,6 +700,37 @@ impl Config {
                          drops them"
                     ));
                 }
+            }
+            let reached4: Vec<Ipv4Net> = self
+                .ipsec_infrastructure_prefixes4()
+                .into_iter()
+                .chain(self.ipsec_intranet_prefixes4())
+                .collect();
+            for a in self.ipsec_dns4() {
+                if !reached4.iter().any(|p| p.contains(&a)) {
+                    out.push(format!(
+                        "ipsec.dns: {a} lies in neither tunnel's IPv4 prefixes \
+                         (ipsec.infrastructure_prefixes4, ipsec.intranet_prefixes4): clients are \
+                         told to ask it, but their queries leave outside the tunnels and gate64 \
+                         drops them"
+                    ));
+                }
+            }
+            if let Some(pool) = self.ipsec.pool4
+                && reached4.is_empty()
+            {
+                out.push(format!(
+                    "ipsec.pool4 = \"{pool}\": clients get an IPv4 address but neither tunnel \
+                     reaches an IPv4 network (corpnet.ipv4_prefixes, ipsec.intranet_prefixes4, \
+                     ipsec.infrastructure_prefixes4 are empty), so their IPv4 goes nowhere"
+                ));
+            }
+            if !self.ipsec.dns4.is_empty() && self.ipsec.pool4.is_none() {
+                out.push(
+                    "ipsec.dns: the IPv4 servers are handed to no client: clients get an IPv4 \
+                     address inside the tunnel only with ipsec.pool4 set"
+                        .to_owned(),
+                );
             }
         }
     }
@@ -705,6 +799,10 @@ pub(crate) fn expected_form(path: &str) -> Option<&'static str> {
         "ipsec.crl_expired" => "\"warn\" or \"refuse\"",
         "ipsec.endpoint" => "an IPv6 address in quotes, e.g. \"2001:db8:100::1\"",
         "ipsec.pool6" => "an IPv6 prefix in quotes, e.g. \"fd00:c1::100/120\"",
+        "ipsec.pool4" => "an IPv4 prefix in quotes, e.g. \"10.77.0.0/16\"",
+        "ipsec.infrastructure_prefixes4" | "ipsec.intranet_prefixes4" => {
+            "a list of IPv4 prefixes, e.g. [\"10.1.0.0/16\"]"
+        }
         "ipsec.listen" => "a list of IP addresses, e.g. [\"192.0.2.10\", \"2001:db8::10\"]",
         "ipsec.infrastructure_prefixes" | "ipsec.intranet_prefixes" => {
             "a list of IPv6 prefixes, e.g. [\"2001:db8:100::53/128\"]"
@@ -728,7 +826,7 @@ pub(crate) fn expected_form(path: &str) -> Option<&'static str> {
         "ipsec.ocsp" => "\"off\", \"soft\" or \"require\"",
         "ipsec.ocsp_url" => "a URL in quotes, e.g. \"http://ocsp.example.com/\"",
         "ipsec.identity" => "a string, e.g. \"gw.example.com\" or \"2001:db8::1\"",
-        "ipsec.dns" => "a list of IPv6 addresses, e.g. [\"2001:db8:100::1\"]",
+        "ipsec.dns" => "a list of IP addresses, e.g. [\"2001:db8:100::1\", \"10.1.0.53\"]",
         "ipsec.dns_domains" => "a list of domain names, e.g. [\"corp.example.com\"]",
         "ipsec.tunnel_rule" => {
             "[[ipsec.tunnel_rule]] tables with tunnel = \"infrastructure\" or \"intranet\" \
@@ -745,6 +843,7 @@ pub(crate) fn expected_form(path: &str) -> Option<&'static str> {
 }
 
 mod esp;
+mod ipv4;
 mod proposals;
 mod validate;
 

@@ -34,6 +34,7 @@ impl Config {
                     Ipv6Net::new(Ipv6Addr::new(0x2001, 0xdb8, 0xc0, 0, 0, 0, 0, 0), 48)
                         .expect("48 is a valid IPv6 prefix length"),
                 ],
+                ipv4_prefixes: Vec::new(),
                 address6: Ipv6Addr::new(0x2001, 0xdb8, 0xc0, 0, 0, 0, 0, 1),
                 mtu: defaults::MTU,
                 manage_routes: false,

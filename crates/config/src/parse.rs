@@ -206,6 +206,7 @@ fn expected_form(path: &str) -> Option<&'static str> {
         "teredo.port" => "a UDP port number 1..=65535",
         "corpnet.tun" => "an interface name in quotes, e.g. \"gate64\"",
         "corpnet.ipv6_prefixes" => "a list of IPv6 prefixes, e.g. [\"2001:db8:100::/48\"]",
+        "corpnet.ipv4_prefixes" => "a list of IPv4 prefixes, e.g. [\"10.1.0.0/16\"]",
         "corpnet.address6" => "an IPv6 address in quotes, e.g. \"2001:db8:100::1\"",
         "corpnet.mtu" => "a number of bytes 1280..=65535",
         "metrics.listen" => {

@@ -120,7 +120,14 @@ impl Config {
             a.corpnet,
             b.corpnet,
             "corpnet",
-            [tun, ipv6_prefixes, address6, mtu, manage_routes]
+            [
+                tun,
+                ipv6_prefixes,
+                ipv4_prefixes,
+                address6,
+                mtu,
+                manage_routes
+            ]
         );
         diff!(
             out,
@@ -138,6 +145,9 @@ impl Config {
                 crl_refresh_secs,
                 endpoint,
                 pool6,
+                pool4,
+                infrastructure_prefixes4,
+                intranet_prefixes4,
                 infrastructure_prefixes,
                 intranet_prefixes,
                 half_open_cookie_threshold,
@@ -237,6 +247,17 @@ impl Config {
             "accounting",
             [log, radius, interim_secs, nas_identifier]
         );
+        // `ipsec.dns` is one key in the file, split by family when built.
+        if a.ipsec.dns4 != b.ipsec.dns4 && !out.iter().any(|k| k == "ipsec.dns") {
+            let only_dns4 = crate::Ipsec {
+                dns4: b.ipsec.dns4.clone(),
+                ..a.ipsec.clone()
+            } == b.ipsec;
+            if only_dns4 {
+                out.retain(|k| k != "[ipsec]");
+            }
+            out.push("ipsec.dns".to_owned());
+        }
         out
     }
 

@@ -2,7 +2,7 @@
 //! them (its `--json` is this document as the daemon sent it).
 
 use serde::{Deserialize, Serialize};
-use std::net::{IpAddr, Ipv6Addr};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 /// Everything `gate64 status` shows.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -27,8 +27,12 @@ pub struct Client {
     pub transport: String,
     /// Its outer IPv6 address (Teredo address or an address of its IP-HTTPS /64).
     pub outer: Ipv6Addr,
-    /// Its inner addresses (from `ipsec.pool6`, or the outer one).
+    /// Its inner addresses (from `ipsec.pool6`, or the outer one; and from `ipsec.pool4`
+    /// when its first child SA carries IPv4).
     pub inner: Vec<IpAddr>,
+    /// Its inner IPv4 address (from `ipsec.pool4`), `null` when it holds none.
+    #[serde(default)]
+    pub address4: Option<Ipv4Addr>,
     /// Its child SAs, infrastructure first, oldest first.
     pub sas: Vec<ChildSa>,
 }

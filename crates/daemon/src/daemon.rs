@@ -601,10 +601,16 @@ fn create_tun(cfg: &Config, shared: &Shared, queues: usize) -> Result<Vec<CorpLi
                 .context("routing the IPsec inner-address pool (`ipsec.pool6`) into the TUN")?;
             info!(pool6 = %pool, tun = %c.tun, "route added");
         }
+        if let (true, Some(pool)) = (c.manage_routes, cfg.ipsec.pool4) {
+            gate64_io::tun::route_any(pool.network().into(), pool.prefix_len(), &c.tun)
+                .context("routing the IPsec inner IPv4 pool (`ipsec.pool4`) into the TUN")?;
+            info!(pool4 = %pool, tun = %c.tun, "route added");
+        }
     }
-    if cfg.nat64.enabled && gate64_io::ipv4_forwarding() == Some(false) {
+    let ipsec4 = cfg.ipsec.configured() && cfg.ipsec.pool4.is_some();
+    if (cfg.nat64.enabled || ipsec4) && gate64_io::ipv4_forwarding() == Some(false) {
         tracing::warn!(
-            "IPv4 forwarding is off (net.ipv4.ip_forward = 0): translated packets will not reach the corporate IPv4 network; enable it with `sysctl -w net.ipv4.ip_forward=1`"
+            "IPv4 forwarding is off (net.ipv4.ip_forward = 0): translated packets and IPsec clients' IPv4 will not reach the corporate IPv4 network; enable it with `sysctl -w net.ipv4.ip_forward=1`"
         );
     }
     if gate64_io::ipv6_forwarding() == Some(false) {

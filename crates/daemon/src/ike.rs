@@ -345,14 +345,29 @@ pub fn responder_config(cfg: &Config) -> Result<Option<ResponderConfig>> {
     let Some((credentials, anchors)) = read_credentials(cfg)? else {
         return Ok(None);
     };
-    let nets = |v: Vec<ipnet::Ipv6Net>| v.into_iter().map(ipnet::IpNet::V6).collect();
+    // The tunnels reach their IPv4 prefixes only while clients can get an IPv4 address.
+    let ipv4 = s.pool4.is_some();
+    let nets = |v6: Vec<ipnet::Ipv6Net>, v4: Vec<ipnet::Ipv4Net>| -> Vec<ipnet::IpNet> {
+        v6.into_iter()
+            .map(ipnet::IpNet::V6)
+            .chain(v4.into_iter().filter(|_| ipv4).map(ipnet::IpNet::V4))
+            .collect()
+    };
     let mut config = ResponderConfig::new(
         credentials,
         anchors,
         pool6,
-        nets(cfg.ipsec_infrastructure_prefixes()),
-        nets(cfg.ipsec_intranet_prefixes()),
+        nets(
+            cfg.ipsec_infrastructure_prefixes(),
+            cfg.ipsec_infrastructure_prefixes4(),
+        ),
+        nets(
+            cfg.ipsec_intranet_prefixes(),
+            cfg.ipsec_intranet_prefixes4(),
+        ),
     );
+    config.pool4 = s.pool4;
+    config.dns4 = cfg.ipsec_dns4();
     config.user_anchors = read_user_anchors(cfg, config.anchors.crls())?;
     config.half_open_cookie_threshold = s.half_open_cookie_threshold;
     config.max_half_open_per_source = s.max_half_open_per_source;

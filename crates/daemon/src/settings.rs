@@ -4,7 +4,7 @@
 
 use anyhow::Result;
 use gate64_config::{Config, IpsecClientEku, IpsecCrlExpired};
-use gate64_dataplane::{DataplaneConfig, Prefix};
+use gate64_dataplane::{DataplaneConfig, Ipsec4, Prefix, Prefix4};
 use gate64_ike::auth::ClientEku;
 use gate64_teredo::{RelayConfig, ServerConfig};
 use std::sync::Arc;
@@ -112,6 +112,19 @@ pub fn dataplane_config(cfg: &Config) -> DataplaneConfig {
         dns64_listen: cfg.dns64.listen_addresses(cfg.corpnet.address6),
         require_ipsec: cfg.ipsec.require,
         ipsec_endpoint: cfg.ipsec.configured().then(|| cfg.ipsec_endpoint()),
+        ipsec4: cfg
+            .ipsec
+            .pool4
+            .filter(|_| cfg.ipsec.configured())
+            .map(|n| Ipsec4 {
+                pool: Prefix4::new(n.network(), n.prefix_len()),
+                corp_prefixes: cfg
+                    .corpnet
+                    .ipv4_prefixes
+                    .iter()
+                    .map(|n| Prefix4::new(n.network(), n.prefix_len()))
+                    .collect(),
+            }),
         ipsec_pool: cfg
             .ipsec
             .pool6

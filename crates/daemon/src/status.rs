@@ -35,8 +35,22 @@ pub fn snapshot(shared: &Shared, ike: Option<&[IkeSaInfo]>, now: Instant) -> Sna
                 }
                 sa.rekeys = Some(info.rekeys);
             }
+            let address4 = by_spi
+                .get(&e.ike_spi)
+                .and_then(|info| info.inner4)
+                .or_else(|| {
+                    peer.inner.iter().find_map(|a| match a {
+                        IpAddr::V4(v4) => Some(*v4),
+                        IpAddr::V6(_) => None,
+                    })
+                });
             match by_outer.get(&peer.outer) {
-                Some(&i) => clients[i].sas.push(sa),
+                Some(&i) => {
+                    clients[i].sas.push(sa);
+                    if clients[i].address4.is_none() {
+                        clients[i].address4 = address4;
+                    }
+                }
                 None => {
                     by_outer.insert(peer.outer, clients.len());
                     clients.push(Client {
@@ -45,6 +59,7 @@ pub fn snapshot(shared: &Shared, ike: Option<&[IkeSaInfo]>, now: Instant) -> Sna
                             .to_owned(),
                         outer: peer.outer,
                         inner: peer.inner.clone(),
+                        address4,
                         sas: vec![sa],
                     });
                 }

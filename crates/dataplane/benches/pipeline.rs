@@ -39,6 +39,7 @@ fn worker() -> Worker {
         dns64_listen: Vec::new(),
         require_ipsec: false,
         ipsec_endpoint: None,
+        ipsec4: None,
         ipsec_pool: None,
         sadb: None,
         // The RS bench must measure RS -> RA, not the rate limiter's refusals.

@@ -41,6 +41,7 @@ fn worker() -> Worker {
         dns64_listen: Vec::new(),
         require_ipsec: true,
         ipsec_endpoint: Some(ENDPOINT),
+        ipsec4: None,
         ipsec_pool: None,
         sadb: None,
         // The honest bench measures reassembly, not the IKE rate limiter's refusals.

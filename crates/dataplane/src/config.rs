@@ -5,7 +5,7 @@ use gate64_nat64::Nat64;
 use gate64_nat64::state::Event as BindingEvent;
 use gate64_teredo::{RelayConfig, ServerConfig};
 use gate64_wire::{ipv6, teredo as tw};
-use std::net::{IpAddr, Ipv6Addr, SocketAddr};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::sync::Arc;
 
 /// Bytes a driver must leave free before a packet for headers to be prepended: the outer
@@ -37,6 +37,43 @@ impl Prefix {
     pub fn contains(&self, a: &Ipv6Addr) -> bool {
         u128::from(*a) & mask(self.len) == self.bits
     }
+}
+
+/// An IPv4 prefix.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Prefix4 {
+    bits: u32,
+    len: u8,
+}
+
+impl Prefix4 {
+    /// `addr/len`; host bits are cleared, `len` is capped at 32.
+    pub fn new(addr: Ipv4Addr, len: u8) -> Self {
+        let len = len.min(32);
+        Prefix4 {
+            bits: u32::from(addr) & mask4(len),
+            len,
+        }
+    }
+
+    /// True when `a` lies inside.
+    pub fn contains(&self, a: &Ipv4Addr) -> bool {
+        u32::from(*a) & mask4(self.len) == self.bits
+    }
+}
+
+fn mask4(len: u8) -> u32 {
+    u32::MAX.checked_shl(32 - u32::from(len)).unwrap_or(0)
+}
+
+/// IPv4 inside the IPsec tunnels (`[ipsec] pool4`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Ipsec4 {
+    /// `ipsec.pool4`: inner IPv4 addresses of clients, reached only through their SA.
+    pub pool: Prefix4,
+    /// The corporate IPv4 networks clients reach through the TUN (`corpnet.ipv4_prefixes`);
+    /// each SA's selectors narrow this to its tunnel's.
+    pub corp_prefixes: Vec<Prefix4>,
 }
 
 fn mask(len: u8) -> u128 {
@@ -71,6 +108,9 @@ pub struct DataplaneConfig {
     /// gate64's IKE/ESP address (`ipsec.endpoint`); `None` while IPsec is not configured:
     /// then no IKE is admitted and no ESP opened.
     pub ipsec_endpoint: Option<Ipv6Addr>,
+    /// IPv4 inside the tunnels; `None` while `ipsec.pool4` is not set (or IPsec not
+    /// configured): IPv4 out of ESP is dropped, and IPv4 from the TUN all goes to NAT64.
+    pub ipsec4: Option<Ipsec4>,
     /// `ipsec.pool6`: inner addresses of clients reached only through their SA.
     pub ipsec_pool: Option<Prefix>,
     /// The child SAs, shared with the IKE driver that installs them; `None` while IPsec is

@@ -1,9 +1,11 @@
-//! From the TUN to the clients: IPv4 to pool4 goes through NAT64 first, IPv6 to Pref64 (a
+//! From the TUN to the clients: IPv4 to `ipsec.pool4` is sealed under the client's SA (ESP
+//! next header 4), other IPv4 (to NAT64's pool4) goes through NAT64 first, IPv6 to Pref64 (a
 //! corporate IPv6 host) through NAT64 to the TUN, and IPv6 for a client to its connection's
 //! queue (IP-HTTPS) or through the relay (Teredo). The kernel routed the packet here, so it
 //! has passed whatever policy the corporate side applies.
 //!
 //! ```text
+//! TUN IPv4 to ipsec.pool4 -> ESP seal (no SA: no_sa_to_client) -> the client's transport
 //! TUN IPv4              -> NAT64 4->6 -> a client | a corporate IPv6 host (back to the TUN)
 //! TUN IPv6 to Pref64    -> NAT64 6->4 -> TUN
 //! TUN IPv6 to a client  -> [ESP seal] -> IP-HTTPS queue | Teredo relay (trusted: UDP; else
@@ -13,6 +15,7 @@
 use crate::{DropReason, Verdict, Worker};
 use gate64_teredo::Address;
 use gate64_wire::ipv6;
+use std::net::Ipv4Addr;
 use std::time::Instant;
 
 /// What [`Worker::deliver_to_client`] does with a destination that is no client of ours.
@@ -35,6 +38,14 @@ impl Worker {
     ) -> Result<Verdict, DropReason> {
         let bytes = buf.get(start..end).ok_or(DropReason::Truncated)?;
         if bytes.first().is_some_and(|b| b >> 4 == 4) {
+            let to_pool4 = match (&self.shared.cfg.ipsec4, bytes.get(16..20)) {
+                (Some(v4), Some(&[a, b, c, d])) => v4.pool.contains(&Ipv4Addr::new(a, b, c, d)),
+                _ => false,
+            };
+            if to_pool4 {
+                let sealed = self.seal4_for_client(buf, start, end)?;
+                return self.send_sealed(now, sealed, buf, Elsewhere::Drop);
+            }
             return self.nat64_from_v4(now, buf, start, end);
         }
         let dst = ipv6::Packet::new_checked(bytes)?.dst();
@@ -64,6 +75,20 @@ impl Worker {
         elsewhere: Elsewhere,
     ) -> Result<Verdict, DropReason> {
         let sealed = self.seal_for_client(buf, start, end)?;
+        self.send_sealed(now, sealed, buf, elsewhere)
+    }
+
+    /// Sends what [`Worker::seal_for_client`] (or `seal4_for_client`) made of a packet
+    /// towards a client: a native client's ESP from its listen socket; otherwise the IPv6
+    /// packet, sealed or not, to its connection's queue or through the relay by its
+    /// destination.
+    fn send_sealed(
+        &mut self,
+        now: Instant,
+        sealed: crate::ipsec::Sealing,
+        buf: &mut [u8],
+        elsewhere: Elsewhere,
+    ) -> Result<Verdict, DropReason> {
         let (start, end) = sealed.span;
         if let Some((from, to)) = sealed.native {
             return Ok(Verdict::Native {

@@ -15,12 +15,24 @@
 //! -> policy: Shared::policy (the one security step)
 //! -> Tun | NAT64 6->4 (nat64.rs) | another client (teredo.rs relay, iphttps.rs queue)
 //! ```
+//!
+//! An IPv4 packet opened from ESP (`ipsec.pool4` set) takes the same road, shorter: the
+//! ESP stage has held its source to the SA's selectors; then
+//!
+//! ```text
+//! -> route:  forwardable unicast? then
+//!            gate64's own IPv4 address -> gate64 itself (refused: to_self)
+//!            corporate IPv4 network (corpnet.ipv4_prefixes) -> corpnet
+//!            anything else (NAT64's pool, another client, the internet) -> no_route
+//! -> policy: Shared::policy4
+//! -> Tun
+//! ```
 
 use crate::egress::Elsewhere;
 use crate::{DropReason, Verdict, Worker};
 use gate64_teredo::Address;
-use gate64_wire::ipv6;
-use std::net::{IpAddr, Ipv6Addr, SocketAddrV4};
+use gate64_wire::{ipv4, ipv6};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddrV4};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -115,7 +127,53 @@ impl Worker {
     }
 }
 
+impl Worker {
+    /// The one road for IPv4: the IPv4 packet in `buf[start..end]` (trailing bytes past its
+    /// total length are ignored) from `from`, which only the ESP stage hands over (IPv4
+    /// reaches gate64 from clients only inside a child SA). Without `ipsec.pool4` there is
+    /// no IPv4 road (`unsupported`).
+    pub(crate) fn ingress4(
+        &mut self,
+        from: &ClientBinding,
+        buf: &[u8],
+        start: usize,
+        end: usize,
+    ) -> Result<Verdict, DropReason> {
+        let bytes = buf.get(start..end).ok_or(DropReason::Truncated)?;
+        let pkt = ipv4::Packet::new_checked(bytes)?;
+        let end = start + usize::from(pkt.total_len());
+        let route = self.shared.route4(pkt.dst())?;
+        self.shared.policy4(from, &route)?;
+        match route {
+            Route::Corpnet => Ok(Verdict::Tun { start, end }),
+            // The policy admits nothing else over IPv4; listed so the match stays exhaustive.
+            _ => Err(DropReason::NoRoute),
+        }
+    }
+}
+
 impl crate::Shared {
+    /// The route of a client's IPv4 packet to `dst`: gate64 itself, or a corporate IPv4
+    /// network; nothing else is reached over IPv4 inside the tunnels.
+    fn route4(&self, dst: Ipv4Addr) -> Result<Route, DropReason> {
+        let v4 = self.cfg.ipsec4.as_ref().ok_or(DropReason::Unsupported)?;
+        if dst.is_unspecified()
+            || dst.is_loopback()
+            || dst.is_multicast()
+            || dst.is_broadcast()
+            || dst.octets()[0] == 0
+        {
+            return Err(DropReason::BadDestination);
+        }
+        if self.is_own_v4(dst) {
+            return Ok(Route::SelfAddress);
+        }
+        if v4.corp_prefixes.iter().any(|p| p.contains(&dst)) {
+            return Ok(Route::Corpnet);
+        }
+        Err(DropReason::NoRoute)
+    }
+
     /// The route of a client's packet to `dst`.
     fn route(&self, dst: &Ipv6Addr) -> Result<Route, DropReason> {
         if !ipv6::is_forwardable_unicast(dst) {

@@ -10,7 +10,8 @@
 //!          ESP -> SA by SPI (esp_unknown_spi) -> from the SA's peer? (spoofed_source)
 //!              -> open in place (esp_replay, esp_auth) -> selectors (esp_selector)
 //!              -> the road, from ClientBinding::Ipsec
-//! egress:  IPv6 to a client's inner address with an outbound SA (SaDb::outbound_for)
+//!              -> IPv6: the road; IPv4 (ipsec.pool4): the IPv4 road (ingress4)
+//! egress:  IPv6 or IPv4 to a client's inner address with an outbound SA (SaDb::outbound_for)
 //!          -> ESP header in front, sealed in place, trailer and ICV behind
 //!          -> UDP 4500 in front when the SA is UDP-encapsulated (checksum over it all)
 //!          -> outer IPv6: endpoint -> the client's outer address -> its transport
@@ -27,7 +28,7 @@ use crate::stats::{Direction, Side};
 use crate::{ClientBinding, DropReason, Shared, Verdict, Worker};
 use gate64_esp::udp_encap::{self, Encapsulated, IKE_PORT, NAT_T_PORT};
 use gate64_esp::{InboundEntry, OpenError, OutboundEntry};
-use gate64_wire::{ipv6, udp};
+use gate64_wire::{ipv4, ipv6, udp};
 use std::net::{IpAddr, Ipv6Addr, SocketAddr};
 use std::sync::Arc;
 use std::time::Instant;
@@ -191,9 +192,10 @@ impl Worker {
         let (inner_start, inner_end) = (esp_at + opened.inner.start, esp_at + opened.inner.end);
         match opened.next_header {
             gate64_esp::NEXT_HEADER_IPV6 => {}
+            // IPv4 inside the tunnel only with `ipsec.pool4`.
+            gate64_esp::NEXT_HEADER_IPV4 if self.shared.cfg.ipsec4.is_some() => {}
             // RFC 4303 §2.6: a dummy packet is discarded.
             gate64_esp::NEXT_HEADER_DUMMY => return Ok(Verdict::Consumed),
-            // The road carries IPv6; IPv4 inside the tunnel waits for an IPv4 road.
             gate64_esp::NEXT_HEADER_IPV4 => return Err(DropReason::Unsupported),
             _ => return Err(DropReason::Malformed),
         }
@@ -209,6 +211,9 @@ impl Worker {
             outer,
             inbound_spi: spi,
         };
+        if opened.next_header == gate64_esp::NEXT_HEADER_IPV4 {
+            return self.ingress4(&binding, buf, inner_start, inner_end);
+        }
         self.ingress(now, &binding, buf, inner_start, inner_end)
     }
 
@@ -232,12 +237,47 @@ impl Worker {
                 native: None,
             });
         };
+        self.seal_under(&sa, buf, (start, end), gate64_esp::NEXT_HEADER_IPV6)
+    }
+
+    /// Seals the IPv4 packet `buf[start..end]` towards a client's inner IPv4 address
+    /// (`ipsec.pool4`) under the outbound SA that covers it, as [`Worker::seal_for_client`]
+    /// does IPv6 (ESP next header 4). IPv4 reaches a client only inside ESP: without an SA
+    /// it is [`DropReason::NoSaToClient`].
+    pub(crate) fn seal4_for_client(
+        &mut self,
+        buf: &mut [u8],
+        start: usize,
+        end: usize,
+    ) -> Result<Sealing, DropReason> {
+        let bytes = buf.get(start..end).ok_or(DropReason::Truncated)?;
+        let pkt = ipv4::Packet::new_checked(bytes)?;
+        let end = start + usize::from(pkt.total_len());
+        let sa = self
+            .shared
+            .cfg
+            .sadb
+            .as_ref()
+            .and_then(|db| db.outbound_for(IpAddr::V4(pkt.dst()), IpAddr::V4(pkt.src())))
+            .ok_or(DropReason::NoSaToClient)?;
+        self.seal_under(&sa, buf, (start, end), gate64_esp::NEXT_HEADER_IPV4)
+    }
+
+    /// Seals the inner packet `buf[start..end]` (of ESP next header `next_header`) under
+    /// `sa` and writes the outer headers in front of it.
+    fn seal_under(
+        &mut self,
+        sa: &OutboundEntry,
+        buf: &mut [u8],
+        (start, end): (usize, usize),
+        next_header: u8,
+    ) -> Result<Sealing, DropReason> {
         let udp = sa.peer.udp_encap;
         // The ESP header's length depends on the cipher (an AES-CBC IV is 16 bytes, an
         // AES-GCM one 8).
         let esp_header = sa.sa.header_len();
         if let Some(local) = sa.peer.native {
-            return self.seal_native(&sa, local, buf, start, end);
+            return self.seal_native(sa, local, buf, (start, end), next_header);
         }
         let endpoint = self.shared.cfg.ipsec_endpoint.ok_or(DropReason::NoRoute)?;
         let front = ipv6::HEADER_LEN + udp.map_or(0, |_| udp::HEADER_LEN) + esp_header;
@@ -245,7 +285,7 @@ impl Worker {
         let esp_at = start - esp_header;
         let esp_len = sa
             .sa
-            .seal(buf, esp_at, end - start, gate64_esp::NEXT_HEADER_IPV6)
+            .seal(buf, esp_at, end - start, next_header)
             .map_err(seal_drop)?;
         self.stats.esp(Direction::Tx, end - start);
         let payload_len = esp_at + esp_len - (outer_start + ipv6::HEADER_LEN);
@@ -290,8 +330,8 @@ impl Worker {
         sa: &OutboundEntry,
         local: SocketAddr,
         buf: &mut [u8],
-        start: usize,
-        end: usize,
+        (start, end): (usize, usize),
+        next_header: u8,
     ) -> Result<Sealing, DropReason> {
         let port = sa.peer.udp_encap.ok_or(DropReason::Unsupported)?;
         let esp_at = start
@@ -299,7 +339,7 @@ impl Worker {
             .ok_or(DropReason::Unsupported)?;
         let esp_len = sa
             .sa
-            .seal(buf, esp_at, end - start, gate64_esp::NEXT_HEADER_IPV6)
+            .seal(buf, esp_at, end - start, next_header)
             .map_err(seal_drop)?;
         self.stats.esp(Direction::Tx, end - start);
         let to = match sa.peer.outer.to_ipv4_mapped() {

@@ -42,7 +42,7 @@ mod verdict;
 mod worker;
 
 pub use clients::{ClientQueue, ClientTable, Delivery, QueueBudget};
-pub use config::{BindingLog, DataplaneConfig, HEADROOM, MAX_PACKET, Prefix};
+pub use config::{BindingLog, DataplaneConfig, HEADROOM, Ipsec4, MAX_PACKET, Prefix, Prefix4};
 pub use dns64::{Dns64Result, Dns64Stats};
 pub use drop::DropReason;
 pub use ingress::ClientBinding;

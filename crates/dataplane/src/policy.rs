@@ -40,6 +40,17 @@ impl Shared {
         }
     }
 
+    /// The security step for a client's IPv4 packet (see [`crate::ingress`]): a corporate
+    /// IPv4 network only out of a child SA, gate64 itself never (it answers nothing over
+    /// IPv4 inside the tunnels).
+    pub(crate) fn policy4(&self, from: &ClientBinding, route: &Route) -> Result<(), DropReason> {
+        match route {
+            Route::Corpnet => self.needs_sa(from),
+            Route::Gate64 | Route::SelfAddress | Route::Nat64ToSelf => Err(DropReason::ToSelf),
+            _ => Err(DropReason::NoRoute),
+        }
+    }
+
     /// Admitted out of a child SA, or by anyone while IPsec is not required.
     fn needs_sa(&self, from: &ClientBinding) -> Result<(), DropReason> {
         if matches!(from, ClientBinding::Ipsec { .. }) || !self.require_ipsec() {

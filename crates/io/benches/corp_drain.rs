@@ -32,6 +32,7 @@ fn config() -> DataplaneConfig {
         corp_address: "2001:db8:100::1".parse().unwrap(),
         require_ipsec: true,
         ipsec_endpoint: None,
+        ipsec4: None,
         ipsec_pool: None,
         sadb: None,
         rs_per_sec: 20,

@@ -48,7 +48,9 @@ use std::time::Duration;
 
 use anyhow::{Context, Result, bail, ensure};
 
-pub use config::{CertPaths, CharonConfig, LabCerts, Role, SecondAuth, Tunnel, write_pki_conf};
+pub use config::{
+    CertPaths, CharonConfig, KeyType, LabCerts, Role, SecondAuth, Tunnel, write_pki_conf,
+};
 use sas::parse_list_sas;
 pub use sas::{ChildSa, IkeSa, find_child};
 

@@ -411,8 +411,14 @@ impl Topology {
     /// Starts `gate64 serve` in `tsrv` with [`Gate64Options::config_toml`] and waits (≤ 15 s)
     /// until it serves `/metrics` and has bound UDP 192.0.2.1:3544.
     pub fn start_gate64(&self, opts: &Gate64Options) -> Result<Process> {
+        self.start_gate64_with(&opts.config_toml())
+    }
+
+    /// [`Topology::start_gate64`] with the configuration file `toml` as written (e.g. a
+    /// [`Gate64Options::config_toml`] with keys added to its sections).
+    pub fn start_gate64_with(&self, toml: &str) -> Result<Process> {
         let bin = gate64_binary()?;
-        let conf = self.srv.write_file("gate64.toml", &opts.config_toml())?;
+        let conf = self.srv.write_file("gate64.toml", toml)?;
         let mut gate = self
             .srv
             .spawn("gate64", &[os(&bin), "serve", "--config", os(&conf)])?;

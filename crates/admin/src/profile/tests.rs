@@ -254,6 +254,31 @@ fn the_profile_xml_uses_only_vpnv2_csp_elements() {
     assert!(script.contains(&text::base64(&i.ca_der)), "{script}");
 }
 
+/// With `ipsec.pool4` the device tunnel's IPv4 networks are routes beside the IPv6 ones,
+/// and the IPv4 DNS servers are listed beside the IPv6 ones.
+#[test]
+fn the_device_tunnel_routes_its_ipv4_networks_with_pool4() {
+    let toml = BASE.replace(
+        "address6 = \"2001:db8:100::1\"\n",
+        "address6 = \"2001:db8:100::1\"\nipv4_prefixes = [\"10.1.0.0/16\"]\n",
+    );
+    let with = |keys: &str| {
+        let mut i = inputs("");
+        i.config = Config::from_toml_str(&format!("{toml}{keys}")).expect("config");
+        windows::profile_xml(&i).expect("profile")
+    };
+    let keys = "infrastructure_prefixes4 = [\"10.1.0.53/32\"]\n\
+                dns = [\"2001:db8:100::53\", \"10.1.0.53\"]\ndns_domains = [\"corp.example\"]\n";
+    let xml = with(&format!("pool4 = \"10.77.0.0/16\"\n{keys}"));
+    assert_eq!(elements(&xml, "Address"), ["2001:db8:100::1", "10.1.0.53"]);
+    assert_eq!(elements(&xml, "PrefixSize"), ["128", "32"]);
+    assert_eq!(elements(&xml, "DnsServers"), ["2001:db8:100::53,10.1.0.53"]);
+    // Without pool4 the tunnel carries no IPv4: neither route nor server.
+    let xml = with(keys);
+    assert_eq!(elements(&xml, "Address"), ["2001:db8:100::1"]);
+    assert_eq!(elements(&xml, "DnsServers"), ["2001:db8:100::53"]);
+}
+
 #[test]
 fn base64_matches_rfc_4648_vectors() {
     for (plain, encoded) in [

@@ -54,7 +54,20 @@ pub fn profile_xml(inputs: &Inputs) -> Result<String, String> {
     let ike = choose_ike(&cfg.ipsec, &WINDOWS)?;
     let esp = choose_esp(&cfg.ipsec, &WINDOWS)?;
     let (cipher, auth) = esp_constants(esp);
-    let routes = cfg.ipsec_infrastructure_prefixes();
+    // With `ipsec.pool4` the device tunnel also carries IPv4: its IPv4 networks are routes
+    // too, and its IPv4 DNS servers are asked as well.
+    let ipv4 = cfg.ipsec.pool4.is_some();
+    let routes: Vec<(std::net::IpAddr, u8)> = cfg
+        .ipsec_infrastructure_prefixes()
+        .into_iter()
+        .map(|p| (p.network().into(), p.prefix_len()))
+        .chain(
+            cfg.ipsec_infrastructure_prefixes4()
+                .into_iter()
+                .filter(|_| ipv4)
+                .map(|p| (p.network().into(), p.prefix_len())),
+        )
+        .collect();
     if routes.is_empty() {
         return Err(
             "ipsec.infrastructure_prefixes is empty: a Windows device tunnel is split tunnel \
@@ -89,14 +102,22 @@ pub fn profile_xml(inputs: &Inputs) -> Result<String, String> {
         x.push_str(&format!("      <{name}>{value}</{name}>\n"));
     }
     x.push_str("    </CryptographySuite>\n  </NativeProfile>\n");
-    for r in routes {
+    for (network, len) in routes {
         x.push_str(&format!(
-            "  <Route>\n    <Address>{}</Address>\n    <PrefixSize>{}</PrefixSize>\n  </Route>\n",
-            r.network(),
-            r.prefix_len()
+            "  <Route>\n    <Address>{network}</Address>\n    <PrefixSize>{len}</PrefixSize>\n  </Route>\n"
         ));
     }
-    let dns = cfg.ipsec_dns();
+    let dns: Vec<std::net::IpAddr> = cfg
+        .ipsec_dns()
+        .into_iter()
+        .map(std::net::IpAddr::V6)
+        .chain(
+            cfg.ipsec_dns4()
+                .into_iter()
+                .filter(|_| ipv4)
+                .map(std::net::IpAddr::V4),
+        )
+        .collect();
     if !dns.is_empty() {
         let servers = dns
             .iter()

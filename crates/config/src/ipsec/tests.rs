@@ -668,7 +668,7 @@ fn dns_defaults_to_dns64_and_domains_need_a_server() {
         );
     }
     refused("dns = [\"ff02::1\"]\n", "ipsec.dns", "unicast");
-    refused("dns = [\"192.0.2.53\"]\n", "ipsec.dns", "IPv6 addresses");
+    refused("dns = [\"127.0.0.53\"]\n", "ipsec.dns", "loopback");
     // A server outside both tunnels: clients cannot reach it through them.
     let c = parse(&format!("{CREDENTIALS}dns = [\"2001:db8:999::53\"]\n"))
         .unwrap_or_else(|e| panic!("{e}"));
@@ -1006,4 +1006,235 @@ fn a_tunnel_rule_ca_must_be_readable() {
     let e = c.check_files().unwrap_err();
     assert_eq!(e.key(), Some("ipsec.tunnel_rule.ca"), "{e}");
     std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// BASE plus corporate IPv4 networks (NAT64's pool is 198.51.100.0/30).
+fn parse4(corpnet4: &str, keys: &str) -> Result<Config, ConfigError> {
+    Config::from_toml_str(&format!(
+        "{}{keys}",
+        BASE.replace(
+            "address6 = \"2001:db8:100::1\"\n",
+            &format!("address6 = \"2001:db8:100::1\"\nipv4_prefixes = {corpnet4}\n")
+        )
+    ))
+}
+
+#[track_caller]
+fn refused4(corpnet4: &str, keys: &str, key: &str, needle: &str) {
+    let e = parse4(corpnet4, keys).expect_err(keys);
+    assert_eq!(e.key(), Some(key), "{e}");
+    assert!(e.to_string().contains(needle), "{e}");
+}
+
+#[test]
+fn ipv4_inside_the_tunnels_is_off_by_default() {
+    let c = parse(&format!("{CREDENTIALS}pool4 = \"10.77.0.0/16\"\n"))
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert!(
+        c.warnings()
+            .iter()
+            .any(|w| w.starts_with("ipsec.pool4") && w.contains("goes nowhere")),
+        "{:?}",
+        c.warnings()
+    );
+    let c = parse(CREDENTIALS).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(c.ipsec.pool4, None);
+    assert!(c.corpnet.ipv4_prefixes.is_empty());
+    assert!(c.ipsec_infrastructure_prefixes4().is_empty());
+    assert!(c.ipsec_intranet_prefixes4().is_empty());
+    assert!(c.ipsec_dns4().is_empty());
+}
+
+#[test]
+fn pool4_and_the_ipv4_tunnel_prefixes_parse_with_their_defaults() {
+    let c = parse4(
+        "[\"10.1.0.0/16\", \"172.16.0.0/12\"]",
+        &format!(
+            "{CREDENTIALS}pool4 = \"10.77.0.0/16\"\ndns = [\"2001:db8:100::53\", \"10.1.0.53\"]\n"
+        ),
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(c.ipsec.pool4, Some("10.77.0.0/16".parse().unwrap()));
+    assert_eq!(
+        c.ipsec_intranet_prefixes4(),
+        [
+            "10.1.0.0/16".parse().unwrap(),
+            "172.16.0.0/12".parse().unwrap()
+        ],
+        "the intranet tunnel reaches every corporate IPv4 network"
+    );
+    assert!(c.ipsec_infrastructure_prefixes4().is_empty());
+    assert_eq!(
+        c.ipsec_dns(),
+        ["2001:db8:100::53".parse::<std::net::Ipv6Addr>().unwrap()]
+    );
+    assert_eq!(
+        c.ipsec_dns4(),
+        ["10.1.0.53".parse::<std::net::Ipv4Addr>().unwrap()]
+    );
+    assert!(
+        !c.warnings().iter().any(|w| w.starts_with("ipsec.dns")),
+        "{:?}",
+        c.warnings()
+    );
+    let c = parse4(
+        "[\"10.1.0.0/16\"]",
+        &format!(
+            "{CREDENTIALS}pool4 = \"10.77.0.0/30\"\ninfrastructure_prefixes4 = [\"10.1.0.53/32\"]\n\
+             intranet_prefixes4 = [\"10.1.2.0/24\"]\n"
+        ),
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(
+        c.ipsec_infrastructure_prefixes4(),
+        ["10.1.0.53/32".parse().unwrap()]
+    );
+    assert_eq!(
+        c.ipsec_intranet_prefixes4(),
+        ["10.1.2.0/24".parse().unwrap()]
+    );
+}
+
+#[test]
+fn pool4_refusals_name_the_key_and_reason() {
+    let corp = "[\"10.1.0.0/16\"]";
+    refused4(
+        corp,
+        "pool4 = \"198.51.100.0/29\"\n",
+        "ipsec.pool4",
+        "nat64.pool4",
+    );
+    refused4(
+        corp,
+        "pool4 = \"10.1.5.0/24\"\n",
+        "ipsec.pool4",
+        "corpnet.ipv4_prefixes",
+    );
+    refused4(
+        "[\"10.0.0.0/8\"]",
+        "pool4 = \"10.77.0.0/16\"\nintranet_prefixes4 = [\"10.1.0.0/16\"]\n",
+        "ipsec.pool4",
+        "corpnet.ipv4_prefixes",
+    );
+    refused4(
+        corp,
+        "pool4 = \"127.0.0.0/16\"\n",
+        "ipsec.pool4",
+        "loopback",
+    );
+    refused4(
+        corp,
+        "pool4 = \"224.1.0.0/16\"\n",
+        "ipsec.pool4",
+        "multicast",
+    );
+    refused4(
+        corp,
+        "pool4 = \"0.0.0.0/16\"\n",
+        "ipsec.pool4",
+        "unspecified",
+    );
+    refused4(
+        corp,
+        "pool4 = \"10.77.0.0/31\"\n",
+        "ipsec.pool4",
+        "too small",
+    );
+    refused4(
+        corp,
+        "pool4 = \"10.77.0.1/24\"\n",
+        "ipsec.pool4",
+        "host bits",
+    );
+    refused4(
+        corp,
+        "pool4 = \"10.0.0.0/7\"\n",
+        "ipsec.pool4",
+        "/8 or longer",
+    );
+    parse4(corp, "pool4 = \"10.77.0.0/30\"\n").unwrap_or_else(|e| panic!("{e}"));
+}
+
+#[test]
+fn ipv4_tunnel_prefixes_lie_in_the_corporate_ipv4_networks() {
+    let corp = "[\"10.1.0.0/16\"]";
+    for key in ["infrastructure_prefixes4", "intranet_prefixes4"] {
+        refused4(
+            corp,
+            &format!("{key} = [\"10.2.0.0/24\"]\n"),
+            &format!("ipsec.{key}"),
+            "outside every corpnet.ipv4_prefixes",
+        );
+        refused4(
+            corp,
+            &format!("{key} = [\"10.1.0.1/24\"]\n"),
+            &format!("ipsec.{key}"),
+            "host bits",
+        );
+    }
+    refused4(
+        "[\"198.51.100.0/24\"]",
+        "",
+        "corpnet.ipv4_prefixes",
+        "nat64.pool4",
+    );
+    refused4("[\"127.0.0.0/8\"]", "", "corpnet.ipv4_prefixes", "loopback");
+    refused4(
+        "[\"10.1.0.1/16\"]",
+        "",
+        "corpnet.ipv4_prefixes",
+        "host bits",
+    );
+}
+
+#[test]
+fn ipv4_dns_outside_the_tunnels_ipv4_prefixes_is_warned_about() {
+    let c = parse4(
+        "[\"10.1.0.0/16\"]",
+        &format!(
+            "{CREDENTIALS}pool4 = \"10.77.0.0/16\"\nintranet_prefixes4 = [\"10.1.2.0/24\"]\n\
+             dns = [\"2001:db8:100::53\", \"10.1.0.53\"]\n"
+        ),
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    assert!(
+        c.warnings()
+            .iter()
+            .any(|w| w.starts_with("ipsec.dns: 10.1.0.53 lies in neither tunnel's IPv4 prefixes")),
+        "{:?}",
+        c.warnings()
+    );
+    // IPv4 servers without pool4 reach no client.
+    let c = parse4(
+        "[\"10.1.0.0/16\"]",
+        &format!("{CREDENTIALS}dns = [\"10.1.0.53\"]\ndns_domains = [\"corp.example\"]\n"),
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    assert!(
+        c.warnings()
+            .iter()
+            .any(|w| w.contains("handed to no client")),
+        "{:?}",
+        c.warnings()
+    );
+}
+
+#[test]
+fn ipv4_keys_need_a_restart_and_name_themselves() {
+    let corp = "[\"10.1.0.0/16\"]";
+    let a = parse4(corp, &format!("{CREDENTIALS}dns = [\"10.1.0.53\"]\n")).unwrap();
+    for (keys, changed) in [
+        (
+            "pool4 = \"10.77.0.0/16\"\ndns = [\"10.1.0.53\"]\n",
+            "ipsec.pool4",
+        ),
+        ("dns = [\"10.1.0.54\"]\n", "ipsec.dns"),
+        (
+            "dns = [\"10.1.0.53\"]\nintranet_prefixes4 = [\"10.1.2.0/24\"]\n",
+            "ipsec.intranet_prefixes4",
+        ),
+    ] {
+        let b = parse4(corp, &format!("{CREDENTIALS}{keys}")).unwrap();
+        assert_eq!(a.restart_only_changes(&b), [changed], "{keys}");
+    }
 }

@@ -46,6 +46,7 @@ impl Config {
                 self.validate_tunnel_prefixes(key, prefixes)?;
             }
         }
+        self.validate_ipsec_ipv4()?;
         self.validate_ike_proposals()?;
         self.validate_tunnel_rules()?;
         self.validate_ipsec_timers()
@@ -230,11 +231,20 @@ impl Config {
     /// (RFC 8598 §4: the domains say which queries go to the servers given with them).
     fn validate_ipsec_dns(&self) -> Result<(), ConfigError> {
         let s = &self.ipsec;
-        if let Some(dns) = &s.dns {
-            if dns.len() > MAX_DNS_SERVERS {
+        for a in &s.dns4 {
+            if let Some(w) = ipv4::special_ipv4(*a) {
                 return Err(invalid(
                     "ipsec.dns",
-                    format!("[{} addresses]", dns.len()),
+                    quote(&a.to_string()),
+                    format!("is {w}; give a unicast address clients reach through a tunnel"),
+                ));
+            }
+        }
+        if let Some(dns) = &s.dns {
+            if dns.len() + s.dns4.len() > MAX_DNS_SERVERS {
+                return Err(invalid(
+                    "ipsec.dns",
+                    format!("[{} addresses]", dns.len() + s.dns4.len()),
                     format!("give at most {MAX_DNS_SERVERS} servers"),
                 ));
             }
@@ -265,7 +275,11 @@ impl Config {
                 ));
             }
         }
-        if !s.dns_domains.is_empty() && s.configured() && self.ipsec_dns().is_empty() {
+        if !s.dns_domains.is_empty()
+            && s.configured()
+            && self.ipsec_dns().is_empty()
+            && s.dns4.is_empty()
+        {
             return Err(invalid(
                 "ipsec.dns_domains",
                 quote(&s.dns_domains.join(", ")),

@@ -31,6 +31,7 @@ fn ike_sas() -> Vec<IkeSaInfo> {
             }),
             tunnel: None,
             inner: None,
+            inner4: (spi == 0x100).then(|| std::net::Ipv4Addr::new(10, 77, 0, 1)),
             child_spis: vec![spi as u32],
             age: Duration::from_secs(90),
             rekeys: if spi == 0x200 { 2 } else { 0 },
@@ -95,6 +96,7 @@ fn shared_with_two_clients(created: Instant) -> Arc<Shared> {
         dns64_listen: Vec::new(),
         require_ipsec: true,
         ipsec_endpoint: Some(ENDPOINT),
+        ipsec4: None,
         ipsec_pool: None,
         sadb: Some(sadb),
         ike_per_client_per_sec: 1_000,
@@ -180,6 +182,15 @@ fn snapshot_groups_sas_by_client_with_their_transport() {
     let teredo = &s.clients[0];
     assert_eq!(teredo.transport, "teredo");
     assert_eq!(teredo.inner, ["fd00:c1::101".parse::<IpAddr>().unwrap()]);
+    assert_eq!(
+        teredo.address4,
+        Some(std::net::Ipv4Addr::new(10, 77, 0, 1)),
+        "from the IKE SA of either of its child SAs"
+    );
+    assert_eq!(s.clients[1].address4, None);
+    let json = serde_json::to_value(&s).unwrap();
+    assert_eq!(json["clients"][0]["address4"], "10.77.0.1");
+    assert!(json["clients"][1]["address4"].is_null(), "{json}");
     let tunnels: Vec<&str> = teredo.sas.iter().map(|sa| sa.tunnel.as_str()).collect();
     assert_eq!(tunnels, ["infrastructure", "intranet"]);
     let sa = &teredo.sas[0];
@@ -222,7 +233,7 @@ fn render_lists_every_sa_like_swanctl() {
     ));
     for needle in [
         "gate64 2001:db8:100::1: 3 IKE SAs, 3 child SAs, 2 clients\n",
-        "2001:0:c000:201:2c5a:39cb:9bff:f1f5: teredo, inner fd00:c1::101\n",
+        "2001:0:c000:201:2c5a:39cb:9bff:f1f5: teredo, inner fd00:c1::101, 10.77.0.1\n",
         "  infrastructure: IKE 0000020000000000, CN=client200, ESP in UDP 4500:4501 aes128gcm16, installed 0s ago, 2 rekeys\n",
         "    certificate: issuer O=gate64 lab, CN=gate64 lab CA, serial 200, valid until 2028-01-01T00:00:00.000Z\n",
         "    in  00000200, 0 bytes, 0 packets\n",

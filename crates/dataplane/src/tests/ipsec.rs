@@ -777,3 +777,5 @@ fn a_native_client_is_answered_from_its_socket_and_followed_to_its_new_port() {
     assert!(matches!(v, Verdict::Tun { .. }), "{v:?}");
     assert_eq!(reply_to(&mut w, &client_open), (local, rebound), "moved");
 }
+
+mod ipv4_inside;

@@ -45,6 +45,7 @@ fn config(open: bool) -> DataplaneConfig {
         dns64_listen: Vec::new(),
         require_ipsec: !open,
         ipsec_endpoint: None,
+        ipsec4: None,
         ipsec_pool: None,
         sadb: None,
         ike_per_client_per_sec: 1_000,

@@ -106,6 +106,7 @@ fn dataplane_config(require_ipsec: bool, sadb: Option<Arc<gate64_esp::SaDb>>) ->
         dns64_listen: Vec::new(),
         require_ipsec,
         ipsec_endpoint: ipsec.then_some(ENDPOINT),
+        ipsec4: None,
         ipsec_pool: ipsec.then(|| Prefix::new(super::ipsec::POOL, 120)),
         sadb,
         ike_per_client_per_sec: 1_000,

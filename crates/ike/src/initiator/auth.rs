@@ -81,15 +81,23 @@ impl Initiator {
     }
 
     /// CP(CFG_REQUEST) for an inner IPv6 address (RFC 7296 §3.15.1), its DNS servers and
-    /// split-DNS domains (RFC 8598), when configured.
+    /// split-DNS domains (RFC 8598), when configured; and an inner IPv4 address and IPv4
+    /// DNS servers too when our TSi covers IPv4.
     fn cfg_request(&self) -> Option<Payload> {
+        let ipv4 = self.config.tsi.iter().any(|ts| ts.start.is_ipv4());
         self.config.request_address.then(|| {
+            let four: &[u16] = if ipv4 {
+                &[cfg::INTERNAL_IP4_ADDRESS, cfg::INTERNAL_IP4_DNS]
+            } else {
+                &[]
+            };
             let attributes = [
                 cfg::INTERNAL_IP6_ADDRESS,
                 cfg::INTERNAL_IP6_DNS,
                 cfg::INTERNAL_DNS_DOMAIN,
             ]
             .into_iter()
+            .chain(four.iter().copied())
             .map(|kind| CfgAttribute {
                 kind,
                 value: Vec::new(),

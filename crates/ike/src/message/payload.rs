@@ -187,6 +187,9 @@ pub mod cfg {
     pub const INTERNAL_IP4_ADDRESS: u16 = 1;
     /// INTERNAL_IP4_DNS.
     pub const INTERNAL_IP4_DNS: u16 = 3;
+    /// INTERNAL_IP4_SUBNET: a 4-byte address and a 4-byte netmask, a subnet the tunnel
+    /// reaches (RFC 7296 §3.15.1).
+    pub const INTERNAL_IP4_SUBNET: u16 = 13;
     /// INTERNAL_IP6_ADDRESS: 16-byte address and 1-byte prefix length.
     pub const INTERNAL_IP6_ADDRESS: u16 = 8;
     /// INTERNAL_IP6_DNS: a 16-byte address.

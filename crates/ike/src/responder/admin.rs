@@ -31,6 +31,8 @@ pub struct IkeSaInfo {
     pub tunnel: Option<TunnelKind>,
     /// The inner address given to the client.
     pub inner: Option<IpAddr>,
+    /// The inner IPv4 address given to the client (`[ipsec] pool4`), if it asked for one.
+    pub inner4: Option<std::net::Ipv4Addr>,
     /// gate64's inbound SPIs of its child SAs.
     pub child_spis: Vec<u32>,
     /// How long ago it was created.
@@ -222,6 +224,7 @@ mod tests {
             certificate: None,
             tunnel: None,
             inner: None,
+            inner4: None,
             child_spis: Vec::new(),
             age: Duration::ZERO,
             rekeys: 0,

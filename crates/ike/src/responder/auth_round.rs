@@ -376,17 +376,27 @@ fn first_child(
     } else {
         remote_ip
     };
-    let tsi = child::narrow_tsi(req.tsi, inner);
-    if tsi.is_empty() {
+    let wants4 = req.cp.is_some_and(|c| c.has(cfg::INTERNAL_IP4_ADDRESS));
+    // An exhausted IPv4 pool leaves the client with IPv6 inside the tunnel, as if it had
+    // not asked: IPv4 is the extra here, not a reason to refuse the tunnel.
+    let inner4 = match r.pool4.as_mut() {
+        Some(pool4) if wants4 => pool4.lease(identity),
+        _ => None,
+    };
+    let Some((tsi, tsr)) = child::fit_selectors(req.tsi, tsr, inner, inner4) else {
         if wants_address {
             r.pool.release(identity);
         }
+        if let (Some(_), Some(pool4)) = (inner4, r.pool4.as_mut()) {
+            pool4.release(identity);
+        }
         return Err((notify::TS_UNACCEPTABLE, Refusal::TsUnacceptable));
-    }
+    };
     let (ni, nr) = match r.sas.get_mut(&spi_r) {
         Some(sa) => {
             sa.inner = Some(inner);
             sa.leased = wants_address;
+            sa.inner4 = inner4;
             sa.local_ts = tsr.clone();
             (sa.ni.clone(), sa.nr.clone())
         }
@@ -398,6 +408,7 @@ fn first_child(
         tsi: tsi.clone(),
         tsr: tsr.clone(),
         inner,
+        inner4: inner4.filter(|_| tsi.iter().any(|t| t.start.is_ipv4())),
         ni: &ni,
         nr: &nr,
         pfs: None,
@@ -408,7 +419,7 @@ fn first_child(
     if let Some(request) = req.cp {
         payloads.extend(child::cfg_reply(
             request,
-            wants_address.then_some(inner),
+            (wants_address.then_some(inner), inner4),
             tunnel,
             &r.config,
         ));

@@ -279,6 +279,34 @@ pub(crate) fn choose_tunnel(
     (!narrowed.is_empty()).then_some((TunnelKind::Infrastructure, narrowed))
 }
 
+/// A child SA's TSi and TSr for a client whose inner addresses are `inner` (its IPv6 lease,
+/// or its outer address) and `inner4` (its IPv4 lease): TSi narrowed to each (one selector
+/// per address), IPv4 TSr kept only beside an IPv4 TSi of the lease (a client without one
+/// cannot use them), an IPv4 TSi only beside IPv4 TSr, and IPv6 TSr dropped when only IPv4
+/// TSi are left. `None` when nothing usable is left (TS_UNACCEPTABLE).
+pub(crate) fn fit_selectors(
+    tsi: &[TrafficSelector],
+    mut tsr: Vec<TrafficSelector>,
+    inner: IpAddr,
+    inner4: Option<std::net::Ipv4Addr>,
+) -> Option<(Vec<TrafficSelector>, Vec<TrafficSelector>)> {
+    let is4 = |ts: &TrafficSelector| ts.start.is_ipv4();
+    let mut tsi_own = narrow_tsi(tsi, inner);
+    let mut tsi4 = inner4.map_or_else(Vec::new, |a| narrow_tsi(tsi, IpAddr::V4(a)));
+    if tsi4.is_empty() {
+        tsr.retain(|ts| !is4(ts));
+    } else if !tsr.iter().any(is4) {
+        tsi4.clear();
+    } else if tsi_own.is_empty() {
+        tsr.retain(is4);
+    }
+    if inner.is_ipv4() && inner4.is_some() {
+        tsi_own.clear();
+    }
+    tsi_own.extend(tsi4);
+    (!tsi_own.is_empty() && !tsr.is_empty()).then_some((tsi_own, tsr))
+}
+
 /// TSi narrowed to the client's inner address (one selector per TSi that covers it).
 pub(crate) fn narrow_tsi(tsi: &[TrafficSelector], inner: IpAddr) -> Vec<TrafficSelector> {
     let n = num(inner);
@@ -325,6 +353,8 @@ pub(crate) struct ChildPlan<'a> {
     pub(crate) tsi: Vec<TrafficSelector>,
     pub(crate) tsr: Vec<TrafficSelector>,
     pub(crate) inner: IpAddr,
+    /// Its IPv4 lease, when it has one and the child SA carries IPv4.
+    pub(crate) inner4: Option<std::net::Ipv4Addr>,
     pub(crate) ni: &'a [u8],
     pub(crate) nr: &'a [u8],
     pub(crate) pfs: Option<&'a Secret>,
@@ -385,7 +415,9 @@ pub(crate) fn build_child(
                 .contains(&sa.local.ip())
                 .then_some(sa.local),
             udp_encap,
-            inner: vec![plan.inner],
+            inner: std::iter::once(plan.inner)
+                .chain(plan.inner4.map(IpAddr::V4))
+                .collect(),
         },
         tunnel: plan.tunnel,
         ike_spi: sa.spi_i,
@@ -405,14 +437,29 @@ pub(crate) fn build_child(
 /// with prefix length 128) when asked for, and what else the request asks for that the
 /// configuration has: INTERNAL_IP6_DNS, one per server; INTERNAL_DNS_DOMAIN (RFC 8598), one
 /// per domain, only beside DNS servers; INTERNAL_IP6_SUBNET, one per IPv6 prefix of
-/// `tunnel`. `None` when there is nothing to say.
+/// `tunnel`. With an IPv4 lease (`leased4`): INTERNAL_IP4_ADDRESS, and when asked
+/// INTERNAL_IP4_DNS (the IPv4 servers) and INTERNAL_IP4_SUBNET (address and netmask, one
+/// per IPv4 prefix of `tunnel`). `None` when there is nothing to say.
 pub(crate) fn cfg_reply(
     request: &Configuration,
-    leased: Option<IpAddr>,
+    (leased, leased4): (Option<IpAddr>, Option<std::net::Ipv4Addr>),
     tunnel: TunnelKind,
     config: &super::ResponderConfig,
 ) -> Option<Payload> {
     let mut attributes = Vec::new();
+    let dns4: &[std::net::Ipv4Addr] = if leased4.is_some() { &config.dns4 } else { &[] };
+    if let Some(a) = leased4 {
+        attributes.push(CfgAttribute {
+            kind: cfg::INTERNAL_IP4_ADDRESS,
+            value: a.octets().to_vec(),
+        });
+        if request.has(cfg::INTERNAL_IP4_DNS) {
+            attributes.extend(dns4.iter().map(|d| CfgAttribute {
+                kind: cfg::INTERNAL_IP4_DNS,
+                value: d.octets().to_vec(),
+            }));
+        }
+    }
     if let Some(IpAddr::V6(a)) = leased {
         let mut value = a.octets().to_vec();
         value.push(128);
@@ -427,7 +474,7 @@ pub(crate) fn cfg_reply(
             value: d.octets().to_vec(),
         }));
     }
-    if request.has(cfg::INTERNAL_DNS_DOMAIN) && !config.dns.is_empty() {
+    if request.has(cfg::INTERNAL_DNS_DOMAIN) && !(config.dns.is_empty() && dns4.is_empty()) {
         attributes.extend(config.dns_domains.iter().map(|d| CfgAttribute {
             kind: cfg::INTERNAL_DNS_DOMAIN,
             value: d.as_bytes().to_vec(),
@@ -448,6 +495,23 @@ pub(crate) fn cfg_reply(
                 })
             }
             IpNet::V4(_) => None,
+        }));
+    }
+    if leased4.is_some() && request.has(cfg::INTERNAL_IP4_SUBNET) {
+        let prefixes = match tunnel {
+            TunnelKind::Infrastructure => &config.infrastructure_prefixes,
+            TunnelKind::Intranet => &config.intranet_prefixes,
+        };
+        attributes.extend(prefixes.iter().filter_map(|p| match p {
+            IpNet::V4(p) => {
+                let mut value = p.network().octets().to_vec();
+                value.extend(p.netmask().octets());
+                Some(CfgAttribute {
+                    kind: cfg::INTERNAL_IP4_SUBNET,
+                    value,
+                })
+            }
+            IpNet::V6(_) => None,
         }));
     }
     (!attributes.is_empty()).then_some(Payload::Cp(Configuration {
@@ -611,10 +675,9 @@ fn create_child(
     let (tunnel, tsr) = tunnel_for(&r.config, sa, req.tsr)
         .ok_or((notify::TS_UNACCEPTABLE, Refusal::TsUnacceptable))?;
     let inner = sa.inner.unwrap_or(sa.remote.ip());
-    let tsi = narrow_tsi(req.tsi, inner);
-    if tsi.is_empty() {
-        return Err((notify::TS_UNACCEPTABLE, Refusal::TsUnacceptable));
-    }
+    let (tsi, tsr) = fit_selectors(req.tsi, tsr, inner, sa.inner4)
+        .ok_or((notify::TS_UNACCEPTABLE, Refusal::TsUnacceptable))?;
+    let inner4 = sa.inner4.filter(|_| tsi.iter().any(|t| t.start.is_ipv4()));
     let pfs = pfs_secret(req, choice.group)?;
     let nr = keys::random_bytes(32).map_err(|_| (notify::TEMPORARY_FAILURE, Refusal::Crypto))?;
     let plan = ChildPlan {
@@ -623,6 +686,7 @@ fn create_child(
         tsi: tsi.clone(),
         tsr: tsr.clone(),
         inner,
+        inner4,
         ni: req.ni,
         nr: &nr,
         pfs: pfs.as_ref().map(|p| &p.1),
@@ -759,6 +823,7 @@ fn inherit(fresh: &mut IkeSa, old: &mut IkeSa) {
     fresh.local_ts = old.local_ts.clone();
     fresh.inner = old.inner;
     fresh.leased = std::mem::take(&mut old.leased);
+    fresh.inner4 = old.inner4.take();
     fresh.children = std::mem::take(&mut old.children);
     fresh.rekeys = old.rekeys + 1;
 }

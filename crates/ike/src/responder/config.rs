@@ -15,6 +15,10 @@ pub struct ResponderConfig {
     pub user_anchors: Option<TrustAnchors>,
     /// Inner addresses for clients that send CFG_REQUEST.
     pub pool6: Ipv6Net,
+    /// Inner IPv4 addresses for clients whose CFG_REQUEST asks for INTERNAL_IP4_ADDRESS
+    /// (`[ipsec] pool4`); `None`: no IPv4 inside the tunnels, and IPv4 traffic selectors are
+    /// dropped from every child SA.
+    pub pool4: Option<ipnet::Ipv4Net>,
     /// A child SA whose TSr lies in these is the infrastructure tunnel.
     pub infrastructure_prefixes: Vec<IpNet>,
     /// A child SA whose TSr narrows into these is the intranet tunnel.
@@ -78,6 +82,9 @@ pub struct ResponderConfig {
     /// DNS servers handed to a client whose CFG_REQUEST asks for INTERNAL_IP6_DNS
     /// (`[ipsec] dns`).
     pub dns: Vec<Ipv6Addr>,
+    /// IPv4 DNS servers handed to a client with an inner IPv4 address whose CFG_REQUEST
+    /// asks for INTERNAL_IP4_DNS (the IPv4 entries of `[ipsec] dns`).
+    pub dns4: Vec<std::net::Ipv4Addr>,
     /// Split-DNS domains (RFC 8598) handed to a client whose CFG_REQUEST asks for
     /// INTERNAL_DNS_DOMAIN (`[ipsec] dns_domains`), while `dns` is not empty.
     pub dns_domains: Vec<String>,
@@ -104,6 +111,7 @@ impl ResponderConfig {
             anchors: anchors_for_clients(anchors),
             user_anchors: None,
             pool6,
+            pool4: None,
             infrastructure_prefixes,
             intranet_prefixes,
             half_open_cookie_threshold: 64,
@@ -126,6 +134,7 @@ impl ResponderConfig {
             unique_ids: UniqueIds::default(),
             reauth: Some(Duration::from_secs(86_400)),
             dns: Vec::new(),
+            dns4: Vec::new(),
             dns_domains: Vec::new(),
             esp_suites: super::child::DEFAULT_ESP_SUITES.to_vec(),
             ike_policy: IkePolicy::default(),

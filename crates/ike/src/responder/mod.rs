@@ -62,7 +62,7 @@ pub use ike_policy::{IkePolicy, IkeProposalRule};
 pub use init::nat_detection_hash;
 pub use liveness::DPD_RETRANSMIT;
 pub use mobike::{MalformedMobike, UpdateNotifies, parse_update};
-pub use pool::AddressPool;
+pub use pool::{AddressPool, AddressPool4};
 pub use second_auth::SecondAuthPolicy;
 pub use tunnel_rules::{IdentityPattern, TunnelRule};
 pub use uniqueness::UniqueIds;
@@ -164,6 +164,8 @@ pub(crate) struct IkeSa {
     pub(crate) local_ts: Vec<crate::message::TrafficSelector>,
     pub(crate) inner: Option<IpAddr>,
     pub(crate) leased: bool,
+    /// The inner IPv4 address leased from `[ipsec] pool4`, if the client asked for one.
+    pub(crate) inner4: Option<std::net::Ipv4Addr>,
     pub(crate) children: Vec<ChildRecord>,
     pub(crate) rekeys: u32,
     pub(crate) liveness: liveness::Liveness,
@@ -221,6 +223,7 @@ impl IkeSa {
             local_ts: Vec::new(),
             inner: None,
             leased: false,
+            inner4: None,
             children: Vec::new(),
             rekeys: 0,
             liveness: liveness::Liveness::default(),
@@ -248,6 +251,8 @@ pub struct Responder {
     pub(crate) half_open: half_open::HalfOpen,
     pub(crate) cookie_secrets: init::CookieSecrets,
     pub(crate) pool: AddressPool,
+    /// `[ipsec] pool4`, when set.
+    pub(crate) pool4: Option<AddressPool4>,
     pub(crate) inbound_spis: HashMap<u32, u64>,
     /// Each IKE SA's next deadline (expiry, liveness check, child lifetime), earliest first:
     /// a timeout touches only the SAs that are due, not all of them (with 200,000
@@ -274,6 +279,7 @@ impl Responder {
         wall: SystemTime,
     ) -> Result<Self, keys::CryptoError> {
         let pool = AddressPool::new(config.pool6);
+        let pool4 = config.pool4.map(AddressPool4::new);
         let cookie_secrets = init::CookieSecrets::new(now)?;
         Ok(Responder {
             config,
@@ -285,6 +291,7 @@ impl Responder {
             half_open: half_open::HalfOpen::default(),
             cookie_secrets,
             pool,
+            pool4,
             inbound_spis: HashMap::new(),
             timers: BinaryHeap::new(),
             transmits: VecDeque::new(),
@@ -447,6 +454,7 @@ impl Responder {
                     }),
                 tunnel: s.tunnel,
                 inner: s.inner,
+                inner4: s.inner4,
                 child_spis: s.children.iter().map(|c| c.inbound_spi).collect(),
                 age: now.saturating_duration_since(s.started),
                 rekeys: s.rekeys,
@@ -717,6 +725,11 @@ impl Responder {
         }
         if let (Some(key), true) = (sa.identity_key.as_ref(), sa.leased) {
             self.pool.release(key);
+        }
+        if let (Some(key), Some(_), Some(pool4)) =
+            (sa.identity_key.as_ref(), sa.inner4, self.pool4.as_mut())
+        {
+            pool4.release(key);
         }
         if sa.established {
             self.events.push_back(Event::IkeSaDown {

@@ -1,13 +1,14 @@
-//! Inner IPv6 addresses for clients that ask with CFG_REQUEST (RFC 7296 §3.15).
+//! Inner addresses for clients that ask with CFG_REQUEST (RFC 7296 §3.15): IPv6
+//! ([`AddressPool`], `[ipsec] pool6`) and IPv4 ([`AddressPool4`], `[ipsec] pool4`).
 //!
 //! Leases are keyed by the authenticated identity (issuer and subject) and counted, so a client's two IKE SAs
 //! (infrastructure and intranet) share one inner address, as a DirectAccess client has one;
 //! the address returns to the pool when its last IKE SA goes.
 
 use std::collections::HashMap;
-use std::net::Ipv6Addr;
+use std::net::{Ipv4Addr, Ipv6Addr};
 
-use ipnet::Ipv6Net;
+use ipnet::{Ipv4Net, Ipv6Net};
 
 use crate::auth::IdentityKey;
 
@@ -54,6 +55,69 @@ impl AddressPool {
                 continue;
             }
             let addr = Ipv6Addr::from(base + offset);
+            if self.in_use.insert(addr) {
+                self.leases.insert(*identity, (addr, 1));
+                return Some(addr);
+            }
+        }
+        None
+    }
+
+    /// Drops one lease of `identity`.
+    pub fn release(&mut self, identity: &IdentityKey) {
+        if let Some((addr, count)) = self.leases.get_mut(identity) {
+            *count -= 1;
+            if *count == 0 {
+                let addr = *addr;
+                self.in_use.remove(&addr);
+                self.leases.remove(identity);
+            }
+        }
+    }
+
+    /// Addresses currently leased.
+    pub fn leased(&self) -> usize {
+        self.in_use.len()
+    }
+}
+
+/// A pool of IPv4 addresses, leased by the same rules as [`AddressPool`]: one address per
+/// identity, shared by its IKE SAs, back in the pool when the last goes.
+#[derive(Debug, Clone)]
+pub struct AddressPool4 {
+    net: Ipv4Net,
+    leases: HashMap<IdentityKey, (Ipv4Addr, usize)>,
+    in_use: std::collections::HashSet<Ipv4Addr>,
+    next: u32,
+}
+
+impl AddressPool4 {
+    /// Every address of `net` but its network and broadcast addresses (gate64 holds none
+    /// of them: its IPv4 side is the TUN's routes, not an address in the pool).
+    pub fn new(net: Ipv4Net) -> Self {
+        AddressPool4 {
+            net,
+            leases: HashMap::new(),
+            in_use: Default::default(),
+            next: 1,
+        }
+    }
+
+    /// The address leased to `identity` (the same one while any lease is held).
+    pub fn lease(&mut self, identity: &IdentityKey) -> Option<Ipv4Addr> {
+        if let Some((addr, count)) = self.leases.get_mut(identity) {
+            *count += 1;
+            return Some(*addr);
+        }
+        let size = 1u64 << (32 - u32::from(self.net.prefix_len()));
+        let base = u64::from(u32::from(self.net.network()));
+        for _ in 0..size.min(1 << 20) {
+            let offset = u64::from(self.next) % size;
+            self.next = self.next.wrapping_add(1);
+            if offset == 0 || offset == size - 1 {
+                continue;
+            }
+            let addr = Ipv4Addr::from(u32::try_from(base + offset).ok()?);
             if self.in_use.insert(addr) {
                 self.leases.insert(*identity, (addr, 1));
                 return Some(addr);
@@ -134,5 +198,29 @@ mod tests {
             "neither {} nor {own}",
             net.network()
         );
+    }
+
+    #[test]
+    fn ipv4_one_address_per_identity_never_network_nor_broadcast() {
+        let mut pool = AddressPool4::new("10.77.0.0/29".parse().expect("net"));
+        let a = pool.lease(&id("alice")).expect("free");
+        assert_eq!(pool.lease(&id("alice")), Some(a), "both tunnels share it");
+        let mut all = vec![a];
+        for name in ["b", "c", "d", "e", "f"] {
+            all.push(pool.lease(&id(name)).expect("free"));
+        }
+        all.sort();
+        let want: Vec<Ipv4Addr> = (1..=6).map(|i| Ipv4Addr::new(10, 77, 0, i)).collect();
+        assert_eq!(all, want, "neither 10.77.0.0 nor 10.77.0.7");
+        assert_eq!(
+            pool.lease(&id("g")),
+            None,
+            "a /29 has six addresses for clients"
+        );
+        assert_eq!(pool.leased(), 6);
+        pool.release(&id("alice"));
+        assert_eq!(pool.lease(&id("g")), None, "alice still holds one lease");
+        pool.release(&id("alice"));
+        assert_eq!(pool.lease(&id("g")), Some(a), "freed on the last release");
     }
 }

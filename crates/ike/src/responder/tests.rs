@@ -309,26 +309,29 @@ fn cfg_reply_lists_the_tunnels_subnets_when_asked() {
             })
             .collect(),
     };
-    let subnets =
-        |tunnel| match child::cfg_reply(&ask(&[cfg::INTERNAL_IP6_SUBNET]), None, tunnel, &r.config)
-        {
-            Some(Payload::Cp(c)) => c
-                .attributes
-                .iter()
-                .map(|a| {
-                    assert_eq!(a.kind, cfg::INTERNAL_IP6_SUBNET);
-                    let octets: [u8; 16] = a.value[..16].try_into().expect("16 bytes");
-                    format!("{}/{}", Ipv6Addr::from(octets), a.value[16])
-                })
-                .collect::<Vec<_>>(),
-            other => panic!("{other:?}"),
-        };
+    let subnets = |tunnel| match child::cfg_reply(
+        &ask(&[cfg::INTERNAL_IP6_SUBNET]),
+        (None, None),
+        tunnel,
+        &r.config,
+    ) {
+        Some(Payload::Cp(c)) => c
+            .attributes
+            .iter()
+            .map(|a| {
+                assert_eq!(a.kind, cfg::INTERNAL_IP6_SUBNET);
+                let octets: [u8; 16] = a.value[..16].try_into().expect("16 bytes");
+                format!("{}/{}", Ipv6Addr::from(octets), a.value[16])
+            })
+            .collect::<Vec<_>>(),
+        other => panic!("{other:?}"),
+    };
     assert_eq!(subnets(TunnelKind::Infrastructure), ["fd00:c0::53/128"]);
     assert_eq!(subnets(TunnelKind::Intranet), ["fd00:c0::/64"]);
     assert_eq!(
         child::cfg_reply(
             &ask(&[cfg::INTERNAL_IP4_DNS]),
-            None,
+            (None, None),
             TunnelKind::Intranet,
             &r.config
         ),
@@ -1452,6 +1455,7 @@ mod bounds;
 mod caps;
 mod esp_suites;
 mod identity;
+mod ipv4;
 mod mobike;
 mod proposals;
 mod reauth;

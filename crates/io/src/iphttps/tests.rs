@@ -65,6 +65,7 @@ async fn lab(tag: &str, write_timeout: Duration) -> Lab {
         corp_address: "2001:db8:100::1".parse().unwrap(),
         require_ipsec: true,
         ipsec_endpoint: None,
+        ipsec4: None,
         ipsec_pool: None,
         sadb: None,
         ike_per_client_per_sec: 1_000,

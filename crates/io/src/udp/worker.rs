@@ -287,6 +287,7 @@ mod tests {
             corp_address: "2001:db8:100::1".parse().unwrap(),
             require_ipsec: true,
             ipsec_endpoint: None,
+            ipsec4: None,
             ipsec_pool: None,
             sadb: None,
             rs_per_sec: 20,

@@ -19,7 +19,8 @@ pub enum Role {
     Initiator {
         /// The responder's address (`remote_addrs`).
         remote: IpAddr,
-        /// Ask for an inner IPv6 address (`vips = ::`); needed with kernel-libipsec.
+        /// Ask for inner addresses ([`CharonConfig::vips`], by default `::`); needed with
+        /// kernel-libipsec.
         request_virtual_ip: bool,
     },
     /// The concentrator: accepts tunnels from any initiator whose certificate chains to a
@@ -114,6 +115,9 @@ pub struct CharonConfig {
     pub ike_log_level: i8,
     /// An RFC 4739 second authentication round (`local-2`) on some tunnels.
     pub second_auth: Option<SecondAuth>,
+    /// The virtual IPs an initiator asks for (`vips`): `::` (an IPv6 address), or e.g.
+    /// `0.0.0.0,::` for one of each family.
+    pub vips: String,
     /// `signature_authentication` (strongSwan's default `yes`): `false` makes charon send no
     /// SIGNATURE_HASH_ALGORITHMS and use only the classic AUTH methods (RSA: method 1, SHA-1),
     /// as clients without RFC 7427 do.
@@ -189,6 +193,7 @@ impl CharonConfig {
             ike_log_level: 2,
             second_auth: None,
             signature_authentication: true,
+            vips: "::".to_owned(),
         }
     }
 
@@ -233,7 +238,7 @@ impl CharonConfig {
                 for tunnel in &self.tunnels {
                     let mut head = format!("    remote_addrs = {remote}\n");
                     if *request_virtual_ip {
-                        head.push_str("    vips = ::\n");
+                        let _ = writeln!(head, "    vips = {}", self.vips);
                     }
                     let child = self.child(&tunnel.name, None, Some(&tunnel.corporate_ts));
                     self.connection(&mut out, &tunnel.name, &head, cert, &child);
@@ -324,6 +329,15 @@ impl CharonConfig {
                 .unwrap_or_default(),
         )
     }
+}
+
+/// The key type of a certificate [`LabCerts::issue_client`] issues.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KeyType {
+    /// RSA, 2048 bits (Windows machine certificates, Android's native client).
+    Rsa2048,
+    /// ECDSA on P-256.
+    EcdsaP256,
 }
 
 /// Certificates made with strongSwan's `pki`: an ECDSA P-256 CA, a responder certificate
@@ -457,6 +471,53 @@ impl LabCerts {
             "clientAuth",
         )?;
         Ok(certs)
+    }
+
+    /// Issues one more client certificate under the lab CA into the CA's directory:
+    /// `<name>.pem` and `<name>.key`, subject `CN=<name>`, `name` also its DNS
+    /// subjectAltName, clientAuth, valid for 30 days, with a key of `key` (`pki` writes an RSA
+    /// key as PKCS#1). `name` is a DNS name (letters, digits, `-`, `.`). Returns the
+    /// credentials an initiator proves it with.
+    pub fn issue_client(&self, ns: &Netns, name: &str, key: KeyType) -> Result<CertPaths> {
+        anyhow::ensure!(
+            !name.is_empty()
+                && name
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'.'),
+            "client certificate name {name:?}: use a DNS name"
+        );
+        let dir = self
+            .ca
+            .parent()
+            .context("the lab CA certificate has no directory")?;
+        let pki = find_tool("pki").context("`pki` not found: apt-get install strongswan-pki")?;
+        let conf = write_pki_conf(dir)?;
+        let (cert, private) = (
+            dir.join(format!("{name}.pem")),
+            dir.join(format!("{name}.key")),
+        );
+        let (kind, size) = match key {
+            KeyType::Rsa2048 => ("rsa", "2048"),
+            KeyType::EcdsaP256 => ("ecdsa", "256"),
+        };
+        let q = |p: &Path| shell_quote(os(p));
+        let script = format!(
+            "export STRONGSWAN_CONF={conf}; \
+             {pki} --gen --type {kind} --size {size} --outform pem > {key} && \
+             {pki} --pub --in {key} --type {kind} --outform pem | \
+             {pki} --issue --lifetime 30 --type pub --cacert {ca} --cakey {ca_key} \
+             --dn {dn} --san {san} --flag clientAuth --outform pem > {cert}",
+            conf = q(&conf),
+            pki = q(&pki),
+            key = q(&private),
+            ca = q(&self.ca),
+            ca_key = q(&dir.join("ca.key")),
+            dn = shell_quote(&format!("CN={name}")),
+            san = shell_quote(name),
+            cert = q(&cert),
+        );
+        ns.exec_ok(&["sh", "-c", &script])?;
+        Ok(CertPaths::new(&self.ca, cert, private))
     }
 
     /// The responder's credentials.
