@@ -507,23 +507,8 @@ impl RawIpsec {
             ocsp: self.ocsp.unwrap_or(d.ocsp),
             ocsp_url: self.ocsp_url,
             ocsp_max_age_secs: self.ocsp_max_age_secs.unwrap_or(d.ocsp_max_age_secs),
-            dns: self.dns.as_ref().map(|d| {
-                d.iter()
-                    .filter_map(|a| match a {
-                        IpAddr::V6(v6) => Some(*v6),
-                        IpAddr::V4(_) => None,
-                    })
-                    .collect()
-            }),
-            dns4: self
-                .dns
-                .iter()
-                .flatten()
-                .filter_map(|a| match a {
-                    IpAddr::V4(v4) => Some(*v4),
-                    IpAddr::V6(_) => None,
-                })
-                .collect(),
+            dns: ipv4::dns6(self.dns.as_deref()),
+            dns4: ipv4::dns4(self.dns.as_deref()),
             dns_domains: self
                 .dns_domains
                 .unwrap_or_default()
@@ -617,31 +602,6 @@ impl Config {
         })
     }
 
-    /// What the infrastructure tunnel reaches over IPv4: `ipsec.infrastructure_prefixes4`,
-    /// by default nothing (DNS64, the infrastructure tunnel's default, answers over IPv6).
-    pub fn ipsec_infrastructure_prefixes4(&self) -> Vec<Ipv4Net> {
-        self.ipsec
-            .infrastructure_prefixes4
-            .clone()
-            .unwrap_or_default()
-    }
-
-    /// What the intranet tunnel reaches over IPv4: `ipsec.intranet_prefixes4`, by default
-    /// every `corpnet.ipv4_prefixes` entry (as the IPv6 list defaults to every corporate
-    /// IPv6 prefix).
-    pub fn ipsec_intranet_prefixes4(&self) -> Vec<Ipv4Net> {
-        self.ipsec
-            .intranet_prefixes4
-            .clone()
-            .unwrap_or_else(|| self.corpnet.ipv4_prefixes.clone())
-    }
-
-    /// The IPv4 DNS servers clients with an inner IPv4 address are given: the IPv4 entries
-    /// of `ipsec.dns` (none by default).
-    pub fn ipsec_dns4(&self) -> Vec<Ipv4Addr> {
-        self.ipsec.dns4.clone()
-    }
-
     /// `ipsec.certificate`, `ipsec.private_key`, `ipsec.ca`, `ipsec.user_ca`, every
     /// `ipsec.crls` entry and every `ipsec.tunnel_rule` CA are readable files, while IPsec is
     /// configured.
@@ -701,37 +661,7 @@ impl Config {
                     ));
                 }
             }
-            let reached4: Vec<Ipv4Net> = self
-                .ipsec_infrastructure_prefixes4()
-                .into_iter()
-                .chain(self.ipsec_intranet_prefixes4())
-                .collect();
-            for a in self.ipsec_dns4() {
-                if !reached4.iter().any(|p| p.contains(&a)) {
-                    out.push(format!(
-                        "ipsec.dns: {a} lies in neither tunnel's IPv4 prefixes \
-                         (ipsec.infrastructure_prefixes4, ipsec.intranet_prefixes4): clients are \
-                         told to ask it, but their queries leave outside the tunnels and gate64 \
-                         drops them"
-                    ));
-                }
-            }
-            if let Some(pool) = self.ipsec.pool4
-                && reached4.is_empty()
-            {
-                out.push(format!(
-                    "ipsec.pool4 = \"{pool}\": clients get an IPv4 address but neither tunnel \
-                     reaches an IPv4 network (corpnet.ipv4_prefixes, ipsec.intranet_prefixes4, \
-                     ipsec.infrastructure_prefixes4 are empty), so their IPv4 goes nowhere"
-                ));
-            }
-            if !self.ipsec.dns4.is_empty() && self.ipsec.pool4.is_none() {
-                out.push(
-                    "ipsec.dns: the IPv4 servers are handed to no client: clients get an IPv4 \
-                     address inside the tunnel only with ipsec.pool4 set"
-                        .to_owned(),
-                );
-            }
+            self.ipsec_ipv4_warnings(out);
         }
     }
 

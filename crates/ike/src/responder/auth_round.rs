@@ -8,7 +8,7 @@ use std::net::IpAddr;
 use std::time::{Instant, SystemTime};
 
 use super::child::{self, ChildPlan, KeRule};
-use super::{Event, Refusal, Responder, uniqueness};
+use super::{Event, Refusal, Responder, cp, uniqueness};
 use crate::auth::{
     AuthError, AuthMethod, CertSummary, Identity, IdentityKey, MAX_PEER_CERTS, RevocationKey,
     TrustAnchors,
@@ -417,7 +417,7 @@ fn first_child(
         .map_err(|_| (notify::TEMPORARY_FAILURE, Refusal::Crypto))?;
     let mut payloads = Vec::new();
     if let Some(request) = req.cp {
-        payloads.extend(child::cfg_reply(
+        payloads.extend(cp::cfg_reply(
             request,
             (wants_address.then_some(inner), inner4),
             tunnel,

@@ -23,6 +23,7 @@ mod auth_round;
 mod caps;
 mod child;
 mod config;
+mod cp;
 mod events;
 mod half_open;
 mod ike_policy;

@@ -309,7 +309,7 @@ fn cfg_reply_lists_the_tunnels_subnets_when_asked() {
             })
             .collect(),
     };
-    let subnets = |tunnel| match child::cfg_reply(
+    let subnets = |tunnel| match cp::cfg_reply(
         &ask(&[cfg::INTERNAL_IP6_SUBNET]),
         (None, None),
         tunnel,
@@ -329,7 +329,7 @@ fn cfg_reply_lists_the_tunnels_subnets_when_asked() {
     assert_eq!(subnets(TunnelKind::Infrastructure), ["fd00:c0::53/128"]);
     assert_eq!(subnets(TunnelKind::Intranet), ["fd00:c0::/64"]);
     assert_eq!(
-        child::cfg_reply(
+        cp::cfg_reply(
             &ask(&[cfg::INTERNAL_IP4_DNS]),
             (None, None),
             TunnelKind::Intranet,

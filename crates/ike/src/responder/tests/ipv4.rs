@@ -290,7 +290,7 @@ fn cfg_reply_lists_ipv4_subnets_with_netmasks_for_an_ipv4_client() {
     };
     let leased4 = Ipv4Addr::new(10, 77, 0, 3);
     let Some(Payload::Cp(c)) =
-        child::cfg_reply(&ask, (None, Some(leased4)), TunnelKind::Intranet, &r.config)
+        cp::cfg_reply(&ask, (None, Some(leased4)), TunnelKind::Intranet, &r.config)
     else {
         panic!("a CP reply");
     };
@@ -303,7 +303,7 @@ fn cfg_reply_lists_ipv4_subnets_with_netmasks_for_an_ipv4_client() {
         [leased4.octets().to_vec()]
     );
     assert_eq!(
-        child::cfg_reply(&ask, (None, None), TunnelKind::Intranet, &r.config),
+        cp::cfg_reply(&ask, (None, None), TunnelKind::Intranet, &r.config),
         None,
         "no IPv4 lease, nothing IPv4 to say"
     );
