@@ -9,7 +9,7 @@ use super::auth_round::{
     AuthRequest, Pending, Verified, complete, establish, fail, remember_certificate, request_parts,
     verify_client,
 };
-use super::{Event, Refusal, Responder, caps, second_auth, tunnel_rules, uniqueness};
+use super::{Event, Refusal, Responder, caps, eap, second_auth, tunnel_rules, uniqueness};
 use crate::auth::{AuthError, AuthMethod, Identity};
 use crate::child_sa::TunnelKind;
 use crate::message::{Header, Identification, Payload, find_notify, notify};
@@ -22,6 +22,12 @@ pub(super) fn handle(r: &mut Responder, now: Instant, h: Header, inner: Vec<Payl
     }
     if second_auth::is_second_round(r, h.spi_r) {
         return second_auth::handle_second_round(r, now, h, inner);
+    }
+    if eap::active(r, h.spi_r) {
+        return eap::handle(r, now, h, inner);
+    }
+    if r.config.eap.is_some() && eap::wanted(&inner) {
+        return eap::start(r, now, h, inner);
     }
     let Some(sa) = r.sas.get(&h.spi_r) else {
         return;
@@ -40,7 +46,8 @@ pub(super) fn handle(r: &mut Responder, now: Instant, h: Header, inner: Vec<Payl
     if find_notify(&inner, notify::USE_TRANSPORT_MODE).is_some()
         || inner.iter().any(|p| p.kind() == 48)
     {
-        // gate64 builds tunnels only, and authenticates with certificates only (no EAP).
+        // gate64 builds tunnels only; EAP only when `[[ipsec.eap_radius]]` is configured
+        // (then a request without AUTH went to `eap::start` above).
         return fail(
             r,
             h,
@@ -149,7 +156,7 @@ pub(super) fn after_verify(
 /// Whether the verified `identity` may hold one more IKE SA for `tunnel`, the one chosen for
 /// it: the `unique_ids` rule, then the per-identity cap (an SA that INITIAL_CONTACT replaces
 /// does not count).
-fn admit_identity(
+pub(super) fn admit_identity(
     r: &mut Responder,
     now: Instant,
     identity: &Verified,
@@ -190,7 +197,7 @@ fn disconnect_name(req: &AuthRequest<'_>) -> Option<String> {
 
 /// The identity the client asked us to prove, from the IDr payload of its IKE_AUTH request
 /// (RFC 7296 §3.5); none when it sent none or one that does not parse.
-fn requested_idr(inner: &[Payload]) -> Option<Identity> {
+pub(super) fn requested_idr(inner: &[Payload]) -> Option<Identity> {
     inner.iter().find_map(|p| match p {
         Payload::IdR(id) => Identity::from_payload_body(&id.body()).ok(),
         _ => None,
@@ -201,7 +208,7 @@ fn requested_idr(inner: &[Payload]) -> Option<Identity> {
 /// (RFC 7296 §2.15), by RFC 7427 when the client sent SIGNATURE_HASH_ALGORITHMS. IDr is the
 /// identity the client asked for when our certificate holds it (a strongSwan client whose
 /// `remote.id` is our address or DNS name), else the configured one (`[ipsec] identity`).
-fn our_auth(
+pub(super) fn our_auth(
     r: &Responder,
     spi_r: u64,
     requested: Option<&Identity>,
@@ -242,7 +249,7 @@ fn our_auth(
 
 /// [`fail`] for a refusal of the client's credentials, reported first with the identity it
 /// claimed ([`Event::AuthRefused`]).
-fn fail_auth(
+pub(super) fn fail_auth(
     r: &mut Responder,
     (h, now, started): (Header, Instant, Instant),
     peer: SocketAddr,
