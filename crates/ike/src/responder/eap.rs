@@ -21,8 +21,10 @@ use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
-use super::auth_exchange::{admit_identity, fail_auth, our_auth, requested_idr};
-use super::auth_round::{Verified, complete, establish, fail, request_parts};
+use super::auth_round::{
+    Verified, admit_identity, complete, establish, fail, fail_auth, our_auth, request_parts,
+    requested_idr,
+};
 use super::half_open::SourceKey;
 use super::{Refusal, Responder, child};
 use crate::auth::{CertSummary, Identity, IdentityKey};
@@ -410,53 +412,24 @@ fn finish(r: &mut Responder, now: Instant, h: Header, inner: Vec<Payload>) {
     let Some(eap) = sa.eap.take() else {
         return;
     };
-    let started = sa.started;
-    let remote = sa.remote;
-    let Stage::Auth(msk) = &eap.stage else {
+    let (started, remote) = (sa.started, sa.remote);
+    let auths = msk_auths(sa, &eap);
+    // The exchange ends here, whatever follows: its slot is free again.
+    release(r, &eap);
+    let Some((expected, ours)) = auths else {
         return;
     };
-    let prf = sa.keys.sk_pi.prf;
-    let key = prf.prf(&msk.0, &[KEY_PAD]);
-    let idi_body = eap
-        .first_request
-        .iter()
-        .find_map(|p| match p {
-            Payload::IdI(id) => Some(id.body()),
-            _ => None,
-        })
-        .unwrap_or_default();
-    // RFC 7296 §2.15-2.16: the initiator's IKE_SA_INIT request | Nr | prf(SK_pi, IDi').
-    let octets_i = [
-        &sa.init_request[..],
-        &sa.nr,
-        &sa.keys.sk_pi.prf(&[&idi_body]),
-    ]
-    .concat();
-    let expected = prf.prf(&key, &[&octets_i]);
+    let user = eap.user.clone().unwrap_or_default();
     let client_auth = inner.iter().find_map(|p| match p {
         Payload::Auth { method, data } => Some((*method, data.as_slice())),
         _ => None,
     });
-    let octets_r = [
-        &sa.init_response[..],
-        &sa.ni,
-        &sa.keys.sk_pr.prf(&[&eap.idr_body]),
-    ]
-    .concat();
-    let ours = prf.prf(&key, &[&octets_r]);
-    let user = eap.user.clone().unwrap_or_default();
     let ok = matches!(client_auth, Some((SHARED_KEY_MIC, data))
         if aws_lc_rs::constant_time::verify_slices_are_equal(data, &expected).is_ok());
-    release(r, &eap);
+    let named = Some(format!("eap:{user}"));
     if !ok {
         tracing::info!(peer = %remote, user, "ike: EAP client's AUTH does not verify");
-        return fail_auth(
-            r,
-            (h, now, started),
-            remote,
-            Refusal::Eap,
-            Some(format!("eap:{user}")),
-        );
+        return fail_auth(r, (h, now, started), remote, Refusal::Eap, named);
     }
     // The first request's IDi, SA, TS and CP with this request's AUTH.
     let mut combined = eap.first_request;
@@ -477,25 +450,18 @@ fn finish(r: &mut Responder, now: Instant, h: Header, inner: Vec<Payload>) {
         );
     };
     let identity = verified_user(&user);
-    let wanted = req.named.or(Some(TunnelKind::Intranet));
     let tunnel = child::choose_tunnel(
         req.tsr,
-        wanted,
+        req.named.or(Some(TunnelKind::Intranet)),
         &r.config.infrastructure_prefixes,
         &r.config.intranet_prefixes,
     );
     let kind = tunnel.as_ref().map(|(kind, _)| *kind);
     if let Err(reason) = admit_identity(r, now, &identity, (&req, kind), remote) {
-        return fail_auth(
-            r,
-            (h, now, started),
-            remote,
-            reason,
-            Some(format!("eap:{user}")),
-        );
+        return fail_auth(r, (h, now, started), remote, reason, named);
     }
     if let Some(sa) = r.sas.get_mut(&h.spi_r) {
-        sa.peer_id = Some(user.clone());
+        sa.peer_id = Some(user);
     }
     let payloads = vec![Payload::Auth {
         method: SHARED_KEY_MIC,
@@ -507,6 +473,38 @@ fn finish(r: &mut Responder, now: Instant, h: Header, inner: Vec<Payload>) {
         sa.certificate = None;
     }
     complete(r, now, (h, &req), identity, tunnel, payloads);
+}
+
+/// The client's AUTH as it must be and ours, both keyed by `prf(MSK, "Key Pad for IKEv2")`
+/// (RFC 7296 §2.15-2.16): over the initiator's IKE_SA_INIT request | Nr | prf(SK_pi, IDi'),
+/// and over our IKE_SA_INIT response | Ni | prf(SK_pr, IDr'). `None` before the MSK.
+fn msk_auths(sa: &super::IkeSa, eap: &EapState) -> Option<(Vec<u8>, Vec<u8>)> {
+    let Stage::Auth(msk) = &eap.stage else {
+        return None;
+    };
+    let prf = sa.keys.sk_pi.prf;
+    let key = prf.prf(&msk.0, &[KEY_PAD]);
+    let idi_body = eap
+        .first_request
+        .iter()
+        .find_map(|p| match p {
+            Payload::IdI(id) => Some(id.body()),
+            _ => None,
+        })
+        .unwrap_or_default();
+    let octets_i = [
+        &sa.init_request[..],
+        &sa.nr,
+        &sa.keys.sk_pi.prf(&[&idi_body]),
+    ]
+    .concat();
+    let octets_r = [
+        &sa.init_response[..],
+        &sa.ni,
+        &sa.keys.sk_pr.prf(&[&eap.idr_body]),
+    ]
+    .concat();
+    Some((prf.prf(&key, &[&octets_i]), prf.prf(&key, &[&octets_r])))
 }
 
 /// What an EAP user is known by, in place of a certificate: the name as subject, keyed apart
