@@ -105,11 +105,7 @@ async fn relay(shared: &Shared, job: &EapJob) -> EapOutcome {
         let server = &shared.servers[i];
         match ask(shared, server, job).await {
             Ok(Some(reply)) => {
-                if let Ok(mut down) = shared.down.lock() {
-                    if let Some(d) = down.get_mut(i) {
-                        *d = None;
-                    }
-                }
+                mark(shared, i, None);
                 return outcome(reply);
             }
             Ok(None) => {
@@ -119,13 +115,18 @@ async fn relay(shared: &Shared, job: &EapJob) -> EapOutcome {
                 tracing::debug!(server = %server.addr, error = %e, "RADIUS EAP request failed");
             }
         }
-        if let Ok(mut down) = shared.down.lock() {
-            if let Some(d) = down.get_mut(i) {
-                *d = Some(Instant::now());
-            }
-        }
+        mark(shared, i, Some(Instant::now()));
     }
     EapOutcome::Unreachable
+}
+
+/// Records server `i` as down since `since`, or up (`None`).
+fn mark(shared: &Shared, i: usize, since: Option<Instant>) {
+    if let Ok(mut down) = shared.down.lock()
+        && let Some(d) = down.get_mut(i)
+    {
+        *d = since;
+    }
 }
 
 fn outcome(reply: AccessReply) -> EapOutcome {
