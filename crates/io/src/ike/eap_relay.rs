@@ -69,7 +69,14 @@ impl EapRelay {
         let shared = Arc::clone(&self.shared);
         let tx = self.tx.clone();
         tokio::spawn(async move {
-            let outcome = relay(&shared, &job).await;
+            let query = Query {
+                peer: job.peer,
+                user: &job.user,
+                eap_message: &job.eap_message,
+                state: job.state.as_deref(),
+                deadline: job.deadline,
+            };
+            let outcome = relay(&shared, &query).await;
             // The driver gone: nobody waits for it.
             let _ = tx.send(job.verdict(outcome));
         });
@@ -97,7 +104,16 @@ fn order(shared: &Shared) -> Vec<usize> {
     out
 }
 
-async fn relay(shared: &Shared, job: &EapJob) -> EapOutcome {
+/// What one Access-Request asks, taken from an [`EapJob`].
+struct Query<'a> {
+    peer: SocketAddr,
+    user: &'a str,
+    eap_message: &'a [u8],
+    state: Option<&'a [u8]>,
+    deadline: Instant,
+}
+
+async fn relay(shared: &Shared, job: &Query<'_>) -> EapOutcome {
     for i in order(shared) {
         if Instant::now() >= job.deadline {
             break;
@@ -141,7 +157,7 @@ fn outcome(reply: AccessReply) -> EapOutcome {
 
 /// One server: up to `tries` sends, each followed by `retry_after` of listening; `None` when
 /// it never gave a reply that verifies.
-async fn ask(shared: &Shared, server: &Server, job: &EapJob) -> io::Result<Option<AccessReply>> {
+async fn ask(shared: &Shared, server: &Server, job: &Query<'_>) -> io::Result<Option<AccessReply>> {
     let any: SocketAddr = match server.addr {
         SocketAddr::V4(_) => (Ipv4Addr::UNSPECIFIED, 0).into(),
         SocketAddr::V6(_) => (Ipv6Addr::UNSPECIFIED, 0).into(),
@@ -156,10 +172,10 @@ async fn ask(shared: &Shared, server: &Server, job: &EapJob) -> io::Result<Optio
     authenticator.copy_from_slice(&random[1..]);
     let calling = job.peer.ip().to_string();
     let request = AccessRequest {
-        user_name: &job.user,
+        user_name: job.user,
         calling_station: &calling,
-        eap_message: &job.eap_message,
-        state: job.state.as_deref(),
+        eap_message: job.eap_message,
+        state: job.state,
     };
     let nas = Nas {
         identifier: &shared.nas_identifier,
@@ -202,3 +218,6 @@ async fn ask(shared: &Shared, server: &Server, job: &EapJob) -> io::Result<Optio
     }
     Ok(None)
 }
+
+#[cfg(test)]
+mod tests;
