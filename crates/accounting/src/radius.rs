@@ -21,12 +21,12 @@ pub const ACCOUNTING_REQUEST: u8 = 4;
 pub const ACCOUNTING_RESPONSE: u8 = 5;
 /// The largest RADIUS packet (RFC 2865 §3).
 pub const MAX_PACKET: usize = 4096;
-const HEADER_LEN: usize = 20;
+pub(crate) const HEADER_LEN: usize = 20;
 /// An attribute's value is at most 253 octets (its type and length take two of 255).
-const MAX_VALUE: usize = 253;
+pub(crate) const MAX_VALUE: usize = 253;
 
 /// Attribute types (RFC 2865 §5, RFC 2866 §5, RFC 2869 §5, RFC 3162 §2, RFC 6911 §3).
-mod attr {
+pub(crate) mod attr {
     pub const USER_NAME: u8 = 1;
     pub const NAS_IP_ADDRESS: u8 = 4;
     pub const SERVICE_TYPE: u8 = 6;
@@ -52,11 +52,11 @@ mod attr {
 }
 
 /// Service-Type Framed (RFC 2865 §5.6): the user has a tunnel, not a login.
-const SERVICE_FRAMED: u32 = 2;
+pub(crate) const SERVICE_FRAMED: u32 = 2;
 /// Acct-Authentic Local (RFC 2866 §5.6): certificates, not a RADIUS authentication.
 const AUTHENTIC_LOCAL: u32 = 2;
 /// NAS-Port-Type Virtual (RFC 2865 §5.41).
-const PORT_VIRTUAL: u32 = 5;
+pub(crate) const PORT_VIRTUAL: u32 = 5;
 
 /// Acct-Status-Type (RFC 2866 §5.1, RFC 2869 §2.1).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -259,13 +259,13 @@ fn saturate(n: u64) -> u32 {
     u32::try_from(n).unwrap_or(u32::MAX)
 }
 
-fn int(out: &mut Vec<u8>, kind: u8, value: u32) {
+pub(crate) fn int(out: &mut Vec<u8>, kind: u8, value: u32) {
     put(out, kind, &value.to_be_bytes());
 }
 
 /// A text attribute; cut to what one attribute holds, at a character boundary. An empty
 /// value is left out (RFC 2865 §5: text is at least one octet).
-fn text(out: &mut Vec<u8>, kind: u8, value: &str) {
+pub(crate) fn text(out: &mut Vec<u8>, kind: u8, value: &str) {
     let mut end = value.len().min(MAX_VALUE);
     while !value.is_char_boundary(end) {
         end -= 1;
@@ -275,12 +275,14 @@ fn text(out: &mut Vec<u8>, kind: u8, value: &str) {
     }
 }
 
-fn put(out: &mut Vec<u8>, kind: u8, value: &[u8]) {
+pub(crate) fn put(out: &mut Vec<u8>, kind: u8, value: &[u8]) {
     let value = &value[..value.len().min(MAX_VALUE)];
     out.push(kind);
     out.push(value.len() as u8 + 2);
     out.extend_from_slice(value);
 }
+
+pub mod access;
 
 #[cfg(test)]
 mod tests;

@@ -73,9 +73,18 @@ pub(crate) struct RawAccounting {
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
-struct RawRadiusServer {
+pub(crate) struct RawRadiusServer {
     server: SocketAddr,
     secret_file: PathBuf,
+}
+
+impl RawRadiusServer {
+    pub(crate) fn build(self) -> RadiusServer {
+        RadiusServer {
+            server: self.server,
+            secret_file: self.secret_file,
+        }
+    }
 }
 
 impl RawAccounting {
@@ -150,6 +159,30 @@ impl Config {
                 ));
             }
         }
+        let eap = &self.ipsec.eap_radius;
+        if eap.len() > MAX_RADIUS_SERVERS {
+            return Err(invalid(
+                "ipsec.eap_radius",
+                eap.len(),
+                format!("at most {MAX_RADIUS_SERVERS} servers"),
+            ));
+        }
+        for r in eap {
+            if r.server.port() == 0 || r.server.ip().is_unspecified() {
+                return Err(invalid(
+                    "ipsec.eap_radius.server",
+                    quote(&r.server.to_string()),
+                    "must be a server's address and port, e.g. \"10.0.0.5:1812\"",
+                ));
+            }
+            if !r.secret_file.is_absolute() {
+                return Err(invalid(
+                    EAP_SECRET_FILE,
+                    quote(&r.secret_file.display().to_string()),
+                    "must be an absolute path, e.g. \"/etc/gate64/radius.secret\"",
+                ));
+            }
+        }
         if a.enabled() && !self.ipsec.configured() {
             let (key, value) = match &a.log {
                 Some(log) => ("accounting.log", quote(&log.display().to_string())),
@@ -168,13 +201,13 @@ impl Config {
     /// The RADIUS secret files exist, are readable, and give their group and others no
     /// access at all (`check-config`, start-up and reload).
     pub(crate) fn check_accounting_files(&self) -> Result<(), ConfigError> {
-        for r in &self.accounting.radius {
-            crate::error::check_readable_file(SECRET_FILE, &r.secret_file)?;
+        for (key, r) in self.secret_files() {
+            crate::error::check_readable_file(key, &r.secret_file)?;
             let meta = secret_metadata(&r.secret_file)?;
             let mode = meta.mode() & 0o7777;
             if mode & 0o077 != 0 {
                 return Err(invalid(
-                    SECRET_FILE,
+                    key,
                     quote(&r.secret_file.display().to_string()),
                     format!(
                         "is open to its group or to others (mode {mode:04o}): the RADIUS \
@@ -192,7 +225,7 @@ impl Config {
     /// runs as): anyone else who owns the file can read it, or change the secret, whatever its
     /// mode. `check-config`, start-up and reload, after [`Config::check_files`].
     pub fn check_secret_file_owners(&self, daemon_uids: &[u32]) -> Result<(), ConfigError> {
-        for r in &self.accounting.radius {
+        for (key, r) in self.secret_files() {
             let owner = secret_metadata(&r.secret_file)?.uid();
             if owner != 0 && !daemon_uids.contains(&owner) {
                 let user = daemon_uids
@@ -201,7 +234,7 @@ impl Config {
                     .collect::<Vec<_>>()
                     .join(" or ");
                 return Err(invalid(
-                    SECRET_FILE,
+                    key,
                     quote(&r.secret_file.display().to_string()),
                     format!(
                         "is owned by uid {owner}, neither root nor gate64's user (uid {user}): \
@@ -218,6 +251,18 @@ impl Config {
 
 /// The key the RADIUS secret file checks name.
 const SECRET_FILE: &str = "accounting.radius.secret_file";
+/// The key the EAP relay's secret file checks name.
+const EAP_SECRET_FILE: &str = "ipsec.eap_radius.secret_file";
+
+impl Config {
+    /// Every RADIUS server's secret file, with the key that names it: accounting's and the
+    /// EAP relay's.
+    fn secret_files(&self) -> impl Iterator<Item = (&'static str, &RadiusServer)> {
+        let accounting = self.accounting.radius.iter().map(|r| (SECRET_FILE, r));
+        let eap = self.ipsec.eap_radius.iter().map(|r| (EAP_SECRET_FILE, r));
+        accounting.chain(eap)
+    }
+}
 
 /// The secret file's metadata (the file itself, not a symbolic link to it).
 fn secret_metadata(path: &std::path::Path) -> Result<std::fs::Metadata, ConfigError> {
@@ -238,6 +283,10 @@ pub(crate) fn expected_form(path: &str) -> Option<&'static str> {
         "accounting.nas_identifier" => "a name in quotes, e.g. \"gate64-paris\"",
         "accounting.radius" => {
             "[[accounting.radius]] tables with server = \"ADDR:PORT\" and \
+             secret_file = \"PATH\""
+        }
+        "ipsec.eap_radius" => {
+            "[[ipsec.eap_radius]] tables with server = \"ADDR:PORT\" and \
              secret_file = \"PATH\""
         }
         _ => return None,

@@ -144,6 +144,10 @@ pub struct Ipsec {
     /// by its certificate; the first rule that matches wins. Empty: the traffic selectors
     /// decide, as for every client.
     pub tunnel_rule: Vec<TunnelRule>,
+    /// `[[ipsec.eap_radius]]`: RADIUS servers that EAP clients (IKE_AUTH without AUTH) are
+    /// relayed to, tried in order with the accounting client's retries, failover and
+    /// hold-down. Empty: EAP is off and such clients are refused.
+    pub eap_radius: Vec<crate::accounting::RadiusServer>,
 }
 
 /// One `[[ipsec.tunnel_rule]]`: a client whose certificate meets every condition given gets
@@ -303,6 +307,7 @@ impl Default for Ipsec {
             legacy_proposals: false,
             ike_proposals: Vec::new(),
             tunnel_rule: Vec::new(),
+            eap_radius: Vec::new(),
         }
     }
 }
@@ -456,6 +461,7 @@ pub(crate) struct RawIpsec {
     legacy_proposals: Option<bool>,
     ike_proposals: Option<Vec<String>>,
     tunnel_rule: Option<Vec<RawTunnelRule>>,
+    eap_radius: Option<Vec<crate::accounting::RawRadiusServer>>,
 }
 
 impl RawIpsec {
@@ -527,6 +533,12 @@ impl RawIpsec {
                     ca: r.ca,
                     identity: r.identity,
                 })
+                .collect(),
+            eap_radius: self
+                .eap_radius
+                .unwrap_or_default()
+                .into_iter()
+                .map(crate::accounting::RawRadiusServer::build)
                 .collect(),
         }
     }

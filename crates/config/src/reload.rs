@@ -175,7 +175,8 @@ impl Config {
                 esp_proposals,
                 legacy_proposals,
                 ike_proposals,
-                tunnel_rule
+                tunnel_rule,
+                eap_radius
             ]
         );
         diff!(
@@ -377,6 +378,18 @@ binding_log = "/var/log/gate64/bindings.jsonl"
         );
         assert_eq!(a.changed_keys(&b), ["ipsec.tunnel_rule"]);
         assert!(a.restart_only_changes(&b).is_empty());
+    }
+
+    #[test]
+    fn eap_radius_servers_need_a_restart() {
+        let a = with("");
+        let b = edited(
+            "pool6 = \"fd00:c1::/120\"",
+            "pool6 = \"fd00:c1::/120\"\n[[ipsec.eap_radius]]\nserver = \"10.0.0.5:1812\"\n\
+             secret_file = \"/etc/gate64/eap.secret\"",
+        );
+        assert_eq!(a.changed_keys(&b), ["ipsec.eap_radius"]);
+        assert_eq!(a.restart_only_changes(&b), ["ipsec.eap_radius"]);
     }
 
     #[test]

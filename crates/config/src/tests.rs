@@ -1851,3 +1851,45 @@ fn radius_servers_interim_and_nas_identifier() {
     let e = refused(&[("accounting", "port = 1813")]);
     assert_names(&e, "accounting.port", &[]);
 }
+
+#[test]
+fn eap_radius_servers_are_off_by_default_and_checked() {
+    assert!(with_ipsec("").unwrap().ipsec.eap_radius.is_empty());
+    let two = "[[ipsec.eap_radius]]\nserver = \"10.0.0.5:1812\"\n\
+               secret_file = \"/etc/gate64/eap.secret\"\n\
+               [[ipsec.eap_radius]]\nserver = \"[2001:db8::5]:1812\"\n\
+               secret_file = \"/etc/gate64/eap2.secret\"\n";
+    let c = with_ipsec(two).unwrap();
+    let servers: Vec<String> = c
+        .ipsec
+        .eap_radius
+        .iter()
+        .map(|s| s.server.to_string())
+        .collect();
+    assert_eq!(servers, ["10.0.0.5:1812", "[2001:db8::5]:1812"]);
+    let relative =
+        "[[ipsec.eap_radius]]\nserver = \"10.0.0.5:1812\"\nsecret_file = \"eap.secret\"\n";
+    assert_names(
+        &with_ipsec(relative).unwrap_err(),
+        "ipsec.eap_radius.secret_file",
+        &["absolute"],
+    );
+    let unspecified =
+        "[[ipsec.eap_radius]]\nserver = \"0.0.0.0:1812\"\nsecret_file = \"/etc/gate64/e\"\n";
+    assert_names(
+        &with_ipsec(unspecified).unwrap_err(),
+        "ipsec.eap_radius.server",
+        &["1812"],
+    );
+    let open = std::env::temp_dir().join(format!("gate64-config-eap-{}", std::process::id()));
+    std::fs::write(&open, "s3cret\n").unwrap();
+    std::fs::set_permissions(&open, std::os::unix::fs::PermissionsExt::from_mode(0o644)).unwrap();
+    let c = with_ipsec(&format!(
+        "[[ipsec.eap_radius]]\nserver = \"10.0.0.5:1812\"\nsecret_file = \"{}\"\n",
+        open.display()
+    ))
+    .unwrap();
+    let e = c.check_accounting_files().unwrap_err();
+    assert_names(&e, "ipsec.eap_radius.secret_file", &["chmod 600"]);
+    std::fs::remove_file(&open).unwrap();
+}

@@ -225,31 +225,35 @@ impl Sessions {
 /// The RADIUS servers of `[[accounting.radius]]` with their secrets read from
 /// `secret_file` (`gate64 check-config` reads them here too).
 pub(crate) fn radius_servers(cfg: &Config) -> Result<Vec<Server>> {
-    cfg.accounting
-        .radius
-        .iter()
+    servers(&cfg.accounting.radius, "accounting.radius.secret_file")
+}
+
+/// The RADIUS servers of `[[ipsec.eap_radius]]` with their secrets, as
+/// [`radius_servers`].
+pub(crate) fn eap_radius_servers(cfg: &Config) -> Result<Vec<Server>> {
+    servers(&cfg.ipsec.eap_radius, "ipsec.eap_radius.secret_file")
+}
+
+fn servers(list: &[gate64_config::RadiusServer], key: &str) -> Result<Vec<Server>> {
+    list.iter()
         .map(|r| {
             Ok(Server {
                 addr: r.server,
-                secret: read_secret(&r.secret_file)?,
+                secret: read_secret(&r.secret_file, key)?,
             })
         })
         .collect()
 }
 
 /// The shared secret: the file's first line without its line break. Never logged.
-fn read_secret(path: &Path) -> Result<Vec<u8>> {
-    let text = std::fs::read(path).with_context(|| {
-        format!(
-            "accounting.radius.secret_file: cannot read {}",
-            path.display()
-        )
-    })?;
+fn read_secret(path: &Path, key: &str) -> Result<Vec<u8>> {
+    let text =
+        std::fs::read(path).with_context(|| format!("{key}: cannot read {}", path.display()))?;
     let line = text.split(|&b| b == b'\n').next().unwrap_or_default();
     let secret = line.strip_suffix(b"\r").unwrap_or(line);
     anyhow::ensure!(
         !secret.is_empty(),
-        "the RADIUS secret file {} (`accounting.radius.secret_file`) is empty",
+        "the RADIUS secret file {} (`{key}`) is empty",
         path.display()
     );
     Ok(secret.to_vec())

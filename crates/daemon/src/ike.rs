@@ -387,6 +387,7 @@ pub fn responder_config(cfg: &Config) -> Result<Option<ResponderConfig>> {
     config.esp_suites = esp_suites(cfg);
     config.ike_policy = ike_policy(cfg);
     config.tunnel_rules = tunnel_rules(cfg)?;
+    config.eap = (!cfg.ipsec.eap_radius.is_empty()).then(gate64_ike::responder::EapPolicy::default);
     Ok(Some(config))
 }
 
@@ -471,6 +472,14 @@ pub fn start(
     .with_context(|| format!("starting {auth_threads} IKE_AUTH threads (`ipsec.auth_threads`)"))?;
     if let Some(esp) = native_esp {
         driver = driver.with_native_esp(esp);
+    }
+    if !cfg.ipsec.eap_radius.is_empty() {
+        let servers = crate::accounting::eap_radius_servers(cfg)?;
+        driver = driver.with_eap_relay(gate64_io::ike::eap_relay::EapRelay::new(
+            servers,
+            cfg.accounting.nas_identifier.clone(),
+            gate64_io::radius::Timing::default(),
+        ));
     }
     let control = driver.control();
     let gauges = driver.status();

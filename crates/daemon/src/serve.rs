@@ -61,6 +61,7 @@ fn read_files(cfg: &Config) -> Result<Option<crate::ike::Reloaded>> {
     if cfg.accounting.enabled() {
         crate::accounting::radius_servers(cfg)?;
     }
+    crate::accounting::eap_radius_servers(cfg)?;
     Ok(ike)
 }
 

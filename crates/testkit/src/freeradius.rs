@@ -33,6 +33,18 @@ impl FreeRadius {
     /// Starts FreeRADIUS in `ns`, accepting requests from `client` (an address or prefix)
     /// under `secret`. Accounting is on UDP 1813 of the namespace.
     pub fn start(ns: &Netns, client: &str, secret: &str) -> Result<FreeRadius> {
+        FreeRadius::start_with_users(ns, client, secret, &[])
+    }
+
+    /// [`FreeRadius::start`] that also authenticates `users` (name, cleartext password)
+    /// on UDP 1812, e.g. with its `eap` module (Debian's default configuration: EAP-MD5
+    /// first, EAP-MSCHAPv2 after the client's NAK).
+    pub fn start_with_users(
+        ns: &Netns,
+        client: &str,
+        secret: &str,
+        users: &[(&str, &str)],
+    ) -> Result<FreeRadius> {
         let binary = find_tool("freeradius")
             .context("freeradius is not installed (Debian package freeradius)")?;
         let dir = ns.dir().join("freeradius");
@@ -68,6 +80,16 @@ impl FreeRadius {
             raddb.join("clients.conf"),
             format!("client gate64 {{\n    ipaddr = {client}\n    secret = {secret}\n}}\n"),
         )?;
+        if !users.is_empty() {
+            let authorize = raddb.join("mods-config/files/authorize");
+            let rest = std::fs::read_to_string(&authorize).unwrap_or_default();
+            let mut text: String = users
+                .iter()
+                .map(|(name, password)| format!("{name} Cleartext-Password := \"{password}\"\n"))
+                .collect();
+            text.push_str(&rest);
+            std::fs::write(&authorize, text)?;
+        }
         // The daemon drops to `freerad`: it must reach and write its log and run
         // directories (the namespace's directory is otherwise root's alone).
         for d in [ns.dir(), dir.as_path()] {

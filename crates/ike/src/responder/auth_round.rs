@@ -4,11 +4,11 @@
 //! rounds. The rounds themselves (the first round's exchange, RFC 4739's second round) and the
 //! queue of verification jobs build on this module; it names none of them.
 
-use std::net::IpAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::time::{Instant, SystemTime};
 
 use super::child::{self, ChildPlan, KeRule};
-use super::{Event, Refusal, Responder, cp, uniqueness};
+use super::{Event, Refusal, Responder, caps, cp, uniqueness};
 use crate::auth::{
     AuthError, AuthMethod, CertSummary, Identity, IdentityKey, MAX_PEER_CERTS, RevocationKey,
     TrustAnchors,
@@ -470,4 +470,104 @@ impl SecondAuth {
     pub(super) fn is_awaiting(&self) -> bool {
         matches!(self, SecondAuth::Awaiting(_))
     }
+}
+
+/// Whether the verified `identity` may hold one more IKE SA for `tunnel`, the one chosen for
+/// it: the `unique_ids` rule, then the per-identity cap (an SA that INITIAL_CONTACT replaces
+/// does not count).
+pub(super) fn admit_identity(
+    r: &mut Responder,
+    now: Instant,
+    identity: &Verified,
+    (req, tunnel): (&AuthRequest<'_>, Option<TunnelKind>),
+    remote: SocketAddr,
+) -> Result<(), Refusal> {
+    let ask = uniqueness::Ask {
+        tunnel,
+        initial_contact: req.initial_contact,
+        remote,
+        now,
+        subject: &identity.subject,
+    };
+    if let Err(reason) = uniqueness::admit(r, &identity.key, &ask) {
+        if reason == Refusal::DuplicateIdentity {
+            tracing::info!(peer = %remote, identity = %identity.subject, "ike: the identity already holds this tunnel (unique_ids = \"keep\")");
+        }
+        return Err(reason);
+    }
+    let replacing = uniqueness::replaces(r, req.initial_contact);
+    if !caps::identity_has_room(r, &identity.key, tunnel, replacing) {
+        tracing::debug!(peer = %remote, identity = %identity.subject, "ike identity cap reached");
+        return Err(Refusal::IdentityCap);
+    }
+    Ok(())
+}
+
+/// The identity the client asked us to prove, from the IDr payload of its IKE_AUTH request
+/// (RFC 7296 §3.5); none when it sent none or one that does not parse.
+pub(super) fn requested_idr(inner: &[Payload]) -> Option<Identity> {
+    inner.iter().find_map(|p| match p {
+        Payload::IdR(id) => Identity::from_payload_body(&id.body()).ok(),
+        _ => None,
+    })
+}
+
+/// IDr, our certificates and our AUTH over the IKE_SA_INIT response | Ni | prf(SK_pr, IDr')
+/// (RFC 7296 §2.15), by RFC 7427 when the client sent SIGNATURE_HASH_ALGORITHMS. IDr is the
+/// identity the client asked for when our certificate holds it (a strongSwan client whose
+/// `remote.id` is our address or DNS name), else the configured one (`[ipsec] identity`).
+pub(super) fn our_auth(
+    r: &Responder,
+    spi_r: u64,
+    requested: Option<&Identity>,
+) -> Result<Vec<Payload>, AuthError> {
+    let sa = r.sas.get(&spi_r).ok_or(AuthError::Malformed("no IKE SA"))?;
+    let credentials = &r.config.credentials;
+    let ours = match requested {
+        Some(id) if credentials.holds_id(id) => id.clone(),
+        _ => credentials.id(),
+    };
+    let idr = Identification {
+        kind: ours.id_type.code(),
+        data: ours.data.clone(),
+    };
+    let octets = [
+        &sa.init_response[..],
+        &sa.ni,
+        &sa.keys.sk_pr.prf(&[&idr.body()]),
+    ]
+    .concat();
+    let method = if sa.peer_hashes.is_empty() {
+        credentials.classic_method()
+    } else {
+        AuthMethod::DigitalSignature
+    };
+    let (method, data) = credentials.sign(method, &octets, &sa.peer_hashes)?;
+    let mut payloads = vec![Payload::IdR(idr)];
+    payloads.extend(credentials.chain_der().map(|c| Payload::Cert {
+        encoding: super::CERT_X509_SIGNATURE,
+        data: c.to_vec(),
+    }));
+    payloads.push(Payload::Auth {
+        method: method.code(),
+        data,
+    });
+    Ok(payloads)
+}
+
+/// [`fail`] for a refusal of the client's credentials, reported first with the identity it
+/// claimed ([`Event::AuthRefused`]).
+pub(super) fn fail_auth(
+    r: &mut Responder,
+    (h, now, started): (Header, Instant, Instant),
+    peer: SocketAddr,
+    reason: Refusal,
+    identity: Option<String>,
+) {
+    r.event(Event::AuthRefused {
+        peer,
+        reason: reason.clone(),
+        identity,
+    });
+    fail(r, h, now, started, notify::AUTHENTICATION_FAILED, reason);
 }

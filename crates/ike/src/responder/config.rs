@@ -94,6 +94,9 @@ pub struct ResponderConfig {
     /// (`[[ipsec.tunnel_rule]]`): the first rule that matches wins; none matching, the TSr
     /// decides ([`TunnelRule`]).
     pub tunnel_rules: Vec<TunnelRule>,
+    /// EAP authentication of clients that send no AUTH (`[[ipsec.eap_radius]]`), with its
+    /// bounds; `None`: such clients are refused.
+    pub eap: Option<super::EapPolicy>,
 }
 
 impl ResponderConfig {
@@ -139,6 +142,7 @@ impl ResponderConfig {
             esp_suites: super::child::DEFAULT_ESP_SUITES.to_vec(),
             ike_policy: IkePolicy::default(),
             tunnel_rules: Vec::new(),
+            eap: None,
         }
     }
 }

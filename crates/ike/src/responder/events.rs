@@ -105,10 +105,17 @@ pub enum Refusal {
     PoolExhausted,
     /// A half-open IKE SA timed out.
     Timeout,
-    /// An exchange or request we do not serve (e.g. EAP, transport mode).
+    /// An exchange or request we do not serve (e.g. EAP while none is configured,
+    /// transport mode).
     Unsupported,
     /// Our crypto library failed.
     Crypto,
+    /// EAP refused: the RADIUS server rejected the client, none answered, or the client's
+    /// AUTH keyed by the MSK did not verify.
+    Eap,
+    /// An EAP exchange beyond [`super::EapPolicy`]'s bounds: exchanges in progress, round
+    /// trips or time.
+    EapCap,
 }
 
 impl Refusal {
@@ -151,6 +158,8 @@ impl Refusal {
             Refusal::Timeout => "timeout",
             Refusal::Unsupported => "unsupported",
             Refusal::Crypto => "crypto",
+            Refusal::Eap => "eap",
+            Refusal::EapCap => "eap_cap",
         }
     }
 }

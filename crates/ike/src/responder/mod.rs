@@ -24,6 +24,7 @@ mod caps;
 mod child;
 mod config;
 mod cp;
+mod eap;
 mod events;
 mod half_open;
 mod ike_policy;
@@ -57,6 +58,7 @@ pub use auth_jobs::{AuthJob, AuthVerdict, JobWatch};
 pub use child::DEFAULT_ESP_SUITES;
 pub use config::ResponderConfig;
 pub(crate) use config::anchors_for_clients;
+pub use eap::{EapJob, EapOutcome, EapPolicy, EapVerdict};
 pub use events::{EndReason, Event, MobikeResult, Refusal, RekeyKind, Stats, negotiation_label};
 pub use half_open::{HOST_SHARE, HostKey, SourceKey};
 pub use ike_policy::{IkePolicy, IkeProposalRule};
@@ -182,6 +184,8 @@ pub(crate) struct IkeSa {
     pub(crate) pending_auth: Option<Box<auth_jobs::PendingAuth>>,
     /// MOBIKE (RFC 4555) was negotiated: the client announced it and the IKE SA is native.
     pub(crate) mobike: bool,
+    /// Its EAP exchange, while one is in progress (`eap.rs`).
+    pub(crate) eap: Option<Box<eap::EapState>>,
 }
 
 impl IkeSa {
@@ -234,6 +238,7 @@ impl IkeSa {
             half_open: None,
             pending_auth: None,
             mobike: false,
+            eap: None,
         })
     }
 }
@@ -264,6 +269,10 @@ pub struct Responder {
     transmits: VecDeque<Transmit>,
     events: VecDeque<Event>,
     pub(crate) auth_jobs: VecDeque<AuthJob>,
+    /// Client EAP messages for the driver's RADIUS relay.
+    pub(crate) eap_jobs: VecDeque<EapJob>,
+    /// EAP exchanges in progress, counted against [`EapPolicy`]'s caps.
+    pub(crate) eap_flight: eap::Flight,
     stats: Stats,
     /// While a request of a MOBIKE IKE SA from elsewhere than its addresses is handled: the
     /// SA, and the addresses the request arrived at and came from (where its response goes;
@@ -298,6 +307,8 @@ impl Responder {
             transmits: VecDeque::new(),
             events: VecDeque::new(),
             auth_jobs: VecDeque::new(),
+            eap_jobs: VecDeque::new(),
+            eap_flight: eap::Flight::default(),
             stats: Stats::default(),
             answer_at: None,
         })
@@ -409,6 +420,17 @@ impl Responder {
         auth_exchange::handle_verdict(self, now, verdict);
     }
 
+    /// The next client EAP message for the RADIUS relay; its answer goes to
+    /// [`Responder::handle_eap_verdict`].
+    pub fn poll_eap_job(&mut self) -> Option<EapJob> {
+        self.eap_jobs.pop_front()
+    }
+
+    /// Continues the EAP exchange `verdict` answers.
+    pub fn handle_eap_verdict(&mut self, now: Instant, verdict: EapVerdict) {
+        eap::handle_verdict(self, now, verdict);
+    }
+
     /// Forgets the request of a job the driver could not run, as if it had been lost.
     pub fn handle_auth_shed(&mut self, job: AuthJob) {
         auth_jobs::handle_shed(self, job);
@@ -466,6 +488,11 @@ impl Responder {
     /// Established IKE SAs (`gate64_ipsec_mmsa`): every SA that is not half-open.
     pub fn established(&self) -> usize {
         self.sas.len().saturating_sub(self.half_open.count())
+    }
+
+    /// EAP exchanges in progress.
+    pub fn eap_in_flight(&self) -> usize {
+        self.eap_flight.total()
     }
 
     /// Half-open IKE SAs (`gate64_ike_half_open`).
@@ -717,6 +744,9 @@ impl Responder {
         }
         if let Some(charge) = sa.half_open {
             self.half_open.release(charge);
+        }
+        if let Some(state) = &sa.eap {
+            eap::release(self, state);
         }
         for c in &sa.children {
             self.inbound_spis.remove(&c.inbound_spi);

@@ -1453,6 +1453,7 @@ fn shutdown_deletes_every_ike_sa() {
 mod auth_jobs;
 mod bounds;
 mod caps;
+mod eap;
 mod esp_suites;
 mod identity;
 mod ipv4;

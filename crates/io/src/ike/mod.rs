@@ -36,6 +36,7 @@ use tokio::io::Interest;
 use tokio::net::UdpSocket;
 
 mod auth_pool;
+pub mod eap_relay;
 mod native;
 pub mod ocsp;
 mod shed;
@@ -303,6 +304,7 @@ pub struct IkeDriver {
     published: Instant,
     on_publish: Option<PublishHook>,
     auth_pool: Option<AuthPool>,
+    eap_relay: Option<eap_relay::EapRelay>,
 }
 
 /// What [`IkeDriver::with_on_publish`] calls with each snapshot.
@@ -329,6 +331,7 @@ impl IkeDriver {
             published: Instant::now(),
             on_publish: None,
             auth_pool: None,
+            eap_relay: None,
         }
     }
 
@@ -360,6 +363,13 @@ impl IkeDriver {
             self.responder.set_offload_auth(true);
         }
         Ok(self)
+    }
+
+    /// Relays the responder's EAP exchanges to RADIUS through `relay`
+    /// (`[[ipsec.eap_radius]]`).
+    pub fn with_eap_relay(mut self, relay: eap_relay::EapRelay) -> Self {
+        self.eap_relay = Some(relay);
+        self
     }
 
     /// Hands ESP that reached the NAT-T socket (a non-zero first word: the dataplane, which
@@ -416,6 +426,7 @@ impl IkeDriver {
         tokio::pin!(shutdown);
         let mut commands = self.commands.take();
         let mut pool = self.auth_pool.take();
+        let mut relay = self.eap_relay.take();
         self.publish(Instant::now());
         let mut turn = 0usize;
         loop {
@@ -443,8 +454,12 @@ impl IkeDriver {
                 Some(verdict) = next_verdict(&mut pool) => {
                     self.responder.handle_auth_verdict(Instant::now(), verdict);
                 }
+                Some(verdict) = next_eap_verdict(&mut relay) => {
+                    self.responder.handle_eap_verdict(Instant::now(), verdict);
+                }
             }
             self.dispatch_auth_jobs(pool.as_mut());
+            self.dispatch_eap_jobs(relay.as_ref());
             self.flush(&listeners).await;
         }
     }
@@ -518,6 +533,20 @@ impl IkeDriver {
                 self.stray_esp += 1;
                 if let Some(sink) = self.esp_sink.as_mut() {
                     sink(from, datagram);
+                }
+            }
+        }
+    }
+
+    /// Hands the responder's EAP messages to the RADIUS relay; without one (EAP configured
+    /// in the responder but no server) each is answered as unreachable.
+    fn dispatch_eap_jobs(&mut self, relay: Option<&eap_relay::EapRelay>) {
+        while let Some(job) = self.responder.poll_eap_job() {
+            match relay {
+                Some(relay) => relay.submit(job),
+                None => {
+                    let verdict = job.verdict(gate64_ike::responder::EapOutcome::Unreachable);
+                    self.responder.handle_eap_verdict(Instant::now(), verdict);
                 }
             }
         }
@@ -644,6 +673,16 @@ fn shedder_key() -> u64 {
 }
 
 /// The next command, or never when there is no control handle (or it was dropped).
+/// The relay's next EAP verdict; never, without a relay.
+async fn next_eap_verdict(
+    relay: &mut Option<eap_relay::EapRelay>,
+) -> Option<gate64_ike::responder::EapVerdict> {
+    match relay.as_mut() {
+        Some(r) => r.verdict().await,
+        None => std::future::pending().await,
+    }
+}
+
 /// The pool's next verdict; never, without a pool.
 async fn next_verdict(pool: &mut Option<AuthPool>) -> Option<gate64_ike::responder::AuthVerdict> {
     match pool.as_mut() {

@@ -1,0 +1,314 @@
+//! EAP (RFC 7296 §2.16) relayed through the driver: hand-built IKE_AUTH requests on an IKE
+//! SA that gate64's initiator set up, and RADIUS answers given as verdicts.
+
+use super::*;
+use crate::message::Identification;
+
+const MSK: [u8; 64] = [0x5a; 64];
+
+fn eap_lab(now: Instant, edit: impl FnOnce(&mut EapPolicy)) -> (Lab, Responder) {
+    let lab = Lab::new();
+    let mut policy = EapPolicy::default();
+    edit(&mut policy);
+    let r = lab.responder(now, |c| c.eap = Some(policy));
+    (lab, r)
+}
+
+/// IKE_SA_INIT by the initiator; its own IKE_AUTH is dropped.
+fn init(r: &mut Responder, i: &mut Initiator, now: Instant) {
+    i.start(now);
+    let (local, remote, bytes) = i.poll_transmit().expect("IKE_SA_INIT");
+    r.handle(now, remote, local, &bytes);
+    let t = r.poll_transmit().expect("IKE_SA_INIT response");
+    i.handle(now, &t.bytes);
+    while i.poll_transmit().is_some() {}
+    i.next_id = 1;
+}
+
+fn idi() -> Identification {
+    Identification {
+        kind: 2,
+        data: b"laptop.gate64.lab".to_vec(),
+    }
+}
+
+/// The first IKE_AUTH, without AUTH: IDi, SA, TSi, TSr, CP.
+fn first_request(i: &mut Initiator) -> Vec<u8> {
+    let net: ipnet::IpNet = "fd00:c0::/64".parse().expect("net");
+    request(
+        i,
+        exchange::IKE_AUTH,
+        &[
+            Payload::IdI(idi()),
+            Payload::Cp(crate::message::Configuration {
+                kind: crate::message::cfg::REQUEST,
+                attributes: vec![crate::message::CfgAttribute {
+                    kind: crate::message::cfg::INTERNAL_IP6_ADDRESS,
+                    value: Vec::new(),
+                }],
+            }),
+            esp_proposal(0x1000, None),
+            Payload::TsI(vec![TrafficSelector::range(
+                "::".parse().expect("any"),
+                IpAddr::V6(std::net::Ipv6Addr::from(u128::MAX)),
+            )]),
+            Payload::TsR(vec![TrafficSelector::range(net.network(), net.broadcast())]),
+        ],
+    )
+}
+
+fn eap(body: Vec<u8>) -> Payload {
+    Payload::Other {
+        kind: kind::EAP,
+        body,
+    }
+}
+
+fn eap_of(payloads: &[Payload]) -> Option<Vec<u8>> {
+    payloads.iter().find_map(|p| match p {
+        Payload::Other { kind: k, body } if *k == kind::EAP => Some(body.clone()),
+        _ => None,
+    })
+}
+
+/// Sends `bytes` and returns the one response, opened.
+fn send(r: &mut Responder, i: &Initiator, now: Instant, bytes: &[u8]) -> Vec<Payload> {
+    r.handle(now, addr(SERVER), addr(CLIENT), bytes);
+    let t = r.poll_transmit().expect("a response");
+    open_response(i, &t)
+}
+
+/// Runs the exchange up to the first job (the client's identity), returning the job.
+fn up_to_identity(r: &mut Responder, i: &mut Initiator, now: Instant) -> (Vec<Payload>, EapJob) {
+    init(r, i, now);
+    let bytes = first_request(i);
+    let first = send(r, i, now, &bytes);
+    assert_eq!(
+        eap_of(&first),
+        Some(vec![1, 1, 0, 5, 1]),
+        "EAP-Request/Identity"
+    );
+    let bytes = request(
+        i,
+        exchange::IKE_AUTH,
+        &[eap(b"\x02\x01\x00\x0a\x01alice".to_vec())],
+    );
+    r.handle(now, addr(SERVER), addr(CLIENT), &bytes);
+    assert!(
+        r.poll_transmit().is_none(),
+        "nothing before the server answers"
+    );
+    let job = r.poll_eap_job().expect("a job for the relay");
+    (first, job)
+}
+
+fn prf_key(i: &Initiator) -> (crate::keys::Prf, Vec<u8>) {
+    let prf = i.keys.as_ref().expect("keys").sk_pi.prf;
+    (prf, prf.prf(&MSK, &[b"Key Pad for IKEv2"]))
+}
+
+/// RFC 7296 §2.16: identity, a challenge round with State, Accept with the MSK, both AUTHs
+/// keyed by it, the intranet tunnel.
+#[test]
+fn rfc7296_2_16_eap_relayed_to_the_server() {
+    let now = Instant::now();
+    let (lab, mut r) = eap_lab(now, |_| {});
+    let mut i = lab.intranet(now);
+    let (first, job) = up_to_identity(&mut r, &mut i, now);
+    assert!(
+        first
+            .iter()
+            .any(|p| matches!(p, Payload::Auth { method, .. } if *method != 2))
+    );
+    assert_eq!(job.user, "alice");
+    assert_eq!(job.peer, addr(CLIENT));
+    assert_eq!(job.state, None);
+    assert_eq!(job.eap_message, b"\x02\x01\x00\x0a\x01alice");
+    let challenge = vec![1, 2, 0, 6, 26, 1];
+    r.handle_eap_verdict(
+        now,
+        job.verdict(EapOutcome::Challenge {
+            eap_message: challenge.clone(),
+            state: Some(vec![7, 7]),
+        }),
+    );
+    let t = r.poll_transmit().expect("challenge to the client");
+    assert_eq!(eap_of(&open_response(&i, &t)), Some(challenge));
+    let bytes = request(&mut i, exchange::IKE_AUTH, &[eap(vec![2, 2, 0, 6, 26, 1])]);
+    r.handle(now, addr(SERVER), addr(CLIENT), &bytes);
+    let job = r.poll_eap_job().expect("second job");
+    assert_eq!(job.state, Some(vec![7, 7]), "State is echoed");
+    r.handle_eap_verdict(
+        now,
+        job.verdict(EapOutcome::Accept {
+            eap_message: vec![3, 2, 0, 4],
+            msk: MSK.to_vec(),
+        }),
+    );
+    let t = r.poll_transmit().expect("EAP-Success");
+    assert_eq!(eap_of(&open_response(&i, &t)), Some(vec![3, 2, 0, 4]));
+    let (prf, key) = prf_key(&i);
+    let keys = i.keys.clone().expect("keys");
+    let octets = [
+        &i.init_request[..],
+        &i.nr,
+        &keys.sk_pi.prf(&[&idi().body()]),
+    ]
+    .concat();
+    let auth = prf.prf(&key, &[&octets]);
+    let bytes = request(
+        &mut i,
+        exchange::IKE_AUTH,
+        &[Payload::Auth {
+            method: 2,
+            data: auth,
+        }],
+    );
+    let last = send(&mut r, &i, now, &bytes);
+    let idr = first
+        .iter()
+        .find_map(|p| match p {
+            Payload::IdR(id) => Some(id.body()),
+            _ => None,
+        })
+        .expect("IDr");
+    let ours = [&i.init_response[..], &i.ni, &keys.sk_pr.prf(&[&idr])].concat();
+    assert!(last.contains(&Payload::Auth {
+        method: 2,
+        data: prf.prf(&key, &[&ours]),
+    }));
+    assert!(last.iter().any(|p| matches!(p, Payload::Sa(_))));
+    let ev = events(&mut r);
+    assert!(
+        ev.iter().any(|e| matches!(e, Event::IkeSaUp { identity, tunnel: Some(TunnelKind::Intranet), .. } if identity == "eap:alice")),
+        "{ev:?}"
+    );
+    assert_eq!(r.eap_in_flight(), 0);
+    assert_eq!(r.established(), 1);
+}
+
+/// Access-Reject refuses the IKE SA under `eap`, naming the user; nothing stays held.
+#[test]
+fn access_reject_refuses_under_eap_with_the_user() {
+    let now = Instant::now();
+    let (lab, mut r) = eap_lab(now, |_| {});
+    let mut i = lab.intranet(now);
+    let (_, job) = up_to_identity(&mut r, &mut i, now);
+    r.handle_eap_verdict(now, job.verdict(EapOutcome::Reject));
+    let t = r.poll_transmit().expect("refusal");
+    let payloads = open_response(&i, &t);
+    assert!(crate::message::find_notify(&payloads, notify::AUTHENTICATION_FAILED).is_some());
+    let ev = events(&mut r);
+    assert!(
+        ev.iter().any(|e| matches!(e, Event::AuthRefused { reason: Refusal::Eap, identity: Some(id), .. } if id == "eap:alice")),
+        "{ev:?}"
+    );
+    assert_eq!(Refusal::Eap.label(), "eap");
+    assert_eq!((r.ike_sas(now).len(), r.eap_in_flight()), (0, 0));
+}
+
+/// A client AUTH not keyed by the MSK is refused.
+#[test]
+fn a_wrong_msk_auth_is_refused() {
+    let now = Instant::now();
+    let (lab, mut r) = eap_lab(now, |_| {});
+    let mut i = lab.intranet(now);
+    let (_, job) = up_to_identity(&mut r, &mut i, now);
+    r.handle_eap_verdict(
+        now,
+        job.verdict(EapOutcome::Accept {
+            eap_message: Vec::new(),
+            msk: MSK.to_vec(),
+        }),
+    );
+    let t = r.poll_transmit().expect("EAP-Success");
+    assert_eq!(eap_of(&open_response(&i, &t)), Some(vec![3, 0, 0, 4]));
+    let bytes = request(
+        &mut i,
+        exchange::IKE_AUTH,
+        &[Payload::Auth {
+            method: 2,
+            data: vec![0; 32],
+        }],
+    );
+    let last = send(&mut r, &i, now, &bytes);
+    assert!(crate::message::find_notify(&last, notify::AUTHENTICATION_FAILED).is_some());
+    assert_eq!((r.established(), r.eap_in_flight()), (0, 0));
+}
+
+/// Bounds: exchanges per source, round trips, and the server's silence.
+#[test]
+fn eap_bounds_refuse_under_eap_cap() {
+    let now = Instant::now();
+    let (lab, mut r) = eap_lab(now, |p| {
+        p.max_per_source = 1;
+        p.max_rounds = 2;
+    });
+    let mut a = lab.intranet(now);
+    let (_, job) = up_to_identity(&mut r, &mut a, now);
+    // A second exchange from the same address is refused while the first is in progress.
+    let mut b = lab.intranet(now);
+    init(&mut r, &mut b, now);
+    let bytes = first_request(&mut b);
+    let refused = send(&mut r, &b, now, &bytes);
+    assert!(crate::message::find_notify(&refused, notify::AUTHENTICATION_FAILED).is_some());
+    assert!(events(&mut r).iter().any(|e| matches!(
+        e,
+        Event::Refused {
+            reason: Refusal::EapCap,
+            ..
+        }
+    )));
+    // Round trips: the identity was the first; the third EAP message is one too many.
+    let c = vec![1, 2, 0, 6, 26, 1];
+    r.handle_eap_verdict(
+        now,
+        job.verdict(EapOutcome::Challenge {
+            eap_message: c.clone(),
+            state: None,
+        }),
+    );
+    r.poll_transmit().expect("challenge");
+    let bytes = request(&mut a, exchange::IKE_AUTH, &[eap(vec![2, 2, 0, 6, 26, 1])]);
+    r.handle(now, addr(SERVER), addr(CLIENT), &bytes);
+    let job = r.poll_eap_job().expect("second job");
+    r.handle_eap_verdict(
+        now,
+        job.verdict(EapOutcome::Challenge {
+            eap_message: c,
+            state: None,
+        }),
+    );
+    r.poll_transmit().expect("challenge");
+    let bytes = request(&mut a, exchange::IKE_AUTH, &[eap(vec![2, 3, 0, 6, 26, 1])]);
+    let refused = send(&mut r, &a, now, &bytes);
+    assert!(crate::message::find_notify(&refused, notify::AUTHENTICATION_FAILED).is_some());
+    assert!(r.poll_eap_job().is_none());
+    assert_eq!(r.eap_in_flight(), 0);
+    // An unreachable server refuses under `eap`.
+    let mut d = lab.intranet(now);
+    let (_, job) = up_to_identity(&mut r, &mut d, now);
+    events(&mut r);
+    r.handle_eap_verdict(now, job.verdict(EapOutcome::Unreachable));
+    assert!(events(&mut r).iter().any(|e| matches!(
+        e,
+        Event::Refused {
+            reason: Refusal::Eap,
+            ..
+        }
+    )));
+}
+
+/// Without EAP configured, a request without AUTH is refused as before.
+#[test]
+fn without_eap_a_request_without_auth_is_refused() {
+    let lab = Lab::new();
+    let now = Instant::now();
+    let mut r = lab.responder(now, |_| {});
+    let mut i = lab.intranet(now);
+    init(&mut r, &mut i, now);
+    let bytes = first_request(&mut i);
+    let refused = send(&mut r, &i, now, &bytes);
+    assert!(crate::message::find_notify(&refused, notify::INVALID_SYNTAX).is_some());
+    assert!(r.poll_eap_job().is_none());
+}
