@@ -235,7 +235,7 @@ impl Config {
             a.accounting,
             b.accounting,
             "accounting",
-            [log, radius, interim_secs, nas_identifier]
+            [log, radius, interim_secs, nas_identifier, dae]
         );
         out
     }
