@@ -292,5 +292,7 @@ pub(crate) fn disconnect_reason(reason: EndReason) -> DisconnectReason {
         EndReason::Expired => DisconnectReason::Expired,
         EndReason::Revoked => DisconnectReason::Revoked,
         EndReason::Administrator => DisconnectReason::Admin,
+        EndReason::Radius => DisconnectReason::Radius,
+        EndReason::SessionTimeout => DisconnectReason::SessionTimeout,
     }
 }

@@ -238,7 +238,9 @@ pub const IKE_NEGOTIATIONS_TOTAL_HELP: &str = "IKE negotiations (IKE_SA_INIT wit
 /// IKE SAs gate64 ended itself, with their child SAs. Counter; label `reason` (`admin`:
 /// `gate64 disconnect`; `revoked`: a CRL lists its certificate; `replaced`: a new IKE SA of
 /// the same identity and tunnel took its place; `reauth`: its client did not authenticate
-/// anew within `reauth_secs`; `expired`: its certificate passed its notAfter).
+/// anew within `reauth_secs`; `expired`: its certificate passed its notAfter; `radius`: a
+/// RADIUS Disconnect-Request; `session_timeout`: the end a RADIUS CoA-Request's
+/// Session-Timeout set).
 pub const IPSEC_DISCONNECTS_TOTAL: &str = "gate64_ipsec_disconnects_total";
 /// Help text of [`IPSEC_DISCONNECTS_TOTAL`].
 pub const IPSEC_DISCONNECTS_TOTAL_HELP: &str = "IKE SAs (with their child SAs) gate64 ended \
