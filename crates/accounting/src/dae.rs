@@ -384,6 +384,26 @@ impl Dae {
     }
 }
 
+/// The NAK a verified request gets before any session is looked up, if any: its attributes
+/// are malformed or contradict (404, 407), it holds attributes gate64 cannot act on (401:
+/// a NAK, never an ACK of a change not made), it names no session (402), or it is a
+/// CoA-Request that asks for no change gate64 makes (402: Session-Timeout is the one).
+pub fn precheck(request: &Request) -> Option<ErrorCause> {
+    if let Some(cause) = request.invalid {
+        return Some(cause);
+    }
+    if !request.unsupported.is_empty() {
+        return Some(ErrorCause::UnsupportedAttribute);
+    }
+    if request.criteria.is_empty() {
+        return Some(ErrorCause::MissingAttribute);
+    }
+    if request.kind == Kind::Coa && request.session_timeout.is_none() {
+        return Some(ErrorCause::MissingAttribute);
+    }
+    None
+}
+
 /// Checks the framing, code, authenticators and Event-Timestamp of `datagram` under
 /// `secret`, and reads its attributes.
 pub fn verify(

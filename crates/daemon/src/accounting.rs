@@ -10,6 +10,7 @@
 
 use anyhow::{Context, Result};
 use gate64_accounting::accountant::Accountant;
+use gate64_accounting::tracker::Found;
 use gate64_accounting::{Counts, Line, Tracker, Tunnel};
 use gate64_config::Config;
 use gate64_dataplane::{DisconnectReason, Shared};
@@ -203,6 +204,11 @@ impl Sessions {
         }
     }
 
+    /// The sessions a RADIUS Dynamic Authorization request names, with their IKE SAs.
+    pub fn find(&self, criteria: &gate64_accounting::dae::Criteria) -> Vec<Found> {
+        self.state().tracker.find(criteria)
+    }
+
     fn state(&self) -> MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
@@ -230,25 +236,21 @@ pub(crate) fn radius_servers(cfg: &Config) -> Result<Vec<Server>> {
         .map(|r| {
             Ok(Server {
                 addr: r.server,
-                secret: read_secret(&r.secret_file)?,
+                secret: read_secret("accounting.radius.secret_file", &r.secret_file)?,
             })
         })
         .collect()
 }
 
 /// The shared secret: the file's first line without its line break. Never logged.
-fn read_secret(path: &Path) -> Result<Vec<u8>> {
-    let text = std::fs::read(path).with_context(|| {
-        format!(
-            "accounting.radius.secret_file: cannot read {}",
-            path.display()
-        )
-    })?;
+pub(crate) fn read_secret(key: &str, path: &Path) -> Result<Vec<u8>> {
+    let text =
+        std::fs::read(path).with_context(|| format!("{key}: cannot read {}", path.display()))?;
     let line = text.split(|&b| b == b'\n').next().unwrap_or_default();
     let secret = line.strip_suffix(b"\r").unwrap_or(line);
     anyhow::ensure!(
         !secret.is_empty(),
-        "the RADIUS secret file {} (`accounting.radius.secret_file`) is empty",
+        "the RADIUS secret file {} (`{key}`) is empty",
         path.display()
     );
     Ok(secret.to_vec())
@@ -271,7 +273,7 @@ fn counts_of(e: &InboundEntry) -> Counts {
     }
 }
 
-fn tunnel(kind: TunnelKind) -> Tunnel {
+pub(crate) fn tunnel(kind: TunnelKind) -> Tunnel {
     match kind {
         TunnelKind::Infrastructure => Tunnel::Infrastructure,
         TunnelKind::Intranet => Tunnel::Intranet,

@@ -163,9 +163,22 @@ pub const RADIUS_ACCOUNTING_TOTAL_HELP: &str = "RADIUS Accounting-Requests (Star
 
 /// RADIUS requests sent again. Counter; no labels.
 pub const RADIUS_RETRANSMITS_TOTAL: &str = "gate64_radius_retransmits_total";
+
 /// Help text of [`RADIUS_RETRANSMITS_TOTAL`].
 pub const RADIUS_RETRANSMITS_TOTAL_HELP: &str = "RADIUS Accounting-Requests sent again \
     because no answer came within 2 seconds.";
+
+/// RADIUS Dynamic Authorization requests (RFC 5176) by outcome. Counter; label `code`
+/// (`disconnect`, `coa`, `other`: not a request gate64 knows), label `result`: `ack`, a NAK
+/// by its Error-Cause (`nak_session_not_found`, `nak_unsupported_attribute`,
+/// `nak_missing_attribute`, `nak_invalid_request`, `nak_invalid_attribute_value`,
+/// `nak_resources_unavailable`), or why it was dropped unanswered (`unknown_client`,
+/// `malformed`, `bad_code`, `bad_authenticator`, `bad_message_authenticator`, `stale`:
+/// Event-Timestamp outside the window, `replay`, `busy`: the replay cache is full).
+pub const RADIUS_DAE_REQUESTS_TOTAL: &str = "gate64_radius_dae_requests_total";
+/// Help text of [`RADIUS_DAE_REQUESTS_TOTAL`].
+pub const RADIUS_DAE_REQUESTS_TOTAL_HELP: &str = "RADIUS Disconnect-Requests and \
+    CoA-Requests received, by code and by result (ack, nak_* by Error-Cause, or why dropped).";
 
 /// Configuration reloads (SIGHUP) by outcome. Counter; label `result` (`ok`, `refused`).
 pub const CONFIG_RELOADS_TOTAL: &str = "gate64_config_reloads_total";
@@ -386,6 +399,7 @@ pub const ALL: &[(&str, &str)] = &[
     (IPSEC_BYTES_TOTAL, IPSEC_BYTES_TOTAL_HELP),
     (RADIUS_ACCOUNTING_TOTAL, RADIUS_ACCOUNTING_TOTAL_HELP),
     (RADIUS_RETRANSMITS_TOTAL, RADIUS_RETRANSMITS_TOTAL_HELP),
+    (RADIUS_DAE_REQUESTS_TOTAL, RADIUS_DAE_REQUESTS_TOTAL_HELP),
     (IPSEC_PACKETS_TOTAL, IPSEC_PACKETS_TOTAL_HELP),
     (CONFIG_RELOADS_TOTAL, CONFIG_RELOADS_TOTAL_HELP),
     (GRE_TUNNELS, GRE_TUNNELS_HELP),
