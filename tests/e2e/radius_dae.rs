@@ -7,12 +7,14 @@
 //!   leave it connected and are counted; radclient's Disconnect-Request with the right
 //!   secret is ACKed and charon has no IKE SA left soon after
 //!   (`gate64_ipsec_disconnects_total{reason="radius"}` rose); a CoA-Request with
-//!   Session-Timeout = 5 is ACKed and ends the next session within a generous bound.
+//!   Session-Timeout = 5 is ACKed and ends the next session within a generous bound; a
+//!   Filter-Id is NAKed (Unsupported-Attribute); a Disconnect-Request naming one tunnel by
+//!   its Acct-Session-Id (read from the session log) ends that tunnel's IKE SA only.
 
 use std::time::Duration;
 
 use anyhow::{Context, Result, ensure};
-use gate64_testkit::strongswan::{Charon, with_charon_logs};
+use gate64_testkit::strongswan::{Charon, INFRASTRUCTURE, with_charon_logs};
 use gate64_testkit::{Topology, wait_for};
 
 use crate::common::{netns_test, path_str};
@@ -100,7 +102,7 @@ fn steps(topo: &Topology, charon: &Charon<'_>) -> Result<()> {
         &format!("User-Name = \"{USER}\""),
         "not-it",
     )?;
-    ensure!(!wrong.contains("Disconnect-ACK"), "{wrong}");
+    ensure!(!wrong.contains("Received"), "{wrong}");
     ensure!(
         send("192.0.2.1", "192.0.2.1:3799", SECRET, now)? == "none",
         "an unlisted address was answered"
@@ -119,7 +121,7 @@ fn steps(topo: &Topology, charon: &Charon<'_>) -> Result<()> {
         &format!("User-Name = \"{USER}\""),
         SECRET,
     )?;
-    ensure!(out.contains("Disconnect-ACK"), "radclient: {out}");
+    ensure!(out.contains("Received Disconnect-ACK"), "radclient: {out}");
     wait_for(GONE_TIMEOUT, || {
         charon.list_sas().ok().filter(|s| s.is_empty()).map(|_| ())
     })
@@ -152,7 +154,7 @@ fn steps(topo: &Topology, charon: &Charon<'_>) -> Result<()> {
         &format!("User-Name = \"{USER}\"\nSession-Timeout = 5"),
         SECRET,
     )?;
-    ensure!(out.contains("CoA-ACK"), "radclient: {out}");
+    ensure!(out.contains("Received CoA-ACK"), "radclient: {out}");
     ensure!(
         charon.list_sas()?.len() == 2,
         "the CoA ended the session at once"
@@ -170,9 +172,49 @@ fn steps(topo: &Topology, charon: &Charon<'_>) -> Result<()> {
         SECRET,
     )?;
     ensure!(
-        out.contains("CoA-NAK") && out.contains("Unsupported-Attribute"),
+        out.contains("Received CoA-NAK") && out.contains("Unsupported-Attribute"),
         "radclient: {out}"
     );
+
+    // One tunnel by Acct-Session-Id, as accounting names it: the other stays. The session
+    // still up is the one the log shows connected and not disconnected; the log is written
+    // by a thread of its own, so first every earlier session's end must be in it.
+    let log = crate::ipsec::session_log(topo);
+    let open_session = || -> Option<String> {
+        let text = std::fs::read_to_string(&log).ok()?;
+        let lines: Vec<serde_json::Value> = text
+            .lines()
+            .filter_map(|l| serde_json::from_str(l).ok())
+            .collect();
+        let ended = |id: &serde_json::Value| {
+            lines
+                .iter()
+                .any(|v| v["event"] == "disconnect" && v["session"] == *id)
+        };
+        lines
+            .iter()
+            .filter(|v| v["event"] == "connect" && !ended(&v["session"]))
+            .last()
+            .and_then(|v| v["session"].as_str().map(str::to_owned))
+    };
+    wait_for(GONE_TIMEOUT, || open_session().is_none().then_some(()))
+        .context("the session log does not show the earlier sessions' ends")?;
+    build_and_ping(topo, charon)?;
+    let session = wait_for(GONE_TIMEOUT, open_session)
+        .context("no connect line of the new session in the session log")?;
+    let out = radclient(
+        topo,
+        "disconnect",
+        &format!("Acct-Session-Id = \"{session}-intranet\""),
+        SECRET,
+    )?;
+    ensure!(out.contains("Received Disconnect-ACK"), "radclient: {out}");
+    let left = wait_for(GONE_TIMEOUT, || {
+        let sas = charon.list_sas().ok()?;
+        (sas.len() == 1).then_some(sas)
+    })
+    .context("the intranet tunnel's IKE SA did not end alone")?;
+    ensure!(left[0].name == INFRASTRUCTURE, "{left:?}");
     Ok(())
 }
 
