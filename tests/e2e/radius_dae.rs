@@ -193,8 +193,7 @@ fn steps(topo: &Topology, charon: &Charon<'_>) -> Result<()> {
         };
         lines
             .iter()
-            .filter(|v| v["event"] == "connect" && !ended(&v["session"]))
-            .last()
+            .rfind(|v| v["event"] == "connect" && !ended(&v["session"]))
             .and_then(|v| v["session"].as_str().map(str::to_owned))
     };
     wait_for(GONE_TIMEOUT, || open_session().is_none().then_some(()))
