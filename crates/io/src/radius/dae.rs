@@ -123,7 +123,9 @@ fn run(
             Err(e)
                 if matches!(
                     e.kind(),
-                    io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+                    io::ErrorKind::WouldBlock
+                        | io::ErrorKind::TimedOut
+                        | io::ErrorKind::Interrupted
                 ) =>
             {
                 continue;
@@ -139,7 +141,8 @@ fn run(
         let request = match core.handle(now, from.ip(), &buf[..n]) {
             Ok(request) => request,
             Err((kind, dropped)) => {
-                tracing::info!(client = %from, reason = dropped.label(), "radius dae: request dropped unanswered");
+                // Debug only: anyone can send these, the counter says how many.
+                tracing::debug!(client = %from, reason = dropped.label(), "radius dae: request dropped unanswered");
                 stats.count(kind, dropped.label());
                 continue;
             }
@@ -155,10 +158,11 @@ fn run(
             continue;
         };
         dae::encode_response(&request, cause, &secret, &mut out);
+        // Counted before the answer leaves, so whoever got the answer sees the count.
+        stats.count(Some(request.kind), cause.map_or("ack", ErrorCause::label));
         if let Err(e) = socket.send_to(&out, from) {
             tracing::debug!(client = %from, error = %e, "radius dae: answer not sent");
         }
-        stats.count(Some(request.kind), cause.map_or("ack", ErrorCause::label));
     }
 }
 
