@@ -47,6 +47,7 @@ mod package;
 mod privilege;
 mod prometheus;
 mod radius;
+mod radius_dae;
 mod readme_connect;
 mod scale_out;
 mod status_page;

@@ -103,7 +103,7 @@ fn over_iphttps_then_down(topo: &Topology) -> Result<()> {
     gate.ensure_running()
 }
 
-fn initiator<'a>(topo: &'a Topology, certs: &LabCerts) -> Result<Charon<'a>> {
+pub(crate) fn initiator<'a>(topo: &'a Topology, certs: &LabCerts) -> Result<Charon<'a>> {
     let infrastructure_ts = format!("{CORP_HOST}/128");
     let tunnels = vec![
         Tunnel::new(INFRASTRUCTURE, &[&infrastructure_ts]),
@@ -114,7 +114,7 @@ fn initiator<'a>(topo: &'a Topology, certs: &LabCerts) -> Result<Charon<'a>> {
     Ok(charon)
 }
 
-fn build_and_ping(topo: &Topology, charon: &Charon<'_>) -> Result<()> {
+pub(crate) fn build_and_ping(topo: &Topology, charon: &Charon<'_>) -> Result<()> {
     for tunnel in [INFRASTRUCTURE, INTRANET] {
         charon.initiate(tunnel, tunnel, INITIATE_TIMEOUT)?;
     }

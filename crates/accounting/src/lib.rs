@@ -9,6 +9,7 @@
 //! Sans-IO: no sockets, files or clocks here.
 
 pub mod accountant;
+pub mod dae;
 pub mod radius;
 pub mod record;
 pub mod sessions;

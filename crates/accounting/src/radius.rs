@@ -90,8 +90,8 @@ impl TerminateCause {
     /// The cause for a session log `reason`.
     pub fn for_reason(reason: &str) -> TerminateCause {
         match reason {
-            "admin" | "revoked" => TerminateCause::AdminReset,
-            "expired" | "reauth" => TerminateCause::SessionTimeout,
+            "admin" | "revoked" | "radius" => TerminateCause::AdminReset,
+            "expired" | "reauth" | "session_timeout" => TerminateCause::SessionTimeout,
             "replaced" => TerminateCause::NasRequest,
             "shutdown" => TerminateCause::NasReboot,
             "dead_peer" => TerminateCause::LostCarrier,

@@ -147,6 +147,31 @@ pub struct TunnelCounts {
     pub counts: Counts,
 }
 
+/// A session a Dynamic Authorization request names ([`Tracker::find`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Found {
+    /// The session id (Acct-Multi-Session-Id).
+    pub session: String,
+    /// Its identity (User-Name).
+    pub identity: String,
+    /// The client's outer address (Calling-Station-Id).
+    pub outer: Ipv6Addr,
+    /// The one tunnel named (by Acct-Session-Id); `None`: all of them.
+    pub tunnel: Option<Tunnel>,
+    /// Its IKE SAs (our SPIs) not already ending.
+    pub ike_spis: Vec<u64>,
+}
+
+/// Whether Calling-Station-Id `text` is `outer`: as an address (an IPv4 client's outer
+/// address is IPv4-mapped), or as the text accounting sends.
+fn same_address(text: &str, outer: Ipv6Addr) -> bool {
+    match text.parse::<IpAddr>() {
+        Ok(IpAddr::V6(a)) => a == outer,
+        Ok(IpAddr::V4(a)) => a.to_ipv6_mapped() == outer,
+        Err(_) => text == outer.to_string(),
+    }
+}
+
 /// A child SA still installed, for [`Tracker::end_all`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct LiveChild {
@@ -379,6 +404,62 @@ impl Tracker {
     /// Lines dropped because nobody polled them.
     pub fn dropped(&self) -> u64 {
         self.dropped
+    }
+
+    /// The sessions a Dynamic Authorization request names (every attribute it gives must
+    /// match, RFC 5176 §3), with their IKE SAs. User-Name is the session's identity (without
+    /// regard to ASCII case, as `gate64 disconnect` compares names), Acct-Multi-Session-Id
+    /// its id, Acct-Session-Id one of its tunnels (`ID-TUNNEL`, as accounting sends it),
+    /// Calling-Station-Id its outer address, Framed-IP(v6)-Address one of its inner
+    /// addresses. Sessions without an IKE SA left are not found.
+    pub fn find(&self, c: &crate::dae::Criteria) -> Vec<Found> {
+        if c.is_empty() {
+            return Vec::new();
+        }
+        let mut found: Vec<Found> = self
+            .sessions
+            .values()
+            .filter(|s| s.ike_sas > 0)
+            .filter_map(|s| {
+                if c.user_name
+                    .as_deref()
+                    .is_some_and(|u| !u.eq_ignore_ascii_case(&s.identity))
+                    || c.multi_session_id.as_deref().is_some_and(|m| m != s.id)
+                    || c.calling_station
+                        .as_deref()
+                        .is_some_and(|cs| !same_address(cs, s.outer))
+                    || c.framed.iter().any(|a| !s.inner.contains(a))
+                {
+                    return None;
+                }
+                let tunnel = match c.session_id.as_deref() {
+                    None => None,
+                    Some(id) => {
+                        let t = [Tunnel::Infrastructure, Tunnel::Intranet]
+                            .into_iter()
+                            .find(|t| *id == format!("{}-{}", s.id, t.as_str()))?;
+                        s.had[t.index()].then_some(t)?;
+                        Some(t)
+                    }
+                };
+                let mut ike_spis: Vec<u64> = self
+                    .ike
+                    .iter()
+                    .filter(|(_, sa)| sa.outer == s.outer && sa.ended.is_none())
+                    .map(|(spi, _)| *spi)
+                    .collect();
+                ike_spis.sort_unstable();
+                Some(Found {
+                    session: s.id.clone(),
+                    identity: s.identity.clone(),
+                    outer: s.outer,
+                    tunnel,
+                    ike_spis,
+                })
+            })
+            .collect();
+        found.sort_by(|a, b| a.session.cmp(&b.session));
+        found
     }
 
     /// Connected clients (sessions with a connect line and no disconnect yet).

@@ -1,7 +1,7 @@
 //! `[accounting]`: the session log and RADIUS accounting (who was connected, from where,
 //! for how long, with how many bytes).
 
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::os::unix::fs::MetadataExt;
 use std::path::PathBuf;
 
@@ -19,6 +19,13 @@ pub const MIN_INTERIM_SECS: u64 = 10;
 pub const MAX_INTERIM_SECS: u64 = 86_400;
 /// Servers listed at most: failover walks them in order.
 pub const MAX_RADIUS_SERVERS: usize = 8;
+/// `dae.replay_window_seconds` when not set: how far an Event-Timestamp may be from now,
+/// and how long a request is remembered to refuse its replay (RFC 5176 §3.5 suggests 300).
+pub const DEFAULT_REPLAY_WINDOW_SECS: u64 = 300;
+/// The window at most: a day.
+pub const MAX_REPLAY_WINDOW_SECS: u64 = 86_400;
+/// `[[accounting.dae.client]]` tables at most.
+pub const MAX_DAE_CLIENTS: usize = 64;
 
 /// `[accounting]`: session accounting.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -32,6 +39,31 @@ pub struct Accounting {
     pub interim_secs: u64,
     /// NAS-Identifier of the requests.
     pub nas_identifier: String,
+    /// `[accounting.dae]`: RADIUS Dynamic Authorization (RFC 5176), Disconnect-Requests and
+    /// CoA-Requests from the listed clients. `None`: off.
+    pub dae: Option<Dae>,
+}
+
+/// `[accounting.dae]`: the Dynamic Authorization listener.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Dae {
+    /// `listen = "ADDR:PORT"` (the port of RFC 5176 is 3799).
+    pub listen: SocketAddr,
+    /// `replay_window_seconds`: how far an Event-Timestamp may be from now, and how long a
+    /// request is remembered so that its replay has no effect.
+    pub replay_window_secs: u64,
+    /// `[[accounting.dae.client]]`: who may send requests, and with which secret.
+    pub clients: Vec<DaeClient>,
+}
+
+/// One `[[accounting.dae.client]]` table.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DaeClient {
+    /// `address`: the client's address, or a prefix of addresses ("10.64.0.0/24").
+    pub address: ipnet::IpNet,
+    /// `secret_file`: a file holding the shared secret (its first line), as for
+    /// `[[accounting.radius]]`.
+    pub secret_file: PathBuf,
 }
 
 impl Default for Accounting {
@@ -41,14 +73,27 @@ impl Default for Accounting {
             radius: Vec::new(),
             interim_secs: DEFAULT_INTERIM_SECS,
             nas_identifier: "gate64".to_owned(),
+            dae: None,
         }
     }
 }
 
 impl Accounting {
-    /// Whether anything accounts sessions (a log or RADIUS).
+    /// Whether anything tracks sessions (a log, RADIUS accounting, or Dynamic Authorization,
+    /// which finds sessions as accounting names them).
     pub fn enabled(&self) -> bool {
-        self.log.is_some() || !self.radius.is_empty()
+        self.log.is_some() || !self.radius.is_empty() || self.dae.is_some()
+    }
+
+    /// Every secret file: the accounting servers' and the Dynamic Authorization clients'.
+    fn secret_files(&self) -> impl Iterator<Item = (&'static str, &PathBuf)> {
+        let radius = self.radius.iter().map(|r| (SECRET_FILE, &r.secret_file));
+        let dae = self
+            .dae
+            .iter()
+            .flat_map(|d| &d.clients)
+            .map(|c| (DAE_SECRET_FILE, &c.secret_file));
+        radius.chain(dae)
     }
 }
 
@@ -69,6 +114,22 @@ pub(crate) struct RawAccounting {
     radius: Option<Vec<RawRadiusServer>>,
     interim_secs: Option<u64>,
     nas_identifier: Option<String>,
+    dae: Option<RawDae>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawDae {
+    listen: Option<SocketAddr>,
+    replay_window_seconds: Option<u64>,
+    client: Option<Vec<RawDaeClient>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawDaeClient {
+    address: String,
+    secret_file: PathBuf,
 }
 
 #[derive(Deserialize)]
@@ -88,9 +149,13 @@ impl RawRadiusServer {
 }
 
 impl RawAccounting {
-    pub(crate) fn build(self) -> Accounting {
+    pub(crate) fn build(self) -> Result<Accounting, ConfigError> {
         let d = Accounting::default();
-        Accounting {
+        let dae = match self.dae {
+            None => None,
+            Some(raw) => Some(raw.build()?),
+        };
+        Ok(Accounting {
             log: self.log,
             radius: self
                 .radius
@@ -103,7 +168,47 @@ impl RawAccounting {
                 .collect(),
             interim_secs: self.interim_secs.unwrap_or(d.interim_secs),
             nas_identifier: self.nas_identifier.unwrap_or(d.nas_identifier),
-        }
+            dae,
+        })
+    }
+}
+
+impl RawDae {
+    fn build(self) -> Result<Dae, ConfigError> {
+        let listen = self.listen.ok_or_else(|| {
+            crate::error::missing(
+                "accounting.dae.listen",
+                "[accounting.dae] needs the address to listen on, e.g. listen = \"10.64.0.1:3799\"",
+            )
+        })?;
+        let clients = self
+            .client
+            .unwrap_or_default()
+            .into_iter()
+            .map(|c| {
+                let address = match c.address.parse::<ipnet::IpNet>() {
+                    Ok(net) => net,
+                    Err(_) => c.address.parse::<IpAddr>().map(ipnet::IpNet::from).map_err(|_| {
+                        invalid(
+                            "accounting.dae.client.address",
+                            quote(&c.address),
+                            "must be an IP address or prefix, e.g. \"10.64.0.2\" or \"10.64.0.0/24\"",
+                        )
+                    })?,
+                };
+                Ok(DaeClient {
+                    address: address.trunc(),
+                    secret_file: c.secret_file,
+                })
+            })
+            .collect::<Result<Vec<_>, ConfigError>>()?;
+        Ok(Dae {
+            listen,
+            replay_window_secs: self
+                .replay_window_seconds
+                .unwrap_or(DEFAULT_REPLAY_WINDOW_SECS),
+            clients,
+        })
     }
 }
 
@@ -183,10 +288,14 @@ impl Config {
                 ));
             }
         }
+        if let Some(dae) = &a.dae {
+            validate_dae(dae)?;
+        }
         if a.enabled() && !self.ipsec.configured() {
-            let (key, value) = match &a.log {
-                Some(log) => ("accounting.log", quote(&log.display().to_string())),
-                None => ("accounting.radius", a.radius.len().to_string()),
+            let (key, value) = match (&a.log, &a.dae) {
+                (Some(log), _) => ("accounting.log", quote(&log.display().to_string())),
+                (None, Some(dae)) => ("accounting.dae.listen", quote(&dae.listen.to_string())),
+                (None, None) => ("accounting.radius", a.radius.len().to_string()),
             };
             return Err(invalid(
                 key,
@@ -201,19 +310,19 @@ impl Config {
     /// The RADIUS secret files exist, are readable, and give their group and others no
     /// access at all (`check-config`, start-up and reload).
     pub(crate) fn check_accounting_files(&self) -> Result<(), ConfigError> {
-        for (key, r) in self.secret_files() {
-            crate::error::check_readable_file(key, &r.secret_file)?;
-            let meta = secret_metadata(&r.secret_file)?;
+        for (key, path) in self.secret_files() {
+            crate::error::check_readable_file(key, path)?;
+            let meta = secret_metadata(key, path)?;
             let mode = meta.mode() & 0o7777;
             if mode & 0o077 != 0 {
                 return Err(invalid(
                     key,
-                    quote(&r.secret_file.display().to_string()),
+                    quote(&path.display().to_string()),
                     format!(
                         "is open to its group or to others (mode {mode:04o}): the RADIUS \
                          shared secret must be private to root and gate64's user; run \
                          `chmod 600 {}`",
-                        r.secret_file.display()
+                        path.display()
                     ),
                 ));
             }
@@ -225,8 +334,8 @@ impl Config {
     /// runs as): anyone else who owns the file can read it, or change the secret, whatever its
     /// mode. `check-config`, start-up and reload, after [`Config::check_files`].
     pub fn check_secret_file_owners(&self, daemon_uids: &[u32]) -> Result<(), ConfigError> {
-        for (key, r) in self.secret_files() {
-            let owner = secret_metadata(&r.secret_file)?.uid();
+        for (key, path) in self.secret_files() {
+            let owner = secret_metadata(key, path)?.uid();
             if owner != 0 && !daemon_uids.contains(&owner) {
                 let user = daemon_uids
                     .iter()
@@ -235,12 +344,12 @@ impl Config {
                     .join(" or ");
                 return Err(invalid(
                     key,
-                    quote(&r.secret_file.display().to_string()),
+                    quote(&path.display().to_string()),
                     format!(
                         "is owned by uid {owner}, neither root nor gate64's user (uid {user}): \
                          that owner can read or replace the RADIUS shared secret; run \
                          `chown root: {path} && chmod 600 {path}`",
-                        path = r.secret_file.display()
+                        path = path.display()
                     ),
                 ));
             }
@@ -255,20 +364,65 @@ const SECRET_FILE: &str = "accounting.radius.secret_file";
 const EAP_SECRET_FILE: &str = "ipsec.eap_radius.secret_file";
 
 impl Config {
-    /// Every RADIUS server's secret file, with the key that names it: accounting's and the
-    /// EAP relay's.
-    fn secret_files(&self) -> impl Iterator<Item = (&'static str, &RadiusServer)> {
-        let accounting = self.accounting.radius.iter().map(|r| (SECRET_FILE, r));
-        let eap = self.ipsec.eap_radius.iter().map(|r| (EAP_SECRET_FILE, r));
+    /// Every RADIUS server's secret file, with the key that names it: accounting's, the
+    /// Dynamic Authorization clients' and the EAP relay's.
+    fn secret_files(&self) -> impl Iterator<Item = (&'static str, &PathBuf)> {
+        let accounting = self.accounting.secret_files();
+        let eap = (self.ipsec.eap_radius.iter()).map(|r| (EAP_SECRET_FILE, &r.secret_file));
         accounting.chain(eap)
     }
 }
 
+/// The key the Dynamic Authorization clients' secret file checks name.
+const DAE_SECRET_FILE: &str = "accounting.dae.client.secret_file";
+
+fn validate_dae(dae: &Dae) -> Result<(), ConfigError> {
+    if dae.listen.port() == 0 {
+        return Err(invalid(
+            "accounting.dae.listen",
+            quote(&dae.listen.to_string()),
+            "needs a port, e.g. \"10.64.0.1:3799\" (RFC 5176's port is 3799)",
+        ));
+    }
+    if !(1..=MAX_REPLAY_WINDOW_SECS).contains(&dae.replay_window_secs) {
+        return Err(invalid(
+            "accounting.dae.replay_window_seconds",
+            dae.replay_window_secs,
+            format!("must be 1..={MAX_REPLAY_WINDOW_SECS} seconds"),
+        ));
+    }
+    if dae.clients.is_empty() {
+        return Err(invalid(
+            "accounting.dae.client",
+            0,
+            "list at least one [[accounting.dae.client]] with address and secret_file: \
+             requests from any other address are dropped",
+        ));
+    }
+    if dae.clients.len() > MAX_DAE_CLIENTS {
+        return Err(invalid(
+            "accounting.dae.client",
+            dae.clients.len(),
+            format!("at most {MAX_DAE_CLIENTS} clients"),
+        ));
+    }
+    for c in &dae.clients {
+        if !c.secret_file.is_absolute() {
+            return Err(invalid(
+                DAE_SECRET_FILE,
+                quote(&c.secret_file.display().to_string()),
+                "must be an absolute path, e.g. \"/etc/gate64/dae.secret\"",
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// The secret file's metadata (the file itself, not a symbolic link to it).
-fn secret_metadata(path: &std::path::Path) -> Result<std::fs::Metadata, ConfigError> {
+fn secret_metadata(key: &str, path: &std::path::Path) -> Result<std::fs::Metadata, ConfigError> {
     std::fs::metadata(path).map_err(|e| {
         invalid(
-            SECRET_FILE,
+            key,
             quote(&path.display().to_string()),
             format!("cannot read the file's owner and mode: {e}"),
         )
@@ -281,6 +435,13 @@ pub(crate) fn expected_form(path: &str) -> Option<&'static str> {
         "accounting.log" => "a file path in quotes, e.g. \"/var/log/gate64/sessions.jsonl\"",
         "accounting.interim_secs" => "a whole number of seconds, e.g. 300",
         "accounting.nas_identifier" => "a name in quotes, e.g. \"gate64-paris\"",
+        "accounting.dae.listen" => "an address and port in quotes, e.g. \"10.64.0.1:3799\"",
+        "accounting.dae.replay_window_seconds" => "a whole number of seconds, e.g. 300",
+        "accounting.dae.client" => {
+            "[[accounting.dae.client]] tables with address = \"ADDR\" or \"PREFIX\" and \
+             secret_file = \"PATH\""
+        }
+        "accounting.dae" => "an [accounting.dae] table with listen = \"ADDR:3799\"",
         "accounting.radius" => {
             "[[accounting.radius]] tables with server = \"ADDR:PORT\" and \
              secret_file = \"PATH\""

@@ -61,7 +61,7 @@ mod server;
 mod teredo;
 mod unused;
 
-pub use accounting::{Accounting, RadiusServer};
+pub use accounting::{Accounting, Dae, DaeClient, RadiusServer};
 pub use control::Control;
 pub use corpnet::Corpnet;
 pub use dns64::Dns64;

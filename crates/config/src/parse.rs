@@ -111,7 +111,7 @@ pub(crate) fn from_table(table: &toml::Table) -> Result<Config, ConfigError> {
         log: log.build(),
         gre,
         control: control.build(),
-        accounting: accounting.build(),
+        accounting: accounting.build()?,
         written: Written::from_table(table),
     })
 }

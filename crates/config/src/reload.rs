@@ -246,7 +246,7 @@ impl Config {
             a.accounting,
             b.accounting,
             "accounting",
-            [log, radius, interim_secs, nas_identifier]
+            [log, radius, interim_secs, nas_identifier, dae]
         );
         // `ipsec.dns` is one key in the file, split by family when built.
         if a.ipsec.dns4 != b.ipsec.dns4 && !out.iter().any(|k| k == "ipsec.dns") {

@@ -1893,3 +1893,75 @@ fn eap_radius_servers_are_off_by_default_and_checked() {
     assert_names(&e, "ipsec.eap_radius.secret_file", &["chmod 600"]);
     std::fs::remove_file(&open).unwrap();
 }
+
+#[test]
+fn dynamic_authorization_is_off_by_default_and_checked() {
+    assert_eq!(parse(&[]).unwrap().accounting.dae, None);
+    let on = "[accounting.dae]\nlisten = \"10.64.0.1:3799\"\n\
+              [[accounting.dae.client]]\naddress = \"10.64.0.2\"\n\
+              secret_file = \"/etc/gate64/dae.secret\"\n\
+              [[accounting.dae.client]]\naddress = \"fd00:64::7/48\"\n\
+              secret_file = \"/etc/gate64/dae2.secret\"\n";
+    let c = with_ipsec(on).unwrap();
+    let dae = c.accounting.dae.as_ref().unwrap();
+    assert!(c.accounting.enabled());
+    assert_eq!(dae.listen, "10.64.0.1:3799".parse().unwrap());
+    assert_eq!(dae.replay_window_secs, 300);
+    assert_eq!(dae.clients[0].address, "10.64.0.2/32".parse().unwrap());
+    // A prefix is kept as its network.
+    assert_eq!(dae.clients[1].address, "fd00:64::/48".parse().unwrap());
+    let client = "[[accounting.dae.client]]\naddress = \"10.64.0.2\"\nsecret_file = \"/s\"\n";
+    for (text, key, needle) in [
+        (
+            format!("[accounting.dae]\nlisten = \"10.64.0.1:0\"\n{client}"),
+            "accounting.dae.listen",
+            "port",
+        ),
+        (
+            format!("[accounting.dae]\nreplay_window_seconds = 300\n{client}"),
+            "accounting.dae.listen",
+            "listen",
+        ),
+        (
+            format!(
+                "[accounting.dae]\nlisten = \"10.64.0.1:3799\"\nreplay_window_seconds = 0\n{client}"
+            ),
+            "accounting.dae.replay_window_seconds",
+            "1..=86400",
+        ),
+        (
+            "[accounting.dae]\nlisten = \"10.64.0.1:3799\"\n".to_owned(),
+            "accounting.dae.client",
+            "at least one",
+        ),
+        (
+            "[accounting.dae]\nlisten = \"10.64.0.1:3799\"\n[[accounting.dae.client]]\n\
+             address = \"radius.example\"\nsecret_file = \"/s\"\n"
+                .to_owned(),
+            "accounting.dae.client.address",
+            "IP address or prefix",
+        ),
+        (
+            "[accounting.dae]\nlisten = \"10.64.0.1:3799\"\n[[accounting.dae.client]]\n\
+             address = \"10.64.0.2\"\nsecret_file = \"dae.secret\"\n"
+                .to_owned(),
+            "accounting.dae.client.secret_file",
+            "absolute",
+        ),
+        (
+            format!("[accounting.dae]\nlisten = \"10.64.0.1:3799\"\nsecret = \"x\"\n{client}"),
+            "accounting.dae",
+            "",
+        ),
+    ] {
+        let e = with_ipsec(&text).unwrap_err();
+        let msg = e.to_string();
+        assert!(
+            e.key().is_some_and(|k| k.starts_with(key)) && msg.contains(needle),
+            "{text}: {msg}"
+        );
+    }
+    // Without IPsec there is no session to end.
+    let e = Config::from_toml_str(&format!("{}{on}", doc(&[]))).unwrap_err();
+    assert_names(&e, "accounting.dae.listen", &["[ipsec]"]);
+}

@@ -10,6 +10,7 @@
 
 use anyhow::{Context, Result};
 use gate64_accounting::accountant::Accountant;
+use gate64_accounting::tracker::Found;
 use gate64_accounting::{Counts, Line, Tracker, Tunnel};
 use gate64_config::Config;
 use gate64_dataplane::{DisconnectReason, Shared};
@@ -204,6 +205,11 @@ impl Sessions {
         }
     }
 
+    /// The sessions a RADIUS Dynamic Authorization request names, with their IKE SAs.
+    pub fn find(&self, criteria: &gate64_accounting::dae::Criteria) -> Vec<Found> {
+        self.state().tracker.find(criteria)
+    }
+
     fn state(&self) -> MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
@@ -239,14 +245,14 @@ fn servers(list: &[gate64_config::RadiusServer], key: &str) -> Result<Vec<Server
         .map(|r| {
             Ok(Server {
                 addr: r.server,
-                secret: read_secret(&r.secret_file, key)?,
+                secret: read_secret(key, &r.secret_file)?,
             })
         })
         .collect()
 }
 
 /// The shared secret: the file's first line without its line break. Never logged.
-fn read_secret(path: &Path, key: &str) -> Result<Vec<u8>> {
+pub(crate) fn read_secret(key: &str, path: &Path) -> Result<Vec<u8>> {
     let text =
         std::fs::read(path).with_context(|| format!("{key}: cannot read {}", path.display()))?;
     let line = text.split(|&b| b == b'\n').next().unwrap_or_default();
@@ -276,7 +282,7 @@ fn counts_of(e: &InboundEntry) -> Counts {
     }
 }
 
-fn tunnel(kind: TunnelKind) -> Tunnel {
+pub(crate) fn tunnel(kind: TunnelKind) -> Tunnel {
     match kind {
         TunnelKind::Infrastructure => Tunnel::Infrastructure,
         TunnelKind::Intranet => Tunnel::Intranet,
@@ -297,5 +303,7 @@ pub(crate) fn disconnect_reason(reason: EndReason) -> DisconnectReason {
         EndReason::Expired => DisconnectReason::Expired,
         EndReason::Revoked => DisconnectReason::Revoked,
         EndReason::Administrator => DisconnectReason::Admin,
+        EndReason::Radius => DisconnectReason::Radius,
+        EndReason::SessionTimeout => DisconnectReason::SessionTimeout,
     }
 }

@@ -54,6 +54,9 @@ pub struct Daemon {
     crl_watch: Mutex<Option<Arc<Mutex<crate::crl_files::Watch>>>>,
     /// What the IP-HTTPS CRL refresh looks at, while the listener runs.
     tls_watch: Mutex<Option<Arc<Mutex<crate::crl_files::TlsWatch>>>>,
+    /// The RADIUS Dynamic Authorization listener, while `[accounting.dae]` is set; stops on
+    /// drop.
+    dae: Mutex<Option<gate64_io::radius::dae::DaeListener>>,
     /// The control socket's file, once bound: removed by [`Daemon::shutdown`].
     control_socket: Mutex<Option<crate::control::Bound>>,
     /// The `[ipsec] listen` sockets, bound at start, until the IKE driver takes them.
@@ -187,6 +190,7 @@ impl Daemon {
             crl_watch: Mutex::new(None),
             tls_watch: Mutex::new(None),
             control_socket: Mutex::new(None),
+            dae: Mutex::new(None),
             native: Mutex::new(native),
         })
     }
@@ -338,6 +342,24 @@ impl Daemon {
             self.stop_tx.subscribe(),
         ));
         true
+    }
+
+    /// Starts the RADIUS Dynamic Authorization listener when `[accounting.dae]` is set, after
+    /// the IKE driver (whose IKE SAs it ends) and before the privilege drop (it reads the
+    /// clients' secret files).
+    pub fn start_dae(&self, cfg: &Config) -> Result<()> {
+        let Some(sessions) = &self.sessions else {
+            return Ok(());
+        };
+        let ike = lock(&self.ike_control).clone();
+        let started = crate::dae::start(cfg, Arc::clone(sessions), ike, Arc::clone(&self.shared))?;
+        if let Some(listener) = started {
+            let stats = listener.stats();
+            self.exporter.set_dae(Arc::new(move || stats.read()));
+            info!(listen = %listener.local_addr(), clients = cfg.accounting.dae.as_ref().map_or(0, |d| d.clients.len()), "RADIUS Dynamic Authorization on");
+            *lock(&self.dae) = Some(listener);
+        }
+        Ok(())
     }
 
     /// Starts the DNS64 resolver when `[dns64]` is enabled; must run inside a tokio runtime.

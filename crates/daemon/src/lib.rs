@@ -10,6 +10,7 @@ mod accounting;
 pub mod certs;
 mod control;
 mod crl_files;
+mod dae;
 mod daemon;
 mod disconnect;
 mod fd_limit;

@@ -60,6 +60,7 @@ fn read_files(cfg: &Config) -> Result<Option<crate::ike::Reloaded>> {
     let ike = crate::ike::Reloaded::read(cfg)?;
     if cfg.accounting.enabled() {
         crate::accounting::radius_servers(cfg)?;
+        crate::dae::clients(cfg)?;
     }
     crate::accounting::eap_radius_servers(cfg)?;
     Ok(ike)
@@ -241,6 +242,7 @@ async fn run(
     d.start_open_corpnet_reminder(&cfg);
     d.start_ike(&cfg)?;
     d.start_control(&cfg);
+    d.start_dae(&cfg)?;
     if let Some(addr) = d.start_iphttps(&cfg).await? {
         info!(listen = %addr, "IP-HTTPS up");
     }

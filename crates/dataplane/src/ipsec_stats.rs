@@ -230,16 +230,22 @@ pub enum DisconnectReason {
     Reauth = 3,
     /// The client's certificate passed its notAfter.
     Expired = 4,
+    /// A RADIUS Disconnect-Request (RFC 5176) ended it.
+    Radius = 5,
+    /// The end a RADIUS CoA-Request's Session-Timeout set passed.
+    SessionTimeout = 6,
 }
 
 impl DisconnectReason {
     /// Every reason, in label order.
-    pub const ALL: [DisconnectReason; 5] = [
+    pub const ALL: [DisconnectReason; 7] = [
         DisconnectReason::Admin,
         DisconnectReason::Revoked,
         DisconnectReason::Replaced,
         DisconnectReason::Reauth,
         DisconnectReason::Expired,
+        DisconnectReason::Radius,
+        DisconnectReason::SessionTimeout,
     ];
 
     /// The `reason` label value.
@@ -250,6 +256,8 @@ impl DisconnectReason {
             DisconnectReason::Replaced => "replaced",
             DisconnectReason::Reauth => "reauth",
             DisconnectReason::Expired => "expired",
+            DisconnectReason::Radius => "radius",
+            DisconnectReason::SessionTimeout => "session_timeout",
         }
     }
 }

@@ -58,6 +58,8 @@ struct Source {
     /// `gate64_metrics_http_rejected_total`, by [`HttpRejected`].
     http_rejected: [AtomicU64; 2],
     radius: Mutex<Option<RadiusReader>>,
+    /// The Dynamic Authorization listener's counters, when it runs.
+    dae: Mutex<Option<DaeReader>>,
     /// Readers of the GRE data path's counters.
     gre: Mutex<Vec<GreReader>>,
     /// The IKE driver's counters and the child-SA count, once IPsec runs.
@@ -105,6 +107,10 @@ pub struct RadiusCounts {
 /// Reads the RADIUS sender's counters.
 pub type RadiusReader = Arc<dyn Fn() -> RadiusCounts + Send + Sync>;
 
+/// Reads the Dynamic Authorization listener's counters: `(code, result, requests)` for every
+/// pair of labels (`gate64_radius_dae_requests_total`).
+pub type DaeReader = Arc<dyn Fn() -> Vec<(&'static str, &'static str, u64)> + Send + Sync>;
+
 impl Exporter {
     /// An exporter over `workers` (one [`Stats`] per data-plane worker) and `gauges`, which is
     /// called once per scrape to read the shared tables. `gauges` runs on the scraping task, so
@@ -120,6 +126,7 @@ impl Exporter {
             session_log_suppressed: Mutex::new(Vec::new()),
             http_rejected: [AtomicU64::new(0), AtomicU64::new(0)],
             radius: Mutex::new(None),
+            dae: Mutex::new(None),
             gre: Mutex::new(Vec::new()),
             ipsec: Mutex::new(None),
         });
@@ -175,6 +182,17 @@ impl Exporter {
             .inner
             .source
             .radius
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = Some(read);
+    }
+
+    /// Exports the Dynamic Authorization listener's counters
+    /// (`gate64_radius_dae_requests_total{code,result}`); without one the family is empty.
+    pub fn set_dae(&self, read: DaeReader) {
+        *self
+            .inner
+            .source
+            .dae
             .lock()
             .unwrap_or_else(PoisonError::into_inner) = Some(read);
     }
@@ -608,6 +626,21 @@ impl Collector for Scrape {
             names::RADIUS_RETRANSMITS_TOTAL,
             names::RADIUS_RETRANSMITS_TOTAL_HELP,
             radius.retransmits,
+        )?;
+        let dae = self
+            .0
+            .dae
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+            .map(|read| read())
+            .unwrap_or_default();
+        counter_family(
+            &mut enc,
+            names::RADIUS_DAE_REQUESTS_TOTAL,
+            names::RADIUS_DAE_REQUESTS_TOTAL_HELP,
+            dae.into_iter()
+                .map(|(code, result, n)| ([("code", code), ("result", result)], n)),
         )?;
         let reloads = &self.0.reloads;
         counter_family(

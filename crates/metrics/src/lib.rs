@@ -27,6 +27,8 @@ mod ipsec;
 pub mod names;
 
 pub use exporter::{
+    DaeReader, GreReader, GreSnapshot, GreTunnelSample, RadiusCounts, RadiusReader,
+};
+pub use exporter::{
     Exporter, HttpRejected, OPENMETRICS_CONTENT_TYPE, PROMETHEUS_TEXT_CONTENT_TYPE,
 };
-pub use exporter::{GreReader, GreSnapshot, GreTunnelSample, RadiusCounts, RadiusReader};

@@ -163,9 +163,22 @@ pub const RADIUS_ACCOUNTING_TOTAL_HELP: &str = "RADIUS Accounting-Requests (Star
 
 /// RADIUS requests sent again. Counter; no labels.
 pub const RADIUS_RETRANSMITS_TOTAL: &str = "gate64_radius_retransmits_total";
+
 /// Help text of [`RADIUS_RETRANSMITS_TOTAL`].
 pub const RADIUS_RETRANSMITS_TOTAL_HELP: &str = "RADIUS Accounting-Requests sent again \
     because no answer came within 2 seconds.";
+
+/// RADIUS Dynamic Authorization requests (RFC 5176) by outcome. Counter; label `code`
+/// (`disconnect`, `coa`, `other`: not a request gate64 knows), label `result`: `ack`, a NAK
+/// by its Error-Cause (`nak_session_not_found`, `nak_unsupported_attribute`,
+/// `nak_missing_attribute`, `nak_invalid_request`, `nak_invalid_attribute_value`,
+/// `nak_resources_unavailable`), or why it was dropped unanswered (`unknown_client`,
+/// `malformed`, `bad_code`, `bad_authenticator`, `bad_message_authenticator`, `stale`:
+/// Event-Timestamp outside the window, `replay`, `busy`: the replay cache is full).
+pub const RADIUS_DAE_REQUESTS_TOTAL: &str = "gate64_radius_dae_requests_total";
+/// Help text of [`RADIUS_DAE_REQUESTS_TOTAL`].
+pub const RADIUS_DAE_REQUESTS_TOTAL_HELP: &str = "RADIUS Disconnect-Requests and \
+    CoA-Requests received, by code and by result (ack, nak_* by Error-Cause, or why dropped).";
 
 /// Configuration reloads (SIGHUP) by outcome. Counter; label `result` (`ok`, `refused`).
 pub const CONFIG_RELOADS_TOTAL: &str = "gate64_config_reloads_total";
@@ -238,7 +251,9 @@ pub const IKE_NEGOTIATIONS_TOTAL_HELP: &str = "IKE negotiations (IKE_SA_INIT wit
 /// IKE SAs gate64 ended itself, with their child SAs. Counter; label `reason` (`admin`:
 /// `gate64 disconnect`; `revoked`: a CRL lists its certificate; `replaced`: a new IKE SA of
 /// the same identity and tunnel took its place; `reauth`: its client did not authenticate
-/// anew within `reauth_secs`; `expired`: its certificate passed its notAfter).
+/// anew within `reauth_secs`; `expired`: its certificate passed its notAfter; `radius`: a
+/// RADIUS Disconnect-Request; `session_timeout`: the end a RADIUS CoA-Request's
+/// Session-Timeout set).
 pub const IPSEC_DISCONNECTS_TOTAL: &str = "gate64_ipsec_disconnects_total";
 /// Help text of [`IPSEC_DISCONNECTS_TOTAL`].
 pub const IPSEC_DISCONNECTS_TOTAL_HELP: &str = "IKE SAs (with their child SAs) gate64 ended \
@@ -385,6 +400,7 @@ pub const ALL: &[(&str, &str)] = &[
     (IPSEC_BYTES_TOTAL, IPSEC_BYTES_TOTAL_HELP),
     (RADIUS_ACCOUNTING_TOTAL, RADIUS_ACCOUNTING_TOTAL_HELP),
     (RADIUS_RETRANSMITS_TOTAL, RADIUS_RETRANSMITS_TOTAL_HELP),
+    (RADIUS_DAE_REQUESTS_TOTAL, RADIUS_DAE_REQUESTS_TOTAL_HELP),
     (IPSEC_PACKETS_TOTAL, IPSEC_PACKETS_TOTAL_HELP),
     (CONFIG_RELOADS_TOTAL, CONFIG_RELOADS_TOTAL_HELP),
     (GRE_TUNNELS, GRE_TUNNELS_HELP),

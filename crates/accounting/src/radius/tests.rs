@@ -224,6 +224,8 @@ fn reasons_map_to_terminate_causes() {
         ("revoked", TerminateCause::AdminReset),
         ("expired", TerminateCause::SessionTimeout),
         ("reauth", TerminateCause::SessionTimeout),
+        ("radius", TerminateCause::AdminReset),
+        ("session_timeout", TerminateCause::SessionTimeout),
         ("replaced", TerminateCause::NasRequest),
         ("shutdown", TerminateCause::NasReboot),
     ] {

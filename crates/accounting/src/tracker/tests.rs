@@ -350,3 +350,123 @@ fn tunnel_counts_add_removed_and_live_child_sas() {
     assert_eq!(now[1].counts, counts(1));
     assert!(now.iter().all(|c| c.session == "0000000100000001"));
 }
+
+#[test]
+fn dynamic_authorization_finds_sessions_by_every_attribute_given() {
+    use crate::dae::Criteria;
+    let mut t = Tracker::new(1);
+    t.ike_up(at(0), 10, peer(1, 4500), "CN=laptop", Transport::Teredo);
+    t.child_up(
+        at(0),
+        0x100,
+        peer(1, 0).ip().to_string().parse().unwrap(),
+        &inner(5),
+        Tunnel::Infrastructure,
+    );
+    t.ike_up(at(0), 11, peer(1, 4500), "CN=laptop", Transport::Teredo);
+    t.child_up(
+        at(0),
+        0x101,
+        peer(1, 0).ip().to_string().parse().unwrap(),
+        &inner(5),
+        Tunnel::Intranet,
+    );
+    t.ike_up(at(1), 20, peer(2, 4500), "CN=desktop", Transport::Teredo);
+    t.child_up(
+        at(1),
+        0x200,
+        peer(2, 0).ip().to_string().parse().unwrap(),
+        &inner(6),
+        Tunnel::Infrastructure,
+    );
+    let by = |t: &Tracker, c: Criteria| -> Vec<(String, Option<Tunnel>, Vec<u64>)> {
+        t.find(&c)
+            .into_iter()
+            .map(|f| (f.session, f.tunnel, f.ike_spis))
+            .collect()
+    };
+    let laptop = || ("0000000100000001".to_owned(), None, vec![10, 11]);
+    assert_eq!(
+        by(
+            &t,
+            Criteria {
+                user_name: Some("cn=LAPTOP".into()),
+                ..Criteria::default()
+            }
+        ),
+        [laptop()]
+    );
+    assert_eq!(
+        by(
+            &t,
+            Criteria {
+                framed: inner(5),
+                calling_station: Some(peer(1, 0).ip().to_string()),
+                multi_session_id: Some("0000000100000001".into()),
+                ..Criteria::default()
+            }
+        ),
+        [laptop()]
+    );
+    assert_eq!(
+        by(
+            &t,
+            Criteria {
+                session_id: Some("0000000100000001-intranet".into()),
+                ..Criteria::default()
+            }
+        ),
+        [(
+            "0000000100000001".to_owned(),
+            Some(Tunnel::Intranet),
+            vec![10, 11]
+        )]
+    );
+    // All must match: the desktop's address with the laptop's name finds nothing.
+    assert!(
+        by(
+            &t,
+            Criteria {
+                user_name: Some("CN=laptop".into()),
+                framed: inner(6),
+                ..Criteria::default()
+            }
+        )
+        .is_empty()
+    );
+    // A tunnel the session never had, an unknown id, no attribute at all.
+    assert!(
+        by(
+            &t,
+            Criteria {
+                session_id: Some("0000000100000002-intranet".into()),
+                ..Criteria::default()
+            }
+        )
+        .is_empty()
+    );
+    assert!(
+        by(
+            &t,
+            Criteria {
+                session_id: Some("0000000100000001-other".into()),
+                ..Criteria::default()
+            }
+        )
+        .is_empty()
+    );
+    assert!(by(&t, Criteria::default()).is_empty());
+    // An IKE SA the responder is ending is not ended twice.
+    t.ike_ended(11, "admin");
+    assert_eq!(
+        by(
+            &t,
+            Criteria {
+                user_name: Some("CN=laptop".into()),
+                ..Criteria::default()
+            }
+        )[0]
+        .2,
+        [10]
+    );
+}

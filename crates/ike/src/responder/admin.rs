@@ -52,6 +52,8 @@ pub enum DisconnectTarget {
     IkeSpi(u64),
     /// Every established IKE SA.
     All,
+    /// Those whose SPIr is one of these (what a RADIUS Disconnect-Request matched).
+    IkeSpis(Vec<u64>),
 }
 
 impl DisconnectTarget {
@@ -59,6 +61,7 @@ impl DisconnectTarget {
         match self {
             DisconnectTarget::All => true,
             DisconnectTarget::IkeSpi(spi) => sa.spi_r == *spi || sa.spi_i == *spi,
+            DisconnectTarget::IkeSpis(spis) => spis.contains(&sa.spi_r),
             DisconnectTarget::Identity(id) => {
                 let wanted_ip = id.parse::<IpAddr>().ok();
                 [sa.identity.as_deref(), sa.user_identity.as_deref(), peer_id]
@@ -84,6 +87,17 @@ impl Responder {
         now: std::time::Instant,
         target: &DisconnectTarget,
     ) -> Vec<IkeSaInfo> {
+        self.disconnect_for(now, target, super::EndReason::Administrator)
+    }
+
+    /// [`Responder::disconnect`], for `reason` (the administrator's, or a RADIUS
+    /// Disconnect-Request's), which the `IkeSaEnded` events carry.
+    pub fn disconnect_for(
+        &mut self,
+        now: std::time::Instant,
+        target: &DisconnectTarget,
+        reason: super::EndReason,
+    ) -> Vec<IkeSaInfo> {
         let removed: Vec<IkeSaInfo> = self
             .ike_sas(now)
             .into_iter()
@@ -98,14 +112,41 @@ impl Responder {
             })
             .collect();
         for sa in &removed {
-            tracing::info!(peer = %sa.peer, identity = ?sa.identity, spi = format!("{:016x}", sa.spi_r), "ike SA disconnected by the administrator");
+            let spi = format!("{:016x}", sa.spi_r);
+            match reason {
+                super::EndReason::Radius => {
+                    tracing::info!(peer = %sa.peer, identity = ?sa.identity, spi, "ike SA disconnected by a RADIUS Disconnect-Request")
+                }
+                _ => {
+                    tracing::info!(peer = %sa.peer, identity = ?sa.identity, spi, "ike SA disconnected by the administrator")
+                }
+            }
             self.events.push_back(super::Event::IkeSaEnded {
                 spi_r: sa.spi_r,
-                reason: super::EndReason::Administrator,
+                reason,
             });
             super::liveness::delete_one(self, sa.spi_r);
         }
         removed
+    }
+
+    /// Ends the established IKE SAs among `spis` (SPIr) at `end`, whatever their client
+    /// does (a RADIUS CoA-Request's Session-Timeout): then each is deleted as
+    /// [`Responder::disconnect`] does, its `IkeSaEnded` with [`super::EndReason::SessionTimeout`].
+    /// A later end replaces an earlier one. Returns the SPIs it was set for.
+    pub fn set_session_end(&mut self, spis: &[u64], end: std::time::Instant) -> Vec<u64> {
+        let mut set = Vec::new();
+        for &spi in spis {
+            let Some(sa) = self.sas.get_mut(&spi).filter(|sa| sa.established) else {
+                continue;
+            };
+            sa.session_end = Some(end);
+            // An earlier end than the timer's is scheduled now; a later one is found when
+            // the earlier entry fires.
+            self.schedule(spi);
+            set.push(spi);
+        }
+        set
     }
 
     /// Ends, as [`Responder::disconnect`] does, the established IKE SAs authenticated with a

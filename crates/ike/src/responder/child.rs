@@ -727,6 +727,7 @@ fn inherit(fresh: &mut IkeSa, old: &mut IkeSa) {
     fresh.identity = old.identity.clone();
     fresh.identity_key = old.identity_key;
     fresh.authenticated = old.authenticated;
+    fresh.session_end = old.session_end;
     fresh.certificate = old.certificate.clone();
     fresh.second_auth = old.second_auth.clone();
     fresh.tunnel = old.tunnel;

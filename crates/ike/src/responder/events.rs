@@ -41,6 +41,11 @@ pub enum EndReason {
     Revoked,
     /// The administrator ended it ([`super::Responder::disconnect`], `gate64 disconnect`).
     Administrator,
+    /// A RADIUS Disconnect-Request (RFC 5176) ended it ([`super::Responder::disconnect_for`]).
+    Radius,
+    /// The end a RADIUS CoA-Request's Session-Timeout set passed
+    /// ([`super::Responder::set_session_end`]).
+    SessionTimeout,
 }
 
 /// Why a request, or a whole negotiation, was refused. Labels are metric label values.

@@ -134,6 +134,9 @@ pub(crate) struct IkeSa {
     /// When its client authenticated (IKE_AUTH): an IKE SA rekey keeps it, so
     /// `ResponderConfig::reauth` counts from the authentication, not from the last rekey.
     pub(crate) authenticated: Option<Instant>,
+    /// When a RADIUS Session-Timeout ([`Responder::set_session_end`]) ends it, whatever the
+    /// client does; an IKE SA rekey keeps it.
+    pub(crate) session_end: Option<Instant>,
     pub(crate) ni: Vec<u8>,
     pub(crate) nr: Vec<u8>,
     pub(crate) init_request: Vec<u8>,
@@ -207,6 +210,7 @@ impl IkeSa {
             started: now,
             last_heard: now,
             authenticated: None,
+            session_end: None,
             ni: Vec::new(),
             nr: Vec::new(),
             init_request: Vec::new(),

@@ -1142,6 +1142,65 @@ fn idle_ike_sa_is_forgotten_with_its_children() {
     assert_all_torn_down(&mut r, &pair, now);
 }
 
+/// A RADIUS Disconnect-Request ends the IKE SAs it matched by SPIr, with its own reason; a
+/// CoA-Request's Session-Timeout ends an IKE SA at the time set, whatever its client does.
+#[test]
+fn radius_disconnect_and_session_timeout_end_ike_sas() {
+    let lab = Lab::new();
+    let now = Instant::now();
+    let (mut r, _, _) = established_pair(&lab, now, |_| {});
+    let spi = r.ike_sas(now)[0].spi_r;
+    assert!(
+        r.disconnect_for(
+            now,
+            &DisconnectTarget::IkeSpis(vec![spi + 1]),
+            EndReason::Radius
+        )
+        .is_empty()
+    );
+    let removed = r.disconnect_for(
+        now,
+        &DisconnectTarget::IkeSpis(vec![spi]),
+        EndReason::Radius,
+    );
+    assert_eq!(removed.len(), 1);
+    assert!(r.poll_transmit().is_some(), "a Delete to the client");
+    assert!(r.events.contains(&Event::IkeSaEnded {
+        spi_r: spi,
+        reason: EndReason::Radius
+    }));
+    assert_eq!(r.established(), 0);
+
+    let (mut r, mut i, pair) =
+        established_pair(&lab, now, |c| c.ike_idle_timeout = Duration::from_secs(600));
+    let spi = r.ike_sas(now)[0].spi_r;
+    assert!(r.set_session_end(&[spi + 1], now).is_empty());
+    assert_eq!(
+        r.set_session_end(&[spi], now + Duration::from_secs(5)),
+        [spi]
+    );
+    assert!(
+        r.poll_timeout()
+            .is_some_and(|t| t <= now + Duration::from_secs(5))
+    );
+    // A liveness check answered does not keep it past the end.
+    let probe = request(&mut i, exchange::INFORMATIONAL, &[]);
+    r.handle(
+        now + Duration::from_secs(4),
+        addr(SERVER),
+        addr(CLIENT),
+        &probe,
+    );
+    r.handle_timeout(now + Duration::from_secs(4));
+    assert_eq!(r.established(), 1);
+    r.handle_timeout(now + Duration::from_secs(5));
+    assert!(r.events.contains(&Event::IkeSaEnded {
+        spi_r: spi,
+        reason: EndReason::SessionTimeout
+    }));
+    assert_all_torn_down(&mut r, &pair, now);
+}
+
 /// RFC 7296 §2.23: the responder saw another source than the initiator used (a NAT), so the
 /// initiator moves to 4500 and the responder builds a UDP-encapsulated child SA there.
 #[test]

@@ -54,6 +54,15 @@ impl Responder {
                 self.schedule(spi);
                 continue;
             }
+            if sa.session_end.is_some_and(|d| now >= d) {
+                tracing::info!(peer = %sa.remote, identity = ?sa.identity, spi = format!("{spi:016x}"), "ike SA ended: its RADIUS Session-Timeout passed");
+                self.events.push_back(Event::IkeSaEnded {
+                    spi_r: spi,
+                    reason: EndReason::SessionTimeout,
+                });
+                liveness::delete_one(self, spi);
+                continue;
+            }
             if cert_deadline(sa, self.clock).is_some_and(|d| now >= d) {
                 tracing::info!(peer = %sa.remote, identity = ?sa.identity, spi = format!("{spi:016x}"), "ike SA ended: its client's certificate expired");
                 self.events.push_back(Event::IkeSaEnded {
@@ -106,8 +115,8 @@ impl Responder {
 }
 
 /// When `sa` expires: half-open ones a fixed time after they started, established ones when
-/// idle (nothing heard) for the idle timeout, past their reauthentication deadline, or when
-/// their client's certificate expires. `clock` is an instant and the wall-clock time then.
+/// idle (nothing heard) for the idle timeout, past their reauthentication deadline, when
+/// their client's certificate expires, or at the end a RADIUS Session-Timeout set. `clock` is an instant and the wall-clock time then.
 pub(super) fn expiry(
     sa: &IkeSa,
     config: &ResponderConfig,
@@ -115,10 +124,14 @@ pub(super) fn expiry(
 ) -> Instant {
     if sa.established {
         let idle = sa.last_heard + config.ike_idle_timeout;
-        [reauth_deadline(sa, config), cert_deadline(sa, clock)]
-            .into_iter()
-            .flatten()
-            .fold(idle, Instant::min)
+        [
+            reauth_deadline(sa, config),
+            cert_deadline(sa, clock),
+            sa.session_end,
+        ]
+        .into_iter()
+        .flatten()
+        .fold(idle, Instant::min)
     } else {
         sa.started + config.half_open_timeout
     }

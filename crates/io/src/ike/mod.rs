@@ -257,11 +257,25 @@ impl IkeControl {
         target: DisconnectTarget,
         timeout: Duration,
     ) -> Option<Vec<IkeSaInfo>> {
+        self.disconnect_for(
+            target,
+            gate64_ike::responder::EndReason::Administrator,
+            timeout,
+        )
+    }
+
+    /// [`IkeControl::disconnect`] for `reason` (a RADIUS Disconnect-Request's, say).
+    pub fn disconnect_for(
+        &self,
+        target: DisconnectTarget,
+        reason: gate64_ike::responder::EndReason,
+        timeout: Duration,
+    ) -> Option<Vec<IkeSaInfo>> {
         let (tx, rx) = std::sync::mpsc::channel();
         let removed = std::sync::Arc::new(std::sync::Mutex::new(None));
         let slot = std::sync::Arc::clone(&removed);
         let asked = self.apply(move |r| {
-            let ended = r.disconnect(Instant::now(), &target);
+            let ended = r.disconnect_for(Instant::now(), &target, reason);
             *slot
                 .lock()
                 .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(ended);
@@ -280,6 +294,25 @@ impl IkeControl {
             .then(|| rx.recv_timeout(timeout).ok())
             .flatten()
             .flatten()
+    }
+}
+
+impl IkeControl {
+    /// Ends the established IKE SAs among `spis` `after` from now (a RADIUS
+    /// Session-Timeout); returns those it was set for, `None` when the driver has stopped or
+    /// did not answer within `timeout`. Blocks the calling thread.
+    pub fn set_session_end(
+        &self,
+        spis: Vec<u64>,
+        after: Duration,
+        timeout: Duration,
+    ) -> Option<Vec<u64>> {
+        let (tx, rx) = std::sync::mpsc::channel();
+        let asked = self.apply(move |r| {
+            let end = Instant::now() + after;
+            let _ = tx.send(r.set_session_end(&spis, end));
+        });
+        asked.then(|| rx.recv_timeout(timeout).ok()).flatten()
     }
 }
 

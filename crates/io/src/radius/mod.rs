@@ -11,6 +11,8 @@
 //! Acct-Delay-Time). New requests go back to the first server [`Timing::hold_down`] after it
 //! failed. A request every server failed is counted as `timeout`.
 
+pub mod dae;
+
 use gate64_accounting::radius::{self, Nas, Request};
 use std::io;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, UdpSocket};

@@ -1,0 +1,141 @@
+//! RADIUS Dynamic Authorization in the daemon (`[accounting.dae]`, RFC 5176): the listener
+//! of `gate64-io` verifies Disconnect-Requests and CoA-Requests; here each is matched against
+//! the sessions as accounting names them ([`crate::accounting::Sessions::find`]) and carried
+//! out by the IKE driver, as `gate64 disconnect` is: a Disconnect-Request ends the matched
+//! sessions' IKE SAs (each client hears a Delete; `gate64_ipsec_disconnects_total
+//! {reason="radius"}`), a CoA-Request's Session-Timeout sets when they end
+//! (`reason="session_timeout"`). An answer says ACK only once the driver confirmed it.
+
+use crate::accounting::Sessions;
+use anyhow::{Context, Result};
+use gate64_accounting::Tunnel;
+use gate64_accounting::dae::{Client, Dae, ErrorCause, Kind, Request};
+use gate64_config::Config;
+use gate64_ike::responder::{DisconnectTarget, EndReason};
+use gate64_io::ike::IkeControl;
+use gate64_io::radius::dae::{DaeListener, Handler};
+use std::net::IpAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// How long a request waits for the IKE driver before it is NAKed (506).
+const IKE_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// The clients of `[[accounting.dae.client]]` with their secrets read (`check-config`
+/// reads them here too).
+pub(crate) fn clients(cfg: &Config) -> Result<Vec<Client>> {
+    let Some(dae) = &cfg.accounting.dae else {
+        return Ok(Vec::new());
+    };
+    dae.clients
+        .iter()
+        .map(|c| {
+            Ok(Client {
+                address: c.address.addr(),
+                prefix_len: c.address.prefix_len(),
+                secret: crate::accounting::read_secret(
+                    "accounting.dae.client.secret_file",
+                    &c.secret_file,
+                )?,
+            })
+        })
+        .collect()
+}
+
+/// Starts the listener when `[accounting.dae]` is set; `None` when it is not.
+pub fn start(
+    cfg: &Config,
+    sessions: Arc<Sessions>,
+    ike: Option<IkeControl>,
+    shared: Arc<gate64_dataplane::Shared>,
+) -> Result<Option<DaeListener>> {
+    let Some(dae) = &cfg.accounting.dae else {
+        return Ok(None);
+    };
+    let core = Dae::new(clients(cfg)?, dae.replay_window_secs);
+    let handler: Handler =
+        Box::new(move |req, from| act(req, from, &sessions, ike.as_ref(), &shared));
+    let listener = gate64_io::radius::dae::start(dae.listen, core, handler).with_context(|| {
+        format!(
+            "binding the RADIUS Dynamic Authorization listener (`accounting.dae.listen` = {})",
+            dae.listen
+        )
+    })?;
+    Ok(Some(listener))
+}
+
+/// Carries out a verified request; `None`: done (ACK).
+fn act(
+    req: &Request,
+    from: IpAddr,
+    sessions: &Sessions,
+    ike: Option<&IkeControl>,
+    shared: &gate64_dataplane::Shared,
+) -> Option<ErrorCause> {
+    let found = sessions.find(&req.criteria);
+    if found.is_empty() {
+        tracing::info!(client = %from, request = req.kind.label(), criteria = ?req.criteria, "radius dae: no session matches");
+        return Some(ErrorCause::SessionContextNotFound);
+    }
+    let Some(ike) = ike else {
+        return Some(ErrorCause::ResourcesUnavailable);
+    };
+    let mut spis: Vec<u64> = found.iter().flat_map(|f| f.ike_spis.clone()).collect();
+    // An Acct-Session-Id names one tunnel: only that tunnel's IKE SAs.
+    let tunnels: Vec<(u64, Option<Tunnel>)> = found
+        .iter()
+        .flat_map(|f| f.ike_spis.iter().map(|spi| (*spi, f.tunnel)))
+        .collect();
+    if tunnels.iter().any(|(_, t)| t.is_some()) {
+        let Some(sas) = ike.ike_sas(IKE_TIMEOUT) else {
+            return Some(ErrorCause::ResourcesUnavailable);
+        };
+        spis.retain(|spi| {
+            let wanted = tunnels.iter().find(|(s, _)| s == spi).and_then(|(_, t)| *t);
+            let has = sas
+                .iter()
+                .find(|sa| sa.spi_r == *spi)
+                .and_then(|sa| sa.tunnel)
+                .map(crate::accounting::tunnel);
+            wanted.is_none() || has == wanted
+        });
+    }
+    if spis.is_empty() {
+        return Some(ErrorCause::SessionContextNotFound);
+    }
+    let names: Vec<(&str, &str)> = found
+        .iter()
+        .map(|f| (f.session.as_str(), f.identity.as_str()))
+        .collect();
+    match req.kind {
+        Kind::Disconnect => {
+            let Some(removed) = ike.disconnect_for(
+                DisconnectTarget::IkeSpis(spis),
+                EndReason::Radius,
+                IKE_TIMEOUT,
+            ) else {
+                return Some(ErrorCause::ResourcesUnavailable);
+            };
+            if removed.is_empty() {
+                return Some(ErrorCause::SessionContextNotFound);
+            }
+            crate::disconnect::close_iphttps_links(shared, &removed);
+            tracing::info!(client = %from, sessions = ?names, ike_sas = removed.len(), "radius dae: Disconnect-Request ended sessions");
+            None
+        }
+        Kind::Coa => {
+            let Some(secs) = req.session_timeout else {
+                return Some(ErrorCause::MissingAttribute);
+            };
+            let set = ike.set_session_end(spis, Duration::from_secs(u64::from(secs)), IKE_TIMEOUT);
+            match set {
+                None => Some(ErrorCause::ResourcesUnavailable),
+                Some(set) if set.is_empty() => Some(ErrorCause::SessionContextNotFound),
+                Some(set) => {
+                    tracing::info!(client = %from, sessions = ?names, ike_sas = set.len(), session_timeout = secs, "radius dae: CoA-Request set the sessions' end");
+                    None
+                }
+            }
+        }
+    }
+}
