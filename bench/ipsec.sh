@@ -722,8 +722,7 @@ print_ike_results() {
 #
 # NAT detection moves both to UDP 4500, ESP in UDP (RFC 3948) both ways. Both responders run
 # in tsrv and forward the opened packets to tcorp the same way (gate64 through its TUN,
-# charon through its ipsec0, the pool routed into it here), so resp CPU s is tsrv alone for
-# both. Fairness as in (a)/(b): the same certificates (SAN 192.0.2.10), IKE proposals
+# charon through its ipsec0), so resp CPU s is tsrv alone for both. Fairness as in (a)/(b): the same certificates (SAN 192.0.2.10), IKE proposals
 # (IKE_GROUP, IKE_CERT), ESP proposals ($ESP) and liveness interval; gate64 carries native
 # ESP on its IKE sockets (UDP 4500 of the listen address, 8 MiB asked, forced), so the host
 # sysctls give charon's UDP 4500 socket, which sets nothing, the same 16 MiB
@@ -805,12 +804,14 @@ run_native_strongswan() {
     native_lab
     RESP_ADDR=$NATIVE_ADDR charon_dir "$WORK/responder" responder "$WORK/certs/responder.pem" \
         "$WORK/certs/responder.key"
+    # kernel-libipsec routes a child SA into ipsec0 with an address of its local selector as
+    # the source, and refuses the child SA when the host has none (TS_UNACCEPTABLE): tsrv
+    # gets one in each, fd00:c0::53 itself (the infrastructure selector is that one address;
+    # tsrv then answers it, which no run uses) and fd00:c0::fffe in the intranet /64, whose
+    # other addresses, fd00:c0::1 among them, stay routed to tcorp.
+    ip -n "$SRV" addr add "$INFRA_HOST/128" dev lo
+    ip -n "$SRV" addr add fd00:c0::fffe/128 dev lo
     start_charon "$SRV" "$WORK/responder" charon-responder || return 1
-    # kernel-libipsec routes a child SA into ipsec0 only with an address of its local
-    # selector (fd00:c0::/64, in tcorp) on the host: the pool goes there by hand (ipsec0 is
-    # up once charon has loaded the plugin), as gate64 routes pool6 into its TUN.
-    wait_for 5 ip -n "$SRV" link show ipsec0 || { log "no ipsec0 in tsrv"; return 1; }
-    ip -n "$SRV" -6 route replace "$POOL6" dev ipsec0
     start_initiator || { tail -n 40 "$WORK"/initiator/charon.log "$WORK"/responder/charon.log >&2; return 1; }
     native_check || return 1
     start_bg "$CORP" iperf3-server iperf3 -s
