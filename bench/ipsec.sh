@@ -11,7 +11,7 @@
 #
 # Both setups use the same client: Debian's miredo plus charon with two connections
 # (infrastructure fd00:c0::53/128, intranet fd00:c0::/64, certificates from strongSwan's pki,
-# IKE aes256gcm16-prfsha256-ecp256, ESP $ESP (aes256gcm16 unless set) in UDP 4500). iperf3 runs from tcli to
+# IKE aes256gcm16-prfsha256-ecp256 (IKE_GROUP), ESP $ESP (aes256gcm16 unless set) in UDP 4500). iperf3 runs from tcli to
 # fd00:c0::1 (inside the intranet tunnel) with the inner TCP MSS clamped to 1130, so the ESP
 # packets of full-sized segments fit the Teredo MTU of 1280 unfragmented (interop-strongswan.md
 # pitfall 5; ipsec0's MTU cannot go below IPv6's 1280 minimum, so the clamp is iperf3's -M,
@@ -902,7 +902,7 @@ fi
 printf '%s\n' "(CPU s = whole-machine busy time from /proc/stat during the run, every process and the" \
     " kernel alike; cores = CPU s / run time; Mbit/CPU-s = Mbit/s x run time / CPU s, i.e. Mbit/s" \
     " per busy core, taken per run, the median shown; lab CPU s = user + system time of every" \
-    " process in the three namespaces with the NAPI threads of their devices; resp CPU s = the" \
+    " process in the lab's namespaces with the NAPI threads of their devices; resp CPU s = the" \
     " responder side alone: tsrv and the charon responder in tcorp, with the NAPI threads of" \
     " their devices (gate64's TUN), shown apart as NAPI s; for native-* tsrv holds either" \
     " responder.)"
