@@ -11,11 +11,17 @@
 #
 # Both setups use the same client: Debian's miredo plus charon with two connections
 # (infrastructure fd00:c0::53/128, intranet fd00:c0::/64, certificates from strongSwan's pki,
-# IKE aes256gcm16-prfsha256-ecp256, ESP $ESP (aes256gcm16 unless set) in UDP 4500). iperf3 runs from tcli to
+# IKE aes256gcm16-prfsha256-ecp256 (IKE_GROUP), ESP $ESP (aes256gcm16 unless set) in UDP 4500). iperf3 runs from tcli to
 # fd00:c0::1 (inside the intranet tunnel) with the inner TCP MSS clamped to 1130, so the ESP
 # packets of full-sized segments fit the Teredo MTU of 1280 unfragmented (interop-strongswan.md
 # pitfall 5; ipsec0's MTU cannot go below IPv6's 1280 minimum, so the clamp is iperf3's -M,
 # which also sets the server side's socket).
+#
+# The same client without Teredo (SETUPS native-gate64 native-strongswan, section (d)): charon
+# in a LAN namespace behind tcli's nftables masquerade, dialing the responder's public IPv4
+# address straight, ESP in UDP 4500 (NAT-T), against gate64's `[ipsec] listen` or a charon
+# responder on that address, with the same certificates, proposals and socket buffers; the
+# CPU accounting and summary are those below, with their own gate64/strongSwan ratios.
 #
 # CPU: whole-machine busy time from /proc/stat (user + nice + system + irq + softirq) during
 # each run, so kernel work (TUN, UDP, forwarding, softirq) counts for both setups alike. The
@@ -50,15 +56,26 @@
 #        MSS=1130      inner TCP MSS (iperf3 -M); 0 leaves it to the path. 1110 by default
 #                      when ESP is not AES-GCM: AES-CBC's 16-byte IV and 16-byte padding
 #                      make its ESP packets up to 20 bytes longer, and 1130 would no longer fit
-#                      the Teredo MTU
+#                      the Teredo MTU. The native-* setups leave it to the path unless MSS is
+#                      set (see (d))
 #        SETUPS="strongswan gate64"  add ike-gate64 ike-strongswan for IKE handshakes/s and
-#                      SAs held (section (c) below)
+#                      SAs held (section (c) below), native-gate64 native-strongswan for ESP
+#                      from a client behind a NAT straight to the responder's IPv4 address
+#                      (section (d) below)
 #        IKE_CLIENTS=500  emulated clients (2 IKE SAs each) per ike-* setup
 #        IKE_WINDOW=16    handshakes in flight;  IKE_SOURCES=32  client source addresses
 #        IKE_SOCKETS=4    UDP sockets (ports) per source address, one handshake in flight
 #                      each; gate64 verifies at most 2 IKE_AUTH per source at once and drops
 #                      the rest as lost (a retransmission later), so IKE_SOCKETS=1 with more
 #                      IKE_SOURCES keeps that cap out of the measurement
+#        IKE_GROUP=ecp256  the IKE key exchange of every setup: ecp256 (ECP-256, group 19)
+#                      or modp2048 (MODP-2048, group 14). Both responders are held to it
+#                      (charon's proposals, gate64's ike_proposals with modp2048) and
+#                      ike-load's first KE payload is of it (--group), so no handshake
+#                      drifts to the other group
+#        IKE_CERT=ecdsa  the responders' certificate key: ecdsa (P-256) or rsa (RSA-2048);
+#                      both sign their IKE_AUTH with it. The CA and the clients' keys stay
+#                      ECDSA P-256
 #        IKE_LOAD_BIN=path  gate64-testkit's ike-load (default: next to GATE64_BIN)
 #        AUTH_THREADS=N  gate64's ipsec.auth_threads (IKE_AUTH verification threads); unset
 #                      leaves gate64's default (one per CPU it may use)
@@ -75,11 +92,18 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . bench/lib.sh
+# The native-* setups' client LAN (section (d)); an empty namespace in the other setups.
+LAN=g64-blan-$$-0
+NAMESPACES+=("$LAN")
+# The namespace of the client's charon and iperf3: tcli, or tlan for the native-* setups.
+CLIENT_NS=$CLI
 
 RUNS=${RUNS:-5}
 DURATION=${DURATION:-10}
 DIRS=${DIRS:-"up down"}
 ESP=${ESP:-aes256gcm16}
+# The native-* setups take MSS only when it is set (section (d)).
+NATIVE_MSS=${MSS:-0}
 case "$ESP" in
 *gcm*) MSS=${MSS:-1130} ;;
 *) MSS=${MSS:-1110} ;;
@@ -91,6 +115,28 @@ CHARON_LOGLEVEL=${CHARON_LOGLEVEL:-0}
 GATE64_LOG_LEVEL=${GATE64_LOG_LEVEL:-warn}
 case $DPD_SECS in "" | *[!0-9]*) echo "DPD_SECS: '$DPD_SECS' is not a number of seconds" >&2; exit 2 ;; esac
 case $AUTH_THREADS in *[!0-9]*) echo "AUTH_THREADS: '$AUTH_THREADS' is not a number" >&2; exit 2 ;; esac
+IKE_GROUP=${IKE_GROUP:-ecp256}
+IKE_CERT=${IKE_CERT:-ecdsa}
+# Each group: charon's IKE proposals (responder and client), ike-load's --group, and
+# gate64's ike_proposals (none for ECP-256: gate64's default takes the client's KE group).
+case $IKE_GROUP in
+ecp256)
+    IKE_PROPOSALS=aes256gcm16-prfsha256-ecp256,aes256gcm16-prfsha256-x25519
+    IKE_GROUP_ID=19
+    GATE64_IKE_PROPOSALS=""
+    ;;
+modp2048)
+    IKE_PROPOSALS=aes256gcm16-prfsha256-modp2048
+    IKE_GROUP_ID=14
+    GATE64_IKE_PROPOSALS='ike_proposals = ["aes256gcm16-prfsha256-modp2048"]'
+    ;;
+*) echo "IKE_GROUP: '$IKE_GROUP' is not ecp256 or modp2048" >&2; exit 2 ;;
+esac
+case $IKE_CERT in
+ecdsa) CERT_GEN=(--type ecdsa --size 256) ;;
+rsa) CERT_GEN=(--type rsa --size 2048) ;;
+*) echo "IKE_CERT: '$IKE_CERT' is not ecdsa or rsa" >&2; exit 2 ;;
+esac
 
 require_root
 require_tools "apt-get install miredo miredo-server iperf3 iproute2 iputils-ping \
@@ -104,6 +150,8 @@ CHARON=/usr/sbin/charon-systemd
 
 WORK=$(mktemp -d /tmp/gate64-bench-ipsec.XXXXXX)
 RESPONDER=2001:db8:100:1::2
+# The strongSwan responder's local_addrs (set per setup).
+RESP_ADDR=$RESPONDER
 # The address the client's charon runs IKE with (set per setup).
 IKE_PEER=$RESPONDER
 INFRA_TS=fd00:c0::53/128
@@ -140,12 +188,13 @@ make_certs() { # make_certs DIR SERVER_ADDR
     mkdir -p "$dir"
     printf 'pki {\n  load = %s\n}\n' "$TOOL_PLUGINS" >"$dir/pki.conf"
     pki_() { STRONGSWAN_CONF="$dir/pki.conf" pki "$@"; }
-    for k in ca responder initiator; do
+    for k in ca initiator; do
         pki_ --gen --type ecdsa --size 256 --outform pem >"$dir/$k.key"
     done
+    pki_ --gen "${CERT_GEN[@]}" --outform pem >"$dir/responder.key"
     pki_ --self --ca --lifetime 30 --in "$dir/ca.key" --type ecdsa \
         --dn "CN=gate64 lab strongSwan CA" --outform pem >"$dir/ca.pem"
-    pki_ --pub --in "$dir/responder.key" --type ecdsa | pki_ --issue --lifetime 30 \
+    pki_ --pub --in "$dir/responder.key" --type "$IKE_CERT" | pki_ --issue --lifetime 30 \
         --cacert "$dir/ca.pem" --cakey "$dir/ca.key" --dn "CN=$addr" --san "$addr" \
         --flag serverAuth --outform pem >"$dir/responder.pem"
     pki_ --pub --in "$dir/initiator.key" --type ecdsa | pki_ --issue --lifetime 30 \
@@ -207,7 +256,7 @@ EOF
 connections {
   clients {
     version = 2
-    local_addrs = $RESPONDER
+    local_addrs = $RESP_ADDR
     pools = vip6
 $(conn_common)
     children {
@@ -227,7 +276,7 @@ EOF
 
 conn_common() {
     cat <<EOF
-    proposals = aes256gcm16-prfsha256-ecp256,aes256gcm16-prfsha256-x25519
+    proposals = $IKE_PROPOSALS
     unique = never
     fragmentation = yes
     dpd_delay = ${DPD_SECS}s
@@ -278,19 +327,20 @@ start_charon() { # start_charon NS DIR LABEL
     }
 }
 
-# The client side, the same for both responders: charon initiator in tcli, both tunnels.
+# The client side, the same for both responders: charon initiator in CLIENT_NS (tcli, or
+# tlan for the native-* setups), both tunnels.
 start_initiator() {
     local dir=$WORK/initiator t
     charon_dir "$dir" initiator "$WORK/certs/initiator.pem" "$WORK/certs/initiator.key"
-    start_charon "$CLI" "$dir" charon-initiator || return 1
+    start_charon "$CLIENT_NS" "$dir" charon-initiator || return 1
     for t in infrastructure intranet; do
-        swan "$CLI" "$dir" --initiate --ike "$t" --child "$t" --timeout 30 \
+        swan "$CLIENT_NS" "$dir" --initiate --ike "$t" --child "$t" --timeout 30 \
             >"$WORK/initiate-$t.log" 2>&1 || {
             log "initiating $t failed: $(tail -5 "$WORK/initiate-$t.log")"
             return 1
         }
     done
-    ip netns exec "$CLI" ping -6 -n -c 3 -i 0.2 -W 3 "$INTRANET_HOST" >"$WORK/ping-esp.log" 2>&1 || {
+    ip netns exec "$CLIENT_NS" ping -6 -n -c 3 -i 0.2 -W 3 "$INTRANET_HOST" >"$WORK/ping-esp.log" 2>&1 || {
         log "ping through the intranet tunnel failed: $(cat "$WORK/ping-esp.log")"
         return 1
     }
@@ -298,7 +348,7 @@ start_initiator() {
 
 # Bytes the client's intranet child SA has sent and received (from swanctl --list-sas --raw).
 intranet_bytes() {
-    swan "$CLI" "$WORK/initiator" --list-sas --raw 2>/dev/null |
+    swan "$CLIENT_NS" "$WORK/initiator" --list-sas --raw 2>/dev/null |
         tr ' ' '\n' | awk -F= '/name=/ {f = ($0 ~ /[{]?name=intranet$/)} f && /^bytes-(in|out)=/ {s += $2} END {printf "%.0f\n", s}'
 }
 
@@ -317,12 +367,13 @@ idle_baseline() { # busy cores of the machine over 3 s with the lab idle
 }
 
 # Clock ticks (utime + stime, all threads) of every process in the lab: charon, miredo,
-# gate64 and iperf3, and the NAPI threads of the lab's devices, each thread once. Unlike
+# gate64 and iperf3, and the NAPI threads of the lab's devices, each thread once (tlan, the
+# native-* setups' client LAN, counts nothing in the other setups, where it stays empty). Unlike
 # machine_ticks it ignores other work on the machine, but it also misses kernel work done
 # outside process context (softirq on idle cores).
 lab_ticks() {
     echo $(($(proc_ticks "$CLI") + $(proc_ticks "$SRV") + $(proc_ticks "$CORP") +
-        $(napi_ticks "$CLI" "$SRV" "$CORP")))
+        $(proc_ticks "$LAN") + $(napi_ticks "$CLI" "$SRV" "$CORP" "$LAN")))
 }
 
 # The responder side alone: every process in tsrv (gate64, or miredo-server + miredo relay)
@@ -335,13 +386,15 @@ resp_napi_ticks() { napi_ticks "$SRV" "$CORP"; }
 # core), which does not depend on DURATION.
 per_cpu_s() { quotient "$(awk -v m="$1" -v d="$DURATION" 'BEGIN {printf "%.6f", m * d}')" "$2"; }
 
+# The inner MSS of the runs: MSS over Teredo, NATIVE_MSS for the native-* setups.
+RUN_MSS=$MSS
 RESULTS=() # "setup dir ok mbps cpu eff lab lab_eff resp resp_napi resp_eff" (medians of the ok runs)
 BASELINES=() # "setup busy-cores"
 
 measure() { # measure SETUP
     local setup=$1 dir run json t0 t1 l0 l1 r0 r1 n0 n1 b0 b1 mbps cpu lab resp napi rev base ok
     local mss=()
-    [ "$MSS" != 0 ] && mss=(-M "$MSS")
+    [ "$RUN_MSS" != 0 ] && mss=(-M "$RUN_MSS")
     base=$(idle_baseline)
     BASELINES+=("$setup $base")
     log "  idle baseline: $base busy cores"
@@ -357,7 +410,7 @@ measure() { # measure SETUP
             r0=$(resp_proc_ticks)
             n0=$(resp_napi_ticks)
             t0=$(machine_ticks)
-            if ! ip netns exec "$CLI" timeout $((DURATION + 30)) "$IPERF3" -6 -c "$INTRANET_HOST" \
+            if ! ip netns exec "$CLIENT_NS" timeout $((DURATION + 30)) "$IPERF3" -6 -c "$INTRANET_HOST" \
                 -t "$DURATION" "${mss[@]}" "${rev[@]}" --json --connect-timeout 5000 \
                 >"$json" 2>&1; then
                 log "  $setup $dir run $run: iperf3 failed: $(grep -m1 '"error"' "$json" || tail -3 "$json")"
@@ -424,6 +477,8 @@ run_strongswan() {
 GATE64_ENDPOINT=2001:db8:100::1
 
 start_gate64() {
+    local listen=""
+    [ -z "${GATE64_LISTEN:-}" ] || listen="listen = [\"$GATE64_LISTEN\"]"
     cat >"$WORK/gate64.toml" <<EOF
 [server]
 workers = 2
@@ -445,6 +500,8 @@ infrastructure_prefixes = ["$INFRA_TS"]
 intranet_prefixes = ["$INTRANET_TS"]
 dpd_secs = $DPD_SECS
 ${AUTH_THREADS:+auth_threads = $AUTH_THREADS}
+$GATE64_IKE_PROPOSALS
+$listen
 [metrics]
 listen = "127.0.0.1:9164"
 [log]
@@ -452,7 +509,8 @@ level = "$GATE64_LOG_LEVEL"
 EOF
     start_bg "$SRV" gate64 "$GATE64_BIN" serve --config "$WORK/gate64.toml"
     wait_for 15 udp_bound "$SRV" 192.0.2.1:3544 && wait_for 5 tcp_listening "$SRV" 9164 &&
-        wait_for 5 udp_bound "$SRV" "[$GATE64_ENDPOINT]:500"
+        wait_for 5 udp_bound "$SRV" "[$GATE64_ENDPOINT]:500" &&
+        { [ -z "${GATE64_LISTEN:-}" ] || wait_for 5 udp_bound "$SRV" "$GATE64_LISTEN:4500"; }
 }
 
 # gate64's own view of the client: two IKE SAs and two child SAs (one pair per tunnel).
@@ -556,7 +614,7 @@ ike_measure() {
     t0=$(ns_ticks "$ns")
     ip netns exec "$CLI" "$IKE_LOAD_BIN" run --server "$IKE_PEER" --server-ca "$WORK/certs/ca.pem" \
         --ca-dir "$WORK/clients" --bind "$(ike_sources)" --sockets "$IKE_SOCKETS" --per-socket 1 \
-        --clients "$IKE_CLIENTS" --window "$IKE_WINDOW" --infrastructure "$INFRA_TS" \
+        --clients "$IKE_CLIENTS" --window "$IKE_WINDOW" --group "$IKE_GROUP_ID" --infrastructure "$INFRA_TS" \
         --intranet "$INTRANET_TS" --hold-secs 0 >"$log" 2>&1 &
     load=$!
     # Certificates first (not timed), then the handshakes; generous: 1 handshake/s at worst.
@@ -635,8 +693,8 @@ run_ike_strongswan() {
 
 print_ike_results() {
     [ "${#IKE_RESULTS[@]}" -gt 0 ] || return 0
-    printf '\nIKE: %s clients x 2 tunnels (IKE_SA_INIT + IKE_AUTH with certificates, ECP-256), window %s, gate64 auth_threads %s\n' \
-        "$IKE_CLIENTS" "$IKE_WINDOW" "${AUTH_THREADS:-default}"
+    printf '\nIKE: %s clients x 2 tunnels (IKE_SA_INIT + IKE_AUTH with certificates), key exchange %s, server certificate %s, window %s, gate64 auth_threads %s\n' \
+        "$IKE_CLIENTS" "$IKE_GROUP" "$IKE_CERT" "$IKE_WINDOW" "${AUTH_THREADS:-default}"
     printf '%-15s %7s %6s %9s %13s %10s %13s %9s %9s %7s %7s %11s\n' responder est failed secs \
         handshakes/s "resp CPU s" handshakes/CPU "RSS0 kB" "RSS1 kB" MMSA QMSA "B/client"
     local r setup n est fail secs rate cpu rss0 rss1 mm qm
@@ -650,9 +708,123 @@ print_ike_results() {
     printf '(est = IKE SAs established by ike-load, 2 per client; resp CPU s = user + system time of\n the responder namespace during the handshakes; B/client = RSS growth / clients.)\n'
 }
 
+# ================================================================ (d) native clients
+# SETUPS native-gate64 / native-strongswan: the client of (a) and (b), the same charon with
+# kernel-libipsec and the same two connections, but in a LAN namespace tlan behind tcli,
+# which masquerades it (nftables, as tests/e2e/ipsec_native.rs does), dialing the
+# responder's public IPv4 address 192.0.2.10 on tsrv straight: no Teredo, no Miredo.
+#
+#   tlan  10.9.0.2: charon initiator (kernel-libipsec, ipsec0), iperf3 client
+#     └─ tcli  10.9.0.1 / 198.51.100.10: nftables masquerade (the NAT's public address)
+#         └─ tsrv  192.0.2.10: (a) gate64 serve, `[ipsec] listen = ["192.0.2.10"]`
+#                              (b) charon responder, local_addrs = 192.0.2.10
+#             └─ tcorp 2001:db8:100:1::2: iperf3 -s on fd00:c0::1
+#
+# NAT detection moves both to UDP 4500, ESP in UDP (RFC 3948) both ways. Both responders run
+# in tsrv and forward the opened packets to tcorp the same way (gate64 through its TUN,
+# charon through its ipsec0), so resp CPU s is tsrv alone for both. Fairness as in (a)/(b): the same certificates (SAN 192.0.2.10), IKE proposals
+# (IKE_GROUP, IKE_CERT), ESP proposals ($ESP) and liveness interval; gate64 carries native
+# ESP on its IKE sockets (UDP 4500 of the listen address, 8 MiB asked, forced), so the host
+# sysctls give charon's UDP 4500 socket, which sets nothing, the same 16 MiB
+# (match_sockbufs). gate64 keeps its Teredo server configured, idle. The inner MSS is left to
+# the path unless MSS is set: kernel-libipsec's ipsec0 has an MTU of 1400, so TCP takes an
+# MSS of 1340 and the ESP in UDP in IPv4 of a full segment (at most 1,476 bytes with AES-CBC)
+# fits the links' 1500.
+LAN_GW=10.9.0.1
+LAN_CLIENT=10.9.0.2
+NATIVE_ADDR=192.0.2.10
+
+native_lab() { # native_lab: tlan behind tcli's NAT, 192.0.2.10 on tsrv, hosts in tcorp
+    teardown
+    setup
+    ip link add name vlan netns "$CLI" type veth peer name vnat netns "$LAN"
+    ip -n "$CLI" link set vlan up
+    ip -n "$LAN" link set vnat up
+    ip -n "$CLI" addr add "$LAN_GW/24" dev vlan
+    ip -n "$LAN" addr add "$LAN_CLIENT/24" dev vnat
+    ip -n "$LAN" route add default via "$LAN_GW"
+    ip netns exec "$CLI" sysctl -qw net.ipv4.ip_forward=1
+    ip netns exec "$CLI" nft -f - <<'EOF'
+table ip nat {
+  chain post {
+    type nat hook postrouting priority 100;
+    oif "vsrv" masquerade
+  }
+}
+EOF
+    ip -n "$SRV" addr add "$NATIVE_ADDR/24" dev vcli
+    ip -n "$CORP" addr add "$INFRA_HOST/128" dev lo
+    ip -n "$CORP" addr add "$INTRANET_HOST/64" dev lo
+    # The opened packets leave tsrv for the corporate side; tcorp answers the pool through its
+    # default route (tsrv), which routes it to the responder (gate64 itself; for charon see
+    # run_native_strongswan).
+    ip -n "$SRV" -6 route add "$INTRANET_TS" via "$CORP_HOST" dev vcorp
+    IKE_PEER=$NATIVE_ADDR
+    CLIENT_NS=$LAN
+    RUN_MSS=$NATIVE_MSS
+    match_sockbufs "${SOCKBUF:-$GATE64_SOCKBUF_IKE}"
+    rm -rf "$WORK/certs" "$WORK/initiator" "$WORK/responder"
+    make_certs "$WORK/certs" "$NATIVE_ADDR"
+}
+
+# The client's SAs went through the NAT: charon in tlan on UDP 4500 with encapsulation.
+native_check() {
+    local sas
+    sas=$(swan "$LAN" "$WORK/initiator" --list-sas --raw 2>/dev/null || true)
+    case $sas in
+    *encap=yes*) log "  the client's child SAs are UDP-encapsulated (NAT detected)" ;;
+    *) log "  the client's child SAs are not UDP-encapsulated: $sas"; return 1 ;;
+    esac
+}
+
+native_done() { # back to the Teredo lab's client namespace and MSS
+    CLIENT_NS=$CLI
+    RUN_MSS=$MSS
+    teardown
+}
+
+run_native_gate64() {
+    log "== native-gate64: gate64 serve, [ipsec] listen $NATIVE_ADDR, client behind a NAT"
+    native_lab
+    GATE64_LISTEN=$NATIVE_ADDR start_gate64 ||
+        { log "gate64 did not start; its log:"; tail -n 30 "$WORK/gate64.log" >&2; return 1; }
+    start_initiator || { tail -n 40 "$WORK"/initiator/charon.log "$WORK/gate64.log" >&2; return 1; }
+    native_check || return 1
+    start_bg "$CORP" iperf3-server iperf3 -s
+    wait_for 5 tcp_listening "$CORP" 5201 || { log "iperf3 -s not listening"; return 1; }
+    gate64_sa_gauges
+    measure native-gate64
+    print_sockbufs native-gate64 "$SRV"
+    print_sockbufs native-gate64 "$LAN"
+    native_done
+}
+
+run_native_strongswan() {
+    log "== native-strongswan: charon responder on $NATIVE_ADDR in tsrv, client behind a NAT"
+    native_lab
+    RESP_ADDR=$NATIVE_ADDR charon_dir "$WORK/responder" responder "$WORK/certs/responder.pem" \
+        "$WORK/certs/responder.key"
+    # kernel-libipsec routes a child SA into ipsec0 with an address of its local selector as
+    # the source, and refuses the child SA when the host has none (TS_UNACCEPTABLE): tsrv
+    # gets one in each, fd00:c0::53 itself (the infrastructure selector is that one address;
+    # tsrv then answers it, which no run uses) and fd00:c0::fffe in the intranet /64, whose
+    # other addresses, fd00:c0::1 among them, stay routed to tcorp.
+    ip -n "$SRV" addr add "$INFRA_HOST/128" dev lo
+    ip -n "$SRV" addr add fd00:c0::fffe/128 dev lo
+    start_charon "$SRV" "$WORK/responder" charon-responder || return 1
+    start_initiator || { tail -n 40 "$WORK"/initiator/charon.log "$WORK"/responder/charon.log >&2; return 1; }
+    native_check || return 1
+    start_bg "$CORP" iperf3-server iperf3 -s
+    wait_for 5 tcp_listening "$CORP" 5201 || { log "iperf3 -s not listening"; return 1; }
+    measure native-strongswan
+    print_sockbufs native-strongswan "$SRV"
+    print_sockbufs native-strongswan "$LAN"
+    native_done
+}
+
 # ---------------------------------------------------------------- main
 
-if [[ " $SETUPS " == *" gate64 "* || " $SETUPS " == *" ike-"* ]]; then
+if [[ " $SETUPS " == *" gate64 "* || " $SETUPS " == *" ike-"* || " $SETUPS " == *" native-gate64 "* ]]; then
     build_gate64
     IKE_LOAD_BIN=$(realpath "${IKE_LOAD_BIN:-$(dirname "$GATE64_BIN")/ike-load}")
 fi
@@ -664,13 +836,17 @@ for s in $SETUPS; do
     gate64) run_gate64 || run_failed "gate64: setup failed" ;;
     ike-gate64) run_ike_gate64 || run_failed "ike-gate64: failed" ;;
     ike-strongswan) run_ike_strongswan || run_failed "ike-strongswan: failed" ;;
+    native-gate64) run_native_gate64 || run_failed "native-gate64: setup failed" ;;
+    native-strongswan) run_native_strongswan || run_failed "native-strongswan: setup failed" ;;
     *) run_failed "unknown setup $s" ;;
     esac
 done
 
-printf '\nESP (%s) over Teredo, iperf3 TCP to %s through the intranet tunnel, MSS %s, %s s per run, median of the runs that succeeded\n' \
-    "$ESP" "$INTRANET_HOST" "$MSS" "$DURATION"
-fmt='%-11s %5s %8s %9s %9s %7s %11s %11s %14s %11s %8s %15s\n'
+printf '\nESP (%s), iperf3 TCP to %s through the intranet tunnel, %s s per run, median of the runs that succeeded:\n' \
+    "$ESP" "$INTRANET_HOST" "$DURATION"
+printf ' strongswan, gate64 over Teredo (MSS %s); native-* from behind a NAT to 192.0.2.10 (MSS %s; 0 = the path)\n' \
+    "$MSS" "$NATIVE_MSS"
+fmt='%-17s %5s %8s %9s %9s %7s %11s %11s %14s %11s %8s %15s\n'
 printf "$fmt" responder dir runs "Mbit/s" "CPU s" cores "Mbit/CPU-s" "lab CPU s" "Mbit/lab-CPU-s" \
     "resp CPU s" "NAPI s" "Mbit/resp-CPU-s"
 for r in "${RESULTS[@]}"; do
@@ -698,13 +874,19 @@ efficiency_of() { # efficiency_of SETUP DIR FIELD(cpu|lab|resp)
         return
     done
 }
-printf '\n%5s %26s %26s %26s\n' dir "gate64/strongSwan (whole)" "gate64/strongSwan (lab)" \
-    "gate64/strongSwan (resp)"
-for dir in $DIRS; do
-    printf '%5s %26s %26s %26s\n' "$dir" \
-        "$(ratio "$(efficiency_of gate64 "$dir" cpu)" "$(efficiency_of strongswan "$dir" cpu)")" \
-        "$(ratio "$(efficiency_of gate64 "$dir" lab)" "$(efficiency_of strongswan "$dir" lab)")" \
-        "$(ratio "$(efficiency_of gate64 "$dir" resp)" "$(efficiency_of strongswan "$dir" resp)")"
+# Per pair of setups measured: Teredo (gate64 / strongswan), native (native-gate64 /
+# native-strongswan).
+for pair in "gate64 strongswan Teredo" "native-gate64 native-strongswan native"; do
+    read -r g s kind <<<"$pair"
+    [[ " $SETUPS " == *" $g "* && " $SETUPS " == *" $s "* ]] || continue
+    printf '\n%s: %5s %26s %26s %26s\n' "$kind" dir "gate64/strongSwan (whole)" \
+        "gate64/strongSwan (lab)" "gate64/strongSwan (resp)"
+    for dir in $DIRS; do
+        printf '%s: %5s %26s %26s %26s\n' "$kind" "$dir" \
+            "$(ratio "$(efficiency_of "$g" "$dir" cpu)" "$(efficiency_of "$s" "$dir" cpu)")" \
+            "$(ratio "$(efficiency_of "$g" "$dir" lab)" "$(efficiency_of "$s" "$dir" lab)")" \
+            "$(ratio "$(efficiency_of "$g" "$dir" resp)" "$(efficiency_of "$s" "$dir" resp)")"
+    done
 done
 for b in "${BASELINES[@]}"; do
     read -r setup base <<<"$b"
@@ -720,9 +902,10 @@ fi
 printf '%s\n' "(CPU s = whole-machine busy time from /proc/stat during the run, every process and the" \
     " kernel alike; cores = CPU s / run time; Mbit/CPU-s = Mbit/s x run time / CPU s, i.e. Mbit/s" \
     " per busy core, taken per run, the median shown; lab CPU s = user + system time of every" \
-    " process in the three namespaces with the NAPI threads of their devices; resp CPU s = the" \
+    " process in the lab's namespaces with the NAPI threads of their devices; resp CPU s = the" \
     " responder side alone: tsrv and the charon responder in tcorp, with the NAPI threads of" \
-    " their devices (gate64's TUN), shown apart as NAPI s.)"
+    " their devices (gate64's TUN), shown apart as NAPI s; for native-* tsrv holds either" \
+    " responder.)"
 print_ike_results
 print_sockbuf_table
 exit_status

@@ -49,7 +49,8 @@ usage: ike-load make-ca DIR
   --clients N          emulated clients, two IKE SAs each                 (default 100)
   --window N           handshakes in flight at once                        (default 16)
   --per-socket N       handshakes in flight per socket at most              (default 2)
-  --group 19|31        Diffie-Hellman group of the first KE payload        (default 19)
+  --group 19|31|14     Diffie-Hellman group of the first KE payload        (default 19)
+                       (ECP-256, Curve25519 or MODP-2048; 19 and 31 are offered too)
   --infrastructure P   remote selector of the infrastructure tunnel (default fd00:c0::53/128)
   --intranet P         remote selector of the intranet tunnel       (default fd00:c0::/64)
   --hold-secs S        hold the SAs this long after the last handshake;
@@ -151,7 +152,8 @@ fn parse(mut args: impl Iterator<Item = String>) -> Result<Opts> {
                 o.group = match value.as_str() {
                     "19" => Group::Ecp256,
                     "31" => Group::Curve25519,
-                    _ => bail!("{flag} {value}: 19 or 31"),
+                    "14" => Group::Modp2048,
+                    _ => bail!("{flag} {value}: 19, 31 or 14"),
                 }
             }
             "--infrastructure" => o.infrastructure = value.parse().with_context(ctx)?,
