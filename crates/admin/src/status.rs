@@ -61,10 +61,13 @@ pub fn render(s: &Snapshot) -> String {
         if let Some(a) = c.address4.filter(|a| !c.inner.contains(&IpAddr::V4(*a))) {
             inner.push(a.to_string());
         }
+        let outer = c.port.map_or_else(
+            || c.outer.to_string(),
+            |p| std::net::SocketAddr::from((c.outer, p)).to_string(),
+        );
         let _ = writeln!(
             out,
-            "{}: {}, inner {}",
-            c.outer,
+            "{outer}: {}, inner {}",
             printable(&c.transport),
             inner.join(", ")
         );
