@@ -163,7 +163,7 @@ fn a_native_client_shows_transport_native() {
     assert_eq!(transport(plain), Some("other"));
     let shown = render(&s);
     assert!(
-        shown.contains("[::ffff:198.51.100.10]:4500: native, inner"),
+        shown.contains("::ffff:198.51.100.10: native, inner ::ffff:198.51.100.10, port 4500\n"),
         "{shown}"
     );
 }
@@ -220,11 +220,11 @@ fn native_clients_behind_one_nat_are_listed_apart() {
     );
     let shown = render(&s);
     assert!(
-        shown.contains("[::ffff:198.51.100.7]:40001: native"),
+        shown.contains("::ffff:198.51.100.7: native, inner fd00:c1::1, port 40001\n"),
         "{shown}"
     );
     assert!(
-        shown.contains("[::ffff:198.51.100.7]:40002: native"),
+        shown.contains("::ffff:198.51.100.7: native, inner fd00:c1::2, port 40002\n"),
         "{shown}"
     );
 }
