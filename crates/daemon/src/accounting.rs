@@ -14,7 +14,6 @@ use gate64_accounting::tracker::ClientKey;
 use gate64_accounting::{Counts, Line, Tracker, Tunnel};
 use gate64_config::Config;
 use gate64_dataplane::{DisconnectReason, Shared};
-use gate64_esp::Peer;
 use gate64_esp::{InboundEntry, SaDb, TunnelKind};
 use gate64_ike::responder::{EndReason, Event};
 use gate64_io::logs::lines::{Handle, Lost, Sender};
@@ -112,7 +111,7 @@ impl Sessions {
     }
 
     /// A child SA was installed in the SA database for the client `client`
-    /// ([`client_key`]).
+    /// ([`crate::status::client_key`]).
     pub fn child_up(
         &self,
         inbound_spi: u32,
@@ -279,16 +278,6 @@ fn counts_of(e: &InboundEntry) -> Counts {
         bytes_out: out.bytes(),
         packets_in: e.sa.packets(),
         packets_out: out.packets(),
-    }
-}
-
-/// The session key of a child SA's client: its outer address, and for a native client the
-/// UDP port its ESP comes from (native SAs are always UDP-encapsulated, on the port of the
-/// IKE SA that built them), as [`ClientKey::of`] keys the IKE SA.
-pub(crate) fn client_key(peer: &Peer) -> ClientKey {
-    ClientKey {
-        outer: peer.outer,
-        port: peer.native.and(peer.udp_encap),
     }
 }
 

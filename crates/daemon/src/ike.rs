@@ -516,7 +516,7 @@ fn on_event(sadb: &SaDb, stats: &IpsecStats, sessions: Option<&Sessions>, event:
     match event {
         Event::ChildSaUp(pair) => {
             let (spi, tunnel, outer) = (pair.inbound.spi, pair.tunnel, pair.peer.outer);
-            let client = crate::accounting::client_key(&pair.peer);
+            let client = crate::status::client_key(&pair.peer);
             let inner = sessions.map(|_| pair.peer.inner.clone());
             match sadb.install(*pair) {
                 Ok(()) => {

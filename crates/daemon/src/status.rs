@@ -1,6 +1,6 @@
 //! The status snapshot the control socket serves ([`gate64_control::Snapshot`]): the SA
 //! database's child SAs grouped by client, with what the IKE driver knows of their IKE SAs.
-//! A client is what the session log calls one ([`crate::accounting::client_key`]): its outer
+//! A client is what the session log calls one ([`client_key`]): its outer
 //! address, and for a native client also its UDP port, so machines behind one NAT are
 //! listed apart and one machine's two tunnels together.
 
@@ -8,7 +8,7 @@ use gate64_accounting::Transport;
 use gate64_accounting::tracker::ClientKey;
 use gate64_control::{ChildSa, Client, Snapshot};
 use gate64_dataplane::Shared;
-use gate64_esp::{Cipher, InboundEntry, Selector, TunnelKind};
+use gate64_esp::{Cipher, InboundEntry, Peer, Selector, TunnelKind};
 use gate64_ike::responder::IkeSaInfo;
 use std::collections::HashMap;
 use std::net::{IpAddr, Ipv6Addr};
@@ -48,7 +48,7 @@ pub fn snapshot(shared: &Shared, ike: Option<&[IkeSaInfo]>, now: Instant) -> Sna
                         IpAddr::V6(_) => None,
                     })
                 });
-            let key = crate::accounting::client_key(peer);
+            let key = client_key(peer);
             match by_client.get(&key) {
                 Some(&i) => {
                     clients[i].sas.push(sa);
@@ -156,6 +156,16 @@ fn prefix_len(start: u128, end: u128, bits: u32) -> Option<u32> {
     let len = bits - (128 - host.leading_zeros());
     let aligned = host.count_ones() == 128 - host.leading_zeros() && start & host == 0;
     aligned.then_some(len)
+}
+
+/// The session key of a child SA's client: its outer address, and for a native client the
+/// UDP port its ESP comes from (native SAs are always UDP-encapsulated, on the port of the
+/// IKE SA that built them), as [`ClientKey::of`] keys the IKE SA.
+pub(crate) fn client_key(peer: &Peer) -> ClientKey {
+    ClientKey {
+        outer: peer.outer,
+        port: peer.native.and(peer.udp_encap),
+    }
 }
 
 /// The transport of a client at `outer`; `native` when its SAs run on an `[ipsec] listen`
