@@ -24,9 +24,9 @@
 //! name of the split domain with `dig` at that server through the tunnel (DNS64's
 //! synthesized answer). gate64 then counts five IKE SAs, five child SAs and five
 //! negotiations, `gate64 status --json` lists each client's identity with one child SA in the
-//! intranet tunnel to its two inner addresses, and the session log has a connect line for
-//! each outer address (it keys a client by its outer address, so the five behind the NAT
-//! share one session).
+//! intranet tunnel to its two inner addresses, each client its own entry (behind the NAT,
+//! the NAT's address and a port of its own) listing them, and the session log has one
+//! connect line per client (a native client is keyed by its outer address and port).
 //!
 //! charon 5.9 never asks for INTERNAL_DNS_DOMAIN, so gate64's `dns_domains` answer is not
 //! seen here; the test checks that gate64 answers what charon asked for and nothing else.
@@ -307,67 +307,123 @@ fn os_clients(topo: &Topology, outer: Outer) -> Result<()> {
     ])?;
     let status: serde_json::Value =
         serde_json::from_str(&json).with_context(|| format!("gate64 status --json:\n{json}"))?;
-    // Child SAs are listed per client, a client being an outer address: the five behind
-    // the NAT share one. Each child SA carries its IKE SA's identity and its inner address.
-    let sas: Vec<&serde_json::Value> = status["clients"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .flat_map(|c| c["sas"].as_array().into_iter().flatten())
-        .collect();
-    for os in &OSES {
+    // A client is an outer address and, natively, a port: behind the NAT the five share the
+    // address and differ by port. Each is one entry, with its one child SA (its IKE SA's
+    // identity, in the intranet tunnel to its inner addresses) and its own inner addresses.
+    let clients: Vec<&serde_json::Value> =
+        status["clients"].as_array().into_iter().flatten().collect();
+    let mut ports = Vec::new();
+    for (i, os) in OSES.iter().enumerate() {
         let id = os.identity();
-        let mine: Vec<&&serde_json::Value> = sas
+        let of_id =
+            |sa: &serde_json::Value| sa["identity"].as_str().is_some_and(|i| i.contains(&id));
+        let mine: Vec<&&serde_json::Value> = clients
             .iter()
-            .filter(|sa| sa["identity"].as_str().is_some_and(|i| i.contains(&id)))
+            .filter(|c| c["sas"].as_array().is_some_and(|sas| sas.iter().any(of_id)))
             .collect();
+        let expected_outer: Ipv6Addr = match outer {
+            Outer::Ipv4ThroughNat => NAT_PUBLIC.parse::<Ipv4Addr>()?.to_ipv6_mapped(),
+            Outer::Ipv6 => format!("2001:db8:210:{i}::2").parse()?,
+        };
+        let ok = match mine.as_slice() {
+            [c] => {
+                let sas = c["sas"].as_array().cloned().unwrap_or_default();
+                let inner: Vec<String> = c["inner"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter_map(|a| a.as_str().map(str::to_owned))
+                    .collect();
+                let ts: Vec<String> = sas
+                    .first()
+                    .and_then(|sa| sa["remote_ts"].as_array())
+                    .into_iter()
+                    .flatten()
+                    .filter_map(|t| t.as_str())
+                    .map(|t| t.split('/').next().unwrap_or_default().to_owned())
+                    .collect();
+                ports.push(c["port"].as_u64());
+                sas.len() == 1
+                    && sas[0]["tunnel"] == "intranet"
+                    && c["transport"] == "native"
+                    && c["outer"].as_str().and_then(|o| o.parse::<Ipv6Addr>().ok())
+                        == Some(expected_outer)
+                    && c["port"].as_u64().is_some()
+                    && ts.len() == 2
+                    && ts.iter().any(|t| t.starts_with("fd00:c1::"))
+                    && ts.iter().any(|t| t.starts_with("10.30.0."))
+                    && ts.iter().all(|t| inner.contains(t))
+            }
+            _ => false,
+        };
         ensure!(
-            mine.len() == 1
-                && mine[0]["tunnel"] == "intranet"
-                && mine[0]["remote_ts"].as_array().is_some_and(|ts| {
-                    let ts: Vec<&str> = ts.iter().filter_map(|t| t.as_str()).collect();
-                    ts.len() == 2
-                        && ts.iter().any(|t| t.starts_with("fd00:c1::"))
-                        && ts.iter().any(|t| t.starts_with("10.30.0."))
-                }),
-            "gate64 status --json: expected one child SA of {id} in the intranet tunnel, to \
-             its inner addresses from {POOL6} and {POOL4}: {mine:?}\n{json}"
+            ok,
+            "gate64 status --json: expected one client of {id}, native from {expected_outer} \
+             and a port, with one child SA in the intranet tunnel to its inner addresses from \
+             {POOL6} and {POOL4}, which the client lists: {mine:?}\n{json}"
         );
     }
-    // The session log keys a client by its outer address: every address the clients come
-    // from has a connect line naming one of its clients (over IPv6 each client has its own).
-    let outers: Vec<(Ipv6Addr, Vec<String>)> = match outer {
-        Outer::Ipv4ThroughNat => vec![(
-            NAT_PUBLIC.parse::<Ipv4Addr>()?.to_ipv6_mapped(),
-            OSES.iter().map(Os::identity).collect(),
-        )],
-        Outer::Ipv6 => OSES
+    ensure!(
+        clients.len() == OSES.len(),
+        "gate64 status --json: expected {} clients:\n{json}",
+        OSES.len()
+    );
+    // The session log has one session per client: exactly one connect line per identity,
+    // from the NAT's address at a port of its own (over IPv6, from its LAN address).
+    let connects = |records: &[serde_json::Value], id: &str| -> Vec<serde_json::Value> {
+        records
             .iter()
-            .enumerate()
-            .map(|(i, os)| Ok((format!("2001:db8:210:{i}::2").parse()?, vec![os.identity()])))
-            .collect::<Result<_>>()?,
-    };
-    wait_for(SETTLE_TIMEOUT, || {
-        let records = session_records(topo).ok()?;
-        outers
-            .iter()
-            .all(|(addr, ids)| {
-                records.iter().any(|r| {
-                    r["event"] == "connect"
-                        && r["outer"].as_str().and_then(|o| o.parse().ok()) == Some(*addr)
-                        && r["identity"]
-                            .as_str()
-                            .is_some_and(|i| ids.iter().any(|id| i.contains(id.as_str())))
-                })
+            .filter(|r| {
+                r["event"] == "connect" && r["identity"].as_str().is_some_and(|i| i.contains(id))
             })
-            .then_some(())
+            .cloned()
+            .collect()
+    };
+    let records = wait_for(SETTLE_TIMEOUT, || {
+        let records = session_records(topo).ok()?;
+        OSES.iter()
+            .all(|os| !connects(&records, &os.identity()).is_empty())
+            .then_some(records)
     })
     .with_context(|| {
         format!(
-            "the session log lacks a connect line for some of {outers:?}:\n{}",
+            "the session log lacks a connect line for some client:\n{}",
             std::fs::read_to_string(session_log(topo)).unwrap_or_default()
         )
     })?;
+    let mut line_ports = Vec::new();
+    for (i, os) in OSES.iter().enumerate() {
+        let expected_outer: Ipv6Addr = match outer {
+            Outer::Ipv4ThroughNat => NAT_PUBLIC.parse::<Ipv4Addr>()?.to_ipv6_mapped(),
+            Outer::Ipv6 => format!("2001:db8:210:{i}::2").parse()?,
+        };
+        let lines = connects(&records, &os.identity());
+        ensure!(
+            lines.len() == 1
+                && lines[0]["outer"].as_str().and_then(|o| o.parse().ok()) == Some(expected_outer)
+                && lines[0]["transport"] == "native",
+            "the session log: expected one connect line of {}, native from {expected_outer}: \
+             {lines:?}\n{}",
+            os.identity(),
+            std::fs::read_to_string(session_log(topo)).unwrap_or_default()
+        );
+        line_ports.push((lines[0]["outer"].clone(), lines[0]["port"].as_u64()));
+    }
+    // Each client its own NAT mapping in both.
+    line_ports.sort_by_key(|(o, p)| (o.to_string(), *p));
+    line_ports.dedup();
+    ensure!(
+        line_ports.len() == OSES.len(),
+        "the connect lines share an outer address and port: {line_ports:?}"
+    );
+    if outer == Outer::Ipv4ThroughNat {
+        ports.sort();
+        ports.dedup();
+        ensure!(
+            ports.len() == OSES.len(),
+            "gate64 status: the clients behind the NAT share a port: {ports:?}\n{json}"
+        );
+    }
     for mut charon in charons {
         charon.ensure_running()?;
     }

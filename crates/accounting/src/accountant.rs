@@ -151,7 +151,7 @@ mod tests {
         let mut t = Tracker::new(1);
         let mut a = Accountant::new();
         let peer: SocketAddr = "[2001:0:4136:e378:8000:63bf:3fff:1]:4500".parse().unwrap();
-        let outer = "2001:0:4136:e378:8000:63bf:3fff:1".parse().unwrap();
+        let outer: Ipv6Addr = "2001:0:4136:e378:8000:63bf:3fff:1".parse().unwrap();
         let inner = ["fd00:c1::5".parse().unwrap()];
         let mut requests = Vec::new();
         let feed = |t: &mut Tracker, a: &mut Accountant, out: &mut Vec<Request>| {

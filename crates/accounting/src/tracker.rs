@@ -1,6 +1,10 @@
 //! Client sessions from the IKE responder's events: the sans-IO core of the session log.
 //!
-//! A client is its outer address. Its session starts at its first child SA (it can send
+//! A client is its [`ClientKey`]: the outer address of a Teredo or IP-HTTPS client, the
+//! outer address and port (its NAT mapping) of a native one, so that several machines
+//! behind one NAT are several sessions while one machine's IKE SAs (both tunnels, through
+//! one socket and so one mapping) are one. A native client's session follows its mapping
+//! when it moves ([`Tracker::peer_moved`]). Its session starts at its first child SA (it can send
 //! then; the IKE SA before it is only authentication) and ends when its last IKE SA and
 //! last child SA are gone; a tunnel is up while at least one of its child SAs is installed,
 //! so a rekey (the new SA installed before the old one goes) neither ends a tunnel nor
@@ -41,7 +45,10 @@ const REFUSALS_PER_SEC: u64 = 5;
 /// The sessions of the connected clients.
 #[derive(Debug)]
 pub struct Tracker {
-    sessions: HashMap<Ipv6Addr, Session>,
+    /// Sessions by their number (the end of their id).
+    sessions: HashMap<u32, Session>,
+    /// The session of each client key some IKE SA of it is at.
+    by_client: HashMap<ClientKey, u32>,
     /// IKE SAs by our SPI: the client they belong to, and why the responder ended them
     /// (set between `ike_ended` and `ike_down`).
     ike: HashMap<u64, IkeSa>,
@@ -99,15 +106,46 @@ impl RefusalBudget {
     }
 }
 
+/// What tells one client from another: its outer address (IPv4-mapped for IPv4), and for
+/// a native client (`[ipsec] listen`) also the UDP port its IKE and ESP come from, since
+/// the machines behind one NAT share the address and differ by port. A Teredo address or
+/// an IP-HTTPS address is a client's own, whatever its port.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ClientKey {
+    /// The outer address.
+    pub outer: Ipv6Addr,
+    /// The UDP port for a native client, `None` for the tunnelled transports.
+    pub port: Option<u16>,
+}
+
+impl ClientKey {
+    /// The key of a client whose IKE comes from `peer`; `native` when it reaches gate64
+    /// straight on an `[ipsec] listen` socket.
+    pub fn of(peer: SocketAddr, native: bool) -> ClientKey {
+        ClientKey {
+            outer: outer_of(peer),
+            port: native.then_some(peer.port()),
+        }
+    }
+}
+
+impl From<Ipv6Addr> for ClientKey {
+    /// The key of a Teredo or IP-HTTPS client: its outer address.
+    fn from(outer: Ipv6Addr) -> ClientKey {
+        ClientKey { outer, port: None }
+    }
+}
+
 #[derive(Debug)]
 struct IkeSa {
-    outer: Ipv6Addr,
+    session: u32,
+    client: ClientKey,
     ended: Option<String>,
 }
 
 #[derive(Debug)]
 struct Child {
-    outer: Ipv6Addr,
+    session: u32,
     tunnel: Tunnel,
 }
 
@@ -117,8 +155,13 @@ struct Session {
     since: SystemTime,
     identity: String,
     transport: Transport,
+    /// The client's outer address and port, the latest after a move.
     outer: Ipv6Addr,
     port: u16,
+    /// The client keys of its IKE SAs, one entry per IKE SA (a move changes one).
+    clients: Vec<ClientKey>,
+    /// The keys that find it in `by_client`: its first, and where its IKE SAs moved.
+    aliases: Vec<ClientKey>,
     inner: Vec<IpAddr>,
     /// A connect line was written (the first child SA came).
     announced: bool,
@@ -185,6 +228,7 @@ impl Tracker {
     pub fn new(id_prefix: u32) -> Tracker {
         Tracker {
             sessions: HashMap::new(),
+            by_client: HashMap::new(),
             ike: HashMap::new(),
             children: HashMap::new(),
             id_prefix,
@@ -204,50 +248,114 @@ impl Tracker {
         identity: &str,
         transport: Transport,
     ) {
-        let outer = outer_of(peer);
-        match self.ike.entry(spi_r) {
-            Entry::Occupied(_) => return,
-            Entry::Vacant(slot) => slot.insert(IkeSa { outer, ended: None }),
+        let client = ClientKey::of(peer, transport == Transport::Native);
+        let Entry::Vacant(slot) = self.ike.entry(spi_r) else {
+            return;
         };
-        let (prefix, next) = (self.id_prefix, &mut self.next_id);
-        let session = self.sessions.entry(outer).or_insert_with(|| {
-            *next = next.wrapping_add(1);
-            Session {
-                id: format!("{prefix:08x}{:08x}", *next),
-                since: at,
-                identity: identity.to_owned(),
-                transport,
-                outer,
-                port: peer.port(),
-                inner: Vec::new(),
-                announced: false,
-                ike_sas: 0,
-                live: [0; 2],
-                totals: [Counts::default(); 2],
-                had: [false; 2],
-                reason: None,
-                ending: None,
+        let number = match self.by_client.get(&client) {
+            Some(&n) if self.sessions.contains_key(&n) => n,
+            _ => {
+                let n = loop {
+                    self.next_id = self.next_id.wrapping_add(1);
+                    if !self.sessions.contains_key(&self.next_id) {
+                        break self.next_id;
+                    }
+                };
+                self.by_client.insert(client, n);
+                n
             }
+        };
+        slot.insert(IkeSa {
+            session: number,
+            client,
+            ended: None,
+        });
+        let prefix = self.id_prefix;
+        let session = self.sessions.entry(number).or_insert_with(|| Session {
+            id: format!("{prefix:08x}{number:08x}"),
+            since: at,
+            identity: identity.to_owned(),
+            transport,
+            outer: client.outer,
+            port: peer.port(),
+            clients: Vec::new(),
+            aliases: vec![client],
+            inner: Vec::new(),
+            announced: false,
+            ike_sas: 0,
+            live: [0; 2],
+            totals: [Counts::default(); 2],
+            had: [false; 2],
+            reason: None,
+            ending: None,
         });
         session.ike_sas += 1;
+        session.clients.push(client);
     }
 
-    /// A child SA was installed for the client at `outer`.
+    /// The IKE SA `spi_r` now runs at `peer` (a NAT rebinding or a MOBIKE move). A native
+    /// client's session follows it: same id, no line; the child SAs it builds from there
+    /// (their key the new mapping) join it. The old mapping still finds the session while
+    /// another IKE SA of it is there (its own move has not come yet). A Teredo or IP-HTTPS
+    /// client is keyed by its outer address, which moving does not change for it.
+    pub fn peer_moved(&mut self, spi_r: u64, peer: SocketAddr) {
+        let Some(sa) = self.ike.get_mut(&spi_r) else {
+            return;
+        };
+        let Some(session) = self.sessions.get_mut(&sa.session) else {
+            return;
+        };
+        if session.transport != Transport::Native {
+            return;
+        }
+        let (old, new) = (sa.client, ClientKey::of(peer, true));
+        if old == new {
+            return;
+        }
+        sa.client = new;
+        if let Some(slot) = session.clients.iter_mut().find(|c| **c == old) {
+            *slot = new;
+        }
+        session.outer = new.outer;
+        session.port = peer.port();
+        let number = sa.session;
+        if !session.clients.contains(&old) {
+            session.aliases.retain(|c| *c != old);
+            if self.by_client.get(&old) == Some(&number) {
+                self.by_client.remove(&old);
+            }
+        }
+        if !session.aliases.contains(&new) {
+            session.aliases.push(new);
+        }
+        // A stale session of another client at this mapping (the NAT gave the mapping to
+        // this one) keeps the child SAs it has; new ones at the mapping are this session's.
+        self.by_client.insert(new, number);
+    }
+
+    /// A child SA was installed for the client `client` (a Teredo or IP-HTTPS client's
+    /// outer address converts into its key).
     pub fn child_up(
         &mut self,
         at: SystemTime,
         inbound_spi: u32,
-        outer: Ipv6Addr,
+        client: impl Into<ClientKey>,
         inner: &[IpAddr],
         tunnel: Tunnel,
     ) {
-        let Some(session) = self.sessions.get_mut(&outer) else {
+        let Some(&number) = self.by_client.get(&client.into()) else {
             // A child SA of no IKE SA this tracker saw: nothing to account it to.
+            return;
+        };
+        let Some(session) = self.sessions.get_mut(&number) else {
             return;
         };
         match self.children.entry(inbound_spi) {
             Entry::Occupied(_) => return,
-            Entry::Vacant(slot) => slot.insert(Child { outer, tunnel }),
+            Entry::Vacant(slot) => slot.insert(Child {
+                session: number,
+                tunnel,
+            }),
         };
         let t = tunnel.index();
         session.live[t] += 1;
@@ -273,7 +381,7 @@ impl Tracker {
         let Some(child) = self.children.remove(&inbound_spi) else {
             return;
         };
-        let Some(session) = self.sessions.get_mut(&child.outer) else {
+        let Some(session) = self.sessions.get_mut(&child.session) else {
             return;
         };
         let t = child.tunnel.index();
@@ -291,14 +399,14 @@ impl Tracker {
             );
             self.push(line);
         }
-        self.end_if_gone(at, child.outer);
+        self.end_if_gone(at, child.session);
     }
 
     /// The responder ended the IKE SA for `reason` (its `ike_down` follows).
     pub fn ike_ended(&mut self, spi_r: u64, reason: &str) {
         if let Some(sa) = self.ike.get_mut(&spi_r) {
             sa.ended = Some(reason.to_owned());
-            if let Some(session) = self.sessions.get_mut(&sa.outer) {
+            if let Some(session) = self.sessions.get_mut(&sa.session) {
                 session.ending = Some(reason.to_owned());
             }
         }
@@ -309,12 +417,15 @@ impl Tracker {
         let Some(sa) = self.ike.remove(&spi_r) else {
             return;
         };
-        if let Some(session) = self.sessions.get_mut(&sa.outer) {
+        if let Some(session) = self.sessions.get_mut(&sa.session) {
             session.ike_sas = session.ike_sas.saturating_sub(1);
+            if let Some(i) = session.clients.iter().position(|c| *c == sa.client) {
+                session.clients.swap_remove(i);
+            }
             session.reason = sa.ended;
             session.ending = None;
         }
-        self.end_if_gone(at, sa.outer);
+        self.end_if_gone(at, sa.session);
     }
 
     /// An IKE_AUTH from `source` was refused for `reason`; `identity` is the one it claimed,
@@ -374,15 +485,15 @@ impl Tracker {
     /// SAs counted plus what `live` reads from each child SA still installed. Linear in the
     /// child SAs.
     pub fn tunnel_counts(&self, mut live: impl FnMut(LiveChild) -> Counts) -> Vec<TunnelCounts> {
-        let mut sums: HashMap<(Ipv6Addr, Tunnel), Counts> = HashMap::new();
+        let mut sums: HashMap<(u32, Tunnel), Counts> = HashMap::new();
         for (&inbound_spi, child) in &self.children {
-            sums.entry((child.outer, child.tunnel))
+            sums.entry((child.session, child.tunnel))
                 .or_default()
                 .add(&live(LiveChild { inbound_spi }));
         }
         let mut out = Vec::with_capacity(sums.len());
-        for ((outer, tunnel), now) in sums {
-            let Some(session) = self.sessions.get(&outer).filter(|s| s.announced) else {
+        for ((number, tunnel), now) in sums {
+            let Some(session) = self.sessions.get(&number).filter(|s| s.announced) else {
                 continue;
             };
             let mut counts = session.totals[tunnel.index()];
@@ -418,9 +529,9 @@ impl Tracker {
         }
         let mut found: Vec<Found> = self
             .sessions
-            .values()
-            .filter(|s| s.ike_sas > 0)
-            .filter_map(|s| {
+            .iter()
+            .filter(|(_, s)| s.ike_sas > 0)
+            .filter_map(|(&number, s)| {
                 if c.user_name
                     .as_deref()
                     .is_some_and(|u| !u.eq_ignore_ascii_case(&s.identity))
@@ -445,7 +556,7 @@ impl Tracker {
                 let mut ike_spis: Vec<u64> = self
                     .ike
                     .iter()
-                    .filter(|(_, sa)| sa.outer == s.outer && sa.ended.is_none())
+                    .filter(|(_, sa)| sa.session == number && sa.ended.is_none())
                     .map(|(spi, _)| *spi)
                     .collect();
                 ike_spis.sort_unstable();
@@ -467,17 +578,22 @@ impl Tracker {
         self.sessions.values().filter(|s| s.announced).count()
     }
 
-    fn end_if_gone(&mut self, at: SystemTime, outer: Ipv6Addr) {
+    fn end_if_gone(&mut self, at: SystemTime, number: u32) {
         let gone = self
             .sessions
-            .get(&outer)
+            .get(&number)
             .is_some_and(|s| s.ike_sas == 0 && s.live == [0, 0]);
         if !gone {
             return;
         }
-        let Some(session) = self.sessions.remove(&outer) else {
+        let Some(session) = self.sessions.remove(&number) else {
             return;
         };
+        for alias in &session.aliases {
+            if self.by_client.get(alias) == Some(&number) {
+                self.by_client.remove(alias);
+            }
+        }
         if !session.announced {
             return;
         }

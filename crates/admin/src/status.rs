@@ -61,9 +61,12 @@ pub fn render(s: &Snapshot) -> String {
         if let Some(a) = c.address4.filter(|a| !c.inner.contains(&IpAddr::V4(*a))) {
             inner.push(a.to_string());
         }
+        // A native client's port (machines behind one NAT share the address) comes last, so
+        // the line starts as it does for every client.
+        let port = c.port.map_or_else(String::new, |p| format!(", port {p}"));
         let _ = writeln!(
             out,
-            "{}: {}, inner {}",
+            "{}: {}, inner {}{port}",
             c.outer,
             printable(&c.transport),
             inner.join(", ")

@@ -27,6 +27,11 @@ pub struct Client {
     pub transport: String,
     /// Its outer IPv6 address (Teredo address or an address of its IP-HTTPS /64).
     pub outer: Ipv6Addr,
+    /// A native client's UDP port (its NAT mapping: machines behind one NAT share `outer`
+    /// and are told apart by it); `null` for Teredo and IP-HTTPS clients, whose outer
+    /// address is their own.
+    #[serde(default)]
+    pub port: Option<u16>,
     /// Its inner addresses (from `ipsec.pool6`, or the outer one; and from `ipsec.pool4`
     /// when its first child SA carries IPv4).
     pub inner: Vec<IpAddr>,

@@ -10,7 +10,7 @@
 
 use anyhow::{Context, Result};
 use gate64_accounting::accountant::Accountant;
-use gate64_accounting::tracker::Found;
+use gate64_accounting::tracker::{ClientKey, Found};
 use gate64_accounting::{Counts, Line, Tracker, Tunnel};
 use gate64_config::Config;
 use gate64_dataplane::{DisconnectReason, Shared};
@@ -18,7 +18,7 @@ use gate64_esp::{InboundEntry, SaDb, TunnelKind};
 use gate64_ike::responder::{EndReason, Event};
 use gate64_io::logs::lines::{Handle, Lost, Sender};
 use gate64_io::radius::{RadiusSender, RadiusStats, Server, Timing};
-use std::net::{IpAddr, Ipv6Addr};
+use std::net::IpAddr;
 use std::path::Path;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -110,13 +110,20 @@ impl Sessions {
         }
     }
 
-    /// A child SA was installed in the SA database.
-    pub fn child_up(&self, inbound_spi: u32, outer: Ipv6Addr, inner: &[IpAddr], kind: TunnelKind) {
+    /// A child SA was installed in the SA database for the client `client`
+    /// ([`crate::status::client_key`]).
+    pub fn child_up(
+        &self,
+        inbound_spi: u32,
+        client: ClientKey,
+        inner: &[IpAddr],
+        kind: TunnelKind,
+    ) {
         let mut state = self.state();
         let now = SystemTime::now();
         state
             .tracker
-            .child_up(now, inbound_spi, outer, inner, tunnel(kind));
+            .child_up(now, inbound_spi, client, inner, tunnel(kind));
         self.drain(&mut state);
     }
 
@@ -150,6 +157,7 @@ impl Sessions {
                 tracker.ike_up(now, *spi_r, *peer, identity, transport);
             }
             Event::IkeSaEnded { spi_r, reason } => tracker.ike_ended(*spi_r, end_label(*reason)),
+            Event::PeerMoved { spi_r, peer, .. } => tracker.peer_moved(*spi_r, *peer),
             Event::IkeSaDown { spi_r, .. } => tracker.ike_down(now, *spi_r),
             Event::AuthRefused {
                 peer,

@@ -525,12 +525,13 @@ fn on_event(sadb: &SaDb, stats: &IpsecStats, sessions: Option<&Sessions>, event:
     match event {
         Event::ChildSaUp(pair) => {
             let (spi, tunnel, outer) = (pair.inbound.spi, pair.tunnel, pair.peer.outer);
+            let client = crate::status::client_key(&pair.peer);
             let inner = sessions.map(|_| pair.peer.inner.clone());
             match sadb.install(*pair) {
                 Ok(()) => {
                     info!(spi = format_args!("{spi:08x}"), ?tunnel, client = %outer, "child SA up");
                     if let (Some(sessions), Some(inner)) = (sessions, inner) {
-                        sessions.child_up(spi, outer, &inner, tunnel);
+                        sessions.child_up(spi, client, &inner, tunnel);
                     }
                 }
                 Err(e) => {
@@ -556,6 +557,7 @@ fn on_event(sadb: &SaDb, stats: &IpsecStats, sessions: Option<&Sessions>, event:
             inbound_spis,
             peer,
             native,
+            ..
         } => {
             info!(%peer, "IKE client moved");
             follow_peer(sadb, &inbound_spis, peer, native);

@@ -1,10 +1,14 @@
 //! The status snapshot the control socket serves ([`gate64_control::Snapshot`]): the SA
 //! database's child SAs grouped by client, with what the IKE driver knows of their IKE SAs.
+//! A client is what the session log calls one ([`client_key`]): its outer
+//! address, and for a native client also its UDP port, so machines behind one NAT are
+//! listed apart and one machine's two tunnels together.
 
 use gate64_accounting::Transport;
+use gate64_accounting::tracker::ClientKey;
 use gate64_control::{ChildSa, Client, Snapshot};
 use gate64_dataplane::Shared;
-use gate64_esp::{Cipher, InboundEntry, Selector, TunnelKind};
+use gate64_esp::{Cipher, InboundEntry, Peer, Selector, TunnelKind};
 use gate64_ike::responder::IkeSaInfo;
 use std::collections::HashMap;
 use std::net::{IpAddr, Ipv6Addr};
@@ -18,7 +22,7 @@ pub fn snapshot(shared: &Shared, ike: Option<&[IkeSaInfo]>, now: Instant) -> Sna
     let by_spi: HashMap<u64, &IkeSaInfo> = ike.iter().map(|i| (i.spi_i, i)).collect();
     let cfg = shared.config();
     let mut clients: Vec<Client> = Vec::new();
-    let mut by_outer: HashMap<Ipv6Addr, usize> = HashMap::new();
+    let mut by_client: HashMap<ClientKey, usize> = HashMap::new();
     let mut child_sas = 0;
     if let Some(sadb) = shared.sadb() {
         sadb.for_each(|e| {
@@ -44,7 +48,8 @@ pub fn snapshot(shared: &Shared, ike: Option<&[IkeSaInfo]>, now: Instant) -> Sna
                         IpAddr::V6(_) => None,
                     })
                 });
-            match by_outer.get(&peer.outer) {
+            let key = client_key(peer);
+            match by_client.get(&key) {
                 Some(&i) => {
                     clients[i].sas.push(sa);
                     if clients[i].address4.is_none() {
@@ -52,12 +57,13 @@ pub fn snapshot(shared: &Shared, ike: Option<&[IkeSaInfo]>, now: Instant) -> Sna
                     }
                 }
                 None => {
-                    by_outer.insert(peer.outer, clients.len());
+                    by_client.insert(key, clients.len());
                     clients.push(Client {
                         transport: transport_of(shared, &peer.outer, peer.native.is_some())
                             .as_str()
                             .to_owned(),
                         outer: peer.outer,
+                        port: key.port,
                         inner: peer.inner.clone(),
                         address4,
                         sas: vec![sa],
@@ -66,7 +72,7 @@ pub fn snapshot(shared: &Shared, ike: Option<&[IkeSaInfo]>, now: Instant) -> Sna
             }
         });
     }
-    clients.sort_by_key(|c| c.outer);
+    clients.sort_by_key(|c| (c.outer, c.port));
     for c in &mut clients {
         c.sas
             .sort_by(|a, b| (&a.tunnel, b.age_secs).cmp(&(&b.tunnel, a.age_secs)));
@@ -150,6 +156,16 @@ fn prefix_len(start: u128, end: u128, bits: u32) -> Option<u32> {
     let len = bits - (128 - host.leading_zeros());
     let aligned = host.count_ones() == 128 - host.leading_zeros() && start & host == 0;
     aligned.then_some(len)
+}
+
+/// The session key of a child SA's client: its outer address, and for a native client the
+/// UDP port its ESP comes from (native SAs are always UDP-encapsulated, on the port of the
+/// IKE SA that built them), as [`ClientKey::of`] keys the IKE SA.
+pub(crate) fn client_key(peer: &Peer) -> ClientKey {
+    ClientKey {
+        outer: peer.outer,
+        port: peer.native.and(peer.udp_encap),
+    }
 }
 
 /// The transport of a client at `outer`; `native` when its SAs run on an `[ipsec] listen`

@@ -359,7 +359,7 @@ fn dynamic_authorization_finds_sessions_by_every_attribute_given() {
     t.child_up(
         at(0),
         0x100,
-        peer(1, 0).ip().to_string().parse().unwrap(),
+        ClientKey::of(peer(1, 4500), false),
         &inner(5),
         Tunnel::Infrastructure,
     );
@@ -367,7 +367,7 @@ fn dynamic_authorization_finds_sessions_by_every_attribute_given() {
     t.child_up(
         at(0),
         0x101,
-        peer(1, 0).ip().to_string().parse().unwrap(),
+        ClientKey::of(peer(1, 4500), false),
         &inner(5),
         Tunnel::Intranet,
     );
@@ -375,7 +375,7 @@ fn dynamic_authorization_finds_sessions_by_every_attribute_given() {
     t.child_up(
         at(1),
         0x200,
-        peer(2, 0).ip().to_string().parse().unwrap(),
+        ClientKey::of(peer(2, 4500), false),
         &inner(6),
         Tunnel::Infrastructure,
     );
@@ -469,4 +469,214 @@ fn dynamic_authorization_finds_sessions_by_every_attribute_given() {
         .2,
         [10]
     );
+}
+
+fn nat(port: u16) -> SocketAddr {
+    SocketAddr::new(IpAddr::V4(std::net::Ipv4Addr::new(198, 51, 100, 7)), port)
+}
+
+/// Two machines behind one NAT: one public address, one port each. They are two sessions,
+/// each with its own identity, inner address and counters.
+#[test]
+fn native_clients_behind_one_nat_are_separate_sessions() {
+    let mut t = Tracker::new(1);
+    let (a, b) = (nat(40001), nat(40002));
+    t.ike_up(at(0), 1, a, "CN=alpha", Transport::Native);
+    t.child_up(
+        at(0),
+        0x10,
+        ClientKey::of(a, true),
+        &inner(1),
+        Tunnel::Intranet,
+    );
+    t.ike_up(at(1), 2, b, "CN=beta", Transport::Native);
+    t.child_up(
+        at(1),
+        0x20,
+        ClientKey::of(b, true),
+        &inner(2),
+        Tunnel::Intranet,
+    );
+    let lines = drain(&mut t);
+    assert_eq!(events(&lines), [EventKind::Connect, EventKind::Connect]);
+    assert_ne!(lines[0].session, lines[1].session);
+    assert_eq!(lines[0].identity.as_deref(), Some("CN=alpha"));
+    assert_eq!(lines[1].identity.as_deref(), Some("CN=beta"));
+    assert_eq!((lines[0].port, lines[1].port), (Some(40001), Some(40002)));
+    assert_eq!(lines[0].outer, lines[1].outer);
+    assert_eq!((&lines[0].inner, &lines[1].inner), (&inner(1), &inner(2)));
+    assert_eq!(t.connected(), 2);
+    t.child_down(at(5), 0x20, counts(3));
+    t.ike_down(at(5), 2);
+    let lines = drain(&mut t);
+    assert_eq!(
+        events(&lines),
+        [EventKind::TunnelDown, EventKind::Disconnect]
+    );
+    assert_eq!(lines[1].identity.as_deref(), Some("CN=beta"));
+    assert_eq!(lines[1].counts, Some(counts(3)));
+    assert_eq!(t.connected(), 1, "the other machine stays connected");
+}
+
+/// Teredo and IP-HTTPS clients keep their outer address as their key: another port of the
+/// same address is the same client.
+#[test]
+fn a_tunnelled_client_is_its_outer_address_whatever_the_port() {
+    let mut t = Tracker::new(1);
+    t.ike_up(at(0), 1, peer(1, 500), "CN=laptop", Transport::Teredo);
+    t.child_up(
+        at(0),
+        0x10,
+        outer_of(peer(1, 500)),
+        &inner(1),
+        Tunnel::Infrastructure,
+    );
+    t.ike_up(at(1), 2, peer(1, 4500), "CN=laptop", Transport::Teredo);
+    t.child_up(
+        at(1),
+        0x11,
+        outer_of(peer(1, 4500)),
+        &inner(1),
+        Tunnel::Intranet,
+    );
+    assert_eq!(
+        events(&drain(&mut t)),
+        [EventKind::Connect, EventKind::TunnelUp]
+    );
+}
+
+/// One machine behind a NAT with two IKE SAs (infrastructure and intranet) through one
+/// socket, so one mapping: one session with two tunnels.
+#[test]
+fn one_native_client_with_two_ike_sas_on_one_port_is_one_session() {
+    let mut t = Tracker::new(1);
+    let a = nat(40001);
+    let key = ClientKey::of(a, true);
+    t.ike_up(at(0), 1, a, "CN=alpha", Transport::Native);
+    t.child_up(at(0), 0x10, key, &inner(1), Tunnel::Infrastructure);
+    t.ike_up(at(1), 2, a, "CN=alpha", Transport::Native);
+    t.child_up(at(1), 0x11, key, &inner(1), Tunnel::Intranet);
+    let lines = drain(&mut t);
+    assert_eq!(events(&lines), [EventKind::Connect, EventKind::TunnelUp]);
+    assert_eq!(lines[0].session, lines[1].session);
+    assert_eq!(t.connected(), 1);
+    assert_eq!(t.tunnel_counts(|_| counts(1)).len(), 2);
+}
+
+/// A native client's NAT mapping moves (rebinding, or MOBIKE): its session follows, with no
+/// line, its child SAs built at the new mapping join it, and a new machine at the old
+/// mapping is a new session.
+#[test]
+fn a_native_client_that_moves_keeps_its_session() {
+    let mut t = Tracker::new(1);
+    let (old, new) = (nat(40001), nat(41999));
+    t.ike_up(at(0), 1, old, "CN=alpha", Transport::Native);
+    t.child_up(
+        at(0),
+        0x10,
+        ClientKey::of(old, true),
+        &inner(1),
+        Tunnel::Intranet,
+    );
+    let connect = drain(&mut t);
+    t.peer_moved(1, new);
+    assert!(drain(&mut t).is_empty(), "a move writes no line");
+    // A child rekey at the new mapping, then the old child SA goes.
+    t.child_up(
+        at(2),
+        0x11,
+        ClientKey::of(new, true),
+        &inner(1),
+        Tunnel::Intranet,
+    );
+    t.child_down(at(2), 0x10, counts(1));
+    assert!(
+        drain(&mut t).is_empty(),
+        "a rekey after a move keeps the tunnel"
+    );
+    // An IKE rekey at the new mapping keeps the session too.
+    t.ike_up(at(3), 3, new, "CN=alpha", Transport::Native);
+    t.ike_down(at(3), 1);
+    // Another machine now at the old mapping is another client.
+    t.ike_up(at(4), 9, old, "CN=beta", Transport::Native);
+    t.child_up(
+        at(4),
+        0x90,
+        ClientKey::of(old, true),
+        &inner(9),
+        Tunnel::Intranet,
+    );
+    let lines = drain(&mut t);
+    assert_eq!(events(&lines), [EventKind::Connect]);
+    assert_ne!(lines[0].session, connect[0].session);
+    t.child_down(at(6), 0x11, counts(2));
+    t.ike_down(at(6), 3);
+    let lines = drain(&mut t);
+    assert_eq!(
+        events(&lines),
+        [EventKind::TunnelDown, EventKind::Disconnect]
+    );
+    let end = &lines[1];
+    assert_eq!(end.session, connect[0].session, "the same session ends");
+    assert_eq!(end.identity.as_deref(), Some("CN=alpha"));
+    assert_eq!(end.port, Some(41999), "where it was last");
+    let mut total = counts(1);
+    total.add(&counts(2));
+    assert_eq!(end.counts, Some(total), "both mappings' bytes");
+}
+
+/// One IKE SA of a client moves before its other one does: the other's child SAs, rekeyed
+/// at the old mapping meanwhile, still count in the one session.
+#[test]
+fn a_move_of_one_ike_sa_leaves_the_other_at_the_old_mapping_in_the_session() {
+    let mut t = Tracker::new(1);
+    let (old, new) = (nat(40001), nat(41999));
+    t.ike_up(at(0), 1, old, "CN=alpha", Transport::Native);
+    t.child_up(
+        at(0),
+        0x10,
+        ClientKey::of(old, true),
+        &inner(1),
+        Tunnel::Infrastructure,
+    );
+    t.ike_up(at(0), 2, old, "CN=alpha", Transport::Native);
+    t.child_up(
+        at(0),
+        0x20,
+        ClientKey::of(old, true),
+        &inner(1),
+        Tunnel::Intranet,
+    );
+    drain(&mut t);
+    t.peer_moved(1, new);
+    t.child_up(
+        at(1),
+        0x21,
+        ClientKey::of(old, true),
+        &inner(1),
+        Tunnel::Intranet,
+    );
+    t.child_down(at(1), 0x20, counts(1));
+    t.peer_moved(2, new);
+    t.child_up(
+        at(2),
+        0x22,
+        ClientKey::of(new, true),
+        &inner(1),
+        Tunnel::Intranet,
+    );
+    t.child_down(at(2), 0x21, counts(1));
+    assert!(drain(&mut t).is_empty());
+    assert_eq!(t.connected(), 1);
+    // Nothing is at the old mapping any more: a new IKE SA there is a new client.
+    t.ike_up(at(3), 3, old, "CN=beta", Transport::Native);
+    t.child_up(
+        at(3),
+        0x30,
+        ClientKey::of(old, true),
+        &inner(3),
+        Tunnel::Intranet,
+    );
+    assert_eq!(events(&drain(&mut t)), [EventKind::Connect]);
+    assert_eq!(t.connected(), 2);
 }

@@ -163,7 +163,68 @@ fn a_native_client_shows_transport_native() {
     assert_eq!(transport(plain), Some("other"));
     let shown = render(&s);
     assert!(
-        shown.contains("::ffff:198.51.100.10: native, inner"),
+        shown.contains("::ffff:198.51.100.10: native, inner ::ffff:198.51.100.10, port 4500\n"),
+        "{shown}"
+    );
+}
+
+/// Machines behind one NAT share its address and differ by port: one client each, with its
+/// own inner address; one machine's two tunnels, through one mapping, are one client.
+#[test]
+fn native_clients_behind_one_nat_are_listed_apart() {
+    let created = Instant::now();
+    let shared = shared_with_two_clients(created);
+    let sadb = shared.sadb().unwrap();
+    let nat = Ipv4Addr::new(198, 51, 100, 7).to_ipv6_mapped();
+    let listen = Some("192.0.2.10:4500".parse().unwrap());
+    for (spi, port, inner, tunnel) in [
+        (0x400, 40001, "fd00:c1::1", TunnelKind::Infrastructure),
+        (0x410, 40001, "fd00:c1::1", TunnelKind::Intranet),
+        (0x500, 40002, "fd00:c1::2", TunnelKind::Intranet),
+    ] {
+        let inner: IpAddr = inner.parse().unwrap();
+        sadb.install(ChildSaPair {
+            inbound: params(spi, created, inner),
+            outbound: params(spi + 1, created, inner),
+            peer: Peer {
+                outer: nat,
+                native: listen,
+                udp_encap: Some(port),
+                inner: vec![inner],
+            },
+            tunnel,
+            ike_spi: u64::from(spi) << 32,
+        })
+        .unwrap();
+    }
+    let s = snapshot(&shared, None, created);
+    let natted: Vec<(Option<u16>, Vec<IpAddr>, usize)> = s
+        .clients
+        .iter()
+        .filter(|c| c.outer == nat)
+        .map(|c| (c.port, c.inner.clone(), c.sas.len()))
+        .collect();
+    assert_eq!(
+        natted,
+        [
+            (Some(40001), vec!["fd00:c1::1".parse().unwrap()], 2),
+            (Some(40002), vec!["fd00:c1::2".parse().unwrap()], 1),
+        ]
+    );
+    assert!(
+        s.clients
+            .iter()
+            .filter(|c| c.transport != "native")
+            .all(|c| c.port.is_none()),
+        "Teredo and IP-HTTPS clients carry no port"
+    );
+    let shown = render(&s);
+    assert!(
+        shown.contains("::ffff:198.51.100.7: native, inner fd00:c1::1, port 40001\n"),
+        "{shown}"
+    );
+    assert!(
+        shown.contains("::ffff:198.51.100.7: native, inner fd00:c1::2, port 40002\n"),
         "{shown}"
     );
 }

@@ -239,6 +239,8 @@ pub enum Event {
     /// client's UPDATE_SA_ADDRESSES passed its return-routability check (RFC 4555 §3.5): the
     /// IKE SA answers there from now on, and its child SAs' ESP should go there too.
     PeerMoved {
+        /// Our SPI (SPIr) of the IKE SA that moved.
+        spi_r: u64,
         /// gate64's inbound SPIs of the IKE SA's child SAs.
         inbound_spis: Vec<u32>,
         /// The client's new address and port.

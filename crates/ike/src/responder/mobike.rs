@@ -264,6 +264,7 @@ fn check_answered(r: &mut Responder, spi_r: u64, now: Instant, check: Check, inn
     let inbound_spis = sa.children.iter().map(|c| c.inbound_spi).collect();
     let native = r.native_socket(to.local);
     r.event(Event::PeerMoved {
+        spi_r,
         inbound_spis,
         peer: to.remote,
         native,

@@ -380,6 +380,7 @@ impl Responder {
         if let Some(inbound_spis) = moved {
             let native = self.native_socket(local);
             self.event(Event::PeerMoved {
+                spi_r: h.spi_r,
                 inbound_spis,
                 peer: remote,
                 native,

@@ -1280,6 +1280,7 @@ fn rfc7296_2_23_a_native_client_is_followed_to_its_new_mapping() {
         assert_eq!(
             moved,
             [Event::PeerMoved {
+                spi_r: r.ike_sas(now)[0].spi_r,
                 inbound_spis: vec![pair.inbound.spi],
                 peer: rebound,
                 native: Some(listen),

@@ -43,7 +43,8 @@ fn holding(r: &Responder, key: &IdentityKey, tunnel: Option<TunnelKind>, except:
 }
 
 /// Under `replace`, how long an IKE SA is kept from being replaced by a new IKE_AUTH of the
-/// same identity, for the same tunnel, from the same address and without INITIAL_CONTACT. Two
+/// same identity, for the same tunnel, from the same client ([`same_client`]: address, and
+/// port for a native client) and without INITIAL_CONTACT. Two
 /// IKE SAs of one client that end up as the same tunnel (a client that asks for the same
 /// selectors in both, or for `::/0` in both) would otherwise replace each other in turn as
 /// fast as the client rebuilds the one it lost. What replaces legitimately is older or says
@@ -51,6 +52,19 @@ fn holding(r: &Responder, key: &IdentityKey, tunnel: Option<TunnelKind>, except:
 /// connect` when it renews), strongSwan's make-before-break reauthentication comes at
 /// `reauth_secs` (60 s at the least), a laptop on a new network comes from a new address.
 pub const REPLACE_HOLDOFF: Duration = Duration::from_secs(20);
+
+/// Whether an IKE SA at `remote` (on our `local`) and an IKE_AUTH from `asked` come from one
+/// client: the same address, and for a native client (`local` an `[ipsec] listen` address)
+/// the same port too. Machines behind one NAT share its address and differ by port, so two
+/// of them with one certificate are two clients here; one machine's IKE SAs share its
+/// socket and so its mapping. A Teredo or IP-HTTPS address is one client's whatever the port.
+fn same_client(r: &Responder, local: SocketAddr, remote: SocketAddr, asked: SocketAddr) -> bool {
+    if r.config.native_addresses.contains(&local.ip()) {
+        remote == asked
+    } else {
+        remote.ip() == asked.ip()
+    }
+}
 
 /// What a verified IKE_AUTH asks for, as [`admit`] judges it.
 pub(super) struct Ask<'a> {
@@ -76,7 +90,8 @@ pub(super) fn admit(r: &Responder, key: &IdentityKey, ask: &Ask<'_>) -> Result<(
             let young = holding(r, key, tunnel, 0).into_iter().find_map(|spi| {
                 let sa = r.sas.get(&spi)?;
                 let age = ask.now.saturating_duration_since(sa.authenticated?);
-                (sa.remote.ip() == ask.remote.ip() && age < REPLACE_HOLDOFF).then_some(age)
+                (same_client(r, sa.local, sa.remote, ask.remote) && age < REPLACE_HOLDOFF)
+                    .then_some(age)
             });
             match young {
                 Some(age) => {
@@ -86,7 +101,7 @@ pub(super) fn admit(r: &Responder, key: &IdentityKey, ask: &Ask<'_>) -> Result<(
                         tunnel = ?tunnel,
                         established_secs_ago = age.as_secs(),
                         "ike: refused a second IKE SA of this identity for the same tunnel, \
-                         asked from the same address without INITIAL_CONTACT: both of the \
+                         asked from the same client address (and port, for a native client) without INITIAL_CONTACT: both of the \
                          client's IKE SAs end up as one tunnel and would replace each other; \
                          give each its own traffic selectors (inside infrastructure_prefixes \
                          for one, intranet_prefixes for the other)"

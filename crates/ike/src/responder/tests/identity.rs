@@ -386,3 +386,79 @@ fn the_snapshot_names_the_certificate() {
         .as_secs() as i64;
     assert!(cert.not_after > now_secs, "{}", cert.not_after);
 }
+
+/// Two initiators of one identity on the intranet tunnel, the second at once and without
+/// INITIAL_CONTACT, both reaching a native listen address from one NAT address, at the
+/// ports `ports`: whether the second was established, and the events after it.
+fn native_twice_behind_one_nat(ports: [u16; 2]) -> (bool, Vec<Event>) {
+    let lab = Lab::new();
+    let now = Instant::now();
+    let mut r: Option<Responder> = None;
+    let mut up = false;
+    for (n, port) in ports.into_iter().enumerate() {
+        let mut i = lab.intranet(now);
+        if n > 0 {
+            i = i.without_initial_contact();
+        }
+        i.start(now);
+        let mapped = SocketAddr::new(addr("[2001:db8:7::1]:1").ip(), port);
+        loop {
+            let mut moved = false;
+            while let Some((_, server, bytes)) = i.poll_transmit() {
+                let r = r.get_or_insert_with(|| {
+                    lab.responder(now, |c| c.native_addresses = vec![server.ip()])
+                });
+                r.handle(now, server, mapped, &bytes);
+                moved = true;
+            }
+            if let Some(r) = r.as_mut() {
+                while let Some(t) = r.poll_transmit() {
+                    i.handle(now, &t.bytes);
+                    moved = true;
+                }
+            }
+            if !moved {
+                break;
+            }
+        }
+        up = matches!(i.poll_event(), Some(InitiatorEvent::Established { .. }));
+        if n == 0 {
+            assert!(up, "the first is up");
+            let _ = r.as_mut().map(events);
+        }
+    }
+    let ev = r.as_mut().map(events).unwrap_or_default();
+    (up, ev)
+}
+
+/// Two machines behind one NAT (one address, two ports) with one certificate are two
+/// clients: the second is not refused as `same_tunnel` (it replaces the first, as a second
+/// machine with a copied certificate does); from the same port it is one client's second
+/// IKE SA and is refused.
+#[test]
+fn native_clients_behind_one_nat_are_told_apart_by_port() {
+    let (up, ev) = native_twice_behind_one_nat([61001, 61002]);
+    assert!(up, "{ev:?}");
+    assert!(
+        ev.iter().any(|e| matches!(
+            e,
+            Event::IkeSaEnded {
+                reason: EndReason::Replaced,
+                ..
+            }
+        )),
+        "{ev:?}"
+    );
+    let (up, ev) = native_twice_behind_one_nat([61001, 61001]);
+    assert!(!up);
+    assert!(
+        ev.iter().any(|e| matches!(
+            e,
+            Event::Negotiation {
+                result: Err(Refusal::SameTunnel),
+                ..
+            }
+        )),
+        "{ev:?}"
+    );
+}

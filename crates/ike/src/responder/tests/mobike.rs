@@ -172,6 +172,7 @@ fn rfc4555_3_5_update_moves_after_the_cookie2_echo() {
     let ev = events(&mut r);
     assert!(
         ev.contains(&Event::PeerMoved {
+            spi_r: r.ike_sas(now)[0].spi_r,
             inbound_spis: vec![pair.inbound.spi],
             peer: new,
             native: Some(local),
