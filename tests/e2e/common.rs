@@ -277,6 +277,20 @@ pub(crate) fn path_str(p: &Path) -> Result<&str> {
         .with_context(|| format!("non-UTF-8 path {}", p.display()))
 }
 
+/// `gate64 status --json` of the lab's daemon (its control socket in `tsrv`'s directory).
+pub(crate) fn status_json(topo: &Topology) -> Result<serde_json::Value> {
+    let bin = gate64_binary()?;
+    let socket = topo.srv.dir().join("control.sock");
+    let json = topo.srv.exec_ok(&[
+        path_str(&bin)?,
+        "status",
+        "--json",
+        "--socket",
+        path_str(&socket)?,
+    ])?;
+    serde_json::from_str(&json).with_context(|| format!("gate64 status --json:\n{json}"))
+}
+
 /// All `gate64_*` samples, one per line, for failure messages.
 pub(crate) fn gate64_lines(m: &Metrics) -> String {
     let lines: Vec<String> = m
