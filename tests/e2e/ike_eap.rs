@@ -31,7 +31,7 @@ use gate64_testkit::strongswan::{
 };
 use gate64_testkit::{CORP_HOST, Gate64Options, Netns, Process, Topology, wait_for};
 
-use crate::common::{gate64_lines, netns_test, path_str, status_json};
+use crate::common::{gate64_ctl, gate64_lines, netns_test, path_str, status_json};
 use crate::ipsec::{
     INITIATE_TIMEOUT, POOL6, SETTLE_TIMEOUT, ipsec_section_with_ca, session_records,
 };
@@ -125,18 +125,16 @@ fn reaches_listen(ns: &Netns) -> Result<()> {
     Ok(())
 }
 
-/// gate64 as the EAP tests run it.
-struct EapGate {
-    gate: Process,
-    /// gate64's certificate (and the lab client certificate) under the lab CA.
-    certs: LabCerts,
-    listen: IpAddr,
-}
-
 /// gate64 listening on [`LISTEN_V6`] with one `[[ipsec.eap_radius]]` table per server (in
 /// order, all with [`SECRET`]) and, with `accounting`, FreeRADIUS's 127.0.0.1:1813 as its
-/// RADIUS accounting server; the corporate host routes the pool back to it.
-fn start_gate(topo: &Topology, servers: &[&str], accounting: bool) -> Result<EapGate> {
+/// RADIUS accounting server; the corporate host routes the pool back to it. Returns the
+/// daemon, its certificates under the lab CA (with the lab client certificate) and the
+/// listen address.
+fn start_gate(
+    topo: &Topology,
+    servers: &[&str],
+    accounting: bool,
+) -> Result<(Process, LabCerts, IpAddr)> {
     let listen = ipv6_link(topo)?;
     let secret = topo
         .srv
@@ -166,11 +164,7 @@ fn start_gate(topo: &Topology, servers: &[&str], accounting: bool) -> Result<Eap
     let gate = topo.start_gate64(&opts)?;
     topo.corp
         .ip(&["-6", "route", "replace", POOL6, "via", "2001:db8:100:1::1"])?;
-    Ok(EapGate {
-        gate,
-        certs,
-        listen,
-    })
+    Ok((gate, certs, listen))
 }
 
 /// One swanctl connection towards gate64, with one child of the same name.
@@ -268,11 +262,7 @@ fn eap_refusals(topo: &Topology) -> Result<f64> {
 
 fn eap_mschapv2(topo: &Topology) -> Result<()> {
     let radius = radius_with_users(topo)?;
-    let EapGate {
-        mut gate,
-        certs,
-        listen,
-    } = start_gate(topo, &[RADIUS], false)?;
+    let (mut gate, certs, listen) = start_gate(topo, &[RADIUS], false)?;
     let config = client_config(
         listen,
         &[
@@ -289,12 +279,7 @@ fn eap_mschapv2(topo: &Topology) -> Result<()> {
     let result = (|| -> Result<()> {
         charon.load_all()?;
         connect_and_ping(topo, &charon, "alice")?;
-        let status = topo.srv.exec_ok(&[
-            path_str(&gate64_testkit::gate64_binary()?)?,
-            "status",
-            "--socket",
-            path_str(&topo.srv.dir().join("control.sock"))?,
-        ])?;
+        let status = gate64_ctl(topo, &["status"])?;
         ensure!(
             status.contains("eap:alice") && status.contains("intranet"),
             "gate64 status shows alice's intranet tunnel:\n{status}"
@@ -320,11 +305,7 @@ const MACHINE: &str = "CN=client.gate64.lab";
 
 fn windows_both_tunnels(topo: &Topology) -> Result<()> {
     let radius = radius_with_users(topo)?;
-    let EapGate {
-        mut gate,
-        certs,
-        listen,
-    } = start_gate(topo, &[RADIUS], true)?;
+    let (mut gate, certs, listen) = start_gate(topo, &[RADIUS], true)?;
     let device = Conn {
         name: "device",
         local: "auth = pubkey\n      certs = initiator.pem".to_owned(),
@@ -462,11 +443,7 @@ fn radius_pki(ns: &Netns, dir: PathBuf, listen: IpAddr) -> Result<RadiusPki> {
 }
 
 fn eap_tls(topo: &Topology) -> Result<()> {
-    let EapGate {
-        mut gate,
-        certs,
-        listen,
-    } = start_gate(topo, &[RADIUS], false)?;
+    let (mut gate, certs, listen) = start_gate(topo, &[RADIUS], false)?;
     let pki = radius_pki(&topo.srv, topo.srv.dir().join("radius-ca"), listen)?;
     let radius = FreeRadius::start_eap_tls(&topo.srv, "127.0.0.1", SECRET, &pki.tls)?;
     let user = Conn {
@@ -552,11 +529,7 @@ fn servers_down(topo: &Topology) -> Result<()> {
     })
     .with_context(|| format!("the silent server did not bind:\n{}", silent_server.log()))?;
     let silent = format!("{host}:{port}");
-    let EapGate {
-        mut gate,
-        certs,
-        listen,
-    } = start_gate(topo, &[&silent, RADIUS], false)?;
+    let (mut gate, certs, listen) = start_gate(topo, &[&silent, RADIUS], false)?;
     // A certificate client on another host, connected before anything fails.
     let atk = other_host(topo)?;
     let device = Charon::start(
