@@ -277,6 +277,23 @@ pub(crate) fn path_str(p: &Path) -> Result<&str> {
         .with_context(|| format!("non-UTF-8 path {}", p.display()))
 }
 
+/// `gate64 status --json` of the lab's daemon (its control socket in `tsrv`'s directory).
+pub(crate) fn status_json(topo: &Topology) -> Result<serde_json::Value> {
+    let json = gate64_ctl(topo, &["status", "--json"])?;
+    serde_json::from_str(&json).with_context(|| format!("gate64 status --json:\n{json}"))
+}
+
+/// `gate64 ARGS --socket SOCKET` in `tsrv` against the lab daemon's control socket (in
+/// `tsrv`'s directory): its output.
+pub(crate) fn gate64_ctl(topo: &Topology, args: &[&str]) -> Result<String> {
+    let bin = gate64_binary()?;
+    let socket = topo.srv.dir().join("control.sock");
+    let mut argv = vec![path_str(&bin)?];
+    argv.extend_from_slice(args);
+    argv.extend(["--socket", path_str(&socket)?]);
+    topo.srv.exec_ok(&argv)
+}
+
 /// All `gate64_*` samples, one per line, for failure messages.
 pub(crate) fn gate64_lines(m: &Metrics) -> String {
     let lines: Vec<String> = m

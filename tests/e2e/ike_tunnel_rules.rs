@@ -15,9 +15,9 @@ use std::time::Duration;
 
 use anyhow::{Context, Result, ensure};
 use gate64_testkit::strongswan::{Charon, VerbatimConfig, with_charon_logs};
-use gate64_testkit::{CORP_HOST, Topology, gate64_binary, wait_for};
+use gate64_testkit::{CORP_HOST, Topology, wait_for};
 
-use crate::common::{gate64_lines, netns_test, path_str};
+use crate::common::{gate64_lines, netns_test, path_str, status_json};
 use crate::ipsec::{
     GATE64_ADDRESS6, INITIATE_TIMEOUT, SETTLE_TIMEOUT, TeredoIpsecLab, session_records,
 };
@@ -59,19 +59,6 @@ fn file_name(path: &std::path::Path) -> Result<String> {
         .with_context(|| format!("{} has no file name", path.display()))?
         .to_string_lossy()
         .into_owned())
-}
-
-fn status_json(topo: &Topology) -> Result<serde_json::Value> {
-    let bin = gate64_binary()?;
-    let socket = topo.srv.dir().join("control.sock");
-    let json = topo.srv.exec_ok(&[
-        path_str(&bin)?,
-        "status",
-        "--json",
-        "--socket",
-        path_str(&socket)?,
-    ])?;
-    serde_json::from_str(&json).with_context(|| format!("gate64 status --json:\n{json}"))
 }
 
 fn two_any_clients_by_ca(topo: &Topology) -> Result<()> {

@@ -17,9 +17,9 @@ use anyhow::{Context, Result, ensure};
 use gate64_testkit::strongswan::{
     Charon, CharonConfig, INFRASTRUCTURE, INTRANET, Tunnel, with_charon_logs,
 };
-use gate64_testkit::{CORP_HOST, Topology, gate64_binary};
+use gate64_testkit::{CORP_HOST, Topology};
 
-use crate::common::{gate64_lines, netns_test, path_str};
+use crate::common::{gate64_lines, netns_test, status_json};
 use crate::ipsec::{GATE64_ADDRESS6, INITIATE_TIMEOUT, SETTLE_TIMEOUT, TeredoIpsecLab};
 
 /// macOS' (and iOS') ESP proposal in strongSwan's notation.
@@ -35,19 +35,6 @@ fn cbc_initiator<'a>(
         CharonConfig::initiator(IpAddr::V6(GATE64_ADDRESS6), lab.certs.initiator(), tunnels);
     config.esp_proposals = vec![MACOS_ESP.to_owned()];
     Charon::start(&topo.cli, "initiator", config)
-}
-
-fn status_json(topo: &Topology) -> Result<serde_json::Value> {
-    let bin = gate64_binary()?;
-    let socket = topo.srv.dir().join("control.sock");
-    let json = topo.srv.exec_ok(&[
-        path_str(&bin)?,
-        "status",
-        "--json",
-        "--socket",
-        path_str(&socket)?,
-    ])?;
-    serde_json::from_str(&json).with_context(|| format!("gate64 status --json:\n{json}"))
 }
 
 #[test]

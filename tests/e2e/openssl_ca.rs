@@ -74,8 +74,30 @@ impl<'a> OpensslCa<'a> {
     pub(crate) fn issue(
         &self,
         stem: &str,
+        subject: (&str, &str),
+        ocsp: Option<&str>,
+    ) -> Result<(PathBuf, PathBuf)> {
+        let (subj, san) = subject;
+        self.issue_for(stem, (subj, &format!("DNS:{san}")), ocsp, "clientAuth")
+    }
+
+    /// [`OpensslCa::issue`] for a server (extended key usage serverAuth), without OCSP; `san`
+    /// is the subjectAltName as `openssl` spells it (`DNS:name`, `IP:address`).
+    pub(crate) fn issue_server(
+        &self,
+        stem: &str,
+        subj: &str,
+        san: &str,
+    ) -> Result<(PathBuf, PathBuf)> {
+        self.issue_for(stem, (subj, san), None, "serverAuth")
+    }
+
+    fn issue_for(
+        &self,
+        stem: &str,
         (subj, san): (&str, &str),
         ocsp: Option<&str>,
+        eku: &str,
     ) -> Result<(PathBuf, PathBuf)> {
         let name = stem;
         let (cert, key, csr, ext) = (
@@ -87,8 +109,8 @@ impl<'a> OpensslCa<'a> {
         std::fs::write(
             &ext,
             format!(
-                "keyUsage=critical,digitalSignature\nextendedKeyUsage=clientAuth\n\
-                 subjectAltName=DNS:{san}\n{aia}",
+                "keyUsage=critical,digitalSignature\nextendedKeyUsage={eku}\n\
+                 subjectAltName={san}\n{aia}",
                 aia = ocsp
                     .map(|url| format!("authorityInfoAccess=OCSP;URI:{url}\n"))
                     .unwrap_or_default()

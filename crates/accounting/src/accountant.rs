@@ -159,9 +159,9 @@ mod tests {
                 out.extend(a.on_line(&line));
             }
         };
-        t.ike_up(at(0), 1, peer, "CN=laptop", Transport::Teredo);
+        t.ike_up(at(0), 1, peer, "CN=laptop", Transport::Teredo, None);
         t.child_up(at(0), 0x100, outer, &inner, Tunnel::Infrastructure);
-        t.ike_up(at(1), 2, peer, "CN=laptop", Transport::Teredo);
+        t.ike_up(at(1), 2, peer, "CN=laptop", Transport::Teredo, None);
         t.child_up(at(1), 0x101, outer, &inner, Tunnel::Intranet);
         feed(&mut t, &mut a, &mut requests);
         assert_eq!(requests.len(), 2);

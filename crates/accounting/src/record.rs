@@ -124,8 +124,9 @@ pub struct Line {
     /// client's session (what RADIUS accounting calls Acct-Multi-Session-Id).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub session: Option<String>,
-    /// The authenticated identity (the certificate subject); for a refusal, the identity
-    /// the client claimed, when it got that far.
+    /// The authenticated identity (the certificate subject, or `eap:NAME`): on a tunnel_up
+    /// or tunnel_down that of the IKE SA carrying the tunnel, else the session's first IKE
+    /// SA's; for a refusal, the identity the client claimed, when it got that far.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub identity: Option<String>,
     /// How the client reaches gate64.

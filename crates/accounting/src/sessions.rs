@@ -236,9 +236,9 @@ mod tests {
             IpAddr::V6(a) => a,
             IpAddr::V4(_) => unreachable!(),
         };
-        t.ike_up(at(0), 1, a, "CN=alice,O=Example", Transport::Teredo);
+        t.ike_up(at(0), 1, a, "CN=alice,O=Example", Transport::Teredo, None);
         t.child_up(at(0), 0x100, outer(a), &[], Tunnel::Infrastructure);
-        t.ike_up(at(10), 2, b, "CN=bob,O=Example", Transport::Iphttps);
+        t.ike_up(at(10), 2, b, "CN=bob,O=Example", Transport::Iphttps, None);
         t.child_up(at(10), 0x200, outer(b), &[], Tunnel::Intranet);
         t.auth_refused(at(20), b, "revoked", Some("CN=mallory"));
         t.child_down(

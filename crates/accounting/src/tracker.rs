@@ -177,6 +177,8 @@ struct Session {
     /// Why an IKE SA of it is ending now (between the responder's end and that IKE SA's
     /// down): the reason of the tunnel that goes down meanwhile.
     ending: Option<String>,
+    /// Per tunnel, the identity of the last IKE SA that came up carrying it.
+    tunnel_identity: [Option<String>; 2],
 }
 
 /// One tunnel's counters so far ([`Tracker::tunnel_counts`]).
@@ -239,7 +241,10 @@ impl Tracker {
         }
     }
 
-    /// An IKE SA was authenticated (or a rekey replaced one) for `identity` at `peer`.
+    /// An IKE SA was authenticated (or a rekey replaced one) for `identity` at `peer`;
+    /// `tunnel` is the tunnel it carries, when known. The lines of that tunnel name
+    /// `identity`: a client's two IKE SAs may hold two identities (Windows' device tunnel
+    /// the machine certificate's, its user tunnel the EAP user's).
     pub fn ike_up(
         &mut self,
         at: SystemTime,
@@ -247,6 +252,7 @@ impl Tracker {
         peer: SocketAddr,
         identity: &str,
         transport: Transport,
+        tunnel: Option<Tunnel>,
     ) {
         let client = ClientKey::of(peer, transport == Transport::Native);
         let Entry::Vacant(slot) = self.ike.entry(spi_r) else {
@@ -288,9 +294,13 @@ impl Tracker {
             had: [false; 2],
             reason: None,
             ending: None,
+            tunnel_identity: [None, None],
         });
         session.ike_sas += 1;
         session.clients.push(client);
+        if let Some(t) = tunnel {
+            session.tunnel_identity[t.index()] = Some(identity.to_owned());
+        }
     }
 
     /// The IKE SA `spi_r` now runs at `peer` (a NAT rebinding or a MOBIKE move). A native
@@ -364,13 +374,13 @@ impl Tracker {
             session.announced = true;
             session.since = at;
             session.inner = inner.to_vec();
-            let mut line = session.line(at, EventKind::Connect);
+            let mut line = session.tunnel_line(at, EventKind::Connect, tunnel);
             line.port = Some(session.port);
             line.inner = session.inner.clone();
             line.tunnels = vec![tunnel];
             self.push(line);
         } else if session.live[t] == 1 {
-            let mut line = session.line(at, EventKind::TunnelUp);
+            let mut line = session.tunnel_line(at, EventKind::TunnelUp, tunnel);
             line.tunnel = Some(tunnel);
             self.push(line);
         }
@@ -388,7 +398,7 @@ impl Tracker {
         session.totals[t].add(&counts);
         session.live[t] = session.live[t].saturating_sub(1);
         if session.live[t] == 0 {
-            let mut line = session.line(at, EventKind::TunnelDown);
+            let mut line = session.tunnel_line(at, EventKind::TunnelDown, child.tunnel);
             line.tunnel = Some(child.tunnel);
             line.counts = Some(session.totals[t]);
             line.reason = Some(
@@ -642,6 +652,15 @@ impl Session {
         line.identity = Some(self.identity.clone());
         line.transport = Some(self.transport);
         line.outer = Some(self.outer);
+        line
+    }
+
+    /// [`Session::line`] about `tunnel`: its identity is that of the IKE SA carrying it.
+    fn tunnel_line(&self, at: SystemTime, event: EventKind, tunnel: Tunnel) -> Line {
+        let mut line = self.line(at, event);
+        if let Some(id) = &self.tunnel_identity[tunnel.index()] {
+            line.identity = Some(id.clone());
+        }
         line
     }
 }

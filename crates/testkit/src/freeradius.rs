@@ -19,6 +19,18 @@ const DEBIAN_RADDB: &str = "/etc/freeradius/3.0";
 /// FreeRADIUS starts in well under a second; generous for a loaded machine.
 const READY_TIMEOUT: Duration = Duration::from_secs(30);
 
+/// The PEM files of FreeRADIUS's `eap` module's `tls` method (EAP-TLS) for
+/// [`FreeRadius::start_eap_tls`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EapTls {
+    /// The CA the clients' certificates must chain to (`ca_file`).
+    pub ca: PathBuf,
+    /// The server's certificate (`certificate_file`).
+    pub certificate: PathBuf,
+    /// Its private key, unencrypted (`private_key_file`).
+    pub private_key: PathBuf,
+}
+
 /// A running FreeRADIUS.
 #[derive(Debug)]
 pub struct FreeRadius {
@@ -44,6 +56,29 @@ impl FreeRadius {
         client: &str,
         secret: &str,
         users: &[(&str, &str)],
+    ) -> Result<FreeRadius> {
+        FreeRadius::launch(ns, client, secret, users, None)
+    }
+
+    /// [`FreeRadius::start`] that also authenticates clients by EAP-TLS on UDP 1812: the
+    /// `eap` module's `tls-common` takes `tls`'s files instead of Debian's snakeoil
+    /// certificate and the system CAs, and EAP-TLS is the method it starts with (Debian's
+    /// TLS 1.2 bounds stay).
+    pub fn start_eap_tls(
+        ns: &Netns,
+        client: &str,
+        secret: &str,
+        tls: &EapTls,
+    ) -> Result<FreeRadius> {
+        FreeRadius::launch(ns, client, secret, &[], Some(tls))
+    }
+
+    fn launch(
+        ns: &Netns,
+        client: &str,
+        secret: &str,
+        users: &[(&str, &str)],
+        tls: Option<&EapTls>,
     ) -> Result<FreeRadius> {
         let binary = find_tool("freeradius")
             .context("freeradius is not installed (Debian package freeradius)")?;
@@ -89,6 +124,9 @@ impl FreeRadius {
                 .collect();
             text.push_str(&rest);
             std::fs::write(&authorize, text)?;
+        }
+        if let Some(tls) = tls {
+            configure_eap_tls(&raddb, tls)?;
         }
         // The daemon drops to `freerad`: it must reach and write its log and run
         // directories (the namespace's directory is otherwise root's alone).
@@ -141,6 +179,60 @@ impl FreeRadius {
     pub fn stop(&mut self) {
         self.process.stop();
     }
+}
+
+/// Points `tls-common` of the copied `mods-available/eap` at copies of `tls`'s files that
+/// `freerad` may read (the daemon reads them after dropping to that user) and makes EAP-TLS
+/// the first method offered.
+fn configure_eap_tls(raddb: &Path, tls: &EapTls) -> Result<()> {
+    let dir = raddb.join("eap-tls");
+    std::fs::create_dir_all(&dir)?;
+    let copy = |from: &Path, name: &str| -> Result<PathBuf> {
+        let to = dir.join(name);
+        std::fs::copy(from, &to).with_context(|| format!("copying {}", from.display()))?;
+        std::fs::set_permissions(&to, std::fs::Permissions::from_mode(0o640))?;
+        Ok(to)
+    };
+    let ca = copy(&tls.ca, "ca.pem")?;
+    let cert = copy(&tls.certificate, "server.pem")?;
+    let key = copy(&tls.private_key, "server.key")?;
+    let owned = std::process::Command::new("chown")
+        .args(["-R", "freerad:freerad"])
+        .arg(&dir)
+        .status()?;
+    ensure!(owned.success(), "chown freerad {}: {owned}", dir.display());
+    let eap = raddb.join("mods-available/eap");
+    let text =
+        std::fs::read_to_string(&eap).with_context(|| format!("reading {}", eap.display()))?;
+    let mut seen = (false, false, false, false);
+    let edited: Vec<String> = text
+        .lines()
+        .map(|l| {
+            let t = l.trim_start();
+            if !seen.0 && l.starts_with("\tdefault_eap_type = ") {
+                seen.0 = true;
+                "\tdefault_eap_type = tls".to_owned()
+            } else if t.starts_with("private_key_file = ") {
+                seen.1 = true;
+                format!("\t\tprivate_key_file = {}", key.display())
+            } else if t.starts_with("certificate_file = ") {
+                seen.2 = true;
+                format!("\t\tcertificate_file = {}", cert.display())
+            } else if t.starts_with("ca_file = ") {
+                seen.3 = true;
+                format!("\t\tca_file = {}", ca.display())
+            } else {
+                l.to_owned()
+            }
+        })
+        .collect();
+    ensure!(
+        seen == (true, true, true, true),
+        "{}: no default_eap_type, private_key_file, certificate_file or ca_file to replace",
+        eap.display()
+    );
+    std::fs::write(&eap, edited.join("\n") + "\n")?;
+    Ok(())
 }
 
 fn collect(dir: &Path, out: &mut Vec<PathBuf>) -> Result<()> {

@@ -42,13 +42,13 @@ fn a_client_with_both_tunnels_and_rekeys_is_one_session_with_summed_counts() {
     let mut t = Tracker::new(0x6753_a1f0);
     let p = peer(1, 4500);
     let outer = outer_of(p);
-    t.ike_up(at(0), 11, p, "CN=laptop-1", Transport::Teredo);
+    t.ike_up(at(0), 11, p, "CN=laptop-1", Transport::Teredo, None);
     assert!(
         drain(&mut t).is_empty(),
         "an IKE SA alone is no session yet"
     );
     t.child_up(at(0), 0x100, outer, &inner(5), Tunnel::Infrastructure);
-    t.ike_up(at(1), 12, p, "CN=laptop-1", Transport::Teredo);
+    t.ike_up(at(1), 12, p, "CN=laptop-1", Transport::Teredo, None);
     t.child_up(at(1), 0x101, outer, &inner(5), Tunnel::Intranet);
     let lines = drain(&mut t);
     assert_eq!(events(&lines), [EventKind::Connect, EventKind::TunnelUp]);
@@ -103,10 +103,10 @@ fn a_client_with_both_tunnels_and_rekeys_is_one_session_with_summed_counts() {
 fn an_ike_rekey_keeps_the_session() {
     let mut t = Tracker::new(1);
     let p = peer(2, 4500);
-    t.ike_up(at(0), 1, p, "CN=b", Transport::Iphttps);
+    t.ike_up(at(0), 1, p, "CN=b", Transport::Iphttps, None);
     t.child_up(at(0), 0x200, outer_of(p), &inner(6), Tunnel::Infrastructure);
     // The rekeyed IKE SA takes over the child SA; the old one goes.
-    t.ike_up(at(100), 2, p, "CN=b", Transport::Iphttps);
+    t.ike_up(at(100), 2, p, "CN=b", Transport::Iphttps, None);
     t.ike_down(at(100), 1);
     assert_eq!(events(&drain(&mut t)), [EventKind::Connect]);
     t.child_down(at(200), 0x200, counts(3));
@@ -124,7 +124,7 @@ fn an_ike_rekey_keeps_the_session() {
 fn the_reason_is_the_last_ike_sa_s() {
     let mut t = Tracker::new(1);
     let p = peer(3, 4500);
-    t.ike_up(at(0), 1, p, "CN=c", Transport::Teredo);
+    t.ike_up(at(0), 1, p, "CN=c", Transport::Teredo, None);
     t.child_up(at(0), 0x300, outer_of(p), &inner(7), Tunnel::Infrastructure);
     t.ike_ended(1, "revoked");
     t.child_down(at(5), 0x300, counts(1));
@@ -150,7 +150,7 @@ fn the_reason_is_the_last_ike_sa_s() {
 fn an_ike_sa_without_a_child_sa_leaves_no_line() {
     let mut t = Tracker::new(1);
     let p = peer(4, 4500);
-    t.ike_up(at(0), 1, p, "CN=d", Transport::Teredo);
+    t.ike_up(at(0), 1, p, "CN=d", Transport::Teredo, None);
     t.ike_down(at(9), 1);
     assert!(drain(&mut t).is_empty());
     assert_eq!(t.connected(), 0);
@@ -161,7 +161,7 @@ fn end_all_closes_every_session_with_the_live_counters() {
     let mut t = Tracker::new(1);
     for i in 0..3u16 {
         let p = peer(10 + i, 4500);
-        t.ike_up(at(0), u64::from(i), p, "CN=e", Transport::Teredo);
+        t.ike_up(at(0), u64::from(i), p, "CN=e", Transport::Teredo, None);
         t.child_up(
             at(0),
             0x400 + u32::from(i),
@@ -255,7 +255,14 @@ fn refusal_lines_are_rate_limited_and_the_rest_counted() {
     }
     assert_eq!(drain(&mut t).len(), REFUSAL_BURST as usize);
     // Sessions' own lines are never held back.
-    t.ike_up(ms(61_000), 1, peer(2, 4500), "CN=a", Transport::Teredo);
+    t.ike_up(
+        ms(61_000),
+        1,
+        peer(2, 4500),
+        "CN=a",
+        Transport::Teredo,
+        None,
+    );
     t.child_up(
         ms(61_000),
         0x100,
@@ -295,7 +302,7 @@ fn events_in_any_order_keep_sessions_whole() {
         let spi = 0x100 + next(16) as u32;
         let tunnel = Tunnel::ALL[next(2) as usize];
         match next(6) {
-            0 => t.ike_up(at(step), spi_r, p, "CN=f", Transport::Teredo),
+            0 => t.ike_up(at(step), spi_r, p, "CN=f", Transport::Teredo, None),
             1 => t.child_up(at(step), spi, outer_of(p), &inner(1), tunnel),
             2 => t.child_down(at(step), spi, counts(1)),
             3 => t.ike_ended(spi_r, "expired"),
@@ -336,7 +343,7 @@ fn events_in_any_order_keep_sessions_whole() {
 fn tunnel_counts_add_removed_and_live_child_sas() {
     let mut t = Tracker::new(1);
     let p = peer(5, 4500);
-    t.ike_up(at(0), 1, p, "CN=g", Transport::Teredo);
+    t.ike_up(at(0), 1, p, "CN=g", Transport::Teredo, None);
     t.child_up(at(0), 0x500, outer_of(p), &inner(1), Tunnel::Infrastructure);
     t.child_up(at(1), 0x501, outer_of(p), &inner(1), Tunnel::Intranet);
     // A rekey of the infrastructure tunnel: the old SA's counts are kept.
@@ -355,7 +362,14 @@ fn tunnel_counts_add_removed_and_live_child_sas() {
 fn dynamic_authorization_finds_sessions_by_every_attribute_given() {
     use crate::dae::Criteria;
     let mut t = Tracker::new(1);
-    t.ike_up(at(0), 10, peer(1, 4500), "CN=laptop", Transport::Teredo);
+    t.ike_up(
+        at(0),
+        10,
+        peer(1, 4500),
+        "CN=laptop",
+        Transport::Teredo,
+        None,
+    );
     t.child_up(
         at(0),
         0x100,
@@ -363,7 +377,14 @@ fn dynamic_authorization_finds_sessions_by_every_attribute_given() {
         &inner(5),
         Tunnel::Infrastructure,
     );
-    t.ike_up(at(0), 11, peer(1, 4500), "CN=laptop", Transport::Teredo);
+    t.ike_up(
+        at(0),
+        11,
+        peer(1, 4500),
+        "CN=laptop",
+        Transport::Teredo,
+        None,
+    );
     t.child_up(
         at(0),
         0x101,
@@ -371,7 +392,14 @@ fn dynamic_authorization_finds_sessions_by_every_attribute_given() {
         &inner(5),
         Tunnel::Intranet,
     );
-    t.ike_up(at(1), 20, peer(2, 4500), "CN=desktop", Transport::Teredo);
+    t.ike_up(
+        at(1),
+        20,
+        peer(2, 4500),
+        "CN=desktop",
+        Transport::Teredo,
+        None,
+    );
     t.child_up(
         at(1),
         0x200,
@@ -481,7 +509,7 @@ fn nat(port: u16) -> SocketAddr {
 fn native_clients_behind_one_nat_are_separate_sessions() {
     let mut t = Tracker::new(1);
     let (a, b) = (nat(40001), nat(40002));
-    t.ike_up(at(0), 1, a, "CN=alpha", Transport::Native);
+    t.ike_up(at(0), 1, a, "CN=alpha", Transport::Native, None);
     t.child_up(
         at(0),
         0x10,
@@ -489,7 +517,7 @@ fn native_clients_behind_one_nat_are_separate_sessions() {
         &inner(1),
         Tunnel::Intranet,
     );
-    t.ike_up(at(1), 2, b, "CN=beta", Transport::Native);
+    t.ike_up(at(1), 2, b, "CN=beta", Transport::Native, None);
     t.child_up(
         at(1),
         0x20,
@@ -523,7 +551,7 @@ fn native_clients_behind_one_nat_are_separate_sessions() {
 #[test]
 fn a_tunnelled_client_is_its_outer_address_whatever_the_port() {
     let mut t = Tracker::new(1);
-    t.ike_up(at(0), 1, peer(1, 500), "CN=laptop", Transport::Teredo);
+    t.ike_up(at(0), 1, peer(1, 500), "CN=laptop", Transport::Teredo, None);
     t.child_up(
         at(0),
         0x10,
@@ -531,7 +559,14 @@ fn a_tunnelled_client_is_its_outer_address_whatever_the_port() {
         &inner(1),
         Tunnel::Infrastructure,
     );
-    t.ike_up(at(1), 2, peer(1, 4500), "CN=laptop", Transport::Teredo);
+    t.ike_up(
+        at(1),
+        2,
+        peer(1, 4500),
+        "CN=laptop",
+        Transport::Teredo,
+        None,
+    );
     t.child_up(
         at(1),
         0x11,
@@ -552,9 +587,9 @@ fn one_native_client_with_two_ike_sas_on_one_port_is_one_session() {
     let mut t = Tracker::new(1);
     let a = nat(40001);
     let key = ClientKey::of(a, true);
-    t.ike_up(at(0), 1, a, "CN=alpha", Transport::Native);
+    t.ike_up(at(0), 1, a, "CN=alpha", Transport::Native, None);
     t.child_up(at(0), 0x10, key, &inner(1), Tunnel::Infrastructure);
-    t.ike_up(at(1), 2, a, "CN=alpha", Transport::Native);
+    t.ike_up(at(1), 2, a, "CN=alpha", Transport::Native, None);
     t.child_up(at(1), 0x11, key, &inner(1), Tunnel::Intranet);
     let lines = drain(&mut t);
     assert_eq!(events(&lines), [EventKind::Connect, EventKind::TunnelUp]);
@@ -570,7 +605,7 @@ fn one_native_client_with_two_ike_sas_on_one_port_is_one_session() {
 fn a_native_client_that_moves_keeps_its_session() {
     let mut t = Tracker::new(1);
     let (old, new) = (nat(40001), nat(41999));
-    t.ike_up(at(0), 1, old, "CN=alpha", Transport::Native);
+    t.ike_up(at(0), 1, old, "CN=alpha", Transport::Native, None);
     t.child_up(
         at(0),
         0x10,
@@ -595,10 +630,10 @@ fn a_native_client_that_moves_keeps_its_session() {
         "a rekey after a move keeps the tunnel"
     );
     // An IKE rekey at the new mapping keeps the session too.
-    t.ike_up(at(3), 3, new, "CN=alpha", Transport::Native);
+    t.ike_up(at(3), 3, new, "CN=alpha", Transport::Native, None);
     t.ike_down(at(3), 1);
     // Another machine now at the old mapping is another client.
-    t.ike_up(at(4), 9, old, "CN=beta", Transport::Native);
+    t.ike_up(at(4), 9, old, "CN=beta", Transport::Native, None);
     t.child_up(
         at(4),
         0x90,
@@ -631,7 +666,7 @@ fn a_native_client_that_moves_keeps_its_session() {
 fn a_move_of_one_ike_sa_leaves_the_other_at_the_old_mapping_in_the_session() {
     let mut t = Tracker::new(1);
     let (old, new) = (nat(40001), nat(41999));
-    t.ike_up(at(0), 1, old, "CN=alpha", Transport::Native);
+    t.ike_up(at(0), 1, old, "CN=alpha", Transport::Native, None);
     t.child_up(
         at(0),
         0x10,
@@ -639,7 +674,7 @@ fn a_move_of_one_ike_sa_leaves_the_other_at_the_old_mapping_in_the_session() {
         &inner(1),
         Tunnel::Infrastructure,
     );
-    t.ike_up(at(0), 2, old, "CN=alpha", Transport::Native);
+    t.ike_up(at(0), 2, old, "CN=alpha", Transport::Native, None);
     t.child_up(
         at(0),
         0x20,
@@ -669,7 +704,7 @@ fn a_move_of_one_ike_sa_leaves_the_other_at_the_old_mapping_in_the_session() {
     assert!(drain(&mut t).is_empty());
     assert_eq!(t.connected(), 1);
     // Nothing is at the old mapping any more: a new IKE SA there is a new client.
-    t.ike_up(at(3), 3, old, "CN=beta", Transport::Native);
+    t.ike_up(at(3), 3, old, "CN=beta", Transport::Native, None);
     t.child_up(
         at(3),
         0x30,
@@ -679,4 +714,53 @@ fn a_move_of_one_ike_sa_leaves_the_other_at_the_old_mapping_in_the_session() {
     );
     assert_eq!(events(&drain(&mut t)), [EventKind::Connect]);
     assert_eq!(t.connected(), 2);
+}
+
+/// Windows' two tunnels from one host: the device tunnel's IKE SA is the machine
+/// certificate's, the user tunnel's an EAP user's. Each tunnel's lines name its own IKE SA's
+/// identity (RADIUS accounting's User-Name follows them), the session stays one.
+#[test]
+fn tunnels_of_one_client_name_the_identity_of_their_own_ike_sa() {
+    let mut t = Tracker::new(1);
+    let p = peer(7, 4500);
+    let outer = outer_of(p);
+    let machine = "CN=pc7.example.com";
+    t.ike_up(
+        at(0),
+        21,
+        p,
+        machine,
+        Transport::Native,
+        Some(Tunnel::Infrastructure),
+    );
+    t.child_up(at(0), 0x700, outer, &inner(7), Tunnel::Infrastructure);
+    t.ike_up(
+        at(2),
+        22,
+        p,
+        "eap:alice",
+        Transport::Native,
+        Some(Tunnel::Intranet),
+    );
+    t.child_up(at(2), 0x701, outer, &inner(7), Tunnel::Intranet);
+    t.child_down(at(5), 0x701, counts(1));
+    t.ike_down(at(5), 22);
+    t.child_down(at(6), 0x700, counts(2));
+    t.ike_down(at(6), 21);
+    let lines = drain(&mut t);
+    let seen: Vec<(EventKind, Option<&str>)> = lines
+        .iter()
+        .map(|l| (l.event, l.identity.as_deref()))
+        .collect();
+    assert_eq!(
+        seen,
+        [
+            (EventKind::Connect, Some(machine)),
+            (EventKind::TunnelUp, Some("eap:alice")),
+            (EventKind::TunnelDown, Some("eap:alice")),
+            (EventKind::TunnelDown, Some(machine)),
+            (EventKind::Disconnect, Some(machine)),
+        ]
+    );
+    assert!(lines.iter().all(|l| l.session == lines[0].session));
 }
