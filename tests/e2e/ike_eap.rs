@@ -243,10 +243,13 @@ fn eap_authorization(topo: &Topology) -> Result<()> {
             "--socket",
             path_str(&topo.srv.dir().join("control.sock"))?,
         ])?;
+        let doc: serde_json::Value = serde_json::from_str(&json).context("status --json")?;
+        let sa = &doc["clients"][0]["sas"][0];
         ensure!(
-            json.contains(r#""auth_method":"eap""#)
-                && json.contains(r#""radius_user":"carol""#)
-                && json.contains(r#""filter_id":"contractors""#),
+            sa["auth_method"] == "eap"
+                && sa["radius_user"] == "carol"
+                && sa["filter_id"] == "contractors"
+                && sa["limit"].is_null(),
             "status --json: {json}"
         );
         topo.ping6_all(&topo.cli, CORP_HOST, 3)
