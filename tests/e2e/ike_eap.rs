@@ -19,6 +19,11 @@
 //!   nothing listening, the client connects through the second within the first's retry
 //!   budget; with FreeRADIUS stopped too the client is refused within its budget, while a
 //!   certificate client on another host keeps pinging throughout.
+//! - `netns_eap_radius_authorization_applies_the_access_accept`: carol's users-file entry
+//!   carries `Framed-IPv6-Address`, `Session-Timeout = 8`, `Class` and `Filter-Id`: her inner
+//!   address is the framed one, `gate64 status` shows method eap, her user name and the
+//!   Filter-Id, the IKE SA ends after the timeout (`reason="session_timeout"`), and
+//!   FreeRADIUS's accounting detail shows the Class in the Accounting-Requests.
 
 use std::net::IpAddr;
 use std::path::PathBuf;
@@ -45,6 +50,9 @@ const OTHER_ROUTER_V6: &str = "2001:db8:203::1";
 const OTHER_V6: &str = "2001:db8:203::20";
 const ALICE_PASSWORD: &str = "alice-Pa55word";
 const BOB_PASSWORD: &str = "bob-Pa55word";
+const CAROL_PASSWORD: &str = "carol-Pa55word";
+/// Inside `ipsec.pool6` (fd00:c1::100/120).
+const CAROL_FRAMED: &str = "fd00:c1::1c0";
 /// FreeRADIUS (authentication; accounting is on 1813).
 const RADIUS: &str = "127.0.0.1:1812";
 /// A server that takes requests and never answers (a hung or overloaded RADIUS server): a
@@ -96,6 +104,16 @@ fn netns_eap_radius_servers_down() {
         "netns_eap_radius_servers_down",
         Topology::builder().attacker(true),
         servers_down,
+    );
+}
+
+#[test]
+#[ignore = "netns: needs root"]
+fn netns_eap_radius_authorization_applies_the_access_accept() {
+    netns_test(
+        "netns_eap_radius_authorization_applies_the_access_accept",
+        Topology::builder(),
+        eap_authorization,
     );
 }
 
@@ -626,5 +644,90 @@ fn servers_down(topo: &Topology) -> Result<()> {
     );
     topo.ping6_all(atk, CORP_HOST, 3)
         .context("the certificate client after the servers went down")?;
+    gate.ensure_running()
+}
+
+fn eap_authorization(topo: &Topology) -> Result<()> {
+    let entry = format!(
+        "carol Cleartext-Password := \"{CAROL_PASSWORD}\"\n\tFramed-IPv6-Address = \
+         {CAROL_FRAMED},\n\tSession-Timeout = 8,\n\tClass = \"grp-a\",\n\t\
+         Filter-Id = \"contractors\"\n"
+    );
+    let radius = FreeRadius::start_with_users_file(&topo.srv, "127.0.0.1", SECRET, &entry)?;
+    let (mut gate, certs, listen) = start_gate(topo, &[RADIUS], true)?;
+    let config = client_config(
+        listen,
+        &[Conn::mschapv2("carol", "carol", MODERN)],
+        &[("carol", CAROL_PASSWORD)],
+        vec![("x509ca".to_owned(), certs.ca.clone())],
+    );
+    let charon = Charon::start_verbatim(&topo.cli, "eap-authz", &config)?;
+    let result = (|| -> Result<()> {
+        charon.load_all()?;
+        connect_and_ping(topo, &charon, "carol")?;
+        let text = gate64_ctl(topo, &["status"])?;
+        ensure!(
+            text.contains(&format!("inner {CAROL_FRAMED}"))
+                && text.contains("auth eap, RADIUS user carol, policy contractors"),
+            "gate64 status shows carol's framed address, method, user and Filter-Id:\n{text}"
+        );
+        let doc = status_json(topo)?;
+        let sa = &doc["clients"][0]["sas"][0];
+        ensure!(
+            sa["auth_method"] == "eap"
+                && sa["radius_user"] == "carol"
+                && sa["filter_id"] == "contractors",
+            "status --json: {doc}"
+        );
+        // Session-Timeout = 8: gone well within 60 s (the bound is loose on purpose).
+        let ended = wait_for(Duration::from_secs(60), || {
+            topo.metrics()
+                .ok()
+                .map(|m| {
+                    m.sum(
+                        "gate64_ipsec_disconnects_total",
+                        &[("reason", "session_timeout")],
+                    )
+                })
+                .filter(|n| *n >= 1.0)
+        });
+        ensure!(
+            ended.is_some(),
+            "carol's IKE SA did not end after its Session-Timeout"
+        );
+        let gone = wait_for(Duration::from_secs(20), || {
+            gate64_ctl(topo, &["status"])
+                .ok()
+                .filter(|t| !t.contains("carol"))
+        });
+        ensure!(
+            gone.is_some(),
+            "carol still in status:\n{}",
+            gate64_ctl(topo, &["status"])?
+        );
+        Ok(())
+    })();
+    with_charon_logs(result, &[&charon]).with_context(|| radius.log())?;
+    // FreeRADIUS's detail records: the Start and the Stop carry the Class (octets, shown
+    // as hex: "grp-a" is 0x6772702d61).
+    let records = wait_for(Duration::from_secs(20), || {
+        radius.records().ok().filter(|r| {
+            r.iter()
+                .any(|r| r.get("Acct-Status-Type").is_some_and(|s| s == "Stop"))
+        })
+    })
+    .context("no Stop in FreeRADIUS's accounting detail")?;
+    let classes: Vec<&str> = records
+        .iter()
+        .filter_map(|r| r.get("Class").map(String::as_str))
+        .collect();
+    ensure!(
+        records.len() >= 2
+            && classes.len() == records.len()
+            && classes
+                .iter()
+                .all(|c| *c == "0x6772702d61" || *c == "grp-a"),
+        "every Accounting-Request carries Class grp-a: {records:#?}"
+    );
     gate.ensure_running()
 }

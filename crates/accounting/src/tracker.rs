@@ -179,6 +179,8 @@ struct Session {
     ending: Option<String>,
     /// Per tunnel, the identity of the last IKE SA that came up carrying it.
     tunnel_identity: [Option<String>; 2],
+    /// The RADIUS Class attributes of its authorization ([`Tracker::authorize`]).
+    class: Vec<Vec<u8>>,
 }
 
 /// One tunnel's counters so far ([`Tracker::tunnel_counts`]).
@@ -295,6 +297,7 @@ impl Tracker {
             reason: None,
             ending: None,
             tunnel_identity: [None, None],
+            class: Vec::new(),
         });
         session.ike_sas += 1;
         session.clients.push(client);
@@ -341,6 +344,21 @@ impl Tracker {
         // A stale session of another client at this mapping (the NAT gave the mapping to
         // this one) keeps the child SAs it has; new ones at the mapping are this session's.
         self.by_client.insert(new, number);
+    }
+
+    /// IKE SA `spi_r` (after [`Tracker::ike_up`]) was authorized by a RADIUS Access-Accept
+    /// carrying `class`: its session's Accounting-Requests echo them from now on (an empty
+    /// `class` leaves the session's as they are: a rekeyed IKE SA carries the same).
+    pub fn authorize(&mut self, spi_r: u64, class: &[Vec<u8>]) {
+        if class.is_empty() {
+            return;
+        }
+        let Some(number) = self.ike.get(&spi_r).map(|sa| sa.session) else {
+            return;
+        };
+        if let Some(session) = self.sessions.get_mut(&number) {
+            session.class = class.to_vec();
+        }
     }
 
     /// A child SA was installed for the client `client` (a Teredo or IP-HTTPS client's
@@ -652,6 +670,7 @@ impl Session {
         line.identity = Some(self.identity.clone());
         line.transport = Some(self.transport);
         line.outer = Some(self.outer);
+        line.class.clone_from(&self.class);
         line
     }
 

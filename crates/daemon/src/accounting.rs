@@ -151,11 +151,13 @@ impl Sessions {
                 native,
                 identity,
                 tunnel: kind,
+                class,
                 ..
             } => {
                 let outer = gate64_accounting::tracker::outer_of(*peer);
                 let transport = crate::status::transport_of(&self.shared, &outer, native.is_some());
                 tracker.ike_up(now, *spi_r, *peer, identity, transport, kind.map(tunnel));
+                tracker.authorize(*spi_r, class);
             }
             Event::IkeSaEnded { spi_r, reason } => tracker.ike_ended(*spi_r, end_label(*reason)),
             Event::PeerMoved { spi_r, peer, .. } => tracker.peer_moved(*spi_r, *peer),

@@ -57,7 +57,22 @@ impl FreeRadius {
         secret: &str,
         users: &[(&str, &str)],
     ) -> Result<FreeRadius> {
-        FreeRadius::launch(ns, client, secret, users, None)
+        let entries: String = users
+            .iter()
+            .map(|(name, password)| format!("{name} Cleartext-Password := \"{password}\"\n"))
+            .collect();
+        FreeRadius::launch(ns, client, secret, &entries, None)
+    }
+
+    /// [`FreeRadius::start`] whose users file begins with `entries`, verbatim (check items
+    /// and the reply attributes on the lines after, e.g. `Session-Timeout = 8`).
+    pub fn start_with_users_file(
+        ns: &Netns,
+        client: &str,
+        secret: &str,
+        entries: &str,
+    ) -> Result<FreeRadius> {
+        FreeRadius::launch(ns, client, secret, entries, None)
     }
 
     /// [`FreeRadius::start`] that also authenticates clients by EAP-TLS on UDP 1812: the
@@ -70,14 +85,14 @@ impl FreeRadius {
         secret: &str,
         tls: &EapTls,
     ) -> Result<FreeRadius> {
-        FreeRadius::launch(ns, client, secret, &[], Some(tls))
+        FreeRadius::launch(ns, client, secret, "", Some(tls))
     }
 
     fn launch(
         ns: &Netns,
         client: &str,
         secret: &str,
-        users: &[(&str, &str)],
+        entries: &str,
         tls: Option<&EapTls>,
     ) -> Result<FreeRadius> {
         let binary = find_tool("freeradius")
@@ -115,13 +130,10 @@ impl FreeRadius {
             raddb.join("clients.conf"),
             format!("client gate64 {{\n    ipaddr = {client}\n    secret = {secret}\n}}\n"),
         )?;
-        if !users.is_empty() {
+        if !entries.is_empty() {
             let authorize = raddb.join("mods-config/files/authorize");
             let rest = std::fs::read_to_string(&authorize).unwrap_or_default();
-            let mut text: String = users
-                .iter()
-                .map(|(name, password)| format!("{name} Cleartext-Password := \"{password}\"\n"))
-                .collect();
+            let mut text = entries.to_owned();
             text.push_str(&rest);
             std::fs::write(&authorize, text)?;
         }
