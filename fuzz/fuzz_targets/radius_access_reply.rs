@@ -3,11 +3,15 @@
 //! on arbitrary datagrams (selector 0), and on arbitrary attributes framed and signed as the
 //! server holding the secret would (selector 1: Response Authenticator and
 //! Message-Authenticator fixed up), so the EAP-Message, State and MS-MPPE key parsing behind
-//! the authenticator checks is reached. A reply that parses is signed; an Accept's MSK is
-//! made of decrypted keys only.
+//! the authenticator checks is reached, and so is an Access-Accept's authorization
+//! (Framed-IP-Address, Framed-IPv6-Address and -Prefix, Session-Timeout, Filter-Id, Class).
+//! A reply that parses is signed; an Accept's MSK is made of decrypted keys only, and its
+//! authorization stays within its bounds.
 #![no_main]
 
-use gate64_accounting::radius::access::{AccessReply, hmac_md5, parse_access_reply};
+use gate64_accounting::radius::access::{
+    AccessReply, MAX_CLASSES, MAX_FILTER_ID, hmac_md5, parse_access_reply,
+};
 use libfuzzer_sys::fuzz_target;
 use md5::{Digest, Md5};
 
@@ -51,8 +55,20 @@ fuzz_target!(|data: &[u8]| {
         };
         parse_access_reply(&pkt, ID, &AUTH, SECRET)
     };
-    if let Ok(AccessReply::Accept { msk, .. }) = reply {
+    if let Ok(AccessReply::Accept {
+        msk, authorization, ..
+    }) = reply
+    {
         // Two keys of at most 255 octets each.
         assert!(msk.len() <= 510);
+        assert!(authorization.class.len() <= MAX_CLASSES);
+        assert!(authorization.class.iter().all(|c| (1..=253).contains(&c.len())));
+        assert!(
+            authorization
+                .filter_id
+                .is_none_or(|f| !f.is_empty() && f.len() <= MAX_FILTER_ID)
+        );
+        assert!(authorization.framed_ipv6_prefix.is_none_or(|(_, len)| len <= 128));
+        assert_ne!(authorization.session_timeout, Some(0));
     }
 });

@@ -26,6 +26,7 @@ struct Open {
     since: SystemTime,
     user: String,
     calling: String,
+    class: Vec<Vec<u8>>,
 }
 
 impl Accountant {
@@ -101,6 +102,7 @@ impl Accountant {
             since: at,
             user: line.identity.clone().unwrap_or_default(),
             calling: line.outer.map(|a| a.to_string()).unwrap_or_default(),
+            class: line.class.clone(),
         };
         let req = self.request(StatusType::Start, &session, tunnel, &open, at);
         self.open.insert((session, tunnel), open);
@@ -123,6 +125,7 @@ impl Accountant {
             user_name: open.user.clone(),
             calling_station: open.calling.clone(),
             framed: self.framed.get(session).cloned().unwrap_or_default(),
+            class: open.class.clone(),
             session_time: (status != StatusType::Start)
                 .then(|| u32::try_from(elapsed).unwrap_or(u32::MAX)),
             counts: None,
@@ -218,5 +221,60 @@ mod tests {
         assert_eq!(requests[0].session_time, Some(399));
         assert_eq!(requests[1].terminate, Some(TerminateCause::UserRequest));
         assert_eq!(a.open(), 0);
+    }
+
+    /// The Class attributes of the session's Access-Accept go out in its Start,
+    /// Interim-Update and Stop, every one in order (RFC 2865 §5.25).
+    #[test]
+    fn class_is_echoed_in_every_request_of_the_session() {
+        let mut t = Tracker::new(1);
+        let mut a = Accountant::new();
+        let peer: SocketAddr = "[2001:db8::7]:4500".parse().unwrap();
+        let outer = "2001:db8::7".parse().unwrap();
+        let class = vec![b"grp-a".to_vec(), vec![0, 0xff]];
+        let mut requests = Vec::new();
+        t.ike_up(at(0), 1, peer, "eap:alice", Transport::Native);
+        t.authorize(1, &class);
+        t.child_up(at(0), 0x100, outer, &[], Tunnel::Intranet);
+        // Another client, not authorized by RADIUS: no Class.
+        let other: SocketAddr = "[2001:db8::8]:4500".parse().unwrap();
+        t.ike_up(at(0), 2, other, "CN=laptop", Transport::Native);
+        t.child_up(
+            at(0),
+            0x200,
+            "2001:db8::8".parse().unwrap(),
+            &[],
+            Tunnel::Intranet,
+        );
+        while let Some(line) = t.poll_line() {
+            requests.extend(a.on_line(&line));
+        }
+        let interim = a.interim(&t.tunnel_counts(|_| Counts::default()), at(60));
+        requests.extend(interim);
+        t.child_down(at(90), 0x100, Counts::default());
+        t.ike_down(at(90), 1);
+        while let Some(line) = t.poll_line() {
+            requests.extend(a.on_line(&line));
+        }
+        let alice: Vec<&Request> = requests
+            .iter()
+            .filter(|r| r.user_name == "eap:alice")
+            .collect();
+        let statuses: Vec<StatusType> = alice.iter().map(|r| r.status).collect();
+        assert_eq!(
+            statuses,
+            [
+                StatusType::Start,
+                StatusType::InterimUpdate,
+                StatusType::Stop
+            ]
+        );
+        assert!(alice.iter().all(|r| r.class == class), "{alice:?}");
+        assert!(
+            requests
+                .iter()
+                .filter(|r| r.user_name == "CN=laptop")
+                .all(|r| r.class.is_empty())
+        );
     }
 }

@@ -30,6 +30,7 @@ pub(crate) mod attr {
     pub const USER_NAME: u8 = 1;
     pub const NAS_IP_ADDRESS: u8 = 4;
     pub const SERVICE_TYPE: u8 = 6;
+    pub const CLASS: u8 = 25;
     pub const CALLING_STATION_ID: u8 = 31;
     pub const NAS_IDENTIFIER: u8 = 32;
     pub const ACCT_STATUS_TYPE: u8 = 40;
@@ -115,6 +116,8 @@ pub struct Request {
     pub calling_station: String,
     /// Framed-IPv6-Address: the client's inner addresses.
     pub framed: Vec<Ipv6Addr>,
+    /// Class: each one the session's Access-Accept carried, echoed (RFC 2865 §5.25).
+    pub class: Vec<Vec<u8>>,
     /// Acct-Session-Time in seconds (Interim-Update and Stop).
     pub session_time: Option<u32>,
     /// The counters (Interim-Update and Stop); octets beyond 2^32 go to Gigawords.
@@ -167,6 +170,11 @@ pub fn encode_request(
     text(out, attr::CALLING_STATION_ID, &req.calling_station);
     for a in &req.framed {
         put(out, attr::FRAMED_IPV6_ADDRESS, &a.octets());
+    }
+    for class in &req.class {
+        if !class.is_empty() && class.len() <= MAX_VALUE {
+            put(out, attr::CLASS, class);
+        }
     }
     int(out, attr::EVENT_TIMESTAMP, req.event_time);
     int(out, attr::ACCT_DELAY_TIME, delay_secs);

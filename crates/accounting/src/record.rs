@@ -161,6 +161,10 @@ pub struct Line {
     /// Where a refused IKE_AUTH came from.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub source: Option<SocketAddr>,
+    /// The RADIUS Class attributes the session's Access-Accept carried, for its
+    /// Accounting-Requests to echo (RFC 2865 §5.25). Opaque octets: not in the log.
+    #[serde(skip)]
+    pub class: Vec<Vec<u8>>,
 }
 
 impl Line {
@@ -182,6 +186,7 @@ impl Line {
             counts: None,
             per_tunnel: BTreeMap::new(),
             source: None,
+            class: Vec::new(),
         }
     }
 

@@ -134,6 +134,8 @@ struct Session {
     /// Why an IKE SA of it is ending now (between the responder's end and that IKE SA's
     /// down): the reason of the tunnel that goes down meanwhile.
     ending: Option<String>,
+    /// The RADIUS Class attributes of its authorization ([`Tracker::authorize`]).
+    class: Vec<Vec<u8>>,
 }
 
 /// One tunnel's counters so far ([`Tracker::tunnel_counts`]).
@@ -227,9 +229,25 @@ impl Tracker {
                 had: [false; 2],
                 reason: None,
                 ending: None,
+                class: Vec::new(),
             }
         });
         session.ike_sas += 1;
+    }
+
+    /// IKE SA `spi_r` (after [`Tracker::ike_up`]) was authorized by a RADIUS Access-Accept
+    /// carrying `class`: its session's Accounting-Requests echo them from now on (an empty
+    /// `class` leaves the session's as they are: a rekeyed IKE SA carries the same).
+    pub fn authorize(&mut self, spi_r: u64, class: &[Vec<u8>]) {
+        if class.is_empty() {
+            return;
+        }
+        let Some(outer) = self.ike.get(&spi_r).map(|sa| sa.outer) else {
+            return;
+        };
+        if let Some(session) = self.sessions.get_mut(&outer) {
+            session.class = class.to_vec();
+        }
     }
 
     /// A child SA was installed for the client at `outer`.
@@ -526,6 +544,7 @@ impl Session {
         line.identity = Some(self.identity.clone());
         line.transport = Some(self.transport);
         line.outer = Some(self.outer);
+        line.class.clone_from(&self.class);
         line
     }
 }

@@ -92,6 +92,28 @@ pub fn render(s: &Snapshot) -> String {
                 ),
                 _ => String::new(),
             };
+            let mut radius = Vec::new();
+            if let Some(m) = &sa.auth_method {
+                radius.push(format!("auth {}", printable(m)));
+            }
+            if let Some(u) = &sa.radius_user {
+                radius.push(format!("RADIUS user {}", printable(u)));
+            }
+            if let Some(f) = &sa.filter_id {
+                radius.push(format!("policy {}", printable(f)));
+            }
+            if let Some(l) = &sa.limit {
+                radius.push(format!("limit {}", printable(l)));
+            }
+            let cert = if radius.is_empty() {
+                cert
+            } else {
+                format!(
+                    "{cert}
+    {}",
+                    radius.join(", ")
+                )
+            };
             let rekeys = sa
                 .rekeys
                 .map_or_else(String::new, |n| format!(", {n} rekeys"));
@@ -144,6 +166,31 @@ mod tests {
         assert_eq!(gate64_control::parse_spi(hex), Ok(spi));
         // The text output names the same SPI.
         assert!(render(&snapshot).contains("IKE fedcba9876543210"));
+    }
+
+    /// The authentication method, RADIUS user, Filter-Id and limit reach both outputs; a
+    /// snapshot of an earlier daemon has none of them.
+    #[test]
+    fn radius_authorization_shows_in_json_and_text() {
+        let mut snapshot: Snapshot = serde_json::from_str(OLD_DAEMON).expect("parses");
+        assert_eq!(snapshot.clients[0].sas[0].auth_method, None);
+        assert!(!render(&snapshot).contains("auth "));
+        let sa = &mut snapshot.clients[0].sas[0];
+        sa.auth_method = Some("eap".to_owned());
+        sa.radius_user = Some("alice".to_owned());
+        sa.filter_id = Some("contractors".to_owned());
+        let json: serde_json::Value =
+            serde_json::from_str(&text(&snapshot, true).expect("JSON")).expect("valid JSON");
+        let sa = &json["clients"][0]["sas"][0];
+        assert_eq!(sa["auth_method"], "eap", "{sa}");
+        assert_eq!(sa["radius_user"], "alice", "{sa}");
+        assert_eq!(sa["filter_id"], "contractors", "{sa}");
+        assert!(sa["limit"].is_null(), "{sa}");
+        let table = render(&snapshot);
+        assert!(
+            table.contains("auth eap, RADIUS user alice, policy contractors"),
+            "{table}"
+        );
     }
 
     /// A client's identity and certificate fields reach the table with their control

@@ -90,6 +90,20 @@ pub struct ChildSa {
     pub bytes_out: u64,
     /// Packets sealed.
     pub packets_out: u64,
+    /// How the IKE SA's client authenticated: `certificate` or `eap`; `null` from a daemon
+    /// of an earlier release.
+    #[serde(default)]
+    pub auth_method: Option<String>,
+    /// The RADIUS User-Name the IKE SA was authenticated (EAP) or authorized
+    /// (`ipsec.authorize_certificates = "radius"`) under.
+    #[serde(default)]
+    pub radius_user: Option<String>,
+    /// The Filter-Id of its Access-Accept: the name of the `[[policy]]` for its traffic.
+    #[serde(default)]
+    pub filter_id: Option<String>,
+    /// The limit that policy puts on its traffic, as text; `null` while none applies.
+    #[serde(default)]
+    pub limit: Option<String>,
     /// The ESP suite in strongSwan's notation, as `ipsec.esp_proposals` names it:
     /// `aes256gcm16`, `aes128gcm16`, `aes256-sha256` or `aes128-sha256`. Empty from a daemon
     /// of an earlier release.

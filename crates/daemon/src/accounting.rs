@@ -143,11 +143,13 @@ impl Sessions {
                 peer,
                 native,
                 identity,
+                class,
                 ..
             } => {
                 let outer = gate64_accounting::tracker::outer_of(*peer);
                 let transport = crate::status::transport_of(&self.shared, &outer, native.is_some());
                 tracker.ike_up(now, *spi_r, *peer, identity, transport);
+                tracker.authorize(*spi_r, class);
             }
             Event::IkeSaEnded { spi_r, reason } => tracker.ike_ended(*spi_r, end_label(*reason)),
             Event::IkeSaDown { spi_r, .. } => tracker.ike_down(now, *spi_r),

@@ -28,6 +28,9 @@ pub fn snapshot(shared: &Shared, ike: Option<&[IkeSaInfo]>, now: Instant) -> Sna
             if let Some(info) = by_spi.get(&e.ike_spi) {
                 sa.identity.clone_from(&info.identity);
                 sa.user_identity.clone_from(&info.user_identity);
+                sa.auth_method = info.auth_method.map(str::to_owned);
+                sa.radius_user.clone_from(&info.radius_user);
+                sa.filter_id.clone_from(&info.filter_id);
                 if let Some(cert) = &info.certificate {
                     sa.issuer = Some(cert.issuer.clone());
                     sa.serial = Some(cert.serial.clone());
@@ -111,6 +114,10 @@ fn child_sa(e: &InboundEntry, now: Instant) -> ChildSa {
         serial: None,
         not_after: None,
         rekeys: None,
+        auth_method: None,
+        radius_user: None,
+        filter_id: None,
+        limit: None,
         bytes_in: e.sa.bytes(),
         packets_in: e.sa.packets(),
         bytes_out: out.bytes(),

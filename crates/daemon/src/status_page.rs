@@ -61,6 +61,12 @@ pub struct ClientRow {
     pub bytes_out: u64,
     /// Its tunnels up.
     pub tunnels: Vec<String>,
+    /// How it authenticated: `certificate` or `eap`.
+    pub auth_method: Option<String>,
+    /// Its RADIUS User-Name, when RADIUS authenticated or authorized it.
+    pub radius_user: Option<String>,
+    /// The Filter-Id (policy name) its Access-Accept named.
+    pub filter_id: Option<String>,
 }
 
 /// One point of the charts.
@@ -232,6 +238,9 @@ fn build(daemon: &Sources, cfg: &Config, history: Vec<Sample>) -> StatusDoc {
                 bytes_in: c.sas.iter().map(|s| s.bytes_in).sum(),
                 bytes_out: c.sas.iter().map(|s| s.bytes_out).sum(),
                 tunnels,
+                auth_method: c.sas.iter().find_map(|s| s.auth_method.clone()),
+                radius_user: c.sas.iter().find_map(|s| s.radius_user.clone()),
+                filter_id: c.sas.iter().find_map(|s| s.filter_id.clone()),
             }
         })
         .collect();

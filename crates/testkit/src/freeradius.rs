@@ -45,6 +45,21 @@ impl FreeRadius {
         secret: &str,
         users: &[(&str, &str)],
     ) -> Result<FreeRadius> {
+        let entries: String = users
+            .iter()
+            .map(|(name, password)| format!("{name} Cleartext-Password := \"{password}\"\n"))
+            .collect();
+        FreeRadius::start_with_users_file(ns, client, secret, &entries)
+    }
+
+    /// [`FreeRadius::start`] whose users file begins with `entries`, verbatim (check items
+    /// and the reply attributes on the lines after, e.g. `Session-Timeout = 8`).
+    pub fn start_with_users_file(
+        ns: &Netns,
+        client: &str,
+        secret: &str,
+        entries: &str,
+    ) -> Result<FreeRadius> {
         let binary = find_tool("freeradius")
             .context("freeradius is not installed (Debian package freeradius)")?;
         let dir = ns.dir().join("freeradius");
@@ -80,13 +95,10 @@ impl FreeRadius {
             raddb.join("clients.conf"),
             format!("client gate64 {{\n    ipaddr = {client}\n    secret = {secret}\n}}\n"),
         )?;
-        if !users.is_empty() {
+        if !entries.is_empty() {
             let authorize = raddb.join("mods-config/files/authorize");
             let rest = std::fs::read_to_string(&authorize).unwrap_or_default();
-            let mut text: String = users
-                .iter()
-                .map(|(name, password)| format!("{name} Cleartext-Password := \"{password}\"\n"))
-                .collect();
+            let mut text = entries.to_owned();
             text.push_str(&rest);
             std::fs::write(&authorize, text)?;
         }

@@ -13,7 +13,7 @@
 use super::{HEADER_LEN, MAX_PACKET, MAX_VALUE, Nas, PORT_VIRTUAL, SERVICE_FRAMED, TooLong};
 use super::{attr, int, put, text};
 use md5::{Digest, Md5};
-use std::net::IpAddr;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use subtle::ConstantTimeEq;
 
 /// UDP port of RADIUS authentication (RFC 2865 §3).
@@ -27,13 +27,23 @@ pub const ACCESS_REJECT: u8 = 3;
 /// Code of an Access-Challenge.
 pub const ACCESS_CHALLENGE: u8 = 11;
 
+const FRAMED_IP_ADDRESS: u8 = 8;
+const FILTER_ID: u8 = 11;
+const CLASS: u8 = 25;
 const STATE: u8 = 24;
+const SESSION_TIMEOUT: u8 = 27;
+const FRAMED_IPV6_PREFIX: u8 = 97;
+const FRAMED_IPV6_ADDRESS: u8 = 168;
 const VENDOR_SPECIFIC: u8 = 26;
 const EAP_MESSAGE: u8 = 79;
 const MESSAGE_AUTHENTICATOR: u8 = 80;
 const VENDOR_MICROSOFT: u32 = 311;
 const MS_MPPE_SEND_KEY: u8 = 16;
 const MS_MPPE_RECV_KEY: u8 = 17;
+/// The most Class attributes kept from one Access-Accept; more are dropped and counted.
+pub const MAX_CLASSES: usize = 8;
+/// The longest Filter-Id kept (RFC 2865 §5.11 text, one attribute).
+pub const MAX_FILTER_ID: usize = 253;
 /// The largest EAP message relayed (what fits a RADIUS packet beside the other attributes).
 pub const MAX_EAP: usize = 3000;
 
@@ -97,6 +107,96 @@ pub fn encode_access_request(
     Ok(())
 }
 
+/// The authorization attributes of an Access-Accept (RFC 2865 §5.8, §5.11, §5.25, §5.27;
+/// RFC 3162 §2.3; RFC 6911 §3.1). A value of the wrong length or form is dropped and counted
+/// in `malformed`; the packet is still taken.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Authorization {
+    /// Framed-IP-Address, unless 255.255.255.255 (the user chooses) or 255.255.255.254 (the
+    /// NAS chooses): both leave the choice to gate64's pool.
+    pub framed_ip: Option<Ipv4Addr>,
+    /// Framed-IPv6-Address.
+    pub framed_ipv6: Option<Ipv6Addr>,
+    /// Framed-IPv6-Prefix: the prefix (host bits cleared) and its length.
+    pub framed_ipv6_prefix: Option<(Ipv6Addr, u8)>,
+    /// Session-Timeout in seconds (0 is dropped: no limit is no attribute).
+    pub session_timeout: Option<u32>,
+    /// Filter-Id: the name of the policy to apply (UTF-8, 1 to 253 octets).
+    pub filter_id: Option<String>,
+    /// Every Class, in order, at most [`MAX_CLASSES`]: echoed in the session's
+    /// Accounting-Requests (RFC 2865 §5.25).
+    pub class: Vec<Vec<u8>>,
+    /// Attributes dropped: a malformed value, a second single-valued attribute, a Class
+    /// beyond [`MAX_CLASSES`].
+    pub malformed: u32,
+}
+
+impl Authorization {
+    /// Takes one attribute of an Access-Accept; other types are left alone.
+    fn take(&mut self, kind: u8, value: &[u8]) {
+        let ok = match kind {
+            FRAMED_IP_ADDRESS => match <[u8; 4]>::try_from(value) {
+                Ok(octets) if self.framed_ip.is_none() => {
+                    let a = Ipv4Addr::from(octets);
+                    if !matches!(u32::from(a), 0xffff_ffff | 0xffff_fffe) {
+                        self.framed_ip = Some(a);
+                    }
+                    true
+                }
+                _ => false,
+            },
+            FRAMED_IPV6_ADDRESS => match <[u8; 16]>::try_from(value) {
+                Ok(octets) if self.framed_ipv6.is_none() => {
+                    self.framed_ipv6 = Some(Ipv6Addr::from(octets));
+                    true
+                }
+                _ => false,
+            },
+            FRAMED_IPV6_PREFIX => match (value, &self.framed_ipv6_prefix) {
+                // Reserved, Prefix-Length, then the prefix's significant octets (RFC 3162
+                // §2.3: 0 to 16 of them).
+                ([_, len, prefix @ ..], None) if *len <= 128 && prefix.len() <= 16 => {
+                    let mut octets = [0u8; 16];
+                    octets[..prefix.len()].copy_from_slice(prefix);
+                    let bits = u128::from_be_bytes(octets);
+                    let mask = u128::MAX.checked_shl(128 - u32::from(*len)).unwrap_or(0);
+                    self.framed_ipv6_prefix = Some((Ipv6Addr::from(bits & mask), *len));
+                    true
+                }
+                _ => false,
+            },
+            SESSION_TIMEOUT => match <[u8; 4]>::try_from(value) {
+                Ok(octets) if self.session_timeout.is_none() && octets != [0; 4] => {
+                    self.session_timeout = Some(u32::from_be_bytes(octets));
+                    true
+                }
+                _ => false,
+            },
+            FILTER_ID => match std::str::from_utf8(value) {
+                Ok(name)
+                    if self.filter_id.is_none()
+                        && !name.is_empty()
+                        && name.len() <= MAX_FILTER_ID
+                        && !name.chars().any(char::is_control) =>
+                {
+                    self.filter_id = Some(name.to_owned());
+                    true
+                }
+                _ => false,
+            },
+            CLASS if !value.is_empty() && self.class.len() < MAX_CLASSES => {
+                self.class.push(value.to_vec());
+                true
+            }
+            CLASS => false,
+            _ => true,
+        };
+        if !ok {
+            self.malformed = self.malformed.saturating_add(1);
+        }
+    }
+}
+
 /// What the server answered.
 #[derive(Clone, PartialEq, Eq)]
 pub enum AccessReply {
@@ -114,6 +214,8 @@ pub enum AccessReply {
         eap_message: Vec<u8>,
         /// The MSK.
         msk: Vec<u8>,
+        /// What the server authorizes.
+        authorization: Authorization,
     },
     /// Access-Reject, with the EAP-Failure the server sent (may be empty).
     Reject {
@@ -215,7 +317,11 @@ pub fn parse_access_reply(
     let mut eap_message = Vec::new();
     let mut state = None;
     let (mut recv, mut send) = (None, None);
+    let mut authorization = Authorization::default();
     for (_, kind, value) in &attrs {
+        if code == ACCESS_ACCEPT {
+            authorization.take(*kind, value);
+        }
         match *kind {
             EAP_MESSAGE => eap_message.extend_from_slice(value),
             STATE => state = Some(value.to_vec()),
@@ -255,7 +361,11 @@ pub fn parse_access_reply(
                     decrypt_mppe_key(send, secret, request_authenticator).ok_or(ReplyError::Key)?,
                 );
             }
-            AccessReply::Accept { eap_message, msk }
+            AccessReply::Accept {
+                eap_message,
+                msk,
+                authorization,
+            }
         }
     })
 }

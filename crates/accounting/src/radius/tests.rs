@@ -9,6 +9,7 @@ fn request() -> Request {
         user_name: "CN=laptop-17".into(),
         calling_station: "2001:0:4136:e378:8000:63bf:3fff:1".into(),
         framed: vec!["fd00:c1::5".parse().unwrap()],
+        class: vec![b"grp-a".to_vec(), vec![0, 1]],
         session_time: Some(62),
         counts: Some(Counts {
             bytes_in: (5 << 32) + 7,
@@ -86,6 +87,16 @@ fn a_request_carries_its_attributes_with_gigawords() {
         value(&a, attr::FRAMED_IPV6_ADDRESS),
         Some(&"fd00:c1::5".parse::<Ipv6Addr>().unwrap().octets()[..])
     );
+    let classes: Vec<&[u8]> = a
+        .iter()
+        .filter(|(k, _)| *k == attr::CLASS)
+        .map(|(_, v)| v.as_slice())
+        .collect();
+    assert_eq!(
+        classes,
+        [&b"grp-a"[..], &[0, 1][..]],
+        "every Class, in order"
+    );
 }
 
 /// The request authenticator against MD5 computed elsewhere (Python's hashlib over the same
@@ -99,6 +110,7 @@ fn the_request_authenticator_is_rfc_2866s() {
         user_name: "u".into(),
         calling_station: String::new(),
         framed: Vec::new(),
+        class: Vec::new(),
         session_time: None,
         counts: None,
         terminate: None,

@@ -35,6 +35,9 @@ fn ike_sas() -> Vec<IkeSaInfo> {
             child_spis: vec![spi as u32],
             age: Duration::from_secs(90),
             rekeys: if spi == 0x200 { 2 } else { 0 },
+            auth_method: Some(if spi == 0x300 { "eap" } else { "certificate" }),
+            radius_user: (spi == 0x300).then(|| "alice".to_owned()),
+            filter_id: (spi == 0x300).then(|| "contractors".to_owned()),
         })
         .collect()
 }
@@ -213,6 +216,13 @@ fn snapshot_groups_sas_by_client_with_their_transport() {
     assert_eq!(intranet.identity.as_deref(), Some("CN=client100"));
     assert_eq!(intranet.user_identity.as_deref(), Some("CN=alice"));
     assert_eq!(s.clients[1].transport, "iphttps");
+    assert_eq!(intranet.auth_method.as_deref(), Some("certificate"));
+    // The IP-HTTPS client's IKE SA was authenticated by EAP with a Filter-Id.
+    let eap = &s.clients[1].sas[0];
+    assert_eq!(eap.auth_method.as_deref(), Some("eap"));
+    assert_eq!(eap.radius_user.as_deref(), Some("alice"));
+    assert_eq!(eap.filter_id.as_deref(), Some("contractors"));
+    assert_eq!(eap.limit, None);
     // The JSON the socket carries reads back as the same snapshot.
     let json = serde_json::to_string(&s).unwrap();
     assert_eq!(serde_json::from_str::<Snapshot>(&json).unwrap(), s);

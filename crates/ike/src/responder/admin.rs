@@ -39,6 +39,13 @@ pub struct IkeSaInfo {
     pub age: Duration,
     /// How often it was rekeyed (IKE and child).
     pub rekeys: u32,
+    /// How its client authenticated once established: `certificate` or `eap`.
+    pub auth_method: Option<&'static str>,
+    /// The RADIUS User-Name it was authenticated (EAP) or authorized
+    /// (`authorize_certificates = "radius"`) under.
+    pub radius_user: Option<String>,
+    /// The Filter-Id of its Access-Accept: the name of the `[[policy]]` for its traffic.
+    pub filter_id: Option<String>,
 }
 
 /// Which IKE SAs [`Responder::disconnect`] ends (`gate64 disconnect`).
@@ -269,6 +276,9 @@ mod tests {
             child_spis: Vec::new(),
             age: Duration::ZERO,
             rekeys: 0,
+            auth_method: Some("certificate"),
+            radius_user: None,
+            filter_id: None,
         }
     }
 

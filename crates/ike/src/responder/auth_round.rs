@@ -260,7 +260,12 @@ pub(super) fn complete(
     if uniqueness::replaces(r, req.initial_contact) {
         uniqueness::forget_stale(r, h.spi_r, &identity.key, tunnel);
     }
-    tracing::info!(peer = %remote, identity = %identity.subject, ?tunnel, "ike sa established");
+    let grant = r.sas.get(&h.spi_r).and_then(|s| s.radius.as_deref());
+    let (radius_user, filter_id, class) = match grant {
+        Some(g) => (Some(g.user.clone()), g.filter_id.clone(), g.class.clone()),
+        None => (None, None, Vec::new()),
+    };
+    tracing::info!(peer = %remote, identity = %identity.subject, ?tunnel, filter_id = filter_id.as_deref().unwrap_or("-"), "ike sa established");
     r.event(Event::IkeSaUp {
         ike_spi: h.spi_i,
         spi_r: h.spi_r,
@@ -268,6 +273,9 @@ pub(super) fn complete(
         native,
         identity: identity.subject,
         tunnel,
+        radius_user,
+        filter_id,
+        class,
     });
     if let Some(pair) = pair {
         r.event(Event::ChildSaUp(Box::new(pair)));
@@ -362,25 +370,39 @@ fn first_child(
     let choice = child::choose_esp_proposal(req.proposals, KeRule::Ignore, &r.config.esp_suites)?;
     let (tunnel, tsr) = tunnel.ok_or((notify::TS_UNACCEPTABLE, Refusal::TsUnacceptable))?;
     let wants_address = req.cp.is_some_and(|c| c.has(cfg::INTERNAL_IP6_ADDRESS));
-    let remote_ip = r
+    let (remote_ip, framed6, framed4) = r
         .sas
         .get(&spi_r)
-        .map(|s| s.remote.ip())
+        .map(|s| {
+            let g = s.radius.as_deref();
+            (
+                s.remote.ip(),
+                g.and_then(|g| g.framed6),
+                g.and_then(|g| g.framed4),
+            )
+        })
         .ok_or((notify::TEMPORARY_FAILURE, Refusal::UnknownSpi))?;
-    let inner: IpAddr = if wants_address {
-        IpAddr::V6(
+    // A RADIUS server's address was checked before the IKE SA was established
+    // (`authz::check_framed`); claiming it fails only if another IKE SA took it since.
+    let inner: IpAddr = match (wants_address, framed6) {
+        (true, Some(a)) => IpAddr::V6(
+            r.pool
+                .claim(identity, a)
+                .map_err(|_| (notify::INTERNAL_ADDRESS_FAILURE, Refusal::FramedAddress))?,
+        ),
+        (true, None) => IpAddr::V6(
             r.pool
                 .lease(identity)
                 .ok_or((notify::INTERNAL_ADDRESS_FAILURE, Refusal::PoolExhausted))?,
-        )
-    } else {
-        remote_ip
+        ),
+        (false, _) => remote_ip,
     };
     let wants4 = req.cp.is_some_and(|c| c.has(cfg::INTERNAL_IP4_ADDRESS));
     // An exhausted IPv4 pool leaves the client with IPv6 inside the tunnel, as if it had
     // not asked: IPv4 is the extra here, not a reason to refuse the tunnel.
-    let inner4 = match r.pool4.as_mut() {
-        Some(pool4) if wants4 => pool4.lease(identity),
+    let inner4 = match (r.pool4.as_mut(), framed4) {
+        (Some(pool4), Some(a)) if wants4 => pool4.claim(identity, a).ok(),
+        (Some(pool4), None) if wants4 => pool4.lease(identity),
         _ => None,
     };
     let Some((tsi, tsr)) = child::fit_selectors(req.tsi, tsr, inner, inner4) else {

@@ -706,6 +706,13 @@ fn rekey_ike(
             .as_ref()
             .map_or_else(String::new, |n| n.subject.to_string()),
         tunnel: fresh.tunnel,
+        radius_user: fresh.radius.as_ref().map(|g| g.user.clone()),
+        filter_id: fresh.radius.as_ref().and_then(|g| g.filter_id.clone()),
+        class: fresh
+            .radius
+            .as_ref()
+            .map(|g| g.class.clone())
+            .unwrap_or_default(),
     };
     adopt(r, new_spi_r, fresh);
     r.event(up);
@@ -728,6 +735,7 @@ fn inherit(fresh: &mut IkeSa, old: &mut IkeSa) {
     fresh.identity_key = old.identity_key;
     fresh.authenticated = old.authenticated;
     fresh.session_end = old.session_end;
+    fresh.radius = old.radius.clone();
     fresh.certificate = old.certificate.clone();
     fresh.second_auth = old.second_auth.clone();
     fresh.tunnel = old.tunnel;

@@ -25,6 +25,7 @@ use super::auth_round::{
     Verified, admit_identity, complete, establish, fail, fail_auth, our_auth, request_parts,
     requested_idr,
 };
+use super::authz::{self, Authorization};
 use super::half_open::SourceKey;
 use super::{Refusal, Responder, child};
 use crate::auth::{CertSummary, Identity, IdentityKey};
@@ -110,6 +111,9 @@ pub enum EapOutcome {
         eap_message: Vec<u8>,
         /// MS-MPPE-Recv-Key ‖ MS-MPPE-Send-Key.
         msk: Vec<u8>,
+        /// What the server authorizes (`authz.rs` applies it once the client's AUTH
+        /// verifies).
+        authorization: Authorization,
     },
     /// Access-Reject.
     Reject,
@@ -164,6 +168,8 @@ pub(crate) struct EapState {
     started: Instant,
     stage: Stage,
     source: SourceKey,
+    /// The Access-Accept's authorization, once it came.
+    authorization: Authorization,
 }
 
 /// EAP exchanges in progress, in all and per source.
@@ -275,6 +281,7 @@ pub(super) fn start(r: &mut Responder, now: Instant, h: Header, inner: Vec<Paylo
             started: now,
             stage: Stage::Identity,
             source,
+            authorization: Authorization::default(),
         }));
     }
     let mut payloads = payloads;
@@ -383,13 +390,18 @@ pub(super) fn handle_verdict(r: &mut Responder, now: Instant, verdict: EapVerdic
             eap.stage = Stage::Client;
             r.respond(h.spi_r, h, vec![eap_payload(eap_message)]);
         }
-        EapOutcome::Accept { eap_message, msk } => {
+        EapOutcome::Accept {
+            eap_message,
+            msk,
+            authorization,
+        } => {
             if msk.is_empty() {
                 // RFC 7296 §2.16 allows methods without keys, but an MSK-less AUTH proves
                 // nothing about who ran EAP: gate64 takes key-generating methods only.
                 return refuse(r, now, h, Refusal::Eap, "the server sent no MSK");
             }
             eap.stage = Stage::Auth(Secret(msk));
+            eap.authorization = authorization;
             let success = if eap_message.first() == Some(&3) {
                 eap_message
             } else {
@@ -460,6 +472,11 @@ fn finish(r: &mut Responder, now: Instant, h: Header, inner: Vec<Payload>) {
     if let Err(reason) = admit_identity(r, now, &identity, (&req, kind), remote) {
         return fail_auth(r, (h, now, started), remote, reason, named);
     }
+    if let Err(why) = authz::check_framed(r, &identity.key, &eap.authorization) {
+        let reason = authz::framed_refusal(remote, &user, &why);
+        return fail_auth(r, (h, now, started), remote, reason, named);
+    }
+    authz::grant(r, h.spi_r, now, (&user, true), eap.authorization);
     if let Some(sa) = r.sas.get_mut(&h.spi_r) {
         sa.peer_id = Some(user);
     }

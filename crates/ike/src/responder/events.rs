@@ -121,6 +121,12 @@ pub enum Refusal {
     /// An EAP exchange beyond [`super::EapPolicy`]'s bounds: exchanges in progress, round
     /// trips or time.
     EapCap,
+    /// A RADIUS server assigned an inner address (Framed-IPv6-Address, Framed-IPv6-Prefix,
+    /// Framed-IP-Address) that the pools cannot give: outside them, reserved, or held.
+    FramedAddress,
+    /// `authorize_certificates = "radius"` and the RADIUS server rejected the certificate
+    /// client, or none answered.
+    Radius,
 }
 
 impl Refusal {
@@ -165,6 +171,8 @@ impl Refusal {
             Refusal::Crypto => "crypto",
             Refusal::Eap => "eap",
             Refusal::EapCap => "eap_cap",
+            Refusal::FramedAddress => "framed_address",
+            Refusal::Radius => "radius",
         }
     }
 }
@@ -213,6 +221,12 @@ pub enum Event {
         identity: String,
         /// The tunnel of its child SA, when one was built.
         tunnel: Option<TunnelKind>,
+        /// The RADIUS User-Name it was authenticated or authorized under, if any.
+        radius_user: Option<String>,
+        /// The Filter-Id of its Access-Accept: the name of the policy for its traffic.
+        filter_id: Option<String>,
+        /// The Class attributes of its Access-Accept, to echo in its Accounting-Requests.
+        class: Vec<Vec<u8>>,
     },
     /// An IKE SA is gone (deleted by the peer, rekeyed away, timed out).
     IkeSaDown {

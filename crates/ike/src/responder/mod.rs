@@ -20,6 +20,7 @@ mod admin;
 mod auth_exchange;
 mod auth_jobs;
 mod auth_round;
+mod authz;
 mod caps;
 mod child;
 mod config;
@@ -55,6 +56,7 @@ use crate::message::{Header, Message, Notify, Payload, exchange, flags, notify};
 
 pub use admin::{DisconnectTarget, IkeSaInfo};
 pub use auth_jobs::{AuthJob, AuthVerdict, JobWatch};
+pub use authz::Authorization;
 pub use child::DEFAULT_ESP_SUITES;
 pub use config::ResponderConfig;
 pub(crate) use config::anchors_for_clients;
@@ -65,7 +67,7 @@ pub use ike_policy::{IkePolicy, IkeProposalRule};
 pub use init::nat_detection_hash;
 pub use liveness::DPD_RETRANSMIT;
 pub use mobike::{MalformedMobike, UpdateNotifies, parse_update};
-pub use pool::{AddressPool, AddressPool4};
+pub use pool::{AddressPool, AddressPool4, ClaimError};
 pub use second_auth::SecondAuthPolicy;
 pub use tunnel_rules::{IdentityPattern, TunnelRule};
 pub use uniqueness::UniqueIds;
@@ -189,6 +191,8 @@ pub(crate) struct IkeSa {
     pub(crate) mobike: bool,
     /// Its EAP exchange, while one is in progress (`eap.rs`).
     pub(crate) eap: Option<Box<eap::EapState>>,
+    /// What RADIUS authenticated or authorized it as (`authz.rs`); an IKE SA rekey keeps it.
+    pub(crate) radius: Option<Box<authz::Grant>>,
 }
 
 impl IkeSa {
@@ -243,6 +247,7 @@ impl IkeSa {
             pending_auth: None,
             mobike: false,
             eap: None,
+            radius: None,
         })
     }
 }
@@ -485,6 +490,12 @@ impl Responder {
                 child_spis: s.children.iter().map(|c| c.inbound_spi).collect(),
                 age: now.saturating_duration_since(s.started),
                 rekeys: s.rekeys,
+                auth_method: s.established.then(|| match &s.radius {
+                    Some(g) if g.eap => "eap",
+                    _ => "certificate",
+                }),
+                radius_user: s.radius.as_ref().map(|g| g.user.clone()),
+                filter_id: s.radius.as_ref().and_then(|g| g.filter_id.clone()),
             })
             .collect()
     }

@@ -12,6 +12,34 @@ use ipnet::{Ipv4Net, Ipv6Net};
 
 use crate::auth::IdentityKey;
 
+/// Why an address a RADIUS server assigned (Framed-IPv6-Address, Framed-IP-Address) cannot
+/// be given to a client.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ClaimError {
+    /// No pool configured for its family, or the address is outside it: the TUN's route
+    /// would not bring its traffic back.
+    OutsidePool,
+    /// The pool's subnet-router anycast, gate64's own address, or the network or broadcast
+    /// address of an IPv4 pool.
+    Reserved,
+    /// Another identity holds it.
+    HeldByOther,
+    /// This identity already holds another address (its other IKE SA got one before).
+    HoldsAnother,
+}
+
+impl ClaimError {
+    /// For a log line.
+    pub fn text(self) -> &'static str {
+        match self {
+            ClaimError::OutsidePool => "outside the address pool",
+            ClaimError::Reserved => "reserved in the address pool",
+            ClaimError::HeldByOther => "held by another identity",
+            ClaimError::HoldsAnother => "the identity holds another address",
+        }
+    }
+}
+
 /// The offset of the first address handed out: 0 is the subnet-router anycast address and 1
 /// gate64's own.
 const FIRST_LEASED: u128 = 2;
@@ -61,6 +89,35 @@ impl AddressPool {
             }
         }
         None
+    }
+
+    /// Whether `addr` may be leased to `identity` ([`AddressPool::claim`]).
+    pub fn check(&self, identity: &IdentityKey, addr: Ipv6Addr) -> Result<(), ClaimError> {
+        if !self.net.contains(&addr) {
+            return Err(ClaimError::OutsidePool);
+        }
+        if u128::from(addr) - u128::from(self.net.network()) < FIRST_LEASED {
+            return Err(ClaimError::Reserved);
+        }
+        match self.leases.get(identity) {
+            Some((held, _)) if *held == addr => Ok(()),
+            Some(_) => Err(ClaimError::HoldsAnother),
+            None if self.in_use.contains(&addr) => Err(ClaimError::HeldByOther),
+            None => Ok(()),
+        }
+    }
+
+    /// Leases `addr` (a RADIUS server's choice) to `identity`, counted as [`AddressPool::lease`]
+    /// counts, when [`AddressPool::check`] allows it.
+    pub fn claim(
+        &mut self,
+        identity: &IdentityKey,
+        addr: Ipv6Addr,
+    ) -> Result<Ipv6Addr, ClaimError> {
+        self.check(identity, addr)?;
+        self.in_use.insert(addr);
+        self.leases.entry(*identity).or_insert((addr, 0)).1 += 1;
+        Ok(addr)
     }
 
     /// Drops one lease of `identity`.
@@ -124,6 +181,37 @@ impl AddressPool4 {
             }
         }
         None
+    }
+
+    /// Whether `addr` may be leased to `identity` ([`AddressPool4::claim`]).
+    pub fn check(&self, identity: &IdentityKey, addr: Ipv4Addr) -> Result<(), ClaimError> {
+        if !self.net.contains(&addr) {
+            return Err(ClaimError::OutsidePool);
+        }
+        if self.net.prefix_len() < 31
+            && (addr == self.net.network() || addr == self.net.broadcast())
+        {
+            return Err(ClaimError::Reserved);
+        }
+        match self.leases.get(identity) {
+            Some((held, _)) if *held == addr => Ok(()),
+            Some(_) => Err(ClaimError::HoldsAnother),
+            None if self.in_use.contains(&addr) => Err(ClaimError::HeldByOther),
+            None => Ok(()),
+        }
+    }
+
+    /// Leases `addr` (a RADIUS server's choice) to `identity`, when
+    /// [`AddressPool4::check`] allows it.
+    pub fn claim(
+        &mut self,
+        identity: &IdentityKey,
+        addr: Ipv4Addr,
+    ) -> Result<Ipv4Addr, ClaimError> {
+        self.check(identity, addr)?;
+        self.in_use.insert(addr);
+        self.leases.entry(*identity).or_insert((addr, 0)).1 += 1;
+        Ok(addr)
     }
 
     /// Drops one lease of `identity`.
@@ -222,5 +310,49 @@ mod tests {
         assert_eq!(pool.lease(&id("g")), None, "alice still holds one lease");
         pool.release(&id("alice"));
         assert_eq!(pool.lease(&id("g")), Some(a), "freed on the last release");
+    }
+
+    #[test]
+    fn a_framed_address_is_claimed_only_inside_the_pool_and_unheld() {
+        let mut pool = AddressPool::new("fd00:c1::/120".parse().expect("net"));
+        let a: Ipv6Addr = "fd00:c1::77".parse().expect("addr");
+        assert_eq!(
+            pool.claim(&id("alice"), "fd00:c2::77".parse().expect("addr")),
+            Err(ClaimError::OutsidePool)
+        );
+        assert_eq!(
+            pool.claim(&id("alice"), "fd00:c1::1".parse().expect("addr")),
+            Err(ClaimError::Reserved)
+        );
+        assert_eq!(pool.claim(&id("alice"), a), Ok(a));
+        assert_eq!(pool.claim(&id("alice"), a), Ok(a), "her second IKE SA");
+        assert_eq!(pool.claim(&id("bob"), a), Err(ClaimError::HeldByOther));
+        let b = pool.lease(&id("bob")).expect("free");
+        assert_ne!(b, a, "a lease never hands out a claimed address");
+        assert_eq!(
+            pool.claim(&id("bob"), "fd00:c1::78".parse().expect("addr")),
+            Err(ClaimError::HoldsAnother)
+        );
+        pool.release(&id("alice"));
+        assert_eq!(pool.claim(&id("carol"), a), Err(ClaimError::HeldByOther));
+        pool.release(&id("alice"));
+        assert_eq!(
+            pool.claim(&id("carol"), a),
+            Ok(a),
+            "free after the last release"
+        );
+
+        let mut pool4 = AddressPool4::new("10.77.0.0/29".parse().expect("net"));
+        let v4 = Ipv4Addr::new(10, 77, 0, 5);
+        assert_eq!(
+            pool4.claim(&id("alice"), Ipv4Addr::new(10, 77, 0, 7)),
+            Err(ClaimError::Reserved)
+        );
+        assert_eq!(
+            pool4.claim(&id("alice"), Ipv4Addr::new(10, 78, 0, 5)),
+            Err(ClaimError::OutsidePool)
+        );
+        assert_eq!(pool4.claim(&id("alice"), v4), Ok(v4));
+        assert_eq!(pool4.claim(&id("bob"), v4), Err(ClaimError::HeldByOther));
     }
 }

@@ -14,9 +14,9 @@ use std::time::{Duration, Instant};
 
 use gate64_accounting::radius::Nas;
 use gate64_accounting::radius::access::{
-    AccessReply, AccessRequest, encode_access_request, parse_access_reply,
+    self, AccessReply, AccessRequest, encode_access_request, parse_access_reply,
 };
-use gate64_ike::responder::{EapJob, EapOutcome, EapVerdict};
+use gate64_ike::responder::{Authorization, EapJob, EapOutcome, EapVerdict};
 use tokio::net::UdpSocket;
 use tokio::sync::mpsc;
 
@@ -150,8 +150,35 @@ fn outcome(reply: AccessReply) -> EapOutcome {
         AccessReply::Challenge { eap_message, state } => {
             EapOutcome::Challenge { eap_message, state }
         }
-        AccessReply::Accept { eap_message, msk } => EapOutcome::Accept { eap_message, msk },
+        AccessReply::Accept {
+            eap_message,
+            msk,
+            authorization,
+        } => EapOutcome::Accept {
+            eap_message,
+            msk,
+            authorization: authorization_of(authorization),
+        },
         AccessReply::Reject { .. } => EapOutcome::Reject,
+    }
+}
+
+/// The responder's view of an Access-Accept's authorization; attributes the codec dropped
+/// as malformed are logged here.
+pub(crate) fn authorization_of(a: access::Authorization) -> Authorization {
+    if a.malformed > 0 {
+        tracing::info!(
+            dropped = a.malformed,
+            "RADIUS Access-Accept: malformed authorization attributes dropped"
+        );
+    }
+    Authorization {
+        framed_ip: a.framed_ip,
+        framed_ipv6: a.framed_ipv6,
+        framed_ipv6_prefix: a.framed_ipv6_prefix,
+        session_timeout: a.session_timeout,
+        filter_id: a.filter_id,
+        class: a.class,
     }
 }
 

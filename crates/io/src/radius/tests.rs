@@ -13,6 +13,7 @@ fn request(n: u32) -> Request {
         user_name: "CN=x".into(),
         calling_station: "2001:db8::1".into(),
         framed: Vec::new(),
+        class: Vec::new(),
         session_time: None,
         counts: None,
         terminate: None,

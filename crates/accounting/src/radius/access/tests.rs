@@ -59,7 +59,8 @@ fn accept_from_python_parses_with_the_msk() {
         reply,
         AccessReply::Accept {
             eap_message: vec![3, 7, 0, 4],
-            msk
+            msk,
+            authorization: Authorization::default(),
         }
     );
     assert_eq!(
@@ -207,4 +208,88 @@ fn request_splits_eap_and_signs() {
         encode_access_request(1, &ra(), &empty, &nas, SECRET, &mut out),
         Err(TooLong)
     );
+}
+
+fn attr(kind: u8, value: &[u8]) -> Vec<u8> {
+    let mut out = vec![kind, (value.len() + 2) as u8];
+    out.extend_from_slice(value);
+    out
+}
+
+fn authorization_of(attrs: &[u8]) -> Authorization {
+    let pkt = server_reply(ACCESS_ACCEPT, 9, attrs, true);
+    match parse_access_reply(&pkt, 9, &ra(), SECRET) {
+        Ok(AccessReply::Accept { authorization, .. }) => authorization,
+        other => panic!("not an accept: {other:?}"),
+    }
+}
+
+#[test]
+fn accept_carries_its_authorization() {
+    let mut attrs = Vec::new();
+    attrs.extend(attr(FRAMED_IP_ADDRESS, &[10, 77, 0, 9]));
+    let v6: Ipv6Addr = "fd00:c1::77".parse().unwrap();
+    attrs.extend(attr(FRAMED_IPV6_ADDRESS, &v6.octets()));
+    // fd00:c1:0:8::/61 written with a stray host bit, which is cleared.
+    attrs.extend(attr(
+        FRAMED_IPV6_PREFIX,
+        &[0, 61, 0xfd, 0, 0, 0xc1, 0, 0, 0, 0x0f],
+    ));
+    attrs.extend(attr(SESSION_TIMEOUT, &8u32.to_be_bytes()));
+    attrs.extend(attr(FILTER_ID, b"contractors"));
+    attrs.extend(attr(CLASS, b"grp-a"));
+    attrs.extend(attr(CLASS, &[0, 0xff]));
+    let a = authorization_of(&attrs);
+    assert_eq!(a.framed_ip, Some(Ipv4Addr::new(10, 77, 0, 9)));
+    assert_eq!(a.framed_ipv6, Some(v6));
+    assert_eq!(
+        a.framed_ipv6_prefix,
+        Some(("fd00:c1:0:8::".parse().unwrap(), 61))
+    );
+    assert_eq!(a.session_timeout, Some(8));
+    assert_eq!(a.filter_id.as_deref(), Some("contractors"));
+    assert_eq!(a.class, vec![b"grp-a".to_vec(), vec![0, 0xff]]);
+    assert_eq!(a.malformed, 0);
+}
+
+#[test]
+fn malformed_authorization_values_are_dropped_and_counted() {
+    let mut attrs = Vec::new();
+    attrs.extend(attr(FRAMED_IP_ADDRESS, &[10, 77, 0]));
+    attrs.extend(attr(FRAMED_IPV6_ADDRESS, &[0xfd; 15]));
+    attrs.extend(attr(FRAMED_IPV6_PREFIX, &[0, 129, 0xfd]));
+    attrs.extend(attr(SESSION_TIMEOUT, &0u32.to_be_bytes()));
+    attrs.extend(attr(FILTER_ID, &[0xff, 0xfe]));
+    attrs.extend(attr(FILTER_ID, b"bad\nname"));
+    for i in 0..(MAX_CLASSES as u8 + 2) {
+        attrs.extend(attr(CLASS, &[i]));
+    }
+    let a = authorization_of(&attrs);
+    assert_eq!(a.framed_ip, None);
+    assert_eq!(a.framed_ipv6, None);
+    assert_eq!(a.framed_ipv6_prefix, None);
+    assert_eq!(a.session_timeout, None);
+    assert_eq!(a.filter_id, None);
+    assert_eq!(a.class.len(), MAX_CLASSES);
+    assert_eq!(a.malformed, 6 + 2);
+    // "The NAS assigns" is no address; a second Session-Timeout is one too many.
+    let mut attrs = attr(FRAMED_IP_ADDRESS, &[255, 255, 255, 254]);
+    attrs.extend(attr(SESSION_TIMEOUT, &30u32.to_be_bytes()));
+    attrs.extend(attr(SESSION_TIMEOUT, &40u32.to_be_bytes()));
+    let a = authorization_of(&attrs);
+    assert_eq!(
+        (a.framed_ip, a.session_timeout, a.malformed),
+        (None, Some(30), 1)
+    );
+}
+
+#[test]
+fn a_challenge_authorizes_nothing() {
+    let mut attrs = attr(EAP_MESSAGE, &[1, 2, 0, 4]);
+    attrs.extend(attr(FILTER_ID, b"contractors"));
+    let pkt = server_reply(ACCESS_CHALLENGE, 9, &attrs, true);
+    assert!(matches!(
+        parse_access_reply(&pkt, 9, &ra(), SECRET),
+        Ok(AccessReply::Challenge { .. })
+    ));
 }

@@ -143,6 +143,7 @@ fn rfc7296_2_16_eap_relayed_to_the_server() {
         job.verdict(EapOutcome::Accept {
             eap_message: vec![3, 2, 0, 4],
             msk: MSK.to_vec(),
+            authorization: Authorization::default(),
         }),
     );
     let t = r.poll_transmit().expect("EAP-Success");
@@ -219,6 +220,7 @@ fn a_wrong_msk_auth_is_refused() {
         job.verdict(EapOutcome::Accept {
             eap_message: Vec::new(),
             msk: MSK.to_vec(),
+            authorization: Authorization::default(),
         }),
     );
     let t = r.poll_transmit().expect("EAP-Success");
@@ -311,4 +313,158 @@ fn without_eap_a_request_without_auth_is_refused() {
     let refused = send(&mut r, &i, now, &bytes);
     assert!(crate::message::find_notify(&refused, notify::INVALID_SYNTAX).is_some());
     assert!(r.poll_eap_job().is_none());
+}
+
+/// Accepts `job` with `authorization` and sends the client's AUTH keyed by the MSK; the last
+/// response.
+fn accept_with(
+    r: &mut Responder,
+    i: &mut Initiator,
+    now: Instant,
+    job: EapJob,
+    authorization: Authorization,
+) -> Vec<Payload> {
+    r.handle_eap_verdict(
+        now,
+        job.verdict(EapOutcome::Accept {
+            eap_message: Vec::new(),
+            msk: MSK.to_vec(),
+            authorization,
+        }),
+    );
+    r.poll_transmit().expect("EAP-Success");
+    let (prf, key) = prf_key(i);
+    let keys = i.keys.clone().expect("keys");
+    let octets = [
+        &i.init_request[..],
+        &i.nr,
+        &keys.sk_pi.prf(&[&idi().body()]),
+    ]
+    .concat();
+    let auth = prf.prf(&key, &[&octets]);
+    let bytes = request(
+        i,
+        exchange::IKE_AUTH,
+        &[Payload::Auth {
+            method: 2,
+            data: auth,
+        }],
+    );
+    send(r, i, now, &bytes)
+}
+
+/// The Access-Accept's Framed-IPv6-Address is the client's inner address, its Filter-Id and
+/// Class go out with the IKE SA, status shows the method, user and Filter-Id, and its
+/// Session-Timeout ends the IKE SA with a Delete, counted as `session_timeout`.
+#[test]
+fn access_accept_authorizes_address_timeout_filter_and_class() {
+    let now = Instant::now();
+    let (lab, mut r) = eap_lab(now, |_| {});
+    let mut i = lab.intranet(now);
+    let (_, job) = up_to_identity(&mut r, &mut i, now);
+    let framed: std::net::Ipv6Addr = "fd00:c1::177".parse().expect("addr");
+    let last = accept_with(
+        &mut r,
+        &mut i,
+        now,
+        job,
+        Authorization {
+            framed_ipv6: Some(framed),
+            session_timeout: Some(8),
+            filter_id: Some("contractors".into()),
+            class: vec![b"grp-a".to_vec(), b"grp-b".to_vec()],
+            ..Authorization::default()
+        },
+    );
+    let cp = last
+        .iter()
+        .find_map(|p| match p {
+            Payload::Cp(c) => Some(c.clone()),
+            _ => None,
+        })
+        .expect("CFG_REPLY");
+    assert!(
+        cp.attributes
+            .iter()
+            .any(|a| a.kind == crate::message::cfg::INTERNAL_IP6_ADDRESS
+                && a.value.starts_with(&framed.octets())),
+        "{cp:?}"
+    );
+    let ev = events(&mut r);
+    assert!(
+        ev.iter().any(|e| matches!(e, Event::IkeSaUp { filter_id: Some(f), class, radius_user: Some(u), .. }
+            if f == "contractors" && class == &[b"grp-a".to_vec(), b"grp-b".to_vec()] && u == "alice")),
+        "{ev:?}"
+    );
+    let sas = r.ike_sas(now);
+    assert_eq!(sas.len(), 1);
+    assert_eq!(sas[0].inner, Some(IpAddr::V6(framed)));
+    assert_eq!(sas[0].auth_method, Some("eap"));
+    assert_eq!(sas[0].radius_user.as_deref(), Some("alice"));
+    assert_eq!(sas[0].filter_id.as_deref(), Some("contractors"));
+    assert_eq!(r.pool.leased(), 1);
+    // Before the timeout nothing ends; after it the client hears a Delete.
+    r.handle_timeout(now + Duration::from_secs(7));
+    assert_eq!(r.established(), 1);
+    r.handle_timeout(now + Duration::from_secs(9));
+    let ev = events(&mut r);
+    assert!(
+        ev.iter().any(|e| matches!(
+            e,
+            Event::IkeSaEnded {
+                reason: EndReason::SessionTimeout,
+                ..
+            }
+        )),
+        "{ev:?}"
+    );
+    let t = r.poll_transmit().expect("a Delete to the client");
+    assert!(
+        open_response(&i, &t)
+            .iter()
+            .any(|p| matches!(p, Payload::Delete(_))),
+    );
+}
+
+/// A framed address outside `ipsec.pool6`, or held by another identity, refuses the
+/// IKE_AUTH under `framed_address`; nothing stays held.
+#[test]
+fn a_framed_address_the_pool_cannot_give_refuses_the_ike_auth() {
+    let now = Instant::now();
+    let (lab, mut r) = eap_lab(now, |_| {});
+    let mut i = lab.intranet(now);
+    let (_, job) = up_to_identity(&mut r, &mut i, now);
+    let last = accept_with(
+        &mut r,
+        &mut i,
+        now,
+        job,
+        Authorization {
+            framed_ipv6: Some("fd00:c2::5".parse().expect("addr")),
+            ..Authorization::default()
+        },
+    );
+    assert!(crate::message::find_notify(&last, notify::AUTHENTICATION_FAILED).is_some());
+    let ev = events(&mut r);
+    assert!(
+        ev.iter().any(|e| matches!(e, Event::AuthRefused { reason: Refusal::FramedAddress, identity: Some(id), .. } if id == "eap:alice")),
+        "{ev:?}"
+    );
+    assert_eq!(Refusal::FramedAddress.label(), "framed_address");
+    assert_eq!((r.ike_sas(now).len(), r.pool.leased()), (0, 0));
+
+    // The address held by another identity.
+    let bob = crate::auth::IdentityKey::new(b"eap", b"bob");
+    let held: std::net::Ipv6Addr = "fd00:c1::150".parse().expect("addr");
+    r.pool.claim(&bob, held).expect("free");
+    let mut i = lab.intranet(now);
+    let (_, job) = up_to_identity(&mut r, &mut i, now);
+    let prefix = Authorization {
+        framed_ipv6_prefix: Some(("fd00:c1::150".parse().expect("addr"), 128)),
+        ..Authorization::default()
+    };
+    assert_eq!(prefix.inner6(), Some(held));
+    let last = accept_with(&mut r, &mut i, now, job, prefix);
+    assert!(crate::message::find_notify(&last, notify::AUTHENTICATION_FAILED).is_some());
+    assert_eq!(r.pool.leased(), 1, "bob's only");
 }

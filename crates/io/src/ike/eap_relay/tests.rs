@@ -5,11 +5,16 @@ use md5::{Digest, Md5};
 const SECRET: &[u8] = b"relay-test-secret";
 
 /// An Access-Accept to `request` (its identifier and authenticator), with MS-MPPE-Recv-Key
-/// 0x11 × 16 and MS-MPPE-Send-Key 0x22 × 16, signed as a server holding `SECRET` signs it.
+/// 0x11 × 16 and MS-MPPE-Send-Key 0x22 × 16, Filter-Id `contractors` and Class `grp-a`,
+/// signed as a server holding `SECRET` signs it.
 fn accept(request: &[u8]) -> Vec<u8> {
     let mut ra = [0u8; 16];
     ra.copy_from_slice(&request[4..20]);
     let mut attrs = vec![79, 6, 3, 1, 0, 4];
+    attrs.extend([11, 13]);
+    attrs.extend(b"contractors");
+    attrs.extend([25, 7]);
+    attrs.extend(b"grp-a");
     for (kind, byte, salt) in [(17u8, 0x11u8, [0x80, 1]), (16, 0x22, [0x80, 2])] {
         let value = encrypt_mppe_key(&[byte; 16], salt, SECRET, &ra);
         let mut vsa = 311u32.to_be_bytes().to_vec();
@@ -84,7 +89,12 @@ async fn a_silent_server_fails_over_to_the_next() {
         outcome,
         EapOutcome::Accept {
             eap_message: vec![3, 1, 0, 4],
-            msk
+            msk,
+            authorization: Authorization {
+                filter_id: Some("contractors".into()),
+                class: vec![b"grp-a".to_vec()],
+                ..Authorization::default()
+            },
         }
     );
     // The silent server got both tries.

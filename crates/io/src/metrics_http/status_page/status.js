@@ -42,6 +42,8 @@ function renderClients(clients) {
     const tr = el("tr");
     tr.append(
       el("td", c.identity || "—", "identity"),
+      el("td", [c.auth_method, c.radius_user].filter(Boolean).join(" ") || "—"),
+      el("td", c.filter_id || "—"),
       el("td", c.transport),
       el("td", c.outer),
       el("td", (c.inner || []).join(", ")),
