@@ -78,6 +78,25 @@ impl Policies {
         let policy = name.map(|n| self.instance(n)).transpose()?;
         Ok(sadb.apply_policy(ike_spi_i, policy))
     }
+
+    /// Applies the Filter-Id `name` of an IKE SA's Access-Accept when it comes up (and again
+    /// under its new SPI when it is rekeyed). A name no `[[policy]]` has fails closed: the
+    /// IKE SA's child SAs reach nothing (every packet is `policy`) and an error names it.
+    pub fn apply_at_auth(&self, sadb: &SaDb, ike_spi_i: u64, name: &str, identity: &str) {
+        match self.apply(sadb, ike_spi_i, Some(name)) {
+            Ok(_) => tracing::info!(%identity, policy = %name, "IKE SA under policy"),
+            Err(e) => {
+                tracing::error!(%identity, filter_id = %name, error = %e, "Access-Accept names an unknown policy: the session reaches nothing");
+                let closed = SessionPolicy::new(
+                    name.to_owned(),
+                    Vec::new(),
+                    None,
+                    self.epoch.unwrap_or_else(Instant::now),
+                );
+                sadb.apply_policy(ike_spi_i, Some(Arc::new(closed)));
+            }
+        }
+    }
 }
 
 #[cfg(test)]
@@ -122,5 +141,15 @@ address6 = "2001:db8:100::1"
         assert_eq!(db.policy_of(7).unwrap().name, "contractors");
         assert_eq!(p.apply(&db, 7, None), Ok(0));
         assert!(db.policy_of(7).is_none());
+        // At authentication, an unknown name fails closed.
+        p.apply_at_auth(&db, 8, "staff", "CN=laptop");
+        let closed = db.policy_of(8).unwrap();
+        assert!(!closed.reaches("2001:db8:100::5".parse().unwrap()));
+        p.apply_at_auth(&db, 9, "contractors", "CN=laptop");
+        assert!(
+            db.policy_of(9)
+                .unwrap()
+                .reaches("2001:db8:100::5".parse().unwrap())
+        );
     }
 }
