@@ -490,7 +490,7 @@ impl Responder {
                 child_spis: s.children.iter().map(|c| c.inbound_spi).collect(),
                 age: now.saturating_duration_since(s.started),
                 rekeys: s.rekeys,
-                auth_method: s.established.then(|| match &s.radius {
+                auth_method: s.established.then_some(match &s.radius {
                     Some(g) if g.eap => "eap",
                     _ => "certificate",
                 }),
