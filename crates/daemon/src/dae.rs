@@ -167,9 +167,8 @@ fn act(
                 }
                 tracing::info!(client = %from, sessions = ?names, ike_sas = applied, child_sas = children, policy = %name, "radius dae: CoA-Request applied a policy");
             }
-            let Some(secs) = req.session_timeout else {
-                return None;
-            };
+            // Without a Session-Timeout the Filter-Id was the whole change: done (ACK).
+            let secs = req.session_timeout?;
             let set = ike.set_session_end(spis, Duration::from_secs(u64::from(secs)), IKE_TIMEOUT);
             match set {
                 None => Some(ErrorCause::ResourcesUnavailable),
