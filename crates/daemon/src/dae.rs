@@ -150,8 +150,21 @@ fn act(
                 };
                 let mut children = 0;
                 let mut applied = 0;
+                // Child SAs are filed under the initiator SPI of the IKE SA that installed
+                // them: after an IKE rekey, that of the IKE SA it replaced.
+                let mut targets: Vec<u64> = Vec::new();
                 for sa in sas.iter().filter(|sa| spis.contains(&sa.spi_r)) {
-                    match policies.apply(sadb, sa.spi_i, Some(name)) {
+                    targets.push(sa.spi_i);
+                    targets.extend(
+                        sa.child_spis
+                            .iter()
+                            .filter_map(|&c| sadb.inbound(c).map(|e| e.ike_spi)),
+                    );
+                }
+                targets.sort_unstable();
+                targets.dedup();
+                for ike_spi in targets {
+                    match policies.apply(sadb, ike_spi, Some(name)) {
                         Ok(n) => {
                             children += n;
                             applied += 1;
@@ -165,7 +178,7 @@ fn act(
                 if applied == 0 {
                     return Some(ErrorCause::SessionContextNotFound);
                 }
-                tracing::info!(client = %from, sessions = ?names, ike_sas = applied, child_sas = children, policy = %name, "radius dae: CoA-Request applied a policy");
+                tracing::info!(client = %from, sessions = ?names, ike_spis = applied, child_sas = children, policy = %name, "radius dae: CoA-Request applied a policy");
             }
             // Without a Session-Timeout the Filter-Id was the whole change: done (ACK).
             let secs = req.session_timeout?;
