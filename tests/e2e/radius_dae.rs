@@ -8,7 +8,7 @@
 //!   secret is ACKed and charon has no IKE SA left soon after
 //!   (`gate64_ipsec_disconnects_total{reason="radius"}` rose); a CoA-Request with
 //!   Session-Timeout = 5 is ACKed and ends the next session within a generous bound; a
-//!   Filter-Id is NAKed (Unsupported-Attribute); a Disconnect-Request naming one tunnel by
+//!   Filter-Id naming no `[[policy]]` is NAKed (Invalid-Request); a Disconnect-Request naming one tunnel by
 //!   its Acct-Session-Id (read from the session log) ends that tunnel's IKE SA only.
 
 use std::time::Duration;
@@ -164,7 +164,7 @@ fn steps(topo: &Topology, charon: &Charon<'_>) -> Result<()> {
     })
     .context("the session outlived its Session-Timeout")?;
     ensure!(disconnects("session_timeout") >= before + 2.0);
-    // Unsupported: a Filter-Id is refused, never ACKed.
+    // A Filter-Id that names no [[policy]] is refused, never ACKed.
     let out = radclient(
         topo,
         "coa",
@@ -172,7 +172,7 @@ fn steps(topo: &Topology, charon: &Charon<'_>) -> Result<()> {
         SECRET,
     )?;
     ensure!(
-        out.contains("Received CoA-NAK") && out.contains("Unsupported-Attribute"),
+        out.contains("Received CoA-NAK") && out.contains("Invalid-Request"),
         "radclient: {out}"
     );
 

@@ -53,6 +53,8 @@ pub mod attr {
     pub const NAS_IP_ADDRESS: u8 = 4;
     /// Framed-IP-Address.
     pub const FRAMED_IP_ADDRESS: u8 = 8;
+    /// Filter-Id: the name of a `[[policy]]` (CoA).
+    pub const FILTER_ID: u8 = 11;
     /// Session-Timeout.
     pub const SESSION_TIMEOUT: u8 = 27;
     /// Calling-Station-Id.
@@ -243,8 +245,10 @@ pub struct Request {
     pub criteria: Criteria,
     /// Session-Timeout (CoA): seconds the session may last from now.
     pub session_timeout: Option<u32>,
-    /// Attribute types gate64 cannot act on (Filter-Id, Vendor-Specific, a Session-Timeout in
-    /// a Disconnect-Request, ...), each once, in order.
+    /// Filter-Id (CoA): the `[[policy]]` the sessions get from now on.
+    pub filter_id: Option<String>,
+    /// Attribute types gate64 cannot act on (Vendor-Specific, a Session-Timeout or Filter-Id
+    /// in a Disconnect-Request, ...), each once, in order.
     pub unsupported: Vec<u8>,
     /// Why the attributes are wrong, when they are: the answer is then a NAK with it.
     pub invalid: Option<ErrorCause>,
@@ -387,7 +391,8 @@ impl Dae {
 /// The NAK a verified request gets before any session is looked up, if any: its attributes
 /// are malformed or contradict (404, 407), it holds attributes gate64 cannot act on (401:
 /// a NAK, never an ACK of a change not made), it names no session (402), or it is a
-/// CoA-Request that asks for no change gate64 makes (402: Session-Timeout is the one).
+/// CoA-Request that asks for no change gate64 makes (402: Session-Timeout and Filter-Id are
+/// the ones).
 pub fn precheck(request: &Request) -> Option<ErrorCause> {
     if let Some(cause) = request.invalid {
         return Some(cause);
@@ -398,7 +403,8 @@ pub fn precheck(request: &Request) -> Option<ErrorCause> {
     if request.criteria.is_empty() {
         return Some(ErrorCause::MissingAttribute);
     }
-    if request.kind == Kind::Coa && request.session_timeout.is_none() {
+    if request.kind == Kind::Coa && request.session_timeout.is_none() && request.filter_id.is_none()
+    {
         return Some(ErrorCause::MissingAttribute);
     }
     None
@@ -460,6 +466,7 @@ pub fn verify(
         authenticator,
         criteria: Criteria::default(),
         session_timeout: None,
+        filter_id: None,
         unsupported: Vec::new(),
         invalid: None,
         proxy_state: Vec::new(),
@@ -503,6 +510,9 @@ pub fn verify(
                 Some(_) => invalid(&mut request, ErrorCause::InvalidRequest),
                 None => invalid(&mut request, ErrorCause::InvalidAttributeValue),
             },
+            attr::FILTER_ID if request.kind == Kind::Coa => {
+                set_text(&mut request.filter_id, value, &mut request.invalid)
+            }
             other => {
                 if !request.unsupported.contains(&other) {
                     request.unsupported.push(other);

@@ -178,10 +178,16 @@ fn raw<T: serde::de::DeserializeOwned>(
     i: usize,
     what: &str,
 ) -> Result<T, ConfigError> {
-    let path = format!("gre.{what}[{i}]");
-    let t = v
-        .as_table()
-        .ok_or_else(|| wrong_type(&path, v, "a table"))?;
+    raw_at(v, &format!("gre.{what}[{i}]"))
+}
+
+/// Deserializes the table `v` of an array of tables, whose place in the file is `path`
+/// (e.g. `policy[0]`); an error names the key at fault under it.
+pub(crate) fn raw_at<T: serde::de::DeserializeOwned>(
+    v: &toml::Value,
+    path: &str,
+) -> Result<T, ConfigError> {
+    let t = v.as_table().ok_or_else(|| wrong_type(path, v, "a table"))?;
     T::deserialize(t.clone()).map_err(|e| {
         // Name the key at fault: deserialize one key at a time (every key is optional).
         for (key, value) in t {
@@ -200,11 +206,11 @@ fn raw<T: serde::de::DeserializeOwned>(
                 );
             }
         }
-        ConfigError::new(ErrorKind::WrongType, &path, None, e.message().trim_end())
+        ConfigError::new(ErrorKind::WrongType, path, None, e.message().trim_end())
     })
 }
 
-fn wrong_type(key: &str, v: &toml::Value, form: &str) -> ConfigError {
+pub(crate) fn wrong_type(key: &str, v: &toml::Value, form: &str) -> ConfigError {
     ConfigError::new(
         ErrorKind::WrongType,
         key,

@@ -54,6 +54,7 @@ impl Config {
             gre: Default::default(),
             control: Control::default(),
             accounting: Default::default(),
+            policy: Vec::new(),
             written: Default::default(),
         }
     }

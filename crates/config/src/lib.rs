@@ -56,6 +56,7 @@ mod log;
 mod metrics;
 mod nat64;
 mod parse;
+mod policy;
 mod reload;
 mod server;
 mod teredo;
@@ -77,6 +78,7 @@ pub use limits::Limits;
 pub use log::{Log, LogFormat};
 pub use metrics::Metrics;
 pub use nat64::{Filtering as Nat64Filtering, Nat64};
+pub use policy::Policy;
 pub use reload::LIVE_KEYS;
 pub use server::Server;
 pub use teredo::Teredo;
@@ -113,6 +115,8 @@ pub struct Config {
     pub control: Control,
     /// `[accounting]`: the session log.
     pub accounting: Accounting,
+    /// `[[policy]]`: per-user policies named by RADIUS's Filter-Id, in file order.
+    pub policy: Vec<Policy>,
     /// The keys the file wrote, for the warnings about sections filled in but not enabled.
     /// Empty for a configuration built in memory. Private, so only this crate builds a
     /// `Config` literally ([`Config::lab`] is the way to start one elsewhere). Part of `==`:

@@ -34,6 +34,7 @@ pub(crate) const SECTIONS: &[&str] = &[
     "control",
     "gre",
     "accounting",
+    "policy",
 ];
 
 /// Keys refused under their old name: (old, new, why it changed). The error names both, so an
@@ -82,6 +83,7 @@ pub(crate) fn from_table(table: &toml::Table) -> Result<Config, ConfigError> {
         false => teredo,
     };
     let gre = crate::gre::parse(table)?;
+    let policy = crate::policy::parse(table)?;
     let iphttps: RawIphttps = section(table, "iphttps")?;
     let corpnet: RawCorpnet = section(table, "corpnet")?;
     let ipsec: RawIpsec = section(table, "ipsec")?;
@@ -112,6 +114,7 @@ pub(crate) fn from_table(table: &toml::Table) -> Result<Config, ConfigError> {
         gre,
         control: control.build(),
         accounting: accounting.build()?,
+        policy,
         written: Written::from_table(table),
     })
 }

@@ -248,6 +248,10 @@ impl Config {
             "accounting",
             [log, radius, interim_secs, nas_identifier, dae]
         );
+        // The policies are resolved once at start (what a Filter-Id names).
+        if a.policy != b.policy {
+            out.push("policy".to_owned());
+        }
         // `ipsec.dns` is one key in the file, split by family when built.
         if a.ipsec.dns4 != b.ipsec.dns4 && !out.iter().any(|k| k == "ipsec.dns") {
             let only_dns4 = crate::Ipsec {

@@ -4,9 +4,12 @@
 //! out by the IKE driver, as `gate64 disconnect` is: a Disconnect-Request ends the matched
 //! sessions' IKE SAs (each client hears a Delete; `gate64_ipsec_disconnects_total
 //! {reason="radius"}`), a CoA-Request's Session-Timeout sets when they end
-//! (`reason="session_timeout"`). An answer says ACK only once the driver confirmed it.
+//! (`reason="session_timeout"`), its Filter-Id puts the named `[[policy]]` on their child SAs
+//! at once (`crate::policy`; an unknown name is a NAK, 404, logged with the name). An
+//! answer says ACK only once the change is made.
 
 use crate::accounting::Sessions;
+use crate::policy::Policies;
 use anyhow::{Context, Result};
 use gate64_accounting::Tunnel;
 use gate64_accounting::dae::{Client, Dae, ErrorCause, Kind, Request};
@@ -53,8 +56,9 @@ pub fn start(
         return Ok(None);
     };
     let core = Dae::new(clients(cfg)?, dae.replay_window_secs);
+    let policies = Policies::new(cfg);
     let handler: Handler =
-        Box::new(move |req, from| act(req, from, &sessions, ike.as_ref(), &shared));
+        Box::new(move |req, from| act(req, from, &sessions, ike.as_ref(), &shared, &policies));
     let listener = gate64_io::radius::dae::start(dae.listen, core, handler).with_context(|| {
         format!(
             "binding the RADIUS Dynamic Authorization listener (`accounting.dae.listen` = {})",
@@ -71,7 +75,14 @@ fn act(
     sessions: &Sessions,
     ike: Option<&IkeControl>,
     shared: &gate64_dataplane::Shared,
+    policies: &Policies,
 ) -> Option<ErrorCause> {
+    if let Some(name) = &req.filter_id
+        && !policies.knows(name)
+    {
+        tracing::warn!(client = %from, filter_id = %name, "radius dae: CoA-Request names a policy no [[policy]] has; refused (NAK 404)");
+        return Some(ErrorCause::InvalidRequest);
+    }
     let found = sessions.find(&req.criteria);
     if found.is_empty() {
         tracing::info!(client = %from, request = req.kind.label(), criteria = ?req.criteria, "radius dae: no session matches");
@@ -86,10 +97,19 @@ fn act(
         .iter()
         .flat_map(|f| f.ike_spis.iter().map(|spi| (*spi, f.tunnel)))
         .collect();
-    if tunnels.iter().any(|(_, t)| t.is_some()) {
+    // The IKE SAs as the driver has them: to narrow to a tunnel, and for a Filter-Id (the SA
+    // database files child SAs under the initiator's SPI).
+    let mut ike_sas = None;
+    if tunnels.iter().any(|(_, t)| t.is_some()) || req.filter_id.is_some() {
         let Some(sas) = ike.ike_sas(IKE_TIMEOUT) else {
             return Some(ErrorCause::ResourcesUnavailable);
         };
+        ike_sas = Some(sas);
+    }
+    if let Some(sas) = ike_sas
+        .as_ref()
+        .filter(|_| tunnels.iter().any(|(_, t)| t.is_some()))
+    {
         spis.retain(|spi| {
             let wanted = tunnels.iter().find(|(s, _)| s == spi).and_then(|(_, t)| *t);
             let has = sas
@@ -124,9 +144,44 @@ fn act(
             None
         }
         Kind::Coa => {
-            let Some(secs) = req.session_timeout else {
-                return Some(ErrorCause::MissingAttribute);
-            };
+            if let (Some(name), Some(sas)) = (&req.filter_id, &ike_sas) {
+                let Some(sadb) = shared.sadb() else {
+                    return Some(ErrorCause::ResourcesUnavailable);
+                };
+                let mut children = 0;
+                let mut applied = 0;
+                // Child SAs are filed under the initiator SPI of the IKE SA that installed
+                // them: after an IKE rekey, that of the IKE SA it replaced.
+                let mut targets: Vec<u64> = Vec::new();
+                for sa in sas.iter().filter(|sa| spis.contains(&sa.spi_r)) {
+                    targets.push(sa.spi_i);
+                    targets.extend(
+                        sa.child_spis
+                            .iter()
+                            .filter_map(|&c| sadb.inbound(c).map(|e| e.ike_spi)),
+                    );
+                }
+                targets.sort_unstable();
+                targets.dedup();
+                for ike_spi in targets {
+                    match policies.apply(sadb, ike_spi, Some(name)) {
+                        Ok(n) => {
+                            children += n;
+                            applied += 1;
+                        }
+                        Err(e) => {
+                            tracing::warn!(client = %from, error = %e, "radius dae: CoA-Request refused");
+                            return Some(ErrorCause::InvalidRequest);
+                        }
+                    }
+                }
+                if applied == 0 {
+                    return Some(ErrorCause::SessionContextNotFound);
+                }
+                tracing::info!(client = %from, sessions = ?names, ike_spis = applied, child_sas = children, policy = %name, "radius dae: CoA-Request applied a policy");
+            }
+            // Without a Session-Timeout the Filter-Id was the whole change: done (ACK).
+            let secs = req.session_timeout?;
             let set = ike.set_session_end(spis, Duration::from_secs(u64::from(secs)), IKE_TIMEOUT);
             match set {
                 None => Some(ErrorCause::ResourcesUnavailable),

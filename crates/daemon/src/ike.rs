@@ -460,8 +460,9 @@ pub fn start(
     let (count_stats, count_sadb) = (Arc::clone(&stats), Arc::clone(&sadb));
     // Always there, off or not, so that a reload can turn lookups on.
     let ocsp = Arc::new(OcspChecker::new(ocsp_rule(cfg)));
+    let policies = crate::policy::Policies::new(cfg);
     let mut driver = IkeDriver::new(sockets, responder, move |e| {
-        on_event(&sadb, &sink_stats, sessions.as_deref(), e)
+        on_event(&sadb, &sink_stats, sessions.as_deref(), &policies, e)
     })
     .with_packets_per_source(cfg.ipsec.ike_packets_per_source_per_sec)
     // MMSA and QMSA as one pair, taken after the events reached the SA database.
@@ -517,8 +518,15 @@ pub fn start(
 }
 
 /// What the daemon does with each responder event: the SA database and the counters follow
-/// it, and the session log (when on) records it.
-fn on_event(sadb: &SaDb, stats: &IpsecStats, sessions: Option<&Sessions>, event: Event) {
+/// it, and the session log (when on) records it. An IKE SA authorized with a Filter-Id gets
+/// that policy on its child SAs (`crate::policy`).
+fn on_event(
+    sadb: &SaDb,
+    stats: &IpsecStats,
+    sessions: Option<&Sessions>,
+    policies: &crate::policy::Policies,
+    event: Event,
+) {
     if let Some(sessions) = sessions {
         sessions.on_event(&event);
     }
@@ -547,11 +555,18 @@ fn on_event(sadb: &SaDb, stats: &IpsecStats, sessions: Option<&Sessions>, event:
             }
         }
         Event::IkeSaUp {
+            ike_spi,
             peer,
             identity,
             tunnel,
+            filter_id,
             ..
-        } => info!(%peer, %identity, ?tunnel, "IKE SA up"),
+        } => {
+            info!(%peer, %identity, ?tunnel, "IKE SA up");
+            if let Some(name) = filter_id {
+                policies.apply_at_auth(sadb, ike_spi, &name, &identity);
+            }
+        }
         Event::IkeSaDown { peer, identity, .. } => info!(%peer, %identity, "IKE SA down"),
         Event::PeerMoved {
             inbound_spis,

@@ -16,6 +16,7 @@ mod disconnect;
 mod fd_limit;
 mod gre;
 mod ike;
+mod policy;
 mod privilege;
 mod serve;
 mod settings;

@@ -146,6 +146,13 @@ drops! {
     /// An opened ESP packet whose inner addresses lie outside its child SA's traffic selectors
     /// (RFC 4301 §5.2).
     EspSelector => "esp_selector",
+    /// A packet of a child SA whose session has a policy (`[[policy]]`, named by RADIUS's
+    /// Filter-Id), from the client to an address the policy does not reach, or towards the
+    /// client from one: inside the tunnel's selectors, outside the policy's prefixes.
+    Policy => "policy",
+    /// A packet of a child SA whose session's policy limits its rate (`rate_mbps`), over
+    /// that rate in its direction.
+    RateLimit => "rate_limit",
     /// ESP with an SPI no child SA of gate64's has (RFC 4303 §3.4.2).
     EspUnknownSpi => "esp_unknown_spi",
     /// GRE: a packet for a tunnel that keepalives found down (its routes are withdrawn).

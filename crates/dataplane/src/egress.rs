@@ -43,7 +43,7 @@ impl Worker {
                 _ => false,
             };
             if to_pool4 {
-                let sealed = self.seal4_for_client(buf, start, end)?;
+                let sealed = self.seal4_for_client(now, buf, start, end)?;
                 return self.send_sealed(now, sealed, buf, Elsewhere::Drop);
             }
             return self.nat64_from_v4(now, buf, start, end);
@@ -74,7 +74,7 @@ impl Worker {
         end: usize,
         elsewhere: Elsewhere,
     ) -> Result<Verdict, DropReason> {
-        let sealed = self.seal_for_client(buf, start, end)?;
+        let sealed = self.seal_for_client(now, buf, start, end)?;
         self.send_sealed(now, sealed, buf, elsewhere)
     }
 

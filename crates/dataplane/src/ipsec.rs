@@ -207,6 +207,16 @@ impl Worker {
         if !sa.sa.admits(src, dst) {
             return Err(DropReason::EspSelector);
         }
+        if let Some(policy) = sa.policy() {
+            if !policy.reaches(dst) {
+                return Err(DropReason::Policy);
+            }
+            if let Some(limit) = &policy.from_client
+                && !limit.allow(now, inner.len())
+            {
+                return Err(DropReason::RateLimit);
+            }
+        }
         let binding = ClientBinding::Ipsec {
             outer,
             inbound_spi: spi,
@@ -223,6 +233,7 @@ impl Worker {
     /// it.
     pub(crate) fn seal_for_client(
         &mut self,
+        now: Instant,
         buf: &mut [u8],
         start: usize,
         end: usize,
@@ -237,7 +248,15 @@ impl Worker {
                 native: None,
             });
         };
-        self.seal_under(&sa, buf, (start, end), gate64_esp::NEXT_HEADER_IPV6)
+        let src = IpAddr::V6(pkt.src());
+        self.seal_under(
+            now,
+            &sa,
+            buf,
+            (start, end),
+            gate64_esp::NEXT_HEADER_IPV6,
+            src,
+        )
     }
 
     /// Seals the IPv4 packet `buf[start..end]` towards a client's inner IPv4 address
@@ -246,6 +265,7 @@ impl Worker {
     /// it is [`DropReason::NoSaToClient`].
     pub(crate) fn seal4_for_client(
         &mut self,
+        now: Instant,
         buf: &mut [u8],
         start: usize,
         end: usize,
@@ -260,18 +280,39 @@ impl Worker {
             .as_ref()
             .and_then(|db| db.outbound_for(IpAddr::V4(pkt.dst()), IpAddr::V4(pkt.src())))
             .ok_or(DropReason::NoSaToClient)?;
-        self.seal_under(&sa, buf, (start, end), gate64_esp::NEXT_HEADER_IPV4)
+        let src = IpAddr::V4(pkt.src());
+        self.seal_under(
+            now,
+            &sa,
+            buf,
+            (start, end),
+            gate64_esp::NEXT_HEADER_IPV4,
+            src,
+        )
     }
 
-    /// Seals the inner packet `buf[start..end]` (of ESP next header `next_header`) under
-    /// `sa` and writes the outer headers in front of it.
+    /// Seals the inner packet `buf[start..end]` (of ESP next header `next_header`, from
+    /// `src`) under `sa` and writes the outer headers in front of it. A session policy on
+    /// the SA is checked first: `src` must be an address it reaches, within its rate.
     fn seal_under(
         &mut self,
+        now: Instant,
         sa: &OutboundEntry,
         buf: &mut [u8],
         (start, end): (usize, usize),
         next_header: u8,
+        src: IpAddr,
     ) -> Result<Sealing, DropReason> {
+        if let Some(policy) = &sa.policy {
+            if !policy.reaches(src) {
+                return Err(DropReason::Policy);
+            }
+            if let Some(limit) = &policy.to_client
+                && !limit.allow(now, end - start)
+            {
+                return Err(DropReason::RateLimit);
+            }
+        }
         let udp = sa.peer.udp_encap;
         // The ESP header's length depends on the cipher (an AES-CBC IV is 16 bytes, an
         // AES-GCM one 8).

@@ -67,6 +67,9 @@
 //!   carried but not enforced: gate64's tunnels select by address.
 //! - **[`SaDb`]**: sharded maps (dashmap): inbound by SPI, outbound by inner destination,
 //!   newest live SA first so rekeyed SAs take over while the old one drains.
+//! - **Session policies**: [`SaDb::apply_policy`] puts a [`SessionPolicy`] (reach and a
+//!   lock-free [`RateLimit`] per direction) on every child SA of an IKE SA, now and at its
+//!   later installs; the caller's data path checks it after the selectors.
 //!
 //! Contract: nothing here panics on packet bytes; `open` accepts any bytes. Errors map to
 //! drop reasons: [`OpenError::Auth`] -> `esp_auth`, [`OpenError::Replay`] -> `esp_replay`,
@@ -78,12 +81,14 @@
 #![warn(missing_docs)]
 #![forbid(unsafe_code)]
 
+mod policy;
 mod replay;
 mod sa;
 mod sadb;
 mod selector;
 pub mod udp_encap;
 
+pub use policy::{RateLimit, SessionPolicy};
 pub use replay::REPLAY_WINDOW;
 pub use sa::{
     Cipher, HMAC_SHA256_KEY_LEN, Inbound, KeyError, Lifetime, OpenError, Opened, Outbound,

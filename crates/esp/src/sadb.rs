@@ -14,6 +14,7 @@ use std::sync::Arc;
 use dashmap::DashMap;
 use dashmap::mapref::entry::Entry;
 
+use crate::policy::SessionPolicy;
 use crate::sa::{Inbound, KeyError, Outbound, SaParams};
 use crate::selector::Selector;
 
@@ -87,6 +88,9 @@ pub struct OutboundEntry {
     pub ike_spi: u64,
     /// The inbound SPI of the same child SA (what [`SaDb::remove`] takes).
     pub inbound_spi: u32,
+    /// The policy of its IKE SA's session, when one applies ([`SaDb::apply_policy`]): what
+    /// both directions of the child SA may reach, and how fast.
+    pub policy: Option<Arc<SessionPolicy>>,
     /// Install order: the newest live SA wins a lookup (rekey overlap, RFC 7296 §2.8).
     generation: u64,
 }
@@ -109,6 +113,19 @@ impl InboundEntry {
     pub fn peer(&self) -> &Peer {
         &self.outbound.peer
     }
+
+    /// The policy of the session this SA belongs to, if any.
+    pub fn policy(&self) -> Option<&Arc<SessionPolicy>> {
+        self.outbound.policy.as_ref()
+    }
+}
+
+/// What the database knows of one IKE SA: its child SAs and its session's policy.
+#[derive(Debug, Default)]
+struct IkeEntry {
+    /// Inbound SPIs of its installed child SAs.
+    children: Vec<u32>,
+    policy: Option<Arc<SessionPolicy>>,
 }
 
 /// The SA database: see the module docs for why it is sharded.
@@ -120,6 +137,9 @@ pub struct SaDb {
     /// corporate prefixes). gate64 as responder narrows clients to single addresses, so its
     /// wide bucket stays empty.
     outbound: DashMap<IpAddr, Vec<Arc<OutboundEntry>>>,
+    /// Child SAs and policy by IKE SA (`ike_spi`). Lock order: an entry here, then
+    /// `inbound`, then `outbound`; so a policy applied while a child SA installs reaches it.
+    by_ike: DashMap<u64, IkeEntry>,
     generation: AtomicU64,
 }
 
@@ -131,19 +151,33 @@ impl SaDb {
 
     /// Installs both directions of a child SA. A rekeyed SA is installed beside the old one,
     /// which keeps opening until IKE removes it; outbound lookups pick the newer one.
+    /// It takes the policy its IKE SA has ([`SaDb::apply_policy`]).
     pub fn install(&self, pair: ChildSaPair) -> Result<(), InstallError> {
         let inbound = Arc::new(Inbound::new(&pair.inbound)?);
+        let sa = Arc::new(Outbound::new(&pair.outbound)?);
+        let mut ike = self.by_ike.entry(pair.ike_spi).or_default();
         let outbound = Arc::new(OutboundEntry {
-            sa: Arc::new(Outbound::new(&pair.outbound)?),
+            sa,
             peer: pair.peer,
             tunnel: pair.tunnel,
             ike_spi: pair.ike_spi,
             inbound_spi: pair.inbound.spi,
+            policy: ike.policy.clone(),
             generation: self.generation.fetch_add(1, Relaxed),
         });
         match self.inbound.entry(pair.inbound.spi) {
-            Entry::Occupied(_) => Err(InstallError::DuplicateSpi(pair.inbound.spi)),
+            Entry::Occupied(_) => {
+                let empty = ike.children.is_empty() && ike.policy.is_none();
+                drop(ike);
+                if empty {
+                    self.by_ike.remove_if(&pair.ike_spi, |_, e| {
+                        e.children.is_empty() && e.policy.is_none()
+                    });
+                }
+                Err(InstallError::DuplicateSpi(pair.inbound.spi))
+            }
             Entry::Vacant(slot) => {
+                ike.children.push(pair.inbound.spi);
                 for key in index_keys(&outbound) {
                     self.outbound.entry(key).or_default().push(outbound.clone());
                 }
@@ -163,6 +197,13 @@ impl SaDb {
     /// reads them). Workers still holding its `Arc`s finish their packet with it.
     pub fn remove(&self, inbound_spi: u32) -> Option<Arc<InboundEntry>> {
         let (_, entry) = self.inbound.remove(&inbound_spi)?;
+        if let Entry::Occupied(mut ike) = self.by_ike.entry(entry.ike_spi) {
+            ike.get_mut().children.retain(|&spi| spi != inbound_spi);
+            // The IKE SA's last child SA: its policy goes with it.
+            if ike.get().children.is_empty() {
+                ike.remove();
+            }
+        }
         for key in index_keys(&entry.outbound) {
             if let Entry::Occupied(mut bucket) = self.outbound.entry(key) {
                 bucket
@@ -181,16 +222,56 @@ impl SaDb {
     /// §2.23: follow the peer's latest authenticated address and port). Keys, counters and
     /// the replay window carry over. False when no such SA is installed.
     pub fn update_peer(&self, inbound_spi: u32, peer: Peer) -> bool {
+        self.replace(inbound_spi, |old| (peer, old.policy.clone()))
+    }
+
+    /// Sets the policy of the IKE SA `ike_spi`'s session (`None`: none): its installed child
+    /// SAs carry it from the next packet on, and the child SAs it installs later (rekeys, new
+    /// CREATE_CHILD_SA) get it at install. Returns how many installed child SAs changed. A
+    /// policy set on an IKE SA with no child SA yet waits for its first; it is forgotten
+    /// with the IKE SA's last child SA ([`SaDb::remove`]).
+    pub fn apply_policy(&self, ike_spi: u64, policy: Option<Arc<SessionPolicy>>) -> usize {
+        let mut ike = self.by_ike.entry(ike_spi).or_default();
+        ike.policy = policy;
+        let children = ike.children.clone();
+        let changed = children
+            .iter()
+            .filter(|&&spi| self.replace(spi, |old| (old.peer.clone(), ike.policy.clone())))
+            .count();
+        let empty = ike.children.is_empty() && ike.policy.is_none();
+        drop(ike);
+        if empty {
+            self.by_ike
+                .remove_if(&ike_spi, |_, e| e.children.is_empty() && e.policy.is_none());
+        }
+        changed
+    }
+
+    /// The policy set on the IKE SA `ike_spi`, if any.
+    pub fn policy_of(&self, ike_spi: u64) -> Option<Arc<SessionPolicy>> {
+        self.by_ike.get(&ike_spi).and_then(|e| e.policy.clone())
+    }
+
+    /// Replaces the entries of the child SA whose inbound SPI is `inbound_spi` with ones
+    /// whose peer and policy `f` makes from the old outbound entry; keys, counters and the
+    /// replay window carry over. False when no such SA is installed.
+    fn replace(
+        &self,
+        inbound_spi: u32,
+        f: impl FnOnce(&OutboundEntry) -> (Peer, Option<Arc<SessionPolicy>>),
+    ) -> bool {
         let Some(mut slot) = self.inbound.get_mut(&inbound_spi) else {
             return false;
         };
         let old = Arc::clone(&slot.outbound);
+        let (peer, policy) = f(&old);
         let new = Arc::new(OutboundEntry {
             sa: Arc::clone(&old.sa),
             peer,
             tunnel: old.tunnel,
             ike_spi: old.ike_spi,
             inbound_spi: old.inbound_spi,
+            policy,
             generation: old.generation,
         });
         for key in index_keys(&old) {
@@ -244,6 +325,12 @@ impl SaDb {
     /// True when no child SA is installed.
     pub fn is_empty(&self) -> bool {
         self.inbound.is_empty()
+    }
+
+    /// Whether no IKE SA is known, for tests that nothing is left behind.
+    #[cfg(test)]
+    pub(crate) fn by_ike_is_empty(&self) -> bool {
+        self.by_ike.is_empty()
     }
 
     /// Keys in the outbound index, for tests that nothing is left behind.

@@ -961,3 +961,87 @@ fn opened_inner_packet_is_checked_against_the_selectors() {
     );
     assert!(!inbound.admits(addr("10.0.0.1"), addr("fd00:c0::1")));
 }
+
+#[test]
+fn sadb_policy_reaches_installed_and_later_child_sas() {
+    use crate::SessionPolicy;
+    let db = SaDb::new();
+    let c = "fd00:c1::100";
+    db.install(child(1000, 2000, c, "fd00:c0::/64", TunnelKind::Intranet))
+        .unwrap();
+    let mut other = child(
+        1500,
+        2500,
+        "fd00:c1::200",
+        "fd00:c0::/64",
+        TunnelKind::Intranet,
+    );
+    other.ike_spi = 0x2222;
+    db.install(other).unwrap();
+    let held = db.inbound(1000).unwrap();
+    assert!(held.policy().is_none());
+
+    let policy = Arc::new(SessionPolicy::new(
+        "contractors".into(),
+        vec![Selector::address(addr("fd00:c0::10"))],
+        Some(5),
+        std::time::Instant::now(),
+    ));
+    assert_eq!(db.apply_policy(0x1111, Some(Arc::clone(&policy))), 1);
+    let now = db.inbound(1000).unwrap();
+    assert!(
+        Arc::ptr_eq(now.policy().unwrap(), &policy),
+        "the next lookup has it"
+    );
+    let out = db.outbound_for(addr(c), addr("fd00:c0::10")).unwrap();
+    assert!(Arc::ptr_eq(out.policy.as_ref().unwrap(), &policy));
+    assert!(
+        Arc::ptr_eq(&held.sa, &now.sa),
+        "same SA: the replay window carries over"
+    );
+    assert!(
+        held.policy().is_none(),
+        "holders of the old entry are unaffected"
+    );
+    assert!(
+        db.inbound(1500).unwrap().policy().is_none(),
+        "another IKE SA's"
+    );
+
+    // A rekey of the same IKE SA installs under its policy.
+    db.install(child(1001, 2001, c, "fd00:c0::/64", TunnelKind::Intranet))
+        .unwrap();
+    assert!(Arc::ptr_eq(
+        db.inbound(1001).unwrap().policy().unwrap(),
+        &policy
+    ));
+
+    // Cleared: every child SA at once.
+    assert_eq!(db.apply_policy(0x1111, None), 2);
+    assert!(db.inbound(1000).unwrap().policy().is_none());
+    assert!(db.inbound(1001).unwrap().policy().is_none());
+    assert!(db.policy_of(0x1111).is_none());
+
+    // Set before the first child SA: it waits for it; gone with the last child SA.
+    assert_eq!(db.apply_policy(0x3333, Some(Arc::clone(&policy))), 0);
+    let mut third = child(
+        3000,
+        4000,
+        "fd00:c1::300",
+        "fd00:c0::/64",
+        TunnelKind::Intranet,
+    );
+    third.ike_spi = 0x3333;
+    db.install(third).unwrap();
+    assert!(db.inbound(3000).unwrap().policy().is_some());
+    db.remove(3000);
+    assert!(
+        db.policy_of(0x3333).is_none(),
+        "forgotten with its last child SA"
+    );
+    for spi in [1000, 1001, 1500] {
+        db.remove(spi);
+    }
+    assert_eq!((db.len(), db.outbound_keys()), (0, 0));
+    assert!(db.by_ike_is_empty());
+}

@@ -181,7 +181,6 @@ fn attributes_are_sorted_into_criteria_unsupported_and_invalid() {
             (attr::ACCT_MULTI_SESSION_ID, b"0000000100000001"),
             (11, b"web-only"),
             (26, &[0, 0, 0, 9, 1, 3, 0]),
-            (11, b"again"),
             (attr::PROXY_STATE, b"p1"),
         ],
         SECRET,
@@ -196,7 +195,8 @@ fn attributes_are_sorted_into_criteria_unsupported_and_invalid() {
         req.criteria.multi_session_id.as_deref(),
         Some("0000000100000001")
     );
-    assert_eq!(req.unsupported, [11, 26]);
+    assert_eq!(req.unsupported, [26]);
+    assert_eq!(req.filter_id.as_deref(), Some("web-only"));
     assert_eq!(req.proxy_state, [b"p1".to_vec()]);
 
     let mut out = Vec::new();
@@ -208,6 +208,33 @@ fn attributes_are_sorted_into_criteria_unsupported_and_invalid() {
     );
     assert_eq!(out[0], code::COA_NAK);
     assert_eq!(&out[20..], &[101, 6, 0, 0, 1, 145, 33, 4, b'p', b'1']);
+
+    // Filter-Id names one policy: twice, differently, contradicts; in a Disconnect-Request
+    // it is unsupported; alone it is a change a CoA-Request may ask for.
+    let bytes = build(
+        43,
+        7,
+        &[(attr::FILTER_ID, b"a"), (attr::FILTER_ID, b"b")],
+        SECRET,
+    );
+    assert_eq!(
+        verify(&bytes, SECRET, NOW, 300).unwrap().invalid,
+        Some(ErrorCause::InvalidRequest)
+    );
+    let bytes = build(40, 8, &[(attr::FILTER_ID, b"a")], SECRET);
+    assert_eq!(verify(&bytes, SECRET, NOW, 300).unwrap().unsupported, [11]);
+    let bytes = build(
+        43,
+        9,
+        &[(attr::USER_NAME, b"u"), (attr::FILTER_ID, b"contractors")],
+        SECRET,
+    );
+    assert_eq!(precheck(&verify(&bytes, SECRET, NOW, 300).unwrap()), None);
+    let bytes = build(43, 10, &[(attr::USER_NAME, b"u")], SECRET);
+    assert_eq!(
+        precheck(&verify(&bytes, SECRET, NOW, 300).unwrap()),
+        Some(ErrorCause::MissingAttribute)
+    );
 
     // Session-Timeout is no Disconnect-Request attribute.
     let bytes = build(40, 3, &[(attr::SESSION_TIMEOUT, &[0, 0, 0, 5])], SECRET);

@@ -779,3 +779,89 @@ fn a_native_client_is_answered_from_its_socket_and_followed_to_its_new_port() {
 }
 
 mod ipv4_inside;
+
+/// The SA database of a worker built by [`with_sa`].
+fn sadb_of(w: &Worker) -> Arc<SaDb> {
+    Arc::clone(w.shared.cfg.sadb.as_ref().unwrap())
+}
+
+#[test]
+fn a_session_policy_narrows_reach_both_ways_from_the_next_packet() {
+    let (mut w, client_seal, _) = with_sa(INNER, true);
+    let other: Ipv6Addr = "2001:db8:100::6".parse().unwrap();
+    let ok = sealed(&client_seal, &echo(INNER, other, 8), true);
+    assert!(matches!(teredo_in(&mut w, &ok).0, Verdict::Tun { .. }));
+    let policy = gate64_esp::SessionPolicy::new(
+        "contractors".into(),
+        vec![
+            Selector::address(CORP_HOST.into()),
+            Selector::prefix("10.0.0.0/8".parse().unwrap()),
+        ],
+        None,
+        Instant::now(),
+    );
+    assert_eq!(sadb_of(&w).apply_policy(7, Some(Arc::new(policy))), 1);
+    let to_host = sealed(&client_seal, &echo(INNER, CORP_HOST, 8), true);
+    assert!(matches!(teredo_in(&mut w, &to_host).0, Verdict::Tun { .. }));
+    let to_other = sealed(&client_seal, &echo(INNER, other, 8), true);
+    assert_eq!(
+        teredo_in(&mut w, &to_other).0,
+        Verdict::Drop(DropReason::Policy)
+    );
+    // Towards the client: from the host the policy reaches, sealed; from the other, dropped.
+    assert!(matches!(
+        from_tun(&mut w, Instant::now(), &echo(CORP_HOST, INNER, 8)),
+        Verdict::Udp { .. }
+    ));
+    assert_eq!(
+        from_tun(&mut w, Instant::now(), &echo(other, INNER, 8)),
+        Verdict::Drop(DropReason::Policy)
+    );
+    assert_eq!(w.stats().drops(DropReason::Policy), 2);
+    // Cleared: the other host again.
+    sadb_of(&w).apply_policy(7, None);
+    let again = sealed(&client_seal, &echo(INNER, other, 8), true);
+    assert!(matches!(teredo_in(&mut w, &again).0, Verdict::Tun { .. }));
+    assert_eq!(total_drops(w.stats()), 2);
+}
+
+#[test]
+fn a_session_rate_limit_drops_beyond_its_burst_each_way() {
+    let (mut w, client_seal, _) = with_sa(INNER, true);
+    // 1 Mbit/s: a burst of about 64 KiB each way, then nothing more at one instant (the
+    // test runs well within the 0.5 s the burst takes to refill).
+    let policy = gate64_esp::SessionPolicy::new(
+        "slow".into(),
+        vec![Selector::prefix("::/0".parse().unwrap())],
+        Some(1),
+        Instant::now(),
+    );
+    sadb_of(&w).apply_policy(7, Some(Arc::new(policy)));
+    let (mut passed, mut limited) = (0, 0);
+    for _ in 0..100 {
+        let pkt = sealed(&client_seal, &echo(INNER, CORP_HOST, 1200), true);
+        match teredo_in(&mut w, &pkt).0 {
+            Verdict::Tun { .. } => passed += 1,
+            Verdict::Drop(DropReason::RateLimit) => limited += 1,
+            v => panic!("{v:?}"),
+        }
+    }
+    assert!((40..=60).contains(&passed), "{passed} passed");
+    assert_eq!(passed + limited, 100);
+    let (mut out, mut out_limited) = (0, 0);
+    for _ in 0..100 {
+        match from_tun(&mut w, Instant::now(), &echo(CORP_HOST, INNER, 1200)) {
+            Verdict::Udp { .. } => out += 1,
+            Verdict::Drop(DropReason::RateLimit) => out_limited += 1,
+            v => panic!("{v:?}"),
+        }
+    }
+    assert!(
+        (40..=60).contains(&out),
+        "{out} sent: the other direction's own bucket"
+    );
+    assert_eq!(
+        w.stats().drops(DropReason::RateLimit),
+        limited + out_limited
+    );
+}

@@ -66,7 +66,12 @@ fn answers_verified_requests_and_counts_the_rest() {
     // without reaching the handler).
     assert_eq!(ask(to, &known), None);
     assert_eq!(ask(to, &request(40, 3, &[(1, b"known")], b"wrong")), None);
-    let filter = request(43, 4, &[(1, b"known"), (11, b"web")], SECRET);
+    let filter = request(
+        43,
+        4,
+        &[(1, b"known"), (26, &[0, 0, 0, 9, 1, 3, 0])],
+        SECRET,
+    );
     let answer = ask(to, &filter).expect("an answer");
     assert_eq!(answer[0], dae::code::COA_NAK);
     assert_eq!(&answer[24..26], &401u16.to_be_bytes());
