@@ -723,7 +723,8 @@ fn a_move_of_one_ike_sa_leaves_the_other_at_the_old_mapping_in_the_session() {
 fn tunnels_of_one_client_name_the_identity_of_their_own_ike_sa() {
     let mut t = Tracker::new(1);
     let p = peer(7, 4500);
-    let outer = outer_of(p);
+    // A native client's key is its mapping: address and port.
+    let client = ClientKey::of(p, true);
     let machine = "CN=pc7.example.com";
     t.ike_up(
         at(0),
@@ -733,7 +734,7 @@ fn tunnels_of_one_client_name_the_identity_of_their_own_ike_sa() {
         Transport::Native,
         Some(Tunnel::Infrastructure),
     );
-    t.child_up(at(0), 0x700, outer, &inner(7), Tunnel::Infrastructure);
+    t.child_up(at(0), 0x700, client, &inner(7), Tunnel::Infrastructure);
     t.ike_up(
         at(2),
         22,
@@ -742,7 +743,7 @@ fn tunnels_of_one_client_name_the_identity_of_their_own_ike_sa() {
         Transport::Native,
         Some(Tunnel::Intranet),
     );
-    t.child_up(at(2), 0x701, outer, &inner(7), Tunnel::Intranet);
+    t.child_up(at(2), 0x701, client, &inner(7), Tunnel::Intranet);
     t.child_down(at(5), 0x701, counts(1));
     t.ike_down(at(5), 22);
     t.child_down(at(6), 0x700, counts(2));
