@@ -369,42 +369,7 @@ fn first_child(
 ) -> Result<(Vec<Payload>, crate::child_sa::ChildSaPair), child::ChildError> {
     let choice = child::choose_esp_proposal(req.proposals, KeRule::Ignore, &r.config.esp_suites)?;
     let (tunnel, tsr) = tunnel.ok_or((notify::TS_UNACCEPTABLE, Refusal::TsUnacceptable))?;
-    let wants_address = req.cp.is_some_and(|c| c.has(cfg::INTERNAL_IP6_ADDRESS));
-    let (remote_ip, framed6, framed4) = r
-        .sas
-        .get(&spi_r)
-        .map(|s| {
-            let g = s.radius.as_deref();
-            (
-                s.remote.ip(),
-                g.and_then(|g| g.framed6),
-                g.and_then(|g| g.framed4),
-            )
-        })
-        .ok_or((notify::TEMPORARY_FAILURE, Refusal::UnknownSpi))?;
-    // A RADIUS server's address was checked before the IKE SA was established
-    // (`authz::check_framed`); claiming it fails only if another IKE SA took it since.
-    let inner: IpAddr = match (wants_address, framed6) {
-        (true, Some(a)) => IpAddr::V6(
-            r.pool
-                .claim(identity, a)
-                .map_err(|_| (notify::INTERNAL_ADDRESS_FAILURE, Refusal::FramedAddress))?,
-        ),
-        (true, None) => IpAddr::V6(
-            r.pool
-                .lease(identity)
-                .ok_or((notify::INTERNAL_ADDRESS_FAILURE, Refusal::PoolExhausted))?,
-        ),
-        (false, _) => remote_ip,
-    };
-    let wants4 = req.cp.is_some_and(|c| c.has(cfg::INTERNAL_IP4_ADDRESS));
-    // An exhausted IPv4 pool leaves the client with IPv6 inside the tunnel, as if it had
-    // not asked: IPv4 is the extra here, not a reason to refuse the tunnel.
-    let inner4 = match (r.pool4.as_mut(), framed4) {
-        (Some(pool4), Some(a)) if wants4 => pool4.claim(identity, a).ok(),
-        (Some(pool4), None) if wants4 => pool4.lease(identity),
-        _ => None,
-    };
+    let (inner, wants_address, inner4) = inner_addresses(r, spi_r, req, identity)?;
     let Some((tsi, tsr)) = child::fit_selectors(req.tsi, tsr, inner, inner4) else {
         if wants_address {
             r.pool.release(identity);
@@ -452,6 +417,54 @@ fn first_child(
         Payload::TsR(tsr),
     ]);
     Ok((payloads, pair))
+}
+
+/// The inner addresses of IKE_AUTH's child SA: IPv6 from the RADIUS server's Framed-IPv6
+/// or `pool6` when the client asks (else its outer address, and `false`), IPv4 from the
+/// Framed-IP or `pool4` when it asks and the pool is set.
+fn inner_addresses(
+    r: &mut Responder,
+    spi_r: u64,
+    req: &AuthRequest<'_>,
+    identity: &IdentityKey,
+) -> Result<(IpAddr, bool, Option<std::net::Ipv4Addr>), child::ChildError> {
+    let wants_address = req.cp.is_some_and(|c| c.has(cfg::INTERNAL_IP6_ADDRESS));
+    let (remote_ip, framed6, framed4) = r
+        .sas
+        .get(&spi_r)
+        .map(|s| {
+            let g = s.radius.as_deref();
+            (
+                s.remote.ip(),
+                g.and_then(|g| g.framed6),
+                g.and_then(|g| g.framed4),
+            )
+        })
+        .ok_or((notify::TEMPORARY_FAILURE, Refusal::UnknownSpi))?;
+    // A RADIUS server's address was checked before the IKE SA was established
+    // (`authz::check_framed`); claiming it fails only if another IKE SA took it since.
+    let inner: IpAddr = match (wants_address, framed6) {
+        (true, Some(a)) => IpAddr::V6(
+            r.pool
+                .claim(identity, a)
+                .map_err(|_| (notify::INTERNAL_ADDRESS_FAILURE, Refusal::FramedAddress))?,
+        ),
+        (true, None) => IpAddr::V6(
+            r.pool
+                .lease(identity)
+                .ok_or((notify::INTERNAL_ADDRESS_FAILURE, Refusal::PoolExhausted))?,
+        ),
+        (false, _) => remote_ip,
+    };
+    let wants4 = req.cp.is_some_and(|c| c.has(cfg::INTERNAL_IP4_ADDRESS));
+    // An exhausted IPv4 pool leaves the client with IPv6 inside the tunnel, as if it had
+    // not asked: IPv4 is the extra here, not a reason to refuse the tunnel.
+    let inner4 = match (r.pool4.as_mut(), framed4) {
+        (Some(pool4), Some(a)) if wants4 => pool4.claim(identity, a).ok(),
+        (Some(pool4), None) if wants4 => pool4.lease(identity),
+        _ => None,
+    };
+    Ok((inner, wants_address, inner4))
 }
 
 /// Where one IKE SA stands in RFC 4739.

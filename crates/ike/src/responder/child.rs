@@ -696,9 +696,22 @@ fn rekey_ike(
         },
     ];
     r.respond(h.spi_r, h, payloads);
-    let up = Event::IkeSaUp {
-        ike_spi: new_spi_i,
-        spi_r: new_spi_r,
+    let up = rekeyed_up_event(r, &fresh);
+    adopt(r, new_spi_r, fresh);
+    r.event(up);
+    r.event(Event::Rekeyed {
+        kind: RekeyKind::Ike,
+    });
+    Ok(())
+}
+
+/// `Event::IkeSaUp` for the IKE SA `fresh` that a rekey made: who it authenticated, its
+/// tunnel and its RADIUS authorization, all taken over from the old one.
+fn rekeyed_up_event(r: &Responder, fresh: &IkeSa) -> Event {
+    let grant = fresh.radius.as_deref();
+    Event::IkeSaUp {
+        ike_spi: fresh.spi_i,
+        spi_r: fresh.spi_r,
         peer: fresh.remote,
         native: r.native_socket(fresh.local),
         identity: fresh
@@ -706,20 +719,10 @@ fn rekey_ike(
             .as_ref()
             .map_or_else(String::new, |n| n.subject.to_string()),
         tunnel: fresh.tunnel,
-        radius_user: fresh.radius.as_ref().map(|g| g.user.clone()),
-        filter_id: fresh.radius.as_ref().and_then(|g| g.filter_id.clone()),
-        class: fresh
-            .radius
-            .as_ref()
-            .map(|g| g.class.clone())
-            .unwrap_or_default(),
-    };
-    adopt(r, new_spi_r, fresh);
-    r.event(up);
-    r.event(Event::Rekeyed {
-        kind: RekeyKind::Ike,
-    });
-    Ok(())
+        radius_user: grant.map(|g| g.user.clone()),
+        filter_id: grant.and_then(|g| g.filter_id.clone()),
+        class: grant.map(|g| g.class.clone()).unwrap_or_default(),
+    }
 }
 
 /// What the IKE SA replacing `old` in a rekey takes over from it: the peer's capabilities
