@@ -96,6 +96,7 @@ fn shared() -> Arc<Shared> {
             require_ipsec: false,
             ipsec_endpoint: None,
             ipsec_pool: None,
+            ipsec4: None,
             sadb: None,
             rs_per_sec: 10,
             rs_burst: 10,

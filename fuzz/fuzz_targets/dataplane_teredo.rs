@@ -41,6 +41,7 @@ fn shared() -> Arc<Shared> {
             require_ipsec: true,
             ipsec_endpoint: None,
             ipsec_pool: None,
+            ipsec4: None,
             sadb: None,
             rs_per_sec: 10,
             rs_burst: 10,

@@ -20,6 +20,7 @@ fuzz_target!(|data: &[u8]| {
         counts: None,
         terminate: None,
         event_time: 0,
+        class: vec![data.get(..8).unwrap_or(data).to_vec()],
     };
     let nas = Nas {
         identifier: "gate64",

@@ -62,7 +62,14 @@ fuzz_target!(|data: &[u8]| {
         let outer = Ipv6Addr::new(0x2001, 0, 0, 0, 0, 0, 0, u16::from(ev[1] % 8));
         let tunnel = Tunnel::ALL[usize::from(ev[3] % 2)];
         match ev[0] % 6 {
-            0 => t.ike_up(at(i), u64::from(ev[2]), peer, "CN=x", Transport::Teredo),
+            0 => t.ike_up(
+                at(i),
+                u64::from(ev[2]),
+                peer,
+                "CN=x",
+                Transport::Teredo,
+                Some(tunnel),
+            ),
             1 => t.child_up(at(i), u32::from(ev[2]), outer, &[], tunnel),
             2 => t.child_down(
                 at(i),
