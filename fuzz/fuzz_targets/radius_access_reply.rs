@@ -62,13 +62,22 @@ fuzz_target!(|data: &[u8]| {
         // Two keys of at most 255 octets each.
         assert!(msk.len() <= 510);
         assert!(authorization.class.len() <= MAX_CLASSES);
-        assert!(authorization.class.iter().all(|c| (1..=253).contains(&c.len())));
+        assert!(
+            authorization
+                .class
+                .iter()
+                .all(|c| (1..=253).contains(&c.len()))
+        );
         assert!(
             authorization
                 .filter_id
                 .is_none_or(|f| !f.is_empty() && f.len() <= MAX_FILTER_ID)
         );
-        assert!(authorization.framed_ipv6_prefix.is_none_or(|(_, len)| len <= 128));
+        assert!(
+            authorization
+                .framed_ipv6_prefix
+                .is_none_or(|(_, len)| len <= 128)
+        );
         assert_ne!(authorization.session_timeout, Some(0));
     }
 });

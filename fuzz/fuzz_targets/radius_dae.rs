@@ -50,10 +50,7 @@ fuzz_target!(|data: &[u8]| {
         let mut out = Vec::new();
         encode_response(&request, cause, SECRET, &mut out);
         assert!(out.len() >= 20 && out.len() <= 4096);
-        assert_eq!(
-            usize::from(u16::from_be_bytes([out[2], out[3]])),
-            out.len()
-        );
+        assert_eq!(usize::from(u16::from_be_bytes([out[2], out[3]])), out.len());
         assert_eq!(out[1], request.identifier);
     }
 });
