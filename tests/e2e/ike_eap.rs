@@ -21,8 +21,9 @@
 //!   certificate client on another host keeps pinging throughout.
 //! - `netns_eap_radius_authorization_applies_the_access_accept`: carol's users-file entry
 //!   carries `Framed-IPv6-Address`, `Session-Timeout = 8`, `Class` and `Filter-Id`: her inner
-//!   address is the framed one, `gate64 status` shows method eap, her user name and the
-//!   Filter-Id, the IKE SA ends after the timeout (`reason="session_timeout"`), and
+//!   address is the framed one, the `contractors` policy the Filter-Id names lets her reach
+//!   the corporate host and not a second one (dropped as `policy`), `gate64 status` shows
+//!   method eap, her user name and the Filter-Id, the IKE SA ends after the timeout (`reason="session_timeout"`), and
 //!   FreeRADIUS's accounting detail shows the Class in the Accounting-Requests.
 
 use std::net::IpAddr;
@@ -53,6 +54,11 @@ const BOB_PASSWORD: &str = "bob-Pa55word";
 const CAROL_PASSWORD: &str = "carol-Pa55word";
 /// Inside `ipsec.pool6` (fd00:c1::100/120).
 const CAROL_FRAMED: &str = "fd00:c1::1c0";
+/// The policy carol's Filter-Id names: the corporate host and nothing else.
+const CONTRACTORS: &str =
+    "[[policy]]\nname = \"contractors\"\nprefixes = [\"2001:db8:100:1::2/128\"]\n";
+/// A corporate host outside the `contractors` policy.
+const OTHER_CORP_HOST: &str = "2001:db8:100:1::3";
 /// FreeRADIUS (authentication; accounting is on 1813).
 const RADIUS: &str = "127.0.0.1:1812";
 /// A server that takes requests and never answers (a hung or overloaded RADIUS server): a
@@ -152,6 +158,7 @@ fn start_gate(
     topo: &Topology,
     servers: &[&str],
     accounting: bool,
+    tables: &str,
 ) -> Result<(Process, LabCerts, IpAddr)> {
     let listen = ipv6_link(topo)?;
     let secret = topo
@@ -174,6 +181,7 @@ fn start_gate(
             "[[accounting.radius]]\nserver = \"127.0.0.1:1813\"\nsecret_file = \"{secret}\"\n"
         ));
     }
+    extra.push_str(tables);
     let opts = Gate64Options {
         without_ipsec: false,
         extra,
@@ -280,7 +288,7 @@ fn eap_refusals(topo: &Topology) -> Result<f64> {
 
 fn eap_mschapv2(topo: &Topology) -> Result<()> {
     let radius = radius_with_users(topo)?;
-    let (mut gate, certs, listen) = start_gate(topo, &[RADIUS], false)?;
+    let (mut gate, certs, listen) = start_gate(topo, &[RADIUS], false, "")?;
     let config = client_config(
         listen,
         &[
@@ -323,7 +331,7 @@ const MACHINE: &str = "CN=client.gate64.lab";
 
 fn windows_both_tunnels(topo: &Topology) -> Result<()> {
     let radius = radius_with_users(topo)?;
-    let (mut gate, certs, listen) = start_gate(topo, &[RADIUS], true)?;
+    let (mut gate, certs, listen) = start_gate(topo, &[RADIUS], true, "")?;
     let device = Conn {
         name: "device",
         local: "auth = pubkey\n      certs = initiator.pem".to_owned(),
@@ -461,7 +469,7 @@ fn radius_pki(ns: &Netns, dir: PathBuf, listen: IpAddr) -> Result<RadiusPki> {
 }
 
 fn eap_tls(topo: &Topology) -> Result<()> {
-    let (mut gate, certs, listen) = start_gate(topo, &[RADIUS], false)?;
+    let (mut gate, certs, listen) = start_gate(topo, &[RADIUS], false, "")?;
     let pki = radius_pki(&topo.srv, topo.srv.dir().join("radius-ca"), listen)?;
     let radius = FreeRadius::start_eap_tls(&topo.srv, "127.0.0.1", SECRET, &pki.tls)?;
     let user = Conn {
@@ -547,7 +555,7 @@ fn servers_down(topo: &Topology) -> Result<()> {
     })
     .with_context(|| format!("the silent server did not bind:\n{}", silent_server.log()))?;
     let silent = format!("{host}:{port}");
-    let (mut gate, certs, listen) = start_gate(topo, &[&silent, RADIUS], false)?;
+    let (mut gate, certs, listen) = start_gate(topo, &[&silent, RADIUS], false, "")?;
     // A certificate client on another host, connected before anything fails.
     let atk = other_host(topo)?;
     let device = Charon::start(
@@ -654,7 +662,10 @@ fn eap_authorization(topo: &Topology) -> Result<()> {
          Filter-Id = \"contractors\"\n"
     );
     let radius = FreeRadius::start_with_users_file(&topo.srv, "127.0.0.1", SECRET, &entry)?;
-    let (mut gate, certs, listen) = start_gate(topo, &[RADIUS], true)?;
+    let (mut gate, certs, listen) = start_gate(topo, &[RADIUS], true, CONTRACTORS)?;
+    // A second corporate host, inside the intranet tunnel but outside carol's policy.
+    topo.corp
+        .addr_add("vsrv", &format!("{OTHER_CORP_HOST}/64"))?;
     let config = client_config(
         listen,
         &[Conn::mschapv2("carol", "carol", MODERN)],
@@ -671,6 +682,17 @@ fn eap_authorization(topo: &Topology) -> Result<()> {
                 && text.contains("auth eap, RADIUS user carol, policy contractors"),
             "gate64 status shows carol's framed address, method, user and Filter-Id:\n{text}"
         );
+        let other = topo
+            .cli
+            .exec(&["ping", "-6", "-c", "2", "-W", "1", OTHER_CORP_HOST])?;
+        ensure!(
+            !other.status.success(),
+            "carol's policy reaches only {CORP_HOST}, yet {OTHER_CORP_HOST} answered"
+        );
+        let dropped = topo
+            .metrics()?
+            .sum("gate64_drops_total", &[("reason", "policy")]);
+        ensure!(dropped >= 1.0, "no drop counted under reason=\"policy\"");
         let doc = status_json(topo)?;
         let sa = &doc["clients"][0]["sas"][0];
         ensure!(
