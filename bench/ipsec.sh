@@ -61,7 +61,13 @@
 #        SETUPS="strongswan gate64"  add ike-gate64 ike-strongswan for IKE handshakes/s and
 #                      SAs held (section (c) below), native-gate64 native-strongswan for ESP
 #                      from a client behind a NAT straight to the responder's IPv4 address
-#                      (section (d) below)
+#                      (section (d) below), eap for EAP-MSCHAPv2 set-ups per second
+#                      through FreeRADIUS, gate64 and a charon responder with eap-radius
+#                      taking turns (section (e) below)
+#        EAP_CLIENTS=200  set-ups per eap run (users user0001.., one connection each)
+#        EAP_SOURCES=8    client namespaces (one charon and source address each)
+#        EAP_WINDOW=2     set-ups in flight per client namespace
+#        EAP_RADIUS_SOCKETS=N  charon eap-radius's sockets (default EAP_SOURCES x EAP_WINDOW)
 #        IKE_CLIENTS=500  emulated clients (2 IKE SAs each) per ike-* setup
 #        IKE_WINDOW=16    handshakes in flight;  IKE_SOURCES=32  client source addresses
 #        IKE_SOCKETS=4    UDP sockets (ports) per source address, one handshake in flight
@@ -237,6 +243,7 @@ $reuse
     vici {
       socket = unix://$dir/charon.vici
     }
+${CHARON_PLUGIN_CONF:-}
   }
 }
 swanctl {
@@ -502,6 +509,7 @@ dpd_secs = $DPD_SECS
 ${AUTH_THREADS:+auth_threads = $AUTH_THREADS}
 $GATE64_IKE_PROPOSALS
 $listen
+${GATE64_IPSEC_TABLES:-}
 [metrics]
 listen = "127.0.0.1:9164"
 [log]
@@ -822,9 +830,374 @@ run_native_strongswan() {
     native_done
 }
 
+# ================================================================ (e) EAP set-ups via RADIUS
+# SETUPS eap: EAP-MSCHAPv2 user tunnels authenticated by one FreeRADIUS, against (a) gate64
+# serve (`[ipsec] listen` + `[[ipsec.eap_radius]]`) and (b) a charon responder with the
+# eap-radius plugin (`remote { auth = eap-radius  eap_id = %any }`), the same clients for
+# both. Set-ups per second and the responder's CPU per set-up.
+#
+#   teap1..N  10.90.I.2: charon initiator, EAP_CLIENTS / EAP_SOURCES connections, one user
+#     │                  each (user0001.. with its own password), no certificate
+#     └─ tsrv  10.90.I.1, 192.0.2.10: (a) gate64 serve  (b) charon responder, local_addrs
+#         │                           192.0.2.10 (one at a time, started afresh each run)
+#         └─ tcorp 10.77.0.2: FreeRADIUS (Debian's configuration, users file with every
+#                             user, eap module's default_eap_type = mschapv2)
+#
+# One FreeRADIUS serves every run of both responders. Each client namespace is its own
+# source address with its own charon (kernel-libipsec for the child SAs; install_routes and
+# install_virtual_ip off, no traffic flows), initiating its connections with `swanctl
+# --initiate` EAP_WINDOW at a time: gate64 holds at most 8 EAP exchanges and 2 IKE_AUTH
+# verifications per source in flight and drops the rest as lost, so several sources with a
+# small window each keep its per-source caps out of the figure. A set-up counts when swanctl
+# returns with the IKE SA and its child SA up (a CFG_REQUEST for an IPv6 address answered
+# from fd00:c1::/112). Runs alternate gate64, strongSwan, gate64, ...; each run starts its
+# responder and the clients afresh (not timed), then times the EAP_CLIENTS set-ups.
+#
+# Fairness: the same certificate (ECDSA P-256 unless IKE_CERT), IKE proposals (IKE_GROUP),
+# ESP proposal and 16 MiB IKE sockets (match_sockbufs) for both. gate64 sends each
+# Access-Request from a socket of its own; charon's eap-radius plugin keeps `sockets`
+# sockets with one request outstanding each (its default is 1, which would queue every
+# set-up behind one RADIUS round trip), so it gets EAP_RADIUS_SOCKETS, by default as many as
+# set-ups in flight. Both relay the same RADIUS exchange: EAP-Identity asked by the responder,
+# then three Access-Requests (MSCHAPv2 challenge, success, accept).
+#
+# CPU: resp = every process of tsrv (the responder alone) with its devices' NAPI threads;
+# radius = FreeRADIUS in tcorp; machine = /proc/stat busy time, clients and swanctl included.
+# The whole machine's two cores are shared by the clients, FreeRADIUS and the responder:
+# set-ups per wall second are bounded by what the others leave, so read the per responder
+# CPU-second ratio.
+EAP_CLIENTS=${EAP_CLIENTS:-200}
+EAP_SOURCES=${EAP_SOURCES:-8}
+EAP_WINDOW=${EAP_WINDOW:-2}
+EAP_RADIUS_SOCKETS=${EAP_RADIUS_SOCKETS:-$((EAP_SOURCES * EAP_WINDOW))}
+for v in EAP_CLIENTS EAP_SOURCES EAP_WINDOW EAP_RADIUS_SOCKETS; do
+    case ${!v} in "" | *[!0-9]* | 0) echo "$v: '${!v}' is not a positive number" >&2; exit 2 ;; esac
+done
+EAP_SECRET=gate64-bench-eap-secret
+EAP_RADIUS=10.77.0.2
+EAP_NS=()
+if [[ " $SETUPS " == *" eap "* ]]; then
+    for i in $(seq "$EAP_SOURCES"); do EAP_NS+=("g64-beap-$$-$i"); done
+    NAMESPACES+=("${EAP_NS[@]}")
+fi
+# "setup run est fail secs resp_ticks radius_ticks machine_ticks" per run.
+EAP_RUNS=()
+
+eap_user() { printf 'user%04d' "$1"; }
+
+if [[ " $SETUPS " == *" eap "* ]]; then
+    require_tools "apt-get install freeradius" freeradius
+    for p in eap-radius eap-identity eap-mschapv2; do
+        [ -e "/usr/lib/ipsec/plugins/libstrongswan-$p.so" ] || {
+            echo "missing strongSwan's $p plugin (apt-get install libcharon-extra-plugins" \
+                "libcharon-extauth-plugins)" >&2
+            exit 1
+        }
+    done
+fi
+
+# eap_lab: the namespaces, addresses, certificates and FreeRADIUS, once for every run.
+eap_lab() {
+    teardown
+    setup
+    local i ns
+    for i in $(seq "$EAP_SOURCES"); do
+        ns=${EAP_NS[$((i - 1))]}
+        ip link add name "ve$i" netns "$SRV" type veth peer name vsrv netns "$ns"
+        ip -n "$SRV" link set "ve$i" up
+        ip -n "$ns" link set vsrv up
+        ip -n "$SRV" addr add "10.90.$i.1/24" dev "ve$i"
+        ip -n "$ns" addr add "10.90.$i.2/24" dev vsrv
+        ip -n "$ns" route add default via "10.90.$i.1"
+    done
+    ip -n "$SRV" addr add "$NATIVE_ADDR/24" dev vcli
+    ip -n "$SRV" addr add 10.77.0.1/24 dev vcorp
+    ip -n "$CORP" addr add "$EAP_RADIUS/24" dev vsrv
+    match_sockbufs "${SOCKBUF:-$GATE64_SOCKBUF_IKE}"
+    rm -rf "$WORK/certs"
+    make_certs "$WORK/certs" "$NATIVE_ADDR"
+    printf '%s\n' "$EAP_SECRET" >"$WORK/eap-radius.secret"
+    chmod 600 "$WORK/eap-radius.secret"
+    start_freeradius
+}
+
+# Debian's FreeRADIUS configuration copied, with the test's log and run directories (owned
+# by freerad, which the daemon drops to: interop-accounting-revocation.md), one client entry
+# (tsrv's 10.77.0.1), every user in the users file, EAP-MSCHAPv2 offered first.
+start_freeradius() {
+    local raddb=$WORK/raddb i users
+    cp -a /etc/freeradius/3.0 "$raddb"
+    mkdir -p "$WORK/radius-log/radacct" "$WORK/radius-run"
+    chown -R freerad:freerad "$WORK/radius-log" "$WORK/radius-run"
+    chmod 711 "$WORK"
+    sed -i -e "s|^logdir = .*|logdir = $WORK/radius-log|" -e "s|^run_dir = .*|run_dir = $WORK/radius-run|" \
+        "$raddb/radiusd.conf"
+    sed -i 's|^\tdefault_eap_type = .*|\tdefault_eap_type = mschapv2|' "$raddb/mods-available/eap"
+    grep -q '^	default_eap_type = mschapv2' "$raddb/mods-available/eap" || {
+        log "FreeRADIUS: no default_eap_type in mods-available/eap"
+        return 1
+    }
+    printf 'client gate64 {\n    ipaddr = 10.77.0.1\n    secret = %s\n}\n' "$EAP_SECRET" \
+        >"$raddb/clients.conf"
+    users=$(for i in $(seq "$EAP_CLIENTS"); do
+        printf '%s Cleartext-Password := "pw-%s"\n' "$(eap_user "$i")" "$(eap_user "$i")"
+    done)
+    # Truncating writes keep the files' owner and mode (root:freerad 640).
+    printf '%s\n%s\n' "$users" "$(cat "$raddb/mods-config/files/authorize")" \
+        >"$raddb/mods-config/files/authorize"
+    start_bg "$CORP" freeradius freeradius -f -l stdout -d "$raddb"
+    wait_for 30 grep -q 'Ready to process requests' "$WORK/freeradius.log" || {
+        log "FreeRADIUS did not get ready: $(tail -5 "$WORK/freeradius.log")"
+        return 1
+    }
+}
+
+# eap_clients: one charon per client namespace, with its share of the users, loaded.
+eap_clients() {
+    local i ns dir u n=0 sub
+    for i in $(seq "$EAP_SOURCES"); do
+        ns=${EAP_NS[$((i - 1))]}
+        dir=$WORK/eap-client$i
+        rm -rf "$dir"
+        for sub in x509 x509ca private; do mkdir -p "$dir/swanctl/$sub"; done
+        cp "$WORK/certs/ca.pem" "$dir/swanctl/x509ca/ca.pem"
+        cat >"$dir/strongswan.conf" <<EOF
+charon-systemd {
+  load = $PLUGINS md5 eap-identity eap-mschapv2
+  reuse_ikesa = no
+  port = 500
+  port_nat_t = 4500
+  retransmit_timeout = 2
+  filelog {
+    charon {
+      path = $dir/charon.log
+      default = $CHARON_LOGLEVEL
+      time_format = %H:%M:%S
+      append = no
+    }
+  }
+  journal {
+    default = -1
+  }
+  plugins {
+    openssl {
+      load_legacy = yes
+    }
+    vici {
+      socket = unix://$dir/charon.vici
+    }
+  }
+}
+swanctl {
+  load = $TOOL_PLUGINS
+  socket = unix://$dir/charon.vici
+}
+EOF
+        : >"$dir/conns"
+        {
+            echo "connections {"
+            for u in $(seq "$i" "$EAP_SOURCES" "$EAP_CLIENTS"); do
+                u=$(eap_user "$u")
+                echo "$u" >>"$dir/conns"
+                cat <<EOF
+  $u {
+    version = 2
+    remote_addrs = $NATIVE_ADDR
+    vips = ::
+    proposals = $IKE_PROPOSALS
+    fragmentation = yes
+    local {
+      auth = eap-mschapv2
+      eap_id = $u
+    }
+    remote {
+      auth = pubkey
+      id = %any
+    }
+    children {
+      $u {
+        remote_ts = $INTRANET_TS
+        esp_proposals = $ESP
+      }
+    }
+  }
+EOF
+            done
+            echo "}"
+            echo "secrets {"
+            while read -r u; do
+                printf '  eap-%s {\n    id = %s\n    secret = "pw-%s"\n  }\n' "$u" "$u" "$u"
+            done <"$dir/conns"
+            echo "}"
+        } >"$dir/swanctl/swanctl.conf"
+        n=$((n + $(wc -l <"$dir/conns")))
+        start_charon "$ns" "$dir" "eap-client$i" || return 1
+    done
+    [ "$n" = "$EAP_CLIENTS" ] || { log "eap: $n connections for $EAP_CLIENTS users"; return 1; }
+}
+
+# eap_initiate: every client's connections, EAP_WINDOW at a time per client; writes
+# "ok NAME" or "fail NAME" per connection to $WORK/eap-client*/result.
+eap_initiate() {
+    local i ns dir pids=()
+    for i in $(seq "$EAP_SOURCES"); do
+        ns=${EAP_NS[$((i - 1))]}
+        dir=$WORK/eap-client$i
+        ip netns exec "$ns" env STRONGSWAN_CONF="$dir/strongswan.conf" SWANCTL_DIR="$dir/swanctl" \
+            xargs -P "$EAP_WINDOW" -I{} sh -c \
+            'if timeout 60 swanctl --initiate --ike "$1" --child "$1" --timeout 30 --loglevel 0 \
+                 >/dev/null 2>&1; then echo "ok $1"; else echo "fail $1"; fi' _ {} \
+            <"$dir/conns" >"$dir/result" 2>&1 &
+        pids+=($!)
+    done
+    wait "${pids[@]}"
+}
+
+# eap_run SETUP RUN: one timed run against the responder already up in tsrv.
+eap_run() {
+    local setup=$1 run=$2 t0 t1 r0 r1 d0 d1 m0 m1 est fail secs
+    sleep 1
+    r0=$(ns_ticks "$SRV")
+    d0=$(proc_ticks "$CORP")
+    m0=$(machine_ticks)
+    t0=$(date +%s.%N)
+    eap_initiate
+    t1=$(date +%s.%N)
+    m1=$(machine_ticks)
+    d1=$(proc_ticks "$CORP")
+    r1=$(ns_ticks "$SRV")
+    est=$(cat "$WORK"/eap-client*/result | grep -c '^ok ' || true)
+    fail=$(cat "$WORK"/eap-client*/result | grep -c -v '^ok ' || true)
+    secs=$(awk -v a="$t0" -v b="$t1" 'BEGIN {printf "%.2f", b - a}')
+    log "  $setup run $run: $est set-ups ($fail failed) in $secs s, responder $(secs $((r1 - r0))) s," \
+        "FreeRADIUS $(secs $((d1 - d0))) s, machine $(secs $((m1 - m0))) s CPU"
+    case $setup in
+    eap-gate64)
+        local m
+        m=$(ip netns exec "$SRV" curl -s --max-time 10 http://127.0.0.1:9164/metrics || true)
+        log "  $setup: $(printf '%s\n' "$m" | awk '/^gate64_ipsec_(mm|qm)sa / {printf "%s=%s ", $1, $2}')" \
+            "refused/shed: $(printf '%s\n' "$m" | awk '/^gate64_ike_(refused|shed)_total/ && $2 > 0 {printf "%s=%s ", $1, $2}')"
+        ;;
+    *)
+        local st
+        st=$(swan "$SRV" "$WORK/responder" --list-sas --raw 2>/dev/null || true)
+        log "  $setup: IKE SAs $(printf '%s' "$st" | grep -o 'state=ESTABLISHED' | wc -l)," \
+            "child SAs $(printf '%s' "$st" | grep -o 'state=INSTALLED' | wc -l)"
+        ;;
+    esac
+    if [ "$fail" -gt 0 ]; then
+        grep -h -v '^ok ' "$WORK"/eap-client*/result | head -3 >&2
+        run_failed "$setup run $run: $fail of $EAP_CLIENTS set-ups failed"
+        return 0
+    fi
+    EAP_RUNS+=("$setup $run $est $fail $secs $((r1 - r0)) $((d1 - d0)) $((m1 - m0))")
+}
+
+eap_stop() { # the clients and the responder; FreeRADIUS stays
+    local ns
+    for ns in "${EAP_NS[@]}" "$SRV"; do kill_ns_procs "$ns"; done
+}
+
+eap_gate64() { # eap_gate64 RUN
+    local pool=$POOL6
+    POOL6=$IKE_POOL6 GATE64_LISTEN=$NATIVE_ADDR GATE64_IPSEC_TABLES="[[ipsec.eap_radius]]
+server = \"$EAP_RADIUS:1812\"
+secret_file = \"$WORK/eap-radius.secret\"" start_gate64 ||
+        { POOL6=$pool; log "gate64 did not start"; tail -n 30 "$WORK/gate64.log" >&2; return 1; }
+    POOL6=$pool
+    eap_clients || return 1
+    eap_run eap-gate64 "$1" || return 1
+    [ "$1" != "$RUNS" ] || print_sockbufs eap-gate64 "$SRV"
+    eap_stop
+}
+
+eap_strongswan() { # eap_strongswan RUN
+    local pool=$POOL6 plugins=$PLUGINS
+    POOL6=$IKE_POOL6 RESP_ADDR=$NATIVE_ADDR PLUGINS="$PLUGINS eap-identity eap-radius" \
+        CHARON_PLUGIN_CONF="    eap-radius {
+      servers {
+        s1 {
+          address = $EAP_RADIUS
+          auth_port = 1812
+          secret = $EAP_SECRET
+          sockets = $EAP_RADIUS_SOCKETS
+        }
+      }
+    }" charon_dir "$WORK/responder" responder "$WORK/certs/responder.pem" "$WORK/certs/responder.key"
+    POOL6=$pool
+    PLUGINS=$plugins
+    # The clients' connection: EAP relayed to RADIUS (charon asks the EAP identity itself).
+    awk 'BEGIN {r = 0} /^    remote {/ {r = 1} r && /auth = pubkey/ {sub(/pubkey/, "eap-radius"); print; print "      eap_id = %any"; r = 0; next} {print}' \
+        "$WORK/responder/swanctl/swanctl.conf" >"$WORK/responder/swanctl/swanctl.conf.eap"
+    mv "$WORK/responder/swanctl/swanctl.conf.eap" "$WORK/responder/swanctl/swanctl.conf"
+    # kernel-libipsec refuses a child SA whose local selector holds no address of the host
+    # (as in run_native_strongswan): one in the intranet /64.
+    ip -n "$SRV" addr replace fd00:c0::fffe/128 dev lo
+    start_charon "$SRV" "$WORK/responder" charon-responder || return 1
+    eap_clients || return 1
+    eap_run eap-strongswan "$1" ||
+        { tail -n 20 "$WORK/responder/charon.log" >&2; return 1; }
+    [ "$1" != "$RUNS" ] || print_sockbufs eap-strongswan "$SRV"
+    eap_stop
+}
+
+run_eap() {
+    log "== eap: $EAP_CLIENTS EAP-MSCHAPv2 set-ups per run via FreeRADIUS, gate64 and strongSwan alternating"
+    eap_lab || return 1
+    local run
+    for run in $(seq "$RUNS"); do
+        eap_gate64 "$run" || { eap_stop; run_failed "eap-gate64 run $run: setup failed"; }
+        eap_strongswan "$run" || { eap_stop; run_failed "eap-strongswan run $run: setup failed"; }
+    done
+    teardown
+}
+
+# eap_median SETUP FIELD: the median over SETUP's runs of FIELD: rate (set-ups/s), resp
+# (responder CPU s), radius, machine (CPU s), per_resp / per_machine (set-ups per CPU-s).
+eap_median() {
+    local r setup run est fail secs rt dt mt out=""
+    for r in "${EAP_RUNS[@]}"; do
+        read -r setup run est fail secs rt dt mt <<<"$r"
+        [ "$setup" = "$1" ] || continue
+        case $2 in
+        rate) out+="$(quotient "$est" "$secs")" ;;
+        secs) out+="$secs" ;;
+        resp) out+="$(secs "$rt")" ;;
+        radius) out+="$(secs "$dt")" ;;
+        machine) out+="$(secs "$mt")" ;;
+        per_resp) out+="$(quotient "$est" "$(secs "$rt")")" ;;
+        per_machine) out+="$(quotient "$est" "$(secs "$mt")")" ;;
+        esac
+        out+=$'\n'
+    done
+    median_of "$out"
+}
+
+print_eap_results() {
+    [[ " $SETUPS " == *" eap "* ]] || return 0
+    local s ok r
+    printf '\nEAP-MSCHAPv2 via FreeRADIUS: %s set-ups per run (IKE SA + child SA), %s client sources x %s in flight, key exchange %s, server certificate %s; median of the runs that succeeded\n' \
+        "$EAP_CLIENTS" "$EAP_SOURCES" "$EAP_WINDOW" "$IKE_GROUP" "$IKE_CERT"
+    fmt='%-15s %8s %8s %10s %11s %14s %13s %13s %17s\n'
+    printf "$fmt" responder runs secs set-ups/s "resp CPU s" set-ups/resp-s "radius CPU s" "machine CPU s" set-ups/machine-s
+    for s in eap-gate64 eap-strongswan; do
+        ok=0
+        for r in "${EAP_RUNS[@]}"; do [ "${r%% *}" = "$s" ] && ok=$((ok + 1)); done
+        printf "$fmt" "$s" "$(runs_cell "$ok")" "$(eap_median "$s" secs)" "$(fixed 1 "$(eap_median "$s" rate)")" \
+            "$(eap_median "$s" resp)" "$(fixed 1 "$(eap_median "$s" per_resp)")" "$(eap_median "$s" radius)" \
+            "$(eap_median "$s" machine)" "$(fixed 1 "$(eap_median "$s" per_machine)")"
+    done
+    printf 'gate64/strongSwan: per wall second %s, per responder CPU-second %s, per machine CPU-second %s\n' \
+        "$(ratio "$(eap_median eap-gate64 rate)" "$(eap_median eap-strongswan rate)")" \
+        "$(ratio "$(eap_median eap-gate64 per_resp)" "$(eap_median eap-strongswan per_resp)")" \
+        "$(ratio "$(eap_median eap-gate64 per_machine)" "$(eap_median eap-strongswan per_machine)")"
+    printf '(resp CPU s = user + system time of tsrv, the responder alone, with its NAPI threads;\n radius CPU s = FreeRADIUS; machine CPU s = /proc/stat busy time, clients and swanctl included;\n the ratios are of the medians of per-run figures.)\n'
+}
+
 # ---------------------------------------------------------------- main
 
-if [[ " $SETUPS " == *" gate64 "* || " $SETUPS " == *" ike-"* || " $SETUPS " == *" native-gate64 "* ]]; then
+if [[ " $SETUPS " == *" gate64 "* || " $SETUPS " == *" ike-"* || " $SETUPS " == *" native-gate64 "* ||
+    " $SETUPS " == *" eap "* ]]; then
     build_gate64
     IKE_LOAD_BIN=$(realpath "${IKE_LOAD_BIN:-$(dirname "$GATE64_BIN")/ike-load}")
 fi
@@ -838,6 +1211,7 @@ for s in $SETUPS; do
     ike-strongswan) run_ike_strongswan || run_failed "ike-strongswan: failed" ;;
     native-gate64) run_native_gate64 || run_failed "native-gate64: setup failed" ;;
     native-strongswan) run_native_strongswan || run_failed "native-strongswan: setup failed" ;;
+    eap) run_eap || run_failed "eap: setup failed" ;;
     *) run_failed "unknown setup $s" ;;
     esac
 done
@@ -907,5 +1281,6 @@ printf '%s\n' "(CPU s = whole-machine busy time from /proc/stat during the run, 
     " their devices (gate64's TUN), shown apart as NAPI s; for native-* tsrv holds either" \
     " responder.)"
 print_ike_results
+print_eap_results
 print_sockbuf_table
 exit_status
