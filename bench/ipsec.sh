@@ -64,7 +64,7 @@
 #                      (section (d) below), eap for EAP-MSCHAPv2 set-ups per second
 #                      through FreeRADIUS, gate64 and a charon responder with eap-radius
 #                      taking turns (section (e) below)
-#        EAP_CLIENTS=200  set-ups per eap run (users user0001.., one connection each)
+#        EAP_CLIENTS=400  set-ups per eap run (users user0001.., one connection each)
 #        EAP_SOURCES=8    client namespaces (one charon and source address each)
 #        EAP_WINDOW=2     set-ups in flight per client namespace
 #        EAP_RADIUS_SOCKETS=N  charon eap-radius's sockets (default EAP_SOURCES x EAP_WINDOW)
@@ -866,7 +866,7 @@ run_native_strongswan() {
 # The whole machine's two cores are shared by the clients, FreeRADIUS and the responder:
 # set-ups per wall second are bounded by what the others leave, so read the per responder
 # CPU-second ratio.
-EAP_CLIENTS=${EAP_CLIENTS:-200}
+EAP_CLIENTS=${EAP_CLIENTS:-400}
 EAP_SOURCES=${EAP_SOURCES:-8}
 EAP_WINDOW=${EAP_WINDOW:-2}
 EAP_RADIUS_SOCKETS=${EAP_RADIUS_SOCKETS:-$((EAP_SOURCES * EAP_WINDOW))}
@@ -1055,8 +1055,10 @@ eap_initiate() {
 
 # eap_run SETUP RUN: one timed run against the responder already up in tsrv.
 eap_run() {
-    local setup=$1 run=$2 t0 t1 r0 r1 d0 d1 m0 m1 est fail secs
+    local setup=$1 run=$2 t0 t1 r0 r1 d0 d1 m0 m1 c0 c1 est fail secs ns
     sleep 1
+    c0=0
+    for ns in "${EAP_NS[@]}"; do c0=$((c0 + $(proc_ticks "$ns"))); done
     r0=$(ns_ticks "$SRV")
     d0=$(proc_ticks "$CORP")
     m0=$(machine_ticks)
@@ -1066,11 +1068,14 @@ eap_run() {
     m1=$(machine_ticks)
     d1=$(proc_ticks "$CORP")
     r1=$(ns_ticks "$SRV")
+    c1=0
+    for ns in "${EAP_NS[@]}"; do c1=$((c1 + $(proc_ticks "$ns"))); done
     est=$(cat "$WORK"/eap-client*/result | grep -c '^ok ' || true)
     fail=$(cat "$WORK"/eap-client*/result | grep -c -v '^ok ' || true)
     secs=$(awk -v a="$t0" -v b="$t1" 'BEGIN {printf "%.2f", b - a}')
     log "  $setup run $run: $est set-ups ($fail failed) in $secs s, responder $(secs $((r1 - r0))) s," \
-        "FreeRADIUS $(secs $((d1 - d0))) s, machine $(secs $((m1 - m0))) s CPU"
+        "FreeRADIUS $(secs $((d1 - d0))) s, client charons $(secs $((c1 - c0))) s, machine" \
+        "$(secs $((m1 - m0))) s CPU"
     case $setup in
     eap-gate64)
         local m
@@ -1144,7 +1149,10 @@ eap_strongswan() { # eap_strongswan RUN
 run_eap() {
     log "== eap: $EAP_CLIENTS EAP-MSCHAPv2 set-ups per run via FreeRADIUS, gate64 and strongSwan alternating"
     eap_lab || return 1
-    local run
+    local run base
+    base=$(idle_baseline)
+    BASELINES+=("eap $base")
+    log "  idle baseline: $base busy cores"
     for run in $(seq "$RUNS"); do
         eap_gate64 "$run" || { eap_stop; run_failed "eap-gate64 run $run: setup failed"; }
         eap_strongswan "$run" || { eap_stop; run_failed "eap-strongswan run $run: setup failed"; }

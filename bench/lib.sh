@@ -376,7 +376,7 @@ napi_ticks() {
         devs+="$(ip netns exec "$ns" ls /sys/class/net 2>/dev/null | tr '\n' ' ')"
     done
     for comm in /proc/[0-9]*/comm; do
-        read -r dev <"$comm" 2>/dev/null || continue
+        { read -r dev <"$comm"; } 2>/dev/null || continue
         case $dev in napi/*-*) ;; *) continue ;; esac
         dev=${dev#napi/}
         dev=${dev%-*}
