@@ -1275,7 +1275,11 @@ for b in "${BASELINES[@]}"; do
     if awk -v b="$base" 'BEGIN {exit !(b > 0.2)}'; then
         printf 'WARNING: %s: the machine was busy before the runs (%s busy cores with the lab idle):\n' \
             "$setup" "$base"
-        printf '  whole-machine CPU includes that other work; compare the lab CPU columns.\n'
+        if [ "$setup" = eap ]; then
+            printf '  machine CPU s includes that other work; compare the resp CPU s column.\n'
+        else
+            printf '  whole-machine CPU includes that other work; compare the lab CPU columns.\n'
+        fi
     fi
 done
 if [[ " $SETUPS " == *" gate64 "* ]] && [ -z "$GATE64_MEASURED" ]; then
