@@ -844,10 +844,11 @@ run_native_strongswan() {
 #                             user, eap module's default_eap_type = mschapv2)
 #
 # One FreeRADIUS serves every run of both responders. Each client namespace is its own
-# source address with its own charon (kernel-libipsec for the child SAs; install_routes and
-# install_virtual_ip off, no traffic flows), initiating its connections with `swanctl
-# --initiate` EAP_WINDOW at a time: gate64 holds at most 8 EAP exchanges and 2 IKE_AUTH
-# verifications per source in flight and drops the rest as lost, so several sources with a
+# source address with its own charon (kernel-libipsec for the child SAs, which installs each
+# one's virtual IP and route: it refuses a child SA without them; no traffic flows),
+# initiating its connections with `swanctl --initiate` EAP_WINDOW at a time: gate64 refuses
+# a ninth EAP exchange in progress from one source (`eap_cap`) and drops an IKE_AUTH beyond
+# 2 verifications per source as lost (a retransmission later), so several sources with a
 # small window each keep its per-source caps out of the figure. A set-up counts when swanctl
 # returns with the IKE SA and its child SA up (a CFG_REQUEST for an IPv6 address answered
 # from fd00:c1::/112). Runs alternate gate64, strongSwan, gate64, ...; each run starts its
