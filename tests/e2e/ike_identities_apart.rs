@@ -15,11 +15,11 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, ensure};
+use gate64_testkit::Topology;
 use gate64_testkit::strongswan::LabCerts;
-use gate64_testkit::{Topology, gate64_binary};
 use serde_json::Value;
 
-use crate::common::{gate64_lines, netns_test, path_str};
+use crate::common::{gate64_lines, netns_test, status_json};
 use crate::ike_bounds::corp_sources;
 use crate::ipsec::{TeredoIpsecLab, route_corp_to_gate64};
 use crate::ipsec_flood::{GAUGE_LAG, build_both_from, tunnel_configs};
@@ -79,16 +79,7 @@ fn spis(client: &ClientSeen) -> Vec<u64> {
 }
 
 fn status(topo: &Topology) -> Result<(Value, Vec<ClientSeen>)> {
-    let bin = gate64_binary()?;
-    let socket = topo.srv.dir().join("control.sock");
-    let out = topo.srv.exec_ok(&[
-        path_str(&bin)?,
-        "status",
-        "--json",
-        "--socket",
-        path_str(&socket)?,
-    ])?;
-    let json: Value = serde_json::from_str(&out).context("gate64 status --json")?;
+    let json = status_json(topo)?;
     let text = |v: &Value| v.as_str().unwrap_or_default().to_owned();
     let clients = json["clients"].as_array().cloned().unwrap_or_default();
     let seen = clients

@@ -26,7 +26,7 @@ use gate64_testkit::strongswan::{
 use gate64_testkit::{CORP_HOST, Gate64Options, SERVER_V4, Topology, gate64_binary, wait_for};
 use gate64_testkit::{Netns, find_tool, netns_or_skip};
 
-use crate::common::{gate64_lines, netns_test, path_str};
+use crate::common::{gate64_ctl, gate64_lines, netns_test, path_str};
 use crate::ike_interop::{CLIENT, Driver, GATEWAY, responder_config, tunnels, wait_event};
 use crate::ipsec::{GATE64_ADDRESS6, POOL6};
 
@@ -152,13 +152,7 @@ fn connect_user_cert(topo: &Topology) -> Result<()> {
         gate64_lines(&topo.metrics()?),
         client.log()
     );
-    let json = topo.srv.exec_ok(&[
-        path_str(&bin)?,
-        "status",
-        "--json",
-        "--socket",
-        path_str(&socket)?,
-    ])?;
+    let json = gate64_ctl(topo, &["status", "--json"])?;
     // Pretty JSON, one field per line: the intranet SA's lines carry both identities, the
     // infrastructure SA's none for the user.
     let users: Vec<&str> = json

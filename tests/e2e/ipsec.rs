@@ -21,7 +21,7 @@ use gate64_testkit::strongswan::{
 use gate64_testkit::{CORP_HOST, Gate64Options, Process, Topology, gate64_binary, wait_for};
 
 use crate::common::{
-    connect_iphttps, gate64_lines, make_certs, netns_test, path_str, serve_iphttps,
+    connect_iphttps, gate64_ctl, gate64_lines, make_certs, netns_test, path_str, serve_iphttps,
 };
 use crate::teredo::qualify;
 
@@ -94,21 +94,12 @@ fn without_sa(topo: &Topology) -> Result<()> {
         "gate64_drops_total{{reason=\"no_sa\"}} is {no_sa}, expected >= 1\n{}",
         gate64_lines(&m)
     );
-    let bin = gate64_binary()?;
-    let status = topo
-        .srv
-        .exec_ok(&[path_str(&bin)?, "status", "--socket", path_str(&socket)?])?;
+    let status = gate64_ctl(topo, &["status"])?;
     ensure!(
         status.starts_with("gate64 IPsec not configured: 0 IKE SAs, 0 child SAs, 0 clients"),
         "gate64 status:\n{status}"
     );
-    let json = topo.srv.exec_ok(&[
-        path_str(&bin)?,
-        "status",
-        "--json",
-        "--socket",
-        path_str(&socket)?,
-    ])?;
+    let json = gate64_ctl(topo, &["status", "--json"])?;
     ensure!(
         json.contains("\"require_ipsec\": true") && json.contains("\"clients\": []"),
         "gate64 status --json:\n{json}"
@@ -502,11 +493,7 @@ fn two_tunnels_to_gate64(topo: &Topology, certs: &LabCerts, transport: &str) -> 
     }
     let ok = m.sum("gate64_ike_negotiations_total", &[("result", "ok")]);
     ensure!(ok >= 2.0, "negotiations ok: {ok}\n{}", gate64_lines(&m));
-    let bin = gate64_binary()?;
-    let socket = topo.srv.dir().join("control.sock");
-    let status = topo
-        .srv
-        .exec_ok(&[path_str(&bin)?, "status", "--socket", path_str(&socket)?])?;
+    let status = gate64_ctl(topo, &["status"])?;
     let client = format!("{transport}, inner fd00:c1::");
     for needle in [
         "2 child SAs, 1 clients",
@@ -537,6 +524,7 @@ fn two_tunnels_to_gate64(topo: &Topology, certs: &LabCerts, transport: &str) -> 
             && gone["per_tunnel"]["intranet"].is_object(),
         "the client deleted both tunnels; the infrastructure one carried the pings: {gone}"
     );
+    let bin = gate64_binary()?;
     let table = topo.srv.exec_ok(&[
         path_str(&bin)?,
         "sessions",

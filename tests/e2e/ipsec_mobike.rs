@@ -18,9 +18,9 @@ use anyhow::{Context, Result, ensure};
 use gate64_testkit::strongswan::{
     Charon, CharonConfig, INFRASTRUCTURE, IkeSa, LabCerts, Tunnel, with_charon_logs,
 };
-use gate64_testkit::{CORP_HOST, Gate64Options, Topology, gate64_binary};
+use gate64_testkit::{CORP_HOST, Gate64Options, Topology};
 
-use crate::common::{gate64_lines, netns_test, path_str};
+use crate::common::{gate64_ctl, gate64_lines, netns_test, path_str};
 use crate::ipsec::{INITIATE_TIMEOUT, POOL6, SETTLE_TIMEOUT, ipsec_section_with_ca};
 use crate::ipsec_native::{LanNat, lan_behind_nat_with};
 
@@ -90,7 +90,7 @@ fn mobike_address_change(topo: &Topology) -> Result<()> {
         topo.ping6(&lan, CORP_HOST, 1)?;
         topo.ping6_all(&lan, CORP_HOST, 3)
             .context("ping the corporate host before the move")?;
-        let status_before = gate64_status(topo)?;
+        let status_before = gate64_ctl(topo, &["status"])?;
         let port_before = encap_port(&status_before)?;
         ensure_same_spis(&status_before, &before)?;
         let m = topo.metrics()?;
@@ -148,7 +148,7 @@ fn mobike_address_change(topo: &Topology) -> Result<()> {
              {after:?}\n{}",
             gate64_lines(&m)
         );
-        let status_after = gate64_status(topo)?;
+        let status_after = gate64_ctl(topo, &["status"])?;
         ensure_same_spis(&status_after, &after)?;
         let port_after = encap_port(&status_after)?;
         ensure!(
@@ -175,14 +175,6 @@ fn mobike_address_change(topo: &Topology) -> Result<()> {
     })();
     with_charon_logs(result, &[&initiator])?;
     gate.ensure_running()
-}
-
-/// `gate64 status` from the control socket.
-fn gate64_status(topo: &Topology) -> Result<String> {
-    let bin = gate64_binary()?;
-    let socket = topo.srv.dir().join("control.sock");
-    topo.srv
-        .exec_ok(&[path_str(&bin)?, "status", "--socket", path_str(&socket)?])
 }
 
 /// The client's UDP port of the (one) child SA in `gate64 status` (`ESP in UDP 4500:PORT`).

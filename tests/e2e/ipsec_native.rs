@@ -28,7 +28,7 @@ use gate64_testkit::strongswan::{
 };
 use gate64_testkit::{CORP_HOST, CORP_HOST_V4, Gate64Options, Netns, Topology, gate64_binary};
 
-use crate::common::{gate64_lines, netns_test, path_str};
+use crate::common::{gate64_ctl, gate64_lines, netns_test, path_str, status_json};
 use crate::ipsec::{INITIATE_TIMEOUT, POOL6, SETTLE_TIMEOUT, ipsec_section_with_ca};
 
 /// gate64's public IPv4 address for native clients (beside the Teredo ones on `tsrv`).
@@ -230,7 +230,7 @@ fn native_ipv4_through_nat(topo: &Topology) -> Result<()> {
         topo.ping6(&lan, CORP_HOST, 1)?;
         topo.ping6_all(&lan, CORP_HOST, 3)
             .context("ping the corporate host after the NAT mapping changed")?;
-        let status = gate64_status(topo)?;
+        let status = gate64_ctl(topo, &["status"])?;
         ensure!(
             status.contains("ESP in UDP 4500:400"),
             "the infrastructure child SA moved to the new port:\n{status}"
@@ -484,14 +484,6 @@ fn profile_proposals(topo: &Topology) -> Result<()> {
     gate.ensure_running()
 }
 
-/// `gate64 status` from the control socket.
-pub(crate) fn gate64_status(topo: &Topology) -> Result<String> {
-    let bin = gate64_binary()?;
-    let socket = topo.srv.dir().join("control.sock");
-    topo.srv
-        .exec_ok(&[path_str(&bin)?, "status", "--socket", path_str(&socket)?])
-}
-
 /// gate64 with `[ipsec] listen = [listen]`; charon in `client` builds both tunnels to it,
 /// pings the corporate host through the infrastructure tunnel, and gate64's metrics and
 /// status show both SAs with the client at `outer` (what gate64 sees of it); then `then`
@@ -557,7 +549,7 @@ fn two_native_tunnels(
     }
     let ok = m.sum("gate64_ike_negotiations_total", &[("result", "ok")]);
     ensure!(ok >= 2.0, "negotiations ok: {ok}\n{}", gate64_lines(&m));
-    let status = gate64_status(topo)?;
+    let status = gate64_ctl(topo, &["status"])?;
     let client = format!("{outer}: native, inner ");
     for needle in [
         "2 child SAs, 1 clients",
@@ -639,21 +631,12 @@ fn dual_stack_tunnel(topo: &Topology, client: &Netns, listen: IpAddr) -> Result<
         Ok(v4)
     })();
     let v4 = with_charon_logs(result, &[&initiator])?;
-    let bin = gate64_binary()?;
-    let socket = topo.srv.dir().join("control.sock");
-    let json = topo.srv.exec_ok(&[
-        path_str(&bin)?,
-        "status",
-        "--json",
-        "--socket",
-        path_str(&socket)?,
-    ])?;
-    let status: serde_json::Value = serde_json::from_str(&json).context("status --json")?;
-    println!("{json}");
+    let status = status_json(topo)?;
+    println!("{status:#}");
     let address4 = &status["clients"][0]["address4"];
     ensure!(
         address4.as_str() == Some(v4.to_string().as_str()),
-        "gate64 status shows {address4} for the client's IPv4 address {v4}:\n{json}"
+        "gate64 status shows {address4} for the client's IPv4 address {v4}:\n{status:#}"
     );
     gate.ensure_running()
 }

@@ -9,10 +9,10 @@
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::path::PathBuf;
 
-use ipnet::{Ipv4Net, Ipv6Net};
+use ipnet::{IpNet, Ipv4Net, Ipv6Net};
 use serde::Deserialize;
 
-use crate::corpnet::{overlaps, special_ipv6};
+use crate::corpnet::special_ipv6;
 use crate::error::{check_readable_file, invalid, missing, quote};
 use crate::teredo::teredo_prefix;
 use crate::{Config, ConfigError, defaults};
@@ -786,6 +786,7 @@ pub(crate) fn expected_form(path: &str) -> Option<&'static str> {
 
 mod esp;
 mod ipv4;
+mod pool;
 mod proposals;
 mod validate;
 

@@ -240,6 +240,14 @@ impl Config {
             ]
         );
         diff!(out, a.log, b.log, "log", [level, format]);
+        // `[[gre.tunnel]]`, `[[gre.tenant]]`: each tunnel's socket and each tenant's TUN
+        // device and routes are made at start.
+        if a.gre.tunnels != b.gre.tunnels {
+            out.push("gre.tunnel".to_owned());
+        }
+        if a.gre.tenants != b.gre.tenants {
+            out.push("gre.tenant".to_owned());
+        }
         diff!(out, a.control, b.control, "control", [socket]);
         diff!(
             out,
@@ -370,6 +378,26 @@ binding_log = "/var/log/gate64/bindings.jsonl"
             ]
         );
         assert!(a.restart_only_changes(&b).is_empty(), "{changed:?}");
+    }
+
+    const GRE_TUNNEL: &str = "[[gre.tunnel]]\nname = \"site2\"\nlocal = \"203.0.113.1\"\n\
+                              remote = \"203.0.113.2\"\nkey = 42\nroutes = [\"172.16.0.0/24\"]\n";
+
+    #[test]
+    fn gre_tunnels_and_tenants_need_a_restart() {
+        let none = with("");
+        let one = with(GRE_TUNNEL);
+        // The first tunnel brings the `default` tenant with it.
+        assert_eq!(none.changed_keys(&one), ["gre.tunnel", "gre.tenant"]);
+        assert_eq!(
+            none.restart_only_changes(&one),
+            ["gre.tunnel", "gre.tenant"]
+        );
+        assert_eq!(one.changed_keys(&none), ["gre.tunnel", "gre.tenant"]);
+        let rekeyed = with(&GRE_TUNNEL.replace("key = 42", "key = 43"));
+        assert_eq!(one.changed_keys(&rekeyed), ["gre.tunnel"]);
+        assert_eq!(one.restart_only_changes(&rekeyed), ["gre.tunnel"]);
+        assert!(one.changed_keys(&with(GRE_TUNNEL)).is_empty());
     }
 
     #[test]

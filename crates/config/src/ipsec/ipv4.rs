@@ -2,6 +2,7 @@
 //! (`ipsec.infrastructure_prefixes4`, `ipsec.intranet_prefixes4`) and the corporate IPv4
 //! networks they lie in (`corpnet.ipv4_prefixes`). Each refusal names its key.
 
+use super::pool::{self, PoolRules};
 use super::*;
 
 /// Shortest `ipsec.pool4` prefix: a /8 is more clients than one gate64 serves.
@@ -190,68 +191,52 @@ impl Config {
     /// everything routed elsewhere (NAT64's pool, the corporate IPv4 networks the tunnels
     /// reach).
     fn validate_pool4(&self, pool: &Ipv4Net) -> Result<(), ConfigError> {
-        let value = quote(&pool.to_string());
-        if pool.addr() != pool.network() {
-            return Err(invalid(
-                "ipsec.pool4",
-                value,
-                format!("host bits are set; did you mean {}?", pool.trunc()),
-            ));
-        }
-        if let Some(why) = special_ipv4(pool.network()) {
-            return Err(invalid(
-                "ipsec.pool4",
-                value,
-                format!("is {why}, not a routable unicast network"),
-            ));
-        }
-        if pool.prefix_len() > MAX_POOL4_LEN {
-            return Err(invalid(
-                "ipsec.pool4",
-                value,
-                format!(
-                    "is too small: must be a /{MAX_POOL4_LEN} or shorter (its network and \
-                     broadcast addresses are never handed out)"
-                ),
-            ));
-        }
-        if pool.prefix_len() < MIN_POOL4_LEN {
-            return Err(invalid(
-                "ipsec.pool4",
-                value,
-                format!("must be a /{MIN_POOL4_LEN} or longer"),
-            ));
-        }
-        let mut taken: Vec<(Ipv4Net, &str)> = Vec::new();
+        let mut taken: Vec<(IpNet, &str)> = Vec::new();
         if self.nat64.enabled {
-            taken.extend(self.nat64.pool4.iter().map(|p| (*p, "nat64.pool4")));
+            taken.extend(
+                self.nat64
+                    .pool4
+                    .iter()
+                    .map(|p| (IpNet::V4(*p), "nat64.pool4")),
+            );
         }
         taken.extend(
             self.corpnet
                 .ipv4_prefixes
                 .iter()
-                .map(|p| (*p, "corpnet.ipv4_prefixes")),
+                .map(|p| (IpNet::V4(*p), "corpnet.ipv4_prefixes")),
         );
         taken.extend(
             self.ipsec_infrastructure_prefixes4()
                 .into_iter()
-                .map(|p| (p, "ipsec.infrastructure_prefixes4")),
+                .map(|p| (IpNet::V4(p), "ipsec.infrastructure_prefixes4")),
         );
         taken.extend(
             self.ipsec_intranet_prefixes4()
                 .into_iter()
-                .map(|p| (p, "ipsec.intranet_prefixes4")),
+                .map(|p| (IpNet::V4(p), "ipsec.intranet_prefixes4")),
         );
-        if let Some((p, what)) = taken.iter().find(|(p, _)| overlaps4(p, pool)) {
-            return Err(invalid(
-                "ipsec.pool4",
-                value,
-                format!(
-                    "overlaps {p} ({what}); the pool must be disjoint from NAT64's pool and \
-                     from the corporate IPv4 networks the tunnels reach"
+        pool::check_pool(
+            IpNet::V4(*pool),
+            PoolRules {
+                key: "ipsec.pool4",
+                min_len: (
+                    MIN_POOL4_LEN,
+                    format!("must be a /{MIN_POOL4_LEN} or longer"),
                 ),
-            ));
-        }
-        Ok(())
+                max_len: (
+                    MAX_POOL4_LEN,
+                    format!(
+                        "is too small: must be a /{MAX_POOL4_LEN} or shorter (its network and \
+                         broadcast addresses are never handed out)"
+                    ),
+                ),
+                special: special_ipv4(pool.network())
+                    .map(|why| format!("is {why}, not a routable unicast network")),
+                taken: &taken,
+                disjoint_from: "the pool must be disjoint from NAT64's pool and from the \
+                                corporate IPv4 networks the tunnels reach",
+            },
+        )
     }
 }

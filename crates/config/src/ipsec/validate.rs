@@ -3,6 +3,7 @@
 //! ranges. Each refusal names its key. (The files themselves are read by `check_ipsec_files`
 //! and by the daemon.)
 
+use super::pool::{self, PoolRules};
 use super::*;
 
 impl Config {
@@ -348,60 +349,42 @@ impl Config {
     /// The pool hands out client addresses: it may not overlap anything that is routed
     /// elsewhere (the corporate network, NAT64, the other transports' clients).
     fn validate_pool6(&self, pool: &Ipv6Net) -> Result<(), ConfigError> {
-        let value = quote(&pool.to_string());
-        if pool.addr() != pool.network() {
-            return Err(invalid(
-                "ipsec.pool6",
-                value,
-                format!("host bits are set; did you mean {}?", pool.trunc()),
-            ));
-        }
-        if pool.prefix_len() < MIN_POOL6_LEN {
-            return Err(invalid(
-                "ipsec.pool6",
-                value,
-                format!("must be a /{MIN_POOL6_LEN} or longer (one address per client)"),
-            ));
-        }
-        if pool.prefix_len() > MAX_POOL6_LEN {
-            return Err(invalid(
-                "ipsec.pool6",
-                value,
-                format!(
-                    "must be a /{MAX_POOL6_LEN} or shorter: its all-zero address and its first \
-                     address (gate64's default endpoint) are never handed out"
-                ),
-            ));
-        }
-        if let Some(why) = special_ipv6(pool.network()) {
-            return Err(invalid(
-                "ipsec.pool6",
-                value,
-                format!("is {why}, not a routable unicast prefix"),
-            ));
-        }
-        let mut taken: Vec<(Ipv6Net, &str)> = self
+        let mut taken: Vec<(IpNet, &str)> = self
             .corpnet
             .ipv6_prefixes
             .iter()
-            .map(|p| (*p, "corpnet.ipv6_prefixes"))
+            .map(|p| (IpNet::V6(*p), "corpnet.ipv6_prefixes"))
             .collect();
-        taken.push((teredo_prefix(), "the Teredo prefix"));
+        taken.push((IpNet::V6(teredo_prefix()), "the Teredo prefix"));
         if self.nat64.enabled {
-            taken.push((self.nat64.prefix, "nat64.prefix"));
+            taken.push((IpNet::V6(self.nat64.prefix), "nat64.prefix"));
         }
-        taken.extend(self.iphttps_pool().map(|p| (p, "iphttps.prefix")));
-        if let Some((p, what)) = taken.iter().find(|(p, _)| overlaps(p, pool)) {
-            return Err(invalid(
-                "ipsec.pool6",
-                value,
-                format!(
-                    "overlaps {p} ({what}); the pool must be disjoint from the corporate \
-                     prefixes, NAT64 and the other transports' clients"
+        taken.extend(
+            self.iphttps_pool()
+                .map(|p| (IpNet::V6(p), "iphttps.prefix")),
+        );
+        pool::check_pool(
+            IpNet::V6(*pool),
+            PoolRules {
+                key: "ipsec.pool6",
+                min_len: (
+                    MIN_POOL6_LEN,
+                    format!("must be a /{MIN_POOL6_LEN} or longer (one address per client)"),
                 ),
-            ));
-        }
-        Ok(())
+                max_len: (
+                    MAX_POOL6_LEN,
+                    format!(
+                        "must be a /{MAX_POOL6_LEN} or shorter: its all-zero address and its \
+                         first address (gate64's default endpoint) are never handed out"
+                    ),
+                ),
+                special: special_ipv6(pool.network())
+                    .map(|why| format!("is {why}, not a routable unicast prefix")),
+                taken: &taken,
+                disjoint_from: "the pool must be disjoint from the corporate prefixes, NAT64 \
+                                and the other transports' clients",
+            },
+        )
     }
 
     /// A tunnel reaches only what gate64 routes to the corporate side: each prefix inside a

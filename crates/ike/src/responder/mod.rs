@@ -67,7 +67,7 @@ pub use ike_policy::{IkePolicy, IkeProposalRule};
 pub use init::nat_detection_hash;
 pub use liveness::DPD_RETRANSMIT;
 pub use mobike::{MalformedMobike, UpdateNotifies, parse_update};
-pub use pool::{AddressPool, AddressPool4, ClaimError};
+pub use pool::{AddressPool, AddressPool4, ClaimError, Pool, PoolNet};
 pub use second_auth::SecondAuthPolicy;
 pub use tunnel_rules::{IdentityPattern, TunnelRule};
 pub use uniqueness::UniqueIds;

@@ -5,7 +5,8 @@
 //! (infrastructure and intranet) share one inner address, as a DirectAccess client has one;
 //! the address returns to the pool when its last IKE SA goes.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
+use std::hash::Hash;
 use std::net::{Ipv4Addr, Ipv6Addr};
 
 use ipnet::{Ipv4Net, Ipv6Net};
@@ -40,49 +41,130 @@ impl ClaimError {
     }
 }
 
+/// What a pool needs to know of its address family: how big the network is, which offsets
+/// are never leased, and which addresses a RADIUS server may not assign.
+pub trait PoolNet: Copy + std::fmt::Debug {
+    /// The family's address.
+    type Addr: Copy + Eq + Hash + std::fmt::Debug;
+    /// The offset [`Pool::lease`] tries first.
+    const FIRST: u128;
+    /// How many addresses the network has (saturating at `u128::MAX`).
+    fn size(&self) -> u128;
+    /// Whether [`Pool::lease`] skips the address at `offset` of a network of `size`.
+    fn skips(offset: u128, size: u128) -> bool;
+    /// The address at `offset` from the network address (`None`: beyond the family).
+    fn at(&self, offset: u128) -> Option<Self::Addr>;
+    /// Whether `addr` lies in the network.
+    fn holds(&self, addr: Self::Addr) -> bool;
+    /// Whether `addr` (in the network) is never given to a client.
+    fn reserved(&self, addr: Self::Addr) -> bool;
+}
+
 /// The offset of the first address handed out: 0 is the subnet-router anycast address and 1
 /// gate64's own.
 const FIRST_LEASED: u128 = 2;
 
-/// A pool of IPv6 addresses.
+impl PoolNet for Ipv6Net {
+    type Addr = Ipv6Addr;
+    const FIRST: u128 = FIRST_LEASED;
+
+    fn size(&self) -> u128 {
+        1u128
+            .checked_shl(u32::from(128 - self.prefix_len()))
+            .unwrap_or(u128::MAX)
+    }
+
+    fn skips(offset: u128, _size: u128) -> bool {
+        offset < FIRST_LEASED
+    }
+
+    fn at(&self, offset: u128) -> Option<Ipv6Addr> {
+        u128::from(self.network())
+            .checked_add(offset)
+            .map(Ipv6Addr::from)
+    }
+
+    fn holds(&self, addr: Ipv6Addr) -> bool {
+        self.contains(&addr)
+    }
+
+    fn reserved(&self, addr: Ipv6Addr) -> bool {
+        u128::from(addr).wrapping_sub(u128::from(self.network())) < FIRST_LEASED
+    }
+}
+
+impl PoolNet for Ipv4Net {
+    type Addr = Ipv4Addr;
+    const FIRST: u128 = 1;
+
+    fn size(&self) -> u128 {
+        1u128 << (32 - u32::from(self.prefix_len()))
+    }
+
+    fn skips(offset: u128, size: u128) -> bool {
+        offset == 0 || offset == size - 1
+    }
+
+    fn at(&self, offset: u128) -> Option<Ipv4Addr> {
+        let addr = u128::from(u32::from(self.network())).checked_add(offset)?;
+        u32::try_from(addr).ok().map(Ipv4Addr::from)
+    }
+
+    fn holds(&self, addr: Ipv4Addr) -> bool {
+        self.contains(&addr)
+    }
+
+    fn reserved(&self, addr: Ipv4Addr) -> bool {
+        self.prefix_len() < 31 && (addr == self.network() || addr == self.broadcast())
+    }
+}
+
+/// A pool of IPv6 addresses: every address of its network except the subnet-router anycast
+/// (all-zero host part) and the first address, which is gate64's own: its IKE endpoint
+/// unless the configuration names another (`ipsec.endpoint`).
+pub type AddressPool = Pool<Ipv6Net>;
+
+/// A pool of IPv4 addresses: every address of its network but its network and broadcast
+/// addresses (gate64 holds none of them: its IPv4 side is the TUN's routes, not an address
+/// in the pool).
+pub type AddressPool4 = Pool<Ipv4Net>;
+
+/// A pool of one family's addresses ([`AddressPool`], [`AddressPool4`]): one address per
+/// identity, shared by its IKE SAs, back in the pool when the last goes.
 #[derive(Debug, Clone)]
-pub struct AddressPool {
-    net: Ipv6Net,
-    leases: HashMap<IdentityKey, (Ipv6Addr, usize)>,
-    in_use: std::collections::HashSet<Ipv6Addr>,
+pub struct Pool<N: PoolNet> {
+    net: N,
+    leases: HashMap<IdentityKey, (N::Addr, usize)>,
+    in_use: HashSet<N::Addr>,
     next: u128,
 }
 
-impl AddressPool {
-    /// Every address of `net` except the subnet-router anycast (all-zero host part) and the
-    /// first address, which is gate64's own: its IKE endpoint unless the configuration
-    /// names another (`ipsec.endpoint`).
-    pub fn new(net: Ipv6Net) -> Self {
-        AddressPool {
+impl<N: PoolNet> Pool<N> {
+    /// Every address of `net` but those its family reserves ([`AddressPool`],
+    /// [`AddressPool4`]).
+    pub fn new(net: N) -> Self {
+        Pool {
             net,
             leases: HashMap::new(),
-            in_use: Default::default(),
-            next: FIRST_LEASED,
+            in_use: HashSet::new(),
+            next: N::FIRST,
         }
     }
 
     /// The address leased to `identity` (the same one while any lease is held).
-    pub fn lease(&mut self, identity: &IdentityKey) -> Option<Ipv6Addr> {
+    pub fn lease(&mut self, identity: &IdentityKey) -> Option<N::Addr> {
         if let Some((addr, count)) = self.leases.get_mut(identity) {
             *count += 1;
             return Some(*addr);
         }
-        let size = 1u128
-            .checked_shl(u32::from(128 - self.net.prefix_len()))
-            .unwrap_or(u128::MAX);
-        let base = u128::from(self.net.network());
+        let size = self.net.size();
         for _ in 0..size.min(1 << 20) {
             let offset = self.next % size;
             self.next = self.next.wrapping_add(1);
-            if offset < FIRST_LEASED {
+            if N::skips(offset, size) {
                 continue;
             }
-            let addr = Ipv6Addr::from(base + offset);
+            let addr = self.net.at(offset)?;
             if self.in_use.insert(addr) {
                 self.leases.insert(*identity, (addr, 1));
                 return Some(addr);
@@ -91,12 +173,12 @@ impl AddressPool {
         None
     }
 
-    /// Whether `addr` may be leased to `identity` ([`AddressPool::claim`]).
-    pub fn check(&self, identity: &IdentityKey, addr: Ipv6Addr) -> Result<(), ClaimError> {
-        if !self.net.contains(&addr) {
+    /// Whether `addr` may be leased to `identity` ([`Pool::claim`]).
+    pub fn check(&self, identity: &IdentityKey, addr: N::Addr) -> Result<(), ClaimError> {
+        if !self.net.holds(addr) {
             return Err(ClaimError::OutsidePool);
         }
-        if u128::from(addr) - u128::from(self.net.network()) < FIRST_LEASED {
+        if self.net.reserved(addr) {
             return Err(ClaimError::Reserved);
         }
         match self.leases.get(identity) {
@@ -107,107 +189,9 @@ impl AddressPool {
         }
     }
 
-    /// Leases `addr` (a RADIUS server's choice) to `identity`, counted as [`AddressPool::lease`]
-    /// counts, when [`AddressPool::check`] allows it.
-    pub fn claim(
-        &mut self,
-        identity: &IdentityKey,
-        addr: Ipv6Addr,
-    ) -> Result<Ipv6Addr, ClaimError> {
-        self.check(identity, addr)?;
-        self.in_use.insert(addr);
-        self.leases.entry(*identity).or_insert((addr, 0)).1 += 1;
-        Ok(addr)
-    }
-
-    /// Drops one lease of `identity`.
-    pub fn release(&mut self, identity: &IdentityKey) {
-        if let Some((addr, count)) = self.leases.get_mut(identity) {
-            *count -= 1;
-            if *count == 0 {
-                let addr = *addr;
-                self.in_use.remove(&addr);
-                self.leases.remove(identity);
-            }
-        }
-    }
-
-    /// Addresses currently leased.
-    pub fn leased(&self) -> usize {
-        self.in_use.len()
-    }
-}
-
-/// A pool of IPv4 addresses, leased by the same rules as [`AddressPool`]: one address per
-/// identity, shared by its IKE SAs, back in the pool when the last goes.
-#[derive(Debug, Clone)]
-pub struct AddressPool4 {
-    net: Ipv4Net,
-    leases: HashMap<IdentityKey, (Ipv4Addr, usize)>,
-    in_use: std::collections::HashSet<Ipv4Addr>,
-    next: u32,
-}
-
-impl AddressPool4 {
-    /// Every address of `net` but its network and broadcast addresses (gate64 holds none
-    /// of them: its IPv4 side is the TUN's routes, not an address in the pool).
-    pub fn new(net: Ipv4Net) -> Self {
-        AddressPool4 {
-            net,
-            leases: HashMap::new(),
-            in_use: Default::default(),
-            next: 1,
-        }
-    }
-
-    /// The address leased to `identity` (the same one while any lease is held).
-    pub fn lease(&mut self, identity: &IdentityKey) -> Option<Ipv4Addr> {
-        if let Some((addr, count)) = self.leases.get_mut(identity) {
-            *count += 1;
-            return Some(*addr);
-        }
-        let size = 1u64 << (32 - u32::from(self.net.prefix_len()));
-        let base = u64::from(u32::from(self.net.network()));
-        for _ in 0..size.min(1 << 20) {
-            let offset = u64::from(self.next) % size;
-            self.next = self.next.wrapping_add(1);
-            if offset == 0 || offset == size - 1 {
-                continue;
-            }
-            let addr = Ipv4Addr::from(u32::try_from(base + offset).ok()?);
-            if self.in_use.insert(addr) {
-                self.leases.insert(*identity, (addr, 1));
-                return Some(addr);
-            }
-        }
-        None
-    }
-
-    /// Whether `addr` may be leased to `identity` ([`AddressPool4::claim`]).
-    pub fn check(&self, identity: &IdentityKey, addr: Ipv4Addr) -> Result<(), ClaimError> {
-        if !self.net.contains(&addr) {
-            return Err(ClaimError::OutsidePool);
-        }
-        if self.net.prefix_len() < 31
-            && (addr == self.net.network() || addr == self.net.broadcast())
-        {
-            return Err(ClaimError::Reserved);
-        }
-        match self.leases.get(identity) {
-            Some((held, _)) if *held == addr => Ok(()),
-            Some(_) => Err(ClaimError::HoldsAnother),
-            None if self.in_use.contains(&addr) => Err(ClaimError::HeldByOther),
-            None => Ok(()),
-        }
-    }
-
-    /// Leases `addr` (a RADIUS server's choice) to `identity`, when
-    /// [`AddressPool4::check`] allows it.
-    pub fn claim(
-        &mut self,
-        identity: &IdentityKey,
-        addr: Ipv4Addr,
-    ) -> Result<Ipv4Addr, ClaimError> {
+    /// Leases `addr` (a RADIUS server's choice) to `identity`, counted as [`Pool::lease`]
+    /// counts, when [`Pool::check`] allows it.
+    pub fn claim(&mut self, identity: &IdentityKey, addr: N::Addr) -> Result<N::Addr, ClaimError> {
         self.check(identity, addr)?;
         self.in_use.insert(addr);
         self.leases.entry(*identity).or_insert((addr, 0)).1 += 1;

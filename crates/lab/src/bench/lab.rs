@@ -30,8 +30,12 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-/// gate64's corporate address: IKE endpoint, DNS64, the infrastructure tunnel's host.
+/// gate64's corporate address (`corpnet.address6`), where DNS64 answers.
 pub const GATE_ADDRESS6: Ipv6Addr = Ipv6Addr::new(0x2001, 0xdb8, 0x100, 0, 0, 0, 0, 1);
+/// gate64's IKE/ESP address: the default `ipsec.endpoint`, the first address of [`POOL6`].
+/// It lies outside everything the tunnels reach, so clients that route the tunnels'
+/// prefixes into the tunnel still reach DNS64 at [`GATE_ADDRESS6`] through it.
+const IKE_ENDPOINT: Ipv6Addr = Ipv6Addr::new(0xfd00, 0xc1, 0, 0, 0, 0, 0, 1);
 /// The IPv4-only host's name (an A record only, at unbound).
 pub const V4ONLY: &str = "v4only.corp.example";
 /// What DNS64 synthesizes for [`V4ONLY`]: 10.20.0.2 in Pref64 `2001:db8:64::/96`
@@ -110,7 +114,7 @@ impl<'t> Lab<'t> {
         gate64_daemon::certs::generate(
             &pki,
             &[SERVER_NAME.to_owned()],
-            &[IpAddr::V4(SERVER_V4), IpAddr::V6(GATE_ADDRESS6)],
+            &[IpAddr::V4(SERVER_V4), IpAddr::V6(IKE_ENDPOINT)],
         )?;
         let dns = if opts.builtin_dns {
             start_zone(topo, &bin)?
@@ -258,7 +262,7 @@ fn spec(opts: &LabOptions, pki: &Path) -> Spec {
         iphttps_server_name: SERVER_NAME.to_owned(),
         source_v4: SOURCE_V4.to_owned(),
         ipsec: SpecIpsec {
-            endpoint: GATE_ADDRESS6.to_string(),
+            endpoint: IKE_ENDPOINT.to_string(),
             ca: pki.join("ca.pem"),
             client_ca_cert: pki.join("clients-ca.pem"),
             client_ca_key: pki.join("clients-ca.key"),
@@ -282,7 +286,7 @@ fn gate64_toml(pki: &Path, control: &Path, opts: &LabOptions) -> Result<String> 
         "[iphttps]\nenabled = true\nlisten = \"{SERVER_V4}:443\"\ncertificate = \"{}\"\n\
          private_key = \"{}\"\nprefix = \"{IPHTTPS_PREFIX}\"\n\n\
          [ipsec]\nrequire = true\ncertificate = \"{}\"\nprivate_key = \"{}\"\nca = \"{}\"\n\
-         pool6 = \"{POOL6}\"\nendpoint = \"{GATE_ADDRESS6}\"\n\
+         pool6 = \"{POOL6}\"\n\
          infrastructure_prefixes = [\"{CORP_HOST}/128\"]\n\
          half_open_cookie_threshold = 1000000\n\n\
          [nat64]\nprefix = \"{PREF64}\"\npool4 = [\"{POOL4}\"]\n\n\
@@ -408,11 +412,10 @@ fn start_third_party<'t>(topo: &'t Topology, pki: &Path) -> Result<ThirdParty<'t
     let mut miredo = topo.start_miredo_client()?;
     topo.wait_client_address(&mut miredo, Duration::from_secs(30))?;
     // Teredo's connectivity test and bubbles before IKE's first message.
-    topo.ping6_all(&topo.cli, GATE_ADDRESS6, 3)
-        .context("ping gate64 over Teredo before IKE")?;
-    // The infrastructure tunnel reaches the corporate host (a selector of gate64's own
-    // address, the IKE peer, would stop libipsec from routing it: "conflicts with IKE
-    // traffic"); DNS64 on gate64's address is reached through the intranet tunnel.
+    topo.ping6_all(&topo.cli, IKE_ENDPOINT, 3)
+        .context("ping gate64's IKE endpoint over Teredo before IKE")?;
+    // The infrastructure tunnel reaches the corporate host; DNS64 on gate64's corporate
+    // address is reached through the intranet tunnel (the IKE peer lies outside both).
     let infrastructure = format!("{CORP_HOST}/128");
     let tunnels = vec![
         Tunnel::new(INFRASTRUCTURE, &[&infrastructure]),
@@ -426,7 +429,7 @@ fn start_third_party<'t>(topo: &'t Topology, pki: &Path) -> Result<ThirdParty<'t
     let charon = Charon::start(
         &topo.cli,
         "strongswan",
-        CharonConfig::initiator(IpAddr::V6(GATE_ADDRESS6), credentials, tunnels),
+        CharonConfig::initiator(IpAddr::V6(IKE_ENDPOINT), credentials, tunnels),
     )?;
     charon.load_all()?;
     for tunnel in [INFRASTRUCTURE, INTRANET] {
@@ -442,4 +445,15 @@ fn start_third_party<'t>(topo: &'t Topology, pki: &Path) -> Result<ThirdParty<'t
 fn path_str(p: &Path) -> Result<&str> {
     p.to_str()
         .with_context(|| format!("path {} is not UTF-8", p.display()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_ike_endpoint_is_the_pools_default_endpoint() {
+        let pool6 = POOL6.parse().expect("POOL6 is a prefix");
+        assert_eq!(IKE_ENDPOINT, gate64_config::pool6_endpoint(pool6));
+    }
 }

@@ -68,6 +68,44 @@ fn cp_reply(i: &Initiator, sent: &[Transmit]) -> Configuration {
         .expect("a CP reply")
 }
 
+/// An intranet client proposing `tsi` and `tsr` to a responder with `edit` applied, run
+/// through IKE_AUTH: the responder, the client and the responder's CP reply.
+struct Intranet {
+    r: Responder,
+    i: Initiator,
+    cp: Configuration,
+    now: Instant,
+}
+
+fn intranet(
+    edit: impl FnOnce(&mut ResponderConfig),
+    tsi: Vec<TrafficSelector>,
+    tsr: Vec<TrafficSelector>,
+) -> Intranet {
+    let lab = Lab::new();
+    let now = Instant::now();
+    let mut r = lab.responder(now, edit);
+    let mut i = client(&lab, now, TunnelKind::Intranet, tsi, tsr);
+    i.start(now);
+    let sent = exchange_all(&mut r, &mut i, now);
+    let cp = cp_reply(&i, &sent);
+    Intranet { r, i, cp, now }
+}
+
+/// The client of `run` is established with IPv6 alone: the CP reply names no IPv4 address
+/// nor IPv4 DNS server, the child SA's inner addresses and TSr are IPv6. Returns the child
+/// SA.
+fn ipv6_only(run: &mut Intranet) -> ChildSaPair {
+    assert!(values(&run.cp, cfg::INTERNAL_IP4_ADDRESS).is_empty());
+    assert!(values(&run.cp, cfg::INTERNAL_IP4_DNS).is_empty());
+    established(&mut run.i);
+    let ev = events(&mut run.r);
+    let pair = child_ups(&ev)[0].clone();
+    assert!(pair.peer.inner.iter().all(IpAddr::is_ipv6));
+    assert!(pair.inbound.local_ts.iter().all(|s| s.start.is_ipv6()));
+    pair
+}
+
 fn values(c: &Configuration, kind: u16) -> Vec<Vec<u8>> {
     c.attributes
         .iter()
@@ -85,19 +123,13 @@ fn ranges(list: &[gate64_esp::Selector]) -> Vec<(IpAddr, IpAddr)> {
 /// server; the child SA is found for both families' destinations.
 #[test]
 fn a_client_proposing_both_families_gets_both_narrowed() {
-    let lab = Lab::new();
-    let now = Instant::now();
-    let mut r = lab.responder(now, with_ipv4);
-    let mut i = client(
-        &lab,
+    let Intranet {
+        mut r,
+        mut i,
+        cp,
         now,
-        TunnelKind::Intranet,
-        vec![any4(), any6()],
-        vec![any4(), any6()],
-    );
-    i.start(now);
-    let sent = exchange_all(&mut r, &mut i, now);
-    let cp = cp_reply(&i, &sent);
+        ..
+    } = intranet(with_ipv4, vec![any4(), any6()], vec![any4(), any6()]);
     let leased4 = Ipv4Addr::new(10, 77, 0, 1);
     assert_eq!(
         values(&cp, cfg::INTERNAL_IP4_ADDRESS),
@@ -153,56 +185,24 @@ fn a_client_proposing_both_families_gets_both_narrowed() {
 /// part of its TSr is dropped.
 #[test]
 fn a_client_asking_no_ipv4_gets_none_and_no_ipv4_selectors() {
-    let lab = Lab::new();
-    let now = Instant::now();
-    let mut r = lab.responder(now, with_ipv4);
-    let mut i = client(
-        &lab,
-        now,
-        TunnelKind::Intranet,
-        vec![any6()],
-        vec![any4(), any6()],
-    );
-    i.start(now);
-    let sent = exchange_all(&mut r, &mut i, now);
-    let cp = cp_reply(&i, &sent);
-    assert!(values(&cp, cfg::INTERNAL_IP4_ADDRESS).is_empty());
-    assert!(values(&cp, cfg::INTERNAL_IP4_DNS).is_empty());
-    established(&mut i);
-    let ev = events(&mut r);
-    let pair = child_ups(&ev)[0];
-    assert!(pair.peer.inner.iter().all(IpAddr::is_ipv6));
-    assert!(pair.inbound.local_ts.iter().all(|s| s.start.is_ipv6()));
-    assert_eq!(r.pool4.as_ref().map(AddressPool4::leased), Some(0));
-    assert_eq!(r.ike_sas(now)[0].inner4, None);
+    let mut run = intranet(with_ipv4, vec![any6()], vec![any4(), any6()]);
+    ipv6_only(&mut run);
+    assert_eq!(run.r.pool4.as_ref().map(AddressPool4::leased), Some(0));
+    assert_eq!(run.r.ike_sas(run.now)[0].inner4, None);
 }
 
 /// Without `pool4` a client that asks for IPv4 gets none: no address, no IPv4 selectors.
 #[test]
 fn without_pool4_nobody_gets_ipv4() {
-    let lab = Lab::new();
-    let now = Instant::now();
-    let mut r = lab.responder(now, |c| {
-        c.intranet_prefixes.push(CORP4.parse().expect("prefix"));
-        c.dns4 = vec![DNS4];
-    });
-    let mut i = client(
-        &lab,
-        now,
-        TunnelKind::Intranet,
+    let mut run = intranet(
+        |c| {
+            c.intranet_prefixes.push(CORP4.parse().expect("prefix"));
+            c.dns4 = vec![DNS4];
+        },
         vec![any4(), any6()],
         vec![any4(), any6()],
     );
-    i.start(now);
-    let sent = exchange_all(&mut r, &mut i, now);
-    let cp = cp_reply(&i, &sent);
-    assert!(values(&cp, cfg::INTERNAL_IP4_ADDRESS).is_empty());
-    assert!(values(&cp, cfg::INTERNAL_IP4_DNS).is_empty());
-    established(&mut i);
-    let ev = events(&mut r);
-    let pair = child_ups(&ev)[0];
-    assert!(pair.peer.inner.iter().all(IpAddr::is_ipv6));
-    assert!(pair.inbound.local_ts.iter().all(|s| s.start.is_ipv6()));
+    let pair = ipv6_only(&mut run);
     assert!(pair.inbound.remote_ts.iter().all(|s| s.start.is_ipv6()));
 }
 
