@@ -558,14 +558,7 @@ pub(super) fn our_auth(
 ) -> Result<Vec<Payload>, AuthError> {
     let sa = r.sas.get(&spi_r).ok_or(AuthError::Malformed("no IKE SA"))?;
     let credentials = &r.config.credentials;
-    let ours = match requested {
-        Some(id) if credentials.holds_id(id) => id.clone(),
-        _ => credentials.id(),
-    };
-    let idr = Identification {
-        kind: ours.id_type.code(),
-        data: ours.data.clone(),
-    };
+    let idr = our_idr(r, requested);
     let octets = [
         &sa.init_response[..],
         &sa.ni,
@@ -588,6 +581,45 @@ pub(super) fn our_auth(
         data,
     });
     Ok(payloads)
+}
+
+/// The IDr [`our_auth`] sends: the identity the client asked for when our certificate holds
+/// it, else the configured one.
+pub(super) fn our_idr(r: &Responder, requested: Option<&Identity>) -> Identification {
+    let credentials = &r.config.credentials;
+    let ours = match requested {
+        Some(id) if credentials.holds_id(id) => id.clone(),
+        _ => credentials.id(),
+    };
+    Identification {
+        kind: ours.id_type.code(),
+        data: ours.data,
+    }
+}
+
+/// [`our_auth`] for the IKE_AUTH request `inner` (its IDr asks for our identity), or, when
+/// signing fails (a fault of ours, logged at warn), the IKE SA refused with
+/// AUTHENTICATION_FAILED under `crypto` and `None`.
+pub(super) fn our_auth_or_fail(
+    r: &mut Responder,
+    (h, now, started): (Header, Instant, Instant),
+    inner: &[Payload],
+) -> Option<Vec<Payload>> {
+    match our_auth(r, h.spi_r, requested_idr(inner).as_ref()) {
+        Ok(p) => Some(p),
+        Err(e) => {
+            tracing::warn!(error = %e, "ike: signing our AUTH failed");
+            fail(
+                r,
+                h,
+                now,
+                started,
+                notify::AUTHENTICATION_FAILED,
+                Refusal::Crypto,
+            );
+            None
+        }
+    }
 }
 
 /// [`fail`] for a refusal of the client's credentials, reported first with the identity it
