@@ -5,7 +5,7 @@ use std::time::Instant;
 
 use super::auth_jobs::{self, AuthVerdict, PendingAuth, Round};
 use super::auth_round::{
-    AuthRequest, Pending, Verified, admit_identity, complete, establish, fail, fail_auth,
+    AuthRequest, Pending, Verified, admit_identity, complete, establish, fail, fail_auth, idr_body,
     our_auth_or_fail, remember_certificate, request_parts, verify_client,
 };
 use super::{Refusal, Responder, eap, second_auth, tunnel_rules};
@@ -132,10 +132,12 @@ pub(super) fn after_verify(
         sa.peer_id = disconnect_name(&req);
     }
     if another_follows {
+        let idr_body = idr_body(&payloads);
         let pending = Pending {
             machine: identity,
             first_request: inner,
             tunnel,
+            idr_body,
         };
         return second_auth::await_second_round(r, h, pending, payloads);
     }

@@ -491,6 +491,9 @@ pub(crate) struct Pending {
     pub(super) first_request: Vec<Payload>,
     /// The tunnel the first round chose, with its TSr.
     pub(super) tunnel: TunnelChoice,
+    /// The body of the IDr our first answer carried: an EAP second round's last AUTH covers
+    /// it (RFC 7296 §2.16).
+    pub(super) idr_body: Vec<u8>,
 }
 
 impl SecondAuth {
@@ -558,7 +561,14 @@ pub(super) fn our_auth(
 ) -> Result<Vec<Payload>, AuthError> {
     let sa = r.sas.get(&spi_r).ok_or(AuthError::Malformed("no IKE SA"))?;
     let credentials = &r.config.credentials;
-    let idr = our_idr(r, requested);
+    let ours = match requested {
+        Some(id) if credentials.holds_id(id) => id.clone(),
+        _ => credentials.id(),
+    };
+    let idr = Identification {
+        kind: ours.id_type.code(),
+        data: ours.data.clone(),
+    };
     let octets = [
         &sa.init_response[..],
         &sa.ni,
@@ -583,18 +593,16 @@ pub(super) fn our_auth(
     Ok(payloads)
 }
 
-/// The IDr [`our_auth`] sends: the identity the client asked for when our certificate holds
-/// it, else the configured one.
-pub(super) fn our_idr(r: &Responder, requested: Option<&Identity>) -> Identification {
-    let credentials = &r.config.credentials;
-    let ours = match requested {
-        Some(id) if credentials.holds_id(id) => id.clone(),
-        _ => credentials.id(),
-    };
-    Identification {
-        kind: ours.id_type.code(),
-        data: ours.data,
-    }
+/// The body of the IDr among our `payloads` (from [`our_auth`]), for the AUTH keyed by an
+/// EAP MSK at the end.
+pub(super) fn idr_body(payloads: &[Payload]) -> Vec<u8> {
+    payloads
+        .iter()
+        .find_map(|p| match p {
+            Payload::IdR(id) => Some(id.body()),
+            _ => None,
+        })
+        .unwrap_or_default()
 }
 
 /// [`our_auth`] for the IKE_AUTH request `inner` (its IDr asks for our identity), or, when

@@ -31,8 +31,8 @@ use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use super::auth_round::{
-    Pending, SecondAuth, Verified, admit_identity, complete, establish, fail, fail_auth,
-    our_auth_or_fail, our_idr, request_parts, requested_idr,
+    Pending, SecondAuth, Verified, admit_identity, complete, establish, fail, fail_auth, idr_body,
+    our_auth_or_fail, request_parts,
 };
 use super::authz::{self, Authorization};
 use super::half_open::SourceKey;
@@ -267,13 +267,7 @@ pub(super) fn start(r: &mut Responder, now: Instant, h: Header, inner: Vec<Paylo
     let Some(payloads) = our_auth_or_fail(r, (h, now, started), &inner) else {
         return;
     };
-    let idr_body = payloads
-        .iter()
-        .find_map(|p| match p {
-            Payload::IdR(id) => Some(id.body()),
-            _ => None,
-        })
-        .unwrap_or_default();
+    let idr_body = idr_body(&payloads);
     let idi_body = idi_body(&inner);
     let round = Round::Only(inner);
     open(r, now, h, (round, source), (idi_body, idr_body), payloads);
@@ -303,7 +297,7 @@ pub(super) fn start_second(r: &mut Responder, now: Instant, h: Header, inner: Ve
         return fail_auth(r, (h, now, started), remote, Refusal::EapCap, machine);
     };
     // The AUTH we send at the end covers the IDr of the first round's answer.
-    let idr_body = our_idr(r, requested_idr(&pending.first_request).as_ref()).body();
+    let idr_body = pending.idr_body.clone();
     let idi_body = idi_body(&inner);
     let round = Round::Second(pending);
     open(r, now, h, (round, source), (idi_body, idr_body), Vec::new());
