@@ -7,6 +7,12 @@
 //! - `netns_eap_mschapv2_user_tunnel_through_freeradius`: alice's tunnel comes up as the
 //!   intranet tunnel and pings the corporate host; then bob, with a wrong password, is
 //!   refused: `gate64_ike_refused_total{reason="eap"}` rises and gate64's log names bob.
+//! - `netns_eap_machine_certificate_then_mschapv2_second_round`: strongSwan's
+//!   `ikev2-cert-eap` (RFC 4739): `local-1` proves the lab machine certificate, `local-2` runs
+//!   EAP-MSCHAPv2 as alice, under `intranet_second_auth = "required"`. bob (wrong password
+//!   in the second round) is refused under `reason="eap"`, the log naming him; alice's
+//!   intranet tunnel comes up and pings, and `gate64 status` shows the machine identity,
+//!   `eap:alice` as the user identity and the method `certificate+eap`.
 //! - `netns_eap_windows_device_and_user_tunnels_from_one_host`: one charon with Windows'
 //!   proposals (AES-256-CBC, SHA2-256, MODP-2048; ESP AES-256-CBC with SHA2-256) holds the
 //!   device tunnel (machine certificate, infrastructure) and alice's EAP-MSCHAPv2 user tunnel
@@ -80,6 +86,16 @@ fn netns_eap_mschapv2_user_tunnel_through_freeradius() {
         "netns_eap_mschapv2_user_tunnel_through_freeradius",
         Topology::builder(),
         eap_mschapv2,
+    );
+}
+
+#[test]
+#[ignore = "netns: needs root"]
+fn netns_eap_machine_certificate_then_mschapv2_second_round() {
+    netns_test(
+        "netns_eap_machine_certificate_then_mschapv2_second_round",
+        Topology::builder(),
+        machine_then_mschapv2,
     );
 }
 
@@ -160,6 +176,16 @@ fn start_gate(
     accounting: bool,
     tables: &str,
 ) -> Result<(Process, LabCerts, IpAddr)> {
+    start_gate_with(topo, servers, (accounting, tables), "")
+}
+
+/// [`start_gate`] with more `[ipsec]` keys (`ipsec_keys`, lines of their own).
+fn start_gate_with(
+    topo: &Topology,
+    servers: &[&str],
+    (accounting, tables): (bool, &str),
+    ipsec_keys: &str,
+) -> Result<(Process, LabCerts, IpAddr)> {
     let listen = ipv6_link(topo)?;
     let secret = topo
         .srv
@@ -167,7 +193,7 @@ fn start_gate(
     // gate64 refuses a secret file its group or others may read.
     std::fs::set_permissions(&secret, std::os::unix::fs::PermissionsExt::from_mode(0o600))?;
     let secret = path_str(&secret)?;
-    let mut keys = format!("listen = [\"{listen}\"]\n");
+    let mut keys = format!("listen = [\"{listen}\"]\n{ipsec_keys}");
     for server in servers {
         keys.push_str(&format!(
             "[[ipsec.eap_radius]]\nserver = \"{server}\"\nsecret_file = \"{secret}\"\n"
@@ -196,8 +222,11 @@ fn start_gate(
 /// One swanctl connection towards gate64, with one child of the same name.
 struct Conn<'a> {
     name: &'a str,
-    /// The body of its `local` section (authentication and credentials).
+    /// The body of its `local` section (authentication and credentials); with `second`, of
+    /// its `local-1` section.
     local: String,
+    /// The body of a `local-2` section: an RFC 4739 second authentication round.
+    second: Option<String>,
     /// More lines of its `remote` section (gate64 proves its certificate to any identity).
     remote: &'a str,
     /// The corporate selectors (`remote_ts`).
@@ -212,6 +241,7 @@ impl<'a> Conn<'a> {
         Conn {
             name,
             local: format!("auth = eap-mschapv2\n      eap_id = {user}"),
+            second: None,
             remote: "",
             ts: INTRANET_TS,
             proposals,
@@ -237,13 +267,20 @@ fn client_config(
     let mut swanctl_conf = "connections {\n".to_owned();
     for c in conns {
         let (name, ike, esp) = (c.name, c.proposals.0, c.proposals.1);
+        let locals = match &c.second {
+            None => format!("local {{\n      {}\n    }}", c.local),
+            Some(second) => format!(
+                "local-1 {{\n      {}\n    }}\n    local-2 {{\n      {second}\n    }}",
+                c.local
+            ),
+        };
         swanctl_conf.push_str(&format!(
             "  {name} {{\n    version = 2\n    remote_addrs = {listen}\n    vips = ::\n    \
-             proposals = {ike}\n    fragmentation = yes\n    local {{\n      {}\n    }}\n    \
+             proposals = {ike}\n    fragmentation = yes\n    {locals}\n    \
              remote {{\n      auth = pubkey\n      id = %any\n{}    }}\n    children {{\n      \
              {name} {{\n        remote_ts = {}\n        esp_proposals = {esp}\n      }}\n    \
              }}\n  }}\n",
-            c.local, c.remote, c.ts
+            c.remote, c.ts
         ));
     }
     swanctl_conf.push_str("}\nsecrets {\n");
@@ -329,12 +366,86 @@ fn eap_mschapv2(topo: &Topology) -> Result<()> {
 /// The lab client certificate's subject: the Windows machine's device certificate.
 const MACHINE: &str = "CN=client.gate64.lab";
 
+/// A strongSwan `ikev2-cert-eap` client: the machine certificate in the first round, then
+/// EAP-MSCHAPv2 as `user` in the second (RFC 4739).
+fn machine_then<'a>(name: &'a str, user: &str) -> Conn<'a> {
+    Conn {
+        name,
+        local: "auth = pubkey\n      certs = initiator.pem".to_owned(),
+        second: Some(format!("auth = eap-mschapv2\n      eap_id = {user}")),
+        remote: "",
+        ts: INTRANET_TS,
+        proposals: MODERN,
+    }
+}
+
+fn machine_then_mschapv2(topo: &Topology) -> Result<()> {
+    let radius = radius_with_users(topo)?;
+    let required = "intranet_second_auth = \"required\"\n";
+    let (mut gate, certs, listen) = start_gate_with(topo, &[RADIUS], (false, ""), required)?;
+    let config = client_config(
+        listen,
+        &[machine_then("alice", "alice"), machine_then("bob", "bob")],
+        &[
+            ("alice", ALICE_PASSWORD),
+            ("bob", &format!("not-{BOB_PASSWORD}")),
+        ],
+        vec![
+            ("x509ca".to_owned(), certs.ca.clone()),
+            ("x509".to_owned(), certs.initiator_cert.clone()),
+            ("private".to_owned(), certs.initiator_key.clone()),
+        ],
+    );
+    let charon = Charon::start_verbatim(&topo.cli, "cert-eap", &config)?;
+    let result = (|| -> Result<()> {
+        charon.load_all()?;
+        let before = eap_refusals(topo)?;
+        let refused = charon.initiate("bob", "bob", INITIATE_TIMEOUT);
+        ensure!(refused.is_err(), "bob's wrong password was accepted");
+        let after = eap_refusals(topo)?;
+        ensure!(after >= before + 1.0, "refused eap: {before} -> {after}");
+        connect_and_ping(topo, &charon, "alice")?;
+        let status = status_json(topo)?;
+        let sas: Vec<serde_json::Value> = status["clients"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .flat_map(|c| c["sas"].as_array().cloned().unwrap_or_default())
+            .collect();
+        ensure!(
+            sas.len() == 1
+                && sas[0]["identity"] == MACHINE
+                && sas[0]["user_identity"] == "eap:alice"
+                && sas[0]["auth_method"] == "certificate+eap"
+                && sas[0]["radius_user"] == "alice"
+                && sas[0]["tunnel"] == "intranet",
+            "one intranet IKE SA of the machine and alice:\n{status:#}"
+        );
+        let text = gate64_ctl(topo, &["status"])?;
+        ensure!(
+            text.contains(MACHINE)
+                && text.contains("eap:alice")
+                && text.contains("certificate+eap"),
+            "gate64 status shows both identities and the method:\n{text}"
+        );
+        Ok(())
+    })();
+    with_charon_logs(result, &[&charon]).with_context(|| radius.log())?;
+    let log = gate.log();
+    ensure!(
+        log.contains("EAP authentication refused") && log.contains("eap:bob"),
+        "gate64's log names bob's refusal:\n{log}"
+    );
+    gate.ensure_running()
+}
+
 fn windows_both_tunnels(topo: &Topology) -> Result<()> {
     let radius = radius_with_users(topo)?;
     let (mut gate, certs, listen) = start_gate(topo, &[RADIUS], true, "")?;
     let device = Conn {
         name: "device",
         local: "auth = pubkey\n      certs = initiator.pem".to_owned(),
+        second: None,
         remote: "",
         ts: &format!("{CORP_HOST}/128"),
         proposals: WINDOWS,
@@ -478,6 +589,7 @@ fn eap_tls(topo: &Topology) -> Result<()> {
             "auth = eap-tls\n      id = {USER_CERT}\n      eap_id = {USER_CERT}\n      \
              certs = alice.pem"
         ),
+        second: None,
         remote: "",
         ts: INTRANET_TS,
         proposals: MODERN,

@@ -39,7 +39,8 @@ pub struct IkeSaInfo {
     pub age: Duration,
     /// How often it was rekeyed (IKE and child).
     pub rekeys: u32,
-    /// How its client authenticated once established: `certificate` or `eap`.
+    /// How its client authenticated once established: `certificate` (one or two rounds),
+    /// `eap`, or `certificate+eap` (RFC 4739: a machine certificate, then EAP).
     pub auth_method: Option<&'static str>,
     /// The RADIUS User-Name it was authenticated (EAP) or authorized
     /// (`authorize_certificates = "radius"`) under.

@@ -5,8 +5,8 @@ use std::time::Instant;
 
 use super::auth_jobs::{self, AuthVerdict, PendingAuth, Round};
 use super::auth_round::{
-    AuthRequest, Pending, Verified, admit_identity, complete, establish, fail, fail_auth, our_auth,
-    remember_certificate, request_parts, requested_idr, verify_client,
+    AuthRequest, Pending, Verified, admit_identity, complete, establish, fail, fail_auth, idr_body,
+    our_auth_or_fail, remember_certificate, request_parts, verify_client,
 };
 use super::{Refusal, Responder, eap, second_auth, tunnel_rules};
 use crate::auth::{AuthError, Identity};
@@ -19,6 +19,10 @@ pub(super) fn handle(r: &mut Responder, now: Instant, h: Header, inner: Vec<Payl
         return;
     }
     if second_auth::is_second_round(r, h.spi_r) {
+        // RFC 4739 §3 with RFC 7296 §2.16: a second round without AUTH asks for EAP.
+        if r.config.eap.is_some() && eap::wanted(&inner) {
+            return eap::start_second(r, now, h, inner);
+        }
         return second_auth::handle_second_round(r, now, h, inner);
     }
     if eap::active(r, h.spi_r) {
@@ -121,28 +125,19 @@ pub(super) fn after_verify(
         Ok(another) => another,
         Err(reason) => return fail(r, h, now, started, notify::AUTHENTICATION_FAILED, reason),
     };
-    let payloads = match our_auth(r, h.spi_r, requested_idr(&inner).as_ref()) {
-        Ok(p) => p,
-        Err(e) => {
-            tracing::warn!(error = %e, "ike: signing our AUTH failed");
-            return fail(
-                r,
-                h,
-                now,
-                started,
-                notify::AUTHENTICATION_FAILED,
-                Refusal::Crypto,
-            );
-        }
+    let Some(payloads) = our_auth_or_fail(r, (h, now, started), &inner) else {
+        return;
     };
     if let Some(sa) = r.sas.get_mut(&h.spi_r) {
         sa.peer_id = disconnect_name(&req);
     }
     if another_follows {
+        let idr_body = idr_body(&payloads);
         let pending = Pending {
             machine: identity,
             first_request: inner,
             tunnel,
+            idr_body,
         };
         return second_auth::await_second_round(r, h, pending, payloads);
     }

@@ -491,6 +491,9 @@ pub(crate) struct Pending {
     pub(super) first_request: Vec<Payload>,
     /// The tunnel the first round chose, with its TSr.
     pub(super) tunnel: TunnelChoice,
+    /// The body of the IDr our first answer carried: an EAP second round's last AUTH covers
+    /// it (RFC 7296 §2.16).
+    pub(super) idr_body: Vec<u8>,
 }
 
 impl SecondAuth {
@@ -588,6 +591,43 @@ pub(super) fn our_auth(
         data,
     });
     Ok(payloads)
+}
+
+/// The body of the IDr among our `payloads` (from [`our_auth`]), for the AUTH keyed by an
+/// EAP MSK at the end.
+pub(super) fn idr_body(payloads: &[Payload]) -> Vec<u8> {
+    payloads
+        .iter()
+        .find_map(|p| match p {
+            Payload::IdR(id) => Some(id.body()),
+            _ => None,
+        })
+        .unwrap_or_default()
+}
+
+/// [`our_auth`] for the IKE_AUTH request `inner` (its IDr asks for our identity), or, when
+/// signing fails (a fault of ours, logged at warn), the IKE SA refused with
+/// AUTHENTICATION_FAILED under `crypto` and `None`.
+pub(super) fn our_auth_or_fail(
+    r: &mut Responder,
+    (h, now, started): (Header, Instant, Instant),
+    inner: &[Payload],
+) -> Option<Vec<Payload>> {
+    match our_auth(r, h.spi_r, requested_idr(inner).as_ref()) {
+        Ok(p) => Some(p),
+        Err(e) => {
+            tracing::warn!(error = %e, "ike: signing our AUTH failed");
+            fail(
+                r,
+                h,
+                now,
+                started,
+                notify::AUTHENTICATION_FAILED,
+                Refusal::Crypto,
+            );
+            None
+        }
+    }
 }
 
 /// [`fail`] for a refusal of the client's credentials, reported first with the identity it

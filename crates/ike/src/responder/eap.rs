@@ -16,14 +16,23 @@
 //! an unreachable server, or the bounds of [`EapPolicy`] refuse the IKE SA
 //! (`Refusal::Eap`, `Refusal::EapCap`). An EAP IKE SA is the intranet tunnel unless the
 //! client names the infrastructure one.
+//!
+//! EAP may also be the second round of RFC 4739 ([`start_second`]): after a first round with
+//! the machine certificate and ANOTHER_AUTH_FOLLOWS, answered with IDr, CERT and AUTH, the
+//! client's second IKE_AUTH carries an IDi and no AUTH. gate64 then answers with the
+//! EAP-Request/Identity alone (our identity was proven in the first round), relays the same
+//! way under the same bounds, and ends with the AUTHs keyed by the MSK over this round's IDi
+//! and the first round's IDr; the SA, TS and CP of the first request are answered then. The
+//! IKE SA keeps the machine certificate as its identity, the EAP user as its second one, and
+//! the Access-Accept's authorization.
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use super::auth_round::{
-    Verified, admit_identity, complete, establish, fail, fail_auth, our_auth, request_parts,
-    requested_idr,
+    Pending, SecondAuth, Verified, admit_identity, complete, establish, fail, fail_auth, idr_body,
+    our_auth_or_fail, request_parts,
 };
 use super::authz::{self, Authorization};
 use super::half_open::SourceKey;
@@ -31,7 +40,7 @@ use super::{Refusal, Responder, child};
 use crate::auth::{CertSummary, Identity, IdentityKey};
 use crate::child_sa::TunnelKind;
 use crate::keys::Secret;
-use crate::message::{Header, Payload, kind, notify};
+use crate::message::{Header, Payload, find_notify, kind, notify};
 
 /// RFC 7296 §2.15: the pad keyed by a shared secret (here the MSK).
 const KEY_PAD: &[u8] = b"Key Pad for IKEv2";
@@ -153,11 +162,23 @@ enum Stage {
     Auth(Secret),
 }
 
+/// Which authentication round an EAP exchange is.
+#[derive(Debug)]
+enum Round {
+    /// The only one: the first IKE_AUTH request, whose IDi, SA, TS and CP are answered at the
+    /// end.
+    Only(Vec<Payload>),
+    /// RFC 4739's second, after the machine certificate's round: what that round left (its
+    /// request's SA, TS and CP are answered at the end).
+    Second(Box<Pending>),
+}
+
 /// One IKE SA's EAP exchange.
 #[derive(Debug)]
 pub(crate) struct EapState {
-    /// The first IKE_AUTH request: its IDi, SA, TS and CP are answered at the end.
-    first_request: Vec<Payload>,
+    round: Round,
+    /// The body of the IDi the client's AUTH covers (this round's).
+    idi_body: Vec<u8>,
     /// The IDr body we sent (for our AUTH at the end).
     idr_body: Vec<u8>,
     /// Our EAP-Request/Identity's identifier.
@@ -240,39 +261,88 @@ pub(super) fn start(r: &mut Responder, now: Instant, h: Header, inner: Vec<Paylo
             Refusal::Malformed,
         );
     }
+    let Some(source) = flight_room(r, &policy, remote) else {
+        return fail_auth(r, (h, now, started), remote, Refusal::EapCap, claimed);
+    };
+    let Some(payloads) = our_auth_or_fail(r, (h, now, started), &inner) else {
+        return;
+    };
+    let idr_body = idr_body(&payloads);
+    let idi_body = idi_body(&inner);
+    let round = Round::Only(inner);
+    open(r, now, h, (round, source), (idi_body, idr_body), payloads);
+}
+
+/// Starts EAP as RFC 4739's second round: the IKE_AUTH request `inner` after a certificate
+/// round carries IDi and no AUTH. Our IDr, certificate and AUTH went out with the first
+/// round, so the answer is the EAP-Request/Identity alone; the exchange is bounded as a
+/// first-round one is.
+pub(super) fn start_second(r: &mut Responder, now: Instant, h: Header, inner: Vec<Payload>) {
+    let Some(policy) = r.config.eap else {
+        return;
+    };
+    let Some(sa) = r.sas.get_mut(&h.spi_r) else {
+        return;
+    };
+    let (remote, started) = (sa.remote, sa.started);
+    let SecondAuth::Awaiting(pending) = std::mem::take(&mut sa.second_auth) else {
+        return;
+    };
+    let machine = Some(pending.machine.subject.clone());
+    if find_notify(&inner, notify::ANOTHER_AUTH_FOLLOWS).is_some() {
+        let reason = Refusal::Authentication("more than two authentication rounds".into());
+        return fail(r, h, now, started, notify::AUTHENTICATION_FAILED, reason);
+    }
+    let Some(source) = flight_room(r, &policy, remote) else {
+        return fail_auth(r, (h, now, started), remote, Refusal::EapCap, machine);
+    };
+    // The AUTH we send at the end covers the IDr of the first round's answer.
+    let idr_body = pending.idr_body.clone();
+    let idi_body = idi_body(&inner);
+    let round = Round::Second(pending);
+    open(r, now, h, (round, source), (idi_body, idr_body), Vec::new());
+}
+
+/// The IDi body of the request `inner` (empty without one).
+fn idi_body(inner: &[Payload]) -> Vec<u8> {
+    inner
+        .iter()
+        .find_map(|p| match p {
+            Payload::IdI(id) => Some(id.body()),
+            _ => None,
+        })
+        .unwrap_or_default()
+}
+
+/// The source key of `remote` when one more EAP exchange fits under `policy`, in all and
+/// for that source; `None` (logged) at either cap.
+fn flight_room(r: &Responder, policy: &EapPolicy, remote: SocketAddr) -> Option<SourceKey> {
     let source = SourceKey::of(remote.ip());
     let here = r.eap_flight.per_source.get(&source).copied().unwrap_or(0);
     if r.eap_flight.total >= policy.max_in_flight || here >= policy.max_per_source {
         tracing::debug!(peer = %remote, "ike: EAP exchanges in progress at their cap");
-        return fail_auth(r, (h, now, started), remote, Refusal::EapCap, claimed);
+        return None;
     }
-    let payloads = match our_auth(r, h.spi_r, requested_idr(&inner).as_ref()) {
-        Ok(p) => p,
-        Err(e) => {
-            tracing::warn!(error = %e, "ike: signing our AUTH failed");
-            return fail(
-                r,
-                h,
-                now,
-                started,
-                notify::AUTHENTICATION_FAILED,
-                Refusal::Crypto,
-            );
-        }
-    };
-    let idr_body = payloads
-        .iter()
-        .find_map(|p| match p {
-            Payload::IdR(id) => Some(id.body()),
-            _ => None,
-        })
-        .unwrap_or_default();
+    Some(source)
+}
+
+/// Counts the exchange under `source`, keeps its state on IKE SA `h.spi_r` and answers with
+/// `payloads` and an EAP-Request/Identity.
+fn open(
+    r: &mut Responder,
+    now: Instant,
+    h: Header,
+    (round, source): (Round, SourceKey),
+    (idi_body, idr_body): (Vec<u8>, Vec<u8>),
+    mut payloads: Vec<Payload>,
+) {
     let identity_id = 1;
     r.eap_flight.total += 1;
     *r.eap_flight.per_source.entry(source).or_default() += 1;
     if let Some(sa) = r.sas.get_mut(&h.spi_r) {
         sa.eap = Some(Box::new(EapState {
-            first_request: inner,
+            round,
+            idi_body,
             idr_body,
             identity_id,
             user: None,
@@ -284,7 +354,6 @@ pub(super) fn start(r: &mut Responder, now: Instant, h: Header, inner: Vec<Paylo
             authorization: Authorization::default(),
         }));
     }
-    let mut payloads = payloads;
     // EAP-Request (1), identifier, length 5, type Identity (1).
     payloads.push(eap_payload(vec![1, identity_id, 0, 5, 1]));
     r.respond(h.spi_r, h, payloads);
@@ -443,8 +512,15 @@ fn finish(r: &mut Responder, now: Instant, h: Header, inner: Vec<Payload>) {
         tracing::info!(peer = %remote, user, "ike: EAP client's AUTH does not verify");
         return fail_auth(r, (h, now, started), remote, Refusal::Eap, named);
     }
+    let first_request = match eap.round {
+        Round::Only(first_request) => first_request,
+        Round::Second(pending) => {
+            let ok = (user, eap.authorization, ours);
+            return finish_second(r, (h, now, started), remote, *pending, ok);
+        }
+    };
     // The first request's IDi, SA, TS and CP with this request's AUTH.
-    let mut combined = eap.first_request;
+    let mut combined = first_request;
     combined.retain(|p| !matches!(p, Payload::Auth { .. }));
     combined.extend(
         inner
@@ -494,25 +570,18 @@ fn finish(r: &mut Responder, now: Instant, h: Header, inner: Vec<Payload>) {
 
 /// The client's AUTH as it must be and ours, both keyed by `prf(MSK, "Key Pad for IKEv2")`
 /// (RFC 7296 §2.15-2.16): over the initiator's IKE_SA_INIT request | Nr | prf(SK_pi, IDi'),
-/// and over our IKE_SA_INIT response | Ni | prf(SK_pr, IDr'). `None` before the MSK.
+/// and over our IKE_SA_INIT response | Ni | prf(SK_pr, IDr'), IDi' being this round's and
+/// IDr' the one we sent (in the first round). `None` before the MSK.
 fn msk_auths(sa: &super::IkeSa, eap: &EapState) -> Option<(Vec<u8>, Vec<u8>)> {
     let Stage::Auth(msk) = &eap.stage else {
         return None;
     };
     let prf = sa.keys.sk_pi.prf;
     let key = prf.prf(&msk.0, &[KEY_PAD]);
-    let idi_body = eap
-        .first_request
-        .iter()
-        .find_map(|p| match p {
-            Payload::IdI(id) => Some(id.body()),
-            _ => None,
-        })
-        .unwrap_or_default();
     let octets_i = [
         &sa.init_request[..],
         &sa.nr,
-        &sa.keys.sk_pi.prf(&[&idi_body]),
+        &sa.keys.sk_pi.prf(&[&eap.idi_body]),
     ]
     .concat();
     let octets_r = [
@@ -522,6 +591,51 @@ fn msk_auths(sa: &super::IkeSa, eap: &EapState) -> Option<(Vec<u8>, Vec<u8>)> {
     ]
     .concat();
     Some((prf.prf(&key, &[&octets_i]), prf.prf(&key, &[&octets_r])))
+}
+
+/// The end of EAP as RFC 4739's second round, the client's AUTH verified: `user` passed EAP
+/// and the server granted `authorization`, `ours` is our AUTH. The IKE SA is established
+/// under the first round's machine certificate, with the user as its second identity (which
+/// `intranet_second_auth = "required"` asks for), and the first request's child SA.
+fn finish_second(
+    r: &mut Responder,
+    (h, now, started): (Header, Instant, Instant),
+    remote: SocketAddr,
+    pending: Pending,
+    (user, authorization, ours): (String, Authorization, Vec<u8>),
+) {
+    let named = Some(format!("eap:{user}"));
+    let Some(req) = request_parts(&pending.first_request) else {
+        return fail(
+            r,
+            h,
+            now,
+            started,
+            notify::INVALID_SYNTAX,
+            Refusal::Malformed,
+        );
+    };
+    let machine = &pending.machine;
+    // Leases are the machine's, as after a certificate second round.
+    if let Err(why) = authz::check_framed(r, &machine.key, &authorization) {
+        let reason = authz::framed_refusal(remote, &user, &why);
+        return fail_auth(r, (h, now, started), remote, reason, named);
+    }
+    tracing::debug!(peer = %remote, machine = %machine.subject, user, "ike second authentication by EAP");
+    authz::grant(r, h.spi_r, now, (&user, true), authorization);
+    if let Some(sa) = r.sas.get_mut(&h.spi_r) {
+        sa.second_auth = SecondAuth::Done(format!("eap:{user}").into());
+    }
+    // A second round proved a user: the intranet is allowed whatever `intranet_second_auth`.
+    establish(r, now, h, machine, true);
+    let payloads = vec![Payload::Auth {
+        method: SHARED_KEY_MIC,
+        data: ours,
+    }];
+    let Pending {
+        machine, tunnel, ..
+    } = pending;
+    complete(r, now, (h, &req), machine, tunnel, payloads);
 }
 
 /// What an EAP user is known by, in place of a certificate: the name as subject, keyed apart

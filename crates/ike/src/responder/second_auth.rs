@@ -13,6 +13,9 @@
 //!                <-- HDR, SK {SAr2, TSi, TSr}
 //! ```
 //!
+//! A second round that asks for EAP (IDi without AUTH) runs in `eap.rs` instead, when
+//! `[[ipsec.eap_radius]]` is configured; this module handles the certificate one.
+//!
 //! The state lives in one [`SecondAuth`] per IKE SA, so the rest of the SA is untouched: the
 //! first request is kept (its SA, TS and CP payloads are answered only after the second round)
 //! until the second round ends or the half-open timeout forgets the SA.
@@ -137,7 +140,8 @@ pub(crate) fn handle_second_round(r: &mut Responder, now: Instant, h: Header, in
         return;
     };
     let Some(proof) = ClientProof::from_payloads(&inner) else {
-        // No AUTH: EAP or a truncated round; gate64 authenticates with certificates only.
+        // No AUTH: a round asking for EAP without `[[ipsec.eap_radius]]` (with it the round
+        // went to `eap::start_second`), or a truncated one.
         let reason = Refusal::Authentication("second round without IDi and AUTH".into());
         return auth_round::fail(r, h, now, started, notify::AUTHENTICATION_FAILED, reason);
     };

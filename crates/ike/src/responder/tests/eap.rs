@@ -468,3 +468,239 @@ fn a_framed_address_the_pool_cannot_give_refuses_the_ike_auth() {
     assert!(crate::message::find_notify(&last, notify::AUTHENTICATION_FAILED).is_some());
     assert_eq!(r.pool.leased(), 1, "bob's only");
 }
+
+/// The EAP identity of an RFC 4739 second round's IDi.
+fn user_idi() -> Identification {
+    Identification {
+        kind: 3,
+        data: b"alice@gate64.lab".to_vec(),
+    }
+}
+
+/// RFC 4739 with EAP second: the initiator's machine-certificate round (with
+/// ANOTHER_AUTH_FOLLOWS) and its answer, then a hand-built second round of IDi without AUTH.
+/// Returns the first round's answer and the second's.
+fn up_to_second_round(
+    r: &mut Responder,
+    i: &mut Initiator,
+    now: Instant,
+) -> (Vec<Payload>, Vec<Payload>) {
+    i.start(now);
+    let (local, remote, bytes) = i.poll_transmit().expect("IKE_SA_INIT");
+    r.handle(now, remote, local, &bytes);
+    let t = r.poll_transmit().expect("IKE_SA_INIT response");
+    i.handle(now, &t.bytes);
+    let (local, remote, bytes) = i.poll_transmit().expect("first IKE_AUTH");
+    r.handle(now, remote, local, &bytes);
+    let t = r.poll_transmit().expect("first IKE_AUTH response");
+    let first = open_response(i, &t);
+    i.handle(now, &t.bytes);
+    // The initiator's own (certificate) second round is dropped for an EAP one.
+    while i.poll_transmit().is_some() {}
+    i.next_id = 2;
+    let bytes = request(i, exchange::IKE_AUTH, &[Payload::IdI(user_idi())]);
+    let second = send(r, i, now, &bytes);
+    (first, second)
+}
+
+/// [`up_to_second_round`], then the client's EAP identity, up to the first job.
+fn up_to_second_round_job(
+    r: &mut Responder,
+    i: &mut Initiator,
+    now: Instant,
+) -> (Vec<Payload>, Vec<Payload>, EapJob) {
+    let (first, second) = up_to_second_round(r, i, now);
+    let bytes = request(
+        i,
+        exchange::IKE_AUTH,
+        &[eap(b"\x02\x01\x00\x0a\x01alice".to_vec())],
+    );
+    r.handle(now, addr(SERVER), addr(CLIENT), &bytes);
+    let job = r.poll_eap_job().expect("a job for the relay");
+    (first, second, job)
+}
+
+fn machine_then_eap(lab: &Lab, now: Instant) -> Initiator {
+    let (chain, key) = leaf(&lab.clients_ca, "alice.gate64.lab");
+    let user = Credentials::from_pem(chain.as_bytes(), key.as_bytes()).expect("user");
+    lab.intranet(now).with_second_auth(user)
+}
+
+/// RFC 4739 §3 with RFC 7296 §2.16: a machine certificate, then EAP. The second round is
+/// answered with the EAP-Request/Identity alone, both AUTHs are keyed by the MSK over the
+/// second round's IDi and the first round's IDr, the child SA of the first request comes
+/// last, and the IKE SA carries both identities and the Access-Accept's authorization;
+/// `intranet_second_auth = "required"` takes the EAP round as the user's.
+#[test]
+fn rfc4739_machine_certificate_then_eap() {
+    let now = Instant::now();
+    let lab = Lab::new();
+    let mut r = lab.responder(now, |c| {
+        c.eap = Some(EapPolicy::default());
+        c.intranet_second_auth = SecondAuthPolicy::Required;
+    });
+    let mut i = machine_then_eap(&lab, now);
+    let (first, second, job) = up_to_second_round_job(&mut r, &mut i, now);
+    assert!(first.iter().any(|p| matches!(p, Payload::Auth { .. })));
+    assert!(!first.iter().any(|p| matches!(p, Payload::Sa(_))));
+    assert_eq!(
+        second,
+        vec![eap(vec![1, 1, 0, 5, 1])],
+        "EAP-Request/Identity alone"
+    );
+    assert_eq!((job.user.as_str(), r.eap_in_flight()), ("alice", 1));
+    let authorization = Authorization {
+        filter_id: Some("staff".into()),
+        session_timeout: Some(600),
+        class: vec![b"c1".to_vec()],
+        ..Authorization::default()
+    };
+    r.handle_eap_verdict(
+        now,
+        job.verdict(EapOutcome::Accept {
+            eap_message: vec![3, 1, 0, 4],
+            msk: MSK.to_vec(),
+            authorization,
+        }),
+    );
+    let t = r.poll_transmit().expect("EAP-Success");
+    assert_eq!(eap_of(&open_response(&i, &t)), Some(vec![3, 1, 0, 4]));
+    let (prf, key) = prf_key(&i);
+    let keys = i.keys.clone().expect("keys");
+    let octets = [
+        &i.init_request[..],
+        &i.nr,
+        &keys.sk_pi.prf(&[&user_idi().body()]),
+    ]
+    .concat();
+    let auth = prf.prf(&key, &[&octets]);
+    let bytes = request(
+        &mut i,
+        exchange::IKE_AUTH,
+        &[Payload::Auth {
+            method: 2,
+            data: auth,
+        }],
+    );
+    let last = send(&mut r, &i, now, &bytes);
+    let idr = first
+        .iter()
+        .find_map(|p| match p {
+            Payload::IdR(id) => Some(id.body()),
+            _ => None,
+        })
+        .expect("IDr");
+    let ours = [&i.init_response[..], &i.ni, &keys.sk_pr.prf(&[&idr])].concat();
+    assert!(
+        last.contains(&Payload::Auth {
+            method: 2,
+            data: prf.prf(&key, &[&ours]),
+        }),
+        "{last:?}"
+    );
+    assert!(last.iter().any(|p| matches!(p, Payload::Sa(_))));
+    let ev = events(&mut r);
+    assert!(
+        ev.iter().any(|e| matches!(e, Event::IkeSaUp {
+            identity,
+            tunnel: Some(TunnelKind::Intranet),
+            radius_user: Some(u),
+            filter_id: Some(f),
+            class,
+            ..
+        } if identity.contains("client1.gate64.lab") && u == "alice" && f == "staff" && class == &vec![b"c1".to_vec()])),
+        "{ev:?}"
+    );
+    assert_eq!(child_ups(&ev).len(), 1);
+    let sas = r.ike_sas(now);
+    assert_eq!(sas.len(), 1);
+    assert_eq!(sas[0].user_identity.as_deref(), Some("eap:alice"));
+    assert_eq!(sas[0].auth_method, Some("certificate+eap"));
+    assert_eq!(sas[0].radius_user.as_deref(), Some("alice"));
+    assert_eq!(
+        r.sas.values().next().and_then(|s| s.session_end),
+        Some(now + Duration::from_secs(600))
+    );
+    assert_eq!(
+        (r.eap_in_flight(), r.half_open(), r.established()),
+        (0, 0, 1)
+    );
+}
+
+/// Access-Reject in the second round refuses under `eap`, naming the EAP user; nothing of
+/// the first round stays.
+#[test]
+fn rfc4739_eap_second_round_rejected_names_the_user() {
+    let now = Instant::now();
+    let (lab, mut r) = eap_lab(now, |_| {});
+    let mut i = machine_then_eap(&lab, now);
+    let (_, _, job) = up_to_second_round_job(&mut r, &mut i, now);
+    events(&mut r);
+    r.handle_eap_verdict(now, job.verdict(EapOutcome::Reject));
+    let t = r.poll_transmit().expect("refusal");
+    let payloads = open_response(&i, &t);
+    assert!(crate::message::find_notify(&payloads, notify::AUTHENTICATION_FAILED).is_some());
+    let ev = events(&mut r);
+    assert!(
+        ev.iter().any(|e| matches!(e, Event::AuthRefused { reason: Refusal::Eap, identity: Some(id), .. } if id == "eap:alice")),
+        "{ev:?}"
+    );
+    assert!(child_ups(&ev).is_empty());
+    assert_eq!(
+        (r.ike_sas(now).len(), r.eap_in_flight(), r.half_open()),
+        (0, 0, 0)
+    );
+}
+
+/// A second-round EAP exchange counts against the EAP bounds as a first-round one: refused
+/// under `eap_cap` while the source's only slot is taken, and its round trips are counted.
+#[test]
+fn rfc4739_eap_second_round_counts_against_the_bounds() {
+    let now = Instant::now();
+    let (lab, mut r) = eap_lab(now, |p| {
+        p.max_per_source = 1;
+        p.max_rounds = 1;
+    });
+    let mut a = lab.intranet(now);
+    let (_, job_a) = up_to_identity(&mut r, &mut a, now);
+    let mut b = machine_then_eap(&lab, now);
+    events(&mut r);
+    let (_, refused) = up_to_second_round(&mut r, &mut b, now);
+    assert!(crate::message::find_notify(&refused, notify::AUTHENTICATION_FAILED).is_some());
+    assert!(events(&mut r).iter().any(|e| matches!(
+        e,
+        Event::Refused {
+            reason: Refusal::EapCap,
+            ..
+        }
+    )));
+    assert_eq!((r.eap_in_flight(), r.ike_sas(now).len()), (1, 1));
+    // With the slot free again, the second round runs; its second EAP message is one round
+    // trip too many.
+    r.handle_eap_verdict(now, job_a.verdict(EapOutcome::Reject));
+    r.poll_transmit().expect("the first exchange's refusal");
+    assert_eq!(r.eap_in_flight(), 0);
+    let mut c = machine_then_eap(&lab, now);
+    let (_, _, job) = up_to_second_round_job(&mut r, &mut c, now);
+    assert_eq!(r.eap_in_flight(), 1);
+    r.handle_eap_verdict(
+        now,
+        job.verdict(EapOutcome::Challenge {
+            eap_message: vec![1, 2, 0, 6, 26, 1],
+            state: None,
+        }),
+    );
+    r.poll_transmit().expect("challenge");
+    events(&mut r);
+    let bytes = request(&mut c, exchange::IKE_AUTH, &[eap(vec![2, 2, 0, 6, 26, 1])]);
+    let refused = send(&mut r, &c, now, &bytes);
+    assert!(crate::message::find_notify(&refused, notify::AUTHENTICATION_FAILED).is_some());
+    assert!(events(&mut r).iter().any(|e| matches!(
+        e,
+        Event::Refused {
+            reason: Refusal::EapCap,
+            ..
+        }
+    )));
+    assert_eq!((r.eap_in_flight(), r.poll_eap_job().is_none()), (0, true));
+}
