@@ -15,15 +15,15 @@
 //!   the path; a CoA-Request whose Filter-Id names a policy reaching one host is ACKed and
 //!   the other stops answering (`gate64_drops_total{reason="policy"}`), one naming no
 //!   `[[policy]]` is NAKed and leaves that policy in place, and one naming a policy of
-//!   `rate_mbps = 2` shows `2 Mbit/s each way` in `gate64 status` and holds iperf3 to it
-//!   (`reason="rate_limit"`). Throughout, charon and gate64 keep the same IKE and ESP SPIs
-//!   and no IKE SA is negotiated again.
+//!   `rate_mbps = 2` shows `2 Mbit/s each way` in `gate64 status` and `/status.json` and
+//!   holds iperf3 to it (`reason="rate_limit"`). Throughout, charon and gate64 keep the
+//!   same IKE and ESP SPIs and no IKE SA is negotiated again.
 
 use std::time::Duration;
 
 use anyhow::{Context, Result, ensure};
 use gate64_testkit::strongswan::{Charon, INFRASTRUCTURE, with_charon_logs};
-use gate64_testkit::{CORP_HOST, Topology, wait_for};
+use gate64_testkit::{CORP_HOST, METRICS_ADDR, Topology, wait_for};
 
 use crate::common::{gate64_ctl, netns_test, path_str, status_json};
 use crate::ipsec::TeredoIpsecLab;
@@ -427,6 +427,15 @@ fn coa_policy_steps(topo: &Topology, charon: &Charon<'_>) -> Result<()> {
         "status --json: {}",
         status_json(topo)?
     );
+    // The /status page's data (rebuilt every 2 s) shows them too.
+    let json_url = format!("http://{METRICS_ADDR}/status.json");
+    wait_for(Duration::from_secs(10), || {
+        let page = topo.srv.exec_ok(&["curl", "-s", &json_url]).ok()?;
+        let page: serde_json::Value = serde_json::from_str(&page).ok()?;
+        let row = &page["clients"][0];
+        (row["policy"] == "slow" && row["limit"] == "2 Mbit/s each way").then_some(())
+    })
+    .context("/status.json never showed the slow policy and its limit")?;
     topo.ping6_host_all(&topo.cli, OTHER_CORP_HOST, 2)
         .context("slow reaches the whole corporate /48")?;
     let after = topo.iperf3_to(&CORP_HOST.to_string(), IPERF_SECS, 1, false, None)?;
