@@ -102,8 +102,10 @@ pub fn render(s: &Snapshot) -> String {
             if let Some(u) = &sa.radius_user {
                 radius.push(format!("RADIUS user {}", printable(u)));
             }
-            if let Some(f) = &sa.filter_id {
-                radius.push(format!("policy {}", printable(f)));
+            // The policy applied now (a CoA may have replaced the Access-Accept's); from an
+            // earlier daemon, which does not say, the Access-Accept's.
+            if let Some(p) = sa.policy.as_ref().or(sa.filter_id.as_ref()) {
+                radius.push(format!("policy {}", printable(p)));
             }
             if let Some(l) = &sa.limit {
                 radius.push(format!("limit {}", printable(l)));
@@ -191,7 +193,23 @@ mod tests {
         assert!(sa["limit"].is_null(), "{sa}");
         let table = render(&snapshot);
         assert!(
-            table.contains("auth eap, RADIUS user alice, policy contractors"),
+            table.contains("auth eap, RADIUS user alice, policy contractors\n"),
+            "{table}"
+        );
+        // A CoA put another policy, with a rate limit, on the session: the text names the
+        // policy applied now and its limit; the JSON keeps the Access-Accept's Filter-Id too.
+        let sa = &mut snapshot.clients[0].sas[0];
+        sa.policy = Some("slow".to_owned());
+        sa.limit = Some("2 Mbit/s each way".to_owned());
+        let json: serde_json::Value =
+            serde_json::from_str(&text(&snapshot, true).expect("JSON")).expect("valid JSON");
+        let sa = &json["clients"][0]["sas"][0];
+        assert_eq!(sa["filter_id"], "contractors", "{sa}");
+        assert_eq!(sa["policy"], "slow", "{sa}");
+        assert_eq!(sa["limit"], "2 Mbit/s each way", "{sa}");
+        let table = render(&snapshot);
+        assert!(
+            table.contains("auth eap, RADIUS user alice, policy slow, limit 2 Mbit/s each way\n"),
             "{table}"
         );
     }

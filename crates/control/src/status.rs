@@ -106,7 +106,14 @@ pub struct ChildSa {
     /// The Filter-Id of its Access-Accept: the name of the `[[policy]]` for its traffic.
     #[serde(default)]
     pub filter_id: Option<String>,
-    /// The limit that policy puts on its traffic, as text; `null` while none applies.
+    /// The `[[policy]]` its traffic is under now: the one its Access-Accept's Filter-Id
+    /// named, or the one a later CoA-Request's Filter-Id put on it; `null` while none applies
+    /// (and from a daemon of an earlier release).
+    #[serde(default)]
+    pub policy: Option<String>,
+    /// The rate limit that policy puts on its traffic, as text: `5 Mbit/s each way` (the
+    /// policy's `rate_mbps`; the client's traffic and the traffic sealed to it are limited
+    /// separately); `null` while none applies.
     #[serde(default)]
     pub limit: Option<String>,
     /// The ESP suite in strongSwan's notation, as `ipsec.esp_proposals` names it:

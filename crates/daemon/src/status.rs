@@ -98,8 +98,14 @@ fn not_after_text(secs: i64) -> String {
     gate64_accounting::time::rfc3339(at)
 }
 
+/// A policy's rate limit as `ChildSa::limit` spells it.
+fn limit_text(mbps: u32) -> String {
+    format!("{mbps} Mbit/s each way")
+}
+
 fn child_sa(e: &InboundEntry, now: Instant) -> ChildSa {
     let out = &e.outbound.sa;
+    let policy = e.policy();
     ChildSa {
         tunnel: match e.tunnel {
             TunnelKind::Infrastructure => "infrastructure",
@@ -123,7 +129,8 @@ fn child_sa(e: &InboundEntry, now: Instant) -> ChildSa {
         auth_method: None,
         radius_user: None,
         filter_id: None,
-        limit: None,
+        policy: policy.map(|p| p.name.clone()),
+        limit: policy.and_then(|p| p.rate_mbps()).map(limit_text),
         bytes_in: e.sa.bytes(),
         packets_in: e.sa.packets(),
         bytes_out: out.bytes(),

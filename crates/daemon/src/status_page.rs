@@ -67,6 +67,10 @@ pub struct ClientRow {
     pub radius_user: Option<String>,
     /// The Filter-Id (policy name) its Access-Accept named.
     pub filter_id: Option<String>,
+    /// The `[[policy]]` its traffic is under now (its Access-Accept's or a later CoA's).
+    pub policy: Option<String>,
+    /// That policy's rate limit, as `gate64 status` spells it.
+    pub limit: Option<String>,
 }
 
 /// One point of the charts.
@@ -241,6 +245,8 @@ fn build(daemon: &Sources, cfg: &Config, history: Vec<Sample>) -> StatusDoc {
                 auth_method: c.sas.iter().find_map(|s| s.auth_method.clone()),
                 radius_user: c.sas.iter().find_map(|s| s.radius_user.clone()),
                 filter_id: c.sas.iter().find_map(|s| s.filter_id.clone()),
+                policy: c.sas.iter().find_map(|s| s.policy.clone()),
+                limit: c.sas.iter().find_map(|s| s.limit.clone()),
             }
         })
         .collect();

@@ -23,6 +23,8 @@ const MIN_BURST_BYTES: u64 = 64 * 1024;
 /// A byte rate limit for one direction of a session: lock-free, shared by every worker.
 #[derive(Debug)]
 pub struct RateLimit {
+    /// The rate in Mbit/s, as configured (at least 1).
+    mbps: u32,
     /// Nanoseconds one byte costs at the rate, times 1,024 (fixed point).
     ns_per_kbyte: u64,
     /// How far the bucket's clock may run ahead of now, in nanoseconds.
@@ -40,11 +42,17 @@ impl RateLimit {
         let ns_per_kbyte = 8_000 * 1024 / u64::from(mbps.max(1));
         let tolerance = (MIN_BURST.as_nanos() as u64).max(MIN_BURST_BYTES * ns_per_kbyte / 1024);
         RateLimit {
+            mbps: mbps.max(1),
             ns_per_kbyte,
             tolerance,
             epoch,
             tat: AtomicU64::new(0),
         }
+    }
+
+    /// The rate in Mbit/s.
+    pub fn mbps(&self) -> u32 {
+        self.mbps
     }
 
     /// Takes `bytes` from the bucket at `now`; false (and nothing taken) when the bucket
@@ -98,6 +106,14 @@ impl SessionPolicy {
             from_client: rate_mbps.map(|r| RateLimit::new(r, epoch)),
             to_client: rate_mbps.map(|r| RateLimit::new(r, epoch)),
         }
+    }
+
+    /// The rate limit in Mbit/s, when one applies (the same each way).
+    pub fn rate_mbps(&self) -> Option<u32> {
+        self.from_client
+            .as_ref()
+            .or(self.to_client.as_ref())
+            .map(RateLimit::mbps)
     }
 
     /// Whether the corporate address `addr` (a packet's destination from the client, or
@@ -183,5 +199,9 @@ mod tests {
         assert!(p.reaches("10.1.2.3".parse().unwrap()));
         assert!(!p.reaches("10.2.0.1".parse().unwrap()));
         assert!(p.from_client.is_none() && p.to_client.is_none());
+        assert_eq!(p.rate_mbps(), None);
+        let limited = SessionPolicy::new("slow".into(), Vec::new(), Some(2), Instant::now());
+        assert_eq!(limited.rate_mbps(), Some(2));
+        assert_eq!(RateLimit::new(0, Instant::now()).mbps(), 1, "at least 1");
     }
 }

@@ -406,3 +406,72 @@ async fn the_socket_serves_the_snapshot_to_its_own_user() {
     task.await.unwrap();
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// The policy a session's IKE SA is under shows on each of its child SAs, with its rate
+/// limit as text; one without `rate_mbps` has no limit, and removing the policy clears both.
+#[test]
+fn applied_policy_and_its_limit_show_per_child_sa() {
+    let created = Instant::now();
+    let shared = shared_with_two_clients(created);
+    let sadb = shared.sadb().unwrap();
+    let cfg = gate64_config::Config::from_toml_str(
+        r#"
+[[policy]]
+name = "slow"
+prefixes = ["2001:db8:100::5/128"]
+rate_mbps = 2
+
+[[policy]]
+name = "contractors"
+prefixes = ["2001:db8:100::5/128"]
+
+[teredo]
+server_addresses = ["192.0.2.1", "192.0.2.2"]
+[corpnet]
+ipv6_prefixes = ["2001:db8:100::/48"]
+address6 = "2001:db8:100::1"
+"#,
+    )
+    .unwrap();
+    let policies = crate::policy::Policies::new(&cfg);
+    let of = |s: &Snapshot, spi_in: u32| {
+        let sa = s
+            .clients
+            .iter()
+            .flat_map(|c| &c.sas)
+            .find(|sa| sa.spi_in == spi_in)
+            .unwrap();
+        (sa.policy.clone(), sa.limit.clone(), sa.filter_id.clone())
+    };
+    // A CoA put "slow" on the IP-HTTPS client's IKE SA, whose Access-Accept said contractors.
+    assert_eq!(policies.apply(sadb, 0x300 << 32, Some("slow")), Ok(1));
+    assert_eq!(
+        policies.apply(sadb, 0x100 << 32, Some("contractors")),
+        Ok(1)
+    );
+    let s = snapshot(&shared, Some(ike_sas().as_slice()), created);
+    assert_eq!(
+        of(&s, 0x300),
+        (
+            Some("slow".into()),
+            Some("2 Mbit/s each way".into()),
+            Some("contractors".into())
+        )
+    );
+    assert_eq!(of(&s, 0x100), (Some("contractors".into()), None, None));
+    assert_eq!(of(&s, 0x200), (None, None, None), "no policy, no limit");
+    let json = serde_json::to_value(&s).unwrap();
+    let sa = &json["clients"][1]["sas"][0];
+    assert_eq!(sa["limit"], "2 Mbit/s each way", "{sa}");
+    assert_eq!(sa["policy"], "slow", "{sa}");
+    assert!(json["clients"][0]["sas"][0]["limit"].is_null(), "{json}");
+    assert!(
+        render(&s).contains("policy slow, limit 2 Mbit/s each way\n"),
+        "{}",
+        render(&s)
+    );
+    // Taken off again: nothing shows.
+    assert_eq!(policies.apply(sadb, 0x300 << 32, None), Ok(1));
+    let s = snapshot(&shared, Some(ike_sas().as_slice()), created);
+    assert_eq!(of(&s, 0x300), (None, None, Some("contractors".into())));
+}

@@ -43,7 +43,7 @@ function renderClients(clients) {
     tr.append(
       el("td", c.identity || "—", "identity"),
       el("td", [c.auth_method, c.radius_user].filter(Boolean).join(" ") || "—"),
-      el("td", c.filter_id || "—"),
+      el("td", [c.policy || c.filter_id, c.limit].filter(Boolean).join(", ") || "—"),
       el("td", c.transport),
       el("td", c.outer),
       el("td", (c.inner || []).join(", ")),
