@@ -5,9 +5,10 @@ use std::time::Instant;
 
 use super::auth_jobs::{self, AuthVerdict, PendingAuth, Round};
 use super::auth_round::{
-    AuthRequest, Pending, Verified, admit_identity, complete, establish, fail, fail_auth, our_auth,
+    AuthRequest, Pending, Verified, admit_identity, fail, fail_auth, our_auth,
     remember_certificate, request_parts, requested_idr, verify_client,
 };
+use super::cert_authz::{self, Conclusion};
 use super::{Refusal, Responder, eap, second_auth, tunnel_rules};
 use crate::auth::{AuthError, Identity};
 use crate::message::{Header, Payload, find_notify, notify};
@@ -17,6 +18,11 @@ pub(super) fn handle(r: &mut Responder, now: Instant, h: Header, inner: Vec<Payl
     if auth_jobs::is_pending(r, h.spi_r) {
         // A copy of the request being verified: the answer goes out when that ends.
         return;
+    }
+    if cert_authz::is_pending(r, h.spi_r) {
+        // A copy of the request being authorized: the answer goes out when the server's
+        // comes, or a refusal once its deadline passed.
+        return cert_authz::handle_retransmit(r, now, h.spi_r);
     }
     if second_auth::is_second_round(r, h.spi_r) {
         return second_auth::handle_second_round(r, now, h, inner);
@@ -147,8 +153,16 @@ pub(super) fn after_verify(
         return second_auth::await_second_round(r, h, pending, payloads);
     }
     let intranet_allowed = second_auth::intranet_allowed(r, h.spi_r);
-    establish(r, now, h, &identity, intranet_allowed);
-    complete(r, now, (h, &req), identity, tunnel, payloads);
+    let user = identity.subject.clone();
+    let conclusion = Conclusion {
+        request: inner,
+        identity,
+        tunnel,
+        payloads,
+        intranet_allowed,
+        user,
+    };
+    cert_authz::conclude(r, now, h, conclusion);
 }
 
 /// The client's IDi as `gate64 disconnect` matches it: the identity's text without its type.
