@@ -288,16 +288,6 @@ impl Config {
                 ));
             }
         }
-        if self.ipsec.authorize_certificates == crate::ipsec::AuthorizeCertificates::Radius
-            && eap.is_empty()
-        {
-            return Err(invalid(
-                "ipsec.authorize_certificates",
-                quote("radius"),
-                "asks the [[ipsec.eap_radius]] servers, and none is configured: add one \
-                 (server, secret_file) or set \"off\"",
-            ));
-        }
         if let Some(dae) = &a.dae {
             validate_dae(dae)?;
         }
