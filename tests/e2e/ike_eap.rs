@@ -140,7 +140,7 @@ fn netns_eap_radius_authorization_applies_the_access_accept() {
 }
 
 /// IPv6 between `tcli` and gate64's listen address, as the native-client tests set it up.
-fn ipv6_link(topo: &Topology) -> Result<IpAddr> {
+pub(crate) fn ipv6_link(topo: &Topology) -> Result<IpAddr> {
     topo.srv.addr_add("vcli", &format!("{LISTEN_V6}/64"))?;
     topo.cli.addr_add("vsrv", &format!("{CLIENT_V6}/64"))?;
     for (ns, dev) in [(&topo.srv, "vcli"), (&topo.cli, "vsrv")] {
@@ -629,7 +629,7 @@ fn eap_tls(topo: &Topology) -> Result<()> {
 }
 
 /// IPv6 from `tatk` to gate64's listen address, routed through `tsrv`.
-fn other_host(topo: &Topology) -> Result<&Netns> {
+pub(crate) fn other_host(topo: &Topology) -> Result<&Netns> {
     let atk = topo.atk()?;
     topo.srv
         .addr_add("vatk", &format!("{OTHER_ROUTER_V6}/64"))?;

@@ -13,6 +13,7 @@ mod failover;
 mod gre;
 mod ike_auth_flood;
 mod ike_bounds;
+mod ike_cert_authz;
 mod ike_eap;
 mod ike_identities_apart;
 mod ike_identity;

@@ -148,6 +148,21 @@ pub struct Ipsec {
     /// relayed to, tried in order with the accounting client's retries, failover and
     /// hold-down. Empty: EAP is off and such clients are refused.
     pub eap_radius: Vec<crate::accounting::RadiusServer>,
+    /// Whether a certificate client, once its certificate and AUTH verified, must also be
+    /// authorized by the `[[ipsec.eap_radius]]` servers (an Access-Request without a
+    /// password); validation refuses `radius` without a server.
+    pub authorize_certificates: AuthorizeCertificates,
+}
+
+/// `ipsec.authorize_certificates`: whether RADIUS authorizes certificate clients.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum AuthorizeCertificates {
+    /// The certificate alone admits the client (the default).
+    #[default]
+    Off,
+    /// An Access-Accept for the certificate identity admits it, with what it grants.
+    Radius,
 }
 
 /// One `[[ipsec.tunnel_rule]]`: a client whose certificate meets every condition given gets
@@ -308,6 +323,7 @@ impl Default for Ipsec {
             ike_proposals: Vec::new(),
             tunnel_rule: Vec::new(),
             eap_radius: Vec::new(),
+            authorize_certificates: AuthorizeCertificates::Off,
         }
     }
 }
@@ -462,6 +478,7 @@ pub(crate) struct RawIpsec {
     ike_proposals: Option<Vec<String>>,
     tunnel_rule: Option<Vec<RawTunnelRule>>,
     eap_radius: Option<Vec<crate::accounting::RawRadiusServer>>,
+    authorize_certificates: Option<AuthorizeCertificates>,
 }
 
 impl RawIpsec {
@@ -540,6 +557,9 @@ impl RawIpsec {
                 .into_iter()
                 .map(crate::accounting::RawRadiusServer::build)
                 .collect(),
+            authorize_certificates: self
+                .authorize_certificates
+                .unwrap_or(d.authorize_certificates),
         }
     }
 }
@@ -765,6 +785,7 @@ pub(crate) fn expected_form(path: &str) -> Option<&'static str> {
         "ipsec.intranet_second_auth" => "\"off\", \"optional\" or \"required\"",
         "ipsec.client_eku" => "\"strict\" or \"any\"",
         "ipsec.unique_ids" => "\"replace\", \"keep\" or \"never\"",
+        "ipsec.authorize_certificates" => "\"off\" or \"radius\"",
         "ipsec.ocsp" => "\"off\", \"soft\" or \"require\"",
         "ipsec.ocsp_url" => "a URL in quotes, e.g. \"http://ocsp.example.com/\"",
         "ipsec.identity" => "a string, e.g. \"gw.example.com\" or \"2001:db8::1\"",

@@ -70,9 +70,10 @@ pub use error::{ConfigError, ErrorKind};
 pub use gre::{Gre, GreTenant, GreTunnel};
 pub use iphttps::Iphttps;
 pub use ipsec::{
-    ClientEku as IpsecClientEku, CrlExpired as IpsecCrlExpired, EspProposal, IkeProposal, Ipsec,
-    Ocsp as IpsecOcsp, RuleTunnel, SecondAuth as IpsecSecondAuth, TunnelRule as IpsecTunnelRule,
-    UniqueIds as IpsecUniqueIds, pool6_endpoint,
+    AuthorizeCertificates as IpsecAuthorizeCertificates, ClientEku as IpsecClientEku,
+    CrlExpired as IpsecCrlExpired, EspProposal, IkeProposal, Ipsec, Ocsp as IpsecOcsp, RuleTunnel,
+    SecondAuth as IpsecSecondAuth, TunnelRule as IpsecTunnelRule, UniqueIds as IpsecUniqueIds,
+    pool6_endpoint,
 };
 pub use limits::Limits;
 pub use log::{Log, LogFormat};

@@ -1895,6 +1895,34 @@ fn eap_radius_servers_are_off_by_default_and_checked() {
 }
 
 #[test]
+fn authorize_certificates_is_off_by_default_and_needs_an_eap_radius_server() {
+    use crate::ipsec::AuthorizeCertificates;
+    let c = with_ipsec("").unwrap();
+    assert_eq!(c.ipsec.authorize_certificates, AuthorizeCertificates::Off);
+    let server = "[[ipsec.eap_radius]]\nserver = \"10.0.0.5:1812\"\n\
+                  secret_file = \"/etc/gate64/eap.secret\"\n";
+    let on = with_ipsec(&format!("authorize_certificates = \"radius\"\n{server}")).unwrap();
+    assert_eq!(
+        on.ipsec.authorize_certificates,
+        AuthorizeCertificates::Radius
+    );
+    let off = with_ipsec(&format!("authorize_certificates = \"off\"\n{server}")).unwrap();
+    assert_eq!(off.ipsec.authorize_certificates, AuthorizeCertificates::Off);
+    assert_names(
+        &with_ipsec("authorize_certificates = \"radius\"\n").unwrap_err(),
+        "ipsec.authorize_certificates",
+        &["eap_radius", "none is configured"],
+    );
+    for bad in ["\"ldap\"", "\"Radius\"", "true"] {
+        assert_names(
+            &with_ipsec(&format!("authorize_certificates = {bad}\n{server}")).unwrap_err(),
+            "ipsec.authorize_certificates",
+            &["\"off\" or \"radius\""],
+        );
+    }
+}
+
+#[test]
 fn dynamic_authorization_is_off_by_default_and_checked() {
     assert_eq!(parse(&[]).unwrap().accounting.dae, None);
     let on = "[accounting.dae]\nlisten = \"10.64.0.1:3799\"\n\

@@ -388,6 +388,8 @@ pub fn responder_config(cfg: &Config) -> Result<Option<ResponderConfig>> {
     config.ike_policy = ike_policy(cfg);
     config.tunnel_rules = tunnel_rules(cfg)?;
     config.eap = (!cfg.ipsec.eap_radius.is_empty()).then(gate64_ike::responder::EapPolicy::default);
+    config.authorize_certificates =
+        cfg.ipsec.authorize_certificates == gate64_config::IpsecAuthorizeCertificates::Radius;
     Ok(Some(config))
 }
 

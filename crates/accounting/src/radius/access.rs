@@ -1,12 +1,14 @@
 //! RADIUS authentication for the IKEv2 EAP relay (RFC 2865, RFC 3579): the Access-Request
-//! that carries one EAP message to the server, and the check and parse of its
-//! Access-Challenge, Access-Accept or Access-Reject. No I/O: the relay in `gate64-io` owns
+//! that carries one EAP message to the server, the password-less one that asks it to
+//! authorize a certificate identity, and the check and parse of its Access-Challenge,
+//! Access-Accept or Access-Reject. No I/O: the relay in `gate64-io` owns
 //! the sockets and the retransmissions.
 //!
 //! Every request and every reply carries a Message-Authenticator (RFC 3579 §3.2:
 //! HMAC-MD5 over the packet with the attribute's value zeroed, keyed by the secret); a reply
-//! without one, or whose Response Authenticator or Message-Authenticator does not verify, is
-//! not from the server holding the secret and is ignored. An Access-Accept hands over the
+//! without one (but a bare Access-Reject, which can only refuse), or whose Response
+//! Authenticator or Message-Authenticator does not verify, is not taken as the server's and
+//! is ignored. An Access-Accept hands over the
 //! EAP method's MSK as MS-MPPE-Recv-Key and MS-MPPE-Send-Key (RFC 2548 §2.4.2, §2.4.3),
 //! each salt-encrypted under the secret and the request's authenticator.
 
@@ -95,6 +97,50 @@ pub fn encode_access_request(
         }
         put(out, STATE, state);
     }
+    sign(out, secret)
+}
+
+/// Service-Type Authorize-Only (RFC 3576 §2.1, RFC 5176 §3.1): the NAS already authenticated
+/// the user and asks only what to grant. Chosen over Call-Check (10, RFC 2865 §5.6), the
+/// other password-less type, because Call-Check means "answer this call by its
+/// Calling-Station-Id", while Authorize-Only names what the request is, so a server policy
+/// can tell these requests apart from password checks (e.g. only accept them from gate64).
+pub const SERVICE_AUTHORIZE_ONLY: u32 = 17;
+
+/// Writes the Access-Request that asks the server to authorize the certificate identity
+/// `user_name` (authenticated by gate64 already): User-Name, the NAS attributes,
+/// Service-Type Authorize-Only, Calling-Station-Id and a Message-Authenticator; no password,
+/// no EAP-Message. `out` is cleared first.
+pub fn encode_authorize_request(
+    identifier: u8,
+    authenticator: &[u8; 16],
+    (user_name, calling_station): (&str, &str),
+    nas: &Nas<'_>,
+    secret: &[u8],
+    out: &mut Vec<u8>,
+) -> Result<(), TooLong> {
+    if user_name.is_empty() || user_name.len() > MAX_VALUE {
+        // A cut name would authorize another account.
+        return Err(TooLong);
+    }
+    out.clear();
+    out.extend_from_slice(&[ACCESS_REQUEST, identifier, 0, 0]);
+    out.extend_from_slice(authenticator);
+    text(out, attr::USER_NAME, user_name);
+    text(out, attr::NAS_IDENTIFIER, nas.identifier);
+    match nas.address {
+        Some(IpAddr::V4(a)) => put(out, attr::NAS_IP_ADDRESS, &a.octets()),
+        Some(IpAddr::V6(a)) => put(out, attr::NAS_IPV6_ADDRESS, &a.octets()),
+        None => {}
+    }
+    int(out, attr::NAS_PORT_TYPE, PORT_VIRTUAL);
+    int(out, attr::SERVICE_TYPE, SERVICE_AUTHORIZE_ONLY);
+    text(out, attr::CALLING_STATION_ID, calling_station);
+    sign(out, secret)
+}
+
+/// Appends the Message-Authenticator to the request in `out`, sets its length and signs it.
+fn sign(out: &mut Vec<u8>, secret: &[u8]) -> Result<(), TooLong> {
     let ma_at = out.len();
     put(out, MESSAGE_AUTHENTICATOR, &[0; 16]);
     let len = u16::try_from(out.len())
@@ -292,11 +338,23 @@ pub fn parse_access_reply(
     }
     // Message-Authenticator: HMAC-MD5 over the packet with the Request Authenticator in
     // place of the Response Authenticator and the attribute's value zeroed.
-    let (ma_at, ma) = attrs
+    let Some((ma_at, ma)) = attrs
         .iter()
         .find(|(_, kind, _)| *kind == MESSAGE_AUTHENTICATOR)
         .map(|(at, _, v)| (*at, *v))
-        .ok_or(ReplyError::NoMessageAuthenticator)?;
+    else {
+        // A bare Access-Reject (no EAP-Message) from a server that signs no reply to a
+        // password-less request (FreeRADIUS before 3.2.5): its Response Authenticator
+        // verified, and a forged reject could only refuse, so it is taken rather than
+        // retried and the server held down. An Accept or a Challenge without one never is
+        // (a forged Response Authenticator, as in BlastRADIUS, would grant access).
+        if code == ACCESS_REJECT && !attrs.iter().any(|(_, kind, _)| *kind == EAP_MESSAGE) {
+            return Ok(AccessReply::Reject {
+                eap_message: Vec::new(),
+            });
+        }
+        return Err(ReplyError::NoMessageAuthenticator);
+    };
     if ma.len() != 16 {
         return Err(ReplyError::Malformed);
     }

@@ -50,6 +50,16 @@ impl Config {
         self.validate_ipsec_ipv4()?;
         self.validate_ike_proposals()?;
         self.validate_tunnel_rules()?;
+        if self.ipsec.authorize_certificates == AuthorizeCertificates::Radius
+            && self.ipsec.eap_radius.is_empty()
+        {
+            return Err(invalid(
+                "ipsec.authorize_certificates",
+                quote("radius"),
+                "asks the [[ipsec.eap_radius]] servers, and none is configured: add one \
+                 (server, secret_file) or set \"off\"",
+            ));
+        }
         self.validate_ipsec_timers()
     }
 

@@ -5,9 +5,10 @@ use std::time::Instant;
 
 use super::auth_jobs::{self, AuthVerdict, PendingAuth, Round};
 use super::auth_round::{
-    AuthRequest, Pending, Verified, admit_identity, complete, establish, fail, fail_auth, idr_body,
-    our_auth_or_fail, remember_certificate, request_parts, verify_client,
+    AuthRequest, Pending, Verified, admit_identity, fail, fail_auth, idr_body, our_auth_or_fail,
+    remember_certificate, request_parts, verify_client,
 };
+use super::cert_authz::{self, Conclusion};
 use super::{Refusal, Responder, eap, second_auth, tunnel_rules};
 use crate::auth::{AuthError, Identity};
 use crate::message::{Header, Payload, find_notify, notify};
@@ -17,6 +18,11 @@ pub(super) fn handle(r: &mut Responder, now: Instant, h: Header, inner: Vec<Payl
     if auth_jobs::is_pending(r, h.spi_r) {
         // A copy of the request being verified: the answer goes out when that ends.
         return;
+    }
+    if cert_authz::is_pending(r, h.spi_r) {
+        // A copy of the request being authorized: the answer goes out when the server's
+        // comes, or a refusal once its deadline passed.
+        return cert_authz::handle_retransmit(r, now, h.spi_r);
     }
     if second_auth::is_second_round(r, h.spi_r) {
         // RFC 4739 §3 with RFC 7296 §2.16: a second round without AUTH asks for EAP.
@@ -142,8 +148,16 @@ pub(super) fn after_verify(
         return second_auth::await_second_round(r, h, pending, payloads);
     }
     let intranet_allowed = second_auth::intranet_allowed(r, h.spi_r);
-    establish(r, now, h, &identity, intranet_allowed);
-    complete(r, now, (h, &req), identity, tunnel, payloads);
+    let user = identity.subject.clone();
+    let conclusion = Conclusion {
+        request: inner,
+        identity,
+        tunnel,
+        payloads,
+        intranet_allowed,
+        user,
+    };
+    cert_authz::conclude(r, now, h, conclusion);
 }
 
 /// The client's IDi as `gate64 disconnect` matches it: the identity's text without its type.

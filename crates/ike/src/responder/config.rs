@@ -97,6 +97,10 @@ pub struct ResponderConfig {
     /// EAP authentication of clients that send no AUTH (`[[ipsec.eap_radius]]`), with its
     /// bounds; `None`: such clients are refused.
     pub eap: Option<super::EapPolicy>,
+    /// Whether a certificate client is authorized by RADIUS after its AUTH verified
+    /// (`[ipsec] authorize_certificates = "radius"`), within [`ResponderConfig::eap`]'s
+    /// bounds (the defaults when `None`).
+    pub authorize_certificates: bool,
 }
 
 impl ResponderConfig {
@@ -143,6 +147,7 @@ impl ResponderConfig {
             ike_policy: IkePolicy::default(),
             tunnel_rules: Vec::new(),
             eap: None,
+            authorize_certificates: false,
         }
     }
 }

@@ -22,6 +22,7 @@ mod auth_jobs;
 mod auth_round;
 mod authz;
 mod caps;
+mod cert_authz;
 mod child;
 mod config;
 mod cp;
@@ -57,6 +58,7 @@ use crate::message::{Header, Message, Notify, Payload, exchange, flags, notify};
 pub use admin::{DisconnectTarget, IkeSaInfo};
 pub use auth_jobs::{AuthJob, AuthVerdict, JobWatch};
 pub use authz::Authorization;
+pub use cert_authz::{AuthzJob, AuthzOutcome, AuthzVerdict};
 pub use child::DEFAULT_ESP_SUITES;
 pub use config::ResponderConfig;
 pub(crate) use config::anchors_for_clients;
@@ -193,6 +195,8 @@ pub(crate) struct IkeSa {
     pub(crate) eap: Option<Box<eap::EapState>>,
     /// What RADIUS authenticated or authorized it as (`authz.rs`); an IKE SA rekey keeps it.
     pub(crate) radius: Option<Box<authz::Grant>>,
+    /// Its IKE_AUTH, verified, while RADIUS authorizes the certificate (`cert_authz.rs`).
+    pub(crate) cert_authz: Option<Box<cert_authz::Awaiting>>,
 }
 
 impl IkeSa {
@@ -248,6 +252,7 @@ impl IkeSa {
             mobike: false,
             eap: None,
             radius: None,
+            cert_authz: None,
         })
     }
 }
@@ -282,6 +287,10 @@ pub struct Responder {
     pub(crate) eap_jobs: VecDeque<EapJob>,
     /// EAP exchanges in progress, counted against [`EapPolicy`]'s caps.
     pub(crate) eap_flight: eap::Flight,
+    /// Certificate identities for the driver's RADIUS authorization (`cert_authz.rs`).
+    pub(crate) authz_jobs: VecDeque<AuthzJob>,
+    /// Authorizations in flight, counted against [`EapPolicy`]'s caps.
+    pub(crate) cert_authz_flight: cert_authz::Flight,
     stats: Stats,
     /// While a request of a MOBIKE IKE SA from elsewhere than its addresses is handled: the
     /// SA, and the addresses the request arrived at and came from (where its response goes;
@@ -318,6 +327,8 @@ impl Responder {
             auth_jobs: VecDeque::new(),
             eap_jobs: VecDeque::new(),
             eap_flight: eap::Flight::default(),
+            authz_jobs: VecDeque::new(),
+            cert_authz_flight: cert_authz::Flight::default(),
             stats: Stats::default(),
             answer_at: None,
         })
@@ -439,6 +450,17 @@ impl Responder {
     /// Continues the EAP exchange `verdict` answers.
     pub fn handle_eap_verdict(&mut self, now: Instant, verdict: EapVerdict) {
         eap::handle_verdict(self, now, verdict);
+    }
+
+    /// The next certificate identity for RADIUS to authorize (`authorize_certificates =
+    /// "radius"`); its answer goes to [`Responder::handle_authz_verdict`].
+    pub fn poll_authz_job(&mut self) -> Option<AuthzJob> {
+        self.authz_jobs.pop_front()
+    }
+
+    /// Finishes the IKE_AUTH whose authorization `verdict` answers.
+    pub fn handle_authz_verdict(&mut self, now: Instant, verdict: AuthzVerdict) {
+        cert_authz::handle_verdict(self, now, verdict);
     }
 
     /// Forgets the request of a job the driver could not run, as if it had been lost.
@@ -764,6 +786,9 @@ impl Responder {
         }
         if let Some(state) = &sa.eap {
             eap::release(self, state);
+        }
+        if let Some(state) = &sa.cert_authz {
+            cert_authz::release(self, state);
         }
         for c in &sa.children {
             self.inbound_spis.remove(&c.inbound_spi);

@@ -192,7 +192,7 @@ pub(crate) fn after_verify(
         let reason = Refusal::Authentication("the second round proved the machine again".into());
         return auth_round::fail(r, h, now, started, notify::AUTHENTICATION_FAILED, reason);
     }
-    let Some(req) = auth_round::request_parts(&pending.first_request) else {
+    if auth_round::request_parts(&pending.first_request).is_none() {
         return auth_round::fail(
             r,
             h,
@@ -201,16 +201,28 @@ pub(crate) fn after_verify(
             notify::INVALID_SYNTAX,
             Refusal::Malformed,
         );
-    };
+    }
     auth_round::remember_certificate(r, h.spi_r, &user);
     tracing::debug!(peer = %remote, machine = %pending.machine.subject, user = %user.subject, "ike second authentication");
+    let radius_user = user.subject.clone();
     if let Some(sa) = r.sas.get_mut(&h.spi_r) {
         sa.second_auth = SecondAuth::Done(user.subject.into());
     }
     let intranet_allowed = intranet_allowed(r, h.spi_r);
-    auth_round::establish(r, now, h, &pending.machine, intranet_allowed);
     let Pending {
-        machine, tunnel, ..
+        machine,
+        tunnel,
+        first_request,
+        ..
     } = pending;
-    auth_round::complete(r, now, (h, &req), machine, tunnel, Vec::new());
+    // RADIUS, when it authorizes certificates, authorizes the user (`cert_authz.rs`).
+    let conclusion = super::cert_authz::Conclusion {
+        request: first_request,
+        identity: machine,
+        tunnel,
+        payloads: Vec::new(),
+        intranet_allowed,
+        user: radius_user,
+    };
+    super::cert_authz::conclude(r, now, h, conclusion);
 }

@@ -1513,6 +1513,7 @@ fn shutdown_deletes_every_ike_sa() {
 mod auth_jobs;
 mod bounds;
 mod caps;
+mod cert_authz;
 mod eap;
 mod esp_suites;
 mod identity;

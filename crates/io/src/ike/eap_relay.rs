@@ -6,6 +6,11 @@
 //! counts as down for [`Timing::hold_down`] and the next one is asked; past the job's
 //! deadline, or with every server tried, the verdict is `Unreachable`. How many jobs run at
 //! once is bounded by the responder (`EapPolicy`'s exchanges in flight).
+//!
+//! The same servers, failover and hold-down serve `[ipsec] authorize_certificates =
+//! "radius"`: each [`AuthzJob`] becomes a password-less Access-Request (Service-Type
+//! Authorize-Only) for the certificate identity on a task of its own, and its answer an
+//! [`AuthzVerdict`].
 
 use std::io;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
@@ -14,9 +19,12 @@ use std::time::{Duration, Instant};
 
 use gate64_accounting::radius::Nas;
 use gate64_accounting::radius::access::{
-    self, AccessReply, AccessRequest, encode_access_request, parse_access_reply,
+    self, AccessReply, AccessRequest, encode_access_request, encode_authorize_request,
+    parse_access_reply,
 };
-use gate64_ike::responder::{Authorization, EapJob, EapOutcome, EapVerdict};
+use gate64_ike::responder::{
+    Authorization, AuthzJob, AuthzOutcome, AuthzVerdict, EapJob, EapOutcome, EapVerdict,
+};
 use tokio::net::UdpSocket;
 use tokio::sync::mpsc;
 
@@ -28,6 +36,8 @@ pub struct EapRelay {
     shared: Arc<Shared>,
     tx: mpsc::UnboundedSender<EapVerdict>,
     rx: mpsc::UnboundedReceiver<EapVerdict>,
+    authz_tx: mpsc::UnboundedSender<AuthzVerdict>,
+    authz_rx: mpsc::UnboundedReceiver<AuthzVerdict>,
 }
 
 struct Shared {
@@ -50,6 +60,7 @@ impl EapRelay {
     /// A relay to `servers` (in order of preference), naming gate64 `nas_identifier`.
     pub fn new(servers: Vec<Server>, nas_identifier: String, timing: Timing) -> Self {
         let (tx, rx) = mpsc::unbounded_channel();
+        let (authz_tx, authz_rx) = mpsc::unbounded_channel();
         let down = Mutex::new(vec![None; servers.len()]);
         EapRelay {
             shared: Arc::new(Shared {
@@ -60,6 +71,8 @@ impl EapRelay {
             }),
             tx,
             rx,
+            authz_tx,
+            authz_rx,
         }
     }
 
@@ -72,11 +85,12 @@ impl EapRelay {
             let query = Query {
                 peer: job.peer,
                 user: &job.user,
-                eap_message: &job.eap_message,
-                state: job.state.as_deref(),
+                eap: Some((&job.eap_message, job.state.as_deref())),
                 deadline: job.deadline,
             };
-            let outcome = relay(&shared, &query).await;
+            let outcome = relay(&shared, &query)
+                .await
+                .map_or(EapOutcome::Unreachable, outcome);
             // The driver gone: nobody waits for it.
             let _ = tx.send(job.verdict(outcome));
         });
@@ -86,6 +100,56 @@ impl EapRelay {
     pub async fn verdict(&mut self) -> Option<EapVerdict> {
         self.rx.recv().await
     }
+
+    /// Starts authorizing `job`'s certificate identity (needs a tokio runtime); its verdict
+    /// comes from [`EapRelay::authz_verdict`].
+    pub fn authorize(&self, job: AuthzJob) {
+        let shared = Arc::clone(&self.shared);
+        let tx = self.authz_tx.clone();
+        tokio::spawn(async move {
+            let query = Query {
+                peer: job.peer,
+                user: &job.user,
+                eap: None,
+                deadline: job.deadline,
+            };
+            let outcome = match relay(&shared, &query).await {
+                Some(AccessReply::Accept { authorization, .. }) => {
+                    AuthzOutcome::Accept(authorization_of(authorization))
+                }
+                // A challenge asks for credentials an authorization has none of.
+                Some(AccessReply::Challenge { .. } | AccessReply::Reject { .. }) => {
+                    AuthzOutcome::Reject
+                }
+                None => AuthzOutcome::Unreachable,
+            };
+            // The driver gone: nobody waits for it.
+            let _ = tx.send(job.verdict(outcome));
+        });
+    }
+
+    /// The next authorization verdict.
+    pub async fn authz_verdict(&mut self) -> Option<AuthzVerdict> {
+        self.authz_rx.recv().await
+    }
+
+    /// The next verdict of either kind, whichever comes first.
+    pub async fn next_verdict(&mut self) -> Option<RelayVerdict> {
+        tokio::select! {
+            Some(v) = self.rx.recv() => Some(RelayVerdict::Eap(v)),
+            Some(v) = self.authz_rx.recv() => Some(RelayVerdict::Authz(v)),
+            else => None,
+        }
+    }
+}
+
+/// A verdict of the relay: for an EAP message or for a certificate's authorization.
+#[derive(Debug)]
+pub enum RelayVerdict {
+    /// An [`EapJob`]'s.
+    Eap(EapVerdict),
+    /// An [`AuthzJob`]'s.
+    Authz(AuthzVerdict),
 }
 
 /// The servers in the order a new job asks them: those not held down first.
@@ -104,16 +168,18 @@ fn order(shared: &Shared) -> Vec<usize> {
     out
 }
 
-/// What one Access-Request asks, taken from an [`EapJob`].
+/// What one Access-Request asks, taken from an [`EapJob`] or an [`AuthzJob`].
 struct Query<'a> {
     peer: SocketAddr,
     user: &'a str,
-    eap_message: &'a [u8],
-    state: Option<&'a [u8]>,
+    /// The EAP message and the State to echo; `None`: authorize `user`, no password.
+    eap: Option<(&'a [u8], Option<&'a [u8]>)>,
     deadline: Instant,
 }
 
-async fn relay(shared: &Shared, job: &Query<'_>) -> EapOutcome {
+/// The first reply that verifies, from the servers in [`order`]; `None` when none gave one
+/// in time.
+async fn relay(shared: &Shared, job: &Query<'_>) -> Option<AccessReply> {
     for i in order(shared) {
         if Instant::now() >= job.deadline {
             break;
@@ -122,7 +188,7 @@ async fn relay(shared: &Shared, job: &Query<'_>) -> EapOutcome {
         match ask(shared, server, job).await {
             Ok(Some(reply)) => {
                 mark(shared, i, None);
-                return outcome(reply);
+                return Some(reply);
             }
             Ok(None) => {
                 tracing::info!(server = %server.addr, "RADIUS server did not answer an EAP request; trying the next");
@@ -133,7 +199,7 @@ async fn relay(shared: &Shared, job: &Query<'_>) -> EapOutcome {
         }
         mark(shared, i, Some(Instant::now()));
     }
-    EapOutcome::Unreachable
+    None
 }
 
 /// Records server `i` as down since `since`, or up (`None`).
@@ -198,26 +264,43 @@ async fn ask(shared: &Shared, server: &Server, job: &Query<'_>) -> io::Result<Op
     let mut authenticator = [0u8; 16];
     authenticator.copy_from_slice(&random[1..]);
     let calling = job.peer.ip().to_string();
-    let request = AccessRequest {
-        user_name: job.user,
-        calling_station: &calling,
-        eap_message: job.eap_message,
-        state: job.state,
-    };
     let nas = Nas {
         identifier: &shared.nas_identifier,
         address: nas_address,
     };
     let mut packet = Vec::new();
-    encode_access_request(
-        identifier,
-        &authenticator,
-        &request,
-        &nas,
-        &server.secret,
-        &mut packet,
-    )
-    .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "EAP message too long"))?;
+    let encoded = match job.eap {
+        Some((eap_message, state)) => {
+            let request = AccessRequest {
+                user_name: job.user,
+                calling_station: &calling,
+                eap_message,
+                state,
+            };
+            encode_access_request(
+                identifier,
+                &authenticator,
+                &request,
+                &nas,
+                &server.secret,
+                &mut packet,
+            )
+        }
+        None => encode_authorize_request(
+            identifier,
+            &authenticator,
+            (job.user, &calling),
+            &nas,
+            &server.secret,
+            &mut packet,
+        ),
+    };
+    encoded.map_err(|_| {
+        io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "EAP message or User-Name too long",
+        )
+    })?;
     let mut buf = vec![0u8; gate64_accounting::radius::MAX_PACKET];
     for _ in 0..shared.timing.tries.max(1) {
         let now = Instant::now();

@@ -487,9 +487,10 @@ impl IkeDriver {
                 Some(verdict) = next_verdict(&mut pool) => {
                     self.responder.handle_auth_verdict(Instant::now(), verdict);
                 }
-                Some(verdict) = next_eap_verdict(&mut relay) => {
-                    self.responder.handle_eap_verdict(Instant::now(), verdict);
-                }
+                Some(verdict) = next_relay_verdict(&mut relay) => match verdict {
+                    eap_relay::RelayVerdict::Eap(v) => self.responder.handle_eap_verdict(Instant::now(), v),
+                    eap_relay::RelayVerdict::Authz(v) => self.responder.handle_authz_verdict(Instant::now(), v),
+                },
             }
             self.dispatch_auth_jobs(pool.as_mut());
             self.dispatch_eap_jobs(relay.as_ref());
@@ -571,8 +572,9 @@ impl IkeDriver {
         }
     }
 
-    /// Hands the responder's EAP messages to the RADIUS relay; without one (EAP configured
-    /// in the responder but no server) each is answered as unreachable.
+    /// Hands the responder's EAP messages and certificate authorizations to the RADIUS
+    /// relay; without one (configured in the responder but no server) each is answered as
+    /// unreachable.
     fn dispatch_eap_jobs(&mut self, relay: Option<&eap_relay::EapRelay>) {
         while let Some(job) = self.responder.poll_eap_job() {
             match relay {
@@ -580,6 +582,16 @@ impl IkeDriver {
                 None => {
                     let verdict = job.verdict(gate64_ike::responder::EapOutcome::Unreachable);
                     self.responder.handle_eap_verdict(Instant::now(), verdict);
+                }
+            }
+        }
+        // `authorize_certificates = "radius"`: the same servers authorize certificates.
+        while let Some(job) = self.responder.poll_authz_job() {
+            match relay {
+                Some(relay) => relay.authorize(job),
+                None => {
+                    let verdict = job.verdict(gate64_ike::responder::AuthzOutcome::Unreachable);
+                    self.responder.handle_authz_verdict(Instant::now(), verdict);
                 }
             }
         }
@@ -706,12 +718,12 @@ fn shedder_key() -> u64 {
 }
 
 /// The next command, or never when there is no control handle (or it was dropped).
-/// The relay's next EAP verdict; never, without a relay.
-async fn next_eap_verdict(
+/// The relay's next verdict (EAP or certificate authorization); never, without a relay.
+async fn next_relay_verdict(
     relay: &mut Option<eap_relay::EapRelay>,
-) -> Option<gate64_ike::responder::EapVerdict> {
+) -> Option<eap_relay::RelayVerdict> {
     match relay.as_mut() {
-        Some(r) => r.verdict().await,
+        Some(r) => r.next_verdict().await,
         None => std::future::pending().await,
     }
 }

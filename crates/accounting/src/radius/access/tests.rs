@@ -210,6 +210,69 @@ fn request_splits_eap_and_signs() {
     );
 }
 
+#[test]
+fn authorize_request_has_no_password_and_signs() {
+    let nas = Nas {
+        identifier: "gate64",
+        address: Some(Ipv4Addr::new(192, 0, 2, 1).into()),
+    };
+    let mut out = Vec::new();
+    let who = ("CN=carol, O=Example", "2001:db8::7");
+    encode_authorize_request(7, &ra(), who, &nas, SECRET, &mut out).unwrap();
+    assert_eq!((out[0], out[1]), (ACCESS_REQUEST, 7));
+    assert_eq!(usize::from(u16::from_be_bytes([out[2], out[3]])), out.len());
+    let attrs = attributes(&out[20..]).unwrap();
+    let find = |t: u8| attrs.iter().find(|a| a.1 == t).map(|a| a.2.to_vec());
+    assert_eq!(find(attr::USER_NAME), Some(b"CN=carol, O=Example".to_vec()));
+    assert_eq!(find(attr::SERVICE_TYPE), Some(17u32.to_be_bytes().to_vec()));
+    assert_eq!(find(attr::NAS_IDENTIFIER), Some(b"gate64".to_vec()));
+    assert_eq!(find(attr::NAS_IP_ADDRESS), Some(vec![192, 0, 2, 1]));
+    assert_eq!(find(attr::NAS_PORT_TYPE), Some(5u32.to_be_bytes().to_vec()));
+    assert_eq!(
+        find(attr::CALLING_STATION_ID),
+        Some(b"2001:db8::7".to_vec())
+    );
+    // No User-Password (2), CHAP-Password (3) or EAP-Message.
+    assert!(attrs.iter().all(|a| ![2, 3, EAP_MESSAGE].contains(&a.1)));
+    let (at, _, ma) = *attrs.iter().find(|a| a.1 == MESSAGE_AUTHENTICATOR).unwrap();
+    let mut zeroed = out.clone();
+    zeroed[20 + at + 2..20 + at + 18].fill(0);
+    assert_eq!(hmac_md5(SECRET, &[&zeroed]).to_vec(), ma.to_vec());
+    // A name one attribute cannot hold is refused, not cut to another account's.
+    let long = "x".repeat(254);
+    let too_long = encode_authorize_request(1, &ra(), (&long, "::1"), &nas, SECRET, &mut out);
+    assert_eq!(too_long, Err(TooLong));
+    let empty = encode_authorize_request(1, &ra(), ("", "::1"), &nas, SECRET, &mut out);
+    assert_eq!(empty, Err(TooLong));
+}
+
+/// A server that signs no reply to a password-less request: its bare Access-Reject is taken
+/// (it can only refuse), its Access-Accept is not, nor a Reject with an EAP-Message.
+#[test]
+fn only_a_bare_reject_may_come_without_a_message_authenticator() {
+    let reject = server_reply(ACCESS_REJECT, 5, &[], false);
+    assert_eq!(
+        parse_access_reply(&reject, 5, &ra(), SECRET),
+        Ok(AccessReply::Reject {
+            eap_message: Vec::new()
+        })
+    );
+    let accept = server_reply(ACCESS_ACCEPT, 5, &attr(FILTER_ID, b"staff"), false);
+    assert_eq!(
+        parse_access_reply(&accept, 5, &ra(), SECRET),
+        Err(ReplyError::NoMessageAuthenticator)
+    );
+    let eap_reject = server_reply(ACCESS_REJECT, 5, &[EAP_MESSAGE, 6, 4, 9, 0, 4], false);
+    assert_eq!(
+        parse_access_reply(&eap_reject, 5, &ra(), SECRET),
+        Err(ReplyError::NoMessageAuthenticator)
+    );
+    // Its Response Authenticator must still verify.
+    let mut forged = reject.clone();
+    forged[4] ^= 1;
+    assert!(parse_access_reply(&forged, 5, &ra(), SECRET).is_err());
+}
+
 fn attr(kind: u8, value: &[u8]) -> Vec<u8> {
     let mut out = vec![kind, (value.len() + 2) as u8];
     out.extend_from_slice(value);

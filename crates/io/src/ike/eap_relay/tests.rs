@@ -78,16 +78,15 @@ async fn a_silent_server_fails_over_to_the_next() {
     let query = Query {
         peer: "[2001:db8::7]:4500".parse().unwrap(),
         user: "alice",
-        eap_message: &[2, 1, 0, 10, 1, b'a', b'l', b'i', b'c', b'e'],
-        state: None,
+        eap: Some((&[2, 1, 0, 10, 1, b'a', b'l', b'i', b'c', b'e'], None)),
         deadline: Instant::now() + Duration::from_secs(10),
     };
-    let outcome = relay(&shared, &query).await;
+    let outcome = relay(&shared, &query).await.map(outcome);
     let mut msk = vec![0x11; 16];
     msk.extend([0x22; 16]);
     assert_eq!(
         outcome,
-        EapOutcome::Accept {
+        Some(EapOutcome::Accept {
             eap_message: vec![3, 1, 0, 4],
             msk,
             authorization: Authorization {
@@ -95,7 +94,7 @@ async fn a_silent_server_fails_over_to_the_next() {
                 class: vec![b"grp-a".to_vec()],
                 ..Authorization::default()
             },
-        }
+        })
     );
     // The silent server got both tries.
     let mut buf = [0u8; 4096];
@@ -109,4 +108,65 @@ async fn a_silent_server_fails_over_to_the_next() {
     assert!(text.contains("alice") && text.contains("2001:db8::7") && text.contains("gate64-test"));
     // Held down: the next exchange asks the live server first.
     assert_eq!(order(&shared), [1, 0]);
+}
+
+/// An authorization asks with User-Name, Service-Type Authorize-Only and no EAP-Message or
+/// password; the server's Accept comes back with its authorization.
+#[tokio::test]
+async fn an_authorization_asks_without_a_password() {
+    let live = UdpSocket::bind("127.0.0.1:0").await.unwrap();
+    let shared = Shared {
+        down: Mutex::new(vec![None]),
+        servers: vec![Server {
+            addr: live.local_addr().unwrap(),
+            secret: SECRET.to_vec(),
+        }],
+        nas_identifier: "gate64-test".into(),
+        timing: Timing {
+            retry_after: Duration::from_millis(500),
+            tries: 2,
+            hold_down: Duration::from_secs(30),
+        },
+    };
+    let server = tokio::spawn(async move {
+        let mut buf = [0u8; 4096];
+        let (n, from) = live.recv_from(&mut buf).await.unwrap();
+        let request = buf[..n].to_vec();
+        live.send_to(&accept(&request), from).await.unwrap();
+        request
+    });
+    let query = Query {
+        peer: "192.0.2.7:4500".parse().unwrap(),
+        user: "CN=carol.gate64.lab",
+        eap: None,
+        deadline: Instant::now() + Duration::from_secs(10),
+    };
+    let reply = relay(&shared, &query).await;
+    assert!(
+        matches!(&reply, Some(AccessReply::Accept { authorization, .. })
+            if authorization.filter_id.as_deref() == Some("contractors")),
+        "{:?}",
+        reply.is_some()
+    );
+    let request = server.await.unwrap();
+    assert_eq!(request[0], 1, "an Access-Request");
+    // Attributes: User-Name (1), Service-Type (6) = 17; no User-Password (2), EAP-Message (79).
+    let mut at = 20;
+    let mut kinds = Vec::new();
+    while at + 2 <= request.len() {
+        let (kind, len) = (request[at], usize::from(request[at + 1]));
+        if kind == 6 {
+            assert_eq!(&request[at + 2..at + len], &17u32.to_be_bytes());
+        }
+        if kind == 1 {
+            assert_eq!(&request[at + 2..at + len], b"CN=carol.gate64.lab");
+        }
+        kinds.push(kind);
+        at += len.max(2);
+    }
+    assert!(
+        kinds.contains(&1) && kinds.contains(&6) && kinds.contains(&80),
+        "{kinds:?}"
+    );
+    assert!(!kinds.contains(&2) && !kinds.contains(&79), "{kinds:?}");
 }
