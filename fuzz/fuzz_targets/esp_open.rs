@@ -7,7 +7,8 @@
 //! as the inner packet at offset `bytes[0] % 64`, flip byte `bytes[1]` with mask `bytes[2]`
 //! (mask 0 = untouched) and open with a fresh receiver. Bit 2 picks the ESN SA, bit 3 an
 //! AES-CBC + HMAC-SHA2-256 SA instead of AES-GCM (under `cfg(fuzzing)` its ICV is not checked
-//! and its payload stays in clear, as the AEAD's). The SAs persist across runs, so the raw
+//! and its payload stays in clear, as the AEAD's); bit 4 an AES-GMAC (integrity only) SA,
+//! whose ICV is likewise unchecked. The SAs persist across runs, so the raw
 //! modes move their windows as a real receiver's move.
 #![no_main]
 
@@ -53,6 +54,8 @@ static PLAIN: LazyLock<Sa> = LazyLock::new(|| sa(Cipher::AesGcm16_256, false));
 static ESN: LazyLock<Sa> = LazyLock::new(|| sa(Cipher::AesGcm16_256, true));
 static CBC_PLAIN: LazyLock<Sa> = LazyLock::new(|| sa(Cipher::AesCbc256HmacSha256, false));
 static CBC_ESN: LazyLock<Sa> = LazyLock::new(|| sa(Cipher::AesCbc128HmacSha256, true));
+static GMAC_PLAIN: LazyLock<Sa> = LazyLock::new(|| sa(Cipher::NullAesGmac256, false));
+static GMAC_ESN: LazyLock<Sa> = LazyLock::new(|| sa(Cipher::NullAesGmac128, true));
 
 fn open_and_check(inbound: &Inbound, out: &Outbound, esp: &mut [u8]) -> Result<(), OpenError> {
     let len = esp.len();
@@ -88,11 +91,13 @@ fuzz_target!(|data: &[u8]| {
     let Some((&mode, rest)) = data.split_first() else {
         return;
     };
-    let sa: &Sa = match (mode & 8 != 0, mode & 4 != 0) {
-        (false, false) => &PLAIN,
-        (false, true) => &ESN,
-        (true, false) => &CBC_PLAIN,
-        (true, true) => &CBC_ESN,
+    let sa: &Sa = match (mode & 16 != 0, mode & 8 != 0, mode & 4 != 0) {
+        (false, false, false) => &PLAIN,
+        (false, false, true) => &ESN,
+        (false, true, false) => &CBC_PLAIN,
+        (false, true, true) => &CBC_ESN,
+        (true, _, false) => &GMAC_PLAIN,
+        (true, _, true) => &GMAC_ESN,
     };
     let h = sa.out.header_len();
     let max_trailer = sa.out.cipher().max_trailer();

@@ -515,6 +515,7 @@ pub(crate) fn initiator_config(
         tunnel,
         retransmit_after: Duration::from_secs(1),
         max_retransmits: 5,
+        integrity_only: false,
     })
 }
 

@@ -587,6 +587,7 @@ mod own_client {
                 tunnel,
                 retransmit_after: Duration::from_secs(1),
                 max_retransmits: 5,
+                integrity_only: false,
             };
             let mut initiator =
                 Initiator::new(config, Instant::now(), SystemTime::now(), local, remote)?;

@@ -34,6 +34,7 @@ mod ipsec_connect;
 mod ipsec_esp_cbc;
 mod ipsec_flood;
 mod ipsec_fragments;
+mod ipsec_gmac;
 mod ipsec_mobike;
 mod ipsec_native;
 mod ipsec_negative;

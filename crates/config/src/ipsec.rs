@@ -134,6 +134,12 @@ pub struct Ipsec {
     /// The ESP suites child SAs may use, as written (strongSwan's notation), in gate64's
     /// order of preference ([`Ipsec::esp_suites`]).
     pub esp_proposals: Vec<String>,
+    /// Child SAs of clients that reach gate64 over IP-HTTPS may use AES-GMAC, integrity only
+    /// (ENCR_NULL_AUTH_AES_GMAC, RFC 4543; strongSwan's `aes256gmac`), preferred over
+    /// `esp_proposals` when the client offers it: TLS already encrypts that hop between the
+    /// same two ends, so ESP does not encrypt a second time. Teredo and native clients never
+    /// get it. Off by default.
+    pub iphttps_integrity_only: bool,
     /// SHA1 (integrity and PRF) and MODP-1024 may be chosen for IKE SAs (Windows' default
     /// proposals); 3DES never is.
     pub legacy_proposals: bool,
@@ -319,6 +325,7 @@ impl Default for Ipsec {
             dns4: Vec::new(),
             dns_domains: Vec::new(),
             esp_proposals: esp::DEFAULT_ESP_PROPOSALS.map(String::from).to_vec(),
+            iphttps_integrity_only: false,
             legacy_proposals: false,
             ike_proposals: Vec::new(),
             tunnel_rule: Vec::new(),
@@ -474,6 +481,7 @@ pub(crate) struct RawIpsec {
     dns: Option<Vec<IpAddr>>,
     dns_domains: Option<Vec<String>>,
     esp_proposals: Option<Vec<String>>,
+    iphttps_integrity_only: Option<bool>,
     legacy_proposals: Option<bool>,
     ike_proposals: Option<Vec<String>>,
     tunnel_rule: Option<Vec<RawTunnelRule>>,
@@ -539,6 +547,9 @@ impl RawIpsec {
                 .map(|d| d.trim_end_matches('.').to_ascii_lowercase())
                 .collect(),
             esp_proposals: self.esp_proposals.unwrap_or(d.esp_proposals),
+            iphttps_integrity_only: self
+                .iphttps_integrity_only
+                .unwrap_or(d.iphttps_integrity_only),
             legacy_proposals: self.legacy_proposals.unwrap_or(d.legacy_proposals),
             ike_proposals: self.ike_proposals.unwrap_or_default(),
             tunnel_rule: self
@@ -739,6 +750,13 @@ impl Config {
         None
     }
 
+    /// The prefix whose clients' child SAs may be integrity-only (AES-GMAC): the IP-HTTPS
+    /// prefix while IP-HTTPS is enabled and `ipsec.iphttps_integrity_only` is on.
+    pub fn ipsec_integrity_only_prefix(&self) -> Option<Ipv6Net> {
+        self.iphttps_pool()
+            .filter(|_| self.ipsec.iphttps_integrity_only)
+    }
+
     fn iphttps_pool(&self) -> Option<Ipv6Net> {
         self.iphttps
             .enabled
@@ -750,7 +768,10 @@ impl Config {
 /// What an `[ipsec]` key's value looks like, for type errors.
 pub(crate) fn expected_form(path: &str) -> Option<&'static str> {
     Some(match path {
-        "ipsec.require" | "ipsec.rsa_pss" | "ipsec.legacy_proposals" => "true or false",
+        "ipsec.require"
+        | "ipsec.rsa_pss"
+        | "ipsec.legacy_proposals"
+        | "ipsec.iphttps_integrity_only" => "true or false",
         "ipsec.ike_proposals" => {
             "a list of proposals in strongSwan's notation, e.g. [\"aes256gcm16-prfsha256-ecp256\", \"aes256-sha256-modp2048\"]"
         }

@@ -3,8 +3,8 @@
 //! A key is live when the daemon reads it again after start: the IP-HTTPS certificate, key and
 //! client CA and CRLs (new connections get them; connections up keep theirs), the IKE
 //! certificate, key and CA and the RFC 4739 policy (new IKE SAs get them; IKE SAs up keep
-//! theirs), the ESP suites (`ipsec.esp_proposals`: new child SAs, rekeys included, choose
-//! from them; child SAs up keep theirs), the tunnel rules (`ipsec.tunnel_rule`: new IKE SAs
+//! theirs), the ESP suites (`ipsec.esp_proposals` and `ipsec.iphttps_integrity_only`: new
+//! child SAs, rekeys included, choose from them; child SAs up keep theirs), the tunnel rules (`ipsec.tunnel_rule`: new IKE SAs
 //! get them; IKE SAs up keep their tunnel), the IKE CRLs (new IKE SAs are checked against them), the log
 //! filter, the security step's switch (`ipsec.require`), the binding and session logs' paths, the
 //! IP-HTTPS connection caps (at once and per source), its ClientHello and write deadlines and
@@ -39,6 +39,7 @@ pub const LIVE_KEYS: &[&str] = &[
     "ipsec.unique_ids",
     "ipsec.reauth_secs",
     "ipsec.esp_proposals",
+    "ipsec.iphttps_integrity_only",
     "ipsec.tunnel_rule",
     "ipsec.ocsp",
     "ipsec.ocsp_url",
@@ -173,6 +174,7 @@ impl Config {
                 dns,
                 dns_domains,
                 esp_proposals,
+                iphttps_integrity_only,
                 legacy_proposals,
                 ike_proposals,
                 tunnel_rule,

@@ -39,6 +39,7 @@ pub struct Reloaded {
     unique_ids: UniqueIds,
     reauth: Option<Duration>,
     esp_suites: Vec<Cipher>,
+    integrity_only_prefix: Option<ipnet::Ipv6Net>,
     tunnel_rules: Vec<TunnelRule>,
 }
 
@@ -58,6 +59,7 @@ impl Reloaded {
             unique_ids: unique_ids(cfg),
             reauth: reauth(cfg),
             esp_suites: esp_suites(cfg),
+            integrity_only_prefix: cfg.ipsec_integrity_only_prefix(),
             tunnel_rules: tunnel_rules(cfg)?,
         }))
     }
@@ -85,6 +87,7 @@ impl Reloaded {
             responder.set_unique_ids(self.unique_ids);
             responder.set_reauth(self.reauth);
             responder.set_esp_suites(self.esp_suites);
+            responder.set_integrity_only_prefix(self.integrity_only_prefix);
             responder.set_tunnel_rules(self.tunnel_rules);
             info!("IKE credentials reloaded: new IKE SAs use them, established ones stay");
             let removed = responder.disconnect_revoked(Instant::now());
@@ -385,6 +388,7 @@ pub fn responder_config(cfg: &Config) -> Result<Option<ResponderConfig>> {
     config.dns = cfg.ipsec_dns();
     config.dns_domains = cfg.ipsec.dns_domains.clone();
     config.esp_suites = esp_suites(cfg);
+    config.integrity_only_prefix = cfg.ipsec_integrity_only_prefix();
     config.ike_policy = ike_policy(cfg);
     config.tunnel_rules = tunnel_rules(cfg)?;
     config.eap = (!cfg.ipsec.eap_radius.is_empty()).then(gate64_ike::responder::EapPolicy::default);

@@ -139,13 +139,17 @@ fn child_sa(e: &InboundEntry, now: Instant) -> ChildSa {
     }
 }
 
-/// A child SA's ESP suite as `ipsec.esp_proposals` spells it.
+/// A child SA's ESP suite as `ipsec.esp_proposals` spells it; AES-GMAC (integrity only,
+/// `ipsec.iphttps_integrity_only`) as strongSwan does.
 fn esp_suite(c: Cipher) -> &'static str {
     match c {
         Cipher::AesGcm16_256 => "aes256gcm16",
         Cipher::AesGcm16_128 => "aes128gcm16",
         Cipher::AesCbc256HmacSha256 => "aes256-sha256",
         Cipher::AesCbc128HmacSha256 => "aes128-sha256",
+        Cipher::NullAesGmac256 => "aes256gmac",
+        Cipher::NullAesGmac192 => "aes192gmac",
+        Cipher::NullAesGmac128 => "aes128gmac",
     }
 }
 

@@ -1,11 +1,11 @@
-//! ESP tunnel mode with AES-GCM or AES-CBC + HMAC-SHA2-256 for gate64: sealing and opening in place, anti-replay,
+//! ESP tunnel mode with AES-GCM, AES-CBC + HMAC-SHA2-256 or AES-GMAC (integrity only) for gate64: sealing and opening in place, anti-replay,
 //! extended sequence numbers, lifetimes, traffic selectors and the SA database. Sans-IO:
 //! no sockets, no clock (time is passed in), no RNG (the caller's).
 //!
 //! Covered: RFC 4303 (ESP: §2 packet format, §2.2.1 ESN, §2.4 padding, §3.3.3 sequence
 //! numbers, §3.4.3 anti-replay, Appendix A ESN reconstruction), RFC 4106 (AES-GCM in ESP:
 //! §3 IV, §4 nonce, §5 AAD, §8.1 key material), RFC 3602 (AES-CBC in ESP) with RFC 4868
-//! (HMAC-SHA2-256-128), RFC 4301 §4.4.1 / RFC 7296 §3.13.1 (traffic
+//! (HMAC-SHA2-256-128), RFC 4543 (AES-GMAC, ENCR_NULL_AUTH_AES_GMAC: integrity only), RFC 4301 §4.4.1 / RFC 7296 §3.13.1 (traffic
 //! selectors, checked by address). UDP encapsulation (RFC 3948) adds only the outer UDP
 //! header in front of the same bytes: that is the caller's, as is the outer IP header;
 //! [`udp_encap`] tells IKE, NAT-keepalives and ESP apart on the UDP ports.
@@ -32,6 +32,10 @@
 //!                                        |<---- encrypted, whole blocks ->|
 //! |<------------- ICV = HMAC-SHA2-256(SPI .. ciphertext [|| seq high with ESN]), 128 bits
 //! IV = AES_K(seq || 0^64): unique per packet, unpredictable without the key
+//!
+//! AES-GMAC (RFC 4543): the AES-GCM layout, but nothing is encrypted
+//! |<------------- AAD = SPI .. Next Header (with ESN: SPI || seq high || seq low || ..) ->| ICV
+//! ICV = the AES-GCM tag of an empty plaintext under that AAD; nonce = salt || IV as above
 //! ```
 //!
 //! Design choices:
@@ -45,6 +49,10 @@
 //!   are expanded once per SA. Where the inner packet starts depends on the cipher:
 //!   [`Outbound::header_len`] / [`Cipher::header_len`] ([`SPI_SEQ_IV_LEN`] for AES-GCM, 24
 //!   for AES-CBC); [`LARGEST_HEADER`] and [`LARGEST_TRAILER`] bound every cipher.
+//! - **AES-GMAC**: the packet is its own AAD, so without ESN nothing is copied; with ESN the
+//!   high half of the sequence number (never sent) must sit after the SPI, so the AAD is put
+//!   together in a per-thread buffer (one copy, no allocation once it has grown). gate64
+//!   allows it only where another layer already encrypts (IP-HTTPS's TLS).
 //! - **AES-CBC**: the ICV is verified in constant time before anything is decrypted, and
 //!   before the replay window is marked. The IV is the AES encryption of the sequence
 //!   number under the SA's key (NIST SP 800-38A Appendix C), so no RNG runs per packet.
@@ -127,3 +135,5 @@ pub fn spi_of(esp: &[u8]) -> Option<u32> {
 mod tests;
 #[cfg(test)]
 mod tests_cbc;
+#[cfg(test)]
+mod tests_gmac;

@@ -8,7 +8,7 @@ use std::net::IpAddr;
 use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use aws_lc_rs::aead::{AES_128_GCM, AES_256_GCM, Aad, LessSafeKey, UnboundKey};
+use aws_lc_rs::aead::{AES_128_GCM, AES_192_GCM, AES_256_GCM, Aad, LessSafeKey, UnboundKey};
 use aws_lc_rs::cipher::{AES_128, AES_256, DecryptingKey, EncryptingKey, UnboundCipherKey};
 use aws_lc_rs::hmac;
 use zeroize::Zeroize;
@@ -18,8 +18,13 @@ use crate::replay::ReplayWindow;
 mod crypto;
 use crate::selector::{Selector, any_covers};
 use crate::{ICV_LEN, SPI_SEQ_IV_LEN};
+#[cfg(test)]
+pub(crate) use crypto::gmac_verify as gmac_verify_for_tests;
 pub(crate) use crypto::{cbc_decrypt, cbc_encrypt, cbc_iv, icv_of};
-use crypto::{esp_iv8, gcm_nonce, open_in_place, parse_trailer, seal_in_place, verify_hmac_icv};
+use crypto::{
+    esp_iv8, gcm_nonce, gmac_verify, open_in_place, parse_trailer, seal_in_place, verify_hmac_icv,
+    with_gmac_aad,
+};
 
 /// Bytes of the salt at the end of the key material (RFC 4106 §8.1).
 pub const SALT_LEN: usize = 4;
@@ -42,8 +47,10 @@ pub const HMAC_SHA256_KEY_LEN: usize = 32;
 const AES_BLOCK: usize = 16;
 
 /// The ESP transform: AES-GCM with a 16-byte ICV (RFC 4106; IKEv2 transform ENCR_AES_GCM_16,
-/// 20), or AES-CBC (RFC 3602; ENCR_AES_CBC, 12) with HMAC-SHA2-256-128 integrity (RFC 4868;
-/// AUTH_HMAC_SHA2_256_128, 12), what macOS, iOS and Windows propose by default.
+/// 20), AES-CBC (RFC 3602; ENCR_AES_CBC, 12) with HMAC-SHA2-256-128 integrity (RFC 4868;
+/// AUTH_HMAC_SHA2_256_128, 12), what macOS, iOS and Windows propose by default, or AES-GMAC
+/// without encryption (RFC 4543; ENCR_NULL_AUTH_AES_GMAC, 21): integrity only, the payload
+/// travels in clear.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Cipher {
     /// AES-128-GCM, 16-byte ICV: 20 bytes of key material (key || salt).
@@ -54,26 +61,45 @@ pub enum Cipher {
     AesCbc128HmacSha256,
     /// AES-256-CBC with HMAC-SHA2-256-128: 64 bytes of key material (AES key || HMAC key).
     AesCbc256HmacSha256,
+    /// AES-128-GMAC, integrity only (RFC 4543): 20 bytes of key material (key || salt).
+    NullAesGmac128,
+    /// AES-192-GMAC, integrity only: 28 bytes of key material (key || salt).
+    NullAesGmac192,
+    /// AES-256-GMAC, integrity only: 36 bytes of key material (key || salt).
+    NullAesGmac256,
 }
 
 impl Cipher {
-    /// Bytes of KEYMAT this cipher takes: for AES-GCM the AES key and the 4-byte salt (RFC
-    /// 4106 §8.1); for AES-CBC the AES key, then the 32-byte HMAC key (RFC 7296 §2.17:
+    /// Bytes of KEYMAT this cipher takes: for AES-GCM and AES-GMAC the AES key and the 4-byte
+    /// salt (RFC 4106 §8.1, RFC 4543 §3.4); for AES-CBC the AES key, then the 32-byte HMAC key (RFC 7296 §2.17:
     /// encryption key first, then integrity key).
     pub const fn keymat_len(self) -> usize {
         self.aes_key_len()
             + match self {
-                Cipher::AesGcm16_128 | Cipher::AesGcm16_256 => SALT_LEN,
+                Cipher::AesGcm16_128
+                | Cipher::AesGcm16_256
+                | Cipher::NullAesGmac128
+                | Cipher::NullAesGmac192
+                | Cipher::NullAesGmac256 => SALT_LEN,
                 Cipher::AesCbc128HmacSha256 | Cipher::AesCbc256HmacSha256 => HMAC_SHA256_KEY_LEN,
             }
     }
 
-    /// Bytes of the AES key alone: 16 or 32.
+    /// Bytes of the AES key alone: 16, 24 (AES-192-GMAC only) or 32.
     pub const fn aes_key_len(self) -> usize {
         match self {
-            Cipher::AesGcm16_128 | Cipher::AesCbc128HmacSha256 => 16,
-            Cipher::AesGcm16_256 | Cipher::AesCbc256HmacSha256 => 32,
+            Cipher::AesGcm16_128 | Cipher::AesCbc128HmacSha256 | Cipher::NullAesGmac128 => 16,
+            Cipher::NullAesGmac192 => 24,
+            Cipher::AesGcm16_256 | Cipher::AesCbc256HmacSha256 | Cipher::NullAesGmac256 => 32,
         }
+    }
+
+    /// True for AES-GMAC (ENCR_NULL_AUTH_AES_GMAC): integrity only, nothing is encrypted.
+    pub const fn is_gmac(self) -> bool {
+        matches!(
+            self,
+            Cipher::NullAesGmac128 | Cipher::NullAesGmac192 | Cipher::NullAesGmac256
+        )
     }
 
     /// True for the AES-CBC + HMAC suites.
@@ -85,7 +111,7 @@ impl Cipher {
     }
 
     /// Bytes in front of the inner packet: SPI (4), sequence number (4) and the IV, 8 bytes
-    /// for AES-GCM (RFC 4106 §3.1), 16 for AES-CBC (RFC 3602 §3).
+    /// for AES-GCM and AES-GMAC (RFC 4106 §3.1, RFC 4543 §3.1), 16 for AES-CBC (RFC 3602 §3).
     pub const fn header_len(self) -> usize {
         if self.is_cbc() {
             8 + AES_BLOCK
@@ -95,7 +121,7 @@ impl Cipher {
     }
 
     /// What the encrypted part (inner packet, padding, Pad Length, Next Header) is padded
-    /// to: 4 bytes for AES-GCM (RFC 4303 §2.4), the AES block for CBC (RFC 3602 §2.4).
+    /// to: 4 bytes for AES-GCM and AES-GMAC (RFC 4303 §2.4), the AES block for CBC (RFC 3602 §2.4).
     const fn align(self) -> usize {
         if self.is_cbc() { AES_BLOCK } else { 4 }
     }
@@ -331,6 +357,12 @@ enum Crypto {
         key: LessSafeKey,
         salt: [u8; SALT_LEN],
     },
+    /// RFC 4543: the AES-GCM key and salt, used with an empty plaintext, so the ICV
+    /// authenticates the whole packet as AAD and nothing is encrypted.
+    Gmac {
+        key: LessSafeKey,
+        salt: [u8; SALT_LEN],
+    },
     /// RFC 3602 + RFC 4868: AES-CBC both ways, AES (one block, no chaining) for the IVs,
     /// HMAC-SHA2-256 for the ICV.
     Cbc {
@@ -376,17 +408,23 @@ impl Core {
         };
         let (key, rest) = p.keys.key.split_at(cipher.aes_key_len());
         let crypto = match cipher {
-            Cipher::AesGcm16_128 | Cipher::AesGcm16_256 => {
-                let algorithm = if cipher == Cipher::AesGcm16_128 {
-                    &AES_128_GCM
-                } else {
-                    &AES_256_GCM
+            Cipher::AesGcm16_128
+            | Cipher::AesGcm16_256
+            | Cipher::NullAesGmac128
+            | Cipher::NullAesGmac192
+            | Cipher::NullAesGmac256 => {
+                let algorithm = match cipher.aes_key_len() {
+                    16 => &AES_128_GCM,
+                    24 => &AES_192_GCM,
+                    _ => &AES_256_GCM,
                 };
                 let mut salt = [0; SALT_LEN];
                 salt.copy_from_slice(rest);
-                Crypto::Gcm {
-                    key: LessSafeKey::new(UnboundKey::new(algorithm, key).map_err(refused)?),
-                    salt,
+                let key = LessSafeKey::new(UnboundKey::new(algorithm, key).map_err(refused)?);
+                if cipher.is_gmac() {
+                    Crypto::Gmac { key, salt }
+                } else {
+                    Crypto::Gcm { key, salt }
                 }
             }
             Cipher::AesCbc128HmacSha256 | Cipher::AesCbc256HmacSha256 => {
@@ -523,7 +561,7 @@ impl Outbound {
         }
         let esp = &mut buf[at..at + esp_len];
         match &self.core.crypto {
-            Crypto::Gcm { .. } => {
+            Crypto::Gcm { .. } | Crypto::Gmac { .. } => {
                 self.seal_with_iv(esp, inner_len, next_header, seq, seq.to_be_bytes())?
             }
             Crypto::Cbc { iv, .. } => {
@@ -574,6 +612,21 @@ impl Outbound {
                     body,
                     tag,
                 )
+            }
+            Crypto::Gmac { key, salt } => {
+                // RFC 4543 §3: empty plaintext; SPI through Next Header (with the ESN high
+                // half after the SPI) is the AAD, and the tag is the ICV.
+                let (authed, tag) = esp.split_at_mut(tag_at);
+                let seq_hi = core.esn.then_some((seq >> 32) as u32);
+                with_gmac_aad(authed, seq_hi, |aad| {
+                    seal_in_place(
+                        key,
+                        gcm_nonce(salt, &esp_iv8(&iv)),
+                        Aad::from(aad),
+                        &mut [],
+                        tag,
+                    )
+                })
             }
             Crypto::Cbc { enc, mac, .. } => {
                 let mut iv16 = [0; AES_BLOCK];
@@ -655,7 +708,8 @@ impl Inbound {
 
     /// Opens the ESP packet `esp` (from the SPI to the end of the ICV) in place: refuses
     /// replayed sequence numbers before decrypting, verifies the ICV and decrypts (AES-CBC:
-    /// the HMAC is checked in constant time before anything is decrypted), marks the
+    /// the HMAC is checked in constant time before anything is decrypted; AES-GMAC: only the
+    /// ICV is checked, the payload is in clear), marks the
     /// sequence number only then (RFC 4303 §3.4.3), and checks the trailer. No allocation.
     pub fn open(&self, esp: &mut [u8]) -> Result<Opened, OpenError> {
         let cipher = self.core.cipher;
@@ -676,28 +730,28 @@ impl Inbound {
         if self.core.expired.load(Relaxed) {
             return Err(OpenError::Expired);
         }
-        let (head, body) = esp.split_at_mut(header_len);
-        let field = |r: Range<usize>| {
-            u32::from_be_bytes([
-                head[r.start],
-                head[r.start + 1],
-                head[r.start + 2],
-                head[r.start + 3],
-            ])
-        };
-        if field(0..4) != self.core.spi {
+        let field =
+            |at: usize| u32::from_be_bytes([esp[at], esp[at + 1], esp[at + 2], esp[at + 3]]);
+        if field(0) != self.core.spi {
             return Err(OpenError::Malformed);
         }
-        let seq = self.check_replay(field(4..8))?;
+        let seq = self.check_replay(field(4))?;
+        let icv_at = esp.len() - ICV_LEN;
         let authentic = match &self.core.crypto {
+            Crypto::Gmac { key, salt } => {
+                let (authed, icv) = esp.split_at(icv_at);
+                let seq_hi = self.core.esn.then_some((seq >> 32) as u32);
+                let nonce = gcm_nonce(salt, &esp_iv8(&authed[8..16]));
+                gmac_verify(key, nonce, authed, seq_hi, icv)
+            }
             Crypto::Gcm { key, salt } => {
-                let mut iv = [0; 8];
-                iv.copy_from_slice(&head[8..16]);
+                let (head, body) = esp.split_at_mut(header_len);
                 let (aad, aad_len) = self.core.aad(seq);
-                let nonce = gcm_nonce(salt, &iv);
+                let nonce = gcm_nonce(salt, &esp_iv8(&head[8..16]));
                 open_in_place(key, nonce, Aad::from(&aad[..aad_len]), body).is_ok()
             }
             Crypto::Cbc { dec, mac, .. } => {
+                let (head, body) = esp.split_at_mut(header_len);
                 let mut iv = [0; AES_BLOCK];
                 iv.copy_from_slice(&head[8..header_len]);
                 let (ciphertext, icv) = body.split_at_mut(body.len() - ICV_LEN);
@@ -715,7 +769,7 @@ impl Inbound {
             self.replay_drops.fetch_add(1, Relaxed);
             return Err(OpenError::Replay);
         }
-        let plain = &body[..body.len() - ICV_LEN];
+        let plain = &esp[header_len..icv_at];
         let (inner_len, next_header) = parse_trailer(plain)?;
         if !self.core.count(inner_len) {
             return Err(OpenError::Expired);

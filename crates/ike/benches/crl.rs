@@ -93,6 +93,7 @@ impl Lab {
             tunnel: TunnelKind::Intranet,
             retransmit_after: Duration::from_secs(2),
             max_retransmits: 3,
+            integrity_only: false,
         };
         let local = SocketAddr::new(IpAddr::V6("2001:db8:1::7".parse().unwrap()), 500);
         Initiator::new(config, now, SystemTime::now(), local, self.server).unwrap()

@@ -90,6 +90,7 @@ impl Lab {
             tunnel: TunnelKind::Intranet,
             retransmit_after: Duration::from_secs(2),
             max_retransmits: 3,
+            integrity_only: false,
         };
         let net = (0x2001_0db8u128 << 96) | (u128::from(n) << 64) | 7;
         let local = SocketAddr::new(IpAddr::V6(Ipv6Addr::from(net)), 500);

@@ -89,6 +89,7 @@ fn initiator(
         tunnel,
         retransmit_after: Duration::from_secs(2),
         max_retransmits: 3,
+        integrity_only: false,
     };
     let server = SERVER.parse().expect("server");
     Initiator::new(config, now, SystemTime::now(), local, server).expect("initiator")

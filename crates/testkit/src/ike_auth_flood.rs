@@ -105,6 +105,7 @@ impl AttackChain {
             tunnel: TunnelKind::Intranet,
             retransmit_after: Duration::from_secs(60),
             max_retransmits: 0,
+            integrity_only: false,
         })
     }
 }

@@ -183,8 +183,9 @@ struct IpsecArgs {
 }
 
 impl IpsecArgs {
-    /// The IPsec settings, or `None` with `--no-ipsec`.
-    fn settings(&self) -> Result<Option<Arc<IpsecSettings>>> {
+    /// The IPsec settings, or `None` with `--no-ipsec`; `integrity_only` (over IP-HTTPS)
+    /// offers AES-GMAC child SAs, which gate64 takes with `[ipsec] iphttps_integrity_only`.
+    fn settings(&self, integrity_only: bool) -> Result<Option<Arc<IpsecSettings>>> {
         if self.no_ipsec {
             return Ok(None);
         }
@@ -211,6 +212,7 @@ impl IpsecArgs {
         let mut settings = IpsecSettings::load(endpoint, cert, key, ca, tunnels)?;
         settings.server_id = Some(server_identity(self.ipsec_server_id.as_deref(), endpoint)?);
         settings.renew_after = std::time::Duration::from_secs(self.ipsec_renew_secs);
+        settings.integrity_only = integrity_only;
         if let (Some(cert), Some(key)) = (&self.user_cert, &self.user_key) {
             settings.load_user(cert, key)?;
         }
@@ -285,7 +287,8 @@ async fn iphttps(args: IphttpsArgs) -> Result<()> {
     let tls = gate64_io::tls::client_config(&ca, client_cert)?;
     let server = Server::new(url, tls)?;
     let link = TunLink::new(args.ifname.clone(), args.routes.clone());
-    match args.ipsec.settings()? {
+    // TLS already encrypts this hop: offer ESP without a second encryption too.
+    match args.ipsec.settings(true)? {
         Some(settings) => iphttps_sessions(&args, &server, IpsecHost::new(link, settings)).await,
         None => iphttps_sessions(&args, &server, link).await,
     }
@@ -322,7 +325,7 @@ async fn teredo(args: TeredoArgs) -> Result<()> {
     let mut client = TeredoClient::new(server, random_u64());
     let link = TunLink::new(args.ifname.clone(), args.routes.clone());
     info!(%server, local = ?sock.local_addr().ok(), "Teredo: qualifying");
-    match args.ipsec.settings()? {
+    match args.ipsec.settings(false)? {
         Some(settings) => {
             let mut host = IpsecHost::new(link, settings);
             let ended = crate::teredo::run(&sock, &mut client, &mut host).await;

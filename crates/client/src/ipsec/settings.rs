@@ -29,6 +29,10 @@ pub struct IpsecSettings {
     /// The identity the responder's certificate must hold (sent as IDr); `None`: any
     /// certificate under the CA may answer.
     pub server_id: Option<Identity>,
+    /// Offer AES-256-GMAC (integrity only) before AES-256-GCM for the child SAs: set over
+    /// IP-HTTPS, whose TLS already encrypts the hop to gate64; gate64 takes it only with
+    /// `[ipsec] iphttps_integrity_only`.
+    pub integrity_only: bool,
 }
 
 impl IpsecSettings {
@@ -52,6 +56,7 @@ impl IpsecSettings {
             renew_after: RENEW_AFTER,
             user_pem: None,
             server_id: None,
+            integrity_only: false,
         };
         s.credentials().with_context(|| {
             format!(
@@ -154,6 +159,7 @@ impl IpsecSettings {
             tunnel: kind,
             retransmit_after: RETRANSMIT_AFTER,
             max_retransmits: MAX_RETRANSMITS,
+            integrity_only: self.integrity_only,
         })
     }
 }

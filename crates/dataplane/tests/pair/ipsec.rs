@@ -123,6 +123,7 @@ impl Pki {
                 tunnel: kind,
                 retransmit_after: Duration::from_secs(2),
                 max_retransmits: 3,
+                integrity_only: false,
             };
             let local = SocketAddr::new(IpAddr::V6(outer), 500);
             let remote = SocketAddr::new(IpAddr::V6(ENDPOINT), 500);

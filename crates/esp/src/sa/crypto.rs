@@ -7,6 +7,8 @@ use aws_lc_rs::aead::{Aad, LessSafeKey, Nonce};
 use aws_lc_rs::cipher::{DecryptingKey, EncryptingKey, EncryptionContext};
 use aws_lc_rs::hmac;
 
+use std::cell::RefCell;
+
 use super::{AES_BLOCK, OpenError, SALT_LEN, SealError, TRAILER_FIXED};
 use crate::ICV_LEN;
 
@@ -113,6 +115,64 @@ pub(crate) fn cbc_decrypt(
 #[cfg(fuzzing)]
 pub(crate) fn cbc_decrypt(_: &DecryptingKey, _: [u8; AES_BLOCK], _: &mut [u8]) -> Result<(), ()> {
     Ok(())
+}
+
+thread_local! {
+    /// Where an AES-GMAC packet with ESN has its AAD put together: grows to the largest
+    /// packet once per thread, so no packet allocates.
+    static GMAC_AAD: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
+}
+
+/// Calls `f` with the AES-GMAC AAD of `authed` (SPI through Next Header, RFC 4543 §3.3):
+/// `authed` itself without ESN (no copy); with ESN, SPI || high 32 bits || the rest, put
+/// together once in a per-thread buffer, since the high half is never sent.
+pub(super) fn with_gmac_aad<R>(
+    authed: &[u8],
+    seq_hi: Option<u32>,
+    f: impl FnOnce(&[u8]) -> R,
+) -> R {
+    let Some(hi) = seq_hi else {
+        return f(authed);
+    };
+    let (spi, rest) = authed.split_at(authed.len().min(4));
+    let build = |buf: &mut Vec<u8>| {
+        buf.clear();
+        buf.extend_from_slice(spi);
+        buf.extend_from_slice(&hi.to_be_bytes());
+        buf.extend_from_slice(rest);
+    };
+    GMAC_AAD.with(|cell| match cell.try_borrow_mut() {
+        Ok(mut buf) => {
+            build(&mut buf);
+            f(&buf)
+        }
+        // Only a re-entrant call finds it borrowed; none is made, but that case allocates
+        // rather than panics.
+        Err(_) => {
+            let mut buf = Vec::new();
+            build(&mut buf);
+            f(&buf)
+        }
+    })
+}
+
+/// True when `icv` is the AES-GMAC tag of `authed` (+ ESN high bits) under `nonce`: the
+/// AES-GCM open of an empty ciphertext, whose tag check is constant-time.
+pub(crate) fn gmac_verify(
+    key: &LessSafeKey,
+    nonce: Nonce,
+    authed: &[u8],
+    seq_hi: Option<u32>,
+    icv: &[u8],
+) -> bool {
+    let mut tag = [0; ICV_LEN];
+    if icv.len() != ICV_LEN {
+        return false;
+    }
+    tag.copy_from_slice(icv);
+    with_gmac_aad(authed, seq_hi, |aad| {
+        open_in_place(key, nonce, Aad::from(aad), &mut tag).is_ok()
+    })
 }
 
 /// Inner length and Next Header of the decrypted payload `plain`; the padding must be the

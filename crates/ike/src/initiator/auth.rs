@@ -29,9 +29,8 @@ impl Initiator {
         payloads.push(auth);
         payloads.extend(self.multiple_auth_notifies());
         payloads.extend(self.cfg_request());
-        let proposal = self.esp_proposal();
         payloads.extend([
-            Payload::Sa(vec![proposal]),
+            Payload::Sa(self.esp_proposals()),
             Payload::TsI(self.config.tsi.clone()),
             Payload::TsR(self.config.tsr.clone()),
         ]);
@@ -110,8 +109,8 @@ impl Initiator {
         })
     }
 
-    fn esp_proposal(&self) -> Proposal {
-        esp_proposal(self.child_spi)
+    fn esp_proposals(&self) -> Vec<Proposal> {
+        esp_proposals(self.child_spi, self.config.integrity_only)
     }
 
     pub(super) fn on_auth_response(

@@ -62,6 +62,10 @@ pub struct InitiatorConfig {
     pub retransmit_after: Duration,
     /// Give up after this many retransmissions.
     pub max_retransmits: u32,
+    /// Offer AES-256-GMAC (integrity only, RFC 4543) before AES-256-GCM: for IP-HTTPS,
+    /// whose TLS already encrypts the hop, with a responder that allows it
+    /// (`[ipsec] iphttps_integrity_only`). Off: AES-256-GCM alone.
+    pub integrity_only: bool,
 }
 
 /// What the initiator reports.
@@ -533,8 +537,8 @@ impl Initiator {
             .transforms
             .iter()
             .any(|t| t.kind == transform::ESN && t.id == transform::ESN_ENABLED);
-        let (i_to_r, r_to_i) =
-            keys::child_keymat(&keys.sk_d, None, ni, nr, keys::AES256_GCM_KEYMAT);
+        let cipher = chosen_cipher(proposal, self.config.integrity_only)?;
+        let (i_to_r, r_to_i) = keys::child_keymat(&keys.sk_d, None, ni, nr, cipher.keymat_len());
         let sel = |l: &[TrafficSelector]| -> Vec<Selector> {
             l.iter()
                 .map(|t| Selector {
@@ -553,10 +557,7 @@ impl Initiator {
         };
         let params = |spi, key: keys::Secret| SaParams {
             spi,
-            keys: SaKeys {
-                cipher: Cipher::AesGcm16_256,
-                key: key.0,
-            },
+            keys: SaKeys { cipher, key: key.0 },
             esn,
             lifetime,
             created: now,
@@ -605,15 +606,40 @@ impl Initiator {
     }
 }
 
-/// Our one ESP proposal (AES-GCM-16-256, no ESN) for a child SA we receive on `spi`.
-fn esp_proposal(spi: u32) -> Proposal {
-    Proposal {
-        number: 1,
+/// Our ESP proposals for a child SA we receive on `spi`, no ESN: AES-GCM-16-256, after
+/// AES-256-GMAC (integrity only) when `integrity_only`.
+fn esp_proposals(spi: u32, integrity_only: bool) -> Vec<Proposal> {
+    let proposal = |number: u8, encr: u16| Proposal {
+        number,
         protocol: transform::PROTO_ESP,
         spi: spi.to_be_bytes().to_vec(),
         transforms: vec![
-            Transform::with_key_length(transform::ENCR, transform::ENCR_AES_GCM_16, 256),
+            Transform::with_key_length(transform::ENCR, encr, 256),
             Transform::new(transform::ESN, transform::ESN_NONE),
         ],
+    };
+    if integrity_only {
+        vec![
+            proposal(1, transform::ENCR_NULL_AUTH_AES_GMAC),
+            proposal(2, transform::ENCR_AES_GCM_16),
+        ]
+    } else {
+        vec![proposal(1, transform::ENCR_AES_GCM_16)]
+    }
+}
+
+/// The transform of the responder's chosen proposal: one of ours, else it is malformed.
+fn chosen_cipher(p: &Proposal, integrity_only: bool) -> Result<Cipher, InitiatorError> {
+    let encr = p
+        .transforms
+        .iter()
+        .find(|t| t.kind == transform::ENCR)
+        .ok_or(InitiatorError::Malformed)?;
+    match (encr.id, encr.key_length()) {
+        (transform::ENCR_AES_GCM_16, Some(256)) => Ok(Cipher::AesGcm16_256),
+        (transform::ENCR_NULL_AUTH_AES_GMAC, Some(256)) if integrity_only => {
+            Ok(Cipher::NullAesGmac256)
+        }
+        _ => Err(InitiatorError::Malformed),
     }
 }

@@ -8,7 +8,7 @@ use std::net::IpAddr;
 use std::time::Instant;
 
 use super::replies::ChildReply;
-use super::{Initiator, InitiatorEvent, State, esp_proposal};
+use super::{Initiator, InitiatorEvent, State, esp_proposals};
 use crate::keys;
 use crate::message::{
     Delete, Header, Notify, Payload, TrafficSelector, exchange, find_error_notify, flags, notify,
@@ -73,7 +73,7 @@ impl Initiator {
                 kind: notify::REKEY_SA,
                 data: Vec::new(),
             }),
-            Payload::Sa(vec![esp_proposal(new_spi)]),
+            Payload::Sa(esp_proposals(new_spi, self.config.integrity_only)),
             Payload::Nonce(ni.clone()),
             Payload::TsI(current.tsi),
             Payload::TsR(current.tsr),

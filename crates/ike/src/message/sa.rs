@@ -41,6 +41,8 @@ pub mod transform {
     pub const PROTO_AH: u8 = 2;
     /// Protocol ID 3: ESP.
     pub const PROTO_ESP: u8 = 3;
+    /// ENCR_NULL_AUTH_AES_GMAC (RFC 4543): integrity only, key length 128, 192 or 256.
+    pub const ENCR_NULL_AUTH_AES_GMAC: u16 = 21;
     /// ENCR_AES_CBC (RFC 3602), with a key-length attribute of 128, 192 or 256.
     pub const ENCR_AES_CBC: u16 = 12;
     /// AUTH_HMAC_SHA2_256_128 (RFC 4868).

@@ -240,6 +240,12 @@ impl Responder {
         self.config.esp_suites = suites;
     }
 
+    /// A new integrity-only prefix (a reload, `[ipsec] iphttps_integrity_only`): child SAs
+    /// negotiated from now on (rekeys included) follow it; those up keep their transform.
+    pub fn set_integrity_only_prefix(&mut self, prefix: Option<ipnet::Ipv6Net>) {
+        self.config.integrity_only_prefix = prefix;
+    }
+
     /// New tunnel rules (a reload), for IKE_AUTHs from now on; established IKE SAs keep
     /// their tunnel.
     pub fn set_tunnel_rules(&mut self, rules: Vec<super::TunnelRule>) {

@@ -367,7 +367,12 @@ fn first_child(
     (req, tunnel): (&AuthRequest<'_>, TunnelChoice),
     identity: &IdentityKey,
 ) -> Result<(Vec<Payload>, crate::child_sa::ChildSaPair), child::ChildError> {
-    let choice = child::choose_esp_proposal(req.proposals, KeRule::Ignore, &r.config.esp_suites)?;
+    let suites = r
+        .sas
+        .get(&spi_r)
+        .map(|sa| child::esp_suites_for(&r.config, sa.local, sa.remote))
+        .unwrap_or_default();
+    let choice = child::choose_esp_proposal(req.proposals, KeRule::Ignore, &suites)?;
     let (tunnel, tsr) = tunnel.ok_or((notify::TS_UNACCEPTABLE, Refusal::TsUnacceptable))?;
     let (inner, wants_address, inner4) = inner_addresses(r, spi_r, req, identity)?;
     let Some((tsi, tsr)) = child::fit_selectors(req.tsi, tsr, inner, inner4) else {

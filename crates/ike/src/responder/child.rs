@@ -50,10 +50,61 @@ pub const DEFAULT_ESP_SUITES: [Cipher; 4] = [
     Cipher::AesCbc128HmacSha256,
 ];
 
+/// The AES-GMAC suites (integrity only, RFC 4543) in gate64's order of preference, offered
+/// to IP-HTTPS clients alone and only with `[ipsec] iphttps_integrity_only`
+/// ([`ResponderConfig::integrity_only_prefix`](super::ResponderConfig::integrity_only_prefix)).
+pub const INTEGRITY_ONLY_SUITES: [Cipher; 3] = [
+    Cipher::NullAesGmac256,
+    Cipher::NullAesGmac192,
+    Cipher::NullAesGmac128,
+];
+
+/// The Teredo prefix `2001:0::/32` (RFC 4380 §2.6): never integrity-only, whatever prefix the
+/// configuration names.
+const TEREDO_PREFIX: [u16; 2] = [0x2001, 0];
+
+/// True when child SAs of the IKE SA between `local` (gate64) and `remote` may use AES-GMAC:
+/// `remote` lies in [`ResponderConfig::integrity_only_prefix`](super::ResponderConfig)
+/// (the IP-HTTPS prefix, whose hop TLS already encrypts), is no Teredo address, and `local`
+/// is none of the native addresses (a native client's ESP crosses the network bare).
+pub(crate) fn integrity_only_allowed(
+    config: &super::ResponderConfig,
+    local: std::net::SocketAddr,
+    remote: std::net::SocketAddr,
+) -> bool {
+    let IpAddr::V6(remote) = remote.ip() else {
+        return false;
+    };
+    let teredo = remote.segments()[..2] == TEREDO_PREFIX;
+    config
+        .integrity_only_prefix
+        .is_some_and(|p| p.contains(&remote))
+        && !teredo
+        && remote.to_ipv4_mapped().is_none()
+        && !config.native_addresses.contains(&local.ip())
+}
+
+/// The ESP suites a child SA of the IKE SA between `local` and `remote` may use, in gate64's
+/// order: the AES-GMAC ones first where [`integrity_only_allowed`] (the point of the setting
+/// is to not encrypt twice), then `[ipsec] esp_proposals`, which never adds AES-GMAC.
+pub(crate) fn esp_suites_for(
+    config: &super::ResponderConfig,
+    local: std::net::SocketAddr,
+    remote: std::net::SocketAddr,
+) -> Vec<Cipher> {
+    let gmac = integrity_only_allowed(config, local, remote);
+    let extra: &[Cipher] = if gmac { &INTEGRITY_ONLY_SUITES } else { &[] };
+    extra
+        .iter()
+        .chain(config.esp_suites.iter().filter(|c| !c.is_gmac()))
+        .copied()
+        .collect()
+}
+
 /// Picks an ESP proposal: the one offering the suite earliest in `accepted` (gate64's
 /// preference; among equals, the client's first), ESN either way, the KE transform as
-/// [`KeRule`] says. AES-GCM takes no integrity transform (or NONE), AES-CBC takes
-/// AUTH_HMAC_SHA2_256_128.
+/// [`KeRule`] says. AES-GCM and AES-GMAC take no integrity transform (or NONE), AES-CBC
+/// takes AUTH_HMAC_SHA2_256_128.
 pub(crate) fn choose_esp_proposal(
     proposals: &[Proposal],
     ke: KeRule,
@@ -137,6 +188,8 @@ fn esp_transforms(p: &Proposal, accepted: &[Cipher]) -> (Option<(usize, Cipher)>
         let bits = u16::try_from(c.aes_key_len() * 8).unwrap_or(0);
         let offered = if c.is_cbc() {
             offers_encr(transform::ENCR_AES_CBC, bits) && hmac_sha256
+        } else if c.is_gmac() {
+            offers_encr(transform::ENCR_NULL_AUTH_AES_GMAC, bits) && integ_none
         } else {
             offers_encr(transform::ENCR_AES_GCM_16, bits) && integ_none
         };
@@ -169,6 +222,8 @@ fn esp_reply(choice: &EspChoice, our_spi: u32) -> Proposal {
     let bits = u16::try_from(cipher.aes_key_len() * 8).unwrap_or(0);
     let encr = if cipher.is_cbc() {
         transform::ENCR_AES_CBC
+    } else if cipher.is_gmac() {
+        transform::ENCR_NULL_AUTH_AES_GMAC
     } else {
         transform::ENCR_AES_GCM_16
     };
@@ -583,7 +638,8 @@ fn create_child(
         None => None,
     };
     let rule = req.ke.map_or(KeRule::Absent, |k| KeRule::Group(k.0));
-    let choice = choose_esp_proposal(req.proposals, rule, &r.config.esp_suites)?;
+    let suites = esp_suites_for(&r.config, sa.local, sa.remote);
+    let choice = choose_esp_proposal(req.proposals, rule, &suites)?;
     let (tunnel, tsr) = tunnel_for(&r.config, sa, req.tsr)
         .ok_or((notify::TS_UNACCEPTABLE, Refusal::TsUnacceptable))?;
     let inner = sa.inner.unwrap_or(sa.remote.ip());

@@ -75,6 +75,11 @@ pub struct ResponderConfig {
     /// esp_proposals`); [`DEFAULT_ESP_SUITES`](super::child::DEFAULT_ESP_SUITES) unless
     /// narrowed. Empty refuses every child SA.
     pub esp_suites: Vec<Cipher>,
+    /// Child SAs of IKE SAs whose client address lies in this prefix may use AES-GMAC,
+    /// integrity only (RFC 4543), preferred over every suite of `esp_suites`: the IP-HTTPS
+    /// prefix when `[ipsec] iphttps_integrity_only` is on, since TLS already encrypts that
+    /// hop. Never for a Teredo address or an IKE SA on a native address. `None`: never.
+    pub integrity_only_prefix: Option<Ipv6Net>,
     /// How long an IKE SA may live from its authentication (`[ipsec] reauth_secs`),
     /// announced with AUTH_LIFETIME (RFC 4478); it is deleted 10% later unless the client
     /// authenticated anew with a new IKE SA. `None`: never.
@@ -144,6 +149,7 @@ impl ResponderConfig {
             dns4: Vec::new(),
             dns_domains: Vec::new(),
             esp_suites: super::child::DEFAULT_ESP_SUITES.to_vec(),
+            integrity_only_prefix: None,
             ike_policy: IkePolicy::default(),
             tunnel_rules: Vec::new(),
             eap: None,

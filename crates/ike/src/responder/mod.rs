@@ -59,7 +59,7 @@ pub use admin::{DisconnectTarget, IkeSaInfo};
 pub use auth_jobs::{AuthJob, AuthVerdict, JobWatch};
 pub use authz::Authorization;
 pub use cert_authz::{AuthzJob, AuthzOutcome, AuthzVerdict};
-pub use child::DEFAULT_ESP_SUITES;
+pub use child::{DEFAULT_ESP_SUITES, INTEGRITY_ONLY_SUITES};
 pub use config::ResponderConfig;
 pub(crate) use config::anchors_for_clients;
 pub use eap::{EapJob, EapOutcome, EapPolicy, EapVerdict};

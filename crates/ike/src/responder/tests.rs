@@ -161,6 +161,7 @@ impl Lab {
             tunnel,
             retransmit_after: Duration::from_secs(2),
             max_retransmits: 3,
+            integrity_only: false,
         };
         Initiator::new(config, now, SystemTime::now(), addr(CLIENT), addr(SERVER))
             .expect("initiator")
@@ -1517,6 +1518,7 @@ mod cert_authz;
 mod eap;
 mod esp_suites;
 mod identity;
+mod integrity_only;
 mod ipv4;
 mod mobike;
 mod proposals;

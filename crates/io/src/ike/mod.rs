@@ -826,6 +826,7 @@ mod tests {
             tunnel: TunnelKind::Infrastructure,
             retransmit_after: Duration::from_secs(1),
             max_retransmits: 5,
+            integrity_only: false,
         }
     }
 
@@ -972,6 +973,7 @@ mod tests {
             tunnel: TunnelKind::Infrastructure,
             retransmit_after: Duration::from_secs(1),
             max_retransmits: 5,
+            integrity_only: false,
         };
         let local = client.local_addr().expect("addr");
         let mut initiator = Initiator::new(init_config, now, SystemTime::now(), local, nat_t_addr)

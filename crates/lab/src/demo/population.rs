@@ -92,6 +92,7 @@ fn own_settings(base: &IpsecSettings, ca: &ClientCa, i: usize) -> Result<IpsecSe
         renew_after: base.renew_after,
         user_pem: None,
         server_id: base.server_id.clone(),
+        integrity_only: base.integrity_only,
     })
 }
 

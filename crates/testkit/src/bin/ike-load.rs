@@ -464,6 +464,7 @@ fn start(
         tunnel: job.tunnel,
         retransmit_after: Duration::from_secs(2),
         max_retransmits: 4,
+        integrity_only: false,
     };
     let now = Instant::now();
     let mut initiator = Initiator::new(config, now, SystemTime::now(), local, shared.opts.server)

@@ -51,6 +51,7 @@ fn client(
         tunnel,
         retransmit_after: Duration::from_secs(2),
         max_retransmits: 3,
+        integrity_only: false,
     };
     Initiator::new(config, now, SystemTime::now(), addr(CLIENT), addr(SERVER)).expect("initiator")
 }

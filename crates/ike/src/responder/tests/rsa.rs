@@ -60,6 +60,7 @@ fn client(lab: &Lab, client: Credentials, hashes: bool, now: Instant) -> Initiat
         tunnel: TunnelKind::Intranet,
         retransmit_after: Duration::from_secs(2),
         max_retransmits: 3,
+        integrity_only: false,
     };
     let i = Initiator::new(config, now, SystemTime::now(), addr(CLIENT), addr(SERVER))
         .expect("initiator");

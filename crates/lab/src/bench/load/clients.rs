@@ -67,6 +67,7 @@ impl Shared {
             renew_after: gate64_client::ipsec::RENEW_AFTER,
             user_pem: None,
             server_id: None,
+            integrity_only: false,
         };
         let iphttps = match (&spec.iphttps_url, spec.iphttps_clients()) {
             (Some(url), n) if n > 0 => Some(iphttps_server(spec, url)?),
@@ -103,6 +104,7 @@ impl Shared {
             renew_after: base.renew_after,
             user_pem: None,
             server_id: base.server_id.clone(),
+            integrity_only: base.integrity_only,
         })
     }
 }
