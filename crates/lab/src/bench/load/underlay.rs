@@ -304,6 +304,8 @@ pub fn set_up(spec: &Spec) -> Result<Arc<tun_rs::AsyncDevice>> {
         (format!("/proc/sys/net/ipv4/conf/{name}/rp_filter"), "0"),
         // The clients' sources may be local addresses (routed local for TCP).
         (format!("/proc/sys/net/ipv4/conf/{name}/accept_local"), "1"),
+        // IPv4 only: no router solicitations or MLD reports for the reader to refuse.
+        (format!("/proc/sys/net/ipv6/conf/{name}/disable_ipv6"), "1"),
     ] {
         std::fs::write(&path, value).with_context(|| format!("writing {value} to {path}"))?;
     }
