@@ -13,6 +13,37 @@ use std::time::Instant;
 use tokio::net::UdpSocket;
 use tracing::{debug, trace, warn};
 
+/// What a Teredo session sends and receives its datagrams through: a kernel UDP socket
+/// (`gate64 connect`, the demo) or another endpoint that delivers whole datagrams with their
+/// sender (the load generator's, many clients on one TUN device).
+// The futures carry no `Send` bound of their own: a session runs on one task.
+#[allow(async_fn_in_trait)]
+pub trait Datagrams {
+    /// Sends `buf` as one datagram to `to`.
+    async fn send_to(&self, buf: &[u8], to: SocketAddr) -> std::io::Result<usize>;
+
+    /// Waits for a datagram and appends it to `buf`'s spare capacity; its length and sender.
+    /// Cancel safe: the session waits for it beside the host.
+    async fn recv_buf_from(&self, buf: &mut Vec<u8>) -> std::io::Result<(usize, SocketAddr)>;
+
+    /// Like [`Datagrams::recv_buf_from`] without waiting: `WouldBlock` when none is queued.
+    fn try_recv_buf_from(&self, buf: &mut Vec<u8>) -> std::io::Result<(usize, SocketAddr)>;
+}
+
+impl Datagrams for UdpSocket {
+    async fn send_to(&self, buf: &[u8], to: SocketAddr) -> std::io::Result<usize> {
+        UdpSocket::send_to(self, buf, to).await
+    }
+
+    async fn recv_buf_from(&self, buf: &mut Vec<u8>) -> std::io::Result<(usize, SocketAddr)> {
+        UdpSocket::recv_buf_from(self, buf).await
+    }
+
+    fn try_recv_buf_from(&self, buf: &mut Vec<u8>) -> std::io::Result<(usize, SocketAddr)> {
+        UdpSocket::try_recv_buf_from(self, buf)
+    }
+}
+
 /// Datagrams taken from the socket before the host is flushed (so that a burst reaches a TUN
 /// device as one GRO write).
 const DOWNLINK_BURST: usize = 64;
@@ -25,7 +56,7 @@ const DATAGRAM_CAPACITY: usize = 65_536;
 /// Runs `client` on `sock` for `host` until the host is done (`Ok`) or the socket fails. The
 /// socket may be connected to the server (the demo's) or not (then it also takes datagrams
 /// from other relays).
-pub async fn run<H: Host>(sock: &UdpSocket, client: &mut Client, host: &mut H) -> Result<()> {
+pub async fn run<S: Datagrams, H: Host>(sock: &S, client: &mut Client, host: &mut H) -> Result<()> {
     let server = SocketAddr::V4(client.server());
     let mut dgram = Vec::with_capacity(DATAGRAM_CAPACITY);
     let mut rs = [0u8; teredo::RS_LEN];
@@ -59,8 +90,8 @@ pub async fn run<H: Host>(sock: &UdpSocket, client: &mut Client, host: &mut H) -
 
 /// Handles the datagram `first` (all of `dgram`) and those queued behind it, then flushes
 /// the host. Returns whether the client (re)qualified.
-async fn receive<H: Host>(
-    sock: &UdpSocket,
+async fn receive<S: Datagrams, H: Host>(
+    sock: &S,
     client: &mut Client,
     host: &mut H,
     dgram: &mut Vec<u8>,
@@ -101,7 +132,7 @@ async fn receive<H: Host>(
 /// for us, named by the origin indication its server added) or its sender (RFC 4380 §5.2.3,
 /// §5.4.1): a relay whose last packet from us is older than its peer lifetime queues what it
 /// has for us until we do, so an idle client that stays silent would lose it.
-async fn answer_bubble(sock: &UdpSocket, client: &Client, dgram: &[u8], from: SocketAddr) {
+async fn answer_bubble<S: Datagrams>(sock: &S, client: &Client, dgram: &[u8], from: SocketAddr) {
     let (Some(me), Ok(pkt)) = (client.address(), tw::Packet::parse(dgram)) else {
         return;
     };
@@ -116,8 +147,8 @@ async fn answer_bubble(sock: &UdpSocket, client: &Client, dgram: &[u8], from: So
 
 /// Sends what the host has, one datagram per packet (the server takes packets up to the MTU),
 /// up to a burst.
-async fn send<H: Host>(
-    sock: &UdpSocket,
+async fn send<S: Datagrams, H: Host>(
+    sock: &S,
     client: &Client,
     host: &mut H,
     uplink: &mut Vec<u8>,

@@ -1,7 +1,7 @@
 //! UDP header view and representation (RFC 768).
 
-use crate::{Error, Result, checksum, ipv6};
-use std::net::Ipv6Addr;
+use crate::{Error, Result, checksum, ipv4, ipv6};
+use std::net::{Ipv6Addr, SocketAddrV4};
 
 /// Length of the UDP header.
 pub const HEADER_LEN: usize = 8;
@@ -186,6 +186,95 @@ pub fn emit_over_v6(
     }
     .emit(dgram)?;
     let pseudo = checksum::pseudo_header_v6(src, dst, ipv6::NH_UDP, u32::from(len));
+    Packet::new_unchecked(dgram).fill_checksum(pseudo);
+    Ok(())
+}
+
+/// Bytes of IPv4 and UDP header in front of a datagram's payload ([`emit_over_v4`]).
+pub const V4_OVERHEAD: usize = ipv4::HEADER_LEN + HEADER_LEN;
+
+/// A UDP datagram in an IPv4 packet, as a host's stack takes it in ([`parse_over_v4`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct V4Datagram<'a> {
+    /// The sender's address and port.
+    pub src: SocketAddrV4,
+    /// The receiver's address and port.
+    pub dst: SocketAddrV4,
+    /// The data after the UDP header (as long as the UDP Length says).
+    pub payload: &'a [u8],
+}
+
+/// Parses an IPv4 packet carrying one whole UDP datagram: a checked IPv4 header with a valid
+/// checksum (options skipped), protocol UDP, no fragment, and a UDP Length within the IPv4
+/// payload whose checksum verifies (0: none, RFC 768). `Unsupported` for another protocol or
+/// a fragment (a host would reassemble; a Teredo peer does not fragment), `Truncated` or
+/// `Malformed` for the rest.
+pub fn parse_over_v4(packet: &[u8]) -> Result<V4Datagram<'_>> {
+    let ip = ipv4::Packet::new_checked(packet)?;
+    let repr = ipv4::Repr::parse(&ip)?;
+    if repr.protocol != ipv4::PROTO_UDP || ip.is_fragment() {
+        return Err(Error::Unsupported);
+    }
+    let start = ip.header_len();
+    let end = usize::from(ip.total_len());
+    let udp = Packet::new_checked(packet.get(start..end).ok_or(Error::Truncated)?)?;
+    let pseudo = checksum::pseudo_header_v4(&repr.src, &repr.dst, ipv4::PROTO_UDP, udp.len());
+    if !udp.verify_checksum(pseudo) {
+        return Err(Error::Malformed);
+    }
+    Ok(V4Datagram {
+        src: SocketAddrV4::new(repr.src, udp.src_port()),
+        dst: SocketAddrV4::new(repr.dst, udp.dst_port()),
+        payload: udp
+            .into_inner()
+            .get(HEADER_LEN..usize::from(udp.len()))
+            .unwrap_or_default(),
+    })
+}
+
+/// Appends to `out` an IPv4 packet (TTL 64, DF clear, identification `ident`) carrying
+/// `payload` from `src` to `dst` in a UDP datagram with its checksum. `Malformed`, with
+/// nothing appended, when the packet would exceed IPv4's 65,535 bytes.
+pub fn emit_over_v4(
+    out: &mut Vec<u8>,
+    src: SocketAddrV4,
+    dst: SocketAddrV4,
+    ident: u16,
+    payload: &[u8],
+) -> Result<()> {
+    let udp_len = payload
+        .len()
+        .checked_add(HEADER_LEN)
+        .and_then(|l| u16::try_from(l).ok())
+        .ok_or(Error::Malformed)?;
+    if usize::from(udp_len) + ipv4::HEADER_LEN > usize::from(u16::MAX) {
+        return Err(Error::Malformed);
+    }
+    let start = out.len();
+    out.resize(start + V4_OVERHEAD, 0);
+    out.extend_from_slice(payload);
+    let packet = &mut out[start..];
+    ipv4::Repr {
+        src: *src.ip(),
+        dst: *dst.ip(),
+        protocol: ipv4::PROTO_UDP,
+        payload_len: udp_len,
+        ttl: 64,
+        tos: 0,
+        ident,
+        dont_frag: false,
+        more_frags: false,
+        frag_offset: 0,
+    }
+    .emit(packet)?;
+    let dgram = &mut packet[ipv4::HEADER_LEN..];
+    Repr {
+        src_port: src.port(),
+        dst_port: dst.port(),
+        payload_len: udp_len - HEADER_LEN as u16,
+    }
+    .emit(dgram)?;
+    let pseudo = checksum::pseudo_header_v4(src.ip(), dst.ip(), ipv4::PROTO_UDP, udp_len);
     Packet::new_unchecked(dgram).fill_checksum(pseudo);
     Ok(())
 }

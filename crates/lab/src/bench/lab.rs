@@ -3,7 +3,9 @@
 //!
 //! ```text
 //!  tload  203.0.113.20/24 ─ vsrv ══ vload ─ tsrv 203.0.113.1/24       (emulated clients,
-//!         100.64.0.0/16 routed local: each client's transport source)   TUN load0)
+//!         100.64.0.0/16: the clients' transport sources, routed local   TUN load0)
+//!         for IP-HTTPS's TCP; the generator routes UDP to them into its
+//!         underlay TUN load0u, where the Teredo clients are)
 //!  tcli   Debian's miredo client + strongSwan over it (the real third-party clients)
 //!  tsrv   gate64 serve: Teredo 192.0.2.1/.2, IP-HTTPS 192.0.2.1:443, IKE at 2001:db8:100::1,
 //!         pool6 fd00:c1::/104, NAT64 2001:db8:64::/96 -> pool4 198.19.64.0/24, DNS64

@@ -97,6 +97,12 @@ pub struct Status {
     pub unknown_source: u64,
     /// Client sessions that ended (and were started again).
     pub session_errors: u64,
+    /// Packets from the generator's underlay device (the Teredo clients' outer datagrams)
+    /// that were no whole IPv4/UDP datagram or were for no client's address and port.
+    pub underlay_refused: u64,
+    /// Datagrams the underlay dropped: a client's queue full, or a write to the device
+    /// failed.
+    pub underlay_dropped: u64,
     /// Seconds since the generator started.
     pub elapsed_seconds: f64,
     /// The generator's resident memory before the first client started: `rss_bytes` minus

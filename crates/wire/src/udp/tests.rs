@@ -121,3 +121,113 @@ fn emit_over_v6_refuses_what_no_udp_header_can_describe() {
         Err(Error::Malformed)
     );
 }
+
+fn v4(a: &str) -> std::net::SocketAddrV4 {
+    a.parse().unwrap()
+}
+
+/// 100.64.0.5:1024 → 192.0.2.1:3544 carrying `payload`, from [`emit_over_v4`].
+fn over_v4(payload: &[u8]) -> Vec<u8> {
+    let mut out = vec![0xee; 3];
+    emit_over_v4(
+        &mut out,
+        v4("100.64.0.5:1024"),
+        v4("192.0.2.1:3544"),
+        7,
+        payload,
+    )
+    .unwrap();
+    // What was in the buffer stays; the packet is appended.
+    assert_eq!(out[..3], [0xee; 3]);
+    out.split_off(3)
+}
+
+#[test]
+fn emitted_over_v4_checks_out_with_etherparse() {
+    let p = over_v4(b"qualification");
+    let (ip, rest) = etherparse::Ipv4Header::from_slice(&p).unwrap();
+    assert_eq!(ip.header_checksum, ip.calc_header_checksum());
+    assert_eq!(
+        (ip.source, ip.destination),
+        ([100, 64, 0, 5], [192, 0, 2, 1])
+    );
+    assert_eq!(ip.protocol, etherparse::IpNumber::UDP);
+    assert_eq!(usize::from(ip.total_len), p.len());
+    let (udp, data) = etherparse::UdpHeader::from_slice(rest).unwrap();
+    assert_eq!((udp.source_port, udp.destination_port), (1024, 3544));
+    assert_eq!(data, b"qualification");
+    assert_eq!(
+        udp.checksum,
+        udp.calc_checksum_ipv4_raw(ip.source, ip.destination, data)
+            .unwrap()
+    );
+}
+
+#[test]
+fn over_v4_round_trips_and_ignores_trailing_bytes() {
+    let mut p = over_v4(b"abc");
+    p.extend_from_slice(b"padding");
+    let d = parse_over_v4(&p).unwrap();
+    assert_eq!(d.src, v4("100.64.0.5:1024"));
+    assert_eq!(d.dst, v4("192.0.2.1:3544"));
+    assert_eq!(d.payload, b"abc");
+    // An empty payload and a checksum of 0 (none, RFC 768) are fine.
+    let mut p = over_v4(b"");
+    p[26..28].fill(0);
+    assert_eq!(parse_over_v4(&p).unwrap().payload, b"");
+}
+
+#[test]
+fn malformed_over_v4_is_refused() {
+    let good = over_v4(b"some teredo bytes");
+    assert_eq!(parse_over_v4(&good[..19]), Err(Error::Truncated));
+    assert_eq!(
+        parse_over_v4(&good[..good.len() - 1]),
+        Err(Error::Truncated)
+    );
+    let bad = |at: usize, byte: u8| {
+        let mut p = good.clone();
+        p[at] = byte;
+        parse_over_v4(&p).map(|d| d.payload.len())
+    };
+    // The IPv4 header checksum.
+    assert_eq!(bad(10, good[10] ^ 1), Err(Error::Malformed));
+    // A payload byte: the UDP checksum.
+    assert_eq!(bad(30, good[30] ^ 1), Err(Error::Malformed));
+    // Version 6.
+    assert_eq!(bad(0, 0x65), Err(Error::Malformed));
+    // UDP Length 7, and longer than the IPv4 payload.
+    assert_eq!(bad(25, 7), Err(Error::Malformed));
+    assert_eq!(bad(25, good[25] + 1), Err(Error::Truncated));
+    // TCP, and a first fragment: both refused with a fixed header checksum.
+    let refix = |mut p: Vec<u8>| {
+        p[10..12].fill(0);
+        let c = checksum::finish(checksum::sum(&p[..20], 0));
+        p[10..12].copy_from_slice(&c.to_be_bytes());
+        parse_over_v4(&p).map(|d| d.payload.len())
+    };
+    let mut tcp = good.clone();
+    tcp[9] = 6;
+    assert_eq!(refix(tcp), Err(Error::Unsupported));
+    let mut frag = good.clone();
+    frag[6] = 0x20;
+    assert_eq!(refix(frag), Err(Error::Unsupported));
+}
+
+#[test]
+fn over_v4_refuses_what_does_not_fit() {
+    let mut out = Vec::new();
+    let big = vec![0u8; 65_535 - 28 + 1];
+    let r = emit_over_v4(&mut out, v4("1.2.3.4:1"), v4("5.6.7.8:2"), 0, &big);
+    assert_eq!(r, Err(Error::Malformed));
+    assert!(out.is_empty());
+    emit_over_v4(&mut out, v4("1.2.3.4:1"), v4("5.6.7.8:2"), 0, &big[1..]).unwrap();
+    assert_eq!(out.len(), 65_535);
+}
+
+proptest! {
+    #[test]
+    fn over_v4_never_panics(bytes in proptest::collection::vec(any::<u8>(), 0..200)) {
+        let _ = parse_over_v4(&bytes);
+    }
+}

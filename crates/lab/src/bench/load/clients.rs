@@ -4,6 +4,7 @@
 
 use super::fleet::{Fleet, LoadHost, Transport};
 use super::spec::Spec;
+use super::underlay::Underlay;
 use anyhow::{Context, Result};
 use gate64_client::iphttps::Server;
 use gate64_client::ipsec::{IpsecHost, IpsecSettings};
@@ -35,6 +36,9 @@ pub struct Shared {
     pub issuer: Issuer<'static, KeyPair>,
     /// Per-process random keys, for the seeds.
     pub random: std::collections::hash_map::RandomState,
+    /// The underlay the Teredo clients send and receive on (its device is set once it
+    /// exists); `None` when each has a kernel socket (`teredo_sockets`).
+    pub underlay: Option<Arc<Underlay>>,
 }
 
 impl Shared {
@@ -79,6 +83,7 @@ impl Shared {
             ipsec,
             issuer,
             random: Default::default(),
+            underlay: (!spec.teredo_sockets).then(Default::default),
         })
     }
 
@@ -169,7 +174,13 @@ pub async fn run(fleet: Arc<Fleet>, shared: Arc<Shared>, spec: Arc<Spec>, i: usi
                 let mut linked = false;
                 server.session(seed, deadline, &mut host, &mut linked).await
             }
-            _ => teredo_session(shared.teredo, source, seed, &mut host).await,
+            _ => match &shared.underlay {
+                Some(underlay) => {
+                    let local = SocketAddrV4::new(source, spec.port_of(i, attempt));
+                    underlay_session(underlay, shared.teredo, local, seed, &mut host).await
+                }
+                None => teredo_session(shared.teredo, source, seed, &mut host).await,
+            },
         };
         host.host_mut().retire();
         fleet.counters.session_errors.fetch_add(1, Relaxed);
@@ -180,7 +191,22 @@ pub async fn run(fleet: Arc<Fleet>, shared: Arc<Shared>, spec: Arc<Spec>, i: usi
     }
 }
 
-/// One Teredo session from `source` (a port of its own: gate64 tells clients apart by their
+/// One Teredo session from `local` on the underlay (no file descriptor of its own).
+async fn underlay_session(
+    underlay: &Arc<Underlay>,
+    server: SocketAddrV4,
+    local: SocketAddrV4,
+    seed: u64,
+    host: &mut IpsecHost<LoadHost>,
+) -> Result<()> {
+    let endpoint = underlay
+        .bind(local)
+        .with_context(|| format!("binding {local}"))?;
+    let mut client = Client::new(server, seed);
+    gate64_client::teredo::run(&endpoint, &mut client, host).await
+}
+
+/// One Teredo session on a kernel socket from `source` (a port of its own: gate64 tells clients apart by their
 /// mapped address and port, RFC 4380 §4).
 async fn teredo_session(
     server: SocketAddrV4,

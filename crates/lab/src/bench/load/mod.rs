@@ -11,6 +11,10 @@
 //! open is written back to the device. Kernel sockets in the namespace bind the inner
 //! addresses listed in the ADDRESSES file (the pool is routed local, [`tun`]).
 //!
+//! The Teredo clients' outer datagrams go through a second TUN device, the underlay
+//! ([`underlay`]): a client is an address and port on it, not a socket, so file descriptors
+//! do not bound their number. IP-HTTPS clients hold a TCP socket each.
+//!
 //! STATUS.json is rewritten every second ([`status`]); SIGTERM or SIGINT stops the run.
 
 mod clients;
@@ -18,6 +22,7 @@ mod fleet;
 mod spec;
 mod status;
 mod tun;
+mod underlay;
 
 use anyhow::{Context, Result};
 use fleet::{Fleet, Transport};
@@ -53,13 +58,15 @@ pub struct LoadArgs {
 pub fn run(args: &LoadArgs) -> Result<()> {
     init_logging();
     let spec = Arc::new(Spec::load(&args.spec)?);
-    let limit = gate64_sys::resource::raise_nofile(spec.clients as u64 + SPARE_FDS);
-    if limit < spec.clients as u64 + SPARE_FDS {
-        tracing::warn!(
-            limit,
-            clients = spec.clients,
-            "RLIMIT_NOFILE too low for every client"
-        );
+    // A descriptor per client with a socket of its own: IP-HTTPS clients, and Teredo ones
+    // without the underlay.
+    let sockets = match spec.teredo_sockets {
+        true => spec.clients,
+        false => spec.iphttps_clients(),
+    } as u64;
+    let limit = gate64_sys::resource::raise_nofile(sockets + SPARE_FDS);
+    if limit < sockets + SPARE_FDS {
+        tracing::warn!(limit, sockets, "RLIMIT_NOFILE too low for every client");
     }
     let shared = Arc::new(clients::Shared::load(&spec)?);
     let mut rt = tokio::runtime::Builder::new_multi_thread();
@@ -67,8 +74,12 @@ pub fn run(args: &LoadArgs) -> Result<()> {
         rt.worker_threads(n.max(1));
     }
     let rt = rt.enable_all().build().context("starting a runtime")?;
+    let underlay = shared.underlay.is_some();
     let r = rt.block_on(drive(&spec, shared, args));
     tun::tear_down(&spec);
+    if underlay {
+        underlay::tear_down();
+    }
     rt.shutdown_background();
     r
 }
@@ -88,6 +99,15 @@ async fn drive(spec: &Arc<Spec>, shared: Arc<clients::Shared>, args: &LoadArgs) 
     let fleet = Arc::new(Fleet::new(transports, spec.pool6));
     fleet.set_tun(Arc::clone(&dev));
     let reader = tokio::spawn(fleet::read_loop(dev, Arc::clone(&fleet)));
+    let mut outer_reader = match &shared.underlay {
+        Some(underlay) => {
+            let dev = underlay::set_up(spec)?;
+            underlay.set_device(Arc::clone(&dev));
+            Some(tokio::spawn(underlay::read_loop(dev, Arc::clone(underlay))))
+        }
+        None => None,
+    };
+    let outer = shared.underlay.clone();
     let rss_start_bytes = status::rss_bytes();
     tokio::spawn(ramp(Arc::clone(&fleet), shared, Arc::clone(spec)));
     let addresses = status::addresses_path(&args.status);
@@ -106,7 +126,14 @@ async fn drive(spec: &Arc<Spec>, shared: Arc<clients::Shared>, args: &LoadArgs) 
                 _ => Err(anyhow::anyhow!("the TUN reader stopped")),
             };
         }
+        if let Some(r) = outer_reader.take_if(|r| r.is_finished()) {
+            return match r.await {
+                Ok(Err(e)) => Err(e),
+                _ => Err(anyhow::anyhow!("the underlay reader stopped")),
+            };
+        }
         let mut s = status::collect(&fleet, spec.setup_timeout_secs);
+        status::add_underlay(&mut s, outer.as_deref());
         fleet.counters.failed.store(s.failed, Relaxed);
         s.rss_start_bytes = rss_start_bytes;
         if s.ready && ready_seconds == 0.0 {
@@ -132,6 +159,7 @@ async fn drive(spec: &Arc<Spec>, shared: Arc<clients::Shared>, args: &LoadArgs) 
         status::write_atomically(&args.status, &json)?;
     }
     let mut s = status::collect(&fleet, spec.setup_timeout_secs);
+    status::add_underlay(&mut s, outer.as_deref());
     (s.rss_start_bytes, s.ready_seconds) = (rss_start_bytes, ready_seconds);
     status::write_atomically(&args.status, &serde_json::to_vec(&s)?)?;
     tracing::info!(up = s.up, failed = s.failed, "stopping");

@@ -38,6 +38,14 @@ pub struct Spec {
     pub corp_prefixes: Vec<Ipv6Net>,
     /// The TUN device carrying every client's inner traffic.
     pub tun: String,
+    /// The TUN device carrying the Teredo clients' outer IPv4/UDP traffic (the underlay);
+    /// default: `tun` with a `u` after it.
+    #[serde(default)]
+    pub underlay_tun: Option<String>,
+    /// Each Teredo client on a kernel UDP socket of its own (one file descriptor per
+    /// client), instead of the underlay device: for comparison.
+    #[serde(default)]
+    pub teredo_sockets: bool,
     /// Clients started per second (transport, then both IKE negotiations).
     #[serde(default = "default_connect_per_sec")]
     pub connect_per_sec: u32,
@@ -114,6 +122,11 @@ impl Spec {
             "`connect_per_sec`: must be at least 1"
         );
         ensure!(!self.tun.is_empty(), "`tun`: empty device name");
+        let underlay = self.underlay_name();
+        ensure!(
+            !underlay.is_empty() && underlay.len() < 16 && underlay != self.tun,
+            "`underlay_tun`: {underlay:?} is no device name of its own (at most 15 bytes)"
+        );
         ensure!(
             self.max_setups_in_flight > 0,
             "`max_setups_in_flight`: must be at least 1"
@@ -137,16 +150,42 @@ impl Spec {
         (i + 1) * k / n > i * k / n
     }
 
-    /// The source address of client `i`: host `i % hosts` of `source_v4` (all of a /31 or
-    /// /32, otherwise without the network and broadcast addresses).
-    pub fn source_of(&self, i: usize) -> Ipv4Addr {
+    /// The underlay device's name.
+    pub fn underlay_name(&self) -> String {
+        self.underlay_tun
+            .clone()
+            .unwrap_or_else(|| format!("{}u", self.tun))
+    }
+
+    /// The first host of `source_v4` and how many there are (all of a /31 or /32, otherwise
+    /// without the network and broadcast addresses).
+    fn source_hosts(&self) -> (u32, u64) {
         let net = self.source_v4;
         let (first, hosts) = match net.prefix_len() {
             31 | 32 => (0u32, 1u64 << (32 - net.prefix_len())),
             len => (1, (1u64 << (32 - len)) - 2),
         };
-        let offset = (i as u64 % hosts) as u32;
-        Ipv4Addr::from(u32::from(net.network()) + first + offset)
+        (u32::from(net.network()) + first, hosts)
+    }
+
+    /// The source address of client `i`: host `i % hosts` of `source_v4`.
+    pub fn source_of(&self, i: usize) -> Ipv4Addr {
+        let (first, hosts) = self.source_hosts();
+        Ipv4Addr::from(first + (i as u64 % hosts) as u32)
+    }
+
+    /// The UDP port of client `i`'s session number `attempt` on the underlay: the clients
+    /// that share an address (`rounds` of them at most) have ports of their own, and a new
+    /// session moves to another port (as a new socket would), so that no two sessions of the
+    /// run hold the same address and port at once.
+    pub fn port_of(&self, i: usize, attempt: u64) -> u16 {
+        const FIRST: u64 = 1024;
+        let span = u64::from(u16::MAX) + 1 - FIRST;
+        let (_, hosts) = self.source_hosts();
+        let rounds = (self.clients as u64).div_ceil(hosts).clamp(1, span);
+        let round = (i as u64 / hosts) % rounds;
+        let turns = span / rounds;
+        u16::try_from(FIRST + round + (attempt % turns) * rounds).unwrap_or(u16::MAX)
     }
 }
 
@@ -201,6 +240,39 @@ mod tests {
         assert_eq!(got, want);
         s.source_v4 = "10.64.0.7/32".parse().unwrap();
         assert_eq!(s.source_of(5), "10.64.0.7".parse::<Ipv4Addr>().unwrap());
+    }
+
+    #[test]
+    fn ports_are_unique_per_address_across_clients_and_sessions() {
+        let mut s = example();
+        s.source_v4 = "10.64.0.0/30".parse().unwrap();
+        s.clients = 7;
+        let mut owner = std::collections::HashMap::new();
+        for i in 0..s.clients {
+            for attempt in [0, 1, 2, 9000] {
+                let at = (s.source_of(i), s.port_of(i, attempt));
+                assert!(at.1 >= 1024, "{at:?}");
+                assert_eq!(*owner.entry(at).or_insert(i), i, "{at:?} of two clients");
+            }
+        }
+        // Each client's four sessions have four ports.
+        assert_eq!(owner.len(), 4 * s.clients);
+        // Session 1 of a client moves off session 0's port.
+        assert_ne!(s.port_of(0, 0), s.port_of(0, 1));
+    }
+
+    #[test]
+    fn the_underlay_device_is_named_after_tun_unless_given() {
+        let mut s = example();
+        assert_eq!(s.underlay_name(), "load0u");
+        s.underlay_tun = Some("outer0".into());
+        assert_eq!(s.underlay_name(), "outer0");
+        s.check().unwrap();
+        s.underlay_tun = Some("load0".into());
+        assert!(format!("{:#}", s.check().unwrap_err()).contains("underlay_tun"));
+        s.underlay_tun = None;
+        s.tun = "a-fifteen-byte0".into();
+        assert!(format!("{:#}", s.check().unwrap_err()).contains("underlay_tun"));
     }
 
     #[test]

@@ -4,6 +4,7 @@
 use super::fleet::Fleet;
 #[cfg(test)]
 use super::fleet::Transport;
+use super::underlay::Underlay;
 use crate::bench::spec::Status;
 pub use crate::bench::spec::addresses_path;
 use anyhow::{Context, Result};
@@ -50,6 +51,15 @@ pub fn collect(fleet: &Fleet, setup_timeout_secs: u64) -> Status {
     }
     s.ready = pending == 0;
     s
+}
+
+/// Adds what the underlay dropped to `s`.
+pub fn add_underlay(s: &mut Status, underlay: Option<&Underlay>) {
+    if let Some(u) = underlay {
+        let c = &u.counters;
+        s.underlay_refused = c.malformed.load(Relaxed) + c.unknown_destination.load(Relaxed);
+        s.underlay_dropped = c.dropped.load(Relaxed) + c.send_failed.load(Relaxed);
+    }
 }
 
 /// One line per client with both tunnels up: `<inner IPv6> <teredo|iphttps>`.
