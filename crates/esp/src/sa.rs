@@ -346,6 +346,9 @@ struct Core {
     spi: u32,
     cipher: Cipher,
     crypto: Crypto,
+    /// The KEYMAT the SA was made from, kept (and wiped on drop) so that [`Core::params`]
+    /// can hand the SA to a standby node.
+    keys: SaKeys,
     esn: bool,
     lifetime: Lifetime,
     created: Instant,
@@ -408,6 +411,7 @@ impl Core {
             spi: p.spi,
             cipher,
             crypto,
+            keys: p.keys.clone(),
             esn: p.esn,
             lifetime: p.lifetime,
             created: p.created,
@@ -417,6 +421,19 @@ impl Core {
             packets: AtomicU64::new(0),
             expired: AtomicBool::new(false),
         })
+    }
+
+    /// The parameters the SA was made from (key material included).
+    fn params(&self) -> SaParams {
+        SaParams {
+            spi: self.spi,
+            keys: self.keys.clone(),
+            esn: self.esn,
+            lifetime: self.lifetime,
+            created: self.created,
+            local_ts: self.local_ts.clone(),
+            remote_ts: self.remote_ts.clone(),
+        }
     }
 
     /// RFC 4106 §5: AAD = SPI || 32-bit sequence number, or SPI || high || low with ESN.
@@ -489,6 +506,23 @@ impl Outbound {
             core: Core::new(params)?,
             seq: AtomicU64::new(1),
         })
+    }
+
+    /// The sealing side of `params` whose first packet gets sequence number `next_seq`:
+    /// an SA taken over from another node, whose counter must continue past every number
+    /// that node may have used. A `next_seq` beyond the sequence space leaves the SA
+    /// expired at its first `seal`.
+    pub fn resume(params: &SaParams, next_seq: u64) -> Result<Self, KeyError> {
+        Ok(Outbound {
+            core: Core::new(params)?,
+            seq: AtomicU64::new(next_seq.max(1)),
+        })
+    }
+
+    /// The parameters the SA was made from, key material included, for handing it to a
+    /// standby node.
+    pub fn params(&self) -> SaParams {
+        self.core.params()
     }
 
     /// Seals the inner packet at `buf[at + h ..][..inner_len]` in place, where `h` is
@@ -651,6 +685,24 @@ impl Inbound {
             auth_failures: AtomicU64::new(0),
             replay_drops: AtomicU64::new(0),
         })
+    }
+
+    /// The opening side of `params` that refuses every sequence number up to and including
+    /// `highest_seq`: an SA taken over from another node, which received those (or may
+    /// have), so a replay of them is dropped here too. Numbers above it are accepted once.
+    pub fn resume(params: &SaParams, highest_seq: u64) -> Result<Self, KeyError> {
+        Ok(Inbound {
+            core: Core::new(params)?,
+            replay: Mutex::new(ReplayWindow::seen_up_to(highest_seq)),
+            auth_failures: AtomicU64::new(0),
+            replay_drops: AtomicU64::new(0),
+        })
+    }
+
+    /// The parameters the SA was made from, key material included, for handing it to a
+    /// standby node.
+    pub fn params(&self) -> SaParams {
+        self.core.params()
     }
 
     /// Opens the ESP packet `esp` (from the SPI to the end of the ICV) in place: refuses
