@@ -6,20 +6,21 @@ use core::ops::Range;
 use core::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::net::IpAddr;
 use std::sync::{Mutex, PoisonError};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use aws_lc_rs::aead::{AES_128_GCM, AES_256_GCM, Aad, LessSafeKey, UnboundKey};
 use aws_lc_rs::cipher::{AES_128, AES_256, DecryptingKey, EncryptingKey, UnboundCipherKey};
 use aws_lc_rs::hmac;
-use zeroize::Zeroize;
 
 use crate::replay::ReplayWindow;
 
 mod crypto;
+mod params;
 use crate::selector::{Selector, any_covers};
 use crate::{ICV_LEN, SPI_SEQ_IV_LEN};
 pub(crate) use crypto::{cbc_decrypt, cbc_encrypt, cbc_iv, icv_of};
 use crypto::{esp_iv8, gcm_nonce, open_in_place, parse_trailer, seal_in_place, verify_hmac_icv};
+pub use params::{Lifetime, SaKeys, SaParams};
 
 /// Bytes of the salt at the end of the key material (RFC 4106 §8.1).
 pub const SALT_LEN: usize = 4;
@@ -116,82 +117,6 @@ impl Cipher {
         let a = self.align();
         (a - (inner_len + TRAILER_FIXED) % a) % a
     }
-}
-
-/// Key material of one direction, as IKEv2 KEYMAT gives it (RFC 7296 §2.17): the AES key
-/// followed by the 4-byte salt for AES-GCM (RFC 4106 §8.1), the AES key followed by the HMAC
-/// key for AES-CBC. Wiped on drop; `Debug` prints no key.
-#[derive(Clone, PartialEq, Eq)]
-pub struct SaKeys {
-    /// The cipher the key is for.
-    pub cipher: Cipher,
-    /// Key || salt, or AES key || HMAC key; [`Cipher::keymat_len`] bytes.
-    pub key: Vec<u8>,
-}
-
-impl fmt::Debug for SaKeys {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("SaKeys")
-            .field("cipher", &self.cipher)
-            .field("key", &"<redacted>")
-            .finish()
-    }
-}
-
-impl Drop for SaKeys {
-    fn drop(&mut self) {
-        self.key.zeroize();
-    }
-}
-
-/// Byte and time limits of an SA (RFC 4301 §4.4.2.1): past a soft limit the SA asks for a
-/// rekey ([`SaState::Rekey`]), past a hard one it is [`SaState::Expired`] and refuses to seal
-/// or open. Bytes count inner packets. [`Lifetime::UNLIMITED`] sets no limit.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Lifetime {
-    /// Rekey after this many bytes.
-    pub soft_bytes: u64,
-    /// Expire after this many bytes.
-    pub hard_bytes: u64,
-    /// Rekey this long after creation.
-    pub soft_after: Duration,
-    /// Expire this long after creation.
-    pub hard_after: Duration,
-}
-
-impl Lifetime {
-    /// No byte or time limit (the sequence number still bounds the SA).
-    pub const UNLIMITED: Lifetime = Lifetime {
-        soft_bytes: u64::MAX,
-        hard_bytes: u64::MAX,
-        soft_after: Duration::MAX,
-        hard_after: Duration::MAX,
-    };
-}
-
-impl Default for Lifetime {
-    fn default() -> Self {
-        Lifetime::UNLIMITED
-    }
-}
-
-/// What IKE negotiated for one direction of a child SA.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SaParams {
-    /// The SPI the receiver of this direction chose (RFC 4303 §2.1).
-    pub spi: u32,
-    /// Cipher and KEYMAT.
-    pub keys: SaKeys,
-    /// Extended (64-bit) sequence numbers (RFC 4303 §2.2.1; IKEv2 transform type 5).
-    pub esn: bool,
-    /// Byte and time limits.
-    pub lifetime: Lifetime,
-    /// When IKE established the SA; lifetimes count from here.
-    pub created: Instant,
-    /// gate64's side of the traffic selectors.
-    pub local_ts: Vec<Selector>,
-    /// The peer's side of the traffic selectors.
-    pub remote_ts: Vec<Selector>,
 }
 
 /// Where an SA stands in its life.

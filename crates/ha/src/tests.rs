@@ -272,7 +272,7 @@ fn direction(cipher: Cipher, spi: u32, seed: u8, created: Instant) -> SaParams {
             cipher,
             key: (0..cipher.keymat_len() as u8).map(|i| i ^ seed).collect(),
         },
-        esn: seed % 2 == 0,
+        esn: seed.is_multiple_of(2),
         lifetime: Lifetime {
             soft_bytes: 1 << 30,
             hard_bytes: 1 << 31,
