@@ -436,12 +436,17 @@ impl Outbound {
     /// The sealing side of `params` whose first packet gets sequence number `next_seq`:
     /// an SA taken over from another node, whose counter must continue past every number
     /// that node may have used. A `next_seq` beyond the sequence space leaves the SA
-    /// expired at its first `seal`.
+    /// expired.
     pub fn resume(params: &SaParams, next_seq: u64) -> Result<Self, KeyError> {
-        Ok(Outbound {
+        let sa = Outbound {
             core: Core::new(params)?,
             seq: AtomicU64::new(next_seq.max(1)),
-        })
+        };
+        if next_seq > sa.max_seq() {
+            // Expired before any `seal` takes a number, so none can wrap around.
+            sa.core.expired.store(true, Relaxed);
+        }
+        Ok(sa)
     }
 
     /// The parameters the SA was made from, key material included, for handing it to a

@@ -9,8 +9,12 @@ use crate::*;
 const IN: u32 = 0x0000_1000;
 const OUT: u32 = 0x0000_2000;
 
+fn addr_of_client() -> IpAddr {
+    "fd00:c1::100".parse().unwrap()
+}
+
 fn child(cipher: Cipher, esn: bool) -> ChildSaPair {
-    let client: IpAddr = "fd00:c1::100".parse().unwrap();
+    let client = addr_of_client();
     let mut inbound = params(cipher, keymat(cipher, 3), IN, esn);
     inbound.remote_ts = vec![Selector::address(client)];
     let mut outbound = params(cipher, keymat(cipher, 77), OUT, esn);
@@ -120,18 +124,40 @@ fn takeover_cbc_resumes_counters_and_refuses_old_packets() {
 fn takeover_past_the_sequence_space_expires_instead_of_reusing_numbers() {
     let pair = child(Cipher::AesGcm16_256, false);
     let synced = SyncedChildSa {
-        pair,
+        pair: pair.clone(),
         outbound_next_seq: u64::from(u32::MAX) - 5,
         inbound_highest_seq: 0,
     };
     let db = SaDb::new();
     db.install_synced(synced, TAKEOVER_SEQ_MARGIN).unwrap();
     let e = db.inbound(IN).unwrap();
+    assert!(e.outbound.sa.is_expired());
+    assert!(
+        db.outbound_for(addr_of_client(), "fd00:c0::1".parse().unwrap())
+            .is_none()
+    );
     let (mut buf, at) = (vec![0u8; 256], 0);
     let h = e.outbound.sa.header_len();
     buf[h] = 0x60;
     assert_eq!(
         e.outbound.sa.seal(&mut buf, at, 40, NEXT_HEADER_IPV6),
+        Err(SealError::Expired)
+    );
+    // With ESN, a counter at the very end of the 64-bit space is expired as well.
+    let mut esn = pair;
+    esn.inbound.spi = IN + 1;
+    esn.inbound.esn = true;
+    esn.outbound.esn = true;
+    let synced = SyncedChildSa {
+        pair: esn,
+        outbound_next_seq: u64::MAX - 2,
+        inbound_highest_seq: 0,
+    };
+    db.install_synced(synced, TAKEOVER_SEQ_MARGIN).unwrap();
+    let esn = db.inbound(IN + 1).unwrap();
+    assert!(esn.outbound.sa.is_expired());
+    assert_eq!(
+        esn.outbound.sa.seal(&mut buf, at, 40, NEXT_HEADER_IPV6),
         Err(SealError::Expired)
     );
     // An inbound high-water mark of 0 (nothing received) accepts the first packet.

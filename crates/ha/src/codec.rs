@@ -235,16 +235,21 @@ impl Sealer {
         }
         .emit();
         let start = out.len();
+        // One allocation up front: the plaintext (key material) is encrypted where it is
+        // copied to, and no reallocation leaves a copy of it behind.
+        out.reserve(HEADER_LEN + plaintext.len() + TAG_LEN);
         out.extend_from_slice(&header);
         out.extend_from_slice(plaintext);
-        let tag = self
-            .key
-            .seal_in_place_separate_tag(
-                nonce(self.epoch, seq),
-                Aad::from(&header),
-                &mut out[start + HEADER_LEN..],
-            )
-            .map_err(|_| SealError::TooLong)?;
+        let sealed = self.key.seal_in_place_separate_tag(
+            nonce(self.epoch, seq),
+            Aad::from(&header),
+            &mut out[start + HEADER_LEN..],
+        );
+        let Ok(tag) = sealed else {
+            // aws-lc refuses only inputs beyond GCM's limit, far above MAX_PLAINTEXT.
+            out.truncate(start);
+            return Err(SealError::TooLong);
+        };
         out.extend_from_slice(tag.as_ref());
         self.next_seq = seq + 1;
         Ok(seq)
