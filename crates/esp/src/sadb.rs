@@ -64,10 +64,10 @@ pub struct ChildSaPair {
 }
 
 /// How far [`SaDb::install_synced`] moves an outbound sequence number past the last one
-/// the standby was told of: 2^20. The active node is to send an SA's counter again before
-/// it has sealed 2^18 more packets under it (and at least once per sync batch), so the
-/// margin is four times what it may have sent unreported, with room for packets sealed while
-/// the update was on its way. At 1 Gbit/s of 1,400-byte packets under one SA (~90,000
+/// the standby was told of: 2^20. It assumes the active node sends an SA's counter again
+/// before it has sealed 2^18 more packets under it (and at least once per sync batch): the
+/// margin is then four times what it may have sent unreported, with room for packets sealed
+/// while the update was on its way. At 1 Gbit/s of 1,400-byte packets under one SA (~90,000
 /// packets/s) that is over ten seconds of traffic; without ESN a takeover costs 1/4096 of
 /// the 2^32 space, so an SA survives thousands of them before it must be rekeyed.
 pub const TAKEOVER_SEQ_MARGIN: u64 = 1 << 20;
@@ -201,9 +201,11 @@ impl SaDb {
 
     /// Installs a child SA taken over from another node: its outbound counter resumes at
     /// `outbound_next_seq + seq_margin` (saturating; past the sequence space the SA is
-    /// expired at its first seal and IKE must replace it), so no sequence number, and so no
-    /// AES-GCM nonce, the old node may have used after its last update is used again; its
-    /// replay window refuses every sequence number up to `inbound_highest_seq`. Pass
+    /// installed expired and IKE must replace it), so no sequence number, and so no AES-GCM
+    /// nonce, the old node may have used after its last update is used again; its replay
+    /// window refuses every sequence number up to `inbound_highest_seq`. ESP the old node
+    /// received after its last update lies above that mark and, replayed, opens once more
+    /// here: the update cadence bounds how much. Pass
     /// [`TAKEOVER_SEQ_MARGIN`] unless the sender's update cadence calls for another margin.
     /// Byte counts restart at zero. It takes the policy its IKE SA has, as [`SaDb::install`].
     pub fn install_synced(&self, sa: SyncedChildSa, seq_margin: u64) -> Result<(), InstallError> {

@@ -27,7 +27,7 @@ pub const VERSION: u8 = 1;
 pub const HEADER_LEN: usize = 20;
 /// Bytes of the AES-GCM tag.
 pub const TAG_LEN: usize = 16;
-/// Most plaintext bytes in one message: room for a batch of records, well inside one UDP
+/// Most plaintext bytes in one message: many times the largest record, and inside one UDP
 /// datagram.
 pub const MAX_PLAINTEXT: usize = 60 * 1024;
 /// Most bytes of a whole message.
@@ -37,9 +37,9 @@ pub const MAX_MESSAGE: usize = HEADER_LEN + MAX_PLAINTEXT + TAG_LEN;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum MessageType {
-    /// One or more child SA records.
+    /// One child SA record ([`crate::ChildSaRecord`]).
     ChildSa,
-    /// One or more IKE SA records.
+    /// One IKE SA record ([`crate::IkeSaRecord`]).
     IkeSa,
 }
 
