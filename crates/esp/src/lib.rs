@@ -78,6 +78,11 @@
 //! - **Session policies**: [`SaDb::apply_policy`] puts a [`SessionPolicy`] (reach and a
 //!   lock-free [`RateLimit`] per direction) on every child SA of an IKE SA, now and at its
 //!   later installs; the caller's data path checks it after the selectors.
+//! - **Takeover**: [`SaDb::export_sa`] hands out one child SA with its key material and
+//!   counters ([`SyncedChildSa`]); [`SaDb::install_synced`] installs it on another node with
+//!   the outbound counter moved [`TAKEOVER_SEQ_MARGIN`] ahead and the replay window closed up
+//!   to the highest sequence number received. Each SA keeps its KEYMAT (wiped on drop) for
+//!   that.
 //!
 //! Contract: nothing here panics on packet bytes; `open` accepts any bytes. Errors map to
 //! drop reasons: [`OpenError::Auth`] -> `esp_auth`, [`OpenError::Replay`] -> `esp_replay`,
@@ -103,7 +108,8 @@ pub use sa::{
     SALT_LEN, SaKeys, SaParams, SaState, SealError, esp_len,
 };
 pub use sadb::{
-    ChildSaPair, InboundEntry, InstallError, MIN_SPI, OutboundEntry, Peer, SaDb, TunnelKind,
+    ChildSaPair, InboundEntry, InstallError, MIN_SPI, OutboundEntry, Peer, SaDb, SyncedChildSa,
+    TAKEOVER_SEQ_MARGIN, TunnelKind,
 };
 pub use selector::{
     NEXT_HEADER_DUMMY, NEXT_HEADER_IPV4, NEXT_HEADER_IPV6, Selector, any_covers, inner_addrs,
@@ -137,3 +143,5 @@ mod tests;
 mod tests_cbc;
 #[cfg(test)]
 mod tests_gmac;
+#[cfg(test)]
+mod tests_takeover;

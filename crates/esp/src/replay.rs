@@ -38,6 +38,16 @@ impl ReplayWindow {
         self.top
     }
 
+    /// A window that has seen every sequence number up to and including `top`: each of
+    /// them is refused, the ones above are fresh.
+    pub(crate) fn seen_up_to(top: u64) -> Self {
+        let mut bits = [u64::MAX; WORDS];
+        // In the word holding `top`, the numbers above it are still to come.
+        let (word, bit) = position(top);
+        bits[word] = bit | (bit - 1);
+        ReplayWindow { top, bits }
+    }
+
     /// Whether `seq` may be accepted: not zero, not older than the window, not seen yet.
     /// Called before the ICV is checked (RFC 4303 §3.4.3: "duplicates are rejected ...
     /// before integrity verification").
@@ -134,6 +144,21 @@ mod tests {
         assert!(!w.mark(0));
         w.mark(5);
         assert!(!w.check(0));
+    }
+
+    #[test]
+    fn seen_up_to_refuses_everything_at_or_below_and_slides_on() {
+        let mut w = ReplayWindow::seen_up_to(5000);
+        for s in [0, 1, 3976, 3977, 4999, 5000] {
+            assert!(!w.check(s), "{s}");
+        }
+        assert!(w.mark(5001));
+        assert!(w.mark(5003));
+        assert!(w.check(5002), "a gap above the mark is fresh");
+        // Words the window slides into start empty, as after any other jump.
+        assert!(w.mark(5000 + 3 * REPLAY_WINDOW));
+        assert!(w.check(5000 + 3 * REPLAY_WINDOW - 1));
+        assert!(ReplayWindow::seen_up_to(0).check(1));
     }
 
     #[test]

@@ -6,16 +6,16 @@ use core::ops::Range;
 use core::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::net::IpAddr;
 use std::sync::{Mutex, PoisonError};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use aws_lc_rs::aead::{AES_128_GCM, AES_192_GCM, AES_256_GCM, Aad, LessSafeKey, UnboundKey};
 use aws_lc_rs::cipher::{AES_128, AES_256, DecryptingKey, EncryptingKey, UnboundCipherKey};
 use aws_lc_rs::hmac;
-use zeroize::Zeroize;
 
 use crate::replay::ReplayWindow;
 
 mod crypto;
+mod params;
 use crate::selector::{Selector, any_covers};
 use crate::{ICV_LEN, SPI_SEQ_IV_LEN};
 #[cfg(test)]
@@ -25,6 +25,7 @@ use crypto::{
     esp_iv8, gcm_nonce, gmac_verify, open_in_place, parse_trailer, seal_in_place, verify_hmac_icv,
     with_gmac_aad,
 };
+pub use params::{Lifetime, SaKeys, SaParams};
 
 /// Bytes of the salt at the end of the key material (RFC 4106 §8.1).
 pub const SALT_LEN: usize = 4;
@@ -142,82 +143,6 @@ impl Cipher {
         let a = self.align();
         (a - (inner_len + TRAILER_FIXED) % a) % a
     }
-}
-
-/// Key material of one direction, as IKEv2 KEYMAT gives it (RFC 7296 §2.17): the AES key
-/// followed by the 4-byte salt for AES-GCM (RFC 4106 §8.1), the AES key followed by the HMAC
-/// key for AES-CBC. Wiped on drop; `Debug` prints no key.
-#[derive(Clone, PartialEq, Eq)]
-pub struct SaKeys {
-    /// The cipher the key is for.
-    pub cipher: Cipher,
-    /// Key || salt, or AES key || HMAC key; [`Cipher::keymat_len`] bytes.
-    pub key: Vec<u8>,
-}
-
-impl fmt::Debug for SaKeys {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("SaKeys")
-            .field("cipher", &self.cipher)
-            .field("key", &"<redacted>")
-            .finish()
-    }
-}
-
-impl Drop for SaKeys {
-    fn drop(&mut self) {
-        self.key.zeroize();
-    }
-}
-
-/// Byte and time limits of an SA (RFC 4301 §4.4.2.1): past a soft limit the SA asks for a
-/// rekey ([`SaState::Rekey`]), past a hard one it is [`SaState::Expired`] and refuses to seal
-/// or open. Bytes count inner packets. [`Lifetime::UNLIMITED`] sets no limit.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Lifetime {
-    /// Rekey after this many bytes.
-    pub soft_bytes: u64,
-    /// Expire after this many bytes.
-    pub hard_bytes: u64,
-    /// Rekey this long after creation.
-    pub soft_after: Duration,
-    /// Expire this long after creation.
-    pub hard_after: Duration,
-}
-
-impl Lifetime {
-    /// No byte or time limit (the sequence number still bounds the SA).
-    pub const UNLIMITED: Lifetime = Lifetime {
-        soft_bytes: u64::MAX,
-        hard_bytes: u64::MAX,
-        soft_after: Duration::MAX,
-        hard_after: Duration::MAX,
-    };
-}
-
-impl Default for Lifetime {
-    fn default() -> Self {
-        Lifetime::UNLIMITED
-    }
-}
-
-/// What IKE negotiated for one direction of a child SA.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SaParams {
-    /// The SPI the receiver of this direction chose (RFC 4303 §2.1).
-    pub spi: u32,
-    /// Cipher and KEYMAT.
-    pub keys: SaKeys,
-    /// Extended (64-bit) sequence numbers (RFC 4303 §2.2.1; IKEv2 transform type 5).
-    pub esn: bool,
-    /// Byte and time limits.
-    pub lifetime: Lifetime,
-    /// When IKE established the SA; lifetimes count from here.
-    pub created: Instant,
-    /// gate64's side of the traffic selectors.
-    pub local_ts: Vec<Selector>,
-    /// The peer's side of the traffic selectors.
-    pub remote_ts: Vec<Selector>,
 }
 
 /// Where an SA stands in its life.
@@ -378,6 +303,9 @@ struct Core {
     spi: u32,
     cipher: Cipher,
     crypto: Crypto,
+    /// The KEYMAT the SA was made from, kept (and wiped on drop) so that [`Core::params`]
+    /// can hand the SA to a standby node.
+    keys: SaKeys,
     esn: bool,
     lifetime: Lifetime,
     created: Instant,
@@ -446,6 +374,7 @@ impl Core {
             spi: p.spi,
             cipher,
             crypto,
+            keys: p.keys.clone(),
             esn: p.esn,
             lifetime: p.lifetime,
             created: p.created,
@@ -455,6 +384,19 @@ impl Core {
             packets: AtomicU64::new(0),
             expired: AtomicBool::new(false),
         })
+    }
+
+    /// The parameters the SA was made from (key material included).
+    fn params(&self) -> SaParams {
+        SaParams {
+            spi: self.spi,
+            keys: self.keys.clone(),
+            esn: self.esn,
+            lifetime: self.lifetime,
+            created: self.created,
+            local_ts: self.local_ts.clone(),
+            remote_ts: self.remote_ts.clone(),
+        }
     }
 
     /// RFC 4106 §5: AAD = SPI || 32-bit sequence number, or SPI || high || low with ESN.
@@ -527,6 +469,28 @@ impl Outbound {
             core: Core::new(params)?,
             seq: AtomicU64::new(1),
         })
+    }
+
+    /// The sealing side of `params` whose first packet gets sequence number `next_seq`:
+    /// an SA taken over from another node, whose counter must continue past every number
+    /// that node may have used. A `next_seq` beyond the sequence space leaves the SA
+    /// expired.
+    pub fn resume(params: &SaParams, next_seq: u64) -> Result<Self, KeyError> {
+        let sa = Outbound {
+            core: Core::new(params)?,
+            seq: AtomicU64::new(next_seq.max(1)),
+        };
+        if next_seq > sa.max_seq() {
+            // Expired before any `seal` takes a number, so none can wrap around.
+            sa.core.expired.store(true, Relaxed);
+        }
+        Ok(sa)
+    }
+
+    /// The parameters the SA was made from, key material included, for handing it to a
+    /// standby node.
+    pub fn params(&self) -> SaParams {
+        self.core.params()
     }
 
     /// Seals the inner packet at `buf[at + h ..][..inner_len]` in place, where `h` is
@@ -704,6 +668,24 @@ impl Inbound {
             auth_failures: AtomicU64::new(0),
             replay_drops: AtomicU64::new(0),
         })
+    }
+
+    /// The opening side of `params` that refuses every sequence number up to and including
+    /// `highest_seq`: an SA taken over from another node, which received those (or may
+    /// have), so a replay of them is dropped here too. Numbers above it are accepted once.
+    pub fn resume(params: &SaParams, highest_seq: u64) -> Result<Self, KeyError> {
+        Ok(Inbound {
+            core: Core::new(params)?,
+            replay: Mutex::new(ReplayWindow::seen_up_to(highest_seq)),
+            auth_failures: AtomicU64::new(0),
+            replay_drops: AtomicU64::new(0),
+        })
+    }
+
+    /// The parameters the SA was made from, key material included, for handing it to a
+    /// standby node.
+    pub fn params(&self) -> SaParams {
+        self.core.params()
     }
 
     /// Opens the ESP packet `esp` (from the SPI to the end of the ICV) in place: refuses

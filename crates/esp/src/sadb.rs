@@ -63,6 +63,27 @@ pub struct ChildSaPair {
     pub ike_spi: u64,
 }
 
+/// How far [`SaDb::install_synced`] moves an outbound sequence number past the last one
+/// the standby was told of: 2^20. It assumes the active node sends an SA's counter again
+/// before it has sealed 2^18 more packets under it (and at least once per sync batch): the
+/// margin is then four times what it may have sent unreported, with room for packets sealed
+/// while the update was on its way. At 1 Gbit/s of 1,400-byte packets under one SA (~90,000
+/// packets/s) that is over ten seconds of traffic; without ESN a takeover costs 1/4096 of
+/// the 2^32 space, so an SA survives thousands of them before it must be rekeyed.
+pub const TAKEOVER_SEQ_MARGIN: u64 = 1 << 20;
+
+/// A child SA as one node hands it to another ([`SaDb::export_sa`], [`SaDb::install_synced`]):
+/// both directions with their key material, the peer, and where the counters stood.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SyncedChildSa {
+    /// Both directions, the peer, the tunnel and the IKE SA.
+    pub pair: ChildSaPair,
+    /// The sequence number the next outbound packet would have got.
+    pub outbound_next_seq: u64,
+    /// The highest inbound sequence number received (0: none yet).
+    pub inbound_highest_seq: u64,
+}
+
 /// Why [`SaDb::install`] refused a child SA.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
@@ -153,8 +174,55 @@ impl SaDb {
     /// which keeps opening until IKE removes it; outbound lookups pick the newer one.
     /// It takes the policy its IKE SA has ([`SaDb::apply_policy`]).
     pub fn install(&self, pair: ChildSaPair) -> Result<(), InstallError> {
-        let inbound = Arc::new(Inbound::new(&pair.inbound)?);
-        let sa = Arc::new(Outbound::new(&pair.outbound)?);
+        let inbound = Inbound::new(&pair.inbound)?;
+        let sa = Outbound::new(&pair.outbound)?;
+        self.insert(pair, inbound, sa)
+    }
+
+    /// The child SA whose inbound SPI is `inbound_spi`, with its counters, as a standby node
+    /// needs it to take the SA over ([`SaDb::install_synced`]). Key material included: the
+    /// caller sends it only over an authenticated, encrypted channel. `None` when no such SA
+    /// is installed.
+    pub fn export_sa(&self, inbound_spi: u32) -> Option<SyncedChildSa> {
+        let entry = self.inbound(inbound_spi)?;
+        let out = &entry.outbound;
+        Some(SyncedChildSa {
+            pair: ChildSaPair {
+                inbound: entry.sa.params(),
+                outbound: out.sa.params(),
+                peer: out.peer.clone(),
+                tunnel: out.tunnel,
+                ike_spi: out.ike_spi,
+            },
+            outbound_next_seq: out.sa.next_seq(),
+            inbound_highest_seq: entry.sa.highest_seq(),
+        })
+    }
+
+    /// Installs a child SA taken over from another node: its outbound counter resumes at
+    /// `outbound_next_seq + seq_margin` (saturating; past the sequence space the SA is
+    /// installed expired and IKE must replace it), so no sequence number, and so no AES-GCM
+    /// nonce, the old node may have used after its last update is used again; its replay
+    /// window refuses every sequence number up to `inbound_highest_seq`. ESP the old node
+    /// received after its last update lies above that mark and, replayed, opens once more
+    /// here: the update cadence bounds how much. Pass
+    /// [`TAKEOVER_SEQ_MARGIN`] unless the sender's update cadence calls for another margin.
+    /// Byte counts restart at zero. It takes the policy its IKE SA has, as [`SaDb::install`].
+    pub fn install_synced(&self, sa: SyncedChildSa, seq_margin: u64) -> Result<(), InstallError> {
+        let next = sa.outbound_next_seq.saturating_add(seq_margin);
+        let inbound = Inbound::resume(&sa.pair.inbound, sa.inbound_highest_seq)?;
+        let outbound = Outbound::resume(&sa.pair.outbound, next)?;
+        self.insert(sa.pair, inbound, outbound)
+    }
+
+    fn insert(
+        &self,
+        pair: ChildSaPair,
+        inbound: Inbound,
+        sa: Outbound,
+    ) -> Result<(), InstallError> {
+        let inbound = Arc::new(inbound);
+        let sa = Arc::new(sa);
         let mut ike = self.by_ike.entry(pair.ike_spi).or_default();
         let outbound = Arc::new(OutboundEntry {
             sa,

@@ -1,0 +1,89 @@
+//! gate64-ha's sync channel and records on arbitrary bytes: `Opener::open` under a fixed
+//! secret (the AEAD is real, so a forged message must never open), the child SA and IKE SA
+//! record decoders, and seal -> one flipped byte -> open round trips.
+//! Input: `[mode][bytes]`. Mode 0: open `bytes` as a message with the persistent receiver
+//! (its epoch and window move only on authentic messages). Mode 1: decode `bytes` as a child
+//! SA record and as an IKE SA record; what decodes must encode and decode back to itself.
+//! Mode 2: seal `bytes[2..]` (type by `bytes[0]`) with the persistent sender, flip byte
+//! `bytes[0]` with mask `bytes[1]` (mask 0 = untouched), open with the persistent receiver,
+//! and decode the plaintext as records. An untouched message must open to what was sealed; a
+//! touched one must not open.
+#![no_main]
+
+use std::sync::{LazyLock, Mutex};
+
+use gate64_ha::{ChildSaRecord, IkeSaRecord, MessageType, Opener, Refusal, Sealer, SharedSecret};
+use libfuzzer_sys::fuzz_target;
+
+const LOCAL: u32 = 2;
+const PEER: u32 = 1;
+
+fn secret() -> SharedSecret {
+    SharedSecret::from_file_contents(b"gate64-ha fuzz secret: 32 bytes or more\n").unwrap()
+}
+
+struct Ends {
+    sealer: Sealer,
+    opener: Opener,
+}
+
+static ENDS: LazyLock<Mutex<Ends>> = LazyLock::new(|| {
+    let s = secret();
+    Mutex::new(Ends {
+        sealer: Sealer::new(&s, PEER, LOCAL, 1).unwrap(),
+        opener: Opener::new(&s, LOCAL, PEER).unwrap(),
+    })
+});
+
+fn records(bytes: &[u8]) {
+    if let Ok(r) = ChildSaRecord::decode(bytes) {
+        assert_eq!(ChildSaRecord::decode(&r.encode()).as_ref(), Ok(&r));
+    }
+    if let Ok(r) = IkeSaRecord::decode(bytes) {
+        assert_eq!(IkeSaRecord::decode(&r.encode()).as_ref(), Ok(&r));
+    }
+}
+
+fuzz_target!(|data: &[u8]| {
+    let Some((&mode, bytes)) = data.split_first() else {
+        return;
+    };
+    let mut ends = ENDS.lock().unwrap_or_else(|e| e.into_inner());
+    match mode % 3 {
+        0 => {
+            let before = ends.opener.peer_epoch();
+            let mut msg = bytes.to_vec();
+            // Nothing but the sender's seals authenticates under the secret.
+            assert!(ends.opener.open(&mut msg).is_err());
+            assert_eq!(ends.opener.peer_epoch(), before);
+        }
+        1 => records(bytes),
+        _ => {
+            let [at, mask, plaintext @ ..] = bytes else {
+                return;
+            };
+            let kind = if at % 2 == 0 {
+                MessageType::ChildSa
+            } else {
+                MessageType::IkeSa
+            };
+            let mut msg = Vec::new();
+            if ends.sealer.seal(kind, plaintext, &mut msg).is_err() {
+                return;
+            }
+            let i = usize::from(*at) % msg.len();
+            msg[i] ^= mask;
+            match ends.opener.open(&mut msg) {
+                Ok(o) => {
+                    assert_eq!(*mask, 0, "a touched message opened");
+                    assert_eq!((o.kind, o.plaintext), (kind, plaintext));
+                    records(o.plaintext);
+                }
+                Err(r) => {
+                    assert_ne!(*mask, 0, "an untouched message was refused: {r:?}");
+                    let _: Refusal = r;
+                }
+            }
+        }
+    }
+});
