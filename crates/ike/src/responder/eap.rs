@@ -519,14 +519,7 @@ fn finish(r: &mut Responder, now: Instant, h: Header, inner: Vec<Payload>) {
             return finish_second(r, (h, now, started), remote, *pending, ok);
         }
     };
-    // The first request's IDi, SA, TS and CP with this request's AUTH.
-    let mut combined = first_request;
-    combined.retain(|p| !matches!(p, Payload::Auth { .. }));
-    combined.extend(
-        inner
-            .into_iter()
-            .filter(|p| matches!(p, Payload::Auth { .. })),
-    );
+    let combined = with_auth_of(first_request, inner);
     let Some(req) = request_parts(&combined) else {
         return fail(
             r,
@@ -566,6 +559,17 @@ fn finish(r: &mut Responder, now: Instant, h: Header, inner: Vec<Payload>) {
         sa.certificate = None;
     }
     complete(r, now, (h, &req), identity, tunnel, payloads);
+}
+
+/// The first request's IDi, SA, TS and CP with the AUTH of the last request, `last`.
+fn with_auth_of(first_request: Vec<Payload>, last: Vec<Payload>) -> Vec<Payload> {
+    let mut combined = first_request;
+    combined.retain(|p| !matches!(p, Payload::Auth { .. }));
+    combined.extend(
+        last.into_iter()
+            .filter(|p| matches!(p, Payload::Auth { .. })),
+    );
+    combined
 }
 
 /// The client's AUTH as it must be and ours, both keyed by `prf(MSK, "Key Pad for IKEv2")`

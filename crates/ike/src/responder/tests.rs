@@ -9,7 +9,7 @@ use rcgen::{
 };
 
 use super::*;
-use crate::child_sa::ChildSaPair;
+use crate::child_sa::{ChildSaPair, TunnelKind};
 use crate::initiator::{Initiator, InitiatorConfig, InitiatorEvent};
 use crate::keys::Group;
 use crate::message::{Delete, Proposal, TrafficSelector, Transform, kind, transform};

@@ -6,7 +6,7 @@
 //! that does not (Windows, Apple and Android clients never do, and often propose `::/0`) gets
 //! the tunnel of the first [`TunnelRule`] its certificate matches (`[[ipsec.tunnel_rule]]`),
 //! which then acts as if the client had named it: TSr narrowed into that tunnel's prefixes.
-//! With no rule matching, the TSr alone decides ([`child::choose_tunnel`]). The client's own
+//! With no rule matching, the TSr alone decides ([`choose_tunnel`](super::traffic_selectors::choose_tunnel)). The client's own
 //! choice wins over a rule, since a client that names its tunnels builds both of them with
 //! one machine certificate; rules sort clients, they grant nothing (what gates the intranet
 //! is `intranet_second_auth`).
