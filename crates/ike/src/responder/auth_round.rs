@@ -104,6 +104,8 @@ pub(super) struct AuthRequest<'a> {
     pub(super) initial_contact: bool,
     /// The client announced MOBIKE_SUPPORTED (RFC 4555 §3.3).
     pub(super) mobike: bool,
+    /// The client asked for a Quick Crash Detection token (QCD_TOKEN, RFC 6290 §4.2).
+    pub(super) qcd: bool,
 }
 
 pub(super) fn request_parts(inner: &[Payload]) -> Option<AuthRequest<'_>> {
@@ -126,6 +128,7 @@ pub(super) fn request_parts(inner: &[Payload]) -> Option<AuthRequest<'_>> {
         named: crate::child_sa::named_tunnel(inner),
         initial_contact: find_notify(inner, notify::INITIAL_CONTACT).is_some(),
         mobike: find_notify(inner, notify::MOBIKE_SUPPORTED).is_some(),
+        qcd: super::qcd::requested(inner),
     })
 }
 
@@ -220,6 +223,11 @@ pub(super) fn complete(
     let Some((remote, started)) = r.sas.get(&h.spi_r).map(|s| (s.remote, s.started)) else {
         return;
     };
+    // RFC 6290 §4.2: the token follows AUTH and precedes the CP and child SA payloads.
+    if let (true, Some(secret)) = (req.qcd, r.config.qcd_secret.as_ref()) {
+        let token = super::qcd::token_notify(secret, h.spi_i, h.spi_r);
+        payloads.push(Payload::Notify(token));
+    }
     let (tunnel, pair, result) = match first_child(r, now, h.spi_r, (req, tunnel), &identity.key) {
         Ok((child_payloads, pair)) => {
             payloads.extend(child_payloads);

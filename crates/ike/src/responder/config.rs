@@ -97,6 +97,10 @@ pub struct ResponderConfig {
     /// EAP authentication of clients that send no AUTH (`[[ipsec.eap_radius]]`), with its
     /// bounds; `None`: such clients are refused.
     pub eap: Option<super::EapPolicy>,
+    /// Quick Crash Detection (RFC 6290) as token maker (`[ipsec] qcd_secret_file`): tokens
+    /// for clients that ask in IKE_AUTH, and unprotected INVALID_IKE_SPI answers with the
+    /// token for requests to IKE SAs we do not have (`qcd.rs`). `None`: off.
+    pub qcd_secret: Option<super::QcdSecret>,
 }
 
 impl ResponderConfig {
@@ -143,6 +147,7 @@ impl ResponderConfig {
             ike_policy: IkePolicy::default(),
             tunnel_rules: Vec::new(),
             eap: None,
+            qcd_secret: None,
         }
     }
 }

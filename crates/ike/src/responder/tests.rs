@@ -1519,6 +1519,7 @@ mod identity;
 mod ipv4;
 mod mobike;
 mod proposals;
+mod qcd;
 mod reauth;
 mod reload;
 mod retransmit;
