@@ -148,7 +148,16 @@ pub struct Ipsec {
     /// relayed to, tried in order with the accounting client's retries, failover and
     /// hold-down. Empty: EAP is off and such clients are refused.
     pub eap_radius: Vec<crate::accounting::RadiusServer>,
+    /// `qcd_secret_file`: a file holding the Quick Crash Detection secret (RFC 6290; at least
+    /// [`QCD_MIN_SECRET_LEN`] bytes, one trailing newline not counted), the same on both
+    /// nodes of an HA pair. `None`: no QCD.
+    pub qcd_secret_file: Option<PathBuf>,
 }
+
+/// The shortest secret `[ipsec] qcd_secret_file` may hold, in bytes.
+pub const QCD_MIN_SECRET_LEN: usize = 32;
+/// The longest file `[ipsec] qcd_secret_file` may be, in bytes.
+pub const QCD_MAX_SECRET_LEN: usize = 4096;
 
 /// One `[[ipsec.tunnel_rule]]`: a client whose certificate meets every condition given gets
 /// `tunnel` (unless it names its tunnel itself).
@@ -308,6 +317,7 @@ impl Default for Ipsec {
             ike_proposals: Vec::new(),
             tunnel_rule: Vec::new(),
             eap_radius: Vec::new(),
+            qcd_secret_file: None,
         }
     }
 }
@@ -462,6 +472,7 @@ pub(crate) struct RawIpsec {
     ike_proposals: Option<Vec<String>>,
     tunnel_rule: Option<Vec<RawTunnelRule>>,
     eap_radius: Option<Vec<crate::accounting::RawRadiusServer>>,
+    qcd_secret_file: Option<PathBuf>,
 }
 
 impl RawIpsec {
@@ -540,6 +551,7 @@ impl RawIpsec {
                 .into_iter()
                 .map(crate::accounting::RawRadiusServer::build)
                 .collect(),
+            qcd_secret_file: self.qcd_secret_file,
         }
     }
 }
@@ -766,6 +778,7 @@ pub(crate) fn expected_form(path: &str) -> Option<&'static str> {
         "ipsec.client_eku" => "\"strict\" or \"any\"",
         "ipsec.unique_ids" => "\"replace\", \"keep\" or \"never\"",
         "ipsec.ocsp" => "\"off\", \"soft\" or \"require\"",
+        "ipsec.qcd_secret_file" => "a file path in quotes, e.g. \"/etc/gate64/qcd.secret\"",
         "ipsec.ocsp_url" => "a URL in quotes, e.g. \"http://ocsp.example.com/\"",
         "ipsec.identity" => "a string, e.g. \"gw.example.com\" or \"2001:db8::1\"",
         "ipsec.dns" => "a list of IP addresses, e.g. [\"2001:db8:100::1\", \"10.1.0.53\"]",

@@ -176,7 +176,8 @@ impl Config {
                 legacy_proposals,
                 ike_proposals,
                 tunnel_rule,
-                eap_radius
+                eap_radius,
+                qcd_secret_file
             ]
         );
         diff!(
