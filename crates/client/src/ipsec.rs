@@ -269,6 +269,16 @@ impl<H: InnerLink> IpsecHost<H> {
                 self.on_event(i, now, e);
             }
         }
+        // An event may have made another tunnel's initiator send (a liveness check).
+        for t in &mut self.tunnels {
+            if let Some(initiator) = t.initiator.as_mut() {
+                while let Some((local, remote, bytes)) = initiator.poll_transmit() {
+                    if let Some(pkt) = ike_packet(local, remote, &bytes) {
+                        self.pending.push(pkt);
+                    }
+                }
+            }
+        }
     }
 
     fn on_event(&mut self, i: usize, now: Instant, event: InitiatorEvent) {
@@ -335,6 +345,16 @@ impl<H: InnerLink> IpsecHost<H> {
                 // for, negotiate at once.
                 self.retry(i, now);
                 self.tunnels[i].retry_at = Some(now);
+                // The other tunnel's IKE SA is most likely gone too; the token proves only
+                // this one's loss, so check it now rather than after its own silence.
+                for (j, t) in self.tunnels.iter_mut().enumerate() {
+                    if let (true, Some(other)) = (j != i, t.initiator.as_mut())
+                        && other.check_liveness(now)
+                    {
+                        t.unanswered_since = None;
+                        debug!(tunnel = ?t.kind, "IKE: liveness check after the other tunnel's loss");
+                    }
+                }
                 info!(
                     tunnel = ?kind,
                     "IPsec tunnel down: the responder lost its IKE SA (restart or failover, \
