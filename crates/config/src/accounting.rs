@@ -386,53 +386,6 @@ impl Config {
         let qcd = (self.ipsec.qcd_secret_file.iter()).map(|p| (QCD_SECRET_FILE, p));
         accounting.chain(eap).chain(qcd)
     }
-
-    /// The Quick Crash Detection secret (`[ipsec] qcd_secret_file`, one trailing newline not
-    /// counted), `None` when the key is absent; refused, naming the key and why, when the file
-    /// cannot be read or holds fewer than [`QCD_MIN_SECRET_LEN`](crate::ipsec::QCD_MIN_SECRET_LEN)
-    /// bytes. The error never shows the secret.
-    pub fn qcd_secret(&self) -> Result<Option<Vec<u8>>, ConfigError> {
-        use crate::ipsec::{QCD_MAX_SECRET_LEN, QCD_MIN_SECRET_LEN};
-        let Some(path) = &self.ipsec.qcd_secret_file else {
-            return Ok(None);
-        };
-        crate::error::check_readable_file(QCD_SECRET_FILE, path)?;
-        let shown = || quote(&path.display().to_string());
-        let len = secret_metadata(QCD_SECRET_FILE, path)?.len();
-        if len > QCD_MAX_SECRET_LEN as u64 {
-            return Err(invalid(
-                QCD_SECRET_FILE,
-                shown(),
-                format!("holds {len} bytes, more than {QCD_MAX_SECRET_LEN}: is it the right file?"),
-            ));
-        }
-        let mut bytes = std::fs::read(path).map_err(|e| {
-            invalid(
-                QCD_SECRET_FILE,
-                shown(),
-                format!("cannot read the file: {e}"),
-            )
-        })?;
-        if bytes.last() == Some(&b'\n') {
-            bytes.pop();
-            if bytes.last() == Some(&b'\r') {
-                bytes.pop();
-            }
-        }
-        if bytes.len() < QCD_MIN_SECRET_LEN {
-            return Err(invalid(
-                QCD_SECRET_FILE,
-                shown(),
-                format!(
-                    "holds {} bytes of secret, fewer than {QCD_MIN_SECRET_LEN}; write a random \
-                     one, e.g. `openssl rand -hex 32 > {}`, and copy it to both HA nodes",
-                    bytes.len(),
-                    path.display()
-                ),
-            ));
-        }
-        Ok(Some(bytes))
-    }
 }
 
 /// The key the Dynamic Authorization clients' secret file checks name.
