@@ -38,6 +38,7 @@ mod ipsec_gmac;
 mod ipsec_mobike;
 mod ipsec_native;
 mod ipsec_negative;
+mod ipsec_qcd;
 mod ipsec_reload;
 mod ipsec_strongswan;
 mod lifecycle;

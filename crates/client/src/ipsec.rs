@@ -28,7 +28,12 @@
 //! the new IKE SA's INITIAL_CONTACT retires the old one at the responder. Renewing the whole
 //! tunnel renews the IKE SA too, which the initiator does not rekey. The initiator answers
 //! liveness checks (DPD), and a responder's CREATE_CHILD_SA with an empty response (which
-//! fails that rekey).
+//! fails that rekey). A tunnel that seals packets but hears nothing back for
+//! [`LIVENESS_AFTER`] sends a liveness check itself (RFC 7296 §2.4); unanswered, the tunnel is
+//! negotiated again. Each IKE SA asks for a Quick Crash Detection token (RFC 6290): a
+//! responder that restarted or failed over without the IKE SA (gate64 with `[ipsec]
+//! qcd_secret_file`) answers the check with it at once, and the tunnel is negotiated again
+//! without waiting for the retransmissions to run out.
 //!
 //! The packets themselves (IKE and ESP in IPv6/UDP 4500) are built in `ipsec/packet.rs`,
 //! the settings read from the command line in `ipsec/settings.rs`.
@@ -65,6 +70,10 @@ pub const RETRY_MAX: Duration = Duration::from_secs(120);
 const RETRANSMIT_AFTER: Duration = Duration::from_millis(500);
 /// Retransmissions before a negotiation is given up (and retried after [`RETRY_AFTER`]).
 const MAX_RETRANSMITS: u32 = 5;
+/// A tunnel that has sealed packets but received nothing for this long sends a liveness check
+/// (RFC 7296 §2.4); unanswered after [`MAX_RETRANSMITS`] retransmissions (about 30 s) the
+/// tunnel is down and negotiated again.
+pub const LIVENESS_AFTER: Duration = Duration::from_secs(10);
 /// Outer bytes a sealed packet adds: IPv6 (40), UDP (8), SPI/sequence/IV (16) and the
 /// largest trailer (padding, pad length, next header, ICV).
 pub const OVERHEAD: usize = ipv6::HEADER_LEN + udp::HEADER_LEN + SPI_SEQ_IV_LEN + MAX_TRAILER;
@@ -110,6 +119,9 @@ struct Tunnel {
     failures: u32,
     /// When to negotiate the established tunnel afresh ([`RENEW_AFTER`]).
     renew_at: Option<Instant>,
+    /// When the first packet sealed since the responder was last heard from (ESP opened)
+    /// went out: a liveness check is due [`LIVENESS_AFTER`] later.
+    unanswered_since: Option<Instant>,
 }
 
 /// An installed child SA from our side: `inbound` opens what the responder sends.
@@ -163,6 +175,7 @@ impl<H: InnerLink> IpsecHost<H> {
                 retry_at: None,
                 failures: 0,
                 renew_at: None,
+                unanswered_since: None,
             })
             .collect();
         IpsecHost {
@@ -256,6 +269,16 @@ impl<H: InnerLink> IpsecHost<H> {
                 self.on_event(i, now, e);
             }
         }
+        // An event may have made another tunnel's initiator send (a liveness check).
+        for t in &mut self.tunnels {
+            if let Some(initiator) = t.initiator.as_mut() {
+                while let Some((local, remote, bytes)) = initiator.poll_transmit() {
+                    if let Some(pkt) = ike_packet(local, remote, &bytes) {
+                        self.pending.push(pkt);
+                    }
+                }
+            }
+        }
     }
 
     fn on_event(&mut self, i: usize, now: Instant, event: InitiatorEvent) {
@@ -305,6 +328,7 @@ impl<H: InnerLink> IpsecHost<H> {
                 );
                 let tunnel = &mut self.tunnels[i];
                 tunnel.failures = 0;
+                tunnel.unanswered_since = None;
                 tunnel.renew_at = Some(now + renew_after(self.settings.renew_after, auth_lifetime));
                 let child = ChildSa {
                     inbound,
@@ -315,6 +339,27 @@ impl<H: InnerLink> IpsecHost<H> {
                     self.stats.ike_sas += 1;
                     self.stats.child_sas += 1;
                 }
+            }
+            InitiatorEvent::Failed(InitiatorError::ResponderLost) => {
+                // RFC 6290: the responder proved that it lost the IKE SA; nothing to wait
+                // for, negotiate at once.
+                self.retry(i, now);
+                self.tunnels[i].retry_at = Some(now);
+                // The other tunnel's IKE SA is most likely gone too; the token proves only
+                // this one's loss, so check it now rather than after its own silence.
+                for (j, t) in self.tunnels.iter_mut().enumerate() {
+                    if let (true, Some(other)) = (j != i, t.initiator.as_mut())
+                        && other.check_liveness(now)
+                    {
+                        t.unanswered_since = None;
+                        debug!(tunnel = ?t.kind, "IKE: liveness check after the other tunnel's loss");
+                    }
+                }
+                info!(
+                    tunnel = ?kind,
+                    "IPsec tunnel down: the responder lost its IKE SA (restart or failover, \
+                     RFC 6290 Quick Crash Detection); reconnecting now"
+                );
             }
             InitiatorEvent::Failed(e) => {
                 let wait = self.retry(i, now);
@@ -340,6 +385,7 @@ impl<H: InnerLink> IpsecHost<H> {
         }
         tunnel.initiator = None;
         tunnel.renew_at = None;
+        tunnel.unanswered_since = None;
         let wait = retry_delay(tunnel.failures);
         tunnel.failures = tunnel.failures.saturating_add(1);
         tunnel.retry_at = Some(now + wait);
@@ -358,7 +404,11 @@ impl<H: InnerLink> IpsecHost<H> {
             .iter()
             .filter_map(|t| {
                 let ike = t.initiator.as_ref().and_then(Initiator::poll_timeout);
-                [ike, t.retry_at, t.renew_at].into_iter().flatten().min()
+                let liveness = t.unanswered_since.map(|at| at + LIVENESS_AFTER);
+                [ike, t.retry_at, t.renew_at, liveness]
+                    .into_iter()
+                    .flatten()
+                    .min()
             })
             .min()
     }
@@ -372,6 +422,18 @@ impl<H: InnerLink> IpsecHost<H> {
                 self.start(i, now, true);
             } else if let Some(initiator) = self.tunnels[i].initiator.as_mut() {
                 initiator.handle_timeout(now);
+                let tunnel = &mut self.tunnels[i];
+                if tunnel
+                    .unanswered_since
+                    .is_some_and(|at| at + LIVENESS_AFTER <= now)
+                {
+                    tunnel.unanswered_since = None;
+                    if let Some(initiator) = tunnel.initiator.as_mut()
+                        && initiator.check_liveness(now)
+                    {
+                        debug!(tunnel = ?tunnel.kind, "IKE: nothing heard, liveness check");
+                    }
+                }
             }
         }
         self.pump(now);
@@ -409,14 +471,16 @@ impl<H: InnerLink> IpsecHost<H> {
             self.stats.dropped += 1;
             return;
         };
-        let Some(sa) = self
+        let Some(tunnel) = self
             .tunnels
-            .iter()
-            .filter_map(|t| t.child.as_ref())
-            .find(|c| c.inbound.spi() == spi)
+            .iter_mut()
+            .find(|t| t.child.as_ref().is_some_and(|c| c.inbound.spi() == spi))
         else {
             debug!(spi = format_args!("{spi:08x}"), "ESP for an unknown SPI");
             self.stats.dropped += 1;
+            return;
+        };
+        let Some(sa) = tunnel.child.as_ref() else {
             return;
         };
         self.esp.clear();
@@ -443,6 +507,7 @@ impl<H: InnerLink> IpsecHost<H> {
             self.stats.dropped += 1;
             return;
         }
+        tunnel.unanswered_since = None;
         self.stats.opened += 1;
         self.host.deliver(inner).await;
     }
@@ -455,13 +520,20 @@ impl<H: InnerLink> IpsecHost<H> {
             return;
         };
         let (src, dst) = (IpAddr::V6(src), IpAddr::V6(dst));
-        let sa = self
+        let tunnel = self
             .tunnels
-            .iter()
-            .filter_map(|t| t.child.as_ref())
-            .filter(|c| c.outbound.covers(dst, src))
-            .min_by_key(|c| c.span);
-        let Some(sa) = sa else {
+            .iter_mut()
+            .filter(|t| {
+                t.child
+                    .as_ref()
+                    .is_some_and(|c| c.outbound.covers(dst, src))
+            })
+            .min_by_key(|t| t.child.as_ref().map_or(u128::MAX, |c| c.span));
+        let Some(tunnel) = tunnel else {
+            out.extend_from_slice(pkt);
+            return;
+        };
+        let Some(sa) = tunnel.child.as_ref() else {
             out.extend_from_slice(pkt);
             return;
         };
@@ -473,7 +545,10 @@ impl<H: InnerLink> IpsecHost<H> {
             pkt,
             out,
         ) {
-            Ok(()) => self.stats.sealed += 1,
+            Ok(()) => {
+                self.stats.sealed += 1;
+                tunnel.unanswered_since.get_or_insert_with(Instant::now);
+            }
             Err(e) => debug!(error = %e, "packet not sealed"),
         }
     }

@@ -264,6 +264,15 @@ impl Config {
                 ));
             }
         }
+        if let Some(path) = &self.ipsec.qcd_secret_file
+            && !path.is_absolute()
+        {
+            return Err(invalid(
+                QCD_SECRET_FILE,
+                quote(&path.display().to_string()),
+                "must be an absolute path, e.g. \"/etc/gate64/qcd.secret\"",
+            ));
+        }
         let eap = &self.ipsec.eap_radius;
         if eap.len() > MAX_RADIUS_SERVERS {
             return Err(invalid(
@@ -307,9 +316,11 @@ impl Config {
         Ok(())
     }
 
-    /// The RADIUS secret files exist, are readable, and give their group and others no
-    /// access at all (`check-config`, start-up and reload).
+    /// The secret files (RADIUS, Quick Crash Detection) exist, are readable, and give their
+    /// group and others no access at all; the QCD secret is long enough (`check-config`,
+    /// start-up and reload).
     pub(crate) fn check_accounting_files(&self) -> Result<(), ConfigError> {
+        self.qcd_secret()?;
         for (key, path) in self.secret_files() {
             crate::error::check_readable_file(key, path)?;
             let meta = secret_metadata(key, path)?;
@@ -319,8 +330,8 @@ impl Config {
                     key,
                     quote(&path.display().to_string()),
                     format!(
-                        "is open to its group or to others (mode {mode:04o}): the RADIUS \
-                         shared secret must be private to root and gate64's user; run \
+                        "is open to its group or to others (mode {mode:04o}): the shared \
+                         secret must be private to root and gate64's user; run \
                          `chmod 600 {}`",
                         path.display()
                     ),
@@ -330,7 +341,7 @@ impl Config {
         Ok(())
     }
 
-    /// The RADIUS secret files are owned by root or by one of `daemon_uids` (the user gate64
+    /// The secret files (RADIUS, Quick Crash Detection) are owned by root or by one of `daemon_uids` (the user gate64
     /// runs as): anyone else who owns the file can read it, or change the secret, whatever its
     /// mode. `check-config`, start-up and reload, after [`Config::check_files`].
     pub fn check_secret_file_owners(&self, daemon_uids: &[u32]) -> Result<(), ConfigError> {
@@ -347,7 +358,7 @@ impl Config {
                     quote(&path.display().to_string()),
                     format!(
                         "is owned by uid {owner}, neither root nor gate64's user (uid {user}): \
-                         that owner can read or replace the RADIUS shared secret; run \
+                         that owner can read or replace the shared secret; run \
                          `chown root: {path} && chmod 600 {path}`",
                         path = path.display()
                     ),
@@ -363,13 +374,17 @@ const SECRET_FILE: &str = "accounting.radius.secret_file";
 /// The key the EAP relay's secret file checks name.
 const EAP_SECRET_FILE: &str = "ipsec.eap_radius.secret_file";
 
+/// The key the Quick Crash Detection secret file checks name.
+const QCD_SECRET_FILE: &str = "ipsec.qcd_secret_file";
+
 impl Config {
-    /// Every RADIUS server's secret file, with the key that names it: accounting's, the
-    /// Dynamic Authorization clients' and the EAP relay's.
+    /// Every secret file, with the key that names it: the RADIUS servers' (accounting's, the
+    /// Dynamic Authorization clients' and the EAP relay's) and the Quick Crash Detection one.
     fn secret_files(&self) -> impl Iterator<Item = (&'static str, &PathBuf)> {
         let accounting = self.accounting.secret_files();
         let eap = (self.ipsec.eap_radius.iter()).map(|r| (EAP_SECRET_FILE, &r.secret_file));
-        accounting.chain(eap)
+        let qcd = (self.ipsec.qcd_secret_file.iter()).map(|p| (QCD_SECRET_FILE, p));
+        accounting.chain(eap).chain(qcd)
     }
 }
 

@@ -158,17 +158,10 @@ pub struct Ipsec {
     /// authorized by the `[[ipsec.eap_radius]]` servers (an Access-Request without a
     /// password); validation refuses `radius` without a server.
     pub authorize_certificates: AuthorizeCertificates,
-}
-
-/// `ipsec.authorize_certificates`: whether RADIUS authorizes certificate clients.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum AuthorizeCertificates {
-    /// The certificate alone admits the client (the default).
-    #[default]
-    Off,
-    /// An Access-Accept for the certificate identity admits it, with what it grants.
-    Radius,
+    /// `qcd_secret_file`: a file holding the Quick Crash Detection secret (RFC 6290; at least
+    /// [`qcd::QCD_MIN_SECRET_LEN`] bytes, one trailing newline not counted), the same on both
+    /// nodes of an HA pair. `None`: no QCD.
+    pub qcd_secret_file: Option<PathBuf>,
 }
 
 /// One `[[ipsec.tunnel_rule]]`: a client whose certificate meets every condition given gets
@@ -204,32 +197,6 @@ struct RawTunnelRule {
     identity: Option<String>,
 }
 
-/// `ipsec.ocsp`: OCSP lookups of client certificates (RFC 6960).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Ocsp {
-    /// No lookups (the default): revocation comes from `crls` alone.
-    #[default]
-    Off,
-    /// A `revoked` answer refuses the client; no answer lets it in.
-    Soft,
-    /// Only a verified `good` answer lets the client in.
-    Require,
-}
-
-/// `ipsec.unique_ids`: one IKE SA per identity and tunnel, or not.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum UniqueIds {
-    /// The new IKE SA replaces the old ones, which are deleted (the default).
-    #[default]
-    Replace,
-    /// The new IKE_AUTH is refused while the old IKE SA stands.
-    Keep,
-    /// Nothing is replaced, not even on INITIAL_CONTACT.
-    Never,
-}
-
 /// Whether `url` is an `ipsec.ocsp_url` gate64 can ask: `http://` and a host, short, without
 /// whitespace or control characters.
 fn valid_ocsp_url(url: &str) -> bool {
@@ -242,45 +209,6 @@ fn valid_ocsp_url(url: &str) -> bool {
 
 /// Longest `ipsec.identity` (a DNS name is at most 253 bytes; a DN rarely longer).
 const MAX_IDENTITY_LEN: usize = 1024;
-
-/// `ipsec.client_eku`: the extended key usages a client's certificate must list.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum ClientEku {
-    /// clientAuth or id-kp-ipsecIKE (RFC 4945): a server certificate, one for any purpose or
-    /// one without the extension is no client's (the default).
-    #[default]
-    Strict,
-    /// Also serverAuth, anyExtendedKeyUsage, or no extension at all: for a CA that issues
-    /// client certificates without the purpose.
-    Any,
-}
-
-/// `ipsec.crl_expired`: what a CRL whose nextUpdate has passed does.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum CrlExpired {
-    /// The CRL is still used as it stands, and the daemon warns (the default): a CA that
-    /// publishes late does not lock every client out.
-    #[default]
-    Warn,
-    /// A certificate whose issuer's CRL has expired is refused.
-    Refuse,
-}
-
-/// `ipsec.intranet_second_auth`: when gate64 runs an RFC 4739 second authentication round.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum SecondAuth {
-    /// Never offered; a client that announces one anyway is refused.
-    Off,
-    /// Offered to every client and run when the client asks (the default).
-    #[default]
-    Optional,
-    /// As `optional`, and the intranet tunnel is refused to a client that authenticates only
-    /// once (its machine certificate).
-    Required,
-}
 
 /// `require = true` and nothing configured: the secure default of a file without `[ipsec]`.
 impl Default for Ipsec {
@@ -331,6 +259,7 @@ impl Default for Ipsec {
             tunnel_rule: Vec::new(),
             eap_radius: Vec::new(),
             authorize_certificates: AuthorizeCertificates::Off,
+            qcd_secret_file: None,
         }
     }
 }
@@ -487,6 +416,7 @@ pub(crate) struct RawIpsec {
     tunnel_rule: Option<Vec<RawTunnelRule>>,
     eap_radius: Option<Vec<crate::accounting::RawRadiusServer>>,
     authorize_certificates: Option<AuthorizeCertificates>,
+    qcd_secret_file: Option<PathBuf>,
 }
 
 impl RawIpsec {
@@ -571,6 +501,7 @@ impl RawIpsec {
             authorize_certificates: self
                 .authorize_certificates
                 .unwrap_or(d.authorize_certificates),
+            qcd_secret_file: self.qcd_secret_file,
         }
     }
 }
@@ -808,6 +739,7 @@ pub(crate) fn expected_form(path: &str) -> Option<&'static str> {
         "ipsec.unique_ids" => "\"replace\", \"keep\" or \"never\"",
         "ipsec.authorize_certificates" => "\"off\" or \"radius\"",
         "ipsec.ocsp" => "\"off\", \"soft\" or \"require\"",
+        "ipsec.qcd_secret_file" => "a file path in quotes, e.g. \"/etc/gate64/qcd.secret\"",
         "ipsec.ocsp_url" => "a URL in quotes, e.g. \"http://ocsp.example.com/\"",
         "ipsec.identity" => "a string, e.g. \"gw.example.com\" or \"2001:db8::1\"",
         "ipsec.dns" => "a list of IP addresses, e.g. [\"2001:db8:100::1\", \"10.1.0.53\"]",
@@ -828,11 +760,14 @@ pub(crate) fn expected_form(path: &str) -> Option<&'static str> {
 
 mod esp;
 mod ipv4;
+mod kinds;
 mod pool;
 mod proposals;
+mod qcd;
 mod validate;
 
 pub use esp::EspProposal;
+pub use kinds::{AuthorizeCertificates, ClientEku, CrlExpired, Ocsp, SecondAuth, UniqueIds};
 pub use proposals::IkeProposal;
 
 #[cfg(test)]

@@ -179,7 +179,8 @@ impl Config {
                 ike_proposals,
                 tunnel_rule,
                 eap_radius,
-                authorize_certificates
+                authorize_certificates,
+                qcd_secret_file
             ]
         );
         diff!(

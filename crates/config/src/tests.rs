@@ -1993,3 +1993,41 @@ fn dynamic_authorization_is_off_by_default_and_checked() {
     let e = Config::from_toml_str(&format!("{}{on}", doc(&[]))).unwrap_err();
     assert_names(&e, "accounting.dae.listen", &["[ipsec]"]);
 }
+
+#[test]
+fn qcd_secret_file_is_read_and_refused_with_its_key_and_reason() {
+    use std::os::unix::fs::PermissionsExt;
+    assert_eq!(with_ipsec("").unwrap().qcd_secret().unwrap(), None);
+    let e = with_ipsec("qcd_secret_file = \"qcd.secret\"\n").unwrap_err();
+    assert_names(&e, "ipsec.qcd_secret_file", &["absolute path"]);
+
+    let dir = std::env::temp_dir().join(format!("gate64-config-qcd-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let secret = dir.join("qcd.secret");
+    let path = secret.display().to_string();
+    let c = with_ipsec(&format!("qcd_secret_file = \"{path}\"\n")).unwrap();
+    let e = c.check_accounting_files().unwrap_err();
+    assert_names(&e, "ipsec.qcd_secret_file", &[&path, "cannot read"]);
+
+    std::fs::write(&secret, format!("{}\n", "a".repeat(31))).unwrap();
+    std::fs::set_permissions(&secret, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let e = c.qcd_secret().unwrap_err();
+    let msg = assert_names(&e, "ipsec.qcd_secret_file", &["31 bytes", "fewer than 32"]);
+    assert!(
+        !msg.contains(&"a".repeat(31)),
+        "the secret is never shown: {msg}"
+    );
+
+    let hex = "0123456789abcdef".repeat(4);
+    std::fs::write(&secret, format!("{hex}\n")).unwrap();
+    assert_eq!(c.qcd_secret().unwrap(), Some(hex.clone().into_bytes()));
+    c.check_accounting_files().unwrap();
+    std::fs::set_permissions(&secret, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let e = c.check_accounting_files().unwrap_err();
+    assert_names(&e, "ipsec.qcd_secret_file", &["mode 0644", "chmod 600"]);
+    std::fs::remove_dir_all(&dir).unwrap();
+
+    // Both nodes of a pair restart to take a new secret: not a live key.
+    let other = with_ipsec("qcd_secret_file = \"/etc/gate64/qcd2\"\n").unwrap();
+    assert_eq!(c.restart_only_changes(&other), ["ipsec.qcd_secret_file"]);
+}

@@ -394,6 +394,13 @@ pub fn responder_config(cfg: &Config) -> Result<Option<ResponderConfig>> {
     config.eap = (!cfg.ipsec.eap_radius.is_empty()).then(gate64_ike::responder::EapPolicy::default);
     config.authorize_certificates =
         cfg.ipsec.authorize_certificates == gate64_config::IpsecAuthorizeCertificates::Radius;
+    config.qcd_secret = match cfg.qcd_secret()? {
+        Some(secret) => Some(
+            gate64_ike::responder::QcdSecret::new(&secret)
+                .context("ipsec.qcd_secret_file: the secret is too short")?,
+        ),
+        None => None,
+    };
     Ok(Some(config))
 }
 
@@ -605,6 +612,7 @@ fn on_event(
             stats.negotiation(ike_result(&result), duration);
         }
         Event::CookieSent { .. } => stats.cookie_sent(),
+        Event::Qcd { sent, .. } => stats.qcd_answer(sent),
         Event::Mobike { peer, result } => {
             debug!(%peer, result = result.label(), "MOBIKE update settled");
             stats.mobike_update(match result {

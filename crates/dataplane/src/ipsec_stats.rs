@@ -199,6 +199,8 @@ pub struct IpsecStats {
     rekeys: [AtomicU64; RekeyKind::ALL.len()],
     cookies_sent: AtomicU64,
     mobike: [AtomicU64; MobikeResult::ALL.len()],
+    /// Quick Crash Detection answers: sent, capped.
+    qcd: [AtomicU64; 2],
     keepalives: AtomicU64,
     shed: [AtomicU64; IkeShedReason::ALL.len()],
     /// Requests the responder refused, by its reason label. A map, not an array: the
@@ -317,6 +319,17 @@ impl IpsecStats {
     /// Counts one IKE_SA_INIT answered with a cookie (RFC 7296 §2.6).
     pub fn cookie_sent(&self) {
         self.cookies_sent.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Counts one unprotected Quick Crash Detection answer (RFC 6290) `sent`, or not sent
+    /// for the caps or the request's length.
+    pub fn qcd_answer(&self, sent: bool) {
+        self.qcd[usize::from(!sent)].fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Quick Crash Detection answers sent (`sent`) or not (`gate64_ike_qcd_total`).
+    pub fn qcd_answers(&self, sent: bool) -> u64 {
+        self.qcd[usize::from(!sent)].load(Ordering::Relaxed)
     }
 
     /// Counts one UPDATE_SA_ADDRESSES settled with `result`.

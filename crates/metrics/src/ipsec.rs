@@ -111,6 +111,15 @@ pub(crate) fn encode(
         names::IKE_MOBIKE_UPDATES_TOTAL_HELP,
         MobikeResult::ALL.map(|r| ([("result", r.as_str())], stats.mobike_updates(r))),
     )?;
+    counter_family(
+        enc,
+        names::IKE_QCD_TOTAL,
+        names::IKE_QCD_TOTAL_HELP,
+        [
+            ([("result", "sent")], stats.qcd_answers(true)),
+            ([("result", "capped")], stats.qcd_answers(false)),
+        ],
+    )?;
     counter(
         enc,
         names::IKE_KEEPALIVES_TOTAL,
@@ -192,6 +201,8 @@ mod tests {
             "gate64_ike_half_open",
             "gate64_ike_cookies_sent_total",
             "gate64_ike_mobike_updates_total{result=\"moved\"}",
+            "gate64_ike_qcd_total{result=\"sent\"}",
+            "gate64_ike_qcd_total{result=\"capped\"}",
             "gate64_ike_keepalives_total",
             "gate64_ike_shed_total{reason=\"source_rate\"}",
             "gate64_ike_shed_total{reason=\"batch_share\"}",
@@ -206,6 +217,9 @@ mod tests {
         stats.rekey(RekeyKind::Child);
         stats.cookie_sent();
         stats.mobike_update(MobikeResult::CheckFailed);
+        stats.qcd_answer(true);
+        stats.qcd_answer(false);
+        stats.qcd_answer(false);
         stats.set_keepalives(6);
         stats.set_shed(IkeShedReason::SourceRate, 7);
         stats.refused("too_many_certs");
@@ -224,6 +238,8 @@ mod tests {
             ("gate64_ipsec_crls_expired{crls=\"ipsec\"}", "1"),
             ("gate64_ipsec_crls_expired{crls=\"iphttps\"}", "2"),
             ("gate64_ike_ocsp_total{result=\"cached\"}", "3"),
+            ("gate64_ike_qcd_total{result=\"sent\"}", "1"),
+            ("gate64_ike_qcd_total{result=\"capped\"}", "2"),
             ("gate64_ike_ocsp_total{result=\"good\"}", "0"),
             ("gate64_ike_negotiations_total{result=\"ok\"}", "1"),
             ("gate64_ike_negotiations_total{result=\"auth_failed\"}", "1"),

@@ -346,6 +346,13 @@ pub const IKE_COOKIES_SENT_TOTAL_HELP: &str = "IKE_SA_INIT requests answered wit
 /// Native clients' MOBIKE address updates (RFC 4555 UPDATE_SA_ADDRESSES), by outcome.
 /// Counter; label `result`: `moved`, `unchanged`, `check_failed`, `malformed`, `nat_refused`.
 pub const IKE_MOBIKE_UPDATES_TOTAL: &str = "gate64_ike_mobike_updates_total";
+/// Unprotected Quick Crash Detection answers (RFC 6290), by result.
+pub const IKE_QCD_TOTAL: &str = "gate64_ike_qcd_total";
+/// Help text of [`IKE_QCD_TOTAL`].
+pub const IKE_QCD_TOTAL_HELP: &str = "Requests for IKE SAs this node does not have (after a \
+    restart or a failover) answered with an unprotected INVALID_IKE_SPI and the Quick Crash \
+    Detection token of RFC 6290 ([ipsec] qcd_secret_file), by result: sent, or capped (not \
+    sent: over the per-source or total rate, or the request was shorter than the answer).";
 /// Help text of [`IKE_MOBIKE_UPDATES_TOTAL`].
 pub const IKE_MOBIKE_UPDATES_TOTAL_HELP: &str = "MOBIKE UPDATE_SA_ADDRESSES requests of \
     native IKEv2 clients (RFC 4555), by outcome: moved (the return-routability check at the \
@@ -420,6 +427,7 @@ pub const ALL: &[(&str, &str)] = &[
     (IKE_HALF_OPEN, IKE_HALF_OPEN_HELP),
     (IKE_COOKIES_SENT_TOTAL, IKE_COOKIES_SENT_TOTAL_HELP),
     (IKE_MOBIKE_UPDATES_TOTAL, IKE_MOBIKE_UPDATES_TOTAL_HELP),
+    (IKE_QCD_TOTAL, IKE_QCD_TOTAL_HELP),
     (IKE_KEEPALIVES_TOTAL, IKE_KEEPALIVES_TOTAL_HELP),
     (IKE_SHED_TOTAL, IKE_SHED_TOTAL_HELP),
     (IKE_OCSP_TOTAL, IKE_OCSP_TOTAL_HELP),

@@ -27,6 +27,10 @@ impl Initiator {
         self.init_response = init_response.to_vec();
         let mut payloads = self.identities(idi);
         payloads.push(auth);
+        // RFC 6290 §4.2: after AUTH, before the CP and the child SA's payloads.
+        if self.qcd {
+            payloads.push(Self::qcd_request_notify());
+        }
         payloads.extend(self.multiple_auth_notifies());
         payloads.extend(self.cfg_request());
         payloads.extend([
@@ -163,6 +167,7 @@ impl Initiator {
         inner: &[Payload],
         identity: String,
     ) -> Result<(), InitiatorError> {
+        self.keep_qcd_token(inner);
         let parts = ChildReply::from(inner).ok_or(InitiatorError::Malformed)?;
         let nonces = (self.ni.as_slice(), self.nr.as_slice());
         let child = self.child(now, keys, &parts, self.child_spi, nonces)?;

@@ -35,11 +35,13 @@ use replies::{ChildReply, ResponderProof};
 use second_auth::SecondAuth;
 
 mod auth;
+mod qcd;
 mod rekey;
 mod replies;
 mod second_auth;
 
 pub use gate64_esp::udp_encap::NAT_T_PORT;
+pub use qcd::QCD_ANSWER_LEN;
 
 /// What the initiator negotiates.
 #[derive(Debug)]
@@ -128,6 +130,10 @@ pub enum InitiatorError {
          IKE SA of the same identity took its tunnel (gate64's session log names the reason)"
     )]
     Deleted,
+    /// The responder proved, with the Quick Crash Detection token it gave in IKE_AUTH
+    /// (RFC 6290), that it no longer has the IKE SA: it restarted or failed over.
+    #[error("the responder lost the IKE SA (it restarted or failed over; RFC 6290 token matched)")]
+    ResponderLost,
     /// Our crypto library failed.
     #[error("crypto failure")]
     Crypto,
@@ -183,8 +189,14 @@ pub struct Initiator {
     signature_hashes: bool,
     /// The child SA in use: its selectors and our inner address, for a rekey.
     child_now: Option<rekey::CurrentChild>,
-    /// Our outstanding rekey or Delete request, by message ID.
+    /// Our outstanding rekey, Delete or liveness request, by message ID.
     pending: Option<rekey::Pending>,
+    /// The responder's Quick Crash Detection token for this IKE SA (RFC 6290), if it gave one.
+    pub(crate) qcd_token: Option<Vec<u8>>,
+    /// Whether IKE_AUTH asks for a Quick Crash Detection token (`qcd.rs`).
+    qcd: bool,
+    /// Unprotected INVALID_IKE_SPI answers ignored (`qcd.rs`).
+    qcd_ignored: u64,
 }
 
 impl Initiator {
@@ -237,6 +249,9 @@ impl Initiator {
             signature_hashes: true,
             child_now: None,
             pending: None,
+            qcd_token: None,
+            qcd: true,
+            qcd_ignored: 0,
         })
     }
 
@@ -279,6 +294,13 @@ impl Initiator {
     /// Other responders ignore it.
     pub fn naming_tunnel(mut self) -> Self {
         self.name_tunnel = true;
+        self
+    }
+
+    /// Leaves the QCD_TOKEN notify out of IKE_AUTH, as a peer without RFC 6290 does: the
+    /// responder then gives no token, and an unprotected INVALID_IKE_SPI is ignored.
+    pub fn without_qcd(mut self) -> Self {
+        self.qcd = false;
         self
     }
 
@@ -356,6 +378,13 @@ impl Initiator {
         }
         if !h.is_response() {
             return self.answer_request(h, datagram);
+        }
+        let protected = matches!(
+            m.payloads.last(),
+            Some(Payload::Sk { .. } | Payload::Skf { .. })
+        );
+        if !protected && h.exchange == exchange::INFORMATIONAL {
+            return self.on_unprotected_response(&m);
         }
         let result = match (self.state, h.exchange) {
             (State::Init, exchange::IKE_SA_INIT) => self.on_init_response(now, datagram, &m),

@@ -44,12 +44,16 @@ pub(super) enum Pending {
     },
     /// INFORMATIONAL with the Delete of the rekeyed SA.
     Delete { message_id: u32 },
+    /// An empty INFORMATIONAL: a liveness check (`qcd.rs`).
+    Liveness { message_id: u32 },
 }
 
 impl Pending {
     fn message_id(&self) -> u32 {
         match self {
-            Pending::Rekey { message_id, .. } | Pending::Delete { message_id } => *message_id,
+            Pending::Rekey { message_id, .. }
+            | Pending::Delete { message_id }
+            | Pending::Liveness { message_id } => *message_id,
         }
     }
 }
@@ -122,7 +126,7 @@ impl Initiator {
             Some(Pending::Rekey { new_spi, ni, .. }) => {
                 self.rekeyed(now, &keys, &inner, new_spi, &ni)
             }
-            Some(Pending::Delete { .. }) | None => {}
+            Some(Pending::Delete { .. } | Pending::Liveness { .. }) | None => {}
         }
     }
 

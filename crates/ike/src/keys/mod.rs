@@ -315,13 +315,20 @@ impl SkCipher {
     /// Appends padding and the pad length byte: none with AES-GCM, to a whole number of
     /// blocks with AES-CBC (RFC 7296 §3.14: the padding's content is not checked).
     fn pad(&self, plain: &mut Vec<u8>) {
+        self.pad_more(plain, 0);
+    }
+
+    /// [`SkCipher::pad`] with at least `extra` more bytes of padding (RFC 7296 §3.14 lets the
+    /// sender choose any padding up to 255 bytes), rounded up to the cipher's block.
+    fn pad_more(&self, plain: &mut Vec<u8>, extra: usize) {
+        let extra = extra.min(255 - AES_BLOCK);
         let padding = if self.encr.is_aead() {
-            0
+            extra
         } else {
-            (AES_BLOCK - (plain.len() + 1) % AES_BLOCK) % AES_BLOCK
+            (AES_BLOCK - (plain.len() + extra + 1) % AES_BLOCK) % AES_BLOCK + extra
         };
         plain.resize(plain.len() + padding, 0);
-        // `padding` is below the block length, so it fits a byte.
+        // `extra` is capped so that `padding` stays below 256 and fits a byte.
         plain.push(u8::try_from(padding).unwrap_or(0));
     }
 
@@ -429,9 +436,23 @@ pub fn seal_message(
     inner: &[Payload],
     cipher: &SkCipher,
 ) -> Result<Vec<u8>, CryptoError> {
+    seal_message_at_least(header, inner, cipher, 0)
+}
+
+/// [`seal_message`], padded (up to 255 bytes of padding) so that the message is at least
+/// `min_len` bytes long: a request whose answer may be longer than itself (an unprotected
+/// Quick Crash Detection answer, RFC 6290, which a responder sends only when it is no
+/// larger than the request).
+pub fn seal_message_at_least(
+    header: &Header,
+    inner: &[Payload],
+    cipher: &SkCipher,
+    min_len: usize,
+) -> Result<Vec<u8>, CryptoError> {
     let mut plain = Vec::with_capacity(1024);
     let first = emit_chain(inner, &mut plain);
-    cipher.pad(&mut plain);
+    let bare = HEADER_LEN + 4 + cipher.iv_len() + plain.len() + 1 + cipher.icv_len();
+    cipher.pad_more(&mut plain, min_len.saturating_sub(bare));
     let body_len = cipher.iv_len() + plain.len() + cipher.icv_len();
     let mut out = Vec::with_capacity(HEADER_LEN + 4 + body_len);
     header.emit(kind::SK, &mut out);

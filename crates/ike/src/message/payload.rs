@@ -55,6 +55,9 @@ pub mod notify {
     /// Status: the time left until the initiator must authenticate anew, 4 octets of
     /// seconds (RFC 4478 §3).
     pub const AUTH_LIFETIME: u16 = 16403;
+    /// Status: a Quick Crash Detection token (RFC 6290 §4.1), in IKE_AUTH and beside
+    /// INVALID_IKE_SPI in an unprotected answer for an IKE SA the sender lost.
+    pub const QCD_TOKEN: u16 = 16419;
     /// Status: IPCOMP.
     pub const IPCOMP_SUPPORTED: u16 = 16387;
     /// Status: NAT detection, source.

@@ -104,6 +104,8 @@ pub(super) struct AuthRequest<'a> {
     pub(super) initial_contact: bool,
     /// The client announced MOBIKE_SUPPORTED (RFC 4555 §3.3).
     pub(super) mobike: bool,
+    /// The client asked for a Quick Crash Detection token (QCD_TOKEN, RFC 6290 §4.2).
+    pub(super) qcd: bool,
 }
 
 pub(super) fn request_parts(inner: &[Payload]) -> Option<AuthRequest<'_>> {
@@ -126,6 +128,7 @@ pub(super) fn request_parts(inner: &[Payload]) -> Option<AuthRequest<'_>> {
         named: crate::child_sa::named_tunnel(inner),
         initial_contact: find_notify(inner, notify::INITIAL_CONTACT).is_some(),
         mobike: find_notify(inner, notify::MOBIKE_SUPPORTED).is_some(),
+        qcd: super::qcd::requested(inner),
     })
 }
 
@@ -220,6 +223,11 @@ pub(super) fn complete(
     let Some((remote, started)) = r.sas.get(&h.spi_r).map(|s| (s.remote, s.started)) else {
         return;
     };
+    // RFC 6290 §4.2: the token follows AUTH and precedes the CP and child SA payloads.
+    if let (true, Some(secret)) = (req.qcd, r.config.qcd_secret.as_ref()) {
+        let token = super::qcd::token_notify(secret, h.spi_i, h.spi_r);
+        payloads.push(Payload::Notify(token));
+    }
     let (tunnel, pair, result) = match first_child(r, now, h.spi_r, (req, tunnel), &identity.key) {
         Ok((child_payloads, pair)) => {
             payloads.extend(child_payloads);
@@ -234,24 +242,7 @@ pub(super) fn complete(
             (None, None, Err(reason))
         }
     };
-    if let Some(lifetime) = r.config.reauth {
-        // RFC 4478 §3: the seconds until the client must authenticate anew.
-        let secs = u32::try_from(lifetime.as_secs()).unwrap_or(u32::MAX);
-        payloads.push(Payload::Notify(Notify::new(
-            notify::AUTH_LIFETIME,
-            secs.to_be_bytes().to_vec(),
-        )));
-    }
-    // RFC 4555 §3.3: MOBIKE when the client asked for it, on native IKE SAs only (over
-    // Teredo and IP-HTTPS the outer address is the transport's).
-    let native = r.sas.get(&h.spi_r).and_then(|s| r.native_socket(s.local));
-    let mobike = req.mobike && native.is_some();
-    if mobike {
-        payloads.push(Payload::Notify(Notify::new(
-            notify::MOBIKE_SUPPORTED,
-            Vec::new(),
-        )));
-    }
+    let (native, mobike) = closing_notifies(r, h.spi_r, req.mobike, &mut payloads);
     r.respond(h.spi_r, h, payloads);
     if let Some(sa) = r.sas.get_mut(&h.spi_r) {
         sa.tunnel = tunnel;
@@ -287,6 +278,34 @@ pub(super) fn complete(
         identity: claimed,
         duration: now.saturating_duration_since(started),
     });
+}
+
+/// The notifies that close an IKE_AUTH response: the seconds until the client must
+/// authenticate anew (RFC 4478 §3) and MOBIKE_SUPPORTED when the client asked for it on a
+/// native IKE SA (RFC 4555 §3.3; over Teredo and IP-HTTPS the outer address is the
+/// transport's). Returns the native socket and whether MOBIKE is on.
+fn closing_notifies(
+    r: &Responder,
+    spi_r: u64,
+    asked_mobike: bool,
+    payloads: &mut Vec<Payload>,
+) -> (Option<SocketAddr>, bool) {
+    if let Some(lifetime) = r.config.reauth {
+        let secs = u32::try_from(lifetime.as_secs()).unwrap_or(u32::MAX);
+        payloads.push(Payload::Notify(Notify::new(
+            notify::AUTH_LIFETIME,
+            secs.to_be_bytes().to_vec(),
+        )));
+    }
+    let native = r.sas.get(&spi_r).and_then(|s| r.native_socket(s.local));
+    let mobike = asked_mobike && native.is_some();
+    if mobike {
+        payloads.push(Payload::Notify(Notify::new(
+            notify::MOBIKE_SUPPORTED,
+            Vec::new(),
+        )));
+    }
+    (native, mobike)
 }
 
 /// Marks the IKE SA established and out of the half-open count.

@@ -106,6 +106,10 @@ pub struct ResponderConfig {
     /// (`[ipsec] authorize_certificates = "radius"`), within [`ResponderConfig::eap`]'s
     /// bounds (the defaults when `None`).
     pub authorize_certificates: bool,
+    /// Quick Crash Detection (RFC 6290) as token maker (`[ipsec] qcd_secret_file`): tokens
+    /// for clients that ask in IKE_AUTH, and unprotected INVALID_IKE_SPI answers with the
+    /// token for requests to IKE SAs we do not have (`qcd.rs`). `None`: off.
+    pub qcd_secret: Option<super::QcdSecret>,
 }
 
 impl ResponderConfig {
@@ -154,6 +158,7 @@ impl ResponderConfig {
             tunnel_rules: Vec::new(),
             eap: None,
             authorize_certificates: false,
+            qcd_secret: None,
         }
     }
 }

@@ -313,6 +313,15 @@ pub enum Event {
         /// Why.
         reason: EndReason,
     },
+    /// A request for an IKE SA we do not have got the unprotected INVALID_IKE_SPI answer
+    /// with its Quick Crash Detection token (`sent`), or would have but for the caps or the
+    /// request's length (`gate64_ike_qcd_total`).
+    Qcd {
+        /// Where the request came from.
+        peer: SocketAddr,
+        /// Whether the answer went out.
+        sent: bool,
+    },
     /// A stateless cookie was sent (RFC 7296 §2.6).
     CookieSent {
         /// The sender of the IKE_SA_INIT.

@@ -37,6 +37,7 @@ mod liveness;
 mod mobike;
 mod pool;
 mod proposal;
+mod qcd;
 mod retransmit;
 mod second_auth;
 mod timers;
@@ -74,6 +75,7 @@ pub use init::nat_detection_hash;
 pub use liveness::DPD_RETRANSMIT;
 pub use mobike::{MalformedMobike, UpdateNotifies, parse_update};
 pub use pool::{AddressPool, AddressPool4, ClaimError, Pool, PoolNet};
+pub use qcd::{MIN_SECRET_LEN as QCD_MIN_SECRET_LEN, QcdSecret, unknown_spi_answer};
 pub use second_auth::SecondAuthPolicy;
 pub use tunnel_rules::{IdentityPattern, TunnelRule};
 pub use uniqueness::UniqueIds;
@@ -120,6 +122,8 @@ pub struct Responder {
     /// SA, and the addresses the request arrived at and came from (where its response goes;
     /// the SA moves only after a return-routability check).
     answer_at: Option<(u64, SocketAddr, SocketAddr)>,
+    /// The caps on Quick Crash Detection answers (`qcd.rs`).
+    qcd: qcd::Limiter,
 }
 
 impl Responder {
@@ -155,6 +159,7 @@ impl Responder {
             cert_authz_flight: cert_authz::Flight::default(),
             stats: Stats::default(),
             answer_at: None,
+            qcd: qcd::Limiter::default(),
         })
     }
 
@@ -176,10 +181,8 @@ impl Responder {
         if h.exchange == exchange::IKE_SA_INIT && h.spi_r == 0 {
             return init::handle(self, now, local, remote, datagram, &message);
         }
-        let Some(sa) = self.sas.get_mut(&h.spi_r) else {
-            return self.refused(remote, Refusal::UnknownSpi);
-        };
-        if sa.spi_i != h.spi_i {
+        if self.sas.get(&h.spi_r).is_none_or(|sa| sa.spi_i != h.spi_i) {
+            qcd::on_unknown_spi(self, now, (local, remote), datagram, &message);
             return self.refused(remote, Refusal::UnknownSpi);
         }
         if retransmit::answer_duplicate(self, h.spi_r, remote, &message) {

@@ -1522,6 +1522,7 @@ mod integrity_only;
 mod ipv4;
 mod mobike;
 mod proposals;
+mod qcd;
 mod reauth;
 mod reload;
 mod retransmit;
