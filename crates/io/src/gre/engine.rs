@@ -72,12 +72,7 @@ impl Engine {
         worker: usize,
         packet_sockets: bool,
     ) -> io::Result<Self> {
-        let frames = Frames::new(
-            packet_sockets,
-            worker,
-            gre.tunnels().count(),
-            Instant::now(),
-        );
+        let frames = Frames::new(packet_sockets, worker, &gre, Instant::now());
         let socket_of = gre
             .tunnels()
             .map(|(_, c, _)| sockets.iter().position(|s| s.local == c.local).unwrap_or(0))

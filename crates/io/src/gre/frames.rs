@@ -53,10 +53,14 @@ pub(super) struct Frames {
 }
 
 impl Frames {
-    /// Frame paths for `tunnels` tunnels, looked up at the first [`Frames::refresh`]; none
-    /// when not `enabled` (`[gre] outer_path = "raw"`).
-    pub(super) fn new(enabled: bool, worker: usize, tunnels: usize, now: Instant) -> Frames {
-        Frames {
+    /// Frame paths for `gre`'s tunnels, looked up at the first [`Frames::refresh`]; none
+    /// when not `enabled` (`[gre] outer_path = "raw"`). The packet sockets of the Ethernet
+    /// interfaces the tunnels' routes leave through are opened here, while the process still
+    /// has CAP_NET_RAW (the workers run without it): a route that later moves to another
+    /// interface keeps its tunnel on the raw socket.
+    pub(super) fn new(enabled: bool, worker: usize, gre: &Gre, now: Instant) -> Frames {
+        let tunnels = gre.tunnels().count();
+        let mut frames = Frames {
             enabled,
             worker,
             sockets: Vec::new(),
@@ -68,7 +72,34 @@ impl Frames {
                 })
                 .collect(),
             fallbacks: 0,
+        };
+        if enabled {
+            for (_, c, _) in gre.tunnels() {
+                let Ok(route) = gate64_sys::netlink::route_get(c.remote, Some(c.local)) else {
+                    continue;
+                };
+                if gate64_sys::netlink::link_get(route.ifindex).is_ok_and(|l| l.ethernet)
+                    && let Err(e) = frames.socket(route.ifindex)
+                {
+                    debug!(tunnel = %c.name, error = %e, "no packet socket");
+                }
+            }
         }
+        frames
+    }
+
+    /// The index of interface `ifindex`'s packet socket, opened on first use.
+    fn socket(&mut self, ifindex: u32) -> Result<usize, String> {
+        if let Some(s) = self.sockets.iter().position(|(i, _)| *i == ifindex) {
+            return Ok(s);
+        }
+        let fd = gate64_sys::packet::open_tx(ifindex, true)
+            .map_err(|e| format!("packet socket (needs CAP_NET_RAW): {e}"))?;
+        if sys::set_buffer_force(fd.as_raw_fd(), SOCKET_BUFFER).is_err() {
+            debug!("packet socket buffer not forced");
+        }
+        self.sockets.push((ifindex, fd));
+        Ok(self.sockets.len() - 1)
     }
 
     /// Tunnel `id`'s path, if it has one.
@@ -165,18 +196,7 @@ impl Frames {
         let dst_mac = gate64_sys::netlink::neighbour_get(route.ifindex, hop)
             .map_err(|e| format!("neighbour look-up: {e}"))?
             .ok_or_else(|| format!("next hop {hop} has no link-layer address yet"))?;
-        let socket = match self.sockets.iter().position(|(i, _)| *i == route.ifindex) {
-            Some(s) => s,
-            None => {
-                let fd = gate64_sys::packet::open_tx(route.ifindex, true)
-                    .map_err(|e| format!("packet socket (needs CAP_NET_RAW): {e}"))?;
-                if sys::set_buffer_force(fd.as_raw_fd(), SOCKET_BUFFER).is_err() {
-                    debug!("packet socket buffer not forced");
-                }
-                self.sockets.push((route.ifindex, fd));
-                self.sockets.len() - 1
-            }
-        };
+        let socket = self.socket(route.ifindex)?;
         let frame = Frame {
             src: local,
             dst: remote,
