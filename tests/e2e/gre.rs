@@ -269,11 +269,12 @@ fn interop_checks(lab: &Lab, _ovs: &Ovs<'_>, iperf: bool) -> Result<()> {
 /// from the first packets, sent through the raw socket).
 fn sends_frames(gate: &Process, tunnel: &str) -> Result<()> {
     let line = "GRE tunnel sends whole frames on a packet socket";
-    let name = format!("tunnel={tunnel}");
+    // The log may be coloured (escapes between a field's name and its value): the line
+    // and the tunnel's name are looked for apart.
     let found = || {
         gate.log()
             .lines()
-            .any(|l| l.contains(line) && l.contains(&name))
+            .any(|l| l.contains(line) && l.contains(tunnel))
     };
     let deadline = Instant::now() + Duration::from_secs(5);
     while !found() && Instant::now() < deadline {
