@@ -41,6 +41,9 @@
 #        GRE_WORKERS=0   gate64's `[server] workers` at both ends: its GRE threads and TUN
 #                        queues (0 = one per core; binaries before the multi-queue GRE data
 #                        path ran GRE on one thread whatever it said)
+#        GRE_OUTER_PATH= gate64's `[gre] outer_path` at both ends: "packet" (whole frames on
+#                        a packet socket, its default) or "raw" (the raw IP socket); unset:
+#                        the binary's default
 #        KEEP_LOGS=1     keep the temporary directory with configs, logs and iperf3 JSON
 #        SOCKBUF=bytes   the socket buffer gate64 asks for on its GRE sockets (default: its
 #                        4 MiB); host rmem_max/wmem_max = SOCKBUF, rmem_default/wmem_default
@@ -149,6 +152,8 @@ workers = $GRE_WORKERS
 tun = "gate64"
 [metrics]
 enabled = false
+${GRE_OUTER_PATH:+[gre]
+outer_path = \"$GRE_OUTER_PATH\"}
 [[gre.tunnel]]
 name = "bench"
 local = "$1"

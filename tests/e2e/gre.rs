@@ -21,7 +21,7 @@
 //!   goes down once the peer stops and up again once it is back.
 
 use std::net::SocketAddr;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail, ensure};
 use gate64_testkit::{
@@ -213,7 +213,7 @@ fn ovs_interop() -> Result<()> {
     };
     ovs.l3_gre_peer(&peer)?;
     let gate = start_gate64(&lab.gw, &site2(Some(42)))?;
-    let r = interop_checks(&lab, &ovs, true);
+    let r = interop_checks(&lab, &ovs, true).and_then(|()| sends_frames(&gate, "site2"));
     if r.is_err() {
         eprintln!("Open vSwitch datapath flows:\n{}", ovs.dump_flows());
         eprintln!("gate64 log:\n{}", gate.log());
@@ -223,7 +223,7 @@ fn ovs_interop() -> Result<()> {
     // The same without a key on either side.
     ovs.vsctl(&["remove", "interface", "gre0", "options", "key"])?;
     let gate = start_gate64(&lab.gw, &site2(None))?;
-    let r = interop_checks(&lab, &ovs, false);
+    let r = interop_checks(&lab, &ovs, false).and_then(|()| sends_frames(&gate, "site2"));
     if r.is_err() {
         eprintln!("Open vSwitch datapath flows:\n{}", ovs.dump_flows());
         eprintln!("gate64 log:\n{}", gate.log());
@@ -261,6 +261,30 @@ fn interop_checks(lab: &Lab, _ovs: &Ovs<'_>, iperf: bool) -> Result<()> {
              side {up:.0} Mbit/s, gate64 side to Open vSwitch side {down:.0} Mbit/s"
         );
     }
+    Ok(())
+}
+
+/// gate64 found the next hop of `tunnel` (a veth, so Ethernet) and writes its outer packets
+/// as whole frames on a packet socket: its log says so within 5 s (the neighbour is learnt
+/// from the first packets, sent through the raw socket).
+fn sends_frames(gate: &Process, tunnel: &str) -> Result<()> {
+    let line = "GRE tunnel sends whole frames on a packet socket";
+    // The log may be coloured (escapes between a field's name and its value): the line
+    // and the tunnel's name are looked for apart.
+    let found = || {
+        gate.log()
+            .lines()
+            .any(|l| l.contains(line) && l.contains(tunnel))
+    };
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !found() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    ensure!(
+        found(),
+        "gate64 does not send tunnel {tunnel}'s packets as frames; its log:\n{}",
+        gate.log()
+    );
     Ok(())
 }
 
@@ -554,7 +578,7 @@ fn ipv6_outer() -> Result<()> {
         "[\"10.64.0.0/24\", \"2001:db8:64::/64\"]",
     );
     // Two workers at each end: the second sends on its own IPv6 socket.
-    let _gw = start_gate64_workers(&lab.gw, &gw, 2)?;
+    let gw_gate = start_gate64_workers(&lab.gw, &gw, 2)?;
     let _peer = start_gate64_workers(&lab.peer, &peer, 2)?;
     delivered(&lab.peer, "172.16.0.5", "10.64.0.5").context("IPv4 in IPv6, site first")?;
     delivered(&lab.lan, "10.64.0.5", "172.16.0.5").context("IPv4 in IPv6, LAN first")?;
@@ -570,6 +594,7 @@ fn ipv6_outer() -> Result<()> {
     // 8 flows each way, spread over both workers' queues by their ports.
     let (up, down) = iperf3_both_ways(&lab, "2001:db8:64::5", "2001:db8:16::5", 8)?;
     println!("IPv6 outer, two workers, 8 flows: site -> LAN {up:.1} Mbit/s, back {down:.1} Mbit/s");
+    sends_frames(&gw_gate, "v6")?;
     sent_covers_received(&lab, "v6")
 }
 

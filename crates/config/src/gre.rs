@@ -33,6 +33,19 @@ pub struct Gre {
     /// `[[gre.tenant]]`, in file order, plus the `default` tenant when a tunnel uses it and
     /// the file does not describe it.
     pub tenants: Vec<GreTenant>,
+    /// `gre.outer_path`: how outer packets leave.
+    pub outer_path: OuterPath,
+}
+
+/// `[gre] outer_path`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum OuterPath {
+    /// `"packet"`: whole frames on a packet socket of the underlay interface, for each tunnel
+    /// whose next hop is an Ethernet neighbour; the raw socket for the others.
+    #[default]
+    Packet,
+    /// `"raw"`: every outer packet through the raw IP socket.
+    Raw,
 }
 
 /// One `[[gre.tunnel]]`.
@@ -127,14 +140,30 @@ pub(crate) fn parse(table: &toml::Table) -> Result<Gre, ConfigError> {
     let gre = gre
         .as_table()
         .ok_or_else(|| wrong_type("gre", gre, "a [gre] table"))?;
-    if let Some(k) = gre.keys().find(|k| *k != "tunnel" && *k != "tenant") {
+    if let Some(k) = gre
+        .keys()
+        .find(|k| !["tunnel", "tenant", "outer_path"].contains(&k.as_str()))
+    {
         return Err(ConfigError::new(
             ErrorKind::UnknownKey,
             &format!("gre.{k}"),
             None,
-            "[gre] has no such key; expected [[gre.tunnel]] or [[gre.tenant]]",
+            "[gre] has no such key; expected outer_path, [[gre.tunnel]] or [[gre.tenant]]",
         ));
     }
+    let outer_path = match gre.get("outer_path") {
+        None => OuterPath::default(),
+        Some(toml::Value::String(v)) if v == "packet" => OuterPath::Packet,
+        Some(toml::Value::String(v)) if v == "raw" => OuterPath::Raw,
+        Some(toml::Value::String(v)) => {
+            return Err(invalid(
+                "gre.outer_path",
+                quote(v),
+                "expected \"packet\" or \"raw\"",
+            ));
+        }
+        Some(v) => return Err(wrong_type("gre.outer_path", v, "a string")),
+    };
     let mut tenants = Vec::new();
     for (i, v) in entries(gre, "tenant")?.iter().enumerate() {
         tenants.push(build_tenant(
@@ -158,7 +187,11 @@ pub(crate) fn parse(table: &toml::Table) -> Result<Gre, ConfigError> {
             table: MAIN_TABLE,
         });
     }
-    Ok(Gre { tunnels, tenants })
+    Ok(Gre {
+        tunnels,
+        tenants,
+        outer_path,
+    })
 }
 
 fn entries<'a>(gre: &'a toml::Table, name: &str) -> Result<&'a [toml::Value], ConfigError> {

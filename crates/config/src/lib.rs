@@ -67,7 +67,7 @@ pub use control::Control;
 pub use corpnet::Corpnet;
 pub use dns64::Dns64;
 pub use error::{ConfigError, ErrorKind};
-pub use gre::{Gre, GreTenant, GreTunnel};
+pub use gre::{Gre, GreTenant, GreTunnel, OuterPath};
 pub use iphttps::Iphttps;
 pub use ipsec::{
     AuthorizeCertificates as IpsecAuthorizeCertificates, ClientEku as IpsecClientEku,

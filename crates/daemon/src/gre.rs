@@ -65,8 +65,9 @@ pub fn start(cfg: &Config, exporter: &Exporter) -> Result<Option<Gateway>> {
         tuns.push(dev);
     }
     // One TUN queue and thread per worker (`server.workers`); see gate64_io::gre.
-    let gateway =
-        Gateway::spawn(gre, tuns, cfg.effective_workers()).context("starting the GRE data path")?;
+    let packet_sockets = g.outer_path == gate64_config::OuterPath::Packet;
+    let gateway = Gateway::spawn(gre, tuns, cfg.effective_workers(), packet_sockets)
+        .context("starting the GRE data path")?;
     exporter.add_gre(gateway.reader());
     info!(tunnels = g.tunnels.len(), "GRE gateway up");
     Ok(Some(gateway))

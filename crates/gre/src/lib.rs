@@ -34,6 +34,7 @@ use gate64_wire::{gre, ipv4, ipv6};
 use ipnet::IpNet;
 
 mod keepalive;
+pub mod outer;
 mod route;
 mod sequence;
 pub mod stats;

@@ -19,7 +19,8 @@
 //! | [`process`] | effective ids, `kill`, signal dispositions, the parent-death signal |
 //! | [`resource`] | RLIMIT_NOFILE, clock ticks, thread CPU clocks, malloc statistics |
 //! | [`random`] | `getrandom` |
-//! | [`packet`] | `AF_PACKET` capture sockets (tests) |
+//! | [`packet`] | `AF_PACKET` sockets: capture (tests), frame writing with `sendmmsg` (GRE) |
+//! | [`netlink`] | `NETLINK_ROUTE` route, link and neighbour look-ups |
 //! | [`rsa_sha1`] | aws-lc's `RSA_sign` with SHA-1 (IKEv2 AUTH method 1; aws-lc-rs has no SHA-1 RSA signing) |
 #![warn(missing_docs)]
 #![deny(unsafe_op_in_unsafe_fn)]
@@ -27,6 +28,7 @@
 
 pub mod fd;
 pub mod namespace;
+pub mod netlink;
 pub mod packet;
 pub mod privilege;
 pub mod process;

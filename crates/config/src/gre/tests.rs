@@ -192,3 +192,22 @@ fn a_gre_only_gateway_draws_no_client_transport_warning() {
         c.warnings()
     );
 }
+
+#[test]
+fn outer_path_defaults_to_packet_and_is_checked() {
+    use crate::OuterPath;
+    assert_eq!(with("").unwrap().gre.outer_path, OuterPath::Packet);
+    let raw = Config::from_toml_str(&CONTRACT.replace(
+        "[[gre.tunnel]]",
+        "[gre]\nouter_path = \"raw\"\n\n[[gre.tunnel]]",
+    ))
+    .unwrap();
+    assert_eq!(raw.gre.outer_path, OuterPath::Raw);
+    let bad = Config::from_toml_str(&CONTRACT.replace(
+        "[[gre.tunnel]]",
+        "[gre]\nouter_path = \"ring\"\n\n[[gre.tunnel]]",
+    ))
+    .expect_err("refused");
+    assert_eq!(bad.key(), Some("gre.outer_path"), "{bad}");
+    assert!(bad.to_string().contains("\"packet\" or \"raw\""), "{bad}");
+}

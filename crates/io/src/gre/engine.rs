@@ -2,6 +2,7 @@
 //! the tenant's TUN queue, coalesced) and its tenants' TUN queues (read, split, encapsulate in
 //! the headroom, send in batches), plus keepalive timers.
 
+use super::frames::Frames;
 use super::socket::{RawSocket, connect_to_loopback};
 use super::*;
 
@@ -23,6 +24,15 @@ struct Outgoing {
     to: SocketAddr,
 }
 
+/// A whole frame to write: slot, byte range, packet socket, tunnel.
+struct FrameOut {
+    slot: usize,
+    start: usize,
+    end: usize,
+    socket: usize,
+    tunnel: usize,
+}
+
 pub(super) struct Engine {
     gre: Gre,
     sockets: Vec<RawSocket>,
@@ -42,6 +52,9 @@ pub(super) struct Engine {
     tx: Vec<Vec<u8>>,
     tx_sizes: Vec<usize>,
     out: Vec<Outgoing>,
+    /// The frames of the batch, for the packet sockets of [`Engine::frames`].
+    frame_out: Vec<FrameOut>,
+    frames: Frames,
     epoll: sys::Epoll,
     /// When [`Engine::retry_connects`] may try again.
     next_connect: Instant,
@@ -57,7 +70,9 @@ impl Engine {
         sockets: Vec<RawSocket>,
         queues: &[Vec<Arc<crate::tun::TunQueue>>],
         worker: usize,
+        packet_sockets: bool,
     ) -> io::Result<Self> {
+        let frames = Frames::new(packet_sockets, worker, &gre, Instant::now());
         let socket_of = gre
             .tunnels()
             .map(|(_, c, _)| sockets.iter().position(|s| s.local == c.local).unwrap_or(0))
@@ -91,6 +106,8 @@ impl Engine {
             tx: vec![vec![0; HEADROOM + mtu]; TUN_BATCH],
             tx_sizes: vec![0; TUN_BATCH],
             out: Vec::with_capacity(TUN_BATCH),
+            frame_out: Vec::with_capacity(TUN_BATCH),
+            frames,
             epoll,
             next_connect: Instant::now() + CONNECT_RETRY,
         })
@@ -98,6 +115,7 @@ impl Engine {
 
     pub(super) fn run(&mut self, stop: &AtomicBool) -> io::Result<()> {
         let mut ready = Vec::new();
+        self.frames.refresh(&self.gre, Instant::now());
         while !stop.load(Ordering::Relaxed) {
             let now = Instant::now();
             let wait = self
@@ -115,6 +133,7 @@ impl Engine {
             let now = Instant::now();
             self.timers(now);
             self.retry_connects(now);
+            self.frames.refresh(&self.gre, now);
         }
         Ok(())
     }
@@ -282,6 +301,22 @@ impl Engine {
         let Ok(start) = self.gre.encap(id, buf, HEADROOM, end) else {
             return;
         };
+        if let Some(p) = self.frames.path(id.0) {
+            let ip_len = end - start + if p.frame.src.is_ipv4() { 20 } else { 40 };
+            if ip_len <= p.mtu
+                && let Some(at) = p.frame.prepend(buf, start, end, p.ident)
+            {
+                p.ident = p.ident.wrapping_add(1);
+                self.frame_out.push(FrameOut {
+                    slot,
+                    start: at,
+                    end,
+                    socket: p.socket,
+                    tunnel: id.0,
+                });
+                return;
+            }
+        }
         if let (Some(c), Some(&socket)) = (self.gre.config(id), self.socket_of.get(id.0)) {
             self.out.push(Outgoing {
                 slot,
@@ -293,8 +328,10 @@ impl Engine {
         }
     }
 
-    /// Sends the batch in [`Engine::out`], one `sendmmsg` run per socket.
+    /// Sends the batch: the frames in [`Engine::frame_out`], one `sendmmsg` run per packet
+    /// socket, then the datagrams in [`Engine::out`], one run per raw socket.
     fn flush(&mut self) {
+        self.flush_frames();
         for (si, s) in self.sockets.iter().enumerate() {
             // This socket's datagrams, in batch order (a flow's packets stay in order).
             let mut mine = [0usize; TUN_BATCH];
@@ -321,6 +358,60 @@ impl Engine {
             );
         }
         self.out.clear();
+    }
+
+    fn flush_frames(&mut self) {
+        if self.frame_out.is_empty() {
+            return;
+        }
+        let mut failed_tunnels: Vec<(usize, io::Error)> = Vec::new();
+        for (si, (ifindex, fd)) in self.frames.sockets.iter().enumerate() {
+            let mut mine = [0usize; TUN_BATCH];
+            let mut n = 0;
+            for (i, o) in self.frame_out.iter().enumerate() {
+                if o.socket == si && n < TUN_BATCH {
+                    mine[n] = i;
+                    n += 1;
+                }
+            }
+            if n == 0 {
+                continue;
+            }
+            let (out, tx, frames) = (&self.frame_out, &self.tx, &self.frames);
+            gate64_sys::packet::send_frames(
+                fd.as_raw_fd(),
+                *ifindex,
+                n,
+                |j| {
+                    let o = &out[mine[j]];
+                    let ethertype = frames.slots[o.tunnel]
+                        .path
+                        .as_ref()
+                        .map_or(0, |p| p.frame.ethertype());
+                    (&tx[o.slot][o.start..o.end], ethertype)
+                },
+                |j, e| {
+                    crate::log_limited!(debug, error = %e, ifindex, "GRE frame send failed");
+                    // A full buffer loses the frames as a full raw socket would; any other
+                    // refusal moves the tunnel to the raw socket until it is looked up again.
+                    let full = e.kind() == io::ErrorKind::WouldBlock
+                        || e.raw_os_error() == Some(libc::ENOBUFS);
+                    let t = out[mine[j]].tunnel;
+                    if !full && !failed_tunnels.iter().any(|(f, _)| *f == t) {
+                        failed_tunnels.push((t, io::Error::new(e.kind(), e.to_string())));
+                    }
+                },
+            );
+        }
+        let now = Instant::now();
+        for (t, e) in failed_tunnels {
+            let name = self
+                .gre
+                .config(gate64_gre::TunnelId(t))
+                .map_or_else(String::new, |c| c.name.clone());
+            self.frames.failed(t, &name, &e, now);
+        }
+        self.frame_out.clear();
     }
 
     /// Runs the keepalive timers and sends the keepalives due.

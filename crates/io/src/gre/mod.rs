@@ -10,6 +10,12 @@
 //!   IPV6_RECVPKTINFO. IPv4 reads carry the IPv4 header, parsed for the source. Sends carry
 //!   the GRE header and payload; the kernel adds the outer header from the bound address.
 //!   Receives and sends are batched with `recvmmsg`/`sendmmsg` ([`crate::sys`]).
+//! - **Frames.** With `[gre] outer_path = "packet"` (the default), a tunnel whose next hop
+//!   is an Ethernet neighbour sends through a packet socket of its interface instead: the
+//!   outer IP and Ethernet headers are built in the headroom and whole frames go out with
+//!   `sendmmsg`, sparing the kernel a route look-up and IP output per packet ([`frames`]);
+//!   the raw socket carries the rest (keepalives, oversized packets, tunnels without such a
+//!   path).
 //! - **Tenants.** Each tenant has its own TUN device (one queue per worker) opened with virtio-net
 //!   headers: a read may be a TCP super-packet (TSO), split here into MTU-sized packets
 //!   straight into headroomed slots, each encapsulated in place and sent in one `sendmmsg`
@@ -58,14 +64,16 @@ use crate::sys::{self, BATCH, ReceivedFrom};
 
 mod engine;
 mod flow;
+mod frames;
 mod socket;
 
 use engine::Engine;
 pub use flow::flow_queue;
 use socket::{bind_sockets, local_addresses};
 
-/// Room before each inner packet read from a TUN for the GRE header.
-const HEADROOM: usize = gate64_wire::gre::MAX_HEADER_LEN;
+/// Room before each inner packet read from a TUN for the GRE header and, on the packet-socket
+/// path, the outer IP and Ethernet headers.
+const HEADROOM: usize = gate64_wire::gre::MAX_HEADER_LEN + gate64_gre::outer::MAX_LEN;
 /// Bytes of one receive slot: the largest (reassembled) IP packet.
 const SLOT: usize = 65_536;
 /// Inner packets one TUN read may stand for (a 64 KiB TCP super-packet cut at the smallest
@@ -97,8 +105,14 @@ pub struct Gateway {
 impl Gateway {
     /// Starts `workers` threads (at least one; one when a tunnel sends sequence numbers):
     /// `tuns[i]` is the device of tenant `i`, made by [`create_tun`], whose further queues
-    /// are opened here, one per worker.
-    pub fn spawn(gre: Gre, tuns: Vec<crate::tun::TunQueue>, workers: usize) -> io::Result<Gateway> {
+    /// are opened here, one per worker. With `packet_sockets`, tunnels whose next hop is on an
+    /// Ethernet interface send whole frames through packet sockets ([`frames`]).
+    pub fn spawn(
+        gre: Gre,
+        tuns: Vec<crate::tun::TunQueue>,
+        workers: usize,
+        packet_sockets: bool,
+    ) -> io::Result<Gateway> {
         let now = Instant::now();
         let senders: Vec<Gre> = (1..workers.max(1)).map_while(|_| gre.sender(now)).collect();
         if senders.len() + 1 < workers {
@@ -117,10 +131,16 @@ impl Gateway {
         let stop = Arc::new(AtomicBool::new(false));
         let mut engines = Vec::with_capacity(workers);
         let sockets = bind_sockets(&local_addresses(&gre), true)?;
-        engines.push(Engine::new(gre, sockets, &queues, 0)?);
+        engines.push(Engine::new(gre, sockets, &queues, 0, packet_sockets)?);
         for (i, sender) in senders.into_iter().enumerate() {
             let sockets = bind_sockets(&local_addresses(&sender), false)?;
-            engines.push(Engine::new(sender, sockets, &queues, i + 1)?);
+            engines.push(Engine::new(
+                sender,
+                sockets,
+                &queues,
+                i + 1,
+                packet_sockets,
+            )?);
         }
         let mut threads = Vec::with_capacity(workers);
         for (w, mut engine) in engines.into_iter().enumerate() {
