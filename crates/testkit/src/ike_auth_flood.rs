@@ -196,13 +196,16 @@ pub fn flood(chain: &AttackChain, cfg: &FloodConfig, stop: &AtomicBool) -> Resul
     let started = Instant::now();
     while !stop.load(Ordering::Relaxed) && started.elapsed() < cfg.duration {
         report.rounds += 1;
+        // No QCD_TOKEN notify: the chain fills the responder's payload cap exactly, and one
+        // payload more would make every IKE_AUTH malformed instead of too_many_certs.
         let mut initiator = Initiator::new(
             chain.initiator_config()?,
             Instant::now(),
             SystemTime::now(),
             local,
             cfg.server,
-        )?;
+        )?
+        .without_qcd();
         initiator.start(Instant::now());
         let mut deadline = Instant::now() + cfg.answer_timeout;
         let mut spi_i = None;
@@ -270,13 +273,16 @@ pub fn control(
     let started = Instant::now();
     while !stop.load(Ordering::Relaxed) && started.elapsed() < cfg.duration {
         report.rounds += 1;
+        // No QCD_TOKEN notify: the chain fills the responder's payload cap exactly, and one
+        // payload more would make every IKE_AUTH malformed instead of too_many_certs.
         let mut initiator = Initiator::new(
             chain.initiator_config()?,
             Instant::now(),
             SystemTime::now(),
             local,
             cfg.server,
-        )?;
+        )?
+        .without_qcd();
         initiator.start(Instant::now());
         if let Some((_, to, bytes)) = initiator.poll_transmit() {
             report.inits_sent += 1;
