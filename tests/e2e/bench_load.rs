@@ -329,7 +329,7 @@ fn read_addresses(status: &Path, mixed: bool) -> Result<Vec<Ipv6Addr>> {
 }
 
 /// A number (or `true` as 1, `false` as 0) of the flat JSON object `s`.
-fn field(s: &str, key: &str) -> Option<f64> {
+pub(crate) fn field(s: &str, key: &str) -> Option<f64> {
     let at = s.find(&format!("\"{key}\":"))? + key.len() + 3;
     let rest = s[at..].trim_start();
     let end = rest.find([',', '}']).unwrap_or(rest.len());
@@ -341,7 +341,7 @@ fn field(s: &str, key: &str) -> Option<f64> {
 }
 
 /// Echoes UDP datagrams on `[host]:ECHO_PORT` until the namespace goes.
-fn udp_echo(host: Ipv6Addr) -> Result<()> {
+pub(crate) fn udp_echo(host: Ipv6Addr) -> Result<()> {
     let sock = UdpSocket::bind(SocketAddr::from((host, ECHO_PORT)))?;
     let mut buf = [0u8; 2048];
     loop {

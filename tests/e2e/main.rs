@@ -53,6 +53,7 @@ mod radius;
 mod radius_dae;
 mod readme_connect;
 mod scale_out;
+mod scale_out_resilient;
 mod status_page;
 mod strongswan_guide;
 mod teredo;
