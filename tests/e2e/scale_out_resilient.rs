@@ -366,8 +366,11 @@ fn run(
     }
     router.veth("corp", corp, "eth0")?;
     router.addr_add("corp", "2001:db8:100:1::1/64")?;
-    corp.addr_add("eth0", &format!("{CORP_HOST}/64"))?;
-    corp.addr_add("eth0", &format!("{INTRANET_HOST}/64"))?;
+    // No duplicate address detection: the echo servers bind these at once.
+    for host in [CORP_HOST, INTRANET_HOST] {
+        let addr = format!("{host}/64");
+        corp.ip(&["-6", "addr", "add", &addr, "dev", "eth0", "nodad"])?;
+    }
     corp.ip(&["-6", "route", "add", "default", "via", "2001:db8:100:1::1"])?;
     router.veth("cli", cli, "eth0")?;
     router.addr_add("cli", "203.0.113.1/24")?;
