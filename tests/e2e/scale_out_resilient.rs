@@ -24,7 +24,9 @@
 //!    buckets stay busy only through gate64's liveness checks and their answers): node A's
 //!    IKE negotiation count and SA gauges unchanged, node B negotiated nothing, the
 //!    generator saw no session end, every client kept its inner address, and each one's
-//!    traffic still flows through both tunnels. How many buckets moved is printed.
+//!    traffic still flows through both tunnels. How many buckets moved is printed. A new
+//!    IP-HTTPS client then connects (again, from a new port each time) until a connection
+//!    lands on node B.
 //! 3. Node A leaves the group: its buckets move to node B, whose listener has no connection
 //!    for them, so each client's TCP connection is reset; the clients connect again and
 //!    authenticate again on node B (asserted: every client up with an address of node B's
@@ -72,6 +74,9 @@ const NH_B: [u32; 2] = [21, 22];
 const GROUP: u32 = 100;
 const UP_TIMEOUT: Duration = Duration::from_secs(60);
 const UP_PER_CLIENT: Duration = Duration::from_millis(60);
+/// New IP-HTTPS connections tried after the join until one reaches node B (each has an even
+/// chance).
+const NEW_CONNECTIONS: usize = 16;
 /// Threads sending the round trips.
 const PROBERS: usize = 8;
 
@@ -126,9 +131,10 @@ fn resilient(clients: usize) -> Result<()> {
     let corp = Netns::new("rscorp")?;
     let cli = Netns::new("rscli")?;
     let nodes = [Netns::new("rsna")?, Netns::new("rsnb")?];
-    let r = run(&router, &corp, &cli, &nodes, clients);
+    let newcomer = Netns::new("rsnew")?;
+    let r = run(&router, &corp, &cli, &newcomer, &nodes, clients);
     if r.is_err() {
-        for ns in [&router, &cli, &nodes[0], &nodes[1]] {
+        for ns in [&router, &cli, &newcomer, &nodes[0], &nodes[1]] {
             eprintln!("{}", ns.logs_report());
         }
     }
@@ -350,6 +356,7 @@ fn run(
     router: &Netns,
     corp: &Netns,
     cli: &Netns,
+    newcomer: &Netns,
     nodes: &[Netns; 2],
     clients: usize,
 ) -> Result<()> {
@@ -379,6 +386,10 @@ fn run(
         cli.addr_add("eth0", &format!("203.0.113.{host}/24"))?;
     }
     cli.ip(&["route", "add", "default", "via", "203.0.113.1"])?;
+    router.veth("new", newcomer, "eth0")?;
+    router.addr_add("new", "192.168.77.1/24")?;
+    newcomer.addr_add("eth0", "192.168.77.2/24")?;
+    newcomer.ip(&["route", "add", "default", "via", "192.168.77.1"])?;
 
     let certs = router.dir().join("certs");
     router.exec_ok(&[
@@ -592,6 +603,48 @@ fn run(
         "after the join, {} round trips failed, e.g. {:?}",
         failed.len(),
         failed.first()
+    );
+
+    // New connections hash to node B's buckets too: an IP-HTTPS client connects until one
+    // of its connections (each from a new port) lands on node B.
+    let mut landed = [0usize; 2];
+    for _ in 0..NEW_CONNECTIONS {
+        let mut c = newcomer.spawn(
+            "gate64-connect-iphttps",
+            &[
+                path_str(&bin)?,
+                "connect",
+                "iphttps",
+                "--no-ipsec",
+                "--server",
+                &format!("https://{ANYCAST}/IPHTTPS"),
+                "--ca",
+                path_str(&certs.join("ca.pem"))?,
+            ],
+        )?;
+        let node = wait_for(Duration::from_secs(15), || {
+            let a = newcomer
+                .ip(&["-6", "-o", "addr", "show", "scope", "global"])
+                .ok()?;
+            NODES
+                .iter()
+                .position(|n| a.contains(n.iphttps_prefix.trim_end_matches(":/48")))
+        });
+        c.stop();
+        let node =
+            node.with_context(|| format!("a new IP-HTTPS client got no address: {}", c.log()))?;
+        landed[node] += 1;
+        if node == 1 {
+            break;
+        }
+    }
+    println!(
+        "after the join: new IP-HTTPS connections landed {} times on node A, {} on node B",
+        landed[0], landed[1]
+    );
+    ensure!(
+        landed[1] == 1,
+        "{NEW_CONNECTIONS} new connections after the join all landed on node A"
     );
 
     // Node A leaves: its buckets go to node B.
