@@ -653,7 +653,8 @@ fn run(
     // A datagram from each client makes it notice at once (else the answer to node A's next
     // liveness check would).
     cli.run_in(|| nudge(&before))?;
-    let back = wait_for(timeout, || {
+    // Every client sets up again at once, after a reset: twice the first set-up's bound.
+    let back = wait_for(timeout * 2, || {
         let s = all_up(&status, clients, Duration::from_millis(1))?;
         let now = addresses(&status).ok()?;
         (now.len() == clients && now.iter().all(|&a| node_of(a) == 1)).then_some((s, now))
@@ -662,7 +663,8 @@ fn run(
     let b2 = ike(&nodes[1])?;
     let (s, now) = back.with_context(|| {
         format!(
-            "node A's clients were not all back on node B within {timeout:?}: {}; node B {b2:?}",
+            "node A's clients were not all back on node B within {:?}: {}; node B {b2:?}",
+            timeout * 2,
             status_text(&status)
         )
     })?;
