@@ -2,10 +2,11 @@
 //! node joins.
 //!
 //! ```text
-//!  rscli: gate64 bench load ─┐                        ┌─ rsna: gate64 node A (10.0.1.2)
-//!  (IP-HTTPS + both IPsec    ├─ rsrouter: 198.51.100.100 ─┤
-//!   tunnels per client)      │  nhid 100, resilient   └─ rsnb: gate64 node B (10.0.2.2)
-//!                            └─ rscorp: UDP echo on 2001:db8:100:1::2 and ::3
+//!  rscli: gate64 bench load ──┐                            ┌─ rsna: gate64 node A (10.0.1.2)
+//!  (IP-HTTPS + both IPsec     │ rsrouter: 198.51.100.100   │
+//!   tunnels per client)       ├─ via nhid 100, resilient ──┤
+//!  rsnew: gate64 connect ─────┤                            └─ rsnb: gate64 node B (10.0.2.2)
+//!         iphttps             └─ rscorp: UDP echo on 2001:db8:100:1::2 and ::3
 //! ```
 //!
 //! Both nodes listen for IP-HTTPS on 198.51.100.100 and terminate IKE and ESP inside it, so a
@@ -243,7 +244,8 @@ fn buckets_of(per: &BTreeMap<u32, (usize, usize)>, ids: [u32; 2]) -> usize {
 fn group(router: &Netns, verb: &str, ids: &[u32]) -> Result<()> {
     let members: Vec<String> = ids.iter().map(u32::to_string).collect();
     let (buckets, idle) = (BUCKETS.to_string(), IDLE_TIMER.to_string());
-    let mut args = vec!["nexthop", verb, "id", "100", "group"];
+    let id = GROUP.to_string();
+    let mut args = vec!["nexthop", verb, "id", &id, "group"];
     let members = members.join("/");
     args.push(&members);
     args.extend(["type", "resilient"]);
@@ -468,7 +470,13 @@ fn run(
     // Node A alone: two entries of its own.
     group(router, "add", &NH_A)?;
     let grouped = Instant::now();
-    router.ip(&["route", "add", &format!("{ANYCAST}/32"), "nhid", "100"])?;
+    router.ip(&[
+        "route",
+        "add",
+        &format!("{ANYCAST}/32"),
+        "nhid",
+        &GROUP.to_string(),
+    ])?;
 
     let echo = [CORP_HOST, INTRANET_HOST]
         .map(|host| corp.spawn_thread("udp-echo", move || udp_echo(host)));
