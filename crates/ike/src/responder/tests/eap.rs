@@ -190,7 +190,7 @@ fn rfc7296_2_16_eap_relayed_to_the_server() {
     assert!(last.iter().any(|p| matches!(p, Payload::Sa(_))));
     let ev = events(&mut r);
     assert!(
-        ev.iter().any(|e| matches!(e, Event::IkeSaUp { identity, tunnel: Some(TunnelKind::Intranet), .. } if identity == "eap:alice")),
+        ev.iter().any(|e| matches!(e, Event::IkeSaUp { identity, eap_user: None, tunnel: Some(TunnelKind::Intranet), .. } if identity == "eap:alice")),
         "{ev:?}"
     );
     assert_eq!(r.eap_in_flight(), 0);
@@ -588,12 +588,13 @@ fn rfc4739_machine_certificate_then_eap() {
     assert!(
         ev.iter().any(|e| matches!(e, Event::IkeSaUp {
             identity,
+            eap_user: Some(user),
             tunnel: Some(TunnelKind::Intranet),
             radius_user: Some(u),
             filter_id: Some(f),
             class,
             ..
-        } if identity.contains("client1.gate64.lab") && u == "alice" && f == "staff" && class == &vec![b"c1".to_vec()])),
+        } if identity.contains("client1.gate64.lab") && user == "eap:alice" && u == "alice" && f == "staff" && class == &vec![b"c1".to_vec()])),
         "{ev:?}"
     );
     assert_eq!(child_ups(&ev).len(), 1);
