@@ -42,7 +42,7 @@
 #                        queues (0 = one per core; binaries before the multi-queue GRE data
 #                        path ran GRE on one thread whatever it said)
 #        GRE_OUTER_PATH= gate64's `[gre] outer_path` at both ends: "packet" (whole frames on
-#                        a packet socket, its default) or "raw" (the raw IP socket); unset:
+#                        a packet socket) or "raw" (the raw IP socket, its default); unset:
 #                        the binary's default
 #        KEEP_LOGS=1     keep the temporary directory with configs, logs and iperf3 JSON
 #        SOCKBUF=bytes   the socket buffer gate64 asks for on its GRE sockets (default: its

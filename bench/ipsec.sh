@@ -208,23 +208,15 @@ make_certs() { # make_certs DIR SERVER_ADDR
         --san client.gate64.lab --flag clientAuth --outform pem >"$dir/initiator.pem"
 }
 
-# charon_dir DIR ROLE CERT KEY: strongswan.conf and the swanctl tree (one setting per line:
-# `;` is no separator in these formats). ROLE: initiator | responder.
-charon_dir() {
-    local dir=$1 role=$2 cert=$3 key=$4 reuse="" sub
-    mkdir -p "$dir"
-    for sub in x509 x509ca x509ocsp x509aa x509ac x509crl pubkey private rsa ecdsa bliss pkcs8 pkcs12; do
-        mkdir -p "$dir/swanctl/$sub"
-    done
-    cp "$cert" "$dir/swanctl/x509/own.pem"
-    cp "$key" "$dir/swanctl/private/own.key"
-    cp "$WORK/certs/ca.pem" "$dir/swanctl/x509ca/ca.pem"
-    # Otherwise the second connection becomes a second child SA of the first IKE SA.
-    [ "$role" = initiator ] && reuse="  reuse_ikesa = no"
+# strongswan_conf DIR LOAD EXTRA PLUGIN_CONF: DIR/strongswan.conf for a charon with its log,
+# vici socket and swanctl in DIR, loading the plugins LOAD; EXTRA: lines for the
+# charon-systemd section (may be empty); PLUGIN_CONF: more plugin sections (may be empty).
+strongswan_conf() {
+    local dir=$1 load=$2 extra=$3 plugin_conf=$4
     cat >"$dir/strongswan.conf" <<EOF
 charon-systemd {
-  load = $PLUGINS
-$reuse
+  load = $load
+$extra
   port = 500
   port_nat_t = 4500
   retransmit_timeout = 2
@@ -243,7 +235,7 @@ $reuse
     vici {
       socket = unix://$dir/charon.vici
     }
-${CHARON_PLUGIN_CONF:-}
+$plugin_conf
   }
 }
 swanctl {
@@ -251,6 +243,22 @@ swanctl {
   socket = unix://$dir/charon.vici
 }
 EOF
+}
+
+# charon_dir DIR ROLE CERT KEY: strongswan.conf and the swanctl tree (one setting per line:
+# `;` is no separator in these formats). ROLE: initiator | responder.
+charon_dir() {
+    local dir=$1 role=$2 cert=$3 key=$4 reuse="" sub
+    mkdir -p "$dir"
+    for sub in x509 x509ca x509ocsp x509aa x509ac x509crl pubkey private rsa ecdsa bliss pkcs8 pkcs12; do
+        mkdir -p "$dir/swanctl/$sub"
+    done
+    cp "$cert" "$dir/swanctl/x509/own.pem"
+    cp "$key" "$dir/swanctl/private/own.key"
+    cp "$WORK/certs/ca.pem" "$dir/swanctl/x509ca/ca.pem"
+    # Otherwise the second connection becomes a second child SA of the first IKE SA.
+    [ "$role" = initiator ] && reuse="  reuse_ikesa = no"
+    strongswan_conf "$dir" "$PLUGINS" "$reuse" "${CHARON_PLUGIN_CONF:-}"
     if [ "$role" = initiator ]; then
         {
             echo "connections {"
@@ -962,38 +970,11 @@ eap_clients() {
         rm -rf "$dir"
         for sub in x509 x509ca private; do mkdir -p "$dir/swanctl/$sub"; done
         cp "$WORK/certs/ca.pem" "$dir/swanctl/x509ca/ca.pem"
-        cat >"$dir/strongswan.conf" <<EOF
-charon-systemd {
-  load = $PLUGINS md5 eap-identity eap-mschapv2
-  reuse_ikesa = no
-  port = 500
-  port_nat_t = 4500
-  retransmit_timeout = 2
-  filelog {
-    charon {
-      path = $dir/charon.log
-      default = $CHARON_LOGLEVEL
-      time_format = %H:%M:%S
-      append = no
-    }
-  }
-  journal {
-    default = -1
-  }
-  plugins {
-    openssl {
+        # MSCHAPv2 needs MD4, which OpenSSL 3 keeps in its legacy provider.
+        strongswan_conf "$dir" "$PLUGINS md5 eap-identity eap-mschapv2" "  reuse_ikesa = no" \
+            "    openssl {
       load_legacy = yes
-    }
-    vici {
-      socket = unix://$dir/charon.vici
-    }
-  }
-}
-swanctl {
-  load = $TOOL_PLUGINS
-  socket = unix://$dir/charon.vici
-}
-EOF
+    }"
         : >"$dir/conns"
         {
             echo "connections {"

@@ -6,9 +6,10 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail, ensure};
+use gate64_testkit::strongswan::{Charon, INFRASTRUCTURE, LabCerts};
 use gate64_testkit::{
-    CLIENT_GW_V4, Gate64Options, Metrics, Process, Topology, TopologyBuilder, gate64_binary,
-    netns_or_skip, wait_for, wait_until,
+    CLIENT_GW_V4, CORP_HOST, Gate64Options, Metrics, Process, Topology, TopologyBuilder,
+    gate64_binary, netns_or_skip, wait_for, wait_until,
 };
 
 /// The IP-HTTPS client prefix gate64 hands /64s from.
@@ -17,6 +18,12 @@ pub(crate) const IPHTTPS_PREFIX: &str = "2001:db8:1::/48";
 pub(crate) const CORP_PREFIX: &str = "2001:db8:100::/48";
 /// Connect + TLS + RS/RA normally takes well under a second.
 pub(crate) const LINK_TIMEOUT: Duration = Duration::from_secs(15);
+/// gate64's `corpnet.address6` in the lab configuration.
+pub(crate) const GATE64_ADDRESS6: Ipv6Addr = Ipv6Addr::new(0x2001, 0xdb8, 0x100, 0, 0, 0, 0, 1);
+/// gate64's inner-address pool (`[ipsec] pool6`) in the IPsec labs.
+pub(crate) const POOL6: &str = "fd00:c1::100/120";
+/// A corporate host on the intranet link that a policy admitting only [`CORP_HOST`] cuts off.
+pub(crate) const OTHER_CORP_HOST: &str = "2001:db8:100:1::3";
 
 /// The body of a `netns_*` test: skips without root and `ip netns`, otherwise builds the lab
 /// topology from `builder` and runs `scenario` in it (on error: all logs, then a panic).
@@ -334,4 +341,80 @@ pub(crate) fn rounds_from_env(var: &str, max: usize) -> usize {
         .and_then(|v| v.parse().ok())
         .filter(|n: &usize| (1..=max).contains(n))
         .unwrap_or(1)
+}
+
+/// The `[ipsec]` section of the IPsec labs: `ike`'s responder certificate, key and CA, the
+/// pool [`POOL6`], the endpoint [`GATE64_ADDRESS6`], the corporate host as the
+/// infrastructure tunnel, then `extra` (TOML lines of their own, each ending in a newline).
+pub(crate) fn ipsec_keys(ike: &LabCerts, extra: &str) -> Result<String> {
+    Ok(format!(
+        "[ipsec]\ncertificate = \"{}\"\nprivate_key = \"{}\"\nca = \"{}\"\n\
+         pool6 = \"{POOL6}\"\nendpoint = \"{GATE64_ADDRESS6}\"\n\
+         infrastructure_prefixes = [\"{CORP_HOST}/128\"]\n{extra}",
+        path_str(&ike.responder_cert)?,
+        path_str(&ike.responder_key)?,
+        path_str(&ike.ca)?,
+    ))
+}
+
+/// `initiator` asks for the infrastructure tunnel within `timeout`, which gate64 refuses:
+/// charon fails and logs NO_PROPOSAL_CHOSEN, gate64 counts
+/// `gate64_ike_refused_total{reason="no_proposal"}` and holds no child SA. `what` names the
+/// client in the failure message.
+pub(crate) fn expect_no_proposal(
+    topo: &Topology,
+    initiator: &Charon,
+    timeout: Duration,
+    what: &str,
+) -> Result<()> {
+    let outcome = initiator.initiate(INFRASTRUCTURE, INFRASTRUCTURE, timeout);
+    ensure!(outcome.is_err(), "{what} got a child SA: {outcome:?}");
+    let log = std::fs::read_to_string(initiator.log_path()).unwrap_or_default();
+    ensure!(
+        log.contains("NO_PROPOSAL_CHOSEN"),
+        "charon did not see NO_PROPOSAL_CHOSEN:\n{}",
+        initiator.log_tail(60)
+    );
+    let m = topo.metrics()?;
+    let refused = m.sum("gate64_ike_refused_total", &[("reason", "no_proposal")]);
+    ensure!(
+        refused >= 1.0,
+        "gate64_ike_refused_total{{reason=\"no_proposal\"}} is {refused}\n{}",
+        gate64_lines(&m)
+    );
+    let qmsa = m.sum("gate64_ipsec_qmsa", &[]);
+    ensure!(
+        qmsa == 0.0,
+        "gate64_ipsec_qmsa is {qmsa}\n{}",
+        gate64_lines(&m)
+    );
+    Ok(())
+}
+
+/// The client in `tcli` has a policy that admits only [`CORP_HOST`]: its ping to
+/// [`OTHER_CORP_HOST`] goes unanswered and gate64's `gate64_drops_total{reason="policy"}`
+/// rose above `drops_before`. `who` names the policy in the failure message.
+pub(crate) fn assert_policy_cuts(topo: &Topology, who: &str, drops_before: f64) -> Result<()> {
+    let other = topo
+        .cli
+        .exec(&["ping", "-6", "-c", "2", "-W", "1", OTHER_CORP_HOST])?;
+    ensure!(
+        !other.status.success(),
+        "{who} reaches only {CORP_HOST}, yet {OTHER_CORP_HOST} answered"
+    );
+    let m = topo.metrics()?;
+    let dropped = m.sum("gate64_drops_total", &[("reason", "policy")]);
+    ensure!(
+        dropped > drops_before,
+        "no drop counted under reason=\"policy\" (before {drops_before}, now {dropped})\n{}",
+        gate64_lines(&m)
+    );
+    Ok(())
+}
+
+/// gate64's `gate64_drops_total{reason="policy"}` now.
+pub(crate) fn policy_drops(topo: &Topology) -> Result<f64> {
+    Ok(topo
+        .metrics()?
+        .sum("gate64_drops_total", &[("reason", "policy")]))
 }

@@ -188,6 +188,10 @@ fn delivered(ns: &Netns, src: &str, dst: &str) -> Result<()> {
     Ok(())
 }
 
+/// `[gre]` asking for the packet-socket outer path (the default is the raw socket), for the
+/// tests that check gate64 sends whole frames ([`sends_frames`]).
+const PACKET_PATH: &str = "[gre]\nouter_path = \"packet\"\n\n";
+
 /// The site's key-42 tunnel routes for the interop and bad-input scenarios.
 fn site2(key: Option<u32>) -> String {
     let key = key.map_or(String::new(), |k| format!("key = {k}\n"));
@@ -212,7 +216,7 @@ fn ovs_interop() -> Result<()> {
         ],
     };
     ovs.l3_gre_peer(&peer)?;
-    let gate = start_gate64(&lab.gw, &site2(Some(42)))?;
+    let gate = start_gate64(&lab.gw, &format!("{PACKET_PATH}{}", site2(Some(42))))?;
     let r = interop_checks(&lab, &ovs, true).and_then(|()| sends_frames(&gate, "site2"));
     if r.is_err() {
         eprintln!("Open vSwitch datapath flows:\n{}", ovs.dump_flows());
@@ -222,7 +226,7 @@ fn ovs_interop() -> Result<()> {
     drop(gate);
     // The same without a key on either side.
     ovs.vsctl(&["remove", "interface", "gre0", "options", "key"])?;
-    let gate = start_gate64(&lab.gw, &site2(None))?;
+    let gate = start_gate64(&lab.gw, &format!("{PACKET_PATH}{}", site2(None)))?;
     let r = interop_checks(&lab, &ovs, false).and_then(|()| sends_frames(&gate, "site2"));
     if r.is_err() {
         eprintln!("Open vSwitch datapath flows:\n{}", ovs.dump_flows());
@@ -264,7 +268,7 @@ fn interop_checks(lab: &Lab, _ovs: &Ovs<'_>, iperf: bool) -> Result<()> {
     Ok(())
 }
 
-/// gate64 found the next hop of `tunnel` (a veth, so Ethernet) and writes its outer packets
+/// gate64 with `outer_path = "packet"` found the next hop of `tunnel` (a veth, so Ethernet) and writes its outer packets
 /// as whole frames on a packet socket: its log says so within 5 s (the neighbour is learnt
 /// from the first packets, sent through the raw socket).
 fn sends_frames(gate: &Process, tunnel: &str) -> Result<()> {
@@ -578,7 +582,7 @@ fn ipv6_outer() -> Result<()> {
         "[\"10.64.0.0/24\", \"2001:db8:64::/64\"]",
     );
     // Two workers at each end: the second sends on its own IPv6 socket.
-    let gw_gate = start_gate64_workers(&lab.gw, &gw, 2)?;
+    let gw_gate = start_gate64_workers(&lab.gw, &format!("{PACKET_PATH}{gw}"), 2)?;
     let _peer = start_gate64_workers(&lab.peer, &peer, 2)?;
     delivered(&lab.peer, "172.16.0.5", "10.64.0.5").context("IPv4 in IPv6, site first")?;
     delivered(&lab.lan, "10.64.0.5", "172.16.0.5").context("IPv4 in IPv6, LAN first")?;

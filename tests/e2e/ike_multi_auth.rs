@@ -26,9 +26,9 @@ use gate64_testkit::strongswan::{
 use gate64_testkit::{CORP_HOST, Gate64Options, SERVER_V4, Topology, gate64_binary, wait_for};
 use gate64_testkit::{Netns, find_tool, netns_or_skip};
 
-use crate::common::{gate64_ctl, gate64_lines, netns_test, path_str};
+use crate::common::{gate64_ctl, gate64_lines, ipsec_keys, netns_test, path_str};
 use crate::ike_interop::{CLIENT, Driver, GATEWAY, responder_config, tunnels, wait_event};
-use crate::ipsec::{GATE64_ADDRESS6, POOL6};
+use crate::ipsec::GATE64_ADDRESS6;
 
 const INITIATE_TIMEOUT: Duration = Duration::from_secs(30);
 const SETTLE_TIMEOUT: Duration = Duration::from_secs(15);
@@ -95,16 +95,13 @@ fn connect_user_cert(topo: &Topology) -> Result<()> {
     let socket = topo.srv.dir().join("control.sock");
     let opts = Gate64Options {
         without_ipsec: false,
-        extra: format!(
-            "[ipsec]\ncertificate = \"{}\"\nprivate_key = \"{}\"\nca = \"{}\"\n\
-             pool6 = \"{POOL6}\"\nendpoint = \"{GATE64_ADDRESS6}\"\n\
-             infrastructure_prefixes = [\"{infrastructure_ts}\"]\n\
-             intranet_second_auth = \"required\"\n[control]\nsocket = \"{}\"\n",
-            path_str(&ike.responder_cert)?,
-            path_str(&ike.responder_key)?,
-            path_str(&ike.ca)?,
-            path_str(&socket)?,
-        ),
+        extra: ipsec_keys(
+            &ike,
+            &format!(
+                "intranet_second_auth = \"required\"\n[control]\nsocket = \"{}\"\n",
+                path_str(&socket)?
+            ),
+        )?,
         ..Gate64Options::default()
     };
     let mut gate = topo.start_gate64(&opts)?;

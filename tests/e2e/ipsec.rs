@@ -25,8 +25,7 @@ use crate::common::{
 };
 use crate::teredo::qualify;
 
-/// gate64's `corpnet.address6` in the lab configuration.
-pub(crate) const GATE64_ADDRESS6: Ipv6Addr = Ipv6Addr::new(0x2001, 0xdb8, 0x100, 0, 0, 0, 0, 1);
+pub(crate) use crate::common::{GATE64_ADDRESS6, POOL6};
 
 /// Routes gate64's IPsec endpoint from `tcorp` through gate64's host, for IKE clients that run
 /// in the corporate namespace (its own address there is on the TUN, not on their link).
@@ -107,8 +106,6 @@ fn without_sa(topo: &Topology) -> Result<()> {
     Ok(())
 }
 
-/// gate64's inner-address pool in the strongSwan test.
-pub(crate) const POOL6: &str = "fd00:c1::100/120";
 /// One IKE_SA_INIT + IKE_AUTH over a fresh Teredo path, with retransmissions.
 pub(crate) const INITIATE_TIMEOUT: Duration = Duration::from_secs(30);
 pub(crate) const SETTLE_TIMEOUT: Duration = Duration::from_secs(15);

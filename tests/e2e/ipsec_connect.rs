@@ -36,7 +36,7 @@ use gate64_testkit::{
 };
 
 use crate::common::{
-    connect_iphttps, gate64_lines, make_certs, netns_test, path_str, serve_iphttps,
+    connect_iphttps, gate64_lines, ipsec_keys, make_certs, netns_test, path_str, serve_iphttps,
 };
 
 /// The infrastructure tunnel's corporate side: one host (DNS64, domain controller).
@@ -45,8 +45,7 @@ const INFRASTRUCTURE_TS: &str = "fd00:c0::53/128";
 const INTRANET_TS: &str = "fd00:c0::/64";
 const INFRASTRUCTURE_HOST: Ipv6Addr = Ipv6Addr::new(0xfd00, 0xc0, 0, 0, 0, 0, 0, 0x53);
 const INTRANET_HOST: Ipv6Addr = Ipv6Addr::new(0xfd00, 0xc0, 0, 0, 0, 0, 0, 1);
-/// The responder's pool of inner addresses.
-pub(crate) const POOL6: &str = "fd00:c1::100/120";
+pub(crate) use crate::common::{GATE64_ADDRESS6, POOL6};
 /// Qualification, then two IKE_SA_INIT + IKE_AUTH over a fresh Teredo path: generous.
 pub(crate) const ESTABLISH_TIMEOUT: Duration = Duration::from_secs(40);
 const PINGS: u32 = 3;
@@ -240,8 +239,6 @@ fn delta(before: &[IkeSa], after: &[IkeSa], name: &str) -> Result<(u64, u64)> {
     ))
 }
 
-/// gate64's `corpnet.address6` in the lab configuration: its IKE endpoint.
-pub(crate) const GATE64_ADDRESS6: Ipv6Addr = Ipv6Addr::new(0x2001, 0xdb8, 0x100, 0, 0, 0, 0, 1);
 /// A second corporate host, outside the infrastructure selector: charon sends its traffic to
 /// the IKE peer itself (gate64) outside the tunnels, so the intranet tunnel is checked with
 /// this one.
@@ -272,14 +269,7 @@ fn strongswan_over_iphttps(topo: &Topology) -> Result<()> {
     let infrastructure_ts = format!("{CORP_HOST}/128");
     let mut conf = Gate64Options {
         without_ipsec: false,
-        extra: format!(
-            "[ipsec]\ncertificate = \"{}\"\nprivate_key = \"{}\"\nca = \"{}\"\n\
-             pool6 = \"{POOL6}\"\nendpoint = \"{GATE64_ADDRESS6}\"\n\
-             infrastructure_prefixes = [\"{infrastructure_ts}\"]\n",
-            path_str(&ike.responder_cert)?,
-            path_str(&ike.responder_key)?,
-            path_str(&ike.ca)?,
-        ),
+        extra: ipsec_keys(&ike, "")?,
         ..Gate64Options::default()
     }
     .config_toml();
@@ -586,14 +576,7 @@ pub(crate) fn gate64_with_lab_ike_prepared(
     let infrastructure_ts = format!("{CORP_HOST}/128");
     let opts = Gate64Options {
         without_ipsec: false,
-        extra: format!(
-            "[ipsec]\ncertificate = \"{}\"\nprivate_key = \"{}\"\nca = \"{}\"\n\
-             pool6 = \"{POOL6}\"\nendpoint = \"{GATE64_ADDRESS6}\"\n\
-             infrastructure_prefixes = [\"{infrastructure_ts}\"]\n",
-            path_str(&ike.responder_cert)?,
-            path_str(&ike.responder_key)?,
-            path_str(&ike.ca)?,
-        ),
+        extra: ipsec_keys(&ike, "")?,
         ..Gate64Options::default()
     };
     let gate = topo.start_gate64(&opts)?;

@@ -19,7 +19,7 @@ use gate64_testkit::strongswan::{
 };
 use gate64_testkit::{CORP_HOST, Topology};
 
-use crate::common::{gate64_lines, netns_test, status_json};
+use crate::common::{expect_no_proposal, gate64_lines, netns_test, status_json};
 use crate::ipsec::{GATE64_ADDRESS6, INITIATE_TIMEOUT, SETTLE_TIMEOUT, TeredoIpsecLab};
 
 /// macOS' (and iOS') ESP proposal in strongSwan's notation.
@@ -127,29 +127,11 @@ fn esp_cbc_refused(topo: &Topology) -> Result<()> {
     let tunnels = vec![Tunnel::new(INFRASTRUCTURE, &[&format!("{CORP_HOST}/128")])];
     let initiator = cbc_initiator(topo, &lab, tunnels)?;
     initiator.load_all()?;
-    let outcome = initiator.initiate(INFRASTRUCTURE, INFRASTRUCTURE, INITIATE_TIMEOUT);
-    ensure!(
-        outcome.is_err(),
-        "a CBC-only client got a child SA from a GCM-only gate64: {outcome:?}"
-    );
-    let log = std::fs::read_to_string(initiator.log_path()).unwrap_or_default();
-    ensure!(
-        log.contains("NO_PROPOSAL_CHOSEN"),
-        "charon did not see NO_PROPOSAL_CHOSEN:\n{}",
-        initiator.log_tail(60)
-    );
-    let m = topo.metrics()?;
-    let refused = m.sum("gate64_ike_refused_total", &[("reason", "no_proposal")]);
-    ensure!(
-        refused >= 1.0,
-        "gate64_ike_refused_total{{reason=\"no_proposal\"}} is {refused}\n{}",
-        gate64_lines(&m)
-    );
-    let qmsa = m.sum("gate64_ipsec_qmsa", &[]);
-    ensure!(
-        qmsa == 0.0,
-        "gate64_ipsec_qmsa is {qmsa}\n{}",
-        gate64_lines(&m)
-    );
+    expect_no_proposal(
+        topo,
+        &initiator,
+        INITIATE_TIMEOUT,
+        "a CBC-only client of a GCM-only gate64",
+    )?;
     lab.gate.ensure_running()
 }

@@ -27,10 +27,10 @@ use gate64_testkit::{
 };
 
 use crate::common::{
-    connect_iphttps, gate64_lines, make_certs, netns_test, path_str, serve_iphttps, status_json,
+    POOL6, connect_iphttps, expect_no_proposal, gate64_lines, ipsec_keys, make_certs, netns_test,
+    path_str, serve_iphttps, status_json,
 };
 use crate::ipsec::{GATE64_ADDRESS6, TeredoIpsecLab};
-use crate::ipsec_connect::POOL6;
 
 /// strongSwan's name for ENCR_NULL_AUTH_AES_GMAC with a 256-bit key, as gate64's status
 /// spells it too.
@@ -58,15 +58,7 @@ fn serve(topo: &Topology) -> Result<(Process, PathBuf, LabCerts)> {
     )?;
     let mut conf = Gate64Options {
         without_ipsec: false,
-        extra: format!(
-            "[ipsec]\ncertificate = \"{}\"\nprivate_key = \"{}\"\nca = \"{}\"\n\
-             pool6 = \"{POOL6}\"\nendpoint = \"{GATE64_ADDRESS6}\"\n\
-             infrastructure_prefixes = [\"{CORP_HOST}/128\"]\n\
-             iphttps_integrity_only = true\n",
-            path_str(&ike.responder_cert)?,
-            path_str(&ike.responder_key)?,
-            path_str(&ike.ca)?,
-        ),
+        extra: ipsec_keys(&ike, "iphttps_integrity_only = true\n")?,
         ..Gate64Options::default()
     }
     .config_toml();
@@ -250,29 +242,11 @@ fn teredo_refuses(topo: &Topology) -> Result<()> {
     config.esp_proposals = vec![GMAC_ESP.to_owned()];
     let initiator = Charon::start(&topo.cli, "initiator", config)?;
     initiator.load_all()?;
-    let outcome = initiator.initiate(INFRASTRUCTURE, INFRASTRUCTURE, INITIATE_TIMEOUT);
-    ensure!(
-        outcome.is_err(),
-        "a Teredo client got an AES-GMAC child SA: {outcome:?}"
-    );
-    let log = std::fs::read_to_string(initiator.log_path()).unwrap_or_default();
-    ensure!(
-        log.contains("NO_PROPOSAL_CHOSEN"),
-        "charon did not see NO_PROPOSAL_CHOSEN:\n{}",
-        initiator.log_tail(60)
-    );
-    let m = topo.metrics()?;
-    let refused = m.sum("gate64_ike_refused_total", &[("reason", "no_proposal")]);
-    ensure!(
-        refused >= 1.0,
-        "gate64_ike_refused_total{{reason=\"no_proposal\"}} is {refused}\n{}",
-        gate64_lines(&m)
-    );
-    let qmsa = m.sum("gate64_ipsec_qmsa", &[]);
-    ensure!(
-        qmsa == 0.0,
-        "gate64_ipsec_qmsa is {qmsa}\n{}",
-        gate64_lines(&m)
-    );
+    expect_no_proposal(
+        topo,
+        &initiator,
+        INITIATE_TIMEOUT,
+        "a Teredo client asking for AES-GMAC",
+    )?;
     lab.gate.ensure_running()
 }

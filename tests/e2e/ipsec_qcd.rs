@@ -16,8 +16,8 @@ use anyhow::{Context, Result, ensure};
 use gate64_testkit::strongswan::LabCerts;
 use gate64_testkit::{CORP_HOST, Gate64Options, Topology, wait_for};
 
-use crate::common::{gate64_lines, netns_test, path_str};
-use crate::ipsec_connect::{ESTABLISH_TIMEOUT, GATE64_ADDRESS6, POOL6, spawn_client};
+use crate::common::{gate64_lines, ipsec_keys, netns_test, path_str};
+use crate::ipsec_connect::{ESTABLISH_TIMEOUT, GATE64_ADDRESS6, spawn_client};
 
 /// What the client logs when the responder proved it lost the IKE SA.
 const QCD_LINE: &str = "the responder lost its IKE SA";
@@ -54,16 +54,10 @@ fn qcd_recovers_after_a_restart(topo: &Topology) -> Result<()> {
     let infrastructure_ts = format!("{CORP_HOST}/128");
     let opts = Gate64Options {
         without_ipsec: false,
-        extra: format!(
-            "[ipsec]\ncertificate = \"{}\"\nprivate_key = \"{}\"\nca = \"{}\"\n\
-             pool6 = \"{POOL6}\"\nendpoint = \"{GATE64_ADDRESS6}\"\n\
-             infrastructure_prefixes = [\"{infrastructure_ts}\"]\n\
-             qcd_secret_file = \"{}\"\n",
-            path_str(&ike.responder_cert)?,
-            path_str(&ike.responder_key)?,
-            path_str(&ike.ca)?,
-            path_str(&secret)?,
-        ),
+        extra: ipsec_keys(
+            &ike,
+            &format!("qcd_secret_file = \"{}\"\n", path_str(&secret)?),
+        )?,
         ..Gate64Options::default()
     };
     let toml = opts.config_toml();

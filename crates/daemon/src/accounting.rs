@@ -150,12 +150,17 @@ impl Sessions {
                 peer,
                 native,
                 identity,
+                eap_user,
                 tunnel: kind,
                 class,
                 ..
             } => {
                 let outer = gate64_accounting::tracker::outer_of(*peer);
                 let transport = crate::status::transport_of(&self.shared, &outer, native.is_some());
+                // A machine certificate then EAP (RFC 4739): the session log and RADIUS
+                // accounting (User-Name) name the user EAP authenticated, as they do an IKE SA
+                // authenticated by EAP alone.
+                let identity = eap_user.as_deref().unwrap_or(identity);
                 tracker.ike_up(now, *spi_r, *peer, identity, transport, kind.map(tunnel));
                 tracker.authorize(*spi_r, class);
             }

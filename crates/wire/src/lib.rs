@@ -38,6 +38,7 @@ pub mod icmpv6;
 pub mod ipv4;
 pub mod ipv6;
 pub mod offload;
+pub mod ratelimit;
 pub mod tcp;
 pub mod teredo;
 pub mod udp;

@@ -27,6 +27,80 @@ fn counts(n: u64) -> Counts {
     }
 }
 
+/// One IKE SA and its child SA, brought up at once as a client builds a tunnel:
+/// `Sa::new(peer, identity)`, at `at(0)` over Teredo with inner address `inner(1)` in the
+/// infrastructure tunnel unless a method says otherwise, then [`Sa::up`].
+struct Sa<'a> {
+    when: SystemTime,
+    spi_r: u64,
+    child_spi: u32,
+    peer: SocketAddr,
+    identity: &'a str,
+    transport: Transport,
+    inner: u16,
+    tunnel: Tunnel,
+}
+
+impl<'a> Sa<'a> {
+    fn new(peer: SocketAddr, identity: &'a str) -> Sa<'a> {
+        Sa {
+            when: at(0),
+            spi_r: 1,
+            child_spi: 0x100,
+            peer,
+            identity,
+            transport: Transport::Teredo,
+            inner: 1,
+            tunnel: Tunnel::Infrastructure,
+        }
+    }
+
+    fn when(self, when: SystemTime) -> Self {
+        Sa { when, ..self }
+    }
+
+    /// The IKE SA's responder SPI and the child SA's inbound SPI.
+    fn spis(self, spi_r: u64, child_spi: u32) -> Self {
+        Sa {
+            spi_r,
+            child_spi,
+            ..self
+        }
+    }
+
+    fn transport(self, transport: Transport) -> Self {
+        Sa { transport, ..self }
+    }
+
+    fn inner(self, inner: u16) -> Self {
+        Sa { inner, ..self }
+    }
+
+    fn tunnel(self, tunnel: Tunnel) -> Self {
+        Sa { tunnel, ..self }
+    }
+
+    /// `ike_up` then `child_up`, the child keyed as `ike_up` keys the client.
+    fn up(self, t: &mut Tracker) {
+        let native = self.transport == Transport::Native;
+        t.ike_up(
+            self.when,
+            self.spi_r,
+            self.peer,
+            self.identity,
+            self.transport,
+            None,
+        );
+        t.child_up(
+            self.when,
+            self.child_spi,
+            ClientKey::of(self.peer, native),
+            &inner(self.inner),
+            self.tunnel,
+        );
+    }
+}
+
 fn drain(t: &mut Tracker) -> Vec<Line> {
     std::iter::from_fn(|| t.poll_line()).collect()
 }
@@ -48,8 +122,12 @@ fn a_client_with_both_tunnels_and_rekeys_is_one_session_with_summed_counts() {
         "an IKE SA alone is no session yet"
     );
     t.child_up(at(0), 0x100, outer, &inner(5), Tunnel::Infrastructure);
-    t.ike_up(at(1), 12, p, "CN=laptop-1", Transport::Teredo, None);
-    t.child_up(at(1), 0x101, outer, &inner(5), Tunnel::Intranet);
+    Sa::new(p, "CN=laptop-1")
+        .when(at(1))
+        .spis(12, 0x101)
+        .inner(5)
+        .tunnel(Tunnel::Intranet)
+        .up(&mut t);
     let lines = drain(&mut t);
     assert_eq!(events(&lines), [EventKind::Connect, EventKind::TunnelUp]);
     let connect = &lines[0];
@@ -103,8 +181,11 @@ fn a_client_with_both_tunnels_and_rekeys_is_one_session_with_summed_counts() {
 fn an_ike_rekey_keeps_the_session() {
     let mut t = Tracker::new(1);
     let p = peer(2, 4500);
-    t.ike_up(at(0), 1, p, "CN=b", Transport::Iphttps, None);
-    t.child_up(at(0), 0x200, outer_of(p), &inner(6), Tunnel::Infrastructure);
+    Sa::new(p, "CN=b")
+        .spis(1, 0x200)
+        .transport(Transport::Iphttps)
+        .inner(6)
+        .up(&mut t);
     // The rekeyed IKE SA takes over the child SA; the old one goes.
     t.ike_up(at(100), 2, p, "CN=b", Transport::Iphttps, None);
     t.ike_down(at(100), 1);
@@ -124,8 +205,7 @@ fn an_ike_rekey_keeps_the_session() {
 fn the_reason_is_the_last_ike_sa_s() {
     let mut t = Tracker::new(1);
     let p = peer(3, 4500);
-    t.ike_up(at(0), 1, p, "CN=c", Transport::Teredo, None);
-    t.child_up(at(0), 0x300, outer_of(p), &inner(7), Tunnel::Infrastructure);
+    Sa::new(p, "CN=c").spis(1, 0x300).inner(7).up(&mut t);
     t.ike_ended(1, "revoked");
     t.child_down(at(5), 0x300, counts(1));
     t.ike_down(at(5), 1);
@@ -161,14 +241,11 @@ fn end_all_closes_every_session_with_the_live_counters() {
     let mut t = Tracker::new(1);
     for i in 0..3u16 {
         let p = peer(10 + i, 4500);
-        t.ike_up(at(0), u64::from(i), p, "CN=e", Transport::Teredo, None);
-        t.child_up(
-            at(0),
-            0x400 + u32::from(i),
-            outer_of(p),
-            &inner(i),
-            Tunnel::Intranet,
-        );
+        Sa::new(p, "CN=e")
+            .spis(u64::from(i), 0x400 + u32::from(i))
+            .inner(i)
+            .tunnel(Tunnel::Intranet)
+            .up(&mut t);
     }
     drain(&mut t);
     t.end_all(at(50), "shutdown", |c| {
@@ -255,21 +332,11 @@ fn refusal_lines_are_rate_limited_and_the_rest_counted() {
     }
     assert_eq!(drain(&mut t).len(), REFUSAL_BURST as usize);
     // Sessions' own lines are never held back.
-    t.ike_up(
-        ms(61_000),
-        1,
-        peer(2, 4500),
-        "CN=a",
-        Transport::Teredo,
-        None,
-    );
-    t.child_up(
-        ms(61_000),
-        0x100,
-        outer_of(peer(2, 4500)),
-        &inner(1),
-        Tunnel::Intranet,
-    );
+    Sa::new(peer(2, 4500), "CN=a")
+        .when(ms(61_000))
+        .spis(1, 0x100)
+        .tunnel(Tunnel::Intranet)
+        .up(&mut t);
     assert_eq!(events(&drain(&mut t)), [EventKind::Connect]);
 }
 
@@ -343,8 +410,7 @@ fn events_in_any_order_keep_sessions_whole() {
 fn tunnel_counts_add_removed_and_live_child_sas() {
     let mut t = Tracker::new(1);
     let p = peer(5, 4500);
-    t.ike_up(at(0), 1, p, "CN=g", Transport::Teredo, None);
-    t.child_up(at(0), 0x500, outer_of(p), &inner(1), Tunnel::Infrastructure);
+    Sa::new(p, "CN=g").spis(1, 0x500).up(&mut t);
     t.child_up(at(1), 0x501, outer_of(p), &inner(1), Tunnel::Intranet);
     // A rekey of the infrastructure tunnel: the old SA's counts are kept.
     t.child_up(at(2), 0x502, outer_of(p), &inner(1), Tunnel::Infrastructure);
@@ -362,51 +428,20 @@ fn tunnel_counts_add_removed_and_live_child_sas() {
 fn dynamic_authorization_finds_sessions_by_every_attribute_given() {
     use crate::dae::Criteria;
     let mut t = Tracker::new(1);
-    t.ike_up(
-        at(0),
-        10,
-        peer(1, 4500),
-        "CN=laptop",
-        Transport::Teredo,
-        None,
-    );
-    t.child_up(
-        at(0),
-        0x100,
-        ClientKey::of(peer(1, 4500), false),
-        &inner(5),
-        Tunnel::Infrastructure,
-    );
-    t.ike_up(
-        at(0),
-        11,
-        peer(1, 4500),
-        "CN=laptop",
-        Transport::Teredo,
-        None,
-    );
-    t.child_up(
-        at(0),
-        0x101,
-        ClientKey::of(peer(1, 4500), false),
-        &inner(5),
-        Tunnel::Intranet,
-    );
-    t.ike_up(
-        at(1),
-        20,
-        peer(2, 4500),
-        "CN=desktop",
-        Transport::Teredo,
-        None,
-    );
-    t.child_up(
-        at(1),
-        0x200,
-        ClientKey::of(peer(2, 4500), false),
-        &inner(6),
-        Tunnel::Infrastructure,
-    );
+    Sa::new(peer(1, 4500), "CN=laptop")
+        .spis(10, 0x100)
+        .inner(5)
+        .up(&mut t);
+    Sa::new(peer(1, 4500), "CN=laptop")
+        .spis(11, 0x101)
+        .inner(5)
+        .tunnel(Tunnel::Intranet)
+        .up(&mut t);
+    Sa::new(peer(2, 4500), "CN=desktop")
+        .when(at(1))
+        .spis(20, 0x200)
+        .inner(6)
+        .up(&mut t);
     let by = |t: &Tracker, c: Criteria| -> Vec<(String, Option<Tunnel>, Vec<u64>)> {
         t.find(&c)
             .into_iter()
@@ -509,22 +544,18 @@ fn nat(port: u16) -> SocketAddr {
 fn native_clients_behind_one_nat_are_separate_sessions() {
     let mut t = Tracker::new(1);
     let (a, b) = (nat(40001), nat(40002));
-    t.ike_up(at(0), 1, a, "CN=alpha", Transport::Native, None);
-    t.child_up(
-        at(0),
-        0x10,
-        ClientKey::of(a, true),
-        &inner(1),
-        Tunnel::Intranet,
-    );
-    t.ike_up(at(1), 2, b, "CN=beta", Transport::Native, None);
-    t.child_up(
-        at(1),
-        0x20,
-        ClientKey::of(b, true),
-        &inner(2),
-        Tunnel::Intranet,
-    );
+    Sa::new(a, "CN=alpha")
+        .spis(1, 0x10)
+        .transport(Transport::Native)
+        .tunnel(Tunnel::Intranet)
+        .up(&mut t);
+    Sa::new(b, "CN=beta")
+        .when(at(1))
+        .spis(2, 0x20)
+        .transport(Transport::Native)
+        .inner(2)
+        .tunnel(Tunnel::Intranet)
+        .up(&mut t);
     let lines = drain(&mut t);
     assert_eq!(events(&lines), [EventKind::Connect, EventKind::Connect]);
     assert_ne!(lines[0].session, lines[1].session);
@@ -551,29 +582,12 @@ fn native_clients_behind_one_nat_are_separate_sessions() {
 #[test]
 fn a_tunnelled_client_is_its_outer_address_whatever_the_port() {
     let mut t = Tracker::new(1);
-    t.ike_up(at(0), 1, peer(1, 500), "CN=laptop", Transport::Teredo, None);
-    t.child_up(
-        at(0),
-        0x10,
-        outer_of(peer(1, 500)),
-        &inner(1),
-        Tunnel::Infrastructure,
-    );
-    t.ike_up(
-        at(1),
-        2,
-        peer(1, 4500),
-        "CN=laptop",
-        Transport::Teredo,
-        None,
-    );
-    t.child_up(
-        at(1),
-        0x11,
-        outer_of(peer(1, 4500)),
-        &inner(1),
-        Tunnel::Intranet,
-    );
+    Sa::new(peer(1, 500), "CN=laptop").spis(1, 0x10).up(&mut t);
+    Sa::new(peer(1, 4500), "CN=laptop")
+        .when(at(1))
+        .spis(2, 0x11)
+        .tunnel(Tunnel::Intranet)
+        .up(&mut t);
     assert_eq!(
         events(&drain(&mut t)),
         [EventKind::Connect, EventKind::TunnelUp]
@@ -586,11 +600,16 @@ fn a_tunnelled_client_is_its_outer_address_whatever_the_port() {
 fn one_native_client_with_two_ike_sas_on_one_port_is_one_session() {
     let mut t = Tracker::new(1);
     let a = nat(40001);
-    let key = ClientKey::of(a, true);
-    t.ike_up(at(0), 1, a, "CN=alpha", Transport::Native, None);
-    t.child_up(at(0), 0x10, key, &inner(1), Tunnel::Infrastructure);
-    t.ike_up(at(1), 2, a, "CN=alpha", Transport::Native, None);
-    t.child_up(at(1), 0x11, key, &inner(1), Tunnel::Intranet);
+    Sa::new(a, "CN=alpha")
+        .spis(1, 0x10)
+        .transport(Transport::Native)
+        .up(&mut t);
+    Sa::new(a, "CN=alpha")
+        .when(at(1))
+        .spis(2, 0x11)
+        .transport(Transport::Native)
+        .tunnel(Tunnel::Intranet)
+        .up(&mut t);
     let lines = drain(&mut t);
     assert_eq!(events(&lines), [EventKind::Connect, EventKind::TunnelUp]);
     assert_eq!(lines[0].session, lines[1].session);
@@ -605,14 +624,11 @@ fn one_native_client_with_two_ike_sas_on_one_port_is_one_session() {
 fn a_native_client_that_moves_keeps_its_session() {
     let mut t = Tracker::new(1);
     let (old, new) = (nat(40001), nat(41999));
-    t.ike_up(at(0), 1, old, "CN=alpha", Transport::Native, None);
-    t.child_up(
-        at(0),
-        0x10,
-        ClientKey::of(old, true),
-        &inner(1),
-        Tunnel::Intranet,
-    );
+    Sa::new(old, "CN=alpha")
+        .spis(1, 0x10)
+        .transport(Transport::Native)
+        .tunnel(Tunnel::Intranet)
+        .up(&mut t);
     let connect = drain(&mut t);
     t.peer_moved(1, new);
     assert!(drain(&mut t).is_empty(), "a move writes no line");
@@ -633,14 +649,13 @@ fn a_native_client_that_moves_keeps_its_session() {
     t.ike_up(at(3), 3, new, "CN=alpha", Transport::Native, None);
     t.ike_down(at(3), 1);
     // Another machine now at the old mapping is another client.
-    t.ike_up(at(4), 9, old, "CN=beta", Transport::Native, None);
-    t.child_up(
-        at(4),
-        0x90,
-        ClientKey::of(old, true),
-        &inner(9),
-        Tunnel::Intranet,
-    );
+    Sa::new(old, "CN=beta")
+        .when(at(4))
+        .spis(9, 0x90)
+        .transport(Transport::Native)
+        .inner(9)
+        .tunnel(Tunnel::Intranet)
+        .up(&mut t);
     let lines = drain(&mut t);
     assert_eq!(events(&lines), [EventKind::Connect]);
     assert_ne!(lines[0].session, connect[0].session);
@@ -666,22 +681,15 @@ fn a_native_client_that_moves_keeps_its_session() {
 fn a_move_of_one_ike_sa_leaves_the_other_at_the_old_mapping_in_the_session() {
     let mut t = Tracker::new(1);
     let (old, new) = (nat(40001), nat(41999));
-    t.ike_up(at(0), 1, old, "CN=alpha", Transport::Native, None);
-    t.child_up(
-        at(0),
-        0x10,
-        ClientKey::of(old, true),
-        &inner(1),
-        Tunnel::Infrastructure,
-    );
-    t.ike_up(at(0), 2, old, "CN=alpha", Transport::Native, None);
-    t.child_up(
-        at(0),
-        0x20,
-        ClientKey::of(old, true),
-        &inner(1),
-        Tunnel::Intranet,
-    );
+    Sa::new(old, "CN=alpha")
+        .spis(1, 0x10)
+        .transport(Transport::Native)
+        .up(&mut t);
+    Sa::new(old, "CN=alpha")
+        .spis(2, 0x20)
+        .transport(Transport::Native)
+        .tunnel(Tunnel::Intranet)
+        .up(&mut t);
     drain(&mut t);
     t.peer_moved(1, new);
     t.child_up(
@@ -704,14 +712,13 @@ fn a_move_of_one_ike_sa_leaves_the_other_at_the_old_mapping_in_the_session() {
     assert!(drain(&mut t).is_empty());
     assert_eq!(t.connected(), 1);
     // Nothing is at the old mapping any more: a new IKE SA there is a new client.
-    t.ike_up(at(3), 3, old, "CN=beta", Transport::Native, None);
-    t.child_up(
-        at(3),
-        0x30,
-        ClientKey::of(old, true),
-        &inner(3),
-        Tunnel::Intranet,
-    );
+    Sa::new(old, "CN=beta")
+        .when(at(3))
+        .spis(3, 0x30)
+        .transport(Transport::Native)
+        .inner(3)
+        .tunnel(Tunnel::Intranet)
+        .up(&mut t);
     assert_eq!(events(&drain(&mut t)), [EventKind::Connect]);
     assert_eq!(t.connected(), 2);
 }

@@ -194,9 +194,15 @@ fn a_gre_only_gateway_draws_no_client_transport_warning() {
 }
 
 #[test]
-fn outer_path_defaults_to_packet_and_is_checked() {
+fn outer_path_defaults_to_raw_and_is_checked() {
     use crate::OuterPath;
-    assert_eq!(with("").unwrap().gre.outer_path, OuterPath::Packet);
+    assert_eq!(with("").unwrap().gre.outer_path, OuterPath::Raw);
+    let packet = Config::from_toml_str(&CONTRACT.replace(
+        "[[gre.tunnel]]",
+        "[gre]\nouter_path = \"packet\"\n\n[[gre.tunnel]]",
+    ))
+    .unwrap();
+    assert_eq!(packet.gre.outer_path, OuterPath::Packet);
     let raw = Config::from_toml_str(&CONTRACT.replace(
         "[[gre.tunnel]]",
         "[gre]\nouter_path = \"raw\"\n\n[[gre.tunnel]]",

@@ -251,6 +251,11 @@ pub(super) fn complete(
     if uniqueness::replaces(r, req.initial_contact) {
         uniqueness::forget_stale(r, h.spi_r, &identity.key, tunnel);
     }
+    let eap_user = r
+        .sas
+        .get(&h.spi_r)
+        .and_then(|s| s.eap_second_user())
+        .map(str::to_owned);
     let grant = r.sas.get(&h.spi_r).and_then(|s| s.radius.as_deref());
     let (radius_user, filter_id, class) = match grant {
         Some(g) => (Some(g.user.clone()), g.filter_id.clone(), g.class.clone()),
@@ -263,6 +268,7 @@ pub(super) fn complete(
         peer: remote,
         native,
         identity: identity.subject,
+        eap_user,
         tunnel,
         radius_user,
         filter_id,

@@ -636,6 +636,7 @@ fn rekeyed_up_event(r: &Responder, fresh: &IkeSa) -> Event {
             .identity
             .as_ref()
             .map_or_else(String::new, |n| n.subject.to_string()),
+        eap_user: fresh.eap_second_user().map(str::to_owned),
         tunnel: fresh.tunnel,
         radius_user: grant.map(|g| g.user.clone()),
         filter_id: grant.and_then(|g| g.filter_id.clone()),

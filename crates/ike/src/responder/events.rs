@@ -219,6 +219,10 @@ pub enum Event {
         native: Option<SocketAddr>,
         /// The authenticated identity (certificate subject).
         identity: String,
+        /// The user RFC 4739's second round authenticated by EAP, as `eap:NAME` (what an
+        /// IKE SA authenticated by EAP alone has as `identity`): the user behind the machine
+        /// certificate of `identity`. `None` without an EAP second round.
+        eap_user: Option<String>,
         /// The tunnel of its child SA, when one was built.
         tunnel: Option<TunnelKind>,
         /// The RADIUS User-Name it was authenticated or authorized under, if any.

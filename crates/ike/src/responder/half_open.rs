@@ -69,6 +69,23 @@ impl SourceKey {
         }
         SourceKey::V6Net((u128::from(v6) >> 64) as u64)
     }
+
+    /// The key as one IPv6 address, for tables keyed by address (`gate64_wire::ratelimit`):
+    /// an IPv4 source IPv4-mapped, a /64 its first address, a Teredo mapping as a Teredo
+    /// address of it (server part zero), which [`SourceKey::of`] maps back to this key.
+    pub fn to_ipv6(self) -> Ipv6Addr {
+        match self {
+            SourceKey::V4(a) => a.to_ipv6_mapped(),
+            SourceKey::V6Net(net) => Ipv6Addr::from(u128::from(net) << 64),
+            SourceKey::Teredo(m) => {
+                let mut o = [0u8; 16];
+                o[..4].copy_from_slice(&TEREDO_PREFIX);
+                o[10..12].copy_from_slice(&(!m.port()).to_be_bytes());
+                o[12..].copy_from_slice(&(!u32::from(*m.ip())).to_be_bytes());
+                Ipv6Addr::from(o)
+            }
+        }
+    }
 }
 
 /// How many sources' worth one host (see [`HostKey`]) may take of a per-source bound: the
@@ -233,6 +250,37 @@ mod tests {
 
     fn key(s: &str) -> SourceKey {
         SourceKey::of(s.parse().expect("address"))
+    }
+
+    /// A key as an address is an address of that key, and keys that differ stay apart.
+    #[test]
+    fn a_key_as_an_address_maps_back_to_the_key() {
+        let keys = [
+            key("2001:0:4136:e378:8000:63bf:3fff:fdd2"),
+            key("2001:0:4136:e378:8000:63bf:3fff:fdd3"),
+            key("192.0.2.45"),
+            key("::ffff:192.0.2.46"),
+            key("2001:db8:7:1::2"),
+            key("2001:db8:7:2::2"),
+        ];
+        assert_eq!(
+            keys[0].to_ipv6(),
+            "2001::63bf:3fff:fdd2".parse::<Ipv6Addr>().unwrap()
+        );
+        assert_eq!(
+            keys[2].to_ipv6(),
+            "::ffff:192.0.2.45".parse::<Ipv6Addr>().unwrap()
+        );
+        assert_eq!(
+            keys[4].to_ipv6(),
+            "2001:db8:7:1::".parse::<Ipv6Addr>().unwrap()
+        );
+        for k in keys {
+            assert_eq!(SourceKey::of(k.to_ipv6().into()), k, "{k:?}");
+        }
+        let addresses: std::collections::HashSet<Ipv6Addr> =
+            keys.iter().map(|k| k.to_ipv6()).collect();
+        assert_eq!(addresses.len(), keys.len());
     }
 
     /// RFC 4380 §4: 2001:0:4136:e378:8000:63bf:3fff:fdd2 is the mapping 192.0.2.45:40000

@@ -188,4 +188,13 @@ impl IkeSa {
             cert_authz: None,
         })
     }
+
+    /// The user RFC 4739's second round authenticated by EAP (`eap:NAME`): the second round
+    /// is done and its grant came from EAP. `None` for a certificate second round or none.
+    pub(crate) fn eap_second_user(&self) -> Option<&str> {
+        self.radius
+            .as_ref()
+            .filter(|g| g.eap)
+            .and(self.second_auth.user())
+    }
 }

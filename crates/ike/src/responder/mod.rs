@@ -341,7 +341,7 @@ impl Responder {
                 age: now.saturating_duration_since(s.started),
                 rekeys: s.rekeys,
                 auth_method: s.established.then_some(match &s.radius {
-                    Some(g) if g.eap && s.second_auth.user().is_some() => "certificate+eap",
+                    Some(_) if s.eap_second_user().is_some() => "certificate+eap",
                     Some(g) if g.eap => "eap",
                     _ => "certificate",
                 }),

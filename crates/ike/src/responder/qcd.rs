@@ -14,16 +14,18 @@
 //! The answer is unauthenticated work on the internet-facing path, so it is bounded: one
 //! HMAC over 16 bytes and one 76-byte datagram, no state kept; at most [`PER_SOURCE_PER_SEC`]
 //! per source ([`SourceKey`], as many again at once, in a fixed table of [`SOURCE_SLOTS`]
-//! buckets: colliding sources share one, stricter, never looser) and [`TOTAL_PER_SEC`] in all;
+//! buckets, `gate64_wire::ratelimit`'s: colliding sources share one, stricter, never looser)
+//! and [`TOTAL_PER_SEC`] in all;
 //! the IKE driver's per-source shedding (`ike_packets_per_source_per_sec`) comes first. An
 //! answer longer than the request is not sent, so it never amplifies. Answers sent and not
 //! sent are counted ([`super::Event::Qcd`]).
 
-use std::hash::{BuildHasher, Hash};
-use std::net::SocketAddr;
+use std::hash::BuildHasher;
+use std::net::{Ipv6Addr, SocketAddr};
 use std::time::Instant;
 
 use aws_lc_rs::hmac;
+use gate64_wire::ratelimit::RateLimiter;
 
 use super::{Responder, SourceKey};
 use crate::message::{Header, Message, Notify, Payload, exchange, flags, notify};
@@ -67,53 +69,26 @@ impl std::fmt::Debug for QcdSecret {
     }
 }
 
-/// One token bucket: `tokens` left at `at`.
-#[derive(Debug, Clone, Copy)]
-struct Bucket {
-    at: Option<Instant>,
-    tokens: f64,
-}
-
-impl Bucket {
-    const EMPTY: Bucket = Bucket {
-        at: None,
-        tokens: 0.0,
-    };
-
-    /// Takes one token at `now` from a bucket of `rate` per second holding at most `burst`.
-    fn take(&mut self, now: Instant, rate: u32, burst: u32) -> bool {
-        let tokens = match self.at {
-            None => f64::from(burst),
-            Some(at) => {
-                let secs = now.saturating_duration_since(at).as_secs_f64();
-                (self.tokens + secs * f64::from(rate)).min(f64::from(burst))
-            }
-        };
-        self.at = Some(now);
-        if tokens >= 1.0 {
-            self.tokens = tokens - 1.0;
-            true
-        } else {
-            self.tokens = tokens;
-            false
-        }
-    }
-}
-
-/// The caps on unknown-SPI answers: a fixed table of per-source buckets and one in all.
+/// The caps on unknown-SPI answers: a fixed table of per-source buckets and one in all (a
+/// table of one bucket).
 #[derive(Debug)]
 pub(super) struct Limiter {
-    sources: Box<[Bucket]>,
-    total: Bucket,
-    hasher: std::collections::hash_map::RandomState,
+    sources: RateLimiter,
+    total: RateLimiter,
 }
 
 impl Default for Limiter {
     fn default() -> Self {
+        // The table's hash key, random per process so nobody can aim at another's bucket.
+        let key = std::collections::hash_map::RandomState::new().hash_one(0u64);
         Limiter {
-            sources: vec![Bucket::EMPTY; SOURCE_SLOTS].into_boxed_slice(),
-            total: Bucket::EMPTY,
-            hasher: std::collections::hash_map::RandomState::new(),
+            sources: RateLimiter::new(
+                PER_SOURCE_PER_SEC,
+                PER_SOURCE_PER_SEC * 2,
+                SOURCE_SLOTS,
+                key,
+            ),
+            total: RateLimiter::new(TOTAL_PER_SEC, TOTAL_PER_SEC * 2, 1, key),
         }
     }
 }
@@ -121,15 +96,8 @@ impl Default for Limiter {
 impl Limiter {
     /// Whether an answer to `source` fits both caps at `now`; takes a token from each.
     fn allow(&mut self, now: Instant, source: SourceKey) -> bool {
-        let mut h = self.hasher.build_hasher();
-        source.hash(&mut h);
-        let slot = (std::hash::Hasher::finish(&h) as usize) % SOURCE_SLOTS;
-        let Some(bucket) = self.sources.get_mut(slot) else {
-            return false;
-        };
-        let burst = PER_SOURCE_PER_SEC * 2;
-        bucket.take(now, PER_SOURCE_PER_SEC, burst)
-            && self.total.take(now, TOTAL_PER_SEC, TOTAL_PER_SEC * 2)
+        self.sources.allow_v6(now, source.to_ipv6())
+            && self.total.allow_v6(now, Ipv6Addr::UNSPECIFIED)
     }
 }
 

@@ -10,7 +10,7 @@
 //!   IPV6_RECVPKTINFO. IPv4 reads carry the IPv4 header, parsed for the source. Sends carry
 //!   the GRE header and payload; the kernel adds the outer header from the bound address.
 //!   Receives and sends are batched with `recvmmsg`/`sendmmsg` ([`crate::sys`]).
-//! - **Frames.** With `[gre] outer_path = "packet"` (the default), a tunnel whose next hop
+//! - **Frames.** With `[gre] outer_path = "packet"` (the default is `"raw"`), a tunnel whose next hop
 //!   is an Ethernet neighbour sends through a packet socket of its interface instead: the
 //!   outer IP and Ethernet headers are built in the headroom and whole frames go out with
 //!   `sendmmsg`, sparing the kernel a route look-up and IP output per packet ([`frames`]);

@@ -25,8 +25,8 @@
 //!   RFC 7383 fragments) fits in the share.
 
 use gate64_dataplane::IkeShedReason;
-use gate64_dataplane::ratelimit::RateLimiter;
 use gate64_ike::responder::{HostKey, SourceKey};
+use gate64_wire::ratelimit::RateLimiter;
 use std::net::{IpAddr, Ipv6Addr, SocketAddr};
 use std::time::Instant;
 
@@ -39,18 +39,12 @@ const SOURCE_SLOTS: usize = 1 << 16;
 /// share, as a rate factor.
 const HOST_SHARE: u32 = gate64_ike::responder::HOST_SHARE as u32;
 
-/// The per-source bucket's key, as an address: an IPv4 source IPv4-mapped, a Teredo address
-/// whole, any other IPv6 address its /64 (an IP-HTTPS client's, or a native client's, which
-/// may take a new address of its /64 for every datagram).
+/// The per-source bucket's key, as an address ([`SourceKey::to_ipv6`]): an IPv4 source
+/// IPv4-mapped, a Teredo address its NAT mapping, any other IPv6 address its /64 (an
+/// IP-HTTPS client's, or a native client's, which may take a new address of its /64 for
+/// every datagram).
 fn source_of(ip: IpAddr) -> Ipv6Addr {
-    match SourceKey::of(ip) {
-        SourceKey::V4(a) => a.to_ipv6_mapped(),
-        SourceKey::V6Net(net) => Ipv6Addr::from(u128::from(net) << 64),
-        SourceKey::Teredo(_) => match ip {
-            IpAddr::V6(a) => a,
-            IpAddr::V4(a) => a.to_ipv6_mapped(),
-        },
-    }
+    SourceKey::of(ip).to_ipv6()
 }
 
 /// The host `source` belongs to ([`HostKey`]), as an address for the host table: a Teredo

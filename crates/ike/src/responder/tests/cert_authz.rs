@@ -83,7 +83,7 @@ fn access_accept_grants_the_certificate_client() {
     let ev = events(&mut r);
     assert!(
         ev.iter().any(
-            |e| matches!(e, Event::IkeSaUp { filter_id: Some(f), class, radius_user: Some(u), .. }
+            |e| matches!(e, Event::IkeSaUp { filter_id: Some(f), class, radius_user: Some(u), eap_user: None, .. }
             if f == "contractors" && class == &[b"grp-a".to_vec()] && *u == user)
         ),
         "{ev:?}"

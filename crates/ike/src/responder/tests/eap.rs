@@ -107,6 +107,31 @@ fn prf_key(i: &Initiator) -> (crate::keys::Prf, Vec<u8>) {
     (prf, prf.prf(&MSK, &[b"Key Pad for IKEv2"]))
 }
 
+/// The initiator's AUTH data after EAP (RFC 7296 §2.16): its signed octets (its IKE_SA_INIT
+/// request, Nr, prf(SK_pi, IDi) for `idi`) under the key derived from [`MSK`].
+fn msk_auth(i: &Initiator, idi: &Identification) -> Vec<u8> {
+    let (prf, key) = prf_key(i);
+    let keys = i.keys.as_ref().expect("keys");
+    let octets = [&i.init_request[..], &i.nr, &keys.sk_pi.prf(&[&idi.body()])].concat();
+    prf.prf(&key, &[&octets])
+}
+
+/// The responder's AUTH data after EAP: its signed octets (its IKE_SA_INIT response, Ni,
+/// prf(SK_pr, IDr) for the IDr of `first`) under the key derived from [`MSK`].
+fn msk_auth_of_responder(i: &Initiator, first: &[Payload]) -> Vec<u8> {
+    let (prf, key) = prf_key(i);
+    let keys = i.keys.as_ref().expect("keys");
+    let idr = first
+        .iter()
+        .find_map(|p| match p {
+            Payload::IdR(id) => Some(id.body()),
+            _ => None,
+        })
+        .expect("IDr");
+    let ours = [&i.init_response[..], &i.ni, &keys.sk_pr.prf(&[&idr])].concat();
+    prf.prf(&key, &[&ours])
+}
+
 /// RFC 7296 §2.16: identity, a challenge round with State, Accept with the MSK, both AUTHs
 /// keyed by it, the intranet tunnel.
 #[test]
@@ -148,15 +173,7 @@ fn rfc7296_2_16_eap_relayed_to_the_server() {
     );
     let t = r.poll_transmit().expect("EAP-Success");
     assert_eq!(eap_of(&open_response(&i, &t)), Some(vec![3, 2, 0, 4]));
-    let (prf, key) = prf_key(&i);
-    let keys = i.keys.clone().expect("keys");
-    let octets = [
-        &i.init_request[..],
-        &i.nr,
-        &keys.sk_pi.prf(&[&idi().body()]),
-    ]
-    .concat();
-    let auth = prf.prf(&key, &[&octets]);
+    let auth = msk_auth(&i, &idi());
     let bytes = request(
         &mut i,
         exchange::IKE_AUTH,
@@ -166,22 +183,14 @@ fn rfc7296_2_16_eap_relayed_to_the_server() {
         }],
     );
     let last = send(&mut r, &i, now, &bytes);
-    let idr = first
-        .iter()
-        .find_map(|p| match p {
-            Payload::IdR(id) => Some(id.body()),
-            _ => None,
-        })
-        .expect("IDr");
-    let ours = [&i.init_response[..], &i.ni, &keys.sk_pr.prf(&[&idr])].concat();
     assert!(last.contains(&Payload::Auth {
         method: 2,
-        data: prf.prf(&key, &[&ours]),
+        data: msk_auth_of_responder(&i, &first),
     }));
     assert!(last.iter().any(|p| matches!(p, Payload::Sa(_))));
     let ev = events(&mut r);
     assert!(
-        ev.iter().any(|e| matches!(e, Event::IkeSaUp { identity, tunnel: Some(TunnelKind::Intranet), .. } if identity == "eap:alice")),
+        ev.iter().any(|e| matches!(e, Event::IkeSaUp { identity, eap_user: None, tunnel: Some(TunnelKind::Intranet), .. } if identity == "eap:alice")),
         "{ev:?}"
     );
     assert_eq!(r.eap_in_flight(), 0);
@@ -333,15 +342,7 @@ fn accept_with(
         }),
     );
     r.poll_transmit().expect("EAP-Success");
-    let (prf, key) = prf_key(i);
-    let keys = i.keys.clone().expect("keys");
-    let octets = [
-        &i.init_request[..],
-        &i.nr,
-        &keys.sk_pi.prf(&[&idi().body()]),
-    ]
-    .concat();
-    let auth = prf.prf(&key, &[&octets]);
+    let auth = msk_auth(i, &idi());
     let bytes = request(
         i,
         exchange::IKE_AUTH,
@@ -565,15 +566,7 @@ fn rfc4739_machine_certificate_then_eap() {
     );
     let t = r.poll_transmit().expect("EAP-Success");
     assert_eq!(eap_of(&open_response(&i, &t)), Some(vec![3, 1, 0, 4]));
-    let (prf, key) = prf_key(&i);
-    let keys = i.keys.clone().expect("keys");
-    let octets = [
-        &i.init_request[..],
-        &i.nr,
-        &keys.sk_pi.prf(&[&user_idi().body()]),
-    ]
-    .concat();
-    let auth = prf.prf(&key, &[&octets]);
+    let auth = msk_auth(&i, &user_idi());
     let bytes = request(
         &mut i,
         exchange::IKE_AUTH,
@@ -583,18 +576,10 @@ fn rfc4739_machine_certificate_then_eap() {
         }],
     );
     let last = send(&mut r, &i, now, &bytes);
-    let idr = first
-        .iter()
-        .find_map(|p| match p {
-            Payload::IdR(id) => Some(id.body()),
-            _ => None,
-        })
-        .expect("IDr");
-    let ours = [&i.init_response[..], &i.ni, &keys.sk_pr.prf(&[&idr])].concat();
     assert!(
         last.contains(&Payload::Auth {
             method: 2,
-            data: prf.prf(&key, &[&ours]),
+            data: msk_auth_of_responder(&i, &first),
         }),
         "{last:?}"
     );
@@ -603,12 +588,13 @@ fn rfc4739_machine_certificate_then_eap() {
     assert!(
         ev.iter().any(|e| matches!(e, Event::IkeSaUp {
             identity,
+            eap_user: Some(user),
             tunnel: Some(TunnelKind::Intranet),
             radius_user: Some(u),
             filter_id: Some(f),
             class,
             ..
-        } if identity.contains("client1.gate64.lab") && u == "alice" && f == "staff" && class == &vec![b"c1".to_vec()])),
+        } if identity.contains("client1.gate64.lab") && user == "eap:alice" && u == "alice" && f == "staff" && class == &vec![b"c1".to_vec()])),
         "{ev:?}"
     );
     assert_eq!(child_ups(&ev).len(), 1);
