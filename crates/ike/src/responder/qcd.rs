@@ -80,7 +80,13 @@ pub(super) struct Limiter {
 impl Default for Limiter {
     fn default() -> Self {
         // The table's hash key, random per process so nobody can aim at another's bucket.
-        let key = std::collections::hash_map::RandomState::new().hash_one(0u64);
+        Limiter::with_key(std::collections::hash_map::RandomState::new().hash_one(0u64))
+    }
+}
+
+impl Limiter {
+    /// The caps with hash key `key` (fixed in tests, so which sources share a slot is too).
+    fn with_key(key: u64) -> Self {
         Limiter {
             sources: RateLimiter::new(
                 PER_SOURCE_PER_SEC,
@@ -91,9 +97,7 @@ impl Default for Limiter {
             total: RateLimiter::new(TOTAL_PER_SEC, TOTAL_PER_SEC * 2, 1, key),
         }
     }
-}
 
-impl Limiter {
     /// Whether an answer to `source` fits both caps at `now`; takes a token from each.
     fn allow(&mut self, now: Instant, source: SourceKey) -> bool {
         self.sources.allow_v6(now, source.to_ipv6())
@@ -188,7 +192,8 @@ mod tests {
 
     #[test]
     fn one_source_is_capped_and_refills_while_others_pass() {
-        let mut l = Limiter::default();
+        // A fixed key: with a random one, `b` would share `a`'s slot once in SOURCE_SLOTS runs.
+        let mut l = Limiter::with_key(0x5eed);
         let now = Instant::now();
         let a = SourceKey::of("192.0.2.1".parse().unwrap());
         let b = SourceKey::of("198.51.100.1".parse().unwrap());
@@ -201,7 +206,7 @@ mod tests {
 
     #[test]
     fn the_total_cap_holds_across_sources() {
-        let mut l = Limiter::default();
+        let mut l = Limiter::with_key(0x5eed);
         let now = Instant::now();
         let allowed = (0u32..(TOTAL_PER_SEC * 3))
             .filter(|i| {
