@@ -405,3 +405,42 @@ impl Task {
         });
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use gate64_ike::responder::RekeyKind;
+
+    #[test]
+    fn the_tap_names_what_came_and_went_and_counts_a_full_queue() {
+        let counters = Arc::new(Counters::default());
+        let (tx, mut rx) = mpsc::channel(2);
+        let tap = Tap(tx, Arc::clone(&counters));
+        tap.on_event(&Event::Rekeyed {
+            kind: RekeyKind::Ike,
+        });
+        tap.on_event(&Event::IkeSaDown {
+            ike_spi: 1,
+            spi_r: 2,
+            peer: "[2001:db8::7]:4500".parse().unwrap(),
+            identity: String::new(),
+            tunnel: None,
+        });
+        tap.on_event(&Event::ChildSaDown { inbound_spi: 3 });
+        tap.on_event(&Event::ChildSaDown { inbound_spi: 4 });
+        assert_eq!(rx.try_recv(), Ok(Change::Gone(Gone::IkeSa(2))));
+        assert_eq!(rx.try_recv(), Ok(Change::Gone(Gone::ChildSa(3))));
+        assert!(
+            rx.try_recv().is_err(),
+            "the third change found the queue full"
+        );
+        let samples = counters.samples();
+        assert!(samples.contains(&("out", "tap_full", 1)), "{samples:?}");
+        for refusal in REFUSALS {
+            assert!(
+                samples.contains(&("in", refusal.as_str(), 0)),
+                "{refusal:?}"
+            );
+        }
+    }
+}
