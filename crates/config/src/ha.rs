@@ -80,6 +80,14 @@ impl Config {
         let Some(ha) = &self.ha else {
             return Ok(());
         };
+        if !self.ipsec.configured() {
+            return Err(invalid(
+                "ha",
+                "[ha]",
+                "syncs IPsec SAs: configure [ipsec] (certificate, private_key, ca) or remove \
+                 [ha]",
+            ));
+        }
         if ha.node_id == 0 {
             return Err(invalid("ha.node_id", 0, "must be 1..=4294967295"));
         }
@@ -207,12 +215,22 @@ mod tests {
     use crate::Config;
 
     const BASE: &str = "[teredo]\nserver_addresses = [\"192.0.2.1\", \"192.0.2.2\"]\n\
-        [corpnet]\nipv6_prefixes = [\"2001:db8:100::/48\"]\naddress6 = \"2001:db8:100::1\"\n";
+        [corpnet]\nipv6_prefixes = [\"2001:db8:100::/48\"]\naddress6 = \"2001:db8:100::1\"\n\
+        [ipsec]\ncertificate = \"/etc/gate64/ike.pem\"\nprivate_key = \"/etc/gate64/ike.key\"\n\
+        ca = \"/etc/gate64/clients-ca.pem\"\npool6 = \"fd00:c1::100/120\"\n";
     const HA: &str = "[ha]\nnode_id = 1\npeer_node_id = 2\nlisten = \"10.0.9.1:4501\"\n\
         peer = \"10.0.9.2:4501\"\nsecret_file = \"/etc/gate64/ha.secret\"\n";
 
     fn with(ha: &str) -> Result<Config, crate::ConfigError> {
         Config::from_toml_str(&format!("{BASE}{ha}"))
+    }
+
+    #[test]
+    fn without_ipsec_the_section_is_refused() {
+        let bare = BASE.split("[ipsec]").next().unwrap();
+        let e = Config::from_toml_str(&format!("{bare}{HA}")).unwrap_err();
+        assert_eq!(e.key(), Some("ha"), "{e}");
+        assert!(e.to_string().contains("configure [ipsec]"), "{e}");
     }
 
     #[test]
@@ -306,11 +324,11 @@ mod tests {
         std::fs::write(&path, format!("{secret}\n")).unwrap();
         assert_eq!(c.ha_secret().unwrap().unwrap(), secret.as_bytes());
         std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
-        let e = c.check_files().unwrap_err();
+        let e = c.check_accounting_files().unwrap_err();
         assert_eq!(e.key(), Some("ha.secret_file"), "{e}");
         assert!(e.to_string().contains("chmod 600"), "{e}");
         std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
-        c.check_files().unwrap();
+        c.check_accounting_files().unwrap();
         std::fs::remove_dir_all(&dir).unwrap();
     }
 
