@@ -211,11 +211,15 @@ impl Prepared {
             socket,
             peer: self.peer,
             sealer: self.sealer,
-            opener: self.opener,
+            inbox: Inbox {
+                peer: self.peer,
+                opener: self.opener,
+                store: Store::new(MAX_IKE_RECORDS, MAX_CHILD_RECORDS),
+                counters: Arc::clone(&self.counters),
+            },
             counters: self.counters,
             control,
             sadb,
-            store: Store::new(MAX_IKE_RECORDS, MAX_CHILD_RECORDS),
             pending_ike: BTreeSet::new(),
             children: HashSet::new(),
         };
@@ -225,15 +229,46 @@ impl Prepared {
     }
 }
 
+/// The receiving end: what authenticates from the peer goes into the store.
+struct Inbox {
+    peer: SocketAddr,
+    opener: Opener,
+    store: Store,
+    counters: Arc<Counters>,
+}
+
+impl Inbox {
+    /// Takes one datagram from `from`: only a message from the peer's address that opens
+    /// (authentic, fresh) reaches the store; every other is counted and dropped.
+    fn receive(&mut self, msg: &mut [u8], from: SocketAddr) {
+        let c = &self.counters;
+        if from != self.peer {
+            return Counters::add(&c.from_elsewhere, 1);
+        }
+        let opened = match self.opener.open(msg) {
+            Ok(o) => o,
+            Err(refusal) => {
+                let at = REFUSALS.iter().position(|r| *r == refusal).unwrap_or(0);
+                debug!(reason = refusal.as_str(), "HA sync message refused");
+                return Counters::add(&c.refused[at], 1);
+            }
+        };
+        match self.store.apply(opened.kind, opened.plaintext) {
+            Ok(()) => Counters::add(&c.stored, 1),
+            Err(StoreDrop::Undecodable) => Counters::add(&c.undecodable, 1),
+            Err(StoreDrop::Full) => Counters::add(&c.store_full, 1),
+        }
+    }
+}
+
 struct Task {
     socket: tokio::net::UdpSocket,
     peer: SocketAddr,
     sealer: Sealer,
-    opener: Opener,
+    inbox: Inbox,
     counters: Arc<Counters>,
     control: IkeControl,
     sadb: Arc<SaDb>,
-    store: Store,
     /// IKE SAs that came up since the last flush.
     pending_ike: BTreeSet<u64>,
     /// This node's child SAs, swept every flush.
@@ -257,7 +292,7 @@ impl Task {
                 Some(change) = changes.recv() => self.note(change).await,
                 _ = tick.tick() => self.flush().await,
                 got = self.socket.recv_from(&mut buf) => match got {
-                    Ok((len, from)) => self.receive(&mut buf[..len], from),
+                    Ok((len, from)) => self.inbox.receive(&mut buf[..len], from),
                     Err(e) => debug!(error = %e, "HA sync socket"),
                 },
                 Some(()) = promotions.recv() => self.takeover(),
@@ -337,33 +372,13 @@ impl Task {
         Counters::add(if sent { &c.sent } else { &c.send_failed }, 1);
     }
 
-    fn receive(&mut self, msg: &mut [u8], from: SocketAddr) {
-        let c = &self.counters;
-        if from != self.peer {
-            return Counters::add(&c.from_elsewhere, 1);
-        }
-        let opened = match self.opener.open(msg) {
-            Ok(o) => o,
-            Err(refusal) => {
-                let at = REFUSALS.iter().position(|r| *r == refusal).unwrap_or(0);
-                debug!(reason = refusal.as_str(), "HA sync message refused");
-                return Counters::add(&c.refused[at], 1);
-            }
-        };
-        match self.store.apply(opened.kind, opened.plaintext) {
-            Ok(()) => Counters::add(&c.stored, 1),
-            Err(StoreDrop::Undecodable) => Counters::add(&c.undecodable, 1),
-            Err(StoreDrop::Full) => Counters::add(&c.store_full, 1),
-        }
-    }
-
     /// Installs every stored SA: the child SAs into the SA database (outbound sequence
     /// numbers advanced by `TAKEOVER_SEQ_MARGIN`, inbound ones up to the synced mark
     /// refused as replays), then the IKE SAs into the responder.
     fn takeover(&mut self) {
-        let (stored_ike, stored_child) = self.store.len();
+        let (stored_ike, stored_child) = self.inbox.store.len();
         debug!(stored_ike, stored_child, "HA takeover");
-        let (ike, child) = self.store.take();
+        let (ike, child) = self.inbox.store.take();
         let now = Instant::now();
         let c = Arc::clone(&self.counters);
         let mut children = 0;
@@ -410,6 +425,50 @@ impl Task {
 mod tests {
     use super::*;
     use gate64_ike::responder::RekeyKind;
+
+    /// Only what authenticates from the peer's address reaches the store.
+    #[test]
+    fn the_inbox_stores_only_authentic_fresh_messages_from_the_peer() {
+        let secret = gate64_ha::SharedSecret::from_file_contents(&[b'k'; 48]).unwrap();
+        let peer: SocketAddr = "10.0.9.2:4501".parse().unwrap();
+        let counters = Arc::new(Counters::default());
+        let mut inbox = Inbox {
+            peer,
+            opener: Opener::new(&secret, 1, 2).unwrap(),
+            store: Store::new(8, 8),
+            counters: Arc::clone(&counters),
+        };
+        let mut from_peer = Sealer::new(&secret, 2, 1, 7).unwrap();
+        let mut reflected = Sealer::new(&secret, 1, 2, 7).unwrap();
+        let record = convert::record_of(&convert::sample()).encode();
+        let seal = |s: &mut Sealer| {
+            let mut m = Vec::new();
+            s.seal(MessageType::IkeSa, &record, &mut m).unwrap();
+            m
+        };
+        let good = seal(&mut from_peer);
+        inbox.receive(&mut good.clone(), "10.0.9.3:4501".parse().unwrap());
+        inbox.receive(&mut seal(&mut reflected), peer);
+        let mut tampered = seal(&mut from_peer);
+        let last = tampered.len() - 1;
+        tampered[last] ^= 1;
+        inbox.receive(&mut tampered, peer);
+        assert_eq!(inbox.store.len(), (0, 0), "nothing stored yet");
+        inbox.receive(&mut good.clone(), peer);
+        inbox.receive(&mut good.clone(), peer);
+        assert_eq!(inbox.store.len(), (1, 0));
+        let samples = counters.samples();
+        for expected in [
+            ("in", "from_elsewhere", 1),
+            ("in", "unauthenticated", 2),
+            ("in", "stored", 1),
+            ("in", "replayed", 1),
+        ] {
+            assert!(samples.contains(&expected), "{expected:?} in {samples:?}");
+        }
+        let (ike, _) = inbox.store.take();
+        assert_eq!(convert::synced_of(&ike[0]), convert::sample());
+    }
 
     #[test]
     fn the_tap_names_what_came_and_went_and_counts_a_full_queue() {
