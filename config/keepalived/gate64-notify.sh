@@ -16,11 +16,12 @@
 #   hot  (default) gate64 runs on both nodes: MASTER and BACKUP make sure it runs, FAULT and
 #        STOP stop it. A backup's sockets are bound to addresses it does not hold yet, so the
 #        node needs net.ipv4.ip_nonlocal_bind=1 and net.ipv6.ip_nonlocal_bind=1 (GRE binds
-#        with IP_FREEBIND itself); promotion is then only the address move, no start-up.
+#        with IP_FREEBIND itself); promotion is then only the address move, no start-up,
+#        plus SIGUSR1 so that a gate64 with [ha] installs the IPsec SAs its peer synced.
 #   cold gate64 runs on the master only: MASTER starts it, every other state stops it.
 #        Failover then includes gate64's start-up (TUN devices, routes, sockets).
-# Either way no client state moves: Teredo peers, NAT64 bindings, IP-HTTPS connections and
-# IPsec SAs are rebuilt by the clients on the new master (docs/scale-out.md).
+# Teredo peers, NAT64 bindings and IP-HTTPS connections are rebuilt by the clients on the new
+# master; IPsec SAs too, unless both nodes have [ha] and run hot (docs/scale-out.md).
 #
 # Options: -b gate64 binary (default: gate64 in PATH), -c config (/etc/gate64/gate64.toml),
 #          -p pid file (/run/gate64-ha.pid), -l log file (/var/log/gate64-ha.log), -m mode.
@@ -72,8 +73,18 @@ stop() {
     echo "$(date '+%F %T') gate64-notify: $state: stopped gate64 (pid $pid)" >>"$log"
 }
 
+# MASTER over a gate64 that already runs (hot mode): SIGUSR1 makes it take over the IPsec
+# SAs its peer synced (`[ha]`, docs/scale-out.md, "State synchronisation"); without `[ha]`
+# gate64 logs that there is nothing to take over. Never sent to a gate64 this script has just
+# started: before its handler is installed the signal would end the process.
+promote() {
+    kill -USR1 "$(cat "$pidfile")"
+    echo "$(date '+%F %T') gate64-notify: $state: asked gate64 to take over synced SAs" >>"$log"
+}
+
 case "$mode:$state" in
-*:MASTER | hot:BACKUP) start ;;
+hot:MASTER) if running; then promote; else start; fi ;;
+cold:MASTER | hot:BACKUP) start ;;
 cold:BACKUP | *:FAULT | *:STOP) stop ;;
 *) echo "$(date '+%F %T') gate64-notify: mode $mode, state '$state': nothing to do" >>"$log" ;;
 esac

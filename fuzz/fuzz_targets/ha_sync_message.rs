@@ -3,7 +3,8 @@
 //! record decoders, and seal -> one flipped byte -> open round trips.
 //! Input: `[mode][bytes]`. Mode 0: open `bytes` as a message with the persistent receiver
 //! (its epoch and window move only on authentic messages). Mode 1: decode `bytes` as a child
-//! SA record and as an IKE SA record; what decodes must encode and decode back to itself.
+//! SA record, as an IKE SA record and as both kinds of `Gone`; what decodes must encode and
+//! decode back to itself.
 //! Mode 2: seal `bytes[2..]` (type by `bytes[0]`) with the persistent sender, flip byte
 //! `bytes[0]` with mask `bytes[1]` (mask 0 = untouched), open with the persistent receiver,
 //! and decode the plaintext as records. An untouched message must open to what was sealed; a
@@ -12,7 +13,9 @@
 
 use std::sync::{LazyLock, Mutex};
 
-use gate64_ha::{ChildSaRecord, IkeSaRecord, MessageType, Opener, Refusal, Sealer, SharedSecret};
+use gate64_ha::{
+    ChildSaRecord, Gone, IkeSaRecord, MessageType, Opener, Refusal, Sealer, SharedSecret,
+};
 use libfuzzer_sys::fuzz_target;
 
 const LOCAL: u32 = 2;
@@ -41,6 +44,12 @@ fn records(bytes: &[u8]) {
     }
     if let Ok(r) = IkeSaRecord::decode(bytes) {
         assert_eq!(IkeSaRecord::decode(&r.encode()).as_ref(), Ok(&r));
+    }
+    for kind in [MessageType::IkeSaGone, MessageType::ChildSaGone] {
+        if let Some(Ok(g)) = Gone::decode(kind, bytes) {
+            let (k, body) = g.encode();
+            assert_eq!((k, body.as_slice()), (kind, bytes));
+        }
     }
 }
 

@@ -321,6 +321,7 @@ impl Config {
     /// start-up and reload).
     pub(crate) fn check_accounting_files(&self) -> Result<(), ConfigError> {
         self.qcd_secret()?;
+        self.ha_secret()?;
         for (key, path) in self.secret_files() {
             crate::error::check_readable_file(key, path)?;
             let meta = secret_metadata(key, path)?;
@@ -379,12 +380,14 @@ const QCD_SECRET_FILE: &str = "ipsec.qcd_secret_file";
 
 impl Config {
     /// Every secret file, with the key that names it: the RADIUS servers' (accounting's, the
-    /// Dynamic Authorization clients' and the EAP relay's) and the Quick Crash Detection one.
+    /// Dynamic Authorization clients' and the EAP relay's), the Quick Crash Detection one and
+    /// the HA sync channel's.
     fn secret_files(&self) -> impl Iterator<Item = (&'static str, &PathBuf)> {
         let accounting = self.accounting.secret_files();
         let eap = (self.ipsec.eap_radius.iter()).map(|r| (EAP_SECRET_FILE, &r.secret_file));
         let qcd = (self.ipsec.qcd_secret_file.iter()).map(|p| (QCD_SECRET_FILE, p));
-        accounting.chain(eap).chain(qcd)
+        let ha = (self.ha.iter()).map(|h| (crate::ha::HA_SECRET_FILE, &h.secret_file));
+        accounting.chain(eap).chain(qcd).chain(ha)
     }
 }
 

@@ -55,6 +55,7 @@ impl Config {
             control: Control::default(),
             accounting: Default::default(),
             policy: Vec::new(),
+            ha: None,
             written: Default::default(),
         }
     }

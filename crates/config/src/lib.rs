@@ -48,6 +48,7 @@ pub mod defaults;
 mod dns64;
 mod error;
 mod gre;
+mod ha;
 mod iphttps;
 mod ipsec;
 mod lab;
@@ -68,6 +69,7 @@ pub use corpnet::Corpnet;
 pub use dns64::Dns64;
 pub use error::{ConfigError, ErrorKind};
 pub use gre::{Gre, GreTenant, GreTunnel, OuterPath};
+pub use ha::{HA_MAX_SECRET_LEN, HA_MIN_SECRET_LEN, Ha};
 pub use iphttps::Iphttps;
 pub use ipsec::{
     AuthorizeCertificates as IpsecAuthorizeCertificates, ClientEku as IpsecClientEku,
@@ -118,6 +120,8 @@ pub struct Config {
     pub accounting: Accounting,
     /// `[[policy]]`: per-user policies named by RADIUS's Filter-Id, in file order.
     pub policy: Vec<Policy>,
+    /// `[ha]`: the state sync channel of an active/standby pair; `None` without the section.
+    pub ha: Option<Ha>,
     /// The keys the file wrote, for the warnings about sections filled in but not enabled.
     /// Empty for a configuration built in memory. Private, so only this crate builds a
     /// `Config` literally ([`Config::lab`] is the way to start one elsewhere). Part of `==`:
@@ -164,6 +168,7 @@ impl Config {
         self.validate_gre()?;
         self.validate_control()?;
         self.validate_accounting()?;
+        self.validate_ha()?;
         self.validate_metrics()?;
         self.validate_log()
     }

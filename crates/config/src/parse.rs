@@ -8,6 +8,7 @@ use crate::control::RawControl;
 use crate::corpnet::RawCorpnet;
 use crate::dns64::RawDns64;
 use crate::error::{ConfigError, ErrorKind};
+use crate::ha::RawHa;
 use crate::iphttps::RawIphttps;
 use crate::ipsec::RawIpsec;
 use crate::limits::RawLimits;
@@ -35,6 +36,7 @@ pub(crate) const SECTIONS: &[&str] = &[
     "gre",
     "accounting",
     "policy",
+    "ha",
 ];
 
 /// Keys refused under their old name: (old, new, why it changed). The error names both, so an
@@ -94,6 +96,7 @@ pub(crate) fn from_table(table: &toml::Table) -> Result<Config, ConfigError> {
     let log: RawLog = section(table, "log")?;
     let control: RawControl = section(table, "control")?;
     let accounting: RawAccounting = section(table, "accounting")?;
+    let ha = section::<RawHa>(table, "ha")?.build(table.contains_key("ha"))?;
     let teredo = teredo.build()?;
     let iphttps = iphttps.build();
     let corpnet = match teredo.enabled || iphttps.enabled || gre.tunnels.is_empty() {
@@ -115,6 +118,7 @@ pub(crate) fn from_table(table: &toml::Table) -> Result<Config, ConfigError> {
         control: control.build(),
         accounting: accounting.build()?,
         policy,
+        ha,
         written: Written::from_table(table),
     })
 }
@@ -244,7 +248,8 @@ fn expected_form(path: &str) -> Option<&'static str> {
                 .or_else(|| dns64::expected_form(path))
                 .or_else(|| ipsec::expected_form(path))
                 .or_else(|| accounting::expected_form(path))
-                .or_else(|| crate::metrics::expected_form(path));
+                .or_else(|| crate::metrics::expected_form(path))
+                .or_else(|| crate::ha::expected_form(path));
         }
     })
 }

@@ -260,6 +260,18 @@ impl Config {
             "accounting",
             [log, radius, interim_secs, nas_identifier, dae]
         );
+        // `[ha]`: the sync socket, the node ids and the channel keys are made at start.
+        match (&a.ha, &b.ha) {
+            (Some(x), Some(y)) => diff!(
+                out,
+                x,
+                y,
+                "ha",
+                [node_id, peer_node_id, listen, peer, secret_file]
+            ),
+            (x, y) if x != y => out.push("ha".to_owned()),
+            _ => {}
+        }
         // The policies are resolved once at start (what a Filter-Id names).
         if a.policy != b.policy {
             out.push("policy".to_owned());

@@ -47,8 +47,9 @@ fn with_every_section_on(example: &str) -> String {
                     && k.bytes()
                         .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_')
             });
-            // A commented-out array table (`# [[accounting.radius]]`) comes on with its keys.
-            let is_table = uncommented.starts_with("[[") && uncommented.ends_with("]]");
+            // A commented-out table (`# [[accounting.radius]]`, `# [ha]`) comes on with its
+            // keys.
+            let is_table = uncommented.starts_with('[') && uncommented.ends_with(']');
             match (is_key || is_table, uncommented) {
                 (true, "enabled = false") => "enabled = true",
                 (true, l) => l,
@@ -101,6 +102,10 @@ fn main_example_with_every_section_on_is_valid() {
     let on = with_every_section_on(&text);
     let c = Config::from_toml_str(&on).unwrap_or_else(|e| panic!("{e}\n{on}"));
     assert!(c.iphttps.enabled && c.nat64.enabled && c.dns64.enabled);
+    assert_eq!(
+        c.ha.as_ref().map(|h| (h.node_id, h.peer_node_id)),
+        Some((1, 2))
+    );
     assert_eq!(
         c.accounting.log.as_deref(),
         Some(Path::new("/var/log/gate64/sessions.jsonl"))

@@ -48,6 +48,8 @@ pub struct Daemon {
     /// Changes the running IKE responder (a reload's new credentials) and lists its SAs for
     /// `gate64 status`, once started.
     ike_control: Mutex<Option<gate64_io::ike::IkeControl>>,
+    /// The HA sync channel (`[ha]`), once the responder runs.
+    ha: Mutex<Option<crate::ha::HaHandle>>,
     /// The IKE driver's OCSP lookups, whose rule a reload changes.
     ocsp: Mutex<Option<Arc<gate64_io::ike::ocsp::OcspChecker>>>,
     /// What the CRL refresh looks at, while the IKE responder runs.
@@ -186,6 +188,7 @@ impl Daemon {
             _gre: gre,
             ipsec_stats,
             ike_control: Mutex::new(None),
+            ha: Mutex::new(None),
             ocsp: Mutex::new(None),
             crl_watch: Mutex::new(None),
             tls_watch: Mutex::new(None),
@@ -231,10 +234,19 @@ impl Daemon {
         Ok(Some(bound))
     }
 
+    /// Takes over the SAs the HA peer synced (SIGUSR1); nothing without `[ha]`.
+    pub fn ha_promote(&self) {
+        match lock(&self.ha).as_ref() {
+            Some(ha) => ha.promote(),
+            None => tracing::warn!("SIGUSR1: no [ha] section, nothing to take over"),
+        }
+    }
+
     /// Starts the IKE responder when `[ipsec]` is configured (its sockets on
     /// `ipsec.endpoint` ports 500 and 4500: call before the privilege drop), installing child
-    /// SAs into the database the workers share and counting into the IPsec metrics. Must run
-    /// inside a tokio runtime.
+    /// SAs into the database the workers share and counting into the IPsec metrics, and the
+    /// HA sync channel with `[ha]` (its socket bound here too). Must run inside a tokio
+    /// runtime.
     pub fn start_ike(&self, cfg: &Config) -> Result<()> {
         let (Some(sadb), Some(stats)) = (self.shared.sadb(), &self.ipsec_stats) else {
             return Ok(());
@@ -262,14 +274,22 @@ impl Daemon {
             }
             None => None,
         };
+        let (tap, ha) = crate::ha::prepare(cfg)?.unzip();
         let started = crate::ike::start(
             cfg,
             Arc::clone(sadb),
             Arc::clone(stats),
             self.sessions.clone(),
             native,
+            tap,
             self.stop_tx.subscribe(),
         )?;
+        if let (Some(ha), Some((control, _))) = (ha, &started) {
+            let handle = ha.spawn(control.clone(), Arc::clone(sadb), self.stop_tx.subscribe())?;
+            let counters = handle.counters();
+            self.exporter.set_ha(Arc::new(move || counters.samples()));
+            *lock(&self.ha) = Some(handle);
+        }
         let (control, ocsp) = match started {
             Some((control, ocsp)) => (Some(control), Some(ocsp)),
             None => (None, None),

@@ -440,7 +440,7 @@ fn ike_policy(cfg: &Config) -> gate64_ike::responder::IkePolicy {
 /// Binds the IKE sockets on `ipsec.endpoint` (500 and 4500: before the privilege drop) and
 /// starts the responder on the current tokio runtime until `stop` turns true. Child SAs go
 /// into `sadb`, counters and gauges into `stats`, sessions into `sessions` (the session log,
-/// when on). Returns the handle a reload changes it through and `gate64 status` lists its
+/// when on), and every event to `ha` (the HA sync channel, with `[ha]`). Returns the handle a reload changes it through and `gate64 status` lists its
 /// SAs with.
 pub fn start(
     cfg: &Config,
@@ -448,6 +448,7 @@ pub fn start(
     stats: Arc<IpsecStats>,
     sessions: Option<Arc<Sessions>>,
     native: Option<(NativeSockets, NativeEsp)>,
+    ha: Option<crate::ha::Tap>,
     mut stop: tokio::sync::watch::Receiver<bool>,
 ) -> Result<Option<(IkeControl, Arc<OcspChecker>)>> {
     let Some(config) = responder_config(cfg)? else {
@@ -475,6 +476,9 @@ pub fn start(
     let ocsp = Arc::new(OcspChecker::new(ocsp_rule(cfg)));
     let policies = crate::policy::Policies::new(cfg);
     let mut driver = IkeDriver::new(sockets, responder, move |e| {
+        if let Some(tap) = &ha {
+            tap.on_event(&e);
+        }
         on_event(&sadb, &sink_stats, sessions.as_deref(), &policies, e)
     })
     .with_packets_per_source(cfg.ipsec.ike_packets_per_source_per_sec)

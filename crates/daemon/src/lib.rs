@@ -15,6 +15,7 @@ mod daemon;
 mod disconnect;
 mod fd_limit;
 mod gre;
+mod ha;
 mod ike;
 mod policy;
 mod privilege;

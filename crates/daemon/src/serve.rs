@@ -238,6 +238,8 @@ async fn run(
     // First: until a handler exists, SIGHUP ends the process.
     let mut hup = signal(SignalKind::hangup()).context("installing the SIGHUP handler")?;
     let mut term = signal(SignalKind::terminate()).context("installing the SIGTERM handler")?;
+    // SIGUSR1: the keepalived notify script on MASTER, the HA takeover.
+    let mut usr1 = signal(SignalKind::user_defined1()).context("installing the SIGUSR1 handler")?;
     let d = daemon::Daemon::start(&cfg, None)?;
     d.start_open_corpnet_reminder(&cfg);
     d.start_ike(&cfg)?;
@@ -269,6 +271,10 @@ async fn run(
             _ = tokio::signal::ctrl_c() => break Ok(()),
             _ = term.recv() => break Ok(()),
             _ = hup.recv() => reload(file, &mut current, &d, log),
+            _ = usr1.recv() => {
+                info!("SIGUSR1: HA takeover");
+                d.ha_promote();
+            }
             _ = check.tick() => if !d.workers.all_running() {
                 break Err(anyhow::anyhow!("a worker stopped unexpectedly"));
             },

@@ -41,6 +41,10 @@ pub enum MessageType {
     ChildSa,
     /// One IKE SA record ([`crate::IkeSaRecord`]).
     IkeSa,
+    /// An IKE SA is gone ([`crate::Gone::IkeSa`]).
+    IkeSaGone,
+    /// A child SA is gone ([`crate::Gone::ChildSa`]).
+    ChildSaGone,
 }
 
 impl MessageType {
@@ -48,6 +52,8 @@ impl MessageType {
         match self {
             MessageType::ChildSa => 1,
             MessageType::IkeSa => 2,
+            MessageType::IkeSaGone => 3,
+            MessageType::ChildSaGone => 4,
         }
     }
 
@@ -55,6 +61,8 @@ impl MessageType {
         match code {
             1 => Some(MessageType::ChildSa),
             2 => Some(MessageType::IkeSa),
+            3 => Some(MessageType::IkeSaGone),
+            4 => Some(MessageType::ChildSaGone),
             _ => None,
         }
     }

@@ -90,7 +90,7 @@ impl<'a> Reader<'a> {
         self.0 = rest;
         Ok(head)
     }
-    fn array<const N: usize>(&mut self) -> Result<[u8; N], DecodeError> {
+    pub(crate) fn array<const N: usize>(&mut self) -> Result<[u8; N], DecodeError> {
         let mut a = [0; N];
         a.copy_from_slice(self.take(N)?);
         Ok(a)

@@ -25,6 +25,7 @@
 mod child;
 pub mod codec;
 mod encoding;
+mod gone;
 mod ike;
 mod secret;
 mod window;
@@ -35,7 +36,11 @@ pub use codec::{
     Sealer,
 };
 pub use encoding::DecodeError;
-pub use ike::{IKE_RECORD_VERSION, IkeKeys, IkeSaRecord, MAX_IDENTITY_LEN, MAX_KEY_LEN};
+pub use gone::Gone;
+pub use ike::{
+    ChildRef, IKE_RECORD_VERSION, IkeKeys, IkeSaRecord, MAX_ALT_NAMES, MAX_CHILDREN,
+    MAX_IDENTITY_LEN, MAX_KEY_LEN,
+};
 pub use secret::{MAX_SECRET_LEN, MIN_SECRET_LEN, SecretError, SharedSecret};
 pub use window::RECEIVE_WINDOW;
 

@@ -496,11 +496,33 @@ fn ike_record() -> IkeSaRecord {
         next_id_in: 7,
         next_id_out: 3,
         identity: "CN=client-7.corp.example, O=Ωmega".to_owned(),
+        alt_names: vec!["client-7.corp.example".to_owned(), "2001:db8::7".to_owned()],
+        identity_key: [0x42; 32],
+        peer_id: Some("fqdn:client-7.corp.example".to_owned()),
         tunnel: TunnelKind::Intranet,
+        intranet_allowed: true,
+        mobike: false,
+        fragmentation: true,
+        leased: true,
+        local: "[2001:db8:ffff::1]:4500".parse().unwrap(),
         peer: "[2001:db8::7]:4500".parse().unwrap(),
-        rekey_after: Duration::from_secs(3600),
-        hard_after: Duration::MAX,
+        inner: Some("fd00:c1::101".parse().unwrap()),
+        inner4: Some("10.77.0.9".parse().unwrap()),
+        children: vec![
+            ChildRef {
+                inbound_spi: 0xc000_0001,
+                outbound_spi: 0x0bad_cafe,
+                age: Duration::from_secs(60),
+            },
+            ChildRef {
+                inbound_spi: 0xc000_0002,
+                outbound_spi: 0x0bad_d00d,
+                age: Duration::MAX,
+            },
+        ],
         age: Duration::from_millis(1234),
+        authenticated_age: Some(Duration::from_millis(1000)),
+        rekeys: 3,
     }
 }
 
@@ -533,6 +555,36 @@ fn ike_record_round_trip_and_malformed_input() {
     let mut v0 = bytes.to_vec();
     v0[0] = 0;
     assert_eq!(IkeSaRecord::decode(&v0), Err(DecodeError::Version(0)));
+    // Unknown flag bits are refused. Behind the flags byte: two IPv6 sockets (19 bytes
+    // each), the inner address (18), the IPv4 one (5), two child SAs (1 + 2 * 16), the age
+    // (8), the time since authentication (9) and the rekeys (4).
+    let tail = 2 * 19 + 18 + 5 + (1 + 2 * 16) + 8 + 9 + 4;
+    let flags_at = bytes.len() - tail - 1;
+    assert_eq!(bytes[flags_at], 1 | 4 | 8);
+    let mut flags = bytes.to_vec();
+    flags[flags_at] |= 0x10;
+    assert_eq!(
+        IkeSaRecord::decode(&flags),
+        Err(DecodeError::Invalid("flags"))
+    );
+    // An absent optional field and no child SAs round-trip too.
+    let mut bare = ike_record();
+    (
+        bare.peer_id,
+        bare.inner,
+        bare.inner4,
+        bare.authenticated_age,
+    ) = (None, None, None, None);
+    bare.children.clear();
+    bare.alt_names.clear();
+    assert_eq!(IkeSaRecord::decode(&bare.encode()).unwrap(), bare);
+    // More child SAs than a record holds are cut when encoding.
+    let mut many = ike_record();
+    many.children = vec![many.children[0]; MAX_CHILDREN + 3];
+    assert_eq!(
+        IkeSaRecord::decode(&many.encode()).unwrap().children.len(),
+        MAX_CHILDREN
+    );
     // An identity over the limit is cut on a character boundary when encoding.
     let mut long = ike_record();
     long.identity = "é".repeat(MAX_IDENTITY_LEN);

@@ -60,6 +60,8 @@ struct Source {
     radius: Mutex<Option<RadiusReader>>,
     /// The Dynamic Authorization listener's counters, when it runs.
     dae: Mutex<Option<DaeReader>>,
+    /// The HA sync channel's counters, with `[ha]`.
+    ha: Mutex<Option<DaeReader>>,
     /// Readers of the GRE data path's counters.
     gre: Mutex<Vec<GreReader>>,
     /// The IKE driver's counters and the child-SA count, once IPsec runs.
@@ -127,6 +129,7 @@ impl Exporter {
             http_rejected: [AtomicU64::new(0), AtomicU64::new(0)],
             radius: Mutex::new(None),
             dae: Mutex::new(None),
+            ha: Mutex::new(None),
             gre: Mutex::new(Vec::new()),
             ipsec: Mutex::new(None),
         });
@@ -182,6 +185,17 @@ impl Exporter {
             .inner
             .source
             .radius
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = Some(read);
+    }
+
+    /// Exports the HA sync channel's counters (`gate64_ha_sync_total{direction,result}`,
+    /// read as `(direction, result, count)`); without `[ha]` the family is empty.
+    pub fn set_ha(&self, read: DaeReader) {
+        *self
+            .inner
+            .source
+            .ha
             .lock()
             .unwrap_or_else(PoisonError::into_inner) = Some(read);
     }
@@ -641,6 +655,17 @@ impl Collector for Scrape {
             names::RADIUS_DAE_REQUESTS_TOTAL_HELP,
             dae.into_iter()
                 .map(|(code, result, n)| ([("code", code), ("result", result)], n)),
+        )?;
+        let ha = (self.0.ha.lock().unwrap_or_else(PoisonError::into_inner))
+            .as_ref()
+            .map(|read| read())
+            .unwrap_or_default();
+        counter_family(
+            &mut enc,
+            names::HA_SYNC_TOTAL,
+            names::HA_SYNC_TOTAL_HELP,
+            ha.into_iter()
+                .map(|(direction, result, n)| ([("direction", direction), ("result", result)], n)),
         )?;
         let reloads = &self.0.reloads;
         counter_family(

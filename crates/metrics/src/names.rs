@@ -180,6 +180,15 @@ pub const RADIUS_DAE_REQUESTS_TOTAL: &str = "gate64_radius_dae_requests_total";
 pub const RADIUS_DAE_REQUESTS_TOTAL_HELP: &str = "RADIUS Disconnect-Requests and \
     CoA-Requests received, by code and by result (ack, nak_* by Error-Cause, or why dropped).";
 
+/// HA state sync messages (`[ha]`). Counter; labels `direction` (`out`: sent, send_failed,
+/// tap_full; `in`: stored, from_elsewhere, undecodable, store_full and gate64-ha's refusals
+/// malformed, too_long, unauthenticated, replayed, stale_epoch; `takeover`: installed,
+/// install_failed) and `result`.
+pub const HA_SYNC_TOTAL: &str = "gate64_ha_sync_total";
+/// Help text of [`HA_SYNC_TOTAL`].
+pub const HA_SYNC_TOTAL_HELP: &str = "HA state sync messages sent and received, and SAs \
+    installed at a takeover, by direction and result.";
+
 /// Configuration reloads (SIGHUP) by outcome. Counter; label `result` (`ok`, `refused`).
 pub const CONFIG_RELOADS_TOTAL: &str = "gate64_config_reloads_total";
 /// Help text of [`CONFIG_RELOADS_TOTAL`].
@@ -408,6 +417,7 @@ pub const ALL: &[(&str, &str)] = &[
     (RADIUS_ACCOUNTING_TOTAL, RADIUS_ACCOUNTING_TOTAL_HELP),
     (RADIUS_RETRANSMITS_TOTAL, RADIUS_RETRANSMITS_TOTAL_HELP),
     (RADIUS_DAE_REQUESTS_TOTAL, RADIUS_DAE_REQUESTS_TOTAL_HELP),
+    (HA_SYNC_TOTAL, HA_SYNC_TOTAL_HELP),
     (IPSEC_PACKETS_TOTAL, IPSEC_PACKETS_TOTAL_HELP),
     (CONFIG_RELOADS_TOTAL, CONFIG_RELOADS_TOTAL_HELP),
     (GRE_TUNNELS, GRE_TUNNELS_HELP),

@@ -32,6 +32,16 @@ impl IdentityKey {
         key.copy_from_slice(ctx.finish().as_ref());
         IdentityKey(key)
     }
+
+    /// The key as bytes, to carry it to the standby node of a pair.
+    pub fn to_bytes(&self) -> [u8; 32] {
+        self.0
+    }
+
+    /// The key [`IdentityKey::to_bytes`] gave.
+    pub fn from_bytes(bytes: [u8; 32]) -> Self {
+        IdentityKey(bytes)
+    }
 }
 
 impl std::fmt::Debug for IdentityKey {

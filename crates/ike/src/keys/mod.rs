@@ -255,6 +255,21 @@ impl SkCipher {
         self.encr
     }
 
+    /// What [`SkCipher::new`] was made from: the cipher's key material (the key, then the
+    /// salt for AES-GCM) and the integrity key (empty under an AEAD). For handing an IKE SA
+    /// to the standby node of a pair.
+    pub fn key_material(&self) -> (Secret, Secret) {
+        let mut keymat = self.key_bytes().to_vec();
+        if self.encr.is_aead() {
+            keymat.extend_from_slice(&self.salt);
+        }
+        let integ = self
+            .integ
+            .as_ref()
+            .map_or_else(Vec::new, |(_, k)| k.to_vec());
+        (Secret(keymat), Secret(integ))
+    }
+
     /// Length of the IV in front of the ciphertext.
     pub fn iv_len(&self) -> usize {
         if self.encr.is_aead() {

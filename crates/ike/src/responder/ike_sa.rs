@@ -82,6 +82,9 @@ pub(crate) struct IkeSa {
     pub(crate) peer_hashes: Vec<SigHash>,
     pub(crate) peer_fragmentation: bool,
     pub(crate) expected_id: u32,
+    /// Installed from the HA sync channel and its first request not yet answered: a
+    /// request somewhat above `expected_id` is taken (`sync.rs`).
+    pub(crate) synced_ids: bool,
     pub(crate) cached: Option<CachedResponse>,
     pub(crate) reassembly: Option<Reassembly>,
     /// The authenticated identity's names, shared with the identity's other IKE SAs.
@@ -160,6 +163,7 @@ impl IkeSa {
             peer_hashes: Vec::new(),
             peer_fragmentation: false,
             expected_id: 0,
+            synced_ids: false,
             cached: None,
             reassembly: None,
             identity: None,

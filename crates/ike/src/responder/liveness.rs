@@ -255,6 +255,7 @@ pub(super) fn handle_response(
     // that long to retransmit: the response (after IKE_AUTH, gate64's certificate chain) is
     // let go rather than held for the IKE SA's life (held, it would cost memory per client).
     sa.cached = None;
+    r.sync_touch(h.spi_r);
     Some(Answered {
         spi_r: h.spi_r,
         check,

@@ -40,6 +40,7 @@ mod proposal;
 mod qcd;
 mod retransmit;
 mod second_auth;
+mod sync;
 mod timers;
 mod traffic_selectors;
 mod tunnel_rules;
@@ -77,6 +78,7 @@ pub use mobike::{MalformedMobike, UpdateNotifies, parse_update};
 pub use pool::{AddressPool, AddressPool4, ClaimError, Pool, PoolNet};
 pub use qcd::{MIN_SECRET_LEN as QCD_MIN_SECRET_LEN, QcdSecret, unknown_spi_answer};
 pub use second_auth::SecondAuthPolicy;
+pub use sync::{InstallError, SYNCED_ID_WINDOW, SyncedChildRef, SyncedIkeKeys, SyncedIkeSa};
 pub use tunnel_rules::{IdentityPattern, TunnelRule};
 pub use uniqueness::UniqueIds;
 
@@ -124,6 +126,9 @@ pub struct Responder {
     answer_at: Option<(u64, SocketAddr, SocketAddr)>,
     /// The caps on Quick Crash Detection answers (`qcd.rs`).
     qcd: qcd::Limiter,
+    /// IKE SAs whose message IDs moved since the sync channel last asked (`sync.rs`);
+    /// `None` without HA sync.
+    sync_changed: Option<std::collections::HashSet<u64>>,
 }
 
 impl Responder {
@@ -160,6 +165,7 @@ impl Responder {
             stats: Stats::default(),
             answer_at: None,
             qcd: qcd::Limiter::default(),
+            sync_changed: None,
         })
     }
 
@@ -191,7 +197,7 @@ impl Responder {
         let Some(sa) = self.sas.get_mut(&h.spi_r) else {
             return;
         };
-        if h.message_id != sa.expected_id {
+        if !sync::expects(sa, h.message_id) {
             return self.refused(remote, Refusal::MessageId);
         }
         let Some(inner) = self.open(h.spi_r, datagram, &message, remote) else {
@@ -480,6 +486,7 @@ impl Responder {
                 }
             };
         sa.expected_id = request.message_id.wrapping_add(1);
+        sa.synced_ids = false;
         // Where the request came from: the IKE SA's own addresses (`handle` moved them to
         // the request's source) unless a MOBIKE client's request came from elsewhere.
         let (local, remote) = match self.answer_at {
@@ -494,6 +501,7 @@ impl Responder {
         for bytes in datagrams {
             self.transmit(local, remote, bytes);
         }
+        self.sync_touch(spi_r);
     }
 
     /// Answers a request on an existing IKE SA with one error notify.

@@ -1529,6 +1529,7 @@ mod retransmit;
 mod revocation;
 mod rsa;
 mod second_auth;
+mod sync;
 mod tunnel_rules;
 
 /// `gate64 disconnect`: by identity (any case), by SPI, or all; each removed IKE SA's client

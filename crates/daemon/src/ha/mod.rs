@@ -1,0 +1,505 @@
+//! `[ha]`: the state sync of an active/standby pair (docs/scale-out.md, "State
+//! synchronisation").
+//!
+//! Both nodes run this the same way; which one serves is the address's business
+//! (keepalived). Each node streams the IKE and child SAs its own responder makes to its
+//! peer, sealed by gate64-ha, over one UDP socket (`ha.listen` to `ha.peer`):
+//!
+//! - the responder's events ([`Tap::on_event`]) name each IKE SA and child SA that came up
+//!   (negotiated or rekeyed) or went; a gone one is sent at once, the others within
+//!   [`FLUSH_EVERY`];
+//! - every [`FLUSH_EVERY`] the node sends the IKE SAs whose message IDs moved since the last
+//!   flush, and every child SA it has, again: the child record carries the outbound
+//!   sequence number and the inbound replay high-water mark, so the peer is never more than
+//!   a flush behind on them (gate64-esp adds `TAKEOVER_SEQ_MARGIN` to the outbound number at
+//!   takeover for the packets of that last interval).
+//!
+//! What the peer sends is kept in a bounded [`store::Store`]; nothing is installed from it
+//! and nothing is sent for it until a takeover ([`HaHandle::promote`], SIGUSR1 from the
+//! keepalived notify script on MASTER), which installs every child SA into the SA database
+//! and every IKE SA into the responder, and empties the store. From then on this node's
+//! responder reports those SAs like its own, so it streams them back to the peer once that
+//! runs again. Only a message that authenticated under the shared secret, from `ha.peer`,
+//! reaches the store; every message is counted ([`Counters`]).
+
+mod convert;
+mod store;
+
+use std::collections::{BTreeSet, HashSet};
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use anyhow::{Context, Result};
+use gate64_config::Config;
+use gate64_esp::{SaDb, TAKEOVER_SEQ_MARGIN};
+use gate64_ha::{ChildSaRecord, Gone, MAX_MESSAGE, MessageType, Opener, Refusal, Sealer};
+use gate64_ike::responder::{Event, SyncedIkeSa};
+use gate64_io::ike::IkeControl;
+use tokio::sync::{mpsc, oneshot, watch};
+use tracing::{debug, info, warn};
+
+use store::{MAX_CHILD_RECORDS, MAX_IKE_RECORDS, Store, StoreDrop};
+
+/// How often IKE SAs whose message IDs moved, and every child SA's counters, are sent.
+pub(crate) const FLUSH_EVERY: Duration = Duration::from_secs(1);
+/// Changes the responder's events may queue for the sync task; beyond, one is dropped and
+/// counted (`tap_full`), and the next flush's child SA sweep still sends child SAs.
+const TAP_QUEUE: usize = 65_536;
+
+/// The counters of the sync channel, `gate64_ha_sync_total{direction,result}`.
+#[derive(Default)]
+pub(crate) struct Counters {
+    sent: AtomicU64,
+    send_failed: AtomicU64,
+    tap_full: AtomicU64,
+    stored: AtomicU64,
+    refused: [AtomicU64; 5],
+    from_elsewhere: AtomicU64,
+    undecodable: AtomicU64,
+    store_full: AtomicU64,
+    installed: AtomicU64,
+    install_failed: AtomicU64,
+}
+
+/// Every refusal of gate64-ha, in [`Counters::refused`]'s order.
+const REFUSALS: [Refusal; 5] = [
+    Refusal::Malformed,
+    Refusal::TooLong,
+    Refusal::Unauthenticated,
+    Refusal::Replayed,
+    Refusal::StaleEpoch,
+];
+
+impl Counters {
+    /// `(direction, result, count)` for every label pair.
+    pub(crate) fn samples(&self) -> Vec<(&'static str, &'static str, u64)> {
+        let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
+        let mut out = vec![
+            ("out", "sent", get(&self.sent)),
+            ("out", "send_failed", get(&self.send_failed)),
+            ("out", "tap_full", get(&self.tap_full)),
+            ("in", "stored", get(&self.stored)),
+            ("in", "from_elsewhere", get(&self.from_elsewhere)),
+            (
+                "in",
+                StoreDrop::Undecodable.as_str(),
+                get(&self.undecodable),
+            ),
+            ("in", StoreDrop::Full.as_str(), get(&self.store_full)),
+            ("takeover", "installed", get(&self.installed)),
+            ("takeover", "install_failed", get(&self.install_failed)),
+        ];
+        for (r, c) in REFUSALS.iter().zip(&self.refused) {
+            out.push(("in", r.as_str(), get(c)));
+        }
+        out
+    }
+
+    fn add(c: &AtomicU64, n: u64) {
+        c.fetch_add(n, Ordering::Relaxed);
+    }
+}
+
+/// What the responder's events tell the sync task.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Change {
+    Ike(u64),
+    Child(u32),
+    Gone(Gone),
+}
+
+/// The responder's side: called with every event on the IKE driver's thread; never blocks.
+#[derive(Clone)]
+pub(crate) struct Tap(mpsc::Sender<Change>, Arc<Counters>);
+
+impl Tap {
+    pub(crate) fn on_event(&self, e: &Event) {
+        let change = match e {
+            Event::IkeSaUp { spi_r, .. } => Change::Ike(*spi_r),
+            Event::IkeSaDown { spi_r, .. } => Change::Gone(Gone::IkeSa(*spi_r)),
+            Event::ChildSaUp(pair) => Change::Child(pair.inbound.spi),
+            Event::ChildSaDown { inbound_spi } => Change::Gone(Gone::ChildSa(*inbound_spi)),
+            _ => return,
+        };
+        if self.0.try_send(change).is_err() {
+            Counters::add(&self.1.tap_full, 1);
+        }
+    }
+}
+
+/// The channel before the responder runs: its socket bound, its keys made.
+pub(crate) struct Prepared {
+    changes: mpsc::Receiver<Change>,
+    socket: std::net::UdpSocket,
+    peer: SocketAddr,
+    sealer: Sealer,
+    opener: Opener,
+    counters: Arc<Counters>,
+}
+
+/// Binds `ha.listen` and makes the channel's keys from `ha.secret_file`; `None` without
+/// `[ha]`. Before the privilege drop.
+pub(crate) fn prepare(cfg: &Config) -> Result<Option<(Tap, Prepared)>> {
+    let Some(ha) = &cfg.ha else {
+        return Ok(None);
+    };
+    let bytes = cfg.ha_secret()?.context("ha.secret_file: no secret")?;
+    let secret = gate64_ha::SharedSecret::from_file_contents(&bytes)
+        .map_err(|e| anyhow::anyhow!("ha.secret_file: {e}"))?;
+    // A restart must seal under a higher epoch than before (gate64-ha refuses older ones,
+    // and the nonce repeats otherwise): seconds of the wall clock.
+    let epoch = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(1, |d| u32::try_from(d.as_secs()).unwrap_or(u32::MAX));
+    let sealer = Sealer::new(&secret, ha.node_id, ha.peer_node_id, epoch)
+        .map_err(|e| anyhow::anyhow!("ha.node_id: {e}"))?;
+    let opener = Opener::new(&secret, ha.node_id, ha.peer_node_id)
+        .map_err(|e| anyhow::anyhow!("ha.node_id: {e}"))?;
+    let socket = std::net::UdpSocket::bind(ha.listen)
+        .with_context(|| format!("binding the HA sync socket on {} (`ha.listen`)", ha.listen))?;
+    socket.set_nonblocking(true)?;
+    let counters = Arc::new(Counters::default());
+    let (tx, changes) = mpsc::channel(TAP_QUEUE);
+    let prepared = Prepared {
+        changes,
+        socket,
+        peer: ha.peer,
+        sealer,
+        opener,
+        counters: Arc::clone(&counters),
+    };
+    Ok(Some((Tap(tx, counters), prepared)))
+}
+
+/// The running channel's handle.
+#[derive(Clone)]
+pub(crate) struct HaHandle {
+    promote: mpsc::UnboundedSender<()>,
+    counters: Arc<Counters>,
+}
+
+impl HaHandle {
+    /// Takes over: installs every SA the peer synced (SIGUSR1).
+    pub(crate) fn promote(&self) {
+        let _ = self.promote.send(());
+    }
+
+    /// The counters.
+    pub(crate) fn counters(&self) -> Arc<Counters> {
+        Arc::clone(&self.counters)
+    }
+}
+
+impl Prepared {
+    /// Starts the sync task on the current runtime, until `stop` turns true.
+    pub(crate) fn spawn(
+        self,
+        control: IkeControl,
+        sadb: Arc<SaDb>,
+        stop: watch::Receiver<bool>,
+    ) -> Result<HaHandle> {
+        let socket = tokio::net::UdpSocket::from_std(self.socket)?;
+        control.apply(|r| r.set_sync_tracking(true));
+        let (promote, promotions) = mpsc::unbounded_channel();
+        let handle = HaHandle {
+            promote,
+            counters: Arc::clone(&self.counters),
+        };
+        let task = Task {
+            socket,
+            peer: self.peer,
+            sealer: self.sealer,
+            inbox: Inbox {
+                peer: self.peer,
+                opener: self.opener,
+                store: Store::new(MAX_IKE_RECORDS, MAX_CHILD_RECORDS),
+                counters: Arc::clone(&self.counters),
+            },
+            counters: self.counters,
+            control,
+            sadb,
+            pending_ike: BTreeSet::new(),
+            children: HashSet::new(),
+        };
+        info!(peer = %task.peer, "HA state sync up");
+        tokio::spawn(task.run(self.changes, promotions, stop));
+        Ok(handle)
+    }
+}
+
+/// The receiving end: what authenticates from the peer goes into the store.
+struct Inbox {
+    peer: SocketAddr,
+    opener: Opener,
+    store: Store,
+    counters: Arc<Counters>,
+}
+
+impl Inbox {
+    /// Takes one datagram from `from`: only a message from the peer's address that opens
+    /// (authentic, fresh) reaches the store; every other is counted and dropped.
+    fn receive(&mut self, msg: &mut [u8], from: SocketAddr) {
+        let c = &self.counters;
+        if from != self.peer {
+            return Counters::add(&c.from_elsewhere, 1);
+        }
+        let opened = match self.opener.open(msg) {
+            Ok(o) => o,
+            Err(refusal) => {
+                let at = REFUSALS.iter().position(|r| *r == refusal).unwrap_or(0);
+                debug!(reason = refusal.as_str(), "HA sync message refused");
+                return Counters::add(&c.refused[at], 1);
+            }
+        };
+        match self.store.apply(opened.kind, opened.plaintext) {
+            Ok(()) => Counters::add(&c.stored, 1),
+            Err(StoreDrop::Undecodable) => Counters::add(&c.undecodable, 1),
+            Err(StoreDrop::Full) => Counters::add(&c.store_full, 1),
+        }
+    }
+}
+
+struct Task {
+    socket: tokio::net::UdpSocket,
+    peer: SocketAddr,
+    sealer: Sealer,
+    inbox: Inbox,
+    counters: Arc<Counters>,
+    control: IkeControl,
+    sadb: Arc<SaDb>,
+    /// IKE SAs that came up since the last flush.
+    pending_ike: BTreeSet<u64>,
+    /// This node's child SAs, swept every flush.
+    children: HashSet<u32>,
+}
+
+impl Task {
+    async fn run(
+        mut self,
+        mut changes: mpsc::Receiver<Change>,
+        mut promotions: mpsc::UnboundedReceiver<()>,
+        mut stop: watch::Receiver<bool>,
+    ) {
+        let mut tick = tokio::time::interval(FLUSH_EVERY);
+        let mut buf = vec![0u8; MAX_MESSAGE + 1];
+        loop {
+            if *stop.borrow() {
+                return;
+            }
+            tokio::select! {
+                Some(change) = changes.recv() => self.note(change).await,
+                _ = tick.tick() => self.flush().await,
+                got = self.socket.recv_from(&mut buf) => match got {
+                    Ok((len, from)) => self.inbox.receive(&mut buf[..len], from),
+                    Err(e) => debug!(error = %e, "HA sync socket"),
+                },
+                Some(()) = promotions.recv() => self.takeover(),
+                changed = stop.changed() => if changed.is_err() {
+                    return;
+                },
+            }
+        }
+    }
+
+    async fn note(&mut self, change: Change) {
+        match change {
+            Change::Ike(spi) => {
+                self.pending_ike.insert(spi);
+            }
+            Change::Child(spi) => {
+                self.children.insert(spi);
+            }
+            Change::Gone(gone) => {
+                self.pending_ike.retain(|s| gone != Gone::IkeSa(*s));
+                if let Gone::ChildSa(spi) = gone {
+                    self.children.remove(&spi);
+                }
+                let (kind, body) = gone.encode();
+                self.send(kind, &body).await;
+            }
+        }
+    }
+
+    /// Sends the IKE SAs that came up or whose message IDs moved, and every child SA.
+    async fn flush(&mut self) {
+        let fresh: Vec<u64> = std::mem::take(&mut self.pending_ike).into_iter().collect();
+        let (tx, rx) = oneshot::channel::<Vec<SyncedIkeSa>>();
+        let asked = self.control.apply(move |r| {
+            let mut spis = r.take_sync_changes();
+            spis.extend(fresh);
+            spis.sort_unstable();
+            spis.dedup();
+            let now = Instant::now();
+            let _ = tx.send(
+                spis.iter()
+                    .filter_map(|&s| r.export_ike_sa(s, now))
+                    .collect(),
+            );
+        });
+        if asked && let Ok(sas) = rx.await {
+            for sa in &sas {
+                let record = convert::record_of(sa);
+                self.send(MessageType::IkeSa, &record.encode()).await;
+            }
+        }
+        let now = Instant::now();
+        let spis: Vec<u32> = self.children.iter().copied().collect();
+        for spi in spis {
+            match self.sadb.export_sa(spi) {
+                Some(sa) => {
+                    let record = ChildSaRecord::from_synced(&sa, now);
+                    self.send(MessageType::ChildSa, &record.encode()).await;
+                }
+                None => {
+                    self.children.remove(&spi);
+                }
+            }
+        }
+    }
+
+    async fn send(&mut self, kind: MessageType, body: &[u8]) {
+        let mut msg = zeroize::Zeroizing::new(Vec::with_capacity(body.len() + 64));
+        let sent = match self.sealer.seal(kind, body, &mut msg) {
+            Ok(_) => self.socket.send_to(&msg, self.peer).await.is_ok(),
+            Err(e) => {
+                warn!(error = %e, "HA sync message not sealed");
+                false
+            }
+        };
+        let c = &self.counters;
+        Counters::add(if sent { &c.sent } else { &c.send_failed }, 1);
+    }
+
+    /// Installs every stored SA: the child SAs into the SA database (outbound sequence
+    /// numbers advanced by `TAKEOVER_SEQ_MARGIN`, inbound ones up to the synced mark
+    /// refused as replays), then the IKE SAs into the responder.
+    fn takeover(&mut self) {
+        let (stored_ike, stored_child) = self.inbox.store.len();
+        debug!(stored_ike, stored_child, "HA takeover");
+        let (ike, child) = self.inbox.store.take();
+        let now = Instant::now();
+        let c = Arc::clone(&self.counters);
+        let mut children = 0;
+        for record in child {
+            let spi = record.inbound.spi;
+            match self
+                .sadb
+                .install_synced(record.into_synced(now), TAKEOVER_SEQ_MARGIN)
+            {
+                Ok(()) => {
+                    children += 1;
+                    self.children.insert(spi);
+                    Counters::add(&c.installed, 1);
+                }
+                Err(e) => {
+                    warn!(spi = format_args!("{spi:08x}"), error = %e, "synced child SA not installed");
+                    Counters::add(&c.install_failed, 1);
+                }
+            }
+        }
+        let synced: Vec<SyncedIkeSa> = ike.iter().map(convert::synced_of).collect();
+        let total = synced.len();
+        info!(
+            ike_sas = total,
+            child_sas = children,
+            "HA takeover: installing the synced SAs"
+        );
+        self.control.apply(move |r| {
+            for sa in synced {
+                let spi = sa.spi_r;
+                match r.install_synced_ike_sa(Instant::now(), sa) {
+                    Ok(()) => Counters::add(&c.installed, 1),
+                    Err(e) => {
+                        warn!(spi = format_args!("{spi:016x}"), error = %e, "synced IKE SA not installed");
+                        Counters::add(&c.install_failed, 1);
+                    }
+                }
+            }
+        });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use gate64_ike::responder::RekeyKind;
+
+    /// Only what authenticates from the peer's address reaches the store.
+    #[test]
+    fn the_inbox_stores_only_authentic_fresh_messages_from_the_peer() {
+        let secret = gate64_ha::SharedSecret::from_file_contents(&[b'k'; 48]).unwrap();
+        let peer: SocketAddr = "10.0.9.2:4501".parse().unwrap();
+        let counters = Arc::new(Counters::default());
+        let mut inbox = Inbox {
+            peer,
+            opener: Opener::new(&secret, 1, 2).unwrap(),
+            store: Store::new(8, 8),
+            counters: Arc::clone(&counters),
+        };
+        let mut from_peer = Sealer::new(&secret, 2, 1, 7).unwrap();
+        let mut reflected = Sealer::new(&secret, 1, 2, 7).unwrap();
+        let record = convert::record_of(&convert::sample()).encode();
+        let seal = |s: &mut Sealer| {
+            let mut m = Vec::new();
+            s.seal(MessageType::IkeSa, &record, &mut m).unwrap();
+            m
+        };
+        let good = seal(&mut from_peer);
+        inbox.receive(&mut good.clone(), "10.0.9.3:4501".parse().unwrap());
+        inbox.receive(&mut seal(&mut reflected), peer);
+        let mut tampered = seal(&mut from_peer);
+        let last = tampered.len() - 1;
+        tampered[last] ^= 1;
+        inbox.receive(&mut tampered, peer);
+        assert_eq!(inbox.store.len(), (0, 0), "nothing stored yet");
+        inbox.receive(&mut good.clone(), peer);
+        inbox.receive(&mut good.clone(), peer);
+        assert_eq!(inbox.store.len(), (1, 0));
+        let samples = counters.samples();
+        for expected in [
+            ("in", "from_elsewhere", 1),
+            ("in", "unauthenticated", 2),
+            ("in", "stored", 1),
+            ("in", "replayed", 1),
+        ] {
+            assert!(samples.contains(&expected), "{expected:?} in {samples:?}");
+        }
+        let (ike, _) = inbox.store.take();
+        assert_eq!(convert::synced_of(&ike[0]), convert::sample());
+    }
+
+    #[test]
+    fn the_tap_names_what_came_and_went_and_counts_a_full_queue() {
+        let counters = Arc::new(Counters::default());
+        let (tx, mut rx) = mpsc::channel(2);
+        let tap = Tap(tx, Arc::clone(&counters));
+        tap.on_event(&Event::Rekeyed {
+            kind: RekeyKind::Ike,
+        });
+        tap.on_event(&Event::IkeSaDown {
+            ike_spi: 1,
+            spi_r: 2,
+            peer: "[2001:db8::7]:4500".parse().unwrap(),
+            identity: String::new(),
+            tunnel: None,
+        });
+        tap.on_event(&Event::ChildSaDown { inbound_spi: 3 });
+        tap.on_event(&Event::ChildSaDown { inbound_spi: 4 });
+        assert_eq!(rx.try_recv(), Ok(Change::Gone(Gone::IkeSa(2))));
+        assert_eq!(rx.try_recv(), Ok(Change::Gone(Gone::ChildSa(3))));
+        assert!(
+            rx.try_recv().is_err(),
+            "the third change found the queue full"
+        );
+        let samples = counters.samples();
+        assert!(samples.contains(&("out", "tap_full", 1)), "{samples:?}");
+        for refusal in REFUSALS {
+            assert!(
+                samples.contains(&("in", refusal.as_str(), 0)),
+                "{refusal:?}"
+            );
+        }
+    }
+}
