@@ -90,7 +90,7 @@ pub(super) fn check_after(
     x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
     x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
     x ^= x >> 31;
-    let early = span * u128::from(x) >> 64;
+    let early = (span * u128::from(x)) >> 64;
     let early = u64::try_from(early).unwrap_or(u64::MAX);
     dpd.saturating_sub(Duration::from_nanos(early))
 }
