@@ -26,6 +26,9 @@ use tracing::{debug, info, warn};
 
 /// How often the half-open and IKE SA gauges are copied from the driver's status.
 const GAUGE_REFRESH: Duration = Duration::from_secs(1);
+/// Liveness checks come up to this percent of `ipsec.dpd_secs` early, differently per IKE
+/// SA, so that the checks of clients set up together do not go out in one wave for ever.
+const DPD_SPREAD_PERCENT: u32 = 20;
 
 /// What a reload (SIGHUP) hands the running responder: `[ipsec]` certificate, key and CA
 /// read from their files again (a renewed certificate at the same path too), the RFC 4739
@@ -380,6 +383,7 @@ pub fn responder_config(cfg: &Config) -> Result<Option<ResponderConfig>> {
     config.max_child_sas_per_ike_sa = s.max_child_sas_per_ike_sa;
     config.child_lifetime = Duration::from_secs(s.child_lifetime_secs);
     config.dpd = Duration::from_secs(s.dpd_secs);
+    config.dpd_spread_percent = DPD_SPREAD_PERCENT;
     config.nat_t_port = NAT_T_PORT;
     config.native_addresses = cfg.ipsec.listen.clone();
     config.intranet_second_auth = second_auth_policy(cfg);

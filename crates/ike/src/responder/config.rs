@@ -55,6 +55,11 @@ pub struct ResponderConfig {
     pub ike_idle_timeout: Duration,
     /// An established IKE SA that hears nothing for this long gets a liveness check.
     pub dpd: Duration,
+    /// Percent of [`ResponderConfig::dpd`] a liveness check may come early, by a part that
+    /// differs per IKE SA and per check (0: every check exactly at `dpd`). IKE SAs set up or
+    /// answered in the same instant (a fast ramp, a driver that fell behind and ran many
+    /// timers at once) would otherwise send their checks together for as long as they live.
+    pub dpd_spread_percent: u32,
     /// Unanswered retransmissions of a liveness check before the peer is declared dead.
     pub dpd_retransmits: u32,
     /// Largest IKE datagram we send before RFC 7383 fragmentation (IPv6 minimum MTU less
@@ -142,6 +147,7 @@ impl ResponderConfig {
             child_lifetime: Duration::from_secs(8 * 3600),
             ike_idle_timeout: Duration::from_secs(24 * 3600),
             dpd: Duration::from_secs(30),
+            dpd_spread_percent: 0,
             dpd_retransmits: 3,
             fragment_size: 1232,
             nat_t_port: 4500,

@@ -4,6 +4,11 @@
 //! apart, the peer is declared dead and the IKE SA and its child SAs are deleted (the
 //! driver sees `ChildSaDown` and `IkeSaDown`, so the SA database and the gauges follow).
 //!
+//! With [`ResponderConfig::dpd_spread_percent`] a check comes up to that share of `dpd`
+//! early, by a part drawn from the IKE SA's SPI and the check's message ID
+//! ([`check_after`]): the checks of IKE SAs set up in one burst spread over the window
+//! instead of going out, and being answered, in one burst every `dpd` for ever.
+//!
 //! Child SA lifetimes are the client's to keep (it rekeys before the soft lifetime, RFC
 //! 7296 §2.8); a child SA still there at its soft lifetime is logged and counted, and one
 //! still there at its hard lifetime (10% later) is deleted here, with a Delete payload
@@ -70,6 +75,36 @@ pub(super) struct Probe {
     pub(super) check: Option<Box<Check>>,
 }
 
+/// How long an IKE SA may be idle before its next liveness check: `dpd` less a part of up
+/// to `spread_percent` percent of it, drawn from the IKE SA's SPI and the message ID the
+/// check will carry, so that it differs per IKE SA and from one check to the next.
+pub(super) fn check_after(
+    spi_r: u64,
+    message_id: u32,
+    dpd: Duration,
+    spread_percent: u32,
+) -> Duration {
+    let span = dpd.as_nanos() * u128::from(spread_percent.min(100)) / 100;
+    // SplitMix64's finalizer: neighbouring inputs give unrelated outputs.
+    let mut x = spi_r ^ u64::from(message_id).rotate_left(32);
+    x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    x ^= x >> 31;
+    let early = (span * u128::from(x)) >> 64;
+    let early = u64::try_from(early).unwrap_or(u64::MAX);
+    dpd.saturating_sub(Duration::from_nanos(early))
+}
+
+/// [`check_after`] for `sa`'s next liveness check.
+fn idle_before_check(sa: &IkeSa, config: &ResponderConfig) -> Duration {
+    check_after(
+        sa.spi_r,
+        sa.liveness.next_request_id,
+        config.dpd,
+        config.dpd_spread_percent,
+    )
+}
+
 /// A child SA's hard lifetime: 10% after the soft one, as the SA database is told.
 fn hard_lifetime(config: &ResponderConfig) -> Duration {
     config.child_lifetime + config.child_lifetime / 10
@@ -82,7 +117,7 @@ pub(super) fn deadline(sa: &IkeSa, config: &ResponderConfig) -> Option<Instant> 
         return None;
     }
     let request = match &sa.liveness.probe {
-        None => sa.last_heard + config.dpd,
+        None => sa.last_heard + idle_before_check(sa, config),
         Some(p) => p.sent + DPD_RETRANSMIT,
     };
     let lifetimes = sa.children.iter().map(|c| {
@@ -152,7 +187,7 @@ pub(super) fn on_timeout(r: &mut Responder, due: &[u64], now: Instant) -> Vec<u6
         let Some(sa) = r.sas.get_mut(&spi) else {
             continue;
         };
-        let idle = now >= sa.last_heard + r.config.dpd;
+        let idle = now >= sa.last_heard + idle_before_check(sa, &r.config);
         let step = match sa.liveness.probe.as_mut() {
             None if !idle && expired.is_empty() => continue,
             None => {
@@ -306,4 +341,51 @@ pub(super) fn delete_one(r: &mut Responder, spi: u64) {
         }
     }
     r.remove_sa(spi);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::check_after;
+    use std::time::Duration;
+
+    const DPD: Duration = Duration::from_secs(30);
+
+    #[test]
+    fn without_spread_every_check_is_at_dpd() {
+        for spi in [0, 1, u64::MAX, 0x0123_4567_89ab_cdef] {
+            assert_eq!(check_after(spi, 7, DPD, 0), DPD);
+        }
+    }
+
+    #[test]
+    fn a_spread_check_comes_early_by_at_most_its_share() {
+        let lowest = DPD - DPD / 5;
+        for spi in 0..10_000u64 {
+            let at = check_after(spi, 0, DPD, 20);
+            assert!((lowest..=DPD).contains(&at), "spi {spi}: {at:?}");
+        }
+        // More than 100% is taken as 100%: never before the SA went idle.
+        assert!(check_after(3, 0, DPD, 500) <= DPD);
+    }
+
+    /// IKE SAs with neighbouring SPIs (set up in one burst) fall all over the window, and
+    /// one IKE SA's successive checks move within it.
+    #[test]
+    fn checks_of_a_burst_spread_over_the_window() {
+        let window = (DPD / 5).as_millis();
+        let mut buckets = [0u32; 10];
+        for spi in 1_000..11_000u64 {
+            let early = (DPD - check_after(spi, 0, DPD, 20)).as_millis();
+            let b = usize::try_from(early * 10 / window).unwrap_or(9).min(9);
+            buckets[b] += 1;
+        }
+        // 10,000 SAs over ten buckets: each near 1,000.
+        assert!(
+            buckets.iter().all(|&n| (800..=1_200).contains(&n)),
+            "{buckets:?}"
+        );
+        let rounds: std::collections::HashSet<Duration> =
+            (0..20).map(|id| check_after(42, id, DPD, 20)).collect();
+        assert!(rounds.len() > 15, "{rounds:?}");
+    }
 }

@@ -59,6 +59,59 @@ const SERVER_NAME: &str = "gate64.lab";
 const DAEMON_START: Duration = Duration::from_secs(30);
 const IKE_TIMEOUT: Duration = Duration::from_secs(30);
 
+/// The slowest set-up rate the readiness budget allows for, clients per second: a debug
+/// build on a machine shared with other builds set up 25,000 clients at ~27 per second.
+const SLOWEST_SETUPS_PER_SEC: u64 = 20;
+/// How long the generator may settle no client (bring none up, count none failed) before the
+/// wait gives up: a client not up within its set-up timeout (120 s) counts as failed, so a
+/// generator that works settles some within this.
+const READY_STALL: Duration = Duration::from_secs(300);
+
+/// How long the generator may take to bring `clients` up: two minutes for the lab, then per
+/// client the longer of four times its start interval (`connect_per_sec`: a transport and two
+/// IKE SAs each) and the time at [`SLOWEST_SETUPS_PER_SEC`] (the machine, not the start
+/// rate, bounds the set-ups of a large run). [`READY_STALL`] ends a wait that stopped
+/// progressing long before this.
+fn ready_budget(clients: usize, connect_per_sec: u32) -> Duration {
+    let clients = clients as u64;
+    let by_rate = 4 * clients / u64::from(connect_per_sec.max(1));
+    let by_machine = clients.div_ceil(SLOWEST_SETUPS_PER_SEC);
+    Duration::from_secs(120 + by_rate.max(by_machine))
+}
+
+/// How far the generator got: transports up, IKE SAs, clients up and clients failed (not up
+/// within the set-up timeout). It grows while set-ups succeed or time out.
+fn settled(s: &Status) -> u64 {
+    s.teredo_up + s.iphttps_up + s.mmsa + s.up + s.failed
+}
+
+/// When the generator's progress ([`settled`]) last reached a new high.
+struct Progress {
+    best: u64,
+    since: Instant,
+}
+
+impl Progress {
+    fn new(now: Instant) -> Self {
+        Progress {
+            best: 0,
+            since: now,
+        }
+    }
+
+    /// Notes the progress `n` seen at `now`.
+    fn saw(&mut self, n: u64, now: Instant) {
+        if n > self.best {
+            (self.best, self.since) = (n, now);
+        }
+    }
+
+    /// Whether the progress reached no new high for [`READY_STALL`].
+    fn stalled(&self, now: Instant) -> bool {
+        now.saturating_duration_since(self.since) > READY_STALL
+    }
+}
+
 /// What the lab is built for.
 #[derive(Debug, Clone)]
 pub struct LabOptions {
@@ -184,12 +237,9 @@ impl<'t> Lab<'t> {
             )
             .unwrap_or_else(|_| ProgressStyle::default_bar()),
         );
-        // Each client: a transport set-up and two IKE SAs, started at connect_per_sec; plus
-        // generous slack for a shared, busy machine.
-        let budget = Duration::from_secs(
-            120 + 4 * opts.clients as u64 / u64::from(opts.connect_per_sec.max(1)),
-        );
+        let budget = ready_budget(opts.clients, opts.connect_per_sec);
         let start = Instant::now();
+        let mut progress = Progress::new(start);
         loop {
             if stop.load(Ordering::Relaxed) {
                 bar.abandon_with_message("interrupted");
@@ -206,11 +256,20 @@ impl<'t> Lab<'t> {
                     s.teredo_up, s.iphttps_up, s.mmsa, s.qmsa, s.failed
                 ));
                 let ready = s.ready && addresses_path(&self.status_path).is_file();
+                progress.saw(settled(&s), Instant::now());
                 self.status = s;
                 if ready {
                     bar.finish();
                     return Ok(());
                 }
+            }
+            if progress.stalled(Instant::now()) {
+                bar.abandon_with_message("stalled");
+                bail!(
+                    "the load generator made no progress (transports, IKE SAs, clients up or \
+                     failed) for {READY_STALL:?}: {:?}",
+                    self.status
+                );
             }
             if start.elapsed() > budget {
                 bar.abandon_with_message("timed out");
@@ -457,5 +516,41 @@ mod tests {
     fn the_ike_endpoint_is_the_pools_default_endpoint() {
         let pool6 = POOL6.parse().expect("POOL6 is a prefix");
         assert_eq!(IKE_ENDPOINT, gate64_config::pool6_endpoint(pool6));
+    }
+
+    #[test]
+    fn the_ready_budget_grows_with_the_clients_not_only_the_start_rate() {
+        // Small runs: the start rate bounds it.
+        assert_eq!(ready_budget(1500, 10), Duration::from_secs(120 + 600));
+        // Large runs: the machine's set-up rate does, whatever the start rate.
+        let big = ready_budget(100_000, 500);
+        assert_eq!(big, Duration::from_secs(120 + 5_000));
+        assert!(ready_budget(200_000, 500) > big);
+        assert_eq!(ready_budget(0, 0), Duration::from_secs(120));
+    }
+
+    #[test]
+    fn a_wait_stalls_only_when_progress_stops() {
+        let t0 = Instant::now();
+        let mut p = Progress::new(t0);
+        let at = |s: u64| t0 + Duration::from_secs(s);
+        p.saw(10, at(100));
+        assert!(!p.stalled(at(399)));
+        // A count that falls back (an SA lost and set up again) is no progress.
+        p.saw(9, at(200));
+        p.saw(10, at(300));
+        assert!(p.stalled(at(401)));
+        p.saw(11, at(401));
+        assert!(!p.stalled(at(700)));
+        assert!(p.stalled(at(702)));
+        let s = Status {
+            teredo_up: 1,
+            iphttps_up: 2,
+            mmsa: 4,
+            up: 8,
+            failed: 16,
+            ..Status::default()
+        };
+        assert_eq!(settled(&s), 31);
     }
 }

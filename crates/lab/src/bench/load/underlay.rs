@@ -37,6 +37,12 @@ const DOWNLINK_LIMIT: usize = 256 * 1024;
 const KEEP_CAPACITY: usize = 16 * 1024;
 /// Per queued datagram: the sender's address (4), port (2) and the payload's length (2).
 const RECORD_HEADER: usize = 8;
+/// The device's transmit queue, packets: what gate64 sends the clients while the reader waits
+/// for a core. 100,000 idle clients get ~10,000 datagrams/s (liveness checks, refresh RAs),
+/// so 4,096 held under half a second: a reader stalled longer on a loaded machine made the
+/// kernel drop them (the device's tx_drop), and a dropped liveness check costs gate64 a
+/// retransmission 5 s later. 65,536 holds several seconds.
+const TX_QUEUE_LEN: &str = "65536";
 /// Shards of the endpoint map (readers and binds on different shards do not meet).
 const SHARDS: usize = 64;
 /// Packets taken from the device per wake-up before yielding.
@@ -284,7 +290,7 @@ pub fn set_up(spec: &Spec) -> Result<Arc<tun_rs::AsyncDevice>> {
         .enable(true)
         .build_async()
         .with_context(|| format!("`underlay_tun`: creating TUN device {name:?}"))?;
-    ip(&["link", "set", "dev", &name, "txqueuelen", "4096"]).context("`underlay_tun`")?;
+    ip(&["link", "set", "dev", &name, "txqueuelen", TX_QUEUE_LEN]).context("`underlay_tun`")?;
     let source = spec.source_v4.to_string();
     ip(&[
         "-4", "route", "replace", &source, "dev", &name, "table", TABLE,
