@@ -7,16 +7,13 @@ use std::time::{Duration, Instant};
 use aws_lc_rs::digest;
 
 use super::ike_policy;
+use super::init_jobs::{self, PendingInit};
 use super::proposal::{Choice, choose_ike_proposal, fresh_spi, ike_reply};
-use super::{CachedResponse, Event, IkeSa, Refusal, Responder, caps, half_open, second_auth};
+use super::{Event, Refusal, Responder, caps, half_open, second_auth};
 use crate::auth::SigHash;
-use crate::keys::{self, CryptoError, Group, IkeKeys, KeyExchange, Suite};
-use crate::message::{
-    Header, Message, Notify, Payload, Proposal, exchange, find_notify, flags, notify,
-};
+use crate::keys::{self, CryptoError, Group, Suite};
+use crate::message::{Header, Message, Notify, Payload, Proposal, find_notify, flags, notify};
 
-/// Length of our nonce (RFC 7296 §2.10: at least half the PRF key size, 32 here).
-const NONCE_LEN: usize = 32;
 /// Cookie: one version byte, then 16 bytes of the keyed hash.
 const COOKIE_HASH_LEN: usize = 16;
 
@@ -156,6 +153,12 @@ pub(super) fn handle(
     if h.message_id != 0 || !h.from_initiator() {
         return r.refused(remote, Refusal::Malformed);
     }
+    if let Some(&spi) = r.by_initiator.get(&(remote, h.spi_i))
+        && init_jobs::is_pending(r, spi)
+    {
+        // Its key exchange is being computed: the response goes out when that ends.
+        return;
+    }
     if let Some(sa) = r
         .by_initiator
         .get(&(remote, h.spi_i))
@@ -267,6 +270,8 @@ fn admit(
     true
 }
 
+/// Chooses the SPIr, counts the request as half-open and hands its key exchange to
+/// `init_jobs` (a job for the driver, or inline), which answers it.
 #[allow(clippy::too_many_arguments)]
 fn establish_half_open(
     r: &mut Responder,
@@ -276,73 +281,48 @@ fn establish_half_open(
     datagram: &[u8],
     m: &Message,
     req: &InitRequest<'_>,
-    (number, suite, group): (u8, Suite, Group),
+    chosen: (u8, Suite, Group),
 ) -> Result<(), CryptoError> {
     let h = m.header;
-    let kex = KeyExchange::generate(group)?;
-    let shared = kex.agree(req.ke)?;
-    let nr = keys::random_bytes(NONCE_LEN)?;
     let spi_r = fresh_spi(r)?;
-    let keys = IkeKeys::derive(suite, &shared, req.ni, &nr, h.spi_i, spi_r)?;
     let peer_hashes = find_notify(&m.payloads, notify::SIGNATURE_HASH_ALGORITHMS)
         .and_then(|n| SigHash::parse_notify(&n.data).ok())
         .unwrap_or_default();
     let peer_fragmentation =
         find_notify(&m.payloads, notify::IKEV2_FRAGMENTATION_SUPPORTED).is_some();
-    let second_auth = second_auth::announce(r.config.intranet_second_auth);
-    let mut payloads = response_payloads(
-        r,
-        (h.spi_i, spi_r),
-        (local, remote),
-        &kex,
-        &nr,
-        (number, suite, group),
-        &peer_hashes,
+    let charge = r
+        .half_open
+        .charge(remote.ip(), init_jobs::pending_bytes(datagram.len()));
+    let pending = PendingInit {
+        header: Header { spi_r, ..h },
+        local,
+        remote,
+        request: datagram.to_vec(),
+        ni: req.ni.to_vec(),
+        chosen,
+        peer_hashes,
         peer_fragmentation,
-    )?;
-    let header = Header {
-        spi_r,
-        flags: flags::RESPONSE,
-        exchange: exchange::IKE_SA_INIT,
-        ..h
+        second_auth: second_auth::announce(r.config.intranet_second_auth),
+        started: now,
+        charge,
     };
-    payloads.extend(second_auth::init_notify(&second_auth));
-    let response = Message { header, payloads }.emit();
-    let mut sa = IkeSa::new((h.spi_i, spi_r), (local, remote), now, keys);
-    sa.ni = req.ni.to_vec();
-    sa.nr = nr;
-    sa.init_request = datagram.to_vec();
-    sa.init_response = response.clone();
-    sa.peer_hashes = peer_hashes;
-    sa.peer_fragmentation = peer_fragmentation;
-    sa.second_auth = second_auth;
-    sa.expected_id = 1;
-    sa.cached = Some(CachedResponse {
-        message_id: 0,
-        requester: remote,
-        datagrams: vec![response.clone()],
-    });
-    sa.half_open = Some(r.half_open.charge(remote.ip(), half_open::footprint(&sa)));
-    r.sas.insert(spi_r, sa);
-    r.schedule(spi_r);
-    r.by_initiator.insert((remote, h.spi_i), spi_r);
-    r.transmit(local, remote, response);
+    init_jobs::submit(r, pending, req.ke);
     Ok(())
 }
 
 /// SAr1, KEr, Nr, the NAT detection notifies, CERTREQ and the capability notifies the client
 /// announced (RFC 7296 §1.2, §2.23; RFC 7383 §2.3; RFC 7427 §4).
 #[allow(clippy::too_many_arguments)]
-fn response_payloads(
+pub(super) fn response_payloads(
     r: &Responder,
     (spi_i, spi_r): (u64, u64),
     (local, remote): (SocketAddr, SocketAddr),
-    kex: &KeyExchange,
+    public: &[u8],
     nr: &[u8],
     (number, suite, group): (u8, Suite, Group),
     peer_hashes: &[SigHash],
     peer_fragmentation: bool,
-) -> Result<Vec<Payload>, CryptoError> {
+) -> Vec<Payload> {
     let chosen = ike_reply(number, suite, group, Vec::new());
     let nat =
         |kind, addr| Payload::Notify(Notify::new(kind, nat_detection_hash(spi_i, spi_r, addr)));
@@ -350,7 +330,7 @@ fn response_payloads(
         Payload::Sa(vec![chosen]),
         Payload::Ke {
             group: group.id(),
-            data: kex.public_data()?,
+            data: public.to_vec(),
         },
         Payload::Nonce(nr.to_vec()),
         nat(notify::NAT_DETECTION_SOURCE_IP, local),
@@ -372,7 +352,7 @@ fn response_payloads(
             SigHash::notify_data(),
         )));
     }
-    Ok(payloads)
+    payloads
 }
 
 /// Logs a client whose IKE proposals offered nothing acceptable: at warn level, naming
