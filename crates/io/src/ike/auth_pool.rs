@@ -105,7 +105,8 @@ impl AuthQueue {
 #[derive(Debug)]
 enum Job {
     Init(InitJob),
-    Auth(AuthJob),
+    /// Boxed: an IKE_AUTH's job is three times the size of a key exchange's.
+    Auth(Box<AuthJob>),
 }
 
 /// What a worker thread computed, for the responder.
@@ -164,13 +165,13 @@ impl AuthPool {
         if let Err(reason) = self.queue.admit(key) {
             return Err((Box::new(job), reason));
         }
-        match self.jobs.try_send(Job::Auth(job)) {
+        match self.jobs.try_send(Job::Auth(Box::new(job))) {
             Ok(()) => Ok(()),
             // The channel holds as many as the caps admit, so this is the threads gone.
             Err(TrySendError::Full(job) | TrySendError::Disconnected(job)) => {
                 self.queue.done(key);
                 match job {
-                    Job::Auth(job) => Err((Box::new(job), IkeShedReason::AuthQueueFull)),
+                    Job::Auth(job) => Err((job, IkeShedReason::AuthQueueFull)),
                     // Never: the job sent is the one handed back.
                     Job::Init(_) => Ok(()),
                 }
@@ -234,7 +235,7 @@ fn work(rx: &Mutex<Receiver<Job>>, tx: &UnboundedSender<Done>, ocsp: Option<&Ocs
         };
         let done = match job {
             Job::Init(job) => (None, Verdict::Init(job.run())),
-            Job::Auth(job) => (Some(job.source_key()), Verdict::Auth(run(job, ocsp))),
+            Job::Auth(job) => (Some(job.source_key()), Verdict::Auth(run(*job, ocsp))),
         };
         if tx.send(done).is_err() {
             return;
