@@ -170,7 +170,7 @@ pub(super) fn finish(r: &mut Responder, verdict: InitVerdict) {
             r.half_open.release(p.charge);
             if e == CryptoError::PeerPublicValue {
                 let reply =
-                    super::init::error_response(p.header, notify::INVALID_SYNTAX, Vec::new());
+                    super::init_reply::error_response(p.header, notify::INVALID_SYNTAX, Vec::new());
                 r.transmit(p.local, p.remote, reply);
                 return r.refused(p.remote, Refusal::Malformed);
             }
@@ -179,7 +179,7 @@ pub(super) fn finish(r: &mut Responder, verdict: InitVerdict) {
     };
     let h = p.header;
     let spi_r = h.spi_r;
-    let mut payloads = super::init::response_payloads(
+    let mut payloads = super::init_reply::response_payloads(
         r,
         (h.spi_i, spi_r),
         (p.local, p.remote),
