@@ -83,7 +83,8 @@
 #                      both sign their IKE_AUTH with it. The CA and the clients' keys stay
 #                      ECDSA P-256
 #        IKE_LOAD_BIN=path  gate64-testkit's ike-load (default: next to GATE64_BIN)
-#        AUTH_THREADS=N  gate64's ipsec.auth_threads (IKE_AUTH verification threads); unset
+#        AUTH_THREADS=N  gate64's ipsec.auth_threads (IKE worker threads: IKE_SA_INIT key
+#                      exchanges and IKE_AUTH verifications); unset
 #                      leaves gate64's default (one per CPU it may use)
 #        GATE64_BIN=path  the gate64 binary for the gate64 half (built in release if unset)
 #        KEEP_LOGS=1   keep the temporary directory with configs, logs and iperf3 JSON

@@ -103,7 +103,8 @@ pub const IKE_MAX_SAS_PER_IDENTITY: usize = 4;
 /// `ipsec.max_child_sas_per_ike_sa`: one child SA per IKE SA, two during a rekey; the rest
 /// is room for clients that rekey early.
 pub const IKE_MAX_CHILD_SAS_PER_IKE_SA: usize = 8;
-/// `ipsec.auth_threads`: 0, one IKE_AUTH verification thread per CPU gate64 may use.
+/// `ipsec.auth_threads`: 0, one IKE worker thread (key exchanges, IKE_AUTH verifications) per
+/// CPU gate64 may use.
 pub const IKE_AUTH_THREADS: usize = 0;
 /// `ipsec.ike_packets_per_source_per_sec`: IKE packets per second one source may have
 /// handled. gate64's benchmark sends about 200 per second from each of its 32 source

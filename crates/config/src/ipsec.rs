@@ -77,8 +77,9 @@ pub struct Ipsec {
     pub max_ike_sas_per_identity: usize,
     /// Child SAs one IKE SA may hold; beyond it CREATE_CHILD_SA gets NO_ADDITIONAL_SAS.
     pub max_child_sas_per_ike_sa: usize,
-    /// Threads verifying IKE_AUTH (chain building, signature checks) beside the IKE task; 0
-    /// means one per CPU the process may use ([`Config::effective_ike_auth_threads`]).
+    /// IKE worker threads beside the IKE task: IKE_SA_INIT key exchanges and IKE_AUTH
+    /// verifications (chain building, signature checks); 0 means one per CPU the process may
+    /// use ([`Config::effective_ike_auth_threads`]).
     pub auth_threads: usize,
     /// IKE packets per second one source may have handled: per client on each worker (a
     /// Teredo address, an IP-HTTPS /64), and per source address in the IKE driver; as many
@@ -507,7 +508,7 @@ impl RawIpsec {
 }
 
 impl Config {
-    /// The IKE_AUTH verification threads to start: `ipsec.auth_threads`, or the number of
+    /// The IKE worker threads to start (key exchanges, IKE_AUTH verifications): `ipsec.auth_threads`, or the number of
     /// CPUs the process may use when it is 0 (1 if that cannot be determined).
     pub fn effective_ike_auth_threads(&self) -> usize {
         match self.ipsec.auth_threads {

@@ -491,7 +491,9 @@ pub fn start(
         count_stats.set_sa_counts(s.established as u64, count_sadb.len() as u64);
     })
     .with_auth_threads(auth_threads, Some(Arc::clone(&ocsp)))
-    .with_context(|| format!("starting {auth_threads} IKE_AUTH threads (`ipsec.auth_threads`)"))?;
+    .with_context(|| {
+        format!("starting {auth_threads} IKE worker threads (`ipsec.auth_threads`)")
+    })?;
     if let Some(esp) = native_esp {
         driver = driver.with_native_esp(esp);
     }

@@ -123,15 +123,18 @@ pub enum IkeShedReason {
     AuthQueueSource = 2,
     /// An IKE_AUTH while the verification threads had as many jobs as they queue.
     AuthQueueFull = 3,
+    /// An IKE_SA_INIT while the IKE worker threads had as many key exchanges as they queue.
+    InitQueueFull = 4,
 }
 
 impl IkeShedReason {
     /// Every reason, in label order.
-    pub const ALL: [IkeShedReason; 4] = [
+    pub const ALL: [IkeShedReason; 5] = [
         IkeShedReason::SourceRate,
         IkeShedReason::BatchShare,
         IkeShedReason::AuthQueueSource,
         IkeShedReason::AuthQueueFull,
+        IkeShedReason::InitQueueFull,
     ];
 
     /// The `reason` label value.
@@ -141,6 +144,7 @@ impl IkeShedReason {
             IkeShedReason::BatchShare => "batch_share",
             IkeShedReason::AuthQueueSource => "auth_queue_source",
             IkeShedReason::AuthQueueFull => "auth_queue_full",
+            IkeShedReason::InitQueueFull => "init_queue_full",
         }
     }
 }

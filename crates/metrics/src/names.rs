@@ -293,8 +293,9 @@ pub const IKE_NEGOTIATION_DURATION_SECONDS_HELP: &str = "Time from a peer's firs
     the negotiation's end, whatever its outcome.";
 
 /// IKE datagrams the IKE driver shed before the responder saw them, or IKE_AUTH requests
-/// whose verification it had no room for. Counter; label `reason` (`source_rate`,
-/// `batch_share`, `auth_queue_source`, `auth_queue_full`).
+/// whose verification (IKE_SA_INIT requests whose key exchange) it had no room for. Counter;
+/// label `reason` (`source_rate`, `batch_share`, `auth_queue_source`, `auth_queue_full`,
+/// `init_queue_full`).
 pub const IKE_SHED_TOTAL: &str = "gate64_ike_shed_total";
 /// Help text of [`IKE_SHED_TOTAL`].
 pub const IKE_SHED_TOTAL_HELP: &str = "IKE datagrams on UDP 500/4500 dropped unread by the \
@@ -302,7 +303,8 @@ pub const IKE_SHED_TOTAL_HELP: &str = "IKE datagrams on UDP 500/4500 dropped unr
     (reason=source_rate), or already had its share of a backlogged batch (reason=batch_share); \
     and IKE_AUTH requests dropped before verification: their source already had its share of \
     verifications in flight (reason=auth_queue_source), or the verification threads' queue was \
-    full (reason=auth_queue_full).";
+    full (reason=auth_queue_full); and IKE_SA_INIT requests dropped before their key exchange: \
+    the worker threads' queue of key exchanges was full (reason=init_queue_full).";
 
 /// CRLs in force whose nextUpdate has passed (their CA is late with a new one). Gauge;
 /// label `crls`: `ipsec` (`ipsec.crls`, checked by IKE) or `iphttps` (`iphttps.client_crls`,

@@ -11,9 +11,10 @@ use super::Responder;
 use crate::auth::IdentityKey;
 use crate::child_sa::TunnelKind;
 
-/// Whether a new IKE SA (an IKE_SA_INIT) fits `max_ike_sas`.
+/// Whether a new IKE SA (an IKE_SA_INIT) fits `max_ike_sas`; IKE_SA_INITs whose key exchange
+/// is being computed count.
 pub(super) fn ike_sa_fits(r: &Responder) -> bool {
-    r.sas.len() < r.config.max_ike_sas
+    r.sas.len().saturating_add(r.pending_inits.len()) < r.config.max_ike_sas
 }
 
 /// Whether `identity` may have one more IKE SA, for `tunnel` (the one chosen for it). When the

@@ -43,6 +43,9 @@ pub struct ResponderConfig {
     /// IKE_AUTH's chain and signature checks become [`AuthJob`]s for the driver to run
     /// elsewhere ([`Responder::poll_auth_job`]) instead of running inline.
     pub offload_auth: bool,
+    /// IKE_SA_INIT's key exchange and key derivation become [`InitJob`]s for the driver to
+    /// run elsewhere ([`Responder::poll_init_job`]) instead of running inline.
+    pub offload_init: bool,
     /// A half-open IKE SA is dropped after this long without IKE_AUTH.
     pub half_open_timeout: Duration,
     /// The cookie secret changes this often; the previous one is still accepted.
@@ -142,6 +145,7 @@ impl ResponderConfig {
             max_ike_sas_per_identity: 4,
             max_child_sas_per_ike_sa: 8,
             offload_auth: false,
+            offload_init: false,
             half_open_timeout: Duration::from_secs(30),
             cookie_rotation: Duration::from_secs(120),
             child_lifetime: Duration::from_secs(8 * 3600),

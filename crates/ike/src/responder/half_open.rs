@@ -176,7 +176,7 @@ impl HalfOpen {
     }
 
     /// The half-open IKE SA charged `charge` now holds `bytes`.
-    fn resize(&mut self, charge: &mut Charge, bytes: usize) {
+    pub(crate) fn resize(&mut self, charge: &mut Charge, bytes: usize) {
         self.bytes = self
             .bytes
             .saturating_sub(charge.bytes)

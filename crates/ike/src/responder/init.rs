@@ -4,19 +4,15 @@
 use std::net::{IpAddr, SocketAddr};
 use std::time::{Duration, Instant};
 
-use aws_lc_rs::digest;
-
 use super::ike_policy;
-use super::proposal::{Choice, choose_ike_proposal, fresh_spi, ike_reply};
-use super::{CachedResponse, Event, IkeSa, Refusal, Responder, caps, half_open, second_auth};
+use super::init_jobs::{self, PendingInit};
+pub(crate) use super::init_reply::error_response;
+use super::proposal::{Choice, choose_ike_proposal, fresh_spi};
+use super::{Event, Refusal, Responder, caps, half_open, second_auth};
 use crate::auth::SigHash;
-use crate::keys::{self, CryptoError, Group, IkeKeys, KeyExchange, Suite};
-use crate::message::{
-    Header, Message, Notify, Payload, Proposal, exchange, find_notify, flags, notify,
-};
+use crate::keys::{self, CryptoError, Group, Suite};
+use crate::message::{Header, Message, Payload, Proposal, find_notify, notify};
 
-/// Length of our nonce (RFC 7296 §2.10: at least half the PRF key size, 32 here).
-const NONCE_LEN: usize = 32;
 /// Cookie: one version byte, then 16 bytes of the keyed hash.
 const COOKIE_HASH_LEN: usize = 16;
 
@@ -88,33 +84,6 @@ impl CookieSecrets {
     }
 }
 
-/// An unprotected IKE_SA_INIT response carrying one notify (errors and cookies).
-pub(crate) fn error_response(request: Header, kind: u16, data: Vec<u8>) -> Vec<u8> {
-    let header = Header {
-        spi_r: 0,
-        flags: flags::RESPONSE,
-        ..request
-    };
-    Message {
-        header,
-        payloads: vec![Payload::Notify(Notify::new(kind, data))],
-    }
-    .emit()
-}
-
-/// RFC 7296 §2.23: SHA-1(SPIi | SPIr | IP address | port).
-pub fn nat_detection_hash(spi_i: u64, spi_r: u64, addr: SocketAddr) -> Vec<u8> {
-    let mut ctx = digest::Context::new(&digest::SHA1_FOR_LEGACY_USE_ONLY);
-    ctx.update(&spi_i.to_be_bytes());
-    ctx.update(&spi_r.to_be_bytes());
-    match addr.ip() {
-        IpAddr::V4(a) => ctx.update(&a.octets()),
-        IpAddr::V6(a) => ctx.update(&a.octets()),
-    }
-    ctx.update(&addr.port().to_be_bytes());
-    ctx.finish().as_ref().to_vec()
-}
-
 struct InitRequest<'a> {
     proposals: &'a [Proposal],
     group: u16,
@@ -155,6 +124,12 @@ pub(super) fn handle(
     let h = m.header;
     if h.message_id != 0 || !h.from_initiator() {
         return r.refused(remote, Refusal::Malformed);
+    }
+    if let Some(&spi) = r.by_initiator.get(&(remote, h.spi_i))
+        && init_jobs::is_pending(r, spi)
+    {
+        // Its key exchange is being computed: the response goes out when that ends.
+        return;
     }
     if let Some(sa) = r
         .by_initiator
@@ -267,6 +242,8 @@ fn admit(
     true
 }
 
+/// Chooses the SPIr, counts the request as half-open and hands its key exchange to
+/// `init_jobs` (a job for the driver, or inline), which answers it.
 #[allow(clippy::too_many_arguments)]
 fn establish_half_open(
     r: &mut Responder,
@@ -276,103 +253,33 @@ fn establish_half_open(
     datagram: &[u8],
     m: &Message,
     req: &InitRequest<'_>,
-    (number, suite, group): (u8, Suite, Group),
+    chosen: (u8, Suite, Group),
 ) -> Result<(), CryptoError> {
     let h = m.header;
-    let kex = KeyExchange::generate(group)?;
-    let shared = kex.agree(req.ke)?;
-    let nr = keys::random_bytes(NONCE_LEN)?;
     let spi_r = fresh_spi(r)?;
-    let keys = IkeKeys::derive(suite, &shared, req.ni, &nr, h.spi_i, spi_r)?;
     let peer_hashes = find_notify(&m.payloads, notify::SIGNATURE_HASH_ALGORITHMS)
         .and_then(|n| SigHash::parse_notify(&n.data).ok())
         .unwrap_or_default();
     let peer_fragmentation =
         find_notify(&m.payloads, notify::IKEV2_FRAGMENTATION_SUPPORTED).is_some();
-    let second_auth = second_auth::announce(r.config.intranet_second_auth);
-    let mut payloads = response_payloads(
-        r,
-        (h.spi_i, spi_r),
-        (local, remote),
-        &kex,
-        &nr,
-        (number, suite, group),
-        &peer_hashes,
+    let charge = r
+        .half_open
+        .charge(remote.ip(), init_jobs::pending_bytes(datagram.len()));
+    let pending = PendingInit {
+        header: Header { spi_r, ..h },
+        local,
+        remote,
+        request: datagram.to_vec(),
+        ni: req.ni.to_vec(),
+        chosen,
+        peer_hashes,
         peer_fragmentation,
-    )?;
-    let header = Header {
-        spi_r,
-        flags: flags::RESPONSE,
-        exchange: exchange::IKE_SA_INIT,
-        ..h
+        second_auth: second_auth::announce(r.config.intranet_second_auth),
+        started: now,
+        charge,
     };
-    payloads.extend(second_auth::init_notify(&second_auth));
-    let response = Message { header, payloads }.emit();
-    let mut sa = IkeSa::new((h.spi_i, spi_r), (local, remote), now, keys);
-    sa.ni = req.ni.to_vec();
-    sa.nr = nr;
-    sa.init_request = datagram.to_vec();
-    sa.init_response = response.clone();
-    sa.peer_hashes = peer_hashes;
-    sa.peer_fragmentation = peer_fragmentation;
-    sa.second_auth = second_auth;
-    sa.expected_id = 1;
-    sa.cached = Some(CachedResponse {
-        message_id: 0,
-        requester: remote,
-        datagrams: vec![response.clone()],
-    });
-    sa.half_open = Some(r.half_open.charge(remote.ip(), half_open::footprint(&sa)));
-    r.sas.insert(spi_r, sa);
-    r.schedule(spi_r);
-    r.by_initiator.insert((remote, h.spi_i), spi_r);
-    r.transmit(local, remote, response);
+    init_jobs::submit(r, pending, req.ke);
     Ok(())
-}
-
-/// SAr1, KEr, Nr, the NAT detection notifies, CERTREQ and the capability notifies the client
-/// announced (RFC 7296 §1.2, §2.23; RFC 7383 §2.3; RFC 7427 §4).
-#[allow(clippy::too_many_arguments)]
-fn response_payloads(
-    r: &Responder,
-    (spi_i, spi_r): (u64, u64),
-    (local, remote): (SocketAddr, SocketAddr),
-    kex: &KeyExchange,
-    nr: &[u8],
-    (number, suite, group): (u8, Suite, Group),
-    peer_hashes: &[SigHash],
-    peer_fragmentation: bool,
-) -> Result<Vec<Payload>, CryptoError> {
-    let chosen = ike_reply(number, suite, group, Vec::new());
-    let nat =
-        |kind, addr| Payload::Notify(Notify::new(kind, nat_detection_hash(spi_i, spi_r, addr)));
-    let mut payloads = vec![
-        Payload::Sa(vec![chosen]),
-        Payload::Ke {
-            group: group.id(),
-            data: kex.public_data()?,
-        },
-        Payload::Nonce(nr.to_vec()),
-        nat(notify::NAT_DETECTION_SOURCE_IP, local),
-        nat(notify::NAT_DETECTION_DESTINATION_IP, remote),
-        Payload::CertReq {
-            encoding: super::CERT_X509_SIGNATURE,
-            data: r.config.anchors.certreq_data(),
-        },
-    ];
-    if peer_fragmentation {
-        payloads.push(Payload::Notify(Notify::new(
-            notify::IKEV2_FRAGMENTATION_SUPPORTED,
-            Vec::new(),
-        )));
-    }
-    if !peer_hashes.is_empty() {
-        payloads.push(Payload::Notify(Notify::new(
-            notify::SIGNATURE_HASH_ALGORITHMS,
-            SigHash::notify_data(),
-        )));
-    }
-    Ok(payloads)
 }
 
 /// Logs a client whose IKE proposals offered nothing acceptable: at warn level, naming

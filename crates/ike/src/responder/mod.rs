@@ -33,6 +33,8 @@ mod ike_policy;
 mod ike_sa;
 mod informational;
 mod init;
+mod init_jobs;
+mod init_reply;
 mod liveness;
 mod mobike;
 mod pool;
@@ -72,7 +74,8 @@ pub use half_open::{HOST_SHARE, HostKey, SourceKey};
 pub use ike_policy::{IkePolicy, IkeProposalRule};
 pub use ike_sa::Transmit;
 pub(crate) use ike_sa::{CachedResponse, ChildRecord, ClientName, IkeSa, Reassembly};
-pub use init::nat_detection_hash;
+pub use init_jobs::{InitJob, InitVerdict};
+pub use init_reply::nat_detection_hash;
 pub use liveness::DPD_RETRANSMIT;
 pub use mobike::{MalformedMobike, UpdateNotifies, parse_update};
 pub use pool::{AddressPool, AddressPool4, ClaimError, Pool, PoolNet};
@@ -111,6 +114,11 @@ pub struct Responder {
     transmits: VecDeque<Transmit>,
     events: VecDeque<Event>,
     pub(crate) auth_jobs: VecDeque<AuthJob>,
+    /// IKE_SA_INIT key exchanges for the driver to compute (`init_jobs.rs`).
+    pub(crate) init_jobs: VecDeque<InitJob>,
+    /// IKE_SA_INITs waiting for their key exchange, by the SPIr chosen for them; counted as
+    /// half-open.
+    pub(crate) pending_inits: HashMap<u64, init_jobs::PendingInit>,
     /// Client EAP messages for the driver's RADIUS relay.
     pub(crate) eap_jobs: VecDeque<EapJob>,
     /// EAP exchanges in progress, counted against [`EapPolicy`]'s caps.
@@ -158,6 +166,8 @@ impl Responder {
             transmits: VecDeque::new(),
             events: VecDeque::new(),
             auth_jobs: VecDeque::new(),
+            init_jobs: VecDeque::new(),
+            pending_inits: HashMap::new(),
             eap_jobs: VecDeque::new(),
             eap_flight: eap::Flight::default(),
             authz_jobs: VecDeque::new(),
@@ -269,6 +279,27 @@ impl Responder {
         self.auth_jobs.pop_front()
     }
 
+    /// The next IKE_SA_INIT key exchange to compute (with `offload_init`); its verdict goes to
+    /// [`Responder::handle_init_verdict`], or the job to [`Responder::handle_init_shed`].
+    pub fn poll_init_job(&mut self) -> Option<InitJob> {
+        self.init_jobs.pop_front()
+    }
+
+    /// Answers the IKE_SA_INIT `verdict` was computed for.
+    pub fn handle_init_verdict(&mut self, _now: Instant, verdict: InitVerdict) {
+        init_jobs::finish(self, verdict);
+    }
+
+    /// Forgets the IKE_SA_INIT of a job the driver could not run, as if it had been lost.
+    pub fn handle_init_shed(&mut self, job: InitJob) {
+        init_jobs::handle_shed(self, job);
+    }
+
+    /// Computes IKE_SA_INIT key exchanges inline (`false`) or as [`InitJob`]s (`true`).
+    pub fn set_offload_init(&mut self, on: bool) {
+        self.config.offload_init = on;
+    }
+
     /// Finishes the IKE_AUTH round `verdict` answers.
     pub fn handle_auth_verdict(&mut self, now: Instant, verdict: AuthVerdict) {
         auth_exchange::handle_verdict(self, now, verdict);
@@ -359,7 +390,13 @@ impl Responder {
 
     /// Established IKE SAs (`gate64_ipsec_mmsa`): every SA that is not half-open.
     pub fn established(&self) -> usize {
-        self.sas.len().saturating_sub(self.half_open.count())
+        // Half-open counts the IKE_SA_INITs waiting for their key exchange, which hold no
+        // IKE SA yet.
+        let half_open_sas = self
+            .half_open
+            .count()
+            .saturating_sub(self.pending_inits.len());
+        self.sas.len().saturating_sub(half_open_sas)
     }
 
     /// EAP exchanges in progress.

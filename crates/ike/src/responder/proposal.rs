@@ -139,7 +139,7 @@ pub(crate) fn fresh_spi(r: &Responder) -> Result<u64, CryptoError> {
         let mut a = [0; 8];
         a.copy_from_slice(&b);
         let spi = u64::from_be_bytes(a);
-        if spi != 0 && !r.sas.contains_key(&spi) {
+        if spi != 0 && !r.sas.contains_key(&spi) && !r.pending_inits.contains_key(&spi) {
             return Ok(spi);
         }
     }

@@ -1518,6 +1518,7 @@ mod cert_authz;
 mod eap;
 mod esp_suites;
 mod identity;
+mod init_jobs;
 mod integrity_only;
 mod ipv4;
 mod mobike;

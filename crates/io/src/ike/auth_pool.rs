@@ -1,14 +1,21 @@
-//! The IKE driver's verification threads: the responder's [`AuthJob`]s (an IKE_AUTH's chain
-//! building and signature checks, milliseconds each) run here, beside the IKE task, so the
-//! task keeps answering IKE_SA_INIT, liveness checks and established SAs while they run.
+//! The IKE driver's worker threads: the responder's CPU-heavy steps run here, beside the IKE
+//! task, so IKE set-up scales with the cores and the task keeps answering liveness checks
+//! and established SAs while they run. Two kinds of job: an IKE_SA_INIT's key exchange and
+//! key derivation ([`InitJob`], tens of microseconds with ECP-256, milliseconds with
+//! MODP-2048) and an IKE_AUTH's chain building and signature checks ([`AuthJob`],
+//! milliseconds each), with its OCSP lookup.
 //!
-//! Bounded twice before a job is queued ([`AuthQueue`]): at most [`JOBS_PER_SOURCE`] jobs of
+//! Bounded before a job is queued. An [`InitJob`] was already counted as a half-open IKE SA
+//! by the responder (its cookie, per-source and per-host half-open limits applied first), and
+//! at most [`JOBS_PER_THREAD`] per thread are in flight; one beyond is shed
+//! (`gate64_ike_shed_total{reason="init_queue_full"}`). An [`AuthJob`] is bounded twice
+//! ([`AuthQueue`]): at most [`JOBS_PER_SOURCE`] jobs of
 //! one source (an IPv4 address, an IPv6 /64, a Teredo mapping) in flight, at most
 //! [`JOBS_PER_HOST`] of one host (all Teredo mappings of one public IPv4 address, all /64s
 //! of one IPv6 /48: one host can open a mapping per port), and at most
 //! [`JOBS_PER_THREAD`] per thread in all. A job beyond either is shed
 //! (`gate64_ike_shed_total{reason="auth_queue_source"|"auth_queue_full"}`, a host's
-//! counted as `auth_queue_source`) and handed back
+//! counted as `auth_queue_source`). A shed job of either kind is handed back
 //! to the responder, which forgets its request as if it had been lost: the client's
 //! retransmission, a second or so later, tries again.
 
@@ -19,8 +26,9 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use super::ocsp::OcspChecker;
 use gate64_dataplane::IkeShedReason;
-use gate64_ike::responder::{AuthJob, AuthVerdict, HostKey, SourceKey};
+use gate64_ike::responder::{AuthJob, AuthVerdict, HostKey, InitJob, InitVerdict, SourceKey};
 use std::time::{Instant, SystemTime};
+use tokio::sync::mpsc::error::TryRecvError;
 use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender, unbounded_channel};
 
 /// Jobs of one source in flight: a client's two tunnels authenticate at the same time.
@@ -93,33 +101,60 @@ impl AuthQueue {
     }
 }
 
+/// A job for a worker thread.
+#[derive(Debug)]
+enum Job {
+    Init(InitJob),
+    /// Boxed: an IKE_AUTH's job is three times the size of a key exchange's.
+    Auth(Box<AuthJob>),
+}
+
+/// What a worker thread computed, for the responder.
+#[derive(Debug)]
+pub(crate) enum Verdict {
+    /// An IKE_SA_INIT's key exchange ([`gate64_ike::responder::Responder::handle_init_verdict`]).
+    Init(InitVerdict),
+    /// An IKE_AUTH's verification ([`gate64_ike::responder::Responder::handle_auth_verdict`]).
+    Auth(AuthVerdict),
+}
+
+/// A verdict on its way back, with what counts its job out: the source of an IKE_AUTH's, none
+/// for an IKE_SA_INIT's.
+type Done = (Option<SourceKey>, Verdict);
+
 /// The threads, the queue to them and the verdicts back.
 #[derive(Debug)]
 pub(crate) struct AuthPool {
-    jobs: SyncSender<AuthJob>,
-    verdicts: UnboundedReceiver<(SourceKey, AuthVerdict)>,
+    jobs: SyncSender<Job>,
+    verdicts: UnboundedReceiver<Done>,
     queue: AuthQueue,
+    /// Key exchanges in flight, at most `init_cap`.
+    inits: usize,
+    init_cap: usize,
 }
 
 impl AuthPool {
-    /// Starts `threads` verification threads (at least one). They end once the pool is
-    /// dropped and the jobs queued before have run.
+    /// Starts `threads` worker threads (at least one). They end once the pool is dropped and
+    /// the jobs queued before have run.
     pub(crate) fn start(threads: usize, ocsp: Option<Arc<OcspChecker>>) -> io::Result<Self> {
         let threads = threads.max(1);
         let cap = threads.saturating_mul(JOBS_PER_THREAD);
-        let (jobs, rx) = sync_channel::<AuthJob>(cap);
+        // Room for both kinds' caps: `try_send` never finds the channel full.
+        let (jobs, rx) = sync_channel::<Job>(cap.saturating_mul(2));
         let rx = Arc::new(Mutex::new(rx));
         let (tx, verdicts) = unbounded_channel();
         for n in 0..threads {
             let (rx, tx, ocsp) = (Arc::clone(&rx), tx.clone(), ocsp.clone());
             std::thread::Builder::new()
-                .name(format!("gate64-ike-auth-{n}"))
+                .name(format!("gate64-ike-work-{n}"))
                 .spawn(move || work(&rx, &tx, ocsp.as_deref()))?;
         }
         Ok(AuthPool {
             jobs,
             verdicts,
             queue: AuthQueue::new(cap),
+            inits: 0,
+            init_cap: cap,
         })
     }
 
@@ -130,40 +165,79 @@ impl AuthPool {
         if let Err(reason) = self.queue.admit(key) {
             return Err((Box::new(job), reason));
         }
-        match self.jobs.try_send(job) {
+        match self.jobs.try_send(Job::Auth(Box::new(job))) {
             Ok(()) => Ok(()),
-            // The channel holds as many as the queue admits, so this is the threads gone.
+            // The channel holds as many as the caps admit, so this is the threads gone.
             Err(TrySendError::Full(job) | TrySendError::Disconnected(job)) => {
                 self.queue.done(key);
-                Err((Box::new(job), IkeShedReason::AuthQueueFull))
+                match job {
+                    Job::Auth(job) => Err((job, IkeShedReason::AuthQueueFull)),
+                    // Never: the job sent is the one handed back.
+                    Job::Init(_) => Ok(()),
+                }
             }
         }
     }
 
+    /// Queues the key exchange `job`, or hands it back when the queue is full.
+    pub(crate) fn submit_init(
+        &mut self,
+        job: InitJob,
+    ) -> Result<(), (Box<InitJob>, IkeShedReason)> {
+        if self.inits >= self.init_cap {
+            return Err((Box::new(job), IkeShedReason::InitQueueFull));
+        }
+        match self.jobs.try_send(Job::Init(job)) {
+            Ok(()) => {
+                self.inits += 1;
+                Ok(())
+            }
+            Err(TrySendError::Full(job) | TrySendError::Disconnected(job)) => match job {
+                Job::Init(job) => Err((Box::new(job), IkeShedReason::InitQueueFull)),
+                // Never: the job sent is the one handed back.
+                Job::Auth(_) => Ok(()),
+            },
+        }
+    }
+
     /// The next verdict (cancel-safe).
-    pub(crate) async fn verdict(&mut self) -> Option<AuthVerdict> {
-        let (key, verdict) = self.verdicts.recv().await?;
-        self.queue.done(key);
-        Some(verdict)
+    pub(crate) async fn verdict(&mut self) -> Option<Verdict> {
+        let done = self.verdicts.recv().await?;
+        Some(self.count_out(done))
+    }
+
+    /// A verdict that is ready, without waiting.
+    pub(crate) fn ready_verdict(&mut self) -> Option<Verdict> {
+        match self.verdicts.try_recv() {
+            Ok(done) => Some(self.count_out(done)),
+            Err(TryRecvError::Empty | TryRecvError::Disconnected) => None,
+        }
+    }
+
+    fn count_out(&mut self, (key, verdict): Done) -> Verdict {
+        match key {
+            Some(key) => self.queue.done(key),
+            None => self.inits = self.inits.saturating_sub(1),
+        }
+        verdict
     }
 }
 
-/// One thread: runs jobs (and their OCSP lookups) until the pool is gone. A job whose IKE SA
-/// no longer waits for it (gone, or past its deadline) is skipped, before its verification or
-/// before its OCSP lookup, and its verdict, which finishes nothing, still goes back so that
-/// the queue counts it out; the lookup ends by the IKE SA's deadline.
-fn work(
-    rx: &Mutex<Receiver<AuthJob>>,
-    tx: &UnboundedSender<(SourceKey, AuthVerdict)>,
-    ocsp: Option<&OcspChecker>,
-) {
+/// One thread: runs jobs (and the OCSP lookups of IKE_AUTH's) until the pool is gone. A job
+/// whose IKE SA no longer waits for it (gone, or past its deadline) is skipped, before its
+/// verification or before its OCSP lookup, and its verdict, which finishes nothing, still
+/// goes back so that the queue counts it out; the lookup ends by the IKE SA's deadline.
+fn work(rx: &Mutex<Receiver<Job>>, tx: &UnboundedSender<Done>, ocsp: Option<&OcspChecker>) {
     loop {
         let job = match rx.lock().unwrap_or_else(PoisonError::into_inner).recv() {
             Ok(job) => job,
             Err(_) => return,
         };
-        let key = job.source_key();
-        if tx.send((key, run(job, ocsp))).is_err() {
+        let done = match job {
+            Job::Init(job) => (None, Verdict::Init(job.run())),
+            Job::Auth(job) => (Some(job.source_key()), Verdict::Auth(run(*job, ocsp))),
+        };
+        if tx.send(done).is_err() {
             return;
         }
     }

@@ -12,10 +12,10 @@
 //! IKE alike (the flood test: `tests/e2e/ipsec_flood.rs`). The buffers are large
 //! ([`SOCKET_BUFFER`]) so a burst waits for the next read instead of being dropped.
 //!
-//! With [`IkeDriver::with_auth_threads`], IKE_AUTH's chain building and signature checks run
-//! on a bounded pool of threads beside the responder (`auth_pool.rs`), so they do not
-//! hold up IKE_SA_INIT, liveness checks or established SAs; what the pool has no room for is
-//! shed and counted.
+//! With [`IkeDriver::with_auth_threads`], IKE_SA_INIT's key exchange and IKE_AUTH's chain
+//! building and signature checks run on a bounded pool of threads beside the responder
+//! (`auth_pool.rs`), so IKE set-up uses every core and those steps do not hold up liveness
+//! checks or established SAs; what the pool has no room for is shed and counted.
 //!
 //! Events go to the caller's sink (the daemon installs child SAs into `gate64_esp::SaDb` and
 //! updates metrics there); [`IkeStatus`] holds a snapshot of the IKE SAs for `gate64 status`,
@@ -376,9 +376,9 @@ impl IkeDriver {
         self
     }
 
-    /// Runs IKE_AUTH verifications (chain building, signature checks) on `threads` threads
-    /// beside the responder instead of inline (`[ipsec] auth_threads`); `0` keeps them
-    /// inline. With `ocsp`, each thread also asks the OCSP responder about a certificate that
+    /// Runs IKE_SA_INIT key exchanges and IKE_AUTH verifications (chain building, signature
+    /// checks) on `threads` threads beside the responder instead of inline (`[ipsec]
+    /// auth_threads`); `0` keeps them inline. With `ocsp`, each thread also asks the OCSP responder about a certificate that
     /// verified, and applies the answer ([`crate::ocsp`]); OCSP needs at least one thread.
     /// Fails when a thread cannot be started.
     pub fn with_auth_threads(
@@ -394,6 +394,7 @@ impl IkeDriver {
         if threads > 0 {
             self.auth_pool = Some(AuthPool::start(threads, ocsp)?);
             self.responder.set_offload_auth(true);
+            self.responder.set_offload_init(true);
         }
         Ok(self)
     }
@@ -485,7 +486,12 @@ impl IkeDriver {
                 _ = tokio::time::sleep_until(deadline.into()) => self.responder.handle_timeout(Instant::now()),
                 Some(change) = next_command(&mut commands) => change(&mut self.responder),
                 Some(verdict) = next_verdict(&mut pool) => {
-                    self.responder.handle_auth_verdict(Instant::now(), verdict);
+                    let now = Instant::now();
+                    self.on_verdict(now, verdict);
+                    // The others ready now go out with this one's in one flush.
+                    while let Some(verdict) = pool.as_mut().and_then(AuthPool::ready_verdict) {
+                        self.on_verdict(now, verdict);
+                    }
                 }
                 Some(verdict) = next_relay_verdict(&mut relay) => match verdict {
                     eap_relay::RelayVerdict::Eap(v) => self.responder.handle_eap_verdict(Instant::now(), v),
@@ -597,13 +603,30 @@ impl IkeDriver {
         }
     }
 
-    /// Hands the responder's IKE_AUTH verifications to the pool; what does not fit is shed
-    /// and handed back (the responder forgets the request, as if it had been lost).
+    /// Hands a worker thread's verdict to the responder.
+    fn on_verdict(&mut self, now: Instant, verdict: auth_pool::Verdict) {
+        match verdict {
+            auth_pool::Verdict::Init(v) => self.responder.handle_init_verdict(now, v),
+            auth_pool::Verdict::Auth(v) => self.responder.handle_auth_verdict(now, v),
+        }
+    }
+
+    /// Hands the responder's IKE_SA_INIT key exchanges and IKE_AUTH verifications to the
+    /// pool; what does not fit is shed and handed back (the responder forgets the request, as
+    /// if it had been lost).
     fn dispatch_auth_jobs(&mut self, pool: Option<&mut AuthPool>) {
         let Some(pool) = pool else {
             return;
         };
         let mut shed = false;
+        while let Some(job) = self.responder.poll_init_job() {
+            if let Err((job, reason)) = pool.submit_init(job) {
+                tracing::debug!(peer = %job.peer(), reason = reason.as_str(), "ike: IKE_SA_INIT shed");
+                self.shedder.note(reason);
+                self.responder.handle_init_shed(*job);
+                shed = true;
+            }
+        }
         while let Some(job) = self.responder.poll_auth_job() {
             if let Err((job, reason)) = pool.submit(job) {
                 tracing::debug!(peer = %job.peer(), reason = reason.as_str(), "ike: IKE_AUTH shed");
@@ -729,7 +752,7 @@ async fn next_relay_verdict(
 }
 
 /// The pool's next verdict; never, without a pool.
-async fn next_verdict(pool: &mut Option<AuthPool>) -> Option<gate64_ike::responder::AuthVerdict> {
+async fn next_verdict(pool: &mut Option<AuthPool>) -> Option<auth_pool::Verdict> {
     match pool.as_mut() {
         Some(p) => p.verdict().await,
         None => std::future::pending().await,
