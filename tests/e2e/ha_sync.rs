@@ -1,0 +1,377 @@
+//! IPsec state synchronisation (`[ha]`) across a keepalived takeover, in network namespaces.
+//!
+//! Two gate64 nodes (`hsa` priority 150, `hsb` priority 100) run in hot mode with the same
+//! IPsec configuration and certificates and `[ha]` pointing at each other over a link of
+//! their own (10.0.9.1 / 10.0.9.2, UDP 4501). keepalived (VRRPv3, 100 ms adverts) moves the
+//! IKE address 192.0.2.10 (`[ipsec] listen`) and the inside gateway 2001:db8:100:1::1; its
+//! notify script (`config/keepalived/gate64-notify.sh -m hot`) keeps gate64 running on both
+//! and sends SIGUSR1 to the one that becomes master.
+//!
+//! ```text
+//!  hscli (charon, 192.0.2.50) ── hsbr: br0 ─┬─ hsa up0 ─ ha0 ─┐ lan0 ─┬─ hsbr: br1 ── hscorp
+//!                                            └─ hsb up0 ─ ha0 ─┘ lan0 ─┘   (2001:db8:100:1::2)
+//! ```
+//!
+//! - `netns_ha_sync_takeover_keeps_ipsec_sas`: strongSwan's charon builds both tunnels
+//!   (infrastructure and intranet) to 192.0.2.10 and pings the corporate host through the
+//!   infrastructure tunnel; the standby's store fills from the channel. Every process of
+//!   `hsa` is SIGKILLed and its links go down (power loss). The ping must flow again through
+//!   `hsb`, which ran no IKE negotiation of its own (`gate64_ike_negotiations_total` stays 0,
+//!   no half-open IKE SA was ever made); charon still holds the same IKE and child SPIs, and
+//!   `gate64_ha_sync_total` shows the records received and installed. The ping's longest
+//!   silence and its losses are printed, never asserted.
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail, ensure};
+use gate64_testkit::strongswan::{
+    Charon, CharonConfig, INFRASTRUCTURE, INTRANET, IkeSa, LabCerts, Tunnel, with_charon_logs,
+};
+use gate64_testkit::{
+    CORP_HOST, Keepalived, Metrics, Netns, Vrrp, gate64_binary, holds_address, netns_or_skip,
+    wait_for, wait_until,
+};
+
+use crate::common::{POOL6, gate64_lines, path_str};
+use crate::failover::{Stream, metrics, now_epoch, signal};
+use crate::ipsec::{INITIATE_TIMEOUT, SETTLE_TIMEOUT};
+
+/// The IKE address keepalived moves (`[ipsec] listen` on both nodes).
+const IKE_ADDRESS: &str = "192.0.2.10";
+/// The inside gateway keepalived moves: the corporate host's route to the inner addresses.
+const INSIDE_GATEWAY: &str = "2001:db8:100:1::1";
+/// The sync channel's UDP port on both nodes.
+const HA_PORT: u16 = 4501;
+/// The ping must flow again through the standby within this long of the death (generous:
+/// two shared cores).
+const RESUME_BOUND: Duration = Duration::from_secs(30);
+/// The standby's store must hold the client's records within this long of the tunnels
+/// coming up (the active node flushes every second).
+const SYNC_BOUND: Duration = Duration::from_secs(10);
+/// Records the standby must have stored and installed: two IKE SAs and two child SAs.
+const RECORDS: f64 = 4.0;
+
+#[test]
+#[ignore = "netns: needs root"]
+fn netns_ha_sync_takeover_keeps_ipsec_sas() {
+    if !netns_or_skip("netns_ha_sync_takeover_keeps_ipsec_sas") {
+        return;
+    }
+    let started = Instant::now();
+    let r = Lab::new().and_then(|lab| {
+        let r = takeover(&lab);
+        if r.is_err() {
+            eprintln!("{}", lab.logs());
+        }
+        r
+    });
+    println!("HA sync test took {:.1} s", started.elapsed().as_secs_f64());
+    if let Err(e) = r {
+        panic!("{e:#}");
+    }
+}
+
+/// The namespaces of the pair; dropped in reverse order of creation.
+struct Lab {
+    bridge: Netns,
+    nodes: [Netns; 2],
+    client: Netns,
+    corp: Netns,
+}
+
+impl Lab {
+    fn new() -> Result<Lab> {
+        let lab = Lab {
+            bridge: Netns::new("hsbr")?,
+            nodes: [Netns::new("hsa")?, Netns::new("hsb")?],
+            client: Netns::new("hscli")?,
+            corp: Netns::new("hscorp")?,
+        };
+        let br = &lab.bridge;
+        for b in ["br0", "br1"] {
+            br.ip(&["link", "add", b, "type", "bridge"])?;
+            br.link_up(b)?;
+        }
+        let attach = |port: &str, ns: &Netns, dev: &str, bridge: &str| -> Result<()> {
+            br.veth(port, ns, dev)?;
+            br.ip(&["link", "set", port, "master", bridge]).map(drop)
+        };
+        // The sync link, between the nodes only.
+        lab.nodes[0].veth("ha0", &lab.nodes[1], "ha0")?;
+        for (i, node) in lab.nodes.iter().enumerate() {
+            attach(&format!("u{i}"), node, "up0", "br0")?;
+            attach(&format!("l{i}"), node, "lan0", "br1")?;
+            let host = 11 + i;
+            node.addr_add("up0", &format!("192.0.2.{host}/24"))?;
+            node.sysctl("net.ipv6.conf.lan0.accept_dad", "0")?;
+            node.addr_add("lan0", &format!("2001:db8:100:1::{host}/64"))?;
+            node.addr_add("ha0", &format!("10.0.9.{}/30", i + 1))?;
+            for (key, value) in [
+                ("net.ipv4.ip_forward", "1"),
+                ("net.ipv6.conf.all.forwarding", "1"),
+                ("net.ipv4.conf.all.rp_filter", "0"),
+                ("net.ipv4.conf.default.rp_filter", "0"),
+                // Hot standby: the backup's gate64 binds the IKE address before keepalived
+                // moves it there.
+                ("net.ipv4.ip_nonlocal_bind", "1"),
+                ("net.ipv6.ip_nonlocal_bind", "1"),
+            ] {
+                node.sysctl(key, value)?;
+            }
+        }
+        attach("cl", &lab.client, "eth0", "br0")?;
+        attach("co", &lab.corp, "eth0", "br1")?;
+        lab.client.addr_add("eth0", "192.0.2.50/24")?;
+        lab.corp.sysctl("net.ipv6.conf.eth0.accept_dad", "0")?;
+        lab.corp.addr_add("eth0", &format!("{CORP_HOST}/64"))?;
+        lab.corp
+            .ip(&["-6", "route", "add", "default", "via", INSIDE_GATEWAY])?;
+        lab.corp
+            .ip(&["-6", "route", "add", POOL6, "via", INSIDE_GATEWAY])?;
+        Ok(lab)
+    }
+
+    /// Every process log of every namespace, for failure reports.
+    fn logs(&self) -> String {
+        let mut all: String = [&self.nodes[0], &self.nodes[1], &self.client]
+            .iter()
+            .map(|ns| ns.logs_report())
+            .collect();
+        for node in &self.nodes {
+            let log = node.dir().join("gate64.log");
+            all.push_str(&format!(
+                "----- {} / gate64 (started by the notify script) -----\n{}\n",
+                node.name(),
+                std::fs::read_to_string(&log).unwrap_or_default()
+            ));
+        }
+        all
+    }
+}
+
+/// A secret file of `hex` repeated to 64 characters, mode 0600, in `ns`'s directory.
+fn secret(ns: &Netns, name: &str, hex: &str) -> Result<std::path::PathBuf> {
+    let path = ns.write_file(name, &format!("{}\n", hex.repeat(32)))?;
+    std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o600))?;
+    Ok(path)
+}
+
+/// Node `i`'s configuration: the IPsec section both share, and `[ha]` towards the other.
+fn node_config(i: usize, certs: &LabCerts, qcd: &Path, ha: &Path) -> Result<String> {
+    let (me, peer) = (i + 1, 2 - i);
+    Ok(format!(
+        "[server]\nworkers = 1\n\n[teredo]\nenabled = false\n\n\
+         [corpnet]\ntun = \"gate64\"\nipv6_prefixes = [\"2001:db8:100::/48\"]\n\
+         address6 = \"2001:db8:100::1\"\n\n\
+         [ipsec]\ncertificate = {:?}\nprivate_key = {:?}\nca = {:?}\npool6 = \"{POOL6}\"\n\
+         infrastructure_prefixes = [\"{CORP_HOST}/128\"]\nlisten = [\"{IKE_ADDRESS}\"]\n\
+         qcd_secret_file = {:?}\n\n\
+         [ha]\nnode_id = {me}\npeer_node_id = {peer}\nlisten = \"10.0.9.{me}:{HA_PORT}\"\n\
+         peer = \"10.0.9.{peer}:{HA_PORT}\"\nsecret_file = {:?}\n\n\
+         [metrics]\nlisten = \"127.0.0.1:9164\"\n\n[log]\nlevel = \"debug\"\n",
+        path_str(&certs.responder_cert)?,
+        path_str(&certs.responder_key)?,
+        path_str(&certs.ca)?,
+        path_str(qcd)?,
+        path_str(ha)?,
+    ))
+}
+
+/// keepalived on `node` with `priority`, its notify script running gate64 in hot mode.
+fn start_keepalived(node: &Netns, priority: u8, config: &Path) -> Result<Keepalived> {
+    let bin = gate64_binary()?;
+    let dir = node.dir();
+    let script =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../config/keepalived/gate64-notify.sh");
+    let notify = format!(
+        "{} -m hot -b {} -c {} -p {} -l {}",
+        path_str(&script)?,
+        path_str(&bin)?,
+        path_str(config)?,
+        path_str(&dir.join("gate64.pid"))?,
+        path_str(&dir.join("gate64.log"))?,
+    );
+    let vrrp = Vrrp {
+        name: "gate64",
+        interface: "up0",
+        vrid: 65,
+        priority,
+        advert_ms: 100,
+        addresses: &["192.0.2.10/24"],
+        excluded: &["2001:db8:100:1::1/64 dev lan0"],
+        notify: Some(&notify),
+    };
+    Keepalived::start(node, "keepalived", &vrrp)
+}
+
+fn sync(m: &Metrics, direction: &str, result: &str) -> f64 {
+    m.sum(
+        "gate64_ha_sync_total",
+        &[("direction", direction), ("result", result)],
+    )
+}
+
+/// Every (IKE SPIs, sorted child SPIs) charon holds, sorted.
+fn spis(sas: &[IkeSa]) -> Vec<((u64, u64), Vec<(u32, u32)>)> {
+    let mut all: Vec<_> = sas
+        .iter()
+        .map(|sa| {
+            let mut children: Vec<_> = sa.children.iter().map(|c| (c.spi_in, c.spi_out)).collect();
+            children.sort_unstable();
+            (sa.spis, children)
+        })
+        .collect();
+    all.sort_unstable();
+    all
+}
+
+fn takeover(lab: &Lab) -> Result<()> {
+    let [active_ns, standby_ns] = &lab.nodes;
+    let certs = LabCerts::generate(
+        &lab.bridge,
+        &lab.bridge.dir().join("ike-certs"),
+        IKE_ADDRESS.parse()?,
+    )?;
+    let mut configs = Vec::new();
+    for (i, node) in lab.nodes.iter().enumerate() {
+        // The same secrets on both nodes, each node with its own copy.
+        let qcd = secret(node, "qcd.secret", "5a")?;
+        let ha = secret(node, "ha.secret", "6b")?;
+        configs.push(node.write_file("gate64.toml", &node_config(i, &certs, &qcd, &ha)?)?);
+    }
+    let _active = start_keepalived(active_ns, 150, &configs[0])?;
+    let mut standby = start_keepalived(standby_ns, 100, &configs[1])?;
+    ensure!(
+        wait_until(Duration::from_secs(15), || holds_address(
+            active_ns,
+            IKE_ADDRESS
+        )),
+        "hsa (priority 150) did not become master within 15 s"
+    );
+    for node in &lab.nodes {
+        ensure!(
+            wait_until(Duration::from_secs(20), || metrics(node)
+                .is_ok_and(|m| m.has("gate64_ipsec_qmsa"))),
+            "gate64 on {} (started by the notify script) did not serve /metrics within 20 s",
+            node.name()
+        );
+    }
+
+    let tunnels = vec![
+        Tunnel::new(INFRASTRUCTURE, &[&format!("{CORP_HOST}/128")]),
+        Tunnel::new(INTRANET, &["2001:db8:100::/48"]),
+    ];
+    let charon = Charon::start(
+        &lab.client,
+        "initiator",
+        CharonConfig::initiator(IKE_ADDRESS.parse()?, certs.initiator(), tunnels),
+    )?;
+    let r = with_client(lab, &charon);
+    let r = with_charon_logs(r, &[&charon]);
+    standby
+        .process()
+        .ensure_running()
+        .context("keepalived on hsb")?;
+    r
+}
+
+fn ping_once(ns: &Netns) -> bool {
+    ns.exec(&["ping", "-6", "-c", "1", "-W", "2", &CORP_HOST.to_string()])
+        .is_ok_and(|o| o.status.success())
+}
+
+fn with_client(lab: &Lab, charon: &Charon<'_>) -> Result<()> {
+    let [active_ns, standby_ns] = &lab.nodes;
+    charon.load_all()?;
+    for tunnel in [INFRASTRUCTURE, INTRANET] {
+        charon.initiate(tunnel, tunnel, INITIATE_TIMEOUT)?;
+    }
+    let before = charon.wait_established(2, 2, SETTLE_TIMEOUT)?;
+    ensure!(
+        wait_until(Duration::from_secs(10), || ping_once(&lab.client)),
+        "no ping reply from {CORP_HOST} through hsa"
+    );
+    let active = metrics(active_ns)?;
+    let ok = active.sum("gate64_ike_negotiations_total", &[("result", "ok")]);
+    ensure!(
+        ok >= 2.0,
+        "hsa negotiated {ok} IKE SAs\n{}",
+        gate64_lines(&active)
+    );
+    // The standby holds the client's records before the takeover.
+    let stored = wait_for(SYNC_BOUND, || {
+        let m = metrics(standby_ns).ok()?;
+        (sync(&m, "in", "stored") >= RECORDS).then_some(m)
+    });
+    let Some(standby_before) = stored else {
+        bail!(
+            "hsb stored fewer than {RECORDS} records within {SYNC_BOUND:?}\nhsa:\n{}\nhsb:\n{}",
+            gate64_lines(&metrics(active_ns)?),
+            gate64_lines(&metrics(standby_ns)?)
+        );
+    };
+    let negotiated_before = standby_before.sum("gate64_ike_negotiations_total", &[]);
+
+    let stream = Stream::start("ping-ipsec", &lab.client, "-6", &CORP_HOST.to_string())?;
+    std::thread::sleep(Duration::from_secs(2));
+    let died = now_epoch();
+    let t = Instant::now();
+    for pid in active_ns.pids() {
+        signal(pid as u32, "-KILL");
+    }
+    for dev in ["up0", "lan0", "ha0"] {
+        active_ns.ip(&["link", "set", dev, "down"])?;
+    }
+    let took_over = wait_until(RESUME_BOUND, || holds_address(standby_ns, IKE_ADDRESS));
+    let vrrp_secs = t.elapsed().as_secs_f64();
+    ensure!(
+        took_over,
+        "hsb did not take {IKE_ADDRESS} within {RESUME_BOUND:?}"
+    );
+    let resumed = wait_until(RESUME_BOUND, || stream.resumed_after(died + 0.5));
+    std::thread::sleep(Duration::from_secs(2));
+    signal(stream.process.pid(), "-INT");
+    std::thread::sleep(Duration::from_millis(300));
+    let m = metrics(standby_ns)?;
+    ensure!(
+        resumed,
+        "the ping did not flow again through hsb within {RESUME_BOUND:?} of the death\n{}\n\
+         ping:\n{}",
+        gate64_lines(&m),
+        stream.process.log()
+    );
+    let figures = stream.figures(died);
+
+    let negotiated = m.sum("gate64_ike_negotiations_total", &[]);
+    ensure!(
+        negotiated == negotiated_before && negotiated == 0.0,
+        "hsb ran IKE negotiations of its own ({negotiated_before} before, {negotiated} \
+         after): the client negotiated again\n{}",
+        gate64_lines(&m)
+    );
+    let installed = sync(&m, "takeover", "installed");
+    ensure!(
+        installed >= RECORDS,
+        "hsb installed {installed} synced records, want at least {RECORDS}\n{}",
+        gate64_lines(&m)
+    );
+    let after = charon.wait_established(2, 2, SETTLE_TIMEOUT)?;
+    ensure!(
+        spis(&before) == spis(&after),
+        "charon's SAs changed across the takeover:\nbefore {before:#?}\nafter {after:#?}"
+    );
+    ensure!(
+        ping_once(&lab.client),
+        "no ping reply from {CORP_HOST} through hsb after the takeover"
+    );
+    let (silence, lost) = figures.unwrap_or((f64::NAN, 0));
+    println!(
+        "HA takeover: hsb held {IKE_ADDRESS} {vrrp_secs:.2} s after hsa's death; the ping \
+         through the infrastructure tunnel: longest silence {silence:.2} s, {lost} echo \
+         requests (20/s) lost; hsb stored {} records, installed {installed}, ran {negotiated} \
+         IKE negotiations; charon's IKE and child SPIs unchanged",
+        sync(&m, "in", "stored"),
+    );
+    Ok(())
+}
