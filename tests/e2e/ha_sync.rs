@@ -18,13 +18,17 @@
 //!   `hsa` is SIGKILLed and its links go down (power loss). The ping must flow again through
 //!   `hsb`, which ran no IKE negotiation of its own (`gate64_ike_negotiations_total` stays 0,
 //!   no half-open IKE SA was ever made); charon still holds the same IKE and child SPIs, and
-//!   `gate64_ha_sync_total` shows the records received and installed. The ping's longest
-//!   silence and its losses are printed, never asserted.
+//!   `gate64_ha_sync_total` shows the records received and installed. One of the ping's ESP
+//!   packets, caught on `hsa` before the death, sent again to `hsb` is dropped and counted
+//!   (`gate64_esp_replay_drops_total`) and does not move the child SA; charon then rekeys the
+//!   infrastructure child SA through `hsb`'s taken-over IKE SA and pings through the new one.
+//!   The ping's longest silence and its losses are printed, never asserted.
 
 use std::path::Path;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail, ensure};
+use gate64_testkit::capture::Ipv4Capture;
 use gate64_testkit::strongswan::{
     Charon, CharonConfig, INFRASTRUCTURE, INTRANET, IkeSa, LabCerts, Tunnel, with_charon_logs,
 };
@@ -226,6 +230,46 @@ fn spis(sas: &[IkeSa]) -> Vec<((u64, u64), Vec<(u32, u32)>)> {
     all
 }
 
+/// The inbound SPI of charon's installed child SA named `name`.
+fn child_spi(sas: &[IkeSa], name: &str) -> Option<u32> {
+    sas.iter()
+        .flat_map(|s| &s.children)
+        .find(|c| c.name == name && c.is_installed())
+        .map(|c| c.spi_in)
+}
+
+/// The UDP payload of the next ESP-in-UDP packet the client sends to the IKE address, caught
+/// where it arrives: on the active node.
+fn catch_esp(lab: &Lab) -> Result<Vec<u8>> {
+    let capture = Ipv4Capture::open(&lab.nodes[0], Duration::from_millis(200))?;
+    let mut buf = vec![0u8; 65_536];
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while Instant::now() < deadline {
+        if let Some(payload) = capture.next(&mut buf)?.and_then(esp_payload) {
+            return Ok(payload.to_vec());
+        }
+    }
+    bail!("no ESP packet from the client to {IKE_ADDRESS}:4500 within 5 s")
+}
+
+/// The ESP packet in `p`, an IPv4 packet from the client to the IKE address's UDP port 4500
+/// (not IKE behind the zero marker, not a NAT keepalive).
+fn esp_payload(p: &[u8]) -> Option<&[u8]> {
+    let first = *p.first()?;
+    let ihl = usize::from(first & 0x0f) * 4;
+    let to_us = first >> 4 == 4
+        && *p.get(9)? == 17
+        && p.get(12..16)? == [192, 0, 2, 50]
+        && p.get(16..20)? == [192, 0, 2, 10];
+    let udp = p.get(ihl..)?;
+    let payload = udp.get(8..)?;
+    (to_us
+        && udp.get(2..4)? == 4500u16.to_be_bytes()
+        && payload.len() > 8
+        && payload.get(..4)? != [0; 4])
+        .then_some(payload)
+}
+
 fn takeover(lab: &Lab) -> Result<()> {
     let [active_ns, standby_ns] = &lab.nodes;
     let certs = LabCerts::generate(
@@ -314,6 +358,8 @@ fn with_client(lab: &Lab, charon: &Charon<'_>) -> Result<()> {
     let negotiated_before = standby_before.sum("gate64_ike_negotiations_total", &[]);
 
     let stream = Stream::start("ping-ipsec", &lab.client, "-6", &CORP_HOST.to_string())?;
+    // One of the ping's ESP packets, caught before the flushes that sync its sequence number.
+    let replay = catch_esp(lab)?;
     std::thread::sleep(Duration::from_secs(2));
     let died = now_epoch();
     let t = Instant::now();
@@ -365,12 +411,60 @@ fn with_client(lab: &Lab, charon: &Charon<'_>) -> Result<()> {
         ping_once(&lab.client),
         "no ping reply from {CORP_HOST} through hsb after the takeover"
     );
+
+    // The ESP packet caught before the death, sent again (from another port): hsb refuses
+    // it as a replay, and the child SA stays at the client's address.
+    let replays_before = m.sum("gate64_esp_replay_drops_total", &[]);
+    lab.client.run_in(|| -> Result<()> {
+        let socket = std::net::UdpSocket::bind("192.0.2.50:0")?;
+        socket.send_to(&replay, (IKE_ADDRESS, 4500))?;
+        Ok(())
+    })??;
+    let replays = wait_for(Duration::from_secs(5), || {
+        let n = metrics(standby_ns)
+            .ok()?
+            .sum("gate64_esp_replay_drops_total", &[]);
+        (n > replays_before).then_some(n - replays_before)
+    });
+    ensure!(
+        replays.is_some(),
+        "hsb did not count the replayed ESP packet\n{}",
+        gate64_lines(&metrics(standby_ns)?)
+    );
+    ensure!(
+        ping_once(&lab.client),
+        "no ping reply from {CORP_HOST} through hsb after the replayed ESP packet"
+    );
+
+    // The taken-over IKE SA works on hsb: charon rekeys the infrastructure child SA through it.
+    let old = child_spi(&after, INFRASTRUCTURE).context("no infrastructure child SA")?;
+    charon.rekey_child(INFRASTRUCTURE)?;
+    let rekeyed = wait_for(SETTLE_TIMEOUT, || {
+        let sas = charon.list_sas().ok()?;
+        let new = child_spi(&sas, INFRASTRUCTURE)?;
+        let installed = sas
+            .iter()
+            .flat_map(|s| &s.children)
+            .filter(|c| c.name == INFRASTRUCTURE && c.is_installed())
+            .count();
+        (new != old && installed == 1).then_some(new)
+    });
+    ensure!(
+        rekeyed.is_some(),
+        "charon did not rekey the infrastructure child SA through hsb: {:#?}",
+        charon.list_sas()?
+    );
+    ensure!(
+        wait_until(Duration::from_secs(5), || ping_once(&lab.client)),
+        "no ping reply from {CORP_HOST} through the rekeyed child SA"
+    );
     let (silence, lost) = figures.unwrap_or((f64::NAN, 0));
     println!(
         "HA takeover: hsb held {IKE_ADDRESS} {vrrp_secs:.2} s after hsa's death; the ping \
          through the infrastructure tunnel: longest silence {silence:.2} s, {lost} echo \
          requests (20/s) lost; hsb stored {} records, installed {installed}, ran {negotiated} \
-         IKE negotiations; charon's IKE and child SPIs unchanged",
+         IKE negotiations; charon's IKE and child SPIs unchanged; a replayed ESP packet from \
+         before the death dropped and counted; a child SA rekey through hsb",
         sync(&m, "in", "stored"),
     );
     Ok(())
