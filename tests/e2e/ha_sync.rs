@@ -402,6 +402,12 @@ fn with_client(lab: &Lab, charon: &Charon<'_>) -> Result<()> {
         "hsb installed {installed} synced records, want at least {RECORDS}\n{}",
         gate64_lines(&m)
     );
+    let failed = sync(&m, "takeover", "install_failed");
+    ensure!(
+        failed == 0.0,
+        "hsb failed to install {failed} synced records\n{}",
+        gate64_lines(&m)
+    );
     let after = charon.wait_established(2, 2, SETTLE_TIMEOUT)?;
     ensure!(
         spis(&before) == spis(&after),
