@@ -37,7 +37,7 @@ use gate64_testkit::{
     wait_for, wait_until,
 };
 
-use crate::common::{POOL6, gate64_lines, path_str};
+use crate::common::{GATE64_ADDRESS6, POOL6, gate64_lines, path_str};
 use crate::failover::{Stream, metrics, now_epoch, signal};
 use crate::ipsec::{INITIATE_TIMEOUT, SETTLE_TIMEOUT};
 
@@ -74,6 +74,140 @@ fn netns_ha_sync_takeover_keeps_ipsec_sas() {
     if let Err(e) = r {
         panic!("{e:#}");
     }
+}
+
+#[test]
+#[ignore = "netns: needs root"]
+fn netns_ha_sync_cut_channel_client_returns_by_qcd() {
+    if !netns_or_skip("netns_ha_sync_cut_channel_client_returns_by_qcd") {
+        return;
+    }
+    let r = Lab::new().and_then(|lab| {
+        let r = cut_channel(&lab);
+        if r.is_err() {
+            eprintln!("{}", lab.logs());
+        }
+        r
+    });
+    if let Err(e) = r {
+        panic!("{e:#}");
+    }
+}
+
+/// What `gate64 connect` logs when the responder proved it lost the IKE SA.
+const QCD_LINE: &str = "the responder lost its IKE SA";
+/// The client's liveness check timeout (its retransmissions) plus its check interval: a
+/// recovery without Quick Crash Detection takes at least this long.
+const WITHOUT_QCD: Duration = Duration::from_secs(40);
+/// `gate64 connect` building both tunnels through Teredo.
+const ESTABLISH_TIMEOUT: Duration = Duration::from_secs(40);
+
+/// Both tunnels of one client up on `node`.
+fn both_tunnels_up(node: &Netns) -> bool {
+    metrics(node).is_ok_and(|m| {
+        m.sum("gate64_ipsec_qmsa", &[]) == 2.0 && m.sum("gate64_ipsec_mmsa", &[]) == 2.0
+    })
+}
+
+/// The sync channel is down before the client connects, so the standby holds nothing of it;
+/// after the active node's death the client, still pinging, hears nothing back, sends a
+/// liveness check, gets INVALID_IKE_SPI with the Quick Crash Detection token (the same
+/// `qcd_secret_file` on both nodes) from the new master and negotiates again at once.
+fn cut_channel(lab: &Lab) -> Result<()> {
+    let [active_ns, standby_ns] = &lab.nodes;
+    for node in &lab.nodes {
+        node.ip(&["link", "set", "ha0", "down"])?;
+    }
+    let (certs, [_active, mut standby]) =
+        start_pair(lab, Client::Teredo, std::net::IpAddr::V6(GATE64_ADDRESS6))?;
+    let bin = gate64_binary()?;
+    let mut client = lab.client.spawn(
+        "gate64-connect-ipsec",
+        &[
+            "env",
+            "RUST_LOG=debug",
+            path_str(&bin)?,
+            "connect",
+            "teredo",
+            "--server",
+            "192.0.2.1",
+            "--ifname",
+            "gate64t",
+            "--ipsec-endpoint",
+            &GATE64_ADDRESS6.to_string(),
+            "--ipsec-cert",
+            path_str(&certs.initiator_cert)?,
+            "--ipsec-key",
+            path_str(&certs.initiator_key)?,
+            "--ipsec-ca",
+            path_str(&certs.ca)?,
+            "--infrastructure-ts",
+            &format!("{CORP_HOST}/128"),
+            "--intranet-ts",
+            "2001:db8:100::/48",
+            "--ipsec-renew-secs",
+            "3600",
+        ],
+    )?;
+    let up = wait_until(ESTABLISH_TIMEOUT, || both_tunnels_up(active_ns));
+    client.ensure_running()?;
+    ensure!(
+        up,
+        "the tunnels did not come up on hsa within {ESTABLISH_TIMEOUT:?}\n{}",
+        gate64_lines(&metrics(active_ns)?)
+    );
+    ensure!(
+        wait_until(Duration::from_secs(10), || ping_once(&lab.client)),
+        "no ping reply from {CORP_HOST} through hsa"
+    );
+    let stored = sync(&metrics(standby_ns)?, "in", "stored");
+    ensure!(
+        stored == 0.0,
+        "hsb stored {stored} records over the cut channel"
+    );
+
+    let stream = Stream::start("ping-ipsec", &lab.client, "-6", &CORP_HOST.to_string())?;
+    std::thread::sleep(Duration::from_secs(1));
+    let died = now_epoch();
+    let t = Instant::now();
+    for pid in active_ns.pids() {
+        signal(pid as u32, "-KILL");
+    }
+    for dev in ["up0", "lan0"] {
+        active_ns.ip(&["link", "set", dev, "down"])?;
+    }
+    let recovered = wait_until(WITHOUT_QCD, || {
+        both_tunnels_up(standby_ns) && stream.resumed_after(died + 0.5)
+    });
+    let gap = t.elapsed();
+    signal(stream.process.pid(), "-INT");
+    client.ensure_running()?;
+    let m = metrics(standby_ns)?;
+    ensure!(
+        recovered,
+        "the client did not come back through hsb within {WITHOUT_QCD:?} of the death\n{}\n\
+         client log:\n{}",
+        gate64_lines(&m),
+        client.log()
+    );
+    let sent = m.sum("gate64_ike_qcd_total", &[("result", "sent")]);
+    ensure!(sent >= 1.0, "hsb sent no QCD answer\n{}", gate64_lines(&m));
+    ensure!(
+        client.log().contains(QCD_LINE),
+        "the client did not log {QCD_LINE:?}:\n{}",
+        client.log()
+    );
+    let (silence, lost) = stream.figures(died).unwrap_or((f64::NAN, 0));
+    println!(
+        "HA takeover with the sync channel cut: the client came back through hsb by Quick \
+         Crash Detection {:.1} s after hsa's death (ping: longest silence {silence:.2} s, \
+         {lost} echo requests lost); {sent} QCD answers",
+        gap.as_secs_f64()
+    );
+    standby
+        .process()
+        .ensure_running()
+        .context("keepalived on hsb")
 }
 
 /// The namespaces of the pair; dropped in reverse order of creation.
@@ -161,15 +295,41 @@ fn secret(ns: &Netns, name: &str, hex: &str) -> Result<std::path::PathBuf> {
     Ok(path)
 }
 
+/// How the client reaches the pair.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Client {
+    /// strongSwan's charon, IKEv2 straight to [`IKE_ADDRESS`] (`[ipsec] listen`).
+    Native,
+    /// `gate64 connect teredo`, IKEv2 to the endpoint [`GATE64_ADDRESS6`] through the pair's
+    /// Teredo server and relay (192.0.2.1 and 192.0.2.2, moved by keepalived).
+    Teredo,
+}
+
 /// Node `i`'s configuration: the IPsec section both share, and `[ha]` towards the other.
-fn node_config(i: usize, certs: &LabCerts, qcd: &Path, ha: &Path) -> Result<String> {
+fn node_config(
+    i: usize,
+    client: Client,
+    certs: &LabCerts,
+    qcd: &Path,
+    ha: &Path,
+) -> Result<String> {
     let (me, peer) = (i + 1, 2 - i);
+    let (teredo, reach) = match client {
+        Client::Native => (
+            "enabled = false".to_owned(),
+            format!("listen = [\"{IKE_ADDRESS}\"]"),
+        ),
+        Client::Teredo => (
+            "server_addresses = [\"192.0.2.1\", \"192.0.2.2\"]\nrelay = true".to_owned(),
+            format!("endpoint = \"{GATE64_ADDRESS6}\""),
+        ),
+    };
     Ok(format!(
-        "[server]\nworkers = 1\n\n[teredo]\nenabled = false\n\n\
+        "[server]\nworkers = 1\n\n[teredo]\n{teredo}\n\n\
          [corpnet]\ntun = \"gate64\"\nipv6_prefixes = [\"2001:db8:100::/48\"]\n\
          address6 = \"2001:db8:100::1\"\n\n\
          [ipsec]\ncertificate = {:?}\nprivate_key = {:?}\nca = {:?}\npool6 = \"{POOL6}\"\n\
-         infrastructure_prefixes = [\"{CORP_HOST}/128\"]\nlisten = [\"{IKE_ADDRESS}\"]\n\
+         infrastructure_prefixes = [\"{CORP_HOST}/128\"]\n{reach}\n\
          qcd_secret_file = {:?}\n\n\
          [ha]\nnode_id = {me}\npeer_node_id = {peer}\nlisten = \"10.0.9.{me}:{HA_PORT}\"\n\
          peer = \"10.0.9.{peer}:{HA_PORT}\"\nsecret_file = {:?}\n\n\
@@ -202,7 +362,7 @@ fn start_keepalived(node: &Netns, priority: u8, config: &Path) -> Result<Keepali
         vrid: 65,
         priority,
         advert_ms: 100,
-        addresses: &["192.0.2.10/24"],
+        addresses: &["192.0.2.10/24", "192.0.2.1/24", "192.0.2.2/24"],
         excluded: &["2001:db8:100:1::1/64 dev lan0"],
         notify: Some(&notify),
     };
@@ -216,8 +376,11 @@ fn sync(m: &Metrics, direction: &str, result: &str) -> f64 {
     )
 }
 
-/// Every (IKE SPIs, sorted child SPIs) charon holds, sorted.
-fn spis(sas: &[IkeSa]) -> Vec<((u64, u64), Vec<(u32, u32)>)> {
+/// One IKE SA's SPIs and its child SAs' (inbound, outbound) SPIs, sorted.
+type SaSpis = ((u64, u64), Vec<(u32, u32)>);
+
+/// Every IKE SA's [`SaSpis`] charon holds, sorted.
+fn spis(sas: &[IkeSa]) -> Vec<SaSpis> {
     let mut all: Vec<_> = sas
         .iter()
         .map(|sa| {
@@ -270,22 +433,26 @@ fn esp_payload(p: &[u8]) -> Option<&[u8]> {
         .then_some(payload)
 }
 
-fn takeover(lab: &Lab) -> Result<()> {
+/// The pair running: certificates for `responder` (the address the client's IKE goes to),
+/// each node's configuration for `client`, keepalived on both (`hsa` master), gate64 up on
+/// both. Returns the certificates and both keepalived instances.
+fn start_pair(
+    lab: &Lab,
+    client: Client,
+    responder: std::net::IpAddr,
+) -> Result<(LabCerts, [Keepalived; 2])> {
     let [active_ns, standby_ns] = &lab.nodes;
-    let certs = LabCerts::generate(
-        &lab.bridge,
-        &lab.bridge.dir().join("ike-certs"),
-        IKE_ADDRESS.parse()?,
-    )?;
+    let certs = LabCerts::generate(&lab.bridge, &lab.bridge.dir().join("ike-certs"), responder)?;
     let mut configs = Vec::new();
     for (i, node) in lab.nodes.iter().enumerate() {
         // The same secrets on both nodes, each node with its own copy.
         let qcd = secret(node, "qcd.secret", "5a")?;
         let ha = secret(node, "ha.secret", "6b")?;
-        configs.push(node.write_file("gate64.toml", &node_config(i, &certs, &qcd, &ha)?)?);
+        let config = node_config(i, client, &certs, &qcd, &ha)?;
+        configs.push(node.write_file("gate64.toml", &config)?);
     }
-    let _active = start_keepalived(active_ns, 150, &configs[0])?;
-    let mut standby = start_keepalived(standby_ns, 100, &configs[1])?;
+    let active = start_keepalived(active_ns, 150, &configs[0])?;
+    let standby = start_keepalived(standby_ns, 100, &configs[1])?;
     ensure!(
         wait_until(Duration::from_secs(15), || holds_address(
             active_ns,
@@ -301,7 +468,11 @@ fn takeover(lab: &Lab) -> Result<()> {
             node.name()
         );
     }
+    Ok((certs, [active, standby]))
+}
 
+fn takeover(lab: &Lab) -> Result<()> {
+    let (certs, [_active, mut standby]) = start_pair(lab, Client::Native, IKE_ADDRESS.parse()?)?;
     let tunnels = vec![
         Tunnel::new(INFRASTRUCTURE, &[&format!("{CORP_HOST}/128")]),
         Tunnel::new(INTRANET, &["2001:db8:100::/48"]),
