@@ -23,6 +23,14 @@
 //!   (`gate64_esp_replay_drops_total`) and does not move the child SA; charon then rekeys the
 //!   infrastructure child SA through `hsb`'s taken-over IKE SA and pings through the new one.
 //!   The ping's longest silence and its losses are printed, never asserted.
+//! - `netns_ha_sync_cut_channel_client_returns_by_qcd`: the sync link is down before the
+//!   client connects, so `hsb` holds nothing of it; the client is `gate64 connect teredo`
+//!   (both tunnels through the pair's Teredo server and relay, whose addresses keepalived
+//!   moves too), and both nodes have the same `qcd_secret_file`. After the same crash the
+//!   client, still pinging, hears nothing back, sends a liveness check, gets INVALID_IKE_SPI
+//!   with the Quick Crash Detection token from `hsb` and negotiates again at once: the test
+//!   checks it came back within 40 s (less than its liveness check's own timeout), that
+//!   `hsb` counted a QCD answer and that the client logged why; it prints how long it took.
 
 use std::path::Path;
 use std::time::{Duration, Instant};
