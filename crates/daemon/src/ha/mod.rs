@@ -322,8 +322,14 @@ impl Task {
         }
     }
 
-    /// Sends the IKE SAs that came up or whose message IDs moved, and every child SA.
+    /// Tells the responder which of the peer's IKE SAs wait here for a takeover (when that
+    /// changed), then sends the IKE SAs that came up or whose message IDs moved, and every
+    /// child SA.
     async fn flush(&mut self) {
+        if let Some(awaiting) = self.inbox.store.ike_spis_if_changed() {
+            self.control
+                .apply(move |r| r.set_awaiting_takeover(awaiting));
+        }
         let fresh: Vec<u64> = std::mem::take(&mut self.pending_ike).into_iter().collect();
         let (tx, rx) = oneshot::channel::<Vec<SyncedIkeSa>>();
         let asked = self.control.apply(move |r| {
@@ -417,6 +423,7 @@ impl Task {
                     }
                 }
             }
+            r.set_awaiting_takeover(Default::default());
         });
     }
 }

@@ -2,7 +2,7 @@
 //! SA (by responder SPI) and child SA (by inbound SPI), bounded. Only messages that
 //! authenticated reach it; a record that does not decode is dropped and counted.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use gate64_ha::{ChildSaRecord, Gone, IkeSaRecord, MessageType};
 
@@ -34,6 +34,8 @@ pub(crate) struct Store {
     ike: HashMap<u64, IkeSaRecord>,
     child: HashMap<u32, ChildSaRecord>,
     max: (usize, usize),
+    /// An IKE SA record came or went since [`Store::ike_spis_if_changed`] last answered.
+    ike_changed: bool,
 }
 
 impl Store {
@@ -42,6 +44,7 @@ impl Store {
             ike: HashMap::new(),
             child: HashMap::new(),
             max: (max_ike, max_child),
+            ike_changed: false,
         }
     }
 
@@ -51,7 +54,7 @@ impl Store {
         if let Some(gone) = Gone::decode(kind, body) {
             match gone.map_err(|_| StoreDrop::Undecodable)? {
                 Gone::IkeSa(spi) => {
-                    self.ike.remove(&spi);
+                    self.ike_changed |= self.ike.remove(&spi).is_some();
                 }
                 Gone::ChildSa(spi) => {
                     self.child.remove(&spi);
@@ -65,7 +68,12 @@ impl Store {
                 if self.ike.len() >= self.max.0 && !self.ike.contains_key(&r.spi_r) {
                     return Err(StoreDrop::Full);
                 }
-                self.ike.insert(r.spi_r, r);
+                let pair = (r.spi_i, r.spi_r);
+                let before = self
+                    .ike
+                    .insert(r.spi_r, r)
+                    .map(|old| (old.spi_i, old.spi_r));
+                self.ike_changed |= before != Some(pair);
             }
             MessageType::ChildSa => {
                 let r = ChildSaRecord::decode(body).map_err(|_| StoreDrop::Undecodable)?;
@@ -80,8 +88,18 @@ impl Store {
         Ok(())
     }
 
+    /// The (initiator's, responder's) SPIs of every IKE SA record, when one came or went
+    /// since the last call: what the responder must not answer as unknown before the takeover.
+    pub(crate) fn ike_spis_if_changed(&mut self) -> Option<HashSet<(u64, u64)>> {
+        if !std::mem::take(&mut self.ike_changed) {
+            return None;
+        }
+        Some(self.ike.values().map(|r| (r.spi_i, r.spi_r)).collect())
+    }
+
     /// Every record, leaving the store empty (a takeover installs them).
     pub(crate) fn take(&mut self) -> (Vec<IkeSaRecord>, Vec<ChildSaRecord>) {
+        self.ike_changed = false;
         let ike = self.ike.drain().map(|(_, r)| r).collect();
         let child = self.child.drain().map(|(_, r)| r).collect();
         (ike, child)
@@ -131,11 +149,29 @@ mod tests {
             store.apply(MessageType::IkeSaGone, &[1]),
             Err(StoreDrop::Undecodable)
         );
+        let spi_i = sa.spi_i;
+        assert_eq!(
+            store.ike_spis_if_changed(),
+            Some([(spi_i, 2), (spi_i, 4)].into_iter().collect())
+        );
+        assert_eq!(
+            store.ike_spis_if_changed(),
+            None,
+            "nothing came or went since"
+        );
+        sa.spi_r = 2;
+        sa.next_id_in += 1;
+        store.apply(MessageType::IkeSa, &body(&sa)).unwrap();
+        assert_eq!(
+            store.ike_spis_if_changed(),
+            None,
+            "a newer record of the same SA"
+        );
         let (ike, child) = store.take();
         let mut spis: Vec<u64> = ike.iter().map(|r| r.spi_r).collect();
         spis.sort();
         assert_eq!((spis, child.len()), (vec![2, 4], 0));
-        assert_eq!(ike.iter().find(|r| r.spi_r == 2).unwrap().next_id_in, 10);
+        assert_eq!(ike.iter().find(|r| r.spi_r == 2).unwrap().next_id_in, 11);
         assert_eq!(store.len(), (0, 0));
     }
 }

@@ -137,6 +137,9 @@ pub struct Responder {
     /// IKE SAs whose message IDs moved since the sync channel last asked (`sync.rs`);
     /// `None` without HA sync.
     sync_changed: Option<std::collections::HashSet<u64>>,
+    /// IKE SAs (initiator's SPI, responder's SPI) the HA peer synced that wait for a
+    /// takeover here (`sync.rs`): a request for one is not answered as unknown.
+    awaiting_takeover: std::collections::HashSet<(u64, u64)>,
 }
 
 impl Responder {
@@ -176,6 +179,7 @@ impl Responder {
             answer_at: None,
             qcd: qcd::Limiter::default(),
             sync_changed: None,
+            awaiting_takeover: Default::default(),
         })
     }
 

@@ -157,6 +157,10 @@ pub(super) fn on_unknown_spi(
     if h.is_response() || h.exchange == exchange::IKE_SA_INIT || !protected {
         return;
     }
+    if r.awaits_takeover(h.spi_i, h.spi_r) {
+        tracing::debug!(peer = %remote, "ike: IKE SA synced, not taken over yet: no QCD answer");
+        return;
+    }
     let answer = unknown_spi_answer(secret, h);
     let sent = answer.len() <= datagram.len() && r.qcd.allow(now, SourceKey::of(remote.ip()));
     if sent {

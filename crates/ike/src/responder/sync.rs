@@ -206,6 +206,23 @@ impl Responder {
         self.sync_changed = on.then(Default::default);
     }
 
+    /// Names the IKE SAs (initiator's SPI, responder's SPI) the HA peer synced to this node
+    /// and that wait for a takeover, replacing the previous set. Until they are installed
+    /// ([`Responder::install_synced_ike_sa`]), a request for one of them is dropped as for an
+    /// unknown SPI (counted as such) but never answered with INVALID_IKE_SPI and a Quick
+    /// Crash Detection token: that answer would make the client end an IKE SA the takeover
+    /// is about to install (the address can reach this node just before the takeover
+    /// signal), whereas a dropped request is retransmitted and then finds it.
+    pub fn set_awaiting_takeover(&mut self, spis: std::collections::HashSet<(u64, u64)>) {
+        self.awaiting_takeover = spis;
+    }
+
+    /// Whether the IKE SA `(spi_i, spi_r)` waits for a takeover here
+    /// ([`Responder::set_awaiting_takeover`]).
+    pub(super) fn awaits_takeover(&self, spi_i: u64, spi_r: u64) -> bool {
+        self.awaiting_takeover.contains(&(spi_i, spi_r))
+    }
+
     /// The IKE SAs whose message IDs moved since the last call (see
     /// [`Responder::set_sync_tracking`]), each once; empty while tracking is off.
     pub fn take_sync_changes(&mut self) -> Vec<u64> {

@@ -113,6 +113,47 @@ fn rfc6290_4_3_an_unknown_ike_sa_is_answered_with_its_token_and_the_client_drops
     assert_eq!(i.poll_timeout(), None, "nothing outstanding any more");
 }
 
+/// A standby that holds the client's IKE SA from its HA peer but has not taken it over yet
+/// drops the client's request unanswered (no token that would end the IKE SA); installed, the
+/// retransmission is answered under the synced keys, and once the set is emptied an unknown
+/// SPI is answered with the token again.
+#[test]
+fn a_synced_ike_sa_awaiting_takeover_gets_no_qcd_answer_and_its_retransmission_is_answered() {
+    let lab = Lab::new();
+    let now = Instant::now();
+    let (mut active, mut i, _) = established_pair(&lab, now, with_qcd);
+    active.set_sync_tracking(true);
+    let synced = active.export_ike_sa(i.spi_r, now).expect("exported");
+    let mut standby = lab.responder(now, with_qcd);
+    standby.set_awaiting_takeover([(i.spi_i, i.spi_r)].into_iter().collect());
+    let check = liveness_check(&mut i, now);
+    standby.handle(now, addr(SERVER), addr(CLIENT), &check);
+    assert!(
+        standby.poll_transmit().is_none(),
+        "no answer before the takeover"
+    );
+    assert_eq!(qcd_events(&mut standby), (0, 0));
+
+    standby
+        .install_synced_ike_sa(now, synced)
+        .expect("installed");
+    standby.set_awaiting_takeover(Default::default());
+    standby.handle(now, addr(SERVER), addr(CLIENT), &check);
+    let answer = standby
+        .poll_transmit()
+        .expect("the retransmission is answered");
+    i.handle(now, &answer.bytes);
+    assert_eq!(i.poll_event(), None);
+    assert!(i.is_established());
+
+    // Another client's IKE SA, not in the set: answered with its token as before.
+    let (_, mut other, _) = established_pair(&lab, now, with_qcd);
+    let check = liveness_check(&mut other, now);
+    standby.handle(now, addr(SERVER), addr(CLIENT), &check);
+    assert!(standby.poll_transmit().is_some(), "QCD answer");
+    assert_eq!(qcd_events(&mut standby).0, 1);
+}
+
 #[test]
 fn rfc6290_a_wrong_or_missing_token_is_ignored_by_the_client() {
     let lab = Lab::new();

@@ -1,0 +1,656 @@
+//! IPsec state synchronisation (`[ha]`) across a keepalived takeover, in network namespaces.
+//!
+//! Two gate64 nodes (`hsa` priority 150, `hsb` priority 100) run in hot mode with the same
+//! IPsec configuration and certificates and `[ha]` pointing at each other over a link of
+//! their own (10.0.9.1 / 10.0.9.2, UDP 4501). keepalived (VRRPv3, 100 ms adverts) moves the
+//! IKE address 192.0.2.10 (`[ipsec] listen`) and the inside gateway 2001:db8:100:1::1; its
+//! notify script (`config/keepalived/gate64-notify.sh -m hot`) keeps gate64 running on both
+//! and sends SIGUSR1 to the one that becomes master.
+//!
+//! ```text
+//!  hscli (charon, 192.0.2.50) ── hsbr: br0 ─┬─ hsa up0 ─ ha0 ─┐ lan0 ─┬─ hsbr: br1 ── hscorp
+//!                                            └─ hsb up0 ─ ha0 ─┘ lan0 ─┘   (2001:db8:100:1::2)
+//! ```
+//!
+//! - `netns_ha_sync_takeover_keeps_ipsec_sas`: strongSwan's charon builds both tunnels
+//!   (infrastructure and intranet) to 192.0.2.10 and pings the corporate host through the
+//!   infrastructure tunnel; the standby's store fills from the channel. Every process of
+//!   `hsa` is SIGKILLed and its links go down (power loss). The ping must flow again through
+//!   `hsb`, which ran no IKE negotiation of its own (`gate64_ike_negotiations_total` stays 0,
+//!   no half-open IKE SA was ever made); charon still holds the same IKE and child SPIs, and
+//!   `gate64_ha_sync_total` shows the records received and installed. One of the ping's ESP
+//!   packets, caught on `hsa` before the death, sent again to `hsb` is dropped and counted
+//!   (`gate64_esp_replay_drops_total`) and does not move the child SA; charon then rekeys the
+//!   infrastructure child SA through `hsb`'s taken-over IKE SA and pings through the new one.
+//!   The ping's longest silence and its losses are printed, never asserted.
+//! - `netns_ha_sync_cut_channel_client_returns_by_qcd`: the sync link is down before the
+//!   client connects, so `hsb` holds nothing of it; the client is `gate64 connect teredo`
+//!   (both tunnels through the pair's Teredo server and relay, whose addresses keepalived
+//!   moves too), and both nodes have the same `qcd_secret_file`. After the same crash the
+//!   client, still pinging, hears nothing back, sends a liveness check, gets INVALID_IKE_SPI
+//!   with the Quick Crash Detection token from `hsb` and negotiates again at once: the test
+//!   checks it came back within 40 s (less than its liveness check's own timeout), that
+//!   `hsb` counted a QCD answer and that the client logged why; it prints how long it took.
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail, ensure};
+use gate64_testkit::capture::Ipv4Capture;
+use gate64_testkit::strongswan::{
+    Charon, CharonConfig, INFRASTRUCTURE, INTRANET, IkeSa, LabCerts, Tunnel, with_charon_logs,
+};
+use gate64_testkit::{
+    CORP_HOST, Keepalived, Metrics, Netns, Vrrp, gate64_binary, holds_address, netns_or_skip,
+    wait_for, wait_until,
+};
+
+use crate::common::{GATE64_ADDRESS6, POOL6, gate64_lines, path_str};
+use crate::failover::{Stream, metrics, now_epoch, signal};
+use crate::ipsec::{INITIATE_TIMEOUT, SETTLE_TIMEOUT};
+
+/// The IKE address keepalived moves (`[ipsec] listen` on both nodes).
+const IKE_ADDRESS: &str = "192.0.2.10";
+/// The inside gateway keepalived moves: the corporate host's route to the inner addresses.
+const INSIDE_GATEWAY: &str = "2001:db8:100:1::1";
+/// The sync channel's UDP port on both nodes.
+const HA_PORT: u16 = 4501;
+/// The ping must flow again through the standby within this long of the death (generous:
+/// two shared cores).
+const RESUME_BOUND: Duration = Duration::from_secs(30);
+/// The standby's store must hold the client's records within this long of the tunnels
+/// coming up (the active node flushes every second).
+const SYNC_BOUND: Duration = Duration::from_secs(10);
+/// Records the standby must have stored and installed: two IKE SAs and two child SAs.
+const RECORDS: f64 = 4.0;
+
+#[test]
+#[ignore = "netns: needs root"]
+fn netns_ha_sync_takeover_keeps_ipsec_sas() {
+    if !netns_or_skip("netns_ha_sync_takeover_keeps_ipsec_sas") {
+        return;
+    }
+    let started = Instant::now();
+    let r = Lab::new().and_then(|lab| {
+        let r = takeover(&lab);
+        if r.is_err() {
+            eprintln!("{}", lab.logs());
+        }
+        r
+    });
+    println!("HA sync test took {:.1} s", started.elapsed().as_secs_f64());
+    if let Err(e) = r {
+        panic!("{e:#}");
+    }
+}
+
+#[test]
+#[ignore = "netns: needs root"]
+fn netns_ha_sync_cut_channel_client_returns_by_qcd() {
+    if !netns_or_skip("netns_ha_sync_cut_channel_client_returns_by_qcd") {
+        return;
+    }
+    let r = Lab::new().and_then(|lab| {
+        let r = cut_channel(&lab);
+        if r.is_err() {
+            eprintln!("{}", lab.logs());
+        }
+        r
+    });
+    if let Err(e) = r {
+        panic!("{e:#}");
+    }
+}
+
+/// What `gate64 connect` logs when the responder proved it lost the IKE SA.
+const QCD_LINE: &str = "the responder lost its IKE SA";
+/// The client's liveness check timeout (its retransmissions) plus its check interval: a
+/// recovery without Quick Crash Detection takes at least this long.
+const WITHOUT_QCD: Duration = Duration::from_secs(40);
+/// `gate64 connect` building both tunnels through Teredo.
+const ESTABLISH_TIMEOUT: Duration = Duration::from_secs(40);
+
+/// Both tunnels of one client up on `node`.
+fn both_tunnels_up(node: &Netns) -> bool {
+    metrics(node).is_ok_and(|m| {
+        m.sum("gate64_ipsec_qmsa", &[]) == 2.0 && m.sum("gate64_ipsec_mmsa", &[]) == 2.0
+    })
+}
+
+/// The sync channel is down before the client connects, so the standby holds nothing of it;
+/// after the active node's death the client, still pinging, hears nothing back, sends a
+/// liveness check, gets INVALID_IKE_SPI with the Quick Crash Detection token (the same
+/// `qcd_secret_file` on both nodes) from the new master and negotiates again at once.
+fn cut_channel(lab: &Lab) -> Result<()> {
+    let [active_ns, standby_ns] = &lab.nodes;
+    for node in &lab.nodes {
+        node.ip(&["link", "set", "ha0", "down"])?;
+    }
+    let (certs, [_active, mut standby]) =
+        start_pair(lab, Client::Teredo, std::net::IpAddr::V6(GATE64_ADDRESS6))?;
+    let bin = gate64_binary()?;
+    let mut client = lab.client.spawn(
+        "gate64-connect-ipsec",
+        &[
+            "env",
+            "RUST_LOG=debug",
+            path_str(&bin)?,
+            "connect",
+            "teredo",
+            "--server",
+            "192.0.2.1",
+            "--ifname",
+            "gate64t",
+            "--ipsec-endpoint",
+            &GATE64_ADDRESS6.to_string(),
+            "--ipsec-cert",
+            path_str(&certs.initiator_cert)?,
+            "--ipsec-key",
+            path_str(&certs.initiator_key)?,
+            "--ipsec-ca",
+            path_str(&certs.ca)?,
+            "--infrastructure-ts",
+            &format!("{CORP_HOST}/128"),
+            "--intranet-ts",
+            "2001:db8:100::/48",
+            "--ipsec-renew-secs",
+            "3600",
+        ],
+    )?;
+    let up = wait_until(ESTABLISH_TIMEOUT, || both_tunnels_up(active_ns));
+    client.ensure_running()?;
+    ensure!(
+        up,
+        "the tunnels did not come up on hsa within {ESTABLISH_TIMEOUT:?}\n{}",
+        gate64_lines(&metrics(active_ns)?)
+    );
+    ensure!(
+        wait_until(Duration::from_secs(10), || ping_once(&lab.client)),
+        "no ping reply from {CORP_HOST} through hsa"
+    );
+    let stored = sync(&metrics(standby_ns)?, "in", "stored");
+    ensure!(
+        stored == 0.0,
+        "hsb stored {stored} records over the cut channel"
+    );
+
+    let stream = Stream::start("ping-ipsec", &lab.client, "-6", &CORP_HOST.to_string())?;
+    std::thread::sleep(Duration::from_secs(1));
+    let died = now_epoch();
+    let t = Instant::now();
+    for pid in active_ns.pids() {
+        signal(pid as u32, "-KILL");
+    }
+    for dev in ["up0", "lan0"] {
+        active_ns.ip(&["link", "set", dev, "down"])?;
+    }
+    let recovered = wait_until(WITHOUT_QCD, || {
+        both_tunnels_up(standby_ns) && stream.resumed_after(died + 0.5)
+    });
+    let gap = t.elapsed();
+    signal(stream.process.pid(), "-INT");
+    client.ensure_running()?;
+    let m = metrics(standby_ns)?;
+    ensure!(
+        recovered,
+        "the client did not come back through hsb within {WITHOUT_QCD:?} of the death\n{}\n\
+         client log:\n{}",
+        gate64_lines(&m),
+        client.log()
+    );
+    let sent = m.sum("gate64_ike_qcd_total", &[("result", "sent")]);
+    ensure!(sent >= 1.0, "hsb sent no QCD answer\n{}", gate64_lines(&m));
+    ensure!(
+        client.log().contains(QCD_LINE),
+        "the client did not log {QCD_LINE:?}:\n{}",
+        client.log()
+    );
+    let (silence, lost) = stream.figures(died).unwrap_or((f64::NAN, 0));
+    println!(
+        "HA takeover with the sync channel cut: the client came back through hsb by Quick \
+         Crash Detection {:.1} s after hsa's death (ping: longest silence {silence:.2} s, \
+         {lost} echo requests lost); {sent} QCD answers",
+        gap.as_secs_f64()
+    );
+    standby
+        .process()
+        .ensure_running()
+        .context("keepalived on hsb")
+}
+
+/// The namespaces of the pair; dropped in reverse order of creation.
+struct Lab {
+    bridge: Netns,
+    nodes: [Netns; 2],
+    client: Netns,
+    corp: Netns,
+}
+
+impl Lab {
+    fn new() -> Result<Lab> {
+        let lab = Lab {
+            bridge: Netns::new("hsbr")?,
+            nodes: [Netns::new("hsa")?, Netns::new("hsb")?],
+            client: Netns::new("hscli")?,
+            corp: Netns::new("hscorp")?,
+        };
+        let br = &lab.bridge;
+        for b in ["br0", "br1"] {
+            br.ip(&["link", "add", b, "type", "bridge"])?;
+            br.link_up(b)?;
+        }
+        let attach = |port: &str, ns: &Netns, dev: &str, bridge: &str| -> Result<()> {
+            br.veth(port, ns, dev)?;
+            br.ip(&["link", "set", port, "master", bridge]).map(drop)
+        };
+        // The sync link, between the nodes only.
+        lab.nodes[0].veth("ha0", &lab.nodes[1], "ha0")?;
+        for (i, node) in lab.nodes.iter().enumerate() {
+            attach(&format!("u{i}"), node, "up0", "br0")?;
+            attach(&format!("l{i}"), node, "lan0", "br1")?;
+            let host = 11 + i;
+            node.addr_add("up0", &format!("192.0.2.{host}/24"))?;
+            node.sysctl("net.ipv6.conf.lan0.accept_dad", "0")?;
+            node.addr_add("lan0", &format!("2001:db8:100:1::{host}/64"))?;
+            node.addr_add("ha0", &format!("10.0.9.{}/30", i + 1))?;
+            for (key, value) in [
+                ("net.ipv4.ip_forward", "1"),
+                ("net.ipv6.conf.all.forwarding", "1"),
+                ("net.ipv4.conf.all.rp_filter", "0"),
+                ("net.ipv4.conf.default.rp_filter", "0"),
+                // Hot standby: the backup's gate64 binds the IKE address before keepalived
+                // moves it there.
+                ("net.ipv4.ip_nonlocal_bind", "1"),
+                ("net.ipv6.ip_nonlocal_bind", "1"),
+            ] {
+                node.sysctl(key, value)?;
+            }
+        }
+        attach("cl", &lab.client, "eth0", "br0")?;
+        attach("co", &lab.corp, "eth0", "br1")?;
+        lab.client.addr_add("eth0", "192.0.2.50/24")?;
+        lab.corp.sysctl("net.ipv6.conf.eth0.accept_dad", "0")?;
+        lab.corp.addr_add("eth0", &format!("{CORP_HOST}/64"))?;
+        lab.corp
+            .ip(&["-6", "route", "add", "default", "via", INSIDE_GATEWAY])?;
+        lab.corp
+            .ip(&["-6", "route", "add", POOL6, "via", INSIDE_GATEWAY])?;
+        Ok(lab)
+    }
+
+    /// Every process log of every namespace, for failure reports.
+    fn logs(&self) -> String {
+        let mut all: String = [&self.nodes[0], &self.nodes[1], &self.client]
+            .iter()
+            .map(|ns| ns.logs_report())
+            .collect();
+        for node in &self.nodes {
+            let log = node.dir().join("gate64.log");
+            all.push_str(&format!(
+                "----- {} / gate64 (started by the notify script) -----\n{}\n",
+                node.name(),
+                std::fs::read_to_string(&log).unwrap_or_default()
+            ));
+        }
+        all
+    }
+}
+
+/// A secret file of `hex` repeated to 64 characters, mode 0600, in `ns`'s directory.
+fn secret(ns: &Netns, name: &str, hex: &str) -> Result<std::path::PathBuf> {
+    let path = ns.write_file(name, &format!("{}\n", hex.repeat(32)))?;
+    std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o600))?;
+    Ok(path)
+}
+
+/// How the client reaches the pair.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Client {
+    /// strongSwan's charon, IKEv2 straight to [`IKE_ADDRESS`] (`[ipsec] listen`).
+    Native,
+    /// `gate64 connect teredo`, IKEv2 to the endpoint [`GATE64_ADDRESS6`] through the pair's
+    /// Teredo server and relay (192.0.2.1 and 192.0.2.2, moved by keepalived).
+    Teredo,
+}
+
+/// Node `i`'s configuration: the IPsec section both share, and `[ha]` towards the other.
+fn node_config(
+    i: usize,
+    client: Client,
+    certs: &LabCerts,
+    qcd: &Path,
+    ha: &Path,
+) -> Result<String> {
+    let (me, peer) = (i + 1, 2 - i);
+    let (teredo, reach) = match client {
+        Client::Native => (
+            "enabled = false".to_owned(),
+            format!("listen = [\"{IKE_ADDRESS}\"]"),
+        ),
+        Client::Teredo => (
+            "server_addresses = [\"192.0.2.1\", \"192.0.2.2\"]\nrelay = true".to_owned(),
+            format!("endpoint = \"{GATE64_ADDRESS6}\""),
+        ),
+    };
+    Ok(format!(
+        "[server]\nworkers = 1\n\n[teredo]\n{teredo}\n\n\
+         [corpnet]\ntun = \"gate64\"\nipv6_prefixes = [\"2001:db8:100::/48\"]\n\
+         address6 = \"2001:db8:100::1\"\n\n\
+         [ipsec]\ncertificate = {:?}\nprivate_key = {:?}\nca = {:?}\npool6 = \"{POOL6}\"\n\
+         infrastructure_prefixes = [\"{CORP_HOST}/128\"]\n{reach}\n\
+         qcd_secret_file = {:?}\n\n\
+         [ha]\nnode_id = {me}\npeer_node_id = {peer}\nlisten = \"10.0.9.{me}:{HA_PORT}\"\n\
+         peer = \"10.0.9.{peer}:{HA_PORT}\"\nsecret_file = {:?}\n\n\
+         [metrics]\nlisten = \"127.0.0.1:9164\"\n\n[log]\nlevel = \"debug\"\n",
+        path_str(&certs.responder_cert)?,
+        path_str(&certs.responder_key)?,
+        path_str(&certs.ca)?,
+        path_str(qcd)?,
+        path_str(ha)?,
+    ))
+}
+
+/// keepalived on `node` with `priority`, its notify script running gate64 in hot mode.
+fn start_keepalived(node: &Netns, priority: u8, config: &Path) -> Result<Keepalived> {
+    let bin = gate64_binary()?;
+    let dir = node.dir();
+    let script =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../config/keepalived/gate64-notify.sh");
+    let notify = format!(
+        "{} -m hot -b {} -c {} -p {} -l {}",
+        path_str(&script)?,
+        path_str(&bin)?,
+        path_str(config)?,
+        path_str(&dir.join("gate64.pid"))?,
+        path_str(&dir.join("gate64.log"))?,
+    );
+    let vrrp = Vrrp {
+        name: "gate64",
+        interface: "up0",
+        vrid: 65,
+        priority,
+        advert_ms: 100,
+        addresses: &["192.0.2.10/24", "192.0.2.1/24", "192.0.2.2/24"],
+        excluded: &["2001:db8:100:1::1/64 dev lan0"],
+        notify: Some(&notify),
+    };
+    Keepalived::start(node, "keepalived", &vrrp)
+}
+
+fn sync(m: &Metrics, direction: &str, result: &str) -> f64 {
+    m.sum(
+        "gate64_ha_sync_total",
+        &[("direction", direction), ("result", result)],
+    )
+}
+
+/// One IKE SA's SPIs and its child SAs' (inbound, outbound) SPIs, sorted.
+type SaSpis = ((u64, u64), Vec<(u32, u32)>);
+
+/// Every IKE SA's [`SaSpis`] charon holds, sorted.
+fn spis(sas: &[IkeSa]) -> Vec<SaSpis> {
+    let mut all: Vec<_> = sas
+        .iter()
+        .map(|sa| {
+            let mut children: Vec<_> = sa.children.iter().map(|c| (c.spi_in, c.spi_out)).collect();
+            children.sort_unstable();
+            (sa.spis, children)
+        })
+        .collect();
+    all.sort_unstable();
+    all
+}
+
+/// The inbound SPI of charon's installed child SA named `name`.
+fn child_spi(sas: &[IkeSa], name: &str) -> Option<u32> {
+    sas.iter()
+        .flat_map(|s| &s.children)
+        .find(|c| c.name == name && c.is_installed())
+        .map(|c| c.spi_in)
+}
+
+/// The UDP payload of the next ESP-in-UDP packet the client sends to the IKE address, caught
+/// where it arrives: on the active node.
+fn catch_esp(lab: &Lab) -> Result<Vec<u8>> {
+    let capture = Ipv4Capture::open(&lab.nodes[0], Duration::from_millis(200))?;
+    let mut buf = vec![0u8; 65_536];
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while Instant::now() < deadline {
+        if let Some(payload) = capture.next(&mut buf)?.and_then(esp_payload) {
+            return Ok(payload.to_vec());
+        }
+    }
+    bail!("no ESP packet from the client to {IKE_ADDRESS}:4500 within 5 s")
+}
+
+/// The ESP packet in `p`, an IPv4 packet from the client to the IKE address's UDP port 4500
+/// (not IKE behind the zero marker, not a NAT keepalive).
+fn esp_payload(p: &[u8]) -> Option<&[u8]> {
+    let first = *p.first()?;
+    let ihl = usize::from(first & 0x0f) * 4;
+    let to_us = first >> 4 == 4
+        && *p.get(9)? == 17
+        && p.get(12..16)? == [192, 0, 2, 50]
+        && p.get(16..20)? == [192, 0, 2, 10];
+    let udp = p.get(ihl..)?;
+    let payload = udp.get(8..)?;
+    (to_us
+        && udp.get(2..4)? == 4500u16.to_be_bytes()
+        && payload.len() > 8
+        && payload.get(..4)? != [0; 4])
+        .then_some(payload)
+}
+
+/// The pair running: certificates for `responder` (the address the client's IKE goes to),
+/// each node's configuration for `client`, keepalived on both (`hsa` master), gate64 up on
+/// both. Returns the certificates and both keepalived instances.
+fn start_pair(
+    lab: &Lab,
+    client: Client,
+    responder: std::net::IpAddr,
+) -> Result<(LabCerts, [Keepalived; 2])> {
+    let [active_ns, standby_ns] = &lab.nodes;
+    let certs = LabCerts::generate(&lab.bridge, &lab.bridge.dir().join("ike-certs"), responder)?;
+    let mut configs = Vec::new();
+    for (i, node) in lab.nodes.iter().enumerate() {
+        // The same secrets on both nodes, each node with its own copy.
+        let qcd = secret(node, "qcd.secret", "5a")?;
+        let ha = secret(node, "ha.secret", "6b")?;
+        let config = node_config(i, client, &certs, &qcd, &ha)?;
+        configs.push(node.write_file("gate64.toml", &config)?);
+    }
+    let active = start_keepalived(active_ns, 150, &configs[0])?;
+    let standby = start_keepalived(standby_ns, 100, &configs[1])?;
+    ensure!(
+        wait_until(Duration::from_secs(15), || holds_address(
+            active_ns,
+            IKE_ADDRESS
+        )),
+        "hsa (priority 150) did not become master within 15 s"
+    );
+    for node in &lab.nodes {
+        ensure!(
+            wait_until(Duration::from_secs(20), || metrics(node)
+                .is_ok_and(|m| m.has("gate64_ipsec_qmsa"))),
+            "gate64 on {} (started by the notify script) did not serve /metrics within 20 s",
+            node.name()
+        );
+    }
+    Ok((certs, [active, standby]))
+}
+
+fn takeover(lab: &Lab) -> Result<()> {
+    let (certs, [_active, mut standby]) = start_pair(lab, Client::Native, IKE_ADDRESS.parse()?)?;
+    let tunnels = vec![
+        Tunnel::new(INFRASTRUCTURE, &[&format!("{CORP_HOST}/128")]),
+        Tunnel::new(INTRANET, &["2001:db8:100::/48"]),
+    ];
+    let charon = Charon::start(
+        &lab.client,
+        "initiator",
+        CharonConfig::initiator(IKE_ADDRESS.parse()?, certs.initiator(), tunnels),
+    )?;
+    let r = with_client(lab, &charon);
+    let r = with_charon_logs(r, &[&charon]);
+    standby
+        .process()
+        .ensure_running()
+        .context("keepalived on hsb")?;
+    r
+}
+
+fn ping_once(ns: &Netns) -> bool {
+    ns.exec(&["ping", "-6", "-c", "1", "-W", "2", &CORP_HOST.to_string()])
+        .is_ok_and(|o| o.status.success())
+}
+
+fn with_client(lab: &Lab, charon: &Charon<'_>) -> Result<()> {
+    let [active_ns, standby_ns] = &lab.nodes;
+    charon.load_all()?;
+    for tunnel in [INFRASTRUCTURE, INTRANET] {
+        charon.initiate(tunnel, tunnel, INITIATE_TIMEOUT)?;
+    }
+    let before = charon.wait_established(2, 2, SETTLE_TIMEOUT)?;
+    ensure!(
+        wait_until(Duration::from_secs(10), || ping_once(&lab.client)),
+        "no ping reply from {CORP_HOST} through hsa"
+    );
+    let active = metrics(active_ns)?;
+    let ok = active.sum("gate64_ike_negotiations_total", &[("result", "ok")]);
+    ensure!(
+        ok >= 2.0,
+        "hsa negotiated {ok} IKE SAs\n{}",
+        gate64_lines(&active)
+    );
+    // The standby holds the client's records before the takeover.
+    let stored = wait_for(SYNC_BOUND, || {
+        let m = metrics(standby_ns).ok()?;
+        (sync(&m, "in", "stored") >= RECORDS).then_some(m)
+    });
+    let Some(standby_before) = stored else {
+        bail!(
+            "hsb stored fewer than {RECORDS} records within {SYNC_BOUND:?}\nhsa:\n{}\nhsb:\n{}",
+            gate64_lines(&metrics(active_ns)?),
+            gate64_lines(&metrics(standby_ns)?)
+        );
+    };
+    let negotiated_before = standby_before.sum("gate64_ike_negotiations_total", &[]);
+
+    let stream = Stream::start("ping-ipsec", &lab.client, "-6", &CORP_HOST.to_string())?;
+    // One of the ping's ESP packets, caught before the flushes that sync its sequence number.
+    let replay = catch_esp(lab)?;
+    std::thread::sleep(Duration::from_secs(2));
+    let died = now_epoch();
+    let t = Instant::now();
+    for pid in active_ns.pids() {
+        signal(pid as u32, "-KILL");
+    }
+    for dev in ["up0", "lan0", "ha0"] {
+        active_ns.ip(&["link", "set", dev, "down"])?;
+    }
+    let took_over = wait_until(RESUME_BOUND, || holds_address(standby_ns, IKE_ADDRESS));
+    let vrrp_secs = t.elapsed().as_secs_f64();
+    ensure!(
+        took_over,
+        "hsb did not take {IKE_ADDRESS} within {RESUME_BOUND:?}"
+    );
+    let resumed = wait_until(RESUME_BOUND, || stream.resumed_after(died + 0.5));
+    std::thread::sleep(Duration::from_secs(2));
+    signal(stream.process.pid(), "-INT");
+    std::thread::sleep(Duration::from_millis(300));
+    let m = metrics(standby_ns)?;
+    ensure!(
+        resumed,
+        "the ping did not flow again through hsb within {RESUME_BOUND:?} of the death\n{}\n\
+         ping:\n{}",
+        gate64_lines(&m),
+        stream.process.log()
+    );
+    let figures = stream.figures(died);
+
+    let negotiated = m.sum("gate64_ike_negotiations_total", &[]);
+    ensure!(
+        negotiated == negotiated_before && negotiated == 0.0,
+        "hsb ran IKE negotiations of its own ({negotiated_before} before, {negotiated} \
+         after): the client negotiated again\n{}",
+        gate64_lines(&m)
+    );
+    let installed = sync(&m, "takeover", "installed");
+    ensure!(
+        installed >= RECORDS,
+        "hsb installed {installed} synced records, want at least {RECORDS}\n{}",
+        gate64_lines(&m)
+    );
+    let failed = sync(&m, "takeover", "install_failed");
+    ensure!(
+        failed == 0.0,
+        "hsb failed to install {failed} synced records\n{}",
+        gate64_lines(&m)
+    );
+    let after = charon.wait_established(2, 2, SETTLE_TIMEOUT)?;
+    ensure!(
+        spis(&before) == spis(&after),
+        "charon's SAs changed across the takeover:\nbefore {before:#?}\nafter {after:#?}"
+    );
+    ensure!(
+        ping_once(&lab.client),
+        "no ping reply from {CORP_HOST} through hsb after the takeover"
+    );
+
+    // The ESP packet caught before the death, sent again (from another port): hsb refuses
+    // it as a replay, and the child SA stays at the client's address.
+    let replays_before = m.sum("gate64_esp_replay_drops_total", &[]);
+    lab.client.run_in(|| -> Result<()> {
+        let socket = std::net::UdpSocket::bind("192.0.2.50:0")?;
+        socket.send_to(&replay, (IKE_ADDRESS, 4500))?;
+        Ok(())
+    })??;
+    let replays = wait_for(Duration::from_secs(5), || {
+        let n = metrics(standby_ns)
+            .ok()?
+            .sum("gate64_esp_replay_drops_total", &[]);
+        (n > replays_before).then_some(n - replays_before)
+    });
+    ensure!(
+        replays.is_some(),
+        "hsb did not count the replayed ESP packet\n{}",
+        gate64_lines(&metrics(standby_ns)?)
+    );
+    ensure!(
+        ping_once(&lab.client),
+        "no ping reply from {CORP_HOST} through hsb after the replayed ESP packet"
+    );
+
+    // The taken-over IKE SA works on hsb: charon rekeys the infrastructure child SA through it.
+    let old = child_spi(&after, INFRASTRUCTURE).context("no infrastructure child SA")?;
+    charon.rekey_child(INFRASTRUCTURE)?;
+    let rekeyed = wait_for(SETTLE_TIMEOUT, || {
+        let sas = charon.list_sas().ok()?;
+        let new = child_spi(&sas, INFRASTRUCTURE)?;
+        let installed = sas
+            .iter()
+            .flat_map(|s| &s.children)
+            .filter(|c| c.name == INFRASTRUCTURE && c.is_installed())
+            .count();
+        (new != old && installed == 1).then_some(new)
+    });
+    ensure!(
+        rekeyed.is_some(),
+        "charon did not rekey the infrastructure child SA through hsb: {:#?}",
+        charon.list_sas()?
+    );
+    ensure!(
+        wait_until(Duration::from_secs(5), || ping_once(&lab.client)),
+        "no ping reply from {CORP_HOST} through the rekeyed child SA"
+    );
+    let (silence, lost) = figures.unwrap_or((f64::NAN, 0));
+    println!(
+        "HA takeover: hsb held {IKE_ADDRESS} {vrrp_secs:.2} s after hsa's death; the ping \
+         through the infrastructure tunnel: longest silence {silence:.2} s, {lost} echo \
+         requests (20/s) lost; hsb stored {} records, installed {installed}, ran {negotiated} \
+         IKE negotiations; charon's IKE and child SPIs unchanged; a replayed ESP packet from \
+         before the death dropped and counted; a child SA rekey through hsb",
+        sync(&m, "in", "stored"),
+    );
+    Ok(())
+}
