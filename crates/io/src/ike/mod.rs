@@ -37,10 +37,10 @@ use gate64_dataplane::IkeShedReason;
 use gate64_ike::responder::{DisconnectTarget, Event, IkeSaInfo, Responder, Stats};
 use socket2::{Domain, Protocol, Socket, Type};
 use tokio::io::Interest;
-use tokio::net::UdpSocket;
 
 mod auth_pool;
 pub mod eap_relay;
+mod listener;
 mod native;
 pub mod ocsp;
 mod shed;
@@ -49,6 +49,7 @@ pub use native::NativeEsp;
 
 use crate::sys::{self, BATCH, ReceivedFrom};
 use auth_pool::AuthPool;
+use listener::{Listener, readable};
 use shed::Shedder;
 
 use gate64_ike::udp_encap::{self, Encapsulated, NON_ESP_MARKER};
@@ -563,10 +564,7 @@ impl IkeDriver {
     /// Adds what the kernel dropped on `listener`'s socket since the last look to
     /// `socket_drops`, and tells the responder when there was any.
     fn count_socket_drops(&mut self, listener: &Listener) {
-        let Ok(total) = sys::socket_drops(listener.socket.as_raw_fd()) else {
-            return;
-        };
-        let new = total.wrapping_sub(listener.drops.swap(total, Ordering::Relaxed));
+        let new = listener.new_drops();
         if new > 0 {
             self.socket_drops += u64::from(new);
             self.responder.note_input_overflow(Instant::now());
@@ -722,47 +720,6 @@ impl IkeDriver {
     }
 }
 
-/// One socket the driver reads: on the endpoint or an `[ipsec] listen` address (`native`),
-/// port 500 or 4500 (`nat_t`).
-struct Listener {
-    socket: UdpSocket,
-    local: SocketAddr,
-    nat_t: bool,
-    native: bool,
-    /// The socket's drop count when last read ([`sys::socket_drops`]).
-    drops: std::sync::atomic::AtomicU32,
-}
-
-impl Listener {
-    fn new(socket: &StdUdpSocket, nat_t: bool, native: bool) -> io::Result<Self> {
-        let socket = UdpSocket::from_std(socket.try_clone()?)?;
-        let local = socket.local_addr()?;
-        let drops = sys::socket_drops(socket.as_raw_fd()).unwrap_or(0);
-        Ok(Listener {
-            socket,
-            local,
-            nat_t,
-            native,
-            drops: drops.into(),
-        })
-    }
-}
-
-/// A listener with a datagram to read (its index), or the error waiting on it; looked at
-/// from `turn` on, so a socket that is always readable (a flood) does not starve the others.
-async fn readable(listeners: &[Listener], turn: usize) -> (usize, io::Result<()>) {
-    std::future::poll_fn(|cx| {
-        for k in 0..listeners.len() {
-            let i = (turn + k) % listeners.len();
-            if let std::task::Poll::Ready(r) = listeners[i].socket.poll_recv_ready(cx) {
-                return std::task::Poll::Ready((i, r));
-            }
-        }
-        std::task::Poll::Pending
-    })
-    .await
-}
-
 /// The shedding table's hash key: random per driver, so no sender can predict which
 /// addresses share a bucket.
 fn shedder_key() -> u64 {
@@ -819,6 +776,7 @@ mod tests {
     };
     use std::net::Ipv4Addr;
     use std::time::SystemTime;
+    use tokio::net::UdpSocket;
 
     fn ca(name: &str) -> (String, Issuer<'static, KeyPair>) {
         let key = KeyPair::generate().expect("key");
