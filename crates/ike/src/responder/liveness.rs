@@ -210,8 +210,8 @@ fn may_retransmit(p: &Probe, config: &ResponderConfig, overflow: Option<Instant>
 }
 
 /// Where a retransmission of `p` goes: a return-routability check to its candidate; a
-/// liveness check to where the client last asked to be (it may have left the old address),
-/// (`wanted`), else to the SA's addresses (`sa`, ours and the client's).
+/// liveness check to where the client last asked to be (`wanted`: it may have left the old
+/// address), else to the SA's addresses (`sa`, ours and the client's).
 fn retransmit_to(
     p: &Probe,
     wanted: Option<&Candidate>,
