@@ -517,6 +517,8 @@ pub fn start(
                     let s = gauges.snapshot();
                     stats.set_half_open(s.half_open as u64);
                     stats.set_keepalives(s.keepalives);
+                    stats.set_socket_drops(s.socket_drops);
+                    stats.set_liveness_extended(s.stats.liveness_extended);
                     for reason in IkeShedReason::ALL {
                         stats.set_shed(reason, gauges.shed(reason));
                     }

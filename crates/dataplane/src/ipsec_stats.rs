@@ -206,6 +206,8 @@ pub struct IpsecStats {
     /// Quick Crash Detection answers: sent, capped.
     qcd: [AtomicU64; 2],
     keepalives: AtomicU64,
+    socket_drops: AtomicU64,
+    liveness_extended: AtomicU64,
     shed: [AtomicU64; IkeShedReason::ALL.len()],
     /// Requests the responder refused, by its reason label. A map, not an array: the
     /// responder's reasons are its own (`gate64_ike::responder::Refusal::label`), and a
@@ -354,6 +356,27 @@ impl IpsecStats {
     /// NAT keepalives read (`gate64_ike_keepalives_total`).
     pub fn keepalives(&self) -> u64 {
         self.keepalives.load(Ordering::Relaxed)
+    }
+
+    /// Sets the datagrams the kernel dropped on the IKE driver's sockets since it started.
+    pub fn set_socket_drops(&self, n: u64) {
+        self.socket_drops.store(n, Ordering::Relaxed);
+    }
+
+    /// Datagrams dropped on full IKE sockets (`gate64_ike_socket_drops_total`).
+    pub fn socket_drops(&self) -> u64 {
+        self.socket_drops.load(Ordering::Relaxed)
+    }
+
+    /// Sets the liveness checks the IKE responder retransmitted past `dpd_retransmits`
+    /// because input was dropped meanwhile, since it started.
+    pub fn set_liveness_extended(&self, n: u64) {
+        self.liveness_extended.store(n, Ordering::Relaxed);
+    }
+
+    /// Liveness checks extended (`gate64_ike_liveness_extended_total`).
+    pub fn liveness_extended(&self) -> u64 {
+        self.liveness_extended.load(Ordering::Relaxed)
     }
 
     /// Sets the datagrams the IKE driver shed for `reason` since it started (the driver

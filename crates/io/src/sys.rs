@@ -4,7 +4,9 @@
 
 pub use gate64_sys::fd::{Epoll, read, write, writev2};
 pub use gate64_sys::random::getrandom;
-pub use gate64_sys::socket::{set_buffer_force, set_notsent_lowat, set_pmtudisc_dont};
+pub use gate64_sys::socket::{
+    set_buffer_force, set_notsent_lowat, set_pmtudisc_dont, socket_drops,
+};
 pub use gate64_sys::udp::{
     BATCH, Destination, GSO_MAX_BYTES, GSO_MAX_SEGMENTS, Received, ReceivedFrom, recv_batch,
     recv_batch_from, send_batch, send_batch_reporting, send_gso,

@@ -126,6 +126,18 @@ pub(crate) fn encode(
         names::IKE_KEEPALIVES_TOTAL_HELP,
         stats.keepalives(),
     )?;
+    counter(
+        enc,
+        names::IKE_SOCKET_DROPS_TOTAL,
+        names::IKE_SOCKET_DROPS_TOTAL_HELP,
+        stats.socket_drops(),
+    )?;
+    counter(
+        enc,
+        names::IKE_LIVENESS_EXTENDED_TOTAL,
+        names::IKE_LIVENESS_EXTENDED_TOTAL_HELP,
+        stats.liveness_extended(),
+    )?;
     counter_family(
         enc,
         names::IKE_SHED_TOTAL,
@@ -204,6 +216,8 @@ mod tests {
             "gate64_ike_qcd_total{result=\"sent\"}",
             "gate64_ike_qcd_total{result=\"capped\"}",
             "gate64_ike_keepalives_total",
+            "gate64_ike_socket_drops_total",
+            "gate64_ike_liveness_extended_total",
             "gate64_ike_shed_total{reason=\"source_rate\"}",
             "gate64_ike_shed_total{reason=\"batch_share\"}",
         ] {
@@ -221,6 +235,8 @@ mod tests {
         stats.qcd_answer(false);
         stats.qcd_answer(false);
         stats.set_keepalives(6);
+        stats.set_socket_drops(8);
+        stats.set_liveness_extended(9);
         stats.set_shed(IkeShedReason::SourceRate, 7);
         stats.refused("too_many_certs");
         stats.refused("too_many_certs");
@@ -248,6 +264,8 @@ mod tests {
             ("gate64_ike_half_open", "2"),
             ("gate64_ike_cookies_sent_total", "1"),
             ("gate64_ike_keepalives_total", "6"),
+            ("gate64_ike_socket_drops_total", "8"),
+            ("gate64_ike_liveness_extended_total", "9"),
             (
                 "gate64_ike_mobike_updates_total{result=\"check_failed\"}",
                 "1",

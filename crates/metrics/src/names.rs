@@ -376,6 +376,18 @@ pub const IKE_KEEPALIVES_TOTAL: &str = "gate64_ike_keepalives_total";
 /// Help text of [`IKE_KEEPALIVES_TOTAL`].
 pub const IKE_KEEPALIVES_TOTAL_HELP: &str = "NAT keepalives (the one byte 0xFF, RFC 3948 \
     section 2.3) read on UDP 4500 of the IPsec endpoint and of ipsec.listen, consumed.";
+/// Datagrams the kernel dropped on the IKE driver's sockets because a receive buffer was full.
+pub const IKE_SOCKET_DROPS_TOTAL: &str = "gate64_ike_socket_drops_total";
+/// Help text of [`IKE_SOCKET_DROPS_TOTAL`].
+pub const IKE_SOCKET_DROPS_TOTAL_HELP: &str = "Datagrams the kernel dropped on the IKE \
+    sockets (UDP 500 and 4500) before gate64 read them, because the receive buffer was full: \
+    the IKE responder is overloaded.";
+/// Liveness checks given extra retransmissions because IKE input was being dropped.
+pub const IKE_LIVENESS_EXTENDED_TOTAL: &str = "gate64_ike_liveness_extended_total";
+/// Help text of [`IKE_LIVENESS_EXTENDED_TOTAL`].
+pub const IKE_LIVENESS_EXTENDED_TOTAL_HELP: &str = "Retransmissions of unanswered liveness \
+    checks past the usual 3 (at most 3 more per check) because the IKE sockets dropped \
+    datagrams while the check was outstanding: its answer may have been among them.";
 
 /// Every metric above as `(name, help)`, in exposition order.
 pub const ALL: &[(&str, &str)] = &[
@@ -441,6 +453,11 @@ pub const ALL: &[(&str, &str)] = &[
     (IKE_MOBIKE_UPDATES_TOTAL, IKE_MOBIKE_UPDATES_TOTAL_HELP),
     (IKE_QCD_TOTAL, IKE_QCD_TOTAL_HELP),
     (IKE_KEEPALIVES_TOTAL, IKE_KEEPALIVES_TOTAL_HELP),
+    (IKE_SOCKET_DROPS_TOTAL, IKE_SOCKET_DROPS_TOTAL_HELP),
+    (
+        IKE_LIVENESS_EXTENDED_TOTAL,
+        IKE_LIVENESS_EXTENDED_TOTAL_HELP,
+    ),
     (IKE_SHED_TOTAL, IKE_SHED_TOTAL_HELP),
     (IKE_OCSP_TOTAL, IKE_OCSP_TOTAL_HELP),
     (IPSEC_CRLS_EXPIRED, IPSEC_CRLS_EXPIRED_HELP),

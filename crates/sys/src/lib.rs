@@ -11,7 +11,7 @@
 //! | module | calls |
 //! |---|---|
 //! | [`udp`] | `recvmmsg`, `sendmmsg`, UDP GSO (`sendmsg` with `UDP_SEGMENT`) |
-//! | [`socket`] | socket options: forced buffers, PMTU discovery, TCP_NOTSENT_LOWAT, SO_RCVTIMEO |
+//! | [`socket`] | socket options: forced buffers, PMTU discovery, TCP_NOTSENT_LOWAT, SO_RCVTIMEO; drop counts |
 //! | [`fd`] | `read`, `write`, `writev`, `epoll` |
 //! | [`tun`] | TUN ioctls: TUNSETIFF, TUNSETOFFLOAD (virtio-net offloads), TUNSETSNDBUF, SIOCGIFMTU |
 //! | [`privilege`] | user database, capabilities, the per-thread privilege drop and its signal |

@@ -1,5 +1,6 @@
 //! Socket options the drivers set on sockets they already hold: forced buffer sizes, no DF
-//! on Teredo datagrams, TCP's unsent-bytes cap, a receive timeout.
+//! on Teredo datagrams, TCP's unsent-bytes cap, a receive timeout; and the count of
+//! datagrams the kernel dropped on a socket.
 
 use std::io;
 use std::os::fd::RawFd;
@@ -30,6 +31,35 @@ pub fn set_buffer_force(fd: RawFd, bytes: usize) -> io::Result<()> {
         setsockopt(fd, libc::SOL_SOCKET, opt, v)?;
     }
     Ok(())
+}
+
+/// Datagrams the kernel dropped on the socket since it was created, mostly because its
+/// receive buffer was full (SO_MEMINFO's SK_MEMINFO_DROPS, the count SO_RXQ_OVFL reports;
+/// also those a socket filter or a bad checksum dropped). A 32-bit counter that wraps:
+/// callers take differences with `wrapping_sub`.
+pub fn socket_drops(fd: RawFd) -> io::Result<u32> {
+    // Room for the kernel's SK_MEMINFO_VARS (9 today); it writes what it has.
+    let mut info = [0u32; 16];
+    let mut len = std::mem::size_of_val(&info) as libc::socklen_t;
+    // SAFETY: `info` is a live, writable buffer of `len` bytes for the call; the kernel
+    // writes at most `len` bytes into it and stores the length it wrote in `len`.
+    cvt(unsafe {
+        libc::getsockopt(
+            fd,
+            libc::SOL_SOCKET,
+            libc::SO_MEMINFO,
+            info.as_mut_ptr().cast(),
+            &mut len,
+        )
+    })?;
+    let drops = libc::SK_MEMINFO_DROPS as usize;
+    if (len as usize) < (drops + 1) * std::mem::size_of::<u32>() {
+        return Err(io::Error::new(
+            io::ErrorKind::Unsupported,
+            "SO_MEMINFO without the drop count",
+        ));
+    }
+    Ok(info[drops])
 }
 
 /// Keeps the kernel from setting DF on Teredo datagrams (RFC 4380 §5.1.2: SHOULD NOT be set).
@@ -81,5 +111,24 @@ mod tests {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let tcp = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
         set_notsent_lowat(tcp.as_raw_fd(), 64 * 1024).unwrap();
+    }
+
+    /// Datagrams sent to a socket whose small receive buffer is full are dropped by the
+    /// kernel and counted; a socket nobody overflowed counts none.
+    #[test]
+    fn a_full_receive_buffer_counts_drops() {
+        let rx = UdpSocket::bind("127.0.0.1:0").unwrap();
+        assert_eq!(socket_drops(rx.as_raw_fd()).unwrap(), 0);
+        // Unprivileged: the kernel rounds this up to its minimum, a few KB.
+        let small: libc::c_int = 1;
+        setsockopt(rx.as_raw_fd(), libc::SOL_SOCKET, libc::SO_RCVBUF, small).unwrap();
+        let tx = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let datagram = [0u8; 1_000];
+        for _ in 0..1_000 {
+            tx.send_to(&datagram, rx.local_addr().unwrap()).unwrap();
+        }
+        let drops = socket_drops(rx.as_raw_fd()).unwrap();
+        assert!(drops > 900, "{drops} drops");
+        assert!(socket_drops(-1).is_err());
     }
 }

@@ -394,4 +394,7 @@ pub struct Stats {
     pub children_past_soft_lifetime: u64,
     /// Child SAs deleted at their hard lifetime.
     pub children_expired: u64,
+    /// Liveness checks given one more retransmission, instead of the peer being declared
+    /// dead, because the driver dropped input while they were outstanding.
+    pub liveness_extended: u64,
 }

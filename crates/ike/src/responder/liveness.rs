@@ -9,6 +9,16 @@
 //! ([`check_after`]): the checks of IKE SAs set up in one burst spread over the window
 //! instead of going out, and being answered, in one burst every `dpd` for ever.
 //!
+//! An unanswered check proves nothing while gate64 itself drops input: under overload the
+//! kernel drops datagrams on the IKE sockets before the driver reads them, answers to checks
+//! among them, and deleting those clients' SAs would only add the load of their new
+//! handshakes. So when the driver reported such drops ([`Responder::note_input_overflow`])
+//! since a liveness check was first sent, the check that ran out of retransmissions gets
+//! another one instead, up to [`OVERFLOW_EXTENSIONS`] times (each counted in
+//! [`super::Stats::liveness_extended`]); a dead peer still goes, at most
+//! `OVERFLOW_EXTENSIONS` × [`DPD_RETRANSMIT`] later. MOBIKE return-routability checks are not
+//! extended: the client keeps its SA on the old address when one fails.
+//!
 //! Child SA lifetimes are the client's to keep (it rekeys before the soft lifetime, RFC
 //! 7296 §2.8); a child SA still there at its soft lifetime is logged and counted, and one
 //! still there at its hard lifetime (10% later) is deleted here, with a Delete payload
@@ -23,6 +33,22 @@ use crate::message::{Delete, Header, Message, Payload, exchange, transform};
 
 /// Time between retransmissions of a liveness check.
 pub const DPD_RETRANSMIT: Duration = Duration::from_secs(5);
+
+/// Extra retransmissions a liveness check gets, past [`ResponderConfig::dpd_retransmits`],
+/// while the driver drops input (see the module documentation).
+pub const OVERFLOW_EXTENSIONS: u32 = 3;
+
+impl Responder {
+    /// Tells the responder that datagrams meant for it were dropped before it could see them
+    /// (the IKE sockets' receive buffers overflowed) at about `now`: the answers to its
+    /// liveness checks may have been among them, so a check outstanding then is retransmitted
+    /// a few more times before its peer is declared dead.
+    pub fn note_input_overflow(&mut self, now: Instant) {
+        if self.input_overflow.is_none_or(|t| t < now) {
+            self.input_overflow = Some(now);
+        }
+    }
+}
 
 /// The requests the responder sends on one IKE SA (its own message-ID counter, §2.2): a
 /// liveness check or a MOBIKE return-routability check, one at a time.
@@ -67,6 +93,9 @@ pub(super) struct Answered {
 #[derive(Debug)]
 pub(super) struct Probe {
     pub(super) message_id: u32,
+    /// When it was first sent.
+    pub(super) first_sent: Instant,
+    /// When it was last sent.
     pub(super) sent: Instant,
     pub(super) retransmits: u32,
     pub(super) datagram: Vec<u8>,
@@ -169,6 +198,32 @@ enum Step {
     CheckFailed,
 }
 
+/// Whether the outstanding request `p` is retransmitted rather than given up: while it has
+/// [`ResponderConfig::dpd_retransmits`] left, and a liveness check up to
+/// [`OVERFLOW_EXTENSIONS`] times more when input was dropped (`overflow`, the latest report)
+/// since it was first sent.
+fn may_retransmit(p: &Probe, config: &ResponderConfig, overflow: Option<Instant>) -> bool {
+    p.retransmits < config.dpd_retransmits
+        || (p.check.is_none()
+            && p.retransmits < config.dpd_retransmits.saturating_add(OVERFLOW_EXTENSIONS)
+            && overflow.is_some_and(|t| t >= p.first_sent))
+}
+
+/// Where a retransmission of `p` goes: a return-routability check to its candidate; a
+/// liveness check to where the client last asked to be (`wanted`: it may have left the old
+/// address), else to the SA's addresses (`sa`, ours and the client's).
+fn retransmit_to(
+    p: &Probe,
+    wanted: Option<&Candidate>,
+    sa: (SocketAddr, SocketAddr),
+) -> (SocketAddr, SocketAddr) {
+    match (p.check.as_deref(), wanted) {
+        (Some(c), _) => (c.to.local, c.to.remote),
+        (None, Some(w)) => (w.local, w.remote),
+        (None, None) => sa,
+    }
+}
+
 /// Sends, retransmits or gives up the liveness checks of the IKE SAs `due` (those whose
 /// deadline has come) that are due at `now`. Returns the IKE SAs whose return-routability
 /// check ran out of retransmissions (still outstanding, for `mobike.rs` to give up).
@@ -213,6 +268,7 @@ pub(super) fn on_timeout(r: &mut Responder, due: &[u64], now: Instant) -> Vec<u6
                     Ok(datagram) => {
                         sa.liveness.probe = Some(Probe {
                             message_id: header.message_id,
+                            first_sent: now,
                             sent: now,
                             retransmits: 0,
                             datagram: datagram.clone(),
@@ -224,16 +280,14 @@ pub(super) fn on_timeout(r: &mut Responder, due: &[u64], now: Instant) -> Vec<u6
                 }
             }
             Some(p) if now < p.sent + DPD_RETRANSMIT => continue,
-            Some(p) if p.retransmits < r.config.dpd_retransmits => {
+            Some(p) if may_retransmit(p, &r.config, r.input_overflow) => {
+                if p.retransmits >= r.config.dpd_retransmits {
+                    r.stats.liveness_extended += 1;
+                }
                 p.retransmits += 1;
                 p.sent = now;
-                // A check goes to its candidate; a liveness check to where the client
-                // last asked to be (it may have left the old address), else the SA's.
-                let (local, remote) = match (p.check.as_deref(), sa.liveness.wanted.as_deref()) {
-                    (Some(c), _) => (c.to.local, c.to.remote),
-                    (None, Some(w)) => (w.local, w.remote),
-                    (None, None) => (sa.local, sa.remote),
-                };
+                let (local, remote) =
+                    retransmit_to(p, sa.liveness.wanted.as_deref(), (sa.local, sa.remote));
                 Step::Send(local, remote, p.datagram.clone())
             }
             Some(p) if p.check.is_some() => Step::CheckFailed,

@@ -217,6 +217,7 @@ pub(super) fn start_check(r: &mut Responder, spi_r: u64, now: Instant) {
     };
     sa.liveness.probe = Some(Probe {
         message_id: header.message_id,
+        first_sent: now,
         sent: now,
         retransmits: 0,
         datagram: datagram.clone(),

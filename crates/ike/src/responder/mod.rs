@@ -76,7 +76,7 @@ pub use ike_sa::Transmit;
 pub(crate) use ike_sa::{CachedResponse, ChildRecord, ClientName, IkeSa, Reassembly};
 pub use init_jobs::{InitJob, InitVerdict};
 pub use init_reply::nat_detection_hash;
-pub use liveness::DPD_RETRANSMIT;
+pub use liveness::{DPD_RETRANSMIT, OVERFLOW_EXTENSIONS};
 pub use mobike::{MalformedMobike, UpdateNotifies, parse_update};
 pub use pool::{AddressPool, AddressPool4, ClaimError, Pool, PoolNet};
 pub use qcd::{MIN_SECRET_LEN as QCD_MIN_SECRET_LEN, QcdSecret, unknown_spi_answer};
@@ -140,6 +140,9 @@ pub struct Responder {
     /// IKE SAs (initiator's SPI, responder's SPI) the HA peer synced that wait for a
     /// takeover here (`sync.rs`): a request for one is not answered as unknown.
     awaiting_takeover: std::collections::HashSet<(u64, u64)>,
+    /// When the driver last reported that datagrams for the responder were dropped before
+    /// it could read them ([`Responder::note_input_overflow`]).
+    pub(crate) input_overflow: Option<Instant>,
 }
 
 impl Responder {
@@ -176,6 +179,7 @@ impl Responder {
             authz_jobs: VecDeque::new(),
             cert_authz_flight: cert_authz::Flight::default(),
             stats: Stats::default(),
+            input_overflow: None,
             answer_at: None,
             qcd: qcd::Limiter::default(),
             sync_changed: None,

@@ -1446,6 +1446,86 @@ fn rfc7296_2_4_unanswered_liveness_checks_delete_the_sas() {
     assert_all_torn_down(&mut r, &pair, at);
 }
 
+/// Input dropped by gate64 itself (the driver's sockets overflowed) while a liveness check
+/// was outstanding: the check gets more retransmissions instead of its peer being declared
+/// dead, one at a time and at most `OVERFLOW_EXTENSIONS`; a client that answers one keeps
+/// its SAs.
+#[test]
+fn overflow_while_a_check_is_outstanding_extends_it_and_an_answer_keeps_the_sas() {
+    let lab = Lab::new();
+    let t0 = Instant::now();
+    let dpd = Duration::from_secs(30);
+    let (mut r, mut i, _pair) = established_pair(&lab, t0, |c| {
+        c.dpd = dpd;
+        c.dpd_retransmits = 2;
+    });
+    let mut at = t0 + dpd;
+    r.handle_timeout(at);
+    let first = r.poll_transmit().expect("a liveness check").bytes;
+    // Drops reported before the check went out say nothing about its answer.
+    r.note_input_overflow(at - Duration::from_secs(1));
+    for _ in 0..2 {
+        at += DPD_RETRANSMIT;
+        r.handle_timeout(at);
+        assert!(r.poll_transmit().is_some(), "a retransmission");
+    }
+    r.note_input_overflow(at);
+    // Out of ordinary retransmissions: the drops since the check went out extend it.
+    at += DPD_RETRANSMIT;
+    r.handle_timeout(at);
+    let again = r.poll_transmit().expect("an extra retransmission").bytes;
+    assert_eq!(again, first);
+    assert!(events(&mut r).is_empty(), "nothing goes down");
+    assert_eq!(r.stats().liveness_extended, 1);
+    // The client's answer to it arrives: the SAs stay, nothing more is sent.
+    i.handle(at, &again);
+    let (local, remote, answer) = i.poll_transmit().expect("the client answers");
+    r.handle(at, remote, local, &answer);
+    r.handle_timeout(at + DPD_RETRANSMIT * 5);
+    assert!(r.poll_transmit().is_none());
+    assert!(events(&mut r).is_empty());
+    assert_eq!(r.ike_sas(at).len(), 1);
+}
+
+/// The extension is bounded: a peer that is really gone is still declared dead while drops
+/// go on, `OVERFLOW_EXTENSIONS` retransmissions later; without drops it goes on time.
+#[test]
+fn overflow_extensions_are_bounded_and_a_dead_peer_still_goes() {
+    let lab = Lab::new();
+    let t0 = Instant::now();
+    let dpd = Duration::from_secs(30);
+    for overflowing in [false, true] {
+        let (mut r, _i, pair) = established_pair(&lab, t0, |c| {
+            c.dpd = dpd;
+            c.dpd_retransmits = 2;
+        });
+        let mut at = t0 + dpd;
+        r.handle_timeout(at);
+        assert!(r.poll_transmit().is_some(), "a liveness check");
+        let extra = if overflowing { OVERFLOW_EXTENSIONS } else { 0 };
+        for _ in 0..2 + extra {
+            if overflowing {
+                r.note_input_overflow(at + Duration::from_secs(1));
+            }
+            at += DPD_RETRANSMIT;
+            r.handle_timeout(at);
+            assert!(r.poll_transmit().is_some(), "a retransmission");
+            assert_eq!(r.ike_sas(at).len(), 1);
+        }
+        if overflowing {
+            r.note_input_overflow(at);
+        }
+        at += DPD_RETRANSMIT;
+        r.handle_timeout(at);
+        assert!(
+            r.poll_transmit().is_none(),
+            "no retransmission past the bound"
+        );
+        assert_all_torn_down(&mut r, &pair, at);
+        assert_eq!(r.stats().liveness_extended, u64::from(extra));
+    }
+}
+
 /// RFC 7296 §2.8: the client rekeys child SAs; one it leaves past the soft lifetime is
 /// counted, and at the hard lifetime (10% later) gate64 deletes it and says so with a
 /// Delete payload naming its inbound SPI (§1.4.1). The IKE SA stays.

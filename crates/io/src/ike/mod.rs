@@ -11,6 +11,10 @@
 //! cannot keep the socket's receive buffer full, where the kernel would drop every client's
 //! IKE alike (the flood test: `tests/e2e/ipsec_flood.rs`). The buffers are large
 //! ([`SOCKET_BUFFER`]) so a burst waits for the next read instead of being dropped.
+//! What the kernel still drops because a buffer was full is read after each drain (the
+//! socket's drop count, SO_MEMINFO), counted ([`IkeSnapshot::socket_drops`]) and reported to
+//! the responder ([`Responder::note_input_overflow`]): answers to its liveness checks may
+//! have been among the drops, so it does not yet declare those peers dead.
 //!
 //! With [`IkeDriver::with_auth_threads`], IKE_SA_INIT's key exchange and IKE_AUTH's chain
 //! building and signature checks run on a bounded pool of threads beside the responder
@@ -33,10 +37,10 @@ use gate64_dataplane::IkeShedReason;
 use gate64_ike::responder::{DisconnectTarget, Event, IkeSaInfo, Responder, Stats};
 use socket2::{Domain, Protocol, Socket, Type};
 use tokio::io::Interest;
-use tokio::net::UdpSocket;
 
 mod auth_pool;
 pub mod eap_relay;
+mod listener;
 mod native;
 pub mod ocsp;
 mod shed;
@@ -45,6 +49,7 @@ pub use native::NativeEsp;
 
 use crate::sys::{self, BATCH, ReceivedFrom};
 use auth_pool::AuthPool;
+use listener::{Listener, readable};
 use shed::Shedder;
 
 use gate64_ike::udp_encap::{self, Encapsulated, NON_ESP_MARKER};
@@ -80,6 +85,9 @@ pub struct IkeSnapshot {
     pub stray_esp: u64,
     /// NAT keepalives (RFC 3948 §2.3) read on the 4500 sockets, consumed here.
     pub keepalives: u64,
+    /// Datagrams the kernel dropped on the driver's sockets before it read them (receive
+    /// buffer full), since the driver started (`gate64_ike_socket_drops_total`).
+    pub socket_drops: u64,
 }
 
 /// A shared, cheaply cloned view of the driver's latest [`IkeSnapshot`] and of the datagrams
@@ -333,6 +341,7 @@ pub struct IkeDriver {
     commands: Option<tokio::sync::mpsc::UnboundedReceiver<Command>>,
     stray_esp: u64,
     keepalives: u64,
+    socket_drops: u64,
     native_esp: Option<NativeEsp>,
     published: Instant,
     on_publish: Option<PublishHook>,
@@ -360,6 +369,7 @@ impl IkeDriver {
             commands: None,
             stray_esp: 0,
             keepalives: 0,
+            socket_drops: 0,
             native_esp: None,
             published: Instant::now(),
             on_publish: None,
@@ -512,6 +522,7 @@ impl IkeDriver {
             local,
             nat_t,
             native,
+            ..
         } = listener;
         let (local, nat_t, native) = (*local, *nat_t, *native);
         let mut received = [ReceivedFrom::EMPTY; BATCH];
@@ -547,6 +558,18 @@ impl IkeDriver {
             }
         }
         self.status.store_shed(&self.shedder);
+        self.count_socket_drops(listener);
+    }
+
+    /// Adds what the kernel dropped on `listener`'s socket since the last look to
+    /// `socket_drops`, and tells the responder when there was any.
+    fn count_socket_drops(&mut self, listener: &Listener) {
+        let new = listener.new_drops();
+        if new > 0 {
+            self.socket_drops += u64::from(new);
+            self.responder.note_input_overflow(Instant::now());
+            tracing::debug!(local = %listener.local, drops = new, "ike: receive buffer full, datagrams dropped");
+        }
     }
 
     fn on_nat_t(
@@ -688,49 +711,13 @@ impl IkeDriver {
             stats: self.responder.stats(),
             stray_esp: self.stray_esp,
             keepalives: self.keepalives,
+            socket_drops: self.socket_drops,
         };
         if let Some(f) = self.on_publish.as_mut() {
             f(&snapshot);
         }
         self.status.store(snapshot);
     }
-}
-
-/// One socket the driver reads: on the endpoint or an `[ipsec] listen` address (`native`),
-/// port 500 or 4500 (`nat_t`).
-struct Listener {
-    socket: UdpSocket,
-    local: SocketAddr,
-    nat_t: bool,
-    native: bool,
-}
-
-impl Listener {
-    fn new(socket: &StdUdpSocket, nat_t: bool, native: bool) -> io::Result<Self> {
-        let socket = UdpSocket::from_std(socket.try_clone()?)?;
-        let local = socket.local_addr()?;
-        Ok(Listener {
-            socket,
-            local,
-            nat_t,
-            native,
-        })
-    }
-}
-
-/// A listener with a datagram to read (its index), or the error waiting on it; looked at
-/// from `turn` on, so a socket that is always readable (a flood) does not starve the others.
-async fn readable(listeners: &[Listener], turn: usize) -> (usize, io::Result<()>) {
-    std::future::poll_fn(|cx| {
-        for k in 0..listeners.len() {
-            let i = (turn + k) % listeners.len();
-            if let std::task::Poll::Ready(r) = listeners[i].socket.poll_recv_ready(cx) {
-                return std::task::Poll::Ready((i, r));
-            }
-        }
-        std::task::Poll::Pending
-    })
-    .await
 }
 
 /// The shedding table's hash key: random per driver, so no sender can predict which
@@ -789,6 +776,7 @@ mod tests {
     };
     use std::net::Ipv4Addr;
     use std::time::SystemTime;
+    use tokio::net::UdpSocket;
 
     fn ca(name: &str) -> (String, Issuer<'static, KeyPair>) {
         let key = KeyPair::generate().expect("key");
@@ -915,6 +903,50 @@ mod tests {
         let (n, _) = answer.await.expect("answered in time").expect("recv");
         assert_eq!(buf[..8], bytes[..8], "the answer is to our SPIi");
         assert!(n > 28);
+        let _ = stop.send(());
+        task.await.expect("join").expect("driver");
+    }
+
+    /// Datagrams the kernel drops because the IKE socket's receive buffer is full (the
+    /// driver cannot read while the runtime's one thread floods) show in the status.
+    #[tokio::test]
+    async fn datagrams_dropped_on_a_full_socket_are_counted() {
+        let (clients_pem, _) = ca("clients");
+        let (_, servers) = ca("servers");
+        let sockets = IkeSockets::bind(Ipv6Addr::LOCALHOST, 0, 0).expect("bind");
+        // The kernel's smallest receive buffer: a few datagrams.
+        socket2::SockRef::from(&sockets.ike)
+            .set_recv_buffer_size(1)
+            .expect("shrink the buffer");
+        let (ike_addr, _) = sockets.local_addrs().expect("addrs");
+        let config = responder_config(&clients_pem, &servers);
+        let responder =
+            Responder::new(config, Instant::now(), SystemTime::now()).expect("responder");
+        let driver = IkeDriver::new(sockets, responder, |_| {});
+        let status = driver.status();
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let task = tokio::spawn(driver.run(async {
+            let _ = stopped.await;
+        }));
+        // Lets the driver start and wait for datagrams.
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        assert_eq!(status.snapshot().socket_drops, 0);
+        let flooder = StdUdpSocket::bind("[::1]:0").expect("flood socket");
+        let mut junk = [0u8; 28];
+        junk[17] = 0x20;
+        junk[18] = 34;
+        // Blocking sends on the runtime's only thread: nothing is read meanwhile.
+        for _ in 0..500 {
+            flooder.send_to(&junk, ike_addr).expect("flood");
+        }
+        // The status is refreshed within a second while datagrams flow.
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while status.snapshot().socket_drops == 0 && Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            flooder.send_to(&junk, ike_addr).expect("one more");
+        }
+        let drops = status.snapshot().socket_drops;
+        assert!((400..=500).contains(&drops), "{drops} drops");
         let _ = stop.send(());
         task.await.expect("join").expect("driver");
     }
