@@ -62,9 +62,9 @@ const SOURCES: std::ops::RangeInclusive<u8> = 129..=254;
 const CLIENTS: usize = 1_000;
 /// gate64's liveness check interval: an idle client's TCP connection carries its answer at
 /// least this often, which keeps its bucket busy.
-const DPD_SECS: u64 = 10;
+const DPD_SECS: u64 = 5;
 /// The group's `idle_timer`: longer than [`DPD_SECS`] plus the answer's way back.
-const IDLE_TIMER: u64 = 25;
+const IDLE_TIMER: u64 = 12;
 /// Buckets of the group: many more than clients, so that most are idle and can move.
 const BUCKETS: u32 = 4096;
 /// Nexthop ids: two entries per node (a group of one entry never marks its buckets busy:
