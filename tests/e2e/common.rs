@@ -1,7 +1,7 @@
 //! Helpers shared by the e2e modules: the netns test wrapper, and the IP-HTTPS lab set-up
 //! (certificates, `gate64 serve` with `[iphttps]`, `gate64 connect iphttps`) and metrics.
 
-use std::net::Ipv6Addr;
+use std::net::{IpAddr, Ipv6Addr};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -129,6 +129,39 @@ pub(crate) fn serve_iphttps(topo: &Topology, file: &str, conf: &str) -> Result<P
         gate.log()
     );
     Ok(gate)
+}
+
+/// `gate64 serve` in `tsrv` with IPsec (the `[ipsec]` keys of [`ipsec_keys`] plus `extra`)
+/// and IP-HTTPS on 198.51.100.1:443, written to `file`; the corporate side routes the pool
+/// back. Returns gate64, the TLS certificates' directory and the IKE credentials.
+pub(crate) fn serve_iphttps_ipsec(
+    topo: &Topology,
+    file: &str,
+    extra: &str,
+) -> Result<(Process, PathBuf, LabCerts)> {
+    let tls = make_certs(topo)?;
+    let ike = LabCerts::generate(
+        &topo.srv,
+        &topo.srv.dir().join("ike-certs"),
+        IpAddr::V6(GATE64_ADDRESS6),
+    )?;
+    let mut conf = Gate64Options {
+        without_ipsec: false,
+        extra: ipsec_keys(&ike, extra)?,
+        ..Gate64Options::default()
+    }
+    .config_toml();
+    conf.push_str(&format!(
+        "\n[iphttps]\nenabled = true\nlisten = \"{CLIENT_GW_V4}:443\"\ncertificate = {:?}\n\
+         private_key = {:?}\nprefix = \"{IPHTTPS_PREFIX}\"\n\n[control]\nsocket = {:?}\n",
+        path_str(&tls.join("server.pem"))?,
+        path_str(&tls.join("server.key"))?,
+        path_str(&topo.srv.dir().join("control.sock"))?,
+    ));
+    let gate = serve_iphttps(topo, file, &conf)?;
+    topo.corp
+        .ip(&["-6", "route", "replace", POOL6, "via", "2001:db8:100:1::1"])?;
+    Ok((gate, tls, ike))
 }
 
 /// Spawns `gate64 connect iphttps` in `tcli`, with the lab client certificate if `with_cert`.

@@ -32,11 +32,11 @@ use gate64_testkit::strongswan::{
     with_charon_logs,
 };
 use gate64_testkit::{
-    CLIENT_GW_V4, CORP_HOST, Gate64Options, Process, SERVER_V4, Topology, gate64_binary, wait_for,
+    CORP_HOST, Gate64Options, Process, SERVER_V4, Topology, gate64_binary, wait_for,
 };
 
 use crate::common::{
-    connect_iphttps, gate64_lines, ipsec_keys, make_certs, netns_test, path_str, serve_iphttps,
+    connect_iphttps, gate64_lines, ipsec_keys, netns_test, path_str, serve_iphttps_ipsec,
 };
 
 /// The infrastructure tunnel's corporate side: one host (DNS64, domain controller).
@@ -260,30 +260,8 @@ fn netns_ipsec_strongswan_over_iphttps() {
 }
 
 fn strongswan_over_iphttps(topo: &Topology) -> Result<()> {
-    let tls = make_certs(topo)?;
-    let ike = LabCerts::generate(
-        &topo.srv,
-        &topo.srv.dir().join("ike-certs"),
-        IpAddr::V6(GATE64_ADDRESS6),
-    )?;
+    let (mut gate, tls, ike) = serve_iphttps_ipsec(topo, "gate64-ipsec-iphttps.toml", "")?;
     let infrastructure_ts = format!("{CORP_HOST}/128");
-    let mut conf = Gate64Options {
-        without_ipsec: false,
-        extra: ipsec_keys(&ike, "")?,
-        ..Gate64Options::default()
-    }
-    .config_toml();
-    conf.push_str(&format!(
-        "\n[iphttps]\nenabled = true\nlisten = \"{CLIENT_GW_V4}:443\"\ncertificate = {:?}\n\
-         private_key = {:?}\nprefix = \"2001:db8:1::/48\"\n\n[control]\nsocket = {:?}\n",
-        path_str(&tls.join("server.pem"))?,
-        path_str(&tls.join("server.key"))?,
-        path_str(&topo.srv.dir().join("control.sock"))?,
-    ));
-    let mut gate = serve_iphttps(topo, "gate64-ipsec-iphttps.toml", &conf)?;
-    // The corporate side routes the inner addresses back to gate64.
-    topo.corp
-        .ip(&["-6", "route", "replace", POOL6, "via", "2001:db8:100:1::1"])?;
     topo.corp.addr_add("vsrv", &format!("{CORP_HOST_2}/64"))?;
     let (mut client, addr) = connect_iphttps(topo, &tls, false)?;
     // ICMPv6 echo to gate64 is admitted without an SA: the transport works.

@@ -22,13 +22,11 @@ use std::path::PathBuf;
 
 use anyhow::{Context, Result, ensure};
 use gate64_testkit::strongswan::{Charon, CharonConfig, INFRASTRUCTURE, LabCerts, Tunnel};
-use gate64_testkit::{
-    CLIENT_GW_V4, CORP_HOST, Gate64Options, Process, Topology, gate64_binary, wait_until,
-};
+use gate64_testkit::{CLIENT_GW_V4, CORP_HOST, Process, Topology, gate64_binary, wait_until};
 
 use crate::common::{
-    POOL6, connect_iphttps, expect_no_proposal, gate64_lines, ipsec_keys, make_certs, netns_test,
-    path_str, serve_iphttps, status_json,
+    connect_iphttps, expect_no_proposal, gate64_lines, make_certs, netns_test, path_str,
+    serve_iphttps_ipsec, status_json,
 };
 use crate::ipsec::{GATE64_ADDRESS6, TeredoIpsecLab};
 
@@ -50,29 +48,11 @@ fn netns_ipsec_iphttps_integrity_only_strongswan() {
 /// `gate64 serve` with IPsec, IP-HTTPS and `iphttps_integrity_only = true` in `tsrv`, the
 /// corporate side routing the pool back; the TLS and IKE credentials.
 fn serve(topo: &Topology) -> Result<(Process, PathBuf, LabCerts)> {
-    let tls = make_certs(topo)?;
-    let ike = LabCerts::generate(
-        &topo.srv,
-        &topo.srv.dir().join("ike-certs"),
-        IpAddr::V6(GATE64_ADDRESS6),
-    )?;
-    let mut conf = Gate64Options {
-        without_ipsec: false,
-        extra: ipsec_keys(&ike, "iphttps_integrity_only = true\n")?,
-        ..Gate64Options::default()
-    }
-    .config_toml();
-    conf.push_str(&format!(
-        "\n[iphttps]\nenabled = true\nlisten = \"{CLIENT_GW_V4}:443\"\ncertificate = {:?}\n\
-         private_key = {:?}\nprefix = \"2001:db8:1::/48\"\n\n[control]\nsocket = {:?}\n",
-        path_str(&tls.join("server.pem"))?,
-        path_str(&tls.join("server.key"))?,
-        path_str(&topo.srv.dir().join("control.sock"))?,
-    ));
-    let gate = serve_iphttps(topo, "gate64-ipsec-gmac.toml", &conf)?;
-    topo.corp
-        .ip(&["-6", "route", "replace", POOL6, "via", "2001:db8:100:1::1"])?;
-    Ok((gate, tls, ike))
+    serve_iphttps_ipsec(
+        topo,
+        "gate64-ipsec-gmac.toml",
+        "iphttps_integrity_only = true\n",
+    )
 }
 
 /// strongSwan's userspace ESP (kernel-libipsec, the lab's) has no AES-GMAC ("unsupported
