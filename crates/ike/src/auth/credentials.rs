@@ -89,6 +89,19 @@ impl fmt::Debug for Credentials {
     }
 }
 
+#[cfg(test)]
+thread_local! {
+    /// Calls of [`Credentials::sign`] on this thread: the responder's tests check which
+    /// thread signs.
+    static SIGNATURES: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
+/// How many times [`Credentials::sign`] was called on this thread.
+#[cfg(test)]
+pub(crate) fn signatures_on_this_thread() -> usize {
+    SIGNATURES.with(std::cell::Cell::get)
+}
+
 impl Credentials {
     /// Loads the chain (PEM CERTIFICATE blocks, leaf first) and the private key (PKCS#8
     /// `PRIVATE KEY`, SEC1 `EC PRIVATE KEY` or PKCS#1 `RSA PRIVATE KEY`; ECDSA P-256/P-384 or
@@ -226,6 +239,8 @@ impl Credentials {
         octets: &[u8],
         peer_hashes: &[SigHash],
     ) -> Result<(AuthMethod, Vec<u8>), AuthError> {
+        #[cfg(test)]
+        SIGNATURES.with(|n| n.set(n.get() + 1));
         match (method, &self.key) {
             (AuthMethod::DigitalSignature, SigningKey::Ecdsa { curve, asn1, .. }) => {
                 let hash = curve.hash();

@@ -71,6 +71,8 @@ pub(crate) mod tests;
 
 pub use ca_set::{CaFingerprint, CaSet};
 pub use chain_shape::{MAX_PEER_CERTS, check_chain_shape};
+#[cfg(test)]
+pub(crate) use credentials::signatures_on_this_thread;
 pub use credentials::{Credentials, Sha1RsaSigner, Sha1SignerLoader};
 pub use crl::{Crl, Crls, RevocationKey};
 pub use dn::IdentityKey;

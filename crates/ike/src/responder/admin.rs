@@ -218,7 +218,7 @@ impl Responder {
     /// New credentials and trust anchors (a reload): IKE SAs negotiated from now on get
     /// them; established ones are not touched (their AUTH is done, and rekeys sign nothing).
     pub fn replace_credentials(&mut self, credentials: Credentials, anchors: TrustAnchors) {
-        self.config.credentials = credentials;
+        self.config.credentials = std::sync::Arc::new(credentials);
         self.config.anchors = super::anchors_for_clients(anchors);
     }
 

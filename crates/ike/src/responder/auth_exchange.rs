@@ -3,7 +3,7 @@
 
 use std::time::Instant;
 
-use super::auth_jobs::{self, AuthVerdict, PendingAuth, Round};
+use super::auth_jobs::{self, AuthVerdict, PendingAuth, Round, Signed};
 use super::auth_round::{
     AuthRequest, Pending, Verified, admit_identity, fail, fail_auth, idr_body, our_auth_or_fail,
     remember_certificate, request_parts, verify_client,
@@ -77,17 +77,18 @@ pub(super) fn handle(r: &mut Responder, now: Instant, h: Header, inner: Vec<Payl
         return auth_jobs::submit(r, now, (h, inner), proof, octets_i, Round::First);
     }
     let verified = verify_client(&r.config.anchors, &req.proof, &octets_i, r.wall(now));
-    after_verify(r, now, h, inner, verified);
+    after_verify(r, now, h, inner, (verified, None));
 }
 
 /// The rest of a first IKE_AUTH round once the client's chain and AUTH were checked:
-/// `verified` is the certificate subject, or why the client is refused.
+/// `verified` is the certificate subject, or why the client is refused; `signed`, our IDr,
+/// certificates and AUTH when the verification job signed them (else they are signed here).
 pub(super) fn after_verify(
     r: &mut Responder,
     now: Instant,
     h: Header,
     inner: Vec<Payload>,
-    verified: Result<Verified, AuthError>,
+    (verified, signed): (Result<Verified, AuthError>, Option<Signed>),
 ) {
     let Some((remote, started)) = r.sas.get(&h.spi_r).map(|s| (s.remote, s.started)) else {
         return;
@@ -122,7 +123,8 @@ pub(super) fn after_verify(
     // take this tunnel.
     let tunnel = tunnel_rules::choose(r, (req.tsr, req.named), &identity);
     let kind = tunnel.as_ref().map(|(kind, _)| *kind);
-    // Before we sign: a certificate already holding its share of IKE SAs gets no more.
+    // A certificate already holding its share of IKE SAs gets no more: checked before we
+    // sign inline (a verification job signed already, after the client verified).
     if let Err(reason) = admit_identity(r, now, &identity, (&req, kind), remote) {
         let subject = Some(identity.subject.clone());
         return fail_auth(r, (h, now, started), remote, reason, subject);
@@ -131,7 +133,7 @@ pub(super) fn after_verify(
         Ok(another) => another,
         Err(reason) => return fail(r, h, now, started, notify::AUTHENTICATION_FAILED, reason),
     };
-    let Some(payloads) = our_auth_or_fail(r, (h, now, started), &inner) else {
+    let Some(payloads) = our_auth_or_fail(r, (h, now, started), &inner, signed) else {
         return;
     };
     if let Some(sa) = r.sas.get_mut(&h.spi_r) {
@@ -173,7 +175,7 @@ fn disconnect_name(req: &AuthRequest<'_>) -> Option<String> {
 
 /// Finishes the round `verdict` belongs to, first or second, as the synchronous path does.
 pub(super) fn handle_verdict(r: &mut Responder, now: Instant, verdict: AuthVerdict) {
-    let Some((pending, result)) = auth_jobs::take_verdict(r, verdict) else {
+    let Some((pending, result, signed)) = auth_jobs::take_verdict(r, verdict) else {
         // The IKE SA timed out or was deleted meanwhile.
         return;
     };
@@ -184,7 +186,7 @@ pub(super) fn handle_verdict(r: &mut Responder, now: Instant, verdict: AuthVerdi
         ..
     } = pending;
     match round {
-        Round::First => after_verify(r, now, header, inner, result),
+        Round::First => after_verify(r, now, header, inner, (result, signed)),
         Round::Second(first) => second_auth::after_verify(r, now, header, *first, result),
     }
 }

@@ -1,5 +1,6 @@
-//! IKE_AUTH's expensive step as a job the driver can run elsewhere: the client's certificate
-//! chain (webpki path building) and its AUTH signature.
+//! IKE_AUTH's expensive steps as a job the driver can run elsewhere: the client's certificate
+//! chain (webpki path building) and its AUTH signature, then, in a first round whose client
+//! verified, our own AUTH signature.
 //!
 //! With `ResponderConfig::offload_auth`, an IKE_AUTH round (the first, or RFC 4739's second)
 //! stops after the cheap checks and queues an [`AuthJob`] ([`Responder::poll_auth_job`]). The
@@ -10,6 +11,17 @@
 //! the driver has no room for goes back through [`Responder::handle_auth_shed`]: the request
 //! is forgotten as if it had been lost, and the client's retransmission starts it again.
 //! Without `offload_auth` the same steps run inline.
+//!
+//! Our signature is part of the same job, one hop instead of two: [`AuthJob::run`] signs
+//! ([`super::own_auth`]) only after the client's chain, identity and AUTH verified, so
+//! nothing unauthenticated makes us sign; a refused client costs one verification and no
+//! signature. A verified client over its identity cap (or refused by a RADIUS authorization
+//! that follows) cost a signature that is not sent: it proved a certificate of ours first.
+//! RFC 4739's second round signs nothing (our AUTH went with the first round's answer). The
+//! IKE task then only builds and encrypts the answer. While the job is out, copies of the
+//! request are ignored and, once answered, resent from the response cache
+//! (`retransmit.rs`), so one request is signed once; a shed job never ran, and the client's
+//! retransmission starts a new one.
 //!
 //! A job is worth running only while its IKE SA waits for it: each carries the half-open IKE
 //! SA's deadline and a flag the IKE SA raises when it goes (timed out, deleted, evicted)
@@ -24,9 +36,13 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Instant, SystemTime};
 
 use super::auth_round::{self, ClientProof, OwnedProof, Pending, SecondAuth, Verified};
+use super::own_auth::{self, OwnAuth};
 use super::{Responder, half_open::SourceKey};
 use crate::auth::{AuthError, TrustAnchors};
 use crate::message::{Header, Identification, Payload};
+
+/// Our IDr, certificates and AUTH as a job signed them, or why signing failed.
+pub(crate) type Signed = Result<Vec<Payload>, AuthError>;
 
 /// A chain and AUTH signature to verify, taken from one IKE_AUTH request.
 #[derive(Debug)]
@@ -43,6 +59,8 @@ pub struct AuthJob {
     octets: Vec<u8>,
     wall: SystemTime,
     watch: JobWatch,
+    /// Our AUTH to sign once the client's verified: a first round's; `None` in a second.
+    own: Option<OwnAuth>,
 }
 
 /// Whether a job's IKE SA still waits for it: its deadline (the half-open IKE SA's expiry)
@@ -89,6 +107,8 @@ pub struct AuthVerdict {
     /// The certificate an OCSP answer found revoked after it verified: established IKE SAs
     /// authenticated with it end too.
     revoked: Option<crate::auth::RevocationKey>,
+    /// Our IDr, certificates and AUTH, signed after the client's verified (a first round).
+    signed: Option<Signed>,
 }
 
 impl AuthVerdict {
@@ -103,6 +123,7 @@ impl AuthVerdict {
     pub fn skip(&mut self) {
         self.result = None;
         self.revoked = None;
+        self.signed = None;
     }
 
     /// Whether the verdict was skipped.
@@ -149,12 +170,14 @@ impl AuthJob {
             message_id: self.message_id,
             result: None,
             revoked: None,
+            signed: None,
         }
     }
 
     /// Verifies the chain to the trust anchors at the job's wall-clock time, the identity
-    /// against the leaf and the AUTH signature. CPU only; tens of milliseconds at most (the
-    /// chain's shape was bounded before path building).
+    /// against the leaf and the AUTH signature; then, in a first round whose client verified,
+    /// signs our AUTH. CPU and the crypto library's RNG only; tens of milliseconds at most
+    /// (the chain's shape was bounded before path building).
     pub fn run(self) -> AuthVerdict {
         let proof = ClientProof::owned(
             &self.id,
@@ -164,11 +187,16 @@ impl AuthJob {
             &self.auth_data,
         );
         let result = auth_round::verify_client(&self.anchors, &proof, &self.octets, self.wall);
+        let signed = match (&result, &self.own) {
+            (Ok(_), Some(own)) => Some(own.sign()),
+            _ => None,
+        };
         AuthVerdict {
             spi_r: self.spi_r,
             message_id: self.message_id,
             result: Some(result),
             revoked: None,
+            signed,
         }
     }
 }
@@ -193,7 +221,8 @@ pub(crate) struct PendingAuth {
 }
 
 /// Queues the verification of the proof over `octets` for request `h` of a half-open IKE SA,
-/// keeping the request for when the verdict comes.
+/// with, in a first round, the signing of our AUTH, keeping the request for when the verdict
+/// comes.
 pub(super) fn submit(
     r: &mut Responder,
     now: Instant,
@@ -203,6 +232,13 @@ pub(super) fn submit(
     round: Round,
 ) {
     let wall = r.wall(now);
+    let own = match round {
+        // Without an IKE SA nothing is queued below either.
+        Round::First => {
+            own_auth::prepare(r, h.spi_r, auth_round::requested_idr(&inner).as_ref()).ok()
+        }
+        Round::Second(_) => None,
+    };
     let Some(deadline) = r
         .sas
         .get(&h.spi_r)
@@ -233,6 +269,7 @@ pub(super) fn submit(
             deadline,
             gone: Arc::clone(&gone),
         },
+        own,
     };
     sa.pending_auth = Some(Box::new(PendingAuth {
         header: h,
@@ -261,20 +298,20 @@ fn take_pending(r: &mut Responder, spi_r: u64, message_id: u32) -> Option<Box<Pe
     Some(pending)
 }
 
-/// The request `verdict` answers, taken from its IKE SA, and the verdict's result, if the IKE
-/// SA is still there and still waiting. An OCSP answer that found a certificate revoked ends
+/// The request `verdict` answers, taken from its IKE SA, the verdict's result and what it
+/// signed for us, if the IKE SA is still there and still waiting. An OCSP answer that found a certificate revoked ends
 /// the IKE SAs it authenticated first, whichever request it came with. A skipped verdict
 /// finishes nothing: its IKE SA, if still there, is past its deadline and expires.
 pub(super) fn take_verdict(
     r: &mut Responder,
     verdict: AuthVerdict,
-) -> Option<(PendingAuth, Result<Verified, AuthError>)> {
+) -> Option<(PendingAuth, Result<Verified, AuthError>, Option<Signed>)> {
     if let Some(key) = &verdict.revoked {
         end_revoked(r, key);
     }
     let result = verdict.result?;
     let pending = take_pending(r, verdict.spi_r, verdict.message_id)?;
-    Some((*pending, result))
+    Some((*pending, result, verdict.signed))
 }
 
 /// Ends, with a Delete each, the established IKE SAs authenticated with the certificate `key`

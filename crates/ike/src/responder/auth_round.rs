@@ -581,46 +581,13 @@ pub(super) fn requested_idr(inner: &[Payload]) -> Option<Identity> {
 }
 
 /// IDr, our certificates and our AUTH over the IKE_SA_INIT response | Ni | prf(SK_pr, IDr')
-/// (RFC 7296 §2.15), by RFC 7427 when the client sent SIGNATURE_HASH_ALGORITHMS. IDr is the
-/// identity the client asked for when our certificate holds it (a strongSwan client whose
-/// `remote.id` is our address or DNS name), else the configured one (`[ipsec] identity`).
+/// (RFC 7296 §2.15), signed here, on the calling thread ([`super::own_auth`]).
 pub(super) fn our_auth(
     r: &Responder,
     spi_r: u64,
     requested: Option<&Identity>,
 ) -> Result<Vec<Payload>, AuthError> {
-    let sa = r.sas.get(&spi_r).ok_or(AuthError::Malformed("no IKE SA"))?;
-    let credentials = &r.config.credentials;
-    let ours = match requested {
-        Some(id) if credentials.holds_id(id) => id.clone(),
-        _ => credentials.id(),
-    };
-    let idr = Identification {
-        kind: ours.id_type.code(),
-        data: ours.data.clone(),
-    };
-    let octets = [
-        &sa.init_response[..],
-        &sa.ni,
-        &sa.keys.sk_pr.prf(&[&idr.body()]),
-    ]
-    .concat();
-    let method = if sa.peer_hashes.is_empty() {
-        credentials.classic_method()
-    } else {
-        AuthMethod::DigitalSignature
-    };
-    let (method, data) = credentials.sign(method, &octets, &sa.peer_hashes)?;
-    let mut payloads = vec![Payload::IdR(idr)];
-    payloads.extend(credentials.chain_der().map(|c| Payload::Cert {
-        encoding: super::CERT_X509_SIGNATURE,
-        data: c.to_vec(),
-    }));
-    payloads.push(Payload::Auth {
-        method: method.code(),
-        data,
-    });
-    Ok(payloads)
+    super::own_auth::prepare(r, spi_r, requested)?.sign()
 }
 
 /// The body of the IDr among our `payloads` (from [`our_auth`]), for the AUTH keyed by an
@@ -635,15 +602,18 @@ pub(super) fn idr_body(payloads: &[Payload]) -> Vec<u8> {
         .unwrap_or_default()
 }
 
-/// [`our_auth`] for the IKE_AUTH request `inner` (its IDr asks for our identity), or, when
-/// signing fails (a fault of ours, logged at warn), the IKE SA refused with
-/// AUTHENTICATION_FAILED under `crypto` and `None`.
+/// Our IDr, certificates and AUTH for the IKE_AUTH request `inner` (its IDr asks for our
+/// identity): `signed` when a verification job already signed them (after the client's AUTH
+/// verified), else [`our_auth`] here. When signing failed (a fault of ours, logged at warn),
+/// the IKE SA is refused with AUTHENTICATION_FAILED under `crypto` and `None` returned.
 pub(super) fn our_auth_or_fail(
     r: &mut Responder,
     (h, now, started): (Header, Instant, Instant),
     inner: &[Payload],
+    signed: Option<Result<Vec<Payload>, AuthError>>,
 ) -> Option<Vec<Payload>> {
-    match our_auth(r, h.spi_r, requested_idr(inner).as_ref()) {
+    let signed = signed.unwrap_or_else(|| our_auth(r, h.spi_r, requested_idr(inner).as_ref()));
+    match signed {
         Ok(p) => Some(p),
         Err(e) => {
             tracing::warn!(error = %e, "ike: signing our AUTH failed");

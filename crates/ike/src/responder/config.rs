@@ -6,8 +6,9 @@ use super::*;
 /// What the responder is configured with.
 #[derive(Debug)]
 pub struct ResponderConfig {
-    /// gate64's certificate chain and private key.
-    pub credentials: Credentials,
+    /// gate64's certificate chain and private key, shared with the IKE_AUTH jobs that sign
+    /// with them ([`AuthJob`]).
+    pub credentials: std::sync::Arc<Credentials>,
     /// CAs whose client certificates are accepted.
     pub anchors: TrustAnchors,
     /// CAs whose user certificates the RFC 4739 second round accepts (`[ipsec] user_ca`);
@@ -131,7 +132,7 @@ impl ResponderConfig {
         intranet_prefixes: Vec<IpNet>,
     ) -> Self {
         ResponderConfig {
-            credentials,
+            credentials: std::sync::Arc::new(credentials),
             anchors: anchors_for_clients(anchors),
             user_anchors: None,
             pool6,

@@ -264,7 +264,7 @@ pub(super) fn start(r: &mut Responder, now: Instant, h: Header, inner: Vec<Paylo
     let Some(source) = flight_room(r, &policy, remote) else {
         return fail_auth(r, (h, now, started), remote, Refusal::EapCap, claimed);
     };
-    let Some(payloads) = our_auth_or_fail(r, (h, now, started), &inner) else {
+    let Some(payloads) = our_auth_or_fail(r, (h, now, started), &inner, None) else {
         return;
     };
     let idr_body = idr_body(&payloads);

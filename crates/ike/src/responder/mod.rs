@@ -37,6 +37,7 @@ mod init_jobs;
 mod init_reply;
 mod liveness;
 mod mobike;
+mod own_auth;
 mod pool;
 mod proposal;
 mod qcd;
