@@ -41,8 +41,9 @@ pub struct ResponderConfig {
     pub max_ike_sas_per_identity: usize,
     /// At most this many child SAs per IKE SA (one per tunnel and a rekey overlap need 2).
     pub max_child_sas_per_ike_sa: usize,
-    /// IKE_AUTH's chain and signature checks become [`AuthJob`]s for the driver to run
-    /// elsewhere ([`Responder::poll_auth_job`]) instead of running inline.
+    /// IKE_AUTH's chain and signature checks, and our own AUTH signature after them, become
+    /// [`AuthJob`]s for the driver to run elsewhere ([`Responder::poll_auth_job`]) instead of
+    /// running inline.
     pub offload_auth: bool,
     /// IKE_SA_INIT's key exchange and key derivation become [`InitJob`]s for the driver to
     /// run elsewhere ([`Responder::poll_init_job`]) instead of running inline.

@@ -282,7 +282,8 @@ impl Responder {
         self.transmits.pop_front()
     }
 
-    /// The next IKE_AUTH verification to run (with `offload_auth`); its verdict goes to
+    /// The next IKE_AUTH verification (and, in a first round, our AUTH signature after it) to
+    /// run (with `offload_auth`); its verdict goes to
     /// [`Responder::handle_auth_verdict`], or the job to [`Responder::handle_auth_shed`].
     pub fn poll_auth_job(&mut self) -> Option<AuthJob> {
         self.auth_jobs.pop_front()

@@ -2,8 +2,8 @@
 //! task, so IKE set-up scales with the cores and the task keeps answering liveness checks
 //! and established SAs while they run. Two kinds of job: an IKE_SA_INIT's key exchange and
 //! key derivation ([`InitJob`], tens of microseconds with ECP-256, milliseconds with
-//! MODP-2048) and an IKE_AUTH's chain building and signature checks ([`AuthJob`],
-//! milliseconds each), with its OCSP lookup.
+//! MODP-2048) and an IKE_AUTH's chain building and signature checks, then our own AUTH
+//! signature once the client verified ([`AuthJob`], milliseconds each), with its OCSP lookup.
 //!
 //! Bounded before a job is queued. An [`InitJob`] was already counted as a half-open IKE SA
 //! by the responder (its cookie, per-source and per-host half-open limits applied first), and
