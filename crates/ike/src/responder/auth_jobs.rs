@@ -299,9 +299,10 @@ fn take_pending(r: &mut Responder, spi_r: u64, message_id: u32) -> Option<Box<Pe
 }
 
 /// The request `verdict` answers, taken from its IKE SA, the verdict's result and what it
-/// signed for us, if the IKE SA is still there and still waiting. An OCSP answer that found a certificate revoked ends
-/// the IKE SAs it authenticated first, whichever request it came with. A skipped verdict
-/// finishes nothing: its IKE SA, if still there, is past its deadline and expires.
+/// signed for us, if the IKE SA is still there and still waiting. An OCSP answer that found a
+/// certificate revoked ends the IKE SAs it authenticated first, whichever request it came
+/// with. A skipped verdict finishes nothing: its IKE SA, if still there, is past its deadline
+/// and expires.
 pub(super) fn take_verdict(
     r: &mut Responder,
     verdict: AuthVerdict,
