@@ -34,7 +34,7 @@
 //! - `netns_ha_sync_takeover_keeps_emulated_clients`: beside charon (as in the first test),
 //!   `gate64 bench load` runs `GATE64_HA_CLIENTS` Teredo clients (default 1,000; both
 //!   tunnels each, to the endpoint through the pair's Teredo server and relay), each probing
-//!   a corporate host through each tunnel every second. After the same crash: every client's
+//!   a corporate host through each tunnel every 500 ms. After the same crash: every client's
 //!   probes are answered again through `hsb`, which ran no IKE negotiation; the generator
 //!   made none either (its `ike_negotiations` and session ends unchanged); charon keeps its
 //!   SPIs and the replayed ESP packet is dropped. The distribution of the per-client gap
@@ -689,7 +689,7 @@ const INTRANET_HOST: std::net::Ipv6Addr =
 const LOAD_SOURCE_V4: &str = "192.0.2.128/25";
 const LOAD_SOURCES: std::ops::RangeInclusive<u8> = 129..=254;
 /// Milliseconds between two probes of one client through one tunnel.
-const PROBE_INTERVAL_MS: u64 = 1000;
+const PROBE_INTERVAL_MS: u64 = 500;
 /// Every client up: qualification, then two IKE negotiations each, on two shared cores.
 const LOAD_UP_TIMEOUT: Duration = Duration::from_secs(60);
 const LOAD_UP_PER_CLIENT: Duration = Duration::from_millis(60);
@@ -782,6 +782,20 @@ fn load_spec(lab: &Lab, certs: &LabCerts, clients: usize) -> Result<String> {
              "interval_ms": {PROBE_INTERVAL_MS} }} }}"#,
         path_str(&key)?,
     ))
+}
+
+/// The `Udp:` lines of `/proc/net/snmp` in `ns` (receive buffer errors: datagrams the
+/// kernel dropped before a socket read them).
+fn udp_counters(ns: &Netns) -> String {
+    ns.exec(&["cat", "/proc/net/snmp"])
+        .map(|o| {
+            String::from_utf8_lossy(&o.stdout)
+                .lines()
+                .filter(|l| l.starts_with("Udp:"))
+                .collect::<Vec<_>>()
+                .join(" / ")
+        })
+        .unwrap_or_default()
 }
 
 /// The generator's status file now.
@@ -932,7 +946,8 @@ fn with_load(lab: &Lab, charon: &Charon<'_>, certs: &LabCerts, clients: usize) -
     ensure!(
         installed >= records && failed == 0.0,
         "hsb installed {installed} synced records ({failed} failed), want at least \
-         {records}\n{}",
+         {records} (hsb's UDP counters: {})\n{}",
+        udp_counters(standby_ns),
         gate64_lines(&m)
     );
     let after = charon.wait_established(2, 2, SETTLE_TIMEOUT)?;
