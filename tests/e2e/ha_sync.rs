@@ -980,8 +980,8 @@ fn with_load(lab: &Lab, charon: &Charon<'_>, certs: &LabCerts, clients: usize) -
     let (silence, lost) = figures.unwrap_or((f64::NAN, 0));
     println!(
         "HA takeover with {clients} emulated Teredo clients and charon: hsb held \
-         {IKE_ADDRESS} {vrrp_secs:.2} s after hsa's death, every client flowing again within \
-         {recovery_secs:.1} s; per-client gap (longest wait between two echoes of one \
+         {IKE_ADDRESS} {vrrp_secs:.2} s after hsa's death, every client flowing again \
+         (checked {recovery_secs:.1} s after it); per-client gap (longest wait between two echoes of one \
          tunnel, probes every {PROBE_INTERVAL_MS} ms): min {:.2} s, p50 {:.2} s, p90 {:.2} s, \
          p99 {:.2} s, max {:.2} s; charon's ping: longest silence {silence:.2} s, {lost} echo \
          requests lost; hsb installed {installed} records and ran {negotiated} IKE \

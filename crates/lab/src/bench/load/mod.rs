@@ -116,7 +116,7 @@ async fn drive(spec: &Arc<Spec>, shared: Arc<clients::Shared>, args: &LoadArgs) 
     let outer = shared.underlay.clone();
     let rss_start_bytes = status::rss_bytes();
     tokio::spawn(ramp(Arc::clone(&fleet), shared, Arc::clone(spec)));
-    tokio::spawn(probe::run(Arc::clone(&fleet)));
+    tokio::spawn(probe_loop(Arc::clone(&fleet)));
     let mut window_start = 0.0;
     let addresses = status::addresses_path(&args.status);
     let mut tick = tokio::time::interval(STATUS_EVERY);
@@ -209,6 +209,38 @@ async fn ramp(fleet: Arc<Fleet>, shared: Arc<clients::Shared>, spec: Arc<Spec>) 
             ));
             next += 1;
             started_since += 1;
+        }
+    }
+}
+
+/// The sender's tick: each tick probes the clients whose turn it is, so that the probes of
+/// one interval are spread over it rather than sent in one burst.
+const PROBE_TICK: Duration = Duration::from_millis(10);
+
+/// Sends the probes for as long as the process runs: every client up with an inner address,
+/// each target, once per interval.
+async fn probe_loop(fleet: Arc<Fleet>) {
+    let Some(spec) = fleet.probe.clone() else {
+        return;
+    };
+    let turns = (spec.interval_ms / PROBE_TICK.as_millis() as u64).max(1) as usize;
+    let mut tick = tokio::time::interval(PROBE_TICK);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+    let mut packet = Vec::with_capacity(probe::PROBE_LEN);
+    for round in 0u64.. {
+        tick.tick().await;
+        let turn = (round % turns as u64) as usize;
+        let seq = round / turns as u64;
+        for slot in fleet.slots.iter().skip(turn).step_by(turns) {
+            let Some(inner) = slot.inner().filter(|_| slot.is_up()) else {
+                continue;
+            };
+            for &target in &spec.targets {
+                probe::build(&mut packet, inner, target, spec.port, seq);
+                if fleet.demux(&packet) {
+                    fleet.counters.probe_sent.fetch_add(1, Relaxed);
+                }
+            }
         }
     }
 }

@@ -11,20 +11,16 @@
 //! for STATUS.json: how many were measured, how many never had an answer from every
 //! target, how many are silent now, and the gaps' minimum, quantiles and maximum.
 
-use super::fleet::Fleet;
+pub use super::spec::MAX_PROBE_TARGETS as MAX_TARGETS;
 use super::spec::ProbeSpec;
 use crate::bench::spec::Status;
 use std::net::Ipv6Addr;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
-use std::time::Duration;
 
 /// The UDP source port of every probe (the echo comes back to it).
 pub const SOURCE_PORT: u16 = 47007;
-/// Targets a probe spec may name at most.
-pub const MAX_TARGETS: usize = 4;
 /// Bytes of IPv6 header, UDP header and payload (the sequence number).
-const PROBE_LEN: usize = 40 + 8 + 8;
+pub const PROBE_LEN: usize = 40 + 8 + 8;
 
 /// One client's answers, in milliseconds since the run's start.
 #[derive(Default)]
@@ -97,38 +93,6 @@ pub fn build(out: &mut Vec<u8>, src: Ipv6Addr, dst: Ipv6Addr, port: u16, seq: u6
             payload.copy_from_slice(&seq.to_be_bytes());
         }
         let _ = gate64_wire::udp::emit_over_v6(dgram, (&src, &dst), SOURCE_PORT, port);
-    }
-}
-
-/// The sender's tick: each tick probes the clients whose turn it is, so that the probes of
-/// one interval are spread over it rather than sent in one burst.
-const TICK: Duration = Duration::from_millis(10);
-
-/// Sends the probes for as long as the process runs: every client up with an inner address,
-/// each target, once per interval.
-pub async fn run(fleet: Arc<Fleet>) {
-    let Some(spec) = fleet.probe.clone() else {
-        return;
-    };
-    let turns = (spec.interval_ms / TICK.as_millis() as u64).max(1) as usize;
-    let mut tick = tokio::time::interval(TICK);
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
-    let mut packet = Vec::with_capacity(PROBE_LEN);
-    for round in 0u64.. {
-        tick.tick().await;
-        let turn = (round % turns as u64) as usize;
-        let seq = round / turns as u64;
-        for slot in fleet.slots.iter().skip(turn).step_by(turns) {
-            let Some(inner) = slot.inner().filter(|_| slot.is_up()) else {
-                continue;
-            };
-            for &target in &spec.targets {
-                build(&mut packet, inner, target, spec.port, seq);
-                if fleet.demux(&packet) {
-                    fleet.counters.probe_sent.fetch_add(1, Relaxed);
-                }
-            }
-        }
     }
 }
 

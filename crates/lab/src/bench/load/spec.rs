@@ -64,6 +64,9 @@ pub struct Spec {
     pub probe: Option<ProbeSpec>,
 }
 
+/// Targets a probe spec may name at most.
+pub const MAX_PROBE_TARGETS: usize = 4;
+
 /// The probes of [`Spec`]: a UDP datagram from each client's inner address to each target's
 /// echo `port` every `interval_ms`.
 #[derive(Debug, Clone, Deserialize)]
@@ -163,10 +166,10 @@ impl Spec {
         );
         if let Some(p) = &self.probe {
             ensure!(
-                (1..=super::probe::MAX_TARGETS).contains(&p.targets.len()),
+                (1..=MAX_PROBE_TARGETS).contains(&p.targets.len()),
                 "`probe.targets`: {} targets, want 1 to {}",
                 p.targets.len(),
-                super::probe::MAX_TARGETS
+                MAX_PROBE_TARGETS
             );
             ensure!(
                 p.interval_ms >= 10,
