@@ -31,6 +31,15 @@
 //!   with the Quick Crash Detection token from `hsb` and negotiates again at once: the test
 //!   checks it came back within 40 s (less than its liveness check's own timeout), that
 //!   `hsb` counted a QCD answer and that the client logged why; it prints how long it took.
+//! - `netns_ha_sync_takeover_keeps_emulated_clients`: beside charon (as in the first test),
+//!   `gate64 bench load` runs `GATE64_HA_CLIENTS` Teredo clients (default 1,000; both
+//!   tunnels each, to the endpoint through the pair's Teredo server and relay), each probing
+//!   a corporate host through each tunnel every 500 ms. After the same crash: every client's
+//!   probes are answered again through `hsb`, which ran no IKE negotiation; the generator
+//!   made none either (its `ike_negotiations` and session ends unchanged); charon keeps its
+//!   SPIs and the replayed ESP packet is dropped. The distribution of the per-client gap
+//!   (the longest wait between two echoes of one tunnel, from a window started just before
+//!   the crash) is printed, never asserted.
 
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -45,6 +54,7 @@ use gate64_testkit::{
     wait_for, wait_until,
 };
 
+use crate::bench_load::{field, udp_echo};
 use crate::common::{GATE64_ADDRESS6, POOL6, gate64_lines, path_str};
 use crate::failover::{Stream, metrics, now_epoch, signal};
 use crate::ipsec::{INITIATE_TIMEOUT, SETTLE_TIMEOUT};
@@ -311,6 +321,9 @@ enum Client {
     /// `gate64 connect teredo`, IKEv2 to the endpoint [`GATE64_ADDRESS6`] through the pair's
     /// Teredo server and relay (192.0.2.1 and 192.0.2.2, moved by keepalived).
     Teredo,
+    /// Both: charon to [`IKE_ADDRESS`] and the generator's Teredo clients to the endpoint,
+    /// with inner addresses from [`LOAD_POOL6`] (room for them all).
+    Both,
 }
 
 /// Node `i`'s configuration: the IPsec section both share, and `[ha]` towards the other.
@@ -322,21 +335,29 @@ fn node_config(
     ha: &Path,
 ) -> Result<String> {
     let (me, peer) = (i + 1, 2 - i);
-    let (teredo, reach) = match client {
+    let teredo_on = "server_addresses = [\"192.0.2.1\", \"192.0.2.2\"]\nrelay = true";
+    let (teredo, reach, pool) = match client {
         Client::Native => (
             "enabled = false".to_owned(),
             format!("listen = [\"{IKE_ADDRESS}\"]"),
+            POOL6,
         ),
         Client::Teredo => (
-            "server_addresses = [\"192.0.2.1\", \"192.0.2.2\"]\nrelay = true".to_owned(),
+            teredo_on.to_owned(),
             format!("endpoint = \"{GATE64_ADDRESS6}\""),
+            POOL6,
+        ),
+        Client::Both => (
+            teredo_on.to_owned(),
+            format!("endpoint = \"{GATE64_ADDRESS6}\"\nlisten = [\"{IKE_ADDRESS}\"]"),
+            LOAD_POOL6,
         ),
     };
     Ok(format!(
         "[server]\nworkers = 1\n\n[teredo]\n{teredo}\n\n\
          [corpnet]\ntun = \"gate64\"\nipv6_prefixes = [\"2001:db8:100::/48\"]\n\
          address6 = \"2001:db8:100::1\"\n\n\
-         [ipsec]\ncertificate = {:?}\nprivate_key = {:?}\nca = {:?}\npool6 = \"{POOL6}\"\n\
+         [ipsec]\ncertificate = {:?}\nprivate_key = {:?}\nca = {:?}\npool6 = \"{pool}\"\n\
          infrastructure_prefixes = [\"{CORP_HOST}/128\"]\n{reach}\n\
          qcd_secret_file = {:?}\n\n\
          [ha]\nnode_id = {me}\npeer_node_id = {peer}\nlisten = \"10.0.9.{me}:{HA_PORT}\"\n\
@@ -651,6 +672,327 @@ fn with_client(lab: &Lab, charon: &Charon<'_>) -> Result<()> {
          IKE negotiations; charon's IKE and child SPIs unchanged; a replayed ESP packet from \
          before the death dropped and counted; a child SA rekey through hsb",
         sync(&m, "in", "stored"),
+    );
+    Ok(())
+}
+
+/// The generator's clients unless `GATE64_HA_CLIENTS` says otherwise.
+const LOAD_CLIENTS: usize = 1_000;
+/// The pool of the test with the generator: room for every client and charon.
+const LOAD_POOL6: &str = "fd00:c4::/112";
+/// A corporate host reached by the intranet tunnel only (the infrastructure tunnel's
+/// selector is [`CORP_HOST`]`/128`).
+const INTRANET_HOST: std::net::Ipv6Addr =
+    std::net::Ipv6Addr::new(0x2001, 0xdb8, 0x100, 1, 0, 0, 0, 3);
+/// The generator's Teredo clients' source addresses: hosts .129 to .254 of the client link
+/// (gate64 paces its bubbles and bounds its relay peers per address).
+const LOAD_SOURCE_V4: &str = "192.0.2.128/25";
+const LOAD_SOURCES: std::ops::RangeInclusive<u8> = 129..=254;
+/// Milliseconds between two probes of one client through one tunnel.
+const PROBE_INTERVAL_MS: u64 = 500;
+/// Every client up: qualification, then two IKE negotiations each, on two shared cores.
+const LOAD_UP_TIMEOUT: Duration = Duration::from_secs(60);
+const LOAD_UP_PER_CLIENT: Duration = Duration::from_millis(60);
+/// The standby holds every record within this long of the clients coming up.
+const LOAD_SYNC_BOUND: Duration = Duration::from_secs(30);
+
+#[test]
+#[ignore = "netns: needs root"]
+fn netns_ha_sync_takeover_keeps_emulated_clients() {
+    if !netns_or_skip("netns_ha_sync_takeover_keeps_emulated_clients") {
+        return;
+    }
+    let clients = std::env::var("GATE64_HA_CLIENTS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(LOAD_CLIENTS);
+    let started = Instant::now();
+    let r = Lab::new().and_then(|lab| {
+        let r = takeover_with_load(&lab, clients);
+        if r.is_err() {
+            eprintln!("{}", lab.logs());
+        }
+        r
+    });
+    println!(
+        "HA sync test with {clients} emulated clients took {:.1} s",
+        started.elapsed().as_secs_f64()
+    );
+    if let Err(e) = r {
+        panic!("{e:#}");
+    }
+}
+
+fn takeover_with_load(lab: &Lab, clients: usize) -> Result<()> {
+    ensure!(clients > 0, "GATE64_HA_CLIENTS must be at least 1");
+    let (certs, [_active, mut standby]) = start_pair(lab, Client::Both, IKE_ADDRESS.parse()?)?;
+    let corp = &lab.corp;
+    corp.ip(&["-6", "route", "add", LOAD_POOL6, "via", INSIDE_GATEWAY])?;
+    let intranet = format!("{INTRANET_HOST}/64");
+    corp.ip(&["-6", "addr", "add", &intranet, "dev", "eth0", "nodad"])?;
+    let echo = [CORP_HOST, INTRANET_HOST]
+        .map(|host| corp.spawn_thread("udp-echo", move || udp_echo(host)));
+    for host in LOAD_SOURCES {
+        lab.client.addr_add("eth0", &format!("192.0.2.{host}/24"))?;
+    }
+    let tunnels = vec![
+        Tunnel::new(INFRASTRUCTURE, &[&format!("{CORP_HOST}/128")]),
+        Tunnel::new(INTRANET, &["2001:db8:100::/48"]),
+    ];
+    let charon = Charon::start(
+        &lab.client,
+        "initiator",
+        CharonConfig::initiator(IKE_ADDRESS.parse()?, certs.initiator(), tunnels),
+    )?;
+    let r = with_load(lab, &charon, &certs, clients);
+    let r = with_charon_logs(r, &[&charon]);
+    drop(echo);
+    standby
+        .process()
+        .ensure_running()
+        .context("keepalived on hsb")?;
+    r
+}
+
+/// The generator's SPEC.json: `clients` Teredo clients with both tunnels, certificates from
+/// the lab's CA (its key in PKCS#8, which the generator reads), probing both corporate hosts.
+fn load_spec(lab: &Lab, certs: &LabCerts, clients: usize) -> Result<String> {
+    let dir = certs.ca.parent().context("the CA's directory")?;
+    let key = dir.join("ca.p8.key");
+    lab.bridge.exec_ok(&[
+        "openssl",
+        "pkcs8",
+        "-topk8",
+        "-nocrypt",
+        "-in",
+        path_str(&dir.join("ca.key"))?,
+        "-out",
+        path_str(&key)?,
+    ])?;
+    let ca = path_str(&certs.ca)?;
+    Ok(format!(
+        r#"{{ "clients": {clients}, "teredo_server": "192.0.2.1",
+  "source_v4": "{LOAD_SOURCE_V4}",
+  "ipsec": {{ "endpoint": "{GATE64_ADDRESS6}", "ca": {ca:?},
+             "client_ca_cert": {ca:?}, "client_ca_key": {:?},
+             "infrastructure_ts": ["{CORP_HOST}/128"], "intranet_ts": ["2001:db8:100::/48"] }},
+  "pool6": "{LOAD_POOL6}", "corp_prefixes": [], "tun": "load0",
+  "connect_per_sec": 2000, "max_setups_in_flight": 128,
+  "probe": {{ "targets": ["{CORP_HOST}", "{INTRANET_HOST}"], "port": 7007,
+             "interval_ms": {PROBE_INTERVAL_MS} }} }}"#,
+        path_str(&key)?,
+    ))
+}
+
+/// The `Udp:` lines of `/proc/net/snmp` in `ns` (receive buffer errors: datagrams the
+/// kernel dropped before a socket read them).
+fn udp_counters(ns: &Netns) -> String {
+    ns.exec(&["cat", "/proc/net/snmp"])
+        .map(|o| {
+            String::from_utf8_lossy(&o.stdout)
+                .lines()
+                .filter(|l| l.starts_with("Udp:"))
+                .collect::<Vec<_>>()
+                .join(" / ")
+        })
+        .unwrap_or_default()
+}
+
+/// The generator's status file now.
+fn load_status(path: &Path) -> String {
+    std::fs::read_to_string(path).unwrap_or_default()
+}
+
+fn with_load(lab: &Lab, charon: &Charon<'_>, certs: &LabCerts, clients: usize) -> Result<()> {
+    let [active_ns, standby_ns] = &lab.nodes;
+    charon.load_all()?;
+    for tunnel in [INFRASTRUCTURE, INTRANET] {
+        charon.initiate(tunnel, tunnel, INITIATE_TIMEOUT)?;
+    }
+    let before = charon.wait_established(2, 2, SETTLE_TIMEOUT)?;
+    ensure!(
+        wait_until(Duration::from_secs(10), || ping_once(&lab.client)),
+        "no ping reply from {CORP_HOST} through hsa"
+    );
+
+    let bin = gate64_binary()?;
+    let spec = lab
+        .client
+        .write_file("load-spec.json", &load_spec(lab, certs, clients)?)?;
+    let status = lab.client.dir().join("load-status.json");
+    let mut load = lab.client.spawn(
+        "gate64-bench-load",
+        &[
+            "env",
+            "RUST_LOG=info",
+            path_str(&bin)?,
+            "bench",
+            "load",
+            "--spec",
+            path_str(&spec)?,
+            "--status",
+            path_str(&status)?,
+        ],
+    )?;
+    let n = clients as f64;
+    let t = Instant::now();
+    let timeout = LOAD_UP_TIMEOUT + LOAD_UP_PER_CLIENT * u32::try_from(clients)?;
+    // Every client up with both SAs, and every one's probes answered through both tunnels.
+    let up = wait_for(timeout, || {
+        let s = std::fs::read_to_string(&status).ok()?;
+        let get = |k: &str| field(&s, k);
+        (get("up")? == n
+            && get("mmsa")? == 2.0 * n
+            && get("qmsa")? == 2.0 * n
+            && get("probe_clients")? == n
+            && get("probe_silent")? == 0.0)
+            .then_some(s)
+    });
+    load.ensure_running()?;
+    let s = up.with_context(|| {
+        format!(
+            "not every client up and answered within {timeout:?}: {}",
+            load_status(&status)
+        )
+    })?;
+    println!(
+        "{clients} emulated Teredo clients (2 IKE SAs + 2 child SAs each) up and answered on \
+         hsa in {:.1} s",
+        t.elapsed().as_secs_f64()
+    );
+    let records = RECORDS * (n + 1.0);
+    let stored = wait_for(LOAD_SYNC_BOUND, || {
+        let m = metrics(standby_ns).ok()?;
+        (sync(&m, "in", "stored") >= records).then_some(m)
+    });
+    let Some(standby_before) = stored else {
+        bail!(
+            "hsb stored fewer than {records} records within {LOAD_SYNC_BOUND:?}\nhsb:\n{}",
+            gate64_lines(&metrics(standby_ns)?)
+        );
+    };
+    let negotiated_before = standby_before.sum("gate64_ike_negotiations_total", &[]);
+    let s_get = |s: &str, k: &str| field(s, k).unwrap_or(-1.0);
+    let (generator_negotiations, session_ends) =
+        (s_get(&s, "ike_negotiations"), s_get(&s, "session_errors"));
+
+    let stream = Stream::start("ping-ipsec", &lab.client, "-6", &CORP_HOST.to_string())?;
+    let replay = catch_esp(lab)?;
+    // The gaps measured from here: the takeover's, not the set-up's.
+    signal(load.pid(), "-USR1");
+    std::thread::sleep(Duration::from_secs(3));
+    let at_death = field(&load_status(&status), "elapsed_seconds").unwrap_or(f64::MAX);
+    let died = now_epoch();
+    let t = Instant::now();
+    for pid in active_ns.pids() {
+        signal(pid as u32, "-KILL");
+    }
+    for dev in ["up0", "lan0", "ha0"] {
+        active_ns.ip(&["link", "set", dev, "down"])?;
+    }
+    let took_over = wait_until(RESUME_BOUND, || holds_address(standby_ns, IKE_ADDRESS));
+    let vrrp_secs = t.elapsed().as_secs_f64();
+    ensure!(
+        took_over,
+        "hsb did not take {IKE_ADDRESS} within {RESUME_BOUND:?}"
+    );
+    // Every client answered again: a status written well after the death (the status may be
+    // a second old at it) in which no client is silent (no echo for two probe intervals and
+    // a second) and every one was answered by both hosts.
+    let recovered = wait_for(RESUME_BOUND, || {
+        let s = std::fs::read_to_string(&status).ok()?;
+        (field(&s, "elapsed_seconds")? >= at_death + 6.0
+            && field(&s, "probe_silent")? == 0.0
+            && field(&s, "probe_never")? == 0.0)
+            .then_some(s)
+    });
+    let resumed = wait_until(RESUME_BOUND, || stream.resumed_after(died + 0.5));
+    let recovery_secs = t.elapsed().as_secs_f64();
+    signal(stream.process.pid(), "-INT");
+    std::thread::sleep(Duration::from_secs(1));
+    let m = metrics(standby_ns)?;
+    let s = load_status(&status);
+    load.ensure_running()?;
+    ensure!(
+        recovered.is_some(),
+        "not every emulated client's traffic flowed again through hsb within \
+         {RESUME_BOUND:?} of the death: {s}\n{}",
+        gate64_lines(&m)
+    );
+    ensure!(
+        resumed,
+        "charon's ping did not flow again through hsb within {RESUME_BOUND:?} of the death\n\
+         {}\nping:\n{}",
+        gate64_lines(&m),
+        stream.process.log()
+    );
+    let figures = stream.figures(died);
+    let negotiated = m.sum("gate64_ike_negotiations_total", &[]);
+    ensure!(
+        negotiated == negotiated_before && negotiated == 0.0,
+        "hsb ran IKE negotiations of its own ({negotiated_before} before, {negotiated} \
+         after): a client negotiated again\n{}",
+        gate64_lines(&m)
+    );
+    ensure!(
+        s_get(&s, "ike_negotiations") == generator_negotiations
+            && s_get(&s, "session_errors") == session_ends
+            && s_get(&s, "up") == n,
+        "the generator negotiated again or lost a session across the takeover (before: \
+         {generator_negotiations} negotiations, {session_ends} session ends): {s}"
+    );
+    let installed = sync(&m, "takeover", "installed");
+    let failed = sync(&m, "takeover", "install_failed");
+    ensure!(
+        installed >= records && failed == 0.0,
+        "hsb installed {installed} synced records ({failed} failed), want at least \
+         {records} (hsb's UDP counters: {})\n{}",
+        udp_counters(standby_ns),
+        gate64_lines(&m)
+    );
+    let after = charon.wait_established(2, 2, SETTLE_TIMEOUT)?;
+    ensure!(
+        spis(&before) == spis(&after),
+        "charon's SAs changed across the takeover:\nbefore {before:#?}\nafter {after:#?}"
+    );
+
+    // The ESP packet caught before the death, sent again: hsb refuses it as a replay.
+    let replays_before = m.sum("gate64_esp_replay_drops_total", &[]);
+    lab.client.run_in(|| -> Result<()> {
+        let socket = std::net::UdpSocket::bind("192.0.2.50:0")?;
+        socket.send_to(&replay, (IKE_ADDRESS, 4500))?;
+        Ok(())
+    })??;
+    let replayed = wait_until(Duration::from_secs(5), || {
+        metrics(standby_ns)
+            .is_ok_and(|m| m.sum("gate64_esp_replay_drops_total", &[]) > replays_before)
+    });
+    ensure!(
+        replayed,
+        "hsb did not count the replayed ESP packet\n{}",
+        gate64_lines(&metrics(standby_ns)?)
+    );
+    ensure!(
+        ping_once(&lab.client),
+        "no ping reply from {CORP_HOST} through hsb after the replayed ESP packet"
+    );
+
+    let (silence, lost) = figures.unwrap_or((f64::NAN, 0));
+    println!(
+        "HA takeover with {clients} emulated Teredo clients and charon: hsb held \
+         {IKE_ADDRESS} {vrrp_secs:.2} s after hsa's death, every client flowing again \
+         (checked {recovery_secs:.1} s after it); per-client gap (longest wait between two echoes of one \
+         tunnel, probes every {PROBE_INTERVAL_MS} ms): min {:.2} s, p50 {:.2} s, p90 {:.2} s, \
+         p99 {:.2} s, max {:.2} s; charon's ping: longest silence {silence:.2} s, {lost} echo \
+         requests lost; hsb installed {installed} records and ran {negotiated} IKE \
+         negotiations; the generator made {} (all before the takeover); charon's SPIs \
+         unchanged; a replayed ESP packet dropped",
+        s_get(&s, "gap_min_seconds"),
+        s_get(&s, "gap_p50_seconds"),
+        s_get(&s, "gap_p90_seconds"),
+        s_get(&s, "gap_p99_seconds"),
+        s_get(&s, "gap_max_seconds"),
+        s_get(&s, "ike_negotiations"),
     );
     Ok(())
 }

@@ -106,6 +106,9 @@ pub struct IpsecStats {
     pub opened: u64,
     /// ESP dropped: unknown SPI, failed ICV or replay, or outside the selectors.
     pub dropped: u64,
+    /// IKE negotiations completed (IKE_SA_INIT and IKE_AUTH), renewals and negotiations
+    /// after a lost SA included: unlike `ike_sas`, never goes down.
+    pub negotiations: u64,
 }
 
 /// One tunnel's negotiation and, once established, its child SA.
@@ -326,6 +329,7 @@ impl<H: InnerLink> IpsecHost<H> {
                     spi_out = format_args!("{:08x}", outbound.spi()),
                     "IPsec tunnel up"
                 );
+                self.stats.negotiations += 1;
                 let tunnel = &mut self.tunnels[i];
                 tunnel.failures = 0;
                 tunnel.unanswered_since = None;

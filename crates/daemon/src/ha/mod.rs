@@ -44,6 +44,9 @@ use store::{MAX_CHILD_RECORDS, MAX_IKE_RECORDS, Store, StoreDrop};
 
 /// How often IKE SAs whose message IDs moved, and every child SA's counters, are sent.
 pub(crate) const FLUSH_EVERY: Duration = Duration::from_secs(1);
+/// The sync socket's send and receive buffers, bytes: a flush's burst of child SA records
+/// (one datagram each) for many thousand clients.
+const SOCKET_BUFFER: usize = 8 << 20;
 /// Changes the responder's events may queue for the sync task; beyond, one is dropped and
 /// counted (`tap_full`), and the next flush's child SA sweep still sends child SAs.
 const TAP_QUEUE: usize = 65_536;
@@ -160,6 +163,11 @@ pub(crate) fn prepare(cfg: &Config) -> Result<Option<(Tap, Prepared)>> {
     let socket = std::net::UdpSocket::bind(ha.listen)
         .with_context(|| format!("binding the HA sync socket on {} (`ha.listen`)", ha.listen))?;
     socket.set_nonblocking(true)?;
+    // Each flush sends every child SA back to back: with a thousand clients the default
+    // buffers overflowed and IKE SA records among them were lost. Best effort (needs
+    // CAP_NET_ADMIN); the kernel's default stays otherwise.
+    let _ =
+        gate64_io::sys::set_buffer_force(std::os::fd::AsRawFd::as_raw_fd(&socket), SOCKET_BUFFER);
     let counters = Arc::new(Counters::default());
     let (tx, changes) = mpsc::channel(TAP_QUEUE);
     let prepared = Prepared {

@@ -110,6 +110,33 @@ pub struct Status {
     pub rss_start_bytes: u64,
     /// Seconds from the start until `ready` first held (0 before).
     pub ready_seconds: f64,
+    /// IKE negotiations (IKE_SA_INIT and IKE_AUTH) the clients completed, two per client
+    /// set-up; more when a client negotiated again (a lost SA, a new session, a renewal).
+    pub ike_negotiations: u64,
+    /// Probes (SPEC.json's `probe`) sent through the clients' tunnels.
+    pub probe_sent: u64,
+    /// Probe echoes received through the clients' tunnels.
+    pub probe_received: u64,
+    /// Clients whose every probe target answered at least once: the gap figures are theirs.
+    pub probe_clients: u64,
+    /// Clients started and not yet answered by every probe target.
+    pub probe_never: u64,
+    /// Measured clients with a target silent now for longer than two probe intervals and a
+    /// second.
+    pub probe_silent: u64,
+    /// Seconds since the probes' measuring window started (the start, or the last SIGUSR1).
+    pub probe_window_seconds: f64,
+    /// Per client, the longest wait between two echoes of one target in the window (or the
+    /// silence now, if longer), in seconds: the smallest over the measured clients.
+    pub gap_min_seconds: f64,
+    /// The median of the clients' gaps.
+    pub gap_p50_seconds: f64,
+    /// The 90th percentile of the clients' gaps.
+    pub gap_p90_seconds: f64,
+    /// The 99th percentile of the clients' gaps.
+    pub gap_p99_seconds: f64,
+    /// The largest of the clients' gaps.
+    pub gap_max_seconds: f64,
 }
 
 impl Status {

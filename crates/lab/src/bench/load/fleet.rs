@@ -7,6 +7,8 @@
 //! takes the queue through [`Host::take`], seals it in its ESP SA and sends it. Downlink: the
 //! session writes what its SAs opened straight to the TUN device.
 
+use super::probe;
+use super::spec::ProbeSpec;
 use super::tun;
 use anyhow::{Context, Result};
 use gate64_client::ipsec::{InnerLink, IpsecStats};
@@ -61,6 +63,8 @@ pub struct Slot {
     /// Packets from the TUN device for this client's tunnel, back to back.
     uplink: Mutex<Vec<u8>>,
     wake: Notify,
+    /// The echoes of the client's probes.
+    pub probe: probe::Track,
 }
 
 impl Slot {
@@ -72,6 +76,7 @@ impl Slot {
             inner: Mutex::new(None),
             uplink: Mutex::new(Vec::new()),
             wake: Notify::new(),
+            probe: probe::Track::default(),
         }
     }
 
@@ -118,6 +123,12 @@ pub struct Counters {
     pub up: AtomicU64,
     /// Clients started and not up within the setup timeout, as the status loop last counted.
     pub failed: AtomicU64,
+    /// IKE negotiations completed (IKE_SA_INIT and IKE_AUTH), every session's.
+    pub negotiations: AtomicU64,
+    /// Probes queued for a client's tunnel.
+    pub probe_sent: AtomicU64,
+    /// Probe echoes opened by a client's SA.
+    pub probe_received: AtomicU64,
 }
 
 /// Every client's slot, the inner address map and the counters.
@@ -134,6 +145,8 @@ pub struct Fleet {
     /// The TUN device (set once it exists).
     tun: std::sync::OnceLock<Arc<tun_rs::AsyncDevice>>,
     pool6: Ipv6Net,
+    /// The round trips each client makes once up, if any.
+    pub probe: Option<ProbeSpec>,
 }
 
 impl Fleet {
@@ -148,7 +161,19 @@ impl Fleet {
             epoch: Instant::now(),
             tun: std::sync::OnceLock::new(),
             pool6,
+            probe: None,
         }
+    }
+
+    /// The same fleet, its clients making the round trips of `probe`.
+    pub fn with_probe(mut self, probe: Option<ProbeSpec>) -> Self {
+        self.probe = probe;
+        self
+    }
+
+    /// Milliseconds since the run's start.
+    pub fn now_ms(&self) -> u64 {
+        u64::try_from(self.epoch.elapsed().as_millis()).unwrap_or(u64::MAX)
     }
 
     /// Sets the TUN device the clients write their downlink to.
@@ -164,12 +189,12 @@ impl Fleet {
         }
     }
 
-    /// Queues `pkt`, read from the TUN device, for the client whose inner address is its
-    /// source.
-    pub fn demux(&self, pkt: &[u8]) {
+    /// Queues `pkt`, read from the TUN device (or a probe), for the client whose inner
+    /// address is its source; false if it was dropped (and counted).
+    pub fn demux(&self, pkt: &[u8]) -> bool {
         let Some((src, _)) = gate64_wire::ipv6::peek_addrs(pkt) else {
             self.counters.unknown_source.fetch_add(1, Relaxed);
-            return;
+            return false;
         };
         let owner = self
             .by_inner
@@ -179,18 +204,26 @@ impl Fleet {
             .copied();
         let Some(slot) = owner.and_then(|i| self.slots.get(i as usize)) else {
             self.counters.unknown_source.fetch_add(1, Relaxed);
-            return;
+            return false;
         };
         {
             let mut q = slot.uplink.lock().unwrap_or_else(|e| e.into_inner());
             if q.len() + pkt.len() > UPLINK_LIMIT {
                 self.counters.uplink_dropped.fetch_add(1, Relaxed);
-                return;
+                return false;
             }
             q.extend_from_slice(pkt);
         }
         self.counters.tx_packets.fetch_add(1, Relaxed);
         slot.wake.notify_one();
+        true
+    }
+
+    /// Starts a new measuring window for every client's probes (SIGUSR1).
+    pub fn reset_probe_window(&self) {
+        for slot in &self.slots {
+            slot.probe.reset();
+        }
     }
 }
 
@@ -239,6 +272,7 @@ impl LoadHost {
     pub fn retire(&mut self) {
         self.stats_changed(&IpsecStats {
             dropped: self.reported.dropped,
+            negotiations: self.reported.negotiations,
             ..IpsecStats::default()
         });
         if std::mem::take(&mut self.configured) {
@@ -303,6 +337,7 @@ impl InnerLink for LoadHost {
         add_delta(&c.mmsa, old.ike_sas.into(), stats.ike_sas.into());
         add_delta(&c.qmsa, old.child_sas.into(), stats.child_sas.into());
         add_delta(&c.esp_errors, old.dropped, stats.dropped);
+        add_delta(&c.negotiations, old.negotiations, stats.negotiations);
         let tunnels = u8::try_from(stats.child_sas).unwrap_or(u8::MAX);
         self.update(|s| s.tunnels_up.store(tunnels, Relaxed));
         self.reported = *stats;
@@ -319,8 +354,21 @@ impl Host for LoadHost {
     }
 
     /// Writes what the client's SAs opened to the TUN device; packets for no inner address
-    /// (clear text over the transport) are not the generator's.
+    /// (clear text over the transport) are not the generator's, and the echoes of the
+    /// client's probes are counted in its [`probe::Track`] instead.
     async fn deliver(&mut self, packet: &[u8]) {
+        if let Some(target) = self
+            .fleet
+            .probe
+            .as_ref()
+            .and_then(|p| probe::echo_of(p, packet))
+        {
+            if let Some(slot) = self.slot() {
+                slot.probe.answered(target, self.fleet.now_ms());
+                self.fleet.counters.probe_received.fetch_add(1, Relaxed);
+            }
+            return;
+        }
         let to_pool = gate64_wire::ipv6::peek_addrs(packet)
             .is_some_and(|(_, dst)| self.fleet.pool6.contains(&dst));
         let Some(dev) = self.fleet.tun.get().filter(|_| to_pool) else {
@@ -394,5 +442,74 @@ fn demux_read(fleet: &Fleet, raw: &[u8], packets: &mut Vec<u8>) {
         let len = p.total_len();
         fleet.demux(p.as_bytes());
         rest = rest.get(len..).unwrap_or_default();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fleet(probe: Option<ProbeSpec>) -> Arc<Fleet> {
+        let pool = "fd00:c1::/104".parse().unwrap();
+        Arc::new(Fleet::new(vec![Transport::Teredo; 2], pool).with_probe(probe))
+    }
+
+    #[test]
+    fn negotiations_survive_the_end_of_a_session_and_add_up_across_sessions() {
+        let fleet = fleet(None);
+        let c = &fleet.counters;
+        let mut host = LoadHost::new(Arc::clone(&fleet), 0);
+        let up = IpsecStats {
+            ike_sas: 2,
+            child_sas: 2,
+            negotiations: 2,
+            ..IpsecStats::default()
+        };
+        host.stats_changed(&up);
+        assert_eq!((c.mmsa.load(Relaxed), c.negotiations.load(Relaxed)), (2, 2));
+        // The SAs are gone with the session; the negotiations it made stay counted.
+        host.retire();
+        assert_eq!((c.mmsa.load(Relaxed), c.negotiations.load(Relaxed)), (0, 2));
+        // The next session negotiates both tunnels again.
+        let mut again = LoadHost::new(Arc::clone(&fleet), 0);
+        again.stats_changed(&up);
+        assert_eq!((c.mmsa.load(Relaxed), c.negotiations.load(Relaxed)), (2, 4));
+    }
+
+    #[tokio::test]
+    async fn a_probe_echo_is_counted_for_its_client_and_not_delivered() {
+        let target: Ipv6Addr = "2001:db8:100:1::2".parse().unwrap();
+        let spec = ProbeSpec {
+            targets: vec![target],
+            port: 7007,
+            interval_ms: 500,
+        };
+        let fleet = fleet(Some(spec));
+        let inner: Ipv6Addr = "fd00:c1::9".parse().unwrap();
+        let mut host = LoadHost::new(Arc::clone(&fleet), 1);
+        host.install_inner(inner, &[], 1200).unwrap();
+        // The probe goes to client 1's queue.
+        let mut probe = Vec::new();
+        probe::build(&mut probe, inner, target, 7007, 0);
+        assert!(fleet.demux(&probe));
+        let mut out = Vec::new();
+        assert!(host.take(Instant::now(), &mut out).unwrap());
+        assert_eq!(out, probe);
+        // Its echo is counted for client 1, not client 0.
+        let mut echo = Vec::new();
+        probe::build(&mut echo, target, inner, 0, 0);
+        echo[40..42].copy_from_slice(&7007u16.to_be_bytes());
+        echo[42..44].copy_from_slice(&probe::SOURCE_PORT.to_be_bytes());
+        host.deliver(&echo).await;
+        assert_eq!(fleet.counters.probe_received.load(Relaxed), 1);
+        assert_eq!(fleet.counters.rx_packets.load(Relaxed), 0);
+        assert!(matches!(
+            fleet.slots[1].probe.gap(1, fleet.now_ms()),
+            probe::Gap::Measured { .. }
+        ));
+        assert_eq!(
+            fleet.slots[0].probe.gap(1, fleet.now_ms()),
+            probe::Gap::Never
+        );
     }
 }

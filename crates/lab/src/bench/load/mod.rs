@@ -15,10 +15,15 @@
 //! ([`underlay`]): a client is an address and port on it, not a socket, so file descriptors
 //! do not bound their number. IP-HTTPS clients hold a TCP socket each.
 //!
+//! With `probe` in SPEC.json each client up makes round trips through its tunnels and
+//! STATUS.json carries the distribution of the per-client gap between two echoes
+//! ([`probe`]); SIGUSR1 starts a new measuring window.
+//!
 //! STATUS.json is rewritten every second ([`status`]); SIGTERM or SIGINT stops the run.
 
 mod clients;
 mod fleet;
+mod probe;
 mod spec;
 mod status;
 mod tun;
@@ -89,6 +94,7 @@ pub fn run(args: &LoadArgs) -> Result<()> {
 async fn drive(spec: &Arc<Spec>, shared: Arc<clients::Shared>, args: &LoadArgs) -> Result<()> {
     let mut term = signal(SignalKind::terminate()).context("SIGTERM handler")?;
     let mut int = signal(SignalKind::interrupt()).context("SIGINT handler")?;
+    let mut usr1 = signal(SignalKind::user_defined1()).context("SIGUSR1 handler")?;
     let dev = tun::set_up(spec)?;
     let transports = (0..spec.clients)
         .map(|i| match spec.is_iphttps(i) {
@@ -96,7 +102,7 @@ async fn drive(spec: &Arc<Spec>, shared: Arc<clients::Shared>, args: &LoadArgs) 
             false => Transport::Teredo,
         })
         .collect();
-    let fleet = Arc::new(Fleet::new(transports, spec.pool6));
+    let fleet = Arc::new(Fleet::new(transports, spec.pool6).with_probe(spec.probe.clone()));
     fleet.set_tun(Arc::clone(&dev));
     let reader = tokio::spawn(fleet::read_loop(dev, Arc::clone(&fleet)));
     let mut outer_reader = match &shared.underlay {
@@ -110,6 +116,8 @@ async fn drive(spec: &Arc<Spec>, shared: Arc<clients::Shared>, args: &LoadArgs) 
     let outer = shared.underlay.clone();
     let rss_start_bytes = status::rss_bytes();
     tokio::spawn(ramp(Arc::clone(&fleet), shared, Arc::clone(spec)));
+    tokio::spawn(probe_loop(Arc::clone(&fleet)));
+    let mut window_start = 0.0;
     let addresses = status::addresses_path(&args.status);
     let mut tick = tokio::time::interval(STATUS_EVERY);
     let mut wrote_addresses = None;
@@ -119,6 +127,11 @@ async fn drive(spec: &Arc<Spec>, shared: Arc<clients::Shared>, args: &LoadArgs) 
             _ = tick.tick() => {}
             _ = term.recv() => break,
             _ = int.recv() => break,
+            _ = usr1.recv() => {
+                fleet.reset_probe_window();
+                window_start = fleet.epoch.elapsed().as_secs_f64();
+                tracing::info!("SIGUSR1: a new probe window");
+            }
         }
         if reader.is_finished() {
             return match reader.await {
@@ -147,6 +160,7 @@ async fn drive(spec: &Arc<Spec>, shared: Arc<clients::Shared>, args: &LoadArgs) 
             );
         }
         s.ready_seconds = ready_seconds;
+        s.probe_window_seconds = s.elapsed_seconds - window_start;
         if s.ready {
             // The ADDRESSES file first: a reader that sees `ready` finds it.
             let list = status::addresses(&fleet);
@@ -161,6 +175,7 @@ async fn drive(spec: &Arc<Spec>, shared: Arc<clients::Shared>, args: &LoadArgs) 
     let mut s = status::collect(&fleet, spec.setup_timeout_secs);
     status::add_underlay(&mut s, outer.as_deref());
     (s.rss_start_bytes, s.ready_seconds) = (rss_start_bytes, ready_seconds);
+    s.probe_window_seconds = s.elapsed_seconds - window_start;
     status::write_atomically(&args.status, &serde_json::to_vec(&s)?)?;
     tracing::info!(up = s.up, failed = s.failed, "stopping");
     Ok(())
@@ -194,6 +209,38 @@ async fn ramp(fleet: Arc<Fleet>, shared: Arc<clients::Shared>, spec: Arc<Spec>) 
             ));
             next += 1;
             started_since += 1;
+        }
+    }
+}
+
+/// The sender's tick: each tick probes the clients whose turn it is, so that the probes of
+/// one interval are spread over it rather than sent in one burst.
+const PROBE_TICK: Duration = Duration::from_millis(10);
+
+/// Sends the probes for as long as the process runs: every client up with an inner address,
+/// each target, once per interval.
+async fn probe_loop(fleet: Arc<Fleet>) {
+    let Some(spec) = fleet.probe.clone() else {
+        return;
+    };
+    let turns = (spec.interval_ms / PROBE_TICK.as_millis() as u64).max(1) as usize;
+    let mut tick = tokio::time::interval(PROBE_TICK);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+    let mut packet = Vec::with_capacity(probe::PROBE_LEN);
+    for round in 0u64.. {
+        tick.tick().await;
+        let turn = (round % turns as u64) as usize;
+        let seq = round / turns as u64;
+        for slot in fleet.slots.iter().skip(turn).step_by(turns) {
+            let Some(inner) = slot.inner().filter(|_| slot.is_up()) else {
+                continue;
+            };
+            for &target in &spec.targets {
+                probe::build(&mut packet, inner, target, spec.port, seq);
+                if fleet.demux(&packet) {
+                    fleet.counters.probe_sent.fetch_add(1, Relaxed);
+                }
+            }
         }
     }
 }

@@ -58,6 +58,35 @@ pub struct Spec {
     /// failed (it keeps trying, and counts as up if it comes up later).
     #[serde(default = "default_setup_timeout_secs")]
     pub setup_timeout_secs: u64,
+    /// Round trips each client makes through its tunnels once up, and the per-client gap
+    /// they measure (STATUS.json's `probe_*` and `gap_*` fields); none without it.
+    #[serde(default)]
+    pub probe: Option<ProbeSpec>,
+}
+
+/// Targets a probe spec may name at most.
+pub const MAX_PROBE_TARGETS: usize = 4;
+
+/// The probes of [`Spec`]: a UDP datagram from each client's inner address to each target's
+/// echo `port` every `interval_ms`.
+#[derive(Debug, Clone, Deserialize)]
+pub struct ProbeSpec {
+    /// Corporate hosts answering UDP echo, one per tunnel to measure (at most 4).
+    pub targets: Vec<Ipv6Addr>,
+    /// Their echo port.
+    #[serde(default = "default_probe_port")]
+    pub port: u16,
+    /// Milliseconds between two probes of one client to one target (at least 10).
+    #[serde(default = "default_probe_interval_ms")]
+    pub interval_ms: u64,
+}
+
+fn default_probe_port() -> u16 {
+    7007
+}
+
+fn default_probe_interval_ms() -> u64 {
+    500
 }
 
 /// The IPsec side of [`Spec`].
@@ -135,6 +164,19 @@ impl Spec {
             self.setup_timeout_secs > 0,
             "`setup_timeout_secs`: must be at least 1"
         );
+        if let Some(p) = &self.probe {
+            ensure!(
+                (1..=MAX_PROBE_TARGETS).contains(&p.targets.len()),
+                "`probe.targets`: {} targets, want 1 to {}",
+                p.targets.len(),
+                MAX_PROBE_TARGETS
+            );
+            ensure!(
+                p.interval_ms >= 10,
+                "`probe.interval_ms`: must be at least 10"
+            );
+            ensure!(p.port > 0, "`probe.port`: must not be 0");
+        }
         Ok(())
     }
 
@@ -286,5 +328,20 @@ mod tests {
         let mut s = example();
         s.clients = 0;
         assert!(format!("{:#}", s.check().unwrap_err()).contains("clients"));
+        let probe = |json: &str| {
+            let mut s = example();
+            s.probe = Some(serde_json::from_str(json).unwrap());
+            s.check().map_err(|e| format!("{e:#}"))
+        };
+        assert!(
+            probe(r#"{ "targets": [] }"#)
+                .unwrap_err()
+                .contains("probe.targets")
+        );
+        let five = r#"{ "targets": ["::1", "::2", "::3", "::4", "::5"] }"#;
+        assert!(probe(five).unwrap_err().contains("probe.targets"));
+        let fast = r#"{ "targets": ["::1"], "interval_ms": 5 }"#;
+        assert!(probe(fast).unwrap_err().contains("probe.interval_ms"));
+        probe(r#"{ "targets": ["::1", "::2"] }"#).unwrap();
     }
 }

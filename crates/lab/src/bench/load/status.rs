@@ -4,6 +4,7 @@
 use super::fleet::Fleet;
 #[cfg(test)]
 use super::fleet::Transport;
+use super::probe;
 use super::underlay::Underlay;
 use crate::bench::spec::Status;
 pub use crate::bench::spec::addresses_path;
@@ -29,18 +30,27 @@ pub fn collect(fleet: &Fleet, setup_timeout_secs: u64) -> Status {
         unknown_source: c.unknown_source.load(Relaxed),
         uplink_dropped: c.uplink_dropped.load(Relaxed),
         session_errors: c.session_errors.load(Relaxed),
+        ike_negotiations: c.negotiations.load(Relaxed),
+        probe_sent: c.probe_sent.load(Relaxed),
+        probe_received: c.probe_received.load(Relaxed),
         rss_bytes: rss_bytes(),
         cpu_seconds: cpu_seconds(),
         elapsed_seconds: now.as_secs_f64(),
         ..Status::default()
     };
     let mut pending = 0u64;
+    let now_ms = fleet.now_ms();
+    let targets = fleet.probe.as_ref().map_or(0, |p| p.targets.len());
+    let mut gaps = Vec::with_capacity(if targets > 0 { fleet.slots.len() } else { 0 });
     for slot in &fleet.slots {
         let Some(at) = slot.started_at() else {
             pending += 1;
             continue;
         };
         s.started += 1;
+        if targets > 0 {
+            gaps.push(slot.probe.gap(targets, now_ms));
+        }
         if slot.is_up() {
             s.up += 1;
         } else if now.as_secs() >= u64::from(at) + setup_timeout_secs {
@@ -50,6 +60,12 @@ pub fn collect(fleet: &Fleet, setup_timeout_secs: u64) -> Status {
         }
     }
     s.ready = pending == 0;
+    if let Some(p) = &fleet.probe {
+        probe::add_to(
+            &mut s,
+            &probe::summarize(&mut gaps, probe::silent_after_ms(p)),
+        );
+    }
     s
 }
 
