@@ -45,6 +45,8 @@ pub enum MessageType {
     IkeSaGone,
     /// A child SA is gone ([`crate::Gone::ChildSa`]).
     ChildSaGone,
+    /// The counters of a batch of child SAs ([`crate::ChildCounters`]).
+    ChildCounters,
 }
 
 impl MessageType {
@@ -54,6 +56,7 @@ impl MessageType {
             MessageType::IkeSa => 2,
             MessageType::IkeSaGone => 3,
             MessageType::ChildSaGone => 4,
+            MessageType::ChildCounters => 5,
         }
     }
 
@@ -63,6 +66,7 @@ impl MessageType {
             2 => Some(MessageType::IkeSa),
             3 => Some(MessageType::IkeSaGone),
             4 => Some(MessageType::ChildSaGone),
+            5 => Some(MessageType::ChildCounters),
             _ => None,
         }
     }

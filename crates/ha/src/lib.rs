@@ -17,6 +17,11 @@
 //!   [`gate64_esp::SyncedChildSa`], what [`gate64_esp::SaDb::export_sa`] gives and
 //!   [`gate64_esp::SaDb::install_synced`] takes. Key material is wiped on drop and never
 //!   printed by `Debug`; encoded records come in buffers wiped on drop.
+//! - **Counters**: a child SA's record goes once, when the SA is made or rekeyed; after
+//!   that only its outbound sequence number and inbound replay high-water mark move, and
+//!   they go alone ([`ChildCounters`], 20 bytes an SA, up to [`MAX_COUNTERS_PER_MESSAGE`]
+//!   in one message). The receiver applies them only to a record it holds and never lowers
+//!   one ([`ChildSaRecord::apply_counters`]).
 //!
 //! Nothing here panics on received bytes.
 #![warn(missing_docs)]
@@ -24,6 +29,7 @@
 
 mod child;
 pub mod codec;
+mod counters;
 mod encoding;
 mod gone;
 mod ike;
@@ -35,6 +41,7 @@ pub use codec::{
     ChannelError, MAX_MESSAGE, MAX_PLAINTEXT, MessageType, Opened, Opener, Refusal, SealError,
     Sealer,
 };
+pub use counters::{COUNTERS_ENTRY_LEN, COUNTERS_VERSION, ChildCounters, MAX_COUNTERS_PER_MESSAGE};
 pub use encoding::DecodeError;
 pub use gone::Gone;
 pub use ike::{
@@ -46,3 +53,5 @@ pub use window::RECEIVE_WINDOW;
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_counters;

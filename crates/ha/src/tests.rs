@@ -15,17 +15,17 @@ use crate::*;
 const A: u32 = 1;
 const B: u32 = 2;
 
-fn secret() -> SharedSecret {
+pub(crate) fn secret() -> SharedSecret {
     SharedSecret::from_file_contents(b"0123456789abcdef0123456789abcdef-ha\n").unwrap()
 }
 
-fn sealed(sealer: &mut Sealer, kind: MessageType, plaintext: &[u8]) -> Vec<u8> {
+pub(crate) fn sealed(sealer: &mut Sealer, kind: MessageType, plaintext: &[u8]) -> Vec<u8> {
     let mut out = Vec::new();
     sealer.seal(kind, plaintext, &mut out).unwrap();
     out
 }
 
-fn ends(epoch: u32) -> (Sealer, Opener) {
+pub(crate) fn ends(epoch: u32) -> (Sealer, Opener) {
     let s = secret();
     (
         Sealer::new(&s, A, B, epoch).unwrap(),
@@ -261,7 +261,7 @@ fn a_restarted_sender_needs_a_higher_epoch() {
 
 // ---- records ----
 
-const IN: u32 = 0x0000_5001;
+pub(crate) const IN: u32 = 0x0000_5001;
 const OUT: u32 = 0xc000_0002;
 
 fn direction(cipher: Cipher, spi: u32, seed: u8, created: Instant) -> SaParams {
@@ -293,7 +293,7 @@ fn direction(cipher: Cipher, spi: u32, seed: u8, created: Instant) -> SaParams {
     }
 }
 
-fn pair(cipher: Cipher, created: Instant) -> ChildSaPair {
+pub(crate) fn pair(cipher: Cipher, created: Instant) -> ChildSaPair {
     ChildSaPair {
         inbound: direction(cipher, IN, 0x11, created),
         outbound: direction(cipher, OUT, 0x22, created),
@@ -311,7 +311,7 @@ fn pair(cipher: Cipher, created: Instant) -> ChildSaPair {
     }
 }
 
-fn esp_packet(out: &Outbound, n: u8) -> Vec<u8> {
+pub(crate) fn esp_packet(out: &Outbound, n: u8) -> Vec<u8> {
     let h = out.header_len();
     let inner = [0x60, n, n, n];
     let mut buf = vec![0; h + inner.len() + out.cipher().max_trailer()];
@@ -397,7 +397,7 @@ fn child_sa_carried_to_the_standby_resumes_every_cipher() {
     }
 }
 
-fn child_record() -> ChildSaRecord {
+pub(crate) fn child_record() -> ChildSaRecord {
     let now = Instant::now();
     let active = SaDb::new();
     active.install(pair(Cipher::AesGcm16_256, now)).unwrap();
