@@ -39,7 +39,7 @@ pub const MAX_MESSAGE: usize = HEADER_LEN + MAX_PLAINTEXT + TAG_LEN;
 pub enum MessageType {
     /// One child SA record ([`crate::ChildSaRecord`]).
     ChildSa,
-    /// One IKE SA record ([`crate::IkeSaRecord`]).
+    /// One IKE SA record ([`crate::encode_ike_sa`]).
     IkeSa,
     /// An IKE SA is gone ([`crate::Gone::IkeSa`]).
     IkeSaGone,

@@ -25,7 +25,6 @@
 //! runs again. Only a message that authenticated under the shared secret, from `ha.peer`,
 //! reaches the store; every message is counted ([`Counters`]).
 
-mod convert;
 mod store;
 
 use std::collections::{BTreeSet, HashMap, HashSet};
@@ -387,8 +386,8 @@ impl Task {
         });
         if asked && let Ok(sas) = rx.await {
             for sa in &sas {
-                let record = convert::record_of(sa);
-                self.send(MessageType::IkeSa, &record.encode()).await;
+                self.send(MessageType::IkeSa, &gate64_ha::encode_ike_sa(sa))
+                    .await;
             }
         }
         self.flush_children().await;
@@ -476,7 +475,7 @@ impl Task {
                 }
             }
         }
-        let synced: Vec<SyncedIkeSa> = ike.iter().map(convert::synced_of).collect();
+        let synced: Vec<SyncedIkeSa> = ike;
         let total = synced.len();
         info!(
             ike_sas = total,
@@ -518,7 +517,7 @@ mod tests {
         };
         let mut from_peer = Sealer::new(&secret, 2, 1, 7).unwrap();
         let mut reflected = Sealer::new(&secret, 1, 2, 7).unwrap();
-        let record = convert::record_of(&convert::sample()).encode();
+        let record = gate64_ha::encode_ike_sa(&store::sample());
         let seal = |s: &mut Sealer| {
             let mut m = Vec::new();
             s.seal(MessageType::IkeSa, &record, &mut m).unwrap();
@@ -545,7 +544,7 @@ mod tests {
             assert!(samples.contains(&expected), "{expected:?} in {samples:?}");
         }
         let (ike, _) = inbox.store.take();
-        assert_eq!(convert::synced_of(&ike[0]), convert::sample());
+        assert_eq!(ike[0], store::sample());
     }
 
     /// A peer that moved makes its child SAs' records go whole again.

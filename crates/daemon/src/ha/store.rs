@@ -7,7 +7,8 @@
 
 use std::collections::{HashMap, HashSet};
 
-use gate64_ha::{ChildCounters, ChildSaRecord, DecodeError, Gone, IkeSaRecord, MessageType};
+use gate64_ha::{ChildCounters, ChildSaRecord, DecodeError, Gone, MessageType};
+use gate64_ike::responder::SyncedIkeSa;
 
 /// Most IKE SA records kept: gate64's default cap on IKE SAs, with room.
 pub(crate) const MAX_IKE_RECORDS: usize = 262_144;
@@ -52,7 +53,7 @@ fn drop_of(e: DecodeError) -> StoreDrop {
 
 /// The records.
 pub(crate) struct Store {
-    ike: HashMap<u64, IkeSaRecord>,
+    ike: HashMap<u64, SyncedIkeSa>,
     child: HashMap<u32, ChildSaRecord>,
     max: (usize, usize),
     /// An IKE SA record came or went since [`Store::ike_spis_if_changed`] last answered.
@@ -86,7 +87,7 @@ impl Store {
         }
         match kind {
             MessageType::IkeSa => {
-                let r = IkeSaRecord::decode(body).map_err(drop_of)?;
+                let r = gate64_ha::decode_ike_sa(body).map_err(drop_of)?;
                 if self.ike.len() >= self.max.0 && !self.ike.contains_key(&r.spi_r) {
                     return Err(StoreDrop::Full);
                 }
@@ -137,7 +138,7 @@ impl Store {
     }
 
     /// Every record, leaving the store empty (a takeover installs them).
-    pub(crate) fn take(&mut self) -> (Vec<IkeSaRecord>, Vec<ChildSaRecord>) {
+    pub(crate) fn take(&mut self) -> (Vec<SyncedIkeSa>, Vec<ChildSaRecord>) {
         self.ike_changed = false;
         let ike = self.ike.drain().map(|(_, r)| r).collect();
         let child = self.child.drain().map(|(_, r)| r).collect();
@@ -151,16 +152,72 @@ impl Store {
 }
 
 #[cfg(test)]
+pub(crate) use tests::sample;
+
+#[cfg(test)]
 mod tests {
     use super::*;
+    use gate64_ike::child_sa::TunnelKind;
+    use gate64_ike::keys::Secret;
+    use gate64_ike::responder::{SyncedChildRef, SyncedIkeKeys};
+    use std::time::Duration;
+
+    #[test]
+    fn a_synced_ike_sa_survives_its_encoding() {
+        let sa = sample();
+        let bytes = gate64_ha::encode_ike_sa(&sa);
+        assert_eq!(gate64_ha::decode_ike_sa(&bytes), Ok(sa));
+    }
+
+    pub(crate) fn sample() -> SyncedIkeSa {
+        let key = |b: u8, n: usize| Secret(vec![b; n]);
+        SyncedIkeSa {
+            spi_i: 1,
+            spi_r: 2,
+            prf: 5,
+            integ: 0,
+            encr: 20,
+            encr_key_bits: 256,
+            keys: SyncedIkeKeys {
+                sk_d: key(1, 32),
+                sk_ai: key(0, 0),
+                sk_ar: key(0, 0),
+                sk_ei: key(2, 36),
+                sk_er: key(3, 36),
+                sk_pi: key(4, 32),
+                sk_pr: key(5, 32),
+            },
+            next_id_in: 9,
+            next_id_out: 4,
+            local: "[2001:db8::1]:4500".parse().unwrap(),
+            remote: "[2001:db8::7]:4500".parse().unwrap(),
+            identity: "CN=c7".to_owned(),
+            alt_names: vec!["c7.corp".to_owned()],
+            identity_key: [7; 32],
+            peer_id: None,
+            tunnel: TunnelKind::Infrastructure,
+            intranet_allowed: false,
+            mobike: true,
+            fragmentation: false,
+            inner: Some("fd00:c1::5".parse().unwrap()),
+            leased: true,
+            inner4: None,
+            children: vec![SyncedChildRef {
+                inbound_spi: 0xc1,
+                outbound_spi: 0xd1,
+                age: Duration::from_secs(5),
+            }],
+            age: Duration::from_secs(9),
+            authenticated_age: Some(Duration::from_secs(9)),
+            rekeys: 0,
+        }
+    }
 
     #[test]
     fn records_replace_gone_removes_and_the_bound_holds() {
         let mut store = Store::new(2, 2);
-        let mut sa = super::super::convert::sample();
-        let body = |sa: &gate64_ike::responder::SyncedIkeSa| {
-            super::super::convert::record_of(sa).encode().to_vec()
-        };
+        let mut sa = sample();
+        let body = |sa: &SyncedIkeSa| gate64_ha::encode_ike_sa(sa).to_vec();
         store.apply(MessageType::IkeSa, &body(&sa)).unwrap();
         sa.next_id_in += 1;
         store.apply(MessageType::IkeSa, &body(&sa)).unwrap();
