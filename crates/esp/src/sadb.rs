@@ -199,6 +199,15 @@ impl SaDb {
         })
     }
 
+    /// The counters of the child SA whose inbound SPI is `inbound_spi`, as
+    /// [`SaDb::export_sa`] gives them but without copying its parameters and keys: the
+    /// sequence number the next outbound packet would get and the highest inbound sequence
+    /// number received. `None` when no such SA is installed.
+    pub fn export_counters(&self, inbound_spi: u32) -> Option<(u64, u64)> {
+        let entry = self.inbound(inbound_spi)?;
+        Some((entry.outbound.sa.next_seq(), entry.sa.highest_seq()))
+    }
+
     /// Installs a child SA taken over from another node: its outbound counter resumes at
     /// `outbound_next_seq + seq_margin` (saturating; past the sequence space the SA is
     /// installed expired and IKE must replace it), so no sequence number, and so no AES-GCM

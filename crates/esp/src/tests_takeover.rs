@@ -66,6 +66,11 @@ fn takeover(cipher: Cipher, esn: bool) {
     let high = a.sa.highest_seq();
     assert_eq!(synced.inbound_highest_seq, high);
     assert!(active.export_sa(0x9999).is_none());
+    assert_eq!(
+        active.export_counters(IN),
+        Some((synced.outbound_next_seq, high))
+    );
+    assert!(active.export_counters(0x9999).is_none());
 
     let standby = SaDb::new();
     standby

@@ -22,6 +22,7 @@ use gate64_esp::{
 };
 use zeroize::Zeroizing;
 
+use crate::counters::ChildCounters;
 use crate::encoding::{DecodeError, Reader, Writer, tunnel_code, tunnel_of};
 
 /// The version of the child SA record this build writes and reads.
@@ -309,5 +310,24 @@ impl ChildSaRecord {
             outbound_next_seq,
             inbound_highest_seq,
         })
+    }
+
+    /// Where this record's counters stand.
+    pub fn counters(&self) -> ChildCounters {
+        ChildCounters {
+            spi: self.inbound.spi,
+            outbound_next_seq: self.outbound_next_seq,
+            inbound_highest_seq: self.inbound_highest_seq,
+        }
+    }
+
+    /// Raises the record's counters to `c`'s where they are higher; never lowers one (an
+    /// older message may arrive after a newer one). True when either moved. `c` is for
+    /// this record: the caller looked it up by `c.spi`.
+    pub fn apply_counters(&mut self, c: &ChildCounters) -> bool {
+        let before = (self.outbound_next_seq, self.inbound_highest_seq);
+        self.outbound_next_seq = self.outbound_next_seq.max(c.outbound_next_seq);
+        self.inbound_highest_seq = self.inbound_highest_seq.max(c.inbound_highest_seq);
+        before != (self.outbound_next_seq, self.inbound_highest_seq)
     }
 }

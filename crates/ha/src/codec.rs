@@ -39,12 +39,14 @@ pub const MAX_MESSAGE: usize = HEADER_LEN + MAX_PLAINTEXT + TAG_LEN;
 pub enum MessageType {
     /// One child SA record ([`crate::ChildSaRecord`]).
     ChildSa,
-    /// One IKE SA record ([`crate::IkeSaRecord`]).
+    /// One IKE SA record ([`crate::encode_ike_sa`]).
     IkeSa,
     /// An IKE SA is gone ([`crate::Gone::IkeSa`]).
     IkeSaGone,
     /// A child SA is gone ([`crate::Gone::ChildSa`]).
     ChildSaGone,
+    /// The counters of a batch of child SAs ([`crate::ChildCounters`]).
+    ChildCounters,
 }
 
 impl MessageType {
@@ -54,6 +56,7 @@ impl MessageType {
             MessageType::IkeSa => 2,
             MessageType::IkeSaGone => 3,
             MessageType::ChildSaGone => 4,
+            MessageType::ChildCounters => 5,
         }
     }
 
@@ -63,6 +66,7 @@ impl MessageType {
             2 => Some(MessageType::IkeSa),
             3 => Some(MessageType::IkeSaGone),
             4 => Some(MessageType::ChildSaGone),
+            5 => Some(MessageType::ChildCounters),
             _ => None,
         }
     }

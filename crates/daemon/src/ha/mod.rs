@@ -9,10 +9,13 @@
 //!   (negotiated or rekeyed) or went; a gone one is sent at once, the others within
 //!   [`FLUSH_EVERY`];
 //! - every [`FLUSH_EVERY`] the node sends the IKE SAs whose message IDs moved since the last
-//!   flush, and every child SA it has, again: the child record carries the outbound
-//!   sequence number and the inbound replay high-water mark, so the peer is never more than
-//!   a flush behind on them (gate64-esp adds `TAKEOVER_SEQ_MARGIN` to the outbound number at
-//!   takeover for the packets of that last interval).
+//!   flush; a child SA's whole record when it is new here (made, rekeyed, moved to another
+//!   peer address, or installed at a takeover) and again every [`REFRESH_FLUSHES`] flushes
+//!   (so a restarted peer, or one that lost a datagram, has it again within that); and
+//!   otherwise only the counters (outbound sequence number, inbound replay high-water mark)
+//!   of the child SAs whose counters moved, batched ([`gate64_ha::ChildCounters`]). The peer
+//!   is never more than a flush behind on them (gate64-esp adds `TAKEOVER_SEQ_MARGIN` to
+//!   the outbound number at takeover for the packets of that last interval).
 //!
 //! What the peer sends is kept in a bounded [`store::Store`]; nothing is installed from it
 //! and nothing is sent for it until a takeover ([`HaHandle::promote`], SIGUSR1 from the
@@ -22,10 +25,9 @@
 //! runs again. Only a message that authenticated under the shared secret, from `ha.peer`,
 //! reaches the store; every message is counted ([`Counters`]).
 
-mod convert;
 mod store;
 
-use std::collections::{BTreeSet, HashSet};
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -34,19 +36,25 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use anyhow::{Context, Result};
 use gate64_config::Config;
 use gate64_esp::{SaDb, TAKEOVER_SEQ_MARGIN};
-use gate64_ha::{ChildSaRecord, Gone, MAX_MESSAGE, MessageType, Opener, Refusal, Sealer};
+use gate64_ha::{
+    ChildCounters, ChildSaRecord, Gone, MAX_MESSAGE, MessageType, Opener, Refusal, Sealer,
+};
 use gate64_ike::responder::{Event, SyncedIkeSa};
 use gate64_io::ike::IkeControl;
 use tokio::sync::{mpsc, oneshot, watch};
 use tracing::{debug, info, warn};
 
-use store::{MAX_CHILD_RECORDS, MAX_IKE_RECORDS, Store, StoreDrop};
+use store::{Applied, MAX_CHILD_RECORDS, MAX_IKE_RECORDS, Store, StoreDrop};
 
 /// How often IKE SAs whose message IDs moved, and every child SA's counters, are sent.
 pub(crate) const FLUSH_EVERY: Duration = Duration::from_secs(1);
-/// The sync socket's send and receive buffers, bytes: a flush's burst of child SA records
-/// (one datagram each) for many thousand clients.
+/// The sync socket's send and receive buffers, bytes: a flush's burst of records (one
+/// datagram each) for many thousand clients.
 const SOCKET_BUFFER: usize = 8 << 20;
+/// Every this many flushes each child SA's whole record goes again (its counters go at
+/// every flush they moved): what a restarted peer, or one that lost the record's datagram,
+/// waits at most for it. Each SA's turn falls on another flush (by SPI), spreading them.
+pub(crate) const REFRESH_FLUSHES: u64 = 30;
 /// Changes the responder's events may queue for the sync task; beyond, one is dropped and
 /// counted (`tap_full`), and the next flush's child SA sweep still sends child SAs.
 const TAP_QUEUE: usize = 65_536;
@@ -61,6 +69,8 @@ pub(crate) struct Counters {
     refused: [AtomicU64; 5],
     from_elsewhere: AtomicU64,
     undecodable: AtomicU64,
+    unknown_version: AtomicU64,
+    counters_unknown_sa: AtomicU64,
     store_full: AtomicU64,
     installed: AtomicU64,
     install_failed: AtomicU64,
@@ -90,6 +100,12 @@ impl Counters {
                 StoreDrop::Undecodable.as_str(),
                 get(&self.undecodable),
             ),
+            (
+                "in",
+                StoreDrop::UnknownVersion.as_str(),
+                get(&self.unknown_version),
+            ),
+            ("in", "counters_unknown_sa", get(&self.counters_unknown_sa)),
             ("in", StoreDrop::Full.as_str(), get(&self.store_full)),
             ("takeover", "installed", get(&self.installed)),
             ("takeover", "install_failed", get(&self.install_failed)),
@@ -124,8 +140,19 @@ impl Tap {
             Event::IkeSaDown { spi_r, .. } => Change::Gone(Gone::IkeSa(*spi_r)),
             Event::ChildSaUp(pair) => Change::Child(pair.inbound.spi),
             Event::ChildSaDown { inbound_spi } => Change::Gone(Gone::ChildSa(*inbound_spi)),
+            // The child SAs' records name the old address: they go whole again.
+            Event::PeerMoved { inbound_spis, .. } => {
+                for spi in inbound_spis {
+                    self.send(Change::Child(*spi));
+                }
+                return;
+            }
             _ => return,
         };
+        self.send(change);
+    }
+
+    fn send(&self, change: Change) {
         if self.0.try_send(change).is_err() {
             Counters::add(&self.1.tap_full, 1);
         }
@@ -230,6 +257,8 @@ impl Prepared {
             sadb,
             pending_ike: BTreeSet::new(),
             children: HashSet::new(),
+            sent_counters: HashMap::new(),
+            flushes: 0,
         };
         info!(peer = %task.peer, "HA state sync up");
         tokio::spawn(task.run(self.changes, promotions, stop));
@@ -262,8 +291,12 @@ impl Inbox {
             }
         };
         match self.store.apply(opened.kind, opened.plaintext) {
-            Ok(()) => Counters::add(&c.stored, 1),
+            Ok(Applied { unknown_counters }) => {
+                Counters::add(&c.stored, 1);
+                Counters::add(&c.counters_unknown_sa, unknown_counters);
+            }
             Err(StoreDrop::Undecodable) => Counters::add(&c.undecodable, 1),
+            Err(StoreDrop::UnknownVersion) => Counters::add(&c.unknown_version, 1),
             Err(StoreDrop::Full) => Counters::add(&c.store_full, 1),
         }
     }
@@ -281,6 +314,11 @@ struct Task {
     pending_ike: BTreeSet<u64>,
     /// This node's child SAs, swept every flush.
     children: HashSet<u32>,
+    /// The counters last sent of each child SA whose record went; one missing here goes
+    /// whole at the next flush.
+    sent_counters: HashMap<u32, ChildCounters>,
+    /// Flushes so far, for [`REFRESH_FLUSHES`].
+    flushes: u64,
 }
 
 impl Task {
@@ -318,11 +356,13 @@ impl Task {
             }
             Change::Child(spi) => {
                 self.children.insert(spi);
+                self.sent_counters.remove(&spi);
             }
             Change::Gone(gone) => {
                 self.pending_ike.retain(|s| gone != Gone::IkeSa(*s));
                 if let Gone::ChildSa(spi) = gone {
                     self.children.remove(&spi);
+                    self.sent_counters.remove(&spi);
                 }
                 let (kind, body) = gone.encode();
                 self.send(kind, &body).await;
@@ -331,8 +371,8 @@ impl Task {
     }
 
     /// Tells the responder which of the peer's IKE SAs wait here for a takeover (when that
-    /// changed), then sends the IKE SAs that came up or whose message IDs moved, and every
-    /// child SA.
+    /// changed), then sends the IKE SAs that came up or whose message IDs moved, and the
+    /// child SAs ([`Task::flush_children`]).
     async fn flush(&mut self) {
         if let Some(awaiting) = self.inbox.store.ike_spis_if_changed() {
             self.control
@@ -354,22 +394,52 @@ impl Task {
         });
         if asked && let Ok(sas) = rx.await {
             for sa in &sas {
-                let record = convert::record_of(sa);
-                self.send(MessageType::IkeSa, &record.encode()).await;
+                self.send(MessageType::IkeSa, &gate64_ha::encode_ike_sa(sa))
+                    .await;
             }
         }
+        self.flush_children().await;
+    }
+
+    /// Sends the whole record of each child SA that is new here or whose refresh turn it is,
+    /// then, batched, the counters of the others whose counters moved since last sent.
+    async fn flush_children(&mut self) {
+        self.flushes = self.flushes.wrapping_add(1);
         let now = Instant::now();
         let spis: Vec<u32> = self.children.iter().copied().collect();
+        let mut moved = Vec::new();
         for spi in spis {
-            match self.sadb.export_sa(spi) {
-                Some(sa) => {
+            let Some((outbound_next_seq, inbound_highest_seq)) = self.sadb.export_counters(spi)
+            else {
+                self.children.remove(&spi);
+                self.sent_counters.remove(&spi);
+                continue;
+            };
+            let counters = ChildCounters {
+                spi,
+                outbound_next_seq,
+                inbound_highest_seq,
+            };
+            let refresh = (u64::from(spi).wrapping_add(self.flushes)) % REFRESH_FLUSHES == 0;
+            match self.sent_counters.get(&spi) {
+                Some(last) if !refresh => {
+                    if *last != counters {
+                        moved.push(counters);
+                        self.sent_counters.insert(spi, counters);
+                    }
+                }
+                _ => {
+                    let Some(sa) = self.sadb.export_sa(spi) else {
+                        continue;
+                    };
                     let record = ChildSaRecord::from_synced(&sa, now);
+                    self.sent_counters.insert(spi, record.counters());
                     self.send(MessageType::ChildSa, &record.encode()).await;
                 }
-                None => {
-                    self.children.remove(&spi);
-                }
             }
+        }
+        for body in ChildCounters::encode_batches(&moved) {
+            self.send(MessageType::ChildCounters, &body).await;
         }
     }
 
@@ -413,7 +483,7 @@ impl Task {
                 }
             }
         }
-        let synced: Vec<SyncedIkeSa> = ike.iter().map(convert::synced_of).collect();
+        let synced: Vec<SyncedIkeSa> = ike;
         let total = synced.len();
         info!(
             ike_sas = total,
@@ -455,7 +525,7 @@ mod tests {
         };
         let mut from_peer = Sealer::new(&secret, 2, 1, 7).unwrap();
         let mut reflected = Sealer::new(&secret, 1, 2, 7).unwrap();
-        let record = convert::record_of(&convert::sample()).encode();
+        let record = gate64_ha::encode_ike_sa(&store::sample());
         let seal = |s: &mut Sealer| {
             let mut m = Vec::new();
             s.seal(MessageType::IkeSa, &record, &mut m).unwrap();
@@ -482,7 +552,23 @@ mod tests {
             assert!(samples.contains(&expected), "{expected:?} in {samples:?}");
         }
         let (ike, _) = inbox.store.take();
-        assert_eq!(convert::synced_of(&ike[0]), convert::sample());
+        assert_eq!(ike[0], store::sample());
+    }
+
+    /// A peer that moved makes its child SAs' records go whole again.
+    #[test]
+    fn the_tap_names_the_child_sas_of_a_peer_that_moved() {
+        let (tx, mut rx) = mpsc::channel(4);
+        let tap = Tap(tx, Arc::new(Counters::default()));
+        tap.on_event(&Event::PeerMoved {
+            spi_r: 2,
+            inbound_spis: vec![0xc1, 0xc2],
+            peer: "[2001:db8::8]:4500".parse().unwrap(),
+            native: None,
+        });
+        assert_eq!(rx.try_recv(), Ok(Change::Child(0xc1)));
+        assert_eq!(rx.try_recv(), Ok(Change::Child(0xc2)));
+        assert!(rx.try_recv().is_err());
     }
 
     #[test]

@@ -1,10 +1,14 @@
 //! What the standby keeps of its peer's SAs until a takeover: the latest record of each IKE
 //! SA (by responder SPI) and child SA (by inbound SPI), bounded. Only messages that
-//! authenticated reach it; a record that does not decode is dropped and counted.
+//! authenticated reach it; a record that does not decode is dropped and counted. Counters
+//! (`ChildCounters`) raise the child SA records they name and never lower them; counters for
+//! a child SA without a record are counted and dropped (its record comes with the sender's
+//! next refresh).
 
 use std::collections::{HashMap, HashSet};
 
-use gate64_ha::{ChildSaRecord, Gone, IkeSaRecord, MessageType};
+use gate64_ha::{ChildCounters, ChildSaRecord, DecodeError, Gone, MessageType};
+use gate64_ike::responder::SyncedIkeSa;
 
 /// Most IKE SA records kept: gate64's default cap on IKE SAs, with room.
 pub(crate) const MAX_IKE_RECORDS: usize = 262_144;
@@ -14,8 +18,11 @@ pub(crate) const MAX_CHILD_RECORDS: usize = 2 * MAX_IKE_RECORDS;
 /// Why an authentic message changed nothing.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum StoreDrop {
-    /// Its record did not decode (another version, a bug on the sender).
+    /// Its record did not decode (a bug on the sender, or a type this build does not store).
     Undecodable,
+    /// Its record or counters have a version this build does not read (the peer runs
+    /// another release).
+    UnknownVersion,
     /// The store holds its maximum of that kind of record.
     Full,
 }
@@ -24,14 +31,29 @@ impl StoreDrop {
     pub(crate) fn as_str(self) -> &'static str {
         match self {
             StoreDrop::Undecodable => "undecodable",
+            StoreDrop::UnknownVersion => "unknown_version",
             StoreDrop::Full => "store_full",
         }
     }
 }
 
+/// What an applied message did beyond storing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub(crate) struct Applied {
+    /// Counters entries for child SAs the store holds no record of: dropped.
+    pub(crate) unknown_counters: u64,
+}
+
+fn drop_of(e: DecodeError) -> StoreDrop {
+    match e {
+        DecodeError::Version(_) => StoreDrop::UnknownVersion,
+        _ => StoreDrop::Undecodable,
+    }
+}
+
 /// The records.
 pub(crate) struct Store {
-    ike: HashMap<u64, IkeSaRecord>,
+    ike: HashMap<u64, SyncedIkeSa>,
     child: HashMap<u32, ChildSaRecord>,
     max: (usize, usize),
     /// An IKE SA record came or went since [`Store::ike_spis_if_changed`] last answered.
@@ -49,8 +71,9 @@ impl Store {
     }
 
     /// Takes the body of an authentic message of type `kind`: a record replaces the one with
-    /// its SPI, a `Gone` removes it.
-    pub(crate) fn apply(&mut self, kind: MessageType, body: &[u8]) -> Result<(), StoreDrop> {
+    /// its SPI (a child SA's keeping the higher of each counter: datagrams reorder), a
+    /// `Gone` removes it, counters raise the records they name.
+    pub(crate) fn apply(&mut self, kind: MessageType, body: &[u8]) -> Result<Applied, StoreDrop> {
         if let Some(gone) = Gone::decode(kind, body) {
             match gone.map_err(|_| StoreDrop::Undecodable)? {
                 Gone::IkeSa(spi) => {
@@ -60,11 +83,11 @@ impl Store {
                     self.child.remove(&spi);
                 }
             }
-            return Ok(());
+            return Ok(Applied::default());
         }
         match kind {
             MessageType::IkeSa => {
-                let r = IkeSaRecord::decode(body).map_err(|_| StoreDrop::Undecodable)?;
+                let r = gate64_ha::decode_ike_sa(body).map_err(drop_of)?;
                 if self.ike.len() >= self.max.0 && !self.ike.contains_key(&r.spi_r) {
                     return Err(StoreDrop::Full);
                 }
@@ -76,16 +99,33 @@ impl Store {
                 self.ike_changed |= before != Some(pair);
             }
             MessageType::ChildSa => {
-                let r = ChildSaRecord::decode(body).map_err(|_| StoreDrop::Undecodable)?;
+                let mut r = ChildSaRecord::decode(body).map_err(drop_of)?;
                 let spi = r.inbound.spi;
-                if self.child.len() >= self.max.1 && !self.child.contains_key(&spi) {
-                    return Err(StoreDrop::Full);
+                match self.child.get(&spi) {
+                    Some(old) => {
+                        r.apply_counters(&old.counters());
+                    }
+                    None if self.child.len() >= self.max.1 => return Err(StoreDrop::Full),
+                    None => {}
                 }
                 self.child.insert(spi, r);
             }
+            MessageType::ChildCounters => {
+                let entries = ChildCounters::decode_batch(body).map_err(drop_of)?;
+                let mut applied = Applied::default();
+                for c in &entries {
+                    match self.child.get_mut(&c.spi) {
+                        Some(r) => {
+                            r.apply_counters(c);
+                        }
+                        None => applied.unknown_counters += 1,
+                    }
+                }
+                return Ok(applied);
+            }
             _ => return Err(StoreDrop::Undecodable),
         }
-        Ok(())
+        Ok(Applied::default())
     }
 
     /// The (initiator's, responder's) SPIs of every IKE SA record, when one came or went
@@ -98,7 +138,7 @@ impl Store {
     }
 
     /// Every record, leaving the store empty (a takeover installs them).
-    pub(crate) fn take(&mut self) -> (Vec<IkeSaRecord>, Vec<ChildSaRecord>) {
+    pub(crate) fn take(&mut self) -> (Vec<SyncedIkeSa>, Vec<ChildSaRecord>) {
         self.ike_changed = false;
         let ike = self.ike.drain().map(|(_, r)| r).collect();
         let child = self.child.drain().map(|(_, r)| r).collect();
@@ -112,16 +152,72 @@ impl Store {
 }
 
 #[cfg(test)]
+pub(crate) use tests::sample;
+
+#[cfg(test)]
 mod tests {
     use super::*;
+    use gate64_ike::child_sa::TunnelKind;
+    use gate64_ike::keys::Secret;
+    use gate64_ike::responder::{SyncedChildRef, SyncedIkeKeys};
+    use std::time::Duration;
+
+    #[test]
+    fn a_synced_ike_sa_survives_its_encoding() {
+        let sa = sample();
+        let bytes = gate64_ha::encode_ike_sa(&sa);
+        assert_eq!(gate64_ha::decode_ike_sa(&bytes), Ok(sa));
+    }
+
+    pub(crate) fn sample() -> SyncedIkeSa {
+        let key = |b: u8, n: usize| Secret(vec![b; n]);
+        SyncedIkeSa {
+            spi_i: 1,
+            spi_r: 2,
+            prf: 5,
+            integ: 0,
+            encr: 20,
+            encr_key_bits: 256,
+            keys: SyncedIkeKeys {
+                sk_d: key(1, 32),
+                sk_ai: key(0, 0),
+                sk_ar: key(0, 0),
+                sk_ei: key(2, 36),
+                sk_er: key(3, 36),
+                sk_pi: key(4, 32),
+                sk_pr: key(5, 32),
+            },
+            next_id_in: 9,
+            next_id_out: 4,
+            local: "[2001:db8::1]:4500".parse().unwrap(),
+            remote: "[2001:db8::7]:4500".parse().unwrap(),
+            identity: "CN=c7".to_owned(),
+            alt_names: vec!["c7.corp".to_owned()],
+            identity_key: [7; 32],
+            peer_id: None,
+            tunnel: TunnelKind::Infrastructure,
+            intranet_allowed: false,
+            mobike: true,
+            fragmentation: false,
+            inner: Some("fd00:c1::5".parse().unwrap()),
+            leased: true,
+            inner4: None,
+            children: vec![SyncedChildRef {
+                inbound_spi: 0xc1,
+                outbound_spi: 0xd1,
+                age: Duration::from_secs(5),
+            }],
+            age: Duration::from_secs(9),
+            authenticated_age: Some(Duration::from_secs(9)),
+            rekeys: 0,
+        }
+    }
 
     #[test]
     fn records_replace_gone_removes_and_the_bound_holds() {
         let mut store = Store::new(2, 2);
-        let mut sa = super::super::convert::sample();
-        let body = |sa: &gate64_ike::responder::SyncedIkeSa| {
-            super::super::convert::record_of(sa).encode().to_vec()
-        };
+        let mut sa = sample();
+        let body = |sa: &SyncedIkeSa| gate64_ha::encode_ike_sa(sa).to_vec();
         store.apply(MessageType::IkeSa, &body(&sa)).unwrap();
         sa.next_id_in += 1;
         store.apply(MessageType::IkeSa, &body(&sa)).unwrap();
@@ -141,9 +237,10 @@ mod tests {
             store.apply(MessageType::IkeSa, &bad),
             Err(StoreDrop::Undecodable)
         );
+        // An IKE SA record's version (2) is not a child SA record's.
         assert_eq!(
             store.apply(MessageType::ChildSa, &bad),
-            Err(StoreDrop::Undecodable)
+            Err(StoreDrop::UnknownVersion)
         );
         assert_eq!(
             store.apply(MessageType::IkeSaGone, &[1]),
@@ -173,5 +270,126 @@ mod tests {
         assert_eq!((spis, child.len()), (vec![2, 4], 0));
         assert_eq!(ike.iter().find(|r| r.spi_r == 2).unwrap().next_id_in, 11);
         assert_eq!(store.len(), (0, 0));
+    }
+}
+
+#[cfg(test)]
+mod counters_tests {
+    use std::time::{Duration, Instant};
+
+    use gate64_esp::{
+        ChildSaPair, Cipher, Lifetime, Peer, SaKeys, SaParams, SyncedChildSa, TunnelKind,
+    };
+
+    use super::*;
+
+    fn child(spi: u32, out: u64, high: u64) -> ChildSaRecord {
+        let now = Instant::now();
+        let params = |spi| SaParams {
+            spi,
+            keys: SaKeys {
+                cipher: Cipher::AesGcm16_128,
+                key: vec![3; Cipher::AesGcm16_128.keymat_len()],
+            },
+            esn: false,
+            lifetime: Lifetime {
+                soft_bytes: 1 << 30,
+                hard_bytes: 1 << 31,
+                soft_after: Duration::from_secs(3000),
+                hard_after: Duration::MAX,
+            },
+            created: now,
+            local_ts: Vec::new(),
+            remote_ts: Vec::new(),
+        };
+        let sa = SyncedChildSa {
+            pair: ChildSaPair {
+                inbound: params(spi),
+                outbound: params(!spi),
+                peer: Peer {
+                    outer: "2001:db8::7".parse().unwrap(),
+                    native: None,
+                    udp_encap: None,
+                    inner: Vec::new(),
+                },
+                tunnel: TunnelKind::Infrastructure,
+                ike_spi: 1,
+            },
+            outbound_next_seq: out,
+            inbound_highest_seq: high,
+        };
+        ChildSaRecord::from_synced(&sa, now)
+    }
+
+    fn counters(entries: &[(u32, u64, u64)]) -> Vec<u8> {
+        let entries: Vec<ChildCounters> = (entries.iter())
+            .map(|&(spi, out, high)| ChildCounters {
+                spi,
+                outbound_next_seq: out,
+                inbound_highest_seq: high,
+            })
+            .collect();
+        ChildCounters::encode_batches(&entries).remove(0)
+    }
+
+    fn held(store: &mut Store) -> Vec<(u32, u64, u64)> {
+        let (_, mut child) = store.take();
+        child.sort_by_key(|r| r.inbound.spi);
+        (child.iter())
+            .map(|r| (r.inbound.spi, r.outbound_next_seq, r.inbound_highest_seq))
+            .collect()
+    }
+
+    #[test]
+    fn counters_raise_held_records_only_and_never_lower_them() {
+        let mut store = Store::new(4, 4);
+        store
+            .apply(MessageType::ChildSa, &child(10, 5, 5).encode())
+            .unwrap();
+        store
+            .apply(MessageType::ChildSa, &child(11, 1, 0).encode())
+            .unwrap();
+        let applied = store
+            .apply(
+                MessageType::ChildCounters,
+                &counters(&[(10, 900, 40), (11, 7, 3), (99, 1, 1), (98, 1, 1)]),
+            )
+            .unwrap();
+        assert_eq!(applied.unknown_counters, 2, "SPIs 99 and 98 held no record");
+        assert_eq!(store.len(), (0, 2), "an unknown SPI is not stored");
+        store
+            .apply(MessageType::ChildCounters, &counters(&[(10, 800, 50)]))
+            .unwrap();
+        // A record older than the counters (reordered) lowers nothing either.
+        store
+            .apply(MessageType::ChildSa, &child(11, 2, 1).encode())
+            .unwrap();
+        assert_eq!(held(&mut store), vec![(10, 900, 50), (11, 7, 3)]);
+    }
+
+    #[test]
+    fn unreadable_counters_and_versions_are_refused_by_name() {
+        let mut store = Store::new(4, 4);
+        store
+            .apply(MessageType::ChildSa, &child(10, 5, 5).encode())
+            .unwrap();
+        let good = counters(&[(10, 900, 40)]);
+        assert_eq!(
+            store.apply(MessageType::ChildCounters, &good[..good.len() - 1]),
+            Err(StoreDrop::Undecodable)
+        );
+        let mut other = good.clone();
+        other[0] = 2;
+        assert_eq!(
+            store.apply(MessageType::ChildCounters, &other),
+            Err(StoreDrop::UnknownVersion)
+        );
+        let mut record = child(12, 1, 1).encode().to_vec();
+        record[0] = 9;
+        assert_eq!(
+            store.apply(MessageType::ChildSa, &record),
+            Err(StoreDrop::UnknownVersion)
+        );
+        assert_eq!(held(&mut store), vec![(10, 5, 5)], "nothing moved");
     }
 }
