@@ -15,15 +15,16 @@
 //!   takeover for the packets of that last interval).
 //!
 //! What the peer sends is kept in a bounded [`store::Store`]; nothing is installed from it
-//! and nothing is sent for it until a takeover ([`HaHandle::promote`], SIGUSR1 from the
-//! keepalived notify script on MASTER), which installs every child SA into the SA database
-//! and every IKE SA into the responder, and empties the store. From then on this node's
+//! and nothing is sent for it until a takeover ([`HaHandle::promote`]: `gate64 ha promote`
+//! or SIGUSR1, from the keepalived notify script on MASTER), which installs every child SA
+//! into the SA database and every IKE SA into the responder, and empties the store. From then on this node's
 //! responder reports those SAs like its own, so it streams them back to the peer once that
 //! runs again. Only a message that authenticated under the shared secret, from `ha.peer`,
 //! reaches the store; every message is counted ([`Counters`]).
 
 mod convert;
 mod store;
+mod trigger;
 
 use std::collections::{BTreeSet, HashSet};
 use std::net::SocketAddr;
@@ -41,6 +42,8 @@ use tokio::sync::{mpsc, oneshot, watch};
 use tracing::{debug, info, warn};
 
 use store::{MAX_CHILD_RECORDS, MAX_IKE_RECORDS, Store, StoreDrop};
+pub(crate) use trigger::HaHandle;
+use trigger::{Ask, Reply};
 
 /// How often IKE SAs whose message IDs moved, and every child SA's counters, are sent.
 pub(crate) const FLUSH_EVERY: Duration = Duration::from_secs(1);
@@ -61,6 +64,7 @@ pub(crate) struct Counters {
     store_full: AtomicU64,
     installed: AtomicU64,
     install_failed: AtomicU64,
+    on_demand: AtomicU64,
 }
 
 /// Every refusal of gate64-ha, in [`Counters::refused`]'s order.
@@ -90,6 +94,7 @@ impl Counters {
             ("in", StoreDrop::Full.as_str(), get(&self.store_full)),
             ("takeover", "installed", get(&self.installed)),
             ("takeover", "install_failed", get(&self.install_failed)),
+            ("takeover", "on_demand", get(&self.on_demand)),
         ];
         for (r, c) in REFUSALS.iter().zip(&self.refused) {
             out.push(("in", r.as_str(), get(c)));
@@ -173,25 +178,6 @@ pub(crate) fn prepare(cfg: &Config) -> Result<Option<(Tap, Prepared)>> {
     Ok(Some((Tap(tx, counters), prepared)))
 }
 
-/// The running channel's handle.
-#[derive(Clone)]
-pub(crate) struct HaHandle {
-    promote: mpsc::UnboundedSender<()>,
-    counters: Arc<Counters>,
-}
-
-impl HaHandle {
-    /// Takes over: installs every SA the peer synced (SIGUSR1).
-    pub(crate) fn promote(&self) {
-        let _ = self.promote.send(());
-    }
-
-    /// The counters.
-    pub(crate) fn counters(&self) -> Arc<Counters> {
-        Arc::clone(&self.counters)
-    }
-}
-
 impl Prepared {
     /// Starts the sync task on the current runtime, until `stop` turns true.
     pub(crate) fn spawn(
@@ -202,11 +188,8 @@ impl Prepared {
     ) -> Result<HaHandle> {
         let socket = tokio::net::UdpSocket::from_std(self.socket)?;
         control.apply(|r| r.set_sync_tracking(true));
-        let (promote, promotions) = mpsc::unbounded_channel();
-        let handle = HaHandle {
-            promote,
-            counters: Arc::clone(&self.counters),
-        };
+        let (asks, promotions) = mpsc::unbounded_channel();
+        let handle = HaHandle::new(asks, self.peer, Arc::clone(&self.counters));
         let task = Task {
             socket,
             peer: self.peer,
@@ -216,6 +199,7 @@ impl Prepared {
                 opener: self.opener,
                 store: Store::new(MAX_IKE_RECORDS, MAX_CHILD_RECORDS),
                 counters: Arc::clone(&self.counters),
+                last_authentic: None,
             },
             counters: self.counters,
             control,
@@ -235,6 +219,8 @@ struct Inbox {
     opener: Opener,
     store: Store,
     counters: Arc<Counters>,
+    /// When the last message that opened came from the peer.
+    last_authentic: Option<Instant>,
 }
 
 impl Inbox {
@@ -253,6 +239,7 @@ impl Inbox {
                 return Counters::add(&c.refused[at], 1);
             }
         };
+        self.last_authentic = Some(Instant::now());
         match self.store.apply(opened.kind, opened.plaintext) {
             Ok(()) => Counters::add(&c.stored, 1),
             Err(StoreDrop::Undecodable) => Counters::add(&c.undecodable, 1),
@@ -279,7 +266,7 @@ impl Task {
     async fn run(
         mut self,
         mut changes: mpsc::Receiver<Change>,
-        mut promotions: mpsc::UnboundedReceiver<()>,
+        mut promotions: mpsc::UnboundedReceiver<Ask>,
         mut stop: watch::Receiver<bool>,
     ) {
         let mut tick = tokio::time::interval(FLUSH_EVERY);
@@ -295,7 +282,7 @@ impl Task {
                     Ok((len, from)) => self.inbox.receive(&mut buf[..len], from),
                     Err(e) => debug!(error = %e, "HA sync socket"),
                 },
-                Some(()) = promotions.recv() => self.takeover(),
+                Some(ask) = promotions.recv() => self.answer(ask),
                 changed = stop.changed() => if changed.is_err() {
                     return;
                 },
@@ -380,14 +367,16 @@ impl Task {
 
     /// Installs every stored SA: the child SAs into the SA database (outbound sequence
     /// numbers advanced by `TAKEOVER_SEQ_MARGIN`, inbound ones up to the synced mark
-    /// refused as replays), then the IKE SAs into the responder.
-    fn takeover(&mut self) {
+    /// refused as replays), then the IKE SAs into the responder; tells `reply` what was
+    /// installed once the responder has.
+    fn takeover(&mut self, reply: Reply) {
         let (stored_ike, stored_child) = self.inbox.store.len();
         debug!(stored_ike, stored_child, "HA takeover");
         let (ike, child) = self.inbox.store.take();
         let now = Instant::now();
         let c = Arc::clone(&self.counters);
         let mut children = 0;
+        let mut children_failed = 0;
         for record in child {
             let spi = record.inbound.spi;
             match self
@@ -402,6 +391,7 @@ impl Task {
                 Err(e) => {
                     warn!(spi = format_args!("{spi:08x}"), error = %e, "synced child SA not installed");
                     Counters::add(&c.install_failed, 1);
+                    children_failed += 1;
                 }
             }
         }
@@ -412,19 +402,35 @@ impl Task {
             child_sas = children,
             "HA takeover: installing the synced SAs"
         );
-        self.control.apply(move |r| {
+        let mut promoted = gate64_control::Promoted {
+            child_installed: children,
+            child_failed: children_failed,
+            ..Default::default()
+        };
+        let reply_later = reply.clone();
+        let asked = self.control.apply(move |r| {
             for sa in synced {
                 let spi = sa.spi_r;
                 match r.install_synced_ike_sa(Instant::now(), sa) {
-                    Ok(()) => Counters::add(&c.installed, 1),
+                    Ok(()) => {
+                        Counters::add(&c.installed, 1);
+                        promoted.ike_installed += 1;
+                    }
                     Err(e) => {
                         warn!(spi = format_args!("{spi:016x}"), error = %e, "synced IKE SA not installed");
                         Counters::add(&c.install_failed, 1);
+                        promoted.ike_failed += 1;
                     }
                 }
             }
             r.set_awaiting_takeover(Default::default());
+            reply_later.send(promoted);
         });
+        if !asked {
+            reply.send(gate64_control::Promoted::refused(
+                "the IKE driver has stopped: the synced IKE SAs were not installed",
+            ));
+        }
     }
 }
 
@@ -444,6 +450,7 @@ mod tests {
             opener: Opener::new(&secret, 1, 2).unwrap(),
             store: Store::new(8, 8),
             counters: Arc::clone(&counters),
+            last_authentic: None,
         };
         let mut from_peer = Sealer::new(&secret, 2, 1, 7).unwrap();
         let mut reflected = Sealer::new(&secret, 1, 2, 7).unwrap();
@@ -461,9 +468,11 @@ mod tests {
         tampered[last] ^= 1;
         inbox.receive(&mut tampered, peer);
         assert_eq!(inbox.store.len(), (0, 0), "nothing stored yet");
+        assert_eq!(inbox.last_authentic, None, "nothing authentic came yet");
         inbox.receive(&mut good.clone(), peer);
         inbox.receive(&mut good.clone(), peer);
         assert_eq!(inbox.store.len(), (1, 0));
+        assert!(inbox.last_authentic.is_some());
         let samples = counters.samples();
         for expected in [
             ("in", "from_elsewhere", 1),
