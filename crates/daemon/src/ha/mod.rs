@@ -19,7 +19,8 @@
 //! or SIGUSR1, from the keepalived notify script on MASTER), which installs every child SA
 //! into the SA database and every IKE SA into the responder, and empties the store. From then on this node's
 //! responder reports those SAs like its own, so it streams them back to the peer once that
-//! runs again. Only a message that authenticated under the shared secret, from `ha.peer`,
+//! runs again. A client's own request can also take its IKE SA over, once the peer has gone
+//! quiet ([`trigger`], "on demand"). Only a message that authenticated under the shared secret, from `ha.peer`,
 //! reaches the store; every message is counted ([`Counters`]).
 
 mod convert;
@@ -43,7 +44,7 @@ use tracing::{debug, info, warn};
 
 use store::{MAX_CHILD_RECORDS, MAX_IKE_RECORDS, Store, StoreDrop};
 pub(crate) use trigger::HaHandle;
-use trigger::{Ask, Reply};
+use trigger::{Ask, Candidate, Candidates, Reply};
 
 /// How often IKE SAs whose message IDs moved, and every child SA's counters, are sent.
 pub(crate) const FLUSH_EVERY: Duration = Duration::from_secs(1);
@@ -65,6 +66,9 @@ pub(crate) struct Counters {
     installed: AtomicU64,
     install_failed: AtomicU64,
     on_demand: AtomicU64,
+    on_demand_peer_alive: AtomicU64,
+    on_demand_limited: AtomicU64,
+    on_demand_refused: AtomicU64,
 }
 
 /// Every refusal of gate64-ha, in [`Counters::refused`]'s order.
@@ -95,6 +99,21 @@ impl Counters {
             ("takeover", "installed", get(&self.installed)),
             ("takeover", "install_failed", get(&self.install_failed)),
             ("takeover", "on_demand", get(&self.on_demand)),
+            (
+                "takeover",
+                "on_demand_peer_alive",
+                get(&self.on_demand_peer_alive),
+            ),
+            (
+                "takeover",
+                "on_demand_limited",
+                get(&self.on_demand_limited),
+            ),
+            (
+                "takeover",
+                "on_demand_refused",
+                get(&self.on_demand_refused),
+            ),
         ];
         for (r, c) in REFUSALS.iter().zip(&self.refused) {
             out.push(("in", r.as_str(), get(c)));
@@ -116,11 +135,30 @@ enum Change {
 }
 
 /// The responder's side: called with every event on the IKE driver's thread; never blocks.
+/// Requests for IKE SAs that wait for a takeover go on a queue of their own
+/// ([`trigger::CANDIDATE_QUEUE`]), so a flood of them cannot crowd out the changes.
 #[derive(Clone)]
-pub(crate) struct Tap(mpsc::Sender<Change>, Arc<Counters>);
+pub(crate) struct Tap(mpsc::Sender<Change>, Arc<Counters>, mpsc::Sender<Candidate>);
 
 impl Tap {
     pub(crate) fn on_event(&self, e: &Event) {
+        if let Event::TakeoverCandidate {
+            remote,
+            spi_r,
+            datagram,
+            ..
+        } = e
+        {
+            let candidate = Candidate {
+                remote: *remote,
+                spi_r: *spi_r,
+                datagram: datagram.clone(),
+            };
+            if self.2.try_send(candidate).is_err() {
+                Counters::add(&self.1.on_demand_limited, 1);
+            }
+            return;
+        }
         let change = match e {
             Event::IkeSaUp { spi_r, .. } => Change::Ike(*spi_r),
             Event::IkeSaDown { spi_r, .. } => Change::Gone(Gone::IkeSa(*spi_r)),
@@ -137,6 +175,7 @@ impl Tap {
 /// The channel before the responder runs: its socket bound, its keys made.
 pub(crate) struct Prepared {
     changes: mpsc::Receiver<Change>,
+    candidates: mpsc::Receiver<Candidate>,
     socket: std::net::UdpSocket,
     peer: SocketAddr,
     sealer: Sealer,
@@ -167,15 +206,17 @@ pub(crate) fn prepare(cfg: &Config) -> Result<Option<(Tap, Prepared)>> {
     socket.set_nonblocking(true)?;
     let counters = Arc::new(Counters::default());
     let (tx, changes) = mpsc::channel(TAP_QUEUE);
+    let (candidate_tx, candidates) = mpsc::channel(trigger::CANDIDATE_QUEUE);
     let prepared = Prepared {
         changes,
+        candidates,
         socket,
         peer: ha.peer,
         sealer,
         opener,
         counters: Arc::clone(&counters),
     };
-    Ok(Some((Tap(tx, counters), prepared)))
+    Ok(Some((Tap(tx, counters, candidate_tx), prepared)))
 }
 
 impl Prepared {
@@ -206,9 +247,10 @@ impl Prepared {
             sadb,
             pending_ike: BTreeSet::new(),
             children: HashSet::new(),
+            on_demand: Candidates::new(),
         };
         info!(peer = %task.peer, "HA state sync up");
-        tokio::spawn(task.run(self.changes, promotions, stop));
+        tokio::spawn(task.run((self.changes, self.candidates), promotions, stop));
         Ok(handle)
     }
 }
@@ -260,12 +302,14 @@ struct Task {
     pending_ike: BTreeSet<u64>,
     /// This node's child SAs, swept every flush.
     children: HashSet<u32>,
+    /// The limits of the on-demand takeover.
+    on_demand: Candidates,
 }
 
 impl Task {
     async fn run(
         mut self,
-        mut changes: mpsc::Receiver<Change>,
+        (mut changes, mut candidates): (mpsc::Receiver<Change>, mpsc::Receiver<Candidate>),
         mut promotions: mpsc::UnboundedReceiver<Ask>,
         mut stop: watch::Receiver<bool>,
     ) {
@@ -283,6 +327,7 @@ impl Task {
                     Err(e) => debug!(error = %e, "HA sync socket"),
                 },
                 Some(ask) = promotions.recv() => self.answer(ask),
+                Some(candidate) = candidates.recv() => self.on_candidate(candidate),
                 changed = stop.changed() => if changed.is_err() {
                     return;
                 },
@@ -373,6 +418,19 @@ impl Task {
         let (stored_ike, stored_child) = self.inbox.store.len();
         debug!(stored_ike, stored_child, "HA takeover");
         let (ike, child) = self.inbox.store.take();
+        self.install(ike, child, reply, true);
+    }
+
+    /// Installs `child` into the SA database and then `ike` into the responder, counting
+    /// each; tells `reply` what was installed. `all`: the whole store was taken, so the
+    /// responder's set of IKE SAs awaiting a takeover is emptied too.
+    fn install(
+        &mut self,
+        ike: Vec<gate64_ha::IkeSaRecord>,
+        child: Vec<ChildSaRecord>,
+        reply: Reply,
+        all: bool,
+    ) {
         let now = Instant::now();
         let c = Arc::clone(&self.counters);
         let mut children = 0;
@@ -423,7 +481,9 @@ impl Task {
                     }
                 }
             }
-            r.set_awaiting_takeover(Default::default());
+            if all {
+                r.set_awaiting_takeover(Default::default());
+            }
             reply_later.send(promoted);
         });
         if !asked {
@@ -490,7 +550,8 @@ mod tests {
     fn the_tap_names_what_came_and_went_and_counts_a_full_queue() {
         let counters = Arc::new(Counters::default());
         let (tx, mut rx) = mpsc::channel(2);
-        let tap = Tap(tx, Arc::clone(&counters));
+        let (candidate_tx, mut candidates) = mpsc::channel(1);
+        let tap = Tap(tx, Arc::clone(&counters), candidate_tx);
         tap.on_event(&Event::Rekeyed {
             kind: RekeyKind::Ike,
         });
@@ -509,8 +570,24 @@ mod tests {
             rx.try_recv().is_err(),
             "the third change found the queue full"
         );
+        let candidate = |spi_r| Event::TakeoverCandidate {
+            local: "[2001:db8::1]:4500".parse().unwrap(),
+            remote: "[2001:db8::7]:4500".parse().unwrap(),
+            spi_r,
+            datagram: vec![1, 2, 3],
+        };
+        tap.on_event(&candidate(5));
+        tap.on_event(&candidate(6));
+        let first = candidates.try_recv().expect("a candidate");
+        assert_eq!((first.spi_r, first.datagram), (5, vec![1, 2, 3]));
+        assert!(candidates.try_recv().is_err(), "the second found it full");
+        assert!(rx.try_recv().is_err(), "candidates are not changes");
         let samples = counters.samples();
         assert!(samples.contains(&("out", "tap_full", 1)), "{samples:?}");
+        assert!(
+            samples.contains(&("takeover", "on_demand_limited", 1)),
+            "{samples:?}"
+        );
         for refusal in REFUSALS {
             assert!(
                 samples.contains(&("in", refusal.as_str(), 0)),
