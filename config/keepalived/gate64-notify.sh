@@ -17,7 +17,8 @@
 #        STOP stop it. A backup's sockets are bound to addresses it does not hold yet, so the
 #        node needs net.ipv4.ip_nonlocal_bind=1 and net.ipv6.ip_nonlocal_bind=1 (GRE binds
 #        with IP_FREEBIND itself); promotion is then only the address move, no start-up,
-#        plus SIGUSR1 so that a gate64 with [ha] installs the IPsec SAs its peer synced.
+#        plus `gate64 ha promote` (or SIGUSR1) so that a gate64 with [ha] installs the IPsec
+#        SAs its peer synced.
 #   cold gate64 runs on the master only: MASTER starts it, every other state stops it.
 #        Failover then includes gate64's start-up (TUN devices, routes, sockets).
 # Teredo peers, NAT64 bindings and IP-HTTPS connections are rebuilt by the clients on the new
@@ -73,13 +74,25 @@ stop() {
     echo "$(date '+%F %T') gate64-notify: $state: stopped gate64 (pid $pid)" >>"$log"
 }
 
-# MASTER over a gate64 that already runs (hot mode): SIGUSR1 makes it take over the IPsec
-# SAs its peer synced (`[ha]`, docs/scale-out.md, "State synchronisation"); without `[ha]`
-# gate64 logs that there is nothing to take over. Never sent to a gate64 this script has just
-# started: before its handler is installed the signal would end the process.
+# MASTER over a gate64 that already runs (hot mode): `gate64 ha promote` makes it take over
+# the IPsec SAs its peer synced (`[ha]`, docs/scale-out.md, "State synchronisation") and
+# prints what it installed, into the log. A gate64 without that command (an older release)
+# is sent SIGUSR1 instead, which does the same without an answer; one without `[ha]` has
+# nothing to take over (logged). Never sent to a gate64 this script has just started: before
+# its handler is installed the signal would end the process.
 promote() {
+    # --pid: only the gate64 this script started may answer (nodes sharing a file system may
+    # share the default control socket).
+    if out=$("$bin" ha promote --config "$config" --pid "$(cat "$pidfile")" 2>&1); then
+        echo "$(date '+%F %T') gate64-notify: $state: gate64 ha promote: $out" >>"$log"
+        return 0
+    fi
+    echo "$(date '+%F %T') gate64-notify: $state: gate64 ha promote failed: $out" >>"$log"
+    case $out in
+    *"no [ha] section"* | *"not installed"*) return 0 ;;
+    esac
     kill -USR1 "$(cat "$pidfile")"
-    echo "$(date '+%F %T') gate64-notify: $state: asked gate64 to take over synced SAs" >>"$log"
+    echo "$(date '+%F %T') gate64-notify: $state: sent SIGUSR1 to take over synced SAs" >>"$log"
 }
 
 case "$mode:$state" in

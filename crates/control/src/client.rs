@@ -1,7 +1,7 @@
 //! The client side: connect to the daemon's control socket, send one request, read its
 //! answer.
 
-use crate::{Disconnected, Request, Snapshot, Target};
+use crate::{Disconnected, HaState, Promoted, Request, Snapshot, Target};
 use anyhow::{Context, Result};
 use std::io::{Read as _, Write as _};
 use std::net::Shutdown;
@@ -41,4 +41,19 @@ pub fn status(socket: &Path) -> Result<Snapshot> {
 pub fn disconnect(socket: &Path, target: Target) -> Result<Disconnected> {
     let body = request_line(socket, &Request::Disconnect(target).line())?;
     serde_json::from_slice(&body).context("the daemon's answer is not a disconnect result")
+}
+
+/// Asks the daemon to take over the SAs its HA peer synced (only the daemon of process id
+/// `pid`, when given); what it installed, or why not.
+pub fn ha_promote(socket: &Path, pid: Option<u32>) -> Result<Promoted> {
+    let body = request_line(socket, &Request::HaPromote(pid).line())?;
+    serde_json::from_slice(&body)
+        .context("the daemon's answer is not a takeover result (a gate64 without `gate64 ha`?)")
+}
+
+/// The daemon's HA sync channel state.
+pub fn ha_status(socket: &Path) -> Result<HaState> {
+    let body = request_line(socket, &Request::HaStatus.line())?;
+    serde_json::from_slice(&body)
+        .context("the daemon's answer is not an HA state (a gate64 without `gate64 ha`?)")
 }

@@ -11,6 +11,12 @@ pub enum Request {
     /// End the IKE SAs (and child SAs) the target names; the answer is a
     /// [`crate::Disconnected`].
     Disconnect(Target),
+    /// Take over the SAs the HA peer synced (as SIGUSR1 does); the answer is a
+    /// [`crate::Promoted`]. With a process id, only the daemon of that id does (another
+    /// refuses): nodes that share a file system may reach each other's default socket.
+    HaPromote(Option<u32>),
+    /// The HA sync channel's state; the answer is a [`crate::HaState`].
+    HaStatus,
 }
 
 /// Which IKE SAs a disconnect ends.
@@ -34,15 +40,29 @@ impl Request {
             Request::Disconnect(Target::Identity(id)) => format!("disconnect identity {id}"),
             Request::Disconnect(Target::IkeSpi(spi)) => format!("disconnect spi {spi:x}"),
             Request::Disconnect(Target::All) => "disconnect all".to_owned(),
+            Request::HaPromote(None) => "ha promote".to_owned(),
+            Request::HaPromote(Some(pid)) => format!("ha promote pid {pid}"),
+            Request::HaStatus => "ha status".to_owned(),
         }
     }
 
     /// The request of a line as the daemon read it (trimmed): `disconnect ARGS` is a
-    /// disconnect, refused when ARGS name no target; any other line, the empty one included,
-    /// asks for the status.
+    /// disconnect, refused when ARGS name no target; `ha promote` and `ha status` are the HA
+    /// requests, and `ha` with anything else is refused; any other line, the empty one
+    /// included, asks for the status.
     pub fn parse(line: &str) -> Result<Request, String> {
         match line.split_once(' ') {
             Some(("disconnect", args)) => parse_target(args.trim()).map(Request::Disconnect),
+            Some(("ha", args)) => match args.trim() {
+                "promote" => Ok(Request::HaPromote(None)),
+                "status" => Ok(Request::HaStatus),
+                other => match other.strip_prefix("promote pid ") {
+                    Some(pid) => (pid.trim().parse())
+                        .map(|pid| Request::HaPromote(Some(pid)))
+                        .map_err(|e| format!("ha promote: not a process id: {e}")),
+                    None => Err(format!("unknown ha request {other:?}")),
+                },
+            },
             _ => Ok(Request::Status),
         }
     }
@@ -112,6 +132,16 @@ mod tests {
             );
         }
         assert_eq!(parse_spi("0xff"), Ok(255));
+        for request in [
+            Request::HaPromote(None),
+            Request::HaPromote(Some(4242)),
+            Request::HaStatus,
+        ] {
+            assert_eq!(Request::parse(&request.line()), Ok(request));
+        }
+        for bad in ["ha promote now", "ha  ", "ha demote", "ha promote pid x"] {
+            assert!(Request::parse(bad).is_err(), "{bad:?}");
+        }
         for status in ["status", "", "disconnect", "anything else"] {
             assert_eq!(Request::parse(status), Ok(Request::Status), "{status:?}");
         }

@@ -1,4 +1,4 @@
-//! The control socket's server: `gate64 status` and `gate64 disconnect` ask the running
+//! The control socket's server: `gate64 status`, `gate64 disconnect` and `gate64 ha` ask the running
 //! daemon here, in the protocol of `gate64-control` (one request line, one JSON answer per
 //! connection). The socket is created before the privilege drop with mode 0600 in a 0700
 //! directory, and a peer that is neither root nor the daemon's own user is refused
@@ -6,7 +6,7 @@
 
 use crate::disconnect::{Ended, removed};
 use anyhow::{Context, Result};
-use gate64_control::{Disconnected, MAX_REQUEST, Request, Snapshot, Target};
+use gate64_control::{Disconnected, HaState, MAX_REQUEST, Promoted, Request, Snapshot, Target};
 use gate64_ike::responder::DisconnectTarget;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
@@ -89,6 +89,11 @@ pub struct ControlHandlers {
     /// IPsec does not run or the driver did not answer.
     pub disconnect:
         Arc<dyn Fn(gate64_ike::responder::DisconnectTarget) -> Option<Ended> + Send + Sync>,
+    /// Takes over the SAs the HA peer synced and says what was installed (`gate64 ha
+    /// promote`, as SIGUSR1).
+    pub ha_promote: Arc<dyn Fn() -> Promoted + Send + Sync>,
+    /// The HA sync channel's state (`gate64 ha status`).
+    pub ha_status: Arc<dyn Fn() -> HaState + Send + Sync>,
 }
 
 /// How long a peer has to send its request (a client that sends nothing gets the status).
@@ -152,11 +157,28 @@ pub async fn serve(
     }
 }
 
-/// The daemon's answer to one request line (JSON): the snapshot, or what a disconnect ended
-/// (its refusal when the line names no target or IPsec does not run).
+/// The daemon's answer to one request line (JSON): the snapshot, what a disconnect ended
+/// (its refusal when the line names no target or IPsec does not run), what a takeover
+/// installed, or the HA state.
 pub fn answer(request: &str, handlers: &ControlHandlers) -> Vec<u8> {
     let body = match Request::parse(request) {
         Ok(Request::Status) => return serde_json::to_vec(&(handlers.read)()).unwrap_or_default(),
+        Ok(Request::HaPromote(pid)) => {
+            let own = std::process::id();
+            let promoted = match pid {
+                Some(pid) if pid != own => Promoted::refused(format!(
+                    "this control socket is gate64 pid {own}'s, not pid {pid}'s: nothing done"
+                )),
+                _ => (handlers.ha_promote)(),
+            };
+            return serde_json::to_vec(&promoted).unwrap_or_default();
+        }
+        Ok(Request::HaStatus) => {
+            return serde_json::to_vec(&(handlers.ha_status)()).unwrap_or_default();
+        }
+        Err(e) if request.starts_with("ha ") => {
+            return serde_json::to_vec(&Promoted::refused(e)).unwrap_or_default();
+        }
         Ok(Request::Disconnect(target)) => match (handlers.disconnect)(ike_target(target)) {
             Some(ended) => Disconnected {
                 removed: ended.ike_sas.iter().map(removed).collect(),

@@ -17,6 +17,9 @@ use crate::settings::{dataplane_config, iphttps_pool, iphttps_settings, nat64_en
 /// How long `gate64 status` waits for the IKE driver's list of SAs (it answers between two
 /// datagrams; 200,000 SAs take tens of milliseconds).
 const IKE_STATUS_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long `gate64 ha promote` waits for the takeover to finish (the IKE driver installs
+/// the IKE SAs between two datagrams; hundreds of thousands take seconds).
+const HA_PROMOTE_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// How often the daemon repeats the warning that `[ipsec] require = false` has opened the
 /// corporate network to unauthenticated clients.
@@ -345,6 +348,21 @@ impl Daemon {
                 .and_then(|c| c.ike_sas(IKE_STATUS_TIMEOUT));
             crate::status::snapshot(&shared, sas.as_deref(), Instant::now())
         });
+        let ha = lock(&self.ha).clone();
+        let ha_status = ha.clone();
+        let ha_promote = Arc::new(move || match &ha {
+            Some(ha) => ha.promote_and_wait(HA_PROMOTE_TIMEOUT),
+            None => gate64_control::Promoted::refused(
+                "no [ha] section (or IPsec is not configured): nothing to take over",
+            ),
+        });
+        let ha_status = Arc::new(move || match &ha_status {
+            Some(ha) => ha.status(IKE_STATUS_TIMEOUT),
+            None => gate64_control::HaState {
+                error: Some("no [ha] section (or IPsec is not configured)".to_owned()),
+                ..Default::default()
+            },
+        });
         let links = Arc::clone(&self.shared);
         // The ends are counted from the responder's events, as every end is.
         let disconnect = Arc::new(move |target| {
@@ -355,7 +373,12 @@ impl Daemon {
                 links_closed,
             })
         });
-        let handlers = crate::control::ControlHandlers { read, disconnect };
+        let handlers = crate::control::ControlHandlers {
+            read,
+            disconnect,
+            ha_promote,
+            ha_status,
+        };
         tokio::spawn(crate::control::serve(
             listener,
             handlers,

@@ -94,6 +94,8 @@ mod tests {
             "gate64-check-config.8",
             "gate64-status.8",
             "gate64-disconnect.8",
+            "gate64-ha.8",
+            "gate64-ha-promote.8",
             "gate64-certs.8",
             "gate64-connect.8",
             "gate64-demo.8",

@@ -5,7 +5,7 @@
 mod generate;
 
 use clap::{CommandFactory, Parser, Subcommand};
-use gate64_admin::{disconnect, profile, sessions};
+use gate64_admin::{disconnect, ha, profile, sessions};
 use gate64_client::connect;
 use gate64_daemon::certs;
 use gate64_lab::{bench, demo};
@@ -102,6 +102,10 @@ enum Command {
         #[arg(long, short)]
         config: Option<PathBuf>,
     },
+    /// The `[ha]` state sync of the running daemon (root; over the control socket):
+    /// `promote` takes over the SAs the peer synced (as SIGUSR1 does) and prints what was
+    /// installed; `status` shows what is stored and when the peer was last heard.
+    Ha(ha::HaArgs),
     /// Who was connected when: the session log (`[accounting] log`) as a table, one row per
     /// client session (identity, transport, outer address, duration, bytes each way, how it
     /// ended), or as JSON.
@@ -139,6 +143,7 @@ fn main() -> ExitCode {
             config,
         } => gate64_admin::status::run(json, socket, config),
         Command::Disconnect(args) => disconnect::run(args),
+        Command::Ha(args) => ha::run(args),
         Command::Sessions(args) => sessions::run(&args),
         Command::GenerateMan { dir } => generate::man_pages(Cli::command(), &dir).map(print_paths),
         Command::GenerateCompletions { shell, dir } => {

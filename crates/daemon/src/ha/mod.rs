@@ -18,14 +18,16 @@
 //!   the outbound number at takeover for the packets of that last interval).
 //!
 //! What the peer sends is kept in a bounded [`store::Store`]; nothing is installed from it
-//! and nothing is sent for it until a takeover ([`HaHandle::promote`], SIGUSR1 from the
-//! keepalived notify script on MASTER), which installs every child SA into the SA database
-//! and every IKE SA into the responder, and empties the store. From then on this node's
+//! and nothing is sent for it until a takeover ([`HaHandle::promote`]: `gate64 ha promote`
+//! or SIGUSR1, from the keepalived notify script on MASTER), which installs every child SA
+//! into the SA database and every IKE SA into the responder, and empties the store. From then on this node's
 //! responder reports those SAs like its own, so it streams them back to the peer once that
-//! runs again. Only a message that authenticated under the shared secret, from `ha.peer`,
+//! runs again. A client's own request can also take its IKE SA over, once the peer has gone
+//! quiet ([`trigger`], "on demand"). Only a message that authenticated under the shared secret, from `ha.peer`,
 //! reaches the store; every message is counted ([`Counters`]).
 
 mod store;
+mod trigger;
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::net::SocketAddr;
@@ -45,6 +47,8 @@ use tokio::sync::{mpsc, oneshot, watch};
 use tracing::{debug, info, warn};
 
 use store::{Applied, MAX_CHILD_RECORDS, MAX_IKE_RECORDS, Store, StoreDrop};
+pub(crate) use trigger::HaHandle;
+use trigger::{Ask, Candidate, Candidates, Reply};
 
 /// How often IKE SAs whose message IDs moved, and every child SA's counters, are sent.
 pub(crate) const FLUSH_EVERY: Duration = Duration::from_secs(1);
@@ -74,6 +78,10 @@ pub(crate) struct Counters {
     store_full: AtomicU64,
     installed: AtomicU64,
     install_failed: AtomicU64,
+    on_demand: AtomicU64,
+    on_demand_peer_alive: AtomicU64,
+    on_demand_limited: AtomicU64,
+    on_demand_refused: AtomicU64,
 }
 
 /// Every refusal of gate64-ha, in [`Counters::refused`]'s order.
@@ -109,6 +117,22 @@ impl Counters {
             ("in", StoreDrop::Full.as_str(), get(&self.store_full)),
             ("takeover", "installed", get(&self.installed)),
             ("takeover", "install_failed", get(&self.install_failed)),
+            ("takeover", "on_demand", get(&self.on_demand)),
+            (
+                "takeover",
+                "on_demand_peer_alive",
+                get(&self.on_demand_peer_alive),
+            ),
+            (
+                "takeover",
+                "on_demand_limited",
+                get(&self.on_demand_limited),
+            ),
+            (
+                "takeover",
+                "on_demand_refused",
+                get(&self.on_demand_refused),
+            ),
         ];
         for (r, c) in REFUSALS.iter().zip(&self.refused) {
             out.push(("in", r.as_str(), get(c)));
@@ -130,11 +154,30 @@ enum Change {
 }
 
 /// The responder's side: called with every event on the IKE driver's thread; never blocks.
+/// Requests for IKE SAs that wait for a takeover go on a queue of their own
+/// ([`trigger::CANDIDATE_QUEUE`]), so a flood of them cannot crowd out the changes.
 #[derive(Clone)]
-pub(crate) struct Tap(mpsc::Sender<Change>, Arc<Counters>);
+pub(crate) struct Tap(mpsc::Sender<Change>, Arc<Counters>, mpsc::Sender<Candidate>);
 
 impl Tap {
     pub(crate) fn on_event(&self, e: &Event) {
+        if let Event::TakeoverCandidate {
+            remote,
+            spi_r,
+            datagram,
+            ..
+        } = e
+        {
+            let candidate = Candidate {
+                remote: *remote,
+                spi_r: *spi_r,
+                datagram: datagram.clone(),
+            };
+            if self.2.try_send(candidate).is_err() {
+                Counters::add(&self.1.on_demand_limited, 1);
+            }
+            return;
+        }
         let change = match e {
             Event::IkeSaUp { spi_r, .. } => Change::Ike(*spi_r),
             Event::IkeSaDown { spi_r, .. } => Change::Gone(Gone::IkeSa(*spi_r)),
@@ -162,6 +205,7 @@ impl Tap {
 /// The channel before the responder runs: its socket bound, its keys made.
 pub(crate) struct Prepared {
     changes: mpsc::Receiver<Change>,
+    candidates: mpsc::Receiver<Candidate>,
     socket: std::net::UdpSocket,
     peer: SocketAddr,
     sealer: Sealer,
@@ -197,34 +241,17 @@ pub(crate) fn prepare(cfg: &Config) -> Result<Option<(Tap, Prepared)>> {
         gate64_io::sys::set_buffer_force(std::os::fd::AsRawFd::as_raw_fd(&socket), SOCKET_BUFFER);
     let counters = Arc::new(Counters::default());
     let (tx, changes) = mpsc::channel(TAP_QUEUE);
+    let (candidate_tx, candidates) = mpsc::channel(trigger::CANDIDATE_QUEUE);
     let prepared = Prepared {
         changes,
+        candidates,
         socket,
         peer: ha.peer,
         sealer,
         opener,
         counters: Arc::clone(&counters),
     };
-    Ok(Some((Tap(tx, counters), prepared)))
-}
-
-/// The running channel's handle.
-#[derive(Clone)]
-pub(crate) struct HaHandle {
-    promote: mpsc::UnboundedSender<()>,
-    counters: Arc<Counters>,
-}
-
-impl HaHandle {
-    /// Takes over: installs every SA the peer synced (SIGUSR1).
-    pub(crate) fn promote(&self) {
-        let _ = self.promote.send(());
-    }
-
-    /// The counters.
-    pub(crate) fn counters(&self) -> Arc<Counters> {
-        Arc::clone(&self.counters)
-    }
+    Ok(Some((Tap(tx, counters, candidate_tx), prepared)))
 }
 
 impl Prepared {
@@ -237,11 +264,8 @@ impl Prepared {
     ) -> Result<HaHandle> {
         let socket = tokio::net::UdpSocket::from_std(self.socket)?;
         control.apply(|r| r.set_sync_tracking(true));
-        let (promote, promotions) = mpsc::unbounded_channel();
-        let handle = HaHandle {
-            promote,
-            counters: Arc::clone(&self.counters),
-        };
+        let (asks, promotions) = mpsc::unbounded_channel();
+        let handle = HaHandle::new(asks, self.peer, Arc::clone(&self.counters));
         let task = Task {
             socket,
             peer: self.peer,
@@ -251,6 +275,7 @@ impl Prepared {
                 opener: self.opener,
                 store: Store::new(MAX_IKE_RECORDS, MAX_CHILD_RECORDS),
                 counters: Arc::clone(&self.counters),
+                last_authentic: None,
             },
             counters: self.counters,
             control,
@@ -259,9 +284,10 @@ impl Prepared {
             children: HashSet::new(),
             sent_counters: HashMap::new(),
             flushes: 0,
+            on_demand: Candidates::new(),
         };
         info!(peer = %task.peer, "HA state sync up");
-        tokio::spawn(task.run(self.changes, promotions, stop));
+        tokio::spawn(task.run((self.changes, self.candidates), promotions, stop));
         Ok(handle)
     }
 }
@@ -272,6 +298,8 @@ struct Inbox {
     opener: Opener,
     store: Store,
     counters: Arc<Counters>,
+    /// When the last message that opened came from the peer.
+    last_authentic: Option<Instant>,
 }
 
 impl Inbox {
@@ -290,6 +318,7 @@ impl Inbox {
                 return Counters::add(&c.refused[at], 1);
             }
         };
+        self.last_authentic = Some(Instant::now());
         match self.store.apply(opened.kind, opened.plaintext) {
             Ok(Applied { unknown_counters }) => {
                 Counters::add(&c.stored, 1);
@@ -319,13 +348,15 @@ struct Task {
     sent_counters: HashMap<u32, ChildCounters>,
     /// Flushes so far, for [`REFRESH_FLUSHES`].
     flushes: u64,
+    /// The limits of the on-demand takeover.
+    on_demand: Candidates,
 }
 
 impl Task {
     async fn run(
         mut self,
-        mut changes: mpsc::Receiver<Change>,
-        mut promotions: mpsc::UnboundedReceiver<()>,
+        (mut changes, mut candidates): (mpsc::Receiver<Change>, mpsc::Receiver<Candidate>),
+        mut promotions: mpsc::UnboundedReceiver<Ask>,
         mut stop: watch::Receiver<bool>,
     ) {
         let mut tick = tokio::time::interval(FLUSH_EVERY);
@@ -341,7 +372,8 @@ impl Task {
                     Ok((len, from)) => self.inbox.receive(&mut buf[..len], from),
                     Err(e) => debug!(error = %e, "HA sync socket"),
                 },
-                Some(()) = promotions.recv() => self.takeover(),
+                Some(ask) = promotions.recv() => self.answer(ask),
+                Some(candidate) = candidates.recv() => self.on_candidate(candidate),
                 changed = stop.changed() => if changed.is_err() {
                     return;
                 },
@@ -458,14 +490,29 @@ impl Task {
 
     /// Installs every stored SA: the child SAs into the SA database (outbound sequence
     /// numbers advanced by `TAKEOVER_SEQ_MARGIN`, inbound ones up to the synced mark
-    /// refused as replays), then the IKE SAs into the responder.
-    fn takeover(&mut self) {
+    /// refused as replays), then the IKE SAs into the responder; tells `reply` what was
+    /// installed once the responder has.
+    fn takeover(&mut self, reply: Reply) {
         let (stored_ike, stored_child) = self.inbox.store.len();
         debug!(stored_ike, stored_child, "HA takeover");
         let (ike, child) = self.inbox.store.take();
+        self.install(ike, child, reply, true);
+    }
+
+    /// Installs `child` into the SA database and then `ike` into the responder, counting
+    /// each; tells `reply` what was installed. `all`: the whole store was taken, so the
+    /// responder's set of IKE SAs awaiting a takeover is emptied too.
+    fn install(
+        &mut self,
+        ike: Vec<SyncedIkeSa>,
+        child: Vec<ChildSaRecord>,
+        reply: Reply,
+        all: bool,
+    ) {
         let now = Instant::now();
         let c = Arc::clone(&self.counters);
         let mut children = 0;
+        let mut children_failed = 0;
         for record in child {
             let spi = record.inbound.spi;
             match self
@@ -480,29 +527,48 @@ impl Task {
                 Err(e) => {
                     warn!(spi = format_args!("{spi:08x}"), error = %e, "synced child SA not installed");
                     Counters::add(&c.install_failed, 1);
+                    children_failed += 1;
                 }
             }
         }
-        let synced: Vec<SyncedIkeSa> = ike;
+        let synced = ike;
         let total = synced.len();
         info!(
             ike_sas = total,
             child_sas = children,
             "HA takeover: installing the synced SAs"
         );
-        self.control.apply(move |r| {
+        let mut promoted = gate64_control::Promoted {
+            child_installed: children,
+            child_failed: children_failed,
+            ..Default::default()
+        };
+        let reply_later = reply.clone();
+        let asked = self.control.apply(move |r| {
             for sa in synced {
                 let spi = sa.spi_r;
                 match r.install_synced_ike_sa(Instant::now(), sa) {
-                    Ok(()) => Counters::add(&c.installed, 1),
+                    Ok(()) => {
+                        Counters::add(&c.installed, 1);
+                        promoted.ike_installed += 1;
+                    }
                     Err(e) => {
                         warn!(spi = format_args!("{spi:016x}"), error = %e, "synced IKE SA not installed");
                         Counters::add(&c.install_failed, 1);
+                        promoted.ike_failed += 1;
                     }
                 }
             }
-            r.set_awaiting_takeover(Default::default());
+            if all {
+                r.set_awaiting_takeover(Default::default());
+            }
+            reply_later.send(promoted);
         });
+        if !asked {
+            reply.send(gate64_control::Promoted::refused(
+                "the IKE driver has stopped: the synced IKE SAs were not installed",
+            ));
+        }
     }
 }
 
@@ -522,6 +588,7 @@ mod tests {
             opener: Opener::new(&secret, 1, 2).unwrap(),
             store: Store::new(8, 8),
             counters: Arc::clone(&counters),
+            last_authentic: None,
         };
         let mut from_peer = Sealer::new(&secret, 2, 1, 7).unwrap();
         let mut reflected = Sealer::new(&secret, 1, 2, 7).unwrap();
@@ -539,9 +606,11 @@ mod tests {
         tampered[last] ^= 1;
         inbox.receive(&mut tampered, peer);
         assert_eq!(inbox.store.len(), (0, 0), "nothing stored yet");
+        assert_eq!(inbox.last_authentic, None, "nothing authentic came yet");
         inbox.receive(&mut good.clone(), peer);
         inbox.receive(&mut good.clone(), peer);
         assert_eq!(inbox.store.len(), (1, 0));
+        assert!(inbox.last_authentic.is_some());
         let samples = counters.samples();
         for expected in [
             ("in", "from_elsewhere", 1),
@@ -559,7 +628,8 @@ mod tests {
     #[test]
     fn the_tap_names_the_child_sas_of_a_peer_that_moved() {
         let (tx, mut rx) = mpsc::channel(4);
-        let tap = Tap(tx, Arc::new(Counters::default()));
+        let (candidate_tx, _candidates) = mpsc::channel(1);
+        let tap = Tap(tx, Arc::new(Counters::default()), candidate_tx);
         tap.on_event(&Event::PeerMoved {
             spi_r: 2,
             inbound_spis: vec![0xc1, 0xc2],
@@ -575,7 +645,8 @@ mod tests {
     fn the_tap_names_what_came_and_went_and_counts_a_full_queue() {
         let counters = Arc::new(Counters::default());
         let (tx, mut rx) = mpsc::channel(2);
-        let tap = Tap(tx, Arc::clone(&counters));
+        let (candidate_tx, mut candidates) = mpsc::channel(1);
+        let tap = Tap(tx, Arc::clone(&counters), candidate_tx);
         tap.on_event(&Event::Rekeyed {
             kind: RekeyKind::Ike,
         });
@@ -594,8 +665,24 @@ mod tests {
             rx.try_recv().is_err(),
             "the third change found the queue full"
         );
+        let candidate = |spi_r| Event::TakeoverCandidate {
+            local: "[2001:db8::1]:4500".parse().unwrap(),
+            remote: "[2001:db8::7]:4500".parse().unwrap(),
+            spi_r,
+            datagram: vec![1, 2, 3],
+        };
+        tap.on_event(&candidate(5));
+        tap.on_event(&candidate(6));
+        let first = candidates.try_recv().expect("a candidate");
+        assert_eq!((first.spi_r, first.datagram), (5, vec![1, 2, 3]));
+        assert!(candidates.try_recv().is_err(), "the second found it full");
+        assert!(rx.try_recv().is_err(), "candidates are not changes");
         let samples = counters.samples();
         assert!(samples.contains(&("out", "tap_full", 1)), "{samples:?}");
+        assert!(
+            samples.contains(&("takeover", "on_demand_limited", 1)),
+            "{samples:?}"
+        );
         for refusal in REFUSALS {
             assert!(
                 samples.contains(&("in", refusal.as_str(), 0)),

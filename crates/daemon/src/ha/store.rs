@@ -145,6 +145,27 @@ impl Store {
         (ike, child)
     }
 
+    /// The record of IKE SA `spi_r`.
+    pub(crate) fn ike(&self, spi_r: u64) -> Option<&SyncedIkeSa> {
+        self.ike.get(&spi_r)
+    }
+
+    /// Takes out IKE SA `spi_r`'s record and those of the child SAs whose inbound SPIs
+    /// `children` names (an on-demand takeover installs them); the rest stays.
+    pub(crate) fn take_one(
+        &mut self,
+        spi_r: u64,
+        children: &[u32],
+    ) -> Option<(SyncedIkeSa, Vec<ChildSaRecord>)> {
+        let ike = self.ike.remove(&spi_r)?;
+        self.ike_changed = true;
+        let child = children
+            .iter()
+            .filter_map(|spi| self.child.remove(spi))
+            .collect();
+        Some((ike, child))
+    }
+
     /// How many IKE and child SA records it holds.
     pub(crate) fn len(&self) -> (usize, usize) {
         (self.ike.len(), self.child.len())

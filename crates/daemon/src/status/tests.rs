@@ -371,7 +371,21 @@ async fn the_socket_serves_the_snapshot_to_its_own_user() {
                 .collect(),
         })
     });
-    let handlers = ControlHandlers { read, disconnect };
+    let ha_promote = Arc::new(|| gate64_control::Promoted {
+        ike_installed: 2,
+        child_installed: 4,
+        ..Default::default()
+    });
+    let ha_status = Arc::new(|| gate64_control::HaState {
+        stored_ike_sas: 7,
+        ..Default::default()
+    });
+    let handlers = ControlHandlers {
+        read,
+        disconnect,
+        ha_promote,
+        ha_status,
+    };
     let task = tokio::spawn(serve(listener, handlers, stop_rx));
     let s: Snapshot = serde_json::from_slice(&ask(&path, "status").await).unwrap();
     assert_eq!(s.clients.len(), 2);
@@ -393,6 +407,22 @@ async fn the_socket_serves_the_snapshot_to_its_own_user() {
     let body = ask(&path, "disconnect sideways").await;
     let answer: gate64_control::Disconnected = serde_json::from_slice(&body).unwrap();
     assert!(answer.error.is_some());
+    // The HA requests get their handlers' answers; an unknown one its refusal.
+    let body = ask(&path, "ha promote").await;
+    let promoted: gate64_control::Promoted = serde_json::from_slice(&body).unwrap();
+    assert_eq!((promoted.ike_installed, promoted.child_installed), (2, 4));
+    let body = ask(&path, "ha promote pid 0").await;
+    let elsewhere: gate64_control::Promoted = serde_json::from_slice(&body).unwrap();
+    assert!(elsewhere.error.is_some_and(|e| e.contains("not pid 0")));
+    let body = ask(&path, &format!("ha promote pid {}", std::process::id())).await;
+    let promoted: gate64_control::Promoted = serde_json::from_slice(&body).unwrap();
+    assert_eq!((promoted.ike_installed, promoted.error), (2, None));
+    let body = ask(&path, "ha status").await;
+    let state: gate64_control::HaState = serde_json::from_slice(&body).unwrap();
+    assert_eq!(state.stored_ike_sas, 7);
+    let body = ask(&path, "ha demote").await;
+    let refused: gate64_control::Promoted = serde_json::from_slice(&body).unwrap();
+    assert!(refused.error.is_some_and(|e| e.contains("demote")));
     let mut silent = tokio::net::UnixStream::connect(&path).await.unwrap();
     tokio::io::AsyncWriteExt::shutdown(&mut silent)
         .await

@@ -317,6 +317,22 @@ pub enum Event {
         /// Why.
         reason: EndReason,
     },
+    /// A protected request (at most [`super::MAX_CANDIDATE_LEN`] bytes) for an IKE SA the HA
+    /// peer synced here and that waits for a takeover
+    /// ([`super::Responder::set_awaiting_takeover`]); unauthenticated: the HA task checks it
+    /// with [`super::synced_request_authentic`] before it installs anything. The request
+    /// itself is dropped (counted as `unknown_spi`); the client's retransmission finds the IKE
+    /// SA if it was installed.
+    TakeoverCandidate {
+        /// Our address and port it came to.
+        local: SocketAddr,
+        /// The client's address and port.
+        remote: SocketAddr,
+        /// The responder's SPI it names.
+        spi_r: u64,
+        /// The whole request.
+        datagram: Vec<u8>,
+    },
     /// A request for an IKE SA we do not have got the unprotected INVALID_IKE_SPI answer
     /// with its Quick Crash Detection token (`sent`), or would have but for the caps or the
     /// request's length (`gate64_ike_qcd_total`).

@@ -44,6 +44,7 @@ mod qcd;
 mod retransmit;
 mod second_auth;
 mod sync;
+mod takeover;
 mod timers;
 mod traffic_selectors;
 mod tunnel_rules;
@@ -83,6 +84,7 @@ pub use pool::{AddressPool, AddressPool4, ClaimError, Pool, PoolNet};
 pub use qcd::{MIN_SECRET_LEN as QCD_MIN_SECRET_LEN, QcdSecret, unknown_spi_answer};
 pub use second_auth::SecondAuthPolicy;
 pub use sync::{InstallError, SYNCED_ID_WINDOW, SyncedChildRef, SyncedIkeKeys, SyncedIkeSa};
+pub use takeover::{MAX_CANDIDATE_LEN, synced_request_authentic};
 pub use tunnel_rules::{IdentityPattern, TunnelRule};
 pub use uniqueness::UniqueIds;
 
@@ -207,6 +209,7 @@ impl Responder {
             return init::handle(self, now, local, remote, datagram, &message);
         }
         if self.sas.get(&h.spi_r).is_none_or(|sa| sa.spi_i != h.spi_i) {
+            self.report_takeover_candidate((local, remote), datagram, &message);
             qcd::on_unknown_spi(self, now, (local, remote), datagram, &message);
             return self.refused(remote, Refusal::UnknownSpi);
         }

@@ -352,7 +352,7 @@ pub(crate) fn expects(sa: &IkeSa, id: u32) -> bool {
 
 /// The keys of a synced IKE SA, `None` when its transforms or key lengths are not ones
 /// gate64 implements.
-fn synced_keys(s: &SyncedIkeSa) -> Option<IkeKeys> {
+pub(super) fn synced_keys(s: &SyncedIkeSa) -> Option<IkeKeys> {
     let encr = Encr::from_transform(s.encr, Some(s.encr_key_bits))?;
     let integ = match s.integ {
         0 => None,

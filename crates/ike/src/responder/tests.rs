@@ -1612,6 +1612,7 @@ mod revocation;
 mod rsa;
 mod second_auth;
 mod sync;
+mod takeover;
 mod tunnel_rules;
 
 /// `gate64 disconnect`: by identity (any case), by SPI, or all; each removed IKE SA's client
