@@ -310,6 +310,44 @@ fn retransmit_to(
     }
 }
 
+/// Sends `sa`'s liveness check at `now`, carrying a Delete of its `expired` child SAs
+/// (which doubles as the check), and keeps it as the outstanding request.
+fn first_send(sa: &mut IkeSa, expired: &[u32], now: Instant) -> Step {
+    // A Delete of expired child SAs doubles as the liveness check.
+    let payloads: Vec<Payload> = if expired.is_empty() {
+        Vec::new()
+    } else {
+        vec![Payload::Delete(Delete {
+            protocol: transform::PROTO_ESP,
+            spi_size: 4,
+            spis: expired.iter().map(|s| s.to_be_bytes().to_vec()).collect(),
+        })]
+    };
+    // We are the original responder: the Initiator flag stays clear (§3.1).
+    let header = Header {
+        spi_i: sa.spi_i,
+        spi_r: sa.spi_r,
+        exchange: exchange::INFORMATIONAL,
+        flags: 0,
+        message_id: sa.liveness.next_request_id,
+    };
+    match keys::seal_message(&header, &payloads, &sa.keys.sk_er) {
+        Ok(datagram) => {
+            sa.liveness.put_off_to = None;
+            sa.liveness.probe = Some(Probe {
+                message_id: header.message_id,
+                first_sent: now,
+                sent: now,
+                retransmits: 0,
+                datagram: datagram.clone(),
+                check: None,
+            });
+            Step::Send(sa.local, sa.remote, datagram)
+        }
+        Err(_) => Step::SealFailed(sa.remote),
+    }
+}
+
 /// Sends, retransmits or gives up the liveness checks of the IKE SAs `due` (those whose
 /// deadline has come) that are due at `now`. Returns the IKE SAs whose return-routability
 /// check ran out of retransmissions (still outstanding, for `mobike.rs` to give up).
@@ -343,41 +381,7 @@ pub(super) fn on_timeout(r: &mut Responder, due: &[u64], now: Instant) -> Vec<u6
         }
         let step = match sa.liveness.probe.as_mut() {
             None if !idle && expired.is_empty() => continue,
-            None => {
-                // A Delete of expired child SAs doubles as the liveness check.
-                let payloads: Vec<Payload> = if expired.is_empty() {
-                    Vec::new()
-                } else {
-                    vec![Payload::Delete(Delete {
-                        protocol: transform::PROTO_ESP,
-                        spi_size: 4,
-                        spis: expired.iter().map(|s| s.to_be_bytes().to_vec()).collect(),
-                    })]
-                };
-                // We are the original responder: the Initiator flag stays clear (§3.1).
-                let header = Header {
-                    spi_i: sa.spi_i,
-                    spi_r: sa.spi_r,
-                    exchange: exchange::INFORMATIONAL,
-                    flags: 0,
-                    message_id: sa.liveness.next_request_id,
-                };
-                match keys::seal_message(&header, &payloads, &sa.keys.sk_er) {
-                    Ok(datagram) => {
-                        sa.liveness.put_off_to = None;
-                        sa.liveness.probe = Some(Probe {
-                            message_id: header.message_id,
-                            first_sent: now,
-                            sent: now,
-                            retransmits: 0,
-                            datagram: datagram.clone(),
-                            check: None,
-                        });
-                        Step::Send(sa.local, sa.remote, datagram)
-                    }
-                    Err(_) => Step::SealFailed(sa.remote),
-                }
-            }
+            None => first_send(sa, &expired, now),
             Some(p) if now < p.sent + DPD_RETRANSMIT => continue,
             Some(p) if may_retransmit(p, &r.config, r.input_overflow) => {
                 if p.retransmits >= r.config.dpd_retransmits {
