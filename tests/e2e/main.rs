@@ -42,6 +42,7 @@ mod ipsec_negative;
 mod ipsec_qcd;
 mod ipsec_reload;
 mod ipsec_strongswan;
+mod keepalived_notify;
 mod lifecycle;
 mod nat64;
 mod nat64_fairness;

@@ -519,6 +519,7 @@ pub fn start(
                     stats.set_keepalives(s.keepalives);
                     stats.set_socket_drops(s.socket_drops);
                     stats.set_liveness_extended(s.stats.liveness_extended);
+                    stats.set_liveness_deferred(s.stats.liveness_deferred);
                     for reason in IkeShedReason::ALL {
                         stats.set_shed(reason, gauges.shed(reason));
                     }

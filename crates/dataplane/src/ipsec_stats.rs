@@ -208,6 +208,7 @@ pub struct IpsecStats {
     keepalives: AtomicU64,
     socket_drops: AtomicU64,
     liveness_extended: AtomicU64,
+    liveness_deferred: AtomicU64,
     shed: [AtomicU64; IkeShedReason::ALL.len()],
     /// Requests the responder refused, by its reason label. A map, not an array: the
     /// responder's reasons are its own (`gate64_ike::responder::Refusal::label`), and a
@@ -377,6 +378,17 @@ impl IpsecStats {
     /// Liveness checks extended (`gate64_ike_liveness_extended_total`).
     pub fn liveness_extended(&self) -> u64 {
         self.liveness_extended.load(Ordering::Relaxed)
+    }
+
+    /// Sets the liveness checks the IKE responder put off to a later slice of time, the
+    /// current one having started its share, since it started.
+    pub fn set_liveness_deferred(&self, n: u64) {
+        self.liveness_deferred.store(n, Ordering::Relaxed);
+    }
+
+    /// Liveness checks put off (`gate64_ike_liveness_deferred_total`).
+    pub fn liveness_deferred(&self) -> u64 {
+        self.liveness_deferred.load(Ordering::Relaxed)
     }
 
     /// Sets the datagrams the IKE driver shed for `reason` since it started (the driver

@@ -138,6 +138,12 @@ pub(crate) fn encode(
         names::IKE_LIVENESS_EXTENDED_TOTAL_HELP,
         stats.liveness_extended(),
     )?;
+    counter(
+        enc,
+        names::IKE_LIVENESS_DEFERRED_TOTAL,
+        names::IKE_LIVENESS_DEFERRED_TOTAL_HELP,
+        stats.liveness_deferred(),
+    )?;
     counter_family(
         enc,
         names::IKE_SHED_TOTAL,
@@ -218,6 +224,7 @@ mod tests {
             "gate64_ike_keepalives_total",
             "gate64_ike_socket_drops_total",
             "gate64_ike_liveness_extended_total",
+            "gate64_ike_liveness_deferred_total",
             "gate64_ike_shed_total{reason=\"source_rate\"}",
             "gate64_ike_shed_total{reason=\"batch_share\"}",
         ] {
@@ -237,6 +244,7 @@ mod tests {
         stats.set_keepalives(6);
         stats.set_socket_drops(8);
         stats.set_liveness_extended(9);
+        stats.set_liveness_deferred(11);
         stats.set_shed(IkeShedReason::SourceRate, 7);
         stats.refused("too_many_certs");
         stats.refused("too_many_certs");
@@ -266,6 +274,7 @@ mod tests {
             ("gate64_ike_keepalives_total", "6"),
             ("gate64_ike_socket_drops_total", "8"),
             ("gate64_ike_liveness_extended_total", "9"),
+            ("gate64_ike_liveness_deferred_total", "11"),
             (
                 "gate64_ike_mobike_updates_total{result=\"check_failed\"}",
                 "1",

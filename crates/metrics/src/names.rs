@@ -389,6 +389,10 @@ pub const IKE_LIVENESS_EXTENDED_TOTAL: &str = "gate64_ike_liveness_extended_tota
 pub const IKE_LIVENESS_EXTENDED_TOTAL_HELP: &str = "Retransmissions of unanswered liveness \
     checks past the usual 3 (at most 3 more per check) because the IKE sockets dropped \
     datagrams while the check was outstanding: its answer may have been among them.";
+/// Liveness checks put off to a later slice of time by the cap on checks per second.
+pub const IKE_LIVENESS_DEFERRED_TOTAL: &str = "gate64_ike_liveness_deferred_total";
+/// Help text of [`IKE_LIVENESS_DEFERRED_TOTAL`].
+pub const IKE_LIVENESS_DEFERRED_TOTAL_HELP: &str = "Liveness checks put off to a later     tenth of a second because the current one had started its share (twice the IKE SAs'     steady-state rate, 100 to 10,000 a second): checks that came due together. A check put     off twice counts twice.";
 
 /// Every metric above as `(name, help)`, in exposition order.
 pub const ALL: &[(&str, &str)] = &[
@@ -458,6 +462,10 @@ pub const ALL: &[(&str, &str)] = &[
     (
         IKE_LIVENESS_EXTENDED_TOTAL,
         IKE_LIVENESS_EXTENDED_TOTAL_HELP,
+    ),
+    (
+        IKE_LIVENESS_DEFERRED_TOTAL,
+        IKE_LIVENESS_DEFERRED_TOTAL_HELP,
     ),
     (IKE_SHED_TOTAL, IKE_SHED_TOTAL_HELP),
     (IKE_OCSP_TOTAL, IKE_OCSP_TOTAL_HELP),

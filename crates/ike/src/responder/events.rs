@@ -413,4 +413,8 @@ pub struct Stats {
     /// Liveness checks given one more retransmission, instead of the peer being declared
     /// dead, because the driver dropped input while they were outstanding.
     pub liveness_extended: u64,
+    /// Liveness checks put off to a later slice of time because the current one had started
+    /// its share of checks already (`gate64_ike_liveness_deferred_total`): one check put off
+    /// twice counts twice.
+    pub liveness_deferred: u64,
 }

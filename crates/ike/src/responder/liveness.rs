@@ -19,6 +19,20 @@
 //! `OVERFLOW_EXTENSIONS` × [`DPD_RETRANSMIT`] later. MOBIKE return-routability checks are not
 //! extended: the client keeps its SA on the old address when one fails.
 //!
+//! The checks started per second are capped ([`Budget`]): at most [`checks_per_sec`] of
+//! them, twice what the established IKE SAs need in a steady state (each needs one per
+//! `dpd`, or per `dpd` less its spread, at least half of `dpd`), at least
+//! [`LIVENESS_MIN_PER_SEC`] and at most [`LIVENESS_MAX_PER_SEC`], in slices of
+//! [`LIVENESS_SLICE`] with a tenth each. IKE SAs whose checks bunch up (200,000 set up in a
+//! burst, or taken over from an HA peer at once) then do not send tens of thousands of
+//! checks in one second, whose answers would overflow the IKE sockets: a check past its
+//! slice's share is put off, its deadline moved to a later slice (in the order they were
+//! put off, a slice's share per slice), never dropped, and counted in
+//! [`super::Stats::liveness_deferred`]. Retransmissions, and a Delete of expired child SAs
+//! (which doubles as a check), are not capped: they are bounded by the checks outstanding.
+//! Past `LIVENESS_MAX_PER_SEC` × `dpd` / 2 IKE SAs (1,500,000 at `dpd` 30 s: far beyond what
+//! one IKE loop holds) the checks would come later than `dpd`.
+//!
 //! Child SA lifetimes are the client's to keep (it rekeys before the soft lifetime, RFC
 //! 7296 §2.8); a child SA still there at its soft lifetime is logged and counted, and one
 //! still there at its hard lifetime (10% later) is deleted here, with a Delete payload
@@ -33,6 +47,19 @@ use crate::message::{Delete, Header, Message, Payload, exchange, transform};
 
 /// Time between retransmissions of a liveness check.
 pub const DPD_RETRANSMIT: Duration = Duration::from_secs(5);
+
+/// The fewest liveness checks the responder may start per second, however few IKE SAs it
+/// holds.
+pub const LIVENESS_MIN_PER_SEC: u32 = 100;
+
+/// The most liveness checks the responder starts per second, however many IKE SAs it holds:
+/// what one IKE loop answers beside its set-ups (it sent ~5,800 exchanges a second before
+/// its socket overflowed at 170,000 IKE SAs), with room to catch up.
+pub const LIVENESS_MAX_PER_SEC: u32 = 10_000;
+
+/// The slice of time the cap on liveness checks is counted in: a tenth of the second, so
+/// a second's checks do not all leave (and get answered) at its start.
+pub const LIVENESS_SLICE: Duration = Duration::from_millis(100);
 
 /// Extra retransmissions a liveness check gets, past [`ResponderConfig::dpd_retransmits`],
 /// while the driver drops input (see the module documentation).
@@ -50,12 +77,64 @@ impl Responder {
     }
 }
 
+/// Liveness checks started per second with `established` IKE SAs and `dpd`: twice the
+/// steady state's `established / dpd` (a spread check comes at least half of `dpd` after the
+/// last, so at most twice as often), within [`LIVENESS_MIN_PER_SEC`] and
+/// [`LIVENESS_MAX_PER_SEC`].
+pub fn checks_per_sec(established: usize, dpd: Duration) -> u32 {
+    let secs = u128::from(dpd.as_secs().max(1));
+    let established = u128::try_from(established).unwrap_or(u128::MAX);
+    let wanted = established.saturating_mul(2).div_ceil(secs);
+    u32::try_from(wanted)
+        .unwrap_or(u32::MAX)
+        .clamp(LIVENESS_MIN_PER_SEC, LIVENESS_MAX_PER_SEC)
+}
+
+/// The liveness checks of the current [`LIVENESS_SLICE`]: how many started, how many were
+/// put off to later slices.
+#[derive(Debug, Default)]
+pub(crate) struct Budget {
+    /// When the current slice started; `None` before the first check.
+    slice: Option<Instant>,
+    started: u32,
+    put_off: u32,
+}
+
+impl Budget {
+    /// Whether a check may start at `now`, with `per_slice` checks allowed per slice;
+    /// `Err` with the instant it is put off to when not. Those put off in one slice fill
+    /// the following slices in order, `per_slice` each.
+    fn start(&mut self, now: Instant, per_slice: u32) -> Result<(), Instant> {
+        let slice = match self.slice {
+            Some(s) if now < s + LIVENESS_SLICE => s,
+            _ => {
+                *self = Budget {
+                    slice: Some(now),
+                    started: 0,
+                    put_off: 0,
+                };
+                now
+            }
+        };
+        if self.started < per_slice {
+            self.started += 1;
+            return Ok(());
+        }
+        let ahead = 1 + self.put_off / per_slice.max(1);
+        self.put_off = self.put_off.saturating_add(1);
+        Err(slice + LIVENESS_SLICE * ahead)
+    }
+}
+
 /// The requests the responder sends on one IKE SA (its own message-ID counter, §2.2): a
 /// liveness check or a MOBIKE return-routability check, one at a time.
 #[derive(Debug, Default)]
 pub(crate) struct Liveness {
     pub(super) next_request_id: u32,
     pub(super) probe: Option<Probe>,
+    /// When its next liveness check was put off to, its slice's share of checks having
+    /// started (see [`Budget`]); `None` once it starts.
+    pub(super) put_off_to: Option<Instant>,
     /// Where the client's latest UPDATE_SA_ADDRESSES asked the IKE SA to move, until a
     /// return-routability check there succeeds or fails (`mobike.rs`).
     pub(super) wanted: Option<Box<Candidate>>,
@@ -134,6 +213,13 @@ fn idle_before_check(sa: &IkeSa, config: &ResponderConfig) -> Duration {
     )
 }
 
+/// When `sa`'s next liveness check is due: after [`idle_before_check`] without a message,
+/// and not before the slice it was put off to.
+fn check_due(sa: &IkeSa, config: &ResponderConfig) -> Instant {
+    let idle = sa.last_heard + idle_before_check(sa, config);
+    sa.liveness.put_off_to.map_or(idle, |t| t.max(idle))
+}
+
 /// A child SA's hard lifetime: 10% after the soft one, as the SA database is told.
 fn hard_lifetime(config: &ResponderConfig) -> Duration {
     config.child_lifetime + config.child_lifetime / 10
@@ -146,7 +232,7 @@ pub(super) fn deadline(sa: &IkeSa, config: &ResponderConfig) -> Option<Instant> 
         return None;
     }
     let request = match &sa.liveness.probe {
-        None => sa.last_heard + idle_before_check(sa, config),
+        None => check_due(sa, config),
         Some(p) => p.sent + DPD_RETRANSMIT,
     };
     let lifetimes = sa.children.iter().map(|c| {
@@ -224,11 +310,51 @@ fn retransmit_to(
     }
 }
 
+/// Sends `sa`'s liveness check at `now`, carrying a Delete of its `expired` child SAs
+/// (which doubles as the check), and keeps it as the outstanding request.
+fn first_send(sa: &mut IkeSa, expired: &[u32], now: Instant) -> Step {
+    // A Delete of expired child SAs doubles as the liveness check.
+    let payloads: Vec<Payload> = if expired.is_empty() {
+        Vec::new()
+    } else {
+        vec![Payload::Delete(Delete {
+            protocol: transform::PROTO_ESP,
+            spi_size: 4,
+            spis: expired.iter().map(|s| s.to_be_bytes().to_vec()).collect(),
+        })]
+    };
+    // We are the original responder: the Initiator flag stays clear (§3.1).
+    let header = Header {
+        spi_i: sa.spi_i,
+        spi_r: sa.spi_r,
+        exchange: exchange::INFORMATIONAL,
+        flags: 0,
+        message_id: sa.liveness.next_request_id,
+    };
+    match keys::seal_message(&header, &payloads, &sa.keys.sk_er) {
+        Ok(datagram) => {
+            sa.liveness.put_off_to = None;
+            sa.liveness.probe = Some(Probe {
+                message_id: header.message_id,
+                first_sent: now,
+                sent: now,
+                retransmits: 0,
+                datagram: datagram.clone(),
+                check: None,
+            });
+            Step::Send(sa.local, sa.remote, datagram)
+        }
+        Err(_) => Step::SealFailed(sa.remote),
+    }
+}
+
 /// Sends, retransmits or gives up the liveness checks of the IKE SAs `due` (those whose
 /// deadline has come) that are due at `now`. Returns the IKE SAs whose return-routability
 /// check ran out of retransmissions (still outstanding, for `mobike.rs` to give up).
 pub(super) fn on_timeout(r: &mut Responder, due: &[u64], now: Instant) -> Vec<u64> {
     let mut unanswered = Vec::new();
+    let per_sec = checks_per_sec(r.established(), r.config.dpd);
+    let per_slice = per_sec.div_ceil(10);
     for &spi in due {
         let due_now = r
             .sas
@@ -242,43 +368,20 @@ pub(super) fn on_timeout(r: &mut Responder, due: &[u64], now: Instant) -> Vec<u6
         let Some(sa) = r.sas.get_mut(&spi) else {
             continue;
         };
-        let idle = now >= sa.last_heard + idle_before_check(sa, &r.config);
+        let idle = now >= check_due(sa, &r.config);
+        if sa.liveness.probe.is_none()
+            && idle
+            && expired.is_empty()
+            && let Err(later) = r.liveness_budget.start(now, per_slice)
+        {
+            // Put off: its deadline moves to a later slice, where it is due again.
+            sa.liveness.put_off_to = Some(later);
+            r.stats.liveness_deferred += 1;
+            continue;
+        }
         let step = match sa.liveness.probe.as_mut() {
             None if !idle && expired.is_empty() => continue,
-            None => {
-                // A Delete of expired child SAs doubles as the liveness check.
-                let payloads: Vec<Payload> = if expired.is_empty() {
-                    Vec::new()
-                } else {
-                    vec![Payload::Delete(Delete {
-                        protocol: transform::PROTO_ESP,
-                        spi_size: 4,
-                        spis: expired.iter().map(|s| s.to_be_bytes().to_vec()).collect(),
-                    })]
-                };
-                // We are the original responder: the Initiator flag stays clear (§3.1).
-                let header = Header {
-                    spi_i: sa.spi_i,
-                    spi_r: sa.spi_r,
-                    exchange: exchange::INFORMATIONAL,
-                    flags: 0,
-                    message_id: sa.liveness.next_request_id,
-                };
-                match keys::seal_message(&header, &payloads, &sa.keys.sk_er) {
-                    Ok(datagram) => {
-                        sa.liveness.probe = Some(Probe {
-                            message_id: header.message_id,
-                            first_sent: now,
-                            sent: now,
-                            retransmits: 0,
-                            datagram: datagram.clone(),
-                            check: None,
-                        });
-                        Step::Send(sa.local, sa.remote, datagram)
-                    }
-                    Err(_) => Step::SealFailed(sa.remote),
-                }
-            }
+            None => first_send(sa, &expired, now),
             Some(p) if now < p.sent + DPD_RETRANSMIT => continue,
             Some(p) if may_retransmit(p, &r.config, r.input_overflow) => {
                 if p.retransmits >= r.config.dpd_retransmits {
@@ -399,8 +502,43 @@ pub(super) fn delete_one(r: &mut Responder, spi: u64) {
 
 #[cfg(test)]
 mod tests {
-    use super::check_after;
-    use std::time::Duration;
+    use super::{Budget, LIVENESS_SLICE, check_after};
+    use std::time::{Duration, Instant};
+
+    /// A slice starts `per_slice` checks; those past it go to the following slices in
+    /// order, `per_slice` each; a new slice starts afresh.
+    #[test]
+    fn a_budget_starts_a_share_per_slice_and_spreads_the_rest() {
+        let t0 = Instant::now();
+        let mut b = Budget::default();
+        for _ in 0..3 {
+            assert_eq!(b.start(t0, 3), Ok(()));
+        }
+        let put_off: Vec<_> = (0..7).map(|_| b.start(t0, 3)).collect();
+        let slice = |k: u32| Err(t0 + LIVENESS_SLICE * k);
+        assert_eq!(
+            put_off,
+            [
+                slice(1),
+                slice(1),
+                slice(1),
+                slice(2),
+                slice(2),
+                slice(2),
+                slice(3)
+            ]
+        );
+        // Still the same slice just before its end; a new one at its end.
+        let late = t0 + LIVENESS_SLICE - Duration::from_millis(1);
+        assert_eq!(b.start(late, 3), slice(3));
+        let next = t0 + LIVENESS_SLICE;
+        for _ in 0..3 {
+            assert_eq!(b.start(next, 3), Ok(()));
+        }
+        assert_eq!(b.start(next, 3), Err(next + LIVENESS_SLICE));
+        // A share of 0 (never configured so, but not a division by zero) puts all off.
+        assert!(Budget::default().start(t0, 0).is_err());
+    }
 
     const DPD: Duration = Duration::from_secs(30);
 

@@ -78,7 +78,10 @@ pub use ike_sa::Transmit;
 pub(crate) use ike_sa::{CachedResponse, ChildRecord, ClientName, IkeSa, Reassembly};
 pub use init_jobs::{InitJob, InitVerdict};
 pub use init_reply::nat_detection_hash;
-pub use liveness::{DPD_RETRANSMIT, OVERFLOW_EXTENSIONS};
+pub use liveness::{
+    DPD_RETRANSMIT, LIVENESS_MAX_PER_SEC, LIVENESS_MIN_PER_SEC, LIVENESS_SLICE,
+    OVERFLOW_EXTENSIONS, checks_per_sec,
+};
 pub use mobike::{MalformedMobike, UpdateNotifies, parse_update};
 pub use pool::{AddressPool, AddressPool4, ClaimError, Pool, PoolNet};
 pub use qcd::{MIN_SECRET_LEN as QCD_MIN_SECRET_LEN, QcdSecret, unknown_spi_answer};
@@ -146,6 +149,9 @@ pub struct Responder {
     /// When the driver last reported that datagrams for the responder were dropped before
     /// it could read them ([`Responder::note_input_overflow`]).
     pub(crate) input_overflow: Option<Instant>,
+    /// How many liveness checks the current slice of time has started and put off
+    /// (`liveness.rs`).
+    pub(crate) liveness_budget: liveness::Budget,
 }
 
 impl Responder {
@@ -183,6 +189,7 @@ impl Responder {
             cert_authz_flight: cert_authz::Flight::default(),
             stats: Stats::default(),
             input_overflow: None,
+            liveness_budget: liveness::Budget::default(),
             answer_at: None,
             qcd: qcd::Limiter::default(),
             sync_changed: None,

@@ -1601,6 +1601,7 @@ mod identity;
 mod init_jobs;
 mod integrity_only;
 mod ipv4;
+mod liveness_cap;
 mod mobike;
 mod own_auth;
 mod proposals;

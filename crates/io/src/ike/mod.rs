@@ -6,7 +6,10 @@
 //! one-byte 0xFF NAT-keepalive (RFC 3948 §2.3) is ignored; ESP (a non-zero first word) is the
 //! dataplane's and should never reach this socket, so it is counted and dropped.
 //!
-//! Each socket is drained in `recvmmsg` batches, and every datagram passes the per-source
+//! Each turn of the loop reads one socket in `recvmmsg` batches, at most 256 datagrams and
+//! no new batch after 20 ms (`turn.rs`), then runs the responder's timers that are due and
+//! the auth threads' verdicts that are ready, whatever woke it, so a flood of input cannot
+//! hold back retransmissions and liveness checks. Every datagram passes the per-source
 //! shedding of `shed.rs` before the responder sees it: one address flooding IKE_SA_INIT
 //! cannot keep the socket's receive buffer full, where the kernel would drop every client's
 //! IKE alike (the flood test: `tests/e2e/ipsec_flood.rs`). The buffers are large
@@ -44,6 +47,7 @@ mod listener;
 mod native;
 pub mod ocsp;
 mod shed;
+mod turn;
 
 pub use native::NativeEsp;
 
@@ -51,6 +55,7 @@ use crate::sys::{self, BATCH, ReceivedFrom};
 use auth_pool::AuthPool;
 use listener::{Listener, readable};
 use shed::Shedder;
+use turn::Turn;
 
 use gate64_ike::udp_encap::{self, Encapsulated, NON_ESP_MARKER};
 pub use gate64_ike::udp_encap::{IKE_PORT, NAT_T_PORT};
@@ -62,10 +67,6 @@ const MAX_DATAGRAM: usize = 65_535;
 /// a fifth of a second of the netns test's flood, wait for the next read rather than being
 /// dropped by the kernel while the responder works.
 const SOCKET_BUFFER: usize = 8 << 20;
-/// `recvmmsg` batches read from one socket before the responder's output is sent: enough to
-/// drain a flood at a few syscalls per thousand datagrams, few enough that replies and the
-/// other socket wait at most a few milliseconds.
-const BATCHES_PER_WAKE: usize = 8;
 /// `[ipsec] ike_packets_per_source_per_sec`'s default, for drivers built without a config.
 pub const DEFAULT_PACKETS_PER_SOURCE_PER_SEC: u32 = 1_000;
 
@@ -508,14 +509,25 @@ impl IkeDriver {
                     eap_relay::RelayVerdict::Authz(v) => self.responder.handle_authz_verdict(Instant::now(), v),
                 },
             }
+            // Whatever woke this turn, it ends with the timers that are due and the verdicts
+            // that are ready: a socket that is always readable wins the select above as
+            // often as the timer does, and would otherwise hold them back.
+            let now = Instant::now();
+            if turn::timers_due(self.responder.poll_timeout(), now) {
+                self.responder.handle_timeout(now);
+            }
+            while let Some(verdict) = pool.as_mut().and_then(AuthPool::ready_verdict) {
+                self.on_verdict(now, verdict);
+            }
             self.dispatch_auth_jobs(pool.as_mut());
             self.dispatch_eap_jobs(relay.as_ref());
             self.flush(&listeners).await;
         }
     }
 
-    /// Reads up to [`BATCHES_PER_WAKE`] batches from `listener`, sheds per source, and hands
-    /// the rest to the responder (native ESP to the dataplane, one batch at a time).
+    /// Reads from `listener` what one turn may ([`Turn`]: at most [`turn::TURN_DATAGRAMS`],
+    /// no new batch after [`turn::TURN_READ_TIME`]), sheds per source, and hands the rest to
+    /// the responder (native ESP to the dataplane, one batch at a time).
     fn drain(&mut self, listener: &Listener, slots: &mut [Vec<u8>]) {
         let Listener {
             socket,
@@ -526,7 +538,8 @@ impl IkeDriver {
         } = listener;
         let (local, nat_t, native) = (*local, *nat_t, *native);
         let mut received = [ReceivedFrom::EMPTY; BATCH];
-        for _ in 0..BATCHES_PER_WAKE {
+        let mut turn = Turn::new(Instant::now());
+        while turn.may_read(Instant::now()) {
             let read = socket.try_io(Interest::READABLE, || {
                 sys::recv_batch_from(socket.as_raw_fd(), slots, &mut received)
             });
@@ -538,6 +551,7 @@ impl IkeDriver {
                     break;
                 }
             };
+            turn.read(n);
             let now = Instant::now();
             self.shedder.start_batch(n, slots.len());
             for (r, slot) in received[..n].iter().zip(slots.iter()) {
