@@ -99,10 +99,12 @@ impl Worker {
             }
             _ => start + ipv6::HEADER_LEN + udp::HEADER_LEN,
         };
-        let shared = Arc::clone(&self.shared);
         let esp = buf.get_mut(esp_at..end).ok_or(DropReason::Truncated)?;
         let spi = gate64_esp::spi_of(esp).ok_or(DropReason::Truncated)?;
-        let sa = shared
+        // `self.shared` is borrowed, not cloned: its reference count is one cache line every
+        // worker would write twice per packet.
+        let sa = self
+            .shared
             .cfg
             .sadb
             .as_ref()
@@ -155,8 +157,12 @@ impl Worker {
             IpAddr::V4(a) => a.to_ipv6_mapped(),
             IpAddr::V6(a) => a,
         };
-        let shared = Arc::clone(&self.shared);
-        let sadb = shared.cfg.sadb.as_ref().ok_or(DropReason::EspUnknownSpi)?;
+        let sadb = self
+            .shared
+            .cfg
+            .sadb
+            .as_ref()
+            .ok_or(DropReason::EspUnknownSpi)?;
         let esp = buf.get_mut(start..end).ok_or(DropReason::Truncated)?;
         let spi = gate64_esp::spi_of(esp).ok_or(DropReason::Truncated)?;
         let sa = sadb.inbound(spi).ok_or(DropReason::EspUnknownSpi)?;

@@ -16,7 +16,7 @@ use dashmap::mapref::entry::Entry;
 
 use crate::policy::SessionPolicy;
 use crate::sa::{Inbound, KeyError, Outbound, SaParams};
-use crate::selector::Selector;
+use crate::selector::{Selector, any_covers};
 
 /// Smallest SPI gate64 hands out: 1-255 are reserved by IANA (RFC 4303 §2.1).
 pub const MIN_SPI: u32 = 256;
@@ -384,11 +384,17 @@ impl SaDb {
             .or_else(|| self.best_in(unspecified(inner_dst), inner_dst, inner_src))
     }
 
+    /// The best SA in the bucket under `key` for `dst` and `src`. Each SA's selectors are
+    /// read once: under an exact address key every SA has a remote selector that is `dst`
+    /// itself ([`index_keys`]), so only the wide bucket checks the remote side; the
+    /// narrowest local selector covering `src`, `None` when none does, is the local check.
+    /// (The unspecified address is the wide bucket's key, never an exact one.)
     fn best_in(&self, key: IpAddr, dst: IpAddr, src: IpAddr) -> Option<Arc<OutboundEntry>> {
         let bucket = self.outbound.get(&key)?;
+        let exact = key == dst && !dst.is_unspecified();
         bucket
             .iter()
-            .filter(|o| !o.sa.is_expired() && o.sa.covers(dst, src))
+            .filter(|o| !o.sa.is_expired() && (exact || any_covers(o.sa.remote_ts(), dst)))
             .filter_map(|o| Some((narrowest_covering(o.sa.local_ts(), src)?, o)))
             .min_by_key(|(span, o)| (*span, core::cmp::Reverse(o.generation)))
             .map(|(_, o)| Arc::clone(o))
