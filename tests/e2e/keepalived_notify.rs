@@ -123,7 +123,10 @@ fn keepalived_notify_hot_mode_starts_on_master_and_backup_and_signals_a_running_
         "{}",
         s.read("calls")
     );
-    assert!(s.read("gate64.log").contains("MASTER: gate64 ha promote failed"));
+    assert!(
+        s.read("gate64.log")
+            .contains("MASTER: gate64 ha promote failed")
+    );
     // FAULT stops it.
     assert_eq!(s.notify(&["-m", "hot"], "FAULT").0, 0);
     assert_eq!(s.running(), None);
