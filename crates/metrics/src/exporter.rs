@@ -884,6 +884,35 @@ mod tests {
         );
     }
 
+    /// The HA store's gauge is empty without `[ha]` and reads its reader at each scrape.
+    #[test]
+    fn the_ha_store_gauge_reads_its_reader() {
+        let e = Exporter::new(Vec::new(), Arc::new(Gauges::default));
+        assert_eq!(
+            sample(&e.encode(), "gate64_ha_store_records{kind=\"ike\"}"),
+            None
+        );
+        let held = Arc::new(AtomicU64::new(3));
+        let read = Arc::clone(&held);
+        e.set_ha_store(Arc::new(move || {
+            vec![("ike", read.load(Ordering::Relaxed)), ("child", 6)]
+        }));
+        held.store(2, Ordering::Relaxed);
+        let text = e.encode();
+        assert!(
+            text.contains("# TYPE gate64_ha_store_records gauge\n"),
+            "{text}"
+        );
+        assert_eq!(
+            sample(&text, "gate64_ha_store_records{kind=\"ike\"}"),
+            Some("2")
+        );
+        assert_eq!(
+            sample(&text, "gate64_ha_store_records{kind=\"child\"}"),
+            Some("6")
+        );
+    }
+
     #[test]
     fn lifecycle_counters_start_at_zero_and_sum() {
         let e = Exporter::new(Vec::new(), Arc::new(Gauges::default));
