@@ -61,7 +61,7 @@ pub(crate) const REFRESH_FLUSHES: u64 = 30;
 /// Whether the SA with this SPI has its refresh turn at flush number `flushes`: once in
 /// every [`REFRESH_FLUSHES`] consecutive flushes.
 fn refresh_turn(spi: u64, flushes: u64) -> bool {
-    spi.wrapping_add(flushes) % REFRESH_FLUSHES == 0
+    spi.wrapping_add(flushes).is_multiple_of(REFRESH_FLUSHES)
 }
 
 /// This node's own IKE SAs (by responder SPI), for their refresh: each is named once in
