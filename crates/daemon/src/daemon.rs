@@ -290,7 +290,9 @@ impl Daemon {
         if let (Some(ha), Some((control, _))) = (ha, &started) {
             let handle = ha.spawn(control.clone(), Arc::clone(sadb), self.stop_tx.subscribe())?;
             let counters = handle.counters();
+            let held = Arc::clone(&counters);
             self.exporter.set_ha(Arc::new(move || counters.samples()));
+            self.exporter.set_ha_store(Arc::new(move || held.held()));
             *lock(&self.ha) = Some(handle);
         }
         let (control, ocsp) = match started {

@@ -19,7 +19,7 @@
 //!   [`gate64_esp::SaDb::install_synced`] takes; its key material is wiped on drop. An IKE
 //!   SA is encoded from and decoded into gate64-ike's `SyncedIkeSa` itself (gate64-ha
 //!   depends on gate64-ike, never the reverse), whose keys are `gate64_ike::keys::Secret`s:
-//!   never printed by `Debug`, not wiped on drop. Encoded records come in buffers wiped on
+//!   never printed by `Debug`, wiped on drop. Encoded records come in buffers wiped on
 //!   drop.
 //! - **Counters**: a child SA's record goes once, when the SA is made or rekeyed; after
 //!   that only its outbound sequence number and inbound replay high-water mark move, and

@@ -478,7 +478,7 @@ fn records_print_no_key() {
     assert!(text.contains("redacted"));
 }
 
-fn ike_record() -> SyncedIkeSa {
+pub(crate) fn ike_record() -> SyncedIkeSa {
     let key = |b: u8, n: usize| Secret(vec![b; n]);
     SyncedIkeSa {
         spi_i: 0x1111_2222_3333_4444,

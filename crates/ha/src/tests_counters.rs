@@ -6,7 +6,7 @@ use std::time::Instant;
 use gate64_esp::{Cipher, Inbound, OpenError, Outbound, SaDb, TAKEOVER_SEQ_MARGIN};
 
 use crate::codec::{HEADER_LEN, TAG_LEN};
-use crate::tests::{IN, child_record, ends, esp_packet, pair, sealed};
+use crate::tests::{IN, child_record, ends, esp_packet, ike_record, pair, sealed};
 use crate::*;
 
 fn entry(spi: u32, out: u64, high: u64) -> ChildCounters {
@@ -218,4 +218,19 @@ fn counters_cut_the_sync_link_bytes() {
         );
         assert!(after * 5 < before, "{n}: {before} -> {after}");
     }
+}
+
+/// An IKE SA's whole record every 30 s (its refresh) costs the sync link a few bytes a
+/// second, whatever the SA does: the record, with a long identity, two alternative names and
+/// two child SAs, plus the sync header, tag, IPv6 and UDP, fits one datagram and stays under
+/// 20 bytes a second.
+#[test]
+fn an_ike_sa_refresh_costs_the_link_little() {
+    const IP_UDP: usize = 40 + 8;
+    let record = encode_ike_sa(&ike_record()).len();
+    let datagram = record + HEADER_LEN + TAG_LEN + IP_UDP;
+    let per_second = datagram as f64 / 30.0;
+    println!("{record}-byte IKE SA record, {datagram}-byte datagram: {per_second:.1} B/s per SA");
+    assert!(datagram <= 1500, "{datagram}");
+    assert!(per_second < 20.0, "{per_second}");
 }

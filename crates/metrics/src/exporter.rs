@@ -62,6 +62,8 @@ struct Source {
     dae: Mutex<Option<DaeReader>>,
     /// The HA sync channel's counters, with `[ha]`.
     ha: Mutex<Option<DaeReader>>,
+    /// The records the HA standby's store holds, with `[ha]`.
+    ha_store: Mutex<Option<HaStoreReader>>,
     /// Readers of the GRE data path's counters.
     gre: Mutex<Vec<GreReader>>,
     /// The IKE driver's counters and the child-SA count, once IPsec runs.
@@ -113,6 +115,10 @@ pub type RadiusReader = Arc<dyn Fn() -> RadiusCounts + Send + Sync>;
 /// pair of labels (`gate64_radius_dae_requests_total`).
 pub type DaeReader = Arc<dyn Fn() -> Vec<(&'static str, &'static str, u64)> + Send + Sync>;
 
+/// Reads the HA store's distinct records: `(kind, records)` for each kind
+/// (`gate64_ha_store_records`).
+pub type HaStoreReader = Arc<dyn Fn() -> Vec<(&'static str, u64)> + Send + Sync>;
+
 impl Exporter {
     /// An exporter over `workers` (one [`Stats`] per data-plane worker) and `gauges`, which is
     /// called once per scrape to read the shared tables. `gauges` runs on the scraping task, so
@@ -130,6 +136,7 @@ impl Exporter {
             radius: Mutex::new(None),
             dae: Mutex::new(None),
             ha: Mutex::new(None),
+            ha_store: Mutex::new(None),
             gre: Mutex::new(Vec::new()),
             ipsec: Mutex::new(None),
         });
@@ -196,6 +203,17 @@ impl Exporter {
             .inner
             .source
             .ha
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = Some(read);
+    }
+
+    /// Exports the records the HA store holds (`gate64_ha_store_records{kind}`, read as
+    /// `(kind, records)`); without `[ha]` the family is empty.
+    pub fn set_ha_store(&self, read: HaStoreReader) {
+        *self
+            .inner
+            .source
+            .ha_store
             .lock()
             .unwrap_or_else(PoisonError::into_inner) = Some(read);
     }
@@ -667,6 +685,20 @@ impl Collector for Scrape {
             ha.into_iter()
                 .map(|(direction, result, n)| ([("direction", direction), ("result", result)], n)),
         )?;
+        let held = (self
+            .0
+            .ha_store
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner))
+        .as_ref()
+        .map(|read| read())
+        .unwrap_or_default();
+        gauge_family(
+            &mut enc,
+            names::HA_STORE_RECORDS,
+            names::HA_STORE_RECORDS_HELP,
+            held.into_iter().map(|(kind, n)| ([("kind", kind)], n)),
+        )?;
         let reloads = &self.0.reloads;
         counter_family(
             &mut enc,
@@ -849,6 +881,35 @@ mod tests {
             families,
             names::ALL.len(),
             "a metric is missing from names::ALL"
+        );
+    }
+
+    /// The HA store's gauge is empty without `[ha]` and reads its reader at each scrape.
+    #[test]
+    fn the_ha_store_gauge_reads_its_reader() {
+        let e = Exporter::new(Vec::new(), Arc::new(Gauges::default));
+        assert_eq!(
+            sample(&e.encode(), "gate64_ha_store_records{kind=\"ike\"}"),
+            None
+        );
+        let held = Arc::new(AtomicU64::new(3));
+        let read = Arc::clone(&held);
+        e.set_ha_store(Arc::new(move || {
+            vec![("ike", read.load(Ordering::Relaxed)), ("child", 6)]
+        }));
+        held.store(2, Ordering::Relaxed);
+        let text = e.encode();
+        assert!(
+            text.contains("# TYPE gate64_ha_store_records gauge\n"),
+            "{text}"
+        );
+        assert_eq!(
+            sample(&text, "gate64_ha_store_records{kind=\"ike\"}"),
+            Some("2")
+        );
+        assert_eq!(
+            sample(&text, "gate64_ha_store_records{kind=\"child\"}"),
+            Some("6")
         );
     }
 

@@ -27,7 +27,7 @@ mod ipsec;
 pub mod names;
 
 pub use exporter::{
-    DaeReader, GreReader, GreSnapshot, GreTunnelSample, RadiusCounts, RadiusReader,
+    DaeReader, GreReader, GreSnapshot, GreTunnelSample, HaStoreReader, RadiusCounts, RadiusReader,
 };
 pub use exporter::{
     Exporter, HttpRejected, OPENMETRICS_CONTENT_TYPE, PROMETHEUS_TEXT_CONTENT_TYPE,

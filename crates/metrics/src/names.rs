@@ -181,7 +181,8 @@ pub const RADIUS_DAE_REQUESTS_TOTAL_HELP: &str = "RADIUS Disconnect-Requests and
     CoA-Requests received, by code and by result (ack, nak_* by Error-Cause, or why dropped).";
 
 /// HA state sync messages (`[ha]`). Counter; labels `direction` (`out`: sent, send_failed,
-/// tap_full; `in`: stored, from_elsewhere, undecodable, store_full and gate64-ha's refusals
+/// tap_full; `in`: stored (messages taken, updates included; [`HA_STORE_RECORDS`] counts
+/// distinct records), from_elsewhere, undecodable, store_full and gate64-ha's refusals
 /// malformed, too_long, unauthenticated, replayed, stale_epoch; `takeover`: installed,
 /// install_failed, and for the on-demand takeover on_demand (IKE SAs taken over),
 /// on_demand_peer_alive, on_demand_limited, on_demand_refused) and `result`.
@@ -189,6 +190,14 @@ pub const HA_SYNC_TOTAL: &str = "gate64_ha_sync_total";
 /// Help text of [`HA_SYNC_TOTAL`].
 pub const HA_SYNC_TOTAL_HELP: &str = "HA state sync messages sent and received, and SAs \
     installed at a takeover, by direction and result.";
+
+/// The distinct records the HA standby's store holds for a takeover (`[ha]`): each IKE SA
+/// and child SA of the peer counts once however often its record came. Gauge; label `kind`
+/// (`ike`, `child`).
+pub const HA_STORE_RECORDS: &str = "gate64_ha_store_records";
+/// Help text of [`HA_STORE_RECORDS`].
+pub const HA_STORE_RECORDS_HELP: &str = "Distinct IKE SA and child SA records the HA store \
+    holds for a takeover, by kind.";
 
 /// Configuration reloads (SIGHUP) by outcome. Counter; label `result` (`ok`, `refused`).
 pub const CONFIG_RELOADS_TOTAL: &str = "gate64_config_reloads_total";
@@ -437,6 +446,7 @@ pub const ALL: &[(&str, &str)] = &[
     (RADIUS_RETRANSMITS_TOTAL, RADIUS_RETRANSMITS_TOTAL_HELP),
     (RADIUS_DAE_REQUESTS_TOTAL, RADIUS_DAE_REQUESTS_TOTAL_HELP),
     (HA_SYNC_TOTAL, HA_SYNC_TOTAL_HELP),
+    (HA_STORE_RECORDS, HA_STORE_RECORDS_HELP),
     (IPSEC_PACKETS_TOTAL, IPSEC_PACKETS_TOTAL_HELP),
     (CONFIG_RELOADS_TOTAL, CONFIG_RELOADS_TOTAL_HELP),
     (GRE_TUNNELS, GRE_TUNNELS_HELP),

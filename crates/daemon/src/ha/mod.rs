@@ -9,9 +9,10 @@
 //!   (negotiated or rekeyed) or went; a gone one is sent at once, the others within
 //!   [`FLUSH_EVERY`];
 //! - every [`FLUSH_EVERY`] the node sends the IKE SAs whose message IDs moved since the last
-//!   flush; a child SA's whole record when it is new here (made, rekeyed, moved to another
-//!   peer address, or installed at a takeover) and again every [`REFRESH_FLUSHES`] flushes
-//!   (so a restarted peer, or one that lost a datagram, has it again within that); and
+//!   flush, and each of its other IKE SAs again every [`REFRESH_FLUSHES`] flushes; a child
+//!   SA's whole record when it is new here (made, rekeyed, moved to another peer address, or
+//!   installed at a takeover) and again every [`REFRESH_FLUSHES`] flushes (so a restarted
+//!   peer, or one that lost a datagram, has both kinds again within that); and
 //!   otherwise only the counters (outbound sequence number, inbound replay high-water mark)
 //!   of the child SAs whose counters moved, batched ([`gate64_ha::ChildCounters`]). The peer
 //!   is never more than a flush behind on them (gate64-esp adds `TAKEOVER_SEQ_MARGIN` to
@@ -55,10 +56,54 @@ pub(crate) const FLUSH_EVERY: Duration = Duration::from_secs(1);
 /// The sync socket's send and receive buffers, bytes: a flush's burst of records (one
 /// datagram each) for many thousand clients.
 const SOCKET_BUFFER: usize = 8 << 20;
-/// Every this many flushes each child SA's whole record goes again (its counters go at
-/// every flush they moved): what a restarted peer, or one that lost the record's datagram,
-/// waits at most for it. Each SA's turn falls on another flush (by SPI), spreading them.
+/// Every this many flushes each IKE SA's and each child SA's whole record goes again (an
+/// IKE SA's also whenever its message IDs moved, a child SA's counters at every flush they
+/// moved): what a restarted peer, or one that lost the record's datagram, waits at most for
+/// it. Each SA's turn falls on another flush (by SPI, [`refresh_turn`]), spreading them.
 pub(crate) const REFRESH_FLUSHES: u64 = 30;
+
+/// Whether the SA with this SPI has its refresh turn at flush number `flushes`: once in
+/// every [`REFRESH_FLUSHES`] consecutive flushes.
+fn refresh_turn(spi: u64, flushes: u64) -> bool {
+    spi.wrapping_add(flushes).is_multiple_of(REFRESH_FLUSHES)
+}
+
+/// This node's own IKE SAs (by responder SPI), for their refresh: each is named once in
+/// every [`REFRESH_FLUSHES`] flushes by [`IkeRefresh::due`].
+#[derive(Default)]
+struct IkeRefresh {
+    held: HashSet<u64>,
+}
+
+impl IkeRefresh {
+    /// An IKE SA came up here, or its record was exported.
+    fn up(&mut self, spi_r: u64) {
+        self.held.insert(spi_r);
+    }
+
+    /// An IKE SA went.
+    fn gone(&mut self, spi_r: u64) {
+        self.held.remove(&spi_r);
+    }
+
+    /// The IKE SAs whose refresh turn flush number `flushes` is.
+    fn due(&self, flushes: u64) -> Vec<u64> {
+        (self.held.iter().copied())
+            .filter(|&spi| refresh_turn(spi, flushes))
+            .collect()
+    }
+
+    /// After a flush asked for `due` and the responder exported `exported`: a due IKE SA the
+    /// responder no longer has (its end's event was lost) is forgotten; every exported one
+    /// is held.
+    fn exported(&mut self, due: &[u64], exported: &[SyncedIkeSa]) {
+        let found: HashSet<u64> = exported.iter().map(|sa| sa.spi_r).collect();
+        for spi in due.iter().filter(|s| !found.contains(s)) {
+            self.held.remove(spi);
+        }
+        self.held.extend(found);
+    }
+}
 /// Changes the responder's events may queue for the sync task; beyond, one is dropped and
 /// counted (`tap_full`), and the next flush's child SA sweep still sends child SAs.
 const TAP_QUEUE: usize = 65_536;
@@ -82,6 +127,8 @@ pub(crate) struct Counters {
     on_demand_peer_alive: AtomicU64,
     on_demand_limited: AtomicU64,
     on_demand_refused: AtomicU64,
+    /// The store's distinct IKE SA and child SA records, `gate64_ha_store_records{kind}`.
+    held: [AtomicU64; 2],
 }
 
 /// Every refusal of gate64-ha, in [`Counters::refused`]'s order.
@@ -138,6 +185,21 @@ impl Counters {
             out.push(("in", r.as_str(), get(c)));
         }
         out
+    }
+
+    /// `(kind, records)`: the distinct IKE SA and child SA records the store holds (a
+    /// record that came again replaces its older one and counts once).
+    pub(crate) fn held(&self) -> Vec<(&'static str, u64)> {
+        let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
+        vec![("ike", get(&self.held[0])), ("child", get(&self.held[1]))]
+    }
+
+    /// Sets the store's record counts to what `store` holds now.
+    fn set_held(&self, store: &Store) {
+        let (ike, child) = store.len();
+        for (c, n) in self.held.iter().zip([ike, child]) {
+            c.store(u64::try_from(n).unwrap_or(u64::MAX), Ordering::Relaxed);
+        }
     }
 
     fn add(c: &AtomicU64, n: u64) {
@@ -281,6 +343,7 @@ impl Prepared {
             control,
             sadb,
             pending_ike: BTreeSet::new(),
+            ike_sas: IkeRefresh::default(),
             children: HashSet::new(),
             sent_counters: HashMap::new(),
             flushes: 0,
@@ -328,6 +391,7 @@ impl Inbox {
             Err(StoreDrop::UnknownVersion) => Counters::add(&c.unknown_version, 1),
             Err(StoreDrop::Full) => Counters::add(&c.store_full, 1),
         }
+        c.set_held(&self.store);
     }
 }
 
@@ -341,12 +405,14 @@ struct Task {
     sadb: Arc<SaDb>,
     /// IKE SAs that came up since the last flush.
     pending_ike: BTreeSet<u64>,
+    /// This node's IKE SAs, for their refresh.
+    ike_sas: IkeRefresh,
     /// This node's child SAs, swept every flush.
     children: HashSet<u32>,
     /// The counters last sent of each child SA whose record went; one missing here goes
     /// whole at the next flush.
     sent_counters: HashMap<u32, ChildCounters>,
-    /// Flushes so far, for [`REFRESH_FLUSHES`].
+    /// Flushes so far, for [`refresh_turn`].
     flushes: u64,
     /// The limits of the on-demand takeover.
     on_demand: Candidates,
@@ -385,6 +451,7 @@ impl Task {
         match change {
             Change::Ike(spi) => {
                 self.pending_ike.insert(spi);
+                self.ike_sas.up(spi);
             }
             Change::Child(spi) => {
                 self.children.insert(spi);
@@ -392,6 +459,9 @@ impl Task {
             }
             Change::Gone(gone) => {
                 self.pending_ike.retain(|s| gone != Gone::IkeSa(*s));
+                if let Gone::IkeSa(spi) = gone {
+                    self.ike_sas.gone(spi);
+                }
                 if let Gone::ChildSa(spi) = gone {
                     self.children.remove(&spi);
                     self.sent_counters.remove(&spi);
@@ -403,14 +473,19 @@ impl Task {
     }
 
     /// Tells the responder which of the peer's IKE SAs wait here for a takeover (when that
-    /// changed), then sends the IKE SAs that came up or whose message IDs moved, and the
-    /// child SAs ([`Task::flush_children`]).
+    /// changed), then sends the IKE SAs that came up, whose message IDs moved or whose
+    /// refresh turn it is, and the child SAs ([`Task::flush_children`]).
     async fn flush(&mut self) {
+        self.flushes = self.flushes.wrapping_add(1);
+        // Also after a takeover emptied the store.
+        self.counters.set_held(&self.inbox.store);
         if let Some(awaiting) = self.inbox.store.ike_spis_if_changed() {
             self.control
                 .apply(move |r| r.set_awaiting_takeover(awaiting));
         }
-        let fresh: Vec<u64> = std::mem::take(&mut self.pending_ike).into_iter().collect();
+        let due = self.ike_sas.due(self.flushes);
+        let mut fresh: Vec<u64> = std::mem::take(&mut self.pending_ike).into_iter().collect();
+        fresh.extend_from_slice(&due);
         let (tx, rx) = oneshot::channel::<Vec<SyncedIkeSa>>();
         let asked = self.control.apply(move |r| {
             let mut spis = r.take_sync_changes();
@@ -425,6 +500,7 @@ impl Task {
             );
         });
         if asked && let Ok(sas) = rx.await {
+            self.ike_sas.exported(&due, &sas);
             for sa in &sas {
                 self.send(MessageType::IkeSa, &gate64_ha::encode_ike_sa(sa))
                     .await;
@@ -436,7 +512,6 @@ impl Task {
     /// Sends the whole record of each child SA that is new here or whose refresh turn it is,
     /// then, batched, the counters of the others whose counters moved since last sent.
     async fn flush_children(&mut self) {
-        self.flushes = self.flushes.wrapping_add(1);
         let now = Instant::now();
         let spis: Vec<u32> = self.children.iter().copied().collect();
         let mut moved = Vec::new();
@@ -452,7 +527,7 @@ impl Task {
                 outbound_next_seq,
                 inbound_highest_seq,
             };
-            let refresh = (u64::from(spi).wrapping_add(self.flushes)) % REFRESH_FLUSHES == 0;
+            let refresh = refresh_turn(u64::from(spi), self.flushes);
             match self.sent_counters.get(&spi) {
                 Some(last) if !refresh => {
                     if *last != counters {
@@ -622,6 +697,79 @@ mod tests {
         }
         let (ike, _) = inbox.store.take();
         assert_eq!(ike[0], store::sample());
+    }
+
+    /// Every IKE SA held here is due for its refresh exactly once in any
+    /// [`REFRESH_FLUSHES`] consecutive flushes, its message IDs moving or not; one that
+    /// went, or that the responder no longer exports, is not due again.
+    #[test]
+    fn each_ike_sa_is_refreshed_once_every_refresh_flushes() {
+        let mut ike = IkeRefresh::default();
+        let spis = [2, 3, 0x1d, u64::MAX, 0x8000_0000_0000_0001];
+        for spi in spis.into_iter().chain([40, 41]) {
+            ike.up(spi);
+        }
+        ike.gone(40);
+        let mut seen: HashMap<u64, Vec<u64>> = HashMap::new();
+        for flush in 1_000..1_000 + REFRESH_FLUSHES {
+            let due = ike.due(flush);
+            let exported: Vec<SyncedIkeSa> = (due.iter())
+                .filter(|&&spi| spi != 41)
+                .map(|&spi_r| SyncedIkeSa {
+                    spi_r,
+                    ..store::sample()
+                })
+                .collect();
+            ike.exported(&due, &exported);
+            for spi in due {
+                seen.entry(spi).or_default().push(flush);
+            }
+        }
+        for spi in spis {
+            assert_eq!(seen.get(&spi).map(Vec::len), Some(1), "{spi:#x}: {seen:?}");
+        }
+        assert!(!seen.contains_key(&40), "gone: never due");
+        assert_eq!(seen[&41].len(), 1, "due once, not exported");
+        let later: Vec<u64> = (0..REFRESH_FLUSHES).flat_map(|f| ike.due(f)).collect();
+        assert!(!later.contains(&41), "then forgotten: {later:?}");
+        assert_eq!(later.len(), spis.len());
+        // The turns spread: these SPIs do not all fall on one flush.
+        let flushes: HashSet<u64> = seen.values().flatten().copied().collect();
+        assert!(flushes.len() > 1, "{seen:?}");
+    }
+
+    /// `stored` counts messages; the held gauge counts distinct records, so an update of a
+    /// record already held does not raise it and a gone one lowers it.
+    #[test]
+    fn the_held_gauge_counts_distinct_records_not_messages() {
+        let secret = gate64_ha::SharedSecret::from_file_contents(&[b'k'; 48]).unwrap();
+        let peer: SocketAddr = "10.0.9.2:4501".parse().unwrap();
+        let counters = Arc::new(Counters::default());
+        let mut inbox = Inbox {
+            peer,
+            opener: Opener::new(&secret, 1, 2).unwrap(),
+            store: Store::new(8, 8),
+            counters: Arc::clone(&counters),
+            last_authentic: None,
+        };
+        let mut sealer = Sealer::new(&secret, 2, 1, 7).unwrap();
+        let mut deliver = |kind, body: &[u8]| {
+            let mut m = Vec::new();
+            sealer.seal(kind, body, &mut m).unwrap();
+            inbox.receive(&mut m, peer);
+        };
+        let mut sa = store::sample();
+        for _ in 0..3 {
+            deliver(MessageType::IkeSa, &gate64_ha::encode_ike_sa(&sa));
+            sa.next_id_in += 1;
+        }
+        sa.spi_r = 77;
+        deliver(MessageType::IkeSa, &gate64_ha::encode_ike_sa(&sa));
+        assert!(counters.samples().contains(&("in", "stored", 4)));
+        assert_eq!(counters.held(), vec![("ike", 2), ("child", 0)]);
+        let (kind, gone) = Gone::IkeSa(77).encode();
+        deliver(kind, &gone);
+        assert_eq!(counters.held(), vec![("ike", 1), ("child", 0)]);
     }
 
     /// A peer that moved makes its child SAs' records go whole again.

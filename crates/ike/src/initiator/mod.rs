@@ -586,7 +586,10 @@ impl Initiator {
         };
         let params = |spi, key: keys::Secret| SaParams {
             spi,
-            keys: SaKeys { cipher, key: key.0 },
+            keys: SaKeys {
+                cipher,
+                key: key.into_bytes(),
+            },
             esn,
             lifetime,
             created: now,

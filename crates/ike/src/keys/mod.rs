@@ -55,9 +55,31 @@ pub enum OpenError {
     Integrity,
 }
 
-/// Secret bytes that never print.
+/// Secret bytes that never print, wiped on drop (each clone wipes its own copy).
 #[derive(Clone, PartialEq, Eq)]
 pub struct Secret(pub Vec<u8>);
+
+impl Secret {
+    /// The bytes, moved out without a copy (what is left to drop is empty): for a holder
+    /// that wipes them itself, such as gate64-esp's `SaKeys`.
+    pub fn into_bytes(mut self) -> Vec<u8> {
+        std::mem::take(&mut self.0)
+    }
+}
+
+impl zeroize::Zeroize for Secret {
+    fn zeroize(&mut self) {
+        self.0.zeroize();
+    }
+}
+
+impl Drop for Secret {
+    fn drop(&mut self) {
+        zeroize::Zeroize::zeroize(self);
+    }
+}
+
+impl zeroize::ZeroizeOnDrop for Secret {}
 
 impl std::fmt::Debug for Secret {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {

@@ -132,7 +132,7 @@ fn rfc7296_2_14_key_order() {
     let (i_to_r, r_to_i) = child_keymat(&keys.sk_d, None, &ni, &nr, 36);
     let keymat = Prf::HmacSha256.prf_plus(&keys.sk_d.key.0, &[&ni[..], &nr].concat(), 72);
     assert_eq!(
-        (i_to_r.0, r_to_i.0),
+        (i_to_r.into_bytes(), r_to_i.into_bytes()),
         (keymat[..36].to_vec(), keymat[36..].to_vec())
     );
 }
@@ -529,3 +529,24 @@ const MODP_2048_FOR_TESTS: [&str; 1] = [concat!(
     "E39E772C180E86039B2783A2EC07A28FB5C55DF06F4C52C9DE2BCBF695581718",
     "3995497CEA956AE515D2261898FA051015728E5A8AACAA68FFFFFFFFFFFFFFFF",
 )];
+
+/// Key material is wiped on drop: `Secret` is `ZeroizeOnDrop` (its `Drop` calls its
+/// `Zeroize`, which overwrites the bytes and leaves none), and moving the bytes out leaves
+/// nothing behind to wipe twice.
+#[test]
+fn secrets_are_wiped_on_drop() {
+    fn wiped_on_drop<T: zeroize::ZeroizeOnDrop>() {}
+    wiped_on_drop::<Secret>();
+    let mut s = Secret(vec![0xa5; 32]);
+    let copy = s.clone();
+    zeroize::Zeroize::zeroize(&mut s);
+    assert!(s.0.is_empty(), "zeroize leaves no byte");
+    assert_eq!(copy.0, vec![0xa5; 32], "a clone is its own copy");
+    let ptr = copy.0.as_ptr();
+    let bytes = copy.into_bytes();
+    assert_eq!(
+        (bytes.as_ptr(), bytes.len()),
+        (ptr, 32),
+        "moved, not copied"
+    );
+}

@@ -306,7 +306,7 @@ pub(crate) fn build_child(
         spi,
         keys: SaKeys {
             cipher: plan.choice.cipher,
-            key: key.0,
+            key: key.into_bytes(),
         },
         esn: plan.choice.esn,
         lifetime,
