@@ -526,6 +526,28 @@ fn takeover(lab: &Lab) -> Result<()> {
     r
 }
 
+/// SIGKILLs every process of the active node and takes its links down (the sync link too);
+/// waits for the standby to hold the IKE address. Returns when the node died (seconds since
+/// the epoch) and how long the standby took to hold the address.
+fn kill_active(lab: &Lab) -> Result<(f64, f64)> {
+    let [active_ns, standby_ns] = &lab.nodes;
+    let died = now_epoch();
+    let t = Instant::now();
+    for pid in active_ns.pids() {
+        signal(pid as u32, "-KILL");
+    }
+    for dev in ["up0", "lan0", "ha0"] {
+        active_ns.ip(&["link", "set", dev, "down"])?;
+    }
+    let took_over = wait_until(RESUME_BOUND, || holds_address(standby_ns, IKE_ADDRESS));
+    let vrrp_secs = t.elapsed().as_secs_f64();
+    ensure!(
+        took_over,
+        "hsb did not take {IKE_ADDRESS} within {RESUME_BOUND:?}"
+    );
+    Ok((died, vrrp_secs))
+}
+
 fn ping_once(ns: &Netns) -> bool {
     ns.exec(&["ping", "-6", "-c", "1", "-W", "2", &CORP_HOST.to_string()])
         .is_ok_and(|o| o.status.success())
@@ -567,20 +589,7 @@ fn with_client(lab: &Lab, charon: &Charon<'_>) -> Result<()> {
     // One of the ping's ESP packets, caught before the flushes that sync its sequence number.
     let replay = catch_esp(lab)?;
     std::thread::sleep(Duration::from_secs(2));
-    let died = now_epoch();
-    let t = Instant::now();
-    for pid in active_ns.pids() {
-        signal(pid as u32, "-KILL");
-    }
-    for dev in ["up0", "lan0", "ha0"] {
-        active_ns.ip(&["link", "set", dev, "down"])?;
-    }
-    let took_over = wait_until(RESUME_BOUND, || holds_address(standby_ns, IKE_ADDRESS));
-    let vrrp_secs = t.elapsed().as_secs_f64();
-    ensure!(
-        took_over,
-        "hsb did not take {IKE_ADDRESS} within {RESUME_BOUND:?}"
-    );
+    let (died, vrrp_secs) = kill_active(lab)?;
     let resumed = wait_until(RESUME_BOUND, || stream.resumed_after(died + 0.5));
     std::thread::sleep(Duration::from_secs(2));
     signal(stream.process.pid(), "-INT");
@@ -810,7 +819,7 @@ fn load_status(path: &Path) -> String {
 }
 
 fn with_load(lab: &Lab, charon: &Charon<'_>, certs: &LabCerts, clients: usize) -> Result<()> {
-    let [active_ns, standby_ns] = &lab.nodes;
+    let [_, standby_ns] = &lab.nodes;
     charon.load_all()?;
     for tunnel in [INFRASTRUCTURE, INTRANET] {
         charon.initiate(tunnel, tunnel, INITIATE_TIMEOUT)?;
@@ -888,20 +897,7 @@ fn with_load(lab: &Lab, charon: &Charon<'_>, certs: &LabCerts, clients: usize) -
     signal(load.pid(), "-USR1");
     std::thread::sleep(Duration::from_secs(3));
     let at_death = field(&load_status(&status), "elapsed_seconds").unwrap_or(f64::MAX);
-    let died = now_epoch();
-    let t = Instant::now();
-    for pid in active_ns.pids() {
-        signal(pid as u32, "-KILL");
-    }
-    for dev in ["up0", "lan0", "ha0"] {
-        active_ns.ip(&["link", "set", dev, "down"])?;
-    }
-    let took_over = wait_until(RESUME_BOUND, || holds_address(standby_ns, IKE_ADDRESS));
-    let vrrp_secs = t.elapsed().as_secs_f64();
-    ensure!(
-        took_over,
-        "hsb did not take {IKE_ADDRESS} within {RESUME_BOUND:?}"
-    );
+    let (died, vrrp_secs) = kill_active(lab)?;
     // Every client answered again: a status written well after the death (the status may be
     // a second old at it) in which no client is silent (no echo for two probe intervals and
     // a second) and every one was answered by both hosts.

@@ -652,19 +652,25 @@ mod tests {
     use super::*;
     use gate64_ike::responder::RekeyKind;
 
-    /// Only what authenticates from the peer's address reaches the store.
-    #[test]
-    fn the_inbox_stores_only_authentic_fresh_messages_from_the_peer() {
+    /// Node 1's inbox for node 2 at `10.0.9.2:4501`, with its shared secret and counters.
+    fn test_inbox() -> (gate64_ha::SharedSecret, SocketAddr, Arc<Counters>, Inbox) {
         let secret = gate64_ha::SharedSecret::from_file_contents(&[b'k'; 48]).unwrap();
         let peer: SocketAddr = "10.0.9.2:4501".parse().unwrap();
         let counters = Arc::new(Counters::default());
-        let mut inbox = Inbox {
+        let inbox = Inbox {
             peer,
             opener: Opener::new(&secret, 1, 2).unwrap(),
             store: Store::new(8, 8),
             counters: Arc::clone(&counters),
             last_authentic: None,
         };
+        (secret, peer, counters, inbox)
+    }
+
+    /// Only what authenticates from the peer's address reaches the store.
+    #[test]
+    fn the_inbox_stores_only_authentic_fresh_messages_from_the_peer() {
+        let (secret, peer, counters, mut inbox) = test_inbox();
         let mut from_peer = Sealer::new(&secret, 2, 1, 7).unwrap();
         let mut reflected = Sealer::new(&secret, 1, 2, 7).unwrap();
         let record = gate64_ha::encode_ike_sa(&store::sample());
@@ -742,16 +748,7 @@ mod tests {
     /// record already held does not raise it and a gone one lowers it.
     #[test]
     fn the_held_gauge_counts_distinct_records_not_messages() {
-        let secret = gate64_ha::SharedSecret::from_file_contents(&[b'k'; 48]).unwrap();
-        let peer: SocketAddr = "10.0.9.2:4501".parse().unwrap();
-        let counters = Arc::new(Counters::default());
-        let mut inbox = Inbox {
-            peer,
-            opener: Opener::new(&secret, 1, 2).unwrap(),
-            store: Store::new(8, 8),
-            counters: Arc::clone(&counters),
-            last_authentic: None,
-        };
+        let (secret, peer, counters, mut inbox) = test_inbox();
         let mut sealer = Sealer::new(&secret, 2, 1, 7).unwrap();
         let mut deliver = |kind, body: &[u8]| {
             let mut m = Vec::new();
