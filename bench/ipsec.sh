@@ -679,7 +679,8 @@ ike_measure() {
         mm=$(printf '%s\n' "$m" | awk '$1 == "gate64_ipsec_mmsa" {print $2}')
         qm=$(printf '%s\n' "$m" | awk '$1 == "gate64_ipsec_qmsa" {print $2}')
         # IKE shed before any work (caps, auth queue): each costs the client a retransmission.
-        log "  $setup: shed: $(printf '%s\n' "$m" | awk '/^gate64_ike_shed_total/ && $2 > 0 {printf "%s=%s ", $1, $2}')"
+        # "none" only when the metrics were read; nothing after "shed:" when they were not.
+        log "  $setup: shed: $(printf '%s\n' "$m" | awk '/^gate64_/ {seen = 1} /^gate64_ike_shed_total/ && $2 > 0 {n++; printf "%s=%s ", $1, $2} END {if (seen && !n) print "none"}')"
         ;;
     *)
         local st
