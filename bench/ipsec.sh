@@ -69,11 +69,14 @@
 #        EAP_WINDOW=2     set-ups in flight per client namespace
 #        EAP_RADIUS_SOCKETS=N  charon eap-radius's sockets (default EAP_SOURCES x EAP_WINDOW)
 #        IKE_CLIENTS=500  emulated clients (2 IKE SAs each) per ike-* setup
-#        IKE_WINDOW=16    handshakes in flight;  IKE_SOURCES=32  client source addresses
-#        IKE_SOCKETS=4    UDP sockets (ports) per source address, one handshake in flight
-#                      each; gate64 verifies at most 2 IKE_AUTH per source at once and drops
-#                      the rest as lost (a retransmission later), so IKE_SOCKETS=1 with more
-#                      IKE_SOURCES keeps that cap out of the measurement
+#        IKE_WINDOW=16    handshakes in flight;  IKE_SOURCES=32  client source addresses,
+#                      each in a /48 of its own (at most 32767)
+#        IKE_SOCKETS=1    UDP sockets (ports) per source address, one handshake in flight
+#                      each. gate64 verifies at most 2 IKE_AUTH per source (/64) and 4 per
+#                      host (/48) at once and drops the rest as lost, which costs ike-load a
+#                      2 s retransmission wait each; with every source in its own /48 and
+#                      IKE_SOCKETS of 1 or 2 neither cap is reached, and the run measures the
+#                      responder. IKE_SOCKETS above 2 measures the per-source cap (warned)
 #        IKE_GROUP=ecp256  the IKE key exchange of every setup: ecp256 (ECP-256, group 19)
 #                      or modp2048 (MODP-2048, group 14). Both responders are held to it
 #                      (charon's proposals, gate64's ike_proposals with modp2048) and
@@ -569,8 +572,10 @@ run_gate64() {
 # SETUPS ike-gate64 / ike-strongswan: gate64-testkit's ike-load in tcli runs IKE_CLIENTS
 # emulated clients, two IKE SAs each (infrastructure + intranet, a certificate per client
 # from its own CA), over plain UDP from IKE_SOURCES IPv6 addresses on tcli's veth, each in
-# its own /64 (gate64 counts half-open SAs and IKE_AUTH verifications in flight per /64, as
-# one client's; sources sharing a /64 would measure those caps, not the responder), against
+# its own /48 (gate64 counts half-open SAs and IKE_AUTH verifications in flight per /64, as
+# one client's, and IKE_AUTH verifications per /48 as well, as one site's: sources sharing a
+# /64 or a /48 would measure those caps and ike-load's retransmission waits, not the
+# responder), against
 # (a) gate64 serve's IKE endpoint (2001:db8:100::1, on its TUN in tsrv: the kernel delivers
 # IKE arriving on the veth to the daemon's sockets on [endpoint]:500/4500 directly, so this
 # load skips Teredo and the dataplane, and measures the IKE responder alone) and (b) a
@@ -580,9 +585,27 @@ run_gate64() {
 IKE_CLIENTS=${IKE_CLIENTS:-500}
 IKE_WINDOW=${IKE_WINDOW:-16}
 IKE_SOURCES=${IKE_SOURCES:-32}
-IKE_SOCKETS=${IKE_SOCKETS:-4}
+IKE_SOCKETS=${IKE_SOCKETS:-1}
 IKE_POOL6=fd00:c1::/112
+# The link between tcli and tsrv (tsrv's end is the clients' next hop to the endpoint).
 IKE_CLIENT_NET=2001:db8:200
+# The client sources: 2001:db8:8001:: .. 2001:db8:ffff::, one /48 each (ike_source).
+IKE_SOURCE_NET=2001:db8:8000::/33
+IKE_SOURCES_MAX=32767
+case $IKE_SOURCES in
+'' | *[!0-9]*) echo "IKE_SOURCES: '$IKE_SOURCES' is not a number" >&2; exit 2 ;;
+esac
+if [ "$IKE_SOURCES" -lt 1 ] || [ "$IKE_SOURCES" -gt "$IKE_SOURCES_MAX" ]; then
+    echo "IKE_SOURCES: $IKE_SOURCES is not in 1..$IKE_SOURCES_MAX (one /48 each)" >&2
+    exit 2
+fi
+case $IKE_SOCKETS in
+'' | *[!0-9]*) echo "IKE_SOCKETS: '$IKE_SOCKETS' is not a number" >&2; exit 2 ;;
+esac
+if [ "$IKE_SOCKETS" -gt 2 ]; then
+    echo "IKE_SOCKETS=$IKE_SOCKETS: more than gate64's 2 IKE_AUTH in flight per source;" \
+        "the ike-gate64 run will be shed (auth_queue_source) and wait for retransmissions" >&2
+fi
 IKE_RESULTS=() # "setup clients established failed secs rate cpu rss0 rss1 mmsa qmsa"
 
 ike_lab() {
@@ -590,11 +613,13 @@ ike_lab() {
     setup
     ip -n "$SRV" addr add "$IKE_CLIENT_NET::1/64" dev vcli nodad
     ip -n "$SRV" -6 route add "$IKE_CLIENT_NET::/48" dev vcli
+    ip -n "$SRV" -6 route add "$IKE_SOURCE_NET" dev vcli
     local i
     for i in $(seq "$IKE_SOURCES"); do
         ip -n "$CLI" addr add "$(ike_source "$i")/64" dev vsrv nodad
     done
     ip -n "$CLI" -6 route add "$IKE_CLIENT_NET::/48" dev vsrv
+    ip -n "$CLI" -6 route add "$IKE_SOURCE_NET" dev vsrv
     ip -n "$CLI" -6 route add 2001:db8:100::/48 via "$IKE_CLIENT_NET::1"
     # kernel-libipsec routes each child SA into ipsec0 with its local selector's address as
     # the source, which must be local (as in the ESP setups).
@@ -605,8 +630,10 @@ ike_lab() {
     "$IKE_LOAD_BIN" make-ca "$WORK/clients"
 }
 
-# ike_source I: the I-th client source address, alone in its /64 of $IKE_CLIENT_NET::/48.
-ike_source() { printf '%s:%x::1000' "$IKE_CLIENT_NET" "$1"; }
+# ike_source I (1..IKE_SOURCES_MAX): the I-th client source address, alone in its /48 of
+# $IKE_SOURCE_NET, so neither gate64's per-source (/64) nor its per-host (/48) cap on
+# IKE_AUTH verifications in flight is shared between sources.
+ike_source() { printf '2001:db8:%x::1000' $((0x8000 + $1)); }
 
 ike_sources() {
     local i out=""
@@ -652,7 +679,8 @@ ike_measure() {
         mm=$(printf '%s\n' "$m" | awk '$1 == "gate64_ipsec_mmsa" {print $2}')
         qm=$(printf '%s\n' "$m" | awk '$1 == "gate64_ipsec_qmsa" {print $2}')
         # IKE shed before any work (caps, auth queue): each costs the client a retransmission.
-        log "  $setup: shed: $(printf '%s\n' "$m" | awk '/^gate64_ike_shed_total/ && $2 > 0 {printf "%s=%s ", $1, $2}')"
+        # "none" only when the metrics were read; nothing after "shed:" when they were not.
+        log "  $setup: shed: $(printf '%s\n' "$m" | awk '/^gate64_/ {seen = 1} /^gate64_ike_shed_total/ && $2 > 0 {n++; printf "%s=%s ", $1, $2} END {if (seen && !n) print "none"}')"
         ;;
     *)
         local st

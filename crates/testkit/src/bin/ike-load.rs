@@ -6,8 +6,9 @@
 //! distinct identities and INITIAL_CONTACT replaces nothing). Initiators are spread over
 //! UDP sockets on the `--bind` addresses (one ephemeral port per socket, `--sockets` per
 //! address); datagrams are told apart by the initiator's SPI. At most `--window` handshakes
-//! are in flight, and at most `--per-socket` per socket (a responder caps half-open SAs per
-//! source address). Prints `established=N failed=N elapsed_s=S handshakes_per_s=R` once
+//! are in flight, and at most `--per-socket` per socket (a responder caps half-open SAs and
+//! IKE_AUTH verifications in flight per source address; gate64 caps the verifications per /48
+//! as well, so `--bind` addresses in distinct /48s keep a run within its caps). Prints `established=N failed=N elapsed_s=S handshakes_per_s=R` once
 //! every handshake has finished, then holds the SAs (answering liveness checks) until
 //! `--hold-secs` have passed, or SIGINT / SIGTERM with `--hold-secs 0`, and prints
 //! `done held=N`.
