@@ -689,7 +689,8 @@ impl Config {
             .filter(|_| self.ipsec.iphttps_integrity_only)
     }
 
-    fn iphttps_pool(&self) -> Option<Ipv6Net> {
+    /// The prefix IP-HTTPS connections lease their /64s from, when IP-HTTPS is on.
+    pub fn iphttps_pool(&self) -> Option<Ipv6Net> {
         self.iphttps
             .enabled
             .then_some(self.iphttps.prefix)

@@ -393,6 +393,7 @@ pub fn responder_config(cfg: &Config) -> Result<Option<ResponderConfig>> {
     config.dns_domains = cfg.ipsec.dns_domains.clone();
     config.esp_suites = esp_suites(cfg);
     config.integrity_only_prefix = cfg.ipsec_integrity_only_prefix();
+    config.hosts = gate64_ike::responder::Hosts::new(cfg.iphttps_pool());
     config.ike_policy = ike_policy(cfg);
     config.tunnel_rules = tunnel_rules(cfg)?;
     config.eap = (!cfg.ipsec.eap_radius.is_empty()).then(gate64_ike::responder::EapPolicy::default);

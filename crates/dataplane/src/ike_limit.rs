@@ -12,8 +12,11 @@
 //! ([`RateLimiter`]): O(1) per packet, nothing a flood of sources can grow.
 //!
 //! A second table holds each host to [`HOST_SHARE`] clients' worth: all Teredo mappings of
-//! one public IPv4 address (one host behind one NAT can open a mapping per port), all /64s of
-//! one IPv6 /48. Shed as the same [`DropReason::IkeRateLimited`].
+//! one public IPv4 address (one host behind one NAT can open a mapping per port). Shed as the
+//! same [`DropReason::IkeRateLimited`]. An IP-HTTPS /64 is a lease of gate64's own pool, one
+//! per connection: the /64s of one /48 are unrelated clients, not a site, so each is a host
+//! of its own here, and how many one address holds is the listener's bound
+//! (`iphttps.max_connections_per_source`).
 
 use crate::ratelimit::{LIMITER_SLOTS, RateLimiter};
 use crate::{ClientBinding, DropReason, Worker};
@@ -46,15 +49,13 @@ pub(crate) fn host_limiter(per_sec: u32, key: u64) -> RateLimiter {
     )
 }
 
-/// The host a client belongs to: a Teredo mapping's public IPv4 address (IPv4-mapped), an
-/// IP-HTTPS /64's /48; `None` for an SA's peer, already authenticated.
+/// The host a client belongs to when it is narrower than one: a Teredo mapping's public
+/// IPv4 address (IPv4-mapped); `None` for an IP-HTTPS /64 (a host of its own) and for an
+/// SA's peer, already authenticated.
 fn host_key(from: &ClientBinding) -> Option<Ipv6Addr> {
     match from {
         ClientBinding::Teredo { address, .. } => Some(address.mapped.ip().to_ipv6_mapped()),
-        ClientBinding::Iphttps { prefix } => {
-            Some(Ipv6Addr::from(u128::from(*prefix) & !((1u128 << 80) - 1)))
-        }
-        ClientBinding::Ipsec { .. } => None,
+        ClientBinding::Iphttps { .. } | ClientBinding::Ipsec { .. } => None,
     }
 }
 

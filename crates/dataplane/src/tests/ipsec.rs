@@ -631,6 +631,33 @@ fn an_iphttps_64_shares_one_ike_budget() {
     assert_eq!(w.stats().drops(DropReason::IkeRateLimited), 3);
 }
 
+// IP-HTTPS /64s are leases of gate64's pool, one per connection: many of one /48 are many
+// clients, and one of them at its limit takes nothing from the others' budgets.
+#[test]
+fn iphttps_64s_of_one_48_keep_their_own_ike_budgets() {
+    let mut cfg = ipsec_config(false);
+    cfg.ike_per_client_per_sec = 1;
+    let mut w = Worker::new(Shared::new(cfg), Arc::new(Stats::default()));
+    let now = Instant::now();
+    let send = |w: &mut Worker, net: u128| {
+        let prefix = Ipv6Addr::from((0x2001_0db8_0005_0000u128 + net) << 64);
+        let src = Ipv6Addr::from(u128::from(prefix) + 1);
+        let (mut buf, start, end) = framed(&udp_with(src, ENDPOINT, 500, &[0x11; 28]));
+        matches!(
+            iphttps_packet(w, now, prefix, &mut buf, start, end),
+            Verdict::Tun { .. }
+        )
+    };
+    // The first client spends its burst and is then shed.
+    assert_eq!((0..5).filter(|_| send(&mut w, 0)).count(), 2);
+    // 64 other /64s of the same /48 each still get their own burst.
+    let others = (1..=64u128)
+        .filter(|&n| send(&mut w, n) && send(&mut w, n))
+        .count();
+    assert_eq!(others, 64);
+    assert_eq!(w.stats().drops(DropReason::IkeRateLimited), 3);
+}
+
 /// `pkt` as an ICMPv6 message of `msg_type` (code 0); the body is whatever `pkt` carried.
 fn as_icmpv6(mut pkt: Vec<u8>, msg_type: u8) -> Vec<u8> {
     pkt[6] = ipv6::NH_ICMPV6;

@@ -120,6 +120,9 @@ pub struct ResponderConfig {
     /// for clients that ask in IKE_AUTH, and unprotected INVALID_IKE_SPI answers with the
     /// token for requests to IKE SAs we do not have (`qcd.rs`). `None`: off.
     pub qcd_secret: Option<super::QcdSecret>,
+    /// Which sources count as one host for the per-host caps (the IP-HTTPS pool's /64s each
+    /// one); the IKE driver's shedding and verification queue key by the same.
+    pub hosts: super::Hosts,
 }
 
 impl ResponderConfig {
@@ -171,6 +174,7 @@ impl ResponderConfig {
             eap: None,
             authorize_certificates: false,
             qcd_secret: None,
+            hosts: super::Hosts::default(),
         }
     }
 }

@@ -12,6 +12,9 @@
 //! half-open IKE SAs also count against its [`HostKey`] (the mapping's IPv4 address, all
 //! ports; the /48 of a native IPv6 /64), capped at [`HOST_SHARE`] sources' worth: one host
 //! cannot fill `max_half_open_bytes`, and a client from another address still gets in.
+//! A /64 gate64 leased itself (`iphttps.prefix`, one per IP-HTTPS connection) is a host of
+//! its own ([`Hosts`]): the leases of one pool share a /48 but not a host, and how many of
+//! them one host holds is the IP-HTTPS listener's bound per source address.
 //!
 //! **Charges.** Each half-open IKE SA keeps the [`Charge`] it was counted under and is
 //! released against it, not against the address its later requests come from: IKE_AUTH may
@@ -93,7 +96,7 @@ impl SourceKey {
 pub const HOST_SHARE: usize = 4;
 
 /// The host a source belongs to, when the source is narrower than a host: a Teredo
-/// mapping's public IPv4 address (all its ports), a native IPv6 /64's /48.
+/// mapping's public IPv4 address (all its ports), a native IPv6 /64's /48 ([`Hosts::of`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum HostKey {
     /// The public IPv4 address of a Teredo client's mapping.
@@ -102,16 +105,48 @@ pub enum HostKey {
     V6Site(u64),
 }
 
-impl HostKey {
-    /// The host `key` aggregates into; an IPv4 address is a host already.
-    pub fn of(key: SourceKey) -> Option<HostKey> {
+/// Which sources aggregate into a [`HostKey`]. Every /64 of the prefix gate64 leases to
+/// IP-HTTPS connections is its own host: those /64s share the pool's /48 but belong to
+/// unrelated clients, and counting them as one site let one client's IKE take the whole
+/// site's share from every other IP-HTTPS client. What bounds one host there is the
+/// IP-HTTPS listener (`iphttps.max_connections_per_source`, `max_handshakes_per_source`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Hosts {
+    /// The leased prefix's first 64 bits and the bits of them that name it (0 to 64);
+    /// `None`: gate64 leases no /64s.
+    leased: Option<(u64, u32)>,
+}
+
+impl Hosts {
+    /// Hosts for a responder whose IP-HTTPS pool is `leased` (`iphttps.prefix`; a prefix
+    /// longer than /64 leases no /64s and is ignored).
+    pub fn new(leased: Option<ipnet::Ipv6Net>) -> Self {
+        let leased = leased.filter(|p| p.prefix_len() <= 64).map(|p| {
+            let net = (u128::from(p.network()) >> 64) as u64;
+            (net, u32::from(p.prefix_len()))
+        });
+        Hosts { leased }
+    }
+
+    /// Whether `net64` (a /64's first 64 bits) is one of the leased /64s.
+    fn leases(&self, net64: u64) -> bool {
+        self.leased
+            .is_some_and(|(net, bits)| bits == 0 || (net ^ net64) >> (64 - bits) == 0)
+    }
+
+    /// The host `key` aggregates into; `None` when the source is a host already (an IPv4
+    /// address, a leased /64).
+    pub fn of(&self, key: SourceKey) -> Option<HostKey> {
         match key {
             SourceKey::V4(_) => None,
             SourceKey::Teredo(m) => Some(HostKey::TeredoV4(*m.ip())),
+            SourceKey::V6Net(net) if self.leases(net) => None,
             SourceKey::V6Net(net) => Some(HostKey::V6Site(net >> 16)),
         }
     }
+}
 
+impl HostKey {
     /// The host as one IPv6 address, for tables keyed by address: the IPv4 address
     /// IPv4-mapped, the /48's first address.
     pub fn to_ipv6(self) -> Ipv6Addr {
@@ -132,6 +167,7 @@ pub(crate) struct Charge {
 /// The half-open IKE SAs of one responder.
 #[derive(Debug, Default)]
 pub(crate) struct HalfOpen {
+    hosts: Hosts,
     count: usize,
     bytes: usize,
     by_source: HashMap<SourceKey, usize>,
@@ -140,6 +176,14 @@ pub(crate) struct HalfOpen {
 }
 
 impl HalfOpen {
+    /// No half-open IKE SAs yet; sources aggregate into hosts by `hosts`.
+    pub(crate) fn new(hosts: Hosts) -> Self {
+        HalfOpen {
+            hosts,
+            ..HalfOpen::default()
+        }
+    }
+
     /// Half-open IKE SAs in all.
     pub(crate) fn count(&self) -> usize {
         self.count
@@ -158,7 +202,8 @@ impl HalfOpen {
     /// Half-open IKE SAs counted against the host `ip`'s source belongs to (0 for an IPv4
     /// address, which is a host and a source at once).
     pub(crate) fn of_host(&self, ip: IpAddr) -> usize {
-        HostKey::of(SourceKey::of(ip))
+        self.hosts
+            .of(SourceKey::of(ip))
             .and_then(|h| self.by_host.get(&h).copied())
             .unwrap_or(0)
     }
@@ -169,7 +214,7 @@ impl HalfOpen {
         self.count += 1;
         self.bytes = self.bytes.saturating_add(bytes);
         *self.by_source.entry(key).or_insert(0) += 1;
-        if let Some(host) = HostKey::of(key) {
+        if let Some(host) = self.hosts.of(key) {
             *self.by_host.entry(host).or_insert(0) += 1;
         }
         Charge { key, bytes }
@@ -194,7 +239,7 @@ impl HalfOpen {
                 self.by_source.remove(&charge.key);
             }
         }
-        if let Some(host) = HostKey::of(charge.key)
+        if let Some(host) = self.hosts.of(charge.key)
             && let Some(n) = self.by_host.get_mut(&host)
         {
             *n = n.saturating_sub(1);
@@ -347,5 +392,54 @@ mod tests {
             h.release(ch);
         }
         assert!(h.by_host.is_empty());
+    }
+
+    /// The /64s of the IP-HTTPS pool are hosts of their own: a client's half-open IKE SAs
+    /// do not count against the others' who share the pool's /48, while a native /64 outside
+    /// the pool still counts against its /48.
+    #[test]
+    fn leased_64s_are_hosts_of_their_own() {
+        let pool: ipnet::Ipv6Net = "2001:db8:8000::/40".parse().expect("prefix");
+        let mut h = HalfOpen::new(Hosts::new(Some(pool)));
+        let leased = h.charge("2001:db8:8000:1::1".parse().expect("ip"), 1);
+        let native = h.charge("2001:db8:9900:1::1".parse().expect("ip"), 1);
+        assert_eq!(h.of_host("2001:db8:8000:2::1".parse().expect("ip")), 0);
+        assert_eq!(h.of_host("2001:db8:80ff:ffff::1".parse().expect("ip")), 0);
+        assert_eq!(h.of_host("2001:db8:9900:2::1".parse().expect("ip")), 1);
+        assert_eq!(h.of_source("2001:db8:8000:1::9".parse().expect("ip")), 1);
+        h.release(leased);
+        h.release(native);
+        assert!(h.by_host.is_empty());
+    }
+
+    #[test]
+    fn hosts_take_leased_prefixes_up_to_64_bits() {
+        let v6net = |s: &str| match key(s) {
+            SourceKey::V6Net(n) => n,
+            other => panic!("{other:?}"),
+        };
+        let pool64 = Hosts::new(Some("2001:db8:1:2::/64".parse().expect("prefix")));
+        assert_eq!(pool64.of(SourceKey::V6Net(v6net("2001:db8:1:2::5"))), None);
+        assert!(
+            pool64
+                .of(SourceKey::V6Net(v6net("2001:db8:1:3::5")))
+                .is_some()
+        );
+        let too_long = Hosts::new(Some("2001:db8:1:2::/96".parse().expect("prefix")));
+        assert!(
+            too_long
+                .of(SourceKey::V6Net(v6net("2001:db8:1:2::5")))
+                .is_some()
+        );
+        let everything = Hosts::new(Some("::/0".parse().expect("prefix")));
+        assert_eq!(
+            everything.of(SourceKey::V6Net(v6net("2001:db8:1:2::5"))),
+            None
+        );
+        assert!(
+            Hosts::default()
+                .of(key("2001:0:4136:e378:8000:63bf:3fff:fdd2"))
+                .is_some()
+        );
     }
 }

@@ -72,7 +72,7 @@ pub use config::ResponderConfig;
 pub(crate) use config::anchors_for_clients;
 pub use eap::{EapJob, EapOutcome, EapPolicy, EapVerdict};
 pub use events::{EndReason, Event, MobikeResult, Refusal, RekeyKind, Stats, negotiation_label};
-pub use half_open::{HOST_SHARE, HostKey, SourceKey};
+pub use half_open::{HOST_SHARE, HostKey, Hosts, SourceKey};
 pub use ike_policy::{IkePolicy, IkeProposalRule};
 pub use ike_sa::Transmit;
 pub(crate) use ike_sa::{CachedResponse, ChildRecord, ClientName, IkeSa, Reassembly};
@@ -163,6 +163,7 @@ impl Responder {
         wall: SystemTime,
     ) -> Result<Self, keys::CryptoError> {
         let pool = AddressPool::new(config.pool6);
+        let hosts = config.hosts;
         let pool4 = config.pool4.map(AddressPool4::new);
         let cookie_secrets = init::CookieSecrets::new(now)?;
         Ok(Responder {
@@ -172,7 +173,7 @@ impl Responder {
             by_initiator: HashMap::new(),
             by_identity: HashMap::new(),
             issuer_names: Default::default(),
-            half_open: half_open::HalfOpen::default(),
+            half_open: half_open::HalfOpen::new(hosts),
             cookie_secrets,
             pool,
             pool4,
@@ -422,6 +423,11 @@ impl Responder {
     /// EAP exchanges in progress.
     pub fn eap_in_flight(&self) -> usize {
         self.eap_flight.total()
+    }
+
+    /// Which sources count as one host ([`ResponderConfig::hosts`]).
+    pub fn hosts(&self) -> Hosts {
+        self.config.hosts
     }
 
     /// Half-open IKE SAs (`gate64_ike_half_open`).

@@ -26,7 +26,9 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use super::ocsp::OcspChecker;
 use gate64_dataplane::IkeShedReason;
-use gate64_ike::responder::{AuthJob, AuthVerdict, HostKey, InitJob, InitVerdict, SourceKey};
+use gate64_ike::responder::{
+    AuthJob, AuthVerdict, HostKey, Hosts, InitJob, InitVerdict, SourceKey,
+};
 use std::time::{Instant, SystemTime};
 use tokio::sync::mpsc::error::TryRecvError;
 use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender, unbounded_channel};
@@ -42,6 +44,7 @@ pub(crate) const JOBS_PER_THREAD: usize = 16;
 /// How many jobs are in flight, per source and in total. Sans-IO.
 #[derive(Debug)]
 pub(crate) struct AuthQueue {
+    hosts: Hosts,
     total_cap: usize,
     total: usize,
     by_source: HashMap<SourceKey, usize>,
@@ -50,8 +53,10 @@ pub(crate) struct AuthQueue {
 }
 
 impl AuthQueue {
-    pub(crate) fn new(total_cap: usize) -> Self {
+    /// At most `total_cap` jobs in flight; sources aggregate into hosts by `hosts`.
+    pub(crate) fn new(total_cap: usize, hosts: Hosts) -> Self {
         AuthQueue {
+            hosts,
             total_cap,
             total: 0,
             by_source: HashMap::new(),
@@ -67,7 +72,7 @@ impl AuthQueue {
         if self.by_source.get(&key).copied().unwrap_or(0) >= JOBS_PER_SOURCE {
             return Err(IkeShedReason::AuthQueueSource);
         }
-        let host = HostKey::of(key);
+        let host = self.hosts.of(key);
         if let Some(h) = host
             && self.by_host.get(&h).copied().unwrap_or(0) >= JOBS_PER_HOST
         {
@@ -90,7 +95,7 @@ impl AuthQueue {
                 self.by_source.remove(&key);
             }
         }
-        if let Some(h) = HostKey::of(key)
+        if let Some(h) = self.hosts.of(key)
             && let Some(n) = self.by_host.get_mut(&h)
         {
             *n = n.saturating_sub(1);
@@ -134,9 +139,14 @@ pub(crate) struct AuthPool {
 }
 
 impl AuthPool {
-    /// Starts `threads` worker threads (at least one). They end once the pool is dropped and
-    /// the jobs queued before have run.
-    pub(crate) fn start(threads: usize, ocsp: Option<Arc<OcspChecker>>) -> io::Result<Self> {
+    /// Starts `threads` worker threads (at least one); jobs in flight are capped per source
+    /// and per host (`hosts`). The threads end once the pool is dropped and the jobs queued
+    /// before have run.
+    pub(crate) fn start(
+        threads: usize,
+        hosts: Hosts,
+        ocsp: Option<Arc<OcspChecker>>,
+    ) -> io::Result<Self> {
         let threads = threads.max(1);
         let cap = threads.saturating_mul(JOBS_PER_THREAD);
         // Room for both kinds' caps: `try_send` never finds the channel full.
@@ -152,7 +162,7 @@ impl AuthPool {
         Ok(AuthPool {
             jobs,
             verdicts,
-            queue: AuthQueue::new(cap),
+            queue: AuthQueue::new(cap, hosts),
             inits: 0,
             init_cap: cap,
         })
@@ -270,7 +280,7 @@ mod tests {
 
     #[test]
     fn a_source_gets_its_share_and_the_total_is_bounded() {
-        let mut q = AuthQueue::new(3);
+        let mut q = AuthQueue::new(3, Hosts::default());
         let a = key("2001:db8:1::1");
         assert_eq!(q.admit(a), Ok(()));
         assert_eq!(
@@ -304,7 +314,7 @@ mod tests {
     /// in.
     #[test]
     fn all_teredo_ports_of_one_ipv4_share_one_host_bound() {
-        let mut q = AuthQueue::new(64);
+        let mut q = AuthQueue::new(64, Hosts::default());
         let admitted = (40_000..40_200)
             .filter(|&port| q.admit(teredo([192, 0, 2, 45], port)).is_ok())
             .count();
@@ -314,5 +324,16 @@ mod tests {
             .filter(|n| q.admit(key(&format!("2001:db8:1:{n:x}::1"))).is_ok())
             .count();
         assert_eq!(site, JOBS_PER_HOST, "the /64s of one /48");
+    }
+
+    /// The /64s of the IP-HTTPS pool each hold their own share of the queue, not one /48's.
+    #[test]
+    fn leased_iphttps_64s_are_not_one_site() {
+        let pool = "2001:db8:8000::/40".parse().expect("prefix");
+        let mut q = AuthQueue::new(64, Hosts::new(Some(pool)));
+        let leased = (1..=20u16)
+            .filter(|n| q.admit(key(&format!("2001:db8:8000:{n:x}::1"))).is_ok())
+            .count();
+        assert_eq!(leased, 20);
     }
 }

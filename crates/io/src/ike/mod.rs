@@ -360,13 +360,14 @@ impl IkeDriver {
         responder: Responder,
         sink: impl FnMut(Event) + Send + 'static,
     ) -> Self {
+        let hosts = responder.hosts();
         IkeDriver {
             sockets,
             responder,
             sink: Box::new(sink),
             esp_sink: None,
             status: IkeStatus::default(),
-            shedder: Shedder::new(DEFAULT_PACKETS_PER_SOURCE_PER_SEC, shedder_key()),
+            shedder: Shedder::new(DEFAULT_PACKETS_PER_SOURCE_PER_SEC, hosts, shedder_key()),
             commands: None,
             stray_esp: 0,
             keepalives: 0,
@@ -403,7 +404,7 @@ impl IkeDriver {
             threads
         };
         if threads > 0 {
-            self.auth_pool = Some(AuthPool::start(threads, ocsp)?);
+            self.auth_pool = Some(AuthPool::start(threads, self.responder.hosts(), ocsp)?);
             self.responder.set_offload_auth(true);
             self.responder.set_offload_init(true);
         }
@@ -436,7 +437,7 @@ impl IkeDriver {
     /// once (`[ipsec] ike_packets_per_source_per_sec`; [`DEFAULT_PACKETS_PER_SOURCE_PER_SEC`]
     /// unless set); the rest is shed unread.
     pub fn with_packets_per_source(mut self, per_sec: u32) -> Self {
-        self.shedder = Shedder::new(per_sec, shedder_key());
+        self.shedder = Shedder::new(per_sec, self.responder.hosts(), shedder_key());
         self
     }
 

@@ -17,7 +17,8 @@
 //!   (stricter, never looser); the hash is keyed per process, so nobody can aim at another's.
 //! - **Per host**, a second table at [`HOST_SHARE`] times that rate: all Teredo mappings of
 //!   one public IPv4 address (one host behind one NAT can open a mapping per port), all /64s
-//!   of one IPv6 /48. An IPv4 source is its own host. Shed as `source_rate` too.
+//!   of one IPv6 /48 outside gate64's IP-HTTPS pool ([`Hosts`]). An IPv4 source and a leased
+//!   IP-HTTPS /64 are hosts of their own. Shed as `source_rate` too.
 //! - **Per batch**, when the read came back full (the socket has a backlog), a source's
 //!   datagrams beyond [`BATCH_SHARE`] are shed: even a source within its rate, or many
 //!   sources whose budgets are still full, cannot take a whole backlogged batch of the
@@ -25,7 +26,7 @@
 //!   RFC 7383 fragments) fits in the share.
 
 use gate64_dataplane::IkeShedReason;
-use gate64_ike::responder::{HostKey, SourceKey};
+use gate64_ike::responder::{HostKey, Hosts, SourceKey};
 use gate64_wire::ratelimit::RateLimiter;
 use std::net::{IpAddr, Ipv6Addr, SocketAddr};
 use std::time::Instant;
@@ -47,16 +48,17 @@ fn source_of(ip: IpAddr) -> Ipv6Addr {
     SourceKey::of(ip).to_ipv6()
 }
 
-/// The host `source` belongs to ([`HostKey`]), as an address for the host table: a Teredo
+/// The host `source` belongs to ([`Hosts::of`]), as an address for the host table: a Teredo
 /// address's public IPv4 address, IPv4-mapped; an IPv6 address's /48; `None` for an IPv4 (or
-/// IPv4-mapped) source, a host already.
-fn host_of(source: Ipv6Addr) -> Option<Ipv6Addr> {
-    HostKey::of(SourceKey::of(source.into())).map(HostKey::to_ipv6)
+/// IPv4-mapped) source or a leased IP-HTTPS /64, a host already.
+fn host_of(hosts: &Hosts, source: Ipv6Addr) -> Option<Ipv6Addr> {
+    hosts.of(SourceKey::of(source.into())).map(HostKey::to_ipv6)
 }
 
 /// The driver's shedding state: the per-source buckets, this batch's sources, the counts.
 #[derive(Debug)]
 pub(crate) struct Shedder {
+    hosts: Hosts,
     limiter: RateLimiter,
     host_limiter: RateLimiter,
     /// Sources seen in the current batch and how many of their datagrams were admitted;
@@ -67,10 +69,11 @@ pub(crate) struct Shedder {
 }
 
 impl Shedder {
-    /// `per_sec` datagrams per second per source address, as many again at once; `key` keys
-    /// the table's hash (random in the daemon).
-    pub(crate) fn new(per_sec: u32, key: u64) -> Self {
+    /// `per_sec` datagrams per second per source address, as many again at once; sources
+    /// aggregate into hosts by `hosts`; `key` keys the table's hash (random in the daemon).
+    pub(crate) fn new(per_sec: u32, hosts: Hosts, key: u64) -> Self {
         Shedder {
+            hosts,
             limiter: RateLimiter::new(per_sec, per_sec.saturating_mul(2), SOURCE_SLOTS, key),
             host_limiter: RateLimiter::new(
                 per_sec.saturating_mul(HOST_SHARE),
@@ -113,7 +116,7 @@ impl Shedder {
             self.shed[IkeShedReason::SourceRate as usize] += 1;
             return false;
         }
-        if let Some(host) = host_of(source)
+        if let Some(host) = host_of(&self.hosts, source)
             && !self.host_limiter.allow_v6(now, host)
         {
             self.shed[IkeShedReason::SourceRate as usize] += 1;
@@ -146,7 +149,7 @@ mod tests {
     // the same batches still gets every datagram through, and the budget refills.
     #[test]
     fn a_flooding_source_is_cut_to_its_rate_and_others_pass() {
-        let mut s = Shedder::new(100, 1);
+        let mut s = Shedder::new(100, Hosts::default(), 1);
         let (flood, client) = (at("2001:db8:100:1::2"), at("2001:db8:100:2::3"));
         let t0 = Instant::now();
         let mut admitted = 0;
@@ -169,7 +172,7 @@ mod tests {
     // others all of theirs, whatever their budgets.
     #[test]
     fn a_backlogged_batch_is_shared_between_sources() {
-        let mut s = Shedder::new(10_000, 2);
+        let mut s = Shedder::new(10_000, Hosts::default(), 2);
         let (a, b) = (at("2001:db8::a"), at("2001:db8:0:1::b"));
         let t0 = Instant::now();
         s.start_batch(32, 32);
@@ -187,7 +190,7 @@ mod tests {
     // no more than the per-host budget; a client of another address still gets in.
     #[test]
     fn all_teredo_ports_of_one_ipv4_share_one_host_budget() {
-        let mut s = Shedder::new(10, 4);
+        let mut s = Shedder::new(10, Hosts::default(), 4);
         let t0 = Instant::now();
         let teredo = |ipv4: [u8; 4], port: u16| {
             let p = (!port).to_be_bytes();
@@ -215,11 +218,36 @@ mod tests {
         assert_eq!(site, 2 * 10 * HOST_SHARE as usize, "the /64s of one /48");
     }
 
+    // The /64s of gate64's IP-HTTPS pool are unrelated clients: each keeps its own budget
+    // however many of the pool's /48 are sending, while the /64s of a native /48 still share.
+    #[test]
+    fn leased_iphttps_64s_are_hosts_of_their_own() {
+        let pool = "2001:db8:8000::/40".parse().expect("prefix");
+        let mut s = Shedder::new(10, Hosts::new(Some(pool)), 6);
+        let t0 = Instant::now();
+        s.start_batch(1, 32);
+        let leased: usize = (1..=50u16)
+            .map(|n| at(&format!("2001:db8:8000:{n:x}::1")))
+            .map(|a| (0..3).filter(|_| s.admit(t0, a)).count())
+            .sum();
+        // 150 datagrams, within each lease's burst of 20 and past one host's 80.
+        assert_eq!(leased, 50 * 3, "every lease in its own budget");
+        let site: usize = (1..=50u16)
+            .map(|n| at(&format!("2001:db8:1:{n:x}::1")))
+            .map(|a| (0..3).filter(|_| s.admit(t0, a)).count())
+            .sum();
+        assert_eq!(
+            site,
+            2 * 10 * HOST_SHARE as usize,
+            "the /64s of one native /48"
+        );
+    }
+
     // A native IPv6 client may send each datagram from another address of its /64: they all
     // draw on the /64's one bucket; the next /64 has its own.
     #[test]
     fn the_addresses_of_one_ipv6_64_share_one_bucket() {
-        let mut s = Shedder::new(5, 5);
+        let mut s = Shedder::new(5, Hosts::default(), 5);
         let t0 = Instant::now();
         s.start_batch(1, 32);
         let admitted = (1..=40u16)
@@ -232,7 +260,7 @@ mod tests {
     // IPv4 senders (a dual-stack endpoint) have buckets of their own.
     #[test]
     fn ipv4_sources_are_limited_too() {
-        let mut s = Shedder::new(1, 3);
+        let mut s = Shedder::new(1, Hosts::default(), 3);
         let t0 = Instant::now();
         let v4 = SocketAddr::from(([192, 0, 2, 7], 500));
         s.start_batch(5, 32);
