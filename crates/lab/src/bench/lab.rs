@@ -342,6 +342,9 @@ fn spec(opts: &LabOptions, pki: &Path) -> Spec {
 fn gate64_toml(pki: &Path, control: &Path, opts: &LabOptions) -> Result<String> {
     let p = |f: &str| -> Result<String> { Ok(path_str(&pki.join(f))?.to_owned()) };
     let iphttps_max = opts.clients.max(50_000) + 1_000;
+    // Both tunnels of every client and the third-party one, a tenth more for set-ups in
+    // flight; never below the default.
+    let ike_sas_max = (2 * (opts.clients + 1) * 11 / 10).max(220_000);
     let upstream = opts.dns64_upstream.unwrap_or(CORP_HOST_V4);
     let extra = format!(
         "[iphttps]\nenabled = true\nlisten = \"{SERVER_V4}:443\"\ncertificate = \"{}\"\n\
@@ -349,7 +352,7 @@ fn gate64_toml(pki: &Path, control: &Path, opts: &LabOptions) -> Result<String> 
          [ipsec]\nrequire = true\ncertificate = \"{}\"\nprivate_key = \"{}\"\nca = \"{}\"\n\
          pool6 = \"{POOL6}\"\n\
          infrastructure_prefixes = [\"{CORP_HOST}/128\"]\n\
-         half_open_cookie_threshold = 1000000\n\n\
+         half_open_cookie_threshold = 1000000\nmax_ike_sas = {ike_sas_max}\n\n\
          [nat64]\nprefix = \"{PREF64}\"\npool4 = [\"{POOL4}\"]\n\n\
          [dns64]\nupstream = [\"{upstream}\"]\n\n\
          [limits]\nmax_iphttps_connections = {iphttps_max}\nmax_tls_handshakes = 4096\n\n\
