@@ -420,7 +420,7 @@ fn coa_policy_steps(topo: &Topology, charon: &Charon<'_>) -> Result<()> {
         "status --json: {}",
         status_json(topo)?
     );
-    // The /status page's data (rebuilt every 2 s) shows them too.
+    // The /status page's data (rebuilt every 2 s while it is read) shows them too.
     let json_url = format!("http://{METRICS_ADDR}/status.json");
     wait_for(Duration::from_secs(10), || {
         let page = topo.srv.exec_ok(&["curl", "-s", &json_url]).ok()?;

@@ -1,8 +1,15 @@
 //! The data of the status page (`/status` on the metrics listener): each component's
 //! health, the connected IPsec clients, and throughput and client counts over the last ten
-//! minutes. A task rebuilds the JSON every [`REFRESH`] and the HTTP handler hands out the
-//! latest copy, so what a request costs does not depend on how many clients there are or on
-//! how often the page is loaded.
+//! minutes. A task rebuilds the JSON and the HTTP handler hands out the latest copy, so what
+//! a request costs does not depend on how many clients there are or on how often the page is
+//! loaded.
+//!
+//! A rebuild lists every IKE SA and writes a row per client: at 100,000 clients it takes
+//! seconds of a core, and rebuilt every [`REFRESH`] it took a core for itself, starving the IKE
+//! loop until its socket dropped the clients' answers. So [`Pace`] rebuilds every [`REFRESH`]
+//! only while the page is being read (a request within [`WATCHED`]) and otherwise every
+//! [`UNWATCHED_REFRESH`], and never sooner after a rebuild than 20 times (unread: 100 times)
+//! what it took: the page costs at most a twentieth of a core however many clients there are.
 
 use gate64_config::Config;
 use gate64_dataplane::{Direction, Shared, Side};
@@ -12,11 +19,16 @@ use gate64_metrics::Exporter;
 use serde::Serialize;
 use std::collections::VecDeque;
 use std::net::IpAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 /// How often the page's data is rebuilt (and the page polls).
 pub const REFRESH: Duration = Duration::from_secs(2);
+/// A request this recent means someone is reading the page.
+pub const WATCHED: Duration = Duration::from_secs(60);
+/// How often the data is rebuilt while nobody reads it, so a first request finds it recent.
+pub const UNWATCHED_REFRESH: Duration = Duration::from_secs(60);
 /// Samples kept: ten minutes at [`REFRESH`].
 const HISTORY: usize = 300;
 
@@ -115,9 +127,14 @@ pub fn start(sources: Sources, cfg: &Config) -> StatusJson {
     let published = Arc::clone(&latest);
     let mut stop = sources.stop.clone();
     let daemon = sources;
+    let base = Instant::now();
+    // Milliseconds after `base` of the last request, plus one (0: none yet).
+    let read_at = Arc::new(AtomicU64::new(0));
+    let requests = Arc::clone(&read_at);
     tokio::spawn(async move {
         let mut history: VecDeque<Sample> = VecDeque::with_capacity(HISTORY);
         let mut last: Option<(Instant, u64, u64)> = None;
+        let mut pace = Pace::default();
         let mut tick = tokio::time::interval(REFRESH);
         loop {
             tokio::select! {
@@ -144,11 +161,21 @@ pub fn start(sources: Sources, cfg: &Config) -> StatusJson {
                 });
             }
             last = Some((now, rx, tx));
+            let read = match read_at.load(Ordering::Relaxed) {
+                0 => None,
+                ms => Some(base + Duration::from_millis(ms - 1)),
+            };
+            if !pace.due(now, read) {
+                continue;
+            }
             let (d, c) = (daemon.clone(), cfg.clone());
             let samples: Vec<Sample> = history.iter().cloned().collect();
             // The snapshot asks the IKE driver for its SAs and may wait for it.
-            let built = tokio::task::spawn_blocking(move || build(&d, &c, samples)).await;
-            match built.map(|doc| serde_json::to_string(&doc)) {
+            let built =
+                tokio::task::spawn_blocking(move || serde_json::to_string(&build(&d, &c, samples)))
+                    .await;
+            pace.built(Instant::now(), now.elapsed());
+            match built {
                 Ok(Ok(json)) => *published.lock().unwrap_or_else(PoisonError::into_inner) = json,
                 Ok(Err(e)) => tracing::warn!(error = %e, "status page not refreshed"),
                 Err(e) => tracing::warn!(error = %e, "status page not refreshed"),
@@ -156,11 +183,42 @@ pub fn start(sources: Sources, cfg: &Config) -> StatusJson {
         }
     });
     Arc::new(move || {
+        let ms = u64::try_from(base.elapsed().as_millis()).unwrap_or(u64::MAX - 1);
+        requests.store(ms.saturating_add(1), Ordering::Relaxed);
         latest
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .clone()
     })
+}
+
+/// When the page's data is rebuilt next (see the module's documentation). Sans-IO.
+#[derive(Debug, Default)]
+struct Pace {
+    /// When the last rebuild ended and what it took.
+    last: Option<(Instant, Duration)>,
+}
+
+impl Pace {
+    /// Whether to rebuild at `now`, the page last read at `read`.
+    fn due(&self, now: Instant, read: Option<Instant>) -> bool {
+        let Some((ended, took)) = self.last else {
+            return true;
+        };
+        let watched = read.is_some_and(|t| now.saturating_duration_since(t) < WATCHED);
+        let wait = if watched {
+            REFRESH.max(took.saturating_mul(20))
+        } else {
+            UNWATCHED_REFRESH.max(took.saturating_mul(100))
+        };
+        // A tick may come a little early; half a tick of slack keeps the period REFRESH.
+        now + REFRESH / 2 >= ended + wait
+    }
+
+    /// A rebuild ended at `now` after `took`.
+    fn built(&mut self, now: Instant, took: Duration) {
+        self.last = Some((now, took));
+    }
 }
 
 /// The document for now.
@@ -254,5 +312,56 @@ fn build(daemon: &Sources, cfg: &Config, history: Vec<Sample>) -> StatusDoc {
         components,
         clients,
         history,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_first_build_is_due_at_once() {
+        assert!(Pace::default().due(Instant::now(), None));
+    }
+
+    /// Read: every REFRESH while a rebuild is cheap, every 20 times its cost when it is not.
+    #[test]
+    fn a_read_page_is_rebuilt_every_refresh_or_twenty_times_its_cost() {
+        let t0 = Instant::now();
+        let mut pace = Pace::default();
+        pace.built(t0, Duration::from_millis(10));
+        let read = Some(t0);
+        assert!(!pace.due(t0 + Duration::from_millis(500), read));
+        assert!(pace.due(t0 + REFRESH, read));
+        pace.built(t0, Duration::from_secs(3));
+        assert!(!pace.due(
+            t0 + Duration::from_secs(30),
+            Some(t0 + Duration::from_secs(29))
+        ));
+        assert!(pace.due(
+            t0 + Duration::from_secs(60),
+            Some(t0 + Duration::from_secs(59))
+        ));
+    }
+
+    /// Unread: every UNWATCHED_REFRESH, or 100 times its cost; a new read brings the
+    /// period back to REFRESH.
+    #[test]
+    fn an_unread_page_is_rebuilt_rarely() {
+        let t0 = Instant::now() + WATCHED;
+        let mut pace = Pace::default();
+        pace.built(t0, Duration::from_millis(10));
+        let soon = t0 + Duration::from_secs(10);
+        assert!(!pace.due(soon, None));
+        let long_ago = soon - WATCHED - Duration::from_secs(1);
+        assert!(
+            !pace.due(soon, Some(long_ago)),
+            "read more than WATCHED ago"
+        );
+        assert!(pace.due(soon, Some(soon)), "read again");
+        assert!(pace.due(t0 + UNWATCHED_REFRESH, None));
+        pace.built(t0, Duration::from_secs(3));
+        assert!(!pace.due(t0 + Duration::from_secs(200), None));
+        assert!(pace.due(t0 + Duration::from_secs(300), None));
     }
 }
