@@ -310,6 +310,18 @@ fn retransmit_to(
     }
 }
 
+/// The header of an INFORMATIONAL request of ours on `sa` numbered `message_id`. We are the
+/// original responder, so the Initiator flag stays clear (RFC 7296 §3.1).
+pub(super) fn own_informational(sa: &IkeSa, message_id: u32) -> Header {
+    Header {
+        spi_i: sa.spi_i,
+        spi_r: sa.spi_r,
+        exchange: exchange::INFORMATIONAL,
+        flags: 0,
+        message_id,
+    }
+}
+
 /// Sends `sa`'s liveness check at `now`, carrying a Delete of its `expired` child SAs
 /// (which doubles as the check), and keeps it as the outstanding request.
 fn first_send(sa: &mut IkeSa, expired: &[u32], now: Instant) -> Step {
@@ -323,14 +335,7 @@ fn first_send(sa: &mut IkeSa, expired: &[u32], now: Instant) -> Step {
             spis: expired.iter().map(|s| s.to_be_bytes().to_vec()).collect(),
         })]
     };
-    // We are the original responder: the Initiator flag stays clear (§3.1).
-    let header = Header {
-        spi_i: sa.spi_i,
-        spi_r: sa.spi_r,
-        exchange: exchange::INFORMATIONAL,
-        flags: 0,
-        message_id: sa.liveness.next_request_id,
-    };
+    let header = own_informational(sa, sa.liveness.next_request_id);
     match keys::seal_message(&header, &payloads, &sa.keys.sk_er) {
         Ok(datagram) => {
             sa.liveness.put_off_to = None;
@@ -474,19 +479,14 @@ pub(super) fn delete_one(r: &mut Responder, spi: u64) {
             r.remove_sa(spi);
             return;
         };
-        let header = Header {
-            spi_i: sa.spi_i,
-            spi_r: sa.spi_r,
-            exchange: exchange::INFORMATIONAL,
-            flags: 0,
-            message_id: sa
-                .liveness
-                .probe
-                .as_ref()
-                .map_or(sa.liveness.next_request_id, |p| {
-                    p.message_id.wrapping_add(1)
-                }),
-        };
+        let message_id = sa
+            .liveness
+            .probe
+            .as_ref()
+            .map_or(sa.liveness.next_request_id, |p| {
+                p.message_id.wrapping_add(1)
+            });
+        let header = own_informational(sa, message_id);
         let delete = Payload::Delete(Delete {
             protocol: transform::PROTO_IKE,
             spi_size: 0,

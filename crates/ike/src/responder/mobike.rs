@@ -200,14 +200,7 @@ pub(super) fn start_check(r: &mut Responder, spi_r: u64, now: Instant) {
     let Ok(cookie) = keys::random_bytes(COOKIE2_LEN) else {
         return r.refused(to.remote, Refusal::Crypto);
     };
-    // We are the original responder: the Initiator flag stays clear (RFC 7296 §3.1).
-    let header = Header {
-        spi_i: sa.spi_i,
-        spi_r: sa.spi_r,
-        exchange: exchange::INFORMATIONAL,
-        flags: 0,
-        message_id: sa.liveness.next_request_id,
-    };
+    let header = super::liveness::own_informational(sa, sa.liveness.next_request_id);
     let request = [Payload::Notify(Notify::new(
         notify::COOKIE2,
         cookie.clone(),
