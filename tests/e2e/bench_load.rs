@@ -22,7 +22,9 @@ use gate64_testkit::{
     CLIENT_GW_V4, CORP_HOST, Gate64Options, Process, SERVER_V4, Topology, gate64_binary, wait_for,
 };
 
-use crate::common::{gate64_lines, netns_test, path_str, serve_iphttps};
+use crate::common::{
+    gate64_lines, iphttps_section, netns_test, path_str, serve_iphttps, spawn_bench_load,
+};
 
 /// gate64's `corpnet.address6` in the lab configuration: its IKE endpoint.
 const ENDPOINT: Ipv6Addr = Ipv6Addr::new(0x2001, 0xdb8, 0x100, 0, 0, 0, 0, 1);
@@ -105,7 +107,7 @@ fn bench_load(topo: &Topology, clients: usize, iphttps_share: f64, hold: Duratio
         &spec_json(&certs, clients, iphttps_share)?,
     )?;
     let status = topo.cli.dir().join("load-status.json");
-    let mut load = spawn_load(topo, &spec, &status)?;
+    let mut load = spawn_bench_load(&topo.cli, &spec, &status)?;
     let started = Instant::now();
     let timeout = UP_TIMEOUT + UP_PER_CLIENT * u32::try_from(clients)?;
     let up = wait_for(timeout, || {
@@ -250,12 +252,7 @@ fn start_gate64(topo: &Topology, certs: &Path) -> Result<Process> {
         ..Gate64Options::default()
     }
     .config_toml();
-    conf.push_str(&format!(
-        "\n[iphttps]\nenabled = true\nlisten = \"{CLIENT_GW_V4}:443\"\ncertificate = {:?}\n\
-         private_key = {:?}\nprefix = \"2001:db8:1::/48\"\n",
-        pem("server.pem")?,
-        pem("server.key")?,
-    ));
+    conf.push_str(&iphttps_section(certs)?);
     serve_iphttps(topo, "gate64-bench-load.toml", &conf)
 }
 
@@ -279,24 +276,6 @@ fn spec_json(certs: &Path, clients: usize, iphttps_share: f64) -> Result<String>
         pem("clients-ca.pem")?,
         pem("clients-ca.key")?,
     ))
-}
-
-fn spawn_load(topo: &Topology, spec: &Path, status: &Path) -> Result<Process> {
-    let bin = gate64_binary()?;
-    topo.cli.spawn(
-        "gate64-bench-load",
-        &[
-            "env",
-            "RUST_LOG=info",
-            path_str(&bin)?,
-            "bench",
-            "load",
-            "--spec",
-            path_str(spec)?,
-            "--status",
-            path_str(status)?,
-        ],
-    )
 }
 
 /// The inner addresses of the ADDRESSES file; with `mixed`, both transports must appear.

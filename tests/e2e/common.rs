@@ -84,12 +84,7 @@ pub(crate) fn start_gate64_with(
         ..Gate64Options::default()
     }
     .config_toml();
-    conf.push_str(&format!(
-        "\n[iphttps]\nenabled = true\nlisten = \"{CLIENT_GW_V4}:443\"\ncertificate = {:?}\n\
-         private_key = {:?}\nprefix = \"{IPHTTPS_PREFIX}\"\n",
-        path_str(&certs.join("server.pem"))?,
-        path_str(&certs.join("server.key"))?,
-    ));
+    conf.push_str(&iphttps_section(certs)?);
     if client_ca {
         conf.push_str(&format!(
             "client_ca = {:?}\n",
@@ -131,6 +126,17 @@ pub(crate) fn serve_iphttps(topo: &Topology, file: &str, conf: &str) -> Result<P
     Ok(gate)
 }
 
+/// `[iphttps]` on 198.51.100.1:443 with the lab's TLS certificate from `tls` and the pool
+/// [`IPHTTPS_PREFIX`].
+pub(crate) fn iphttps_section(tls: &Path) -> Result<String> {
+    Ok(format!(
+        "\n[iphttps]\nenabled = true\nlisten = \"{CLIENT_GW_V4}:443\"\ncertificate = {:?}\n\
+         private_key = {:?}\nprefix = \"{IPHTTPS_PREFIX}\"\n",
+        path_str(&tls.join("server.pem"))?,
+        path_str(&tls.join("server.key"))?,
+    ))
+}
+
 /// `gate64 serve` in `tsrv` with IPsec (the `[ipsec]` keys of [`ipsec_keys`] plus `extra`)
 /// and IP-HTTPS on 198.51.100.1:443, written to `file`; the corporate side routes the pool
 /// back. Returns gate64, the TLS certificates' directory and the IKE credentials.
@@ -151,11 +157,9 @@ pub(crate) fn serve_iphttps_ipsec(
         ..Gate64Options::default()
     }
     .config_toml();
+    conf.push_str(&iphttps_section(&tls)?);
     conf.push_str(&format!(
-        "\n[iphttps]\nenabled = true\nlisten = \"{CLIENT_GW_V4}:443\"\ncertificate = {:?}\n\
-         private_key = {:?}\nprefix = \"{IPHTTPS_PREFIX}\"\n\n[control]\nsocket = {:?}\n",
-        path_str(&tls.join("server.pem"))?,
-        path_str(&tls.join("server.key"))?,
+        "\n[control]\nsocket = {:?}\n",
         path_str(&topo.srv.dir().join("control.sock"))?,
     ));
     let gate = serve_iphttps(topo, file, &conf)?;
@@ -315,6 +319,30 @@ pub(crate) fn handshakes(m: &Metrics, result: &str) -> f64 {
 pub(crate) fn path_str(p: &Path) -> Result<&str> {
     p.to_str()
         .with_context(|| format!("non-UTF-8 path {}", p.display()))
+}
+
+/// Starts `gate64 bench load` in `ns` on the generator spec `spec`, writing its STATUS.json
+/// to `status`.
+pub(crate) fn spawn_bench_load(
+    ns: &gate64_testkit::Netns,
+    spec: &Path,
+    status: &Path,
+) -> Result<Process> {
+    let bin = gate64_binary()?;
+    ns.spawn(
+        "gate64-bench-load",
+        &[
+            "env",
+            "RUST_LOG=info",
+            path_str(&bin)?,
+            "bench",
+            "load",
+            "--spec",
+            path_str(spec)?,
+            "--status",
+            path_str(status)?,
+        ],
+    )
 }
 
 /// `gate64 status --json` of the lab's daemon (its control socket in `tsrv`'s directory).

@@ -55,7 +55,7 @@ use gate64_testkit::{
 };
 
 use crate::bench_load::{field, udp_echo};
-use crate::common::{GATE64_ADDRESS6, POOL6, gate64_lines, path_str};
+use crate::common::{GATE64_ADDRESS6, POOL6, gate64_lines, path_str, spawn_bench_load};
 use crate::failover::{Stream, metrics, now_epoch, signal};
 use crate::ipsec::{INITIATE_TIMEOUT, SETTLE_TIMEOUT};
 
@@ -548,6 +548,33 @@ fn kill_active(lab: &Lab) -> Result<(f64, f64)> {
     Ok((died, vrrp_secs))
 }
 
+/// Sends `replay` (an ESP packet caught before the takeover) again from the client, from
+/// another port, and checks that the standby counts it as a replay (its replay drops past
+/// those in `m`) and still carries the client's traffic.
+fn replay_is_dropped(lab: &Lab, m: &Metrics, replay: &[u8]) -> Result<()> {
+    let standby_ns = &lab.nodes[1];
+    let replays_before = m.sum("gate64_esp_replay_drops_total", &[]);
+    lab.client.run_in(|| -> Result<()> {
+        let socket = std::net::UdpSocket::bind("192.0.2.50:0")?;
+        socket.send_to(replay, (IKE_ADDRESS, 4500))?;
+        Ok(())
+    })??;
+    let replayed = wait_until(Duration::from_secs(5), || {
+        metrics(standby_ns)
+            .is_ok_and(|m| m.sum("gate64_esp_replay_drops_total", &[]) > replays_before)
+    });
+    ensure!(
+        replayed,
+        "hsb did not count the replayed ESP packet\n{}",
+        gate64_lines(&metrics(standby_ns)?)
+    );
+    ensure!(
+        ping_once(&lab.client),
+        "no ping reply from {CORP_HOST} through hsb after the replayed ESP packet"
+    );
+    Ok(())
+}
+
 fn ping_once(ns: &Netns) -> bool {
     ns.exec(&["ping", "-6", "-c", "1", "-W", "2", &CORP_HOST.to_string()])
         .is_ok_and(|o| o.status.success())
@@ -635,27 +662,7 @@ fn with_client(lab: &Lab, charon: &Charon<'_>) -> Result<()> {
 
     // The ESP packet caught before the death, sent again (from another port): hsb refuses
     // it as a replay, and the child SA stays at the client's address.
-    let replays_before = m.sum("gate64_esp_replay_drops_total", &[]);
-    lab.client.run_in(|| -> Result<()> {
-        let socket = std::net::UdpSocket::bind("192.0.2.50:0")?;
-        socket.send_to(&replay, (IKE_ADDRESS, 4500))?;
-        Ok(())
-    })??;
-    let replays = wait_for(Duration::from_secs(5), || {
-        let n = metrics(standby_ns)
-            .ok()?
-            .sum("gate64_esp_replay_drops_total", &[]);
-        (n > replays_before).then_some(n - replays_before)
-    });
-    ensure!(
-        replays.is_some(),
-        "hsb did not count the replayed ESP packet\n{}",
-        gate64_lines(&metrics(standby_ns)?)
-    );
-    ensure!(
-        ping_once(&lab.client),
-        "no ping reply from {CORP_HOST} through hsb after the replayed ESP packet"
-    );
+    replay_is_dropped(lab, &m, &replay)?;
 
     // The taken-over IKE SA works on hsb: charon rekeys the infrastructure child SA through it.
     let old = child_spi(&after, INFRASTRUCTURE).context("no infrastructure child SA")?;
@@ -830,25 +837,11 @@ fn with_load(lab: &Lab, charon: &Charon<'_>, certs: &LabCerts, clients: usize) -
         "no ping reply from {CORP_HOST} through hsa"
     );
 
-    let bin = gate64_binary()?;
     let spec = lab
         .client
         .write_file("load-spec.json", &load_spec(lab, certs, clients)?)?;
     let status = lab.client.dir().join("load-status.json");
-    let mut load = lab.client.spawn(
-        "gate64-bench-load",
-        &[
-            "env",
-            "RUST_LOG=info",
-            path_str(&bin)?,
-            "bench",
-            "load",
-            "--spec",
-            path_str(&spec)?,
-            "--status",
-            path_str(&status)?,
-        ],
-    )?;
+    let mut load = spawn_bench_load(&lab.client, &spec, &status)?;
     let n = clients as f64;
     let t = Instant::now();
     let timeout = LOAD_UP_TIMEOUT + LOAD_UP_PER_CLIENT * u32::try_from(clients)?;
@@ -959,25 +952,7 @@ fn with_load(lab: &Lab, charon: &Charon<'_>, certs: &LabCerts, clients: usize) -
     );
 
     // The ESP packet caught before the death, sent again: hsb refuses it as a replay.
-    let replays_before = m.sum("gate64_esp_replay_drops_total", &[]);
-    lab.client.run_in(|| -> Result<()> {
-        let socket = std::net::UdpSocket::bind("192.0.2.50:0")?;
-        socket.send_to(&replay, (IKE_ADDRESS, 4500))?;
-        Ok(())
-    })??;
-    let replayed = wait_until(Duration::from_secs(5), || {
-        metrics(standby_ns)
-            .is_ok_and(|m| m.sum("gate64_esp_replay_drops_total", &[]) > replays_before)
-    });
-    ensure!(
-        replayed,
-        "hsb did not count the replayed ESP packet\n{}",
-        gate64_lines(&metrics(standby_ns)?)
-    );
-    ensure!(
-        ping_once(&lab.client),
-        "no ping reply from {CORP_HOST} through hsb after the replayed ESP packet"
-    );
+    replay_is_dropped(lab, &m, &replay)?;
 
     let (silence, lost) = figures.unwrap_or((f64::NAN, 0));
     println!(

@@ -41,8 +41,8 @@ use gate64_testkit::{
 };
 
 use crate::common::{
-    IPHTTPS_PREFIX, connect_iphttps, gate64_lines, handshakes, make_certs, median, netns_test,
-    path_str, rounds_from_env, serve_iphttps,
+    IPHTTPS_PREFIX, connect_iphttps, gate64_lines, handshakes, iphttps_section, make_certs, median,
+    netns_test, path_str, rounds_from_env, serve_iphttps,
 };
 
 /// Clients that stop reading.
@@ -736,12 +736,8 @@ fn start_edge_gate64(topo: &Topology, certs: &Path, iphttps_keys: &str) -> Resul
         ..Gate64Options::default()
     }
     .config_toml();
-    conf.push_str(&format!(
-        "\n[iphttps]\nenabled = true\nlisten = \"{CLIENT_GW_V4}:443\"\ncertificate = {:?}\n\
-         private_key = {:?}\nprefix = \"{IPHTTPS_PREFIX}\"\n{iphttps_keys}",
-        path_str(&certs.join("server.pem"))?,
-        path_str(&certs.join("server.key"))?,
-    ));
+    conf.push_str(&iphttps_section(certs)?);
+    conf.push_str(iphttps_keys);
     serve_iphttps(topo, "gate64-edge.toml", &conf)
 }
 

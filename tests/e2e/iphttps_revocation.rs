@@ -13,12 +13,10 @@ use std::time::Duration;
 
 use anyhow::{Context, Result, ensure};
 use gate64_testkit::strongswan::write_pki_conf;
-use gate64_testkit::{
-    CLIENT_GW_V4, CORP_HOST, Gate64Options, Process, Topology, wait_for, wait_until,
-};
+use gate64_testkit::{CORP_HOST, Gate64Options, Process, Topology, wait_for, wait_until};
 
 use crate::common::{
-    IPHTTPS_PREFIX, client_address, connect_iphttps, gate64_lines, handshakes, make_certs,
+    client_address, connect_iphttps, gate64_lines, handshakes, iphttps_section, make_certs,
     netns_test, path_str, serve_iphttps, spawn_iphttps_client, spawn_iphttps_client_as,
 };
 use crate::ike_multi_auth::issue_under_lab_ca;
@@ -51,12 +49,9 @@ fn start_gate64_with_crl(topo: &Topology, certs: &Path, crl: &Path) -> Result<Pr
         "the lab configuration changed:\n{base}"
     );
     let mut conf = base.replace(ipsec, &format!("{ipsec}crl_refresh_secs = 10\n"));
+    conf.push_str(&iphttps_section(certs)?);
     conf.push_str(&format!(
-        "\n[iphttps]\nenabled = true\nlisten = \"{CLIENT_GW_V4}:443\"\ncertificate = {:?}\n\
-         private_key = {:?}\nprefix = \"{IPHTTPS_PREFIX}\"\nclient_ca = {:?}\n\
-         client_crls = [{:?}]\n",
-        path_str(&certs.join("server.pem"))?,
-        path_str(&certs.join("server.key"))?,
+        "client_ca = {:?}\nclient_crls = [{:?}]\n",
         path_str(&certs.join("ca.pem"))?,
         path_str(crl)?,
     ));

@@ -21,7 +21,8 @@ use gate64_testkit::strongswan::{
 use gate64_testkit::{CORP_HOST, Gate64Options, Process, Topology, gate64_binary, wait_for};
 
 use crate::common::{
-    connect_iphttps, gate64_ctl, gate64_lines, make_certs, netns_test, path_str, serve_iphttps,
+    connect_iphttps, gate64_ctl, gate64_lines, iphttps_section, make_certs, netns_test, path_str,
+    serve_iphttps,
 };
 use crate::teredo::qualify;
 
@@ -279,12 +280,7 @@ impl IphttpsIpsecLab {
             ..Gate64Options::default()
         }
         .config_toml();
-        conf.push_str(&format!(
-            "\n[iphttps]\nenabled = true\nlisten = \"198.51.100.1:443\"\ncertificate = {:?}\n\
-             private_key = {:?}\nprefix = \"2001:db8:1::/48\"\n",
-            path_str(&tls.join("server.pem"))?,
-            path_str(&tls.join("server.key"))?,
-        ));
+        conf.push_str(&iphttps_section(&tls)?);
         let gate = serve_iphttps(topo, "gate64-ipsec.toml", &conf)?;
         let (client, _addr) = connect_iphttps(topo, &tls, false)?;
         topo.ping6_all(&topo.cli, GATE64_ADDRESS6, 3)

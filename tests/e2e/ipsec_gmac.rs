@@ -25,8 +25,8 @@ use gate64_testkit::strongswan::{Charon, CharonConfig, INFRASTRUCTURE, LabCerts,
 use gate64_testkit::{CLIENT_GW_V4, CORP_HOST, Process, Topology, gate64_binary, wait_until};
 
 use crate::common::{
-    connect_iphttps, expect_no_proposal, gate64_lines, make_certs, netns_test, path_str,
-    serve_iphttps_ipsec, status_json,
+    connect_iphttps, expect_no_proposal, gate64_lines, iphttps_section, make_certs, netns_test,
+    path_str, serve_iphttps_ipsec, status_json,
 };
 use crate::ipsec::{GATE64_ADDRESS6, TeredoIpsecLab};
 
@@ -200,12 +200,7 @@ fn netns_ipsec_teredo_refuses_integrity_only() {
 fn teredo_refuses(topo: &Topology) -> Result<()> {
     // IP-HTTPS is on too, so the setting is in force: only the transport differs.
     let tls = make_certs(topo)?;
-    let iphttps = format!(
-        "\n[iphttps]\nenabled = true\nlisten = \"{CLIENT_GW_V4}:443\"\ncertificate = {:?}\n\
-         private_key = {:?}\nprefix = \"2001:db8:1::/48\"\n",
-        path_str(&tls.join("server.pem"))?,
-        path_str(&tls.join("server.key"))?,
-    );
+    let iphttps = iphttps_section(&tls)?;
     let mut lab = TeredoIpsecLab::start_accounting(
         topo,
         None,

@@ -42,7 +42,7 @@ use anyhow::{Context, Result, ensure};
 use gate64_testkit::{Metrics, Netns, Process, gate64_binary, netns_or_skip, wait_for, wait_until};
 
 use crate::bench_load::{field, udp_echo};
-use crate::common::path_str;
+use crate::common::{path_str, spawn_bench_load};
 use crate::failover::metrics;
 
 const ANYCAST: &str = "198.51.100.100";
@@ -508,20 +508,7 @@ fn run(
         .map(|host| corp.spawn_thread("udp-echo", move || udp_echo(host)));
     let spec = cli.write_file("load-spec.json", &spec_json(&certs, clients)?)?;
     let status = cli.dir().join("load-status.json");
-    let mut load = cli.spawn(
-        "gate64-bench-load",
-        &[
-            "env",
-            "RUST_LOG=info",
-            path_str(&bin)?,
-            "bench",
-            "load",
-            "--spec",
-            path_str(&spec)?,
-            "--status",
-            path_str(&status)?,
-        ],
-    )?;
+    let mut load = spawn_bench_load(cli, &spec, &status)?;
     let t = Instant::now();
     let timeout = UP_TIMEOUT + UP_PER_CLIENT * u32::try_from(clients)?;
     let up = all_up(&status, clients, timeout);
