@@ -162,7 +162,13 @@ pub async fn serve(
 /// installed, or the HA state.
 pub fn answer(request: &str, handlers: &ControlHandlers) -> Vec<u8> {
     let body = match Request::parse(request) {
-        Ok(Request::Status) => return serde_json::to_vec(&(handlers.read)()).unwrap_or_default(),
+        Ok(Request::Status) => {
+            let json = serde_json::to_vec(&(handlers.read)()).unwrap_or_default();
+            // The snapshot listed every IKE SA and client in small blocks, now freed: give
+            // their pages back, or a status of 100,000 clients leaves the RSS ~300 MB higher.
+            gate64_sys::resource::release_free_heap();
+            return json;
+        }
         Ok(Request::HaPromote(pid)) => {
             let own = std::process::id();
             let promoted = match pid {
