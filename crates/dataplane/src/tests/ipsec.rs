@@ -555,9 +555,7 @@ fn an_iphttps_client_sends_esp_as_next_header_50_and_gets_sealed_replies_in_its_
 // (`ike_rate_limited`); another client's IKE still passes, and the budget refills.
 #[test]
 fn ike_beyond_a_clients_budget_is_ike_rate_limited_and_others_still_pass() {
-    let mut cfg = ipsec_config(false);
-    cfg.ike_per_client_per_sec = 3;
-    let mut w = Worker::new(Shared::new(cfg), Arc::new(Stats::default()));
+    let mut w = ike_limited_worker(3);
     let (me, other) = (teredo(CLIENT).encode(), teredo(OTHER).encode());
     let t0 = Instant::now();
     let init = udp_with(me, ENDPOINT, 500, &[0x11; 28]);
@@ -586,9 +584,7 @@ fn ike_beyond_a_clients_budget_is_ike_rate_limited_and_others_still_pass() {
 // more IKE through than the per-host budget; a client of another address still gets in.
 #[test]
 fn all_teredo_ports_of_one_ipv4_share_one_host_ike_budget() {
-    let mut cfg = ipsec_config(false);
-    cfg.ike_per_client_per_sec = 3;
-    let mut w = Worker::new(Shared::new(cfg), Arc::new(Stats::default()));
+    let mut w = ike_limited_worker(3);
     let t0 = Instant::now();
     let passed = (40_000..40_200u16)
         .filter(|&port| {
@@ -612,20 +608,11 @@ fn all_teredo_ports_of_one_ipv4_share_one_host_ike_budget() {
 // identifier does not buy a new budget.
 #[test]
 fn an_iphttps_64_shares_one_ike_budget() {
-    let mut cfg = ipsec_config(false);
-    cfg.ike_per_client_per_sec = 1;
-    let mut w = Worker::new(Shared::new(cfg), Arc::new(Stats::default()));
+    let mut w = ike_limited_worker(1);
     let prefix: Ipv6Addr = "2001:db8:5::".parse().unwrap();
     let now = Instant::now();
     let passed = (1..=5u128)
-        .filter(|i| {
-            let src = Ipv6Addr::from(u128::from(prefix) + i);
-            let (mut buf, start, end) = framed(&udp_with(src, ENDPOINT, 500, &[0x11; 28]));
-            matches!(
-                iphttps_packet(&mut w, now, prefix, &mut buf, start, end),
-                Verdict::Tun { .. }
-            )
-        })
+        .filter(|i| iphttps_ike_passes(&mut w, now, prefix, Ipv6Addr::from(u128::from(prefix) + i)))
         .count();
     assert_eq!(passed, 2);
     assert_eq!(w.stats().drops(DropReason::IkeRateLimited), 3);
@@ -635,18 +622,11 @@ fn an_iphttps_64_shares_one_ike_budget() {
 // clients, and one of them at its limit takes nothing from the others' budgets.
 #[test]
 fn iphttps_64s_of_one_48_keep_their_own_ike_budgets() {
-    let mut cfg = ipsec_config(false);
-    cfg.ike_per_client_per_sec = 1;
-    let mut w = Worker::new(Shared::new(cfg), Arc::new(Stats::default()));
+    let mut w = ike_limited_worker(1);
     let now = Instant::now();
     let send = |w: &mut Worker, net: u128| {
         let prefix = Ipv6Addr::from((0x2001_0db8_0005_0000u128 + net) << 64);
-        let src = Ipv6Addr::from(u128::from(prefix) + 1);
-        let (mut buf, start, end) = framed(&udp_with(src, ENDPOINT, 500, &[0x11; 28]));
-        matches!(
-            iphttps_packet(w, now, prefix, &mut buf, start, end),
-            Verdict::Tun { .. }
-        )
+        iphttps_ike_passes(w, now, prefix, Ipv6Addr::from(u128::from(prefix) + 1))
     };
     // The first client spends its burst and is then shed.
     assert_eq!((0..5).filter(|_| send(&mut w, 0)).count(), 2);
@@ -656,6 +636,22 @@ fn iphttps_64s_of_one_48_keep_their_own_ike_budgets() {
         .count();
     assert_eq!(others, 64);
     assert_eq!(w.stats().drops(DropReason::IkeRateLimited), 3);
+}
+
+/// A worker whose road lets each client `per_sec` IKE packets a second (as many again at once).
+fn ike_limited_worker(per_sec: u32) -> Worker {
+    let mut cfg = ipsec_config(false);
+    cfg.ike_per_client_per_sec = per_sec;
+    Worker::new(Shared::new(cfg), Arc::new(Stats::default()))
+}
+
+/// Whether an IKE packet from `src` over the IP-HTTPS connection of `prefix` reaches the TUN.
+fn iphttps_ike_passes(w: &mut Worker, now: Instant, prefix: Ipv6Addr, src: Ipv6Addr) -> bool {
+    let (mut buf, start, end) = framed(&udp_with(src, ENDPOINT, 500, &[0x11; 28]));
+    matches!(
+        iphttps_packet(w, now, prefix, &mut buf, start, end),
+        Verdict::Tun { .. }
+    )
 }
 
 /// `pkt` as an ICMPv6 message of `msg_type` (code 0); the body is whatever `pkt` carried.
