@@ -275,18 +275,30 @@ fn search(args: &CapacityArgs, lab: &mut Lab<'_>, stop: &AtomicBool) -> Result<R
     row.idle_corpnet_mbps = mbit_per_sec(idle.corpnet, busy.corpnet, secs);
     row.idle_internet_mbps = mbit_per_sec(idle.internet, busy.internet, secs);
     row.idle_cpu_percent = idle.gate.since(&busy.gate).1;
+    let before_probe = drops(lab)?;
     let probe = run_flows(args, lab, 0.0, true, stop).context("probing every client")?;
+    row.probe_drops = grown(&before_probe, &drops(lab)?);
     row.clients_probed = probe.probed as u64;
     row.clients_passed_traffic = probe.probe_ok as u64;
+    row.clients_passed_first_round = probe.probe_ok_first_round as u64;
+    row.probe_answered_at_try = probe.probe_answered_at_try.clone();
+    row.clients_reprobed = probe.reprobed as u64;
+    row.probe_failures = probe.probe_failures.clone();
     row.dns64_error = probe.dns64_error;
     row.nat64_fallback = args.nat64_fallback;
     row.path_failures = (probe.paths.failures().into_iter())
         .map(|f| format!("probe: {f}"))
         .collect();
     row.probe_paths = probe.paths;
+    if probe.reprobed > 0 {
+        eprintln!(
+            "{} clients got no echo among 512 probed at once; probed again a few at a time, {} answered",
+            probe.reprobed, probe.reprobe_ok
+        );
+    }
     if !probe.probe_failed.is_empty() {
         eprintln!(
-            "clients whose probe got no echo (first 20): {:?}",
+            "clients whose probe got no echo in either round (first 20): {:?}",
             probe.probe_failed
         );
     }

@@ -124,8 +124,21 @@ pub struct Row {
     pub rtt_p99_ms: f64,
     /// Emulated clients that sent a probe.
     pub clients_probed: u64,
-    /// Emulated clients whose probe came back through their tunnel.
+    /// Emulated clients whose probe came back through their tunnel (in the first round, 512
+    /// clients probed at once, or in the second, the first round's failures probed again a
+    /// few at a time).
     pub clients_passed_traffic: u64,
+    /// Of which in the first round.
+    pub clients_passed_first_round: u64,
+    /// Of the first round's echoes, how many came on the first, second, third try (each try
+    /// waits 2 s): echoes after the first try are probes lost on the way.
+    pub probe_answered_at_try: Vec<u64>,
+    /// Clients probed again in the second round.
+    pub clients_reprobed: u64,
+    /// Up to 20 clients the first round did not reach: which, why, and whether the second did.
+    pub probe_failures: Vec<super::traffic::ProbeFailure>,
+    /// Drop counters that grew while every client was probed (the keys of `Step::drops`).
+    pub probe_drops: BTreeMap<String, u64>,
     /// The third-party client (miredo + strongSwan) pinged the corporate host through its
     /// tunnel; `None` when not run.
     pub third_party_ok: Option<bool>,

@@ -2,7 +2,10 @@
 //!
 //! Two parts, both optional:
 //! - probes: one UDP echo (three tries, 2 s each) from each client (`--probe-all`), so every
-//!   client's tunnels are shown to carry traffic;
+//!   client's tunnels are shown to carry traffic; 512 clients are probed at once, and the
+//!   clients none of whose tries came back are probed again afterwards, a few at a time, so a
+//!   probe lost in the first round's bursts is told apart from a client that carries nothing
+//!   (both rounds, and on which try each echo came, are in the result);
 //! - bulk: `--flows` paced flows spread evenly over the clients, offering `--mbps` in all:
 //!   a `--udp-share` of them UDP echo streams (loss and latency), the others TCP, uploads and
 //!   downloads alternating; a `--nat64-share` of them go to the IPv4-only host by name
@@ -12,7 +15,7 @@ use super::dns::resolve_aaaa;
 use super::paths::Paths;
 use super::udp::bind_udp;
 use super::{Direction, PACE_TICK, TcpRequest, UDP_PAYLOAD, UdpHeader, due_bytes, paced_write};
-use crate::bench::spec::{ClientAddress, parse_addresses};
+use crate::bench::spec::{ClientAddress, Transport, parse_addresses};
 use anyhow::{Context, Result, bail};
 use serde::{Deserialize, Serialize};
 use std::net::{Ipv6Addr, SocketAddr, SocketAddrV6};
@@ -26,7 +29,13 @@ use tokio::time::Instant;
 /// Probes in flight at once (each holds a socket).
 const PROBE_CONCURRENCY: usize = 512;
 /// Tries of one client's probe, each waiting this long for the echo.
-const PROBE_TRIES: u32 = 3;
+const PROBE_TRIES: usize = 3;
+/// The second round: clients whose probe failed are probed again this many at a time, when
+/// no more than `REPROBE_MAX` failed (more is a broken path, not lost probes).
+const REPROBE_CONCURRENCY: usize = 8;
+const REPROBE_MAX: usize = 1_000;
+/// Failed clients listed in the result, with why.
+const FAILURES_LISTED: usize = 20;
 const PROBE_WAIT: Duration = Duration::from_secs(2);
 /// How long the senders wait for the last echoes and counts after their paced period.
 const DRAIN: Duration = Duration::from_secs(2);
@@ -99,10 +108,22 @@ pub struct FlowsResult {
     pub clients: usize,
     /// Clients probed.
     pub probed: usize,
-    /// Clients whose probe came back.
+    /// Clients whose probe came back, in the first round or the second.
     pub probe_ok: usize,
-    /// Up to 20 clients whose probe did not come back.
+    /// Clients whose probe came back in the first round (512 clients probed at once).
+    pub probe_ok_first_round: usize,
+    /// Of the first round's echoes, how many came on the first, second, third try.
+    pub probe_answered_at_try: Vec<u64>,
+    /// Clients probed again in the second round (those the first round failed, when no more
+    /// than 1,000 did), a few at a time.
+    pub reprobed: usize,
+    /// Of those, whose probe came back.
+    pub reprobe_ok: usize,
+    /// Up to 20 clients whose probe did not come back in either round.
     pub probe_failed: Vec<Ipv6Addr>,
+    /// Up to 20 clients whose probe failed in the first round: which, how, and whether the
+    /// second round reached them.
+    pub probe_failures: Vec<ProbeFailure>,
     /// The IPv4-only server's synthesized address (DNS64, or `--nat64-fallback`).
     pub nat64_target: Option<Ipv6Addr>,
     /// Why the DNS64 lookup failed, if it did.
@@ -140,6 +161,21 @@ pub struct FlowsResult {
     /// Payload moved through the tunnels per second, both directions (TCP once, UDP twice:
     /// out and echoed), Mbit/s.
     pub goodput_mbps: f64,
+}
+
+/// A client whose probe failed in the first round.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct ProbeFailure {
+    /// Its inner address.
+    pub inner: Ipv6Addr,
+    /// Its transport.
+    pub transport: Transport,
+    /// Whether the probe went to the IPv4-only host through NAT64.
+    pub nat64: bool,
+    /// Why: no echo within the tries, or the error binding or sending.
+    pub error: String,
+    /// Whether the second round's probe came back (`None`: not probed again).
+    pub reprobe_ok: Option<bool>,
 }
 
 /// Runs `gate64 bench flows`.
@@ -240,38 +276,98 @@ async fn probe_all(
     target: &impl Fn(usize) -> (SocketAddr, bool),
     result: &mut FlowsResult,
 ) {
-    let limit = Arc::new(tokio::sync::Semaphore::new(PROBE_CONCURRENCY));
-    let mut tasks = tokio::task::JoinSet::new();
-    for (i, c) in clients.iter().enumerate() {
-        let Ok(permit) = limit.clone().acquire_owned().await else {
-            break;
-        };
-        let (src, (dst, nat64), transport) = (c.inner, target(i), c.transport);
-        tasks.spawn(async move {
-            let ok = probe(src, dst, i as u64).await.is_ok();
-            drop(permit);
-            (src, nat64, transport, ok)
-        });
-    }
     result.probed = clients.len();
-    while let Some(done) = tasks.join_next().await {
-        // A probe task cannot panic; one that did is a client not shown to work.
-        let Ok((src, nat64, transport, ok)) = done else {
-            continue;
-        };
-        for path in result.paths.on(nat64, transport) {
-            path.probe(ok);
+    result.probe_answered_at_try = vec![0; PROBE_TRIES];
+    let all: Vec<usize> = (0..clients.len()).collect();
+    let first = probe_round(clients, &all, target, PROBE_CONCURRENCY).await;
+    let mut failed = Vec::new();
+    for (&i, outcome) in all.iter().zip(&first) {
+        match outcome {
+            Ok(try_index) => {
+                result.probe_ok_first_round += 1;
+                if let Some(n) = result.probe_answered_at_try.get_mut(*try_index) {
+                    *n += 1;
+                }
+            }
+            Err(_) => failed.push(i),
         }
-        if ok {
-            result.probe_ok += 1;
-        } else if result.probe_failed.len() < 20 {
-            result.probe_failed.push(src);
+    }
+    let second = if failed.len() <= REPROBE_MAX {
+        result.reprobed = failed.len();
+        probe_round(clients, &failed, target, REPROBE_CONCURRENCY).await
+    } else {
+        Vec::new()
+    };
+    for (k, &i) in failed.iter().enumerate() {
+        let reprobe_ok = second.get(k).map(Result::is_ok);
+        result.reprobe_ok += usize::from(reprobe_ok == Some(true));
+        if result.probe_failures.len() < FAILURES_LISTED {
+            result.probe_failures.push(ProbeFailure {
+                inner: clients[i].inner,
+                transport: clients[i].transport,
+                nat64: target(i).1,
+                error: first[i]
+                    .as_ref()
+                    .err()
+                    .map_or_else(String::new, |e| format!("{e:#}")),
+                reprobe_ok,
+            });
+        }
+        if reprobe_ok != Some(true) && result.probe_failed.len() < FAILURES_LISTED {
+            result.probe_failed.push(clients[i].inner);
+        }
+    }
+    result.probe_ok = result.probe_ok_first_round + result.reprobe_ok;
+    // A client counts on its paths as passed when either round reached it.
+    let reached_again: std::collections::HashSet<usize> = (failed.iter().zip(&second))
+        .filter(|(_, r)| r.is_ok())
+        .map(|(&i, _)| i)
+        .collect();
+    for (i, (c, outcome)) in clients.iter().zip(&first).enumerate() {
+        let ok = outcome.is_ok() || reached_again.contains(&i);
+        for path in result.paths.on(target(i).1, c.transport) {
+            path.probe(ok);
         }
     }
 }
 
-async fn probe(src: Ipv6Addr, dst: SocketAddr, seq: u64) -> Result<()> {
-    let sock = bind_udp(src)?;
+/// Probes the clients `which` (indices into `clients`), `concurrency` at a time; each
+/// outcome, in the order of `which`, is the try that got the echo or why none did.
+async fn probe_round(
+    clients: &[ClientAddress],
+    which: &[usize],
+    target: &impl Fn(usize) -> (SocketAddr, bool),
+    concurrency: usize,
+) -> Vec<Result<usize>> {
+    let limit = Arc::new(tokio::sync::Semaphore::new(concurrency));
+    let mut tasks = tokio::task::JoinSet::new();
+    for (k, &i) in which.iter().enumerate() {
+        let Ok(permit) = limit.clone().acquire_owned().await else {
+            break;
+        };
+        let (src, (dst, _)) = (clients[i].inner, target(i));
+        tasks.spawn(async move {
+            let outcome = probe(src, dst, i as u64).await;
+            drop(permit);
+            (k, outcome)
+        });
+    }
+    let mut outcomes: Vec<Result<usize>> = which
+        .iter()
+        .map(|_| Err(anyhow::anyhow!("not probed")))
+        .collect();
+    while let Some(done) = tasks.join_next().await {
+        // A probe task cannot panic; one that did leaves its client "not probed".
+        if let Ok((k, outcome)) = done {
+            outcomes[k] = outcome;
+        }
+    }
+    outcomes
+}
+
+/// One client's probe: the index of the try whose echo came back.
+async fn probe(src: Ipv6Addr, dst: SocketAddr, seq: u64) -> Result<usize> {
+    let sock = bind_udp(src).with_context(|| format!("binding {src}"))?;
     sock.connect(dst).await?;
     let mut buf = [0_u8; 64];
     let header = UdpHeader {
@@ -280,17 +376,19 @@ async fn probe(src: Ipv6Addr, dst: SocketAddr, seq: u64) -> Result<()> {
         sent_us: 0,
     };
     header.write(&mut buf);
-    for _ in 0..PROBE_TRIES {
-        sock.send(&buf[..UdpHeader::LEN]).await?;
+    for try_index in 0..PROBE_TRIES {
+        sock.send(&buf[..UdpHeader::LEN])
+            .await
+            .with_context(|| format!("sending to {dst}"))?;
         let deadline = Instant::now() + PROBE_WAIT;
         let mut reply = [0_u8; 64];
         while let Ok(Ok(n)) = tokio::time::timeout_at(deadline, sock.recv(&mut reply)).await {
             if UdpHeader::parse(&reply[..n]) == Some(header) {
-                return Ok(());
+                return Ok(try_index);
             }
         }
     }
-    bail!("no echo from {dst}")
+    bail!("no echo from {dst} in {PROBE_TRIES} tries of {PROBE_WAIT:?}")
 }
 
 /// What one bulk flow reports.
@@ -588,12 +686,39 @@ mod tests {
             };
             let r = measure(&args, &clients).await.unwrap();
             assert_eq!((r.probed, r.probe_ok), (4, 4), "{r:?}");
+            assert_eq!(r.probe_ok_first_round, 4, "{r:?}");
+            assert_eq!(r.probe_answered_at_try.iter().sum::<u64>(), 4, "{r:?}");
+            assert_eq!((r.reprobed, r.reprobe_ok), (0, 0), "{r:?}");
+            assert!(r.probe_failures.is_empty() && r.probe_failed.is_empty());
             assert_eq!((r.udp_flows, r.tcp_flows, r.tcp_errors), (2, 2, 0), "{r:?}");
             assert!(r.udp_received > 0 && r.tcp_bytes > 0, "{r:?}");
             assert!(r.paths.failures().is_empty(), "{:?}", r.paths.failures());
             assert_eq!((r.paths.teredo.probes, r.paths.teredo.probes_ok), (4, 4));
             assert_eq!((r.paths.ipv6.flows, r.paths.teredo.flows), (4, 4));
             assert!(r.paths.ipv6.bytes > 0 && !r.paths.dns64.tried, "{r:?}");
+
+            // A client whose inner address is not on this host fails both rounds, with why,
+            // and only its paths count the failure.
+            let mut with_broken = clients.clone();
+            with_broken.push(ClientAddress {
+                inner: "2001:db8:dead::1".parse().unwrap(),
+                transport: crate::bench::spec::Transport::Iphttps,
+            });
+            let probes_only = FlowsArgs {
+                mbps: 0.0,
+                ..args.clone()
+            };
+            let r = measure(&probes_only, &with_broken).await.unwrap();
+            assert_eq!((r.probed, r.probe_ok, r.probe_ok_first_round), (5, 4, 4));
+            assert_eq!((r.reprobed, r.reprobe_ok), (1, 0), "{r:?}");
+            assert_eq!(r.probe_failed, vec![with_broken[4].inner]);
+            let f = &r.probe_failures[0];
+            assert_eq!((f.inner, f.reprobe_ok), (with_broken[4].inner, Some(false)));
+            // `bind_udp` binds any address (IP_FREEBIND), so the send goes out and no echo
+            // comes back to an address that is not this host's.
+            assert!(f.error.starts_with("no echo"), "{f:?}");
+            assert_eq!((r.paths.iphttps.probes, r.paths.iphttps.probes_ok), (1, 0));
+            assert_eq!((r.paths.teredo.probes, r.paths.teredo.probes_ok), (4, 4));
 
             // A NAT64 share whose DNS64 server does not answer (nothing serves [::1]:53 in
             // the test): DNS64 is reported failed,

@@ -17,7 +17,7 @@ mod sink;
 mod udp;
 mod zone;
 
-pub use flows::{FlowsArgs, FlowsResult, run as run_flows};
+pub use flows::{FlowsArgs, FlowsResult, ProbeFailure, run as run_flows};
 pub use paths::Paths;
 pub use sink::{SinkArgs, run as run_sink};
 pub use zone::{ZoneArgs, run as run_zone};
