@@ -275,9 +275,9 @@ fn search(args: &CapacityArgs, lab: &mut Lab<'_>, stop: &AtomicBool) -> Result<R
     row.idle_corpnet_mbps = mbit_per_sec(idle.corpnet, busy.corpnet, secs);
     row.idle_internet_mbps = mbit_per_sec(idle.internet, busy.internet, secs);
     row.idle_cpu_percent = idle.gate.since(&busy.gate).1;
-    let before_probe = drops(lab)?;
+    let before_probe = probe_counters(lab)?;
     let probe = run_flows(args, lab, 0.0, true, stop).context("probing every client")?;
-    row.probe_drops = grown(&before_probe, &drops(lab)?);
+    row.probe_drops = grown(&before_probe, &probe_counters(lab)?);
     row.clients_probed = probe.probed as u64;
     row.clients_passed_traffic = probe.probe_ok as u64;
     row.clients_passed_first_round = probe.probe_ok_first_round as u64;
@@ -506,6 +506,52 @@ fn drops(lab: &Lab<'_>) -> Result<BTreeMap<String, u64>> {
     if let Some(s) = Status::read(&lab.status_path)? {
         all.insert("generator/uplink_dropped".to_owned(), s.uplink_dropped);
         all.insert("generator/esp_errors".to_owned(), s.esp_errors);
+    }
+    Ok(all)
+}
+
+/// What may explain a probe that got no echo: every drop counter of [`drops`], gate64's
+/// counters of drops, errors, refusals and IKE events (`gate64/NAME{LABELS}`), and the
+/// generator's own.
+fn probe_counters(lab: &Lab<'_>) -> Result<BTreeMap<String, u64>> {
+    const TELLING: [&str; 12] = [
+        "drop",
+        "error",
+        "refus",
+        "fail",
+        "unknown",
+        "shed",
+        "replay",
+        "negotiation",
+        "deferred",
+        "retransmi",
+        "timeout",
+        "delete",
+    ];
+    let mut all = drops(lab)?;
+    if let Ok(m) = lab.metrics() {
+        for sample in m.samples() {
+            let telling = TELLING.iter().any(|t| sample.name.contains(t));
+            if !telling || !sample.name.ends_with("_total") || sample.value <= 0.0 {
+                continue;
+            }
+            let labels: Vec<String> = (sample.labels.iter())
+                .map(|(k, v)| format!("{k}={v}"))
+                .collect();
+            let key = format!("gate64/{}{{{}}}", sample.name, labels.join(","));
+            all.insert(key, sample.value as u64);
+        }
+    }
+    if let Some(s) = Status::read(&lab.status_path)? {
+        for (name, v) in [
+            ("unknown_source", s.unknown_source),
+            ("session_errors", s.session_errors),
+            ("ike_negotiations", s.ike_negotiations),
+            ("underlay_dropped", s.underlay_dropped),
+            ("underlay_refused", s.underlay_refused),
+        ] {
+            all.insert(format!("generator/{name}"), v);
+        }
     }
     Ok(all)
 }

@@ -137,7 +137,9 @@ pub struct Row {
     pub clients_reprobed: u64,
     /// Up to 20 clients the first round did not reach: which, why, and whether the second did.
     pub probe_failures: Vec<super::traffic::ProbeFailure>,
-    /// Drop counters that grew while every client was probed (the keys of `Step::drops`).
+    /// Counters that grew while every client was probed: the keys of `Step::drops`, gate64's
+    /// counters of drops, errors, refusals and IKE events (`gate64/NAME{LABELS}`), and the
+    /// generator's packets from an unknown source, session errors and IKE negotiations.
     pub probe_drops: BTreeMap<String, u64>,
     /// The third-party client (miredo + strongSwan) pinged the corporate host through its
     /// tunnel; `None` when not run.
