@@ -545,6 +545,7 @@ fn probe_counters(lab: &Lab<'_>) -> Result<BTreeMap<String, u64>> {
     if let Some(s) = Status::read(&lab.status_path)? {
         for (name, v) in [
             ("unknown_source", s.unknown_source),
+            ("tun_write_failed", s.tun_write_failed),
             ("session_errors", s.session_errors),
             ("ike_negotiations", s.ike_negotiations),
             ("underlay_dropped", s.underlay_dropped),

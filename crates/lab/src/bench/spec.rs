@@ -85,6 +85,8 @@ pub struct Status {
     pub esp_errors: u64,
     /// Packets from the generator's TUN device dropped because their client's queue was full.
     pub uplink_dropped: u64,
+    /// Packets a client's SAs opened that the kernel did not take from the TUN device.
+    pub tun_write_failed: u64,
     /// The generator's resident memory.
     pub rss_bytes: u64,
     /// The generator's CPU time, user and system.

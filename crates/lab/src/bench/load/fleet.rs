@@ -117,6 +117,8 @@ pub struct Counters {
     pub unknown_source: AtomicU64,
     /// Packets from the TUN device dropped because their client's queue was full.
     pub uplink_dropped: AtomicU64,
+    /// Packets a client's SAs opened that the TUN device did not take.
+    pub tun_write_failed: AtomicU64,
     /// Client sessions that ended with an error (their client is restarted).
     pub session_errors: AtomicU64,
     /// Clients with transport and both tunnels up.
@@ -376,6 +378,8 @@ impl Host for LoadHost {
         };
         if tun::write(dev, packet) {
             self.fleet.counters.rx_packets.fetch_add(1, Relaxed);
+        } else {
+            self.fleet.counters.tun_write_failed.fetch_add(1, Relaxed);
         }
     }
 

@@ -29,6 +29,7 @@ pub fn collect(fleet: &Fleet, setup_timeout_secs: u64) -> Status {
         esp_errors: c.esp_errors.load(Relaxed),
         unknown_source: c.unknown_source.load(Relaxed),
         uplink_dropped: c.uplink_dropped.load(Relaxed),
+        tun_write_failed: c.tun_write_failed.load(Relaxed),
         session_errors: c.session_errors.load(Relaxed),
         ike_negotiations: c.negotiations.load(Relaxed),
         probe_sent: c.probe_sent.load(Relaxed),

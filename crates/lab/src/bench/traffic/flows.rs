@@ -174,6 +174,8 @@ pub struct ProbeFailure {
     pub nat64: bool,
     /// Why: no echo within the tries, or the error binding or sending.
     pub error: String,
+    /// When its first try went, in ms since the first round began.
+    pub sent_at_ms: u64,
     /// Whether the second round's probe came back (`None`: not probed again).
     pub reprobe_ok: Option<bool>,
 }
@@ -279,7 +281,8 @@ async fn probe_all(
     result.probed = clients.len();
     result.probe_answered_at_try = vec![0; PROBE_TRIES];
     let all: Vec<usize> = (0..clients.len()).collect();
-    let first = probe_round(clients, &all, target, PROBE_CONCURRENCY).await;
+    let round_start = Instant::now();
+    let (first, sent_at) = probe_round(clients, &all, target, PROBE_CONCURRENCY).await;
     let mut failed = Vec::new();
     for (&i, outcome) in all.iter().zip(&first) {
         match outcome {
@@ -294,7 +297,9 @@ async fn probe_all(
     }
     let second = if failed.len() <= REPROBE_MAX {
         result.reprobed = failed.len();
-        probe_round(clients, &failed, target, REPROBE_CONCURRENCY).await
+        probe_round(clients, &failed, target, REPROBE_CONCURRENCY)
+            .await
+            .0
     } else {
         Vec::new()
     };
@@ -310,6 +315,8 @@ async fn probe_all(
                     .as_ref()
                     .err()
                     .map_or_else(String::new, |e| format!("{e:#}")),
+                sent_at_ms: sent_at[i]
+                    .map_or(0, |at| at.duration_since(round_start).as_millis() as u64),
                 reprobe_ok,
             });
         }
@@ -331,20 +338,23 @@ async fn probe_all(
     }
 }
 
-/// Probes the clients `which` (indices into `clients`), `concurrency` at a time; each
-/// outcome, in the order of `which`, is the try that got the echo or why none did.
+/// Probes the clients `which` (indices into `clients`), `concurrency` at a time. Returns,
+/// in the order of `which`, each outcome (the try that got the echo, or why none did) and
+/// when its first try started.
 async fn probe_round(
     clients: &[ClientAddress],
     which: &[usize],
     target: &impl Fn(usize) -> (SocketAddr, bool),
     concurrency: usize,
-) -> Vec<Result<usize>> {
+) -> (Vec<Result<usize>>, Vec<Option<Instant>>) {
     let limit = Arc::new(tokio::sync::Semaphore::new(concurrency));
     let mut tasks = tokio::task::JoinSet::new();
+    let mut started = vec![None; which.len()];
     for (k, &i) in which.iter().enumerate() {
         let Ok(permit) = limit.clone().acquire_owned().await else {
             break;
         };
+        started[k] = Some(Instant::now());
         let (src, (dst, _)) = (clients[i].inner, target(i));
         tasks.spawn(async move {
             let outcome = probe(src, dst, i as u64).await;
@@ -362,7 +372,7 @@ async fn probe_round(
             outcomes[k] = outcome;
         }
     }
-    outcomes
+    (outcomes, started)
 }
 
 /// One client's probe: the index of the try whose echo came back.
