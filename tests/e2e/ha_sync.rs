@@ -831,6 +831,12 @@ fn with_esp_only_client(lab: &Lab, charon: &Charon<'_>, keepalived: &[u32]) -> R
         "no IKE SA was taken over by ESP on hsb\n{}",
         gate64_lines(&m)
     );
+    let by_request = sync(&m, "takeover", "on_demand") - by_esp;
+    ensure!(
+        by_request == 0.0,
+        "{by_request} IKE SA(s) were taken over by an IKE request, not by ESP\n{}",
+        gate64_lines(&m)
+    );
     let failed = sync(&m, "takeover", "install_failed");
     ensure!(
         failed == 0.0,
