@@ -201,7 +201,7 @@ pub(super) enum EspOutcome {
     Refused,
     /// Authentic: the IKE SA naming its child SA and all that IKE SA's child SAs, taken out
     /// of the store.
-    Taken(SyncedIkeSa, Vec<ChildSaRecord>),
+    Taken(Box<SyncedIkeSa>, Vec<ChildSaRecord>),
 }
 
 /// ESP for a child SA the store may hold: when admitted ([`Candidates::admit`], the limits
@@ -235,7 +235,7 @@ pub(super) fn esp_candidate(
         return EspOutcome::Refused;
     };
     match store.take_one(spi_r, &children) {
-        Some((ike, child)) => EspOutcome::Taken(ike, child),
+        Some((ike, child)) => EspOutcome::Taken(Box::new(ike), child),
         None => EspOutcome::Refused,
     }
 }
@@ -322,7 +322,7 @@ impl Task {
         );
         Counters::add(&counters.on_demand, 1);
         Counters::add(&counters.on_demand_esp, 1);
-        self.install(vec![ike], child, Reply(None), false);
+        self.install(vec![*ike], child, Reply(None), false);
     }
 
     fn state(&self, now: Instant) -> HaState {
