@@ -23,8 +23,9 @@
 //! or SIGUSR1, from the keepalived notify script on MASTER), which installs every child SA
 //! into the SA database and every IKE SA into the responder, and empties the store. From then on this node's
 //! responder reports those SAs like its own, so it streams them back to the peer once that
-//! runs again. A client's own request can also take its IKE SA over, once the peer has gone
-//! quiet ([`trigger`], "on demand"). Only a message that authenticated under the shared secret, from `ha.peer`,
+//! runs again. A client's own request, or its ESP for one of its synced child SAs (the store's
+//! child SPIs are published to `SaDb::awaiting` at each flush), can also take its IKE SA
+//! over, once the peer has gone quiet ([`trigger`], "on demand"). Only a message that authenticated under the shared secret, from `ha.peer`,
 //! reaches the store; every message is counted ([`Counters`]).
 
 mod store;
