@@ -1,5 +1,6 @@
-//! gate64-esp's receive path on malformed packets: `spi_of`, `Inbound::open` (replay window,
-//! ESN reconstruction, trailer checks) and the selector checks on whatever opens; plus seal ->
+//! gate64-esp's receive path on malformed packets: `spi_of`, `Inbound::authentic` (the HA
+//! standby's check, which must move nothing and pass whatever opens), `Inbound::open`
+//! (replay window, ESN reconstruction, trailer checks) and the selector checks on whatever opens; plus seal ->
 //! mutate -> open round trips. Under `cfg(fuzzing)` the AEAD is a null cipher, so arbitrary
 //! bytes reach the code behind the ICV check.
 //! Input: `[mode][bytes]`. Mode bits 0-1 pick the case: 0 raw bytes, 1 raw bytes with the SA's
@@ -62,9 +63,14 @@ fn open_and_check(inbound: &Inbound, out: &Outbound, esp: &mut [u8]) -> Result<(
     let cipher = inbound.cipher();
     let h = cipher.header_len();
     let before = inbound.highest_seq();
+    // The standby's check (one ICV check on a copy) moves nothing, and passes whatever
+    // opens.
+    let authentic = inbound.authentic(&mut esp.to_vec());
+    assert_eq!(inbound.highest_seq(), before);
     let r = inbound.open(esp);
     match &r {
         Ok(o) => {
+            assert!(authentic, "opened but not authentic");
             assert!(o.inner.start == h && o.inner.end + 2 + ICV_LEN <= len);
             if cipher.is_cbc() {
                 assert_eq!((len - h - ICV_LEN) % 16, 0);

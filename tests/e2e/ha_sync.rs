@@ -23,6 +23,13 @@
 //!   (`gate64_esp_replay_drops_total`) and does not move the child SA; charon then rekeys the
 //!   infrastructure child SA through `hsb`'s taken-over IKE SA and pings through the new one.
 //!   The ping's longest silence and its losses are printed, never asserted.
+//! - `netns_ha_sync_esp_takes_over_unpromoted`: as the first, but charon's liveness checks
+//!   are 10 minutes apart (it sends no IKE request during the test) and `hsb` is never
+//!   promoted: its keepalived is stopped (SIGSTOP) before the crash, so no notify script
+//!   runs, and the test moves the IKE address and the inside gateway to `hsb` by hand. The
+//!   ping's ESP alone must bring the infrastructure tunnel's IKE SA and child SAs over
+//!   (`gate64_ha_sync_total{result="on_demand_esp"}`), with no IKE negotiation on `hsb` and
+//!   charon's SPIs unchanged. The ping's longest silence is printed, never asserted.
 //! - `netns_ha_sync_cut_channel_client_returns_by_qcd`: the sync link is down before the
 //!   client connects, so `hsb` holds nothing of it; the client is `gate64 connect teredo`
 //!   (both tunnels through the pair's Teredo server and relay, whose addresses keepalived
@@ -89,6 +96,24 @@ fn netns_ha_sync_takeover_keeps_ipsec_sas() {
         r
     });
     println!("HA sync test took {:.1} s", started.elapsed().as_secs_f64());
+    if let Err(e) = r {
+        panic!("{e:#}");
+    }
+}
+
+#[test]
+#[ignore = "netns: needs root"]
+fn netns_ha_sync_esp_takes_over_unpromoted() {
+    if !netns_or_skip("netns_ha_sync_esp_takes_over_unpromoted") {
+        return;
+    }
+    let r = Lab::new().and_then(|lab| {
+        let r = esp_takeover(&lab);
+        if r.is_err() {
+            eprintln!("{}", lab.logs());
+        }
+        r
+    });
     if let Err(e) = r {
         panic!("{e:#}");
     }
@@ -694,6 +719,143 @@ fn with_client(lab: &Lab, charon: &Charon<'_>) -> Result<()> {
          IKE negotiations; charon's IKE and child SPIs unchanged; a replayed ESP packet from \
          before the death dropped and counted; a child SA rekey through hsb",
         sync(&m, "in", "stored"),
+    );
+    Ok(())
+}
+
+/// The pids of `node`'s keepalived processes.
+fn keepalived_pids(node: &Netns) -> Vec<u32> {
+    (node.pids().into_iter())
+        .filter(|pid| {
+            std::fs::read_to_string(format!("/proc/{pid}/comm"))
+                .is_ok_and(|c| c.trim() == "keepalived")
+        })
+        .map(|pid| pid as u32)
+        .collect()
+}
+
+/// The standby takes the client over on its ESP alone: charon sends no IKE request (its
+/// liveness checks are 10 minutes apart) and nothing promotes `hsb` (its keepalived is
+/// stopped, the addresses are moved by hand).
+fn esp_takeover(lab: &Lab) -> Result<()> {
+    let (certs, [_active, mut standby]) = start_pair(lab, Client::Native, IKE_ADDRESS.parse()?)?;
+    let tunnels = vec![
+        Tunnel::new(INFRASTRUCTURE, &[&format!("{CORP_HOST}/128")]),
+        Tunnel::new(INTRANET, &["2001:db8:100::/48"]),
+    ];
+    let mut config = CharonConfig::initiator(IKE_ADDRESS.parse()?, certs.initiator(), tunnels);
+    config.dpd_delay = Duration::from_secs(600);
+    let charon = Charon::start(&lab.client, "initiator", config)?;
+    let stopped = keepalived_pids(&lab.nodes[1]);
+    let r = with_esp_only_client(lab, &charon, &stopped);
+    for pid in &stopped {
+        signal(*pid, "-CONT");
+    }
+    let r = with_charon_logs(r, &[&charon]);
+    standby
+        .process()
+        .ensure_running()
+        .context("keepalived on hsb")?;
+    r
+}
+
+fn with_esp_only_client(lab: &Lab, charon: &Charon<'_>, keepalived: &[u32]) -> Result<()> {
+    let [active_ns, standby_ns] = &lab.nodes;
+    ensure!(!keepalived.is_empty(), "no keepalived process on hsb");
+    charon.load_all()?;
+    for tunnel in [INFRASTRUCTURE, INTRANET] {
+        charon.initiate(tunnel, tunnel, INITIATE_TIMEOUT)?;
+    }
+    let before = charon.wait_established(2, 2, SETTLE_TIMEOUT)?;
+    ensure!(
+        wait_until(Duration::from_secs(10), || ping_once(&lab.client)),
+        "no ping reply from {CORP_HOST} through hsa"
+    );
+    let stored = wait_until(SYNC_BOUND, || {
+        metrics(standby_ns).is_ok_and(|m| held(&m) >= RECORDS)
+    });
+    ensure!(
+        stored,
+        "hsb held fewer than {RECORDS} records within {SYNC_BOUND:?}\n{}",
+        gate64_lines(&metrics(standby_ns)?)
+    );
+    // No promotion: hsb's keepalived sees nothing from here on, so its notify script never
+    // runs.
+    for pid in keepalived {
+        signal(*pid, "-STOP");
+    }
+    let stream = Stream::start("ping-ipsec", &lab.client, "-6", &CORP_HOST.to_string())?;
+    std::thread::sleep(Duration::from_secs(2));
+    let died = now_epoch();
+    let t = Instant::now();
+    for pid in active_ns.pids() {
+        signal(pid as u32, "-KILL");
+    }
+    for dev in ["up0", "lan0", "ha0"] {
+        active_ns.ip(&["link", "set", dev, "down"])?;
+    }
+    standby_ns.ip(&["addr", "add", &format!("{IKE_ADDRESS}/24"), "dev", "up0"])?;
+    standby_ns.ip(&[
+        "-6",
+        "addr",
+        "add",
+        &format!("{INSIDE_GATEWAY}/64"),
+        "dev",
+        "lan0",
+    ])?;
+    // What keepalived's gratuitous ARP and unsolicited NA would do.
+    lab.client.ip(&["neigh", "flush", "dev", "eth0"])?;
+    lab.corp.ip(&["-6", "neigh", "flush", "dev", "eth0"])?;
+    let resumed = wait_until(RESUME_BOUND, || stream.resumed_after(died + 0.5));
+    let gap = t.elapsed();
+    std::thread::sleep(Duration::from_secs(1));
+    signal(stream.process.pid(), "-INT");
+    std::thread::sleep(Duration::from_millis(300));
+    let m = metrics(standby_ns)?;
+    ensure!(
+        resumed,
+        "the ping did not flow again through hsb within {RESUME_BOUND:?} of the death\n{}\n\
+         ping:\n{}",
+        gate64_lines(&m),
+        stream.process.log()
+    );
+    let negotiated = m.sum("gate64_ike_negotiations_total", &[]);
+    ensure!(
+        negotiated == 0.0,
+        "hsb ran {negotiated} IKE negotiations: the client negotiated again\n{}",
+        gate64_lines(&m)
+    );
+    let by_esp = sync(&m, "takeover", "on_demand_esp");
+    ensure!(
+        by_esp >= 1.0,
+        "no IKE SA was taken over by ESP on hsb\n{}",
+        gate64_lines(&m)
+    );
+    let by_request = sync(&m, "takeover", "on_demand") - by_esp;
+    ensure!(
+        by_request == 0.0,
+        "{by_request} IKE SA(s) were taken over by an IKE request, not by ESP\n{}",
+        gate64_lines(&m)
+    );
+    let failed = sync(&m, "takeover", "install_failed");
+    ensure!(
+        failed == 0.0,
+        "hsb failed to install {failed} synced records\n{}",
+        gate64_lines(&m)
+    );
+    let after = charon.wait_established(2, 2, SETTLE_TIMEOUT)?;
+    ensure!(
+        spis(&before) == spis(&after),
+        "charon's SAs changed across the takeover:\nbefore {before:#?}\nafter {after:#?}"
+    );
+    let (silence, lost) = stream.figures(died).unwrap_or((f64::NAN, 0));
+    println!(
+        "HA takeover by ESP, hsb not promoted: the ping flowed again {:.2} s after hsa's \
+         death (longest silence {silence:.2} s, {lost} echo requests lost); {by_esp} IKE SA(s) \
+         taken over by ESP, {} records installed, {negotiated} IKE negotiations on hsb; \
+         charon's IKE and child SPIs unchanged",
+        gap.as_secs_f64(),
+        sync(&m, "takeover", "installed"),
     );
     Ok(())
 }

@@ -7,7 +7,8 @@
 //! ingress: IPv6 to endpoint, next header 50           -> ESP
 //!          UDP to [endpoint]:4500, first word non-zero -> ESP (RFC 3948 §2.2)
 //!          UDP to [endpoint]:4500, one byte 0xFF       -> NAT keepalive, consumed (§2.3)
-//!          ESP -> SA by SPI (esp_unknown_spi) -> from the SA's peer? (spoofed_source)
+//!          ESP -> SA by SPI (esp_unknown_spi; one awaiting an HA takeover: copied to the
+//!                 sync task) -> from the SA's peer? (spoofed_source)
 //!              -> open in place (esp_replay, esp_auth) -> selectors (esp_selector)
 //!              -> the road, from ClientBinding::Ipsec
 //!              -> IPv6: the road; IPv4 (ipsec.pool4): the IPv4 road (ingress4)
@@ -73,6 +74,24 @@ impl Shared {
     }
 }
 
+/// ESP whose SPI found no SA: when that SPI is a child SA another node synced here and that
+/// waits for a takeover (`[ha]`), a copy goes to the HA sync task, which takes the client
+/// over if the packet authenticates under the synced keys. The packet itself is still
+/// dropped (`esp_unknown_spi`); the client's next one finds the SA. Only this drop path pays
+/// for the lookup: one atomic load while the published set is unchanged, then a hash lookup.
+fn offer_for_takeover(
+    sadb: &gate64_esp::SaDb,
+    view: &mut gate64_esp::AwaitingView,
+    remote: SocketAddr,
+    spi: u32,
+    esp: &[u8],
+) {
+    let awaiting = sadb.awaiting();
+    if awaiting.contains(view, spi) {
+        awaiting.offer(remote, esp);
+    }
+}
+
 impl Worker {
     /// ESP (or a NAT keepalive) in the IPv6 packet `buf[start..end]` from `from`: opened, and
     /// its inner packet sent down the road from [`ClientBinding::Ipsec`].
@@ -103,13 +122,12 @@ impl Worker {
         let spi = gate64_esp::spi_of(esp).ok_or(DropReason::Truncated)?;
         // `self.shared` is borrowed, not cloned: its reference count is one cache line every
         // worker would write twice per packet.
-        let sa = self
-            .shared
-            .cfg
-            .sadb
-            .as_ref()
-            .and_then(|db| db.inbound(spi))
-            .ok_or(DropReason::EspUnknownSpi)?;
+        let sadb = (self.shared.cfg.sadb.as_ref()).ok_or(DropReason::EspUnknownSpi)?;
+        let Some(sa) = sadb.inbound(spi) else {
+            let remote = SocketAddr::new(IpAddr::V6(outer), 0);
+            offer_for_takeover(sadb, &mut self.awaiting, remote, spi, esp);
+            return Err(DropReason::EspUnknownSpi);
+        };
         // Only the client the SA was negotiated with may use it: the transport stage checked
         // that `outer` is that client's address. A native SA's ESP comes to its socket.
         if sa.peer().outer != outer || sa.peer().native.is_some() {
@@ -165,7 +183,10 @@ impl Worker {
             .ok_or(DropReason::EspUnknownSpi)?;
         let esp = buf.get_mut(start..end).ok_or(DropReason::Truncated)?;
         let spi = gate64_esp::spi_of(esp).ok_or(DropReason::Truncated)?;
-        let sa = sadb.inbound(spi).ok_or(DropReason::EspUnknownSpi)?;
+        let Some(sa) = sadb.inbound(spi) else {
+            offer_for_takeover(sadb, &mut self.awaiting, remote, spi, esp);
+            return Err(DropReason::EspUnknownSpi);
+        };
         // An SA negotiated through Teredo or IP-HTTPS, or at another of gate64's addresses,
         // is not this socket's.
         if sa.peer().native.map(|n| n.ip()) != Some(local.ip()) {

@@ -68,6 +68,8 @@ pub struct Worker {
     timers_due: Option<Instant>,
     /// Fragments to the IPsec endpoint waiting for the rest of their datagram.
     pub(crate) reassembly: crate::reassembly::Reassembly,
+    /// This worker's copy of the child SAs awaiting an HA takeover (`SaDb::awaiting`).
+    pub(crate) awaiting: gate64_esp::AwaitingView,
 }
 
 impl Worker {
@@ -108,6 +110,7 @@ impl Worker {
             reply: [0; MAX_REPLY_LEN],
             timers_due: None,
             reassembly: Default::default(),
+            awaiting: Default::default(),
         }
     }
 

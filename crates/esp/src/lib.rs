@@ -83,6 +83,10 @@
 //!   the outbound counter moved [`TAKEOVER_SEQ_MARGIN`] ahead and the replay window closed up
 //!   to the highest sequence number received. Each SA keeps its KEYMAT (wiped on drop) for
 //!   that.
+//!   On the standby, [`SaDb::awaiting`] holds the inbound SPIs of the synced child SAs
+//!   that wait for a takeover and hands ESP for one of them (copied, bounded) to the HA sync
+//!   task, which checks it with [`Inbound::authentic`] (one ICV check, nothing changed) before
+//!   taking that client over.
 //!
 //! Contract: nothing here panics on packet bytes; `open` accepts any bytes. Errors map to
 //! drop reasons: [`OpenError::Auth`] -> `esp_auth`, [`OpenError::Replay`] -> `esp_replay`,
@@ -94,6 +98,7 @@
 #![warn(missing_docs)]
 #![forbid(unsafe_code)]
 
+mod awaiting;
 mod policy;
 mod replay;
 mod sa;
@@ -101,6 +106,7 @@ mod sadb;
 mod selector;
 pub mod udp_encap;
 
+pub use awaiting::{AwaitingTakeover, AwaitingView, EspCandidate, MAX_ESP_CANDIDATE};
 pub use policy::{RateLimit, SessionPolicy};
 pub use replay::REPLAY_WINDOW;
 pub use sa::{

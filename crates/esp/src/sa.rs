@@ -672,6 +672,66 @@ impl Inbound {
         })
     }
 
+    /// Whether the ESP packet `esp` (from the SPI to the end of the ICV) is this SA's and
+    /// authentic: its SPI is this SA's, its sequence number lies above what the replay window
+    /// saw, and its ICV verifies (one AES-GCM/GMAC tag or HMAC check). Changes nothing: not
+    /// the replay window, not the counters, not the lifetime. `esp` is scratch (AES-GCM
+    /// decrypts it in place). For a standby deciding whether a packet proves its sender
+    /// holds a child SA synced here.
+    pub fn authentic(&self, esp: &mut [u8]) -> bool {
+        let cipher = self.core.cipher;
+        let header_len = cipher.header_len();
+        let min_body = if cipher.is_cbc() {
+            AES_BLOCK
+        } else {
+            TRAILER_FIXED
+        };
+        if esp.len() < header_len + min_body + ICV_LEN
+            || (cipher.is_cbc() && !(esp.len() - header_len - ICV_LEN).is_multiple_of(AES_BLOCK))
+        {
+            return false;
+        }
+        let field =
+            |at: usize| u32::from_be_bytes([esp[at], esp[at + 1], esp[at + 2], esp[at + 3]]);
+        if field(0) != self.core.spi {
+            return false;
+        }
+        let seq = {
+            let window = self.lock();
+            let seq = if self.core.esn {
+                window.reconstruct(field(4))
+            } else {
+                Some(u64::from(field(4)))
+            };
+            match seq {
+                Some(seq) if window.check(seq) => seq,
+                _ => return false,
+            }
+        };
+        let icv_at = esp.len() - ICV_LEN;
+        match &self.core.crypto {
+            Crypto::Gmac { key, salt } => {
+                let (authed, icv) = esp.split_at(icv_at);
+                let seq_hi = self.core.esn.then_some((seq >> 32) as u32);
+                let nonce = gcm_nonce(salt, &esp_iv8(&authed[8..16]));
+                gmac_verify(key, nonce, authed, seq_hi, icv)
+            }
+            Crypto::Gcm { key, salt } => {
+                let (head, body) = esp.split_at_mut(header_len);
+                let (aad, aad_len) = self.core.aad(seq);
+                let nonce = gcm_nonce(salt, &esp_iv8(&head[8..16]));
+                open_in_place(key, nonce, Aad::from(&aad[..aad_len]), body).is_ok()
+            }
+            Crypto::Cbc(keys) => {
+                let CbcKeys { mac, .. } = &**keys;
+                let (head, body) = esp.split_at(header_len);
+                let (ciphertext, icv) = body.split_at(body.len() - ICV_LEN);
+                let seq_hi = self.core.esn.then_some(seq);
+                verify_hmac_icv(mac, &[head, ciphertext], seq_hi, icv)
+            }
+        }
+    }
+
     /// The full sequence number of a packet carrying `seq_lo`, if the window accepts it.
     fn check_replay(&self, seq_lo: u32) -> Result<u64, OpenError> {
         let window = self.lock();

@@ -162,6 +162,9 @@ pub struct SaDb {
     /// `inbound`, then `outbound`; so a policy applied while a child SA installs reaches it.
     by_ike: DashMap<u64, IkeEntry>,
     generation: AtomicU64,
+    /// Child SAs another node synced here that wait for a takeover (`[ha]`): what ESP
+    /// finding no SA is looked up in.
+    awaiting: crate::AwaitingTakeover,
 }
 
 impl SaDb {
@@ -366,6 +369,12 @@ impl SaDb {
             outbound: new,
         });
         true
+    }
+
+    /// The child SAs another node synced here that wait for a takeover (the HA sync task
+    /// publishes them; the ESP stage looks up only ESP that found no SA).
+    pub fn awaiting(&self) -> &crate::AwaitingTakeover {
+        &self.awaiting
     }
 
     /// The inbound SA for an ESP packet's SPI.

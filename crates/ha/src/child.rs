@@ -312,6 +312,17 @@ impl ChildSaRecord {
         })
     }
 
+    /// Whether the ESP packet `esp` (from the SPI to the end of the ICV) was sealed under
+    /// this record's inbound keys, by its SPI and above its replay high-water mark: exactly
+    /// one integrity check (AES-GCM/GMAC tag or HMAC), nothing installed or changed. `esp`
+    /// is scratch (AES-GCM decrypts it in place). False too when the record's keys do not
+    /// make an SA. What a standby asks before ESP takes its client over.
+    pub fn esp_authentic(&self, esp: &mut [u8], now: Instant) -> bool {
+        let params = self.inbound.clone().into_params(now);
+        gate64_esp::Inbound::resume(&params, self.inbound_highest_seq)
+            .is_ok_and(|sa| sa.authentic(esp))
+    }
+
     /// Where this record's counters stand.
     pub fn counters(&self) -> ChildCounters {
         ChildCounters {

@@ -59,3 +59,5 @@ pub use window::RECEIVE_WINDOW;
 mod tests;
 #[cfg(test)]
 mod tests_counters;
+#[cfg(test)]
+mod tests_esp;

@@ -185,7 +185,9 @@ pub const RADIUS_DAE_REQUESTS_TOTAL_HELP: &str = "RADIUS Disconnect-Requests and
 /// distinct records), from_elsewhere, undecodable, store_full and gate64-ha's refusals
 /// malformed, too_long, unauthenticated, replayed, stale_epoch; `takeover`: installed,
 /// install_failed, and for the on-demand takeover on_demand (IKE SAs taken over),
-/// on_demand_peer_alive, on_demand_limited, on_demand_refused) and `result`.
+/// on_demand_peer_alive, on_demand_limited, on_demand_refused (requests), on_demand_esp (IKE
+/// SAs ESP brought in, also in on_demand), on_demand_esp_peer_alive, on_demand_esp_limited,
+/// on_demand_esp_refused (ESP packets)) and `result`.
 pub const HA_SYNC_TOTAL: &str = "gate64_ha_sync_total";
 /// Help text of [`HA_SYNC_TOTAL`].
 pub const HA_SYNC_TOTAL_HELP: &str = "HA state sync messages sent and received, and SAs \

@@ -23,8 +23,9 @@
 //! or SIGUSR1, from the keepalived notify script on MASTER), which installs every child SA
 //! into the SA database and every IKE SA into the responder, and empties the store. From then on this node's
 //! responder reports those SAs like its own, so it streams them back to the peer once that
-//! runs again. A client's own request can also take its IKE SA over, once the peer has gone
-//! quiet ([`trigger`], "on demand"). Only a message that authenticated under the shared secret, from `ha.peer`,
+//! runs again. A client's own request, or its ESP for one of its synced child SAs (the store's
+//! child SPIs are published to `SaDb::awaiting` at each flush), can also take its IKE SA
+//! over, once the peer has gone quiet ([`trigger`], "on demand"). Only a message that authenticated under the shared secret, from `ha.peer`,
 //! reaches the store; every message is counted ([`Counters`]).
 
 mod store;
@@ -127,6 +128,12 @@ pub(crate) struct Counters {
     on_demand_peer_alive: AtomicU64,
     on_demand_limited: AtomicU64,
     on_demand_refused: AtomicU64,
+    /// IKE SAs an ESP packet took over on demand (also counted in `on_demand`), and the ESP
+    /// packets not looked at or refused.
+    on_demand_esp: AtomicU64,
+    on_demand_esp_peer_alive: AtomicU64,
+    on_demand_esp_limited: AtomicU64,
+    on_demand_esp_refused: AtomicU64,
     /// The store's distinct IKE SA and child SA records, `gate64_ha_store_records{kind}`.
     held: [AtomicU64; 2],
 }
@@ -179,6 +186,22 @@ impl Counters {
                 "takeover",
                 "on_demand_refused",
                 get(&self.on_demand_refused),
+            ),
+            ("takeover", "on_demand_esp", get(&self.on_demand_esp)),
+            (
+                "takeover",
+                "on_demand_esp_peer_alive",
+                get(&self.on_demand_esp_peer_alive),
+            ),
+            (
+                "takeover",
+                "on_demand_esp_limited",
+                get(&self.on_demand_esp_limited),
+            ),
+            (
+                "takeover",
+                "on_demand_esp_refused",
+                get(&self.on_demand_esp_refused),
             ),
         ];
         for (r, c) in REFUSALS.iter().zip(&self.refused) {
@@ -328,6 +351,16 @@ impl Prepared {
         control.apply(|r| r.set_sync_tracking(true));
         let (asks, promotions) = mpsc::unbounded_channel();
         let handle = HaHandle::new(asks, self.peer, Arc::clone(&self.counters));
+        // ESP for a child SA awaiting a takeover, from the ESP stage's drop path.
+        let (esp_tx, esp_candidates) = mpsc::channel(trigger::CANDIDATE_QUEUE);
+        let full = Arc::clone(&self.counters);
+        sadb.awaiting().set_sink(move |c| {
+            let taken = esp_tx.try_send(c).is_ok();
+            if !taken {
+                Counters::add(&full.on_demand_esp_limited, 1);
+            }
+            taken
+        });
         let task = Task {
             socket,
             peer: self.peer,
@@ -350,7 +383,11 @@ impl Prepared {
             on_demand: Candidates::new(),
         };
         info!(peer = %task.peer, "HA state sync up");
-        tokio::spawn(task.run((self.changes, self.candidates), promotions, stop));
+        tokio::spawn(task.run(
+            (self.changes, self.candidates, esp_candidates),
+            promotions,
+            stop,
+        ));
         Ok(handle)
     }
 }
@@ -421,7 +458,11 @@ struct Task {
 impl Task {
     async fn run(
         mut self,
-        (mut changes, mut candidates): (mpsc::Receiver<Change>, mpsc::Receiver<Candidate>),
+        (mut changes, mut candidates, mut esp_candidates): (
+            mpsc::Receiver<Change>,
+            mpsc::Receiver<Candidate>,
+            mpsc::Receiver<gate64_esp::EspCandidate>,
+        ),
         mut promotions: mpsc::UnboundedReceiver<Ask>,
         mut stop: watch::Receiver<bool>,
     ) {
@@ -440,6 +481,7 @@ impl Task {
                 },
                 Some(ask) = promotions.recv() => self.answer(ask),
                 Some(candidate) = candidates.recv() => self.on_candidate(candidate),
+                Some(candidate) = esp_candidates.recv() => self.on_esp_candidate(candidate),
                 changed = stop.changed() => if changed.is_err() {
                     return;
                 },
@@ -472,8 +514,8 @@ impl Task {
         }
     }
 
-    /// Tells the responder which of the peer's IKE SAs wait here for a takeover (when that
-    /// changed), then sends the IKE SAs that came up, whose message IDs moved or whose
+    /// Tells the responder which of the peer's IKE SAs, and the ESP stage which of its child
+    /// SAs, wait here for a takeover (when that changed), then sends the IKE SAs that came up, whose message IDs moved or whose
     /// refresh turn it is, and the child SAs ([`Task::flush_children`]).
     async fn flush(&mut self) {
         self.flushes = self.flushes.wrapping_add(1);
@@ -482,6 +524,9 @@ impl Task {
         if let Some(awaiting) = self.inbox.store.ike_spis_if_changed() {
             self.control
                 .apply(move |r| r.set_awaiting_takeover(awaiting));
+        }
+        if let Some(awaiting) = self.inbox.store.child_spis_if_changed() {
+            self.sadb.awaiting().publish(awaiting);
         }
         let due = self.ike_sas.due(self.flushes);
         let mut fresh: Vec<u64> = std::mem::take(&mut self.pending_ike).into_iter().collect();

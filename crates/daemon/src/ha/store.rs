@@ -58,6 +58,10 @@ pub(crate) struct Store {
     max: (usize, usize),
     /// An IKE SA record came or went since [`Store::ike_spis_if_changed`] last answered.
     ike_changed: bool,
+    /// The responder SPI of the IKE SA record naming each inbound child SPI.
+    by_child: HashMap<u32, u64>,
+    /// A child SA record came or went since [`Store::child_spis_if_changed`] last answered.
+    child_changed: bool,
 }
 
 impl Store {
@@ -67,6 +71,17 @@ impl Store {
             child: HashMap::new(),
             max: (max_ike, max_child),
             ike_changed: false,
+            by_child: HashMap::new(),
+            child_changed: false,
+        }
+    }
+
+    /// Forgets which child SAs IKE SA record `r` named.
+    fn unindex(by_child: &mut HashMap<u32, u64>, r: &SyncedIkeSa) {
+        for c in &r.children {
+            if by_child.get(&c.inbound_spi) == Some(&r.spi_r) {
+                by_child.remove(&c.inbound_spi);
+            }
         }
     }
 
@@ -77,10 +92,13 @@ impl Store {
         if let Some(gone) = Gone::decode(kind, body) {
             match gone.map_err(|_| StoreDrop::Undecodable)? {
                 Gone::IkeSa(spi) => {
-                    self.ike_changed |= self.ike.remove(&spi).is_some();
+                    if let Some(old) = self.ike.remove(&spi) {
+                        Self::unindex(&mut self.by_child, &old);
+                        self.ike_changed = true;
+                    }
                 }
                 Gone::ChildSa(spi) => {
-                    self.child.remove(&spi);
+                    self.child_changed |= self.child.remove(&spi).is_some();
                 }
             }
             return Ok(Applied::default());
@@ -92,11 +110,22 @@ impl Store {
                     return Err(StoreDrop::Full);
                 }
                 let pair = (r.spi_i, r.spi_r);
-                let before = self
-                    .ike
-                    .insert(r.spi_r, r)
-                    .map(|old| (old.spi_i, old.spi_r));
-                self.ike_changed |= before != Some(pair);
+                for c in &r.children {
+                    self.by_child.insert(c.inbound_spi, r.spi_r);
+                }
+                let old = self.ike.insert(r.spi_r, r);
+                if let Some(old) = &old {
+                    // Children it no longer names (rekeyed away) lose their index entry.
+                    let now = self.ike.get(&old.spi_r).map(|r| &r.children);
+                    for c in &old.children {
+                        let kept =
+                            now.is_some_and(|n| n.iter().any(|k| k.inbound_spi == c.inbound_spi));
+                        if !kept && self.by_child.get(&c.inbound_spi) == Some(&old.spi_r) {
+                            self.by_child.remove(&c.inbound_spi);
+                        }
+                    }
+                }
+                self.ike_changed |= old.map(|o| (o.spi_i, o.spi_r)) != Some(pair);
             }
             MessageType::ChildSa => {
                 let mut r = ChildSaRecord::decode(body).map_err(drop_of)?;
@@ -106,7 +135,7 @@ impl Store {
                         r.apply_counters(&old.counters());
                     }
                     None if self.child.len() >= self.max.1 => return Err(StoreDrop::Full),
-                    None => {}
+                    None => self.child_changed = true,
                 }
                 self.child.insert(spi, r);
             }
@@ -137,9 +166,27 @@ impl Store {
         Some(self.ike.values().map(|r| (r.spi_i, r.spi_r)).collect())
     }
 
+    /// The inbound SPIs of every child SA record, when one came or went since the last
+    /// call: what the ESP stage hands to the on-demand takeover when it finds no SA.
+    pub(crate) fn child_spis_if_changed(&mut self) -> Option<HashSet<u32>> {
+        if !std::mem::take(&mut self.child_changed) {
+            return None;
+        }
+        Some(self.child.keys().copied().collect())
+    }
+
+    /// The record of the child SA whose inbound SPI is `spi`, and the responder SPI of the
+    /// IKE SA record naming it (none when no IKE SA record does).
+    pub(crate) fn child(&self, spi: u32) -> Option<(&ChildSaRecord, Option<u64>)> {
+        let r = self.child.get(&spi)?;
+        Some((r, self.by_child.get(&spi).copied()))
+    }
+
     /// Every record, leaving the store empty (a takeover installs them).
     pub(crate) fn take(&mut self) -> (Vec<SyncedIkeSa>, Vec<ChildSaRecord>) {
         self.ike_changed = false;
+        self.child_changed |= !self.child.is_empty();
+        self.by_child.clear();
         let ike = self.ike.drain().map(|(_, r)| r).collect();
         let child = self.child.drain().map(|(_, r)| r).collect();
         (ike, child)
@@ -158,11 +205,13 @@ impl Store {
         children: &[u32],
     ) -> Option<(SyncedIkeSa, Vec<ChildSaRecord>)> {
         let ike = self.ike.remove(&spi_r)?;
+        Self::unindex(&mut self.by_child, &ike);
         self.ike_changed = true;
-        let child = children
+        let child: Vec<ChildSaRecord> = children
             .iter()
             .filter_map(|spi| self.child.remove(spi))
             .collect();
+        self.child_changed |= !child.is_empty();
         Some((ike, child))
     }
 

@@ -1,7 +1,9 @@
 //! The takeover's triggers: `gate64 ha promote` and SIGUSR1 ([`HaHandle::promote`]), which
-//! install every SA the peer synced; a client's authenticated request for its synced IKE SA
-//! while the peer is quiet, which installs that client's IKE SA and child SAs ("on demand",
-//! [`Task::on_candidate`]); and the state `gate64 ha status` shows ([`HaHandle::status`]).
+//! install every SA the peer synced; a client's authenticated request for its synced IKE SA,
+//! or its authenticated ESP for one of that IKE SA's synced child SAs, while the peer is
+//! quiet, which installs that client's IKE SA and child SAs ("on demand",
+//! [`Task::on_candidate`], [`Task::on_esp_candidate`]); and the state `gate64 ha status`
+//! shows ([`HaHandle::status`]).
 //!
 //! On demand installs one client, not the whole store: the peer may be alive and serving
 //! its other clients (two active nodes behind ECMP, each the other's `[ha]` peer, where a
@@ -9,12 +11,16 @@
 //! under its synced keys is proof enough for its own SAs only. A hot standby that should take
 //! everything at once is promoted (`gate64 ha promote`, SIGUSR1).
 //!
-//! Bounded: a request is looked at only when the peer has been quiet for [`QUIET_AFTER`],
-//! within [`PER_SOURCE_PER_SEC`] per client address and [`TOTAL_PER_SEC`] in all (token
-//! buckets of `gate64_wire::ratelimit`), and costs one integrity check; only one that passes
-//! installs anything. Every one is counted under `gate64_ha_sync_total{direction="takeover"}`:
-//! `on_demand` (installed), `on_demand_peer_alive`, `on_demand_limited` (over a limit or
-//! the queue full), `on_demand_refused` (not stored, or its integrity check failed).
+//! Bounded: a request or ESP packet is looked at only when the peer has been quiet for
+//! [`QUIET_AFTER`], within [`PER_SOURCE_PER_SEC`] per client address and [`TOTAL_PER_SEC`]
+//! in all (token buckets of `gate64_wire::ratelimit`, shared by both triggers), from a queue
+//! of [`CANDIDATE_QUEUE`] each, and costs one integrity check; only one that passes installs
+//! anything. Every one is counted under `gate64_ha_sync_total{direction="takeover"}`:
+//! requests as `on_demand` (IKE SAs installed, by either trigger), `on_demand_peer_alive`,
+//! `on_demand_limited` (over a limit or the queue full), `on_demand_refused` (not stored, or
+//! its integrity check failed); ESP packets as `on_demand_esp` (IKE SAs they installed, also
+//! in `on_demand`), `on_demand_esp_peer_alive`, `on_demand_esp_limited`,
+//! `on_demand_esp_refused`.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -22,11 +28,14 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use gate64_control::{HaState, Promoted};
+use gate64_esp::EspCandidate;
+use gate64_ha::ChildSaRecord;
+use gate64_ike::responder::SyncedIkeSa;
 use tokio::sync::mpsc;
 
 use gate64_wire::ratelimit::RateLimiter;
 
-use super::{Counters, FLUSH_EVERY, Task};
+use super::{Counters, FLUSH_EVERY, Store, Task};
 
 /// How long the peer may send nothing that authenticates before it counts as quiet: three
 /// flush intervals, each of which carries at least the peer's child SA sweep while it has
@@ -180,6 +189,57 @@ impl HaHandle {
     }
 }
 
+/// What an ESP candidate came to.
+#[derive(Debug)]
+pub(super) enum EspOutcome {
+    /// The peer sent something authentic within [`QUIET_AFTER`].
+    PeerAlive,
+    /// Over the per-source or the total limit.
+    Limited,
+    /// Its SPI is no stored child SA's, no stored IKE SA names that child SA, or it did not
+    /// authenticate under the child SA's synced keys: nothing taken.
+    Refused,
+    /// Authentic: the IKE SA naming its child SA and all that IKE SA's child SAs, taken out
+    /// of the store.
+    Taken(Box<SyncedIkeSa>, Vec<ChildSaRecord>),
+}
+
+/// ESP for a child SA the store may hold: when admitted ([`Candidates::admit`], the limits
+/// the requests share) and it authenticates under that child SA's synced keys (exactly one
+/// ICV check, no replay window moved), the IKE SA record naming that child SA and all its
+/// child SAs are taken out of `store`. The packet itself was dropped (`esp_unknown_spi`).
+pub(super) fn esp_candidate(
+    store: &mut Store,
+    limits: &mut Candidates,
+    last: Option<Instant>,
+    c: &mut EspCandidate,
+    now: Instant,
+) -> EspOutcome {
+    match limits.admit(now, last, c.remote) {
+        Ok(()) => {}
+        Err(Skip::PeerAlive) => return EspOutcome::PeerAlive,
+        Err(Skip::Limited) => return EspOutcome::Limited,
+    }
+    let stored = gate64_esp::spi_of(&c.esp).and_then(|spi| store.child(spi));
+    let Some((record, Some(spi_r))) = stored else {
+        return EspOutcome::Refused;
+    };
+    if !record.esp_authentic(&mut c.esp, now) {
+        return EspOutcome::Refused;
+    }
+    let Some(children) = (store.ike(spi_r)).map(|ike| {
+        (ike.children.iter())
+            .map(|r| r.inbound_spi)
+            .collect::<Vec<u32>>()
+    }) else {
+        return EspOutcome::Refused;
+    };
+    match store.take_one(spi_r, &children) {
+        Some((ike, child)) => EspOutcome::Taken(Box::new(ike), child),
+        None => EspOutcome::Refused,
+    }
+}
+
 /// Whether a peer last heard from at `last` counts as quiet at `now`.
 pub(super) fn peer_quiet(last: Option<Instant>, now: Instant) -> bool {
     last.is_none_or(|t| now.saturating_duration_since(t) > QUIET_AFTER)
@@ -229,6 +289,40 @@ impl Task {
         );
         Counters::add(&counters.on_demand, 1);
         self.install(vec![ike], child, Reply(None), false);
+    }
+
+    /// ESP the ESP stage found no SA for but whose SPI is a stored child SA's
+    /// ([`esp_candidate`]): counted, and what it took out of the store installed.
+    pub(super) fn on_esp_candidate(&mut self, mut c: EspCandidate) {
+        let now = Instant::now();
+        let counters = Arc::clone(&self.counters);
+        let last = self.inbox.last_authentic;
+        let (ike, child) = match esp_candidate(
+            &mut self.inbox.store,
+            &mut self.on_demand,
+            last,
+            &mut c,
+            now,
+        ) {
+            EspOutcome::PeerAlive => {
+                return Counters::add(&counters.on_demand_esp_peer_alive, 1);
+            }
+            EspOutcome::Limited => return Counters::add(&counters.on_demand_esp_limited, 1),
+            EspOutcome::Refused => {
+                tracing::debug!(peer = %c.remote, "HA on-demand takeover: ESP refused");
+                return Counters::add(&counters.on_demand_esp_refused, 1);
+            }
+            EspOutcome::Taken(ike, child) => (ike, child),
+        };
+        tracing::info!(
+            peer = %c.remote,
+            spi = format_args!("{:016x}", ike.spi_r),
+            child_sas = child.len(),
+            "HA on-demand takeover: the peer is quiet and its client's ESP authenticated"
+        );
+        Counters::add(&counters.on_demand, 1);
+        Counters::add(&counters.on_demand_esp, 1);
+        self.install(vec![*ike], child, Reply(None), false);
     }
 
     fn state(&self, now: Instant) -> HaState {
@@ -288,6 +382,168 @@ mod tests {
         assert!(store.take_one(first, &[]).is_none(), "taken once");
         let awaiting = store.ike_spis_if_changed().expect("changed");
         assert_eq!(awaiting.len(), 1);
+    }
+
+    /// A child SA record (AES-GCM, inbound SPI `spi`, replay mark `high`) and the client's
+    /// sealing side of it.
+    fn child(spi: u32, high: u64) -> (ChildSaRecord, gate64_esp::Outbound) {
+        use gate64_esp::{
+            ChildSaPair, Cipher, Lifetime, Peer, SaKeys, SaParams, SyncedChildSa, TunnelKind,
+        };
+        let now = Instant::now();
+        let params = |spi, seed: u8| SaParams {
+            spi,
+            keys: SaKeys {
+                cipher: Cipher::AesGcm16_128,
+                key: vec![seed; Cipher::AesGcm16_128.keymat_len()],
+            },
+            esn: false,
+            lifetime: Lifetime {
+                soft_bytes: 1 << 30,
+                hard_bytes: 1 << 31,
+                soft_after: Duration::from_secs(3000),
+                hard_after: Duration::MAX,
+            },
+            created: now,
+            local_ts: Vec::new(),
+            remote_ts: Vec::new(),
+        };
+        let inbound = params(spi, 3);
+        let client = gate64_esp::Outbound::new(&inbound).unwrap();
+        let sa = SyncedChildSa {
+            pair: ChildSaPair {
+                inbound,
+                outbound: params(!spi, 4),
+                peer: Peer {
+                    outer: "2001:db8::7".parse().unwrap(),
+                    native: None,
+                    udp_encap: None,
+                    inner: Vec::new(),
+                },
+                tunnel: TunnelKind::Infrastructure,
+                ike_spi: 1,
+            },
+            outbound_next_seq: 1,
+            inbound_highest_seq: high,
+        };
+        (ChildSaRecord::from_synced(&sa, now), client)
+    }
+
+    fn esp(client: &gate64_esp::Outbound, from: &str) -> EspCandidate {
+        let h = client.header_len();
+        let mut buf = vec![0; h + 4 + client.cipher().max_trailer()];
+        buf[h..h + 4].copy_from_slice(&[0x60, 0, 0, 0]);
+        let len = client
+            .seal(&mut buf, 0, 4, gate64_esp::NEXT_HEADER_IPV6)
+            .unwrap();
+        buf.truncate(len);
+        EspCandidate {
+            remote: from.parse().unwrap(),
+            esp: buf,
+        }
+    }
+
+    /// ESP takes its client over only from a quiet peer, within the limits the requests
+    /// share, when it authenticates under a stored child SA's keys and a stored IKE SA names
+    /// that child SA; then that IKE SA and all its child SAs leave the store, and nothing
+    /// else does.
+    #[test]
+    fn esp_takes_over_only_when_quiet_admitted_stored_and_authentic() {
+        let mut store = Store::new(8, 8);
+        let mut ike = super::super::store::sample();
+        ike.children = vec![
+            gate64_ike::responder::SyncedChildRef {
+                inbound_spi: 0xc1,
+                outbound_spi: 0xd1,
+                age: Duration::from_secs(5),
+            },
+            gate64_ike::responder::SyncedChildRef {
+                inbound_spi: 0xc2,
+                outbound_spi: 0xd2,
+                age: Duration::from_secs(5),
+            },
+        ];
+        let (c1, client1) = child(0xc1, 0);
+        let (c2, _) = child(0xc2, 0);
+        let (orphan, orphan_client) = child(0xc9, 0);
+        store
+            .apply(
+                gate64_ha::MessageType::IkeSa,
+                &gate64_ha::encode_ike_sa(&ike),
+            )
+            .unwrap();
+        for r in [&c1, &c2, &orphan] {
+            store
+                .apply(gate64_ha::MessageType::ChildSa, &r.encode())
+                .unwrap();
+        }
+        let published = store.child_spis_if_changed().expect("records came");
+        assert_eq!(published, [0xc1, 0xc2, 0xc9].into_iter().collect());
+        assert!(store.child_spis_if_changed().is_none(), "unchanged since");
+
+        let mut limits = Candidates::new();
+        let start = Instant::now() + Duration::from_secs(60);
+        let heard = Some(start);
+        let quiet = start + QUIET_AFTER + Duration::from_millis(1);
+        let client = "[2001:db8::7]:0";
+        let outcome = |store: &mut Store, limits: &mut Candidates, now, mut c: EspCandidate| {
+            esp_candidate(store, limits, heard, &mut c, now)
+        };
+        assert!(matches!(
+            outcome(&mut store, &mut limits, start, esp(&client1, client)),
+            EspOutcome::PeerAlive
+        ));
+        let mut forged = esp(&client1, "[2001:db8::8]:0");
+        let last = forged.esp.len() - 1;
+        forged.esp[last] ^= 1;
+        assert!(matches!(
+            outcome(&mut store, &mut limits, quiet, forged),
+            EspOutcome::Refused
+        ));
+        assert!(
+            matches!(
+                outcome(
+                    &mut store,
+                    &mut limits,
+                    quiet,
+                    esp(&orphan_client, "[2001:db8::9]:0")
+                ),
+                EspOutcome::Refused
+            ),
+            "no IKE SA record names that child SA"
+        );
+        assert_eq!(store.len(), (1, 3), "nothing taken");
+        // The requests' per-source burst is this source's too.
+        let later = quiet + Duration::from_secs(5);
+        assert_eq!(limits.admit(later, heard, client.parse().unwrap()), Ok(()));
+        assert_eq!(limits.admit(later, heard, client.parse().unwrap()), Ok(()));
+        assert!(matches!(
+            outcome(&mut store, &mut limits, later, esp(&client1, client)),
+            EspOutcome::Limited
+        ));
+        let refilled = later + Duration::from_secs(1);
+        match outcome(&mut store, &mut limits, refilled, esp(&client1, client)) {
+            EspOutcome::Taken(taken, children) => {
+                assert_eq!(taken.spi_r, ike.spi_r);
+                let mut spis: Vec<u32> = children.iter().map(|r| r.inbound.spi).collect();
+                spis.sort_unstable();
+                assert_eq!(spis, vec![0xc1, 0xc2]);
+            }
+            other => panic!("not taken over: {other:?}"),
+        }
+        assert_eq!(store.len(), (0, 1), "the orphan child SA stays");
+        assert_eq!(
+            store.child_spis_if_changed(),
+            Some([0xc9].into_iter().collect())
+        );
+        let again = refilled + Duration::from_secs(1);
+        assert!(
+            matches!(
+                outcome(&mut store, &mut limits, again, esp(&client1, client)),
+                EspOutcome::Refused
+            ),
+            "taken once"
+        );
     }
 
     /// Nothing is looked at while the peer speaks; once quiet, one source gets its burst and

@@ -270,6 +270,62 @@ fn esp_with_an_spi_gate64_never_gave_is_esp_unknown_spi() {
     }
 }
 
+/// ESP that finds no SA is offered to the HA takeover only when its SPI awaits one (as
+/// last published), through a transport or natively, and is still dropped as
+/// `esp_unknown_spi`; other SPIs and oversize packets are not offered.
+#[test]
+fn esp_for_an_spi_awaiting_a_takeover_is_offered_and_dropped() {
+    let sadb = Arc::new(SaDb::new());
+    let mut cfg = ipsec_config(false);
+    cfg.sadb = Some(Arc::clone(&sadb));
+    let mut w = Worker::new(Shared::new(cfg), Arc::new(Stats::default()));
+    let me = teredo(CLIENT).encode();
+    let now = Instant::now();
+    let (tx, rx) = std::sync::mpsc::sync_channel(8);
+    assert!(sadb.awaiting().set_sink(move |c| tx.try_send(c).is_ok()));
+    let packet = |spi: u32, len: usize| {
+        let mut esp = vec![0u8; len];
+        esp[..4].copy_from_slice(&spi.to_be_bytes());
+        esp[7] = 1;
+        esp
+    };
+    let awaiting = packet(0xdead_beef, 64);
+    let other = packet(0xdead_bee0, 64);
+    let from_teredo_udp = |w: &mut Worker, esp: &[u8]| {
+        from_teredo(w, now, CLIENT, &udp_with(me, ENDPOINT, 4500, esp))
+    };
+    assert_eq!(
+        from_teredo_udp(&mut w, &awaiting),
+        Verdict::Drop(DropReason::EspUnknownSpi)
+    );
+    assert!(rx.try_recv().is_err(), "nothing published yet");
+    sadb.awaiting().publish([0xdead_beef].into_iter().collect());
+    for esp in [&awaiting, &other] {
+        assert_eq!(
+            from_teredo_udp(&mut w, esp),
+            Verdict::Drop(DropReason::EspUnknownSpi)
+        );
+    }
+    let got = rx.try_recv().expect("offered");
+    assert_eq!(got.esp, awaiting);
+    assert_eq!(got.remote.ip(), std::net::IpAddr::V6(me));
+    assert!(rx.try_recv().is_err(), "the other SPI is not offered");
+    let local: SocketAddr = "192.0.2.10:4500".parse().unwrap();
+    let remote: SocketAddr = "198.51.100.10:4500".parse().unwrap();
+    for esp in [
+        awaiting.clone(),
+        packet(0xdead_beef, gate64_esp::MAX_ESP_CANDIDATE + 1),
+    ] {
+        let (mut buf, start, end) = framed(&esp);
+        let v = w.handle_native_esp(now, local, remote, &mut buf, start, end);
+        assert_eq!(v, Verdict::Drop(DropReason::EspUnknownSpi));
+    }
+    let native = rx.try_recv().expect("offered natively");
+    assert_eq!((native.remote, native.esp), (remote, awaiting));
+    assert!(rx.try_recv().is_err(), "an oversize packet is not offered");
+    assert_eq!(w.stats().drops(DropReason::EspUnknownSpi), 5);
+}
+
 #[test]
 fn require_false_is_the_old_open_behaviour() {
     let mut w = ipsec_worker(true);
