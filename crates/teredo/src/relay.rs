@@ -249,30 +249,30 @@ impl Peers {
         mapping: SocketAddrV4,
     ) -> Result<Option<Vec<Vec<u8>>>, TxDrop> {
         let mut shard = self.shard(mapping.ip());
-        if !shard.peers.contains_key(&mapping) {
-            self.make_room(&mut shard, mapping, true)?;
-            let p = Peer::new(now, *peer, true);
-            self.insert(&mut shard, mapping, p);
-            return Ok(None);
-        }
+        // One probe for a known peer, the common case on the data path.
         let Shard { peers, by_ipv4, .. } = &mut *shard;
-        let p = peers.get_mut(&mapping).ok_or(TxDrop::TableFull)?;
-        if !p.trusted
-            && let Some(a) = by_ipv4.get_mut(mapping.ip())
-        {
-            a.unverified = a.unverified.saturating_sub(1);
+        if let Some(p) = peers.get_mut(&mapping) {
+            if !p.trusted
+                && let Some(a) = by_ipv4.get_mut(mapping.ip())
+            {
+                a.unverified = a.unverified.saturating_sub(1);
+            }
+            p.address = *peer;
+            p.trusted = true;
+            p.last_rx = Some(now);
+            p.last_activity = now;
+            p.attempts = 0;
+            p.window_bubbles = 0;
+            p.last_bubble = None;
+            if p.queue.is_empty() {
+                return Ok(None);
+            }
+            return Ok(Some(std::mem::take(&mut p.queue)));
         }
-        p.address = *peer;
-        p.trusted = true;
-        p.last_rx = Some(now);
-        p.last_activity = now;
-        p.attempts = 0;
-        p.window_bubbles = 0;
-        p.last_bubble = None;
-        if p.queue.is_empty() {
-            return Ok(None);
-        }
-        Ok(Some(std::mem::take(&mut p.queue)))
+        self.make_room(&mut shard, mapping, true)?;
+        let p = Peer::new(now, *peer, true);
+        self.insert(&mut shard, mapping, p);
+        Ok(None)
     }
 
     /// Decides how to send `packet` to the Teredo peer `dst` (§5.4.1). The packet is copied only
@@ -280,6 +280,16 @@ impl Peers {
     pub fn handle_transmit(&self, now: Instant, dst: &Address, packet: &[u8]) -> TxDecision {
         let mapping = dst.mapped;
         let mut shard = self.shard(mapping.ip());
+        let cfg = &self.cfg;
+        // A trusted, valid peer (the common case on the data path) takes one probe.
+        if let Some(p) = shard.peers.get_mut(&mapping)
+            && p.trusted
+            && p.last_rx
+                .is_some_and(|t| now.saturating_duration_since(t) < cfg.peer_lifetime)
+        {
+            p.last_activity = now;
+            return TxDecision::Send(mapping);
+        }
         if !shard.peers.contains_key(&mapping) {
             if let Err(d) = self.make_room(&mut shard, mapping, false) {
                 return TxDecision::Drop(d);
@@ -287,17 +297,10 @@ impl Peers {
             let p = Peer::new(now, dst.encode(), false);
             self.insert(&mut shard, mapping, p);
         }
-        let cfg = &self.cfg;
         let Some(p) = shard.peers.get_mut(&mapping) else {
             return TxDecision::Drop(TxDrop::TableFull);
         };
         p.last_activity = now;
-        if p.trusted
-            && p.last_rx
-                .is_some_and(|t| now.saturating_duration_since(t) < cfg.peer_lifetime)
-        {
-            return TxDecision::Send(mapping);
-        }
         // Untrusted or stale: queue and bubble (§5.4.1 case 3; the cone bit is ignored, as the
         // RFC now recommends).
         if p.queue.len() >= cfg.queue_packets {
