@@ -6,15 +6,18 @@
 //! so Teredo and IP-HTTPS carry it unchanged:
 //! - once the transport configures the host with its outer address, both initiators start
 //!   from `[outer]:4500` to `[endpoint]:4500` (RFC 7296 §2.23 lets an initiator start on
-//!   4500; strongSwan's userspace ESP only takes UDP-encapsulated ESP anyway). Their datagrams
-//!   become IPv6/UDP packets built here, with the non-ESP marker of RFC 3948 §2.2, and go up
-//!   the transport like the host's packets: no kernel socket;
+//!   4500; strongSwan's userspace ESP only takes UDP-encapsulated ESP anyway), or, without
+//!   [`IpsecSettings::udp_encap`] (IP-HTTPS, whose tunnel has no NAT inside), from port 500
+//!   to port 500, moving to 4500 only if NAT detection finds a NAT. Their datagrams become
+//!   IPv6/UDP packets built here, with the non-ESP marker of RFC 3948 §2.2 on 4500, and go
+//!   up the transport like the host's packets: no kernel socket;
 //! - an established child SA gives the inner address (CFG_REPLY) and the corporate side (the
 //!   narrowed TSr): the host adds the address and routes the selectors' prefixes to itself,
 //!   so `--route` is not needed;
 //! - host packets covered by a child SA (the narrowest remote selector wins: the
 //!   infrastructure host stays in its own tunnel inside the intranet's /64) are sealed in
-//!   place and wrapped in IPv6 + UDP 4500 (RFC 3948 §2.1); others pass as they are;
+//!   place and wrapped in IPv6 + UDP 4500 (RFC 3948 §2.1) when the SA was negotiated on
+//!   4500, else in IPv6 alone (next header 50); others pass as they are;
 //! - from the transport, UDP from the endpoint to our port 4500 (or 500) is IKE when it starts
 //!   with the zero marker, a NAT keepalive when it is the one byte 0xFF (RFC 3948 §2.3), ESP
 //!   otherwise; raw ESP (next header 50) is accepted too. ESP is opened, its inner packet
@@ -35,7 +38,7 @@
 //! qcd_secret_file`) answers the check with it at once, and the tunnel is negotiated again
 //! without waiting for the retransmissions to run out.
 //!
-//! The packets themselves (IKE and ESP in IPv6/UDP 4500) are built in `ipsec/packet.rs`,
+//! The packets themselves (IKE in IPv6/UDP, ESP in IPv6/UDP 4500 or IPv6) are built in `ipsec/packet.rs`,
 //! the settings read from the command line in `ipsec/settings.rs`.
 
 use super::{Host, Ready, sleep_until};
@@ -57,7 +60,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 use tracing::{debug, info, warn};
 
-pub use gate64_esp::udp_encap::NAT_T_PORT;
+pub use gate64_esp::udp_encap::{IKE_PORT, NAT_T_PORT};
 /// A failed or deleted tunnel is negotiated again after this long.
 pub const RETRY_AFTER: Duration = Duration::from_secs(5);
 /// A tunnel is negotiated afresh after this long: below strongSwan's default child SA rekey
@@ -133,6 +136,8 @@ struct ChildSa {
     outbound: Outbound,
     /// The size of the corporate side: the narrowest covering SA carries a packet.
     span: u128,
+    /// ESP goes in UDP 4500 (the IKE SA runs on 4500), else as next header 50.
+    udp_encap: bool,
 }
 
 /// What a packet from the transport is, for the IPsec layer.
@@ -226,8 +231,13 @@ impl<H: InnerLink> IpsecHost<H> {
             .get(i)
             .map(|(_, c)| c.clone())
             .unwrap_or_default();
-        let local = SocketAddr::new(IpAddr::V6(outer), NAT_T_PORT);
-        let remote = SocketAddr::new(IpAddr::V6(self.settings.endpoint), NAT_T_PORT);
+        let port = if self.settings.udp_encap {
+            NAT_T_PORT
+        } else {
+            IKE_PORT
+        };
+        let local = SocketAddr::new(IpAddr::V6(outer), port);
+        let remote = SocketAddr::new(IpAddr::V6(self.settings.endpoint), port);
         let made = self
             .settings
             .initiator(kind, &corporate, outer, (now, local, remote));
@@ -338,6 +348,7 @@ impl<H: InnerLink> IpsecHost<H> {
                     inbound,
                     outbound,
                     span,
+                    udp_encap: child.peer.udp_encap.is_some(),
                 };
                 if tunnel.child.replace(child).is_none() {
                     self.stats.ike_sas += 1;
@@ -542,13 +553,18 @@ impl<H: InnerLink> IpsecHost<H> {
             return;
         };
         let nat_t = |a| SocketAddr::new(IpAddr::V6(a), NAT_T_PORT);
-        match seal_udp(
-            &sa.outbound,
-            nat_t(outer),
-            nat_t(self.settings.endpoint),
-            pkt,
-            out,
-        ) {
+        let sealed = if sa.udp_encap {
+            seal_udp(
+                &sa.outbound,
+                nat_t(outer),
+                nat_t(self.settings.endpoint),
+                pkt,
+                out,
+            )
+        } else {
+            seal_raw(&sa.outbound, (outer, self.settings.endpoint), pkt, out)
+        };
+        match sealed {
             Ok(()) => {
                 self.stats.sealed += 1;
                 tunnel.unanswered_since.get_or_insert_with(Instant::now);
@@ -670,7 +686,7 @@ mod packet;
 mod selectors;
 mod settings;
 
-pub use packet::{ike_packet, seal_udp};
+pub use packet::{ike_packet, seal_raw, seal_udp};
 pub use settings::IpsecSettings;
 /// What this client's admin can change when the responder refuses with `e`: the flags of
 /// `gate64 connect` that the refusal points at.

@@ -180,12 +180,20 @@ struct IpsecArgs {
     #[arg(long, value_name = "SECS", default_value_t = 2700,
           value_parser = clap::value_parser!(u64).range(5..))]
     ipsec_renew_secs: u64,
+    /// Over IP-HTTPS: start IKE on UDP 4500, so that ESP is UDP-encapsulated (RFC 3948) as
+    /// over Teredo, for a responder whose user-space ESP takes nothing else (strongSwan's
+    /// kernel-libipsec). Without it IKE starts on port 500 and ESP is plain IPv6 next header
+    /// 50, as there is no NAT inside the IP-HTTPS tunnel: 8 bytes and a UDP checksum less per
+    /// packet. Teredo always uses 4500.
+    #[arg(long)]
+    ipsec_udp_encap: bool,
 }
 
 impl IpsecArgs {
-    /// The IPsec settings, or `None` with `--no-ipsec`; `integrity_only` (over IP-HTTPS)
-    /// offers AES-GMAC child SAs, which gate64 takes with `[ipsec] iphttps_integrity_only`.
-    fn settings(&self, integrity_only: bool) -> Result<Option<Arc<IpsecSettings>>> {
+    /// The IPsec settings, or `None` with `--no-ipsec`; `over_iphttps` offers AES-GMAC child
+    /// SAs, which gate64 takes with `[ipsec] iphttps_integrity_only`, and leaves ESP
+    /// unencapsulated unless `--ipsec-udp-encap` is given.
+    fn settings(&self, over_iphttps: bool) -> Result<Option<Arc<IpsecSettings>>> {
         if self.no_ipsec {
             return Ok(None);
         }
@@ -212,7 +220,8 @@ impl IpsecArgs {
         let mut settings = IpsecSettings::load(endpoint, cert, key, ca, tunnels)?;
         settings.server_id = Some(server_identity(self.ipsec_server_id.as_deref(), endpoint)?);
         settings.renew_after = std::time::Duration::from_secs(self.ipsec_renew_secs);
-        settings.integrity_only = integrity_only;
+        settings.integrity_only = over_iphttps;
+        settings.udp_encap = !over_iphttps || self.ipsec_udp_encap;
         if let (Some(cert), Some(key)) = (&self.user_cert, &self.user_key) {
             settings.load_user(cert, key)?;
         }

@@ -1,6 +1,7 @@
-//! The packets the client's IPsec layer puts on the transport: IKE datagrams and ESP, each in
+//! The packets the client's IPsec layer puts on the transport: IKE datagrams and ESP in
 //! IPv6 + UDP with its checksum (RFC 3948 §2.1, §2.2; the checksum is mandatory over IPv6,
-//! RFC 8200 §8.1).
+//! RFC 8200 §8.1), or ESP in IPv6 alone (next header 50) when the SA is not
+//! UDP-encapsulated.
 
 use super::*;
 
@@ -24,6 +25,32 @@ pub fn seal_udp(
         anyhow::bail!("sealing: {e:?}");
     }
     write_udp_headers(&mut out[base..], src, dst, udp_len);
+    Ok(())
+}
+
+/// Appends IPv6 (`src` -> `dst`, next header 50) + ESP of the IPv6 packet `inner` sealed
+/// under `sa` to `out` (RFC 4303 §3.1.2); `out` is left as it was on failure.
+pub fn seal_raw(
+    sa: &Outbound,
+    (src, dst): (Ipv6Addr, Ipv6Addr),
+    inner: &[u8],
+    out: &mut Vec<u8>,
+) -> Result<()> {
+    let base = out.len();
+    let esp = esp_len(inner.len());
+    let payload_len = u16::try_from(esp).context("packet too large to seal")?;
+    let at = base + ipv6::HEADER_LEN;
+    out.resize(at + esp, 0);
+    out[at + SPI_SEQ_IV_LEN..at + SPI_SEQ_IV_LEN + inner.len()].copy_from_slice(inner);
+    if let Err(e) = sa.seal(&mut out[at..], 0, inner.len(), NEXT_HEADER_IPV6) {
+        out.truncate(base);
+        anyhow::bail!("sealing: {e:?}");
+    }
+    if let Err(e) = ipv6::emit_header(&mut out[base..], payload_len, NH_ESP, HOP_LIMIT, &src, &dst)
+    {
+        out.truncate(base);
+        anyhow::bail!("IPv6 header: {e:?}");
+    }
     Ok(())
 }
 

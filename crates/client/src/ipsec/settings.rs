@@ -33,6 +33,12 @@ pub struct IpsecSettings {
     /// IP-HTTPS, whose TLS already encrypts the hop to gate64; gate64 takes it only with
     /// `[ipsec] iphttps_integrity_only`.
     pub integrity_only: bool,
+    /// Start IKE on port 4500 (RFC 7296 §2.23), which makes ESP UDP-encapsulated (RFC 3948)
+    /// whether or not a NAT is found: set for Teredo, and over IP-HTTPS for a responder
+    /// whose user-space ESP takes nothing else (strongSwan's kernel-libipsec). Otherwise IKE
+    /// starts on port 500 and ESP is IPv6 next header 50 unless NAT detection finds a NAT
+    /// (then both move to 4500): no UDP header, no UDP checksum per packet.
+    pub udp_encap: bool,
 }
 
 impl IpsecSettings {
@@ -57,6 +63,7 @@ impl IpsecSettings {
             user_pem: None,
             server_id: None,
             integrity_only: false,
+            udp_encap: true,
         };
         s.credentials().with_context(|| {
             format!(

@@ -64,6 +64,57 @@ fn ike_rides_udp_4500_behind_the_non_esp_marker() {
     assert!(ike_packet(v4, remote, &ike).is_none());
 }
 
+/// One direction's SA parameters, AES-256-GCM, for both ends of a test.
+fn gcm_params(spi: u32) -> gate64_esp::SaParams {
+    let cipher = gate64_esp::Cipher::AesGcm16_256;
+    gate64_esp::SaParams {
+        spi,
+        keys: gate64_esp::SaKeys {
+            cipher,
+            key: (0..cipher.keymat_len()).map(|i| i as u8).collect(),
+        },
+        esn: false,
+        lifetime: gate64_esp::Lifetime::UNLIMITED,
+        created: Instant::now(),
+        local_ts: vec![Selector::prefix("fd00:c0::/64".parse().unwrap())],
+        remote_ts: vec![Selector::prefix("fd00:c1::100/128".parse().unwrap())],
+    }
+}
+
+#[test]
+fn esp_without_udp_is_next_header_50_and_opens() {
+    let (src, dst): (Ipv6Addr, Ipv6Addr) = (
+        "2001:db8:1:2::5".parse().unwrap(),
+        "2001:db8:100::1".parse().unwrap(),
+    );
+    let out_sa = Outbound::new(&gcm_params(0x1234_5678)).unwrap();
+    let in_sa = Inbound::new(&gcm_params(0x1234_5678)).unwrap();
+    let mut inner = vec![0u8; 100];
+    inner[0] = 0x60;
+    inner[6] = 59;
+    inner[8..24].copy_from_slice(&"fd00:c1::100".parse::<Ipv6Addr>().unwrap().octets());
+    inner[24..40].copy_from_slice(&"fd00:c0::53".parse::<Ipv6Addr>().unwrap().octets());
+    let mut out = vec![0xaa; 3];
+    seal_raw(&out_sa, (src, dst), &inner, &mut out).unwrap();
+    assert_eq!(&out[..3], &[0xaa; 3], "appended behind what was there");
+    let p = ipv6::Packet::new_checked(&out[3..]).unwrap();
+    assert_eq!((p.src(), p.dst(), p.next_header()), (src, dst, NH_ESP));
+    assert_eq!(p.total_len(), out.len() - 3);
+    assert_eq!(p.payload().len(), esp_len(inner.len()));
+    assert_eq!(spi_of(p.payload()), Some(0x1234_5678));
+    let mut esp = p.payload().to_vec();
+    let opened = in_sa.open(&mut esp).unwrap();
+    assert_eq!(
+        (&esp[opened.inner], opened.next_header),
+        (&inner[..], NEXT_HEADER_IPV6)
+    );
+    // The same packet in UDP is 8 bytes longer.
+    let mut udp = Vec::new();
+    let nat_t = |a| SocketAddr::new(IpAddr::V6(a), NAT_T_PORT);
+    seal_udp(&out_sa, nat_t(src), nat_t(dst), &inner, &mut udp).unwrap();
+    assert_eq!(udp.len(), out.len() - 3 + udp::HEADER_LEN);
+}
+
 #[test]
 fn retries_back_off_with_a_random_part() {
     for failures in 0..40 {

@@ -93,6 +93,7 @@ fn own_settings(base: &IpsecSettings, ca: &ClientCa, i: usize) -> Result<IpsecSe
         user_pem: None,
         server_id: base.server_id.clone(),
         integrity_only: base.integrity_only,
+        udp_encap: base.udp_encap,
     })
 }
 

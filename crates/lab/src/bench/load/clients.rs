@@ -72,6 +72,7 @@ impl Shared {
             user_pem: None,
             server_id: None,
             integrity_only: false,
+            udp_encap: true,
         };
         let iphttps = match (&spec.iphttps_url, spec.iphttps_clients()) {
             (Some(url), n) if n > 0 => Some(iphttps_server(spec, url)?),
@@ -110,6 +111,7 @@ impl Shared {
             user_pem: None,
             server_id: base.server_id.clone(),
             integrity_only: base.integrity_only,
+            udp_encap: base.udp_encap,
         })
     }
 }
