@@ -27,7 +27,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use super::ocsp::OcspChecker;
 use gate64_dataplane::IkeShedReason;
 use gate64_ike::responder::{
-    AuthJob, AuthVerdict, HostKey, Hosts, InitJob, InitVerdict, SourceKey,
+    AuthJob, AuthVerdict, HostCounts, HostKey, Hosts, InitJob, InitVerdict, SourceKey,
 };
 use std::time::{Instant, SystemTime};
 use tokio::sync::mpsc::error::TryRecvError;
@@ -49,7 +49,7 @@ pub(crate) struct AuthQueue {
     total: usize,
     by_source: HashMap<SourceKey, usize>,
     /// Jobs per host; entries only while non-zero, no more than `total_cap`.
-    by_host: HashMap<HostKey, usize>,
+    by_host: HostCounts,
 }
 
 impl AuthQueue {
@@ -60,7 +60,7 @@ impl AuthQueue {
             total_cap,
             total: 0,
             by_source: HashMap::new(),
-            by_host: HashMap::new(),
+            by_host: HostCounts::new(),
         }
     }
 
@@ -72,16 +72,12 @@ impl AuthQueue {
         if self.by_source.get(&key).copied().unwrap_or(0) >= JOBS_PER_SOURCE {
             return Err(IkeShedReason::AuthQueueSource);
         }
-        let host = self.hosts.of(key);
-        if let Some(h) = host
-            && self.by_host.get(&h).copied().unwrap_or(0) >= JOBS_PER_HOST
+        if let Some(h) = self.hosts.of(key)
+            && !self.by_host.try_admit(h, JOBS_PER_HOST)
         {
             return Err(IkeShedReason::AuthQueueSource);
         }
         *self.by_source.entry(key).or_insert(0) += 1;
-        if let Some(h) = host {
-            *self.by_host.entry(h).or_insert(0) += 1;
-        }
         self.total += 1;
         Ok(())
     }
@@ -95,13 +91,8 @@ impl AuthQueue {
                 self.by_source.remove(&key);
             }
         }
-        if let Some(h) = self.hosts.of(key)
-            && let Some(n) = self.by_host.get_mut(&h)
-        {
-            *n = n.saturating_sub(1);
-            if *n == 0 {
-                self.by_host.remove(&h);
-            }
+        if let Some(h) = self.hosts.of(key) {
+            self.by_host.release(h);
         }
     }
 }
