@@ -27,7 +27,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use super::ocsp::OcspChecker;
 use gate64_dataplane::IkeShedReason;
 use gate64_ike::responder::{
-    AuthJob, AuthVerdict, HostCounts, HostKey, Hosts, InitJob, InitVerdict, SourceKey,
+    AuthJob, AuthVerdict, HostCounts, Hosts, InitJob, InitVerdict, SourceKey,
 };
 use std::time::{Instant, SystemTime};
 use tokio::sync::mpsc::error::TryRecvError;
@@ -35,7 +35,8 @@ use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender, unbounded_channel};
 
 /// Jobs of one source in flight: a client's two tunnels authenticate at the same time.
 pub(crate) const JOBS_PER_SOURCE: usize = 2;
-/// Jobs of one host in flight ([`HostKey`]): a few clients behind one NAT or in one site.
+/// Jobs of one host in flight ([`gate64_ike::responder::HostKey`]): a few clients behind one
+/// NAT or in one site.
 pub(crate) const JOBS_PER_HOST: usize = 4;
 /// Jobs in flight per thread: at a millisecond or two per job, a queue this long waits some
 /// tens of milliseconds, well within a client's first retransmission.
