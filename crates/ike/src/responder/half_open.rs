@@ -157,6 +157,62 @@ impl HostKey {
     }
 }
 
+/// How many of something (half-open IKE SAs, queued IKE_AUTH jobs) each [`HostKey`] holds.
+/// A host has an entry only while its count is above zero, so the table is never larger than
+/// the number of things counted, and [`HostCounts::release`] of a host it does not hold
+/// changes nothing (no underflow).
+#[derive(Debug, Clone, Default)]
+pub struct HostCounts {
+    counts: HashMap<HostKey, usize>,
+}
+
+impl HostCounts {
+    /// No host counted.
+    pub fn new() -> Self {
+        HostCounts::default()
+    }
+
+    /// Counts one more for `host` if it holds fewer than `cap`; whether it was counted.
+    pub fn try_admit(&mut self, host: HostKey, cap: usize) -> bool {
+        if self.get(host) >= cap {
+            return false;
+        }
+        *self.counts.entry(host).or_insert(0) += 1;
+        true
+    }
+
+    /// Counts one more for `host`, whatever it holds (the caller applied its bound before).
+    pub fn admit(&mut self, host: HostKey) {
+        let n = self.counts.entry(host).or_insert(0);
+        *n = n.saturating_add(1);
+    }
+
+    /// Counts one out of `host`, dropping its entry at zero; nothing for a host not counted.
+    pub fn release(&mut self, host: HostKey) {
+        if let Some(n) = self.counts.get_mut(&host) {
+            *n = n.saturating_sub(1);
+            if *n == 0 {
+                self.counts.remove(&host);
+            }
+        }
+    }
+
+    /// How many `host` holds.
+    pub fn get(&self, host: HostKey) -> usize {
+        self.counts.get(&host).copied().unwrap_or(0)
+    }
+
+    /// Hosts holding at least one.
+    pub fn len(&self) -> usize {
+        self.counts.len()
+    }
+
+    /// Whether no host holds any.
+    pub fn is_empty(&self) -> bool {
+        self.counts.is_empty()
+    }
+}
+
 /// What one half-open IKE SA was counted under; released exactly once.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Charge {
@@ -172,7 +228,7 @@ pub(crate) struct HalfOpen {
     bytes: usize,
     by_source: HashMap<SourceKey, usize>,
     /// Entries only while non-zero, so no larger than `by_source`.
-    by_host: HashMap<HostKey, usize>,
+    by_host: HostCounts,
 }
 
 impl HalfOpen {
@@ -204,8 +260,7 @@ impl HalfOpen {
     pub(crate) fn of_host(&self, ip: IpAddr) -> usize {
         self.hosts
             .of(SourceKey::of(ip))
-            .and_then(|h| self.by_host.get(&h).copied())
-            .unwrap_or(0)
+            .map_or(0, |h| self.by_host.get(h))
     }
 
     /// Counts a new half-open IKE SA from `ip` holding `bytes`.
@@ -215,7 +270,7 @@ impl HalfOpen {
         self.bytes = self.bytes.saturating_add(bytes);
         *self.by_source.entry(key).or_insert(0) += 1;
         if let Some(host) = self.hosts.of(key) {
-            *self.by_host.entry(host).or_insert(0) += 1;
+            self.by_host.admit(host);
         }
         Charge { key, bytes }
     }
@@ -239,13 +294,8 @@ impl HalfOpen {
                 self.by_source.remove(&charge.key);
             }
         }
-        if let Some(host) = self.hosts.of(charge.key)
-            && let Some(n) = self.by_host.get_mut(&host)
-        {
-            *n = n.saturating_sub(1);
-            if *n == 0 {
-                self.by_host.remove(&host);
-            }
+        if let Some(host) = self.hosts.of(charge.key) {
+            self.by_host.release(host);
         }
     }
 
@@ -351,6 +401,44 @@ mod tests {
         assert_ne!(key("2001:db8:1:2::1"), key("2001:db8:1:3::1"));
         assert_eq!(key("192.0.2.1"), key("::ffff:192.0.2.1"));
         assert_ne!(key("192.0.2.1"), key("192.0.2.2"));
+    }
+
+    #[test]
+    fn host_counts_admit_to_the_cap_and_refuse_above() {
+        let a = HostKey::TeredoV4("192.0.2.45".parse().expect("ip"));
+        let b = HostKey::V6Site(0x2001_0db8_0001);
+        let mut c = HostCounts::new();
+        assert!(c.try_admit(a, 2));
+        assert!(c.try_admit(a, 2));
+        assert!(!c.try_admit(a, 2), "a third is above the cap");
+        assert_eq!(c.get(a), 2);
+        assert!(c.try_admit(b, 2), "another host has its own count");
+        assert_eq!((c.get(b), c.len()), (1, 2));
+        assert!(!c.try_admit(b, 1));
+        assert!(
+            !c.try_admit(HostKey::V6Site(7), 0),
+            "a cap of zero admits none"
+        );
+        assert_eq!(c.len(), 2, "and leaves no entry behind");
+    }
+
+    #[test]
+    fn host_counts_release_removes_at_zero_and_never_underflows() {
+        let a = HostKey::TeredoV4("192.0.2.45".parse().expect("ip"));
+        let mut c = HostCounts::new();
+        c.release(a);
+        assert_eq!((c.get(a), c.len()), (0, 0), "release of a host not counted");
+        c.admit(a);
+        assert!(c.try_admit(a, 3));
+        c.release(a);
+        assert_eq!((c.get(a), c.len()), (1, 1));
+        c.release(a);
+        assert_eq!((c.get(a), c.len()), (0, 0));
+        assert!(c.is_empty());
+        c.release(a);
+        assert_eq!(c.get(a), 0);
+        assert!(c.try_admit(a, 1), "counting starts over from zero");
+        assert_eq!(c.get(a), 1);
     }
 
     #[test]

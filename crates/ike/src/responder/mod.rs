@@ -72,7 +72,7 @@ pub use config::ResponderConfig;
 pub(crate) use config::anchors_for_clients;
 pub use eap::{EapJob, EapOutcome, EapPolicy, EapVerdict};
 pub use events::{EndReason, Event, MobikeResult, Refusal, RekeyKind, Stats, negotiation_label};
-pub use half_open::{HOST_SHARE, HostKey, Hosts, SourceKey};
+pub use half_open::{HOST_SHARE, HostCounts, HostKey, Hosts, SourceKey};
 pub use ike_policy::{IkePolicy, IkeProposalRule};
 pub use ike_sa::Transmit;
 pub(crate) use ike_sa::{CachedResponse, ChildRecord, ClientName, IkeSa, Reassembly};

@@ -27,7 +27,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use super::ocsp::OcspChecker;
 use gate64_dataplane::IkeShedReason;
 use gate64_ike::responder::{
-    AuthJob, AuthVerdict, HostKey, Hosts, InitJob, InitVerdict, SourceKey,
+    AuthJob, AuthVerdict, HostCounts, Hosts, InitJob, InitVerdict, SourceKey,
 };
 use std::time::{Instant, SystemTime};
 use tokio::sync::mpsc::error::TryRecvError;
@@ -35,7 +35,8 @@ use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender, unbounded_channel};
 
 /// Jobs of one source in flight: a client's two tunnels authenticate at the same time.
 pub(crate) const JOBS_PER_SOURCE: usize = 2;
-/// Jobs of one host in flight ([`HostKey`]): a few clients behind one NAT or in one site.
+/// Jobs of one host in flight ([`gate64_ike::responder::HostKey`]): a few clients behind one
+/// NAT or in one site.
 pub(crate) const JOBS_PER_HOST: usize = 4;
 /// Jobs in flight per thread: at a millisecond or two per job, a queue this long waits some
 /// tens of milliseconds, well within a client's first retransmission.
@@ -49,7 +50,7 @@ pub(crate) struct AuthQueue {
     total: usize,
     by_source: HashMap<SourceKey, usize>,
     /// Jobs per host; entries only while non-zero, no more than `total_cap`.
-    by_host: HashMap<HostKey, usize>,
+    by_host: HostCounts,
 }
 
 impl AuthQueue {
@@ -60,7 +61,7 @@ impl AuthQueue {
             total_cap,
             total: 0,
             by_source: HashMap::new(),
-            by_host: HashMap::new(),
+            by_host: HostCounts::new(),
         }
     }
 
@@ -72,16 +73,12 @@ impl AuthQueue {
         if self.by_source.get(&key).copied().unwrap_or(0) >= JOBS_PER_SOURCE {
             return Err(IkeShedReason::AuthQueueSource);
         }
-        let host = self.hosts.of(key);
-        if let Some(h) = host
-            && self.by_host.get(&h).copied().unwrap_or(0) >= JOBS_PER_HOST
+        if let Some(h) = self.hosts.of(key)
+            && !self.by_host.try_admit(h, JOBS_PER_HOST)
         {
             return Err(IkeShedReason::AuthQueueSource);
         }
         *self.by_source.entry(key).or_insert(0) += 1;
-        if let Some(h) = host {
-            *self.by_host.entry(h).or_insert(0) += 1;
-        }
         self.total += 1;
         Ok(())
     }
@@ -95,13 +92,8 @@ impl AuthQueue {
                 self.by_source.remove(&key);
             }
         }
-        if let Some(h) = self.hosts.of(key)
-            && let Some(n) = self.by_host.get_mut(&h)
-        {
-            *n = n.saturating_sub(1);
-            if *n == 0 {
-                self.by_host.remove(&h);
-            }
+        if let Some(h) = self.hosts.of(key) {
+            self.by_host.release(h);
         }
     }
 }

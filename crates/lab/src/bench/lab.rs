@@ -344,7 +344,7 @@ fn gate64_toml(pki: &Path, control: &Path, opts: &LabOptions) -> Result<String> 
     let iphttps_max = opts.clients.max(50_000) + 1_000;
     // Both tunnels of every client and the third-party one, a tenth more for set-ups in
     // flight; never below the default.
-    let ike_sas_max = (2 * (opts.clients + 1) * 11 / 10).max(220_000);
+    let ike_sas_max = (2 * (opts.clients + 1) * 11 / 10).max(gate64_config::defaults::IKE_MAX_SAS);
     let upstream = opts.dns64_upstream.unwrap_or(CORP_HOST_V4);
     let extra = format!(
         "[iphttps]\nenabled = true\nlisten = \"{SERVER_V4}:443\"\ncertificate = \"{}\"\n\
