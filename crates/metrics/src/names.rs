@@ -403,7 +403,10 @@ pub const IKE_LIVENESS_EXTENDED_TOTAL_HELP: &str = "Retransmissions of unanswere
 /// Liveness checks put off to a later slice of time by the cap on checks per second.
 pub const IKE_LIVENESS_DEFERRED_TOTAL: &str = "gate64_ike_liveness_deferred_total";
 /// Help text of [`IKE_LIVENESS_DEFERRED_TOTAL`].
-pub const IKE_LIVENESS_DEFERRED_TOTAL_HELP: &str = "Liveness checks put off to a later     tenth of a second because the current one had started its share (twice the IKE SAs'     steady-state rate, 100 to 10,000 a second): checks that came due together. A check put     off twice counts twice.";
+pub const IKE_LIVENESS_DEFERRED_TOTAL_HELP: &str = "Liveness checks put off to a later \
+    tenth of a second because the current one had started its share (twice the IKE SAs' \
+    steady-state rate, 100 to 10,000 a second): checks that came due together. A check put \
+    off twice counts twice.";
 
 /// Every metric above as `(name, help)`, in exposition order.
 pub const ALL: &[(&str, &str)] = &[

@@ -30,8 +30,8 @@
 //! put off, a slice's share per slice), never dropped, and counted in
 //! [`super::Stats::liveness_deferred`]. Retransmissions, and a Delete of expired child SAs
 //! (which doubles as a check), are not capped: they are bounded by the checks outstanding.
-//! Past `LIVENESS_MAX_PER_SEC` × `dpd` / 2 IKE SAs (1,500,000 at `dpd` 30 s: far beyond what
-//! one IKE loop holds) the checks would come later than `dpd`.
+//! Past `LIVENESS_MAX_PER_SEC` × `dpd` / 2 IKE SAs (150,000 at `dpd` 30 s; 100,000 clients
+//! hold 200,000) the checks come later than `dpd`, and `liveness_deferred` keeps rising.
 //!
 //! Child SA lifetimes are the client's to keep (it rekeys before the soft lifetime, RFC
 //! 7296 §2.8); a child SA still there at its soft lifetime is logged and counted, and one
