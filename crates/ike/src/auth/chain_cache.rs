@@ -16,7 +16,6 @@
 //! the oldest entry first; a new set of anchors or CRLs starts with an empty one.
 
 use super::crl::PathCert;
-use super::peer::PeerCert;
 use aws_lc_rs::digest;
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -30,30 +29,30 @@ pub(crate) const CAPACITY: usize = 4096;
 /// by another.
 static NEXT_ID: AtomicU64 = AtomicU64::new(1);
 
-/// The cache of one set of trust anchors (shared by its clones).
-pub(crate) struct ChainCache {
+/// The cache of one set of trust anchors (shared by its clones); `L` is the verified leaf a
+/// hit gives back.
+pub(crate) struct ChainCache<L> {
     id: u64,
     capacity: usize,
-    inner: Mutex<Inner>,
+    inner: Mutex<Inner<L>>,
     hits: AtomicU64,
 }
 
-#[derive(Default)]
-struct Inner {
-    map: HashMap<[u8; 32], Arc<Entry>>,
+struct Inner<L> {
+    map: HashMap<[u8; 32], Arc<Entry<L>>>,
     /// Keys in the order they came in: the first is dropped when the cache is full.
     order: VecDeque<[u8; 32]>,
 }
 
 /// What a hit needs: the chain it was (compared byte for byte), the window in which every
 /// certificate of its path is valid, its path as revocation sees it, and the verified leaf.
-pub(crate) struct Entry {
+pub(crate) struct Entry<L> {
     pub(crate) facts: ChainFacts,
-    pub(crate) peer: PeerCert,
+    pub(crate) leaf: L,
 }
 
 /// What verification learned of a chain beyond its leaf, kept with the leaf it gave
-/// ([`PeerCert`]) until the caller says the chain may be remembered.
+/// ([`super::PeerCert`]) until the caller says the chain may be remembered.
 #[derive(Debug, Clone)]
 pub(crate) struct ChainFacts {
     /// The cache of the anchors that verified it.
@@ -109,7 +108,7 @@ pub(crate) fn chain_key(chain: &[u8]) -> [u8; 32] {
     key
 }
 
-impl std::fmt::Debug for ChainCache {
+impl<L> std::fmt::Debug for ChainCache<L> {
     /// How many chains, not which: the anchors' Debug stays short.
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ChainCache")
@@ -119,30 +118,33 @@ impl std::fmt::Debug for ChainCache {
     }
 }
 
-impl Default for ChainCache {
+impl<L> Default for ChainCache<L> {
     fn default() -> Self {
         Self::with_capacity(CAPACITY)
     }
 }
 
-impl ChainCache {
+impl<L> ChainCache<L> {
     pub(crate) fn with_capacity(capacity: usize) -> Self {
         ChainCache {
             id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
             capacity,
-            inner: Mutex::new(Inner::default()),
+            inner: Mutex::new(Inner {
+                map: HashMap::new(),
+                order: VecDeque::new(),
+            }),
             hits: AtomicU64::new(0),
         }
     }
 
-    fn lock(&self) -> MutexGuard<'_, Inner> {
+    fn lock(&self) -> MutexGuard<'_, Inner<L>> {
         // The map is consistent after every statement that changes it: a panic elsewhere
         // while it was held leaves nothing half-done.
         self.inner.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// The entry for `chain` (its bytes and key), if it holds that exact chain.
-    pub(crate) fn get(&self, key: &[u8; 32], chain: &[u8]) -> Option<Arc<Entry>> {
+    pub(crate) fn get(&self, key: &[u8; 32], chain: &[u8]) -> Option<Arc<Entry<L>>> {
         let entry = self.lock().map.get(key).cloned()?;
         (entry.facts.chain == chain).then(|| {
             self.hits.fetch_add(1, Ordering::Relaxed);
@@ -150,7 +152,7 @@ impl ChainCache {
         })
     }
 
-    /// The facts of a chain these anchors verified, for a [`PeerCert`] to carry.
+    /// The facts of a chain these anchors verified, for the leaf to carry.
     pub(crate) fn facts(
         &self,
         chain: Vec<u8>,
@@ -168,19 +170,15 @@ impl ChainCache {
         }
     }
 
-    /// Keeps `peer`'s chain, if these anchors verified it; drops the oldest entry when full.
-    pub(crate) fn insert(&self, peer: &PeerCert) {
-        let Some(facts) = peer.chain_facts() else {
-            return;
-        };
+    /// Keeps the chain of `facts` with its `leaf`, if this cache's anchors verified it
+    /// ([`ChainCache::facts`]); drops the oldest entry when full.
+    pub(crate) fn insert(&self, facts: &ChainFacts, leaf: L) {
         if facts.cache_id != self.id || self.capacity == 0 {
             return;
         }
-        let mut leaf = peer.clone();
-        leaf.clear_chain_facts();
         let entry = Arc::new(Entry {
             facts: facts.clone(),
-            peer: leaf,
+            leaf,
         });
         let mut inner = self.lock();
         if inner.map.insert(facts.key, entry).is_some() {

@@ -154,7 +154,8 @@ fn a_cached_chain_is_refused_outside_its_validity() {
             .unwrap_err(),
         AuthError::NotYetValid
     );
-    assert_eq!(anchors.cache_hits(), 0, "both went through webpki again");
+    // Both were found in the cache, outside its window, and refused by webpki's own check.
+    assert_eq!(anchors.cache_hits(), 2);
     anchors.verify_peer(&der, &[&sub_der], at(2039)).unwrap();
-    assert_eq!(anchors.cache_hits(), 1);
+    assert_eq!(anchors.cache_hits(), 3);
 }

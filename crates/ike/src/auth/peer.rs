@@ -35,7 +35,7 @@ pub struct TrustAnchors {
     /// Chains these anchors verified and whose holders proved their key
     /// ([`TrustAnchors::remember_verified`]); shared by clones, empty again after
     /// [`TrustAnchors::for_clients`] or [`TrustAnchors::with_crls`].
-    cache: Arc<ChainCache>,
+    cache: Arc<ChainCache<PeerCert>>,
 }
 
 /// Chains of at most this many certificates and bytes are looked up in the cache; longer ones
@@ -175,7 +175,11 @@ impl TrustAnchors {
     /// for later handshakes: to be called once its holder proved its key, the AUTH signature
     /// verified. Nothing happens for a peer from other anchors or from the cache itself.
     pub fn remember_verified(&self, peer: &PeerCert) {
-        self.cache.insert(peer);
+        if let Some(facts) = peer.chain.as_deref() {
+            let mut leaf = peer.clone();
+            leaf.chain = None;
+            self.cache.insert(facts, leaf);
+        }
     }
 
     /// Chains held by the cache of [`TrustAnchors::remember_verified`].
@@ -191,7 +195,11 @@ impl TrustAnchors {
     /// The leaf of a cached chain, if `now` is inside the validity of every certificate of its
     /// path and no CRL whose signature is known to verify revokes one; `None` when the chain
     /// must go through webpki again (outside the window, or a list not yet checked).
-    fn cached(&self, entry: &Entry, now: SystemTime) -> Result<Option<PeerCert>, AuthError> {
+    fn cached(
+        &self,
+        entry: &Entry<PeerCert>,
+        now: SystemTime,
+    ) -> Result<Option<PeerCert>, AuthError> {
         let Ok(since) = now.duration_since(UNIX_EPOCH) else {
             return Ok(None);
         };
@@ -206,7 +214,7 @@ impl TrustAnchors {
             }
             self.crls.check_path(&path, now)?;
         }
-        Ok(Some(entry.peer.clone()))
+        Ok(Some(entry.leaf.clone()))
     }
 
     /// [`TrustAnchors::verify_peer`] without the cache; `chain` ([`chain_cache::chain_bytes`]),
@@ -425,14 +433,6 @@ impl OcspQuery {
 }
 
 impl PeerCert {
-    pub(crate) fn chain_facts(&self) -> Option<&ChainFacts> {
-        self.chain.as_deref()
-    }
-
-    pub(crate) fn clear_chain_facts(&mut self) {
-        self.chain = None;
-    }
-
     /// What an OCSP lookup of this certificate needs; `None` for a certificate that did not
     /// come through [`TrustAnchors::verify_peer`].
     pub fn ocsp_query(&self) -> Option<&OcspQuery> {
