@@ -132,8 +132,22 @@ impl IpsecSettings {
             .map_err(|e| anyhow::anyhow!("{e}"))
     }
 
+    /// The anchors of `ca_pem`. The last ones loaded in this process are kept and handed out
+    /// again (a clone shares their cache of verified chains): every negotiation, and every
+    /// emulated client of `gate64 bench load`, then verifies the responder's chain once, its
+    /// validity and the AUTH signature of each IKE_AUTH response still every time.
     fn anchors(&self) -> Result<TrustAnchors> {
-        TrustAnchors::from_pem(&self.ca_pem).map_err(|e| anyhow::anyhow!("{e}"))
+        static LAST: std::sync::Mutex<Option<(Vec<u8>, TrustAnchors)>> =
+            std::sync::Mutex::new(None);
+        let mut last = LAST.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some((pem, anchors)) = last.as_ref()
+            && *pem == self.ca_pem
+        {
+            return Ok(anchors.clone());
+        }
+        let anchors = TrustAnchors::from_pem(&self.ca_pem).map_err(|e| anyhow::anyhow!("{e}"))?;
+        *last = Some((self.ca_pem.clone(), anchors.clone()));
+        Ok(anchors)
     }
 
     /// The initiator's configuration for one tunnel.

@@ -9,19 +9,22 @@ use aws_lc_rs::signature::{self, EcdsaKeyPair, KeyPair, RsaKeyPair};
 use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::{CertificateDer, PrivateKeyDer};
 use std::fmt;
+use std::sync::Arc;
 
 /// gate64's IKE credentials: the certificate chain (leaf first) sent in CERT payloads, the
-/// private key that signs AUTH, and the identity sent in IDr/IDi.
+/// private key that signs AUTH, and the identity sent in IDr/IDi. A clone shares the loaded
+/// key (loading one checks it, which costs about as much as a signature).
+#[derive(Clone)]
 pub struct Credentials {
     chain: Vec<CertificateDer<'static>>,
-    key: SigningKey,
+    key: Arc<SigningKey>,
     id: Identity,
     /// The leaf, parsed: which identities it holds.
     leaf: PeerCert,
     /// RSA keys sign method 14 with RSASSA-PSS instead of PKCS#1 v1.5.
     rsa_pss: bool,
     /// Signs method 1 (SHA-1) with the RSA key, when the caller gave a loader for it.
-    sha1: Option<Box<dyn Sha1RsaSigner>>,
+    sha1: Option<Arc<dyn Sha1RsaSigner>>,
 }
 
 /// Makes RSASSA-PKCS1-v1_5 signatures over SHA-1 with the credentials' RSA key, for AUTH
@@ -137,13 +140,15 @@ impl Credentials {
         })?;
         let key = load_key(&parsed.key, &key_der)?;
         let sha1 = match (&key, sha1) {
-            (SigningKey::Rsa(_), Some(loader)) => Some(load_sha1(&parsed.key, &key_der, loader)?),
+            (SigningKey::Rsa(_), Some(loader)) => {
+                Some(Arc::from(load_sha1(&parsed.key, &key_der, loader)?))
+            }
             _ => None,
         };
         let id = Identity::der_dn(&parsed.subject_der);
         Ok(Self {
             chain,
-            key,
+            key: Arc::new(key),
             id,
             leaf: parsed,
             rsa_pss: false,
@@ -211,7 +216,7 @@ impl Credentials {
     /// RSA (which [`Credentials::sign`] produces only with a SHA-1 signer,
     /// [`Credentials::from_pem_with_sha1`]).
     pub fn classic_method(&self) -> AuthMethod {
-        match &self.key {
+        match &*self.key {
             SigningKey::Ecdsa { curve, .. } => curve.classic_method(),
             SigningKey::Rsa(_) => AuthMethod::RsaPkcs1,
         }
@@ -241,7 +246,7 @@ impl Credentials {
     ) -> Result<(AuthMethod, Vec<u8>), AuthError> {
         #[cfg(test)]
         SIGNATURES.with(|n| n.set(n.get() + 1));
-        match (method, &self.key) {
+        match (method, &*self.key) {
             (AuthMethod::DigitalSignature, SigningKey::Ecdsa { curve, asn1, .. }) => {
                 let hash = curve.hash();
                 if peer_hashes.is_empty() || peer_hashes.contains(&hash) {
@@ -297,7 +302,7 @@ impl Credentials {
     }
 
     fn key_name(&self) -> &'static str {
-        match &self.key {
+        match &*self.key {
             SigningKey::Ecdsa {
                 curve: Curve::P256, ..
             } => "ECDSA P-256",

@@ -52,6 +52,9 @@
 
 mod algid;
 mod ca_set;
+pub(crate) mod chain_cache;
+#[cfg(test)]
+mod chain_cache_tests;
 mod chain_shape;
 mod credentials;
 mod crl;

@@ -2,6 +2,7 @@
 //! signature.
 
 use super::algid;
+use super::chain_cache::{self, ChainCache, ChainFacts, Entry, OwnedPathCert};
 use super::crl::{Crls, PathCert, RevocationKey};
 use super::public_key::{PublicKey, method14_alg, public_key};
 use super::{AuthError, AuthMethod, IdType, Identity, IdentityKey};
@@ -10,6 +11,7 @@ use aws_lc_rs::signature::{self, UnparsedPublicKey, VerificationAlgorithm};
 use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::{CertificateDer, SignatureVerificationAlgorithm, TrustAnchor, UnixTime};
 use std::net::IpAddr;
+use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 use webpki::{
     EndEntityCert, ExtendedKeyUsageValidator, KeyPurposeId, KeyPurposeIdIter, KeyUsage,
@@ -22,14 +24,24 @@ use x509_parser::prelude::FromDer;
 /// The CAs whose certificates authenticate peers (`[ipsec] ca`).
 #[derive(Debug, Clone)]
 pub struct TrustAnchors {
-    anchors: Vec<TrustAnchor<'static>>,
+    /// Shared by clones: a verification job takes a clone of the responder's anchors.
+    anchors: Arc<[TrustAnchor<'static>]>,
     certreq: Vec<u8>,
     /// The rule a client's leaf is held to, when these anchors authenticate clients; `None`
     /// for anchors that authenticate a server (the initiator's).
     client_eku: Option<ClientEku>,
     /// The CRLs a chain is checked against ([`TrustAnchors::with_crls`]); none by default.
     crls: Crls,
+    /// Chains these anchors verified and whose holders proved their key
+    /// ([`TrustAnchors::remember_verified`]); shared by clones, empty again after
+    /// [`TrustAnchors::for_clients`] or [`TrustAnchors::with_crls`].
+    cache: Arc<ChainCache<PeerCert>>,
 }
+
+/// Chains of at most this many certificates and bytes are looked up in the cache; longer ones
+/// (no honest client's) go straight to verification, unhashed.
+const CACHED_CERTS: usize = 4;
+const CACHED_BYTES: usize = 8 * 1024;
 
 /// Which extended key usages a client's certificate must list (`[ipsec] client_eku`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -72,16 +84,18 @@ impl TrustAnchors {
             certreq.extend_from_slice(hash.as_ref());
         }
         Ok(Self {
-            anchors,
+            anchors: anchors.into(),
             certreq,
             client_eku: None,
             crls: Crls::default(),
+            cache: Arc::default(),
         })
     }
 
     /// These anchors authenticate clients, whose leaf must then meet `eku`.
     pub fn for_clients(mut self, eku: ClientEku) -> Self {
         self.client_eku = Some(eku);
+        self.cache = Arc::default();
         self
     }
 
@@ -89,6 +103,21 @@ impl TrustAnchors {
     /// intermediate) is [`AuthError::Revoked`].
     pub fn with_crls(mut self, crls: Crls) -> Self {
         self.crls = crls;
+        self.cache = Arc::default();
+        self
+    }
+
+    /// [`TrustAnchors::with_crls`] keeping the cache: for tests of what a hit checks.
+    #[cfg(test)]
+    pub(crate) fn with_crls_keeping_cache(mut self, crls: Crls) -> Self {
+        self.crls = crls;
+        self
+    }
+
+    /// These anchors with a cache of at most `capacity` chains.
+    #[cfg(test)]
+    pub(crate) fn with_cache_capacity(mut self, capacity: usize) -> Self {
+        self.cache = Arc::new(ChainCache::with_capacity(capacity));
         self
     }
 
@@ -119,12 +148,83 @@ impl TrustAnchors {
     }
 
     /// Verifies the peer's leaf certificate (first CERT payload) and the intermediates it sent,
-    /// at `now`, with the extended key usage and key usage rules of the module docs.
+    /// at `now`, with the extended key usage and key usage rules of the module docs. A chain
+    /// remembered by [`TrustAnchors::remember_verified`] skips the signatures and parsing
+    /// (see [`super::chain_cache`]); its validity period and revocation are checked anew.
     pub fn verify_peer(
         &self,
         leaf: &[u8],
         intermediates: &[&[u8]],
         now: SystemTime,
+    ) -> Result<PeerCert, AuthError> {
+        let size = leaf.len() + intermediates.iter().map(|c| c.len()).sum::<usize>();
+        if 1 + intermediates.len() > CACHED_CERTS || size > CACHED_BYTES {
+            return self.verify_uncached(leaf, intermediates, now, None);
+        }
+        let chain = chain_cache::chain_bytes(leaf, intermediates);
+        let key = chain_cache::chain_key(&chain);
+        if let Some(entry) = self.cache.get(&key, &chain)
+            && let Some(peer) = self.cached(&entry, now)?
+        {
+            return Ok(peer);
+        }
+        self.verify_uncached(leaf, intermediates, now, Some(chain))
+    }
+
+    /// Keeps the chain `peer` was verified from (by these anchors' [`TrustAnchors::verify_peer`])
+    /// for later handshakes: to be called once its holder proved its key, the AUTH signature
+    /// verified. Nothing happens for a peer from other anchors or from the cache itself.
+    pub fn remember_verified(&self, peer: &PeerCert) {
+        if let Some(facts) = peer.chain.as_deref() {
+            let mut leaf = peer.clone();
+            leaf.chain = None;
+            self.cache.insert(facts, leaf);
+        }
+    }
+
+    /// Chains held by the cache of [`TrustAnchors::remember_verified`].
+    pub fn cached_chains(&self) -> usize {
+        self.cache.len()
+    }
+
+    /// Verifications the cache answered, since these anchors (or their CRLs) were set.
+    pub fn cache_hits(&self) -> u64 {
+        self.cache.hits()
+    }
+
+    /// The leaf of a cached chain, if `now` is inside the validity of every certificate of its
+    /// path and no CRL whose signature is known to verify revokes one; `None` when the chain
+    /// must go through webpki again (outside the window, or a list not yet checked).
+    fn cached(
+        &self,
+        entry: &Entry<PeerCert>,
+        now: SystemTime,
+    ) -> Result<Option<PeerCert>, AuthError> {
+        let Ok(since) = now.duration_since(UNIX_EPOCH) else {
+            return Ok(None);
+        };
+        let secs = i64::try_from(since.as_secs()).unwrap_or(i64::MAX);
+        if secs < entry.facts.not_before || secs > entry.facts.not_after {
+            return Ok(None);
+        }
+        if !self.crls.is_empty() {
+            let path: Vec<PathCert<'_>> = entry.facts.path.iter().map(|c| c.borrowed()).collect();
+            if !self.crls.unverified(&path).is_empty() {
+                return Ok(None);
+            }
+            self.crls.check_path(&path, now)?;
+        }
+        Ok(Some(entry.leaf.clone()))
+    }
+
+    /// [`TrustAnchors::verify_peer`] without the cache; `chain` ([`chain_cache::chain_bytes`]),
+    /// when given, is kept in the result for [`TrustAnchors::remember_verified`].
+    fn verify_uncached(
+        &self,
+        leaf: &[u8],
+        intermediates: &[&[u8]],
+        now: SystemTime,
+        chain: Option<Vec<u8>>,
     ) -> Result<PeerCert, AuthError> {
         // Before webpki sees anything: its path search is what a hostile chain makes costly.
         super::check_chain_shape(leaf, intermediates)?;
@@ -147,8 +247,8 @@ impl TrustAnchors {
                 None,
             )
             .map_err(chain_error)?;
+        let certs = path_certs(&path);
         if !self.crls.is_empty() {
-            let certs = path_certs(&path);
             // Once per list and issuer key: webpki checks the list's signature (and the
             // issuer's cRLSign) with the chain, that list alone, since of several lists of one
             // issuer it would check only the first; from then on the lookups below suffice.
@@ -191,8 +291,37 @@ impl TrustAnchors {
                 "extended key usage lacks clientAuth and ipsecIKE",
             ));
         }
+        if let Some(chain) = chain
+            && let Some((not_before, not_after)) = path_validity(leaf, &path)
+        {
+            let owned = certs
+                .iter()
+                .map(|c| OwnedPathCert {
+                    issuer: c.issuer.to_vec(),
+                    serial: c.serial.to_vec(),
+                    issuer_key: c.issuer_key,
+                })
+                .collect();
+            let facts = self.cache.facts(chain, not_before, not_after, owned);
+            peer.chain = Some(Box::new(facts));
+        }
         Ok(peer)
     }
+}
+
+/// The latest notBefore and earliest notAfter of the leaf and the intermediates of a verified
+/// path, in seconds since the Unix epoch; `None` if one does not parse (then the chain is not
+/// cached).
+fn path_validity(leaf: &[u8], path: &webpki::VerifiedPath<'_>) -> Option<(i64, i64)> {
+    let mut window = (i64::MIN, i64::MAX);
+    let intermediates = path.intermediate_certificates().map(|c| c.der());
+    for der in std::iter::once(CertificateDer::from(leaf)).chain(intermediates) {
+        let (_, cert) = X509Certificate::from_der(der.as_ref()).ok()?;
+        let v = cert.validity();
+        window.0 = window.0.max(v.not_before.timestamp());
+        window.1 = window.1.min(v.not_after.timestamp());
+    }
+    Some(window)
 }
 
 /// The CAs above the leaf of a verified chain, its issuer first and the trust anchor last
@@ -276,6 +405,9 @@ pub struct PeerCert {
     /// trust anchor last; empty for a certificate that did not come through
     /// [`TrustAnchors::verify_peer`].
     issuers: Vec<super::CaFingerprint>,
+    /// What [`TrustAnchors::remember_verified`] keeps of the chain, set when webpki verified
+    /// it (not for a leaf from the cache).
+    chain: Option<Box<ChainFacts>>,
 }
 
 /// What an OCSP lookup of a verified leaf needs (RFC 6960 §4.1.1): the leaf, and its issuer's
@@ -556,6 +688,7 @@ pub(crate) fn parse_leaf(der: &[u8]) -> Result<PeerCert, AuthError> {
             .filter_map(|cn| cn.as_str().ok().map(str::to_owned))
             .collect(),
         issuers: Vec::new(),
+        chain: None,
     })
 }
 

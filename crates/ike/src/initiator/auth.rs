@@ -215,6 +215,9 @@ impl Initiator {
         let method =
             AuthMethod::from_code(p.method).ok_or(AuthError::UnsupportedMethod(p.method))?;
         cert.verify_auth(method, p.auth, octets)?;
+        // The responder proved its key: its chain may skip the signatures next time (the
+        // anchors' cache is shared by every initiator given a clone of them).
+        self.config.anchors.remember_verified(&cert);
         Ok(cert.subject())
     }
 }

@@ -18,6 +18,7 @@
 
 use std::collections::VecDeque;
 use std::net::{IpAddr, Ipv6Addr, SocketAddr};
+use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
 use crate::auth::{AuthError, AuthMethod, Credentials, Identity, SigHash, TrustAnchors};
@@ -164,7 +165,9 @@ pub struct Initiator {
     state: State,
     pub(crate) spi_i: u64,
     pub(crate) spi_r: u64,
-    kex: KeyExchange,
+    /// Our key-exchange private value: this initiator's own, or one shared by several
+    /// ([`Initiator::with_key_exchange`]).
+    kex: Arc<KeyExchange>,
     /// The IKE SA algorithms proposed (with every group of `kex` and the defaults).
     ike_suite: keys::Suite,
     pub(crate) ni: Vec<u8>,
@@ -215,7 +218,27 @@ impl Initiator {
         local: SocketAddr,
         remote: SocketAddr,
     ) -> Result<Self, CryptoError> {
-        let kex = KeyExchange::generate(config.group)?;
+        let kex = Arc::new(KeyExchange::generate(config.group)?);
+        Self::with_key_exchange(config, kex, now, wall, local, remote)
+    }
+
+    /// [`Initiator::new`] with a key-exchange private value the caller made, which it may give
+    /// to other initiators as well: for load generators, which thereby save a key generation
+    /// per handshake. IKE SAs that share one are not forward-secret against each other (one
+    /// value's disclosure opens all of them), so gate64's own client never shares. It must be
+    /// of `config.group` (else [`CryptoError::Library`]); an INVALID_KE_PAYLOAD answer still
+    /// makes a fresh one of the group asked for.
+    pub fn with_key_exchange(
+        config: InitiatorConfig,
+        kex: Arc<KeyExchange>,
+        now: Instant,
+        wall: SystemTime,
+        local: SocketAddr,
+        remote: SocketAddr,
+    ) -> Result<Self, CryptoError> {
+        if kex.group() != config.group {
+            return Err(CryptoError::Library);
+        }
         let spi = keys::random_bytes(12)?;
         let spi_i = u64::from_be_bytes([
             spi[0], spi[1], spi[2], spi[3], spi[4], spi[5], spi[6], spi[7],
@@ -498,7 +521,7 @@ impl Initiator {
             if group == self.kex.group() {
                 return Err(InitiatorError::Notify(notify::INVALID_KE_PAYLOAD));
             }
-            self.kex = KeyExchange::generate(group)?;
+            self.kex = Arc::new(KeyExchange::generate(group)?);
             return self.send_init(now);
         }
         if let Some(n) = find_error_notify(&m.payloads) {

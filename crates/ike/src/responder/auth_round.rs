@@ -155,6 +155,8 @@ pub(super) fn verify_client(
     let method =
         AuthMethod::from_code(req.method).ok_or(AuthError::UnsupportedMethod(req.method))?;
     peer.verify_auth(method, req.auth_data, octets)?;
+    // The client proved its key: its chain may skip the signatures next time.
+    anchors.remember_verified(&peer);
     Ok(Verified {
         subject: peer.subject(),
         key: peer.identity_key(),

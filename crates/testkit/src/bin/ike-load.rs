@@ -28,7 +28,7 @@ use anyhow::{Context, Result, bail, ensure};
 use gate64_ike::auth::{Credentials, TrustAnchors};
 use gate64_ike::child_sa::TunnelKind;
 use gate64_ike::initiator::{Initiator, InitiatorConfig, InitiatorEvent};
-use gate64_ike::keys::Group;
+use gate64_ike::keys::{Group, KeyExchange};
 use gate64_ike::message::TrafficSelector;
 use ipnet::Ipv6Net;
 use rcgen::{
@@ -52,11 +52,22 @@ usage: ike-load make-ca DIR
   --per-socket N       handshakes in flight per socket at most              (default 2)
   --group 19|31|14     Diffie-Hellman group of the first KE payload        (default 19)
                        (ECP-256, Curve25519 or MODP-2048; 19 and 31 are offered too)
+  --kex-reuse N        each socket's key-exchange private value serves N handshakes
+                       before a new one is made: saves the generator a key generation
+                       per handshake, at the cost of forward secrecy between those SAs
+                       (a test tool's; the responder's own value is fresh each time)
+                                                                              (default 1)
   --infrastructure P   remote selector of the infrastructure tunnel (default fd00:c0::53/128)
   --intranet P         remote selector of the intranet tunnel       (default fd00:c0::/64)
   --hold-secs S        hold the SAs this long after the last handshake;
                        0 = until SIGINT/SIGTERM                              (default 0)
-  -h, --help           this text";
+  -h, --help           this text
+
+Shortcuts that make the generator cheaper without changing what the responder sees: each
+client's certificate and key are loaded once, before the clock starts, and shared by both of
+its tunnels; the responder's certificate chain is verified once per run (its signatures and
+parsing; validity, the AUTH signature of every IKE_AUTH response and the identity are checked
+every time).";
 
 /// The CA's subject; `make-ca` and `run` must build the same issuer from it.
 const CA_NAME: &str = "gate64 ike-load clients CA";
@@ -78,6 +89,7 @@ struct Opts {
     window: usize,
     per_socket: usize,
     group: Group,
+    kex_reuse: usize,
     infrastructure: Ipv6Net,
     intranet: Ipv6Net,
     hold: Duration,
@@ -126,6 +138,7 @@ fn parse(mut args: impl Iterator<Item = String>) -> Result<Opts> {
         window: 16,
         per_socket: 2,
         group: Group::Ecp256,
+        kex_reuse: 1,
         infrastructure: "fd00:c0::53/128".parse()?,
         intranet: "fd00:c0::/64".parse()?,
         hold: Duration::ZERO,
@@ -157,6 +170,7 @@ fn parse(mut args: impl Iterator<Item = String>) -> Result<Opts> {
                     _ => bail!("{flag} {value}: 19, 31 or 14"),
                 }
             }
+            "--kex-reuse" => o.kex_reuse = value.parse().with_context(ctx)?,
             "--infrastructure" => o.infrastructure = value.parse().with_context(ctx)?,
             "--intranet" => o.intranet = value.parse().with_context(ctx)?,
             "--hold-secs" => {
@@ -171,8 +185,8 @@ fn parse(mut args: impl Iterator<Item = String>) -> Result<Opts> {
     o.ca_dir = ca_dir.context("--ca-dir is required")?;
     ensure!(!o.bind.is_empty(), "--bind needs at least one address");
     ensure!(
-        o.sockets > 0 && o.window > 0 && o.per_socket > 0,
-        "--sockets, --window and --per-socket must be at least 1"
+        o.sockets > 0 && o.window > 0 && o.per_socket > 0 && o.kex_reuse > 0,
+        "--sockets, --window, --per-socket and --kex-reuse must be at least 1"
     );
     Ok(o)
 }
@@ -194,13 +208,8 @@ fn make_ca(dir: &Path) -> Result<()> {
     Ok(())
 }
 
-/// One client's certificate and key (PEM), both tunnels use them.
-struct ClientCert {
-    cert: String,
-    key: String,
-}
-
-fn issue_clients(ca_dir: &Path, count: usize) -> Result<Vec<ClientCert>> {
+/// A certificate and key for each client, loaded: both of its tunnels share them.
+fn issue_clients(ca_dir: &Path, count: usize) -> Result<Vec<Credentials>> {
     let ca_key = std::fs::read_to_string(ca_dir.join("clients-ca.key"))
         .with_context(|| format!("{}/clients-ca.key", ca_dir.display()))?;
     let issuer = Issuer::new(ca_params(), KeyPair::from_pem(&ca_key).context("CA key")?);
@@ -213,10 +222,8 @@ fn issue_clients(ca_dir: &Path, count: usize) -> Result<Vec<ClientCert>> {
             params.key_usages = vec![KeyUsagePurpose::DigitalSignature];
             params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
             let cert = params.signed_by(&key, &issuer).context("client cert")?;
-            Ok(ClientCert {
-                cert: cert.pem(),
-                key: key.serialize_pem(),
-            })
+            Credentials::from_pem(cert.pem().as_bytes(), key.serialize_pem().as_bytes())
+                .context("client credentials")
         })
         .collect()
 }
@@ -238,7 +245,7 @@ struct Tally {
 
 /// Everything a socket's task needs to build initiators.
 struct Shared {
-    certs: Vec<ClientCert>,
+    certs: Vec<Credentials>,
     anchors: TrustAnchors,
     opts: Opts,
     window: Arc<Semaphore>,
@@ -368,6 +375,7 @@ async fn drive_socket(
     let mut in_flight = 0usize;
     let mut reported = false;
     let mut buf = vec![0u8; MAX_DATAGRAM];
+    let mut kex = KexReuse::default();
     let Ok(local) = socket.local_addr() else {
         return 0;
     };
@@ -382,7 +390,7 @@ async fn drive_socket(
             // socket as soon as a handshake finishes.
             permit = shared.window.clone().acquire_owned(), if may_start => {
                 if let (Ok(permit), Some(job)) = (permit, jobs.pop()) {
-                    match start(&shared, job, local) {
+                    match start(&shared, job, local, &mut kex) {
                         Ok((spi, initiator, (to, first))) => {
                             send(&socket, to, &first).await;
                             let permit = Some(permit);
@@ -436,21 +444,49 @@ fn count_failure(tally: &mut Tally, reason: &str) {
     *tally.reasons.entry(reason.to_owned()).or_default() += 1;
 }
 
+/// A socket's key-exchange private value and how many handshakes it has served
+/// (`--kex-reuse`).
+#[derive(Default)]
+struct KexReuse {
+    current: Option<(Arc<KeyExchange>, usize)>,
+}
+
+impl KexReuse {
+    /// The value for the next handshake: the current one until it has served `limit`.
+    fn next(&mut self, group: Group, limit: usize) -> Result<Arc<KeyExchange>> {
+        match &mut self.current {
+            Some((kex, used)) if *used < limit => {
+                *used += 1;
+                Ok(kex.clone())
+            }
+            _ => {
+                let kex = Arc::new(KeyExchange::generate(group).context("key exchange")?);
+                self.current = Some((kex.clone(), 1));
+                Ok(kex)
+            }
+        }
+    }
+}
+
 /// A started initiator for `job`, its SPI (from its IKE_SA_INIT header, RFC 7296 §3.1) and
 /// that IKE_SA_INIT, for the caller to send.
 fn start(
     shared: &Shared,
     job: Job,
     local: SocketAddr,
+    kex: &mut KexReuse,
 ) -> Result<(u64, Initiator, (SocketAddr, Vec<u8>))> {
-    let cert = &shared.certs[job.client];
+    let credentials = shared
+        .certs
+        .get(job.client)
+        .context("no certificate for the client")?
+        .clone();
     let remote_ts = match job.tunnel {
         TunnelKind::Infrastructure => shared.opts.infrastructure,
         _ => shared.opts.intranet,
     };
     let config = InitiatorConfig {
-        credentials: Credentials::from_pem(cert.cert.as_bytes(), cert.key.as_bytes())
-            .context("client credentials")?,
+        credentials,
         anchors: shared.anchors.clone(),
         group: shared.opts.group,
         request_address: true,
@@ -468,8 +504,16 @@ fn start(
         integrity_only: false,
     };
     let now = Instant::now();
-    let mut initiator = Initiator::new(config, now, SystemTime::now(), local, shared.opts.server)
-        .context("initiator")?;
+    let kex = kex.next(shared.opts.group, shared.opts.kex_reuse)?;
+    let mut initiator = Initiator::with_key_exchange(
+        config,
+        kex,
+        now,
+        SystemTime::now(),
+        local,
+        shared.opts.server,
+    )
+    .context("initiator")?;
     initiator.start(now);
     let Some((_, to, first)) = initiator.poll_transmit() else {
         bail!("no IKE_SA_INIT to send");

@@ -311,3 +311,45 @@ fn a_create_child_sa_of_a_revoked_client_ends_its_ike_sa() {
         "{payloads:?}"
     );
 }
+
+/// A client's second tunnel takes its chain from the anchors' cache; once a CRL revokes the
+/// certificate, the same chain is refused even though it was cached.
+#[test]
+fn a_client_whose_chain_is_cached_is_refused_once_a_crl_revokes_it() {
+    let lab = Lab::new();
+    let now = Instant::now();
+    let (chain, key) = leaf(&lab.clients_ca, "client1.gate64.lab");
+    let mut r = lab.responder(now, |_| {});
+    let client = |tunnel, tsr| lab.initiator_as(now, tunnel, tsr, (&chain, &key), Group::Ecp256);
+    let mut infra = client(TunnelKind::Infrastructure, "fd00:c0::53/128");
+    infra.start(now);
+    exchange_all(&mut r, &mut infra, now);
+    established(&mut infra);
+    assert_eq!(r.config.anchors.cached_chains(), 1);
+    let mut intra = client(TunnelKind::Intranet, "fd00:c0::/64");
+    intra.start(now);
+    exchange_all(&mut r, &mut intra, now);
+    established(&mut intra);
+    assert_eq!(
+        r.config.anchors.cache_hits(),
+        1,
+        "the second tunnel hit the cache"
+    );
+    r.replace_crls(crls(&lab.clients_ca, &[serial_of(&intra)]));
+    let mut again = client(TunnelKind::Intranet, "fd00:c0::/64");
+    again.start(now);
+    exchange_all(&mut r, &mut again, now);
+    assert!(matches!(
+        again.poll_event(),
+        Some(InitiatorEvent::Failed(
+            crate::initiator::InitiatorError::Notify(notify::AUTHENTICATION_FAILED)
+        ))
+    ));
+    assert!(events(&mut r).iter().any(|e| matches!(
+        e,
+        Event::Negotiation {
+            result: Err(Refusal::Revoked),
+            ..
+        }
+    )));
+}

@@ -1,0 +1,204 @@
+//! Chains already verified: the exact DER of a chain that webpki accepted under one set of
+//! trust anchors, with the verified leaf it gave, so that the same chain sent again costs no
+//! path building, no certificate signature checks and no parsing.
+//!
+//! What a hit skips depends only on the certificates themselves and on the anchors: the CA
+//! signatures along the path, the leaf's key usage and extended key usage, its identities.
+//! What depends on the moment is checked on every hit: the validity period of each certificate
+//! of the path (a time outside the window of all of them goes through webpki again, which
+//! refuses with its own error), and revocation by the CRLs ([`super::Crls::check_path`]; a list
+//! whose signature is not yet known to verify sends the chain through webpki again). The AUTH
+//! signature over the handshake is never cached, and neither is OCSP, which the caller checks.
+//!
+//! A chain enters only after its holder proved its key (the caller's
+//! [`super::TrustAnchors::remember_verified`] once the AUTH signature verified), so a chain
+//! copied from another client does not. The cache holds at most [`CAPACITY`] chains and drops
+//! the oldest entry first; a new set of anchors or CRLs starts with an empty one.
+
+use super::crl::PathCert;
+use aws_lc_rs::digest;
+use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+/// Chains held at most. A few kilobytes each (the chain's DER and its parsed leaf), so some
+/// megabytes when full.
+pub(crate) const CAPACITY: usize = 4096;
+
+/// Tells caches apart, so that a leaf verified under one set of anchors is never remembered
+/// by another.
+static NEXT_ID: AtomicU64 = AtomicU64::new(1);
+
+/// The cache of one set of trust anchors (shared by its clones); `L` is the verified leaf a
+/// hit gives back.
+pub(crate) struct ChainCache<L> {
+    id: u64,
+    capacity: usize,
+    inner: Mutex<Inner<L>>,
+    hits: AtomicU64,
+}
+
+struct Inner<L> {
+    map: HashMap<[u8; 32], Arc<Entry<L>>>,
+    /// Keys in the order they came in: the first is dropped when the cache is full.
+    order: VecDeque<[u8; 32]>,
+}
+
+/// What a hit needs: the chain it was (compared byte for byte), the window in which every
+/// certificate of its path is valid, its path as revocation sees it, and the verified leaf.
+pub(crate) struct Entry<L> {
+    pub(crate) facts: ChainFacts,
+    pub(crate) leaf: L,
+}
+
+/// What verification learned of a chain beyond its leaf, kept with the leaf it gave
+/// ([`super::PeerCert`]) until the caller says the chain may be remembered.
+#[derive(Debug, Clone)]
+pub(crate) struct ChainFacts {
+    /// The cache of the anchors that verified it.
+    cache_id: u64,
+    /// [`chain_key`] of the chain.
+    key: [u8; 32],
+    /// The chain as [`chain_bytes`] lays it out.
+    chain: Vec<u8>,
+    /// The latest notBefore and the earliest notAfter of the path's certificates (leaf and
+    /// intermediates; the trust anchor's own dates bind nothing, as in webpki), in seconds
+    /// since the Unix epoch.
+    pub(crate) not_before: i64,
+    pub(crate) not_after: i64,
+    /// The path's certificates as [`super::Crls::check_path`] takes them, leaf first.
+    pub(crate) path: Vec<OwnedPathCert>,
+}
+
+/// [`PathCert`] with its own bytes.
+#[derive(Debug, Clone)]
+pub(crate) struct OwnedPathCert {
+    pub(crate) issuer: Vec<u8>,
+    pub(crate) serial: Vec<u8>,
+    pub(crate) issuer_key: [u8; 32],
+}
+
+impl OwnedPathCert {
+    pub(crate) fn borrowed(&self) -> PathCert<'_> {
+        PathCert {
+            issuer: &self.issuer,
+            serial: &self.serial,
+            issuer_key: self.issuer_key,
+        }
+    }
+}
+
+/// The chain as one byte string: each certificate's length (4 bytes, big-endian) then its DER,
+/// leaf first, so that no two chains give the same bytes.
+pub(crate) fn chain_bytes(leaf: &[u8], intermediates: &[&[u8]]) -> Vec<u8> {
+    let total = 4 + leaf.len() + intermediates.iter().map(|c| 4 + c.len()).sum::<usize>();
+    let mut out = Vec::with_capacity(total);
+    for cert in std::iter::once(leaf).chain(intermediates.iter().copied()) {
+        // A certificate is at most an IKE message long, far below 4 GiB.
+        out.extend_from_slice(&u32::try_from(cert.len()).unwrap_or(u32::MAX).to_be_bytes());
+        out.extend_from_slice(cert);
+    }
+    out
+}
+
+/// SHA-256 of [`chain_bytes`]: the map's key (a hit still compares the bytes).
+pub(crate) fn chain_key(chain: &[u8]) -> [u8; 32] {
+    let mut key = [0u8; 32];
+    key.copy_from_slice(digest::digest(&digest::SHA256, chain).as_ref());
+    key
+}
+
+impl<L> std::fmt::Debug for ChainCache<L> {
+    /// How many chains, not which: the anchors' Debug stays short.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ChainCache")
+            .field("chains", &self.inner.try_lock().map(|i| i.map.len()).ok())
+            .field("capacity", &self.capacity)
+            .finish()
+    }
+}
+
+impl<L> Default for ChainCache<L> {
+    fn default() -> Self {
+        Self::with_capacity(CAPACITY)
+    }
+}
+
+impl<L> ChainCache<L> {
+    pub(crate) fn with_capacity(capacity: usize) -> Self {
+        ChainCache {
+            id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
+            capacity,
+            inner: Mutex::new(Inner {
+                map: HashMap::new(),
+                order: VecDeque::new(),
+            }),
+            hits: AtomicU64::new(0),
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Inner<L>> {
+        // The map is consistent after every statement that changes it: a panic elsewhere
+        // while it was held leaves nothing half-done.
+        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The entry for `chain` (its bytes and key), if it holds that exact chain.
+    pub(crate) fn get(&self, key: &[u8; 32], chain: &[u8]) -> Option<Arc<Entry<L>>> {
+        let entry = self.lock().map.get(key).cloned()?;
+        (entry.facts.chain == chain).then(|| {
+            self.hits.fetch_add(1, Ordering::Relaxed);
+            entry
+        })
+    }
+
+    /// The facts of a chain these anchors verified, for the leaf to carry.
+    pub(crate) fn facts(
+        &self,
+        chain: Vec<u8>,
+        not_before: i64,
+        not_after: i64,
+        path: Vec<OwnedPathCert>,
+    ) -> ChainFacts {
+        ChainFacts {
+            cache_id: self.id,
+            key: chain_key(&chain),
+            chain,
+            not_before,
+            not_after,
+            path,
+        }
+    }
+
+    /// Keeps the chain of `facts` with its `leaf`, if this cache's anchors verified it
+    /// ([`ChainCache::facts`]); drops the oldest entry when full.
+    pub(crate) fn insert(&self, facts: &ChainFacts, leaf: L) {
+        if facts.cache_id != self.id || self.capacity == 0 {
+            return;
+        }
+        let entry = Arc::new(Entry {
+            facts: facts.clone(),
+            leaf,
+        });
+        let mut inner = self.lock();
+        if inner.map.insert(facts.key, entry).is_some() {
+            return;
+        }
+        inner.order.push_back(facts.key);
+        while inner.order.len() > self.capacity {
+            if let Some(old) = inner.order.pop_front() {
+                inner.map.remove(&old);
+            }
+        }
+    }
+
+    /// Chains held.
+    pub(crate) fn len(&self) -> usize {
+        self.lock().map.len()
+    }
+
+    /// Lookups that found their chain, since the cache was made.
+    pub(crate) fn hits(&self) -> u64 {
+        self.hits.load(Ordering::Relaxed)
+    }
+}
