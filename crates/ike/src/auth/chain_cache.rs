@@ -17,9 +17,12 @@
 
 use super::crl::PathCert;
 use aws_lc_rs::digest;
+use rustls_pki_types::CertificateDer;
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
+use x509_parser::certificate::X509Certificate;
+use x509_parser::prelude::FromDer;
 
 /// Chains held at most. A few kilobytes each (the chain's DER and its parsed leaf), so some
 /// megabytes when full.
@@ -78,6 +81,16 @@ pub(crate) struct OwnedPathCert {
     pub(crate) issuer_key: [u8; 32],
 }
 
+impl From<&PathCert<'_>> for OwnedPathCert {
+    fn from(c: &PathCert<'_>) -> Self {
+        OwnedPathCert {
+            issuer: c.issuer.to_vec(),
+            serial: c.serial.to_vec(),
+            issuer_key: c.issuer_key,
+        }
+    }
+}
+
 impl OwnedPathCert {
     pub(crate) fn borrowed(&self) -> PathCert<'_> {
         PathCert {
@@ -106,6 +119,21 @@ pub(crate) fn chain_key(chain: &[u8]) -> [u8; 32] {
     let mut key = [0u8; 32];
     key.copy_from_slice(digest::digest(&digest::SHA256, chain).as_ref());
     key
+}
+
+/// The latest notBefore and earliest notAfter of the leaf and the intermediates of a verified
+/// path, in seconds since the Unix epoch; `None` if one does not parse (then the chain is not
+/// cached).
+pub(crate) fn path_validity(leaf: &[u8], path: &webpki::VerifiedPath<'_>) -> Option<(i64, i64)> {
+    let mut window = (i64::MIN, i64::MAX);
+    let intermediates = path.intermediate_certificates().map(|c| c.der());
+    for der in std::iter::once(CertificateDer::from(leaf)).chain(intermediates) {
+        let (_, cert) = X509Certificate::from_der(der.as_ref()).ok()?;
+        let v = cert.validity();
+        window.0 = window.0.max(v.not_before.timestamp());
+        window.1 = window.1.min(v.not_after.timestamp());
+    }
+    Some(window)
 }
 
 impl<L> std::fmt::Debug for ChainCache<L> {

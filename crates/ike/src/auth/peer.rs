@@ -291,37 +291,25 @@ impl TrustAnchors {
                 "extended key usage lacks clientAuth and ipsecIKE",
             ));
         }
-        if let Some(chain) = chain
-            && let Some((not_before, not_after)) = path_validity(leaf, &path)
-        {
-            let owned = certs
-                .iter()
-                .map(|c| OwnedPathCert {
-                    issuer: c.issuer.to_vec(),
-                    serial: c.serial.to_vec(),
-                    issuer_key: c.issuer_key,
-                })
-                .collect();
-            let facts = self.cache.facts(chain, not_before, not_after, owned);
-            peer.chain = Some(Box::new(facts));
-        }
+        peer.chain = chain.and_then(|chain| self.chain_facts(chain, leaf, &path, &certs));
         Ok(peer)
     }
-}
 
-/// The latest notBefore and earliest notAfter of the leaf and the intermediates of a verified
-/// path, in seconds since the Unix epoch; `None` if one does not parse (then the chain is not
-/// cached).
-fn path_validity(leaf: &[u8], path: &webpki::VerifiedPath<'_>) -> Option<(i64, i64)> {
-    let mut window = (i64::MIN, i64::MAX);
-    let intermediates = path.intermediate_certificates().map(|c| c.der());
-    for der in std::iter::once(CertificateDer::from(leaf)).chain(intermediates) {
-        let (_, cert) = X509Certificate::from_der(der.as_ref()).ok()?;
-        let v = cert.validity();
-        window.0 = window.0.max(v.not_before.timestamp());
-        window.1 = window.1.min(v.not_after.timestamp());
+    /// What the cache keeps of a chain these anchors verified; `None` when a certificate's
+    /// validity does not parse (the chain is then not cached).
+    fn chain_facts(
+        &self,
+        chain: Vec<u8>,
+        leaf: &[u8],
+        path: &webpki::VerifiedPath<'_>,
+        certs: &[PathCert<'_>],
+    ) -> Option<Box<ChainFacts>> {
+        let (not_before, not_after) = chain_cache::path_validity(leaf, path)?;
+        let owned = certs.iter().map(OwnedPathCert::from).collect();
+        Some(Box::new(
+            self.cache.facts(chain, not_before, not_after, owned),
+        ))
     }
-    Some(window)
 }
 
 /// The CAs above the leaf of a verified chain, its issuer first and the trust anchor last
