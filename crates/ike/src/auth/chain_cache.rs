@@ -220,6 +220,11 @@ impl<L> ChainCache<L> {
         }
     }
 
+    /// Chains held at most.
+    pub(crate) fn capacity(&self) -> usize {
+        self.capacity
+    }
+
     /// Chains held.
     pub(crate) fn len(&self) -> usize {
         self.lock().map.len()

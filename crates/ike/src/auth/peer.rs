@@ -95,7 +95,7 @@ impl TrustAnchors {
     /// These anchors authenticate clients, whose leaf must then meet `eku`.
     pub fn for_clients(mut self, eku: ClientEku) -> Self {
         self.client_eku = Some(eku);
-        self.cache = Arc::default();
+        self.cache = Arc::new(ChainCache::with_capacity(self.cache.capacity()));
         self
     }
 
@@ -103,7 +103,7 @@ impl TrustAnchors {
     /// intermediate) is [`AuthError::Revoked`].
     pub fn with_crls(mut self, crls: Crls) -> Self {
         self.crls = crls;
-        self.cache = Arc::default();
+        self.cache = Arc::new(ChainCache::with_capacity(self.cache.capacity()));
         self
     }
 
@@ -114,9 +114,8 @@ impl TrustAnchors {
         self
     }
 
-    /// These anchors with a cache of at most `capacity` chains.
-    #[cfg(test)]
-    pub(crate) fn with_cache_capacity(mut self, capacity: usize) -> Self {
+    /// These anchors with a cache of at most `capacity` chains (0: none; default 4,096).
+    pub fn with_cache_capacity(mut self, capacity: usize) -> Self {
         self.cache = Arc::new(ChainCache::with_capacity(capacity));
         self
     }
