@@ -15,6 +15,9 @@ use crate::{Config, ConfigError};
 pub const HA_MIN_SECRET_LEN: usize = 32;
 /// The longest secret `[ha] secret_file` may hold, in bytes.
 pub const HA_MAX_SECRET_LEN: usize = 4096;
+/// The prefix lengths `ha.peer_pool6` may have: those of the peer's `ipsec.pool6` (the
+/// same bounds, kept equal by a test in `ipsec.rs`).
+pub(crate) const PEER_POOL6_LEN: (u8, u8) = (64, 126);
 /// The key the HA secret checks name.
 pub(crate) const HA_SECRET_FILE: &str = "ha.secret_file";
 
@@ -157,7 +160,7 @@ impl Config {
         if let Some(peer) = ha.peer_pool6 {
             let own = self.ipsec.pool6.map(IpNet::V6);
             check_peer_pool("ha.peer_pool6", IpNet::V6(peer), own, "ipsec.pool6")?;
-            let (min, max) = crate::ipsec::POOL6_LEN;
+            let (min, max) = PEER_POOL6_LEN;
             if !(min..=max).contains(&peer.prefix_len()) {
                 return Err(invalid(
                     "ha.peer_pool6",

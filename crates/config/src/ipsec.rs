@@ -363,9 +363,6 @@ const MIN_POOL6_LEN: u8 = 64;
 /// Longest `ipsec.pool6` prefix: its all-zero address is never handed out and its first
 /// address is the default endpoint, so a /126 leaves two addresses for clients.
 const MAX_POOL6_LEN: u8 = 126;
-/// The prefix lengths `ipsec.pool6` may have ([`MIN_POOL6_LEN`], [`MAX_POOL6_LEN`]), for
-/// `ha.peer_pool6`.
-pub(crate) const POOL6_LEN: (u8, u8) = (MIN_POOL6_LEN, MAX_POOL6_LEN);
 
 /// The default `ipsec.endpoint`: the first address of `pool6` (the one after the all-zero
 /// subnet-router anycast address). The responder's pool never leases it.
