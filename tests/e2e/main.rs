@@ -56,6 +56,7 @@ mod radius_dae;
 mod readme_connect;
 mod scale_out;
 mod scale_out_resilient;
+mod scale_out_takeover;
 mod status_page;
 mod strongswan_guide;
 mod teredo;

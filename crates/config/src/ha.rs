@@ -4,6 +4,7 @@
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
+use ipnet::{IpNet, Ipv4Net, Ipv6Net};
 use serde::Deserialize;
 
 use crate::error::{invalid, missing, quote};
@@ -14,6 +15,9 @@ use crate::{Config, ConfigError};
 pub const HA_MIN_SECRET_LEN: usize = 32;
 /// The longest secret `[ha] secret_file` may hold, in bytes.
 pub const HA_MAX_SECRET_LEN: usize = 4096;
+/// The prefix lengths `ha.peer_pool6` may have: those of the peer's `ipsec.pool6` (the
+/// same bounds, kept equal by a test in `ipsec.rs`).
+pub(crate) const PEER_POOL6_LEN: (u8, u8) = (64, 126);
 /// The key the HA secret checks name.
 pub(crate) const HA_SECRET_FILE: &str = "ha.secret_file";
 
@@ -33,6 +37,15 @@ pub struct Ha {
     pub peer: SocketAddr,
     /// The file holding the shared secret (`secret_file`): the same bytes on both nodes.
     pub secret_file: PathBuf,
+    /// The peer's `ipsec.pool6` (`peer_pool6`), when the two nodes lease from pools of their
+    /// own (two active nodes behind ECMP): an IKE SA taken over from the peer keeps its
+    /// inner address, which lies there. No client of this node is leased one of its
+    /// addresses. Disjoint from this node's `ipsec.pool6`. `None`: a taken-over IKE SA
+    /// keeps only an address of this node's own pool (the nodes share one pool).
+    pub peer_pool6: Option<Ipv6Net>,
+    /// The peer's `ipsec.pool4` (`peer_pool4`), as `peer_pool6`; needs this node's
+    /// `ipsec.pool4`.
+    pub peer_pool4: Option<Ipv4Net>,
 }
 
 #[derive(Default, Deserialize)]
@@ -43,6 +56,8 @@ pub(crate) struct RawHa {
     listen: Option<SocketAddr>,
     peer: Option<SocketAddr>,
     secret_file: Option<PathBuf>,
+    peer_pool6: Option<Ipv6Net>,
+    peer_pool4: Option<Ipv4Net>,
 }
 
 impl RawHa {
@@ -71,6 +86,8 @@ impl RawHa {
                 .ok_or_else(|| need("ha.peer", "peer = \"10.0.9.2:4501\""))?,
             secret_file: (self.secret_file)
                 .ok_or_else(|| need(HA_SECRET_FILE, "secret_file = \"/etc/gate64/ha.secret\""))?,
+            peer_pool6: self.peer_pool6,
+            peer_pool4: self.peer_pool4,
         }))
     }
 }
@@ -140,6 +157,22 @@ impl Config {
                 "must be an absolute path, e.g. \"/etc/gate64/ha.secret\"",
             ));
         }
+        if let Some(peer) = ha.peer_pool6 {
+            let own = self.ipsec.pool6.map(IpNet::V6);
+            check_peer_pool("ha.peer_pool6", IpNet::V6(peer), own, "ipsec.pool6")?;
+            let (min, max) = PEER_POOL6_LEN;
+            if !(min..=max).contains(&peer.prefix_len()) {
+                return Err(invalid(
+                    "ha.peer_pool6",
+                    quote(&peer.to_string()),
+                    format!("must be a /{min} to /{max}, as the peer's ipsec.pool6 is"),
+                ));
+            }
+        }
+        if let Some(peer) = ha.peer_pool4 {
+            let own = self.ipsec.pool4.map(IpNet::V4);
+            check_peer_pool("ha.peer_pool4", IpNet::V4(peer), own, "ipsec.pool4")?;
+        }
         Ok(())
     }
 
@@ -198,12 +231,54 @@ impl Config {
     }
 }
 
+/// `ha.peer_pool6` or `ha.peer_pool4` (`key`): a prefix without host bits, beside this
+/// node's own pool of the family (`own`, `own_key`), which it must not overlap: an address
+/// in both could be leased here and taken over from the peer at once.
+fn check_peer_pool(
+    key: &str,
+    peer: IpNet,
+    own: Option<IpNet>,
+    own_key: &str,
+) -> Result<(), ConfigError> {
+    let value = quote(&peer.to_string());
+    if peer.addr() != peer.network() {
+        return Err(invalid(
+            key,
+            value,
+            format!("host bits are set; did you mean {}?", peer.trunc()),
+        ));
+    }
+    let Some(own) = own else {
+        return Err(invalid(
+            key,
+            value,
+            format!(
+                "this node has no {own_key}: the peer's pool of a family is taken over only \
+                 beside a pool of this node's own"
+            ),
+        ));
+    };
+    if own.contains(&peer) || peer.contains(&own) {
+        return Err(invalid(
+            key,
+            value,
+            format!(
+                "overlaps this node's {own_key} {own}: each node leases from its own pool, \
+                 and this key names the peer's"
+            ),
+        ));
+    }
+    Ok(())
+}
+
 /// What an `[ha]` key's value looks like, for type errors.
 pub(crate) fn expected_form(path: &str) -> Option<&'static str> {
     Some(match path {
         "ha.node_id" | "ha.peer_node_id" => "a whole number 1..=4294967295, e.g. 1",
         "ha.listen" | "ha.peer" => "an address and port in quotes, e.g. \"10.0.9.1:4501\"",
         "ha.secret_file" => "a file path in quotes, e.g. \"/etc/gate64/ha.secret\"",
+        "ha.peer_pool6" => "an IPv6 prefix in quotes, e.g. \"fd00:c1::80:0/105\"",
+        "ha.peer_pool4" => "an IPv4 prefix in quotes, e.g. \"10.77.128.0/17\"",
         _ => return None,
     })
 }
@@ -304,6 +379,81 @@ mod tests {
             assert_eq!(e.key(), Some(*key), "{text}: {e}");
             assert!(e.to_string().contains(needle), "{text}: {e}");
         }
+    }
+
+    #[test]
+    fn the_peers_pools_are_read_and_checked() {
+        let ha = with(&format!("{HA}peer_pool6 = \"fd00:c1::200/120\"\n"))
+            .unwrap()
+            .ha
+            .unwrap();
+        assert_eq!(ha.peer_pool6, Some("fd00:c1::200/120".parse().unwrap()));
+        assert_eq!((with(HA).unwrap().ha.unwrap().peer_pool6), None);
+        let v4 = BASE.replace("pool6 =", "pool4 = \"10.77.0.0/25\"\npool6 =");
+        let ha = Config::from_toml_str(&format!("{v4}{HA}peer_pool4 = \"10.77.0.128/25\"\n"))
+            .unwrap()
+            .ha
+            .unwrap();
+        assert_eq!(ha.peer_pool4, Some("10.77.0.128/25".parse().unwrap()));
+        let cases: &[(&str, &str, &str)] = &[
+            (
+                "peer_pool6 = \"fd00:c1::100/120\"",
+                "ha.peer_pool6",
+                "overlaps",
+            ),
+            (
+                "peer_pool6 = \"fd00:c1::180/121\"",
+                "ha.peer_pool6",
+                "overlaps",
+            ),
+            (
+                "peer_pool6 = \"fd00:c1::/112\"",
+                "ha.peer_pool6",
+                "overlaps",
+            ),
+            (
+                "peer_pool6 = \"fd00:c1::201/120\"",
+                "ha.peer_pool6",
+                "host bits",
+            ),
+            (
+                "peer_pool6 = \"fd00:c2::/48\"",
+                "ha.peer_pool6",
+                "/64 to /126",
+            ),
+            (
+                "peer_pool6 = \"fd00:c2::/127\"",
+                "ha.peer_pool6",
+                "/64 to /126",
+            ),
+            ("peer_pool6 = \"fd00:c2::\"", "ha.peer_pool6", "IPv6 prefix"),
+            (
+                "peer_pool6 = \"10.77.0.0/24\"",
+                "ha.peer_pool6",
+                "IPv6 prefix",
+            ),
+            (
+                "peer_pool4 = \"10.77.0.0/24\"",
+                "ha.peer_pool4",
+                "no ipsec.pool4",
+            ),
+        ];
+        for (line, key, needle) in cases {
+            let e = with(&format!("{HA}{line}\n")).expect_err(line);
+            assert_eq!(e.key(), Some(*key), "{line}: {e}");
+            assert!(e.to_string().contains(needle), "{line}: {e}");
+        }
+        for (line, needle) in [
+            ("peer_pool4 = \"10.77.0.0/24\"", "overlaps"),
+            ("peer_pool4 = \"10.77.0.129/25\"", "host bits"),
+        ] {
+            let e = Config::from_toml_str(&format!("{v4}{HA}{line}\n")).expect_err(line);
+            assert_eq!(e.key(), Some("ha.peer_pool4"), "{line}: {e}");
+            assert!(e.to_string().contains(needle), "{line}: {e}");
+        }
+        let a = with(HA).unwrap();
+        let b = with(&format!("{HA}peer_pool6 = \"fd00:c1::200/120\"\n")).unwrap();
+        assert_eq!(a.restart_only_changes(&b), ["ha.peer_pool6"]);
     }
 
     #[test]

@@ -267,7 +267,15 @@ impl Config {
                 x,
                 y,
                 "ha",
-                [node_id, peer_node_id, listen, peer, secret_file]
+                [
+                    node_id,
+                    peer_node_id,
+                    listen,
+                    peer,
+                    secret_file,
+                    peer_pool6,
+                    peer_pool4
+                ]
             ),
             (x, y) if x != y => out.push("ha".to_owned()),
             _ => {}

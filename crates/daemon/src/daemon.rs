@@ -673,6 +673,7 @@ fn create_tun(cfg: &Config, shared: &Shared, queues: usize) -> Result<Vec<CorpLi
                 .context("routing the IPsec inner IPv4 pool (`ipsec.pool4`) into the TUN")?;
             info!(pool4 = %pool, tun = %c.tun, "route added");
         }
+        route_peer_pools(cfg, &c.tun)?;
     }
     let ipsec4 = cfg.ipsec.configured() && cfg.ipsec.pool4.is_some();
     if (cfg.nat64.enabled || ipsec4) && gate64_io::ipv4_forwarding() == Some(false) {
@@ -686,6 +687,28 @@ fn create_tun(cfg: &Config, shared: &Shared, queues: usize) -> Result<Vec<CorpLi
         );
     }
     Ok(links)
+}
+
+/// Routes the `[ha]` peer's pools (`ha.peer_pool6`, `ha.peer_pool4`) into the TUN device
+/// when `corpnet.manage_routes` is on: the router sends the inner addresses of a dead peer's
+/// clients here once the peer's own routes are withdrawn (docs/scale-out.md), and this
+/// node's IKE SAs taken over from the peer carry them. While the peer lives the router
+/// prefers the peer's own announcement, so nothing arrives for them.
+fn route_peer_pools(cfg: &Config, tun: &str) -> Result<()> {
+    let (Some(ha), true) = (&cfg.ha, cfg.corpnet.manage_routes) else {
+        return Ok(());
+    };
+    if let Some(pool) = ha.peer_pool6 {
+        gate64_io::tun::route(pool.network(), pool.prefix_len(), tun)
+            .context("routing the HA peer's pool (`ha.peer_pool6`) into the TUN")?;
+        info!(peer_pool6 = %pool, tun = %tun, "route added");
+    }
+    if let Some(pool) = ha.peer_pool4 {
+        gate64_io::tun::route_any(pool.network().into(), pool.prefix_len(), tun)
+            .context("routing the HA peer's IPv4 pool (`ha.peer_pool4`) into the TUN")?;
+        info!(peer_pool4 = %pool, tun = %tun, "route added");
+    }
+    Ok(())
 }
 
 /// A TCP listener with a deep accept queue: tokio's `bind` listens with a backlog of 128,

@@ -373,6 +373,8 @@ pub fn responder_config(cfg: &Config) -> Result<Option<ResponderConfig>> {
         ),
     );
     config.pool4 = s.pool4;
+    config.peer_pool6 = cfg.ha.as_ref().and_then(|ha| ha.peer_pool6);
+    config.peer_pool4 = cfg.ha.as_ref().and_then(|ha| ha.peer_pool4);
     config.dns4 = cfg.ipsec_dns4();
     config.user_anchors = read_user_anchors(cfg, config.anchors.crls())?;
     config.half_open_cookie_threshold = s.half_open_cookie_threshold;

@@ -118,6 +118,8 @@ pub fn dataplane_config(cfg: &Config) -> DataplaneConfig {
             .filter(|_| cfg.ipsec.configured())
             .map(|n| Ipsec4 {
                 pool: Prefix4::new(n.network(), n.prefix_len()),
+                peer_pool: (cfg.ha.as_ref().and_then(|ha| ha.peer_pool4))
+                    .map(|n| Prefix4::new(n.network(), n.prefix_len())),
                 corp_prefixes: cfg
                     .corpnet
                     .ipv4_prefixes

@@ -71,9 +71,20 @@ fn mask4(len: u8) -> u32 {
 pub struct Ipsec4 {
     /// `ipsec.pool4`: inner IPv4 addresses of clients, reached only through their SA.
     pub pool: Prefix4,
+    /// `ha.peer_pool4`: the `[ha]` peer's pool, whose addresses this node's clients hold
+    /// only when their IKE SA was taken over from the peer; reached, like `pool`, only
+    /// through their SA. `None`: no such pool.
+    pub peer_pool: Option<Prefix4>,
     /// The corporate IPv4 networks clients reach through the TUN (`corpnet.ipv4_prefixes`);
     /// each SA's selectors narrow this to its tunnel's.
     pub corp_prefixes: Vec<Prefix4>,
+}
+
+impl Ipsec4 {
+    /// Whether `a` is a client's inner IPv4 address: in `pool` or `peer_pool`.
+    pub fn holds(&self, a: &Ipv4Addr) -> bool {
+        self.pool.contains(a) || self.peer_pool.is_some_and(|p| p.contains(a))
+    }
 }
 
 fn mask(len: u8) -> u128 {

@@ -5,7 +5,7 @@
 //! has passed whatever policy the corporate side applies.
 //!
 //! ```text
-//! TUN IPv4 to ipsec.pool4 -> ESP seal (no SA: no_sa_to_client) -> the client's transport
+//! TUN IPv4 to ipsec.pool4 (or ha.peer_pool4) -> ESP seal (no SA: no_sa_to_client) -> the client's transport
 //! TUN IPv4              -> NAT64 4->6 -> a client | a corporate IPv6 host (back to the TUN)
 //! TUN IPv6 to Pref64    -> NAT64 6->4 -> TUN
 //! TUN IPv6 to a client  -> [ESP seal] -> IP-HTTPS queue | Teredo relay (trusted: UDP; else
@@ -39,7 +39,7 @@ impl Worker {
         let bytes = buf.get(start..end).ok_or(DropReason::Truncated)?;
         if bytes.first().is_some_and(|b| b >> 4 == 4) {
             let to_pool4 = match (&self.shared.cfg.ipsec4, bytes.get(16..20)) {
-                (Some(v4), Some(&[a, b, c, d])) => v4.pool.contains(&Ipv4Addr::new(a, b, c, d)),
+                (Some(v4), Some(&[a, b, c, d])) => v4.holds(&Ipv4Addr::new(a, b, c, d)),
                 _ => false,
             };
             if to_pool4 {

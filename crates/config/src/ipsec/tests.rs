@@ -1238,3 +1238,11 @@ fn ipv4_keys_need_a_restart_and_name_themselves() {
         assert_eq!(a.restart_only_changes(&b), [changed], "{keys}");
     }
 }
+
+#[test]
+fn ha_peer_pool6_has_the_bounds_of_pool6() {
+    assert_eq!(
+        crate::ha::PEER_POOL6_LEN,
+        (super::MIN_POOL6_LEN, super::MAX_POOL6_LEN)
+    );
+}

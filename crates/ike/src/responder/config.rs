@@ -20,6 +20,14 @@ pub struct ResponderConfig {
     /// (`[ipsec] pool4`); `None`: no IPv4 inside the tunnels, and IPv4 traffic selectors are
     /// dropped from every child SA.
     pub pool4: Option<ipnet::Ipv4Net>,
+    /// The `[ha]` peer's IPv6 pool (`ha.peer_pool6`): an IKE SA taken over from the peer may
+    /// keep an inner address there (and only there or in [`ResponderConfig::pool6`]); no
+    /// client is ever leased one. `None`: taken-over IKE SAs keep only addresses of
+    /// `pool6`.
+    pub peer_pool6: Option<Ipv6Net>,
+    /// The `[ha]` peer's IPv4 pool (`ha.peer_pool4`), as [`ResponderConfig::peer_pool6`]
+    /// for [`ResponderConfig::pool4`].
+    pub peer_pool4: Option<ipnet::Ipv4Net>,
     /// A child SA whose TSr lies in these is the infrastructure tunnel.
     pub infrastructure_prefixes: Vec<IpNet>,
     /// A child SA whose TSr narrows into these is the intranet tunnel.
@@ -141,6 +149,8 @@ impl ResponderConfig {
             user_anchors: None,
             pool6,
             pool4: None,
+            peer_pool6: None,
+            peer_pool4: None,
             infrastructure_prefixes,
             intranet_prefixes,
             half_open_cookie_threshold: 64,

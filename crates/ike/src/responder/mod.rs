@@ -162,9 +162,9 @@ impl Responder {
         now: Instant,
         wall: SystemTime,
     ) -> Result<Self, keys::CryptoError> {
-        let pool = AddressPool::new(config.pool6);
+        let pool = AddressPool::new(config.pool6).with_peer(config.peer_pool6);
         let hosts = config.hosts;
-        let pool4 = config.pool4.map(AddressPool4::new);
+        let pool4 = (config.pool4).map(|net| AddressPool4::new(net).with_peer(config.peer_pool4));
         let cookie_secrets = init::CookieSecrets::new(now)?;
         Ok(Responder {
             config,

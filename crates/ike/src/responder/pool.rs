@@ -17,8 +17,9 @@ use crate::auth::IdentityKey;
 /// be given to a client.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ClaimError {
-    /// No pool configured for its family, or the address is outside it: the TUN's route
-    /// would not bring its traffic back.
+    /// No pool configured for its family, or the address is outside it (and, for an IKE SA
+    /// taken over from the `[ha]` peer, outside the peer's pool too): the TUN's route would
+    /// not bring its traffic back.
     OutsidePool,
     /// The pool's subnet-router anycast, gate64's own address, or the network or broadcast
     /// address of an IPv4 pool.
@@ -131,9 +132,17 @@ pub type AddressPool4 = Pool<Ipv4Net>;
 
 /// A pool of one family's addresses ([`AddressPool`], [`AddressPool4`]): one address per
 /// identity, shared by its IKE SAs, back in the pool when the last goes.
+///
+/// It may also know the `[ha]` peer's pool of the family (`ha.peer_pool6`, `ha.peer_pool4`;
+/// [`Pool::with_peer`]): an IKE SA taken over from the peer keeps its inner address, which
+/// lies there ([`Pool::claim_synced`]). Such an address is held as a lease of this pool is
+/// (counted, released with the identity's last IKE SA), but [`Pool::lease`] hands out only
+/// addresses of its own network and [`Pool::claim`] (a RADIUS server's choice) accepts only
+/// those too.
 #[derive(Debug, Clone)]
 pub struct Pool<N: PoolNet> {
     net: N,
+    peer: Option<N>,
     leases: HashMap<IdentityKey, (N::Addr, usize)>,
     in_use: HashSet<N::Addr>,
     next: u128,
@@ -145,10 +154,19 @@ impl<N: PoolNet> Pool<N> {
     pub fn new(net: N) -> Self {
         Pool {
             net,
+            peer: None,
             leases: HashMap::new(),
             in_use: HashSet::new(),
             next: N::FIRST,
         }
+    }
+
+    /// The pool with the `[ha]` peer's pool of its family, whose addresses only
+    /// [`Pool::claim_synced`] accepts. The configuration keeps the two apart
+    /// (`ha.peer_pool6`, `ha.peer_pool4`).
+    pub fn with_peer(mut self, peer: Option<N>) -> Self {
+        self.peer = peer;
+        self
     }
 
     /// The address leased to `identity` (the same one while any lease is held).
@@ -175,10 +193,15 @@ impl<N: PoolNet> Pool<N> {
 
     /// Whether `addr` may be leased to `identity` ([`Pool::claim`]).
     pub fn check(&self, identity: &IdentityKey, addr: N::Addr) -> Result<(), ClaimError> {
-        if !self.net.holds(addr) {
+        self.check_in(self.net, identity, addr)
+    }
+
+    /// Whether `addr`, in `net`, may be leased to `identity`.
+    fn check_in(&self, net: N, identity: &IdentityKey, addr: N::Addr) -> Result<(), ClaimError> {
+        if !net.holds(addr) {
             return Err(ClaimError::OutsidePool);
         }
-        if self.net.reserved(addr) {
+        if net.reserved(addr) {
             return Err(ClaimError::Reserved);
         }
         match self.leases.get(identity) {
@@ -193,9 +216,31 @@ impl<N: PoolNet> Pool<N> {
     /// counts, when [`Pool::check`] allows it.
     pub fn claim(&mut self, identity: &IdentityKey, addr: N::Addr) -> Result<N::Addr, ClaimError> {
         self.check(identity, addr)?;
+        Ok(self.hold(identity, addr))
+    }
+
+    /// Leases the inner address of an IKE SA synced from the `[ha]` peer to `identity`: an
+    /// address of this pool as [`Pool::claim`] would, or one of the peer's pool
+    /// ([`Pool::with_peer`]) under the same rules (not reserved there, not held by another
+    /// identity, not another address than the identity holds). Outside both:
+    /// [`ClaimError::OutsidePool`].
+    pub fn claim_synced(
+        &mut self,
+        identity: &IdentityKey,
+        addr: N::Addr,
+    ) -> Result<N::Addr, ClaimError> {
+        match self.peer {
+            Some(peer) if !self.net.holds(addr) => self.check_in(peer, identity, addr)?,
+            _ => self.check(identity, addr)?,
+        }
+        Ok(self.hold(identity, addr))
+    }
+
+    /// Counts one more lease of `addr` to `identity` (checked by the caller).
+    fn hold(&mut self, identity: &IdentityKey, addr: N::Addr) -> N::Addr {
         self.in_use.insert(addr);
         self.leases.entry(*identity).or_insert((addr, 0)).1 += 1;
-        Ok(addr)
+        addr
     }
 
     /// Drops one lease of `identity`.
@@ -338,5 +383,85 @@ mod tests {
         );
         assert_eq!(pool4.claim(&id("alice"), v4), Ok(v4));
         assert_eq!(pool4.claim(&id("bob"), v4), Err(ClaimError::HeldByOther));
+    }
+
+    #[test]
+    fn a_synced_address_is_claimed_in_this_pool_or_the_peers_only() {
+        let own: Ipv6Net = "fd00:c1::/105".parse().expect("net");
+        let peer: Ipv6Net = "fd00:c1::80:0/105".parse().expect("net");
+        let addr = |s: &str| s.parse::<Ipv6Addr>().expect("addr");
+        let mut alone = AddressPool::new(own);
+        let theirs = addr("fd00:c1::80:2");
+        assert_eq!(
+            alone.claim_synced(&id("alice"), theirs),
+            Err(ClaimError::OutsidePool),
+            "without the peer's pool, as before"
+        );
+        let mut pool = AddressPool::new(own).with_peer(Some(peer));
+        assert_eq!(
+            pool.claim(&id("alice"), theirs),
+            Err(ClaimError::OutsidePool),
+            "a RADIUS server's choice stays inside this node's own pool"
+        );
+        assert_eq!(
+            pool.claim_synced(&id("zed"), addr("fd00:c2::2")),
+            Err(ClaimError::OutsidePool),
+            "in neither pool"
+        );
+        assert_eq!(
+            pool.claim_synced(&id("zed"), addr("fd00:c1::80:1")),
+            Err(ClaimError::Reserved),
+            "the peer's own address"
+        );
+        assert_eq!(pool.claim_synced(&id("alice"), theirs), Ok(theirs));
+        assert_eq!(
+            pool.claim_synced(&id("alice"), theirs),
+            Ok(theirs),
+            "2nd IKE SA"
+        );
+        assert_eq!(
+            pool.claim_synced(&id("bob"), theirs),
+            Err(ClaimError::HeldByOther)
+        );
+        assert_eq!(
+            pool.claim_synced(&id("alice"), addr("fd00:c1::80:3")),
+            Err(ClaimError::HoldsAnother)
+        );
+        let mine = addr("fd00:c1::5");
+        assert_eq!(
+            pool.claim_synced(&id("carol"), mine),
+            Ok(mine),
+            "its own pool"
+        );
+        assert_eq!(pool.leased(), 2, "both held");
+        for n in 0..8 {
+            let leased = pool.lease(&id(&format!("new{n}"))).expect("free");
+            assert!(own.contains(&leased) && leased != mine, "{leased}");
+        }
+        pool.release(&id("alice"));
+        assert_eq!(
+            pool.claim_synced(&id("bob"), theirs),
+            Err(ClaimError::HeldByOther)
+        );
+        pool.release(&id("alice"));
+        assert_eq!(
+            pool.claim_synced(&id("bob"), theirs),
+            Ok(theirs),
+            "released"
+        );
+
+        let mut pool4 = AddressPool4::new("10.77.0.0/29".parse().expect("net"))
+            .with_peer(Some("10.77.0.8/29".parse().expect("net")));
+        let v4 = Ipv4Addr::new(10, 77, 0, 9);
+        assert_eq!(pool4.claim_synced(&id("alice"), v4), Ok(v4));
+        assert_eq!(
+            pool4.claim_synced(&id("bob"), Ipv4Addr::new(10, 77, 0, 15)),
+            Err(ClaimError::Reserved),
+            "the peer pool's broadcast address"
+        );
+        assert_eq!(
+            pool4.claim_synced(&id("bob"), Ipv4Addr::new(10, 77, 0, 16)),
+            Err(ClaimError::OutsidePool)
+        );
     }
 }

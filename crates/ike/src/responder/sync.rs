@@ -324,11 +324,13 @@ impl Responder {
             (false, _) => None,
         };
         if let Some(a) = v6 {
-            self.pool.claim(identity, a).map_err(InstallError::Lease)?;
+            self.pool
+                .claim_synced(identity, a)
+                .map_err(InstallError::Lease)?;
         }
         if let Some(a) = s.inner4 {
             let claimed = match self.pool4.as_mut() {
-                Some(pool4) => pool4.claim(identity, a),
+                Some(pool4) => pool4.claim_synced(identity, a),
                 None => Err(super::ClaimError::OutsidePool),
             };
             if let Err(e) = claimed {

@@ -18,6 +18,7 @@ fn v4_config() -> DataplaneConfig {
     let mut cfg = ipsec_config(false);
     cfg.ipsec4 = Some(Ipsec4 {
         pool: Prefix4::new(Ipv4Addr::new(10, 77, 0, 0), 16),
+        peer_pool: None,
         corp_prefixes: vec![Prefix4::new(Ipv4Addr::new(10, 1, 0, 0), 16)],
     });
     cfg.self_addresses.push(Ipv4Addr::new(10, 1, 0, 1).into());
@@ -239,5 +240,42 @@ fn tun_ipv4_to_pool4_without_an_sa_is_dropped_and_other_ipv4_still_goes_to_nat64
     assert_eq!(
         from_tun(&mut w, now, &to_nat64),
         from_tun(&mut plain, now, &to_nat64)
+    );
+}
+
+#[test]
+fn ipv4_to_an_address_of_the_peers_pool_is_sealed_under_the_taken_over_sa() {
+    // This node's own pool4 lies elsewhere; INNER4 is in the `[ha]` peer's (a client taken
+    // over from it keeps its address).
+    let mut cfg = v4_config();
+    let v4 = cfg.ipsec4.as_mut().unwrap();
+    v4.pool = Prefix4::new(Ipv4Addr::new(10, 78, 0, 0), 16);
+    v4.peer_pool = Some(Prefix4::new(Ipv4Addr::new(10, 77, 0, 0), 16));
+    let (mut w, client_seal, client_open) = with_dual_sa(cfg, "10.1.0.0/16", false, None);
+    // The client speaks first (its Teredo peer entry is then verified).
+    let ping = echo4(INNER4, CORP4_HOST, 32);
+    let (v, _) = teredo_in(&mut w, &sealed4(&client_seal, &ping, false));
+    assert!(matches!(v, Verdict::Tun { .. }), "{v:?}");
+    let reply = echo4(CORP4_HOST, INNER4, 32);
+    let (mut buf, start, end) = framed(&reply);
+    let v = w.handle_tun(Instant::now(), &mut buf, start, end);
+    let Verdict::Udp { to, start, end, .. } = v else {
+        panic!("{v:?}");
+    };
+    assert_eq!(to, CLIENT);
+    let esp_at = start + ipv6::HEADER_LEN;
+    let opened = client_open.open(&mut buf[esp_at..end]).unwrap();
+    assert_eq!(&buf[esp_at..][opened.inner], &reply[..]);
+    assert_eq!(total_drops(w.stats()), 0);
+
+    // Without the peer's pool the same packet is not a client's: NAT64's road.
+    let mut cfg = v4_config();
+    cfg.ipsec4.as_mut().unwrap().pool = Prefix4::new(Ipv4Addr::new(10, 78, 0, 0), 16);
+    let (mut w, _, _) = with_dual_sa(cfg, "10.1.0.0/16", false, None);
+    let mut plain = Worker::new(Shared::new(ipsec_config(false)), Arc::new(Stats::default()));
+    let now = Instant::now();
+    assert_eq!(
+        from_tun(&mut w, now, &reply),
+        from_tun(&mut plain, now, &reply)
     );
 }

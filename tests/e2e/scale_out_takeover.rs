@@ -1,0 +1,532 @@
+//! Scale-out with a resilient next-hop group: a node that dies hands its IPsec clients to its
+//! peer with their SAs, without a new IKE_AUTH.
+//!
+//! ```text
+//!  etcli: gate64 bench load ──┐                              ┌─ etna: gate64 node A (10.0.1.2)
+//!  (Teredo + both IPsec       │ etrouter: 192.0.2.1, .2      │   │ ha0: [ha] sync, 10.0.9.0/30
+//!   tunnels per client)       ├─ via nhid 100, resilient ────┤   │
+//!                             │                              └─ etnb: gate64 node B (10.0.2.2)
+//!                             └─ etcorp: UDP echo on 2001:db8:100:1::2 and ::3
+//! ```
+//!
+//! Both nodes hold the same Teredo server addresses (192.0.2.1 and 192.0.2.2) and the same
+//! IKE endpoint; the router sends the server addresses through a resilient next-hop group
+//! (two entries per node). Each node leases inner addresses from its own half of the pool
+//! (`fd00:c1::/105`, `fd00:c1::80:0/105`) and names the other half `ha.peer_pool6`; each is
+//! the other's `[ha]` peer. The router routes each half to its node and the covering
+//! `fd00:c1::/104` to both (what each node's BIRD would announce, docs/scale-out.md), so the
+//! more specific half wins while its node lives.
+//!
+//! Why Teredo clients: a Teredo client's address names its server address and its NAT
+//! mapping, not the node, so when its bucket moves to node B it keeps its Teredo address
+//! (node B holds the same server address and serves any client whose address names it) and
+//! its next ESP packet, unchanged, reaches node B, which takes its IKE SA over on demand
+//! (by that ESP, once node A has been quiet on the sync link for three flush intervals). An
+//! IP-HTTPS client would lose its TCP connection when its bucket moves and get a /64 of
+//! node B's prefix, so its SAs would no longer match its outer address.
+//!
+//! `netns_scale_out_takeover_keeps_clients`:
+//! 1. Both nodes in the group; `GATE64_TAKEOVER_CLIENTS` Teredo clients (default 300; both
+//!    tunnels each) come up, spread over the nodes by the hash, and probe a corporate host
+//!    through each tunnel every 500 ms. Asserted: both nodes carry clients, every client is
+//!    answered, and node B's store holds node A's SAs.
+//! 2. Node A is SIGKILLed (every process of its namespace); the router's set-up changes
+//!    as a routing daemon's would when node A's BGP session and health check fail: node A's
+//!    entries leave the group, its half of the pool is withdrawn and the covering route
+//!    keeps only node B. Asserted: every client's probes are answered again through both
+//!    tunnels; node B ran no IKE negotiation for them (its count unchanged), and its
+//!    `gate64_ha_sync_total{direction="takeover",result="on_demand"}` grew by node A's IKE SAs
+//!    (two per client) with no install failure; the generator negotiated nothing more,
+//!    saw no session end and lists the same inner addresses; node B routes node A's half
+//!    into its TUN (checked at its start). The per-client gap
+//!    (longest wait between two echoes of one tunnel, from a window started before the
+//!    death) is printed, never asserted.
+
+use std::net::Ipv6Addr;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, ensure};
+use gate64_testkit::{Metrics, Netns, Process, gate64_binary, netns_or_skip, wait_for};
+
+use crate::bench_load::{field, udp_echo};
+use crate::common::{gate64_lines, path_str, spawn_bench_load};
+use crate::failover::{metrics, now_epoch, signal};
+
+/// gate64's IKE endpoint on both nodes (`corpnet.address6`).
+const ENDPOINT: &str = "2001:db8:100::1";
+/// Reached by the infrastructure tunnel.
+const CORP_HOST: Ipv6Addr = Ipv6Addr::new(0x2001, 0xdb8, 0x100, 1, 0, 0, 0, 2);
+/// Reached by the intranet tunnel only.
+const INTRANET_HOST: Ipv6Addr = Ipv6Addr::new(0x2001, 0xdb8, 0x100, 1, 0, 0, 0, 3);
+const CORP_PREFIX: &str = "2001:db8:100::/48";
+/// Both halves: what each node announces besides its own half, and the generator's view.
+const POOL6: &str = "fd00:c1::/104";
+/// The Teredo server addresses, on both nodes.
+const TEREDO: [&str; 2] = ["192.0.2.1", "192.0.2.2"];
+/// The clients' source addresses on the client link (gate64 paces its bubbles and bounds
+/// its relay peers per address).
+const SOURCE_V4: &str = "203.0.113.128/25";
+const SOURCES: std::ops::RangeInclusive<u8> = 129..=254;
+const CLIENTS: usize = 300;
+/// Milliseconds between two probes of one client through one tunnel.
+const PROBE_INTERVAL_MS: u64 = 500;
+const BUCKETS: u32 = 512;
+const NH_A: [u32; 2] = [11, 12];
+const NH_B: [u32; 2] = [21, 22];
+const GROUP: u32 = 100;
+const HA_PORT: u16 = 4501;
+const UP_TIMEOUT: Duration = Duration::from_secs(60);
+const UP_PER_CLIENT: Duration = Duration::from_millis(60);
+/// Node B holds every record of node A within this long (node A flushes every second).
+const SYNC_BOUND: Duration = Duration::from_secs(30);
+/// Every client of node A answered again within this long of the death (generous: two
+/// shared cores, the quiet rule's 3 s, and the on-demand rate of 200 IKE SAs a second).
+const RESUME_BOUND: Duration = Duration::from_secs(40);
+
+#[test]
+#[ignore = "netns: needs root"]
+fn netns_scale_out_takeover_keeps_clients() {
+    if !netns_or_skip("netns_scale_out_takeover_keeps_clients") {
+        return;
+    }
+    let clients = std::env::var("GATE64_TAKEOVER_CLIENTS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(CLIENTS);
+    let started = Instant::now();
+    let r = lab(clients);
+    println!(
+        "ECMP takeover test took {:.1} s",
+        started.elapsed().as_secs_f64()
+    );
+    if let Err(e) = r {
+        panic!("{e:#}");
+    }
+}
+
+struct Node {
+    name: &'static str,
+    index: u8,
+    pool6: &'static str,
+    peer_pool6: &'static str,
+}
+
+const NODES: [Node; 2] = [
+    Node {
+        name: "A",
+        index: 1,
+        pool6: "fd00:c1::/105",
+        peer_pool6: "fd00:c1::80:0/105",
+    },
+    Node {
+        name: "B",
+        index: 2,
+        pool6: "fd00:c1::80:0/105",
+        peer_pool6: "fd00:c1::/105",
+    },
+];
+
+/// The node (0 for A, 1 for B) whose half of the pool holds `inner`.
+fn node_of(inner: Ipv6Addr) -> usize {
+    usize::from(u128::from(inner) & (1 << 23) != 0)
+}
+
+struct Lab {
+    router: Netns,
+    corp: Netns,
+    cli: Netns,
+    nodes: [Netns; 2],
+}
+
+fn lab(clients: usize) -> Result<()> {
+    ensure!(clients > 0, "GATE64_TAKEOVER_CLIENTS must be at least 1");
+    let lab = Lab {
+        router: Netns::new("etrouter")?,
+        corp: Netns::new("etcorp")?,
+        cli: Netns::new("etcli")?,
+        nodes: [Netns::new("etna")?, Netns::new("etnb")?],
+    };
+    let r = run(&lab, clients);
+    if r.is_err() {
+        for ns in [&lab.router, &lab.cli, &lab.nodes[0], &lab.nodes[1]] {
+            eprintln!("{}", ns.logs_report());
+        }
+    }
+    r
+}
+
+fn node_config(node: &Node, certs: &Path, secret: &Path) -> Result<String> {
+    let pem = |f: &str| path_str(&certs.join(f)).map(str::to_owned);
+    let (me, peer) = (node.index, 3 - node.index);
+    Ok(format!(
+        "[server]\nworkers = 1\n\n\
+         [teredo]\nserver_addresses = [\"{}\", \"{}\"]\nport = 3544\nrelay = true\n\n\
+         [corpnet]\ntun = \"gate64\"\nipv6_prefixes = [\"{CORP_PREFIX}\"]\n\
+         address6 = \"{ENDPOINT}\"\n\n\
+         [ipsec]\ncertificate = {:?}\nprivate_key = {:?}\nca = {:?}\npool6 = \"{}\"\n\
+         endpoint = \"{ENDPOINT}\"\ninfrastructure_prefixes = [\"{CORP_HOST}/128\"]\n\n\
+         [ha]\nnode_id = {me}\npeer_node_id = {peer}\nlisten = \"10.0.9.{me}:{HA_PORT}\"\n\
+         peer = \"10.0.9.{peer}:{HA_PORT}\"\nsecret_file = {:?}\npeer_pool6 = \"{}\"\n\n\
+         [metrics]\nlisten = \"127.0.0.1:9164\"\n\n[log]\nlevel = \"info\"\n",
+        TEREDO[0],
+        TEREDO[1],
+        pem("ipsec.pem")?,
+        pem("ipsec.key")?,
+        pem("clients-ca.pem")?,
+        node.pool6,
+        path_str(secret)?,
+        node.peer_pool6,
+    ))
+}
+
+fn spec_json(certs: &Path, clients: usize) -> Result<String> {
+    let pem = |f: &str| path_str(&certs.join(f)).map(str::to_owned);
+    Ok(format!(
+        r#"{{ "clients": {clients}, "teredo_server": "{}",
+  "source_v4": "{SOURCE_V4}",
+  "ipsec": {{ "endpoint": "{ENDPOINT}", "ca": {:?},
+             "client_ca_cert": {:?}, "client_ca_key": {:?},
+             "infrastructure_ts": ["{CORP_HOST}/128"], "intranet_ts": ["{CORP_PREFIX}"] }},
+  "pool6": "{POOL6}", "corp_prefixes": [], "tun": "load0",
+  "connect_per_sec": 2000, "max_setups_in_flight": 128,
+  "probe": {{ "targets": ["{CORP_HOST}", "{INTRANET_HOST}"], "port": 7007,
+             "interval_ms": {PROBE_INTERVAL_MS} }} }}"#,
+        TEREDO[0],
+        pem("ca.pem")?,
+        pem("clients-ca.pem")?,
+        pem("clients-ca.key")?,
+    ))
+}
+
+fn sync(m: &Metrics, result: &str) -> f64 {
+    m.sum(
+        "gate64_ha_sync_total",
+        &[("direction", "takeover"), ("result", result)],
+    )
+}
+
+/// The router, the corporate host and the client link; both nodes linked to the router
+/// and to each other (the sync link).
+fn wire(lab: &Lab) -> Result<()> {
+    let Lab {
+        router, corp, cli, ..
+    } = lab;
+    for (k, v) in [
+        ("net.ipv4.ip_forward", "1"),
+        ("net.ipv6.conf.all.forwarding", "1"),
+        ("net.ipv4.conf.all.rp_filter", "0"),
+        ("net.ipv4.conf.default.rp_filter", "0"),
+        ("net.ipv4.fib_multipath_hash_policy", "1"),
+    ] {
+        router.sysctl(k, v)?;
+    }
+    router.veth("corp", corp, "eth0")?;
+    router.addr_add("corp", "2001:db8:100:1::1/64")?;
+    for host in [CORP_HOST, INTRANET_HOST] {
+        let addr = format!("{host}/64");
+        corp.ip(&["-6", "addr", "add", &addr, "dev", "eth0", "nodad"])?;
+    }
+    corp.ip(&["-6", "route", "add", "default", "via", "2001:db8:100:1::1"])?;
+    router.veth("cli", cli, "eth0")?;
+    router.addr_add("cli", "203.0.113.1/24")?;
+    cli.addr_add("eth0", "203.0.113.2/24")?;
+    for host in SOURCES {
+        cli.addr_add("eth0", &format!("203.0.113.{host}/24"))?;
+    }
+    cli.ip(&["route", "add", "default", "via", "203.0.113.1"])?;
+    lab.nodes[0].veth("ha0", &lab.nodes[1], "ha0")?;
+    for (ns, node) in lab.nodes.iter().zip(&NODES) {
+        let i = node.index;
+        let port = format!("n{i}");
+        router.veth(&port, ns, "up0")?;
+        router.addr_add(&port, &format!("10.0.{i}.1/24"))?;
+        router.addr_add(&port, &format!("2001:db8:f{i}::1/64"))?;
+        ns.addr_add("up0", &format!("10.0.{i}.2/24"))?;
+        ns.addr_add("up0", &format!("2001:db8:f{i}::2/64"))?;
+        ns.addr_add("ha0", &format!("10.0.9.{i}/30"))?;
+        ns.ip(&["route", "add", "default", "via", &format!("10.0.{i}.1")])?;
+        let gw = format!("2001:db8:f{i}::1");
+        ns.ip(&["-6", "route", "add", "default", "via", &gw])?;
+        ns.sysctl("net.ipv6.conf.all.forwarding", "1")?;
+        for a in TEREDO {
+            ns.addr_add("lo", &format!("{a}/32"))?;
+        }
+        // What BIRD would announce: the node's own half, back to the node.
+        router.ip(&[
+            "-6",
+            "route",
+            "add",
+            node.pool6,
+            "via",
+            &format!("2001:db8:f{i}::2"),
+        ])?;
+        let ids = if i == 1 { NH_A } else { NH_B };
+        for id in ids {
+            let (id, via) = (id.to_string(), format!("10.0.{i}.2"));
+            router.ip(&["nexthop", "add", "id", &id, "via", &via, "dev", &port])?;
+        }
+    }
+    // And the covering route both announce: used for a half only when its node withdrew it.
+    router.ip(&[
+        "-6",
+        "route",
+        "add",
+        POOL6,
+        "nexthop",
+        "via",
+        "2001:db8:f1::2",
+        "nexthop",
+        "via",
+        "2001:db8:f2::2",
+    ])?;
+    let (group, buckets) = (GROUP.to_string(), BUCKETS.to_string());
+    let members = format!("{}/{}/{}/{}", NH_A[0], NH_A[1], NH_B[0], NH_B[1]);
+    router.ip(&[
+        "nexthop",
+        "add",
+        "id",
+        &group,
+        "group",
+        &members,
+        "type",
+        "resilient",
+        "buckets",
+        &buckets,
+        "idle_timer",
+        "30",
+        "unbalanced_timer",
+        "0",
+    ])?;
+    for a in TEREDO {
+        router.ip(&["route", "add", &format!("{a}/32"), "nhid", &group])?;
+    }
+    Ok(())
+}
+
+/// Both nodes' gate64, each with its own copy of the shared HA secret.
+fn start_nodes(lab: &Lab, certs: &Path) -> Result<Vec<Process>> {
+    let bin = gate64_binary()?;
+    let mut gates = Vec::new();
+    for (ns, node) in lab.nodes.iter().zip(&NODES) {
+        let secret = ns.write_file("ha.secret", &format!("{}\n", "6b".repeat(32)))?;
+        std::fs::set_permissions(&secret, std::os::unix::fs::PermissionsExt::from_mode(0o600))?;
+        let conf = ns.write_file("gate64.toml", &node_config(node, certs, &secret)?)?;
+        let mut gate = ns.spawn(
+            "gate64",
+            &[path_str(&bin)?, "serve", "--config", path_str(&conf)?],
+        )?;
+        ensure!(
+            gate64_testkit::wait_until(Duration::from_secs(30), || gate.is_running()
+                && metrics(ns).is_ok()),
+            "gate64 on node {} did not come up: {}",
+            node.name,
+            gate.log()
+        );
+        gates.push(gate);
+    }
+    Ok(gates)
+}
+
+/// What a routing daemon does when node A's health check and BGP session fail: node A's
+/// entries leave the group (its buckets move to node B), its half of the pool is withdrawn,
+/// and the covering route keeps node B only.
+fn withdraw_node_a(router: &Netns) -> Result<()> {
+    let members = format!("{}/{}", NH_B[0], NH_B[1]);
+    let group = GROUP.to_string();
+    router.ip(&[
+        "nexthop",
+        "replace",
+        "id",
+        &group,
+        "group",
+        &members,
+        "type",
+        "resilient",
+    ])?;
+    router.ip(&[
+        "-6",
+        "route",
+        "del",
+        NODES[0].pool6,
+        "via",
+        "2001:db8:f1::2",
+    ])?;
+    router.ip(&["-6", "route", "replace", POOL6, "via", "2001:db8:f2::2"])?;
+    Ok(())
+}
+
+fn status_text(status: &Path) -> String {
+    std::fs::read_to_string(status).unwrap_or_default()
+}
+
+/// The clients' inner addresses from the generator's ADDRESSES file.
+fn addresses(status: &Path) -> Result<Vec<Ipv6Addr>> {
+    let mut path = status.as_os_str().to_owned();
+    path.push(".addresses");
+    let text = std::fs::read_to_string(&path).context("the ADDRESSES file")?;
+    text.lines()
+        .map(|line| {
+            line.split(' ')
+                .next()
+                .and_then(|a| a.parse().ok())
+                .with_context(|| format!("ADDRESSES line {line:?}"))
+        })
+        .collect()
+}
+
+fn run(lab: &Lab, clients: usize) -> Result<()> {
+    wire(lab)?;
+    let bin = gate64_binary()?;
+    let certs = lab.router.dir().join("certs");
+    lab.router.exec_ok(&[
+        path_str(&bin)?,
+        "certs",
+        "--out",
+        path_str(&certs)?,
+        "--server-ip",
+        ENDPOINT,
+        "--server-name",
+        "gate64.lab",
+    ])?;
+    let _gates = start_nodes(lab, &certs)?;
+    let [na, nb] = &lab.nodes;
+    let route = nb.ip(&["-6", "route", "show", NODES[1].peer_pool6])?;
+    ensure!(
+        route.contains("dev gate64"),
+        "node B does not route its peer's pool ({}) into its TUN: {route:?}",
+        NODES[1].peer_pool6
+    );
+
+    let echo = [CORP_HOST, INTRANET_HOST]
+        .map(|host| lab.corp.spawn_thread("udp-echo", move || udp_echo(host)));
+    let spec = lab
+        .cli
+        .write_file("load-spec.json", &spec_json(&certs, clients)?)?;
+    let status = lab.cli.dir().join("load-status.json");
+    let mut load = spawn_bench_load(&lab.cli, &spec, &status)?;
+    let n = clients as f64;
+    let t = Instant::now();
+    let timeout = UP_TIMEOUT + UP_PER_CLIENT * u32::try_from(clients)?;
+    let up = wait_for(timeout, || {
+        let s = std::fs::read_to_string(&status).ok()?;
+        let get = |k: &str| field(&s, k);
+        (get("up")? == n
+            && get("mmsa")? == 2.0 * n
+            && get("qmsa")? == 2.0 * n
+            && get("probe_clients")? == n
+            && get("probe_silent")? == 0.0)
+            .then_some(s)
+    });
+    load.ensure_running()?;
+    let s = up.with_context(|| {
+        format!(
+            "not every client up and answered within {timeout:?}: {}",
+            status_text(&status)
+        )
+    })?;
+    let inner = addresses(&status)?;
+    let on_a = inner.iter().filter(|&&a| node_of(a) == 0).count();
+    ensure!(
+        inner.len() == clients && on_a > 0 && on_a < clients,
+        "{} addresses for {clients} clients, {on_a} of them node A's: the hash should spread \
+         the clients over both nodes",
+        inner.len()
+    );
+    println!(
+        "{clients} Teredo clients (2 IKE SAs + 2 child SAs each) up and answered in {:.1} s: \
+         {on_a} on node A, {} on node B",
+        t.elapsed().as_secs_f64(),
+        clients - on_a
+    );
+    // Node B holds node A's records: 2 IKE SAs and 2 child SAs per client of node A.
+    let records = 4.0 * on_a as f64;
+    let held = wait_for(SYNC_BOUND, || {
+        let m = metrics(nb).ok()?;
+        (m.sum("gate64_ha_store_records", &[]) >= records).then_some(m)
+    });
+    let b_before = held.with_context(|| {
+        format!(
+            "node B held fewer than {records} records of node A within {SYNC_BOUND:?}\n{}",
+            metrics(nb).map(|m| gate64_lines(&m)).unwrap_or_default()
+        )
+    })?;
+    let b_negotiated = b_before.sum("gate64_ike_negotiations_total", &[]);
+    let b_on_demand = sync(&b_before, "on_demand");
+    let s_get = |s: &str, k: &str| field(s, k).unwrap_or(-1.0);
+    let (generator_negotiations, session_ends) =
+        (s_get(&s, "ike_negotiations"), s_get(&s, "session_errors"));
+
+    // The gaps measured from here: the takeover's, not the set-up's.
+    signal(load.pid(), "-USR1");
+    std::thread::sleep(Duration::from_secs(3));
+    let at_death = field(&status_text(&status), "elapsed_seconds").unwrap_or(f64::MAX);
+    let died = now_epoch();
+    for pid in na.pids() {
+        signal(pid as u32, "-KILL");
+    }
+    withdraw_node_a(&lab.router)?;
+    // Every client answered again: a status written well after the death in which no client
+    // is silent (no echo for two probe intervals and a second) and every one was answered
+    // through both tunnels.
+    let recovered = wait_for(RESUME_BOUND, || {
+        let s = std::fs::read_to_string(&status).ok()?;
+        (field(&s, "elapsed_seconds")? >= at_death + 6.0
+            && field(&s, "probe_silent")? == 0.0
+            && field(&s, "probe_never")? == 0.0)
+            .then_some(s)
+    });
+    let recovery_secs = now_epoch() - died;
+    let m = metrics(nb)?;
+    let s = status_text(&status);
+    load.ensure_running()?;
+    ensure!(
+        recovered.is_some(),
+        "not every client's traffic flowed again within {RESUME_BOUND:?} of node A's death: \
+         {s}\n{}",
+        gate64_lines(&m)
+    );
+    let negotiated = m.sum("gate64_ike_negotiations_total", &[]);
+    ensure!(
+        negotiated == b_negotiated,
+        "node B ran IKE negotiations across the takeover ({b_negotiated} before, {negotiated} \
+         after): a client authenticated again\n{}",
+        gate64_lines(&m)
+    );
+    let on_demand = sync(&m, "on_demand") - b_on_demand;
+    let failed = sync(&m, "install_failed");
+    ensure!(
+        on_demand == 2.0 * on_a as f64 && failed == 0.0,
+        "node B took {on_demand} IKE SAs over on demand ({failed} installs failed), want \
+         {} (2 for each of node A's {on_a} clients)\n{}",
+        2 * on_a,
+        gate64_lines(&m)
+    );
+    ensure!(
+        s_get(&s, "ike_negotiations") == generator_negotiations
+            && s_get(&s, "session_errors") == session_ends
+            && s_get(&s, "up") == n,
+        "the generator negotiated again or lost a session across the takeover (before: \
+         {generator_negotiations} negotiations, {session_ends} session ends): {s}"
+    );
+    let after = addresses(&status)?;
+    ensure!(
+        after == inner,
+        "the clients' inner addresses changed across the takeover"
+    );
+    drop(echo);
+    println!(
+        "ECMP takeover with {clients} Teredo clients ({on_a} on node A): every client flowing \
+         again (checked {recovery_secs:.1} s after the death); node B took {on_demand} IKE SAs \
+         over on demand ({} by ESP) and ran no IKE negotiation for them; per-client gap \
+         (longest wait between two echoes of one tunnel, probes every {PROBE_INTERVAL_MS} ms, \
+         all clients): min {:.2} s, p50 {:.2} s, p90 {:.2} s, p99 {:.2} s, max {:.2} s",
+        sync(&m, "on_demand_esp") - sync(&b_before, "on_demand_esp"),
+        s_get(&s, "gap_min_seconds"),
+        s_get(&s, "gap_p50_seconds"),
+        s_get(&s, "gap_p90_seconds"),
+        s_get(&s, "gap_p99_seconds"),
+        s_get(&s, "gap_max_seconds"),
+    );
+    Ok(())
+}
