@@ -99,6 +99,11 @@
 #        CHARON_LOGLEVEL=0   charon's filelog level (-1 silent .. 4); 1 shows its errors
 #        GATE64_LOG_LEVEL=warn  gate64's [log] level (RUST_LOG, if set, overrides it)
 #        IPERF3=iperf3 the iperf3 client of the runs (IPERF3=/bin/false: every run fails)
+#        GRO=0         1: in the ESP-over-Teredo setups, tsrv's veth towards the client (vcli)
+#                      gets a NIC's receive path, a NAPI thread and GRO (bench/lib.sh rx_gro),
+#                      for both responders; the NAPI thread counts as the responder's. gate64's
+#                      Teredo sockets then take the client's datagrams coalesced (UDP GRO);
+#                      Miredo's sockets do not ask for it
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . bench/lib.sh
@@ -120,6 +125,7 @@ case "$ESP" in
 esac
 SETUPS=${SETUPS:-"strongswan gate64"}
 DPD_SECS=${DPD_SECS:-30}
+GRO=${GRO:-0}
 AUTH_THREADS=${AUTH_THREADS:-}
 CHARON_LOGLEVEL=${CHARON_LOGLEVEL:-0}
 GATE64_LOG_LEVEL=${GATE64_LOG_LEVEL:-warn}
@@ -469,6 +475,7 @@ run_strongswan() {
     log "== strongswan: miredo server + relay, strongSwan responder in tcorp"
     teardown
     setup
+    if [ "$GRO" = 1 ]; then rx_gro "$SRV" vcli; fi
     IKE_PEER=$RESPONDER
     match_sockbufs "${SOCKBUF:-$GATE64_SOCKBUF_TEREDO}"
     rm -rf "$WORK/certs" "$WORK/initiator" "$WORK/responder"
@@ -544,6 +551,7 @@ run_gate64() {
     log "== gate64: gate64 serve (Teredo server + relay + IKE/ESP responder) in tsrv"
     teardown
     setup
+    if [ "$GRO" = 1 ]; then rx_gro "$SRV" vcli; fi
     IKE_PEER=$GATE64_ENDPOINT
     match_sockbufs "${SOCKBUF:-$GATE64_SOCKBUF_TEREDO}"
     rm -rf "$WORK/certs" "$WORK/initiator" "$WORK/responder"

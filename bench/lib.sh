@@ -147,6 +147,21 @@ setup() {
     ip -n "$CORP" -6 route add default via 2001:db8:100:1::1
 }
 
+# rx_gro NS DEV...: the receive path of a NIC on the veths DEV of namespace NS, which veths
+# lack by default: a NAPI thread of their own (napi/DEV-N, which napi_ticks counts) and GRO,
+# with rx-udp-gro-forwarding so that UDP from a local sender's socket is eligible. The kernel
+# then coalesces a flow's datagrams only for a socket that asked for it (UDP_GRO): gate64's
+# Teredo sockets do, Miredo's do not, and theirs arrive one by one as without this.
+rx_gro() {
+    local ns=$1 dev
+    shift
+    require_tools "apt-get install ethtool" ethtool
+    for dev in "$@"; do
+        ip netns exec "$ns" ethtool -K "$dev" gro on rx-udp-gro-forwarding on >/dev/null
+        ip netns exec "$ns" sh -c "echo 1 > /sys/class/net/$dev/threaded"
+    done
+}
+
 # wait_for SECS CMD...: poll CMD every 0.1 s.
 wait_for() {
     local secs=$1 i

@@ -31,6 +31,11 @@
 #                      4 MiB); host rmem_max/wmem_max = SOCKBUF, rmem_default/wmem_default =
 #                      2 x SOCKBUF for the run (bench/lib.sh match_sockbufs); 0: leave as is
 #        IPERF3=iperf3 the iperf3 client of the runs (IPERF3=/bin/false: every run fails)
+#        GRO=0         1: the relay's veths towards the clients (vcli, vcli1, ...) get a NIC's
+#                      receive path, a NAPI thread each and GRO (bench/lib.sh rx_gro), in
+#                      both setups; the NAPI threads count as the relay's CPU (NAPI s).
+#                      gate64's Teredo sockets then take each client's datagrams coalesced
+#                      (UDP GRO); Miredo's sockets do not ask for it
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . bench/lib.sh
@@ -41,6 +46,7 @@ FLOWS=${FLOWS:-"1 4"}
 DIRS=${DIRS:-"up down"}
 SETUPS=${SETUPS:-"gate64 miredo"}
 CLIENTS=${CLIENTS:-1}
+GRO=${GRO:-0}
 [ "$CLIENTS" -ge 1 ] 2>/dev/null || { echo "CLIENTS must be a positive integer" >&2; exit 1; }
 # Client namespaces: $CLI is the first; the others hang off a bridge in $SRV.
 CLIS=("$CLI")
@@ -222,6 +228,11 @@ run_setup() {
     teardown
     setup
     setup_more_clients
+    if [ "$GRO" = 1 ]; then
+        local devs=(vcli) i
+        for i in $(seq 1 $((CLIENTS - 1))); do devs+=("vcli$i"); done
+        rx_gro "$SRV" "${devs[@]}"
+    fi
     case $setup in
     gate64) start_gate64 || { log "gate64 did not start; its log:"; cat "$WORK/gate64.log" >&2; return 1; } ;;
     miredo) start_miredo_pair || { log "miredo pair did not start"; cat "$WORK"/miredo-*.log >&2; return 1; } ;;
@@ -249,8 +260,8 @@ for setup in $SETUPS; do
     run_setup "$setup" || run_failed "$setup: setup failed, no run measured"
 done
 
-printf '\nTeredo relay, iperf3 TCP tcli -> tcorp (up) / tcorp -> tcli (down), %s client(s), %s s per run, median of the runs that succeeded\n' \
-    "$CLIENTS" "$DURATION"
+printf '\nTeredo relay, iperf3 TCP tcli -> tcorp (up) / tcorp -> tcli (down), %s client(s), %s s per run, GRO=%s, median of the runs that succeeded\n' \
+    "$CLIENTS" "$DURATION" "$GRO"
 fmt='%-8s %5s %5s %8s %10s %8s %8s %14s %10s\n'
 printf "$fmt" setup flows dir runs "Mbit/s" "CPU s" "NAPI s" "Mbit/s/CPU-s" "machine s"
 for r in "${RESULTS[@]}"; do

@@ -8,6 +8,7 @@ pub use gate64_sys::socket::{
     set_buffer_force, set_notsent_lowat, set_pmtudisc_dont, socket_drops,
 };
 pub use gate64_sys::udp::{
-    BATCH, Destination, GSO_MAX_BYTES, GSO_MAX_SEGMENTS, Received, ReceivedFrom, recv_batch,
-    recv_batch_from, send_batch, send_batch_reporting, send_gso,
+    BATCH, COALESCED_IOVS, Coalesced, Destination, GSO_MAX_BYTES, GSO_MAX_SEGMENTS, Received,
+    ReceivedFrom, recv_batch, recv_batch_from, recv_coalesced, send_batch, send_batch_reporting,
+    send_gso, set_udp_gro,
 };

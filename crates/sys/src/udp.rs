@@ -345,6 +345,138 @@ pub fn recv_batch_from<S: AsMut<[u8]>>(
 }
 
 /// Raises the soft `RLIMIT_NOFILE` to the hard limit, and to `want` past it when this process
+/// Socket option and control message of UDP GRO (`linux/udp.h`).
+const UDP_GRO: libc::c_int = 104;
+
+/// Asks the kernel to hand `fd` the datagrams it coalesced (UDP GRO) as one message each,
+/// with their segment size in a control message, instead of cutting them up first.
+pub fn set_udp_gro(fd: RawFd) -> io::Result<()> {
+    let on: libc::c_int = 1;
+    // SAFETY: `on` is a live c_int and its size is passed with it.
+    cvt(unsafe {
+        libc::setsockopt(
+            fd,
+            libc::SOL_UDP,
+            UDP_GRO,
+            (&on as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    })
+    .map(|_| ())
+}
+
+/// One message received by [`recv_coalesced`]: one datagram, or several the kernel coalesced.
+#[derive(Debug, Clone, Copy)]
+pub struct Coalesced {
+    /// Bytes received, over the message's buffers in order.
+    pub len: usize,
+    /// Sender.
+    pub from: SocketAddrV4,
+    /// The size of each coalesced datagram (the last may be shorter); `None`: one datagram.
+    pub segment: Option<usize>,
+    /// The kernel cut the message because its buffers were too small.
+    pub truncated: bool,
+}
+
+impl Coalesced {
+    /// Nothing received (for initializing the output array).
+    pub const EMPTY: Coalesced = Coalesced {
+        len: 0,
+        from: SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0),
+        segment: None,
+        truncated: false,
+    };
+}
+
+/// Most buffers one [`recv_coalesced`] call hands the kernel.
+pub const COALESCED_IOVS: usize = 320;
+
+/// Receives up to `tails.len()` (at most [`BATCH`]) messages with one `recvmmsg` from a
+/// socket with [`set_udp_gro`]. Message `i` fills, in order, `slots[i * per_msg..][..per_msg]`
+/// (each from `headroom`, `seg_len` bytes at most) and then all of `tails[i]`. Returns how
+/// many messages arrived; `WouldBlock` when none.
+pub fn recv_coalesced(
+    fd: RawFd,
+    slots: &mut [Vec<u8>],
+    headroom: usize,
+    seg_len: usize,
+    per_msg: usize,
+    tails: &mut [Vec<u8>],
+    out: &mut [Coalesced; BATCH],
+) -> io::Result<usize> {
+    let per = per_msg + 1;
+    let n = tails.len().min(BATCH).min(COALESCED_IOVS / per.max(1));
+    let mut iovs = [EMPTY_IOV; COALESCED_IOVS];
+    let mut slot_iter = slots.iter_mut();
+    for (m, tail) in tails.iter_mut().enumerate().take(n) {
+        for k in 0..per_msg {
+            if let Some(s) = slot_iter.next() {
+                let end = headroom.saturating_add(seg_len).min(s.len());
+                iovs[m * per + k] = iovec_of(s.get_mut(headroom..end).unwrap_or_default());
+            }
+        }
+        iovs[m * per + per_msg] = iovec_of(tail);
+    }
+    let mut addrs = [SocketAddrV4::empty(); BATCH];
+    // u64 storage keeps each control buffer aligned for cmsghdr; one int-sized message fits.
+    let mut controls = [[0u64; 4]; BATCH];
+    // SAFETY: a zeroed mmsghdr is a valid "empty" value for this C struct.
+    let mut hdrs: [libc::mmsghdr; BATCH] = unsafe { std::mem::zeroed() };
+    let (iov_base, addr_base) = (iovs.as_mut_ptr(), addrs.as_mut_ptr());
+    let control_base = controls.as_mut_ptr();
+    for (m, h) in hdrs.iter_mut().enumerate().take(n) {
+        h.msg_hdr.msg_name = addr_base.wrapping_add(m).cast();
+        h.msg_hdr.msg_namelen = std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t;
+        h.msg_hdr.msg_iov = iov_base.wrapping_add(m * per);
+        h.msg_hdr.msg_iovlen = per;
+        h.msg_hdr.msg_control = control_base.wrapping_add(m).cast();
+        h.msg_hdr.msg_controllen = std::mem::size_of::<[u64; 4]>();
+    }
+    // SAFETY: every header points at live buffers (the slots' and tails' bytes, `iovs`,
+    // `addrs`, `controls`) that outlive the call and are not touched until it returns; `per`
+    // iovecs from `m * per` lie inside `iovs` because `n * per` ≤ COALESCED_IOVS, and
+    // `m < n` ≤ BATCH for `addrs` and `controls`.
+    let got = cvt(unsafe {
+        libc::recvmmsg(
+            fd,
+            hdrs.as_mut_ptr(),
+            n as libc::c_uint,
+            libc::MSG_DONTWAIT,
+            std::ptr::null_mut(),
+        )
+    })? as usize;
+    for (m, h) in hdrs.iter().enumerate().take(got) {
+        out[m] = Coalesced {
+            len: h.msg_len as usize,
+            from: from_sockaddr(&addrs_at(h)),
+            segment: gro_segment(&h.msg_hdr),
+            truncated: h.msg_hdr.msg_flags & libc::MSG_TRUNC != 0,
+        };
+    }
+    Ok(got)
+}
+
+/// The segment size of a UDP GRO control message in `msg`'s control buffer, if any.
+fn gro_segment(msg: &libc::msghdr) -> Option<usize> {
+    // SAFETY: `msg` is a header the kernel filled: its control pointer and length describe
+    // the buffer `recv_coalesced` gave it, and CMSG_FIRSTHDR/CMSG_NXTHDR stay inside it.
+    unsafe {
+        let mut c = libc::CMSG_FIRSTHDR(msg);
+        while !c.is_null() {
+            let data_len = (*c).cmsg_len.saturating_sub(libc::CMSG_LEN(0) as usize);
+            if (*c).cmsg_level == libc::SOL_UDP
+                && (*c).cmsg_type == UDP_GRO
+                && data_len >= std::mem::size_of::<libc::c_int>()
+            {
+                let v = std::ptr::read_unaligned(libc::CMSG_DATA(c).cast::<libc::c_int>());
+                return usize::try_from(v).ok().filter(|&s| s > 0);
+            }
+            c = libc::CMSG_NXTHDR(msg, c);
+        }
+    }
+    None
+}
+
 /// Most segments one UDP GSO send may carry (the kernel's UDP_MAX_SEGMENTS on older kernels).
 pub const GSO_MAX_SEGMENTS: usize = 64;
 /// Most payload bytes one UDP GSO send may carry.

@@ -1,7 +1,9 @@
 //! The UDP workers: one thread per core, each a single-threaded event loop over its own
 //! SO_REUSEPORT Teredo sockets and its queue of the corporate link ([`worker`]), moving
-//! packets through its own sans-IO [`gate64_dataplane::Worker`].
+//! packets through its own sans-IO [`gate64_dataplane::Worker`]. The sockets take datagrams
+//! the kernel coalesced (UDP GRO), cut in place by [`gro`].
 
+pub mod gro;
 pub mod worker;
 
 use crate::sys;
@@ -32,6 +34,8 @@ pub fn bind_teredo_socket(addr: SocketAddrV4) -> io::Result<UdpSocket> {
         let _ = s.set_send_buffer_size(SOCKET_BUFFER);
     }
     sys::set_pmtudisc_dont(s.as_raw_fd())?;
+    // Best effort: without UDP GRO every datagram arrives alone, as the workers also handle.
+    let _ = sys::set_udp_gro(s.as_raw_fd());
     s.bind(&addr.into())?;
     Ok(s.into())
 }

@@ -4,20 +4,19 @@
 //! verdict ([`crate::batch::Batch`]), send the batch. UDP is received and sent in
 //! `recvmmsg`/`sendmmsg` batches and UDP GSO sends.
 
+use super::gro::{self, GroRx};
 use crate::batch::{self, Batch};
-use crate::sys::{self, BATCH, Received};
+use crate::sys;
 use crate::tun::CorpLink;
 use gate64_dataplane::{Direction, DropReason, HEADROOM, Side, Stats, Verdict, Worker};
 use std::io;
-use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4, UdpSocket};
+use std::net::{Ipv4Addr, SocketAddr, UdpSocket};
 use std::os::fd::AsRawFd;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-/// Largest Teredo datagram accepted. The Teredo link MTU is 1280 (RFC 4380 §5.1.2); the rest
-/// leaves room for headers and generous clients. Larger datagrams are counted as truncated.
-pub const UDP_SLOT: usize = 2048;
+pub use super::gro::UDP_SLOT;
 /// The longest a worker waits in epoll before it looks at its stop flag.
 const STOP_CHECK: Duration = Duration::from_millis(100);
 /// Packets drained from one descriptor per wake-up before looking at the others again, as
@@ -109,8 +108,10 @@ enum Source {
 /// their batch is sent.
 struct EventLoop {
     stats: Arc<Stats>,
-    udp_slots: Vec<Vec<u8>>,
-    received: [Received; BATCH],
+    /// The Teredo sockets' datagrams, coalesced by the kernel or not.
+    udp: GroRx,
+    /// The last UDP read filled every message: the socket may hold more.
+    udp_more: bool,
     /// One GSO read from an offloading TUN splits into up to 64 KiB / MSS segments.
     corp_slots: Vec<Vec<u8>>,
     corp_sizes: Vec<usize>,
@@ -128,16 +129,12 @@ impl EventLoop {
         };
         EventLoop {
             stats,
-            udp_slots: vec![vec![0u8; HEADROOM + UDP_SLOT]; BATCH],
-            received: [Received {
-                len: 0,
-                from: SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0),
-                truncated: false,
-            }; BATCH],
+            udp: GroRx::default(),
+            udp_more: false,
             corp_slots: vec![vec![0u8; corp_slot]; CORP_SLOTS],
             corp_sizes: vec![0usize; CORP_SLOTS],
             gso_buf: vec![0u8; gso_len],
-            batch: Batch::new(CORP_SLOTS).with_native(
+            batch: Batch::new(CORP_SLOTS.max(gro::POOL)).with_native(
                 io.native
                     .iter()
                     .filter_map(|(a, s)| Some((*a, s.try_clone().ok()?)))
@@ -149,9 +146,10 @@ impl EventLoop {
     /// Batches from `source` until it has none left or `budget` packets came (a read may
     /// pass it by one GSO packet), each processed and sent before the next read. Returns how
     /// many packets arrived, from either side: what interrupt moderation counts as work.
+    /// Datagrams already received are always processed, whatever the budget.
     fn drain(&mut self, io: &WorkerIo, dp: &mut Worker, source: Source, budget: usize) -> usize {
         let mut packets = 0;
-        while packets < budget {
+        while packets < budget || self.udp.pending() {
             let Ok((n, more)) = self.read(io, source, budget - packets) else {
                 break;
             };
@@ -159,10 +157,14 @@ impl EventLoop {
             dp.start_batch();
             for i in 0..n {
                 let v = self.handle(io, dp, source, now, i);
-                self.batch.dispatch(&io.sockets, i, v);
+                let slot = match source {
+                    Source::Udp(_) => self.udp.segs.get(i).map_or(0, |s| s.slot),
+                    Source::Corp => i,
+                };
+                self.batch.dispatch(&io.sockets, slot, v);
             }
             let slots = match source {
-                Source::Udp(_) => &self.udp_slots,
+                Source::Udp(_) => &self.udp.slots,
                 Source::Corp => &self.corp_slots,
             };
             self.batch.send(&io.sockets, &io.corp, &self.stats, slots);
@@ -175,20 +177,18 @@ impl EventLoop {
         packets
     }
 
-    /// Reads one batch of at most `want` packets (one GSO read may pass it) into the slots:
-    /// how many arrived, and whether the source may hold more.
+    /// Reads one batch of at most `want` packets (one GSO read, or one read of coalesced
+    /// datagrams, may pass it) into the slots: how many arrived, and whether the source may
+    /// hold more. UDP messages already received are cut into a round before reading again.
     fn read(&mut self, io: &WorkerIo, source: Source, want: usize) -> io::Result<(usize, bool)> {
         match source {
             Source::Udp(k) => {
-                let (_, sock) = io.sockets.get(k).ok_or(io::ErrorKind::NotFound)?;
-                let slots = want.clamp(1, BATCH);
-                let n = sys::recv_batch(
-                    sock.as_raw_fd(),
-                    &mut self.udp_slots[..slots],
-                    HEADROOM,
-                    &mut self.received,
-                )?;
-                Ok((n, n == slots))
+                if !self.udp.pending() {
+                    let (_, sock) = io.sockets.get(k).ok_or(io::ErrorKind::NotFound)?;
+                    self.udp_more = self.udp.recv(sock.as_raw_fd(), want)?;
+                }
+                let n = self.udp.next_round();
+                Ok((n, self.udp.pending() || self.udp_more))
             }
             Source::Corp => corp_read(
                 &io.corp,
@@ -212,14 +212,18 @@ impl EventLoop {
     ) -> Verdict {
         match source {
             Source::Udp(k) => {
-                let r = self.received[i];
+                let Some(r) = self.udp.segs.get(i).copied() else {
+                    return Verdict::Drop(DropReason::Truncated);
+                };
                 if r.truncated {
                     self.stats.packet(Side::Internet, Direction::Rx, r.len);
                     self.stats.count_drops(DropReason::Truncated, 1);
                     return Verdict::Drop(DropReason::Truncated);
                 }
                 let local = io.sockets.get(k).map_or(Ipv4Addr::UNSPECIFIED, |(a, _)| *a);
-                let slot = &mut self.udp_slots[i];
+                let Some(slot) = self.udp.slots.get_mut(r.slot) else {
+                    return Verdict::Drop(DropReason::Truncated);
+                };
                 dp.handle_teredo(now, local, r.from, slot, HEADROOM, HEADROOM + r.len)
             }
             Source::Corp => {
