@@ -45,6 +45,7 @@ use gate64_ha::{
 };
 use gate64_ike::responder::{Event, SyncedIkeSa};
 use gate64_io::ike::IkeControl;
+use gate64_io::iphttps::LeaseHints;
 use tokio::sync::{mpsc, oneshot, watch};
 use tracing::{debug, info, warn};
 
@@ -344,7 +345,7 @@ impl Prepared {
     pub(crate) fn spawn(
         self,
         control: IkeControl,
-        sadb: Arc<SaDb>,
+        (sadb, lease_hints): (Arc<SaDb>, Arc<LeaseHints>),
         stop: watch::Receiver<bool>,
     ) -> Result<HaHandle> {
         let socket = tokio::net::UdpSocket::from_std(self.socket)?;
@@ -375,6 +376,7 @@ impl Prepared {
             counters: self.counters,
             control,
             sadb,
+            lease_hints,
             pending_ike: BTreeSet::new(),
             ike_sas: IkeRefresh::default(),
             children: HashSet::new(),
@@ -440,6 +442,8 @@ struct Task {
     counters: Arc<Counters>,
     control: IkeControl,
     sadb: Arc<SaDb>,
+    /// The /64s the peer's IP-HTTPS clients held, from the synced IKE SAs' remote addresses.
+    lease_hints: Arc<LeaseHints>,
     /// IKE SAs that came up since the last flush.
     pending_ike: BTreeSet<u64>,
     /// This node's IKE SAs, for their refresh.
@@ -522,6 +526,7 @@ impl Task {
         // Also after a takeover emptied the store.
         self.counters.set_held(&self.inbox.store);
         if let Some(awaiting) = self.inbox.store.ike_spis_if_changed() {
+            self.publish_lease_hints(&awaiting);
             self.control
                 .apply(move |r| r.set_awaiting_takeover(awaiting));
         }
@@ -552,6 +557,20 @@ impl Task {
             }
         }
         self.flush_children().await;
+    }
+
+    /// Tells the IP-HTTPS server the /64 of each IKE SA record's IPv6 remote address (the
+    /// store's records, `awaiting`), so a client reconnecting here after a takeover gets its
+    /// /64, and so its address, back.
+    fn publish_lease_hints(&self, awaiting: &HashSet<(u64, u64)>) {
+        let store = &self.inbox.store;
+        self.lease_hints
+            .publish(awaiting.iter().filter_map(
+                |&(_, spi_r)| match store.ike(spi_r)?.remote.ip() {
+                    std::net::IpAddr::V6(a) => Some(a),
+                    std::net::IpAddr::V4(_) => None,
+                },
+            ));
     }
 
     /// Sends the whole record of each child SA that is new here or whose refresh turn it is,
