@@ -526,7 +526,8 @@ impl Task {
         // Also after a takeover emptied the store.
         self.counters.set_held(&self.inbox.store);
         if let Some(awaiting) = self.inbox.store.ike_spis_if_changed() {
-            self.publish_lease_hints(&awaiting);
+            let store = &self.inbox.store;
+            self.publish_lease_hints(awaiting.iter().filter_map(|&(_, r)| store.ike(r)));
             self.control
                 .apply(move |r| r.set_awaiting_takeover(awaiting));
         }
@@ -559,18 +560,14 @@ impl Task {
         self.flush_children().await;
     }
 
-    /// Tells the IP-HTTPS server the /64 of each IKE SA record's IPv6 remote address (the
-    /// store's records, `awaiting`), so a client reconnecting here after a takeover gets its
-    /// /64, and so its address, back.
-    fn publish_lease_hints(&self, awaiting: &HashSet<(u64, u64)>) {
-        let store = &self.inbox.store;
+    /// Tells the IP-HTTPS server the /64 of each IKE SA record's IPv6 remote address, so a
+    /// client reconnecting here after a takeover gets its /64, and so its address, back.
+    fn publish_lease_hints<'a>(&self, records: impl Iterator<Item = &'a SyncedIkeSa>) {
         self.lease_hints
-            .publish(awaiting.iter().filter_map(
-                |&(_, spi_r)| match store.ike(spi_r)?.remote.ip() {
-                    std::net::IpAddr::V6(a) => Some(a),
-                    std::net::IpAddr::V4(_) => None,
-                },
-            ));
+            .publish(records.filter_map(|r| match r.remote.ip() {
+                std::net::IpAddr::V6(a) => Some(a),
+                std::net::IpAddr::V4(_) => None,
+            }));
     }
 
     /// Sends the whole record of each child SA that is new here or whose refresh turn it is,
@@ -635,6 +632,8 @@ impl Task {
         let (stored_ike, stored_child) = self.inbox.store.len();
         debug!(stored_ike, stored_child, "HA takeover");
         let (ike, child) = self.inbox.store.take();
+        // Records that came since the last flush have no hint yet.
+        self.publish_lease_hints(ike.iter());
         self.install(ike, child, reply, true);
     }
 

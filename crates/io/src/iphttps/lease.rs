@@ -117,10 +117,13 @@ impl IphttpsServer {
         let Some(iid) = iid else {
             return Some(());
         };
-        if let Claim::Reclaimed(prefix) = lease.claim(iid) {
+        let held = lease.prefix;
+        let claim = lease.claim(iid);
+        if let Claim::Reclaimed(prefix) = claim {
             // Nothing was judged or advertised on the link yet.
             let _ = conn.readdress(prefix);
         }
+        tracing::debug!(iid = %format!("{iid:016x}"), %held, ?claim, "IP-HTTPS link's /64 by its interface id");
         Some(())
     }
 }
