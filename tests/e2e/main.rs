@@ -11,6 +11,7 @@ mod common;
 mod dns64;
 mod failover;
 mod gre;
+mod ha_iphttps;
 mod ha_sync;
 mod ike_auth_flood;
 mod ike_bounds;

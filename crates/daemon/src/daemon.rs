@@ -53,6 +53,9 @@ pub struct Daemon {
     ike_control: Mutex<Option<gate64_io::ike::IkeControl>>,
     /// The HA sync channel (`[ha]`), once the responder runs.
     ha: Mutex<Option<crate::ha::HaHandle>>,
+    /// The /64s of the HA peer's IP-HTTPS clients: the sync channel fills it, the IP-HTTPS
+    /// server reads it.
+    lease_hints: Arc<gate64_io::iphttps::LeaseHints>,
     /// The IKE driver's OCSP lookups, whose rule a reload changes.
     ocsp: Mutex<Option<Arc<gate64_io::ike::ocsp::OcspChecker>>>,
     /// What the CRL refresh looks at, while the IKE responder runs.
@@ -192,6 +195,7 @@ impl Daemon {
             ipsec_stats,
             ike_control: Mutex::new(None),
             ha: Mutex::new(None),
+            lease_hints: Arc::default(),
             ocsp: Mutex::new(None),
             crl_watch: Mutex::new(None),
             tls_watch: Mutex::new(None),
@@ -204,9 +208,12 @@ impl Daemon {
     /// Starts the IP-HTTPS listener when `[iphttps]` is enabled; must run inside a tokio
     /// runtime. Returns the bound address.
     pub async fn start_iphttps(&self, cfg: &Config) -> Result<Option<SocketAddr>> {
-        let Some(settings) = iphttps_settings(cfg) else {
+        let Some(mut settings) = iphttps_settings(cfg) else {
             return Ok(None);
         };
+        if cfg.ha.is_some() {
+            settings.lease_hints = Some(Arc::clone(&self.lease_hints));
+        }
         let Some(tls) = crate::crl_files::iphttps_tls(cfg)? else {
             return Ok(None);
         };
@@ -288,7 +295,12 @@ impl Daemon {
             self.stop_tx.subscribe(),
         )?;
         if let (Some(ha), Some((control, _))) = (ha, &started) {
-            let handle = ha.spawn(control.clone(), Arc::clone(sadb), self.stop_tx.subscribe())?;
+            let hints = Arc::clone(&self.lease_hints);
+            let handle = ha.spawn(
+                control.clone(),
+                (Arc::clone(sadb), hints),
+                self.stop_tx.subscribe(),
+            )?;
             let counters = handle.counters();
             let held = Arc::clone(&counters);
             self.exporter.set_ha(Arc::new(move || counters.samples()));

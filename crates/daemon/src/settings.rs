@@ -215,6 +215,7 @@ pub(crate) fn iphttps_settings(cfg: &Config) -> Option<gate64_io::iphttps::Setti
         max_handshakes_per_source: i.max_handshakes_per_source,
         max_handshakes_per_network: i.max_handshakes_per_network,
         max_connections_per_source: i.max_connections_per_source,
+        lease_hints: None,
     })
 }
 

@@ -90,6 +90,12 @@ pub struct Stats {
     /// IP-HTTPS connections closed because a write towards the client made no progress
     /// within `iphttps.write_timeout_secs` (the client stopped reading).
     pub iphttps_write_timeouts: Counter,
+    /// IP-HTTPS links moved back to the /64 their client held before (a reconnect, or a
+    /// takeover of its IPsec SAs).
+    pub iphttps_prefix_reclaimed: Counter,
+    /// IP-HTTPS links refused the /64 their client's interface id was bound to because
+    /// another link held it (they keep a fresh one).
+    pub iphttps_prefix_in_use: Counter,
     /// Inner bytes and packets of ESP opened from clients ([`Direction::Rx`]) and sealed to
     /// them ([`Direction::Tx`]): the sum of what the SAs count, so the session log's totals
     /// add up to these.
@@ -109,6 +115,8 @@ impl Default for Stats {
             tls_handshakes: Default::default(),
             nat64_translations: Default::default(),
             iphttps_write_timeouts: Counter::default(),
+            iphttps_prefix_reclaimed: Counter::default(),
+            iphttps_prefix_in_use: Counter::default(),
             esp_bytes: Default::default(),
             esp_packets: Default::default(),
         }

@@ -9,6 +9,7 @@
 //!   receive buffer ([`StreamBuffer`]).
 //! - [`server`]: one [`Connection`] per HTTP connection (AwaitingRequest → LinkUp → Closed)
 //!   and the [`PrefixPool`] that gives every connection its own /64.
+//! - [`pool`]: the [`PrefixPool`], which also gives a reconnecting client its /64 back.
 //! - [`client`]: [`ClientConnection`], the client role (POST, RS, RA → address).
 //!
 //! Contract: nothing here opens a socket, touches TLS, reads a clock or an OS RNG. The caller
@@ -22,6 +23,7 @@
 pub mod client;
 pub mod framing;
 pub mod http;
+pub mod pool;
 pub mod server;
 
 pub use client::{ClientConnection, ClientError, Event};

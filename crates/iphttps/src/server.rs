@@ -16,7 +16,9 @@
 //!                  sleep_until(conn.poll_timeout())
 //! ```
 //!
-//! Addressing: every connection gets its own /64 from a [`PrefixPool`], advertised in a Router
+//! Addressing: every connection gets its own /64 from a [`PrefixPool`] (the driver may move it,
+//! before any RA, to the /64 the client held before: [`Connection::readdress`],
+//! [`solicitation_interface_id`], [`crate::pool`]), advertised in a Router
 //! Advertisement (A flag, L clear, MTU option, router lifetime > 0 so the client routes via
 //! us) from [`SERVER_LINK_LOCAL`]. With one client per /64 no other client can own any address
 //! the client forms, so the proxy-DAD rules of §3.2.5.2.1 (answer a DAD NS for another
@@ -36,8 +38,8 @@
 //! [`ServerConfig::ra_interval`].
 
 use crate::http::{self, HttpError, Request};
+pub use crate::pool::{Claim, PrefixPool, PrefixTooLong};
 use gate64_wire::{checksum, icmpv6, ipv6};
-use std::collections::{HashSet, VecDeque};
 use std::net::Ipv6Addr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -360,6 +362,16 @@ impl Connection {
         }
     }
 
+    /// Serves `client_prefix` instead of the /64 it was made with, as long as it has neither
+    /// judged a packet nor sent a Router Advertisement (nothing told the client its old /64).
+    pub fn readdress(&mut self, client_prefix: Ipv6Addr) -> Result<(), WrongState> {
+        if self.state == State::Closed || self.stats.packets_in > 0 || self.stats.ras_sent > 0 {
+            return Err(WrongState(self.state));
+        }
+        self.client_prefix = mask64(client_prefix);
+        Ok(())
+    }
+
     /// Current state.
     pub fn state(&self) -> State {
         self.state
@@ -543,13 +555,9 @@ impl Connection {
     /// RFC 4861 §6.1.1 validation, then §6.2.6: answer to the solicitor, or to all nodes when
     /// it has no address yet.
     fn handle_rs(&mut self, now: Instant, p: &ipv6::Packet<'_>, reply: &mut [u8]) -> PacketVerdict {
-        let (src, dst) = (p.src(), p.dst());
-        let valid = p.hop_limit() == 255
-            && p.payload()[1] == 0 // code; type_code saw at least 4 bytes
-            && p.payload().len() >= 8
-            && (dst == icmpv6::ALL_ROUTERS || dst == SERVER_LINK_LOCAL)
-            && (src.is_unspecified() || is_link_local(&src) || self.in_client_prefix(&src))
-            && icmpv6::checksum_ok(p);
+        let src = p.src();
+        let valid = (src.is_unspecified() || is_link_local(&src) || self.in_client_prefix(&src))
+            && rs_valid(p);
         if !valid {
             return PacketVerdict::Drop(DropReason::InvalidRouterSolicitation);
         }
@@ -624,86 +632,34 @@ impl Connection {
     }
 }
 
-/// Hands out per-client /64s from the configured pool. Never-used prefixes go first; released
-/// ones queue up (FIFO) behind them, so a prefix just released is reused as late as possible
-/// and a reconnecting client's old address does not reach another client at once.
-#[derive(Debug, Clone)]
-pub struct PrefixPool {
-    /// The pool's upper 64 bits.
-    base: u64,
-    /// Number of /64s in the pool (up to 2^64).
-    size: u128,
-    /// Index of the next never-used /64.
-    fresh: u128,
-    free: VecDeque<u64>,
-    in_use: HashSet<u64>,
-}
-
-/// The pool prefix is longer than /64.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
-#[error("IP-HTTPS pool prefix /{0} is longer than /64")]
-pub struct PrefixTooLong(pub u8);
-
 impl PrefixPool {
-    /// A pool over `prefix/len` (`len` ≤ 64; host bits of `prefix` are ignored). E.g.
-    /// `2001:db8:1::/48` holds 65536 /64s.
-    pub fn new(prefix: Ipv6Addr, len: u8) -> Result<Self, PrefixTooLong> {
-        if len > 64 {
-            return Err(PrefixTooLong(len));
-        }
-        let hi = (u128::from(prefix) >> 64) as u64;
-        let base = if len == 0 {
-            0
-        } else {
-            hi & (u64::MAX << (64 - u32::from(len)))
-        };
-        Ok(PrefixPool {
-            base,
-            size: 1u128 << (64 - u32::from(len)),
-            fresh: 0,
-            free: VecDeque::new(),
-            in_use: HashSet::new(),
-        })
-    }
-
     /// A pool over the configured `[iphttps] prefix`.
     pub fn from_config(cfg: &ServerConfig) -> Result<Self, PrefixTooLong> {
         Self::new(cfg.prefix, cfg.prefix_len)
     }
+}
 
-    /// A free /64 (its first address), or `None` when all are in use.
-    pub fn allocate(&mut self) -> Option<Ipv6Addr> {
-        let hi = if self.fresh < self.size {
-            // fresh < size ≤ 2^64, so it fits; base has zero bits where the index goes.
-            let hi = self.base | self.fresh as u64;
-            self.fresh += 1;
-            hi
-        } else {
-            self.free.pop_front()?
-        };
-        self.in_use.insert(hi);
-        Some(Ipv6Addr::from(u128::from(hi) << 64))
-    }
+/// The interface id of `pkt` if it is a Router Solicitation [`Connection`] would answer, from
+/// a link-local source other than `fe80::`: the low 64 bits of that source. The driver keys
+/// the link's /64 on it ([`PrefixPool::claim`]).
+pub fn solicitation_interface_id(pkt: &[u8]) -> Option<u64> {
+    let p = ipv6::Packet::new_checked(pkt).ok()?;
+    let (kind, _) = icmpv6::type_code(&p)?;
+    let src = p.src();
+    let iid = u128::from(src) as u64;
+    (kind == icmpv6::TYPE_ROUTER_SOLICITATION && is_link_local(&src) && iid != 0 && rs_valid(&p))
+        .then_some(iid)
+}
 
-    /// Returns a /64 to the pool; false when it was not allocated from it.
-    pub fn release(&mut self, prefix: Ipv6Addr) -> bool {
-        let hi = (u128::from(prefix) >> 64) as u64;
-        if !self.in_use.remove(&hi) {
-            return false;
-        }
-        self.free.push_back(hi);
-        true
-    }
-
-    /// /64s allocated and not released.
-    pub fn in_use(&self) -> usize {
-        self.in_use.len()
-    }
-
-    /// Number of /64s in the pool.
-    pub fn capacity(&self) -> u128 {
-        self.size
-    }
+/// RFC 4861 §6.1.1 checks of a Router Solicitation but its source's; `p` is ICMPv6 with at
+/// least 4 bytes ([`icmpv6::type_code`] said so).
+fn rs_valid(p: &ipv6::Packet<'_>) -> bool {
+    let dst = p.dst();
+    p.hop_limit() == 255
+        && p.payload().get(1) == Some(&0)
+        && p.payload().len() >= 8
+        && (dst == icmpv6::ALL_ROUTERS || dst == SERVER_LINK_LOCAL)
+        && icmpv6::checksum_ok(p)
 }
 
 fn mask64(a: Ipv6Addr) -> Ipv6Addr {
@@ -1160,50 +1116,49 @@ mod tests {
     }
 
     #[test]
-    fn pool_allocates_fresh_then_fifo() {
-        let mut pool = PrefixPool::new("2001:db8:1::".parse().unwrap(), 48).unwrap();
-        assert_eq!(pool.capacity(), 65_536);
-        let a = pool.allocate().unwrap();
-        let b = pool.allocate().unwrap();
-        assert_eq!(a, "2001:db8:1::".parse::<Ipv6Addr>().unwrap());
-        assert_eq!(b, "2001:db8:1:1::".parse::<Ipv6Addr>().unwrap());
-        assert_eq!(pool.in_use(), 2);
-        assert!(pool.release(a));
-        assert!(!pool.release(a), "double release");
-        assert!(!pool.release("2001:db8:2::".parse().unwrap()), "not ours");
-        assert_eq!(pool.in_use(), 1);
-        // A just-released prefix waits behind the fresh ones.
-        assert_eq!(pool.allocate(), Some("2001:db8:1:2::".parse().unwrap()));
-    }
-
-    #[test]
-    fn pool_exhaustion_and_reuse_order() {
-        let mut pool = PrefixPool::new("2001:db8:1:ff00::".parse().unwrap(), 62).unwrap();
-        let all: Vec<_> = std::iter::from_fn(|| pool.allocate()).collect();
-        assert_eq!(all.len(), 4);
-        assert_eq!(all[3], "2001:db8:1:ff03::".parse::<Ipv6Addr>().unwrap());
-        assert_eq!(pool.allocate(), None);
-        assert!(pool.release(all[2]));
-        assert!(pool.release(all[0]));
-        assert_eq!(pool.allocate(), Some(all[2]));
-        assert_eq!(pool.allocate(), Some(all[0]));
-        assert_eq!(pool.allocate(), None);
-        assert_eq!(pool.in_use(), 4);
-    }
-
-    #[test]
-    fn pool_bounds() {
+    fn the_interface_id_of_a_valid_link_local_solicitation() {
         assert_eq!(
-            PrefixPool::new(Ipv6Addr::UNSPECIFIED, 65).unwrap_err(),
-            PrefixTooLong(65)
+            solicitation_interface_id(&rs(CLIENT_LL)),
+            Some(0x1234_5678_9abc_def0)
         );
-        let mut one = PrefixPool::new("2001:db8::1".parse().unwrap(), 64).unwrap();
-        assert_eq!(one.capacity(), 1);
-        assert_eq!(one.allocate(), Some("2001:db8::".parse().unwrap()));
-        assert_eq!(one.allocate(), None);
-        let mut all = PrefixPool::new(Ipv6Addr::UNSPECIFIED, 0).unwrap();
-        assert_eq!(all.capacity(), 1u128 << 64);
-        assert_eq!(all.allocate(), Some(Ipv6Addr::UNSPECIFIED));
+        // Not link-local, unspecified, `fe80::`, a bad checksum, another type, garbage.
+        for src in [CLIENT, Ipv6Addr::UNSPECIFIED, "fe80::".parse().unwrap()] {
+            assert_eq!(solicitation_interface_id(&rs(src)), None, "{src}");
+        }
+        let mut bad = rs(CLIENT_LL);
+        bad[45] ^= 1;
+        assert_eq!(solicitation_interface_id(&bad), None);
+        let ns = ns(CLIENT_LL, SERVER_LINK_LOCAL, SERVER_LINK_LOCAL);
+        assert_eq!(solicitation_interface_id(&ns), None);
+        let short = rs(CLIENT_LL);
+        for n in 0..short.len() {
+            assert_eq!(solicitation_interface_id(&short[..n]), None);
+        }
+    }
+
+    #[test]
+    fn readdress_only_before_the_client_heard_of_its_64() {
+        let t0 = Instant::now();
+        let other: Ipv6Addr = "2001:db8:1:9::".parse().unwrap();
+        let mut c = link_up(t0);
+        c.readdress(other).unwrap();
+        assert_eq!(c.client_prefix(), other);
+        let mut out = [0u8; MAX_REPLY_LEN];
+        let ll: Ipv6Addr = "fe80::9".parse().unwrap();
+        assert!(matches!(
+            c.handle_packet(t0, &rs(ll), &mut out),
+            PacketVerdict::Reply { .. }
+        ));
+        let ra = icmpv6::RouterAdvert::parse(&ipv6::Packet::new_checked(&out[..]).unwrap());
+        assert_eq!(ra.unwrap().prefix, other);
+        assert!(c.readdress(PREFIX).is_err());
+        let mut quiet = link_up(t0);
+        assert!(quiet.poll_unsolicited_ra(t0, &mut out).is_some());
+        assert!(quiet.readdress(other).is_err());
+    }
+
+    #[test]
+    fn the_default_pool_is_valid() {
         assert!(PrefixPool::from_config(&ServerConfig::default()).is_ok());
     }
 

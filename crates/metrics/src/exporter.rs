@@ -352,6 +352,8 @@ struct Totals {
     tls_handshakes: [u64; TlsResult::ALL.len()],
     nat64_translations: [u64; 2],
     iphttps_write_timeouts: u64,
+    /// `[reclaimed, in_use]`.
+    iphttps_prefix_reclaims: [u64; 2],
     esp_bytes: [u64; 2],
     esp_packets: [u64; 2],
 }
@@ -367,6 +369,7 @@ impl Totals {
             tls_handshakes: [0; TlsResult::ALL.len()],
             nat64_translations: [0; 2],
             iphttps_write_timeouts: 0,
+            iphttps_prefix_reclaims: [0; 2],
             esp_bytes: [0; 2],
             esp_packets: [0; 2],
         };
@@ -394,6 +397,10 @@ impl Totals {
             t.iphttps_write_timeouts = t
                 .iphttps_write_timeouts
                 .wrapping_add(w.iphttps_write_timeouts.get());
+            let claims = [&w.iphttps_prefix_reclaimed, &w.iphttps_prefix_in_use];
+            for (total, c) in t.iphttps_prefix_reclaims.iter_mut().zip(claims) {
+                *total = total.wrapping_add(c.get());
+            }
             for dir in Direction::ALL {
                 let d = dir as usize;
                 t.esp_bytes[d] = t.esp_bytes[d].wrapping_add(w.esp_bytes(dir));
@@ -485,6 +492,15 @@ impl Collector for Scrape {
             names::IPHTTPS_WRITE_TIMEOUTS_TOTAL,
             names::IPHTTPS_WRITE_TIMEOUTS_TOTAL_HELP,
             totals.iphttps_write_timeouts,
+        )?;
+        counter_family(
+            &mut enc,
+            names::IPHTTPS_PREFIX_RECLAIMS_TOTAL,
+            names::IPHTTPS_PREFIX_RECLAIMS_TOTAL_HELP,
+            ["reclaimed", "in_use"]
+                .into_iter()
+                .zip(totals.iphttps_prefix_reclaims)
+                .map(|(r, n)| ([("result", r)], n)),
         )?;
         gauge(
             &mut enc,

@@ -67,6 +67,14 @@ pub const IPHTTPS_WRITE_TIMEOUTS_TOTAL: &str = "gate64_iphttps_write_timeouts_to
 pub const IPHTTPS_WRITE_TIMEOUTS_TOTAL_HELP: &str = "IP-HTTPS connections closed because a \
     write towards the client made no progress within iphttps.write_timeout_secs.";
 
+/// IP-HTTPS links whose client asked (by the interface id of its first Router Solicitation)
+/// for the /64 it held before. Counter; label `result`: `reclaimed` (the link moved to it),
+/// `in_use` (another link held it; the link kept a fresh one).
+pub const IPHTTPS_PREFIX_RECLAIMS_TOTAL: &str = "gate64_iphttps_prefix_reclaims_total";
+/// Help text of [`IPHTTPS_PREFIX_RECLAIMS_TOTAL`].
+pub const IPHTTPS_PREFIX_RECLAIMS_TOTAL_HELP: &str = "IP-HTTPS links given back the /64 their \
+    client held before (reclaimed), or refused it because another link held it (in_use).";
+
 /// Bytes in all IP-HTTPS send queues. Gauge; no labels.
 pub const IPHTTPS_QUEUED_BYTES: &str = "gate64_iphttps_queued_bytes";
 /// Help text of [`IPHTTPS_QUEUED_BYTES`].
@@ -423,6 +431,10 @@ pub const ALL: &[(&str, &str)] = &[
     (
         IPHTTPS_WRITE_TIMEOUTS_TOTAL,
         IPHTTPS_WRITE_TIMEOUTS_TOTAL_HELP,
+    ),
+    (
+        IPHTTPS_PREFIX_RECLAIMS_TOTAL,
+        IPHTTPS_PREFIX_RECLAIMS_TOTAL_HELP,
     ),
     (IPHTTPS_QUEUED_BYTES, IPHTTPS_QUEUED_BYTES_HELP),
     (IPHTTPS_QUEUE_BUDGET_BYTES, IPHTTPS_QUEUE_BUDGET_BYTES_HELP),

@@ -45,6 +45,7 @@ use gate64_ha::{
 };
 use gate64_ike::responder::{Event, SyncedIkeSa};
 use gate64_io::ike::IkeControl;
+use gate64_io::iphttps::LeaseHints;
 use tokio::sync::{mpsc, oneshot, watch};
 use tracing::{debug, info, warn};
 
@@ -344,7 +345,7 @@ impl Prepared {
     pub(crate) fn spawn(
         self,
         control: IkeControl,
-        sadb: Arc<SaDb>,
+        (sadb, lease_hints): (Arc<SaDb>, Arc<LeaseHints>),
         stop: watch::Receiver<bool>,
     ) -> Result<HaHandle> {
         let socket = tokio::net::UdpSocket::from_std(self.socket)?;
@@ -375,6 +376,7 @@ impl Prepared {
             counters: self.counters,
             control,
             sadb,
+            lease_hints,
             pending_ike: BTreeSet::new(),
             ike_sas: IkeRefresh::default(),
             children: HashSet::new(),
@@ -440,6 +442,8 @@ struct Task {
     counters: Arc<Counters>,
     control: IkeControl,
     sadb: Arc<SaDb>,
+    /// The /64s the peer's IP-HTTPS clients held, from the synced IKE SAs' remote addresses.
+    lease_hints: Arc<LeaseHints>,
     /// IKE SAs that came up since the last flush.
     pending_ike: BTreeSet<u64>,
     /// This node's IKE SAs, for their refresh.
@@ -522,6 +526,8 @@ impl Task {
         // Also after a takeover emptied the store.
         self.counters.set_held(&self.inbox.store);
         if let Some(awaiting) = self.inbox.store.ike_spis_if_changed() {
+            let store = &self.inbox.store;
+            self.publish_lease_hints(awaiting.iter().filter_map(|&(_, r)| store.ike(r)));
             self.control
                 .apply(move |r| r.set_awaiting_takeover(awaiting));
         }
@@ -552,6 +558,16 @@ impl Task {
             }
         }
         self.flush_children().await;
+    }
+
+    /// Tells the IP-HTTPS server the /64 of each IKE SA record's IPv6 remote address, so a
+    /// client reconnecting here after a takeover gets its /64, and so its address, back.
+    fn publish_lease_hints<'a>(&self, records: impl Iterator<Item = &'a SyncedIkeSa>) {
+        self.lease_hints
+            .publish(records.filter_map(|r| match r.remote.ip() {
+                std::net::IpAddr::V6(a) => Some(a),
+                std::net::IpAddr::V4(_) => None,
+            }));
     }
 
     /// Sends the whole record of each child SA that is new here or whose refresh turn it is,
@@ -616,6 +632,8 @@ impl Task {
         let (stored_ike, stored_child) = self.inbox.store.len();
         debug!(stored_ike, stored_child, "HA takeover");
         let (ike, child) = self.inbox.store.take();
+        // Records that came since the last flush have no hint yet.
+        self.publish_lease_hints(ike.iter());
         self.install(ike, child, reply, true);
     }
 

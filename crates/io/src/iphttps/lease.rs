@@ -1,12 +1,24 @@
-//! A connection's /64: taken from the pool at link-up, registered in the dataplane's client
-//! table with the link's send queue, and given back whichever way the connection ends.
+//! A connection's /64: taken from the pool at the TLS handshake, moved to the /64 the client
+//! held before when its first Router Solicitation names a bound interface id (or one the HA
+//! peer's IKE SAs name, [`LeaseHints`]), registered in the dataplane's client table with the
+//! link's send queue, and given back whichever way the connection ends.
 
-use super::IphttpsServer;
 use super::queue::SendQueue;
+use super::{IphttpsServer, MAX_PACKET, Tls};
 use gate64_dataplane::ClientQueue;
-use gate64_iphttps::server::PrefixPool;
+use gate64_iphttps::framing;
+use gate64_iphttps::server::{Claim, Connection, PrefixPool, solicitation_interface_id};
+use std::collections::HashMap;
 use std::net::Ipv6Addr;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::{Duration, Instant};
+use tokio::io::{AsyncReadExt, ReadHalf};
+
+/// How long a link waits for its first packet before it advertises the /64 it holds: a client
+/// solicits a router at once (RFC 4861 §6.3.7), and its first solicitation decides the /64.
+const FIRST_RS_WAIT: Duration = Duration::from_secs(1);
+/// Most interface ids [`LeaseHints`] holds: the HA store's bound on IKE SA records.
+const MAX_HINTS: usize = 262_144;
 
 /// A connection's /64, from the pool until dropped: then out of the client table and back to
 /// the pool, whichever way the connection ended.
@@ -41,16 +53,128 @@ impl Lease {
             self.server.shared.iphttps_clients().remove(self.prefix);
         }
     }
+
+    /// Moves the lease (not yet registered) to the /64 bound to `iid`, or hinted for it,
+    /// when no link holds that one; counts the outcome.
+    fn claim(&mut self, iid: u64) -> Claim {
+        debug_assert!(!self.registered);
+        let hint = self.server.hints.as_ref().and_then(|h| h.get(iid));
+        let claim = lock_pool(&self.server.pool).claim(self.prefix, iid, hint, Instant::now());
+        let stats = self.server.stats();
+        match claim {
+            Claim::Reclaimed(prefix) => {
+                self.prefix = prefix;
+                stats.iphttps_prefix_reclaimed.inc();
+            }
+            Claim::InUse => stats.iphttps_prefix_in_use.inc(),
+            Claim::Kept => {}
+        }
+        claim
+    }
 }
 
 impl Drop for Lease {
     fn drop(&mut self) {
         self.unregister();
-        lock_pool(&self.server.pool).release(self.prefix);
+        lock_pool(&self.server.pool).release(self.prefix, Instant::now());
     }
 }
 
-/// The pool, whichever task last used it: `allocate` and `release` leave it whole.
+/// The pool, whichever task last used it: `allocate`, `claim` and `release` leave it whole.
 pub(super) fn lock_pool(pool: &Mutex<PrefixPool>) -> MutexGuard<'_, PrefixPool> {
     pool.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+impl IphttpsServer {
+    /// Before the link's first RA: reads (at most [`FIRST_RS_WAIT`], at most one packet
+    /// into `partial`) until the client's first packet is whole, and when it is a Router
+    /// Solicitation from `fe80::<iid>`, moves `lease` and `conn` to the /64 `iid` held before
+    /// if [`PrefixPool::claim`] grants it. `None` when the stream ended meanwhile.
+    pub(super) async fn settle_prefix(
+        &self,
+        lease: &mut Lease,
+        conn: &mut Connection,
+        rd: &mut ReadHalf<Tls>,
+        partial: &mut Vec<u8>,
+    ) -> Option<()> {
+        let until = tokio::time::Instant::now() + FIRST_RS_WAIT;
+        let mut chunk = [0u8; 512];
+        let iid = loop {
+            match framing::next_packet(partial) {
+                Ok(Some(len)) => break partial.get(..len).and_then(solicitation_interface_id),
+                // Not IPv6: the link's own input closes it.
+                Err(_) => break None,
+                Ok(None) if partial.len() >= MAX_PACKET => break None,
+                Ok(None) => {}
+            }
+            let want = chunk.len().min(MAX_PACKET - partial.len());
+            match tokio::time::timeout_at(until, rd.read(&mut chunk[..want])).await {
+                Err(_) => break None,
+                Ok(Ok(0)) | Ok(Err(_)) => return None,
+                Ok(Ok(n)) => partial.extend_from_slice(&chunk[..n]),
+            }
+        };
+        let Some(iid) = iid else {
+            return Some(());
+        };
+        let held = lease.prefix;
+        let claim = lease.claim(iid);
+        if let Claim::Reclaimed(prefix) = claim {
+            // Nothing was judged or advertised on the link yet.
+            let _ = conn.readdress(prefix);
+        }
+        tracing::debug!(iid = %format!("{iid:016x}"), %held, ?claim, "IP-HTTPS link's /64 by its interface id");
+        Some(())
+    }
+}
+
+/// The /64 each interface id had on the HA peer, from the remote addresses of the IKE SAs it
+/// synced ([`LeaseHints::publish`]): what a standby that takes the SAs over gives a
+/// reconnecting IP-HTTPS client when it holds no binding of its own. An interface id seen in
+/// two /64s gives no hint. Bounded by [`MAX_HINTS`].
+#[derive(Default)]
+pub struct LeaseHints(Mutex<HashMap<u64, Option<u64>>>);
+
+impl LeaseHints {
+    /// Replaces the hints with those of `remotes` (IKE SA remote addresses; the pool ignores
+    /// those outside it).
+    pub fn publish(&self, remotes: impl IntoIterator<Item = Ipv6Addr>) {
+        let mut map = HashMap::new();
+        for a in remotes {
+            let (hi, iid) = ((u128::from(a) >> 64) as u64, u128::from(a) as u64);
+            if map.len() >= MAX_HINTS && !map.contains_key(&iid) {
+                break;
+            }
+            let e = map.entry(iid).or_insert(Some(hi));
+            if *e != Some(hi) {
+                *e = None;
+            }
+        }
+        *self.0.lock().unwrap_or_else(PoisonError::into_inner) = map;
+    }
+
+    /// The /64 hinted for `iid`.
+    pub fn get(&self, iid: u64) -> Option<Ipv6Addr> {
+        let map = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        let hi = (*map.get(&iid)?)?;
+        Some(Ipv6Addr::from(u128::from(hi) << 64))
+    }
+
+    /// Interface ids hinted.
+    pub fn len(&self) -> usize {
+        self.0.lock().unwrap_or_else(PoisonError::into_inner).len()
+    }
+
+    /// No hints.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+impl std::fmt::Debug for LeaseHints {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LeaseHints")
+            .field("len", &self.len())
+            .finish()
+    }
 }

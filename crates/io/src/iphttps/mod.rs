@@ -43,6 +43,7 @@ use tracing::{debug, error, info};
 
 use admission::{Admission, AdmissionLimits, Refusal, Slot};
 use lease::Lease;
+pub use lease::LeaseHints;
 use reclaim::{Reclaim, Ticket};
 use writer::{Writer, WriterEnd};
 
@@ -87,6 +88,7 @@ pub struct IphttpsServer {
     proto: Arc<ServerConfig>,
     shared: Arc<Shared>,
     pool: Mutex<PrefixPool>,
+    hints: Option<Arc<LeaseHints>>,
     corp: Vec<Arc<CorpLink>>,
     exporter: Exporter,
     handshakes: Arc<Semaphore>,
@@ -130,6 +132,8 @@ pub struct Settings {
     pub max_handshakes_per_network: usize,
     /// Connections per source.
     pub max_connections_per_source: usize,
+    /// The /64s the HA peer's clients held, for those that reconnect here (`[ha]`).
+    pub lease_hints: Option<Arc<LeaseHints>>,
 }
 
 impl IphttpsServer {
@@ -168,6 +172,7 @@ impl IphttpsServer {
             proto: Arc::new(settings.proto),
             shared,
             pool: Mutex::new(pool),
+            hints: settings.lease_hints.clone(),
             corp,
             exporter,
             handshakes: Arc::new(Semaphore::new(settings.max_handshakes.max(1))),
@@ -409,9 +414,8 @@ impl IphttpsServer {
         setup: Setup,
         shutdown: watch::Receiver<bool>,
     ) {
-        let prefix = lease.prefix;
         let (mut rd, mut wr) = tokio::io::split(tls);
-        let mut conn = Connection::new(Arc::clone(&self.proto), prefix, Instant::now());
+        let mut conn = Connection::new(Arc::clone(&self.proto), lease.prefix, Instant::now());
         // Only while the head is read: afterwards the link has no buffer of its own.
         let mut head = vec![0u8; http::MAX_HEAD_LEN];
         let head_read = tokio::select! {
@@ -426,7 +430,7 @@ impl IphttpsServer {
         let Some((start, end)) = head_read else {
             return;
         };
-        let partial = head.get(start..end).map(<[u8]>::to_vec).unwrap_or_default();
+        let mut partial = head.get(start..end).map(<[u8]>::to_vec).unwrap_or_default();
         drop(head);
         let Setup {
             permit,
@@ -437,6 +441,12 @@ impl IphttpsServer {
         drop((permit, ticket));
         slot.link_up();
         self.stats().tls_handshake(TlsResult::Ok);
+        let settled = (self.settle_prefix(&mut lease, &mut conn, &mut rd, &mut partial)).await;
+        if settled.is_none() {
+            crate::log_limited!(debug, %peer, "IP-HTTPS link closed before its first packet");
+            return;
+        }
+        let prefix = lease.prefix;
         let queue = Arc::new(SendQueue::new(
             self.send_queue_bytes,
             Arc::clone(self.shared.iphttps_clients().budget()),

@@ -38,6 +38,7 @@ fn settings(write_timeout: Duration) -> Settings {
         max_handshakes_per_source: 2,
         max_handshakes_per_network: 64,
         max_connections_per_source: 1,
+        lease_hints: None,
     }
 }
 
@@ -298,4 +299,51 @@ async fn slow_setups_holding_every_handshake_slot_are_cut_oldest_first_for_a_new
         .and_then(|v| v.trim().parse::<f64>().ok());
     assert!(reclaimed.is_some_and(|n| n >= 1.0), "{text}");
     drop(stalled);
+}
+
+/// Sends a Router Solicitation from `fe80::<iid>` and returns the prefix of the first Router
+/// Advertisement the link sends back.
+async fn solicit(tls: &mut TlsStream<TcpStream>, iid: u64) -> Ipv6Addr {
+    let mut rs = [0u8; 48];
+    let ll = Ipv6Addr::from((0xfe80u128 << 112) | u128::from(iid));
+    gate64_wire::icmpv6::emit_router_solicitation(&mut rs, &ll).unwrap();
+    tls.write_all(&rs).await.unwrap();
+    let mut buf = Vec::new();
+    let mut chunk = [0u8; 1024];
+    loop {
+        while let Ok(Some(len)) = gate64_iphttps::framing::next_packet(&buf) {
+            let pkt: Vec<u8> = buf.drain(..len).collect();
+            let p = ipv6::Packet::new_checked(&pkt[..]).unwrap();
+            if let Ok(ra) = gate64_wire::icmpv6::RouterAdvert::parse(&p) {
+                return ra.prefix;
+            }
+        }
+        let n = tls.read(&mut chunk).await.unwrap_or(0);
+        assert!(n > 0, "closed before a router advertisement");
+        buf.extend_from_slice(&chunk[..n]);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reconnecting_client_gets_its_64_back_by_its_interface_id() {
+    let lab = lab("lease", Duration::from_secs(30)).await;
+    let (status, mut tls) = link_up(&lab).await;
+    assert_eq!(status, 200);
+    let first = solicit(&mut tls, 0x5).await;
+    drop(tls);
+    assert!(wait_all_freed(&lab).await);
+    // The reconnect is handed the next fresh /64 at TLS time; its solicitation moves it back.
+    let (_, mut tls) = link_up(&lab).await;
+    assert_eq!(solicit(&mut tls, 0x5).await, first);
+    assert_eq!(pool_in_use(&lab), 1);
+    let text = lab.server.exporter.encode();
+    assert!(
+        text.contains("gate64_iphttps_prefix_reclaims_total{result=\"reclaimed\"} 1"),
+        "{text}"
+    );
+    drop(tls);
+    assert!(wait_all_freed(&lab).await);
+    // Another interface id does not get it.
+    let (_, mut tls) = link_up(&lab).await;
+    assert_ne!(solicit(&mut tls, 0x6).await, first);
 }

@@ -1,0 +1,410 @@
+//! An IP-HTTPS client keeps its /64, and so its IPsec SAs, across an HA takeover, in network
+//! namespaces.
+//!
+//! - `netns_ha_iphttps_takeover_keeps_the_64`: two gate64 nodes (`hla`, `hlb`) run hot with
+//!   the same IPsec, IP-HTTPS and TLS configuration and `[ha]` towards each other over a link
+//!   of their own; no keepalived: `hla` holds the IP-HTTPS address 192.0.2.1 and the inside
+//!   gateway 2001:db8:100:1::1 by hand. A client without IPsec takes `hla`'s first /64 and
+//!   leaves (a fresh pool hands that one out first on `hlb` too); `gate64 connect iphttps`
+//!   (IPsec on, both tunnels to the endpoint through the IP-HTTPS link, on the second /64)
+//!   pings the corporate host through its
+//!   infrastructure tunnel; `hlb`'s store fills from the channel. Then `hla`'s gate64 is
+//!   SIGKILLed and its links go down, the two addresses move to `hlb` (its neighbours'
+//!   caches flushed, as keepalived's gratuitous ARP and NA would) and `hlb` is promoted
+//!   (SIGUSR1). The client's TLS reconnects to `hlb`, whose first Router Solicitation names
+//!   the interface id of its old address: `hlb` gives the link the same /64 (a hint from the
+//!   synced IKE SA records, `gate64_iphttps_prefix_reclaims_total{result="reclaimed"}`), the
+//!   client keeps its address and its SAs, and the ping flows again with no IKE negotiation
+//!   on `hlb` (`gate64_ike_negotiations_total` stays 0) and the same IKE and child SPIs and
+//!   outer address in `gate64 status --json` before (`hla`) and after (`hlb`).
+
+use std::collections::BTreeSet;
+use std::net::IpAddr;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, ensure};
+use gate64_testkit::strongswan::LabCerts;
+use gate64_testkit::{
+    CORP_HOST, Metrics, Netns, Process, gate64_binary, netns_or_skip, wait_for, wait_until,
+};
+
+use crate::common::{GATE64_ADDRESS6, POOL6, gate64_lines, path_str};
+use crate::failover::{metrics, now_epoch, signal};
+
+/// The IP-HTTPS address the takeover moves (`[iphttps] listen` on both nodes).
+const IPHTTPS_ADDRESS: &str = "192.0.2.1";
+/// The inside gateway the takeover moves: the corporate host's route to the inner addresses.
+const INSIDE_GATEWAY: &str = "2001:db8:100:1::1";
+/// Both tunnels up through IP-HTTPS, generous on two shared cores.
+const ESTABLISH_TIMEOUT: Duration = Duration::from_secs(40);
+/// The standby's store must hold the records within this long (the active node flushes
+/// every second).
+const SYNC_BOUND: Duration = Duration::from_secs(10);
+/// The ping must flow again through the standby within this long of the death: the client
+/// reconnects after 1 s, then 2 s, 4 s...
+const RESUME_BOUND: Duration = Duration::from_secs(30);
+/// Two IKE SAs and two child SAs.
+const RECORDS: f64 = 4.0;
+
+#[test]
+#[ignore = "netns: needs root"]
+fn netns_ha_iphttps_takeover_keeps_the_64() {
+    if !netns_or_skip("netns_ha_iphttps_takeover_keeps_the_64") {
+        return;
+    }
+    let started = Instant::now();
+    let r = Lab::new().and_then(|lab| {
+        let r = takeover(&lab);
+        if r.is_err() {
+            eprintln!("{}", lab.logs());
+        }
+        r
+    });
+    println!(
+        "HA IP-HTTPS test took {:.1} s",
+        started.elapsed().as_secs_f64()
+    );
+    if let Err(e) = r {
+        panic!("{e:#}");
+    }
+}
+
+/// The namespaces; dropped in reverse order of creation.
+struct Lab {
+    bridge: Netns,
+    nodes: [Netns; 2],
+    client: Netns,
+    corp: Netns,
+}
+
+impl Lab {
+    fn new() -> Result<Lab> {
+        let lab = Lab {
+            bridge: Netns::new("hlbr")?,
+            nodes: [Netns::new("hla")?, Netns::new("hlb")?],
+            client: Netns::new("hlcli")?,
+            corp: Netns::new("hlcorp")?,
+        };
+        let br = &lab.bridge;
+        for b in ["br0", "br1"] {
+            br.ip(&["link", "add", b, "type", "bridge"])?;
+            br.link_up(b)?;
+        }
+        let attach = |port: &str, ns: &Netns, dev: &str, bridge: &str| -> Result<()> {
+            br.veth(port, ns, dev)?;
+            br.ip(&["link", "set", port, "master", bridge]).map(drop)
+        };
+        lab.nodes[0].veth("ha0", &lab.nodes[1], "ha0")?;
+        for (i, node) in lab.nodes.iter().enumerate() {
+            attach(&format!("u{i}"), node, "up0", "br0")?;
+            attach(&format!("l{i}"), node, "lan0", "br1")?;
+            let host = 11 + i;
+            node.addr_add("up0", &format!("192.0.2.{host}/24"))?;
+            node.addr_add("lan0", &format!("2001:db8:100:1::{host}/64"))?;
+            node.addr_add("ha0", &format!("10.0.9.{}/30", i + 1))?;
+            for (key, value) in [
+                ("net.ipv6.conf.all.forwarding", "1"),
+                // Hot standby: the standby's gate64 binds the IP-HTTPS address before it
+                // moves there.
+                ("net.ipv4.ip_nonlocal_bind", "1"),
+                ("net.ipv6.ip_nonlocal_bind", "1"),
+            ] {
+                node.sysctl(key, value)?;
+            }
+        }
+        lab.nodes[0].addr_add("up0", &format!("{IPHTTPS_ADDRESS}/24"))?;
+        lab.nodes[0].addr_add("lan0", &format!("{INSIDE_GATEWAY}/64"))?;
+        attach("cl", &lab.client, "eth0", "br0")?;
+        attach("co", &lab.corp, "eth0", "br1")?;
+        lab.client.addr_add("eth0", "192.0.2.50/24")?;
+        lab.corp.addr_add("eth0", &format!("{CORP_HOST}/64"))?;
+        lab.corp
+            .ip(&["-6", "route", "add", "default", "via", INSIDE_GATEWAY])?;
+        lab.corp
+            .ip(&["-6", "route", "add", POOL6, "via", INSIDE_GATEWAY])?;
+        Ok(lab)
+    }
+
+    fn logs(&self) -> String {
+        [&self.nodes[0], &self.nodes[1], &self.client]
+            .iter()
+            .map(|ns| ns.logs_report())
+            .collect()
+    }
+}
+
+/// Node `i`'s configuration: IPsec behind IP-HTTPS, and `[ha]` towards the other node.
+fn node_config(i: usize, tls: &Path, ike: &LabCerts, node: &Netns) -> Result<String> {
+    let (me, peer) = (i + 1, 2 - i);
+    let secret = |name: &str, hex: &str| -> Result<String> {
+        let path = node.write_file(name, &format!("{}\n", hex.repeat(32)))?;
+        std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o600))?;
+        Ok(path_str(&path)?.to_owned())
+    };
+    Ok(format!(
+        "[server]\nworkers = 1\n\n[teredo]\nenabled = false\n\n\
+         [iphttps]\nenabled = true\nlisten = \"{IPHTTPS_ADDRESS}:443\"\ncertificate = {:?}\n\
+         private_key = {:?}\nprefix = \"2001:db8:1::/48\"\n\n\
+         [corpnet]\ntun = \"gate64\"\nipv6_prefixes = [\"2001:db8:100::/48\"]\n\
+         address6 = \"{GATE64_ADDRESS6}\"\n\n\
+         [ipsec]\ncertificate = {:?}\nprivate_key = {:?}\nca = {:?}\npool6 = \"{POOL6}\"\n\
+         endpoint = \"{GATE64_ADDRESS6}\"\ninfrastructure_prefixes = [\"{CORP_HOST}/128\"]\n\
+         qcd_secret_file = {:?}\n\n\
+         [ha]\nnode_id = {me}\npeer_node_id = {peer}\nlisten = \"10.0.9.{me}:4501\"\n\
+         peer = \"10.0.9.{peer}:4501\"\nsecret_file = {:?}\n\n\
+         [control]\nsocket = {:?}\n\n\
+         [metrics]\nlisten = \"127.0.0.1:9164\"\n\n[log]\nlevel = \"debug\"\n",
+        path_str(&tls.join("server.pem"))?,
+        path_str(&tls.join("server.key"))?,
+        path_str(&ike.responder_cert)?,
+        path_str(&ike.responder_key)?,
+        path_str(&ike.ca)?,
+        secret("qcd.secret", "5a")?,
+        secret("ha.secret", "6b")?,
+        path_str(&node.dir().join("control.sock"))?,
+    ))
+}
+
+/// One child SA as both sides name it: (outer address, IKE SPI, inbound SPI, outbound SPI).
+type Sa = (String, String, u64, u64);
+
+/// Every child SA in `node`'s `gate64 status --json`.
+fn child_sas(node: &Netns) -> Result<BTreeSet<Sa>> {
+    let bin = gate64_binary()?;
+    let socket = node.dir().join("control.sock");
+    let json = node.exec_ok(&[
+        path_str(&bin)?,
+        "status",
+        "--json",
+        "--socket",
+        path_str(&socket)?,
+    ])?;
+    let v: serde_json::Value =
+        serde_json::from_str(&json).with_context(|| format!("gate64 status --json:\n{json}"))?;
+    let mut all = BTreeSet::new();
+    for c in v["clients"].as_array().into_iter().flatten() {
+        for sa in c["sas"].as_array().into_iter().flatten() {
+            all.insert((
+                c["outer"].as_str().unwrap_or_default().to_owned(),
+                sa["ike_spi_hex"].as_str().unwrap_or_default().to_owned(),
+                sa["spi_in"].as_u64().unwrap_or_default(),
+                sa["spi_out"].as_u64().unwrap_or_default(),
+            ));
+        }
+    }
+    Ok(all)
+}
+
+fn ping_once(ns: &Netns) -> bool {
+    ns.exec(&["ping", "-6", "-c", "1", "-W", "2", &CORP_HOST.to_string()])
+        .is_ok_and(|o| o.status.success())
+}
+
+fn reclaims(m: &Metrics, result: &str) -> f64 {
+    m.sum(
+        "gate64_iphttps_prefix_reclaims_total",
+        &[("result", result)],
+    )
+}
+
+fn start_nodes(lab: &Lab) -> Result<(LabCerts, Vec<Process>)> {
+    let bin = gate64_binary()?;
+    let tls = lab.bridge.dir().join("certs");
+    lab.bridge.exec_ok(&[
+        path_str(&bin)?,
+        "certs",
+        "--out",
+        path_str(&tls)?,
+        "--server-ip",
+        IPHTTPS_ADDRESS,
+        "--server-name",
+        "gate64.lab.example",
+    ])?;
+    let ike = LabCerts::generate(
+        &lab.bridge,
+        &lab.bridge.dir().join("ike-certs"),
+        IpAddr::V6(GATE64_ADDRESS6),
+    )?;
+    let mut nodes = Vec::new();
+    for (i, node) in lab.nodes.iter().enumerate() {
+        let config = node.write_file("gate64.toml", &node_config(i, &tls, &ike, node)?)?;
+        nodes.push(node.spawn(
+            "gate64",
+            &[path_str(&bin)?, "serve", "--config", path_str(&config)?],
+        )?);
+    }
+    for (node, process) in lab.nodes.iter().zip(&mut nodes) {
+        let up = wait_until(Duration::from_secs(20), || {
+            metrics(node).is_ok_and(|m| m.has("gate64_ipsec_qmsa"))
+        });
+        process.ensure_running()?;
+        ensure!(up, "gate64 on {} did not serve /metrics", node.name());
+    }
+    Ok((ike, nodes))
+}
+
+fn spawn_client(lab: &Lab, ike: &LabCerts) -> Result<Process> {
+    let bin = gate64_binary()?;
+    let ca = lab.bridge.dir().join("certs/ca.pem");
+    let (endpoint, infra) = (GATE64_ADDRESS6.to_string(), format!("{CORP_HOST}/128"));
+    let url = format!("https://{IPHTTPS_ADDRESS}/IPHTTPS");
+    lab.client.spawn(
+        "gate64-connect-iphttps-ipsec",
+        &[
+            "env",
+            "RUST_LOG=debug,rustls=info",
+            path_str(&bin)?,
+            "connect",
+            "iphttps",
+            "--server",
+            &url,
+            "--ca",
+            path_str(&ca)?,
+            "--ipsec-endpoint",
+            &endpoint,
+            "--ipsec-cert",
+            path_str(&ike.initiator_cert)?,
+            "--ipsec-key",
+            path_str(&ike.initiator_key)?,
+            "--ipsec-ca",
+            path_str(&ike.ca)?,
+            "--infrastructure-ts",
+            &infra,
+            "--intranet-ts",
+            "2001:db8:100::/48",
+            "--ipsec-renew-secs",
+            "3600",
+        ],
+    )
+}
+
+/// `gate64 connect iphttps --no-ipsec` on its own TUN device.
+fn spawn_plain_client(lab: &Lab) -> Result<Process> {
+    let bin = gate64_binary()?;
+    let ca = lab.bridge.dir().join("certs/ca.pem");
+    let url = format!("https://{IPHTTPS_ADDRESS}/IPHTTPS");
+    lab.client.spawn(
+        "gate64-connect-iphttps-plain",
+        &[
+            path_str(&bin)?,
+            "connect",
+            "iphttps",
+            "--no-ipsec",
+            "--server",
+            &url,
+            "--ca",
+            path_str(&ca)?,
+            "--ifname",
+            "gate64p",
+        ],
+    )
+}
+
+/// Kills the active node (SIGKILL, links down), moves the IP-HTTPS address and the inside
+/// gateway to the standby and promotes it.
+fn fail_over(lab: &Lab, active: &Process, standby: &Process) -> Result<()> {
+    let [active_ns, standby_ns] = &lab.nodes;
+    signal(active.pid(), "-KILL");
+    for dev in ["up0", "lan0", "ha0"] {
+        active_ns.ip(&["link", "set", dev, "down"])?;
+    }
+    standby_ns.addr_add("up0", &format!("{IPHTTPS_ADDRESS}/24"))?;
+    standby_ns.addr_add("lan0", &format!("{INSIDE_GATEWAY}/64"))?;
+    // What keepalived's gratuitous ARP and unsolicited NA do for the neighbours.
+    lab.client.ip(&["neigh", "flush", "dev", "eth0"])?;
+    lab.corp.ip(&["-6", "neigh", "flush", "dev", "eth0"])?;
+    signal(standby.pid(), "-USR1");
+    Ok(())
+}
+
+fn takeover(lab: &Lab) -> Result<()> {
+    let [active_ns, standby_ns] = &lab.nodes;
+    let (ike, nodes) = start_nodes(lab)?;
+    // A client without IPsec takes hla's first /64 (the one a fresh pool hands out first, on
+    // hlb too) and leaves before the death: the IPsec client's /64 is the second, so only
+    // a /64 given back can carry its old address on hlb.
+    let mut first = spawn_plain_client(lab)?;
+    let linked = wait_until(Duration::from_secs(15), || {
+        metrics(active_ns)
+            .is_ok_and(|m| m.sum("gate64_tls_handshakes_total", &[("result", "ok")]) == 1.0)
+    });
+    first.ensure_running()?;
+    ensure!(linked, "the plain client did not link up on hla");
+    let mut client = spawn_client(lab, &ike)?;
+    let up = wait_until(ESTABLISH_TIMEOUT, || {
+        metrics(active_ns).is_ok_and(|m| {
+            m.sum("gate64_ipsec_qmsa", &[]) == 2.0 && m.sum("gate64_ipsec_mmsa", &[]) == 2.0
+        })
+    });
+    client.ensure_running()?;
+    ensure!(
+        up,
+        "the tunnels did not come up on hla within {ESTABLISH_TIMEOUT:?}\n{}\n{}",
+        gate64_lines(&metrics(active_ns)?),
+        client.log()
+    );
+    ensure!(
+        wait_until(Duration::from_secs(10), || ping_once(&lab.client)),
+        "no ping reply from {CORP_HOST} through hla"
+    );
+    let before = child_sas(active_ns)?;
+    ensure!(before.len() == 2, "hla's child SAs: {before:?}");
+    ensure!(
+        before.iter().all(|sa| sa.0.starts_with("2001:db8:1:1:")),
+        "the IPsec client is not on hla's second /64: {before:?}"
+    );
+    first.stop();
+    let held = wait_for(SYNC_BOUND, || {
+        let m = metrics(standby_ns).ok()?;
+        (m.sum("gate64_ha_store_records", &[]) >= RECORDS).then_some(m)
+    });
+    let Some(standby_before) = held else {
+        anyhow::bail!(
+            "hlb held fewer than {RECORDS} records within {SYNC_BOUND:?}\n{}",
+            gate64_lines(&metrics(standby_ns)?)
+        );
+    };
+    ensure!(
+        standby_before.sum("gate64_ike_negotiations_total", &[]) == 0.0,
+        "hlb negotiated before the takeover"
+    );
+
+    let died = now_epoch();
+    fail_over(lab, &nodes[0], &nodes[1])?;
+    let resumed = wait_until(RESUME_BOUND, || ping_once(&lab.client));
+    let gap = now_epoch() - died;
+    let m = metrics(standby_ns)?;
+    client.ensure_running()?;
+    ensure!(
+        resumed,
+        "the ping did not flow again through hlb within {RESUME_BOUND:?}\n{}\nclient log:\n{}",
+        gate64_lines(&m),
+        client.log()
+    );
+    let ok = m.sum("gate64_tls_handshakes_total", &[("result", "ok")]);
+    ensure!(ok >= 1.0, "no IP-HTTPS link on hlb\n{}", gate64_lines(&m));
+    ensure!(
+        reclaims(&m, "reclaimed") == 1.0 && reclaims(&m, "in_use") == 0.0,
+        "hlb did not give the client its /64 back\n{}",
+        gate64_lines(&m)
+    );
+    let negotiated = m.sum("gate64_ike_negotiations_total", &[]);
+    ensure!(
+        negotiated == 0.0,
+        "hlb ran {negotiated} IKE negotiations: the client negotiated again\n{}\nclient log:\n{}",
+        gate64_lines(&m),
+        client.log()
+    );
+    let after = child_sas(standby_ns)?;
+    ensure!(
+        before == after,
+        "the client's SAs changed across the takeover:\nhla before {before:#?}\nhlb after {after:#?}"
+    );
+    println!(
+        "HA IP-HTTPS takeover: the client reconnected its TLS to hlb, got its /64 back and \
+         pinged through its old tunnels {gap:.1} s after hla's death; hlb ran {negotiated} IKE \
+         negotiations; SAs {after:?}"
+    );
+    Ok(())
+}
