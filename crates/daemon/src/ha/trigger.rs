@@ -240,6 +240,29 @@ pub(super) fn esp_candidate(
     }
 }
 
+/// The ESP stage's sink for ESP candidates ([`gate64_esp::AwaitingTakeover::set_sink`]):
+/// a packet is copied only once it holds a place in `tx`'s queue (of [`CANDIDATE_QUEUE`]),
+/// so a full queue costs no allocation; a full queue's refusal is counted
+/// (`on_demand_esp_limited`).
+pub(super) fn esp_sink(
+    tx: mpsc::Sender<EspCandidate>,
+    counters: Arc<Counters>,
+) -> impl Fn(SocketAddr, &[u8]) -> bool + Send + Sync + 'static {
+    move |remote, esp| match tx.try_reserve() {
+        Ok(place) => {
+            place.send(EspCandidate {
+                remote,
+                esp: esp.to_vec(),
+            });
+            true
+        }
+        Err(_) => {
+            Counters::add(&counters.on_demand_esp_limited, 1);
+            false
+        }
+    }
+}
+
 /// Whether a peer last heard from at `last` counts as quiet at `now`.
 pub(super) fn peer_quiet(last: Option<Instant>, now: Instant) -> bool {
     last.is_none_or(|t| now.saturating_duration_since(t) > QUIET_AFTER)
@@ -544,6 +567,39 @@ mod tests {
             ),
             "taken once"
         );
+    }
+
+    /// The ESP stage's offers fill the queue up to [`CANDIDATE_QUEUE`]; past that an offer is
+    /// refused and counted as `on_demand_esp_limited`, and the queue holds the first ones
+    /// only; once one is taken out, there is room again.
+    #[test]
+    fn a_full_esp_queue_refuses_and_counts_without_taking_the_packet() {
+        let counters = Arc::new(Counters::default());
+        let (tx, mut rx) = mpsc::channel(CANDIDATE_QUEUE);
+        let awaiting = gate64_esp::AwaitingTakeover::default();
+        assert!(awaiting.set_sink(esp_sink(tx, Arc::clone(&counters))));
+        let remote: SocketAddr = "[2001:db8::7]:4500".parse().unwrap();
+        let limited = || counters.on_demand_esp_limited.load(Ordering::Relaxed);
+        for n in 0..CANDIDATE_QUEUE {
+            assert!(awaiting.offer(remote, &(n as u32).to_be_bytes()), "{n}");
+        }
+        assert_eq!(limited(), 0);
+        let late = 0xffff_ffffu32.to_be_bytes();
+        assert!(!awaiting.offer(remote, &late), "the queue is full");
+        assert!(!awaiting.offer(remote, &late));
+        assert_eq!(limited(), 2, "each refusal counted");
+        let mut held = Vec::new();
+        while let Ok(c) = rx.try_recv() {
+            assert_eq!(c.remote, remote);
+            held.push(c.esp);
+        }
+        let first: Vec<Vec<u8>> = (0..CANDIDATE_QUEUE as u32)
+            .map(|n| n.to_be_bytes().to_vec())
+            .collect();
+        assert_eq!(held, first, "the refused packets were not queued");
+        assert!(awaiting.offer(remote, &late), "room again");
+        assert_eq!(rx.try_recv().unwrap().esp, late.to_vec());
+        assert_eq!(limited(), 2);
     }
 
     /// Nothing is looked at while the peer speaks; once quiet, one source gets its burst and
