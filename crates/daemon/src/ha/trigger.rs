@@ -304,14 +304,7 @@ impl Task {
         let Some((ike, child)) = self.inbox.store.take_one(c.spi_r, &children) else {
             return;
         };
-        tracing::info!(
-            peer = %c.remote,
-            spi = format_args!("{:016x}", c.spi_r),
-            child_sas = child.len(),
-            "HA on-demand takeover: the peer is quiet and its client's request authenticated"
-        );
-        Counters::add(&counters.on_demand, 1);
-        self.install(vec![ike], child, Reply(None), false);
+        self.install_on_demand(c.remote, ike, child, "request");
     }
 
     /// ESP the ESP stage found no SA for but whose SPI is a stored child SA's
@@ -337,15 +330,28 @@ impl Task {
             }
             EspOutcome::Taken(ike, child) => (ike, child),
         };
+        Counters::add(&counters.on_demand_esp, 1);
+        self.install_on_demand(c.remote, *ike, child, "ESP");
+    }
+
+    /// Installs what an on-demand takeover took out of the store for the client at `remote`
+    /// (its IKE SA and child SAs), after logging it and counting it as `on_demand`; `proof`
+    /// names what of the client's authenticated ("request" or "ESP").
+    fn install_on_demand(
+        &mut self,
+        remote: SocketAddr,
+        ike: SyncedIkeSa,
+        child: Vec<ChildSaRecord>,
+        proof: &'static str,
+    ) {
         tracing::info!(
-            peer = %c.remote,
+            peer = %remote,
             spi = format_args!("{:016x}", ike.spi_r),
             child_sas = child.len(),
-            "HA on-demand takeover: the peer is quiet and its client's ESP authenticated"
+            "HA on-demand takeover: the peer is quiet and its client's {proof} authenticated"
         );
-        Counters::add(&counters.on_demand, 1);
-        Counters::add(&counters.on_demand_esp, 1);
-        self.install(vec![*ike], child, Reply(None), false);
+        Counters::add(&self.counters.on_demand, 1);
+        self.install(vec![ike], child, Reply(None), false);
     }
 
     fn state(&self, now: Instant) -> HaState {
@@ -410,33 +416,14 @@ mod tests {
     /// A child SA record (AES-GCM, inbound SPI `spi`, replay mark `high`) and the client's
     /// sealing side of it.
     fn child(spi: u32, high: u64) -> (ChildSaRecord, gate64_esp::Outbound) {
-        use gate64_esp::{
-            ChildSaPair, Cipher, Lifetime, Peer, SaKeys, SaParams, SyncedChildSa, TunnelKind,
-        };
+        use gate64_esp::{ChildSaPair, Peer, SyncedChildSa, TunnelKind};
         let now = Instant::now();
-        let params = |spi, seed: u8| SaParams {
-            spi,
-            keys: SaKeys {
-                cipher: Cipher::AesGcm16_128,
-                key: vec![seed; Cipher::AesGcm16_128.keymat_len()],
-            },
-            esn: false,
-            lifetime: Lifetime {
-                soft_bytes: 1 << 30,
-                hard_bytes: 1 << 31,
-                soft_after: Duration::from_secs(3000),
-                hard_after: Duration::MAX,
-            },
-            created: now,
-            local_ts: Vec::new(),
-            remote_ts: Vec::new(),
-        };
-        let inbound = params(spi, 3);
+        let inbound = super::super::store::test_sa_params(spi, 3, now);
         let client = gate64_esp::Outbound::new(&inbound).unwrap();
         let sa = SyncedChildSa {
             pair: ChildSaPair {
                 inbound,
-                outbound: params(!spi, 4),
+                outbound: super::super::store::test_sa_params(!spi, 4, now),
                 peer: Peer {
                     outer: "2001:db8::7".parse().unwrap(),
                     native: None,
