@@ -84,54 +84,39 @@ const RECORDS: f64 = 4.0;
 #[test]
 #[ignore = "netns: needs root"]
 fn netns_ha_sync_takeover_keeps_ipsec_sas() {
-    if !netns_or_skip("netns_ha_sync_takeover_keeps_ipsec_sas") {
-        return;
-    }
-    let started = Instant::now();
-    let r = Lab::new().and_then(|lab| {
-        let r = takeover(&lab);
-        if r.is_err() {
-            eprintln!("{}", lab.logs());
-        }
-        r
-    });
-    println!("HA sync test took {:.1} s", started.elapsed().as_secs_f64());
-    if let Err(e) = r {
-        panic!("{e:#}");
-    }
+    run_in_lab("netns_ha_sync_takeover_keeps_ipsec_sas", takeover);
 }
 
 #[test]
 #[ignore = "netns: needs root"]
 fn netns_ha_sync_esp_takes_over_unpromoted() {
-    if !netns_or_skip("netns_ha_sync_esp_takes_over_unpromoted") {
-        return;
-    }
-    let r = Lab::new().and_then(|lab| {
-        let r = esp_takeover(&lab);
-        if r.is_err() {
-            eprintln!("{}", lab.logs());
-        }
-        r
-    });
-    if let Err(e) = r {
-        panic!("{e:#}");
-    }
+    run_in_lab("netns_ha_sync_esp_takes_over_unpromoted", esp_takeover);
 }
 
 #[test]
 #[ignore = "netns: needs root"]
 fn netns_ha_sync_cut_channel_client_returns_by_qcd() {
-    if !netns_or_skip("netns_ha_sync_cut_channel_client_returns_by_qcd") {
+    run_in_lab(
+        "netns_ha_sync_cut_channel_client_returns_by_qcd",
+        cut_channel,
+    );
+}
+
+/// Runs `test` in a fresh [`Lab`] (skipped without root or `ip netns`): on failure prints
+/// every node's logs and panics with the error; prints how long it took either way.
+fn run_in_lab(name: &str, test: impl FnOnce(&Lab) -> Result<()>) {
+    if !netns_or_skip(name) {
         return;
     }
+    let started = Instant::now();
     let r = Lab::new().and_then(|lab| {
-        let r = cut_channel(&lab);
+        let r = test(&lab);
         if r.is_err() {
             eprintln!("{}", lab.logs());
         }
         r
     });
+    println!("{name} took {:.1} s", started.elapsed().as_secs_f64());
     if let Err(e) = r {
         panic!("{e:#}");
     }
@@ -883,28 +868,14 @@ const LOAD_SYNC_BOUND: Duration = Duration::from_secs(30);
 #[test]
 #[ignore = "netns: needs root"]
 fn netns_ha_sync_takeover_keeps_emulated_clients() {
-    if !netns_or_skip("netns_ha_sync_takeover_keeps_emulated_clients") {
-        return;
-    }
     let clients = std::env::var("GATE64_HA_CLIENTS")
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(LOAD_CLIENTS);
-    let started = Instant::now();
-    let r = Lab::new().and_then(|lab| {
-        let r = takeover_with_load(&lab, clients);
-        if r.is_err() {
-            eprintln!("{}", lab.logs());
-        }
-        r
+    println!("HA sync test with {clients} emulated clients");
+    run_in_lab("netns_ha_sync_takeover_keeps_emulated_clients", |lab| {
+        takeover_with_load(lab, clients)
     });
-    println!(
-        "HA sync test with {clients} emulated clients took {:.1} s",
-        started.elapsed().as_secs_f64()
-    );
-    if let Err(e) = r {
-        panic!("{e:#}");
-    }
 }
 
 fn takeover_with_load(lab: &Lab, clients: usize) -> Result<()> {

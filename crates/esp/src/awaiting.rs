@@ -2,8 +2,9 @@
 //! them: a set of inbound SPIs the HA sync task publishes ([`AwaitingTakeover::publish`]),
 //! read by each worker through a [`AwaitingView`] of its own (one atomic load per lookup
 //! while the set is unchanged; the lock only when it changed), and where ESP for one of
-//! them goes ([`AwaitingTakeover::offer`]: a bounded copy handed to the sink the sync task
-//! set, which must not block). Only ESP whose SPI found no SA is looked up here.
+//! them goes ([`AwaitingTakeover::offer`]: handed to the sink the sync task set, which must
+//! not block and copies the packet only once its bounded queue has room for it). Only ESP
+//! whose SPI found no SA is looked up here.
 
 use std::collections::HashSet;
 use std::net::SocketAddr;
@@ -22,8 +23,10 @@ pub struct EspCandidate {
     pub esp: Vec<u8>,
 }
 
-/// Where an offered candidate goes; true when it was taken, false when the queue was full.
-type Sink = Box<dyn Fn(EspCandidate) -> bool + Send + Sync>;
+/// Where an offered packet goes, with its sender: the sink copies it (into an
+/// [`EspCandidate`]) only after it has a place for it in its queue, so a full queue costs no
+/// allocation; true when it was taken, false when the queue was full.
+type Sink = Box<dyn Fn(SocketAddr, &[u8]) -> bool + Send + Sync>;
 
 /// The published set and the sink.
 #[derive(Default)]
@@ -59,8 +62,12 @@ impl AwaitingTakeover {
         self.generation.fetch_add(1, Ordering::Release);
     }
 
-    /// Sets where offered candidates go (once; later calls change nothing and return false).
-    pub fn set_sink(&self, sink: impl Fn(EspCandidate) -> bool + Send + Sync + 'static) -> bool {
+    /// Sets where offered packets go (once; later calls change nothing and return false).
+    /// `sink(remote, esp)` must not block, and should copy `esp` only once its queue has room.
+    pub fn set_sink(
+        &self,
+        sink: impl Fn(SocketAddr, &[u8]) -> bool + Send + Sync + 'static,
+    ) -> bool {
         self.sink.set(Box::new(sink)).is_ok()
     }
 
@@ -76,9 +83,9 @@ impl AwaitingTakeover {
         view.spis.contains(&spi)
     }
 
-    /// Hands a copy of `esp` from `remote` to the sink. Nothing happens without a sink or
-    /// for a packet over [`MAX_ESP_CANDIDATE`] bytes; false when the sink's queue was full
-    /// (the sink counts that).
+    /// Hands `esp` from `remote` to the sink, which copies it if its queue has room. Nothing
+    /// happens without a sink or for a packet over [`MAX_ESP_CANDIDATE`] bytes; false when
+    /// the sink's queue was full (the sink counts that).
     pub fn offer(&self, remote: SocketAddr, esp: &[u8]) -> bool {
         let Some(sink) = self.sink.get() else {
             return false;
@@ -86,10 +93,7 @@ impl AwaitingTakeover {
         if esp.len() > MAX_ESP_CANDIDATE {
             return false;
         }
-        sink(EspCandidate {
-            remote,
-            esp: esp.to_vec(),
-        })
+        sink(remote, esp)
     }
 }
 
@@ -122,8 +126,11 @@ mod tests {
         let remote: SocketAddr = "192.0.2.50:4500".parse().unwrap();
         assert!(!awaiting.offer(remote, &[1, 2, 3]), "no sink yet");
         let (tx, rx) = mpsc::sync_channel(1);
-        assert!(awaiting.set_sink(move |c| tx.try_send(c).is_ok()));
-        assert!(!awaiting.set_sink(|_| true), "set once");
+        assert!(awaiting.set_sink(move |remote, esp| {
+            let esp = esp.to_vec();
+            tx.try_send(EspCandidate { remote, esp }).is_ok()
+        }));
+        assert!(!awaiting.set_sink(|_, _| true), "set once");
         assert!(awaiting.offer(remote, &[1, 2, 3]));
         assert!(!awaiting.offer(remote, &[4]), "the queue is full");
         assert!(!awaiting.offer(remote, &vec![0; MAX_ESP_CANDIDATE + 1]));

@@ -629,27 +629,19 @@ impl Inbound {
         let seq = self.check_replay(field(4))?;
         let icv_at = esp.len() - ICV_LEN;
         let authentic = match &self.core.crypto {
-            Crypto::Gmac { key, salt } => {
-                let (authed, icv) = esp.split_at(icv_at);
-                let seq_hi = self.core.esn.then_some((seq >> 32) as u32);
-                let nonce = gcm_nonce(salt, &esp_iv8(&authed[8..16]));
-                gmac_verify(key, nonce, authed, seq_hi, icv)
-            }
             Crypto::Gcm { key, salt } => {
                 let (head, body) = esp.split_at_mut(header_len);
                 let (aad, aad_len) = self.core.aad(seq);
                 let nonce = gcm_nonce(salt, &esp_iv8(&head[8..16]));
                 open_in_place(key, nonce, Aad::from(&aad[..aad_len]), body).is_ok()
             }
+            Crypto::Gmac { .. } => self.icv_ok(esp, seq),
+            // The HMAC is checked in constant time before anything is decrypted.
             Crypto::Cbc(keys) => {
-                let CbcKeys { dec, mac, .. } = &**keys;
-                let (head, body) = esp.split_at_mut(header_len);
                 let mut iv = [0; AES_BLOCK];
-                iv.copy_from_slice(&head[8..header_len]);
-                let (ciphertext, icv) = body.split_at_mut(body.len() - ICV_LEN);
-                let seq_hi = self.core.esn.then_some(seq);
-                verify_hmac_icv(mac, &[&*head, &*ciphertext], seq_hi, icv)
-                    && cbc_decrypt(dec, iv, ciphertext).is_ok()
+                iv.copy_from_slice(&esp[8..header_len]);
+                self.icv_ok(esp, seq)
+                    && cbc_decrypt(&keys.dec, iv, &mut esp[header_len..icv_at]).is_ok()
             }
         };
         if !authentic {
@@ -708,27 +700,35 @@ impl Inbound {
                 _ => return false,
             }
         };
-        let icv_at = esp.len() - ICV_LEN;
         match &self.core.crypto {
-            Crypto::Gmac { key, salt } => {
-                let (authed, icv) = esp.split_at(icv_at);
-                let seq_hi = self.core.esn.then_some((seq >> 32) as u32);
-                let nonce = gcm_nonce(salt, &esp_iv8(&authed[8..16]));
-                gmac_verify(key, nonce, authed, seq_hi, icv)
-            }
             Crypto::Gcm { key, salt } => {
                 let (head, body) = esp.split_at_mut(header_len);
                 let (aad, aad_len) = self.core.aad(seq);
                 let nonce = gcm_nonce(salt, &esp_iv8(&head[8..16]));
                 open_in_place(key, nonce, Aad::from(&aad[..aad_len]), body).is_ok()
             }
-            Crypto::Cbc(keys) => {
-                let CbcKeys { mac, .. } = &**keys;
-                let (head, body) = esp.split_at(header_len);
-                let (ciphertext, icv) = body.split_at(body.len() - ICV_LEN);
-                let seq_hi = self.core.esn.then_some(seq);
-                verify_hmac_icv(mac, &[head, ciphertext], seq_hi, icv)
+            Crypto::Gmac { .. } | Crypto::Cbc(_) => self.icv_ok(esp, seq),
+        }
+    }
+
+    /// Whether the ICV of `esp` (from the SPI to the end of the ICV, at least a header and an
+    /// ICV long) verifies for full sequence number `seq`, without touching `esp`: the AES-GMAC
+    /// tag over the whole packet (RFC 4543 §3), or the HMAC-SHA2-256 over header and
+    /// ciphertext (RFC 4303 §2.8, compared in constant time). AES-GCM's tag is checked only by
+    /// decrypting, which `open` and `authentic` do themselves: false for it.
+    fn icv_ok(&self, esp: &[u8], seq: u64) -> bool {
+        let (authed, icv) = esp.split_at(esp.len() - ICV_LEN);
+        match &self.core.crypto {
+            Crypto::Gmac { key, salt } => {
+                let seq_hi = self.core.esn.then_some((seq >> 32) as u32);
+                let nonce = gcm_nonce(salt, &esp_iv8(&authed[8..16]));
+                gmac_verify(key, nonce, authed, seq_hi, icv)
             }
+            Crypto::Cbc(keys) => {
+                let seq_hi = self.core.esn.then_some(seq);
+                verify_hmac_icv(&keys.mac, &[authed], seq_hi, icv)
+            }
+            Crypto::Gcm { .. } => false,
         }
     }
 

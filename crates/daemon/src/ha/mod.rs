@@ -354,14 +354,8 @@ impl Prepared {
         let handle = HaHandle::new(asks, self.peer, Arc::clone(&self.counters));
         // ESP for a child SA awaiting a takeover, from the ESP stage's drop path.
         let (esp_tx, esp_candidates) = mpsc::channel(trigger::CANDIDATE_QUEUE);
-        let full = Arc::clone(&self.counters);
-        sadb.awaiting().set_sink(move |c| {
-            let taken = esp_tx.try_send(c).is_ok();
-            if !taken {
-                Counters::add(&full.on_demand_esp_limited, 1);
-            }
-            taken
-        });
+        let sink = trigger::esp_sink(esp_tx, Arc::clone(&self.counters));
+        sadb.awaiting().set_sink(sink);
         let task = Task {
             socket,
             peer: self.peer,

@@ -222,7 +222,7 @@ impl Store {
 }
 
 #[cfg(test)]
-pub(crate) use tests::sample;
+pub(crate) use tests::{sample, test_sa_params};
 
 #[cfg(test)]
 mod tests {
@@ -230,7 +230,7 @@ mod tests {
     use gate64_ike::child_sa::TunnelKind;
     use gate64_ike::keys::Secret;
     use gate64_ike::responder::{SyncedChildRef, SyncedIkeKeys};
-    use std::time::Duration;
+    use std::time::{Duration, Instant};
 
     #[test]
     fn a_synced_ike_sa_survives_its_encoding() {
@@ -280,6 +280,29 @@ mod tests {
             age: Duration::from_secs(9),
             authenticated_age: Some(Duration::from_secs(9)),
             rekeys: 0,
+        }
+    }
+
+    /// One direction of an AES-GCM child SA with inbound or outbound SPI `spi`, its key
+    /// material all `seed` bytes, made at `created`, without selectors.
+    pub(crate) fn test_sa_params(spi: u32, seed: u8, created: Instant) -> gate64_esp::SaParams {
+        use gate64_esp::{Cipher, Lifetime, SaKeys, SaParams};
+        SaParams {
+            spi,
+            keys: SaKeys {
+                cipher: Cipher::AesGcm16_128,
+                key: vec![seed; Cipher::AesGcm16_128.keymat_len()],
+            },
+            esn: false,
+            lifetime: Lifetime {
+                soft_bytes: 1 << 30,
+                hard_bytes: 1 << 31,
+                soft_after: Duration::from_secs(3000),
+                hard_after: Duration::MAX,
+            },
+            created,
+            local_ts: Vec::new(),
+            remote_ts: Vec::new(),
         }
     }
 
@@ -345,37 +368,18 @@ mod tests {
 
 #[cfg(test)]
 mod counters_tests {
-    use std::time::{Duration, Instant};
+    use std::time::Instant;
 
-    use gate64_esp::{
-        ChildSaPair, Cipher, Lifetime, Peer, SaKeys, SaParams, SyncedChildSa, TunnelKind,
-    };
+    use gate64_esp::{ChildSaPair, Peer, SyncedChildSa, TunnelKind};
 
     use super::*;
 
     fn child(spi: u32, out: u64, high: u64) -> ChildSaRecord {
         let now = Instant::now();
-        let params = |spi| SaParams {
-            spi,
-            keys: SaKeys {
-                cipher: Cipher::AesGcm16_128,
-                key: vec![3; Cipher::AesGcm16_128.keymat_len()],
-            },
-            esn: false,
-            lifetime: Lifetime {
-                soft_bytes: 1 << 30,
-                hard_bytes: 1 << 31,
-                soft_after: Duration::from_secs(3000),
-                hard_after: Duration::MAX,
-            },
-            created: now,
-            local_ts: Vec::new(),
-            remote_ts: Vec::new(),
-        };
         let sa = SyncedChildSa {
             pair: ChildSaPair {
-                inbound: params(spi),
-                outbound: params(!spi),
+                inbound: test_sa_params(spi, 3, now),
+                outbound: test_sa_params(!spi, 3, now),
                 peer: Peer {
                     outer: "2001:db8::7".parse().unwrap(),
                     native: None,

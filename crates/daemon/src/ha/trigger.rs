@@ -240,6 +240,29 @@ pub(super) fn esp_candidate(
     }
 }
 
+/// The ESP stage's sink for ESP candidates ([`gate64_esp::AwaitingTakeover::set_sink`]):
+/// a packet is copied only once it holds a place in `tx`'s queue (of [`CANDIDATE_QUEUE`]),
+/// so a full queue costs no allocation; a full queue's refusal is counted
+/// (`on_demand_esp_limited`).
+pub(super) fn esp_sink(
+    tx: mpsc::Sender<EspCandidate>,
+    counters: Arc<Counters>,
+) -> impl Fn(SocketAddr, &[u8]) -> bool + Send + Sync + 'static {
+    move |remote, esp| match tx.try_reserve() {
+        Ok(place) => {
+            place.send(EspCandidate {
+                remote,
+                esp: esp.to_vec(),
+            });
+            true
+        }
+        Err(_) => {
+            Counters::add(&counters.on_demand_esp_limited, 1);
+            false
+        }
+    }
+}
+
 /// Whether a peer last heard from at `last` counts as quiet at `now`.
 pub(super) fn peer_quiet(last: Option<Instant>, now: Instant) -> bool {
     last.is_none_or(|t| now.saturating_duration_since(t) > QUIET_AFTER)
@@ -281,14 +304,7 @@ impl Task {
         let Some((ike, child)) = self.inbox.store.take_one(c.spi_r, &children) else {
             return;
         };
-        tracing::info!(
-            peer = %c.remote,
-            spi = format_args!("{:016x}", c.spi_r),
-            child_sas = child.len(),
-            "HA on-demand takeover: the peer is quiet and its client's request authenticated"
-        );
-        Counters::add(&counters.on_demand, 1);
-        self.install(vec![ike], child, Reply(None), false);
+        self.install_on_demand(c.remote, ike, child, "request");
     }
 
     /// ESP the ESP stage found no SA for but whose SPI is a stored child SA's
@@ -314,15 +330,28 @@ impl Task {
             }
             EspOutcome::Taken(ike, child) => (ike, child),
         };
+        Counters::add(&counters.on_demand_esp, 1);
+        self.install_on_demand(c.remote, *ike, child, "ESP");
+    }
+
+    /// Installs what an on-demand takeover took out of the store for the client at `remote`
+    /// (its IKE SA and child SAs), after logging it and counting it as `on_demand`; `proof`
+    /// names what of the client's authenticated ("request" or "ESP").
+    fn install_on_demand(
+        &mut self,
+        remote: SocketAddr,
+        ike: SyncedIkeSa,
+        child: Vec<ChildSaRecord>,
+        proof: &'static str,
+    ) {
         tracing::info!(
-            peer = %c.remote,
+            peer = %remote,
             spi = format_args!("{:016x}", ike.spi_r),
             child_sas = child.len(),
-            "HA on-demand takeover: the peer is quiet and its client's ESP authenticated"
+            "HA on-demand takeover: the peer is quiet and its client's {proof} authenticated"
         );
-        Counters::add(&counters.on_demand, 1);
-        Counters::add(&counters.on_demand_esp, 1);
-        self.install(vec![*ike], child, Reply(None), false);
+        Counters::add(&self.counters.on_demand, 1);
+        self.install(vec![ike], child, Reply(None), false);
     }
 
     fn state(&self, now: Instant) -> HaState {
@@ -387,33 +416,14 @@ mod tests {
     /// A child SA record (AES-GCM, inbound SPI `spi`, replay mark `high`) and the client's
     /// sealing side of it.
     fn child(spi: u32, high: u64) -> (ChildSaRecord, gate64_esp::Outbound) {
-        use gate64_esp::{
-            ChildSaPair, Cipher, Lifetime, Peer, SaKeys, SaParams, SyncedChildSa, TunnelKind,
-        };
+        use gate64_esp::{ChildSaPair, Peer, SyncedChildSa, TunnelKind};
         let now = Instant::now();
-        let params = |spi, seed: u8| SaParams {
-            spi,
-            keys: SaKeys {
-                cipher: Cipher::AesGcm16_128,
-                key: vec![seed; Cipher::AesGcm16_128.keymat_len()],
-            },
-            esn: false,
-            lifetime: Lifetime {
-                soft_bytes: 1 << 30,
-                hard_bytes: 1 << 31,
-                soft_after: Duration::from_secs(3000),
-                hard_after: Duration::MAX,
-            },
-            created: now,
-            local_ts: Vec::new(),
-            remote_ts: Vec::new(),
-        };
-        let inbound = params(spi, 3);
+        let inbound = super::super::store::test_sa_params(spi, 3, now);
         let client = gate64_esp::Outbound::new(&inbound).unwrap();
         let sa = SyncedChildSa {
             pair: ChildSaPair {
                 inbound,
-                outbound: params(!spi, 4),
+                outbound: super::super::store::test_sa_params(!spi, 4, now),
                 peer: Peer {
                     outer: "2001:db8::7".parse().unwrap(),
                     native: None,
@@ -544,6 +554,39 @@ mod tests {
             ),
             "taken once"
         );
+    }
+
+    /// The ESP stage's offers fill the queue up to [`CANDIDATE_QUEUE`]; past that an offer is
+    /// refused and counted as `on_demand_esp_limited`, and the queue holds the first ones
+    /// only; once one is taken out, there is room again.
+    #[test]
+    fn a_full_esp_queue_refuses_and_counts_without_taking_the_packet() {
+        let counters = Arc::new(Counters::default());
+        let (tx, mut rx) = mpsc::channel(CANDIDATE_QUEUE);
+        let awaiting = gate64_esp::AwaitingTakeover::default();
+        assert!(awaiting.set_sink(esp_sink(tx, Arc::clone(&counters))));
+        let remote: SocketAddr = "[2001:db8::7]:4500".parse().unwrap();
+        let limited = || counters.on_demand_esp_limited.load(Ordering::Relaxed);
+        for n in 0..CANDIDATE_QUEUE {
+            assert!(awaiting.offer(remote, &(n as u32).to_be_bytes()), "{n}");
+        }
+        assert_eq!(limited(), 0);
+        let late = 0xffff_ffffu32.to_be_bytes();
+        assert!(!awaiting.offer(remote, &late), "the queue is full");
+        assert!(!awaiting.offer(remote, &late));
+        assert_eq!(limited(), 2, "each refusal counted");
+        let mut held = Vec::new();
+        while let Ok(c) = rx.try_recv() {
+            assert_eq!(c.remote, remote);
+            held.push(c.esp);
+        }
+        let first: Vec<Vec<u8>> = (0..CANDIDATE_QUEUE as u32)
+            .map(|n| n.to_be_bytes().to_vec())
+            .collect();
+        assert_eq!(held, first, "the refused packets were not queued");
+        assert!(awaiting.offer(remote, &late), "room again");
+        assert_eq!(rx.try_recv().unwrap().esp, late.to_vec());
+        assert_eq!(limited(), 2);
     }
 
     /// Nothing is looked at while the peer speaks; once quiet, one source gets its burst and

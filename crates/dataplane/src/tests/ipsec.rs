@@ -282,7 +282,11 @@ fn esp_for_an_spi_awaiting_a_takeover_is_offered_and_dropped() {
     let me = teredo(CLIENT).encode();
     let now = Instant::now();
     let (tx, rx) = std::sync::mpsc::sync_channel(8);
-    assert!(sadb.awaiting().set_sink(move |c| tx.try_send(c).is_ok()));
+    assert!(sadb.awaiting().set_sink(move |remote, esp| {
+        let esp = esp.to_vec();
+        tx.try_send(gate64_esp::EspCandidate { remote, esp })
+            .is_ok()
+    }));
     let packet = |spi: u32, len: usize| {
         let mut esp = vec![0u8; len];
         esp[..4].copy_from_slice(&spi.to_be_bytes());

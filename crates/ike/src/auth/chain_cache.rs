@@ -235,3 +235,58 @@ impl<L> ChainCache<L> {
         self.hits.load(Ordering::Relaxed)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Facts of a made-up chain `n` (one 8-byte "certificate"), from `cache`'s anchors.
+    fn facts(cache: &ChainCache<u32>, n: u32) -> ChainFacts {
+        let cert = u64::from(n).to_be_bytes();
+        cache.facts(chain_bytes(&cert, &[]), 0, i64::MAX, Vec::new())
+    }
+
+    fn holds(cache: &ChainCache<u32>, n: u32) -> bool {
+        let f = facts(cache, n);
+        cache.get(&f.key, &f.chain).is_some_and(|e| e.leaf == n)
+    }
+
+    /// Filling past a small capacity keeps `capacity` chains, the newest; the oldest leave
+    /// first, in the order they came in, and a chain inserted twice is held once.
+    #[test]
+    fn past_its_capacity_the_cache_drops_the_oldest_first() {
+        let cache = ChainCache::with_capacity(3);
+        for n in 0..3 {
+            cache.insert(&facts(&cache, n), n);
+        }
+        cache.insert(&facts(&cache, 1), 1);
+        assert_eq!(cache.len(), 3, "the same chain twice is held once");
+        for n in 3..8 {
+            cache.insert(&facts(&cache, n), n);
+            assert_eq!(cache.len(), 3);
+            let held: Vec<u32> = (0..8).filter(|&m| holds(&cache, m)).collect();
+            assert_eq!(held, vec![n - 2, n - 1, n], "after inserting {n}");
+        }
+        let other = ChainCache::<u32>::with_capacity(3);
+        cache.insert(&facts(&other, 9), 9);
+        assert!(!holds(&cache, 9), "another cache's chain is not kept");
+        let off = ChainCache::with_capacity(0);
+        off.insert(&facts(&off, 1), 1);
+        assert_eq!(off.len(), 0);
+    }
+
+    /// The default cache never holds more than [`CAPACITY`] (4,096) chains, however many
+    /// come, and keeps the latest [`CAPACITY`].
+    #[test]
+    fn the_default_cache_never_exceeds_4096_chains() {
+        let cache = ChainCache::default();
+        assert_eq!((cache.capacity(), CAPACITY), (4096, 4096));
+        let total = CAPACITY as u32 + 1000;
+        for n in 0..total {
+            cache.insert(&facts(&cache, n), n);
+            assert!(cache.len() <= CAPACITY, "{} after {n}", cache.len());
+        }
+        assert_eq!(cache.len(), CAPACITY);
+        assert!(!holds(&cache, 999) && holds(&cache, 1000) && holds(&cache, total - 1));
+    }
+}
