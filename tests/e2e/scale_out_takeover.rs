@@ -41,6 +41,13 @@
 //!    into its TUN (checked at its start). The per-client gap
 //!    (longest wait between two echoes of one tunnel, from a window started before the
 //!    death) is printed, never asserted.
+//!
+//! `netns_scale_out_takeover_without_peer_pool_withdraws_child_sas`: the same lab and death
+//! with `GATE64_TAKEOVER_CLIENTS_REFUSED` clients (default 40) and no `ha.peer_pool6`: node
+//! B refuses each of node A's IKE SAs ("outside the address pool"). Asserted: every one of
+//! them counted `install_failed`, the child SA the same takeover installed for each taken
+//! out again (`withdrawn`, one per IKE SA), node B's child SA gauge back at its own
+//! clients' (no child SA of node A's left without its IKE SA), and no negotiation on node B.
 
 use std::net::Ipv6Addr;
 use std::path::Path;
@@ -69,6 +76,8 @@ const TEREDO: [&str; 2] = ["192.0.2.1", "192.0.2.2"];
 const SOURCE_V4: &str = "203.0.113.128/25";
 const SOURCES: std::ops::RangeInclusive<u8> = 129..=254;
 const CLIENTS: usize = 300;
+/// Clients of the test without `ha.peer_pool6`.
+const CLIENTS_REFUSED: usize = 40;
 /// Milliseconds between two probes of one client through one tunnel.
 const PROBE_INTERVAL_MS: u64 = 500;
 const BUCKETS: u32 = 512;
@@ -95,12 +104,27 @@ fn netns_scale_out_takeover_keeps_clients() {
         .and_then(|v| v.parse().ok())
         .unwrap_or(CLIENTS);
     let started = Instant::now();
-    let r = lab(clients);
+    let r = lab(clients, true);
     println!(
         "ECMP takeover test took {:.1} s",
         started.elapsed().as_secs_f64()
     );
     if let Err(e) = r {
+        panic!("{e:#}");
+    }
+}
+
+#[test]
+#[ignore = "netns: needs root"]
+fn netns_scale_out_takeover_without_peer_pool_withdraws_child_sas() {
+    if !netns_or_skip("netns_scale_out_takeover_without_peer_pool_withdraws_child_sas") {
+        return;
+    }
+    let clients = std::env::var("GATE64_TAKEOVER_CLIENTS_REFUSED")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(CLIENTS_REFUSED);
+    if let Err(e) = lab(clients, false) {
         panic!("{e:#}");
     }
 }
@@ -139,7 +163,7 @@ struct Lab {
     nodes: [Netns; 2],
 }
 
-fn lab(clients: usize) -> Result<()> {
+fn lab(clients: usize, peer_pool: bool) -> Result<()> {
     ensure!(clients > 0, "GATE64_TAKEOVER_CLIENTS must be at least 1");
     let lab = Lab {
         router: Netns::new("etrouter")?,
@@ -147,7 +171,7 @@ fn lab(clients: usize) -> Result<()> {
         cli: Netns::new("etcli")?,
         nodes: [Netns::new("etna")?, Netns::new("etnb")?],
     };
-    let r = run(&lab, clients);
+    let r = run(&lab, clients, peer_pool);
     if r.is_err() {
         for ns in [&lab.router, &lab.cli, &lab.nodes[0], &lab.nodes[1]] {
             eprintln!("{}", ns.logs_report());
@@ -156,9 +180,14 @@ fn lab(clients: usize) -> Result<()> {
     r
 }
 
-fn node_config(node: &Node, certs: &Path, secret: &Path) -> Result<String> {
+fn node_config(node: &Node, certs: &Path, secret: &Path, peer_pool: bool) -> Result<String> {
     let pem = |f: &str| path_str(&certs.join(f)).map(str::to_owned);
     let (me, peer) = (node.index, 3 - node.index);
+    let peer_pool6 = if peer_pool {
+        format!("peer_pool6 = \"{}\"\n", node.peer_pool6)
+    } else {
+        String::new()
+    };
     Ok(format!(
         "[server]\nworkers = 1\n\n\
          [teredo]\nserver_addresses = [\"{}\", \"{}\"]\nport = 3544\nrelay = true\n\n\
@@ -167,7 +196,7 @@ fn node_config(node: &Node, certs: &Path, secret: &Path) -> Result<String> {
          [ipsec]\ncertificate = {:?}\nprivate_key = {:?}\nca = {:?}\npool6 = \"{}\"\n\
          endpoint = \"{ENDPOINT}\"\ninfrastructure_prefixes = [\"{CORP_HOST}/128\"]\n\n\
          [ha]\nnode_id = {me}\npeer_node_id = {peer}\nlisten = \"10.0.9.{me}:{HA_PORT}\"\n\
-         peer = \"10.0.9.{peer}:{HA_PORT}\"\nsecret_file = {:?}\npeer_pool6 = \"{}\"\n\n\
+         peer = \"10.0.9.{peer}:{HA_PORT}\"\nsecret_file = {:?}\n{peer_pool6}\n\
          [metrics]\nlisten = \"127.0.0.1:9164\"\n\n[log]\nlevel = \"info\"\n",
         TEREDO[0],
         TEREDO[1],
@@ -176,7 +205,6 @@ fn node_config(node: &Node, certs: &Path, secret: &Path) -> Result<String> {
         pem("clients-ca.pem")?,
         node.pool6,
         path_str(secret)?,
-        node.peer_pool6,
     ))
 }
 
@@ -305,13 +333,16 @@ fn wire(lab: &Lab) -> Result<()> {
 }
 
 /// Both nodes' gate64, each with its own copy of the shared HA secret.
-fn start_nodes(lab: &Lab, certs: &Path) -> Result<Vec<Process>> {
+fn start_nodes(lab: &Lab, certs: &Path, peer_pool: bool) -> Result<Vec<Process>> {
     let bin = gate64_binary()?;
     let mut gates = Vec::new();
     for (ns, node) in lab.nodes.iter().zip(&NODES) {
         let secret = ns.write_file("ha.secret", &format!("{}\n", "6b".repeat(32)))?;
         std::fs::set_permissions(&secret, std::os::unix::fs::PermissionsExt::from_mode(0o600))?;
-        let conf = ns.write_file("gate64.toml", &node_config(node, certs, &secret)?)?;
+        let conf = ns.write_file(
+            "gate64.toml",
+            &node_config(node, certs, &secret, peer_pool)?,
+        )?;
         let mut gate = ns.spawn(
             "gate64",
             &[path_str(&bin)?, "serve", "--config", path_str(&conf)?],
@@ -375,7 +406,7 @@ fn addresses(status: &Path) -> Result<Vec<Ipv6Addr>> {
         .collect()
 }
 
-fn run(lab: &Lab, clients: usize) -> Result<()> {
+fn run(lab: &Lab, clients: usize, peer_pool: bool) -> Result<()> {
     wire(lab)?;
     let bin = gate64_binary()?;
     let certs = lab.router.dir().join("certs");
@@ -389,11 +420,11 @@ fn run(lab: &Lab, clients: usize) -> Result<()> {
         "--server-name",
         "gate64.lab",
     ])?;
-    let _gates = start_nodes(lab, &certs)?;
+    let _gates = start_nodes(lab, &certs, peer_pool)?;
     let [na, nb] = &lab.nodes;
     let route = nb.ip(&["-6", "route", "show", NODES[1].peer_pool6])?;
     ensure!(
-        route.contains("dev gate64"),
+        !peer_pool || route.contains("dev gate64"),
         "node B does not route its peer's pool ({}) into its TUN: {route:?}",
         NODES[1].peer_pool6
     );
@@ -466,6 +497,9 @@ fn run(lab: &Lab, clients: usize) -> Result<()> {
         signal(pid as u32, "-KILL");
     }
     withdraw_node_a(&lab.router)?;
+    if !peer_pool {
+        return refused_and_withdrawn(nb, &b_before, clients, on_a);
+    }
     // Every client answered again: a status written well after the death in which no client
     // is silent (no echo for two probe intervals and a second) and every one was answered
     // through both tunnels.
@@ -527,6 +561,41 @@ fn run(lab: &Lab, clients: usize) -> Result<()> {
         s_get(&s, "gap_p90_seconds"),
         s_get(&s, "gap_p99_seconds"),
         s_get(&s, "gap_max_seconds"),
+    );
+    Ok(())
+}
+
+/// Without `ha.peer_pool6`: node B refuses each of node A's IKE SAs when its client's ESP
+/// arrives, and takes out again the child SA the same takeover installed for it.
+fn refused_and_withdrawn(nb: &Netns, before: &Metrics, clients: usize, on_a: usize) -> Result<()> {
+    let want = 2.0 * on_a as f64;
+    let refused = wait_for(RESUME_BOUND, || {
+        let m = metrics(nb).ok()?;
+        (sync(&m, "install_failed") >= want && sync(&m, "withdrawn") >= want).then_some(m)
+    });
+    let m = match refused {
+        Some(m) => m,
+        None => metrics(nb)?,
+    };
+    let (failed, withdrawn) = (sync(&m, "install_failed"), sync(&m, "withdrawn"));
+    let child_sas = m.sum("gate64_ipsec_qmsa", &[]);
+    let own = 2.0 * (clients - on_a) as f64;
+    ensure!(
+        failed == want && withdrawn == want && child_sas == own,
+        "node B without ha.peer_pool6: {failed} IKE SAs refused and {withdrawn} child SAs \
+         withdrawn, want {want} of each (node A's {on_a} clients, 2 tunnels each); {child_sas} \
+         child SAs, want its own {own}\n{}",
+        gate64_lines(&m)
+    );
+    let negotiated = m.sum("gate64_ike_negotiations_total", &[]);
+    let before_negotiated = before.sum("gate64_ike_negotiations_total", &[]);
+    ensure!(
+        negotiated == before_negotiated,
+        "node B ran IKE negotiations ({before_negotiated} before, {negotiated} after)"
+    );
+    println!(
+        "without ha.peer_pool6: node B refused {failed} IKE SAs of node A's {on_a} clients and \
+         withdrew the {withdrawn} child SAs it had installed for them; {child_sas} child SAs left"
     );
     Ok(())
 }

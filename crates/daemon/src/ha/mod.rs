@@ -125,6 +125,9 @@ pub(crate) struct Counters {
     store_full: AtomicU64,
     installed: AtomicU64,
     install_failed: AtomicU64,
+    /// Child SAs installed at a takeover and taken out again because their IKE SA could not
+    /// be installed.
+    withdrawn: AtomicU64,
     on_demand: AtomicU64,
     on_demand_peer_alive: AtomicU64,
     on_demand_limited: AtomicU64,
@@ -172,6 +175,7 @@ impl Counters {
             ("in", StoreDrop::Full.as_str(), get(&self.store_full)),
             ("takeover", "installed", get(&self.installed)),
             ("takeover", "install_failed", get(&self.install_failed)),
+            ("takeover", "withdrawn", get(&self.withdrawn)),
             ("takeover", "on_demand", get(&self.on_demand)),
             (
                 "takeover",
@@ -645,6 +649,8 @@ impl Task {
         let c = Arc::clone(&self.counters);
         let mut children = 0;
         let mut children_failed = 0;
+        // The child SAs this call installed: the only ones it may take out again.
+        let mut installed_now = HashSet::new();
         for record in child {
             let spi = record.inbound.spi;
             match self
@@ -654,6 +660,7 @@ impl Task {
                 Ok(()) => {
                     children += 1;
                     self.children.insert(spi);
+                    installed_now.insert(spi);
                     Counters::add(&c.installed, 1);
                 }
                 Err(e) => {
@@ -676,9 +683,11 @@ impl Task {
             ..Default::default()
         };
         let reply_later = reply.clone();
+        let sadb = Arc::clone(&self.sadb);
         let asked = self.control.apply(move |r| {
             for sa in synced {
                 let spi = sa.spi_r;
+                let child_spis: Vec<u32> = sa.children.iter().map(|c| c.inbound_spi).collect();
                 match r.install_synced_ike_sa(Instant::now(), sa) {
                     Ok(()) => {
                         Counters::add(&c.installed, 1);
@@ -688,6 +697,10 @@ impl Task {
                         warn!(spi = format_args!("{spi:016x}"), error = %e, "synced IKE SA not installed");
                         Counters::add(&c.install_failed, 1);
                         promoted.ike_failed += 1;
+                        let withdrawn = withdraw_children(&sadb, &installed_now, &child_spis);
+                        Counters::add(&c.withdrawn, withdrawn);
+                        promoted.child_installed = promoted.child_installed.saturating_sub(withdrawn);
+                        promoted.child_failed += withdrawn;
                     }
                 }
             }
@@ -702,6 +715,24 @@ impl Task {
             ));
         }
     }
+}
+
+/// Takes out of `sadb` the child SAs of an IKE SA that could not be installed, of those
+/// `installed_now` holds (this takeover's: an SPI that was already in use belongs to another
+/// SA): without their IKE SA nothing would rekey or delete them, and their inner addresses
+/// would hold no lease on this node, which could hand them to another client. How many.
+fn withdraw_children(sadb: &SaDb, installed_now: &HashSet<u32>, child_spis: &[u32]) -> u64 {
+    let mut withdrawn = 0;
+    for spi in child_spis.iter().filter(|spi| installed_now.contains(spi)) {
+        if sadb.remove(*spi).is_some() {
+            warn!(
+                spi = format_args!("{spi:08x}"),
+                "synced child SA withdrawn: its IKE SA was not installed"
+            );
+            withdrawn += 1;
+        }
+    }
+    withdrawn
 }
 
 #[cfg(test)]
@@ -891,5 +922,52 @@ mod tests {
                 "{refusal:?}"
             );
         }
+    }
+
+    /// A failed IKE SA takes out only the child SAs this takeover installed for it.
+    #[test]
+    fn a_failed_ike_sa_withdraws_only_the_child_sas_the_takeover_installed() {
+        use gate64_esp::{ChildSaPair, Peer, TunnelKind};
+        let sadb = SaDb::new();
+        let now = Instant::now();
+        let pair = |spi: u32| ChildSaPair {
+            inbound: store::test_sa_params(spi, 3, now),
+            outbound: store::test_sa_params(spi | 0x8000_0000, 4, now),
+            peer: Peer {
+                outer: "2001:db8::7".parse().unwrap(),
+                native: None,
+                udp_encap: None,
+                inner: Vec::new(),
+            },
+            tunnel: TunnelKind::Infrastructure,
+            ike_spi: 1,
+        };
+        // 0x100 was there before the takeover; 0x101 and 0x102 the takeover installed.
+        for spi in [0x100, 0x101, 0x102] {
+            sadb.install(pair(spi)).unwrap();
+        }
+        let installed_now: HashSet<u32> = [0x101, 0x102].into();
+        let withdrawn = withdraw_children(&sadb, &installed_now, &[0x100, 0x101, 0x103]);
+        assert_eq!(
+            withdrawn, 1,
+            "only 0x101: 0x100 is another SA's, 0x103 never went in"
+        );
+        assert!(
+            sadb.inbound(0x100).is_some(),
+            "an SA the takeover did not install stays"
+        );
+        assert!(
+            sadb.inbound(0x101).is_none(),
+            "the failed IKE SA's child SA is gone"
+        );
+        assert!(
+            sadb.inbound(0x102).is_some(),
+            "another IKE SA's child SA stays"
+        );
+        assert_eq!(
+            withdraw_children(&sadb, &installed_now, &[0x101]),
+            0,
+            "taken out once"
+        );
     }
 }
