@@ -390,30 +390,7 @@ fn run(
 ) -> Result<()> {
     ensure!(clients > 0, "GATE64_RESILIENT_CLIENTS must be at least 1");
     let bin = gate64_binary()?;
-    for (k, v) in [
-        ("net.ipv4.ip_forward", "1"),
-        ("net.ipv6.conf.all.forwarding", "1"),
-        ("net.ipv4.conf.all.rp_filter", "0"),
-        ("net.ipv4.conf.default.rp_filter", "0"),
-        ("net.ipv4.fib_multipath_hash_policy", "1"),
-    ] {
-        router.sysctl(k, v)?;
-    }
-    router.veth("corp", corp, "eth0")?;
-    router.addr_add("corp", "2001:db8:100:1::1/64")?;
-    // No duplicate address detection: the echo servers bind these at once.
-    for host in [CORP_HOST, INTRANET_HOST] {
-        let addr = format!("{host}/64");
-        corp.ip(&["-6", "addr", "add", &addr, "dev", "eth0", "nodad"])?;
-    }
-    corp.ip(&["-6", "route", "add", "default", "via", "2001:db8:100:1::1"])?;
-    router.veth("cli", cli, "eth0")?;
-    router.addr_add("cli", "203.0.113.1/24")?;
-    cli.addr_add("eth0", "203.0.113.2/24")?;
-    for host in SOURCES {
-        cli.addr_add("eth0", &format!("203.0.113.{host}/24"))?;
-    }
-    cli.ip(&["route", "add", "default", "via", "203.0.113.1"])?;
+    wire_edges(router, corp, cli)?;
     router.veth("new", newcomer, "eth0")?;
     router.addr_add("new", "192.168.77.1/24")?;
     newcomer.addr_add("eth0", "192.168.77.2/24")?;
@@ -715,5 +692,36 @@ fn run(
         g.ensure_running()?;
     }
     drop(echo);
+    Ok(())
+}
+
+/// The router's forwarding and ECMP hash settings, the corporate link with both echo hosts'
+/// addresses, and the client link with the clients' source addresses: the parts of the lab
+/// the resilient scale-out tests share.
+pub(crate) fn wire_edges(router: &Netns, corp: &Netns, cli: &Netns) -> Result<()> {
+    for (k, v) in [
+        ("net.ipv4.ip_forward", "1"),
+        ("net.ipv6.conf.all.forwarding", "1"),
+        ("net.ipv4.conf.all.rp_filter", "0"),
+        ("net.ipv4.conf.default.rp_filter", "0"),
+        ("net.ipv4.fib_multipath_hash_policy", "1"),
+    ] {
+        router.sysctl(k, v)?;
+    }
+    router.veth("corp", corp, "eth0")?;
+    router.addr_add("corp", "2001:db8:100:1::1/64")?;
+    // No duplicate address detection: the echo servers bind these at once.
+    for host in [CORP_HOST, INTRANET_HOST] {
+        let addr = format!("{host}/64");
+        corp.ip(&["-6", "addr", "add", &addr, "dev", "eth0", "nodad"])?;
+    }
+    corp.ip(&["-6", "route", "add", "default", "via", "2001:db8:100:1::1"])?;
+    router.veth("cli", cli, "eth0")?;
+    router.addr_add("cli", "203.0.113.1/24")?;
+    cli.addr_add("eth0", "203.0.113.2/24")?;
+    for host in SOURCES {
+        cli.addr_add("eth0", &format!("203.0.113.{host}/24"))?;
+    }
+    cli.ip(&["route", "add", "default", "via", "203.0.113.1"])?;
     Ok(())
 }

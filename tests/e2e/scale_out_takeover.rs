@@ -71,10 +71,9 @@ const CORP_PREFIX: &str = "2001:db8:100::/48";
 const POOL6: &str = "fd00:c1::/104";
 /// The Teredo server addresses, on both nodes.
 const TEREDO: [&str; 2] = ["192.0.2.1", "192.0.2.2"];
-/// The clients' source addresses on the client link (gate64 paces its bubbles and bounds
-/// its relay peers per address).
+/// The clients' source addresses on the client link, which `wire_edges` puts there (gate64
+/// paces its bubbles and bounds its relay peers per address).
 const SOURCE_V4: &str = "203.0.113.128/25";
-const SOURCES: std::ops::RangeInclusive<u8> = 129..=254;
 const CLIENTS: usize = 300;
 /// Clients of the test without `ha.peer_pool6`.
 const CLIENTS_REFUSED: usize = 40;
@@ -240,29 +239,7 @@ fn wire(lab: &Lab) -> Result<()> {
     let Lab {
         router, corp, cli, ..
     } = lab;
-    for (k, v) in [
-        ("net.ipv4.ip_forward", "1"),
-        ("net.ipv6.conf.all.forwarding", "1"),
-        ("net.ipv4.conf.all.rp_filter", "0"),
-        ("net.ipv4.conf.default.rp_filter", "0"),
-        ("net.ipv4.fib_multipath_hash_policy", "1"),
-    ] {
-        router.sysctl(k, v)?;
-    }
-    router.veth("corp", corp, "eth0")?;
-    router.addr_add("corp", "2001:db8:100:1::1/64")?;
-    for host in [CORP_HOST, INTRANET_HOST] {
-        let addr = format!("{host}/64");
-        corp.ip(&["-6", "addr", "add", &addr, "dev", "eth0", "nodad"])?;
-    }
-    corp.ip(&["-6", "route", "add", "default", "via", "2001:db8:100:1::1"])?;
-    router.veth("cli", cli, "eth0")?;
-    router.addr_add("cli", "203.0.113.1/24")?;
-    cli.addr_add("eth0", "203.0.113.2/24")?;
-    for host in SOURCES {
-        cli.addr_add("eth0", &format!("203.0.113.{host}/24"))?;
-    }
-    cli.ip(&["route", "add", "default", "via", "203.0.113.1"])?;
+    crate::scale_out_resilient::wire_edges(router, corp, cli)?;
     lab.nodes[0].veth("ha0", &lab.nodes[1], "ha0")?;
     for (ns, node) in lab.nodes.iter().zip(&NODES) {
         let i = node.index;
