@@ -23,7 +23,8 @@ use gate64_testkit::{
 };
 
 use crate::common::{
-    gate64_lines, iphttps_section, netns_test, path_str, serve_iphttps, spawn_bench_load,
+    env_count, env_or, gate64_lines, iphttps_section, netns_test, path_str, serve_iphttps,
+    spawn_bench_load,
 };
 
 /// gate64's `corpnet.address6` in the lab configuration: its IKE endpoint.
@@ -77,14 +78,8 @@ fn netns_bench_load_mix() {
 #[test]
 #[ignore = "netns: needs root"]
 fn netns_bench_load_scale() {
-    let clients = std::env::var("GATE64_LOAD_CLIENTS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(SCALE_CLIENTS);
-    let share = std::env::var("GATE64_LOAD_IPHTTPS_SHARE")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(0.3);
+    let clients = env_count("GATE64_LOAD_CLIENTS", SCALE_CLIENTS);
+    let share = env_or("GATE64_LOAD_IPHTTPS_SHARE", 0.3);
     netns_test("netns_bench_load_scale", Topology::builder(), |topo| {
         bench_load(topo, clients, share, Duration::ZERO)
     });

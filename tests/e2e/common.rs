@@ -395,6 +395,78 @@ pub(crate) fn median(values: impl IntoIterator<Item = f64>) -> f64 {
     v.get(v.len() / 2).copied().unwrap_or(f64::NAN)
 }
 
+/// `$var` parsed as a `T`, else `default` (unset or not a `T`): a test's size, such as its
+/// number of clients, set from the environment for a larger run.
+pub(crate) fn env_or<T: std::str::FromStr>(var: &str, default: T) -> T {
+    std::env::var(var)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+/// A count from `$var` (a test's number of clients), else `default`.
+pub(crate) fn env_count(var: &str, default: usize) -> usize {
+    env_or(var, default)
+}
+
+/// The `gate64 bench load` status file at `status` as it is now; empty when unreadable.
+pub(crate) fn status_text(status: &Path) -> String {
+    std::fs::read_to_string(status).unwrap_or_default()
+}
+
+/// The clients' inner addresses from the generator's ADDRESSES file (beside `status`).
+pub(crate) fn addresses(status: &Path) -> Result<Vec<Ipv6Addr>> {
+    let mut path = status.as_os_str().to_owned();
+    path.push(".addresses");
+    let text = std::fs::read_to_string(&path).context("the ADDRESSES file")?;
+    text.lines()
+        .map(|line| {
+            line.split(' ')
+                .next()
+                .and_then(|a| a.parse().ok())
+                .with_context(|| format!("ADDRESSES line {line:?}"))
+        })
+        .collect()
+}
+
+/// Waits until the generator writing `status` counts all its `clients` up with both IKE SAs
+/// and both child SAs each, and every one's probes answered (each client probed, none
+/// silent): its status then, or an error with its status at `timeout`.
+pub(crate) fn wait_all_up(status: &Path, clients: usize, timeout: Duration) -> Result<String> {
+    let n = clients as f64;
+    let up = wait_for(timeout, || {
+        let s = std::fs::read_to_string(status).ok()?;
+        let get = |k: &str| crate::bench_load::field(&s, k);
+        (get("up")? == n
+            && get("mmsa")? == 2.0 * n
+            && get("qmsa")? == 2.0 * n
+            && get("probe_clients")? == n
+            && get("probe_silent")? == 0.0)
+            .then_some(s)
+    });
+    up.with_context(|| {
+        format!(
+            "not every client up and answered within {timeout:?}: {}",
+            status_text(status)
+        )
+    })
+}
+
+/// `gate64 status --json` of the daemon in `ns` whose `[control] socket` is `control.sock`
+/// in `ns`'s directory.
+pub(crate) fn status_json_in(ns: &gate64_testkit::Netns) -> Result<serde_json::Value> {
+    let bin = gate64_binary()?;
+    let socket = ns.dir().join("control.sock");
+    let json = ns.exec_ok(&[
+        path_str(&bin)?,
+        "status",
+        "--json",
+        "--socket",
+        path_str(&socket)?,
+    ])?;
+    serde_json::from_str(&json).with_context(|| format!("gate64 status --json:\n{json}"))
+}
+
 /// Rounds of a measuring test: `$var` when it is within `1..=max`, else 1 (what CI runs).
 pub(crate) fn rounds_from_env(var: &str, max: usize) -> usize {
     std::env::var(var)

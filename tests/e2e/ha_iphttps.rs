@@ -21,21 +21,18 @@
 use std::collections::BTreeSet;
 use std::net::IpAddr;
 use std::path::Path;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use anyhow::{Context, Result, ensure};
+use anyhow::{Result, ensure};
 use gate64_testkit::strongswan::LabCerts;
-use gate64_testkit::{
-    CORP_HOST, Metrics, Netns, Process, gate64_binary, netns_or_skip, wait_for, wait_until,
-};
+use gate64_testkit::{CORP_HOST, Metrics, Netns, Process, gate64_binary, wait_for, wait_until};
 
-use crate::common::{GATE64_ADDRESS6, POOL6, gate64_lines, path_str};
+use crate::common::{GATE64_ADDRESS6, POOL6, gate64_lines, path_str, status_json_in};
 use crate::failover::{metrics, now_epoch, signal};
+use crate::ha_sync::{INSIDE_GATEWAY, Lab, run_lab};
 
 /// The IP-HTTPS address the takeover moves (`[iphttps] listen` on both nodes).
 const IPHTTPS_ADDRESS: &str = "192.0.2.1";
-/// The inside gateway the takeover moves: the corporate host's route to the inner addresses.
-const INSIDE_GATEWAY: &str = "2001:db8:100:1::1";
 /// Both tunnels up through IP-HTTPS, generous on two shared cores.
 const ESTABLISH_TIMEOUT: Duration = Duration::from_secs(40);
 /// The standby's store must hold the records within this long (the active node flushes
@@ -50,88 +47,16 @@ const RECORDS: f64 = 4.0;
 #[test]
 #[ignore = "netns: needs root"]
 fn netns_ha_iphttps_takeover_keeps_the_64() {
-    if !netns_or_skip("netns_ha_iphttps_takeover_keeps_the_64") {
-        return;
-    }
-    let started = Instant::now();
-    let r = Lab::new().and_then(|lab| {
-        let r = takeover(&lab);
-        if r.is_err() {
-            eprintln!("{}", lab.logs());
-        }
-        r
-    });
-    println!(
-        "HA IP-HTTPS test took {:.1} s",
-        started.elapsed().as_secs_f64()
-    );
-    if let Err(e) = r {
-        panic!("{e:#}");
-    }
+    run_lab("netns_ha_iphttps_takeover_keeps_the_64", new_lab, takeover);
 }
 
-/// The namespaces; dropped in reverse order of creation.
-struct Lab {
-    bridge: Netns,
-    nodes: [Netns; 2],
-    client: Netns,
-    corp: Netns,
-}
-
-impl Lab {
-    fn new() -> Result<Lab> {
-        let lab = Lab {
-            bridge: Netns::new("hlbr")?,
-            nodes: [Netns::new("hla")?, Netns::new("hlb")?],
-            client: Netns::new("hlcli")?,
-            corp: Netns::new("hlcorp")?,
-        };
-        let br = &lab.bridge;
-        for b in ["br0", "br1"] {
-            br.ip(&["link", "add", b, "type", "bridge"])?;
-            br.link_up(b)?;
-        }
-        let attach = |port: &str, ns: &Netns, dev: &str, bridge: &str| -> Result<()> {
-            br.veth(port, ns, dev)?;
-            br.ip(&["link", "set", port, "master", bridge]).map(drop)
-        };
-        lab.nodes[0].veth("ha0", &lab.nodes[1], "ha0")?;
-        for (i, node) in lab.nodes.iter().enumerate() {
-            attach(&format!("u{i}"), node, "up0", "br0")?;
-            attach(&format!("l{i}"), node, "lan0", "br1")?;
-            let host = 11 + i;
-            node.addr_add("up0", &format!("192.0.2.{host}/24"))?;
-            node.addr_add("lan0", &format!("2001:db8:100:1::{host}/64"))?;
-            node.addr_add("ha0", &format!("10.0.9.{}/30", i + 1))?;
-            for (key, value) in [
-                ("net.ipv6.conf.all.forwarding", "1"),
-                // Hot standby: the standby's gate64 binds the IP-HTTPS address before it
-                // moves there.
-                ("net.ipv4.ip_nonlocal_bind", "1"),
-                ("net.ipv6.ip_nonlocal_bind", "1"),
-            ] {
-                node.sysctl(key, value)?;
-            }
-        }
-        lab.nodes[0].addr_add("up0", &format!("{IPHTTPS_ADDRESS}/24"))?;
-        lab.nodes[0].addr_add("lan0", &format!("{INSIDE_GATEWAY}/64"))?;
-        attach("cl", &lab.client, "eth0", "br0")?;
-        attach("co", &lab.corp, "eth0", "br1")?;
-        lab.client.addr_add("eth0", "192.0.2.50/24")?;
-        lab.corp.addr_add("eth0", &format!("{CORP_HOST}/64"))?;
-        lab.corp
-            .ip(&["-6", "route", "add", "default", "via", INSIDE_GATEWAY])?;
-        lab.corp
-            .ip(&["-6", "route", "add", POOL6, "via", INSIDE_GATEWAY])?;
-        Ok(lab)
-    }
-
-    fn logs(&self) -> String {
-        [&self.nodes[0], &self.nodes[1], &self.client]
-            .iter()
-            .map(|ns| ns.logs_report())
-            .collect()
-    }
+/// The HA lab of `ha_sync` in namespaces `hl…`, `hla` holding the IP-HTTPS address and the
+/// inside gateway.
+fn new_lab() -> Result<Lab> {
+    let lab = Lab::new("hl", &[], &[])?;
+    lab.nodes[0].addr_add("up0", &format!("{IPHTTPS_ADDRESS}/24"))?;
+    lab.nodes[0].addr_add("lan0", &format!("{INSIDE_GATEWAY}/64"))?;
+    Ok(lab)
 }
 
 /// Node `i`'s configuration: IPsec behind IP-HTTPS, and `[ha]` towards the other node.
@@ -171,17 +96,7 @@ type Sa = (String, String, u64, u64);
 
 /// Every child SA in `node`'s `gate64 status --json`.
 fn child_sas(node: &Netns) -> Result<BTreeSet<Sa>> {
-    let bin = gate64_binary()?;
-    let socket = node.dir().join("control.sock");
-    let json = node.exec_ok(&[
-        path_str(&bin)?,
-        "status",
-        "--json",
-        "--socket",
-        path_str(&socket)?,
-    ])?;
-    let v: serde_json::Value =
-        serde_json::from_str(&json).with_context(|| format!("gate64 status --json:\n{json}"))?;
+    let v = status_json_in(node)?;
     let mut all = BTreeSet::new();
     for c in v["clients"].as_array().into_iter().flatten() {
         for sa in c["sas"].as_array().into_iter().flatten() {

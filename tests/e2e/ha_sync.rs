@@ -62,14 +62,17 @@ use gate64_testkit::{
 };
 
 use crate::bench_load::{field, udp_echo};
-use crate::common::{GATE64_ADDRESS6, POOL6, gate64_lines, path_str, spawn_bench_load};
+use crate::common::{
+    GATE64_ADDRESS6, POOL6, env_count, gate64_lines, path_str, spawn_bench_load, status_text,
+    wait_all_up,
+};
 use crate::failover::{Stream, metrics, now_epoch, signal};
 use crate::ipsec::{INITIATE_TIMEOUT, SETTLE_TIMEOUT};
 
 /// The IKE address keepalived moves (`[ipsec] listen` on both nodes).
 const IKE_ADDRESS: &str = "192.0.2.10";
 /// The inside gateway keepalived moves: the corporate host's route to the inner addresses.
-const INSIDE_GATEWAY: &str = "2001:db8:100:1::1";
+pub(crate) const INSIDE_GATEWAY: &str = "2001:db8:100:1::1";
 /// The sync channel's UDP port on both nodes.
 const HA_PORT: u16 = 4501;
 /// The ping must flow again through the standby within this long of the death (generous:
@@ -102,14 +105,24 @@ fn netns_ha_sync_cut_channel_client_returns_by_qcd() {
     );
 }
 
-/// Runs `test` in a fresh [`Lab`] (skipped without root or `ip netns`): on failure prints
-/// every node's logs and panics with the error; prints how long it took either way.
+/// Runs `test` in a fresh [`Lab`] of this file's (namespaces `hs…`), as [`run_lab`] does.
 fn run_in_lab(name: &str, test: impl FnOnce(&Lab) -> Result<()>) {
+    run_lab(name, || Lab::new("hs", NODE_SYSCTLS, CORP_SYSCTLS), test);
+}
+
+/// Runs `test` in the [`Lab`] `new_lab` makes (skipped without root or `ip netns`): on
+/// failure prints every node's logs and panics with the error; prints how long it took
+/// either way.
+pub(crate) fn run_lab(
+    name: &str,
+    new_lab: impl FnOnce() -> Result<Lab>,
+    test: impl FnOnce(&Lab) -> Result<()>,
+) {
     if !netns_or_skip(name) {
         return;
     }
     let started = Instant::now();
-    let r = Lab::new().and_then(|lab| {
+    let r = new_lab().and_then(|lab| {
         let r = test(&lab);
         if r.is_err() {
             eprintln!("{}", lab.logs());
@@ -238,21 +251,47 @@ fn cut_channel(lab: &Lab) -> Result<()> {
         .context("keepalived on hsb")
 }
 
-/// The namespaces of the pair; dropped in reverse order of creation.
-struct Lab {
-    bridge: Netns,
-    nodes: [Netns; 2],
-    client: Netns,
-    corp: Netns,
+/// The namespaces of a hot pair; dropped in reverse order of creation.
+pub(crate) struct Lab {
+    pub(crate) bridge: Netns,
+    pub(crate) nodes: [Netns; 2],
+    pub(crate) client: Netns,
+    pub(crate) corp: Netns,
 }
 
+/// This file's lab's node sysctls beyond [`Lab::new`]'s own: no DAD on the inside link (the
+/// inside gateway keepalived moves is usable at once), IPv4 forwarding for the Teredo relay,
+/// and no reverse-path filter (the IKE and Teredo addresses move between the nodes).
+const NODE_SYSCTLS: &[(&str, &str)] = &[
+    ("net.ipv6.conf.lan0.accept_dad", "0"),
+    ("net.ipv4.ip_forward", "1"),
+    ("net.ipv4.conf.all.rp_filter", "0"),
+    ("net.ipv4.conf.default.rp_filter", "0"),
+];
+/// This file's lab's corporate host: no DAD on its link.
+const CORP_SYSCTLS: &[(&str, &str)] = &[("net.ipv6.conf.eth0.accept_dad", "0")];
+
 impl Lab {
-    fn new() -> Result<Lab> {
+    /// The namespaces `{tag}br` (two bridges: `br0` outside, `br1` inside), `{tag}a` and
+    /// `{tag}b` (the nodes: `up0` on `br0` at 192.0.2.11 and .12, `lan0` on `br1` at
+    /// 2001:db8:100:1::11 and ::12, and the sync link `ha0` between them, 10.0.9.1 and .2),
+    /// `{tag}cli` (the client, 192.0.2.50 on `br0`) and `{tag}corp` (the corporate host
+    /// [`CORP_HOST`] on `br1`, routing the pool and its default to [`INSIDE_GATEWAY`]). Both
+    /// nodes forward IPv6 and bind addresses they do not hold yet (hot standby), and set
+    /// `node_sysctls` before their addresses; the corporate host sets `corp_sysctls`.
+    pub(crate) fn new(
+        tag: &str,
+        node_sysctls: &[(&str, &str)],
+        corp_sysctls: &[(&str, &str)],
+    ) -> Result<Lab> {
         let lab = Lab {
-            bridge: Netns::new("hsbr")?,
-            nodes: [Netns::new("hsa")?, Netns::new("hsb")?],
-            client: Netns::new("hscli")?,
-            corp: Netns::new("hscorp")?,
+            bridge: Netns::new(&format!("{tag}br"))?,
+            nodes: [
+                Netns::new(&format!("{tag}a"))?,
+                Netns::new(&format!("{tag}b"))?,
+            ],
+            client: Netns::new(&format!("{tag}cli"))?,
+            corp: Netns::new(&format!("{tag}corp"))?,
         };
         let br = &lab.bridge;
         for b in ["br0", "br1"] {
@@ -268,28 +307,27 @@ impl Lab {
         for (i, node) in lab.nodes.iter().enumerate() {
             attach(&format!("u{i}"), node, "up0", "br0")?;
             attach(&format!("l{i}"), node, "lan0", "br1")?;
-            let host = 11 + i;
-            node.addr_add("up0", &format!("192.0.2.{host}/24"))?;
-            node.sysctl("net.ipv6.conf.lan0.accept_dad", "0")?;
-            node.addr_add("lan0", &format!("2001:db8:100:1::{host}/64"))?;
-            node.addr_add("ha0", &format!("10.0.9.{}/30", i + 1))?;
-            for (key, value) in [
-                ("net.ipv4.ip_forward", "1"),
+            let hot = [
                 ("net.ipv6.conf.all.forwarding", "1"),
-                ("net.ipv4.conf.all.rp_filter", "0"),
-                ("net.ipv4.conf.default.rp_filter", "0"),
-                // Hot standby: the backup's gate64 binds the IKE address before keepalived
-                // moves it there.
+                // Hot standby: the standby's gate64 binds the addresses that move (IKE,
+                // IP-HTTPS) before they move there.
                 ("net.ipv4.ip_nonlocal_bind", "1"),
                 ("net.ipv6.ip_nonlocal_bind", "1"),
-            ] {
+            ];
+            for &(key, value) in node_sysctls.iter().chain(&hot) {
                 node.sysctl(key, value)?;
             }
+            let host = 11 + i;
+            node.addr_add("up0", &format!("192.0.2.{host}/24"))?;
+            node.addr_add("lan0", &format!("2001:db8:100:1::{host}/64"))?;
+            node.addr_add("ha0", &format!("10.0.9.{}/30", i + 1))?;
         }
         attach("cl", &lab.client, "eth0", "br0")?;
         attach("co", &lab.corp, "eth0", "br1")?;
         lab.client.addr_add("eth0", "192.0.2.50/24")?;
-        lab.corp.sysctl("net.ipv6.conf.eth0.accept_dad", "0")?;
+        for &(key, value) in corp_sysctls {
+            lab.corp.sysctl(key, value)?;
+        }
         lab.corp.addr_add("eth0", &format!("{CORP_HOST}/64"))?;
         lab.corp
             .ip(&["-6", "route", "add", "default", "via", INSIDE_GATEWAY])?;
@@ -298,18 +336,20 @@ impl Lab {
         Ok(lab)
     }
 
-    /// Every process log of every namespace, for failure reports.
-    fn logs(&self) -> String {
+    /// Every process log of every namespace, and the log of a gate64 a notify script
+    /// started, for failure reports.
+    pub(crate) fn logs(&self) -> String {
         let mut all: String = [&self.nodes[0], &self.nodes[1], &self.client]
             .iter()
             .map(|ns| ns.logs_report())
             .collect();
         for node in &self.nodes {
-            let log = node.dir().join("gate64.log");
+            let Ok(log) = std::fs::read_to_string(node.dir().join("gate64.log")) else {
+                continue;
+            };
             all.push_str(&format!(
-                "----- {} / gate64 (started by the notify script) -----\n{}\n",
+                "----- {} / gate64 (started by the notify script) -----\n{log}\n",
                 node.name(),
-                std::fs::read_to_string(&log).unwrap_or_default()
             ));
         }
         all
@@ -868,10 +908,7 @@ const LOAD_SYNC_BOUND: Duration = Duration::from_secs(30);
 #[test]
 #[ignore = "netns: needs root"]
 fn netns_ha_sync_takeover_keeps_emulated_clients() {
-    let clients = std::env::var("GATE64_HA_CLIENTS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(LOAD_CLIENTS);
+    let clients = env_count("GATE64_HA_CLIENTS", LOAD_CLIENTS);
     println!("HA sync test with {clients} emulated clients");
     run_in_lab("netns_ha_sync_takeover_keeps_emulated_clients", |lab| {
         takeover_with_load(lab, clients)
@@ -953,11 +990,6 @@ fn udp_counters(ns: &Netns) -> String {
         .unwrap_or_default()
 }
 
-/// The generator's status file now.
-fn load_status(path: &Path) -> String {
-    std::fs::read_to_string(path).unwrap_or_default()
-}
-
 fn with_load(lab: &Lab, charon: &Charon<'_>, certs: &LabCerts, clients: usize) -> Result<()> {
     let [_, standby_ns] = &lab.nodes;
     charon.load_all()?;
@@ -979,23 +1011,9 @@ fn with_load(lab: &Lab, charon: &Charon<'_>, certs: &LabCerts, clients: usize) -
     let t = Instant::now();
     let timeout = LOAD_UP_TIMEOUT + LOAD_UP_PER_CLIENT * u32::try_from(clients)?;
     // Every client up with both SAs, and every one's probes answered through both tunnels.
-    let up = wait_for(timeout, || {
-        let s = std::fs::read_to_string(&status).ok()?;
-        let get = |k: &str| field(&s, k);
-        (get("up")? == n
-            && get("mmsa")? == 2.0 * n
-            && get("qmsa")? == 2.0 * n
-            && get("probe_clients")? == n
-            && get("probe_silent")? == 0.0)
-            .then_some(s)
-    });
+    let up = wait_all_up(&status, clients, timeout);
     load.ensure_running()?;
-    let s = up.with_context(|| {
-        format!(
-            "not every client up and answered within {timeout:?}: {}",
-            load_status(&status)
-        )
-    })?;
+    let s = up?;
     println!(
         "{clients} emulated Teredo clients (2 IKE SAs + 2 child SAs each) up and answered on \
          hsa in {:.1} s",
@@ -1022,7 +1040,7 @@ fn with_load(lab: &Lab, charon: &Charon<'_>, certs: &LabCerts, clients: usize) -
     // The gaps measured from here: the takeover's, not the set-up's.
     signal(load.pid(), "-USR1");
     std::thread::sleep(Duration::from_secs(3));
-    let at_death = field(&load_status(&status), "elapsed_seconds").unwrap_or(f64::MAX);
+    let at_death = field(&status_text(&status), "elapsed_seconds").unwrap_or(f64::MAX);
     let (died, vrrp_secs) = kill_active(lab)?;
     // Every client answered again: a status written well after the death (the status may be
     // a second old at it) in which no client is silent (no echo for two probe intervals and
@@ -1039,7 +1057,7 @@ fn with_load(lab: &Lab, charon: &Charon<'_>, certs: &LabCerts, clients: usize) -
     signal(stream.process.pid(), "-INT");
     std::thread::sleep(Duration::from_secs(1));
     let m = metrics(standby_ns)?;
-    let s = load_status(&status);
+    let s = status_text(&status);
     load.ensure_running()?;
     ensure!(
         recovered.is_some(),

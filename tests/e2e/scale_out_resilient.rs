@@ -42,7 +42,7 @@ use anyhow::{Context, Result, ensure};
 use gate64_testkit::{Metrics, Netns, Process, gate64_binary, netns_or_skip, wait_for, wait_until};
 
 use crate::bench_load::{field, udp_echo};
-use crate::common::{path_str, spawn_bench_load};
+use crate::common::{addresses, env_count, path_str, spawn_bench_load, status_text};
 use crate::failover::metrics;
 
 const ANYCAST: &str = "198.51.100.100";
@@ -87,10 +87,7 @@ fn netns_scale_out_resilient_join_and_leave() {
     if !netns_or_skip("netns_scale_out_resilient_join_and_leave") {
         return;
     }
-    let clients = std::env::var("GATE64_RESILIENT_CLIENTS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(CLIENTS);
+    let clients = env_count("GATE64_RESILIENT_CLIENTS", CLIENTS);
     let started = Instant::now();
     let r = resilient(clients);
     println!(
@@ -263,21 +260,6 @@ fn group(router: &Netns, verb: &str, ids: &[u32]) -> Result<()> {
     Ok(())
 }
 
-/// The clients' inner addresses from the generator's ADDRESSES file.
-fn addresses(status: &Path) -> Result<Vec<Ipv6Addr>> {
-    let mut path = status.as_os_str().to_owned();
-    path.push(".addresses");
-    let text = std::fs::read_to_string(&path).context("the ADDRESSES file")?;
-    text.lines()
-        .map(|line| {
-            line.split(' ')
-                .next()
-                .and_then(|a| a.parse().ok())
-                .with_context(|| format!("ADDRESSES line {line:?}"))
-        })
-        .collect()
-}
-
 /// A datagram from each inner address to both echo hosts comes back (each through its own
 /// tunnel); returns the pairs that did not. A pair that fails is tried again, twice, 2 s
 /// apart: a datagram lost once on a saturated machine is not a client whose tunnel is gone
@@ -364,10 +346,6 @@ fn nudge(inner: &[Ipv6Addr]) {
             let _ = sock.send_to(b"nudge", SocketAddr::from((CORP_HOST, ECHO_PORT)));
         }
     }
-}
-
-fn status_text(status: &Path) -> String {
-    std::fs::read_to_string(status).unwrap_or_default()
 }
 
 /// Waits until the generator counts every client up with both SAs; returns its status.

@@ -47,8 +47,11 @@
 //! B refuses each of node A's IKE SAs ("outside the address pool"). Asserted: every one of
 //! them counted `install_failed`, the child SA the same takeover installed for each taken
 //! out again (`withdrawn`, one per IKE SA), node B's child SA gauge back at its own
-//! clients' (no child SA of node A's left without its IKE SA), and no negotiation on node B.
+//! clients', its SA database (the child SAs `gate64 status --json` lists, by inbound SPI)
+//! holding exactly the SPIs it held before the death and none of those node A's held (no
+//! child SA of node A's left without its IKE SA), and no negotiation on node B.
 
+use std::collections::BTreeSet;
 use std::net::Ipv6Addr;
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -57,7 +60,10 @@ use anyhow::{Context, Result, ensure};
 use gate64_testkit::{Metrics, Netns, Process, gate64_binary, netns_or_skip, wait_for};
 
 use crate::bench_load::{field, udp_echo};
-use crate::common::{gate64_lines, path_str, spawn_bench_load};
+use crate::common::{
+    addresses, env_count, gate64_lines, path_str, spawn_bench_load, status_json_in, status_text,
+    wait_all_up,
+};
 use crate::failover::{metrics, now_epoch, signal};
 
 /// gate64's IKE endpoint on both nodes (`corpnet.address6`).
@@ -98,10 +104,7 @@ fn netns_scale_out_takeover_keeps_clients() {
     if !netns_or_skip("netns_scale_out_takeover_keeps_clients") {
         return;
     }
-    let clients = std::env::var("GATE64_TAKEOVER_CLIENTS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(CLIENTS);
+    let clients = env_count("GATE64_TAKEOVER_CLIENTS", CLIENTS);
     let started = Instant::now();
     let r = lab(clients, true);
     println!(
@@ -119,10 +122,7 @@ fn netns_scale_out_takeover_without_peer_pool_withdraws_child_sas() {
     if !netns_or_skip("netns_scale_out_takeover_without_peer_pool_withdraws_child_sas") {
         return;
     }
-    let clients = std::env::var("GATE64_TAKEOVER_CLIENTS_REFUSED")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(CLIENTS_REFUSED);
+    let clients = env_count("GATE64_TAKEOVER_CLIENTS_REFUSED", CLIENTS_REFUSED);
     if let Err(e) = lab(clients, false) {
         panic!("{e:#}");
     }
@@ -179,7 +179,12 @@ fn lab(clients: usize, peer_pool: bool) -> Result<()> {
     r
 }
 
-fn node_config(node: &Node, certs: &Path, secret: &Path, peer_pool: bool) -> Result<String> {
+fn node_config(
+    node: &Node,
+    certs: &Path,
+    (secret, socket): (&Path, &Path),
+    peer_pool: bool,
+) -> Result<String> {
     let pem = |f: &str| path_str(&certs.join(f)).map(str::to_owned);
     let (me, peer) = (node.index, 3 - node.index);
     let peer_pool6 = if peer_pool {
@@ -196,6 +201,7 @@ fn node_config(node: &Node, certs: &Path, secret: &Path, peer_pool: bool) -> Res
          endpoint = \"{ENDPOINT}\"\ninfrastructure_prefixes = [\"{CORP_HOST}/128\"]\n\n\
          [ha]\nnode_id = {me}\npeer_node_id = {peer}\nlisten = \"10.0.9.{me}:{HA_PORT}\"\n\
          peer = \"10.0.9.{peer}:{HA_PORT}\"\nsecret_file = {:?}\n{peer_pool6}\n\
+         [control]\nsocket = {:?}\n\n\
          [metrics]\nlisten = \"127.0.0.1:9164\"\n\n[log]\nlevel = \"info\"\n",
         TEREDO[0],
         TEREDO[1],
@@ -204,6 +210,7 @@ fn node_config(node: &Node, certs: &Path, secret: &Path, peer_pool: bool) -> Res
         pem("clients-ca.pem")?,
         node.pool6,
         path_str(secret)?,
+        path_str(socket)?,
     ))
 }
 
@@ -316,9 +323,10 @@ fn start_nodes(lab: &Lab, certs: &Path, peer_pool: bool) -> Result<Vec<Process>>
     for (ns, node) in lab.nodes.iter().zip(&NODES) {
         let secret = ns.write_file("ha.secret", &format!("{}\n", "6b".repeat(32)))?;
         std::fs::set_permissions(&secret, std::os::unix::fs::PermissionsExt::from_mode(0o600))?;
+        let socket = ns.dir().join("control.sock");
         let conf = ns.write_file(
             "gate64.toml",
-            &node_config(node, certs, &secret, peer_pool)?,
+            &node_config(node, certs, (&secret, &socket), peer_pool)?,
         )?;
         let mut gate = ns.spawn(
             "gate64",
@@ -364,25 +372,6 @@ fn withdraw_node_a(router: &Netns) -> Result<()> {
     Ok(())
 }
 
-fn status_text(status: &Path) -> String {
-    std::fs::read_to_string(status).unwrap_or_default()
-}
-
-/// The clients' inner addresses from the generator's ADDRESSES file.
-fn addresses(status: &Path) -> Result<Vec<Ipv6Addr>> {
-    let mut path = status.as_os_str().to_owned();
-    path.push(".addresses");
-    let text = std::fs::read_to_string(&path).context("the ADDRESSES file")?;
-    text.lines()
-        .map(|line| {
-            line.split(' ')
-                .next()
-                .and_then(|a| a.parse().ok())
-                .with_context(|| format!("ADDRESSES line {line:?}"))
-        })
-        .collect()
-}
-
 fn run(lab: &Lab, clients: usize, peer_pool: bool) -> Result<()> {
     wire(lab)?;
     let bin = gate64_binary()?;
@@ -416,23 +405,9 @@ fn run(lab: &Lab, clients: usize, peer_pool: bool) -> Result<()> {
     let n = clients as f64;
     let t = Instant::now();
     let timeout = UP_TIMEOUT + UP_PER_CLIENT * u32::try_from(clients)?;
-    let up = wait_for(timeout, || {
-        let s = std::fs::read_to_string(&status).ok()?;
-        let get = |k: &str| field(&s, k);
-        (get("up")? == n
-            && get("mmsa")? == 2.0 * n
-            && get("qmsa")? == 2.0 * n
-            && get("probe_clients")? == n
-            && get("probe_silent")? == 0.0)
-            .then_some(s)
-    });
+    let up = wait_all_up(&status, clients, timeout);
     load.ensure_running()?;
-    let s = up.with_context(|| {
-        format!(
-            "not every client up and answered within {timeout:?}: {}",
-            status_text(&status)
-        )
-    })?;
+    let s = up?;
     let inner = addresses(&status)?;
     let on_a = inner.iter().filter(|&&a| node_of(a) == 0).count();
     ensure!(
@@ -465,6 +440,12 @@ fn run(lab: &Lab, clients: usize, peer_pool: bool) -> Result<()> {
     let (generator_negotiations, session_ends) =
         (s_get(&s, "ike_negotiations"), s_get(&s, "session_errors"));
 
+    // Without ha.peer_pool6: what each node's SA database holds before the death.
+    let before_death = if peer_pool {
+        None
+    } else {
+        Some([sadb_spis(na)?, sadb_spis(nb)?])
+    };
     // The gaps measured from here: the takeover's, not the set-up's.
     signal(load.pid(), "-USR1");
     std::thread::sleep(Duration::from_secs(3));
@@ -474,8 +455,13 @@ fn run(lab: &Lab, clients: usize, peer_pool: bool) -> Result<()> {
         signal(pid as u32, "-KILL");
     }
     withdraw_node_a(&lab.router)?;
-    if !peer_pool {
-        return refused_and_withdrawn(nb, &b_before, clients, on_a);
+    if let Some([a_spis, b_spis]) = before_death {
+        let before = Before {
+            metrics: &b_before,
+            a_spis,
+            b_spis,
+        };
+        return refused_and_withdrawn(nb, &before, clients, on_a);
     }
     // Every client answered again: a status written well after the death in which no client
     // is silent (no echo for two probe intervals and a second) and every one was answered
@@ -542,10 +528,50 @@ fn run(lab: &Lab, clients: usize, peer_pool: bool) -> Result<()> {
     Ok(())
 }
 
+/// The inbound SPIs of the child SAs in `ns`'s SA database, as `gate64 status --json` lists
+/// them; an error when its `child_sas` count says otherwise.
+fn sadb_spis(ns: &Netns) -> Result<BTreeSet<u64>> {
+    let v = status_json_in(ns)?;
+    let listed: Vec<u64> = v["clients"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .flat_map(|c| c["sas"].as_array().into_iter().flatten())
+        .filter_map(|sa| sa["spi_in"].as_u64())
+        .collect();
+    let spis: BTreeSet<u64> = listed.iter().copied().collect();
+    let count = v["child_sas"].as_u64();
+    ensure!(
+        count == Some(spis.len() as u64) && listed.len() == spis.len(),
+        "{}'s gate64 status --json counts {count:?} child SAs and lists {} ({} SPIs)",
+        ns.name(),
+        listed.len(),
+        spis.len()
+    );
+    Ok(spis)
+}
+
+/// Node B before node A's death: its metrics, and both nodes' SA databases.
+struct Before<'a> {
+    metrics: &'a Metrics,
+    a_spis: BTreeSet<u64>,
+    b_spis: BTreeSet<u64>,
+}
+
 /// Without `ha.peer_pool6`: node B refuses each of node A's IKE SAs when its client's ESP
-/// arrives, and takes out again the child SA the same takeover installed for it.
-fn refused_and_withdrawn(nb: &Netns, before: &Metrics, clients: usize, on_a: usize) -> Result<()> {
+/// arrives, and takes out again the child SA the same takeover installed for it: its SA
+/// database then holds exactly the child SAs it held before the death, none of node A's.
+fn refused_and_withdrawn(nb: &Netns, before: &Before, clients: usize, on_a: usize) -> Result<()> {
     let want = 2.0 * on_a as f64;
+    let own = 2 * (clients - on_a);
+    ensure!(
+        before.a_spis.len() == 2 * on_a && before.b_spis.len() == own,
+        "before the death node A's SA database held {} child SAs, node B's {}: want 2 for \
+         each client of the node ({on_a} on node A, {} on node B)",
+        before.a_spis.len(),
+        before.b_spis.len(),
+        clients - on_a
+    );
     let refused = wait_for(RESUME_BOUND, || {
         let m = metrics(nb).ok()?;
         (sync(&m, "install_failed") >= want && sync(&m, "withdrawn") >= want).then_some(m)
@@ -556,23 +582,36 @@ fn refused_and_withdrawn(nb: &Netns, before: &Metrics, clients: usize, on_a: usi
     };
     let (failed, withdrawn) = (sync(&m, "install_failed"), sync(&m, "withdrawn"));
     let child_sas = m.sum("gate64_ipsec_qmsa", &[]);
-    let own = 2.0 * (clients - on_a) as f64;
     ensure!(
-        failed == want && withdrawn == want && child_sas == own,
+        failed == want && withdrawn == want && child_sas == own as f64,
         "node B without ha.peer_pool6: {failed} IKE SAs refused and {withdrawn} child SAs \
          withdrawn, want {want} of each (node A's {on_a} clients, 2 tunnels each); {child_sas} \
          child SAs, want its own {own}\n{}",
         gate64_lines(&m)
     );
+    // The SA database entry by entry: node B's own child SAs, and not one of node A's that
+    // the takeover installed and withdrew.
+    let spis = sadb_spis(nb)?;
+    let left: Vec<_> = spis.intersection(&before.a_spis).collect();
+    let own_missing = before.b_spis.difference(&spis).count();
+    ensure!(
+        spis == before.b_spis && left.is_empty(),
+        "node B's SA database holds {} child SAs, want its own {own}: {} of node A's left \
+         ({left:x?}), {own_missing} of its own missing",
+        spis.len(),
+        left.len()
+    );
     let negotiated = m.sum("gate64_ike_negotiations_total", &[]);
-    let before_negotiated = before.sum("gate64_ike_negotiations_total", &[]);
+    let before_negotiated = before.metrics.sum("gate64_ike_negotiations_total", &[]);
     ensure!(
         negotiated == before_negotiated,
         "node B ran IKE negotiations ({before_negotiated} before, {negotiated} after)"
     );
     println!(
         "without ha.peer_pool6: node B refused {failed} IKE SAs of node A's {on_a} clients and \
-         withdrew the {withdrawn} child SAs it had installed for them; {child_sas} child SAs left"
+         withdrew the {withdrawn} child SAs it had installed for them; {child_sas} child SAs \
+         left, its SA database holds its own {own} SPIs and none of node A's {}",
+        before.a_spis.len()
     );
     Ok(())
 }
