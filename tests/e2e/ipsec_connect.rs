@@ -6,8 +6,9 @@
 //!   require = true`, its own IKE responder and ESP stage), gets an inner address from the
 //!   pool, and reaches one corporate host through each tunnel (ping, then a short iperf3);
 //!   the client negotiates both tunnels afresh (`--ipsec-renew-secs`), gate64 still counts
-//!   two IKE SAs and two child SAs and the pings still go through; gate64 drops nothing for
-//!   want of an SA.
+//!   two IKE SAs and two child SAs and the pings still go through; the renewed IKE_AUTHs hit
+//!   gate64's cache of verified chains (`gate64_ike_chain_cache_total{result="hit"}` at least
+//!   2, the client's one chain held once); gate64 drops nothing for want of an SA.
 //! - `netns_ipsec_strongswan_over_iphttps`: strongSwan's charon in `tcli` builds both
 //!   tunnels to `gate64 serve`'s IKE responder over the IP-HTTPS TUN device of `gate64 connect
 //!   iphttps --no-ipsec` (the clear-text transport, charon doing IKE and ESP); pings reach one
@@ -445,6 +446,7 @@ fn connect_teredo_to_gate64(topo: &Topology) -> Result<()> {
         topo.ping6_all(&topo.cli, host, PINGS)
             .with_context(|| format!("ping {host} after the tunnels were renewed"))?;
     }
+    renewals_hit_the_chain_cache(topo)?;
     let m = topo.metrics()?;
     for name in ["gate64_ipsec_qmsa", "gate64_ipsec_mmsa"] {
         let v = m.sum(name, &[]);
@@ -462,6 +464,39 @@ fn connect_teredo_to_gate64(topo: &Topology) -> Result<()> {
     );
     client.ensure_running()?;
     gate.ensure_running()?;
+    Ok(())
+}
+
+/// The renewed tunnels' IKE_AUTHs carry the chain the first ones left in gate64's cache of
+/// verified chains: at least 2 hits (the first two may both have missed, verified at once on
+/// two threads), at least 1 miss, and the one client's chain held once.
+fn renewals_hit_the_chain_cache(topo: &Topology) -> Result<()> {
+    let hits =
+        |m: &gate64_testkit::Metrics| m.sum("gate64_ike_chain_cache_total", &[("result", "hit")]);
+    // The gauge task copies the driver's counters once a second.
+    let seen = wait_for(Duration::from_secs(10), || {
+        let m = topo.metrics().ok()?;
+        (hits(&m) >= 2.0).then_some(m)
+    });
+    let m = match seen {
+        Some(m) => m,
+        None => topo.metrics()?,
+    };
+    let (misses, entries) = (
+        m.sum("gate64_ike_chain_cache_total", &[("result", "miss")]),
+        m.sum("gate64_ike_chain_cache_entries", &[]),
+    );
+    ensure!(
+        hits(&m) >= 2.0 && misses >= 1.0 && entries == 1.0,
+        "after renewal: chain cache hits {}, misses {misses}, entries {entries}; expected \
+         at least 2 hits, at least 1 miss, 1 entry\n{}",
+        hits(&m),
+        gate64_lines(&m)
+    );
+    println!(
+        "chain cache after renewal: {} hits, {misses} misses, {entries} entry",
+        hits(&m)
+    );
     Ok(())
 }
 

@@ -5,15 +5,18 @@
 //!   key (another subject and name, same CA) replace the files at the same paths, then SIGHUP. The
 //!   IKE SA and child SA up before keep their SPIs and carry pings; the intranet tunnel,
 //!   negotiated after the reload, is served the new certificate (strongSwan's remote
-//!   identity), while the old tunnel still shows the old one.
+//!   identity), while the old tunnel still shows the old one. The reload starts gate64's
+//!   cache of verified chains empty (the intranet tunnel's IKE_AUTH misses it) and its
+//!   counters carry on: `gate64_ike_chain_cache_total{result="miss"}` grows by one past its
+//!   value before the reload, and `gate64_ike_chain_cache_entries` holds the one chain again.
 
 use std::time::Duration;
 
-use anyhow::{Context, Result, ensure};
+use anyhow::{Context, Result, bail, ensure};
 use gate64_testkit::strongswan::{INFRASTRUCTURE, INTRANET, IkeSa, Tunnel, with_charon_logs};
-use gate64_testkit::{CORP_HOST, Process, Topology, wait_until};
+use gate64_testkit::{CORP_HOST, Process, Topology, wait_for, wait_until};
 
-use crate::common::netns_test;
+use crate::common::{gate64_lines, netns_test};
 use crate::ike_multi_auth::issue_under_lab_ca;
 use crate::ipsec::{INITIATE_TIMEOUT, SETTLE_TIMEOUT, TeredoIpsecLab};
 
@@ -54,6 +57,7 @@ fn renews_the_ike_certificate(topo: &Topology) -> Result<()> {
         );
         topo.ping6_all(&topo.cli, CORP_HOST, 3)
             .context("ping through the infrastructure tunnel before the reload")?;
+        let misses = chain_cache_after(topo, "before the reload", 1.0)?;
 
         // A renewal as certbot-style tools do it: new files at the same paths.
         let dir = topo.srv.dir().join("certs");
@@ -86,6 +90,7 @@ fn renews_the_ike_certificate(topo: &Topology) -> Result<()> {
         );
         topo.ping6_all(&topo.cli, CORP_HOST, 3)
             .context("ping through the infrastructure tunnel after the reload")?;
+        chain_cache_after(topo, "after the reload", misses + 1.0)?;
         println!(
             "before the reload: {}; after: {}",
             old.remote_id, renewed.remote_id
@@ -94,6 +99,37 @@ fn renews_the_ike_certificate(topo: &Topology) -> Result<()> {
     };
     with_charon_logs(scenario(), &[&initiator])?;
     lab.gate.ensure_running()
+}
+
+/// Waits until gate64's chain cache counts at least `misses` misses and holds the client's
+/// one chain; returns the misses counted. The daemon copies the counters once a second.
+fn chain_cache_after(topo: &Topology, when: &str, misses: f64) -> Result<f64> {
+    let read = |m: &gate64_testkit::Metrics| {
+        (
+            m.sum("gate64_ike_chain_cache_total", &[("result", "miss")]),
+            m.sum("gate64_ike_chain_cache_entries", &[]),
+        )
+    };
+    let seen = wait_for(Duration::from_secs(10), || {
+        let m = topo.metrics().ok()?;
+        let (missed, entries) = read(&m);
+        (missed >= misses && entries == 1.0).then_some(missed)
+    });
+    match seen {
+        Some(missed) => {
+            println!("chain cache {when}: {missed} misses, 1 entry");
+            Ok(missed)
+        }
+        None => {
+            let m = topo.metrics()?;
+            let (missed, entries) = read(&m);
+            bail!(
+                "{when}: chain cache misses {missed}, entries {entries}; expected at least \
+                 {misses} misses and 1 entry\n{}",
+                gate64_lines(&m)
+            )
+        }
+    }
 }
 
 fn ike<'a>(sas: &'a [IkeSa], name: &str) -> Result<&'a IkeSa> {

@@ -7,7 +7,9 @@ use anyhow::{Context, Result};
 use gate64_config::{
     Config, EspProposal, IpsecCrlExpired, IpsecOcsp, IpsecSecondAuth, IpsecUniqueIds, RuleTunnel,
 };
-use gate64_dataplane::{IkeResult, IkeShedReason, IpsecStats, MobikeResult, OcspResult, RekeyKind};
+use gate64_dataplane::{
+    ChainCacheResult, IkeResult, IkeShedReason, IpsecStats, MobikeResult, OcspResult, RekeyKind,
+};
 use gate64_esp::{Cipher, SaDb};
 use gate64_ike::auth::{CaSet, Credentials, Crls, Identity, Sha1RsaSigner, TrustAnchors};
 use gate64_ike::child_sa::TunnelKind;
@@ -529,6 +531,11 @@ pub fn start(
                     for result in OcspResult::ALL {
                         stats.set_ocsp(result, counted.count(result));
                     }
+                    let cache = s.chain_cache;
+                    stats.set_chain_cache_entries(cache.entries);
+                    stats.set_chain_cache(ChainCacheResult::Hit, cache.hits);
+                    stats.set_chain_cache(ChainCacheResult::Miss, cache.misses);
+                    stats.set_chain_cache(ChainCacheResult::Evicted, cache.evicted);
                 }
                 _ = gauge_stop.wait_for(|stopped| *stopped) => return,
             }

@@ -187,6 +187,36 @@ impl OcspResult {
     }
 }
 
+/// What became of a certificate chain in the IKE responder's cache of verified chains: the
+/// `result` label of `gate64_ike_chain_cache_total`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ChainCacheResult {
+    /// A lookup found the chain: no path building or certificate signature checks.
+    Hit = 0,
+    /// A lookup did not find it: webpki verified it.
+    Miss = 1,
+    /// It was dropped as the oldest of a full cache.
+    Evicted = 2,
+}
+
+impl ChainCacheResult {
+    /// Every result, in label order.
+    pub const ALL: [ChainCacheResult; 3] = [
+        ChainCacheResult::Hit,
+        ChainCacheResult::Miss,
+        ChainCacheResult::Evicted,
+    ];
+
+    /// The `result` label value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ChainCacheResult::Hit => "hit",
+            ChainCacheResult::Miss => "miss",
+            ChainCacheResult::Evicted => "evicted",
+        }
+    }
+}
+
 /// Upper bounds, in seconds, of `gate64_ike_negotiation_duration_seconds`' buckets: a LAN
 /// handshake takes milliseconds, one over Teredo tens of them, a retransmitted one seconds.
 pub const NEGOTIATION_BUCKETS: [f64; 10] =
@@ -219,6 +249,8 @@ pub struct IpsecStats {
     duration_sum_micros: AtomicU64,
     disconnects: [AtomicU64; DisconnectReason::ALL.len()],
     ocsp: [AtomicU64; OcspResult::ALL.len()],
+    chain_cache_entries: AtomicU64,
+    chain_cache: [AtomicU64; ChainCacheResult::ALL.len()],
     /// The nextUpdate of each CRL of `ipsec.crls` in force, seconds since the epoch.
     crl_next_updates: Mutex<Vec<u64>>,
     /// The same of `iphttps.client_crls` (the IP-HTTPS listener's TLS client check).
@@ -406,6 +438,28 @@ impl IpsecStats {
     /// OCSP lookups that ended in `result`.
     pub fn ocsp(&self, result: OcspResult) -> u64 {
         self.ocsp[result as usize].load(Ordering::Relaxed)
+    }
+
+    /// Sets the chains the IKE responder's cache holds now (the driver reads them; the daemon
+    /// copies them here).
+    pub fn set_chain_cache_entries(&self, n: u64) {
+        self.chain_cache_entries.store(n, Ordering::Relaxed);
+    }
+
+    /// Chains held by the IKE responder's cache (`gate64_ike_chain_cache_entries`).
+    pub fn chain_cache_entries(&self) -> u64 {
+        self.chain_cache_entries.load(Ordering::Relaxed)
+    }
+
+    /// Sets the chain cache lookups or evictions of `result` since the IKE responder started,
+    /// reloads included (its anchors count them; the daemon copies their totals here).
+    pub fn set_chain_cache(&self, result: ChainCacheResult, n: u64) {
+        self.chain_cache[result as usize].store(n, Ordering::Relaxed);
+    }
+
+    /// Chain cache lookups or evictions of `result` (`gate64_ike_chain_cache_total`).
+    pub fn chain_cache(&self, result: ChainCacheResult) -> u64 {
+        self.chain_cache[result as usize].load(Ordering::Relaxed)
     }
 
     /// The CRLs of `ipsec.crls` now in force: their nextUpdate times (a start, a reload or a

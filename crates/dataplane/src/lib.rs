@@ -48,7 +48,8 @@ pub use drop::DropReason;
 pub use ingress::ClientBinding;
 pub use iphttps::IphttpsLink;
 pub use ipsec_stats::{
-    DisconnectReason, IkeResult, IkeShedReason, IpsecStats, MobikeResult, OcspResult, RekeyKind,
+    ChainCacheResult, DisconnectReason, IkeResult, IkeShedReason, IpsecStats, MobikeResult,
+    OcspResult, RekeyKind,
 };
 pub use shared::Shared;
 pub use stats::{Direction, Nat64Direction, Side, Stats, TlsResult};

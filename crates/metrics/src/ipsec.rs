@@ -7,7 +7,8 @@ use std::fmt;
 use std::sync::Arc;
 
 use gate64_dataplane::{
-    DisconnectReason, IkeResult, IkeShedReason, IpsecStats, MobikeResult, OcspResult, RekeyKind,
+    ChainCacheResult, DisconnectReason, IkeResult, IkeShedReason, IpsecStats, MobikeResult,
+    OcspResult, RekeyKind,
 };
 use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric, MetricEncoder};
 use prometheus_client::metrics::MetricType;
@@ -156,6 +157,18 @@ pub(crate) fn encode(
         names::IKE_OCSP_TOTAL_HELP,
         OcspResult::ALL.map(|r| ([("result", r.as_str())], stats.ocsp(r))),
     )?;
+    gauge(
+        enc,
+        names::IKE_CHAIN_CACHE_ENTRIES,
+        names::IKE_CHAIN_CACHE_ENTRIES_HELP,
+        stats.chain_cache_entries(),
+    )?;
+    counter_family(
+        enc,
+        names::IKE_CHAIN_CACHE_TOTAL,
+        names::IKE_CHAIN_CACHE_TOTAL_HELP,
+        ChainCacheResult::ALL.map(|r| ([("result", r.as_str())], stats.chain_cache(r))),
+    )?;
     counter_family(
         enc,
         names::IKE_REFUSED_TOTAL,
@@ -194,7 +207,8 @@ impl EncodeMetric for ConstHistogram {
 mod tests {
     use crate::Exporter;
     use gate64_dataplane::{
-        Gauges, IkeResult, IkeShedReason, IpsecStats, MobikeResult, OcspResult, RekeyKind,
+        ChainCacheResult, Gauges, IkeResult, IkeShedReason, IpsecStats, MobikeResult, OcspResult,
+        RekeyKind,
     };
     use std::sync::Arc;
     use std::time::Duration;
@@ -227,6 +241,10 @@ mod tests {
             "gate64_ike_liveness_deferred_total",
             "gate64_ike_shed_total{reason=\"source_rate\"}",
             "gate64_ike_shed_total{reason=\"batch_share\"}",
+            "gate64_ike_chain_cache_entries",
+            "gate64_ike_chain_cache_total{result=\"hit\"}",
+            "gate64_ike_chain_cache_total{result=\"miss\"}",
+            "gate64_ike_chain_cache_total{result=\"evicted\"}",
         ] {
             assert_eq!(sample(&text, series), Some("0"), "{series} in\n{text}");
         }
@@ -250,6 +268,10 @@ mod tests {
         stats.refused("too_many_certs");
         stats.refused("retransmit_elsewhere");
         stats.set_ocsp(OcspResult::Cached, 3);
+        stats.set_chain_cache_entries(12);
+        stats.set_chain_cache(ChainCacheResult::Hit, 30);
+        stats.set_chain_cache(ChainCacheResult::Miss, 14);
+        stats.set_chain_cache(ChainCacheResult::Evicted, 2);
         let day = Duration::from_secs(86_400);
         let now = std::time::SystemTime::now();
         stats.set_crl_next_updates(&[now + day, now - day, now + 2 * day]);
@@ -265,6 +287,10 @@ mod tests {
             ("gate64_ike_qcd_total{result=\"sent\"}", "1"),
             ("gate64_ike_qcd_total{result=\"capped\"}", "2"),
             ("gate64_ike_ocsp_total{result=\"good\"}", "0"),
+            ("gate64_ike_chain_cache_entries", "12"),
+            ("gate64_ike_chain_cache_total{result=\"hit\"}", "30"),
+            ("gate64_ike_chain_cache_total{result=\"miss\"}", "14"),
+            ("gate64_ike_chain_cache_total{result=\"evicted\"}", "2"),
             ("gate64_ike_negotiations_total{result=\"ok\"}", "1"),
             ("gate64_ike_negotiations_total{result=\"auth_failed\"}", "1"),
             ("gate64_ipsec_rekeys_total{kind=\"child\"}", "1"),
@@ -298,6 +324,12 @@ mod tests {
             ),
         ] {
             assert_eq!(sample(&text, series), Some(value), "{series} in\n{text}");
+        }
+        for line in [
+            "# TYPE gate64_ike_chain_cache_entries gauge",
+            "# TYPE gate64_ike_chain_cache_total counter",
+        ] {
+            assert!(text.lines().any(|l| l == line), "{line} in\n{text}");
         }
     }
 }

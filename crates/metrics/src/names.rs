@@ -349,6 +349,22 @@ pub const IKE_OCSP_TOTAL_HELP: &str = "OCSP lookups of client certificates (ipse
     outcome: the responder's answer (good, revoked, unknown), no usable answer (unavailable: \
     unreachable, an HTTP error, or an answer that did not verify), or the cache's (cached).";
 
+/// Client certificate chains the IKE responder's cache of verified chains holds now (both
+/// authentication rounds' CAs, at most 4,096 each). Gauge; no labels.
+pub const IKE_CHAIN_CACHE_ENTRIES: &str = "gate64_ike_chain_cache_entries";
+/// Help text of [`IKE_CHAIN_CACHE_ENTRIES`].
+pub const IKE_CHAIN_CACHE_ENTRIES_HELP: &str = "Client certificate chains held by the IKE \
+    responder's cache of verified chains (at most 4096 for ipsec.ca and 4096 for \
+    ipsec.user_ca); a reload or a new CRL starts the cache empty.";
+/// Lookups of client chains in that cache and chains it dropped, by result. Counter; label
+/// `result`: `hit`, `miss`, `evicted`. Counted since gate64 started, across reloads.
+pub const IKE_CHAIN_CACHE_TOTAL: &str = "gate64_ike_chain_cache_total";
+/// Help text of [`IKE_CHAIN_CACHE_TOTAL`].
+pub const IKE_CHAIN_CACHE_TOTAL_HELP: &str = "The IKE responder's cache of verified client \
+    certificate chains, across reloads: lookups that found the chain (hit: no path building \
+    or CA signature checks; validity and CRLs are still checked), lookups that did not \
+    (miss: verified in full), and chains dropped as the oldest of a full cache (evicted).";
+
 /// IKE requests the responder refused, by reason. Counter; label `reason`, the responder's
 /// refusal (`malformed`, `integrity`, `cookie_required`, `half_open_cap`, `half_open_host_cap`,
 /// `half_open_bytes`, `ike_sa_cap`, `identity_cap`, `duplicate_identity`, `same_tunnel`,
@@ -496,6 +512,8 @@ pub const ALL: &[(&str, &str)] = &[
     ),
     (IKE_SHED_TOTAL, IKE_SHED_TOTAL_HELP),
     (IKE_OCSP_TOTAL, IKE_OCSP_TOTAL_HELP),
+    (IKE_CHAIN_CACHE_ENTRIES, IKE_CHAIN_CACHE_ENTRIES_HELP),
+    (IKE_CHAIN_CACHE_TOTAL, IKE_CHAIN_CACHE_TOTAL_HELP),
     (IPSEC_CRLS_EXPIRED, IPSEC_CRLS_EXPIRED_HELP),
     (IPSEC_CRL_NEXT_UPDATE, IPSEC_CRL_NEXT_UPDATE_HELP),
     (IKE_REFUSED_TOTAL, IKE_REFUSED_TOTAL_HELP),

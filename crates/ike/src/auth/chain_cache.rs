@@ -14,12 +14,17 @@
 //! [`super::TrustAnchors::remember_verified`] once the AUTH signature verified), so a chain
 //! copied from another client does not. The cache holds at most [`CAPACITY`] chains and drops
 //! the oldest entry first; a new set of anchors or CRLs starts with an empty one.
+//!
+//! Its lookups and evictions are counted in a [`ChainCacheStats`] that outlives it: the
+//! responder hands the counters of its old anchors to the new ones a reload loads
+//! ([`super::TrustAnchors::with_cache_stats`]), so `gate64_ike_chain_cache_total` counts on.
+//! Counting is a relaxed atomic add beside the lookup, no lock or allocation of its own.
 
 use super::crl::PathCert;
 use aws_lc_rs::digest;
 use rustls_pki_types::CertificateDer;
 use std::collections::{HashMap, VecDeque};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use x509_parser::certificate::X509Certificate;
 use x509_parser::prelude::FromDer;
@@ -38,7 +43,63 @@ pub(crate) struct ChainCache<L> {
     id: u64,
     capacity: usize,
     inner: Mutex<Inner<L>>,
+    /// Chains held, as the last insertion left the map: read without the lock.
+    held: AtomicUsize,
+    stats: Arc<ChainCacheStats>,
+}
+
+/// What the caches handed it counted ([`super::TrustAnchors::with_cache_stats`]): lookups
+/// that found their chain (`hit`), lookups that did not (`miss`), and chains dropped as the
+/// oldest of a full cache (`evicted`). Shared: the caches of both authentication rounds
+/// count into the responder's one, and a reload's new anchors keep counting into it.
+#[derive(Debug, Default)]
+pub struct ChainCacheStats {
     hits: AtomicU64,
+    misses: AtomicU64,
+    evicted: AtomicU64,
+}
+
+impl ChainCacheStats {
+    /// Lookups that found their chain (its validity and the CRLs are still checked, and a
+    /// time outside its window sends it through webpki again).
+    pub fn hits(&self) -> u64 {
+        self.hits.load(Ordering::Relaxed)
+    }
+
+    /// Lookups that did not find their chain (webpki verified it). Chains too long to be
+    /// looked up (more than 4 certificates or 8 KiB) are neither hits nor misses.
+    pub fn misses(&self) -> u64 {
+        self.misses.load(Ordering::Relaxed)
+    }
+
+    /// Chains dropped as the oldest of a full cache; a cache a reload replaces is not counted.
+    pub fn evicted(&self) -> u64 {
+        self.evicted.load(Ordering::Relaxed)
+    }
+
+    /// These counts with `entries`, the chains held now.
+    pub fn counts(&self, entries: u64) -> ChainCacheCounts {
+        ChainCacheCounts {
+            entries,
+            hits: self.hits(),
+            misses: self.misses(),
+            evicted: self.evicted(),
+        }
+    }
+}
+
+/// The responder's chain cache as the metrics show it (`gate64_ike_chain_cache_entries`,
+/// `gate64_ike_chain_cache_total{result}`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ChainCacheCounts {
+    /// Chains held now, by the caches of both authentication rounds.
+    pub entries: u64,
+    /// [`ChainCacheStats::hits`].
+    pub hits: u64,
+    /// [`ChainCacheStats::misses`].
+    pub misses: u64,
+    /// [`ChainCacheStats::evicted`].
+    pub evicted: u64,
 }
 
 struct Inner<L> {
@@ -140,7 +201,7 @@ impl<L> std::fmt::Debug for ChainCache<L> {
     /// How many chains, not which: the anchors' Debug stays short.
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ChainCache")
-            .field("chains", &self.inner.try_lock().map(|i| i.map.len()).ok())
+            .field("chains", &self.len())
             .field("capacity", &self.capacity)
             .finish()
     }
@@ -153,7 +214,13 @@ impl<L> Default for ChainCache<L> {
 }
 
 impl<L> ChainCache<L> {
+    /// An empty cache of at most `capacity` chains, with counters of its own.
     pub(crate) fn with_capacity(capacity: usize) -> Self {
+        Self::counting_into(capacity, Arc::default())
+    }
+
+    /// An empty cache of at most `capacity` chains that counts into `stats`.
+    pub(crate) fn counting_into(capacity: usize, stats: Arc<ChainCacheStats>) -> Self {
         ChainCache {
             id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
             capacity,
@@ -161,7 +228,8 @@ impl<L> ChainCache<L> {
                 map: HashMap::new(),
                 order: VecDeque::new(),
             }),
-            hits: AtomicU64::new(0),
+            held: AtomicUsize::new(0),
+            stats,
         }
     }
 
@@ -171,13 +239,17 @@ impl<L> ChainCache<L> {
         self.inner.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// The entry for `chain` (its bytes and key), if it holds that exact chain.
+    /// The entry for `chain` (its bytes and key), if it holds that exact chain; counted as a
+    /// hit or a miss.
     pub(crate) fn get(&self, key: &[u8; 32], chain: &[u8]) -> Option<Arc<Entry<L>>> {
-        let entry = self.lock().map.get(key).cloned()?;
-        (entry.facts.chain == chain).then(|| {
-            self.hits.fetch_add(1, Ordering::Relaxed);
-            entry
-        })
+        let entry = self.lock().map.get(key).cloned();
+        let found = entry.filter(|e| e.facts.chain == chain);
+        let counter = match found {
+            Some(_) => &self.stats.hits,
+            None => &self.stats.misses,
+        };
+        counter.fetch_add(1, Ordering::Relaxed);
+        found
     }
 
     /// The facts of a chain these anchors verified, for the leaf to carry.
@@ -199,7 +271,7 @@ impl<L> ChainCache<L> {
     }
 
     /// Keeps the chain of `facts` with its `leaf`, if this cache's anchors verified it
-    /// ([`ChainCache::facts`]); drops the oldest entry when full.
+    /// ([`ChainCache::facts`]); drops the oldest entry when full, counted as evicted.
     pub(crate) fn insert(&self, facts: &ChainFacts, leaf: L) {
         if facts.cache_id != self.id || self.capacity == 0 {
             return;
@@ -216,8 +288,10 @@ impl<L> ChainCache<L> {
         while inner.order.len() > self.capacity {
             if let Some(old) = inner.order.pop_front() {
                 inner.map.remove(&old);
+                self.stats.evicted.fetch_add(1, Ordering::Relaxed);
             }
         }
+        self.held.store(inner.map.len(), Ordering::Relaxed);
     }
 
     /// Chains held at most.
@@ -225,14 +299,57 @@ impl<L> ChainCache<L> {
         self.capacity
     }
 
-    /// Chains held.
+    /// Chains held (no lock taken).
     pub(crate) fn len(&self) -> usize {
-        self.lock().map.len()
+        self.held.load(Ordering::Relaxed)
     }
 
-    /// Lookups that found their chain, since the cache was made.
-    pub(crate) fn hits(&self) -> u64 {
-        self.hits.load(Ordering::Relaxed)
+    /// The counters this cache counts into.
+    pub(crate) fn stats(&self) -> &Arc<ChainCacheStats> {
+        &self.stats
+    }
+
+    /// An empty cache of the same capacity, counting into the same counters.
+    pub(crate) fn emptied(&self) -> Self {
+        Self::counting_into(self.capacity, Arc::clone(&self.stats))
+    }
+}
+
+/// The cache as the anchors' users see it.
+impl super::TrustAnchors {
+    /// These anchors with an empty cache of at most `capacity` chains (0: none; default
+    /// 4,096), counting into the same [`ChainCacheStats`].
+    pub fn with_cache_capacity(mut self, capacity: usize) -> Self {
+        self.cache = Arc::new(ChainCache::counting_into(
+            capacity,
+            Arc::clone(self.cache.stats()),
+        ));
+        self
+    }
+
+    /// These anchors with an empty cache of the same capacity that counts into `stats`: how
+    /// the responder keeps one set of counters across reloads and both authentication rounds.
+    pub fn with_cache_stats(mut self, stats: Arc<ChainCacheStats>) -> Self {
+        self.cache = Arc::new(ChainCache::counting_into(self.cache.capacity(), stats));
+        self
+    }
+
+    /// The counters the cache counts into (shared by clones, kept by
+    /// [`super::TrustAnchors::for_clients`], [`super::TrustAnchors::with_crls`] and
+    /// [`super::TrustAnchors::with_cache_capacity`]).
+    pub fn cache_stats(&self) -> &Arc<ChainCacheStats> {
+        self.cache.stats()
+    }
+
+    /// Chains held by the cache of [`super::TrustAnchors::remember_verified`] (no lock taken).
+    pub fn cached_chains(&self) -> usize {
+        self.cache.len()
+    }
+
+    /// Lookups that found their chain ([`ChainCacheStats::hits`]), since these anchors' counters
+    /// were made.
+    pub fn cache_hits(&self) -> u64 {
+        self.cache.stats().hits()
     }
 }
 
@@ -273,6 +390,9 @@ mod tests {
         let off = ChainCache::with_capacity(0);
         off.insert(&facts(&off, 1), 1);
         assert_eq!(off.len(), 0);
+        // 8 chains through 3 places: 5 dropped; nothing of the other cache's was kept.
+        assert_eq!(cache.stats().evicted(), 5);
+        assert_eq!(off.stats().evicted(), 0);
     }
 
     /// The default cache never holds more than [`CAPACITY`] (4,096) chains, however many

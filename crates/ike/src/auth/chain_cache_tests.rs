@@ -5,6 +5,7 @@ use super::crl_tests::crl;
 use super::tests::{Ca, ca, key, leaf_with};
 use super::*;
 use rcgen::SerialNumber;
+use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 fn leaf(ca: &Ca, serial: u64, not_after_year: i32) -> Vec<u8> {
@@ -158,4 +159,98 @@ fn a_cached_chain_is_refused_outside_its_validity() {
     assert_eq!(anchors.cache_hits(), 2);
     anchors.verify_peer(&der, &[&sub_der], at(2039)).unwrap();
     assert_eq!(anchors.cache_hits(), 3);
+}
+
+/// The counters behind `gate64_ike_chain_cache_total`: a chain seen again is a hit, a new one
+/// a miss, and filling a cache of 2 past its bound evicts the oldest, whose next lookup
+/// misses again.
+#[test]
+fn the_counters_count_hits_misses_and_evictions() {
+    let lab = ca("lab CA");
+    let (sub, sub_der) = lab.intermediate("lab issuing CA");
+    let anchors = anchors(&lab).with_cache_capacity(2);
+    let stats = Arc::clone(anchors.cache_stats());
+    let counts = |entries| stats.counts(entries);
+    let leaves: Vec<Vec<u8>> = (1..=3).map(|s| leaf(&sub, s, 2099)).collect();
+    let verify = |der: &Vec<u8>| anchors.verify_peer(der, &[&sub_der], at(2030)).unwrap();
+    let first = verify(&leaves[0]);
+    anchors.remember_verified(&first);
+    assert_eq!(
+        counts(1),
+        ChainCacheCounts {
+            entries: 1,
+            misses: 1,
+            ..Default::default()
+        }
+    );
+    verify(&leaves[0]);
+    let held = anchors.cached_chains() as u64;
+    assert_eq!(
+        counts(held),
+        ChainCacheCounts {
+            entries: 1,
+            hits: 1,
+            misses: 1,
+            evicted: 0
+        }
+    );
+    for der in &leaves[1..] {
+        let peer = verify(der);
+        anchors.remember_verified(&peer);
+    }
+    let held = anchors.cached_chains() as u64;
+    assert_eq!(
+        counts(held),
+        ChainCacheCounts {
+            entries: 2,
+            hits: 1,
+            misses: 3,
+            evicted: 1
+        }
+    );
+    verify(&leaves[0]);
+    verify(&leaves[2]);
+    assert_eq!((stats.hits(), stats.misses(), stats.evicted()), (2, 4, 1));
+    // Chains too long to be looked up count as neither.
+    let long = vec![sub_der.as_slice(); 4];
+    let _ = anchors.verify_peer(&leaves[0], &long, at(2030));
+    assert_eq!((stats.hits(), stats.misses()), (2, 4));
+}
+
+/// The counters outlive the cache: new CRLs or a new capacity empty it and keep counting into
+/// the same counters, and anchors loaded anew (a reload) count into counters handed in.
+#[test]
+fn the_counters_outlive_the_cache() {
+    let lab = ca("lab CA");
+    let der = leaf(&lab, 7, 2099);
+    let anchors = anchors(&lab);
+    let peer = anchors.verify_peer(&der, &[], at(2030)).unwrap();
+    anchors.remember_verified(&peer);
+    anchors.verify_peer(&der, &[], at(2030)).unwrap();
+    let stats = Arc::clone(anchors.cache_stats());
+    assert_eq!((stats.hits(), stats.misses()), (1, 1));
+    let listed = with_crl(anchors, &lab, &[99]);
+    assert_eq!(listed.cached_chains(), 0);
+    listed.verify_peer(&der, &[], at(2030)).unwrap();
+    assert_eq!(
+        (stats.hits(), stats.misses()),
+        (1, 2),
+        "counted on after new CRLs"
+    );
+    let reloaded = TrustAnchors::from_pem(lab.pem.as_bytes())
+        .unwrap()
+        .with_cache_stats(Arc::clone(&stats));
+    assert!(Arc::ptr_eq(reloaded.cache_stats(), &stats));
+    let peer = reloaded.verify_peer(&der, &[], at(2030)).unwrap();
+    reloaded.remember_verified(&peer);
+    reloaded.verify_peer(&der, &[], at(2030)).unwrap();
+    assert_eq!(
+        (stats.hits(), stats.misses()),
+        (2, 3),
+        "counted on after a reload"
+    );
+    // Anchors loaded without them count apart.
+    let apart = TrustAnchors::from_pem(lab.pem.as_bytes()).unwrap();
+    apart.verify_peer(&der, &[], at(2030)).unwrap();
+    assert_eq!((stats.misses(), apart.cache_stats().misses()), (3, 1));
 }

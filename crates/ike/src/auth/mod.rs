@@ -73,6 +73,7 @@ mod public_key;
 pub(crate) mod tests;
 
 pub use ca_set::{CaFingerprint, CaSet};
+pub use chain_cache::{ChainCacheCounts, ChainCacheStats};
 pub use chain_shape::{MAX_PEER_CERTS, check_chain_shape};
 #[cfg(test)]
 pub(crate) use credentials::signatures_on_this_thread;

@@ -34,8 +34,8 @@ pub struct TrustAnchors {
     crls: Crls,
     /// Chains these anchors verified and whose holders proved their key
     /// ([`TrustAnchors::remember_verified`]); shared by clones, empty again after
-    /// [`TrustAnchors::for_clients`] or [`TrustAnchors::with_crls`].
-    cache: Arc<ChainCache<PeerCert>>,
+    /// [`TrustAnchors::for_clients`] or [`TrustAnchors::with_crls`] (its counters kept).
+    pub(super) cache: Arc<ChainCache<PeerCert>>,
 }
 
 /// Chains of at most this many certificates and bytes are looked up in the cache; longer ones
@@ -95,7 +95,7 @@ impl TrustAnchors {
     /// These anchors authenticate clients, whose leaf must then meet `eku`.
     pub fn for_clients(mut self, eku: ClientEku) -> Self {
         self.client_eku = Some(eku);
-        self.cache = Arc::new(ChainCache::with_capacity(self.cache.capacity()));
+        self.cache = Arc::new(self.cache.emptied());
         self
     }
 
@@ -103,7 +103,7 @@ impl TrustAnchors {
     /// intermediate) is [`AuthError::Revoked`].
     pub fn with_crls(mut self, crls: Crls) -> Self {
         self.crls = crls;
-        self.cache = Arc::new(ChainCache::with_capacity(self.cache.capacity()));
+        self.cache = Arc::new(self.cache.emptied());
         self
     }
 
@@ -111,12 +111,6 @@ impl TrustAnchors {
     #[cfg(test)]
     pub(crate) fn with_crls_keeping_cache(mut self, crls: Crls) -> Self {
         self.crls = crls;
-        self
-    }
-
-    /// These anchors with a cache of at most `capacity` chains (0: none; default 4,096).
-    pub fn with_cache_capacity(mut self, capacity: usize) -> Self {
-        self.cache = Arc::new(ChainCache::with_capacity(capacity));
         self
     }
 
@@ -179,16 +173,6 @@ impl TrustAnchors {
             leaf.chain = None;
             self.cache.insert(facts, leaf);
         }
-    }
-
-    /// Chains held by the cache of [`TrustAnchors::remember_verified`].
-    pub fn cached_chains(&self) -> usize {
-        self.cache.len()
-    }
-
-    /// Verifications the cache answered, since these anchors (or their CRLs) were set.
-    pub fn cache_hits(&self) -> u64 {
-        self.cache.hits()
     }
 
     /// The leaf of a cached chain, if `now` is inside the validity of every certificate of its

@@ -217,15 +217,19 @@ impl Responder {
 
     /// New credentials and trust anchors (a reload): IKE SAs negotiated from now on get
     /// them; established ones are not touched (their AUTH is done, and rekeys sign nothing).
+    /// The new anchors start with an empty chain cache that counts on into the old anchors'
+    /// counters ([`Responder::chain_cache`]).
     pub fn replace_credentials(&mut self, credentials: Credentials, anchors: TrustAnchors) {
         self.config.credentials = std::sync::Arc::new(credentials);
-        self.config.anchors = super::anchors_for_clients(anchors);
+        let stats = std::sync::Arc::clone(self.config.anchors.cache_stats());
+        self.config.anchors = super::anchors_for_clients(anchors).with_cache_stats(stats);
     }
 
     /// New CAs for RFC 4739 second rounds (`[ipsec] user_ca`, a reload); `None`: the first
-    /// round's.
+    /// round's. Their chain cache counts into the first round's counters.
     pub fn replace_user_anchors(&mut self, anchors: Option<TrustAnchors>) {
         self.config.user_anchors = anchors.map(super::anchors_for_clients);
+        self.config.share_chain_cache_stats();
     }
 
     /// A new reauthentication lifetime (a reload): announced to IKE SAs authenticated from

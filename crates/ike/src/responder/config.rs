@@ -194,6 +194,25 @@ impl ResponderConfig {
     pub(crate) fn second_round_anchors(&self) -> &TrustAnchors {
         self.user_anchors.as_ref().unwrap_or(&self.anchors)
     }
+
+    /// Has the second round's anchors (an empty cache of their own) count into the first
+    /// round's chain cache counters: one set of counters for the responder.
+    pub(crate) fn share_chain_cache_stats(&mut self) {
+        let stats = std::sync::Arc::clone(self.anchors.cache_stats());
+        if let Some(user) = self.user_anchors.take() {
+            self.user_anchors = Some(user.with_cache_stats(stats));
+        }
+    }
+
+    /// The chains both rounds' caches hold, and what they counted.
+    pub(crate) fn chain_cache(&self) -> crate::auth::ChainCacheCounts {
+        let second = self
+            .user_anchors
+            .as_ref()
+            .map_or(0, TrustAnchors::cached_chains);
+        let entries = self.anchors.cached_chains().saturating_add(second);
+        self.anchors.cache_stats().counts(entries as u64)
+    }
 }
 
 /// `anchors` as the responder holds its clients to them: with the strict client EKU rule

@@ -158,10 +158,11 @@ impl Responder {
     /// A responder starting at `now`; `wall` is the wall-clock time at `now`, used to check
     /// certificate validity (time stays a parameter).
     pub fn new(
-        config: ResponderConfig,
+        mut config: ResponderConfig,
         now: Instant,
         wall: SystemTime,
     ) -> Result<Self, keys::CryptoError> {
+        config.share_chain_cache_stats();
         let pool = AddressPool::new(config.pool6).with_peer(config.peer_pool6);
         let hosts = config.hosts;
         let pool4 = (config.pool4).map(|net| AddressPool4::new(net).with_peer(config.peer_pool4));
@@ -438,6 +439,13 @@ impl Responder {
     /// Counters.
     pub fn stats(&self) -> Stats {
         self.stats
+    }
+
+    /// The chain cache of both authentication rounds' anchors: the chains held now, and the
+    /// hits, misses and evictions since the responder started, reloads included
+    /// (`gate64_ike_chain_cache_entries`, `gate64_ike_chain_cache_total`). Atomic loads only.
+    pub fn chain_cache(&self) -> crate::auth::ChainCacheCounts {
+        self.config.chain_cache()
     }
 
     pub(crate) fn wall(&self, now: Instant) -> SystemTime {

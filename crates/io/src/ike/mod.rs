@@ -89,6 +89,10 @@ pub struct IkeSnapshot {
     /// Datagrams the kernel dropped on the driver's sockets before it read them (receive
     /// buffer full), since the driver started (`gate64_ike_socket_drops_total`).
     pub socket_drops: u64,
+    /// The responder's cache of verified certificate chains: chains held, and hits, misses
+    /// and evictions across reloads (`gate64_ike_chain_cache_entries`,
+    /// `gate64_ike_chain_cache_total`).
+    pub chain_cache: gate64_ike::auth::ChainCacheCounts,
 }
 
 /// A shared, cheaply cloned view of the driver's latest [`IkeSnapshot`] and of the datagrams
@@ -727,6 +731,7 @@ impl IkeDriver {
             stray_esp: self.stray_esp,
             keepalives: self.keepalives,
             socket_drops: self.socket_drops,
+            chain_cache: self.responder.chain_cache(),
         };
         if let Some(f) = self.on_publish.as_mut() {
             f(&snapshot);

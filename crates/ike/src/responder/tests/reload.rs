@@ -1,6 +1,7 @@
 //! New credentials while IKE SAs are up (a SIGHUP reload of `[ipsec]` certificate, key, CA).
 
 use super::*;
+use crate::auth::ChainCacheCounts;
 
 fn responder_identity(i: &mut Initiator) -> String {
     match i.poll_event() {
@@ -50,4 +51,83 @@ fn replaced_credentials_serve_new_handshakes_and_keep_established_sas() {
     r.handle(now, addr(SERVER), addr(CLIENT), &ping);
     let reply = r.poll_transmit().expect("liveness answered");
     assert!(open_response(&before, &reply).is_empty());
+}
+
+/// `Responder::chain_cache` (what `gate64_ike_chain_cache_*` export): a client's second
+/// tunnel hits the cache its first one filled; a reload's new anchors start it empty (the
+/// next tunnel misses, the one after hits) and the counters carry on; the second round's
+/// anchors count into the same counters, whenever they are set.
+#[test]
+fn the_chain_cache_counters_carry_on_across_a_reload() {
+    let lab = Lab::new();
+    let now = Instant::now();
+    let users = ca("gate64 users CA");
+    // The same certificate on the same tunnel again, at once: not a client to replace.
+    let mut r = lab.responder(now, |c| {
+        c.unique_ids = UniqueIds::Never;
+        c.user_anchors = Some(TrustAnchors::from_pem(users.pem.as_bytes()).expect("users CA"));
+    });
+    let shared = |r: &Responder| {
+        let user = r.config.user_anchors.as_ref().expect("user anchors");
+        std::sync::Arc::ptr_eq(user.cache_stats(), r.config.anchors.cache_stats())
+    };
+    assert!(
+        shared(&r),
+        "the second round counts into the first round's counters"
+    );
+    assert_eq!(r.chain_cache(), ChainCacheCounts::default());
+    let (chain, key) = leaf(&lab.clients_ca, "client1.gate64.lab");
+    let tunnel = |r: &mut Responder, kind, tsr| {
+        let mut i = lab.initiator_as(now, kind, tsr, (&chain, &key), Group::Ecp256);
+        i.start(now);
+        exchange_all(r, &mut i, now);
+        responder_identity(&mut i);
+    };
+    tunnel(&mut r, TunnelKind::Infrastructure, "fd00:c0::53/128");
+    tunnel(&mut r, TunnelKind::Intranet, "fd00:c0::/64");
+    let before = ChainCacheCounts {
+        entries: 1,
+        hits: 1,
+        misses: 1,
+        evicted: 0,
+    };
+    assert_eq!(r.chain_cache(), before);
+
+    let (server, server_key) = leaf(&lab.servers_ca, "gate64.lab");
+    let credentials =
+        Credentials::from_pem(server.as_bytes(), server_key.as_bytes()).expect("credentials");
+    let anchors = TrustAnchors::from_pem(lab.clients_ca.pem.as_bytes()).expect("anchors");
+    r.replace_credentials(credentials, anchors);
+    r.replace_user_anchors(Some(
+        TrustAnchors::from_pem(users.pem.as_bytes()).expect("users CA"),
+    ));
+    assert!(
+        shared(&r),
+        "a reload's second-round anchors count into them too"
+    );
+    assert_eq!(
+        r.chain_cache(),
+        ChainCacheCounts {
+            entries: 0,
+            ..before
+        }
+    );
+    tunnel(&mut r, TunnelKind::Intranet, "fd00:c0::/64");
+    tunnel(&mut r, TunnelKind::Infrastructure, "fd00:c0::53/128");
+    let after = ChainCacheCounts {
+        entries: 1,
+        hits: 2,
+        misses: 2,
+        evicted: 0,
+    };
+    assert_eq!(r.chain_cache(), after);
+    // New CRLs (a CRL file that changed) empty the cache and keep the counters too.
+    r.replace_crls(crate::auth::Crls::default());
+    assert_eq!(
+        r.chain_cache(),
+        ChainCacheCounts {
+            entries: 0,
+            ..after
+        }
+    );
 }
