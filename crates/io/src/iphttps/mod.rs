@@ -135,7 +135,8 @@ pub struct Settings {
     /// The /64s the HA peer's clients held, for those that reconnect here (`[ha]`).
     pub lease_hints: Option<Arc<LeaseHints>>,
     /// The HA peer's IP-HTTPS pool (`ha.peer_iphttps_prefix`): a /64 of it goes to a link
-    /// only when a lease hint names it for the link's interface id ([`PrefixPool::with_peer`]).
+    /// only by a claim a lease hint backs for the link's interface id, or by the binding that
+    /// claim made ([`PrefixPool::with_peer`]).
     pub peer_prefix: Option<(Ipv6Addr, u8)>,
 }
 
