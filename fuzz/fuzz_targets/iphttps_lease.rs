@@ -1,7 +1,9 @@
 //! The IP-HTTPS /64 lease-back: `server::solicitation_interface_id` on an arbitrary first
 //! packet, and `PrefixPool` (allocate, claim, release) driven by a program over a 16-/64 pool
-//! with short bounds and a forward-only clock. Checks that no /64 is held by two links, that
-//! a claim moves a link only to a /64 of the pool no link holds, and the binding bound.
+//! with short bounds, a 16-/64 HA peer prefix beside it and a forward-only clock. Checks that
+//! no /64 is held by two links, that a claim moves a link only to a /64 of the pool or the
+//! peer's prefix that no link holds, that allocate never hands out one of the peer's, and the
+//! binding bound.
 #![no_main]
 
 use gate64_iphttps::pool::{Claim, PrefixPool};
@@ -20,10 +22,14 @@ fuzz_target!(|data: &[u8]| {
     let (program, packet) = rest.split_at(usize::from(split).min(rest.len()));
     let from_packet = solicitation_interface_id(packet);
     let base: Ipv6Addr = "2001:db8:1:f0::".parse().expect("literal");
+    let peer: Ipv6Addr = "2001:db8:1:100::".parse().expect("literal");
     let Ok(mut pool) = PrefixPool::with_bounds(base, 60, Duration::from_secs(8), MAX_RELEASED)
+        .and_then(|p| p.with_peer(peer, 60))
     else {
         return;
     };
+    let in_own = |p: Ipv6Addr| u128::from(p) >> 68 == u128::from(base) >> 68;
+    let in_peer = |p: Ipv6Addr| u128::from(p) >> 68 == u128::from(peer) >> 68;
     let mut now = Instant::now();
     let mut held: Vec<Ipv6Addr> = Vec::new();
     for op in program.chunks(2) {
@@ -32,6 +38,7 @@ fuzz_target!(|data: &[u8]| {
             0 => {
                 if let Some(p) = pool.allocate() {
                     assert!(!held.contains(&p), "{p} handed out twice");
+                    assert!(in_own(p), "{p} allocated outside the pool");
                     held.push(p);
                 }
             }
@@ -44,13 +51,14 @@ fuzz_target!(|data: &[u8]| {
                 let iid = from_packet
                     .filter(|_| a & 8 != 0)
                     .unwrap_or(u64::from(b % 8) + 1);
-                // Hints inside and outside the pool.
+                // Hints inside and outside the pool and the peer's prefix.
+                let from = if a & 32 != 0 { peer } else { base };
                 let hint = (a & 16 != 0)
-                    .then(|| Ipv6Addr::from(u128::from(base) + (u128::from(b % 20) << 64)));
+                    .then(|| Ipv6Addr::from(u128::from(from) + (u128::from(b % 20) << 64)));
                 match pool.claim(held[i], iid, hint, now) {
                     Claim::Reclaimed(p) => {
                         assert!(!held.contains(&p), "{p} claimed while held");
-                        assert_eq!(u128::from(p) >> 68, u128::from(base) >> 68, "{p}");
+                        assert!(in_own(p) || in_peer(p), "{p}");
                         held[i] = p;
                     }
                     Claim::Kept | Claim::InUse => {}

@@ -56,6 +56,7 @@ mod radius;
 mod radius_dae;
 mod readme_connect;
 mod scale_out;
+mod scale_out_iphttps;
 mod scale_out_resilient;
 mod scale_out_takeover;
 mod status_page;

@@ -46,6 +46,13 @@ pub struct Ha {
     /// The peer's `ipsec.pool4` (`peer_pool4`), as `peer_pool6`; needs this node's
     /// `ipsec.pool4`.
     pub peer_pool4: Option<Ipv4Net>,
+    /// The peer's `iphttps.prefix` (`peer_iphttps_prefix`), when the two nodes are active
+    /// behind ECMP, each with its own IP-HTTPS prefix: an IP-HTTPS client of the dead peer
+    /// that reconnects here gets its /64 of that prefix back when a synced IKE SA of the
+    /// peer's names it with the interface id of the link's first Router Solicitation, so
+    /// its SAs still match its outer address. No other /64 of it is ever leased here.
+    /// Disjoint from this node's `iphttps.prefix`.
+    pub peer_iphttps_prefix: Option<Ipv6Net>,
 }
 
 #[derive(Default, Deserialize)]
@@ -58,6 +65,7 @@ pub(crate) struct RawHa {
     secret_file: Option<PathBuf>,
     peer_pool6: Option<Ipv6Net>,
     peer_pool4: Option<Ipv4Net>,
+    peer_iphttps_prefix: Option<Ipv6Net>,
 }
 
 impl RawHa {
@@ -88,6 +96,7 @@ impl RawHa {
                 .ok_or_else(|| need(HA_SECRET_FILE, "secret_file = \"/etc/gate64/ha.secret\""))?,
             peer_pool6: self.peer_pool6,
             peer_pool4: self.peer_pool4,
+            peer_iphttps_prefix: self.peer_iphttps_prefix,
         }))
     }
 }
@@ -172,6 +181,50 @@ impl Config {
         if let Some(peer) = ha.peer_pool4 {
             let own = self.ipsec.pool4.map(IpNet::V4);
             check_peer_pool("ha.peer_pool4", IpNet::V4(peer), own, "ipsec.pool4")?;
+        }
+        if let Some(peer) = ha.peer_iphttps_prefix {
+            self.check_peer_iphttps_prefix(peer, ha.peer_pool6)?;
+        }
+        Ok(())
+    }
+
+    /// `ha.peer_iphttps_prefix`: beside this node's own `iphttps.prefix` (IP-HTTPS on), a
+    /// /1 to /64 as that key is, and apart from the other prefixes this node routes into its
+    /// TUN for clients or reaches in the corporate network: it is routed there too.
+    fn check_peer_iphttps_prefix(
+        &self,
+        peer: Ipv6Net,
+        peer_pool6: Option<Ipv6Net>,
+    ) -> Result<(), ConfigError> {
+        const KEY: &str = "ha.peer_iphttps_prefix";
+        let own = (self.iphttps.enabled)
+            .then_some(self.iphttps.prefix)
+            .flatten()
+            .map(IpNet::V6);
+        check_peer_pool(KEY, IpNet::V6(peer), own, "iphttps.prefix (IP-HTTPS on)")?;
+        let value = quote(&peer.to_string());
+        if !(1..=64).contains(&peer.prefix_len()) {
+            return Err(invalid(
+                KEY,
+                value,
+                "must be a /1 to /64, as the peer's iphttps.prefix is (each client gets a /64)",
+            ));
+        }
+        let others = (self.corpnet.ipv6_prefixes.iter())
+            .map(|n| (*n, "corpnet.ipv6_prefixes"))
+            .chain(self.ipsec.pool6.map(|n| (n, "ipsec.pool6")))
+            .chain(peer_pool6.map(|n| (n, "ha.peer_pool6")))
+            .chain([(crate::teredo::teredo_prefix(), "the Teredo prefix")]);
+        for (net, what) in others {
+            if crate::corpnet::overlaps(&peer, &net) {
+                return Err(invalid(
+                    KEY,
+                    value,
+                    format!(
+                        "overlaps {net} ({what}); the peer's IP-HTTPS clients need a prefix of their own"
+                    ),
+                ));
+            }
         }
         Ok(())
     }
@@ -279,6 +332,7 @@ pub(crate) fn expected_form(path: &str) -> Option<&'static str> {
         "ha.secret_file" => "a file path in quotes, e.g. \"/etc/gate64/ha.secret\"",
         "ha.peer_pool6" => "an IPv6 prefix in quotes, e.g. \"fd00:c1::80:0/105\"",
         "ha.peer_pool4" => "an IPv4 prefix in quotes, e.g. \"10.77.128.0/17\"",
+        "ha.peer_iphttps_prefix" => "an IPv6 prefix in quotes, e.g. \"2001:db8:2::/48\"",
         _ => return None,
     })
 }
@@ -454,6 +508,53 @@ mod tests {
         let a = with(HA).unwrap();
         let b = with(&format!("{HA}peer_pool6 = \"fd00:c1::200/120\"\n")).unwrap();
         assert_eq!(a.restart_only_changes(&b), ["ha.peer_pool6"]);
+    }
+
+    #[test]
+    fn the_peers_iphttps_prefix_is_read_and_checked() {
+        let on = "[iphttps]\nenabled = true\ncertificate = \"/etc/gate64/i.pem\"\n\
+            private_key = \"/etc/gate64/i.key\"\nprefix = \"2001:db8:2::/47\"\n";
+        let key = "peer_iphttps_prefix";
+        let line = |v: &str| format!("{HA}{key} = \"{v}\"\n");
+        let read = |text: &str| Config::from_toml_str(&format!("{BASE}{on}{text}"));
+        let ha = read(&line("2001:db8:4::/47")).unwrap().ha.unwrap();
+        assert_eq!(
+            ha.peer_iphttps_prefix,
+            Some("2001:db8:4::/47".parse().unwrap())
+        );
+        assert_eq!(read(HA).unwrap().ha.unwrap().peer_iphttps_prefix, None);
+        let cases: &[(&str, &str)] = &[
+            ("2001:db8:2::/47", "overlaps this node's iphttps.prefix"),
+            ("2001:db8::/32", "overlaps this node's iphttps.prefix"),
+            ("2001:db8:3::/48", "overlaps this node's iphttps.prefix"),
+            ("2001:db8:4::1/47", "host bits"),
+            ("2001:db8:4::/65", "/1 to /64"),
+            ("2001:db8:100:8000::/49", "corpnet.ipv6_prefixes"),
+            ("fd00:c1::/64", "ipsec.pool6"),
+            ("2001::/48", "the Teredo prefix"),
+        ];
+        for (value, needle) in cases {
+            let e = read(&line(value)).expect_err(value);
+            assert_eq!(e.key(), Some("ha.peer_iphttps_prefix"), "{value}: {e}");
+            assert!(e.to_string().contains(needle), "{value}: {e}");
+        }
+        let e = read(&format!(
+            "{}peer_pool6 = \"fd00:c9::/64\"\n",
+            line("fd00:c9::/48")
+        ))
+        .unwrap_err();
+        assert!(e.to_string().contains("ha.peer_pool6"), "{e}");
+        // Without IP-HTTPS on this node there is no prefix of its own to stand beside.
+        for text in [String::new(), on.replace("true", "false")] {
+            let e = Config::from_toml_str(&format!("{BASE}{text}{}", line("2001:db8:4::/48")))
+                .unwrap_err();
+            assert_eq!(e.key(), Some("ha.peer_iphttps_prefix"), "{e}");
+            assert!(e.to_string().contains("no iphttps.prefix"), "{e}");
+        }
+        let e = read(&format!("{HA}{key} = \"2001:db8:2::\"\n")).unwrap_err();
+        assert!(e.to_string().contains("IPv6 prefix"), "{e}");
+        let (a, b) = (read(HA).unwrap(), read(&line("2001:db8:4::/48")).unwrap());
+        assert_eq!(a.restart_only_changes(&b), ["ha.peer_iphttps_prefix"]);
     }
 
     #[test]

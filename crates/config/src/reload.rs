@@ -274,7 +274,8 @@ impl Config {
                     peer,
                     secret_file,
                     peer_pool6,
-                    peer_pool4
+                    peer_pool4,
+                    peer_iphttps_prefix
                 ]
             ),
             (x, y) if x != y => out.push("ha".to_owned()),

@@ -701,10 +701,11 @@ fn create_tun(cfg: &Config, shared: &Shared, queues: usize) -> Result<Vec<CorpLi
     Ok(links)
 }
 
-/// Routes the `[ha]` peer's pools (`ha.peer_pool6`, `ha.peer_pool4`) into the TUN device
-/// when `corpnet.manage_routes` is on: the router sends the inner addresses of a dead peer's
-/// clients here once the peer's own routes are withdrawn (docs/scale-out.md), and this
-/// node's IKE SAs taken over from the peer carry them. While the peer lives the router
+/// Routes the `[ha]` peer's pools (`ha.peer_pool6`, `ha.peer_pool4`,
+/// `ha.peer_iphttps_prefix`) into the TUN device when `corpnet.manage_routes` is on: the
+/// router sends the inner addresses of a dead peer's clients here once the peer's own routes
+/// are withdrawn (docs/scale-out.md), and this node's IKE SAs taken over from the peer carry
+/// them; IKE from this node to a reconnected IP-HTTPS client's outer address takes it too. While the peer lives the router
 /// prefers the peer's own announcement, so nothing arrives for them.
 fn route_peer_pools(cfg: &Config, tun: &str) -> Result<()> {
     let (Some(ha), true) = (&cfg.ha, cfg.corpnet.manage_routes) else {
@@ -719,6 +720,12 @@ fn route_peer_pools(cfg: &Config, tun: &str) -> Result<()> {
         gate64_io::tun::route_any(pool.network().into(), pool.prefix_len(), tun)
             .context("routing the HA peer's IPv4 pool (`ha.peer_pool4`) into the TUN")?;
         info!(peer_pool4 = %pool, tun = %tun, "route added");
+    }
+    if let Some((prefix, len)) = crate::settings::iphttps_peer_prefix(cfg) {
+        gate64_io::tun::route(prefix, len, tun).context(
+            "routing the HA peer's IP-HTTPS prefix (`ha.peer_iphttps_prefix`) into the TUN",
+        )?;
+        info!(peer_iphttps_prefix = %format!("{prefix}/{len}"), tun = %tun, "route added");
     }
     Ok(())
 }

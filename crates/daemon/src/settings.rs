@@ -142,6 +142,7 @@ pub fn dataplane_config(cfg: &Config) -> DataplaneConfig {
         rs_per_sec: cfg.limits.rs_per_source_per_sec,
         rs_burst: cfg.limits.rs_burst,
         iphttps_prefix: iphttps_pool(cfg).map(|(p, l)| Prefix::new(p, l)),
+        iphttps_peer_prefix: iphttps_peer_prefix(cfg).map(|(p, l)| Prefix::new(p, l)),
         nat64: None,
         binding_log: None,
     }
@@ -185,6 +186,13 @@ pub(crate) fn iphttps_pool(cfg: &Config) -> Option<(std::net::Ipv6Addr, u8)> {
         .map(|n| (n.network(), n.prefix_len()))
 }
 
+/// The HA peer's IP-HTTPS pool (`ha.peer_iphttps_prefix`) while this node's IP-HTTPS is on.
+pub(crate) fn iphttps_peer_prefix(cfg: &Config) -> Option<(std::net::Ipv6Addr, u8)> {
+    iphttps_pool(cfg)?;
+    let n = cfg.ha.as_ref()?.peer_iphttps_prefix?;
+    Some((n.network(), n.prefix_len()))
+}
+
 /// The IP-HTTPS protocol settings from `[iphttps]` and `[limits]`.
 pub(crate) fn iphttps_settings(cfg: &Config) -> Option<gate64_io::iphttps::Settings> {
     let (prefix, prefix_len) = iphttps_pool(cfg)?;
@@ -216,6 +224,7 @@ pub(crate) fn iphttps_settings(cfg: &Config) -> Option<gate64_io::iphttps::Setti
         max_handshakes_per_network: i.max_handshakes_per_network,
         max_connections_per_source: i.max_connections_per_source,
         lease_hints: None,
+        peer_prefix: iphttps_peer_prefix(cfg),
     })
 }
 

@@ -193,11 +193,7 @@ pub(crate) fn transport_of(shared: &Shared, outer: &Ipv6Addr, native: bool) -> T
         Transport::Native
     } else if gate64_teredo::Address::decode(outer).is_some() {
         Transport::Teredo
-    } else if shared
-        .config()
-        .iphttps_prefix
-        .is_some_and(|p| p.contains(outer))
-    {
+    } else if shared.config().is_iphttps(outer) {
         Transport::Iphttps
     } else {
         Transport::Other

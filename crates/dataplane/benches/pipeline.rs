@@ -57,6 +57,7 @@ fn config() -> DataplaneConfig {
         rs_per_sec: u32::MAX,
         rs_burst: u32::MAX,
         iphttps_prefix: Some(Prefix::new("2001:db8:1::".parse().unwrap(), 48)),
+        iphttps_peer_prefix: None,
         nat64: None,
         binding_log: None,
     }

@@ -49,6 +49,7 @@ fn worker() -> Worker {
         rs_per_sec: 1,
         rs_burst: 1,
         iphttps_prefix: None,
+        iphttps_peer_prefix: None,
         nat64: None,
         binding_log: None,
     };

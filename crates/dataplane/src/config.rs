@@ -136,10 +136,22 @@ pub struct DataplaneConfig {
     pub rs_burst: u32,
     /// The IP-HTTPS pool: each connection owns one /64 of it. `None` when IP-HTTPS is off.
     pub iphttps_prefix: Option<Prefix>,
+    /// The HA peer's IP-HTTPS pool (`ha.peer_iphttps_prefix`): /64s of it this node serves
+    /// to the peer's clients that reconnected here, routed as `iphttps_prefix` is.
+    pub iphttps_peer_prefix: Option<Prefix>,
     /// Stateful NAT64; `None` when `[nat64]` is off.
     pub nat64: Option<Arc<Nat64>>,
     /// Where BIB creations and deletions go (RFC 6888 compliance log); `None` when off.
     pub binding_log: Option<BindingLog>,
+}
+
+impl DataplaneConfig {
+    /// Whether `a` lies in a /64 an IP-HTTPS link of this node may hold: `iphttps_prefix` or
+    /// `iphttps_peer_prefix`.
+    pub fn is_iphttps(&self, a: &Ipv6Addr) -> bool {
+        self.iphttps_prefix.is_some_and(|p| p.contains(a))
+            || self.iphttps_peer_prefix.is_some_and(|p| p.contains(a))
+    }
 }
 
 /// A sink for NAT64 binding events, called from the worker that expires the shard.

@@ -102,11 +102,7 @@ impl Worker {
         let pkt = ipv6::Packet::new_checked(bytes)?;
         let end = start + pkt.total_len();
         let dst = pkt.dst();
-        let to_iphttps = self
-            .shared
-            .cfg
-            .iphttps_prefix
-            .is_some_and(|p| p.contains(&dst));
+        let to_iphttps = self.shared.cfg.is_iphttps(&dst);
         let own = self
             .shared
             .server

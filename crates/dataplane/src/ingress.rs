@@ -179,7 +179,7 @@ impl crate::Shared {
         if !ipv6::is_forwardable_unicast(dst) {
             return Err(DropReason::BadDestination);
         }
-        if self.cfg.iphttps_prefix.is_some_and(|p| p.contains(dst)) {
+        if self.cfg.is_iphttps(dst) {
             return Ok(Route::IphttpsClient);
         }
         if self.cfg.ipsec_pool.is_some_and(|p| p.contains(dst)) {

@@ -10,6 +10,13 @@
 //! binding yet: the caller passes a hint instead (the /64 of a synced IKE SA's remote
 //! address with that interface id), used the same way.
 //!
+//! The HA peer's prefix ([`PrefixPool::with_peer`]): two active nodes behind ECMP, each the
+//! other's `[ha]` peer, hand out /64s of their own prefixes. When one dies its clients
+//! reconnect to the other, whose pool also knows the dead node's prefix: a /64 of it is
+//! leased only by a claim whose hint names it (a synced IKE SA of the peer's with that
+//! interface id), or later by the binding that claim made; never by [`PrefixPool::allocate`],
+//! and a released one never queues for reuse.
+//!
 //! Safety: a /64 is given back only when no link holds it: a host claiming another client's
 //! interface id while that client is up gets a fresh /64 and no binding. Bounds: one binding
 //! per /64 a link holds, plus at most [`MAX_RELEASED_BINDINGS`] of released /64s, each kept
@@ -51,6 +58,8 @@ pub struct PrefixPool {
     released: VecDeque<(u64, Instant)>,
     hold: Duration,
     max_released: usize,
+    /// The HA peer's prefix (upper 64 bits, number of /64s): leased only by a claim.
+    peer: Option<(u64, u128)>,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -93,18 +102,10 @@ impl PrefixPool {
         hold: Duration,
         max: usize,
     ) -> Result<Self, PrefixTooLong> {
-        if len > 64 {
-            return Err(PrefixTooLong(len));
-        }
-        let hi = (u128::from(prefix) >> 64) as u64;
-        let base = if len == 0 {
-            0
-        } else {
-            hi & (u64::MAX << (64 - u32::from(len)))
-        };
+        let (base, size) = span(prefix, len)?;
         Ok(PrefixPool {
             base,
-            size: 1u128 << (64 - u32::from(len)),
+            size,
             fresh: 0,
             free: VecDeque::new(),
             queued: HashSet::new(),
@@ -114,7 +115,18 @@ impl PrefixPool {
             released: VecDeque::new(),
             hold,
             max_released: max,
+            peer: None,
         })
+    }
+
+    /// The pool also takes back /64s of `prefix/len`, the HA peer's pool (`len` ≤ 64; host
+    /// bits ignored): only by a [`PrefixPool::claim`] whose hint names one, or by the binding
+    /// such a claim made; [`PrefixPool::allocate`] never hands one out. The caller keeps it
+    /// apart from this pool's own prefix (the configuration check does).
+    pub fn with_peer(mut self, prefix: Ipv6Addr, len: u8) -> Result<Self, PrefixTooLong> {
+        let (base, size) = span(prefix, len)?;
+        self.peer = Some((base, size));
+        Ok(self)
     }
 
     /// A free /64 (its first address), or `None` when all are in use. A /64 bound to an
@@ -152,7 +164,8 @@ impl PrefixPool {
         if !self.in_use.remove(&hi) {
             return false;
         }
-        if self.queued.insert(hi) {
+        // A /64 of the peer's prefix goes back to no queue: only its binding brings it back.
+        if self.is_own(hi) && self.queued.insert(hi) {
             self.free.push_back(hi);
         }
         if let Some(b) = self.by_prefix.get_mut(&hi) {
@@ -168,9 +181,9 @@ impl PrefixPool {
     }
 
     /// Decides the /64 of a link holding `current` whose first Router Solicitation came from
-    /// `fe80::<iid>`: the /64 bound to `iid`, or else `hint` (a /64 of the pool the caller
-    /// knows `iid` used, e.g. from a synced IKE SA), when no link holds it; otherwise the
-    /// link keeps `current`. See [`Claim`].
+    /// `fe80::<iid>`: the /64 bound to `iid`, or else `hint` (a /64 of the pool or of the
+    /// peer's prefix the caller knows `iid` used, e.g. from a synced IKE SA), when no link
+    /// holds it; otherwise the link keeps `current`. See [`Claim`].
     pub fn claim(
         &mut self,
         current: Ipv6Addr,
@@ -180,15 +193,17 @@ impl PrefixPool {
     ) -> Claim {
         self.expire(now);
         let cur = hi64(current);
-        let target = (self.by_iid.get(&iid).copied())
-            .or_else(|| hint.map(hi64).filter(|&h| self.contains(h)));
+        let target = (self.by_iid.get(&iid).copied()).or_else(|| {
+            hint.map(hi64)
+                .filter(|&h| self.contains(h) || self.is_peer(h))
+        });
         match target {
             Some(t) if t != cur && self.in_use.contains(&t) => Claim::InUse,
             Some(t) if t != cur && self.in_use.contains(&cur) => {
                 self.in_use.insert(t);
                 // `cur` was never advertised: it goes first among the released ones.
                 self.in_use.remove(&cur);
-                if self.queued.insert(cur) {
+                if self.is_own(cur) && self.queued.insert(cur) {
                     self.free.push_front(cur);
                 }
                 self.unbind(cur);
@@ -221,6 +236,18 @@ impl PrefixPool {
 
     fn contains(&self, hi: u64) -> bool {
         hi >= self.base && u128::from(hi - self.base) < self.size
+    }
+
+    /// In the peer's prefix and not in this pool's own.
+    fn is_peer(&self, hi: u64) -> bool {
+        !self.contains(hi)
+            && self
+                .peer
+                .is_some_and(|(base, size)| hi >= base && u128::from(hi - base) < size)
+    }
+
+    fn is_own(&self, hi: u64) -> bool {
+        !self.is_peer(hi)
     }
 
     fn bind(&mut self, hi: u64, iid: u64) {
@@ -267,6 +294,20 @@ impl PrefixPool {
             self.forget_released(hi, at);
         }
     }
+}
+
+/// The upper 64 bits and the number of /64s of `prefix/len`.
+fn span(prefix: Ipv6Addr, len: u8) -> Result<(u64, u128), PrefixTooLong> {
+    if len > 64 {
+        return Err(PrefixTooLong(len));
+    }
+    let hi = (u128::from(prefix) >> 64) as u64;
+    let base = if len == 0 {
+        0
+    } else {
+        hi & (u64::MAX << (64 - u32::from(len)))
+    };
+    Ok((base, 1u128 << (64 - u32::from(len))))
 }
 
 fn hi64(a: Ipv6Addr) -> u64 {
@@ -410,6 +451,53 @@ mod tests {
         assert_eq!(
             pool.claim(next, IID, Some(p("2001:db8:1:99::")), t0),
             Claim::Reclaimed(synced)
+        );
+    }
+
+    #[test]
+    fn the_peer_prefix_is_leased_only_by_a_hint_or_the_binding_it_made() {
+        let t0 = Instant::now();
+        // Two /64s of this node's own and the peer's /49 beside them.
+        let own = p("2001:db8:1::");
+        let theirs = p("2001:db8:1:8005::");
+        let mut pool = PrefixPool::with_bounds(own, 63, Duration::from_secs(60), 8)
+            .unwrap()
+            .with_peer(p("2001:db8:1:8000::"), 49)
+            .unwrap();
+        // No hint: the link keeps the fresh /64 of the node's own.
+        let first = pool.allocate().unwrap();
+        assert_eq!(pool.claim(first, IID, None, t0), Claim::Kept);
+        // A hint naming the peer's /64 for this interface id moves the link there.
+        let fresh = pool.allocate().unwrap();
+        assert_eq!(
+            pool.claim(fresh, OTHER, Some(theirs), t0),
+            Claim::Reclaimed(theirs)
+        );
+        // Another link naming the same /64 while it is held gets nothing.
+        let other = pool.allocate().unwrap();
+        assert_eq!(other, fresh, "the /64 the link left goes out first");
+        assert_eq!(pool.claim(other, 7, Some(theirs), t0), Claim::InUse);
+        // Released, the peer's /64 never comes out of allocate, nor goes to a hint-less
+        // claim of another interface id: only the node's own two go round.
+        for a in [first, other, theirs] {
+            assert!(pool.release(a, t0));
+        }
+        let all: Vec<_> = std::iter::from_fn(|| pool.allocate()).collect();
+        assert_eq!(all, [first, other]);
+        assert_eq!(pool.claim(first, 9, None, t0), Claim::Kept);
+        assert_eq!(pool.in_use(), 2);
+        // The binding the hinted claim made brings it back to the same interface id.
+        assert_eq!(pool.claim(other, OTHER, None, t0), Claim::Reclaimed(theirs));
+        // Without a peer prefix the same hint lies outside the pool: ignored.
+        let mut alone = PrefixPool::new(own, 63).unwrap();
+        let x = alone.allocate().unwrap();
+        assert_eq!(alone.claim(x, OTHER, Some(theirs), t0), Claim::Kept);
+        assert_eq!(
+            PrefixPool::new(own, 63)
+                .unwrap()
+                .with_peer(theirs, 65)
+                .unwrap_err(),
+            PrefixTooLong(65)
         );
     }
 

@@ -106,6 +106,7 @@ fn shared_with_two_clients(created: Instant) -> Arc<Shared> {
         rs_per_sec: 1,
         rs_burst: 1,
         iphttps_prefix: Some(Prefix::new("2001:db8:1::".parse().unwrap(), 48)),
+        iphttps_peer_prefix: None,
         nat64: None,
         binding_log: None,
     })

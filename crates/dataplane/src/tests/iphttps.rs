@@ -72,6 +72,38 @@ fn iphttps_to_iphttps_is_queued_for_the_owner_of_the_64_without_ipsec() {
     assert_eq!(total_drops(w.stats()), 1);
 }
 
+/// A link holding a /64 of the HA peer's IP-HTTPS prefix (a client of the dead peer given its
+/// /64 back) is reached from the TUN and from another client, as a link of the node's own
+/// prefix is; without `iphttps_peer_prefix` nothing is routed there.
+#[test]
+fn a_64_of_the_peers_prefix_is_routed_to_its_link() {
+    let carol = Ipv6Addr::new(0x2001, 0xdb8, 0x2, 0x5, 0, 0, 0, 0xc);
+    let now = Instant::now();
+    for peer in [true, false] {
+        let mut cfg = config(true);
+        cfg.iphttps_prefix = Some(Prefix::new(IPHTTPS_POOL, 48));
+        cfg.iphttps_peer_prefix =
+            peer.then(|| Prefix::new(Ipv6Addr::new(0x2001, 0xdb8, 0x2, 0, 0, 0, 0, 0), 48));
+        let mut w = Worker::new(Shared::new(cfg), Arc::new(Stats::default()));
+        let link = Arc::new(Kept::default());
+        w.shared()
+            .iphttps_clients()
+            .insert(slash64(carol), Arc::clone(&link) as Arc<dyn ClientQueue>);
+        let down = udp(CORP_HOST, carol, 120);
+        let across = udp(ALICE, carol, 100);
+        let (v, _) = from_iphttps(&mut w, now, &across);
+        if peer {
+            assert_eq!(from_tun(&mut w, now, &down), Verdict::Consumed);
+            assert_eq!(v, Verdict::Consumed);
+            assert_eq!(*link.0.lock().unwrap(), vec![across, down]);
+            assert_eq!(total_drops(w.stats()), 0);
+        } else {
+            assert_eq!(v, Verdict::Drop(DropReason::NoRoute));
+            assert!(link.0.lock().unwrap().is_empty());
+        }
+    }
+}
+
 #[test]
 fn teredo_client_reaches_an_iphttps_client_without_ipsec() {
     let (mut w, bob) = iphttps_worker(true);

@@ -52,6 +52,7 @@ fn config(open: bool) -> DataplaneConfig {
         rs_per_sec: 1,
         rs_burst: 3,
         iphttps_prefix: None,
+        iphttps_peer_prefix: None,
         nat64: None,
         binding_log: None,
     }

@@ -113,6 +113,7 @@ fn dataplane_config(require_ipsec: bool, sadb: Option<Arc<gate64_esp::SaDb>>) ->
         rs_per_sec: 10,
         rs_burst: 10,
         iphttps_prefix: Some(Prefix::new(link.prefix, link.prefix_len)),
+        iphttps_peer_prefix: None,
         nat64: None,
         binding_log: None,
     }

@@ -134,6 +134,10 @@ pub struct Settings {
     pub max_connections_per_source: usize,
     /// The /64s the HA peer's clients held, for those that reconnect here (`[ha]`).
     pub lease_hints: Option<Arc<LeaseHints>>,
+    /// The HA peer's IP-HTTPS pool (`ha.peer_iphttps_prefix`): a /64 of it goes to a link
+    /// only by a claim a lease hint backs for the link's interface id, or by the binding that
+    /// claim made ([`PrefixPool::with_peer`]).
+    pub peer_prefix: Option<(Ipv6Addr, u8)>,
 }
 
 impl IphttpsServer {
@@ -148,12 +152,14 @@ impl IphttpsServer {
         teredo: Vec<(Ipv4Addr, UdpSocket)>,
         exporter: Exporter,
     ) -> io::Result<Arc<Self>> {
-        let pool = PrefixPool::from_config(&settings.proto).map_err(|e| {
-            io::Error::new(
-                io::ErrorKind::InvalidInput,
-                format!("`iphttps.prefix`: {e}"),
-            )
-        })?;
+        let invalid =
+            |key: &str, e| io::Error::new(io::ErrorKind::InvalidInput, format!("`{key}`: {e}"));
+        let mut pool =
+            PrefixPool::from_config(&settings.proto).map_err(|e| invalid("iphttps.prefix", e))?;
+        if let Some((prefix, len)) = settings.peer_prefix {
+            pool =
+                (pool.with_peer(prefix, len)).map_err(|e| invalid("ha.peer_iphttps_prefix", e))?;
+        }
         if corp.is_empty() {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidInput,

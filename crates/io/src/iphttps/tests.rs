@@ -39,6 +39,7 @@ fn settings(write_timeout: Duration) -> Settings {
         max_handshakes_per_network: 64,
         max_connections_per_source: 1,
         lease_hints: None,
+        peer_prefix: None,
     }
 }
 
@@ -73,6 +74,7 @@ async fn lab(tag: &str, write_timeout: Duration) -> Lab {
         rs_per_sec: 20,
         rs_burst: 40,
         iphttps_prefix: Some(Prefix::new(PREFIX, 48)),
+        iphttps_peer_prefix: None,
         nat64: None,
         binding_log: None,
         self_addresses: Vec::new(),

@@ -297,6 +297,7 @@ mod tests {
             rs_per_sec: 20,
             rs_burst: 40,
             iphttps_prefix: None,
+            iphttps_peer_prefix: None,
             nat64: None,
             binding_log: None,
             self_addresses: Vec::new(),
