@@ -267,3 +267,33 @@ fn sync_requests_of_a_large_takeover_are_spread_over_slices() {
     let second = std::iter::from_fn(|| standby.poll_transmit()).count() as u64;
     assert_eq!(second, 5);
 }
+
+/// gate64 as a responder never takes a sync request from its client (it is the cluster
+/// side): one on Message ID 0 is refused as off the window and counted, unanswered, and the
+/// client's next request is still taken.
+#[test]
+fn the_responder_refuses_a_clients_sync_request() {
+    let lab = Lab::new();
+    let now = Instant::now();
+    let (mut r, _, mut i) = pair(&lab, now, true);
+    let saved = i.next_id;
+    i.next_id = 0;
+    let sync = request(
+        &mut i,
+        exchange::INFORMATIONAL,
+        &[mid_sync::request([3; 4], 50, 50).notify()],
+    );
+    i.next_id = saved;
+    r.handle(now, addr(SERVER), addr(CLIENT), &sync);
+    assert!(r.poll_transmit().is_none());
+    assert!(events(&mut r).contains(&Event::Refused {
+        peer: addr(CLIENT),
+        reason: Refusal::MessageId
+    }));
+    let probe = request(&mut i, exchange::INFORMATIONAL, &[]);
+    r.handle(now, addr(SERVER), addr(CLIENT), &probe);
+    assert_eq!(
+        open_response(&i, &r.poll_transmit().expect("answer")),
+        vec![]
+    );
+}
