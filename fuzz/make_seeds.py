@@ -324,6 +324,15 @@ for name, data in [("update-nat", mobike_ok), ("update-short-hash", mobike_short
     with open(f"corpus/ike_mobike/seed-{name}", "wb") as f:
         f.write(data)
 
+# ike_mid_sync: a payload chain holding IKEV2_MESSAGE_ID_SYNC (nonce, send, recv) alone,
+# and one whose data is an octet short (refused).
+mid_ok = bytes([41]) + notify_payload(0, 16422, bytes([1, 2, 3, 4]) + struct.pack("!II", 20, 7))
+mid_short = bytes([41]) + notify_payload(0, 16422, bytes(11))
+os.makedirs("corpus/ike_mid_sync", exist_ok=True)
+for name, data in [("sync", mid_ok), ("sync-short", mid_short)]:
+    with open(f"corpus/ike_mid_sync/seed-{name}", "wb") as f:
+        f.write(data)
+
 # ike_responder: programs of (2-byte length, flag byte, datagram).
 prog = lambda *steps: b"".join(struct.pack("!HB", len(d), f) + d for f, d in steps)
 os.makedirs("corpus/ike_responder", exist_ok=True)

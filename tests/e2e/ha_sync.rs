@@ -22,6 +22,9 @@
 //!   packets, caught on `hsa` before the death, sent again to `hsb` is dropped and counted
 //!   (`gate64_esp_replay_drops_total`) and does not move the child SA; charon then rekeys the
 //!   infrastructure child SA through `hsb`'s taken-over IKE SA and pings through the new one.
+//!   charon announced RFC 6311 Message ID synchronization in IKE_AUTH, so `hsb` sends it a
+//!   sync request per IKE SA at the takeover; both must be answered
+//!   (`gate64_ha_mid_sync_total{result="synced"}` 2, none `failed` or `unsupported`).
 //!   The ping's longest silence and its losses are printed, never asserted.
 //! - `netns_ha_sync_esp_takes_over_unpromoted`: as the first, but charon's liveness checks
 //!   are 10 minutes apart (it sends no IKE request during the test) and `hsb` is never
@@ -700,6 +703,24 @@ fn with_client(lab: &Lab, charon: &Charon<'_>) -> Result<()> {
         "hsb failed to install {failed} synced records\n{}",
         gate64_lines(&m)
     );
+    // RFC 6311: charon announced Message ID sync in IKE_AUTH, hsa answered it and synced the
+    // flag, and charon answers hsb's sync request for both IKE SAs.
+    let mid = |m: &Metrics, result| m.sum("gate64_ha_mid_sync_total", &[("result", result)]);
+    let synced_ids = wait_for(SETTLE_TIMEOUT, || {
+        let m = metrics(standby_ns).ok()?;
+        (mid(&m, "synced") >= 2.0).then_some(m)
+    });
+    let Some(m_sync) = synced_ids else {
+        bail!(
+            "charon did not answer hsb's two Message ID sync requests within {SETTLE_TIMEOUT:?}\n{}",
+            gate64_lines(&metrics(standby_ns)?)
+        );
+    };
+    ensure!(
+        mid(&m_sync, "failed") == 0.0 && mid(&m_sync, "unsupported") == 0.0,
+        "Message ID syncs failed or unsupported\n{}",
+        gate64_lines(&m_sync)
+    );
     let after = charon.wait_established(2, 2, SETTLE_TIMEOUT)?;
     ensure!(
         spis(&before) == spis(&after),
@@ -741,9 +762,11 @@ fn with_client(lab: &Lab, charon: &Charon<'_>) -> Result<()> {
         "HA takeover: hsb held {IKE_ADDRESS} {vrrp_secs:.2} s after hsa's death; the ping \
          through the infrastructure tunnel: longest silence {silence:.2} s, {lost} echo \
          requests (20/s) lost; hsb stored {} records, installed {installed}, ran {negotiated} \
-         IKE negotiations; charon's IKE and child SPIs unchanged; a replayed ESP packet from \
-         before the death dropped and counted; a child SA rekey through hsb",
+         IKE negotiations; charon answered {} RFC 6311 Message ID syncs; charon's IKE and child \
+         SPIs unchanged; a replayed ESP packet from before the death dropped and counted; a \
+         child SA rekey through hsb",
         sync(&m, "in", "stored"),
+        mid(&m_sync, "synced"),
     );
     Ok(())
 }

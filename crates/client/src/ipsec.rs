@@ -36,7 +36,9 @@
 //! negotiated again. Each IKE SA asks for a Quick Crash Detection token (RFC 6290): a
 //! responder that restarted or failed over without the IKE SA (gate64 with `[ipsec]
 //! qcd_secret_file`) answers the check with it at once, and the tunnel is negotiated again
-//! without waiting for the retransmissions to run out.
+//! without waiting for the retransmissions to run out. Each IKE SA announces RFC 6311
+//! Message ID synchronization too, and answers the sync request of a gate64 node that took
+//! it over from its HA peer.
 //!
 //! The packets themselves (IKE in IPv6/UDP, ESP in IPv6/UDP 4500 or IPv6) are built in `ipsec/packet.rs`,
 //! the settings read from the command line in `ipsec/settings.rs`.

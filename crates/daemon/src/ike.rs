@@ -525,6 +525,7 @@ pub fn start(
                     stats.set_socket_drops(s.socket_drops);
                     stats.set_liveness_extended(s.stats.liveness_extended);
                     stats.set_liveness_deferred(s.stats.liveness_deferred);
+                    stats.set_mid_sync([s.stats.mid_sync_synced, s.stats.mid_sync_unsupported, s.stats.mid_sync_failed]);
                     for reason in IkeShedReason::ALL {
                         stats.set_shed(reason, gauges.shed(reason));
                     }

@@ -239,6 +239,8 @@ pub struct IpsecStats {
     socket_drops: AtomicU64,
     liveness_extended: AtomicU64,
     liveness_deferred: AtomicU64,
+    /// RFC 6311 Message ID syncs after takeovers: synced, unsupported, failed.
+    mid_sync: [AtomicU64; 3],
     shed: [AtomicU64; IkeShedReason::ALL.len()],
     /// Requests the responder refused, by its reason label. A map, not an array: the
     /// responder's reasons are its own (`gate64_ike::responder::Refusal::label`), and a
@@ -421,6 +423,20 @@ impl IpsecStats {
     /// Liveness checks put off (`gate64_ike_liveness_deferred_total`).
     pub fn liveness_deferred(&self) -> u64 {
         self.liveness_deferred.load(Ordering::Relaxed)
+    }
+
+    /// Sets the RFC 6311 Message ID syncs of IKE SAs taken over since the responder started:
+    /// `[synced, unsupported, failed]`.
+    pub fn set_mid_sync(&self, counts: [u64; 3]) {
+        for (slot, n) in self.mid_sync.iter().zip(counts) {
+            slot.store(n, Ordering::Relaxed);
+        }
+    }
+
+    /// The RFC 6311 Message ID syncs (`gate64_ha_mid_sync_total{result}`), by result label.
+    pub fn mid_sync(&self) -> [(&'static str, u64); 3] {
+        let n = |i: usize| self.mid_sync[i].load(Ordering::Relaxed);
+        [("synced", n(0)), ("unsupported", n(1)), ("failed", n(2))]
     }
 
     /// Sets the datagrams the IKE driver shed for `reason` since it started (the driver

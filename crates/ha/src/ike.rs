@@ -11,13 +11,18 @@
 //!   (u32) | identity (u16 length <= 1,024 + UTF-8) | alt names (u8 count <= 16, each u16
 //!   length <= 1,024 + UTF-8) | identity key (32) | proven IDi (u8 0/1, then u16 length <=
 //!   1,024 + UTF-8) | tunnel (u8) | flags (u8: 1 intranet allowed, 2 MOBIKE, 4 RFC 7383
-//!   fragments, 8 leased) | our address and port | peer address and port | inner address
+//!   fragments, 8 leased, 16 RFC 6311 Message ID sync) | our address and port | peer address and port | inner address
 //!   (u8 0/1, then address) | inner IPv4 address (u8 0/1, then 4 bytes) | child SAs (u8
 //!   count <= 16, each inbound SPI, outbound SPI (u32), age (u64 ms)) | age (u64 ms) | time
 //!   since authentication (u8 0/1, then u64 ms) | IKE rekeys (u32)
 //! ```
 //!
 //! Durations are whole milliseconds, all ones for anything longer.
+//!
+//! The RFC 6311 flag (16) takes a bit the layout left free rather than a new version: a
+//! record without it is byte for byte what a build without it writes and reads, so a node
+//! of an older release still takes the IKE SAs of clients that did not announce support,
+//! and refuses (as `undecodable`) only those that did.
 
 use std::net::Ipv4Addr;
 
@@ -42,6 +47,7 @@ const INTRANET_ALLOWED: u8 = 1;
 const MOBIKE: u8 = 2;
 const FRAGMENTATION: u8 = 4;
 const LEASED: u8 = 8;
+const MID_SYNC: u8 = 16;
 
 /// `s` cut to at most `max` bytes on a character boundary.
 fn cut(s: &str, max: usize) -> &[u8] {
@@ -103,6 +109,7 @@ pub fn encode_ike_sa(sa: &SyncedIkeSa) -> Zeroizing<Vec<u8>> {
         (sa.mobike, MOBIKE),
         (sa.fragmentation, FRAGMENTATION),
         (sa.leased, LEASED),
+        (sa.mid_sync, MID_SYNC),
     ];
     w.u8(flags
         .iter()
@@ -183,7 +190,7 @@ pub fn decode_ike_sa(bytes: &[u8]) -> Result<SyncedIkeSa, DecodeError> {
     };
     let tunnel = tunnel_of(r.u8()?)?;
     let flags = r.u8()?;
-    if flags & !(INTRANET_ALLOWED | MOBIKE | FRAGMENTATION | LEASED) != 0 {
+    if flags & !(INTRANET_ALLOWED | MOBIKE | FRAGMENTATION | LEASED | MID_SYNC) != 0 {
         return Err(DecodeError::Invalid("flags"));
     }
     let local = r.socket("local")?;
@@ -239,5 +246,6 @@ pub fn decode_ike_sa(bytes: &[u8]) -> Result<SyncedIkeSa, DecodeError> {
         age,
         authenticated_age,
         rekeys,
+        mid_sync: flags & MID_SYNC != 0,
     })
 }

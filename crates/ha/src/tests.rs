@@ -526,6 +526,7 @@ pub(crate) fn ike_record() -> SyncedIkeSa {
         age: Duration::from_millis(1234),
         authenticated_age: Some(Duration::from_millis(1000)),
         rekeys: 3,
+        mid_sync: true,
     }
 }
 
@@ -560,10 +561,23 @@ fn ike_record_round_trip_and_malformed_input() {
     // (8), the time since authentication (9) and the rekeys (4).
     let tail = 2 * 19 + 18 + 5 + (1 + 2 * 16) + 8 + 9 + 4;
     let flags_at = bytes.len() - tail - 1;
-    assert_eq!(bytes[flags_at], 1 | 4 | 8);
-    let mut flags = bytes.to_vec();
-    flags[flags_at] |= 0x10;
-    assert_eq!(decode_ike_sa(&flags), Err(DecodeError::Invalid("flags")));
+    assert_eq!(bytes[flags_at], 1 | 4 | 8 | 16);
+    for bit in [0x20, 0x40, 0x80] {
+        let mut flags = bytes.to_vec();
+        flags[flags_at] |= bit;
+        assert_eq!(decode_ike_sa(&flags), Err(DecodeError::Invalid("flags")));
+    }
+    // Without the RFC 6311 flag the record is the one a build without it writes: the flags
+    // byte is all that differs, and the peer's support survives the round trip either way.
+    let mut without = ike_record();
+    without.mid_sync = false;
+    let plain = encode_ike_sa(&without);
+    assert_eq!(plain.len(), bytes.len());
+    let differ: Vec<usize> = (0..plain.len()).filter(|&i| plain[i] != bytes[i]).collect();
+    assert_eq!(differ, [flags_at]);
+    assert_eq!(plain[flags_at], 1 | 4 | 8);
+    assert!(!decode_ike_sa(&plain).unwrap().mid_sync);
+    assert!(decode_ike_sa(&bytes).unwrap().mid_sync);
     // An absent optional field and no child SAs round-trip too.
     let mut bare = ike_record();
     (

@@ -14,6 +14,7 @@ pub mod child_sa;
 pub mod initiator;
 pub mod keys;
 pub mod message;
+pub mod mid_sync;
 pub mod responder;
 /// RFC 3948's UDP encapsulation rules and ports, shared with the ESP data path.
 pub use gate64_esp::udp_encap;

@@ -147,6 +147,12 @@ pub(crate) fn encode(
     )?;
     counter_family(
         enc,
+        names::HA_MID_SYNC_TOTAL,
+        names::HA_MID_SYNC_TOTAL_HELP,
+        stats.mid_sync().map(|(r, n)| ([("result", r)], n)),
+    )?;
+    counter_family(
+        enc,
         names::IKE_SHED_TOTAL,
         names::IKE_SHED_TOTAL_HELP,
         IkeShedReason::ALL.map(|r| ([("reason", r.as_str())], stats.shed(r))),
@@ -239,6 +245,9 @@ mod tests {
             "gate64_ike_socket_drops_total",
             "gate64_ike_liveness_extended_total",
             "gate64_ike_liveness_deferred_total",
+            "gate64_ha_mid_sync_total{result=\"synced\"}",
+            "gate64_ha_mid_sync_total{result=\"unsupported\"}",
+            "gate64_ha_mid_sync_total{result=\"failed\"}",
             "gate64_ike_shed_total{reason=\"source_rate\"}",
             "gate64_ike_shed_total{reason=\"batch_share\"}",
             "gate64_ike_chain_cache_entries",
@@ -263,6 +272,7 @@ mod tests {
         stats.set_socket_drops(8);
         stats.set_liveness_extended(9);
         stats.set_liveness_deferred(11);
+        stats.set_mid_sync([12, 13, 14]);
         stats.set_shed(IkeShedReason::SourceRate, 7);
         stats.refused("too_many_certs");
         stats.refused("too_many_certs");
@@ -301,6 +311,9 @@ mod tests {
             ("gate64_ike_socket_drops_total", "8"),
             ("gate64_ike_liveness_extended_total", "9"),
             ("gate64_ike_liveness_deferred_total", "11"),
+            ("gate64_ha_mid_sync_total{result=\"synced\"}", "12"),
+            ("gate64_ha_mid_sync_total{result=\"unsupported\"}", "13"),
+            ("gate64_ha_mid_sync_total{result=\"failed\"}", "14"),
             (
                 "gate64_ike_mobike_updates_total{result=\"check_failed\"}",
                 "1",

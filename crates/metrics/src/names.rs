@@ -424,6 +424,14 @@ pub const IKE_LIVENESS_EXTENDED_TOTAL: &str = "gate64_ike_liveness_extended_tota
 pub const IKE_LIVENESS_EXTENDED_TOTAL_HELP: &str = "Retransmissions of unanswered liveness \
     checks past the usual 3 (at most 3 more per check) because the IKE sockets dropped \
     datagrams while the check was outstanding: its answer may have been among them.";
+/// RFC 6311 Message ID synchronization of IKE SAs a takeover installed (`[ha]`), by `result`:
+/// synced (the client answered with the nonce and both sides took the larger IDs),
+/// unsupported (the client never announced support: the synced IDs stay), failed (no
+/// answer after the retransmissions, or a wrong one: the synced IDs stay).
+pub const HA_MID_SYNC_TOTAL: &str = "gate64_ha_mid_sync_total";
+/// Help text of [`HA_MID_SYNC_TOTAL`].
+pub const HA_MID_SYNC_TOTAL_HELP: &str = "RFC 6311 Message ID syncs with the clients of IKE \
+    SAs taken over from the HA peer, by result (synced, unsupported, failed).";
 /// Liveness checks put off to a later slice of time by the cap on checks per second.
 pub const IKE_LIVENESS_DEFERRED_TOTAL: &str = "gate64_ike_liveness_deferred_total";
 /// Help text of [`IKE_LIVENESS_DEFERRED_TOTAL`].
@@ -479,6 +487,7 @@ pub const ALL: &[(&str, &str)] = &[
     (RADIUS_RETRANSMITS_TOTAL, RADIUS_RETRANSMITS_TOTAL_HELP),
     (RADIUS_DAE_REQUESTS_TOTAL, RADIUS_DAE_REQUESTS_TOTAL_HELP),
     (HA_SYNC_TOTAL, HA_SYNC_TOTAL_HELP),
+    (HA_MID_SYNC_TOTAL, HA_MID_SYNC_TOTAL_HELP),
     (HA_STORE_RECORDS, HA_STORE_RECORDS_HELP),
     (IPSEC_PACKETS_TOTAL, IPSEC_PACKETS_TOTAL_HELP),
     (CONFIG_RELOADS_TOTAL, CONFIG_RELOADS_TOTAL_HELP),

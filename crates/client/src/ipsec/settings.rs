@@ -111,8 +111,10 @@ impl IpsecSettings {
         (now, local, remote): (Instant, SocketAddr, SocketAddr),
     ) -> Result<Initiator> {
         let config = self.initiator_config(kind, corporate, outer)?;
+        // RFC 6311: a gate64 pair that takes this IKE SA over synchronizes the Message IDs.
         let mut initiator = Initiator::new(config, now, SystemTime::now(), local, remote)
-            .map_err(|e| anyhow::anyhow!("{e:?}"))?;
+            .map_err(|e| anyhow::anyhow!("{e:?}"))?
+            .with_mid_sync();
         if let Some(id) = &self.server_id {
             initiator = initiator.with_server_id(id.clone());
         }

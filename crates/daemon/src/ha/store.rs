@@ -280,6 +280,7 @@ mod tests {
             age: Duration::from_secs(9),
             authenticated_age: Some(Duration::from_secs(9)),
             rekeys: 0,
+            mid_sync: false,
         }
     }
 

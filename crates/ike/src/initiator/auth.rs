@@ -32,6 +32,7 @@ impl Initiator {
             payloads.push(Self::qcd_request_notify());
         }
         payloads.extend(self.multiple_auth_notifies());
+        payloads.extend(self.mid_sync_notify());
         payloads.extend(self.cfg_request());
         payloads.extend([
             Payload::Sa(self.esp_proposals()),
@@ -168,6 +169,7 @@ impl Initiator {
         identity: String,
     ) -> Result<(), InitiatorError> {
         self.keep_qcd_token(inner);
+        self.note_mid_sync(inner);
         let parts = ChildReply::from(inner).ok_or(InitiatorError::Malformed)?;
         let nonces = (self.ni.as_slice(), self.nr.as_slice());
         let child = self.child(now, keys, &parts, self.child_spi, nonces)?;

@@ -36,6 +36,7 @@ use replies::{ChildReply, ResponderProof};
 use second_auth::SecondAuth;
 
 mod auth;
+mod mid_sync;
 mod qcd;
 mod rekey;
 mod replies;
@@ -200,6 +201,8 @@ pub struct Initiator {
     qcd: bool,
     /// Unprotected INVALID_IKE_SPI answers ignored (`qcd.rs`).
     qcd_ignored: u64,
+    /// RFC 6311 Message ID synchronization (`mid_sync.rs`).
+    mid_sync: mid_sync::MidSyncState,
 }
 
 impl Initiator {
@@ -275,6 +278,7 @@ impl Initiator {
             qcd_token: None,
             qcd: true,
             qcd_ignored: 0,
+            mid_sync: Default::default(),
         })
     }
 
@@ -637,7 +641,8 @@ impl Initiator {
         })
     }
 
-    /// Answers the responder's requests: an empty response to liveness checks and deletes.
+    /// Answers the responder's requests: an empty response to liveness checks and deletes,
+    /// the IDs to an RFC 6311 sync request (`mid_sync.rs`).
     fn answer_request(&mut self, h: Header, datagram: &[u8]) {
         let Some(keys) = self.keys.clone() else {
             return;
@@ -648,11 +653,16 @@ impl Initiator {
         let deleted = inner
             .iter()
             .any(|p| matches!(p, Payload::Delete(d) if d.protocol == transform::PROTO_IKE));
+        let payloads = match self.answer_mid_sync(h, &inner) {
+            mid_sync::SyncReply::NotSync => Vec::new(),
+            mid_sync::SyncReply::Answer(p) => p,
+            mid_sync::SyncReply::Refused => return,
+        };
         let header = Header {
             flags: flags::RESPONSE | flags::INITIATOR,
             ..h
         };
-        if let Ok(bytes) = keys::seal_message(&header, &[], &keys.sk_ei) {
+        if let Ok(bytes) = keys::seal_message(&header, &payloads, &keys.sk_ei) {
             self.transmits.push_back((self.local, self.remote, bytes));
         }
         if deleted {

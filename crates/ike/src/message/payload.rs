@@ -58,6 +58,12 @@ pub mod notify {
     /// Status: a Quick Crash Detection token (RFC 6290 §4.1), in IKE_AUTH and beside
     /// INVALID_IKE_SPI in an unprotected answer for an IKE SA the sender lost.
     pub const QCD_TOKEN: u16 = 16419;
+    /// Status: the sender takes part in RFC 6311 Message ID synchronization (IKE_AUTH, no
+    /// data).
+    pub const IKEV2_MESSAGE_ID_SYNC_SUPPORTED: u16 = 16420;
+    /// Status: an RFC 6311 Message ID synchronization request or response (INFORMATIONAL with
+    /// Message ID 0; 12 octets, [`crate::mid_sync`]).
+    pub const IKEV2_MESSAGE_ID_SYNC: u16 = 16422;
     /// Status: IPCOMP.
     pub const IPCOMP_SUPPORTED: u16 = 16387;
     /// Status: NAT detection, source.

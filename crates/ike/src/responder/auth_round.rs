@@ -104,6 +104,8 @@ pub(super) struct AuthRequest<'a> {
     pub(super) initial_contact: bool,
     /// The client announced MOBIKE_SUPPORTED (RFC 4555 §3.3).
     pub(super) mobike: bool,
+    /// The client announced IKEV2_MESSAGE_ID_SYNC_SUPPORTED (RFC 6311 §3).
+    pub(super) mid_sync: bool,
     /// The client asked for a Quick Crash Detection token (QCD_TOKEN, RFC 6290 §4.2).
     pub(super) qcd: bool,
 }
@@ -129,6 +131,7 @@ pub(super) fn request_parts(inner: &[Payload]) -> Option<AuthRequest<'_>> {
         initial_contact: find_notify(inner, notify::INITIAL_CONTACT).is_some(),
         mobike: find_notify(inner, notify::MOBIKE_SUPPORTED).is_some(),
         qcd: super::qcd::requested(inner),
+        mid_sync: crate::mid_sync::announced(inner),
     })
 }
 
@@ -245,10 +248,14 @@ pub(super) fn complete(
         }
     };
     let (native, mobike) = closing_notifies(r, h.spi_r, req.mobike, &mut payloads);
+    if req.mid_sync {
+        payloads.push(crate::mid_sync::supported_notify());
+    }
     r.respond(h.spi_r, h, payloads);
     if let Some(sa) = r.sas.get_mut(&h.spi_r) {
         sa.tunnel = tunnel;
         sa.mobike = mobike;
+        sa.mid_sync = req.mid_sync;
     }
     if uniqueness::replaces(r, req.initial_contact) {
         uniqueness::forget_stale(r, h.spi_r, &identity.key, tunnel);
@@ -291,7 +298,8 @@ pub(super) fn complete(
 /// The notifies that close an IKE_AUTH response: the seconds until the client must
 /// authenticate anew (RFC 4478 §3) and MOBIKE_SUPPORTED when the client asked for it on a
 /// native IKE SA (RFC 4555 §3.3; over Teredo and IP-HTTPS the outer address is the
-/// transport's). Returns the native socket and whether MOBIKE is on.
+/// transport's). Returns the native socket and whether MOBIKE is on. IKEV2_MESSAGE_ID_SYNC_SUPPORTED
+/// (RFC 6311 §3) follows them when the client announced it.
 fn closing_notifies(
     r: &Responder,
     spi_r: u64,

@@ -653,6 +653,7 @@ fn inherit(fresh: &mut IkeSa, old: &mut IkeSa) {
     fresh.peer_hashes = old.peer_hashes.clone();
     fresh.peer_fragmentation = old.peer_fragmentation;
     fresh.mobike = old.mobike;
+    fresh.mid_sync = old.mid_sync;
     fresh.identity = old.identity.clone();
     fresh.identity_key = old.identity_key;
     fresh.authenticated = old.authenticated;

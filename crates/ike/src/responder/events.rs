@@ -417,4 +417,12 @@ pub struct Stats {
     /// its share of checks already (`gate64_ike_liveness_deferred_total`): one check put off
     /// twice counts twice.
     pub liveness_deferred: u64,
+    /// RFC 6311 Message ID syncs with clients of IKE SAs taken over from the HA peer
+    /// (`gate64_ha_mid_sync_total`): answered with the echoed nonce and adopted.
+    pub mid_sync_synced: u64,
+    /// IKE SAs taken over whose client never announced support: they keep the synced IDs.
+    pub mid_sync_unsupported: u64,
+    /// Syncs that got no answer after the retransmissions, one without the notify or with
+    /// another nonce, or that could not be sent: the IKE SA keeps the synced IDs.
+    pub mid_sync_failed: u64,
 }

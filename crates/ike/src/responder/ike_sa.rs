@@ -127,6 +127,9 @@ pub(crate) struct IkeSa {
     pub(crate) pending_auth: Option<Box<auth_jobs::PendingAuth>>,
     /// MOBIKE (RFC 4555) was negotiated: the client announced it and the IKE SA is native.
     pub(crate) mobike: bool,
+    /// The client announced IKEV2_MESSAGE_ID_SYNC_SUPPORTED and gate64 answered it (RFC
+    /// 6311): a node that takes this IKE SA over synchronizes the Message IDs with it.
+    pub(crate) mid_sync: bool,
     /// Its EAP exchange, while one is in progress (`eap.rs`).
     pub(crate) eap: Option<Box<eap::EapState>>,
     /// What RADIUS authenticated or authorized it as (`authz.rs`); an IKE SA rekey keeps it.
@@ -187,6 +190,7 @@ impl IkeSa {
             half_open: None,
             pending_auth: None,
             mobike: false,
+            mid_sync: false,
             eap: None,
             radius: None,
             cert_authz: None,

@@ -138,6 +138,9 @@ pub(crate) struct Liveness {
     /// Where the client's latest UPDATE_SA_ADDRESSES asked the IKE SA to move, until a
     /// return-routability check there succeeds or fails (`mobike.rs`).
     pub(super) wanted: Option<Box<Candidate>>,
+    /// An RFC 6311 Message ID sync request is to be sent (`mid_sync.rs`), under the same cap
+    /// per slice as the liveness checks: a takeover installs every IKE SA at once.
+    pub(super) mid_sync_due: bool,
 }
 
 /// Addresses a MOBIKE client asked the IKE SA to move to.
@@ -181,6 +184,8 @@ pub(super) struct Probe {
     /// A return-routability check (RFC 4555 §3.5), sent to its candidate address; `None`
     /// for a liveness check.
     pub(super) check: Option<Box<Check>>,
+    /// An RFC 6311 Message ID sync request (Message ID 0, `mid_sync.rs`): what it carried.
+    pub(super) mid_sync: Option<crate::mid_sync::MidSync>,
 }
 
 /// How long an IKE SA may be idle before its next liveness check: `dpd` less a part of up
@@ -232,6 +237,7 @@ pub(super) fn deadline(sa: &IkeSa, config: &ResponderConfig) -> Option<Instant> 
         return None;
     }
     let request = match &sa.liveness.probe {
+        None if sa.liveness.mid_sync_due => sa.liveness.put_off_to.unwrap_or(sa.last_heard),
         None => check_due(sa, config),
         Some(p) => p.sent + DPD_RETRANSMIT,
     };
@@ -280,6 +286,7 @@ fn expire_children(r: &mut Responder, spi_r: u64, now: Instant) -> Vec<u32> {
 enum Step {
     Send(SocketAddr, SocketAddr, Vec<u8>),
     Dead(SocketAddr),
+    SyncUnanswered,
     SealFailed(SocketAddr),
     CheckFailed,
 }
@@ -346,6 +353,7 @@ fn first_send(sa: &mut IkeSa, expired: &[u32], now: Instant) -> Step {
                 retransmits: 0,
                 datagram: datagram.clone(),
                 check: None,
+                mid_sync: None,
             });
             Step::Send(sa.local, sa.remote, datagram)
         }
@@ -367,6 +375,9 @@ pub(super) fn on_timeout(r: &mut Responder, due: &[u64], now: Instant) -> Vec<u6
             .and_then(|s| deadline(s, &r.config))
             .is_some_and(|d| now >= d);
         if !due_now {
+            continue;
+        }
+        if start_mid_sync(r, spi, now, per_slice) {
             continue;
         }
         let expired = expire_children(r, spi, now);
@@ -399,6 +410,7 @@ pub(super) fn on_timeout(r: &mut Responder, due: &[u64], now: Instant) -> Vec<u6
                 Step::Send(local, remote, p.datagram.clone())
             }
             Some(p) if p.check.is_some() => Step::CheckFailed,
+            Some(p) if p.mid_sync.is_some() => Step::SyncUnanswered,
             Some(_) => Step::Dead(sa.remote),
         };
         match step {
@@ -409,9 +421,48 @@ pub(super) fn on_timeout(r: &mut Responder, due: &[u64], now: Instant) -> Vec<u6
             }
             Step::SealFailed(peer) => r.refused(peer, Refusal::Crypto),
             Step::CheckFailed => unanswered.push(spi),
+            Step::SyncUnanswered => super::mid_sync::unanswered(r, spi),
         }
     }
     unanswered
+}
+
+/// Sends IKE SA `spi`'s due RFC 6311 sync request when its slice's share of requests allows,
+/// or puts it off to a later slice; `false` when none is due or another request is out.
+fn start_mid_sync(r: &mut Responder, spi: u64, now: Instant, per_slice: u32) -> bool {
+    let Some(sa) = r.sas.get_mut(&spi) else {
+        return false;
+    };
+    if !sa.liveness.mid_sync_due || sa.liveness.probe.is_some() {
+        return false;
+    }
+    if let Err(later) = r.liveness_budget.start(now, per_slice) {
+        sa.liveness.put_off_to = Some(later);
+        r.stats.liveness_deferred += 1;
+        r.schedule(spi);
+        return true;
+    }
+    sa.liveness.mid_sync_due = false;
+    sa.liveness.put_off_to = None;
+    let Some((req, datagram)) = super::mid_sync::seal_request(sa) else {
+        r.stats.mid_sync_failed += 1;
+        let peer = sa.remote;
+        r.refused(peer, Refusal::Crypto);
+        return true;
+    };
+    sa.liveness.probe = Some(Probe {
+        message_id: 0,
+        first_sent: now,
+        sent: now,
+        retransmits: 0,
+        datagram: datagram.clone(),
+        check: None,
+        mid_sync: Some(req),
+    });
+    let (local, remote) = (sa.local, sa.remote);
+    r.transmit(local, remote, datagram);
+    r.schedule(spi);
+    true
 }
 
 /// A response from the client: the answer to our liveness or return-routability check
@@ -444,8 +495,15 @@ pub(super) fn handle_response(
             return None;
         }
     };
-    let check = sa.liveness.probe.take().and_then(|p| p.check);
-    sa.liveness.next_request_id = h.message_id.wrapping_add(1);
+    let (check, sync) = sa
+        .liveness
+        .probe
+        .take()
+        .map_or((None, None), |p| (p.check, p.mid_sync));
+    match sync {
+        None => sa.liveness.next_request_id = h.message_id.wrapping_add(1),
+        Some(sent) => super::mid_sync::settle(sa, &mut r.stats, &sent, &inner),
+    }
     sa.last_heard = now;
     // RFC 7296 §2.1 keeps our last response for a retransmission of its request. A check
     // goes out only after `dpd` without a new request, and a peer that answers it has had
@@ -483,6 +541,7 @@ pub(super) fn delete_one(r: &mut Responder, spi: u64) {
             .liveness
             .probe
             .as_ref()
+            .filter(|p| p.mid_sync.is_none())
             .map_or(sa.liveness.next_request_id, |p| {
                 p.message_id.wrapping_add(1)
             });

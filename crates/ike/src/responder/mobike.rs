@@ -215,6 +215,7 @@ pub(super) fn start_check(r: &mut Responder, spi_r: u64, now: Instant) {
         retransmits: 0,
         datagram: datagram.clone(),
         check: Some(Box::new(Check { to, cookie })),
+        mid_sync: None,
     });
     r.transmit(to.local, to.remote, datagram);
     r.schedule(spi_r);

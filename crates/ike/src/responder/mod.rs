@@ -36,6 +36,7 @@ mod init;
 mod init_jobs;
 mod init_reply;
 mod liveness;
+mod mid_sync;
 mod mobike;
 mod own_auth;
 mod pool;

@@ -17,8 +17,9 @@
 //! interval. A request gate64 sent in the last interval before a crash is the one case left:
 //! the client ignores the standby's liveness check under the stale ID, and the IKE SA ends
 //! as dead after the retransmissions unless the client's own request comes first (which
-//! moves nothing on our side: the client's IDs are its own counter). RFC 6311's
-//! IKEV2_MESSAGE_ID_SYNC would close it and is not implemented.
+//! moves nothing on our side: the client's IDs are its own counter). A client that
+//! announced RFC 6311 support gets a Message ID sync request at the install instead
+//! (`mid_sync.rs`), which closes that case; the window and the streaming stay for the others.
 //!
 //! Not carried: RADIUS authorization (`Filter-Id`, Class, Session-Timeout), the RFC 4739
 //! second round's user, the certificates' issuer and serial (`gate64 status` shows none, and
@@ -123,6 +124,9 @@ pub struct SyncedIkeSa {
     pub authenticated_age: Option<Duration>,
     /// IKE SA rekeys so far.
     pub rekeys: u32,
+    /// The client announced RFC 6311 Message ID synchronization and gate64 answered it: the
+    /// node that installs it sends a sync request.
+    pub mid_sync: bool,
 }
 
 /// Why a synced IKE SA was not installed.
@@ -196,6 +200,7 @@ impl Responder {
             age: now.saturating_duration_since(sa.started),
             authenticated_age: sa.authenticated.map(|t| now.saturating_duration_since(t)),
             rekeys: sa.rekeys,
+            mid_sync: sa.mid_sync,
         })
     }
 
@@ -280,6 +285,7 @@ impl Responder {
         sa.leased = s.leased;
         sa.inner4 = s.inner4;
         sa.rekeys = s.rekeys;
+        sa.mid_sync = s.mid_sync;
         sa.children = (s.children.iter())
             .map(|c| ChildRecord {
                 inbound_spi: c.inbound_spi,
@@ -294,6 +300,11 @@ impl Responder {
         self.by_initiator.insert((s.remote, s.spi_i), s.spi_r);
         self.index_identity(identity_key, s.spi_r);
         let native = self.native_socket(s.local);
+        // RFC 6311: the sync request goes at the next timeout (`liveness.rs`, `mid_sync.rs`).
+        sa.liveness.mid_sync_due = s.mid_sync;
+        if !s.mid_sync {
+            self.stats.mid_sync_unsupported += 1;
+        }
         self.sas.insert(s.spi_r, sa);
         self.schedule(s.spi_r);
         self.event(Event::IkeSaUp {

@@ -1602,6 +1602,7 @@ mod init_jobs;
 mod integrity_only;
 mod ipv4;
 mod liveness_cap;
+mod mid_sync;
 mod mobike;
 mod own_auth;
 mod proposals;
