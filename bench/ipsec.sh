@@ -17,6 +17,21 @@
 # pitfall 5; ipsec0's MTU cannot go below IPv6's 1280 minimum, so the clamp is iperf3's -M,
 # which also sets the server side's socket).
 #
+# CLIENT=gate64 puts a cheaper client in tcli for both setups instead: gate64's own client,
+# `gate64 connect teredo` (Teredo, IKEv2 and ESP in one user-space process, TUN gate64t),
+# qualifying with the setup's Teredo server (miredo-server in (a), gate64 serve in (b)), with
+# the same certificates and both tunnels, asking for the same selectors
+# (--infrastructure-ts, --intranet-ts). Its proposals are fixed: IKE AES-GCM-16-256 with
+# PRF-HMAC-SHA2-256 and ECP-256 (x25519 offered too), ESP AES-GCM-16-256, so it takes the
+# default ESP and IKE_GROUP only. It asks for the responder's address in IDr, so (a)'s charon
+# responder gets that as its local id. In (a) Miredo's server forwards nothing but echo
+# requests: the client sends its packets for the responder to the Miredo relay that answered
+# its direct IPv6 connectivity test (RFC 4380 §5.2.9), as Debian's miredo does. The client
+# costs less CPU than miredo + charon, so more of the whole machine's CPU goes to the
+# responders and the whole-machine ratio says more about them. iperf3 then runs over
+# gate64t; the client's UDP socket sets no buffer sizes, so it holds the host's defaults
+# like miredo's (the socket buffers rules below are unchanged).
+#
 # The same client without Teredo (SETUPS native-gate64 native-strongswan, section (d)): charon
 # in a LAN namespace behind tcli's nftables masquerade, dialing the responder's public IPv4
 # address straight, ESP in UDP 4500 (NAT-T), against gate64's `[ipsec] listen` or a charon
@@ -48,7 +63,11 @@
 # output (initiate-*.log) has its level-1 messages either way.
 #
 # usage: sudo bench/ipsec.sh            (from the repo root)
-# env:   RUNS=5        runs per cell, the median of those that succeed is reported
+# env:   CLIENT=charon  the client of the strongswan and gate64 setups: charon (miredo + charon
+#                      with kernel-libipsec) or gate64 (`gate64 connect teredo`, see above;
+#                      needs the default ESP and IKE_GROUP). The native-*, ike-* and eap
+#                      setups keep their own clients
+#        RUNS=5        runs per cell, the median of those that succeed is reported
 #        DURATION=10   seconds per iperf3 run
 #        DIRS="up down"  up = client -> tcorp, down = tcorp -> client (iperf3 -R)
 #        ESP=aes256gcm16  the client's (and strongSwan responder's) esp_proposals, e.g.
@@ -148,6 +167,18 @@ modp2048)
     ;;
 *) echo "IKE_GROUP: '$IKE_GROUP' is not ecp256 or modp2048" >&2; exit 2 ;;
 esac
+CLIENT=${CLIENT:-charon}
+case $CLIENT in
+charon) ;;
+gate64)
+    if [ "$ESP" != aes256gcm16 ] || [ "$IKE_GROUP" != ecp256 ]; then
+        echo "CLIENT=gate64: gate64's client proposes ESP aes256gcm16 and IKE ecp256 only" \
+            "(ESP=$ESP IKE_GROUP=$IKE_GROUP)" >&2
+        exit 2
+    fi
+    ;;
+*) echo "CLIENT: '$CLIENT' is not charon or gate64" >&2; exit 2 ;;
+esac
 case $IKE_CERT in
 ecdsa) CERT_GEN=(--type ecdsa --size 256) ;;
 rsa) CERT_GEN=(--type rsa --size 2048) ;;
@@ -168,6 +199,9 @@ WORK=$(mktemp -d /tmp/gate64-bench-ipsec.XXXXXX)
 RESPONDER=2001:db8:100:1::2
 # The strongSwan responder's local_addrs (set per setup).
 RESP_ADDR=$RESPONDER
+# The strongSwan responder's local id, when the client asks for one (CLIENT=gate64); empty:
+# its certificate's subject.
+RESP_ID=
 # The address the client's charon runs IKE with (set per setup).
 IKE_PEER=$RESPONDER
 INFRA_TS=fd00:c0::53/128
@@ -283,7 +317,7 @@ connections {
     version = 2
     local_addrs = $RESP_ADDR
     pools = vip6
-$(conn_common)
+$(LOCAL_ID=$RESP_ID conn_common)
     children {
 $(child infrastructure local_ts "$INFRA_TS")
 $(child intranet local_ts "$INTRANET_TS")
@@ -308,6 +342,7 @@ conn_common() {
     local {
       auth = pubkey
       certs = own.pem
+${LOCAL_ID:+      id = $LOCAL_ID}
     }
     remote {
       auth = pubkey
@@ -371,8 +406,64 @@ start_initiator() {
     }
 }
 
-# Bytes the client's intranet child SA has sent and received (from swanctl --list-sas --raw).
+bytes_label() { # what intranet_bytes counts
+    if [ "$CLIENT" = gate64 ] && [ "$CLIENT_NS" = "$CLI" ]; then
+        echo "client TUN"
+    else
+        echo "intranet child SA"
+    fi
+}
+
+# CLIENT=gate64: `gate64 connect teredo` in tcli, both tunnels to IKE_PEER, then a ping
+# through the intranet tunnel.
+GATE64_CLIENT_IF=gate64t
+start_gate64_client() {
+    start_bg "$CLI" gate64-client env RUST_LOG="${RUST_LOG:-$GATE64_LOG_LEVEL}" "$GATE64_BIN" \
+        connect teredo --server 192.0.2.1 --bind 198.51.100.10:3546 --ifname "$GATE64_CLIENT_IF" \
+        --ipsec-endpoint "$IKE_PEER" --ipsec-cert "$WORK/certs/initiator.pem" \
+        --ipsec-key "$WORK/certs/initiator.key" --ipsec-ca "$WORK/certs/ca.pem" \
+        --infrastructure-ts "$INFRA_TS" --intranet-ts "$INTRANET_TS"
+    # The client routes each tunnel's selector into its TUN once the tunnel is up.
+    wait_for 45 gate64_client_routed || { log "gate64 connect: no tunnels within 45 s"; return 1; }
+    ip netns exec "$CLI" ping -6 -n -c 3 -i 0.2 -W 3 "$INTRANET_HOST" >"$WORK/ping-esp.log" 2>&1 || {
+        log "ping through the intranet tunnel failed: $(cat "$WORK/ping-esp.log")"
+        return 1
+    }
+}
+
+gate64_client_routed() {
+    local r
+    r=$(ip -n "$CLI" -6 route show dev "$GATE64_CLIENT_IF" 2>/dev/null) || return 1
+    [[ $r == *"$INFRA_HOST "* && $r == *"$INTRANET_TS"* ]]
+}
+
+# start_client: the client of the strongswan and gate64 setups (CLIENT), once the responder is
+# up; its logs are those client_logs names.
+start_client() {
+    if [ "$CLIENT" = gate64 ]; then
+        start_gate64_client
+    else
+        start_teredo_client && start_initiator
+    fi
+}
+
+client_logs() {
+    if [ "$CLIENT" = gate64 ]; then
+        echo "$WORK/gate64-client.log"
+    else
+        echo "$WORK/miredo-client.log" "$WORK/initiator/charon.log"
+    fi
+}
+
+# Bytes the client's intranet child SA has sent and received (from swanctl --list-sas --raw);
+# with CLIENT=gate64 (in tcli), those its TUN has, both tunnels together.
 intranet_bytes() {
+    if [ "$CLIENT" = gate64 ] && [ "$CLIENT_NS" = "$CLI" ]; then
+        ip netns exec "$CLI" cat "/sys/class/net/$GATE64_CLIENT_IF/statistics/rx_bytes" \
+            "/sys/class/net/$GATE64_CLIENT_IF/statistics/tx_bytes" 2>/dev/null |
+            awk '{s += $1} END {printf "%.0f\n", s}'
+        return
+    fi
     swan "$CLIENT_NS" "$WORK/initiator" --list-sas --raw 2>/dev/null |
         tr ' ' '\n' | awk -F= '/name=/ {f = ($0 ~ /[{]?name=intranet$/)} f && /^bytes-(in|out)=/ {s += $2} END {printf "%.0f\n", s}'
 }
@@ -454,7 +545,7 @@ measure() { # measure SETUP
             napi=$(secs $((n1 - n0)))
             ok=$((ok + 1))
             log "  $setup $dir run $run: $mbps Mbit/s, whole-machine CPU $cpu s, lab processes" \
-                "$lab s, responder $resp s (NAPI $napi s), intranet child SA +$(((b1 - b0) / 1000000)) MB"
+                "$lab s, responder $resp s (NAPI $napi s), $(bytes_label) +$(((b1 - b0) / 1000000)) MB"
             mbps_runs+="$mbps"$'\n'
             cpu_runs+="$cpu"$'\n'
             lab_runs+="$lab"$'\n'
@@ -483,10 +574,13 @@ run_strongswan() {
     ip -n "$CORP" addr add "$INFRA_HOST/128" dev lo
     ip -n "$CORP" addr add "$INTRANET_HOST/64" dev lo
     start_miredo_pair || { log "miredo pair did not start"; tail -n 20 "$WORK"/miredo-*.log >&2; return 1; }
-    start_teredo_client || return 1
+    RESP_ID=""
+    [ "$CLIENT" != gate64 ] || RESP_ID=$IKE_PEER
     charon_dir "$WORK/responder" responder "$WORK/certs/responder.pem" "$WORK/certs/responder.key"
+    RESP_ID=""
     start_charon "$CORP" "$WORK/responder" charon-responder || return 1
-    start_initiator || { tail -n 40 "$WORK"/initiator/charon.log "$WORK"/responder/charon.log >&2; return 1; }
+    # shellcheck disable=SC2046 # client_logs: one path per word
+    start_client || { tail -n 40 $(client_logs) "$WORK"/responder/charon.log >&2; return 1; }
     start_bg "$CORP" iperf3-server iperf3 -s
     wait_for 5 tcp_listening "$CORP" 5201 || { log "iperf3 -s not listening"; return 1; }
     measure strongswan
@@ -562,8 +656,8 @@ run_gate64() {
     # its default route (tsrv), where gate64 routes $POOL6 into its TUN.
     ip -n "$SRV" -6 route add "$INTRANET_TS" via "$CORP_HOST" dev vcorp
     start_gate64 || { log "gate64 did not start; its log:"; tail -n 30 "$WORK/gate64.log" >&2; return 1; }
-    start_teredo_client || { tail -n 30 "$WORK/gate64.log" >&2; return 1; }
-    start_initiator || { tail -n 40 "$WORK"/initiator/charon.log "$WORK/gate64.log" >&2; return 1; }
+    # shellcheck disable=SC2046 # client_logs: one path per word
+    start_client || { tail -n 40 $(client_logs) "$WORK/gate64.log" >&2; return 1; }
     start_bg "$CORP" iperf3-server iperf3 -s
     wait_for 5 tcp_listening "$CORP" 5201 || { log "iperf3 -s not listening"; return 1; }
     gate64_sa_gauges
@@ -1224,7 +1318,7 @@ print_eap_results() {
 # ---------------------------------------------------------------- main
 
 if [[ " $SETUPS " == *" gate64 "* || " $SETUPS " == *" ike-"* || " $SETUPS " == *" native-gate64 "* ||
-    " $SETUPS " == *" eap "* ]]; then
+    " $SETUPS " == *" eap "* || $CLIENT == gate64 ]]; then
     build_gate64
     IKE_LOAD_BIN=$(realpath "${IKE_LOAD_BIN:-$(dirname "$GATE64_BIN")/ike-load}")
 fi
@@ -1245,8 +1339,8 @@ done
 
 printf '\nESP (%s), iperf3 TCP to %s through the intranet tunnel, %s s per run, median of the runs that succeeded:\n' \
     "$ESP" "$INTRANET_HOST" "$DURATION"
-printf ' strongswan, gate64 over Teredo (MSS %s); native-* from behind a NAT to 192.0.2.10 (MSS %s; 0 = the path)\n' \
-    "$MSS" "$NATIVE_MSS"
+printf ' strongswan, gate64 over Teredo (MSS %s, client %s); native-* from behind a NAT to 192.0.2.10 (MSS %s; 0 = the path)\n' \
+    "$MSS" "$CLIENT" "$NATIVE_MSS"
 fmt='%-17s %5s %8s %9s %9s %7s %11s %11s %14s %11s %8s %15s\n'
 printf "$fmt" responder dir runs "Mbit/s" "CPU s" cores "Mbit/CPU-s" "lab CPU s" "Mbit/lab-CPU-s" \
     "resp CPU s" "NAPI s" "Mbit/resp-CPU-s"
@@ -1259,9 +1353,9 @@ done
 
 # The acceptance figure: gate64's Mbit/s per CPU-second over strongSwan's, per direction, by
 # whole-machine CPU (the measure the aim is stated in), by the lab's processes, and by the
-# responder side alone (the client, charon + miredo, is the same in both setups and, on a
-# 2-core machine, what saturates: the whole-machine ratio is bounded by it). Each efficiency
-# is the median of the per-run figures.
+# responder side alone (the client, charon + miredo or gate64's per CLIENT, is the same in
+# both setups; charon + miredo is what saturates a 2-core machine, and the whole-machine ratio
+# is bounded by it). Each efficiency is the median of the per-run figures.
 efficiency_of() { # efficiency_of SETUP DIR FIELD(cpu|lab|resp)
     local r setup dir ok mbps cpu eff lab leff resp napi reff
     for r in "${RESULTS[@]}"; do

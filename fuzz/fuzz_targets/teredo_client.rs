@@ -1,7 +1,8 @@
 //! The Teredo client role (RFC 4380 §5.2, RFC 5991) as a state machine under a controlled
 //! clock: the input is a program of operations (advance the clock, send the due RS, answer it
 //! through our own server from an arbitrary mapping, possibly with one byte flipped, feed an
-//! arbitrary datagram, feed one that carries the outstanding nonce, encapsulate a packet, check
+//! arbitrary datagram from the server or an arbitrary relay, feed one that carries the
+//! outstanding nonce, probe for and encapsulate a packet, answer the probe from a relay, check
 //! RFC 6081 trailers). Nothing may panic, and:
 //! - an RS is sent exactly when `poll_timeout` says one is due, is `RS_LEN` bytes and our
 //!   server accepts it as an RS;
@@ -9,13 +10,16 @@
 //!   mapping the server saw, and the address encodes that server and mapping;
 //! - a delivered data packet lies inside the datagram and is addressed to the client;
 //! - a qualified event leaves the client qualified with that address and an MTU in
-//!   1280..=65535; encapsulation only ever points at the server;
+//!   1280..=65535; encapsulation only ever points at the server or at the relay that answered
+//!   a probe for the packet's destination (RFC 4380 §5.2.9);
+//! - a probe is an echo request from the client's address to the packet's destination, and
+//!   its untouched answer from a relay names that relay for the destination;
 //! - well-formed trailers repeated twice are refused (each type at most once, RFC 6081 §4).
 #![no_main]
 
 use gate64_teredo::client::{self, Client, Event, RS_LEN};
 use gate64_teredo::{Address, Ingress, Server, ServerConfig, trailer};
-use gate64_wire::ipv6;
+use gate64_wire::{icmpv6, ipv6};
 use libfuzzer_sys::fuzz_target;
 use std::net::{Ipv4Addr, SocketAddrV4};
 use std::time::{Duration, Instant};
@@ -77,7 +81,7 @@ fn check_event(c: &Client, datagram: &[u8], r: &Result<Event, client::Error>) {
             let p = ipv6::Packet::new_checked(&datagram[*offset..end]).expect("an IPv6 packet");
             assert_eq!(Some(p.dst()), c.address());
         }
-        Ok(Event::Bubble) | Err(_) => {}
+        Ok(Event::RelayFound { .. } | Event::Bubble) | Err(_) => {}
     }
 }
 
@@ -90,6 +94,8 @@ fuzz_target!(|input: &[u8]| {
     // The last RS sent and whether the client still waits for its answer.
     let mut last_rs: Option<Vec<u8>> = None;
     let mut outstanding = false;
+    // Every relay an answer to a probe named.
+    let mut relays: Vec<SocketAddrV4> = Vec::new();
     let mut ops = 0;
     while !data.is_empty() && ops < 64 {
         ops += 1;
@@ -157,8 +163,17 @@ fuzz_target!(|input: &[u8]| {
                 }
             }
             3 => {
+                let from = mapping(&mut data);
                 let d = chunk(&mut data);
-                let r = c.handle(now, d);
+                let r = if from.ip().is_unspecified() {
+                    c.handle(now, d)
+                } else {
+                    c.handle_from(now, d, from)
+                };
+                if let Ok(Event::RelayFound { relay }) = r {
+                    assert_eq!(relay, from, "the relay is the answer's sender");
+                    relays.push(relay);
+                }
                 check_event(&c, d, &r);
                 if matches!(r, Ok(Event::Qualified { .. } | Event::Refreshed)) {
                     outstanding = false;
@@ -187,11 +202,41 @@ fuzz_target!(|input: &[u8]| {
                 {
                     src.copy_from_slice(&a.octets());
                 }
+                let mut probe = [0u8; client::PROBE_LEN];
+                if let Some(n) = c.probe(now, &p, &mut probe) {
+                    let ip = ipv6::Packet::new_checked(&p[..]).expect("probed");
+                    let pr = ipv6::Packet::new_checked(&probe[..n]).expect("a probe");
+                    assert_eq!((Some(pr.src()), pr.dst()), (c.address(), ip.dst()));
+                    assert_eq!(icmpv6::type_code(&pr), Some((icmpv6::TYPE_ECHO_REQUEST, 0)));
+                    if byte(&mut data) & 1 == 0 {
+                        // The peer answers through a relay.
+                        let relay = SocketAddrV4::new(Ipv4Addr::new(192, 0, 2, 9), 3545);
+                        let b = pr.payload();
+                        let mut reply = [0u8; client::PROBE_LEN];
+                        let m = icmpv6::emit_echo(
+                            &mut reply,
+                            false,
+                            &pr.dst(),
+                            &pr.src(),
+                            u16::from_be_bytes([b[4], b[5]]),
+                            u16::from_be_bytes([b[6], b[7]]),
+                            &b[8..],
+                        )
+                        .expect("room for the reply");
+                        let r = c.handle_from(now, &reply[..m], relay);
+                        assert_eq!(r, Ok(Event::RelayFound { relay }), "our own answer refused");
+                        assert_eq!(c.encapsulate(&p), Ok(relay));
+                        relays.push(relay);
+                    }
+                }
                 match c.encapsulate(&p) {
                     Ok(to) => {
-                        assert_eq!(to, c.server());
                         let ip = ipv6::Packet::new_checked(&p[..]).expect("checked");
                         assert_eq!(Some(ip.src()), c.address());
+                        assert!(
+                            to == c.server() || relays.contains(&to),
+                            "encapsulated to {to}, neither the server nor a relay found"
+                        );
                     }
                     Err(_) => {}
                 }

@@ -23,6 +23,11 @@
 //!   payload and its routes from the traffic selectors (no `--route`); pings to a host inside
 //!   each tunnel's selector and a short iperf3 go through the tunnels, as strongSwan's packet
 //!   counters show.
+//! - `netns_ipsec_connect_initiator_via_miredo_against_strongswan`: the same with Miredo's
+//!   server and cone relay in `tsrv` instead of gate64 (bench/ipsec.sh's strongSwan lab).
+//!   Miredo's server forwards nothing but ICMPv6 echo requests, so the client finds the
+//!   relay of the responder's address with the direct IPv6 connectivity test (RFC 4380
+//!   §5.2.9) and sends IKE and ESP there; its log names the relay (192.0.2.1:3545).
 
 use std::net::{IpAddr, Ipv6Addr};
 use std::time::Duration;
@@ -72,6 +77,36 @@ fn netns_ipsec_connect_initiator_against_strongswan() {
 
 fn initiator_against_strongswan(topo: &Topology) -> Result<()> {
     let mut gate = topo.start_gate64(&Gate64Options::default())?;
+    against_strongswan(topo, &mut [&mut gate], None)
+}
+
+#[test]
+#[ignore = "netns: needs root"]
+fn netns_ipsec_connect_initiator_via_miredo_against_strongswan() {
+    netns_test(
+        "netns_ipsec_connect_initiator_via_miredo_against_strongswan",
+        Topology::builder(),
+        initiator_via_miredo_against_strongswan,
+    );
+}
+
+/// Miredo's relay in `tsrv`, as `Topology::start_reference_pair` binds it.
+const MIREDO_RELAY: &str = "192.0.2.1:3545";
+
+fn initiator_via_miredo_against_strongswan(topo: &Topology) -> Result<()> {
+    let mut pair = topo.start_reference_pair()?;
+    let mut procs: Vec<&mut Process> = pair.iter_mut().collect();
+    against_strongswan(topo, &mut procs, Some(MIREDO_RELAY))
+}
+
+/// `gate64 connect teredo` to strongSwan's charon in `tcorp`, with the Teredo server (and
+/// relay) `servers` already up in `tsrv`; `relay`: the relay the client must have found by
+/// the connectivity test, as its log shows.
+fn against_strongswan(
+    topo: &Topology,
+    servers: &mut [&mut Process],
+    relay: Option<&str>,
+) -> Result<()> {
     let corp = &topo.corp;
     corp.addr_add("lo", &format!("{INFRASTRUCTURE_HOST}/128"))?;
     corp.addr_add("lo", &format!("{INTRANET_HOST}/64"))?;
@@ -142,7 +177,17 @@ fn initiator_against_strongswan(topo: &Topology) -> Result<()> {
             iperf.received_bps / 1e6
         );
         client.ensure_running()?;
-        gate.ensure_running()?;
+        if let Some(relay) = relay {
+            let log = client.log();
+            ensure!(
+                log.lines()
+                    .any(|l| l.contains("relay found") && l.contains(relay)),
+                "the client did not find the relay {relay}:\n{log}"
+            );
+        }
+        for s in servers.iter_mut() {
+            s.ensure_running()?;
+        }
         Ok(())
     };
     with_charon_logs(scenario(), &[&responder])

@@ -1,6 +1,7 @@
 //! The Teredo client session (RFC 4380): qualification with the Teredo server (the sans-IO
-//! [`Client`], §5.2), then the host's packets sent bare to the server, which is also the relay
-//! of the networks behind it, and the packets it relays delivered to the host.
+//! [`Client`], §5.2), then the host's packets sent bare to the server, or to the relay a
+//! direct IPv6 connectivity test (§5.2.9) found for their native destination, and the
+//! packets the server and the relays deliver handed to the host.
 
 use super::{Host, Ready, sleep_until};
 use anyhow::{Context, Result};
@@ -101,7 +102,11 @@ async fn receive<S: Datagrams, H: Host>(
     let mut got = Some(first);
     let mut burst = 0;
     while let Some((n, from)) = got.take() {
-        match client.handle(Instant::now(), &dgram[..n]) {
+        let event = match from {
+            SocketAddr::V4(v4) => client.handle_from(Instant::now(), &dgram[..n], v4),
+            SocketAddr::V6(_) => client.handle(Instant::now(), &dgram[..n]),
+        };
+        match event {
             Ok(teredo::Event::Qualified { address, mtu }) => {
                 // Miredo's layout: the address /32, so 2001::/32 goes into the tunnel.
                 host.configure(address, 32, mtu).await?;
@@ -111,6 +116,7 @@ async fn receive<S: Datagrams, H: Host>(
                 host.deliver(&dgram[offset..offset + len]).await;
             }
             Ok(teredo::Event::Refreshed) => trace!("qualification refreshed"),
+            Ok(teredo::Event::RelayFound { relay }) => debug!(%relay, "relay found"),
             Ok(teredo::Event::Bubble) => answer_bubble(sock, client, &dgram[..n], from).await,
             Err(e) => {
                 debug!(%from, error = %e, "datagram refused");
@@ -149,7 +155,7 @@ async fn answer_bubble<S: Datagrams>(sock: &S, client: &Client, dgram: &[u8], fr
 /// up to a burst.
 async fn send<S: Datagrams, H: Host>(
     sock: &S,
-    client: &Client,
+    client: &mut Client,
     host: &mut H,
     uplink: &mut Vec<u8>,
     warned: &mut bool,
@@ -157,7 +163,8 @@ async fn send<S: Datagrams, H: Host>(
     let mut sent = 0;
     while sent < UPLINK_BURST {
         uplink.clear();
-        if !host.take(Instant::now(), uplink)? {
+        let now = Instant::now();
+        if !host.take(now, uplink)? {
             break;
         }
         let mut rest = uplink.as_slice();
@@ -172,6 +179,7 @@ async fn send<S: Datagrams, H: Host>(
                 }
             };
             sent += 1;
+            probe(sock, client, now, pkt).await;
             match client.encapsulate(pkt) {
                 Ok(to) => {
                     if let Err(e) = sock.send_to(pkt, SocketAddr::V4(to)).await
@@ -185,6 +193,19 @@ async fn send<S: Datagrams, H: Host>(
         }
     }
     Ok(())
+}
+
+/// Sends the direct IPv6 connectivity test (RFC 4380 §5.2.9) for `pkt` to the server when
+/// one is due: the relay its answer comes through then carries the packets for that peer.
+async fn probe<S: Datagrams>(sock: &S, client: &mut Client, now: Instant, pkt: &[u8]) {
+    let mut out = [0u8; teredo::PROBE_LEN];
+    if let Some(n) = client.probe(now, pkt, &mut out) {
+        let server = SocketAddr::V4(client.server());
+        debug!(%server, "direct IPv6 connectivity test");
+        if let Err(e) = sock.send_to(&out[..n], server).await {
+            debug!(error = %e, "sending the connectivity test");
+        }
+    }
 }
 
 /// Splits the first of the IPv6 packets laid back to back in `buf` off the others.

@@ -13,10 +13,14 @@
 //! [`QUALIFY_RETRY`] up to [`QUALIFY_TRIES`] times, then again after [`QUALIFY_PAUSE`]; once
 //! qualified the client refreshes with an RS every [`REFRESH_INTERVAL`].
 //!
-//! Data packets are sent bare (no Teredo header) to the server, which is also the relay of
-//! the networks behind it. Nothing here opens a socket or reads a clock: the driver calls
+//! Data packets are sent bare (no Teredo header) to the server, or, for a native IPv6 peer
+//! whose relay a probe found ([`Client::probe`], RFC 4380 §5.2.9), to that relay. Nothing here opens a socket or reads a clock: the driver calls
 //! [`Client::poll_transmit`] when [`Client::poll_timeout`] is due, and passes every datagram
 //! received from the server (or a relay) to [`Client::handle`].
+
+mod peers;
+
+pub use peers::{PEER_LIFETIME, PEERS, PROBE_LEN, PROBE_RETRY, PROBE_TRIES};
 
 use crate::addr::{self, Address};
 use gate64_wire::{icmpv6, ipv6, teredo as tw};
@@ -63,6 +67,12 @@ pub enum Event {
     },
     /// A bubble (IPv6 header only): it opened NAT state; nothing to deliver.
     Bubble,
+    /// The answer to a direct IPv6 connectivity test ([`Client::probe`]): packets for its
+    /// peer now go to `relay`, the address it came from. Nothing to deliver.
+    RelayFound {
+        /// The peer's relay.
+        relay: SocketAddrV4,
+    },
 }
 
 /// Why a datagram was refused. Always the peer's fault; never fatal for the client.
@@ -127,6 +137,7 @@ pub struct Client {
     next_rs: Option<Instant>,
     teredo: Option<Address>,
     mtu: u32,
+    peers: peers::Peers,
 }
 
 impl Client {
@@ -142,6 +153,7 @@ impl Client {
             next_rs: None,
             teredo: None,
             mtu: DEFAULT_MTU,
+            peers: peers::Peers::default(),
         }
     }
 
@@ -208,7 +220,28 @@ impl Client {
         Some(a + r)
     }
 
-    /// Processes a datagram received from the server or a relay.
+    /// [`Client::handle`] for a datagram that came from `from`: the answer to a probe
+    /// ([`Client::probe`]) makes `from` the peer's relay ([`Event::RelayFound`]); other
+    /// packets from a peer through its relay keep that relay in use.
+    pub fn handle_from(
+        &mut self,
+        now: Instant,
+        datagram: &[u8],
+        from: SocketAddrV4,
+    ) -> Result<Event, Error> {
+        let ev = self.handle(now, datagram)?;
+        if let Event::Packet { offset, len } = ev
+            && let Some(pkt) = datagram.get(offset..offset + len)
+            && let Ok(p) = ipv6::Packet::new_checked(pkt)
+            && self.peers.received(now, &p, from)
+        {
+            return Ok(Event::RelayFound { relay: from });
+        }
+        Ok(ev)
+    }
+
+    /// Processes a datagram received from the server or a relay (without relay selection:
+    /// see [`Client::handle_from`]).
     pub fn handle(&mut self, now: Instant, datagram: &[u8]) -> Result<Event, Error> {
         let pkt = tw::Packet::parse(datagram)?;
         if let Some(auth) = pkt.auth {
@@ -240,7 +273,29 @@ impl Client {
         if p.src() != mine {
             return Err(Error::NotForUs);
         }
+        let dst = p.dst();
+        if is_native(&dst)
+            && let Some(relay) = self.peers.relay(&dst)
+        {
+            return Ok(relay);
+        }
         Ok(self.server)
+    }
+
+    /// The direct IPv6 connectivity test (RFC 4380 §5.2.9) for the host's `packet`, called
+    /// before [`Client::encapsulate`]: when `packet` goes to a native IPv6 peer whose relay is
+    /// unknown or has not been heard from for [`PEER_LIFETIME`], and no probe is outstanding,
+    /// writes an ICMPv6 echo request to that peer into `out` (at least [`PROBE_LEN`] bytes)
+    /// and returns its length; send it to [`Client::server`]. Its answer, passed to
+    /// [`Client::handle_from`], names the relay [`Client::encapsulate`] then sends to.
+    pub fn probe(&mut self, now: Instant, packet: &[u8], out: &mut [u8]) -> Option<usize> {
+        let mine = self.address()?;
+        let p = ipv6::Packet::new_checked(packet).ok()?;
+        let dst = p.dst();
+        if p.src() != mine || !is_native(&dst) {
+            return None;
+        }
+        self.peers.probe(now, &mine, &dst, out, &mut self.rng)
     }
 
     fn handle_advertisement(
@@ -299,6 +354,10 @@ impl Client {
             flags,
             mapped: origin.0,
         };
+        if was.map(|w| w.encode()) != Some(a.encode()) {
+            // The relays answered the old address.
+            self.peers = peers::Peers::default();
+        }
         self.teredo = Some(a);
         self.mtu = mtu;
         Ok(Event::Qualified {
@@ -307,18 +366,27 @@ impl Client {
         })
     }
 
-    /// splitmix64: small, seedable, good enough for nonces a lab client needs.
     fn next_u64(&mut self) -> u64 {
-        self.rng = self.rng.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.rng;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
+        splitmix(&mut self.rng)
     }
+}
+
+/// splitmix64: small, seedable, good enough for nonces a lab client needs.
+fn splitmix(state: &mut u64) -> u64 {
+    *state = state.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    let mut z = *state;
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
 }
 
 fn is_link_local(a: &Ipv6Addr) -> bool {
     (a.segments()[0] & 0xffc0) == 0xfe80
+}
+
+/// A global unicast destination outside the Teredo prefix: reached through a relay.
+fn is_native(a: &Ipv6Addr) -> bool {
+    !addr::is_teredo(a) && !is_link_local(a) && !a.is_multicast() && !a.is_unspecified()
 }
 
 #[cfg(test)]

@@ -6,8 +6,9 @@
 //!   protocol has no framing, [MS-IPHTTPS] §2.2); the stream is deframed into the TUN.
 //! - `connect teredo`: the Teredo session of [`crate::teredo`] (qualification, RFC 4380
 //!   §5.2), a TUN device with the Teredo address/32 (so `2001::/32` goes into the tunnel, as
-//!   Miredo does) and data sent bare to the server, which is also the relay of the networks
-//!   behind it.
+//!   Miredo does) and data sent bare to the server (gate64's, also the relay of the networks
+//!   behind it) or to the relay the direct IPv6 connectivity test (§5.2.9) found for a native
+//!   destination (Miredo's server relays only that test's echo requests).
 //!
 //! The TUN device is opened with offload (virtio-net headers, as the server's): one read takes
 //! a TCP super-packet from the local stack (TSO) and splits it into MTU-sized packets, which
@@ -76,7 +77,8 @@ pub struct ConnectArgs {
 enum Transport {
     /// IPv6 over HTTPS ([MS-IPHTTPS]).
     Iphttps(IphttpsArgs),
-    /// IPv6 over UDP/IPv4 (RFC 4380), with gate64 as Teredo server and relay.
+    /// IPv6 over UDP/IPv4 (RFC 4380), with gate64 (or Miredo's server and a relay) as Teredo
+    /// server and relay.
     Teredo(TeredoArgs),
 }
 
