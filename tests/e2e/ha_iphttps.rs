@@ -16,7 +16,11 @@
 //!   synced IKE SA records, `gate64_iphttps_prefix_reclaims_total{result="reclaimed"}`), the
 //!   client keeps its address and its SAs, and the ping flows again with no IKE negotiation
 //!   on `hlb` (`gate64_ike_negotiations_total` stays 0) and the same IKE and child SPIs and
-//!   outer address in `gate64 status --json` before (`hla`) and after (`hlb`).
+//!   outer address in `gate64 status --json` before (`hla`) and after (`hlb`). The client
+//!   announced RFC 6311 Message ID sync in IKE_AUTH, so `hlb` sends it a sync request for
+//!   each of its two IKE SAs, which the client answers
+//!   (`gate64_ha_mid_sync_total{result="synced"}` 2, none `failed` or `unsupported`); its log
+//!   still names only the two tunnels it brought up on `hla`.
 
 use std::collections::BTreeSet;
 use std::net::IpAddr;
@@ -43,6 +47,13 @@ const SYNC_BOUND: Duration = Duration::from_secs(10);
 const RESUME_BOUND: Duration = Duration::from_secs(30);
 /// Two IKE SAs and two child SAs.
 const RECORDS: f64 = 4.0;
+/// The client's IKE SAs, each synced (RFC 6311) by `hlb` after the takeover.
+const IKE_SAS: f64 = 2.0;
+/// `hlb`'s sync requests must be answered within this long of the ping's return: they go at
+/// the liveness timer's next slice and are retransmitted like a liveness check.
+const MID_SYNC_BOUND: Duration = Duration::from_secs(30);
+/// The client's log line for each tunnel it brings up (`crates/client/src/ipsec.rs`).
+const TUNNEL_UP: &str = "IPsec tunnel up";
 
 #[test]
 #[ignore = "netns: needs root"]
@@ -121,6 +132,15 @@ fn reclaims(m: &Metrics, result: &str) -> f64 {
         "gate64_iphttps_prefix_reclaims_total",
         &[("result", result)],
     )
+}
+
+fn mid_syncs(m: &Metrics, result: &str) -> f64 {
+    m.sum("gate64_ha_mid_sync_total", &[("result", result)])
+}
+
+/// How often the client logged a tunnel up, the first negotiations included.
+fn tunnels_up(client: &Process) -> usize {
+    client.log().matches(TUNNEL_UP).count()
 }
 
 fn start_nodes(lab: &Lab) -> Result<(LabCerts, Vec<Process>)> {
@@ -265,6 +285,12 @@ fn takeover(lab: &Lab) -> Result<()> {
     );
     let before = child_sas(active_ns)?;
     ensure!(before.len() == 2, "hla's child SAs: {before:?}");
+    let up_before = tunnels_up(&client);
+    ensure!(
+        up_before == 2,
+        "the client logged {up_before} tunnels up on hla, want 2\n{}",
+        client.log()
+    );
     ensure!(
         before.iter().all(|sa| sa.0.starts_with("2001:db8:1:1:")),
         "the IPsec client is not on hla's second /64: {before:?}"
@@ -316,10 +342,58 @@ fn takeover(lab: &Lab) -> Result<()> {
         before == after,
         "the client's SAs changed across the takeover:\nhla before {before:#?}\nhlb after {after:#?}"
     );
+    // RFC 6311: the client announced Message ID sync in IKE_AUTH, hla answered it and synced
+    // the flag, and the client answers hlb's sync request for both IKE SAs.
+    let synced = wait_for(MID_SYNC_BOUND, || {
+        let m = metrics(standby_ns).ok()?;
+        (mid_syncs(&m, "synced") + mid_syncs(&m, "failed") + mid_syncs(&m, "unsupported")
+            >= IKE_SAS)
+            .then_some(m)
+    });
+    let Some(m_sync) = synced else {
+        anyhow::bail!(
+            "hlb settled fewer than {IKE_SAS} Message ID syncs within {MID_SYNC_BOUND:?}\n{}\n\
+             client log:\n{}",
+            gate64_lines(&metrics(standby_ns)?),
+            client.log()
+        );
+    };
+    let (ids_synced, ids_failed, ids_unsupported) = (
+        mid_syncs(&m_sync, "synced"),
+        mid_syncs(&m_sync, "failed"),
+        mid_syncs(&m_sync, "unsupported"),
+    );
+    ensure!(
+        ids_synced == IKE_SAS && ids_failed == 0.0 && ids_unsupported == 0.0,
+        "the client did not answer hlb's Message ID syncs: synced {ids_synced}, failed \
+         {ids_failed}, unsupported {ids_unsupported}, want {IKE_SAS} synced\n{}\nclient log:\n{}",
+        gate64_lines(&m_sync),
+        client.log()
+    );
+    // The client kept its IKE SAs: the same SPIs on hlb, and no tunnel brought up again.
+    client.ensure_running()?;
+    let after_sync = child_sas(standby_ns)?;
+    ensure!(
+        before == after_sync,
+        "the client's SAs changed after the Message ID sync:\nhla before {before:#?}\nhlb \
+         after {after_sync:#?}"
+    );
+    let up_after = tunnels_up(&client);
+    ensure!(
+        up_after == up_before,
+        "the client brought tunnels up again across the takeover ({up_before} before, \
+         {up_after} after)\n{}",
+        client.log()
+    );
+    ensure!(
+        ping_once(&lab.client),
+        "no ping reply from {CORP_HOST} through hlb after the Message ID sync"
+    );
     println!(
         "HA IP-HTTPS takeover: the client reconnected its TLS to hlb, got its /64 back and \
          pinged through its old tunnels {gap:.1} s after hla's death; hlb ran {negotiated} IKE \
-         negotiations; SAs {after:?}"
+         negotiations; RFC 6311 Message ID syncs on hlb: synced {ids_synced}, failed \
+         {ids_failed}, unsupported {ids_unsupported}; SAs {after_sync:?}"
     );
     Ok(())
 }
