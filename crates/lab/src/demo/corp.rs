@@ -30,10 +30,10 @@ pub fn bulk_packet(ipsec: bool) -> usize {
 }
 
 /// The corporate network: a host at [`CORP_HOST`] answering ICMPv6 echo and UDP echo,
-/// discarding UDP to port 9, and sending a bulk stream of `down` bytes/s spread over every
-/// client it has heard from. Replies go to the worker socket the request came from. With a
-/// [`Gateway`], IKE and ESP to its endpoint are handled there, and what goes back to a client
-/// with a child SA is sealed.
+/// discarding UDP to port 9, and, once the measured run has begun, sending a bulk stream of
+/// `down` bytes/s spread over every client it has heard from. Replies go to the worker
+/// socket the request came from. With a [`Gateway`], IKE and ESP to its endpoint are handled
+/// there, and what goes back to a client with a child SA is sealed.
 pub fn corpnet(
     sock: UdpSocket,
     down: f64,
@@ -80,7 +80,7 @@ pub fn corpnet(
             continue;
         }
         last = now;
-        if order.is_empty() || down <= 0.0 {
+        if order.is_empty() || down <= 0.0 || !totals.running.load(Ordering::Relaxed) {
             continue;
         }
         tokens = (tokens + down * dt).min(down * 0.05);

@@ -30,7 +30,7 @@ use lab::Lab;
 use report::{Outcome, Progress, Sample};
 use std::io;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 /// Threads driving the emulated clients.
@@ -144,6 +144,11 @@ struct Totals {
     corp_sent: AtomicU64,
     /// IKE SAs and child SAs of the demo's responder ([`gateway`]).
     sas: gateway::SaCounts,
+    /// The measured run has begun. Until then the clients send nothing but their pings and
+    /// the corporate host no bulk stream: on a loaded machine the first clients' traffic
+    /// would otherwise fill the sockets that the later clients' IKE and pings need, and the
+    /// bring-up would measure the flood rather than the clients.
+    running: AtomicBool,
 }
 
 fn get(c: &AtomicU64) -> u64 {
@@ -244,6 +249,7 @@ fn run_loopback(args: &DemoArgs) -> Result<()> {
     }
 
     // The measured run, with live progress once per second.
+    totals.running.store(true, Ordering::Relaxed);
     let start = Sample::take(&lab.daemon, &totals);
     let end = Instant::now() + run;
     while Instant::now() < end {

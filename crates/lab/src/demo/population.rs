@@ -17,6 +17,7 @@ use ipnet::Ipv6Net;
 use std::io;
 use std::net::{Ipv4Addr, Ipv6Addr, SocketAddrV4};
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 use tokio::task::JoinHandle;
 
@@ -312,6 +313,11 @@ impl Traffic {
             self.next_ping = Some(now + Duration::from_secs(1));
         }
         if self.pinged && self.next_tick.is_none_or(|t| now >= t) {
+            if !totals.running.load(Ordering::Relaxed) {
+                // Bring-up: nothing but pings until every client is up ([`Totals::running`]).
+                self.next_tick = Some(now + TICK);
+                return Ok(());
+            }
             let (rate, packet) = (self.rate, self.packet);
             self.tokens = (self.tokens + rate * TICK.as_secs_f64()).min(rate * 0.2 + packet as f64);
             while self.tokens >= packet as f64 {
