@@ -37,14 +37,18 @@
 use std::collections::BTreeSet;
 use std::net::{IpAddr, Ipv6Addr};
 use std::path::Path;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use anyhow::{Context, Result, ensure};
 use gate64_testkit::strongswan::{CertPaths, KeyType, LabCerts};
 use gate64_testkit::{Metrics, Netns, Process, gate64_binary, netns_or_skip, wait_for, wait_until};
 
-use crate::common::{gate64_lines, path_str};
+use crate::common::{
+    env_count, gate64_certs, gate64_lines, iphttps_ipsec_argv, path_str, resilient_group,
+    run_timed, status_json_in,
+};
 use crate::failover::{Stream, metrics, now_epoch, ping_ok, signal};
+use crate::scale_out_takeover::{BUCKETS, GROUP, HA_PORT, IDLE_TIMER, NH_A, NH_B};
 
 /// gate64's IKE endpoint on both nodes (`corpnet.address6`).
 const ENDPOINT: &str = "2001:db8:100::1";
@@ -60,11 +64,6 @@ const IPHTTPS_ADDRESS: &str = "198.51.100.100";
 const POOL6: &str = "fd00:c1::/104";
 const IPHTTPS_COVER: &str = "2001:db8:2::/47";
 const CLIENTS: usize = 3;
-const BUCKETS: u32 = 512;
-const NH_A: [u32; 2] = [11, 12];
-const NH_B: [u32; 2] = [21, 22];
-const GROUP: u32 = 100;
-const HA_PORT: u16 = 4501;
 /// Every client's tunnels up on node A within this long (generous: two shared cores).
 const UP_TIMEOUT: Duration = Duration::from_secs(60);
 /// Node B holds every record of node A within this long (node A flushes every second).
@@ -101,19 +100,8 @@ fn netns_scale_out_iphttps_takeover_keeps_the_64s() {
     if !netns_or_skip("netns_scale_out_iphttps_takeover_keeps_the_64s") {
         return;
     }
-    let clients = std::env::var("GATE64_ECMP_IPHTTPS_CLIENTS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(CLIENTS);
-    let started = Instant::now();
-    let r = lab(clients);
-    println!(
-        "ECMP IP-HTTPS takeover test took {:.1} s",
-        started.elapsed().as_secs_f64()
-    );
-    if let Err(e) = r {
-        panic!("{e:#}");
-    }
+    let clients = env_count("GATE64_ECMP_IPHTTPS_CLIENTS", CLIENTS);
+    run_timed("ECMP IP-HTTPS takeover", || lab(clients));
 }
 
 /// The namespaces; dropped in reverse order of creation.
@@ -206,24 +194,8 @@ fn wire(lab: &Lab) -> Result<()> {
         ])?;
     }
     // Node A alone at first: every client connects to it.
-    let (group, buckets) = (GROUP.to_string(), BUCKETS.to_string());
-    let members = format!("{}/{}", NH_A[0], NH_A[1]);
-    router.ip(&[
-        "nexthop",
-        "add",
-        "id",
-        &group,
-        "group",
-        &members,
-        "type",
-        "resilient",
-        "buckets",
-        &buckets,
-        "idle_timer",
-        "30",
-        "unbalanced_timer",
-        "0",
-    ])?;
+    resilient_group(router, "add", GROUP, &NH_A, BUCKETS, IDLE_TIMER)?;
+    let group = GROUP.to_string();
     router.ip(&[
         "route",
         "add",
@@ -234,20 +206,9 @@ fn wire(lab: &Lab) -> Result<()> {
     Ok(())
 }
 
+/// The group's members become `members`; its buckets and timers stay.
 fn set_group(router: &Netns, members: &[u32]) -> Result<()> {
-    let members: Vec<String> = members.iter().map(u32::to_string).collect();
-    let (group, members) = (GROUP.to_string(), members.join("/"));
-    router.ip(&[
-        "nexthop",
-        "replace",
-        "id",
-        &group,
-        "group",
-        &members,
-        "type",
-        "resilient",
-    ])?;
-    Ok(())
+    resilient_group(router, "replace", GROUP, members, BUCKETS, IDLE_TIMER)
 }
 
 /// What a routing daemon does when node A's health check and BGP session fail: node A's
@@ -322,32 +283,12 @@ fn spawn_client(ns: &Netns, tls: &Path, ike: &LabCerts, cert: &CertPaths) -> Res
     let ca = tls.join("ca.pem");
     let url = format!("https://{IPHTTPS_ADDRESS}/IPHTTPS");
     let infra = format!("{CORP_HOST}/128");
-    ns.spawn(
-        "gate64-connect-iphttps",
-        &[
-            path_str(&bin)?,
-            "connect",
-            "iphttps",
-            "--server",
-            &url,
-            "--ca",
-            path_str(&ca)?,
-            "--ipsec-endpoint",
-            ENDPOINT,
-            "--ipsec-cert",
-            path_str(&cert.cert)?,
-            "--ipsec-key",
-            path_str(&cert.key)?,
-            "--ipsec-ca",
-            path_str(&ike.ca)?,
-            "--infrastructure-ts",
-            &infra,
-            "--intranet-ts",
-            CORP_PREFIX,
-            "--ipsec-renew-secs",
-            "3600",
-        ],
-    )
+    let ipsec = (&*cert.cert, &*cert.key, &*ike.ca);
+    let server = (url.as_str(), ca.as_path());
+    let ts = (infra.as_str(), CORP_PREFIX);
+    let mut argv = iphttps_ipsec_argv(&bin, server, ENDPOINT, ipsec, ts)?;
+    argv.extend(["--ipsec-renew-secs", "3600"]);
+    ns.spawn("gate64-connect-iphttps", &argv)
 }
 
 /// A client as a node's `gate64 status --json` shows it: outer address, inner addresses,
@@ -356,17 +297,7 @@ type Client = (String, Vec<String>, BTreeSet<(String, u64, u64)>);
 
 /// The IP-HTTPS clients in `node`'s `gate64 status --json`.
 fn status_clients(node: &Netns) -> Result<BTreeSet<Client>> {
-    let bin = gate64_binary()?;
-    let socket = node.dir().join("control.sock");
-    let json = node.exec_ok(&[
-        path_str(&bin)?,
-        "status",
-        "--json",
-        "--socket",
-        path_str(&socket)?,
-    ])?;
-    let v: serde_json::Value =
-        serde_json::from_str(&json).with_context(|| format!("gate64 status --json:\n{json}"))?;
+    let v = status_json_in(node)?;
     let mut all = BTreeSet::new();
     for c in v["clients"].as_array().into_iter().flatten() {
         let text = |v: &serde_json::Value| v.as_str().unwrap_or_default().to_owned();
@@ -407,18 +338,8 @@ fn sync(m: &Metrics, result: &str) -> f64 {
 fn run(lab: &Lab) -> Result<()> {
     wire(lab)?;
     let n = lab.clients.len();
-    let bin = gate64_binary()?;
     let tls = lab.router.dir().join("tls");
-    lab.router.exec_ok(&[
-        path_str(&bin)?,
-        "certs",
-        "--out",
-        path_str(&tls)?,
-        "--server-ip",
-        IPHTTPS_ADDRESS,
-        "--server-name",
-        "gate64.lab",
-    ])?;
+    gate64_certs(&lab.router, &tls, IPHTTPS_ADDRESS, "gate64.lab")?;
     let endpoint: Ipv6Addr = ENDPOINT.parse()?;
     let ike = LabCerts::generate(
         &lab.router,

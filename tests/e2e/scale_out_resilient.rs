@@ -42,7 +42,9 @@ use anyhow::{Context, Result, ensure};
 use gate64_testkit::{Metrics, Netns, Process, gate64_binary, netns_or_skip, wait_for, wait_until};
 
 use crate::bench_load::{field, udp_echo};
-use crate::common::{addresses, env_count, path_str, spawn_bench_load, status_text};
+use crate::common::{
+    addresses, env_count, path_str, resilient_group, run_timed, spawn_bench_load, status_text,
+};
 use crate::failover::metrics;
 
 const ANYCAST: &str = "198.51.100.100";
@@ -88,15 +90,7 @@ fn netns_scale_out_resilient_join_and_leave() {
         return;
     }
     let clients = env_count("GATE64_RESILIENT_CLIENTS", CLIENTS);
-    let started = Instant::now();
-    let r = resilient(clients);
-    println!(
-        "resilient scale-out test took {:.1} s",
-        started.elapsed().as_secs_f64()
-    );
-    if let Err(e) = r {
-        panic!("{e:#}");
-    }
+    run_timed("resilient scale-out", || resilient(clients));
 }
 
 struct Node {
@@ -239,25 +233,7 @@ fn buckets_of(per: &BTreeMap<u32, (usize, usize)>, ids: [u32; 2]) -> usize {
 }
 
 fn group(router: &Netns, verb: &str, ids: &[u32]) -> Result<()> {
-    let members: Vec<String> = ids.iter().map(u32::to_string).collect();
-    let (buckets, idle) = (BUCKETS.to_string(), IDLE_TIMER.to_string());
-    let id = GROUP.to_string();
-    let mut args = vec!["nexthop", verb, "id", &id, "group"];
-    let members = members.join("/");
-    args.push(&members);
-    args.extend(["type", "resilient"]);
-    if verb == "add" {
-        args.extend([
-            "buckets",
-            &buckets,
-            "idle_timer",
-            &idle,
-            "unbalanced_timer",
-            "0",
-        ]);
-    }
-    router.ip(&args)?;
-    Ok(())
+    resilient_group(router, verb, GROUP, ids, BUCKETS, IDLE_TIMER)
 }
 
 /// A datagram from each inner address to both echo hosts comes back (each through its own

@@ -61,8 +61,8 @@ use gate64_testkit::{Metrics, Netns, Process, gate64_binary, netns_or_skip, wait
 
 use crate::bench_load::{field, udp_echo};
 use crate::common::{
-    addresses, env_count, gate64_lines, path_str, spawn_bench_load, status_json_in, status_text,
-    wait_all_up,
+    addresses, env_count, gate64_certs, gate64_lines, path_str, resilient_group, run_timed,
+    spawn_bench_load, status_json_in, status_text, wait_all_up,
 };
 use crate::failover::{metrics, now_epoch, signal};
 
@@ -85,11 +85,18 @@ const CLIENTS: usize = 300;
 const CLIENTS_REFUSED: usize = 40;
 /// Milliseconds between two probes of one client through one tunnel.
 const PROBE_INTERVAL_MS: u64 = 500;
-const BUCKETS: u32 = 512;
-const NH_A: [u32; 2] = [11, 12];
-const NH_B: [u32; 2] = [21, 22];
-const GROUP: u32 = 100;
-const HA_PORT: u16 = 4501;
+/// Buckets of the router's resilient next-hop group.
+pub(crate) const BUCKETS: u32 = 512;
+/// Node A's two entries in the group.
+pub(crate) const NH_A: [u32; 2] = [11, 12];
+/// Node B's two entries in the group.
+pub(crate) const NH_B: [u32; 2] = [21, 22];
+/// The next-hop group's id.
+pub(crate) const GROUP: u32 = 100;
+/// Seconds a busy bucket keeps its node (`idle_timer` of the group).
+pub(crate) const IDLE_TIMER: u64 = 30;
+/// The `[ha]` sync port of both nodes.
+pub(crate) const HA_PORT: u16 = 4501;
 const UP_TIMEOUT: Duration = Duration::from_secs(60);
 const UP_PER_CLIENT: Duration = Duration::from_millis(60);
 /// Node B holds every record of node A within this long (node A flushes every second).
@@ -105,15 +112,7 @@ fn netns_scale_out_takeover_keeps_clients() {
         return;
     }
     let clients = env_count("GATE64_TAKEOVER_CLIENTS", CLIENTS);
-    let started = Instant::now();
-    let r = lab(clients, true);
-    println!(
-        "ECMP takeover test took {:.1} s",
-        started.elapsed().as_secs_f64()
-    );
-    if let Err(e) = r {
-        panic!("{e:#}");
-    }
+    run_timed("ECMP takeover", || lab(clients, true));
 }
 
 #[test]
@@ -292,24 +291,9 @@ fn wire(lab: &Lab) -> Result<()> {
         "via",
         "2001:db8:f2::2",
     ])?;
-    let (group, buckets) = (GROUP.to_string(), BUCKETS.to_string());
-    let members = format!("{}/{}/{}/{}", NH_A[0], NH_A[1], NH_B[0], NH_B[1]);
-    router.ip(&[
-        "nexthop",
-        "add",
-        "id",
-        &group,
-        "group",
-        &members,
-        "type",
-        "resilient",
-        "buckets",
-        &buckets,
-        "idle_timer",
-        "30",
-        "unbalanced_timer",
-        "0",
-    ])?;
+    let group = GROUP.to_string();
+    let members = [NH_A[0], NH_A[1], NH_B[0], NH_B[1]];
+    resilient_group(router, "add", GROUP, &members, BUCKETS, IDLE_TIMER)?;
     for a in TEREDO {
         router.ip(&["route", "add", &format!("{a}/32"), "nhid", &group])?;
     }
@@ -348,18 +332,7 @@ fn start_nodes(lab: &Lab, certs: &Path, peer_pool: bool) -> Result<Vec<Process>>
 /// entries leave the group (its buckets move to node B), its half of the pool is withdrawn,
 /// and the covering route keeps node B only.
 fn withdraw_node_a(router: &Netns) -> Result<()> {
-    let members = format!("{}/{}", NH_B[0], NH_B[1]);
-    let group = GROUP.to_string();
-    router.ip(&[
-        "nexthop",
-        "replace",
-        "id",
-        &group,
-        "group",
-        &members,
-        "type",
-        "resilient",
-    ])?;
+    resilient_group(router, "replace", GROUP, &NH_B, BUCKETS, IDLE_TIMER)?;
     router.ip(&[
         "-6",
         "route",
@@ -374,18 +347,8 @@ fn withdraw_node_a(router: &Netns) -> Result<()> {
 
 fn run(lab: &Lab, clients: usize, peer_pool: bool) -> Result<()> {
     wire(lab)?;
-    let bin = gate64_binary()?;
     let certs = lab.router.dir().join("certs");
-    lab.router.exec_ok(&[
-        path_str(&bin)?,
-        "certs",
-        "--out",
-        path_str(&certs)?,
-        "--server-ip",
-        ENDPOINT,
-        "--server-name",
-        "gate64.lab",
-    ])?;
+    gate64_certs(&lab.router, &certs, ENDPOINT, "gate64.lab")?;
     let _gates = start_nodes(lab, &certs, peer_pool)?;
     let [na, nb] = &lab.nodes;
     let route = nb.ip(&["-6", "route", "show", NODES[1].peer_pool6])?;
