@@ -48,7 +48,9 @@ use crate::common::{
     run_timed, status_json_in,
 };
 use crate::failover::{Stream, metrics, now_epoch, ping_ok, signal};
-use crate::scale_out_takeover::{BUCKETS, GROUP, HA_PORT, IDLE_TIMER, NH_A, NH_B};
+use crate::scale_out_takeover::{
+    BUCKETS, GROUP, HA_PORT, IDLE_TIMER, NH_A, NH_B, add_covering_route, wire_node,
+};
 
 /// gate64's IKE endpoint on both nodes (`corpnet.address6`).
 const ENDPOINT: &str = "2001:db8:100::1";
@@ -155,43 +157,13 @@ fn wire(lab: &Lab) -> Result<()> {
     }
     nodes[0].veth("ha0", &nodes[1], "ha0")?;
     for (ns, node) in nodes.iter().zip(&NODES) {
-        let i = node.index;
-        let port = format!("n{i}");
-        router.veth(&port, ns, "up0")?;
-        router.addr_add(&port, &format!("10.0.{i}.1/24"))?;
-        router.addr_add(&port, &format!("2001:db8:f{i}::1/64"))?;
-        ns.addr_add("up0", &format!("10.0.{i}.2/24"))?;
-        ns.addr_add("up0", &format!("2001:db8:f{i}::2/64"))?;
-        ns.addr_add("ha0", &format!("10.0.9.{i}/30"))?;
-        ns.addr_add("lo", &format!("{IPHTTPS_ADDRESS}/32"))?;
-        ns.ip(&["route", "add", "default", "via", &format!("10.0.{i}.1")])?;
-        let gw = format!("2001:db8:f{i}::1");
-        ns.ip(&["-6", "route", "add", "default", "via", &gw])?;
-        ns.sysctl("net.ipv6.conf.all.forwarding", "1")?;
         // What BIRD would announce: the node's own pool half and IP-HTTPS prefix.
-        let via = format!("2001:db8:f{i}::2");
-        for net in [node.pool6, node.prefix] {
-            router.ip(&["-6", "route", "add", net, "via", &via])?;
-        }
-        for id in if i == 1 { NH_A } else { NH_B } {
-            let (id, via) = (id.to_string(), format!("10.0.{i}.2"));
-            router.ip(&["nexthop", "add", "id", &id, "via", &via, "dev", &port])?;
-        }
+        let announced = [node.pool6, node.prefix];
+        wire_node(router, ns, node.index, &[IPHTTPS_ADDRESS], &announced)?;
     }
     // The covering routes both announce: used for a node's own only once it withdrew them.
     for net in [POOL6, IPHTTPS_COVER] {
-        router.ip(&[
-            "-6",
-            "route",
-            "add",
-            net,
-            "nexthop",
-            "via",
-            "2001:db8:f1::2",
-            "nexthop",
-            "via",
-            "2001:db8:f2::2",
-        ])?;
+        add_covering_route(router, net)?;
     }
     // Node A alone at first: every client connects to it.
     resilient_group(router, "add", GROUP, &NH_A, BUCKETS, IDLE_TIMER)?;

@@ -248,49 +248,11 @@ fn wire(lab: &Lab) -> Result<()> {
     crate::scale_out_resilient::wire_edges(router, corp, cli)?;
     lab.nodes[0].veth("ha0", &lab.nodes[1], "ha0")?;
     for (ns, node) in lab.nodes.iter().zip(&NODES) {
-        let i = node.index;
-        let port = format!("n{i}");
-        router.veth(&port, ns, "up0")?;
-        router.addr_add(&port, &format!("10.0.{i}.1/24"))?;
-        router.addr_add(&port, &format!("2001:db8:f{i}::1/64"))?;
-        ns.addr_add("up0", &format!("10.0.{i}.2/24"))?;
-        ns.addr_add("up0", &format!("2001:db8:f{i}::2/64"))?;
-        ns.addr_add("ha0", &format!("10.0.9.{i}/30"))?;
-        ns.ip(&["route", "add", "default", "via", &format!("10.0.{i}.1")])?;
-        let gw = format!("2001:db8:f{i}::1");
-        ns.ip(&["-6", "route", "add", "default", "via", &gw])?;
-        ns.sysctl("net.ipv6.conf.all.forwarding", "1")?;
-        for a in TEREDO {
-            ns.addr_add("lo", &format!("{a}/32"))?;
-        }
         // What BIRD would announce: the node's own half, back to the node.
-        router.ip(&[
-            "-6",
-            "route",
-            "add",
-            node.pool6,
-            "via",
-            &format!("2001:db8:f{i}::2"),
-        ])?;
-        let ids = if i == 1 { NH_A } else { NH_B };
-        for id in ids {
-            let (id, via) = (id.to_string(), format!("10.0.{i}.2"));
-            router.ip(&["nexthop", "add", "id", &id, "via", &via, "dev", &port])?;
-        }
+        wire_node(router, ns, node.index, &TEREDO, &[node.pool6])?;
     }
     // And the covering route both announce: used for a half only when its node withdrew it.
-    router.ip(&[
-        "-6",
-        "route",
-        "add",
-        POOL6,
-        "nexthop",
-        "via",
-        "2001:db8:f1::2",
-        "nexthop",
-        "via",
-        "2001:db8:f2::2",
-    ])?;
+    add_covering_route(router, POOL6)?;
     let group = GROUP.to_string();
     let members = [NH_A[0], NH_A[1], NH_B[0], NH_B[1]];
     resilient_group(router, "add", GROUP, &members, BUCKETS, IDLE_TIMER)?;
@@ -331,6 +293,61 @@ fn start_nodes(lab: &Lab, certs: &Path, peer_pool: bool) -> Result<Vec<Process>>
 /// What a routing daemon does when node A's health check and BGP session fail: node A's
 /// entries leave the group (its buckets move to node B), its half of the pool is withdrawn,
 /// and the covering route keeps node B only.
+/// Links node `i` (1 or 2) to `router` (`n<i>` there, `up0` in `ns`: 10.0.<i>.0/24 and
+/// 2001:db8:f<i>::/64, default routes to the router), gives it 10.0.9.<i>/30 on `ha0` and
+/// `lo_addresses` (/32s) on `lo`, turns IPv6 forwarding on; on `router`, routes `announced`
+/// to the node (what its BIRD would announce) and adds its two next hops (`NH_A` or `NH_B`).
+pub(crate) fn wire_node(
+    router: &Netns,
+    ns: &Netns,
+    i: u8,
+    lo_addresses: &[&str],
+    announced: &[&str],
+) -> Result<()> {
+    let port = format!("n{i}");
+    router.veth(&port, ns, "up0")?;
+    router.addr_add(&port, &format!("10.0.{i}.1/24"))?;
+    router.addr_add(&port, &format!("2001:db8:f{i}::1/64"))?;
+    ns.addr_add("up0", &format!("10.0.{i}.2/24"))?;
+    ns.addr_add("up0", &format!("2001:db8:f{i}::2/64"))?;
+    ns.addr_add("ha0", &format!("10.0.9.{i}/30"))?;
+    ns.ip(&["route", "add", "default", "via", &format!("10.0.{i}.1")])?;
+    let gw = format!("2001:db8:f{i}::1");
+    ns.ip(&["-6", "route", "add", "default", "via", &gw])?;
+    ns.sysctl("net.ipv6.conf.all.forwarding", "1")?;
+    for a in lo_addresses {
+        ns.addr_add("lo", &format!("{a}/32"))?;
+    }
+    let via = format!("2001:db8:f{i}::2");
+    for net in announced {
+        router.ip(&["-6", "route", "add", net, "via", &via])?;
+    }
+    let ids = if i == 1 { NH_A } else { NH_B };
+    for id in ids {
+        let (id, via) = (id.to_string(), format!("10.0.{i}.2"));
+        router.ip(&["nexthop", "add", "id", &id, "via", &via, "dev", &port])?;
+    }
+    Ok(())
+}
+
+/// On `router`: `net` through both nodes (`ip -6 route add <net> nexthop via 2001:db8:f1::2
+/// nexthop via 2001:db8:f2::2`), the covering route both announce.
+pub(crate) fn add_covering_route(router: &Netns, net: &str) -> Result<()> {
+    router.ip(&[
+        "-6",
+        "route",
+        "add",
+        net,
+        "nexthop",
+        "via",
+        "2001:db8:f1::2",
+        "nexthop",
+        "via",
+        "2001:db8:f2::2",
+    ])?;
+    Ok(())
+}
+
 fn withdraw_node_a(router: &Netns) -> Result<()> {
     resilient_group(router, "replace", GROUP, &NH_B, BUCKETS, IDLE_TIMER)?;
     router.ip(&[
