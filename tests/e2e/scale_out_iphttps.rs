@@ -39,9 +39,9 @@ use std::net::{IpAddr, Ipv6Addr};
 use std::path::Path;
 use std::time::Duration;
 
-use anyhow::{Context, Result, ensure};
+use anyhow::{Result, ensure};
 use gate64_testkit::strongswan::{CertPaths, KeyType, LabCerts};
-use gate64_testkit::{Metrics, Netns, Process, gate64_binary, netns_or_skip, wait_for, wait_until};
+use gate64_testkit::{Metrics, Netns, Process, gate64_binary, netns_or_skip, wait_until};
 
 use crate::common::{
     env_count, gate64_certs, gate64_lines, iphttps_ipsec_argv, path_str, resilient_group,
@@ -49,7 +49,8 @@ use crate::common::{
 };
 use crate::failover::{Stream, metrics, now_epoch, ping_ok, signal};
 use crate::scale_out_takeover::{
-    BUCKETS, GROUP, HA_PORT, IDLE_TIMER, NH_A, NH_B, add_covering_route, wire_node,
+    BUCKETS, GROUP, HA_PORT, IDLE_TIMER, NH_A, NH_B, add_covering_route, sync, wait_store_records,
+    wire_node,
 };
 
 /// gate64's IKE endpoint on both nodes (`corpnet.address6`).
@@ -300,13 +301,6 @@ fn reclaims(m: &Metrics, result: &str) -> f64 {
     )
 }
 
-fn sync(m: &Metrics, result: &str) -> f64 {
-    m.sum(
-        "gate64_ha_sync_total",
-        &[("direction", "takeover"), ("result", result)],
-    )
-}
-
 fn run(lab: &Lab) -> Result<()> {
     wire(lab)?;
     let n = lab.clients.len();
@@ -374,16 +368,7 @@ fn run(lab: &Lab) -> Result<()> {
         "node A's clients (outer, inner, SAs): {before:#?}"
     );
     let records = 4.0 * n as f64;
-    let held = wait_for(SYNC_BOUND, || {
-        let m = metrics(nb).ok()?;
-        (m.sum("gate64_ha_store_records", &[]) >= records).then_some(m)
-    });
-    let b_before = held.with_context(|| {
-        format!(
-            "node B held fewer than {records} records of node A within {SYNC_BOUND:?}\n{}",
-            metrics(nb).map(|m| gate64_lines(&m)).unwrap_or_default()
-        )
-    })?;
+    let b_before = wait_store_records(nb, records, SYNC_BOUND)?;
     let links = b_before.sum("gate64_tls_handshakes_total", &[("result", "ok")]);
     ensure!(
         links == 0.0,

@@ -232,7 +232,23 @@ fn spec_json(certs: &Path, clients: usize) -> Result<String> {
     ))
 }
 
-fn sync(m: &Metrics, result: &str) -> f64 {
+/// Node B's metrics once its HA store holds at least `records` records of node A, waiting up
+/// to `bound`; else an error with its gate64 metrics.
+pub(crate) fn wait_store_records(nb: &Netns, records: f64, bound: Duration) -> Result<Metrics> {
+    let held = wait_for(bound, || {
+        let m = metrics(nb).ok()?;
+        (m.sum("gate64_ha_store_records", &[]) >= records).then_some(m)
+    });
+    held.with_context(|| {
+        format!(
+            "node B held fewer than {records} records of node A within {bound:?}\n{}",
+            metrics(nb).map(|m| gate64_lines(&m)).unwrap_or_default()
+        )
+    })
+}
+
+/// `gate64_ha_sync_total{direction="takeover",result=<result>}` in `m`.
+pub(crate) fn sync(m: &Metrics, result: &str) -> f64 {
     m.sum(
         "gate64_ha_sync_total",
         &[("direction", "takeover"), ("result", result)],
@@ -404,16 +420,7 @@ fn run(lab: &Lab, clients: usize, peer_pool: bool) -> Result<()> {
     );
     // Node B holds node A's records: 2 IKE SAs and 2 child SAs per client of node A.
     let records = 4.0 * on_a as f64;
-    let held = wait_for(SYNC_BOUND, || {
-        let m = metrics(nb).ok()?;
-        (m.sum("gate64_ha_store_records", &[]) >= records).then_some(m)
-    });
-    let b_before = held.with_context(|| {
-        format!(
-            "node B held fewer than {records} records of node A within {SYNC_BOUND:?}\n{}",
-            metrics(nb).map(|m| gate64_lines(&m)).unwrap_or_default()
-        )
-    })?;
+    let b_before = wait_store_records(nb, records, SYNC_BOUND)?;
     let b_negotiated = b_before.sum("gate64_ike_negotiations_total", &[]);
     let b_on_demand = sync(&b_before, "on_demand");
     let s_get = |s: &str, k: &str| field(s, k).unwrap_or(-1.0);
