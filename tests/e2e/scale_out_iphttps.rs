@@ -49,8 +49,8 @@ use crate::common::{
 };
 use crate::failover::{Stream, metrics, now_epoch, ping_ok, signal};
 use crate::scale_out_takeover::{
-    BUCKETS, GROUP, HA_PORT, IDLE_TIMER, NH_A, NH_B, add_covering_route, sync, wait_store_records,
-    wire_node,
+    BUCKETS, GROUP, HA_PORT, IDLE_TIMER, NH_A, NH_B, add_covering_route, serve_node, sync,
+    wait_store_records, wire_node,
 };
 
 /// gate64's IKE endpoint on both nodes (`corpnet.address6`).
@@ -234,18 +234,7 @@ fn start_nodes(lab: &Lab, tls: &Path, ike: &LabCerts) -> Result<Vec<Process>> {
     let mut gates = Vec::new();
     for (ns, node) in lab.nodes.iter().zip(&NODES) {
         let conf = ns.write_file("gate64.toml", &node_config(node, tls, ike, ns)?)?;
-        let mut gate = ns.spawn(
-            "gate64",
-            &[path_str(&bin)?, "serve", "--config", path_str(&conf)?],
-        )?;
-        ensure!(
-            wait_until(Duration::from_secs(30), || gate.is_running()
-                && metrics(ns).is_ok()),
-            "gate64 on node {} did not come up: {}",
-            node.name,
-            gate.log()
-        );
-        gates.push(gate);
+        gates.push(serve_node(ns, node.name, &bin, &conf)?);
     }
     Ok(gates)
 }

@@ -290,25 +290,27 @@ fn start_nodes(lab: &Lab, certs: &Path, peer_pool: bool) -> Result<Vec<Process>>
             "gate64.toml",
             &node_config(node, certs, (&secret, &socket), peer_pool)?,
         )?;
-        let mut gate = ns.spawn(
-            "gate64",
-            &[path_str(&bin)?, "serve", "--config", path_str(&conf)?],
-        )?;
-        ensure!(
-            gate64_testkit::wait_until(Duration::from_secs(30), || gate.is_running()
-                && metrics(ns).is_ok()),
-            "gate64 on node {} did not come up: {}",
-            node.name,
-            gate.log()
-        );
-        gates.push(gate);
+        gates.push(serve_node(ns, node.name, &bin, &conf)?);
     }
     Ok(gates)
 }
 
-/// What a routing daemon does when node A's health check and BGP session fail: node A's
-/// entries leave the group (its buckets move to node B), its half of the pool is withdrawn,
-/// and the covering route keeps node B only.
+/// `gate64 serve --config <conf>` in `ns`, running and serving /metrics within 30 s (else
+/// an error naming node `name` with its log).
+pub(crate) fn serve_node(ns: &Netns, name: &str, bin: &Path, conf: &Path) -> Result<Process> {
+    let mut gate = ns.spawn(
+        "gate64",
+        &[path_str(bin)?, "serve", "--config", path_str(conf)?],
+    )?;
+    ensure!(
+        gate64_testkit::wait_until(Duration::from_secs(30), || gate.is_running()
+            && metrics(ns).is_ok()),
+        "gate64 on node {name} did not come up: {}",
+        gate.log()
+    );
+    Ok(gate)
+}
+
 /// Links node `i` (1 or 2) to `router` (`n<i>` there, `up0` in `ns`: 10.0.<i>.0/24 and
 /// 2001:db8:f<i>::/64, default routes to the router), gives it 10.0.9.<i>/30 on `ha0` and
 /// `lo_addresses` (/32s) on `lo`, turns IPv6 forwarding on; on `router`, routes `announced`
@@ -364,6 +366,9 @@ pub(crate) fn add_covering_route(router: &Netns, net: &str) -> Result<()> {
     Ok(())
 }
 
+/// What a routing daemon does when node A's health check and BGP session fail: node A's
+/// entries leave the group (its buckets move to node B), its half of the pool is withdrawn,
+/// and the covering route keeps node B only.
 fn withdraw_node_a(router: &Netns) -> Result<()> {
     resilient_group(router, "replace", GROUP, &NH_B, BUCKETS, IDLE_TIMER)?;
     router.ip(&[
