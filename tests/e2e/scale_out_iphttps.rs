@@ -160,7 +160,12 @@ fn wire(lab: &Lab) -> Result<()> {
     for (ns, node) in nodes.iter().zip(&NODES) {
         // What BIRD would announce: the node's own pool half and IP-HTTPS prefix.
         let announced = [node.pool6, node.prefix];
-        wire_node(router, ns, node.index, &[IPHTTPS_ADDRESS], &announced)?;
+        wire_node(
+            router,
+            (ns, node.index, true),
+            &[IPHTTPS_ADDRESS],
+            &announced,
+        )?;
     }
     // The covering routes both announce: used for a node's own only once it withdrew them.
     for net in [POOL6, IPHTTPS_COVER] {

@@ -265,7 +265,7 @@ fn wire(lab: &Lab) -> Result<()> {
     lab.nodes[0].veth("ha0", &lab.nodes[1], "ha0")?;
     for (ns, node) in lab.nodes.iter().zip(&NODES) {
         // What BIRD would announce: the node's own half, back to the node.
-        wire_node(router, ns, node.index, &TEREDO, &[node.pool6])?;
+        wire_node(router, (ns, node.index, true), &TEREDO, &[node.pool6])?;
     }
     // And the covering route both announce: used for a half only when its node withdrew it.
     add_covering_route(router, POOL6)?;
@@ -312,13 +312,13 @@ pub(crate) fn serve_node(ns: &Netns, name: &str, bin: &Path, conf: &Path) -> Res
 }
 
 /// Links node `i` (1 or 2) to `router` (`n<i>` there, `up0` in `ns`: 10.0.<i>.0/24 and
-/// 2001:db8:f<i>::/64, default routes to the router), gives it 10.0.9.<i>/30 on `ha0` and
-/// `lo_addresses` (/32s) on `lo`, turns IPv6 forwarding on; on `router`, routes `announced`
-/// to the node (what its BIRD would announce) and adds its two next hops (`NH_A` or `NH_B`).
+/// 2001:db8:f<i>::/64, default routes to the router), with `ha_link` gives it 10.0.9.<i>/30
+/// on `ha0`, adds `lo_addresses` (/32s) on `lo`, turns IPv6 forwarding on; on `router`,
+/// routes `announced` to the node (what its BIRD would announce) and adds its two next hops
+/// (`NH_A` or `NH_B`).
 pub(crate) fn wire_node(
     router: &Netns,
-    ns: &Netns,
-    i: u8,
+    (ns, i, ha_link): (&Netns, u8, bool),
     lo_addresses: &[&str],
     announced: &[&str],
 ) -> Result<()> {
@@ -328,7 +328,9 @@ pub(crate) fn wire_node(
     router.addr_add(&port, &format!("2001:db8:f{i}::1/64"))?;
     ns.addr_add("up0", &format!("10.0.{i}.2/24"))?;
     ns.addr_add("up0", &format!("2001:db8:f{i}::2/64"))?;
-    ns.addr_add("ha0", &format!("10.0.9.{i}/30"))?;
+    if ha_link {
+        ns.addr_add("ha0", &format!("10.0.9.{i}/30"))?;
+    }
     ns.ip(&["route", "add", "default", "via", &format!("10.0.{i}.1")])?;
     let gw = format!("2001:db8:f{i}::1");
     ns.ip(&["-6", "route", "add", "default", "via", &gw])?;
