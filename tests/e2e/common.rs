@@ -551,3 +551,102 @@ pub(crate) fn policy_drops(topo: &Topology) -> Result<f64> {
         .metrics()?
         .sum("gate64_drops_total", &[("reason", "policy")]))
 }
+
+/// Runs a namespace test's lab `lab`, prints how long it took ("`what` test took … s") and
+/// panics with the error chain when it failed.
+pub(crate) fn run_timed(what: &str, lab: impl FnOnce() -> Result<()>) {
+    let started = Instant::now();
+    let r = lab();
+    println!("{what} test took {:.1} s", started.elapsed().as_secs_f64());
+    if let Err(e) = r {
+        panic!("{e:#}");
+    }
+}
+
+/// `gate64 certs --out <out> --server-ip <server_ip> --server-name <server_name>` in `ns`: the
+/// lab's TLS CA and server certificate; returns the command's output.
+pub(crate) fn gate64_certs(
+    ns: &gate64_testkit::Netns,
+    out: &Path,
+    server_ip: &str,
+    server_name: &str,
+) -> Result<String> {
+    let bin = gate64_binary()?;
+    ns.exec_ok(&[
+        path_str(&bin)?,
+        "certs",
+        "--out",
+        path_str(out)?,
+        "--server-ip",
+        server_ip,
+        "--server-name",
+        server_name,
+    ])
+}
+
+/// In `router`: `ip nexthop <verb> id <id> group <members, "/"-joined> type resilient`, and
+/// with `add` also `buckets <buckets> idle_timer <idle_timer> unbalanced_timer 0` (a busy
+/// bucket keeps its next hop until idle for `idle_timer` seconds, however unbalanced).
+/// `replace` changes the members and keeps the group's buckets and timers.
+pub(crate) fn resilient_group(
+    router: &gate64_testkit::Netns,
+    verb: &str,
+    id: u32,
+    members: &[u32],
+    buckets: u32,
+    idle_timer: u64,
+) -> Result<()> {
+    let members: Vec<String> = members.iter().map(u32::to_string).collect();
+    let (buckets, idle) = (buckets.to_string(), idle_timer.to_string());
+    let id = id.to_string();
+    let mut args = vec!["nexthop", verb, "id", &id, "group"];
+    let members = members.join("/");
+    args.push(&members);
+    args.extend(["type", "resilient"]);
+    if verb == "add" {
+        args.extend([
+            "buckets",
+            &buckets,
+            "idle_timer",
+            &idle,
+            "unbalanced_timer",
+            "0",
+        ]);
+    }
+    router.ip(&args)?;
+    Ok(())
+}
+
+/// The argv of `gate64 connect iphttps` with IPsec: `<bin> connect iphttps --server <url> --ca
+/// <ca> --ipsec-endpoint <endpoint> --ipsec-cert <cert> --ipsec-key <key> --ipsec-ca <ike_ca>
+/// --infrastructure-ts <infrastructure> --intranet-ts <intranet>`, from `server` (url, ca),
+/// `ipsec` (cert, key, ike_ca) and `ts` (infrastructure, intranet).
+pub(crate) fn iphttps_ipsec_argv<'a>(
+    bin: &'a Path,
+    (url, ca): (&'a str, &'a Path),
+    endpoint: &'a str,
+    (cert, key, ike_ca): (&'a Path, &'a Path, &'a Path),
+    (infrastructure, intranet): (&'a str, &'a str),
+) -> Result<Vec<&'a str>> {
+    Ok(vec![
+        path_str(bin)?,
+        "connect",
+        "iphttps",
+        "--server",
+        url,
+        "--ca",
+        path_str(ca)?,
+        "--ipsec-endpoint",
+        endpoint,
+        "--ipsec-cert",
+        path_str(cert)?,
+        "--ipsec-key",
+        path_str(key)?,
+        "--ipsec-ca",
+        path_str(ike_ca)?,
+        "--infrastructure-ts",
+        infrastructure,
+        "--intranet-ts",
+        intranet,
+    ])
+}

@@ -31,7 +31,10 @@ use anyhow::{Result, ensure};
 use gate64_testkit::strongswan::LabCerts;
 use gate64_testkit::{CORP_HOST, Metrics, Netns, Process, gate64_binary, wait_for, wait_until};
 
-use crate::common::{GATE64_ADDRESS6, POOL6, gate64_lines, path_str, status_json_in};
+use crate::common::{
+    GATE64_ADDRESS6, POOL6, gate64_certs, gate64_lines, iphttps_ipsec_argv, path_str,
+    status_json_in,
+};
 use crate::failover::{metrics, now_epoch, signal};
 use crate::ha_sync::{INSIDE_GATEWAY, Lab, run_lab};
 
@@ -146,16 +149,7 @@ fn tunnels_up(client: &Process) -> usize {
 fn start_nodes(lab: &Lab) -> Result<(LabCerts, Vec<Process>)> {
     let bin = gate64_binary()?;
     let tls = lab.bridge.dir().join("certs");
-    lab.bridge.exec_ok(&[
-        path_str(&bin)?,
-        "certs",
-        "--out",
-        path_str(&tls)?,
-        "--server-ip",
-        IPHTTPS_ADDRESS,
-        "--server-name",
-        "gate64.lab.example",
-    ])?;
+    gate64_certs(&lab.bridge, &tls, IPHTTPS_ADDRESS, "gate64.lab.example")?;
     let ike = LabCerts::generate(
         &lab.bridge,
         &lab.bridge.dir().join("ike-certs"),
@@ -184,34 +178,16 @@ fn spawn_client(lab: &Lab, ike: &LabCerts) -> Result<Process> {
     let ca = lab.bridge.dir().join("certs/ca.pem");
     let (endpoint, infra) = (GATE64_ADDRESS6.to_string(), format!("{CORP_HOST}/128"));
     let url = format!("https://{IPHTTPS_ADDRESS}/IPHTTPS");
-    lab.client.spawn(
-        "gate64-connect-iphttps-ipsec",
-        &[
-            "env",
-            "RUST_LOG=debug,rustls=info",
-            path_str(&bin)?,
-            "connect",
-            "iphttps",
-            "--server",
-            &url,
-            "--ca",
-            path_str(&ca)?,
-            "--ipsec-endpoint",
-            &endpoint,
-            "--ipsec-cert",
-            path_str(&ike.initiator_cert)?,
-            "--ipsec-key",
-            path_str(&ike.initiator_key)?,
-            "--ipsec-ca",
-            path_str(&ike.ca)?,
-            "--infrastructure-ts",
-            &infra,
-            "--intranet-ts",
-            "2001:db8:100::/48",
-            "--ipsec-renew-secs",
-            "3600",
-        ],
-    )
+    let mut argv = vec!["env", "RUST_LOG=debug,rustls=info"];
+    argv.extend(iphttps_ipsec_argv(
+        &bin,
+        (&url, &ca),
+        &endpoint,
+        (&ike.initiator_cert, &ike.initiator_key, &ike.ca),
+        (&infra, "2001:db8:100::/48"),
+    )?);
+    argv.extend(["--ipsec-renew-secs", "3600"]);
+    lab.client.spawn("gate64-connect-iphttps-ipsec", &argv)
 }
 
 /// `gate64 connect iphttps --no-ipsec` on its own TUN device.

@@ -25,8 +25,8 @@ use gate64_testkit::strongswan::{Charon, CharonConfig, INFRASTRUCTURE, LabCerts,
 use gate64_testkit::{CLIENT_GW_V4, CORP_HOST, Process, Topology, gate64_binary, wait_until};
 
 use crate::common::{
-    connect_iphttps, expect_no_proposal, gate64_lines, iphttps_section, make_certs, netns_test,
-    path_str, serve_iphttps_ipsec, status_json,
+    connect_iphttps, expect_no_proposal, gate64_lines, iphttps_ipsec_argv, iphttps_section,
+    make_certs, netns_test, serve_iphttps_ipsec, status_json,
 };
 use crate::ipsec::{GATE64_ADDRESS6, TeredoIpsecLab};
 
@@ -106,29 +106,14 @@ fn connect_pings(topo: &Topology) -> Result<()> {
     let endpoint = GATE64_ADDRESS6.to_string();
     let infrastructure_ts = format!("{CORP_HOST}/128");
     let tls_ca = tls.join("ca.pem");
-    let argv = [
-        "env",
-        "RUST_LOG=debug,rustls=info",
-        path_str(&bin)?,
-        "connect",
-        "iphttps",
-        "--server",
-        &url,
-        "--ca",
-        path_str(&tls_ca)?,
-        "--ipsec-endpoint",
+    let mut argv = vec!["env", "RUST_LOG=debug,rustls=info"];
+    argv.extend(iphttps_ipsec_argv(
+        &bin,
+        (&url, &tls_ca),
         &endpoint,
-        "--ipsec-cert",
-        path_str(&ike.initiator_cert)?,
-        "--ipsec-key",
-        path_str(&ike.initiator_key)?,
-        "--ipsec-ca",
-        path_str(&ike.ca)?,
-        "--infrastructure-ts",
-        &infrastructure_ts,
-        "--intranet-ts",
-        "2001:db8:100::/48",
-    ];
+        (&ike.initiator_cert, &ike.initiator_key, &ike.ca),
+        (&infrastructure_ts, "2001:db8:100::/48"),
+    )?);
     let mut client = topo.cli.spawn("gate64-connect-iphttps-ipsec", &argv)?;
     let gmac_sas = |status: &serde_json::Value| {
         status["clients"]

@@ -50,15 +50,7 @@ fn netns_scale_out_bird_ecmp_without_ipsec() {
     if !netns_or_skip("netns_scale_out_bird_ecmp_without_ipsec") {
         return;
     }
-    let started = Instant::now();
-    let r = scale_out();
-    println!(
-        "scale-out test took {:.1} s",
-        started.elapsed().as_secs_f64()
-    );
-    if let Err(e) = r {
-        panic!("{e:#}");
-    }
+    crate::common::run_timed("scale-out", scale_out);
 }
 
 /// One gate64 node's own addresses and prefixes.

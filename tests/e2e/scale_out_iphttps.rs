@@ -37,14 +37,21 @@
 use std::collections::BTreeSet;
 use std::net::{IpAddr, Ipv6Addr};
 use std::path::Path;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use anyhow::{Context, Result, ensure};
+use anyhow::{Result, ensure};
 use gate64_testkit::strongswan::{CertPaths, KeyType, LabCerts};
-use gate64_testkit::{Metrics, Netns, Process, gate64_binary, netns_or_skip, wait_for, wait_until};
+use gate64_testkit::{Metrics, Netns, Process, gate64_binary, netns_or_skip, wait_until};
 
-use crate::common::{gate64_lines, path_str};
+use crate::common::{
+    env_count, gate64_certs, gate64_lines, iphttps_ipsec_argv, path_str, resilient_group,
+    run_timed, status_json_in,
+};
 use crate::failover::{Stream, metrics, now_epoch, ping_ok, signal};
+use crate::scale_out_takeover::{
+    BUCKETS, GROUP, HA_PORT, IDLE_TIMER, NH_A, NH_B, add_covering_route, serve_node, sync,
+    wait_store_records, wire_node,
+};
 
 /// gate64's IKE endpoint on both nodes (`corpnet.address6`).
 const ENDPOINT: &str = "2001:db8:100::1";
@@ -60,11 +67,6 @@ const IPHTTPS_ADDRESS: &str = "198.51.100.100";
 const POOL6: &str = "fd00:c1::/104";
 const IPHTTPS_COVER: &str = "2001:db8:2::/47";
 const CLIENTS: usize = 3;
-const BUCKETS: u32 = 512;
-const NH_A: [u32; 2] = [11, 12];
-const NH_B: [u32; 2] = [21, 22];
-const GROUP: u32 = 100;
-const HA_PORT: u16 = 4501;
 /// Every client's tunnels up on node A within this long (generous: two shared cores).
 const UP_TIMEOUT: Duration = Duration::from_secs(60);
 /// Node B holds every record of node A within this long (node A flushes every second).
@@ -101,19 +103,8 @@ fn netns_scale_out_iphttps_takeover_keeps_the_64s() {
     if !netns_or_skip("netns_scale_out_iphttps_takeover_keeps_the_64s") {
         return;
     }
-    let clients = std::env::var("GATE64_ECMP_IPHTTPS_CLIENTS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(CLIENTS);
-    let started = Instant::now();
-    let r = lab(clients);
-    println!(
-        "ECMP IP-HTTPS takeover test took {:.1} s",
-        started.elapsed().as_secs_f64()
-    );
-    if let Err(e) = r {
-        panic!("{e:#}");
-    }
+    let clients = env_count("GATE64_ECMP_IPHTTPS_CLIENTS", CLIENTS);
+    run_timed("ECMP IP-HTTPS takeover", || lab(clients));
 }
 
 /// The namespaces; dropped in reverse order of creation.
@@ -167,63 +158,22 @@ fn wire(lab: &Lab) -> Result<()> {
     }
     nodes[0].veth("ha0", &nodes[1], "ha0")?;
     for (ns, node) in nodes.iter().zip(&NODES) {
-        let i = node.index;
-        let port = format!("n{i}");
-        router.veth(&port, ns, "up0")?;
-        router.addr_add(&port, &format!("10.0.{i}.1/24"))?;
-        router.addr_add(&port, &format!("2001:db8:f{i}::1/64"))?;
-        ns.addr_add("up0", &format!("10.0.{i}.2/24"))?;
-        ns.addr_add("up0", &format!("2001:db8:f{i}::2/64"))?;
-        ns.addr_add("ha0", &format!("10.0.9.{i}/30"))?;
-        ns.addr_add("lo", &format!("{IPHTTPS_ADDRESS}/32"))?;
-        ns.ip(&["route", "add", "default", "via", &format!("10.0.{i}.1")])?;
-        let gw = format!("2001:db8:f{i}::1");
-        ns.ip(&["-6", "route", "add", "default", "via", &gw])?;
-        ns.sysctl("net.ipv6.conf.all.forwarding", "1")?;
         // What BIRD would announce: the node's own pool half and IP-HTTPS prefix.
-        let via = format!("2001:db8:f{i}::2");
-        for net in [node.pool6, node.prefix] {
-            router.ip(&["-6", "route", "add", net, "via", &via])?;
-        }
-        for id in if i == 1 { NH_A } else { NH_B } {
-            let (id, via) = (id.to_string(), format!("10.0.{i}.2"));
-            router.ip(&["nexthop", "add", "id", &id, "via", &via, "dev", &port])?;
-        }
+        let announced = [node.pool6, node.prefix];
+        wire_node(
+            router,
+            (ns, node.index, true),
+            &[IPHTTPS_ADDRESS],
+            &announced,
+        )?;
     }
     // The covering routes both announce: used for a node's own only once it withdrew them.
     for net in [POOL6, IPHTTPS_COVER] {
-        router.ip(&[
-            "-6",
-            "route",
-            "add",
-            net,
-            "nexthop",
-            "via",
-            "2001:db8:f1::2",
-            "nexthop",
-            "via",
-            "2001:db8:f2::2",
-        ])?;
+        add_covering_route(router, net)?;
     }
     // Node A alone at first: every client connects to it.
-    let (group, buckets) = (GROUP.to_string(), BUCKETS.to_string());
-    let members = format!("{}/{}", NH_A[0], NH_A[1]);
-    router.ip(&[
-        "nexthop",
-        "add",
-        "id",
-        &group,
-        "group",
-        &members,
-        "type",
-        "resilient",
-        "buckets",
-        &buckets,
-        "idle_timer",
-        "30",
-        "unbalanced_timer",
-        "0",
-    ])?;
+    resilient_group(router, "add", GROUP, &NH_A, BUCKETS, IDLE_TIMER)?;
+    let group = GROUP.to_string();
     router.ip(&[
         "route",
         "add",
@@ -234,20 +184,9 @@ fn wire(lab: &Lab) -> Result<()> {
     Ok(())
 }
 
+/// The group's members become `members`; its buckets and timers stay.
 fn set_group(router: &Netns, members: &[u32]) -> Result<()> {
-    let members: Vec<String> = members.iter().map(u32::to_string).collect();
-    let (group, members) = (GROUP.to_string(), members.join("/"));
-    router.ip(&[
-        "nexthop",
-        "replace",
-        "id",
-        &group,
-        "group",
-        &members,
-        "type",
-        "resilient",
-    ])?;
-    Ok(())
+    resilient_group(router, "replace", GROUP, members, BUCKETS, IDLE_TIMER)
 }
 
 /// What a routing daemon does when node A's health check and BGP session fail: node A's
@@ -300,18 +239,7 @@ fn start_nodes(lab: &Lab, tls: &Path, ike: &LabCerts) -> Result<Vec<Process>> {
     let mut gates = Vec::new();
     for (ns, node) in lab.nodes.iter().zip(&NODES) {
         let conf = ns.write_file("gate64.toml", &node_config(node, tls, ike, ns)?)?;
-        let mut gate = ns.spawn(
-            "gate64",
-            &[path_str(&bin)?, "serve", "--config", path_str(&conf)?],
-        )?;
-        ensure!(
-            wait_until(Duration::from_secs(30), || gate.is_running()
-                && metrics(ns).is_ok()),
-            "gate64 on node {} did not come up: {}",
-            node.name,
-            gate.log()
-        );
-        gates.push(gate);
+        gates.push(serve_node(ns, node.name, &bin, &conf)?);
     }
     Ok(gates)
 }
@@ -322,32 +250,12 @@ fn spawn_client(ns: &Netns, tls: &Path, ike: &LabCerts, cert: &CertPaths) -> Res
     let ca = tls.join("ca.pem");
     let url = format!("https://{IPHTTPS_ADDRESS}/IPHTTPS");
     let infra = format!("{CORP_HOST}/128");
-    ns.spawn(
-        "gate64-connect-iphttps",
-        &[
-            path_str(&bin)?,
-            "connect",
-            "iphttps",
-            "--server",
-            &url,
-            "--ca",
-            path_str(&ca)?,
-            "--ipsec-endpoint",
-            ENDPOINT,
-            "--ipsec-cert",
-            path_str(&cert.cert)?,
-            "--ipsec-key",
-            path_str(&cert.key)?,
-            "--ipsec-ca",
-            path_str(&ike.ca)?,
-            "--infrastructure-ts",
-            &infra,
-            "--intranet-ts",
-            CORP_PREFIX,
-            "--ipsec-renew-secs",
-            "3600",
-        ],
-    )
+    let ipsec = (&*cert.cert, &*cert.key, &*ike.ca);
+    let server = (url.as_str(), ca.as_path());
+    let ts = (infra.as_str(), CORP_PREFIX);
+    let mut argv = iphttps_ipsec_argv(&bin, server, ENDPOINT, ipsec, ts)?;
+    argv.extend(["--ipsec-renew-secs", "3600"]);
+    ns.spawn("gate64-connect-iphttps", &argv)
 }
 
 /// A client as a node's `gate64 status --json` shows it: outer address, inner addresses,
@@ -356,17 +264,7 @@ type Client = (String, Vec<String>, BTreeSet<(String, u64, u64)>);
 
 /// The IP-HTTPS clients in `node`'s `gate64 status --json`.
 fn status_clients(node: &Netns) -> Result<BTreeSet<Client>> {
-    let bin = gate64_binary()?;
-    let socket = node.dir().join("control.sock");
-    let json = node.exec_ok(&[
-        path_str(&bin)?,
-        "status",
-        "--json",
-        "--socket",
-        path_str(&socket)?,
-    ])?;
-    let v: serde_json::Value =
-        serde_json::from_str(&json).with_context(|| format!("gate64 status --json:\n{json}"))?;
+    let v = status_json_in(node)?;
     let mut all = BTreeSet::new();
     for c in v["clients"].as_array().into_iter().flatten() {
         let text = |v: &serde_json::Value| v.as_str().unwrap_or_default().to_owned();
@@ -397,28 +295,11 @@ fn reclaims(m: &Metrics, result: &str) -> f64 {
     )
 }
 
-fn sync(m: &Metrics, result: &str) -> f64 {
-    m.sum(
-        "gate64_ha_sync_total",
-        &[("direction", "takeover"), ("result", result)],
-    )
-}
-
 fn run(lab: &Lab) -> Result<()> {
     wire(lab)?;
     let n = lab.clients.len();
-    let bin = gate64_binary()?;
     let tls = lab.router.dir().join("tls");
-    lab.router.exec_ok(&[
-        path_str(&bin)?,
-        "certs",
-        "--out",
-        path_str(&tls)?,
-        "--server-ip",
-        IPHTTPS_ADDRESS,
-        "--server-name",
-        "gate64.lab",
-    ])?;
+    gate64_certs(&lab.router, &tls, IPHTTPS_ADDRESS, "gate64.lab")?;
     let endpoint: Ipv6Addr = ENDPOINT.parse()?;
     let ike = LabCerts::generate(
         &lab.router,
@@ -481,16 +362,7 @@ fn run(lab: &Lab) -> Result<()> {
         "node A's clients (outer, inner, SAs): {before:#?}"
     );
     let records = 4.0 * n as f64;
-    let held = wait_for(SYNC_BOUND, || {
-        let m = metrics(nb).ok()?;
-        (m.sum("gate64_ha_store_records", &[]) >= records).then_some(m)
-    });
-    let b_before = held.with_context(|| {
-        format!(
-            "node B held fewer than {records} records of node A within {SYNC_BOUND:?}\n{}",
-            metrics(nb).map(|m| gate64_lines(&m)).unwrap_or_default()
-        )
-    })?;
+    let b_before = wait_store_records(nb, records, SYNC_BOUND)?;
     let links = b_before.sum("gate64_tls_handshakes_total", &[("result", "ok")]);
     ensure!(
         links == 0.0,

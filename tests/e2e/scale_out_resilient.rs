@@ -39,11 +39,14 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, ensure};
-use gate64_testkit::{Metrics, Netns, Process, gate64_binary, netns_or_skip, wait_for, wait_until};
+use gate64_testkit::{Metrics, Netns, Process, gate64_binary, netns_or_skip, wait_for};
 
 use crate::bench_load::{field, udp_echo};
-use crate::common::{addresses, env_count, path_str, spawn_bench_load, status_text};
+use crate::common::{
+    addresses, env_count, path_str, resilient_group, run_timed, spawn_bench_load, status_text,
+};
 use crate::failover::metrics;
+use crate::scale_out_takeover::{serve_node, wire_node};
 
 const ANYCAST: &str = "198.51.100.100";
 /// gate64's IKE endpoint on both nodes (`corpnet.address6`).
@@ -88,15 +91,7 @@ fn netns_scale_out_resilient_join_and_leave() {
         return;
     }
     let clients = env_count("GATE64_RESILIENT_CLIENTS", CLIENTS);
-    let started = Instant::now();
-    let r = resilient(clients);
-    println!(
-        "resilient scale-out test took {:.1} s",
-        started.elapsed().as_secs_f64()
-    );
-    if let Err(e) = r {
-        panic!("{e:#}");
-    }
+    run_timed("resilient scale-out", || resilient(clients));
 }
 
 struct Node {
@@ -239,25 +234,7 @@ fn buckets_of(per: &BTreeMap<u32, (usize, usize)>, ids: [u32; 2]) -> usize {
 }
 
 fn group(router: &Netns, verb: &str, ids: &[u32]) -> Result<()> {
-    let members: Vec<String> = ids.iter().map(u32::to_string).collect();
-    let (buckets, idle) = (BUCKETS.to_string(), IDLE_TIMER.to_string());
-    let id = GROUP.to_string();
-    let mut args = vec!["nexthop", verb, "id", &id, "group"];
-    let members = members.join("/");
-    args.push(&members);
-    args.extend(["type", "resilient"]);
-    if verb == "add" {
-        args.extend([
-            "buckets",
-            &buckets,
-            "idle_timer",
-            &idle,
-            "unbalanced_timer",
-            "0",
-        ]);
-    }
-    router.ip(&args)?;
-    Ok(())
+    resilient_group(router, verb, GROUP, ids, BUCKETS, IDLE_TIMER)
 }
 
 /// A datagram from each inner address to both echo hosts comes back (each through its own
@@ -390,63 +367,12 @@ fn run(
 
     let mut gates: Vec<Process> = Vec::new();
     for (ns, node) in nodes.iter().zip(&NODES) {
-        let i = node.index;
-        let port = format!("n{i}");
-        router.veth(&port, ns, "up0")?;
-        router.addr_add(&port, &format!("10.0.{i}.1/24"))?;
-        router.addr_add(&port, &format!("2001:db8:f{i}::1/64"))?;
-        ns.addr_add("up0", &format!("10.0.{i}.2/24"))?;
-        ns.addr_add("up0", &format!("2001:db8:f{i}::2/64"))?;
-        ns.ip(&["route", "add", "default", "via", &format!("10.0.{i}.1")])?;
-        ns.ip(&[
-            "-6",
-            "route",
-            "add",
-            "default",
-            "via",
-            &format!("2001:db8:f{i}::1"),
-        ])?;
-        ns.sysctl("net.ipv6.conf.all.forwarding", "1")?;
-        for a in node.teredo.iter().chain([&ANYCAST]) {
-            ns.addr_add("lo", &format!("{a}/32"))?;
-        }
+        let lo = [node.teredo[0], node.teredo[1], ANYCAST];
         // What BIRD would announce: the node's own prefixes, back to the node.
-        for prefix in [node.pool6, node.iphttps_prefix] {
-            router.ip(&[
-                "-6",
-                "route",
-                "add",
-                prefix,
-                "via",
-                &format!("2001:db8:f{i}::2"),
-            ])?;
-        }
-        let ids = if i == 1 { NH_A } else { NH_B };
-        for id in ids {
-            router.ip(&[
-                "nexthop",
-                "add",
-                "id",
-                &id.to_string(),
-                "via",
-                &format!("10.0.{i}.2"),
-                "dev",
-                &port,
-            ])?;
-        }
+        let announced = [node.pool6, node.iphttps_prefix];
+        wire_node(router, (ns, node.index, false), &lo, &announced)?;
         let conf = ns.write_file("gate64.toml", &node_config(node, &certs)?)?;
-        let mut gate = ns.spawn(
-            "gate64",
-            &[path_str(&bin)?, "serve", "--config", path_str(&conf)?],
-        )?;
-        ensure!(
-            wait_until(Duration::from_secs(30), || gate.is_running()
-                && metrics(ns).is_ok()),
-            "gate64 on node {} did not come up: {}",
-            node.name,
-            gate.log()
-        );
-        gates.push(gate);
+        gates.push(serve_node(ns, node.name, &bin, &conf)?);
     }
     // Node A alone: two entries of its own.
     group(router, "add", &NH_A)?;

@@ -61,8 +61,8 @@ use gate64_testkit::{Metrics, Netns, Process, gate64_binary, netns_or_skip, wait
 
 use crate::bench_load::{field, udp_echo};
 use crate::common::{
-    addresses, env_count, gate64_lines, path_str, spawn_bench_load, status_json_in, status_text,
-    wait_all_up,
+    addresses, env_count, gate64_certs, gate64_lines, path_str, resilient_group, run_timed,
+    spawn_bench_load, status_json_in, status_text, wait_all_up,
 };
 use crate::failover::{metrics, now_epoch, signal};
 
@@ -85,11 +85,18 @@ const CLIENTS: usize = 300;
 const CLIENTS_REFUSED: usize = 40;
 /// Milliseconds between two probes of one client through one tunnel.
 const PROBE_INTERVAL_MS: u64 = 500;
-const BUCKETS: u32 = 512;
-const NH_A: [u32; 2] = [11, 12];
-const NH_B: [u32; 2] = [21, 22];
-const GROUP: u32 = 100;
-const HA_PORT: u16 = 4501;
+/// Buckets of the router's resilient next-hop group.
+pub(crate) const BUCKETS: u32 = 512;
+/// Node A's two entries in the group.
+pub(crate) const NH_A: [u32; 2] = [11, 12];
+/// Node B's two entries in the group.
+pub(crate) const NH_B: [u32; 2] = [21, 22];
+/// The next-hop group's id.
+pub(crate) const GROUP: u32 = 100;
+/// Seconds a busy bucket keeps its node (`idle_timer` of the group).
+pub(crate) const IDLE_TIMER: u64 = 30;
+/// The `[ha]` sync port of both nodes.
+pub(crate) const HA_PORT: u16 = 4501;
 const UP_TIMEOUT: Duration = Duration::from_secs(60);
 const UP_PER_CLIENT: Duration = Duration::from_millis(60);
 /// Node B holds every record of node A within this long (node A flushes every second).
@@ -105,15 +112,7 @@ fn netns_scale_out_takeover_keeps_clients() {
         return;
     }
     let clients = env_count("GATE64_TAKEOVER_CLIENTS", CLIENTS);
-    let started = Instant::now();
-    let r = lab(clients, true);
-    println!(
-        "ECMP takeover test took {:.1} s",
-        started.elapsed().as_secs_f64()
-    );
-    if let Err(e) = r {
-        panic!("{e:#}");
-    }
+    run_timed("ECMP takeover", || lab(clients, true));
 }
 
 #[test]
@@ -233,7 +232,23 @@ fn spec_json(certs: &Path, clients: usize) -> Result<String> {
     ))
 }
 
-fn sync(m: &Metrics, result: &str) -> f64 {
+/// Node B's metrics once its HA store holds at least `records` records of node A, waiting up
+/// to `bound`; else an error with its gate64 metrics.
+pub(crate) fn wait_store_records(nb: &Netns, records: f64, bound: Duration) -> Result<Metrics> {
+    let held = wait_for(bound, || {
+        let m = metrics(nb).ok()?;
+        (m.sum("gate64_ha_store_records", &[]) >= records).then_some(m)
+    });
+    held.with_context(|| {
+        format!(
+            "node B held fewer than {records} records of node A within {bound:?}\n{}",
+            metrics(nb).map(|m| gate64_lines(&m)).unwrap_or_default()
+        )
+    })
+}
+
+/// `gate64_ha_sync_total{direction="takeover",result=<result>}` in `m`.
+pub(crate) fn sync(m: &Metrics, result: &str) -> f64 {
     m.sum(
         "gate64_ha_sync_total",
         &[("direction", "takeover"), ("result", result)],
@@ -249,67 +264,14 @@ fn wire(lab: &Lab) -> Result<()> {
     crate::scale_out_resilient::wire_edges(router, corp, cli)?;
     lab.nodes[0].veth("ha0", &lab.nodes[1], "ha0")?;
     for (ns, node) in lab.nodes.iter().zip(&NODES) {
-        let i = node.index;
-        let port = format!("n{i}");
-        router.veth(&port, ns, "up0")?;
-        router.addr_add(&port, &format!("10.0.{i}.1/24"))?;
-        router.addr_add(&port, &format!("2001:db8:f{i}::1/64"))?;
-        ns.addr_add("up0", &format!("10.0.{i}.2/24"))?;
-        ns.addr_add("up0", &format!("2001:db8:f{i}::2/64"))?;
-        ns.addr_add("ha0", &format!("10.0.9.{i}/30"))?;
-        ns.ip(&["route", "add", "default", "via", &format!("10.0.{i}.1")])?;
-        let gw = format!("2001:db8:f{i}::1");
-        ns.ip(&["-6", "route", "add", "default", "via", &gw])?;
-        ns.sysctl("net.ipv6.conf.all.forwarding", "1")?;
-        for a in TEREDO {
-            ns.addr_add("lo", &format!("{a}/32"))?;
-        }
         // What BIRD would announce: the node's own half, back to the node.
-        router.ip(&[
-            "-6",
-            "route",
-            "add",
-            node.pool6,
-            "via",
-            &format!("2001:db8:f{i}::2"),
-        ])?;
-        let ids = if i == 1 { NH_A } else { NH_B };
-        for id in ids {
-            let (id, via) = (id.to_string(), format!("10.0.{i}.2"));
-            router.ip(&["nexthop", "add", "id", &id, "via", &via, "dev", &port])?;
-        }
+        wire_node(router, (ns, node.index, true), &TEREDO, &[node.pool6])?;
     }
     // And the covering route both announce: used for a half only when its node withdrew it.
-    router.ip(&[
-        "-6",
-        "route",
-        "add",
-        POOL6,
-        "nexthop",
-        "via",
-        "2001:db8:f1::2",
-        "nexthop",
-        "via",
-        "2001:db8:f2::2",
-    ])?;
-    let (group, buckets) = (GROUP.to_string(), BUCKETS.to_string());
-    let members = format!("{}/{}/{}/{}", NH_A[0], NH_A[1], NH_B[0], NH_B[1]);
-    router.ip(&[
-        "nexthop",
-        "add",
-        "id",
-        &group,
-        "group",
-        &members,
-        "type",
-        "resilient",
-        "buckets",
-        &buckets,
-        "idle_timer",
-        "30",
-        "unbalanced_timer",
-        "0",
-    ])?;
+    add_covering_route(router, POOL6)?;
+    let group = GROUP.to_string();
+    let members = [NH_A[0], NH_A[1], NH_B[0], NH_B[1]];
+    resilient_group(router, "add", GROUP, &members, BUCKETS, IDLE_TIMER)?;
     for a in TEREDO {
         router.ip(&["route", "add", &format!("{a}/32"), "nhid", &group])?;
     }
@@ -328,38 +290,89 @@ fn start_nodes(lab: &Lab, certs: &Path, peer_pool: bool) -> Result<Vec<Process>>
             "gate64.toml",
             &node_config(node, certs, (&secret, &socket), peer_pool)?,
         )?;
-        let mut gate = ns.spawn(
-            "gate64",
-            &[path_str(&bin)?, "serve", "--config", path_str(&conf)?],
-        )?;
-        ensure!(
-            gate64_testkit::wait_until(Duration::from_secs(30), || gate.is_running()
-                && metrics(ns).is_ok()),
-            "gate64 on node {} did not come up: {}",
-            node.name,
-            gate.log()
-        );
-        gates.push(gate);
+        gates.push(serve_node(ns, node.name, &bin, &conf)?);
     }
     Ok(gates)
+}
+
+/// `gate64 serve --config <conf>` in `ns`, running and serving /metrics within 30 s (else
+/// an error naming node `name` with its log).
+pub(crate) fn serve_node(ns: &Netns, name: &str, bin: &Path, conf: &Path) -> Result<Process> {
+    let mut gate = ns.spawn(
+        "gate64",
+        &[path_str(bin)?, "serve", "--config", path_str(conf)?],
+    )?;
+    ensure!(
+        gate64_testkit::wait_until(Duration::from_secs(30), || gate.is_running()
+            && metrics(ns).is_ok()),
+        "gate64 on node {name} did not come up: {}",
+        gate.log()
+    );
+    Ok(gate)
+}
+
+/// Links node `i` (1 or 2) to `router` (`n<i>` there, `up0` in `ns`: 10.0.<i>.0/24 and
+/// 2001:db8:f<i>::/64, default routes to the router), with `ha_link` gives it 10.0.9.<i>/30
+/// on `ha0`, adds `lo_addresses` (/32s) on `lo`, turns IPv6 forwarding on; on `router`,
+/// routes `announced` to the node (what its BIRD would announce) and adds its two next hops
+/// (`NH_A` or `NH_B`).
+pub(crate) fn wire_node(
+    router: &Netns,
+    (ns, i, ha_link): (&Netns, u8, bool),
+    lo_addresses: &[&str],
+    announced: &[&str],
+) -> Result<()> {
+    let port = format!("n{i}");
+    router.veth(&port, ns, "up0")?;
+    router.addr_add(&port, &format!("10.0.{i}.1/24"))?;
+    router.addr_add(&port, &format!("2001:db8:f{i}::1/64"))?;
+    ns.addr_add("up0", &format!("10.0.{i}.2/24"))?;
+    ns.addr_add("up0", &format!("2001:db8:f{i}::2/64"))?;
+    if ha_link {
+        ns.addr_add("ha0", &format!("10.0.9.{i}/30"))?;
+    }
+    ns.ip(&["route", "add", "default", "via", &format!("10.0.{i}.1")])?;
+    let gw = format!("2001:db8:f{i}::1");
+    ns.ip(&["-6", "route", "add", "default", "via", &gw])?;
+    ns.sysctl("net.ipv6.conf.all.forwarding", "1")?;
+    for a in lo_addresses {
+        ns.addr_add("lo", &format!("{a}/32"))?;
+    }
+    let via = format!("2001:db8:f{i}::2");
+    for net in announced {
+        router.ip(&["-6", "route", "add", net, "via", &via])?;
+    }
+    let ids = if i == 1 { NH_A } else { NH_B };
+    for id in ids {
+        let (id, via) = (id.to_string(), format!("10.0.{i}.2"));
+        router.ip(&["nexthop", "add", "id", &id, "via", &via, "dev", &port])?;
+    }
+    Ok(())
+}
+
+/// On `router`: `net` through both nodes (`ip -6 route add <net> nexthop via 2001:db8:f1::2
+/// nexthop via 2001:db8:f2::2`), the covering route both announce.
+pub(crate) fn add_covering_route(router: &Netns, net: &str) -> Result<()> {
+    router.ip(&[
+        "-6",
+        "route",
+        "add",
+        net,
+        "nexthop",
+        "via",
+        "2001:db8:f1::2",
+        "nexthop",
+        "via",
+        "2001:db8:f2::2",
+    ])?;
+    Ok(())
 }
 
 /// What a routing daemon does when node A's health check and BGP session fail: node A's
 /// entries leave the group (its buckets move to node B), its half of the pool is withdrawn,
 /// and the covering route keeps node B only.
 fn withdraw_node_a(router: &Netns) -> Result<()> {
-    let members = format!("{}/{}", NH_B[0], NH_B[1]);
-    let group = GROUP.to_string();
-    router.ip(&[
-        "nexthop",
-        "replace",
-        "id",
-        &group,
-        "group",
-        &members,
-        "type",
-        "resilient",
-    ])?;
+    resilient_group(router, "replace", GROUP, &NH_B, BUCKETS, IDLE_TIMER)?;
     router.ip(&[
         "-6",
         "route",
@@ -374,18 +387,8 @@ fn withdraw_node_a(router: &Netns) -> Result<()> {
 
 fn run(lab: &Lab, clients: usize, peer_pool: bool) -> Result<()> {
     wire(lab)?;
-    let bin = gate64_binary()?;
     let certs = lab.router.dir().join("certs");
-    lab.router.exec_ok(&[
-        path_str(&bin)?,
-        "certs",
-        "--out",
-        path_str(&certs)?,
-        "--server-ip",
-        ENDPOINT,
-        "--server-name",
-        "gate64.lab",
-    ])?;
+    gate64_certs(&lab.router, &certs, ENDPOINT, "gate64.lab")?;
     let _gates = start_nodes(lab, &certs, peer_pool)?;
     let [na, nb] = &lab.nodes;
     let route = nb.ip(&["-6", "route", "show", NODES[1].peer_pool6])?;
@@ -424,16 +427,7 @@ fn run(lab: &Lab, clients: usize, peer_pool: bool) -> Result<()> {
     );
     // Node B holds node A's records: 2 IKE SAs and 2 child SAs per client of node A.
     let records = 4.0 * on_a as f64;
-    let held = wait_for(SYNC_BOUND, || {
-        let m = metrics(nb).ok()?;
-        (m.sum("gate64_ha_store_records", &[]) >= records).then_some(m)
-    });
-    let b_before = held.with_context(|| {
-        format!(
-            "node B held fewer than {records} records of node A within {SYNC_BOUND:?}\n{}",
-            metrics(nb).map(|m| gate64_lines(&m)).unwrap_or_default()
-        )
-    })?;
+    let b_before = wait_store_records(nb, records, SYNC_BOUND)?;
     let b_negotiated = b_before.sum("gate64_ike_negotiations_total", &[]);
     let b_on_demand = sync(&b_before, "on_demand");
     let s_get = |s: &str, k: &str| field(s, k).unwrap_or(-1.0);
