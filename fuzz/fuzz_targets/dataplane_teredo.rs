@@ -46,6 +46,7 @@ fn shared() -> Arc<Shared> {
             rs_per_sec: 10,
             rs_burst: 10,
             iphttps_prefix: None,
+            iphttps_peer_prefix: None,
             nat64: None,
             binding_log: None,
         })

@@ -70,6 +70,7 @@ fn shared() -> Arc<Shared> {
             rs_per_sec: 10,
             rs_burst: 10,
             iphttps_prefix: Some(Prefix::new(IPHTTPS_POOL, 48)),
+            iphttps_peer_prefix: None,
             nat64: None,
             binding_log: None,
         })
