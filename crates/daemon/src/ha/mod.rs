@@ -927,20 +927,13 @@ mod tests {
     /// A failed IKE SA takes out only the child SAs this takeover installed for it.
     #[test]
     fn a_failed_ike_sa_withdraws_only_the_child_sas_the_takeover_installed() {
-        use gate64_esp::{ChildSaPair, Peer, TunnelKind};
         let sadb = SaDb::new();
         let now = Instant::now();
-        let pair = |spi: u32| ChildSaPair {
-            inbound: store::test_sa_params(spi, 3, now),
-            outbound: store::test_sa_params(spi | 0x8000_0000, 4, now),
-            peer: Peer {
-                outer: "2001:db8::7".parse().unwrap(),
-                native: None,
-                udp_encap: None,
-                inner: Vec::new(),
-            },
-            tunnel: TunnelKind::Infrastructure,
-            ike_spi: 1,
+        let pair = |spi: u32| {
+            store::test_child_pair(
+                store::test_sa_params(spi, 3, now),
+                store::test_sa_params(spi | 0x8000_0000, 4, now),
+            )
         };
         // 0x100 was there before the takeover; 0x101 and 0x102 the takeover installed.
         for spi in [0x100, 0x101, 0x102] {

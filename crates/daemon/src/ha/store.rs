@@ -222,7 +222,7 @@ impl Store {
 }
 
 #[cfg(test)]
-pub(crate) use tests::{sample, test_sa_params};
+pub(crate) use tests::{sample, test_child_pair, test_sa_params};
 
 #[cfg(test)]
 mod tests {
@@ -307,6 +307,27 @@ mod tests {
         }
     }
 
+    /// A child SA pair of `inbound` and `outbound` for IKE SA 1, Infrastructure tunnel, peer
+    /// 2001:db8::7 without inner addresses: the HA tests' child SA.
+    pub(crate) fn test_child_pair(
+        inbound: gate64_esp::SaParams,
+        outbound: gate64_esp::SaParams,
+    ) -> gate64_esp::ChildSaPair {
+        use gate64_esp::{ChildSaPair, Peer, TunnelKind};
+        ChildSaPair {
+            inbound,
+            outbound,
+            peer: Peer {
+                outer: "2001:db8::7".parse().expect("an IPv6 address"),
+                native: None,
+                udp_encap: None,
+                inner: Vec::new(),
+            },
+            tunnel: TunnelKind::Infrastructure,
+            ike_spi: 1,
+        }
+    }
+
     #[test]
     fn records_replace_gone_removes_and_the_bound_holds() {
         let mut store = Store::new(2, 2);
@@ -371,25 +392,14 @@ mod tests {
 mod counters_tests {
     use std::time::Instant;
 
-    use gate64_esp::{ChildSaPair, Peer, SyncedChildSa, TunnelKind};
+    use gate64_esp::SyncedChildSa;
 
     use super::*;
 
     fn child(spi: u32, out: u64, high: u64) -> ChildSaRecord {
         let now = Instant::now();
         let sa = SyncedChildSa {
-            pair: ChildSaPair {
-                inbound: test_sa_params(spi, 3, now),
-                outbound: test_sa_params(!spi, 3, now),
-                peer: Peer {
-                    outer: "2001:db8::7".parse().unwrap(),
-                    native: None,
-                    udp_encap: None,
-                    inner: Vec::new(),
-                },
-                tunnel: TunnelKind::Infrastructure,
-                ike_spi: 1,
-            },
+            pair: test_child_pair(test_sa_params(spi, 3, now), test_sa_params(!spi, 3, now)),
             outbound_next_seq: out,
             inbound_highest_seq: high,
         };

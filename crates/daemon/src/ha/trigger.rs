@@ -416,23 +416,13 @@ mod tests {
     /// A child SA record (AES-GCM, inbound SPI `spi`, replay mark `high`) and the client's
     /// sealing side of it.
     fn child(spi: u32, high: u64) -> (ChildSaRecord, gate64_esp::Outbound) {
-        use gate64_esp::{ChildSaPair, Peer, SyncedChildSa, TunnelKind};
+        use gate64_esp::SyncedChildSa;
         let now = Instant::now();
         let inbound = super::super::store::test_sa_params(spi, 3, now);
         let client = gate64_esp::Outbound::new(&inbound).unwrap();
+        let outbound = super::super::store::test_sa_params(!spi, 4, now);
         let sa = SyncedChildSa {
-            pair: ChildSaPair {
-                inbound,
-                outbound: super::super::store::test_sa_params(!spi, 4, now),
-                peer: Peer {
-                    outer: "2001:db8::7".parse().unwrap(),
-                    native: None,
-                    udp_encap: None,
-                    inner: Vec::new(),
-                },
-                tunnel: TunnelKind::Infrastructure,
-                ike_spi: 1,
-            },
+            pair: super::super::store::test_child_pair(inbound, outbound),
             outbound_next_seq: 1,
             inbound_highest_seq: high,
         };
