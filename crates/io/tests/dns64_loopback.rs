@@ -102,11 +102,7 @@ fn zone_answer(req: &Message, tcp: bool) -> Message {
 /// A fake upstream on loopback (UDP and TCP on the same port). Returns its address and a
 /// counter of the UDP queries it received.
 async fn upstream(mode: Mode) -> (SocketAddr, Arc<AtomicUsize>) {
-    let udp = tokio::net::UdpSocket::bind((Ipv4Addr::LOCALHOST, 0))
-        .await
-        .unwrap();
-    let addr = udp.local_addr().unwrap();
-    let tcp = tokio::net::TcpListener::bind(addr).await.unwrap();
+    let (udp, addr, tcp) = udp_and_tcp_on_one_port().await;
     let seen = Arc::new(AtomicUsize::new(0));
     let count = Arc::clone(&seen);
     tokio::spawn(async move {
@@ -151,6 +147,23 @@ async fn upstream(mode: Mode) -> (SocketAddr, Arc<AtomicUsize>) {
         }
     });
     (addr, seen)
+}
+
+/// A UDP socket and a TCP listener on one free loopback port. The kernel picks the UDP
+/// port; when a socket of another test holds the same number on TCP, another port is tried.
+async fn udp_and_tcp_on_one_port() -> (tokio::net::UdpSocket, SocketAddr, tokio::net::TcpListener) {
+    for _ in 0..32 {
+        let udp = tokio::net::UdpSocket::bind((Ipv4Addr::LOCALHOST, 0))
+            .await
+            .unwrap();
+        let addr = udp.local_addr().unwrap();
+        match tokio::net::TcpListener::bind(addr).await {
+            Ok(tcp) => return (udp, addr, tcp),
+            Err(e) if e.kind() == std::io::ErrorKind::AddrInUse => continue,
+            Err(e) => panic!("TCP on {addr}: {e}"),
+        }
+    }
+    panic!("no loopback port free for both UDP and TCP in 32 attempts");
 }
 
 struct Running {

@@ -453,11 +453,8 @@ mod tests {
 
     #[test]
     fn an_unreachable_responder_is_an_error() {
-        // A port on loopback nobody listens on: refused at once.
-        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
-        let port = listener.local_addr().expect("addr").port();
-        drop(listener);
-        assert!(post(&format!("http://127.0.0.1:{port}/"), b"x", LOOKUP_TIMEOUT).is_err());
+        let (_held, addr) = refusing_port();
+        assert!(post(&format!("http://{addr}/"), b"x", LOOKUP_TIMEOUT).is_err());
     }
 
     #[test]
@@ -465,6 +462,22 @@ mod tests {
         let addr = resolve("localhost", 80, LOOKUP_TIMEOUT).expect("localhost");
         assert_eq!(addr.port(), 80);
         assert!(resolve("127.0.0.1", 1, Duration::from_secs(1)).is_ok());
+    }
+
+    /// A loopback port nobody listens on: the socket is bound but never listens, so a
+    /// connect to it is refused at once, and no other test can take the port while the
+    /// returned socket lives.
+    fn refusing_port() -> (socket2::Socket, std::net::SocketAddr) {
+        let s = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None)
+            .expect("socket");
+        s.bind(&std::net::SocketAddr::from(([127, 0, 0, 1], 0)).into())
+            .expect("bind");
+        let addr = s
+            .local_addr()
+            .expect("addr")
+            .as_socket()
+            .expect("an IP address");
+        (s, addr)
     }
 
     fn rule(mode: OcspMode, url: Option<String>) -> OcspRule {
@@ -529,9 +542,8 @@ mod tests {
     // be reached), and the client is refused.
     #[test]
     fn a_cached_answer_without_next_update_stops_counting_at_the_maximum_age() {
-        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
-        let url = format!("http://{}/", listener.local_addr().expect("addr"));
-        drop(listener);
+        let (_held, addr) = refusing_port();
+        let url = format!("http://{addr}/");
         let (query, id) = query();
         let now = SystemTime::now();
         let hour = Duration::from_secs(3600);

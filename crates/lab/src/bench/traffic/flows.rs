@@ -665,12 +665,9 @@ mod tests {
             .build()
             .unwrap();
         rt.block_on(async {
-            let listener = std::net::TcpListener::bind("[::1]:0").unwrap();
-            let port = listener.local_addr().unwrap().port();
-            drop(listener);
-            let addr: SocketAddr = format!("[::1]:{port}").parse().unwrap();
-            tokio::spawn(super::super::sink::serve_for_test(addr));
-            tokio::time::sleep(Duration::from_millis(200)).await;
+            let port = super::super::sink::serve_for_test(Ipv6Addr::LOCALHOST.into())
+                .unwrap()
+                .port();
             let clients: Vec<ClientAddress> = (0..4)
                 .map(|_| ClientAddress {
                     inner: Ipv6Addr::LOCALHOST,

@@ -128,8 +128,19 @@ async fn serve_tcp(mut stream: TcpStream) -> Result<()> {
     Ok(())
 }
 
-/// The sink on one address, for the loopback test of the flows.
+/// The sink on a free port of `ip`, for the loopback test of the flows: UDP and TCP on the
+/// same port, bound before it returns (the caller needs no wait). The kernel picks the UDP
+/// port; one whose TCP side another test holds is given up for another.
 #[cfg(test)]
-pub(super) async fn serve_for_test(addr: SocketAddr) -> Result<()> {
-    serve(vec![addr]).await
+pub(super) fn serve_for_test(ip: std::net::IpAddr) -> Result<SocketAddr> {
+    for _ in 0..32 {
+        let udp = bind_udp(SocketAddr::new(ip, 0))?;
+        let addr = udp.local_addr()?;
+        if let Ok(tcp) = listen_tcp(addr) {
+            tokio::spawn(echo_udp(udp));
+            tokio::spawn(accept_tcp(tcp));
+            return Ok(addr);
+        }
+    }
+    anyhow::bail!("no port of {ip} free for both UDP and TCP in 32 attempts")
 }
