@@ -14,9 +14,15 @@
 //! qualified the client refreshes with an RS every [`REFRESH_INTERVAL`].
 //!
 //! Data packets are sent bare (no Teredo header) to the server, or, for a native IPv6 peer
-//! whose relay a probe found ([`Client::probe`], RFC 4380 §5.2.9), to that relay. Nothing here opens a socket or reads a clock: the driver calls
-//! [`Client::poll_transmit`] when [`Client::poll_timeout`] is due, and passes every datagram
-//! received from the server (or a relay) to [`Client::handle`].
+//! whose relay a probe found ([`Client::probe`], RFC 4380 §5.2.9), to that relay. Nothing
+//! here opens a socket or reads a clock: the driver calls [`Client::poll_transmit`] when
+//! [`Client::poll_timeout`] is due, and passes every datagram received from the server (or a
+//! relay) to [`Client::handle`].
+//!
+//! The RS nonces and probe tokens are what stops an off-path host from forging an RA or a
+//! probe answer, so a real client draws them from the driver's cryptographic generator
+//! ([`Client::with_random`]); [`Client::new`]'s seeded generator is for tests, the demo and
+//! load generators, whose clients need reproducibility rather than secrecy.
 
 mod peers;
 
@@ -125,11 +131,33 @@ enum State {
     Qualified,
 }
 
+/// Where a client's nonces, probe tokens and address flags come from.
+#[derive(Debug, Clone, Copy)]
+enum Random {
+    /// splitmix64 from a seed: reproducible, and predictable from one output.
+    Seeded(u64),
+    /// The driver's cryptographic generator.
+    Fill(fn(&mut [u8; 8])),
+}
+
+impl Random {
+    fn next_u64(&mut self) -> u64 {
+        match self {
+            Random::Seeded(state) => splitmix(state),
+            Random::Fill(fill) => {
+                let mut b = [0; 8];
+                fill(&mut b);
+                u64::from_ne_bytes(b)
+            }
+        }
+    }
+}
+
 /// A Teredo client (one per UDP socket).
 #[derive(Debug, Clone)]
 pub struct Client {
     server: SocketAddrV4,
-    rng: u64,
+    rng: Random,
     state: State,
     /// The nonce of the outstanding RS, if any.
     nonce: Option<[u8; 8]>,
@@ -141,13 +169,24 @@ pub struct Client {
 }
 
 impl Client {
-    /// A client of the Teredo server at `server` (address and port). `nonce_seed` seeds the
-    /// generator of nonces and address flags, so tests are deterministic; a driver passes
-    /// something random.
+    /// A client of the Teredo server at `server` (address and port) whose nonces, probe
+    /// tokens and address flags come from splitmix64 seeded with `nonce_seed`: reproducible,
+    /// for tests, the demo and load generators. One nonce gives the next ones away; a client
+    /// on a network others share uses [`Client::with_random`].
     pub fn new(server: SocketAddrV4, nonce_seed: u64) -> Self {
+        Self::with(server, Random::Seeded(nonce_seed))
+    }
+
+    /// A client whose nonces, probe tokens and address flags come from `fill`, which fills
+    /// its 8 bytes from a cryptographic generator (the driver's; this crate reads none).
+    pub fn with_random(server: SocketAddrV4, fill: fn(&mut [u8; 8])) -> Self {
+        Self::with(server, Random::Fill(fill))
+    }
+
+    fn with(server: SocketAddrV4, rng: Random) -> Self {
         Client {
             server,
-            rng: nonce_seed,
+            rng,
             state: State::Qualifying { tries: 0 },
             nonce: None,
             next_rs: None,
@@ -367,11 +406,11 @@ impl Client {
     }
 
     fn next_u64(&mut self) -> u64 {
-        splitmix(&mut self.rng)
+        self.rng.next_u64()
     }
 }
 
-/// splitmix64: small, seedable, good enough for nonces a lab client needs.
+/// splitmix64: small and seedable; its output gives its state away.
 fn splitmix(state: &mut u64) -> u64 {
     *state = state.wrapping_add(0x9e37_79b9_7f4a_7c15);
     let mut z = *state;
@@ -512,6 +551,29 @@ mod tests {
         let ra = answer(&s, &b[..n]);
         assert_eq!(c.handle(later, &ra), Ok(Event::Refreshed));
         assert_eq!(c.address(), Some(address));
+    }
+
+    // A client built with a generator takes its nonces from it and qualifies as well.
+    #[test]
+    fn nonces_come_from_the_given_generator() {
+        fn counting(out: &mut [u8; 8]) {
+            static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+            let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            *out = n.to_ne_bytes();
+        }
+        let s = server();
+        let mut c = Client::with_random(SocketAddrV4::new(SERVER, 3544), counting);
+        let now = Instant::now();
+        let mut b = [0u8; 128];
+        let n = c.poll_transmit(now, &mut b).unwrap();
+        // Authentication header: type 0x0001, two lengths of 0, then the nonce.
+        let nonce = u64::from_be_bytes(b[4..12].try_into().unwrap());
+        assert!(
+            (1..=8).contains(&nonce),
+            "nonce {nonce:#x} not from the generator"
+        );
+        let ra = answer(&s, &b[..n]);
+        assert!(matches!(c.handle(now, &ra), Ok(Event::Qualified { .. })));
     }
 
     #[test]

@@ -333,7 +333,7 @@ async fn teredo(args: TeredoArgs) -> Result<()> {
     let sock = UdpSocket::bind(args.bind)
         .await
         .with_context(|| format!("binding UDP {}", args.bind))?;
-    let mut client = TeredoClient::new(server, random_u64());
+    let mut client = TeredoClient::with_random(server, os_random);
     let link = TunLink::new(args.ifname.clone(), args.routes.clone());
     info!(%server, local = ?sock.local_addr().ok(), "Teredo: qualifying");
     match args.ipsec.settings(false)? {
@@ -351,6 +351,14 @@ async fn teredo(args: TeredoArgs) -> Result<()> {
 }
 
 /// 64 random bits from the OS (seeds for the interface id and Teredo nonces).
+/// The Teredo client's nonces and probe tokens: the operating system's generator through
+/// aws-lc, or, should that ever fail, [`random_u64`].
+fn os_random(out: &mut [u8; 8]) {
+    if aws_lc_rs::rand::fill(out).is_err() {
+        *out = random_u64().to_ne_bytes();
+    }
+}
+
 fn random_u64() -> u64 {
     use std::io::Read;
     let mut b = [0u8; 8];

@@ -69,14 +69,14 @@ impl Peers {
     }
 
     /// Notes a packet for native `dst` at `now`; when a probe towards it is due, writes it
-    /// from `src` into `out` and returns its length. `rng` seeds the probe's random bytes.
+    /// from `src` into `out` and returns its length. `rng` gives the probe's random bytes.
     pub(super) fn probe(
         &mut self,
         now: Instant,
         src: &Ipv6Addr,
         dst: &Ipv6Addr,
         out: &mut [u8],
-        rng: &mut u64,
+        rng: &mut super::Random,
     ) -> Option<usize> {
         if out.len() < PROBE_LEN {
             return None;
@@ -95,7 +95,7 @@ impl Peers {
         {
             return None;
         }
-        let (a, b) = (super::splitmix(rng), super::splitmix(rng));
+        let (a, b) = (rng.next_u64(), rng.next_u64());
         let token = ((b >> 48) as u16, (b >> 32) as u16, a.to_be_bytes());
         let n = icmpv6::emit_echo(out, true, src, dst, token.0, token.1, &token.2).ok()?;
         peer.token = Some(token);
