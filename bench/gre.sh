@@ -149,7 +149,7 @@ gate64_conf() { # gate64_conf LOCAL REMOTE ROUTE
 [server]
 workers = $GRE_WORKERS
 [corpnet]
-tun = "gate64"
+tun = "$GATE64_TUN"
 [metrics]
 enabled = false
 ${GRE_OUTER_PATH:+[gre]

@@ -125,7 +125,7 @@ max_handshakes_per_network = 1024
 max_connections_per_source = 1000000
 
 [corpnet]
-tun = "gate64"
+tun = "$GATE64_TUN"
 ipv6_prefixes = ["2001:db8:100::/48"]
 address6 = "2001:db8:100::1"
 [ipsec]

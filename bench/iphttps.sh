@@ -151,7 +151,7 @@ server_addresses = ["192.0.2.1", "192.0.2.2"]
 port = 3544
 relay = true
 [corpnet]
-tun = "gate64"
+tun = "$GATE64_TUN"
 ipv6_prefixes = ["$CORP_PREFIX"]
 address6 = "2001:db8:100::1"
 [ipsec]

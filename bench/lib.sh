@@ -24,6 +24,11 @@ SRV=g64-bsrv-$$-0
 CORP=g64-bcorp-$$-0
 NAMESPACES=("$CLI" "$SRV" "$CORP")
 CLK_TCK=$(getconf CLK_TCK)
+
+# gate64's corporate TUN in the benches: a name of this run's own, because napi_ticks finds
+# a device's NAPI threads by name alone (napi/DEV-N), and a device of the same name in any
+# other namespace on the machine would otherwise be counted, or vanish between two samples.
+GATE64_TUN="g64b$$"
 SERVER_IP=198.51.100.1
 CORP_HOST=2001:db8:100:1::2
 # kill_ns_procs waits this many tenths of a second after SIGTERM before SIGKILL.
@@ -384,7 +389,8 @@ ns_ticks() { echo $(($(proc_ticks "$@") + $(napi_ticks "$1"))); }
 # the namespaces NS..., each thread once. gate64's corporate TUN runs threaded NAPI: the
 # forwarding that a plain TUN (Miredo's, TAYGA's) does inside the engine's own write runs
 # there, so it is counted with the engine's CPU. (A thread's name carries only the device's
-# name: a device of the same name in another namespace would be counted too.)
+# name, and a device of the same name in another namespace would be counted too: the
+# benches name gate64's TUN after their own process, GATE64_TUN.)
 napi_ticks() {
     local ns total=0 t devs=" " comm dev
     for ns in "$@"; do

@@ -54,7 +54,7 @@ workers = 2
 [teredo]
 server_addresses = ["192.0.2.1", "192.0.2.2"]
 [corpnet]
-tun = "gate64"
+tun = "$GATE64_TUN"
 ipv6_prefixes = ["2001:db8:100::/48"]
 address6 = "2001:db8:100::1"
 [ipsec]

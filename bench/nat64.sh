@@ -77,7 +77,7 @@ workers = $WORKERS
 [teredo]
 enabled = false
 [corpnet]
-tun = "gate64"
+tun = "$GATE64_TUN"
 ipv6_prefixes = ["2001:db8:100::/48"]
 address6 = "2001:db8:100::1"
 mtu = 1500

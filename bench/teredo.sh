@@ -86,7 +86,7 @@ server_addresses = ["192.0.2.1", "192.0.2.2"]
 port = 3544
 relay = true
 [corpnet]
-tun = "gate64"
+tun = "$GATE64_TUN"
 ipv6_prefixes = ["2001:db8:100::/48"]
 address6 = "2001:db8:100::1"
 [ipsec]
