@@ -98,7 +98,10 @@ fn node_gate64_config(plan: &NodePlan, certs: &Path) -> Result<String> {
     ))
 }
 
-fn router_sysctls(ns: &Netns) -> Result<()> {
+/// The router in front of the ECMP nodes: it forwards both families, does not check sources
+/// strictly (replies may come back over another node), and hashes multipath on ports too, so
+/// that the clients spread over the nodes.
+pub(crate) fn router_sysctls(ns: &Netns) -> Result<()> {
     for (k, v) in [
         ("net.ipv4.ip_forward", "1"),
         ("net.ipv6.conf.all.forwarding", "1"),

@@ -603,15 +603,7 @@ fn run(
 /// addresses, and the client link with the clients' source addresses: the parts of the lab
 /// the resilient scale-out tests share.
 pub(crate) fn wire_edges(router: &Netns, corp: &Netns, cli: &Netns) -> Result<()> {
-    for (k, v) in [
-        ("net.ipv4.ip_forward", "1"),
-        ("net.ipv6.conf.all.forwarding", "1"),
-        ("net.ipv4.conf.all.rp_filter", "0"),
-        ("net.ipv4.conf.default.rp_filter", "0"),
-        ("net.ipv4.fib_multipath_hash_policy", "1"),
-    ] {
-        router.sysctl(k, v)?;
-    }
+    crate::scale_out::router_sysctls(router)?;
     router.veth("corp", corp, "eth0")?;
     router.addr_add("corp", "2001:db8:100:1::1/64")?;
     // No duplicate address detection: the echo servers bind these at once.
