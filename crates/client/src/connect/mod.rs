@@ -350,7 +350,6 @@ async fn teredo(args: TeredoArgs) -> Result<()> {
     }
 }
 
-/// 64 random bits from the OS (seeds for the interface id and Teredo nonces).
 /// The Teredo client's nonces and probe tokens: the operating system's generator through
 /// aws-lc, or, should that ever fail, [`random_u64`].
 fn os_random(out: &mut [u8; 8]) {
@@ -359,6 +358,8 @@ fn os_random(out: &mut [u8; 8]) {
     }
 }
 
+/// 64 random bits from the OS (the seed of the IP-HTTPS interface id), distinct per process
+/// and run even without `/dev/urandom`.
 fn random_u64() -> u64 {
     use std::io::Read;
     let mut b = [0u8; 8];
