@@ -94,7 +94,7 @@ level = "info"
 EOF
     start_bg "$NR" gate64 "$GATE64_BIN" serve --config "$WORK/gate64.toml"
     wait_for 15 tcp_listening "$NR" 9164 &&
-        wait_for 5 sh -c "ip -n $NR route show 198.19.0.1 | grep -q gate64"
+        wait_for 5 sh -c "ip -n $NR route show 198.19.0.1 | grep -q $GATE64_TUN"
 }
 
 start_tayga() {
