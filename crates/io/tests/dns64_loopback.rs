@@ -149,21 +149,26 @@ async fn upstream(mode: Mode) -> (SocketAddr, Arc<AtomicUsize>) {
     (addr, seen)
 }
 
-/// A UDP socket and a TCP listener on one free loopback port. The kernel picks the UDP
-/// port; when a socket of another test holds the same number on TCP, another port is tried.
+/// A UDP socket and a TCP listener on one free loopback port (`gate64_sys`'s retry when
+/// another test holds the UDP port's number on TCP).
 async fn udp_and_tcp_on_one_port() -> (tokio::net::UdpSocket, SocketAddr, tokio::net::TcpListener) {
-    for _ in 0..32 {
-        let udp = tokio::net::UdpSocket::bind((Ipv4Addr::LOCALHOST, 0))
-            .await
-            .unwrap();
-        let addr = udp.local_addr().unwrap();
-        match tokio::net::TcpListener::bind(addr).await {
-            Ok(tcp) => return (udp, addr, tcp),
-            Err(e) if e.kind() == std::io::ErrorKind::AddrInUse => continue,
-            Err(e) => panic!("TCP on {addr}: {e}"),
-        }
-    }
-    panic!("no loopback port free for both UDP and TCP in 32 attempts");
+    let (udp, addr, tcp) = gate64_sys::socket::udp_and_tcp_on_one_port(
+        (Ipv4Addr::LOCALHOST, 0).into(),
+        |a| {
+            let s = UdpSocket::bind(a)?;
+            let got = s.local_addr()?;
+            Ok((s, got))
+        },
+        std::net::TcpListener::bind,
+    )
+    .unwrap();
+    udp.set_nonblocking(true).unwrap();
+    tcp.set_nonblocking(true).unwrap();
+    (
+        tokio::net::UdpSocket::from_std(udp).unwrap(),
+        addr,
+        tokio::net::TcpListener::from_std(tcp).unwrap(),
+    )
 }
 
 struct Running {

@@ -1,8 +1,9 @@
 //! Socket options the drivers set on sockets they already hold: forced buffer sizes, no DF
-//! on Teredo datagrams, TCP's unsent-bytes cap, a receive timeout; and the count of
-//! datagrams the kernel dropped on a socket.
+//! on Teredo datagrams, TCP's unsent-bytes cap, a receive timeout; the count of datagrams
+//! the kernel dropped on a socket; and binding UDP and TCP on one port.
 
 use std::io;
+use std::net::SocketAddr;
 use std::os::fd::RawFd;
 use std::time::Duration;
 
@@ -130,5 +131,79 @@ mod tests {
         let drops = socket_drops(rx.as_raw_fd()).unwrap();
         assert!(drops > 900, "{drops} drops");
         assert!(socket_drops(-1).is_err());
+    }
+}
+
+/// Attempts at a port free for both UDP and TCP when the address asks for any port (0).
+pub const SAME_PORT_ATTEMPTS: usize = 32;
+
+/// A UDP socket and a TCP socket on the same address and port (a DNS server's pair), made by
+/// `udp` (which binds the address it is given and returns the address it got) and `tcp`
+/// (which binds the address it is given). With port 0 the UDP port the kernel picks is tried
+/// on TCP, and a number another socket already holds on TCP (`EADDRINUSE`) is given up for
+/// another, up to [`SAME_PORT_ATTEMPTS`] times; a fixed port is tried once and fails as the
+/// kernel says.
+pub fn udp_and_tcp_on_one_port<U, T>(
+    addr: SocketAddr,
+    mut udp: impl FnMut(SocketAddr) -> io::Result<(U, SocketAddr)>,
+    mut tcp: impl FnMut(SocketAddr) -> io::Result<T>,
+) -> io::Result<(U, SocketAddr, T)> {
+    let attempts = if addr.port() == 0 {
+        SAME_PORT_ATTEMPTS
+    } else {
+        1
+    };
+    let mut last = io::Error::from(io::ErrorKind::AddrInUse);
+    for _ in 0..attempts {
+        let (u, local) = udp(addr)?;
+        match tcp(local) {
+            Ok(t) => return Ok((u, local, t)),
+            Err(e) if e.kind() == io::ErrorKind::AddrInUse => last = e,
+            Err(e) => return Err(e),
+        }
+    }
+    Err(last)
+}
+
+#[cfg(test)]
+mod same_port_tests {
+    use super::*;
+    use std::net::{Ipv4Addr, TcpListener, UdpSocket};
+
+    fn udp(a: SocketAddr) -> io::Result<(UdpSocket, SocketAddr)> {
+        let s = UdpSocket::bind(a)?;
+        let got = s.local_addr()?;
+        Ok((s, got))
+    }
+
+    #[test]
+    fn port_zero_gives_one_port_for_both() {
+        let any = SocketAddr::from((Ipv4Addr::LOCALHOST, 0));
+        let (u, addr, t) = udp_and_tcp_on_one_port(any, udp, TcpListener::bind).unwrap();
+        assert_ne!(addr.port(), 0);
+        assert_eq!(u.local_addr().unwrap(), addr);
+        assert_eq!(t.local_addr().unwrap(), addr);
+    }
+
+    // A TCP side that is taken makes port 0 try another number, and a fixed port fail.
+    #[test]
+    fn a_taken_tcp_side_is_given_up_for_another_port_only_under_port_zero() {
+        let any = SocketAddr::from((Ipv4Addr::LOCALHOST, 0));
+        // A number whose TCP side stays held while its UDP side is let go.
+        let (held_udp, taken, _held_tcp) =
+            udp_and_tcp_on_one_port(any, udp, TcpListener::bind).unwrap();
+        drop(held_udp);
+        let mut calls = 0;
+        // The first UDP bind lands on the taken number, as the kernel might pick it.
+        let udp_first_taken = |a: SocketAddr| {
+            calls += 1;
+            udp(if calls == 1 { taken } else { a })
+        };
+        let (_, addr, _) =
+            udp_and_tcp_on_one_port(any, udp_first_taken, TcpListener::bind).unwrap();
+        assert_ne!(addr, taken);
+        assert_eq!(calls, 2, "one more UDP bind after the taken number");
+        let e = udp_and_tcp_on_one_port(taken, udp, TcpListener::bind).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::AddrInUse);
     }
 }

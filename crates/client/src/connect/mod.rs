@@ -350,10 +350,10 @@ async fn teredo(args: TeredoArgs) -> Result<()> {
     }
 }
 
-/// The Teredo client's nonces and probe tokens: the operating system's generator through
-/// aws-lc, or, should that ever fail, [`random_u64`].
+/// The Teredo client's nonces and probe tokens: the kernel's generator (`getrandom(2)`), or,
+/// should that ever fail, [`random_u64`].
 fn os_random(out: &mut [u8; 8]) {
-    if aws_lc_rs::rand::fill(out).is_err() {
+    if gate64_sys::random::getrandom(out).is_err() {
         *out = random_u64().to_ne_bytes();
     }
 }

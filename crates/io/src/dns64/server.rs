@@ -131,7 +131,18 @@ impl Server {
         let mut bound = Vec::new();
         let mut udp = Vec::new();
         for &addr in &settings.listen {
-            let (first, local, tcp) = udp_and_tcp_on_one_port(addr, settings.freebind)?;
+            let (first, local, tcp) = sys::udp_and_tcp_on_one_port(
+                addr,
+                |a| {
+                    let s = udp_socket(a, settings.freebind)?;
+                    let local = s
+                        .local_addr()?
+                        .as_socket()
+                        .ok_or_else(|| io::Error::other("UDP socket without an IP address"))?;
+                    Ok((s, local))
+                },
+                |a| tcp_listener(a, settings.freebind),
+            )?;
             hickory.register_listener(tcp, TCP_IDLE, 65_535);
             if settings.udp_fast_path {
                 udp.push(first);
@@ -219,39 +230,6 @@ fn udp_socket(addr: SocketAddr, freebind: bool) -> io::Result<Socket> {
     let _ = s.set_recv_buffer_size(4 << 20);
     s.bind(&addr.into())?;
     Ok(s)
-}
-
-/// Attempts at a port that is free for both UDP and TCP when the listen address asks for
-/// any port (0): the kernel picks the UDP port, and another socket may already hold the
-/// same number on TCP.
-const FREE_PORT_ATTEMPTS: usize = 32;
-
-/// A UDP socket and a TCP listener on the same address and port. With port 0 the UDP port
-/// the kernel picks is tried on TCP, and a port whose TCP side is taken is given up for
-/// another; a fixed port is bound once and fails as the kernel says.
-fn udp_and_tcp_on_one_port(
-    addr: SocketAddr,
-    freebind: bool,
-) -> io::Result<(Socket, SocketAddr, tokio::net::TcpListener)> {
-    let attempts = if addr.port() == 0 {
-        FREE_PORT_ATTEMPTS
-    } else {
-        1
-    };
-    let mut last = None;
-    for _ in 0..attempts {
-        let udp = udp_socket(addr, freebind)?;
-        let local = udp
-            .local_addr()?
-            .as_socket()
-            .ok_or_else(|| io::Error::other("UDP socket without an IP address"))?;
-        match tcp_listener(local, freebind) {
-            Ok(tcp) => return Ok((udp, local, tcp)),
-            Err(e) if e.kind() == io::ErrorKind::AddrInUse => last = Some(e),
-            Err(e) => return Err(e),
-        }
-    }
-    Err(last.unwrap_or_else(|| io::Error::from(io::ErrorKind::AddrInUse)))
 }
 
 fn tcp_listener(addr: SocketAddr, freebind: bool) -> io::Result<tokio::net::TcpListener> {

@@ -61,7 +61,7 @@ fn bind_udp(addr: SocketAddr) -> Result<UdpSocket> {
 }
 
 /// A TCP listener; IPv6 ones are IPv6-only so that `[::]` and `0.0.0.0` can both be served.
-fn listen_tcp(addr: SocketAddr) -> Result<TcpListener> {
+fn listen_tcp(addr: SocketAddr) -> std::io::Result<TcpListener> {
     let s = socket2::Socket::new(
         socket2::Domain::for_address(addr),
         socket2::Type::STREAM,
@@ -74,7 +74,7 @@ fn listen_tcp(addr: SocketAddr) -> Result<TcpListener> {
     s.set_nonblocking(true)?;
     s.bind(&addr.into())?;
     s.listen(4096)?;
-    Ok(TcpListener::from_std(s.into())?)
+    TcpListener::from_std(s.into())
 }
 
 async fn echo_udp(sock: UdpSocket) -> Result<()> {
@@ -129,18 +129,19 @@ async fn serve_tcp(mut stream: TcpStream) -> Result<()> {
 }
 
 /// The sink on a free port of `ip`, for the loopback test of the flows: UDP and TCP on the
-/// same port, bound before it returns (the caller needs no wait). The kernel picks the UDP
-/// port; one whose TCP side another test holds is given up for another.
+/// same port, bound before it returns (the caller needs no wait).
 #[cfg(test)]
 pub(super) fn serve_for_test(ip: std::net::IpAddr) -> Result<SocketAddr> {
-    for _ in 0..32 {
-        let udp = bind_udp(SocketAddr::new(ip, 0))?;
-        let addr = udp.local_addr()?;
-        if let Ok(tcp) = listen_tcp(addr) {
-            tokio::spawn(echo_udp(udp));
-            tokio::spawn(accept_tcp(tcp));
-            return Ok(addr);
-        }
-    }
-    anyhow::bail!("no port of {ip} free for both UDP and TCP in 32 attempts")
+    let (udp, addr, tcp) = gate64_sys::socket::udp_and_tcp_on_one_port(
+        SocketAddr::new(ip, 0),
+        |a| {
+            let s = bind_udp(a).map_err(std::io::Error::other)?;
+            let got = s.local_addr()?;
+            Ok((s, got))
+        },
+        listen_tcp,
+    )?;
+    tokio::spawn(echo_udp(udp));
+    tokio::spawn(accept_tcp(tcp));
+    Ok(addr)
 }
