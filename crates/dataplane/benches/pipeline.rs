@@ -2,14 +2,13 @@
 //! through its connection's judgement, without headroom), corporate traffic to a trusted
 //! Teredo client among 100,000 peers, and RS -> RA; and the ESP path (`esp_path_1400`) of
 //! a 1,400-byte inner packet in three layers measured in one run: AES-256-GCM alone (the
-//! floor), gate64's ESP seal + encapsulate and decapsulate + open, and the whole dataplane
+//! floor: ring's, which gate64-esp calls, with aws-lc's beside it), gate64's ESP seal + encapsulate and decapsulate + open, and the whole dataplane
 //! step from a TUN buffer to the Teredo datagram and back among 1,500 IPsec clients. After
 //! the run it prints each ESP-path case in CPU cycles per inner byte (`cycles_per_byte`).
 //!
 //! `cargo bench -p gate64-dataplane` (add `-- --quick` for a short run).
 #![allow(missing_docs)]
 
-use aws_lc_rs::aead::{AES_256_GCM, Aad, LessSafeKey, Nonce, UnboundKey};
 use criterion::{BatchSize, Criterion, Throughput, criterion_group};
 use gate64_dataplane::{
     ClientQueue, DataplaneConfig, HEADROOM, IphttpsLink, Prefix, Shared, Stats, Verdict, Worker,
@@ -234,9 +233,11 @@ const NAT_T_CLIENT_PORT: u16 = 4501;
 /// each): about 220 kB of buffers, what a NIC ring holds.
 const ESP_BATCH: u64 = 128;
 /// The `esp_path_1400` cases, in the order `cycles_per_byte` prints them.
-const ESP_CASES: [&str; 6] = [
+const ESP_CASES: [&str; 8] = [
     "aes256gcm_seal",
     "aes256gcm_open",
+    "aws_lc_aes256gcm_seal",
+    "aws_lc_aes256gcm_open",
     "esp_seal_encap",
     "esp_decap_open",
     "dataplane_tun_to_client",
@@ -363,10 +364,53 @@ fn esp_from(c: &EspClient) -> (Vec<u8>, usize, usize) {
     (buf, HEADROOM, end)
 }
 
-fn gcm_nonce(seq: u64) -> Nonce {
+fn gcm_nonce(seq: u64) -> [u8; 12] {
     let mut n = [7u8; 12];
     n[4..].copy_from_slice(&seq.to_be_bytes());
-    Nonce::assume_unique_for_key(n)
+    n
+}
+
+/// The floor's cases for one AES-GCM implementation: `seal` and `open` of what ESP encrypts
+/// (inner packet, padding, Pad Length, Next Header) with ESP's 8-byte AAD.
+macro_rules! aes_gcm_floor {
+    ($g:expr, $aead:path, $prefix:literal, $len:expr) => {{
+        use $aead as aead;
+        let key =
+            aead::LessSafeKey::new(aead::UnboundKey::new(&aead::AES_256_GCM, &[0x42; 32]).unwrap());
+        let aad = [1u8; 8];
+        let nonce = |seq| aead::Nonce::assume_unique_for_key(gcm_nonce(seq));
+        let mut body = vec![0x45u8; $len];
+        let mut seq = 0u64;
+        $g.bench_function(concat!($prefix, "aes256gcm_seal"), |b| {
+            b.iter(|| {
+                seq += 1;
+                let tag = key
+                    .seal_in_place_separate_tag(
+                        nonce(seq),
+                        aead::Aad::from(aad),
+                        black_box(&mut body),
+                    )
+                    .unwrap();
+                black_box(tag)
+            })
+        });
+        let mut sealed = body.clone();
+        let tag = key
+            .seal_in_place_separate_tag(nonce(1), aead::Aad::from(aad), &mut sealed)
+            .unwrap();
+        sealed.extend_from_slice(tag.as_ref());
+        $g.bench_function(concat!($prefix, "aes256gcm_open"), |b| {
+            b.iter_batched_ref(
+                || sealed.clone(),
+                |ct| {
+                    key.open_in_place(nonce(1), aead::Aad::from(aad), ct)
+                        .map(|p| p.len())
+                        .unwrap()
+                },
+                BatchSize::NumIterations(ESP_BATCH),
+            )
+        });
+    }};
 }
 
 fn esp_path(c: &mut Criterion) {
@@ -376,37 +420,10 @@ fn esp_path(c: &mut Criterion) {
     let esp_len = cipher.esp_len(ESP_INNER);
     let header = cipher.header_len();
 
-    // The floor: AES-256-GCM over exactly what ESP encrypts (inner packet, padding, Pad
-    // Length, Next Header) with ESP's 8-byte AAD, through the library gate64-esp calls.
-    let key = LessSafeKey::new(UnboundKey::new(&AES_256_GCM, &[0x42; 32]).unwrap());
-    let aad = [1u8; 8];
-    let mut body = vec![0x45u8; esp_len - header - 16];
-    let mut seq = 0u64;
-    g.bench_function("aes256gcm_seal", |b| {
-        b.iter(|| {
-            seq += 1;
-            let tag = key
-                .seal_in_place_separate_tag(gcm_nonce(seq), Aad::from(aad), black_box(&mut body))
-                .unwrap();
-            black_box(tag)
-        })
-    });
-    let mut sealed = body.clone();
-    let tag = key
-        .seal_in_place_separate_tag(gcm_nonce(1), Aad::from(aad), &mut sealed)
-        .unwrap();
-    sealed.extend_from_slice(tag.as_ref());
-    g.bench_function("aes256gcm_open", |b| {
-        b.iter_batched_ref(
-            || sealed.clone(),
-            |ct| {
-                key.open_in_place(gcm_nonce(1), Aad::from(aad), ct)
-                    .map(|p| p.len())
-                    .unwrap()
-            },
-            BatchSize::NumIterations(ESP_BATCH),
-        )
-    });
+    // The floor, through the library gate64-esp calls for AES-GCM (ring), and aws-lc's (what
+    // gate64-esp called before, and still calls for AES-GMAC) beside it.
+    aes_gcm_floor!(g, ring::aead, "", esp_len - header - 16);
+    aes_gcm_floor!(g, aws_lc_rs::aead, "aws_lc_", esp_len - header - 16);
 
     // gate64's ESP alone: seal, then the outer IPv6 and UDP headers (with the UDP checksum,
     // mandatory over IPv6) in front; and back: the outer headers parsed (the ICV, not the

@@ -8,7 +8,7 @@ use std::net::IpAddr;
 use std::sync::{Mutex, PoisonError};
 use std::time::Instant;
 
-use aws_lc_rs::aead::{AES_128_GCM, AES_192_GCM, AES_256_GCM, Aad, LessSafeKey, UnboundKey};
+use aws_lc_rs::aead::{AES_128_GCM, AES_192_GCM, AES_256_GCM, LessSafeKey, UnboundKey};
 use aws_lc_rs::cipher::{AES_128, AES_256, DecryptingKey, EncryptingKey, UnboundCipherKey};
 use aws_lc_rs::hmac;
 
@@ -22,11 +22,11 @@ use crate::selector::{Selector, any_covers};
 pub use cipher::Cipher;
 #[cfg(test)]
 pub(crate) use crypto::gmac_verify as gmac_verify_for_tests;
-pub(crate) use crypto::{cbc_decrypt, cbc_encrypt, cbc_iv, icv_of};
 use crypto::{
-    esp_iv8, gcm_nonce, gmac_verify, open_in_place, parse_trailer, seal_in_place, verify_hmac_icv,
-    with_gmac_aad,
+    GcmKey, esp_iv8, gcm_nonce, gmac_seal, gmac_verify, open_in_place, parse_trailer,
+    seal_in_place, verify_hmac_icv, with_gmac_aad,
 };
+pub(crate) use crypto::{cbc_decrypt, cbc_encrypt, cbc_iv, icv_of};
 pub use params::{Lifetime, SaKeys, SaParams};
 
 /// Bytes of the salt at the end of the key material (RFC 4106 §8.1).
@@ -178,12 +178,13 @@ macro_rules! core_accessors {
 }
 
 /// The expanded keys of one SA.
+// ring's AES-GCM key is inline (~550 bytes, where aws-lc's was a pointer to as much on the
+// heap): nearly every SA is AES-GCM, and boxing it would add a pointer chase to every packet
+// to save memory only on the rare AES-GMAC and AES-CBC SAs.
+#[allow(clippy::large_enum_variant)]
 enum Crypto {
     /// RFC 4106: one AEAD key and the nonce's salt.
-    Gcm {
-        key: LessSafeKey,
-        salt: [u8; SALT_LEN],
-    },
+    Gcm { key: GcmKey, salt: [u8; SALT_LEN] },
     /// RFC 4543: the AES-GCM key and salt, used with an empty plaintext, so the ICV
     /// authenticates the whole packet as AAD and nothing is encrypted.
     Gmac {
@@ -192,8 +193,8 @@ enum Crypto {
     },
     /// RFC 3602 + RFC 4868: AES-CBC both ways, AES (one block, no chaining) for the IVs,
     /// HMAC-SHA2-256 for the ICV. Boxed: these expanded keys take ~2.9 KB, and inline they
-    /// made every SA that large, AES-GCM's too (whose key here is 24 bytes): 6 KB more per
-    /// child SA, 12 KB per client with both tunnels. A CBC packet pays one pointer more,
+    /// would make every SA that large, AES-GCM's too (~550 bytes): about 4.7 KB more per
+    /// child SA, 9 KB per client with both tunnels. A CBC packet pays one pointer more,
     /// beside the microseconds its cipher and HMAC take.
     Cbc(Box<CbcKeys>),
 }
@@ -237,7 +238,7 @@ impl Core {
                 actual: p.keys.key.len(),
             });
         }
-        let refused = |_| KeyError::Length {
+        let refused = || KeyError::Length {
             cipher,
             expected,
             actual: p.keys.key.len(),
@@ -249,18 +250,29 @@ impl Core {
             | Cipher::NullAesGmac128
             | Cipher::NullAesGmac192
             | Cipher::NullAesGmac256 => {
-                let algorithm = match cipher.aes_key_len() {
-                    16 => &AES_128_GCM,
-                    24 => &AES_192_GCM,
-                    _ => &AES_256_GCM,
-                };
                 let mut salt = [0; SALT_LEN];
                 salt.copy_from_slice(rest);
-                let key = LessSafeKey::new(UnboundKey::new(algorithm, key).map_err(refused)?);
                 if cipher.is_gmac() {
+                    let algorithm = match cipher.aes_key_len() {
+                        16 => &AES_128_GCM,
+                        24 => &AES_192_GCM,
+                        _ => &AES_256_GCM,
+                    };
+                    let key =
+                        LessSafeKey::new(UnboundKey::new(algorithm, key).map_err(|_| refused())?);
                     Crypto::Gmac { key, salt }
                 } else {
-                    Crypto::Gcm { key, salt }
+                    // AES-GCM SAs are 128- or 256-bit (`Cipher::AesGcm16_*`).
+                    let algorithm = match cipher.aes_key_len() {
+                        16 => &ring::aead::AES_128_GCM,
+                        _ => &ring::aead::AES_256_GCM,
+                    };
+                    let unbound =
+                        ring::aead::UnboundKey::new(algorithm, key).map_err(|_| refused())?;
+                    Crypto::Gcm {
+                        key: GcmKey::new(unbound),
+                        salt,
+                    }
                 }
             }
             Cipher::AesCbc128HmacSha256 | Cipher::AesCbc256HmacSha256 => {
@@ -269,11 +281,11 @@ impl Core {
                 } else {
                     &AES_256
                 };
-                let unbound = || UnboundCipherKey::new(algorithm, key).map_err(refused);
+                let unbound = || UnboundCipherKey::new(algorithm, key).map_err(|_| refused());
                 Crypto::Cbc(Box::new(CbcKeys {
-                    enc: EncryptingKey::cbc(unbound()?).map_err(refused)?,
-                    dec: DecryptingKey::cbc(unbound()?).map_err(refused)?,
-                    iv: EncryptingKey::ecb(unbound()?).map_err(refused)?,
+                    enc: EncryptingKey::cbc(unbound()?).map_err(|_| refused())?,
+                    dec: DecryptingKey::cbc(unbound()?).map_err(|_| refused())?,
+                    iv: EncryptingKey::ecb(unbound()?).map_err(|_| refused())?,
                     mac: hmac::Key::new(hmac::HMAC_SHA256, rest),
                 }))
             }
@@ -480,7 +492,7 @@ impl Outbound {
                 seal_in_place(
                     key,
                     gcm_nonce(salt, &esp_iv8(&iv)),
-                    Aad::from(&aad[..aad_len]),
+                    &aad[..aad_len],
                     body,
                     tag,
                 )
@@ -491,13 +503,7 @@ impl Outbound {
                 let (authed, tag) = esp.split_at_mut(tag_at);
                 let seq_hi = core.esn.then_some((seq >> 32) as u32);
                 with_gmac_aad(authed, seq_hi, |aad| {
-                    seal_in_place(
-                        key,
-                        gcm_nonce(salt, &esp_iv8(&iv)),
-                        Aad::from(aad),
-                        &mut [],
-                        tag,
-                    )
+                    gmac_seal(key, gcm_nonce(salt, &esp_iv8(&iv)), aad, tag)
                 })
             }
             Crypto::Cbc(keys) => {
@@ -633,7 +639,7 @@ impl Inbound {
                 let (head, body) = esp.split_at_mut(header_len);
                 let (aad, aad_len) = self.core.aad(seq);
                 let nonce = gcm_nonce(salt, &esp_iv8(&head[8..16]));
-                open_in_place(key, nonce, Aad::from(&aad[..aad_len]), body).is_ok()
+                open_in_place(key, nonce, &aad[..aad_len], body).is_ok()
             }
             Crypto::Gmac { .. } => self.icv_ok(esp, seq),
             // The HMAC is checked in constant time before anything is decrypted.
@@ -705,7 +711,7 @@ impl Inbound {
                 let (head, body) = esp.split_at_mut(header_len);
                 let (aad, aad_len) = self.core.aad(seq);
                 let nonce = gcm_nonce(salt, &esp_iv8(&head[8..16]));
-                open_in_place(key, nonce, Aad::from(&aad[..aad_len]), body).is_ok()
+                open_in_place(key, nonce, &aad[..aad_len], body).is_ok()
             }
             Crypto::Gmac { .. } | Crypto::Cbc(_) => self.icv_ok(esp, seq),
         }

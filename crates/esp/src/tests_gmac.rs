@@ -41,7 +41,7 @@ fn gmac_known_answers_from_nist_cavp() {
     ];
     for (key, iv, aad, tag) in cases {
         let key = LessSafeKey::new(UnboundKey::new(&AES_128_GCM, &hex(key)).unwrap());
-        let nonce = || Nonce::try_assume_unique_for_key(&hex(iv)).unwrap();
+        let nonce = || <[u8; 12]>::try_from(hex(iv).as_slice()).unwrap();
         let (aad, tag) = (hex(aad), hex(tag));
         assert!(gmac_verify(&key, nonce(), &aad, None, &tag));
         // With ESN the high half goes after the first 4 bytes and is not in `authed`.

@@ -1,5 +1,8 @@
 //! TLS configuration for IP-HTTPS from PEM files: TLS 1.2 and 1.3 only (rustls implements
-//! nothing older), aws-lc-rs as the one crypto provider, optional client certificates.
+//! nothing older), optional client certificates. aws-lc-rs does the handshake (key exchange,
+//! signatures, randomness); the records' ciphers are ring's, whose AES-GCM has a VAES + AVX2
+//! path that aws-lc 0.47 lacks (docs/architecture.md, "Crypto libraries"). Both offer the
+//! same suites in the same order.
 //!
 //! Client certificate chains are held to the shape IKE holds them to
 //! ([`gate64_ike::auth::check_chain_shape`]: at most four certificates, one linear chain) before
@@ -20,7 +23,10 @@ use std::sync::{Arc, PoisonError, RwLock};
 use gate64_ike::auth::ClientEku;
 
 fn provider() -> Arc<rustls::crypto::CryptoProvider> {
-    Arc::new(rustls::crypto::aws_lc_rs::default_provider())
+    Arc::new(rustls::crypto::CryptoProvider {
+        cipher_suites: rustls::crypto::ring::DEFAULT_CIPHER_SUITES.to_vec(),
+        ..rustls::crypto::aws_lc_rs::default_provider()
+    })
 }
 
 fn bad(key: &str, path: &Path, what: impl std::fmt::Display) -> io::Error {
