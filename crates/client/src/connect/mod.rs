@@ -351,25 +351,23 @@ async fn teredo(args: TeredoArgs) -> Result<()> {
 }
 
 /// The Teredo client's nonces and probe tokens: the kernel's generator (`getrandom(2)`), or,
-/// should that ever fail, [`random_u64`].
+/// should that ever fail, the clock and the process id (see [`random_u64`]).
 fn os_random(out: &mut [u8; 8]) {
     if gate64_sys::random::getrandom(out).is_err() {
-        *out = random_u64().to_ne_bytes();
+        *out = clock_and_pid().to_ne_bytes();
     }
 }
 
-/// 64 random bits from the OS (the seed of the IP-HTTPS interface id), distinct per process
-/// and run even without `/dev/urandom`.
+/// 64 random bits from the kernel (the seed of the IP-HTTPS interface id). Should
+/// `getrandom(2)` fail, the clock and the process id keep the seed distinct per process and
+/// run, which is all the interface id needs.
 fn random_u64() -> u64 {
-    use std::io::Read;
     let mut b = [0u8; 8];
-    if std::fs::File::open("/dev/urandom")
-        .and_then(|mut f| f.read_exact(&mut b))
-        .is_ok()
-    {
-        return u64::from_ne_bytes(b);
-    }
-    // No /dev/urandom: still distinct per process and run.
+    os_random(&mut b);
+    u64::from_ne_bytes(b)
+}
+
+fn clock_and_pid() -> u64 {
     let t = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_nanos() as u64);
