@@ -1,12 +1,13 @@
 //! The IP-HTTPS /64 lease-back: `server::solicitation_interface_id` on an arbitrary first
 //! packet, and `PrefixPool` (allocate, claim, release) driven by a program over a 16-/64 pool
-//! with short bounds, a 16-/64 HA peer prefix beside it and a forward-only clock. Checks that
+//! with short bounds, a 16-/64 HA peer prefix beside it, a forward-only clock and hints of
+//! several ages. Checks that
 //! no /64 is held by two links, that a claim moves a link only to a /64 of the pool or the
 //! peer's prefix that no link holds, that allocate never hands out one of the peer's, and the
 //! binding bound.
 #![no_main]
 
-use gate64_iphttps::pool::{Claim, PrefixPool};
+use gate64_iphttps::pool::{Claim, Hint, PrefixPool};
 use gate64_iphttps::server::solicitation_interface_id;
 use libfuzzer_sys::fuzz_target;
 use std::collections::HashSet;
@@ -53,8 +54,14 @@ fuzz_target!(|data: &[u8]| {
                     .unwrap_or(u64::from(b % 8) + 1);
                 // Hints inside and outside the pool and the peer's prefix.
                 let from = if a & 32 != 0 { peer } else { base };
-                let hint = (a & 16 != 0)
-                    .then(|| Ipv6Addr::from(u128::from(from) + (u128::from(b % 20) << 64)));
+                // Hints first published up to 3 s ago, older or newer than a binding.
+                let since = now
+                    .checked_sub(Duration::from_secs(u64::from(a >> 6)))
+                    .unwrap_or(now);
+                let hint = (a & 16 != 0).then(|| Hint {
+                    prefix: Ipv6Addr::from(u128::from(from) + (u128::from(b % 20) << 64)),
+                    since,
+                });
                 match pool.claim(held[i], iid, hint, now) {
                     Claim::Reclaimed(p) => {
                         assert!(!held.contains(&p), "{p} claimed while held");

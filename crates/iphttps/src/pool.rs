@@ -8,7 +8,8 @@
 //! first solicitation names an interface id bound to another /64 that no link holds, moves
 //! the link to that /64. On a standby that took over the client's IPsec SAs there is no
 //! binding yet: the caller passes a hint instead (the /64 of a synced IKE SA's remote
-//! address with that interface id), used the same way.
+//! address with that interface id, and since when the caller knows it), used the same way.
+//! Of a binding and a hint the newer wins ([`PrefixPool::claim`]).
 //!
 //! The HA peer's prefix ([`PrefixPool::with_peer`]): two active nodes behind ECMP, each the
 //! other's `[ha]` peer, hand out /64s of their own prefixes. When one dies its clients
@@ -73,6 +74,16 @@ struct Binding {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 #[error("IP-HTTPS pool prefix /{0} is longer than /64")]
 pub struct PrefixTooLong(pub u8);
+
+/// A /64 the caller knows an interface id used elsewhere (e.g. the remote address of an IKE
+/// SA synced from the HA peer), and since when it has known it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Hint {
+    /// An address in the /64 (its lower 64 bits ignored).
+    pub prefix: Ipv6Addr,
+    /// When the caller first learnt it: a binding released before then is older news.
+    pub since: Instant,
+}
 
 /// What [`PrefixPool::claim`] decided for a link.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -181,22 +192,37 @@ impl PrefixPool {
     }
 
     /// Decides the /64 of a link holding `current` whose first Router Solicitation came from
-    /// `fe80::<iid>`: the /64 bound to `iid`, or else `hint` (a /64 of the pool or of the
-    /// peer's prefix the caller knows `iid` used, e.g. from a synced IKE SA), when no link
-    /// holds it; otherwise the link keeps `current`. See [`Claim`].
+    /// `fe80::<iid>`: the /64 bound to `iid`, or `hint` (a /64 of the pool or of the peer's
+    /// prefix the caller knows `iid` used, e.g. from a synced IKE SA), when no link holds it;
+    /// otherwise the link keeps `current`. Of a binding and a hint the newer wins: a binding
+    /// held by a link, or released after the hint came, beats it; one released before the
+    /// hint came does not (the client left this node, and the hint is what it did since,
+    /// e.g. on the peer that has now died). See [`Claim`].
     pub fn claim(
         &mut self,
         current: Ipv6Addr,
         iid: u64,
-        hint: Option<Ipv6Addr>,
+        hint: Option<Hint>,
         now: Instant,
     ) -> Claim {
         self.expire(now);
         let cur = hi64(current);
-        let target = (self.by_iid.get(&iid).copied()).or_else(|| {
-            hint.map(hi64)
-                .filter(|&h| self.contains(h) || self.is_peer(h))
-        });
+        let hinted = hint
+            .map(|h| (hi64(h.prefix), h.since))
+            .filter(|&(h, _)| self.contains(h) || self.is_peer(h));
+        let bound = self.by_iid.get(&iid).copied();
+        let target = match (bound, hinted) {
+            (Some(b), Some((h, since))) => {
+                let released = self.by_prefix.get(&b).and_then(|x| x.released);
+                if released.is_some_and(|at| at < since) {
+                    Some(h)
+                } else {
+                    Some(b)
+                }
+            }
+            (Some(b), None) => Some(b),
+            (None, h) => h.map(|(h, _)| h),
+        };
         match target {
             Some(t) if t != cur && self.in_use.contains(&t) => Claim::InUse,
             Some(t) if t != cur && self.in_use.contains(&cur) => {
@@ -322,6 +348,10 @@ mod tests {
         s.parse().unwrap()
     }
 
+    fn hint(prefix: Ipv6Addr, since: Instant) -> Option<Hint> {
+        Some(Hint { prefix, since })
+    }
+
     #[test]
     fn pool_allocates_fresh_then_fifo() {
         let now = Instant::now();
@@ -419,7 +449,7 @@ mod tests {
         assert_eq!(pool.claim(attacker, IID, None, t0), Claim::InUse);
         // A hint naming a held /64 is refused the same way.
         let third = pool.allocate().unwrap();
-        assert_eq!(pool.claim(third, OTHER, Some(victim), t0), Claim::InUse);
+        assert_eq!(pool.claim(third, OTHER, hint(victim, t0), t0), Claim::InUse);
         // The victim's binding survives: after its drop it still gets its /64 back.
         assert!(pool.release(victim, t0));
         assert!(pool.release(attacker, t0));
@@ -434,7 +464,7 @@ mod tests {
         let fresh = pool.allocate().unwrap();
         let synced = p("2001:db8:1:7::");
         assert_eq!(
-            pool.claim(fresh, IID, Some(synced), t0),
+            pool.claim(fresh, IID, hint(synced, t0), t0),
             Claim::Reclaimed(synced)
         );
         // Fresh allocation skips it; a hint outside the pool is ignored.
@@ -442,16 +472,67 @@ mod tests {
         assert!(!handed.contains(&synced), "{handed:?}");
         let other = pool.allocate().unwrap();
         assert_eq!(
-            pool.claim(other, OTHER, Some(p("2001:db8:2::")), t0),
+            pool.claim(other, OTHER, hint(p("2001:db8:2::"), t0), t0),
             Claim::Kept
         );
-        // The binding beats a hint.
+        // A binding released when the hint came, or after, beats it.
         assert!(pool.release(synced, t0));
         let next = pool.allocate().unwrap();
         assert_eq!(
-            pool.claim(next, IID, Some(p("2001:db8:1:99::")), t0),
+            pool.claim(next, IID, hint(p("2001:db8:1:99::"), t0), t0),
             Claim::Reclaimed(synced)
         );
+    }
+
+    #[test]
+    fn a_hint_newer_than_a_released_binding_beats_it() {
+        // The client left this node (its /64 released at t0), negotiated anew on the peer,
+        // whose IKE SA record (naming the peer's /64) reached this node at t1; the peer died
+        // and the client is back: the record is what it did last.
+        let t0 = Instant::now();
+        let t1 = t0 + Duration::from_secs(30);
+        let theirs = p("2001:db8:1:8005::");
+        let mut pool = PrefixPool::new(p("2001:db8:1::"), 48)
+            .unwrap()
+            .with_peer(p("2001:db8:1:8000::"), 49)
+            .unwrap();
+        let ours = pool.allocate().unwrap();
+        assert_eq!(pool.claim(ours, IID, None, t0), Claim::Kept);
+        assert!(pool.release(ours, t0));
+        let fresh = pool.allocate().unwrap();
+        let t2 = t1 + Duration::from_secs(5);
+        assert_eq!(
+            pool.claim(fresh, IID, hint(theirs, t1), t2),
+            Claim::Reclaimed(theirs)
+        );
+        // The interface id is now bound to the peer's /64, and its old one is free for
+        // another interface id.
+        assert!(pool.release(theirs, t2));
+        let again = pool.allocate().unwrap();
+        assert_eq!(pool.claim(again, IID, None, t2), Claim::Reclaimed(theirs));
+        let other = pool.allocate().unwrap();
+        assert_eq!(
+            pool.claim(other, OTHER, hint(ours, t2), t2),
+            Claim::Reclaimed(ours)
+        );
+
+        // The other way round: a binding released after the hint came is the newer one
+        // (the client came here after the peer's record was made, then dropped).
+        let mut pool = PrefixPool::new(p("2001:db8:1::"), 48)
+            .unwrap()
+            .with_peer(p("2001:db8:1:8000::"), 49)
+            .unwrap();
+        let ours = pool.allocate().unwrap();
+        assert_eq!(pool.claim(ours, IID, None, t0), Claim::Kept);
+        assert!(pool.release(ours, t2));
+        let fresh = pool.allocate().unwrap();
+        assert_eq!(
+            pool.claim(fresh, IID, hint(theirs, t1), t2),
+            Claim::Reclaimed(ours)
+        );
+        // And a binding a link holds beats any hint: the claim is refused, nothing moves.
+        let another = pool.allocate().unwrap();
+        assert_eq!(pool.claim(another, IID, hint(theirs, t2), t2), Claim::InUse);
     }
 
     #[test]
@@ -470,13 +551,13 @@ mod tests {
         // A hint naming the peer's /64 for this interface id moves the link there.
         let fresh = pool.allocate().unwrap();
         assert_eq!(
-            pool.claim(fresh, OTHER, Some(theirs), t0),
+            pool.claim(fresh, OTHER, hint(theirs, t0), t0),
             Claim::Reclaimed(theirs)
         );
         // Another link naming the same /64 while it is held gets nothing.
         let other = pool.allocate().unwrap();
         assert_eq!(other, fresh, "the /64 the link left goes out first");
-        assert_eq!(pool.claim(other, 7, Some(theirs), t0), Claim::InUse);
+        assert_eq!(pool.claim(other, 7, hint(theirs, t0), t0), Claim::InUse);
         // Released, the peer's /64 never comes out of allocate, nor goes to a hint-less
         // claim of another interface id: only the node's own two go round.
         for a in [first, other, theirs] {
@@ -491,7 +572,7 @@ mod tests {
         // Without a peer prefix the same hint lies outside the pool: ignored.
         let mut alone = PrefixPool::new(own, 63).unwrap();
         let x = alone.allocate().unwrap();
-        assert_eq!(alone.claim(x, OTHER, Some(theirs), t0), Claim::Kept);
+        assert_eq!(alone.claim(x, OTHER, hint(theirs, t0), t0), Claim::Kept);
         assert_eq!(
             PrefixPool::new(own, 63)
                 .unwrap()

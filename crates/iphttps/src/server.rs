@@ -38,7 +38,7 @@
 //! [`ServerConfig::ra_interval`].
 
 use crate::http::{self, HttpError, Request};
-pub use crate::pool::{Claim, PrefixPool, PrefixTooLong};
+pub use crate::pool::{Claim, Hint, PrefixPool, PrefixTooLong};
 use gate64_wire::{checksum, icmpv6, ipv6};
 use std::net::Ipv6Addr;
 use std::sync::Arc;

@@ -7,7 +7,7 @@ use super::queue::SendQueue;
 use super::{IphttpsServer, MAX_PACKET, Tls};
 use gate64_dataplane::ClientQueue;
 use gate64_iphttps::framing;
-use gate64_iphttps::server::{Claim, Connection, PrefixPool, solicitation_interface_id};
+use gate64_iphttps::server::{Claim, Connection, Hint, PrefixPool, solicitation_interface_id};
 use std::collections::HashMap;
 use std::net::Ipv6Addr;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -129,35 +129,51 @@ impl IphttpsServer {
 }
 
 /// The /64 each interface id had on the HA peer, from the remote addresses of the IKE SAs it
-/// synced ([`LeaseHints::publish`]): what a standby that takes the SAs over gives a
-/// reconnecting IP-HTTPS client when it holds no binding of its own. An interface id seen in
-/// two /64s gives no hint. Bounded by [`MAX_HINTS`].
+/// synced ([`LeaseHints::publish`]), with when each was first published: what a standby that
+/// takes the SAs over gives a reconnecting IP-HTTPS client when it holds no binding of its
+/// own newer than that. An interface id seen in two /64s gives no hint. Bounded by
+/// [`MAX_HINTS`].
 #[derive(Default)]
-pub struct LeaseHints(Mutex<HashMap<u64, Option<u64>>>);
+pub struct LeaseHints(Mutex<HashMap<u64, Option<(u64, Instant)>>>);
 
 impl LeaseHints {
     /// Replaces the hints with those of `remotes` (IKE SA remote addresses; the pool ignores
-    /// those outside it).
+    /// those outside it), now.
     pub fn publish(&self, remotes: impl IntoIterator<Item = Ipv6Addr>) {
+        self.publish_at(remotes, Instant::now());
+    }
+
+    /// [`LeaseHints::publish`] at `now`: an interface id hinted to the same /64 before keeps
+    /// the time it was first published; a new one, or one whose /64 changed, gets `now`.
+    pub fn publish_at(&self, remotes: impl IntoIterator<Item = Ipv6Addr>, now: Instant) {
+        let mut guard = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        let before = std::mem::take(&mut *guard);
         let mut map = HashMap::new();
         for a in remotes {
             let (hi, iid) = ((u128::from(a) >> 64) as u64, u128::from(a) as u64);
             if map.len() >= MAX_HINTS && !map.contains_key(&iid) {
                 break;
             }
-            let e = map.entry(iid).or_insert(Some(hi));
-            if *e != Some(hi) {
+            let since = match before.get(&iid) {
+                Some(Some((was, at))) if *was == hi => *at,
+                _ => now,
+            };
+            let e = map.entry(iid).or_insert(Some((hi, since)));
+            if e.is_some_and(|(h, _)| h != hi) {
                 *e = None;
             }
         }
-        *self.0.lock().unwrap_or_else(PoisonError::into_inner) = map;
+        *guard = map;
     }
 
-    /// The /64 hinted for `iid`.
-    pub fn get(&self, iid: u64) -> Option<Ipv6Addr> {
+    /// The /64 hinted for `iid`, and since when.
+    pub fn get(&self, iid: u64) -> Option<Hint> {
         let map = self.0.lock().unwrap_or_else(PoisonError::into_inner);
-        let hi = (*map.get(&iid)?)?;
-        Some(Ipv6Addr::from(u128::from(hi) << 64))
+        let (hi, since) = (*map.get(&iid)?)?;
+        Some(Hint {
+            prefix: Ipv6Addr::from(u128::from(hi) << 64),
+            since,
+        })
     }
 
     /// Interface ids hinted.
@@ -176,5 +192,47 @@ impl std::fmt::Debug for LeaseHints {
         f.debug_struct("LeaseHints")
             .field("len", &self.len())
             .finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn a(s: &str) -> Ipv6Addr {
+        s.parse().expect("address")
+    }
+
+    #[test]
+    fn a_hint_keeps_the_time_it_first_came_until_its_64_changes() {
+        let hints = LeaseHints::default();
+        let t0 = Instant::now();
+        let (t1, t2) = (t0 + Duration::from_secs(5), t0 + Duration::from_secs(9));
+        let iid = 0x1111_2222_3333_4444;
+        hints.publish_at([a("2001:db8:1:7:1111:2222:3333:4444")], t0);
+        let first = hints.get(iid).expect("hinted");
+        assert_eq!((first.prefix, first.since), (a("2001:db8:1:7::"), t0));
+        // Published again with the same /64 (every flush does): still since t0.
+        hints.publish_at(
+            [a("2001:db8:1:7:1111:2222:3333:4444"), a("2001:db8:1:8::1")],
+            t1,
+        );
+        assert_eq!(hints.get(iid).map(|h| h.since), Some(t0));
+        assert_eq!(hints.get(1).map(|h| h.since), Some(t1));
+        // Another /64 for the interface id: a new hint, since now.
+        hints.publish_at([a("2001:db8:1:9:1111:2222:3333:4444")], t2);
+        let moved = hints.get(iid).expect("hinted");
+        assert_eq!((moved.prefix, moved.since), (a("2001:db8:1:9::"), t2));
+        assert!(hints.get(1).is_none(), "gone from the records");
+        // An interface id in two /64s gives none.
+        hints.publish_at(
+            [
+                a("2001:db8:1:9:1111:2222:3333:4444"),
+                a("2001:db8:1:a:1111:2222:3333:4444"),
+            ],
+            t2,
+        );
+        assert!(hints.get(iid).is_none());
+        assert_eq!(hints.len(), 1);
     }
 }
