@@ -491,16 +491,22 @@ mod tests {
         // and the client is back: the record is what it did last.
         let t0 = Instant::now();
         let t1 = t0 + Duration::from_secs(30);
-        let theirs = p("2001:db8:1:8005::");
-        let mut pool = PrefixPool::new(p("2001:db8:1::"), 48)
-            .unwrap()
-            .with_peer(p("2001:db8:1:8000::"), 49)
-            .unwrap();
-        let ours = pool.allocate().unwrap();
-        assert_eq!(pool.claim(ours, IID, None, t0), Claim::Kept);
-        assert!(pool.release(ours, t0));
-        let fresh = pool.allocate().unwrap();
         let t2 = t1 + Duration::from_secs(5);
+        let theirs = p("2001:db8:1:8005::");
+        // A pool beside the peer's prefix where IID's first /64 was released at `released`;
+        // the /64 of its link now, and that first one.
+        let released_at = |released: Instant| {
+            let mut pool = PrefixPool::new(p("2001:db8:1::"), 48)
+                .unwrap()
+                .with_peer(p("2001:db8:1:8000::"), 49)
+                .unwrap();
+            let ours = pool.allocate().unwrap();
+            assert_eq!(pool.claim(ours, IID, None, t0), Claim::Kept);
+            assert!(pool.release(ours, released));
+            let fresh = pool.allocate().unwrap();
+            (pool, fresh, ours)
+        };
+        let (mut pool, fresh, ours) = released_at(t0);
         assert_eq!(
             pool.claim(fresh, IID, hint(theirs, t1), t2),
             Claim::Reclaimed(theirs)
@@ -518,14 +524,7 @@ mod tests {
 
         // The other way round: a binding released after the hint came is the newer one
         // (the client came here after the peer's record was made, then dropped).
-        let mut pool = PrefixPool::new(p("2001:db8:1::"), 48)
-            .unwrap()
-            .with_peer(p("2001:db8:1:8000::"), 49)
-            .unwrap();
-        let ours = pool.allocate().unwrap();
-        assert_eq!(pool.claim(ours, IID, None, t0), Claim::Kept);
-        assert!(pool.release(ours, t2));
-        let fresh = pool.allocate().unwrap();
+        let (mut pool, fresh, ours) = released_at(t2);
         assert_eq!(
             pool.claim(fresh, IID, hint(theirs, t1), t2),
             Claim::Reclaimed(ours)
