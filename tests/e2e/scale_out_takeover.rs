@@ -566,9 +566,16 @@ fn refused_and_withdrawn(nb: &Netns, before: &Before, clients: usize, on_a: usiz
         before.b_spis.len(),
         clients - on_a
     );
+    // `gate64_ipsec_qmsa` is the SA database's size as the IKE driver last published it, and
+    // an on-demand takeover installs a child SA before it tries (and here withdraws for) its
+    // IKE SA: a publish in between leaves the gauge one high until the next. So wait for it
+    // to come down as well (the checks below still want exactly these figures).
     let refused = wait_for(RESUME_BOUND, || {
         let m = metrics(nb).ok()?;
-        (sync(&m, "install_failed") >= want && sync(&m, "withdrawn") >= want).then_some(m)
+        (sync(&m, "install_failed") >= want
+            && sync(&m, "withdrawn") >= want
+            && m.sum("gate64_ipsec_qmsa", &[]) <= own as f64)
+            .then_some(m)
     });
     let m = match refused {
         Some(m) => m,
