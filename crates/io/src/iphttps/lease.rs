@@ -133,8 +133,16 @@ impl IphttpsServer {
 /// takes the SAs over gives a reconnecting IP-HTTPS client when it holds no binding of its
 /// own newer than that. An interface id seen in two /64s gives no hint. Bounded by
 /// [`MAX_HINTS`].
+///
+/// The map sits behind an `Arc` so that a publish builds the new map outside the lock (it
+/// reads the previous one for the times hints were first published) and holds the lock only to
+/// swap it in: a link's lookup never waits for a build of up to [`MAX_HINTS`] entries.
 #[derive(Default)]
-pub struct LeaseHints(Mutex<HashMap<u64, Option<(u64, Instant)>>>);
+pub struct LeaseHints(Mutex<Arc<HintMap>>);
+
+/// Interface id → the /64's upper half and when that hint was first published; `None` when
+/// the interface id was seen in two /64s.
+type HintMap = HashMap<u64, Option<(u64, Instant)>>;
 
 impl LeaseHints {
     /// Replaces the hints with those of `remotes` (IKE SA remote addresses; the pool ignores
@@ -146,9 +154,8 @@ impl LeaseHints {
     /// [`LeaseHints::publish`] at `now`: an interface id hinted to the same /64 before keeps
     /// the time it was first published; a new one, or one whose /64 changed, gets `now`.
     pub fn publish_at(&self, remotes: impl IntoIterator<Item = Ipv6Addr>, now: Instant) {
-        let mut guard = self.0.lock().unwrap_or_else(PoisonError::into_inner);
-        let before = std::mem::take(&mut *guard);
-        let mut map = HashMap::new();
+        let before = Arc::clone(&self.0.lock().unwrap_or_else(PoisonError::into_inner));
+        let mut map = HintMap::new();
         for a in remotes {
             let (hi, iid) = ((u128::from(a) >> 64) as u64, u128::from(a) as u64);
             if map.len() >= MAX_HINTS && !map.contains_key(&iid) {
@@ -163,7 +170,12 @@ impl LeaseHints {
                 *e = None;
             }
         }
-        *guard = map;
+        let replaced = std::mem::replace(
+            &mut *self.0.lock().unwrap_or_else(PoisonError::into_inner),
+            Arc::new(map),
+        );
+        // The previous map (and `before`, the same one) is freed here, after the lock.
+        drop((replaced, before));
     }
 
     /// The /64 hinted for `iid`, and since when.
