@@ -8,8 +8,10 @@
 //! first solicitation names an interface id bound to another /64 that no link holds, moves
 //! the link to that /64. On a standby that took over the client's IPsec SAs there is no
 //! binding yet: the caller passes a hint instead (the /64 of a synced IKE SA's remote
-//! address with that interface id, and since when the caller knows it), used the same way.
-//! Of a binding and a hint the newer wins ([`PrefixPool::claim`]).
+//! address with that interface id, and when the peer made that IKE SA), used the same way.
+//! Of a binding and a hint the newer wins ([`PrefixPool::claim`]): a client that took its
+//! /64 here and then negotiated on the peer gets the peer's /64, also while this node still
+//! holds the link the client left without a word.
 //!
 //! The HA peer's prefix ([`PrefixPool::with_peer`]): two active nodes behind ECMP, each the
 //! other's `[ha]` peer, hand out /64s of their own prefixes. When one dies its clients
@@ -19,7 +21,8 @@
 //! and a released one never queues for reuse.
 //!
 //! Safety: a /64 is given back only when no link holds it: a host claiming another client's
-//! interface id while that client is up gets a fresh /64 and no binding. Bounds: one binding
+//! interface id while that client is up here gets a fresh /64 and no binding (or, when the HA
+//! peer has seen the interface id since, the peer's /64, which no link here holds). Bounds: one binding
 //! per /64 a link holds, plus at most [`MAX_RELEASED_BINDINGS`] of released /64s, each kept
 //! at most [`RELEASED_HOLD`] and dropped as soon as the /64 goes to another link.
 
@@ -66,6 +69,8 @@ pub struct PrefixPool {
 #[derive(Debug, Clone, Copy)]
 struct Binding {
     iid: u64,
+    /// When a link last took the /64 for the interface id.
+    bound: Instant,
     /// When the /64 was released; `None` while a link holds it.
     released: Option<Instant>,
 }
@@ -76,12 +81,13 @@ struct Binding {
 pub struct PrefixTooLong(pub u8);
 
 /// A /64 the caller knows an interface id used elsewhere (e.g. the remote address of an IKE
-/// SA synced from the HA peer), and since when it has known it.
+/// SA synced from the HA peer), and since when.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Hint {
     /// An address in the /64 (its lower 64 bits ignored).
     pub prefix: Ipv6Addr,
-    /// When the caller first learnt it: a binding released before then is older news.
+    /// When the interface id was last known to use it, e.g. when the peer made the newest
+    /// IKE SA naming it: a binding a link here took before then is older news.
     pub since: Instant,
 }
 
@@ -195,9 +201,11 @@ impl PrefixPool {
     /// `fe80::<iid>`: the /64 bound to `iid`, or `hint` (a /64 of the pool or of the peer's
     /// prefix the caller knows `iid` used, e.g. from a synced IKE SA), when no link holds it;
     /// otherwise the link keeps `current`. Of a binding and a hint the newer wins: a binding
-    /// held by a link, or released after the hint came, beats it; one released before the
-    /// hint came does not (the client left this node, and the hint is what it did since,
-    /// e.g. on the peer that has now died). See [`Claim`].
+    /// a link took here after the hint's time beats it, held or released; one taken before
+    /// does not, held or released: the client left this node since, and the hint is what it
+    /// did elsewhere (e.g. on the peer that has now died). A link still open here then is one
+    /// whose client went away without a word (its packets went to the peer) and that this
+    /// node has not timed out yet; its /64 stays with it. See [`Claim`].
     pub fn claim(
         &mut self,
         current: Ipv6Addr,
@@ -213,8 +221,8 @@ impl PrefixPool {
         let bound = self.by_iid.get(&iid).copied();
         let target = match (bound, hinted) {
             (Some(b), Some((h, since))) => {
-                let released = self.by_prefix.get(&b).and_then(|x| x.released);
-                if released.is_some_and(|at| at < since) {
+                let bound = self.by_prefix.get(&b).map(|x| x.bound);
+                if bound.is_some_and(|at| at < since) {
                     Some(h)
                 } else {
                     Some(b)
@@ -233,12 +241,12 @@ impl PrefixPool {
                     self.free.push_front(cur);
                 }
                 self.unbind(cur);
-                self.bind(t, iid);
+                self.bind(t, iid, now);
                 Claim::Reclaimed(Ipv6Addr::from(u128::from(t) << 64))
             }
             _ => {
                 if self.in_use.contains(&cur) {
-                    self.bind(cur, iid);
+                    self.bind(cur, iid, now);
                 }
                 Claim::Kept
             }
@@ -276,7 +284,7 @@ impl PrefixPool {
         !self.is_peer(hi)
     }
 
-    fn bind(&mut self, hi: u64, iid: u64) {
+    fn bind(&mut self, hi: u64, iid: u64, now: Instant) {
         if let Some(old) = self.by_iid.insert(iid, hi)
             && old != hi
         {
@@ -284,6 +292,7 @@ impl PrefixPool {
         }
         let b = Binding {
             iid,
+            bound: now,
             released: None,
         };
         if let Some(prev) = self.by_prefix.insert(hi, b)
@@ -486,52 +495,87 @@ mod tests {
 
     #[test]
     fn a_hint_newer_than_a_released_binding_beats_it() {
-        // The client left this node (its /64 released at t0), negotiated anew on the peer,
-        // whose IKE SA record (naming the peer's /64) reached this node at t1; the peer died
-        // and the client is back: the record is what it did last.
+        // The client took its /64 here at t0 and left (released at `released`), negotiated
+        // anew on the peer at t1; the peer died and the client is back at t2: the peer's IKE
+        // SA is what it did last, whether this node let go of the old link before t1 or after.
         let t0 = Instant::now();
         let t1 = t0 + Duration::from_secs(30);
         let t2 = t1 + Duration::from_secs(5);
         let theirs = p("2001:db8:1:8005::");
-        // A pool beside the peer's prefix where IID's first /64 was released at `released`;
-        // the /64 of its link now, and that first one.
-        let released_at = |released: Instant| {
+        // A pool beside the peer's prefix where IID's first /64 was bound at `bound` and
+        // released at `released`; the /64 of its link now, and that first one.
+        let bound_then_released = |bound: Instant, released: Instant| {
             let mut pool = PrefixPool::new(p("2001:db8:1::"), 48)
                 .unwrap()
                 .with_peer(p("2001:db8:1:8000::"), 49)
                 .unwrap();
             let ours = pool.allocate().unwrap();
-            assert_eq!(pool.claim(ours, IID, None, t0), Claim::Kept);
+            assert_eq!(pool.claim(ours, IID, None, bound), Claim::Kept);
             assert!(pool.release(ours, released));
             let fresh = pool.allocate().unwrap();
             (pool, fresh, ours)
         };
-        let (mut pool, fresh, ours) = released_at(t0);
+        for released in [t0, t2] {
+            let (mut pool, fresh, ours) = bound_then_released(t0, released);
+            assert_eq!(
+                pool.claim(fresh, IID, hint(theirs, t1), t2),
+                Claim::Reclaimed(theirs)
+            );
+            // The interface id is now bound to the peer's /64, and its old one is free for
+            // another interface id.
+            assert!(pool.release(theirs, t2));
+            let again = pool.allocate().unwrap();
+            assert_eq!(pool.claim(again, IID, None, t2), Claim::Reclaimed(theirs));
+            let other = pool.allocate().unwrap();
+            assert_eq!(
+                pool.claim(other, OTHER, hint(ours, t2), t2),
+                Claim::Reclaimed(ours)
+            );
+        }
+
+        // The other way round: a binding a link took after the peer's IKE SA was made is the
+        // newer one (the client came here after it, then dropped).
+        let (mut pool, fresh, ours) = bound_then_released(t1, t2);
+        assert_eq!(
+            pool.claim(fresh, IID, hint(theirs, t0), t2),
+            Claim::Reclaimed(ours)
+        );
+        // That claim bound it again at t2: a link holds it, so a claim with a hint older than
+        // t2 is refused and nothing moves.
+        let another = pool.allocate().unwrap();
+        assert_eq!(pool.claim(another, IID, hint(theirs, t1), t2), Claim::InUse);
+        assert_eq!(pool.claim(another, IID, hint(theirs, t2), t2), Claim::InUse);
+    }
+
+    #[test]
+    fn a_hint_newer_than_a_held_binding_beats_it_and_leaves_the_64_to_its_link() {
+        // The client's link here took its /64 at t0; the client went to the peer without a
+        // word (the router sent its packets there) and negotiated anew at t1; the peer died
+        // and the client is back at t2, before this node timed the old link out.
+        let t0 = Instant::now();
+        let t1 = t0 + Duration::from_secs(30);
+        let t2 = t1 + Duration::from_secs(5);
+        let theirs = p("2001:db8:1:8005::");
+        let mut pool = PrefixPool::new(p("2001:db8:1::"), 48)
+            .unwrap()
+            .with_peer(p("2001:db8:1:8000::"), 49)
+            .unwrap();
+        let stale = pool.allocate().unwrap();
+        assert_eq!(pool.claim(stale, IID, None, t0), Claim::Kept);
+        let fresh = pool.allocate().unwrap();
         assert_eq!(
             pool.claim(fresh, IID, hint(theirs, t1), t2),
             Claim::Reclaimed(theirs)
         );
-        // The interface id is now bound to the peer's /64, and its old one is free for
-        // another interface id.
+        // The old link keeps its /64 until it goes; no other link gets it meanwhile, and its
+        // release is the /64's, not the interface id's.
+        assert_eq!(pool.in_use(), 2);
+        let other = pool.allocate().unwrap();
+        assert_eq!(pool.claim(other, OTHER, hint(stale, t2), t2), Claim::InUse);
+        assert!(pool.release(stale, t2));
         assert!(pool.release(theirs, t2));
         let again = pool.allocate().unwrap();
         assert_eq!(pool.claim(again, IID, None, t2), Claim::Reclaimed(theirs));
-        let other = pool.allocate().unwrap();
-        assert_eq!(
-            pool.claim(other, OTHER, hint(ours, t2), t2),
-            Claim::Reclaimed(ours)
-        );
-
-        // The other way round: a binding released after the hint came is the newer one
-        // (the client came here after the peer's record was made, then dropped).
-        let (mut pool, fresh, ours) = released_at(t2);
-        assert_eq!(
-            pool.claim(fresh, IID, hint(theirs, t1), t2),
-            Claim::Reclaimed(ours)
-        );
-        // And a binding a link holds beats any hint: the claim is refused, nothing moves.
-        let another = pool.allocate().unwrap();
-        assert_eq!(pool.claim(another, IID, hint(theirs, t2), t2), Claim::InUse);
     }
 
     #[test]

@@ -525,7 +525,7 @@ impl Task {
         self.counters.set_held(&self.inbox.store);
         if let Some(awaiting) = self.inbox.store.ike_spis_if_changed() {
             let store = &self.inbox.store;
-            self.publish_lease_hints(awaiting.iter().filter_map(|&(_, r)| store.ike(r)));
+            self.publish_lease_hints(awaiting.iter().filter_map(|&(_, r)| store.ike_made(r)));
             self.control
                 .apply(move |r| r.set_awaiting_takeover(awaiting));
         }
@@ -558,12 +558,13 @@ impl Task {
         self.flush_children().await;
     }
 
-    /// Tells the IP-HTTPS server the /64 of each IKE SA record's IPv6 remote address, so a
-    /// client reconnecting here after a takeover gets its /64, and so its address, back.
-    fn publish_lease_hints<'a>(&self, records: impl Iterator<Item = &'a SyncedIkeSa>) {
+    /// Tells the IP-HTTPS server the /64 of each IKE SA record's IPv6 remote address, and
+    /// when the peer made that IKE SA, so a client reconnecting here after a takeover gets
+    /// its /64, and so its address, back.
+    fn publish_lease_hints<'a>(&self, records: impl Iterator<Item = (&'a SyncedIkeSa, Instant)>) {
         self.lease_hints
-            .publish(records.filter_map(|r| match r.remote.ip() {
-                std::net::IpAddr::V6(a) => Some(a),
+            .publish(records.filter_map(|(r, made)| match r.remote.ip() {
+                std::net::IpAddr::V6(a) => Some((a, made)),
                 std::net::IpAddr::V4(_) => None,
             }));
     }
@@ -629,9 +630,9 @@ impl Task {
     fn takeover(&mut self, reply: Reply) {
         let (stored_ike, stored_child) = self.inbox.store.len();
         debug!(stored_ike, stored_child, "HA takeover");
-        let (ike, child) = self.inbox.store.take();
         // Records that came since the last flush have no hint yet.
-        self.publish_lease_hints(ike.iter());
+        self.publish_lease_hints(self.inbox.store.ike_records());
+        let (ike, child) = self.inbox.store.take();
         self.install(ike, child, reply, true);
     }
 

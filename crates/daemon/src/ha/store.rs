@@ -6,6 +6,7 @@
 //! next refresh).
 
 use std::collections::{HashMap, HashSet};
+use std::time::Instant;
 
 use gate64_ha::{ChildCounters, ChildSaRecord, DecodeError, Gone, MessageType};
 use gate64_ike::responder::SyncedIkeSa;
@@ -51,9 +52,16 @@ fn drop_of(e: DecodeError) -> StoreDrop {
     }
 }
 
+/// An IKE SA record, and when the peer made that IKE SA as this node reckons it: when the
+/// record came, less the age it was exported with (the sync link's delay aside).
+struct IkeRecord {
+    sa: SyncedIkeSa,
+    made: Instant,
+}
+
 /// The records.
 pub(crate) struct Store {
-    ike: HashMap<u64, SyncedIkeSa>,
+    ike: HashMap<u64, IkeRecord>,
     child: HashMap<u32, ChildSaRecord>,
     max: (usize, usize),
     /// An IKE SA record came or went since [`Store::ike_spis_if_changed`] last answered.
@@ -85,15 +93,25 @@ impl Store {
         }
     }
 
-    /// Takes the body of an authentic message of type `kind`: a record replaces the one with
-    /// its SPI (a child SA's keeping the higher of each counter: datagrams reorder), a
-    /// `Gone` removes it, counters raise the records they name.
+    /// Takes the body of an authentic message of type `kind`, which came now: a record
+    /// replaces the one with its SPI (a child SA's keeping the higher of each counter:
+    /// datagrams reorder), a `Gone` removes it, counters raise the records they name.
     pub(crate) fn apply(&mut self, kind: MessageType, body: &[u8]) -> Result<Applied, StoreDrop> {
+        self.apply_at(kind, body, Instant::now())
+    }
+
+    /// [`Store::apply`] of a message that came at `now`.
+    pub(crate) fn apply_at(
+        &mut self,
+        kind: MessageType,
+        body: &[u8],
+        now: Instant,
+    ) -> Result<Applied, StoreDrop> {
         if let Some(gone) = Gone::decode(kind, body) {
             match gone.map_err(|_| StoreDrop::Undecodable)? {
                 Gone::IkeSa(spi) => {
                     if let Some(old) = self.ike.remove(&spi) {
-                        Self::unindex(&mut self.by_child, &old);
+                        Self::unindex(&mut self.by_child, &old.sa);
                         self.ike_changed = true;
                     }
                 }
@@ -113,10 +131,11 @@ impl Store {
                 for c in &r.children {
                     self.by_child.insert(c.inbound_spi, r.spi_r);
                 }
-                let old = self.ike.insert(r.spi_r, r);
+                let made = now.checked_sub(r.age).unwrap_or(now);
+                let old = (self.ike.insert(r.spi_r, IkeRecord { sa: r, made })).map(|o| o.sa);
                 if let Some(old) = &old {
                     // Children it no longer names (rekeyed away) lose their index entry.
-                    let now = self.ike.get(&old.spi_r).map(|r| &r.children);
+                    let now = self.ike.get(&old.spi_r).map(|r| &r.sa.children);
                     for c in &old.children {
                         let kept =
                             now.is_some_and(|n| n.iter().any(|k| k.inbound_spi == c.inbound_spi));
@@ -163,7 +182,12 @@ impl Store {
         if !std::mem::take(&mut self.ike_changed) {
             return None;
         }
-        Some(self.ike.values().map(|r| (r.spi_i, r.spi_r)).collect())
+        Some(
+            self.ike
+                .values()
+                .map(|r| (r.sa.spi_i, r.sa.spi_r))
+                .collect(),
+        )
     }
 
     /// The inbound SPIs of every child SA record, when one came or went since the last
@@ -187,14 +211,24 @@ impl Store {
         self.ike_changed = false;
         self.child_changed |= !self.child.is_empty();
         self.by_child.clear();
-        let ike = self.ike.drain().map(|(_, r)| r).collect();
+        let ike = self.ike.drain().map(|(_, r)| r.sa).collect();
         let child = self.child.drain().map(|(_, r)| r).collect();
         (ike, child)
     }
 
     /// The record of IKE SA `spi_r`.
     pub(crate) fn ike(&self, spi_r: u64) -> Option<&SyncedIkeSa> {
-        self.ike.get(&spi_r)
+        self.ike.get(&spi_r).map(|r| &r.sa)
+    }
+
+    /// The record of IKE SA `spi_r` and when the peer made that IKE SA.
+    pub(crate) fn ike_made(&self, spi_r: u64) -> Option<(&SyncedIkeSa, Instant)> {
+        self.ike.get(&spi_r).map(|r| (&r.sa, r.made))
+    }
+
+    /// Every IKE SA record and when the peer made that IKE SA.
+    pub(crate) fn ike_records(&self) -> impl Iterator<Item = (&SyncedIkeSa, Instant)> {
+        self.ike.values().map(|r| (&r.sa, r.made))
     }
 
     /// Takes out IKE SA `spi_r`'s record and those of the child SAs whose inbound SPIs
@@ -204,7 +238,7 @@ impl Store {
         spi_r: u64,
         children: &[u32],
     ) -> Option<(SyncedIkeSa, Vec<ChildSaRecord>)> {
-        let ike = self.ike.remove(&spi_r)?;
+        let ike = self.ike.remove(&spi_r)?.sa;
         Self::unindex(&mut self.by_child, &ike);
         self.ike_changed = true;
         let child: Vec<ChildSaRecord> = children

@@ -129,53 +129,43 @@ impl IphttpsServer {
 }
 
 /// The /64 each interface id had on the HA peer, from the remote addresses of the IKE SAs it
-/// synced ([`LeaseHints::publish`]), with when each was first published: what a standby that
-/// takes the SAs over gives a reconnecting IP-HTTPS client when it holds no binding of its
-/// own newer than that. An interface id seen in two /64s gives no hint. Bounded by
-/// [`MAX_HINTS`].
+/// synced ([`LeaseHints::publish`]), with when the newest of those IKE SAs was made: what a
+/// standby that takes the SAs over gives a reconnecting IP-HTTPS client unless the client
+/// took a /64 on this node after that. An interface id seen in two /64s gives no hint.
+/// Bounded by [`MAX_HINTS`].
 ///
-/// The map sits behind an `Arc` so that a publish builds the new map outside the lock (it
-/// reads the previous one for the times hints were first published) and holds the lock only to
-/// swap it in: a link's lookup never waits for a build of up to [`MAX_HINTS`] entries.
+/// The map sits behind an `Arc` so that a publish builds the new map outside the lock and
+/// holds it only to swap the map in: a link's lookup never waits for a build of up to
+/// [`MAX_HINTS`] entries.
 #[derive(Default)]
 pub struct LeaseHints(Mutex<Arc<HintMap>>);
 
-/// Interface id → the /64's upper half and when that hint was first published; `None` when
-/// the interface id was seen in two /64s.
+/// Interface id → the /64's upper half and when the newest IKE SA naming it was made;
+/// `None` when the interface id was seen in two /64s.
 type HintMap = HashMap<u64, Option<(u64, Instant)>>;
 
 impl LeaseHints {
-    /// Replaces the hints with those of `remotes` (IKE SA remote addresses; the pool ignores
-    /// those outside it), now.
-    pub fn publish(&self, remotes: impl IntoIterator<Item = Ipv6Addr>) {
-        self.publish_at(remotes, Instant::now());
-    }
-
-    /// [`LeaseHints::publish`] at `now`: an interface id hinted to the same /64 before keeps
-    /// the time it was first published; a new one, or one whose /64 changed, gets `now`.
-    pub fn publish_at(&self, remotes: impl IntoIterator<Item = Ipv6Addr>, now: Instant) {
-        let before = Arc::clone(&self.0.lock().unwrap_or_else(PoisonError::into_inner));
+    /// Replaces the hints with those of `remotes`: each IKE SA's remote address (the pool
+    /// ignores those outside it) and when the peer made that IKE SA.
+    pub fn publish(&self, remotes: impl IntoIterator<Item = (Ipv6Addr, Instant)>) {
         let mut map = HintMap::new();
-        for a in remotes {
+        for (a, made) in remotes {
             let (hi, iid) = ((u128::from(a) >> 64) as u64, u128::from(a) as u64);
             if map.len() >= MAX_HINTS && !map.contains_key(&iid) {
                 break;
             }
-            let since = match before.get(&iid) {
-                Some(Some((was, at))) if *was == hi => *at,
-                _ => now,
+            let e = map.entry(iid).or_insert(Some((hi, made)));
+            *e = match *e {
+                Some((h, since)) if h == hi => Some((h, since.max(made))),
+                _ => None,
             };
-            let e = map.entry(iid).or_insert(Some((hi, since)));
-            if e.is_some_and(|(h, _)| h != hi) {
-                *e = None;
-            }
         }
         let replaced = std::mem::replace(
             &mut *self.0.lock().unwrap_or_else(PoisonError::into_inner),
             Arc::new(map),
         );
-        // The previous map (and `before`, the same one) is freed here, after the lock.
-        drop((replaced, before));
+        // The previous map is freed here, after the lock.
+        drop(replaced);
     }
 
     /// The /64 hinted for `iid`, and since when.
@@ -216,34 +206,32 @@ mod tests {
     }
 
     #[test]
-    fn a_hint_keeps_the_time_it_first_came_until_its_64_changes() {
+    fn a_hint_is_as_new_as_the_newest_ike_sa_naming_its_64() {
         let hints = LeaseHints::default();
         let t0 = Instant::now();
         let (t1, t2) = (t0 + Duration::from_secs(5), t0 + Duration::from_secs(9));
         let iid = 0x1111_2222_3333_4444;
-        hints.publish_at([a("2001:db8:1:7:1111:2222:3333:4444")], t0);
+        let addr = a("2001:db8:1:7:1111:2222:3333:4444");
+        hints.publish([(addr, t0)]);
         let first = hints.get(iid).expect("hinted");
         assert_eq!((first.prefix, first.since), (a("2001:db8:1:7::"), t0));
-        // Published again with the same /64 (every flush does): still since t0.
-        hints.publish_at(
-            [a("2001:db8:1:7:1111:2222:3333:4444"), a("2001:db8:1:8::1")],
-            t1,
-        );
-        assert_eq!(hints.get(iid).map(|h| h.since), Some(t0));
-        assert_eq!(hints.get(1).map(|h| h.since), Some(t1));
-        // Another /64 for the interface id: a new hint, since now.
-        hints.publish_at([a("2001:db8:1:9:1111:2222:3333:4444")], t2);
+        // Both tunnels' IKE SAs name the /64: the newer one counts, in either order.
+        for pair in [[(addr, t1), (addr, t0)], [(addr, t0), (addr, t1)]] {
+            hints.publish(pair.into_iter().chain([(a("2001:db8:1:8::1"), t2)]));
+            assert_eq!(hints.get(iid).map(|h| h.since), Some(t1));
+            assert_eq!(hints.get(1).map(|h| h.since), Some(t2));
+        }
+        // Another /64 for the interface id: that one.
+        hints.publish([(a("2001:db8:1:9:1111:2222:3333:4444"), t0)]);
         let moved = hints.get(iid).expect("hinted");
-        assert_eq!((moved.prefix, moved.since), (a("2001:db8:1:9::"), t2));
+        assert_eq!((moved.prefix, moved.since), (a("2001:db8:1:9::"), t0));
         assert!(hints.get(1).is_none(), "gone from the records");
-        // An interface id in two /64s gives none.
-        hints.publish_at(
-            [
-                a("2001:db8:1:9:1111:2222:3333:4444"),
-                a("2001:db8:1:a:1111:2222:3333:4444"),
-            ],
-            t2,
-        );
+        // An interface id in two /64s gives none, whatever comes after.
+        hints.publish([
+            (a("2001:db8:1:9:1111:2222:3333:4444"), t0),
+            (a("2001:db8:1:a:1111:2222:3333:4444"), t1),
+            (a("2001:db8:1:9:1111:2222:3333:4444"), t2),
+        ]);
         assert!(hints.get(iid).is_none());
         assert_eq!(hints.len(), 1);
     }
