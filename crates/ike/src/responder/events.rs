@@ -30,7 +30,8 @@ impl RekeyKind {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum EndReason {
     /// A new IKE_AUTH of the same identity for the same tunnel took its place
-    /// (`unique_ids = "replace"`, or the client's INITIAL_CONTACT).
+    /// (`unique_ids = "replace"`, or the client's INITIAL_CONTACT), or a newer IKE SA of
+    /// the identity synced from the HA peer, with another inner address, was installed.
     Replaced,
     /// The client did not authenticate anew within `reauth` and its grace (RFC 4478).
     Reauth,

@@ -263,9 +263,16 @@ impl Responder {
         }
         let keys = synced_keys(&s).ok_or(InstallError::Keys)?;
         let identity_key = IdentityKey::from_bytes(s.identity_key);
-        self.claim_synced_leases(&identity_key, &s)?;
-        let mut sa = IkeSa::new((s.spi_i, s.spi_r), (s.local, s.remote), now, keys);
         let started = now.checked_sub(s.age).unwrap_or(now);
+        match self.claim_synced_leases(&identity_key, &s) {
+            Err(InstallError::Lease(super::ClaimError::HoldsAnother))
+                if super::uniqueness::retire_older_than_synced(self, &identity_key, started) =>
+            {
+                self.claim_synced_leases(&identity_key, &s)?;
+            }
+            claimed => claimed?,
+        }
+        let mut sa = IkeSa::new((s.spi_i, s.spi_r), (s.local, s.remote), now, keys);
         sa.started = started;
         sa.established = true;
         sa.synced_ids = true;

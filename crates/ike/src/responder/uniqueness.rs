@@ -146,3 +146,41 @@ pub(super) fn forget_stale(
         liveness::delete_one(r, spi);
     }
 }
+
+/// Before a synced IKE SA of `key` made at `made` is installed, when the identity holds
+/// another inner address here: ends every IKE SA of the identity on this node (each with a
+/// Delete, reported as replaced), so that their lease goes, if all were made before `made`
+/// and `unique_ids` lets a new IKE SA replace old ones on INITIAL_CONTACT. The client
+/// negotiated anew on the peer after it made those (from another address, as a client does
+/// that moved between the nodes), so they are stale, as INITIAL_CONTACT would say. Returns
+/// whether it ended them; none ends when one of them is as new or newer (the client came
+/// here after the peer's).
+pub(super) fn retire_older_than_synced(
+    r: &mut Responder,
+    key: &IdentityKey,
+    made: Instant,
+) -> bool {
+    if !replaces(r, true) {
+        return false;
+    }
+    let own: Vec<(u64, Instant)> = r.by_identity.get(key).map_or_else(Vec::new, |spis| {
+        (spis.iter().filter_map(|spi| r.sas.get(spi)))
+            .map(|s| (s.spi_r, s.started))
+            .collect()
+    });
+    if own.is_empty() || own.iter().any(|&(_, started)| started >= made) {
+        return false;
+    }
+    for (spi, _) in own {
+        tracing::info!(
+            spi = format!("{spi:016x}"),
+            "ike SA replaced by a newer one of the same identity synced from the HA peer"
+        );
+        r.event(Event::IkeSaEnded {
+            spi_r: spi,
+            reason: EndReason::Replaced,
+        });
+        liveness::delete_one(r, spi);
+    }
+    true
+}

@@ -182,6 +182,65 @@ fn installs_are_refused_whole_when_spis_are_taken_or_keys_do_not_fit() {
     assert_eq!((standby.ike_sas(now).len(), standby.pool.leased()), (1, 1));
 }
 
+/// A client that moved to the peer and negotiated there with another inner address: its
+/// synced IKE SA, newer than the identity's IKE SA here, ends that one (its lease goes) and
+/// takes its place; one older than the identity's IKE SA here is refused, nothing changed.
+#[test]
+fn a_newer_synced_ike_sa_of_the_identity_replaces_its_older_one_here() {
+    let lab = Lab::new();
+    let now = Instant::now();
+    let (active, mut standby, i, _) = pair_and_standby(&lab, now);
+    let synced = active.export_ike_sa(i.spi_r, now).expect("established");
+    let Some(IpAddr::V6(inner)) = synced.inner else {
+        panic!("no inner IPv6 address: {synced:?}");
+    };
+    // Another IKE SA of the same identity, with its own SPIs and inner address.
+    let other = |n: u64, age: Duration| {
+        let mut s = synced.clone();
+        (s.spi_i, s.spi_r) = (s.spi_i ^ n, s.spi_r ^ n);
+        for c in &mut s.children {
+            c.inbound_spi ^= n as u32;
+        }
+        s.inner = Some(IpAddr::V6(Ipv6Addr::from(u128::from(inner) + u128::from(n))));
+        s.age = age;
+        s
+    };
+    standby
+        .install_synced_ike_sa(now, synced.clone())
+        .expect("installed");
+    let _ = events(&mut standby);
+    let later = now + Duration::from_secs(10);
+
+    // Made 50 s before `now`: older than the one here.
+    let stale = other(2, Duration::from_secs(60));
+    assert_eq!(
+        standby.install_synced_ike_sa(later, stale),
+        Err(InstallError::Lease(ClaimError::HoldsAnother))
+    );
+    assert!(events(&mut standby).is_empty());
+    assert!(standby.poll_transmit().is_none());
+
+    // Made 5 s after `now`: newer.
+    let newer = other(1, Duration::from_secs(5));
+    let newer_spi = newer.spi_r;
+    standby
+        .install_synced_ike_sa(later, newer)
+        .expect("installed");
+    let ev = events(&mut standby);
+    assert!(
+        ev.contains(&Event::IkeSaEnded {
+            spi_r: synced.spi_r,
+            reason: EndReason::Replaced
+        }),
+        "{ev:?}"
+    );
+    assert!(standby.poll_transmit().is_some(), "a Delete for the old one");
+    let sas = standby.ike_sas(later);
+    assert_eq!(sas.len(), 1);
+    assert_eq!(sas[0].spi_r, newer_spi);
+    assert_eq!(standby.pool.leased(), 1);
+}
+
 #[test]
 fn message_id_changes_are_reported_once_and_only_when_tracking() {
     let lab = Lab::new();
