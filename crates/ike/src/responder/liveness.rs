@@ -33,6 +33,17 @@
 //! Past `LIVENESS_MAX_PER_SEC` × `dpd` / 2 IKE SAs (150,000 at `dpd` 30 s; 100,000 clients
 //! hold 200,000) the checks come later than `dpd`, and `liveness_deferred` keeps rising.
 //!
+//! The cap also backs off while gate64 drops its own input: each report of drops on the IKE
+//! sockets ([`Responder::note_input_overflow`]) halves the checks a slice may start (at most
+//! once per [`BACKOFF_HOLD`], down to [`LIVENESS_MIN_PER_SEC`]), and every slice without a
+//! drop in the last `BACKOFF_HOLD` gives back a [`RECOVERY_PER_SLICE`] share of the full
+//! cap. The full cap is a constant; a machine slower than the one it was measured on, or one
+//! shared with other work, overflows its sockets below it, and then checks whose answers
+//! are dropped retransmit and add to the load that dropped them, until the extensions run
+//! out and live clients lose their SAs. Backing off breaks that loop: fewer checks, fewer
+//! answers and retransmissions, the checks later than `dpd` meanwhile (counted as
+//! deferred).
+//!
 //! Child SA lifetimes are the client's to keep (it rekeys before the soft lifetime, RFC
 //! 7296 §2.8); a child SA still there at its soft lifetime is logged and counted, and one
 //! still there at its hard lifetime (10% later) is deleted here, with a Delete payload
@@ -74,6 +85,7 @@ impl Responder {
         if self.input_overflow.is_none_or(|t| t < now) {
             self.input_overflow = Some(now);
         }
+        self.liveness_budget.back_off(now);
     }
 }
 
@@ -90,32 +102,80 @@ pub fn checks_per_sec(established: usize, dpd: Duration) -> u32 {
         .clamp(LIVENESS_MIN_PER_SEC, LIVENESS_MAX_PER_SEC)
 }
 
+/// How long after a report of dropped input the cap on liveness checks stays backed off
+/// (and the least time between two halvings).
+pub const BACKOFF_HOLD: Duration = Duration::from_secs(1);
+
+/// The share of the full cap, per mille, a slice gives back once no input was dropped for
+/// [`BACKOFF_HOLD`]: from the floor to the full cap in about ten seconds.
+pub const RECOVERY_PER_SLICE: u32 = 10;
+
+/// The full cap, per mille.
+const FULL: u32 = 1_000;
+
 /// The liveness checks of the current [`LIVENESS_SLICE`]: how many started, how many were
-/// put off to later slices.
-#[derive(Debug, Default)]
+/// put off to later slices; and the share of the cap in force (see the module
+/// documentation).
+#[derive(Debug)]
 pub(crate) struct Budget {
     /// When the current slice started; `None` before the first check.
     slice: Option<Instant>,
     started: u32,
     put_off: u32,
+    /// The share of the cap a slice may start, per mille.
+    share: u32,
+    /// When the share was last halved.
+    cut_at: Option<Instant>,
+}
+
+impl Default for Budget {
+    fn default() -> Self {
+        Budget {
+            slice: None,
+            started: 0,
+            put_off: 0,
+            share: FULL,
+            cut_at: None,
+        }
+    }
 }
 
 impl Budget {
-    /// Whether a check may start at `now`, with `per_slice` checks allowed per slice;
-    /// `Err` with the instant it is put off to when not. Those put off in one slice fill
-    /// the following slices in order, `per_slice` each.
+    /// Input was dropped at about `now`: halves the share, unless it was halved less than
+    /// [`BACKOFF_HOLD`] ago.
+    fn back_off(&mut self, now: Instant) {
+        if self.cut_at.is_none_or(|t| now >= t + BACKOFF_HOLD) {
+            self.share = (self.share / 2).max(1);
+            self.cut_at = Some(now);
+        }
+    }
+
+    /// The share of the cap in force, per mille.
+    #[cfg(test)]
+    pub(crate) fn share(&self) -> u32 {
+        self.share
+    }
+
+    /// Whether a check may start at `now`, with `per_slice` checks allowed per slice at the
+    /// full cap (less while backed off, never below the floor's share); `Err` with the instant
+    /// it is put off to when not. Those put off in one slice fill the following slices in
+    /// order, a slice's share each.
     fn start(&mut self, now: Instant, per_slice: u32) -> Result<(), Instant> {
         let slice = match self.slice {
             Some(s) if now < s + LIVENESS_SLICE => s,
             _ => {
-                *self = Budget {
-                    slice: Some(now),
-                    started: 0,
-                    put_off: 0,
-                };
+                if self.cut_at.is_none_or(|t| now >= t + BACKOFF_HOLD) {
+                    self.share = (self.share + RECOVERY_PER_SLICE).min(FULL);
+                }
+                (self.slice, self.started, self.put_off) = (Some(now), 0, 0);
                 now
             }
         };
+        let floor = LIVENESS_MIN_PER_SEC.div_ceil(10);
+        let scaled = u64::from(per_slice) * u64::from(self.share) / u64::from(FULL);
+        let per_slice = u32::try_from(scaled)
+            .unwrap_or(per_slice)
+            .max(floor.min(per_slice));
         if self.started < per_slice {
             self.started += 1;
             return Ok(());

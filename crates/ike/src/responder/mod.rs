@@ -80,8 +80,8 @@ pub(crate) use ike_sa::{CachedResponse, ChildRecord, ClientName, IkeSa, Reassemb
 pub use init_jobs::{InitJob, InitVerdict};
 pub use init_reply::nat_detection_hash;
 pub use liveness::{
-    DPD_RETRANSMIT, LIVENESS_MAX_PER_SEC, LIVENESS_MIN_PER_SEC, LIVENESS_SLICE,
-    OVERFLOW_EXTENSIONS, checks_per_sec,
+    BACKOFF_HOLD, DPD_RETRANSMIT, LIVENESS_MAX_PER_SEC, LIVENESS_MIN_PER_SEC, LIVENESS_SLICE,
+    OVERFLOW_EXTENSIONS, RECOVERY_PER_SLICE, checks_per_sec,
 };
 pub use mobike::{MalformedMobike, UpdateNotifies, parse_update};
 pub use pool::{AddressPool, AddressPool4, ClaimError, Pool, PoolNet};

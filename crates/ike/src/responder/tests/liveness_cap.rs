@@ -72,6 +72,54 @@ fn bunched_liveness_checks_go_out_a_slice_share_at_a_time_and_none_is_dropped() 
     assert!(events(&mut r).is_empty());
 }
 
+/// Drops on gate64's own IKE sockets halve the checks a slice starts (once a second at
+/// most, never below the floor's share); a second without drops, and the cap comes back a
+/// little each slice.
+#[test]
+fn dropped_input_backs_the_cap_off_and_it_comes_back() {
+    let lab = Lab::new();
+    let t0 = Instant::now();
+    let (mut r, _) = responder_with(&lab, t0, 6_000);
+    // 6,000 IKE SAs: 400 checks a second, 40 a slice.
+    assert_eq!(checks_per_sec(6_000, DPD), 400);
+    let slice = |r: &mut Responder, at: Instant| {
+        r.handle_timeout(at);
+        checks_sent(r).len()
+    };
+    let start = t0 + DPD;
+    let at = |n: u32| start + LIVENESS_SLICE * n;
+    assert_eq!(slice(&mut r, at(0)), 40);
+    r.note_input_overflow(at(0));
+    assert_eq!(r.liveness_budget.share(), 500);
+    assert_eq!(slice(&mut r, at(1)), 20, "halved");
+    // Again within the second: no second halving, and no recovery either.
+    r.note_input_overflow(at(5));
+    for n in 2..10 {
+        assert_eq!(slice(&mut r, at(n)), 20, "slice {n}");
+    }
+    // A second after the first halving: halved again, down to the floor's 10 a slice.
+    r.note_input_overflow(at(10));
+    assert_eq!(slice(&mut r, at(10)), 10);
+    let last_drop = at(10) + BACKOFF_HOLD * 2;
+    r.note_input_overflow(at(10) + BACKOFF_HOLD);
+    r.note_input_overflow(last_drop);
+    assert_eq!(r.liveness_budget.share(), 62, "halved twice more");
+    assert_eq!(slice(&mut r, last_drop), 10, "never below the floor's share");
+    // Without drops it comes back a little each slice once the hold has passed (checks are
+    // due in every slice here, so each slice passes through the budget).
+    let quiet_from = last_drop + BACKOFF_HOLD;
+    let before = r.liveness_budget.share();
+    r.handle_timeout(quiet_from);
+    r.handle_timeout(quiet_from + LIVENESS_SLICE);
+    assert_eq!(r.liveness_budget.share(), before + 2 * RECOVERY_PER_SLICE);
+    for n in 2..200 {
+        r.handle_timeout(quiet_from + LIVENESS_SLICE * n);
+    }
+    assert_eq!(r.liveness_budget.share(), 1_000, "back to the full cap");
+    let _ = checks_sent(&mut r);
+    assert_eq!(r.ike_sas(quiet_from).len(), 6_000, "no IKE SA lost");
+}
+
 /// Below a slice's share nothing is put off: small deployments see no change.
 #[test]
 fn checks_within_the_share_all_go_at_once() {
