@@ -362,6 +362,31 @@ mod tests {
         }
     }
 
+    /// When the peer made an IKE SA is when its record came less the age it was exported
+    /// with; a later record of the same SA (a refresh) keeps the same time, one made later
+    /// (another SPI, e.g. a rekey) has its own.
+    #[test]
+    fn an_ike_record_knows_when_the_peer_made_it() {
+        let mut store = Store::new(4, 4);
+        let mut sa = sample();
+        let t0 = Instant::now();
+        let body = |sa: &SyncedIkeSa| gate64_ha::encode_ike_sa(sa).to_vec();
+        let (t1, t2) = (t0 + Duration::from_secs(40), t0 + Duration::from_secs(70));
+        sa.age = Duration::from_secs(30);
+        store.apply_at(MessageType::IkeSa, &body(&sa), t1).unwrap();
+        let made = t1 - Duration::from_secs(30);
+        assert_eq!(store.ike_made(sa.spi_r).map(|(_, m)| m), Some(made));
+        sa.age = Duration::from_secs(60);
+        store.apply_at(MessageType::IkeSa, &body(&sa), t2).unwrap();
+        assert_eq!(store.ike_made(sa.spi_r).map(|(_, m)| m), Some(made));
+        sa.spi_r ^= 1;
+        sa.age = Duration::from_secs(5);
+        store.apply_at(MessageType::IkeSa, &body(&sa), t2).unwrap();
+        let times: Vec<Instant> = store.ike_records().map(|(_, m)| m).collect();
+        assert_eq!(times.len(), 2);
+        assert!(times.contains(&made) && times.contains(&(t2 - Duration::from_secs(5))));
+    }
+
     #[test]
     fn records_replace_gone_removes_and_the_bound_holds() {
         let mut store = Store::new(2, 2);

@@ -201,7 +201,9 @@ fn a_newer_synced_ike_sa_of_the_identity_replaces_its_older_one_here() {
         for c in &mut s.children {
             c.inbound_spi ^= n as u32;
         }
-        s.inner = Some(IpAddr::V6(Ipv6Addr::from(u128::from(inner) + u128::from(n))));
+        s.inner = Some(IpAddr::V6(Ipv6Addr::from(
+            u128::from(inner) + u128::from(n),
+        )));
         s.age = age;
         s
     };
@@ -234,7 +236,10 @@ fn a_newer_synced_ike_sa_of_the_identity_replaces_its_older_one_here() {
         }),
         "{ev:?}"
     );
-    assert!(standby.poll_transmit().is_some(), "a Delete for the old one");
+    assert!(
+        standby.poll_transmit().is_some(),
+        "a Delete for the old one"
+    );
     let sas = standby.ike_sas(later);
     assert_eq!(sas.len(), 1);
     assert_eq!(sas[0].spi_r, newer_spi);
