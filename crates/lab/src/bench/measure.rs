@@ -236,8 +236,9 @@ fn parse_net_dev(text: &str, dev: &str) -> Option<u64> {
     })
 }
 
-/// Where `ns`'s kernel dropped packets so far: the UDP receive and send buffer errors of
-/// both families (`/proc/net/snmp`, `/proc/net/snmp6`) and each interface's receive and
+/// Where `ns`'s kernel dropped packets so far: the UDP buffer, port and checksum errors of
+/// both families (`/proc/net/snmp`, `/proc/net/snmp6`), IPv6's discards and missing routes,
+/// the ICMPv6 unreachables sent and received (`snmp6`), and each interface's receive and
 /// transmit drops (`/proc/net/dev`), keyed `NS/counter` and `NS/IFACE rx_drop|tx_drop`.
 pub fn drop_counters(ns: &Netns) -> Result<BTreeMap<String, u64>> {
     let read = |f: &'static str| {
@@ -247,7 +248,7 @@ pub fn drop_counters(ns: &Netns) -> Result<BTreeMap<String, u64>> {
     // `g64-tload-PID-N` -> `tload`: the same keys in every run.
     let role = ns.name().split('-').nth(1).unwrap_or(ns.name());
     let mut out = BTreeMap::new();
-    for (name, v) in parse_udp_errors(&read("snmp")?, &read("snmp6")?)
+    for (name, v) in parse_snmp_drops(&read("snmp")?, &read("snmp6")?)
         .into_iter()
         .chain(parse_dev_drops(&read("dev")?))
     {
@@ -256,10 +257,21 @@ pub fn drop_counters(ns: &Netns) -> Result<BTreeMap<String, u64>> {
     Ok(out)
 }
 
-/// `UdpRcvbufErrors`, `UdpSndbufErrors` (the two-line table of `snmp`) and their `Udp6`
-/// twins (one `name value` per line in `snmp6`).
-fn parse_udp_errors(snmp: &str, snmp6: &str) -> Vec<(String, u64)> {
-    const WANTED: [&str; 2] = ["RcvbufErrors", "SndbufErrors"];
+/// `UdpRcvbufErrors`, `UdpSndbufErrors`, `UdpNoPorts` and `UdpInErrors` (the two-line table
+/// of `snmp`), their `Udp6` twins and [`IP6_DROPS`] (one `name value` per line in `snmp6`).
+/// IPv6's own drops, and the unreachables that tell a sender its packet went nowhere.
+const IP6_DROPS: [&str; 7] = [
+    "Ip6InDiscards",
+    "Ip6OutDiscards",
+    "Ip6InNoRoutes",
+    "Ip6OutNoRoutes",
+    "Ip6InAddrErrors",
+    "Icmp6InDestUnreachs",
+    "Icmp6OutDestUnreachs",
+];
+
+fn parse_snmp_drops(snmp: &str, snmp6: &str) -> Vec<(String, u64)> {
+    const WANTED: [&str; 4] = ["RcvbufErrors", "SndbufErrors", "NoPorts", "InErrors"];
     let mut out = Vec::new();
     let mut udp = snmp.lines().filter(|l| l.starts_with("Udp:"));
     if let (Some(names), Some(values)) = (udp.next(), udp.next()) {
@@ -272,9 +284,9 @@ fn parse_udp_errors(snmp: &str, snmp6: &str) -> Vec<(String, u64)> {
     for l in snmp6.lines() {
         let mut f = l.split_whitespace();
         if let (Some(n), Some(v)) = (f.next(), f.next()) {
-            let wanted = n
-                .strip_prefix("Udp6")
-                .is_some_and(|rest| WANTED.contains(&rest));
+            let wanted = IP6_DROPS.contains(&n)
+                || n.strip_prefix("Udp6")
+                    .is_some_and(|rest| WANTED.contains(&rest));
             if let (true, Ok(v)) = (wanted, v.parse()) {
                 out.push((n.to_owned(), v));
             }
@@ -321,22 +333,29 @@ mod tests {
     use super::*;
 
     #[test]
-    fn udp_errors_of_both_families() {
+    fn snmp_drops_of_both_families() {
         let snmp = "Udp: InDatagrams NoPorts InErrors OutDatagrams RcvbufErrors SndbufErrors\n\
-                    Udp: 10 0 3 9 3 1\nUdpLite: InDatagrams\nUdpLite: 0\n";
-        let snmp6 = "Udp6InDatagrams                 \t5\nUdp6RcvbufErrors                \t7\n\
+                    Udp: 10 2 3 9 3 1\nUdpLite: InDatagrams\nUdpLite: 0\n";
+        let snmp6 = "Ip6InReceives 40\nIp6OutNoRoutes 6\nIcmp6OutDestUnreachs 2\n\
+                     Icmp6OutEchoReplies 8\nUdp6InDatagrams                 \t5\n\
+                     Udp6NoPorts 1\nUdp6RcvbufErrors                \t7\n\
                      Udp6SndbufErrors 0\nUdpLite6RcvbufErrors 4\n";
-        let got = parse_udp_errors(snmp, snmp6);
+        let got = parse_snmp_drops(snmp, snmp6);
         assert_eq!(
             got,
             [
+                ("UdpNoPorts".to_owned(), 2),
+                ("UdpInErrors".to_owned(), 3),
                 ("UdpRcvbufErrors".to_owned(), 3),
                 ("UdpSndbufErrors".to_owned(), 1),
+                ("Ip6OutNoRoutes".to_owned(), 6),
+                ("Icmp6OutDestUnreachs".to_owned(), 2),
+                ("Udp6NoPorts".to_owned(), 1),
                 ("Udp6RcvbufErrors".to_owned(), 7),
                 ("Udp6SndbufErrors".to_owned(), 0),
             ]
         );
-        assert!(parse_udp_errors("garbage", "Udp6RcvbufErrors x\n").is_empty());
+        assert!(parse_snmp_drops("garbage", "Udp6RcvbufErrors x\n").is_empty());
     }
 
     #[test]

@@ -375,7 +375,11 @@ async fn probe_round(
     (outcomes, started)
 }
 
-/// One client's probe: the index of the try whose echo came back.
+/// One client's probe: the index of the try whose echo came back. Each try waits its whole
+/// [`PROBE_WAIT`] for the echo: a receive error (an ICMPv6 error the kernel matched to the
+/// socket) or a datagram that is not the echo is noted and the wait goes on, so a failure
+/// always means three tries of [`PROBE_WAIT`] without the echo, and its text says what else
+/// each try saw.
 async fn probe(src: Ipv6Addr, dst: SocketAddr, seq: u64) -> Result<usize> {
     let sock = bind_udp(src).with_context(|| format!("binding {src}"))?;
     sock.connect(dst).await?;
@@ -386,19 +390,43 @@ async fn probe(src: Ipv6Addr, dst: SocketAddr, seq: u64) -> Result<usize> {
         sent_us: 0,
     };
     header.write(&mut buf);
+    let mut seen = Vec::new();
     for try_index in 0..PROBE_TRIES {
         sock.send(&buf[..UdpHeader::LEN])
             .await
             .with_context(|| format!("sending to {dst}"))?;
-        let deadline = Instant::now() + PROBE_WAIT;
+        let sent = Instant::now();
+        let deadline = sent + PROBE_WAIT;
         let mut reply = [0_u8; 64];
-        while let Ok(Ok(n)) = tokio::time::timeout_at(deadline, sock.recv(&mut reply)).await {
-            if UdpHeader::parse(&reply[..n]) == Some(header) {
-                return Ok(try_index);
+        let (mut strays, mut errors, mut first_error) = (0_u32, 0_u32, None);
+        while let Ok(received) = tokio::time::timeout_at(deadline, sock.recv(&mut reply)).await {
+            match received {
+                Ok(n) if UdpHeader::parse(&reply[..n]) == Some(header) => return Ok(try_index),
+                Ok(_) => strays += 1,
+                // Reported once per ICMPv6 error, so this does not spin.
+                Err(e) => {
+                    errors += 1;
+                    first_error
+                        .get_or_insert_with(|| format!("{e} at {} ms", sent.elapsed().as_millis()));
+                }
             }
         }
+        if strays > 0 || errors > 0 {
+            seen.push(format!(
+                "try {}: {strays} other datagram(s), {errors} receive error(s){}",
+                try_index + 1,
+                first_error
+                    .map(|e| format!(", the first {e}"))
+                    .unwrap_or_default()
+            ));
+        }
     }
-    bail!("no echo from {dst} in {PROBE_TRIES} tries of {PROBE_WAIT:?}")
+    let seen = if seen.is_empty() {
+        "nothing else came".to_owned()
+    } else {
+        seen.join("; ")
+    };
+    bail!("no echo from {dst} in {PROBE_TRIES} tries of {PROBE_WAIT:?} ({seen})")
 }
 
 /// What one bulk flow reports.
