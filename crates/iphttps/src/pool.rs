@@ -357,6 +357,14 @@ mod tests {
         s.parse().unwrap()
     }
 
+    /// A pool of `2001:db8:1::/48` beside the peer's `2001:db8:1:8000::/49`.
+    fn beside_peer() -> PrefixPool {
+        PrefixPool::new(p("2001:db8:1::"), 48)
+            .unwrap()
+            .with_peer(p("2001:db8:1:8000::"), 49)
+            .unwrap()
+    }
+
     fn hint(prefix: Ipv6Addr, since: Instant) -> Option<Hint> {
         Some(Hint { prefix, since })
     }
@@ -505,10 +513,7 @@ mod tests {
         // A pool beside the peer's prefix where IID's first /64 was bound at `bound` and
         // released at `released`; the /64 of its link now, and that first one.
         let bound_then_released = |bound: Instant, released: Instant| {
-            let mut pool = PrefixPool::new(p("2001:db8:1::"), 48)
-                .unwrap()
-                .with_peer(p("2001:db8:1:8000::"), 49)
-                .unwrap();
+            let mut pool = beside_peer();
             let ours = pool.allocate().unwrap();
             assert_eq!(pool.claim(ours, IID, None, bound), Claim::Kept);
             assert!(pool.release(ours, released));
@@ -556,10 +561,7 @@ mod tests {
         let t1 = t0 + Duration::from_secs(30);
         let t2 = t1 + Duration::from_secs(5);
         let theirs = p("2001:db8:1:8005::");
-        let mut pool = PrefixPool::new(p("2001:db8:1::"), 48)
-            .unwrap()
-            .with_peer(p("2001:db8:1:8000::"), 49)
-            .unwrap();
+        let mut pool = beside_peer();
         let stale = pool.allocate().unwrap();
         assert_eq!(pool.claim(stale, IID, None, t0), Claim::Kept);
         let fresh = pool.allocate().unwrap();

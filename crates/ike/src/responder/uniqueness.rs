@@ -135,16 +135,22 @@ pub(super) fn forget_stale(
     tunnel: Option<TunnelKind>,
 ) {
     for spi in holding(r, key, tunnel, spi_r) {
-        tracing::info!(
-            spi = format!("{spi:016x}"),
-            "ike SA replaced by a new one of the same identity and tunnel"
+        end_replaced(
+            r,
+            spi,
+            "ike SA replaced by a new one of the same identity and tunnel",
         );
-        r.event(Event::IkeSaEnded {
-            spi_r: spi,
-            reason: EndReason::Replaced,
-        });
-        liveness::delete_one(r, spi);
     }
+}
+
+/// Ends IKE SA `spi` with a Delete, reported as replaced, logging `why`.
+fn end_replaced(r: &mut Responder, spi: u64, why: &'static str) {
+    tracing::info!(spi = format!("{spi:016x}"), "{why}");
+    r.event(Event::IkeSaEnded {
+        spi_r: spi,
+        reason: EndReason::Replaced,
+    });
+    liveness::delete_one(r, spi);
 }
 
 /// Before a synced IKE SA of `key` made at `made` is installed, when the identity holds
@@ -172,15 +178,8 @@ pub(super) fn retire_older_than_synced(
         return false;
     }
     for (spi, _) in own {
-        tracing::info!(
-            spi = format!("{spi:016x}"),
-            "ike SA replaced by a newer one of the same identity synced from the HA peer"
-        );
-        r.event(Event::IkeSaEnded {
-            spi_r: spi,
-            reason: EndReason::Replaced,
-        });
-        liveness::delete_one(r, spi);
+        let why = "ike SA replaced by a newer one of the same identity synced from the HA peer";
+        end_replaced(r, spi, why);
     }
     true
 }
