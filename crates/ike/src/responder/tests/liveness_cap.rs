@@ -104,7 +104,11 @@ fn dropped_input_backs_the_cap_off_and_it_comes_back() {
     r.note_input_overflow(at(10) + BACKOFF_HOLD);
     r.note_input_overflow(last_drop);
     assert_eq!(r.liveness_budget.share(), 62, "halved twice more");
-    assert_eq!(slice(&mut r, last_drop), 10, "never below the floor's share");
+    assert_eq!(
+        slice(&mut r, last_drop),
+        10,
+        "never below the floor's share"
+    );
     // Without drops it comes back a little each slice once the hold has passed (checks are
     // due in every slice here, so each slice passes through the budget).
     let quiet_from = last_drop + BACKOFF_HOLD;
