@@ -22,9 +22,11 @@
 //!
 //! Safety: a /64 is given back only when no link holds it: a host claiming another client's
 //! interface id while that client is up here gets a fresh /64 and no binding (or, when the HA
-//! peer has seen the interface id since, the peer's /64, which no link here holds). Bounds: one binding
-//! per /64 a link holds, plus at most [`MAX_RELEASED_BINDINGS`] of released /64s, each kept
-//! at most [`RELEASED_HOLD`] and dropped as soon as the /64 goes to another link.
+//! peer has seen the interface id since, the peer's /64, which no link here holds).
+//!
+//! Bounds: one binding per /64 a link holds, plus at most [`MAX_RELEASED_BINDINGS`] of
+//! released /64s, each kept at most [`RELEASED_HOLD`] and dropped as soon as the /64 goes to
+//! another link.
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::net::Ipv6Addr;

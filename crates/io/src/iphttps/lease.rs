@@ -134,11 +134,11 @@ impl IphttpsServer {
 /// took a /64 on this node after that. An interface id seen in two /64s gives no hint.
 /// Bounded by [`MAX_HINTS`].
 ///
-/// The map sits behind an `Arc` so that a publish builds the new map outside the lock and
-/// holds it only to swap the map in: a link's lookup never waits for a build of up to
+/// A publish builds the new map outside the lock, holds the lock only to swap it in, and
+/// frees the old map after: a link's lookup never waits for a build or a free of up to
 /// [`MAX_HINTS`] entries.
 #[derive(Default)]
-pub struct LeaseHints(Mutex<Arc<HintMap>>);
+pub struct LeaseHints(Mutex<HintMap>);
 
 /// Interface id → the /64's upper half and when the newest IKE SA naming it was made;
 /// `None` when the interface id was seen in two /64s.
@@ -162,7 +162,7 @@ impl LeaseHints {
         }
         let replaced = std::mem::replace(
             &mut *self.0.lock().unwrap_or_else(PoisonError::into_inner),
-            Arc::new(map),
+            map,
         );
         // The previous map is freed here, after the lock.
         drop(replaced);

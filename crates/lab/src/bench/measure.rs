@@ -257,8 +257,6 @@ pub fn drop_counters(ns: &Netns) -> Result<BTreeMap<String, u64>> {
     Ok(out)
 }
 
-/// `UdpRcvbufErrors`, `UdpSndbufErrors`, `UdpNoPorts` and `UdpInErrors` (the two-line table
-/// of `snmp`), their `Udp6` twins and [`IP6_DROPS`] (one `name value` per line in `snmp6`).
 /// IPv6's own drops, and the unreachables that tell a sender its packet went nowhere.
 const IP6_DROPS: [&str; 7] = [
     "Ip6InDiscards",
@@ -270,6 +268,8 @@ const IP6_DROPS: [&str; 7] = [
     "Icmp6OutDestUnreachs",
 ];
 
+/// `UdpRcvbufErrors`, `UdpSndbufErrors`, `UdpNoPorts` and `UdpInErrors` (the two-line table
+/// of `snmp`), their `Udp6` twins and [`IP6_DROPS`] (one `name value` per line in `snmp6`).
 fn parse_snmp_drops(snmp: &str, snmp6: &str) -> Vec<(String, u64)> {
     const WANTED: [&str; 4] = ["RcvbufErrors", "SndbufErrors", "NoPorts", "InErrors"];
     let mut out = Vec::new();
