@@ -89,8 +89,16 @@ elif kind == "windows":
     print(f"remote={root.find('NativeProfile/Servers').text}\nsuite={'/'.join(vals)}")
 "#;
 
+/// One test's certificates, configuration and profiles, in a directory of its own that goes
+/// when the test ends, passed or failed.
 struct Lab {
     dir: PathBuf,
+}
+
+impl Drop for Lab {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
 }
 
 impl Lab {
