@@ -11,7 +11,7 @@ use super::measure::{
     interface_bytes,
 };
 use super::report::{Report, Row, Step, table};
-use super::spec::Status;
+use super::spec::{Status, unix_ms};
 use super::traffic::FlowsResult;
 use anyhow::{Context, Result, bail};
 use gate64_testkit::{CORP_HOST, Topology};
@@ -276,8 +276,14 @@ fn search(args: &CapacityArgs, lab: &mut Lab<'_>, stop: &AtomicBool) -> Result<R
     row.idle_internet_mbps = mbit_per_sec(idle.internet, busy.internet, secs);
     row.idle_cpu_percent = idle.gate.since(&busy.gate).1;
     let before_probe = probe_counters(lab)?;
+    let probe_start_unix_ms = unix_ms();
     let probe = run_flows(args, lab, 0.0, true, stop).context("probing every client")?;
     row.probe_drops = grown(&before_probe, &probe_counters(lab)?);
+    if let Some(s) = Status::read(&lab.status_path)? {
+        row.probe_slow_uplinks = (s.slow_uplinks.into_iter())
+            .filter(|u| u.taken_unix_ms >= probe_start_unix_ms)
+            .collect();
+    }
     row.clients_probed = probe.probed as u64;
     row.clients_passed_traffic = probe.probe_ok as u64;
     row.clients_passed_first_round = probe.probe_ok_first_round as u64;
@@ -300,6 +306,26 @@ fn search(args: &CapacityArgs, lab: &mut Lab<'_>, stop: &AtomicBool) -> Result<R
         eprintln!(
             "clients whose probe got no echo in either round (first 20): {:?}",
             probe.probe_failed
+        );
+    }
+    for f in &row.probe_failures {
+        let slow = row
+            .probe_slow_uplinks
+            .iter()
+            .filter(|u| u.inner == Some(f.inner));
+        let waits: Vec<String> = slow.map(|u| format!("{} ms", u.waited_ms)).collect();
+        eprintln!(
+            "probe of {} ({:?}) failed in the first round: {}",
+            f.inner,
+            f.transport,
+            if waits.is_empty() {
+                "the generator took its uplink on time (no slow take)".to_owned()
+            } else {
+                format!(
+                    "the generator was late taking its uplink: {}",
+                    waits.join(", ")
+                )
+            }
         );
     }
     // With a claimed path broken in the probe there is no capacity to search for.
@@ -550,6 +576,7 @@ fn probe_counters(lab: &Lab<'_>) -> Result<BTreeMap<String, u64>> {
             ("ike_negotiations", s.ike_negotiations),
             ("underlay_dropped", s.underlay_dropped),
             ("underlay_refused", s.underlay_refused),
+            ("uplink_slow", s.uplink_slow),
         ] {
             all.insert(format!("generator/{name}"), v);
         }

@@ -139,8 +139,13 @@ pub struct Row {
     pub probe_failures: Vec<super::traffic::ProbeFailure>,
     /// Counters that grew while every client was probed: the keys of `Step::drops`, gate64's
     /// counters of drops, errors, refusals and IKE events (`gate64/NAME{LABELS}`), and the
-    /// generator's packets from an unknown source, session errors and IKE negotiations.
+    /// generator's packets from an unknown source, session errors, IKE negotiations and
+    /// slow takes of a client's queued uplink.
     pub probe_drops: BTreeMap<String, u64>,
+    /// The generator's slow takes of a client's queued uplink (the probe's datagram, for
+    /// one) while every client was probed, up to the last 32: a probe failure with one of
+    /// its client's here was the generator's own delay, not gate64's.
+    pub probe_slow_uplinks: Vec<super::spec::SlowUplink>,
     /// The third-party client (miredo + strongSwan) pinged the corporate host through its
     /// tunnel; `None` when not run.
     pub third_party_ok: Option<bool>,

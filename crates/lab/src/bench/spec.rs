@@ -139,6 +139,45 @@ pub struct Status {
     pub gap_p99_seconds: f64,
     /// The largest of the clients' gaps.
     pub gap_max_seconds: f64,
+    /// Times a client's task took its queued uplink (packets from the generator's TUN
+    /// device, probes included) [`SLOW_UPLINK_MS`] or more after the first of them was
+    /// queued: the generator itself was behind for that client.
+    pub uplink_slow: u64,
+    /// The longest such wait, in milliseconds.
+    pub uplink_longest_wait_ms: u64,
+    /// Clients whose queued uplink has waited [`SLOW_UPLINK_MS`] or more now, untaken.
+    pub uplink_waiting: u64,
+    /// The last [`SLOW_UPLINKS_KEPT`] slow takes, oldest first.
+    pub slow_uplinks: Vec<SlowUplink>,
+}
+
+/// Milliseconds since the Unix epoch: the clock the generator's slow uplinks and the
+/// harness's probe share.
+pub fn unix_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+}
+
+/// A wait of a client's queued uplink that counts as slow, in milliseconds.
+pub const SLOW_UPLINK_MS: u64 = 1000;
+/// Slow takes [`Status::slow_uplinks`] lists.
+pub const SLOW_UPLINKS_KEPT: usize = 32;
+
+/// One slow take of a client's queued uplink ([`Status::slow_uplinks`]).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct SlowUplink {
+    /// The client's inner address, if it had one.
+    pub inner: Option<Ipv6Addr>,
+    /// Its transport.
+    pub transport: Transport,
+    /// When its task took the uplink, in milliseconds since the Unix epoch (to line it up
+    /// with a probe failure's time).
+    pub taken_unix_ms: u64,
+    /// How long the first packet waited.
+    pub waited_ms: u64,
+    /// How long before the take its session last handed it a packet (`None`: never).
+    pub since_delivery_ms: Option<u64>,
 }
 
 impl Status {

@@ -10,11 +10,12 @@
 use super::probe;
 use super::spec::ProbeSpec;
 use super::tun;
+use crate::bench::spec::{SLOW_UPLINK_MS, SLOW_UPLINKS_KEPT, SlowUplink, unix_ms};
 use anyhow::{Context, Result};
 use gate64_client::ipsec::{InnerLink, IpsecStats};
 use gate64_client::{Host, Ready};
 use ipnet::Ipv6Net;
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::net::Ipv6Addr;
 use std::sync::atomic::{AtomicU8, AtomicU32, AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex, RwLock};
@@ -41,6 +42,14 @@ pub enum Transport {
 }
 
 impl Transport {
+    /// The same transport as STATUS.json names it.
+    pub fn in_status(self) -> crate::bench::spec::Transport {
+        match self {
+            Transport::Teredo => crate::bench::spec::Transport::Teredo,
+            Transport::Iphttps => crate::bench::spec::Transport::Iphttps,
+        }
+    }
+
     /// The name in the ADDRESSES file.
     pub fn label(self) -> &'static str {
         match self {
@@ -62,6 +71,12 @@ pub struct Slot {
     inner: Mutex<Option<Ipv6Addr>>,
     /// Packets from the TUN device for this client's tunnel, back to back.
     uplink: Mutex<Vec<u8>>,
+    /// When the first packet now in `uplink` was queued, in ms since the run's start plus
+    /// one (0: empty); set and cleared under `uplink`'s lock.
+    queued_at: AtomicU64,
+    /// When the client's session last handed it a packet (one its SAs opened), in ms since
+    /// the run's start plus one (0: never).
+    delivered_at: AtomicU64,
     wake: Notify,
     /// The echoes of the client's probes.
     pub probe: probe::Track,
@@ -75,6 +90,8 @@ impl Slot {
             started: AtomicU32::new(0),
             inner: Mutex::new(None),
             uplink: Mutex::new(Vec::new()),
+            queued_at: AtomicU64::new(0),
+            delivered_at: AtomicU64::new(0),
             wake: Notify::new(),
             probe: probe::Track::default(),
         }
@@ -131,6 +148,13 @@ pub struct Counters {
     pub probe_sent: AtomicU64,
     /// Probe echoes opened by a client's SA.
     pub probe_received: AtomicU64,
+    /// Takes of a client's queued uplink [`SLOW_UPLINK_MS`] or more after its first packet
+    /// was queued.
+    pub uplink_slow: AtomicU64,
+    /// The longest wait of a client's queued uplink, in ms.
+    pub uplink_longest_wait_ms: AtomicU64,
+    /// The last [`SLOW_UPLINKS_KEPT`] slow takes (locked only on a slow take).
+    pub slow_uplinks: Mutex<VecDeque<SlowUplink>>,
 }
 
 /// Every client's slot, the inner address map and the counters.
@@ -214,11 +238,54 @@ impl Fleet {
                 self.counters.uplink_dropped.fetch_add(1, Relaxed);
                 return false;
             }
+            if q.is_empty() {
+                slot.queued_at.store(self.now_ms() + 1, Relaxed);
+            }
             q.extend_from_slice(pkt);
         }
         self.counters.tx_packets.fetch_add(1, Relaxed);
         slot.wake.notify_one();
         true
+    }
+
+    /// Client `id`'s task took its queued uplink, the first packet of which was queued at
+    /// `queued_at` (ms since the run's start plus one): a wait of [`SLOW_UPLINK_MS`] or more
+    /// is counted and kept.
+    fn note_taken(&self, id: usize, queued_at: u64) {
+        let now = self.now_ms() + 1;
+        let waited = now.saturating_sub(queued_at);
+        let Some(slot) = self.slots.get(id) else {
+            return;
+        };
+        if queued_at == 0 || waited < SLOW_UPLINK_MS {
+            return;
+        }
+        let c = &self.counters;
+        c.uplink_slow.fetch_add(1, Relaxed);
+        c.uplink_longest_wait_ms.fetch_max(waited, Relaxed);
+        let delivered = slot.delivered_at.load(Relaxed);
+        let slow = SlowUplink {
+            inner: slot.inner(),
+            transport: self
+                .transports
+                .get(id)
+                .map_or(crate::bench::spec::Transport::Teredo, |t| t.in_status()),
+            taken_unix_ms: unix_ms(),
+            waited_ms: waited,
+            since_delivery_ms: (delivered > 0).then(|| now.saturating_sub(delivered)),
+        };
+        let mut kept = c.slow_uplinks.lock().unwrap_or_else(|e| e.into_inner());
+        if kept.len() >= SLOW_UPLINKS_KEPT {
+            kept.pop_front();
+        }
+        kept.push_back(slow);
+    }
+
+    /// Clients whose queued uplink has waited [`SLOW_UPLINK_MS`] or more at `now_ms`.
+    pub fn uplinks_waiting(&self, now_ms: u64) -> u64 {
+        let since = (now_ms + 1).saturating_sub(SLOW_UPLINK_MS);
+        let waiting = |s: &&Slot| matches!(s.queued_at.load(Relaxed), at if at > 0 && at <= since);
+        self.slots.iter().filter(waiting).count() as u64
     }
 
     /// Starts a new measuring window for every client's probes (SIGUSR1).
@@ -359,6 +426,9 @@ impl Host for LoadHost {
     /// (clear text over the transport) are not the generator's, and the echoes of the
     /// client's probes are counted in its [`probe::Track`] instead.
     async fn deliver(&mut self, packet: &[u8]) {
+        if let Some(slot) = self.slot() {
+            slot.delivered_at.store(self.fleet.now_ms() + 1, Relaxed);
+        }
         if let Some(target) = self
             .fleet
             .probe
@@ -412,6 +482,9 @@ impl Host for LoadHost {
         }
         out.extend_from_slice(&q);
         q.clear();
+        let queued_at = slot.queued_at.swap(0, Relaxed);
+        drop(q);
+        self.fleet.note_taken(self.id, queued_at);
         Ok(true)
     }
 }
@@ -478,6 +551,62 @@ mod tests {
         let mut again = LoadHost::new(Arc::clone(&fleet), 0);
         again.stats_changed(&up);
         assert_eq!((c.mmsa.load(Relaxed), c.negotiations.load(Relaxed)), (2, 4));
+    }
+
+    #[test]
+    fn an_uplink_that_waited_a_second_is_counted_slow_and_kept_with_its_client() {
+        let mut fleet = Fleet::new(
+            vec![Transport::Teredo, Transport::Iphttps],
+            "fd00:c1::/104".parse().unwrap(),
+        );
+        // The run started 10 s ago, so a packet can have been queued seconds ago.
+        fleet.epoch = Instant::now() - std::time::Duration::from_secs(10);
+        let fleet = Arc::new(fleet);
+        let inner: Ipv6Addr = "fd00:c1::7".parse().unwrap();
+        let mut host = LoadHost::new(Arc::clone(&fleet), 1);
+        host.install_inner(inner, &[], 1200).unwrap();
+        let mut pkt = Vec::new();
+        probe::build(&mut pkt, inner, "2001:db8::1".parse().unwrap(), 7, 0);
+        // Taken at once: not slow.
+        assert!(fleet.demux(&pkt));
+        let mut out = Vec::new();
+        assert!(host.take(Instant::now(), &mut out).unwrap());
+        assert_eq!(fleet.counters.uplink_slow.load(Relaxed), 0);
+        // Queued 3 s ago (the second packet does not move the first one's time) and still
+        // waiting: counted as waiting, then as slow when taken.
+        assert!(fleet.demux(&pkt));
+        let now = fleet.now_ms();
+        fleet.slots[1].queued_at.store(now + 1 - 3000, Relaxed);
+        assert!(fleet.demux(&pkt));
+        assert_eq!(fleet.uplinks_waiting(fleet.now_ms()), 1);
+        out.clear();
+        assert!(host.take(Instant::now(), &mut out).unwrap());
+        assert_eq!(out.len(), 2 * pkt.len());
+        assert_eq!(fleet.uplinks_waiting(fleet.now_ms()), 0);
+        let c = &fleet.counters;
+        assert_eq!(c.uplink_slow.load(Relaxed), 1);
+        assert!(c.uplink_longest_wait_ms.load(Relaxed) >= 3000);
+        let kept = c.slow_uplinks.lock().unwrap();
+        assert_eq!(kept.len(), 1);
+        assert_eq!(kept[0].inner, Some(inner));
+        assert_eq!(kept[0].transport, crate::bench::spec::Transport::Iphttps);
+        assert!(kept[0].waited_ms >= 3000 && kept[0].since_delivery_ms.is_none());
+    }
+
+    #[test]
+    fn slow_uplinks_keep_only_the_last_ones() {
+        let mut fleet = Fleet::new(vec![Transport::Teredo], "fd00:c1::/104".parse().unwrap());
+        fleet.epoch = Instant::now() - std::time::Duration::from_secs(10);
+        for _ in 0..SLOW_UPLINKS_KEPT + 5 {
+            fleet.note_taken(0, 1);
+        }
+        let c = &fleet.counters;
+        assert_eq!(c.uplink_slow.load(Relaxed), (SLOW_UPLINKS_KEPT + 5) as u64);
+        assert_eq!(c.slow_uplinks.lock().unwrap().len(), SLOW_UPLINKS_KEPT);
+        // An empty queue's take (queued_at 0) and an index past the slots change nothing.
+        fleet.note_taken(0, 0);
+        fleet.note_taken(7, 1);
+        assert_eq!(c.uplink_slow.load(Relaxed), (SLOW_UPLINKS_KEPT + 5) as u64);
     }
 
     #[tokio::test]

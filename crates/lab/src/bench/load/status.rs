@@ -34,6 +34,13 @@ pub fn collect(fleet: &Fleet, setup_timeout_secs: u64) -> Status {
         ike_negotiations: c.negotiations.load(Relaxed),
         probe_sent: c.probe_sent.load(Relaxed),
         probe_received: c.probe_received.load(Relaxed),
+        uplink_slow: c.uplink_slow.load(Relaxed),
+        uplink_longest_wait_ms: c.uplink_longest_wait_ms.load(Relaxed),
+        uplink_waiting: fleet.uplinks_waiting(fleet.now_ms()),
+        slow_uplinks: (c.slow_uplinks.lock().unwrap_or_else(|e| e.into_inner()))
+            .iter()
+            .cloned()
+            .collect(),
         rss_bytes: rss_bytes(),
         cpu_seconds: cpu_seconds(),
         elapsed_seconds: now.as_secs_f64(),
