@@ -370,8 +370,14 @@ fn complete_one(
     let p = out.next_packet(pkt, &[]).ok_or(SplitError::NoRoom)?;
     if let Some((start, offset)) = csum {
         let field = start + offset;
-        // The field holds the pseudo-header sum; the checksum covers csum_start.. .
-        let c = !fold(sum(&p[start..]));
+        // The field holds the pseudo-header sum; the checksum covers csum_start.. . A
+        // computed 0 goes out as 0xffff, as the kernel's own completion writes it
+        // (CSUM_MANGLED_0): for UDP a 0 means "no checksum", which IPv6 forbids (RFC 8200
+        // §8.1) and a NAT64 cannot adjust; for TCP the two are the same value.
+        let c = match !fold(sum(&p[start..])) {
+            0 => 0xffff,
+            c => c,
+        };
         p[field..field + 2].copy_from_slice(&c.to_be_bytes());
     }
     Ok(1)
@@ -611,6 +617,55 @@ mod tests {
         let mut sizes = [0usize; 4];
         let mut out = Slots::new(&mut small, &mut sizes, offset);
         assert_eq!(split_to(&raw, &mut out), Err(SplitError::NoRoom));
+    }
+
+    /// A UDP datagram over IPv6 whose checksum computes to 0, as a local socket hands it to
+    /// a TUN device with checksum offload (NEEDS_CSUM, the field holding the pseudo-header
+    /// sum): completed as 0xffff, which a receiver verifies, never as 0, which it drops.
+    #[test]
+    fn a_udp_checksum_that_computes_to_zero_is_completed_as_0xffff() {
+        let (src, dst) = (
+            "2001:db8::2".parse().unwrap(),
+            "2001:db8:1::5".parse().unwrap(),
+        );
+        let mut udp = vec![0u8; 8 + 10];
+        udp[0..2].copy_from_slice(&47007u16.to_be_bytes());
+        udp[2..4].copy_from_slice(&9000u16.to_be_bytes());
+        udp[4..6].copy_from_slice(&18u16.to_be_bytes());
+        udp[8..16].copy_from_slice(b"probe 42");
+        // The last payload word makes the sum over pseudo-header and datagram 0xffff: its
+        // checksum computes to 0.
+        let pseudo = crate::checksum::pseudo_header_v6(&src, &dst, crate::ipv6::NH_UDP, 18);
+        let without = crate::checksum::fold(crate::checksum::sum(&udp, pseudo));
+        udp[16..18].copy_from_slice(&(0xffff - without).to_be_bytes());
+        assert_eq!(crate::checksum::upper_layer_v6(&src, &dst, 17, &udp), 0);
+        let mut p = vec![0u8; 40];
+        p[0] = 0x60;
+        p[4..6].copy_from_slice(&18u16.to_be_bytes());
+        p[6] = 17;
+        p[7] = 64;
+        p[8..24].copy_from_slice(&src.octets());
+        p[24..40].copy_from_slice(&dst.octets());
+        // As the kernel hands it over: the field holds the folded pseudo-header sum.
+        udp[6..8].copy_from_slice(&crate::checksum::fold(pseudo).to_be_bytes());
+        p.extend_from_slice(&udp);
+        let vh = virtio_net::Header {
+            flags: F_NEEDS_CSUM,
+            csum_start: 40,
+            csum_offset: 6,
+            ..virtio_net::Header::NONE
+        };
+        let mut raw = vec![0u8; VNET_HDR_LEN];
+        vh.encode(&mut raw).unwrap();
+        raw.extend_from_slice(&p);
+        let mut out = Vec::new();
+        assert_eq!(split_into(&raw, &mut out), Ok(1));
+        assert_eq!(&out[46..48], &[0xff, 0xff]);
+        // It verifies: the sum over pseudo-header and datagram, field included, is 0xffff.
+        assert_eq!(
+            crate::checksum::finish(crate::checksum::sum(&out[40..], pseudo)),
+            0
+        );
     }
 
     #[test]
