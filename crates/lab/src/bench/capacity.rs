@@ -308,25 +308,8 @@ fn search(args: &CapacityArgs, lab: &mut Lab<'_>, stop: &AtomicBool) -> Result<R
             probe.probe_failed
         );
     }
-    for f in &row.probe_failures {
-        let slow = row
-            .probe_slow_uplinks
-            .iter()
-            .filter(|u| u.inner == Some(f.inner));
-        let waits: Vec<String> = slow.map(|u| format!("{} ms", u.waited_ms)).collect();
-        eprintln!(
-            "probe of {} ({:?}) failed in the first round: {}",
-            f.inner,
-            f.transport,
-            if waits.is_empty() {
-                "the generator took its uplink on time (no slow take)".to_owned()
-            } else {
-                format!(
-                    "the generator was late taking its uplink: {}",
-                    waits.join(", ")
-                )
-            }
-        );
+    for line in row.probe_failures_explained() {
+        eprintln!("{line}");
     }
     // With a claimed path broken in the probe there is no capacity to search for.
     if !args.probe_only && row.path_failures.is_empty() {

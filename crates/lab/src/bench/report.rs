@@ -167,6 +167,31 @@ pub struct Row {
     pub steps: Vec<Step>,
 }
 
+impl Row {
+    /// One line per client the probe's first round missed: whether the generator was late
+    /// taking its uplink (a slow take of that client in `probe_slow_uplinks`) or took it on
+    /// time, so that the datagram left the generator.
+    pub fn probe_failures_explained(&self) -> Vec<String> {
+        let explain = |f: &super::traffic::ProbeFailure| {
+            let slow = (self.probe_slow_uplinks.iter()).filter(|u| u.inner == Some(f.inner));
+            let waits: Vec<String> = slow.map(|u| format!("{} ms", u.waited_ms)).collect();
+            let why = if waits.is_empty() {
+                "the generator took its uplink on time (no slow take)".to_owned()
+            } else {
+                format!(
+                    "the generator was late taking its uplink: {}",
+                    waits.join(", ")
+                )
+            };
+            format!(
+                "probe of {} ({:?}) failed in the first round: {why}",
+                f.inner, f.transport
+            )
+        };
+        self.probe_failures.iter().map(explain).collect()
+    }
+}
+
 /// The JSON file: `{"rows": [...], ...}`.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct Report {
@@ -292,6 +317,41 @@ pub fn table(rows: &[Row]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_missed_client_is_explained_by_its_own_slow_take_only() {
+        use super::super::spec::{SlowUplink, Transport};
+        use super::super::traffic::ProbeFailure;
+        let failure = |inner: &str| ProbeFailure {
+            inner: inner.parse().unwrap(),
+            transport: Transport::Teredo,
+            nat64: false,
+            error: "no echo".to_owned(),
+            sent_at_ms: 0,
+            reprobe_ok: Some(true),
+        };
+        let row = Row {
+            probe_failures: vec![failure("fd00:c1::1"), failure("fd00:c1::2")],
+            probe_slow_uplinks: vec![SlowUplink {
+                inner: Some("fd00:c1::2".parse().unwrap()),
+                transport: Transport::Teredo,
+                taken_unix_ms: 0,
+                waited_ms: 2500,
+                since_delivery_ms: None,
+            }],
+            ..Row::default()
+        };
+        let lines = row.probe_failures_explained();
+        assert_eq!(lines.len(), 2);
+        assert!(
+            lines[0].contains("fd00:c1::1") && lines[0].contains("on time"),
+            "{lines:?}"
+        );
+        assert!(
+            lines[1].contains("late") && lines[1].contains("2500 ms"),
+            "{lines:?}"
+        );
+    }
 
     #[test]
     fn json_has_the_contract_fields() {
