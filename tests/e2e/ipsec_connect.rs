@@ -256,7 +256,7 @@ fn spawn_client_with(
 
 /// Waits until the client routed both tunnels' selectors into its TUN device (learnt from
 /// the traffic selectors, not given with `--route`).
-fn wait_routes(topo: &Topology, client: &mut Process, routes: &[&str]) -> Result<()> {
+pub(crate) fn wait_routes(topo: &Topology, client: &mut Process, routes: &[&str]) -> Result<()> {
     let routed = wait_for(Duration::from_secs(10), || {
         let r = topo.cli.ip(&["-6", "route", "show", "dev", IFNAME]).ok()?;
         routes.iter().all(|want| r.contains(want)).then_some(())

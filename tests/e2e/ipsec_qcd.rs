@@ -17,7 +17,7 @@ use gate64_testkit::strongswan::LabCerts;
 use gate64_testkit::{CORP_HOST, Gate64Options, Topology, wait_for};
 
 use crate::common::{gate64_lines, ipsec_keys, netns_test, path_str};
-use crate::ipsec_connect::{ESTABLISH_TIMEOUT, GATE64_ADDRESS6, spawn_client};
+use crate::ipsec_connect::{ESTABLISH_TIMEOUT, GATE64_ADDRESS6, spawn_client, wait_routes};
 
 /// What the client logs when the responder proved it lost the IKE SA.
 const QCD_LINE: &str = "the responder lost its IKE SA";
@@ -77,6 +77,13 @@ fn qcd_recovers_after_a_restart(topo: &Topology) -> Result<()> {
         "the tunnels did not come up within {ESTABLISH_TIMEOUT:?}\n{}",
         gate64_lines(&topo.metrics()?)
     );
+    // gate64 counts the SAs when it sends its last IKE_AUTH answer; the client installs its
+    // routes only after reading that answer.
+    wait_routes(
+        topo,
+        &mut client,
+        &[&format!("{CORP_HOST} "), "2001:db8:100::/48"],
+    )?;
     topo.ping6_all(&topo.cli, CORP_HOST, 3)
         .context("ping through the tunnel before the restart")?;
 

@@ -26,7 +26,7 @@ use serde_json::Value;
 
 use crate::common::{gate64_lines, netns_test, path_str};
 use crate::ipsec_connect::{
-    ESTABLISH_TIMEOUT, GATE64_ADDRESS6, POOL6, gate64_with_lab_ike, spawn_client,
+    ESTABLISH_TIMEOUT, GATE64_ADDRESS6, POOL6, gate64_with_lab_ike, spawn_client, wait_routes,
 };
 
 /// Where Prometheus listens inside `tsrv`.
@@ -262,6 +262,13 @@ fn scrape_and_query(topo: &Topology) -> Result<()> {
         "gate64 did not count 2 IKE SAs and 2 child SAs within {ESTABLISH_TIMEOUT:?}\n{}",
         gate64_lines(&topo.metrics()?)
     );
+    // gate64 counts the SAs before the client has read its last answer and routed the
+    // selectors.
+    wait_routes(
+        topo,
+        &mut client,
+        &[&format!("{CORP_HOST} "), "2001:db8:100::/48"],
+    )?;
     topo.ping6_all(&topo.cli, CORP_HOST, 3)
         .context("ping the corporate host through the tunnels")?;
 
