@@ -616,8 +616,8 @@ fn rewrite_l4(l4: &mut [u8], proto: Proto, src: bool, new: u16, zero_udp_means_n
         return; // IPv4 UDP without checksum stays without one
     }
     let mut n = checksum::adjust(c, u32::from(old), u32::from(new));
-    if proto == Proto::Udp && n == 0 {
-        n = 0xffff;
+    if proto == Proto::Udp {
+        n = checksum::udp_field(n);
     }
     l4[csum..csum + 2].copy_from_slice(&n.to_be_bytes());
 }

@@ -55,6 +55,15 @@ pub fn finish(acc: u32) -> u16 {
     !fold(acc)
 }
 
+/// The value a computed UDP checksum `c` goes out as: 0 means "no checksum" in UDP (RFC 768),
+/// which IPv6 forbids (RFC 8200 §8.1) and which a NAT64 cannot adjust, so a computed 0 is sent
+/// as 0xffff, its other one's-complement form (as the kernel's CSUM_MANGLED_0). For TCP and
+/// ICMP the two forms are the same value and need no such step.
+#[inline]
+pub fn udp_field(c: u16) -> u16 {
+    if c == 0 { 0xffff } else { c }
+}
+
 /// RFC 1624 eqn. 3: the checksum `hc` updated for data whose sum went from `remove` to `add`
 /// (both unfolded sums): HC' = ~(~HC + ~m + m').
 #[inline]
@@ -107,6 +116,13 @@ pub fn upper_layer_v4(src: &Ipv4Addr, dst: &Ipv4Addr, protocol: u8, payload: &[u
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    #[test]
+    fn a_computed_udp_zero_goes_out_as_its_other_form() {
+        assert_eq!(udp_field(0), 0xffff);
+        assert_eq!(udp_field(0xffff), 0xffff);
+        assert_eq!(udp_field(0x220d), 0x220d);
+    }
 
     // RFC 1071 §3 worked example: 0001 f203 f4f5 f6f7 sums to ddf2 (complement 220d).
     #[test]

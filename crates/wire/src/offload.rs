@@ -22,7 +22,7 @@
 //! split numbers it from the first's, as the kernel's GSO does), which Linux GRO also accepts
 //! for DF packets.
 
-use crate::checksum::{fold, sum as sum_acc};
+use crate::checksum::{fold, sum as sum_acc, udp_field};
 use crate::virtio_net::{self, GsoType};
 use crate::{ipv4, ipv6, tcp};
 
@@ -370,14 +370,10 @@ fn complete_one(
     let p = out.next_packet(pkt, &[]).ok_or(SplitError::NoRoom)?;
     if let Some((start, offset)) = csum {
         let field = start + offset;
-        // The field holds the pseudo-header sum; the checksum covers csum_start.. . A
-        // computed 0 goes out as 0xffff, as the kernel's own completion writes it
-        // (CSUM_MANGLED_0): for UDP a 0 means "no checksum", which IPv6 forbids (RFC 8200
-        // §8.1) and a NAT64 cannot adjust; for TCP the two are the same value.
-        let c = match !fold(sum(&p[start..])) {
-            0 => 0xffff,
-            c => c,
-        };
+        // The field holds the pseudo-header sum; the checksum covers csum_start.. . The
+        // kernel completes UDP and TCP alike; the UDP form is right for both (for TCP a 0
+        // and 0xffff are the same value).
+        let c = udp_field(!fold(sum(&p[start..])));
         p[field..field + 2].copy_from_slice(&c.to_be_bytes());
     }
     Ok(1)
@@ -640,12 +636,7 @@ mod tests {
         udp[16..18].copy_from_slice(&(0xffff - without).to_be_bytes());
         assert_eq!(crate::checksum::upper_layer_v6(&src, &dst, 17, &udp), 0);
         let mut p = vec![0u8; 40];
-        p[0] = 0x60;
-        p[4..6].copy_from_slice(&18u16.to_be_bytes());
-        p[6] = 17;
-        p[7] = 64;
-        p[8..24].copy_from_slice(&src.octets());
-        p[24..40].copy_from_slice(&dst.octets());
+        crate::ipv6::emit_header(&mut p, 18, crate::ipv6::NH_UDP, 64, &src, &dst).unwrap();
         // As the kernel hands it over: the field holds the folded pseudo-header sum.
         udp[6..8].copy_from_slice(&crate::checksum::fold(pseudo).to_be_bytes());
         p.extend_from_slice(&udp);

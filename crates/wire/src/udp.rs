@@ -126,7 +126,7 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Packet<T> {
         self.set_checksum(0);
         let len = usize::from(self.len());
         let c = checksum::finish(checksum::sum(&self.buffer.as_ref()[..len], pseudo));
-        self.set_checksum(if c == 0 { 0xffff } else { c });
+        self.set_checksum(checksum::udp_field(c));
     }
 }
 

@@ -176,7 +176,9 @@ pub struct SlowUplink {
     pub taken_unix_ms: u64,
     /// How long the first packet waited.
     pub waited_ms: u64,
-    /// How long before the take its session last handed it a packet (`None`: never).
+    /// How long before the take its session last handed it a packet (`None`: never), to
+    /// within the generator's status interval (one second): the per-packet stamp reads a
+    /// clock that the status write moves.
     pub since_delivery_ms: Option<u64>,
 }
 

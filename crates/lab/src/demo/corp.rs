@@ -167,8 +167,12 @@ fn fill_udp_checksum(pkt: &mut [u8]) {
     let u = &mut pkt[ipv6::HEADER_LEN..];
     u[6] = 0;
     u[7] = 0;
-    let c = checksum::upper_layer_v6(&a.into(), &b.into(), ipv6::NH_UDP, u);
-    let c = if c == 0 { 0xffff } else { c };
+    let c = checksum::udp_field(checksum::upper_layer_v6(
+        &a.into(),
+        &b.into(),
+        ipv6::NH_UDP,
+        u,
+    ));
     u[6..8].copy_from_slice(&c.to_be_bytes());
 }
 

@@ -103,11 +103,7 @@ fn udp6(src: Ipv6Addr, dst: Ipv6Addr, sport: u16, dport: u16) -> Vec<u8> {
     p[42..44].copy_from_slice(&dport.to_be_bytes());
     p[44..46].copy_from_slice(&16u16.to_be_bytes());
     p[48..].copy_from_slice(b"session!");
-    // RFC 8200 §8.1: a computed 0 goes out as 0xffff.
-    let c = match checksum::upper_layer_v6(&src, &dst, 17, &p[40..]) {
-        0 => 0xffff,
-        c => c,
-    };
+    let c = checksum::udp_field(checksum::upper_layer_v6(&src, &dst, 17, &p[40..]));
     p[46..48].copy_from_slice(&c.to_be_bytes());
     p
 }

@@ -75,7 +75,7 @@ pub struct Slot {
     /// one (0: empty); set and cleared under `uplink`'s lock.
     queued_at: AtomicU64,
     /// When the client's session last handed it a packet (one its SAs opened), in ms since
-    /// the run's start plus one (0: never).
+    /// the run's start plus one (0: never), as of the fleet's last clock tick.
     delivered_at: AtomicU64,
     wake: Notify,
     /// The echoes of the client's probes.
@@ -95,6 +95,12 @@ impl Slot {
             wake: Notify::new(),
             probe: probe::Track::default(),
         }
+    }
+
+    /// Whether the uplink queued now has waited since at or before `since` (ms since the
+    /// run's start plus one), untaken.
+    pub fn uplink_waiting_since(&self, since: u64) -> bool {
+        matches!(self.queued_at.load(Relaxed), at if at > 0 && at <= since)
     }
 
     /// Transport and both tunnels up.
@@ -168,6 +174,9 @@ pub struct Fleet {
     pub counters: Counters,
     /// The run's start.
     pub epoch: Instant,
+    /// [`Fleet::now_ms`] plus one as of the last [`Fleet::tick_clock`] (once per status
+    /// write): what a stamp taken per packet reads instead of the clock.
+    coarse_ms: AtomicU64,
     /// The TUN device (set once it exists).
     tun: std::sync::OnceLock<Arc<tun_rs::AsyncDevice>>,
     pool6: Ipv6Net,
@@ -185,6 +194,7 @@ impl Fleet {
             by_inner: RwLock::new(HashMap::with_capacity(n)),
             counters: Counters::default(),
             epoch: Instant::now(),
+            coarse_ms: AtomicU64::new(1),
             tun: std::sync::OnceLock::new(),
             pool6,
             probe: None,
@@ -200,6 +210,11 @@ impl Fleet {
     /// Milliseconds since the run's start.
     pub fn now_ms(&self) -> u64 {
         u64::try_from(self.epoch.elapsed().as_millis()).unwrap_or(u64::MAX)
+    }
+
+    /// Moves the coarse clock the per-packet stamps read to now.
+    pub fn tick_clock(&self) {
+        self.coarse_ms.store(self.now_ms() + 1, Relaxed);
     }
 
     /// Sets the TUN device the clients write their downlink to.
@@ -279,13 +294,6 @@ impl Fleet {
             kept.pop_front();
         }
         kept.push_back(slow);
-    }
-
-    /// Clients whose queued uplink has waited [`SLOW_UPLINK_MS`] or more at `now_ms`.
-    pub fn uplinks_waiting(&self, now_ms: u64) -> u64 {
-        let since = (now_ms + 1).saturating_sub(SLOW_UPLINK_MS);
-        let waiting = |s: &&Slot| matches!(s.queued_at.load(Relaxed), at if at > 0 && at <= since);
-        self.slots.iter().filter(waiting).count() as u64
     }
 
     /// Starts a new measuring window for every client's probes (SIGUSR1).
@@ -427,7 +435,8 @@ impl Host for LoadHost {
     /// client's probes are counted in its [`probe::Track`] instead.
     async fn deliver(&mut self, packet: &[u8]) {
         if let Some(slot) = self.slot() {
-            slot.delivered_at.store(self.fleet.now_ms() + 1, Relaxed);
+            slot.delivered_at
+                .store(self.fleet.coarse_ms.load(Relaxed), Relaxed);
         }
         if let Some(target) = self
             .fleet
@@ -526,6 +535,11 @@ fn demux_read(fleet: &Fleet, raw: &[u8], packets: &mut Vec<u8>) {
 mod tests {
     use super::*;
 
+    /// What STATUS.json's `uplink_waiting` says now.
+    fn waiting(fleet: &Fleet) -> u64 {
+        crate::bench::load::status::collect(fleet, 60).uplink_waiting
+    }
+
     fn fleet(probe: Option<ProbeSpec>) -> Arc<Fleet> {
         let pool = "fd00:c1::/104".parse().unwrap();
         Arc::new(Fleet::new(vec![Transport::Teredo; 2], pool).with_probe(probe))
@@ -578,11 +592,11 @@ mod tests {
         let now = fleet.now_ms();
         fleet.slots[1].queued_at.store(now + 1 - 3000, Relaxed);
         assert!(fleet.demux(&pkt));
-        assert_eq!(fleet.uplinks_waiting(fleet.now_ms()), 1);
+        assert_eq!(waiting(&fleet), 1);
         out.clear();
         assert!(host.take(Instant::now(), &mut out).unwrap());
         assert_eq!(out.len(), 2 * pkt.len());
-        assert_eq!(fleet.uplinks_waiting(fleet.now_ms()), 0);
+        assert_eq!(waiting(&fleet), 0);
         let c = &fleet.counters;
         assert_eq!(c.uplink_slow.load(Relaxed), 1);
         assert!(c.uplink_longest_wait_ms.load(Relaxed) >= 3000);

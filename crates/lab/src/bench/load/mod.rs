@@ -145,6 +145,7 @@ async fn drive(spec: &Arc<Spec>, shared: Arc<clients::Shared>, args: &LoadArgs) 
                 _ => Err(anyhow::anyhow!("the underlay reader stopped")),
             };
         }
+        fleet.tick_clock();
         let mut s = status::collect(&fleet, spec.setup_timeout_secs);
         status::add_underlay(&mut s, outer.as_deref());
         fleet.counters.failed.store(s.failed, Relaxed);

@@ -6,8 +6,8 @@ use super::fleet::Fleet;
 use super::fleet::Transport;
 use super::probe;
 use super::underlay::Underlay;
-use crate::bench::spec::Status;
 pub use crate::bench::spec::addresses_path;
+use crate::bench::spec::{SLOW_UPLINK_MS, Status};
 use anyhow::{Context, Result};
 use std::fmt::Write as _;
 use std::path::Path;
@@ -36,7 +36,6 @@ pub fn collect(fleet: &Fleet, setup_timeout_secs: u64) -> Status {
         probe_received: c.probe_received.load(Relaxed),
         uplink_slow: c.uplink_slow.load(Relaxed),
         uplink_longest_wait_ms: c.uplink_longest_wait_ms.load(Relaxed),
-        uplink_waiting: fleet.uplinks_waiting(fleet.now_ms()),
         slow_uplinks: (c.slow_uplinks.lock().unwrap_or_else(|e| e.into_inner()))
             .iter()
             .cloned()
@@ -50,7 +49,9 @@ pub fn collect(fleet: &Fleet, setup_timeout_secs: u64) -> Status {
     let now_ms = fleet.now_ms();
     let targets = fleet.probe.as_ref().map_or(0, |p| p.targets.len());
     let mut gaps = Vec::with_capacity(if targets > 0 { fleet.slots.len() } else { 0 });
+    let waited_long = (now_ms + 1).saturating_sub(SLOW_UPLINK_MS);
     for slot in &fleet.slots {
+        s.uplink_waiting += u64::from(slot.uplink_waiting_since(waited_long));
         let Some(at) = slot.started_at() else {
             pending += 1;
             continue;
