@@ -369,15 +369,16 @@ pub const IKE_CHAIN_CACHE_TOTAL_HELP: &str = "The IKE responder's cache of verif
 /// refusal (`malformed`, `integrity`, `cookie_required`, `half_open_cap`, `half_open_host_cap`,
 /// `half_open_bytes`, `ike_sa_cap`, `identity_cap`, `duplicate_identity`, `same_tunnel`,
 /// `child_sa_cap`,
-/// `too_many_certs`, `chain_not_linear`, `retransmit_elsewhere`, `auth_failed`, ...); a reason
-/// appears once it has happened.
+/// `too_many_certs`, `chain_not_linear`, `retransmit_elsewhere`, `late_response`, `auth_failed`,
+/// ...); a reason appears once it has happened.
 pub const IKE_REFUSED_TOTAL: &str = "gate64_ike_refused_total";
 /// Help text of [`IKE_REFUSED_TOTAL`].
 pub const IKE_REFUSED_TOTAL_HELP: &str = "IKE requests the responder refused after reading \
     them, by reason: a cap on IKE state (half_open_cap, half_open_bytes, ike_sa_cap, \
     identity_cap, child_sa_cap), a certificate chain refused before path building \
     (too_many_certs, chain_not_linear), a duplicate from another address than the original \
-    (retransmit_elsewhere), or a protocol refusal.";
+    (retransmit_elsewhere), a second answer to a liveness check already answered \
+    (late_response), or a protocol refusal.";
 
 /// Half-open IKE SAs (IKE_SA_INIT answered, IKE_AUTH not yet). Gauge; no labels.
 pub const IKE_HALF_OPEN: &str = "gate64_ike_half_open";

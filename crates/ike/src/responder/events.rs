@@ -88,6 +88,11 @@ pub enum Refusal {
     UnknownSpi,
     /// A message ID outside the window.
     MessageId,
+    /// An authentic second answer to gate64's last request (a liveness or return-routability
+    /// check) already answered: the client answered a retransmission of it too, or the path
+    /// duplicated the answer. Harmless, and kept apart from [`Refusal::MessageId`] so that
+    /// one says what it should.
+    LateResponse,
     /// A duplicate request from another address or port than the original: the cached
     /// response is not reflected there.
     RetransmitElsewhere,
@@ -158,6 +163,7 @@ impl Refusal {
             Refusal::ChildSaCap => "child_sa_cap",
             Refusal::UnknownSpi => "unknown_spi",
             Refusal::MessageId => "message_id",
+            Refusal::LateResponse => "late_response",
             Refusal::RetransmitElsewhere => "retransmit_elsewhere",
             Refusal::Integrity => "integrity",
             Refusal::Authentication(_) => "auth_failed",

@@ -540,8 +540,22 @@ pub(super) fn handle_response(
         return None;
     };
     let outstanding = sa.liveness.probe.as_ref().map(|p| p.message_id);
-    if outstanding != Some(h.message_id) || h.exchange != exchange::INFORMATIONAL {
+    if h.exchange != exchange::INFORMATIONAL {
         r.refused(remote, Refusal::MessageId);
+        return None;
+    }
+    if outstanding != Some(h.message_id) {
+        // The request before the next one was answered already; a copy of its answer that
+        // verifies is a late one (retransmitted checks are answered twice), not a refusal of
+        // the window.
+        let late = h.message_id.wrapping_add(1) == sa.liveness.next_request_id
+            && keys::open_message(datagram, &sa.keys.sk_ei).is_ok();
+        let reason = if late {
+            Refusal::LateResponse
+        } else {
+            Refusal::MessageId
+        };
+        r.refused(remote, reason);
         return None;
     }
     let inner = match keys::open_message(datagram, &sa.keys.sk_ei) {

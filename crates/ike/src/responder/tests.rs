@@ -1365,20 +1365,39 @@ fn rfc7296_1_4_answered_liveness_check_keeps_the_sas() {
         assert!(events(&mut r).is_empty());
         assert_eq!(r.ike_sas(at).len(), 1);
     }
-    // A response nobody asked for is refused, not taken as an answer.
+    // A second copy of an answer is refused as late, not taken as an answer; once a later
+    // check went out and was answered, the same copy is outside the window.
+    let refusals = |r: &mut Responder| -> Vec<Refusal> {
+        events(r)
+            .into_iter()
+            .filter_map(|e| match e {
+                Event::Refused { reason, .. } => Some(reason),
+                _ => None,
+            })
+            .collect()
+    };
     r.handle_timeout(t0 + dpd * 3);
     let probe = r.poll_transmit().expect("a third liveness check");
     i.handle(t0 + dpd * 3, &probe.bytes);
-    let (local, remote, answer) = i.poll_transmit().expect("the client answers");
-    r.handle(t0 + dpd * 3, remote, local, &answer);
-    r.handle(t0 + dpd * 3, remote, local, &answer);
-    assert!(events(&mut r).iter().any(|e| matches!(
-        e,
-        Event::Refused {
-            reason: Refusal::MessageId,
-            ..
-        }
-    )));
+    let (local, remote, third) = i.poll_transmit().expect("the client answers");
+    r.handle(t0 + dpd * 3, remote, local, &third);
+    assert!(refusals(&mut r).is_empty());
+    r.handle(t0 + dpd * 3, remote, local, &third);
+    assert_eq!(refusals(&mut r), [Refusal::LateResponse]);
+    // A copy whose integrity check fails is not late, whatever its message ID.
+    let mut forged = third.clone();
+    let last = forged.len() - 1;
+    forged[last] ^= 1;
+    r.handle(t0 + dpd * 3, remote, local, &forged);
+    assert_eq!(refusals(&mut r), [Refusal::MessageId]);
+    r.handle_timeout(t0 + dpd * 4);
+    let probe = r.poll_transmit().expect("a fourth liveness check");
+    i.handle(t0 + dpd * 4, &probe.bytes);
+    let (local, remote, fourth) = i.poll_transmit().expect("the client answers");
+    r.handle(t0 + dpd * 4, remote, local, &fourth);
+    r.handle(t0 + dpd * 4, remote, local, &third);
+    assert_eq!(refusals(&mut r), [Refusal::MessageId]);
+    assert_eq!(r.ike_sas(t0 + dpd * 4).len(), 1);
 }
 
 /// The responder's timers: a message heard moves an IKE SA's liveness check later
