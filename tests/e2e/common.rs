@@ -249,6 +249,22 @@ pub(crate) fn connect_iphttps_routes(
     let t = Instant::now();
     let prefix: Ipv6Addr = "2001:db8:1::".parse().expect("constant");
     let addr = wait_address(topo, &mut client, "gate64c", prefix, 48)?;
+    // The client adds its routes one by one after the address: the first traffic to one of
+    // them must not race the last.
+    for route in routes {
+        let routed = wait_for(LINK_TIMEOUT, || {
+            let r = topo.cli.ip(&["-6", "route", "show", route]).ok()?;
+            r.contains("gate64c").then_some(())
+        });
+        client.ensure_running()?;
+        ensure!(
+            routed.is_some(),
+            "no route to {route} through gate64c within {LINK_TIMEOUT:?}: {}",
+            topo.cli
+                .ip(&["-6", "route"])
+                .unwrap_or_else(|e| e.to_string())
+        );
+    }
     println!(
         "gate64 connect iphttps: link up as {addr} in {:.2} s",
         t.elapsed().as_secs_f64()

@@ -487,6 +487,16 @@ fn connect_teredo_to_gate64(topo: &Topology) -> Result<()> {
         3 * RENEW_SECS,
         gate64_lines(&topo.metrics()?)
     );
+    // gate64 counts a renewal when it answers it; the client seals with the old child SA
+    // until it has read that answer and logged the tunnel up again.
+    let swapped = wait_for(Duration::from_secs(10), || {
+        (client.log().matches("IPsec tunnel up").count() >= 4).then_some(())
+    });
+    ensure!(
+        swapped.is_some(),
+        "the client did not log both renewed tunnels up:\n{}",
+        client.log()
+    );
     for host in [CORP_HOST, CORP_HOST_2] {
         topo.ping6_all(&topo.cli, host, PINGS)
             .with_context(|| format!("ping {host} after the tunnels were renewed"))?;

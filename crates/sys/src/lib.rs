@@ -13,7 +13,7 @@
 //! | [`udp`] | `recvmmsg`, `sendmmsg`, UDP GSO (`sendmsg` with `UDP_SEGMENT`) |
 //! | [`socket`] | socket options: forced buffers, PMTU discovery, TCP_NOTSENT_LOWAT, SO_RCVTIMEO; drop counts |
 //! | [`fd`] | `read`, `write`, `writev`, `epoll` |
-//! | [`tun`] | TUN ioctls: TUNSETIFF, TUNSETOFFLOAD (virtio-net offloads), TUNSETSNDBUF, SIOCGIFMTU |
+//! | [`tun`] | TUN ioctls: TUNSETIFF, TUNSETOFFLOAD (virtio-net offloads), TUNSETSNDBUF; SIOCGIFMTU, SIOCETHTOOL (features) |
 //! | [`privilege`] | user database, capabilities, the per-thread privilege drop and its signal |
 //! | [`namespace`] | `unshare`, `setns`, `mount` |
 //! | [`process`] | effective ids, `kill`, signal dispositions, the parent-death signal |

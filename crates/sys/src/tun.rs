@@ -1,6 +1,6 @@
 //! The ioctls of a TUN queue (linux/if_tun.h): attaching a `/dev/net/tun` descriptor to a
 //! device with its flags, the virtio-net offloads the device may hand over, the NAPI queue's
-//! byte bound, and an interface's MTU.
+//! byte bound; and of any interface: its MTU, and its generic receive offload (GRO).
 
 use std::io;
 use std::os::fd::RawFd;
@@ -70,6 +70,106 @@ pub fn interface_mtu(sock: RawFd, name: &str) -> io::Result<i32> {
     Ok(unsafe { req.ifr_ifru.ifru_mtu })
 }
 
+/// linux/ethtool.h: the commands and the string set used here.
+const ETHTOOL_GSTRINGS: u32 = 0x1b;
+const ETHTOOL_GSSET_INFO: u32 = 0x37;
+const ETHTOOL_SFEATURES: u32 = 0x3b;
+const ETH_SS_FEATURES: u32 = 4;
+const ETH_GSTRING_LEN: usize = 32;
+/// More feature names than any kernel has (it has about 70): a bound on what is read.
+const MAX_FEATURES: u32 = 1024;
+
+/// `struct ethtool_sset_info` asking for one string set, room for its one count.
+#[repr(C)]
+struct SsetInfo {
+    cmd: u32,
+    reserved: u32,
+    sset_mask: u64,
+    count: u32,
+}
+
+/// `SIOCETHTOOL` on interface `name` through `sock`, with `data` as the command's buffer.
+///
+/// # Safety
+/// `data` must point to a buffer that the command reads and writes within its bounds.
+unsafe fn ethtool(sock: RawFd, name: &str, data: *mut libc::c_char) -> io::Result<()> {
+    let mut req = ifreq(name)?;
+    req.ifr_ifru.ifru_data = data;
+    // SAFETY: `req` is a live `ifreq` naming an interface (NUL-terminated, as checked by
+    // `ifreq`); its data pointer is the caller's buffer, sized for the command.
+    if unsafe { libc::ioctl(sock, libc::SIOCETHTOOL, &mut req) } < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// The names of interface `name`'s features (`ethtool -k`), in the order of their bits.
+fn feature_names(sock: RawFd, name: &str) -> io::Result<Vec<String>> {
+    let mut info = SsetInfo {
+        cmd: ETHTOOL_GSSET_INFO,
+        reserved: 0,
+        sset_mask: 1 << ETH_SS_FEATURES,
+        count: 0,
+    };
+    // SAFETY: the kernel reads the header and writes one count per set asked for (one) into
+    // `info`, which has room for it.
+    unsafe { ethtool(sock, name, (&raw mut info).cast())? };
+    if info.sset_mask != 1 << ETH_SS_FEATURES || info.count > MAX_FEATURES {
+        return Err(io::Error::other("SIOCETHTOOL: no feature names"));
+    }
+    let count = info.count as usize;
+    // `struct ethtool_gstrings`: three u32 of header, then `count` names of 32 bytes each.
+    let mut buf = vec![0u32; 3 + count * ETH_GSTRING_LEN / 4];
+    buf[0] = ETHTOOL_GSTRINGS;
+    buf[1] = ETH_SS_FEATURES;
+    buf[2] = info.count;
+    // SAFETY: the kernel writes the header and as many names as the string set has, the
+    // count it reported above, which `buf` has room for.
+    unsafe { ethtool(sock, name, buf.as_mut_ptr().cast())? };
+    let written = (buf[2] as usize).min(count);
+    let bytes: Vec<u8> = buf[3..].iter().flat_map(|w| w.to_ne_bytes()).collect();
+    Ok(bytes
+        .chunks(ETH_GSTRING_LEN)
+        .take(written)
+        .map(|n| {
+            let end = n.iter().position(|&b| b == 0).unwrap_or(n.len());
+            String::from_utf8_lossy(&n[..end]).into_owned()
+        })
+        .collect())
+}
+
+/// Turns features of interface `name` on or off by their `ethtool -k` names (`rx-gro`,
+/// `rx-udp-gro-forwarding`, ...), asked through `sock`, a socket of the network namespace
+/// the interface is in, as `ethtool -K` does (`SIOCETHTOOL` with `ETHTOOL_SFEATURES`). A
+/// name the interface does not have is an error. On a veth, GRO gives the receiving end a
+/// NAPI instance of its own, which `/sys/class/net/NAME/threaded` can move to a kernel
+/// thread: a NIC's receive path instead of the sender's system call; a datagram a local
+/// socket sent takes it only with `rx-udp-gro-forwarding` as well.
+pub fn set_features(sock: RawFd, name: &str, features: &[(&str, bool)]) -> io::Result<()> {
+    let names = feature_names(sock, name)?;
+    let blocks = names.len().div_ceil(32);
+    // `struct ethtool_sfeatures`: cmd and size, then per block of 32 features a `valid` and
+    // a `requested` mask.
+    let mut buf = vec![0u32; 2 + 2 * blocks];
+    buf[0] = ETHTOOL_SFEATURES;
+    buf[1] = blocks as u32;
+    for &(feature, on) in features {
+        let bit = names.iter().position(|n| n == feature).ok_or_else(|| {
+            io::Error::new(
+                io::ErrorKind::NotFound,
+                format!("{name} has no feature `{feature}`"),
+            )
+        })?;
+        let (block, mask) = (bit / 32, 1u32 << (bit % 32));
+        buf[2 + 2 * block] |= mask;
+        if on {
+            buf[3 + 2 * block] |= mask;
+        }
+    }
+    // SAFETY: the kernel reads the header and `size` blocks, which `buf` holds.
+    unsafe { ethtool(sock, name, buf.as_mut_ptr().cast()) }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -84,5 +184,13 @@ mod tests {
         assert!(interface_mtu(sock.as_raw_fd(), "lo").unwrap() >= 1280);
         let e = interface_mtu(sock.as_raw_fd(), "no-such-dev0").unwrap_err();
         assert_eq!(e.raw_os_error(), Some(libc::ENODEV));
+        let e = set_features(sock.as_raw_fd(), "no-such-dev0", &[("rx-gro", true)]).unwrap_err();
+        assert_eq!(e.raw_os_error(), Some(libc::ENODEV));
+        assert!(set_features(sock.as_raw_fd(), "sixteen-bytes-xx", &[]).is_err());
+        // Reading the names needs no privilege; loopback has GRO among them.
+        let names = feature_names(sock.as_raw_fd(), "lo").unwrap();
+        assert!(names.iter().any(|n| n == "rx-gro"), "{names:?}");
+        let e = set_features(sock.as_raw_fd(), "lo", &[("no-such-feature", true)]).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::NotFound);
     }
 }

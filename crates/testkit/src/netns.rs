@@ -280,6 +280,31 @@ impl Netns {
             .map(drop)
     }
 
+    /// Gives interface `ifname` (a veth end here) the receive path of a NIC: GRO (and UDP GRO
+    /// for forwarding, without which a veth keeps a local socket's datagrams off it), and with
+    /// it a NAPI instance of its own, run by a kernel thread (`napi/IFNAME-N`, threaded
+    /// NAPI). What arrives on it is then received there, not inside the sender's system call.
+    pub fn nic_receive(&self, ifname: &str) -> Result<()> {
+        ensure!(
+            !ifname.is_empty()
+                && ifname.len() <= MAX_IFNAME
+                && ifname
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b)),
+            "interface name {ifname:?}: unexpected characters"
+        );
+        self.run_in(|| -> Result<()> {
+            let sock =
+                std::net::UdpSocket::bind("0.0.0.0:0").context("a socket for SIOCETHTOOL")?;
+            let on = [("rx-gro", true), ("rx-udp-gro-forwarding", true)];
+            gate64_sys::tun::set_features(sock.as_raw_fd(), ifname, &on)
+                .with_context(|| format!("GRO on {ifname}"))
+        })??;
+        let threaded = format!("/sys/class/net/{ifname}/threaded");
+        self.exec_ok(&["sh", "-c", &format!("echo 1 > {threaded}")])
+            .map(drop)
+    }
+
     /// Writes `contents` to `<dir>/<file>` and returns the absolute path.
     pub fn write_file(&self, file: &str, contents: &str) -> Result<PathBuf> {
         let path = self.dir.join(file);
@@ -717,6 +742,23 @@ mod tests {
                 .unwrap();
             assert!(out.contains("1 received"), "{out}");
             assert!(a.unique_ifname("vethx").len() <= MAX_IFNAME);
+
+            // nic_receive: GRO on, and a NAPI kernel thread of the device's own.
+            b.nic_receive("v1").unwrap();
+            let threaded = b.exec_ok(&["cat", "/sys/class/net/v1/threaded"]).unwrap();
+            assert_eq!(threaded.trim(), "1");
+            let napi_thread = || {
+                fs::read_dir("/proc").unwrap().flatten().any(|e| {
+                    fs::read_to_string(e.path().join("comm"))
+                        .is_ok_and(|c| c.starts_with("napi/v1-"))
+                })
+            };
+            assert!(napi_thread());
+            let out = a
+                .exec_ok(&["ping", "-6", "-c", "1", "-W", "2", "2001:db8:9::2"])
+                .unwrap();
+            assert!(out.contains("1 received"), "{out}");
+            assert!(b.nic_receive("no/such").is_err());
 
             // exec: timeouts are enforced; non-zero exits are reported, not errors.
             let t = Instant::now();

@@ -5,7 +5,10 @@
 //! the first failure. The reported figures are those measured at the highest passing step,
 //! never the offered load of a failing one.
 
-use super::lab::{GATE_ADDRESS6, Lab, LabOptions, NAT64_TARGET, SINK_PORT, V4ONLY};
+use super::lab::{
+    GATE_ADDRESS6, GATE64_NAPI_THREADS, LAB_NAPI_THREADS, Lab, LabOptions, NAT64_TARGET, SINK_PORT,
+    V4ONLY,
+};
 use super::measure::{
     CpuClock, KernelThreadsClock, MachineCpu, MachineLoad, cores, drop_counters, grown, hardware,
     interface_bytes,
@@ -99,6 +102,11 @@ pub struct CapacityArgs {
     /// Unbound (for machines without it; `gate64 demo` does this).
     #[arg(long)]
     pub builtin_dns: bool,
+    /// Give each end of the veths to the clients and to the corporate host a NIC's receive
+    /// path (GRO, a NAPI kernel thread): gate64's host's receive is then counted with it
+    /// (host NAPI), the lab's apart (lab NAPI), instead of each in its sender's system call.
+    #[arg(long)]
+    pub nic_receive: bool,
     /// Lab use only: when DNS64 fails, send the NAT64 share to the address DNS64 should
     /// have synthesized, so NAT64 can still be measured. DNS64 is still reported failed and
     /// the run still exits non-zero; the report records that the fallback was on.
@@ -242,6 +250,7 @@ fn measure_point(args: &CapacityArgs, clients: usize, stop: &AtomicBool) -> Resu
         workers: args.workers,
         builtin_dns: args.builtin_dns,
         dns64_upstream: args.dns64_upstream,
+        nic_receive: args.nic_receive,
     };
     let mut lab = match Lab::start(&topo, &opts, stop) {
         Ok(lab) => lab,
@@ -292,6 +301,7 @@ fn search(args: &CapacityArgs, lab: &mut Lab<'_>, stop: &AtomicBool) -> Result<R
     row.probe_failures = probe.probe_failures.clone();
     row.dns64_error = probe.dns64_error;
     row.nat64_fallback = args.nat64_fallback;
+    row.nic_receive = args.nic_receive;
     row.path_failures = (probe.paths.failures().into_iter())
         .map(|f| format!("probe: {f}"))
         .collect();
@@ -447,6 +457,7 @@ fn adopt(row: &mut Row, step: &Step) {
     row.softirq_percent = step.softirq_percent;
     row.generator_cpu_percent = step.generator_cpu_percent;
     row.napi_cpu_percent = step.napi_cpu_percent;
+    row.lab_napi_cpu_percent = step.lab_napi_cpu_percent;
     row.corpnet_mbps_per_core_with_napi =
         per_core(step.corpnet_mbps, step.cpu_percent + step.napi_cpu_percent);
     row.gate64_rss_bytes = step.gate64_rss_bytes;
@@ -468,15 +479,12 @@ fn mbit_per_sec(before: u64, after: u64, secs: f64) -> f64 {
     after.saturating_sub(before) as f64 * 8.0 / secs / 1e6
 }
 
-/// The names of the kernel threads of the lab's TUN (`corpnet.tun = "gate64"`) NAPI. A TUN
-/// named `gate64` in another namespace at the same time would be counted with it.
-const TUN_NAPI_THREADS: &str = "napi/gate64-";
-
 /// Counters read before and after a step.
 struct Counters {
     gate: CpuClock,
     generator: CpuClock,
     napi: KernelThreadsClock,
+    lab_napi: KernelThreadsClock,
     machine: MachineCpu,
     corpnet: u64,
     internet: u64,
@@ -490,7 +498,8 @@ impl Counters {
         Ok(Counters {
             gate: CpuClock::read(lab.gate.pid())?,
             generator: CpuClock::read(lab.generator.pid())?,
-            napi: KernelThreadsClock::read(TUN_NAPI_THREADS),
+            napi: KernelThreadsClock::read(GATE64_NAPI_THREADS),
+            lab_napi: KernelThreadsClock::read(LAB_NAPI_THREADS),
             machine: MachineCpu::read()?,
             corpnet: interface_bytes(srv, "vcorp")?,
             internet: interface_bytes(srv, "vload")? + interface_bytes(srv, "vcli")?,
@@ -581,6 +590,7 @@ fn run_step(args: &CapacityArgs, lab: &mut Lab<'_>, mbps: f64, stop: &AtomicBool
         cpu_percent: before.gate.since(&after.gate).1,
         generator_cpu_percent: before.generator.since(&after.generator).1,
         napi_cpu_percent: before.napi.percent_since(&after.napi),
+        lab_napi_cpu_percent: before.lab_napi.percent_since(&after.lab_napi),
         machine_cpu_percent: machine.busy_percent,
         softirq_percent: machine.softirq_percent,
         gate64_rss_bytes: super::measure::process_rss_bytes(lab.gate.pid())?,

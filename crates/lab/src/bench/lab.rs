@@ -130,6 +130,8 @@ pub struct LabOptions {
     pub builtin_dns: bool,
     /// gate64's `dns64.upstream`, when not the corporate DNS server.
     pub dns64_upstream: Option<std::net::Ipv4Addr>,
+    /// Give the veths a NIC's receive path ([`nic_receive_paths`]).
+    pub nic_receive: bool,
 }
 
 /// Debian's miredo client and strongSwan (both tunnels) over it, in `tcli`.
@@ -185,6 +187,9 @@ impl<'t> Lab<'t> {
         let gate = start_gate64(topo, &bin, &pki, opts)?;
         let load = Netns::new("tload")?;
         wire_load_namespace(topo, &load)?;
+        if opts.nic_receive {
+            nic_receive_paths(topo, &load)?;
+        }
         let third_party = if opts.third_party {
             Some(start_third_party(topo, &pki).context("the third-party clients")?)
         } else {
@@ -468,6 +473,34 @@ fn wire_load_namespace(topo: &Topology, load: &Netns) -> Result<()> {
         ns.sysctl("net.ipv4.conf.default.rp_filter", "0")?;
     }
     Ok(())
+}
+
+/// The kernel threads that receive for gate64's host, counted with gate64: its TUN's NAPI
+/// (`corpnet.tun = "gate64"`) and, with `--nic-receive`, that of `tsrv`'s veths to the
+/// clients and to the corporate host. A device of the same name in another namespace
+/// at the same time would be counted with them.
+pub const GATE64_NAPI_THREADS: &[&str] = &["napi/gate64-", "napi/vload-", "napi/vcorp-"];
+
+/// The kernel threads that receive, with `--nic-receive`, for the lab's own ends (`tload`'s
+/// and `tcorp`'s veth, `vsrv`): what gate64 sends them is received there, not inside
+/// gate64's system calls, as on a real client or corporate host; reported apart, and part of
+/// the machine's CPU.
+pub const LAB_NAPI_THREADS: &[&str] = &["napi/vsrv-"];
+
+/// Gives each end of the veths between `tsrv` and the clients (`tload`) and between `tsrv`
+/// and the corporate host (`tcorp`) a NIC's receive path: GRO and a NAPI kernel thread of its
+/// own (`napi/vload-N`, `napi/vcorp-N` in `tsrv`; `napi/vsrv-N` in `tload` and `tcorp`).
+/// Without it a veth finishes the receiver's whole input path (IP, forwarding into the
+/// generator's TUN, the sink's TCP) inside the sender's system call, so what gate64 sent
+/// was received on gate64's CPU time, and what the generator and the sink sent to gate64
+/// was received on theirs. With it each side's receive runs in its own NAPI threads, which
+/// the report counts where they belong: `tsrv`'s with gate64 (beside its TUN's), the
+/// others as the lab's.
+fn nic_receive_paths(topo: &Topology, load: &Netns) -> Result<()> {
+    topo.srv.nic_receive("vload")?;
+    topo.srv.nic_receive("vcorp")?;
+    load.nic_receive("vsrv")?;
+    topo.corp.nic_receive("vsrv")
 }
 
 /// Debian's miredo client qualifies with gate64, then strongSwan builds both tunnels over

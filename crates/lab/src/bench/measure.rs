@@ -122,8 +122,8 @@ pub fn hardware() -> String {
     format!("{} cores, {model}", cores())
 }
 
-/// The CPU time of the kernel threads whose name starts with a prefix (gate64's TUN's NAPI
-/// threads, `napi/gate64-N`), per thread, and the wall clock.
+/// The CPU time of the kernel threads whose name starts with one of some prefixes (NAPI
+/// threads, `napi/gate64-N` for gate64's TUN), per thread, and the wall clock.
 #[derive(Debug, Clone)]
 pub struct KernelThreadsClock {
     ticks: BTreeMap<u32, u64>,
@@ -131,8 +131,9 @@ pub struct KernelThreadsClock {
 }
 
 impl KernelThreadsClock {
-    /// Reads every kernel thread named `prefix...` now (none found: empty, not an error).
-    pub fn read(prefix: &str) -> KernelThreadsClock {
+    /// Reads every kernel thread named `prefix...` for one of `prefixes` now (none found:
+    /// empty, not an error).
+    pub fn read(prefixes: &[&str]) -> KernelThreadsClock {
         let mut ticks = BTreeMap::new();
         for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
             let Some(pid) = entry
@@ -145,7 +146,7 @@ impl KernelThreadsClock {
             let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
                 continue;
             };
-            if let Some(t) = kernel_thread_ticks(&stat, prefix) {
+            if let Some(t) = prefixes.iter().find_map(|p| kernel_thread_ticks(&stat, p)) {
                 ticks.insert(pid, t);
             }
         }

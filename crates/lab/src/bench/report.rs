@@ -30,9 +30,13 @@ pub struct Step {
     pub cpu_percent: f64,
     /// The load generator's CPU, percent of one core.
     pub generator_cpu_percent: f64,
-    /// The kernel threads that run GRO and forwarding for what gate64 writes to its TUN
-    /// (`napi/gate64-N`): softirq gate64 causes, outside its own CPU. Percent of one core.
+    /// The kernel threads that receive for gate64's host: GRO and forwarding of what gate64
+    /// writes to its TUN (`napi/gate64-N`) and of what reaches its veths (`napi/vload-N`,
+    /// `napi/vcorp-N`): softirq of gate64's host, outside its own CPU. Percent of one core.
     pub napi_cpu_percent: f64,
+    /// The kernel threads that receive for the lab's clients and corporate host
+    /// (`napi/vsrv-N`), not gate64's. Percent of one core.
+    pub lab_napi_cpu_percent: f64,
     /// The whole machine, percent of one core (200 = both cores busy).
     pub machine_cpu_percent: f64,
     /// Of which softirq.
@@ -85,10 +89,13 @@ pub struct Row {
     pub cpu_percent: f64,
     /// Corporate Mbit/s per busy core of gate64's own (its CPU-seconds).
     pub corpnet_mbps_per_gate64_core: f64,
-    /// CPU of the kernel threads that forward what gate64 writes to its TUN (its NAPI), during
-    /// that step, percent of one core: the softirq gate64 causes, stated beside its own.
+    /// CPU of the kernel threads that receive for gate64's host (its TUN's NAPI and its
+    /// veths'), during that step, percent of one core: stated beside its own.
     pub napi_cpu_percent: f64,
-    /// Corporate Mbit/s per core of gate64's own CPU and its TUN's NAPI threads together.
+    /// CPU of the kernel threads that receive for the lab's clients and corporate host
+    /// during that step, percent of one core: the machine's, not gate64's.
+    pub lab_napi_cpu_percent: f64,
+    /// Corporate Mbit/s per core of gate64's own CPU and its host's NAPI threads together.
     pub corpnet_mbps_per_core_with_napi: f64,
     /// Whole-machine CPU during that step, percent of one core.
     pub machine_cpu_percent: f64,
@@ -154,6 +161,9 @@ pub struct Row {
     /// `--nat64-fallback` was given: a NAT64 share whose DNS64 lookup failed went to the
     /// synthesized address directly (DNS64 is still reported failed).
     pub nat64_fallback: bool,
+    /// `--nic-receive` was given: the veths had a NIC's receive path, and `napi_cpu_percent`
+    /// includes `tsrv`'s veths' receive as well as the TUN's.
+    pub nic_receive: bool,
     /// What each claimed path carried when every client was probed.
     pub probe_paths: Paths,
     /// Every claimed path that did not work, in the probe (`probe: ...`) or a step
@@ -268,11 +278,12 @@ fn cells(row: &Row) -> [String; 10] {
         format!("{:.1}", row.corpnet_mbps),
         format!("{:.1}", row.internet_mbps),
         format!(
-            "{:.0}% of 1 core (+{:.0}% TUN NAPI; machine {:.0}%, softirq {:.0}%, generator {:.0}%)",
+            "{:.0}% of 1 core (+{:.0}% host NAPI; machine {:.0}%, softirq {:.0}%, lab NAPI {:.0}%, generator {:.0}%)",
             row.cpu_percent,
             row.napi_cpu_percent,
             row.machine_cpu_percent,
             row.softirq_percent,
+            row.lab_napi_cpu_percent,
             row.generator_cpu_percent
         ),
         // The RSS under the last load step beside the idle one the per-client figure comes
