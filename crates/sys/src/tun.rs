@@ -1,6 +1,7 @@
 //! The ioctls of a TUN queue (linux/if_tun.h): attaching a `/dev/net/tun` descriptor to a
 //! device with its flags, the virtio-net offloads the device may hand over, the NAPI queue's
-//! byte bound; and of any interface: its MTU, and its generic receive offload (GRO).
+//! byte bound; and of any interface: its MTU, and its features (`ethtool -K`: GRO and the
+//! like).
 
 use std::io;
 use std::os::fd::RawFd;
@@ -123,8 +124,9 @@ fn feature_names(sock: RawFd, name: &str) -> io::Result<Vec<String>> {
     buf[0] = ETHTOOL_GSTRINGS;
     buf[1] = ETH_SS_FEATURES;
     buf[2] = info.count;
-    // SAFETY: the kernel writes the header and as many names as the string set has, the
-    // count it reported above, which `buf` has room for.
+    // SAFETY: the kernel writes the header and as many names as the string set has: the
+    // count it reported above (the kernel's fixed number of netdev features), which `buf`
+    // has room for.
     unsafe { ethtool(sock, name, buf.as_mut_ptr().cast())? };
     let written = (buf[2] as usize).min(count);
     let bytes: Vec<u8> = buf[3..].iter().flat_map(|w| w.to_ne_bytes()).collect();
