@@ -205,6 +205,16 @@ pub enum Transport {
     Iphttps,
 }
 
+impl Transport {
+    /// The name in the ADDRESSES file ([`parse_addresses`] reads it back).
+    pub fn label(self) -> &'static str {
+        match self {
+            Transport::Teredo => "teredo",
+            Transport::Iphttps => "iphttps",
+        }
+    }
+}
+
 /// One line of the addresses file: a client with both tunnels up.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ClientAddress {

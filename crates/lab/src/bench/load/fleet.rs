@@ -10,6 +10,7 @@
 use super::probe;
 use super::spec::ProbeSpec;
 use super::tun;
+pub use crate::bench::spec::Transport;
 use crate::bench::spec::{SLOW_UPLINK_MS, SLOW_UPLINKS_KEPT, SlowUplink, unix_ms};
 use anyhow::{Context, Result};
 use gate64_client::ipsec::{InnerLink, IpsecStats};
@@ -31,33 +32,6 @@ const READ_BUDGET: usize = 256;
 const READ_BUFFER: usize = tun_rs::VIRTIO_NET_HDR_LEN + 65_535;
 /// Tunnels per client: infrastructure and intranet.
 pub const TUNNELS: u32 = 2;
-
-/// A client's transport.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Transport {
-    /// Teredo (RFC 4380).
-    Teredo,
-    /// IP-HTTPS ([MS-IPHTTPS]).
-    Iphttps,
-}
-
-impl Transport {
-    /// The same transport as STATUS.json names it.
-    pub fn in_status(self) -> crate::bench::spec::Transport {
-        match self {
-            Transport::Teredo => crate::bench::spec::Transport::Teredo,
-            Transport::Iphttps => crate::bench::spec::Transport::Iphttps,
-        }
-    }
-
-    /// The name in the ADDRESSES file.
-    pub fn label(self) -> &'static str {
-        match self {
-            Transport::Teredo => "teredo",
-            Transport::Iphttps => "iphttps",
-        }
-    }
-}
 
 /// One client as the rest of the process sees it.
 pub struct Slot {
@@ -284,7 +258,8 @@ impl Fleet {
             transport: self
                 .transports
                 .get(id)
-                .map_or(crate::bench::spec::Transport::Teredo, |t| t.in_status()),
+                .copied()
+                .unwrap_or(Transport::Teredo),
             taken_unix_ms: unix_ms(),
             waited_ms: waited,
             since_delivery_ms: (delivered > 0).then(|| now.saturating_sub(delivered)),
@@ -603,7 +578,7 @@ mod tests {
         let kept = c.slow_uplinks.lock().unwrap();
         assert_eq!(kept.len(), 1);
         assert_eq!(kept[0].inner, Some(inner));
-        assert_eq!(kept[0].transport, crate::bench::spec::Transport::Iphttps);
+        assert_eq!(kept[0].transport, Transport::Iphttps);
         assert!(kept[0].waited_ms >= 3000 && kept[0].since_delivery_ms.is_none());
     }
 
