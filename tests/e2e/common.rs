@@ -251,25 +251,37 @@ pub(crate) fn connect_iphttps_routes(
     let addr = wait_address(topo, &mut client, "gate64c", prefix, 48)?;
     // The client adds its routes one by one after the address: the first traffic to one of
     // them must not race the last.
-    for route in routes {
-        let routed = wait_for(LINK_TIMEOUT, || {
-            let r = topo.cli.ip(&["-6", "route", "show", route]).ok()?;
-            r.contains("gate64c").then_some(())
-        });
-        client.ensure_running()?;
-        ensure!(
-            routed.is_some(),
-            "no route to {route} through gate64c within {LINK_TIMEOUT:?}: {}",
-            topo.cli
-                .ip(&["-6", "route"])
-                .unwrap_or_else(|e| e.to_string())
-        );
-    }
+    wait_routes(topo, &mut client, "gate64c", routes)?;
     println!(
         "gate64 connect iphttps: link up as {addr} in {:.2} s",
         t.elapsed().as_secs_f64()
     );
     Ok((client, addr))
+}
+
+/// Waits until `client` (in `tcli`) has routed each of `routes` into its device `ifname`
+/// (as `ip -6 route show dev IFNAME` prints them: a prefix, or a /128 as a bare address
+/// followed by a space). A client installs its routes after its address, or after it read
+/// the IKE answer that gave them: traffic sent before that finds no route.
+pub(crate) fn wait_routes(
+    topo: &Topology,
+    client: &mut Process,
+    ifname: &str,
+    routes: &[&str],
+) -> Result<()> {
+    let routed = wait_for(Duration::from_secs(10), || {
+        let r = topo.cli.ip(&["-6", "route", "show", "dev", ifname]).ok()?;
+        routes.iter().all(|want| r.contains(want)).then_some(())
+    });
+    client.ensure_running()?;
+    ensure!(
+        routed.is_some(),
+        "the client did not route {routes:?} into {ifname}: {}",
+        topo.cli
+            .ip(&["-6", "route", "show", "dev", ifname])
+            .unwrap_or_else(|e| e.to_string())
+    );
+    Ok(())
 }
 
 /// Polls `ip -6 addr show dev <ifname>` in `tcli` for a usable (not tentative) global address

@@ -43,6 +43,7 @@ use gate64_testkit::{
 
 use crate::common::{
     connect_iphttps, gate64_lines, ipsec_keys, netns_test, path_str, serve_iphttps_ipsec,
+    wait_routes,
 };
 
 /// The infrastructure tunnel's corporate side: one host (DNS64, domain controller).
@@ -56,7 +57,7 @@ pub(crate) use crate::common::{GATE64_ADDRESS6, POOL6};
 pub(crate) const ESTABLISH_TIMEOUT: Duration = Duration::from_secs(40);
 const PINGS: u32 = 3;
 /// The client's TUN device.
-const IFNAME: &str = "gate64t";
+pub(crate) const IFNAME: &str = "gate64t";
 
 fn tunnels() -> Vec<Tunnel> {
     vec![
@@ -137,7 +138,7 @@ fn against_strongswan(
             let c = child(&sas, tunnel)?;
             ensure!(c.udp_encap, "{tunnel}: ESP not UDP-encapsulated: {c:?}");
         }
-        wait_routes(topo, &mut client, &["fd00:c0::53 ", "fd00:c0::/64"])?;
+        wait_routes(topo, &mut client, IFNAME, &["fd00:c0::53 ", "fd00:c0::/64"])?;
         for (tunnel, host, other) in [
             (INFRASTRUCTURE, INFRASTRUCTURE_HOST, INTRANET),
             (INTRANET, INTRANET_HOST, INFRASTRUCTURE),
@@ -252,24 +253,6 @@ fn spawn_client_with(
     ];
     argv.extend_from_slice(extra);
     topo.cli.spawn("gate64-connect-ipsec", &argv)
-}
-
-/// Waits until the client routed both tunnels' selectors into its TUN device (learnt from
-/// the traffic selectors, not given with `--route`).
-pub(crate) fn wait_routes(topo: &Topology, client: &mut Process, routes: &[&str]) -> Result<()> {
-    let routed = wait_for(Duration::from_secs(10), || {
-        let r = topo.cli.ip(&["-6", "route", "show", "dev", IFNAME]).ok()?;
-        routes.iter().all(|want| r.contains(want)).then_some(())
-    });
-    client.ensure_running()?;
-    ensure!(
-        routed.is_some(),
-        "the client did not route both selectors into {IFNAME}: {}",
-        topo.cli
-            .ip(&["-6", "route", "show", "dev", IFNAME])
-            .unwrap_or_else(|e| e.to_string())
-    );
-    Ok(())
 }
 
 fn child<'a>(sas: &'a [IkeSa], name: &str) -> Result<&'a ChildSa> {
@@ -453,6 +436,7 @@ fn connect_teredo_to_gate64(topo: &Topology) -> Result<()> {
     wait_routes(
         topo,
         &mut client,
+        IFNAME,
         &[&format!("{CORP_HOST} "), "2001:db8:100::/48"],
     )?;
     let inner = topo.cli.ip(&["-6", "addr", "show", "dev", IFNAME])?;

@@ -16,8 +16,8 @@ use anyhow::{Context, Result, ensure};
 use gate64_testkit::strongswan::LabCerts;
 use gate64_testkit::{CORP_HOST, Gate64Options, Topology, wait_for};
 
-use crate::common::{gate64_lines, ipsec_keys, netns_test, path_str};
-use crate::ipsec_connect::{ESTABLISH_TIMEOUT, GATE64_ADDRESS6, spawn_client, wait_routes};
+use crate::common::{gate64_lines, ipsec_keys, netns_test, path_str, wait_routes};
+use crate::ipsec_connect::{ESTABLISH_TIMEOUT, GATE64_ADDRESS6, IFNAME, spawn_client};
 
 /// What the client logs when the responder proved it lost the IKE SA.
 const QCD_LINE: &str = "the responder lost its IKE SA";
@@ -82,6 +82,7 @@ fn qcd_recovers_after_a_restart(topo: &Topology) -> Result<()> {
     wait_routes(
         topo,
         &mut client,
+        IFNAME,
         &[&format!("{CORP_HOST} "), "2001:db8:100::/48"],
     )?;
     topo.ping6_all(&topo.cli, CORP_HOST, 3)

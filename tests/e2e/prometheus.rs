@@ -24,9 +24,9 @@ use anyhow::{Context, Result, bail, ensure};
 use gate64_testkit::{CORP_HOST, METRICS_ADDR, Process, Topology, find_tool, wait_for};
 use serde_json::Value;
 
-use crate::common::{gate64_lines, netns_test, path_str};
+use crate::common::{gate64_lines, netns_test, path_str, wait_routes};
 use crate::ipsec_connect::{
-    ESTABLISH_TIMEOUT, GATE64_ADDRESS6, POOL6, gate64_with_lab_ike, spawn_client, wait_routes,
+    ESTABLISH_TIMEOUT, GATE64_ADDRESS6, IFNAME, POOL6, gate64_with_lab_ike, spawn_client,
 };
 
 /// Where Prometheus listens inside `tsrv`.
@@ -267,6 +267,7 @@ fn scrape_and_query(topo: &Topology) -> Result<()> {
     wait_routes(
         topo,
         &mut client,
+        IFNAME,
         &[&format!("{CORP_HOST} "), "2001:db8:100::/48"],
     )?;
     topo.ping6_all(&topo.cli, CORP_HOST, 3)
