@@ -59,6 +59,7 @@
 #        DIRS="up down"  up = client -> tcorp, down = tcorp -> client (iperf3 -R)
 #        SETUPS="gate64 gate64-esp gate64-gmac stunnel openvpn"
 #        SEND_QUEUE_BYTES=n  gate64's iphttps.send_queue_bytes (default: gate64's default)
+#        TUN_NAPI=true gate64's corpnet.tun_napi (default: gate64's default, false)
 #        GATE64_BIN=path  use this binary and skip the build
 #        KEEP_LOGS=1   keep the temporary directory with configs, logs and iperf3 JSON
 #        IPERF3=iperf3 the iperf3 client of the runs (IPERF3=/bin/false: every run fails)
@@ -154,6 +155,7 @@ relay = true
 tun = "$GATE64_TUN"
 ipv6_prefixes = ["$CORP_PREFIX"]
 address6 = "2001:db8:100::1"
+${TUN_NAPI:+tun_napi = $TUN_NAPI}
 [ipsec]
 $ipsec
 [iphttps]

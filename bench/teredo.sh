@@ -36,6 +36,8 @@
 #                      both setups; the NAPI threads count as the relay's CPU (NAPI s).
 #                      gate64's Teredo sockets then take each client's datagrams coalesced
 #                      (UDP GRO); Miredo's sockets do not ask for it
+#        TUN_NAPI=true gate64's corpnet.tun_napi (default: gate64's default, false): its TUN
+#                      hands writes to NAPI kernel threads, counted as the relay's (NAPI s)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . bench/lib.sh
@@ -89,6 +91,7 @@ relay = true
 tun = "$GATE64_TUN"
 ipv6_prefixes = ["2001:db8:100::/48"]
 address6 = "2001:db8:100::1"
+${TUN_NAPI:+tun_napi = $TUN_NAPI}
 [ipsec]
 require = false
 [metrics]

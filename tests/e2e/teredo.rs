@@ -76,8 +76,15 @@ fn netns_teredo_miredo_without_ipsec() {
 }
 
 fn without_ipsec(topo: &Topology) -> Result<()> {
-    let mut gate = topo.start_gate64(&Gate64Options::default())?;
-    // gate64's TUN forwards in NAPI threads (gate64_io::tun::TunQueue), not in its workers.
+    // `corpnet.tun_napi = true`: gate64's TUN forwards in NAPI threads
+    // (gate64_io::tun::TunQueue), not in its workers; every other Teredo test runs the
+    // default, a plain TUN.
+    let toml = Gate64Options::default().config_toml().replace(
+        "address6 = \"2001:db8:100::1\"\n",
+        "address6 = \"2001:db8:100::1\"\ntun_napi = true\n",
+    );
+    ensure!(toml.contains("tun_napi = true"), "the key was not written");
+    let mut gate = topo.start_gate64_with(&toml)?;
     let threaded = topo
         .srv
         .exec_ok(&["cat", "/sys/class/net/gate64/threaded"])?;
@@ -153,6 +160,14 @@ fn flood_keeps_clients_working(topo: &Topology) -> Result<()> {
         ..Gate64Options::default()
     };
     let mut gate = topo.start_gate64(&opts)?;
+    // The default (`corpnet.tun_napi = false`): a plain TUN, no NAPI thread.
+    let threaded = topo
+        .srv
+        .exec_ok(&["cat", "/sys/class/net/gate64/threaded"])?;
+    ensure!(
+        threaded.trim() == "0",
+        "the TUN's NAPI is threaded by default: {threaded:?}"
+    );
     let _iperf = topo.start_iperf_server()?;
     let (_client, addr) = qualify(topo)?;
     topo.ping6_all(&topo.cli, CORP_HOST, 3)

@@ -26,6 +26,9 @@ pub struct Corpnet {
     pub mtu: u16,
     /// Whether gate64 installs the routes that send client-bound traffic into the TUN.
     pub manage_routes: bool,
+    /// Whether the TUN's writes go to a kernel NAPI thread per queue (`IFF_NAPI`, threaded
+    /// NAPI) instead of being forwarded within the writing worker's system call.
+    pub tun_napi: bool,
 }
 
 /// Linux `IFNAMSIZ` minus the terminating NUL.
@@ -40,6 +43,7 @@ pub(crate) struct RawCorpnet {
     address6: Option<Ipv6Addr>,
     mtu: Option<u16>,
     manage_routes: Option<bool>,
+    tun_napi: Option<bool>,
 }
 
 impl RawCorpnet {
@@ -64,6 +68,7 @@ impl RawCorpnet {
             address6,
             mtu: self.mtu.unwrap_or(defaults::MTU),
             manage_routes: self.manage_routes.unwrap_or(true),
+            tun_napi: self.tun_napi.unwrap_or(defaults::TUN_NAPI),
         })
     }
 }
@@ -79,6 +84,7 @@ impl RawCorpnet {
             address6: self.address6.unwrap_or(Ipv6Addr::UNSPECIFIED),
             mtu: self.mtu.unwrap_or(defaults::MTU),
             manage_routes: self.manage_routes.unwrap_or(true),
+            tun_napi: self.tun_napi.unwrap_or(defaults::TUN_NAPI),
         }
     }
 }

@@ -10,6 +10,13 @@ pub const TLS_THREADS: usize = 0;
 pub const TEREDO_PORT: u16 = 3544;
 /// `corpnet.tun`: the name of the TUN interface towards the corporate network.
 pub const TUN: &str = "gate64";
+/// `corpnet.tun_napi`: off. A TUN write then forwards the packet within the worker's system
+/// call, as a plain TUN does. Handing each write to a NAPI kernel thread instead costs a
+/// wake-up of that thread per batch, which on the 2-core VMs measured cost more CPU than the
+/// kernel's GRO in the thread saved: gate64 already writes TCP super-packets coalesced per
+/// flow (docs/performance.md, "The TUN's NAPI threads").
+pub const TUN_NAPI: bool = false;
+
 /// `corpnet.mtu`, in bytes: the IPv6 minimum link MTU (RFC 8200 §5).
 pub const MTU: u16 = 1280;
 /// `metrics.listen`: the Prometheus exporter's address (loopback only).

@@ -38,6 +38,7 @@ impl Config {
                 address6: Ipv6Addr::new(0x2001, 0xdb8, 0xc0, 0, 0, 0, 0, 1),
                 mtu: defaults::MTU,
                 manage_routes: false,
+                tun_napi: defaults::TUN_NAPI,
             },
             ipsec: Ipsec {
                 require: false,

@@ -201,6 +201,7 @@ fn expected_form(path: &str) -> Option<&'static str> {
         | "teredo.lab_allow_loopback"
         | "iphttps.enabled"
         | "corpnet.manage_routes"
+        | "corpnet.tun_napi"
         | "metrics.enabled" => "true or false",
         "iphttps.listen" => "an address and port in quotes, e.g. \"0.0.0.0:443\" or \"[::]:443\"",
         "iphttps.path" => "a URI path in quotes, e.g. \"/IPHTTPS\"",

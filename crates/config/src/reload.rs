@@ -127,7 +127,8 @@ impl Config {
                 ipv4_prefixes,
                 address6,
                 mtu,
-                manage_routes
+                manage_routes,
+                tun_napi
             ]
         );
         diff!(

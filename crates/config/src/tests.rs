@@ -150,6 +150,7 @@ fn minimal_file_gets_the_documented_defaults() {
     );
     assert_eq!(c.corpnet.mtu, 1280);
     assert!(c.corpnet.manage_routes);
+    assert!(!c.corpnet.tun_napi, "a plain TUN unless asked");
     assert!(c.ipsec.require && !c.ipsec.configured());
     assert_eq!(
         c.metrics.listen,
@@ -1396,6 +1397,7 @@ const KEYS: &[(&str, &str)] = &[
     ("corpnet", "address6"),
     ("corpnet", "mtu"),
     ("corpnet", "manage_routes"),
+    ("corpnet", "tun_napi"),
     ("corpnet", "lab_allow_without_ipsec"),
     ("nat64", "enabled"),
     ("nat64", "prefix"),

@@ -638,12 +638,13 @@ async fn repeat_every(
 
 fn create_tun(cfg: &Config, shared: &Shared, queues: usize) -> Result<Vec<CorpLink>> {
     let c = &cfg.corpnet;
-    let links = gate64_io::tun::create(&c.tun, c.mtu, c.address6, queues).with_context(|| {
-        format!(
-            "creating TUN device `{}` (`corpnet.tun`; needs CAP_NET_ADMIN and /dev/net/tun)",
-            c.tun
-        )
-    })?;
+    let links = gate64_io::tun::create(&c.tun, c.mtu, c.address6, queues, c.tun_napi)
+        .with_context(|| {
+            format!(
+                "creating TUN device `{}` (`corpnet.tun`; needs CAP_NET_ADMIN and /dev/net/tun)",
+                c.tun
+            )
+        })?;
     info!(tun = %c.tun, address6 = %c.address6, mtu = c.mtu, queues, "TUN device up");
     if let (true, Some((prefix, len))) = (c.manage_routes, iphttps_pool(cfg)) {
         gate64_io::tun::route(prefix, len, &c.tun)

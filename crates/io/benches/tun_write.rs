@@ -71,7 +71,9 @@ fn lab() -> Option<CorpLink> {
         eprintln!("tun_write: no CAP_SYS_ADMIN to make a network namespace; skipped");
         return None;
     }
-    let mut links = gate64_io::tun::create("gbench0", 1280, "fd00:1::1".parse().ok()?, 1).ok()?;
+    // No NAPI thread: each write forwards within the system call, so that is what is timed.
+    let mut links =
+        gate64_io::tun::create("gbench0", 1280, "fd00:1::1".parse().ok()?, 1, false).ok()?;
     let ok = sh(&["ip", "link", "add", "v0", "type", "veth", "peer", "name", "v1"])
         && sh(&["ip", "link", "set", "v0", "up"])
         && sh(&["ip", "link", "set", "v1", "up"])

@@ -39,11 +39,12 @@ pub const NAPI_QUEUE_BYTES: libc::c_int = 16 << 20;
 /// One queue of gate64's TUN device, opened with virtio-net headers (TSO/GRO offload).
 ///
 /// gate64 opens the device itself rather than through tun-rs for one flag tun-rs does not
-/// offer: `IFF_NAPI`. Without it, every write runs the kernel's forwarding of the packet, and
-/// the corporate host's receive behind a veth, inside the writing worker's system call. With
-/// it and the device's NAPI in threaded mode (`/sys/class/net/DEV/threaded`), a write queues
-/// the packet and returns; a kernel thread per queue (`napi/DEV-N`) runs GRO over what was
-/// queued and forwards it, on whichever core is free, as a NIC's receive path does.
+/// offer: `IFF_NAPI` (`corpnet.tun_napi`). Without it, every write runs the kernel's
+/// forwarding of the packet, and the corporate host's receive behind a veth, inside the
+/// writing worker's system call. With it and the device's NAPI in threaded mode
+/// (`/sys/class/net/DEV/threaded`), a write queues the packet and returns; a kernel thread per
+/// queue (`napi/DEV-N`) runs GRO over what was queued and forwards it, on whichever core is
+/// free, as a NIC's receive path does, at the price of waking that thread per batch.
 #[derive(Debug)]
 pub struct TunQueue {
     file: File,
@@ -120,12 +121,17 @@ impl AsRawFd for TunQueue {
 }
 
 /// Creates the TUN device `name` with `queues` queues (non-blocking), MTU `mtu`, and
-/// `address/128`, and brings it up. The queues use threaded NAPI where the kernel and
-/// `/sys` allow it ([`TunQueue`]); elsewhere (a `/sys` of another network namespace, as in
-/// `gate64 demo`'s user namespace) the device is made again without, and writes forward the
-/// packet in the worker's time, as a plain TUN does.
-pub fn create(name: &str, mtu: u16, address: Ipv6Addr, queues: usize) -> io::Result<Vec<CorpLink>> {
-    let links = open_device(name, queues, queues > 1, true)?;
+/// `address/128`, and brings it up. With `napi` (`corpnet.tun_napi`) the queues use threaded
+/// NAPI ([`TunQueue`]), and the call fails when the kernel or `/sys` refuses it; without, a
+/// write forwards the packet in the worker's time, as a plain TUN does.
+pub fn create(
+    name: &str,
+    mtu: u16,
+    address: Ipv6Addr,
+    queues: usize,
+    napi: bool,
+) -> io::Result<Vec<CorpLink>> {
+    let links = open_device(name, queues, queues > 1, napi)?;
     let napi = links.first().is_some_and(TunQueue::napi);
     tracing::info!(
         device = name,
@@ -160,24 +166,25 @@ pub fn create(name: &str, mtu: u16, address: Ipv6Addr, queues: usize) -> io::Res
 
 /// Opens `queues` queues (at least one) of the offloading TUN device `name`, multi-queue if
 /// `multi_queue` (more can be added with [`TunQueue::another_queue`]); with `napi`, with
-/// threaded NAPI where `/sys` allows it and without where not (see [`create`]). The device is
-/// not brought up.
+/// threaded NAPI, or an error naming `corpnet.tun_napi` where the kernel or `/sys` refuses
+/// it (a `/sys` of another network namespace; a `threaded` file the process may not write,
+/// as under the shipped systemd unit's unprivileged user). The device is not brought up.
 pub fn open_device(
     name: &str,
     queues: usize,
     multi_queue: bool,
     napi: bool,
 ) -> io::Result<Vec<TunQueue>> {
-    if !napi {
-        return open_queues(name, queues, multi_queue, false);
-    }
-    match open_queues(name, queues, multi_queue, true) {
-        Ok(links) => Ok(links),
-        Err(e) => {
-            tracing::info!(device = name, reason = %e, "TUN without NAPI threads");
-            open_queues(name, queues, multi_queue, false)
+    open_queues(name, queues, multi_queue, napi).map_err(|e| {
+        if napi {
+            io::Error::new(
+                e.kind(),
+                format!("{e} (`corpnet.tun_napi = true` asks for threaded NAPI; set it to false)"),
+            )
+        } else {
+            e
         }
-    }
+    })
 }
 
 /// Opens `queues` queues of `name`; with `napi`, also switches the device's NAPI to threaded

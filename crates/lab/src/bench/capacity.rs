@@ -107,6 +107,10 @@ pub struct CapacityArgs {
     /// (host NAPI), the lab's apart (lab NAPI), instead of each in its sender's system call.
     #[arg(long)]
     pub nic_receive: bool,
+    /// gate64's TUN hands its writes to NAPI kernel threads (`corpnet.tun_napi = true`),
+    /// counted as host NAPI; without it the forwarding runs in gate64's own writes.
+    #[arg(long)]
+    pub tun_napi: bool,
     /// Lab use only: when DNS64 fails, send the NAT64 share to the address DNS64 should
     /// have synthesized, so NAT64 can still be measured. DNS64 is still reported failed and
     /// the run still exits non-zero; the report records that the fallback was on.
@@ -251,6 +255,7 @@ fn measure_point(args: &CapacityArgs, clients: usize, stop: &AtomicBool) -> Resu
         builtin_dns: args.builtin_dns,
         dns64_upstream: args.dns64_upstream,
         nic_receive: args.nic_receive,
+        tun_napi: args.tun_napi,
     };
     let mut lab = match Lab::start(&topo, &opts, stop) {
         Ok(lab) => lab,
@@ -302,6 +307,7 @@ fn search(args: &CapacityArgs, lab: &mut Lab<'_>, stop: &AtomicBool) -> Result<R
     row.dns64_error = probe.dns64_error;
     row.nat64_fallback = args.nat64_fallback;
     row.nic_receive = args.nic_receive;
+    row.tun_napi = args.tun_napi;
     row.path_failures = (probe.paths.failures().into_iter())
         .map(|f| format!("probe: {f}"))
         .collect();

@@ -132,6 +132,8 @@ pub struct LabOptions {
     pub dns64_upstream: Option<std::net::Ipv4Addr>,
     /// Give the veths a NIC's receive path ([`nic_receive_paths`]).
     pub nic_receive: bool,
+    /// gate64's `corpnet.tun_napi`.
+    pub tun_napi: bool,
 }
 
 /// Debian's miredo client and strongSwan (both tunnels) over it, in `tcli`.
@@ -377,7 +379,10 @@ fn gate64_toml(pki: &Path, control: &Path, opts: &LabOptions) -> Result<String> 
     };
     Ok(options.config_toml().replace(
         "ipv6_prefixes = [\"2001:db8:100::/48\"]",
-        &format!("ipv6_prefixes = [\"{CORP_PREFIX}\"]"),
+        &format!(
+            "ipv6_prefixes = [\"{CORP_PREFIX}\"]\ntun_napi = {}",
+            opts.tun_napi
+        ),
     ))
 }
 

@@ -164,6 +164,9 @@ pub struct Row {
     /// `--nic-receive` was given: the veths had a NIC's receive path, and `napi_cpu_percent`
     /// includes `tsrv`'s veths' receive as well as the TUN's.
     pub nic_receive: bool,
+    /// `--tun-napi` was given: gate64's TUN handed its writes to NAPI kernel threads
+    /// (`corpnet.tun_napi`), whose CPU is in `napi_cpu_percent`.
+    pub tun_napi: bool,
     /// What each claimed path carried when every client was probed.
     pub probe_paths: Paths,
     /// Every claimed path that did not work, in the probe (`probe: ...`) or a step
