@@ -7,7 +7,7 @@
 
 use super::lab::{
     GATE_ADDRESS6, GATE64_NAPI_THREADS, LAB_NAPI_THREADS, Lab, LabOptions, NAT64_TARGET, SINK_PORT,
-    V4ONLY,
+    V4ONLY, path_str,
 };
 use super::measure::{
     CpuClock, KernelThreadsClock, MachineCpu, MachineLoad, cores, drop_counters, grown, hardware,
@@ -793,11 +793,6 @@ fn write_plots(args: &CapacityArgs, rows: &[Row]) -> Result<()> {
         eprintln!("wrote {}", path.display());
     }
     Ok(())
-}
-
-fn path_str(p: &Path) -> Result<&str> {
-    p.to_str()
-        .with_context(|| format!("path {} is not UTF-8", p.display()))
 }
 
 #[cfg(test)]

@@ -544,7 +544,8 @@ fn start_third_party<'t>(topo: &'t Topology, pki: &Path) -> Result<ThirdParty<'t
     })
 }
 
-fn path_str(p: &Path) -> Result<&str> {
+/// `p` as UTF-8, or an error naming it.
+pub(crate) fn path_str(p: &Path) -> Result<&str> {
     p.to_str()
         .with_context(|| format!("path {} is not UTF-8", p.display()))
 }
