@@ -85,13 +85,7 @@ fn without_ipsec(topo: &Topology) -> Result<()> {
     );
     ensure!(toml.contains("tun_napi = true"), "the key was not written");
     let mut gate = topo.start_gate64_with(&toml)?;
-    let threaded = topo
-        .srv
-        .exec_ok(&["cat", "/sys/class/net/gate64/threaded"])?;
-    ensure!(
-        threaded.trim() == "1",
-        "the TUN's NAPI is not threaded: {threaded:?}"
-    );
+    ensure_tun_threaded(topo, true)?;
     let _iperf = topo.start_iperf_server()?;
     let (_client, addr) = qualify(topo)?;
     topo.ping6_all(&topo.cli, CORP_HOST, 3)
@@ -161,13 +155,7 @@ fn flood_keeps_clients_working(topo: &Topology) -> Result<()> {
     };
     let mut gate = topo.start_gate64(&opts)?;
     // The default (`corpnet.tun_napi = false`): a plain TUN, no NAPI thread.
-    let threaded = topo
-        .srv
-        .exec_ok(&["cat", "/sys/class/net/gate64/threaded"])?;
-    ensure!(
-        threaded.trim() == "0",
-        "the TUN's NAPI is threaded by default: {threaded:?}"
-    );
+    ensure_tun_threaded(topo, false)?;
     let _iperf = topo.start_iperf_server()?;
     let (_client, addr) = qualify(topo)?;
     topo.ping6_all(&topo.cli, CORP_HOST, 3)
@@ -228,6 +216,18 @@ pub(crate) fn qualify(topo: &Topology) -> Result<(Process, Ipv6Addr)> {
         t.elapsed().as_secs_f64()
     );
     Ok((client, addr))
+}
+
+/// Fails unless gate64's TUN has its NAPI in kernel threads exactly when `expected` says.
+fn ensure_tun_threaded(topo: &Topology, expected: bool) -> Result<()> {
+    let threaded = topo
+        .srv
+        .exec_ok(&["cat", "/sys/class/net/gate64/threaded"])?;
+    ensure!(
+        (threaded.trim() == "1") == expected,
+        "the TUN's NAPI threaded = {threaded:?}, expected {expected}"
+    );
+    Ok(())
 }
 
 fn iperf_what(reverse: bool) -> &'static str {
