@@ -91,11 +91,6 @@ impl TunQueue {
         u16::try_from(mtu).map_err(|_| io::Error::other(format!("MTU {mtu} out of range")))
     }
 
-    /// True when writes go to the queue's NAPI (see the type's documentation).
-    pub fn napi(&self) -> bool {
-        self.flags & tun::IFF_NAPI != 0
-    }
-
     /// Reads one packet, or one TCP super-packet, into `raw` (at least
     /// [`gate64_wire::offload::VNET_HDR_LEN`] + 65,535 bytes) and cuts it into `bufs`, one
     /// packet per buffer at `offset`, its length in `sizes`. Returns how many packets; a read
@@ -132,7 +127,6 @@ pub fn create(
     napi: bool,
 ) -> io::Result<Vec<CorpLink>> {
     let links = open_device(name, queues, queues > 1, napi)?;
-    let napi = links.first().is_some_and(TunQueue::napi);
     tracing::info!(
         device = name,
         queues = links.len(),
@@ -165,31 +159,12 @@ pub fn create(
 }
 
 /// Opens `queues` queues (at least one) of the offloading TUN device `name`, multi-queue if
-/// `multi_queue` (more can be added with [`TunQueue::another_queue`]); with `napi`, with
-/// threaded NAPI, or an error naming `corpnet.tun_napi` where the kernel or `/sys` refuses
-/// it (a `/sys` of another network namespace; a `threaded` file the process may not write,
-/// as under the shipped systemd unit's unprivileged user). The device is not brought up.
+/// `multi_queue` (more can be added with [`TunQueue::another_queue`]); with `napi`, also
+/// switches the device's NAPI to threaded mode, and fails (closing the queues, so the device
+/// goes away) with an error naming `corpnet.tun_napi` where `/sys` refuses that (a `/sys` of
+/// another network namespace; a `threaded` file the process may not write, as under the
+/// shipped systemd unit's unprivileged user). The device is not brought up.
 pub fn open_device(
-    name: &str,
-    queues: usize,
-    multi_queue: bool,
-    napi: bool,
-) -> io::Result<Vec<TunQueue>> {
-    open_queues(name, queues, multi_queue, napi).map_err(|e| {
-        if napi {
-            io::Error::new(
-                e.kind(),
-                format!("{e} (`corpnet.tun_napi = true` asks for threaded NAPI; set it to false)"),
-            )
-        } else {
-            e
-        }
-    })
-}
-
-/// Opens `queues` queues of `name`; with `napi`, also switches the device's NAPI to threaded
-/// mode, and fails (closing the queues, so the device goes away) when that is refused.
-fn open_queues(
     name: &str,
     queues: usize,
     multi_queue: bool,
@@ -212,8 +187,15 @@ fn open_queues(
     }
     if napi {
         let threaded = format!("/sys/class/net/{name}/threaded");
-        std::fs::write(&threaded, "1")
-            .map_err(|e| io::Error::new(e.kind(), format!("writing {threaded}: {e}")))?;
+        std::fs::write(&threaded, "1").map_err(|e| {
+            io::Error::new(
+                e.kind(),
+                format!(
+                    "writing {threaded}: {e} (`corpnet.tun_napi = true` asks for threaded \
+                     NAPI; set it to false)"
+                ),
+            )
+        })?;
     }
     Ok(links)
 }
