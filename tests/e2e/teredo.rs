@@ -5,6 +5,8 @@
 //!   IPsec: qualification, ping both ways, iperf3 both ways, metrics.
 //! - `netns_teredo_flood_keeps_clients_working_without_ipsec`: the same while `teredo-flood` hammers
 //!   192.0.2.1:3544 from a fourth namespace.
+//! - `netns_tun_napi_refused_where_sys_cannot_switch_it`: `corpnet.tun_napi = true` where
+//!   `/sys` shows another namespace: the start fails naming the key.
 
 use std::net::{Ipv6Addr, SocketAddrV4};
 use std::sync::Arc;
@@ -16,7 +18,7 @@ use anyhow::{Context, Result, bail, ensure};
 use gate64_testkit::flood::{self, FloodConfig, FloodReport};
 use gate64_testkit::{
     ATTACKER_V4, CORP_HOST, Gate64Options, Metrics, Process, SERVER_V4, TEREDO_PORT, Topology,
-    find_binary, find_tool,
+    find_binary, find_tool, gate64_binary,
 };
 
 use crate::common::{gate64_lines, netns_test};
@@ -216,6 +218,49 @@ pub(crate) fn qualify(topo: &Topology) -> Result<(Process, Ipv6Addr)> {
         t.elapsed().as_secs_f64()
     );
     Ok((client, addr))
+}
+
+#[test]
+#[ignore = "netns: needs root"]
+fn netns_tun_napi_refused_where_sys_cannot_switch_it() {
+    if let Err(e) = tun_napi_refused() {
+        panic!("{e:#}");
+    }
+}
+
+/// gate64 in a network namespace of its own (`unshare -n`) whose `/sys` is still the
+/// host's, so `/sys/class/net/<tun>/threaded` does not exist there: with
+/// `corpnet.tun_napi = true` the start must fail and name the key, not run without NAPI.
+fn tun_napi_refused() -> Result<()> {
+    let conf = std::env::temp_dir().join(format!("gate64-tun-napi-{}.toml", std::process::id()));
+    let toml = Gate64Options::default().config_toml().replace(
+        "address6 = \"2001:db8:100::1\"\n",
+        "address6 = \"2001:db8:100::1\"\ntun_napi = true\n",
+    );
+    ensure!(toml.contains("tun_napi = true"), "the key was not written");
+    std::fs::write(&conf, toml)?;
+    let bin = gate64_binary()?;
+    // `timeout` bounds the run should gate64 start after all.
+    let out = std::process::Command::new("timeout")
+        .arg("20")
+        .args(["unshare", "-n"])
+        .arg(&bin)
+        .args(["serve", "--config"])
+        .arg(&conf)
+        .output();
+    let _ = std::fs::remove_file(&conf);
+    let out = out.context("running gate64 serve under unshare -n")?;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    ensure!(
+        out.status.code() == Some(1),
+        "gate64 serve did not refuse the start ({:?}): {stderr}",
+        out.status
+    );
+    ensure!(
+        stderr.contains("corpnet.tun_napi = true") && stderr.contains("threaded"),
+        "the refusal does not name the key and the switch: {stderr}"
+    );
+    Ok(())
 }
 
 /// Fails unless gate64's TUN has its NAPI in kernel threads exactly when `expected` says.
