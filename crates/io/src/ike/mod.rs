@@ -479,13 +479,12 @@ impl IkeDriver {
         let mut relay = self.eap_relay.take();
         self.publish(Instant::now());
         let mut turn = 0usize;
+        let mut timers_ran = Instant::now();
         loop {
             turn = turn.wrapping_add(1);
             // At least once a STATUS_REFRESH: what the last wake changed without an event (a
             // half-open SA added) is published then, not at the next datagram.
-            let deadline = self
-                .responder
-                .poll_timeout()
+            let deadline = turn::timer_wake(self.responder.poll_timeout(), timers_ran)
                 .unwrap_or_else(|| Instant::now() + Duration::from_secs(60))
                 .min(self.published + STATUS_REFRESH);
             tokio::select! {
@@ -499,7 +498,10 @@ impl IkeDriver {
                     Ok(()) => self.drain(&listeners[i], &mut slots),
                     Err(e) => tracing::debug!(local = %listeners[i].local, error = %e, "ike: waiting for datagrams failed"),
                 },
-                _ = tokio::time::sleep_until(deadline.into()) => self.responder.handle_timeout(Instant::now()),
+                _ = tokio::time::sleep_until(deadline.into()) => {
+                    timers_ran = Instant::now();
+                    self.responder.handle_timeout(timers_ran);
+                }
                 Some(change) = next_command(&mut commands) => change(&mut self.responder),
                 Some(verdict) = next_verdict(&mut pool) => {
                     let now = Instant::now();
@@ -519,6 +521,7 @@ impl IkeDriver {
             // often as the timer does, and would otherwise hold them back.
             let now = Instant::now();
             if turn::timers_due(self.responder.poll_timeout(), now) {
+                timers_ran = now;
                 self.responder.handle_timeout(now);
             }
             while let Some(verdict) = pool.as_mut().and_then(AuthPool::ready_verdict) {
