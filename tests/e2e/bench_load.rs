@@ -162,6 +162,7 @@ fn bench_load(topo: &Topology, clients: usize, iphttps_share: f64, hold: Duratio
         field(&s, "esp_errors") == Some(0.0),
         "the generator refused ESP: {s}"
     );
+    check_one_neighbour(topo, clients)?;
     load.ensure_running()?;
     gate.ensure_running()?;
     drop(echo);
@@ -188,6 +189,31 @@ fn print_figures(s: &str, clients: usize, waited: Duration) {
         (get("rss_bytes") - get("rss_start_bytes")) / started / 1024.0,
         get("cpu_seconds") * 1000.0 / started,
     );
+}
+
+/// After IKE and traffic to every client, gate64's TUN has one IPv6 neighbour entry, its
+/// routes' nominal next hop, not one per client address.
+fn check_one_neighbour(topo: &Topology, clients: usize) -> Result<()> {
+    let routes = topo.srv.ip(&["-6", "route", "show", "dev", "gate64"])?;
+    ensure!(
+        routes.contains(&format!("{POOL6} via fe80::1")),
+        "the pool's route into the TUN has no next hop: {routes}"
+    );
+    let neighbours = topo
+        .srv
+        .ip(&["-6", "neigh", "show", "dev", "gate64", "nud", "all"])?;
+    // Multicast entries (the kernel's own MLD reports to ff02::16) are not per client.
+    let unicast: Vec<&str> = neighbours
+        .lines()
+        .filter(|l| !l.trim().is_empty() && !l.starts_with("ff"))
+        .collect();
+    ensure!(
+        unicast.len() <= 1 && unicast.iter().all(|l| l.starts_with("fe80::1 ")),
+        "{} unicast neighbour entries on the TUN after traffic to {clients} clients (one \
+         expected, fe80::1): {neighbours}",
+        unicast.len()
+    );
+    Ok(())
 }
 
 /// gate64 counts `want` IKE SAs and `want` child SAs (its gauges follow the SA database
