@@ -220,26 +220,12 @@ pub fn create_tun(dev: &str, mtu: u16) -> io::Result<crate::tun::TunQueue> {
 }
 
 /// Routes `net` into `dev` in routing table `table` with route MTU `mtu`
-/// (`ip route replace NET dev DEV table T mtu M`), idempotently.
+/// (`ip route replace NET dev DEV table T mtu M`, IPv6 through the TUN's nominal next hop:
+/// [`crate::tun::route_into`]), idempotently.
 pub fn route(net: IpNet, dev: &str, table: u32, mtu: u16) -> io::Result<()> {
-    let family = if matches!(net, IpNet::V4(_)) {
-        "-4"
-    } else {
-        "-6"
-    };
-    let args = [
-        family.to_owned(),
-        "route".into(),
-        "replace".into(),
-        net.to_string(),
-        "dev".into(),
-        dev.into(),
-        "table".into(),
-        table.to_string(),
-        "mtu".into(),
-        mtu.to_string(),
-    ];
-    crate::tun::ip(&args)
+    let (table, mtu) = (table.to_string(), mtu.to_string());
+    let ipv6 = matches!(net, IpNet::V6(_));
+    crate::tun::route_into(&net.to_string(), ipv6, dev, &["table", &table, "mtu", &mtu])
 }
 
 /// The `gate64_drops_total` reason of a GRE drop.

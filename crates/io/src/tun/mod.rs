@@ -228,12 +228,21 @@ pub fn route(prefix: Ipv6Addr, len: u8, dev: &str) -> io::Result<()> {
 /// Routes an IPv4 or IPv6 `prefix/len` into the device (`ip -4|-6 route replace`; IPv6
 /// through [`TUN_NEXT_HOP6`]), idempotently.
 pub fn route_any(prefix: IpAddr, len: u8, dev: &str) -> io::Result<()> {
-    let net = format!("{prefix}/{len}");
-    if prefix.is_ipv4() {
-        return ip(&["-4", "route", "replace", &net, "dev", dev]);
-    }
+    route_into(&format!("{prefix}/{len}"), prefix.is_ipv6(), dev, &[])
+}
+
+/// `ip -4|-6 route replace NET [via fe80::1] dev DEV EXTRA...`: the one way a route into a TUN
+/// device (the corporate one, or a GRE tenant's) is made, IPv6 through [`TUN_NEXT_HOP6`];
+/// `extra` adds options such as `table T mtu M`.
+pub fn route_into(net: &str, ipv6: bool, dev: &str, extra: &[&str]) -> io::Result<()> {
     let via = TUN_NEXT_HOP6.to_string();
-    ip(&["-6", "route", "replace", &net, "via", &via, "dev", dev])
+    let mut args = vec![if ipv6 { "-6" } else { "-4" }, "route", "replace", net];
+    if ipv6 {
+        args.extend(["via", via.as_str()]);
+    }
+    args.extend(["dev", dev]);
+    args.extend_from_slice(extra);
+    ip(&args)
 }
 
 /// Where iproute2's `ip` is looked for, in this order. gate64 runs it while it still holds
